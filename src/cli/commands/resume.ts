@@ -1,0 +1,32 @@
+/** `atomic resume RUN`: continue a run; recorded steps replay from the journal. */
+
+import { defineCommand } from "citty";
+import { RootRun, assertResumable } from "../../engine/driver.ts";
+import { loadWorkflowFile } from "../../engine/loader.ts";
+import { driveRun } from "../drive.ts";
+import { session } from "../session.ts";
+import { createRunView } from "../view/run-view.ts";
+import { leaseOption } from "./run.ts";
+
+export default defineCommand({
+  meta: { name: "resume", description: "Continue an interrupted, crashed or failed run" },
+  args: {
+    run: { type: "positional", description: "run id (or a unique prefix)", required: true },
+    leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+  },
+  async run({ args }) {
+    const s = session();
+    const run = await s.findRun(args.run);
+    assertResumable(run);
+    const loaded = await loadWorkflowFile(run.workflowPath);
+    const journal = await s.journal();
+    const view = createRunView(s);
+    const root = await RootRun.resume(
+      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs) },
+      run,
+      loaded.definition,
+      loaded.digest,
+    );
+    await driveRun(s, root, view);
+  },
+});

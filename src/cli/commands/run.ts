@@ -1,0 +1,60 @@
+/** `atomic run FILE [--input k=v ...] [--inputs-json FILE]`: start a run and drive it to its end. */
+
+import { defineCommand } from "citty";
+import { readFileSync } from "node:fs";
+import { RootRun } from "../../engine/driver.ts";
+import { parseInputPairs } from "../../engine/inputs.ts";
+import { loadWorkflowFile } from "../../engine/loader.ts";
+import { UsageError } from "../../shared/errors.ts";
+import { driveRun } from "../drive.ts";
+import { repeatedFlag } from "../globals.ts";
+import { session } from "../session.ts";
+import { createRunView } from "../view/run-view.ts";
+
+export default defineCommand({
+  meta: { name: "run", description: "Run a workflow file" },
+  args: {
+    file: { type: "positional", description: "workflow file (.ts)", required: true },
+    input: { type: "string", description: "an input as key=value (repeatable)" },
+    inputsJson: { type: "string", description: "a JSON file with the inputs" },
+    leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+  },
+  async run({ args }) {
+    const s = session();
+    const loaded = await loadWorkflowFile(args.file);
+    const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
+    const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
+    const journal = await s.journal();
+    const view = createRunView(s);
+    const root = await RootRun.start(
+      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs) },
+      { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs },
+    );
+    await driveRun(s, root, view);
+  },
+});
+
+export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number } {
+  if (text === undefined) return {};
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1000) {
+    throw new UsageError("bad_flag", `--lease-ms must be a whole number of milliseconds of at least 1000, got ${JSON.stringify(text)}`);
+  }
+  return { leaseTimeoutMs: n };
+}
+
+function readInputsJson(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    throw new UsageError("bad_input", `cannot read the inputs file ${file}`, { hint: "check the path given to --inputs-json" });
+  }
+  try {
+    const value = JSON.parse(text) as unknown;
+    if (value && typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // fall through to the error below
+  }
+  throw new UsageError("bad_input", `the inputs file ${file} is not a JSON object`, { hint: 'write it as {"key": value, ...}' });
+}

@@ -1,0 +1,51 @@
+/** `atomic runs`: list root runs, newest first; a run nobody drives any more shows as crashed. */
+
+import { defineCommand } from "citty";
+import { shownStatus } from "../../journal/run-status.ts";
+import { RUN_STATUSES, type RunStatus } from "../../journal/types.ts";
+import { UsageError } from "../../shared/errors.ts";
+import { session } from "../session.ts";
+import { colorFor, formatDuration, formatTime } from "../style.ts";
+
+export default defineCommand({
+  meta: { name: "runs", description: "List runs, newest first" },
+  args: {
+    status: { type: "string", description: `only runs with this stored status (${RUN_STATUSES.join(", ")})` },
+    limit: { type: "string", description: "how many (default 20)" },
+  },
+  async run({ args }) {
+    const s = session();
+    const limit = args.limit === undefined ? 20 : Number(args.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
+      throw new UsageError("bad_flag", `--limit must be a whole number from 1 to 10000, got ${JSON.stringify(args.limit)}`);
+    }
+    if (args.status !== undefined && !(RUN_STATUSES as readonly string[]).includes(args.status)) {
+      throw new UsageError("bad_flag", `--status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(args.status)}`);
+    }
+    const journal = await s.journal();
+    const runs = await journal.listRuns({ limit, ...(args.status ? { status: args.status as RunStatus } : {}) });
+    const rows = [];
+    for (const run of runs) {
+      const lease = run.status === "running" ? await journal.getLease(run.id) : undefined;
+      const status = shownStatus(run, lease);
+      rows.push({ run, status, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
+    }
+    if (s.globals.json) {
+      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt });
+      return;
+    }
+    if (rows.length === 0) {
+      s.info("no runs yet; start one with: atomic run <workflow file>");
+      return;
+    }
+    const st = s.style;
+    s.result(st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(11)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  DURATION`));
+    for (const { run, status, leaseExpiresAt } of rows) {
+      const end = run.endedAt ?? (status === "running" ? Date.now() : run.updatedAt);
+      const note = leaseExpiresAt ? st.dim(` lease expired ${formatTime(leaseExpiresAt)}`) : "";
+      s.result(
+        `${run.id}  ${colorFor(st, status)(status.padEnd(11))}  ${run.workflowName.slice(0, 20).padEnd(20)}  ${formatTime(run.createdAt)}  ${formatDuration(end - run.createdAt)}${note}`,
+      );
+    }
+  },
+});

@@ -1,0 +1,64 @@
+/** `atomic show RUN`: a run's status, inputs, outputs, errors and steps with timings. */
+
+import { defineCommand } from "citty";
+import { buildRunReport, type RunReport, type StepReport } from "../../engine/run-report.ts";
+import { session, type CliSession } from "../session.ts";
+import { colorFor, formatDuration, formatTime } from "../style.ts";
+
+export default defineCommand({
+  meta: { name: "show", description: "Show a run: stages, outputs, errors, timings" },
+  args: {
+    run: { type: "positional", description: "run id (or a unique prefix)", required: true },
+    all: { type: "boolean", description: "list every tool step too (default: counted)" },
+  },
+  async run({ args }) {
+    const s = session();
+    const run = await s.findRun(args.run);
+    const report = (await buildRunReport(await s.journal(), run.id))!;
+    if (s.globals.json) {
+      s.json(report);
+      return;
+    }
+    printReport(s, report, 0, args.all === true);
+  },
+});
+
+function printReport(s: CliSession, report: RunReport, depth: number, all: boolean): void {
+  const st = s.style;
+  const pad = "  ".repeat(depth);
+  const { run } = report;
+  const end = run.endedAt ?? (report.status === "running" ? Date.now() : run.updatedAt);
+  const line = (label: string, value: string) => s.result(`${pad}${st.dim(label.padEnd(9))} ${value}`);
+  s.result(`${pad}${st.bold(run.workflowName)} ${run.id}`);
+  line("status", colorFor(st, report.status)(report.status));
+  if (report.status === "crashed" && report.leaseExpiresAt) {
+    line("crashed", `its driver stopped; lease expired ${formatTime(report.leaseExpiresAt)} (resume with: atomic resume ${run.rootId})`);
+  }
+  if (report.holder) line("driver", `pid ${report.holder.pid} on ${report.holder.host}`);
+  line("started", `${formatTime(run.createdAt)} (${formatDuration(end - run.createdAt)})`);
+  if (depth === 0 && run.workflowPath) line("file", run.workflowPath);
+  line("inputs", JSON.stringify(run.inputs));
+  if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
+  if (run.error) line("error", st.red(`${run.error.message}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
+  const tools = report.steps.filter((x) => x.kind === "tool");
+  const shown = all ? report.steps : report.steps.filter((x) => x.kind !== "tool" || x.status !== "completed");
+  if (shown.length) s.result(`${pad}${st.dim("steps")}`);
+  for (const step of shown) printStep(s, step, depth, all);
+  if (!all && tools.length) {
+    const done = tools.filter((t) => t.status === "completed").length;
+    s.result(`${pad}  ${st.dim(`${done} tool step(s) completed (--all lists them)`)}`);
+  }
+}
+
+function printStep(s: CliSession, step: StepReport, depth: number, all: boolean): void {
+  const st = s.style;
+  const pad = "  ".repeat(depth + 1);
+  const took = step.startedAt && step.endedAt ? formatDuration(step.endedAt - step.startedAt) : "";
+  const attempts = step.attempts > 1 ? ` attempts ${step.attempts}` : "";
+  const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
+  const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
+  s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}`)}`);
+  if (step.error) s.result(`${pad}          ${st.red(step.error.message)}`);
+  if (step.kind === "stage" && step.outputPath) s.result(`${pad}          ${st.dim(`output: ${step.outputPath}`)}`);
+  if (step.child) printReport(s, step.child, depth + 2, all);
+}

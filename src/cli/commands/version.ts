@@ -1,0 +1,15 @@
+/** `atomic version`. */
+
+import { defineCommand } from "citty";
+import { VERSION } from "../../shared/version.ts";
+import { session } from "../session.ts";
+
+export default defineCommand({
+  meta: { name: "version", description: "Print the version" },
+  args: {},
+  run() {
+    const s = session();
+    if (s.globals.json) s.json({ version: VERSION, bun: Bun.version });
+    else process.stdout.write(`${VERSION}\n`);
+  },
+});

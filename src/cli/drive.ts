@@ -1,0 +1,74 @@
+/**
+ * Drives a root run in the foreground for `run` and `resume`: shows
+ * progress, handles Ctrl-C, prints the result and sets the exit code.
+ *
+ * First Ctrl-C (or SIGTERM): stop dispatching, end running stages, record
+ * the run as interrupted (resumable) and print the resume command. Second
+ * Ctrl-C: kill every stage process group and exit at once (130); the run
+ * stays resumable because its lease holder is gone.
+ */
+
+import type { RootRun } from "../engine/driver.ts";
+import type { RunOutcome } from "../engine/run-execution.ts";
+import type { RunStatus } from "../journal/types.ts";
+import { killAllGroups } from "../runners/shell/process-groups.ts";
+import type { CliSession } from "./session.ts";
+import { colorFor } from "./style.ts";
+import type { RunView } from "./view/run-view.ts";
+
+export const EXIT_CODE: Record<RunStatus, number> = {
+  completed: 0,
+  failed: 1,
+  blocked: 3,
+  cancelled: 4,
+  interrupted: 130,
+  running: 1,
+};
+
+export async function driveRun(s: CliSession, root: RootRun, view: RunView): Promise<void> {
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals) => {
+    signals++;
+    if (signals === 1) {
+      view.note(`${sig === "SIGINT" ? "Ctrl-C" : sig}: stopping run ${root.runId} (again to exit at once)`);
+      root.stop("interrupted");
+      return;
+    }
+    killAllGroups("SIGKILL");
+    process.stderr.write(`\nexiting now; resume with: atomic resume ${root.runId}\n`);
+    process.exit(130);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  let outcome: RunOutcome;
+  try {
+    outcome = await root.run();
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    view.close();
+  }
+  printOutcome(s, outcome);
+  s.exitCode = EXIT_CODE[outcome.status];
+  if (root.stopReason === "lease_lost") s.exitCode = 1;
+}
+
+function printOutcome(s: CliSession, outcome: RunOutcome): void {
+  if (s.globals.json) {
+    s.json({ type: "result", ...outcome, exitCode: EXIT_CODE[outcome.status] });
+    return;
+  }
+  const st = s.style;
+  const line = `run ${outcome.runId} ${colorFor(st, outcome.status)(outcome.status)}`;
+  if (outcome.status === "completed") {
+    s.info(line);
+    if (outcome.outputs !== undefined && outcome.outputs !== null) s.result(JSON.stringify(outcome.outputs, null, 2));
+    s.info(st.dim(`inspect it with: atomic show ${outcome.runId}`));
+    return;
+  }
+  process.stderr.write(`${line}${outcome.error ? `: ${outcome.error.message}` : ""}\n`);
+  if (outcome.error?.hint) process.stderr.write(`hint: ${outcome.error.hint}\n`);
+  if (outcome.status === "interrupted" || outcome.status === "failed" || outcome.status === "blocked") {
+    process.stderr.write(`resume with: atomic resume ${outcome.runId}\n`);
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * What every command shares in one invocation: the global options, the
+ * journal (opened on first use, closed at exit), output helpers honouring
+ * --json / --quiet / NO_COLOR, and the exit code.
+ */
+
+import { openJournal } from "../journal/open.ts";
+import type { Journal, RunRecord } from "../journal/types.ts";
+import { UsageError } from "../shared/errors.ts";
+import type { GlobalOptions } from "./globals.ts";
+import { makeStyle, type Style } from "./style.ts";
+
+export class CliSession {
+  exitCode = 0;
+  readonly style: Style;
+  private journalPromise: Promise<Journal> | undefined;
+  /** Work to do before the process exits (close the journal, stop timers). */
+  readonly cleanups: (() => Promise<void> | void)[] = [];
+
+  constructor(
+    readonly globals: GlobalOptions,
+    readonly rawArgs: string[],
+  ) {
+    this.style = makeStyle(globals.color && !globals.json && process.stdout.isTTY === true);
+  }
+
+  journal(): Promise<Journal> {
+    this.journalPromise ??= openJournal({
+      home: this.globals.home,
+      durability: this.globals.durability,
+      ...(this.globals.journal ? { journalUrl: this.globals.journal } : {}),
+    }).then((j) => {
+      this.cleanups.push(() => j.close());
+      return j;
+    });
+    return this.journalPromise;
+  }
+
+  /** A run by full id or unique prefix; a clear error otherwise. */
+  async findRun(idOrPrefix: string | undefined): Promise<RunRecord> {
+    const text = (idOrPrefix ?? "").trim().toLowerCase();
+    if (!text) throw new UsageError("missing_run_id", "a run id is required", { hint: "list runs with: atomic runs" });
+    const journal = await this.journal();
+    const found = await journal.findRuns(text, 2);
+    const exact = found.find((r) => r.id === text);
+    if (exact) return exact;
+    if (found.length === 0) {
+      throw new UsageError("unknown_run", `no run with id ${text}`, { hint: "list runs with: atomic runs" });
+    }
+    if (found.length > 1) {
+      throw new UsageError("ambiguous_run", `more than one run id starts with ${text}`, { hint: "type more of the id" });
+    }
+    return found[0]!;
+  }
+
+  /** A line for people (suppressed by --quiet and --json). */
+  info(line: string): void {
+    if (!this.globals.quiet && !this.globals.json) process.stdout.write(`${line}\n`);
+  }
+
+  /** A line that is the command's result (suppressed by --json only). */
+  result(line: string): void {
+    if (!this.globals.json) process.stdout.write(`${line}\n`);
+  }
+
+  /** One JSON value per line (with --json). */
+  json(value: unknown): void {
+    process.stdout.write(`${JSON.stringify(value)}\n`);
+  }
+
+  warn(line: string): void {
+    if (!this.globals.json) process.stderr.write(`${this.style.yellow("warning:")} ${line}\n`);
+  }
+
+  async close(): Promise<void> {
+    for (const fn of this.cleanups.splice(0).reverse()) {
+      try {
+        await fn();
+      } catch {
+        // best effort at exit
+      }
+    }
+  }
+}
+
+let current: CliSession | undefined;
+
+export function session(): CliSession {
+  if (!current) throw new Error("internal: CLI session not started");
+  return current;
+}
+
+export function startSession(globals: GlobalOptions, rawArgs: string[]): CliSession {
+  current = new CliSession(globals, rawArgs);
+  return current;
+}

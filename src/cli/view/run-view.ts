@@ -1,0 +1,115 @@
+/**
+ * How `atomic run` / `atomic resume` show progress, chosen once:
+ * - `tree`  (stdout is a terminal): a live tree of stages with status and
+ *   elapsed time, redrawn in place ~10 times a second;
+ * - `lines` (not a terminal): one plain line per stage start and end;
+ * - `json`  (--json): every engine event as one NDJSON line;
+ * - `quiet` (--quiet): nothing until the result.
+ * Tool steps are too many to list one by one; the tree counts them per run.
+ */
+
+import type { EngineEvent, EngineObserver } from "../../engine/observer.ts";
+import type { CliSession } from "../session.ts";
+import { colorFor, formatDuration, type Style } from "../style.ts";
+import { TreeModel } from "./tree-model.ts";
+
+export interface RunView {
+  observer: EngineObserver;
+  /** Stop redrawing and leave the final picture on screen. */
+  close(): void;
+  /** Print a line above the live tree (or plainly). */
+  note(line: string): void;
+}
+
+export function createRunView(s: CliSession): RunView {
+  if (s.globals.json) return jsonView();
+  if (s.globals.quiet) return { observer: () => {}, close() {}, note() {} };
+  if (process.stdout.isTTY) return treeView(s.style);
+  return linesView(s);
+}
+
+function jsonView(): RunView {
+  return {
+    observer: (e) => process.stdout.write(`${JSON.stringify(e)}\n`),
+    close() {},
+    note() {},
+  };
+}
+
+function linesView(s: CliSession): RunView {
+  const started = new Map<string, number>();
+  let rootId: string | undefined;
+  const st = s.style;
+  const print = (line: string) => process.stdout.write(`${line}\n`);
+  return {
+    observer(e: EngineEvent) {
+      switch (e.type) {
+        case "run_started":
+          if (!e.parentId) rootId ??= e.runId;
+          print(`${e.resumed ? "resumed" : "started"} run ${e.runId} (${e.workflow})${e.parentId ? ` as a child of ${e.parentId}` : ""}`);
+          break;
+        case "step_started":
+          if (e.kind === "tool") break;
+          started.set(`${e.runId}/${e.position}`, e.at);
+          print(`  ${e.kind} ${e.name} started${e.attempt > 1 ? ` (attempt ${e.attempt})` : ""}`);
+          break;
+        case "step_ended": {
+          if (e.kind === "tool" && e.status === "completed") break;
+          if (e.replayed) break;
+          const t0 = started.get(`${e.runId}/${e.position}`);
+          const took = t0 ? ` in ${formatDuration(e.at - t0)}` : "";
+          const why = e.error ? `: ${e.error.message}` : "";
+          print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(e.status)}${took}${why}`);
+          break;
+        }
+        case "log":
+          print(`  ${e.message}`);
+          break;
+        case "warning":
+          process.stderr.write(`${st.yellow("warning:")} ${e.message}\n`);
+          break;
+        case "run_ended":
+          // the root's end is printed with the result
+          if (e.runId !== rootId) print(`run ${e.runId} ${colorFor(st, e.status)(e.status)}${e.error ? `: ${e.error.message}` : ""}`);
+          break;
+        case "stage_output":
+          break;
+      }
+    },
+    close() {},
+    note: print,
+  };
+}
+
+function treeView(style: Style): RunView {
+  const model = new TreeModel();
+  let drawn = 0;
+  const notes: string[] = [];
+  const draw = () => {
+    const rows = Math.max(5, (process.stdout.rows ?? 40) - 2);
+    const lines = model.render(style, Date.now());
+    const shown = lines.length > rows ? [style.dim(`… ${lines.length - rows + 1} more above`), ...lines.slice(-rows + 1)] : lines;
+    let out = drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : "";
+    for (const n of notes.splice(0)) out += `${n}\n`;
+    out += shown.map((l) => `${l}\n`).join("");
+    process.stdout.write(out);
+    drawn = shown.length;
+  };
+  const timer = setInterval(draw, 100);
+  timer.unref();
+  return {
+    observer(e) {
+      if (e.type === "warning") notes.push(`${style.yellow("warning:")} ${e.message}`);
+      else if (e.type === "log") notes.push(e.message);
+      else model.apply(e);
+    },
+    close() {
+      clearInterval(timer);
+      draw();
+    },
+    note(line) {
+      notes.push(line);
+      draw();
+    },
+  };
+}

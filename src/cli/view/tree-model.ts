@@ -1,0 +1,123 @@
+/**
+ * The live tree's model: runs and their visible steps (stages, child
+ * workflows, sleeps) in the order they started; a child run's steps hang
+ * under the boundary step that started it. Tool steps are only counted.
+ */
+
+import type { EngineEvent } from "../../engine/observer.ts";
+import { colorFor, formatDuration, type Style } from "../style.ts";
+
+interface StepNode {
+  runId: string;
+  position: string;
+  kind: string;
+  name: string;
+  status: string;
+  attempt: number;
+  startedAt: number;
+  endedAt?: number;
+  childRunId?: string;
+}
+
+interface RunNode {
+  runId: string;
+  workflow: string;
+  status: string;
+  startedAt: number;
+  endedAt?: number;
+  steps: StepNode[];
+  toolsDone: number;
+  toolsReplayed: number;
+}
+
+const SYMBOL: Record<string, string> = {
+  running: "◐",
+  completed: "✓",
+  failed: "✗",
+  cancelled: "⊘",
+  interrupted: "⊘",
+};
+
+export class TreeModel {
+  private readonly runs = new Map<string, RunNode>();
+  private rootId: string | undefined;
+
+  apply(e: EngineEvent): void {
+    switch (e.type) {
+      case "run_started": {
+        const run: RunNode = { runId: e.runId, workflow: e.workflow, status: "running", startedAt: e.at, steps: [], toolsDone: 0, toolsReplayed: 0 };
+        this.runs.set(e.runId, run);
+        if (!e.parentId) this.rootId ??= e.runId;
+        break;
+      }
+      case "run_ended": {
+        const run = this.runs.get(e.runId);
+        if (run) {
+          run.status = e.status;
+          run.endedAt = e.at;
+        }
+        break;
+      }
+      case "step_started": {
+        const run = this.runs.get(e.runId);
+        if (!run || e.kind === "tool") break;
+        let step = run.steps.find((s) => s.position === e.position);
+        if (!step) {
+          step = { runId: e.runId, position: e.position, kind: e.kind, name: e.name, status: "running", attempt: e.attempt, startedAt: e.at };
+          run.steps.push(step);
+        }
+        step.status = "running";
+        step.attempt = e.attempt;
+        if (e.childRunId) step.childRunId = e.childRunId;
+        break;
+      }
+      case "step_ended": {
+        const run = this.runs.get(e.runId);
+        if (!run) break;
+        if (e.kind === "tool") {
+          if (e.replayed) run.toolsReplayed++;
+          else run.toolsDone++;
+          break;
+        }
+        let step = run.steps.find((s) => s.position === e.position);
+        if (!step) {
+          step = { runId: e.runId, position: e.position, kind: e.kind, name: e.name, status: e.status, attempt: 1, startedAt: e.at };
+          run.steps.push(step);
+        }
+        step.status = e.replayed ? "replayed" : e.status;
+        step.endedAt = e.at;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  render(style: Style, now: number): string[] {
+    const root = this.rootId ? this.runs.get(this.rootId) : undefined;
+    if (!root) return [];
+    const lines: string[] = [];
+    this.renderRun(root, 0, style, now, lines);
+    return lines;
+  }
+
+  private renderRun(run: RunNode, depth: number, style: Style, now: number, lines: string[]): void {
+    const pad = "  ".repeat(depth);
+    const took = formatDuration((run.endedAt ?? now) - run.startedAt);
+    lines.push(`${pad}${colorFor(style, run.status)(SYMBOL[run.status] ?? "•")} ${style.bold(run.workflow)} ${style.dim(run.runId)} ${style.dim(took)}`);
+    for (const step of run.steps) {
+      const status = step.status;
+      const sym = status === "replayed" ? "↺" : SYMBOL[status] ?? "•";
+      const elapsed = step.endedAt === undefined ? now - step.startedAt : step.endedAt - step.startedAt;
+      const attempt = step.attempt > 1 ? style.dim(` attempt ${step.attempt}`) : "";
+      const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
+      lines.push(`${pad}  ${colorFor(style, status)(sym)} ${label} ${style.dim(status === "replayed" ? "replayed" : formatDuration(elapsed))}${attempt}`);
+      const child = step.childRunId ? this.runs.get(step.childRunId) : undefined;
+      if (child) this.renderRun(child, depth + 2, style, now, lines);
+    }
+    if (run.toolsDone + run.toolsReplayed > 0) {
+      const replayed = run.toolsReplayed ? `, ${run.toolsReplayed} replayed` : "";
+      lines.push(`${pad}  ${style.dim(`tools: ${run.toolsDone} done${replayed}`)}`);
+    }
+  }
+}

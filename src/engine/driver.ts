@@ -1,0 +1,212 @@
+/**
+ * The root driver: starts or resumes a root run in this process.
+ *
+ * It takes the run's lease (a second driver of the same run gets
+ * LeaseHeldError naming the holder), renews it in the background, polls
+ * the run's control row for requests from other processes (`atomic
+ * cancel`), executes the workflow through a RunExecution, and gives the
+ * lease up when the run has recorded how it ended.
+ *
+ * Nothing is written before the lease is held and the inputs are valid: a
+ * bad request leaves the journal as it was.
+ */
+
+import { join } from "node:path";
+import { GroupCommitWriter } from "../journal/group-commit.ts";
+import type { Journal, Lease, RunRecord } from "../journal/types.ts";
+import { LeaseLostError, UsageError } from "../shared/errors.ts";
+import { newRunId, type RunId } from "../shared/ids.ts";
+import { thisProcessHolder } from "../shared/process-info.ts";
+import type { WorkflowDefinition } from "../sdk/types.ts";
+import { EVENT, type RunResumedPayload } from "./journal-events.ts";
+import type { EngineObserver } from "./observer.ts";
+import { ReplayCursor } from "./replay-cursor.ts";
+import { RunExecution, type RunOutcome } from "./run-execution.ts";
+import { RunTree, type StopReason } from "./run-tree.ts";
+import { InProcessExecutor, type StageExecutor } from "./stage-executor.ts";
+
+export const DEFAULT_LEASE_MS = 30_000;
+const CONTROL_POLL_MS = 500;
+
+export interface DriverOptions {
+  journal: Journal;
+  home: string;
+  observer: EngineObserver;
+  leaseTimeoutMs?: number;
+  executor?: StageExecutor;
+}
+
+export interface NewRunRequest {
+  definition: WorkflowDefinition;
+  workflowPath: string;
+  digest: string;
+  inputs: Record<string, unknown>;
+}
+
+/** A root run being driven by this process. */
+export class RootRun {
+  private renewTimer: ReturnType<typeof setInterval> | undefined;
+  private controlTimer: ReturnType<typeof setInterval> | undefined;
+  private renewing = false;
+
+  private constructor(
+    readonly runId: RunId,
+    private readonly tree: RunTree,
+    private readonly execution: RunExecution,
+  ) {}
+
+  /** Ask the run to stop: running stages end, the run records how it stopped. */
+  stop(reason: StopReason): void {
+    this.tree.stop(reason);
+  }
+
+  get stopReason(): StopReason | undefined {
+    return this.tree.stopReason;
+  }
+
+  static async start(opts: DriverOptions, req: NewRunRequest): Promise<RootRun> {
+    const runId = newRunId();
+    const lease = await opts.journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: leaseMs(opts) });
+    const root = RootRun.create(opts, lease, req.definition, req.inputs, new ReplayCursor(runId), null);
+    await root.tree.append({
+      runId,
+      type: EVENT.runStarted,
+      payload: { workflow: req.definition.name, path: req.workflowPath, digest: req.digest, depth: 0 },
+      newRun: {
+        rootId: runId,
+        parentId: null,
+        parentKey: null,
+        depth: 0,
+        workflowName: req.definition.name,
+        workflowPath: req.workflowPath,
+        workflowDigest: req.digest,
+        inputs: req.inputs,
+      },
+    });
+    return root;
+  }
+
+  /**
+   * Resume a root run recorded in the journal. The caller has checked the
+   * run is resumable and loaded its workflow file (nothing written so far).
+   */
+  static async resume(
+    opts: DriverOptions,
+    run: RunRecord,
+    definition: WorkflowDefinition,
+    digest: string,
+  ): Promise<RootRun> {
+    assertResumable(run);
+    const holder = thisProcessHolder();
+    const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
+    const events = await opts.journal.readEvents(run.id);
+    const root = RootRun.create(opts, lease, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
+    const payload: RunResumedPayload = {
+      holderId: holder.holderId,
+      host: holder.host,
+      pid: holder.pid,
+      previousStatus: run.status,
+      digest,
+      digestChanged: digest !== run.workflowDigest,
+    };
+    await root.tree.append({
+      runId: run.id,
+      type: EVENT.runResumed,
+      payload,
+      patch: { status: "running", endedAt: null, error: null, workflowDigest: digest, clearControl: true },
+    });
+    if (payload.digestChanged) {
+      opts.observer({
+        type: "warning",
+        runId: run.id,
+        message: "the workflow file changed since this run started; replay checks that the recorded steps still match",
+        at: Date.now(),
+      });
+    }
+    return root;
+  }
+
+  private static create(
+    opts: DriverOptions,
+    lease: Lease,
+    definition: WorkflowDefinition,
+    inputs: Record<string, unknown>,
+    cursor: ReplayCursor,
+    previousStatus: RunRecord["status"] | null,
+  ): RootRun {
+    const writer = new GroupCommitWriter(opts.journal, lease);
+    const tree = new RunTree(
+      opts.journal,
+      lease,
+      writer,
+      opts.executor ?? new InProcessExecutor(),
+      opts.observer,
+      join(opts.home, "artifacts"),
+    );
+    const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
+    return new RootRun(lease.rootId, tree, execution);
+  }
+
+  /** Execute the workflow to its end (or stop), then release the lease. */
+  async run(): Promise<RunOutcome> {
+    this.startBackgroundWork();
+    try {
+      return await this.execution.execute();
+    } finally {
+      this.stopBackgroundWork();
+      await this.tree.writer.flush().catch(() => {});
+      await this.tree.executor.close().catch(() => {});
+      if (this.tree.stopReason !== "lease_lost") await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
+    }
+  }
+
+  private startBackgroundWork(): void {
+    const { journal, lease } = this.tree;
+    this.renewTimer = setInterval(async () => {
+      if (this.renewing) return;
+      this.renewing = true;
+      try {
+        await journal.renewLease(lease);
+      } catch (err) {
+        if (err instanceof LeaseLostError) this.tree.stop("lease_lost");
+      } finally {
+        this.renewing = false;
+      }
+    }, Math.max(100, Math.floor(lease.timeoutMs / 3)));
+    this.controlTimer = setInterval(async () => {
+      try {
+        const run = await journal.getRun(this.runId);
+        if (run?.control === "cancel") this.tree.stop("cancelled");
+      } catch {
+        // a failed poll is retried at the next tick
+      }
+    }, CONTROL_POLL_MS);
+  }
+
+  private stopBackgroundWork(): void {
+    clearInterval(this.renewTimer);
+    clearInterval(this.controlTimer);
+  }
+}
+
+function leaseMs(opts: DriverOptions): number {
+  return opts.leaseTimeoutMs ?? DEFAULT_LEASE_MS;
+}
+
+export function assertResumable(run: RunRecord): void {
+  if (run.parentId) {
+    throw new UsageError("not_root", `run ${run.id} is a child workflow run`, {
+      hint: `resume its root run instead: atomic resume ${run.rootId}`,
+    });
+  }
+  if (run.status === "completed") {
+    throw new UsageError("already_completed", `run ${run.id} already completed; there is nothing to resume`, {
+      hint: `see its outputs with: atomic show ${run.id}`,
+    });
+  }
+  if (run.status === "cancelled") {
+    throw new UsageError("run_cancelled", `run ${run.id} was cancelled and cannot be resumed`, {
+      hint: "start a new run with: atomic run <workflow file>",
+    });
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Loading a user's workflow file.
+ *
+ * The binary registers the SDK as a virtual module named "atomic" before
+ * it imports the file, so `import { workflow, v } from "atomic"` resolves
+ * from anywhere on disk, to the very instance the engine uses. Bun
+ * transpiles the file at import time; its relative imports resolve as
+ * usual. The file's default export must be a workflow.
+ *
+ * The digest (sha256 of the file's text) is recorded with the run; resume
+ * compares it and lets replay decide whether a changed file is still
+ * consistent. Files the workflow imports are not part of the digest.
+ */
+
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import * as sdk from "../sdk/index.ts";
+import { isWorkflow } from "../sdk/workflow.ts";
+import type { WorkflowDefinition } from "../sdk/types.ts";
+import { AtomicError, UsageError, ensureError } from "../shared/errors.ts";
+
+let registered = false;
+
+export function registerSdkModule(): void {
+  if (registered) return;
+  registered = true;
+  Bun.plugin({
+    name: "atomic-sdk",
+    setup(build) {
+      build.module("atomic", () => ({ loader: "object", exports: { ...sdk, default: sdk } }));
+    },
+  });
+}
+
+export interface LoadedWorkflow {
+  definition: WorkflowDefinition;
+  path: string;
+  digest: string;
+}
+
+export function fileDigest(path: string): string {
+  return new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex");
+}
+
+export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
+  const path = resolve(file);
+  if (!existsSync(path)) {
+    throw new UsageError("workflow_not_found", `workflow file ${file} does not exist`, {
+      hint: "check the path; `atomic workflows` lists the workflows in .atomic/workflows/",
+    });
+  }
+  if (!statSync(path).isFile()) {
+    throw new UsageError("workflow_not_found", `${file} is not a file`, { hint: "pass the path of a .ts workflow file" });
+  }
+  const digest = fileDigest(path);
+  registerSdkModule();
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(path)) as Record<string, unknown>;
+  } catch (err) {
+    if (err instanceof AtomicError) throw err;
+    throw loadError(file, err);
+  }
+  const definition = mod.default;
+  if (!isWorkflow(definition)) {
+    throw new UsageError("no_workflow", `${file} does not export a workflow as its default export`, {
+      hint: 'end the file with: export default workflow({ name: "...", async run(ctx) { ... } })',
+    });
+  }
+  return { definition, path, digest };
+}
+
+/** One sentence naming the file and, when Bun says it, the line. */
+function loadError(file: string, err: unknown): UsageError {
+  const e = ensureError(err) as Error & {
+    position?: { line?: number; column?: number; lineText?: string };
+    errors?: { message?: string; position?: { line?: number; column?: number } }[];
+  };
+  // Bun reports build errors as an AggregateError of BuildMessages carrying a position.
+  const first = e.errors?.[0] ?? e;
+  const message = (first.message ?? e.message).split("\n")[0] ?? "";
+  const position = (first as { position?: { line?: number; column?: number } }).position ?? e.position;
+  const where = position?.line ? ` at line ${position.line}${position.column ? `, column ${position.column}` : ""}` : lineFromStack(e, file);
+  return new UsageError("workflow_load_failed", `could not load ${file}${where}: ${message}`, {
+    hint: "fix the file and run again",
+    cause: err,
+  });
+}
+
+function lineFromStack(e: Error, file: string): string {
+  const path = resolve(file);
+  const m = e.stack?.split("\n").find((l) => l.includes(path))?.match(/:(\d+):(\d+)\)?$/);
+  return m ? ` at line ${m[1]}` : "";
+}

@@ -1,0 +1,55 @@
+/**
+ * Live events from the engine to whoever shows progress (the terminal view,
+ * `--json` output, later the status page). Not journaled; the journal has
+ * the durable record. Observers must be cheap and must not throw.
+ */
+
+import type { StageResult } from "../sdk/types.ts";
+import type { ErrorInfo } from "../shared/errors.ts";
+import type { RunStatus } from "../journal/types.ts";
+import type { StepKind } from "./journal-events.ts";
+
+export type EngineEvent =
+  | { type: "run_started"; runId: string; parentId: string | null; workflow: string; resumed: boolean; at: number }
+  | { type: "run_ended"; runId: string; status: RunStatus; error?: ErrorInfo; outputs?: unknown; at: number }
+  | {
+      type: "step_started";
+      runId: string;
+      position: string;
+      kind: StepKind;
+      name: string;
+      attempt: number;
+      /** For a child workflow boundary: the child's run id. */
+      childRunId?: string;
+      at: number;
+    }
+  | {
+      type: "step_ended";
+      runId: string;
+      position: string;
+      kind: StepKind;
+      name: string;
+      status: "completed" | "failed" | "cancelled";
+      replayed: boolean;
+      result?: Pick<StageResult, "exitCode" | "outputPath">;
+      error?: ErrorInfo;
+      at: number;
+    }
+  | { type: "stage_output"; runId: string; position: string; name: string; stream: "stdout" | "stderr"; text: string }
+  | { type: "log"; runId: string; message: string; at: number }
+  | { type: "warning"; runId: string; message: string; at: number };
+
+export type EngineObserver = (event: EngineEvent) => void;
+
+export function combineObservers(...observers: (EngineObserver | undefined)[]): EngineObserver {
+  const list = observers.filter((o): o is EngineObserver => o !== undefined);
+  return (event) => {
+    for (const o of list) {
+      try {
+        o(event);
+      } catch {
+        // a broken view must not break the run
+      }
+    }
+  };
+}

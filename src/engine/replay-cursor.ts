@@ -1,0 +1,97 @@
+/**
+ * The replay cursor: the one place that decides whether a step already ran.
+ *
+ * It is built once per run from the journal (O(n) in the number of events)
+ * and indexes checkpoints and step starts by replay position. When workflow
+ * code asks for a step at a position, `claim()` returns what the journal
+ * recorded there, or nothing if the step is new. If a different step was
+ * recorded at that position (other kind, name or arguments) it raises the
+ * NondeterminismError — from here and nowhere else.
+ */
+
+import { NondeterminismError } from "../shared/errors.ts";
+import type { JournalEvent } from "../journal/types.ts";
+import {
+  EVENT,
+  describeStep,
+  type CheckpointPayload,
+  type StepIdentity,
+  type StepStartedPayload,
+} from "./journal-events.ts";
+
+export interface Recorded {
+  checkpoint?: CheckpointPayload;
+  started?: StepStartedPayload;
+  /** Number of attempts recorded as started. */
+  attempts: number;
+}
+
+export class ReplayCursor {
+  private readonly byPosition = new Map<string, Recorded>();
+  private readonly claimed = new Set<string>();
+  private pendingCheckpoints = 0;
+
+  constructor(readonly runId: string, events: readonly JournalEvent[] = []) {
+    for (const e of events) {
+      if (e.key === null) continue;
+      if (e.type === EVENT.checkpoint) {
+        this.entry(e.key).checkpoint = e.payload as CheckpointPayload;
+        this.pendingCheckpoints++;
+      } else if (e.type === EVENT.stepStarted) {
+        const rec = this.entry(e.key);
+        rec.started = e.payload as StepStartedPayload;
+        rec.attempts++;
+      }
+    }
+  }
+
+  /** True while recorded checkpoints remain that the workflow has not reached yet. */
+  get replaying(): boolean {
+    return this.pendingCheckpoints > 0;
+  }
+
+  /**
+   * The workflow asks for `step` at `position`: returns what was recorded
+   * there (checkpoint and/or start), or undefined for a new step.
+   */
+  claim(position: string, step: StepIdentity): Recorded | undefined {
+    const rec = this.byPosition.get(position);
+    if (this.claimed.has(position)) {
+      throw new Error(`internal: replay position ${position} claimed twice`);
+    }
+    this.claimed.add(position);
+    if (!rec) return undefined;
+    const recorded = rec.checkpoint ?? rec.started;
+    if (recorded && !sameStep(recorded, step)) {
+      throw new NondeterminismError(this.runId, position, describeStep(step), describeStep(recorded));
+    }
+    if (rec.checkpoint) this.pendingCheckpoints--;
+    return rec;
+  }
+
+  /**
+   * Called when the workflow function returned: a recorded checkpoint that
+   * was never asked for means the code took another path than the first run.
+   */
+  assertFullyReplayed(): void {
+    if (this.pendingCheckpoints <= 0) return;
+    for (const [position, rec] of this.byPosition) {
+      if (rec.checkpoint && !this.claimed.has(position)) {
+        throw new NondeterminismError(this.runId, position, "no step (the workflow returned)", describeStep(rec.checkpoint));
+      }
+    }
+  }
+
+  private entry(position: string): Recorded {
+    let rec = this.byPosition.get(position);
+    if (!rec) {
+      rec = { attempts: 0 };
+      this.byPosition.set(position, rec);
+    }
+    return rec;
+  }
+}
+
+function sameStep(a: StepIdentity, b: StepIdentity): boolean {
+  return a.kind === b.kind && a.name === b.name && a.args === b.args;
+}

@@ -1,0 +1,180 @@
+/**
+ * One run's execution: its replay cursor, its root scope and the `ctx` its
+ * workflow function receives. Child workflows get a RunExecution of their
+ * own inside the same RunTree (same lease, same writer).
+ *
+ * Life: `execute()` calls the workflow function inside the run's root
+ * scope, then records how the run ended (status_changed) — completed with
+ * validated outputs, failed with the error, or interrupted/cancelled when
+ * the tree was stopped. A lost lease writes nothing more.
+ */
+
+import * as v from "valibot";
+import type { RunStatus } from "../journal/types.ts";
+import type { RunId } from "../shared/ids.ts";
+import { AtomicError, CancelledError, LeaseLostError, StepFailedError, errorInfo, type ErrorInfo } from "../shared/errors.ts";
+import { ExitSignal } from "../sdk/workflow.ts";
+import type { StepSpec, WorkflowContext, WorkflowDefinition } from "../sdk/types.ts";
+import { EVENT, type StatusChangedPayload } from "./journal-events.ts";
+import type { ReplayCursor } from "./replay-cursor.ts";
+import type { RunTree } from "./run-tree.ts";
+import { Scope, currentScope, inScope } from "./scope.ts";
+import { storedValue } from "./values.ts";
+import { runTool } from "./steps/tool.ts";
+import { runStage } from "./steps/stage.ts";
+import { runSleep } from "./steps/sleep.ts";
+import { runChild } from "./steps/child.ts";
+import { runGroup } from "./steps/group.ts";
+
+export interface RunOutcome {
+  runId: RunId;
+  status: RunStatus;
+  outputs?: unknown;
+  error?: ErrorInfo;
+}
+
+export class RunExecution {
+  readonly rootScope: Scope;
+  readonly ctx: WorkflowContext;
+
+  constructor(
+    readonly tree: RunTree,
+    readonly runId: RunId,
+    readonly definition: WorkflowDefinition,
+    readonly inputs: Record<string, unknown>,
+    readonly depth: number,
+    readonly cursor: ReplayCursor,
+    readonly previousStatus: RunStatus | null,
+    readonly parentId: RunId | null = null,
+  ) {
+    this.rootScope = new Scope(this, "", tree.signal);
+    this.ctx = this.makeContext();
+  }
+
+  /** The scope the calling code runs in (a parallel branch, or the run's top level). */
+  scope(): Scope {
+    return currentScope(this, this.rootScope);
+  }
+
+  async execute(): Promise<RunOutcome> {
+    const { tree } = this;
+    tree.observer({
+      type: "run_started",
+      runId: this.runId,
+      parentId: this.parentId,
+      workflow: this.definition.name,
+      resumed: this.previousStatus !== null,
+      at: Date.now(),
+    });
+    let outcome: RunOutcome;
+    try {
+      const value = await inScope(this.rootScope, () => this.definition.run(this.ctx));
+      if (tree.stopReason) throw tree.stoppedError();
+      this.cursor.assertFullyReplayed();
+      outcome = { runId: this.runId, status: "completed", outputs: this.validateOutputs(storedValue(value, "the workflow")) };
+    } catch (err) {
+      outcome = this.outcomeOf(err);
+    }
+    if (tree.stopReason !== "lease_lost") await this.recordEnd(outcome);
+    tree.observer({ type: "run_ended", ...outcome, at: Date.now() });
+    return outcome;
+  }
+
+  private outcomeOf(err: unknown): RunOutcome {
+    const { tree } = this;
+    if (err instanceof ExitSignal) {
+      return {
+        runId: this.runId,
+        status: err.status,
+        outputs: storedValue(err.outputs, "ctx.exit"),
+        ...(err.reason ? { error: { name: "Exit", code: "exit", message: err.reason } } : {}),
+      };
+    }
+    if (tree.stopReason === "interrupted") {
+      return { runId: this.runId, status: "interrupted", error: errorInfo(tree.stoppedError()) };
+    }
+    if (tree.stopReason === "cancelled") {
+      return { runId: this.runId, status: "cancelled", error: errorInfo(tree.stoppedError()) };
+    }
+    if (err instanceof LeaseLostError) tree.stop("lease_lost");
+    return { runId: this.runId, status: "failed", error: errorInfo(err) };
+  }
+
+  private validateOutputs(value: unknown): unknown {
+    const schema = this.definition.outputs;
+    if (!schema) return value;
+    const parsed = v.safeParse(schema, value);
+    if (parsed.success) return storedValue(parsed.output, "the workflow");
+    const issue = parsed.issues[0];
+    const path = issue.path?.map((p) => String(p.key)).join(".") ?? "";
+    throw new StepFailedError("outputs", `the workflow's outputs do not match its schema${path ? ` at "${path}"` : ""}: ${issue.message}`, {
+      code: "bad_outputs",
+    });
+  }
+
+  private async recordEnd(outcome: RunOutcome): Promise<void> {
+    const payload: StatusChangedPayload = { from: "running", to: outcome.status };
+    if (outcome.error) payload.error = outcome.error;
+    try {
+      await this.tree.append({
+        runId: this.runId,
+        type: EVENT.statusChanged,
+        payload,
+        patch: {
+          status: outcome.status,
+          outputs: outcome.outputs ?? null,
+          error: outcome.error ?? null,
+          endedAt: Date.now(),
+          clearControl: true,
+        },
+      });
+    } catch (err) {
+      if (err instanceof LeaseLostError) this.tree.stop("lease_lost");
+      else throw err;
+    }
+  }
+
+  /** Refuse to start a step once the tree is stopping or this branch was aborted. */
+  assertMayStart(scope: Scope): void {
+    if (scope.signal.aborted) throw this.stopError(scope);
+  }
+
+  /** Why a step in `scope` was stopped: the whole tree stopped, or its parallel group failed fast. */
+  stopError(scope: Scope): Error {
+    if (this.tree.stopReason) return this.tree.stoppedError();
+    const reason: unknown = scope.signal.reason;
+    return reason instanceof Error ? reason : new CancelledError("a sibling step failed", "sibling_failed");
+  }
+
+  private makeContext(): WorkflowContext {
+    const exec = this;
+    const ctx: WorkflowContext = {
+      runId: this.runId,
+      inputs: this.inputs,
+      get replaying() {
+        return exec.cursor.replaying;
+      },
+      log(message: string) {
+        exec.tree.observer({ type: "log", runId: exec.runId, message: String(message), at: Date.now() });
+      },
+      task: (name, opts) => runStage(exec, checkName(name), opts),
+      shell: (name, command, opts) => runStage(exec, checkName(name), { ...opts, shell: command }),
+      parallel: (steps: StepSpec[], opts) => runGroup(exec, "parallel", steps, opts ?? {}),
+      chain: (steps: StepSpec[]) => runGroup(exec, "chain", steps, { concurrency: 1, failFast: true }),
+      workflow: (child, inputs, opts) => runChild(exec, child, inputs as Record<string, unknown>, opts?.name) as never,
+      tool: ((name: string, args: unknown, fn: never, opts?: never) => runTool(exec, checkName(name), args, fn, opts ?? {})) as WorkflowContext["tool"],
+      sleep: (ms, name) => runSleep(exec, ms, name ?? "sleep"),
+      exit(opts = {}) {
+        throw new ExitSignal(opts.status ?? "completed", opts.reason, opts.outputs);
+      },
+    };
+    return ctx;
+  }
+}
+
+function checkName(name: unknown): string {
+  if (typeof name !== "string" || name.length === 0 || name.length > 200) {
+    throw new AtomicError("bad_step_name", `a step name must be a non-empty string of at most 200 characters, got ${JSON.stringify(name)}`, "terminal");
+  }
+  return name;
+}

@@ -1,0 +1,143 @@
+/**
+ * The read side: what `show`, `logs` and (later) the status page know about
+ * a run, folded from its journal events in one pass. Steps are listed in
+ * the order they first appeared; a child workflow boundary carries the
+ * child's report.
+ */
+
+import type { StageResult } from "../sdk/types.ts";
+import type { ErrorInfo } from "../shared/errors.ts";
+import type { RunId } from "../shared/ids.ts";
+import { leaseExpiry, shownStatus } from "../journal/run-status.ts";
+import type { Journal, RunRecord, ShownStatus } from "../journal/types.ts";
+import {
+  EVENT,
+  type CheckpointPayload,
+  type StepFailedPayload,
+  type StepKind,
+  type StepStartedPayload,
+} from "./journal-events.ts";
+
+export type StepState = "running" | "completed" | "failed" | "stopped";
+
+export interface StepReport {
+  position: string;
+  kind: StepKind;
+  name: string;
+  status: StepState;
+  attempts: number;
+  startedAt: number | null;
+  endedAt: number | null;
+  exitCode?: number | null;
+  outputPath?: string;
+  errorPath?: string;
+  artifactDir?: string;
+  error?: ErrorInfo;
+  childRunId?: string;
+  child?: RunReport;
+  result?: unknown;
+}
+
+export interface RunReport {
+  run: RunRecord;
+  status: ShownStatus;
+  leaseExpiresAt?: number;
+  holder?: { holderId: string; host: string; pid: number };
+  steps: StepReport[];
+}
+
+export async function buildRunReport(journal: Journal, runId: RunId, opts: { depth?: number } = {}): Promise<RunReport | undefined> {
+  const run = await journal.getRun(runId);
+  if (!run) return undefined;
+  const lease = await journal.getLease(run.rootId);
+  const rootRun = run.parentId ? await journal.getRun(run.rootId) : run;
+  // A child's liveness is its root's: the root's driver runs it.
+  let status = shownStatus(run, lease);
+  if (run.parentId && rootRun && status === "running" && shownStatus(rootRun, lease) === "crashed") status = "crashed";
+  const events = await journal.readEvents(runId);
+  const steps = new Map<string, StepReport>();
+  for (const e of events) {
+    if (e.key === null) continue;
+    const p = e.payload as StepStartedPayload;
+    let step = steps.get(e.key);
+    if (!step) {
+      step = { position: e.key, kind: p.kind, name: p.name, status: "running", attempts: 0, startedAt: e.at, endedAt: null };
+      steps.set(e.key, step);
+    }
+    switch (e.type) {
+      case EVENT.stepStarted:
+        step.attempts = Math.max(step.attempts + 1, p.attempt ?? 1);
+        step.status = "running";
+        step.endedAt = null;
+        delete step.error;
+        if (p.artifactDir) step.artifactDir = p.artifactDir;
+        if (p.childRunId) step.childRunId = p.childRunId;
+        break;
+      case EVENT.stepFailed:
+        step.status = "failed";
+        step.endedAt = e.at;
+        step.error = (e.payload as StepFailedPayload).error;
+        break;
+      case EVENT.checkpoint: {
+        const c = e.payload as CheckpointPayload & { childRunId?: string };
+        step.endedAt = e.at;
+        if (c.startedAt) step.startedAt = c.startedAt;
+        if (step.attempts === 0) step.attempts = 1;
+        if (c.childRunId) step.childRunId = c.childRunId;
+        if (p.kind === "stage") {
+          const r = c.result as StageResult;
+          step.status = r.status === "completed" ? "completed" : "failed";
+          step.exitCode = r.exitCode;
+          step.outputPath = r.outputPath;
+          if (r.errorPath) step.errorPath = r.errorPath;
+          if (r.error) step.error = { name: "StageFailed", ...r.error };
+        } else if (p.kind === "tool") {
+          const r = c.result as { value?: unknown; error?: { code: string; message: string } };
+          step.status = r.error ? "failed" : "completed";
+          if (r.error) step.error = { name: "ToolFailed", ...r.error };
+          else step.result = r.value;
+        } else {
+          step.status = "completed";
+          if (p.kind === "child") step.result = c.result;
+        }
+        break;
+      }
+    }
+  }
+  // Steps still "running" in a run nobody drives were stopped mid-way.
+  if (status !== "running") {
+    for (const step of steps.values()) if (step.status === "running") step.status = "stopped";
+  }
+  const list = [...steps.values()];
+  for (const step of list) {
+    if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
+      step.outputPath = `${step.artifactDir}/stdout.log`;
+      step.errorPath = `${step.artifactDir}/stderr.log`;
+    }
+  }
+  const depth = opts.depth ?? 3;
+  if (depth > 0) {
+    for (const step of list) {
+      if (step.childRunId) {
+        const child = await buildRunReport(journal, step.childRunId as RunId, { depth: depth - 1 });
+        if (child) step.child = child;
+      }
+    }
+  }
+  const report: RunReport = { run, status, steps: list };
+  const expiry = leaseExpiry(lease);
+  if (status === "crashed" && expiry !== undefined) report.leaseExpiresAt = expiry;
+  if (lease && status === "running") report.holder = { holderId: lease.holderId, host: lease.host, pid: lease.pid };
+  return report;
+}
+
+/** Every stage in a report, depth first, with its path of names ("review/security"). */
+export function flattenStages(report: RunReport, prefix = ""): (StepReport & { path: string })[] {
+  const out: (StepReport & { path: string })[] = [];
+  for (const step of report.steps) {
+    const path = prefix ? `${prefix}/${step.name}` : step.name;
+    if (step.kind === "stage") out.push({ ...step, path });
+    if (step.child) out.push(...flattenStages(step.child, path));
+  }
+  return out;
+}

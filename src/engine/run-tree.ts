@@ -1,0 +1,67 @@
+/**
+ * State shared by every run of one run tree (a root run and its child
+ * runs), which one process drives under one lease: the journal writer, the
+ * stage executor, the observer, and the stop signal.
+ *
+ * Stopping: `stop(reason)` aborts the tree's signal once. Steps waiting on
+ * it reject with CancelledError; running stages are cancelled (their
+ * process groups killed); no new step starts. The reason decides how the
+ * runs end: "interrupted" (Ctrl-C: resumable), "cancelled" (atomic cancel:
+ * final), "lease_lost" (another process took over: write nothing more).
+ */
+
+import type { Journal, Lease, AppendEntry } from "../journal/types.ts";
+import type { GroupCommitWriter } from "../journal/group-commit.ts";
+import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.ts";
+import type { EngineObserver } from "./observer.ts";
+import type { StageExecutor } from "./stage-executor.ts";
+
+export type StopReason = "interrupted" | "cancelled" | "lease_lost";
+
+export const MAX_CHILD_DEPTH = 3;
+
+export class RunTree {
+  private readonly controller = new AbortController();
+  stopReason: StopReason | undefined;
+
+  constructor(
+    readonly journal: Journal,
+    readonly lease: Lease,
+    readonly writer: GroupCommitWriter,
+    readonly executor: StageExecutor,
+    readonly observer: EngineObserver,
+    /** Root of per-run artifact directories (`$ATOMIC_HOME/artifacts`). */
+    readonly artifactsDir: string,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  stop(reason: StopReason): void {
+    if (this.stopReason) return;
+    this.stopReason = reason;
+    this.controller.abort(reason);
+  }
+
+  /** The error a step raises when it may not start or was stopped. */
+  stoppedError(): CancelledError | LeaseLostError {
+    if (this.stopReason === "lease_lost") return new LeaseLostError(this.lease.rootId, this.lease.epoch);
+    return new CancelledError(
+      this.stopReason === "cancelled" ? "the run was cancelled" : "the run was interrupted",
+      this.stopReason ?? "cancelled",
+    );
+  }
+
+  /** Append one entry through the group-commit writer; fails loudly on anything but "appended". */
+  async append(entry: AppendEntry): Promise<number> {
+    const outcome = await this.writer.append(entry);
+    if (outcome.status === "appended") return outcome.seq;
+    if (outcome.status === "error") {
+      throw new StorageError("storage_unavailable", `could not record ${entry.type} for run ${entry.runId}: ${outcome.error.message}`, {
+        hint: "check the disk and the journal file, then resume the run",
+      });
+    }
+    throw new StorageError("storage_unavailable", `unexpected ${outcome.status} while recording ${entry.type} for run ${entry.runId}`);
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * ctx.workflow: a child workflow, run as a run of its own (own id, own
+ * journal sequence) inside the parent's run tree and lease.
+ *
+ * The boundary in the parent is a step: `step_started` records the child's
+ * run id (in the same commit as the child's `run_started`), a checkpoint
+ * records its outputs. On resume a finished child returns its outputs; an
+ * unfinished one resumes under the recorded id, replaying its own steps.
+ * Depth is limited to MAX_CHILD_DEPTH below the root.
+ */
+
+import { AtomicError, StepFailedError } from "../../shared/errors.ts";
+import { newRunId, type RunId } from "../../shared/ids.ts";
+import { isWorkflow } from "../../sdk/workflow.ts";
+import type { WorkflowDefinition } from "../../sdk/types.ts";
+import { EVENT, type StepIdentity } from "../journal-events.ts";
+import { validateInputs } from "../inputs.ts";
+import { ReplayCursor } from "../replay-cursor.ts";
+import { RunExecution } from "../run-execution.ts";
+import { MAX_CHILD_DEPTH } from "../run-tree.ts";
+import { digestArgs } from "../values.ts";
+
+export async function runChild(
+  exec: RunExecution,
+  child: WorkflowDefinition,
+  rawInputs: Record<string, unknown>,
+  label: string | undefined,
+): Promise<unknown> {
+  if (!isWorkflow(child)) {
+    throw new StepFailedError("workflow", "ctx.workflow needs a workflow made with workflow({...}) as its first argument", {
+      code: "bad_step",
+    });
+  }
+  const name = label ?? child.name;
+  const scope = exec.scope();
+  const position = scope.nextPosition();
+  const step: StepIdentity = { kind: "child", name, args: digestArgs(rawInputs ?? {}) };
+  const recorded = exec.cursor.claim(position, step);
+  const { tree } = exec;
+  if (recorded?.checkpoint) {
+    tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "completed", replayed: true, at: Date.now() });
+    return recorded.checkpoint.result;
+  }
+  exec.assertMayStart(scope);
+  const depth = exec.depth + 1;
+  if (depth > MAX_CHILD_DEPTH) {
+    throw new StepFailedError(name, `child workflow "${name}" would run at depth ${depth}; the limit is ${MAX_CHILD_DEPTH}`, {
+      code: "child_depth",
+      hint: "flatten the workflow: call the deeper workflow's steps directly",
+    });
+  }
+  let inputs: Record<string, unknown>;
+  try {
+    inputs = validateInputs(child.inputs ?? {}, rawInputs ?? {}, `the file defining "${child.name}"`);
+  } catch (err) {
+    if (!(err instanceof AtomicError)) throw err;
+    throw new StepFailedError(name, `child workflow "${name}": ${err.message}`, { code: err.code });
+  }
+
+  const startedAt = Date.now();
+  let childId = recorded?.started?.childRunId as RunId | undefined;
+  let cursor: ReplayCursor;
+  if (childId) {
+    const events = await tree.journal.readEvents(childId);
+    cursor = new ReplayCursor(childId, events);
+    await tree.append({
+      runId: childId,
+      type: EVENT.runResumed,
+      payload: { parentId: exec.runId },
+      patch: { status: "running", endedAt: null, error: null },
+    });
+  } else {
+    childId = newRunId();
+    cursor = new ReplayCursor(childId);
+    await Promise.all([
+      tree.append({ runId: exec.runId, type: EVENT.stepStarted, key: position, payload: { ...step, childRunId: childId } }),
+      tree.append({
+        runId: childId,
+        type: EVENT.runStarted,
+        payload: { workflow: child.name, depth, parentId: exec.runId, parentKey: position },
+        newRun: {
+          rootId: tree.lease.rootId,
+          parentId: exec.runId,
+          parentKey: position,
+          depth,
+          workflowName: child.name,
+          workflowPath: "",
+          workflowDigest: "",
+          inputs,
+        },
+      }),
+    ]);
+  }
+  tree.observer({ type: "step_started", runId: exec.runId, position, kind: "child", name, attempt: 1, childRunId: childId, at: startedAt });
+  const childExec = new RunExecution(tree, childId, child, inputs, depth, cursor, recorded ? "running" : null, exec.runId);
+  const outcome = await childExec.execute();
+  if (outcome.status !== "completed") {
+    tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "failed", replayed: false, at: Date.now() });
+    if (tree.stopReason) throw tree.stoppedError();
+    throw new StepFailedError(name, `child workflow "${name}" (${childId}) ${outcome.status}: ${outcome.error?.message ?? "no reason given"}`, {
+      code: outcome.error?.code ?? "child_failed",
+      hint: `inspect it with: atomic show ${childId}`,
+    });
+  }
+  await tree.append({
+    runId: exec.runId,
+    type: EVENT.checkpoint,
+    key: position,
+    payload: { ...step, result: outcome.outputs, startedAt, childRunId: childId },
+  });
+  tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "completed", replayed: false, at: Date.now() });
+  return outcome.outputs;
+}

@@ -1,0 +1,84 @@
+/**
+ * ctx.parallel and ctx.chain: run a list of steps, each in a scope of its
+ * own (positions "<group>.<i>.*"), so replay positions do not depend on how
+ * branches interleave.
+ *
+ * A step is either data (`{ name, shell | prompt, ... }`, run as ctx.task)
+ * or a function, called inside its branch scope. Results come back in input
+ * order. With `failFast` (default) the first failure stops new branches,
+ * cancels running ones (their stages are killed; finished steps keep their
+ * checkpoints), waits for them to settle, and rejects with that failure.
+ * Without it every step runs and a combined error names each failure.
+ * The group itself records nothing: its steps do.
+ */
+
+import { StepFailedError, ensureError } from "../../shared/errors.ts";
+import type { ParallelOptions, StepSpec } from "../../sdk/types.ts";
+import type { RunExecution } from "../run-execution.ts";
+import { inScope } from "../scope.ts";
+import { runStage } from "./stage.ts";
+
+export async function runGroup(
+  exec: RunExecution,
+  kind: "parallel" | "chain",
+  steps: StepSpec[],
+  opts: ParallelOptions,
+): Promise<unknown[]> {
+  if (!Array.isArray(steps)) {
+    throw new StepFailedError(kind, `ctx.${kind} needs an array of steps`, { code: "bad_step" });
+  }
+  const scope = exec.scope();
+  const position = scope.nextPosition();
+  exec.assertMayStart(scope);
+  const failFast = opts.failFast ?? true;
+  const limit = opts.concurrency && opts.concurrency > 0 ? Math.floor(opts.concurrency) : steps.length;
+  const group = new AbortController();
+  const signal = AbortSignal.any([scope.signal, group.signal]);
+
+  const results = new Array<unknown>(steps.length);
+  const failures: { index: number; error: Error }[] = [];
+  let next = 0;
+
+  const runOne = async (index: number): Promise<void> => {
+    const spec = steps[index];
+    const branch = scope.branch(position, index, signal);
+    try {
+      results[index] = await inScope(branch, async () => {
+        exec.assertMayStart(branch);
+        if (typeof spec === "function") return await spec();
+        if (spec && typeof spec === "object" && typeof spec.name === "string") {
+          const { name, ...task } = spec;
+          return await runStage(exec, name, task);
+        }
+        throw new StepFailedError(kind, `step ${index} of ctx.${kind} is neither a function nor { name, shell | prompt }`, {
+          code: "bad_step",
+        });
+      });
+    } catch (err) {
+      failures.push({ index, error: ensureError(err) });
+      if (failFast && !group.signal.aborted) group.abort(ensureError(err));
+    }
+  };
+
+  const lane = async (): Promise<void> => {
+    while (next < steps.length) {
+      if (failFast && failures.length > 0) return;
+      if (scope.signal.aborted) return;
+      await runOne(next++);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, steps.length) }, lane));
+
+  if (scope.signal.aborted) throw exec.stopError(scope);
+  if (failures.length === 0) return results;
+  failures.sort((a, b) => a.index - b.index);
+  if (failFast || failures.length === 1) {
+    // The first failure in time is the cause; siblings it cancelled are noise.
+    const cause = group.signal.reason instanceof Error ? group.signal.reason : failures[0]!.error;
+    throw cause;
+  }
+  const summary = failures.map((f) => `#${f.index}: ${f.error.message}`).join("; ");
+  throw new StepFailedError(kind, `${failures.length} of ${steps.length} steps of ctx.${kind} failed: ${summary}`, {
+    code: "group_failed",
+  });
+}

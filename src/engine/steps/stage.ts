@@ -1,0 +1,147 @@
+/**
+ * ctx.task / ctx.shell: one stage, executed by a runner through the tree's
+ * StageExecutor (in this process, or on a worker).
+ *
+ * Each attempt is journaled as `step_started` (with its artifact directory)
+ * before it runs, so `show` and `logs` find running stages and a resumed run
+ * numbers its attempts on. A completed stage is checkpointed with its result
+ * (text capped, full output in files). A failed attempt is retried
+ * `retries` times; an infrastructure fault (worker_lost, ...) is retried up
+ * to INFRA_ATTEMPTS times on top. A stage that still fails is recorded as
+ * `step_failed` and, unless `failureMode: "return"`, fails the run without a
+ * checkpoint, so `atomic resume` runs it again.
+ */
+
+import { join } from "node:path";
+import { AtomicError, StepFailedError, isInfraCode } from "../../shared/errors.ts";
+import { faultPoint } from "../../shared/fault-points.ts";
+import type { StageResult, TaskOptions } from "../../sdk/types.ts";
+import { getRunner } from "../../runners/registry.ts";
+import type { StageRequest } from "../../runners/types.ts";
+import type { RunExecution } from "../run-execution.ts";
+import { EVENT, type StepIdentity } from "../journal-events.ts";
+import { digestArgs, slug } from "../values.ts";
+
+const INFRA_ATTEMPTS = 3;
+
+export async function runStage(exec: RunExecution, name: string, opts: TaskOptions): Promise<StageResult> {
+  const scope = exec.scope();
+  const position = scope.nextPosition();
+  const runner = opts.runner ?? (opts.shell !== undefined ? "shell" : "agent");
+  const step: StepIdentity = {
+    kind: "stage",
+    name,
+    args: digestArgs({ runner, shell: opts.shell, prompt: opts.prompt, model: opts.model }),
+  };
+  const recorded = exec.cursor.claim(position, step);
+  if (recorded?.checkpoint) {
+    const result = recorded.checkpoint.result as StageResult;
+    emitEnded(exec, position, name, result, true);
+    return result;
+  }
+  exec.assertMayStart(scope);
+  checkRunner(name, runner, opts);
+
+  const { tree } = exec;
+  const retries = Math.max(0, opts.retries ?? 0);
+  let attempt = recorded?.attempts ?? 0;
+  let failures = 0;
+  let infraFailures = 0;
+  let result: StageResult;
+  let startedAt = 0;
+  for (;;) {
+    attempt++;
+    const artifactDir = join(tree.artifactsDir, exec.runId, `${position}-${slug(name)}`, `attempt-${attempt}`);
+    startedAt = Date.now();
+    await tree.append({
+      runId: exec.runId,
+      type: EVENT.stepStarted,
+      key: position,
+      payload: { ...step, attempt, artifactDir },
+    });
+    exec.assertMayStart(scope);
+    tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, at: startedAt });
+    const request: StageRequest = {
+      runId: exec.runId,
+      stageKey: position,
+      stageName: name,
+      attempt,
+      runner,
+      ...(opts.shell !== undefined ? { command: opts.shell } : {}),
+      ...(opts.prompt !== undefined ? { prompt: opts.prompt } : {}),
+      ...(opts.model !== undefined ? { model: opts.model } : {}),
+      cwd: opts.cwd ?? process.cwd(),
+      ...(opts.env ? { env: opts.env } : {}),
+      ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+      artifactDir,
+    };
+    result = await tree.executor.execute(request, scope.signal, (event) => {
+      if (event.type === "output") {
+        tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
+      }
+    });
+    if (result.status === "completed") break;
+    if (result.status === "cancelled" || scope.signal.aborted) {
+      emitEnded(exec, position, name, result, false);
+      throw exec.stopError(scope);
+    }
+    await tree.append({
+      runId: exec.runId,
+      type: EVENT.stepFailed,
+      key: position,
+      payload: { ...step, attempt, error: { name: "StageFailed", ...result.error } },
+    });
+    const code = result.error?.code ?? "failed";
+    if (isInfraCode(code) && ++infraFailures < INFRA_ATTEMPTS) continue;
+    if (!isInfraCode(code) && ++failures <= retries) continue;
+    break;
+  }
+
+  if (result.status !== "completed" && opts.failureMode !== "return") {
+    emitEnded(exec, position, name, result, false);
+    throw new StepFailedError(name, `stage "${name}" failed: ${result.error?.message ?? "unknown error"}`, {
+      code: result.error?.code ?? "stage_failed",
+      hint: `see its output with: atomic logs ${exec.runId} --stage ${name}`,
+    });
+  }
+  faultPoint("before-checkpoint");
+  await tree.append({
+    runId: exec.runId,
+    type: EVENT.checkpoint,
+    key: position,
+    payload: { ...step, result, startedAt },
+  });
+  faultPoint("after-checkpoint");
+  emitEnded(exec, position, name, result, false);
+  return result;
+}
+
+function checkRunner(name: string, runner: string, opts: TaskOptions): void {
+  if (opts.shell === undefined && opts.prompt === undefined) {
+    throw new StepFailedError(name, `stage "${name}" needs a shell command or a prompt`, { code: "bad_step" });
+  }
+  try {
+    getRunner(runner);
+  } catch (err) {
+    if (!(err instanceof AtomicError)) throw err;
+    throw new StepFailedError(name, `stage "${name}": ${err.message}`, {
+      code: "unknown_runner",
+      ...(err.hint ? { hint: err.hint } : {}),
+    });
+  }
+}
+
+function emitEnded(exec: RunExecution, position: string, name: string, result: StageResult, replayed: boolean) {
+  exec.tree.observer({
+    type: "step_ended",
+    runId: exec.runId,
+    position,
+    kind: "stage",
+    name,
+    status: result.status,
+    replayed,
+    result: { exitCode: result.exitCode, outputPath: result.outputPath },
+    ...(result.error ? { error: { name: "StageFailed", ...result.error } } : {}),
+    at: Date.now(),
+  });
+}

@@ -1,0 +1,119 @@
+/**
+ * ctx.tool: a memoized side effect.
+ *
+ * `fn` runs until it succeeds or its attempts run out (exponential backoff
+ * between attempts; a per-attempt timeout aborts its signal). Its value is
+ * checkpointed; replay returns the checkpoint and never calls `fn` again.
+ * The idempotency key (`<run id>:<position>`) is the same across attempts
+ * and resumes, so `fn` can make an external effect exactly-once even when a
+ * crash lands between its end and its checkpoint.
+ */
+
+import { StepFailedError, ensureError, errorInfo } from "../../shared/errors.ts";
+import { faultPoint } from "../../shared/fault-points.ts";
+import type { ToolCallInfo, ToolOptions } from "../../sdk/types.ts";
+import type { RunExecution } from "../run-execution.ts";
+import { EVENT, type StepIdentity } from "../journal-events.ts";
+import { digestArgs, storedValue } from "../values.ts";
+import { abortableDelay } from "./delay.ts";
+
+interface ToolRecord {
+  value?: unknown;
+  error?: { code: string; message: string };
+}
+
+export async function runTool(
+  exec: RunExecution,
+  name: string,
+  args: unknown,
+  fn: (info: ToolCallInfo) => unknown,
+  opts: ToolOptions,
+): Promise<unknown> {
+  const scope = exec.scope();
+  const position = scope.nextPosition();
+  const step: StepIdentity = { kind: "tool", name, args: digestArgs(args) };
+  const recorded = exec.cursor.claim(position, step);
+  if (recorded?.checkpoint) {
+    emitEnded(exec, position, name, "completed", true);
+    return settle(recorded.checkpoint.result as ToolRecord, name, opts);
+  }
+  exec.assertMayStart(scope);
+  if (typeof fn !== "function") {
+    throw new StepFailedError(name, `ctx.tool("${name}") needs a function as its third argument`, { code: "bad_step" });
+  }
+
+  const retries = opts.retries ?? 2;
+  const backoff = opts.backoffMs ?? 200;
+  const maxBackoff = opts.maxBackoffMs ?? 30_000;
+  const idempotencyKey = `${exec.runId}:${position}`;
+  const startedAt = Date.now();
+  let record: ToolRecord;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const value = await callOnce(fn, { idempotencyKey, attempt, signal: scope.signal }, opts.timeoutMs);
+      record = { value: storedValue(value, `tool "${name}"`) };
+      break;
+    } catch (err) {
+      if (scope.signal.aborted) throw exec.stopError(scope);
+      if (err instanceof StepFailedError && err.code === "not_serializable") throw err;
+      if (attempt > retries) {
+        record = { error: { code: errorInfo(err).code, message: ensureError(err).message } };
+        break;
+      }
+      await abortableDelay(Math.min(maxBackoff, backoff * 2 ** (attempt - 1)), scope.signal);
+    }
+  }
+  if (record.error && opts.failureMode !== "return") {
+    emitEnded(exec, position, name, "failed", false);
+    throw new StepFailedError(name, `tool "${name}" failed after ${retries + 1} attempt(s): ${record.error.message}`, {
+      code: "tool_failed",
+    });
+  }
+  faultPoint("before-checkpoint");
+  await exec.tree.append({
+    runId: exec.runId,
+    type: EVENT.checkpoint,
+    key: position,
+    payload: { ...step, result: record, startedAt },
+  });
+  faultPoint("after-checkpoint");
+  emitEnded(exec, position, name, record.error ? "failed" : "completed", false);
+  return settle(record, name, opts);
+}
+
+async function callOnce(
+  fn: (info: ToolCallInfo) => unknown,
+  info: { idempotencyKey: string; attempt: number; signal: AbortSignal },
+  timeoutMs: number | undefined,
+): Promise<unknown> {
+  if (!timeoutMs) return await fn(info);
+  const attempt = new AbortController();
+  const signal = AbortSignal.any([info.signal, attempt.signal]);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new Error(`timed out after ${timeoutMs} ms`);
+      attempt.abort(err);
+      reject(err);
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([fn({ ...info, signal }), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function settle(record: ToolRecord, name: string, opts: ToolOptions): unknown {
+  if (opts.failureMode === "return") {
+    return record.error ? { ok: false, error: record.error } : { ok: true, value: record.value };
+  }
+  if (record.error) {
+    throw new StepFailedError(name, `tool "${name}" failed: ${record.error.message}`, { code: "tool_failed" });
+  }
+  return record.value;
+}
+
+function emitEnded(exec: RunExecution, position: string, name: string, status: "completed" | "failed", replayed: boolean) {
+  exec.tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "tool", name, status, replayed, at: Date.now() });
+}

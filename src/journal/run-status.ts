@@ -1,0 +1,21 @@
+/**
+ * The status a user sees. A run stored as "running" whose lease expired, or
+ * whose holder process on this host is gone, is shown as "crashed": nobody
+ * drives it, and `atomic resume` can take it over at once.
+ */
+
+import { isLocalHolderDead } from "../shared/process-info.ts";
+import type { Lease, RunRecord, ShownStatus } from "./types.ts";
+
+export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date.now()): ShownStatus {
+  if (run.status !== "running") return run.status;
+  if (!lease) return "crashed";
+  if (lease.renewedAt + lease.timeoutMs < now) return "crashed";
+  if (isLocalHolderDead(lease)) return "crashed";
+  return "running";
+}
+
+/** When the lease of a crashed run expired (or would have), for display. */
+export function leaseExpiry(lease: Lease | undefined): number | undefined {
+  return lease ? lease.renewedAt + lease.timeoutMs : undefined;
+}

@@ -1,0 +1,176 @@
+/**
+ * The append hot path: one IMMEDIATE transaction per batch.
+ *
+ * Order inside the transaction, which the invariants depend on:
+ * 1. The lease is checked first (owner-fenced select). Lost: roll back,
+ *    throw LeaseLostError, nothing written.
+ * 2. Each entry: idempotency key seen before → "exists" with the first
+ *    event; newRun → create the runs row; expectedSeq mismatch →
+ *    "conflict"; else insert the event at last_seq + 1 and advance the
+ *    runs projection (last_seq, updated_at, patch) in the same transaction.
+ *    Everything that can fail without touching storage (JSON encoding, the
+ *    checks) happens before the first write of the entry.
+ * 3. With several entries each runs inside a savepoint, so a bad entry
+ *    rolls back alone and reports "error"; seqs stay gapless because a
+ *    rolled-back entry never advanced last_seq. With one entry the
+ *    transaction itself is the unit (two statements fewer on every step).
+ *
+ * Storage faults (busy, disk full, I/O) are not a bad entry: they fail the
+ * whole batch, which rolls back, and surface as StorageError.
+ */
+
+import { LeaseLostError, UsageError, errorInfo, type ErrorInfo } from "../../shared/errors.ts";
+import type { AppendEntry, AppendOutcome, Lease, RunPatch } from "../types.ts";
+import { isStorageFault } from "./storage-errors.ts";
+import { type RunForAppend, type Statements } from "./statements.ts";
+import { eventFromRow, toJson } from "./tables.ts";
+
+export function appendEntries(s: Statements, lease: Lease, entries: readonly AppendEntry[]): AppendOutcome[] {
+  if (entries.length === 0) return [];
+  const now = Date.now();
+  s.begin.run();
+  try {
+    if (!s.selectHeldLease.get(lease.rootId, lease.holderId, lease.epoch)) {
+      throw new LeaseLostError(lease.rootId, lease.epoch);
+    }
+    const outcomes =
+      entries.length === 1
+        ? appendAlone(s, lease, entries[0] as AppendEntry, now)
+        : entries.map((entry) => appendInSavepoint(s, lease, entry, now));
+    if (s.db.inTransaction) s.commit.run();
+    return outcomes;
+  } catch (err) {
+    if (s.db.inTransaction) s.rollback.run();
+    throw err;
+  }
+}
+
+/** A lone entry: on error the whole transaction rolls back (the caller sees `inTransaction` false and skips COMMIT). */
+function appendAlone(s: Statements, lease: Lease, entry: AppendEntry, now: number): AppendOutcome[] {
+  try {
+    return [appendEntry(s, lease, entry, now)];
+  } catch (err) {
+    if (isStorageFault(err) || err instanceof LeaseLostError) throw err;
+    s.rollback.run();
+    return [errorOutcome(err)];
+  }
+}
+
+function appendInSavepoint(s: Statements, lease: Lease, entry: AppendEntry, now: number): AppendOutcome {
+  s.savepoint.run();
+  try {
+    const outcome = appendEntry(s, lease, entry, now);
+    s.releaseSavepoint.run();
+    return outcome;
+  } catch (err) {
+    if (isStorageFault(err)) throw err;
+    s.rollbackToSavepoint.run();
+    s.releaseSavepoint.run();
+    return errorOutcome(err);
+  }
+}
+
+function errorOutcome(err: unknown): AppendOutcome {
+  return { status: "error", error: errorInfo(err) };
+}
+
+function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now: number): AppendOutcome {
+  const at = entry.at ?? now;
+  const idempotencyKey = entry.idempotencyKey ?? null;
+  const payload = toJson(entry.payload);
+  const patch = entry.patch ? encodePatch(entry.patch) : undefined;
+
+  let run = s.selectRunForAppend.get(entry.runId, idempotencyKey);
+  if (run) requireSameRoot(entry.runId, run.root_id, lease);
+  if (run && run.idem_seq !== null) {
+    const first = s.selectEvent.get(entry.runId, run.idem_seq);
+    if (first) return { status: "exists", seq: first.seq, event: eventFromRow(first) };
+  }
+
+  if (entry.newRun) {
+    if (run) throw new UsageError("run_exists", `run ${entry.runId} already exists`);
+    requireSameRoot(entry.runId, entry.newRun.rootId, lease);
+    if (entry.expectedSeq !== undefined && entry.expectedSeq !== 0) {
+      return { status: "conflict", lastSeq: 0, expectedSeq: entry.expectedSeq };
+    }
+    const n = entry.newRun;
+    s.insertRun.run(
+      entry.runId,
+      n.rootId,
+      n.parentId,
+      n.parentKey,
+      n.depth,
+      n.workflowName,
+      n.workflowPath,
+      n.workflowDigest,
+      toJson(n.inputs),
+      at,
+      at,
+    );
+    run = { root_id: n.rootId, last_seq: 0, idem_seq: null } satisfies RunForAppend;
+  } else if (!run) {
+    throw new UsageError("run_not_found", `run ${entry.runId} does not exist`);
+  }
+
+  if (entry.expectedSeq !== undefined && entry.expectedSeq !== run.last_seq) {
+    return { status: "conflict", lastSeq: run.last_seq, expectedSeq: entry.expectedSeq };
+  }
+
+  const seq = run.last_seq + 1;
+  s.insertEvent.run(entry.runId, seq, entry.type, entry.key ?? null, idempotencyKey, payload, at);
+  if (patch) {
+    s.advanceRunWithPatch.run(
+      seq,
+      at,
+      patch.status,
+      patch.setOutputs,
+      patch.outputs,
+      patch.setError,
+      patch.error,
+      patch.setEndedAt,
+      patch.endedAt,
+      patch.clearControl,
+      patch.workflowDigest,
+      entry.runId,
+    );
+  } else {
+    s.advanceRun.run(seq, at, entry.runId);
+  }
+  return { status: "appended", seq };
+}
+
+function requireSameRoot(runId: string, rootId: string, lease: Lease): void {
+  if (rootId === lease.rootId) return;
+  throw new UsageError(
+    "run_outside_lease",
+    `run ${runId} belongs to root run ${rootId}, not to ${lease.rootId} whose lease this append holds`,
+  );
+}
+
+/** The bindings of `advanceRunWithPatch`: a 0/1 flag per nullable field says whether to set it. */
+interface EncodedPatch {
+  status: string | null;
+  setOutputs: number;
+  outputs: string | null;
+  setError: number;
+  error: string | null;
+  setEndedAt: number;
+  endedAt: number | null;
+  clearControl: number;
+  workflowDigest: string | null;
+}
+
+function encodePatch(p: RunPatch): EncodedPatch {
+  const error: ErrorInfo | null | undefined = p.error;
+  return {
+    status: p.status ?? null,
+    setOutputs: "outputs" in p ? 1 : 0,
+    outputs: toJson(p.outputs),
+    setError: "error" in p ? 1 : 0,
+    error: error ? JSON.stringify(error) : null,
+    setEndedAt: "endedAt" in p ? 1 : 0,
+    endedAt: p.endedAt ?? null,
+    clearControl: p.clearControl ? 1 : 0,
+    workflowDigest: p.workflowDigest ?? null,
+  };
+}

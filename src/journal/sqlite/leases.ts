@@ -1,0 +1,78 @@
+/**
+ * Leases on root runs.
+ *
+ * A lease row moves through: absent → held (epoch 1) → renewed (same epoch)
+ * → released or expired or orphaned (its holder, a process of this host,
+ * is gone) → taken over (epoch + 1) → ... The epoch only grows, and every
+ * append, renewal and release names the epoch it holds, so a holder whose
+ * lease was taken over is refused on its next write (fencing).
+ *
+ * Acquire decides inside one IMMEDIATE transaction, so two processes racing
+ * for the same lease are serialized: exactly one wins, the other sees the
+ * winner's live lease and gets LeaseHeldError naming it.
+ */
+
+import { LeaseHeldError, LeaseLostError } from "../../shared/errors.ts";
+import type { RunId } from "../../shared/ids.ts";
+import { isLocalHolderDead } from "../../shared/process-info.ts";
+import type { AcquireOptions, HolderInfo, Lease } from "../types.ts";
+import { writeTransaction, type Statements } from "./statements.ts";
+import { leaseFromRow, type LeasesTable } from "./tables.ts";
+
+export function acquireLease(s: Statements, rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Lease {
+  return writeTransaction(s, () => {
+    const now = Date.now();
+    const row = s.selectLease.get(rootId);
+    const mine = (epoch: number): Lease => ({ ...holder, rootId, epoch, renewedAt: now, timeoutMs: opts.timeoutMs });
+
+    if (!row) {
+      s.insertLease.run(rootId, holder.holderId, holder.host, holder.pid, holder.pidStart, now, opts.timeoutMs);
+      return mine(1);
+    }
+    if (row.holder_id === holder.holderId && !row.released) {
+      s.renewLease.run(now, opts.timeoutMs, rootId, holder.holderId, row.epoch);
+      return mine(row.epoch);
+    }
+    if (!isFree(row, now) && !opts.force) {
+      throw new LeaseHeldError(rootId, { holderId: row.holder_id, host: row.host, pid: row.pid });
+    }
+    s.takeOverLease.run(
+      holder.holderId,
+      holder.host,
+      holder.pid,
+      holder.pidStart,
+      now,
+      opts.timeoutMs,
+      rootId,
+      row.epoch,
+    );
+    return mine(row.epoch + 1);
+  });
+}
+
+/** Released, expired, or held by a process of this host that no longer exists. */
+function isFree(row: LeasesTable, now: number): boolean {
+  if (row.released) return true;
+  if (row.renewed_at + row.timeout_ms < now) return true;
+  return isLocalHolderDead({ host: row.host, pid: row.pid, pidStart: row.pid_start });
+}
+
+export function renewLease(s: Statements, lease: Lease): Lease {
+  const now = Date.now();
+  const { changes } = writeTransaction(s, () =>
+    s.renewLease.run(now, lease.timeoutMs, lease.rootId, lease.holderId, lease.epoch),
+  );
+  if (changes === 0) throw new LeaseLostError(lease.rootId, lease.epoch);
+  return { ...lease, renewedAt: now };
+}
+
+/** A lease that was already lost is not ours to release: nothing to do. */
+export function releaseLease(s: Statements, lease: Lease): void {
+  writeTransaction(s, () => s.releaseLease.run(lease.rootId, lease.holderId, lease.epoch));
+}
+
+/** The current lease, or undefined when nobody holds it (never taken, or released). */
+export function getLease(s: Statements, rootId: RunId): Lease | undefined {
+  const row = s.selectLease.get(rootId);
+  return row && !row.released ? leaseFromRow(row) : undefined;
+}

@@ -1,0 +1,67 @@
+/**
+ * Read queries of the SQLite journal, through Kysely: single statements
+ * outside any transaction, each seeing the last committed state.
+ *
+ * `readEvents` is the replay path (resume reads a run's whole history): one
+ * range scan of the events table, clustered by (run_id, seq), with each
+ * payload parsed once.
+ */
+
+import { sql, type Kysely } from "kysely";
+import type { RunId } from "../../shared/ids.ts";
+import type { JournalEvent, ListRunsFilter, RunRecord } from "../types.ts";
+import { eventFromRow, runFromRow, type JournalTables } from "./tables.ts";
+
+type Db = Kysely<JournalTables>;
+
+export async function getRun(db: Db, id: RunId): Promise<RunRecord | undefined> {
+  const row = await db.selectFrom("runs").selectAll().where("id", "=", id).executeTakeFirst();
+  return row ? runFromRow(row) : undefined;
+}
+
+/** Runs whose id starts with `prefix`, newest first. LIKE wildcards in the prefix match literally. */
+export async function findRuns(db: Db, prefix: string, limit: number): Promise<RunRecord[]> {
+  const pattern = `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const rows = await db
+    .selectFrom("runs")
+    .selectAll()
+    .where(sql<boolean>`id like ${pattern} escape '\\'`)
+    .orderBy("created_at", "desc")
+    .orderBy("id", "desc")
+    .limit(limit)
+    .execute();
+  return rows.map(runFromRow);
+}
+
+export async function listRuns(db: Db, filter: ListRunsFilter = {}): Promise<RunRecord[]> {
+  let q = filtered(db, filter).selectAll().orderBy("created_at", "desc").orderBy("id", "desc");
+  if (filter.limit !== undefined) q = q.limit(filter.limit);
+  if (filter.offset !== undefined) q = q.limit(filter.limit ?? -1).offset(filter.offset);
+  return (await q.execute()).map(runFromRow);
+}
+
+export async function countRuns(db: Db, filter: ListRunsFilter = {}): Promise<number> {
+  const row = await filtered(db, filter)
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/**
+ * The runs a filter selects. `rootsOnly` defaults to true, except when
+ * `parentId` asks for children (which are never roots).
+ */
+function filtered(db: Db, filter: ListRunsFilter) {
+  let q = db.selectFrom("runs");
+  if (filter.parentId !== undefined) q = q.where("parent_id", "=", filter.parentId);
+  else if (filter.rootsOnly ?? true) q = q.where("parent_id", "is", null);
+  if (filter.status !== undefined) q = q.where("status", "=", filter.status);
+  return q;
+}
+
+export async function readEvents(db: Db, runId: RunId, afterSeq = 0, limit?: number): Promise<JournalEvent[]> {
+  let q = db.selectFrom("events").selectAll().where("run_id", "=", runId).where("seq", ">", afterSeq).orderBy("seq");
+  if (limit !== undefined) q = q.limit(limit);
+  const rows = await q.execute();
+  return rows.map(eventFromRow);
+}

@@ -1,0 +1,142 @@
+/**
+ * Prepared statements for the journal's write paths: append, leases,
+ * control requests.
+ *
+ * These bypass Kysely on purpose. Every durable workflow step costs one
+ * append and every live run renews its lease; STACK.md measured Kysely
+ * point queries 3.6-7.7x slower than raw prepared statements (compiling
+ * the query tree on every call), which on an append with four statements
+ * would add more than the commit itself costs with synchronous=NORMAL.
+ * Each statement is prepared once per open journal and reused.
+ *
+ * Every write goes through `writeTransaction` (BEGIN IMMEDIATE ... COMMIT)
+ * and runs synchronously from BEGIN to COMMIT, so nothing else in this
+ * process can interleave with it; Kysely is used only for migrations (which
+ * finish before the journal is handed out) and for single read statements.
+ *
+ * Lease statements are owner-fenced: each says whose lease it changes
+ * (`where run_id = ? and holder_id = ? and epoch = ?`).
+ */
+
+import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
+import type { EventsTable, LeasesTable } from "./tables.ts";
+
+type Bind = SQLQueryBindings;
+
+export interface RunForAppend {
+  root_id: string;
+  last_seq: number;
+  /** Seq of the event with the entry's idempotency key, if any. */
+  idem_seq: number | null;
+}
+
+export class Statements {
+  readonly begin: Statement<unknown, []>;
+  readonly commit: Statement<unknown, []>;
+  readonly rollback: Statement<unknown, []>;
+  readonly savepoint: Statement<unknown, []>;
+  readonly releaseSavepoint: Statement<unknown, []>;
+  readonly rollbackToSavepoint: Statement<unknown, []>;
+
+  /** The run an entry targets, and in the same lookup the seq its idempotency key already has. */
+  readonly selectRunForAppend: Statement<RunForAppend, [runId: string, idempotencyKey: string | null]>;
+  readonly selectEvent: Statement<EventsTable, [runId: string, seq: number]>;
+  readonly insertRun: Statement<unknown, Bind[]>;
+  readonly insertEvent: Statement<unknown, Bind[]>;
+  readonly advanceRun: Statement<unknown, [lastSeq: number, updatedAt: number, runId: string]>;
+  readonly advanceRunWithPatch: Statement<unknown, Bind[]>;
+  readonly requestControl: Statement<unknown, [action: string, runId: string]>;
+
+  readonly selectLease: Statement<LeasesTable, [rootId: string]>;
+  readonly selectHeldLease: Statement<{ epoch: number }, [rootId: string, holderId: string, epoch: number]>;
+  readonly insertLease: Statement<unknown, Bind[]>;
+  readonly takeOverLease: Statement<unknown, Bind[]>;
+  readonly renewLease: Statement<unknown, [renewedAt: number, timeoutMs: number, rootId: string, holderId: string, epoch: number]>;
+  readonly releaseLease: Statement<unknown, [rootId: string, holderId: string, epoch: number]>;
+
+  constructor(readonly db: Database) {
+    this.begin = db.prepare("begin immediate");
+    this.commit = db.prepare("commit");
+    this.rollback = db.prepare("rollback");
+    this.savepoint = db.prepare("savepoint entry");
+    this.releaseSavepoint = db.prepare("release entry");
+    this.rollbackToSavepoint = db.prepare("rollback to entry");
+
+    this.selectRunForAppend = db.prepare(
+      `select root_id, last_seq,
+              (select seq from events where run_id = ?1 and idempotency_key = ?2) as idem_seq
+         from runs where id = ?1`,
+    );
+    this.selectEvent = db.prepare("select * from events where run_id = ? and seq = ?");
+    this.insertRun = db.prepare(
+      `insert into runs (id, root_id, parent_id, parent_key, depth, workflow_name, workflow_path,
+                         workflow_digest, inputs, status, created_at, updated_at, last_seq)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, 0)`,
+    );
+    this.insertEvent = db.prepare(
+      `insert into events (run_id, seq, type, key, idempotency_key, payload, at)
+       values (?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.advanceRun = db.prepare("update runs set last_seq = ?, updated_at = ? where id = ?");
+    // One statement for every patch shape: a flag per nullable field says whether to set it.
+    this.advanceRunWithPatch = db.prepare(
+      `update runs set
+         last_seq = ?1, updated_at = ?2,
+         status = coalesce(?3, status),
+         outputs = case when ?4 then ?5 else outputs end,
+         error = case when ?6 then ?7 else error end,
+         ended_at = case when ?8 then ?9 else ended_at end,
+         control = case when ?10 then null else control end,
+         workflow_digest = coalesce(?11, workflow_digest)
+       where id = ?12`,
+    );
+    this.requestControl = db.prepare("update runs set control = ?, control_rev = control_rev + 1 where id = ?");
+
+    this.selectLease = db.prepare("select * from leases where run_id = ?");
+    this.selectHeldLease = db.prepare(
+      "select epoch from leases where run_id = ? and holder_id = ? and epoch = ? and released = 0",
+    );
+    this.insertLease = db.prepare(
+      `insert into leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms, released)
+       values (?, ?, ?, ?, ?, 1, ?, ?, 0)`,
+    );
+    // Fenced on the epoch the taker saw: the new holder replaces exactly that lease.
+    this.takeOverLease = db.prepare(
+      `update leases set holder_id = ?, host = ?, pid = ?, pid_start = ?, epoch = epoch + 1,
+                         renewed_at = ?, timeout_ms = ?, released = 0
+        where run_id = ? and epoch = ?`,
+    );
+    this.renewLease = db.prepare(
+      `update leases set renewed_at = ?, timeout_ms = ?
+        where run_id = ? and holder_id = ? and epoch = ? and released = 0`,
+    );
+    this.releaseLease = db.prepare(
+      "update leases set released = 1 where run_id = ? and holder_id = ? and epoch = ? and released = 0",
+    );
+  }
+
+  finalize(): void {
+    for (const value of Object.values(this)) {
+      if (value && typeof value === "object" && "finalize" in value && value !== this.db) {
+        (value as Statement).finalize();
+      }
+    }
+  }
+}
+
+/**
+ * Runs `fn` inside BEGIN IMMEDIATE ... COMMIT, rolling back if it throws.
+ * `fn` must be synchronous: that is what keeps other code of this process
+ * out of the transaction.
+ */
+export function writeTransaction<T>(s: Statements, fn: () => T): T {
+  s.begin.run();
+  try {
+    const result = fn();
+    s.commit.run();
+    return result;
+  } catch (err) {
+    if (s.db.inTransaction) s.rollback.run();
+    throw err;
+  }
+}

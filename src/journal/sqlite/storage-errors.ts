@@ -1,0 +1,85 @@
+/**
+ * SQLite failures as the journal reports them: a StorageError with a stable
+ * code and a hint, never a raw SQLite stack trace.
+ *
+ * - storage_corrupt: not a SQLite file, or a damaged one. Not retryable.
+ * - storage_readonly: the file or its directory cannot be written.
+ * - storage_unavailable: busy beyond busy_timeout, disk full, I/O error.
+ *   Retryable (SYSTEM.md section 5).
+ *
+ * Errors of a single entry (a constraint, a value JSON cannot hold) are not
+ * storage faults: `isStorageFault` tells them apart, so an append batch
+ * turns those into an "error" outcome but lets a full disk fail the batch.
+ */
+
+import { AtomicError, StorageError } from "../../shared/errors.ts";
+
+function sqliteCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && code.startsWith("SQLITE_") ? code : undefined;
+}
+
+const FAULT_PREFIXES = [
+  "SQLITE_BUSY",
+  "SQLITE_LOCKED",
+  "SQLITE_FULL",
+  "SQLITE_IOERR",
+  "SQLITE_NOMEM",
+  "SQLITE_CORRUPT",
+  "SQLITE_NOTADB",
+  "SQLITE_READONLY",
+  "SQLITE_CANTOPEN",
+  "SQLITE_PERM",
+  "SQLITE_PROTOCOL",
+];
+
+/** True for failures of the storage itself, as opposed to one bad entry. */
+export function isStorageFault(err: unknown): boolean {
+  const code = sqliteCode(err);
+  return code !== undefined && FAULT_PREFIXES.some((p) => code.startsWith(p));
+}
+
+const READONLY_ERRNO = new Set(["EACCES", "EPERM", "EROFS", "ENOTDIR"]);
+
+export function readonlyError(path: string, cause: unknown): StorageError {
+  return new StorageError("storage_readonly", `cannot write the journal at ${path} (${describe(cause)})`, {
+    hint: "choose a writable --home or ATOMIC_HOME",
+    cause,
+  });
+}
+
+export function corruptError(path: string, cause: unknown): StorageError {
+  return new StorageError("storage_corrupt", `the journal at ${path} is not an atomic database (${describe(cause)})`, {
+    hint: "move it away or point --home at another directory",
+    cause,
+  });
+}
+
+/** Maps anything thrown while using the database at `path`; the engine's own errors pass through. */
+export function toStorageError(err: unknown, path: string): Error {
+  if (err instanceof AtomicError) return err;
+  const code = sqliteCode(err) ?? (err as { code?: unknown } | null)?.code;
+  if (typeof code === "string") {
+    if (code.startsWith("SQLITE_NOTADB") || code.startsWith("SQLITE_CORRUPT")) return corruptError(path, err);
+    if (
+      code.startsWith("SQLITE_READONLY") ||
+      code.startsWith("SQLITE_CANTOPEN") ||
+      code.startsWith("SQLITE_PERM") ||
+      code.startsWith("SQLITE_AUTH") ||
+      READONLY_ERRNO.has(code)
+    ) {
+      return readonlyError(path, err);
+    }
+    if (isStorageFault(err)) {
+      return new StorageError("storage_unavailable", `the journal at ${path} is unavailable (${describe(err)})`, {
+        hint: "check free disk space and that no other program holds the database locked; then resume",
+        cause: err,
+      });
+    }
+  }
+  return err instanceof Error ? err : new Error(String(err));
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,129 @@
+/**
+ * Row shapes of the SQLite journal's tables, as Kysely sees them, and the
+ * mapping from rows to the journal's records.
+ *
+ * JSON columns (inputs, outputs, error, payload) hold `JSON.stringify` text.
+ * SQL NULL stands for `undefined` and the text "null" for `null`, so a value
+ * survives the round trip exactly at the top level. Times are milliseconds
+ * since the epoch. `released` is 0 or 1.
+ */
+
+import type { ErrorInfo } from "../../shared/errors.ts";
+import type { HolderId, RunId } from "../../shared/ids.ts";
+import type { JournalEvent, Lease, RunRecord, RunStatus } from "../types.ts";
+
+export interface MetaTable {
+  key: string;
+  value: string;
+}
+
+export interface RunsTable {
+  id: string;
+  root_id: string;
+  parent_id: string | null;
+  parent_key: string | null;
+  depth: number;
+  workflow_name: string;
+  workflow_path: string;
+  workflow_digest: string;
+  inputs: string | null;
+  status: string;
+  outputs: string | null;
+  error: string | null;
+  created_at: number;
+  updated_at: number;
+  ended_at: number | null;
+  last_seq: number;
+  control: string | null;
+  control_rev: number;
+}
+
+export interface EventsTable {
+  run_id: string;
+  seq: number;
+  type: string;
+  key: string | null;
+  idempotency_key: string | null;
+  payload: string | null;
+  at: number;
+}
+
+export interface LeasesTable {
+  run_id: string;
+  holder_id: string;
+  host: string;
+  pid: number;
+  pid_start: number;
+  epoch: number;
+  renewed_at: number;
+  timeout_ms: number;
+  released: number;
+}
+
+export interface JournalTables {
+  meta: MetaTable;
+  runs: RunsTable;
+  events: EventsTable;
+  leases: LeasesTable;
+}
+
+/** `undefined` ↔ SQL NULL; anything else as JSON text. Throws on values JSON cannot hold. */
+export function toJson(value: unknown): string | null {
+  if (value === undefined) return null;
+  const text = JSON.stringify(value);
+  // JSON.stringify returns undefined for functions and symbols: refuse rather than lose them.
+  if (text === undefined) throw new TypeError(`cannot store a ${typeof value} in the journal`);
+  return text;
+}
+
+export function fromJson(text: string | null): unknown {
+  return text === null ? undefined : JSON.parse(text);
+}
+
+export function runFromRow(row: RunsTable): RunRecord {
+  return {
+    id: row.id as RunId,
+    rootId: row.root_id as RunId,
+    parentId: row.parent_id as RunId | null,
+    parentKey: row.parent_key,
+    depth: row.depth,
+    workflowName: row.workflow_name,
+    workflowPath: row.workflow_path,
+    workflowDigest: row.workflow_digest,
+    inputs: fromJson(row.inputs),
+    status: row.status as RunStatus,
+    outputs: fromJson(row.outputs),
+    error: row.error === null ? null : (JSON.parse(row.error) as ErrorInfo),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    endedAt: row.ended_at,
+    lastSeq: row.last_seq,
+    control: row.control,
+    controlRev: row.control_rev,
+  };
+}
+
+export function eventFromRow(row: EventsTable): JournalEvent {
+  return {
+    runId: row.run_id as RunId,
+    seq: row.seq,
+    type: row.type,
+    key: row.key,
+    idempotencyKey: row.idempotency_key,
+    payload: fromJson(row.payload),
+    at: row.at,
+  };
+}
+
+export function leaseFromRow(row: LeasesTable): Lease {
+  return {
+    rootId: row.run_id as RunId,
+    holderId: row.holder_id as HolderId,
+    host: row.host,
+    pid: row.pid,
+    pidStart: row.pid_start,
+    epoch: row.epoch,
+    renewedAt: row.renewed_at,
+    timeoutMs: row.timeout_ms,
+  };
+}

@@ -1,0 +1,11 @@
+/**
+ * The SDK: what `import { workflow, v } from "atomic"` gives a workflow file.
+ * The binary registers this module under the name "atomic" before it loads
+ * a user's file, so it resolves from anywhere on disk. It never imports the
+ * engine or the journal.
+ */
+
+export * as v from "valibot";
+export { workflow, isWorkflow, ExitSignal } from "./workflow.ts";
+export type * from "./types.ts";
+export { AtomicError, StepFailedError, CancelledError } from "../shared/errors.ts";

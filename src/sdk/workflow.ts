@@ -1,0 +1,48 @@
+/**
+ * `workflow()`: declares a workflow. It only checks the shape of the
+ * declaration and brands it, so the engine can tell a workflow from any
+ * other default export; nothing runs until `atomic run`.
+ */
+
+import { UsageError } from "../shared/errors.ts";
+import {
+  WORKFLOW_BRAND,
+  type InputSchemas,
+  type WorkflowConfig,
+  type WorkflowDefinition,
+} from "./types.ts";
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+export function workflow<I extends InputSchemas = {}, O = unknown>(
+  config: WorkflowConfig<I, O>,
+): WorkflowDefinition<I, O> {
+  if (!config || typeof config !== "object") {
+    throw new UsageError("bad_workflow", "workflow() needs an object with a name and a run function");
+  }
+  if (typeof config.name !== "string" || !NAME.test(config.name)) {
+    throw new UsageError("bad_workflow", `workflow name ${JSON.stringify(config.name)} is not valid`, {
+      hint: "use letters, digits, '.', '_' or '-', starting with a letter or digit",
+    });
+  }
+  if (typeof config.run !== "function") {
+    throw new UsageError("bad_workflow", `workflow ${config.name} has no run(ctx) function`);
+  }
+  return Object.freeze({ ...config, [WORKFLOW_BRAND]: true as const });
+}
+
+export function isWorkflow(value: unknown): value is WorkflowDefinition {
+  return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[WORKFLOW_BRAND] === true;
+}
+
+/**
+ * Thrown by `ctx.exit()` to end the run from anywhere in workflow code.
+ * Workflow code should not catch it; the engine does.
+ */
+export class ExitSignal {
+  constructor(
+    readonly status: "completed" | "failed" | "cancelled",
+    readonly reason: string | undefined,
+    readonly outputs: unknown,
+  ) {}
+}

@@ -1,0 +1,36 @@
+/**
+ * Named fault points: places in production code where a test can make the
+ * process die (or throw) at an exact moment, such as between a step's end
+ * and its checkpoint. Inert unless armed through the environment:
+ *
+ *   ATOMIC_FAULT_POINTS="before-checkpoint:5,after-checkpoint:12"
+ *
+ * arms `before-checkpoint` to fire on its 5th hit and `after-checkpoint` on
+ * its 12th. `ATOMIC_FAULT_ACTION` is `kill` (default: SIGKILL this process,
+ * like a power cut) or `throw`. Counting is per process.
+ */
+
+const armed = parse(process.env.ATOMIC_FAULT_POINTS);
+const hits = new Map<string, number>();
+
+function parse(spec: string | undefined): Map<string, number> | undefined {
+  if (!spec) return undefined;
+  const map = new Map<string, number>();
+  for (const part of spec.split(",")) {
+    const [name, n] = part.split(":");
+    if (name) map.set(name.trim(), Number(n ?? 1) || 1);
+  }
+  return map;
+}
+
+export function faultPoint(name: string): void {
+  if (!armed) return;
+  const target = armed.get(name);
+  if (target === undefined) return;
+  const count = (hits.get(name) ?? 0) + 1;
+  hits.set(name, count);
+  if (count !== target) return;
+  if (process.env.ATOMIC_FAULT_ACTION === "throw") throw new Error(`fault point ${name} fired`);
+  process.stderr.write(`[fault] ${name} #${count}: SIGKILL\n`);
+  process.kill(process.pid, "SIGKILL");
+}
