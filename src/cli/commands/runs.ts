@@ -42,7 +42,7 @@ export default defineCommand({
     s.result(st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(11)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  DURATION`));
     for (const { run, status, leaseExpiresAt } of rows) {
       const end = run.endedAt ?? (status === "running" ? Date.now() : run.updatedAt);
-      const note = leaseExpiresAt ? st.dim(` lease expired ${formatTime(leaseExpiresAt)}`) : "";
+      const note = leaseExpiresAt === undefined ? "" : st.dim(leaseExpiresAt > Date.now() ? " driver process gone" : ` lease expired ${formatTime(leaseExpiresAt)}`);
       s.result(
         `${run.id}  ${colorFor(st, status)(status.padEnd(11))}  ${run.workflowName.slice(0, 20).padEnd(20)}  ${formatTime(run.createdAt)}  ${formatDuration(end - run.createdAt)}${note}`,
       );

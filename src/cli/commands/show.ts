@@ -32,7 +32,8 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   s.result(`${pad}${st.bold(run.workflowName)} ${run.id}`);
   line("status", colorFor(st, report.status)(report.status));
   if (report.status === "crashed" && report.leaseExpiresAt) {
-    line("crashed", `its driver stopped; lease expired ${formatTime(report.leaseExpiresAt)} (resume with: atomic resume ${run.rootId})`);
+    const why = report.leaseExpiresAt > Date.now() ? "its driver process is gone" : `its lease expired ${formatTime(report.leaseExpiresAt)}`;
+    line("crashed", `${why}; resume with: atomic resume ${run.rootId}`);
   }
   if (report.holder) line("driver", `pid ${report.holder.pid} on ${report.holder.host}`);
   line("started", `${formatTime(run.createdAt)} (${formatDuration(end - run.createdAt)})`);

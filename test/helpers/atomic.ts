@@ -1,0 +1,161 @@
+/**
+ * Running the real binary from tests.
+ *
+ * `atomicBin()` is dist/atomic (scripts/test.sh builds it before the suite;
+ * when a test file runs alone and the binary is missing or older than the
+ * sources, it is built here once). `runAtomic` runs it to completion;
+ * `spawnAtomic` starts it for tests that signal or kill it. Every spawned
+ * process is tracked and killed in `killSpawned()` (call it in afterEach),
+ * so no process outlives a test.
+ */
+
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+
+export const ROOT = join(import.meta.dir, "..", "..");
+export const BUN = process.execPath;
+let built: string | undefined;
+
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+export function atomicBin(): string {
+  if (built) return built;
+  const bin = process.env.ATOMIC_BIN ?? join(ROOT, "dist", "atomic");
+  if (!process.env.ATOMIC_BIN && (!existsSync(bin) || statSync(bin).mtimeMs < newestSource(join(ROOT, "src")))) {
+    const r = Bun.spawnSync([BUN, join(ROOT, "scripts", "build.ts"), bin], { stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`build failed: ${r.stderr.toString()}`);
+  }
+  built = bin;
+  return bin;
+}
+
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface AtomicOptions {
+  home: string;
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+  timeoutMs?: number;
+  stdin?: string;
+}
+
+function environment(opts: AtomicOptions): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...process.env, NO_COLOR: "1", ATOMIC_HOME: opts.home, ...opts.env })) {
+    if (v !== undefined) env[k] = v;
+  }
+  delete env.NODE_ENV;
+  return env;
+}
+
+const spawned = new Set<Subprocess>();
+
+export async function runAtomic(args: string[], opts: AtomicOptions): Promise<RunResult> {
+  const proc = spawnAtomic(args, opts);
+  const timer = setTimeout(() => proc.kill("SIGKILL"), opts.timeoutMs ?? 60_000);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout as ReadableStream).text(),
+    new Response(proc.stderr as ReadableStream).text(),
+    proc.exited,
+  ]);
+  clearTimeout(timer);
+  spawned.delete(proc);
+  return { code, stdout, stderr };
+}
+
+export function spawnAtomic(args: string[], opts: AtomicOptions): Subprocess<"pipe", "pipe", "pipe"> {
+  const proc = Bun.spawn([atomicBin(), ...args], {
+    cwd: opts.cwd ?? ROOT,
+    env: environment(opts),
+    stdin: opts.stdin !== undefined ? new Blob([opts.stdin]) : "pipe",
+    stdout: "pipe",
+    stderr: "pipe",
+  }) as Subprocess<"pipe", "pipe", "pipe">;
+  spawned.add(proc);
+  void proc.exited.then(() => spawned.delete(proc));
+  return proc;
+}
+
+/** Kill every process a test started and is still running (afterEach). */
+export async function killSpawned(): Promise<void> {
+  const live = [...spawned];
+  for (const p of live) p.kill("SIGKILL");
+  await Promise.all(live.map((p) => p.exited));
+  spawned.clear();
+}
+
+/** Reads a subprocess's stdout line by line, resolving when a line matches. */
+export function lineWatcher(stream: ReadableStream<Uint8Array>) {
+  const lines: string[] = [];
+  const waiters: { re: RegExp; resolve: (line: string) => void }[] = [];
+  let ended = false;
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buf = "";
+    for await (const chunk of stream) {
+      buf += decoder.decode(chunk, { stream: true });
+      let i: number;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        lines.push(line);
+        for (const w of [...waiters]) {
+          if (w.re.test(line)) {
+            waiters.splice(waiters.indexOf(w), 1);
+            w.resolve(line);
+          }
+        }
+      }
+    }
+    ended = true;
+  })();
+  return {
+    lines,
+    get ended() {
+      return ended;
+    },
+    waitFor(re: RegExp, timeoutMs = 30_000): Promise<string> {
+      const hit = lines.find((l) => re.test(l));
+      if (hit) return Promise.resolve(hit);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`timed out waiting for ${re}; saw:\n${lines.join("\n")}`)), timeoutMs);
+        waiters.push({ re, resolve: (l) => (clearTimeout(t), resolve(l)) });
+      });
+    },
+    text: () => lines.join("\n"),
+  };
+}
+
+/** Poll `cond` until it is truthy (no fixed sleeps in tests). */
+export async function waitUntil<T>(cond: () => T | Promise<T>, timeoutMs = 30_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(20);
+  }
+}
+
+/** Pids of live processes whose command line contains `needle` (for orphan checks). */
+export function processesMatching(needle: string): number[] {
+  const r = Bun.spawnSync(["ps", "-eo", "pid=,args="], { stdout: "pipe" });
+  return r.stdout
+    .toString()
+    .split("\n")
+    .filter((l) => l.includes(needle) && !l.includes("ps -eo"))
+    .map((l) => Number(l.trim().split(/\s+/)[0]))
+    .filter((n) => Number.isInteger(n) && n !== process.pid);
+}
