@@ -39,6 +39,7 @@ function jsonView(): RunView {
 function linesView(s: CliSession): RunView {
   const started = new Map<string, number>();
   let rootId: string | undefined;
+  let replayed = 0;
   const st = s.style;
   const print = (line: string) => process.stdout.write(`${line}\n`);
   return {
@@ -54,8 +55,11 @@ function linesView(s: CliSession): RunView {
           print(`  ${e.kind} ${e.name} started${e.attempt > 1 ? ` (attempt ${e.attempt})` : ""}`);
           break;
         case "step_ended": {
+          if (e.replayed) {
+            replayed++;
+            break;
+          }
           if (e.kind === "tool" && e.status === "completed") break;
-          if (e.replayed) break;
           const t0 = started.get(`${e.runId}/${e.position}`);
           const took = t0 ? ` in ${formatDuration(e.at - t0)}` : "";
           const why = e.error ? `: ${e.error.message}` : "";
@@ -70,6 +74,7 @@ function linesView(s: CliSession): RunView {
           break;
         case "run_ended":
           // the root's end is printed with the result
+          if (e.runId === rootId && replayed > 0) print(`  (${replayed} recorded step(s) replayed from the journal, not re-run)`);
           if (e.runId !== rootId) print(`run ${e.runId} ${colorFor(st, e.status)(e.status)}${e.error ? `: ${e.error.message}` : ""}`);
           break;
         case "stage_output":

@@ -7,8 +7,12 @@
  *   (statements.ts) inside BEGIN IMMEDIATE transactions, synchronously from
  *   BEGIN to COMMIT. The append hot path bypasses the query builder because
  *   STACK.md measured Kysely point queries 3.6-7.7x slower than prepared
- *   statements; with it a single-entry append costs about one raw INSERT
- *   commit (one fsync with synchronous=FULL, nothing more).
+ *   statements. Measured (2 cores, Bun 1.4.4): a single-entry append costs
+ *   1.0-1.35x (typically 1.1x) a raw single-row INSERT commit with
+ *   synchronous=FULL (one fsync, nothing more). With NORMAL it is about
+ *   2.3x (~40 us vs ~17 us): there the fsync is gone and the cost is the
+ *   three B-tree pages an append dirties (event, idempotency index, runs
+ *   row) against one, not the statements (about 10 us together).
  * - Migrations and the read/list queries go through Kysely, over our own
  *   bun:sqlite dialect (dialect.ts explains why not kysely-bun-sqlite).
  * - Opening refuses, without altering it, a file that is not SQLite
@@ -86,23 +90,23 @@ export class SqliteJournal implements Journal {
   }
 
   async acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
-    return this.#write(() => leases.acquireLease(this.statements, rootId, holder, opts));
+    return this.#sync(() => leases.acquireLease(this.statements, rootId, holder, opts));
   }
 
   async renewLease(lease: Lease): Promise<Lease> {
-    return this.#write(() => leases.renewLease(this.statements, lease));
+    return this.#sync(() => leases.renewLease(this.statements, lease));
   }
 
   async releaseLease(lease: Lease): Promise<void> {
-    this.#write(() => leases.releaseLease(this.statements, lease));
+    this.#sync(() => leases.releaseLease(this.statements, lease));
   }
 
   async getLease(rootId: RunId): Promise<Lease | undefined> {
-    return this.#write(() => leases.getLease(this.statements, rootId));
+    return this.#sync(() => leases.getLease(this.statements, rootId));
   }
 
   async append(lease: Lease, entries: AppendEntry[]): Promise<AppendOutcome[]> {
-    return this.#write(() => appendEntries(this.statements, lease, entries));
+    return this.#sync(() => appendEntries(this.statements, lease, entries));
   }
 
   async getRun(id: RunId): Promise<RunRecord | undefined> {
@@ -126,7 +130,7 @@ export class SqliteJournal implements Journal {
   }
 
   async requestControl(runId: RunId, action: string): Promise<void> {
-    const { changes } = this.#write(() =>
+    const { changes } = this.#sync(() =>
       writeTransaction(this.statements, () => this.statements.requestControl.run(action, runId)),
     );
     if (changes === 0) throw new UsageError("run_not_found", `run ${runId} does not exist`);
@@ -146,8 +150,8 @@ export class SqliteJournal implements Journal {
     this.db.close();
   }
 
-  /** Runs a synchronous statement sequence, mapping storage failures. */
-  #write<T>(fn: () => T): T {
+  /** Runs synchronous statements (a whole write transaction, or a lease read), mapping storage failures. */
+  #sync<T>(fn: () => T): T {
     this.#assertOpen();
     try {
       return fn();

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs, type-checks, builds dist/atomic and runs the whole test suite.
+# Ends with the plain summary line "N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+echo "type-checking..."
+node_modules/.bin/tsc --noEmit -p .
+node_modules/.bin/bun scripts/build.ts
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+# Test files run one after another (each file's tests may run concurrently inside it);
+# spawned binaries and SQLite fsyncs make parallel files flaky on 2 cores.
+node_modules/.bin/bun test --timeout 120000 "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+passed=$(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+failed=$(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
+echo "${passed} passed, ${failed} failed"
+if [ "$status" -ne 0 ] || [ "$passed" -eq 0 ]; then exit 1; fi
