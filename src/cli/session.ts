@@ -29,8 +29,9 @@ export class CliSession {
       home: this.globals.home,
       durability: this.globals.durability,
       ...(this.globals.journal ? { journalUrl: this.globals.journal } : {}),
-    }).then((j) => {
+    }).then(async (j) => {
       this.cleanups.push(() => j.close());
+      await this.debug(`journal: ${j.location} (durability ${this.globals.durability})`);
       return j;
     });
     return this.journalPromise;
@@ -67,6 +68,19 @@ export class CliSession {
   json(value: unknown): void {
     process.stdout.write(`${JSON.stringify(value)}\n`);
   }
+
+  /**
+   * A diagnostic line, only with --verbose. consola is loaded on first use:
+   * it costs ~30 ms of start-up that ordinary invocations should not pay.
+   */
+  async debug(message: string): Promise<void> {
+    if (!this.globals.verbose) return;
+    const { createConsola } = await import("consola");
+    this.logger ??= createConsola({ level: 4, stdout: process.stderr, stderr: process.stderr, formatOptions: { colors: this.style.enabled, date: true } });
+    this.logger.debug(message);
+  }
+
+  private logger: { debug(message: string): void } | undefined;
 
   warn(line: string): void {
     if (!this.globals.json) process.stderr.write(`${this.style.yellow("warning:")} ${line}\n`);

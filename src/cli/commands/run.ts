@@ -1,7 +1,8 @@
 /** `atomic run FILE [--input k=v ...] [--inputs-json FILE]`: start a run and drive it to its end. */
 
 import { defineCommand } from "citty";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
@@ -14,14 +15,14 @@ import { createRunView } from "../view/run-view.ts";
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
   args: {
-    file: { type: "positional", description: "workflow file (.ts)", required: true },
+    file: { type: "positional", description: "workflow file (.ts), or the name of one in .atomic/workflows/", required: true },
     input: { type: "string", description: "an input as key=value (repeatable)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
   },
   async run({ args }) {
     const s = session();
-    const loaded = await loadWorkflowFile(args.file);
+    const loaded = await loadWorkflowFile(resolveWorkflowArg(args.file));
     const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
     const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
     const journal = await s.journal();
@@ -33,6 +34,13 @@ export default defineCommand({
     await driveRun(s, root, view);
   },
 });
+
+/** `atomic run triage` finds `.atomic/workflows/triage.ts` when no file of that name exists. */
+function resolveWorkflowArg(arg: string): string {
+  if (existsSync(arg) || arg.includes("/")) return arg;
+  const named = join(".atomic", "workflows", arg.endsWith(".ts") ? arg : `${arg}.ts`);
+  return existsSync(named) ? named : arg;
+}
 
 export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number } {
   if (text === undefined) return {};
