@@ -7,6 +7,14 @@
 
 import { runCli } from "./cli/app.ts";
 
+// A reader that went away (`atomic runs --json | head`) is not an error.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(0);
+    throw err;
+  });
+}
+
 const argv = process.argv.slice(2);
 const role = argv[0]?.startsWith("--internal-") ? argv[0] : undefined;
 

@@ -71,7 +71,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     if (args.includes("--help") || args.includes("-h")) {
       let usage = await renderUsage(cmd);
       if (!s.style.enabled) usage = usage.replace(/\x1b\[[0-9;]*m/g, "");
-      process.stdout.write(`${usage}\n\nGlobal options (any command):\n${GLOBAL_HELP.map(([f, d]) => `  ${f}  ${d}`).join("\n")}\n`);
+      // citty names options after their keys (inputsJson); the command line takes them in kebab case.
+      usage = usage.replace(/--([a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+)/g, (_m, key: string) => `--${kebab(key)}`);
+      const gw = Math.max(...GLOBAL_HELP.map(([f]) => f.length));
+      process.stdout.write(`${usage}\n\nGlobal options (any command):\n${GLOBAL_HELP.map(([f, d]) => `  ${f.padEnd(gw)}  ${d}`).join("\n")}\n`);
       return 0;
     }
     await checkFlags(cmd, name, args);
@@ -88,14 +91,20 @@ export async function runCli(argv: readonly string[]): Promise<number> {
 async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]): Promise<void> {
   const defs = (typeof cmd.args === "function" ? await cmd.args() : cmd.args) ?? {};
   const known = new Set<string>();
+  const needsValue = new Set<string>();
   for (const [key, def] of Object.entries(defs)) {
     if (def.type === "positional") continue;
     known.add(kebab(key));
+    if (def.type === "string") needsValue.add(kebab(key));
     if (def.type === "boolean") known.add(`no-${kebab(key)}`);
     const alias = "alias" in def ? def.alias : undefined;
-    for (const a of Array.isArray(alias) ? alias : alias ? [alias] : []) known.add(a);
+    for (const a of Array.isArray(alias) ? alias : alias ? [alias] : []) {
+      known.add(a);
+      if (def.type === "string") needsValue.add(a);
+    }
   }
-  for (const arg of args) {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
     if (arg === "--") break;
     const m = /^--?([^=]+)/.exec(arg);
     if (!m || arg === "-" || /^-\d/.test(arg)) continue;
@@ -103,6 +112,14 @@ async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]
       throw new AtomicError("unknown_flag", `unknown option ${arg.split("=")[0]} for atomic ${name}`, "usage", {
         hint: `see atomic ${name} --help`,
       });
+    }
+    // citty reads `--stage` without a value as an empty string: refuse it instead of ignoring the flag.
+    if (needsValue.has(m[1]!) && !arg.includes("=")) {
+      const value = args[i + 1];
+      if (value === undefined || (value.startsWith("-") && !/^-\d/.test(value))) {
+        throw new AtomicError("bad_flag", `${arg} needs a value`, "usage", { hint: `see atomic ${name} --help` });
+      }
+      i++;
     }
   }
 }

@@ -68,7 +68,9 @@ function printOutcome(s: CliSession, outcome: RunOutcome): void {
   }
   process.stderr.write(`${line}${outcome.error ? `: ${outcome.error.message}` : ""}\n`);
   if (outcome.error?.hint) process.stderr.write(`hint: ${outcome.error.hint}\n`);
-  if (outcome.status === "interrupted" || outcome.status === "failed" || outcome.status === "blocked") {
+  if (outcome.status === "interrupted" || outcome.status === "blocked") {
     process.stderr.write(`resume with: atomic resume ${outcome.runId}\n`);
+  } else if (outcome.status === "failed") {
+    process.stderr.write(`after fixing the cause, resume with: atomic resume ${outcome.runId}\n`);
   }
 }

@@ -68,6 +68,7 @@ export const EVENT = {
   statusChanged: "status_changed",
 } as const;
 
-export function describeStep(id: StepIdentity): string {
-  return `${id.kind} "${id.name}"`;
+/** `tool "fetch"`; with `withArgs` (when only the arguments differ) the digest too, so the two sides read differently. */
+export function describeStep(id: StepIdentity, withArgs = false): string {
+  return withArgs ? `${id.kind} "${id.name}" with arguments digest ${id.args}` : `${id.kind} "${id.name}"`;
 }

@@ -29,6 +29,8 @@ export interface Recorded {
 export class ReplayCursor {
   private readonly byPosition = new Map<string, Recorded>();
   private readonly claimed = new Set<string>();
+  /** Positions of groups (ctx.parallel/chain): proper prefixes of recorded positions. Groups record nothing themselves. */
+  private readonly groups = new Set<string>();
   private pendingCheckpoints = 0;
 
   constructor(readonly runId: string, events: readonly JournalEvent[] = []) {
@@ -42,6 +44,10 @@ export class ReplayCursor {
         rec.started = e.payload as StepStartedPayload;
         rec.attempts++;
       }
+    }
+    for (const key of this.byPosition.keys()) {
+      const parts = key.split(".");
+      for (let n = 1; n < parts.length; n++) this.groups.add(parts.slice(0, n).join("."));
     }
   }
 
@@ -60,13 +66,29 @@ export class ReplayCursor {
       throw new Error(`internal: replay position ${position} claimed twice`);
     }
     this.claimed.add(position);
-    if (!rec) return undefined;
+    if (!rec) {
+      // A group stood here in the first run: fail now, before this step runs and is recorded.
+      if (this.groups.has(position)) throw new NondeterminismError(this.runId, position, describeStep(step), GROUP);
+      return undefined;
+    }
     const recorded = rec.checkpoint ?? rec.started;
     if (recorded && !sameStep(recorded, step)) {
-      throw new NondeterminismError(this.runId, position, describeStep(step), describeStep(recorded));
+      const argsOnly = recorded.kind === step.kind && recorded.name === step.name;
+      throw new NondeterminismError(this.runId, position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
     }
     if (rec.checkpoint) this.pendingCheckpoints--;
     return rec;
+  }
+
+  /** A ctx.parallel / ctx.chain asks for `position`: a single step recorded there means the code changed. */
+  claimGroup(position: string, kind: string): void {
+    if (this.claimed.has(position)) {
+      throw new Error(`internal: replay position ${position} claimed twice`);
+    }
+    this.claimed.add(position);
+    const rec = this.byPosition.get(position);
+    const recorded = rec?.checkpoint ?? rec?.started;
+    if (recorded) throw new NondeterminismError(this.runId, position, `a ctx.${kind} group`, describeStep(recorded));
   }
 
   /**
@@ -91,6 +113,8 @@ export class ReplayCursor {
     return rec;
   }
 }
+
+const GROUP = "a group of steps (ctx.parallel or ctx.chain)";
 
 function sameStep(a: StepIdentity, b: StepIdentity): boolean {
   return a.kind === b.kind && a.name === b.name && a.args === b.args;

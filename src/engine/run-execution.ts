@@ -83,10 +83,17 @@ export class RunExecution {
   private outcomeOf(err: unknown): RunOutcome {
     const { tree } = this;
     if (err instanceof ExitSignal) {
+      let outputs: unknown;
+      try {
+        outputs = storedValue(err.outputs, "ctx.exit");
+      } catch (bad) {
+        // Thrown from here it would escape execute() and leave the run "running" forever.
+        return { runId: this.runId, status: "failed", error: errorInfo(bad) };
+      }
       return {
         runId: this.runId,
         status: err.status,
-        outputs: storedValue(err.outputs, "ctx.exit"),
+        outputs,
         ...(err.reason ? { error: { name: "Exit", code: "exit", message: err.reason } } : {}),
       };
     }

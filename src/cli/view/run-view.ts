@@ -24,7 +24,8 @@ export interface RunView {
 export function createRunView(s: CliSession): RunView {
   if (s.globals.json) return jsonView();
   if (s.globals.quiet) return { observer: () => {}, close() {}, note() {} };
-  if (process.stdout.isTTY) return treeView(s.style);
+  // A dumb terminal cannot move the cursor to redraw the tree.
+  if (process.stdout.isTTY && process.env.TERM !== "dumb") return treeView(s.style);
   return linesView(s);
 }
 

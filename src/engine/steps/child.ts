@@ -10,6 +10,7 @@
  */
 
 import { AtomicError, StepFailedError } from "../../shared/errors.ts";
+import { faultPoint } from "../../shared/fault-points.ts";
 import { newRunId, type RunId } from "../../shared/ids.ts";
 import { isWorkflow } from "../../sdk/workflow.ts";
 import type { WorkflowDefinition } from "../../sdk/types.ts";
@@ -102,12 +103,14 @@ export async function runChild(
       hint: `inspect it with: atomic show ${childId}`,
     });
   }
+  faultPoint("before-checkpoint");
   await tree.append({
     runId: exec.runId,
     type: EVENT.checkpoint,
     key: position,
     payload: { ...step, result: outcome.outputs, startedAt, childRunId: childId },
   });
+  faultPoint("after-checkpoint");
   tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "completed", replayed: false, at: Date.now() });
   return outcome.outputs;
 }

@@ -9,11 +9,13 @@
  * cancels running ones (their stages are killed; finished steps keep their
  * checkpoints), waits for them to settle, and rejects with that failure.
  * Without it every step runs and a combined error names each failure.
- * The group itself records nothing: its steps do.
+ * The group itself records nothing: its steps do (it still claims its
+ * position, so replay notices a group swapped for a single step or back).
  */
 
-import { StepFailedError, ensureError } from "../../shared/errors.ts";
+import { CancelledError, StepFailedError, ensureError } from "../../shared/errors.ts";
 import type { ParallelOptions, StepSpec } from "../../sdk/types.ts";
+import { ExitSignal } from "../../sdk/workflow.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { inScope } from "../scope.ts";
 import { runStage } from "./stage.ts";
@@ -29,6 +31,7 @@ export async function runGroup(
   }
   const scope = exec.scope();
   const position = scope.nextPosition();
+  exec.cursor.claimGroup(position, kind);
   exec.assertMayStart(scope);
   const failFast = opts.failFast ?? true;
   const limit = opts.concurrency && opts.concurrency > 0 ? Math.floor(opts.concurrency) : steps.length;
@@ -37,6 +40,7 @@ export async function runGroup(
 
   const results = new Array<unknown>(steps.length);
   const failures: { index: number; error: Error }[] = [];
+  let exit: ExitSignal | undefined;
   let next = 0;
 
   const runOne = async (index: number): Promise<void> => {
@@ -55,6 +59,13 @@ export async function runGroup(
         });
       });
     } catch (err) {
+      // ctx.exit() in a branch ends the whole run, not just the branch: stop
+      // the group and re-raise the signal itself (never as a failure).
+      if (err instanceof ExitSignal) {
+        exit ??= err;
+        if (!group.signal.aborted) group.abort(new CancelledError("the workflow exited", "exited"));
+        return;
+      }
       failures.push({ index, error: ensureError(err) });
       if (failFast && !group.signal.aborted) group.abort(ensureError(err));
     }
@@ -62,13 +73,14 @@ export async function runGroup(
 
   const lane = async (): Promise<void> => {
     while (next < steps.length) {
-      if (failFast && failures.length > 0) return;
+      if (exit || (failFast && failures.length > 0)) return;
       if (scope.signal.aborted) return;
       await runOne(next++);
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, steps.length) }, lane));
 
+  if (exit) throw exit;
   if (scope.signal.aborted) throw exec.stopError(scope);
   if (failures.length === 0) return results;
   failures.sort((a, b) => a.index - b.index);

@@ -1,0 +1,125 @@
+/**
+ * Runs the benchmarks: `npm run bench` (all) or `bun bench/run.ts NAME...`.
+ *
+ * Each benchmark runs in a process of its own (this file, re-run with
+ * `--child NAME`), so one benchmark's heap, JIT state and open files do not
+ * colour the next one's figures. Every figure is printed with its baseline
+ * (measured in the same run), the ratio, the target and PASS/FAIL; the
+ * summary at the end lists them all. Exit code 1 if any target fails or a
+ * benchmark breaks.
+ */
+
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import { BUN, ROOT, atomicBin, fmt, killSpawned, printResult, removeTempDirs, verdict, type Bench, type Result } from "./lib.ts";
+
+const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean }> = {
+  startup: { load: () => import("./startup.ts").then((m) => m.default), usesBinary: true },
+  sequential: { load: () => import("./sequential.ts").then((m) => m.default), usesBinary: false },
+  fanout: { load: () => import("./fanout.ts").then((m) => m.default), usesBinary: false },
+  children: { load: () => import("./children.ts").then((m) => m.default), usesBinary: false },
+  resume: { load: () => import("./resume.ts").then((m) => m.default), usesBinary: true },
+  recovery: { load: () => import("./recovery.ts").then((m) => m.default), usesBinary: true },
+};
+
+/** Longest a single benchmark may take before it is killed and counted as failed. */
+const BENCH_TIMEOUT_MS = 180_000;
+
+async function child(name: string, out: string): Promise<number> {
+  const entry = BENCHES[name];
+  if (!entry) throw new Error(`unknown benchmark ${name}`);
+  const bench = await entry.load();
+  let results: Result[] = [];
+  try {
+    results = await bench.run();
+  } finally {
+    await killSpawned();
+    removeTempDirs();
+  }
+  for (const r of results) printResult(r);
+  writeFileSync(out, JSON.stringify(results));
+  return 0;
+}
+
+async function parent(names: string[]): Promise<number> {
+  const unknown = names.filter((n) => !BENCHES[n]);
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown benchmark(s): ${unknown.join(", ")}; known: ${Object.keys(BENCHES).join(", ")}\n`);
+    return 2;
+  }
+  const selected = names.length > 0 ? names : Object.keys(BENCHES);
+  // Build the binary once, here, rather than racing to build it in several children.
+  if (selected.some((n) => BENCHES[n]!.usesBinary)) atomicBin();
+
+  const dir = mkdtempSync(join(tmpdir(), "atomic-bench-results-"));
+  let current: Subprocess | undefined;
+  const onSignal = () => {
+    current?.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(130);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  const all: Result[] = [];
+  const broken: string[] = [];
+  const t0 = performance.now();
+  try {
+    for (const name of selected) {
+      const bench = await BENCHES[name]!.load();
+      process.stdout.write(`\n== ${name}: ${bench.title}\n`);
+      const out = join(dir, `${name}.json`);
+      const started = performance.now();
+      current = Bun.spawn([BUN, join(ROOT, "bench", "run.ts"), "--child", name, out], {
+        cwd: ROOT,
+        stdin: "ignore",
+        stdout: "inherit",
+        stderr: "inherit",
+      });
+      const timer = setTimeout(() => current?.kill("SIGKILL"), BENCH_TIMEOUT_MS);
+      const code = await current.exited;
+      clearTimeout(timer);
+      current = undefined;
+      let results: Result[] | undefined;
+      try {
+        results = JSON.parse(readFileSync(out, "utf8")) as Result[];
+      } catch {
+        results = undefined;
+      }
+      if (code !== 0 || !results) {
+        broken.push(name);
+        process.stdout.write(`  [FAIL] ${name} did not finish (exit ${code})\n`);
+      } else {
+        all.push(...results);
+      }
+      process.stdout.write(`  (${name} took ${fmt((performance.now() - started) / 1000, 1)} s)\n`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+
+  process.stdout.write(`\n== summary (${fmt((performance.now() - t0) / 1000, 1)} s)\n`);
+  for (const r of all) {
+    const ratio = r.ratio ? `ratio ${fmt(r.ratio.value, 3)}` : "";
+    const target = r.target ? `target ${r.target.text.split(" (")[0]}` : "";
+    process.stdout.write(`  ${verdict(r).padEnd(4)}  ${r.bench.padEnd(10)}  ${fmt(r.value)} ${r.unit}  ${[ratio, target].filter(Boolean).join(", ")}\n`);
+  }
+  for (const name of broken) process.stdout.write(`  FAIL  ${name.padEnd(10)}  did not finish\n`);
+  const failed = all.filter((r) => verdict(r) === "FAIL").length + broken.length;
+  process.stdout.write(failed === 0 ? "all targets met\n" : `${failed} target(s) failed\n`);
+  return failed === 0 ? 0 : 1;
+}
+
+const args = process.argv.slice(2);
+let code: number;
+try {
+  code = args[0] === "--child" ? await child(args[1]!, args[2]!) : await parent(args);
+} catch (err) {
+  process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  code = 1;
+}
+process.exit(code);

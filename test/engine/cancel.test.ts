@@ -1,0 +1,153 @@
+/**
+ * cancelRun: a run nobody drives (crashed, interrupted, failed) is
+ * cancelled on the spot with its unfinished children; a live run is asked
+ * through its control row and its driver stops and records "cancelled".
+ */
+
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { cancelRun } from "../../src/engine/cancel.ts";
+import { assertResumable } from "../../src/engine/driver.ts";
+import { shownStatus } from "../../src/journal/run-status.ts";
+import { workflow } from "../../src/sdk/index.ts";
+import type { RunId } from "../../src/shared/ids.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { aborted, deferred, engineAfterEach, processGone, shQuote, waitUntil, withEngine, type Engine } from "./helpers.ts";
+
+afterEach(engineAfterEach);
+
+/** A root whose child waits in a tool until the run is stopped. */
+function nested(waiting: { resolve(): void }) {
+  const kid = workflow({
+    name: "kid",
+    async run(ctx) {
+      await ctx.tool("done-before", {}, () => 1);
+      return ctx.tool("waits", {}, async ({ signal }) => {
+        waiting.resolve();
+        await aborted(signal);
+        throw new Error("stopped");
+      });
+    },
+  });
+  return workflow({
+    name: "root",
+    async run(ctx) {
+      await ctx.tool("first", {}, () => "f");
+      return ctx.workflow(kid, {});
+    },
+  });
+}
+
+async function childOf(fx: Engine, runId: RunId) {
+  const [kid] = await fx.journal.listRuns({ parentId: runId, rootsOnly: false });
+  expect(kid).toBeDefined();
+  return kid!;
+}
+
+describe("cancelRun", () => {
+  test("a crashed run (status running, lease expired) is cancelled at once, with its unfinished child", async () => {
+    await withEngine(async (fx) => {
+      const waiting = deferred();
+      const driven = await fx.start(nested(waiting), {}, { leaseTimeoutMs: 300 });
+      const running = driven.run();
+      await waiting.promise;
+      driven.crash(); // the next lease renewal fails: the driver stops and writes nothing more
+      await running;
+      expect(driven.root.stopReason).toBe("lease_lost");
+
+      const kidBefore = await childOf(fx, driven.runId);
+      expect(kidBefore.status).toBe("running");
+      await waitUntil(async () => shownStatus(await fx.getRun(driven.runId), await fx.journal.getLease(driven.runId)) === "crashed", "the run to show as crashed");
+
+      const result = await cancelRun(fx.journal, await fx.getRun(driven.runId), 5_000);
+      expect(result).toEqual({ result: "cancelled", status: "cancelled" });
+      const root = await fx.getRun(driven.runId);
+      const kid = await fx.getRun(kidBefore.id);
+      expect(root.status).toBe("cancelled");
+      expect(kid.status).toBe("cancelled");
+      expect(root.endedAt).not.toBeNull();
+      for (const id of [root.id, kid.id]) {
+        const last = (await fx.journalEvents(id)).at(-1)!;
+        expect(last.type).toBe("status_changed");
+        expect(last.payload).toMatchObject({ from: "running", to: "cancelled" });
+      }
+      expect(await fx.journal.getLease(driven.runId)).toBeUndefined();
+      expect(() => assertResumable(root)).toThrow(/cannot be resumed/);
+    });
+  });
+
+  test("an interrupted run is cancelled at once; its finished child keeps its status", async () => {
+    await withEngine(async (fx) => {
+      const quick = workflow({ name: "quick", run: (ctx) => ctx.tool("q", {}, () => "q") });
+      const wf = workflow({
+        name: "root-int",
+        async run(ctx) {
+          await ctx.workflow(quick, {});
+          return ctx.tool("waits", {}, async ({ signal }) => {
+            waiting.resolve();
+            await aborted(signal);
+            throw new Error("stopped");
+          });
+        },
+      });
+      const waiting = deferred();
+      const driven = await fx.start(wf);
+      const running = driven.run();
+      await waiting.promise;
+      driven.stop("interrupted");
+      expect((await running).status).toBe("interrupted");
+      const result = await cancelRun(fx.journal, await fx.getRun(driven.runId), 5_000);
+      expect(result.result).toBe("cancelled");
+      expect((await fx.getRun(driven.runId)).status).toBe("cancelled");
+      expect((await childOf(fx, driven.runId)).status).toBe("completed");
+    });
+  });
+
+  test("a live run is asked through its control row: the driver stops its steps and records cancelled", async () => {
+    await withEngine(async (fx) => {
+      const waiting = deferred();
+      const pidFile = join(makeTempDir(), "bg.pid");
+      const kid = workflow({
+        name: "kid-live",
+        async run(ctx) {
+          return ctx.parallel([
+            () => ctx.tool("waits", {}, async ({ signal }) => {
+              waiting.resolve();
+              await aborted(signal);
+              throw new Error("stopped");
+            }),
+            { name: "stage", shell: `sleep 100 & echo $! > ${shQuote(pidFile)}; wait` },
+          ]);
+        },
+      });
+      const driven = await fx.start(workflow({ name: "root-live", run: (ctx) => ctx.workflow(kid, {}) }));
+      const running = driven.run();
+      await waiting.promise;
+      await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", "the stage to start");
+
+      const result = await cancelRun(fx.journal, await fx.getRun(driven.runId), 20_000);
+      expect(result).toEqual({ result: "cancelled", status: "cancelled" });
+      const outcome = await running;
+      expect(outcome.status).toBe("cancelled");
+      expect(driven.root.stopReason).toBe("cancelled");
+      const root = await fx.getRun(driven.runId);
+      expect(root.status).toBe("cancelled");
+      expect(root.control).toBeNull();
+      expect((await childOf(fx, driven.runId)).status).toBe("cancelled");
+      const pid = Number(readFileSync(pidFile, "utf8").trim());
+      await waitUntil(() => processGone(pid), "the stage's background child to be gone");
+      expect(await fx.journal.getLease(driven.runId)).toBeUndefined();
+    });
+  });
+
+  test("a completed run or a child run is refused", async () => {
+    await withEngine(async (fx) => {
+      const out = await fx.run(workflow({ name: "r", run: (ctx) => ctx.workflow(workflow({ name: "c", run: async () => 1 }), {}) }));
+      expect(out.status).toBe("completed");
+      await expect(cancelRun(fx.journal, await fx.getRun(out.runId), 0)).rejects.toMatchObject({ code: "already_ended" });
+      const kid = await childOf(fx, out.runId);
+      await expect(cancelRun(fx.journal, kid, 0)).rejects.toMatchObject({ code: "not_root" });
+    });
+  });
+});
