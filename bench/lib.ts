@@ -420,16 +420,17 @@ export async function runWithPeakRss(
   env: Record<string, string>,
 ): Promise<{ ms: number; code: number | null; peakRssMb: number; how: string; stderr: string }> {
   if (existsSync(GNU_TIME)) {
-    const r = await runTimed([GNU_TIME, "-v", ...cmd], { env, capture: true });
-    const m = /Maximum resident set size \(kbytes\): (\d+)/.exec(r.stderr);
-    const status = /Exit status: (\d+)/.exec(r.stderr);
-    return {
-      ms: r.ms,
-      code: status ? Number(status[1]) : r.code,
-      peakRssMb: m ? Number(m[1]) / 1024 : NaN,
-      how: "/usr/bin/time -v",
-      stderr: r.stderr,
-    };
+    // GNU time writes its report to a file of its own (-o): the command's stderr stays separate.
+    const dir = tempDir("atomic-bench-time-");
+    try {
+      const report = join(dir, "time.txt");
+      const r = await runTimed([GNU_TIME, "-v", "-o", report, ...cmd], { env, capture: true });
+      const text = readFileSync(report, "utf8");
+      const m = /Maximum resident set size \(kbytes\): (\d+)/.exec(text);
+      return { ms: r.ms, code: r.code, peakRssMb: m ? Number(m[1]) / 1024 : NaN, how: "/usr/bin/time -v", stderr: r.stderr };
+    } finally {
+      removeTempDir(dir);
+    }
   }
   const t0 = performance.now();
   const proc = spawnTracked(cmd, { env, stdout: "ignore", stderr: "pipe" });

@@ -110,7 +110,6 @@ const bench: Bench = {
           }
         }
         const peak = rss[SMALL]!.peakRssMb;
-        if (Number.isNaN(peak)) process.stderr.write(`DEBUG ${JSON.stringify(rss[SMALL]!.stderr)}\n`);
 
         return [
           {

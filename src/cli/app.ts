@@ -22,6 +22,8 @@ export const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   runs: { summary: "list runs", load: () => import("./commands/runs.ts").then((m) => m.default) },
   show: { summary: "show a run: stages, outputs, errors, timings", load: () => import("./commands/show.ts").then((m) => m.default) },
   logs: { summary: "print a run's stage output (--follow to keep reading)", load: () => import("./commands/logs.ts").then((m) => m.default) },
+  pause: { summary: "pause a live run: no new step starts", load: () => import("./commands/pause.ts").then((m) => m.default) },
+  unpause: { summary: "let a paused run go on", load: () => import("./commands/unpause.ts").then((m) => m.default) },
   cancel: { summary: "cancel a run (live or not)", load: () => import("./commands/cancel.ts").then((m) => m.default) },
   workflows: { summary: "list workflows in .atomic/workflows/ (or a file's inputs)", load: () => import("./commands/workflows.ts").then((m) => m.default) },
   version: { summary: "print the version", load: () => import("./commands/version.ts").then((m) => m.default) },
@@ -92,6 +94,8 @@ async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]
   const defs = (typeof cmd.args === "function" ? await cmd.args() : cmd.args) ?? {};
   const known = new Set<string>();
   const needsValue = new Set<string>();
+  const positionals = Object.entries(defs).filter(([, def]) => def.type === "positional").map(([key]) => key);
+  let positionalCount = 0;
   for (const [key, def] of Object.entries(defs)) {
     if (def.type === "positional") continue;
     known.add(kebab(key));
@@ -107,7 +111,14 @@ async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]
     const arg = args[i]!;
     if (arg === "--") break;
     const m = /^--?([^=]+)/.exec(arg);
-    if (!m || arg === "-" || /^-\d/.test(arg)) continue;
+    if (!m || arg === "-" || /^-\d/.test(arg)) {
+      if (++positionalCount > positionals.length) {
+        throw new AtomicError("extra_argument", `unexpected argument ${JSON.stringify(arg)} for atomic ${name}`, "usage", {
+          hint: `see atomic ${name} --help`,
+        });
+      }
+      continue;
+    }
     if (!known.has(m[1]!)) {
       throw new AtomicError("unknown_flag", `unknown option ${arg.split("=")[0]} for atomic ${name}`, "usage", {
         hint: `see atomic ${name} --help`,

@@ -42,12 +42,15 @@ export class CliSession {
     const text = (idOrPrefix ?? "").trim().toLowerCase();
     if (!text) throw new UsageError("missing_run_id", "a run id is required", { hint: "list runs with: atomic runs" });
     const journal = await this.journal();
-    const found = await journal.findRuns(text, 2);
+    const found = await journal.findRuns(text, 50);
     const exact = found.find((r) => r.id === text);
     if (exact) return exact;
     if (found.length === 0) {
       throw new UsageError("unknown_run", `no run with id ${text}`, { hint: "list runs with: atomic runs" });
     }
+    // A root run and its children share a time prefix: the root wins when it is the only root.
+    const roots = found.filter((r) => r.parentId === null);
+    if (roots.length === 1 && found.length < 50 && found.every((r) => r.rootId === roots[0]!.id)) return roots[0]!;
     if (found.length > 1) {
       throw new UsageError("ambiguous_run", `more than one run id starts with ${text}`, { hint: "type more of the id" });
     }

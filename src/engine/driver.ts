@@ -177,6 +177,7 @@ export class RootRun {
       try {
         const run = await journal.getRun(this.runId);
         if (run?.control === "cancel") this.tree.stop("cancelled");
+        else this.tree.setPaused(run?.control === "pause");
       } catch {
         // a failed poll is retried at the next tick
       }

@@ -37,6 +37,7 @@ export type EngineEvent =
     }
   | { type: "stage_output"; runId: string; position: string; name: string; stream: "stdout" | "stderr"; text: string }
   | { type: "log"; runId: string; message: string; at: number }
+  | { type: "paused" | "unpaused"; runId: string; at: number }
   | { type: "warning"; runId: string; message: string; at: number };
 
 export type EngineObserver = (event: EngineEvent) => void;

@@ -32,6 +32,12 @@ export class ReplayCursor {
   /** Positions of groups (ctx.parallel/chain): proper prefixes of recorded positions. Groups record nothing themselves. */
   private readonly groups = new Set<string>();
   private pendingCheckpoints = 0;
+  /**
+   * The first divergence found. Sticky: every later claim raises it again and
+   * so does assertFullyReplayed, so workflow code that catches it (or a group
+   * that wraps it) cannot replay on past it or end the run any other way.
+   */
+  divergence: NondeterminismError | undefined;
 
   constructor(readonly runId: string, events: readonly JournalEvent[] = []) {
     for (const e of events) {
@@ -61,6 +67,7 @@ export class ReplayCursor {
    * there (checkpoint and/or start), or undefined for a new step.
    */
   claim(position: string, step: StepIdentity): Recorded | undefined {
+    if (this.divergence) throw this.divergence;
     const rec = this.byPosition.get(position);
     if (this.claimed.has(position)) {
       throw new Error(`internal: replay position ${position} claimed twice`);
@@ -68,13 +75,13 @@ export class ReplayCursor {
     this.claimed.add(position);
     if (!rec) {
       // A group stood here in the first run: fail now, before this step runs and is recorded.
-      if (this.groups.has(position)) throw new NondeterminismError(this.runId, position, describeStep(step), GROUP);
+      if (this.groups.has(position)) throw this.diverged(position, describeStep(step), GROUP);
       return undefined;
     }
     const recorded = rec.checkpoint ?? rec.started;
     if (recorded && !sameStep(recorded, step)) {
       const argsOnly = recorded.kind === step.kind && recorded.name === step.name;
-      throw new NondeterminismError(this.runId, position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
+      throw this.diverged(position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
     }
     if (rec.checkpoint) this.pendingCheckpoints--;
     return rec;
@@ -82,13 +89,14 @@ export class ReplayCursor {
 
   /** A ctx.parallel / ctx.chain asks for `position`: a single step recorded there means the code changed. */
   claimGroup(position: string, kind: string): void {
+    if (this.divergence) throw this.divergence;
     if (this.claimed.has(position)) {
       throw new Error(`internal: replay position ${position} claimed twice`);
     }
     this.claimed.add(position);
     const rec = this.byPosition.get(position);
     const recorded = rec?.checkpoint ?? rec?.started;
-    if (recorded) throw new NondeterminismError(this.runId, position, `a ctx.${kind} group`, describeStep(recorded));
+    if (recorded) throw this.diverged(position, `a ctx.${kind} group`, describeStep(recorded));
   }
 
   /**
@@ -96,12 +104,18 @@ export class ReplayCursor {
    * was never asked for means the code took another path than the first run.
    */
   assertFullyReplayed(): void {
+    if (this.divergence) throw this.divergence;
     if (this.pendingCheckpoints <= 0) return;
     for (const [position, rec] of this.byPosition) {
       if (rec.checkpoint && !this.claimed.has(position)) {
-        throw new NondeterminismError(this.runId, position, "no step (the workflow returned)", describeStep(rec.checkpoint));
+        throw this.diverged(position, "no step (the workflow returned)", describeStep(rec.checkpoint));
       }
     }
+  }
+
+  private diverged(position: string, expected: string, recorded: string): NondeterminismError {
+    this.divergence = new NondeterminismError(this.runId, position, expected, recorded);
+    return this.divergence;
   }
 
   private entry(position: string): Recorded {

@@ -82,6 +82,11 @@ export class RunExecution {
 
   private outcomeOf(err: unknown): RunOutcome {
     const { tree } = this;
+    // A divergence from the journal decides how the run ends, whatever the
+    // workflow code (a try/catch, a ctx.exit) or a group did with the error.
+    if (this.cursor.divergence && !tree.stopReason) {
+      return { runId: this.runId, status: "failed", error: errorInfo(this.cursor.divergence) };
+    }
     if (err instanceof ExitSignal) {
       let outputs: unknown;
       try {
@@ -139,6 +144,18 @@ export class RunExecution {
       if (err instanceof LeaseLostError) this.tree.stop("lease_lost");
       else throw err;
     }
+  }
+
+  /**
+   * Wait while the run is paused, then check the step may start. Returns
+   * undefined (no await, no extra tick) in the common unpaused case.
+   */
+  startGate(scope: Scope): Promise<void> | undefined {
+    if (!this.tree.paused) {
+      this.assertMayStart(scope);
+      return undefined;
+    }
+    return this.tree.whilePaused().then(() => this.assertMayStart(scope));
   }
 
   /** Refuse to start a step once the tree is stopping or this branch was aborted. */

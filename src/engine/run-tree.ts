@@ -23,6 +23,8 @@ export const MAX_CHILD_DEPTH = 3;
 export class RunTree {
   private readonly controller = new AbortController();
   stopReason: StopReason | undefined;
+  /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
+  private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
 
   constructor(
     readonly journal: Journal,
@@ -42,6 +44,30 @@ export class RunTree {
     if (this.stopReason) return;
     this.stopReason = reason;
     this.controller.abort(reason);
+    this.setPaused(false);
+  }
+
+  get paused(): boolean {
+    return this.pauseGate !== undefined;
+  }
+
+  setPaused(paused: boolean): void {
+    if (paused === this.paused) return;
+    if (paused) {
+      let open!: () => void;
+      const promise = new Promise<void>((resolve) => (open = resolve));
+      this.pauseGate = { promise, open };
+    } else {
+      const gate = this.pauseGate;
+      this.pauseGate = undefined;
+      gate?.open();
+    }
+    this.observer({ type: paused ? "paused" : "unpaused", runId: this.lease.rootId, at: Date.now() });
+  }
+
+  /** Resolves at once unless the run is paused; then when it is unpaused or stopped. */
+  async whilePaused(): Promise<void> {
+    while (this.pauseGate) await this.pauseGate.promise;
   }
 
   /** The error a step raises when it may not start or was stopped. */

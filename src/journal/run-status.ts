@@ -1,7 +1,8 @@
 /**
  * The status a user sees. A run stored as "running" whose lease expired, or
  * whose holder process on this host is gone, is shown as "crashed": nobody
- * drives it, and `atomic resume` can take it over at once.
+ * drives it, and `atomic resume` can take it over at once. A live run asked
+ * to pause (control "pause") is shown as "paused": no new step starts.
  */
 
 import { isLocalHolderDead } from "../shared/process-info.ts";
@@ -12,7 +13,7 @@ export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date
   if (!lease) return "crashed";
   if (lease.renewedAt + lease.timeoutMs < now) return "crashed";
   if (isLocalHolderDead(lease)) return "crashed";
-  return "running";
+  return run.control === "pause" ? "paused" : "running";
 }
 
 /** When the lease of a crashed run expired (or would have), for display. */

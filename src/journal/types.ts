@@ -30,7 +30,7 @@ export const RUN_STATUSES = [
 ] as const;
 /** Stored status. "crashed" is derived on read: running + lease expired or holder dead. */
 export type RunStatus = (typeof RUN_STATUSES)[number];
-export type ShownStatus = RunStatus | "crashed";
+export type ShownStatus = RunStatus | "crashed" | "paused";
 
 export const TERMINAL_STATUSES: readonly RunStatus[] = ["completed", "cancelled"];
 

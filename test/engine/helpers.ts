@@ -24,12 +24,13 @@
  * that left a stage process group alive, and removes temp directories.
  */
 
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { RootRun, type DriverOptions } from "../../src/engine/driver.ts";
 import { validateInputs } from "../../src/engine/inputs.ts";
 import type { EngineEvent } from "../../src/engine/observer.ts";
 import type { RunOutcome } from "../../src/engine/run-execution.ts";
 import type { StopReason } from "../../src/engine/run-tree.ts";
+import { InProcessExecutor, type StageExecutor } from "../../src/engine/stage-executor.ts";
 import { EVENT } from "../../src/engine/journal-events.ts";
 import { openJournal } from "../../src/journal/open.ts";
 import type {
@@ -43,7 +44,8 @@ import type {
   ListRunsFilter,
   RunRecord,
 } from "../../src/journal/types.ts";
-import { killAllGroups, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
+import { killAllGroups, killGroup, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
+import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
 import { LeaseLostError } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import type { WorkflowDefinition } from "../../src/sdk/types.ts";
@@ -96,6 +98,39 @@ export function processGone(pid: number): boolean {
     return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
   } catch {
     return true;
+  }
+}
+
+/** Live (non-zombie) processes whose process group is `pgid`. */
+export function groupMembers(pgid: number): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(pgrp) === pgid && state !== "Z") out.push(Number(name));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return out;
+}
+
+/** Process groups of every stage started by a fixture driver (a stage's pid is its group id). */
+const stageGroups = new Set<number>();
+
+/** The in-process executor, noting each stage's process group for the leak check. */
+class TrackingExecutor implements StageExecutor {
+  private readonly inner = new InProcessExecutor();
+  execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void) {
+    return this.inner.execute(request, signal, (event) => {
+      if (event.type === "started" && event.pid) stageGroups.add(event.pid);
+      onEvent(event);
+    });
+  }
+  close() {
+    return this.inner.close();
   }
 }
 
@@ -250,7 +285,7 @@ export async function withEngine<T>(cb: (fx: Engine) => Promise<T>): Promise<T> 
     home,
     observer,
     ...(opts.leaseTimeoutMs !== undefined ? { leaseTimeoutMs: opts.leaseTimeoutMs } : {}),
-    ...(opts.executor ? { executor: opts.executor } : {}),
+    executor: opts.executor ?? new TrackingExecutor(),
   });
 
   const fx: Engine = {
@@ -314,20 +349,25 @@ export async function withEngine<T>(cb: (fx: Engine) => Promise<T>): Promise<T> 
 }
 
 /**
- * For afterEach: fails the test if a shell stage's process group is still
- * alive (after killing it, so one leak does not poison the next test), and
+ * For afterEach: fails the test if a shell stage's process group still has
+ * a live process (a background child included) or the runner still tracks
+ * one, after killing them so one leak does not poison the next test; then
  * removes every temp directory.
  */
 export async function engineAfterEach(): Promise<void> {
   try {
+    const leaked = () => [...stageGroups].filter((g) => groupMembers(g).length > 0);
     const deadline = Date.now() + 5_000;
-    while (liveGroupCount() > 0 && Date.now() < deadline) await Bun.sleep(10);
-    const left = liveGroupCount();
-    if (left > 0) {
+    while ((liveGroupCount() > 0 || leaked().length > 0) && Date.now() < deadline) await Bun.sleep(10);
+    const tracked = liveGroupCount();
+    const left = leaked();
+    if (tracked > 0 || left.length > 0) {
       killAllGroups("SIGKILL");
-      throw new Error(`${left} stage process group(s) outlived the test`);
+      for (const g of left) killGroup(g, "SIGKILL");
+      throw new Error(`stage processes outlived the test: groups ${left.join(", ") || "(none found)"}; ${tracked} still tracked by the runner`);
     }
   } finally {
+    stageGroups.clear();
     removeTempDirs();
   }
 }

@@ -225,6 +225,68 @@ describe("nondeterminism", () => {
     });
   });
 
+  test("workflow code that catches the error cannot replay past it: the run still fails with nondeterminism", async () => {
+    await withEngine(async (fx) => {
+      // Recorded: "a" at 0 (checkpointed), then "b" at 1 failed (not checkpointed).
+      const first = await fx.run(
+        workflow({
+          name: "det-catch",
+          async run(ctx) {
+            await ctx.tool("a", {}, () => "A");
+            return ctx.tool("b", {}, () => {
+              throw new Error("b fails");
+            }, { retries: 0 });
+          },
+        }),
+      );
+      expect(first.status).toBe("failed");
+      const swallow = (fallback: boolean) =>
+        variant(async (ctx, calls) => {
+          try {
+            return await tool(ctx, calls, "renamed", {});
+          } catch {
+            return fallback ? tool(ctx, calls, "fallback", {}) : "swallowed";
+          }
+        });
+      for (const fallback of [false, true]) {
+        const { wf, calls } = swallow(fallback);
+        const out = await fx.resumeRun(first.runId, wf);
+        expect(out.status).toBe("failed");
+        expect(out.error?.code).toBe("nondeterminism");
+        expect(out.error?.message).toContain("at step 0");
+        expect(out.error?.message).toContain('asks for tool "renamed"');
+        expect(calls).toEqual([]);
+      }
+    });
+  });
+
+  test("a divergence wrapped by a group (failFast: false) still fails the run with nondeterminism", async () => {
+    await withEngine(async (fx) => {
+      let fails = 0;
+      const body = (names: [string, string]) =>
+        workflow({
+          name: "det-wrap",
+          run: async (ctx) => {
+            await ctx.parallel([() => ctx.tool(names[0], {}, () => 1), () => ctx.tool(names[1], {}, () => 2)]);
+            return ctx.tool("gate", {}, () => {
+              if (++fails === 1) throw new Error("gate fails once");
+            }, { retries: 0 });
+          },
+        });
+      const first = await fx.run(body(["p", "q"]));
+      expect(first.status).toBe("failed");
+      const changed = workflow({
+        name: "det-wrap",
+        run: async (ctx) =>
+          ctx.parallel([() => ctx.tool("p2", {}, () => 1), () => ctx.tool("q2", {}, () => 2)], { failFast: false }),
+      });
+      const out = await fx.resumeRun(first.runId, changed);
+      expect(out.status).toBe("failed");
+      expect(out.error?.code).toBe("nondeterminism");
+      expect(out.error?.message).toContain("at step 0.0.0");
+    });
+  });
+
   test("a changed workflow file is announced with a warning on resume", async () => {
     await withEngine(async (fx) => {
       const runId = await recordedRun(fx);

@@ -164,6 +164,21 @@ describe("ctx.shell", () => {
     });
   });
 
+  test("a stage that exits leaving a background child behind: the child is killed with its group", async () => {
+    await withEngine(async (fx) => {
+      const pidFile = join(makeTempDir(), "bg.pid");
+      const wf = workflow({
+        name: "shell-orphan",
+        run: (ctx) => ctx.shell("leaves-child", `sleep 100 & echo $! > ${shQuote(pidFile)}; echo done`),
+      });
+      const out = await fx.run(wf);
+      expect(out.status).toBe("completed");
+      expect((out.outputs as StageResult).text).toBe("done\n");
+      const pid = readPid(pidFile);
+      await waitUntil(() => processGone(pid), `background sleep ${pid} to be gone`);
+    });
+  });
+
   test("stopping the run kills the running stage's process group; resume runs the stage again", async () => {
     await withEngine(async (fx) => {
       const dir = makeTempDir();

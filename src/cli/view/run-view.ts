@@ -78,6 +78,12 @@ function linesView(s: CliSession): RunView {
           if (e.runId === rootId && replayed > 0) print(`  (${replayed} recorded step(s) replayed from the journal, not re-run)`);
           if (e.runId !== rootId) print(`run ${e.runId} ${colorFor(st, e.status)(e.status)}${e.error ? `: ${e.error.message}` : ""}`);
           break;
+        case "paused":
+          print(`run ${e.runId} paused: no new step starts until atomic unpause`);
+          break;
+        case "unpaused":
+          print(`run ${e.runId} unpaused`);
+          break;
         case "stage_output":
           break;
       }
@@ -92,7 +98,7 @@ function treeView(style: Style): RunView {
   let drawn = 0;
   const notes: string[] = [];
   const draw = () => {
-    const rows = Math.max(5, (process.stdout.rows ?? 40) - 2);
+    const rows = Math.max(5, (process.stdout.rows || 40) - 2);
     const lines = model.render(style, Date.now());
     const shown = lines.length > rows ? [style.dim(`… ${lines.length - rows + 1} more above`), ...lines.slice(-rows + 1)] : lines;
     let out = drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : "";
@@ -107,6 +113,7 @@ function treeView(style: Style): RunView {
     observer(e) {
       if (e.type === "warning") notes.push(`${style.yellow("warning:")} ${e.message}`);
       else if (e.type === "log") notes.push(e.message);
+      else if (e.type === "paused" || e.type === "unpaused") notes.push(`run ${e.type}`);
       else model.apply(e);
     },
     close() {

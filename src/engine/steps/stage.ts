@@ -39,7 +39,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     emitEnded(exec, position, name, result, true);
     return result;
   }
-  exec.assertMayStart(scope);
+  await exec.startGate(scope);
   checkRunner(name, runner, opts);
 
   const { tree } = exec;

@@ -37,7 +37,7 @@ export async function runTool(
     emitEnded(exec, position, name, "completed", true);
     return settle(recorded.checkpoint.result as ToolRecord, name, opts);
   }
-  exec.assertMayStart(scope);
+  await exec.startGate(scope);
   if (typeof fn !== "function") {
     throw new StepFailedError(name, `ctx.tool("${name}") needs a function as its third argument`, { code: "bad_step" });
   }
