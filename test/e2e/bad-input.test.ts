@@ -159,6 +159,18 @@ e2eTest("an unknown run id is refused by show, logs, resume and cancel; nothing 
   expect(journalCounts(home)).toEqual(before);
 });
 
+e2eTest("a prefix shared by two root runs is ambiguous", async () => {
+  const { home, runId } = await seededHome();
+  const second = await runAtomic(["run", TYPED, ...GOOD_INPUTS, "--quiet"], { home });
+  expect(second.code).toBe(0);
+  const ids = (await listRuns(home)).map((r) => String(r.id));
+  expect(ids).toContain(runId);
+  let common = 0;
+  while (ids[0]![common] === ids[1]![common]) common++;
+  expect(common).toBeGreaterThan(0); // ids start with the clock
+  await expectUsageError(["show", ids[0]!.slice(0, common)], home, /more than one run id starts with/);
+});
+
 e2eTest("resume or cancel of a completed run is refused; nothing written", async () => {
   const { home, runId } = await seededHome();
   const before = journalCounts(home);
