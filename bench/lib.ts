@@ -199,45 +199,71 @@ export class RawCommits {
 
 // ---------------------------------------------------------------- the engine, in process
 
-/** Journal transactions by kind, counted by wrapping a journal's write methods. */
-export interface TxCounter {
+/**
+ * Journal calls counted and timed by wrapping the journal's methods: write
+ * transactions (appends and lease operations) and event reads. Times are
+ * wall time inside the call, in ms.
+ */
+export interface JournalMeter {
+  /** append calls: one transaction each (a group-commit batch). */
   append: number;
+  /** Entries over all append calls. */
   entries: number;
+  /** acquireLease / renewLease / releaseLease calls: one transaction each. */
   lease: number;
+  readEvents: number;
+  appendMs: number;
+  leaseMs: number;
+  readEventsMs: number;
   reset(): void;
+  /** Write transactions (append + lease). */
   total(): number;
 }
 
-/** Opens the SQLite journal `atomic.db` in `home` (as the CLI does), counting its write transactions. */
-export async function openCountedJournal(home: string, durability: Durability): Promise<{ journal: Journal; tx: TxCounter }> {
+/** Opens the SQLite journal `atomic.db` in `home` (as the CLI does), metering its calls. */
+export async function openCountedJournal(home: string, durability: Durability): Promise<{ journal: Journal; tx: JournalMeter }> {
   const journal = await SqliteJournal.open(join(home, "atomic.db"), { durability });
-  const tx: TxCounter = {
+  const tx: JournalMeter = {
     append: 0,
     entries: 0,
     lease: 0,
+    readEvents: 0,
+    appendMs: 0,
+    leaseMs: 0,
+    readEventsMs: 0,
     reset() {
-      this.append = 0;
-      this.entries = 0;
-      this.lease = 0;
+      this.append = this.entries = this.lease = this.readEvents = 0;
+      this.appendMs = this.leaseMs = this.readEventsMs = 0;
     },
     total() {
       return this.append + this.lease;
     },
   };
   const j = journal as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
-  const append = j.append!.bind(journal);
-  j.append = (lease, entries) => {
-    tx.append++;
-    tx.entries += (entries as unknown[]).length;
-    return append(lease, entries);
-  };
-  for (const name of ["acquireLease", "renewLease", "releaseLease"]) {
+  const meter = (name: string, count: (args: unknown[]) => void, add: (ms: number) => void) => {
     const inner = j[name]!.bind(journal);
-    j[name] = (...args) => {
-      tx.lease++;
-      return inner(...args);
+    j[name] = async (...args) => {
+      count(args);
+      const t0 = performance.now();
+      try {
+        return await inner(...args);
+      } finally {
+        add(performance.now() - t0);
+      }
     };
+  };
+  meter(
+    "append",
+    (args) => {
+      tx.append++;
+      tx.entries += (args[1] as unknown[]).length;
+    },
+    (ms) => (tx.appendMs += ms),
+  );
+  for (const name of ["acquireLease", "renewLease", "releaseLease"]) {
+    meter(name, () => tx.lease++, (ms) => (tx.leaseMs += ms));
   }
+  meter("readEvents", () => tx.readEvents++, (ms) => (tx.readEventsMs += ms));
   return { journal, tx };
 }
 

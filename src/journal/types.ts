@@ -52,9 +52,11 @@ export interface RunRecord {
   updatedAt: number;
   endedAt: number | null;
   lastSeq: number;
-  /** Pending control request from another process ("cancel"), and its revision. */
+  /** Pending control request from another process ("cancel", "pause", "unpause"), and its revision. */
   control: string | null;
   controlRev: number;
+  /** The highest control revision the run's driver has applied (and every worker acknowledged). */
+  controlAck: number;
 }
 
 export interface JournalEvent {
@@ -102,6 +104,8 @@ export interface RunPatch {
   /** Clear a pending control request (the root acknowledged it). */
   clearControl?: boolean;
   workflowDigest?: string;
+  /** The driver applied control revision n (see RunRecord.controlAck). */
+  controlAck?: number;
 }
 
 export interface AppendEntry {
@@ -116,6 +120,8 @@ export interface AppendEntry {
   /** Present only on a run's first event: creates the runs row (refused if it exists). */
   newRun?: NewRunFields;
   patch?: RunPatch;
+  /** A stage execution to put on the work queue in the same transaction (run and root from the entry). */
+  work?: NewWorkItem;
   /** Defaults to Date.now() at append. */
   at?: number;
 }
@@ -184,11 +190,91 @@ export interface Journal {
   readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]>;
 
   /**
-   * Ask the process driving a run to do something ("cancel"): unfenced,
-   * bumps controlRev. The driver sees it on its next poll and acknowledges
-   * with a `clearControl` patch.
+   * Ask the process driving a run to do something ("cancel", "pause",
+   * "unpause"): unfenced, bumps controlRev and returns the new revision.
+   * The driver sees it on its next poll and records `controlAck` once it
+   * (and every worker) applied it.
    */
-  requestControl(runId: RunId, action: string): Promise<void>;
+  requestControl(runId: RunId, action: string): Promise<number>;
+
+  /** The work queue of stage executions (SYSTEM.md section 6), in the same database. */
+  readonly work: WorkQueue;
 
   close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------- work queue
+
+/**
+ * Work item states:
+ * - ready: waiting for a worker (FIFO by readyAt);
+ * - leased: a worker holds it under (workerId, generation, epoch) until leaseExpiresAt;
+ * - completed / failed: a worker committed its outcome (final);
+ * - abandoned: the driver that enqueued it is gone (a resumed run enqueues anew).
+ * A leased item whose worker is lost goes back to ready with generation + 1,
+ * or to failed (worker_retry_limit) once the generations are used up.
+ */
+export const WORK_STATES = ["ready", "leased", "completed", "failed", "abandoned"] as const;
+export type WorkState = (typeof WORK_STATES)[number];
+
+export interface NewWorkItem {
+  id: string;
+  stageKey: string;
+  attempt: number;
+  /** The stage request: plain data a worker can run. */
+  descriptor: unknown;
+}
+
+export interface WorkItem extends NewWorkItem {
+  rootId: RunId;
+  runId: RunId;
+  state: WorkState;
+  generation: number;
+  workerId: string | null;
+  epoch: number;
+  leaseExpiresAt: number | null;
+  readyAt: number;
+  createdAt: number;
+  updatedAt: number;
+  result: unknown;
+  error: ErrorInfo | null;
+}
+
+/** Whose an item is: every change to a leased item names all four. */
+export interface WorkFence {
+  id: string;
+  workerId: string;
+  generation: number;
+  epoch: number;
+}
+
+export type WorkReceipt =
+  | { status: "committed"; item: WorkItem }
+  /** The fence no longer holds (the item moved on to another generation, epoch or state). */
+  | { status: "stale"; item: WorkItem | undefined }
+  /** The operation id was used before with another body. */
+  | { status: "op_conflict" };
+
+export interface WorkQueue {
+  /** Lease the oldest ready item (of `rootId`, or any root) to `workerId`: epoch + 1. */
+  claim(workerId: string, leaseMs: number, rootId?: RunId): Promise<WorkItem | undefined>;
+  /** Heartbeats: extend every lease that still holds, in one transaction; returns the fences that no longer hold. */
+  renew(fences: readonly WorkFence[], leaseMs: number): Promise<WorkFence[]>;
+  /**
+   * Commit a worker's outcome for a leased item (fenced). `op` makes it
+   * idempotent: the same op id and digest returns the first receipt; the
+   * same id with another digest is refused.
+   */
+  complete(
+    fence: WorkFence,
+    outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
+    op: { id: string; digest: string },
+  ): Promise<WorkReceipt>;
+  /** A lost worker's item: back to ready at generation + 1, or failed with `error` when that would exceed `maxGenerations`. */
+  release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt>;
+  get(id: string): Promise<WorkItem | undefined>;
+  list(rootId: RunId): Promise<WorkItem[]>;
+  /** Ready or leased items of a root whose driver is gone: abandoned. Returns how many. */
+  abandon(rootId: RunId): Promise<number>;
+  count(state?: WorkState): Promise<number>;
 }

@@ -163,6 +163,9 @@ class CrashableJournal implements Journal {
   get location() {
     return this.inner.location;
   }
+  get work() {
+    return this.inner.work;
+  }
   acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
     return this.inner.acquireLease(rootId, holder, opts);
   }

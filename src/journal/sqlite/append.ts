@@ -132,9 +132,14 @@ function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now: numbe
       patch.clearControl,
       patch.workflowDigest,
       entry.runId,
+      patch.controlAck,
     );
   } else {
     s.advanceRun.run(seq, at, entry.runId);
+  }
+  if (entry.work) {
+    const w = entry.work;
+    s.insertWork.run(w.id, run.root_id, entry.runId, w.stageKey, w.attempt, toJson(w.descriptor) ?? "null", at, at, at);
   }
   return { status: "appended", seq };
 }
@@ -158,6 +163,7 @@ interface EncodedPatch {
   endedAt: number | null;
   clearControl: number;
   workflowDigest: string | null;
+  controlAck: number | null;
 }
 
 function encodePatch(p: RunPatch): EncodedPatch {
@@ -172,5 +178,6 @@ function encodePatch(p: RunPatch): EncodedPatch {
     endedAt: p.endedAt ?? null,
     clearControl: p.clearControl ? 1 : 0,
     workflowDigest: p.workflowDigest ?? null,
+    controlAck: p.controlAck ?? null,
   };
 }

@@ -40,7 +40,9 @@ import type {
   Lease,
   ListRunsFilter,
   RunRecord,
+  WorkQueue,
 } from "../types.ts";
+import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { BunSqliteDialect } from "./dialect.ts";
 import * as leases from "./leases.ts";
@@ -61,13 +63,19 @@ const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
 export class SqliteJournal implements Journal {
   readonly capabilities: JournalCapabilities = { singleWriter: true, supportsSkipLocked: false };
   #closed = false;
+  readonly work: WorkQueue;
 
   private constructor(
     readonly location: string,
     private readonly db: Database,
     private readonly kysely: Kysely<JournalTables>,
     private readonly statements: Statements,
-  ) {}
+  ) {
+    this.workQueue = new SqliteWorkQueue(db, statements, (fn) => this.#sync(fn));
+    this.work = this.workQueue;
+  }
+
+  private readonly workQueue: SqliteWorkQueue;
 
   /** Opens (creating and migrating if needed) the journal file at `path`. */
   static async open(path: string, opts: SqliteJournalOptions = {}): Promise<SqliteJournal> {
@@ -129,11 +137,12 @@ export class SqliteJournal implements Journal {
     return this.#read(() => reads.readEvents(this.kysely, runId, afterSeq, limit));
   }
 
-  async requestControl(runId: RunId, action: string): Promise<void> {
-    const { changes } = this.#sync(() =>
-      writeTransaction(this.statements, () => this.statements.requestControl.run(action, runId)),
+  async requestControl(runId: RunId, action: string): Promise<number> {
+    const row = this.#sync(() =>
+      writeTransaction(this.statements, () => this.statements.requestControl.get(action, runId)),
     );
-    if (changes === 0) throw new UsageError("run_not_found", `run ${runId} does not exist`);
+    if (!row) throw new UsageError("run_not_found", `run ${runId} does not exist`);
+    return row.control_rev;
   }
 
   async close(): Promise<void> {
@@ -146,6 +155,7 @@ export class SqliteJournal implements Journal {
       // Closing must not fail because the disk did.
     }
     this.statements.finalize();
+    this.workQueue.finalize();
     await this.kysely.destroy();
     this.db.close();
   }

@@ -45,7 +45,8 @@ export class Statements {
   readonly insertEvent: Statement<unknown, Bind[]>;
   readonly advanceRun: Statement<unknown, [lastSeq: number, updatedAt: number, runId: string]>;
   readonly advanceRunWithPatch: Statement<unknown, Bind[]>;
-  readonly requestControl: Statement<unknown, [action: string, runId: string]>;
+  readonly requestControl: Statement<{ control_rev: number }, [action: string, runId: string]>;
+  readonly insertWork: Statement<unknown, Bind[]>;
 
   readonly selectLease: Statement<LeasesTable, [rootId: string]>;
   readonly selectHeldLease: Statement<{ epoch: number }, [rootId: string, holderId: string, epoch: number]>;
@@ -87,10 +88,18 @@ export class Statements {
          error = case when ?6 then ?7 else error end,
          ended_at = case when ?8 then ?9 else ended_at end,
          control = case when ?10 then null else control end,
-         workflow_digest = coalesce(?11, workflow_digest)
+         workflow_digest = coalesce(?11, workflow_digest),
+         control_ack = max(control_ack, coalesce(?13, 0))
        where id = ?12`,
     );
-    this.requestControl = db.prepare("update runs set control = ?, control_rev = control_rev + 1 where id = ?");
+    this.requestControl = db.prepare(
+      "update runs set control = ?, control_rev = control_rev + 1 where id = ? returning control_rev",
+    );
+    this.insertWork = db.prepare(
+      `insert into work_items (id, root_id, run_id, stage_key, attempt, descriptor, state, generation,
+                               epoch, ready_at, created_at, updated_at)
+       values (?, ?, ?, ?, ?, ?, 'ready', 1, 0, ?, ?, ?)`,
+    );
 
     this.selectLease = db.prepare("select * from leases where run_id = ?");
     this.selectHeldLease = db.prepare(

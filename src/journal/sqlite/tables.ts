@@ -10,7 +10,7 @@
 
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { HolderId, RunId } from "../../shared/ids.ts";
-import type { JournalEvent, Lease, RunRecord, RunStatus } from "../types.ts";
+import type { JournalEvent, Lease, RunRecord, RunStatus, WorkItem, WorkState } from "../types.ts";
 
 export interface MetaTable {
   key: string;
@@ -36,6 +36,7 @@ export interface RunsTable {
   last_seq: number;
   control: string | null;
   control_rev: number;
+  control_ack: number;
 }
 
 export interface EventsTable {
@@ -60,11 +61,40 @@ export interface LeasesTable {
   released: number;
 }
 
+export interface WorkItemsTable {
+  id: string;
+  root_id: string;
+  run_id: string;
+  stage_key: string;
+  attempt: number;
+  descriptor: string;
+  state: string;
+  generation: number;
+  worker_id: string | null;
+  epoch: number;
+  lease_expires_at: number | null;
+  ready_at: number;
+  created_at: number;
+  updated_at: number;
+  result: string | null;
+  error: string | null;
+}
+
+export interface WorkOpsTable {
+  op_id: string;
+  work_id: string;
+  digest: string;
+  receipt: string;
+  at: number;
+}
+
 export interface JournalTables {
   meta: MetaTable;
   runs: RunsTable;
   events: EventsTable;
   leases: LeasesTable;
+  work_items: WorkItemsTable;
+  work_ops: WorkOpsTable;
 }
 
 /** `undefined` ↔ SQL NULL; anything else as JSON text. Throws on values JSON cannot hold. */
@@ -100,6 +130,7 @@ export function runFromRow(row: RunsTable): RunRecord {
     lastSeq: row.last_seq,
     control: row.control,
     controlRev: row.control_rev,
+    controlAck: row.control_ack,
   };
 }
 
@@ -125,5 +156,26 @@ export function leaseFromRow(row: LeasesTable): Lease {
     epoch: row.epoch,
     renewedAt: row.renewed_at,
     timeoutMs: row.timeout_ms,
+  };
+}
+
+export function workFromRow(row: WorkItemsTable): WorkItem {
+  return {
+    id: row.id,
+    rootId: row.root_id as RunId,
+    runId: row.run_id as RunId,
+    stageKey: row.stage_key,
+    attempt: row.attempt,
+    descriptor: JSON.parse(row.descriptor) as unknown,
+    state: row.state as WorkState,
+    generation: row.generation,
+    workerId: row.worker_id,
+    epoch: row.epoch,
+    leaseExpiresAt: row.lease_expires_at,
+    readyAt: row.ready_at,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    result: fromJson(row.result),
+    error: row.error === null ? null : (JSON.parse(row.error) as ErrorInfo),
   };
 }

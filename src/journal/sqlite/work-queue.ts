@@ -1,0 +1,182 @@
+/**
+ * The work queue on SQLite: stage executions waiting for, held by, or done
+ * by workers (states and transitions: see WorkState in ../types.ts).
+ *
+ * Every statement that changes a leased item is owner-fenced: it names the
+ * item, the worker, the generation and the epoch it believes current
+ * (`where id = ? and worker_id = ? and generation = ? and epoch = ? and
+ * state = 'leased'`). A worker that was replaced (older generation) or
+ * whose lease was re-issued (older epoch) changes nothing and is told
+ * "stale". Claims take the oldest ready item (partial index on ready rows).
+ *
+ * Operation ids make completion idempotent: the receipt of the first
+ * commit is stored with the op id and the body's digest; a retry returns
+ * it, a reuse with another digest is refused.
+ *
+ * Statements are prepared once and run synchronously inside BEGIN
+ * IMMEDIATE, like the append path (statements.ts explains why).
+ */
+
+import type { Database, Statement } from "bun:sqlite";
+import type { ErrorInfo } from "../../shared/errors.ts";
+import type { RunId } from "../../shared/ids.ts";
+import type { WorkFence, WorkItem, WorkQueue, WorkReceipt, WorkState } from "../types.ts";
+import { writeTransaction, type Statements } from "./statements.ts";
+import { toJson, workFromRow, type WorkItemsTable, type WorkOpsTable } from "./tables.ts";
+
+type Fence = [id: string, workerId: string, generation: number, epoch: number];
+
+export class SqliteWorkQueue implements WorkQueue {
+  private readonly oldestReady: Statement<WorkItemsTable, []>;
+  private readonly oldestReadyOfRoot: Statement<WorkItemsTable, [rootId: string]>;
+  private readonly lease: Statement<WorkItemsTable, [workerId: string, expiresAt: number, now: number, id: string]>;
+  private readonly renewOne: Statement<unknown, [expiresAt: number, now: number, ...Fence]>;
+  private readonly finish: Statement<WorkItemsTable, [state: string, result: string | null, error: string | null, now: number, ...Fence]>;
+  private readonly requeue: Statement<WorkItemsTable, [now: number, ...Fence]>;
+  private readonly giveUp: Statement<WorkItemsTable, [error: string, now: number, ...Fence]>;
+  private readonly byId: Statement<WorkItemsTable, [id: string]>;
+  private readonly byRoot: Statement<WorkItemsTable, [rootId: string]>;
+  private readonly abandonRoot: Statement<unknown, [now: number, rootId: string]>;
+  private readonly countAll: Statement<{ n: number }, []>;
+  private readonly countState: Statement<{ n: number }, [state: string]>;
+  private readonly selectOp: Statement<WorkOpsTable, [opId: string]>;
+  private readonly insertOp: Statement<unknown, [opId: string, workId: string, digest: string, receipt: string, at: number]>;
+
+  constructor(
+    db: Database,
+    private readonly s: Statements,
+    /** Maps a storage failure to a StorageError, like every journal call. */
+    private readonly guard: <T>(fn: () => T) => T,
+  ) {
+    const fence = "id = ? and worker_id = ? and generation = ? and epoch = ? and state = 'leased'";
+    this.oldestReady = db.prepare("select * from work_items where state = 'ready' order by ready_at, id limit 1");
+    this.oldestReadyOfRoot = db.prepare(
+      "select * from work_items where state = 'ready' and root_id = ? order by ready_at, id limit 1",
+    );
+    this.lease = db.prepare(
+      `update work_items set state = 'leased', worker_id = ?, epoch = epoch + 1, lease_expires_at = ?, updated_at = ?
+        where id = ? and state = 'ready' returning *`,
+    );
+    this.renewOne = db.prepare(`update work_items set lease_expires_at = ?, updated_at = ? where ${fence}`);
+    this.finish = db.prepare(
+      `update work_items set state = ?, result = ?, error = ?, lease_expires_at = null, updated_at = ?
+        where ${fence} returning *`,
+    );
+    this.requeue = db.prepare(
+      `update work_items set state = 'ready', generation = generation + 1, worker_id = null,
+                             lease_expires_at = null, ready_at = ?1, updated_at = ?1
+        where id = ?2 and worker_id = ?3 and generation = ?4 and epoch = ?5 and state = 'leased'
+        returning *`,
+    );
+    this.giveUp = db.prepare(
+      `update work_items set state = 'failed', error = ?, lease_expires_at = null, updated_at = ?
+        where ${fence} returning *`,
+    );
+    this.byId = db.prepare("select * from work_items where id = ?");
+    this.byRoot = db.prepare("select * from work_items where root_id = ? order by created_at, id");
+    this.abandonRoot = db.prepare(
+      `update work_items set state = 'abandoned', lease_expires_at = null, updated_at = ?
+        where root_id = ? and state in ('ready', 'leased')`,
+    );
+    this.countAll = db.prepare("select count(*) as n from work_items");
+    this.countState = db.prepare("select count(*) as n from work_items where state = ?");
+    this.selectOp = db.prepare("select * from work_ops where op_id = ?");
+    this.insertOp = db.prepare("insert into work_ops (op_id, work_id, digest, receipt, at) values (?, ?, ?, ?, ?)");
+  }
+
+  async claim(workerId: string, leaseMs: number, rootId?: RunId): Promise<WorkItem | undefined> {
+    return this.tx(() => {
+      const next = rootId === undefined ? this.oldestReady.get() : this.oldestReadyOfRoot.get(rootId);
+      if (!next) return undefined;
+      const now = Date.now();
+      const row = this.lease.get(workerId, now + leaseMs, now, next.id);
+      return row ? workFromRow(row) : undefined;
+    });
+  }
+
+  async renew(fences: readonly WorkFence[], leaseMs: number): Promise<WorkFence[]> {
+    if (fences.length === 0) return [];
+    return this.tx(() => {
+      const now = Date.now();
+      return fences.filter((f) => this.renewOne.run(now + leaseMs, now, ...fenceOf(f)).changes === 0);
+    });
+  }
+
+  async complete(
+    fence: WorkFence,
+    outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
+    op: { id: string; digest: string },
+  ): Promise<WorkReceipt> {
+    return this.tx(() => {
+      const seen = this.selectOp.get(op.id);
+      if (seen) {
+        return seen.digest === op.digest && seen.work_id === fence.id
+          ? (JSON.parse(seen.receipt) as WorkReceipt)
+          : { status: "op_conflict" };
+      }
+      const now = Date.now();
+      const row = this.finish.get(
+        outcome.state,
+        toJson(outcome.result),
+        outcome.error ? JSON.stringify(outcome.error) : null,
+        now,
+        ...fenceOf(fence),
+      );
+      const receipt: WorkReceipt = row
+        ? { status: "committed", item: workFromRow(row) }
+        : { status: "stale", item: this.current(fence.id) };
+      // Only a commit is remembered: a stale answer may change (it never becomes a commit, but the item moves on).
+      if (row) this.insertOp.run(op.id, fence.id, op.digest, JSON.stringify(receipt), now);
+      return receipt;
+    });
+  }
+
+  async release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt> {
+    return this.tx(() => {
+      const now = Date.now();
+      const row =
+        fence.generation >= maxGenerations
+          ? this.giveUp.get(JSON.stringify(error), now, ...fenceOf(fence))
+          : this.requeue.get(now, ...fenceOf(fence));
+      return row ? { status: "committed", item: workFromRow(row) } : { status: "stale", item: this.current(fence.id) };
+    });
+  }
+
+  async get(id: string): Promise<WorkItem | undefined> {
+    return this.guard(() => this.current(id));
+  }
+
+  async list(rootId: RunId): Promise<WorkItem[]> {
+    return this.guard(() => this.byRoot.all(rootId).map(workFromRow));
+  }
+
+  async abandon(rootId: RunId): Promise<number> {
+    return this.tx(() => this.abandonRoot.run(Date.now(), rootId).changes);
+  }
+
+  async count(state?: WorkState): Promise<number> {
+    return this.guard(() => (state === undefined ? this.countAll.get() : this.countState.get(state))?.n ?? 0);
+  }
+
+  private tx<T>(fn: () => T): T {
+    return this.guard(() => writeTransaction(this.s, fn));
+  }
+
+  finalize(): void {
+    for (const value of Object.values(this)) {
+      if (value && typeof value === "object" && "finalize" in value && value !== this.s && typeof value !== "function") {
+        (value as Statement).finalize();
+      }
+    }
+  }
+
+  private current(id: string): WorkItem | undefined {
+    const row = this.byId.get(id);
+    return row ? workFromRow(row) : undefined;
+  }
+}
+
+function fenceOf(f: WorkFence): Fence {
+  return [f.id, f.workerId, f.generation, f.epoch];
+}
+
