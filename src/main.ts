@@ -5,7 +5,12 @@
  * command line.
  */
 
-import { runCli } from "./cli/app.ts";
+/** Internal roles, each loaded only when this process plays it. */
+const ROLES: Record<string, () => Promise<(argv: string[]) => Promise<void>>> = {
+  "--internal-pool-coordinator": () => import("./pool/coordinator.ts").then((m) => m.coordinatorMain),
+  "--internal-workflow-worker": () => import("./pool/worker.ts").then((m) => m.workerMain),
+  "--internal-intercom-broker": () => import("./intercom/broker.ts").then((m) => m.brokerMain),
+};
 
 // A reader that went away (`atomic runs --json | head`) is not an error.
 for (const stream of [process.stdout, process.stderr]) {
@@ -15,13 +20,19 @@ for (const stream of [process.stdout, process.stderr]) {
   });
 }
 
+export {};
+
 const argv = process.argv.slice(2);
 const role = argv[0]?.startsWith("--internal-") ? argv[0] : undefined;
 
 if (role) {
-  process.stderr.write(`error: unknown internal role ${role}.\n`);
-  process.exit(2);
+  const load = ROLES[role];
+  if (!load) {
+    process.stderr.write(`error: unknown internal role ${role}.\n`);
+    process.exit(2);
+  }
+  await (await load())(argv.slice(1));
 } else {
-  const code = await runCli(argv);
-  process.exit(code);
+  const { runCli } = await import("./cli/app.ts");
+  process.exit(await runCli(argv));
 }

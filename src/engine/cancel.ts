@@ -38,7 +38,7 @@ export async function cancelRun(journal: Journal, run: RunRecord, waitMs: number
   const deadline = Date.now() + waitMs;
   while (Date.now() < deadline) {
     const now = await journal.getRun(run.id);
-    if (now && now.status !== "running") {
+    if (now && now.status !== "running" && now.status !== "awaiting_input") {
       return { result: now.status === "cancelled" ? "cancelled" : "ended_otherwise", status: now.status };
     }
     await Bun.sleep(100);
@@ -60,6 +60,8 @@ async function cancelUndriven(journal: Journal, run: RunRecord): Promise<void> {
         patch: { status: "cancelled" as const, endedAt: now, clearControl: true },
       })),
     );
+    // A cancelled run never starts another stage: what is still queued for its stages cannot be delivered.
+    await journal.messages.settleAll(lease, run.id, "the run was cancelled before the stage received it");
   } finally {
     await journal.releaseLease(lease);
   }

@@ -33,7 +33,8 @@ export interface DriverOptions {
   home: string;
   observer: EngineObserver;
   leaseTimeoutMs?: number;
-  executor?: StageExecutor;
+  /** Where stages run: an executor, or a factory given the root run id (the worker pool). Default: in this process. */
+  executor?: StageExecutor | ((rootId: RunId) => StageExecutor);
 }
 
 export interface NewRunRequest {
@@ -48,6 +49,9 @@ export class RootRun {
   private renewTimer: ReturnType<typeof setInterval> | undefined;
   private controlTimer: ReturnType<typeof setInterval> | undefined;
   private renewing = false;
+  private applyingControl = false;
+  /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
+  private appliedControlRev = 0;
 
   private constructor(
     readonly runId: RunId,
@@ -100,7 +104,10 @@ export class RootRun {
     const holder = thisProcessHolder();
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
     const events = await opts.journal.readEvents(run.id);
+    // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
+    await opts.journal.work.abandon(run.id);
     const root = RootRun.create(opts, lease, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
+    root.appliedControlRev = run.controlRev;
     const payload: RunResumedPayload = {
       holderId: holder.holderId,
       host: holder.host,
@@ -139,7 +146,7 @@ export class RootRun {
       opts.journal,
       lease,
       writer,
-      opts.executor ?? new InProcessExecutor(),
+      typeof opts.executor === "function" ? opts.executor(lease.rootId) : (opts.executor ?? new InProcessExecutor()),
       opts.observer,
       join(opts.home, "artifacts"),
     );
@@ -173,15 +180,42 @@ export class RootRun {
         this.renewing = false;
       }
     }, Math.max(100, Math.floor(lease.timeoutMs / 3)));
-    this.controlTimer = setInterval(async () => {
-      try {
-        const run = await journal.getRun(this.runId);
-        if (run?.control === "cancel") this.tree.stop("cancelled");
-        else this.tree.setPaused(run?.control === "pause");
-      } catch {
-        // a failed poll is retried at the next tick
+    this.controlTimer = setInterval(() => void this.pollControl(), CONTROL_POLL_MS);
+  }
+
+  /**
+   * Applies a new control revision from another process: cancel stops the
+   * run; pause/unpause gate new steps here and on every worker. Once
+   * applied everywhere, the revision is recorded as acknowledged
+   * (runs.controlAck), which is what `atomic pause` waits for.
+   */
+  private async pollControl(): Promise<void> {
+    if (this.applyingControl) return;
+    this.applyingControl = true;
+    try {
+      const run = await this.tree.journal.getRun(this.runId);
+      if (!run || run.controlRev <= this.appliedControlRev) return;
+      const rev = run.controlRev;
+      if (run.control === "cancel") {
+        this.tree.stop("cancelled");
+        this.appliedControlRev = rev;
+        return;
       }
-    }, CONTROL_POLL_MS);
+      const paused = run.control === "pause";
+      this.tree.setPaused(paused);
+      await this.tree.executor.applyControl?.(rev, paused);
+      this.appliedControlRev = rev;
+      await this.tree.append({
+        runId: this.runId,
+        type: EVENT.controlApplied,
+        payload: { rev, action: run.control },
+        patch: { controlAck: rev },
+      });
+    } catch {
+      // a failed poll is retried at the next tick
+    } finally {
+      this.applyingControl = false;
+    }
   }
 
   private stopBackgroundWork(): void {

@@ -11,12 +11,17 @@
  *   running the step. Keyed by the step's replay position.
  * - `status_changed`: the run's status moved (the runs row is patched in
  *   the same transaction).
+ * - `messages_delivered` / `message_delivered` / `message_undeliverable`:
+ *   messages to stages settled (intercom; the message store changes in the
+ *   same transaction). Not replayed: a resumed run reads the store.
+ * - A ctx.ask is a step: `step_started` (with the prompt id, question,
+ *   choices, deadline) opens it, its checkpoint records the answer.
  */
 
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunStatus } from "../journal/types.ts";
 
-export type StepKind = "tool" | "stage" | "child" | "sleep";
+export type StepKind = "tool" | "stage" | "child" | "sleep" | "send" | "ask";
 
 /** What identifies a step at a position: compared on replay. */
 export interface StepIdentity {
@@ -30,6 +35,13 @@ export interface StepStartedPayload extends StepIdentity {
   attempt?: number;
   artifactDir?: string;
   childRunId?: string;
+  /** The work queue item of a stage attempt on the pool. */
+  workId?: string;
+  /** ctx.ask: the prompt this attempt opened. */
+  promptId?: string;
+  question?: string;
+  choices?: string[] | null;
+  deadline?: number | null;
 }
 
 export interface StepFailedPayload extends StepIdentity {
@@ -66,6 +78,13 @@ export const EVENT = {
   stepFailed: "step_failed",
   checkpoint: "checkpoint",
   statusChanged: "status_changed",
+  controlApplied: "control_applied",
+  /** Queued messages handed to a stage attempt before its first turn: { stagePath, attempt, messageIds }. */
+  messagesDelivered: "messages_delivered",
+  /** A message delivered to a running stage: { messageId, stagePath, attempt, mode }. */
+  messageDelivered: "message_delivered",
+  /** A message that can no longer reach its stage: { messageId, stagePath, reason }. */
+  messageUndeliverable: "message_undeliverable",
 } as const;
 
 /** `tool "fetch"`; with `withArgs` (when only the arguments differ) the digest too, so the two sides read differently. */

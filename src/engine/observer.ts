@@ -38,7 +38,32 @@ export type EngineEvent =
   | { type: "stage_output"; runId: string; position: string; name: string; stream: "stdout" | "stderr"; text: string }
   | { type: "log"; runId: string; message: string; at: number }
   | { type: "paused" | "unpaused"; runId: string; at: number }
-  | { type: "warning"; runId: string; message: string; at: number };
+  | { type: "warning"; runId: string; message: string; at: number }
+  /** A message reached a stage (before its first turn, or live), or can no longer reach it. */
+  | {
+      type: "message";
+      runId: string;
+      position: string;
+      stage: string;
+      messageId: string;
+      state: "delivered" | "undeliverable";
+      live: boolean;
+      reason?: string;
+      at: number;
+    }
+  /** A ctx.ask question opened, was answered, or timed out. */
+  | {
+      type: "prompt";
+      runId: string;
+      rootId: string;
+      position: string;
+      promptId: string;
+      question: string;
+      choices: string[] | null;
+      state: "open" | "answered" | "timed_out";
+      answer?: string;
+      at: number;
+    };
 
 export type EngineObserver = (event: EngineEvent) => void;
 

@@ -15,7 +15,7 @@ export async function setRunPaused(journal: Journal, run: RunRecord, paused: boo
     });
   }
   const status = shownStatus(run, await journal.getLease(run.id));
-  if (status !== "running" && status !== "paused") {
+  if (status !== "running" && status !== "paused" && status !== "awaiting_input") {
     throw new UsageError("not_running", `run ${run.id} is not running (it is ${status})`, {
       hint: status === "completed" || status === "cancelled" ? "there is nothing to pause" : `continue it with: atomic resume ${run.id}`,
     });

@@ -10,6 +10,7 @@
  */
 
 import { NondeterminismError } from "../shared/errors.ts";
+import { digestMatches, formatDigest } from "./values.ts";
 import type { JournalEvent } from "../journal/types.ts";
 import {
   EVENT,
@@ -19,6 +20,13 @@ import {
   type StepStartedPayload,
 } from "./journal-events.ts";
 
+/**
+ * What the workflow asks for at a position: a step identity, whose `args`
+ * may still be the unformatted hash (values.ts argsHash) — a replayed tool
+ * step compares it with the recorded digest without formatting it.
+ */
+export type StepRequest = StepIdentity | (Omit<StepIdentity, "args"> & { args: bigint });
+
 export interface Recorded {
   checkpoint?: CheckpointPayload;
   started?: StepStartedPayload;
@@ -26,9 +34,20 @@ export interface Recorded {
   attempts: number;
 }
 
+/** A position's entry: what was recorded there (if anything) and whether the workflow asked for it yet. */
+interface Entry extends Recorded {
+  checkpoint: CheckpointPayload | undefined;
+  started: StepStartedPayload | undefined;
+  claimed: boolean;
+}
+
 export class ReplayCursor {
-  private readonly byPosition = new Map<string, Recorded>();
-  private readonly claimed = new Set<string>();
+  /**
+   * Every position recorded in the journal or claimed in this run: one map
+   * lookup per claim (the claimed flag lives on the entry; a claim of a new
+   * position adds an entry that records nothing).
+   */
+  private readonly byPosition = new Map<string, Entry>();
   /** Positions of groups (ctx.parallel/chain): proper prefixes of recorded positions. Groups record nothing themselves. */
   private readonly groups = new Set<string>();
   private pendingCheckpoints = 0;
@@ -52,8 +71,8 @@ export class ReplayCursor {
       }
     }
     for (const key of this.byPosition.keys()) {
-      const parts = key.split(".");
-      for (let n = 1; n < parts.length; n++) this.groups.add(parts.slice(0, n).join("."));
+      // "4.1.0" has the groups "4" and "4.1"; a top-level position has none.
+      for (let dot = key.indexOf("."); dot !== -1; dot = key.indexOf(".", dot + 1)) this.groups.add(key.slice(0, dot));
     }
   }
 
@@ -66,20 +85,17 @@ export class ReplayCursor {
    * The workflow asks for `step` at `position`: returns what was recorded
    * there (checkpoint and/or start), or undefined for a new step.
    */
-  claim(position: string, step: StepIdentity): Recorded | undefined {
+  claim(position: string, request: StepRequest): Recorded | undefined {
     if (this.divergence) throw this.divergence;
-    const rec = this.byPosition.get(position);
-    if (this.claimed.has(position)) {
-      throw new Error(`internal: replay position ${position} claimed twice`);
-    }
-    this.claimed.add(position);
+    const rec = this.take(position);
     if (!rec) {
       // A group stood here in the first run: fail now, before this step runs and is recorded.
-      if (this.groups.has(position)) throw this.diverged(position, describeStep(step), GROUP);
+      if (this.groups.has(position)) throw this.diverged(position, describeStep(identity(request)), GROUP);
       return undefined;
     }
     const recorded = rec.checkpoint ?? rec.started;
-    if (recorded && !sameStep(recorded, step)) {
+    if (recorded && !sameStep(recorded, request)) {
+      const step = identity(request);
       const argsOnly = recorded.kind === step.kind && recorded.name === step.name;
       throw this.diverged(position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
     }
@@ -90,11 +106,7 @@ export class ReplayCursor {
   /** A ctx.parallel / ctx.chain asks for `position`: a single step recorded there means the code changed. */
   claimGroup(position: string, kind: string): void {
     if (this.divergence) throw this.divergence;
-    if (this.claimed.has(position)) {
-      throw new Error(`internal: replay position ${position} claimed twice`);
-    }
-    this.claimed.add(position);
-    const rec = this.byPosition.get(position);
+    const rec = this.take(position);
     const recorded = rec?.checkpoint ?? rec?.started;
     if (recorded) throw this.diverged(position, `a ctx.${kind} group`, describeStep(recorded));
   }
@@ -107,7 +119,7 @@ export class ReplayCursor {
     if (this.divergence) throw this.divergence;
     if (this.pendingCheckpoints <= 0) return;
     for (const [position, rec] of this.byPosition) {
-      if (rec.checkpoint && !this.claimed.has(position)) {
+      if (rec.checkpoint && !rec.claimed) {
         throw this.diverged(position, "no step (the workflow returned)", describeStep(rec.checkpoint));
       }
     }
@@ -118,10 +130,25 @@ export class ReplayCursor {
     return this.divergence;
   }
 
-  private entry(position: string): Recorded {
+  /**
+   * Marks `position` claimed; returns its recorded entry, or undefined when
+   * nothing was recorded there. A position is claimed at most once.
+   */
+  private take(position: string): Entry | undefined {
+    const rec = this.byPosition.get(position);
+    if (rec === undefined) {
+      this.byPosition.set(position, { checkpoint: undefined, started: undefined, attempts: 0, claimed: true });
+      return undefined;
+    }
+    if (rec.claimed) throw new Error(`internal: replay position ${position} claimed twice`);
+    rec.claimed = true;
+    return rec.checkpoint === undefined && rec.started === undefined ? undefined : rec;
+  }
+
+  private entry(position: string): Entry {
     let rec = this.byPosition.get(position);
     if (!rec) {
-      rec = { attempts: 0 };
+      rec = { checkpoint: undefined, started: undefined, attempts: 0, claimed: false };
       this.byPosition.set(position, rec);
     }
     return rec;
@@ -130,6 +157,12 @@ export class ReplayCursor {
 
 const GROUP = "a group of steps (ctx.parallel or ctx.chain)";
 
-function sameStep(a: StepIdentity, b: StepIdentity): boolean {
-  return a.kind === b.kind && a.name === b.name && a.args === b.args;
+function sameStep(recorded: StepIdentity, request: StepRequest): boolean {
+  if (recorded.kind !== request.kind || recorded.name !== request.name) return false;
+  return typeof request.args === "string" ? recorded.args === request.args : digestMatches(recorded.args, request.args);
+}
+
+function identity(request: StepRequest): StepIdentity {
+  const { args } = request;
+  return { ...request, args: typeof args === "string" ? args : formatDigest(args) };
 }

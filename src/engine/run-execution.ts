@@ -25,6 +25,8 @@ import { runStage } from "./steps/stage.ts";
 import { runSleep } from "./steps/sleep.ts";
 import { runChild } from "./steps/child.ts";
 import { runGroup } from "./steps/group.ts";
+import { runSend } from "./steps/send.ts";
+import { runAsk } from "./steps/ask.ts";
 
 export interface RunOutcome {
   runId: RunId;
@@ -76,6 +78,11 @@ export class RunExecution {
       outcome = this.outcomeOf(err);
     }
     if (tree.stopReason !== "lease_lost") await this.recordEnd(outcome);
+    if (this.runId === tree.lease.rootId) {
+      // Messages still queued for a run that can never go on become undeliverable; the poll and broker link stop.
+      if (tree.stopReason !== "lease_lost") await tree.mail.runEnded(outcome.status);
+      await tree.mail.close();
+    }
     tree.observer({ type: "run_ended", ...outcome, at: Date.now() });
     return outcome;
   }
@@ -103,6 +110,9 @@ export class RunExecution {
       };
     }
     if (tree.stopReason === "interrupted") {
+      // Stopped while a question waits: parked, still awaiting its answer (resumable, and resumes waiting).
+      const waiting = this.runId === tree.lease.rootId ? tree.mail.hasOpenPrompt() : tree.mail.hasOpenPrompt(this.runId);
+      if (waiting) return { runId: this.runId, status: "awaiting_input" };
       return { runId: this.runId, status: "interrupted", error: errorInfo(tree.stoppedError()) };
     }
     if (tree.stopReason === "cancelled") {
@@ -188,6 +198,8 @@ export class RunExecution {
       workflow: (child, inputs, opts) => runChild(exec, child, inputs as Record<string, unknown>, opts?.name) as never,
       tool: ((name: string, args: unknown, fn: never, opts?: never) => runTool(exec, checkName(name), args, fn, opts ?? {})) as WorkflowContext["tool"],
       sleep: (ms, name) => runSleep(exec, ms, name ?? "sleep"),
+      send: (stagePath, text, opts) => runSend(exec, stagePath, text, opts ?? {}),
+      ask: (question, opts) => runAsk(exec, question, opts ?? {}),
       exit(opts = {}) {
         throw new ExitSignal(opts.status ?? "completed", opts.reason, opts.outputs);
       },

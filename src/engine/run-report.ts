@@ -1,11 +1,12 @@
 /**
- * The read side: what `show`, `logs` and (later) the status page know about
- * a run, folded from its journal events in one pass. Steps are listed in
- * the order they first appeared; a child workflow boundary carries the
- * child's report.
+ * The read side: what `show`, `logs` and the status page know about a run,
+ * folded from its journal events in one pass. Steps are listed in the order
+ * they first appeared; a child workflow boundary carries the child's report.
+ * Each step keeps its attempt history (start, end, outcome, artifact
+ * directory) for timelines, and a stage's usage when its runner reported one.
  */
 
-import type { StageResult } from "../sdk/types.ts";
+import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { leaseExpiry, shownStatus } from "../journal/run-status.ts";
@@ -19,6 +20,16 @@ import {
 } from "./journal-events.ts";
 
 export type StepState = "running" | "completed" | "failed" | "stopped";
+
+/** One attempt of a step: a `step_started` up to its `step_failed` or checkpoint. */
+export interface AttemptReport {
+  attempt: number;
+  startedAt: number;
+  endedAt: number | null;
+  status: StepState;
+  artifactDir?: string;
+  error?: ErrorInfo;
+}
 
 export interface StepReport {
   position: string;
@@ -36,9 +47,17 @@ export interface StepReport {
   childRunId?: string;
   child?: RunReport;
   result?: unknown;
+  /** Attempts with a visible start (stages, child workflows); empty for tools and sleeps. */
+  attemptLog: AttemptReport[];
+  /** A stage's token and cost usage, when its runner reported one. */
+  usage?: Usage;
+  /** A durable timer's wake-up time. */
+  wakeAt?: number;
 }
 
 export interface RunReport {
+  /** Questions (ctx.ask) of this run still waiting for an answer. */
+  questions?: { id: string; question: string; choices: string[] | null; deadline: number | null }[];
   run: RunRecord;
   status: ShownStatus;
   leaseExpiresAt?: number;
@@ -61,7 +80,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     const p = e.payload as StepStartedPayload;
     let step = steps.get(e.key);
     if (!step) {
-      step = { position: e.key, kind: p.kind, name: p.name, status: "running", attempts: 0, startedAt: e.at, endedAt: null };
+      step = { position: e.key, kind: p.kind, name: p.name, status: "running", attempts: 0, startedAt: e.at, endedAt: null, attemptLog: [] };
       steps.set(e.key, step);
     }
     switch (e.type) {
@@ -72,12 +91,22 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         delete step.error;
         if (p.artifactDir) step.artifactDir = p.artifactDir;
         if (p.childRunId) step.childRunId = p.childRunId;
+        step.attemptLog.push({
+          attempt: step.attempts,
+          startedAt: e.at,
+          endedAt: null,
+          status: "running",
+          ...(p.artifactDir ? { artifactDir: p.artifactDir } : {}),
+        });
         break;
-      case EVENT.stepFailed:
+      case EVENT.stepFailed: {
         step.status = "failed";
         step.endedAt = e.at;
         step.error = (e.payload as StepFailedPayload).error;
+        const open = step.attemptLog.at(-1);
+        if (open && open.endedAt === null) Object.assign(open, { endedAt: e.at, status: "failed", error: step.error });
         break;
+      }
       case EVENT.checkpoint: {
         const c = e.payload as CheckpointPayload & { childRunId?: string };
         step.endedAt = e.at;
@@ -91,6 +120,11 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           step.outputPath = r.outputPath;
           if (r.errorPath) step.errorPath = r.errorPath;
           if (r.error) step.error = { name: "StageFailed", ...r.error };
+          if (r.usage) step.usage = r.usage;
+        } else if (p.kind === "sleep") {
+          step.status = "completed";
+          const wakeAt = (c.result as { wakeAt?: unknown } | undefined)?.wakeAt;
+          if (typeof wakeAt === "number") step.wakeAt = wakeAt;
         } else if (p.kind === "tool") {
           const r = c.result as { value?: unknown; error?: { code: string; message: string } };
           step.status = r.error ? "failed" : "completed";
@@ -100,13 +134,22 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           step.status = "completed";
           if (p.kind === "child") step.result = c.result;
         }
+        const open = step.attemptLog.at(-1);
+        if (open && open.endedAt === null) {
+          open.endedAt = e.at;
+          open.status = step.status;
+          if (step.error) open.error = step.error;
+        }
         break;
       }
     }
   }
   // Steps still "running" in a run nobody drives were stopped mid-way.
   if (status !== "running") {
-    for (const step of steps.values()) if (step.status === "running") step.status = "stopped";
+    for (const step of steps.values()) {
+      if (step.status === "running") step.status = "stopped";
+      for (const a of step.attemptLog) if (a.status === "running") a.status = "stopped";
+    }
   }
   const list = [...steps.values()];
   for (const step of list) {
@@ -125,6 +168,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     }
   }
   const report: RunReport = { run, status, steps: list };
+  const open = (await journal.messages.prompts(run.rootId, "open")).filter((p) => p.runId === run.id);
+  if (open.length > 0) report.questions = open.map((p) => ({ id: p.id, question: p.question, choices: p.choices, deadline: p.deadline }));
   const expiry = leaseExpiry(lease);
   if (status === "crashed" && expiry !== undefined) report.leaseExpiresAt = expiry;
   if (lease && status === "running") report.holder = { holderId: lease.holderId, host: lease.host, pid: lease.pid };

@@ -15,6 +15,7 @@ import type { GroupCommitWriter } from "../journal/group-commit.ts";
 import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.ts";
 import type { EngineObserver } from "./observer.ts";
 import type { StageExecutor } from "./stage-executor.ts";
+import { TreeMail } from "./tree-mail.ts";
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
 
@@ -25,6 +26,9 @@ export class RunTree {
   stopReason: StopReason | undefined;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
+
+  /** Messages to this tree's stages and its open questions (intercom). */
+  readonly mail: TreeMail = new TreeMail(this);
 
   constructor(
     readonly journal: Journal,

@@ -1,22 +1,43 @@
 /**
  * Where stages execute. The engine hands a `StageRequest` (plain data) to a
- * `StageExecutor` and gets a `StageResult` back. In this version stages run
- * in the root process (`InProcessExecutor`); the worker pool implements the
- * same interface by shipping the request to a worker.
+ * `StageExecutor` and gets a `StageResult` back: in the root process
+ * (`InProcessExecutor`, `atomic run --in-process`), or on the worker pool
+ * (src/pool/pool-executor.ts, the default), which ships the request to a
+ * worker process through the journal's work queue.
  */
 
 import type { StageResult } from "../sdk/types.ts";
 import { getRunner } from "../runners/registry.ts";
-import type { RunnerEvent, StageRequest } from "../runners/types.ts";
+import type { DeliveryMode, RunnerEvent, RunnerHandle, StageRequest } from "../runners/types.ts";
 
 export interface StageExecutor {
+  /** True when stages go through the work queue: the stage step enqueues `request.workId` with its start record. */
+  readonly queued: boolean;
   execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult>;
+  /** Apply a control revision (pause/unpause) wherever stages run; resolves once it is acknowledged. */
+  applyControl?(rev: number, paused: boolean): Promise<void>;
+  /**
+   * Hand a message to a running stage attempt (its runner's `send`):
+   * "not_running" when no attempt of that stage runs here (not started yet,
+   * or ended); the engine then keeps the message queued.
+   */
+  deliver?(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running">;
   close(): Promise<void>;
 }
 
 export class InProcessExecutor implements StageExecutor {
+  readonly queued = false;
+
+  /** Running attempts by run and stage key, for live delivery. */
+  private readonly running = new Map<string, RunnerHandle>();
+
   async execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult> {
     const handle = getRunner(request.runner).start(request, onEvent);
+    const id = `${request.runId}\u0000${request.stageKey}`;
+    this.running.set(id, handle);
+    void handle.result.finally(() => {
+      if (this.running.get(id) === handle) this.running.delete(id);
+    });
     const onAbort = () => handle.cancel(String(signal.reason ?? "cancelled"));
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
@@ -25,6 +46,17 @@ export class InProcessExecutor implements StageExecutor {
     } finally {
       signal.removeEventListener("abort", onAbort);
     }
+  }
+
+  async deliver(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running"> {
+    const handle = this.running.get(`${stage.runId}\u0000${stage.stageKey}`);
+    if (!handle) return "not_running";
+    try {
+      await handle.send(message.text, mode);
+    } catch {
+      return "not_running"; // it ended between the lookup and the write
+    }
+    return "delivered";
   }
 
   async close(): Promise<void> {}

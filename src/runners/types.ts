@@ -33,6 +33,14 @@ export interface StageRequest {
   timeoutMs?: number;
   /** Directory for this attempt's files (stdout.log, stderr.log, transcript). */
   artifactDir: string;
+  /** The work queue item carrying this request, when it runs on the worker pool. */
+  workId?: string;
+  /**
+   * Messages sent to this stage before it started, in order: delivered
+   * before anything else (a shell stage: written to stdin first; an agent:
+   * a first user-context block, "Messages received before you started").
+   */
+  initialMessages?: { id: string; text: string }[];
 }
 
 export type RunnerEvent =

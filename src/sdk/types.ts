@@ -47,6 +47,9 @@ export interface StageResult {
   sessionId?: string;
   /** Set when status is not "completed". */
   error?: { code: string; message: string };
+  /** On the worker pool: which worker ran it, and the attempt generation (2 = it was retried after a lost worker). */
+  workerId?: string;
+  generation?: number;
 }
 
 export interface TaskOptions {
@@ -109,6 +112,39 @@ export interface ExitOptions {
   outputs?: unknown;
 }
 
+/** How a message reaches a running stage: into its current turn, after it, or by ending it first. */
+export type DeliveryMode = "steer" | "followUp" | "interrupt";
+
+export interface SendOptions {
+  /** steer (default): into the current turn; followUp: after it; interrupt: end the turn, then deliver. A shell stage gets every message on stdin; interrupt sends SIGINT first. */
+  mode?: DeliveryMode;
+  /** Also deliver to every matching stage that starts later (for patterns like "review/*"). */
+  sticky?: boolean;
+  /** Message id (deduplication key); default `<run id>:<step position>`. */
+  id?: string;
+  /** Step name shown in `atomic show` (default: the address). */
+  name?: string;
+}
+
+export interface SendReceipt {
+  messageId: string;
+  /** The root run the message went to. */
+  runId: string;
+  /** The stage path or pattern, relative to that root run. */
+  target: string;
+  /** Per stage: queued (not started yet, or waiting for live delivery), delivered, undeliverable. */
+  deliveries: { stage: string; state: "queued" | "delivered" | "undeliverable" }[];
+}
+
+export interface AskOptions {
+  /** The answer must be one of these (checked by `atomic answer`). */
+  choices?: string[];
+  /** Give up after this long without an answer: the step fails with code "ask_timeout". */
+  timeoutMs?: number;
+  /** Step name shown in `atomic show` (default "ask"). */
+  name?: string;
+}
+
 export interface WorkflowContext<I = Record<string, unknown>> {
   readonly runId: string;
   readonly inputs: I;
@@ -133,6 +169,35 @@ export interface WorkflowContext<I = Record<string, unknown>> {
   tool<T>(name: string, args: unknown, fn: (info: ToolCallInfo) => Promise<T> | T, opts: ToolOptions & { failureMode: "return" }): Promise<ToolResult<T>>;
   /** A durable timer: a resumed run waits only for the time that is left. */
   sleep(ms: number, name?: string): Promise<void>;
+  /**
+   * A message to a stage: `stagePath` is a path of this run's stages
+   * ("review/security": through child workflows), a glob pattern
+   * ("review/*"), or `<run id>:<path>` for another run. A running stage
+   * receives it now (a shell stage on stdin); a stage that has not started
+   * receives it before its first turn. The message is recorded in the
+   * journal before this resolves, so it survives a crash of any process.
+   *
+   * Failure semantics: the send is a step; its receipt is checkpointed and
+   * replayed, so a resumed run never sends twice (a crash between the send
+   * and its checkpoint sends again under the same message id, which the
+   * journal deduplicates). A refused message (no such stage, stage
+   * finished, 50 messages already queued for it, empty text) fails the step
+   * and the run, without a checkpoint: `atomic resume` tries again.
+   */
+  send(stagePath: string, text: string, opts?: SendOptions): Promise<SendReceipt>;
+  /**
+   * Asks a person and waits for the answer, durably: the run shows
+   * `awaiting_input` until `atomic answer <run> <question id> <answer>`
+   * (or the status page, or intercom) answers. Resolves to the answer.
+   *
+   * Failure semantics: the question is recorded before the wait and the
+   * answer is checkpointed and replayed. A run stopped (Ctrl-C, crash)
+   * while waiting is resumable and resumes still waiting; an answer given
+   * while no process drives the run is kept and used on resume. With
+   * `timeoutMs`, no answer in time fails the step ("ask_timeout", not
+   * checkpointed): a resumed run asks again with a fresh timeout.
+   */
+  ask(question: string, opts?: AskOptions): Promise<string>;
   /** Ends the run now with the given status and outputs. */
   exit(opts?: ExitOptions): never;
 }

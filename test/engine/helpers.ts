@@ -42,10 +42,11 @@ import type {
   JournalEvent,
   Lease,
   ListRunsFilter,
+  MessageStore,
   RunRecord,
 } from "../../src/journal/types.ts";
 import { killAllGroups, killGroup, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
-import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
+import type { DeliveryMode, RunnerEvent, StageRequest } from "../../src/runners/types.ts";
 import { LeaseLostError } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import type { WorkflowDefinition } from "../../src/sdk/types.ts";
@@ -122,12 +123,16 @@ const stageGroups = new Set<number>();
 
 /** The in-process executor, noting each stage's process group for the leak check. */
 class TrackingExecutor implements StageExecutor {
+  readonly queued = false;
   private readonly inner = new InProcessExecutor();
   execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void) {
     return this.inner.execute(request, signal, (event) => {
       if (event.type === "started" && event.pid) stageGroups.add(event.pid);
       onEvent(event);
     });
+  }
+  deliver(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode) {
+    return this.inner.deliver(stage, message, mode);
   }
   close() {
     return this.inner.close();
@@ -165,6 +170,24 @@ class CrashableJournal implements Journal {
   }
   get work() {
     return this.inner.work;
+  }
+  /** The message store; its lease-holder writes fail after a crash like appends do. */
+  get messages(): MessageStore {
+    const inner = this.inner.messages;
+    const fenced = new Set(["claimForStage", "bindForStage", "settle", "settleAll", "timeOutPrompt"]);
+    return new Proxy(inner, {
+      get: (target, prop, receiver) => {
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          if (fenced.has(String(prop)) && this.crashed) {
+            const lease = args[0] as Lease;
+            return Promise.reject(new LeaseLostError(lease.rootId, lease.epoch));
+          }
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
   }
   acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
     return this.inner.acquireLease(rootId, holder, opts);

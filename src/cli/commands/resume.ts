@@ -4,6 +4,7 @@ import { defineCommand } from "citty";
 import { RootRun, assertResumable } from "../../engine/driver.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
 import { driveRun } from "../drive.ts";
+import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { session } from "../session.ts";
 import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
@@ -13,16 +14,18 @@ export default defineCommand({
   args: {
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+    ...POOL_ARGS,
   },
   async run({ args }) {
     const s = session();
     const run = await s.findRun(args.run);
     assertResumable(run);
     const loaded = await loadWorkflowFile(run.workflowPath);
+    const pool = executorOption(s, args);
     const journal = await s.journal();
     const view = createRunView(s);
     const root = await RootRun.resume(
-      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs) },
+      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs), ...pool },
       run,
       loaded.definition,
       loaded.digest,

@@ -1,4 +1,9 @@
-/** `atomic run FILE [--input k=v ...] [--inputs-json FILE]`: start a run and drive it to its end. */
+/**
+ * `atomic run FILE [--input k=v ...] [--inputs-json FILE] [--serve [--port N] [--host H]]`:
+ * start a run and drive it to its end. With --serve the status server runs
+ * in this process for the run's lifetime (started before the run, so a
+ * busy port stops everything before anything is written).
+ */
 
 import { defineCommand } from "citty";
 import { existsSync, readFileSync } from "node:fs";
@@ -9,8 +14,12 @@ import { loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
+import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { session } from "../session.ts";
-import { createRunView } from "../view/run-view.ts";
+import { SERVE_ARGS, startCliServer } from "../status-server.ts";
+import { createRunView, type RunView } from "../view/run-view.ts";
+import type { CliSession } from "../session.ts";
+import type { StatusServer } from "../../status/server.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
@@ -19,21 +28,43 @@ export default defineCommand({
     input: { type: "string", description: "an input as key=value (repeatable)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+    ...POOL_ARGS,
+    serve: { type: "boolean", description: "serve the status page while the run runs" },
+    ...SERVE_ARGS,
   },
   async run({ args }) {
     const s = session();
     const loaded = await loadWorkflowFile(resolveWorkflowArg(args.file));
     const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
     const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
+    const pool = executorOption(s, args);
+    const lease = leaseOption(args.leaseMs);
+    if (!args.serve && (args.port !== undefined || args.host !== undefined)) {
+      throw new UsageError("bad_flag", "--port and --host only go with --serve", { hint: "add --serve, or use atomic serve" });
+    }
     const journal = await s.journal();
-    const view = createRunView(s);
-    const root = await RootRun.start(
-      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs) },
-      { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs },
-    );
-    await driveRun(s, root, view);
+    const server = args.serve ? await startCliServer(s, args) : undefined;
+    try {
+      const view = createRunView(s);
+      const root = await RootRun.start(
+        { journal, home: s.globals.home, observer: view.observer, ...lease, ...pool },
+        { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs },
+      );
+      if (server) announce(s, view, server, root.runId);
+      await driveRun(s, root, view);
+    } finally {
+      // The page gets the run's last events before the server goes.
+      await server?.stop(true);
+    }
   },
 });
+
+function announce(s: CliSession, view: RunView, server: StatusServer, runId: string): void {
+  const url = `${server.url}runs/${runId}`;
+  if (s.globals.json) s.json({ type: "status_server", url, port: server.port });
+  else if (s.globals.quiet) process.stdout.write(`status page: ${url}\n`);
+  else view.note(`status page: ${url}`);
+}
 
 /** `atomic run triage` finds `.atomic/workflows/triage.ts` when no file of that name exists. */
 function resolveWorkflowArg(arg: string): string {

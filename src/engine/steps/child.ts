@@ -74,7 +74,13 @@ export async function runChild(
     childId = newRunId();
     cursor = new ReplayCursor(childId);
     await Promise.all([
-      tree.append({ runId: exec.runId, type: EVENT.stepStarted, key: position, payload: { ...step, childRunId: childId } }),
+      tree.append({
+        runId: exec.runId,
+        type: EVENT.stepStarted,
+        key: position,
+        payload: { ...step, childRunId: childId },
+        stage: tree.mail.stageEntry(exec.runId, position, name, "running", 1, "child", childId),
+      }),
       tree.append({
         runId: childId,
         type: EVENT.runStarted,
@@ -93,6 +99,7 @@ export async function runChild(
     ]);
   }
   tree.observer({ type: "step_started", runId: exec.runId, position, kind: "child", name, attempt: 1, childRunId: childId, at: startedAt });
+  tree.mail.setChildPrefix(childId, exec.runId, name);
   const childExec = new RunExecution(tree, childId, child, inputs, depth, cursor, recorded ? "running" : null, exec.runId);
   const outcome = await childExec.execute();
   if (outcome.status !== "completed") {
@@ -109,8 +116,11 @@ export async function runChild(
     type: EVENT.checkpoint,
     key: position,
     payload: { ...step, result: outcome.outputs, startedAt, childRunId: childId },
+    stage: tree.mail.stageEntry(exec.runId, position, name, "finished", 1, "child", childId),
   });
   faultPoint("after-checkpoint");
+  // Nothing under the finished child can start any more: its queued messages are undeliverable.
+  await tree.mail.childFinished(exec.runId, name);
   tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "completed", replayed: false, at: Date.now() });
   return outcome.outputs;
 }

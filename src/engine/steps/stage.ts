@@ -21,6 +21,7 @@ import type { StageRequest } from "../../runners/types.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { digestArgs, slug } from "../values.ts";
+import { newId } from "../../shared/ids.ts";
 
 const INFRA_ATTEMPTS = 3;
 
@@ -53,14 +54,6 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     attempt++;
     const artifactDir = join(tree.artifactsDir, exec.runId, `${position}-${slug(name)}`, `attempt-${attempt}`);
     startedAt = Date.now();
-    await tree.append({
-      runId: exec.runId,
-      type: EVENT.stepStarted,
-      key: position,
-      payload: { ...step, attempt, artifactDir },
-    });
-    exec.assertMayStart(scope);
-    tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, at: startedAt });
     const request: StageRequest = {
       runId: exec.runId,
       stageKey: position,
@@ -74,12 +67,32 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       ...(opts.env ? { env: opts.env } : {}),
       ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
       artifactDir,
+      workId: newId("work"),
     };
-    result = await tree.executor.execute(request, scope.signal, (event) => {
-      if (event.type === "output") {
-        tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
-      }
+    // On the pool, the work item is enqueued in the same commit as the attempt's start record.
+    exec.assertMayStart(scope);
+    // Messages sent before this attempt: delivered before its first turn (part of the request, so workers get them too).
+    const inbox = await tree.mail.claim(exec.runId, position, name, attempt);
+    if (inbox.mail.length > 0) request.initialMessages = inbox.mail.map((m) => ({ id: m.messageId, text: m.text }));
+    await tree.append({
+      runId: exec.runId,
+      type: EVENT.stepStarted,
+      key: position,
+      payload: { ...step, attempt, artifactDir, workId: request.workId },
+      ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
+      stage: tree.mail.stageEntry(exec.runId, position, name, "running", attempt),
     });
+    tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, at: startedAt });
+    await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
+    try {
+      result = await tree.executor.execute(request, scope.signal, (event) => {
+        if (event.type === "output") {
+          tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
+        }
+      });
+    } finally {
+      tree.mail.ended(exec.runId, position);
+    }
     if (result.status === "completed") break;
     if (result.status === "cancelled" || scope.signal.aborted) {
       emitEnded(exec, position, name, result, false);
@@ -90,9 +103,11 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       type: EVENT.stepFailed,
       key: position,
       payload: { ...step, attempt, error: { name: "StageFailed", ...result.error } },
+      stage: tree.mail.stageEntry(exec.runId, position, name, "failed", attempt),
     });
     const code = result.error?.code ?? "failed";
-    if (isInfraCode(code) && ++infraFailures < INFRA_ATTEMPTS) continue;
+    // worker_retry_limit already is the pool's retries running out: not retried again here.
+    if (isInfraCode(code) && code !== "worker_retry_limit" && ++infraFailures < INFRA_ATTEMPTS) continue;
     if (!isInfraCode(code) && ++failures <= retries) continue;
     break;
   }
@@ -110,6 +125,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     type: EVENT.checkpoint,
     key: position,
     payload: { ...step, result, startedAt },
+    stage: tree.mail.stageEntry(exec.runId, position, name, "finished", attempt),
   });
   faultPoint("after-checkpoint");
   emitEnded(exec, position, name, result, false);

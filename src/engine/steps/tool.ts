@@ -13,8 +13,9 @@ import { StepFailedError, ensureError, errorInfo } from "../../shared/errors.ts"
 import { faultPoint } from "../../shared/fault-points.ts";
 import type { ToolCallInfo, ToolOptions } from "../../sdk/types.ts";
 import type { RunExecution } from "../run-execution.ts";
+import type { Scope } from "../scope.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
-import { digestArgs, storedValue } from "../values.ts";
+import { argsHash, formatDigest, storedValue } from "../values.ts";
 import { abortableDelay } from "./delay.ts";
 
 interface ToolRecord {
@@ -22,7 +23,12 @@ interface ToolRecord {
   error?: { code: string; message: string };
 }
 
-export async function runTool(
+/**
+ * A replayed step (the common case of a resume) returns its checkpoint
+ * without an async function's frame: its errors (a divergence, a recorded
+ * failure) still reach the caller as a rejected promise, never as a throw.
+ */
+export function runTool(
   exec: RunExecution,
   name: string,
   args: unknown,
@@ -31,12 +37,29 @@ export async function runTool(
 ): Promise<unknown> {
   const scope = exec.scope();
   const position = scope.nextPosition();
-  const step: StepIdentity = { kind: "tool", name, args: digestArgs(args) };
-  const recorded = exec.cursor.claim(position, step);
-  if (recorded?.checkpoint) {
-    emitEnded(exec, position, name, "completed", true);
-    return settle(recorded.checkpoint.result as ToolRecord, name, opts);
+  const hash = argsHash(args);
+  try {
+    const recorded = exec.cursor.claim(position, { kind: "tool", name, args: hash });
+    if (recorded?.checkpoint) {
+      emitEnded(exec, position, name, "completed", true);
+      return Promise.resolve(settle(recorded.checkpoint.result as ToolRecord, name, opts));
+    }
+  } catch (err) {
+    return Promise.reject(err);
   }
+  return runLive(exec, scope, position, { kind: "tool", name, args: formatDigest(hash) }, name, fn, opts);
+}
+
+/** A step the journal has no checkpoint for: run `fn` (with retries) and record its outcome. */
+async function runLive(
+  exec: RunExecution,
+  scope: Scope,
+  position: string,
+  step: StepIdentity,
+  name: string,
+  fn: (info: ToolCallInfo) => unknown,
+  opts: ToolOptions,
+): Promise<unknown> {
   await exec.startGate(scope);
   if (typeof fn !== "function") {
     throw new StepFailedError(name, `ctx.tool("${name}") needs a function as its third argument`, { code: "bad_step" });

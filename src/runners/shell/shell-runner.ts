@@ -2,9 +2,12 @@
  * The shell runner: a stage is `/bin/sh -c <command>` in its own process
  * group. stdout and stderr are written to files in the attempt's artifact
  * directory as they arrive (so `atomic logs --follow` can tail them) and
- * streamed as events. A message is written to the stage's stdin (steer and
- * followUp alike: a shell has no turns); interrupt sends SIGINT to the
- * group; cancel and timeout send SIGTERM, then SIGKILL after a grace period.
+ * streamed as events. A message is written to the stage's stdin as a line
+ * (steer and followUp alike: a shell has no turns; an "interrupt" message
+ * sends SIGINT to the group first); messages sent before the stage started
+ * (request.initialMessages) are written before anything else. interrupt()
+ * sends SIGINT to the group; cancel and timeout send SIGTERM, then SIGKILL
+ * after a grace period.
  *
  * Success is exit code 0. The result's `text` is stdout, capped at
  * TEXT_LIMIT bytes (the journal keeps the text; the file keeps everything).
@@ -48,6 +51,10 @@ export class ShellRunner implements Runner {
     const pid = child.pid;
     if (pid !== undefined) trackGroup(pid);
     child.stdin?.on("error", () => {}); // the stage may exit without reading its stdin
+    // Messages sent before the stage started: the first thing on its stdin, in order.
+    for (const m of request.initialMessages ?? []) child.stdin?.write(asLine(m.text));
+    let exited = false;
+    child.on("exit", () => (exited = true));
 
     const chunks: Buffer[] = [];
     let captured = 0;
@@ -116,8 +123,11 @@ export class ShellRunner implements Runner {
 
     return {
       result,
-      send: async (message: string, _mode: DeliveryMode) => {
-        child.stdin?.write(message.endsWith("\n") ? message : `${message}\n`);
+      send: async (message: string, mode: DeliveryMode) => {
+        if (exited || !child.stdin || child.stdin.destroyed) throw new Error("the stage has ended");
+        // A shell has no turns: steer and followUp both go to stdin; interrupt ends the current work first.
+        if (mode === "interrupt" && pid !== undefined) killGroup(pid, "SIGINT");
+        child.stdin.write(asLine(message));
       },
       interrupt: () => {
         if (pid !== undefined) killGroup(pid, "SIGINT");
@@ -125,6 +135,10 @@ export class ShellRunner implements Runner {
       cancel: (reason = "cancelled") => stop("cancelled", reason),
     };
   }
+}
+
+function asLine(text: string): string {
+  return text.endsWith("\n") ? text : `${text}\n`;
 }
 
 function signalNumber(signal: NodeJS.Signals): number {

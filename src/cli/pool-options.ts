@@ -1,0 +1,57 @@
+/**
+ * Where `run` and `resume` execute stages: on the worker pool (default,
+ * `--workers N`, default min(4, CPUs)) or in this process (`--in-process`,
+ * for debugging). `--work-lease-ms` sets how long a worker may go without a
+ * heartbeat before its stage is taken back (default 30 s, at least two
+ * heartbeats).
+ */
+
+import { availableParallelism } from "node:os";
+import type { DriverOptions } from "../engine/driver.ts";
+import { InProcessExecutor } from "../engine/stage-executor.ts";
+import { DEFAULT_WORK_LEASE_MS, MIN_WORK_LEASE_MS, PoolExecutor } from "../pool/pool-executor.ts";
+import { UsageError } from "../shared/errors.ts";
+import type { CliSession } from "./session.ts";
+
+export const POOL_ARGS = {
+  workers: { type: "string", description: "worker processes for stages (default min(4, CPUs))" },
+  inProcess: { type: "boolean", description: "run stages inside this process instead of on workers (debugging)" },
+  workLeaseMs: { type: "string", description: `how long a silent worker keeps its stage, in ms (default ${DEFAULT_WORK_LEASE_MS}, at least ${MIN_WORK_LEASE_MS})` },
+} as const;
+
+export function executorOption(
+  s: CliSession,
+  args: { workers?: string | undefined; inProcess?: boolean | undefined; workLeaseMs?: string | undefined },
+): Pick<DriverOptions, "executor"> {
+  const workers = args.workers === undefined ? Math.min(4, availableParallelism()) : wholeNumber("--workers", args.workers, 1, 256);
+  const leaseMs =
+    args.workLeaseMs === undefined ? DEFAULT_WORK_LEASE_MS : wholeNumber("--work-lease-ms", args.workLeaseMs, MIN_WORK_LEASE_MS, 86_400_000);
+  if (args.inProcess) {
+    if (args.workers !== undefined) {
+      throw new UsageError("bad_flag", "--in-process and --workers cannot be used together", { hint: "choose one" });
+    }
+    return { executor: new InProcessExecutor() };
+  }
+  return {
+    executor: (rootId) =>
+      new PoolExecutor({
+        home: s.globals.home,
+        rootId,
+        workers,
+        leaseMs,
+        ...(s.globals.journal ? { journalUrl: s.globals.journal } : {}),
+      }),
+  };
+}
+
+function wholeNumber(flag: string, text: string, min: number, max: number): number {
+  const n = Number(text);
+  if (!/^\s*\d+\s*$/.test(text) || !Number.isInteger(n)) {
+    throw new UsageError("bad_flag", `${flag} must be a whole number, got ${JSON.stringify(text)}`, { hint: `for example ${flag} ${min === 1 ? 4 : min}` });
+  }
+  if (n < min || n > max) {
+    const why = flag === "--work-lease-ms" ? ` (two heartbeats of ${MIN_WORK_LEASE_MS / 2} ms)` : "";
+    throw new UsageError("bad_flag", `${flag} must be between ${min}${why} and ${max}, got ${n}`, { hint: `for example ${flag} ${Math.max(min, flag === "--workers" ? 4 : min)}` });
+  }
+  return n;
+}

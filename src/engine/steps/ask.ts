@@ -1,0 +1,153 @@
+/**
+ * ctx.ask: a question to a person; the run waits, durably, for the answer.
+ *
+ * The question is a prompt in the journal, opened by the step's start
+ * record (`step_started` with its id, question, choices and deadline) in
+ * the same commit that turns the run's status to awaiting_input (and the
+ * root's, for a child run). Anyone answers it (`atomic answer`, the status
+ * page, intercom): the answer is written to the journal first; the driver
+ * sees it (poll, or woken by a notification), checkpoints it and the run
+ * goes on ("running" again once no question of it is open).
+ *
+ * Resume: a checkpointed answer is replayed. A question recorded but not
+ * answered is waited for again under the same id (the deadline is the
+ * recorded one); answered meanwhile, it returns at once. A question that
+ * timed out fails the step (not checkpointed), so a resumed run asks anew.
+ * A run stopped while a question waits ends awaiting_input (RunExecution).
+ */
+
+import { StepFailedError } from "../../shared/errors.ts";
+import type { AskOptions } from "../../sdk/types.ts";
+import type { AppendEntry, PromptRecord } from "../../journal/types.ts";
+import type { RunExecution } from "../run-execution.ts";
+import { EVENT, type StepIdentity } from "../journal-events.ts";
+import { checkText } from "../messaging.ts";
+import { digestArgs } from "../values.ts";
+
+const MAX_CHOICES = 50;
+
+export async function runAsk(exec: RunExecution, question: string, opts: AskOptions): Promise<string> {
+  const name = opts.name ?? "ask";
+  const choices = opts.choices ?? null;
+  const scope = exec.scope();
+  const position = scope.nextPosition();
+  const step: StepIdentity = { kind: "ask", name, args: digestArgs({ question, choices }) };
+  const recorded = exec.cursor.claim(position, step);
+  const { tree } = exec;
+  const rootId = tree.lease.rootId;
+  if (recorded?.checkpoint) {
+    tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name, status: "completed", replayed: true, at: Date.now() });
+    return (recorded.checkpoint.result as { answer: string }).answer;
+  }
+  await exec.startGate(scope);
+  checkQuestion(name, question, choices, opts.timeoutMs);
+
+  // The question recorded by an earlier driver, unless it timed out (then it is asked anew).
+  let prompt: PromptRecord | undefined;
+  const earlier = recorded?.started?.promptId;
+  if (earlier) {
+    const row = await tree.journal.messages.getPrompt(rootId, earlier);
+    if (row && row.state !== "timed_out") prompt = row;
+  }
+  const startedAt = Date.now();
+  const promptId = prompt?.id ?? newPromptId();
+  const { runFirst, treeFirst } = tree.mail.promptOpened(exec.runId, promptId);
+  const entries: AppendEntry[] = [];
+  if (prompt) {
+    // Waited for again: only the status says so (the question and its start are recorded).
+    if (runFirst) entries.push(statusEntry(exec.runId, "running", "awaiting_input", `question ${promptId} waits for an answer`));
+  } else {
+    const deadline = opts.timeoutMs ? startedAt + opts.timeoutMs : null;
+    entries.push({
+      runId: exec.runId,
+      type: EVENT.stepStarted,
+      key: position,
+      payload: { ...step, attempt: (recorded?.attempts ?? 0) + 1, promptId, question, choices, deadline },
+      prompt: { id: promptId, question, choices, deadline },
+      ...(runFirst ? { patch: { status: "awaiting_input" as const } } : {}),
+    });
+  }
+  if (treeFirst && exec.runId !== rootId) {
+    entries.push(statusEntry(rootId, "running", "awaiting_input", `question ${promptId} of run ${exec.runId} waits for an answer`));
+  }
+  try {
+    await Promise.all(entries.map((e) => tree.append(e)));
+  } catch (err) {
+    tree.mail.promptClosed(promptId);
+    throw err;
+  }
+  prompt ??= await tree.journal.messages.getPrompt(rootId, promptId);
+  const deadline = prompt?.deadline ?? null;
+  tree.observer({ type: "step_started", runId: exec.runId, position, kind: "ask", name, attempt: 1, at: startedAt });
+  tree.observer({ type: "prompt", runId: exec.runId, rootId, position, promptId, question, choices, state: "open", at: Date.now() });
+
+  let answered: PromptRecord;
+  try {
+    answered = await tree.mail.waitForAnswer(promptId, deadline, scope.signal);
+  } catch (err) {
+    // Stopped while waiting: the question stays open in the journal (and in the tree, so the run ends awaiting_input).
+    if (scope.signal.aborted) throw exec.stopError(scope);
+    tree.mail.promptClosed(promptId);
+    throw err;
+  }
+  const { runLast, treeLast } = tree.mail.promptClosed(promptId);
+  const back: AppendEntry[] = [];
+  if (treeLast && exec.runId !== rootId) back.push(statusEntry(rootId, "awaiting_input", "running", `question ${promptId} was ${answered.state === "answered" ? "answered" : "not answered in time"}`));
+  if (answered.state !== "answered") {
+    if (runLast) back.push(statusEntry(exec.runId, "awaiting_input", "running", `question ${promptId} timed out`));
+    await Promise.all(back.map((e) => tree.append(e)));
+    tree.observer({ type: "prompt", runId: exec.runId, rootId, position, promptId, question, choices, state: "timed_out", at: Date.now() });
+    tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name, status: "failed", replayed: false, at: Date.now() });
+    throw new StepFailedError(name, `question ${promptId} ("${question.slice(0, 80)}") was not answered within ${opts.timeoutMs ?? 0} ms`, {
+      code: "ask_timeout",
+      hint: `resume to ask again: atomic resume ${rootId}`,
+    });
+  }
+  const result = { promptId, answer: answered.answer!, answeredBy: answered.answeredBy, answeredAt: answered.answeredAt };
+  back.push({
+    runId: exec.runId,
+    type: EVENT.checkpoint,
+    key: position,
+    payload: { ...step, result, startedAt },
+    ...(runLast ? { patch: { status: "running" as const } } : {}),
+  });
+  await Promise.all(back.map((e) => tree.append(e)));
+  tree.observer({ type: "prompt", runId: exec.runId, rootId, position, promptId, question, choices, state: "answered", answer: result.answer, at: Date.now() });
+  tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name, status: "completed", replayed: false, at: Date.now() });
+  return result.answer;
+}
+
+function statusEntry(runId: AppendEntry["runId"], from: "running" | "awaiting_input", to: "running" | "awaiting_input", reason: string): AppendEntry {
+  return { runId, type: EVENT.statusChanged, payload: { from, to, reason }, patch: { status: to } };
+}
+
+function checkQuestion(name: string, question: unknown, choices: unknown, timeoutMs: unknown): void {
+  try {
+    checkText(question, "message");
+  } catch {
+    throw new StepFailedError(name, "ctx.ask needs a non-empty question", { code: "bad_step" });
+  }
+  if (choices !== null) {
+    const ok =
+      Array.isArray(choices) &&
+      choices.length > 0 &&
+      choices.length <= MAX_CHOICES &&
+      choices.every((c) => typeof c === "string" && c.trim() !== "" && c.length <= 200) &&
+      new Set(choices).size === choices.length;
+    if (!ok) {
+      throw new StepFailedError(name, `ctx.ask choices must be 1 to ${MAX_CHOICES} distinct non-empty strings`, { code: "bad_step" });
+    }
+  }
+  if (timeoutMs !== undefined && (typeof timeoutMs !== "number" || !Number.isFinite(timeoutMs) || timeoutMs <= 0)) {
+    throw new StepFailedError(name, `ctx.ask timeoutMs must be a positive number of milliseconds, got ${String(timeoutMs)}`, { code: "bad_step" });
+  }
+}
+
+const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
+
+/** Short enough to type: "q" and 7 characters (unique per root run with overwhelming odds; the journal enforces it). */
+function newPromptId(): string {
+  let out = "q";
+  for (const b of crypto.getRandomValues(new Uint8Array(7))) out += ALPHABET[b % 32];
+  return out;
+}

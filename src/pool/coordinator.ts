@@ -1,0 +1,461 @@
+/**
+ * The pool coordinator (`atomic --internal-pool-coordinator <config>`):
+ * owns the work queue for one root run, spawns and supervises its workers,
+ * and recovers work from lost ones.
+ *
+ * - Dispatch: while not paused, each idle worker gets the oldest ready item
+ *   (a fenced claim in the journal), sent as `start`.
+ * - Heartbeats (from workers, every heartbeatMs) renew leases in the
+ *   journal. The sweep (every 500 ms) looks at each busy worker whose lease
+ *   is past due, counting the coordinator's own stalls in the worker's
+ *   favour: it pings it; a worker that answers keeps the item (lease
+ *   extended); one that does not is lost.
+ * - A lost worker (exited, or not answering): its stage's process group is
+ *   killed, it is retired (SIGTERM, then SIGKILL after a grace period; a
+ *   late commit from it is refused as stale), its item goes back to ready
+ *   at the next generation — or fails with worker_retry_limit after
+ *   maxGenerations — and a fresh worker takes its place.
+ * - The root is answered exactly once per item with `work_done`.
+ * - When the root goes away (IPC disconnect) or says `shutdown`, every
+ *   worker and stage process group is killed and the coordinator exits.
+ */
+
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { openJournal } from "../journal/open.ts";
+import type { Journal, WorkItem } from "../journal/types.ts";
+import type { RunId } from "../shared/ids.ts";
+import { ensureError } from "../shared/errors.ts";
+import type { RunnerEvent, StageRequest } from "../runners/types.ts";
+import type { StageResult } from "../sdk/types.ts";
+import { killGroup } from "../runners/shell/process-groups.ts";
+import { EventBatcher } from "./event-batcher.ts";
+import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/common.ts";
+import { FromWorkerSchema, type FromWorker } from "./protocol/coordinator-worker.ts";
+import {
+  CoordinatorConfigSchema,
+  ToCoordinatorSchema,
+  type CoordinatorConfig,
+  type FromCoordinator,
+  type ToCoordinator,
+} from "./protocol/root-coordinator.ts";
+import { ROLE, selfCommand } from "./self-exec.ts";
+import { StallMonitor } from "./stall-monitor.ts";
+import { WorkerSlot, logTail } from "./worker-slot.ts";
+
+const SWEEP_MS = 500;
+const STARTUP_TIMEOUT_MS = 15_000;
+const CONTROL_ACK_TIMEOUT_MS = 5_000;
+
+export async function coordinatorMain(argv: string[]): Promise<void> {
+  const config = parseMessage(CoordinatorConfigSchema, safeJson(argv[0]), "command line");
+  if (!config || config.version !== POOL_PROTOCOL_VERSION) {
+    process.stderr.write("coordinator: bad or incompatible configuration\n");
+    process.exit(2);
+  }
+  // Queue state is coordination, not the record: the root's journal (synchronous=FULL) is the record.
+  const journal = await openJournal({ home: config.home, durability: "normal", ...(config.journalUrl ? { journalUrl: config.journalUrl } : {}) });
+  const coordinator = new Coordinator(config, journal);
+  coordinator.start();
+  await new Promise(() => {});
+}
+
+function safeJson(text: string | undefined): unknown {
+  try {
+    return JSON.parse(text ?? "");
+  } catch {
+    return undefined;
+  }
+}
+
+class Coordinator {
+  private readonly slots = new Map<string, WorkerSlot>();
+  private readonly stall = new StallMonitor();
+  private readonly events = new Map<string, EventBatcher<RunnerEvent>>();
+  /** Items the root cancelled before a worker took them: completed as cancelled when claimed. */
+  private readonly cancelled = new Set<string>();
+  private readonly controlAcks = new Map<number, Set<string>>();
+  private paused = false;
+  private dispatching = false;
+  private redispatch = false;
+  private shuttingDown = false;
+  private workerSeq = 0;
+  private startupFailures = 0;
+  private readonly rootId: RunId;
+  private readonly sweepTimer: ReturnType<typeof setInterval>;
+
+  constructor(
+    private readonly config: CoordinatorConfig,
+    private readonly journal: Journal,
+  ) {
+    this.rootId = config.rootId as RunId;
+    mkdirSync(config.logDir, { recursive: true });
+    this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_MS);
+  }
+
+  start(): void {
+    process.on("message", (raw: unknown) => {
+      const msg = parseMessage(ToCoordinatorSchema, raw, "root");
+      if (msg) this.onRoot(msg);
+    });
+    process.on("disconnect", () => this.shutdown("the root process went away"));
+    process.on("SIGINT", () => {}); // Ctrl-C is the root's to handle
+    process.on("SIGTERM", () => this.shutdown("SIGTERM"));
+    for (let i = 0; i < this.config.workers; i++) this.spawnWorker();
+    this.toRoot({ type: "ready", version: POOL_PROTOCOL_VERSION, pid: process.pid, workers: this.config.workers, logDir: this.config.logDir });
+    this.log(`ready: ${this.config.workers} worker(s), lease ${this.config.leaseMs} ms`);
+  }
+
+  // ---------------------------------------------------------------- root channel
+
+  private onRoot(msg: ToCoordinator): void {
+    switch (msg.type) {
+      case "work_ready":
+        void this.dispatch();
+        break;
+      case "cancel_work": {
+        const slot = this.slotRunning(msg.workId);
+        if (slot) slot.send({ type: "cancel", workId: msg.workId, reason: msg.reason });
+        else {
+          this.cancelled.add(msg.workId);
+          void this.dispatch(); // claims and settles it now if it is queued
+        }
+        break;
+      }
+      case "deliver": {
+        const slot = this.slotRunning(msg.workId);
+        if (slot) slot.send(msg);
+        else this.toRoot({ type: "deliver_result", workId: msg.workId, messageId: msg.message.id, delivered: false });
+        break;
+      }
+      case "control":
+        void this.applyControl(msg.rev, msg.paused);
+        break;
+      case "shutdown":
+        this.shutdown("the run ended");
+        break;
+      default:
+        assertNever(msg);
+    }
+  }
+
+  private toRoot(msg: FromCoordinator): void {
+    if (process.connected) process.send?.(msg);
+  }
+
+  // ---------------------------------------------------------------- workers
+
+  private spawnWorker(): WorkerSlot {
+    const id = `w${++this.workerSeq}-${process.pid}`;
+    const logPath = join(this.config.logDir, `${id}.log`);
+    const proc = Bun.spawn(selfCommand(ROLE.worker, id), {
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: Bun.file(logPath),
+      env: { ...process.env, ATOMIC_HEARTBEAT_MS: String(this.config.heartbeatMs) },
+      serialization: "json",
+      ipc: (raw) => {
+        const msg = parseMessage(FromWorkerSchema, raw, `worker ${id}`);
+        if (msg) this.onWorker(slot, msg);
+      },
+      onExit: (_p, code, signal) => this.onWorkerExit(slot, code, signal),
+    });
+    const slot = new WorkerSlot(id, proc, logPath);
+    this.slots.set(id, slot);
+    return slot;
+  }
+
+  private onWorker(slot: WorkerSlot, msg: FromWorker): void {
+    switch (msg.type) {
+      case "ready":
+        if (slot.state !== "starting") break;
+        this.startupFailures = 0;
+        slot.setState("idle");
+        void this.dispatch();
+        break;
+      case "started":
+        if (!slot.owns(msg.ref)) break;
+        slot.pgid = msg.pgid;
+        this.toRoot({ type: "work_started", workId: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation });
+        break;
+      case "heartbeat":
+        void this.heartbeat(slot, msg);
+        break;
+      case "events":
+        if (!slot.owns(msg.ref)) break;
+        for (const e of msg.events) this.batcherFor(msg.ref.workId).push(e as RunnerEvent);
+        break;
+      case "complete":
+        void this.complete(slot, msg);
+        break;
+      case "pong":
+        slot.pongAt = Date.now();
+        break;
+      case "control_ack":
+        this.controlAcks.get(msg.rev)?.add(slot.id);
+        break;
+      case "deliver_result":
+        this.toRoot(msg);
+        break;
+      default:
+        assertNever(msg);
+    }
+  }
+
+  private async heartbeat(slot: WorkerSlot, msg: Extract<FromWorker, { type: "heartbeat" }>): Promise<void> {
+    const fences = msg.refs.map((r) => ({ id: r.workId, workerId: slot.id, generation: r.generation, epoch: r.epoch }));
+    try {
+      const stale = await this.journal.work.renew(fences, this.config.leaseMs);
+      slot.send({ type: "receipt", opId: msg.opId, status: stale.length ? "stale" : "committed" });
+      if (stale.length === 0 && msg.refs.some((r) => slot.owns(r))) slot.renewed(Date.now(), this.stall.stalledMs);
+      for (const f of stale) slot.send({ type: "cancel", workId: f.id, reason: "this worker no longer holds the item" });
+    } catch (err) {
+      this.log(`heartbeat from ${slot.id} not recorded: ${ensureError(err).message}`);
+    }
+  }
+
+  private async complete(slot: WorkerSlot, msg: Extract<FromWorker, { type: "complete" }>): Promise<void> {
+    const fence = { id: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation, epoch: msg.ref.epoch };
+    const result = msg.result as StageResult;
+    const body = JSON.stringify(result);
+    try {
+      const receipt = await this.journal.work.complete(
+        fence,
+        { state: result.status === "completed" ? "completed" : "failed", result },
+        { id: msg.opId, digest: String(Bun.hash(body)) },
+      );
+      slot.send({ type: "receipt", opId: msg.opId, status: receipt.status });
+      if (receipt.status !== "committed") {
+        this.log(
+          `refused ${receipt.status === "stale" ? "a stale" : "a conflicting"} commit from worker ${slot.id} for work ${fence.id} ` +
+            `(generation ${fence.generation}, epoch ${fence.epoch}${receipt.status === "stale" && receipt.item ? `; the item is at generation ${receipt.item.generation}, epoch ${receipt.item.epoch}, ${receipt.item.state}` : ""})`,
+        );
+        return;
+      }
+      if (!slot.owns(msg.ref)) return; // a retry of a commit already answered
+      this.events.get(fence.id)?.flush();
+      this.events.delete(fence.id);
+      slot.finish();
+      this.toRoot({ type: "work_done", workId: fence.id, result: { ...result, workerId: slot.id, generation: fence.generation } });
+      void this.dispatch();
+    } catch (err) {
+      this.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
+    }
+  }
+
+  private onWorkerExit(slot: WorkerSlot, code: number | null, signal: number | null | string): void {
+    const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
+    const wasStarting = slot.state === "starting";
+    const item = slot.state === "busy" ? slot.item : undefined;
+    if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+    slot.setState("gone");
+    this.slots.delete(slot.id);
+    if (this.shuttingDown) return;
+    this.log(`worker ${slot.id} ${how}${item ? ` while running work ${item.id}` : ""}`);
+    if (item) void this.lose(slot, item, `its worker ${how}`);
+    if (wasStarting && ++this.startupFailures >= 3) {
+      this.fatal("worker_startup_failed", `workers fail to start; see ${slot.logPath}:\n${logTail(slot.logPath)}`);
+      return;
+    }
+    this.spawnWorker();
+  }
+
+  /** A worker lost its item: kill what it ran, retire it, give the item back (or fail it). */
+  private async lose(slot: WorkerSlot, item: WorkItem, why: string): Promise<void> {
+    const fence = { id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch };
+    if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+    if (slot.alive && slot.state !== "retired") this.retire(slot);
+    const request = item.descriptor as StageRequest;
+    const message =
+      `stage "${request.stageName}" lost its worker ${slot.id} (${why}) at generation ${item.generation}; ` +
+      `worker log: ${slot.logPath}`;
+    try {
+      const receipt = await this.journal.work.release(fence, this.config.maxGenerations, {
+        name: "WorkerRetryLimit",
+        code: "worker_retry_limit",
+        message,
+      });
+      if (receipt.status !== "committed") return;
+      if (receipt.item.state === "failed") {
+        const tail = logTail(slot.logPath);
+        this.toRoot({
+          type: "work_done",
+          workId: item.id,
+          result: {
+            status: "failed",
+            text: "",
+            exitCode: null,
+            outputPath: join(request.artifactDir, "stdout.log"),
+            workerId: slot.id,
+            generation: item.generation,
+            error: {
+              code: "worker_retry_limit",
+              message: `${message}; gave up after ${this.config.maxGenerations} generations${tail ? `\n--- last ${Math.min(8, Math.ceil(tail.length / 1024))} KiB of ${slot.logPath} ---\n${tail}` : ""}`,
+            },
+          },
+        });
+      } else {
+        this.log(`work ${item.id} released at generation ${receipt.item.generation}`);
+        void this.dispatch();
+      }
+    } catch (err) {
+      this.log(`could not release work ${item.id}: ${ensureError(err).message}`);
+    }
+  }
+
+  /** Take a worker out of service: it may still talk (and be refused); it is killed after the grace period. */
+  private retire(slot: WorkerSlot): void {
+    slot.setState("retired");
+    slot.proc.kill("SIGTERM");
+    setTimeout(() => {
+      if (slot.alive) slot.proc.kill("SIGKILL");
+    }, this.config.retireGraceMs).unref();
+    if (!this.shuttingDown) this.spawnWorker();
+  }
+
+  // ---------------------------------------------------------------- dispatch and sweep
+
+  private async dispatch(): Promise<void> {
+    if (this.dispatching) {
+      this.redispatch = true;
+      return;
+    }
+    this.dispatching = true;
+    try {
+      do {
+        this.redispatch = false;
+        for (;;) {
+          if (this.paused && this.cancelled.size === 0) break;
+          const slot = [...this.slots.values()].find((s) => s.state === "idle");
+          if (!slot) break;
+          const item = await this.journal.work.claim(slot.id, this.config.leaseMs, this.rootId);
+          if (!item) break;
+          if (this.cancelled.delete(item.id)) {
+            await this.settleCancelled(slot.id, item);
+            continue;
+          }
+          if (slot.state !== "idle") {
+            // The worker went away while the claim was in flight: its item moves on to the next generation.
+            await this.journal.work.release(
+              { id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch },
+              this.config.maxGenerations,
+              { name: "WorkerLost", code: "worker_lost", message: `worker ${slot.id} went away as it was given the item` },
+            );
+            continue;
+          }
+          slot.assign(item, Date.now(), this.stall.stalledMs);
+          slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request: item.descriptor as StageRequest });
+        }
+      } while (this.redispatch);
+    } catch (err) {
+      this.log(`dispatch failed: ${ensureError(err).message}`);
+    } finally {
+      this.dispatching = false;
+    }
+  }
+
+  private async settleCancelled(workerId: string, item: WorkItem): Promise<void> {
+    const request = item.descriptor as StageRequest;
+    const result: StageResult = {
+      status: "cancelled",
+      text: "",
+      exitCode: null,
+      outputPath: join(request.artifactDir, "stdout.log"),
+      error: { code: "cancelled", message: "cancelled before it started" },
+    };
+    const fence = { id: item.id, workerId, generation: item.generation, epoch: item.epoch };
+    await this.journal.work.complete(fence, { state: "failed", result }, { id: `cancel:${item.id}`, digest: "cancel" });
+    this.toRoot({ type: "work_done", workId: item.id, result });
+  }
+
+  private async sweep(): Promise<void> {
+    if (this.shuttingDown) return;
+    const now = Date.now();
+    const stalled = this.stall.stalledMs;
+    const pingTimeout = Math.max(500, Math.min(2_000, this.config.leaseMs / 2));
+    for (const slot of this.slots.values()) {
+      if (slot.state === "starting" && now - slot.spawnedAt > STARTUP_TIMEOUT_MS) {
+        this.log(`worker ${slot.id} did not start within ${STARTUP_TIMEOUT_MS} ms`);
+        slot.proc.kill("SIGKILL");
+        continue;
+      }
+      if (slot.state !== "busy" || !slot.item) continue;
+      // The coordinator's own stalls since the last heartbeat are not the worker's fault.
+      const deadline = slot.renewedAt + this.config.leaseMs + (stalled - slot.stallAtRenew);
+      if (now <= deadline) continue;
+      if (slot.pingSentAt === undefined) {
+        slot.pingSentAt = now;
+        slot.send({ type: "ping", nonce: now });
+      } else if (slot.pongAt >= slot.pingSentAt) {
+        const fence = slot.fence()!;
+        const stale = await this.journal.work.renew([fence], this.config.leaseMs).catch(() => [fence]);
+        if (stale.length === 0) slot.renewed(Date.now(), this.stall.stalledMs);
+      } else if (now - slot.pingSentAt > pingTimeout + (stalled - slot.stallAtRenew)) {
+        this.log(`worker ${slot.id} stopped answering (lease expired, no answer to a ping in ${pingTimeout} ms)`);
+        const item = slot.item;
+        void this.lose(slot, item, "it stopped answering past its lease");
+      }
+    }
+  }
+
+  private async applyControl(rev: number, paused: boolean): Promise<void> {
+    this.paused = paused;
+    const live = [...this.slots.values()].filter((s) => s.state === "idle" || s.state === "busy");
+    const acks = new Set<string>();
+    this.controlAcks.set(rev, acks);
+    for (const slot of live) slot.send({ type: "control", rev, paused });
+    const started = Date.now();
+    const stallAtStart = this.stall.stalledMs;
+    while (live.some((s) => s.alive && s.state !== "retired" && !acks.has(s.id))) {
+      const waited = Date.now() - started - (this.stall.stalledMs - stallAtStart);
+      if (waited > CONTROL_ACK_TIMEOUT_MS) {
+        this.log(`control revision ${rev}: not every worker answered within ${CONTROL_ACK_TIMEOUT_MS} ms`);
+        break;
+      }
+      await Bun.sleep(10);
+    }
+    this.controlAcks.delete(rev);
+    this.toRoot({ type: "control_ack", rev });
+    if (!paused) void this.dispatch();
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  private slotRunning(workId: string): WorkerSlot | undefined {
+    for (const slot of this.slots.values()) if (slot.state === "busy" && slot.item?.id === workId) return slot;
+    return undefined;
+  }
+
+  private batcherFor(workId: string): EventBatcher<RunnerEvent> {
+    let b = this.events.get(workId);
+    if (!b) {
+      b = new EventBatcher<RunnerEvent>(250, (events) => this.toRoot({ type: "work_events", batch: [{ workId, events }] }));
+      this.events.set(workId, b);
+    }
+    return b;
+  }
+
+  private fatal(code: string, message: string): void {
+    this.log(`fatal: ${message}`);
+    this.toRoot({ type: "fatal", code, message });
+    this.shutdown(message);
+  }
+
+  private shutdown(why: string): void {
+    if (this.shuttingDown) return;
+    this.shuttingDown = true;
+    this.log(`shutting down: ${why}`);
+    clearInterval(this.sweepTimer);
+    this.stall.stop();
+    for (const slot of this.slots.values()) {
+      if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+      slot.proc.kill("SIGKILL");
+    }
+    void this.journal.close().finally(() => process.exit(0));
+    setTimeout(() => process.exit(0), 2_000).unref();
+  }
+
+  private log(line: string): void {
+    process.stderr.write(`${new Date().toISOString()} coordinator ${line}\n`);
+  }
+}

@@ -1,0 +1,202 @@
+/**
+ * The root's side of the worker pool: a StageExecutor that runs stages on
+ * worker processes.
+ *
+ * The stage step enqueues the work item in the journal together with the
+ * stage's start record (`queued` tells it to); this executor starts the
+ * coordinator on first use (re-executing the binary), nudges it, and waits
+ * for that item's `work_done`. Live runner events arrive in batches.
+ *
+ * If the coordinator dies, every stage waiting on it — and every later one
+ * — ends with the infrastructure fault `worker_lost` naming the
+ * coordinator's log; the run then fails resumably.
+ */
+
+import type { Subprocess } from "bun";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type { StageExecutor } from "../engine/stage-executor.ts";
+import type { RunnerEvent, StageRequest } from "../runners/types.ts";
+import type { StageResult } from "../sdk/types.ts";
+import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
+import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
+import { ROLE, selfCommand } from "./self-exec.ts";
+import { logTail } from "./worker-slot.ts";
+
+export const HEARTBEAT_MS = 1_000;
+export const DEFAULT_WORK_LEASE_MS = 30_000;
+/** A lease must outlive at least two heartbeats. */
+export const MIN_WORK_LEASE_MS = 2 * HEARTBEAT_MS;
+export const MAX_GENERATIONS = 3;
+const START_TIMEOUT_MS = 20_000;
+const CONTROL_TIMEOUT_MS = 15_000;
+
+export interface PoolOptions {
+  home: string;
+  rootId: string;
+  journalUrl?: string;
+  workers: number;
+  leaseMs?: number;
+}
+
+interface Waiting {
+  request: StageRequest;
+  resolve: (result: StageResult) => void;
+  onEvent: (event: RunnerEvent) => void;
+}
+
+export class PoolExecutor implements StageExecutor {
+  readonly queued = true;
+  private proc: Subprocess | undefined;
+  private ready: Promise<void> | undefined;
+  private lost: string | undefined;
+  private closing = false;
+  private readonly waiting = new Map<string, Waiting>();
+  private readonly controlWaiters = new Map<number, () => void>();
+  readonly logDir: string;
+
+  constructor(private readonly opts: PoolOptions) {
+    this.logDir = join(opts.home, "artifacts", opts.rootId, "worker-logs");
+  }
+
+  async execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult> {
+    const workId = request.workId;
+    if (!workId) throw new Error("internal: a pooled stage needs a work item id");
+    try {
+      await this.start();
+    } catch (err) {
+      return this.lostResult(request, err instanceof Error ? err.message : String(err));
+    }
+    if (this.lost) return this.lostResult(request, this.lost);
+    const result = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent }));
+    const onAbort = () => this.send({ type: "cancel_work", workId, reason: String(signal.reason ?? "cancelled") });
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    this.send({ type: "work_ready" });
+    try {
+      return await result;
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      this.waiting.delete(workId);
+    }
+  }
+
+  /** Apply control revision `rev` on every worker; resolves when the coordinator acknowledged it (or it is not running). */
+  async applyControl(rev: number, paused: boolean): Promise<void> {
+    if (!this.proc || this.lost) return;
+    const acked = new Promise<void>((resolve) => {
+      this.controlWaiters.set(rev, resolve);
+      setTimeout(resolve, CONTROL_TIMEOUT_MS).unref();
+    });
+    this.send({ type: "control", rev, paused });
+    await acked;
+    this.controlWaiters.delete(rev);
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    const proc = this.proc;
+    if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+    this.send({ type: "shutdown" });
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 5_000);
+    await proc.exited;
+    clearTimeout(timer);
+  }
+
+  private start(): Promise<void> {
+    this.ready ??= new Promise<void>((resolve, reject) => {
+      mkdirSync(this.logDir, { recursive: true });
+      const config: CoordinatorConfig = {
+        version: POOL_PROTOCOL_VERSION,
+        rootId: this.opts.rootId,
+        home: this.opts.home,
+        ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
+        workers: this.opts.workers,
+        leaseMs: this.opts.leaseMs ?? DEFAULT_WORK_LEASE_MS,
+        heartbeatMs: HEARTBEAT_MS,
+        retireGraceMs: 10_000,
+        maxGenerations: MAX_GENERATIONS,
+        logDir: this.logDir,
+      };
+      const logPath = join(this.logDir, "coordinator.log");
+      const timer = setTimeout(() => {
+        reject(new Error(`the pool coordinator did not start within ${START_TIMEOUT_MS} ms; see ${logPath}`));
+        this.proc?.kill("SIGKILL");
+      }, START_TIMEOUT_MS);
+      this.proc = Bun.spawn(selfCommand(ROLE.coordinator, JSON.stringify(config)), {
+        stdin: "ignore",
+        stdout: "ignore",
+        stderr: Bun.file(logPath),
+        serialization: "json",
+        ipc: (raw) => {
+          const msg = parseMessage(FromCoordinatorSchema, raw, "coordinator");
+          if (!msg) return;
+          if (msg.type === "ready") {
+            clearTimeout(timer);
+            if (msg.version === POOL_PROTOCOL_VERSION) resolve();
+            else reject(new Error(`the pool coordinator speaks protocol ${msg.version}, not ${POOL_PROTOCOL_VERSION}`));
+            return;
+          }
+          this.onCoordinator(msg);
+        },
+        onExit: (_p, code, signal) => {
+          clearTimeout(timer);
+          const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
+          const tail = logTail(logPath);
+          this.markLost(`the pool coordinator ${how}; its log: ${logPath}${tail ? `\n${tail}` : ""}`);
+          reject(new Error(this.lost));
+        },
+      });
+    });
+    return this.ready;
+  }
+
+  private onCoordinator(msg: Exclude<FromCoordinator, { type: "ready" }>): void {
+    switch (msg.type) {
+      case "work_started":
+        break;
+      case "work_events":
+        for (const { workId, events } of msg.batch) {
+          const w = this.waiting.get(workId);
+          if (w) for (const e of events) w.onEvent(e as RunnerEvent);
+        }
+        break;
+      case "work_done":
+        this.waiting.get(msg.workId)?.resolve(msg.result as StageResult);
+        break;
+      case "deliver_result":
+        break;
+      case "control_ack":
+        this.controlWaiters.get(msg.rev)?.();
+        break;
+      case "fatal":
+        this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`);
+        break;
+    }
+  }
+
+  private markLost(why: string): void {
+    if (this.lost) return;
+    this.lost = why;
+    if (this.closing) return;
+    for (const w of this.waiting.values()) w.resolve(this.lostResult(w.request, why));
+  }
+
+  private lostResult(request: StageRequest, why: string): StageResult {
+    return {
+      status: "failed",
+      text: "",
+      exitCode: null,
+      outputPath: join(request.artifactDir, "stdout.log"),
+      error: { code: "worker_lost", message: why },
+    };
+  }
+
+  private send(msg: ToCoordinator): void {
+    try {
+      this.proc?.send(msg);
+    } catch {
+      // the coordinator is gone: onExit reports it
+    }
+  }
+}

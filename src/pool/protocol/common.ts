@@ -1,0 +1,81 @@
+/**
+ * What both pool channels share: the protocol version, the plain-data
+ * shapes of stage requests, results and runner events, and the edge
+ * validation helper. Every message is plain JSON (IPC serialization
+ * "json"), discriminated by `type`.
+ */
+
+import * as v from "valibot";
+
+/** Bumped on any incompatible change; peers refuse a different version at the handshake. */
+export const POOL_PROTOCOL_VERSION = 1;
+
+/** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
+export const StageRequestSchema = v.object({
+  runId: v.string(),
+  stageKey: v.string(),
+  stageName: v.string(),
+  attempt: v.number(),
+  runner: v.string(),
+  command: v.optional(v.string()),
+  prompt: v.optional(v.string()),
+  model: v.optional(v.string()),
+  cwd: v.string(),
+  env: v.optional(v.record(v.string(), v.string())),
+  timeoutMs: v.optional(v.number()),
+  artifactDir: v.string(),
+  workId: v.optional(v.string()),
+  initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
+});
+
+/** A StageResult (src/sdk/types.ts), likewise kept in step with it. */
+export const StageResultSchema = v.object({
+  status: v.picklist(["completed", "failed", "cancelled"]),
+  text: v.string(),
+  exitCode: v.nullable(v.number()),
+  outputPath: v.string(),
+  errorPath: v.optional(v.string()),
+  error: v.optional(v.object({ code: v.string(), message: v.string() })),
+  structured: v.optional(v.unknown()),
+  usage: v.optional(
+    v.object({
+      inputTokens: v.number(),
+      outputTokens: v.number(),
+      cacheReadTokens: v.number(),
+      cacheWriteTokens: v.number(),
+      costMicroUsd: v.number(),
+      turns: v.number(),
+      model: v.optional(v.string()),
+    }),
+  ),
+  sessionId: v.optional(v.string()),
+  workerId: v.optional(v.string()),
+  generation: v.optional(v.number()),
+});
+
+export const RunnerEventSchema = v.variant("type", [
+  v.object({ type: v.literal("started"), pid: v.optional(v.number()), sessionId: v.optional(v.string()) }),
+  v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string() }),
+  v.object({ type: v.literal("text_delta"), text: v.string() }),
+  v.object({ type: v.literal("tool_start"), name: v.string(), id: v.optional(v.string()) }),
+  v.object({ type: v.literal("tool_end"), name: v.string(), id: v.optional(v.string()), ok: v.boolean() }),
+  v.object({ type: v.literal("usage"), usage: v.record(v.string(), v.unknown()) }),
+]);
+
+export const DeliveryModeSchema = v.picklist(["steer", "followUp", "interrupt"]);
+
+export const WorkRefSchema = v.object({ workId: v.string(), generation: v.number(), epoch: v.number() });
+
+/** Parse an incoming message; undefined (and a log line) for anything malformed. */
+export function parseMessage<T>(schema: v.GenericSchema<unknown, T>, raw: unknown, from: string): T | undefined {
+  const parsed = v.safeParse(schema, raw);
+  if (parsed.success) return parsed.output;
+  const issue = parsed.issues[0];
+  const path = issue.path?.map((p) => String(p.key)).join(".") ?? "";
+  process.stderr.write(`[pool] dropped a malformed message from ${from}${path ? ` at ${path}` : ""}: ${issue.message}\n`);
+  return undefined;
+}
+
+export function assertNever(value: never): never {
+  throw new Error(`internal: unhandled message ${JSON.stringify(value)}`);
+}

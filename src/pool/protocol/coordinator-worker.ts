@@ -1,0 +1,57 @@
+/**
+ * Coordinator ↔ worker messages (over each worker's IPC channel).
+ *
+ * A worker runs one stage at a time. Every request of the worker that
+ * changes state carries an operation id (`opId`): the coordinator applies
+ * it once; a retry gets the first answer; a reused id with another body is
+ * refused. Every reference to a work item names its generation and epoch,
+ * so a replaced (stale) worker can commit nothing: its requests are
+ * answered "stale" and change nothing.
+ */
+
+import * as v from "valibot";
+import { DeliveryModeSchema, RunnerEventSchema, StageRequestSchema, StageResultSchema, WorkRefSchema } from "./common.ts";
+
+// ---------------------------------------------------------------- coordinator → worker
+
+export const ToWorkerSchema = v.variant("type", [
+  v.object({
+    type: v.literal("start"),
+    workId: v.string(),
+    generation: v.number(),
+    epoch: v.number(),
+    request: StageRequestSchema,
+  }),
+  v.object({ type: v.literal("cancel"), workId: v.string(), reason: v.string() }),
+  v.object({
+    type: v.literal("deliver"),
+    workId: v.string(),
+    message: v.object({ id: v.string(), text: v.string() }),
+    mode: DeliveryModeSchema,
+  }),
+  v.object({ type: v.literal("ping"), nonce: v.number() }),
+  v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() }),
+  /** The answer to a request with an operation id. */
+  v.object({
+    type: v.literal("receipt"),
+    opId: v.string(),
+    status: v.picklist(["committed", "stale", "op_conflict"]),
+  }),
+  v.object({ type: v.literal("shutdown") }),
+]);
+export type ToWorker = v.InferOutput<typeof ToWorkerSchema>;
+
+// ---------------------------------------------------------------- worker → coordinator
+
+export const FromWorkerSchema = v.variant("type", [
+  v.object({ type: v.literal("ready"), version: v.number(), workerId: v.string(), pid: v.number() }),
+  /** The stage process runs; `pgid` is its process group (killed if this worker is lost). */
+  v.object({ type: v.literal("started"), ref: WorkRefSchema, pgid: v.optional(v.number()) }),
+  v.object({ type: v.literal("heartbeat"), opId: v.string(), refs: v.array(WorkRefSchema) }),
+  v.object({ type: v.literal("events"), ref: WorkRefSchema, events: v.array(RunnerEventSchema) }),
+  v.object({ type: v.literal("complete"), opId: v.string(), ref: WorkRefSchema, result: StageResultSchema }),
+  v.object({ type: v.literal("pong"), nonce: v.number() }),
+  v.object({ type: v.literal("control_ack"), rev: v.number() }),
+  v.object({ type: v.literal("deliver_result"), workId: v.string(), messageId: v.string(), delivered: v.boolean() }),
+]);
+export type FromWorker = v.InferOutput<typeof FromWorkerSchema>;

@@ -1,0 +1,72 @@
+/**
+ * Root ↔ pool coordinator messages (over the coordinator's IPC channel).
+ *
+ * The root enqueues work items in the journal (in the same transaction as
+ * the stage's start record) and nudges the coordinator with `work_ready`.
+ * The coordinator answers every item exactly once with `work_done` (the
+ * stage's result, or a failure such as worker_retry_limit), streams live
+ * runner events in batches (`work_events`, about every 250 ms), and
+ * acknowledges control revisions once every worker has.
+ */
+
+import * as v from "valibot";
+import { DeliveryModeSchema, RunnerEventSchema, StageResultSchema } from "./common.ts";
+
+// ---------------------------------------------------------------- root → coordinator
+
+export const ToCoordinatorSchema = v.variant("type", [
+  /** New items are on the queue. */
+  v.object({ type: v.literal("work_ready") }),
+  /** Stop one stage (cancel, Ctrl-C, failFast): its result comes back as "cancelled". */
+  v.object({ type: v.literal("cancel_work"), workId: v.string(), reason: v.string() }),
+  /** A message for a running stage. */
+  v.object({
+    type: v.literal("deliver"),
+    workId: v.string(),
+    message: v.object({ id: v.string(), text: v.string() }),
+    mode: DeliveryModeSchema,
+  }),
+  /** Control revision `rev`: paused or not. Answered by `control_ack` once every worker applied it. */
+  v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() }),
+  /** The run is over: stop every worker and exit. */
+  v.object({ type: v.literal("shutdown") }),
+]);
+export type ToCoordinator = v.InferOutput<typeof ToCoordinatorSchema>;
+
+// ---------------------------------------------------------------- coordinator → root
+
+export const FromCoordinatorSchema = v.variant("type", [
+  v.object({ type: v.literal("ready"), version: v.number(), pid: v.number(), workers: v.number(), logDir: v.string() }),
+  v.object({
+    type: v.literal("work_started"),
+    workId: v.string(),
+    workerId: v.string(),
+    generation: v.number(),
+  }),
+  v.object({
+    type: v.literal("work_events"),
+    batch: v.array(v.object({ workId: v.string(), events: v.array(RunnerEventSchema) })),
+  }),
+  v.object({ type: v.literal("work_done"), workId: v.string(), result: StageResultSchema }),
+  v.object({ type: v.literal("deliver_result"), workId: v.string(), messageId: v.string(), delivered: v.boolean() }),
+  v.object({ type: v.literal("control_ack"), rev: v.number() }),
+  /** The coordinator cannot go on (journal unavailable, ...): every outstanding stage is lost. */
+  v.object({ type: v.literal("fatal"), code: v.string(), message: v.string() }),
+]);
+export type FromCoordinator = v.InferOutput<typeof FromCoordinatorSchema>;
+
+/** How the root configures a coordinator (passed on its command line as JSON). */
+export const CoordinatorConfigSchema = v.object({
+  version: v.number(),
+  rootId: v.string(),
+  home: v.string(),
+  journalUrl: v.optional(v.string()),
+  workers: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  leaseMs: v.number(),
+  heartbeatMs: v.number(),
+  /** How long a retired (unresponsive) worker gets to exit before SIGKILL. */
+  retireGraceMs: v.number(),
+  maxGenerations: v.number(),
+  logDir: v.string(),
+});
+export type CoordinatorConfig = v.InferOutput<typeof CoordinatorConfigSchema>;

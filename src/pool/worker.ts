@@ -1,0 +1,160 @@
+/**
+ * The worker process (`atomic --internal-workflow-worker <id>`): runs one
+ * stage at a time for its coordinator, through the same runners the root
+ * uses in-process.
+ *
+ * While a stage runs the worker heartbeats every `heartbeatMs` (each
+ * heartbeat is an operation with its own id) and sends runner events in
+ * batches about every 250 ms. When the stage ends it sends `complete`
+ * (retried with the same operation id until a receipt arrives); a "stale"
+ * receipt means the coordinator gave the item to another worker and this
+ * result was refused.
+ *
+ * Shutdown: on `shutdown`, on IPC disconnect (the coordinator is gone) or
+ * on SIGTERM, the stage's process group is killed and the worker exits;
+ * on SIGTERM it first reports what it has (so a late, stale commit is
+ * visible in the logs). SIGINT is ignored: the root decides what Ctrl-C
+ * does.
+ */
+
+import { getRunner } from "../runners/registry.ts";
+import { killAllGroups } from "../runners/shell/process-groups.ts";
+import type { RunnerEvent, RunnerHandle, StageRequest } from "../runners/types.ts";
+import type { StageResult } from "../sdk/types.ts";
+import { ensureError } from "../shared/errors.ts";
+import { faultPoint } from "../shared/fault-points.ts";
+import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/common.ts";
+import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
+import { EventBatcher } from "./event-batcher.ts";
+
+interface Running {
+  ref: { workId: string; generation: number; epoch: number };
+  handle: RunnerHandle;
+  batcher: EventBatcher<RunnerEvent>;
+}
+
+const RECEIPT_TIMEOUT_MS = 2_000;
+
+export async function workerMain(argv: string[]): Promise<void> {
+  const workerId = argv[0] ?? `w-${process.pid}`;
+  const heartbeatMs = Number(process.env.ATOMIC_HEARTBEAT_MS) || 1_000;
+  let running: Running | undefined;
+  let opSeq = 0;
+  let stopping = false;
+  const receipts = new Map<string, (status: string) => void>();
+
+  const send = (msg: FromWorker) => {
+    if (process.connected) process.send?.(msg);
+  };
+  const newOp = () => `${workerId}:${++opSeq}`;
+  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${workerId} ${line}\n`);
+
+  const heartbeat = setInterval(() => {
+    if (running) send({ type: "heartbeat", opId: newOp(), refs: [running.ref] });
+  }, heartbeatMs);
+
+  /** Sends `complete` until a receipt comes back (same op id every time). */
+  const commit = async (ref: Running["ref"], result: StageResult): Promise<string> => {
+    const opId = newOp();
+    for (let attempt = 1; ; attempt++) {
+      const answer = new Promise<string>((resolve) => {
+        receipts.set(opId, resolve);
+        setTimeout(() => resolve("timeout"), RECEIPT_TIMEOUT_MS).unref();
+      });
+      faultPoint("worker-before-commit");
+      send({ type: "complete", opId, ref, result });
+      const status = await answer;
+      receipts.delete(opId);
+      if (status !== "timeout" || !process.connected || attempt >= 5) return status;
+    }
+  };
+
+  const start = (msg: Extract<ToWorker, { type: "start" }>) => {
+    if (running) {
+      log(`refused work ${msg.workId}: already running ${running.ref.workId}`);
+      return;
+    }
+    const ref = { workId: msg.workId, generation: msg.generation, epoch: msg.epoch };
+    const request = msg.request as StageRequest;
+    const batcher = new EventBatcher<RunnerEvent>(250, (events) => send({ type: "events", ref, events }));
+    let handle: RunnerHandle;
+    try {
+      handle = getRunner(request.runner).start(request, (event) => {
+        if (event.type === "started") send({ type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) });
+        else batcher.push(event);
+      });
+    } catch (err) {
+      const result: StageResult = {
+        status: "failed",
+        text: "",
+        exitCode: null,
+        outputPath: `${request.artifactDir}/stdout.log`,
+        error: { code: "runner_failed", message: ensureError(err).message },
+      };
+      void commit(ref, result);
+      return;
+    }
+    running = { ref, handle, batcher };
+    void handle.result.then(async (result) => {
+      batcher.flush();
+      // Free before committing: the coordinator may hand us the next item in the same breath as the receipt.
+      if (running?.ref === ref) running = undefined;
+      const status = await commit(ref, result);
+      if (status !== "committed") log(`commit of work ${ref.workId} (generation ${ref.generation}, epoch ${ref.epoch}) refused: ${status}`);
+      if (stopping) exit(0);
+    });
+  };
+
+  const exit = (code: number) => {
+    clearInterval(heartbeat);
+    killAllGroups("SIGKILL");
+    process.exit(code);
+  };
+
+  process.on("message", (raw: unknown) => {
+    const msg = parseMessage(ToWorkerSchema, raw, "coordinator");
+    if (!msg) return;
+    switch (msg.type) {
+      case "start":
+        start(msg);
+        break;
+      case "cancel":
+        if (running?.ref.workId === msg.workId) running.handle.cancel(msg.reason);
+        break;
+      case "deliver": {
+        const live = running?.ref.workId === msg.workId ? running : undefined;
+        if (live) void live.handle.send(msg.message.text, msg.mode);
+        send({ type: "deliver_result", workId: msg.workId, messageId: msg.message.id, delivered: live !== undefined });
+        break;
+      }
+      case "ping":
+        send({ type: "pong", nonce: msg.nonce });
+        break;
+      case "control":
+        // A worker starts nothing on its own, so pausing needs no action here; the ack says it saw the revision.
+        send({ type: "control_ack", rev: msg.rev });
+        break;
+      case "receipt":
+        receipts.get(msg.opId)?.(msg.status);
+        break;
+      case "shutdown":
+        exit(0);
+        break;
+      default:
+        assertNever(msg);
+    }
+  });
+  process.on("disconnect", () => exit(0));
+  process.on("SIGINT", () => {});
+  process.on("SIGTERM", () => {
+    // Retired by the coordinator: report what we have (it will be refused if stale), then go.
+    log("SIGTERM: stopping");
+    stopping = true;
+    if (!running) return exit(0);
+    running.handle.cancel("worker stopping");
+    setTimeout(() => exit(0), RECEIPT_TIMEOUT_MS).unref();
+  });
+  send({ type: "ready", version: POOL_PROTOCOL_VERSION, workerId, pid: process.pid });
+  log(`ready (pid ${process.pid})`);
+  await new Promise(() => {}); // runs until told to exit
+}
