@@ -8,7 +8,12 @@ import { shownStatus } from "../journal/run-status.ts";
 import type { Journal, RunRecord } from "../journal/types.ts";
 import { UsageError } from "../shared/errors.ts";
 
-export async function setRunPaused(journal: Journal, run: RunRecord, paused: boolean): Promise<void> {
+/**
+ * Resolves true once the driver (and every worker) applied the request, false
+ * if that did not happen within `waitMs` (the request stays and is applied
+ * when the driver gets to it).
+ */
+export async function setRunPaused(journal: Journal, run: RunRecord, paused: boolean, waitMs = 15_000): Promise<boolean> {
   if (run.parentId) {
     throw new UsageError("not_root", `run ${run.id} is a child workflow run`, {
       hint: `${paused ? "pause" : "unpause"} its root run: atomic ${paused ? "pause" : "unpause"} ${run.rootId}`,
@@ -20,5 +25,14 @@ export async function setRunPaused(journal: Journal, run: RunRecord, paused: boo
       hint: status === "completed" || status === "cancelled" ? "there is nothing to pause" : `continue it with: atomic resume ${run.id}`,
     });
   }
-  await journal.requestControl(run.id, paused ? "pause" : "unpause");
+  const rev = await journal.requestControl(run.id, paused ? "pause" : "unpause");
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const now = await journal.getRun(run.id);
+    if (!now || now.controlAck >= rev) return true;
+    if (Date.now() > deadline) return false;
+    const live = shownStatus(now, await journal.getLease(run.id));
+    if (live !== "running" && live !== "paused") return false;
+    await Bun.sleep(50);
+  }
 }

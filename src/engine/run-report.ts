@@ -40,6 +40,9 @@ export interface StepReport {
   startedAt: number | null;
   endedAt: number | null;
   exitCode?: number | null;
+  /** Pool attempt generation of the recorded result (2 = its first worker was lost) and the worker that ran it. */
+  generation?: number;
+  workerId?: string;
   outputPath?: string;
   errorPath?: string;
   artifactDir?: string;
@@ -117,6 +120,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           const r = c.result as StageResult;
           step.status = r.status === "completed" ? "completed" : "failed";
           step.exitCode = r.exitCode;
+          if (r.generation !== undefined) step.generation = r.generation;
+          if (r.workerId !== undefined) step.workerId = r.workerId;
           step.outputPath = r.outputPath;
           if (r.errorPath) step.errorPath = r.errorPath;
           if (r.error) step.error = { name: "StageFailed", ...r.error };
@@ -144,8 +149,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       }
     }
   }
-  // Steps still "running" in a run nobody drives were stopped mid-way.
-  if (status !== "running") {
+  // Steps still "running" in a run nobody drives were stopped mid-way (a run waiting for an answer may still be driven).
+  const drivenWaiting = status === "awaiting_input" && lease !== undefined && lease.renewedAt + lease.timeoutMs >= Date.now();
+  if (status !== "running" && !drivenWaiting) {
     for (const step of steps.values()) {
       if (step.status === "running") step.status = "stopped";
       for (const a of step.attemptLog) if (a.status === "running") a.status = "stopped";

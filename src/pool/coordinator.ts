@@ -40,6 +40,7 @@ import {
   type ToCoordinator,
 } from "./protocol/root-coordinator.ts";
 import { ROLE, selfCommand } from "./self-exec.ts";
+import { killStagesOfWorker } from "./reap.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { WorkerSlot, logTail } from "./worker-slot.ts";
 
@@ -248,6 +249,7 @@ class Coordinator {
     const wasStarting = slot.state === "starting";
     const item = slot.state === "busy" ? slot.item : undefined;
     if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+    if (item) killStagesOfWorker(slot.id);
     slot.setState("gone");
     this.slots.delete(slot.id);
     if (this.shuttingDown) return;
@@ -264,6 +266,7 @@ class Coordinator {
   private async lose(slot: WorkerSlot, item: WorkItem, why: string): Promise<void> {
     const fence = { id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch };
     if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+    killStagesOfWorker(slot.id);
     if (slot.alive && slot.state !== "retired") this.retire(slot);
     const request = item.descriptor as StageRequest;
     const message =
@@ -450,6 +453,7 @@ class Coordinator {
     for (const slot of this.slots.values()) {
       if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
       slot.proc.kill("SIGKILL");
+      if (slot.state === "busy" || slot.state === "retired") killStagesOfWorker(slot.id);
     }
     void this.journal.close().finally(() => process.exit(0));
     setTimeout(() => process.exit(0), 2_000).unref();

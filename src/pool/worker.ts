@@ -26,6 +26,7 @@ import { faultPoint } from "../shared/fault-points.ts";
 import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/common.ts";
 import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
 import { EventBatcher } from "./event-batcher.ts";
+import { WORKER_ENV } from "./reap.ts";
 
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
@@ -37,6 +38,8 @@ const RECEIPT_TIMEOUT_MS = 2_000;
 
 export async function workerMain(argv: string[]): Promise<void> {
   const workerId = argv[0] ?? `w-${process.pid}`;
+  // Stages inherit it, so the coordinator can find them if this worker is lost (reap.ts).
+  process.env[WORKER_ENV] = workerId;
   const heartbeatMs = Number(process.env.ATOMIC_HEARTBEAT_MS) || 1_000;
   let running: Running | undefined;
   let opSeq = 0;

@@ -134,7 +134,7 @@ e2eTest("--inputs-json: a missing file, a non-object, a mistyped value, a missin
 e2eTest("an unknown option, an unknown command and a missing value are usage errors", async () => {
   const home = makeTempDir();
   await Promise.all([
-    expectUsageError(["run", TYPED, ...GOOD_INPUTS, "--workers", "4"], home, /unknown option --workers for atomic run/),
+    expectUsageError(["run", TYPED, ...GOOD_INPUTS, "--wrokers", "4"], home, /unknown option --wrokers for atomic run/),
     expectUsageError(["runs", "--colour"], home, /unknown option --colour for atomic runs/),
     expectUsageError(["frobnicate"], home, /unknown command "frobnicate"/),
     expectUsageError(["run"], home, /FILE/),

@@ -12,8 +12,9 @@ export default defineCommand({
   async run({ args }) {
     const s = session();
     const run = await s.findRun(args.run);
-    await setRunPaused(await s.journal(), run, true);
-    if (s.globals.json) s.json({ runId: run.id, control: "pause" });
-    else s.result(`run ${run.id}: pause requested`);
+    const applied = await setRunPaused(await s.journal(), run, true);
+    if (s.globals.json) s.json({ runId: run.id, control: "pause", acknowledged: applied });
+    else if (applied) s.result(`run ${run.id} paused`);
+    else s.result(`run ${run.id}: pause requested; the run has not acknowledged it yet`);
   },
 });

@@ -1,4 +1,8 @@
-/** `atomic runs`: list root runs, newest first; a run nobody drives any more shows as crashed. */
+/**
+ * `atomic runs [--status S] [--limit N] [--watch]`: list root runs, newest
+ * first; a run nobody drives any more shows as crashed. --watch redraws
+ * the list live (with stages and cost) until Ctrl-C.
+ */
 
 import { defineCommand } from "citty";
 import { shownStatus } from "../../journal/run-status.ts";
@@ -12,6 +16,7 @@ export default defineCommand({
   args: {
     status: { type: "string", description: `only runs with this stored status (${RUN_STATUSES.join(", ")})` },
     limit: { type: "string", description: "how many (default 20)" },
+    watch: { type: "boolean", description: "redraw the list live until Ctrl-C" },
   },
   async run({ args }) {
     const s = session();
@@ -23,10 +28,14 @@ export default defineCommand({
       throw new UsageError("bad_flag", `--status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(args.status)}`);
     }
     const journal = await s.journal();
+    if (args.watch) {
+      const { watchRuns } = await import("../view/runs-watch.ts");
+      return watchRuns(s, journal, { status: args.status as RunStatus | undefined, limit });
+    }
     const runs = await journal.listRuns({ limit, ...(args.status ? { status: args.status as RunStatus } : {}) });
     const rows = [];
     for (const run of runs) {
-      const lease = run.status === "running" ? await journal.getLease(run.id) : undefined;
+      const lease = run.status === "running" || run.status === "awaiting_input" ? await journal.getLease(run.id) : undefined;
       const status = shownStatus(run, lease);
       rows.push({ run, status, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
     }
@@ -39,12 +48,12 @@ export default defineCommand({
       return;
     }
     const st = s.style;
-    s.result(st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(11)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  DURATION`));
+    s.result(st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(14)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  DURATION`));
     for (const { run, status, leaseExpiresAt } of rows) {
       const end = run.endedAt ?? (status === "running" ? Date.now() : run.updatedAt);
       const note = leaseExpiresAt === undefined ? "" : st.dim(leaseExpiresAt > Date.now() ? " driver process gone" : ` lease expired ${formatTime(leaseExpiresAt)}`);
       s.result(
-        `${run.id}  ${colorFor(st, status)(status.padEnd(11))}  ${run.workflowName.slice(0, 20).padEnd(20)}  ${formatTime(run.createdAt)}  ${formatDuration(end - run.createdAt)}${note}`,
+        `${run.id}  ${colorFor(st, status)(status.padEnd(14))}  ${run.workflowName.slice(0, 20).padEnd(20)}  ${formatTime(run.createdAt)}  ${formatDuration(end - run.createdAt)}${note}`,
       );
     }
   },

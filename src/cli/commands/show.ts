@@ -36,6 +36,9 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
     line("crashed", `${why}; resume with: atomic resume ${run.rootId}`);
   }
   if (report.holder) line("driver", `pid ${report.holder.pid} on ${report.holder.host}`);
+  for (const q of report.questions ?? []) {
+    line("question", `${q.id}: ${q.question}${q.choices ? ` [${q.choices.join("/")}]` : ""}; answer with: atomic answer ${run.rootId} ${q.id} <answer>`);
+  }
   line("started", `${formatTime(run.createdAt)} (${formatDuration(end - run.createdAt)})`);
   if (depth === 0 && run.workflowPath) line("file", run.workflowPath);
   line("inputs", JSON.stringify(run.inputs));
@@ -55,7 +58,8 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   const st = s.style;
   const pad = "  ".repeat(depth + 1);
   const took = step.startedAt && step.endedAt ? formatDuration(step.endedAt - step.startedAt) : "";
-  const attempts = step.attempts > 1 ? ` attempts ${step.attempts}` : "";
+  const attempts =
+    (step.attempts > 1 ? ` attempts ${step.attempts}` : "") + (step.generation && step.generation > 1 ? ` generation ${step.generation}` : "");
   const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
   const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
   s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}`)}`);

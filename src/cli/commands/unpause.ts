@@ -12,8 +12,9 @@ export default defineCommand({
   async run({ args }) {
     const s = session();
     const run = await s.findRun(args.run);
-    await setRunPaused(await s.journal(), run, false);
-    if (s.globals.json) s.json({ runId: run.id, control: "unpause" });
-    else s.result(`run ${run.id}: unpause requested`);
+    const applied = await setRunPaused(await s.journal(), run, false);
+    if (s.globals.json) s.json({ runId: run.id, control: "unpause", acknowledged: applied });
+    else if (applied) s.result(`run ${run.id} unpaused`);
+    else s.result(`run ${run.id}: unpause requested; the run has not acknowledged it yet`);
   },
 });

@@ -1,0 +1,61 @@
+/**
+ * `atomic send RUN STAGE "text" [--mode steer|followUp|interrupt] [--sticky] [--id ID]`:
+ * a message to a stage (a path through child workflows, or a glob pattern).
+ *
+ * The message is recorded in the journal first (durable from then on);
+ * then, if a process drives the run, it is told through intercom and the
+ * command waits briefly for live deliveries, so what it prints is what
+ * happened: delivered, queued (the stage has not started: it receives the
+ * message before its first turn), or refused with the reason.
+ */
+
+import { defineCommand } from "citty";
+import { isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView } from "../../engine/messaging.ts";
+import { session } from "../session.ts";
+
+const LIVE_WAIT_MS = 2_000;
+
+export default defineCommand({
+  meta: { name: "send", description: "Send a message to a stage (live now, or before it starts)" },
+  args: {
+    run: { type: "positional", description: "run id (or a unique prefix)", required: true },
+    stage: { type: "positional", description: 'stage path ("review/security") or pattern ("review/*")', required: true },
+    text: { type: "positional", description: "the message", required: true },
+    mode: { type: "string", description: "steer (default): into the current turn; followUp: after it; interrupt: end the turn first" },
+    sticky: { type: "boolean", description: "also deliver to every matching stage that starts later" },
+    id: { type: "string", description: "message id (resending the same id and text is a no-op)" },
+  },
+  async run({ args }) {
+    const s = session();
+    const run = await s.findRun(args.run);
+    const journal = await s.journal();
+    const sent = await sendMessage(journal, {
+      run,
+      target: args.stage,
+      text: args.text,
+      ...(args.mode !== undefined ? { mode: args.mode } : {}),
+      sticky: args.sticky === true,
+      ...(args.id !== undefined ? { id: args.id } : {}),
+      sender: "cli",
+    });
+    let deliveries = sent.deliveries;
+    const waiting = deliveries.some((d) => d.state === "queued" && d.started);
+    if (waiting && (await isDriven(journal, sent.runId))) {
+      const reply = await notifyDriver(s.globals.home, sent.runId, { type: "mail", messageId: sent.messageId });
+      const told = reply?.deliveries as DeliveryView[] | undefined;
+      deliveries = told && !told.some((d) => d.state === "queued" && d.started) ? told : await settledStates(journal, sent.runId, sent.messageId, LIVE_WAIT_MS);
+    }
+    if (s.globals.json) return s.json({ ...sent, deliveries });
+    const head = `message ${sent.messageId} to run ${sent.runId}${sent.status === "exists" ? " (sent before; nothing new)" : ""}`;
+    s.result(head);
+    const width = Math.max(8, ...deliveries.map((d) => d.stage.length));
+    for (const d of deliveries) s.result(`  ${d.stage.padEnd(width)}  ${describe(d)}`);
+    if (sent.sticky) s.result(`  ${"".padEnd(width)}  sticky: also every stage matching ${sent.target} that starts later`);
+  },
+});
+
+function describe(d: DeliveryView): string {
+  if (d.state === "queued") return d.started ? "queued (the stage's driver delivers it shortly)" : "queued (the stage has not started; it gets the message before its first turn)";
+  if (d.state === "undeliverable") return `undeliverable${d.reason ? `: ${d.reason}` : ""}`;
+  return "delivered";
+}

@@ -1,0 +1,28 @@
+/** `atomic serve [--port 4317] [--host 127.0.0.1] [--open]`: the status page and API until Ctrl-C. */
+
+import { defineCommand } from "citty";
+import { session } from "../session.ts";
+import { SERVE_ARGS, openBrowser, startCliServer, untilSignal } from "../status-server.ts";
+
+export default defineCommand({
+  meta: { name: "serve", description: "Serve the status page, JSON API and event streams" },
+  args: {
+    ...SERVE_ARGS,
+    open: { type: "boolean", description: "open the page in a browser" },
+  },
+  async run({ args }) {
+    const s = session();
+    const server = await startCliServer(s, args);
+    if (s.globals.json) {
+      s.json({ type: "serving", url: server.url, host: server.host, port: server.port, tokenFile: server.tokenPath });
+    } else {
+      s.result(`status page: ${server.url}`);
+      s.info(s.style.dim(`JSON API under ${server.url}api/ · POST requests need the token in ${server.tokenPath} · Ctrl-C stops`));
+    }
+    if (args.open) openBrowser(s, server.url);
+    const signal = await untilSignal();
+    await server.stop();
+    if (s.globals.json) s.json({ type: "stopped", signal });
+    else s.info("status server stopped");
+  },
+});

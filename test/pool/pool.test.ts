@@ -1,0 +1,286 @@
+/**
+ * The worker pool through the real binary: real coordinator and worker
+ * processes, killed and stopped with real signals.
+ *
+ * Stage commands write marker files into a per-test directory ($D): the
+ * worker that runs them (`$PPID` of the stage's shell), the stage's own
+ * pid (it leads its process group), and a gate file the test creates to
+ * let a stage finish. Nothing here asserts a duration.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+
+const FIX = join(import.meta.dir, "fixtures");
+const ONE = join(FIX, "one-stage.ts");
+const STAGES = join(FIX, "stages.ts");
+const started = new Set<number>();
+
+// Tests run concurrently; processes and temp dirs are cleaned once none is running.
+afterEach(cleanupWhenIdle);
+afterAll(async () => {
+  await cleanupNow();
+  killStarted();
+});
+
+function killStarted(): void {
+  for (const pid of started) kill(pid, "SIGKILL");
+  started.clear();
+}
+
+function kill(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+function groupAlive(pgid: number): boolean {
+  const r = Bun.spawnSync(["ps", "-eo", "pgid=,stat="], { stdout: "pipe" });
+  return r.stdout
+    .toString()
+    .split("\n")
+    .some((l) => {
+      const [g, stat] = l.trim().split(/\s+/);
+      return Number(g) === pgid && !stat?.startsWith("Z");
+    });
+}
+
+function parentOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+}
+
+function childrenOf(pid: number): number[] {
+  const r = Bun.spawnSync(["ps", "-eo", "pid=,ppid="], { stdout: "pipe" });
+  return r.stdout
+    .toString()
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/).map(Number))
+    .filter(([, ppid]) => ppid === pid)
+    .map(([p]) => p!);
+}
+
+async function pidFile(path: string): Promise<number> {
+  const text = await waitUntil(() => (existsSync(path) && readFileSync(path, "utf8").endsWith("\n") ? readFileSync(path, "utf8") : false), 30_000, path);
+  const pid = Number(text.trim());
+  started.add(pid);
+  return pid;
+}
+
+async function lastRun(home: string): Promise<Record<string, any>> {
+  const r = await runAtomic(["runs", "--json", "--limit", "1"], { home });
+  return JSON.parse(r.stdout.split("\n")[0]!);
+}
+
+async function show(home: string, id: string): Promise<Record<string, any>> {
+  const r = await runAtomic(["show", id, "--json"], { home });
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout);
+}
+
+function stage(report: Record<string, any>, name: string): Record<string, any> {
+  return report.steps.find((s: Record<string, any>) => s.name === name);
+}
+
+function expectOneSentence(stderr: string): void {
+  const lines = stderr.trim().split("\n");
+  expect(lines[0]).toMatch(/^error: \S.*\.$/);
+  expect(lines.length).toBeLessThanOrEqual(2);
+  expect(stderr).not.toMatch(/^\s+at /m);
+}
+
+e2eTest("a worker SIGKILLed mid-stage: the stage runs again on a new worker (generation 2) and the run completes", async () => {
+  const home = makeTempDir();
+  const d = makeTempDir();
+  const command = `echo result; if [ ! -f ${d}/once ]; then touch ${d}/once; echo $$ > ${d}/stage.pid; echo $PPID > ${d}/worker.pid; sleep 30; fi`;
+  const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2"], { home });
+  const worker = await pidFile(`${d}/worker.pid`);
+  const stagePgid = await pidFile(`${d}/stage.pid`);
+  kill(worker, "SIGKILL");
+  expect(await proc.exited).toBe(0);
+  const run = await lastRun(home);
+  const report = await show(home, run.id);
+  expect(report.run.outputs).toEqual({ text: "result", exitCode: 0 });
+  expect(stage(report, "work").generation).toBe(2);
+  expect(stage(report, "work").status).toBe("completed");
+  // the lost worker's stage process group was killed, not left running
+  await waitUntil(() => !groupAlive(stagePgid), 10_000, "the lost worker's stage to end");
+});
+
+e2eTest("the coordinator SIGKILLed: the run fails resumably with worker_lost; resume completes with the same outputs", async () => {
+  const home = makeTempDir();
+  const d = makeTempDir();
+  const command = `echo result; if [ ! -f ${d}/once ]; then touch ${d}/once; echo $$ > ${d}/stage.pid; echo $PPID > ${d}/worker.pid; sleep 30; fi`;
+  const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2"], { home });
+  const worker = await pidFile(`${d}/worker.pid`);
+  const stagePgid = await pidFile(`${d}/stage.pid`);
+  const coordinator = parentOf(worker);
+  const workers = childrenOf(coordinator);
+  expect(workers).toContain(worker);
+  kill(coordinator, "SIGKILL");
+  expect(await proc.exited).toBe(1);
+  const stderr = await new Response(proc.stderr).text();
+  expect(stderr).toMatch(/coordinator was killed/);
+  const run = await lastRun(home);
+  expect(run.status).toBe("failed");
+  expect((await show(home, run.id)).run.error.code).toBe("worker_lost");
+  // the workers noticed and left, killing their stage
+  await waitUntil(() => workers.every((w) => !alive(w)) && !groupAlive(stagePgid), 10_000, "workers and stage to end");
+
+  const resumed = await runAtomic(["resume", run.id], { home });
+  expect(resumed.code).toBe(0);
+  const uninterrupted = await runAtomic(["run", ONE, "--input", `command=${command}`, "--json"], { home });
+  const final = JSON.parse(uninterrupted.stdout.trim().split("\n").pop()!);
+  expect((await show(home, run.id)).run.outputs).toEqual(final.outputs);
+});
+
+e2eTest("a worker that stops answering (SIGSTOP) is replaced; continued (SIGCONT), its late commit is refused as stale", async () => {
+  const home = makeTempDir();
+  const d = makeTempDir();
+  const command = [
+    `if [ ! -f ${d}/once ]; then touch ${d}/once; echo $$ > ${d}/stage1.pid; echo $PPID > ${d}/worker1.pid; sleep 30;`,
+    `else echo $PPID > ${d}/worker2.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo second; fi`,
+  ].join(" ");
+  const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2", "--work-lease-ms", "2000"], { home });
+  const worker1 = await pidFile(`${d}/worker1.pid`);
+  const stage1 = await pidFile(`${d}/stage1.pid`);
+  kill(worker1, "SIGSTOP");
+  const worker2 = await pidFile(`${d}/worker2.pid`);
+  expect(worker2).not.toBe(worker1);
+  await waitUntil(() => !groupAlive(stage1), 10_000, "the stopped worker's stage to be killed");
+  kill(worker1, "SIGCONT");
+  const run = await lastRun(home);
+  const log = join(home, "artifacts", run.id, "worker-logs", "coordinator.log");
+  await waitUntil(() => existsSync(log) && /refused a stale commit from worker \S+ for work/.test(readFileSync(log, "utf8")), 20_000, "the stale commit to be refused");
+  writeFileSync(`${d}/gate`, "");
+  expect(await proc.exited).toBe(0);
+  const report = await show(home, run.id);
+  expect(stage(report, "work").generation).toBe(2);
+  expect(report.run.outputs.text).toBe("second");
+  await waitUntil(() => !alive(worker1), 15_000, "the retired worker to exit");
+});
+
+e2eTest("a stage that kills its worker 3 times fails the run with worker_retry_limit and the worker log path", async () => {
+  const home = makeTempDir();
+  const r = await runAtomic(["run", ONE, "--input", "command=kill -9 $PPID; sleep 5", "--workers", "2"], { home });
+  expect(r.code).toBe(1);
+  const run = await lastRun(home);
+  const report = await show(home, run.id);
+  expect(report.run.error.code).toBe("worker_retry_limit");
+  expect(report.run.error.message).toMatch(/worker-logs\/w\d+-\d+\.log/);
+  expect(r.stderr).toMatch(/worker_retry_limit|lost its worker/);
+  expect(stage(report, "work").status).toBe("failed");
+});
+
+e2eTest("pause from another process: no new stage starts; unpause: the run finishes", async () => {
+  const home = makeTempDir();
+  const d = makeTempDir();
+  const out = join(d, "effects.txt");
+  const first = `echo $$ > ${d}/first.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo first`;
+  const proc = spawnAtomic(["run", STAGES, "--input", "n=3", "--input", `out=${out}`, "--input", `firstCommand=${first}`], { home });
+  await pidFile(`${d}/first.pid`);
+  const run = await lastRun(home);
+  const paused = await runAtomic(["pause", run.id], { home });
+  expect(paused.stderr).toBe("");
+  expect(paused.code).toBe(0);
+  expect(paused.stdout).toMatch(/paused/);
+  expect((await lastRun(home)).status).toBe("paused");
+  writeFileSync(`${d}/gate`, "");
+  await waitUntil(async () => stage(await show(home, run.id), "first")?.status === "completed", 20_000, "first to complete");
+  // While paused, the fan-out after "first" must not start: give it every chance (several control polls).
+  await Bun.sleep(1_500);
+  expect(existsSync(out)).toBe(false);
+  expect((await show(home, run.id)).steps.filter((s: Record<string, any>) => s.name.startsWith("s"))).toEqual([]);
+  const unpaused = await runAtomic(["unpause", run.id], { home });
+  expect(unpaused.code).toBe(0);
+  expect(await proc.exited).toBe(0);
+  expect(readFileSync(out, "utf8").trim().split("\n").sort()).toEqual(["s0", "s1", "s2"]);
+});
+
+e2eTest("200 stages over 4 workers: each ran exactly once", async () => {
+  const home = makeTempDir();
+  const out = join(makeTempDir(), "effects.txt");
+  const r = await runAtomic(["run", STAGES, "--input", "n=200", "--input", `out=${out}`, "--workers", "4", "--json"], { home, timeoutMs: 120_000 });
+  expect(r.code).toBe(0);
+  const lines = readFileSync(out, "utf8").trim().split("\n");
+  expect(lines.length).toBe(200);
+  expect(new Set(lines).size).toBe(200);
+  const result = JSON.parse(r.stdout.trim().split("\n").pop()!);
+  expect(result.outputs.count).toBe(200);
+  expect(result.outputs.texts).toEqual(Array.from({ length: 200 }, (_, i) => `out-s${i}`));
+  // the stages really ran on workers: 4 of them, each with a log
+  const logs = readdirSync(join(home, "artifacts", result.runId, "worker-logs")).sort();
+  expect(logs).toContain("coordinator.log");
+  expect(logs.filter((f) => /^w\d+-\d+\.log$/.test(f)).length).toBe(4);
+}, 150_000);
+
+e2eTest("live stage output flows worker → coordinator → root (--json shows it)", async () => {
+  const home = makeTempDir();
+  const r = await runAtomic(["run", ONE, "--input", "command=echo one; echo two >&2; echo three", "--json"], { home });
+  expect(r.code).toBe(0);
+  const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  const output = events.filter((e) => e.type === "stage_output");
+  expect(output.filter((e) => e.stream === "stdout").map((e) => e.text).join("")).toBe("one\nthree\n");
+  expect(output.filter((e) => e.stream === "stderr").map((e) => e.text).join("")).toBe("two\n");
+});
+
+e2eTest("no orphans: when the root is SIGKILLed, coordinator, workers and stage processes all exit", async () => {
+  const home = makeTempDir();
+  const d = makeTempDir();
+  const proc = spawnAtomic(["run", ONE, "--input", `command=echo $$ > ${d}/stage.pid; echo $PPID > ${d}/worker.pid; sleep 30`], { home });
+  const worker = await pidFile(`${d}/worker.pid`);
+  const stagePgid = await pidFile(`${d}/stage.pid`);
+  const coordinator = parentOf(worker);
+  const workers = childrenOf(coordinator);
+  proc.kill("SIGKILL");
+  await proc.exited;
+  await waitUntil(
+    () => !alive(coordinator) && workers.every((w) => !alive(w)) && !groupAlive(stagePgid),
+    10_000,
+    "every process of the run to exit",
+  );
+});
+
+e2eTest("bad pool options are one clear error, exit 2, nothing written", async () => {
+  const home = makeTempDir();
+  const cases: [string[], RegExp][] = [
+    [["--workers", "0"], /--workers must be between 1/],
+    [["--workers", "abc"], /--workers must be a whole number, got "abc"/],
+    [["--work-lease-ms", "1000"], /--work-lease-ms must be between 2000 \(two heartbeats of 1000 ms\)/],
+    [["--in-process", "--workers", "2"], /--in-process and --workers cannot be used together/],
+  ];
+  for (const [flags, message] of cases) {
+    const r = await runAtomic(["run", ONE, "--input", "command=true", ...flags], { home });
+    expect(r.code).toBe(2);
+    expectOneSentence(r.stderr);
+    expect(r.stderr).toMatch(message);
+  }
+  const runs = await runAtomic(["runs", "--json"], { home });
+  expect(runs.stdout.trim()).toBe("");
+});
+
+e2eTest("--in-process runs stages in the root (no pool processes)", async () => {
+  const home = makeTempDir();
+  const r = await runAtomic(["run", ONE, "--input", "command=echo $PPID", "--in-process", "--json"], { home });
+  expect(r.code).toBe(0);
+  const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  const result = events.pop();
+  expect(existsSync(join(home, "artifacts", result.runId, "worker-logs"))).toBe(false);
+});
+
+
