@@ -76,7 +76,14 @@ function childrenOf(pid: number): number[] {
 }
 
 async function pidFile(path: string): Promise<number> {
-  const text = await waitUntil(() => (existsSync(path) && readFileSync(path, "utf8").endsWith("\n") ? readFileSync(path, "utf8") : false), 30_000, path);
+  const text = await waitUntil(
+    (): string | undefined => {
+      const t = existsSync(path) ? readFileSync(path, "utf8") : "";
+      return t.endsWith("\n") ? t : undefined;
+    },
+    30_000,
+    path,
+  );
   const pid = Number(text.trim());
   started.add(pid);
   return pid;
