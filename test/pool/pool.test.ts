@@ -84,7 +84,7 @@ async function pidFile(path: string): Promise<number> {
     30_000,
     path,
   );
-  const pid = Number(text.trim());
+  const pid = Number(text!.trim());
   started.add(pid);
   return pid;
 }
