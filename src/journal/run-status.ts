@@ -2,13 +2,20 @@
  * The status a user sees. A run stored as "running" whose lease expired, or
  * whose holder process on this host is gone, is shown as "crashed": nobody
  * drives it, and `atomic resume` can take it over at once. A live run asked
- * to pause (control "pause") is shown as "paused": no new step starts.
+ * to pause (control "pause") is shown as "paused": no new step starts. A
+ * run waiting for an answer (ctx.ask) shows "awaiting_input" whether its
+ * driver waits with it or stopped and parked it; "crashed" if the driver died.
  */
 
 import { isLocalHolderDead } from "../shared/process-info.ts";
 import type { Lease, RunRecord, ShownStatus } from "./types.ts";
 
 export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date.now()): ShownStatus {
+  // Awaiting input: parked (its driver stopped and gave the lease back) or driven and waiting; crashed if its driver died.
+  if (run.status === "awaiting_input") {
+    if (lease && (lease.renewedAt + lease.timeoutMs < now || isLocalHolderDead(lease))) return "crashed";
+    return "awaiting_input";
+  }
   if (run.status !== "running") return run.status;
   if (!lease) return "crashed";
   if (lease.renewedAt + lease.timeoutMs < now) return "crashed";

@@ -27,8 +27,13 @@ export const RUN_STATUSES = [
   "cancelled",
   "blocked",
   "interrupted",
+  "awaiting_input",
 ] as const;
-/** Stored status. "crashed" is derived on read: running + lease expired or holder dead. */
+/**
+ * Stored status. "crashed" is derived on read: running (or awaiting_input)
+ * + lease expired or holder dead. "awaiting_input": a ctx.ask waits for an
+ * answer (driven or parked; resumable, and a resumed run waits again).
+ */
 export type RunStatus = (typeof RUN_STATUSES)[number];
 export type ShownStatus = RunStatus | "crashed" | "paused";
 
@@ -120,8 +125,18 @@ export interface AppendEntry {
   /** Present only on a run's first event: creates the runs row (refused if it exists). */
   newRun?: NewRunFields;
   patch?: RunPatch;
+  /**
+   * False for entries that only record progress (a stage attempt started):
+   * a batch of such entries is committed without waiting for the disk, so a
+   * power loss (never a process crash) may lose it. Default true.
+   */
+  durable?: boolean;
   /** A stage execution to put on the work queue in the same transaction (run and root from the entry). */
   work?: NewWorkItem;
+  /** Record a stage (or child boundary) of this run in the stage index, in the same transaction. */
+  stage?: StageIndexEntry;
+  /** Open a prompt (ctx.ask) in the same transaction. */
+  prompt?: NewPrompt;
   /** Defaults to Date.now() at append. */
   at?: number;
 }
@@ -200,6 +215,9 @@ export interface Journal {
   /** The work queue of stage executions (SYSTEM.md section 6), in the same database. */
   readonly work: WorkQueue;
 
+  /** Messages to stages and prompts to humans (SYSTEM.md section 8), in the same database. */
+  readonly messages: MessageStore;
+
   close(): Promise<void>;
 }
 
@@ -277,4 +295,237 @@ export interface WorkQueue {
   /** Ready or leased items of a root whose driver is gone: abandoned. Returns how many. */
   abandon(rootId: RunId): Promise<number>;
   count(state?: WorkState): Promise<number>;
+}
+
+// ---------------------------------------------------------------- messages and prompts
+
+/**
+ * The durable side of intercom (SYSTEM.md section 8).
+ *
+ * Stage index: every stage (and child workflow boundary) a driver started,
+ * by root run and path ("review/security"): what senders resolve addresses
+ * against without reading a run's history. States: running (an attempt
+ * started), failed (the last attempt failed; it may run again), finished
+ * (checkpointed: it never runs again).
+ *
+ * Messages: one row per sent message (id unique per root run, with a digest
+ * of what was sent so a reused id with other content is refused). A
+ * message has one delivery per stage it goes to; a delivery moves
+ *   queued → delivered | undeliverable (with a reason)
+ * and never back. A queued delivery is either bound to a stage that has
+ * started (run id + stage key) or waits for the first stage with its path
+ * to start. A sticky message also reaches every stage that starts later and
+ * matches its pattern (its deliveries are made when those stages start).
+ * At most MAX_QUEUED_PER_STAGE queued deliveries per stage path.
+ *
+ * Writers: senders (any process) enqueue and answer prompts without a
+ * lease; everything the run's driver does (claiming at stage start,
+ * settling live deliveries, closing prompts) is fenced by its lease and
+ * journaled as events of the run in the same transaction.
+ *
+ * Prompts (ctx.ask): open → answered | timed_out. Opened by the driver
+ * (with the ask's start record); answered by anyone.
+ */
+
+export const MAX_QUEUED_PER_STAGE = 50;
+export const MAX_STICKY_PER_RUN = 50;
+/** Longest message text or answer, in UTF-16 code units. */
+export const MAX_MESSAGE_TEXT = 64 * 1024;
+
+export const MESSAGE_MODES = ["steer", "followUp", "interrupt"] as const;
+export type MessageMode = (typeof MESSAGE_MODES)[number];
+
+export const STAGE_STATES = ["running", "failed", "finished"] as const;
+export type StageState = (typeof STAGE_STATES)[number];
+
+export interface StageIndexEntry {
+  /** The step's replay position in its run. */
+  key: string;
+  /** Names from the root run down ("review/security"). */
+  path: string;
+  name: string;
+  kind: "stage" | "child";
+  state: StageState;
+  attempt: number;
+  childRunId?: string;
+}
+
+export interface StageRow extends StageIndexEntry {
+  rootId: RunId;
+  runId: RunId;
+  updatedAt: number;
+}
+
+export const DELIVERY_STATES = ["queued", "delivered", "undeliverable"] as const;
+export type DeliveryState = (typeof DELIVERY_STATES)[number];
+
+export interface MessageRecord {
+  rootId: RunId;
+  id: string;
+  /** The stage path or pattern it was sent to. */
+  target: string;
+  text: string;
+  mode: MessageMode;
+  sticky: boolean;
+  /** Who sent it ("cli", "status-page", "<run id>:<stage path>", ...). */
+  sender: string;
+  createdAt: number;
+}
+
+export interface DeliveryRecord {
+  /** Increases with every delivery made: the order a stage receives its messages in. */
+  seq: number;
+  rootId: RunId;
+  messageId: string;
+  stagePath: string;
+  /** Set once bound to a started stage. */
+  runId: RunId | null;
+  stageKey: string | null;
+  state: DeliveryState;
+  /** The stage attempt it was delivered to. */
+  attempt: number | null;
+  reason: string | null;
+  createdAt: number;
+  settledAt: number | null;
+}
+
+/** A message as a stage receives it. */
+export interface StageMail {
+  deliverySeq: number;
+  messageId: string;
+  text: string;
+  mode: MessageMode;
+  sender: string;
+  /** Delivered by this claim (false: delivered to an earlier attempt of the stage, handed again to a fresh one). */
+  fresh: boolean;
+}
+
+/** A queued delivery bound to a started stage, with what to deliver. */
+export interface LiveDelivery extends DeliveryRecord {
+  runId: RunId;
+  stageKey: string;
+  text: string;
+  mode: MessageMode;
+  sender: string;
+}
+
+export interface StageAttempt {
+  runId: RunId;
+  stageKey: string;
+  path: string;
+  name: string;
+  attempt: number;
+}
+
+export interface NewMessage {
+  rootId: RunId;
+  id: string;
+  target: string;
+  text: string;
+  mode: MessageMode;
+  sticky: boolean;
+  sender: string;
+  /** Which stage rows the planner is shown: these exact paths, and every stage whose path starts with `prefix`. */
+  lookup: { paths?: string[]; prefix?: string };
+}
+
+/** Where one message goes: a started stage (run + key) or the next stage to start with this path. */
+export interface PlannedDelivery {
+  stagePath: string;
+  runId?: RunId;
+  stageKey?: string;
+}
+
+/**
+ * Decides a message's deliveries from the root run and the stage rows
+ * `lookup` selected, read in the enqueue transaction (so no stage can start
+ * in between). Throws (an AtomicError) to refuse the message.
+ */
+export type MessagePlanner = (seen: { root: RunRecord | undefined; stages: StageRow[] }) => PlannedDelivery[];
+
+export interface EnqueueResult {
+  /** "exists": a message with this id and the same content was sent before (nothing new written). */
+  status: "queued" | "exists";
+  message: MessageRecord;
+  deliveries: DeliveryRecord[];
+}
+
+export type PromptState = "open" | "answered" | "timed_out";
+
+export interface NewPrompt {
+  id: string;
+  question: string;
+  choices: string[] | null;
+  /** When an unanswered prompt times out (ms since the epoch), if it does. */
+  deadline: number | null;
+}
+
+export interface PromptRecord extends NewPrompt {
+  rootId: RunId;
+  runId: RunId;
+  stageKey: string;
+  state: PromptState;
+  answer: string | null;
+  answeredBy: string | null;
+  createdAt: number;
+  answeredAt: number | null;
+}
+
+export interface MessageStore {
+  // ---- senders (no lease)
+  /**
+   * Records a message and its deliveries in one transaction: a message id
+   * seen before with the same content returns "exists"; with other content
+   * it is refused (message_id_conflict); a stage path that would hold more
+   * than MAX_QUEUED_PER_STAGE queued deliveries is refused (queue_full); a
+   * sticky message beyond MAX_STICKY_PER_RUN is refused (sticky_limit).
+   */
+  enqueue(message: NewMessage, plan: MessagePlanner): Promise<EnqueueResult>;
+  /** Answers an open prompt; the same answer again returns "exists"; anything else on a closed prompt is refused. */
+  answerPrompt(rootId: RunId, promptId: string, answer: string, by: string): Promise<{ status: "answered" | "exists"; prompt: PromptRecord }>;
+
+  // ---- the run's driver (fenced by its lease)
+  /**
+   * A stage attempt is about to start: records it running in the stage
+   * index, binds and delivers its queued messages (by path or bound to
+   * it), makes and delivers the deliveries of matching sticky messages, and
+   * appends `event(fresh)` when anything was delivered — one transaction.
+   * Returns every message delivered to this stage so far, in delivery order
+   * (a fresh attempt receives its predecessors' messages too).
+   */
+  claimForStage(
+    lease: Lease,
+    stage: StageAttempt,
+    matches: (pattern: string) => boolean,
+    event: (fresh: StageMail[]) => AppendEntry | undefined,
+  ): Promise<StageMail[]>;
+  /**
+   * A stage attempt already started (its start record committed) without a
+   * claim: binds queued messages for its path, and matching sticky ones, to
+   * it as queued deliveries (delivered live). Returns how many.
+   */
+  bindForStage(lease: Lease, stage: StageAttempt, matches: (pattern: string) => boolean): Promise<number>;
+  /**
+   * Settles queued deliveries (only those still queued change) and appends
+   * `events`, in one transaction. Returns the seqs that changed.
+   */
+  settle(
+    lease: Lease,
+    changes: { seq: number; state: "delivered" | "undeliverable"; attempt?: number; reason?: string }[],
+    events: (changed: number[]) => AppendEntry[],
+  ): Promise<number[]>;
+  /** Every queued delivery of the root (under `pathPrefix` if given) becomes undeliverable with `reason`. Returns how many. */
+  settleAll(lease: Lease, rootId: RunId, reason: string, pathPrefix?: string): Promise<number>;
+  /** Closes an open prompt as timed out; returns the prompt as it is after (answered, if an answer won the race). */
+  timeOutPrompt(lease: Lease, rootId: RunId, promptId: string): Promise<PromptRecord | undefined>;
+
+  // ---- reads
+  /** True when any message was ever sent to this root run (cheap; lets a driver skip message work). */
+  hasMail(rootId: RunId): Promise<boolean>;
+  /** Queued deliveries bound to started stages of the root, oldest first. */
+  liveQueued(rootId: RunId): Promise<LiveDelivery[]>;
+  stages(rootId: RunId): Promise<StageRow[]>;
+  messagesOf(rootId: RunId): Promise<{ messages: MessageRecord[]; deliveries: DeliveryRecord[] }>;
+  getPrompt(rootId: RunId, promptId: string): Promise<PromptRecord | undefined>;
+  prompts(rootId: RunId, state?: PromptState): Promise<PromptRecord[]>;
 }

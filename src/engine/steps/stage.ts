@@ -79,6 +79,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       type: EVENT.stepStarted,
       key: position,
       payload: { ...step, attempt, artifactDir, workId: request.workId },
+      // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
+      durable: false,
       ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
       stage: tree.mail.stageEntry(exec.runId, position, name, "running", attempt),
     });

@@ -27,6 +27,7 @@ import { eventFromRow, toJson } from "./tables.ts";
 
 export function appendEntries(s: Statements, lease: Lease, entries: readonly AppendEntry[]): AppendOutcome[] {
   if (entries.length === 0) return [];
+  s.setSyncFor(entries.some((e) => e.durable !== false));
   const now = Date.now();
   s.begin.run();
   try {
@@ -74,7 +75,8 @@ function errorOutcome(err: unknown): AppendOutcome {
   return { status: "error", error: errorInfo(err) };
 }
 
-function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now: number): AppendOutcome {
+/** One entry inside the caller's transaction (the lease already checked): also used by the message store's fenced writes. */
+export function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now: number): AppendOutcome {
   const at = entry.at ?? now;
   const idempotencyKey = entry.idempotencyKey ?? null;
   const payload = toJson(entry.payload);
@@ -140,6 +142,14 @@ function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now: numbe
   if (entry.work) {
     const w = entry.work;
     s.insertWork.run(w.id, run.root_id, entry.runId, w.stageKey, w.attempt, toJson(w.descriptor) ?? "null", at, at, at);
+  }
+  if (entry.stage) {
+    const g = entry.stage;
+    s.upsertStage.run(run.root_id, entry.runId, g.key, g.path, g.name, g.kind, g.state, g.attempt, g.childRunId ?? null, at);
+  }
+  if (entry.prompt) {
+    const p = entry.prompt;
+    s.insertPrompt.run(run.root_id, p.id, entry.runId, entry.key ?? "", p.question, p.choices ? JSON.stringify(p.choices) : null, p.deadline, at);
   }
   return { status: "appended", seq };
 }

@@ -25,6 +25,13 @@ type AnyDb = Kysely<Record<string, never>>;
 interface Migration {
   version: number;
   name: string;
+  /**
+   * Rebuilds a table other tables reference (SQLite cannot alter a CHECK).
+   * Foreign keys are switched off around the migration transaction (a
+   * DROP TABLE would otherwise cascade) and checked before it commits: the
+   * procedure SQLite documents for "other kinds of table schema changes".
+   */
+  rebuildsTables?: boolean;
   up(db: AnyDb): Promise<void>;
 }
 
@@ -169,6 +176,125 @@ export const MIGRATIONS: readonly Migration[] = [
         .execute();
     },
   },
+  {
+    version: 3,
+    name: "awaiting_input run status; stage index, messages, deliveries, prompts",
+    rebuildsTables: true,
+    async up(db) {
+      // The runs table again, with "awaiting_input" in its status CHECK (columns of versions 1 and 2, in order).
+      await sql`create table runs_v3 (
+        id text primary key,
+        root_id text not null,
+        parent_id text references runs (id),
+        parent_key text,
+        depth integer not null default 0,
+        workflow_name text not null,
+        workflow_path text not null,
+        workflow_digest text not null,
+        inputs text,
+        status text not null check (status in ('running', 'completed', 'failed', 'cancelled', 'blocked', 'interrupted', 'awaiting_input')),
+        outputs text,
+        error text,
+        created_at integer not null,
+        updated_at integer not null,
+        ended_at integer,
+        last_seq integer not null default 0,
+        control text,
+        control_rev integer not null default 0,
+        control_ack integer not null default 0
+      ) strict`.execute(db);
+      const columns = sql.raw(
+        "id, root_id, parent_id, parent_key, depth, workflow_name, workflow_path, workflow_digest, inputs, status, outputs, error, created_at, updated_at, ended_at, last_seq, control, control_rev, control_ack",
+      );
+      await sql`insert into runs_v3 (${columns}) select ${columns} from runs`.execute(db);
+      await sql`drop table runs`.execute(db);
+      await sql`alter table runs_v3 rename to runs`.execute(db);
+      await db.schema
+        .createIndex("runs_roots_by_created")
+        .on("runs")
+        .columns(["created_at desc", "id desc"])
+        .where(sql.ref("parent_id"), "is", null)
+        .execute();
+      await db.schema
+        .createIndex("runs_roots_by_status")
+        .on("runs")
+        .columns(["status", "created_at desc", "id desc"])
+        .where(sql.ref("parent_id"), "is", null)
+        .execute();
+      await db.schema
+        .createIndex("runs_by_parent")
+        .on("runs")
+        .columns(["parent_id", "created_at desc", "id desc"])
+        .where(sql.ref("parent_id"), "is not", null)
+        .execute();
+
+      await sql`create table stage_index (
+        root_id text not null,
+        run_id text not null,
+        stage_key text not null,
+        path text not null,
+        name text not null,
+        kind text not null check (kind in ('stage', 'child')),
+        state text not null check (state in ('running', 'failed', 'finished')),
+        attempt integer not null default 0,
+        child_run_id text,
+        updated_at integer not null,
+        primary key (run_id, stage_key)
+      ) strict, without rowid`.execute(db);
+      await sql`create index stage_index_by_path on stage_index (root_id, path)`.execute(db);
+
+      await sql`create table messages (
+        root_id text not null,
+        id text not null,
+        target text not null,
+        text text not null,
+        mode text not null check (mode in ('steer', 'followUp', 'interrupt')),
+        sticky integer not null default 0,
+        sender text not null,
+        digest text not null,
+        created_at integer not null,
+        primary key (root_id, id)
+      ) strict`.execute(db);
+      await sql`create index messages_sticky on messages (root_id) where sticky = 1`.execute(db);
+
+      // seq (the rowid) orders a stage's messages; one delivery per message and stage (unbound: per path).
+      await sql`create table deliveries (
+        seq integer primary key,
+        root_id text not null,
+        message_id text not null,
+        stage_path text not null,
+        run_id text,
+        stage_key text,
+        state text not null check (state in ('queued', 'delivered', 'undeliverable')),
+        attempt integer,
+        reason text,
+        created_at integer not null,
+        settled_at integer
+      ) strict`.execute(db);
+      await sql`create unique index deliveries_once on deliveries (root_id, message_id, stage_path, coalesce(run_id, ''), coalesce(stage_key, ''))`.execute(db);
+      // Limits and claims by path look at queued rows only; the driver's poll at queued rows bound to a stage.
+      await sql`create index deliveries_queued_by_path on deliveries (root_id, stage_path) where state = 'queued'`.execute(db);
+      await sql`create index deliveries_queued_bound on deliveries (root_id, seq) where state = 'queued' and stage_key is not null`.execute(db);
+      await sql`create index deliveries_by_stage on deliveries (run_id, stage_key, seq) where stage_key is not null`.execute(db);
+      await sql`create index deliveries_by_root on deliveries (root_id, seq)`.execute(db);
+
+      await sql`create table prompts (
+        root_id text not null,
+        id text not null,
+        run_id text not null,
+        stage_key text not null,
+        question text not null,
+        choices text,
+        state text not null check (state in ('open', 'answered', 'timed_out')),
+        answer text,
+        answered_by text,
+        deadline integer,
+        created_at integer not null,
+        answered_at integer,
+        primary key (root_id, id)
+      ) strict`.execute(db);
+    },
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
@@ -205,16 +331,32 @@ export function refuseIfTooNew(version: number, path: string): void {
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */
 export async function migrate<DB>(db: Kysely<DB>, path: string): Promise<void> {
-  await db.transaction().execute(async (trx) => {
-    const version = await currentVersion(trx);
-    refuseIfTooNew(version, path);
-    const pending = MIGRATIONS.filter((m) => m.version > version);
-    if (pending.length === 0) return;
-    // Migrations are written against whatever tables existed at their version, not today's types.
-    const untyped = trx as unknown as AnyDb;
-    for (const m of pending) await m.up(untyped);
-    await writeVersion(trx, LATEST_SCHEMA_VERSION);
-  });
+  // Read outside the transaction only to decide about foreign keys (a no-op inside one); decided again inside.
+  const before = await currentVersion(db);
+  const rebuilds = MIGRATIONS.some((m) => m.version > before && m.rebuildsTables);
+  if (rebuilds) await sql`pragma foreign_keys = off`.execute(db);
+  try {
+    await db.transaction().execute(async (trx) => {
+      const version = await currentVersion(trx);
+      refuseIfTooNew(version, path);
+      const pending = MIGRATIONS.filter((m) => m.version > version);
+      if (pending.length === 0) return;
+      // Migrations are written against whatever tables existed at their version, not today's types.
+      const untyped = trx as unknown as AnyDb;
+      for (const m of pending) await m.up(untyped);
+      if (rebuilds) {
+        const broken = await sql<{ table: string }>`pragma foreign_key_check`.execute(trx);
+        if (broken.rows.length > 0) {
+          throw new StorageError("storage_corrupt", `the journal at ${path} has rows whose references broke while migrating`, {
+            hint: "restore a backup of the file, or point --home at another directory",
+          });
+        }
+      }
+      await writeVersion(trx, LATEST_SCHEMA_VERSION);
+    });
+  } finally {
+    if (rebuilds) await sql`pragma foreign_keys = on`.execute(db);
+  }
 }
 
 /** Anything `sql\`...\`.execute()` accepts: a Kysely instance or a transaction of any schema. */

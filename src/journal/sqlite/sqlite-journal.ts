@@ -39,9 +39,11 @@ import type {
   JournalEvent,
   Lease,
   ListRunsFilter,
+  MessageStore,
   RunRecord,
   WorkQueue,
 } from "../types.ts";
+import { SqliteMessageStore } from "./messages.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { BunSqliteDialect } from "./dialect.ts";
@@ -73,9 +75,13 @@ export class SqliteJournal implements Journal {
   ) {
     this.workQueue = new SqliteWorkQueue(db, statements, (fn) => this.#sync(fn));
     this.work = this.workQueue;
+    this.messageStore = new SqliteMessageStore(db, statements, (fn) => this.#sync(fn));
+    this.messages = this.messageStore;
   }
 
   private readonly workQueue: SqliteWorkQueue;
+  readonly messages: MessageStore;
+  private readonly messageStore: SqliteMessageStore;
 
   /** Opens (creating and migrating if needed) the journal file at `path`. */
   static async open(path: string, opts: SqliteJournalOptions = {}): Promise<SqliteJournal> {
@@ -89,7 +95,7 @@ export class SqliteJournal implements Journal {
       configure(db, path, opts.durability ?? "full");
       kysely = new Kysely<JournalTables>({ dialect: new BunSqliteDialect(db) });
       await migrate(kysely, path);
-      return new SqliteJournal(path, db, kysely, new Statements(db));
+      return new SqliteJournal(path, db, kysely, new Statements(db, opts.durability ?? "full"));
     } catch (err) {
       await kysely?.destroy();
       db?.close();
@@ -134,7 +140,7 @@ export class SqliteJournal implements Journal {
   }
 
   async readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]> {
-    return this.#read(() => reads.readEvents(this.kysely, runId, afterSeq, limit));
+    return this.#sync(() => reads.readEvents(this.statements, runId, afterSeq, limit));
   }
 
   async requestControl(runId: RunId, action: string): Promise<number> {
@@ -156,6 +162,7 @@ export class SqliteJournal implements Journal {
     }
     this.statements.finalize();
     this.workQueue.finalize();
+    this.messageStore.finalize();
     await this.kysely.destroy();
     this.db.close();
   }

@@ -23,6 +23,9 @@ import type { EventsTable, LeasesTable } from "./tables.ts";
 
 type Bind = SQLQueryBindings;
 
+/** A row of `selectEvents`: seq, type, key, idempotency_key, payload, at. */
+export type EventValues = [seq: number, type: string, key: string | null, idempotencyKey: string | null, payload: string | null, at: number];
+
 export interface RunForAppend {
   root_id: string;
   last_seq: number;
@@ -41,12 +44,16 @@ export class Statements {
   /** The run an entry targets, and in the same lookup the seq its idempotency key already has. */
   readonly selectRunForAppend: Statement<RunForAppend, [runId: string, idempotencyKey: string | null]>;
   readonly selectEvent: Statement<EventsTable, [runId: string, seq: number]>;
+  /** A run's events after a seq, in order, at most `limit` (-1: all), as value arrays (see reads.ts readEvents). */
+  readonly selectEvents: Statement<EventValues, [runId: string, afterSeq: number, limit: number]>;
   readonly insertRun: Statement<unknown, Bind[]>;
   readonly insertEvent: Statement<unknown, Bind[]>;
   readonly advanceRun: Statement<unknown, [lastSeq: number, updatedAt: number, runId: string]>;
   readonly advanceRunWithPatch: Statement<unknown, Bind[]>;
   readonly requestControl: Statement<{ control_rev: number }, [action: string, runId: string]>;
   readonly insertWork: Statement<unknown, Bind[]>;
+  readonly upsertStage: Statement<unknown, Bind[]>;
+  readonly insertPrompt: Statement<unknown, Bind[]>;
 
   readonly selectLease: Statement<LeasesTable, [rootId: string]>;
   readonly selectHeldLease: Statement<{ epoch: number }, [rootId: string, holderId: string, epoch: number]>;
@@ -55,7 +62,29 @@ export class Statements {
   readonly renewLease: Statement<unknown, [renewedAt: number, timeoutMs: number, rootId: string, holderId: string, epoch: number]>;
   readonly releaseLease: Statement<unknown, [rootId: string, holderId: string, epoch: number]>;
 
-  constructor(readonly db: Database) {
+  /** Whether the journal was opened with durability "full"; `syncFull` is the connection's current setting. */
+  private readonly durable: boolean;
+  private syncFull: boolean;
+
+  /**
+   * Commits of entries that only record progress (a stage attempt started)
+   * need no fsync: losing them on power loss only re-runs a step that was
+   * not checkpointed. So the connection switches to synchronous=NORMAL for
+   * batches without a durable entry, and back to FULL for those with one.
+   */
+  setSyncFor(durableBatch: boolean): void {
+    const full = durableBatch && this.durable;
+    if (full === this.syncFull) return;
+    this.db.run(`pragma synchronous = ${full ? "full" : "normal"}`);
+    this.syncFull = full;
+  }
+
+  constructor(
+    readonly db: Database,
+    durability: "full" | "normal" = "full",
+  ) {
+    this.durable = durability === "full";
+    this.syncFull = this.durable;
     this.begin = db.prepare("begin immediate");
     this.commit = db.prepare("commit");
     this.rollback = db.prepare("rollback");
@@ -69,6 +98,9 @@ export class Statements {
          from runs where id = ?1`,
     );
     this.selectEvent = db.prepare("select * from events where run_id = ? and seq = ?");
+    this.selectEvents = db.prepare(
+      "select seq, type, key, idempotency_key, payload, at from events where run_id = ? and seq > ? order by seq limit ?",
+    );
     this.insertRun = db.prepare(
       `insert into runs (id, root_id, parent_id, parent_key, depth, workflow_name, workflow_path,
                          workflow_digest, inputs, status, created_at, updated_at, last_seq)
@@ -99,6 +131,19 @@ export class Statements {
       `insert into work_items (id, root_id, run_id, stage_key, attempt, descriptor, state, generation,
                                epoch, ready_at, created_at, updated_at)
        values (?, ?, ?, ?, ?, ?, 'ready', 1, 0, ?, ?, ?)`,
+    );
+    // A stage's row follows its latest record: an attempt never moves it back to an older one.
+    this.upsertStage = db.prepare(
+      `insert into stage_index (root_id, run_id, stage_key, path, name, kind, state, attempt, child_run_id, updated_at)
+       values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+       on conflict (run_id, stage_key) do update set
+         path = excluded.path, name = excluded.name, kind = excluded.kind, state = excluded.state,
+         attempt = max(attempt, excluded.attempt), child_run_id = coalesce(excluded.child_run_id, child_run_id),
+         updated_at = excluded.updated_at`,
+    );
+    this.insertPrompt = db.prepare(
+      `insert into prompts (root_id, id, run_id, stage_key, question, choices, state, deadline, created_at)
+       values (?, ?, ?, ?, ?, ?, 'open', ?, ?)`,
     );
 
     this.selectLease = db.prepare("select * from leases where run_id = ?");

@@ -10,7 +10,22 @@
 
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { HolderId, RunId } from "../../shared/ids.ts";
-import type { JournalEvent, Lease, RunRecord, RunStatus, WorkItem, WorkState } from "../types.ts";
+import type {
+  DeliveryRecord,
+  DeliveryState,
+  JournalEvent,
+  Lease,
+  MessageMode,
+  MessageRecord,
+  PromptRecord,
+  PromptState,
+  RunRecord,
+  RunStatus,
+  StageRow,
+  StageState,
+  WorkItem,
+  WorkState,
+} from "../types.ts";
 
 export interface MetaTable {
   key: string;
@@ -88,6 +103,60 @@ export interface WorkOpsTable {
   at: number;
 }
 
+export interface StageIndexTable {
+  root_id: string;
+  run_id: string;
+  stage_key: string;
+  path: string;
+  name: string;
+  kind: string;
+  state: string;
+  attempt: number;
+  child_run_id: string | null;
+  updated_at: number;
+}
+
+export interface MessagesTable {
+  root_id: string;
+  id: string;
+  target: string;
+  text: string;
+  mode: string;
+  sticky: number;
+  sender: string;
+  digest: string;
+  created_at: number;
+}
+
+export interface DeliveriesTable {
+  seq: number;
+  root_id: string;
+  message_id: string;
+  stage_path: string;
+  run_id: string | null;
+  stage_key: string | null;
+  state: string;
+  attempt: number | null;
+  reason: string | null;
+  created_at: number;
+  settled_at: number | null;
+}
+
+export interface PromptsTable {
+  root_id: string;
+  id: string;
+  run_id: string;
+  stage_key: string;
+  question: string;
+  choices: string | null;
+  state: string;
+  answer: string | null;
+  answered_by: string | null;
+  deadline: number | null;
+  created_at: number;
+  answered_at: number | null;
+}
+
 export interface JournalTables {
   meta: MetaTable;
   runs: RunsTable;
@@ -95,6 +164,10 @@ export interface JournalTables {
   leases: LeasesTable;
   work_items: WorkItemsTable;
   work_ops: WorkOpsTable;
+  stage_index: StageIndexTable;
+  messages: MessagesTable;
+  deliveries: DeliveriesTable;
+  prompts: PromptsTable;
 }
 
 /** `undefined` ↔ SQL NULL; anything else as JSON text. Throws on values JSON cannot hold. */
@@ -177,5 +250,66 @@ export function workFromRow(row: WorkItemsTable): WorkItem {
     updatedAt: row.updated_at,
     result: fromJson(row.result),
     error: row.error === null ? null : (JSON.parse(row.error) as ErrorInfo),
+  };
+}
+
+export function stageFromRow(row: StageIndexTable): StageRow {
+  return {
+    rootId: row.root_id as RunId,
+    runId: row.run_id as RunId,
+    key: row.stage_key,
+    path: row.path,
+    name: row.name,
+    kind: row.kind as StageRow["kind"],
+    state: row.state as StageState,
+    attempt: row.attempt,
+    ...(row.child_run_id ? { childRunId: row.child_run_id } : {}),
+    updatedAt: row.updated_at,
+  };
+}
+
+export function messageFromRow(row: MessagesTable): MessageRecord {
+  return {
+    rootId: row.root_id as RunId,
+    id: row.id,
+    target: row.target,
+    text: row.text,
+    mode: row.mode as MessageMode,
+    sticky: row.sticky === 1,
+    sender: row.sender,
+    createdAt: row.created_at,
+  };
+}
+
+export function deliveryFromRow(row: DeliveriesTable): DeliveryRecord {
+  return {
+    seq: row.seq,
+    rootId: row.root_id as RunId,
+    messageId: row.message_id,
+    stagePath: row.stage_path,
+    runId: row.run_id as RunId | null,
+    stageKey: row.stage_key,
+    state: row.state as DeliveryState,
+    attempt: row.attempt,
+    reason: row.reason,
+    createdAt: row.created_at,
+    settledAt: row.settled_at,
+  };
+}
+
+export function promptFromRow(row: PromptsTable): PromptRecord {
+  return {
+    rootId: row.root_id as RunId,
+    id: row.id,
+    runId: row.run_id as RunId,
+    stageKey: row.stage_key,
+    question: row.question,
+    choices: row.choices === null ? null : (JSON.parse(row.choices) as string[]),
+    state: row.state as PromptState,
+    answer: row.answer,
+    answeredBy: row.answered_by,
+    deadline: row.deadline,
+    createdAt: row.created_at,
+    answeredAt: row.answered_at,
   };
 }
