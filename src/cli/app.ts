@@ -25,6 +25,11 @@ export const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   pause: { summary: "pause a live run: no new step starts", load: () => import("./commands/pause.ts").then((m) => m.default) },
   unpause: { summary: "let a paused run go on", load: () => import("./commands/unpause.ts").then((m) => m.default) },
   cancel: { summary: "cancel a run (live or not)", load: () => import("./commands/cancel.ts").then((m) => m.default) },
+  send: { summary: "send a message to a stage (live now, or before it starts)", load: () => import("./commands/send.ts").then((m) => m.default) },
+  answer: { summary: "answer a question a run asked (ctx.ask)", load: () => import("./commands/answer.ts").then((m) => m.default) },
+  inbox: { summary: "list a run's messages per stage and its questions", load: () => import("./commands/inbox.ts").then((m) => m.default) },
+  sessions: { summary: "list intercom sessions: live runs and their running stages", load: () => import("./commands/sessions.ts").then((m) => m.default) },
+  serve: { summary: "serve the status page, JSON API and event streams", load: () => import("./commands/serve.ts").then((m) => m.default) },
   workflows: { summary: "list workflows in .atomic/workflows/ (or a file's inputs)", load: () => import("./commands/workflows.ts").then((m) => m.default) },
   version: { summary: "print the version", load: () => import("./commands/version.ts").then((m) => m.default) },
 };

@@ -52,7 +52,7 @@ export interface StepReport {
   result?: unknown;
   /** Attempts with a visible start (stages, child workflows); empty for tools and sleeps. */
   attemptLog: AttemptReport[];
-  /** A stage's token and cost usage, when its runner reported one. */
+  /** A stage's token and cost usage, when its runner reported one: every recorded attempt (failed ones too), summed. */
   usage?: Usage;
   /** A durable timer's wake-up time. */
   wakeAt?: number;
@@ -66,6 +66,8 @@ export interface RunReport {
   leaseExpiresAt?: number;
   holder?: { holderId: string; host: string; pid: number };
   steps: StepReport[];
+  /** Stages waiting to start (admission), and why: only while the run is live. */
+  waiting?: { position: string; name: string; reason: string; since: number }[];
 }
 
 export async function buildRunReport(journal: Journal, runId: RunId, opts: { depth?: number } = {}): Promise<RunReport | undefined> {
@@ -78,8 +80,15 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   if (run.parentId && rootRun && status === "running" && shownStatus(rootRun, lease) === "crashed") status = "crashed";
   const events = await journal.readEvents(runId);
   const steps = new Map<string, StepReport>();
+  const waiting = new Map<string, { position: string; name: string; reason: string; since: number }>();
   for (const e of events) {
+    if (e.type === EVENT.stageWaiting) {
+      const w = e.payload as { stageKey: string; name: string; reason: string };
+      waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
+      continue;
+    }
     if (e.key === null) continue;
+    if (e.type === EVENT.stepStarted) waiting.delete(e.key);
     const p = e.payload as StepStartedPayload;
     let step = steps.get(e.key);
     if (!step) {
@@ -106,6 +115,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         step.status = "failed";
         step.endedAt = e.at;
         step.error = (e.payload as StepFailedPayload).error;
+        const failedUsage = (e.payload as { usage?: Usage }).usage;
+        if (failedUsage) step.usage = addUsage(step.usage, failedUsage);
         const open = step.attemptLog.at(-1);
         if (open && open.endedAt === null) Object.assign(open, { endedAt: e.at, status: "failed", error: step.error });
         break;
@@ -125,7 +136,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           step.outputPath = r.outputPath;
           if (r.errorPath) step.errorPath = r.errorPath;
           if (r.error) step.error = { name: "StageFailed", ...r.error };
-          if (r.usage) step.usage = r.usage;
+          if (r.usage) step.usage = addUsage(step.usage, r.usage);
         } else if (p.kind === "sleep") {
           step.status = "completed";
           const wakeAt = (c.result as { wakeAt?: unknown } | undefined)?.wakeAt;
@@ -174,12 +185,31 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     }
   }
   const report: RunReport = { run, status, steps: list };
+  if (waiting.size > 0 && (status === "running" || status === "paused")) report.waiting = [...waiting.values()];
   const open = (await journal.messages.prompts(run.rootId, "open")).filter((p) => p.runId === run.id);
   if (open.length > 0) report.questions = open.map((p) => ({ id: p.id, question: p.question, choices: p.choices, deadline: p.deadline }));
   const expiry = leaseExpiry(lease);
   if (status === "crashed" && expiry !== undefined) report.leaseExpiresAt = expiry;
   if (lease && status === "running") report.holder = { holderId: lease.holderId, host: lease.host, pid: lease.pid };
   return report;
+}
+
+/** Usage of several attempts: integer sums, so totals are exact. */
+function addUsage(a: Usage | undefined, b: Usage): Usage {
+  if (!a) return { ...b };
+  const out: Usage = {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
+    cacheWriteTokens: a.cacheWriteTokens + b.cacheWriteTokens,
+    costMicroUsd: a.costMicroUsd + b.costMicroUsd,
+    turns: a.turns + b.turns,
+  };
+  const model = b.model ?? a.model;
+  if (model) out.model = model;
+  if (a.estimated || b.estimated) out.estimated = true;
+  if (a.unpriced || b.unpriced) out.unpriced = true;
+  return out;
 }
 
 /** Every stage in a report, depth first, with its path of names ("review/security"). */

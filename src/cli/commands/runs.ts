@@ -10,6 +10,9 @@ import { RUN_STATUSES, type RunStatus } from "../../journal/types.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { session } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
+import { buildRunReport } from "../../engine/run-report.ts";
+import { reportTotals, type UsageTotals } from "../../status/totals.ts";
+import { formatCost } from "../../runners/usage.ts";
 
 export default defineCommand({
   meta: { name: "runs", description: "List runs, newest first" },
@@ -37,10 +40,13 @@ export default defineCommand({
     for (const run of runs) {
       const lease = run.status === "running" || run.status === "awaiting_input" ? await journal.getLease(run.id) : undefined;
       const status = shownStatus(run, lease);
-      rows.push({ run, status, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
+      // Usage of the run and its child runs, summed from the recorded stage results (exact integers).
+      const report = await buildRunReport(journal, run.id);
+      const usage: UsageTotals | null = report ? reportTotals(report).usage : null;
+      rows.push({ run, status, usage, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
     }
     if (s.globals.json) {
-      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt });
+      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, usage: r.usage });
       return;
     }
     if (rows.length === 0) {
@@ -48,13 +54,19 @@ export default defineCommand({
       return;
     }
     const st = s.style;
-    s.result(st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(14)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  DURATION`));
-    for (const { run, status, leaseExpiresAt } of rows) {
+    s.result(st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(14)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  ${"DURATION".padEnd(8)}  ${"TOKENS".padEnd(9)}  COST`));
+    for (const { run, status, leaseExpiresAt, usage } of rows) {
       const end = run.endedAt ?? (status === "running" ? Date.now() : run.updatedAt);
       const note = leaseExpiresAt === undefined ? "" : st.dim(leaseExpiresAt > Date.now() ? " driver process gone" : ` lease expired ${formatTime(leaseExpiresAt)}`);
       s.result(
-        `${run.id}  ${colorFor(st, status)(status.padEnd(14))}  ${run.workflowName.slice(0, 20).padEnd(20)}  ${formatTime(run.createdAt)}  ${formatDuration(end - run.createdAt)}${note}`,
+        `${run.id}  ${colorFor(st, status)(status.padEnd(14))}  ${run.workflowName.slice(0, 20).padEnd(20)}  ${formatTime(run.createdAt)}  ${formatDuration(end - run.createdAt).padEnd(8)}  ${tokens(usage).padEnd(9)}  ${usage ? formatCost(usage) : "-"}${note}`,
       );
     }
   },
 });
+
+function tokens(u: UsageTotals | null): string {
+  if (!u) return "-";
+  const t = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+  return t >= 1_000_000 ? `${(t / 1_000_000).toFixed(1)}M` : t >= 10_000 ? `${Math.round(t / 1000)}k` : String(t);
+}

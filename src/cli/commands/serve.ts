@@ -12,6 +12,8 @@ export default defineCommand({
   },
   async run({ args }) {
     const s = session();
+    // Listen for Ctrl-C before the URL is printed: whoever reads it may stop us at once.
+    const stopRequested = untilSignal();
     const server = await startCliServer(s, args);
     if (s.globals.json) {
       s.json({ type: "serving", url: server.url, host: server.host, port: server.port, tokenFile: server.tokenPath });
@@ -20,7 +22,7 @@ export default defineCommand({
       s.info(s.style.dim(`JSON API under ${server.url}api/ · POST requests need the token in ${server.tokenPath} · Ctrl-C stops`));
     }
     if (args.open) openBrowser(s, server.url);
-    const signal = await untilSignal();
+    const signal = await stopRequested;
     await server.stop();
     if (s.globals.json) s.json({ type: "stopped", signal });
     else s.info("status server stopped");

@@ -1,0 +1,254 @@
+/**
+ * The status server's Hono app: the page, the JSON API, the event streams.
+ *
+ * Every request first passes the Host check (security.ts); every POST then
+ * needs the bearer token. Errors are JSON `{ error: { code, message,
+ * hint? } }` with a fitting status: 400 bad input, 401 no token, 403 wrong
+ * token or foreign Host, 404 unknown run or stage, 409 a control, message or
+ * answer that does not fit the run's state, 503 journal unavailable.
+ * No CORS headers: other origins cannot read anything.
+ *
+ * The app takes its parts (source, control, token, Host policy) as
+ * arguments, so tests drive it with `app.request()` and no socket.
+ */
+
+import { Hono, type Context } from "hono";
+import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/types.ts";
+import { AtomicError } from "../shared/errors.ts";
+import { VERSION } from "../shared/version.ts";
+import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
+import { pageAsset, pageHtml } from "./page.ts";
+import { checkBearer, isLoopbackAddress, type HostPolicy } from "./security.ts";
+import type { Miss, StatusSource } from "./source.ts";
+import { parseCursor } from "./stream-cursor.ts";
+import type { StartAt } from "./tree-feed.ts";
+
+export interface StatusAppOptions {
+  source: StatusSource;
+  control: StatusControl;
+  token: string;
+  hosts: HostPolicy;
+  /** The client's IP address; by default Bun's `server.requestIP` (the app's env). */
+  clientAddress?: (req: Request, env: unknown) => string | undefined;
+}
+
+type Status = 400 | 401 | 403 | 404 | 409 | 500 | 501 | 503;
+
+function fail(c: Context, status: Status, code: string, message: string, hint?: string): Response {
+  return c.json({ error: { code, message, ...(hint ? { hint } : {}) } }, status);
+}
+
+function defaultClientAddress(req: Request, env: unknown): string | undefined {
+  const server = env as { requestIP?: (r: Request) => { address: string } | null } | undefined;
+  return server?.requestIP?.(req)?.address;
+}
+
+/** A whole number from a query parameter, or an error message. */
+function intParam(c: Context, name: string, dflt: number, min: number, max: number): number | string {
+  const raw = c.req.query(name);
+  if (raw === undefined || raw === "") return dflt;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) {
+    return `${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`;
+  }
+  return n;
+}
+
+export function createStatusApp(opts: StatusAppOptions): Hono {
+  const { source, control, token, hosts } = opts;
+  const clientAddress = opts.clientAddress ?? defaultClientAddress;
+  const app = new Hono();
+
+  app.use("*", async (c, next) => {
+    const host = c.req.header("host") ?? new URL(c.req.url).host;
+    if (!hosts.allows(host)) {
+      return fail(c, 403, "forbidden_host", `this server answers to ${hosts.url("")}, not to Host ${JSON.stringify(host)}`, "open the address atomic serve printed");
+    }
+    await next();
+    c.header("X-Content-Type-Options", "nosniff");
+    c.header("Referrer-Policy", "no-referrer");
+    c.header("X-Frame-Options", "DENY");
+  });
+
+  app.use("/api/*", async (c, next) => {
+    if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.method !== "OPTIONS") {
+      const auth = checkBearer(c.req.header("authorization"), token);
+      if (auth === "missing") {
+        c.header("WWW-Authenticate", 'Bearer realm="atomic"');
+        return fail(c, 401, "token_required", "this request needs the status token", "send Authorization: Bearer <the token in $ATOMIC_HOME/status-token>");
+      }
+      if (auth === "wrong") return fail(c, 403, "wrong_token", "the status token is wrong", "use the token in $ATOMIC_HOME/status-token");
+    }
+    await next();
+  });
+
+  app.onError((err, c) => {
+    if (err instanceof AtomicError && err.disposition === "retryable") return fail(c, 503, err.code, err.message, err.hint);
+    process.stderr.write(`status server: ${c.req.method} ${new URL(c.req.url).pathname} failed: ${err.stack ?? err.message}\n`);
+    return fail(c, 500, "internal", err.message || "internal error", "this is a bug in atomic; the server's stderr has the details");
+  });
+  app.notFound((c) => fail(c, 404, "not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`, "the API is listed in the README"));
+
+  const respondMiss = (c: Context, m: Miss) => fail(c, m.miss === "ambiguous" ? 409 : 404, m.miss, m.message, m.hint);
+
+  async function runOf(c: Context): Promise<RunRecord | Response> {
+    const found = await source.findRun(c.req.param("id") ?? "");
+    return "miss" in found ? respondMiss(c, found) : found;
+  }
+
+  // ---------------------------------------------------------------- page
+
+  const page = (c: Context) => {
+    const loopback = isLoopbackAddress(clientAddress(c.req.raw, c.env));
+    c.header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    c.header("Cache-Control", "no-store");
+    return c.html(pageHtml(loopback ? token : undefined));
+  };
+  app.get("/", page);
+  app.get("/runs/:id", page);
+  app.get("/assets/:file", (c) => {
+    const asset = pageAsset(c.req.param("file"));
+    if (!asset) return fail(c, 404, "not_found", `no asset ${c.req.param("file")}`);
+    if (c.req.header("if-none-match") === asset.etag) return c.body(null, 304);
+    c.header("Content-Type", asset.type);
+    c.header("ETag", asset.etag);
+    c.header("Cache-Control", "no-cache");
+    return c.body(asset.body);
+  });
+
+  // ---------------------------------------------------------------- health and metrics
+
+  app.get("/healthz", (c) => c.json({ ok: true, version: VERSION }));
+  app.get("/metrics", async (c) => {
+    c.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    return c.body(await source.metrics.render());
+  });
+
+  // ---------------------------------------------------------------- runs
+
+  app.get("/api/runs", async (c) => {
+    const status = c.req.query("status");
+    if (status !== undefined && status !== "" && !(RUN_STATUSES as readonly string[]).includes(status)) {
+      return fail(c, 400, "bad_status", `status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(status)}`);
+    }
+    const limit = intParam(c, "limit", 50, 1, 500);
+    const offset = intParam(c, "offset", 0, 0, 1_000_000_000);
+    if (typeof limit === "string") return fail(c, 400, "bad_paging", limit);
+    if (typeof offset === "string") return fail(c, 400, "bad_paging", offset);
+    const body = await source.listRunsJson({ status: status ? (status as RunStatus) : undefined, limit, offset });
+    return c.body(body, 200, { "Content-Type": "application/json" });
+  });
+
+  app.get("/api/runs/:id", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    return c.json(await source.detail(run));
+  });
+
+  app.get("/api/runs/:id/events", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    const after = intParam(c, "after", 0, 0, Number.MAX_SAFE_INTEGER);
+    const limit = intParam(c, "limit", 500, 1, 5000);
+    if (typeof after === "string") return fail(c, 400, "bad_paging", after);
+    if (typeof limit === "string") return fail(c, 400, "bad_paging", limit);
+    return c.json(await source.events(run, after, limit));
+  });
+
+  app.get("/api/runs/:id/stream", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    const lastId = c.req.header("last-event-id");
+    const cursorText = lastId || c.req.query("cursor");
+    const fromText = c.req.query("from");
+    let from: StartAt;
+    if (cursorText) {
+      const cursor = parseCursor(cursorText);
+      if (!cursor) return fail(c, 400, "bad_cursor", `${lastId ? "Last-Event-ID" : "cursor"} ${JSON.stringify(cursorText.slice(0, 80))} is not a stream cursor`, "use the id of an event this stream sent");
+      from = cursor;
+    } else if (fromText === undefined || fromText === "start" || fromText === "now") {
+      from = fromText ?? "start";
+    } else {
+      return fail(c, 400, "bad_from", `from must be "start" or "now", got ${JSON.stringify(fromText)}`);
+    }
+    const body = await source.streams.open(run.id, from, c.req.raw.signal);
+    if ("error" in body) {
+      if (body.stopping) return fail(c, 503, "stopping", body.error);
+      return fail(c, 400, "bad_cursor", body.error, "reconnect without Last-Event-ID to start over");
+    }
+    // No idle timeout for this connection: the heartbeat keeps it alive, and a stream may be quiet for long.
+    (c.env as { timeout?: (req: Request, seconds: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
+    return new Response(body, {
+      headers: {
+        "Content-Type": "text/event-stream; charset=utf-8",
+        "Cache-Control": "no-cache, no-transform",
+        "X-Accel-Buffering": "no",
+      },
+    });
+  });
+
+  app.get("/api/runs/:id/stages/:stage/transcript", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    const attemptText = c.req.query("attempt");
+    const attempt = attemptText === undefined ? undefined : intParam(c, "attempt", 1, 1, 1_000_000);
+    const stdout = intParam(c, "stdout", 0, 0, Number.MAX_SAFE_INTEGER);
+    const stderr = intParam(c, "stderr", 0, 0, Number.MAX_SAFE_INTEGER);
+    for (const v of [attempt, stdout, stderr]) if (typeof v === "string") return fail(c, 400, "bad_offset", v);
+    const result = await source.transcript(run, c.req.param("stage"), {
+      attempt: attempt as number | undefined,
+      stdout: stdout as number,
+      stderr: stderr as number,
+    });
+    if ("miss" in result) return respondMiss(c, result);
+    return c.json(result);
+  });
+
+  // ---------------------------------------------------------------- control and (later) intercom
+
+  app.post("/api/runs/:id/control", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    let body: unknown;
+    try {
+      body = await c.req.json();
+    } catch {
+      return fail(c, 400, "bad_body", "the body must be JSON like {\"action\": \"pause\"}");
+    }
+    const action = (body as { action?: unknown } | null)?.action;
+    if (!isControlAction(action)) {
+      const hint = action === "resume" ? "use unpause to let a paused run go on; a stopped run is continued with atomic resume" : undefined;
+      return fail(c, 400, "unknown_action", `action must be one of ${CONTROL_ACTIONS.join(", ")}, got ${JSON.stringify(action)}`, hint);
+    }
+    try {
+      const outcome = await control.control(run, action);
+      source.invalidate();
+      return c.json(outcome, 202);
+    } catch (err) {
+      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, 409, err.code, err.message, err.hint);
+      throw err;
+    }
+  });
+
+  // Messages to stages and answers to ctx.ask: the same code as `atomic send` / `atomic answer`.
+  const intercom = (what: "message" | "answer") => async (c: Context) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    let body: unknown;
+    try {
+      body = await c.req.json();
+    } catch {
+      return fail(c, 400, "bad_body", what === "message" ? 'the body must be JSON like {"stage": "review", "text": "..."}' : 'the body must be JSON like {"question": "q1a2b3c4", "answer": "yes"}');
+    }
+    try {
+      return what === "message" ? c.json(await control.message(run, body), 202) : c.json(await control.answer(run, body));
+    } catch (err) {
+      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, httpStatusOf(err.code), err.code, err.message, err.hint);
+      throw err;
+    }
+  };
+  app.post("/api/runs/:id/messages", intercom("message"));
+  app.post("/api/runs/:id/answers", intercom("answer"));
+
+  return app;
+}

@@ -1,0 +1,96 @@
+/**
+ * POST /api/runs/:id/control: pause, unpause or cancel a run from the page,
+ * through the same code as `atomic pause|unpause|cancel` (the run's control
+ * row, which its driver polls). POST /api/runs/:id/messages and /answers:
+ * a message to a stage and an answer to a ctx.ask question, through the
+ * same code as `atomic send` and `atomic answer` (recorded in the journal;
+ * a live driver is told through intercom when the home is known). These
+ * are the status server's only writes; everything else it does is reading.
+ */
+
+import { cancelRun } from "../engine/cancel.ts";
+import { answerPrompt, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
+import { setRunPaused } from "../engine/pause.ts";
+import type { Journal, RunRecord } from "../journal/types.ts";
+import { UsageError } from "../shared/errors.ts";
+
+export const CONTROL_ACTIONS = ["pause", "unpause", "cancel"] as const;
+export type ControlAction = (typeof CONTROL_ACTIONS)[number];
+
+export function isControlAction(value: unknown): value is ControlAction {
+  return typeof value === "string" && (CONTROL_ACTIONS as readonly string[]).includes(value);
+}
+
+export interface ControlOutcome {
+  runId: string;
+  action: ControlAction;
+  /** "requested": the driver will act on it; "cancelled": done here (nobody drove the run). */
+  result: "requested" | "cancelled" | "ended_otherwise";
+}
+
+export interface AnswerOutcome {
+  runId: string;
+  question: string;
+  status: "answered" | "exists";
+  answer: string | null;
+}
+
+export interface StatusControl {
+  control(run: RunRecord, action: ControlAction): Promise<ControlOutcome>;
+  /** Body `{ stage, text, mode?, sticky?, id? }`. UsageErrors for bad input (httpStatusOf maps their codes). */
+  message(run: RunRecord, body: unknown): Promise<SendResult>;
+  /** Body `{ question, answer }`. */
+  answer(run: RunRecord, body: unknown): Promise<AnswerOutcome>;
+}
+
+/** The HTTP status of a refused message or answer: 404 nothing to address, 409 not now, 400 bad input. */
+export function httpStatusOf(code: string): 400 | 404 | 409 {
+  if (["no_such_stage", "no_match", "not_a_stage", "unknown_prompt", "unknown_run"].includes(code)) return 404;
+  if (["stage_finished", "run_ended", "queue_full", "sticky_limit", "message_id_conflict", "already_answered", "prompt_closed"].includes(code)) return 409;
+  return 400;
+}
+
+function field(body: unknown, key: string, type: "string" | "boolean", required: boolean): unknown {
+  const value = body && typeof body === "object" && !Array.isArray(body) ? (body as Record<string, unknown>)[key] : undefined;
+  if (value === undefined && !required) return undefined;
+  if (typeof value !== type) {
+    throw new UsageError("bad_body", `the body needs "${key}" as a ${type}${required ? "" : " (or leave it out)"}`, {
+      hint: key === "question" || key === "answer" ? 'send {"question": "<id>", "answer": "..."}' : 'send {"stage": "review/security", "text": "...", "mode": "steer"}',
+    });
+  }
+  return value;
+}
+
+/** Control through the journal. Errors are UsageErrors (not_root, not_running, already_ended, and those of messages and answers). */
+export function journalControl(journal: Journal, opts: { home?: string } = {}): StatusControl {
+  return {
+    async message(run, body) {
+      const sent = await sendMessage(journal, {
+        run,
+        target: field(body, "stage", "string", true) as string,
+        text: field(body, "text", "string", true) as string,
+        mode: field(body, "mode", "string", false) as string | undefined,
+        sticky: field(body, "sticky", "boolean", false) === true,
+        id: field(body, "id", "string", false) as string | undefined,
+        sender: "status-page",
+      });
+      if (!opts.home || !sent.deliveries.some((d) => d.state === "queued" && d.started) || !(await isDriven(journal, sent.runId))) return sent;
+      const reply = await notifyDriver(opts.home, sent.runId, { type: "mail", messageId: sent.messageId });
+      const told = reply?.deliveries as DeliveryView[] | undefined;
+      return { ...sent, deliveries: told ?? (await settledStates(journal, sent.runId, sent.messageId, 2_000)) };
+    },
+    async answer(run, body) {
+      const result = await answerPrompt(journal, run, field(body, "question", "string", true) as string, field(body, "answer", "string", true) as string, "status-page");
+      if (opts.home && result.status === "answered" && (await isDriven(journal, result.runId))) await notifyDriver(opts.home, result.runId, { type: "poke" }, 1_000);
+      return { runId: result.runId, question: result.promptId, status: result.status, answer: result.prompt.answer };
+    },
+    async control(run, action) {
+      if (action === "cancel") {
+        const { result } = await cancelRun(journal, run, 0);
+        return { runId: run.id, action, result };
+      }
+      await setRunPaused(journal, run, action === "pause");
+      return { runId: run.id, action, result: "requested" };
+    },
+  };
+}

@@ -1,0 +1,60 @@
+/**
+ * The web page's assets, embedded in the binary as text (no files next to
+ * it, no CDN: the machine may be offline): one HTML shell for the run list
+ * and the run page, three scripts (helpers, graph and timeline, the pages),
+ * one style sheet. Hand-written, no build step. The HTML carries the status token only when it is served to a
+ * loopback client (app.ts decides).
+ */
+
+import { RUN_STATUSES } from "../journal/types.ts";
+import htmlBundle from "./page/index.html" with { type: "text" };
+import css from "./page/style.css" with { type: "text" };
+import appJs from "./page/app.js" with { type: "text" };
+import domJs from "./page/dom.js" with { type: "text" };
+import viewsJs from "./page/views.js" with { type: "text" };
+
+// Imported as text, the HTML is a string (bun-types declares *.html as an HTMLBundle for Bun.serve routes).
+const html = htmlBundle as unknown as string;
+
+export interface PageAsset {
+  body: string;
+  type: string;
+  etag: string;
+}
+
+function digest(text: string): string {
+  return new Bun.CryptoHasher("sha256").update(text).digest("hex").slice(0, 16);
+}
+
+const asset = (body: string, type: string): PageAsset => ({ body, type, etag: `"${digest(body)}"` });
+const JS = "text/javascript; charset=utf-8";
+const ASSETS: Record<string, PageAsset> = {
+  "dom.js": asset(domJs, JS),
+  "views.js": asset(viewsJs, JS),
+  "app.js": asset(appJs, JS),
+  "style.css": asset(css, "text/css; charset=utf-8"),
+};
+
+/** `/assets/<name>?v=<digest>`: a new binary's assets are never read from an old cache. */
+const href = (name: string) => `/assets/${name}?v=${ASSETS[name]!.etag.slice(1, 9)}`;
+
+const SHELL = html
+  .replace("__DOM_JS__", href("dom.js"))
+  .replace("__VIEWS_JS__", href("views.js"))
+  .replace("__APP_JS__", href("app.js"))
+  .replace("__STYLE_CSS__", href("style.css"))
+  .replace("<body>", `<body data-statuses="${RUN_STATUSES.join(" ")}">`);
+
+export function pageAsset(name: string): PageAsset | undefined {
+  return Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
+}
+
+/** The page, with the token for loopback clients (nothing otherwise). */
+export function pageHtml(token: string | undefined): string {
+  const meta = token === undefined ? "" : `<meta name="atomic-token" content="${escapeAttribute(token)}">`;
+  return SHELL.replace("<!--TOKEN-->", meta);
+}
+
+function escapeAttribute(text: string): string {
+  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}

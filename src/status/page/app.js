@@ -1,0 +1,327 @@
+// atomic status page, part 3 of 3 (after dom.js and views.js): hand-written,
+// no framework, no build step.
+// Routes: "/" is the run list, "/runs/<id>" a run's page. Data comes from the
+// JSON API; a run page follows the run's server-sent event stream and
+// re-reads the run on every change, so it updates live without reloading.
+"use strict";
+(() => {
+  const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted").split(" ");
+  const { TOKEN_KEY, h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, token, api } = window.atomic;
+  const { graphSvg, renderTimeline, legend } = window.atomic.views;
+  const $main = document.getElementById("main");
+  const $crumbs = document.getElementById("crumbs");
+  const $conn = document.getElementById("conn");
+
+  function setConn(text, cls) {
+    $conn.textContent = text;
+    $conn.className = `conn ${cls || ""}`;
+  }
+
+  // ------------------------------------------------------------ run list
+
+  function listPage() {
+    const params = new URLSearchParams(location.search);
+    let status = STATUSES.includes(params.get("status")) ? params.get("status") : "";
+    let offset = Math.max(0, Number(params.get("offset")) || 0);
+    let query = params.get("q") || "";
+    const limit = 50;
+    let data = null;
+    let timer = 0;
+    fill($crumbs, "runs");
+    document.title = "atomic: runs";
+
+    const select = h("select", { "aria-label": "status", onchange: () => { status = select.value; offset = 0; sync(); load(); } },
+      h("option", { value: "", text: "all statuses" }), STATUSES.map((st) => h("option", { value: st, text: st })));
+    select.value = status;
+    const search = h("input", { type: "search", placeholder: "filter by workflow or id", value: query, "aria-label": "filter",
+      oninput: () => { query = search.value; sync(); render(); } });
+    const count = h("span", { class: "muted" });
+    const body = h("tbody");
+    const prev = h("button", { class: "btn", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
+    const next = h("button", { class: "btn", text: "older →", onclick: () => { offset += limit; sync(); load(); } });
+    const problem = h("div");
+    fill($main, h("div", { class: "card" },
+      h("div", { class: "toolbar" }, select, search, count), problem,
+      h("table", { class: "runs" }, h("thead", {}, h("tr", {}, ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
+      h("div", { class: "pager" }, prev, next)));
+
+    function sync() {
+      const p = new URLSearchParams();
+      if (status) p.set("status", status);
+      if (offset) p.set("offset", String(offset));
+      if (query) p.set("q", query);
+      history.replaceState(null, "", `/${p.toString() ? `?${p}` : ""}`);
+    }
+    async function load() {
+      clearTimeout(timer);
+      try {
+        data = await api(`/api/runs?limit=${limit}&offset=${offset}${status ? `&status=${status}` : ""}`);
+        clear(problem);
+        setConn("live", "live");
+        render();
+      } catch (err) {
+        fill(problem, h("p", { class: "error", text: err.message }));
+        setConn("reconnecting", "down");
+      }
+      timer = setTimeout(load, document.visibilityState === "visible" ? 2000 : 10000);
+    }
+    function render() {
+      if (!data) return;
+      const q = query.trim().toLowerCase();
+      const rows = data.runs.filter((r) => !q || r.workflow.toLowerCase().includes(q) || r.id.includes(q));
+      count.textContent = `${data.total} run${data.total === 1 ? "" : "s"}`;
+      prev.disabled = offset === 0;
+      next.disabled = offset + limit >= data.total;
+      clear(body);
+      if (rows.length === 0) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted", text: data.total ? "no run matches the filter" : "no runs yet: start one with atomic run <workflow file>" })));
+      for (const r of rows) {
+        const st = r.stages;
+        body.append(h("tr", { "data-run": r.id },
+          h("td", { "data-label": "run" }, h("a", { class: "mono", href: `/runs/${r.id}`, text: r.id })),
+          h("td", { "data-label": "workflow", text: r.workflow }),
+          h("td", { "data-label": "status" }, badge(r.status)),
+          h("td", { "data-label": "started", text: fmtTime(r.createdAt) }),
+          h("td", { "data-label": "duration", text: fmtDuration(r.durationMs) }),
+          h("td", { "data-label": "stages", text: `${st.completed}/${st.total}${st.failed ? ` (${st.failed} failed)` : ""}` }),
+          h("td", { "data-label": "cost", text: r.usage ? fmtCost(r.usage.costMicroUsd) : "" })));
+      }
+    }
+    load();
+  }
+
+  // ------------------------------------------------------------ run page
+
+  function runPage(runId) {
+    let detail = null;
+    let index = new Map();
+    let selected = null;
+    let loading = false;
+    let dirty = false;
+    let debounce = 0;
+    let rendered = 0;
+    const out = { key: "", stdout: 0, stderr: 0, busy: false };
+
+    const head = h("div", { class: "head" });
+    const notices = h("div");
+    const totals = h("div", { class: "totals" });
+    const graphWrap = h("div", { class: "graph-wrap", id: "graph" });
+    const gantt = h("div", { class: "gantt", id: "timeline" });
+    const panel = h("div", { class: "panel", id: "panel" }, h("p", { class: "muted", text: "Click a stage to see its details and output." }));
+    const io = h("div");
+    fill($main, head, notices,
+      h("div", { class: "card" }, totals),
+      h("div", { class: "layout" },
+        h("div", {}, h("div", { class: "card" }, h("h2", { text: "Stage graph" }), graphWrap, legend()),
+          h("div", { class: "card" }, h("h2", { text: "Timeline" }), gantt)),
+        h("div", { class: "card", id: "stage-card" }, h("h2", { text: "Stage" }), panel)),
+      io);
+    fill($crumbs, h("a", { href: "/", text: "runs" }), " / ", h("span", { class: "mono", text: runId }));
+
+    function schedule() {
+      clearTimeout(debounce);
+      debounce = setTimeout(refresh, 120);
+    }
+    async function refresh() {
+      if (loading) { dirty = true; return; }
+      loading = true;
+      try {
+        detail = await api(`/api/runs/${runId}`);
+        render();
+      } catch (err) {
+        fill(notices, h("p", { class: "error", text: err.status === 404 ? `No run ${runId}. ${err.message}` : err.message }));
+      } finally {
+        loading = false;
+        if (dirty) { dirty = false; schedule(); }
+      }
+    }
+
+    function render() {
+      const t0 = performance.now();
+      const run = detail.run;
+      document.title = `atomic: ${run.workflow} ${run.status}`;
+      index = new Map();
+      indexReport(detail.report, "", 0);
+      renderHead(run);
+      renderTotals(run, detail.totals);
+      fill(graphWrap, graphSvg(detail.graph, selected, select));
+      renderTimeline(gantt, run, index, selected, select);
+      renderPanel();
+      renderIo(run);
+      rendered++;
+      document.body.dataset.runStatus = run.status;
+      document.body.dataset.renders = String(rendered);
+      const ms = performance.now() - t0;
+      window.atomicRender = { count: rendered, firstMs: rendered === 1 ? ms : window.atomicRender.firstMs, lastMs: ms, nodes: detail.graph.nodeCount };
+    }
+
+    function indexReport(report, prefix, depth) {
+      for (const step of report.steps) {
+        const path = prefix ? `${prefix}/${step.name}` : step.name;
+        index.set(`${report.run.id}:${step.position}`, { step, report, path, depth });
+        if (step.child) indexReport(step.child, path, depth + 1);
+      }
+    }
+
+    function renderHead(run) {
+      const controls = h("div", { class: "controls" });
+      if (!run.parentId && (run.status === "running" || run.status === "paused")) {
+        const paused = run.status === "paused" || run.control === "pause";
+        controls.append(
+          h("button", { class: "btn", id: "btn-pause", text: paused ? "Unpause" : "Pause", onclick: () => control(paused ? "unpause" : "pause") }),
+          h("button", { class: "btn danger", id: "btn-cancel", text: "Cancel", onclick: () => { if (confirm("Cancel this run? Its running stages are stopped.")) control("cancel"); } }));
+      }
+      const meta = h("div", { class: "meta" },
+        h("span", {}, badge(run.status)),
+        h("span", { class: "mono", text: run.id }),
+        h("span", { text: `started ${fmtTime(run.createdAt)}` }),
+        h("span", { id: "run-duration", text: fmtDuration(run.durationMs) }),
+        run.parentId ? h("span", {}, "child of ", h("a", { class: "mono", href: `/runs/${run.parentId}`, text: run.parentId })) : null,
+        run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null);
+      fill(head, h("div", {}, h("h1", { text: run.workflow }), meta), controls);
+      clear(notices);
+      if (run.status === "crashed") notices.append(h("p", { class: "notice", text: `Nobody drives this run any more. Continue it with: atomic resume ${run.rootId}` }));
+      if (run.status === "paused") notices.append(h("p", { class: "notice", text: "Paused: no new stage starts until it is unpaused; running stages go on." }));
+      if (run.errorInfo) notices.append(h("p", { class: "error", text: `${run.errorInfo.message}${run.errorInfo.hint ? `\nhint: ${run.errorInfo.hint}` : ""}` }));
+    }
+
+    function renderTotals(run, t) {
+      const cell = (value, label, id) => h("div", { id }, h("b", { text: value }), h("span", { text: label }));
+      fill(totals, 
+        cell(`${t.stages.completed}/${t.stages.total}`, "stages done", "t-stages"),
+        cell(String(t.stages.running), "running"),
+        cell(String(t.stages.failed), "failed"),
+        cell(String(t.attempts), "attempts"),
+        cell(String(t.childRuns), "child runs"),
+        cell(fmtDuration(run.durationMs), "duration", "t-duration"),
+        t.usage ? cell(fmtCost(t.usage.costMicroUsd), "cost") : null,
+        t.usage ? cell(fmtTokens(t.usage), "tokens") : null);
+    }
+
+    function renderIo(run) {
+      const block = (label, value) => value === undefined || value === null ? null
+        : h("details", {}, h("summary", { text: label }), h("pre", { class: "json", text: JSON.stringify(value, null, 2) }));
+      clear(io);
+      const kids = [block("Inputs", run.inputs), block("Outputs", run.outputs)].filter(Boolean);
+      if (kids.length) io.append(h("div", { class: "card" }, kids));
+    }
+
+    async function control(action) {
+      let tok = token();
+      if (!tok) {
+        tok = prompt("Controls need the status token (in $ATOMIC_HOME/status-token on the server):") || "";
+        if (!tok) return;
+        sessionStorage.setItem(TOKEN_KEY, tok.trim());
+      }
+      try {
+        await api(`/api/runs/${runId}/control`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${token()}`, accept: "application/json" },
+          body: JSON.stringify({ action }),
+        });
+        schedule();
+      } catch (err) {
+        if (err.status === 401 || err.status === 403) sessionStorage.removeItem(TOKEN_KEY);
+        alert(`${action} failed: ${err.message}${err.hint ? `\n${err.hint}` : ""}`);
+      }
+    }
+
+    // -------------------------------------------------------- stage panel
+
+    function select(id) {
+      if (selected === id) return;
+      selected = id;
+      out.key = "";
+      for (const el of document.querySelectorAll(".node.sel, .row.sel")) el.classList.remove("sel");
+      for (const el of document.querySelectorAll(`[data-id="${CSS.escape(id)}"]`)) if (!el.classList.contains("group")) el.classList.add("sel");
+      renderPanel();
+    }
+
+    function renderPanel() {
+      const e = selected && index.get(selected);
+      if (!e) return;
+      const { step, report, path } = e;
+      const took = step.startedAt ? fmtDuration((step.endedAt || Date.now()) - step.startedAt) : "";
+      const rows = [["path", path], ["kind", step.kind], ["position", step.position], ["attempts", String(step.attempts)],
+        ["started", fmtTime(step.startedAt)], ["took", took]];
+      if (step.exitCode !== undefined && step.exitCode !== null) rows.push(["exit code", String(step.exitCode)]);
+      if (step.usage) rows.push(["usage", `${fmtTokens(step.usage)} tokens, ${fmtCost(step.usage.costMicroUsd)}`]);
+      if (step.childRunId) rows.push(["child run", h("a", { class: "mono", href: `/runs/${step.childRunId}`, text: step.childRunId })]);
+      const key = `${report.run.id}:${step.position}:${step.attempts}`;
+      const fresh = out.key !== key;
+      let stdout = panel.querySelector("#stage-stdout");
+      let stderr = panel.querySelector("#stage-stderr");
+      if (fresh || !stdout) {
+        stdout = h("pre", { class: "out", id: "stage-stdout" });
+        stderr = h("pre", { class: "out err", id: "stage-stderr", hidden: true });
+      }
+      fill(panel, 
+        h("h2", {}, h("span", { id: "stage-name", text: step.name }), " ", badge(step.status)),
+        h("dl", {}, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
+        step.error ? h("p", { class: "error", text: step.error.message }) : null,
+        step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
+        step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), stdout, stderr] : null);
+      if (step.kind === "stage") {
+        if (fresh) Object.assign(out, { key, stdout: 0, stderr: 0 });
+        loadOutput(report.run.id, step, key);
+      }
+    }
+
+    async function loadOutput(ownerRun, step, key) {
+      if (out.busy) return;
+      out.busy = true;
+      try {
+        for (;;) {
+          const t = await api(`/api/runs/${ownerRun}/stages/${encodeURIComponent(step.position)}/transcript?stdout=${out.stdout}&stderr=${out.stderr}`);
+          if (out.key !== key) return;
+          const so = panel.querySelector("#stage-stdout"), se = panel.querySelector("#stage-stderr");
+          if (!so || !se) return;
+          appendCapped(so, t.stdout.text);
+          appendCapped(se, t.stderr.text);
+          if (se.textContent) se.hidden = false;
+          so.hidden = !so.textContent && !!se.textContent;
+          if (!so.textContent && !se.textContent && !t.live) so.textContent = t.stdout.missing ? "(no output file)" : "(no output)";
+          out.stdout = t.stdout.next;
+          out.stderr = t.stderr.next;
+          if (!t.stdout.more && !t.stderr.more) {
+            if (t.live) setTimeout(() => { if (out.key === key) loadOutput(ownerRun, step, key); }, 700);
+            return;
+          }
+        }
+      } catch (err) {
+        const so = panel.querySelector("#stage-stdout");
+        if (so) so.textContent = `output unavailable: ${err.message}`;
+      } finally {
+        out.busy = false;
+      }
+    }
+
+    function appendCapped(pre, text) {
+      if (!text) return;
+      const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      pre.append(text);
+      if (pre.textContent.length > 1_000_000) pre.textContent = `…${pre.textContent.slice(-800_000)}`;
+      if (stick) pre.scrollTop = pre.scrollHeight;
+    }
+
+    // -------------------------------------------------------- live updates
+
+    const es = new EventSource(`/api/runs/${runId}/stream?from=now`);
+    es.addEventListener("open", () => setConn("live", "live"));
+    es.addEventListener("ready", schedule);
+    es.addEventListener("journal", schedule);
+    es.addEventListener("error", () => setConn("reconnecting", "down"));
+    setInterval(() => {
+      if (!detail || !live(detail.run.status)) return;
+      const el = document.getElementById("run-duration");
+      const d = fmtDuration(Date.now() - detail.run.createdAt);
+      if (el) el.textContent = d;
+      const t = document.querySelector("#t-duration b");
+      if (t) t.textContent = d;
+    }, 1000);
+    refresh();
+  }
+
+  const m = /^\/runs\/([0-9a-z]+)\/?$/.exec(location.pathname);
+  if (m) runPage(m[1]);
+  else listPage();
+})();

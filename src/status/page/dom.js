@@ -1,0 +1,85 @@
+// atomic status page, part 1 of 3: DOM and formatting helpers, the API
+// client and the token, shared by views.js and app.js as window.atomic.
+"use strict";
+(() => {
+  const TOKEN_KEY = "atomic-token";
+
+  function h(tag, attrs, ...kids) {
+    const el = document.createElement(tag);
+    setAttrs(el, attrs);
+    append(el, kids);
+    return el;
+  }
+  function s(tag, attrs, ...kids) {
+    const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    setAttrs(el, attrs);
+    append(el, kids);
+    return el;
+  }
+  function setAttrs(el, attrs) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "text") el.textContent = v;
+      else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? "" : String(v));
+    }
+  }
+  function append(el, kids) {
+    for (const k of kids.flat(Infinity)) if (k !== null && k !== undefined && k !== false) el.append(k instanceof Node ? k : String(k));
+  }
+  function clear(el) {
+    while (el.firstChild) el.firstChild.remove();
+    return el;
+  }
+  /** Replaces an element's children (nested arrays flattened, null and false skipped). */
+  function fill(el, ...kids) {
+    append(clear(el), kids);
+    return el;
+  }
+  function fmtDuration(ms) {
+    if (ms === null || ms === undefined || !isFinite(ms)) return "";
+    if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
+    const sec = ms / 1000;
+    if (sec < 60) return `${sec.toFixed(1)}s`;
+    const m = Math.floor(sec / 60);
+    if (m < 60) return `${m}m${String(Math.floor(sec % 60)).padStart(2, "0")}s`;
+    return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, "0")}m`;
+  }
+  function fmtTime(ms) {
+    return ms ? new Date(ms).toLocaleString([], { dateStyle: "short", timeStyle: "medium" }) : "";
+  }
+  function fmtCost(micro) {
+    return `$${(micro / 1e6).toFixed(micro < 10000 ? 4 : 2)}`;
+  }
+  function fmtTokens(u) {
+    const n = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+    return n >= 10000 ? `${(n / 1000).toFixed(1)}k` : String(n);
+  }
+  function badge(status) {
+    return h("span", { class: `badge s-${status}`, text: status });
+  }
+  function live(status) {
+    return status === "running" || status === "paused" || status === "awaiting_input";
+  }
+  function token() {
+    const meta = document.querySelector('meta[name="atomic-token"]');
+    return (meta && meta.getAttribute("content")) || sessionStorage.getItem(TOKEN_KEY) || "";
+  }
+  async function api(url, init) {
+    const res = await fetch(url, Object.assign({ headers: { accept: "application/json" } }, init));
+    const body = await res.json().catch(() => null);
+    if (!res.ok) {
+      const err = new Error((body && body.error && body.error.message) || `${res.status} ${res.statusText}`);
+      err.status = res.status;
+      err.hint = body && body.error && body.error.hint;
+      throw err;
+    }
+    return body;
+  }
+
+  function clip(text, n) {
+    return text.length > n ? `${text.slice(0, Math.max(1, n - 1))}…` : text;
+  }
+
+  window.atomic = { TOKEN_KEY, h, s, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, token, api, clip };
+})();

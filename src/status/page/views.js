@@ -1,0 +1,140 @@
+// atomic status page, part 2 of 3: the stage graph and the timeline.
+//
+// The graph comes from the API as series-parallel blocks (seq: one after
+// another, left to right; par: side by side, top to bottom; node: a step,
+// a child workflow drawn as a box around its own graph) plus the list of
+// edges. The layout is recursive: each block is measured, then placed;
+// edges are drawn between the right edge of one node and the left edge of
+// the next.
+"use strict";
+(() => {
+  const { h, s, fill, fmtDuration, badge, live, clip } = window.atomic;
+
+  const NW = 156, NH = 40, HG = 34, VG = 12, PAD = 10, HEAD = 22, JS = 12;
+
+  function measure(b) {
+    if (b.type === "node") {
+      const n = b.node;
+      if (n.kind === "join") b.m = { w: JS, h: JS };
+      else if (n.group) {
+        const inner = measure(n.group.body);
+        b.m = { w: Math.max(inner.w + 2 * PAD, NW), h: HEAD + PAD + Math.max(inner.h, 8) + PAD };
+      } else b.m = { w: NW, h: NH };
+    } else if (b.type === "seq") {
+      let w = 0, hh = 0;
+      b.items.forEach((it, i) => { const m = measure(it); w += m.w + (i ? HG : 0); hh = Math.max(hh, m.h); });
+      b.m = { w, h: hh };
+    } else {
+      let w = 0, hh = 0;
+      b.branches.forEach((br, i) => { const m = measure(br); w = Math.max(w, m.w); hh += m.h + (i ? VG : 0); });
+      b.m = { w, h: hh };
+    }
+    return b.m;
+  }
+
+  function place(b, x, y, pos, groups) {
+    if (b.type === "node") {
+      const n = b.node;
+      pos.set(n.id, { x, y, w: b.m.w, h: b.m.h, node: n });
+      if (n.group) {
+        groups.push({ x, y, w: b.m.w, h: b.m.h, node: n });
+        const body = n.group.body;
+        place(body, x + (b.m.w - body.m.w) / 2, y + HEAD + PAD + (b.m.h - HEAD - 2 * PAD - body.m.h) / 2, pos, groups);
+      }
+    } else if (b.type === "seq") {
+      let cx = x;
+      for (const it of b.items) { place(it, cx, y + (b.m.h - it.m.h) / 2, pos, groups); cx += it.m.w + HG; }
+    } else {
+      let cy = y;
+      for (const br of b.branches) { place(br, x, cy, pos, groups); cy += br.m.h + VG; }
+    }
+  }
+
+  /** The graph as an SVG element; `selected` is a node id, `onSelect(id)` is called on clicks. */
+  function graphSvg(graph, selected, onSelect) {
+    const select = onSelect;
+    const m = measure(graph.root);
+    const pos = new Map();
+    const groups = [];
+    const M = 12;
+    place(graph.root, M, M, pos, groups);
+    const W = Math.max(m.w + 2 * M, 200), H = Math.max(m.h + 2 * M, 60);
+    const svg = s("svg", { class: "graph", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "stage graph" });
+    for (const g of groups) {
+      const n = g.node;
+      svg.append(s("g", { class: `group node n-${n.status}`, "data-id": n.id, onclick: () => select(n.id) },
+        s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 8 }),
+        s("text", { x: g.x + 8, y: g.y + 15, text: clip(`${n.name} · ${n.group.workflow}`, Math.floor(g.w / 7)) }),
+        s("title", { text: `child workflow ${n.group.workflow} (${n.group.runId}): ${n.group.status}` })));
+    }
+    const edges = s("g", {});
+    for (const e of graph.edges) {
+      const a = pos.get(e.from), b = pos.get(e.to);
+      if (!a || !b) continue;
+      const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
+      const dx = Math.max(12, (x2 - x1) / 2);
+      edges.append(s("path", { class: "edge", d: `M${x1},${y1} C${x1 + dx},${y1} ${x2 - dx},${y2} ${x2},${y2}` }));
+    }
+    svg.append(edges);
+    for (const p of pos.values()) {
+      const n = p.node;
+      if (n.group) continue;
+      if (n.kind === "join") {
+        svg.append(s("circle", { class: `j-${n.status}`, cx: p.x + JS / 2, cy: p.y + JS / 2, r: JS / 2 - 1, "stroke-width": 1.5 }));
+        continue;
+      }
+      const took = n.startedAt ? fmtDuration((n.endedAt || Date.now()) - n.startedAt) : "";
+      const sub = [n.kind === "stage" ? "" : n.kind, n.status, took, n.attempts > 1 ? `×${n.attempts}` : ""].filter(Boolean).join(" · ");
+      svg.append(s("g", { class: `node n-${n.status} k-${n.kind}${selected === n.id ? " sel" : ""}`, "data-id": n.id, "data-name": n.name, "data-status": n.status, tabindex: 0,
+        onclick: () => select(n.id), onkeydown: (ev) => { if (ev.key === "Enter") select(n.id); } },
+        s("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: 6 }),
+        s("text", { x: p.x + 8, y: p.y + 16, text: clip(n.name, 21) }),
+        s("text", { class: "sub", x: p.x + 8, y: p.y + 31, text: clip(sub, 26) }),
+        s("title", { text: `${n.kind} ${n.name} (#${n.position}): ${n.status}` })));
+    }
+    return svg;
+  }
+
+  function legend() {
+    return h("div", { class: "legend" }, ["completed", "running", "failed", "stopped"].map(badge));
+  }
+
+  // -------------------------------------------------------- timeline
+
+  /** Fills `gantt` with one row per step (tools left out) and a bar per attempt. */
+  function renderTimeline(gantt, run, index, selected, onSelect) {
+    const select = onSelect;
+    const rows = [];
+    for (const [id, e] of index) if (e.step.kind !== "tool") rows.push({ id, ...e });
+    const now = Date.now();
+    const t0 = run.createdAt;
+    let t1 = run.endedAt || (live(run.status) ? now : run.updatedAt);
+    for (const r of rows) for (const [, b] of bars(r.step, now)) t1 = Math.max(t1, b);
+    const span = Math.max(1, t1 - t0);
+    fill(gantt, h("div", { class: "axis" }, [0, 0.25, 0.5, 0.75, 1].map((f) => h("span", { text: fmtDuration(span * f) }))));
+    const MAX = 400;
+    for (const r of rows.slice(0, MAX)) {
+      const track = h("div", { class: "track" });
+      for (const [a, b, status, label] of bars(r.step, now)) {
+        const bar = h("div", { class: `bar b-${status}`, title: `${r.path} ${label}: ${status}, ${fmtDuration(b - a)}` });
+        bar.style.left = `${((a - t0) / span) * 100}%`;
+        bar.style.width = `${Math.max(0.4, ((b - a) / span) * 100)}%`;
+        track.append(bar);
+      }
+      const label = h("div", { class: "label", title: r.path, text: `${r.step.kind === "child" ? "▸ " : ""}${r.step.name}` });
+      label.style.paddingLeft = `${r.depth * 12}px`;
+      gantt.append(h("div", { class: `row${selected === r.id ? " sel" : ""}`, "data-id": r.id, onclick: () => select(r.id) }, label, track));
+    }
+    if (rows.length > MAX) gantt.append(h("p", { class: "more muted", text: `and ${rows.length - MAX} more steps` }));
+    if (rows.length === 0) gantt.append(h("p", { class: "muted", text: "No stage has started yet." }));
+  }
+
+  function bars(step, now) {
+    const list = step.attemptLog && step.attemptLog.length
+      ? step.attemptLog.map((a) => [a.startedAt, a.endedAt || now, a.status, `attempt ${a.attempt}`])
+      : step.startedAt ? [[step.startedAt, step.wakeAt || step.endedAt || now, step.status, step.kind]] : [];
+    return list.map(([a, b, st, l]) => [a, Math.max(a, b), st, l]);
+  }
+
+  window.atomic.views = { graphSvg, renderTimeline, legend };
+})();

@@ -1,0 +1,211 @@
+/**
+ * The status server's read-only view of the journal: run lists, run detail
+ * (report, graph, totals), events after a seq, stage output, event streams
+ * and metrics. The Hono app (app.ts) only maps these to HTTP.
+ */
+
+import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
+import type { Journal, JournalEvent, RunRecord } from "../journal/types.ts";
+import type { ErrorInfo } from "../shared/errors.ts";
+import { isRunId } from "../shared/ids.ts";
+import { buildRunGraph, type RunGraph } from "./graph.ts";
+import { JournalMetrics } from "./metrics.ts";
+import { StreamHub, DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./stream-hub.ts";
+import { RunSummaries, type RunListPage, type RunListQuery, type RunSummary } from "./summaries.ts";
+import { reportTotals, type RunTotals } from "./totals.ts";
+import { readTranscript, type Transcript } from "./transcript.ts";
+
+export interface RunDetail {
+  run: RunSummary & {
+    rootId: string;
+    parentId: string | null;
+    parentKey: string | null;
+    depth: number;
+    workflowPath: string;
+    inputs: unknown;
+    outputs: unknown;
+    errorInfo: ErrorInfo | null;
+    holder?: { holderId: string; host: string; pid: number };
+  };
+  report: RunReport;
+  graph: RunGraph;
+  totals: RunTotals;
+}
+
+export interface EventsPage {
+  runId: string;
+  events: JournalEvent[];
+  /** The run's last seq when read. */
+  lastSeq: number;
+  /** Ask for `after=next` to go on. */
+  next: number;
+  more: boolean;
+}
+
+/** A failed lookup: `miss` is the error code the API answers with (404, or 409 for "ambiguous"). */
+export interface Miss {
+  miss: "unknown_run" | "unknown_stage" | "ambiguous" | "no_output";
+  message: string;
+  hint?: string;
+}
+
+export class StatusSource {
+  readonly summaries: RunSummaries;
+  readonly metrics: JournalMetrics;
+  readonly streams: StreamHub;
+  private readonly listCache = new Map<string, { at: number; body: Promise<string> }>();
+  private readonly listCacheMs: number;
+
+  constructor(
+    readonly journal: Journal,
+    opts: { stream?: Partial<StreamOptions>; listCacheMs?: number } = {},
+  ) {
+    this.listCacheMs = opts.listCacheMs ?? 100;
+    this.summaries = new RunSummaries(journal);
+    this.metrics = new JournalMetrics(journal);
+    this.streams = new StreamHub(journal, { ...DEFAULT_STREAM_OPTIONS, ...opts.stream });
+  }
+
+  /** A run by full id or unique prefix (a root wins over its own children, as in the CLI). */
+  async findRun(text: string): Promise<RunRecord | Miss> {
+    const id = text.trim().toLowerCase();
+    if (isRunId(id)) {
+      const run = await this.journal.getRun(id);
+      if (run) return run;
+    } else if (/^[0-9a-z]{4,17}$/.test(id)) {
+      const found = await this.journal.findRuns(id, 50);
+      const roots = found.filter((r) => r.parentId === null);
+      if (found.length === 1) return found[0]!;
+      if (roots.length === 1 && found.length < 50 && found.every((r) => r.rootId === roots[0]!.id)) return roots[0]!;
+      if (found.length > 1) return { miss: "ambiguous", message: `more than one run id starts with ${id}`, hint: "give more of the id" };
+    }
+    return { miss: "unknown_run", message: `no run with id ${text}`, hint: "list runs with GET /api/runs" };
+  }
+
+  listRuns(q: RunListQuery): Promise<RunListPage> {
+    return this.summaries.list(q);
+  }
+
+  /**
+   * The run list as JSON text. A list is rebuilt at most once per
+   * `listCacheMs` for the same query (and concurrent requests share one
+   * build): pages and watchers poll it, and a list as fresh as the event
+   * streams' poll interval is fresh enough. Building one costs a few
+   * hundred microseconds (two queries and 50 summaries); answering from
+   * the cache costs what the trivial route does. A control request through
+   * this server clears the cache, so its effect shows at once.
+   */
+  listRunsJson(q: RunListQuery, now = Date.now()): Promise<string> {
+    const key = `${q.status ?? ""}/${q.limit}/${q.offset}`;
+    const hit = this.listCache.get(key);
+    if (hit && now - hit.at < this.listCacheMs) return hit.body;
+    const body = this.summaries.list(q).then((page) => JSON.stringify(page));
+    if (this.listCache.size > 100) this.listCache.clear();
+    this.listCache.set(key, { at: now, body });
+    body.catch(() => this.listCache.delete(key));
+    return body;
+  }
+
+  /** Forget cached lists (after a write through this server). */
+  invalidate(): void {
+    this.listCache.clear();
+  }
+
+  async detail(run: RunRecord): Promise<RunDetail> {
+    const report = (await buildRunReport(this.journal, run.id)) ?? { run, status: run.status, steps: [] };
+    const summary = await this.summaries.summarize(report.run);
+    const totals = reportTotals(report);
+    return {
+      run: {
+        ...summary,
+        status: report.status,
+        stages: totals.stages,
+        usage: totals.usage,
+        rootId: run.rootId,
+        parentId: run.parentId,
+        parentKey: run.parentKey,
+        depth: run.depth,
+        workflowPath: run.workflowPath,
+        inputs: run.inputs,
+        outputs: run.outputs,
+        errorInfo: run.error,
+        ...(report.holder ? { holder: report.holder } : {}),
+      },
+      report,
+      graph: buildRunGraph(report),
+      totals,
+    };
+  }
+
+  async events(run: RunRecord, after: number, limit: number): Promise<EventsPage> {
+    const events = await this.journal.readEvents(run.id, after, limit + 1);
+    const more = events.length > limit;
+    if (more) events.length = limit;
+    const lastSeq = Math.max(run.lastSeq, events.at(-1)?.seq ?? 0);
+    return { runId: run.id, events, lastSeq, next: events.at(-1)?.seq ?? after, more };
+  }
+
+  /**
+   * The output of a stage of `run`: `stage` is its position in that run
+   * ("2.0.1"), its path through child runs ("summarize/report") or its name
+   * when only one stage has it.
+   */
+  async transcript(
+    run: RunRecord,
+    stage: string,
+    q: { attempt?: number | undefined; stdout: number; stderr: number },
+  ): Promise<Transcript | Miss> {
+    const report = await buildRunReport(this.journal, run.id);
+    if (!report) return { miss: "unknown_run", message: `no run with id ${run.id}` };
+    const found = findStep(report, stage);
+    if ("miss" in found) return found;
+    const { step, runId, live } = found;
+    if (step.kind !== "stage") {
+      return { miss: "no_output", message: `step ${JSON.stringify(stage)} is a ${step.kind} step; only stages have output` };
+    }
+    const attempt = q.attempt ?? step.attempts;
+    if (attempt < 1 || attempt > Math.max(1, step.attempts)) {
+      return { miss: "unknown_stage", message: `stage ${JSON.stringify(step.name)} has no attempt ${attempt} (it has ${step.attempts})` };
+    }
+    return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr }, live);
+  }
+
+  async close(drain = false): Promise<void> {
+    await this.streams.close(drain);
+  }
+}
+
+interface Found {
+  step: StepReport;
+  runId: string;
+  live: boolean;
+}
+
+function findStep(report: RunReport, stage: string): Found | Miss {
+  const live = (r: RunReport) => r.status === "running" || r.status === "paused";
+  const exact = report.steps.find((s) => s.position === stage);
+  if (exact) return { step: exact, runId: report.run.id, live: live(report) };
+  const byPath: Found[] = [];
+  const byName: Found[] = [];
+  const walk = (r: RunReport, prefix: string) => {
+    for (const step of r.steps) {
+      const path = prefix ? `${prefix}/${step.name}` : step.name;
+      if (step.kind === "stage") {
+        if (path === stage) byPath.push({ step, runId: r.run.id, live: live(r) });
+        if (step.name === stage) byName.push({ step, runId: r.run.id, live: live(r) });
+      }
+      if (step.child) walk(step.child, path);
+    }
+  };
+  walk(report, "");
+  const hits = byPath.length > 0 ? byPath : byName;
+  if (hits.length === 1) return hits[0]!;
+  if (hits.length > 1) {
+    return {
+      miss: "ambiguous",
+      message: `${hits.length} stages of run ${report.run.id} are named ${JSON.stringify(stage)}`,
+      hint: `ask by position (${hits.map((h) => h.step.position).join(", ")}) on the run that holds it`,
+    };
+  }
+  return { miss: "unknown_stage", message: `run ${report.run.id} has no stage ${JSON.stringify(stage)}`, hint: `its stages are listed by GET /api/runs/${report.run.id}` };
+}

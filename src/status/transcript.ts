@@ -1,0 +1,117 @@
+/**
+ * A stage's output as the status page reads it: the stdout and stderr files
+ * of one attempt (the latest by default), from a byte offset, at most
+ * `MAX_CHUNK` bytes per stream per request. A reader polls with the `next`
+ * offsets it got to follow a running stage. A chunk ends on a whole UTF-8
+ * character while the stage may still be writing, so no character is split
+ * between two reads.
+ */
+
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { StepReport } from "../engine/run-report.ts";
+
+export const MAX_CHUNK = 256 * 1024;
+
+export interface OutputChunk {
+  /** Byte offset the text starts at. */
+  offset: number;
+  /** Offset to ask for next. */
+  next: number;
+  /** Bytes in the file now. */
+  size: number;
+  text: string;
+  /** More bytes are there already (ask again from `next`). */
+  more: boolean;
+  /** The file does not exist (yet). */
+  missing: boolean;
+}
+
+export interface Transcript {
+  runId: string;
+  position: string;
+  name: string;
+  status: string;
+  attempt: number;
+  attempts: number;
+  /** The stage may still write: ask again later. */
+  live: boolean;
+  stdout: OutputChunk;
+  stderr: OutputChunk;
+}
+
+/** The artifact directory of one attempt of a stage, if it has one. */
+export function attemptDir(step: StepReport, attempt: number): string | undefined {
+  const logged = step.attemptLog.find((a) => a.attempt === attempt)?.artifactDir;
+  if (logged) return logged;
+  if (attempt === step.attempts) return step.artifactDir ?? (step.outputPath ? dirname(step.outputPath) : undefined);
+  return undefined;
+}
+
+export function readTranscript(
+  runId: string,
+  step: StepReport,
+  attempt: number,
+  offsets: { stdout: number; stderr: number },
+  live: boolean,
+): Transcript {
+  const dir = attemptDir(step, attempt);
+  const latest = attempt === step.attempts;
+  const stillWriting = live && latest && step.status === "running";
+  const read = (stream: "stdout" | "stderr", offset: number): OutputChunk =>
+    dir ? readChunk(join(dir, `${stream}.log`), offset, MAX_CHUNK, !stillWriting) : emptyChunk(offset);
+  return {
+    runId,
+    position: step.position,
+    name: step.name,
+    status: latest ? step.status : (step.attemptLog.find((a) => a.attempt === attempt)?.status ?? "failed"),
+    attempt,
+    attempts: step.attempts,
+    live: stillWriting,
+    stdout: read("stdout", offsets.stdout),
+    stderr: read("stderr", offsets.stderr),
+  };
+}
+
+function emptyChunk(offset: number): OutputChunk {
+  return { offset, next: offset, size: 0, text: "", more: false, missing: true };
+}
+
+export function readChunk(path: string, offset: number, max: number, final: boolean): OutputChunk {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch {
+    return emptyChunk(offset);
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const from = Math.min(offset, size);
+    const want = Math.min(max, size - from);
+    const buf = Buffer.alloc(want);
+    const n = want > 0 ? readSync(fd, buf, 0, want, from) : 0;
+    const capped = from + n < size;
+    const keep = capped || !final ? wholeCharacters(buf, n) : n;
+    return {
+      offset: from,
+      next: from + keep,
+      size,
+      text: buf.subarray(0, keep).toString("utf8"),
+      more: from + keep < size,
+      missing: false,
+    };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The longest prefix of buf[0..n) that does not end inside a multi-byte UTF-8 character. */
+export function wholeCharacters(buf: Uint8Array, n: number): number {
+  for (let back = 1; back <= Math.min(4, n); back++) {
+    const b = buf[n - back]!;
+    if ((b & 0xc0) === 0x80) continue;
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    return need > back ? n - back : n;
+  }
+  return n;
+}

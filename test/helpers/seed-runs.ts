@@ -1,0 +1,89 @@
+/**
+ * Writes finished runs straight into a journal, the way the engine records
+ * them (run_started, a stage's step_started and checkpoint, status_changed),
+ * without running anything: for status-page tests and benchmarks that need
+ * many runs, or one run with many stages, quickly. Stage output files are
+ * written under `artifactsDir` when given.
+ */
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { EVENT } from "../../src/engine/journal-events.ts";
+import type { AppendEntry, Journal } from "../../src/journal/types.ts";
+import { newRunId, type RunId } from "../../src/shared/ids.ts";
+import { thisProcessHolder } from "../../src/shared/process-info.ts";
+
+export interface SeedOptions {
+  workflow?: string;
+  /** Stages run as one fan-out (ctx.parallel) of this many branches. */
+  stages: number;
+  /** How the run ended. */
+  status?: "completed" | "failed";
+  artifactsDir?: string;
+  /** When the run started (ms); the stages start 1 ms apart and take 100 ms each, overlapping like a fan-out. */
+  at?: number;
+}
+
+export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunId> {
+  const runId = newRunId();
+  const lease = await journal.acquireLease(runId, thisProcessHolder("seed"), { timeoutMs: 30_000 });
+  const t0 = opts.at ?? Date.now();
+  const workflow = opts.workflow ?? "seeded";
+  const entries: AppendEntry[] = [
+    {
+      runId,
+      type: EVENT.runStarted,
+      at: t0,
+      payload: { workflow, path: `/seed/${workflow}.ts`, digest: "seed", depth: 0 },
+      newRun: {
+        rootId: runId,
+        parentId: null,
+        parentKey: null,
+        depth: 0,
+        workflowName: workflow,
+        workflowPath: `/seed/${workflow}.ts`,
+        workflowDigest: "seed",
+        inputs: { stages: opts.stages },
+      },
+    },
+  ];
+  for (let i = 0; i < opts.stages; i++) {
+    const key = `0.${i}.0`;
+    const name = `stage-${i}`;
+    const step = { kind: "stage" as const, name, args: `seed-${i}` };
+    const started = t0 + 1 + i;
+    const artifactDir = join(opts.artifactsDir ?? "/nonexistent", runId, `${key}-${name}`, "attempt-1");
+    if (opts.artifactsDir) {
+      mkdirSync(artifactDir, { recursive: true });
+      writeFileSync(join(artifactDir, "stdout.log"), `output of ${name}\n`);
+      writeFileSync(join(artifactDir, "stderr.log"), "");
+    }
+    const result = { status: "completed", text: `output of ${name}\n`, exitCode: 0, outputPath: join(artifactDir, "stdout.log"), errorPath: join(artifactDir, "stderr.log") };
+    entries.push(
+      { runId, type: EVENT.stepStarted, key, at: started, payload: { ...step, attempt: 1, artifactDir } },
+      { runId, type: EVENT.checkpoint, key, at: started + 100, payload: { ...step, result, startedAt: started } },
+    );
+  }
+  const status = opts.status ?? "completed";
+  const endedAt = t0 + 120 + opts.stages;
+  entries.push({
+    runId,
+    type: EVENT.statusChanged,
+    at: endedAt,
+    payload: { from: "running", to: status, ...(status === "failed" ? { error: { name: "Seeded", code: "seeded", message: "seeded failure" } } : {}) },
+    patch: {
+      status,
+      outputs: status === "completed" ? { stages: opts.stages } : null,
+      error: status === "failed" ? { name: "Seeded", code: "seeded", message: "seeded failure" } : null,
+      endedAt,
+      clearControl: true,
+    },
+  });
+  for (let i = 0; i < entries.length; i += 500) {
+    const outcomes = await journal.append(lease, entries.slice(i, i + 500));
+    const bad = outcomes.find((o) => o.status === "error");
+    if (bad) throw new Error(`seeding run ${runId} failed: ${JSON.stringify(bad)}`);
+  }
+  await journal.releaseLease(lease);
+  return runId;
+}
