@@ -20,6 +20,7 @@ import { join } from "node:path";
 import { RootRun } from "../src/engine/driver.ts";
 import { validateInputs } from "../src/engine/inputs.ts";
 import { loadWorkflowFile, type LoadedWorkflow } from "../src/engine/loader.ts";
+import type { EngineObserver } from "../src/engine/observer.ts";
 import type { RunOutcome } from "../src/engine/run-execution.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
 import type { Durability, Journal } from "../src/journal/types.ts";
@@ -82,10 +83,6 @@ export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const mid = s.length >> 1;
   return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-}
-
-export function minimum(xs: readonly number[]): number {
-  return Math.min(...xs);
 }
 
 /** "median 12.3 ms (min 11.0, max 15.2, n=7)". */
@@ -295,14 +292,40 @@ export async function runInProcess(
   return { runId: root.runId, outcome, ms: performance.now() - t0 };
 }
 
-/** Resumes a recorded root run in this process; returns the time of RootRun.resume + run(). */
-export async function resumeInProcess(journal: Journal, home: string, runId: string, wf: LoadedWorkflow): Promise<EngineRun> {
+/** Phases of a resume, from the observer's step_ended events (ms since RootRun.resume was called). */
+export interface ResumePhases {
+  /** First replayed step ended: lease taken, events read, replay cursor built, run_resumed recorded. */
+  firstReplayed: number;
+  /** Last replayed step ended. */
+  lastReplayed: number;
+  replayed: number;
+}
+
+/**
+ * Resumes a recorded root run in this process; returns the time of
+ * RootRun.resume + run() and, from the observer, when replayed steps ended.
+ */
+export async function resumeInProcess(
+  journal: Journal,
+  home: string,
+  runId: string,
+  wf: LoadedWorkflow,
+): Promise<EngineRun & { phases: ResumePhases }> {
   const run = await journal.getRun(runId as never);
   if (!run) throw new Error(`run ${runId} not found`);
-  const t0 = performance.now();
-  const root = await RootRun.resume({ journal, home, observer: () => {} }, run, wf.definition, wf.digest);
+  const phases: ResumePhases = { firstReplayed: NaN, lastReplayed: NaN, replayed: 0 };
+  let t0 = 0;
+  const observer: EngineObserver = (e) => {
+    if (e.type === "step_ended" && e.replayed) {
+      const t = performance.now() - t0;
+      if (phases.replayed++ === 0) phases.firstReplayed = t;
+      phases.lastReplayed = t;
+    }
+  };
+  t0 = performance.now();
+  const root = await RootRun.resume({ journal, home, observer }, run, wf.definition, wf.digest);
   const outcome = await root.run();
-  return { runId, outcome, ms: performance.now() - t0 };
+  return { runId, outcome, ms: performance.now() - t0, phases };
 }
 
 export function expectStatus(run: EngineRun, status: string): void {

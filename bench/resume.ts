@@ -14,6 +14,12 @@
  * - O(n): replaying 40,000 steps costs at most 5x replaying 10,000;
  * - the peak RSS of a `dist/atomic resume` process replaying 10,000 steps
  *   stays under 250 MB (/usr/bin/time -v, or /proc polling).
+ *
+ * To show where a replay's time goes, the journal's calls are metered
+ * (readEvents, write transactions) and the observer's replayed step_ended
+ * events split it into phases; for information the same replay also runs
+ * with synchronous=NORMAL, and the raw read is repeated with a JSON.parse
+ * of every payload (decoding the events is work no replay can skip).
  */
 
 import { Database } from "bun:sqlite";
@@ -41,8 +47,8 @@ import {
 
 const SMALL = 10_000;
 const LARGE = 40_000;
-const REPS_SMALL = 9;
-const REPS_LARGE = 5;
+const REPS_SMALL = 11;
+const REPS_LARGE = 7;
 const RATIO_TARGET = 3;
 const SCALE_TARGET = 5;
 const RSS_TARGET_MB = 250;
@@ -79,15 +85,22 @@ const bench: Bench = {
       const rows: Record<number, number> = {};
       try {
         // Where a FULL replay's time goes, per sample: the journal calls (metered) and the rest (the engine).
-        const parts = { readEvents: [] as number[], writes: [] as number[], writeTx: 0 };
+        type Parts = { readEvents: number[]; writes: number[]; writeTx: number; head: number[]; loop: number[]; tail: number[] };
+        const noParts = (): Parts => ({ readEvents: [], writes: [], writeTx: 0, head: [], loop: [], tail: [] });
+        const parts: Record<number, Parts> = { [SMALL]: noParts(), [LARGE]: noParts() };
         const replay = (n: number, durability: "full" | "normal" = "full") => async () => {
           tx.reset();
           const run = await resumeInProcess(durability === "full" ? journal : normalJournal, home, ids[n]!, wf);
           expectStatus(run, "failed");
-          if (n === SMALL && durability === "full") {
-            parts.readEvents.push(tx.readEventsMs);
-            parts.writes.push(tx.appendMs + tx.leaseMs);
-            parts.writeTx = tx.total();
+          if (run.phases.replayed !== n) throw new Error(`replayed ${run.phases.replayed} steps, expected ${n}`);
+          if (durability === "full") {
+            const p = parts[n]!;
+            p.readEvents.push(tx.readEventsMs);
+            p.writes.push(tx.appendMs + tx.leaseMs);
+            p.writeTx = tx.total();
+            p.head.push(run.phases.firstReplayed);
+            p.loop.push(run.phases.lastReplayed - run.phases.firstReplayed);
+            p.tail.push(run.ms - run.phases.lastReplayed);
           }
           return run.ms;
         };
@@ -107,6 +120,8 @@ const bench: Bench = {
           await rawRead(n)();
           await replay(n)();
         }
+        parts[SMALL] = noParts();
+        parts[LARGE] = noParts();
         const small = await alternate(REPS_SMALL, {
           raw: rawRead(SMALL),
           replay: replay(SMALL),
@@ -115,6 +130,18 @@ const bench: Bench = {
         });
         const large = await alternate(REPS_LARGE, { raw: rawRead(LARGE), replay: replay(LARGE) });
         const inProcessPeak = selfPeakRssMb();
+        const breakdown = (n: number, replayMs: number, rawMs: number) => {
+          const p = parts[n]!;
+          const read = median(p.readEvents);
+          const writes = median(p.writes);
+          return (
+            `where the time goes (medians): journal.readEvents ${fmt(read)} ms (raw rows ${fmt(rawMs)} + decoding); ` +
+            `${p.writeTx} write transactions (lease acquire, run_resumed, status_changed, lease release) ${fmt(writes)} ms; ` +
+            `engine and GC (replay cursor, ${fmt(n, 0)} replayed steps, the gate) ${fmt(replayMs - read - writes)} ms. ` +
+            `Phases: to the first replayed step ${fmt(median(p.head))} ms, replaying the steps ${fmt(median(p.loop))} ms ` +
+            `(${fmt((median(p.loop) / n) * 1000, 2)} µs per step), gate and run end ${fmt(median(p.tail))} ms`
+          );
+        };
 
         const replayMs = median(small.replay);
         const rawMs = median(small.raw);
@@ -145,10 +172,7 @@ const bench: Bench = {
             notes: [
               `replay: ${spread(small.replay)}; ${fmt(SMALL / (replayMs / 1000), 0)} replayed steps/s`,
               `raw read: ${spread(small.raw)}`,
-              `where the replay's time goes (medians): journal.readEvents ${fmt(median(parts.readEvents))} ms ` +
-                `(raw rows ${fmt(rawMs)} + decoding); ${parts.writeTx} write transactions (lease acquire, run_resumed, ` +
-                `status_changed, lease release) ${fmt(median(parts.writes))} ms; engine (replay cursor, ${fmt(SMALL, 0)} ` +
-                `replayed steps, the gate) ${fmt(replayMs - median(parts.readEvents) - median(parts.writes))} ms`,
+              breakdown(SMALL, replayMs, rawMs),
               `informational: raw read + JSON.parse of every payload ${fmt(median(small.rawDecoded))} ms ` +
                 `(replay ÷ that ${fmt(replayMs / median(small.rawDecoded), 2)}); the same replay with synchronous=NORMAL ` +
                 `${fmt(median(small.replayNormal))} ms (÷ raw ${fmt(median(small.replayNormal) / rawMs, 2)})`,
@@ -165,6 +189,7 @@ const bench: Bench = {
             notes: [
               `replay ${fmt(LARGE, 0)}: ${spread(large.replay)}; raw read of its ${fmt(rows[LARGE] ?? 0, 0)} rows ${spread(large.raw)} ` +
                 `(replay ÷ raw ${fmt(median(large.replay) / median(large.raw), 2)})`,
+              breakdown(LARGE, median(large.replay), median(large.raw)),
             ],
           },
           {

@@ -22,8 +22,10 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   children: { load: () => import("./children.ts").then((m) => m.default), usesBinary: false },
   resume: { load: () => import("./resume.ts").then((m) => m.default), usesBinary: true },
   recovery: { load: () => import("./recovery.ts").then((m) => m.default), usesBinary: true },
+  pool: { load: () => import("./pool.ts").then((m) => m.default), usesBinary: true },
   intercom: { load: () => import("./intercom.ts").then((m) => m.default), usesBinary: false },
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
+  agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */

@@ -28,8 +28,8 @@ import {
 } from "./lib.ts";
 
 const STEPS = 2_000;
-/** Alternating samples per side; FULL costs an fsync per step, so fewer (about 0.3 s each on an idle disk). */
-const REPS = { full: 3, normal: 5 } as const;
+/** Alternating samples per side (a FULL sample is about 0.3 s on an idle disk, several seconds on a busy one). */
+const REPS = { full: 5, normal: 5 } as const;
 const TARGET = 0.6;
 
 async function measure(durability: Durability): Promise<Result> {
@@ -39,6 +39,7 @@ async function measure(durability: Durability): Promise<Result> {
     const { journal, tx } = await openCountedJournal(home, durability);
     const raw = new RawCommits(join(home, "raw.db"), durability);
     let txPerRun = 0;
+    const inAppend: number[] = [];
     try {
       // Warm-up (JIT, first pages of both files); not counted.
       raw.commitRows(200);
@@ -51,6 +52,7 @@ async function measure(durability: Durability): Promise<Result> {
           const run = await runInProcess(journal, home, wf, { steps: STEPS });
           expectStatus(run, "completed");
           txPerRun = tx.total();
+          inAppend.push(tx.appendMs);
           return run.ms;
         },
       });
@@ -69,6 +71,9 @@ async function measure(durability: Durability): Promise<Result> {
         notes: [
           `engine: whole run incl. lease and run records, ${spread(samples.engine)}`,
           `raw: ${spread(samples.raw)} for ${fmt(STEPS, 0)} commits`,
+          `time inside journal.append (transaction + fsync): median ${fmt(median(inAppend))} ms of the run's ` +
+            `${fmt(median(samples.engine))} ms (${fmt((median(inAppend) / STEPS) * 1000, 1)} µs per step; raw commit ` +
+            `${fmt((median(samples.raw) / STEPS) * 1000, 1)} µs)`,
           `journal write transactions per run: ${txPerRun} (${fmt(txPerRun / STEPS, 3)} per step; ` +
             "the 4 extra: lease acquire, run_started, status_changed, lease release)",
           ...(full ? [] : ["informational: the 0.6 target applies to FULL"]),

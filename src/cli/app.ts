@@ -31,6 +31,7 @@ export const COMMANDS: Record<string, { summary: string; load: Loader }> = {
   sessions: { summary: "list intercom sessions: live runs and their running stages", load: () => import("./commands/sessions.ts").then((m) => m.default) },
   serve: { summary: "serve the status page, JSON API and event streams", load: () => import("./commands/serve.ts").then((m) => m.default) },
   workflows: { summary: "list workflows in .atomic/workflows/ (or a file's inputs)", load: () => import("./commands/workflows.ts").then((m) => m.default) },
+  doctor: { summary: "say which runners (agents) are usable here and why not", load: () => import("./commands/doctor.ts").then((m) => m.default) },
   version: { summary: "print the version", load: () => import("./commands/version.ts").then((m) => m.default) },
 };
 

@@ -22,6 +22,8 @@ export const EXIT_CODE: Record<RunStatus, number> = {
   blocked: 3,
   cancelled: 4,
   interrupted: 130,
+  // Parked on a ctx.ask: blocked on a person; answer, then resume.
+  awaiting_input: 3,
   running: 1,
 };
 
@@ -50,6 +52,8 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
   }
   printOutcome(s, outcome);
   s.exitCode = EXIT_CODE[outcome.status];
+  // Ctrl-C while a question waits parks the run awaiting input; the process still ends as interrupted.
+  if (root.stopReason === "interrupted" && outcome.status === "awaiting_input") s.exitCode = 130;
   if (root.stopReason === "lease_lost") s.exitCode = 1;
 }
 
@@ -68,7 +72,10 @@ function printOutcome(s: CliSession, outcome: RunOutcome): void {
   }
   process.stderr.write(`${line}${outcome.error ? `: ${outcome.error.message}` : ""}\n`);
   if (outcome.error?.hint) process.stderr.write(`hint: ${outcome.error.hint}\n`);
-  if (outcome.status === "interrupted" || outcome.status === "blocked") {
+  if (outcome.status === "awaiting_input") {
+    process.stderr.write(`see its open questions with: atomic inbox ${outcome.runId}\n`);
+    process.stderr.write(`answer with: atomic answer ${outcome.runId} <question id> <answer>, then resume with: atomic resume ${outcome.runId}\n`);
+  } else if (outcome.status === "interrupted" || outcome.status === "blocked") {
     process.stderr.write(`resume with: atomic resume ${outcome.runId}\n`);
   } else if (outcome.status === "failed") {
     process.stderr.write(`after fixing the cause, resume with: atomic resume ${outcome.runId}\n`);

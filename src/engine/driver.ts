@@ -17,7 +17,11 @@ import type { Journal, Lease, RunRecord } from "../journal/types.ts";
 import { LeaseLostError, UsageError } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
-import type { WorkflowDefinition } from "../sdk/types.ts";
+import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
+import { loadConfig, type AtomicConfig } from "../shared/config.ts";
+import { Admission } from "./admission.ts";
+import { limitsOf, mergeBudgets, recordedSpending } from "./budget.ts";
+import type { JournalEvent } from "../journal/types.ts";
 import { EVENT, type RunResumedPayload } from "./journal-events.ts";
 import type { EngineObserver } from "./observer.ts";
 import { ReplayCursor } from "./replay-cursor.ts";
@@ -35,6 +39,8 @@ export interface DriverOptions {
   leaseTimeoutMs?: number;
   /** Where stages run: an executor, or a factory given the root run id (the worker pool). Default: in this process. */
   executor?: StageExecutor | ((rootId: RunId) => StageExecutor);
+  /** Runners, models, prices, admission and default budget (default: loaded from `home` and the current directory). */
+  config?: AtomicConfig;
 }
 
 export interface NewRunRequest {
@@ -42,6 +48,8 @@ export interface NewRunRequest {
   workflowPath: string;
   digest: string;
   inputs: Record<string, unknown>;
+  /** Budget flags (`--max-cost` ...): over the workflow's budget, over config's. */
+  budget?: BudgetOptions;
 }
 
 /** A root run being driven by this process. */
@@ -72,10 +80,13 @@ export class RootRun {
     const runId = newRunId();
     const lease = await opts.journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: leaseMs(opts) });
     const root = RootRun.create(opts, lease, req.definition, req.inputs, new ReplayCursor(runId), null);
+    const config = root.tree.config;
+    const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
+    root.setBudget(budget);
     await root.tree.append({
       runId,
       type: EVENT.runStarted,
-      payload: { workflow: req.definition.name, path: req.workflowPath, digest: req.digest, depth: 0 },
+      payload: { workflow: req.definition.name, path: req.workflowPath, digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
       newRun: {
         rootId: runId,
         parentId: null,
@@ -99,6 +110,8 @@ export class RootRun {
     run: RunRecord,
     definition: WorkflowDefinition,
     digest: string,
+    /** Budget flags of `atomic resume` (`--max-cost N` ...): over what the run recorded. */
+    budgetOverride?: BudgetOptions,
   ): Promise<RootRun> {
     assertResumable(run);
     const holder = thisProcessHolder();
@@ -108,13 +121,18 @@ export class RootRun {
     await opts.journal.work.abandon(run.id);
     const root = RootRun.create(opts, lease, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
-    const payload: RunResumedPayload = {
+    const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
+    const limits = limitsOf(budget);
+    const spent = limits && (limits.maxCostMicroUsd !== undefined || limits.maxTokens !== undefined) ? await recordedSpending(opts.journal, run.id, events) : undefined;
+    root.setBudget(budget, spent);
+    const payload: RunResumedPayload & { budget?: BudgetOptions } = {
       holderId: holder.holderId,
       host: holder.host,
       pid: holder.pid,
       previousStatus: run.status,
       digest,
       digestChanged: digest !== run.workflowDigest,
+      ...(budget ? { budget } : {}),
     };
     await root.tree.append({
       runId: run.id,
@@ -150,8 +168,15 @@ export class RootRun {
       opts.observer,
       join(opts.home, "artifacts"),
     );
+    tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
+    tree.admission = new Admission(tree.config.admission);
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
     return new RootRun(lease.rootId, tree, execution);
+  }
+
+  /** The run's budget for this drive (`spent`: what earlier drives recorded). */
+  private setBudget(budget: BudgetOptions | undefined, spent?: { costMicroUsd: number; tokens: number }): void {
+    this.execution.budget = this.tree.newLedger(limitsOf(budget), spent);
   }
 
   /** Execute the workflow to its end (or stop), then release the lease. */
@@ -161,6 +186,8 @@ export class RootRun {
       return await this.execution.execute();
     } finally {
       this.stopBackgroundWork();
+      this.tree.budget.close();
+      this.tree.admission.close();
       await this.tree.writer.flush().catch(() => {});
       await this.tree.executor.close().catch(() => {});
       if (this.tree.stopReason !== "lease_lost") await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
@@ -222,6 +249,17 @@ export class RootRun {
     clearInterval(this.renewTimer);
     clearInterval(this.controlTimer);
   }
+}
+
+/** The budget a run recorded: its last resume's, else its start's. */
+function recordedBudget(events: readonly JournalEvent[]): BudgetOptions | undefined {
+  let budget: BudgetOptions | undefined;
+  for (const e of events) {
+    if (e.type !== EVENT.runStarted && e.type !== EVENT.runResumed) continue;
+    const b = (e.payload as { budget?: BudgetOptions }).budget;
+    if (b) budget = b;
+  }
+  return budget;
 }
 
 function leaseMs(opts: DriverOptions): number {

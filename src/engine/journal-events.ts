@@ -79,12 +79,14 @@ export const EVENT = {
   checkpoint: "checkpoint",
   statusChanged: "status_changed",
   controlApplied: "control_applied",
-  /** Queued messages handed to a stage attempt before its first turn: { stagePath, attempt, messageIds }. */
+  /** Queued messages handed to a stage attempt before its first turn: { stageKey, stagePath, attempt, messageIds } (no event key: not a step). */
   messagesDelivered: "messages_delivered",
-  /** A message delivered to a running stage: { messageId, stagePath, attempt, mode }. */
+  /** A message delivered to a running stage: { stageKey, messageId, stagePath, attempt, mode }. */
   messageDelivered: "message_delivered",
-  /** A message that can no longer reach its stage: { messageId, stagePath, reason }. */
+  /** A message that can no longer reach its stage: { stageKey, messageId, stagePath, reason }. */
   messageUndeliverable: "message_undeliverable",
+  /** A stage waits for admission: { stageKey, name, reason } (no event key: not a step; progress only). */
+  stageWaiting: "stage_waiting",
 } as const;
 
 /** `tool "fetch"`; with `withArgs` (when only the arguments differ) the digest too, so the two sides read differently. */

@@ -4,7 +4,7 @@
  * the durable record. Observers must be cheap and must not throw.
  */
 
-import type { StageResult } from "../sdk/types.ts";
+import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunStatus } from "../journal/types.ts";
 import type { StepKind } from "./journal-events.ts";
@@ -31,11 +31,15 @@ export type EngineEvent =
       name: string;
       status: "completed" | "failed" | "cancelled";
       replayed: boolean;
-      result?: Pick<StageResult, "exitCode" | "outputPath">;
+      result?: Pick<StageResult, "exitCode" | "outputPath" | "usage">;
       error?: ErrorInfo;
       at: number;
     }
   | { type: "stage_output"; runId: string; position: string; name: string; stream: "stdout" | "stderr"; text: string }
+  /** A running agent stage reported usage (a delta: one model turn, or a CLI agent's step). */
+  | { type: "stage_usage"; runId: string; position: string; name: string; usage: Partial<Usage> }
+  /** A stage waits to start (admission: agent sessions busy, host under pressure), and why. */
+  | { type: "step_waiting"; runId: string; position: string; name: string; reason: string; at: number }
   | { type: "log"; runId: string; message: string; at: number }
   | { type: "paused" | "unpaused"; runId: string; at: number }
   | { type: "warning"; runId: string; message: string; at: number }

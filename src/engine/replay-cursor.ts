@@ -10,7 +10,7 @@
  */
 
 import { NondeterminismError } from "../shared/errors.ts";
-import { digestMatches, formatDigest } from "./values.ts";
+import { argsLike, digestMatches, sameArgs } from "./values.ts";
 import type { JournalEvent } from "../journal/types.ts";
 import {
   EVENT,
@@ -39,15 +39,22 @@ interface Entry extends Recorded {
   checkpoint: CheckpointPayload | undefined;
   started: StepStartedPayload | undefined;
   claimed: boolean;
+  /** Entries in the order they were created (journal order for recorded positions). */
+  order: number;
 }
 
 export class ReplayCursor {
   /**
-   * Every position recorded in the journal or claimed in this run: one map
-   * lookup per claim (the claimed flag lives on the entry; a claim of a new
-   * position adds an entry that records nothing).
+   * An entry for every position recorded in the journal or claimed in this
+   * run: one lookup per claim (the claimed flag lives on the entry; a claim
+   * of a new position adds an entry that records nothing). Top-level
+   * positions ("0", "1", ...) are indexes into an array; the others
+   * ("4.0.1") are keys of a map. Hashing the position strings into one map
+   * was a third of the replay cursor's cost.
    */
-  private readonly byPosition = new Map<string, Entry>();
+  private readonly topLevel: (Entry | undefined)[] = [];
+  private readonly nested = new Map<string, Entry>();
+  private entries = 0;
   /** Positions of groups (ctx.parallel/chain): proper prefixes of recorded positions. Groups record nothing themselves. */
   private readonly groups = new Set<string>();
   private pendingCheckpoints = 0;
@@ -70,10 +77,6 @@ export class ReplayCursor {
         rec.attempts++;
       }
     }
-    for (const key of this.byPosition.keys()) {
-      // "4.1.0" has the groups "4" and "4.1"; a top-level position has none.
-      for (let dot = key.indexOf("."); dot !== -1; dot = key.indexOf(".", dot + 1)) this.groups.add(key.slice(0, dot));
-    }
   }
 
   /** True while recorded checkpoints remain that the workflow has not reached yet. */
@@ -95,7 +98,7 @@ export class ReplayCursor {
     }
     const recorded = rec.checkpoint ?? rec.started;
     if (recorded && !sameStep(recorded, request)) {
-      const step = identity(request);
+      const step = identity(request, recorded);
       const argsOnly = recorded.kind === step.kind && recorded.name === step.name;
       throw this.diverged(position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
     }
@@ -118,11 +121,14 @@ export class ReplayCursor {
   assertFullyReplayed(): void {
     if (this.divergence) throw this.divergence;
     if (this.pendingCheckpoints <= 0) return;
-    for (const [position, rec] of this.byPosition) {
-      if (rec.checkpoint && !rec.claimed) {
-        throw this.diverged(position, "no step (the workflow returned)", describeStep(rec.checkpoint));
-      }
-    }
+    // The first such checkpoint in journal order.
+    let first: [string, Entry] | undefined;
+    const consider = (position: string, rec: Entry | undefined) => {
+      if (rec?.checkpoint && !rec.claimed && (!first || rec.order < first[1].order)) first = [position, rec];
+    };
+    this.topLevel.forEach((rec, n) => consider(String(n), rec));
+    for (const [position, rec] of this.nested) consider(position, rec);
+    if (first) throw this.diverged(first[0], "no step (the workflow returned)", describeStep(first[1].checkpoint!));
   }
 
   private diverged(position: string, expected: string, recorded: string): NondeterminismError {
@@ -135,9 +141,12 @@ export class ReplayCursor {
    * nothing was recorded there. A position is claimed at most once.
    */
   private take(position: string): Entry | undefined {
-    const rec = this.byPosition.get(position);
+    const index = topLevelIndex(position);
+    const rec = index >= 0 ? this.topLevel[index] : this.nested.get(position);
     if (rec === undefined) {
-      this.byPosition.set(position, { checkpoint: undefined, started: undefined, attempts: 0, claimed: true });
+      const claimed: Entry = { checkpoint: undefined, started: undefined, attempts: 0, claimed: true, order: this.entries++ };
+      if (index >= 0) this.topLevel[index] = claimed;
+      else this.nested.set(position, claimed);
       return undefined;
     }
     if (rec.claimed) throw new Error(`internal: replay position ${position} claimed twice`);
@@ -145,11 +154,19 @@ export class ReplayCursor {
     return rec.checkpoint === undefined && rec.started === undefined ? undefined : rec;
   }
 
+  /** The entry of a recorded position (created at its first event). */
   private entry(position: string): Entry {
-    let rec = this.byPosition.get(position);
+    const index = topLevelIndex(position);
+    let rec = index >= 0 ? this.topLevel[index] : this.nested.get(position);
     if (!rec) {
-      rec = { checkpoint: undefined, started: undefined, attempts: 0, claimed: false };
-      this.byPosition.set(position, rec);
+      rec = { checkpoint: undefined, started: undefined, attempts: 0, claimed: false, order: this.entries++ };
+      if (index >= 0) {
+        this.topLevel[index] = rec;
+      } else {
+        this.nested.set(position, rec);
+        // "4.1.0" lies in the groups "4" and "4.1"; a top-level position in none.
+        for (let dot = position.indexOf("."); dot !== -1; dot = position.indexOf(".", dot + 1)) this.groups.add(position.slice(0, dot));
+      }
     }
     return rec;
   }
@@ -157,12 +174,26 @@ export class ReplayCursor {
 
 const GROUP = "a group of steps (ctx.parallel or ctx.chain)";
 
-function sameStep(recorded: StepIdentity, request: StepRequest): boolean {
-  if (recorded.kind !== request.kind || recorded.name !== request.name) return false;
-  return typeof request.args === "string" ? recorded.args === request.args : digestMatches(recorded.args, request.args);
+/** The number a top-level position is written as (Scope: String(n)), or -1 for any other position. */
+function topLevelIndex(position: string): number {
+  const length = position.length;
+  // At most 9 digits (below 2^31), no leading zero: exactly the strings String(n) writes.
+  if (length === 0 || length > 9 || (length > 1 && position.charCodeAt(0) === 48)) return -1;
+  let n = 0;
+  for (let i = 0; i < length; i++) {
+    const digit = position.charCodeAt(i) - 48;
+    if (digit < 0 || digit > 9) return -1;
+    n = n * 10 + digit;
+  }
+  return n;
 }
 
-function identity(request: StepRequest): StepIdentity {
-  const { args } = request;
-  return { ...request, args: typeof args === "string" ? args : formatDigest(args) };
+function sameStep(recorded: StepIdentity, request: StepRequest): boolean {
+  if (recorded.kind !== request.kind || recorded.name !== request.name) return false;
+  return typeof request.args === "string" ? sameArgs(recorded.args, request.args) : digestMatches(recorded.args, request.args);
+}
+
+/** What the workflow asks for, written out for a message (its digest in the form of the recorded one it is shown next to). */
+function identity(request: StepRequest, recorded?: StepIdentity): StepIdentity {
+  return { ...request, args: argsLike(request.args, recorded?.args) };
 }

@@ -27,6 +27,7 @@ import { runChild } from "./steps/child.ts";
 import { runGroup } from "./steps/group.ts";
 import { runSend } from "./steps/send.ts";
 import { runAsk } from "./steps/ask.ts";
+import type { BudgetLedger } from "./budget.ts";
 
 export interface RunOutcome {
   runId: RunId;
@@ -38,6 +39,8 @@ export interface RunOutcome {
 export class RunExecution {
   readonly rootScope: Scope;
   readonly ctx: WorkflowContext;
+  /** What this run spends against: the tree's root ledger, or a child run's own under its parent's (child.ts sets it). */
+  budget: BudgetLedger;
 
   constructor(
     readonly tree: RunTree,
@@ -51,6 +54,7 @@ export class RunExecution {
   ) {
     this.rootScope = new Scope(this, "", tree.signal);
     this.ctx = this.makeContext();
+    this.budget = tree.budget;
   }
 
   /** The scope the calling code runs in (a parallel branch, or the run's top level). */
@@ -75,8 +79,9 @@ export class RunExecution {
       this.cursor.assertFullyReplayed();
       outcome = { runId: this.runId, status: "completed", outputs: this.validateOutputs(storedValue(value, "the workflow")) };
     } catch (err) {
-      outcome = this.outcomeOf(err);
+      outcome = this.blockedByBudget(this.outcomeOf(err));
     }
+    this.budget.close();
     if (tree.stopReason !== "lease_lost") await this.recordEnd(outcome);
     if (this.runId === tree.lease.rootId) {
       // Messages still queued for a run that can never go on become undeliverable; the poll and broker link stop.
@@ -85,6 +90,28 @@ export class RunExecution {
     }
     tree.observer({ type: "run_ended", ...outcome, at: Date.now() });
     return outcome;
+  }
+
+  /**
+   * A run that failed because its budget (or a child's) ran out is blocked,
+   * not failed: `atomic resume --max-cost N` continues it. That covers a
+   * failure in a parallel group or a child run while the budget is used up.
+   */
+  private blockedByBudget(outcome: RunOutcome): RunOutcome {
+    if (outcome.status !== "failed" || this.cursor.divergence) return outcome;
+    if (outcome.error?.code === "budget_exceeded") return { ...outcome, status: "blocked" };
+    const why = this.budget.exhausted();
+    if (!why) return outcome;
+    return {
+      runId: this.runId,
+      status: "blocked",
+      error: {
+        name: "BudgetExceeded",
+        code: "budget_exceeded",
+        message: `run ${this.runId}: ${why}`,
+        hint: `resume it with a higher budget: atomic resume ${this.tree.lease.rootId} --max-cost N`,
+      },
+    };
   }
 
   private outcomeOf(err: unknown): RunOutcome {

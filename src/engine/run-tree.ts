@@ -16,6 +16,9 @@ import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.t
 import type { EngineObserver } from "./observer.ts";
 import type { StageExecutor } from "./stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
+import type { AtomicConfig } from "../shared/config.ts";
+import { Admission } from "./admission.ts";
+import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./budget.ts";
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
 
@@ -30,6 +33,15 @@ export class RunTree {
   /** Messages to this tree's stages and its open questions (intercom). */
   readonly mail: TreeMail = new TreeMail(this);
 
+  /** Runners, models, prices and admission limits (the driver sets it; empty: defaults). */
+  config: AtomicConfig = {};
+  /** When agent stages may start (sessions per run and per user, host pressure). */
+  admission = new Admission();
+  /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */
+  budget: BudgetLedger;
+  /** Live agent stage attempts, with the ledger they spend against: wrapped up when it runs out. */
+  private readonly liveAgents = new Map<string, { runId: string; stageKey: string; ledger: BudgetLedger; wrapped: boolean }>();
+
   constructor(
     readonly journal: Journal,
     readonly lease: Lease,
@@ -38,7 +50,43 @@ export class RunTree {
     readonly observer: EngineObserver,
     /** Root of per-run artifact directories (`$ATOMIC_HOME/artifacts`). */
     readonly artifactsDir: string,
-  ) {}
+  ) {
+    this.budget = this.newLedger(undefined);
+  }
+
+  /** The root ledger, with limits and what earlier drives of the run spent. */
+  newLedger(limits: BudgetLimits | undefined, initial?: Spent): BudgetLedger {
+    this.budget?.close();
+    const ledger = new BudgetLedger(
+      this.lease.rootId,
+      limits,
+      undefined,
+      (runId, message) => this.observer({ type: "warning", runId, message, at: Date.now() }),
+      initial,
+    );
+    ledger.onExhausted = () => this.wrapUpExhausted();
+    this.budget = ledger;
+    return ledger;
+  }
+
+  /** An agent stage attempt runs: it is wrapped up if its ledger runs out while it does. */
+  agentStarted(id: string, runId: string, stageKey: string, ledger: BudgetLedger): void {
+    this.liveAgents.set(id, { runId, stageKey, ledger, wrapped: false });
+    if (ledger.exhausted()) this.wrapUpExhausted();
+  }
+
+  agentEnded(id: string): void {
+    this.liveAgents.delete(id);
+  }
+
+  /** Every live agent stage whose ledger (or an ancestor's) is used up gets one wrap-up turn. */
+  private wrapUpExhausted(): void {
+    for (const a of this.liveAgents.values()) {
+      if (a.wrapped || !a.ledger.exhausted()) continue;
+      a.wrapped = true;
+      void this.executor.wrapUp?.({ runId: a.runId, stageKey: a.stageKey }, WRAP_UP_TEXT);
+    }
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal;

@@ -22,6 +22,8 @@ export interface StageExecutor {
    * or ended); the engine then keeps the message queued.
    */
   deliver?(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running">;
+  /** The budget ran out: give a running agent stage its one wrap-up turn (RunnerHandle.wrapUp). */
+  wrapUp?(stage: { runId: string; stageKey: string }, text: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -57,6 +59,10 @@ export class InProcessExecutor implements StageExecutor {
       return "not_running"; // it ended between the lookup and the write
     }
     return "delivered";
+  }
+
+  async wrapUp(stage: { runId: string; stageKey: string }, text: string): Promise<void> {
+    this.running.get(`${stage.runId}\u0000${stage.stageKey}`)?.wrapUp?.(text);
   }
 
   async close(): Promise<void> {}

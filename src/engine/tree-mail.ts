@@ -108,11 +108,11 @@ export class TreeMail {
       this.tree.lease,
       { runId, stageKey, path, name, attempt },
       (pattern) => matchesPath(pattern, path),
+      // Keyless: a message event is not a step record (replay and reports key steps by position).
       (fresh) => ({
         runId,
         type: EVENT.messagesDelivered,
-        key: stageKey,
-        payload: { stagePath: path, attempt, messageIds: fresh.map((m) => m.messageId), beforeStart: true },
+        payload: { stageKey, stagePath: path, attempt, messageIds: fresh.map((m) => m.messageId), beforeStart: true },
       }),
     );
     for (const m of mail.filter((x) => x.fresh)) {
@@ -230,8 +230,8 @@ export class TreeMail {
           const d = byseq.get(seq)!;
           const c = changes.find((x) => x.seq === seq)!;
           return c.state === "delivered"
-            ? { runId: d.runId, type: EVENT.messageDelivered, key: d.stageKey, payload: { messageId: d.messageId, stagePath: d.stagePath, attempt: c.attempt, mode: d.mode } }
-            : { runId: d.runId, type: EVENT.messageUndeliverable, key: d.stageKey, payload: { messageId: d.messageId, stagePath: d.stagePath, reason: c.reason } };
+            ? { runId: d.runId, type: EVENT.messageDelivered, payload: { stageKey: d.stageKey, messageId: d.messageId, stagePath: d.stagePath, attempt: c.attempt, mode: d.mode } }
+            : { runId: d.runId, type: EVENT.messageUndeliverable, payload: { stageKey: d.stageKey, messageId: d.messageId, stagePath: d.stagePath, reason: c.reason } };
         }),
       );
     } catch (err) {

@@ -276,6 +276,12 @@ export type WorkReceipt =
 export interface WorkQueue {
   /** Lease the oldest ready item (of `rootId`, or any root) to `workerId`: epoch + 1. */
   claim(workerId: string, leaseMs: number, rootId?: RunId): Promise<WorkItem | undefined>;
+  /**
+   * `claim` for several idle workers in one transaction: the oldest ready
+   * item to `workerIds[0]`, the next to `workerIds[1]`, ... (FIFO); fewer
+   * items than workers when fewer are ready.
+   */
+  claimMany(workerIds: readonly string[], leaseMs: number, rootId?: RunId): Promise<WorkItem[]>;
   /** Heartbeats: extend every lease that still holds, in one transaction; returns the fences that no longer hold. */
   renew(fences: readonly WorkFence[], leaseMs: number): Promise<WorkFence[]>;
   /**
@@ -288,6 +294,18 @@ export interface WorkQueue {
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
   ): Promise<WorkReceipt>;
+  /**
+   * `complete`, and in the same transaction, when that was a first commit
+   * (not a stale or conflicting one, nor a retry answered with its first
+   * receipt), `claim` the oldest ready item (of `claimNext.rootId`, or any
+   * root) for the same worker: its next item, without a second transaction.
+   */
+  completeAndClaim(
+    fence: WorkFence,
+    outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
+    op: { id: string; digest: string },
+    claimNext: { leaseMs: number; rootId?: RunId },
+  ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }>;
   /** A lost worker's item: back to ready at generation + 1, or failed with `error` when that would exceed `maxGenerations`. */
   release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt>;
   get(id: string): Promise<WorkItem | undefined>;

@@ -42,6 +42,7 @@ import {
 import { ROLE, selfCommand } from "./self-exec.ts";
 import { killStagesOfWorker } from "./reap.ts";
 import { StallMonitor } from "./stall-monitor.ts";
+import { trace, traceNow, tracing } from "./trace.ts";
 import { WorkerSlot, logTail } from "./worker-slot.ts";
 
 const SWEEP_MS = 500;
@@ -129,6 +130,9 @@ class Coordinator {
         else this.toRoot({ type: "deliver_result", workId: msg.workId, messageId: msg.message.id, delivered: false });
         break;
       }
+      case "wrap_up":
+        this.slotRunning(msg.workId)?.send(msg);
+        break;
       case "control":
         void this.applyControl(msg.rev, msg.paused);
         break;
@@ -216,15 +220,29 @@ class Coordinator {
   }
 
   private async complete(slot: WorkerSlot, msg: Extract<FromWorker, { type: "complete" }>): Promise<void> {
+    trace("complete", msg.ref.workId);
     const fence = { id: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation, epoch: msg.ref.epoch };
     const result = msg.result as StageResult;
     const body = JSON.stringify(result);
+    const outcome = { state: result.status === "completed" ? ("completed" as const) : ("failed" as const), result };
+    const op = { id: msg.opId, digest: String(Bun.hash(body)) };
     try {
-      const receipt = await this.journal.work.complete(
-        fence,
-        { state: result.status === "completed" ? "completed" : "failed", result },
-        { id: msg.opId, digest: String(Bun.hash(body)) },
-      );
+      // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
+      const claimAt = tracing ? traceNow() : 0;
+      const { receipt, next } =
+        slot.owns(msg.ref) && !this.paused
+          ? await this.journal.work.completeAndClaim(fence, outcome, op, { leaseMs: this.config.leaseMs, rootId: this.rootId })
+          : { receipt: await this.journal.work.complete(fence, outcome, op), next: undefined };
+      trace("committed", fence.id);
+      if (next) trace("claim", next.id, claimAt);
+      const owned = receipt.status === "committed" && slot.owns(msg.ref);
+      if (owned) {
+        slot.finish();
+        // The next stage first: it is what keeps the worker busy.
+        if (next) await this.give(slot, next);
+      } else if (next) {
+        await this.give(slot, next); // not ours to run after all (the slot moved on meanwhile): settled or handed back
+      }
       slot.send({ type: "receipt", opId: msg.opId, status: receipt.status });
       if (receipt.status !== "committed") {
         this.log(
@@ -233,12 +251,11 @@ class Coordinator {
         );
         return;
       }
-      if (!slot.owns(msg.ref)) return; // a retry of a commit already answered
+      if (!owned) return; // a retry of a commit already answered
       this.events.get(fence.id)?.flush();
       this.events.delete(fence.id);
-      slot.finish();
       this.toRoot({ type: "work_done", workId: fence.id, result: { ...result, workerId: slot.id, generation: fence.generation } });
-      void this.dispatch();
+      if (slot.state === "idle") void this.dispatch();
     } catch (err) {
       this.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
     }
@@ -329,25 +346,22 @@ class Coordinator {
         this.redispatch = false;
         for (;;) {
           if (this.paused && this.cancelled.size === 0) break;
-          const slot = [...this.slots.values()].find((s) => s.state === "idle");
-          if (!slot) break;
-          const item = await this.journal.work.claim(slot.id, this.config.leaseMs, this.rootId);
-          if (!item) break;
-          if (this.cancelled.delete(item.id)) {
-            await this.settleCancelled(slot.id, item);
-            continue;
+          const idle = [...this.slots.values()].filter((s) => s.state === "idle");
+          // Paused, only cancelled items are wanted: one at a time, as they come.
+          if (this.paused) idle.splice(1);
+          if (idle.length === 0) break;
+          // Every idle worker gets an item from one transaction.
+          const claimAt = tracing ? traceNow() : 0;
+          const items = await this.journal.work.claimMany(
+            idle.map((s) => s.id),
+            this.config.leaseMs,
+            this.rootId,
+          );
+          for (let i = 0; i < items.length; i++) {
+            trace("claim", items[i]!.id, claimAt);
+            await this.give(idle[i]!, items[i]!);
           }
-          if (slot.state !== "idle") {
-            // The worker went away while the claim was in flight: its item moves on to the next generation.
-            await this.journal.work.release(
-              { id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch },
-              this.config.maxGenerations,
-              { name: "WorkerLost", code: "worker_lost", message: `worker ${slot.id} went away as it was given the item` },
-            );
-            continue;
-          }
-          slot.assign(item, Date.now(), this.stall.stalledMs);
-          slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request: item.descriptor as StageRequest });
+          if (items.length < idle.length) break; // nothing more is ready
         }
       } while (this.redispatch);
     } catch (err) {
@@ -355,6 +369,26 @@ class Coordinator {
     } finally {
       this.dispatching = false;
     }
+  }
+
+  /** Starts a claimed item on `slot`; one cancelled meanwhile is settled, and one whose worker went away is handed back. */
+  private async give(slot: WorkerSlot, item: WorkItem): Promise<void> {
+    if (this.cancelled.delete(item.id)) {
+      await this.settleCancelled(slot.id, item);
+      return;
+    }
+    if (slot.state !== "idle") {
+      // The worker went away while the claim was in flight: its item moves on to the next generation.
+      await this.journal.work.release(
+        { id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch },
+        this.config.maxGenerations,
+        { name: "WorkerLost", code: "worker_lost", message: `worker ${slot.id} went away as it was given the item` },
+      );
+      void this.dispatch();
+      return;
+    }
+    slot.assign(item, Date.now(), this.stall.stalledMs);
+    slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request: item.descriptor as StageRequest });
   }
 
   private async settleCancelled(workerId: string, item: WorkItem): Promise<void> {

@@ -22,6 +22,7 @@ import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
 import { ROLE, selfCommand } from "./self-exec.ts";
 import { logTail } from "./worker-slot.ts";
+import { trace } from "./trace.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -51,6 +52,7 @@ export class PoolExecutor implements StageExecutor {
   private ready: Promise<void> | undefined;
   private lost: string | undefined;
   private closing = false;
+  private nudged = false;
   private readonly waiting = new Map<string, Waiting>();
   private readonly controlWaiters = new Map<number, () => void>();
   readonly logDir: string;
@@ -72,12 +74,30 @@ export class PoolExecutor implements StageExecutor {
     const onAbort = () => this.send({ type: "cancel_work", workId, reason: String(signal.reason ?? "cancelled") });
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
-    this.send({ type: "work_ready" });
+    trace("ready_sent", workId);
+    this.nudge();
     try {
       return await result;
     } finally {
       signal.removeEventListener("abort", onAbort);
       this.waiting.delete(workId);
+    }
+  }
+
+  /** Tells the coordinator that items are ready: once per burst (a fan-out of 500 stages sends a few messages, not 500). */
+  private nudge(): void {
+    if (this.nudged) return;
+    this.nudged = true;
+    queueMicrotask(() => {
+      this.nudged = false;
+      this.send({ type: "work_ready" });
+    });
+  }
+
+  /** The budget ran out: the stage's worker gives its agent one wrap-up turn. */
+  async wrapUp(stage: { runId: string; stageKey: string }, text: string): Promise<void> {
+    for (const [workId, w] of this.waiting) {
+      if (w.request.runId === stage.runId && w.request.stageKey === stage.stageKey) this.send({ type: "wrap_up", workId, text });
     }
   }
 
@@ -162,6 +182,7 @@ export class PoolExecutor implements StageExecutor {
         }
         break;
       case "work_done":
+        trace("done", msg.workId);
         this.waiting.get(msg.workId)?.resolve(msg.result as StageResult);
         break;
       case "deliver_result":

@@ -27,6 +27,7 @@ import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/com
 import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
 import { EventBatcher } from "./event-batcher.ts";
 import { WORKER_ENV } from "./reap.ts";
+import { trace } from "./trace.ts";
 
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
@@ -65,6 +66,7 @@ export async function workerMain(argv: string[]): Promise<void> {
         setTimeout(() => resolve("timeout"), RECEIPT_TIMEOUT_MS).unref();
       });
       faultPoint("worker-before-commit");
+      trace("commit_sent", ref.workId);
       send({ type: "complete", opId, ref, result });
       const status = await answer;
       receipts.delete(opId);
@@ -73,6 +75,7 @@ export async function workerMain(argv: string[]): Promise<void> {
   };
 
   const start = (msg: Extract<ToWorker, { type: "start" }>) => {
+    trace("start", msg.workId);
     if (running) {
       log(`refused work ${msg.workId}: already running ${running.ref.workId}`);
       return;
@@ -83,7 +86,10 @@ export async function workerMain(argv: string[]): Promise<void> {
     let handle: RunnerHandle;
     try {
       handle = getRunner(request.runner).start(request, (event) => {
-        if (event.type === "started") send({ type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) });
+        if (event.type === "started") {
+          trace("spawned", ref.workId);
+          send({ type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) });
+        }
         else batcher.push(event);
       });
     } catch (err) {
@@ -99,6 +105,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     }
     running = { ref, handle, batcher };
     void handle.result.then(async (result) => {
+      trace("exited", ref.workId);
       batcher.flush();
       // Free before committing: the coordinator may hand us the next item in the same breath as the receipt.
       if (running?.ref === ref) running = undefined;
@@ -130,6 +137,9 @@ export async function workerMain(argv: string[]): Promise<void> {
         send({ type: "deliver_result", workId: msg.workId, messageId: msg.message.id, delivered: live !== undefined });
         break;
       }
+      case "wrap_up":
+        if (running?.ref.workId === msg.workId) running.handle.wrapUp?.(msg.text);
+        break;
       case "ping":
         send({ type: "pong", nonce: msg.nonce });
         break;

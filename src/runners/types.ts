@@ -15,6 +15,7 @@
  */
 
 import type { StageResult, Usage } from "../sdk/types.ts";
+import type { ModelPrice } from "../shared/config.ts";
 
 export type DeliveryMode = "steer" | "followUp" | "interrupt";
 
@@ -41,6 +42,28 @@ export interface StageRequest {
    * a first user-context block, "Messages received before you started").
    */
   initialMessages?: { id: string; text: string }[];
+  /** Agent stages: everything the runner needs, resolved in the root from the task options and config (no secrets). */
+  agent?: AgentOptions;
+}
+
+export interface AgentOptions {
+  tools?: string[];
+  /** JSON Schema of the structured output (a valibot schema is converted in the root). */
+  schema?: Record<string, unknown>;
+  /** Where to write the final answer, relative to cwd. */
+  output?: string;
+  maxTurns?: number;
+  system?: string;
+  /** openai: the endpoint (the key comes from the worker's OPENAI_API_KEY). */
+  baseUrl?: string;
+  maxRetries?: number;
+  maxBackoffMs?: number;
+  requestTimeoutMs?: number;
+  /** CLI agents: the binary and extra arguments. */
+  binary?: string;
+  args?: string[];
+  /** Prices by model, for runners whose agent reports no cost. */
+  pricing?: Record<string, ModelPrice>;
 }
 
 export type RunnerEvent =
@@ -58,6 +81,12 @@ export interface RunnerHandle {
   interrupt(): void;
   /** End the stage now: the whole process group is killed; result settles "cancelled". */
   cancel(reason?: string): void;
+  /**
+   * The run's budget is used up: give the agent one last turn with `text`
+   * (no more tools where the runner can say so), then end the stage with
+   * what it has. Runners without turns (shell) do not implement it.
+   */
+  wrapUp?(text: string): void;
 }
 
 export interface Runner {

@@ -28,6 +28,10 @@ export interface Usage {
   costMicroUsd: number;
   turns: number;
   model?: string;
+  /** Token counts are estimates (the provider reported no usage). */
+  estimated?: boolean;
+  /** No price was known for the model: costMicroUsd is 0 and not a real cost. */
+  unpriced?: boolean;
 }
 
 export type StageStatus = "completed" | "failed" | "cancelled";
@@ -45,6 +49,9 @@ export interface StageResult {
   structured?: unknown;
   usage?: Usage;
   sessionId?: string;
+  /** Agent stages: the readable transcript (markdown) and the raw event log (JSONL, written before parsing). */
+  transcriptPath?: string;
+  eventsPath?: string;
   /** Set when status is not "completed". */
   error?: { code: string; message: string };
   /** On the worker pool: which worker ran it, and the attempt generation (2 = it was retried after a lost worker). */
@@ -55,10 +62,29 @@ export interface StageResult {
 export interface TaskOptions {
   /** Shell command: runs the stage with the shell runner. */
   shell?: string;
-  /** Agent prompt: runs the stage with an agent runner (later issues). */
+  /** Agent prompt: runs the stage with an agent runner (`runner`, else the workflow's, else config's; default "openai"). */
   prompt?: string;
+  /** shell, openai, claude, codex, gemini, opencode, pi. */
   runner?: string;
   model?: string;
+  /**
+   * Tools an agent may use. The openai runner's set: read, write, edit,
+   * list, grep, bash (default: all), confined to the stage's cwd. CLI
+   * agents: passed on as their allowed-tools list where they have one.
+   */
+  tools?: string[];
+  /**
+   * Structured output: a valibot schema (or a JSON Schema object). The
+   * result's `structured` holds the validated value; an agent that cannot
+   * produce it after 3 corrective re-prompts fails the stage.
+   */
+  schema?: GenericSchema | Record<string, unknown>;
+  /** Write the final answer (structured output as JSON, else the text) to this file, relative to cwd. */
+  output?: string;
+  /** Most model turns an agent may take (default 50). */
+  maxTurns?: number;
+  /** A system prompt for the openai runner (CLI agents: appended where supported). */
+  system?: string;
   cwd?: string;
   /** Extra environment variables for the stage process. */
   env?: Record<string, string>;
@@ -141,7 +167,7 @@ export interface AskOptions {
   choices?: string[];
   /** Give up after this long without an answer: the step fails with code "ask_timeout". */
   timeoutMs?: number;
-  /** Step name shown in `atomic show` (default "ask"). */
+  /** Step name shown in `atomic show` (default: the question's first 60 characters). */
   name?: string;
 }
 
@@ -202,10 +228,24 @@ export interface WorkflowContext<I = Record<string, unknown>> {
   exit(opts?: ExitOptions): never;
 }
 
+/** Limits of a run (and its child runs). When one is used up no new stage starts, live agent stages get one wrap-up turn, and the run ends `blocked` (budget_exceeded). */
+export interface BudgetOptions {
+  maxCostUsd?: number;
+  maxTokens?: number;
+  /** Wall time of one drive of the run (a run or a resume), in ms. */
+  maxDurationMs?: number;
+  /** Warn once when this percent of a limit is used (default 80). */
+  warnAtPercent?: number;
+}
+
 export interface WorkflowConfig<I extends InputSchemas, O> {
   name: string;
   description?: string;
   inputs?: I;
+  /** Default runner and model of this workflow's prompt stages. */
+  runner?: string;
+  model?: string;
+  budget?: BudgetOptions;
   /** Valibot schema the return value must satisfy. */
   outputs?: GenericSchema<unknown, O>;
   run(ctx: WorkflowContext<InputsOf<I>>): Promise<O>;

@@ -284,20 +284,32 @@ describe("ctx.task", () => {
     });
   });
 
-  test("a prompt with no agent runner fails clearly, naming the runner, before anything runs", async () => {
+  test("a prompt whose runner cannot work here fails clearly, naming the runner, before anything runs", async () => {
     await withEngine(async (fx) => {
       const wf = workflow({
         name: "task-agent",
         async run(ctx) {
-          return ctx.task("plan", { prompt: "Plan a fix" });
+          // The default runner is openai: without a key for a remote endpoint (or without a model) it cannot start.
+          return ctx.task("plan", { prompt: "Plan a fix", model: "m" });
         },
       });
-      const out = await fx.run(wf);
+      const saved = { key: process.env.OPENAI_API_KEY, url: process.env.ATOMIC_OPENAI_BASE_URL, runner: process.env.ATOMIC_RUNNER };
+      delete process.env.OPENAI_API_KEY;
+      delete process.env.ATOMIC_OPENAI_BASE_URL;
+      delete process.env.ATOMIC_RUNNER;
+      let out;
+      try {
+        out = await fx.run(wf);
+      } finally {
+        for (const [k, v] of [["OPENAI_API_KEY", saved.key], ["ATOMIC_OPENAI_BASE_URL", saved.url], ["ATOMIC_RUNNER", saved.runner]] as const) {
+          if (v !== undefined) process.env[k] = v;
+        }
+      }
       expect(out.status).toBe("failed");
-      expect(out.error?.code).toBe("unknown_runner");
+      expect(out.error?.code).toBe("missing_api_key");
       expect(out.error?.message).toContain('stage "plan"');
-      expect(out.error?.message).toContain('no runner named "agent"');
-      expect(out.error?.hint).toContain("shell");
+      expect(out.error?.message).toContain("openai runner");
+      expect(out.error?.hint).toContain("OPENAI_API_KEY");
       const events = await fx.journalEvents(out.runId);
       expect(events.filter((e) => e.key !== null)).toHaveLength(0);
     });
@@ -308,12 +320,13 @@ describe("ctx.task", () => {
       const wf = workflow({
         name: "task-runner",
         async run(ctx) {
-          return ctx.task("plan", { prompt: "Plan", runner: "claude" });
+          return ctx.task("plan", { prompt: "Plan", runner: "no-such-agent" });
         },
       });
       const out = await fx.run(wf);
       expect(out.error?.code).toBe("unknown_runner");
-      expect(out.error?.message).toContain('"claude"');
+      expect(out.error?.message).toContain('"no-such-agent"');
+      expect(out.error?.hint).toContain("openai");
     });
   });
 

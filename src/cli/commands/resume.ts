@@ -5,16 +5,18 @@ import { RootRun, assertResumable } from "../../engine/driver.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
 import { driveRun } from "../drive.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
+import { BUDGET_ARGS, budgetOption } from "../budget-options.ts";
 import { session } from "../session.ts";
 import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
 
 export default defineCommand({
-  meta: { name: "resume", description: "Continue an interrupted, crashed or failed run" },
+  meta: { name: "resume", description: "Continue an interrupted, crashed, failed or blocked run (--max-cost N raises a used-up budget)" },
   args: {
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
+    ...BUDGET_ARGS,
   },
   async run({ args }) {
     const s = session();
@@ -22,6 +24,7 @@ export default defineCommand({
     assertResumable(run);
     const loaded = await loadWorkflowFile(run.workflowPath);
     const pool = executorOption(s, args);
+    const budget = budgetOption(args);
     const journal = await s.journal();
     const view = createRunView(s);
     const root = await RootRun.resume(
@@ -29,6 +32,7 @@ export default defineCommand({
       run,
       loaded.definition,
       loaded.digest,
+      budget,
     );
     await driveRun(s, root, view);
   },

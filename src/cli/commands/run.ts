@@ -15,6 +15,9 @@ import { UsageError } from "../../shared/errors.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
+import { BUDGET_ARGS, budgetOption } from "../budget-options.ts";
+import { loadConfig } from "../../shared/config.ts";
+import { checkRunner, defaultRunner } from "../../runners/agent-setup.ts";
 import { session } from "../session.ts";
 import { SERVE_ARGS, startCliServer } from "../status-server.ts";
 import { createRunView, type RunView } from "../view/run-view.ts";
@@ -29,6 +32,7 @@ export default defineCommand({
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
+    ...BUDGET_ARGS,
     serve: { type: "boolean", description: "serve the status page while the run runs" },
     ...SERVE_ARGS,
   },
@@ -39,6 +43,14 @@ export default defineCommand({
     const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
     const pool = executorOption(s, args);
     const lease = leaseOption(args.leaseMs);
+    const budget = budgetOption(args);
+    const { config } = loadConfig({ home: s.globals.home });
+    // A workflow that names its runner is checked before anything is written (a missing key, a missing CLI).
+    if (loaded.definition.runner) {
+      const runner = defaultRunner(config, loaded.definition.runner);
+      const problem = checkRunner(runner, config, loaded.definition.model ?? config.model);
+      if (problem) throw new UsageError(problem.code, `workflow ${loaded.definition.name}: ${problem.message}`, { hint: problem.hint });
+    }
     if (!args.serve && (args.port !== undefined || args.host !== undefined)) {
       throw new UsageError("bad_flag", "--port and --host only go with --serve", { hint: "add --serve, or use atomic serve" });
     }
@@ -47,8 +59,8 @@ export default defineCommand({
     try {
       const view = createRunView(s);
       const root = await RootRun.start(
-        { journal, home: s.globals.home, observer: view.observer, ...lease, ...pool },
-        { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs },
+        { journal, home: s.globals.home, observer: view.observer, config, ...lease, ...pool },
+        { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, ...(budget ? { budget } : {}) },
       );
       if (server) announce(s, view, server, root.runId);
       await driveRun(s, root, view);

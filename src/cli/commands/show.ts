@@ -4,6 +4,9 @@ import { defineCommand } from "citty";
 import { buildRunReport, type RunReport, type StepReport } from "../../engine/run-report.ts";
 import { session, type CliSession } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
+import { reportTotals } from "../../status/totals.ts";
+import { formatCost } from "../../runners/usage.ts";
+import type { Usage } from "../../sdk/types.ts";
 
 export default defineCommand({
   meta: { name: "show", description: "Show a run: stages, outputs, errors, timings" },
@@ -16,7 +19,7 @@ export default defineCommand({
     const run = await s.findRun(args.run);
     const report = (await buildRunReport(await s.journal(), run.id))!;
     if (s.globals.json) {
-      s.json(report);
+      s.json({ ...report, totals: reportTotals(report) });
       return;
     }
     printReport(s, report, 0, args.all === true);
@@ -44,6 +47,9 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   line("inputs", JSON.stringify(run.inputs));
   if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
   if (run.error) line("error", st.red(`${run.error.message}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
+  const totals = reportTotals(report);
+  if (totals.usage) line(depth === 0 ? "total" : "usage", formatUsage({ ...totals.usage, ...(anyFlag(report, "unpriced") ? { unpriced: true } : {}), ...(anyFlag(report, "estimated") ? { estimated: true } : {}) }));
+  for (const w of report.waiting ?? []) line("waiting", `${w.name} (#${w.position}) since ${formatTime(w.since)}: ${w.reason}`);
   const tools = report.steps.filter((x) => x.kind === "tool");
   const shown = all ? report.steps : report.steps.filter((x) => x.kind !== "tool" || x.status !== "completed");
   if (shown.length) s.result(`${pad}${st.dim("steps")}`);
@@ -64,6 +70,21 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
   s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}`)}`);
   if (step.error) s.result(`${pad}          ${st.red(step.error.message)}`);
+  if (step.usage) s.result(`${pad}          ${st.dim(`usage    ${formatUsage(step.usage)}`)}`);
   if (step.kind === "stage" && step.outputPath) s.result(`${pad}          ${st.dim(`output: ${step.outputPath}`)}`);
   if (step.child) printReport(s, step.child, depth + 2, all);
+}
+
+/** "260 in + 40 cached, 30 out, 2 turns, $0.000579" (cache writes, estimates and unpriced models said so). */
+export function formatUsage(u: Omit<Usage, "model" | "turns"> & { turns?: number; estimated?: boolean | undefined; unpriced?: boolean | undefined; model?: string | undefined }): string {
+  const n = (x: number) => x.toLocaleString("en-US");
+  const cache = (u.cacheReadTokens ? ` + ${n(u.cacheReadTokens)} cached` : "") + (u.cacheWriteTokens ? ` + ${n(u.cacheWriteTokens)} cache writes` : "");
+  const turns = u.turns !== undefined ? `, ${n(u.turns)} turn${u.turns === 1 ? "" : "s"}` : "";
+  const est = u.estimated ? " (tokens estimated)" : "";
+  const model = u.model ? ` [${u.model}]` : "";
+  return `${n(u.inputTokens)} in${cache}, ${n(u.outputTokens)} out${turns}, ${formatCost(u)}${est}${model}`;
+}
+
+function anyFlag(report: RunReport, flag: "unpriced" | "estimated"): boolean {
+  return report.steps.some((x) => x.usage?.[flag] === true || (x.child !== undefined && anyFlag(x.child, flag)));
 }

@@ -64,7 +64,9 @@ function linesView(s: CliSession): RunView {
           const t0 = started.get(`${e.runId}/${e.position}`);
           const took = t0 ? ` in ${formatDuration(e.at - t0)}` : "";
           const why = e.error ? `: ${e.error.message}` : "";
-          print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(e.status)}${took}${why}`);
+          const u = e.result?.usage;
+          const spent = u ? st.dim(` (${u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens} tokens, $${(u.costMicroUsd / 1e6).toFixed(4)})`) : "";
+          print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(e.status)}${took}${spent}${why}`);
           break;
         }
         case "log":
@@ -84,7 +86,18 @@ function linesView(s: CliSession): RunView {
         case "unpaused":
           print(`run ${e.runId} unpaused`);
           break;
+        case "prompt":
+          print(promptLine(e, st));
+          break;
+        case "message":
+          if (e.state === "undeliverable") print(`  message ${e.messageId} to ${e.stage} undeliverable${e.reason ? `: ${e.reason}` : ""}`);
+          else print(`  message ${e.messageId} delivered to ${e.stage}${e.live ? "" : " before it started"}`);
+          break;
         case "stage_output":
+        case "stage_usage":
+          break;
+        case "step_waiting":
+          print(`  stage ${e.name} waiting: ${e.reason}`);
           break;
       }
     },
@@ -114,6 +127,7 @@ function treeView(style: Style): RunView {
       if (e.type === "warning") notes.push(`${style.yellow("warning:")} ${e.message}`);
       else if (e.type === "log") notes.push(e.message);
       else if (e.type === "paused" || e.type === "unpaused") notes.push(`run ${e.type}`);
+      else if (e.type === "prompt") notes.push(promptLine(e, style));
       else model.apply(e);
     },
     close() {
@@ -125,4 +139,11 @@ function treeView(style: Style): RunView {
       draw();
     },
   };
+}
+
+function promptLine(e: Extract<EngineEvent, { type: "prompt" }>, st: Style): string {
+  if (e.state === "answered") return `  question ${e.promptId} answered: ${JSON.stringify(e.answer)}`;
+  if (e.state === "timed_out") return `  question ${e.promptId} was not answered in time`;
+  const choices = e.choices ? ` [${e.choices.join("/")}]` : "";
+  return `  ${st.yellow("question")} ${e.promptId}: ${e.question}${choices}\n  answer with: atomic answer ${e.rootId} ${e.promptId} <answer>`;
 }

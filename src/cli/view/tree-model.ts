@@ -17,6 +17,11 @@ interface StepNode {
   startedAt: number;
   endedAt?: number;
   childRunId?: string;
+  /** Tokens and cost: live deltas while it runs, its recorded usage once it ended. */
+  tokens?: number;
+  costMicroUsd?: number;
+  /** Why it waits to start (admission). */
+  waiting?: string;
 }
 
 interface RunNode {
@@ -68,7 +73,27 @@ export class TreeModel {
         }
         step.status = "running";
         step.attempt = e.attempt;
+        delete step.waiting;
         if (e.childRunId) step.childRunId = e.childRunId;
+        break;
+      }
+      case "step_waiting": {
+        const run = this.runs.get(e.runId);
+        if (!run) break;
+        let step = run.steps.find((s) => s.position === e.position);
+        if (!step) {
+          step = { runId: e.runId, position: e.position, kind: "stage", name: e.name, status: "waiting", attempt: 1, startedAt: e.at };
+          run.steps.push(step);
+        }
+        step.waiting = e.reason;
+        break;
+      }
+      case "stage_usage": {
+        const step = this.runs.get(e.runId)?.steps.find((s) => s.position === e.position);
+        if (!step) break;
+        const u = e.usage;
+        step.tokens = (step.tokens ?? 0) + (u.inputTokens ?? 0) + (u.outputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0);
+        step.costMicroUsd = (step.costMicroUsd ?? 0) + (u.costMicroUsd ?? 0);
         break;
       }
       case "step_ended": {
@@ -86,6 +111,11 @@ export class TreeModel {
         }
         step.status = e.replayed ? "replayed" : e.status;
         step.endedAt = e.at;
+        const u = e.result?.usage;
+        if (u) {
+          step.tokens = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+          step.costMicroUsd = u.costMicroUsd;
+        }
         break;
       }
       default:
@@ -111,7 +141,12 @@ export class TreeModel {
       const elapsed = step.endedAt === undefined ? now - step.startedAt : step.endedAt - step.startedAt;
       const attempt = step.attempt > 1 ? style.dim(` attempt ${step.attempt}`) : "";
       const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
-      lines.push(`${pad}  ${colorFor(style, status)(sym)} ${label} ${style.dim(status === "replayed" ? "replayed" : formatDuration(elapsed))}${attempt}`);
+      const usage = step.tokens !== undefined ? style.dim(`  ${compact(step.tokens)} tok $${((step.costMicroUsd ?? 0) / 1e6).toFixed(4)}`) : "";
+      if (step.waiting && status === "waiting") {
+        lines.push(`${pad}  ${style.yellow("…")} ${label} ${style.dim(`waiting: ${step.waiting}`)}`);
+        continue;
+      }
+      lines.push(`${pad}  ${colorFor(style, status)(sym)} ${label} ${style.dim(status === "replayed" ? "replayed" : formatDuration(elapsed))}${attempt}${usage}`);
       const child = step.childRunId ? this.runs.get(step.childRunId) : undefined;
       if (child) this.renderRun(child, depth + 2, style, now, lines);
     }
@@ -120,4 +155,8 @@ export class TreeModel {
       lines.push(`${pad}  ${style.dim(`tools: ${run.toolsDone} done${replayed}`)}`);
     }
   }
+}
+
+function compact(n: number): string {
+  return n >= 1_000_000 ? `${(n / 1_000_000).toFixed(1)}M` : n >= 1_000 ? `${(n / 1_000).toFixed(1)}k` : String(n);
 }

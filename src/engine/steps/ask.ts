@@ -27,7 +27,7 @@ import { digestArgs } from "../values.ts";
 const MAX_CHOICES = 50;
 
 export async function runAsk(exec: RunExecution, question: string, opts: AskOptions): Promise<string> {
-  const name = opts.name ?? "ask";
+  const name = opts.name ?? (typeof question === "string" && question.trim() ? question.trim().replace(/\s+/g, " ").slice(0, 60) : "ask");
   const choices = opts.choices ?? null;
   const scope = exec.scope();
   const position = scope.nextPosition();
@@ -50,6 +50,10 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
     if (row && row.state !== "timed_out") prompt = row;
   }
   const startedAt = Date.now();
+  if (prompt?.state === "answered") {
+    // Answered while no process drove the run: recorded now, no waiting.
+    return record(exec, position, step, prompt, startedAt, false);
+  }
   const promptId = prompt?.id ?? newPromptId();
   const { runFirst, treeFirst } = tree.mail.promptOpened(exec.runId, promptId);
   const entries: AppendEntry[] = [];
@@ -103,17 +107,34 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
       hint: `resume to ask again: atomic resume ${rootId}`,
     });
   }
-  const result = { promptId, answer: answered.answer!, answeredBy: answered.answeredBy, answeredAt: answered.answeredAt };
-  back.push({
-    runId: exec.runId,
-    type: EVENT.checkpoint,
-    key: position,
-    payload: { ...step, result, startedAt },
-    ...(runLast ? { patch: { status: "running" as const } } : {}),
-  });
-  await Promise.all(back.map((e) => tree.append(e)));
-  tree.observer({ type: "prompt", runId: exec.runId, rootId, position, promptId, question, choices, state: "answered", answer: result.answer, at: Date.now() });
-  tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name, status: "completed", replayed: false, at: Date.now() });
+  return record(exec, position, step, answered, startedAt, runLast, back);
+}
+
+/** Checkpoints the answer (with the status back to running when no question of the run is open any more). */
+async function record(
+  exec: RunExecution,
+  position: string,
+  step: StepIdentity,
+  answered: PromptRecord,
+  startedAt: number,
+  runLast: boolean,
+  before: AppendEntry[] = [],
+): Promise<string> {
+  const { tree } = exec;
+  const result = { promptId: answered.id, answer: answered.answer!, answeredBy: answered.answeredBy, answeredAt: answered.answeredAt };
+  const entries = [
+    ...before,
+    {
+      runId: exec.runId,
+      type: EVENT.checkpoint,
+      key: position,
+      payload: { ...step, result, startedAt },
+      ...(runLast ? { patch: { status: "running" as const } } : {}),
+    },
+  ];
+  await Promise.all(entries.map((e) => tree.append(e)));
+  tree.observer({ type: "prompt", runId: exec.runId, rootId: tree.lease.rootId, position, promptId: answered.id, question: answered.question, choices: answered.choices, state: "answered", answer: result.answer, at: Date.now() });
+  tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name: step.name, status: "completed", replayed: false, at: Date.now() });
   return result.answer;
 }
 

@@ -20,6 +20,7 @@ import { ReplayCursor } from "../replay-cursor.ts";
 import { RunExecution } from "../run-execution.ts";
 import { MAX_CHILD_DEPTH } from "../run-tree.ts";
 import { digestArgs } from "../values.ts";
+import { limitsOf, recordedSpending, type Spent } from "../budget.ts";
 
 export async function runChild(
   exec: RunExecution,
@@ -61,9 +62,12 @@ export async function runChild(
   const startedAt = Date.now();
   let childId = recorded?.started?.childRunId as RunId | undefined;
   let cursor: ReplayCursor;
+  let spentBefore: Spent | undefined;
   if (childId) {
     const events = await tree.journal.readEvents(childId);
     cursor = new ReplayCursor(childId, events);
+    // A child with a budget of its own resumes with what it already spent (the root's ledger counted it already).
+    if (limitsOf(child.budget)) spentBefore = await recordedSpending(tree.journal, childId, events);
     await tree.append({
       runId: childId,
       type: EVENT.runResumed,
@@ -101,6 +105,7 @@ export async function runChild(
   tree.observer({ type: "step_started", runId: exec.runId, position, kind: "child", name, attempt: 1, childRunId: childId, at: startedAt });
   tree.mail.setChildPrefix(childId, exec.runId, name);
   const childExec = new RunExecution(tree, childId, child, inputs, depth, cursor, recorded ? "running" : null, exec.runId);
+  childExec.budget = exec.budget.child(childId, child.budget, spentBefore);
   const outcome = await childExec.execute();
   if (outcome.status !== "completed") {
     tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "failed", replayed: false, at: Date.now() });

@@ -10,14 +10,23 @@
  * to INFRA_ATTEMPTS times on top. A stage that still fails is recorded as
  * `step_failed` and, unless `failureMode: "return"`, fails the run without a
  * checkpoint, so `atomic resume` runs it again.
+ *
+ * Agent stages (stage-setup.ts resolves runner, model and options): before
+ * each attempt the run's budget must not be used up (else BudgetExceeded:
+ * the run ends blocked) and admission must let it start (sessions per run
+ * and per user, host pressure; a wait is recorded as `stage_waiting` so
+ * `show` says why). While it runs its usage events count against the
+ * budget; a failed attempt's usage is recorded with its step_failed, a
+ * completed one's with its checkpoint, so totals are exact sums.
  */
 
 import { join } from "node:path";
-import { AtomicError, StepFailedError, isInfraCode } from "../../shared/errors.ts";
+import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
 import type { StageResult, TaskOptions } from "../../sdk/types.ts";
-import { getRunner } from "../../runners/registry.ts";
 import type { StageRequest } from "../../runners/types.ts";
+import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
+import type { Scope } from "../scope.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { digestArgs, slug } from "../values.ts";
@@ -41,14 +50,14 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     return result;
   }
   await exec.startGate(scope);
-  checkRunner(name, runner, opts);
+  const setup = prepareStage(name, opts, exec.definition, exec.tree.config);
 
   const { tree } = exec;
   const retries = Math.max(0, opts.retries ?? 0);
   let attempt = recorded?.attempts ?? 0;
   let failures = 0;
   let infraFailures = 0;
-  let result: StageResult;
+  let result!: StageResult;
   let startedAt = 0;
   for (;;) {
     attempt++;
@@ -59,10 +68,11 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       stageKey: position,
       stageName: name,
       attempt,
-      runner,
+      runner: setup.runner,
       ...(opts.shell !== undefined ? { command: opts.shell } : {}),
       ...(opts.prompt !== undefined ? { prompt: opts.prompt } : {}),
-      ...(opts.model !== undefined ? { model: opts.model } : {}),
+      ...(setup.model !== undefined ? { model: setup.model } : {}),
+      ...(setup.agent ? { agent: setup.agent } : {}),
       cwd: opts.cwd ?? process.cwd(),
       ...(opts.env ? { env: opts.env } : {}),
       ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
@@ -71,30 +81,21 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     };
     // On the pool, the work item is enqueued in the same commit as the attempt's start record.
     exec.assertMayStart(scope);
-    // Messages sent before this attempt: delivered before its first turn (part of the request, so workers get them too).
-    const inbox = await tree.mail.claim(exec.runId, position, name, attempt);
-    if (inbox.mail.length > 0) request.initialMessages = inbox.mail.map((m) => ({ id: m.messageId, text: m.text }));
-    await tree.append({
-      runId: exec.runId,
-      type: EVENT.stepStarted,
-      key: position,
-      payload: { ...step, attempt, artifactDir, workId: request.workId },
-      // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
-      durable: false,
-      ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
-      stage: tree.mail.stageEntry(exec.runId, position, name, "running", attempt),
+    exec.budget.assertMayStart();
+    const ticket = await admit(exec, scope.signal, position, name, setup.isAgent).catch((err: unknown) => {
+      throw scope.signal.aborted ? exec.stopError(scope) : err;
     });
-    tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, at: startedAt });
-    await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
+    const liveId = `${exec.runId}:${position}:${attempt}`;
     try {
-      result = await tree.executor.execute(request, scope.signal, (event) => {
-        if (event.type === "output") {
-          tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
-        }
-      });
+      result = await runAttempt(exec, scope, step, setup, request, liveId, startedAt);
+    } catch (err) {
+      exec.budget.settle(liveId, undefined);
+      throw err;
     } finally {
-      tree.mail.ended(exec.runId, position);
+      ticket.release();
     }
+    result = checkStructured(setup, opts.schema !== undefined, result);
+    exec.budget.settle(liveId, result.usage);
     if (result.status === "completed") break;
     if (result.status === "cancelled" || scope.signal.aborted) {
       emitEnded(exec, position, name, result, false);
@@ -104,7 +105,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       runId: exec.runId,
       type: EVENT.stepFailed,
       key: position,
-      payload: { ...step, attempt, error: { name: "StageFailed", ...result.error } },
+      payload: { ...step, attempt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}) },
       stage: tree.mail.stageEntry(exec.runId, position, name, "failed", attempt),
     });
     const code = result.error?.code ?? "failed";
@@ -134,19 +135,62 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   return result;
 }
 
-function checkRunner(name: string, runner: string, opts: TaskOptions): void {
-  if (opts.shell === undefined && opts.prompt === undefined) {
-    throw new StepFailedError(name, `stage "${name}" needs a shell command or a prompt`, { code: "bad_step" });
-  }
+/** One attempt, once admitted: its start record, then its execution. */
+async function runAttempt(
+  exec: RunExecution,
+  scope: Scope,
+  step: StepIdentity,
+  setup: StageSetup,
+  request: StageRequest,
+  liveId: string,
+  startedAt: number,
+): Promise<StageResult> {
+  const { tree } = exec;
+  const { stageKey: position, stageName: name, attempt, artifactDir } = request;
+  // The admission wait may have been long: check again.
+  exec.assertMayStart(scope);
+  exec.budget.assertMayStart();
+  // Messages sent before this attempt: delivered before its first turn (part of the request, so workers get them too).
+  const inbox = await tree.mail.claim(exec.runId, position, name, attempt);
+  if (inbox.mail.length > 0) request.initialMessages = inbox.mail.map((m) => ({ id: m.messageId, text: m.text }));
+  await tree.append({
+    runId: exec.runId,
+    type: EVENT.stepStarted,
+    key: position,
+    payload: { ...step, attempt, artifactDir, workId: request.workId },
+    // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
+    durable: false,
+    ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
+    stage: tree.mail.stageEntry(exec.runId, position, name, "running", attempt),
+  });
+  tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, at: startedAt });
+  await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
+  if (setup.isAgent) tree.agentStarted(liveId, exec.runId, position, exec.budget);
   try {
-    getRunner(runner);
-  } catch (err) {
-    if (!(err instanceof AtomicError)) throw err;
-    throw new StepFailedError(name, `stage "${name}": ${err.message}`, {
-      code: "unknown_runner",
-      ...(err.hint ? { hint: err.hint } : {}),
+    return await tree.executor.execute(request, scope.signal, (event) => {
+      if (event.type === "output") {
+        tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
+      } else if (event.type === "usage") {
+        exec.budget.addLive(liveId, event.usage);
+        tree.observer({ type: "stage_usage", runId: exec.runId, position, name, usage: event.usage });
+      }
     });
+  } finally {
+    tree.mail.ended(exec.runId, position);
+    tree.agentEnded(liveId);
   }
+}
+
+/** Waits for admission; a wait is recorded (progress, not a result) and shown live. */
+async function admit(exec: RunExecution, signal: AbortSignal, position: string, name: string, agent: boolean) {
+  const { tree } = exec;
+  return tree.admission.admit(agent, signal, (reason) => {
+    const at = Date.now();
+    tree.observer({ type: "step_waiting", runId: exec.runId, position, name, reason, at });
+    void tree
+      .append({ runId: exec.runId, type: EVENT.stageWaiting, payload: { stageKey: position, name, reason }, durable: false })
+      .catch(() => {}); // visibility only: a lost record changes nothing
+  });
 }
 
 function emitEnded(exec: RunExecution, position: string, name: string, result: StageResult, replayed: boolean) {
@@ -158,7 +202,7 @@ function emitEnded(exec: RunExecution, position: string, name: string, result: S
     name,
     status: result.status,
     replayed,
-    result: { exitCode: result.exitCode, outputPath: result.outputPath },
+    result: { exitCode: result.exitCode, outputPath: result.outputPath, ...(result.usage ? { usage: result.usage } : {}) },
     ...(result.error ? { error: { name: "StageFailed", ...result.error } } : {}),
     at: Date.now(),
   });

@@ -7,7 +7,13 @@
  * (`where id = ? and worker_id = ? and generation = ? and epoch = ? and
  * state = 'leased'`). A worker that was replaced (older generation) or
  * whose lease was re-issued (older epoch) changes nothing and is told
- * "stale". Claims take the oldest ready item (partial index on ready rows).
+ * "stale". Claims take the oldest ready item (partial index on ready rows)
+ * in one statement (`update ... where id = (select the oldest) returning *`).
+ * The coordinator's hot path is one transaction per stage: `completeAndClaim`
+ * commits a worker's outcome and leases its next item together, and
+ * `claimMany` leases items for every idle worker at once; each of these
+ * transactions holds the write lock for a few statements only, since it
+ * contends with the root's (fsynced) appends for it.
  *
  * Operation ids make completion idempotent: the receipt of the first
  * commit is stored with the op id and the body's digest; a retry returns
@@ -27,9 +33,8 @@ import { toJson, workFromRow, type WorkItemsTable, type WorkOpsTable } from "./t
 type Fence = [id: string, workerId: string, generation: number, epoch: number];
 
 export class SqliteWorkQueue implements WorkQueue {
-  private readonly oldestReady: Statement<WorkItemsTable, []>;
-  private readonly oldestReadyOfRoot: Statement<WorkItemsTable, [rootId: string]>;
-  private readonly lease: Statement<WorkItemsTable, [workerId: string, expiresAt: number, now: number, id: string]>;
+  private readonly leaseOldest: Statement<WorkItemsTable, [workerId: string, expiresAt: number, now: number]>;
+  private readonly leaseOldestOfRoot: Statement<WorkItemsTable, [workerId: string, expiresAt: number, now: number, rootId: string]>;
   private readonly renewOne: Statement<unknown, [expiresAt: number, now: number, ...Fence]>;
   private readonly finish: Statement<WorkItemsTable, [state: string, result: string | null, error: string | null, now: number, ...Fence]>;
   private readonly requeue: Statement<WorkItemsTable, [now: number, ...Fence]>;
@@ -49,13 +54,12 @@ export class SqliteWorkQueue implements WorkQueue {
     private readonly guard: <T>(fn: () => T) => T,
   ) {
     const fence = "id = ? and worker_id = ? and generation = ? and epoch = ? and state = 'leased'";
-    this.oldestReady = db.prepare("select * from work_items where state = 'ready' order by ready_at, id limit 1");
-    this.oldestReadyOfRoot = db.prepare(
-      "select * from work_items where state = 'ready' and root_id = ? order by ready_at, id limit 1",
+    const lease = "update work_items set state = 'leased', worker_id = ?1, epoch = epoch + 1, lease_expires_at = ?2, updated_at = ?3";
+    this.leaseOldest = db.prepare(
+      `${lease} where id = (select id from work_items where state = 'ready' order by ready_at, id limit 1) returning *`,
     );
-    this.lease = db.prepare(
-      `update work_items set state = 'leased', worker_id = ?, epoch = epoch + 1, lease_expires_at = ?, updated_at = ?
-        where id = ? and state = 'ready' returning *`,
+    this.leaseOldestOfRoot = db.prepare(
+      `${lease} where id = (select id from work_items where state = 'ready' and root_id = ?4 order by ready_at, id limit 1) returning *`,
     );
     this.renewOne = db.prepare(`update work_items set lease_expires_at = ?, updated_at = ? where ${fence}`);
     this.finish = db.prepare(
@@ -85,12 +89,19 @@ export class SqliteWorkQueue implements WorkQueue {
   }
 
   async claim(workerId: string, leaseMs: number, rootId?: RunId): Promise<WorkItem | undefined> {
+    return this.tx(() => this.claimOne(workerId, leaseMs, rootId));
+  }
+
+  async claimMany(workerIds: readonly string[], leaseMs: number, rootId?: RunId): Promise<WorkItem[]> {
+    if (workerIds.length === 0) return [];
     return this.tx(() => {
-      const next = rootId === undefined ? this.oldestReady.get() : this.oldestReadyOfRoot.get(rootId);
-      if (!next) return undefined;
-      const now = Date.now();
-      const row = this.lease.get(workerId, now + leaseMs, now, next.id);
-      return row ? workFromRow(row) : undefined;
+      const items: WorkItem[] = [];
+      for (const workerId of workerIds) {
+        const item = this.claimOne(workerId, leaseMs, rootId);
+        if (!item) break;
+        items.push(item);
+      }
+      return items;
     });
   }
 
@@ -107,27 +118,18 @@ export class SqliteWorkQueue implements WorkQueue {
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
   ): Promise<WorkReceipt> {
+    return this.tx(() => this.completeOne(fence, outcome, op).receipt);
+  }
+
+  async completeAndClaim(
+    fence: WorkFence,
+    outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
+    op: { id: string; digest: string },
+    claimNext: { leaseMs: number; rootId?: RunId },
+  ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
     return this.tx(() => {
-      const seen = this.selectOp.get(op.id);
-      if (seen) {
-        return seen.digest === op.digest && seen.work_id === fence.id
-          ? (JSON.parse(seen.receipt) as WorkReceipt)
-          : { status: "op_conflict" };
-      }
-      const now = Date.now();
-      const row = this.finish.get(
-        outcome.state,
-        toJson(outcome.result),
-        outcome.error ? JSON.stringify(outcome.error) : null,
-        now,
-        ...fenceOf(fence),
-      );
-      const receipt: WorkReceipt = row
-        ? { status: "committed", item: workFromRow(row) }
-        : { status: "stale", item: this.current(fence.id) };
-      // Only a commit is remembered: a stale answer may change (it never becomes a commit, but the item moves on).
-      if (row) this.insertOp.run(op.id, fence.id, op.digest, JSON.stringify(receipt), now);
-      return receipt;
+      const { receipt, fresh } = this.completeOne(fence, outcome, op);
+      return { receipt, next: fresh ? this.claimOne(fence.workerId, claimNext.leaseMs, claimNext.rootId) : undefined };
     });
   }
 
@@ -156,6 +158,33 @@ export class SqliteWorkQueue implements WorkQueue {
 
   async count(state?: WorkState): Promise<number> {
     return this.guard(() => (state === undefined ? this.countAll.get() : this.countState.get(state))?.n ?? 0);
+  }
+
+  /** Inside a transaction: lease the oldest ready item to `workerId`. */
+  private claimOne(workerId: string, leaseMs: number, rootId: RunId | undefined): WorkItem | undefined {
+    const now = Date.now();
+    const row = rootId === undefined ? this.leaseOldest.get(workerId, now + leaseMs, now) : this.leaseOldestOfRoot.get(workerId, now + leaseMs, now, rootId);
+    return row ? workFromRow(row) : undefined;
+  }
+
+  /** Inside a transaction: commit an outcome (fenced, idempotent by op id); `fresh` when this call committed it. */
+  private completeOne(
+    fence: WorkFence,
+    outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
+    op: { id: string; digest: string },
+  ): { receipt: WorkReceipt; fresh: boolean } {
+    const seen = this.selectOp.get(op.id);
+    if (seen) {
+      const receipt: WorkReceipt =
+        seen.digest === op.digest && seen.work_id === fence.id ? (JSON.parse(seen.receipt) as WorkReceipt) : { status: "op_conflict" };
+      return { receipt, fresh: false };
+    }
+    const now = Date.now();
+    const row = this.finish.get(outcome.state, toJson(outcome.result), outcome.error ? JSON.stringify(outcome.error) : null, now, ...fenceOf(fence));
+    const receipt: WorkReceipt = row ? { status: "committed", item: workFromRow(row) } : { status: "stale", item: this.current(fence.id) };
+    // Only a commit is remembered: a stale answer may change (it never becomes a commit, but the item moves on).
+    if (row) this.insertOp.run(op.id, fence.id, op.digest, JSON.stringify(receipt), now);
+    return { receipt, fresh: !!row };
   }
 
   private tx<T>(fn: () => T): T {

@@ -26,6 +26,33 @@ export const StageRequestSchema = v.object({
   artifactDir: v.string(),
   workId: v.optional(v.string()),
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
+  /** Agent stages: AgentOptions (src/runners/types.ts); plain data, checked by the runner. */
+  agent: v.optional(
+    v.object({
+      tools: v.optional(v.array(v.string())),
+      schema: v.optional(v.record(v.string(), v.unknown())),
+      output: v.optional(v.string()),
+      maxTurns: v.optional(v.number()),
+      system: v.optional(v.string()),
+      baseUrl: v.optional(v.string()),
+      maxRetries: v.optional(v.number()),
+      maxBackoffMs: v.optional(v.number()),
+      requestTimeoutMs: v.optional(v.number()),
+      binary: v.optional(v.string()),
+      args: v.optional(v.array(v.string())),
+      pricing: v.optional(
+        v.record(
+          v.string(),
+          v.object({
+            inputPerMTok: v.optional(v.number()),
+            outputPerMTok: v.optional(v.number()),
+            cacheReadPerMTok: v.optional(v.number()),
+            cacheWritePerMTok: v.optional(v.number()),
+          }),
+        ),
+      ),
+    }),
+  ),
 });
 
 /** A StageResult (src/sdk/types.ts), likewise kept in step with it. */
@@ -46,9 +73,13 @@ export const StageResultSchema = v.object({
       costMicroUsd: v.number(),
       turns: v.number(),
       model: v.optional(v.string()),
+      estimated: v.optional(v.boolean()),
+      unpriced: v.optional(v.boolean()),
     }),
   ),
   sessionId: v.optional(v.string()),
+  transcriptPath: v.optional(v.string()),
+  eventsPath: v.optional(v.string()),
   workerId: v.optional(v.string()),
   generation: v.optional(v.number()),
 });

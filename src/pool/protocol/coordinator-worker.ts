@@ -29,6 +29,8 @@ export const ToWorkerSchema = v.variant("type", [
     message: v.object({ id: v.string(), text: v.string() }),
     mode: DeliveryModeSchema,
   }),
+  /** The run's budget ran out: one wrap-up turn for the running agent stage. */
+  v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string() }),
   v.object({ type: v.literal("ping"), nonce: v.number() }),
   v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() }),
   /** The answer to a request with an operation id. */

@@ -26,6 +26,8 @@ export const ToCoordinatorSchema = v.variant("type", [
     message: v.object({ id: v.string(), text: v.string() }),
     mode: DeliveryModeSchema,
   }),
+  /** The run's budget ran out: the running agent stage gets one wrap-up turn with `text`. */
+  v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string() }),
   /** Control revision `rev`: paused or not. Answered by `control_ack` once every worker applied it. */
   v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() }),
   /** The run is over: stop every worker and exit. */

@@ -1,0 +1,256 @@
+/**
+ * Agent runners:
+ *
+ * 1. Agent-loop overhead: the openai runner's 20-turn tool loop (19 `list`
+ *    tool calls, then a final answer) against the fake server answering at
+ *    once, in this process, vs the very same 20 HTTP requests (the bodies
+ *    the loop sent, replayed) made directly with fetch, each stream read to
+ *    its end. Alternating, medians. The server runs in a process of its own
+ *    (bench/fake-openai-server.ts) so both sides pay it alike.
+ *    Target: loop ÷ direct ≤ 1.3.
+ *
+ * 2. Event handling: `dist/atomic run` of one agent stage (on a pool
+ *    worker) whose reply streams 50,000 text deltas, vs the same stage with
+ *    a 1-delta reply. The peak RSS (VmHWM) of every process of the run (root,
+ *    coordinator, worker) is sampled; the growth of the worst one must stay
+ *    under 50 MB (the transcript is written as it streams, deltas are
+ *    coalesced in batches on their way to the root). The root's CPU time is
+ *    reported too: it must not grow with the number of deltas (at most 2x
+ *    the 1-delta run), which is what keeps its live view responsive.
+ */
+
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { OpenAIRunner } from "../src/runners/openai/openai-runner.ts";
+import type { StageRequest } from "../src/runners/types.ts";
+import {
+  BUN,
+  ROOT,
+  alternate,
+  atomicBin,
+  binaryEnv,
+  fmt,
+  median,
+  removeTempDir,
+  spawnTracked,
+  spread,
+  tempDir,
+  type Bench,
+  type Result,
+} from "./lib.ts";
+
+const TURNS = 20;
+const REPS = 9;
+const LOOP_TARGET = 1.3;
+const DELTAS = 50_000;
+const RSS_TARGET_MB = 50;
+
+async function startServer(): Promise<{ url: string; stop(): void }> {
+  const proc = spawnTracked([BUN, join(ROOT, "bench", "fake-openai-server.ts")], { stdout: "pipe", stderr: "inherit", env: { ...(process.env as Record<string, string>), FAKE_TURNS: String(TURNS) } });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  let text = "";
+  while (!/url (\S+)\n/.test(text)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the fake server did not start");
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { url: /url (\S+)\n/.exec(text)![1]!, stop: () => proc.kill("SIGTERM") };
+}
+
+async function loopOverhead(): Promise<Result> {
+  const server = await startServer();
+  const dir = tempDir("atomic-bench-agent-");
+  const artifacts = tempDir("atomic-bench-agent-art-");
+  const bodies: string[] = [];
+  try {
+    let n = 0;
+    const runLoop = async (record: boolean): Promise<number> => {
+      const request: StageRequest = {
+        runId: "bench",
+        stageKey: "0",
+        stageName: "agent",
+        attempt: 1,
+        runner: "openai",
+        prompt: "list the directory until told to stop",
+        model: "fake-model",
+        cwd: dir,
+        artifactDir: join(artifacts, `a${++n}`),
+        agent: { baseUrl: server.url },
+      };
+      const realFetch = globalThis.fetch;
+      if (record) {
+        globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) => {
+          bodies.push(String(init?.body));
+          return realFetch(input, init);
+        }) as typeof fetch;
+      }
+      const t0 = performance.now();
+      const r = await new OpenAIRunner().start(request, () => {}).result;
+      const ms = performance.now() - t0;
+      globalThis.fetch = realFetch;
+      if (r.status !== "completed" || r.usage?.turns !== TURNS) throw new Error(`the loop ended ${r.status} after ${r.usage?.turns} turns: ${r.error?.message ?? ""}`);
+      return ms;
+    };
+    const direct = async (): Promise<number> => {
+      const t0 = performance.now();
+      for (const body of bodies) {
+        const res = await fetch(`${server.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer x" }, body });
+        await res.text();
+      }
+      return performance.now() - t0;
+    };
+    process.env.OPENAI_API_KEY ??= "sk-bench";
+    await runLoop(true); // warm-up, and the bodies to replay
+    if (bodies.length !== TURNS) throw new Error(`recorded ${bodies.length} requests, expected ${TURNS}`);
+    await direct();
+    const samples = await alternate(REPS, { direct, loop: () => runLoop(false) });
+    const ratio = median(samples.loop) / median(samples.direct);
+    return {
+      bench: "agents",
+      label: `agent loop: ${TURNS}-turn tool loop against the fake server`,
+      value: median(samples.loop),
+      unit: "ms",
+      baseline: { label: `the same ${TURNS} HTTP requests made directly (fetch, stream read to the end)`, value: median(samples.direct), unit: "ms" },
+      ratio: { value: ratio, meaning: "loop ÷ direct requests" },
+      target: { text: `ratio <= ${LOOP_TARGET}`, ok: ratio <= LOOP_TARGET },
+      notes: [`loop: ${spread(samples.loop)}`, `direct: ${spread(samples.direct)}`, "the loop also runs 19 list tools and writes transcript and raw event files"],
+    };
+  } finally {
+    server.stop();
+    removeTempDir(dir);
+    removeTempDir(artifacts);
+  }
+}
+
+/** Peak RSS (MB) per process of a tree, sampled from /proc until it ends, and the root's CPU time. */
+async function runSampled(cmd: string[], env: Record<string, string>): Promise<{ code: number | null; peakByRole: Record<string, number>; rootCpuMs: number }> {
+  const proc = spawnTracked(cmd, { env, stdout: "ignore", stderr: "pipe" });
+  const peaks = new Map<number, { role: string; mb: number }>();
+  let rootCpuMs = 0;
+  const tick = Number(process.env.CLK_TCK ?? 100);
+  const sample = () => {
+    const tree = descendants(proc.pid);
+    for (const pid of [proc.pid, ...tree]) {
+      try {
+        const status = readFileSync(`/proc/${pid}/status`, "utf8");
+        const m = /VmHWM:\s+(\d+) kB/.exec(status);
+        if (!m) continue;
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+        const role = pid === proc.pid ? "root" : cmdline.includes("--internal-workflow-worker") ? "worker" : cmdline.includes("--internal-pool-coordinator") ? "coordinator" : "other";
+        const prev = peaks.get(pid);
+        peaks.set(pid, { role, mb: Math.max(prev?.mb ?? 0, Number(m[1]) / 1024) });
+        if (pid === proc.pid) {
+          const stat = readFileSync(`/proc/${pid}/stat`, "utf8").slice(readFileSync(`/proc/${pid}/stat`, "utf8").lastIndexOf(")") + 2).split(" ");
+          rootCpuMs = ((Number(stat[11]) + Number(stat[12])) * 1000) / tick;
+        }
+      } catch {
+        // the process ended between the listing and the read
+      }
+    }
+  };
+  const timer = setInterval(sample, 10);
+  const stderr = await new Response(proc.stderr as ReadableStream).text();
+  await proc.exited;
+  clearInterval(timer);
+  if (proc.exitCode !== 0) throw new Error(`dist/atomic exited ${proc.exitCode}: ${stderr.slice(-500)}`);
+  const peakByRole: Record<string, number> = {};
+  for (const { role, mb } of peaks.values()) peakByRole[role] = Math.max(peakByRole[role] ?? 0, mb);
+  return { code: proc.exitCode, peakByRole, rootCpuMs };
+}
+
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(name));
+      children.set(ppid, list);
+    } catch {
+      // gone
+    }
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+async function deltaMemory(): Promise<Result[]> {
+  const bin = atomicBin();
+  const server = await startServer();
+  const home = tempDir("atomic-bench-deltas-");
+  try {
+    const env = binaryEnv(home, { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-bench" });
+    const wf = join(ROOT, "bench", "workflows", "agent.ts");
+    const run = (deltas: number) => runSampled([bin, "run", wf, "--workers", "1", "--quiet", "--input", `prompt=deltas:${deltas}`], env);
+    await run(1); // warm-up
+    const small = await run(1);
+    const big = await run(DELTAS);
+    const transcript = findTranscript(join(home, "artifacts"));
+    const roles = ["root", "coordinator", "worker"];
+    const growth = Object.fromEntries(roles.map((r) => [r, (big.peakByRole[r] ?? 0) - (small.peakByRole[r] ?? 0)]));
+    const worst = Math.max(...Object.values(growth));
+    const cpuRatio = big.rootCpuMs / Math.max(1, small.rootCpuMs);
+    return [
+      {
+        bench: "agents",
+        label: `${fmt(DELTAS, 0)} streamed text deltas: peak RSS growth of the run's processes`,
+        value: worst,
+        unit: "MB",
+        baseline: { label: "the same stage with a 1-delta reply (peak RSS, largest process)", value: Math.max(...Object.values(small.peakByRole)), unit: "MB" },
+        ratio: { value: worst / RSS_TARGET_MB, meaning: `worst growth ÷ ${RSS_TARGET_MB} MB` },
+        target: { text: `growth < ${RSS_TARGET_MB} MB`, ok: worst < RSS_TARGET_MB },
+        notes: [
+          `peak RSS, 1 delta: ${roles.map((r) => `${r} ${fmt(small.peakByRole[r] ?? 0)}`).join(", ")} MB`,
+          `peak RSS, ${fmt(DELTAS, 0)} deltas: ${roles.map((r) => `${r} ${fmt(big.peakByRole[r] ?? 0)}`).join(", ")} MB`,
+          transcript ? `transcript written: ${fmt(transcript / 1024)} KiB` : "transcript not found",
+        ],
+      },
+      {
+        bench: "agents",
+        label: `${fmt(DELTAS, 0)} streamed text deltas: root CPU time (live view stays responsive)`,
+        value: big.rootCpuMs,
+        unit: "ms",
+        baseline: { label: "root CPU time, 1-delta reply", value: small.rootCpuMs, unit: "ms" },
+        ratio: { value: cpuRatio, meaning: "root CPU, 50,000 deltas ÷ 1 delta" },
+        target: { text: "ratio <= 2 (deltas reach the root coalesced)", ok: cpuRatio <= 2 },
+      },
+    ];
+  } finally {
+    server.stop();
+    removeTempDir(home);
+  }
+}
+
+function findTranscript(dir: string): number | undefined {
+  if (!existsSync(dir)) return undefined;
+  let biggest: number | undefined;
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      const p = join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name === "transcript.md") biggest = Math.max(biggest ?? 0, Bun.file(p).size);
+    }
+  };
+  walk(dir);
+  return biggest;
+}
+
+const bench: Bench = {
+  name: "agents",
+  title: "agent loop overhead vs direct HTTP; 50,000 streamed deltas with bounded memory",
+  async run() {
+    return [await loopOverhead(), ...(await deltaMemory())];
+  },
+};
+
+export default bench;

@@ -1,0 +1,119 @@
+/**
+ * `atomic doctor`: which runners are usable here and why not, where the
+ * config comes from, the default runner and model, admission limits and
+ * the host's pressure right now. It contacts no provider unless asked
+ * (`--check-endpoint` lists the openai endpoint's models, with a short
+ * timeout). Exit code 0 when the default runner is usable, 1 otherwise.
+ */
+
+import { defineCommand } from "citty";
+import { loadConfig, type AtomicConfig } from "../../shared/config.ts";
+import { CLI_AGENTS, checkRunner, defaultRunner, findBinary, openaiBaseUrl } from "../../runners/agent-setup.ts";
+import { ADMISSION_DEFAULTS, UserSlots, hostPressure } from "../../engine/admission.ts";
+import { defaultSlotsDir } from "../../shared/config.ts";
+import { session } from "../session.ts";
+
+interface RunnerReport {
+  runner: string;
+  usable: boolean;
+  detail: string;
+  problem?: string;
+  hint?: string;
+}
+
+export default defineCommand({
+  meta: { name: "doctor", description: "Say which runners are usable here and why not" },
+  args: {
+    checkEndpoint: { type: "boolean", description: "also ask the openai endpoint for its models (a network request)" },
+  },
+  async run({ args }) {
+    const s = session();
+    const { config, files } = loadConfig({ home: s.globals.home });
+    const model = config.model;
+    const runners: RunnerReport[] = [{ runner: "shell", usable: true, detail: "/bin/sh" }];
+    runners.push(await openaiReport(config, args.checkEndpoint === true));
+    for (const kind of Object.keys(CLI_AGENTS)) {
+      const problem = checkRunner(kind, config, model);
+      const found = findBinary(kind, config);
+      runners.push(
+        problem
+          ? { runner: kind, usable: false, detail: found.wanted, problem: problem.message, hint: problem.hint }
+          : { runner: kind, usable: true, detail: `${found.path}${await versionOf(found.path!)}` },
+      );
+    }
+    const def = defaultRunner(config);
+    const pressure = hostPressure(config.admission);
+    const slotsDir = config.admission?.slotsDir ?? defaultSlotsDir();
+    let sessionsHeld: number | undefined;
+    try {
+      const slots = new UserSlots(slotsDir);
+      sessionsHeld = slots.held();
+      slots.close();
+    } catch {
+      sessionsHeld = undefined;
+    }
+    const admission = {
+      maxSessionsPerRun: config.admission?.maxSessionsPerRun ?? ADMISSION_DEFAULTS.maxSessionsPerRun,
+      maxSessionsPerUser: config.admission?.maxSessionsPerUser ?? ADMISSION_DEFAULTS.maxSessionsPerUser,
+      sessionsHeld,
+      slotsDir,
+      loadPerCpu: Number(pressure.loadPerCpu.toFixed(2)),
+      freeMemoryMb: Math.round(pressure.freeMemoryMb),
+      pacing: pressure.reason ?? null,
+    };
+    const defaultUsable = runners.find((r) => r.runner === def)?.usable ?? false;
+    if (s.globals.json) {
+      s.json({ configFiles: files, defaultRunner: def, defaultModel: model ?? null, defaultUsable, runners, admission, budget: config.budget ?? null });
+    } else {
+      const st = s.style;
+      s.result(`${st.bold("config")}     ${files.length ? files.join(", ") : "(none: defaults)"}`);
+      s.result(`${st.bold("default")}    runner ${def}${defaultUsable ? "" : st.red(" (not usable here)")}, model ${model ?? st.dim("(none set)")}`);
+      s.result(st.bold("runners"));
+      for (const r of runners) {
+        const mark = r.usable ? st.green("ok ") : st.red("no ");
+        s.result(`  ${mark} ${r.runner.padEnd(9)} ${r.usable ? st.dim(r.detail) : r.problem}`);
+        if (!r.usable && r.hint) s.result(`      ${st.dim(`hint: ${r.hint}`)}`);
+      }
+      s.result(st.bold("admission"));
+      s.result(`  agent sessions: ${admission.maxSessionsPerRun} per run, ${admission.maxSessionsPerUser} per user (${sessionsHeld ?? "?"} held now)`);
+      s.result(`  host: load per CPU ${admission.loadPerCpu}, free memory ${admission.freeMemoryMb} MB${pressure.reason ? st.yellow(`; stage starts are paced: ${pressure.reason}`) : ""}`);
+      if (config.budget) s.result(`${st.bold("budget")}     ${JSON.stringify(config.budget)}`);
+    }
+    s.exitCode = defaultUsable ? 0 : 1;
+  },
+});
+
+async function openaiReport(config: AtomicConfig, probe: boolean): Promise<RunnerReport> {
+  const base = openaiBaseUrl(config);
+  const problem = checkRunner("openai", config, config.model ?? "(any)");
+  if (problem) return { runner: "openai", usable: false, detail: base, problem: problem.message, hint: problem.hint };
+  const key = process.env.OPENAI_API_KEY ? "key from OPENAI_API_KEY" : "no key (local endpoint)";
+  if (!probe) return { runner: "openai", usable: true, detail: `${base}, ${key}` };
+  try {
+    const res = await fetch(`${base.replace(/\/+$/, "")}/models`, {
+      headers: process.env.OPENAI_API_KEY ? { authorization: `Bearer ${process.env.OPENAI_API_KEY}` } : {},
+      signal: AbortSignal.timeout(5_000),
+    });
+    if (!res.ok) return { runner: "openai", usable: false, detail: base, problem: `the endpoint answered HTTP ${res.status} to GET /models`, hint: "check the key and the base URL" };
+    const body = (await res.json().catch(() => ({}))) as { data?: { id?: string }[] };
+    const n = body.data?.length ?? 0;
+    return { runner: "openai", usable: true, detail: `${base}, ${key}, ${n} model(s) listed` };
+  } catch (err) {
+    return { runner: "openai", usable: false, detail: base, problem: `cannot reach ${base} (${(err as Error).message})`, hint: "check ATOMIC_OPENAI_BASE_URL and the network" };
+  }
+}
+
+/** " (version x)" from `<binary> --version`, or "" when it does not answer within 3 s. */
+async function versionOf(path: string): Promise<string> {
+  try {
+    const proc = Bun.spawn([path, "--version"], { stdin: "ignore", stdout: "pipe", stderr: "ignore" });
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 3_000);
+    const text = await new Response(proc.stdout).text();
+    await proc.exited;
+    clearTimeout(timer);
+    const line = text.trim().split("\n")[0]?.slice(0, 60);
+    return line && proc.exitCode === 0 ? ` (${line})` : "";
+  } catch {
+    return "";
+  }
+}

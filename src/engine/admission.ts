@@ -1,0 +1,206 @@
+/**
+ * Admission: when a stage may start, beyond the run's own concurrency.
+ *
+ * - Agent sessions per run: at most `maxSessionsPerRun` agent stages of one
+ *   run tree run at once (a counting semaphore in the root).
+ * - Agent sessions per user: at most `maxSessionsPerUser` across every run
+ *   of this user on the host. Slots live in a small SQLite file shared by
+ *   all atomic processes of the user (BEGIN IMMEDIATE makes taking a slot
+ *   atomic); a slot whose process is gone (kill -9) is free again.
+ * - Host pressure: while the 1-minute load per CPU is above
+ *   `maxLoadPerCpu` or free memory is below `minFreeMemoryMb`, stage starts
+ *   (shell and agent alike) are paced: at most one every `paceMs`.
+ *
+ * A stage that has to wait says why (`onWait(reason)`): the stage step
+ * records it (a `stage_waiting` event) so `show` and the live view can
+ * show it. Waits end early when the run is stopped (the signal aborts).
+ */
+
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { availableParallelism, freemem, loadavg } from "node:os";
+import { join } from "node:path";
+import { defaultSlotsDir, type AdmissionConfig } from "../shared/config.ts";
+import { isPidAlive, processStartTime } from "../shared/process-info.ts";
+
+const POLL_MS = 200;
+
+export const ADMISSION_DEFAULTS = {
+  maxSessionsPerRun: 4,
+  maxSessionsPerUser: 8,
+  maxLoadPerCpu: 3,
+  minFreeMemoryMb: 256,
+  paceMs: 1_000,
+} as const;
+
+export interface AdmissionTicket {
+  release(): void;
+}
+
+export interface Pressure {
+  loadPerCpu: number;
+  freeMemoryMb: number;
+  /** Why starts are paced now, or undefined. */
+  reason: string | undefined;
+}
+
+export function hostPressure(cfg: AdmissionConfig = {}): Pressure {
+  const loadPerCpu = loadavg()[0]! / Math.max(1, availableParallelism());
+  const freeMemoryMb = freemem() / (1024 * 1024);
+  const maxLoad = cfg.maxLoadPerCpu ?? ADMISSION_DEFAULTS.maxLoadPerCpu;
+  const minMem = cfg.minFreeMemoryMb ?? ADMISSION_DEFAULTS.minFreeMemoryMb;
+  let reason: string | undefined;
+  if (loadPerCpu > maxLoad) reason = `host load per CPU is ${loadPerCpu.toFixed(2)} (above ${maxLoad})`;
+  else if (freeMemoryMb < minMem) reason = `free memory is ${Math.round(freeMemoryMb)} MB (below ${minMem} MB)`;
+  return { loadPerCpu, freeMemoryMb, reason };
+}
+
+export class Admission {
+  private runSessions = 0;
+  private lastPacedStart = 0;
+  private slots: UserSlots | undefined;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(private readonly cfg: AdmissionConfig = {}) {}
+
+  get maxPerRun(): number {
+    return Math.max(1, this.cfg.maxSessionsPerRun ?? ADMISSION_DEFAULTS.maxSessionsPerRun);
+  }
+
+  get maxPerUser(): number {
+    return Math.max(1, this.cfg.maxSessionsPerUser ?? ADMISSION_DEFAULTS.maxSessionsPerUser);
+  }
+
+  /**
+   * Waits until a stage may start; resolves to a ticket to release when it
+   * ends. Agent stages take a run slot and a user slot; every stage is paced
+   * under host pressure. Rejects with `signal.reason` when stopped.
+   */
+  async admit(agent: boolean, signal: AbortSignal, onWait: (reason: string) => void): Promise<AdmissionTicket> {
+    let lastReason: string | undefined;
+    const wait = async (reason: string) => {
+      if (reason !== lastReason) onWait(reason);
+      lastReason = reason;
+      await this.sleep(POLL_MS, signal);
+    };
+    // Host pressure: pace starts.
+    for (;;) {
+      if (signal.aborted) throw signal.reason;
+      const p = hostPressure(this.cfg);
+      const pace = this.cfg.paceMs ?? ADMISSION_DEFAULTS.paceMs;
+      if (!p.reason || Date.now() - this.lastPacedStart >= pace) {
+        if (p.reason) this.lastPacedStart = Date.now();
+        break;
+      }
+      await wait(`paced: ${p.reason}`);
+    }
+    if (!agent) return { release() {} };
+    // Sessions of this run.
+    while (this.runSessions >= this.maxPerRun) {
+      if (signal.aborted) throw signal.reason;
+      await wait(`waiting for an agent session: ${this.runSessions} of ${this.maxPerRun} allowed for this run are busy`);
+    }
+    this.runSessions++;
+    // Sessions of this user on the host.
+    let slot: number | undefined;
+    try {
+      this.slots ??= new UserSlots(this.cfg.slotsDir ?? defaultSlotsDir());
+      while ((slot = this.slots.acquire(this.maxPerUser)) === undefined) {
+        if (signal.aborted) throw signal.reason;
+        await wait(`waiting for an agent session: all ${this.maxPerUser} allowed for this user on this host are busy`);
+      }
+    } catch (err) {
+      this.releaseRun();
+      throw err;
+    }
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        this.slots?.release(slot!);
+        this.releaseRun();
+      },
+    };
+  }
+
+  private releaseRun(): void {
+    this.runSessions--;
+    for (const w of [...this.waiters]) w();
+  }
+
+  private sleep(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        this.waiters.delete(done);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      this.waiters.add(done);
+      signal.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  close(): void {
+    this.slots?.close();
+    this.slots = undefined;
+  }
+}
+
+/** Per-user agent session slots in a shared SQLite file. */
+export class UserSlots {
+  private readonly db: Database;
+  private readonly me = { pid: process.pid, start: processStartTime(process.pid) };
+
+  constructor(dir: string) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.db = new Database(join(dir, "slots.db"), { create: true });
+    this.db.run("pragma busy_timeout = 5000");
+    this.db.run("pragma journal_mode = wal");
+    this.db.run("create table if not exists slots (id integer primary key autoincrement, pid integer not null, start integer not null, at integer not null)");
+  }
+
+  /** Takes a slot if fewer than `max` are held by live processes; returns its id. */
+  acquire(max: number): number | undefined {
+    this.db.run("begin immediate");
+    try {
+      const rows = this.db.query<{ id: number; pid: number; start: number }, []>("select id, pid, start from slots").all();
+      let live = 0;
+      for (const r of rows) {
+        const gone = !isPidAlive(r.pid) || (r.start !== 0 && processStartTime(r.pid) !== r.start);
+        if (gone) this.db.run("delete from slots where id = ?", [r.id]);
+        else live++;
+      }
+      if (live >= max) {
+        this.db.run("commit");
+        return undefined;
+      }
+      const row = this.db.query<{ id: number }, [number, number, number]>("insert into slots (pid, start, at) values (?, ?, ?) returning id").get(this.me.pid, this.me.start, Date.now());
+      this.db.run("commit");
+      return row!.id;
+    } catch (err) {
+      this.db.run("rollback");
+      throw err;
+    }
+  }
+
+  release(id: number): void {
+    try {
+      this.db.run("delete from slots where id = ?", [id]);
+    } catch {
+      // a slot left behind is freed when this process is gone
+    }
+  }
+
+  /** Slots held by live processes (for doctor). */
+  held(): number {
+    const rows = this.db.query<{ pid: number; start: number }, []>("select pid, start from slots").all();
+    return rows.filter((r) => isPidAlive(r.pid) && (r.start === 0 || processStartTime(r.pid) === r.start)).length;
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * Finding the broker of a home, starting it when none answers.
+ *
+ * `connectBroker(home, { spawn: true })`: connect; if nothing answers,
+ * take the spawn lock, check once more, start the broker detached
+ * (re-executing this binary with `--internal-intercom-broker`, stdout and
+ * stderr to broker.log) and wait until it answers; without the lock, wait
+ * for whoever holds it. So processes racing to start it end with one
+ * broker (and the broker itself exits when it finds another answering).
+ *
+ * From source (`bun src/main.ts`, tests) the binary is bun and the entry
+ * file must follow; compiled, `process.execPath` is atomic itself.
+ */
+
+import { spawn } from "node:child_process";
+import { closeSync, openSync, readFileSync, statSync, truncateSync } from "node:fs";
+import { join } from "node:path";
+import { AtomicError } from "../shared/errors.ts";
+import { Link, unavailable, type LinkHandlers } from "./link.ts";
+import { ensurePrivateDirs, intercomPaths, type IntercomPaths } from "./paths.ts";
+import { tryLock, unlock } from "./spawn-lock.ts";
+
+export const BROKER_ROLE = "--internal-intercom-broker";
+/** How long a starter waits for a broker to answer. */
+const START_TIMEOUT_MS = 10_000;
+const POLL_MS = 25;
+const MAX_LOG_BYTES = 1024 * 1024;
+
+/** The command that starts a broker for `home` (this binary, or bun + the entry file from source). */
+export function brokerCommand(home: string): string[] {
+  const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/");
+  // Not Bun.main from source: under `bun test` that is the test file. The entry is always main.ts.
+  return compiled ? [process.execPath, BROKER_ROLE, "--home", home] : [process.execPath, join(import.meta.dir, "..", "main.ts"), BROKER_ROLE, "--home", home];
+}
+
+/** True when a broker answers hello at `socket`. */
+export async function probeBroker(socket: string): Promise<boolean> {
+  try {
+    const link = await Link.open(socket, "probe", {}, 2_000);
+    link.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface ConnectOptions {
+  /** Start the broker when none answers (default true). */
+  spawn?: boolean;
+  role?: string;
+  handlers?: LinkHandlers;
+}
+
+/** A link to the home's broker, started on demand. Throws intercom_unavailable when it cannot be had. */
+export async function connectBroker(home: string, opts: ConnectOptions = {}): Promise<Link> {
+  const paths = intercomPaths(home);
+  const role = opts.role ?? "client";
+  try {
+    return await Link.open(paths.socket, role, opts.handlers);
+  } catch (err) {
+    if (opts.spawn === false) throw err;
+  }
+  ensurePrivateDirs(paths);
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  let spawned: { pid: number; exited: () => boolean } | undefined;
+  for (;;) {
+    const lock = tryLock(paths.lockFile);
+    if (lock) {
+      try {
+        const again = await Link.open(paths.socket, role, opts.handlers).catch(() => undefined);
+        if (again) return again;
+        spawned ??= startBroker(paths, home);
+        while (Date.now() < deadline) {
+          const link = await Link.open(paths.socket, role, opts.handlers).catch(() => undefined);
+          if (link) return link;
+          if (spawned.exited()) break;
+          await Bun.sleep(POLL_MS);
+        }
+      } finally {
+        unlock(lock);
+      }
+      throw unavailable(`the intercom broker did not start${spawned?.exited() ? " (it exited)" : ""}; its log: ${paths.logFile}${logTail(paths.logFile)}`);
+    }
+    // Someone else is starting it: wait for it to answer, or for the lock to go (then try ourselves).
+    const link = await Link.open(paths.socket, role, opts.handlers).catch(() => undefined);
+    if (link) return link;
+    if (Date.now() > deadline) throw unavailable(`the intercom broker did not start within ${START_TIMEOUT_MS} ms; its log: ${paths.logFile}${logTail(paths.logFile)}`);
+    await Bun.sleep(POLL_MS);
+  }
+}
+
+/** Starts a detached broker writing to broker.log; the caller waits for it to answer. */
+function startBroker(paths: IntercomPaths, home: string): { pid: number; exited: () => boolean } {
+  try {
+    if (statSync(paths.logFile).size > MAX_LOG_BYTES) truncateSync(paths.logFile, 0);
+  } catch {
+    // no log yet
+  }
+  const log = openSync(paths.logFile, "a", 0o600);
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== "ATOMIC_FAULT_POINTS") env[k] = v;
+  const [cmd, ...args] = brokerCommand(home);
+  let exited = false;
+  try {
+    const child = spawn(cmd!, args, { detached: true, stdio: ["ignore", log, log], env, cwd: paths.dir });
+    child.on("exit", () => (exited = true));
+    child.on("error", () => (exited = true));
+    child.unref();
+    return { pid: child.pid ?? 0, exited: () => exited };
+  } catch (err) {
+    throw new AtomicError("intercom_unavailable", `could not start the intercom broker (${(err as Error).message})`, "retryable", { cause: err });
+  } finally {
+    closeSync(log);
+  }
+}
+
+function logTail(file: string): string {
+  try {
+    const text = readFileSync(file, "utf8").trim().split("\n").slice(-3).join(" | ");
+    return text ? ` (last lines: ${text.slice(-600)})` : "";
+  } catch {
+    return "";
+  }
+}
+
+/** The broker's pid from its pid file (undefined when none runs or the file is gone). */
+export function brokerPid(home: string): number | undefined {
+  try {
+    const pid = (JSON.parse(readFileSync(intercomPaths(home).pidFile, "utf8")) as { pid?: unknown }).pid;
+    return typeof pid === "number" ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}

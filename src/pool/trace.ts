@@ -1,0 +1,28 @@
+/**
+ * Timing trace of the pool, for benchmarks (bench/pool.ts) and debugging:
+ * with ATOMIC_POOL_TRACE=1 in the environment (the coordinator and its
+ * workers inherit it from the root), each role writes one line per event
+ * to its stderr, which is its log file (worker-logs/<role>.log):
+ *
+ *   pool-trace <event> <workId> <epoch ms, 3 decimals>
+ *
+ * The time is performance.timeOrigin + performance.now(): wall-clock
+ * milliseconds comparable across the processes of one machine. Events:
+ * coordinator `claim` (before the claim transaction) and `start_sent`;
+ * worker `start` (the start message arrived and is handed to the runner),
+ * `spawned`, `exited` and `commit_sent`; coordinator `complete` (the commit
+ * arrived) and `committed`. Off (one boolean test) when the variable is unset.
+ */
+
+export const TRACE_ENV = "ATOMIC_POOL_TRACE";
+export const TRACE_PREFIX = "pool-trace";
+
+export const tracing = process.env[TRACE_ENV] === "1";
+
+export function traceNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+export function trace(event: string, workId: string, at = traceNow()): void {
+  if (tracing) process.stderr.write(`${TRACE_PREFIX} ${event} ${workId} ${at.toFixed(3)}\n`);
+}

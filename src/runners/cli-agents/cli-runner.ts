@@ -1,0 +1,368 @@
+/**
+ * A runner for a headless CLI agent, driven by an adapter (adapters.ts)
+ * that knows the agent's flags and its JSON event stream.
+ *
+ * Life of a stage:
+ * - the session id is assigned up front where the CLI accepts one (claude,
+ *   pi), else recorded from the agent's first event; resumes always name it;
+ * - "stream" adapters (claude with stream-json input, pi rpc) run ONE
+ *   process and write user turns and control lines to its stdin: steer goes
+ *   in at once (native for pi, best effort for claude), followUp after the
+ *   turn's end event, interrupt aborts the turn (control line) and then
+ *   delivers. When a turn ends with nothing queued, stdin is closed and the
+ *   agent exits;
+ * - "resume" adapters (codex exec, gemini, opencode run) take no input
+ *   while running: steer and followUp are queued and delivered by resuming
+ *   the session when the turn ends; interrupt kills the turn's process
+ *   group, then resumes with the message;
+ * - success is read from the agent's final event (an error result that
+ *   exits 0 is a failure; a missing final event is a failure naming the
+ *   exit code), never from the exit code alone;
+ * - cancel kills the whole process group (SIGTERM, then SIGKILL).
+ *
+ * Structured output: native where the CLI has it (claude --json-schema,
+ * codex --output-schema); otherwise the prompt asks for JSON only and the
+ * final text is parsed. Either way the value is checked against the schema.
+ */
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { StageResult, Usage } from "../../sdk/types.ts";
+import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
+import { validateJson } from "../json-schema.ts";
+import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
+import { addUsage, emptyUsage } from "../usage.ts";
+import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
+
+export const TEXT_LIMIT = 64 * 1024;
+
+/** What the adapter learned from the events of the current turn (process). */
+export interface TurnState {
+  sessionId?: string;
+  model?: string;
+  /** The turn's final answer text so far. */
+  text: string;
+  /** Set by the final event: success or the agent's error. */
+  final?: { ok: true } | { ok: false; code: string; message: string };
+  structured?: unknown;
+}
+
+export interface AdapterContext {
+  readonly request: StageRequest;
+  readonly state: TurnState;
+  emit(event: RunnerEvent): void;
+  /** Assistant text for the transcript (and a text_delta event). */
+  text(delta: string): void;
+  tool(name: string, detail: string, ok?: boolean): void;
+  /** A usage delta (already normalized and priced). */
+  usage(delta: Partial<Usage>): void;
+}
+
+export interface ArgsContext {
+  message: string;
+  sessionId: string | undefined;
+  resume: boolean;
+  /** A file holding the JSON Schema (for CLIs that take a file). */
+  schemaFile: string | undefined;
+}
+
+export interface CliAdapter {
+  readonly kind: string;
+  readonly delivery: "stream" | "resume";
+  /** The CLI accepts a session id chosen by us (assigned before the first turn). */
+  readonly assignsSession: boolean;
+  /** The CLI enforces a JSON Schema itself (else: asked for in the prompt and parsed from the text). */
+  readonly nativeSchema: boolean;
+  args(req: StageRequest, a: ArgsContext): string[];
+  /** Stream adapters: lines that start a turn with `message`. */
+  userTurn?(message: string): string[];
+  steer?(message: string): string[];
+  followUp?(message: string): string[];
+  interrupt?(message: string): string[];
+  /** One parsed record. Returns true when a turn ended (stream adapters: time for follow-ups, or to close stdin). */
+  onRecord(rec: Record<string, unknown>, ctx: AdapterContext): boolean | void;
+  /** A nonzero exit without a final event: what it means (gemini's exit codes). */
+  explainExit?(code: number): string | undefined;
+}
+
+export class CliAgentRunner implements Runner {
+  constructor(private readonly adapter: CliAdapter) {}
+
+  get kind(): string {
+    return this.adapter.kind;
+  }
+
+  start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle {
+    const session = new CliSession(this.adapter, request, onEvent);
+    const result = session.run();
+    return {
+      result,
+      send: (text, mode) => session.send(text, mode),
+      interrupt: () => session.interruptTurn(),
+      cancel: (reason) => session.stop("cancelled", reason ?? "cancelled"),
+      wrapUp: (text) => session.wrapUp(text),
+    };
+  }
+}
+
+class CliSession {
+  private readonly files: AgentFiles;
+  private readonly state: TurnState = { text: "" };
+  private usage: Usage;
+  private proc: AgentProcess | undefined;
+  private readonly queued: string[] = [];
+  private interruptWith: string | undefined;
+  private stopKind: "cancelled" | "timeout" | undefined;
+  private stopMessage = "";
+  private wrapping = false;
+  private ended = false;
+  private turnOpen = false;
+
+  constructor(
+    private readonly adapter: CliAdapter,
+    private readonly request: StageRequest,
+    private readonly onEvent: (event: RunnerEvent) => void,
+  ) {
+    this.files = new AgentFiles(request.artifactDir);
+    this.usage = emptyUsage(request.model);
+    if (adapter.assignsSession) this.state.sessionId = crypto.randomUUID();
+  }
+
+  async send(text: string, mode: DeliveryMode): Promise<void> {
+    if (this.ended) throw new Error("the stage has ended");
+    this.files.section(`Message (${mode})`, text);
+    const p = this.proc;
+    if (this.adapter.delivery === "stream" && p && this.turnOpen) {
+      if (mode === "steer" && this.adapter.steer) {
+        for (const l of this.adapter.steer(text)) p.write(l);
+        return;
+      }
+      if (mode === "interrupt" && this.adapter.interrupt) {
+        for (const l of this.adapter.interrupt(text)) p.write(l);
+        return;
+      }
+      if (mode === "followUp" && this.adapter.followUp) {
+        for (const l of this.adapter.followUp(text)) p.write(l);
+        return;
+      }
+    }
+    if (mode === "interrupt" && this.adapter.delivery === "resume" && p) {
+      this.interruptWith = this.interruptWith ? `${this.interruptWith}\n\n${text}` : text;
+      p.stop();
+      return;
+    }
+    this.queued.push(text); // delivered when the turn ends (a resumed session, or the next user turn)
+  }
+
+  interruptTurn(): void {
+    if (this.adapter.delivery === "stream" && this.adapter.interrupt) this.proc?.write(this.adapter.interrupt("")[0]!);
+    else this.proc?.stop();
+  }
+
+  wrapUp(text: string): void {
+    if (this.ended || this.wrapping) return;
+    this.wrapping = true;
+    this.queued.length = 0;
+    // Stream agents get the wrap-up as a message in the current turn; resume agents finish the turn they are in (their last).
+    if (this.adapter.delivery === "stream" && this.proc && this.turnOpen && this.adapter.steer) {
+      for (const l of this.adapter.steer(text)) this.proc.write(l);
+    }
+    this.files.section("Wrap-up (budget used up)", text);
+  }
+
+  stop(kind: "cancelled" | "timeout", message: string): void {
+    if (this.stopKind || this.ended) return;
+    this.stopKind = kind;
+    this.stopMessage = message;
+    this.proc?.stop();
+  }
+
+  async run(): Promise<StageResult> {
+    const req = this.request;
+    const timer = req.timeoutMs && req.timeoutMs > 0 ? setTimeout(() => this.stop("timeout", `timed out after ${req.timeoutMs} ms`), req.timeoutMs) : undefined;
+    try {
+      return await this.loop();
+    } catch (err) {
+      return this.result("failed", "runner_failed", (err as Error).message);
+    } finally {
+      if (timer) clearTimeout(timer);
+      this.ended = true;
+      await this.files.close();
+    }
+  }
+
+  private async loop(): Promise<StageResult> {
+    const req = this.request;
+    const binary = req.agent?.binary;
+    if (!binary) return this.result("failed", "runner_not_found", `no ${this.adapter.kind} binary was resolved for this stage`);
+    let schemaFile: string | undefined;
+    const schema = req.agent?.schema;
+    let message = firstPrompt(req.prompt ?? "", req.initialMessages);
+    if (schema) {
+      await this.files.dirReady;
+      schemaFile = join(req.artifactDir, "schema.json");
+      writeFileSync(schemaFile, JSON.stringify(schema));
+      if (!this.adapter.nativeSchema) {
+        message += `\n\nReply with ONLY a JSON value (no prose, no code fence) matching this JSON Schema:\n${JSON.stringify(schema)}`;
+      }
+    }
+    this.files.section(`${req.stageName} (${this.adapter.kind}${req.model ? `, ${req.model}` : ""})`);
+    this.files.section("User", message);
+    let resume = false;
+    for (;;) {
+      const end = await this.turn(binary, { message, sessionId: this.state.sessionId, resume, schemaFile });
+      if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
+      if (end.spawnError) return this.result("failed", "spawn_failed", `could not start ${binary}: ${end.spawnError}`);
+      if (this.interruptWith !== undefined && this.state.sessionId) {
+        message = this.interruptWith;
+        this.interruptWith = undefined;
+        this.files.section("(turn interrupted; resuming the session with the message)");
+        resume = true;
+        continue;
+      }
+      const final = this.state.final;
+      if (!final) {
+        const why = end.code !== null ? (this.adapter.explainExit?.(end.code) ?? `exited with code ${end.code}`) : `was killed by ${end.signal}`;
+        return this.result("failed", "agent_failed", `${this.adapter.kind} ended without a final event: it ${why}`, end.code);
+      }
+      if (!final.ok) return this.result("failed", final.code, final.message, end.code);
+      if (this.queued.length && !this.wrapping && this.adapter.delivery === "resume" && this.state.sessionId) {
+        message = this.queued.splice(0).join("\n\n");
+        resume = true;
+        continue;
+      }
+      return this.completed(end.code);
+    }
+  }
+
+  /** One process: a turn (resume adapters) or the whole conversation (stream adapters). */
+  private turn(binary: string, a: Parameters<CliAdapter["args"]>[1]): Promise<ProcessEnd> {
+    const req = this.request;
+    const args = [...this.adapter.args(req, a), ...(req.agent?.args ?? [])];
+    this.files.diag(`$ ${binary} ${args.map((x) => (/^[\w@%+=:,./-]+$/.test(x) ? x : JSON.stringify(x))).join(" ")}`);
+    delete this.state.final;
+    this.state.text = "";
+    const ctx = this.context();
+    const proc = new AgentProcess(
+      binary,
+      args,
+      { cwd: req.cwd, env: { ...process.env, ...req.env, ATOMIC_RUN_ID: req.runId, ATOMIC_STAGE: req.stageName, ATOMIC_STAGE_KEY: req.stageKey, ATOMIC_ATTEMPT: String(req.attempt) } },
+      (line) => {
+        this.files.raw(line);
+        let rec: unknown;
+        try {
+          rec = JSON.parse(line);
+        } catch {
+          this.files.diag(`not JSON: ${line.slice(0, 200)}`);
+          return;
+        }
+        if (typeof rec !== "object" || rec === null || Array.isArray(rec)) return;
+        let turnEnded: boolean | void = false;
+        try {
+          turnEnded = this.adapter.onRecord(rec as Record<string, unknown>, ctx);
+        } catch (err) {
+          this.files.diag(`could not read a record: ${(err as Error).message}`);
+        }
+        if (turnEnded && this.adapter.delivery === "stream") this.onStreamTurnEnd();
+      },
+      (text) => this.files.diag(text),
+    );
+    this.proc = proc;
+    this.turnOpen = true;
+    this.onEvent({ type: "started", ...(proc.pid !== undefined ? { pid: proc.pid } : {}), ...(this.state.sessionId ? { sessionId: this.state.sessionId } : {}) });
+    if (this.adapter.delivery === "stream") {
+      for (const l of this.adapter.userTurn?.(a.message) ?? []) proc.write(l);
+    } else {
+      proc.closeStdin();
+    }
+    if (this.stopKind) proc.stop();
+    return proc.ended.finally(() => {
+      this.turnOpen = false;
+      this.proc = undefined;
+    });
+  }
+
+  /** A stream agent finished a turn: the next queued message is its next turn, else it may exit. */
+  private onStreamTurnEnd(): void {
+    const p = this.proc;
+    if (!p) return;
+    if (this.queued.length && !this.wrapping && this.state.final?.ok !== false) {
+      const text = this.queued.splice(0).join("\n\n");
+      for (const l of this.adapter.userTurn?.(text) ?? []) p.write(l);
+      return;
+    }
+    p.closeStdin();
+  }
+
+  private context(): AdapterContext {
+    return {
+      request: this.request,
+      state: this.state,
+      emit: (e) => this.onEvent(e),
+      text: (delta) => {
+        this.files.text(delta);
+        this.onEvent({ type: "text_delta", text: delta });
+      },
+      tool: (name, detail, ok) => {
+        this.files.tool(name, detail, ok === undefined ? "" : ok ? "ok" : "failed", ok !== false);
+        this.onEvent(ok === undefined ? { type: "tool_start", name } : { type: "tool_end", name, ok });
+      },
+      usage: (delta) => {
+        this.usage = addUsage(this.usage, delta);
+        if (delta.model) this.state.model = delta.model;
+        this.onEvent({ type: "usage", usage: delta });
+      },
+    };
+  }
+
+  private async completed(exitCode: number | null): Promise<StageResult> {
+    const schema = this.request.agent?.schema;
+    let structured = this.state.structured;
+    if (schema) {
+      if (structured === undefined) structured = parseJsonAnswer(this.state.text);
+      const issues = structured === undefined ? ["the final answer is not JSON"] : validateJson(structured, schema);
+      if (issues.length) return this.result("failed", "structured_output_invalid", `the agent's structured output does not match the schema: ${issues.slice(0, 3).join("; ")}`, exitCode);
+    }
+    let outputPath: string | undefined;
+    try {
+      outputPath = await writeOutputFile(this.request.cwd, this.request.agent?.output, this.state.text, structured);
+    } catch (err) {
+      return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`, exitCode);
+    }
+    this.files.section("Outcome", "completed");
+    return { ...this.result("completed", undefined, undefined, exitCode), ...(structured !== undefined ? { structured } : {}), ...(outputPath ? { outputPath } : {}) };
+  }
+
+  private result(status: StageResult["status"], code?: string, message?: string, exitCode: number | null = null): StageResult {
+    if (status !== "completed") this.files.section("Outcome", `${status}${message ? `: ${message}` : ""}`);
+    this.ended = true;
+    const text = this.state.text.length > TEXT_LIMIT ? this.state.text.slice(0, TEXT_LIMIT) : this.state.text;
+    return {
+      status,
+      text,
+      exitCode,
+      outputPath: this.files.transcriptPath,
+      errorPath: this.files.errorPath,
+      transcriptPath: this.files.transcriptPath,
+      eventsPath: this.files.eventsPath,
+      usage: this.usage,
+      ...(this.state.sessionId ? { sessionId: this.state.sessionId } : {}),
+      ...(code && status !== "completed" ? { error: { code, message: message ?? code } } : {}),
+    };
+  }
+}
+
+/** A JSON value from an answer that may be wrapped in a code fence or prose. */
+export function parseJsonAnswer(text: string): unknown {
+  const t = text.trim();
+  const fenced = /```(?:json)?\s*\n([\s\S]*?)\n```/.exec(t);
+  for (const candidate of [t, fenced?.[1], t.slice(Math.min(...["{", "["].map((c) => (t.indexOf(c) < 0 ? Infinity : t.indexOf(c)))))]) {
+    if (!candidate) continue;
+    try {
+      return JSON.parse(candidate);
+    } catch {
+      // try the next reading
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,255 @@
+/**
+ * One streamed chat-completions call, and retries around it.
+ *
+ * The request asks for `stream: true` and `stream_options.include_usage`.
+ * The SSE body is split into records on LF only (a CR before it is
+ * dropped); every `data:` payload is handed to `onRaw` before it is parsed
+ * (the raw event log), then folded:
+ * - `delta.content` → text (and `onText`);
+ * - `delta.tool_calls[]` → tool calls accumulated BY INDEX: id and name on
+ *   a call's first chunk, argument fragments concatenated. Servers that omit
+ *   ids get generated ones; servers that put every call at index 0 with a
+ *   new id start a new call whenever the id changes;
+ * - a chunk with `usage` (its `choices` may be `[]` or `null`) → usage;
+ * - `finish_reason` → how the turn ended.
+ * A body that ends without `[DONE]` and without a finish reason was cut
+ * off: provider_bad_response (retried). A payload that is not JSON:
+ * provider_bad_response too.
+ *
+ * `callWithRetries` retries retryable provider errors (429, 5xx, network,
+ * bad responses) up to `maxRetries` times, honouring Retry-After, and never
+ * retries once the caller aborted.
+ */
+
+import { ProviderError, classifyHttpError, networkError, retryDelay } from "./provider-errors.ts";
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+export interface ChatUsage {
+  prompt: number;
+  completion: number;
+  cached: number;
+  cacheWrite: number;
+  /** OpenRouter's `cost` (USD), when sent. */
+  costUsd?: number;
+}
+
+export interface ChatTurn {
+  content: string;
+  toolCalls: ToolCall[];
+  finishReason: string | null;
+  usage?: ChatUsage;
+  model?: string;
+}
+
+export interface ChatEndpoint {
+  baseUrl: string;
+  apiKey: string | undefined;
+  requestTimeoutMs: number;
+}
+
+export interface StreamHandlers {
+  onRaw?(payload: string): void;
+  onText?(delta: string): void;
+}
+
+let generated = 0;
+
+export async function streamChat(endpoint: ChatEndpoint, body: Record<string, unknown>, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
+  const url = `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`;
+  const headers: Record<string, string> = { "content-type": "application/json", accept: "text/event-stream" };
+  if (endpoint.apiKey) headers.authorization = `Bearer ${endpoint.apiKey}`;
+  const timeout = AbortSignal.timeout(endpoint.requestTimeoutMs);
+  const both = AbortSignal.any([signal, timeout]);
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+      signal: both,
+    });
+  } catch (err) {
+    if (signal.aborted) throw signal.reason ?? err;
+    throw networkError(timeout.aborted ? Object.assign(new Error("timed out"), { name: "TimeoutError" }) : err, url);
+  }
+  if (!res.ok) {
+    const text = await res.text().catch(() => "");
+    throw classifyHttpError(res.status, text, res.headers, body.model as string | undefined);
+  }
+  if (!res.body) throw new ProviderError("provider_bad_response", "the provider sent an empty response");
+
+  const turn: ChatTurn = { content: "", toolCalls: [], finishReason: null };
+  const byIndex = new Map<number, ToolCall>();
+  const generatedIds = new Set<string>();
+  let done = false;
+  const onPayload = (payload: string) => {
+    h.onRaw?.(payload);
+    if (payload === "[DONE]") {
+      done = true;
+      return;
+    }
+    let chunk: ChunkShape;
+    try {
+      chunk = JSON.parse(payload) as ChunkShape;
+    } catch {
+      throw new ProviderError("provider_bad_response", `the provider sent malformed JSON in its stream: ${payload.slice(0, 120)}`);
+    }
+    if (chunk.error) {
+      const m = typeof chunk.error === "string" ? chunk.error : (chunk.error.message ?? JSON.stringify(chunk.error));
+      throw new ProviderError("provider_unavailable", `the provider reported an error mid-stream: ${String(m).slice(0, 200)}`);
+    }
+    if (chunk.model && !turn.model) turn.model = chunk.model;
+    if (chunk.usage) turn.usage = readUsage(chunk.usage);
+    for (const choice of chunk.choices ?? []) {
+      const delta = choice.delta ?? choice.message;
+      if (delta?.content) {
+        turn.content += delta.content;
+        h.onText?.(delta.content);
+      }
+      for (const tc of delta?.tool_calls ?? []) {
+        const index = typeof tc.index === "number" ? tc.index : 0;
+        let call = byIndex.get(index);
+        const startsNew =
+          !call ||
+          // every call at index 0, told apart by their ids
+          (tc.id !== undefined && tc.id !== "" && tc.id !== call.id && !generatedIds.has(call.id)) ||
+          // no ids at all: a new name after complete arguments is a new call
+          (tc.function?.name !== undefined && tc.function.name !== "" && call.name !== "" && isCompleteJson(call.arguments));
+        if (startsNew || !call) {
+          const id = tc.id || `call_gen_${++generated}`;
+          if (!tc.id) generatedIds.add(id);
+          call = { id, name: "", arguments: "" };
+          byIndex.set(index, call);
+          turn.toolCalls.push(call);
+        } else if (tc.id && generatedIds.has(call.id)) {
+          // the id came after the first fragment: adopt it
+          generatedIds.delete(call.id);
+          call.id = tc.id;
+        }
+        if (tc.function?.name) call.name += tc.function.name;
+        if (tc.function?.arguments) call.arguments += tc.function.arguments;
+      }
+      if (choice.finish_reason) turn.finishReason = choice.finish_reason;
+    }
+  };
+
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  let data: string[] = [];
+  try {
+    for (;;) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        chunk = await reader.read();
+      } catch (err) {
+        if (signal.aborted) throw signal.reason ?? err;
+        throw new ProviderError("provider_bad_response", `the provider's stream broke off (${(err as Error).message ?? err})`);
+      }
+      if (chunk.done) break;
+      buf += decoder.decode(chunk.value, { stream: true });
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        let line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.endsWith("\r")) line = line.slice(0, -1);
+        if (line === "") {
+          if (data.length) onPayload(data.join("\n"));
+          data = [];
+        } else if (line.startsWith("data:")) {
+          data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
+        }
+        // other fields (event:, id:, comments) carry nothing we use
+      }
+      if (done) break;
+    }
+    if (!done && data.length) onPayload(data.join("\n"));
+  } finally {
+    reader.releaseLock();
+    if (!done) await res.body.cancel().catch(() => {});
+  }
+  if (!done && turn.finishReason === null) {
+    throw new ProviderError("provider_bad_response", "the provider's stream ended before the reply was complete");
+  }
+  return turn;
+}
+
+export interface RetryOptions {
+  maxRetries: number;
+  maxBackoffMs: number;
+  /** Called before each wait (for the transcript and diagnostics). */
+  onRetry?(err: ProviderError, attempt: number, delayMs: number): void;
+}
+
+export async function callWithRetries<T>(fn: () => Promise<T>, signal: AbortSignal, opts: RetryOptions): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (signal.aborted || !(err instanceof ProviderError) || !err.retryable || attempt > opts.maxRetries) throw err;
+      const delay = retryDelay(attempt, err, opts.maxBackoffMs);
+      opts.onRetry?.(err, attempt, delay);
+      await abortableSleep(delay, signal);
+    }
+  }
+}
+
+function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+interface ChunkShape {
+  model?: string;
+  error?: { message?: string } | string;
+  usage?: Record<string, unknown> | null;
+  choices?: {
+    delta?: { content?: string | null; tool_calls?: ToolCallDelta[] };
+    message?: { content?: string | null; tool_calls?: ToolCallDelta[] };
+    finish_reason?: string | null;
+  }[] | null;
+}
+
+interface ToolCallDelta {
+  index?: number;
+  id?: string;
+  function?: { name?: string; arguments?: string };
+}
+
+function isCompleteJson(text: string): boolean {
+  if (text.trim() === "") return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readUsage(u: Record<string, unknown>): ChatUsage {
+  const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
+  const details = (u.prompt_tokens_details ?? {}) as Record<string, unknown>;
+  const out: ChatUsage = {
+    prompt: num(u.prompt_tokens),
+    completion: num(u.completion_tokens),
+    cached: num(details.cached_tokens),
+    cacheWrite: num(details.cache_write_tokens),
+  };
+  if (typeof u.cost === "number") out.costUsd = u.cost;
+  return out;
+}

@@ -1,0 +1,195 @@
+/**
+ * User configuration: `$ATOMIC_HOME/config.json`, then `.atomic/config.json`
+ * in the project (the current directory), project wins key by key (objects
+ * merge one level deep: `runners.claude` in the project replaces the home's
+ * `runners.claude`), then environment overrides:
+ *
+ *   ATOMIC_RUNNER            default runner for prompt stages
+ *   ATOMIC_MODEL             default model
+ *   ATOMIC_OPENAI_BASE_URL   base URL of the OpenAI-compatible endpoint
+ *   OPENAI_API_KEY           its key (never written anywhere: workers read it
+ *                            from their own environment)
+ *
+ * Everything is plain data, checked here once: a config file that is not
+ * JSON, or has a field of the wrong type, is a usage error naming the file
+ * and the key. Unknown keys are kept (and ignored) so a newer config works
+ * with an older atomic.
+ */
+
+import { existsSync, readFileSync } from "node:fs";
+import { tmpdir, userInfo } from "node:os";
+import { join, resolve } from "node:path";
+import { UsageError } from "./errors.ts";
+
+/** Price of a model in USD per million tokens. */
+export interface ModelPrice {
+  inputPerMTok?: number;
+  outputPerMTok?: number;
+  cacheReadPerMTok?: number;
+  cacheWritePerMTok?: number;
+}
+
+export interface CliRunnerConfig {
+  /** The binary (a path, or a name looked up on PATH). */
+  path?: string;
+  /** Extra arguments added to every invocation. */
+  args?: string[];
+}
+
+export interface AdmissionConfig {
+  /** Concurrent agent sessions per run (default 4). */
+  maxSessionsPerRun?: number;
+  /** Concurrent agent sessions of this user across all runs on the host (default 8). */
+  maxSessionsPerUser?: number;
+  /** Stage starts are paced while the 1-minute load per CPU is above this (default 3). */
+  maxLoadPerCpu?: number;
+  /** ... or while free memory is below this many MB (default 256). */
+  minFreeMemoryMb?: number;
+  /** Spacing of stage starts under pressure, in ms (default 1000). */
+  paceMs?: number;
+  /** Where the per-user session slots live (default: <tmp>/atomic-<user>/agent-slots). */
+  slotsDir?: string;
+}
+
+export interface BudgetConfig {
+  maxCostUsd?: number;
+  maxTokens?: number;
+  maxDurationMs?: number;
+  /** Warn once when this percent of any limit is used (default 80). */
+  warnAtPercent?: number;
+}
+
+export interface AtomicConfig {
+  /** Default runner of prompt stages (ATOMIC_RUNNER; default "openai"). */
+  runner?: string;
+  /** Default model (ATOMIC_MODEL). */
+  model?: string;
+  openai?: {
+    baseUrl?: string;
+    /** Retries of a request on 429/5xx/network errors (default 4). */
+    maxRetries?: number;
+    /** Longest wait between retries in ms, Retry-After included (default 30000). */
+    maxBackoffMs?: number;
+    /** Per-request timeout in ms (default 300000). */
+    requestTimeoutMs?: number;
+  };
+  /** CLI agents by runner name: claude, codex, gemini, opencode, pi. */
+  runners?: Record<string, CliRunnerConfig>;
+  /** Prices by model name (exact, else the longest configured prefix). */
+  pricing?: Record<string, ModelPrice>;
+  admission?: AdmissionConfig;
+  budget?: BudgetConfig;
+}
+
+export const DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1";
+export const DEFAULT_RUNNER = "openai";
+
+export interface LoadedConfig {
+  config: AtomicConfig;
+  /** Files that were read, in order (home, then project). */
+  files: string[];
+}
+
+export function loadConfig(opts: { home: string; cwd?: string; env?: NodeJS.ProcessEnv }): LoadedConfig {
+  const env = opts.env ?? process.env;
+  const files: string[] = [];
+  let config: AtomicConfig = {};
+  for (const file of [join(opts.home, "config.json"), resolve(opts.cwd ?? process.cwd(), ".atomic", "config.json")]) {
+    if (!existsSync(file) || files.includes(file)) continue;
+    config = merge(config, readConfigFile(file));
+    files.push(file);
+  }
+  if (env.ATOMIC_RUNNER) config.runner = env.ATOMIC_RUNNER;
+  if (env.ATOMIC_MODEL) config.model = env.ATOMIC_MODEL;
+  if (env.ATOMIC_OPENAI_BASE_URL) config.openai = { ...config.openai, baseUrl: env.ATOMIC_OPENAI_BASE_URL };
+  return { config, files };
+}
+
+function readConfigFile(file: string): AtomicConfig {
+  let value: unknown;
+  try {
+    value = JSON.parse(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new UsageError("bad_config", `the config file ${file} is not valid JSON (${(err as Error).message})`, {
+      hint: "fix the file or move it away",
+    });
+  }
+  if (!isObject(value)) throw new UsageError("bad_config", `the config file ${file} must hold a JSON object`, { hint: 'write it as {"runner": "openai", ...}' });
+  checkConfig(value, file);
+  return value as AtomicConfig;
+}
+
+function checkConfig(c: Record<string, unknown>, file: string): void {
+  const bad = (key: string, want: string): never => {
+    throw new UsageError("bad_config", `"${key}" in ${file} must be ${want}`, { hint: "see the README section on agent runners" });
+  };
+  const str = (v: unknown, key: string) => v === undefined || typeof v === "string" || bad(key, "a string");
+  const num = (v: unknown, key: string) => v === undefined || (typeof v === "number" && Number.isFinite(v) && v >= 0) || bad(key, "a non-negative number");
+  const obj = (v: unknown, key: string) => v === undefined || isObject(v) || bad(key, "an object");
+  str(c.runner, "runner");
+  str(c.model, "model");
+  obj(c.openai, "openai");
+  if (isObject(c.openai)) {
+    str(c.openai.baseUrl, "openai.baseUrl");
+    for (const k of ["maxRetries", "maxBackoffMs", "requestTimeoutMs"]) num(c.openai[k], `openai.${k}`);
+  }
+  obj(c.runners, "runners");
+  if (isObject(c.runners)) {
+    for (const [name, r] of Object.entries(c.runners)) {
+      if (!isObject(r)) bad(`runners.${name}`, "an object");
+      const rc = r as Record<string, unknown>;
+      str(rc.path, `runners.${name}.path`);
+      if (rc.args !== undefined && !(Array.isArray(rc.args) && rc.args.every((a) => typeof a === "string"))) bad(`runners.${name}.args`, "an array of strings");
+    }
+  }
+  obj(c.pricing, "pricing");
+  if (isObject(c.pricing)) {
+    for (const [model, p] of Object.entries(c.pricing)) {
+      if (!isObject(p)) bad(`pricing.${model}`, "an object");
+      for (const k of ["inputPerMTok", "outputPerMTok", "cacheReadPerMTok", "cacheWritePerMTok"]) num((p as Record<string, unknown>)[k], `pricing.${model}.${k}`);
+    }
+  }
+  obj(c.admission, "admission");
+  if (isObject(c.admission)) {
+    for (const k of ["maxSessionsPerRun", "maxSessionsPerUser", "maxLoadPerCpu", "minFreeMemoryMb", "paceMs"]) num(c.admission[k], `admission.${k}`);
+    str(c.admission.slotsDir, "admission.slotsDir");
+  }
+  obj(c.budget, "budget");
+  if (isObject(c.budget)) {
+    for (const k of ["maxCostUsd", "maxTokens", "maxDurationMs", "warnAtPercent"]) num(c.budget[k], `budget.${k}`);
+  }
+}
+
+function merge(base: AtomicConfig, over: AtomicConfig): AtomicConfig {
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = isObject(b) && isObject(v) ? { ...b, ...v } : v;
+  }
+  return out as AtomicConfig;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Where per-user agent session slots live unless configured. */
+export function defaultSlotsDir(): string {
+  let user = "user";
+  try {
+    user = userInfo().username || String(process.getuid?.() ?? "user");
+  } catch {
+    // no passwd entry: fall back to the uid
+    user = String(process.getuid?.() ?? "user");
+  }
+  return join(tmpdir(), `atomic-${user}`, "agent-slots");
+}
+
+/** The price of `model`: an exact entry, else the longest configured prefix ("gpt-4o" prices "gpt-4o-2024-08-06"). */
+export function priceOf(pricing: Record<string, ModelPrice> | undefined, model: string | undefined): ModelPrice | undefined {
+  if (!pricing || !model) return undefined;
+  if (pricing[model]) return pricing[model];
+  let best: string | undefined;
+  for (const key of Object.keys(pricing)) if (model.startsWith(key) && (!best || key.length > best.length)) best = key;
+  return best ? pricing[best] : undefined;
+}

@@ -1,0 +1,235 @@
+/**
+ * A fake OpenAI-compatible chat-completions server for tests: real HTTP on
+ * 127.0.0.1 (Bun.serve on a free port), scripted streamed replies.
+ *
+ *   const server = await startFakeOpenAI((req, n) => n === 0 ? toolCall("list", {}) : text("done"));
+ *   ... ATOMIC_OPENAI_BASE_URL = server.url ...
+ *   await server.close();
+ *
+ * A reply can be: streamed text (in chunks), tool calls (arguments split
+ * across chunks, parallel calls, ids omitted, every call at index 0), a
+ * usage chunk (with `choices: []` or `choices: null`, OpenRouter's `cost`),
+ * an HTTP error with headers (429 + Retry-After, 500, 401, ...), a stream
+ * cut off before its end, malformed JSON, or a reply held until a promise
+ * resolves or the client aborts. Every request is recorded (body, headers),
+ * and the server counts requests in flight (`maxConcurrent`).
+ */
+
+export interface ToolCallSpec {
+  name: string;
+  arguments: string | Record<string, unknown>;
+  id?: string;
+}
+
+export interface Reply {
+  /** Text content, streamed in the given chunks (a string: one chunk). */
+  text?: string | string[];
+  toolCalls?: ToolCallSpec[];
+  /** Split each call's arguments into this many chunks (default 3). */
+  argChunks?: number;
+  /** Send calls without ids (Ollama). */
+  omitIds?: boolean;
+  /** Put every call at index 0, told apart by id. */
+  allAtIndexZero?: boolean;
+  /** The usage chunk; null: none (no include_usage support). */
+  usage?: { prompt: number; completion: number; cached?: number; cost?: number } | null;
+  /** `choices: null` on the usage chunk instead of `[]`. */
+  nullChoicesOnUsage?: boolean;
+  /** An HTTP error instead of a stream. */
+  status?: number;
+  headers?: Record<string, string>;
+  body?: string;
+  /** End the stream after the first content chunk, without finish_reason or [DONE]. */
+  cutOff?: boolean;
+  /** Send a data line that is not JSON. */
+  malformed?: boolean;
+  /** Hold the reply until this resolves (or the client goes away). */
+  hold?: Promise<unknown>;
+  model?: string;
+}
+
+export interface RecordedRequest {
+  body: {
+    model?: string;
+    messages: { role: string; content: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[]; tool_call_id?: string }[];
+    tools?: { function: { name: string; parameters: unknown } }[];
+    stream?: boolean;
+    stream_options?: { include_usage?: boolean };
+  };
+  headers: Headers;
+  /** Set when the client aborted this request before its reply ended. */
+  aborted: boolean;
+}
+
+/** `index` counts requests since the script was set. */
+export type Script = (req: RecordedRequest, index: number) => Reply | Promise<Reply>;
+
+export interface FakeOpenAI {
+  /** Base URL, ending in /v1. */
+  url: string;
+  port: number;
+  requests: RecordedRequest[];
+  inFlight: number;
+  maxConcurrent: number;
+  setScript(script: Script): void;
+  close(): Promise<void>;
+}
+
+export function text(t: string | string[], usage: Reply["usage"] = { prompt: 10, completion: 5 }): Reply {
+  return { text: t, usage };
+}
+
+export function toolCall(name: string, args: Record<string, unknown> | string, extra: Partial<Reply> = {}): Reply {
+  return { toolCalls: [{ name, arguments: args }], usage: { prompt: 10, completion: 5 }, ...extra };
+}
+
+/** A script that plays replies in order (the last one repeats). */
+export function inOrder(...replies: Reply[]): Script {
+  return (_req, i) => replies[Math.min(i, replies.length - 1)]!;
+}
+
+export async function startFakeOpenAI(script: Script): Promise<FakeOpenAI> {
+  let current = script;
+  let count = 0;
+  const state = { inFlight: 0, maxConcurrent: 0 };
+  const requests: RecordedRequest[] = [];
+  const encoder = new TextEncoder();
+
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    idleTimeout: 0,
+    async fetch(req) {
+      const url = new URL(req.url);
+      if (req.method === "GET" && url.pathname.endsWith("/models")) return Response.json({ data: [{ id: "fake-model" }] });
+      if (req.method !== "POST" || !url.pathname.endsWith("/chat/completions")) return new Response("not found", { status: 404 });
+      const recorded: RecordedRequest = { body: (await req.json()) as RecordedRequest["body"], headers: req.headers, aborted: false };
+      requests.push(recorded);
+      const index = count++;
+      state.inFlight++;
+      state.maxConcurrent = Math.max(state.maxConcurrent, state.inFlight);
+      let released = false;
+      const release = () => {
+        if (!released) {
+          released = true;
+          state.inFlight--;
+        }
+      };
+      req.signal.addEventListener("abort", () => {
+        recorded.aborted = true;
+        release();
+      });
+      let reply: Reply;
+      try {
+        reply = await current(recorded, index);
+        if (reply.hold) await Promise.race([reply.hold, new Promise((r) => req.signal.addEventListener("abort", r))]);
+      } catch (err) {
+        release();
+        return new Response(String(err), { status: 500 });
+      }
+      if (req.signal.aborted) {
+        release();
+        return new Response("aborted", { status: 499 });
+      }
+      if (reply.status) {
+        release();
+        return new Response(reply.body ?? JSON.stringify({ error: { message: `fake error ${reply.status}` } }), {
+          status: reply.status,
+          headers: { "content-type": "application/json", ...reply.headers },
+        });
+      }
+      const chunks = sseChunks(reply, recorded.body.model ?? "fake-model");
+      const stream = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const next = chunks.shift();
+          if (next === undefined || req.signal.aborted) {
+            release();
+            controller.close();
+            return;
+          }
+          controller.enqueue(encoder.encode(next));
+        },
+        cancel() {
+          release();
+        },
+      });
+      return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
+    },
+  });
+
+  return {
+    url: `http://127.0.0.1:${server.port}/v1`,
+    port: server.port!,
+    requests,
+    get inFlight() {
+      return state.inFlight;
+    },
+    get maxConcurrent() {
+      return state.maxConcurrent;
+    },
+    setScript(s) {
+      current = s;
+      count = 0;
+    },
+    async close() {
+      await server.stop(true);
+    },
+  };
+}
+
+let callSeq = 0;
+
+function sseChunks(reply: Reply, model: string): string[] {
+  const out: string[] = [];
+  const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1, model: reply.model ?? model };
+  const data = (obj: unknown) => `data: ${JSON.stringify(obj)}\n\n`;
+  out.push(data({ ...base, choices: [{ index: 0, delta: { role: "assistant" }, finish_reason: null }] }));
+  const texts = reply.text === undefined ? [] : Array.isArray(reply.text) ? reply.text : [reply.text];
+  for (const t of texts) {
+    out.push(data({ ...base, choices: [{ index: 0, delta: { content: t }, finish_reason: null }] }));
+    if (reply.cutOff) return out;
+  }
+  if (reply.malformed) {
+    out.push("data: {\"choices\": [ this is not json\n\n");
+    return out;
+  }
+  const calls = reply.toolCalls ?? [];
+  calls.forEach((call, i) => {
+    const args = typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments);
+    const parts = splitInto(args, reply.argChunks ?? 3);
+    const id = reply.omitIds ? undefined : (call.id ?? `call_${++callSeq}`);
+    const index = reply.allAtIndexZero ? 0 : i;
+    parts.forEach((part, p) => {
+      const fn = p === 0 ? { name: call.name, arguments: part } : { arguments: part };
+      const tc = p === 0 || reply.allAtIndexZero ? { index, ...(id ? { id } : {}), ...(p === 0 ? { type: "function" } : {}), function: fn } : { index, function: fn };
+      out.push(data({ ...base, choices: [{ index: 0, delta: { tool_calls: [tc] }, finish_reason: null }] }));
+    });
+  });
+  out.push(data({ ...base, choices: [{ index: 0, delta: {}, finish_reason: calls.length ? "tool_calls" : "stop" }] }));
+  if (reply.usage) {
+    const u = reply.usage;
+    out.push(
+      data({
+        ...base,
+        choices: reply.nullChoicesOnUsage ? null : [],
+        usage: {
+          prompt_tokens: u.prompt,
+          completion_tokens: u.completion,
+          total_tokens: u.prompt + u.completion,
+          ...(u.cached !== undefined ? { prompt_tokens_details: { cached_tokens: u.cached } } : {}),
+          ...(u.cost !== undefined ? { cost: u.cost } : {}),
+        },
+      }),
+    );
+  }
+  out.push("data: [DONE]\n\n");
+  return out;
+}
+
+function splitInto(text: string, n: number): string[] {
+  if (n <= 1 || text.length < n) return [text];
+  const size = Math.ceil(text.length / n);
+  const parts: string[] = [];
+  for (let i = 0; i < text.length; i += size) parts.push(text.slice(i, i + size));
+  return parts;
+}

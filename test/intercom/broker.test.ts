@@ -1,0 +1,347 @@
+/**
+ * The intercom broker as a real process (started from source, as the
+ * binary would start itself), over its real unix socket: lifecycle (spawn
+ * lock, one broker per home, private files, idle exit, restart after kill
+ * -9), the protocol (register, send, ask, reply, list, status), bad input
+ * (every malformed frame closes only its connection; a fuzz of more than
+ * 10,000 frames while a well-behaved client keeps being served), and 100
+ * concurrent clients exchanging messages without loss, duplication or
+ * reordering. Each test has its own ATOMIC_HOME; afterEach stops every
+ * broker it started. No duration is asserted.
+ */
+
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { statSync, writeFileSync, existsSync } from "node:fs";
+import { join } from "node:path";
+import { IntercomClient } from "../../src/intercom/client.ts";
+import { encodeFrame } from "../../src/intercom/framing.ts";
+import { intercomPaths } from "../../src/intercom/paths.ts";
+import { PROTOCOL_VERSION } from "../../src/intercom/protocol/index.ts";
+import type { IncomingMessage } from "../../src/intercom/protocol/index.ts";
+import { AtomicError } from "../../src/shared/errors.ts";
+import { seeded } from "../engine/helpers.ts";
+import { BUN, ROOT, waitUntil } from "../helpers/atomic.ts";
+import { alive, brokerPidOf, brokersOf, cleanupHomes, newHome, rawConnect, signal } from "./support.ts";
+
+const IDLE_MS = "1500";
+let savedIdle: string | undefined;
+
+beforeAll(() => {
+  savedIdle = process.env.ATOMIC_INTERCOM_IDLE_MS;
+  process.env.ATOMIC_INTERCOM_IDLE_MS = IDLE_MS;
+});
+
+afterAll(() => {
+  if (savedIdle === undefined) delete process.env.ATOMIC_INTERCOM_IDLE_MS;
+  else process.env.ATOMIC_INTERCOM_IDLE_MS = savedIdle;
+});
+
+const clients: IntercomClient[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  await cleanupHomes();
+});
+
+async function client(home: string, opts: Partial<ConstructorParameters<typeof IntercomClient>[0]> = {}): Promise<IntercomClient> {
+  const c = await IntercomClient.connect({ home, role: "test", ...opts });
+  clients.push(c);
+  return c;
+}
+
+async function expectCode(p: Promise<unknown>, code: string): Promise<void> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(AtomicError);
+    expect((err as AtomicError).code).toBe(code);
+    return;
+  }
+  throw new Error(`expected an error with code ${code}`);
+}
+
+/** A client that answers every ask with { echo: body }. */
+async function echoClient(home: string, name: string): Promise<{ client: IntercomClient; got: IncomingMessage[] }> {
+  const got: IncomingMessage[] = [];
+  const c = await client(home, {
+    onMessage: (msg, reply) => {
+      got.push(msg);
+      if (msg.ask) void reply({ echo: msg.body }).catch(() => {});
+    },
+  });
+  await c.register(name, ["g"]);
+  return { client: c, got };
+}
+
+describe("broker lifecycle", () => {
+  test("the first client starts it: private directory (0700), socket (0600), pid file; it exits when idle", async () => {
+    const home = newHome();
+    const c = await client(home);
+    const paths = intercomPaths(home);
+    expect(statSync(paths.dir).mode & 0o777).toBe(0o700);
+    expect(statSync(paths.socket).mode & 0o777).toBe(0o600);
+    const pid = brokerPidOf(home)!;
+    expect(alive(pid)).toBe(true);
+    expect((await c.status()).pid).toBe(pid);
+    expect(existsSync(paths.logFile)).toBe(true);
+    c.close();
+    await waitUntil(() => !alive(pid), 20_000, "the idle broker to exit");
+    expect(existsSync(paths.socket)).toBe(false);
+    expect(existsSync(paths.pidFile)).toBe(false);
+  });
+
+  test("spawn race: 10 processes start the broker at once; exactly one broker runs and all reach it", async () => {
+    const home = newHome();
+    const gun = join(home, "go");
+    const procs = Array.from({ length: 10 }, () =>
+      Bun.spawn([BUN, join(ROOT, "test", "intercom", "fixtures", "connect.ts"), home, gun], { stdout: "pipe", stderr: "pipe", env: { ...process.env } }),
+    );
+    await Bun.sleep(300); // let them all reach the starting line (not a timing assertion: fewer ready makes the race milder, not wrong)
+    writeFileSync(gun, "");
+    const outs = await Promise.all(procs.map(async (p) => JSON.parse((await new Response(p.stdout).text()).trim()) as { pid?: number; error?: string }));
+    await Promise.all(procs.map((p) => p.exited));
+    expect(outs.filter((o) => o.error)).toEqual([]);
+    const pids = new Set(outs.map((o) => o.pid));
+    expect(pids.size).toBe(1);
+    expect(brokersOf(home)).toEqual([...pids] as number[]);
+  });
+
+  test("kill -9 of the broker: the next client starts a new one; a reconnecting client comes back and registers again", async () => {
+    const home = newHome();
+    const first = await client(home);
+    const states: string[] = [];
+    const keeper = await client(home, { reconnect: true, backoffMs: [50, 100], spawn: false, onState: (c) => states.push(c.to) });
+    await keeper.register("keeper", ["g"]);
+    const old = brokerPidOf(home)!;
+    signal(old, "SIGKILL");
+    await waitUntil(() => !alive(old), 10_000, "the broker to die");
+    await expectCode(first.status(), "intercom_unavailable");
+    const next = await client(home);
+    const pid = (await next.status()).pid;
+    expect(pid).not.toBe(old);
+    expect(brokersOf(home)).toEqual([pid]);
+    await waitUntil(async () => (await next.list()).some((s) => s.name === "keeper"), 20_000, "the keeper to register again");
+    await waitUntil(() => keeper.isOpen, 20_000, "the keeper to be open again");
+    expect(states).toContain("backoff");
+    expect(states.at(-1)).toBe("open");
+  });
+
+  test("a stale spawn lock (its owner is gone) is replaced", async () => {
+    const home = newHome();
+    const paths = intercomPaths(home);
+    const gone = Bun.spawnSync(["true"]).pid;
+    const { mkdirSync } = await import("node:fs");
+    mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+    writeFileSync(paths.lockFile, JSON.stringify({ pid: gone, host: (await import("node:os")).hostname(), at: Date.now(), token: "old" }));
+    const c = await client(home);
+    expect((await c.status()).pid).toBe(brokerPidOf(home)!);
+    expect(existsSync(paths.lockFile)).toBe(false);
+  });
+
+  test("a client that must not start a broker says so when none runs", async () => {
+    const home = newHome();
+    await expectCode(IntercomClient.connect({ home, spawn: false }), "intercom_unavailable");
+    expect(brokersOf(home)).toEqual([]);
+  });
+});
+
+describe("broker protocol", () => {
+  test("register, send (with a delivery receipt), ask and reply, list by group, status", async () => {
+    const home = newHome();
+    const a = await client(home);
+    const { got } = await echoClient(home, "bee");
+    expect(await a.send("bee", { hi: 1 }, { mode: "followUp", from: "a" })).toEqual({ delivered: ["bee"] });
+    expect(await a.ask("bee", { q: 2 }, 5_000)).toEqual({ from: "bee", reply: { echo: { q: 2 } } });
+    await waitUntil(() => got.length === 2, 5_000, "both messages");
+    expect(got[0]).toMatchObject({ type: "message", from: "a", to: "bee", body: { hi: 1 }, mode: "followUp", ask: false });
+    expect(got[1]).toMatchObject({ body: { q: 2 }, ask: true });
+    expect((await a.send("group:g", "to all")).delivered).toEqual(["bee"]);
+    expect((await a.list("g")).map((s) => s.name)).toEqual(["bee"]);
+    expect(await a.list("nope")).toEqual([]);
+    const st = await a.status();
+    expect(st).toMatchObject({ protocol: PROTOCOL_VERSION, connections: 2, sessions: 1 });
+    expect(st.counters.sent).toBeGreaterThanOrEqual(2);
+  });
+
+  test("errors: no such session, a taken name, an ask that times out, a target that leaves before replying", async () => {
+    const home = newHome();
+    const a = await client(home);
+    await expectCode(a.send("nobody", 1), "no_session");
+    const b = await client(home, { onMessage: () => {} });
+    await b.register("silent");
+    await expectCode(a.register("silent"), "name_taken");
+    await expectCode(a.ask("silent", "hello?", 200), "timeout");
+    const asking = a.ask("silent", "still there?", 60_000);
+    await Bun.sleep(50);
+    b.close();
+    await expectCode(asking, "session_gone");
+    await expectCode(a.reply("ask-999", "late"), "unknown_ask");
+  });
+
+  test("every kind of bad frame gets an error reply and closes that connection only", async () => {
+    const home = newHome();
+    const good = await client(home);
+    const { client: echo } = await echoClient(home, "echo");
+    void echo;
+    const socket = intercomPaths(home).socket;
+    const hello = { v: PROTOCOL_VERSION, type: "hello", id: "h", pid: 1, role: "raw" };
+    const header = (n: number) => {
+      const b = new Uint8Array(4);
+      new DataView(b.buffer).setUint32(0, n);
+      return b;
+    };
+    const cases: { name: string; send: (c: Awaited<ReturnType<typeof rawConnect>>) => void; code: string }[] = [
+      { name: "not JSON", send: (c) => c.write(new Uint8Array([0, 0, 0, 3, 0x7b, 0x7b, 0x7b])), code: "bad_frame" },
+      { name: "oversized length", send: (c) => c.write(header(0x7fffffff)), code: "frame_too_large" },
+      { name: "zero length", send: (c) => c.write(header(0)), code: "bad_frame" },
+      { name: "unknown type", send: (c) => c.frame({ v: PROTOCOL_VERSION, type: "launch", id: "x" }), code: "bad_frame" },
+      { name: "wrong version", send: (c) => c.frame({ v: 99, type: "hello", id: "x", pid: 1, role: "r" }), code: "unsupported_version" },
+      { name: "wrong field type", send: (c) => c.frame({ ...hello, pid: "one" }), code: "bad_frame" },
+      { name: "not an object", send: (c) => c.frame([1, 2, 3]), code: "bad_frame" },
+      { name: "no hello first", send: (c) => c.frame({ v: PROTOCOL_VERSION, type: "status", id: "s" }), code: "hello_required" },
+      {
+        name: "bad frame after a hello",
+        send: (c) => {
+          c.frame(hello);
+          c.frame({ v: PROTOCOL_VERSION, type: "send", id: "x", to: 5, body: 1 });
+        },
+        code: "bad_frame",
+      },
+    ];
+    for (const k of cases) {
+      const c = await rawConnect(socket);
+      k.send(c);
+      await c.closed;
+      const errors = c.frames.filter((f) => f.ok && (f.value as { type: string }).type === "error");
+      expect({ name: k.name, code: (errors[0] as { value: { error: { code: string } } } | undefined)?.value.error.code }).toEqual({ name: k.name, code: k.code });
+    }
+    // Half a frame, then gone.
+    const half = await rawConnect(socket);
+    half.write(encodeFrame(hello).subarray(0, 7));
+    half.end();
+    await half.closed;
+    expect(await good.ask("echo", "still up?", 5_000)).toMatchObject({ reply: { echo: "still up?" } });
+  });
+
+  test("fuzz: over 10,000 random and malformed frames from 8 concurrent clients; a well-behaved client is served throughout", async () => {
+    const home = newHome();
+    const good = await client(home);
+    await echoClient(home, "echo");
+    const pid = brokerPidOf(home)!;
+    const socket = intercomPaths(home).socket;
+    let frames = 0;
+    let refused = 0;
+    const TARGET = 10_000;
+    let stop = false;
+
+    // The well-behaved client asks all along; every ask must be answered.
+    let served = 0;
+    const steady = (async () => {
+      while (!stop) {
+        const r = await good.ask("echo", { n: served }, 10_000);
+        expect(r.reply).toEqual({ echo: { n: served } });
+        served++;
+      }
+    })();
+
+    const fuzzer = async (seed: number) => {
+      const rand = seeded(seed);
+      const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)]!;
+      const randomJson = (): unknown =>
+        pick<() => unknown>([
+          () => ({ v: PROTOCOL_VERSION, type: pick(["send", "ask", "reply", "list", "status", "register", "unregister", "bogus"]), id: pick(["1", "", 5, null, "x".repeat(300)]), to: pick(["echo", "", 7, "group:g", "nobody"]), body: pick([1, "s", null, { a: [1] }]), name: pick(["n", "", 3]), groups: pick([[], ["g"], "g", [1]]), timeoutMs: pick([1, -1, 1e9, "5"]), inReplyTo: pick(["ask-1", 2]) }),
+          () => ({ v: pick([0, 2, "1", undefined]), type: "hello", id: "h" }),
+          () => pick([null, true, 0, "text", [], [{}]]),
+          () => ({ type: "hello" }),
+          () => ({ v: PROTOCOL_VERSION, type: "send", id: "ok", to: "nobody", body: rand() }),
+          () => ({ v: PROTOCOL_VERSION, type: "list", id: "l" }),
+        ])();
+      while (frames < TARGET) {
+        let c;
+        try {
+          c = await rawConnect(socket);
+        } catch {
+          continue;
+        }
+        const mode = rand();
+        if (mode < 0.1) {
+          // A huge length prefix.
+          const b = new Uint8Array(4 + Math.floor(rand() * 8));
+          new DataView(b.buffer).setUint32(0, 0x01000000 + Math.floor(rand() * 0x7effffff));
+          c.write(b);
+          frames++;
+        } else if (mode < 0.2) {
+          // Half a frame, then disconnect.
+          const f = encodeFrame({ v: PROTOCOL_VERSION, type: "hello", id: "h", pid: 1, role: "fuzz" });
+          c.write(f.subarray(0, 1 + Math.floor(rand() * (f.length - 1))));
+          frames++;
+          c.end();
+        } else if (mode < 0.3) {
+          // Random bytes.
+          const b = crypto.getRandomValues(new Uint8Array(1 + Math.floor(rand() * 64)));
+          c.write(b);
+          frames++;
+        } else {
+          // A hello (sometimes), then a burst of random JSON frames (most valid-but-wrong, some malformed).
+          if (rand() < 0.7) c.frame({ v: PROTOCOL_VERSION, type: "hello", id: "h", pid: 1, role: "fuzz" });
+          const n = 1 + Math.floor(rand() * 40);
+          for (let i = 0; i < n; i++) {
+            try {
+              c.frame(randomJson());
+            } catch {
+              c.write(new Uint8Array([0, 0, 0, 1, 0x7d]));
+            }
+          }
+          frames += n;
+        }
+        // Either the broker closes it (a bad frame) or we do.
+        const closedByBroker = await Promise.race([c.closed.then(() => true), Bun.sleep(30).then(() => false)]);
+        if (closedByBroker) refused++;
+        else c.end();
+        await c.closed;
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, (_, i) => fuzzer(1000 + i)));
+    stop = true;
+    await steady;
+    expect(frames).toBeGreaterThanOrEqual(TARGET);
+    expect(refused).toBeGreaterThan(100);
+    expect(served).toBeGreaterThan(0);
+    expect(alive(pid)).toBe(true);
+    const st = await good.status();
+    expect(st.pid).toBe(pid);
+    expect(st.counters.badFrames).toBeGreaterThan(100);
+    expect(await good.ask("echo", "after", 5_000)).toMatchObject({ reply: { echo: "after" } });
+  }, 120_000);
+
+  test("100 concurrent clients exchange messages: none lost, none duplicated, per-sender order kept", async () => {
+    const home = newHome();
+    const N = 100;
+    const PER = 30;
+    const received = Array.from({ length: N }, () => [] as { from: number; seq: number }[]);
+    const cs = await Promise.all(
+      Array.from({ length: N }, (_, i) =>
+        client(home, {
+          onMessage: (msg) => received[i]!.push(msg.body as { from: number; seq: number }),
+        }),
+      ),
+    );
+    await Promise.all(cs.map((c, i) => c.register(`c${i}`, ["all"])));
+    // Each client fires all its messages without waiting (order on the wire is the send order), to two peers.
+    const receipts = await Promise.all(
+      cs.flatMap((c, i) =>
+        Array.from({ length: PER }, (_, seq) => c.send(`c${(i + 1 + (seq % 2) * 49) % N}`, { from: i, seq })),
+      ),
+    );
+    expect(receipts.every((r) => r.delivered.length === 1)).toBe(true);
+    await waitUntil(() => received.reduce((n, r) => n + r.length, 0) === N * PER, 20_000, "every message to arrive");
+    for (let j = 0; j < N; j++) {
+      const bySender = new Map<number, number[]>();
+      for (const m of received[j]!) bySender.set(m.from, [...(bySender.get(m.from) ?? []), m.seq]);
+      for (const [from, seqs] of bySender) {
+        const expected = Array.from({ length: PER }, (_, seq) => seq).filter((seq) => (from + 1 + (seq % 2) * 49) % N === j);
+        expect({ from, to: j, seqs }).toEqual({ from, to: j, seqs: expected });
+      }
+    }
+    expect(received.reduce((n, r) => n + r.length, 0)).toBe(N * PER);
+  }, 60_000);
+});

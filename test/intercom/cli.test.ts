@@ -1,0 +1,218 @@
+/**
+ * Messages and questions through the real binary, as a user drives them:
+ * `atomic send`, `inbox`, `sessions`, `answer`, with --json; bad input as
+ * one sentence and a hint (exit 2); and crashes of real processes: the root
+ * killed with SIGKILL while a message waits for a stage that has not
+ * started (delivered exactly once after resume), the broker killed while
+ * messages are queued (the next client starts a new one; the messages
+ * arrive when their stages start), a question answered from another
+ * process, answered while the root is dead, and a Ctrl-C while waiting.
+ *
+ * Each test has its own ATOMIC_HOME; afterEach kills what it started
+ * (runs and brokers) and removes the homes. No duration is asserted.
+ */
+
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { expectOneSentenceError, parseNdjson, startedRunId } from "../e2e/support.ts";
+import { alive, brokerPidOf, cleanupHomes, newHome, signal } from "./support.ts";
+
+const FIXTURES = join(import.meta.dir, "fixtures");
+const MAIL = join(FIXTURES, "mail.ts");
+const ASKS = join(FIXTURES, "asks.ts");
+
+afterEach(async () => {
+  await killSpawned();
+  await cleanupHomes();
+});
+
+interface Ctx {
+  home: string;
+  env: Record<string, string>;
+  gate: string;
+  out: string;
+}
+
+function setup(): Ctx {
+  const home = newHome();
+  const out = join(home, "out");
+  Bun.spawnSync(["mkdir", "-p", out]);
+  const gate = join(home, "gate");
+  return { home, out, gate, env: { GATE_FILE: gate, OUT_DIR: out, ATOMIC_INTERCOM_IDLE_MS: "3000" } };
+}
+
+const cli = (c: Ctx, args: string[]) => runAtomic(args, { home: c.home, env: c.env });
+
+/** Starts a workflow and waits for its run id and for `stage` to have started. */
+async function start(c: Ctx, file: string, waitFor: RegExp, extra: string[] = []) {
+  const proc = spawnAtomic(["run", file, "--in-process", ...extra], { home: c.home, env: c.env });
+  const out = lineWatcher(proc.stdout);
+  const id = startedRunId(await out.waitFor(/^started run /));
+  await out.waitFor(waitFor);
+  return { proc, out, id };
+}
+
+function readerLines(c: Ctx): string[] {
+  const file = join(c.out, "reader.txt");
+  return existsSync(file) ? readFileSync(file, "utf8").trim().split("\n") : [];
+}
+
+async function statusOf(c: Ctx, id: string): Promise<string> {
+  const r = await cli(c, ["runs", "--json"]);
+  return String(parseNdjson(r.stdout).find((x) => x.id === id)?.status);
+}
+
+describe("atomic send, inbox, sessions", () => {
+  test("a message to a stage that has not started: queued, listed, delivered on its stdin when it starts", async () => {
+    const c = setup();
+    const { proc, out, id } = await start(c, MAIL, /stage gate started/);
+    const sent = await cli(c, ["send", id, "reader", "hello there", "--json"]);
+    expect(sent.code).toBe(0);
+    const receipt = JSON.parse(sent.stdout) as { messageId: string; deliveries: unknown[] };
+    expect(receipt.deliveries).toEqual([{ stage: "reader", state: "queued", started: false }]);
+    const human = await cli(c, ["send", id, "reader", "second line"]);
+    expect(human.stdout).toContain("queued (the stage has not started");
+    const box = JSON.parse((await cli(c, ["inbox", id, "--json"])).stdout) as { stages: { stage: string; messages: { id: string; state: string }[] }[] };
+    expect(box.stages).toMatchObject([{ stage: "reader", messages: [{ id: receipt.messageId, state: "queued" }, { state: "queued" }] }]);
+    // `sessions` starts the broker; the live run joins it.
+    await waitUntil(async () => {
+      const r = await cli(c, ["sessions", "--run", id, "--json"]);
+      return r.code === 0 && parseNdjson(r.stdout).some((x) => x.name === id);
+    }, 20_000, "the run to join the broker");
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
+    await out.waitFor(/"heard": "got:hello there"/);
+    expect(readerLines(c)).toEqual(["hello there"]);
+    const after = await cli(c, ["inbox", id]);
+    expect(after.stdout).toMatch(/delivered\s+msg_\S+ .*hello there/);
+  });
+
+  test("bad input is one sentence and a hint, exit 2, nothing recorded", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    const cases: [string[], RegExp][] = [
+      [["send", "zzzzzz", "reader", "x"], /no run with id zzzzzz/],
+      [["send", id, "reader", "  "], /message text is empty/],
+      [["send", id, "reader", "x", "--mode", "shout"], /delivery mode must be one of steer, followUp, interrupt/],
+      [["send", id, "gate/inner", "x"], /gate is a stage, not a child workflow/],
+      [["send", id, "ga*x", "x"], /no started stage of run .* matches ga\*x/],
+      [["send", id, "a//b", "x"], /empty name/],
+      [["send", id, "reader"], /.+/],
+      [["answer", id, "q-none", "yes"], /has no question "q-none"/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await cli(c, args);
+      expect({ args, code: r.code }).toEqual({ args, code: 2 });
+      expect(expectOneSentenceError(r.stderr).message).toMatch(message);
+    }
+    expect((await cli(c, ["send", id, "reader", "one", "--id", "mine"])).code).toBe(0);
+    expect((await cli(c, ["send", id, "reader", "one", "--id", "mine"])).stdout).toContain("sent before; nothing new");
+    const reused = await cli(c, ["send", id, "reader", "two", "--id", "mine"]);
+    expect(reused.code).toBe(2);
+    expect(expectOneSentenceError(reused.stderr).message).toContain("message id mine was already used");
+    for (let i = 1; i < 50; i++) expect((await cli(c, ["send", id, "reader", `m${i}`])).code).toBe(0);
+    const full = await cli(c, ["send", id, "reader", "the 51st"]);
+    expect(full.code).toBe(2);
+    const err = expectOneSentenceError(full.stderr);
+    expect(err.message).toContain("already has 50 queued messages; the limit is 50 per stage");
+    expect(err.hint).toContain(`atomic inbox ${id}`);
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
+    // The run completed: a path it never had is refused, naming the close match.
+    const typo = await cli(c, ["send", id, "raeder", "x"]);
+    expect(typo.code).toBe(2);
+    expect(expectOneSentenceError(typo.stderr)).toMatchObject({ message: expect.stringContaining("has no stage raeder"), hint: expect.stringContaining("reader") });
+  });
+});
+
+describe("crashes", () => {
+  test("the root killed with SIGKILL while a message waits for a stage that has not started: after resume it is delivered exactly once", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    expect((await cli(c, ["send", id, "reader", "survives"])).code).toBe(0);
+    proc.kill("SIGKILL");
+    await proc.exited;
+    writeFileSync(c.gate, "");
+    const resumed = await runAtomic(["resume", id, "--in-process"], { home: c.home, env: c.env });
+    expect(resumed.code).toBe(0);
+    expect(resumed.stdout).toContain('"heard": "got:survives"');
+    expect(readerLines(c)).toEqual(["survives"]);
+    const box = JSON.parse((await cli(c, ["inbox", id, "--json"])).stdout) as { stages: { messages: { state: string }[] }[] };
+    expect(box.stages[0]!.messages.map((m) => m.state)).toEqual(["delivered"]);
+  });
+
+  test("the broker killed with SIGKILL while messages are queued: the next client starts a new one; the messages arrive when their stages start", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    expect((await cli(c, ["send", id, "reader", "kept in the journal"])).code).toBe(0);
+    const listed = async () => {
+      const r = await cli(c, ["sessions", "--run", id, "--json"]);
+      return r.code === 0 && parseNdjson(r.stdout).some((x) => x.name === id);
+    };
+    await waitUntil(listed, 20_000, "the run to join the first broker");
+    const first = brokerPidOf(c.home)!;
+    signal(first, "SIGKILL");
+    await waitUntil(() => !alive(first), 10_000, "the broker to die");
+    await waitUntil(listed, 40_000, "the run to join a new broker");
+    const second = brokerPidOf(c.home)!;
+    expect(second).not.toBe(first);
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
+    expect(readerLines(c)).toEqual(["kept in the journal"]);
+  }, 90_000);
+});
+
+describe("questions", () => {
+  test("ctx.ask answered from another process: the run shows awaiting_input, then goes on", async () => {
+    const c = setup();
+    const { proc, out, id } = await start(c, ASKS, /question q\w+: ship it\? \[yes\/no\]/);
+    const qid = /question (q\w+)/.exec(out.text())![1]!;
+    expect(out.text()).toContain(`answer with: atomic answer ${id} ${qid} <answer>`);
+    expect(await statusOf(c, id)).toBe("awaiting_input");
+    const show = await cli(c, ["show", id]);
+    expect(show.stdout).toMatch(/^status\s+awaiting_input$/m);
+    expect(show.stdout).toContain(`${qid}: ship it? [yes/no]`);
+    const bad = await cli(c, ["answer", id, qid, "maybe"]);
+    expect(bad.code).toBe(2);
+    expect(expectOneSentenceError(bad.stderr).message).toContain('must be one of "yes", "no"');
+    const ok = await cli(c, ["answer", id, qid, "yes", "--json"]);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toMatchObject({ runId: id, question: qid, status: "answered", answer: "yes", driven: true });
+    expect(await proc.exited).toBe(0);
+    await out.waitFor(/"answer": "yes"/);
+  });
+
+  test("answered while the root is dead (SIGKILL), then resumed: it goes on without asking again", async () => {
+    const c = setup();
+    const { proc, out, id } = await start(c, ASKS, /question q\w+/);
+    const qid = /question (q\w+)/.exec(out.text())![1]!;
+    proc.kill("SIGKILL");
+    await proc.exited;
+    expect(await statusOf(c, id)).toBe("crashed");
+    const answered = await cli(c, ["answer", id, qid, "no"]);
+    expect(answered.code).toBe(0);
+    expect(answered.stdout).toContain(`no process drives the run; continue it with: atomic resume ${id}`);
+    const resumed = await runAtomic(["resume", id, "--in-process"], { home: c.home, env: c.env });
+    expect(resumed.code).toBe(0);
+    expect(resumed.stdout).toContain('"answer": "no"');
+    expect(resumed.stdout).not.toMatch(/question q\w+: ship it/);
+    expect(readFileSync(join(c.out, "side.txt"), "utf8")).toBe("before\nafter\n");
+  });
+
+  test("Ctrl-C while a question waits: exit 130, the run is parked awaiting_input; a resume waits again for the same question", async () => {
+    const c = setup();
+    const { proc, out, id } = await start(c, ASKS, /question q\w+/);
+    const qid = /question (q\w+)/.exec(out.text())![1]!;
+    proc.kill("SIGINT");
+    expect(await proc.exited).toBe(130);
+    expect(await statusOf(c, id)).toBe("awaiting_input");
+    const again = spawnAtomic(["resume", id, "--in-process"], { home: c.home, env: c.env });
+    const seen = lineWatcher(again.stdout);
+    await seen.waitFor(new RegExp(`question ${qid}: ship it\\?`));
+    expect((await cli(c, ["answer", id, qid, "yes"])).code).toBe(0);
+    expect(await again.exited).toBe(0);
+    await seen.waitFor(/"answer": "yes"/);
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * The openai runner through the real binary: stages run on pool workers
+ * (the request, with its agent options, crosses the work queue), the fake
+ * server is real HTTP on 127.0.0.1, the key reaches workers through their
+ * environment only. Also: structured output from a valibot schema, usage
+ * in `show`, the transcript through `logs`, and bad input (missing key
+ * before any stage starts, unknown runner, invalid schema).
+ */
+
+import { afterAll, afterEach, beforeAll, expect } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { inOrder, startFakeOpenAI, text, toolCall, type FakeOpenAI } from "../helpers/fake-openai.ts";
+
+const FIX = join(import.meta.dir, "fixtures");
+const AGENT = join(FIX, "agent.ts");
+let server: FakeOpenAI;
+
+beforeAll(async () => {
+  server = await startFakeOpenAI(inOrder(text("unused")));
+});
+afterEach(cleanupWhenIdle);
+afterAll(async () => {
+  await cleanupNow();
+  await server.close();
+});
+
+/** Each test gets its own fake server (scripts differ), all real HTTP on 127.0.0.1. */
+async function withServer(script: Parameters<typeof startFakeOpenAI>[0], fn: (s: FakeOpenAI, env: Record<string, string>) => Promise<void>) {
+  const s = await startFakeOpenAI(script);
+  try {
+    await fn(s, { ATOMIC_OPENAI_BASE_URL: s.url, OPENAI_API_KEY: "sk-test" });
+  } finally {
+    await s.close();
+  }
+}
+
+e2eTest("an openai stage runs on a pool worker: tool loop, usage in the result, show and logs", async () => {
+  await withServer(
+    inOrder(
+      { toolCalls: [{ name: "list", arguments: {} }], usage: { prompt: 100, completion: 10, cached: 40, cost: 0.000123 } },
+      { text: ["Hello ", "from the pool"], usage: { prompt: 200, completion: 20, cost: 0.000456 } },
+    ),
+    async (s, env) => {
+      const home = makeTempDir("atomic-oai-home-");
+      const cwd = makeTempDir("atomic-oai-cwd-");
+      writeFileSync(join(cwd, "README.md"), "hi");
+      const r = await runAtomic(["run", AGENT, "--json", "--workers", "1"], { home, cwd, env });
+      expect(r.code).toBe(0);
+      const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+      expect(result.outputs.text).toBe("Hello from the pool");
+      expect(result.outputs.usage).toEqual({ inputTokens: 260, outputTokens: 30, cacheReadTokens: 40, cacheWriteTokens: 0, costMicroUsd: 579, turns: 2, model: "fake-model" });
+      // the tool ran in the stage's cwd, on the worker
+      expect(s.requests[1]!.body.messages.find((m) => m.role === "tool")!.content).toBe("README.md");
+      expect(s.requests[0]!.headers.get("authorization")).toBe("Bearer sk-test");
+      // show: usage per stage and in total
+      const show = await runAtomic(["show", result.runId], { home, env });
+      expect(show.code).toBe(0);
+      expect(show.stdout).toMatch(/usage\s+260 in \+ 40 cached, 30 out, 2 turns, \$0\.000579/);
+      const shown = JSON.parse((await runAtomic(["show", result.runId, "--json"], { home, env })).stdout);
+      expect(shown.totals.usage.costMicroUsd).toBe(579);
+      const ask = shown.steps.find((x: { name: string }) => x.name === "ask");
+      expect(ask.usage.costMicroUsd).toBe(579);
+      // the journal keeps a reference to the transcript, never the key
+      const db = readFileSync(join(home, "atomic.db")).toString("latin1");
+      expect(db).not.toContain("sk-test");
+      const logs = await runAtomic(["logs", result.runId, "--stage", "ask"], { home, env });
+      expect(logs.stdout).toContain("Hello from the pool");
+      expect(logs.stdout).toContain("**tool list**");
+      const runs = await runAtomic(["runs"], { home, env });
+      expect(runs.stdout).toContain("$0.000579");
+    },
+  );
+});
+
+e2eTest("structured output from a valibot schema, validated in the worker and the root", async () => {
+  await withServer(
+    inOrder(toolCall("structured_output", { verdict: "meh", score: 2 }), toolCall("structured_output", { verdict: "ok", score: 9 })),
+    async (s, env) => {
+      const home = makeTempDir("atomic-oai-home-");
+      const r = await runAtomic(["run", AGENT, "--json", "--workers", "1", "--input", "structured=true"], { home, env });
+      expect(r.code).toBe(0);
+      const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+      expect(result.outputs.structured).toEqual({ verdict: "ok", score: 9 });
+      const schema = s.requests[0]!.body.tools!.find((t) => t.function.name === "structured_output")!.function.parameters;
+      expect(schema).toEqual({
+        type: "object",
+        properties: { verdict: { enum: ["ok", "bad"] }, score: { type: "integer" } },
+        required: ["verdict", "score"],
+      });
+    },
+  );
+});
+
+e2eTest("a missing API key fails before any stage starts, with a hint", async () => {
+  const home = makeTempDir("atomic-oai-home-");
+  const env = { OPENAI_API_KEY: "", ATOMIC_OPENAI_BASE_URL: "https://api.invalid/v1" };
+  const r = await runAtomic(["run", AGENT, "--workers", "1"], { home, env });
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("the openai runner needs an API key for https://api.invalid/v1, and OPENAI_API_KEY is not set");
+  expect(r.stderr).toContain("hint: export OPENAI_API_KEY");
+  expect(r.stderr).not.toContain("    at ");
+  const runId = /run (\S+) failed/.exec(r.stderr)![1]!;
+  const shown = JSON.parse((await runAtomic(["show", runId, "--json"], { home, env })).stdout);
+  expect(shown.steps).toEqual([]); // nothing started
+});
+
+e2eTest("an unknown runner and a runner binary not on PATH are refused clearly", async () => {
+  const home = makeTempDir("atomic-oai-home-");
+  let r = await runAtomic(["run", AGENT, "--workers", "1", "--input", "runner=nope"], { home });
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain('no runner named "nope" is available');
+  expect(r.stderr).toMatch(/hint: available runners: shell, openai, claude, codex, gemini, opencode, pi/);
+  r = await runAtomic(["run", AGENT, "--workers", "1", "--input", "runner=codex"], { home, env: { PATH: "/usr/bin:/bin" } });
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain('the codex runner needs the program "codex", which is not on PATH');
+  expect(r.stderr).toContain("hint: install Codex");
+  expect(r.stderr).toContain("runners.codex.path");
+});
+
+e2eTest("an invalid schema is refused before the stage starts", async () => {
+  const home = makeTempDir("atomic-oai-home-");
+  const file = join(makeTempDir("atomic-oai-wf-"), "bad-schema.ts");
+  writeFileSync(
+    file,
+    `import { workflow, v } from "atomic";
+export default workflow({ name: "bad-schema", async run(ctx) {
+  return ctx.task("ask", { prompt: "x", runner: "openai", model: "m", schema: v.object({ when: v.date() }) });
+} });`,
+  );
+  const r = await runAtomic(["run", file, "--workers", "1"], { home, env: { OPENAI_API_KEY: "sk-test", ATOMIC_OPENAI_BASE_URL: server.url } });
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("the structured output schema is not usable at $.when: valibot's date schema has no JSON form");
+  expect(server.requests.length).toBe(0);
+});
