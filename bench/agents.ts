@@ -94,8 +94,9 @@ async function loopOverhead(): Promise<Result> {
     };
     const direct = async (): Promise<number> => {
       const t0 = performance.now();
-      for (const body of bodies) {
-        const res = await fetch(`${server.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer x" }, body });
+      for (const body of parsed) {
+        // A direct client serializes its request too.
+        const res = await fetch(`${server.url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer x" }, body: JSON.stringify(body) });
         await res.text();
       }
       return performance.now() - t0;
@@ -103,6 +104,7 @@ async function loopOverhead(): Promise<Result> {
     process.env.OPENAI_API_KEY ??= "sk-bench";
     await runLoop(true); // warm-up, and the bodies to replay
     if (bodies.length !== TURNS) throw new Error(`recorded ${bodies.length} requests, expected ${TURNS}`);
+    const parsed = bodies.map((b) => JSON.parse(b) as unknown);
     await direct();
     const samples = await alternate(REPS, { direct, loop: () => runLoop(false) });
     const ratio = median(samples.loop) / median(samples.direct);

@@ -373,6 +373,7 @@ class Coordinator {
 
   /** Starts a claimed item on `slot`; one cancelled meanwhile is settled, and one whose worker went away is handed back. */
   private async give(slot: WorkerSlot, item: WorkItem): Promise<void> {
+    trace("claimed", item.id);
     if (this.cancelled.delete(item.id)) {
       await this.settleCancelled(slot.id, item);
       return;

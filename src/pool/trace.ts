@@ -8,10 +8,13 @@
  *
  * The time is performance.timeOrigin + performance.now(): wall-clock
  * milliseconds comparable across the processes of one machine. Events:
- * coordinator `claim` (before the claim transaction) and `start_sent`;
- * worker `start` (the start message arrived and is handed to the runner),
- * `spawned`, `exited` and `commit_sent`; coordinator `complete` (the commit
- * arrived) and `committed`. Off (one boolean test) when the variable is unset.
+ * root `ready_sent` (the stage waits for its item) and `done` (its result
+ * arrived); coordinator `claim` (just before the transaction that leased
+ * the item), `claimed` (after it), `complete` (a worker's commit arrived)
+ * and `committed`; worker `start` (the start message arrived and goes to the
+ * runner), `spawned` (the stage's process runs), `exited` and `commit_sent`.
+ * The root's lines go to its own stderr. Off (one boolean test) when the
+ * variable is unset.
  */
 
 export const TRACE_ENV = "ATOMIC_POOL_TRACE";

@@ -103,7 +103,8 @@ export class AgentFiles {
 
   /** One raw record, as received (a line of JSON, an SSE data payload). */
   raw(line: string): void {
-    this.events.write(line.endsWith("\n") ? line : `${line}\n`);
+    this.events.write(line);
+    if (!line.endsWith("\n")) this.events.write("\n");
   }
 
   /** A section of the transcript: "## heading" and a body. */

@@ -88,6 +88,7 @@ export async function streamChat(endpoint: ChatEndpoint, body: Record<string, un
   const generatedIds = new Set<string>();
   let done = false;
   const onPayload = (payload: string) => {
+    if (done) return;
     h.onRaw?.(payload);
     if (payload === "[DONE]") {
       done = true;
@@ -141,7 +142,16 @@ export async function streamChat(endpoint: ChatEndpoint, body: Record<string, un
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buf = "";
-  let data: string[] = [];
+  /** Data lines of the event being read (almost always exactly one: no array for it). */
+  let data: string | undefined;
+  let more: string[] | undefined;
+  const endEvent = () => {
+    if (data === undefined) return;
+    const payload = more ? [data, ...more].join("\n") : data;
+    data = undefined;
+    more = undefined;
+    onPayload(payload);
+  };
   try {
     for (;;) {
       let chunk: Awaited<ReturnType<typeof reader.read>>;
@@ -153,22 +163,24 @@ export async function streamChat(endpoint: ChatEndpoint, body: Record<string, un
       }
       if (chunk.done) break;
       buf += decoder.decode(chunk.value, { stream: true });
+      // Scan by index: one substring per line, none for the rest of the buffer.
+      let start = 0;
       let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        let line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line.endsWith("\r")) line = line.slice(0, -1);
-        if (line === "") {
-          if (data.length) onPayload(data.join("\n"));
-          data = [];
-        } else if (line.startsWith("data:")) {
-          data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
+      while ((nl = buf.indexOf("\n", start)) >= 0) {
+        const end = nl > start && buf.charCodeAt(nl - 1) === 13 ? nl - 1 : nl;
+        if (end === start) endEvent();
+        else if (buf.startsWith("data:", start)) {
+          const value = buf.slice(start + (buf.charCodeAt(start + 5) === 32 ? 6 : 5), end);
+          if (data === undefined) data = value;
+          else (more ??= []).push(value);
         }
         // other fields (event:, id:, comments) carry nothing we use
+        start = nl + 1;
       }
-      if (done) break;
+      buf = start === 0 ? buf : buf.slice(start);
+      // After [DONE], keep reading to the end of the body: a drained response lets the connection be reused.
     }
-    if (!done && data.length) onPayload(data.join("\n"));
+    endEvent();
   } finally {
     reader.releaseLock();
     if (!done) await res.body.cancel().catch(() => {});

@@ -157,6 +157,7 @@ export class ToolBox {
     const abs = resolve(this.cwd, p);
     const rel = relative(this.cwd, abs);
     if (rel.startsWith("..") || isAbsolute(rel)) throw refused(p);
+    if (rel === "") return abs; // the working directory itself
     // Symlinks: the real path of the nearest existing ancestor must stay inside too.
     const real = realOfNearest(abs);
     if (real !== this.realCwd && !real.startsWith(this.realCwd + sep)) throw refused(p);
