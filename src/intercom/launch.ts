@@ -19,8 +19,9 @@ import { AtomicError } from "../shared/errors.ts";
 import { Link, unavailable, type LinkHandlers } from "./link.ts";
 import { ensurePrivateDirs, intercomPaths, type IntercomPaths } from "./paths.ts";
 import { tryLock, unlock } from "./spawn-lock.ts";
+import { ROLE, selfCommand } from "../shared/self-exec.ts";
 
-export const BROKER_ROLE = "--internal-intercom-broker";
+export const BROKER_ROLE = ROLE.broker;
 /** How long a starter waits for a broker to answer. */
 const START_TIMEOUT_MS = 10_000;
 const POLL_MS = 25;
@@ -28,9 +29,7 @@ const MAX_LOG_BYTES = 1024 * 1024;
 
 /** The command that starts a broker for `home` (this binary, or bun + the entry file from source). */
 export function brokerCommand(home: string): string[] {
-  const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/");
-  // Not Bun.main from source: under `bun test` that is the test file. The entry is always main.ts.
-  return compiled ? [process.execPath, BROKER_ROLE, "--home", home] : [process.execPath, join(import.meta.dir, "..", "main.ts"), BROKER_ROLE, "--home", home];
+  return selfCommand(ROLE.broker, "--home", home);
 }
 
 /** True when a broker answers hello at `socket`. */

@@ -39,7 +39,7 @@ import {
   type FromCoordinator,
   type ToCoordinator,
 } from "./protocol/root-coordinator.ts";
-import { ROLE, selfCommand } from "./self-exec.ts";
+import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import { killStagesOfWorker } from "./reap.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { trace, traceNow, tracing } from "./trace.ts";

@@ -16,11 +16,11 @@ import type { Subprocess } from "bun";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { StageExecutor } from "../engine/stage-executor.ts";
-import type { RunnerEvent, StageRequest } from "../runners/types.ts";
+import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
-import { ROLE, selfCommand } from "./self-exec.ts";
+import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 
@@ -31,6 +31,7 @@ export const MIN_WORK_LEASE_MS = 2 * HEARTBEAT_MS;
 export const MAX_GENERATIONS = 3;
 const START_TIMEOUT_MS = 20_000;
 const CONTROL_TIMEOUT_MS = 15_000;
+const DELIVER_TIMEOUT_MS = 5_000;
 
 export interface PoolOptions {
   home: string;
@@ -55,6 +56,8 @@ export class PoolExecutor implements StageExecutor {
   private nudged = false;
   private readonly waiting = new Map<string, Waiting>();
   private readonly controlWaiters = new Map<number, () => void>();
+  /** Pending live deliveries by work id and message id. */
+  private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
 
   constructor(private readonly opts: PoolOptions) {
@@ -92,6 +95,25 @@ export class PoolExecutor implements StageExecutor {
       this.nudged = false;
       this.send({ type: "work_ready" });
     });
+  }
+
+  /**
+   * A message for a running stage: forwarded to the worker that runs it;
+   * "not_running" when no attempt of it is out on a worker (the engine then
+   * keeps the message queued) or the worker does not answer in time.
+   */
+  async deliver(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running"> {
+    const workId = [...this.waiting].find(([, w]) => w.request.runId === stage.runId && w.request.stageKey === stage.stageKey)?.[0];
+    if (!workId || this.lost) return "not_running";
+    const key = `${workId}\u0000${message.id}`;
+    const answer = new Promise<boolean>((resolve) => {
+      this.deliveries.set(key, resolve);
+      setTimeout(() => resolve(false), DELIVER_TIMEOUT_MS).unref();
+    });
+    this.send({ type: "deliver", workId, message, mode });
+    const delivered = await answer;
+    this.deliveries.delete(key);
+    return delivered ? "delivered" : "not_running";
   }
 
   /** The budget ran out: the stage's worker gives its agent one wrap-up turn. */
@@ -186,6 +208,7 @@ export class PoolExecutor implements StageExecutor {
         this.waiting.get(msg.workId)?.resolve(msg.result as StageResult);
         break;
       case "deliver_result":
+        this.deliveries.get(`${msg.workId}\u0000${msg.messageId}`)?.(msg.delivered);
         break;
       case "control_ack":
         this.controlWaiters.get(msg.rev)?.();

@@ -9,6 +9,7 @@
  * run as awaiting_input, survives a stop and resumes still waiting.
  */
 
+import { PoolExecutor } from "../../src/pool/pool-executor.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -77,7 +78,7 @@ describe("messages to stages", () => {
     });
   });
 
-  test("live delivery: steer and followUp arrive on stdin in order; interrupt sends SIGINT first", async () => {
+  for (const where of ["in-process", "pool"] as const) test(`live delivery (${where}): steer and followUp arrive on stdin in order; interrupt sends SIGINT first`, async () => {
     await withEngine(async (fx) => {
       const wf = workflow({
         name: "live-mail",
@@ -87,7 +88,8 @@ describe("messages to stages", () => {
           return { a: a.text, b: b.text };
         },
       });
-      const driven = await fx.start(wf);
+      const pool = where === "pool" ? { executor: (rootId: string) => new PoolExecutor({ home: fx.home, rootId, workers: 2 }) } : {};
+      const driven = await fx.start(wf, {}, pool);
       const running = driven.run();
       await waitUntil(() => fx.eventsOf("stage_output").some((e) => e.name === "talker" && e.text.includes("ready")), "talker to be ready");
       const one = await send(fx, driven.runId, "talker", "first");
