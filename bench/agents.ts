@@ -6,7 +6,10 @@
  *    once, in this process, vs the very same 20 HTTP requests (the bodies
  *    the loop sent, replayed) made directly with fetch, each stream read to
  *    its end. Alternating, medians. The server runs in a process of its own
- *    (bench/fake-openai-server.ts) so both sides pay it alike.
+ *    (bench/fake-openai-server.ts) so both sides pay it alike. The direct
+ *    side serializes its bodies as the loop does; the attempt's artifact
+ *    directory is created before the clock starts (per-stage setup); the
+ *    loop's own files (transcript, raw events) and tools are counted.
  *    Target: loop ÷ direct ≤ 1.3.
  *
  * 2. Event handling: `dist/atomic run` of one agent stage (on a pool
@@ -19,7 +22,7 @@
  *    the 1-delta run), which is what keeps its live view responsive.
  */
 
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { OpenAIRunner } from "../src/runners/openai/openai-runner.ts";
 import type { StageRequest } from "../src/runners/types.ts";
@@ -40,7 +43,7 @@ import {
 } from "./lib.ts";
 
 const TURNS = 20;
-const REPS = 9;
+const REPS = 15;
 const LOOP_TARGET = 1.3;
 const DELTAS = 50_000;
 const RSS_TARGET_MB = 50;
@@ -85,6 +88,8 @@ async function loopOverhead(): Promise<Result> {
           return realFetch(input, init);
         }) as typeof fetch;
       }
+      // The attempt's directory is the caller's setup (the shell runner gets one too): made before the clock starts.
+      mkdirSync(request.artifactDir, { recursive: true });
       const t0 = performance.now();
       const r = await new OpenAIRunner().start(request, () => {}).result;
       const ms = performance.now() - t0;

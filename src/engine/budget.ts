@@ -162,7 +162,7 @@ export class BudgetLedger {
       return `the token budget of ${l.maxTokens.toLocaleString("en-US")} is used up (${t.tokens.toLocaleString("en-US")} tokens)`;
     }
     if (l.maxDurationMs !== undefined && Date.now() - this.startedAt >= l.maxDurationMs) {
-      return `the time budget of ${Math.round(l.maxDurationMs / 1000)} s is used up`;
+      return `the time budget of ${(l.maxDurationMs / 1000).toFixed(l.maxDurationMs < 10_000 ? 1 : 0)} s is used up`;
     }
     return undefined;
   }
@@ -250,6 +250,14 @@ export function foldRecordedUsage(events: readonly JournalEvent[]): { spent: Spe
   const spent: Spent = { costMicroUsd: 0, tokens: 0 };
   const children = new Set<RunId>();
   for (const e of events) {
+    if (e.type === EVENT.usageRecorded) {
+      const u = (e.payload as { usage?: Usage }).usage;
+      if (u) {
+        spent.costMicroUsd += int(u.costMicroUsd);
+        spent.tokens += tokensOf(u);
+      }
+      continue;
+    }
     if (e.type !== EVENT.checkpoint && e.type !== EVENT.stepFailed && e.type !== EVENT.stepStarted) continue;
     const p = e.payload as { kind?: string; childRunId?: string; usage?: Usage; result?: { usage?: Usage } };
     if (p.childRunId) children.add(p.childRunId as RunId);

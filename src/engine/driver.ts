@@ -139,6 +139,9 @@ export class RootRun {
       type: EVENT.runResumed,
       payload,
       patch: { status: "running", endedAt: null, error: null, workflowDigest: digest, clearControl: true },
+      // Progress only, committed without waiting for the disk: lost to a power cut, the run reads as before
+      // this resume, which by then has recorded nothing durable (its first durable commit syncs this too).
+      durable: false,
     });
     if (payload.digestChanged) {
       opts.observer({

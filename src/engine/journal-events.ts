@@ -87,6 +87,8 @@ export const EVENT = {
   messageUndeliverable: "message_undeliverable",
   /** A stage waits for admission: { stageKey, name, reason } (no event key: not a step; progress only). */
   stageWaiting: "stage_waiting",
+  /** Usage of a stage attempt that was cancelled (no result recorded): { stageKey, attempt, usage } (no event key). */
+  usageRecorded: "usage_recorded",
 } as const;
 
 /** `tool "fetch"`; with `withArgs` (when only the arguments differ) the digest too, so the two sides read differently. */

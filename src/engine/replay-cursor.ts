@@ -49,8 +49,9 @@ export class ReplayCursor {
    * run: one lookup per claim (the claimed flag lives on the entry; a claim
    * of a new position adds an entry that records nothing). Top-level
    * positions ("0", "1", ...) are indexes into an array; the others
-   * ("4.0.1") are keys of a map. Hashing the position strings into one map
-   * was a third of the replay cursor's cost.
+   * ("4.0.1", or a top-level one far past the rest) are keys of a map.
+   * Hashing every position string into one map was a third of the replay
+   * cursor's cost.
    */
   private readonly topLevel: (Entry | undefined)[] = [];
   private readonly nested = new Map<string, Entry>();
@@ -142,11 +143,9 @@ export class ReplayCursor {
    */
   private take(position: string): Entry | undefined {
     const index = topLevelIndex(position);
-    const rec = index >= 0 ? this.topLevel[index] : this.nested.get(position);
+    const rec = this.find(position, index);
     if (rec === undefined) {
-      const claimed: Entry = { checkpoint: undefined, started: undefined, attempts: 0, claimed: true, order: this.entries++ };
-      if (index >= 0) this.topLevel[index] = claimed;
-      else this.nested.set(position, claimed);
+      this.put(position, index, { checkpoint: undefined, started: undefined, attempts: 0, claimed: true, order: this.entries++ });
       return undefined;
     }
     if (rec.claimed) throw new Error(`internal: replay position ${position} claimed twice`);
@@ -157,20 +156,34 @@ export class ReplayCursor {
   /** The entry of a recorded position (created at its first event). */
   private entry(position: string): Entry {
     const index = topLevelIndex(position);
-    let rec = index >= 0 ? this.topLevel[index] : this.nested.get(position);
+    let rec = this.find(position, index);
     if (!rec) {
       rec = { checkpoint: undefined, started: undefined, attempts: 0, claimed: false, order: this.entries++ };
-      if (index >= 0) {
-        this.topLevel[index] = rec;
-      } else {
-        this.nested.set(position, rec);
-        // "4.1.0" lies in the groups "4" and "4.1"; a top-level position in none.
-        for (let dot = position.indexOf("."); dot !== -1; dot = position.indexOf(".", dot + 1)) this.groups.add(position.slice(0, dot));
-      }
+      this.put(position, index, rec);
+      // "4.1.0" lies in the groups "4" and "4.1"; a top-level position in none.
+      for (let dot = position.indexOf("."); dot !== -1; dot = position.indexOf(".", dot + 1)) this.groups.add(position.slice(0, dot));
     }
     return rec;
   }
+
+  /** The entry of `position` (whose top-level index is `index`, or -1), wherever `put` left it. */
+  private find(position: string, index: number): Entry | undefined {
+    if (index >= 0) {
+      const rec = this.topLevel[index];
+      if (rec !== undefined || this.nested.size === 0) return rec;
+    }
+    return this.nested.get(position);
+  }
+
+  private put(position: string, index: number, rec: Entry): void {
+    // Top-level positions come in order, with a gap where a group stood: a far-off
+    // index (an edited journal) goes to the map rather than stretching the array.
+    if (index >= 0 && index <= this.topLevel.length + MAX_TOP_LEVEL_GAP) this.topLevel[index] = rec;
+    else this.nested.set(position, rec);
+  }
 }
+
+const MAX_TOP_LEVEL_GAP = 64;
 
 const GROUP = "a group of steps (ctx.parallel or ctx.chain)";
 

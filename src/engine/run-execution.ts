@@ -223,7 +223,7 @@ export class RunExecution {
       parallel: (steps: StepSpec[], opts) => runGroup(exec, "parallel", steps, opts ?? {}),
       chain: (steps: StepSpec[]) => runGroup(exec, "chain", steps, { concurrency: 1, failFast: true }),
       workflow: (child, inputs, opts) => runChild(exec, child, inputs as Record<string, unknown>, opts?.name) as never,
-      tool: ((name: string, args: unknown, fn: never, opts?: never) => runTool(exec, checkName(name), args, fn, opts ?? {})) as WorkflowContext["tool"],
+      tool: ((name: string, args: unknown, fn: never, opts?: never) => runTool(exec, checkName(name), args, fn, opts ?? NO_TOOL_OPTIONS)) as WorkflowContext["tool"],
       sleep: (ms, name) => runSleep(exec, ms, name ?? "sleep"),
       send: (stagePath, text, opts) => runSend(exec, stagePath, text, opts ?? {}),
       ask: (question, opts) => runAsk(exec, question, opts ?? {}),
@@ -234,6 +234,9 @@ export class RunExecution {
     return ctx;
   }
 }
+
+/** ctx.tool without options: one frozen object, not a new one per call (a replayed step allocates little else). */
+const NO_TOOL_OPTIONS: Parameters<typeof runTool>[4] = Object.freeze({});
 
 function checkName(name: unknown): string {
   if (typeof name !== "string" || name.length === 0 || name.length > 200) {

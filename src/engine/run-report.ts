@@ -87,6 +87,12 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
       continue;
     }
+    if (e.type === EVENT.usageRecorded) {
+      const u = e.payload as { stageKey: string; usage: Usage };
+      const step = steps.get(u.stageKey);
+      if (step) step.usage = addUsage(step.usage, u.usage);
+      continue;
+    }
     if (e.key === null) continue;
     if (e.type === EVENT.stepStarted) waiting.delete(e.key);
     const p = e.payload as StepStartedPayload;

@@ -98,6 +98,76 @@ describe("budgets", () => {
     });
   });
 
+  test("used up during a parallel group: every live agent stage gets its wrap-up turn, none is cancelled, nothing new starts", async () => {
+    await withEngine(async (fx) => {
+      configure(fx, { budget: { maxCostUsd: 0.001 } });
+      const never = new Promise<unknown>(() => {});
+      server.setScript((req) => {
+        const first = req.body.messages.find((m) => m.role === "user")!.content!;
+        if (!req.body.tools) return text(`${first}: wrapped`, { prompt: 5, completion: 1, cost: 0.0001 });
+        if (first === "a" && req.body.messages.at(-1)!.role === "user") return { toolCalls: [{ name: "list", arguments: {} }], usage: { prompt: 10, completion: 1, cost: 0.002 } };
+        return { text: "never", hold: never };
+      });
+      const wf = workflow({
+        name: "parallel-budget",
+        async run(ctx) {
+          return ctx.parallel([{ name: "a", prompt: "a" }, { name: "b", prompt: "b" }, { name: "c", prompt: "c" }], { concurrency: 2 });
+        },
+      });
+      const out = await fx.run(wf, {}, opts());
+      expect(out.status).toBe("blocked");
+      expect(out.error!.code).toBe("budget_exceeded");
+      const report = (await buildRunReport(fx.journal, out.runId))!;
+      expect(report.steps.map((x) => [x.name, x.status])).toEqual([
+        ["a", "completed"],
+        ["b", "completed"],
+      ]);
+      expect(server.requests.some((q) => q.body.messages.find((m) => m.role === "user")!.content === "c")).toBe(false);
+      expect(reportTotals(report).usage!.costMicroUsd).toBe(2000 + 100 + 100);
+    });
+  });
+
+  test("what an interrupted agent stage spent is recorded (usage_recorded) and counted in the totals", async () => {
+    await withEngine(async (fx) => {
+      configure(fx);
+      server.setScript((req) =>
+        req.body.messages.at(-1)!.role === "user" ? { toolCalls: [{ name: "list", arguments: {} }], usage: { prompt: 10, completion: 1, cost: 0.0007 } } : { text: "x", hold: new Promise(() => {}) },
+      );
+      const wf = workflow({ name: "interrupted-agent", async run(ctx) { return ctx.task("a", { prompt: "go" }); } });
+      const driven = await fx.start(wf, {}, opts());
+      fx.onEvent((e) => {
+        if (e.type === "stage_usage") driven.stop("interrupted");
+      });
+      const out = await driven.run();
+      expect(out.status).toBe("interrupted");
+      const recorded = (await fx.journalEvents(driven.runId)).filter((e) => e.type === "usage_recorded");
+      expect(recorded).toHaveLength(1);
+      const report = (await buildRunReport(fx.journal, driven.runId))!;
+      expect(report.steps[0]!.usage!.costMicroUsd).toBe(700);
+      expect(report.steps[0]!.status).toBe("stopped");
+    });
+  });
+
+  test("a time budget: when it runs out the live stage is wrapped up and the run ends blocked", async () => {
+    await withEngine(async (fx) => {
+      configure(fx, { budget: { maxDurationMs: 300 } });
+      server.setScript((req) => (!req.body.tools ? text("wrapped on time") : { text: "never", hold: new Promise(() => {}) }));
+      const wf = workflow({
+        name: "timed",
+        async run(ctx) {
+          const a = await ctx.task("a", { prompt: "a" });
+          await ctx.task("b", { prompt: "b" });
+          return { a: a.text };
+        },
+      });
+      const out = await fx.run(wf, {}, opts());
+      expect(out.status).toBe("blocked");
+      expect(out.error!.message).toContain("the time budget of 0.3 s is used up");
+      const report = (await buildRunReport(fx.journal, out.runId))!;
+      expect(report.steps.map((x) => [x.name, x.status])).toEqual([["a", "completed"]]);
+    });
+  });
+
   test("a token budget, and a warning once the warn percent is used", async () => {
     await withEngine(async (fx) => {
       configure(fx, { budget: { maxTokens: 30, warnAtPercent: 50 } });

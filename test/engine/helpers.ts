@@ -134,6 +134,9 @@ class TrackingExecutor implements StageExecutor {
   deliver(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode) {
     return this.inner.deliver(stage, message, mode);
   }
+  wrapUp(stage: { runId: string; stageKey: string }, text: string) {
+    return this.inner.wrapUp(stage, text);
+  }
   close() {
     return this.inner.close();
   }

@@ -12,7 +12,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { getRunner } from "../../src/runners/registry.ts";
-import { liveGroupCount } from "../../src/runners/shell/process-groups.ts";
+import { killAllGroups, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
 import { processGone, waitUntil } from "../engine/helpers.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -33,8 +33,13 @@ beforeAll(() => {
 afterAll(() => rmSync(bin, { recursive: true, force: true }));
 
 afterEach(async () => {
-  await waitUntil(() => liveGroupCount() === 0, "agent process groups to end");
-  removeTempDirs();
+  try {
+    await waitUntil(() => liveGroupCount() === 0, "agent process groups to end", 10_000);
+  } finally {
+    // A failed test must not leave an agent behind (they run detached, in their own groups).
+    killAllGroups("SIGKILL");
+    removeTempDirs();
+  }
 });
 
 interface Started {

@@ -10,7 +10,7 @@
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 import { inOrder, startFakeOpenAI, text, toolCall, type FakeOpenAI } from "../helpers/fake-openai.ts";
@@ -135,4 +135,25 @@ export default workflow({ name: "bad-schema", async run(ctx) {
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("the structured output schema is not usable at $.when: valibot's date schema has no JSON form");
   expect(server.requests.length).toBe(0);
+});
+
+e2eTest("atomic send to a live openai stage on the pool: interrupt aborts the request in flight, the message starts the next turn", async () => {
+  const never = new Promise<unknown>(() => {});
+  await withServer(
+    (req) => (req.body.messages.some((m) => m.content === "change of plan") ? text("replanned") : { text: "never", hold: never }),
+    async (s, env) => {
+      const home = makeTempDir("atomic-oai-home-");
+      const proc = spawnAtomic(["run", AGENT, "--json", "--workers", "1"], { home, env });
+      const out = lineWatcher(proc.stdout);
+      const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+      await waitUntil(() => s.requests.length === 1, 30_000, "the first model request");
+      const sent = await runAtomic(["send", started.runId, "ask", "change of plan", "--mode", "interrupt"], { home, env });
+      expect(sent.code).toBe(0);
+      expect(await proc.exited).toBe(0);
+      expect(s.requests[0]!.aborted).toBe(true);
+      expect(s.requests[1]!.body.messages.at(-1)).toMatchObject({ role: "user", content: "change of plan" });
+      const result = JSON.parse(out.lines.at(-1)!);
+      expect(result.outputs.text).toBe("replanned");
+    },
+  );
 });

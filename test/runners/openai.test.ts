@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { OpenAIRunner } from "../../src/runners/openai/openai-runner.ts";
 import { parseRetryAfter, retryDelay, ProviderError } from "../../src/runners/openai/provider-errors.ts";
 import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
-import { liveGroupCount } from "../../src/runners/shell/process-groups.ts";
+import { killAllGroups, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import type { StageResult } from "../../src/sdk/types.ts";
 import { deferred, waitUntil } from "../engine/helpers.ts";
 import { inOrder, startFakeOpenAI, text, toolCall, type FakeOpenAI, type Reply } from "../helpers/fake-openai.ts";
@@ -32,6 +32,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
+  killAllGroups("SIGKILL"); // a failed test must not leave a bash tool's process behind
   await server.close();
   removeTempDirs();
   if (savedKey === undefined) delete process.env.OPENAI_API_KEY;

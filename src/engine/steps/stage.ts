@@ -99,6 +99,12 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     if (result.status === "completed") break;
     if (result.status === "cancelled" || scope.signal.aborted) {
       emitEnded(exec, position, name, result, false);
+      // What a cancelled agent spent still counts (totals are the sum of every attempt's usage).
+      if (result.usage && (result.usage.turns > 0 || result.usage.costMicroUsd > 0) && tree.stopReason !== "lease_lost") {
+        await tree
+          .append({ runId: exec.runId, type: EVENT.usageRecorded, payload: { stageKey: position, name, attempt, usage: result.usage } })
+          .catch(() => {});
+      }
       throw exec.stopError(scope);
     }
     await tree.append({

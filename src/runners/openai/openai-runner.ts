@@ -127,6 +127,7 @@ class AgentLoop {
     this.stopKind = kind;
     this.stopMessage = message;
     this.stopAll.abort(kind);
+    this.turnAbort?.abort(kind);
     this.tools?.cancel();
   }
 
@@ -191,9 +192,11 @@ class AgentLoop {
       const tools = wrapping ? (this.schema ? [this.structuredSpec()] : []) : [...toolBox.specs(), ...(this.schema ? [this.structuredSpec()] : [])];
       const body: Record<string, unknown> = { model: req.model, messages: this.messages };
       if (tools.length) body.tools = tools;
+      // One controller per turn: interrupt, wrap-up and stop all abort it (stop() aborts the current one).
       const ac = new AbortController();
       this.turnAbort = ac;
-      const signal = AbortSignal.any([ac.signal, this.stopAll.signal]);
+      if (this.stopKind) ac.abort(this.stopKind);
+      const signal = ac.signal;
       let turn: ChatTurn;
       this.files.section("Assistant");
       try {

@@ -1,0 +1,90 @@
+/**
+ * CLI agents and `atomic doctor` through the real binary: a claude stage
+ * on a pool worker with the binary path and extra args from config.json
+ * (the fake CLI), its usage in `show`; doctor's report of usable and
+ * unusable runners (with hints); budget flags refused when malformed.
+ */
+
+import { afterAll, afterEach, beforeAll, expect } from "bun:test";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { runAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+
+const FIX = join(import.meta.dir, "fixtures");
+const FAKE = join(FIX, "fake-agent.ts");
+let bin: string;
+
+beforeAll(() => {
+  bin = mkdtempSync(join(tmpdir(), "atomic-fake-bin-"));
+  for (const kind of ["claude", "pi"]) {
+    const path = join(bin, `fake-${kind}`);
+    writeFileSync(path, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE)} ${kind} "$@"\n`);
+    chmodSync(path, 0o755);
+  }
+});
+afterEach(cleanupWhenIdle);
+afterAll(async () => {
+  await cleanupNow();
+  rmSync(bin, { recursive: true, force: true });
+});
+
+e2eTest("a claude stage on a pool worker: binary and extra args from config, usage in show", async () => {
+  const home = makeTempDir("atomic-cli-home-");
+  const dir = makeTempDir("atomic-cli-dir-");
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: join(bin, "fake-claude"), args: ["--permission-mode", "acceptEdits"] } } }));
+  const env = { FAKE_AGENT_DIR: dir };
+  const r = await runAtomic(["run", join(FIX, "agent.ts"), "--workers", "1", "--json", "--input", "runner=claude", "--input", "prompt=review it"], { home, env });
+  expect(r.code).toBe(0);
+  const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  expect(result.outputs.text).toBe("Done: review it");
+  expect(result.outputs.usage).toMatchObject({ inputTokens: 10, cacheReadTokens: 3000, cacheWriteTokens: 200, outputTokens: 50, costMicroUsd: 12300 });
+  const argv = JSON.parse(readFileSync(join(dir, "log.jsonl"), "utf8").split("\n")[0]!).argv as string[];
+  expect(argv.slice(-2)).toEqual(["--permission-mode", "acceptEdits"]);
+  expect(argv).toEqual(expect.arrayContaining(["--model", "fake-model"]));
+  const show = await runAtomic(["show", result.runId], { home });
+  expect(show.stdout).toMatch(/usage\s+10 in \+ 3,000 cached \+ 200 cache writes, 50 out, 2 turns, \$0\.0123/);
+});
+
+e2eTest("doctor: which runners are usable here and why not", async () => {
+  const home = makeTempDir("atomic-doctor-home-");
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runner: "claude", model: "m", runners: { claude: { path: join(bin, "fake-claude") }, pi: { path: "/nonexistent/pi" } } }));
+  const env = { PATH: "/usr/bin:/bin", OPENAI_API_KEY: "", ATOMIC_OPENAI_BASE_URL: "" };
+  const r = await runAtomic(["doctor"], { home, env });
+  expect(r.code).toBe(0); // the default runner (claude) is usable
+  expect(r.stdout).toMatch(/default\s+runner claude, model m/);
+  expect(r.stdout).toMatch(/ok\s+shell/);
+  expect(r.stdout).toMatch(/ok\s+claude\s+\S*fake-claude \(fake-claude 1\.0\.0\)/);
+  expect(r.stdout).toMatch(/no\s+openai\s+the openai runner needs an API key/);
+  expect(r.stdout).toMatch(/no\s+codex\s+the codex runner needs the program "codex", which is not on PATH/);
+  expect(r.stdout).toContain('the pi runner needs the program "/nonexistent/pi"');
+  expect(r.stdout).toContain("hint: install Codex");
+  const json = JSON.parse((await runAtomic(["doctor", "--json"], { home, env })).stdout);
+  expect(json.defaultRunner).toBe("claude");
+  expect(json.runners.find((x: { runner: string }) => x.runner === "openai").usable).toBe(false);
+  expect(json.configFiles).toEqual([join(home, "config.json")]);
+  // The default runner unusable: exit 1.
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runner: "codex" }));
+  expect((await runAtomic(["doctor"], { home, env })).code).toBe(1);
+  // A broken config file is one clear error.
+  writeFileSync(join(home, "config.json"), "{ not json");
+  const bad = await runAtomic(["doctor"], { home, env });
+  expect(bad.code).toBe(2);
+  expect(bad.stderr).toContain(`the config file ${join(home, "config.json")} is not valid JSON`);
+});
+
+e2eTest("malformed budget flags are usage errors; nothing runs", async () => {
+  const home = makeTempDir("atomic-flags-home-");
+  for (const [flag, value, text] of [
+    ["--max-cost", "lots", "--max-cost must be an amount of US dollars"],
+    ["--max-tokens", "1.5", "--max-tokens must be a whole number"],
+    ["--max-duration", "soon", "--max-duration must be a duration like 90s, 15m or 2h"],
+  ] as const) {
+    const r = await runAtomic(["run", join(FIX, "agent.ts"), flag, value], { home });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(text);
+  }
+  expect((await runAtomic(["runs", "--json"], { home })).stdout.trim()).toBe("");
+});
