@@ -13,8 +13,9 @@
  * the item), `claimed` (after it), `complete` (a worker's commit arrived)
  * and `committed`; worker `start` (the start message arrived and goes to the
  * runner), `spawned` (the stage's process runs), `exited` and `commit_sent`.
- * The root's lines go to its own stderr. Off (one boolean test) when the
- * variable is unset.
+ * The root's lines go to its own stderr. Lines are written after the
+ * current event-loop task (and at exit), so the timed path does not include
+ * the writes. Off (one boolean test) when the variable is unset.
  */
 
 export const TRACE_ENV = "ATOMIC_POOL_TRACE";
@@ -26,6 +27,18 @@ export function traceNow(): number {
   return performance.timeOrigin + performance.now();
 }
 
+let pending = "";
+
+function flush(): void {
+  const text = pending;
+  pending = "";
+  if (text) process.stderr.write(text);
+}
+
+if (tracing) process.on("exit", flush);
+
 export function trace(event: string, workId: string, at = traceNow()): void {
-  if (tracing) process.stderr.write(`${TRACE_PREFIX} ${event} ${workId} ${at.toFixed(3)}\n`);
+  if (!tracing) return;
+  if (!pending) setImmediate(flush);
+  pending += `${TRACE_PREFIX} ${event} ${workId} ${at.toFixed(3)}\n`;
 }

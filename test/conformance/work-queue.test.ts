@@ -1,0 +1,275 @@
+/**
+ * The work queue contract (WorkQueue in src/journal/types.ts) on every
+ * backend: items enqueued with their stage's start record, FIFO claims
+ * (one at a time, for several workers at once, and together with a
+ * worker's commit), fenced renewals, commits and releases (a replaced
+ * worker — older generation or epoch — changes nothing), operation-id
+ * idempotency and conflicts, the generation limit, and abandoning a root's
+ * items. Real databases in temp directories; no timing asserted.
+ */
+
+import { afterEach, describe, expect, test } from "bun:test";
+import type { HolderInfo, Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
+import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
+import { HOST, processStartTime } from "../../src/shared/process-info.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { BACKENDS } from "./backends.ts";
+
+const open: Journal[] = [];
+afterEach(async () => {
+  for (const j of open.splice(0)) await j.close();
+  removeTempDirs();
+});
+
+let n = 0;
+function holder(): HolderInfo {
+  return { holderId: `wq-${process.pid}-${++n}` as HolderId, host: HOST, pid: process.pid, pidStart: processStartTime(process.pid) };
+}
+
+const LEASE_MS = 30_000;
+const WORKER_LOST = { name: "WorkerRetryLimit", code: "worker_retry_limit", message: "lost its worker too often" };
+
+function fence(item: WorkItem, workerId = item.workerId!): WorkFence {
+  return { id: item.id, workerId, generation: item.generation, epoch: item.epoch };
+}
+
+const done = (text: string) => ({ state: "completed" as const, result: { status: "completed", text } });
+
+for (const backend of BACKENDS) {
+  describe(backend.name, () => {
+    /** A fresh journal with a started root run under a live lease. */
+    async function setup(): Promise<{ journal: Journal; rootId: RunId; lease: Lease }> {
+      const journal = await backend.open(makeTempDir());
+      open.push(journal);
+      const { rootId, lease } = await startRoot(journal);
+      return { journal, rootId, lease };
+    }
+
+    async function startRoot(journal: Journal): Promise<{ rootId: RunId; lease: Lease }> {
+      const rootId = newRunId();
+      const lease = await journal.acquireLease(rootId, holder(), { timeoutMs: 60_000 });
+      await journal.append(lease, [
+        {
+          runId: rootId,
+          type: "run_started",
+          payload: {},
+          newRun: { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "wq", workflowPath: "/wq.ts", workflowDigest: "d", inputs: {} },
+        },
+      ]);
+      return { rootId, lease };
+    }
+
+    /** Enqueues one item per id, each in its own append (so each is ready later than the one before). */
+    async function enqueue(journal: Journal, lease: Lease, rootId: RunId, ids: string[], at0 = Date.now()): Promise<void> {
+      for (const [i, id] of ids.entries()) {
+        await journal.append(lease, [
+          {
+            runId: rootId,
+            type: "step_started",
+            key: `k-${id}`,
+            payload: { id },
+            durable: false,
+            at: at0 + i,
+            work: { id, stageKey: `k-${id}`, attempt: 1, descriptor: { command: `echo ${id}` } },
+          },
+        ]);
+      }
+    }
+
+    test(`${backend.name}: an item is enqueued with its start record and claimed FIFO by readiness`, async () => {
+      const { journal, rootId, lease } = await setup();
+      // Enqueued in this order, but ready in another: claims follow readiness.
+      const now = Date.now();
+      await enqueue(journal, lease, rootId, ["w-b"], now + 2);
+      await enqueue(journal, lease, rootId, ["w-a"], now + 1);
+      await enqueue(journal, lease, rootId, ["w-c"], now + 3);
+      expect(await journal.work.count("ready")).toBe(3);
+      const queued = await journal.work.get("w-a");
+      expect(queued).toMatchObject({ id: "w-a", rootId, runId: rootId, stageKey: "k-w-a", attempt: 1, state: "ready", generation: 1, workerId: null, leaseExpiresAt: null });
+      expect(queued!.descriptor).toEqual({ command: "echo w-a" });
+
+      const before = Date.now();
+      const first = await journal.work.claim("worker-1", LEASE_MS, rootId);
+      expect(first).toMatchObject({ id: "w-a", state: "leased", workerId: "worker-1", generation: 1, epoch: queued!.epoch + 1 });
+      expect(first!.leaseExpiresAt).toBeGreaterThanOrEqual(before + LEASE_MS);
+      expect(first!.leaseExpiresAt).toBeLessThanOrEqual(Date.now() + LEASE_MS);
+      expect((await journal.work.claim("worker-2", LEASE_MS, rootId))?.id).toBe("w-b");
+      expect((await journal.work.claim("worker-3", LEASE_MS))?.id).toBe("w-c");
+      expect(await journal.work.claim("worker-4", LEASE_MS, rootId)).toBeUndefined();
+      expect(await journal.work.count("leased")).toBe(3);
+      expect((await journal.work.list(rootId)).map((w) => w.state)).toEqual(["leased", "leased", "leased"]);
+    });
+
+    test(`${backend.name}: a claim for one root leaves another root's items alone`, async () => {
+      const { journal, rootId, lease } = await setup();
+      const other = await startRoot(journal);
+      const now = Date.now();
+      await enqueue(journal, other.lease, other.rootId, ["o-1"], now);
+      await enqueue(journal, lease, rootId, ["r-1"], now + 1);
+      expect((await journal.work.claim("worker-1", LEASE_MS, rootId))?.id).toBe("r-1");
+      expect(await journal.work.claim("worker-1", LEASE_MS, rootId)).toBeUndefined();
+      expect((await journal.work.claimMany(["worker-2", "worker-3"], LEASE_MS, rootId)).length).toBe(0);
+      expect((await journal.work.get("o-1"))?.state).toBe("ready");
+      // Without a root, any root's oldest.
+      expect((await journal.work.claim("worker-9", LEASE_MS))?.id).toBe("o-1");
+    });
+
+    test(`${backend.name}: claimMany leases the oldest items to the workers in order, fewer when fewer are ready`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["m-1", "m-2", "m-3"]);
+      expect(await journal.work.claimMany([], LEASE_MS, rootId)).toEqual([]);
+      const two = await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, rootId);
+      expect(two.map((w) => [w.id, w.workerId, w.state])).toEqual([
+        ["m-1", "w-a", "leased"],
+        ["m-2", "w-b", "leased"],
+      ]);
+      const rest = await journal.work.claimMany(["w-c", "w-d", "w-e"], LEASE_MS, rootId);
+      expect(rest.map((w) => [w.id, w.workerId])).toEqual([["m-3", "w-c"]]);
+      expect(await journal.work.claimMany(["w-f"], LEASE_MS, rootId)).toEqual([]);
+    });
+
+    test(`${backend.name}: renewals are fenced: only the holder's current (worker, generation, epoch) extends a lease`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["h-1", "h-2"]);
+      const a = (await journal.work.claim("worker-1", 1_000, rootId))!;
+      const b = (await journal.work.claim("worker-2", 1_000, rootId))!;
+      const wrong: WorkFence[] = [
+        { ...fence(a), workerId: "worker-2" },
+        { ...fence(a), epoch: a.epoch + 1 },
+        { ...fence(a), generation: a.generation + 1 },
+      ];
+      expect(await journal.work.renew([fence(a), ...wrong, fence(b)], LEASE_MS)).toEqual(wrong);
+      expect((await journal.work.get(a.id))!.leaseExpiresAt).toBeGreaterThan(a.leaseExpiresAt!);
+      expect(await journal.work.renew([], LEASE_MS)).toEqual([]);
+      // A finished item is not renewed.
+      await journal.work.complete(fence(b), done("b"), { id: "op-b", digest: "d" });
+      expect(await journal.work.renew([fence(b)], LEASE_MS)).toEqual([fence(b)]);
+    });
+
+    test(`${backend.name}: a commit is fenced; a stale one changes nothing and says where the item is`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["c-1"]);
+      const item = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      for (const stale of [{ ...fence(item), workerId: "worker-2" }, { ...fence(item), epoch: item.epoch - 1 }, { ...fence(item), generation: 2 }]) {
+        const receipt = await journal.work.complete(stale, done("stale"), { id: `op-${JSON.stringify(stale)}`, digest: "x" });
+        expect(receipt.status).toBe("stale");
+        if (receipt.status === "stale") expect(receipt.item).toMatchObject({ id: "c-1", state: "leased", workerId: "worker-1", epoch: item.epoch });
+      }
+      const receipt = await journal.work.complete(fence(item), done("ok"), { id: "op-1", digest: "d1" });
+      expect(receipt.status).toBe("committed");
+      if (receipt.status === "committed") expect(receipt.item).toMatchObject({ id: "c-1", state: "completed", result: { status: "completed", text: "ok" } });
+      expect(await journal.work.get("c-1")).toMatchObject({ state: "completed", result: { text: "ok" }, leaseExpiresAt: null });
+      // Once final, the holder itself can commit nothing more.
+      expect((await journal.work.complete(fence(item), done("again"), { id: "op-2", digest: "d2" })).status).toBe("stale");
+      const failed = await journal.work.complete(fence(item), { state: "failed", error: { name: "E", code: "x", message: "m" } }, { id: "op-3", digest: "d3" });
+      expect(failed.status).toBe("stale");
+      expect((await journal.work.get("c-1"))?.result).toEqual({ status: "completed", text: "ok" });
+    });
+
+    test(`${backend.name}: operation ids: a retry gets the first receipt, a reused id with another body is refused`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["i-1", "i-2"]);
+      const item = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      const first = await journal.work.complete(fence(item), done("one"), { id: "op-same", digest: "digest-1" });
+      expect(first.status).toBe("committed");
+      const retry = await journal.work.complete(fence(item), done("one"), { id: "op-same", digest: "digest-1" });
+      expect(retry).toEqual(first);
+      expect(await journal.work.complete(fence(item), done("two"), { id: "op-same", digest: "digest-2" })).toEqual({ status: "op_conflict" });
+      // The same id for another item is a conflict too, and commits nothing there.
+      const other = (await journal.work.claim("worker-2", LEASE_MS, rootId))!;
+      expect(await journal.work.complete(fence(other), done("one"), { id: "op-same", digest: "digest-1" })).toEqual({ status: "op_conflict" });
+      expect((await journal.work.get(other.id))?.state).toBe("leased");
+      expect((await journal.work.get(item.id))?.result).toEqual({ status: "completed", text: "one" });
+    });
+
+    test(`${backend.name}: completeAndClaim commits and leases the worker's next item in one call`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["n-1", "n-2", "n-3"]);
+      const item = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      const { receipt, next } = await journal.work.completeAndClaim(fence(item), done("1"), { id: "op-n1", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      expect(receipt.status).toBe("committed");
+      expect(next).toMatchObject({ id: "n-2", state: "leased", workerId: "worker-1" });
+      expect((await journal.work.get("n-1"))?.state).toBe("completed");
+
+      // A retry of the same commit gets the first receipt and claims nothing more.
+      const retry = await journal.work.completeAndClaim(fence(item), done("1"), { id: "op-n1", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      expect(retry).toEqual({ receipt, next: undefined });
+      expect((await journal.work.get("n-3"))?.state).toBe("ready");
+      // Neither does a conflicting or a stale one.
+      expect(await journal.work.completeAndClaim(fence(item), done("x"), { id: "op-n1", digest: "other" }, { leaseMs: LEASE_MS, rootId })).toEqual({
+        receipt: { status: "op_conflict" },
+        next: undefined,
+      });
+      const stale = await journal.work.completeAndClaim({ ...fence(next!), epoch: next!.epoch + 1 }, done("x"), { id: "op-stale", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      expect(stale.receipt.status).toBe("stale");
+      expect(stale.next).toBeUndefined();
+      expect((await journal.work.get("n-3"))?.state).toBe("ready");
+
+      const second = await journal.work.completeAndClaim(fence(next!), done("2"), { id: "op-n2", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      expect(second.next?.id).toBe("n-3");
+      const last = await journal.work.completeAndClaim(fence(second.next!), done("3"), { id: "op-n3", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      expect(last.receipt.status).toBe("committed");
+      expect(last.next).toBeUndefined();
+      expect(await journal.work.count("completed")).toBe(3);
+    });
+
+    test(`${backend.name}: a released item comes back at the next generation; its old holder is stale`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["g-1"]);
+      const first = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      const released = await journal.work.release(fence(first), 3, WORKER_LOST);
+      expect(released.status).toBe("committed");
+      if (released.status === "committed") expect(released.item).toMatchObject({ state: "ready", generation: 2, workerId: null, leaseExpiresAt: null });
+      // Releasing twice (a stale fence) changes nothing.
+      expect((await journal.work.release(fence(first), 3, WORKER_LOST)).status).toBe("stale");
+
+      const second = (await journal.work.claim("worker-2", LEASE_MS, rootId))!;
+      expect(second).toMatchObject({ id: "g-1", generation: 2, workerId: "worker-2" });
+      expect(second.epoch).toBeGreaterThan(first.epoch);
+      // The first worker, back from the dead, can neither renew nor commit.
+      expect(await journal.work.renew([fence(first)], LEASE_MS)).toEqual([fence(first)]);
+      expect((await journal.work.complete(fence(first), done("late"), { id: "op-late", digest: "d" })).status).toBe("stale");
+      expect((await journal.work.complete(fence(second), done("on time"), { id: "op-on-time", digest: "d" })).status).toBe("committed");
+      expect((await journal.work.get("g-1"))?.result).toEqual({ status: "completed", text: "on time" });
+    });
+
+    test(`${backend.name}: after the last generation a released item fails with the given error`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["l-1"]);
+      for (let generation = 1; generation <= 3; generation++) {
+        const item = (await journal.work.claim(`worker-${generation}`, LEASE_MS, rootId))!;
+        expect(item.generation).toBe(generation);
+        const receipt = await journal.work.release(fence(item), 3, WORKER_LOST);
+        expect(receipt.status).toBe("committed");
+        if (receipt.status !== "committed") continue;
+        if (generation < 3) expect(receipt.item).toMatchObject({ state: "ready", generation: generation + 1 });
+        else expect(receipt.item).toMatchObject({ state: "failed", generation: 3, error: WORKER_LOST });
+      }
+      expect(await journal.work.claim("worker-4", LEASE_MS, rootId)).toBeUndefined();
+      expect(await journal.work.get("l-1")).toMatchObject({ state: "failed", error: WORKER_LOST, leaseExpiresAt: null });
+    });
+
+    test(`${backend.name}: abandon takes a root's ready and leased items off the queue, and nothing else`, async () => {
+      const { journal, rootId, lease } = await setup();
+      const other = await startRoot(journal);
+      await enqueue(journal, lease, rootId, ["a-1", "a-2", "a-3"]);
+      await enqueue(journal, other.lease, other.rootId, ["o-1"]);
+      const leased = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      const finished = (await journal.work.claim("worker-2", LEASE_MS, rootId))!;
+      await journal.work.complete(fence(finished), done("kept"), { id: "op-kept", digest: "d" });
+
+      expect(await journal.work.abandon(rootId)).toBe(2);
+      expect((await journal.work.list(rootId)).map((w) => [w.id, w.state])).toEqual([
+        ["a-1", "abandoned"],
+        ["a-2", "completed"],
+        ["a-3", "abandoned"],
+      ]);
+      expect(await journal.work.claim("worker-3", LEASE_MS, rootId)).toBeUndefined();
+      expect((await journal.work.complete(fence(leased), done("late"), { id: "op-abandoned", digest: "d" })).status).toBe("stale");
+      expect((await journal.work.get("o-1"))?.state).toBe("ready");
+      expect(await journal.work.abandon(rootId)).toBe(0);
+      expect(await journal.work.count("abandoned")).toBe(2);
+      expect(await journal.work.count()).toBe(4);
+    });
+  });
+}
