@@ -490,7 +490,9 @@ class Coordinator {
       slot.proc.kill("SIGKILL");
       if (slot.state === "busy" || slot.state === "retired") killStagesOfWorker(slot.id);
     }
-    void this.journal.close().finally(() => process.exit(0));
+    // Reap the workers (no zombies left to an init that may not), then go.
+    const exited = Promise.all([...this.slots.values()].map((s) => s.proc.exited));
+    void Promise.all([exited, this.journal.close()]).finally(() => process.exit(0));
     setTimeout(() => process.exit(0), 2_000).unref();
   }
 
