@@ -161,7 +161,7 @@ export class ReplayCursor {
       rec = { checkpoint: undefined, started: undefined, attempts: 0, claimed: false, order: this.entries++ };
       this.put(position, index, rec);
       // "4.1.0" lies in the groups "4" and "4.1"; a top-level position in none.
-      for (let dot = position.indexOf("."); dot !== -1; dot = position.indexOf(".", dot + 1)) this.groups.add(position.slice(0, dot));
+      if (index < 0) for (let dot = position.indexOf("."); dot !== -1; dot = position.indexOf(".", dot + 1)) this.groups.add(position.slice(0, dot));
     }
     return rec;
   }

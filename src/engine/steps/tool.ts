@@ -37,8 +37,9 @@ export function runTool(
 ): Promise<unknown> {
   const scope = exec.scope();
   const position = scope.nextPosition();
-  const hash = argsHash(args);
+  let hash: bigint;
   try {
+    hash = argsHash(args);
     const recorded = exec.cursor.claim(position, { kind: "tool", name, args: hash });
     if (recorded?.checkpoint) {
       emitEnded(exec, position, name, "completed", true);
