@@ -27,7 +27,17 @@ import { eventFromRow, toJson } from "./tables.ts";
 
 export function appendEntries(s: Statements, lease: Lease, entries: readonly AppendEntry[]): AppendOutcome[] {
   if (entries.length === 0) return [];
-  s.setSyncFor(entries.some((e) => e.durable !== false));
+  const durable = entries.some((e) => e.durable !== false);
+  s.setSyncFor(durable);
+  try {
+    return appendBatch(s, lease, entries);
+  } finally {
+    // Every other write of this connection (leases, queues, messages) keeps the journal's setting.
+    if (!durable) s.setSyncFor(true);
+  }
+}
+
+function appendBatch(s: Statements, lease: Lease, entries: readonly AppendEntry[]): AppendOutcome[] {
   const now = Date.now();
   s.begin.run();
   try {
