@@ -14,11 +14,14 @@
  * bounded amount of memory; `close()` flushes everything. The directory and
  * files are created in the background (off the first request's critical
  * path: creating four files costs about as much as two model turns against
- * a local server); what is written meanwhile waits in the buffer.
+ * a local server, several on a busy disk); what is written meanwhile waits
+ * in the buffer. The files are plain descriptors, written and closed
+ * synchronously (a small write or a close costs less than a hop through
+ * the thread pool, and a stage's end then waits on none).
  */
 
-import { writeSync } from "node:fs";
-import { mkdir, open, symlink, type FileHandle } from "node:fs/promises";
+import { closeSync, open, writeSync } from "node:fs";
+import { mkdir, symlink } from "node:fs/promises";
 import { join } from "node:path";
 
 const FLUSH_BYTES = 16 * 1024;
@@ -26,7 +29,6 @@ const FLUSH_MS = 200;
 
 class BufferedFile {
   private fd: number | undefined;
-  private handle: FileHandle | undefined;
   private readonly ready: Promise<void>;
   private closed = false;
   private pending: string[] = [];
@@ -35,15 +37,17 @@ class BufferedFile {
     readonly path: string,
     dirReady: Promise<unknown>,
   ) {
-    this.ready = dirReady
-      .then(() => open(path, "w"))
-      .then((h) => {
-        this.handle = h;
-        this.fd = h.fd;
-      })
-      .catch(() => {
-        // no artifact directory: the stage still runs; its result carries the text
-      });
+    this.ready = dirReady.then(
+      () =>
+        new Promise<void>((resolve) => {
+          open(path, "w", (err, fd) => {
+            // an error (no artifact directory): the stage still runs; its result carries the text
+            if (!err) this.fd = fd;
+            resolve();
+          });
+        }),
+      () => {},
+    );
   }
   write(text: string): void {
     if (this.closed || text.length === 0) return;
@@ -67,8 +71,15 @@ class BufferedFile {
     this.closed = true;
     await this.ready;
     this.flush();
+    const fd = this.fd;
     this.fd = undefined;
-    await this.handle?.close().catch(() => {});
+    if (fd !== undefined) {
+      try {
+        closeSync(fd);
+      } catch {
+        // nothing left to lose: everything was written
+      }
+    }
   }
 }
 
@@ -80,6 +91,8 @@ export class AgentFiles {
   private readonly events: BufferedFile;
   private readonly stderr: BufferedFile;
   private readonly timer: ReturnType<typeof setInterval>;
+  /** The stdout.log link (made alongside the files, awaited by close). */
+  private readonly linked: Promise<unknown>;
   private closing: Promise<void> | undefined;
   /** True while the transcript's last write was streamed text (a heading starts on a new line). */
   private midText = false;
@@ -90,9 +103,11 @@ export class AgentFiles {
     this.transcriptPath = join(artifactDir, "transcript.md");
     this.eventsPath = join(artifactDir, "events.jsonl");
     this.errorPath = join(artifactDir, "stderr.log");
-    this.dirReady = mkdir(artifactDir, { recursive: true }).then(() =>
+    this.dirReady = mkdir(artifactDir, { recursive: true });
+    this.linked = this.dirReady.then(
       // an existing link (an earlier attempt in the same directory) is harmless
-      symlink("transcript.md", join(artifactDir, "stdout.log")).catch(() => {}),
+      () => symlink("transcript.md", join(artifactDir, "stdout.log")).catch(() => {}),
+      () => {},
     );
     this.transcript = new BufferedFile(this.transcriptPath, this.dirReady);
     this.events = new BufferedFile(this.eventsPath, this.dirReady);
@@ -103,8 +118,7 @@ export class AgentFiles {
 
   /** One raw record, as received (a line of JSON, an SSE data payload). */
   raw(line: string): void {
-    this.events.write(line);
-    if (!line.endsWith("\n")) this.events.write("\n");
+    this.events.write(line.endsWith("\n") ? line : `${line}\n`);
   }
 
   /** A section of the transcript: "## heading" and a body. */
@@ -142,7 +156,7 @@ export class AgentFiles {
   close(): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.timer);
-      await Promise.all([this.transcript.close(), this.events.close(), this.stderr.close()]);
+      await Promise.all([this.transcript.close(), this.events.close(), this.stderr.close(), this.linked]);
     })();
     return this.closing;
   }

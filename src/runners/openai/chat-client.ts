@@ -2,6 +2,8 @@
  * One streamed chat-completions call, and retries around it.
  *
  * The request asks for `stream: true` and `stream_options.include_usage`.
+ * Its body comes serialized (`requestJson`): the caller keeps the history's
+ * JSON as it grows rather than re-serializing every message every turn.
  * The SSE body is split into records on LF only (a CR before it is
  * dropped); every `data:` payload is handed to `onRaw` before it is parsed
  * (the raw event log), then folded:
@@ -57,9 +59,26 @@ export interface StreamHandlers {
   onText?(delta: string): void;
 }
 
-let generated = 0;
+/** A serialized chat request: `json` is the whole body; `model` names the model in error messages. */
+export interface ChatRequest {
+  model: string | undefined;
+  json: string;
+}
 
-export async function streamChat(endpoint: ChatEndpoint, body: Record<string, unknown>, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
+/**
+ * The body of a streamed chat request, byte for byte
+ * `JSON.stringify({ model, messages, tools?, stream: true, stream_options: { include_usage: true } })`
+ * with `messagesJson` and `toolsJson` already serialized (`toolsJson` undefined: no tools field).
+ */
+export function requestJson(model: string, messagesJson: string, toolsJson: string | undefined): string {
+  return `{"model":${JSON.stringify(model)},"messages":${messagesJson},${toolsJson === undefined ? "" : `"tools":${toolsJson},`}"stream":true,"stream_options":{"include_usage":true}}`;
+}
+
+let generated = 0;
+/** Decodes whole lines only (never `stream: true`): stateless, so one serves every call. */
+const decoder = new TextDecoder();
+
+export async function streamChat(endpoint: ChatEndpoint, body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
   const url = `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`;
   const headers: Record<string, string> = { "content-type": "application/json", accept: "text/event-stream" };
   if (endpoint.apiKey) headers.authorization = `Bearer ${endpoint.apiKey}`;
@@ -84,7 +103,7 @@ export async function streamChat(endpoint: ChatEndpoint, body: Record<string, un
 async function readReply(
   url: string,
   headers: Record<string, string>,
-  body: Record<string, unknown>,
+  body: ChatRequest,
   both: AbortSignal,
   signal: AbortSignal,
   h: StreamHandlers,
@@ -95,7 +114,7 @@ async function readReply(
     res = await fetch(url, {
       method: "POST",
       headers,
-      body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+      body: body.json,
       signal: both,
     });
   } catch (err) {
@@ -104,9 +123,10 @@ async function readReply(
   }
   if (!res.ok) {
     const text = await res.text().catch(() => "");
-    throw classifyHttpError(res.status, text, res.headers, body.model as string | undefined);
+    throw classifyHttpError(res.status, text, res.headers, body.model);
   }
-  if (!res.body) throw new ProviderError("provider_bad_response", "the provider sent an empty response");
+  const stream = res.body;
+  if (!stream) throw new ProviderError("provider_bad_response", "the provider sent an empty response");
 
   const turn: ChatTurn = { content: "", toolCalls: [], finishReason: null };
   const byIndex = new Map<number, ToolCall>();
@@ -164,13 +184,14 @@ async function readReply(
     }
   };
 
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
+  const reader = stream.getReader();
   /** Bytes of an unfinished line from the previous chunk. */
   let carry: Uint8Array | undefined;
   /** Data lines of the event being read (almost always exactly one: no array for it). */
   let data: string | undefined;
   let more: string[] | undefined;
+  /** The body was read to its end (nothing left to cancel). */
+  let ended = false;
   const endEvent = () => {
     if (data === undefined) return;
     const payload = more ? [data, ...more].join("\n") : data;
@@ -188,7 +209,10 @@ async function readReply(
         if (timedOut()) throw networkError(Object.assign(new Error("timed out"), { name: "TimeoutError" }), url);
         throw new ProviderError("provider_bad_response", `the provider's stream broke off (${(err as Error).message ?? err})`);
       }
-      if (chunk.done) break;
+      if (chunk.done) {
+        ended = true;
+        break;
+      }
       let bytes = chunk.value;
       if (carry) {
         const joined = new Uint8Array(carry.length + bytes.length);
@@ -222,8 +246,8 @@ async function readReply(
     }
     endEvent();
   } finally {
-    reader.releaseLock();
-    if (!done) await res.body.cancel().catch(() => {});
+    // A body read to its end needs neither releaseLock nor cancel; one left mid-way is cancelled (the connection is dropped).
+    if (!ended) await reader.cancel().catch(() => {});
   }
   if (!done && turn.finishReason === null) {
     throw new ProviderError("provider_bad_response", "the provider's stream ended before the reply was complete");

@@ -33,7 +33,7 @@ import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { validateJson, type JsonSchema } from "../json-schema.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
-import { callWithRetries, streamChat, type ChatEndpoint, type ChatTurn } from "./chat-client.ts";
+import { callWithRetries, requestJson, streamChat, type ChatEndpoint, type ChatTurn } from "./chat-client.ts";
 import { ProviderError, oneLine } from "./provider-errors.ts";
 import { ToolBox, enabledTools, type ToolName } from "./tools.ts";
 import { DEFAULT_OPENAI_BASE_URL } from "../../shared/config.ts";
@@ -51,6 +51,32 @@ interface ChatMessage {
 }
 
 type StopKind = "cancelled" | "timeout";
+
+/**
+ * The conversation, with the JSON of every message kept as it is added:
+ * each request resends the whole history, and serializing it from scratch
+ * every turn grows with its length. A message changed after it was added
+ * must be passed to `changed`.
+ */
+class History {
+  private readonly messages: ChatMessage[] = [];
+  private readonly json: string[] = [];
+
+  push(message: ChatMessage): void {
+    this.messages.push(message);
+    this.json.push(JSON.stringify(message));
+  }
+
+  changed(message: ChatMessage): void {
+    const i = this.messages.lastIndexOf(message);
+    if (i >= 0) this.json[i] = JSON.stringify(message);
+  }
+
+  /** Byte for byte JSON.stringify of the messages. */
+  toJson(): string {
+    return `[${this.json.join(",")}]`;
+  }
+}
 
 export class OpenAIRunner implements Runner {
   readonly kind = "openai";
@@ -71,7 +97,7 @@ export class OpenAIRunner implements Runner {
 
 class AgentLoop {
   private readonly files: AgentFiles;
-  private readonly messages: ChatMessage[] = [];
+  private readonly messages = new History();
   private readonly steer: string[] = [];
   private readonly follow: string[] = [];
   private readonly interrupts: string[] = [];
@@ -175,6 +201,9 @@ class AgentLoop {
     this.messages.push({ role: "user", content: prompt });
     this.files.section(`${req.stageName} (openai, ${req.model})`);
     this.files.section("User", prompt);
+    // The tools are the same every turn (only the wrap-up turn differs): serialized once.
+    let toolsJsonAll: string | undefined;
+    let wrapToolsJson: string | undefined;
 
     for (;;) {
       if (this.stopKind) return this.stopped();
@@ -189,9 +218,9 @@ class AgentLoop {
       if (!wrapping && this.usage.turns >= maxTurns) {
         return this.result("failed", "max_turns", `the agent did not finish within ${maxTurns} turns`);
       }
-      const tools = wrapping ? (this.schema ? [this.structuredSpec()] : []) : [...toolBox.specs(), ...(this.schema ? [this.structuredSpec()] : [])];
-      const body: Record<string, unknown> = { model: req.model, messages: this.messages };
-      if (tools.length) body.tools = tools;
+      const toolsJson = wrapping ? (wrapToolsJson ??= this.toolsJson([])) : (toolsJsonAll ??= this.toolsJson(toolBox.specs()));
+      const messagesJson = this.messages.toJson();
+      const body = { model: req.model, json: requestJson(req.model, messagesJson, toolsJson) };
       // One controller per turn: interrupt, wrap-up and stop all abort it (stop() aborts the current one).
       const ac = new AbortController();
       this.turnAbort = ac;
@@ -229,7 +258,7 @@ class AgentLoop {
       } finally {
         this.turnAbort = undefined;
       }
-      this.countUsage(turn, body);
+      this.countUsage(turn, messagesJson);
       const assistant: ChatMessage = { role: "assistant", content: turn.content || null };
       if (turn.toolCalls.length) {
         assistant.tool_calls = turn.toolCalls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
@@ -268,6 +297,7 @@ class AgentLoop {
           // Unanswered tool calls are dropped: every call in the history needs an answer.
           assistant.tool_calls = assistant.tool_calls!.filter((c) => answered.has(c.id));
           if (assistant.tool_calls.length === 0) delete assistant.tool_calls;
+          this.messages.changed(assistant);
           if (!this.structured && this.corrections <= MAX_CORRECTIONS) this.files.section(`(dropped ${turn.toolCalls.length - answered.size} unfinished tool call(s))`);
         }
         if (this.structured) return this.completed();
@@ -305,6 +335,12 @@ class AgentLoop {
     }
   }
 
+  /** The request's `tools` (the given ones, then structured_output when the task has a schema), serialized; undefined: none. */
+  private toolsJson(tools: object[]): string | undefined {
+    const all = this.schema ? [...tools, this.structuredSpec()] : tools;
+    return all.length ? JSON.stringify(all) : undefined;
+  }
+
   private structuredSpec() {
     const parameters = this.wrapped ? { type: "object", properties: { value: this.schema }, required: ["value"] } : this.schema!;
     return {
@@ -334,14 +370,15 @@ class AgentLoop {
     return { ok: false, output: text };
   }
 
-  private countUsage(turn: ChatTurn, body: Record<string, unknown>): void {
+  /** `messagesJson`: the history as sent this turn (for an estimate when the provider reports no usage). */
+  private countUsage(turn: ChatTurn, messagesJson: string): void {
     const model = turn.model ?? this.request.model;
     let delta: Partial<Usage>;
     if (turn.usage) {
       delta = priced(fromInclusive(turn.usage.prompt, turn.usage.cached, turn.usage.completion, turn.usage.cacheWrite), model, this.request.agent?.pricing, turn.usage.costUsd);
     } else {
       const out = turn.content + turn.toolCalls.map((c) => c.name + c.arguments).join("");
-      delta = { ...priced({ inputTokens: estimateTokens(JSON.stringify(body.messages)), outputTokens: estimateTokens(out) }, model, this.request.agent?.pricing), estimated: true };
+      delta = { ...priced({ inputTokens: estimateTokens(messagesJson), outputTokens: estimateTokens(out) }, model, this.request.agent?.pricing), estimated: true };
     }
     delta.turns = 1;
     if (model) delta.model = model;
