@@ -149,7 +149,14 @@ export class IntercomClient {
         role: this.opts.role ?? "client",
         handlers: {
           onMessage: (msg) => this.onMessage(msg),
-          onClose: () => this.onLost(link),
+          // connectBroker may open links that fail their hello (and close) before it returns one: their
+          // onClose fires while `link` is still unassigned, and this.link is undefined too while connecting,
+          // so onLost's `this.link !== link` check passed and a failed attempt counted as losing the
+          // connection (a non-reconnecting client closed mid-connect and connect() rejected with "lost
+          // the intercom connection"; a reconnecting one armed a second reconnect). Only the link we adopt counts.
+          onClose: () => {
+            if (link !== undefined) this.onLost(link);
+          },
         },
       });
     } catch (err) {
