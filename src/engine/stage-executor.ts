@@ -14,6 +14,8 @@ export interface StageExecutor {
   /** True when stages go through the work queue: the stage step enqueues `request.workId` with its start record. */
   readonly queued: boolean;
   execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult>;
+  /** A stage is about to be recorded and executed: start whatever is slow to start (it must not throw). */
+  prepare?(): void;
   /** Apply a control revision (pause/unpause) wherever stages run; resolves once it is acknowledged. */
   applyControl?(rev: number, paused: boolean): Promise<void>;
   /**

@@ -56,6 +56,8 @@ export class PoolExecutor implements StageExecutor {
   private nudged = false;
   private readonly waiting = new Map<string, Waiting>();
   private readonly controlWaiters = new Map<number, () => void>();
+  /** Results that arrived before their stage's execute() registered (the item is enqueued a moment earlier). */
+  private readonly early = new Map<string, StageResult>();
   /** Pending live deliveries by work id and message id. */
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
@@ -73,6 +75,12 @@ export class PoolExecutor implements StageExecutor {
       return this.lostResult(request, err instanceof Error ? err.message : String(err));
     }
     if (this.lost) return this.lostResult(request, this.lost);
+    // The item was committed to the queue before this call: a fast worker may already have finished it.
+    const early = this.early.get(workId);
+    if (early) {
+      this.early.delete(workId);
+      return early;
+    }
     const result = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent }));
     const onAbort = () => this.send({ type: "cancel_work", workId, reason: String(signal.reason ?? "cancelled") });
     if (signal.aborted) onAbort();
@@ -145,6 +153,12 @@ export class PoolExecutor implements StageExecutor {
     clearTimeout(timer);
   }
 
+  /** Boot the coordinator and workers now, so they are up by the time the first item is enqueued. */
+  prepare(): void {
+    if (this.closing || this.lost) return;
+    this.start().catch(() => {}); // a failed start is reported by execute()
+  }
+
   private start(): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
       mkdirSync(this.logDir, { recursive: true });
@@ -205,7 +219,11 @@ export class PoolExecutor implements StageExecutor {
         break;
       case "work_done":
         trace("done", msg.workId);
-        this.waiting.get(msg.workId)?.resolve(msg.result as StageResult);
+        {
+          const w = this.waiting.get(msg.workId);
+          if (w) w.resolve(msg.result as StageResult);
+          else this.early.set(msg.workId, msg.result as StageResult); // its execute() has not registered yet
+        }
         break;
       case "deliver_result":
         this.deliveries.get(`${msg.workId}\u0000${msg.messageId}`)?.(msg.delivered);

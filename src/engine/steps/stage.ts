@@ -50,6 +50,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     return result;
   }
   await exec.startGate(scope);
+  // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
+  exec.tree.executor.prepare?.();
   const setup = prepareStage(name, opts, exec.definition, exec.tree.config);
 
   const { tree } = exec;
