@@ -49,6 +49,8 @@ interface LiveStage {
 export class TreeMail {
   private readonly prefixes = new Map<string, string>();
   private readonly live = new Map<string, LiveStage>();
+  /** How many live attempts each stage path has (a path stays registered with the broker while any runs). */
+  private readonly livePaths = new Map<string, number>();
   /** Open prompts of this tree: prompt id → asking run. */
   private readonly open = new Map<string, RunId>();
   private readonly sleepers = new Set<() => void>();
@@ -129,6 +131,7 @@ export class TreeMail {
   async running(runId: RunId, stageKey: string, name: string, attempt: number, claimed: boolean): Promise<void> {
     const path = this.pathOf(runId, name);
     this.live.set(key(runId, stageKey), { runId, stageKey, path, name, attempt });
+    this.livePaths.set(path, (this.livePaths.get(path) ?? 0) + 1);
     void this.client?.register(`${this.rootId}:${path}`, [runGroup(this.rootId)]).catch(() => {});
     if (claimed) return;
     this.mailSeen = await this.tree.journal.messages.hasMail(this.rootId);
@@ -143,7 +146,13 @@ export class TreeMail {
     if (!stage) return;
     this.live.delete(key(runId, stageKey));
     const name = `${this.rootId}:${stage.path}`;
-    if (![...this.live.values()].some((s) => s.path === stage.path)) void this.client?.unregister(name).catch(() => {});
+    // Counted per path: a fan-out of n stages must not cost n² here.
+    const left = (this.livePaths.get(stage.path) ?? 1) - 1;
+    if (left > 0) this.livePaths.set(stage.path, left);
+    else {
+      this.livePaths.delete(stage.path);
+      void this.client?.unregister(name).catch(() => {});
+    }
     // A delivery that raced the end is settled now rather than at the next poll.
     if (this.mailSeen) this.kick();
   }

@@ -181,7 +181,6 @@ class Coordinator {
       case "started":
         if (!slot.owns(msg.ref)) break;
         slot.pgid = msg.pgid;
-        this.toRoot({ type: "work_started", workId: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation });
         break;
       case "heartbeat":
         void this.heartbeat(slot, msg);

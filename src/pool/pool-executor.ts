@@ -209,8 +209,6 @@ export class PoolExecutor implements StageExecutor {
 
   private onCoordinator(msg: Exclude<FromCoordinator, { type: "ready" }>): void {
     switch (msg.type) {
-      case "work_started":
-        break;
       case "work_events":
         for (const { workId, events } of msg.batch) {
           const w = this.waiting.get(workId);

@@ -40,12 +40,6 @@ export type ToCoordinator = v.InferOutput<typeof ToCoordinatorSchema>;
 export const FromCoordinatorSchema = v.variant("type", [
   v.object({ type: v.literal("ready"), version: v.number(), pid: v.number(), workers: v.number(), logDir: v.string() }),
   v.object({
-    type: v.literal("work_started"),
-    workId: v.string(),
-    workerId: v.string(),
-    generation: v.number(),
-  }),
-  v.object({
     type: v.literal("work_events"),
     batch: v.array(v.object({ workId: v.string(), events: v.array(RunnerEventSchema) })),
   }),
