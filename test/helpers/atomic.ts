@@ -9,7 +9,8 @@
  * so no process outlives a test.
  */
 
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { adoptTempDir } from "./temp.ts";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 
@@ -57,6 +58,14 @@ function environment(opts: AtomicOptions): Record<string, string> {
     if (v !== undefined) env[k] = v;
   }
   delete env.NODE_ENV;
+  // Host-wide state the binary keeps under the temp directory (per-user agent slots) stays with the
+  // test: one temp directory per home, next to it (not in it: tests check what a home holds).
+  if (!opts.env?.TMPDIR) {
+    const tmp = `${opts.home.replace(/\/+$/, "")}.tmp`;
+    mkdirSync(tmp, { recursive: true });
+    adoptTempDir(tmp);
+    env.TMPDIR = tmp;
+  }
   return env;
 }
 

@@ -16,6 +16,11 @@ export function makeTempDir(prefix = "atomic-test-"): string {
   return dir;
 }
 
+/** Removes `dir` with the others at cleanup (a directory a helper made next to a temp dir). */
+export function adoptTempDir(dir: string): void {
+  created.add(dir);
+}
+
 export function removeTempDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
   created.delete(dir);

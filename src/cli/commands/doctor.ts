@@ -6,6 +6,8 @@
  * timeout). Exit code 0 when the default runner is usable, 1 otherwise.
  */
 
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { defineCommand } from "citty";
 import { loadConfig, type AtomicConfig } from "../../shared/config.ts";
 import { CLI_AGENTS, checkRunner, defaultRunner, findBinary, openaiBaseUrl } from "../../runners/agent-setup.ts";
@@ -44,13 +46,16 @@ export default defineCommand({
     const def = defaultRunner(config);
     const pressure = hostPressure(config.admission);
     const slotsDir = config.admission?.slotsDir ?? defaultSlotsDir();
-    let sessionsHeld: number | undefined;
-    try {
-      const slots = new UserSlots(slotsDir);
-      sessionsHeld = slots.held();
-      slots.close();
-    } catch {
-      sessionsHeld = undefined;
+    let sessionsHeld: number | undefined = 0;
+    // A diagnosis creates nothing: no slots file yet means no session holds one.
+    if (existsSync(join(slotsDir, "slots.db"))) {
+      try {
+        const slots = new UserSlots(slotsDir);
+        sessionsHeld = slots.held();
+        slots.close();
+      } catch {
+        sessionsHeld = undefined;
+      }
     }
     const admission = {
       maxSessionsPerRun: config.admission?.maxSessionsPerRun ?? ADMISSION_DEFAULTS.maxSessionsPerRun,
