@@ -163,17 +163,18 @@ function now(): number {
 
 // ---------------------------------------------------------------- 1. makespan
 
-/** The baseline: one Bun process spawning the commands itself, `concurrency` at a time, like the shell runner. */
+/**
+ * The baseline: one Bun process spawning the commands itself, `concurrency`
+ * at a time, the way the shell runner does (Bun.spawn, its own process
+ * group, piped stdio read to the end).
+ */
 const DIRECT = `
-const { spawn } = require("node:child_process");
 const n = Number(process.env.BENCH_N), concurrency = Number(process.env.BENCH_C);
-const one = () => new Promise((resolve) => {
-  const child = spawn("/bin/sh", ["-c", "true"], { env: { ...process.env }, detached: true, stdio: ["pipe", "pipe", "pipe"] });
-  child.stdin.on("error", () => {});
-  child.stdout.on("data", () => {});
-  child.stderr.on("data", () => {});
-  child.on("close", resolve);
-});
+const one = async () => {
+  const child = Bun.spawn(["/bin/sh", "-c", "true"], { env: { ...process.env }, detached: true, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  await Promise.all([child.exited, new Response(child.stdout).arrayBuffer(), new Response(child.stderr).arrayBuffer()]);
+  try { child.stdin.end(); } catch {}
+};
 let next = 0;
 const cpu0 = process.cpuUsage();
 const t0 = performance.now();

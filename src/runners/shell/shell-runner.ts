@@ -13,7 +13,7 @@
  * TEXT_LIMIT bytes (the journal keeps the text; the file keeps everything).
  */
 
-import { spawn } from "node:child_process";
+import type { Subprocess } from "bun";
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { StageResult } from "../../sdk/types.ts";
@@ -35,41 +35,65 @@ export class ShellRunner implements Runner {
     let stopReason: "cancelled" | "timeout" | undefined;
     let cancelMessage = "";
 
-    const child = spawn("/bin/sh", ["-c", request.command ?? ""], {
-      cwd: request.cwd,
-      env: {
-        ...process.env,
-        ...request.env,
-        ATOMIC_RUN_ID: request.runId,
-        ATOMIC_STAGE: request.stageName,
-        ATOMIC_STAGE_KEY: request.stageKey,
-        ATOMIC_ATTEMPT: String(request.attempt),
-      },
-      detached: true,
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    const pid = child.pid;
-    if (pid !== undefined) trackGroup(pid);
-    child.stdin?.on("error", () => {}); // the stage may exit without reading its stdin
-    // Messages sent before the stage started: the first thing on its stdin, in order.
-    for (const m of request.initialMessages ?? []) child.stdin?.write(asLine(m.text));
+    // Bun.spawn rather than node:child_process: about half the CPU per stage (no stream wrappers, no per-variable env checks).
+    let child: Subprocess<"pipe", "pipe", "pipe"> | undefined;
+    let spawnError: Error | undefined;
     let exited = false;
-    child.on("exit", () => (exited = true));
+    let pid: number | undefined;
+    try {
+      child = Bun.spawn(["/bin/sh", "-c", request.command ?? ""], {
+        cwd: request.cwd,
+        env: {
+          ...process.env,
+          ...request.env,
+          ATOMIC_RUN_ID: request.runId,
+          ATOMIC_STAGE: request.stageName,
+          ATOMIC_STAGE_KEY: request.stageKey,
+          ATOMIC_ATTEMPT: String(request.attempt),
+        },
+        detached: true,
+        stdin: "pipe",
+        stdout: "pipe",
+        stderr: "pipe",
+        onExit: () => {
+          exited = true;
+          // Background children of the stage must not outlive it (nor hold its pipes open).
+          if (pid !== undefined) killGroup(pid, "SIGKILL");
+        },
+      });
+    } catch (err) {
+      spawnError = err instanceof Error ? err : new Error(String(err));
+    }
+    pid = child?.pid;
+    if (pid !== undefined) trackGroup(pid);
+    const writeStdin = (text: string) => {
+      try {
+        child?.stdin.write(text);
+        void Promise.resolve(child?.stdin.flush()).catch(() => {}); // the stage may exit without reading its stdin
+      } catch {
+        // likewise
+      }
+    };
+    // Messages sent before the stage started: the first thing on its stdin, in order.
+    for (const m of request.initialMessages ?? []) writeStdin(asLine(m.text));
 
     const chunks: Buffer[] = [];
     let captured = 0;
-    child.stdout?.on("data", (chunk: Buffer) => {
-      writeSync(outFd, chunk);
-      if (captured < TEXT_LIMIT) {
-        chunks.push(chunk);
-        captured += chunk.length;
+    const pump = async (stream: ReadableStream<Uint8Array>, fd: number, name: "stdout" | "stderr") => {
+      try {
+        for await (const bytes of stream) {
+          const chunk = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+          writeSync(fd, chunk);
+          if (name === "stdout" && captured < TEXT_LIMIT) {
+            chunks.push(chunk);
+            captured += chunk.length;
+          }
+          onEvent({ type: "output", stream: name, text: chunk.toString("utf8") });
+        }
+      } catch {
+        // the pipe broke: what was read is in the file
       }
-      onEvent({ type: "output", stream: "stdout", text: chunk.toString("utf8") });
-    });
-    child.stderr?.on("data", (chunk: Buffer) => {
-      writeSync(errFd, chunk);
-      onEvent({ type: "output", stream: "stderr", text: chunk.toString("utf8") });
-    });
+    };
 
     const stop = (reason: "cancelled" | "timeout", message: string) => {
       if (stopReason || pid === undefined) return;
@@ -90,6 +114,11 @@ export class ShellRunner implements Runner {
         settled = true;
         if (timer) clearTimeout(timer);
         if (pid !== undefined) untrackGroup(pid);
+        try {
+          void Promise.resolve(child?.stdin.end()).catch(() => {});
+        } catch {
+          // already closed
+        }
         closeSync(outFd);
         closeSync(errFd);
         const text = Buffer.concat(chunks).subarray(0, TEXT_LIMIT).toString("utf8");
@@ -110,13 +139,16 @@ export class ShellRunner implements Runner {
           });
         }
       };
-      child.on("error", (err) => finish(null, err));
-      // Background children of the stage must not outlive it (nor hold its pipes open).
-      child.on("exit", () => {
-        if (pid !== undefined) killGroup(pid, "SIGKILL");
+      if (!child) {
+        queueMicrotask(() => finish(null, spawnError));
+        return;
+      }
+      const proc = child;
+      // Like node's "close": the exit and the end of stdout and stderr, so every byte is in the files.
+      void Promise.all([proc.exited, pump(proc.stdout, outFd, "stdout"), pump(proc.stderr, errFd, "stderr")]).then(() => {
+        const signal = proc.signalCode;
+        finish(proc.exitCode ?? (typeof signal === "number" ? 128 + signal : signal ? 128 + signalNumber(signal) : null));
       });
-      // "close" waits for stdout/stderr to end, so every byte is in the files.
-      child.on("close", (code, signal) => finish(code ?? (signal ? 128 + signalNumber(signal) : null)));
     });
 
     onEvent({ type: "started", pid });
@@ -124,10 +156,10 @@ export class ShellRunner implements Runner {
     return {
       result,
       send: async (message: string, mode: DeliveryMode) => {
-        if (exited || !child.stdin || child.stdin.destroyed) throw new Error("the stage has ended");
+        if (exited || !child) throw new Error("the stage has ended");
         // A shell has no turns: steer and followUp both go to stdin; interrupt ends the current work first.
         if (mode === "interrupt" && pid !== undefined) killGroup(pid, "SIGINT");
-        child.stdin.write(asLine(message));
+        writeStdin(asLine(message));
       },
       interrupt: () => {
         if (pid !== undefined) killGroup(pid, "SIGINT");
