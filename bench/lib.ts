@@ -14,7 +14,7 @@
 
 import { Database } from "bun:sqlite";
 import type { Subprocess } from "bun";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RootRun } from "../src/engine/driver.ts";
@@ -24,8 +24,9 @@ import type { EngineObserver } from "../src/engine/observer.ts";
 import type { RunOutcome } from "../src/engine/run-execution.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
 import type { Durability, Journal } from "../src/journal/types.ts";
+import { ROOT, atomicBin as buildAtomicBin } from "../scripts/binary.ts";
 
-export const ROOT = join(import.meta.dir, "..");
+export { ROOT };
 export const BUN = join(ROOT, "node_modules", ".bin", "bun");
 export const WORKFLOWS = join(ROOT, "bench", "workflows");
 
@@ -336,28 +337,9 @@ export function expectStatus(run: EngineRun, status: string): void {
 
 // ---------------------------------------------------------------- the binary
 
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
-let binary: string | undefined;
-
 /** dist/atomic, built first when missing or older than the sources (ATOMIC_BIN overrides). */
 export function atomicBin(): string {
-  if (binary) return binary;
-  const bin = process.env.ATOMIC_BIN ?? join(ROOT, "dist", "atomic");
-  if (!process.env.ATOMIC_BIN && (!existsSync(bin) || statSync(bin).mtimeMs < newestSource(join(ROOT, "src")))) {
-    process.stdout.write("  (building dist/atomic: it is missing or older than src/)\n");
-    const r = Bun.spawnSync([BUN, join(ROOT, "scripts", "build.ts"), bin], { stdout: "pipe", stderr: "pipe" });
-    if (r.exitCode !== 0) throw new Error(`build failed: ${r.stderr.toString()}`);
-  }
-  binary = bin;
-  return bin;
+  return buildAtomicBin(() => process.stdout.write("  (building dist/atomic: it is missing or older than src/)\n"));
 }
 
 /** The environment a benchmark gives the binary: its own home, no colours, no NODE_ENV from bun. */

@@ -9,34 +9,15 @@
  * so no process outlives a test.
  */
 
-import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
+import { mkdirSync } from "node:fs";
+import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { adoptTempDir } from "./temp.ts";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 
-export const ROOT = join(import.meta.dir, "..", "..");
+export { ROOT };
 export const BUN = process.execPath;
-let built: string | undefined;
-
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : statSync(path).mtimeMs);
-  }
-  return newest;
-}
-
-export function atomicBin(): string {
-  if (built) return built;
-  const bin = process.env.ATOMIC_BIN ?? join(ROOT, "dist", "atomic");
-  if (!process.env.ATOMIC_BIN && (!existsSync(bin) || statSync(bin).mtimeMs < newestSource(join(ROOT, "src")))) {
-    const r = Bun.spawnSync([BUN, join(ROOT, "scripts", "build.ts"), bin], { stdout: "pipe", stderr: "pipe" });
-    if (r.exitCode !== 0) throw new Error(`build failed: ${r.stderr.toString()}`);
-  }
-  built = bin;
-  return bin;
-}
+export { atomicBin };
 
 export interface RunResult {
   code: number;
