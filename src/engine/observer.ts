@@ -70,16 +70,3 @@ export type EngineEvent =
     };
 
 export type EngineObserver = (event: EngineEvent) => void;
-
-export function combineObservers(...observers: (EngineObserver | undefined)[]): EngineObserver {
-  const list = observers.filter((o): o is EngineObserver => o !== undefined);
-  return (event) => {
-    for (const o of list) {
-      try {
-        o(event);
-      } catch {
-        // a broken view must not break the run
-      }
-    }
-  };
-}

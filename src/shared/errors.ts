@@ -184,13 +184,6 @@ export function errorInfo(value: unknown): ErrorInfo {
   return { name: err.name, code, message: err.message };
 }
 
-/** Rebuild a journaled error so replay raises what the first run raised. */
-export function errorFromInfo(info: ErrorInfo): AtomicError {
-  const err = new AtomicError(info.code, info.message, "terminal", { hint: info.hint });
-  err.name = info.name;
-  return err;
-}
-
 export function isInfraCode(code: string): code is InfraCode {
   return (INFRA_CODES as readonly string[]).includes(code);
 }
