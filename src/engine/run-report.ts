@@ -6,6 +6,7 @@
  * directory) for timelines, and a stage's usage when its runner reported one.
  */
 
+import { stageLogPath } from "../runners/stage-logs.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
@@ -177,8 +178,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const list = [...steps.values()];
   for (const step of list) {
     if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
-      step.outputPath = `${step.artifactDir}/stdout.log`;
-      step.errorPath = `${step.artifactDir}/stderr.log`;
+      step.outputPath = stageLogPath(step.artifactDir, "stdout");
+      step.errorPath = stageLogPath(step.artifactDir, "stderr");
     }
   }
   const depth = opts.depth ?? 3;

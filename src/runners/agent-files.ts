@@ -4,95 +4,119 @@
  * - `events.jsonl`: the raw event stream, one record per line, written
  *   BEFORE it is parsed (a parser bug never loses what the agent said);
  * - `transcript.md`: a readable transcript (prompt, assistant text, tool
- *   calls and results, messages received, the outcome);
- * - `stdout.log`: a symlink to transcript.md, so `atomic logs`, `--follow`
- *   and the status page read agent stages like shell stages;
- * - `stderr.log`: the agent's stderr and the runner's diagnostics.
+ *   calls and results, messages received, the outcome); `atomic logs`,
+ *   `--follow` and the status page read it as the stage's stdout
+ *   (stage-logs.ts);
+ * - `stderr.log`: the agent's stderr and the runner's diagnostics, created
+ *   only when there is any (most agent stages have none).
  *
  * Writes are buffered (flushed at 16 KiB and every 200 ms) so a stage
  * streaming tens of thousands of deltas costs a few hundred syscalls and a
- * bounded amount of memory; `close()` flushes everything. The directory and
- * files are created in the background (off the first request's critical
- * path: creating four files costs about as much as two model turns against
- * a local server, several on a busy disk); what is written meanwhile waits
- * in the buffer. The files are plain descriptors, written and closed
- * synchronously (a small write or a close costs less than a hop through
- * the thread pool, and a stage's end then waits on none).
+ * bounded amount of memory; `close()` writes the rest and closes. The
+ * directory and files are created, and first written, in the background,
+ * on the thread pool: creating a file and its first write cost 30 to 600 µs
+ * of kernel time on this disk (its journal), as much as several model turns
+ * against a local server, and are better spent while the stage waits on the
+ * network. What is written meanwhile waits in the buffer.
  */
 
-import { closeSync, open, writeSync } from "node:fs";
-import { mkdir, symlink } from "node:fs/promises";
+import { closeSync, open, write as writeAsync, writeSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { EVENTS_LOG, STDERR_LOG, TRANSCRIPT } from "./stage-logs.ts";
 
 const FLUSH_BYTES = 16 * 1024;
 const FLUSH_MS = 200;
 
 class BufferedFile {
   private fd: number | undefined;
-  private readonly ready: Promise<void>;
+  private ready: Promise<void> | undefined;
   private closed = false;
   private pending: string[] = [];
   private size = 0;
+  /** The write in flight on the thread pool (one at a time, so they land in order). */
+  private writing: Promise<void> | undefined;
+  /** A first write was started (it is the slow one: started as soon as there is anything to write). */
+  private started = false;
+  /** `lazy`: the file is created on the first write only. */
   constructor(
     readonly path: string,
-    dirReady: Promise<unknown>,
+    private readonly dirReady: Promise<unknown>,
+    lazy = false,
   ) {
-    this.ready = dirReady.then(
+    if (!lazy) this.open();
+  }
+
+  private open(): void {
+    this.ready = this.dirReady.then(
       () =>
         new Promise<void>((resolve) => {
-          open(path, "w", (err, fd) => {
+          open(this.path, "w", (err, fd) => {
             // an error (no artifact directory): the stage still runs; its result carries the text
             if (!err) this.fd = fd;
             resolve();
+            // The first write to a new file is the slow one (the filesystem's journal): done now, off the stage's end.
+            this.flush();
           });
         }),
       () => {},
     );
   }
+
   write(text: string): void {
     if (this.closed || text.length === 0) return;
+    if (!this.ready) this.open();
     this.pending.push(text);
     this.size += text.length;
-    if (this.size >= FLUSH_BYTES) this.flush();
+    if (this.size >= FLUSH_BYTES || !this.started) this.flush();
   }
+
+  /** Starts writing what is buffered, on the thread pool (nothing to do while a write is in flight: it flushes again). */
   flush(): void {
-    if (this.fd === undefined || this.size === 0) return;
+    const fd = this.fd;
+    if (fd === undefined || this.size === 0 || this.writing || this.closed) return;
     const text = this.pending.join("");
     this.pending = [];
     this.size = 0;
-    try {
-      writeSync(this.fd, text);
-    } catch {
-      // a full disk must not take the stage down; the result still carries the text
-    }
+    this.started = true;
+    this.writing = new Promise((resolve) => {
+      writeAsync(fd, text, () => {
+        // an error (a full disk) must not take the stage down; the result still carries the text
+        this.writing = undefined;
+        resolve();
+        if (this.size >= FLUSH_BYTES) this.flush();
+      });
+    });
   }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.ready;
-    this.flush();
+    await this.writing;
     const fd = this.fd;
     this.fd = undefined;
-    if (fd !== undefined) {
-      try {
-        closeSync(fd);
-      } catch {
-        // nothing left to lose: everything was written
-      }
+    if (fd === undefined) return;
+    try {
+      if (this.size > 0) writeSync(fd, this.pending.join(""));
+      closeSync(fd);
+    } catch {
+      // a full disk: what could be written is; the result still carries the text
     }
+    this.pending = [];
+    this.size = 0;
   }
 }
 
 export class AgentFiles {
   readonly transcriptPath: string;
   readonly eventsPath: string;
+  /** Where stderr goes; the file exists only once something was written to it. */
   readonly errorPath: string;
   private readonly transcript: BufferedFile;
   private readonly events: BufferedFile;
   private readonly stderr: BufferedFile;
   private readonly timer: ReturnType<typeof setInterval>;
-  /** The stdout.log link (made alongside the files, awaited by close). */
-  private readonly linked: Promise<unknown>;
   private closing: Promise<void> | undefined;
   /** True while the transcript's last write was streamed text (a heading starts on a new line). */
   private midText = false;
@@ -100,18 +124,13 @@ export class AgentFiles {
   readonly dirReady: Promise<unknown>;
 
   constructor(artifactDir: string) {
-    this.transcriptPath = join(artifactDir, "transcript.md");
-    this.eventsPath = join(artifactDir, "events.jsonl");
-    this.errorPath = join(artifactDir, "stderr.log");
+    this.transcriptPath = join(artifactDir, TRANSCRIPT);
+    this.eventsPath = join(artifactDir, EVENTS_LOG);
+    this.errorPath = join(artifactDir, STDERR_LOG);
     this.dirReady = mkdir(artifactDir, { recursive: true });
-    this.linked = this.dirReady.then(
-      // an existing link (an earlier attempt in the same directory) is harmless
-      () => symlink("transcript.md", join(artifactDir, "stdout.log")).catch(() => {}),
-      () => {},
-    );
     this.transcript = new BufferedFile(this.transcriptPath, this.dirReady);
     this.events = new BufferedFile(this.eventsPath, this.dirReady);
-    this.stderr = new BufferedFile(this.errorPath, this.dirReady);
+    this.stderr = new BufferedFile(this.errorPath, this.dirReady, true);
     this.timer = setInterval(() => this.flush(), FLUSH_MS);
     this.timer.unref?.();
   }
@@ -156,7 +175,7 @@ export class AgentFiles {
   close(): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.timer);
-      await Promise.all([this.transcript.close(), this.events.close(), this.stderr.close(), this.linked]);
+      await Promise.all([this.transcript.close(), this.events.close(), this.stderr.close()]);
     })();
     return this.closing;
   }

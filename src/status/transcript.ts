@@ -7,6 +7,7 @@
  * between two reads.
  */
 
+import { stageLogPath } from "../runners/stage-logs.ts";
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { StepReport } from "../engine/run-report.ts";
@@ -59,7 +60,7 @@ export function readTranscript(
   const latest = attempt === step.attempts;
   const stillWriting = live && latest && step.status === "running";
   const read = (stream: "stdout" | "stderr", offset: number): OutputChunk =>
-    dir ? readChunk(join(dir, `${stream}.log`), offset, MAX_CHUNK, !stillWriting) : emptyChunk(offset);
+    dir ? readChunk(stageLogPath(dir, stream), offset, MAX_CHUNK, !stillWriting) : emptyChunk(offset);
   return {
     runId,
     position: step.position,

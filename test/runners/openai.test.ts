@@ -8,8 +8,9 @@
  * cancel. The runner runs in this process, as a worker runs it.
  */
 
+import { stageLogPath } from "../../src/runners/stage-logs.ts";
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { OpenAIRunner } from "../../src/runners/openai/openai-runner.ts";
 import { parseRetryAfter, retryDelay, ProviderError } from "../../src/runners/openai/provider-errors.ts";
@@ -75,10 +76,11 @@ describe("streaming and usage", () => {
     // the request asked for streamed usage, with the key
     expect(server.requests[0]!.body.stream_options?.include_usage).toBe(true);
     expect(server.requests[0]!.headers.get("authorization")).toBe("Bearer sk-test");
-    // transcript, raw event log (before parsing), stdout.log pointing at the transcript
+    // transcript, raw event log (before parsing); the transcript is what readers take for stdout; no stderr.log without diagnostics
     expect(readFileSync(r.transcriptPath!, "utf8")).toContain("Hello world");
     expect(readFileSync(r.eventsPath!, "utf8")).toContain('"content":"Hel"');
-    expect(readlinkSync(join(req0Dir(r), "stdout.log"))).toBe("transcript.md");
+    expect(stageLogPath(req0Dir(r), "stdout")).toBe(r.transcriptPath!);
+    expect(existsSync(r.errorPath!)).toBe(false);
   });
 
   test("OpenRouter cost is used as reported; a price table prices others exactly", async () => {
@@ -210,6 +212,26 @@ describe("retries and provider errors", () => {
     expect(r.text).toBe("finally");
     expect(server.requests.length).toBe(5);
     expect(readFileSync(r.errorPath!, "utf8")).toMatch(/retry 1 .*provider_rate_limit[\s\S]*provider_unavailable[\s\S]*provider_bad_response[\s\S]*provider_bad_response/);
+  });
+
+  test("a request past its timeout is aborted and retried; the retry's reply is used", async () => {
+    const never = new Promise(() => {});
+    server.setScript(inOrder({ ...text("late"), hold: never }, text("in time")));
+    const r = await run(request({}, { requestTimeoutMs: 150 })).result;
+    expect(r.status).toBe("completed");
+    expect(r.text).toBe("in time");
+    expect(server.requests.length).toBe(2);
+    await waitUntil(() => server.requests[0]!.aborted);
+    expect(readFileSync(r.errorPath!, "utf8")).toMatch(/retry 1 .*provider_unavailable.*timed out/);
+  });
+
+  test("a request that keeps timing out fails the stage as unavailable, naming the timeout", async () => {
+    server.setScript(inOrder({ ...text("late"), hold: new Promise(() => {}) }));
+    const r = await run(request({}, { requestTimeoutMs: 100, maxRetries: 1 })).result;
+    expect(r.status).toBe("failed");
+    expect(r.error).toMatchObject({ code: "provider_unavailable" });
+    expect(r.error!.message).toContain("timed out");
+    expect(server.requests.length).toBe(2);
   });
 
   test("retries are bounded: a server that keeps failing fails the stage as unavailable", async () => {

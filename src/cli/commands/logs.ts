@@ -7,6 +7,7 @@
  * keeps reading new lines (and new stages) until the run stops.
  */
 
+import { stageLogPath } from "../../runners/stage-logs.ts";
 import { defineCommand } from "citty";
 import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
 import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
@@ -79,8 +80,8 @@ export default defineCommand({
       matchedOnce ||= stages.length > 0;
       for (const st of stages) {
         if (!st.artifactDir) continue;
-        for (const stream of args.stderr ? ["stdout", "stderr"] : ["stdout"]) {
-          const path = `${st.artifactDir}/${stream}.log`;
+        for (const stream of args.stderr ? (["stdout", "stderr"] as const) : (["stdout"] as const)) {
+          const path = stageLogPath(st.artifactDir, stream);
           if (!tails.has(path)) tails.set(path, { label: st.path, stream, tail: new FileTail(path) });
         }
       }

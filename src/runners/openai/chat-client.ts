@@ -77,49 +77,48 @@ export function requestJson(model: string, messagesJson: string, toolsJson: stri
 let generated = 0;
 /** Decodes whole lines only (never `stream: true`): stateless, so one serves every call. */
 const decoder = new TextDecoder();
+/** The abort reason of a call that ran past the request timeout (told apart from the caller's aborts). */
+const TIMED_OUT = Object.freeze({ name: "TimeoutError", message: "timed out" });
 
-export async function streamChat(endpoint: ChatEndpoint, body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
-  const url = `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`;
-  const headers: Record<string, string> = { "content-type": "application/json", accept: "text/event-stream" };
-  if (endpoint.apiKey) headers.authorization = `Bearer ${endpoint.apiKey}`;
-  // One controller for the caller's signal and the request timeout (cheaper than AbortSignal.any + timeout per call).
-  const ctl = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    ctl.abort(Object.assign(new Error("timed out"), { name: "TimeoutError" }));
-  }, endpoint.requestTimeoutMs);
-  const onAbort = () => ctl.abort(signal.reason);
-  if (signal.aborted) onAbort();
-  else signal.addEventListener("abort", onAbort, { once: true });
-  try {
-    return await readReply(url, headers, body, ctl.signal, signal, h, () => timedOut);
-  } finally {
-    clearTimeout(timer);
-    signal.removeEventListener("abort", onAbort);
+/**
+ * The calls of one stage to one endpoint: the URL and headers are worked
+ * out once. A call's AbortController belongs to that call alone (see
+ * `callWithRetries`): its owner aborts it to interrupt the call, and the
+ * request timeout aborts it too (with a reason of its own), so nothing has
+ * to be linked to anything per call.
+ */
+export class ChatClient {
+  readonly url: string;
+  private readonly headers: Record<string, string>;
+
+  constructor(private readonly endpoint: ChatEndpoint) {
+    this.url = `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`;
+    this.headers = { "content-type": "application/json", accept: "text/event-stream" };
+    if (endpoint.apiKey) this.headers.authorization = `Bearer ${endpoint.apiKey}`;
+  }
+
+  async stream(body: ChatRequest, ctl: AbortController, h: StreamHandlers): Promise<ChatTurn> {
+    const timer = setTimeout(() => ctl.abort(TIMED_OUT), this.endpoint.requestTimeoutMs);
+    try {
+      return await readReply(this.url, this.headers, body, ctl.signal, h);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 
-async function readReply(
-  url: string,
-  headers: Record<string, string>,
-  body: ChatRequest,
-  both: AbortSignal,
-  signal: AbortSignal,
-  h: StreamHandlers,
-  timedOut: () => boolean,
-): Promise<ChatTurn> {
+/** The error to throw when the call's signal was aborted: the caller's reason, or a retryable timeout. */
+function abortError(signal: AbortSignal, url: string, err: unknown): unknown {
+  if (signal.reason === TIMED_OUT) return networkError(TIMED_OUT, url);
+  return signal.reason ?? err;
+}
+
+async function readReply(url: string, headers: Record<string, string>, body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
   let res: Response;
   try {
-    res = await fetch(url, {
-      method: "POST",
-      headers,
-      body: body.json,
-      signal: both,
-    });
+    res = await fetch(url, { method: "POST", headers, body: body.json, signal });
   } catch (err) {
-    if (signal.aborted) throw signal.reason ?? err;
-    throw networkError(timedOut() ? Object.assign(new Error("timed out"), { name: "TimeoutError" }) : err, url);
+    throw signal.aborted ? abortError(signal, url, err) : networkError(err, url);
   }
   if (!res.ok) {
     const text = await res.text().catch(() => "");
@@ -129,8 +128,8 @@ async function readReply(
   if (!stream) throw new ProviderError("provider_bad_response", "the provider sent an empty response");
 
   const turn: ChatTurn = { content: "", toolCalls: [], finishReason: null };
-  const byIndex = new Map<number, ToolCall>();
-  const generatedIds = new Set<string>();
+  /** Made on the first tool-call fragment (most replies have none). */
+  let toolCalls: ToolCallFolder | undefined;
   let done = false;
   const onPayload = (payload: string) => {
     if (done) return;
@@ -157,28 +156,9 @@ async function readReply(
         turn.content += delta.content;
         h.onText?.(delta.content);
       }
-      for (const tc of delta?.tool_calls ?? []) {
-        const index = typeof tc.index === "number" ? tc.index : 0;
-        let call = byIndex.get(index);
-        const startsNew =
-          !call ||
-          // every call at index 0, told apart by their ids
-          (tc.id !== undefined && tc.id !== "" && tc.id !== call.id && !generatedIds.has(call.id)) ||
-          // no ids at all: a new name after complete arguments is a new call
-          (tc.function?.name !== undefined && tc.function.name !== "" && call.name !== "" && isCompleteJson(call.arguments));
-        if (startsNew || !call) {
-          const id = tc.id || `call_gen_${++generated}`;
-          if (!tc.id) generatedIds.add(id);
-          call = { id, name: "", arguments: "" };
-          byIndex.set(index, call);
-          turn.toolCalls.push(call);
-        } else if (tc.id && generatedIds.has(call.id)) {
-          // the id came after the first fragment: adopt it
-          generatedIds.delete(call.id);
-          call.id = tc.id;
-        }
-        if (tc.function?.name) call.name += tc.function.name;
-        if (tc.function?.arguments) call.arguments += tc.function.arguments;
+      if (delta?.tool_calls) {
+        toolCalls ??= new ToolCallFolder(turn.toolCalls);
+        for (const tc of delta.tool_calls) toolCalls.add(tc);
       }
       if (choice.finish_reason) turn.finishReason = choice.finish_reason;
     }
@@ -205,8 +185,7 @@ async function readReply(
       try {
         chunk = await reader.read();
       } catch (err) {
-        if (signal.aborted) throw signal.reason ?? err;
-        if (timedOut()) throw networkError(Object.assign(new Error("timed out"), { name: "TimeoutError" }), url);
+        if (signal.aborted) throw abortError(signal, url, err);
         throw new ProviderError("provider_bad_response", `the provider's stream broke off (${(err as Error).message ?? err})`);
       }
       if (chunk.done) {
@@ -262,15 +241,26 @@ export interface RetryOptions {
   onRetry?(err: ProviderError, attempt: number, delayMs: number): void;
 }
 
-export async function callWithRetries<T>(fn: () => Promise<T>, signal: AbortSignal, opts: RetryOptions): Promise<T> {
+/**
+ * Runs `call` until it succeeds, a fresh AbortController per attempt
+ * (handed to `onAttempt` first, so the owner can abort whichever attempt
+ * is current, the waits between attempts included). An attempt aborted by
+ * its owner is never retried; one that timed out is (provider_unavailable).
+ */
+export async function callWithRetries<T>(call: (ctl: AbortController) => Promise<T>, opts: RetryOptions & { onAttempt(ctl: AbortController): void }): Promise<T> {
+  let ctl = new AbortController();
+  opts.onAttempt(ctl);
   for (let attempt = 1; ; attempt++) {
     try {
-      return await fn();
+      return await call(ctl);
     } catch (err) {
-      if (signal.aborted || !(err instanceof ProviderError) || !err.retryable || attempt > opts.maxRetries) throw err;
+      const ownerAborted = ctl.signal.aborted && ctl.signal.reason !== TIMED_OUT;
+      if (ownerAborted || !(err instanceof ProviderError) || !err.retryable || attempt > opts.maxRetries) throw err;
       const delay = retryDelay(attempt, err, opts.maxBackoffMs);
       opts.onRetry?.(err, attempt, delay);
-      await abortableSleep(delay, signal);
+      ctl = new AbortController();
+      opts.onAttempt(ctl);
+      await abortableSleep(delay, ctl.signal);
     }
   }
 }
@@ -288,6 +278,38 @@ function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
     };
     signal.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** Folds tool-call fragments into whole calls (appended to `calls` as each one starts). */
+class ToolCallFolder {
+  private readonly byIndex = new Map<number, ToolCall>();
+  /** Ids made up here for calls the server sent without one. */
+  private readonly generatedIds = new Set<string>();
+  constructor(private readonly calls: ToolCall[]) {}
+
+  add(tc: ToolCallDelta): void {
+    const index = typeof tc.index === "number" ? tc.index : 0;
+    let call = this.byIndex.get(index);
+    const startsNew =
+      !call ||
+      // every call at index 0, told apart by their ids
+      (tc.id !== undefined && tc.id !== "" && tc.id !== call.id && !this.generatedIds.has(call.id)) ||
+      // no ids at all: a new name after complete arguments is a new call
+      (tc.function?.name !== undefined && tc.function.name !== "" && call.name !== "" && isCompleteJson(call.arguments));
+    if (startsNew || !call) {
+      const id = tc.id || `call_gen_${++generated}`;
+      if (!tc.id) this.generatedIds.add(id);
+      call = { id, name: "", arguments: "" };
+      this.byIndex.set(index, call);
+      this.calls.push(call);
+    } else if (tc.id && this.generatedIds.has(call.id)) {
+      // the id came after the first fragment: adopt it
+      this.generatedIds.delete(call.id);
+      call.id = tc.id;
+    }
+    if (tc.function?.name) call.name += tc.function.name;
+    if (tc.function?.arguments) call.arguments += tc.function.arguments;
+  }
 }
 
 interface ChunkShape {

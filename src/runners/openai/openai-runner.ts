@@ -33,7 +33,7 @@ import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { validateJson, type JsonSchema } from "../json-schema.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
-import { callWithRetries, requestJson, streamChat, type ChatEndpoint, type ChatTurn } from "./chat-client.ts";
+import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
 import { ProviderError, oneLine } from "./provider-errors.ts";
 import { ToolBox, enabledTools, type ToolName } from "./tools.ts";
 import { DEFAULT_OPENAI_BASE_URL } from "../../shared/config.ts";
@@ -189,11 +189,11 @@ class AgentLoop {
     } catch (err) {
       return this.result("failed", "bad_tools", (err as Error).message);
     }
-    const endpoint: ChatEndpoint = {
+    const client = new ChatClient({
       baseUrl: agent.baseUrl ?? DEFAULT_OPENAI_BASE_URL,
       apiKey: process.env.OPENAI_API_KEY || undefined,
       requestTimeoutMs: agent.requestTimeoutMs ?? 300_000,
-    };
+    });
     const maxTurns = agent.maxTurns ?? DEFAULT_MAX_TURNS;
     const system = agent.system ?? defaultSystem(req.cwd, toolNames, this.schema !== undefined);
     this.messages.push({ role: "system", content: system });
@@ -221,36 +221,29 @@ class AgentLoop {
       const toolsJson = wrapping ? (wrapToolsJson ??= this.toolsJson([])) : (toolsJsonAll ??= this.toolsJson(toolBox.specs()));
       const messagesJson = this.messages.toJson();
       const body = { model: req.model, json: requestJson(req.model, messagesJson, toolsJson) };
-      // One controller per turn: interrupt, wrap-up and stop all abort it (stop() aborts the current one).
-      const ac = new AbortController();
-      this.turnAbort = ac;
-      if (this.stopKind) ac.abort(this.stopKind);
-      const signal = ac.signal;
+      // One controller per attempt of the call (callWithRetries makes them): interrupt, wrap-up
+      // and stop abort the current one; the last one also stands for the turn's tools.
+      let ac: AbortController | undefined;
       let turn: ChatTurn;
       this.files.section("Assistant");
       try {
-        turn = await callWithRetries(
-          () =>
-            streamChat(endpoint, body, signal, {
-              onRaw: (payload) => this.files.raw(payload),
-              onText: (delta) => {
-                this.files.text(delta);
-                this.onEvent({ type: "text_delta", text: delta });
-              },
-            }),
-          signal,
-          {
-            maxRetries: agent.maxRetries ?? 4,
-            maxBackoffMs: agent.maxBackoffMs ?? 30_000,
-            onRetry: (err, attempt, delay) => {
-              this.files.diag(`retry ${attempt} in ${delay} ms after ${err.code}: ${err.message}`);
-              this.files.section(`(retrying: ${err.message})`);
-            },
+        turn = await callWithRetries((ctl) => client.stream(body, ctl, this.streamHandlers), {
+          maxRetries: agent.maxRetries ?? 4,
+          maxBackoffMs: agent.maxBackoffMs ?? 30_000,
+          onAttempt: (ctl) => {
+            ac = ctl;
+            this.turnAbort = ctl;
+            if (this.stopKind) ctl.abort(this.stopKind);
           },
-        );
+          onRetry: (err, attempt, delay) => {
+            this.files.diag(`retry ${attempt} in ${delay} ms after ${err.code}: ${err.message}`);
+            this.files.section(`(retrying: ${err.message})`);
+          },
+        });
       } catch (err) {
         if (this.stopKind) return this.stopped();
-        if (ac.signal.aborted) {
+        // Aborted by interrupt or wrap-up (a string reason; a timeout's is not, and it was retried).
+        if (ac?.signal.aborted && typeof ac.signal.reason === "string") {
           this.files.section(`(turn ${ac.signal.reason === "wrap_up" ? "ended for the wrap-up" : "interrupted"})`);
           continue;
         }
@@ -258,6 +251,8 @@ class AgentLoop {
       } finally {
         this.turnAbort = undefined;
       }
+      const last = ac!; // onAttempt runs before the first call
+      const signal = last.signal;
       this.countUsage(turn, messagesJson);
       const assistant: ChatMessage = { role: "assistant", content: turn.content || null };
       if (turn.toolCalls.length) {
@@ -268,10 +263,10 @@ class AgentLoop {
 
       if (turn.toolCalls.length > 0) {
         const answered = new Set<string>();
-        this.turnAbort = ac;
+        this.turnAbort = last;
         try {
           for (const call of turn.toolCalls) {
-            if (ac.signal.aborted || this.stopKind) break;
+            if (signal.aborted || this.stopKind) break;
             let output: string;
             let ok: boolean;
             if (call.name === STRUCTURED_TOOL && this.schema) {
@@ -281,7 +276,7 @@ class AgentLoop {
             } else {
               this.onEvent({ type: "tool_start", name: call.name, id: call.id });
               ({ ok, output } = await toolBox.run(call.name, call.arguments, signal));
-              if (ac.signal.aborted || this.stopKind) break; // interrupted mid-tool: this call is unfinished
+              if (signal.aborted || this.stopKind) break; // interrupted mid-tool: this call is unfinished
               this.onEvent({ type: "tool_end", name: call.name, id: call.id, ok });
             }
             this.files.tool(call.name, call.arguments, output, ok);
@@ -326,6 +321,15 @@ class AgentLoop {
   }
 
   private lastIssues: string[] = [];
+
+  /** What a streamed reply feeds as it arrives (one object for every call). */
+  private readonly streamHandlers = {
+    onRaw: (payload: string) => this.files.raw(payload),
+    onText: (delta: string) => {
+      this.files.text(delta);
+      this.onEvent({ type: "text_delta", text: delta });
+    },
+  };
 
   private inject(queue: string[], mode: DeliveryMode): void {
     while (queue.length) {

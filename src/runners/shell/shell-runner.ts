@@ -13,6 +13,7 @@
  * TEXT_LIMIT bytes (the journal keeps the text; the file keeps everything).
  */
 
+import { STDERR_LOG, STDOUT_LOG } from "../stage-logs.ts";
 import type { Subprocess } from "bun";
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
@@ -28,8 +29,8 @@ export class ShellRunner implements Runner {
 
   start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle {
     mkdirSync(request.artifactDir, { recursive: true });
-    const outputPath = join(request.artifactDir, "stdout.log");
-    const errorPath = join(request.artifactDir, "stderr.log");
+    const outputPath = join(request.artifactDir, STDOUT_LOG);
+    const errorPath = join(request.artifactDir, STDERR_LOG);
     const outFd = openSync(outputPath, "w");
     const errFd = openSync(errorPath, "w");
     let stopReason: "cancelled" | "timeout" | undefined;
