@@ -6,6 +6,7 @@
  */
 
 import * as v from "valibot";
+import { compileCheck, type Check } from "./fast-check.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
 export const POOL_PROTOCOL_VERSION = 1;
@@ -97,8 +98,18 @@ export const DeliveryModeSchema = v.picklist(["steer", "followUp", "interrupt"])
 
 export const WorkRefSchema = v.object({ workId: v.string(), generation: v.number(), epoch: v.number() });
 
-/** Parse an incoming message; undefined (and a log line) for anything malformed. */
+const fastChecks = new WeakMap<v.GenericSchema, Check>();
+
+/**
+ * Parse an incoming message; undefined (and a log line) for anything
+ * malformed. A message valibot would return unchanged passes a compiled
+ * check (fast-check.ts) and is used as it came; anything else goes through
+ * `v.safeParse`.
+ */
 export function parseMessage<T>(schema: v.GenericSchema<unknown, T>, raw: unknown, from: string): T | undefined {
+  let check = fastChecks.get(schema);
+  if (!check) fastChecks.set(schema, (check = compileCheck(schema)));
+  if (check(raw)) return raw as T;
   const parsed = v.safeParse(schema, raw);
   if (parsed.success) return parsed.output;
   const issue = parsed.issues[0];
