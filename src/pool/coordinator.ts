@@ -31,7 +31,7 @@ import type { StageResult } from "../sdk/types.ts";
 import { killGroup } from "../runners/shell/process-groups.ts";
 import { EventBatcher } from "./event-batcher.ts";
 import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/common.ts";
-import { FromWorkerSchema, type FromWorker } from "./protocol/coordinator-worker.ts";
+import { FromWorkerSchema, type FromWorker, type Receipt } from "./protocol/coordinator-worker.ts";
 import {
   CoordinatorConfigSchema,
   ToCoordinatorSchema,
@@ -235,14 +235,12 @@ class Coordinator {
       trace("committed", fence.id);
       if (next) trace("claim", next.id, claimAt);
       const owned = receipt.status === "committed" && slot.owns(msg.ref);
-      if (owned) {
-        slot.finish();
-        // The next stage first: it is what keeps the worker busy.
-        if (next) await this.give(slot, next);
-      } else if (next) {
-        await this.give(slot, next); // not ours to run after all (the slot moved on meanwhile): settled or handed back
-      }
-      slot.send({ type: "receipt", opId: msg.opId, status: receipt.status });
+      const answer = { opId: msg.opId, status: receipt.status };
+      if (owned) slot.finish();
+      // The next stage first, with the receipt riding on it: it is what keeps the worker busy. Not
+      // ours to run after all (the slot moved on meanwhile): settled or handed back by give().
+      const carried = next ? await this.give(slot, next, answer) : false;
+      if (!carried) slot.send({ type: "receipt", ...answer });
       if (receipt.status !== "committed") {
         this.log(
           `refused ${receipt.status === "stale" ? "a stale" : "a conflicting"} commit from worker ${slot.id} for work ${fence.id} ` +
@@ -370,12 +368,16 @@ class Coordinator {
     }
   }
 
-  /** Starts a claimed item on `slot`; one cancelled meanwhile is settled, and one whose worker went away is handed back. */
-  private async give(slot: WorkerSlot, item: WorkItem): Promise<void> {
+  /**
+   * Starts a claimed item on `slot` (the start message carries `receipt`
+   * when given); one cancelled meanwhile is settled, and one whose worker
+   * went away is handed back. True when the start message was sent.
+   */
+  private async give(slot: WorkerSlot, item: WorkItem, receipt?: Receipt): Promise<boolean> {
     trace("claimed", item.id);
     if (this.cancelled.delete(item.id)) {
       await this.settleCancelled(slot.id, item);
-      return;
+      return false;
     }
     if (slot.state !== "idle") {
       // The worker went away while the claim was in flight: its item moves on to the next generation.
@@ -385,10 +387,12 @@ class Coordinator {
         { name: "WorkerLost", code: "worker_lost", message: `worker ${slot.id} went away as it was given the item` },
       );
       void this.dispatch();
-      return;
+      return false;
     }
     slot.assign(item, Date.now(), this.stall.stalledMs);
-    slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request: item.descriptor as StageRequest });
+    const request = item.descriptor as StageRequest;
+    slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request, ...(receipt ? { receipt } : {}) });
+    return true;
   }
 
   private async settleCancelled(workerId: string, item: WorkItem): Promise<void> {

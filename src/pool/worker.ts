@@ -36,6 +36,13 @@ interface Running {
 }
 
 const RECEIPT_TIMEOUT_MS = 2_000;
+/**
+ * How long a stage runs before its process group is reported (`started`).
+ * One that ends sooner, most short stages, needs no report: its commit says
+ * it is over. Should this worker die within that window, the coordinator
+ * still finds the stage by its ATOMIC_WORKER_ID (reap.ts).
+ */
+const STARTED_REPORT_MS = 25;
 
 export async function workerMain(argv: string[]): Promise<void> {
   const workerId = argv[0] ?? `w-${process.pid}`;
@@ -84,13 +91,14 @@ export async function workerMain(argv: string[]): Promise<void> {
     const request = msg.request as StageRequest;
     const batcher = new EventBatcher<RunnerEvent>(250, (events) => send({ type: "events", ref, events }));
     let handle: RunnerHandle;
+    let report: ReturnType<typeof setTimeout> | undefined;
     try {
       handle = getRunner(request.runner).start(request, (event) => {
         if (event.type === "started") {
           trace("spawned", ref.workId);
-          send({ type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) });
-        }
-        else batcher.push(event);
+          const started: FromWorker = { type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) };
+          report = setTimeout(() => send(started), STARTED_REPORT_MS);
+        } else batcher.push(event);
       });
     } catch (err) {
       const result: StageResult = {
@@ -106,6 +114,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     running = { ref, handle, batcher };
     void handle.result.then(async (result) => {
       trace("exited", ref.workId);
+      clearTimeout(report);
       batcher.flush();
       // Free before committing: the coordinator may hand us the next item in the same breath as the receipt.
       if (running?.ref === ref) running = undefined;
@@ -126,6 +135,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     if (!msg) return;
     switch (msg.type) {
       case "start":
+        if (msg.receipt) receipts.get(msg.receipt.opId)?.(msg.receipt.status);
         start(msg);
         break;
       case "cancel":

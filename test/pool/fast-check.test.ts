@@ -31,6 +31,7 @@ const request = {
 const samples: [v.GenericSchema, unknown][] = [
   [ToWorkerSchema, { type: "start", workId: "work_1", generation: 1, epoch: 1, request }],
   [ToWorkerSchema, { type: "receipt", opId: "w1:3", status: "committed" }],
+  [ToWorkerSchema, { type: "start", workId: "work_2", generation: 1, epoch: 1, request, receipt: { opId: "w1:3", status: "stale" } }],
   [ToWorkerSchema, { type: "deliver", workId: "work_1", message: { id: "m", text: "t" }, mode: "steer" }],
   [ToWorkerSchema, { type: "shutdown" }],
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result }],

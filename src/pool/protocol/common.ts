@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { compileCheck, type Check } from "./fast-check.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 1;
+export const POOL_PROTOCOL_VERSION = 2;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({

@@ -14,6 +14,10 @@ import { DeliveryModeSchema, RunnerEventSchema, StageRequestSchema, StageResultS
 
 // ---------------------------------------------------------------- coordinator → worker
 
+/** The answer to a worker request with an operation id. */
+const ReceiptSchema = v.object({ opId: v.string(), status: v.picklist(["committed", "stale", "op_conflict"]) });
+export type Receipt = v.InferOutput<typeof ReceiptSchema>;
+
 export const ToWorkerSchema = v.variant("type", [
   v.object({
     type: v.literal("start"),
@@ -21,6 +25,8 @@ export const ToWorkerSchema = v.variant("type", [
     generation: v.number(),
     epoch: v.number(),
     request: StageRequestSchema,
+    /** The receipt of the worker's previous `complete`, when this item was claimed in the same transaction (one message, not two). */
+    receipt: v.optional(ReceiptSchema),
   }),
   v.object({ type: v.literal("cancel"), workId: v.string(), reason: v.string() }),
   v.object({
@@ -34,11 +40,7 @@ export const ToWorkerSchema = v.variant("type", [
   v.object({ type: v.literal("ping"), nonce: v.number() }),
   v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() }),
   /** The answer to a request with an operation id. */
-  v.object({
-    type: v.literal("receipt"),
-    opId: v.string(),
-    status: v.picklist(["committed", "stale", "op_conflict"]),
-  }),
+  v.object({ type: v.literal("receipt"), ...ReceiptSchema.entries }),
   v.object({ type: v.literal("shutdown") }),
 ]);
 export type ToWorker = v.InferOutput<typeof ToWorkerSchema>;
