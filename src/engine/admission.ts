@@ -44,9 +44,21 @@ export interface Pressure {
   reason: string | undefined;
 }
 
+/** How long a reading of the host's load and free memory is reused (the kernel's load average itself moves every 5 s). */
+const HOST_READING_MS = 250;
+let lastReading: { at: number; loadPerCpu: number; freeMemoryMb: number } | undefined;
+
+/** The load average and free memory, read at most every HOST_READING_MS (free memory is a /proc/meminfo read: a fan-out of 500 stages asked 500 times). */
+function hostReading(): { loadPerCpu: number; freeMemoryMb: number } {
+  const now = Date.now();
+  if (!lastReading || now - lastReading.at >= HOST_READING_MS) {
+    lastReading = { at: now, loadPerCpu: loadavg()[0]! / Math.max(1, availableParallelism()), freeMemoryMb: freemem() / (1024 * 1024) };
+  }
+  return lastReading;
+}
+
 export function hostPressure(cfg: AdmissionConfig = {}): Pressure {
-  const loadPerCpu = loadavg()[0]! / Math.max(1, availableParallelism());
-  const freeMemoryMb = freemem() / (1024 * 1024);
+  const { loadPerCpu, freeMemoryMb } = hostReading();
   const maxLoad = cfg.maxLoadPerCpu ?? ADMISSION_DEFAULTS.maxLoadPerCpu;
   const minMem = cfg.minFreeMemoryMb ?? ADMISSION_DEFAULTS.minFreeMemoryMb;
   let reason: string | undefined;
