@@ -48,7 +48,7 @@ import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { BunSqliteDialect } from "./dialect.ts";
 import * as leases from "./leases.ts";
-import { migrate, readSchemaVersion, refuseIfTooNew } from "./migrations.ts";
+import { LATEST_SCHEMA_VERSION, migrate, readSchemaVersion, refuseIfTooNew } from "./migrations.ts";
 import * as reads from "./reads.ts";
 import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
@@ -91,10 +91,12 @@ export class SqliteJournal implements Journal {
       db = new Database(path, { create: true, readwrite: true });
       db.run(`pragma busy_timeout = ${Math.trunc(opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS)}`);
       // Before any pragma that writes: a foreign or newer database must stay untouched.
-      refuseIfTooNew(readSchemaVersion(db, path), path);
+      const version = readSchemaVersion(db, path);
+      refuseIfTooNew(version, path);
       configure(db, path, opts.durability ?? "full");
       kysely = new Kysely<JournalTables>({ dialect: new BunSqliteDialect(db) });
-      await migrate(kysely, path);
+      // Up to date (the usual case): no migration transaction (versions only go up, so none can become due).
+      if (version < LATEST_SCHEMA_VERSION) await migrate(kysely, path);
       return new SqliteJournal(path, db, kysely, new Statements(db, opts.durability ?? "full"));
     } catch (err) {
       await kysely?.destroy();
