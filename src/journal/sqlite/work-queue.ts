@@ -175,15 +175,19 @@ export class SqliteWorkQueue implements WorkQueue {
   ): { receipt: WorkReceipt; fresh: boolean } {
     const seen = this.selectOp.get(op.id);
     if (seen) {
-      const receipt: WorkReceipt =
-        seen.digest === op.digest && seen.work_id === fence.id ? (JSON.parse(seen.receipt) as WorkReceipt) : { status: "op_conflict" };
+      if (seen.digest !== op.digest || seen.work_id !== fence.id) return { receipt: { status: "op_conflict" }, fresh: false };
+      // Stored as `{status: "committed"}`; journals written before kept the whole receipt, item included.
+      const stored = JSON.parse(seen.receipt) as { status: "committed"; item?: WorkItem };
+      // A committed item never changes again: its receipt is rebuilt from it.
+      const receipt: WorkReceipt = { status: "committed", item: stored.item ?? this.current(fence.id)! };
       return { receipt, fresh: false };
     }
     const now = Date.now();
     const row = this.finish.get(outcome.state, toJson(outcome.result), outcome.error ? JSON.stringify(outcome.error) : null, now, ...fenceOf(fence));
     const receipt: WorkReceipt = row ? { status: "committed", item: workFromRow(row) } : { status: "stale", item: this.current(fence.id) };
-    // Only a commit is remembered: a stale answer may change (it never becomes a commit, but the item moves on).
-    if (row) this.insertOp.run(op.id, fence.id, op.digest, JSON.stringify(receipt), now);
+    // Only a commit is remembered (a stale answer may change: it never becomes a commit, but the item moves on),
+    // and only as "committed": the item it names is rebuilt on a retry, not stored twice.
+    if (row) this.insertOp.run(op.id, fence.id, op.digest, COMMITTED_RECEIPT, now);
     return { receipt, fresh: !!row };
   }
 
@@ -204,6 +208,9 @@ export class SqliteWorkQueue implements WorkQueue {
     return row ? workFromRow(row) : undefined;
   }
 }
+
+/** What work_ops keeps for a committed operation. */
+const COMMITTED_RECEIPT = JSON.stringify({ status: "committed" });
 
 function fenceOf(f: WorkFence): Fence {
   return [f.id, f.workerId, f.generation, f.epoch];
