@@ -1,0 +1,70 @@
+/**
+ * The shell runner's output: the stage writes its stdout and stderr files
+ * itself, and the runner reads them back as events while it runs and once
+ * it has exited (src/runners/shell/output-files.ts).
+ */
+
+import { afterEach, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
+import { ShellRunner, TEXT_LIMIT } from "../../src/runners/shell/shell-runner.ts";
+import { POLL_MS } from "../../src/runners/shell/output-files.ts";
+import { liveGroupCount } from "../../src/runners/shell/process-groups.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+
+afterEach(() => {
+  removeTempDirs();
+  expect(liveGroupCount()).toBe(0);
+});
+
+function request(command: string): StageRequest {
+  const dir = makeTempDir("atomic-shell-out-");
+  return { runId: "run-x", stageKey: "0", stageName: "s", attempt: 1, runner: "shell", command, cwd: dir, artifactDir: join(dir, "attempt-1") };
+}
+
+function outputOf(events: RunnerEvent[], stream: "stdout" | "stderr"): string {
+  return events.map((e) => (e.type === "output" && e.stream === stream ? e.text : "")).join("");
+}
+
+test("output arrives as events while the stage runs, not only at its end", async () => {
+  const events: RunnerEvent[] = [];
+  const req = request(`echo first; while [ ! -f go ]; do sleep 0.02; done; echo second`);
+  // The stage waits for a file this test writes only once "first" has arrived as an event.
+  const handle = new ShellRunner().start(req, (e) => {
+    events.push(e);
+    if (e.type === "output" && e.text.includes("first")) writeFileSync(join(req.cwd, "go"), "");
+  });
+  const result = await handle.result;
+  expect(result.status).toBe("completed");
+  expect(outputOf(events, "stdout")).toBe("first\nsecond\n");
+});
+
+test("a character split across two writes far apart comes out whole", async () => {
+  const events: RunnerEvent[] = [];
+  // "é" is 0xC3 0xA9: its two bytes are written POLL_MS * 3 apart.
+  const handle = new ShellRunner().start(request(`printf '\\303'; sleep ${(POLL_MS * 3) / 1000}; printf '\\251 ok\\n'`), (e) => events.push(e));
+  const result = await handle.result;
+  expect(result.text).toBe("é ok\n");
+  expect(outputOf(events, "stdout")).toBe("é ok\n");
+});
+
+test("a large output: all of it in the file and the events, the result's text capped", async () => {
+  const events: RunnerEvent[] = [];
+  const req = request(`head -c ${TEXT_LIMIT * 3} /dev/zero | tr '\\0' 'a'; echo done >&2`);
+  const result = await new ShellRunner().start(req, (e) => events.push(e)).result;
+  expect(result.status).toBe("completed");
+  expect(result.text.length).toBe(TEXT_LIMIT);
+  expect(readFileSync(result.outputPath, "utf8").length).toBe(TEXT_LIMIT * 3);
+  expect(outputOf(events, "stdout").length).toBe(TEXT_LIMIT * 3);
+  expect(outputOf(events, "stderr")).toBe("done\n");
+  expect(readFileSync(result.errorPath!, "utf8")).toBe("done\n");
+});
+
+test("a background child of the stage is killed when the stage exits; its output stops there", async () => {
+  const events: RunnerEvent[] = [];
+  const result = await new ShellRunner().start(request(`(sleep 0.3; echo late) & echo now`), (e) => events.push(e)).result;
+  expect(result.text).toBe("now\n");
+  await Bun.sleep(500);
+  expect(readFileSync(result.outputPath, "utf8")).toBe("now\n");
+});
