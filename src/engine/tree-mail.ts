@@ -59,6 +59,8 @@ export class TreeMail {
   private pumping: Promise<void> | undefined;
   private pumpAgain = false;
   private mailSeen = false;
+  /** This turn's answer of anyMail(). */
+  private mailCheck: Promise<boolean> | undefined;
   private closed = false;
   private socketSeen = 0;
 
@@ -104,8 +106,7 @@ export class TreeMail {
   async claim(runId: RunId, stageKey: string, name: string, attempt: number): Promise<{ mail: StageMail[]; claimed: boolean }> {
     this.start();
     const path = this.pathOf(runId, name);
-    if (!this.mailSeen) this.mailSeen = await this.tree.journal.messages.hasMail(this.rootId);
-    if (!this.mailSeen) return { mail: [], claimed: false };
+    if (!(await this.anyMail())) return { mail: [], claimed: false };
     const mail = await this.tree.journal.messages.claimForStage(
       this.tree.lease,
       { runId, stageKey, path, name, attempt },
@@ -134,8 +135,7 @@ export class TreeMail {
     this.livePaths.set(path, (this.livePaths.get(path) ?? 0) + 1);
     void this.client?.register(`${this.rootId}:${path}`, [runGroup(this.rootId)]).catch(() => {});
     if (claimed) return;
-    this.mailSeen = await this.tree.journal.messages.hasMail(this.rootId);
-    if (!this.mailSeen) return;
+    if (!(await this.anyMail())) return;
     const bound = await this.tree.journal.messages.bindForStage(this.tree.lease, { runId, stageKey, path, name, attempt }, (pattern) => matchesPath(pattern, path));
     if (bound > 0) this.kick();
   }
@@ -196,6 +196,26 @@ export class TreeMail {
       }
     })();
     return this.pumping;
+  }
+
+  /**
+   * Whether this tree has any mail at all, for a stage starting now. One
+   * answer serves every stage that asks in the same event-loop turn: the
+   * stages of a fan-out ask once, not twice each. Mail sent meanwhile
+   * reaches them live, through the next poll (`pumpOnce` always asks).
+   */
+  private anyMail(): Promise<boolean> {
+    if (this.mailSeen) return Promise.resolve(true);
+    if (!this.mailCheck) {
+      this.mailCheck = this.tree.journal.messages.hasMail(this.rootId).then((seen) => {
+        if (seen) this.mailSeen = true;
+        return seen;
+      });
+      setImmediate(() => {
+        this.mailCheck = undefined;
+      });
+    }
+    return this.mailCheck;
   }
 
   private kick(): void {

@@ -11,6 +11,13 @@
  * for the next one, so the order of entries of one run is the order of
  * their `append` calls.
  *
+ * Slow start: after an idle spell a batch holds at most FIRST_BATCH
+ * entries, and each batch that follows while entries keep coming may hold
+ * twice as many as the one before (up to `maxBatch`). The first stages of a
+ * fan-out of 500 are then recorded, and their work items claimable, after
+ * 32 entries rather than after all 500; a burst still takes a handful of
+ * commits, not one per entry.
+ *
  * Failure: outcomes are per entry ("error" for a bad entry, as the journal
  * reports it). If the whole batch fails (LeaseLostError, a storage fault),
  * every entry of that batch is rejected with that error.
@@ -24,6 +31,8 @@ interface Queued {
   reject(err: unknown): void;
 }
 
+const FIRST_BATCH = 32;
+
 export interface GroupCommitOptions {
   /** Most entries per transaction; the rest go in the next one (bounds how long the write lock is held). */
   maxBatch?: number;
@@ -35,6 +44,8 @@ export class GroupCommitWriter {
   #inFlight: Promise<void> | undefined;
   #closed = false;
   readonly #maxBatch: number;
+  /** The most entries the next batch may hold (see slow start above). */
+  #cap = FIRST_BATCH;
 
   constructor(
     readonly journal: Journal,
@@ -79,10 +90,13 @@ export class GroupCommitWriter {
   #flushBatch(): Promise<void> {
     if (this.#inFlight) return this.#inFlight;
     if (this.#queue.length === 0) return Promise.resolve();
-    const batch = this.#queue.splice(0, this.#maxBatch);
+    const batch = this.#queue.splice(0, Math.min(this.#cap, this.#maxBatch));
     this.#inFlight = this.#commit(batch).finally(() => {
       this.#inFlight = undefined;
-      if (this.#queue.length > 0) this.#schedule();
+      if (this.#queue.length > 0) {
+        this.#cap *= 2;
+        this.#schedule();
+      } else this.#cap = FIRST_BATCH;
     });
     return this.#inFlight;
   }

@@ -55,10 +55,14 @@ export async function coordinatorMain(argv: string[]): Promise<void> {
     process.stderr.write("coordinator: bad or incompatible configuration\n");
     process.exit(2);
   }
-  // Queue state is coordination, not the record: the root's journal (synchronous=FULL) is the record.
-  const journal = await openJournal({ home: config.home, durability: "normal", ...(config.journalUrl ? { journalUrl: config.journalUrl } : {}) });
-  const coordinator = new Coordinator(config, journal);
+  const coordinator = new Coordinator(config);
+  // The workers boot (about 12 ms each) while the journal opens.
   coordinator.start();
+  // Queue state is coordination, not the record: the root's journal (synchronous=FULL) is the record.
+  openJournal({ home: config.home, durability: "normal", ...(config.journalUrl ? { journalUrl: config.journalUrl } : {}) }).then(
+    (journal) => coordinator.attach(journal),
+    (err: unknown) => coordinator.cannotOpen(ensureError(err).message),
+  );
   await new Promise(() => {});
 }
 
@@ -85,11 +89,11 @@ class Coordinator {
   private startupFailures = 0;
   private readonly rootId: RunId;
   private readonly sweepTimer: ReturnType<typeof setInterval>;
+  /** Set by attach(), before any item can be claimed (nothing is dispatched until then). */
+  private journal!: Journal;
+  private attached = false;
 
-  constructor(
-    private readonly config: CoordinatorConfig,
-    private readonly journal: Journal,
-  ) {
+  constructor(private readonly config: CoordinatorConfig) {
     this.rootId = config.rootId as RunId;
     mkdirSync(config.logDir, { recursive: true });
     this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_MS);
@@ -106,6 +110,18 @@ class Coordinator {
     for (let i = 0; i < this.config.workers; i++) this.spawnWorker();
     this.toRoot({ type: "ready", version: POOL_PROTOCOL_VERSION, pid: process.pid, workers: this.config.workers, logDir: this.config.logDir });
     this.log(`ready: ${this.config.workers} worker(s), lease ${this.config.leaseMs} ms`);
+  }
+
+  /** The journal would not open: the run's stages cannot be claimed here. */
+  cannotOpen(message: string): void {
+    this.fatal("worker_lost", `the pool coordinator cannot open the journal: ${message}`);
+  }
+
+  /** The journal is open: items can be claimed from now on. */
+  attach(journal: Journal): void {
+    this.journal = journal;
+    this.attached = true;
+    void this.dispatch();
   }
 
   // ---------------------------------------------------------------- root channel
@@ -333,6 +349,7 @@ class Coordinator {
   // ---------------------------------------------------------------- dispatch and sweep
 
   private async dispatch(): Promise<void> {
+    if (!this.attached) return; // attach() dispatches
     if (this.dispatching) {
       this.redispatch = true;
       return;
@@ -495,7 +512,7 @@ class Coordinator {
     }
     // Reap the workers (no zombies left to an init that may not), then go.
     const exited = Promise.all([...this.slots.values()].map((s) => s.proc.exited));
-    void Promise.all([exited, this.journal.close()]).finally(() => process.exit(0));
+    void Promise.all([exited, this.attached ? this.journal.close() : undefined]).finally(() => process.exit(0));
     setTimeout(() => process.exit(0), 2_000).unref();
   }
 
