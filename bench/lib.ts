@@ -127,8 +127,9 @@ export async function timed(fn: () => unknown): Promise<number> {
 
 const tempDirs = new Set<string>();
 
-export function tempDir(prefix = "atomic-bench-"): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
+/** A fresh directory under `base` (the temp dir by default), removed by removeTempDirs() whatever happens. */
+export function tempDir(prefix = "atomic-bench-", base = tmpdir()): string {
+  const dir = mkdtempSync(join(base, prefix));
   tempDirs.add(dir);
   return dir;
 }
@@ -373,12 +374,17 @@ export function spawnTracked(
   return proc;
 }
 
-/** SIGKILLs every process a benchmark started that is still running, and waits for them. */
-export async function killSpawned(): Promise<void> {
+/** SIGKILLs every process a benchmark started that is still running; returns them. */
+export function killSpawnedNow(): Subprocess[] {
   const live = [...spawned];
   for (const p of live) p.kill("SIGKILL");
-  await Promise.all(live.map((p) => p.exited));
   spawned.clear();
+  return live;
+}
+
+/** killSpawnedNow, then waits for them. */
+export async function killSpawned(): Promise<void> {
+  await Promise.all(killSpawnedNow().map((p) => p.exited));
 }
 
 /** Runs a command to its end; returns its wall time (spawn to exit) and output. */

@@ -92,7 +92,7 @@ const TMPFS = existsSync("/dev/shm") ? "/dev/shm" : undefined;
 
 /** A fresh home for one run, with admission pacing off (see the header); on disk (the temp dir) or in memory. */
 function poolHome(where: "memory" | "disk" = "memory"): string {
-  const home = where === "memory" && TMPFS ? mkdtempSync(join(TMPFS, "atomic-bench-pool-")) : tempDir("atomic-bench-pool-");
+  const home = tempDir("atomic-bench-pool-", where === "memory" && TMPFS ? TMPFS : undefined);
   writeFileSync(join(home, "config.json"), JSON.stringify({ admission: { maxLoadPerCpu: 1_000_000 } }));
   return home;
 }
@@ -342,7 +342,7 @@ async function poolCpu(bin: string, n: number): Promise<{ root: number; coordina
 /** What one stage's artifacts cost to create in `dir` (2 nested directories, 2 files), median of 50, in ms. */
 function artifactCostMs(dir: string | undefined): number {
   if (!dir) return NaN;
-  const base = mkdtempSync(join(dir, "atomic-bench-pool-fs-"));
+  const base = tempDir("atomic-bench-pool-fs-", dir);
   try {
     const samples: number[] = [];
     for (let i = 0; i < 50; i++) {
@@ -355,7 +355,7 @@ function artifactCostMs(dir: string | undefined): number {
     }
     return median(samples);
   } finally {
-    rmSync(base, { recursive: true, force: true });
+    removeTempDir(base);
   }
 }
 

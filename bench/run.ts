@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { BUN, ROOT, atomicBin, fmt, killSpawned, printResult, removeTempDirs, verdict, type Bench, type Result } from "./lib.ts";
+import { BUN, ROOT, atomicBin, fmt, killSpawned, killSpawnedNow, printResult, removeTempDirs, verdict, type Bench, type Result } from "./lib.ts";
 
 const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean }> = {
   startup: { load: () => import("./startup.ts").then((m) => m.default), usesBinary: true },
@@ -35,6 +35,14 @@ async function child(name: string, out: string): Promise<number> {
   const entry = BENCHES[name];
   if (!entry) throw new Error(`unknown benchmark ${name}`);
   const bench = await entry.load();
+  // Stopped (the parent was interrupted, or its reader went away): nothing of this benchmark stays
+  // behind. All at once, before the benchmark's own code can start anything more.
+  const stop = () => {
+    killSpawnedNow();
+    removeTempDirs();
+    process.exit(130);
+  };
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(sig, stop);
   let results: Result[] = [];
   try {
     results = await bench.run();
@@ -60,12 +68,21 @@ async function parent(names: string[]): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), "atomic-bench-results-"));
   let current: Subprocess | undefined;
   const onSignal = () => {
-    current?.kill("SIGKILL");
-    rmSync(dir, { recursive: true, force: true });
-    process.exit(130);
+    // SIGTERM first: the child removes its temp dirs and its processes; SIGKILL if it does not go.
+    const child = current;
+    child?.kill("SIGTERM");
+    const force = setTimeout(() => child?.kill("SIGKILL"), 5_000);
+    void (child?.exited ?? Promise.resolve()).finally(() => {
+      clearTimeout(force);
+      rmSync(dir, { recursive: true, force: true });
+      process.exit(130);
+    });
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  process.on("SIGHUP", onSignal);
+  // A reader that went away (`npm run bench | head`) stops the run the same way.
+  process.stdout.on("error", onSignal);
 
   const all: Result[] = [];
   const broken: string[] = [];
