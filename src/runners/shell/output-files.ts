@@ -25,7 +25,8 @@ export type OutputStream = "stdout" | "stderr";
 class TailedFile {
   readonly fd: number;
   private offset = 0;
-  private readonly decoder = new StringDecoder("utf8");
+  /** Made on the first bytes read (most short stages print nothing on stderr, many nothing at all). */
+  private decoder: StringDecoder | undefined;
 
   constructor(
     readonly path: string,
@@ -48,15 +49,15 @@ class TailedFile {
       const n = readSync(this.fd, buf, 0, buf.length, this.offset);
       if (n <= 0) break;
       this.offset += n;
-      const text = this.decoder.write(n === buf.length ? buf : buf.subarray(0, n));
+      const text = (this.decoder ??= new StringDecoder("utf8")).write(n === buf.length ? buf : buf.subarray(0, n));
       if (text) emit(this.stream, text);
     }
   }
 
-  /** The first `limit` bytes of the file (the result's text). */
+  /** The first `limit` bytes of the file (the result's text), once read() has read it all. */
   head(limit: number): string {
     try {
-      const size = Math.min(limit, fstatSync(this.fd).size);
+      const size = Math.min(limit, this.offset);
       if (size === 0) return "";
       const buf = Buffer.allocUnsafe(size);
       const n = readSync(this.fd, buf, 0, size, 0);
@@ -67,7 +68,7 @@ class TailedFile {
   }
 
   close(emit: (stream: OutputStream, text: string) => void): void {
-    const rest = this.decoder.end();
+    const rest = this.decoder?.end();
     if (rest) emit(this.stream, rest);
     try {
       closeSync(this.fd);
