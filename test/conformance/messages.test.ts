@@ -12,7 +12,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { Kysely, sql } from "kysely";
 import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
-import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
+import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import {
   MAX_QUEUED_PER_STAGE,
   type AppendEntry,
@@ -225,7 +225,7 @@ describe("sqlite: schema version 3", () => {
 
     const j = await BACKENDS.find((b) => b.name === "sqlite")!.open(dir);
     open.push(j);
-    expect(BACKENDS.find((b) => b.name === "sqlite")!.readSchemaVersion!(dir)).toBe(3);
+    expect(BACKENDS.find((b) => b.name === "sqlite")!.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
     const run = (await j.getRun(root))!;
     expect(run).toMatchObject({ status: "interrupted", workflowName: "old", lastSeq: 2, controlAck: 3, createdAt: 1 });
     expect((await j.getRun(child))!.parentId).toBe(root);

@@ -14,6 +14,10 @@ import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
 import { HOST, processStartTime } from "../../src/shared/process-info.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS } from "./backends.ts";
+import { Database } from "bun:sqlite";
+import { Kysely, sql } from "kysely";
+import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
+import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -273,3 +277,63 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe("sqlite: schema version 4", () => {
+  test("a version 3 journal migrates: items and operations kept, an old whole receipt still answers its retry, the new indexes in place", async () => {
+    const dir = makeTempDir("atomic-mig4-");
+    const file = `${dir}/atomic.db`;
+    const db = new Database(file, { create: true });
+    db.run("pragma journal_mode = wal");
+    db.run("pragma foreign_keys = on");
+    const k = new Kysely<Record<string, never>>({ dialect: new BunSqliteDialect(db) });
+    await k.transaction().execute(async (trx) => {
+      for (const m of MIGRATIONS.filter((x) => x.version <= 3)) await m.up(trx);
+      await sql`insert into meta (key, value) values ('schema_version', '3')`.execute(trx);
+    });
+    await k.destroy();
+    // As version 3 code left them: a committed item whose operation kept its receipt whole, and a ready one.
+    const rootId = newRunId();
+    db.run(
+      `insert into runs (id, root_id, parent_id, depth, workflow_name, workflow_path, workflow_digest, inputs, status, created_at, updated_at, last_seq, control_ack)
+       values (?, ?, null, 0, 'old', '/old.ts', 'd', '{}', 'running', 1, 2, 2, 0)`,
+      [rootId, rootId],
+    );
+    const insertItem = db.prepare(
+      `insert into work_items (id, root_id, run_id, stage_key, attempt, descriptor, state, generation, worker_id, epoch, ready_at, created_at, updated_at, result)
+       values (?, ?, ?, ?, 1, ?, ?, 1, ?, ?, ?, 1, 1, ?)`,
+    );
+    insertItem.run("old-1", rootId, rootId, "k-1", '{"command":"echo old"}', "completed", "worker-1", 1, 1, '{"status":"completed","text":"old"}');
+    insertItem.run("old-2", rootId, rootId, "k-2", '{"command":"echo two"}', "ready", null, 0, 2, null);
+    const item = { id: "old-1", workerId: "worker-1", generation: 1, epoch: 1 };
+    const whole = JSON.stringify({ status: "committed", item: { id: "old-1", state: "completed", result: { status: "completed", text: "old" } } });
+    db.run("insert into work_ops (op_id, work_id, digest, receipt, at) values ('op-old', 'old-1', 'd-old', ?, 1)", [whole]);
+    db.close();
+
+    const j = await BACKENDS.find((b) => b.name === "sqlite")!.open(dir);
+    open.push(j);
+    expect(BACKENDS.find((b) => b.name === "sqlite")!.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
+    expect((await j.work.list(rootId)).map((i) => [i.id, i.state])).toEqual([
+      ["old-1", "completed"],
+      ["old-2", "ready"],
+    ]);
+    // The retry of the old operation answers with the receipt stored whole; the same id with another body is a conflict.
+    const retry = await j.work.complete(item, done("old"), { id: "op-old", digest: "d-old" });
+    expect(retry).toMatchObject({ status: "committed", item: { id: "old-1", state: "completed", result: { text: "old" } } });
+    expect(await j.work.complete(item, done("other"), { id: "op-old", digest: "d-new" })).toEqual({ status: "op_conflict" });
+    // New operations are stored in the short form and still answer their retries.
+    const next = (await j.work.claim("worker-2", LEASE_MS, rootId))!;
+    const first = await j.work.complete(fence(next), done("two"), { id: "op-new", digest: "d" });
+    expect(await j.work.complete(fence(next), done("two"), { id: "op-new", digest: "d" })).toEqual(first);
+    await j.close();
+    open.pop();
+    const raw = new Database(file, { readonly: true });
+    try {
+      expect(raw.query<{ sql: string }, []>("select sql from sqlite_master where name = 'work_ops'").get()!.sql).toContain("without rowid");
+      expect(raw.query<{ sql: string }, []>("select sql from sqlite_master where name = 'work_by_root'").get()!.sql).toContain("(root_id)");
+      expect(raw.query<{ receipt: string }, []>("select receipt from work_ops where op_id = 'op-new'").get()!.receipt).toBe('{"status":"committed"}');
+      expect(raw.query("pragma foreign_key_check").all()).toEqual([]);
+    } finally {
+      raw.close();
+    }
+  });
+});
