@@ -1,7 +1,8 @@
 /**
  * Finding a lost worker's stage processes when its process group id never
- * reached the coordinator (the worker died or froze right after spawning
- * the stage, before its `started` message left). Every worker puts
+ * reached the coordinator: a worker reports it only once the stage has run
+ * 25 ms (worker.ts), so a worker that dies or freezes before that leaves
+ * the coordinator no group to kill. Every worker puts
  * ATOMIC_WORKER_ID into the environment it gives its stages (not into its
  * own: /proc shows a process's environment as it was at exec), so the
  * stage and every descendant that kept its environment can be found in

@@ -13,7 +13,7 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
 const ONE = join(FIX, "one-stage.ts");
@@ -47,17 +47,6 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-function groupAlive(pgid: number): boolean {
-  const r = Bun.spawnSync(["ps", "-eo", "pgid=,stat="], { stdout: "pipe" });
-  return r.stdout
-    .toString()
-    .split("\n")
-    .some((l) => {
-      const [g, stat] = l.trim().split(/\s+/);
-      return Number(g) === pgid && !stat?.startsWith("Z");
-    });
 }
 
 function parentOf(pid: number): number {
@@ -184,8 +173,14 @@ e2eTest("a worker that stops answering (SIGSTOP) is replaced; continued (SIGCONT
 
 e2eTest("a stage that kills its worker 3 times fails the run with worker_retry_limit and the worker log path", async () => {
   const home = makeTempDir();
-  const r = await runAtomic(["run", ONE, "--input", "command=kill -9 $PPID; sleep 5", "--workers", "2"], { home });
+  const d = makeTempDir();
+  // Each attempt kills its worker before its process group can be reported (STARTED_REPORT_MS): the
+  // coordinator must still find and kill it (and its sleep) by the worker id in its environment.
+  const r = await runAtomic(["run", ONE, "--input", `command=echo $$ >> ${d}/pids; kill -9 $PPID; sleep 30`, "--workers", "2"], { home });
   expect(r.code).toBe(1);
+  const pids = readFileSync(join(d, "pids"), "utf8").trim().split("\n").map(Number);
+  expect(pids).toHaveLength(3);
+  await waitUntil(() => pids.every((pid) => !groupAlive(pid)), 10_000, "every attempt's process group to be gone");
   const run = await lastRun(home);
   const report = await show(home, run.id);
   expect(report.run.error.code).toBe("worker_retry_limit");
