@@ -13,7 +13,12 @@
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { JOURNAL_FILE, openJournal } from "../../src/journal/open.ts";
-import type { Durability, Journal } from "../../src/journal/types.ts";
+import type { Durability, HolderInfo, Journal, Lease } from "../../src/journal/types.ts";
+import { Kysely, sql } from "kysely";
+import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
+import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
+import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
+import { HOST, processStartTime } from "../../src/shared/process-info.ts";
 
 export interface Backend {
   name: string;
@@ -61,3 +66,38 @@ function selected(): Backend[] {
 }
 
 export const BACKENDS: readonly Backend[] = selected();
+
+let holders = 0;
+/** A lease holder living in this (live) process, so only expiry, release or force frees its lease. */
+export function liveHolder(name = "test"): HolderInfo {
+  return { holderId: `${name}-${process.pid}-${++holders}` as HolderId, host: HOST, pid: process.pid, pidStart: processStartTime(process.pid) };
+}
+
+/** A started root run (workflow `name`) under a live lease. */
+export async function startRoot(journal: Journal, name = "test"): Promise<{ rootId: RunId; lease: Lease }> {
+  const rootId = newRunId();
+  const lease = await journal.acquireLease(rootId, liveHolder(name), { timeoutMs: 60_000 });
+  await journal.append(lease, [
+    {
+      runId: rootId,
+      type: "run_started",
+      payload: {},
+      newRun: { rootId, parentId: null, parentKey: null, depth: 0, workflowName: name, workflowPath: `/${name}.ts`, workflowDigest: "d", inputs: {} },
+    },
+  ]);
+  return { rootId, lease };
+}
+
+/** A SQLite journal file in `dir` holding the tables of schema `version` exactly (migrated no further); the caller closes it. */
+export async function sqliteAtVersion(dir: string, version: number): Promise<Database> {
+  const db = new Database(join(dir, JOURNAL_FILE), { create: true });
+  db.run("pragma journal_mode = wal");
+  db.run("pragma foreign_keys = on");
+  const k = new Kysely<Record<string, never>>({ dialect: new BunSqliteDialect(db) });
+  await k.transaction().execute(async (trx) => {
+    for (const m of MIGRATIONS.filter((x) => x.version <= version)) await m.up(trx);
+    await sql`insert into meta (key, value) values ('schema_version', ${String(version)})`.execute(trx);
+  });
+  await k.destroy();
+  return db;
+}

@@ -13,9 +13,9 @@ import { openJournal } from "../../src/journal/open.ts";
 import type { AppendEntry, HolderInfo, Journal, Lease, NewRunFields } from "../../src/journal/types.ts";
 import { AtomicError, LeaseHeldError, LeaseLostError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
-import { HOST, processStartTime } from "../../src/shared/process-info.ts";
+import { HOST } from "../../src/shared/process-info.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { BACKENDS } from "./backends.ts";
+import { BACKENDS, liveHolder } from "./backends.ts";
 
 const open: Journal[] = [];
 
@@ -23,17 +23,6 @@ afterEach(async () => {
   for (const j of open.splice(0)) await j.close();
   removeTempDirs();
 });
-
-let holderCount = 0;
-/** A holder living in this (live) process, so only expiry, release or force frees its lease. */
-function liveHolder(name = "test"): HolderInfo {
-  return {
-    holderId: `${name}-${process.pid}-${++holderCount}` as HolderId,
-    host: HOST,
-    pid: process.pid,
-    pidStart: processStartTime(process.pid),
-  };
-}
 
 function newRunFields(rootId: RunId, parent?: { id: RunId; depth: number }): NewRunFields {
   return {

@@ -10,23 +10,18 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { Kysely, sql } from "kysely";
-import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
-import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/migrations.ts";
 import {
   MAX_QUEUED_PER_STAGE,
   type AppendEntry,
-  type HolderInfo,
   type Journal,
-  type Lease,
   type MessagePlanner,
   type NewMessage,
 } from "../../src/journal/types.ts";
 import { AtomicError, LeaseLostError } from "../../src/shared/errors.ts";
-import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
-import { HOST, processStartTime } from "../../src/shared/process-info.ts";
+import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { BACKENDS } from "./backends.ts";
+import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -35,10 +30,6 @@ afterEach(async () => {
 });
 
 let n = 0;
-function holder(): HolderInfo {
-  return { holderId: `msg-${process.pid}-${++n}` as HolderId, host: HOST, pid: process.pid, pidStart: processStartTime(process.pid) };
-}
-
 async function expectCode(p: Promise<unknown>, code: string): Promise<AtomicError> {
   try {
     await p;
@@ -48,21 +39,6 @@ async function expectCode(p: Promise<unknown>, code: string): Promise<AtomicErro
     return err as AtomicError;
   }
   throw new Error(`expected ${code}`);
-}
-
-/** A started root run under a live lease. */
-async function rootRun(journal: Journal): Promise<{ rootId: RunId; lease: Lease }> {
-  const rootId = newRunId();
-  const lease = await journal.acquireLease(rootId, holder(), { timeoutMs: 60_000 });
-  await journal.append(lease, [
-    {
-      runId: rootId,
-      type: "run_started",
-      payload: {},
-      newRun: { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "m", workflowPath: "/m.ts", workflowDigest: "d", inputs: {} },
-    },
-  ]);
-  return { rootId, lease };
 }
 
 function message(rootId: RunId, id: string, target: string, extra: Partial<NewMessage> = {}): NewMessage {
@@ -87,7 +63,7 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: a message for a future stage is claimed by the first attempt of that path, once, with its event in the same commit`, async () => {
       const j = await journal();
-      const { rootId, lease } = await rootRun(j);
+      const { rootId, lease } = await startRoot(j);
       expect(await j.messages.hasMail(rootId)).toBe(false);
       const r = await j.messages.enqueue(message(rootId, "m1", "build"), toPath("build"));
       expect(r.status).toBe("queued");
@@ -116,7 +92,7 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: dedup by message id; the same id with other content is refused; nothing is written for a refusal`, async () => {
       const j = await journal();
-      const { rootId } = await rootRun(j);
+      const { rootId } = await startRoot(j);
       await j.messages.enqueue(message(rootId, "same", "a"), toPath("a"));
       const again = await j.messages.enqueue(message(rootId, "same", "a"), toPath("a"));
       expect(again.status).toBe("exists");
@@ -133,7 +109,7 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: at most ${MAX_QUEUED_PER_STAGE} queued messages per stage; delivered ones free their place`, async () => {
       const j = await journal();
-      const { rootId, lease } = await rootRun(j);
+      const { rootId, lease } = await startRoot(j);
       for (let i = 0; i < MAX_QUEUED_PER_STAGE; i++) await j.messages.enqueue(message(rootId, `m${i}`, "busy"), toPath("busy"));
       const err = await expectCode(j.messages.enqueue(message(rootId, "m50", "busy"), toPath("busy")), "queue_full");
       expect(err.message).toContain(`limit is ${MAX_QUEUED_PER_STAGE}`);
@@ -144,10 +120,10 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: claims and settles are fenced: a driver that lost its lease changes nothing`, async () => {
       const j = await journal();
-      const { rootId, lease } = await rootRun(j);
+      const { rootId, lease } = await startRoot(j);
       await j.messages.enqueue(message(rootId, "m", "s"), toPath("s"));
       await j.releaseLease(lease);
-      const taker = await j.acquireLease(rootId, holder(), { timeoutMs: 60_000 });
+      const taker = await j.acquireLease(rootId, liveHolder("msg"), { timeoutMs: 60_000 });
       expect(taker.epoch).toBe(lease.epoch + 1);
       const stage = { runId: rootId, stageKey: "0", path: "s", name: "s", attempt: 1 };
       await expect(j.messages.claimForStage(lease, stage, () => false, stageEvent(rootId, "0"))).rejects.toBeInstanceOf(LeaseLostError);
@@ -158,7 +134,7 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: sticky messages reach every matching stage as it starts, once each; bound deliveries are settled one way only`, async () => {
       const j = await journal();
-      const { rootId, lease } = await rootRun(j);
+      const { rootId, lease } = await startRoot(j);
       await j.messages.enqueue(message(rootId, "st", "review/*", { sticky: true, lookup: { prefix: "review/" } }), () => []);
       const claim = (key: string, path: string) =>
         j.messages.claimForStage(lease, { runId: rootId, stageKey: key, path, name: path, attempt: 1 }, (p) => p === "review/*" && path.startsWith("review/"), stageEvent(rootId, key));
@@ -182,7 +158,7 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: prompts: opened with the ask's start record, answered once, a timeout that races an answer loses`, async () => {
       const j = await journal();
-      const { rootId, lease } = await rootRun(j);
+      const { rootId, lease } = await startRoot(j);
       await j.append(lease, [
         { runId: rootId, type: "step_started", key: "0", payload: {}, prompt: { id: "q1", question: "ship?", choices: ["yes", "no"], deadline: null }, patch: { status: "awaiting_input" } },
         { runId: rootId, type: "step_started", key: "1", payload: {}, prompt: { id: "q2", question: "why?", choices: null, deadline: Date.now() } },
@@ -204,14 +180,7 @@ describe("sqlite: schema version 3", () => {
   test("a version 2 journal migrates: every run and event kept, awaiting_input accepted, references intact", async () => {
     const dir = makeTempDir("atomic-mig-");
     const file = `${dir}/atomic.db`;
-    const db = new Database(file, { create: true });
-    db.run("pragma journal_mode = wal");
-    db.run("pragma foreign_keys = on");
-    const k = new Kysely<Record<string, never>>({ dialect: new BunSqliteDialect(db) });
-    await k.transaction().execute(async (trx) => {
-      for (const m of MIGRATIONS.filter((x) => x.version <= 2)) await m.up(trx);
-      await sql`insert into meta (key, value) values ('schema_version', '2')`.execute(trx);
-    });
+    const db = await sqliteAtVersion(dir, 2);
     const root = newRunId();
     const child = newRunId();
     db.run(
@@ -220,7 +189,6 @@ describe("sqlite: schema version 3", () => {
       [root, root, child, root, root],
     );
     db.run("insert into events (run_id, seq, type, payload, at) values (?, 1, 'run_started', '{}', 1), (?, 2, 'checkpoint', '{\"n\":1}', 2), (?, 1, 'run_started', '{}', 1)", [root, root, child]);
-    await k.destroy();
     db.close();
 
     const j = await BACKENDS.find((b) => b.name === "sqlite")!.open(dir);
@@ -231,7 +199,7 @@ describe("sqlite: schema version 3", () => {
     expect((await j.getRun(child))!.parentId).toBe(root);
     expect((await j.readEvents(root)).map((e) => e.type)).toEqual(["run_started", "checkpoint"]);
     expect(await j.listRuns({ parentId: root, rootsOnly: false })).toHaveLength(1);
-    const lease = await j.acquireLease(root, holder(), { timeoutMs: 60_000 });
+    const lease = await j.acquireLease(root, liveHolder("msg"), { timeoutMs: 60_000 });
     const [out] = await j.append(lease, [{ runId: root, type: "status_changed", payload: {}, patch: { status: "awaiting_input" } }]);
     expect(out!.status).toBe("appended");
     expect((await j.listRuns({ status: "awaiting_input" })).map((r) => r.id)).toEqual([root]);

@@ -9,26 +9,18 @@
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
-import type { HolderInfo, Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
-import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
-import { HOST, processStartTime } from "../../src/shared/process-info.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { BACKENDS } from "./backends.ts";
 import { Database } from "bun:sqlite";
-import { Kysely, sql } from "kysely";
-import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
-import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
+import type { Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/migrations.ts";
+import { newRunId, type RunId } from "../../src/shared/ids.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
   for (const j of open.splice(0)) await j.close();
   removeTempDirs();
 });
-
-let n = 0;
-function holder(): HolderInfo {
-  return { holderId: `wq-${process.pid}-${++n}` as HolderId, host: HOST, pid: process.pid, pidStart: processStartTime(process.pid) };
-}
 
 const LEASE_MS = 30_000;
 const WORKER_LOST = { name: "WorkerRetryLimit", code: "worker_retry_limit", message: "lost its worker too often" };
@@ -45,22 +37,8 @@ for (const backend of BACKENDS) {
     async function setup(): Promise<{ journal: Journal; rootId: RunId; lease: Lease }> {
       const journal = await backend.open(makeTempDir());
       open.push(journal);
-      const { rootId, lease } = await startRoot(journal);
+      const { rootId, lease } = await startRoot(journal, "wq");
       return { journal, rootId, lease };
-    }
-
-    async function startRoot(journal: Journal): Promise<{ rootId: RunId; lease: Lease }> {
-      const rootId = newRunId();
-      const lease = await journal.acquireLease(rootId, holder(), { timeoutMs: 60_000 });
-      await journal.append(lease, [
-        {
-          runId: rootId,
-          type: "run_started",
-          payload: {},
-          newRun: { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "wq", workflowPath: "/wq.ts", workflowDigest: "d", inputs: {} },
-        },
-      ]);
-      return { rootId, lease };
     }
 
     /** Enqueues one item per id, each in its own append (so each is ready later than the one before). */
@@ -106,7 +84,7 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: a claim for one root leaves another root's items alone`, async () => {
       const { journal, rootId, lease } = await setup();
-      const other = await startRoot(journal);
+      const other = await startRoot(journal, "wq");
       const now = Date.now();
       await enqueue(journal, other.lease, other.rootId, ["o-1"], now);
       await enqueue(journal, lease, rootId, ["r-1"], now + 1);
@@ -255,7 +233,7 @@ for (const backend of BACKENDS) {
 
     test(`${backend.name}: abandon takes a root's ready and leased items off the queue, and nothing else`, async () => {
       const { journal, rootId, lease } = await setup();
-      const other = await startRoot(journal);
+      const other = await startRoot(journal, "wq");
       await enqueue(journal, lease, rootId, ["a-1", "a-2", "a-3"]);
       await enqueue(journal, other.lease, other.rootId, ["o-1"]);
       const leased = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
@@ -282,15 +260,7 @@ describe("sqlite: schema version 4", () => {
   test("a version 3 journal migrates: items and operations kept, an old whole receipt still answers its retry, the new indexes in place", async () => {
     const dir = makeTempDir("atomic-mig4-");
     const file = `${dir}/atomic.db`;
-    const db = new Database(file, { create: true });
-    db.run("pragma journal_mode = wal");
-    db.run("pragma foreign_keys = on");
-    const k = new Kysely<Record<string, never>>({ dialect: new BunSqliteDialect(db) });
-    await k.transaction().execute(async (trx) => {
-      for (const m of MIGRATIONS.filter((x) => x.version <= 3)) await m.up(trx);
-      await sql`insert into meta (key, value) values ('schema_version', '3')`.execute(trx);
-    });
-    await k.destroy();
+    const db = await sqliteAtVersion(dir, 3);
     // As version 3 code left them: a committed item whose operation kept its receipt whole, and a ready one.
     const rootId = newRunId();
     db.run(
