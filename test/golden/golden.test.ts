@@ -10,7 +10,7 @@
  * code asks for and what the journal recorded.
  */
 
-import { afterAll, afterEach, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { EVENT } from "../../src/engine/journal-events.ts";
@@ -18,23 +18,12 @@ import { openJournal } from "../../src/journal/open.ts";
 import type { AppendEntry, JournalEvent, RunPatch } from "../../src/journal/types.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { thisProcessHolder } from "../../src/shared/process-info.ts";
-import { ROOT, killSpawned, processesMatching, runAtomic } from "../helpers/atomic.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { ROOT, runAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { trackHomes } from "../helpers/homes.ts";
 import { GOLDEN_DIR, HOME_MARK, type GoldenJournal, type GoldenRun } from "./record.ts";
 
-const homes: string[] = [];
-
-afterEach(async () => {
-  await killSpawned();
-  removeTempDirs();
-});
-
-afterAll(() => {
-  for (const home of homes) {
-    expect(processesMatching(home)).toEqual([]);
-    expect(existsSync(home)).toBe(false);
-  }
-});
+const trackHome = trackHomes();
 
 const GOLDENS: GoldenJournal[] = readdirSync(GOLDEN_DIR)
   .filter((f) => f.endsWith(".journal.json"))
@@ -86,7 +75,7 @@ function patchFor(e: Omit<JournalEvent, "runId">, run: GoldenRun["run"]): RunPat
  */
 async function load(g: GoldenJournal, workflow = g.workflow): Promise<Loaded> {
   const home = makeTempDir("atomic-golden-");
-  homes.push(home);
+  trackHome(home);
   const copy = JSON.parse(JSON.stringify(g).replaceAll(HOME_MARK, home)) as GoldenJournal;
   const root = copy.runs[0]!.run;
   expect(root.parentId).toBeNull();

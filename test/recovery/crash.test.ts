@@ -26,27 +26,16 @@
  * file fast on two cores. Durations are never asserted.
  */
 
-import { afterAll, afterEach, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, lineWatcher, processesMatching, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { trackHomes } from "../helpers/homes.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "thirty-steps.ts");
 const STEPS = 30;
-const homes: string[] = [];
-
-afterEach(async () => {
-  await killSpawned();
-  removeTempDirs();
-});
-
-afterAll(() => {
-  for (const home of homes) {
-    expect(processesMatching(home)).toEqual([]);
-    expect(existsSync(home)).toBe(false);
-  }
-});
+const trackHome = trackHomes();
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -67,7 +56,7 @@ interface Report {
 
 function newHome(): string {
   const home = makeTempDir("atomic-crash-");
-  homes.push(home);
+  trackHome(home);
   return home;
 }
 

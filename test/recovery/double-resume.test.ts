@@ -7,30 +7,19 @@
  * creates a file, so the winner is provably alive while the loser tries.
  */
 
-import { afterAll, afterEach, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { openJournal } from "../../src/journal/open.ts";
 import type { RunId } from "../../src/shared/ids.ts";
-import { killSpawned, lineWatcher, processesMatching, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { trackHomes } from "../helpers/homes.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "gated.ts");
-const homes: string[] = [];
-
-afterEach(async () => {
-  await killSpawned();
-  removeTempDirs();
-});
-
-afterAll(() => {
-  for (const home of homes) {
-    expect(processesMatching(home)).toEqual([]);
-    expect(existsSync(home)).toBe(false);
-  }
-});
+const trackHome = trackHomes();
 
 interface Setup {
   home: string;
@@ -40,7 +29,7 @@ interface Setup {
 
 function setup(): Setup {
   const home = makeTempDir("atomic-double-resume-");
-  homes.push(home);
+  trackHome(home);
   return { home, sideFile: join(home, "side-effects.txt"), gateFile: join(home, "gate") };
 }
 
