@@ -25,6 +25,7 @@ import type { RunOutcome } from "../src/engine/run-execution.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
 import type { Durability, Journal } from "../src/journal/types.ts";
 import { ROOT, atomicBin as buildAtomicBin } from "../scripts/binary.ts";
+import { streamLines } from "../test/helpers/lines.ts";
 
 export { ROOT };
 export const BUN = join(ROOT, "node_modules", ".bin", "bun");
@@ -416,23 +417,15 @@ export async function readNdjson(
   stream: ReadableStream<Uint8Array>,
   onLine: (value: Record<string, unknown>) => boolean | void,
 ): Promise<boolean> {
-  const decoder = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += decoder.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (!line.startsWith("{")) continue;
-      let value: Record<string, unknown>;
-      try {
-        value = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        continue;
-      }
-      if (onLine(value) === true) return true;
+  for await (const line of streamLines(stream)) {
+    if (!line.startsWith("{")) continue;
+    let value: Record<string, unknown>;
+    try {
+      value = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      continue;
     }
+    if (onLine(value) === true) return true;
   }
   return false;
 }

@@ -12,6 +12,7 @@
 import { mkdirSync } from "node:fs";
 import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { adoptTempDir } from "./temp.ts";
+import { streamLines } from "./lines.ts";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 
@@ -92,20 +93,12 @@ export function lineWatcher(stream: ReadableStream<Uint8Array>) {
   const waiters: { re: RegExp; resolve: (line: string) => void }[] = [];
   let ended = false;
   void (async () => {
-    const decoder = new TextDecoder();
-    let buf = "";
-    for await (const chunk of stream) {
-      buf += decoder.decode(chunk, { stream: true });
-      let i: number;
-      while ((i = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        lines.push(line);
-        for (const w of [...waiters]) {
-          if (w.re.test(line)) {
-            waiters.splice(waiters.indexOf(w), 1);
-            w.resolve(line);
-          }
+    for await (const line of streamLines(stream)) {
+      lines.push(line);
+      for (const w of [...waiters]) {
+        if (w.re.test(line)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.resolve(line);
         }
       }
     }
