@@ -115,18 +115,8 @@ export class BudgetLedger {
 
   /** Spending of this subtree, recorded and live. */
   total(): Spent {
-    let cost = this.spent.costMicroUsd;
-    let tokens = this.spent.tokens;
-    for (const s of this.live.values()) {
-      cost += s.costMicroUsd;
-      tokens += s.tokens;
-    }
-    for (const c of this.children) {
-      const t = c.liveOnly();
-      cost += t.costMicroUsd;
-      tokens += t.tokens;
-    }
-    return { costMicroUsd: cost, tokens };
+    const live = this.liveOnly();
+    return { costMicroUsd: this.spent.costMicroUsd + live.costMicroUsd, tokens: this.spent.tokens + live.tokens };
   }
 
   /** Live spending of this subtree (recorded spending already reached every ancestor when it was settled). */
