@@ -98,6 +98,21 @@ export const DeliveryModeSchema = v.picklist(["steer", "followUp", "interrupt"])
 
 export const WorkRefSchema = v.object({ workId: v.string(), generation: v.number(), epoch: v.number() });
 
+/**
+ * Messages the coordinator passes from the root to the worker running the
+ * stage as they are (one shape on both channels).
+ */
+export const DeliverSchema = v.object({
+  type: v.literal("deliver"),
+  workId: v.string(),
+  message: v.object({ id: v.string(), text: v.string() }),
+  mode: DeliveryModeSchema,
+});
+/** The run's budget ran out: the running agent stage gets one wrap-up turn with `text`. */
+export const WrapUpSchema = v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string() });
+/** Control revision `rev`: paused or not, acknowledged with `control_ack`. */
+export const ControlSchema = v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() });
+
 const fastChecks = new WeakMap<v.GenericSchema, Check>();
 
 /**

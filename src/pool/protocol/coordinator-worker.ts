@@ -10,7 +10,7 @@
  */
 
 import * as v from "valibot";
-import { DeliveryModeSchema, RunnerEventSchema, StageRequestSchema, StageResultSchema, WorkRefSchema } from "./common.ts";
+import { ControlSchema, DeliverSchema, RunnerEventSchema, StageRequestSchema, StageResultSchema, WorkRefSchema, WrapUpSchema } from "./common.ts";
 
 // ---------------------------------------------------------------- coordinator → worker
 
@@ -29,16 +29,10 @@ export const ToWorkerSchema = v.variant("type", [
     receipt: v.optional(ReceiptSchema),
   }),
   v.object({ type: v.literal("cancel"), workId: v.string(), reason: v.string() }),
-  v.object({
-    type: v.literal("deliver"),
-    workId: v.string(),
-    message: v.object({ id: v.string(), text: v.string() }),
-    mode: DeliveryModeSchema,
-  }),
-  /** The run's budget ran out: one wrap-up turn for the running agent stage. */
-  v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string() }),
+  DeliverSchema,
+  WrapUpSchema,
   v.object({ type: v.literal("ping"), nonce: v.number() }),
-  v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() }),
+  ControlSchema,
   /** The answer to a request with an operation id. */
   v.object({ type: v.literal("receipt"), ...ReceiptSchema.entries }),
   v.object({ type: v.literal("shutdown") }),

@@ -10,7 +10,7 @@
  */
 
 import * as v from "valibot";
-import { DeliveryModeSchema, RunnerEventSchema, StageResultSchema } from "./common.ts";
+import { ControlSchema, DeliverSchema, RunnerEventSchema, StageResultSchema, WrapUpSchema } from "./common.ts";
 
 // ---------------------------------------------------------------- root → coordinator
 
@@ -20,16 +20,10 @@ export const ToCoordinatorSchema = v.variant("type", [
   /** Stop one stage (cancel, Ctrl-C, failFast): its result comes back as "cancelled". */
   v.object({ type: v.literal("cancel_work"), workId: v.string(), reason: v.string() }),
   /** A message for a running stage. */
-  v.object({
-    type: v.literal("deliver"),
-    workId: v.string(),
-    message: v.object({ id: v.string(), text: v.string() }),
-    mode: DeliveryModeSchema,
-  }),
-  /** The run's budget ran out: the running agent stage gets one wrap-up turn with `text`. */
-  v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string() }),
-  /** Control revision `rev`: paused or not. Answered by `control_ack` once every worker applied it. */
-  v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() }),
+  DeliverSchema,
+  WrapUpSchema,
+  /** Answered by `control_ack` once every worker applied it. */
+  ControlSchema,
   /** The run is over: stop every worker and exit. */
   v.object({ type: v.literal("shutdown") }),
 ]);
