@@ -417,15 +417,17 @@ export async function readNdjson(
   stream: ReadableStream<Uint8Array>,
   onLine: (value: Record<string, unknown>) => boolean | void,
 ): Promise<boolean> {
-  for await (const line of streamLines(stream)) {
-    if (!line.startsWith("{")) continue;
-    let value: Record<string, unknown>;
-    try {
-      value = JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      continue;
+  for await (const batch of streamLines(stream)) {
+    for (const line of batch) {
+      if (!line.startsWith("{")) continue;
+      let value: Record<string, unknown>;
+      try {
+        value = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        continue;
+      }
+      if (onLine(value) === true) return true;
     }
-    if (onLine(value) === true) return true;
   }
   return false;
 }

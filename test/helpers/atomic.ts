@@ -93,12 +93,14 @@ export function lineWatcher(stream: ReadableStream<Uint8Array>) {
   const waiters: { re: RegExp; resolve: (line: string) => void }[] = [];
   let ended = false;
   void (async () => {
-    for await (const line of streamLines(stream)) {
-      lines.push(line);
-      for (const w of [...waiters]) {
-        if (w.re.test(line)) {
-          waiters.splice(waiters.indexOf(w), 1);
-          w.resolve(line);
+    for await (const batch of streamLines(stream)) {
+      for (const line of batch) {
+        lines.push(line);
+        for (const w of [...waiters]) {
+          if (w.re.test(line)) {
+            waiters.splice(waiters.indexOf(w), 1);
+            w.resolve(line);
+          }
         }
       }
     }

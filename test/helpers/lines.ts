@@ -1,13 +1,18 @@
-/** The lines of a byte stream as they arrive (UTF-8, split on LF; a last line without LF is not yielded). */
-export async function* streamLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+/**
+ * The lines of a byte stream as they arrive (UTF-8, split on LF; a last
+ * line without LF is not yielded), in batches: every complete line of one
+ * chunk at once, so a consumer sees all of them before anything awaiting
+ * the first one resumes.
+ */
+export async function* streamLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string[]> {
   const decoder = new TextDecoder();
   let buf = "";
   for await (const chunk of stream) {
     buf += decoder.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      yield buf.slice(0, i);
-      buf = buf.slice(i + 1);
-    }
+    const end = buf.lastIndexOf("\n");
+    if (end < 0) continue;
+    const lines = buf.slice(0, end).split("\n");
+    buf = buf.slice(end + 1);
+    yield lines;
   }
 }
