@@ -209,12 +209,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.post("/api/runs/:id/control", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
-    let body: unknown;
-    try {
-      body = await c.req.json();
-    } catch {
-      return fail(c, 400, "bad_body", "the body must be JSON like {\"action\": \"pause\"}");
-    }
+    const body = await jsonBody(c);
+    if (body === NOT_JSON) return fail(c, 400, "bad_body", "the body must be JSON like {\"action\": \"pause\"}");
     const action = (body as { action?: unknown } | null)?.action;
     if (!isControlAction(action)) {
       const hint = action === "resume" ? "use unpause to let a paused run go on; a stopped run is continued with atomic resume" : undefined;
@@ -234,10 +230,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   const intercom = (what: "message" | "answer") => async (c: Context) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
-    let body: unknown;
-    try {
-      body = await c.req.json();
-    } catch {
+    const body = await jsonBody(c);
+    if (body === NOT_JSON) {
       return fail(c, 400, "bad_body", what === "message" ? 'the body must be JSON like {"stage": "review", "text": "..."}' : 'the body must be JSON like {"question": "q1a2b3c4", "answer": "yes"}');
     }
     try {
@@ -251,4 +245,15 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.post("/api/runs/:id/answers", intercom("answer"));
 
   return app;
+}
+
+const NOT_JSON = Symbol("not JSON");
+
+/** The request's JSON body, or NOT_JSON. */
+async function jsonBody(c: Context): Promise<unknown> {
+  try {
+    return await c.req.json();
+  } catch {
+    return NOT_JSON;
+  }
 }

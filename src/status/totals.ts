@@ -15,14 +15,8 @@ export interface StageCounts {
   stopped: number;
 }
 
-export interface UsageTotals {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  costMicroUsd: number;
-  turns: number;
-}
+/** The summable fields of Usage. */
+export type UsageTotals = Pick<Usage, "inputTokens" | "outputTokens" | "cacheReadTokens" | "cacheWriteTokens" | "costMicroUsd" | "turns">;
 
 export interface RunTotals {
   stages: StageCounts;
