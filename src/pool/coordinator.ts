@@ -20,6 +20,7 @@
  *   worker and stage process group is killed and the coordinator exits.
  */
 
+import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { openJournal } from "../journal/open.ts";
@@ -318,7 +319,7 @@ class Coordinator {
             status: "failed",
             text: "",
             exitCode: null,
-            outputPath: join(request.artifactDir, "stdout.log"),
+            outputPath: join(request.artifactDir, STDOUT_LOG),
             workerId: slot.id,
             generation: item.generation,
             error: {
@@ -418,7 +419,7 @@ class Coordinator {
       status: "cancelled",
       text: "",
       exitCode: null,
-      outputPath: join(request.artifactDir, "stdout.log"),
+      outputPath: join(request.artifactDir, STDOUT_LOG),
       error: { code: "cancelled", message: "cancelled before it started" },
     };
     const fence = { id: item.id, workerId, generation: item.generation, epoch: item.epoch };

@@ -12,6 +12,7 @@
  * coordinator's log; the run then fails resumably.
  */
 
+import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { Subprocess } from "bun";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -247,7 +248,7 @@ export class PoolExecutor implements StageExecutor {
       status: "failed",
       text: "",
       exitCode: null,
-      outputPath: join(request.artifactDir, "stdout.log"),
+      outputPath: join(request.artifactDir, STDOUT_LOG),
       error: { code: "worker_lost", message: why },
     };
   }

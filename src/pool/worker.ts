@@ -17,6 +17,8 @@
  * does.
  */
 
+import { join } from "node:path";
+import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import { getRunner } from "../runners/registry.ts";
 import { killAllGroups } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../runners/types.ts";
@@ -105,7 +107,7 @@ export async function workerMain(argv: string[]): Promise<void> {
         status: "failed",
         text: "",
         exitCode: null,
-        outputPath: `${request.artifactDir}/stdout.log`,
+        outputPath: join(request.artifactDir, STDOUT_LOG),
         error: { code: "runner_failed", message: ensureError(err).message },
       };
       void commit(ref, result);
