@@ -16,7 +16,8 @@ const outfile = process.argv[2] ?? join(root, "dist", "atomic");
 mkdirSync(join(outfile, ".."), { recursive: true });
 
 const result = await Bun.build({
-  entrypoints: [join(root, "src", "main.ts")],
+  // main.ts and the module of each role (main.ts ENTRY_MODULES): each a bundle of its own in the binary.
+  entrypoints: ["main.ts", "cli/app.ts", "pool/coordinator.ts", "pool/worker.ts", "intercom/broker.ts"].map((f) => join(root, "src", f)),
   compile: {
     outfile,
     autoloadBunfig: false,

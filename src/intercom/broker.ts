@@ -44,6 +44,7 @@ import {
 } from "./protocol/index.ts";
 import { Routes, type PendingAsk } from "./routing.ts";
 import { probeBroker } from "./launch.ts";
+import { writeStderr } from "../shared/raw-stderr.ts";
 
 export const DEFAULT_IDLE_MS = 5_000;
 /** Frames waiting for a connection that does not read: beyond this it is closed. */
@@ -142,7 +143,7 @@ export class Broker {
   constructor(opts: BrokerOptions) {
     this.paths = intercomPaths(opts.home);
     this.idleMs = opts.idleMs ?? DEFAULT_IDLE_MS;
-    this.log = opts.log ?? ((line) => process.stderr.write(`${new Date().toISOString()} ${line}\n`));
+    this.log = opts.log ?? ((line) => writeStderr(`${new Date().toISOString()} ${line}\n`));
   }
 
   /** Listens; returns false (and listens on nothing) when another broker already answers on the socket. */
@@ -417,20 +418,20 @@ export async function brokerMain(argv: string[]): Promise<void> {
   const i = argv.indexOf("--home");
   const home = i >= 0 ? argv[i + 1] : process.env.ATOMIC_HOME;
   if (!home) {
-    process.stderr.write("error: the intercom broker needs --home DIR.\n");
+    writeStderr("error: the intercom broker needs --home DIR.\n");
     process.exit(2);
   }
   const idle = Number(process.env.ATOMIC_INTERCOM_IDLE_MS);
   const broker = new Broker({ home, ...(Number.isFinite(idle) && idle > 0 ? { idleMs: idle } : {}) });
   // Last line of defence: a bug in a handler is logged, never fatal.
-  process.on("uncaughtException", (err) => process.stderr.write(`${new Date().toISOString()} uncaught: ${err.stack ?? err.message}\n`));
-  process.on("unhandledRejection", (err) => process.stderr.write(`${new Date().toISOString()} unhandled: ${String(err)}\n`));
+  process.on("uncaughtException", (err) => writeStderr(`${new Date().toISOString()} uncaught: ${err.stack ?? err.message}\n`));
+  process.on("unhandledRejection", (err) => writeStderr(`${new Date().toISOString()} unhandled: ${String(err)}\n`));
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) process.on(sig, () => broker.stop(sig));
   let started: boolean;
   try {
     started = await broker.start();
   } catch (err) {
-    process.stderr.write(`${new Date().toISOString()} cannot start: ${(err as Error).message}\n`);
+    writeStderr(`${new Date().toISOString()} cannot start: ${(err as Error).message}\n`);
     process.exit(1);
   }
   if (!started) process.exit(0);

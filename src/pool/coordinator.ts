@@ -45,6 +45,7 @@ import { killStagesOfWorker } from "./reap.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { trace, traceNow, tracing } from "./trace.ts";
 import { WorkerSlot, logTail } from "./worker-slot.ts";
+import { writeStderr } from "../shared/raw-stderr.ts";
 
 const SWEEP_MS = 500;
 const STARTUP_TIMEOUT_MS = 15_000;
@@ -53,7 +54,7 @@ const CONTROL_ACK_TIMEOUT_MS = 5_000;
 export async function coordinatorMain(argv: string[]): Promise<void> {
   const config = parseMessage(CoordinatorConfigSchema, safeJson(argv[0]), "command line");
   if (!config || config.version !== POOL_PROTOCOL_VERSION) {
-    process.stderr.write("coordinator: bad or incompatible configuration\n");
+    writeStderr("coordinator: bad or incompatible configuration\n");
     process.exit(2);
   }
   const coordinator = new Coordinator(config);
@@ -518,6 +519,6 @@ class Coordinator {
   }
 
   private log(line: string): void {
-    process.stderr.write(`${new Date().toISOString()} coordinator ${line}\n`);
+    writeStderr(`${new Date().toISOString()} coordinator ${line}\n`);
   }
 }

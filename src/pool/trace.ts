@@ -18,6 +18,8 @@
  * the writes. Off (one boolean test) when the variable is unset.
  */
 
+import { writeStderr } from "../shared/raw-stderr.ts";
+
 export const TRACE_ENV = "ATOMIC_POOL_TRACE";
 export const TRACE_PREFIX = "pool-trace";
 
@@ -32,7 +34,7 @@ let pending = "";
 function flush(): void {
   const text = pending;
   pending = "";
-  if (text) process.stderr.write(text);
+  if (text) writeStderr(text);
 }
 
 if (tracing) process.on("exit", flush);

@@ -30,6 +30,7 @@ import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coord
 import { EventBatcher } from "./event-batcher.ts";
 import { WORKER_ENV } from "./reap.ts";
 import { trace } from "./trace.ts";
+import { writeStderr } from "../shared/raw-stderr.ts";
 
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
@@ -60,7 +61,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     if (process.connected) process.send?.(msg);
   };
   const newOp = () => `${workerId}:${++opSeq}`;
-  const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${workerId} ${line}\n`);
+  const log = (line: string) => writeStderr(`${new Date().toISOString()} ${workerId} ${line}\n`);
 
   const heartbeat = setInterval(() => {
     if (running) send({ type: "heartbeat", opId: newOp(), refs: [running.ref] });

@@ -10,6 +10,8 @@
  * like a power cut) or `throw`. Counting is per process.
  */
 
+import { writeStderr } from "./raw-stderr.ts";
+
 const armed = parse(process.env.ATOMIC_FAULT_POINTS);
 const hits = new Map<string, number>();
 
@@ -31,6 +33,6 @@ export function faultPoint(name: string): void {
   hits.set(name, count);
   if (count !== target) return;
   if (process.env.ATOMIC_FAULT_ACTION === "throw") throw new Error(`fault point ${name} fired`);
-  process.stderr.write(`[fault] ${name} #${count}: SIGKILL\n`);
+  writeStderr(`[fault] ${name} #${count}: SIGKILL\n`);
   process.kill(process.pid, "SIGKILL");
 }

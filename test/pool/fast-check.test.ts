@@ -6,6 +6,7 @@
  */
 
 import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
 import * as v from "valibot";
 import { compileCheck } from "../../src/pool/protocol/fast-check.ts";
 import { parseMessage } from "../../src/pool/protocol/common.ts";
@@ -116,18 +117,17 @@ describe("compiled message checks", () => {
     expect(compileCheck(v.object({ a: v.optional(v.string()) }))({})).toBe(true);
   });
 
-  test("a malformed message is dropped with one log line naming where", () => {
-    const writes: string[] = [];
-    const write = process.stderr.write.bind(process.stderr);
-    process.stderr.write = ((chunk: string) => {
-      writes.push(String(chunk));
-      return true;
-    }) as typeof process.stderr.write;
-    try {
-      expect(parseMessage(FromWorkerSchema, { type: "complete", opId: "w1:4", ref: { ...ref, epoch: "one" }, result }, "worker w1")).toBeUndefined();
-    } finally {
-      process.stderr.write = write;
-    }
-    expect(writes.join("")).toMatch(/dropped a malformed message from worker w1 at ref\.epoch/);
+  test("a malformed message is dropped with one log line naming where", async () => {
+    // The line goes straight to file descriptor 2 (shared/raw-stderr.ts): checked in a process of its own.
+    const script = `
+      import { parseMessage } from ${JSON.stringify(join(import.meta.dir, "../../src/pool/protocol/common.ts"))};
+      import { FromWorkerSchema } from ${JSON.stringify(join(import.meta.dir, "../../src/pool/protocol/coordinator-worker.ts"))};
+      const msg = { type: "complete", opId: "w1:4", ref: ${JSON.stringify({ ...ref, epoch: "one" })}, result: ${JSON.stringify(result)} };
+      process.exit(parseMessage(FromWorkerSchema, msg, "worker w1") === undefined ? 0 : 1);
+    `;
+    const proc = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe", stderr: "pipe" });
+    const [code, stderr] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+    expect(code).toBe(0);
+    expect(stderr.trim().split("\n")).toEqual([expect.stringMatching(/^\[pool\] dropped a malformed message from worker w1 at ref\.epoch: /)]);
   });
 });

@@ -7,6 +7,7 @@
 
 import * as v from "valibot";
 import { compileCheck, type Check } from "./fast-check.ts";
+import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
 export const POOL_PROTOCOL_VERSION = 2;
@@ -129,7 +130,7 @@ export function parseMessage<T>(schema: v.GenericSchema<unknown, T>, raw: unknow
   if (parsed.success) return parsed.output;
   const issue = parsed.issues[0];
   const path = issue.path?.map((p) => String(p.key)).join(".") ?? "";
-  process.stderr.write(`[pool] dropped a malformed message from ${from}${path ? ` at ${path}` : ""}: ${issue.message}\n`);
+  writeStderr(`[pool] dropped a malformed message from ${from}${path ? ` at ${path}` : ""}: ${issue.message}\n`);
   return undefined;
 }
 
