@@ -10,14 +10,15 @@
 
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { ENTRY_POINTS } from "../src/shared/entry-points.ts";
 
 const root = join(import.meta.dir, "..");
 const outfile = process.argv[2] ?? join(root, "dist", "atomic");
 mkdirSync(join(outfile, ".."), { recursive: true });
 
 const result = await Bun.build({
-  // main.ts and the module of each role (main.ts ENTRY_MODULES): each a bundle of its own in the binary.
-  entrypoints: ["main.ts", "cli/app.ts", "pool/coordinator.ts", "pool/worker.ts", "intercom/broker.ts"].map((f) => join(root, "src", f)),
+  // Each a bundle of its own in the binary (src/shared/entry-points.ts says why).
+  entrypoints: ENTRY_POINTS.map((f) => join(root, "src", f)),
   compile: {
     outfile,
     autoloadBunfig: false,

@@ -17,36 +17,17 @@
  * The broker is the exception: one long-lived message loop, whose round
  * trips measured 4 to 7 % slower under the scaled policy.
  */
+import { importEntry, type EntryPoint } from "./shared/entry-points.ts";
+
 const JIT_POLICY = 30;
 const DEFAULT_JIT_ROLES = new Set(["--internal-intercom-broker"]);
 
-/**
- * What each role loads: a module of its own, imported by a specifier the
- * bundler cannot see, so each is a separate entry point of the binary
- * (scripts/build.ts lists them; the same relative paths resolve inside it)
- * and this file stays a few lines long. A role then loads its own code
- * only: starting the binary costs about 10 ms of CPU per process when it
- * holds the whole 1.2 MB bundle, most of it in loading that bundle, and a
- * run starts up to six processes at once (root, coordinator, workers).
- */
-export const ENTRY_MODULES = {
-  cli: "./cli/app.ts",
-  "--internal-pool-coordinator": "./pool/coordinator.ts",
-  "--internal-workflow-worker": "./pool/worker.ts",
-  "--internal-intercom-broker": "./intercom/broker.ts",
-} as const;
-
-type RoleName = Exclude<keyof typeof ENTRY_MODULES, "cli">;
-const ROLE_MAIN: Record<RoleName, string> = {
-  "--internal-pool-coordinator": "coordinatorMain",
-  "--internal-workflow-worker": "workerMain",
-  "--internal-intercom-broker": "brokerMain",
+/** Each role's module, a bundle of its own (shared/entry-points.ts), and the function it starts with. */
+const ROLES: Record<string, { entry: EntryPoint; main: string }> = {
+  "--internal-pool-coordinator": { entry: "pool/coordinator.ts", main: "coordinatorMain" },
+  "--internal-workflow-worker": { entry: "pool/worker.ts", main: "workerMain" },
+  "--internal-intercom-broker": { entry: "intercom/broker.ts", main: "brokerMain" },
 };
-
-async function load(name: keyof typeof ENTRY_MODULES): Promise<Record<string, unknown>> {
-  const specifier: string = ENTRY_MODULES[name];
-  return (await import(specifier)) as Record<string, unknown>;
-}
 
 const argv = process.argv.slice(2);
 const role = argv[0]?.startsWith("--internal-") ? argv[0] : undefined;
@@ -56,12 +37,12 @@ if (!role || !DEFAULT_JIT_ROLES.has(role)) Bun.unsafe.setJITPolicy(JIT_POLICY);
 if (role) {
   // Internal roles never touch process.stdout or process.stderr (see shared/raw-stderr.ts); they log
   // through writeStderr. An unknown role gets its line the same way (fd 2, no stream).
-  if (!(role in ROLE_MAIN)) {
+  const known = ROLES[role];
+  if (!known) {
     await Bun.write(Bun.stderr, `error: unknown internal role ${role}.\n`);
     process.exit(2);
   }
-  const name = role as RoleName;
-  const main = (await load(name))[ROLE_MAIN[name]] as (argv: string[]) => Promise<void>;
+  const main = (await importEntry(known.entry))[known.main] as (argv: string[]) => Promise<void>;
   await main(argv.slice(1));
 } else {
   // A reader that went away (`atomic runs --json | head`) is not an error.
@@ -71,6 +52,6 @@ if (role) {
       throw err;
     });
   }
-  const { runCli } = (await load("cli")) as typeof import("./cli/app.ts");
+  const { runCli } = (await importEntry("cli/app.ts")) as typeof import("./cli/app.ts");
   process.exit(await runCli(argv));
 }

@@ -10,7 +10,7 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/migrations.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 import {
   MAX_QUEUED_PER_STAGE,
   type AppendEntry,

@@ -11,7 +11,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import type { Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
-import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/migrations.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";

@@ -15,9 +15,9 @@
  * Migrations are append-only: never edit a released one, add the next.
  */
 
-import type { Database } from "bun:sqlite";
 import { sql, type Kysely } from "kysely";
 import { StorageError } from "../../shared/errors.ts";
+import { LATEST_SCHEMA_VERSION, refuseIfTooNew } from "./schema-version.ts";
 
 /** Migrations see an untyped database: the table types describe the newest schema only. */
 type AnyDb = Kysely<Record<string, never>>;
@@ -316,38 +316,6 @@ export const MIGRATIONS: readonly Migration[] = [
     },
   },
 ];
-
-export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
-
-/**
- * The schema version of an open database, read without writing anything.
- * Throws StorageError for a file that is not ours.
- */
-export function readSchemaVersion(db: Database, path: string): number {
-  const tables = db
-    .query<{ name: string }, []>("select name from sqlite_master where type = 'table' and name not like 'sqlite_%'")
-    .all()
-    .map((r) => r.name);
-  if (tables.length === 0) return 0;
-  if (!tables.includes("meta")) {
-    throw new StorageError("storage_corrupt", `the journal at ${path} is not an atomic database (it holds other tables)`, {
-      hint: "move it away or point --home at another directory",
-    });
-  }
-  const row = db
-    .query<{ value: string }, []>("select value from meta where key = 'schema_version'")
-    .get();
-  return row ? Number(row.value) : 0;
-}
-
-export function refuseIfTooNew(version: number, path: string): void {
-  if (version <= LATEST_SCHEMA_VERSION) return;
-  throw new StorageError(
-    "schema_too_new",
-    `the journal at ${path} has schema version ${version}, newer than version ${LATEST_SCHEMA_VERSION} that this atomic knows`,
-    { hint: "upgrade atomic, or point --home at another directory" },
-  );
-}
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */
 export async function migrate<DB>(db: Kysely<DB>, path: string): Promise<void> {

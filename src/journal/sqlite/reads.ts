@@ -1,20 +1,13 @@
 /**
- * Read queries of the SQLite journal, through Kysely: single statements
- * outside any transaction, each seeing the last committed state.
- *
- * `readEvents` is the replay path (resume reads a run's whole history): one
- * range scan of the events table, clustered by (run_id, seq), with each
- * payload parsed once. It bypasses Kysely: a prepared statement returning
- * value arrays without the run_id column (the caller names the run), turned
- * straight into events. Measured on 10,000 checkpoints (2 cores, Bun 1.4.4):
- * 1.5-1.65x the raw `select *` of the same rows, against 1.8-2x through
- * Kysely; JSON.parse of the payloads is most of the difference.
+ * Run listings of the SQLite journal, through Kysely: single statements
+ * outside any transaction, each seeing the last committed state. Loaded
+ * with the Kysely layer (kysely-layer.ts), on first use. The replay path
+ * bypasses Kysely: event-reads.ts.
  */
 
 import { sql, type Kysely } from "kysely";
 import type { RunId } from "../../shared/ids.ts";
-import type { JournalEvent, ListRunsFilter, RunRecord } from "../types.ts";
-import type { EventValues, Statements } from "./statements.ts";
+import type { ListRunsFilter, RunRecord } from "../types.ts";
 import { runFromRow, type JournalTables } from "./tables.ts";
 
 type Db = Kysely<JournalTables>;
@@ -62,24 +55,4 @@ function filtered(db: Db, filter: ListRunsFilter) {
   else if (filter.rootsOnly ?? true) q = q.where("parent_id", "is", null);
   if (filter.status !== undefined) q = q.where("status", "=", filter.status);
   return q;
-}
-
-/** Events of `runId` with seq > afterSeq, ascending, at most `limit` (all when undefined); see tables.ts eventFromRow. */
-export function readEvents(s: Statements, runId: RunId, afterSeq = 0, limit?: number): JournalEvent[] {
-  const rows = s.selectEvents.values(runId, afterSeq, limit ?? -1) as EventValues[];
-  const events = new Array<JournalEvent>(rows.length);
-  for (let i = 0; i < rows.length; i++) {
-    const row = rows[i]!;
-    const payload = row[4];
-    events[i] = {
-      runId,
-      seq: row[0],
-      type: row[1],
-      key: row[2],
-      idempotencyKey: row[3],
-      payload: payload === null ? undefined : JSON.parse(payload),
-      at: row[5],
-    };
-  }
-  return events;
 }

@@ -15,6 +15,8 @@
  *   row) against one, not the statements (about 10 us together).
  * - Migrations and the read/list queries go through Kysely, over our own
  *   bun:sqlite dialect (dialect.ts explains why not kysely-bun-sqlite).
+ *   That side is a bundle of its own (kysely-layer.ts), loaded on first
+ *   use: a run, its pool and an up-to-date open never load Kysely.
  * - Opening refuses, without altering it, a file that is not SQLite
  *   (storage_corrupt) or that a newer atomic wrote (schema_too_new); an
  *   unwritable location is storage_readonly. Every SQLite failure surfaces
@@ -25,7 +27,7 @@
  */
 
 import { Database } from "bun:sqlite";
-import { Kysely } from "kysely";
+import type { Kysely } from "kysely";
 import { AtomicError, StorageError, UsageError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type {
@@ -46,10 +48,10 @@ import type {
 import { SqliteMessageStore } from "./messages.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
-import { BunSqliteDialect } from "./dialect.ts";
+import { importEntry } from "../../shared/entry-points.ts";
+import { readEvents } from "./event-reads.ts";
 import * as leases from "./leases.ts";
-import { LATEST_SCHEMA_VERSION, migrate, readSchemaVersion, refuseIfTooNew } from "./migrations.ts";
-import * as reads from "./reads.ts";
+import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./schema-version.ts";
 import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
 import type { JournalTables } from "./tables.ts";
@@ -62,17 +64,32 @@ export interface SqliteJournalOptions {
 
 const DEFAULT_BUSY_TIMEOUT_MS = 10_000;
 
+/** The Kysely layer (a bundle of its own, kysely-layer.ts) and a Kysely instance over one connection. */
+interface KyselyQuery {
+  layer: typeof import("./kysely-layer.ts");
+  db: Kysely<JournalTables>;
+}
+
+async function openQuery(db: Database): Promise<KyselyQuery> {
+  const layer = (await importEntry("journal/sqlite/kysely-layer.ts")) as unknown as KyselyQuery["layer"];
+  return { layer, db: layer.openKysely(db) };
+}
+
 export class SqliteJournal implements Journal {
   readonly capabilities: JournalCapabilities = { singleWriter: true, supportsSkipLocked: false };
   #closed = false;
   readonly work: WorkQueue;
 
+  /** Kysely over this connection, made on first use (migrations, run listings). */
+  #kysely: Promise<KyselyQuery> | undefined;
+
   private constructor(
     readonly location: string,
     private readonly db: Database,
-    private readonly kysely: Kysely<JournalTables>,
     private readonly statements: Statements,
+    query: KyselyQuery | undefined,
   ) {
+    if (query) this.#kysely = Promise.resolve(query);
     this.workQueue = new SqliteWorkQueue(db, statements, (fn) => this.#sync(fn));
     this.work = this.workQueue;
     this.messageStore = new SqliteMessageStore(db, statements, (fn) => this.#sync(fn));
@@ -86,20 +103,23 @@ export class SqliteJournal implements Journal {
   /** Opens (creating and migrating if needed) the journal file at `path`. */
   static async open(path: string, opts: SqliteJournalOptions = {}): Promise<SqliteJournal> {
     let db: Database | undefined;
-    let kysely: Kysely<JournalTables> | undefined;
+    let query: KyselyQuery | undefined;
     try {
       db = new Database(path, { create: true, readwrite: true });
-      db.run(`pragma busy_timeout = ${Math.trunc(opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS)}`);
+      const busyTimeoutMs = Math.trunc(opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS);
+      db.run(`pragma busy_timeout = ${busyTimeoutMs}`);
       // Before any pragma that writes: a foreign or newer database must stay untouched.
       const version = readSchemaVersion(db, path);
       refuseIfTooNew(version, path);
-      configure(db, path, opts.durability ?? "full");
-      kysely = new Kysely<JournalTables>({ dialect: new BunSqliteDialect(db) });
-      // Up to date (the usual case): no migration transaction (versions only go up, so none can become due).
-      if (version < LATEST_SCHEMA_VERSION) await migrate(kysely, path);
-      return new SqliteJournal(path, db, kysely, new Statements(db, opts.durability ?? "full"));
+      await configure(db, path, opts.durability ?? "full", busyTimeoutMs);
+      // Up to date (the usual case): no migration transaction, no Kysely (versions only go up, so none can become due).
+      if (version < LATEST_SCHEMA_VERSION) {
+        query = await openQuery(db);
+        await query.layer.migrate(query.db, path);
+      }
+      return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full"), query);
     } catch (err) {
-      await kysely?.destroy();
+      await query?.db.destroy();
       db?.close();
       throw toStorageError(err, path);
     }
@@ -126,23 +146,35 @@ export class SqliteJournal implements Journal {
   }
 
   async getRun(id: RunId): Promise<RunRecord | undefined> {
-    return this.#read(() => reads.getRun(this.kysely, id));
+    return this.#read(async () => {
+      const q = await this.#query();
+      return q.layer.getRun(q.db, id);
+    });
   }
 
   async findRuns(prefix: string, limit: number): Promise<RunRecord[]> {
-    return this.#read(() => reads.findRuns(this.kysely, prefix, limit));
+    return this.#read(async () => {
+      const q = await this.#query();
+      return q.layer.findRuns(q.db, prefix, limit);
+    });
   }
 
   async listRuns(filter?: ListRunsFilter): Promise<RunRecord[]> {
-    return this.#read(() => reads.listRuns(this.kysely, filter));
+    return this.#read(async () => {
+      const q = await this.#query();
+      return q.layer.listRuns(q.db, filter);
+    });
   }
 
   async countRuns(filter?: ListRunsFilter): Promise<number> {
-    return this.#read(() => reads.countRuns(this.kysely, filter));
+    return this.#read(async () => {
+      const q = await this.#query();
+      return q.layer.countRuns(q.db, filter);
+    });
   }
 
   async readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]> {
-    return this.#sync(() => reads.readEvents(this.statements, runId, afterSeq, limit));
+    return this.#sync(() => readEvents(this.statements, runId, afterSeq, limit));
   }
 
   async requestControl(runId: RunId, action: string): Promise<number> {
@@ -165,8 +197,19 @@ export class SqliteJournal implements Journal {
     this.statements.finalize();
     this.workQueue.finalize();
     this.messageStore.finalize();
-    await this.kysely.destroy();
+    await this.#destroyKysely();
     this.db.close();
+  }
+
+  #query(): Promise<KyselyQuery> {
+    this.#kysely ??= openQuery(this.db);
+    return this.#kysely;
+  }
+
+  async #destroyKysely(): Promise<void> {
+    const q = this.#kysely;
+    this.#kysely = undefined;
+    if (q) await (await q.catch(() => undefined))?.db.destroy();
   }
 
   /** Runs synchronous statements (a whole write transaction, or a lease read), mapping storage failures. */
@@ -193,8 +236,24 @@ export class SqliteJournal implements Journal {
   }
 }
 
-function configure(db: Database, path: string, durability: Durability): void {
-  const mode = db.query<{ journal_mode: string }, []>("pragma journal_mode = wal").get()?.journal_mode;
+/**
+ * WAL mode, foreign keys and the durability. Switching a new file to WAL
+ * can find another process opening the same fresh file (its migration
+ * under way): SQLite answers SQLITE_BUSY without waiting on its busy
+ * handler, so the switch is retried here, within the busy timeout.
+ */
+async function configure(db: Database, path: string, durability: Durability, busyTimeoutMs: number): Promise<void> {
+  const deadline = Date.now() + busyTimeoutMs;
+  let mode: string | undefined;
+  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
+    try {
+      mode = db.query<{ journal_mode: string }, []>("pragma journal_mode = wal").get()?.journal_mode;
+      break;
+    } catch (err) {
+      if ((err as { code?: string }).code !== "SQLITE_BUSY" || Date.now() >= deadline) throw err;
+      await Bun.sleep(pause);
+    }
+  }
   if (mode !== "wal") {
     throw new StorageError(
       "storage_unsupported",
