@@ -12,6 +12,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import type { Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
 import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
+import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
@@ -257,6 +258,11 @@ for (const backend of BACKENDS) {
 }
 
 describe("sqlite: schema version 4", () => {
+  test("the version an open checks against is the one the last migration writes", () => {
+    // schema-version.ts states it without loading the migrations (and Kysely); they must agree.
+    expect(MIGRATIONS[MIGRATIONS.length - 1]!.version).toBe(LATEST_SCHEMA_VERSION);
+  });
+
   test("a version 3 journal migrates: items and operations kept, an old whole receipt still answers its retry, the new indexes in place", async () => {
     const dir = makeTempDir("atomic-mig4-");
     const file = `${dir}/atomic.db`;
