@@ -10,10 +10,13 @@
  *    runs projection (last_seq, updated_at, patch) in the same transaction.
  *    Everything that can fail without touching storage (JSON encoding, the
  *    checks) happens before the first write of the entry.
- * 3. With several entries each runs inside a savepoint, so a bad entry
- *    rolls back alone and reports "error"; seqs stay gapless because a
- *    rolled-back entry never advanced last_seq. With one entry the
- *    transaction itself is the unit (two statements fewer on every step).
+ * 3. With several entries, the batch is first written as a whole; if an
+ *    entry turns out bad, that transaction rolls back and the batch is
+ *    written again with each entry inside a savepoint, so a bad entry rolls
+ *    back alone and reports "error"; seqs stay gapless because a
+ *    rolled-back entry never advanced last_seq. (Savepoints cost two
+ *    statements per entry, and bad entries are rare.) With one entry the
+ *    transaction itself is the unit.
  *
  * Storage faults (busy, disk full, I/O) are not a bad entry: they fail the
  * whole batch, which rolls back, and surface as StorageError.
@@ -39,21 +42,51 @@ export function appendEntries(s: Statements, lease: Lease, entries: readonly App
 
 function appendBatch(s: Statements, lease: Lease, entries: readonly AppendEntry[]): AppendOutcome[] {
   const now = Date.now();
+  if (entries.length > 1) {
+    const outcomes = inTransaction(s, lease, () => appendAllOrNothing(s, lease, entries, now));
+    if (outcomes) return outcomes;
+    // An entry was bad: the whole batch rolled back; again, each entry in a savepoint of its own.
+    return inTransaction(s, lease, () => entries.map((entry) => appendInSavepoint(s, lease, entry, now)))!;
+  }
+  return inTransaction(s, lease, () => appendAlone(s, lease, entries[0] as AppendEntry, now))!;
+}
+
+/** BEGIN, the lease check, `fn`, COMMIT (unless `fn` rolled back or returned undefined: then it rolled back). */
+function inTransaction(s: Statements, lease: Lease, fn: () => AppendOutcome[] | undefined): AppendOutcome[] | undefined {
   s.begin.run();
   try {
     if (!s.selectHeldLease.get(lease.rootId, lease.holderId, lease.epoch)) {
       throw new LeaseLostError(lease.rootId, lease.epoch);
     }
-    const outcomes =
-      entries.length === 1
-        ? appendAlone(s, lease, entries[0] as AppendEntry, now)
-        : entries.map((entry) => appendInSavepoint(s, lease, entry, now));
-    if (s.db.inTransaction) s.commit.run();
+    const outcomes = fn();
+    if (s.db.inTransaction) {
+      if (outcomes) s.commit.run();
+      else s.rollback.run();
+    }
     return outcomes;
   } catch (err) {
     if (s.db.inTransaction) s.rollback.run();
     throw err;
   }
+}
+
+/**
+ * Every entry of a batch, without savepoints (two statements fewer per
+ * entry): undefined as soon as one is bad, for the caller to roll back and
+ * take the savepoint path. Bad entries are rare (a payload that does not
+ * encode, a run that does not exist); most batches are good.
+ */
+function appendAllOrNothing(s: Statements, lease: Lease, entries: readonly AppendEntry[], now: number): AppendOutcome[] | undefined {
+  const outcomes: AppendOutcome[] = [];
+  for (const entry of entries) {
+    try {
+      outcomes.push(appendEntry(s, lease, entry, now));
+    } catch (err) {
+      if (isStorageFault(err) || err instanceof LeaseLostError) throw err;
+      return undefined;
+    }
+  }
+  return outcomes;
 }
 
 /** A lone entry: on error the whole transaction rolls back (the caller sees `inTransaction` false and skips COMMIT). */
