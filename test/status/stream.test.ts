@@ -115,6 +115,10 @@ describe("status event stream", () => {
       const running = driven.run();
       let ended = false;
       void running.then(() => (ended = true));
+      const runEnded = running.then(
+        () => "run ended" as const,
+        () => "run ended" as const,
+      );
       try {
         // Connect, read a few messages, drop the connection mid-stream, reconnect from the last id; until the run ended.
         let take = 3;
@@ -127,8 +131,11 @@ describe("status event stream", () => {
           const wasEnded = ended;
           let readyAfterCatchUp = false;
           for (let n = 0; n < take || wasEnded; n++) {
-            const m: SseMessage | undefined = await sse.next();
-            if (!m) break;
+            // The stream stays open after the run's last event: a connection made before the run ended stops
+            // waiting when it ends (fewer than `take` messages may be left) and the next one, made after,
+            // catches up to the end.
+            const m: SseMessage | "run ended" | undefined = await (wasEnded ? sse.next() : Promise.race([sse.next(), runEnded]));
+            if (!m || m === "run ended") break;
             if (m.id) lastId = m.id;
             if (m.event === "journal") {
               const d: JournalMessage = journalData(m);
