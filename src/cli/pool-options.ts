@@ -22,7 +22,7 @@ export const POOL_ARGS = {
 export function executorOption(
   s: CliSession,
   args: { workers?: string | undefined; inProcess?: boolean | undefined; workLeaseMs?: string | undefined },
-): Pick<DriverOptions, "executor"> {
+): Required<Pick<DriverOptions, "executor">> {
   const workers = args.workers === undefined ? Math.min(4, availableParallelism()) : wholeNumber("--workers", args.workers, 1, 256);
   const leaseMs =
     args.workLeaseMs === undefined ? DEFAULT_WORK_LEASE_MS : wholeNumber("--work-lease-ms", args.workLeaseMs, MIN_WORK_LEASE_MS, 86_400_000);

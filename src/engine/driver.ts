@@ -50,6 +50,8 @@ export interface NewRunRequest {
   inputs: Record<string, unknown>;
   /** Budget flags (`--max-cost` ...): over the workflow's budget, over config's. */
   budget?: BudgetOptions;
+  /** The new run's id, when the caller made it already (to start the worker pool early); a fresh one otherwise. */
+  runId?: RunId;
 }
 
 /** A root run being driven by this process. */
@@ -77,7 +79,7 @@ export class RootRun {
   }
 
   static async start(opts: DriverOptions, req: NewRunRequest): Promise<RootRun> {
-    const runId = newRunId();
+    const runId = req.runId ?? newRunId();
     const lease = await opts.journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: leaseMs(opts) });
     const root = RootRun.create(opts, lease, req.definition, req.inputs, new ReplayCursor(runId), null);
     const config = root.tree.config;

@@ -57,14 +57,7 @@ export async function coordinatorMain(argv: string[]): Promise<void> {
     writeStderr("coordinator: bad or incompatible configuration\n");
     process.exit(2);
   }
-  const coordinator = new Coordinator(config);
-  // The workers boot (about 12 ms each) while the journal opens.
-  coordinator.start();
-  // Queue state is coordination, not the record: the root's journal (synchronous=FULL) is the record.
-  openJournal({ home: config.home, durability: "normal", ...(config.journalUrl ? { journalUrl: config.journalUrl } : {}) }).then(
-    (journal) => coordinator.attach(journal),
-    (err: unknown) => coordinator.cannotOpen(ensureError(err).message),
-  );
+  new Coordinator(config).start();
   await new Promise(() => {});
 }
 
@@ -94,6 +87,7 @@ class Coordinator {
   /** Set by attach(), before any item can be claimed (nothing is dispatched until then). */
   private journal!: Journal;
   private attached = false;
+  private attaching: Promise<void> | undefined;
 
   constructor(private readonly config: CoordinatorConfig) {
     this.rootId = config.rootId as RunId;
@@ -114,16 +108,26 @@ class Coordinator {
     this.log(`ready: ${this.config.workers} worker(s), lease ${this.config.leaseMs} ms`);
   }
 
-  /** The journal would not open: the run's stages cannot be claimed here. */
-  cannotOpen(message: string): void {
-    this.fatal("worker_lost", `the pool coordinator cannot open the journal: ${message}`);
-  }
-
-  /** The journal is open: items can be claimed from now on. */
-  attach(journal: Journal): void {
-    this.journal = journal;
-    this.attached = true;
-    void this.dispatch();
+  /**
+   * Opens the journal, once, when the root first has work for this pool
+   * (`work_ready`, `cancel_work`): a pool may be started while the root
+   * still checks its command line and loads the workflow, and must not
+   * write anything (a fresh home's journal) if the run never starts. Items
+   * can be claimed once it is open. Queue state is coordination, not the
+   * record: the root's journal (synchronous=FULL) is the record, so this
+   * connection commits with synchronous=NORMAL.
+   */
+  private attach(): void {
+    if (this.attaching) return;
+    const c = this.config;
+    this.attaching = openJournal({ home: c.home, durability: "normal", ...(c.journalUrl ? { journalUrl: c.journalUrl } : {}) }).then(
+      (journal) => {
+        this.journal = journal;
+        this.attached = true;
+        void this.dispatch();
+      },
+      (err: unknown) => this.fatal("worker_lost", `the pool coordinator cannot open the journal: ${ensureError(err).message}`),
+    );
   }
 
   // ---------------------------------------------------------------- root channel
@@ -131,9 +135,11 @@ class Coordinator {
   private onRoot(msg: ToCoordinator): void {
     switch (msg.type) {
       case "work_ready":
-        void this.dispatch();
+        if (this.attached) void this.dispatch();
+        else this.attach(); // dispatches once open
         break;
       case "cancel_work": {
+        this.attach();
         const slot = this.slotRunning(msg.workId);
         if (slot) slot.send({ type: "cancel", workId: msg.workId, reason: msg.reason });
         else {

@@ -14,8 +14,8 @@
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { Subprocess } from "bun";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, rmSync, rmdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 import type { StageExecutor } from "../engine/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -62,6 +62,8 @@ export class PoolExecutor implements StageExecutor {
   /** Pending live deliveries by work id and message id. */
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
+  /** The first directory start() had to create for the log directory (undefined: all existed). */
+  private madeDir: string | undefined;
 
   constructor(private readonly opts: PoolOptions) {
     this.logDir = join(opts.home, "artifacts", opts.rootId, "worker-logs");
@@ -154,6 +156,27 @@ export class PoolExecutor implements StageExecutor {
     clearTimeout(timer);
   }
 
+  /**
+   * The run never started (its command line or workflow was refused after
+   * the pool was booted early): stop the pool and remove what starting it
+   * created, the run's artifact directory and any parent made for it, so
+   * that nothing is left behind. The coordinator had not opened the
+   * journal (it does at the first `work_ready`).
+   */
+  async discard(): Promise<void> {
+    await this.close();
+    const runDir = dirname(this.logDir);
+    rmSync(runDir, { recursive: true, force: true });
+    // Parents made for it (a fresh home): only while empty, never anything another process put there.
+    for (let dir = dirname(runDir); this.madeDir && dir.length >= this.madeDir.length; dir = dirname(dir)) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        break;
+      }
+    }
+  }
+
   /** Boot the coordinator and workers now, so they are up by the time the first item is enqueued. */
   prepare(): void {
     if (this.closing || this.lost) return;
@@ -162,7 +185,7 @@ export class PoolExecutor implements StageExecutor {
 
   private start(): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
-      mkdirSync(this.logDir, { recursive: true });
+      this.madeDir = mkdirSync(this.logDir, { recursive: true });
       const config: CoordinatorConfig = {
         version: POOL_PROTOCOL_VERSION,
         rootId: this.opts.rootId,

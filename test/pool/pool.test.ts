@@ -276,6 +276,38 @@ e2eTest("bad pool options are one clear error, exit 2, nothing written", async (
   expect(runs.stdout.trim()).toBe("");
 });
 
+/** Live processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
+function processesWithHome(home: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`) && alive(Number(name))) pids.push(Number(name));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids;
+}
+
+e2eTest("a run refused after its pool was started (a bad input) leaves no process and writes nothing", async () => {
+  // The pool boots while the workflow loads; the input check fails after that.
+  const home = join(makeTempDir(), "fresh-home");
+  const refused = await runAtomic(["run", ONE, "--input", "command=true", "--input", "bogus=1"], { home });
+  expect(refused.code).toBe(2);
+  expect(refused.stderr).toMatch(/no input named "bogus"/);
+  expect(existsSync(home)).toBe(false);
+  expect(processesWithHome(home)).toEqual([]);
+  // A home that has a run: a refused one adds nothing to it.
+  expect((await runAtomic(["run", ONE, "--input", "command=true"], { home })).code).toBe(0);
+  const before = readdirSync(join(home, "artifacts")).sort();
+  expect((await runAtomic(["run", ONE, "--input", "command=true", "--input", "bogus=1"], { home })).code).toBe(2);
+  expect(readdirSync(join(home, "artifacts")).sort()).toEqual(before);
+  expect(processesWithHome(home)).toEqual([]);
+  const runs = await runAtomic(["runs", "--json"], { home });
+  expect(runs.stdout.trim().split("\n")).toHaveLength(1);
+});
+
 e2eTest("--in-process runs stages in the root (no pool processes)", async () => {
   const home = makeTempDir();
   const r = await runAtomic(["run", ONE, "--input", "command=echo $PPID", "--in-process", "--json"], { home });

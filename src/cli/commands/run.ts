@@ -12,6 +12,7 @@ import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
+import { newRunId } from "../../shared/ids.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
@@ -38,33 +39,44 @@ export default defineCommand({
   },
   async run({ args }) {
     const s = session();
-    const loaded = await loadWorkflowFile(resolveWorkflowArg(args.file));
-    const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
-    const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
-    const pool = executorOption(s, args);
     const lease = leaseOption(args.leaseMs);
     const budget = budgetOption(args);
-    const { config } = loadConfig({ home: s.globals.home });
-    // A workflow that names its runner is checked before anything is written (a missing key, a missing CLI).
-    if (loaded.definition.runner) {
-      const runner = defaultRunner(config, loaded.definition.runner);
-      const problem = checkRunner(runner, config, loaded.definition.model ?? config.model);
-      if (problem) throw new UsageError(problem.code, `workflow ${loaded.definition.name}: ${problem.message}`, { hint: problem.hint });
-    }
+    const choice = executorOption(s, args).executor;
     if (!args.serve && (args.port !== undefined || args.host !== undefined)) {
       throw new UsageError("bad_flag", "--port and --host only go with --serve", { hint: "add --serve, or use atomic serve" });
     }
-    const journal = await s.journal();
-    const server = args.serve ? await startCliServer(s, args) : undefined;
+    const file = resolveWorkflowArg(args.file);
+    // The worker pool boots (about 25 ms: a coordinator, then its workers) while the workflow loads and
+    // the run is set up, rather than once its first stage waits for it. Should anything below refuse the
+    // run, discard() stops the pool and removes what it created; the pool opens the journal only when
+    // the run gives it work.
+    const runId = newRunId();
+    const executor = typeof choice === "function" ? choice(runId) : choice;
+    if (existsSync(file)) executor.prepare?.();
+    let root: RootRun | undefined;
+    let server: StatusServer | undefined;
     try {
+      const loaded = await loadWorkflowFile(file);
+      const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
+      const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
+      const { config } = loadConfig({ home: s.globals.home });
+      // A workflow that names its runner is checked before anything is written (a missing key, a missing CLI).
+      if (loaded.definition.runner) {
+        const runner = defaultRunner(config, loaded.definition.runner);
+        const problem = checkRunner(runner, config, loaded.definition.model ?? config.model);
+        if (problem) throw new UsageError(problem.code, `workflow ${loaded.definition.name}: ${problem.message}`, { hint: problem.hint });
+      }
+      const journal = await s.journal();
+      server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
-      const root = await RootRun.start(
-        { journal, home: s.globals.home, observer: view.observer, config, ...lease, ...pool },
-        { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, ...(budget ? { budget } : {}) },
+      root = await RootRun.start(
+        { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor },
+        { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
       );
       if (server) announce(s, view, server, root.runId);
       await driveRun(s, root, view);
     } finally {
+      if (!root) await executor.discard?.();
       // The page gets the run's last events before the server goes.
       await server?.stop(true);
     }
