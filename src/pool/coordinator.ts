@@ -3,6 +3,9 @@
  * owns the work queue for one root run, spawns and supervises its workers,
  * and recovers work from lost ones.
  *
+ * - Start: it spawns its workers at once and opens the journal at the
+ *   root's first `work_ready` (the root may start a pool before its run
+ *   is recorded, and refuse the run after all).
  * - Dispatch: while not paused, each idle worker gets the oldest ready item
  *   (a fenced claim in the journal), sent as `start`.
  * - Heartbeats (from workers, every heartbeatMs) renew leases in the

@@ -15,7 +15,7 @@ import { ControlSchema, DeliverSchema, RunnerEventSchema, StageResultSchema, Wra
 // ---------------------------------------------------------------- root → coordinator
 
 export const ToCoordinatorSchema = v.variant("type", [
-  /** New items are on the queue. */
+  /** New items are on the queue (the first one also makes the coordinator open the journal). */
   v.object({ type: v.literal("work_ready") }),
   /** Stop one stage (cancel, Ctrl-C, failFast): its result comes back as "cancelled". */
   v.object({ type: v.literal("cancel_work"), workId: v.string(), reason: v.string() }),
