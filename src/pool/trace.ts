@@ -39,8 +39,10 @@ function flush(): void {
 
 if (tracing) process.on("exit", flush);
 
-export function trace(event: string, workId: string, at = traceNow()): void {
+/** `at` defaults to now (read only when tracing: a default parameter would read the clock on every call). */
+export function trace(event: string, workId: string, at?: number): void {
   if (!tracing) return;
+  at ??= traceNow();
   if (!pending) setImmediate(flush);
   pending += `${TRACE_PREFIX} ${event} ${workId} ${at.toFixed(3)}\n`;
 }
