@@ -53,7 +53,7 @@ function appendBatch(s: Statements, lease: Lease, entries: readonly AppendEntry[
 
 /** BEGIN, the lease check, `fn`, COMMIT (unless `fn` rolled back or returned undefined: then it rolled back). */
 function inTransaction(s: Statements, lease: Lease, fn: () => AppendOutcome[] | undefined): AppendOutcome[] | undefined {
-  s.begin.run();
+  s.beginImmediate();
   try {
     if (!s.selectHeldLease.get(lease.rootId, lease.holderId, lease.epoch)) {
       throw new LeaseLostError(lease.rootId, lease.epoch);

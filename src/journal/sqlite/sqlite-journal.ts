@@ -117,7 +117,7 @@ export class SqliteJournal implements Journal {
         query = await openQuery(db);
         await query.layer.migrate(query.db, path);
       }
-      return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full"), query);
+      return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full", busyTimeoutMs), query);
     } catch (err) {
       await query?.db.destroy();
       db?.close();
