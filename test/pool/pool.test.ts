@@ -308,6 +308,25 @@ e2eTest("a run refused after its pool was started (a bad input) leaves no proces
   expect(runs.stdout.trim().split("\n")).toHaveLength(1);
 });
 
+e2eTest("Ctrl-C while the workflow still loads (the pool already started): exit 130, no process, nothing written", async () => {
+  const dir = makeTempDir();
+  const wf = join(dir, "slow-load.ts");
+  const started = join(dir, "loading");
+  // Top-level code that takes its time: the pool boots meanwhile.
+  writeFileSync(
+    wf,
+    `import { writeFileSync } from "node:fs";\nimport { workflow } from "atomic";\nwriteFileSync(${JSON.stringify(started)}, "");\nawait Bun.sleep(10_000);\nexport default workflow({ name: "slow", async run(ctx) { await ctx.shell("s", "true"); } });\n`,
+  );
+  const home = join(dir, "home");
+  const proc = spawnAtomic(["run", wf], { home });
+  await waitUntil(() => existsSync(started), 10_000, "the workflow file to start loading");
+  await waitUntil(() => processesWithHome(home).length >= 3, 10_000, "the pool to start");
+  proc.kill("SIGINT");
+  expect(await proc.exited).toBe(130);
+  expect(existsSync(home)).toBe(false);
+  expect(processesWithHome(home)).toEqual([]);
+});
+
 e2eTest("--in-process runs stages in the root (no pool processes)", async () => {
   const home = makeTempDir();
   const r = await runAtomic(["run", ONE, "--input", "command=echo $PPID", "--in-process", "--json"], { home });

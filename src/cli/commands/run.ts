@@ -55,6 +55,10 @@ export default defineCommand({
     if (existsSync(file)) executor.prepare?.();
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
+    // Ctrl-C before the run is recorded: nothing to resume, so the pool goes like for a refused run.
+    const stopEarly = () => void Promise.resolve(executor.discard?.()).finally(() => process.exit(130));
+    process.once("SIGINT", stopEarly);
+    process.once("SIGTERM", stopEarly);
     try {
       const loaded = await loadWorkflowFile(file);
       const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
@@ -73,9 +77,13 @@ export default defineCommand({
         { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor },
         { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
       );
+      process.off("SIGINT", stopEarly);
+      process.off("SIGTERM", stopEarly);
       if (server) announce(s, view, server, root.runId);
       await driveRun(s, root, view);
     } finally {
+      process.off("SIGINT", stopEarly);
+      process.off("SIGTERM", stopEarly);
       if (!root) await executor.discard?.();
       // The page gets the run's last events before the server goes.
       await server?.stop(true);
