@@ -166,7 +166,11 @@ export class PoolExecutor implements StageExecutor {
   async discard(): Promise<void> {
     await this.close();
     const runDir = dirname(this.logDir);
-    rmSync(runDir, { recursive: true, force: true });
+    try {
+      rmSync(runDir, { recursive: true, force: true });
+    } catch {
+      return; // left as it is: the refusal that brought us here is the error to report, not this
+    }
     // Parents made for it (a fresh home): only while empty, never anything another process put there.
     for (let dir = dirname(runDir); this.madeDir && dir.length >= this.madeDir.length; dir = dirname(dir)) {
       try {
