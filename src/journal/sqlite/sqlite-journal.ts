@@ -52,7 +52,7 @@ import { importEntry } from "../../shared/entry-points.ts";
 import { readEvents } from "./event-reads.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./schema-version.ts";
-import { Statements, writeTransaction } from "./statements.ts";
+import { Statements, isBusy, sleepMs, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
 import type { JournalTables } from "./tables.ts";
 
@@ -117,6 +117,9 @@ export class SqliteJournal implements Journal {
         query = await openQuery(db);
         await query.layer.migrate(query.db, path);
       }
+      // From here on a statement that finds another process's lock is retried here, in short sleeps
+      // (Statements.beginImmediate explains why), rather than by SQLite's busy handler.
+      db.run("pragma busy_timeout = 0");
       return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full", busyTimeoutMs), query);
     } catch (err) {
       await query?.db.destroy();
@@ -212,22 +215,42 @@ export class SqliteJournal implements Journal {
     if (q) await (await q.catch(() => undefined))?.db.destroy();
   }
 
-  /** Runs synchronous statements (a whole write transaction, or a lease read), mapping storage failures. */
+  /**
+   * Runs synchronous statements (a whole write transaction, or a read),
+   * mapping storage failures. SQLITE_BUSY (another process's lock, the
+   * connection does not wait itself) is retried in short sleeps within the
+   * busy timeout; a write transaction that met it has rolled back.
+   */
   #sync<T>(fn: () => T): T {
     this.#assertOpen();
-    try {
-      return fn();
-    } catch (err) {
-      throw err instanceof AtomicError ? err : toStorageError(err, this.location);
+    const deadline = Date.now() + this.statements.busyTimeoutMs;
+    for (let pause = 0.05; ; pause = Math.min(pause * 2, 2)) {
+      try {
+        return fn();
+      } catch (err) {
+        if (isBusy(err) && Date.now() < deadline) {
+          sleepMs(pause);
+          continue;
+        }
+        throw err instanceof AtomicError ? err : toStorageError(err, this.location);
+      }
     }
   }
 
+  /** The same for the asynchronous (Kysely) reads, waiting without blocking this process. */
   async #read<T>(fn: () => Promise<T>): Promise<T> {
     this.#assertOpen();
-    try {
-      return await fn();
-    } catch (err) {
-      throw err instanceof AtomicError ? err : toStorageError(err, this.location);
+    const deadline = Date.now() + this.statements.busyTimeoutMs;
+    for (let pause = 1; ; pause = Math.min(pause * 2, 50)) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (isBusy(err) && Date.now() < deadline) {
+          await Bun.sleep(pause);
+          continue;
+        }
+        throw err instanceof AtomicError ? err : toStorageError(err, this.location);
+      }
     }
   }
 

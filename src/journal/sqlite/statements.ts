@@ -79,21 +79,15 @@ export class Statements {
     this.syncFull = full;
   }
 
-  /** Set around BEGIN IMMEDIATE (beginImmediate below): no wait inside SQLite, then the connection's timeout again. */
-  private readonly noBusyWait: Statement;
-  private readonly busyWait: Statement;
-
   constructor(
     readonly db: Database,
     durability: "full" | "normal" = "full",
-    /** The connection's busy timeout (ms), which beginImmediate keeps as its own limit. */
+    /** How long beginImmediate waits for another process's write lock (ms); the connection itself must not wait (busy_timeout 0). */
     readonly busyTimeoutMs = 10_000,
   ) {
     this.durable = durability === "full";
     this.syncFull = this.durable;
     this.begin = db.prepare("begin immediate");
-    this.noBusyWait = db.prepare("pragma busy_timeout = 0");
-    this.busyWait = db.prepare(`pragma busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
     this.commit = db.prepare("commit");
     this.rollback = db.prepare("rollback");
     this.savepoint = db.prepare("savepoint entry");
@@ -184,24 +178,21 @@ export class Statements {
    * checkpoints, the coordinator's claims, in one file) it turned every
    * collision into a stall of a millisecond or more (40 of 500 claims of a
    * 500-stage fan-out took over 1 ms, 78 ms in all; bench/pool.ts). Here
-   * the first wait is 50 µs, doubling up to 2 ms, within the connection's
-   * busy timeout; SQLite's handler is switched off for the attempt only.
+   * the first wait is 50 µs, doubling up to 2 ms, within `busyTimeoutMs`.
+   * The connection's own busy handler is off (SqliteJournal.open sets
+   * busy_timeout to 0 once the journal is migrated; its other statements
+   * retry the same way, sqlite-journal.ts).
    */
   beginImmediate(): void {
-    this.noBusyWait.run();
-    try {
-      for (let waited = 0, pause = 0.05; ; pause = Math.min(pause * 2, 2)) {
-        try {
-          this.begin.run();
-          return;
-        } catch (err) {
-          if ((err as { code?: string }).code !== "SQLITE_BUSY" || waited >= this.busyTimeoutMs) throw err;
-          Atomics.wait(BUSY_PAUSE, 0, 0, pause);
-          waited += pause;
-        }
+    for (let waited = 0, pause = 0.05; ; pause = Math.min(pause * 2, 2)) {
+      try {
+        this.begin.run();
+        return;
+      } catch (err) {
+        if (!isBusy(err) || waited >= this.busyTimeoutMs) throw err;
+        sleepMs(pause);
+        waited += pause;
       }
-    } finally {
-      this.busyWait.run();
     }
   }
 
@@ -215,6 +206,15 @@ export class Statements {
 }
 
 const BUSY_PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
+export function isBusy(err: unknown): boolean {
+  return (err as { code?: string } | null)?.code === "SQLITE_BUSY";
+}
+
+/** Sleeps this thread (fractions of a millisecond allowed). */
+export function sleepMs(ms: number): void {
+  Atomics.wait(BUSY_PAUSE, 0, 0, ms);
+}
 
 /**
  * Runs `fn` inside BEGIN IMMEDIATE ... COMMIT, rolling back if it throws.
