@@ -5,6 +5,9 @@
  * command line.
  */
 
+import { importEntry, type EntryPoint } from "./shared/entry-points.ts";
+import { writeStderr } from "./shared/raw-stderr.ts";
+
 /**
  * JavaScriptCore's tier-up thresholds, scaled up (Bun.unsafe.setJITPolicy)
  * in every role but the intercom broker. A run's processes execute short
@@ -17,8 +20,6 @@
  * The broker is the exception: one long-lived message loop, whose round
  * trips measured 4 to 7 % slower under the scaled policy.
  */
-import { importEntry, type EntryPoint } from "./shared/entry-points.ts";
-
 const JIT_POLICY = 30;
 const DEFAULT_JIT_ROLES = new Set(["--internal-intercom-broker"]);
 
@@ -36,10 +37,10 @@ if (!role || !DEFAULT_JIT_ROLES.has(role)) Bun.unsafe.setJITPolicy(JIT_POLICY);
 
 if (role) {
   // Internal roles never touch process.stdout or process.stderr (see shared/raw-stderr.ts); they log
-  // through writeStderr. An unknown role gets its line the same way (fd 2, no stream).
+  // through writeStderr, and so does this refusal.
   const known = ROLES[role];
   if (!known) {
-    await Bun.write(Bun.stderr, `error: unknown internal role ${role}.\n`);
+    writeStderr(`error: unknown internal role ${role}.\n`);
     process.exit(2);
   }
   const main = (await importEntry(known.entry))[known.main] as (argv: string[]) => Promise<void>;

@@ -138,8 +138,8 @@ class Coordinator {
   private onRoot(msg: ToCoordinator): void {
     switch (msg.type) {
       case "work_ready":
-        if (this.attached) void this.dispatch();
-        else this.attach(); // dispatches once open
+        this.attach(); // the first time: dispatches once the journal is open
+        void this.dispatch();
         break;
       case "cancel_work": {
         this.attach();

@@ -17,8 +17,8 @@
  */
 
 import { writeSync } from "node:fs";
+import { sleepSync } from "./sleep-sync.ts";
 
-const pause = new Int32Array(new SharedArrayBuffer(4));
 const EAGAIN_WAIT_MS = 1_000;
 
 export function writeStderr(text: string): void {
@@ -29,7 +29,7 @@ export function writeStderr(text: string): void {
       bytes = bytes.subarray(writeSync(2, bytes));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EAGAIN" || waited >= EAGAIN_WAIT_MS) return;
-      Atomics.wait(pause, 0, 0, 1);
+      sleepSync(1);
       waited++;
     }
   }

@@ -59,6 +59,10 @@ export default defineCommand({
     const stopEarly = () => void Promise.resolve(executor.discard?.()).finally(() => process.exit(130));
     process.once("SIGINT", stopEarly);
     process.once("SIGTERM", stopEarly);
+    const startedOrRefused = () => {
+      process.off("SIGINT", stopEarly);
+      process.off("SIGTERM", stopEarly);
+    };
     try {
       const loaded = await loadWorkflowFile(file);
       const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
@@ -77,13 +81,11 @@ export default defineCommand({
         { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor },
         { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
       );
-      process.off("SIGINT", stopEarly);
-      process.off("SIGTERM", stopEarly);
+      startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
       if (server) announce(s, view, server, root.runId);
       await driveRun(s, root, view);
     } finally {
-      process.off("SIGINT", stopEarly);
-      process.off("SIGTERM", stopEarly);
+      startedOrRefused();
       if (!root) await executor.discard?.();
       // The page gets the run's last events before the server goes.
       await server?.stop(true);

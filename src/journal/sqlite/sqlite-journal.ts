@@ -52,7 +52,8 @@ import { importEntry } from "../../shared/entry-points.ts";
 import { readEvents } from "./event-reads.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./schema-version.ts";
-import { Statements, isBusy, sleepMs, writeTransaction } from "./statements.ts";
+import { retryBusy, retryBusyAsync } from "./busy.ts";
+import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
 import type { JournalTables } from "./tables.ts";
 
@@ -149,31 +150,19 @@ export class SqliteJournal implements Journal {
   }
 
   async getRun(id: RunId): Promise<RunRecord | undefined> {
-    return this.#read(async () => {
-      const q = await this.#query();
-      return q.layer.getRun(q.db, id);
-    });
+    return this.#kyselyRead((q) => q.layer.getRun(q.db, id));
   }
 
   async findRuns(prefix: string, limit: number): Promise<RunRecord[]> {
-    return this.#read(async () => {
-      const q = await this.#query();
-      return q.layer.findRuns(q.db, prefix, limit);
-    });
+    return this.#kyselyRead((q) => q.layer.findRuns(q.db, prefix, limit));
   }
 
   async listRuns(filter?: ListRunsFilter): Promise<RunRecord[]> {
-    return this.#read(async () => {
-      const q = await this.#query();
-      return q.layer.listRuns(q.db, filter);
-    });
+    return this.#kyselyRead((q) => q.layer.listRuns(q.db, filter));
   }
 
   async countRuns(filter?: ListRunsFilter): Promise<number> {
-    return this.#read(async () => {
-      const q = await this.#query();
-      return q.layer.countRuns(q.db, filter);
-    });
+    return this.#kyselyRead((q) => q.layer.countRuns(q.db, filter));
   }
 
   async readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]> {
@@ -217,41 +206,32 @@ export class SqliteJournal implements Journal {
 
   /**
    * Runs synchronous statements (a whole write transaction, or a read),
-   * mapping storage failures. SQLITE_BUSY (another process's lock, the
-   * connection does not wait itself) is retried in short sleeps within the
-   * busy timeout; a write transaction that met it has rolled back.
+   * mapping storage failures. SQLITE_BUSY (another process's lock: the
+   * connection does not wait itself) is retried within the busy timeout
+   * (busy.ts); a write transaction that met it has rolled back.
    */
   #sync<T>(fn: () => T): T {
     this.#assertOpen();
-    const deadline = Date.now() + this.statements.busyTimeoutMs;
-    for (let pause = 0.05; ; pause = Math.min(pause * 2, 2)) {
-      try {
-        return fn();
-      } catch (err) {
-        if (isBusy(err) && Date.now() < deadline) {
-          sleepMs(pause);
-          continue;
-        }
-        throw err instanceof AtomicError ? err : toStorageError(err, this.location);
-      }
+    try {
+      return retryBusy(fn, this.statements.busyTimeoutMs);
+    } catch (err) {
+      throw err instanceof AtomicError ? err : toStorageError(err, this.location);
     }
   }
 
   /** The same for the asynchronous (Kysely) reads, waiting without blocking this process. */
   async #read<T>(fn: () => Promise<T>): Promise<T> {
     this.#assertOpen();
-    const deadline = Date.now() + this.statements.busyTimeoutMs;
-    for (let pause = 1; ; pause = Math.min(pause * 2, 50)) {
-      try {
-        return await fn();
-      } catch (err) {
-        if (isBusy(err) && Date.now() < deadline) {
-          await Bun.sleep(pause);
-          continue;
-        }
-        throw err instanceof AtomicError ? err : toStorageError(err, this.location);
-      }
+    try {
+      return await retryBusyAsync(fn, this.statements.busyTimeoutMs);
+    } catch (err) {
+      throw err instanceof AtomicError ? err : toStorageError(err, this.location);
     }
+  }
+
+  /** A read through the Kysely layer (loaded on first use). */
+  #kyselyRead<T>(fn: (q: KyselyQuery) => Promise<T>): Promise<T> {
+    return this.#read(async () => fn(await this.#query()));
   }
 
   #assertOpen(): void {
@@ -266,17 +246,7 @@ export class SqliteJournal implements Journal {
  * handler, so the switch is retried here, within the busy timeout.
  */
 async function configure(db: Database, path: string, durability: Durability, busyTimeoutMs: number): Promise<void> {
-  const deadline = Date.now() + busyTimeoutMs;
-  let mode: string | undefined;
-  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
-    try {
-      mode = db.query<{ journal_mode: string }, []>("pragma journal_mode = wal").get()?.journal_mode;
-      break;
-    } catch (err) {
-      if ((err as { code?: string }).code !== "SQLITE_BUSY" || Date.now() >= deadline) throw err;
-      await Bun.sleep(pause);
-    }
-  }
+  const mode = await retryBusyAsync(() => db.query<{ journal_mode: string }, []>("pragma journal_mode = wal").get()?.journal_mode, busyTimeoutMs);
   if (mode !== "wal") {
     throw new StorageError(
       "storage_unsupported",

@@ -20,6 +20,7 @@
 
 import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
 import type { EventsTable, LeasesTable } from "./tables.ts";
+import { retryBusy } from "./busy.ts";
 
 type Bind = SQLQueryBindings;
 
@@ -171,30 +172,14 @@ export class Statements {
     );
   }
 
-  /**
-   * BEGIN IMMEDIATE, waiting for another process's write transaction in
-   * short sleeps. SQLite's own busy handler sleeps 1 ms, then 2, 5, 10 ms
-   * and more: against write transactions of 50 to 100 µs (the root's
-   * checkpoints, the coordinator's claims, in one file) it turned every
-   * collision into a stall of a millisecond or more (40 of 500 claims of a
-   * 500-stage fan-out took over 1 ms, 78 ms in all; bench/pool.ts). Here
-   * the first wait is 50 µs, doubling up to 2 ms, within `busyTimeoutMs`.
-   * The connection's own busy handler is off (SqliteJournal.open sets
-   * busy_timeout to 0 once the journal is migrated; its other statements
-   * retry the same way, sqlite-journal.ts).
-   */
+  /** BEGIN IMMEDIATE, waiting for another process's write transaction (busy.ts says how). */
   beginImmediate(): void {
-    for (let waited = 0, pause = 0.05; ; pause = Math.min(pause * 2, 2)) {
-      try {
-        this.begin.run();
-        return;
-      } catch (err) {
-        if (!isBusy(err) || waited >= this.busyTimeoutMs) throw err;
-        sleepMs(pause);
-        waited += pause;
-      }
-    }
+    retryBusy(this.runBegin, this.busyTimeoutMs);
   }
+
+  private readonly runBegin = () => {
+    this.begin.run();
+  };
 
   finalize(): void {
     for (const value of Object.values(this)) {
@@ -203,17 +188,6 @@ export class Statements {
       }
     }
   }
-}
-
-const BUSY_PAUSE = new Int32Array(new SharedArrayBuffer(4));
-
-export function isBusy(err: unknown): boolean {
-  return (err as { code?: string } | null)?.code === "SQLITE_BUSY";
-}
-
-/** Sleeps this thread (fractions of a millisecond allowed). */
-export function sleepMs(ms: number): void {
-  Atomics.wait(BUSY_PAUSE, 0, 0, ms);
 }
 
 /**

@@ -2,7 +2,8 @@
  * The shell runner: a stage is `/bin/sh -c <command>` in its own process
  * group. Its stdout and stderr are files in the attempt's artifact
  * directory, written by the stage itself (`atomic logs --follow` tails
- * them), and read back as output events while it runs (output-files.ts). A message is written to the stage's stdin as a line
+ * them), and read back as output events while it runs (output-files.ts).
+ * A message is written to the stage's stdin as a line
  * (steer and followUp alike: a shell has no turns; an "interrupt" message
  * sends SIGINT to the group first); messages sent before the stage started
  * (request.initialMessages) are written before anything else. interrupt()
