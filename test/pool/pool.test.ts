@@ -295,13 +295,16 @@ e2eTest("a run refused after its pool was started (a bad input) leaves no proces
   const home = join(makeTempDir(), "fresh-home");
   const refused = await runAtomic(["run", ONE, "--input", "command=true", "--input", "bogus=1"], { home });
   expect(refused.code).toBe(2);
+  expectOneSentence(refused.stderr);
   expect(refused.stderr).toMatch(/no input named "bogus"/);
   expect(existsSync(home)).toBe(false);
   expect(processesWithHome(home)).toEqual([]);
   // A home that has a run: a refused one adds nothing to it.
   expect((await runAtomic(["run", ONE, "--input", "command=true"], { home })).code).toBe(0);
   const before = readdirSync(join(home, "artifacts")).sort();
-  expect((await runAtomic(["run", ONE, "--input", "command=true", "--input", "bogus=1"], { home })).code).toBe(2);
+  const again = await runAtomic(["run", ONE, "--input", "command=true", "--input", "bogus=1"], { home });
+  expect(again.code).toBe(2);
+  expectOneSentence(again.stderr);
   expect(readdirSync(join(home, "artifacts")).sort()).toEqual(before);
   expect(processesWithHome(home)).toEqual([]);
   const runs = await runAtomic(["runs", "--json"], { home });
