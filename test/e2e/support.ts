@@ -133,6 +133,37 @@ export async function runInPty(args: string[], opts: { home: string; cwd?: strin
   });
 }
 
+/**
+ * Starts the binary inside a pseudo-terminal and keeps it running: `text()`
+ * is what it drew so far, `ctrlC()` types Ctrl-C on the terminal (the line
+ * discipline sends SIGINT to its foreground process group, as a keyboard
+ * would), `exited` ends with the exit code of the binary.
+ */
+export function spawnInPty(args: string[], opts: { home: string; env?: Record<string, string | undefined> }) {
+  const env: Record<string, string> = {};
+  const all = { ...process.env, TERM: "xterm-256color", ATOMIC_HOME: opts.home, NO_COLOR: undefined, ...opts.env };
+  for (const [k, v] of Object.entries(all)) if (v !== undefined) env[k] = v;
+  delete env.NODE_ENV;
+  const line = [atomicBin(), ...args].map(shellQuote).join(" ");
+  const proc = Bun.spawn(["script", "-qec", line, "/dev/null"], { cwd: FIXTURES, env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  extraProcs.add(proc);
+  void proc.exited.then(() => extraProcs.delete(proc));
+  let text = "";
+  const decoder = new TextDecoder();
+  const drained = (async () => {
+    for await (const chunk of proc.stdout) text += decoder.decode(chunk, { stream: true });
+  })();
+  return {
+    proc,
+    text: () => text,
+    ctrlC: () => {
+      proc.stdin.write("\x03");
+      void proc.stdin.flush();
+    },
+    exited: proc.exited.then(async (code) => (await drained, code)),
+  };
+}
+
 export function shellQuote(s: string): string {
   return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }

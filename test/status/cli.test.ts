@@ -10,8 +10,8 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { atomicBin, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, HAS_SCRIPT, makeTempDir, runCommand, shellQuote } from "../e2e/support.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, HAS_SCRIPT, makeTempDir, spawnInPty } from "../e2e/support.ts";
 import { sseReader } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -142,20 +142,25 @@ e2eTest("atomic runs --watch: plain blocks off a terminal, JSON lines with --jso
   expect(bad.code).toBe(2);
 });
 
-e2eTest("atomic runs --watch on a terminal redraws in place", async () => {
-  if (!HAS_SCRIPT || !Bun.which("timeout")) return;
+e2eTest("atomic runs --watch on a terminal redraws in place and ends on Ctrl-C", async () => {
+  if (!HAS_SCRIPT) return;
   const home = makeTempDir();
-  const done = await runAtomic(["run", PIPELINE, "--input", "pause=0"], { home });
+  const done = await runAtomic(["run", PIPELINE, "--input", "pause=0"], { home, timeoutMs: 30_000 });
   expect(done.code).toBe(0);
   const id = /started run ([0-9a-z]{18})/.exec(done.stdout)![1]!;
-  // `timeout` sends SIGINT (Ctrl-C) after a while: --watch ends on it with exit 0
-  const line = ["timeout", "--preserve-status", "-s", "INT", "2.5", atomicBin(), "runs", "--watch"].map(shellQuote).join(" ");
-  const r = await runCommand(["script", "-qec", line, "/dev/null"], { env: { TERM: "xterm-256color", ATOMIC_HOME: home, NO_COLOR: "1" } });
-  expect(r.code).toBe(0);
-  expect(r.stdout).toContain("\x1b[H");
-  expect(r.stdout).toContain(id);
-  expect(r.stdout).toContain("Ctrl-C to stop");
-  expect(r.stdout.split("atomic runs · 1 run(s)").length).toBeGreaterThan(2);
+  const watch = spawnInPty(["runs", "--watch"], { home, env: { NO_COLOR: "1" } });
+  const frames = () => watch.text().split("atomic runs · 1 run(s)").length - 1;
+  await waitUntil(() => frames() >= 2, 30_000, "a second frame").catch((e: Error) => {
+    throw new Error(`${e.message}; drawn so far:\n${watch.text()}`);
+  });
+  // Ctrl-C typed on the terminal, after the watch has drawn twice (so its handler is in place)
+  watch.ctrlC();
+  const code = await Promise.race([watch.exited, Bun.sleep(20_000).then(() => "still running 20 s after Ctrl-C")]);
+  expect(code).toBe(0);
+  const out = watch.text();
+  expect(out).toContain("\x1b[H");
+  expect(out).toContain(id);
+  expect(out).toContain("Ctrl-C to stop");
 });
 
 e2eTest("help lists serve and the new flags", async () => {
