@@ -57,10 +57,13 @@ export class SqliteWorkQueue implements WorkQueue {
     // INDEXED BY: without statistics SQLite picks work_by_root (root_id, state) for the root's claim and sorts
     // every ready item of the root on each claim (about 100 us with 2,000 queued); the partial index on ready rows
     // is already in FIFO order, so the oldest is its first entry of that root (8 us).
+    // By rowid, which the index entry holds: by id the update would walk the primary key's index too, pages
+    // that another process's commit (the root's) has just made this connection reload (an idle claim,
+    // measured: 35 against 23 us for the update, 63 against 44 us for the transaction).
     const lease = "update work_items set state = 'leased', worker_id = ?1, epoch = epoch + 1, lease_expires_at = ?2, updated_at = ?3";
-    const oldest = "select id from work_items indexed by work_ready where state = 'ready'";
-    this.leaseOldest = db.prepare(`${lease} where id = (${oldest} order by ready_at, id limit 1) returning *`);
-    this.leaseOldestOfRoot = db.prepare(`${lease} where id = (${oldest} and root_id = ?4 order by ready_at, id limit 1) returning *`);
+    const oldest = "select rowid from work_items indexed by work_ready where state = 'ready'";
+    this.leaseOldest = db.prepare(`${lease} where rowid = (${oldest} order by ready_at, id limit 1) returning *`);
+    this.leaseOldestOfRoot = db.prepare(`${lease} where rowid = (${oldest} and root_id = ?4 order by ready_at, id limit 1) returning *`);
     this.renewOne = db.prepare(`update work_items set lease_expires_at = ?, updated_at = ? where ${fence}`);
     this.finish = db.prepare(
       `update work_items set state = ?, result = ?, error = ?, lease_expires_at = null, updated_at = ?
