@@ -187,7 +187,7 @@ class CliSession {
     } finally {
       if (timer) clearTimeout(timer);
       this.ended = true;
-      await this.files.close();
+      this.files.close();
     }
   }
 
@@ -199,7 +199,7 @@ class CliSession {
     const schema = req.agent?.schema;
     let message = firstPrompt(req.prompt ?? "", req.initialMessages);
     if (schema) {
-      await this.files.dirReady;
+      this.files.ensureDir();
       schemaFile = join(req.artifactDir, "schema.json");
       writeFileSync(schemaFile, JSON.stringify(schema));
       if (!this.adapter.nativeSchema) {

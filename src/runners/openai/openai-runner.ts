@@ -172,7 +172,7 @@ class AgentLoop {
     } finally {
       if (timer) clearTimeout(timer);
       this.ended = true;
-      await this.files.close();
+      this.files.close();
     }
   }
 
