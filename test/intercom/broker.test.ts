@@ -166,12 +166,14 @@ describe("broker protocol", () => {
     const home = newHome();
     const a = await client(home);
     await expectCode(a.send("nobody", 1), "no_session");
-    const b = await client(home, { onMessage: () => {} });
+    const got: unknown[] = [];
+    const b = await client(home, { onMessage: (msg) => void got.push(msg.body) });
     await b.register("silent");
     await expectCode(a.register("silent"), "name_taken");
     await expectCode(a.ask("silent", "hello?", 200), "timeout");
     const asking = a.ask("silent", "still there?", 60_000);
-    await Bun.sleep(50);
+    // b leaves with the ask in hand (not before it arrived: that would be no_session)
+    await waitUntil(() => got.includes("still there?"), 10_000, "the ask to reach b");
     b.close();
     await expectCode(asking, "session_gone");
     await expectCode(a.reply("ask-999", "late"), "unknown_ask");
