@@ -18,7 +18,7 @@ import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { atomicBin, killSpawned, runAtomic, waitUntil, type RunResult } from "../helpers/atomic.ts";
+import { atomicBin, childEnv, killSpawned, runAtomic, waitUntil, type RunResult } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 export const FIXTURES = join(import.meta.dir, "fixtures");
@@ -106,10 +106,7 @@ export async function runCommand(
   cmd: string[],
   opts: { cwd?: string; env?: Record<string, string | undefined>; timeoutMs?: number } = {},
 ): Promise<RunResult> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, ...opts.env })) if (v !== undefined) env[k] = v;
-  delete env.NODE_ENV;
-  const proc = Bun.spawn(cmd, { cwd: opts.cwd ?? FIXTURES, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn(cmd, { cwd: opts.cwd ?? FIXTURES, env: childEnv(opts.env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   extraProcs.add(proc);
   const timer = setTimeout(() => proc.kill("SIGKILL"), opts.timeoutMs ?? 60_000);
   const [stdout, stderr, code] = await Promise.all([
@@ -125,12 +122,21 @@ export async function runCommand(
 /** Runs the binary inside a pseudo-terminal (util-linux `script`), so it sees a TTY on stdout. */
 export const HAS_SCRIPT = Bun.which("script") !== null;
 
-export async function runInPty(args: string[], opts: { home: string; cwd?: string; env?: Record<string, string | undefined> }): Promise<RunResult> {
+interface PtyOptions {
+  home: string;
+  cwd?: string;
+  env?: Record<string, string | undefined>;
+}
+
+/** `script` running the binary with `args` on a pseudo-terminal, and its environment (colours allowed unless opts.env says). */
+function ptyCommand(args: string[], opts: PtyOptions): { cmd: string[]; env: Record<string, string | undefined> } {
   const line = [atomicBin(), ...args].map(shellQuote).join(" ");
-  return runCommand(["script", "-qec", line, "/dev/null"], {
-    cwd: opts.cwd ?? FIXTURES,
-    env: { TERM: "xterm-256color", ATOMIC_HOME: opts.home, NO_COLOR: undefined, ...opts.env },
-  });
+  return { cmd: ["script", "-qec", line, "/dev/null"], env: { TERM: "xterm-256color", ATOMIC_HOME: opts.home, NO_COLOR: undefined, ...opts.env } };
+}
+
+export async function runInPty(args: string[], opts: PtyOptions): Promise<RunResult> {
+  const { cmd, env } = ptyCommand(args, opts);
+  return runCommand(cmd, { cwd: opts.cwd ?? FIXTURES, env });
 }
 
 /**
@@ -139,13 +145,9 @@ export async function runInPty(args: string[], opts: { home: string; cwd?: strin
  * discipline sends SIGINT to its foreground process group, as a keyboard
  * would), `exited` ends with the exit code of the binary.
  */
-export function spawnInPty(args: string[], opts: { home: string; env?: Record<string, string | undefined> }) {
-  const env: Record<string, string> = {};
-  const all = { ...process.env, TERM: "xterm-256color", ATOMIC_HOME: opts.home, NO_COLOR: undefined, ...opts.env };
-  for (const [k, v] of Object.entries(all)) if (v !== undefined) env[k] = v;
-  delete env.NODE_ENV;
-  const line = [atomicBin(), ...args].map(shellQuote).join(" ");
-  const proc = Bun.spawn(["script", "-qec", line, "/dev/null"], { cwd: FIXTURES, env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+export function spawnInPty(args: string[], opts: PtyOptions) {
+  const { cmd, env } = ptyCommand(args, opts);
+  const proc = Bun.spawn(cmd, { cwd: opts.cwd ?? FIXTURES, env: childEnv(env), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
   extraProcs.add(proc);
   void proc.exited.then(() => extraProcs.delete(proc));
   let text = "";

@@ -34,12 +34,16 @@ export interface AtomicOptions {
   stdin?: string;
 }
 
-function environment(opts: AtomicOptions): Record<string, string> {
+/** This process's environment with `extra` over it (an undefined value removes the variable), without NODE_ENV (bun test sets it). */
+export function childEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, NO_COLOR: "1", ATOMIC_HOME: opts.home, ...opts.env })) {
-    if (v !== undefined) env[k] = v;
-  }
+  for (const [k, v] of Object.entries({ ...process.env, ...extra })) if (v !== undefined) env[k] = v;
   delete env.NODE_ENV;
+  return env;
+}
+
+function environment(opts: AtomicOptions): Record<string, string> {
+  const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ...opts.env });
   // Host-wide state the binary keeps under the temp directory (per-user agent slots) stays with the
   // test: one temp directory per home, next to it (not in it: tests check what a home holds).
   if (!opts.env?.TMPDIR) {
