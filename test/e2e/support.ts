@@ -128,9 +128,15 @@ interface PtyOptions {
   env?: Record<string, string | undefined>;
 }
 
-/** `script` running the binary with `args` on a pseudo-terminal, and its environment (colours allowed unless opts.env says). */
+/**
+ * `script` running the binary with `args` on a pseudo-terminal, and its
+ * environment (colours allowed unless opts.env says). The line starts with
+ * `exec`: `script` runs it with $SHELL -c, and a shell that stays between
+ * (dash, when SHELL is unset as in CI) would die of the terminal's SIGINT and
+ * report 130 for a binary that exited 0.
+ */
 function ptyCommand(args: string[], opts: PtyOptions): { cmd: string[]; env: Record<string, string | undefined> } {
-  const line = [atomicBin(), ...args].map(shellQuote).join(" ");
+  const line = ["exec", ...[atomicBin(), ...args].map(shellQuote)].join(" ");
   return { cmd: ["script", "-qec", line, "/dev/null"], env: { TERM: "xterm-256color", ATOMIC_HOME: opts.home, NO_COLOR: undefined, ...opts.env } };
 }
 
