@@ -13,9 +13,12 @@
  * Writes are buffered in memory and written synchronously: every 200 ms
  * (what `atomic logs --follow` and the status page see of a live stage),
  * whenever a file's buffer reaches 16 KiB (memory stays bounded while a
- * stage streams tens of thousands of deltas), and at `close()`. A file is
- * created by its first write, so a short stage creates its files once, at
- * its end, and a stage that never writes to stderr has no stderr.log.
+ * stage streams tens of thousands of deltas), when the runner calls
+ * `flush()` (the openai runner does right after sending each request: the
+ * disk is written while the model answers, not on the way to the next
+ * call; creating a file here costs 60-700 µs of system time), and at
+ * `close()`. A file is created by its first write, and a stage that never
+ * writes to stderr has no stderr.log.
  * Before, the files were created and written on the thread pool, off
  * this thread, while the stage waited on the network; on 2 CPUs that was
  * not free: every operation there wakes a pool thread and then this one,

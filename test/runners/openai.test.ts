@@ -270,6 +270,23 @@ describe("retries and provider errors", () => {
     expect(r.error!.message).toContain("127.0.0.1:9");
   });
 
+  test("with an HTTP proxy configured the calls go through it (fetch): tool loop, a retried 429 and a cut-off stream", async () => {
+    // The fake server answers a proxied request (absolute URL in the request line) as its own.
+    server.setScript(inOrder({ status: 429, headers: { "retry-after": "0" } }, toolCall("list", {}), { text: ["partial"], cutOff: true }, text("through the proxy")));
+    const saved = process.env.http_proxy;
+    process.env.http_proxy = new URL(server.url).origin;
+    try {
+      const r = await run(request({}, { baseUrl: "http://model-server.invalid/v1" })).result;
+      expect(r.status).toBe("completed");
+      expect(r.text).toBe("through the proxy");
+      expect(r.usage?.turns).toBe(2);
+      expect(server.requests.length).toBe(4);
+    } finally {
+      if (saved === undefined) delete process.env.http_proxy;
+      else process.env.http_proxy = saved;
+    }
+  });
+
   test("Retry-After is honoured (seconds and HTTP dates), capped; backoff grows otherwise", () => {
     expect(parseRetryAfter("3")).toBe(3000);
     expect(parseRetryAfter(null)).toBeUndefined();

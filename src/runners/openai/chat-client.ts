@@ -23,6 +23,7 @@
  * retries once the caller aborted.
  */
 
+import { Http1Client, type HttpReply } from "./http1.ts";
 import { ProviderError, classifyHttpError, networkError, retryDelay } from "./provider-errors.ts";
 
 export interface ToolCall {
@@ -90,21 +91,65 @@ const TIMED_OUT = Object.freeze({ name: "TimeoutError", message: "timed out" });
 export class ChatClient {
   readonly url: string;
   private readonly headers: Record<string, string>;
+  /** Plain http: without a proxy: this thread's own HTTP/1.1 client (http1.ts); otherwise fetch. */
+  private readonly http: Http1Client | undefined;
+  private readonly path: string;
 
   constructor(private readonly endpoint: ChatEndpoint) {
     this.url = `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`;
     this.headers = { "content-type": "application/json", accept: "text/event-stream" };
     if (endpoint.apiKey) this.headers.authorization = `Bearer ${endpoint.apiKey}`;
+    const parsed = URL.canParse(this.url) ? new URL(this.url) : undefined;
+    this.path = parsed ? `${parsed.pathname}${parsed.search}` : "";
+    this.http = parsed?.protocol === "http:" && !parsed.username && !proxied() ? new Http1Client(parsed) : undefined;
   }
 
   async stream(body: ChatRequest, ctl: AbortController, h: StreamHandlers): Promise<ChatTurn> {
     const timer = setTimeout(() => ctl.abort(TIMED_OUT), this.endpoint.requestTimeoutMs);
     try {
-      return await readReply(this.url, this.headers, body, ctl.signal, h);
+      return await readReply(this.post(body.json, ctl.signal), this.url, body, ctl.signal, h);
     } finally {
       clearTimeout(timer);
     }
   }
+
+  private post(json: string, signal: AbortSignal): Promise<HttpReply> {
+    return this.http ? this.http.post(this.path, this.headers, json, signal) : fetchPost(this.url, this.headers, json, signal);
+  }
+}
+
+/** An HTTP proxy is configured for plain http: (fetch honours it; http1.ts does not speak to proxies). */
+function proxied(): boolean {
+  return Boolean(process.env.http_proxy || process.env.HTTP_PROXY);
+}
+
+/** fetch, seen as an HttpReply. */
+async function fetchPost(url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<HttpReply> {
+  const res = await fetch(url, { method: "POST", headers, body, signal });
+  return {
+    status: res.status,
+    headers: res.headers,
+    async pipe(onChunk) {
+      if (!res.body) return;
+      const reader = res.body.getReader();
+      let ended = false;
+      try {
+        for (;;) {
+          const chunk = await reader.read();
+          if (chunk.done) {
+            ended = true;
+            return;
+          }
+          onChunk(chunk.value);
+        }
+      } finally {
+        // A body read to its end needs neither releaseLock nor cancel; one left mid-way is cancelled (the connection is dropped).
+        if (!ended) await reader.cancel().catch(() => {});
+      }
+    },
+    text: () => res.text(),
+    cancel: () => void res.body?.cancel().catch(() => {}),
+  };
 }
 
 /** The error to throw when the call's signal was aborted: the caller's reason, or a retryable timeout. */
@@ -113,19 +158,17 @@ function abortError(signal: AbortSignal, url: string, err: unknown): unknown {
   return signal.reason ?? err;
 }
 
-async function readReply(url: string, headers: Record<string, string>, body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
-  let res: Response;
+async function readReply(posted: Promise<HttpReply>, url: string, body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
+  let res: HttpReply;
   try {
-    res = await fetch(url, { method: "POST", headers, body: body.json, signal });
+    res = await posted;
   } catch (err) {
     throw signal.aborted ? abortError(signal, url, err) : networkError(err, url);
   }
-  if (!res.ok) {
+  if (res.status < 200 || res.status > 299) {
     const text = await res.text().catch(() => "");
     throw classifyHttpError(res.status, text, res.headers, body.model);
   }
-  const stream = res.body;
-  if (!stream) throw new ProviderError("provider_bad_response", "the provider sent an empty response");
 
   const turn: ChatTurn = { content: "", toolCalls: [], finishReason: null };
   /** Made on the first tool-call fragment (most replies have none). */
@@ -164,74 +207,81 @@ async function readReply(url: string, headers: Record<string, string>, body: Cha
     }
   };
 
-  const reader = stream.getReader();
-  /** Bytes of an unfinished line from the previous chunk. */
-  let carry: Uint8Array | undefined;
-  /** Data lines of the event being read (almost always exactly one: no array for it). */
-  let data: string | undefined;
-  let more: string[] | undefined;
-  /** The body was read to its end (nothing left to cancel). */
-  let ended = false;
-  const endEvent = () => {
-    if (data === undefined) return;
-    const payload = more ? [data, ...more].join("\n") : data;
-    data = undefined;
-    more = undefined;
-    onPayload(payload);
-  };
+  const events = new SseEvents(onPayload);
   try {
-    for (;;) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        chunk = await reader.read();
-      } catch (err) {
-        if (signal.aborted) throw abortError(signal, url, err);
-        throw new ProviderError("provider_bad_response", `the provider's stream broke off (${(err as Error).message ?? err})`);
-      }
-      if (chunk.done) {
-        ended = true;
-        break;
-      }
-      let bytes = chunk.value;
-      if (carry) {
-        const joined = new Uint8Array(carry.length + bytes.length);
-        joined.set(carry);
-        joined.set(bytes, carry.length);
-        bytes = joined;
-        carry = undefined;
-      }
-      // Lines are found in the bytes and only a data line's value is decoded: a long
-      // stream then makes one short string per event, never big chunk strings that
-      // substrings keep alive (memory stays flat over 50,000 deltas; bench/agents.ts).
-      let start = 0;
-      let nl: number;
-      while ((nl = bytes.indexOf(10, start)) >= 0) {
-        const end = nl > start && bytes[nl - 1] === 13 ? nl - 1 : nl;
-        if (end === start) endEvent();
-        else if (end - start >= 5 && bytes[start] === 100 && bytes[start + 1] === 97 && bytes[start + 2] === 116 && bytes[start + 3] === 97 && bytes[start + 4] === 58) {
-          const value = decoder.decode(bytes.subarray(start + (bytes[start + 5] === 32 ? 6 : 5), end));
-          if (data === undefined) data = value;
-          else (more ??= []).push(value);
-        }
-        // other fields (event:, id:, comments) carry nothing we use
-        start = nl + 1;
-      }
-      if (start < bytes.length) carry = bytes.slice(start);
-      // After [DONE], keep reading to the end of the body: a drained response lets the connection be reused.
-    }
-    if (carry) {
-      const tail = decoder.decode(carry);
-      if (tail.startsWith("data:")) data = data === undefined ? tail.slice(tail.startsWith("data: ") ? 6 : 5) : data;
-    }
-    endEvent();
-  } finally {
-    // A body read to its end needs neither releaseLock nor cancel; one left mid-way is cancelled (the connection is dropped).
-    if (!ended) await reader.cancel().catch(() => {});
+    // After [DONE], the body is still read to its end: a drained reply lets the connection be reused.
+    await res.pipe((bytes) => events.push(bytes));
+  } catch (err) {
+    if (err instanceof ProviderError) throw err;
+    if (signal.aborted) throw abortError(signal, url, err);
+    throw new ProviderError("provider_bad_response", `the provider's stream broke off (${(err as Error).message ?? err})`);
   }
+  events.end();
   if (!done && turn.finishReason === null) {
     throw new ProviderError("provider_bad_response", "the provider's stream ended before the reply was complete");
   }
   return turn;
+}
+
+/**
+ * Server-sent events from body bytes: each event's data (its `data:` lines
+ * joined by LF) goes to `onPayload`. Lines end at LF (a CR before it is
+ * dropped); other fields (event:, id:, comments) carry nothing we use.
+ * Lines are found in the bytes and only a data line's value is decoded: a
+ * long stream then makes one short string per event, never big chunk
+ * strings that substrings keep alive (memory stays flat over 50,000
+ * deltas; bench/agents.ts).
+ */
+class SseEvents {
+  /** Bytes of an unfinished line from the previous chunk. */
+  private carry: Uint8Array | undefined;
+  /** Data lines of the event being read (almost always exactly one: no array for it). */
+  private data: string | undefined;
+  private more: string[] | undefined;
+
+  constructor(private readonly onPayload: (payload: string) => void) {}
+
+  push(chunk: Uint8Array): void {
+    let bytes = chunk;
+    if (this.carry) {
+      const joined = new Uint8Array(this.carry.length + bytes.length);
+      joined.set(this.carry);
+      joined.set(bytes, this.carry.length);
+      bytes = joined;
+      this.carry = undefined;
+    }
+    let start = 0;
+    let nl: number;
+    while ((nl = bytes.indexOf(10, start)) >= 0) {
+      const end = nl > start && bytes[nl - 1] === 13 ? nl - 1 : nl;
+      if (end === start) this.endEvent();
+      else if (end - start >= 5 && bytes[start] === 100 && bytes[start + 1] === 97 && bytes[start + 2] === 116 && bytes[start + 3] === 97 && bytes[start + 4] === 58) {
+        const value = decoder.decode(bytes.subarray(start + (bytes[start + 5] === 32 ? 6 : 5), end));
+        if (this.data === undefined) this.data = value;
+        else (this.more ??= []).push(value);
+      }
+      start = nl + 1;
+    }
+    if (start < bytes.length) this.carry = bytes.slice(start);
+  }
+
+  /** The body ended: a last line without its LF, and the event being read, count. */
+  end(): void {
+    if (this.carry) {
+      const tail = decoder.decode(this.carry);
+      this.carry = undefined;
+      if (tail.startsWith("data:") && this.data === undefined) this.data = tail.slice(tail.startsWith("data: ") ? 6 : 5);
+    }
+    this.endEvent();
+  }
+
+  private endEvent(): void {
+    if (this.data === undefined) return;
+    const payload = this.more ? [this.data, ...this.more].join("\n") : this.data;
+    this.data = undefined;
+    this.more = undefined;
+    this.onPayload(payload);
+  }
 }
 
 export interface RetryOptions {

@@ -227,7 +227,7 @@ class AgentLoop {
       let turn: ChatTurn;
       this.files.section("Assistant");
       try {
-        turn = await callWithRetries((ctl) => client.stream(body, ctl, this.streamHandlers), {
+        const reply = callWithRetries((ctl) => client.stream(body, ctl, this.streamHandlers), {
           maxRetries: agent.maxRetries ?? 4,
           maxBackoffMs: agent.maxBackoffMs ?? 30_000,
           onAttempt: (ctl) => {
@@ -240,6 +240,9 @@ class AgentLoop {
             this.files.section(`(retrying: ${err.message})`);
           },
         });
+        // The request is on its way: the files are written while the provider answers, not after.
+        this.files.flush();
+        turn = await reply;
       } catch (err) {
         if (this.stopKind) return this.stopped();
         // Aborted by interrupt or wrap-up (a string reason; a timeout's is not, and it was retried).
