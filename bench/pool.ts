@@ -52,6 +52,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   BUN,
+  TMPFS,
   WORKFLOWS,
   atomicBin,
   binaryEnv,
@@ -89,9 +90,6 @@ const RECOVERY_SLACK_MS = 1_000;
 const IDLE_RSS_TARGET_MB = 400;
 
 // ---------------------------------------------------------------- helpers
-
-/** Memory-backed when the machine has /dev/shm (see the header), else the temp dir. */
-const TMPFS = existsSync("/dev/shm") ? "/dev/shm" : undefined;
 
 /** A fresh home for one run, with admission pacing off (see the header); on disk (the temp dir) or in memory. */
 function poolHome(where: "memory" | "disk" = "memory"): string {
