@@ -5,7 +5,7 @@
  *    tool calls, then a final answer) against the fake server answering at
  *    once, in this process, vs the very same 20 HTTP requests (the bodies
  *    the loop sent, replayed) made directly with fetch, each stream read to
- *    its end. Alternating, medians of 31 after 3 warm-up loops (the first
+ *    its end. Alternating, medians of 61 after 3 warm-up loops (the first
  *    loops of a process run before the JIT has compiled the loop's code;
  *    a pool worker runs many). The server runs in a process of its own
  *    (bench/fake-openai-server.ts) so both sides pay it alike. The direct
@@ -59,7 +59,7 @@ import {
 } from "./lib.ts";
 
 const TURNS = 20;
-const REPS = 31;
+const REPS = 61;
 const WARMUP_LOOPS = 3;
 const LOOP_TARGET = 1.3;
 const DELTAS = 50_000;
