@@ -263,6 +263,44 @@ test("a request body larger than the socket takes at once arrives whole (written
   expect(await reply.text()).toBe(String(big.length));
 });
 
+test("a header holding a line break is refused before anything is sent", async () => {
+  const server = serve((req) => void req.socket.write(ok("no")));
+  const client = new Http1Client(server.origin);
+  const err = await client.post("/", { authorization: "Bearer sk\r\nx-injected: 1" }, "x").catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(TypeError);
+  expect((err as Error).message).toContain("authorization");
+  expect(server.connections).toBe(0);
+});
+
+test("a server that answers before it has read the whole request: the reply comes through, the connection is not kept", async () => {
+  let conns = 0;
+  const listener = Bun.listen<{ answered: boolean }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(s) {
+        conns++;
+        s.data = { answered: false };
+      },
+      data(s) {
+        if (s.data.answered) return;
+        s.data.answered = true;
+        s.write(ok("too large", "x-early: 1\r\n").replace("200 OK", "413 Payload Too Large"));
+      },
+    },
+  });
+  stops.push(() => listener.stop(true));
+  const client = new Http1Client(new URL(`http://127.0.0.1:${listener.port}`));
+  const big = "y".repeat(16 * 1024 * 1024);
+  const first = await client.post("/", {}, big);
+  expect(first.status).toBe(413);
+  expect(await first.text()).toBe("too large");
+  const second = await client.post("/", {}, "small");
+  expect(second.status).toBe(413);
+  await second.text();
+  expect(conns).toBe(2);
+});
+
 test("a kept idle connection does not hold the process open", async () => {
   const server = Bun.serve({ hostname: "127.0.0.1", port: 0, idleTimeout: 0, fetch: () => new Response("hi") });
   stops.push(() => void server.stop(true));

@@ -87,7 +87,11 @@ export class Http1Client {
    */
   async post(path: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<HttpReply> {
     let head = `POST ${path} HTTP/1.1\r\nhost: ${this.host}\r\ncontent-length: ${Buffer.byteLength(body)}\r\naccept-encoding: identity\r\n`;
-    for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;
+    for (const [name, value] of Object.entries(headers)) {
+      // as fetch does: a line break in a header would smuggle in another header or request
+      if (/[\r\n\0]/.test(name + value)) throw new TypeError(`the header ${JSON.stringify(name)} holds a line break or a NUL`);
+      head += `${name}: ${value}\r\n`;
+    }
     const bytes = Buffer.from(`${head}\r\n${body}`);
     const kept = this.take();
     if (kept) {
@@ -162,8 +166,9 @@ class Connection {
     return conn;
   }
 
+  /** Open, with no exchange on it and no request bytes still to send (a server may answer before it has read them all). */
   get usable(): boolean {
-    return !this.closed && this.current === undefined;
+    return !this.closed && this.current === undefined && this.outbox === undefined;
   }
 
   write(bytes: Uint8Array): void {
