@@ -86,7 +86,7 @@ function serve(respond: (req: Request) => void | Promise<void>) {
   return server;
 }
 
-const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
+const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
 async function writeInPieces(socket: ServerSocket, text: string, size: number): Promise<void> {
   for (let i = 0; i < text.length; i += size) {
@@ -118,11 +118,13 @@ test("a Content-Length reply; the next request goes on the same connection", asy
 
 test("chunked replies split anywhere (inside the head, chunk sizes, data and CRLFs), with extensions and trailers", async () => {
   const body = "4;ext=1\r\nWiki\r\n6\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nx-trailer: yes\r\n\r\n";
-  const reply = `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${body}`;
+  const reply = `HTTP/1.1 200 OK\r\nX-Seen: a\r\nTransfer-Encoding: Chunked\r\nx-seen: b\r\n\r\n${body}`;
   for (const size of [1, 3, 7, reply.length]) {
     const server = serve((req) => writeInPieces(req.socket, reply, size));
     const client = new Http1Client(server.origin);
-    expect((await post(client)).text).toBe("Wikipedia in \r\n\r\nchunks.");
+    const first = await post(client);
+    expect(first.text).toBe("Wikipedia in \r\n\r\nchunks.");
+    expect(first.headers.get("x-seen")).toBe("a, b");
     // the reply ended cleanly: the connection serves the next request
     expect((await post(client)).text).toBe("Wikipedia in \r\n\r\nchunks.");
     expect(server.connections).toBe(1);
@@ -255,12 +257,22 @@ test("nothing listening: the connect fails with its code", async () => {
   expect((err as HttpError).code).toBe("ECONNREFUSED");
 });
 
-test("a request body larger than the socket takes at once arrives whole (written as the socket drains)", async () => {
-  const big = "x".repeat(8 * 1024 * 1024);
-  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: async (req) => new Response(String((await req.text()).length)) });
+test("request bodies arrive byte for byte: multi-byte characters, and more than the socket takes at once (written as it drains)", async () => {
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: async (req) => {
+      const bytes = new Uint8Array(await req.arrayBuffer());
+      return new Response(`${req.headers.get("content-length")} ${bytes.length} ${new Bun.CryptoHasher("sha256").update(bytes).digest("hex")}`);
+    },
+  });
   stops.push(() => void server.stop(true));
-  const reply = await new Http1Client(new URL(`http://127.0.0.1:${server.port}`)).post("/", {}, big);
-  expect(await reply.text()).toBe(String(big.length));
+  const client = new Http1Client(new URL(`http://127.0.0.1:${server.port}`));
+  for (const body of ["héllo ✓ 𝄞", "x".repeat(8 * 1024 * 1024), "é✓".repeat(2 * 1024 * 1024)]) {
+    const bytes = Buffer.from(body);
+    const digest = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+    expect(await (await client.post("/", {}, body)).text()).toBe(`${bytes.length} ${bytes.length} ${digest}`);
+  }
 });
 
 test("a header holding a line break is refused before anything is sent", async () => {

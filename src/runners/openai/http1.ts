@@ -26,9 +26,14 @@
 
 type Sock = Awaited<ReturnType<typeof Bun.connect<undefined>>>;
 
+/** A reply's header fields by name (any case); the values of a repeated field joined by ", ". */
+export interface ReplyHeaders {
+  get(name: string): string | null;
+}
+
 export interface HttpReply {
   readonly status: number;
-  readonly headers: Headers;
+  readonly headers: ReplyHeaders;
   /**
    * Hands the body to `onChunk` as it arrives (what came with the head
    * first) and resolves at its end. An error thrown by `onChunk` rejects
@@ -52,7 +57,14 @@ export class HttpError extends Error {
   }
 }
 
+/** A request as written: its text, and its length in bytes (UTF-8). */
+interface Request {
+  text: string;
+  bytes: number;
+}
+
 const MAX_HEAD_BYTES = 64 * 1024;
+const MAX_TRAILER_BYTES = 4096;
 const CRLFCRLF = Buffer.from("\r\n\r\n");
 
 /**
@@ -85,25 +97,28 @@ export class Http1Client {
    * connection the request is written before this returns (a caller can
    * do its own work while the server answers).
    */
-  async post(path: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<HttpReply> {
-    let head = `POST ${path} HTTP/1.1\r\nhost: ${this.host}\r\ncontent-length: ${Buffer.byteLength(body)}\r\naccept-encoding: identity\r\n`;
-    for (const [name, value] of Object.entries(headers)) {
+  post(path: string, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<HttpReply> {
+    const bodyBytes = Buffer.byteLength(body);
+    let head = `POST ${path} HTTP/1.1\r\nhost: ${this.host}\r\ncontent-length: ${bodyBytes}\r\naccept-encoding: identity\r\n`;
+    for (const name in headers) {
+      const value = headers[name]!;
       // as fetch does: a line break in a header would smuggle in another header or request
-      if (/[\r\n\0]/.test(name + value)) throw new TypeError(`the header ${JSON.stringify(name)} holds a line break or a NUL`);
+      if (/[\r\n\0]/.test(name) || /[\r\n\0]/.test(value)) return Promise.reject(new TypeError(`the header ${JSON.stringify(name)} holds a line break or a NUL`));
       head += `${name}: ${value}\r\n`;
     }
-    const bytes = Buffer.from(`${head}\r\n${body}`);
+    const request: Request = { text: `${head}\r\n${body}`, bytes: Buffer.byteLength(head) + 2 + bodyBytes };
     const kept = this.take();
-    if (kept) {
-      try {
-        return await this.exchange(kept, bytes, signal);
-      } catch (err) {
-        // Closed by the server while it sat idle: nothing of the reply came, so the request was not answered.
-        if (!(err instanceof HttpError && err.code === "idle_closed") || signal?.aborted) throw err;
-      }
-    }
+    if (!kept) return this.onNewConnection(request, signal);
+    return this.exchange(kept, request, signal).catch((err: unknown) => {
+      // Closed by the server while it sat idle: nothing of the reply came, so the request was not answered.
+      if (!(err instanceof HttpError && err.code === "idle_closed") || signal?.aborted) throw err;
+      return this.onNewConnection(request, signal);
+    });
+  }
+
+  private async onNewConnection(request: Request, signal: AbortSignal | undefined): Promise<HttpReply> {
     signal?.throwIfAborted();
-    return this.exchange(await Connection.open(this.hostname, this.port, signal), bytes, signal);
+    return this.exchange(await Connection.open(this.hostname, this.port, signal), request, signal);
   }
 
   private take(): Connection | undefined {
@@ -115,7 +130,7 @@ export class Http1Client {
     return undefined;
   }
 
-  private exchange(conn: Connection, bytes: Uint8Array, signal: AbortSignal | undefined): Promise<HttpReply> {
+  private exchange(conn: Connection, request: Request, signal: AbortSignal | undefined): Promise<HttpReply> {
     return new Exchange(conn, signal, (reusable) => {
       const list = idle.get(this.key) ?? [];
       if (reusable && conn.usable && list.length < MAX_IDLE) {
@@ -123,7 +138,7 @@ export class Http1Client {
         list.push(conn);
         idle.set(this.key, list);
       } else conn.end();
-    }).send(bytes);
+    }).send(request);
   }
 }
 
@@ -171,12 +186,14 @@ class Connection {
     return !this.closed && this.current === undefined && this.outbox === undefined;
   }
 
-  write(bytes: Uint8Array): void {
+  /** Writes the request: what the socket does not take at once goes out as it drains. */
+  write(request: Request): void {
     this.socket.ref();
     this.uses++;
-    const n = this.socket.write(bytes);
-    if (n < 0) this.onClose(new HttpError("the connection closed before the request was sent", this.uses > 1 ? "idle_closed" : "closed"));
-    else if (n < bytes.length) this.outbox = bytes.subarray(n);
+    const n = this.socket.write(request.text);
+    if (n < 0) return this.onClose(new HttpError("the connection closed before the request was sent", this.uses > 1 ? "idle_closed" : "closed"));
+    // Most requests go out whole; only a partial write pays for the rest as bytes.
+    if (n < request.bytes) this.outbox = Buffer.from(request.text).subarray(n);
   }
 
   flush(): void {
@@ -211,14 +228,48 @@ class Connection {
 
 type Framing =
   | { kind: "length"; left: number }
-  | { kind: "chunked"; state: "size" | "data" | "data_end" | "trailer"; left: number; line: string }
+  | {
+      kind: "chunked";
+      state: "size" | "data" | "data_end" | "trailer";
+      /** Bytes left of the chunk being read (while "size": the size read so far). */
+      left: number;
+      /** Hex digits of the size line so far, and whether its extension (after ";") has begun. */
+      digits: number;
+      ext: boolean;
+      /** Bytes of the trailer line being read, and of the whole trailer. */
+      line: number;
+      trailer: number;
+    }
   | { kind: "close" }
   | { kind: "none" };
+
+/** A reply head's fields, found in its text when asked for (a reply's framing needs three; most replies nothing else). */
+class HeadFields implements ReplyHeaders {
+  private fields: Map<string, string> | undefined;
+
+  constructor(private readonly head: string) {}
+
+  get(name: string): string | null {
+    if (!this.fields) {
+      this.fields = new Map();
+      const lines = this.head.split("\r\n");
+      for (let i = 1; i < lines.length; i++) {
+        const colon = lines[i]!.indexOf(":");
+        if (colon <= 0) continue;
+        const key = lines[i]!.slice(0, colon).trim().toLowerCase();
+        const value = lines[i]!.slice(colon + 1).trim();
+        const had = this.fields.get(key);
+        this.fields.set(key, had === undefined ? value : `${had}, ${value}`);
+      }
+    }
+    return this.fields.get(name.toLowerCase()) ?? null;
+  }
+}
 
 /** One request and its reply on a connection: writes it, parses the reply's head and body. */
 class Exchange implements HttpReply {
   status = 0;
-  headers = new Headers();
+  headers: ReplyHeaders = new HeadFields("");
   private phase: "head" | "body" | "done" | "failed" = "head";
   private headBuf: Buffer | undefined;
   private framing: Framing = { kind: "none" };
@@ -237,11 +288,11 @@ class Exchange implements HttpReply {
     private readonly release: (reusable: boolean) => void,
   ) {}
 
-  send(bytes: Uint8Array): Promise<HttpReply> {
+  send(request: Request): Promise<HttpReply> {
     const head = new Promise<HttpReply>((resolve, reject) => (this.headWait = { resolve, reject }));
     this.signal?.addEventListener("abort", this.onAbort, { once: true });
     this.conn.current = this;
-    this.conn.write(bytes);
+    this.conn.write(request);
     return head;
   }
 
@@ -307,7 +358,6 @@ class Exchange implements HttpReply {
       buf = buf.subarray(end + 4);
       if (this.status >= 200 || this.status === 101) break;
       // an interim 1xx reply: the real one follows
-      this.headers = new Headers();
       if (buf.length === 0) {
         this.headBuf = undefined;
         return;
@@ -322,28 +372,21 @@ class Exchange implements HttpReply {
 
   /** False when the head is not HTTP/1.x (and the exchange has failed). */
   private parseHead(text: string): boolean {
-    const lines = text.split("\r\n");
-    const m = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]!);
+    const m = /^HTTP\/1\.([01]) (\d{3})(?: |\r|$)/.exec(text);
     if (!m) {
-      this.fail(new HttpError(`the server's reply is not HTTP/1.1 (${JSON.stringify(lines[0]!.slice(0, 40))})`, "bad_reply"), true);
+      this.fail(new HttpError(`the server's reply is not HTTP/1.1 (${JSON.stringify(text.split("\r\n", 1)[0]!.slice(0, 40))})`, "bad_reply"), true);
       return false;
     }
     this.status = Number(m[2]);
-    for (let i = 1; i < lines.length; i++) {
-      const colon = lines[i]!.indexOf(":");
-      if (colon <= 0) continue;
-      try {
-        this.headers.append(lines[i]!.slice(0, colon).trim(), lines[i]!.slice(colon + 1).trim());
-      } catch {
-        // a header Headers refuses (odd bytes): not one we read
-      }
-    }
-    const connection = this.headers.get("connection")?.toLowerCase() ?? "";
+    this.headers = new HeadFields(text);
+    // The framing fields, read straight from the text (a field repeated: its first value).
+    const connection = /\r\nconnection:[ \t]*([^\r]*)/i.exec(text)?.[1]?.toLowerCase() ?? "";
+    const length = /\r\ncontent-length:[ \t]*([^\r]*)/i.exec(text)?.[1]?.trim();
+    const chunked = /\r\ntransfer-encoding:[^\r]*chunked/i.test(text);
     this.keepAlive = m[1] === "1" ? !connection.includes("close") : connection.includes("keep-alive");
-    const length = this.headers.get("content-length");
     if (this.status < 200 || this.status === 204 || this.status === 304) this.framing = { kind: "none" };
-    else if (/chunked/i.test(this.headers.get("transfer-encoding") ?? "")) this.framing = { kind: "chunked", state: "size", left: 0, line: "" };
-    else if (length !== null && /^\d+$/.test(length.trim())) this.framing = { kind: "length", left: Number(length.trim()) };
+    else if (chunked) this.framing = { kind: "chunked", state: "size", left: 0, digits: 0, ext: false, line: 0, trailer: 0 };
+    else if (length !== undefined && /^\d+$/.test(length)) this.framing = { kind: "length", left: Number(length) };
     else {
       this.framing = { kind: "close" };
       this.keepAlive = false;
@@ -362,39 +405,46 @@ class Exchange implements HttpReply {
       return;
     }
     if (f.kind !== "chunked") return;
+    // Chunk lines are read byte by byte, wherever the packets split them: a size line
+    // (hex digits, an optional ";extension"), the chunk's data, its CRLF, ..., a 0 size, trailer lines, an empty line.
     let i = 0;
-    while (i < bytes.length && this.phase === "body") {
+    const n = bytes.length;
+    while (i < n && this.phase === "body") {
       if (f.state === "data") {
-        const n = Math.min(f.left, bytes.length - i);
-        this.emit(bytes.subarray(i, i + n));
-        i += n;
-        f.left -= n;
+        const take = Math.min(f.left, n - i);
+        this.emit(take === n && i === 0 ? bytes : bytes.subarray(i, i + take));
+        i += take;
+        f.left -= take;
         if (f.left === 0) f.state = "data_end";
         continue;
       }
-      // size, data_end and trailer are lines: read up to the LF
-      const nl = bytes.indexOf(10, i);
-      const part = Buffer.from(bytes.buffer, bytes.byteOffset + i, (nl < 0 ? bytes.length : nl) - i).toString("latin1");
-      if (nl < 0) {
-        f.line += part;
-        if (f.line.length > 4096) return this.fail(new HttpError("a chunk line of the reply is over 4 KiB", "bad_reply"), true);
-        return;
+      const c = bytes[i++]!;
+      if (f.state === "size") {
+        if (c === 10) {
+          if (f.digits === 0) return this.fail(new HttpError("a chunk size line of the reply has no size", "bad_reply"), true);
+          f.state = f.left === 0 ? "trailer" : "data";
+          f.digits = 0;
+          f.ext = false;
+        } else if (f.ext || c === 13) {
+          // the extension, up to the end of the line; or the CR before the LF
+        } else if (c === 59 || c === 32 || c === 9) {
+          f.ext = true;
+        } else {
+          const digit = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+          if (digit < 0 || ++f.digits > 12) return this.fail(new HttpError(`the reply's chunk size is not hexadecimal (byte ${c})`, "bad_reply"), true);
+          f.left = f.left * 16 + digit;
+        }
+      } else if (f.state === "data_end") {
+        if (c === 10) f.state = "size";
+        else if (c !== 13) return this.fail(new HttpError("a chunk of the reply did not end where its size said", "bad_reply"), true);
+      } else if (c === 10) {
+        // the trailer: fields we do not read, up to an empty line
+        if (f.line === 0) return this.finish(i === n);
+        f.line = 0;
+      } else if (c !== 13) {
+        f.line++;
+        if (++f.trailer > MAX_TRAILER_BYTES) return this.fail(new HttpError("the reply's trailer is over 4 KiB", "bad_reply"), true);
       }
-      const line = (f.line + part).replace(/\r$/, "");
-      f.line = "";
-      i = nl + 1;
-      if (f.state === "data_end") {
-        if (line !== "") return this.fail(new HttpError("a chunk of the reply did not end where its size said", "bad_reply"), true);
-        f.state = "size";
-      } else if (f.state === "size") {
-        const size = /^([0-9a-fA-F]+)[ \t]*(?:;.*)?$/.exec(line);
-        if (!size) return this.fail(new HttpError(`the reply's chunk size is not hexadecimal (${JSON.stringify(line.slice(0, 20))})`, "bad_reply"), true);
-        f.left = parseInt(size[1]!, 16);
-        f.state = f.left === 0 ? "trailer" : "data";
-      } else if (line === "") {
-        return this.finish(i === bytes.length);
-      }
-      // else a trailer field: nothing we read
     }
   }
 
