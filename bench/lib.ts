@@ -128,7 +128,6 @@ export async function timed(fn: () => unknown): Promise<number> {
 
 const tempDirs = new Set<string>();
 
-/** A fresh directory under `base` (the temp dir by default), removed by removeTempDirs() whatever happens. */
 /**
  * Memory-backed storage when the machine has /dev/shm, else undefined (the
  * temp dir). On the shared build VMs creating a directory or a file on the
@@ -138,6 +137,7 @@ const tempDirs = new Set<string>();
  */
 export const TMPFS = existsSync("/dev/shm") ? "/dev/shm" : undefined;
 
+/** A fresh directory under `base` (the temp dir by default), removed by removeTempDirs() whatever happens. */
 export function tempDir(prefix = "atomic-bench-", base = tmpdir()): string {
   const dir = mkdtempSync(join(base, prefix));
   tempDirs.add(dir);

@@ -148,7 +148,6 @@ async function fetchPost(url: string, headers: Record<string, string>, body: str
       }
     },
     text: () => res.text(),
-    cancel: () => void res.body?.cancel().catch(() => {}),
   };
 }
 

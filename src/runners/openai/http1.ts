@@ -44,8 +44,6 @@ export interface HttpReply {
   pipe(onChunk: (bytes: Uint8Array) => void): Promise<void>;
   /** The whole body as text. */
   text(): Promise<string>;
-  /** Drops the rest of the body (and the connection it was on). */
-  cancel(): void;
 }
 
 /** A reply that did not arrive whole: the connection failed, closed early or sent something that is not HTTP/1.1. */
@@ -319,14 +317,6 @@ class Exchange implements HttpReply {
     const parts: Uint8Array[] = [];
     await this.pipe((bytes) => parts.push(bytes.slice()));
     return Buffer.concat(parts).toString("utf8");
-  }
-
-  cancel(): void {
-    if (this.phase === "done" || this.phase === "failed") return;
-    this.phase = "failed";
-    this.error = new HttpError("the reply was cancelled", "cancelled");
-    this.detach();
-    this.conn.terminate();
   }
 
   // ---------------------------------------------------------------- from the socket
