@@ -75,6 +75,14 @@ export function checkRunner(kind: string, config: AtomicConfig, model: string | 
         hint: "export OPENAI_API_KEY=…, or point ATOMIC_OPENAI_BASE_URL at a local server (Ollama, llama.cpp, vLLM)",
       };
     }
+    // A pasted key with its line ending: no HTTP client will send it (a header cannot hold a line break).
+    if (env.OPENAI_API_KEY && /[\r\n\0]/.test(env.OPENAI_API_KEY)) {
+      return {
+        code: "bad_api_key",
+        message: "OPENAI_API_KEY holds a line break or a NUL character, which no request can carry",
+        hint: "set OPENAI_API_KEY to the key alone, without a trailing newline",
+      };
+    }
     if (!model) {
       return {
         code: "no_model",

@@ -108,6 +108,20 @@ e2eTest("a missing API key fails before any stage starts, with a hint", async ()
   expect(shown.steps).toEqual([]); // nothing started
 });
 
+e2eTest("an API key with a line break (a pasted key's newline) is refused before any stage starts, with a hint", async () => {
+  const home = makeTempDir("atomic-oai-home-");
+  const env = { OPENAI_API_KEY: "sk-pasted\n", ATOMIC_OPENAI_BASE_URL: "https://api.invalid/v1" };
+  const r = await runAtomic(["run", AGENT, "--workers", "1"], { home, env });
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("OPENAI_API_KEY holds a line break or a NUL character, which no request can carry");
+  expect(r.stderr).toContain("hint: set OPENAI_API_KEY to the key alone");
+  expect(r.stderr).not.toContain("    at ");
+  expect(r.stderr).not.toContain("sk-pasted");
+  const runId = /run (\S+) failed/.exec(r.stderr)![1]!;
+  const shown = JSON.parse((await runAtomic(["show", runId, "--json"], { home, env })).stdout);
+  expect(shown.steps).toEqual([]); // nothing started
+});
+
 e2eTest("an unknown runner and a runner binary not on PATH are refused clearly", async () => {
   const home = makeTempDir("atomic-oai-home-");
   let r = await runAtomic(["run", AGENT, "--workers", "1", "--input", "runner=nope"], { home });
