@@ -10,8 +10,9 @@
  * milliseconds comparable across the processes of one machine. Events:
  * root `ready_sent` (the stage waits for its item) and `done` (its result
  * arrived); coordinator `claim` (just before the transaction that leased
- * the item), `claimed` (after it), `complete` (a worker's commit arrived)
- * and `committed`; worker `start` (the start message arrived and goes to the
+ * the item), `claimed` (the lease decided, its start about to be sent: on
+ * an idle pool inside that transaction, after a worker's commit once the
+ * commit is done), `complete` (a worker's commit arrived) and `committed`; worker `start` (the start message arrived and goes to the
  * runner), `spawned` (the stage's process runs), `exited` and `commit_sent`.
  * The root's lines go to its own stderr. Lines are written after the
  * current event-loop task (and at exit), so the timed path does not include

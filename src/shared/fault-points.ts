@@ -6,12 +6,14 @@
  *   ATOMIC_FAULT_POINTS="before-checkpoint:5,after-checkpoint:12"
  *
  * arms `before-checkpoint` to fire on its 5th hit and `after-checkpoint` on
- * its 12th. `ATOMIC_FAULT_ACTION` is `kill` (default: SIGKILL this process,
+ * its 12th; `name:*` fires on every hit (a fault that persists, with
+ * `throw`). `ATOMIC_FAULT_ACTION` is `kill` (default: SIGKILL this process,
  * like a power cut) or `throw`. Counting is per process.
  */
 
 import { writeStderr } from "./raw-stderr.ts";
 
+const EVERY_HIT = 0;
 const armed = parse(process.env.ATOMIC_FAULT_POINTS);
 const hits = new Map<string, number>();
 
@@ -20,7 +22,7 @@ function parse(spec: string | undefined): Map<string, number> | undefined {
   const map = new Map<string, number>();
   for (const part of spec.split(",")) {
     const [name, n] = part.split(":");
-    if (name) map.set(name.trim(), Number(n ?? 1) || 1);
+    if (name) map.set(name.trim(), n?.trim() === "*" ? EVERY_HIT : Number(n ?? 1) || 1);
   }
   return map;
 }
@@ -31,7 +33,7 @@ export function faultPoint(name: string): void {
   if (target === undefined) return;
   const count = (hits.get(name) ?? 0) + 1;
   hits.set(name, count);
-  if (count !== target) return;
+  if (count !== target && target !== EVERY_HIT) return;
   if (process.env.ATOMIC_FAULT_ACTION === "throw") throw new Error(`fault point ${name} fired`);
   writeStderr(`[fault] ${name} #${count}: SIGKILL\n`);
   process.kill(process.pid, "SIGKILL");

@@ -111,6 +111,39 @@ for (const backend of BACKENDS) {
       expect(await journal.work.claimMany(["w-f"], LEASE_MS, rootId)).toEqual([]);
     });
 
+    test(`${backend.name}: claimMany hands out each lease as decided, before it is written; a failure after that leaves no lease`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["e-1", "e-2", "e-3", "e-4"]);
+      const seen: [string, number, string | null, number][] = [];
+      const items = await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, rootId, (item, i) => seen.push([item.id, i, item.workerId, item.epoch]));
+      expect(seen).toEqual([
+        ["e-1", 0, "w-a", 1],
+        ["e-2", 1, "w-b", 1],
+      ]);
+      // What was handed out is exactly what was committed.
+      for (const item of items) expect(await journal.work.get(item.id)).toEqual(item);
+
+      // The caller fails after the second item was handed out: the transaction is rolled back, both leases with it.
+      const handed: string[] = [];
+      const failing = journal.work.claimMany(["w-c", "w-d"], LEASE_MS, rootId, (item, i) => {
+        handed.push(item.id);
+        if (i === 1) throw new Error("the commit failed");
+      });
+      await expect(failing).rejects.toThrow("the commit failed");
+      expect(handed).toEqual(["e-3", "e-4"]);
+      for (const id of handed) {
+        const item = (await journal.work.get(id))!;
+        expect([item.state, item.workerId, item.epoch]).toEqual(["ready", null, 0]);
+      }
+      // Claimed again, they get the same epochs the failed claim handed out, so a worker that was given one must be
+      // retired, never reused under its id (the coordinator's revoke): the next claim's fence names another worker.
+      const again = await journal.work.claimMany(["w-e", "w-f"], LEASE_MS, rootId);
+      expect(again.map((w) => [w.id, w.workerId, w.epoch])).toEqual([
+        ["e-3", "w-e", 1],
+        ["e-4", "w-f", 1],
+      ]);
+    });
+
     test(`${backend.name}: renewals are fenced: only the holder's current (worker, generation, epoch) extends a lease`, async () => {
       const { journal, rootId, lease } = await setup();
       await enqueue(journal, lease, rootId, ["h-1", "h-2"]);

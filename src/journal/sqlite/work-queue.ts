@@ -7,8 +7,12 @@
  * (`where id = ? and worker_id = ? and generation = ? and epoch = ? and
  * state = 'leased'`). A worker that was replaced (older generation) or
  * whose lease was re-issued (older epoch) changes nothing and is told
- * "stale". Claims take the oldest ready item (partial index on ready rows)
- * in one statement (`update ... where id = (select the oldest) returning *`).
+ * "stale". A claim reads the oldest ready item (partial index on ready
+ * rows) and then leases it by rowid, both under the write lock that BEGIN
+ * IMMEDIATE took, so nothing else can take the item in between; the lease
+ * is known before it is written, and `claimMany` hands it to its caller at
+ * that point (the coordinator starts the stage while the lease is written
+ * and committed: see dispatch() in ../../pool/coordinator.ts).
  * The coordinator's hot path is one transaction per stage: `completeAndClaim`
  * commits a worker's outcome and leases its next item together, and
  * `claimMany` leases items for every idle worker at once; each of these
@@ -33,8 +37,9 @@ import { toJson, workFromRow, type WorkItemsTable, type WorkOpsTable } from "./t
 type Fence = [id: string, workerId: string, generation: number, epoch: number];
 
 export class SqliteWorkQueue implements WorkQueue {
-  private readonly leaseOldest: Statement<WorkItemsTable, [workerId: string, expiresAt: number, now: number]>;
-  private readonly leaseOldestOfRoot: Statement<WorkItemsTable, [workerId: string, expiresAt: number, now: number, rootId: string]>;
+  private readonly oldestReady: Statement<ReadyRow, []>;
+  private readonly oldestReadyOfRoot: Statement<ReadyRow, [rootId: string]>;
+  private readonly leaseRow: Statement<unknown, [workerId: string, epoch: number, expiresAt: number, now: number, rowid: number]>;
   private readonly renewOne: Statement<unknown, [expiresAt: number, now: number, ...Fence]>;
   private readonly finish: Statement<WorkItemsTable, [state: string, result: string | null, error: string | null, now: number, ...Fence]>;
   private readonly requeue: Statement<WorkItemsTable, [now: number, ...Fence]>;
@@ -54,16 +59,20 @@ export class SqliteWorkQueue implements WorkQueue {
     private readonly guard: <T>(fn: () => T) => T,
   ) {
     const fence = "id = ? and worker_id = ? and generation = ? and epoch = ? and state = 'leased'";
-    // INDEXED BY: without statistics SQLite picks work_by_root (root_id, state) for the root's claim and sorts
-    // every ready item of the root on each claim (about 100 us with 2,000 queued); the partial index on ready rows
-    // is already in FIFO order, so the oldest is its first entry of that root (8 us).
-    // By rowid, which the index entry holds: by id the update would walk the primary key's index too, pages
-    // that another process's commit (the root's) has just made this connection reload (an idle claim,
-    // measured: 35 against 23 us for the update, 63 against 44 us for the transaction).
-    const lease = "update work_items set state = 'leased', worker_id = ?1, epoch = epoch + 1, lease_expires_at = ?2, updated_at = ?3";
-    const oldest = "select rowid from work_items indexed by work_ready where state = 'ready'";
-    this.leaseOldest = db.prepare(`${lease} where rowid = (${oldest} order by ready_at, id limit 1) returning *`);
-    this.leaseOldestOfRoot = db.prepare(`${lease} where rowid = (${oldest} and root_id = ?4 order by ready_at, id limit 1) returning *`);
+    // INDEXED BY: without statistics SQLite picks work_by_root (root_id) for the root's claim and sorts every
+    // ready item of the root on each claim (about 100 us with 2,000 queued); the partial index on ready rows is
+    // already in FIFO order, so the oldest is its first entry of that root (8 us).
+    // The lease is written by rowid, which the read returns: by id the update would walk the primary key's index
+    // too, pages that another process's commit (the root's) has just made this connection reload (an idle claim,
+    // measured: 35 against 23 us for the update). A read and an update by rowid cost less than one
+    // `update ... returning *` (measured: 10 against 14 us, and the commit 7.6 against 9.5 us: RETURNING keeps
+    // its rows in a temporary table), and they let the lease be handed out before it is written.
+    const oldest = "select rowid as rid, * from work_items indexed by work_ready where state = 'ready'";
+    this.oldestReady = db.prepare(`${oldest} order by ready_at, id limit 1`);
+    this.oldestReadyOfRoot = db.prepare(`${oldest} and root_id = ? order by ready_at, id limit 1`);
+    this.leaseRow = db.prepare(
+      "update work_items set state = 'leased', worker_id = ?, epoch = ?, lease_expires_at = ?, updated_at = ? where rowid = ? and state = 'ready'",
+    );
     this.renewOne = db.prepare(`update work_items set lease_expires_at = ?, updated_at = ? where ${fence}`);
     this.finish = db.prepare(
       `update work_items set state = ?, result = ?, error = ?, lease_expires_at = null, updated_at = ?
@@ -95,12 +104,17 @@ export class SqliteWorkQueue implements WorkQueue {
     return this.tx(() => this.claimOne(workerId, leaseMs, rootId));
   }
 
-  async claimMany(workerIds: readonly string[], leaseMs: number, rootId?: RunId): Promise<WorkItem[]> {
+  async claimMany(
+    workerIds: readonly string[],
+    leaseMs: number,
+    rootId?: RunId,
+    onLeased?: (item: WorkItem, index: number) => void,
+  ): Promise<WorkItem[]> {
     if (workerIds.length === 0) return [];
     return this.tx(() => {
       const items: WorkItem[] = [];
       for (const workerId of workerIds) {
-        const item = this.claimOne(workerId, leaseMs, rootId);
+        const item = this.claimOne(workerId, leaseMs, rootId, onLeased && ((leased) => onLeased(leased, items.length)));
         if (!item) break;
         items.push(item);
       }
@@ -163,11 +177,26 @@ export class SqliteWorkQueue implements WorkQueue {
     return this.guard(() => (state === undefined ? this.countAll.get() : this.countState.get(state))?.n ?? 0);
   }
 
-  /** Inside a transaction: lease the oldest ready item to `workerId`. */
-  private claimOne(workerId: string, leaseMs: number, rootId: RunId | undefined): WorkItem | undefined {
+  /**
+   * Inside a transaction: lease the oldest ready item to `workerId`;
+   * `onLeased` gets the leased item before the lease is written.
+   */
+  private claimOne(
+    workerId: string,
+    leaseMs: number,
+    rootId: RunId | undefined,
+    onLeased?: (item: WorkItem) => void,
+  ): WorkItem | undefined {
+    const row = rootId === undefined ? this.oldestReady.get() : this.oldestReadyOfRoot.get(rootId);
+    if (!row) return undefined;
     const now = Date.now();
-    const row = rootId === undefined ? this.leaseOldest.get(workerId, now + leaseMs, now) : this.leaseOldestOfRoot.get(workerId, now + leaseMs, now, rootId);
-    return row ? workFromRow(row) : undefined;
+    const item = workFromRow({ ...row, state: "leased", worker_id: workerId, epoch: row.epoch + 1, lease_expires_at: now + leaseMs, updated_at: now });
+    onLeased?.(item);
+    // Under this transaction's write lock the row is still the ready one just read.
+    if (this.leaseRow.run(workerId, item.epoch, now + leaseMs, now, row.rid).changes !== 1) {
+      throw new Error(`internal: work item ${row.id} changed under the claim's write lock`);
+    }
+    return item;
   }
 
   /** Inside a transaction: commit an outcome (fenced, idempotent by op id); `fresh` when this call committed it. */
@@ -211,6 +240,9 @@ export class SqliteWorkQueue implements WorkQueue {
     return row ? workFromRow(row) : undefined;
   }
 }
+
+/** A ready item as a claim reads it: the row and its rowid. */
+type ReadyRow = WorkItemsTable & { rid: number };
 
 /** What work_ops keeps for a committed operation. */
 const COMMITTED_RECEIPT = JSON.stringify({ status: "committed" });
