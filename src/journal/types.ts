@@ -293,6 +293,8 @@ export interface WorkQueue {
     rootId?: RunId,
     onLeased?: (item: WorkItem, index: number) => void,
   ): Promise<WorkItem[]>;
+  /** Lease one given item to `workerId` if it is ready (queue order aside); undefined when it is not. */
+  claimItem(id: string, workerId: string, leaseMs: number): Promise<WorkItem | undefined>;
   /** Heartbeats: extend every lease that still holds, in one transaction; returns the fences that no longer hold. */
   renew(fences: readonly WorkFence[], leaseMs: number): Promise<WorkFence[]>;
   /**

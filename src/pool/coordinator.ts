@@ -59,6 +59,8 @@ const SWEEP_MS = 500;
 const STARTUP_TIMEOUT_MS = 15_000;
 const CONTROL_ACK_TIMEOUT_MS = 5_000;
 const MAX_CLAIM_FAILURES = 3;
+/** The worker id under which the coordinator itself takes a cancelled item off the queue. */
+const SETTLER_ID = "coordinator";
 
 export async function coordinatorMain(argv: string[]): Promise<void> {
   const config = parseMessage(CoordinatorConfigSchema, safeJson(argv[0]), "command line");
@@ -82,7 +84,7 @@ class Coordinator {
   private readonly slots = new Map<string, WorkerSlot>();
   private readonly stall = new StallMonitor();
   private readonly events = new Map<string, EventBatcher<RunnerEvent>>();
-  /** Items the root cancelled before a worker took them: completed as cancelled when claimed. */
+  /** Items the root cancelled that no worker runs: settled as cancelled at once if queued, else when their claim comes back. */
   private readonly cancelled = new Set<string>();
   private readonly controlAcks = new Map<number, Set<string>>();
   private paused = false;
@@ -136,6 +138,7 @@ class Coordinator {
         this.journal = journal;
         this.attached = true;
         void this.dispatch();
+        void this.settleCancelledQueued();
       },
       (err: unknown) => this.fatal("worker_lost", `the pool coordinator cannot open the journal: ${ensureError(err).message}`),
     );
@@ -155,7 +158,7 @@ class Coordinator {
         if (slot) slot.send({ type: "cancel", workId: msg.workId, reason: msg.reason });
         else {
           this.cancelled.add(msg.workId);
-          void this.dispatch(); // claims and settles it now if it is queued
+          void this.settleCancelledQueued();
         }
         break;
       }
@@ -378,10 +381,8 @@ class Coordinator {
       do {
         this.redispatch = false;
         for (;;) {
-          if (this.paused && this.cancelled.size === 0) break;
+          if (this.paused) break;
           const idle = [...this.slots.values()].filter((s) => s.state === "idle");
-          // Paused, only cancelled items are wanted: one at a time, as they come.
-          if (this.paused) idle.splice(1);
           if (idle.length === 0) break;
           // Every idle worker gets an item from one transaction, and its start as soon as the claim has
           // decided the lease: the worker wakes while the lease is written and committed (an idle pool's
@@ -464,6 +465,29 @@ class Coordinator {
     this.log(`worker ${slot.id} was given work ${slot.item?.id} by a claim that did not commit; retiring it`);
     killStagesOfWorker(slot.id);
     this.retire(slot);
+  }
+
+  /**
+   * Items the root cancelled that no worker runs: each one still queued is
+   * taken off the queue and settled now, paused or not, without a worker.
+   * One that is not (a claim holds it) is settled by give() when its claim
+   * comes back.
+   */
+  private async settleCancelledQueued(): Promise<void> {
+    if (!this.attached) return; // attach() calls this once the journal is open
+    for (const id of this.cancelled) {
+      try {
+        const item = await this.journal.work.claimItem(id, SETTLER_ID, this.config.leaseMs);
+        if (item) {
+          this.cancelled.delete(id);
+          await this.settleCancelled(SETTLER_ID, item);
+        } else if ((await this.journal.work.get(id))?.state !== "leased") {
+          this.cancelled.delete(id); // already settled (its result crossed the cancel)
+        }
+      } catch (err) {
+        this.log(`could not settle cancelled work ${id}: ${ensureError(err).message}`);
+      }
+    }
   }
 
   private async settleCancelled(workerId: string, item: WorkItem): Promise<void> {

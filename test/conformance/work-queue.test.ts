@@ -144,6 +144,20 @@ for (const backend of BACKENDS) {
       ]);
     });
 
+    test(`${backend.name}: claimItem leases one given ready item, out of queue order; not one that is leased or done`, async () => {
+      const { journal, rootId, lease } = await setup();
+      await enqueue(journal, lease, rootId, ["i-1", "i-2"]);
+      const second = await journal.work.claimItem("i-2", "settler", LEASE_MS);
+      expect([second?.id, second?.workerId, second?.state, second?.epoch]).toEqual(["i-2", "settler", "leased", 1]);
+      expect(await journal.work.get("i-2")).toEqual(second);
+      expect(await journal.work.claimItem("i-2", "other", LEASE_MS)).toBeUndefined();
+      expect(await journal.work.claimItem("no-such-item", "other", LEASE_MS)).toBeUndefined();
+      // The queue's oldest is still there for the next claim.
+      expect((await journal.work.claim("worker-1", LEASE_MS, rootId))?.id).toBe("i-1");
+      await journal.work.complete(fence(second!), done("x"), { id: "op-i2", digest: "d" });
+      expect(await journal.work.claimItem("i-2", "other", LEASE_MS)).toBeUndefined();
+    });
+
     test(`${backend.name}: renewals are fenced: only the holder's current (worker, generation, epoch) extends a lease`, async () => {
       const { journal, rootId, lease } = await setup();
       await enqueue(journal, lease, rootId, ["h-1", "h-2"]);

@@ -11,7 +11,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
 
@@ -272,6 +272,31 @@ e2eTest("pause from another process: no new stage starts; unpause: the run finis
   expect(unpaused.code).toBe(0);
   expect(await proc.exited).toBe(0);
   expect(readFileSync(out, "utf8").trim().split("\n").sort()).toEqual(["s0", "s1", "s2"]);
+});
+
+e2eTest("paused: a queued stage cancelled meanwhile does not let an older queued one start", async () => {
+  const home = makeTempDir();
+  const d = makeTempDir();
+  const proc = spawnAtomic(["--json", "run", join(FIX, "paused-cancel.ts"), "--input", `dir=${d}`, "--workers", "2"], { home });
+  const events = lineWatcher(proc.stdout);
+  await pidFile(`${d}/hold.pid`);
+  await pidFile(`${d}/x.pid`);
+  const run = await lastRun(home);
+  const started = async (name: string) => (await show(home, run.id)).steps.some((s: Record<string, any>) => s.name === name);
+  await waitUntil(() => started("z"), 20_000, "z to be queued");
+  writeFileSync(`${d}/go-y`, "");
+  await waitUntil(() => started("y"), 20_000, "y to be queued");
+  expect((await runAtomic(["pause", run.id], { home })).code).toBe(0);
+  // x fails: its group cancels the queued y, and a worker is free. z is older than y and not cancelled.
+  writeFileSync(`${d}/go-x`, "");
+  await events.waitFor(/"type":"step_ended".*"name":"y".*"status":"cancelled"/, 20_000);
+  await Bun.sleep(1_000); // every chance for z to start, if it would
+  expect(existsSync(`${d}/effects`)).toBe(false);
+  expect(events.lines.filter((l) => /"type":"step_ended".*"name":"z"/.test(l))).toEqual([]);
+  expect((await runAtomic(["unpause", run.id], { home })).code).toBe(0);
+  writeFileSync(`${d}/go-hold`, "");
+  expect(await proc.exited).toBe(1); // x failed
+  expect(readFileSync(`${d}/effects`, "utf8")).toBe("z\n");
 });
 
 e2eTest("200 stages over 4 workers: each ran exactly once", async () => {

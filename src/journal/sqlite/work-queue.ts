@@ -39,6 +39,7 @@ type Fence = [id: string, workerId: string, generation: number, epoch: number];
 export class SqliteWorkQueue implements WorkQueue {
   private readonly oldestReady: Statement<ReadyRow, []>;
   private readonly oldestReadyOfRoot: Statement<ReadyRow, [rootId: string]>;
+  private readonly readyById: Statement<ReadyRow, [id: string]>;
   private readonly leaseRow: Statement<unknown, [workerId: string, epoch: number, expiresAt: number, now: number, rowid: number]>;
   private readonly renewOne: Statement<unknown, [expiresAt: number, now: number, ...Fence]>;
   private readonly finish: Statement<WorkItemsTable, [state: string, result: string | null, error: string | null, now: number, ...Fence]>;
@@ -70,6 +71,7 @@ export class SqliteWorkQueue implements WorkQueue {
     const oldest = "select rowid as rid, * from work_items indexed by work_ready where state = 'ready'";
     this.oldestReady = db.prepare(`${oldest} order by ready_at, id limit 1`);
     this.oldestReadyOfRoot = db.prepare(`${oldest} and root_id = ? order by ready_at, id limit 1`);
+    this.readyById = db.prepare("select rowid as rid, * from work_items where id = ? and state = 'ready'");
     this.leaseRow = db.prepare(
       "update work_items set state = 'leased', worker_id = ?, epoch = ?, lease_expires_at = ?, updated_at = ? where rowid = ? and state = 'ready'",
     );
@@ -102,6 +104,13 @@ export class SqliteWorkQueue implements WorkQueue {
 
   async claim(workerId: string, leaseMs: number, rootId?: RunId): Promise<WorkItem | undefined> {
     return this.tx(() => this.claimOne(workerId, leaseMs, rootId));
+  }
+
+  async claimItem(id: string, workerId: string, leaseMs: number): Promise<WorkItem | undefined> {
+    return this.tx(() => {
+      const row = this.readyById.get(id);
+      return row ? this.lease(row, workerId, leaseMs) : undefined;
+    });
   }
 
   async claimMany(
@@ -188,7 +197,11 @@ export class SqliteWorkQueue implements WorkQueue {
     onLeased?: (item: WorkItem) => void,
   ): WorkItem | undefined {
     const row = rootId === undefined ? this.oldestReady.get() : this.oldestReadyOfRoot.get(rootId);
-    if (!row) return undefined;
+    return row ? this.lease(row, workerId, leaseMs, onLeased) : undefined;
+  }
+
+  /** Inside a transaction: lease a ready row just read; `onLeased` gets the item before the lease is written. */
+  private lease(row: ReadyRow, workerId: string, leaseMs: number, onLeased?: (item: WorkItem) => void): WorkItem {
     const now = Date.now();
     const item = workFromRow({ ...row, state: "leased", worker_id: workerId, epoch: row.epoch + 1, lease_expires_at: now + leaseMs, updated_at: now });
     onLeased?.(item);
