@@ -24,6 +24,7 @@ import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, ty
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
+import { isInfraCode, type InfraCode } from "../shared/errors.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -53,6 +54,8 @@ export class PoolExecutor implements StageExecutor {
   private proc: Subprocess | undefined;
   private ready: Promise<void> | undefined;
   private lost: string | undefined;
+  /** The infrastructure code the lost pool's stages fail with. */
+  private lostCode: InfraCode = "worker_lost";
   private closing = false;
   private nudged = false;
   private readonly waiting = new Map<string, Waiting>();
@@ -77,7 +80,7 @@ export class PoolExecutor implements StageExecutor {
     } catch (err) {
       return this.lostResult(request, err instanceof Error ? err.message : String(err));
     }
-    if (this.lost) return this.lostResult(request, this.lost);
+    if (this.lost) return this.lostResult(request, this.lost, this.lostCode);
     // The item was committed to the queue before this call: a fast worker may already have finished it.
     const early = this.early.get(workId);
     if (early) {
@@ -258,25 +261,27 @@ export class PoolExecutor implements StageExecutor {
         this.controlWaiters.get(msg.rev)?.();
         break;
       case "fatal":
-        this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`);
+        // Its code when it is an infrastructure fault's (storage_unavailable, worker_startup_failed): the run says why.
+        this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`, isInfraCode(msg.code) ? msg.code : "worker_lost");
         break;
     }
   }
 
-  private markLost(why: string): void {
+  private markLost(why: string, code: InfraCode = "worker_lost"): void {
     if (this.lost) return;
     this.lost = why;
+    this.lostCode = code;
     if (this.closing) return;
-    for (const w of this.waiting.values()) w.resolve(this.lostResult(w.request, why));
+    for (const w of this.waiting.values()) w.resolve(this.lostResult(w.request, why, code));
   }
 
-  private lostResult(request: StageRequest, why: string): StageResult {
+  private lostResult(request: StageRequest, why: string, code: InfraCode = "worker_lost"): StageResult {
     return {
       status: "failed",
       text: "",
       exitCode: null,
       outputPath: join(request.artifactDir, STDOUT_LOG),
-      error: { code: "worker_lost", message: why },
+      error: { code, message: why },
     };
   }
 

@@ -174,8 +174,8 @@ e2eTest("claims that keep failing stop the run resumably (storage_unavailable) i
   expect(r.stderr).not.toMatch(/^\s+at /m);
   const run = await lastRun(home);
   const report = await show(home, run.id);
-  expect(report.run.error.code).toBe("worker_lost");
-  expect(report.run.error.message).toMatch(/storage_unavailable.*cannot claim work/);
+  expect(report.run.error.code).toBe("storage_unavailable");
+  expect(report.run.error.message).toMatch(/the pool cannot claim work/);
   const log = readFileSync(join(home, "artifacts", run.id, "worker-logs", "coordinator.log"), "utf8");
   expect(log.match(/by a claim that did not commit; retiring it/g)).toHaveLength(3);
   await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
