@@ -161,9 +161,15 @@ export function spawnInPty(args: string[], opts: PtyOptions) {
   const drained = (async () => {
     for await (const chunk of proc.stdout) text += decoder.decode(chunk, { stream: true });
   })();
+  const errText = new Response(proc.stderr).text();
   return {
     proc,
     text: () => text,
+    /** For a failure message: whether `script` (and so the binary) still runs, and what it wrote to stderr if not. */
+    async describe(): Promise<string> {
+      if (proc.exitCode === null && proc.signalCode === null) return `still running; drawn so far:\n${text}`;
+      return `exited (code ${proc.exitCode}, signal ${proc.signalCode}); stderr:\n${await errText}\ndrawn:\n${text}`;
+    },
     ctrlC: () => {
       proc.stdin.write("\x03");
       void proc.stdin.flush();

@@ -150,8 +150,8 @@ e2eTest("atomic runs --watch on a terminal redraws in place and ends on Ctrl-C",
   const id = /started run ([0-9a-z]{18})/.exec(done.stdout)![1]!;
   const watch = spawnInPty(["runs", "--watch"], { home, env: { NO_COLOR: "1" } });
   const frames = () => watch.text().split("atomic runs · 1 run(s)").length - 1;
-  await waitUntil(() => frames() >= 2, 30_000, "a second frame").catch((e: Error) => {
-    throw new Error(`${e.message}; drawn so far:\n${watch.text()}`);
+  await waitUntil(() => frames() >= 2, 30_000, "a second frame").catch(async (e: Error) => {
+    throw new Error(`${e.message}; the watch ${await watch.describe()}`);
   });
   // Ctrl-C typed on the terminal, after the watch has drawn twice (so its handler is in place)
   watch.ctrlC();
