@@ -520,6 +520,7 @@ class Coordinator {
       const deadline = slot.renewedAt + this.config.leaseMs + (stalled - slot.stallAtRenew);
       if (now <= deadline) continue;
       if (slot.pingSentAt === undefined) {
+        this.log(`worker ${slot.id} is past its lease on work ${slot.item.id} (last renewed ${now - slot.renewedAt} ms ago); pinging it`);
         slot.pingSentAt = now;
         slot.send({ type: "ping", nonce: now });
       } else if (slot.pongAt >= slot.pingSentAt) {

@@ -32,6 +32,8 @@ export interface AtomicOptions {
   env?: Record<string, string | undefined>;
   timeoutMs?: number;
   stdin?: string;
+  /** Run `bun src/main.ts` instead of the compiled binary. */
+  fromSource?: boolean;
 }
 
 /** This process's environment with `extra` over it (an undefined value removes the variable), without NODE_ENV (bun test sets it). */
@@ -71,7 +73,8 @@ export async function runAtomic(args: string[], opts: AtomicOptions): Promise<Ru
 }
 
 export function spawnAtomic(args: string[], opts: AtomicOptions): Subprocess<"pipe", "pipe", "pipe"> {
-  const proc = Bun.spawn([atomicBin(), ...args], {
+  const command = opts.fromSource ? [BUN, join(ROOT, "src", "main.ts")] : [atomicBin()];
+  const proc = Bun.spawn([...command, ...args], {
     cwd: opts.cwd ?? ROOT,
     env: environment(opts),
     stdin: opts.stdin !== undefined ? new Blob([opts.stdin]) : "pipe",

@@ -11,7 +11,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
 
@@ -231,6 +231,26 @@ e2eTest("a worker that stops answering (SIGSTOP) is replaced; continued (SIGCONT
   await waitUntil(() => !alive(worker1), 15_000, "the retired worker to exit");
 });
 
+e2eTest("the coordinator's own stall (SIGSTOP for twice the lease) is not charged to its worker: it is neither pinged nor replaced", async () => {
+  const home = makeTempDir();
+  const d = makeTempDir();
+  const command = `echo $PPID > ${d}/worker.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo done`;
+  const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "1", "--work-lease-ms", "2000"], { home });
+  const worker = await pidFile(`${d}/worker.pid`);
+  const coordinator = parentOf(worker);
+  kill(coordinator, "SIGSTOP");
+  await Bun.sleep(4_000); // the worker's heartbeats go unread meanwhile
+  kill(coordinator, "SIGCONT");
+  await Bun.sleep(1_500); // three sweeps after it woke
+  writeFileSync(`${d}/gate`, "");
+  expect(await proc.exited).toBe(0);
+  const run = await lastRun(home);
+  const work = stage(await show(home, run.id), "work");
+  expect([work.status, work.generation]).toEqual(["completed", 1]);
+  const log = readFileSync(join(home, "artifacts", run.id, "worker-logs", "coordinator.log"), "utf8");
+  expect(log).not.toMatch(/past its lease|stopped answering/);
+});
+
 e2eTest("a stage that kills its worker 3 times fails the run with worker_retry_limit and the worker log path", async () => {
   const home = makeTempDir();
   const d = makeTempDir();
@@ -413,6 +433,19 @@ e2eTest("Ctrl-C while the workflow still loads (the pool already started): exit 
   expect(await proc.exited).toBe(130);
   expect(existsSync(home)).toBe(false);
   expect(processesWithHome(home)).toEqual([]);
+});
+
+e2eTest("from source (bun src/main.ts) the coordinator and workers are the same file re-run in their roles", async () => {
+  const home = makeTempDir();
+  // The stage names its worker's command line and that worker's parent's (the coordinator).
+  const command = "ps -o args= -p $PPID; ps -o args= -p $(ps -o ppid= -p $PPID)";
+  const r = await runAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2", "--json"], { home, fromSource: true });
+  expect(r.code).toBe(0);
+  const result = JSON.parse(r.stdout.trim().split("\n").pop()!);
+  const [worker, coordinator] = (result.outputs.text as string).split("\n");
+  const main = join(ROOT, "src", "main.ts");
+  expect(worker).toMatch(new RegExp(`^${BUN} ${main} --internal-workflow-worker w\\d+-\\d+$`));
+  expect(coordinator).toMatch(new RegExp(`^${BUN} ${main} --internal-pool-coordinator `));
 });
 
 e2eTest("--in-process runs stages in the root (no pool processes)", async () => {
