@@ -255,8 +255,10 @@ e2eTest("a stage that kills its worker 3 times fails the run with worker_retry_l
   const home = makeTempDir();
   const d = makeTempDir();
   // Each attempt kills its worker before its process group can be reported (STARTED_REPORT_MS): the
-  // coordinator must still find and kill it (and its sleep) by the worker id in its environment.
-  const r = await runAtomic(["run", ONE, "--input", `command=echo $$ >> ${d}/pids; kill -9 $PPID; sleep 30`, "--workers", "2"], { home });
+  // coordinator must still find and kill it (and its sleep) by the worker id in its environment. First it
+  // writes 20 KB into the worker's stderr (its log), between two markers: the failure carries the last 8 KiB.
+  const noise = `{ echo first-$$; head -c 20000 /dev/zero | tr '\\0' x; echo; echo last-$$; } >> /proc/$PPID/fd/2`;
+  const r = await runAtomic(["run", ONE, "--input", `command=echo $$ >> ${d}/pids; ${noise}; kill -9 $PPID; sleep 30`, "--workers", "2"], { home });
   expect(r.code).toBe(1);
   const pids = readFileSync(join(d, "pids"), "utf8").trim().split("\n").map(Number);
   expect(pids).toHaveLength(3);
@@ -265,6 +267,10 @@ e2eTest("a stage that kills its worker 3 times fails the run with worker_retry_l
   const report = await show(home, run.id);
   expect(report.run.error.code).toBe("worker_retry_limit");
   expect(report.run.error.message).toMatch(/worker-logs\/w\d+-\d+\.log/);
+  const tail = report.run.error.message.split(/--- last 8 KiB of \S+worker-logs\/w\d+-\d+\.log ---\n/)[1] as string;
+  expect(tail).toContain(`last-${pids[2]}`);
+  expect(tail).not.toContain(`first-${pids[2]}`);
+  expect(tail.length).toBeLessThanOrEqual(8 * 1024);
   expect(r.stderr).toMatch(/worker_retry_limit|lost its worker/);
   expect(stage(report, "work").status).toBe("failed");
 });
