@@ -167,8 +167,10 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       }
     }
   }
-  // Steps still "running" in a run nobody drives were stopped mid-way (a run waiting for an answer may still be driven).
-  const drivenWaiting = status === "awaiting_input" && lease !== undefined && lease.renewedAt + lease.timeoutMs >= Date.now();
+  // Steps still "running" in a run nobody drives were stopped mid-way. A run waiting for an answer, or paused (its
+  // running stages go on), may still be driven.
+  const drivenWaiting =
+    (status === "awaiting_input" || status === "paused") && lease !== undefined && lease.renewedAt + lease.timeoutMs >= Date.now();
   if (status !== "running" && !drivenWaiting) {
     for (const step of steps.values()) {
       if (step.status === "running") step.status = "stopped";

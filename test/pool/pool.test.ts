@@ -288,6 +288,8 @@ e2eTest("pause from another process: no new stage starts; unpause: the run finis
   expect(paused.code).toBe(0);
   expect(paused.stdout).toMatch(/paused/);
   expect((await lastRun(home)).status).toBe("paused");
+  // Pausing stops new starts, not running stages: "first" goes on, and is shown so.
+  expect(stage(await show(home, run.id), "first").status).toBe("running");
   writeFileSync(`${d}/gate`, "");
   await waitUntil(async () => stage(await show(home, run.id), "first")?.status === "completed", 20_000, "first to complete");
   // While paused, the fan-out after "first" must not start: give it every chance (several control polls).
