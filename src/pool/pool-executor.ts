@@ -53,9 +53,8 @@ export class PoolExecutor implements StageExecutor {
   readonly queued = true;
   private proc: Subprocess | undefined;
   private ready: Promise<void> | undefined;
-  private lost: string | undefined;
-  /** The infrastructure code the lost pool's stages fail with. */
-  private lostCode: InfraCode = "worker_lost";
+  /** Why the pool is gone, and the infrastructure code its stages fail with. */
+  private lost: { why: string; code: InfraCode } | undefined;
   private closing = false;
   private nudged = false;
   private readonly waiting = new Map<string, Waiting>();
@@ -80,7 +79,7 @@ export class PoolExecutor implements StageExecutor {
     } catch (err) {
       return this.lostResult(request, err instanceof Error ? err.message : String(err));
     }
-    if (this.lost) return this.lostResult(request, this.lost, this.lostCode);
+    if (this.lost) return this.lostResult(request, this.lost.why, this.lost.code);
     // The item was committed to the queue before this call: a fast worker may already have finished it.
     const early = this.early.get(workId);
     if (early) {
@@ -231,7 +230,7 @@ export class PoolExecutor implements StageExecutor {
           const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
           const tail = logTail(logPath);
           this.markLost(`the pool coordinator ${how}; its log: ${logPath}${tail ? `\n${tail}` : ""}`);
-          reject(new Error(this.lost));
+          reject(new Error(this.lost!.why));
         },
       });
     });
@@ -269,8 +268,7 @@ export class PoolExecutor implements StageExecutor {
 
   private markLost(why: string, code: InfraCode = "worker_lost"): void {
     if (this.lost) return;
-    this.lost = why;
-    this.lostCode = code;
+    this.lost = { why, code };
     if (this.closing) return;
     for (const w of this.waiting.values()) w.resolve(this.lostResult(w.request, why, code));
   }

@@ -95,31 +95,30 @@ e2eTest("structured output from a valibot schema, validated in the worker and th
   );
 });
 
-e2eTest("a missing API key fails before any stage starts, with a hint", async () => {
+/** Runs the agent workflow with `apiKey`: it must fail (exit 1) with no stack and no stage started; returns its stderr. */
+async function refusedBeforeAnyStage(apiKey: string): Promise<string> {
   const home = makeTempDir("atomic-oai-home-");
-  const env = { OPENAI_API_KEY: "", ATOMIC_OPENAI_BASE_URL: "https://api.invalid/v1" };
+  const env = { OPENAI_API_KEY: apiKey, ATOMIC_OPENAI_BASE_URL: "https://api.invalid/v1" };
   const r = await runAtomic(["run", AGENT, "--workers", "1"], { home, env });
   expect(r.code).toBe(1);
-  expect(r.stderr).toContain("the openai runner needs an API key for https://api.invalid/v1, and OPENAI_API_KEY is not set");
-  expect(r.stderr).toContain("hint: export OPENAI_API_KEY");
   expect(r.stderr).not.toContain("    at ");
   const runId = /run (\S+) failed/.exec(r.stderr)![1]!;
   const shown = JSON.parse((await runAtomic(["show", runId, "--json"], { home, env })).stdout);
   expect(shown.steps).toEqual([]); // nothing started
+  return r.stderr;
+}
+
+e2eTest("a missing API key fails before any stage starts, with a hint", async () => {
+  const stderr = await refusedBeforeAnyStage("");
+  expect(stderr).toContain("the openai runner needs an API key for https://api.invalid/v1, and OPENAI_API_KEY is not set");
+  expect(stderr).toContain("hint: export OPENAI_API_KEY");
 });
 
 e2eTest("an API key with a line break (a pasted key's newline) is refused before any stage starts, with a hint", async () => {
-  const home = makeTempDir("atomic-oai-home-");
-  const env = { OPENAI_API_KEY: "sk-pasted\n", ATOMIC_OPENAI_BASE_URL: "https://api.invalid/v1" };
-  const r = await runAtomic(["run", AGENT, "--workers", "1"], { home, env });
-  expect(r.code).toBe(1);
-  expect(r.stderr).toContain("OPENAI_API_KEY holds a line break or a NUL character, which no request can carry");
-  expect(r.stderr).toContain("hint: set OPENAI_API_KEY to the key alone");
-  expect(r.stderr).not.toContain("    at ");
-  expect(r.stderr).not.toContain("sk-pasted");
-  const runId = /run (\S+) failed/.exec(r.stderr)![1]!;
-  const shown = JSON.parse((await runAtomic(["show", runId, "--json"], { home, env })).stdout);
-  expect(shown.steps).toEqual([]); // nothing started
+  const stderr = await refusedBeforeAnyStage("sk-pasted\n");
+  expect(stderr).toContain("OPENAI_API_KEY holds a line break or a NUL character, which no request can carry");
+  expect(stderr).toContain("hint: set OPENAI_API_KEY to the key alone");
+  expect(stderr).not.toContain("sk-pasted");
 });
 
 e2eTest("an unknown runner and a runner binary not on PATH are refused clearly", async () => {
