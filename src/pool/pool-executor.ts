@@ -5,7 +5,9 @@
  * The stage step enqueues the work item in the journal together with the
  * stage's start record (`queued` tells it to); this executor starts the
  * coordinator on first use (re-executing the binary), nudges it, and waits
- * for that item's `work_done`. Live runner events arrive in batches.
+ * for that item's `work_done`. Live runner events arrive in batches. The
+ * pool starts with the run's first stage (prepare()), so a run whose steps
+ * never use a stage (ctx.tool only) starts no process.
  *
  * If the coordinator dies, every stage waiting on it — and every later one
  * — ends with the infrastructure fault `worker_lost` naming the
@@ -14,8 +16,8 @@
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { Subprocess } from "bun";
-import { mkdirSync, rmSync, rmdirSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { StageExecutor } from "../engine/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -64,8 +66,6 @@ export class PoolExecutor implements StageExecutor {
   /** Pending live deliveries by work id and message id. */
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
-  /** The first directory start() had to create for the log directory (undefined: all existed). */
-  private madeDir: string | undefined;
 
   constructor(private readonly opts: PoolOptions) {
     this.logDir = join(opts.home, "artifacts", opts.rootId, "worker-logs");
@@ -158,32 +158,7 @@ export class PoolExecutor implements StageExecutor {
     clearTimeout(timer);
   }
 
-  /**
-   * The run never started (its command line or workflow was refused after
-   * the pool was booted early): stop the pool and remove what starting it
-   * created, the run's artifact directory and any parent made for it, so
-   * that nothing is left behind. The coordinator had not opened the
-   * journal (it does at the first `work_ready`).
-   */
-  async discard(): Promise<void> {
-    await this.close();
-    const runDir = dirname(this.logDir);
-    try {
-      rmSync(runDir, { recursive: true, force: true });
-    } catch {
-      return; // left as it is: the refusal that brought us here is the error to report, not this
-    }
-    // Parents made for it (a fresh home): only while empty, never anything another process put there.
-    for (let dir = dirname(runDir); this.madeDir && dir.length >= this.madeDir.length; dir = dirname(dir)) {
-      try {
-        rmdirSync(dir);
-      } catch {
-        break;
-      }
-    }
-  }
-
-  /** Boot the coordinator and workers now, so they are up by the time the first item is enqueued. */
+  /** The run's first stage is about to be recorded: boot the coordinator and workers meanwhile. */
   prepare(): void {
     if (this.closing || this.lost) return;
     this.start().catch(() => {}); // a failed start is reported by execute()
@@ -191,7 +166,7 @@ export class PoolExecutor implements StageExecutor {
 
   private start(): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
-      this.madeDir = mkdirSync(this.logDir, { recursive: true });
+      mkdirSync(this.logDir, { recursive: true });
       const config: CoordinatorConfig = {
         version: POOL_PROTOCOL_VERSION,
         rootId: this.opts.rootId,

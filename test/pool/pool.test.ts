@@ -403,8 +403,7 @@ function processesWithHome(home: string): number[] {
   return pids;
 }
 
-e2eTest("a run refused after its pool was started (a bad input) leaves no process and writes nothing", async () => {
-  // The pool boots while the workflow loads; the input check fails after that.
+e2eTest("a refused run (a bad input) leaves no process and writes nothing", async () => {
   const home = join(makeTempDir(), "fresh-home");
   const refused = await runAtomic(["run", ONE, "--input", "command=true", "--input", "bogus=1"], { home });
   expect(refused.code).toBe(2);
@@ -424,11 +423,10 @@ e2eTest("a run refused after its pool was started (a bad input) leaves no proces
   expect(runs.stdout.trim().split("\n")).toHaveLength(1);
 });
 
-e2eTest("Ctrl-C while the workflow still loads (the pool already started): exit 130, no process, nothing written", async () => {
+e2eTest("Ctrl-C while the workflow still loads: exit 130, no process, nothing written", async () => {
   const dir = makeTempDir();
   const wf = join(dir, "slow-load.ts");
   const started = join(dir, "loading");
-  // Top-level code that takes its time: the pool boots meanwhile.
   writeFileSync(
     wf,
     `import { writeFileSync } from "node:fs";\nimport { workflow } from "atomic";\nwriteFileSync(${JSON.stringify(started)}, "");\nawait Bun.sleep(10_000);\nexport default workflow({ name: "slow", async run(ctx) { await ctx.shell("s", "true"); } });\n`,
@@ -436,11 +434,28 @@ e2eTest("Ctrl-C while the workflow still loads (the pool already started): exit 
   const home = join(dir, "home");
   const proc = spawnAtomic(["run", wf], { home });
   await waitUntil(() => existsSync(started), 10_000, "the workflow file to start loading");
-  await waitUntil(() => processesWithHome(home).length >= 3, 10_000, "the pool to start");
   proc.kill("SIGINT");
   expect(await proc.exited).toBe(130);
   expect(existsSync(home)).toBe(false);
   expect(processesWithHome(home)).toEqual([]);
+});
+
+e2eTest("a run whose steps never use a stage (ctx.tool only) starts no coordinator and no worker", async () => {
+  const dir = makeTempDir();
+  const home = join(dir, "home");
+  const marker = join(dir, "root-pid");
+  const gate = join(dir, "gate");
+  const proc = spawnAtomic(["run", join(FIX, "tools-only.ts"), "--input", `marker=${marker}`, "--input", `gate=${gate}`, "--json"], { home });
+  await waitUntil(() => existsSync(marker) && readFileSync(marker, "utf8") !== "", 20_000, "the second tool step to run");
+  const rootPid = Number(readFileSync(marker, "utf8"));
+  expect(rootPid).toBe(proc.pid);
+  // Mid-run, between its steps: the root has no child process (the pool would be a coordinator).
+  expect(childrenOf(rootPid)).toEqual([]);
+  writeFileSync(gate, "");
+  expect(await proc.exited).toBe(0);
+  const result = JSON.parse((await new Response(proc.stdout).text()).trim().split("\n").pop()!);
+  expect(result.outputs).toEqual({ sum: 6 });
+  expect(existsSync(join(home, "artifacts", result.runId, "worker-logs"))).toBe(false);
 });
 
 e2eTest("from source (bun src/main.ts) the coordinator and workers are the same file re-run in their roles", async () => {

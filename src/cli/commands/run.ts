@@ -46,17 +46,14 @@ export default defineCommand({
       throw new UsageError("bad_flag", "--port and --host only go with --serve", { hint: "add --serve, or use atomic serve" });
     }
     const file = resolveWorkflowArg(args.file);
-    // The worker pool boots (about 25 ms: a coordinator, then its workers) while the workflow loads and
-    // the run is set up, rather than once its first stage waits for it. Should anything below refuse the
-    // run, discard() stops the pool and removes what it created; the pool opens the journal only when
-    // the run gives it work.
+    // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
+    // steps never use a stage (ctx.tool only) pays for no coordinator and no worker.
     const runId = newRunId();
     const executor = typeof choice === "function" ? choice(runId) : choice;
-    if (existsSync(file)) executor.prepare?.();
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
-    // Ctrl-C before the run is recorded: nothing to resume, so the pool goes like for a refused run.
-    const stopEarly = () => void Promise.resolve(executor.discard?.()).finally(() => process.exit(130));
+    // Ctrl-C before the run is recorded: nothing was written, nothing to resume.
+    const stopEarly = () => process.exit(130);
     process.once("SIGINT", stopEarly);
     process.once("SIGTERM", stopEarly);
     const startedOrRefused = () => {
@@ -86,7 +83,6 @@ export default defineCommand({
       await driveRun(s, root, view);
     } finally {
       startedOrRefused();
-      if (!root) await executor.discard?.();
       // The page gets the run's last events before the server goes.
       await server?.stop(true);
     }
