@@ -12,7 +12,7 @@
  * IMMEDIATE took, so nothing else can take the item in between; the lease
  * is known before it is written, and `claimMany` hands it to its caller at
  * that point (the coordinator starts the stage while the lease is written
- * and committed: see dispatch() in ../../pool/coordinator.ts).
+ * and committed: see dispatch() in ../../pool/dispatcher.ts).
  * The coordinator's hot path is one transaction per stage: `completeAndClaim`
  * commits a worker's outcome and leases its next item together, and
  * `claimMany` leases items for every idle worker at once; each of these
