@@ -9,6 +9,7 @@
 
 import { renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
 import { AtomicError, ensureError } from "../shared/errors.ts";
+import { HOST_ID_ENV } from "../shared/process-info.ts";
 import { VERSION } from "../shared/version.ts";
 import { GLOBAL_HELP, liftGlobals } from "./globals.ts";
 import { startSession, type CliSession } from "./session.ts";
@@ -61,6 +62,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   let s: CliSession | undefined;
   try {
     const { globals, rest } = liftGlobals(argv);
+    // Read by the lease code of this process, and inherited by the pool's processes (they are this host too).
+    if (globals.hostId) process.env[HOST_ID_ENV] = globals.hostId;
     s = startSession(globals, rest);
     const [name, ...args] = rest;
     if (name === undefined || name === "--help" || name === "-h" || name === "help") {

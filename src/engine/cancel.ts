@@ -5,7 +5,8 @@
  * the driver stops its stages and records "cancelled" itself. A run nobody
  * drives (crashed, interrupted, failed, blocked) is cancelled here: take
  * its lease (a dead holder's is taken at once), record "cancelled" on the
- * root and on every unfinished child, and give the lease back.
+ * root and on every unfinished child, abandon its queued work items, and
+ * give the lease back.
  */
 
 import { shownStatus } from "../journal/run-status.ts";
@@ -60,8 +61,10 @@ async function cancelUndriven(journal: Journal, run: RunRecord): Promise<void> {
         patch: { status: "cancelled" as const, endedAt: now, clearControl: true },
       })),
     );
-    // A cancelled run never starts another stage: what is still queued for its stages cannot be delivered.
+    // A cancelled run never starts another stage: what is still queued for its stages cannot be delivered,
+    // and the stage executions its last driver queued are nobody's to run.
     await journal.messages.settleAll(lease, run.id, "the run was cancelled before the stage received it");
+    await journal.work.abandon(lease);
   } finally {
     await journal.releaseLease(lease);
   }

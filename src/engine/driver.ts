@@ -37,8 +37,8 @@ export interface DriverOptions {
   home: string;
   observer: EngineObserver;
   leaseTimeoutMs?: number;
-  /** Where stages run: an executor, or a factory given the root run id (the worker pool). Default: in this process. */
-  executor?: StageExecutor | ((rootId: RunId) => StageExecutor);
+  /** Where stages run: an executor, or a factory given the run's lease (the worker pool serves one drive). Default: in this process. */
+  executor?: StageExecutor | ((lease: Lease) => StageExecutor);
   /** Runners, models, prices, admission and default budget (default: loaded from `home` and the current directory). */
   config?: AtomicConfig;
 }
@@ -50,7 +50,7 @@ export interface NewRunRequest {
   inputs: Record<string, unknown>;
   /** Budget flags (`--max-cost` ...): over the workflow's budget, over config's. */
   budget?: BudgetOptions;
-  /** The new run's id, when the caller made it already (to start the worker pool early); a fresh one otherwise. */
+  /** The new run's id, when the caller made it already; a fresh one otherwise. */
   runId?: RunId;
 }
 
@@ -120,7 +120,7 @@ export class RootRun {
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
     const events = await opts.journal.readEvents(run.id);
     // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
-    await opts.journal.work.abandon(run.id);
+    await opts.journal.work.abandon(lease);
     const root = RootRun.create(opts, lease, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
@@ -169,7 +169,7 @@ export class RootRun {
       opts.journal,
       lease,
       writer,
-      typeof opts.executor === "function" ? opts.executor(lease.rootId) : (opts.executor ?? new InProcessExecutor()),
+      typeof opts.executor === "function" ? opts.executor(lease) : (opts.executor ?? new InProcessExecutor()),
       opts.observer,
       join(opts.home, "artifacts"),
     );

@@ -75,7 +75,7 @@ export class Dispatcher {
             items = await journal.work.claimMany(
               idle.map((s) => s.id),
               config.leaseMs,
-              rootId,
+              { rootId, epoch: config.rootEpoch },
               (item, i) => {
                 trace("claim", item.id, claimAt);
                 if (!this.startIfFree(idle[i]!, item)) return;
@@ -119,7 +119,7 @@ export class Dispatcher {
       const claimAt = tracing ? traceNow() : 0;
       const { receipt, next } =
         slot.owns(msg.ref) && !this.core.paused
-          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, rootId })
+          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, root: { rootId, epoch: config.rootEpoch } })
           : { receipt: await journal.work.complete(fence, outcome, op), next: undefined };
       trace("committed", fence.id);
       if (next) trace("claim", next.id, claimAt);

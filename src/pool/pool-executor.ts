@@ -40,6 +40,8 @@ const DELIVER_TIMEOUT_MS = 5_000;
 export interface PoolOptions {
   home: string;
   rootId: string;
+  /** The epoch of the root's lease this pool serves (CoordinatorConfig.rootEpoch). */
+  rootEpoch: number;
   journalUrl?: string;
   workers: number;
   leaseMs?: number;
@@ -170,6 +172,7 @@ export class PoolExecutor implements StageExecutor {
       const config: CoordinatorConfig = {
         version: POOL_PROTOCOL_VERSION,
         rootId: this.opts.rootId,
+        rootEpoch: this.opts.rootEpoch,
         home: this.opts.home,
         ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
         workers: this.opts.workers,

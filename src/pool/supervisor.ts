@@ -29,6 +29,7 @@ import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import { killGroup } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import { ensureError } from "../shared/errors.ts";
+import { newWorkerId } from "../shared/ids.ts";
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import type { CoordinatorCore } from "./coordinator-core.ts";
 import { assertNever, parseMessage } from "./protocol/common.ts";
@@ -68,7 +69,7 @@ export class Supervisor {
 
   private spawn(): WorkerSlot {
     const { config } = this.core;
-    const id = `w${++this.workerSeq}-${process.pid}`;
+    const id = newWorkerId(++this.workerSeq);
     const logPath = join(config.logDir, `${id}.log`);
     const proc = Bun.spawn(selfCommand(ROLE.worker, id), {
       stdin: "ignore",

@@ -17,6 +17,8 @@
  * - `cancelled`: the user cancelled or interrupted. Exit code 4 / 130.
  */
 
+import { hostLabel } from "./process-info.ts";
+
 export type Disposition = "usage" | "terminal" | "retryable" | "cancelled";
 
 /** Infrastructure fault codes (SYSTEM.md section 5); stable, retryable. */
@@ -102,7 +104,7 @@ export class LeaseHeldError extends AtomicError {
   ) {
     super(
       "lease_held",
-      `run ${runId} is being driven by another process (${holder.holderId}, pid ${holder.pid} on ${holder.host})`,
+      `run ${runId} is being driven by another process (${holder.holderId}, pid ${holder.pid} on ${hostLabel(holder.host)})`,
       "usage",
       { hint: "wait for it to finish, or stop that process and resume again" },
     );

@@ -13,7 +13,7 @@ import { openJournal } from "../../src/journal/open.ts";
 import type { AppendEntry, HolderInfo, Journal, Lease, NewRunFields } from "../../src/journal/types.ts";
 import { AtomicError, LeaseHeldError, LeaseLostError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
-import { HOST } from "../../src/shared/process-info.ts";
+import { hostId } from "../../src/shared/process-info.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, liveHolder } from "./backends.ts";
 
@@ -277,11 +277,29 @@ for (const backend of BACKENDS) {
       const { journal } = await openIn();
       const proc = Bun.spawn(["true"]);
       await proc.exited;
-      const dead: HolderInfo = { holderId: `dead-${proc.pid}` as HolderId, host: HOST, pid: proc.pid, pidStart: 0 };
+      const dead: HolderInfo = { holderId: `dead-${proc.pid}` as HolderId, host: hostId(), pid: proc.pid, pidStart: 0 };
       const root = newRunId();
       const held = await journal.acquireLease(root, dead, { timeoutMs: 3_600_000 });
       const taken = await journal.acquireLease(root, liveHolder(), { timeoutMs: 60_000 });
       expect(taken.epoch).toBe(held.epoch + 1);
+    });
+
+    test(`${backend.name}: a dead-looking pid under another host identity (same hostname) is not taken at once; under this one it is`, async () => {
+      const { journal } = await openIn();
+      const proc = Bun.spawn(["true"]);
+      await proc.exited;
+      // The same hostname on another machine (or boot, or pid namespace): its pid says nothing about that host.
+      const [name, ...rest] = hostId().split("/");
+      const elsewhere = [name, "another-machine-id", ...rest.slice(1)].join("/");
+      expect(elsewhere).not.toBe(hostId());
+      const remote = newRunId();
+      await journal.acquireLease(remote, { holderId: `far-${proc.pid}` as HolderId, host: elsewhere, pid: proc.pid, pidStart: 0 }, { timeoutMs: 3_600_000 });
+      const err = await journal.acquireLease(remote, liveHolder(), { timeoutMs: 60_000 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LeaseHeldError);
+      expect((err as LeaseHeldError).message).toContain(`far-${proc.pid}, pid ${proc.pid} on ${name}`);
+      const local = newRunId();
+      const held = await journal.acquireLease(local, { holderId: `near-${proc.pid}` as HolderId, host: hostId(), pid: proc.pid, pidStart: 0 }, { timeoutMs: 3_600_000 });
+      expect((await journal.acquireLease(local, liveHolder(), { timeoutMs: 60_000 })).epoch).toBe(held.epoch + 1);
     });
 
     test(`${backend.name}: a live holder makes acquire refuse, naming the holder`, async () => {
@@ -291,7 +309,7 @@ for (const backend of BACKENDS) {
       const lease = await journal.acquireLease(root, holder, { timeoutMs: 3_600_000 });
       const err = await journal.acquireLease(root, liveHolder("intruder"), { timeoutMs: 60_000 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(LeaseHeldError);
-      expect((err as LeaseHeldError).holder).toEqual({ holderId: holder.holderId, host: HOST, pid: process.pid });
+      expect((err as LeaseHeldError).holder).toEqual({ holderId: holder.holderId, host: hostId(), pid: process.pid });
       expect((err as LeaseHeldError).message).toContain(holder.holderId);
 
       // A remote holder is never presumed dead.

@@ -266,8 +266,8 @@ e2eTest("a stage that kills its worker 3 times fails the run with worker_retry_l
   const run = await lastRun(home);
   const report = await show(home, run.id);
   expect(report.run.error.code).toBe("worker_retry_limit");
-  expect(report.run.error.message).toMatch(/worker-logs\/w\d+-\d+\.log/);
-  const tail = report.run.error.message.split(/--- last 8 KiB of \S+worker-logs\/w\d+-\d+\.log ---\n/)[1] as string;
+  expect(report.run.error.message).toMatch(/worker-logs\/w\d+-[0-9a-z]+\.log/);
+  const tail = report.run.error.message.split(/--- last 8 KiB of \S+worker-logs\/w\d+-[0-9a-z]+\.log ---\n/)[1] as string;
   expect(tail).toContain(`last-${pids[2]}`);
   expect(tail).not.toContain(`first-${pids[2]}`);
   expect(tail.length).toBeLessThanOrEqual(8 * 1024);
@@ -341,7 +341,7 @@ e2eTest("200 stages over 4 workers: each ran exactly once", async () => {
   // the stages really ran on workers: 4 of them, each with a log
   const logs = readdirSync(join(home, "artifacts", result.runId, "worker-logs")).sort();
   expect(logs).toContain("coordinator.log");
-  expect(logs.filter((f) => /^w\d+-\d+\.log$/.test(f)).length).toBe(4);
+  expect(logs.filter((f) => /^w\d+-[0-9a-z]+\.log$/.test(f)).length).toBe(4);
 }, 150_000);
 
 e2eTest("live stage output flows worker → coordinator → root (--json shows it)", async () => {
@@ -467,8 +467,23 @@ e2eTest("from source (bun src/main.ts) the coordinator and workers are the same 
   const result = JSON.parse(r.stdout.trim().split("\n").pop()!);
   const [worker, coordinator] = (result.outputs.text as string).split("\n");
   const main = join(ROOT, "src", "main.ts");
-  expect(worker).toMatch(new RegExp(`^${BUN} ${main} --internal-workflow-worker w\\d+-\\d+$`));
+  expect(worker).toMatch(new RegExp(`^${BUN} ${main} --internal-workflow-worker w\\d+-[0-9a-z]{20}$`));
   expect(coordinator).toMatch(new RegExp(`^${BUN} ${main} --internal-pool-coordinator `));
+});
+
+e2eTest("worker ids are unique across pools: the pool's index for display, then random, never the pid", async () => {
+  const home = makeTempDir();
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await runAtomic(["run", ONE, "--input", "command=true", "--workers", "2", "--json"], { home });
+    expect(r.code).toBe(0);
+    const result = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    const logs = readdirSync(join(home, "artifacts", result.runId, "worker-logs")).filter((f) => f !== "coordinator.log");
+    ids.push(...logs.map((f) => f.replace(/\.log$/, "")));
+  }
+  expect(ids.length).toBeGreaterThanOrEqual(4);
+  for (const id of ids) expect(id).toMatch(/^w[12]-[0-9a-z]{20}$/);
+  expect(new Set(ids).size).toBe(ids.length);
 });
 
 e2eTest("--in-process runs stages in the root (no pool processes)", async () => {

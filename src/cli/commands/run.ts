@@ -49,7 +49,6 @@ export default defineCommand({
     // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
     // steps never use a stage (ctx.tool only) pays for no coordinator and no worker.
     const runId = newRunId();
-    const executor = typeof choice === "function" ? choice(runId) : choice;
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
     // Ctrl-C before the run is recorded: nothing was written, nothing to resume.
@@ -75,7 +74,7 @@ export default defineCommand({
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       root = await RootRun.start(
-        { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor },
+        { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice },
         { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
       );
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
