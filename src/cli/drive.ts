@@ -54,7 +54,6 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
   s.exitCode = EXIT_CODE[outcome.status];
   // Ctrl-C while a question waits parks the run awaiting input; the process still ends as interrupted.
   if (root.stopReason === "interrupted" && outcome.status === "awaiting_input") s.exitCode = 130;
-  if (root.stopReason === "lease_lost") s.exitCode = 1;
 }
 
 function printOutcome(s: CliSession, outcome: RunOutcome): void {
@@ -75,7 +74,7 @@ function printOutcome(s: CliSession, outcome: RunOutcome): void {
   if (outcome.status === "awaiting_input") {
     process.stderr.write(`see its open questions with: atomic inbox ${outcome.runId}\n`);
     process.stderr.write(`answer with: atomic answer ${outcome.runId} <question id> <answer>, then resume with: atomic resume ${outcome.runId}\n`);
-  } else if (outcome.status === "interrupted" || outcome.status === "blocked") {
+  } else if ((outcome.status === "interrupted" && outcome.error?.code !== "lease_lost") || outcome.status === "blocked") {
     process.stderr.write(`resume with: atomic resume ${outcome.runId}\n`);
   } else if (outcome.status === "failed") {
     process.stderr.write(`after fixing the cause, resume with: atomic resume ${outcome.runId}\n`);

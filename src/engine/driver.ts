@@ -2,7 +2,10 @@
  * The root driver: starts or resumes a root run in this process.
  *
  * It takes the run's lease (a second driver of the same run gets
- * LeaseHeldError naming the holder), renews it in the background, polls
+ * LeaseHeldError naming the holder), keeps it (lease-keeper.ts: renewals,
+ * and a local deadline past which it stops itself: no step starts, no tool
+ * is called, running stages are cancelled, and it ends "interrupted",
+ * naming the process that drives the run now, if any), polls
  * the run's control row for requests from other processes (`atomic
  * cancel`), executes the workflow through a RunExecution, and gives the
  * lease up when the run has recorded how it ended.
@@ -14,7 +17,7 @@
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { Journal, Lease, RunRecord } from "../journal/types.ts";
-import { LeaseLostError, UsageError } from "../shared/errors.ts";
+import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
@@ -28,6 +31,7 @@ import { ReplayCursor } from "./replay-cursor.ts";
 import { RunExecution, type RunOutcome } from "./run-execution.ts";
 import { RunTree, type StopReason } from "./run-tree.ts";
 import { InProcessExecutor, type StageExecutor } from "./stage-executor.ts";
+import { LeaseKeeper } from "./lease-keeper.ts";
 
 export const DEFAULT_LEASE_MS = 30_000;
 const CONTROL_POLL_MS = 500;
@@ -56,9 +60,7 @@ export interface NewRunRequest {
 
 /** A root run being driven by this process. */
 export class RootRun {
-  private renewTimer: ReturnType<typeof setInterval> | undefined;
   private controlTimer: ReturnType<typeof setInterval> | undefined;
-  private renewing = false;
   private applyingControl = false;
   /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
   private appliedControlRev = 0;
@@ -67,6 +69,7 @@ export class RootRun {
     readonly runId: RunId,
     private readonly tree: RunTree,
     private readonly execution: RunExecution,
+    private readonly keeper: LeaseKeeper,
   ) {}
 
   /** Ask the run to stop: running stages end, the run records how it stopped. */
@@ -80,8 +83,9 @@ export class RootRun {
 
   static async start(opts: DriverOptions, req: NewRunRequest): Promise<RootRun> {
     const runId = req.runId ?? newRunId();
+    const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: leaseMs(opts) });
-    const root = RootRun.create(opts, lease, req.definition, req.inputs, new ReplayCursor(runId), null);
+    const root = RootRun.create(opts, lease, acquiredAt, req.definition, req.inputs, new ReplayCursor(runId), null);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
@@ -117,11 +121,12 @@ export class RootRun {
   ): Promise<RootRun> {
     assertResumable(run);
     const holder = thisProcessHolder();
+    const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
     const events = await opts.journal.readEvents(run.id);
     // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
     await opts.journal.work.abandon(lease);
-    const root = RootRun.create(opts, lease, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
+    const root = RootRun.create(opts, lease, acquiredAt, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
     const limits = limitsOf(budget);
@@ -159,6 +164,7 @@ export class RootRun {
   private static create(
     opts: DriverOptions,
     lease: Lease,
+    acquiredAt: number,
     definition: WorkflowDefinition,
     inputs: Record<string, unknown>,
     cursor: ReplayCursor,
@@ -175,8 +181,10 @@ export class RootRun {
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
     tree.admission = new Admission(tree.config.admission);
+    const keeper = new LeaseKeeper(opts.journal, lease, acquiredAt, () => tree.stop("lease_lost"));
+    tree.leaseHeld = () => keeper.held();
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
-    return new RootRun(lease.rootId, tree, execution);
+    return new RootRun(lease.rootId, tree, execution, keeper);
   }
 
   /** The run's budget for this drive (`spent`: what earlier drives recorded). */
@@ -184,11 +192,17 @@ export class RootRun {
     this.execution.budget = this.tree.newLedger(limitsOf(budget), spent);
   }
 
-  /** Execute the workflow to its end (or stop), then release the lease. */
+  /**
+   * Execute the workflow to its end (or stop), then release the lease. A
+   * drive that lost its lease ends "interrupted" (resumable), naming the
+   * process that drives the run now, if one does; its stages and its pool
+   * are gone by then.
+   */
   async run(): Promise<RunOutcome> {
     this.startBackgroundWork();
+    let outcome: RunOutcome;
     try {
-      return await this.execution.execute();
+      outcome = await this.execution.execute();
     } finally {
       this.stopBackgroundWork();
       this.tree.budget.close();
@@ -197,21 +211,19 @@ export class RootRun {
       await this.tree.executor.close().catch(() => {});
       if (this.tree.stopReason !== "lease_lost") await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
     }
+    return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;
+  }
+
+  private async lostOutcome(): Promise<RunOutcome> {
+    const { lease, journal } = this.tree;
+    const now = await journal.getLease(lease.rootId).catch(() => undefined);
+    const holder = now && now.epoch > lease.epoch ? { holderId: now.holderId, host: now.host, pid: now.pid } : undefined;
+    const error = new LeaseLostError(lease.rootId, lease.epoch, holder ? { holder } : { expired: this.keeper.loss === "deadline" });
+    return { runId: this.runId, status: "interrupted", error: errorInfo(error) };
   }
 
   private startBackgroundWork(): void {
-    const { journal, lease } = this.tree;
-    this.renewTimer = setInterval(async () => {
-      if (this.renewing) return;
-      this.renewing = true;
-      try {
-        await journal.renewLease(lease);
-      } catch (err) {
-        if (err instanceof LeaseLostError) this.tree.stop("lease_lost");
-      } finally {
-        this.renewing = false;
-      }
-    }, Math.max(100, Math.floor(lease.timeoutMs / 3)));
+    this.keeper.start();
     this.controlTimer = setInterval(() => void this.pollControl(), CONTROL_POLL_MS);
   }
 
@@ -251,7 +263,7 @@ export class RootRun {
   }
 
   private stopBackgroundWork(): void {
-    clearInterval(this.renewTimer);
+    this.keeper.stop();
     clearInterval(this.controlTimer);
   }
 }

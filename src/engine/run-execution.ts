@@ -195,9 +195,9 @@ export class RunExecution {
     return this.tree.whilePaused().then(() => this.assertMayStart(scope));
   }
 
-  /** Refuse to start a step once the tree is stopping or this branch was aborted. */
+  /** Refuse to start a step (or a stage execution, or a tool call) once the tree is stopping, its lease may be gone, or this branch was aborted. */
   assertMayStart(scope: Scope): void {
-    if (scope.signal.aborted) throw this.stopError(scope);
+    if (scope.signal.aborted || !this.tree.leaseHeld()) throw this.stopError(scope);
   }
 
   /** Why a step in `scope` was stopped: the whole tree stopped, or its parallel group failed fast. */

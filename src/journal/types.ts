@@ -289,9 +289,9 @@ export type WorkReceipt =
 export interface WorkQueue {
   /**
    * Lease the oldest ready item (of `root`, or any root) to `workerId`:
-   * epoch + 1. An item whose root's lease moved past the epoch it was
-   * enqueued under is never leased: without `root` the claim abandons it and
-   * takes the next.
+   * epoch + 1. An item whose root's lease is stale (moved past the epoch it
+   * was enqueued under, released, or expired) is never leased: without
+   * `root` the claim abandons it and takes the next.
    */
   claim(workerId: string, leaseMs: number, root?: ClaimScope): Promise<WorkItem | undefined>;
   /**

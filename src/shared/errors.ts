@@ -111,15 +111,28 @@ export class LeaseHeldError extends AtomicError {
   }
 }
 
-/** This process's lease was taken over or lost: it must stop writing at once. */
+/**
+ * This process's lease was taken over or lost: it must stop at once. With
+ * `holder`, the process that drives the run now; with `expired`, the lease
+ * could not be renewed by the driver's local deadline (it may be free).
+ */
 export class LeaseLostError extends AtomicError {
   override name = "LeaseLostError";
-  constructor(readonly runId: string, readonly epoch: number) {
+  constructor(
+    readonly runId: string,
+    readonly epoch: number,
+    readonly detail?: { holder?: { holderId: string; host: string; pid: number }; expired?: boolean },
+  ) {
+    const holder = detail?.holder;
     super(
       "lease_lost",
-      `lost the lease on run ${runId} (epoch ${epoch}); another process took it over`,
+      holder
+        ? `lost the lease on run ${runId}: another process drives it now (${holder.holderId}, pid ${holder.pid} on ${hostLabel(holder.host)}), so this one stopped`
+        : detail?.expired
+          ? `lost the lease on run ${runId}: it could not be renewed in time, so this process stopped (no stage started, no tool called since)`
+          : `lost the lease on run ${runId} (epoch ${epoch}); another process took it over`,
       "retryable",
-      { hint: `inspect it with: atomic show ${runId}` },
+      { hint: holder || !detail?.expired ? `follow it with: atomic show ${runId}` : `resume it with: atomic resume ${runId}` },
     );
   }
 }

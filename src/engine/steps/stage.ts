@@ -175,6 +175,8 @@ async function runAttempt(
   await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
   if (setup.isAgent) tree.agentStarted(liveId, exec.runId, position, exec.budget);
   try {
+    // The records above may have taken a while (or the process was stopped meanwhile): the lease must still hold.
+    exec.assertMayStart(scope);
     return await tree.executor.execute(request, scope.signal, (event) => {
       if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });

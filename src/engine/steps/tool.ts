@@ -73,6 +73,8 @@ async function runLive(
   const startedAt = Date.now();
   let record: ToolRecord;
   for (let attempt = 1; ; attempt++) {
+    // Every call, retries included, only while the lease surely holds (lease-keeper.ts).
+    exec.assertMayStart(scope);
     try {
       const value = await callOnce(fn, { idempotencyKey, attempt, signal: scope.signal }, opts.timeoutMs);
       record = { value: storedValue(value, `tool "${name}"`) };

@@ -40,7 +40,7 @@ type Fence = [id: string, workerId: string, generation: number, epoch: number];
 export class SqliteWorkQueue implements WorkQueue {
   private readonly oldestReady: Statement<ReadyRow, []>;
   private readonly oldestReadyOfRoot: Statement<ReadyRow, [rootId: string, rootEpoch: number]>;
-  private readonly rootLeaseEpoch: Statement<{ epoch: number }, [rootId: string]>;
+  private readonly rootLease: Statement<{ epoch: number; expires_at: number }, [rootId: string]>;
   private readonly abandonRow: Statement<unknown, [now: number, rowid: number]>;
   private readonly readyById: Statement<ReadyRow, [id: string]>;
   private readonly leaseRow: Statement<unknown, [workerId: string, epoch: number, expiresAt: number, now: number, rowid: number]>;
@@ -74,8 +74,8 @@ export class SqliteWorkQueue implements WorkQueue {
     const oldest = "select rowid as rid, * from work_items indexed by work_ready where state = 'ready'";
     this.oldestReady = db.prepare(`${oldest} order by ready_at, id limit 1`);
     this.oldestReadyOfRoot = db.prepare(`${oldest} and root_id = ? and root_epoch = ? order by ready_at, id limit 1`);
-    // The epoch of a root's lease while someone holds it (a released lease fences every item of the root).
-    this.rootLeaseEpoch = db.prepare("select epoch from leases where run_id = ? and released = 0");
+    // A root's lease while someone holds it (a released lease fences every item of the root).
+    this.rootLease = db.prepare("select epoch, renewed_at + timeout_ms as expires_at from leases where run_id = ? and released = 0");
     this.abandonRow = db.prepare("update work_items set state = 'abandoned', updated_at = ? where rowid = ? and state = 'ready'");
     this.readyById = db.prepare("select rowid as rid, * from work_items where id = ? and state = 'ready'");
     this.leaseRow = db.prepare(
@@ -208,15 +208,25 @@ export class SqliteWorkQueue implements WorkQueue {
     onLeased?: (item: WorkItem) => void,
   ): WorkItem | undefined {
     if (root) {
-      if (this.rootLeaseEpoch.get(root.rootId)?.epoch !== root.epoch) return undefined;
+      if (!this.rootLeaseHolds(root.rootId, root.epoch)) return undefined;
       const row = this.oldestReadyOfRoot.get(root.rootId, root.epoch);
       return row ? this.lease(row, workerId, leaseMs, onLeased) : undefined;
     }
     for (let row = this.oldestReady.get(); row; row = this.oldestReady.get()) {
-      if (this.rootLeaseEpoch.get(row.root_id)?.epoch === row.root_epoch) return this.lease(row, workerId, leaseMs, onLeased);
+      if (this.rootLeaseHolds(row.root_id, row.root_epoch)) return this.lease(row, workerId, leaseMs, onLeased);
       this.abandonRow.run(Date.now(), row.rid);
     }
     return undefined;
+  }
+
+  /**
+   * The root's lease is at `epoch` and not expired. An expired one counts as
+   * stale too: its driver stops itself before the expiry (lease-keeper.ts),
+   * so nothing it enqueued may start any more.
+   */
+  private rootLeaseHolds(rootId: string, epoch: number): boolean {
+    const lease = this.rootLease.get(rootId);
+    return !!lease && lease.epoch === epoch && lease.expires_at >= Date.now();
   }
 
   /** Inside a transaction: lease a ready row just read; `onLeased` gets the item before the lease is written. */
