@@ -12,6 +12,7 @@ import type { RootRun } from "../engine/driver.ts";
 import type { RunOutcome } from "../engine/run-execution.ts";
 import type { RunStatus } from "../journal/types.ts";
 import { killAllGroups } from "../runners/shell/process-groups.ts";
+import { ROOT_RUN_ENV } from "../shared/run-processes.ts";
 import type { CliSession } from "./session.ts";
 import { colorFor } from "./style.ts";
 import type { RunView } from "./view/run-view.ts";
@@ -42,6 +43,8 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  // Inherited by everything this drive starts (pool, stages): a later resume or the drive's end finds them by it.
+  process.env[ROOT_RUN_ENV] = root.runId;
   let outcome: RunOutcome;
   try {
     outcome = await root.run();

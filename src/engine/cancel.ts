@@ -14,6 +14,7 @@ import type { Journal, RunRecord } from "../journal/types.ts";
 import { LeaseHeldError, UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
+import { endRunProcesses } from "../shared/run-processes.ts";
 import { EVENT } from "./journal-events.ts";
 
 export type CancelResult = "cancelled" | "requested" | "ended_otherwise";
@@ -50,6 +51,7 @@ export async function cancelRun(journal: Journal, run: RunRecord, waitMs: number
 async function cancelUndriven(journal: Journal, run: RunRecord): Promise<void> {
   const lease = await journal.acquireLease(run.id, thisProcessHolder("cancel"), { timeoutMs: 30_000 });
   try {
+    endRunProcesses(run.id); // an orphaned stage of its last drive, on this host
     const runs = [run, ...(await unfinishedDescendants(journal, run.id))];
     const now = Date.now();
     await journal.append(

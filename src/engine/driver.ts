@@ -20,6 +20,7 @@ import type { Journal, Lease, RunRecord } from "../journal/types.ts";
 import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
+import { endRunProcesses } from "../shared/run-processes.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
 import { loadConfig, type AtomicConfig } from "../shared/config.ts";
 import { Admission } from "./admission.ts";
@@ -124,6 +125,9 @@ export class RootRun {
     const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
     const events = await opts.journal.readEvents(run.id);
+    // What an earlier drive left running on this host (an orphaned stage, a stale pool) ends before
+    // anything starts again: a stage never runs beside an older copy of itself.
+    endRunProcesses(run.id);
     // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
     await opts.journal.work.abandon(lease);
     const root = RootRun.create(opts, lease, acquiredAt, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
@@ -209,6 +213,8 @@ export class RootRun {
       this.tree.admission.close();
       await this.tree.writer.flush().catch(() => {});
       await this.tree.executor.close().catch(() => {});
+      // Whatever escaped its stage's process group (setsid) does not outlive the drive.
+      endRunProcesses(this.runId);
       if (this.tree.stopReason !== "lease_lost") await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
     }
     return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;

@@ -188,6 +188,8 @@ export class PoolExecutor implements StageExecutor {
         this.proc?.kill("SIGKILL");
       }, START_TIMEOUT_MS);
       this.proc = Bun.spawn(selfCommand(ROLE.coordinator, JSON.stringify(config)), {
+        // As it is now (Bun.spawn's default is the environment at start): ATOMIC_ROOT_RUN_ID (shared/run-processes.ts).
+        env: { ...process.env },
         stdin: "ignore",
         stdout: "ignore",
         stderr: Bun.file(logPath),

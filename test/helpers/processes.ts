@@ -30,3 +30,21 @@ export function processesWithEnv(name: string, value: string): number[] {
   }
   return pids;
 }
+
+/** Live processes (other than this one) whose environment holds `name=value`, each with its whole environment. */
+export function processEnvironments(name: string, value: string): { pid: number; env: Record<string, string> }[] {
+  const out: { pid: number; env: Record<string, string> }[] = [];
+  for (const pid of processesWithEnv(name, value)) {
+    try {
+      const env: Record<string, string> = {};
+      for (const pair of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
+        const i = pair.indexOf("=");
+        if (i > 0) env[pair.slice(0, i)] = pair.slice(i + 1);
+      }
+      out.push({ pid, env });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
