@@ -213,9 +213,12 @@ export class RootRun {
       this.tree.admission.close();
       await this.tree.writer.flush().catch(() => {});
       await this.tree.executor.close().catch(() => {});
-      // Whatever escaped its stage's process group (setsid) does not outlive the drive.
-      endRunProcesses(this.runId);
-      if (this.tree.stopReason !== "lease_lost") await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
+      if (this.tree.stopReason !== "lease_lost") {
+        // Whatever escaped its stage's process group (setsid) does not outlive the drive. Not after a lost
+        // lease: what carries the run's id then may be the new holder's.
+        endRunProcesses(this.runId);
+        await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
+      }
     }
     return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;
   }
