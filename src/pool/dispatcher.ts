@@ -5,9 +5,10 @@
  *
  * - While not paused, each idle worker gets the oldest ready item (one
  *   fenced claim transaction for all of them), sent as `start`. On an idle
- *   pool the start goes out as soon as the claim has decided the lease,
- *   while the lease is still being written and committed (dispatch() says
- *   why that is safe); after a worker's commit, its next item is claimed in
+ *   pool, where the journal's transactions are synchronous (a journal
+ *   capability), the start goes out as soon as the claim has decided the
+ *   lease, while the lease is still being written and committed (dispatch()
+ *   says why that is safe); after a worker's commit, its next item is claimed in
  *   the same transaction and its `start` carries that commit's receipt.
  * - A worker's `complete` is committed fenced by (worker, generation,
  *   epoch) and its operation id: a stale or conflicting commit is refused
@@ -67,25 +68,29 @@ export class Dispatcher {
           if (this.core.paused) break;
           const idle = workers.idle();
           if (idle.length === 0) break;
-          // Every idle worker gets an item from one transaction, and its start as soon as the claim has
-          // decided the lease: the worker wakes while the lease is written and committed (an idle pool's
-          // claim-to-start, bench/pool.ts: 15-20 us less). Safe: the transaction is synchronous, so nothing
-          // a worker sends is read before it ends, and if it fails the workers started in it are retired
-          // before anything else runs here (their late commits name a lease that never existed: refused).
+          // Every idle worker gets an item from one transaction. Where the journal's transactions are
+          // synchronous, its start goes out as soon as the claim has decided the lease: the worker wakes
+          // while the lease is written and committed (an idle pool's claim-to-start, bench/pool.ts: 15-20 us
+          // less). Safe there: nothing a worker sends is read before the transaction ends, and if it fails
+          // the workers started in it are retired before anything else runs here (their late commits name
+          // a lease that never existed: refused). Elsewhere the starts go out after the commit (give()).
           const claimAt = tracing ? traceNow() : 0;
           const started = new Set<WorkerSlot>();
+          const startEarly = journal.capabilities.synchronousTransactions;
           let items: WorkItem[];
           try {
             items = await journal.work.claimMany(
               idle.map((s) => s.id),
               config.leaseMs,
               rootId,
-              (item, i) => {
-                trace("claim", item.id, claimAt);
-                if (!this.startIfFree(idle[i]!, item)) return;
-                started.add(idle[i]!);
-                faultPoint("coordinator-started-before-commit");
-              },
+              startEarly
+                ? (item, i) => {
+                    trace("claim", item.id, claimAt);
+                    if (!this.startIfFree(idle[i]!, item)) return;
+                    started.add(idle[i]!);
+                    faultPoint("coordinator-started-before-commit");
+                  }
+                : undefined,
             );
           } catch (err) {
             for (const slot of started) this.revoke(slot);
