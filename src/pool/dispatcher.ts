@@ -5,14 +5,19 @@
  *
  * - While not paused, each idle worker gets the oldest ready item (one
  *   fenced claim transaction for all of them), sent as `start`. On an idle
- *   pool the start goes out as soon as the claim has decided the lease,
- *   while the lease is still being written and committed (dispatch() says
- *   why that is safe); after a worker's commit, its next item is claimed in
+ *   pool, where the journal's transactions are synchronous (a journal
+ *   capability), the start goes out as soon as the claim has decided the
+ *   lease, while the lease is still being written and committed (dispatch()
+ *   says why that is safe); after a worker's commit, its next item is claimed in
  *   the same transaction and its `start` carries that commit's receipt.
  * - A worker's `complete` is committed fenced by (worker, generation,
  *   epoch) and its operation id: a stale or conflicting commit is refused
  *   and logged; a retry of one already answered gets the same receipt. The
  *   root gets `work_done` once, for the commit that settled the item.
+ * - The root is answered once per item (root-channel.ts remembers which),
+ *   even when handing out the next item fails after a commit; a root that
+ *   heard nothing of an item for a while asks (`work_status`) and status()
+ *   answers from the queue, giving back a leased item that nobody runs.
  * - Cancel settlement: an item the root cancelled that no worker runs is
  *   taken off the queue under the coordinator's own id and settled as
  *   cancelled; one a claim holds at that moment is settled when its claim
@@ -63,25 +68,29 @@ export class Dispatcher {
           if (this.core.paused) break;
           const idle = workers.idle();
           if (idle.length === 0) break;
-          // Every idle worker gets an item from one transaction, and its start as soon as the claim has
-          // decided the lease: the worker wakes while the lease is written and committed (an idle pool's
-          // claim-to-start, bench/pool.ts: 15-20 us less). Safe: the transaction is synchronous, so nothing
-          // a worker sends is read before it ends, and if it fails the workers started in it are retired
-          // before anything else runs here (their late commits name a lease that never existed: refused).
+          // Every idle worker gets an item from one transaction. Where the journal's transactions are
+          // synchronous, its start goes out as soon as the claim has decided the lease: the worker wakes
+          // while the lease is written and committed (an idle pool's claim-to-start, bench/pool.ts: 15-20 us
+          // less). Safe there: nothing a worker sends is read before the transaction ends, and if it fails
+          // the workers started in it are retired before anything else runs here (their late commits name
+          // a lease that never existed: refused). Elsewhere the starts go out after the commit (give()).
           const claimAt = tracing ? traceNow() : 0;
           const started = new Set<WorkerSlot>();
+          const startEarly = journal.capabilities.synchronousTransactions;
           let items: WorkItem[];
           try {
             items = await journal.work.claimMany(
               idle.map((s) => s.id),
               config.leaseMs,
               { rootId, epoch: config.rootEpoch },
-              (item, i) => {
-                trace("claim", item.id, claimAt);
-                if (!this.startIfFree(idle[i]!, item)) return;
-                started.add(idle[i]!);
-                faultPoint("coordinator-started-before-commit");
-              },
+              startEarly
+                ? (item, i) => {
+                    trace("claim", item.id, claimAt);
+                    if (!this.startIfFree(idle[i]!, item)) return;
+                    started.add(idle[i]!);
+                    faultPoint("coordinator-started-before-commit");
+                  }
+                : undefined,
             );
           } catch (err) {
             for (const slot of started) this.revoke(slot);
@@ -105,7 +114,14 @@ export class Dispatcher {
     }
   }
 
-  /** A worker's result: committed (fenced), then the root is told, and the worker gets its next item. */
+  /**
+   * A worker's result: committed (fenced), then the worker gets its next
+   * item, then the root is told. The root is told exactly once per item
+   * whatever happens after the commit: handing out the next item may fail
+   * (the item stays leased until the root's work_status finds it), and a
+   * retry of a commit that committed before answers the root if the first
+   * try could not.
+   */
   async complete(slot: WorkerSlot, msg: Extract<FromWorker, { type: "complete" }>): Promise<void> {
     const { journal, config, rootId } = this.core;
     trace("complete", msg.ref.workId);
@@ -114,18 +130,26 @@ export class Dispatcher {
     const body = JSON.stringify(result);
     const outcome = { state: result.status === "completed" ? ("completed" as const) : ("failed" as const), result };
     const op = { id: msg.opId, digest: String(Bun.hash(body)) };
+    let committed: Awaited<ReturnType<typeof journal.work.completeAndClaim>>;
     try {
       // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
       const claimAt = tracing ? traceNow() : 0;
-      const { receipt, next } =
+      committed =
         slot.owns(msg.ref) && !this.core.paused
           ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, root: { rootId, epoch: config.rootEpoch } })
           : { receipt: await journal.work.complete(fence, outcome, op), next: undefined };
       trace("committed", fence.id);
-      if (next) trace("claim", next.id, claimAt);
-      const owned = receipt.status === "committed" && slot.owns(msg.ref);
-      const answer = { opId: msg.opId, status: receipt.status };
-      if (owned) slot.finish();
+      if (committed.next) trace("claim", committed.next.id, claimAt);
+    } catch (err) {
+      // Nothing committed: the worker sends it again (same operation id) when no receipt comes.
+      this.core.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
+      return;
+    }
+    const { receipt, next } = committed;
+    const owned = receipt.status === "committed" && slot.owns(msg.ref);
+    const answer = { opId: msg.opId, status: receipt.status };
+    if (owned) slot.finish();
+    try {
       // The next stage first, with the receipt riding on it: it is what keeps the worker busy. Not
       // ours to run after all (the slot moved on meanwhile): settled or handed back by give().
       const carried = next ? await this.give(slot, next, answer) : false;
@@ -137,11 +161,59 @@ export class Dispatcher {
         );
         return;
       }
-      if (!owned) return; // a retry of a commit already answered
-      this.core.root.done(fence.id, { ...result, workerId: slot.id, generation: fence.generation });
-      if (slot.state === "idle") void this.dispatch();
+      faultPoint("coordinator-before-work-done");
     } catch (err) {
-      this.core.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
+      this.core.log(`after committing work ${fence.id}: ${ensureError(err).message}`);
+      if (receipt.status !== "committed") return;
+      if (!owned) return; // a retry: the first try answers (or the root asks)
+      slot.send({ type: "receipt", ...answer }); // harmless if it was carried: the worker ignores a second receipt
+      return; // the root's work_status finds the item settled and gets its result then
+    }
+    // Once per item: a retry of a commit already answered sends nothing again (root-channel.ts).
+    this.core.root.done(fence.id, { ...result, workerId: slot.id, generation: fence.generation });
+    if (slot.state === "idle") void this.dispatch();
+  }
+
+  /**
+   * The root heard nothing of `workId` for a while and asks where it is:
+   * answered from the workers and the queue. A settled item's result is
+   * sent again; a leased item that no worker here holds and whose lease
+   * ran out (its hand-out failed half way) is given back like a lost
+   * worker's; no answer at all (the journal failed) makes the root ask
+   * again.
+   */
+  async status(workId: string): Promise<void> {
+    const { root, workers, journal, config } = this.core;
+    const answer = (state: "running" | "queued" | "done" | "gone") => root.send({ type: "work_status", workId, state });
+    if (workers.running(workId)) return answer("running");
+    if (!this.core.attached) return answer("queued"); // the journal is being opened: dispatch follows
+    try {
+      const item = await journal.work.get(workId);
+      if (!item || item.state === "abandoned") return answer("gone");
+      if (item.state === "ready") {
+        void this.dispatch();
+        return answer("queued");
+      }
+      if (item.state === "leased") {
+        if (workers.running(workId) || (item.leaseExpiresAt ?? 0) > Date.now()) return answer("running"); // held, or a hand-out in flight
+        const fence = { id: item.id, workerId: item.workerId ?? "", generation: item.generation, epoch: item.epoch };
+        const receipt = await journal.work.release(fence, config.maxGenerations, {
+          name: "WorkerLost",
+          code: "worker_lost",
+          message: `work ${item.id} was leased to ${item.workerId}, which does not run it`,
+        });
+        this.core.log(`work ${item.id} was leased to ${item.workerId} but nobody ran it; released`);
+        if (receipt.status !== "committed" || receipt.item.state !== "failed") {
+          void this.dispatch();
+          return answer("queued");
+        }
+        root.done(workId, resultOf(receipt.item), true);
+        return answer("done");
+      }
+      root.done(workId, resultOf(item), true);
+      return answer("done");
+    } catch (err) {
+      this.core.log(`could not look up work ${workId} for the root: ${ensureError(err).message}`);
     }
   }
 
@@ -229,4 +301,19 @@ export class Dispatcher {
     await this.core.journal.work.complete(fence, { state: "failed", result }, { id: `cancel:${item.id}`, digest: "cancel" });
     this.core.root.done(item.id, result);
   }
+}
+
+/** The result a settled item stands for: what its worker committed, or the failure it was given up with. */
+function resultOf(item: WorkItem): StageResult {
+  const who = { ...(item.workerId ? { workerId: item.workerId } : {}), generation: item.generation };
+  if (item.result) return { ...(item.result as StageResult), ...who };
+  const request = item.descriptor as StageRequest;
+  return {
+    status: "failed",
+    text: "",
+    exitCode: null,
+    outputPath: join(request.artifactDir, STDOUT_LOG),
+    ...who,
+    error: { code: item.error?.code ?? "worker_lost", message: item.error?.message ?? `work ${item.id} ended without a result` },
+  };
 }

@@ -12,6 +12,14 @@
  * If the coordinator dies, every stage waiting on it — and every later one
  * — ends with the infrastructure fault `worker_lost` naming the
  * coordinator's log; the run then fails resumably.
+ *
+ * Nothing waits for ever: a stage the root has heard nothing of (no result,
+ * no live event) for a lease period is asked about (`work_status`). The
+ * coordinator answers from its workers and the work queue: still running or
+ * queued (wait on), settled (its `work_done` comes again), or gone (the
+ * stage fails with worker_lost and is retried). A coordinator that does not
+ * answer within another period, not counting this process's own stalls, is
+ * killed, and the run fails resumably as above.
  */
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
@@ -27,6 +35,7 @@ import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
+import { StallMonitor } from "./stall-monitor.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -51,6 +60,10 @@ interface Waiting {
   request: StageRequest;
   resolve: (result: StageResult) => void;
   onEvent: (event: RunnerEvent) => void;
+  /** When the root last heard of the item (a batch of its events). */
+  heardAt: number;
+  /** An outstanding work_status question: when it was asked, and this process's stall counter then. */
+  asked?: { at: number; stalledMs: number };
 }
 
 export class PoolExecutor implements StageExecutor {
@@ -68,6 +81,9 @@ export class PoolExecutor implements StageExecutor {
   /** Pending live deliveries by work id and message id. */
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
+  private reconcileTimer: ReturnType<typeof setInterval> | undefined;
+  /** This process's event-loop stalls: an answer that waited behind them is not the coordinator's fault. */
+  private stall: StallMonitor | undefined;
 
   constructor(private readonly opts: PoolOptions) {
     this.logDir = join(opts.home, "artifacts", opts.rootId, "worker-logs");
@@ -88,7 +104,7 @@ export class PoolExecutor implements StageExecutor {
       this.early.delete(workId);
       return early;
     }
-    const result = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent }));
+    const result = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent, heardAt: Date.now() }));
     const onAbort = () => this.send({ type: "cancel_work", workId, reason: String(signal.reason ?? "cancelled") });
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
@@ -150,8 +166,34 @@ export class PoolExecutor implements StageExecutor {
     this.controlWaiters.delete(rev);
   }
 
+  /**
+   * Every lease period: asks about each stage not heard of for that long,
+   * and gives up on a coordinator that left a question unanswered for a
+   * whole period (not counting this process's own stalls).
+   */
+  private reconcile(period: number): void {
+    if (this.lost || this.closing) return;
+    const now = Date.now();
+    const stalled = this.stall?.stalledMs ?? 0;
+    for (const [workId, w] of this.waiting) {
+      if (w.asked) {
+        if (now - w.asked.at - (stalled - w.asked.stalledMs) <= period) continue;
+        const why =
+          `the pool coordinator did not answer within ${period} ms where stage "${w.request.stageName}" is; ` +
+          `its log: ${join(this.logDir, "coordinator.log")}`;
+        this.markLost(why);
+        this.proc?.kill("SIGKILL");
+        return;
+      }
+      if (now - w.heardAt < period) continue;
+      w.asked = { at: now, stalledMs: stalled };
+      this.send({ type: "work_status", workId });
+    }
+  }
+
   async close(): Promise<void> {
     this.closing = true;
+    this.stopReconciling();
     const proc = this.proc;
     if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
     this.send({ type: "shutdown" });
@@ -183,6 +225,9 @@ export class PoolExecutor implements StageExecutor {
         logDir: this.logDir,
       };
       const logPath = join(this.logDir, "coordinator.log");
+      this.stall = new StallMonitor();
+      this.reconcileTimer = setInterval(() => this.reconcile(config.leaseMs), config.leaseMs);
+      this.reconcileTimer.unref();
       const timer = setTimeout(() => {
         reject(new Error(`the pool coordinator did not start within ${START_TIMEOUT_MS} ms; see ${logPath}`));
         this.proc?.kill("SIGKILL");
@@ -207,6 +252,7 @@ export class PoolExecutor implements StageExecutor {
         },
         onExit: (_p, code, signal) => {
           clearTimeout(timer);
+          this.stopReconciling();
           const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
           const tail = logTail(logPath);
           this.markLost(`the pool coordinator ${how}; its log: ${logPath}${tail ? `\n${tail}` : ""}`);
@@ -222,7 +268,9 @@ export class PoolExecutor implements StageExecutor {
       case "work_events":
         for (const { workId, events } of msg.batch) {
           const w = this.waiting.get(workId);
-          if (w) for (const e of events) w.onEvent(e as RunnerEvent);
+          if (!w) continue;
+          w.heardAt = Date.now();
+          for (const e of events) w.onEvent(e as RunnerEvent);
         }
         break;
       case "work_done":
@@ -233,6 +281,16 @@ export class PoolExecutor implements StageExecutor {
           else this.early.set(msg.workId, msg.result as StageResult); // its execute() has not registered yet
         }
         break;
+      case "work_status": {
+        const w = this.waiting.get(msg.workId);
+        if (!w) break;
+        w.heardAt = Date.now();
+        w.asked = undefined;
+        if (msg.state === "gone") {
+          w.resolve(this.lostResult(w.request, `the work queue holds no live item for stage "${w.request.stageName}" (work ${msg.workId})`));
+        }
+        break;
+      }
       case "deliver_result":
         this.deliveries.get(`${msg.workId}\u0000${msg.messageId}`)?.(msg.delivered);
         break;
@@ -244,6 +302,11 @@ export class PoolExecutor implements StageExecutor {
         this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`, isInfraCode(msg.code) ? msg.code : "worker_lost");
         break;
     }
+  }
+
+  private stopReconciling(): void {
+    clearInterval(this.reconcileTimer);
+    this.stall?.stop();
   }
 
   private markLost(why: string, code: InfraCode = "worker_lost"): void {

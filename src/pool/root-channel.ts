@@ -10,10 +10,14 @@
  * `shutdown`. A disconnect means the root is gone: the coordinator shuts
  * down.
  *
+ * `work_status` (the root heard nothing of an item for a while) is answered
+ * by the dispatcher from the queue and the workers.
+ *
  * Outgoing: `ready`, live runner events coalesced per item (EventBatcher,
  * about every 250 ms; an item's pending events are flushed before its
- * `work_done`), `work_done` once per item, `deliver_result`, `control_ack`
- * and `fatal`.
+ * `work_done`), `work_done` once per item (done() remembers which were
+ * answered; only a `work_status` makes it say one again), `deliver_result`,
+ * `work_status`, `control_ack` and `fatal`.
  */
 
 import type { RunnerEvent } from "../runners/types.ts";
@@ -34,6 +38,8 @@ export interface RootHandlers {
 
 export class RootChannel {
   private readonly events = new Map<string, EventBatcher<RunnerEvent>>();
+  /** Items whose `work_done` was sent (ids only: a few bytes per stage of the run). */
+  private readonly answered = new Set<string>();
 
   constructor(
     private readonly core: CoordinatorCore,
@@ -71,6 +77,9 @@ export class RootChannel {
       case "wrap_up":
         workers.running(msg.workId)?.send(msg);
         break;
+      case "work_status":
+        void dispatcher.status(msg.workId);
+        break;
       case "control":
         this.handlers.control(msg.rev, msg.paused);
         break;
@@ -96,10 +105,16 @@ export class RootChannel {
     b.push(event);
   }
 
-  /** The item's result: its pending live events first, then `work_done`. */
-  done(workId: string, result: StageResult): void {
+  /** The item's result, once: its pending live events first, then `work_done`. `again`: the root asked for it (work_status). */
+  done(workId: string, result: StageResult, again = false): void {
+    if (this.answered.has(workId) && !again) return;
+    this.answered.add(workId);
     this.events.get(workId)?.flush();
     this.events.delete(workId);
     this.send({ type: "work_done", workId, result });
+  }
+
+  wasAnswered(workId: string): boolean {
+    return this.answered.has(workId);
   }
 }

@@ -8,10 +8,17 @@
  *   root channel, heartbeats renew its lease in the journal.
  * - The sweep (every 500 ms) looks at each busy worker whose lease is past
  *   due, counting the coordinator's own stalls since the last renewal in
- *   the worker's favour: it pings it; a worker that answers keeps the item
- *   (lease extended); one that does not answer within the ping timeout is
- *   lost. A worker that does not send `ready` within STARTUP_TIMEOUT_MS is
- *   killed.
+ *   the worker's favour: it pings it. The answer names the work the worker
+ *   holds: the same item, generation and epoch keeps it (lease extended);
+ *   anything else (nothing, another item: it never got or already gave up
+ *   the item) loses the slot, and so does no answer within the ping
+ *   timeout, or a journal that says the lease is no longer this worker's.
+ *   Extending a lease that fails MAX_RENEW_FAILURES times in a row makes
+ *   the pool fail (storage_unavailable) rather than keep a slot busy on a
+ *   lease nobody can write. A worker that does not send `ready` within
+ *   STARTUP_TIMEOUT_MS is killed.
+ * - A worker that reports it could not send its result (`commit_failed`)
+ *   loses its item the same way.
  * - A lost worker (exited, or not answering): its stage's process group
  *   (and every process carrying its worker id, reap.ts) is killed, it is
  *   retired (SIGTERM, then SIGKILL after the grace period; a late commit
@@ -41,12 +48,15 @@ const SWEEP_MS = 500;
 const STARTUP_TIMEOUT_MS = 15_000;
 const CONTROL_ACK_TIMEOUT_MS = 5_000;
 const MAX_STARTUP_FAILURES = 3;
+const MAX_RENEW_FAILURES = 3;
 
 export class Supervisor {
   private readonly slots = new Map<string, WorkerSlot>();
   private readonly controlAcks = new Map<number, Set<string>>();
   private workerSeq = 0;
   private startupFailures = 0;
+  /** Lease extensions after a ping that failed in a row (the journal refused them). */
+  private renewFailures = 0;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(private readonly core: CoordinatorCore) {}
@@ -111,7 +121,10 @@ export class Supervisor {
         void this.core.dispatcher.complete(slot, msg);
         break;
       case "pong":
-        slot.pongAt = Date.now();
+        this.pong(slot, msg);
+        break;
+      case "commit_failed":
+        if (slot.owns(msg.ref)) void this.lose(slot, slot.item!, `it could not send its result: ${msg.message}`);
         break;
       case "control_ack":
         this.controlAcks.get(msg.rev)?.add(slot.id);
@@ -135,6 +148,19 @@ export class Supervisor {
     } catch (err) {
       this.core.log(`heartbeat from ${slot.id} not recorded: ${ensureError(err).message}`);
     }
+  }
+
+  /** An answer to a ping: kept only if it names the item the ping asked about. */
+  private pong(slot: WorkerSlot, msg: Extract<FromWorker, { type: "pong" }>): void {
+    const asked = slot.pingedFor;
+    if (msg.nonce !== slot.pingSentAt || !asked || !slot.owns({ workId: asked.id, ...asked })) return; // not the ping outstanding now
+    if (msg.holds && msg.holds.workId === asked.id && msg.holds.generation === asked.generation && msg.holds.epoch === asked.epoch) {
+      slot.pongAt = Date.now();
+      return;
+    }
+    const holds = msg.holds ? `work ${msg.holds.workId} (generation ${msg.holds.generation}, epoch ${msg.holds.epoch})` : "no work";
+    this.core.log(`worker ${slot.id} answered a ping about work ${asked.id} holding ${holds}`);
+    void this.lose(slot, slot.item!, `it holds ${holds} instead`);
   }
 
   private onExit(slot: WorkerSlot, code: number | null, signal: number | null | string): void {
@@ -225,17 +251,35 @@ export class Supervisor {
       if (slot.pingSentAt === undefined) {
         this.core.log(`worker ${slot.id} is past its lease on work ${slot.item.id} (last renewed ${now - slot.renewedAt} ms ago); pinging it`);
         slot.pingSentAt = now;
+        slot.pingedFor = slot.fence();
         slot.send({ type: "ping", nonce: now });
       } else if (slot.pongAt >= slot.pingSentAt) {
-        const fence = slot.fence()!;
-        const stale = await journal.work.renew([fence], config.leaseMs).catch(() => [fence]);
-        if (stale.length === 0) slot.renewed(Date.now(), stall.stalledMs);
+        await this.extend(slot);
       } else if (now - slot.pingSentAt > pingTimeout + (stalled - slot.stallAtRenew)) {
         this.core.log(`worker ${slot.id} stopped answering (lease expired, no answer to a ping in ${pingTimeout} ms)`);
         const item = slot.item;
         void this.lose(slot, item, "it stopped answering past its lease");
       }
     }
+  }
+
+  /** A worker past its lease answered for its item: the lease is extended, unless the journal says it is not the worker's. */
+  private async extend(slot: WorkerSlot): Promise<void> {
+    const { journal, config, stall } = this.core;
+    const fence = slot.fence()!;
+    let stale: unknown[];
+    try {
+      stale = await journal.work.renew([fence], config.leaseMs);
+      this.renewFailures = 0;
+    } catch (err) {
+      const why = ensureError(err).message;
+      this.core.log(`could not extend the lease of worker ${slot.id} on work ${fence.id}: ${why}`);
+      if (++this.renewFailures >= MAX_RENEW_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot extend work leases: ${why}`);
+      return;
+    }
+    if (!slot.owns({ workId: fence.id, ...fence })) return; // it committed or was lost meanwhile
+    if (stale.length === 0) slot.renewed(Date.now(), stall.stalledMs);
+    else void this.lose(slot, slot.item!, "the work queue no longer has the item leased to it");
   }
 
   /** Sends control revision `rev` to every live worker; resolves once each acknowledged it (or the stall-aware timeout passed). */

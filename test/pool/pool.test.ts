@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { BUN, ROOT, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
+import { alive, lastRun, processesWithHome, show, stage } from "./support.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
 const ONE = join(FIX, "one-stage.ts");
@@ -37,15 +38,6 @@ function kill(pid: number, signal: NodeJS.Signals): void {
     process.kill(pid, signal);
   } catch {
     // already gone
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
   }
 }
 
@@ -76,21 +68,6 @@ async function pidFile(path: string): Promise<number> {
   const pid = Number(text!.trim());
   started.add(pid);
   return pid;
-}
-
-async function lastRun(home: string): Promise<Record<string, any>> {
-  const r = await runAtomic(["runs", "--json", "--limit", "1"], { home });
-  return JSON.parse(r.stdout.split("\n")[0]!);
-}
-
-async function show(home: string, id: string): Promise<Record<string, any>> {
-  const r = await runAtomic(["show", id, "--json"], { home });
-  expect(r.code).toBe(0);
-  return JSON.parse(r.stdout);
-}
-
-function stage(report: Record<string, any>, name: string): Record<string, any> {
-  return report.steps.find((s: Record<string, any>) => s.name === name);
 }
 
 function expectOneSentence(stderr: string): void {
@@ -388,20 +365,6 @@ e2eTest("bad pool options are one clear error, exit 2, nothing written", async (
   const runs = await runAtomic(["runs", "--json"], { home });
   expect(runs.stdout.trim()).toBe("");
 });
-
-/** Live processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
-function processesWithHome(home: string): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`) && alive(Number(name))) pids.push(Number(name));
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return pids;
-}
 
 e2eTest("a refused run (a bad input) leaves no process and writes nothing", async () => {
   const home = join(makeTempDir(), "fresh-home");

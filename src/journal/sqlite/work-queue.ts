@@ -60,7 +60,7 @@ export class SqliteWorkQueue implements WorkQueue {
     db: Database,
     private readonly s: Statements,
     /** Maps a storage failure to a StorageError, like every journal call. */
-    private readonly guard: <T>(fn: () => T) => T,
+    private readonly guard: <T>(fn: () => T) => Promise<T>,
   ) {
     const fence = "id = ? and worker_id = ? and generation = ? and epoch = ? and state = 'leased'";
     // INDEXED BY: without statistics SQLite picks work_by_root (root_id) for the root's claim and sorts every
@@ -265,7 +265,7 @@ export class SqliteWorkQueue implements WorkQueue {
     return { receipt, fresh: !!row };
   }
 
-  private tx<T>(fn: () => T): T {
+  private tx<T>(fn: () => T): Promise<T> {
     return this.guard(() => writeTransaction(this.s, fn));
   }
 
