@@ -85,7 +85,7 @@ export class Supervisor {
       stdin: "ignore",
       stdout: "ignore",
       stderr: Bun.file(logPath),
-      env: { ...process.env, ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs) },
+      env: { ...process.env, ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs), ATOMIC_WORK_LEASE_MS: String(config.leaseMs) },
       serialization: "json",
       ipc: (raw) => {
         const msg = parseMessage(FromWorkerSchema, raw, `worker ${id}`);
