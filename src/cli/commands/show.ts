@@ -7,6 +7,7 @@ import { colorFor, formatDuration, formatTime } from "../style.ts";
 import { reportTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
 import type { Usage } from "../../sdk/types.ts";
+import { hostLabel } from "../../shared/process-info.ts";
 
 export default defineCommand({
   meta: { name: "show", description: "Show a run: stages, outputs, errors, timings" },
@@ -38,7 +39,7 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
     const why = report.leaseExpiresAt > Date.now() ? "its driver process is gone" : `its lease expired ${formatTime(report.leaseExpiresAt)}`;
     line("crashed", `${why}; resume with: atomic resume ${run.rootId}`);
   }
-  if (report.holder) line("driver", `pid ${report.holder.pid} on ${report.holder.host}`);
+  if (report.holder) line("driver", `pid ${report.holder.pid} on ${hostLabel(report.holder.host)}`);
   for (const q of report.questions ?? []) {
     line("question", `${q.id}: ${q.question}${q.choices ? ` [${q.choices.join("/")}]` : ""}; answer with: atomic answer ${run.rootId} ${q.id} <answer>`);
   }
