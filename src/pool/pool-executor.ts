@@ -5,7 +5,8 @@
  * The stage step enqueues the work item in the journal together with the
  * stage's start record (`queued` tells it to); this executor starts the
  * coordinator on first use (re-executing the binary), nudges it, and waits
- * for that item's `work_done`. Live runner events arrive in batches.
+ * for that item's `work_done`. Live runner events arrive in batches, each
+ * capped (event-batcher.ts).
  *
  * If the coordinator dies, every stage waiting on it — and every later one
  * — ends with the infrastructure fault `worker_lost` naming the
@@ -34,6 +35,7 @@ import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
 import { StallMonitor } from "./stall-monitor.ts";
+import { capEvents } from "./event-batcher.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -290,7 +292,8 @@ export class PoolExecutor implements StageExecutor {
           const w = this.waiting.get(workId);
           if (!w) continue;
           w.heardAt = Date.now();
-          for (const e of events) w.onEvent(e as RunnerEvent);
+          // Capped here too: whatever a coordinator sends, the root takes in at most one batch's worth per stage.
+          for (const e of capEvents(events as RunnerEvent[])) w.onEvent(e);
         }
         break;
       case "work_done":

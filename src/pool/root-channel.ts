@@ -37,7 +37,7 @@ export interface RootHandlers {
 }
 
 export class RootChannel {
-  private readonly events = new Map<string, EventBatcher<RunnerEvent>>();
+  private readonly events = new Map<string, EventBatcher>();
   /** Items whose `work_done` was sent (ids only: a few bytes per stage of the run). */
   private readonly answered = new Set<string>();
 
@@ -99,7 +99,7 @@ export class RootChannel {
   event(workId: string, event: RunnerEvent): void {
     let b = this.events.get(workId);
     if (!b) {
-      b = new EventBatcher<RunnerEvent>(EVENT_BATCH_MS, (events) => this.send({ type: "work_events", batch: [{ workId, events }] }));
+      b = new EventBatcher(EVENT_BATCH_MS, (events) => this.send({ type: "work_events", batch: [{ workId, events }] }));
       this.events.set(workId, b);
     }
     b.push(event);
