@@ -15,10 +15,11 @@
  * Nothing waits for ever: a stage the root has heard nothing of (no result,
  * no live event) for a lease period is asked about (`work_status`). The
  * coordinator answers from its workers and the work queue: still running or
- * queued (wait on), settled (its `work_done` comes again), or gone (the
- * stage fails with worker_lost and is retried). A coordinator that does not
- * answer within another period, not counting this process's own stalls, is
- * killed, and the run fails resumably as above.
+ * queued (wait on), settled (its `work_done` comes now if it never did), or
+ * gone (the stage fails with worker_lost and is retried). A coordinator that does not
+ * answer within another period (at least STATUS_ANSWER_MS), not counting
+ * this process's own stalls, is killed, and the run fails resumably as
+ * above.
  */
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
@@ -45,6 +46,12 @@ export const MAX_GENERATIONS = 3;
 const START_TIMEOUT_MS = 20_000;
 const CONTROL_TIMEOUT_MS = 15_000;
 const DELIVER_TIMEOUT_MS = 5_000;
+/**
+ * The least time a coordinator gets to answer a work_status: its answer may
+ * need one journal read, which waits up to the journal's busy timeout (10 s)
+ * while another process holds the database.
+ */
+const STATUS_ANSWER_MS = 15_000;
 
 export interface PoolOptions {
   home: string;
@@ -177,9 +184,10 @@ export class PoolExecutor implements StageExecutor {
     const stalled = this.stall?.stalledMs ?? 0;
     for (const [workId, w] of this.waiting) {
       if (w.asked) {
-        if (now - w.asked.at - (stalled - w.asked.stalledMs) <= period) continue;
+        const limit = Math.max(period, STATUS_ANSWER_MS);
+        if (now - w.asked.at - (stalled - w.asked.stalledMs) <= limit) continue;
         const why =
-          `the pool coordinator did not answer within ${period} ms where stage "${w.request.stageName}" is; ` +
+          `the pool coordinator did not answer within ${limit} ms where stage "${w.request.stageName}" is; ` +
           `its log: ${join(this.logDir, "coordinator.log")}`;
         this.markLost(why);
         this.proc?.kill("SIGKILL");

@@ -16,7 +16,7 @@
  * Outgoing: `ready`, live runner events coalesced per item (EventBatcher,
  * about every 250 ms; an item's pending events are flushed before its
  * `work_done`), `work_done` once per item (done() remembers which were
- * answered; only a `work_status` makes it say one again), `deliver_result`,
+ * answered), `deliver_result`,
  * `work_status`, `control_ack` and `fatal`.
  */
 
@@ -105,16 +105,17 @@ export class RootChannel {
     b.push(event);
   }
 
-  /** The item's result, once: its pending live events first, then `work_done`. `again`: the root asked for it (work_status). */
-  done(workId: string, result: StageResult, again = false): void {
-    if (this.answered.has(workId) && !again) return;
+  /**
+   * The item's result, once: its pending live events first, then
+   * `work_done`. A second call sends nothing: the channel is ordered and
+   * loses nothing, so the root has it.
+   */
+  done(workId: string, result: StageResult): void {
+    if (this.answered.has(workId)) return;
     this.answered.add(workId);
     this.events.get(workId)?.flush();
     this.events.delete(workId);
     this.send({ type: "work_done", workId, result });
   }
 
-  wasAnswered(workId: string): boolean {
-    return this.answered.has(workId);
-  }
 }

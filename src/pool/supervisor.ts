@@ -57,6 +57,7 @@ export class Supervisor {
   /** Lease extensions after a ping that failed in a row (the journal refused them). */
   private renewFailures = 0;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
+  private sweeping = false;
 
   constructor(private readonly core: CoordinatorCore) {}
 
@@ -232,12 +233,22 @@ export class Supervisor {
   }
 
   private async sweep(): Promise<void> {
-    const { config, stall, journal } = this.core;
-    if (this.core.shuttingDown) return;
+    // One at a time: a lease extension can wait for the journal (another process's lock) longer than a tick.
+    if (this.core.shuttingDown || this.sweeping) return;
+    this.sweeping = true;
+    try {
+      await this.sweepOnce();
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  private async sweepOnce(): Promise<void> {
+    const { config, stall } = this.core;
     const now = Date.now();
     const stalled = stall.stalledMs;
     const pingTimeout = Math.max(500, Math.min(2_000, config.leaseMs / 2));
-    for (const slot of this.slots.values()) {
+    for (const slot of [...this.slots.values()]) {
       if (slot.state === "starting" && now - slot.spawnedAt > STARTUP_TIMEOUT_MS) {
         this.core.log(`worker ${slot.id} did not start within ${STARTUP_TIMEOUT_MS} ms`);
         slot.proc.kill("SIGKILL");
