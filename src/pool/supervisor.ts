@@ -143,7 +143,9 @@ export class Supervisor {
     try {
       const stale = await journal.work.renew(fences, config.leaseMs);
       slot.send({ type: "receipt", opId: msg.opId, status: stale.length ? "stale" : "committed" });
-      if (stale.length === 0 && msg.refs.some((r) => slot.owns(r))) slot.renewed(Date.now(), stall.stalledMs);
+      // The slot's own item renewed (a ref of a result still being committed may be stale by now: that is not this item).
+      const mine = slot.item;
+      if (mine && msg.refs.some((r) => slot.owns(r)) && !stale.some((f) => f.id === mine.id)) slot.renewed(Date.now(), stall.stalledMs);
       for (const f of stale) slot.send({ type: "cancel", workId: f.id, reason: "this worker no longer holds the item" });
     } catch (err) {
       this.core.log(`heartbeat from ${slot.id} not recorded: ${ensureError(err).message}`);
