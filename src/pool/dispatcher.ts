@@ -177,7 +177,7 @@ export class Dispatcher {
   /**
    * The root heard nothing of `workId` for a while and asks where it is:
    * answered from the workers and the queue. A settled item's result is
-   * sent again; a leased item that no worker here holds and whose lease
+   * sent if it never was (a failure after its commit); a leased item that no worker here holds and whose lease
    * ran out (its hand-out failed half way) is given back like a lost
    * worker's; no answer at all (the journal failed) makes the root ask
    * again.
@@ -207,10 +207,10 @@ export class Dispatcher {
           void this.dispatch();
           return answer("queued");
         }
-        root.done(workId, resultOf(receipt.item), true);
+        root.done(workId, resultOf(receipt.item));
         return answer("done");
       }
-      root.done(workId, resultOf(item), true);
+      root.done(workId, resultOf(item)); // sent now unless it was sent before (then the root has it already)
       return answer("done");
     } catch (err) {
       this.core.log(`could not look up work ${workId} for the root: ${ensureError(err).message}`);

@@ -5,9 +5,10 @@
  * The stage step enqueues the work item in the journal together with the
  * stage's start record (`queued` tells it to); this executor starts the
  * coordinator on first use (re-executing the binary), nudges it, and waits
- * for that item's `work_done`. Live runner events arrive in batches. The
- * pool starts with the run's first stage (prepare()), so a run whose steps
- * never use a stage (ctx.tool only) starts no process.
+ * for that item's `work_done`. Live runner events arrive in batches, each
+ * capped (event-batcher.ts). The pool starts with the run's first stage
+ * (prepare()), so a run whose steps never use a stage (ctx.tool only)
+ * starts no process.
  *
  * If the coordinator dies, every stage waiting on it — and every later one
  * — ends with the infrastructure fault `worker_lost` naming the
@@ -16,10 +17,11 @@
  * Nothing waits for ever: a stage the root has heard nothing of (no result,
  * no live event) for a lease period is asked about (`work_status`). The
  * coordinator answers from its workers and the work queue: still running or
- * queued (wait on), settled (its `work_done` comes again), or gone (the
- * stage fails with worker_lost and is retried). A coordinator that does not
- * answer within another period, not counting this process's own stalls, is
- * killed, and the run fails resumably as above.
+ * queued (wait on), settled (its `work_done` comes now if it never did), or
+ * gone (the stage fails with worker_lost and is retried). A coordinator that does not
+ * answer within another period (at least STATUS_ANSWER_MS), not counting
+ * this process's own stalls, is killed, and the run fails resumably as
+ * above.
  */
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
@@ -36,6 +38,7 @@ import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
 import { StallMonitor } from "./stall-monitor.ts";
+import { capEvents } from "./event-batcher.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -45,6 +48,12 @@ export const MAX_GENERATIONS = 3;
 const START_TIMEOUT_MS = 20_000;
 const CONTROL_TIMEOUT_MS = 15_000;
 const DELIVER_TIMEOUT_MS = 5_000;
+/**
+ * The least time a coordinator gets to answer a work_status: its answer may
+ * need one journal read, which waits up to the journal's busy timeout (10 s)
+ * while another process holds the database.
+ */
+const STATUS_ANSWER_MS = 15_000;
 
 export interface PoolOptions {
   home: string;
@@ -177,9 +186,10 @@ export class PoolExecutor implements StageExecutor {
     const stalled = this.stall?.stalledMs ?? 0;
     for (const [workId, w] of this.waiting) {
       if (w.asked) {
-        if (now - w.asked.at - (stalled - w.asked.stalledMs) <= period) continue;
+        const limit = Math.max(period, STATUS_ANSWER_MS);
+        if (now - w.asked.at - (stalled - w.asked.stalledMs) <= limit) continue;
         const why =
-          `the pool coordinator did not answer within ${period} ms where stage "${w.request.stageName}" is; ` +
+          `the pool coordinator did not answer within ${limit} ms where stage "${w.request.stageName}" is; ` +
           `its log: ${join(this.logDir, "coordinator.log")}`;
         this.markLost(why);
         this.proc?.kill("SIGKILL");
@@ -270,7 +280,8 @@ export class PoolExecutor implements StageExecutor {
           const w = this.waiting.get(workId);
           if (!w) continue;
           w.heardAt = Date.now();
-          for (const e of events) w.onEvent(e as RunnerEvent);
+          // Capped here too: whatever a coordinator sends, the root takes in at most one batch's worth per stage.
+          for (const e of capEvents(events as RunnerEvent[])) w.onEvent(e);
         }
         break;
       case "work_done":

@@ -16,7 +16,7 @@
  * Outgoing: `ready`, live runner events coalesced per item (EventBatcher,
  * about every 250 ms; an item's pending events are flushed before its
  * `work_done`), `work_done` once per item (done() remembers which were
- * answered; only a `work_status` makes it say one again), `deliver_result`,
+ * answered), `deliver_result`,
  * `work_status`, `control_ack` and `fatal`.
  */
 
@@ -37,7 +37,7 @@ export interface RootHandlers {
 }
 
 export class RootChannel {
-  private readonly events = new Map<string, EventBatcher<RunnerEvent>>();
+  private readonly events = new Map<string, EventBatcher>();
   /** Items whose `work_done` was sent (ids only: a few bytes per stage of the run). */
   private readonly answered = new Set<string>();
 
@@ -99,22 +99,23 @@ export class RootChannel {
   event(workId: string, event: RunnerEvent): void {
     let b = this.events.get(workId);
     if (!b) {
-      b = new EventBatcher<RunnerEvent>(EVENT_BATCH_MS, (events) => this.send({ type: "work_events", batch: [{ workId, events }] }));
+      b = new EventBatcher(EVENT_BATCH_MS, (events) => this.send({ type: "work_events", batch: [{ workId, events }] }));
       this.events.set(workId, b);
     }
     b.push(event);
   }
 
-  /** The item's result, once: its pending live events first, then `work_done`. `again`: the root asked for it (work_status). */
-  done(workId: string, result: StageResult, again = false): void {
-    if (this.answered.has(workId) && !again) return;
+  /**
+   * The item's result, once: its pending live events first, then
+   * `work_done`. A second call sends nothing: the channel is ordered and
+   * loses nothing, so the root has it.
+   */
+  done(workId: string, result: StageResult): void {
+    if (this.answered.has(workId)) return;
     this.answered.add(workId);
     this.events.get(workId)?.flush();
     this.events.delete(workId);
     this.send({ type: "work_done", workId, result });
   }
 
-  wasAnswered(workId: string): boolean {
-    return this.answered.has(workId);
-  }
 }

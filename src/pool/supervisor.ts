@@ -58,6 +58,7 @@ export class Supervisor {
   /** Lease extensions after a ping that failed in a row (the journal refused them). */
   private renewFailures = 0;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
+  private sweeping = false;
 
   constructor(private readonly core: CoordinatorCore) {}
 
@@ -143,7 +144,9 @@ export class Supervisor {
     try {
       const stale = await journal.work.renew(fences, config.leaseMs);
       slot.send({ type: "receipt", opId: msg.opId, status: stale.length ? "stale" : "committed" });
-      if (stale.length === 0 && msg.refs.some((r) => slot.owns(r))) slot.renewed(Date.now(), stall.stalledMs);
+      // The slot's own item renewed (a ref of a result still being committed may be stale by now: that is not this item).
+      const mine = slot.item;
+      if (mine && msg.refs.some((r) => slot.owns(r)) && !stale.some((f) => f.id === mine.id)) slot.renewed(Date.now(), stall.stalledMs);
       for (const f of stale) slot.send({ type: "cancel", workId: f.id, reason: "this worker no longer holds the item" });
     } catch (err) {
       this.core.log(`heartbeat from ${slot.id} not recorded: ${ensureError(err).message}`);
@@ -233,12 +236,22 @@ export class Supervisor {
   }
 
   private async sweep(): Promise<void> {
-    const { config, stall, journal } = this.core;
-    if (this.core.shuttingDown) return;
+    // One at a time: a lease extension can wait for the journal (another process's lock) longer than a tick.
+    if (this.core.shuttingDown || this.sweeping) return;
+    this.sweeping = true;
+    try {
+      await this.sweepOnce();
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  private async sweepOnce(): Promise<void> {
+    const { config, stall } = this.core;
     const now = Date.now();
     const stalled = stall.stalledMs;
     const pingTimeout = Math.max(500, Math.min(2_000, config.leaseMs / 2));
-    for (const slot of this.slots.values()) {
+    for (const slot of [...this.slots.values()]) {
       if (slot.state === "starting" && now - slot.spawnedAt > STARTUP_TIMEOUT_MS) {
         this.core.log(`worker ${slot.id} did not start within ${STARTUP_TIMEOUT_MS} ms`);
         slot.proc.kill("SIGKILL");

@@ -44,7 +44,7 @@ import { writeStderr } from "../shared/raw-stderr.ts";
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
   handle: RunnerHandle;
-  batcher: EventBatcher<RunnerEvent>;
+  batcher: EventBatcher;
   /** Stopped by its work lease's local deadline: killed, and its result is not committed. */
   fenced?: boolean;
 }
@@ -139,7 +139,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     }
     const ref = { workId: msg.workId, generation: msg.generation, epoch: msg.epoch };
     const request = msg.request as StageRequest;
-    const batcher = new EventBatcher<RunnerEvent>(250, (events) => send({ type: "events", ref, events }));
+    const batcher = new EventBatcher(250, (events) => send({ type: "events", ref, events }));
     let handle: RunnerHandle;
     let report: ReturnType<typeof setTimeout> | undefined;
     try {

@@ -9,7 +9,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -329,6 +329,21 @@ e2eTest("live stage output flows worker → coordinator → root (--json shows i
   const output = events.filter((e) => e.type === "stage_output");
   expect(output.filter((e) => e.stream === "stdout").map((e) => e.text).join("")).toBe("one\nthree\n");
   expect(output.filter((e) => e.stream === "stderr").map((e) => e.text).join("")).toBe("two\n");
+});
+
+e2eTest("live output is capped per batch (64 Ki characters), says what it skipped; the stage's log keeps everything", async () => {
+  const home = makeTempDir();
+  // 5 MB to stderr (its log keeps it all), a short stdout (the result's text: `show` stays small).
+  const command = "head -c 5000000 /dev/zero | tr '\\0' x | fold -w 99 >&2; echo last-line";
+  const r = await runAtomic(["--json", "run", ONE, "--input", `command=${command}`, "--workers", "1"], { home });
+  expect(r.code).toBe(0);
+  const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  const output = lines.filter((e) => e.type === "stage_output");
+  for (const e of output) expect(e.text.length).toBeLessThanOrEqual(64 * 1024 + 100);
+  expect(output.some((e) => e.stream === "stderr" && /… \d+\.\d (MiB|KiB) skipped, see atomic logs/.test(e.text))).toBe(true);
+  const work = stage(await show(home, lines.pop().runId), "work");
+  expect(statSync(work.errorPath).size).toBe(5_000_000 + Math.floor(5_000_000 / 99)); // fold ends the last, short line with none
+  expect(readFileSync(work.outputPath, "utf8")).toBe("last-line\n");
 });
 
 e2eTest("no orphans: when the root is SIGKILLed, coordinator, workers and stage processes all exit", async () => {
