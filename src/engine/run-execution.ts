@@ -146,6 +146,8 @@ export class RunExecution {
       return { runId: this.runId, status: "cancelled", error: errorInfo(tree.stoppedError()) };
     }
     if (err instanceof LeaseLostError) tree.stop("lease_lost");
+    // A drive that lost its lease stopped; the run itself goes on (elsewhere, or when resumed).
+    if (tree.stopReason === "lease_lost") return { runId: this.runId, status: "interrupted", error: errorInfo(tree.stoppedError()) };
     return { runId: this.runId, status: "failed", error: errorInfo(err) };
   }
 
