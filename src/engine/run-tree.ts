@@ -11,6 +11,8 @@
  */
 
 import type { Journal, Lease, AppendEntry } from "../journal/types.ts";
+import { redactValue, secretsKnown } from "../shared/secrets.ts";
+import { EVENT } from "./journal-events.ts";
 import type { GroupCommitWriter } from "../journal/group-commit.ts";
 import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.ts";
 import type { EngineObserver } from "./observer.ts";
@@ -133,7 +135,7 @@ export class RunTree {
 
   /** Append one entry through the group-commit writer; fails loudly on anything but "appended". */
   async append(entry: AppendEntry): Promise<number> {
-    const outcome = await this.writer.append(entry);
+    const outcome = await this.writer.append(redactEntry(entry));
     if (outcome.status === "appended") return outcome.seq;
     if (outcome.status === "error") {
       throw new StorageError("storage_unavailable", `could not record ${entry.type} for run ${entry.runId}: ${outcome.error.message}`, {
@@ -142,4 +144,29 @@ export class RunTree {
     }
     throw new StorageError("storage_unavailable", `unexpected ${outcome.status} while recording ${entry.type} for run ${entry.runId}`);
   }
+}
+
+/**
+ * What the journal keeps of an entry: known secret values (shared/secrets.ts)
+ * are redacted from its payload and the run's error and outputs. Not from a
+ * checkpoint's result, which replays into workflow code and must come back
+ * as it was returned (a stage's result is redacted before the workflow sees
+ * it: steps/stage.ts), nor from the inputs or the work item's descriptor
+ * (a stage's `env` may carry a value the stage asked for by name).
+ */
+function redactEntry(entry: AppendEntry): AppendEntry {
+  if (!secretsKnown()) return entry;
+  let payload = entry.payload;
+  if (entry.type === EVENT.checkpoint && isRecord(payload)) {
+    const { result, ...rest } = payload;
+    const redacted = redactValue(rest);
+    if (redacted !== rest) payload = { ...redacted, result };
+  } else payload = redactValue(payload);
+  const patch = entry.patch && redactValue(entry.patch);
+  if (payload === entry.payload && patch === entry.patch) return entry;
+  return { ...entry, payload, ...(patch ? { patch } : {}) };
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -39,6 +39,11 @@ export function prepareStage(name: string, opts: TaskOptions, definition: Workfl
   const runner = opts.runner ?? (opts.shell !== undefined ? "shell" : defaultRunner(config, definition.runner));
   const fail = (err: { code: string; message: string; hint?: string | undefined }) =>
     new StepFailedError(name, `stage "${name}": ${err.message}`, { code: err.code, ...(err.hint ? { hint: err.hint } : {}) });
+  for (const [key, value] of Object.entries(opts.env ?? {})) {
+    if (typeof value !== "string" && value !== true) {
+      throw fail({ code: "bad_env", message: `env.${key} must be a string, or true to pass atomic's own ${key}`, hint: `e.g. env: { ${key}: true }` });
+    }
+  }
   try {
     getRunner(runner);
   } catch (err) {

@@ -28,8 +28,9 @@ const POLL_MS = 25;
 const MAX_LOG_BYTES = 1024 * 1024;
 
 /** The command that starts a broker for `home` (this binary, or bun + the entry file from source). */
-export function brokerCommand(home: string): string[] {
-  return selfCommand(ROLE.broker, "--home", home);
+/** The broker's command line: its home goes through ATOMIC_HOME, not argv (self-exec.ts). */
+export function brokerCommand(): string[] {
+  return selfCommand(ROLE.broker);
 }
 
 /** True when a broker answers hello at `socket`. */
@@ -98,7 +99,8 @@ function startBroker(paths: IntercomPaths, home: string): { pid: number; exited:
   const log = openSync(paths.logFile, "a", 0o600);
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== "ATOMIC_FAULT_POINTS") env[k] = v;
-  const [cmd, ...args] = brokerCommand(home);
+  env.ATOMIC_HOME = home;
+  const [cmd, ...args] = brokerCommand();
   let exited = false;
   try {
     const child = spawn(cmd!, args, { detached: true, stdio: ["ignore", log, log], env, cwd: paths.dir });

@@ -1,5 +1,5 @@
 /**
- * The pool coordinator (`atomic --internal-pool-coordinator <config>`):
+ * The pool coordinator (`atomic --internal-pool-coordinator`, its configuration in ATOMIC_POOL_CONFIG):
  * owns the work queue for one root run, spawns and supervises its workers,
  * and recovers work from lost ones.
  *
@@ -47,7 +47,7 @@ import {
   type FromCoordinator,
   type ToCoordinator,
 } from "./protocol/root-coordinator.ts";
-import { ROLE, selfCommand } from "../shared/self-exec.ts";
+import { ROLE, selfCommand, takeRoleConfig } from "../shared/self-exec.ts";
 import { killStagesOfWorker } from "./reap.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { trace, traceNow, tracing } from "./trace.ts";
@@ -62,8 +62,8 @@ const MAX_CLAIM_FAILURES = 3;
 /** The worker id under which the coordinator itself takes a cancelled item off the queue. */
 const SETTLER_ID = "coordinator";
 
-export async function coordinatorMain(argv: string[]): Promise<void> {
-  const config = parseMessage(CoordinatorConfigSchema, safeJson(argv[0]), "command line");
+export async function coordinatorMain(): Promise<void> {
+  const config = parseMessage(CoordinatorConfigSchema, safeJson(takeRoleConfig()), "its environment");
   if (!config || config.version !== POOL_PROTOCOL_VERSION) {
     writeStderr("coordinator: bad or incompatible configuration\n");
     process.exit(2);

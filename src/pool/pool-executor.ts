@@ -21,7 +21,7 @@ import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.t
 import type { StageResult } from "../sdk/types.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
-import { ROLE, selfCommand } from "../shared/self-exec.ts";
+import { ROLE, ROLE_CONFIG_ENV, selfCommand } from "../shared/self-exec.ts";
 import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
@@ -209,7 +209,9 @@ export class PoolExecutor implements StageExecutor {
         reject(new Error(`the pool coordinator did not start within ${START_TIMEOUT_MS} ms; see ${logPath}`));
         this.proc?.kill("SIGKILL");
       }, START_TIMEOUT_MS);
-      this.proc = Bun.spawn(selfCommand(ROLE.coordinator, JSON.stringify(config)), {
+      // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts).
+      this.proc = Bun.spawn(selfCommand(ROLE.coordinator), {
+        env: { ...process.env, [ROLE_CONFIG_ENV]: JSON.stringify(config) },
         stdin: "ignore",
         stdout: "ignore",
         stderr: Bun.file(logPath),

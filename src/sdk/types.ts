@@ -86,8 +86,14 @@ export interface TaskOptions {
   /** A system prompt for the openai runner (CLI agents: appended where supported). */
   system?: string;
   cwd?: string;
-  /** Extra environment variables for the stage process. */
-  env?: Record<string, string>;
+  /**
+   * Extra environment variables for the stage process: a string sets the
+   * variable; `true` passes atomic's own value of it. Credentials atomic
+   * uses (OPENAI_API_KEY and the other provider keys, ATOMIC_JOURNAL,
+   * PGPASSWORD, the status token) reach a stage only when named here,
+   * e.g. `env: { OPENAI_API_KEY: true }`.
+   */
+  env?: Record<string, string | true>;
   timeoutMs?: number;
   /** Attempts after the first on failure (default 0). Infrastructure faults are retried on top (3 attempts). */
   retries?: number;

@@ -44,7 +44,7 @@ export function alive(pid: number): boolean {
 
 /** Broker processes of a home (by command line). */
 export function brokersOf(home: string): number[] {
-  return processesMatching(`--internal-intercom-broker --home ${home}`).filter(alive);
+  return processesMatching(`ATOMIC_HOME=${home}\0`, "--internal-intercom-broker").filter(alive);
 }
 
 /** Every process whose command line names one of our homes: SIGTERM, then SIGKILL; then the homes go. */

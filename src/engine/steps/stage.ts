@@ -29,6 +29,7 @@ import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.t
 import type { Scope } from "../scope.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
+import { redactValue } from "../../shared/secrets.ts";
 import { digestArgs, slug } from "../values.ts";
 import { newId } from "../../shared/ids.ts";
 
@@ -89,7 +90,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     });
     const liveId = `${exec.runId}:${position}:${attempt}`;
     try {
-      result = await runAttempt(exec, scope, step, setup, request, liveId, startedAt);
+      // Known secrets never reach the workflow or the journal in a stage's text or error (shared/secrets.ts).
+      result = redactValue(await runAttempt(exec, scope, step, setup, request, liveId, startedAt));
     } catch (err) {
       exec.budget.settle(liveId, undefined);
       throw err;

@@ -36,6 +36,7 @@ import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../
 import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
 import { ProviderError, oneLine } from "./provider-errors.ts";
 import { ToolBox, enabledTools, type ToolName } from "./tools.ts";
+import { stageEnv } from "../stage-env.ts";
 import { DEFAULT_OPENAI_BASE_URL } from "../../shared/config.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
@@ -184,7 +185,7 @@ class AgentLoop {
     let toolBox: ToolBox;
     try {
       toolNames = enabledTools(agent.tools);
-      toolBox = new ToolBox(req.cwd, toolNames);
+      toolBox = new ToolBox(req.cwd, toolNames, stageEnv(req));
       this.tools = toolBox;
     } catch (err) {
       return this.result("failed", "bad_tools", (err as Error).message);

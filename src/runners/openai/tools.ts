@@ -19,6 +19,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, readdirSync, realpathSync, statSync, writeFileSync } from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
+import { inheritedEnv } from "../stage-env.ts";
 
 export const TOOL_NAMES = ["read", "write", "edit", "list", "grep", "bash"] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
@@ -77,6 +78,8 @@ export class ToolBox {
   constructor(
     readonly cwd: string,
     readonly enabled: readonly ToolName[],
+    /** The `bash` tool's environment: the stage's (runners/stage-env.ts), never atomic's own credentials. */
+    private readonly env: Record<string, string> = inheritedEnv(),
   ) {
     this.realCwd = realpathSync.native(cwd);
   }
@@ -203,7 +206,7 @@ export class ToolBox {
   private bash(command: string, timeoutArg: number | undefined, signal: AbortSignal): Promise<string> {
     const timeoutMs = Math.min(BASH_MAX_MS, Math.max(1, timeoutArg ?? BASH_DEFAULT_MS));
     return new Promise((resolvePromise) => {
-      const child = spawn("/bin/sh", ["-c", command], { cwd: this.cwd, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn("/bin/sh", ["-c", command], { cwd: this.cwd, env: this.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
       const pid = child.pid;
       if (pid !== undefined) {
         trackGroup(pid);
