@@ -7,7 +7,7 @@
 
 import { afterAll, afterEach, expect } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -56,7 +56,8 @@ const ENV_WORKFLOW = `{
     const plain = await ctx.shell("plain", "env");
     const named = await ctx.shell("named", 'printf %s "$OPENAI_API_KEY" | sha256sum', { env: { OPENAI_API_KEY: true } });
     const given = await ctx.shell("given", 'printf %s "$PGPASSWORD"', { env: { PGPASSWORD: "chosen-by-the-workflow" } });
-    return { plain: plain.outputPath, named: named.text.split(" ")[0], given: given.text };
+    const leak = await ctx.shell("leak", "printenv OPENAI_API_KEY", { env: { OPENAI_API_KEY: true } });
+    return { plain: plain.outputPath, named: named.text.split(" ")[0], given: given.text, leak: leak.text, leakOut: leak.outputPath };
   },
 }`;
 
@@ -75,7 +76,12 @@ for (const mode of [["--workers", "1"], ["--in-process"]]) {
     // Named with `true`: the stage got atomic's own value, which never appears in the journal.
     expect(out.named).toBe(sha256(KEY));
     expect(out.given).toBe("chosen-by-the-workflow");
+    // A stage that prints the key: its own stdout file has it; its text, the journal and `logs` do not.
+    expect(readFileSync(out.leakOut, "utf8")).toBe(`${KEY}\n`);
+    expect(out.leak).toBe("[redacted]\n");
     expect(journalBytes(home)).not.toContain(KEY);
+    const logs = await runAtomic(["logs", lastJson(r.stdout).runId, "--stage", "leak"], { home, env: SECRET_ENV });
+    expect(logs.stdout).toBe("[redacted]\n");
   });
 }
 
@@ -118,6 +124,31 @@ e2eTest("the openai runner's bash tool sees no key; a stage that names it does; 
   } finally {
     await server.close();
   }
+});
+
+e2eTest("a CLI agent gets the credentials its adapter names (claude: ANTHROPIC_API_KEY), none of the others", async () => {
+  const dir = makeTempDir("atomic-secrets-agent-");
+  const bin = join(dir, "fake-claude");
+  writeFileSync(bin, `#!/bin/sh\nexec ${JSON.stringify(BUN)} ${JSON.stringify(join(ROOT, "test", "runners", "fixtures", "fake-agent.ts"))} claude "$@"\n`);
+  chmodSync(bin, 0o755);
+  const home = makeTempDir("atomic-secrets-home-");
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: bin } } }));
+  const wf = workflowFile(`{
+    name: "agent-creds",
+    async run(ctx) {
+      await ctx.task("plain", { prompt: "hi", runner: "claude", model: "m" });
+      await ctx.task("asks", { prompt: "hi", runner: "claude", model: "m", env: { PGPASSWORD: true } });
+    },
+  }`);
+  const r = await runAtomic(["run", wf, "--workers", "1"], { home, env: { ...SECRET_ENV, FAKE_AGENT_DIR: dir } });
+  expect(r.code).toBe(0);
+  const seen = readFileSync(join(dir, "log.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .filter((x) => x.credentials)
+    .map((x) => x.credentials);
+  expect(seen).toEqual([["ANTHROPIC_API_KEY"], ["ANTHROPIC_API_KEY", "PGPASSWORD"]]);
 });
 
 e2eTest("error messages holding a key are redacted in the journal, in show and in what run prints", async () => {
