@@ -216,20 +216,6 @@ e2eTest("no process of a run carries its configuration, home, key or token on it
   }
 });
 
-e2eTest("from source, the coordinator reads its configuration from its environment", async () => {
-  const home = makeTempDir("atomic-secrets-home-");
-  const wf = workflowFile(`{
-    name: "roles",
-    async run(ctx) {
-      const r = await ctx.shell("who", "ps -o args= -p $(ps -o ppid= -p $PPID)");
-      return { coordinator: r.text.trim() };
-    },
-  }`);
-  const r = await runAtomic(["run", wf, "--json", "--workers", "1"], { home, fromSource: true });
-  expect(r.code).toBe(0);
-  expect(lastJson(r.stdout).outputs.coordinator).toBe(`${BUN} ${join(ROOT, "src", "main.ts")} --internal-pool-coordinator`);
-});
-
 function descendantsOf(root: number): number[] {
   const r = Bun.spawnSync(["ps", "-eo", "pid=,ppid="], { stdout: "pipe" });
   const children = new Map<number, number[]>();
