@@ -8,7 +8,8 @@
  */
 
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -91,6 +92,36 @@ e2eTest("structured output from a valibot schema, validated in the worker and th
         properties: { verdict: { enum: ["ok", "bad"] }, score: { type: "integer" } },
         required: ["verdict", "score"],
       });
+    },
+  );
+});
+
+e2eTest("on a pool worker the file tools stay inside the cwd: no grep through a symlink out, no fifo opened, reads paged", async () => {
+  await withServer(
+    inOrder(
+      toolCall("grep", { pattern: "SECRET|hello" }),
+      toolCall("read", { path: "out/secret.txt" }),
+      toolCall("read", { path: "pipe" }),
+      toolCall("read", { path: "big.txt" }),
+      text("done"),
+    ),
+    async (s, env) => {
+      const home = makeTempDir("atomic-oai-home-");
+      const cwd = makeTempDir("atomic-oai-cwd-");
+      const outside = makeTempDir("atomic-oai-outside-");
+      writeFileSync(join(outside, "secret.txt"), "SECRET from outside\n");
+      symlinkSync(outside, join(cwd, "out"));
+      writeFileSync(join(cwd, "notes.txt"), "hello inside\n");
+      writeFileSync(join(cwd, "big.txt"), "0123456789abcdef\n".repeat(10_000));
+      expect(spawnSync("mkfifo", [join(cwd, "pipe")]).status).toBe(0);
+      const r = await runAtomic(["run", AGENT, "--json", "--workers", "1"], { home, cwd, env });
+      expect(r.code).toBe(0);
+      const results = s.requests.slice(1).map((q) => q.body.messages.at(-1)!.content!);
+      expect(results[0]).toBe("notes.txt:1: hello inside\n(1 symbolic link(s) leading outside the working directory not followed)");
+      expect(results[1]).toBe(`error: refused: "out/secret.txt" is outside the stage's working directory`);
+      expect(results[2]).toBe("error: refused: pipe is a fifo, not a regular file");
+      expect(results[3]!.length).toBeLessThanOrEqual(32 * 1024);
+      expect(results[3]).toMatch(/\n… \(big\.txt has 170000 bytes; this was bytes 0 to \d+; call read with offset \d+ for the rest\)$/);
     },
   );
 });
