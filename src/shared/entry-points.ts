@@ -11,7 +11,7 @@
  * while its first stages wait for them. Now a worker loads about 80 KB,
  * the coordinator about 110 KB; Kysely (290 KB, migrations and run
  * listings only) loads in the processes that need it, when they do; so
- * does ajv with the JSON Schema converter (about 150 KB), in processes
+ * does ajv with the JSON Schema converter (about 165 KB), in processes
  * that run a stage with a structured-output schema.
  *
  * Inside the binary the entry points keep their paths under src/, next to

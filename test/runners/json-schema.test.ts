@@ -13,14 +13,18 @@
  *   everything, `format` was never checked, `const`/`enum` compared objects
  *   by key order.
  * - Invalid schemas refused in one sentence; valibot conversion.
+ * - The bundle layout: ajv and the converter are in a bundle of their own,
+ *   not in the ones every worker, coordinator or CLI process loads.
  */
 
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { schemaValidator, toJsonSchema } from "../../src/runners/json-schema.ts";
+import { ENTRY_POINTS } from "../../src/shared/entry-points.ts";
 import { UsageError } from "../../src/shared/errors.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 const SUITE = join(import.meta.dir, "..", "..", "node_modules", "json-schema-test-suite", "tests", "draft4");
 
@@ -227,5 +231,22 @@ describe("invalid schemas and valibot conversion", () => {
       "$.score: must be integer, got number 2.5",
       "$.pair: must NOT have fewer than 2 items",
     ]);
+  });
+});
+
+describe("bundle layout", () => {
+  afterAll(removeTempDirs);
+
+  test("ajv and the converter are only in their own bundle (loaded when a stage has a schema)", async () => {
+    const outdir = makeTempDir("atomic-bundles-");
+    const root = join(import.meta.dir, "..", "..");
+    const built = await Bun.build({ entrypoints: ENTRY_POINTS.map((f) => join(root, "src", f)), outdir, root: join(root, "src"), target: "bun", format: "esm" });
+    expect(built.success).toBe(true);
+    // strings from ajv's oneOf keyword and from the valibot converter
+    const markers = ["must match exactly one schema in oneOf", "cannot be converted to JSON Schema"];
+    for (const entry of ENTRY_POINTS) {
+      const code = readFileSync(join(outdir, entry.replace(/\.ts$/, ".js")), "utf8");
+      for (const m of markers) expect({ entry, has: code.includes(m) }).toEqual({ entry, has: entry === "runners/json-schema-ajv.ts" });
+    }
   });
 });
