@@ -32,7 +32,7 @@ export interface StageSetup {
   valibot?: GenericSchema;
 }
 
-export function prepareStage(name: string, opts: TaskOptions, definition: WorkflowDefinition, config: AtomicConfig): StageSetup {
+export async function prepareStage(name: string, opts: TaskOptions, definition: WorkflowDefinition, config: AtomicConfig): Promise<StageSetup> {
   if (opts.shell === undefined && opts.prompt === undefined) {
     throw new StepFailedError(name, `stage "${name}" needs a shell command or a prompt`, { code: "bad_step" });
   }
@@ -60,7 +60,7 @@ export function prepareStage(name: string, opts: TaskOptions, definition: Workfl
   if (problem) throw fail(problem);
   let schema: Record<string, unknown> | undefined;
   try {
-    if (opts.schema !== undefined) schema = toJsonSchema(opts.schema);
+    if (opts.schema !== undefined) schema = await toJsonSchema(opts.schema);
     if (runner === "openai") enabledTools(opts.tools);
   } catch (err) {
     if (err instanceof AtomicError) throw fail(err);

@@ -74,9 +74,11 @@ export interface TaskOptions {
    */
   tools?: string[];
   /**
-   * Structured output: a valibot schema (or a JSON Schema object). The
-   * result's `structured` holds the validated value; an agent that cannot
-   * produce it after 3 corrective re-prompts fails the stage.
+   * Structured output: a valibot schema (or a JSON Schema object: draft-07,
+   * or 2020-12 named by `$schema`). A schema that cannot be used fails the
+   * step before the stage starts. The result's `structured` holds the
+   * validated value; an agent that cannot produce it after 3 corrective
+   * re-prompts fails the stage.
    */
   schema?: GenericSchema | Record<string, unknown>;
   /** Write the final answer (structured output as JSON, else the text) to this file, relative to cwd. */

@@ -316,7 +316,7 @@ describe("structured output", () => {
     expect(server.requests.length).toBe(2);
     const correction = server.requests[1]!.body.messages.at(-1)!;
     expect(correction.role).toBe("tool");
-    expect(correction.content).toContain("$.verdict: expected one of");
+    expect(correction.content).toContain(`$.verdict: must be one of "ok", "bad"`);
     expect(server.requests[0]!.body.tools!.map((t) => t.function.name)).toContain("structured_output");
   });
 

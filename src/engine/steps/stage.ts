@@ -53,7 +53,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   await exec.startGate(scope);
   // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
   exec.tree.executor.prepare?.();
-  const setup = prepareStage(name, opts, exec.definition, exec.tree.config);
+  const setup = await prepareStage(name, opts, exec.definition, exec.tree.config);
 
   const { tree } = exec;
   const retries = Math.max(0, opts.retries ?? 0);

@@ -29,7 +29,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { StageResult, Usage } from "../../sdk/types.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
-import { validateJson } from "../json-schema.ts";
+import { schemaValidator } from "../json-schema.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
@@ -328,7 +328,12 @@ class CliSession {
     let structured = this.state.structured;
     if (schema) {
       if (structured === undefined) structured = parseJsonAnswer(this.state.text);
-      const issues = structured === undefined ? ["the final answer is not JSON"] : validateJson(structured, schema);
+      let issues: string[];
+      try {
+        issues = structured === undefined ? ["the final answer is not JSON"] : (await schemaValidator(schema))(structured);
+      } catch (err) {
+        return this.result("failed", "invalid_schema", (err as Error).message, exitCode);
+      }
       if (issues.length) return this.result("failed", "structured_output_invalid", `the agent's structured output does not match the schema: ${issues.slice(0, 3).join("; ")}`, exitCode);
     }
     let outputPath: string | undefined;

@@ -30,7 +30,7 @@
 
 import type { StageResult, Usage } from "../../sdk/types.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
-import { validateJson, type JsonSchema } from "../json-schema.ts";
+import { schemaValidator, type JsonSchema } from "../json-schema.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
 import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
@@ -114,6 +114,7 @@ class AgentLoop {
   private corrections = 0;
   private tools: ToolBox | undefined;
   private readonly schema: JsonSchema | undefined;
+  private validate: ((value: unknown) => string[]) | undefined;
   /** The schema is an object: the tool's parameters are the schema itself; otherwise wrapped as { value }. */
   private readonly wrapped: boolean;
 
@@ -189,6 +190,11 @@ class AgentLoop {
       this.tools = toolBox;
     } catch (err) {
       return this.result("failed", "bad_tools", (err as Error).message);
+    }
+    try {
+      if (this.schema) this.validate = await schemaValidator(this.schema);
+    } catch (err) {
+      return this.result("failed", "invalid_schema", (err as Error).message);
     }
     const client = new ChatClient({
       baseUrl: agent.baseUrl ?? DEFAULT_OPENAI_BASE_URL,
@@ -363,7 +369,7 @@ class AgentLoop {
     try {
       const parsed = JSON.parse(rawArgs || "null") as unknown;
       value = this.wrapped ? (parsed as { value?: unknown } | null)?.value : parsed;
-      issues = this.wrapped && (typeof parsed !== "object" || parsed === null || !("value" in parsed)) ? ["$: missing value"] : validateJson(value, this.schema!);
+      issues = this.wrapped && (typeof parsed !== "object" || parsed === null || !("value" in parsed)) ? ["$: missing value"] : this.validate!(value);
     } catch {
       issues = ["the arguments are not valid JSON"];
     }
