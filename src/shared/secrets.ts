@@ -1,8 +1,8 @@
 /**
  * The credentials atomic itself uses, in one place: which environment
  * variables hold them (kept from stages: runners/stage-env.ts) and which
- * values are secret (redacted from transcripts, logs, journal records and
- * CLI output: `redact`).
+ * values are secret (redacted from transcripts, logs, runner events and
+ * results, journal records and CLI error messages: `redact`).
  *
  * A secret value is known to a process when
  * - it is the value of one of CREDENTIAL_VARIABLES in its own environment
