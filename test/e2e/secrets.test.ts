@@ -13,6 +13,7 @@ import { BUN, ROOT, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.
 import { makeTempDir } from "../helpers/temp.ts";
 import { inOrder, startFakeOpenAI, text, toolCall, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "./support.ts";
+import { intercomPaths } from "../../src/intercom/paths.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -201,16 +202,23 @@ e2eTest("no process of a run carries its configuration, home, key or token on it
       await ctx.shell("wait", ${JSON.stringify(`touch ${started}; sleep 30`)});
     },
   }`);
-  const proc = spawnAtomic(["run", wf, "--home", home, "--workers", "2", "--serve", "--port", "0"], { home, env: { ...SECRET_ENV, ATOMIC_HOME: undefined } });
+  const env = { ...SECRET_ENV, ATOMIC_HOME: undefined, ATOMIC_INTERCOM_IDLE_MS: "1000" };
+  const proc = spawnAtomic(["run", wf, "--home", home, "--workers", "2", "--serve", "--port", "0"], { home, env });
+  let broker: number | undefined;
   try {
     await waitUntil(() => existsSync(started), 30_000, "the stage to start");
     const token = readFileSync(join(home, "status-token"), "utf8").trim();
-    // The run's processes: the root and its descendants (coordinator, workers, the stage's sh and sleep).
-    const pids = descendantsOf(proc.pid);
+    // A message to the stage starts the intercom broker for this home.
+    const runId = lastJson((await runAtomic(["runs", "--json", "--home", home], { home, env })).stdout).id as string;
+    expect((await runAtomic(["send", runId, "wait", "hello", "--home", home], { home, env })).code).toBe(0);
+    broker = (JSON.parse(readFileSync(intercomPaths(home).pidFile, "utf8")) as { pid: number }).pid;
+    // The run's processes: the root and its descendants (coordinator, workers, the stage's sh and sleep), and the broker.
+    const pids = [...descendantsOf(proc.pid), broker].filter((p, i, all) => all.indexOf(p) === i);
     const lines = [proc.pid, ...pids].map((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " "));
     expect(lines.some((l) => l.includes("--internal-pool-coordinator"))).toBe(true);
     expect(lines.filter((l) => l.includes("--internal-workflow-worker"))).toHaveLength(2);
     expect(lines.some((l) => l.includes("sleep 30"))).toBe(true);
+    expect(lines.filter((l) => l.includes("--internal-intercom-broker"))).toHaveLength(1);
     for (const line of lines.slice(1)) {
       expect(line).not.toContain("ARGV-MARKER");
       expect(line).not.toContain("{");
@@ -222,6 +230,15 @@ e2eTest("no process of a run carries its configuration, home, key or token on it
   } finally {
     proc.kill("SIGINT");
     await proc.exited;
+    if (broker !== undefined) {
+      const pid = broker;
+      try {
+        process.kill(pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      await waitUntil(() => !existsSync(`/proc/${pid}/cmdline`) || readFileSync(`/proc/${pid}/cmdline`).length === 0, 10_000, "the broker to exit");
+    }
   }
 });
 

@@ -2,7 +2,8 @@
  * Shared pieces of the intercom tests: a temp ATOMIC_HOME per test, and an
  * `afterEach` that stops every broker (and any other process) started for
  * those homes and removes them, so no broker, socket or directory outlives
- * a test. Brokers are found by their command line (`--home <dir>`).
+ * a test. Brokers are found by their role flag and the ATOMIC_HOME in
+ * their environment (the home is not on their command line).
  */
 
 import { existsSync, readFileSync } from "node:fs";
