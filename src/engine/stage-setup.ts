@@ -41,7 +41,7 @@ export async function prepareStage(name: string, opts: TaskOptions, definition: 
     new StepFailedError(name, `stage "${name}": ${err.message}`, { code: err.code, ...(err.hint ? { hint: err.hint } : {}) });
   for (const [key, value] of Object.entries(opts.env ?? {})) {
     if (typeof value !== "string" && value !== true) {
-      throw fail({ code: "bad_env", message: `env.${key} must be a string, or true to pass atomic's own ${key}`, hint: `e.g. env: { ${key}: true }` });
+      throw fail({ code: "bad_env", message: `env.${key} must be a string, or true to pass atomic's own ${key}`, hint: `write env: { ${key}: "value" }, or env: { ${key}: true }` });
     }
   }
   try {

@@ -86,6 +86,18 @@ for (const mode of [["--workers", "1"], ["--in-process"]]) {
   });
 }
 
+e2eTest("an env value that is neither a string nor true fails the stage before it starts, naming the key", async () => {
+  const home = makeTempDir("atomic-secrets-home-");
+  const marker = join(makeTempDir("atomic-secrets-mark-"), "ran");
+  const wf = workflowFile(`{ name: "bad-env", async run(ctx) { await ctx.shell("a", "touch ${marker}", { env: { PORT: 8080 } }); } }`);
+  const r = await runAtomic(["run", wf, "--workers", "1"], { home });
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain('stage "a": env.PORT must be a string, or true to pass atomic\'s own PORT');
+  expect(r.stderr).toContain('hint: write env: { PORT: "value" }, or env: { PORT: true }');
+  expect(r.stderr).not.toMatch(/^\s+at /m);
+  expect(existsSync(marker)).toBe(false);
+});
+
 e2eTest("the openai runner's bash tool sees no key; a stage that names it does; transcripts show [redacted]", async () => {
   const server: FakeOpenAI = await startFakeOpenAI(
     inOrder(toolCall("bash", { command: "env" }), text("done"), toolCall("bash", { command: "printenv OPENAI_API_KEY" }), text("done")),
