@@ -32,18 +32,15 @@
  * without).
  */
 
-import { createParser } from "eventsource-parser";
+import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { ProviderError } from "./provider-errors.ts";
 
 export const STREAM_CAP_BYTES = 4 * 1024 * 1024;
 /** Body bytes between two full collections (see the header). */
 const GC_EVERY_BYTES = 2 * 1024 * 1024;
 
-export interface SseEvent {
-  /** The `event:` field; undefined when the event named none. */
-  event: string | undefined;
-  data: string;
-}
+/** An event's `data` (its data lines joined by LF) and `event` (its `event:` field; undefined when it named none). */
+export type SseEvent = EventSourceMessage;
 
 /** A bound of the stream was passed: what the provider sent is not a usable reply. */
 export function capExceeded(what: string, cap: number): ProviderError {
@@ -62,7 +59,7 @@ export async function readEvents(body: ReadableStream<Uint8Array>, onEvent: (eve
   const parser = createParser({
     onEvent: (e) => {
       pending = 0;
-      onEvent({ event: e.event, data: e.data });
+      onEvent(e);
     },
     onComment: () => {
       // Keep-alives (": ping", OpenRouter's ": OPENROUTER PROCESSING") are complete lines: progress.
