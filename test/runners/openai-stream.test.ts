@@ -8,7 +8,8 @@
  * or error body is cut off at a cap and fails as provider_bad_response,
  * retried), and what the hand-written HTTP client's tests covered that
  * still matters through fetch: a reply that is not HTTP, an abort in the
- * middle of a body, a 429's Retry-After.
+ * middle of a body, a cancel before any request, a 429's Retry-After (a
+ * refused connect is in openai.test.ts).
  */
 
 import type { Socket } from "bun";
@@ -202,6 +203,15 @@ describe("through fetch", () => {
     const transcript = readFileSync(result.transcriptPath!, "utf8");
     expect(transcript).toContain("first half");
     expect(transcript).toContain("(turn interrupted)");
+  });
+
+  test("a stage cancelled before its first call sends nothing", async () => {
+    const r = run(request());
+    r.handle.cancel("changed my mind");
+    const result = await r.result;
+    expect(result.status).toBe("cancelled");
+    expect(result.error).toEqual({ code: "cancelled", message: "changed my mind" });
+    expect(server.requests.length).toBe(0);
   });
 
   test("a 429 with Retry-After: the wait is the provider's (capped by maxBackoffMs), then the reply is used", async () => {
