@@ -155,7 +155,7 @@ describe("status server authentication", () => {
       }
       expect((await post({ authorization: `Bearer ${TOKEN}` })).status).toBe(409);
       // refused
-      for (const headers of [
+      for (const headers of <Record<string, string>[]>[
         { cookie, origin: "http://evil.example" },
         { cookie, origin: "http://127.0.0.1:9999" },
         { cookie, origin: "null" },
