@@ -144,6 +144,12 @@ describe("status API", () => {
       expect(review.stages).toEqual({ total: 8, completed: 7, failed: 1, running: 0, stopped: 0 });
       expect(review.durationMs).toBeGreaterThanOrEqual(0);
       expect(all.runs[0]).toMatchObject({ status: "failed", error: { code: "exit_code" } });
+      // the list reads the stage index; a run's detail folds its events: the same counts and usage
+      for (const r of all.runs) {
+        const detail = await json<RunDetail>(await st.req(`/api/runs/${r.id}`));
+        expect(r.stages).toEqual(detail.run.stages);
+        expect(r.usage).toEqual(detail.run.usage);
+      }
 
       const failed = await json<RunListPage>(await st.req("/api/runs?status=failed"));
       expect(failed.runs.map((r) => r.id)).toEqual([failedId]);
