@@ -60,16 +60,22 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   const auth = new StatusAuth(token, hosts);
   const app = new Hono();
 
-  app.use("*", async (c, next) => {
-    const host = c.req.header("host") ?? new URL(c.req.url).host;
-    if (!hosts.allows(host)) {
-      return fail(c, 403, "forbidden_host", `this server answers to ${hosts.url("")}, not to Host ${JSON.stringify(host)}`, "open the address atomic serve printed");
-    }
-    await next();
+  const secure = (c: Context) => {
     c.header("X-Content-Type-Options", "nosniff");
     c.header("Referrer-Policy", "no-referrer");
     c.header("X-Frame-Options", "DENY");
     c.header("Content-Security-Policy", CSP);
+  };
+  app.use("*", async (c, next) => {
+    const host = c.req.header("host") ?? new URL(c.req.url).host;
+    if (!hosts.allows(host)) {
+      const res = fail(c, 403, "forbidden_host", `this server answers to ${hosts.url("")}, not to Host ${JSON.stringify(host)}`, "open the address atomic serve printed");
+      c.res = res;
+      secure(c);
+      return c.res;
+    }
+    await next();
+    secure(c);
   });
 
   app.use("*", async (c, next) => {

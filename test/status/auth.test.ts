@@ -185,6 +185,7 @@ describe("status server authentication", () => {
         await st.anon(`/runs/${id}`, { headers: { cookie } }),
         await st.req(`/api/runs/${id}`, { headers: { origin: "http://evil.example" } }),
         await st.anon("/?token=wrong"),
+        await st.req("/api/runs", { headers: { host: "evil.example:4317" } }),
       ]) {
         const csp = res.headers.get("content-security-policy") ?? "";
         expect(csp).toContain("default-src 'none'");
