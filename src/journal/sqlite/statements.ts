@@ -27,7 +27,9 @@ type Bind = SQLQueryBindings;
 /**
  * A runs row's next change number (types.ts, JournalViews): one more than
  * the highest, an index seek (runs_by_change). Unique and increasing in
- * commit order because writes are serialized (BEGIN IMMEDIATE).
+ * commit order because writes are serialized (BEGIN IMMEDIATE). Cost:
+ * about 1 us per runs update (measured 1.1 → 2.1 us per UPDATE of a
+ * 10,000-row table in memory), next to 35-200 us per append commit.
  */
 const NEXT_CHANGE = "(select coalesce(max(change_seq), 0) + 1 from runs)";
 
