@@ -107,17 +107,28 @@ e2eTest("--open hands the browser a 0600 redirect file, not the token on its com
 
 e2eTest("another Unix user on the machine reads nothing: not the token file, the journal, any route, or the page's data", async () => {
   if (!otherUsersSupported()) return;
-  const home = makeTempDir();
+  // The home is made by atomic itself, in a directory every user may pass through.
+  const parent = makeTempDir();
+  chmodSync(parent, 0o755);
+  const home = join(parent, "home");
   const { proc, runId, url, token } = await serveWithRun(home);
   const other = await createOtherUser();
 
-  // the files: the home is 0700, the token 0600
+  // the files: atomic made the home 0700 and the token 0600
+  expect(statSync(home).mode & 0o777).toBe(0o700);
+  expect(statSync(join(home, "status-token")).mode & 0o777).toBe(0o600);
   for (const file of ["status-token", "atomic.db"]) {
     const r = await other.run(["cat", join(home, file)]);
     expect(r.code, file).not.toBe(0);
     expect(r.stdout).toBe("");
   }
   expect((await other.run(["ls", home])).code).not.toBe(0);
+  // even in a home someone opened for passing through, the token file is the owner's alone
+  chmodSync(home, 0o711);
+  const opened = await other.run(["cat", join(home, "status-token")]);
+  expect(opened.code).not.toBe(0);
+  expect(opened.stdout).toBe("");
+  chmodSync(home, 0o700);
   // the server's command line (world-readable) holds no token
   expect(readFileSync(`/proc/${proc.pid}/cmdline`, "utf8")).not.toContain(token);
   const cmdline = await other.run(["cat", `/proc/${proc.pid}/cmdline`]);
