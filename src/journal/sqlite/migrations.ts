@@ -344,7 +344,6 @@ export const MIGRATIONS: readonly Migration[] = [
           (select i, o, cr, cw, c, t, 1 from stage_usage_v5 b where b.run_id = stage_index.run_id and b.stage_key = stage_index.stage_key)
         where kind = 'stage' and exists (select 1 from stage_usage_v5 b where b.run_id = stage_index.run_id and b.stage_key = stage_index.stage_key)`.execute(db);
       await sql`drop table stage_usage_v5`.execute(db);
-      await sql`create index stage_index_by_root on stage_index (root_id)`.execute(db);
 
       // Existing rows get distinct change numbers in creation order; new changes take max + 1 (statements.ts).
       await sql`alter table runs add column change_seq integer not null default 0`.execute(db);

@@ -1,9 +1,9 @@
 /**
  * The status server's views on SQLite (the contract: JournalViews in
  * ../types.ts). Prepared statements over two indexes: the stage index by
- * root (stage_index_by_root) for stage tallies, the runs by change number
- * (runs_by_change) for what changed since a reader last looked. Neither
- * reads events.
+ * root (stage_index_by_path, whose first column is the root) for stage
+ * tallies, the runs by change number (runs_by_change) for what changed
+ * since a reader last looked. Neither reads events.
  */
 
 import type { Database, Statement } from "bun:sqlite";
