@@ -191,7 +191,8 @@ export class PoolExecutor implements StageExecutor {
 
   private start(): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
-      this.madeDir = mkdirSync(this.logDir, { recursive: true });
+      // 0700: this may be the first directory of a fresh home (made before the journal), which must be the owner's alone.
+      this.madeDir = mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
       const config: CoordinatorConfig = {
         version: POOL_PROTOCOL_VERSION,
         rootId: this.opts.rootId,

@@ -39,6 +39,7 @@ import type {
   Journal,
   JournalCapabilities,
   JournalEvent,
+  JournalViews,
   Lease,
   ListRunsFilter,
   MessageStore,
@@ -46,6 +47,7 @@ import type {
   WorkQueue,
 } from "../types.ts";
 import { SqliteMessageStore } from "./messages.ts";
+import { SqliteViews } from "./views.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
@@ -95,7 +97,12 @@ export class SqliteJournal implements Journal {
     this.work = this.workQueue;
     this.messageStore = new SqliteMessageStore(db, statements, (fn) => this.#sync(fn));
     this.messages = this.messageStore;
+    this.sqliteViews = new SqliteViews(db, (fn) => this.#sync(fn));
+    this.views = this.sqliteViews;
   }
+
+  readonly views: JournalViews;
+  private readonly sqliteViews: SqliteViews;
 
   private readonly workQueue: SqliteWorkQueue;
   readonly messages: MessageStore;
@@ -189,6 +196,7 @@ export class SqliteJournal implements Journal {
     this.statements.finalize();
     this.workQueue.finalize();
     this.messageStore.finalize();
+    this.sqliteViews.finalize();
     await this.#destroyKysely();
     this.db.close();
   }
