@@ -162,11 +162,23 @@ export interface ListRunsFilter {
   offset?: number;
 }
 
+/**
+ * What callers may rely on beyond the interface, per backend. Each flag is
+ * here because code outside journal/ reads it (named below); a backend
+ * sets what it can promise, and the conformance suite checks each
+ * backend's promise, not one backend's values.
+ */
 export interface JournalCapabilities {
-  /** One writer at a time for the whole database (SQLite): group commit pays off most. */
-  singleWriter: boolean;
-  /** Work-queue claims may use FOR UPDATE SKIP LOCKED. */
-  supportsSkipLocked: boolean;
+  /**
+   * A write transaction runs from BEGIN to COMMIT without yielding to the
+   * event loop (SQLite here: synchronous statements; waits for another
+   * process's lock happen before BEGIN). Then `claimMany`'s `onLeased` runs
+   * while nothing else of the process can, and the pool's dispatcher
+   * (src/pool/dispatcher.ts) starts a worker before its claim commits. A
+   * backend that awaits inside a transaction (a network database) says
+   * false, and the dispatcher starts workers after the commit.
+   */
+  synchronousTransactions: boolean;
 }
 
 export type Durability = "full" | "normal";
@@ -286,7 +298,9 @@ export interface WorkQueue {
    *
    * `onLeased(item, index)` is called with each item as soon as its lease
    * is decided, inside the transaction, before the lease is written and
-   * committed, so the caller can hand the item out meanwhile. If the call
+   * committed, so the caller can hand the item out meanwhile (only where
+   * `capabilities.synchronousTransactions` says nothing else of the
+   * process runs before the commit). If the call
    * then rejects, none of its leases exist: the caller must take back what
    * it handed out (an item given to a worker then is held by no lease).
    */

@@ -20,7 +20,6 @@
 
 import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
 import type { EventsTable, LeasesTable } from "./tables.ts";
-import { retryBusy } from "./busy.ts";
 
 type Bind = SQLQueryBindings;
 
@@ -92,7 +91,7 @@ export class Statements {
   constructor(
     readonly db: Database,
     durability: "full" | "normal" = "full",
-    /** How long beginImmediate waits for another process's write lock (ms); the connection itself must not wait (busy_timeout 0). */
+    /** How long a journal call waits for another process's write lock (ms, busy.ts); the connection itself must not wait (busy_timeout 0). */
     readonly busyTimeoutMs = 10_000,
   ) {
     this.durable = durability === "full";
@@ -186,14 +185,14 @@ export class Statements {
     );
   }
 
-  /** BEGIN IMMEDIATE, waiting for another process's write transaction (busy.ts says how). */
+  /**
+   * BEGIN IMMEDIATE. Throws SQLITE_BUSY at once when another process holds
+   * the write lock: the journal call that runs this transaction waits and
+   * runs it again whole (busy.ts), without blocking this process.
+   */
   beginImmediate(): void {
-    retryBusy(this.runBegin, this.busyTimeoutMs);
-  }
-
-  private readonly runBegin = () => {
     this.begin.run();
-  };
+  }
 
   finalize(): void {
     for (const value of Object.values(this)) {

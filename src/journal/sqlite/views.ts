@@ -43,7 +43,7 @@ export class SqliteViews implements JournalViews {
 
   constructor(
     private readonly db: Database,
-    private readonly guard: <T>(fn: () => T) => T,
+    private readonly guard: <T>(fn: () => T) => Promise<T>,
   ) {
     this.changes = db.prepare(
       "select id, root_id, parent_id, status, last_seq, change_seq from runs where change_seq > ? order by change_seq limit ?",
