@@ -58,6 +58,8 @@ export interface NewRunRequest {
 export class RootRun {
   private renewTimer: ReturnType<typeof setInterval> | undefined;
   private controlTimer: ReturnType<typeof setInterval> | undefined;
+  /** Whether the journal is still the file opened (run-tree.ts checkStorage). */
+  private storageTimer: ReturnType<typeof setInterval> | undefined;
   private renewing = false;
   private applyingControl = false;
   /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
@@ -213,6 +215,7 @@ export class RootRun {
       }
     }, Math.max(100, Math.floor(lease.timeoutMs / 3)));
     this.controlTimer = setInterval(() => void this.pollControl(), CONTROL_POLL_MS);
+    this.storageTimer = setInterval(() => this.tree.checkStorage(), CONTROL_POLL_MS);
   }
 
   /**
@@ -253,6 +256,7 @@ export class RootRun {
   private stopBackgroundWork(): void {
     clearInterval(this.renewTimer);
     clearInterval(this.controlTimer);
+    clearInterval(this.storageTimer);
   }
 }
 

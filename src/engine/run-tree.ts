@@ -8,6 +8,9 @@
  * process groups killed); no new step starts. The reason decides how the
  * runs end: "interrupted" (Ctrl-C: resumable), "cancelled" (atomic cancel:
  * final), "lease_lost" (another process took over: write nothing more).
+ * A journal file deleted or replaced under the run (`checkStorage`) stops it
+ * as "lease_lost" too: nothing more is written, and the root run's end
+ * raises the storage fault instead of reporting an outcome nobody can read.
  */
 
 import type { Journal, Lease, AppendEntry } from "../journal/types.ts";
@@ -90,6 +93,19 @@ export class RunTree {
 
   get signal(): AbortSignal {
     return this.controller.signal;
+  }
+
+  /** Set when the journal is no longer the file this process opened (the run stopped; its end raises this). */
+  storageFault: StorageError | undefined;
+
+  /** Stops the tree when its journal was deleted or replaced; returns the fault (called periodically and at the end). */
+  checkStorage(): StorageError | undefined {
+    const fault = this.storageFault ?? this.journal.storageFault();
+    if (fault && !this.storageFault) {
+      this.storageFault = fault;
+      this.stop("lease_lost");
+    }
+    return fault;
   }
 
   stop(reason: StopReason): void {

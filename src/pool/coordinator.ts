@@ -506,6 +506,9 @@ class Coordinator {
 
   private async sweep(): Promise<void> {
     if (this.shuttingDown) return;
+    // The journal deleted or replaced under the run: claims and commits would go to a file nobody reads.
+    const lost = this.attached ? this.journal.storageFault() : undefined;
+    if (lost) return this.fatal("storage_unavailable", lost.message);
     const now = Date.now();
     const stalled = this.stall.stalledMs;
     const pingTimeout = Math.max(500, Math.min(2_000, this.config.leaseMs / 2));

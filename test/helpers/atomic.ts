@@ -9,7 +9,7 @@
  * so no process outlives a test.
  */
 
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { adoptTempDir } from "./temp.ts";
 import { streamLines } from "./lines.ts";
@@ -150,4 +150,20 @@ export function processesMatching(needle: string): number[] {
     .filter((l) => l.includes(needle) && !l.includes("ps -eo"))
     .map((l) => Number(l.trim().split(/\s+/)[0]))
     .filter((n) => Number.isInteger(n) && n !== process.pid);
+}
+
+/** Live (not zombie) processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
+export function processesWithHome(home: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`)) continue;
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z") pids.push(Number(name));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids;
 }

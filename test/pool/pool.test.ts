@@ -11,7 +11,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BUN, ROOT, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
 
@@ -388,20 +388,6 @@ e2eTest("bad pool options are one clear error, exit 2, nothing written", async (
   const runs = await runAtomic(["runs", "--json"], { home });
   expect(runs.stdout.trim()).toBe("");
 });
-
-/** Live processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
-function processesWithHome(home: string): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`) && alive(Number(name))) pids.push(Number(name));
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return pids;
-}
 
 e2eTest("a run refused after its pool was started (a bad input) leaves no process and writes nothing", async () => {
   // The pool boots while the workflow loads; the input check fails after that.
