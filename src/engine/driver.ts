@@ -18,7 +18,8 @@ import { LeaseLostError, UsageError } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
-import { loadConfig, type AtomicConfig } from "../shared/config.ts";
+import { defaultSlotsDir, loadConfig, type AtomicConfig } from "../shared/config.ts";
+import { openAdmissionSlots } from "../journal/admission-slots.ts";
 import { Admission } from "./admission.ts";
 import { limitsOf, mergeBudgets, recordedSpending } from "./budget.ts";
 import type { JournalEvent } from "../journal/types.ts";
@@ -176,7 +177,8 @@ export class RootRun {
       join(opts.home, "artifacts"),
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
-    tree.admission = new Admission(tree.config.admission);
+    const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir();
+    tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
     return new RootRun(lease.rootId, tree, execution);
   }

@@ -20,7 +20,7 @@ import type { EngineObserver } from "./observer.ts";
 import type { StageExecutor } from "./stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
 import type { AtomicConfig } from "../shared/config.ts";
-import { Admission } from "./admission.ts";
+import type { Admission } from "./admission.ts";
 import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./budget.ts";
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
@@ -38,8 +38,8 @@ export class RunTree {
 
   /** Runners, models, prices and admission limits (the driver sets it; empty: defaults). */
   config: AtomicConfig = {};
-  /** When agent stages may start (sessions per run and per user, host pressure). */
-  admission = new Admission();
+  /** When agent stages may start (sessions per run and per user, host pressure); the driver sets it, with the slot store. */
+  admission!: Admission;
   /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */
   budget: BudgetLedger;
   /** Live agent stage attempts, with the ledger they spend against: wrapped up when it runs out. */

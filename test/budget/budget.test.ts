@@ -14,7 +14,8 @@ import { Database } from "bun:sqlite";
 import { workflow, v } from "../../src/sdk/index.ts";
 import { InProcessExecutor } from "../../src/engine/stage-executor.ts";
 import { buildRunReport } from "../../src/engine/run-report.ts";
-import { Admission, UserSlots } from "../../src/engine/admission.ts";
+import { Admission } from "../../src/engine/admission.ts";
+import { openAdmissionSlots } from "../../src/journal/admission-slots.ts";
 import { BudgetLedger, limitsOf } from "../../src/engine/budget.ts";
 import { reportTotals } from "../../src/status/totals.ts";
 import { deferred, engineAfterEach, waitUntil, withEngine, type Engine } from "../engine/helpers.ts";
@@ -214,8 +215,8 @@ describe("budgets", () => {
 describe("admission", () => {
   test("per-user slots are shared across runs; a slot of a dead process is free again", async () => {
     const dir = makeTempDir("atomic-slots-");
-    const a = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0, slotsDir: dir });
-    const b = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0, slotsDir: dir });
+    const a = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0 }, () => openAdmissionSlots(dir));
+    const b = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0 }, () => openAdmissionSlots(dir));
     const signal = new AbortController().signal;
     const t1 = await a.admit(true, signal, () => {});
     const t2 = await b.admit(true, signal, () => {});
@@ -234,16 +235,19 @@ describe("admission", () => {
     db.run("insert into slots (pid, start, at) values (?, ?, ?)", [2 ** 22 + 12345, 1, Date.now()]);
     db.run("insert into slots (pid, start, at) values (?, ?, ?)", [2 ** 22 + 12346, 1, Date.now()]);
     db.close();
-    const slots = new UserSlots(dir);
-    expect(slots.acquire(2)).toBeDefined();
-    expect(slots.held()).toBe(1);
+    const slots = openAdmissionSlots(dir);
+    expect(await slots.take(2)).toBeDefined();
+    expect(await slots.list()).toHaveLength(1);
     slots.close();
     a.close();
     b.close();
   });
 
   test("host pressure paces stage starts, saying why; a stopped run stops waiting", async () => {
-    const adm = new Admission({ maxLoadPerCpu: -1, paceMs: 60_000 });
+    // Shell stages never open the slot store.
+    const adm = new Admission({ maxLoadPerCpu: -1, paceMs: 60_000 }, () => {
+      throw new Error("a shell stage asked for an agent session slot");
+    });
     const ctl = new AbortController();
     const first = await adm.admit(false, ctl.signal, () => {});
     first.release();
