@@ -32,9 +32,14 @@ afterEach(async () => {
   await engineAfterEach();
 });
 
-/** Config for the engine fixture's home: the fake server (loopback: no key needed), and extras. */
+/**
+ * Config for the engine fixture's home: the fake server (loopback: no key needed), and extras. Host
+ * pressure never paces these runs (a machine shared by other work often has a load per CPU above the
+ * default limit); the pacing has a test of its own.
+ */
 function configure(fx: Engine, extra: Record<string, unknown> = {}): void {
-  writeFileSync(join(fx.home, "config.json"), JSON.stringify({ runner: "openai", model: "fake-model", openai: { baseUrl: server.url }, admission: { slotsDir: join(fx.home, "slots") }, ...extra }));
+  const admission = { maxLoadPerCpu: 1e9, minFreeMemoryMb: 0, slotsDir: join(fx.home, "slots"), ...(extra.admission as object | undefined) };
+  writeFileSync(join(fx.home, "config.json"), JSON.stringify({ runner: "openai", model: "fake-model", openai: { baseUrl: server.url }, ...extra, admission }));
 }
 
 const opts = () => ({ executor: new InProcessExecutor() });
@@ -262,7 +267,7 @@ describe("admission", () => {
 
   test("a stage waiting for a session says why in the run report (show) and the live view", async () => {
     await withEngine(async (fx) => {
-      configure(fx, { admission: { maxSessionsPerRun: 1, slotsDir: join(fx.home, "slots") } });
+      configure(fx, { admission: { maxSessionsPerRun: 1 } });
       const gate = deferred();
       server.setScript((_req, i) => (i === 0 ? { ...text("first"), hold: gate.promise } : text("second")));
       const wf = workflow({
