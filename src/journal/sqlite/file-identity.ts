@@ -26,11 +26,15 @@ export interface FileIdentity {
 /** The identity of the file at `path` now; undefined when there is none (an in-memory database). */
 export function fileIdentity(path: string): FileIdentity | undefined {
   try {
-    const st = statSync(path);
-    return { dev: st.dev, ino: st.ino };
+    return identityAt(path);
   } catch {
     return undefined;
   }
+}
+
+function identityAt(path: string): FileIdentity {
+  const st = statSync(path);
+  return { dev: st.dev, ino: st.ino };
 }
 
 const HINT =
@@ -40,8 +44,7 @@ const HINT =
 export function fileChanged(path: string, opened: FileIdentity): StorageError | undefined {
   let now: FileIdentity;
   try {
-    const st = statSync(path);
-    now = { dev: st.dev, ino: st.ino };
+    now = identityAt(path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== "ENOENT" && code !== "ENOTDIR") return undefined; // unreadable now (EACCES...): the writes themselves will say
