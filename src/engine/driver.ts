@@ -18,7 +18,8 @@ import { LeaseLostError, UsageError } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
-import { loadConfig, type AtomicConfig } from "../shared/config.ts";
+import { defaultSlotsDir, loadConfig, type AtomicConfig } from "../shared/config.ts";
+import { openAdmissionSlots } from "../journal/admission-slots.ts";
 import { Admission } from "./admission.ts";
 import { limitsOf, mergeBudgets, recordedSpending } from "./budget.ts";
 import type { JournalEvent } from "../journal/types.ts";
@@ -58,6 +59,8 @@ export interface NewRunRequest {
 export class RootRun {
   private renewTimer: ReturnType<typeof setInterval> | undefined;
   private controlTimer: ReturnType<typeof setInterval> | undefined;
+  /** Whether the journal is still the file opened (run-tree.ts checkStorage). */
+  private storageTimer: ReturnType<typeof setInterval> | undefined;
   private renewing = false;
   private applyingControl = false;
   /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
@@ -174,7 +177,8 @@ export class RootRun {
       join(opts.home, "artifacts"),
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
-    tree.admission = new Admission(tree.config.admission);
+    const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir();
+    tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
     return new RootRun(lease.rootId, tree, execution);
   }
@@ -213,6 +217,7 @@ export class RootRun {
       }
     }, Math.max(100, Math.floor(lease.timeoutMs / 3)));
     this.controlTimer = setInterval(() => void this.pollControl(), CONTROL_POLL_MS);
+    this.storageTimer = setInterval(() => this.tree.checkStorage(), CONTROL_POLL_MS);
   }
 
   /**
@@ -253,6 +258,7 @@ export class RootRun {
   private stopBackgroundWork(): void {
     clearInterval(this.renewTimer);
     clearInterval(this.controlTimer);
+    clearInterval(this.storageTimer);
   }
 }
 

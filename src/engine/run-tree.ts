@@ -8,6 +8,9 @@
  * process groups killed); no new step starts. The reason decides how the
  * runs end: "interrupted" (Ctrl-C: resumable), "cancelled" (atomic cancel:
  * final), "lease_lost" (another process took over: write nothing more).
+ * A journal file deleted or replaced under the run (`checkStorage`) stops it
+ * as "lease_lost" too: nothing more is written, and the root run's end
+ * raises the storage fault instead of reporting an outcome nobody can read.
  */
 
 import type { Journal, Lease, AppendEntry } from "../journal/types.ts";
@@ -19,7 +22,7 @@ import type { EngineObserver } from "./observer.ts";
 import type { StageExecutor } from "./stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
 import type { AtomicConfig } from "../shared/config.ts";
-import { Admission } from "./admission.ts";
+import type { Admission } from "./admission.ts";
 import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./budget.ts";
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
@@ -37,8 +40,8 @@ export class RunTree {
 
   /** Runners, models, prices and admission limits (the driver sets it; empty: defaults). */
   config: AtomicConfig = {};
-  /** When agent stages may start (sessions per run and per user, host pressure). */
-  admission = new Admission();
+  /** When agent stages may start (sessions per run and per user, host pressure); the driver sets it, with the slot store. */
+  admission!: Admission;
   /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */
   budget: BudgetLedger;
   /** Live agent stage attempts, with the ledger they spend against: wrapped up when it runs out. */
@@ -92,6 +95,19 @@ export class RunTree {
 
   get signal(): AbortSignal {
     return this.controller.signal;
+  }
+
+  /** Set when the journal is no longer the file this process opened (the run stopped; its end raises this). */
+  storageFault: StorageError | undefined;
+
+  /** Stops the tree when its journal was deleted or replaced; returns the fault (called periodically and at the end). */
+  checkStorage(): StorageError | undefined {
+    const fault = this.storageFault ?? this.journal.storageFault();
+    if (fault && !this.storageFault) {
+      this.storageFault = fault;
+      this.stop("lease_lost");
+    }
+    return fault;
   }
 
   stop(reason: StopReason): void {

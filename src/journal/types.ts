@@ -16,7 +16,7 @@
  * expressed as `JournalCapabilities`.
  */
 
-import type { ErrorInfo } from "../shared/errors.ts";
+import type { ErrorInfo, StorageError } from "../shared/errors.ts";
 import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
 
@@ -232,6 +232,15 @@ export interface Journal {
 
   /** Messages to stages and prompts to humans (SYSTEM.md section 8), in the same database. */
   readonly messages: MessageStore;
+
+  /**
+   * Whether the storage is still the one this process opened: a
+   * `storage_unavailable` error to stop with when it is not (the embedded
+   * journal's file was deleted or replaced: writes would go to a file
+   * nobody reads); undefined while it is. Cheap (a stat): called before a
+   * run reports how it ended and periodically while it runs.
+   */
+  storageFault(): StorageError | undefined;
 
   close(): Promise<void>;
 }

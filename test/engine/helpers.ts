@@ -195,6 +195,9 @@ class CrashableJournal implements Journal {
       },
     });
   }
+  storageFault() {
+    return this.inner.storageFault();
+  }
   acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
     return this.inner.acquireLease(rootId, holder, opts);
   }

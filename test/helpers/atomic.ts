@@ -162,3 +162,19 @@ export function processesMatching(needle: string, role?: string): number[] {
   }
   return pids;
 }
+
+/** Live (not zombie) processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
+export function processesWithHome(home: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`)) continue;
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z") pids.push(Number(name));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids;
+}

@@ -11,10 +11,10 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BUN, ROOT, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
-import { alive, lastRun, processesWithHome, show, stage } from "./support.ts";
+import { alive, lastRun, show, stage } from "./support.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
 const ONE = join(FIX, "one-stage.ts");

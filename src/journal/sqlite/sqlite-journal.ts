@@ -57,6 +57,7 @@ import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./sche
 import { isBusy, retryBusy } from "./busy.ts";
 import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
+import { fileChanged, fileIdentity, type FileIdentity } from "./file-identity.ts";
 import type { JournalTables } from "./tables.ts";
 
 export interface SqliteJournalOptions {
@@ -94,6 +95,8 @@ export class SqliteJournal implements Journal {
     private readonly db: Database,
     private readonly statements: Statements,
     query: KyselyQuery | undefined,
+    /** The file behind `location` when it was opened (file-identity.ts). */
+    private readonly opened: FileIdentity | undefined,
   ) {
     if (query) this.#kysely = Promise.resolve(query);
     this.workQueue = new SqliteWorkQueue(db, statements, (fn) => this.#run(fn));
@@ -117,6 +120,7 @@ export class SqliteJournal implements Journal {
     let query: KyselyQuery | undefined;
     try {
       db = new Database(path, { create: true, readwrite: true });
+      const opened = fileIdentity(path);
       const busyTimeoutMs = Math.trunc(opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS);
       db.run(`pragma busy_timeout = ${busyTimeoutMs}`);
       // Before any pragma that writes: a foreign or newer database must stay untouched.
@@ -131,7 +135,7 @@ export class SqliteJournal implements Journal {
       // From here on a statement that finds another process's lock is retried here, in short sleeps
       // (Statements.beginImmediate explains why), rather than by SQLite's busy handler.
       db.run("pragma busy_timeout = 0");
-      return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full", busyTimeoutMs), query);
+      return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full", busyTimeoutMs), query, opened);
     } catch (err) {
       await query?.db.destroy();
       db?.close();
@@ -185,6 +189,11 @@ export class SqliteJournal implements Journal {
     );
     if (!row) throw new UsageError("run_not_found", `run ${runId} does not exist`);
     return row.control_rev;
+  }
+
+  storageFault(): StorageError | undefined {
+    if (this.#closed || !this.opened) return undefined;
+    return fileChanged(this.location, this.opened);
   }
 
   async close(): Promise<void> {
