@@ -26,6 +26,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   output: { load: () => import("./output.ts").then((m) => m.default), usesBinary: true },
   intercom: { load: () => import("./intercom.ts").then((m) => m.default), usesBinary: false },
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
+  "status-scale": { load: () => import("./status-scale.ts").then((m) => m.default), usesBinary: false },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
 };

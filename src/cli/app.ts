@@ -10,6 +10,7 @@
 import { renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
 import { AtomicError, ensureError } from "../shared/errors.ts";
 import { HOST_ID_ENV } from "../shared/process-info.ts";
+import { redact } from "../shared/secrets.ts";
 import { VERSION } from "../shared/version.ts";
 import { GLOBAL_HELP, liftGlobals } from "./globals.ts";
 import { startSession, type CliSession } from "./session.ts";
@@ -168,7 +169,8 @@ function reportError(err: unknown, s: CliSession | undefined): number {
     hint = "this is a bug in atomic; run again with --verbose and report the output";
     exitCode = 1;
   }
-  const message = e.message.replace(/\x1b\[[0-9;]*m/g, "");
+  const message = redact(e.message.replace(/\x1b\[[0-9;]*m/g, ""));
+  if (hint) hint = redact(hint);
   if (asJson) {
     process.stdout.write(`${JSON.stringify({ type: "error", code, message, hint, exitCode })}\n`);
   } else {
@@ -176,7 +178,7 @@ function reportError(err: unknown, s: CliSession | undefined): number {
     process.stderr.write(`${red("error:")} ${message}${message.endsWith(".") ? "" : "."}\n`);
     if (hint) process.stderr.write(`hint: ${hint}\n`);
   }
-  if (verbose && e.stack) process.stderr.write(`${e.stack}\n`);
+  if (verbose && e.stack) process.stderr.write(`${redact(e.stack)}\n`);
   return exitCode;
 }
 

@@ -4,9 +4,11 @@
  * - Agent sessions per run: at most `maxSessionsPerRun` agent stages of one
  *   run tree run at once (a counting semaphore in the root).
  * - Agent sessions per user: at most `maxSessionsPerUser` across every run
- *   of this user on the host. Slots live in a small SQLite file shared by
- *   all atomic processes of the user (BEGIN IMMEDIATE makes taking a slot
- *   atomic); a slot whose process is gone (kill -9) is free again.
+ *   of this user on the host. The slots live in a store shared by all
+ *   atomic processes of the user (journal/admission-slots.ts: taking one is
+ *   atomic; a slot whose process is gone, kill -9, is free again). The
+ *   driver hands in a factory that opens it, on the first agent stage:
+ *   the engine opens no database of its own.
  * - Host pressure: while the 1-minute load per CPU is above
  *   `maxLoadPerCpu` or free memory is below `minFreeMemoryMb`, stage starts
  *   (shell and agent alike) are paced: at most one every `paceMs`.
@@ -16,12 +18,9 @@
  * show it. Waits end early when the run is stopped (the signal aborts).
  */
 
-import { Database } from "bun:sqlite";
-import { mkdirSync } from "node:fs";
 import { availableParallelism, freemem, loadavg } from "node:os";
-import { join } from "node:path";
-import { defaultSlotsDir, type AdmissionConfig } from "../shared/config.ts";
-import { isPidAlive, processStartTime } from "../shared/process-info.ts";
+import type { AdmissionSlots } from "../journal/admission-slots.ts";
+import type { AdmissionConfig } from "../shared/config.ts";
 
 const POLL_MS = 200;
 
@@ -70,10 +69,14 @@ export function hostPressure(cfg: AdmissionConfig = {}): Pressure {
 export class Admission {
   private runSessions = 0;
   private lastPacedStart = 0;
-  private slots: UserSlots | undefined;
+  private slots: AdmissionSlots | undefined;
   private readonly waiters = new Set<() => void>();
 
-  constructor(private readonly cfg: AdmissionConfig = {}) {}
+  /** `openSlots` opens the host-wide slot store (called once, when the first agent stage asks). */
+  constructor(
+    private readonly cfg: AdmissionConfig,
+    private readonly openSlots: () => AdmissionSlots,
+  ) {}
 
   get maxPerRun(): number {
     return Math.max(1, this.cfg.maxSessionsPerRun ?? ADMISSION_DEFAULTS.maxSessionsPerRun);
@@ -116,8 +119,8 @@ export class Admission {
     // Sessions of this user on the host.
     let slot: number | undefined;
     try {
-      this.slots ??= new UserSlots(this.cfg.slotsDir ?? defaultSlotsDir());
-      while ((slot = this.slots.acquire(this.maxPerUser)) === undefined) {
+      this.slots ??= this.openSlots();
+      while ((slot = await this.slots.take(this.maxPerUser)) === undefined) {
         if (signal.aborted) throw signal.reason;
         await wait(`waiting for an agent session: all ${this.maxPerUser} allowed for this user on this host are busy`);
       }
@@ -130,7 +133,7 @@ export class Admission {
       release: () => {
         if (released) return;
         released = true;
-        this.slots?.release(slot!);
+        void this.slots?.release(slot!);
         this.releaseRun();
       },
     };
@@ -158,61 +161,5 @@ export class Admission {
   close(): void {
     this.slots?.close();
     this.slots = undefined;
-  }
-}
-
-/** Per-user agent session slots in a shared SQLite file. */
-export class UserSlots {
-  private readonly db: Database;
-  private readonly me = { pid: process.pid, start: processStartTime(process.pid) };
-
-  constructor(dir: string) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    this.db = new Database(join(dir, "slots.db"), { create: true });
-    this.db.run("pragma busy_timeout = 5000");
-    this.db.run("pragma journal_mode = wal");
-    this.db.run("create table if not exists slots (id integer primary key autoincrement, pid integer not null, start integer not null, at integer not null)");
-  }
-
-  /** Takes a slot if fewer than `max` are held by live processes; returns its id. */
-  acquire(max: number): number | undefined {
-    this.db.run("begin immediate");
-    try {
-      const rows = this.db.query<{ id: number; pid: number; start: number }, []>("select id, pid, start from slots").all();
-      let live = 0;
-      for (const r of rows) {
-        const gone = !isPidAlive(r.pid) || (r.start !== 0 && processStartTime(r.pid) !== r.start);
-        if (gone) this.db.run("delete from slots where id = ?", [r.id]);
-        else live++;
-      }
-      if (live >= max) {
-        this.db.run("commit");
-        return undefined;
-      }
-      const row = this.db.query<{ id: number }, [number, number, number]>("insert into slots (pid, start, at) values (?, ?, ?) returning id").get(this.me.pid, this.me.start, Date.now());
-      this.db.run("commit");
-      return row!.id;
-    } catch (err) {
-      this.db.run("rollback");
-      throw err;
-    }
-  }
-
-  release(id: number): void {
-    try {
-      this.db.run("delete from slots where id = ?", [id]);
-    } catch {
-      // a slot left behind is freed when this process is gone
-    }
-  }
-
-  /** Slots held by live processes (for doctor). */
-  held(): number {
-    const rows = this.db.query<{ pid: number; start: number }, []>("select pid, start from slots").all();
-    return rows.filter((r) => isPidAlive(r.pid) && (r.start === 0 || processStartTime(r.pid) === r.start)).length;
-  }
-
-  close(): void {
-    this.db.close();
   }
 }

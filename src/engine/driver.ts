@@ -22,7 +22,8 @@ import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
 import { endRunProcesses } from "../shared/run-processes.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
-import { loadConfig, type AtomicConfig } from "../shared/config.ts";
+import { defaultSlotsDir, loadConfig, type AtomicConfig } from "../shared/config.ts";
+import { openAdmissionSlots } from "../journal/admission-slots.ts";
 import { Admission } from "./admission.ts";
 import { limitsOf, mergeBudgets, recordedSpending } from "./budget.ts";
 import type { JournalEvent } from "../journal/types.ts";
@@ -62,6 +63,8 @@ export interface NewRunRequest {
 /** A root run being driven by this process. */
 export class RootRun {
   private controlTimer: ReturnType<typeof setInterval> | undefined;
+  /** Whether the journal is still the file opened (run-tree.ts checkStorage). */
+  private storageTimer: ReturnType<typeof setInterval> | undefined;
   private applyingControl = false;
   /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
   private appliedControlRev = 0;
@@ -184,7 +187,8 @@ export class RootRun {
       join(opts.home, "artifacts"),
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
-    tree.admission = new Admission(tree.config.admission);
+    const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir();
+    tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
     const keeper = new LeaseKeeper(opts.journal, lease, acquiredAt, () => tree.stop("lease_lost"));
     tree.leaseHeld = () => keeper.held();
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
@@ -234,6 +238,7 @@ export class RootRun {
   private startBackgroundWork(): void {
     this.keeper.start();
     this.controlTimer = setInterval(() => void this.pollControl(), CONTROL_POLL_MS);
+    this.storageTimer = setInterval(() => this.tree.checkStorage(), CONTROL_POLL_MS);
   }
 
   /**
@@ -274,6 +279,7 @@ export class RootRun {
   private stopBackgroundWork(): void {
     this.keeper.stop();
     clearInterval(this.controlTimer);
+    clearInterval(this.storageTimer);
   }
 }
 

@@ -87,6 +87,9 @@ export class RunExecution {
       // Messages still queued for a run that can never go on become undeliverable; the poll and broker link stop.
       if (tree.stopReason !== "lease_lost") await tree.mail.runEnded(outcome.status);
       await tree.mail.close();
+      // Whatever was recorded went to a file nobody can read if the journal was deleted or replaced: say that instead.
+      const fault = tree.checkStorage();
+      if (fault) throw fault;
     }
     tree.observer({ type: "run_ended", ...outcome, at: Date.now() });
     return outcome;

@@ -8,16 +8,21 @@
  * process groups killed); no new step starts. The reason decides how the
  * runs end: "interrupted" (Ctrl-C: resumable), "cancelled" (atomic cancel:
  * final), "lease_lost" (another process took over: write nothing more).
+ * A journal file deleted or replaced under the run (`checkStorage`) stops it
+ * as "lease_lost" too: nothing more is written, and the root run's end
+ * raises the storage fault instead of reporting an outcome nobody can read.
  */
 
 import type { Journal, Lease, AppendEntry } from "../journal/types.ts";
+import { redactValue, secretsKnown } from "../shared/secrets.ts";
+import { EVENT } from "./journal-events.ts";
 import type { GroupCommitWriter } from "../journal/group-commit.ts";
 import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.ts";
 import type { EngineObserver } from "./observer.ts";
 import type { StageExecutor } from "./stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
 import type { AtomicConfig } from "../shared/config.ts";
-import { Admission } from "./admission.ts";
+import type { Admission } from "./admission.ts";
 import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./budget.ts";
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
@@ -41,8 +46,8 @@ export class RunTree {
 
   /** Runners, models, prices and admission limits (the driver sets it; empty: defaults). */
   config: AtomicConfig = {};
-  /** When agent stages may start (sessions per run and per user, host pressure). */
-  admission = new Admission();
+  /** When agent stages may start (sessions per run and per user, host pressure); the driver sets it, with the slot store. */
+  admission!: Admission;
   /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */
   budget: BudgetLedger;
   /** Live agent stage attempts, with the ledger they spend against: wrapped up when it runs out. */
@@ -98,6 +103,19 @@ export class RunTree {
     return this.controller.signal;
   }
 
+  /** Set when the journal is no longer the file this process opened (the run stopped; its end raises this). */
+  storageFault: StorageError | undefined;
+
+  /** Stops the tree when its journal was deleted or replaced; returns the fault (called periodically and at the end). */
+  checkStorage(): StorageError | undefined {
+    const fault = this.storageFault ?? this.journal.storageFault();
+    if (fault && !this.storageFault) {
+      this.storageFault = fault;
+      this.stop("lease_lost");
+    }
+    return fault;
+  }
+
   stop(reason: StopReason): void {
     if (this.stopReason) return;
     this.stopReason = reason;
@@ -139,7 +157,7 @@ export class RunTree {
 
   /** Append one entry through the group-commit writer; fails loudly on anything but "appended". */
   async append(entry: AppendEntry): Promise<number> {
-    const outcome = await this.writer.append(entry);
+    const outcome = await this.writer.append(redactEntry(entry));
     if (outcome.status === "appended") return outcome.seq;
     if (outcome.status === "error") {
       throw new StorageError("storage_unavailable", `could not record ${entry.type} for run ${entry.runId}: ${outcome.error.message}`, {
@@ -148,4 +166,29 @@ export class RunTree {
     }
     throw new StorageError("storage_unavailable", `unexpected ${outcome.status} while recording ${entry.type} for run ${entry.runId}`);
   }
+}
+
+/**
+ * What the journal keeps of an entry: known secret values (shared/secrets.ts)
+ * are redacted from its payload and the run's error and outputs. Not from a
+ * checkpoint's result, which replays into workflow code and must come back
+ * as it was returned (a stage's result is redacted before the workflow sees
+ * it: steps/stage.ts), nor from the inputs or the work item's descriptor
+ * (a stage's `env` may carry a value the stage asked for by name).
+ */
+function redactEntry(entry: AppendEntry): AppendEntry {
+  if (!secretsKnown()) return entry;
+  let payload = entry.payload;
+  if (entry.type === EVENT.checkpoint && isRecord(payload)) {
+    const { result, ...rest } = payload;
+    const redacted = redactValue(rest);
+    if (redacted !== rest) payload = { ...redacted, result };
+  } else payload = redactValue(payload);
+  const patch = entry.patch && redactValue(entry.patch);
+  if (payload === entry.payload && patch === entry.patch) return entry;
+  return { ...entry, payload, ...(patch ? { patch } : {}) };
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

@@ -32,13 +32,18 @@ export interface StageSetup {
   valibot?: GenericSchema;
 }
 
-export function prepareStage(name: string, opts: TaskOptions, definition: WorkflowDefinition, config: AtomicConfig): StageSetup {
+export async function prepareStage(name: string, opts: TaskOptions, definition: WorkflowDefinition, config: AtomicConfig): Promise<StageSetup> {
   if (opts.shell === undefined && opts.prompt === undefined) {
     throw new StepFailedError(name, `stage "${name}" needs a shell command or a prompt`, { code: "bad_step" });
   }
   const runner = opts.runner ?? (opts.shell !== undefined ? "shell" : defaultRunner(config, definition.runner));
   const fail = (err: { code: string; message: string; hint?: string | undefined }) =>
     new StepFailedError(name, `stage "${name}": ${err.message}`, { code: err.code, ...(err.hint ? { hint: err.hint } : {}) });
+  for (const [key, value] of Object.entries(opts.env ?? {})) {
+    if (typeof value !== "string" && value !== true) {
+      throw fail({ code: "bad_env", message: `env.${key} must be a string, or true to pass atomic's own ${key}`, hint: `write env: { ${key}: "value" }, or env: { ${key}: true }` });
+    }
+  }
   try {
     getRunner(runner);
   } catch (err) {
@@ -55,7 +60,7 @@ export function prepareStage(name: string, opts: TaskOptions, definition: Workfl
   if (problem) throw fail(problem);
   let schema: Record<string, unknown> | undefined;
   try {
-    if (opts.schema !== undefined) schema = toJsonSchema(opts.schema);
+    if (opts.schema !== undefined) schema = await toJsonSchema(opts.schema);
     if (runner === "openai") enabledTools(opts.tools);
   } catch (err) {
     if (err instanceof AtomicError) throw fail(err);

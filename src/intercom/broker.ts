@@ -413,12 +413,12 @@ function assertNever(x: never): never {
   throw new Error(`internal: unhandled frame ${JSON.stringify(x)}`);
 }
 
-/** Entry of `--internal-intercom-broker --home DIR`. */
+/** Entry of `--internal-intercom-broker`: its home in ATOMIC_HOME (launch.ts; `--home DIR` by hand). */
 export async function brokerMain(argv: string[]): Promise<void> {
   const i = argv.indexOf("--home");
   const home = i >= 0 ? argv[i + 1] : process.env.ATOMIC_HOME;
   if (!home) {
-    writeStderr("error: the intercom broker needs --home DIR.\n");
+    writeStderr("error: the intercom broker needs ATOMIC_HOME (or --home DIR).\n");
     process.exit(2);
   }
   const idle = Number(process.env.ATOMIC_INTERCOM_IDLE_MS);

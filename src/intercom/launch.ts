@@ -29,8 +29,9 @@ const POLL_MS = 25;
 const MAX_LOG_BYTES = 1024 * 1024;
 
 /** The command that starts a broker for `home` (this binary, or bun + the entry file from source). */
-export function brokerCommand(home: string): string[] {
-  return selfCommand(ROLE.broker, "--home", home);
+/** The broker's command line: its home goes through ATOMIC_HOME, not argv (self-exec.ts). */
+export function brokerCommand(): string[] {
+  return selfCommand(ROLE.broker);
 }
 
 /** True when a broker answers hello at `socket`. */
@@ -100,7 +101,8 @@ function startBroker(paths: IntercomPaths, home: string): { pid: number; exited:
   const env: Record<string, string> = {};
   // The broker serves every run: it must not look like a process of the run that happened to start it.
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== "ATOMIC_FAULT_POINTS" && k !== ROOT_RUN_ENV) env[k] = v;
-  const [cmd, ...args] = brokerCommand(home);
+  env.ATOMIC_HOME = home;
+  const [cmd, ...args] = brokerCommand();
   let exited = false;
   try {
     const child = spawn(cmd!, args, { detached: true, stdio: ["ignore", log, log], env, cwd: paths.dir });

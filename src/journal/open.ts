@@ -10,6 +10,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { StorageError, UsageError } from "../shared/errors.ts";
+import { addSecretsOfHome, addSecretsOfUrl } from "../shared/secrets.ts";
 import { SqliteJournal } from "./sqlite/sqlite-journal.ts";
 import type { Durability, Journal } from "./types.ts";
 
@@ -25,6 +26,9 @@ export const JOURNAL_FILE = "atomic.db";
 
 export async function openJournal(opts: OpenJournalOptions): Promise<Journal> {
   const url = opts.journalUrl?.trim();
+  // Every process that opens the journal redacts its password and the home's status token (shared/secrets.ts).
+  addSecretsOfUrl(url);
+  addSecretsOfHome(opts.home);
   if (url) refuseUrl(url);
   makeHome(opts.home);
   return SqliteJournal.open(join(opts.home, JOURNAL_FILE), { durability: opts.durability });

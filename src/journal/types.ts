@@ -16,7 +16,7 @@
  * expressed as `JournalCapabilities`.
  */
 
-import type { ErrorInfo } from "../shared/errors.ts";
+import type { ErrorInfo, StorageError } from "../shared/errors.ts";
 import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
 
@@ -227,8 +227,20 @@ export interface Journal {
   /** The work queue of stage executions (SYSTEM.md section 6), in the same database. */
   readonly work: WorkQueue;
 
+  /** Reads for the status server whose cost follows what changed, not the history (below). */
+  readonly views: JournalViews;
+
   /** Messages to stages and prompts to humans (SYSTEM.md section 8), in the same database. */
   readonly messages: MessageStore;
+
+  /**
+   * Whether the storage is still the one this process opened: a
+   * `storage_unavailable` error to stop with when it is not (the embedded
+   * journal's file was deleted or replaced: writes would go to a file
+   * nobody reads); undefined while it is. Cheap (a stat): called before a
+   * run reports how it ended and periodically while it runs.
+   */
+  storageFault(): StorageError | undefined;
 
   close(): Promise<void>;
 }
@@ -415,6 +427,20 @@ export interface StageIndexEntry {
   state: StageState;
   attempt: number;
   childRunId?: string;
+  /** With state "finished": how the stage's recorded result ended (a failureMode "return" stage may finish failed). */
+  outcome?: "completed" | "failed";
+  /** Usage this record adds to the stage's sum (an attempt's usage, once: with its failure, checkpoint or cancellation). */
+  usage?: StageUsage;
+}
+
+/** The summable fields of a stage's usage (integers; cost in micro-dollars). */
+export interface StageUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  costMicroUsd: number;
+  turns: number;
 }
 
 export interface StageRow extends StageIndexEntry {
@@ -536,6 +562,47 @@ export interface PromptRecord extends NewPrompt {
   answeredBy: string | null;
   createdAt: number;
   answeredAt: number | null;
+}
+
+// ---------------------------------------------------------------- views for the status server
+
+/**
+ * Stage tallies: the stage index (kind "stage" rows) of root runs' trees,
+ * grouped by root, by the stored status of the run each stage belongs to (a
+ * root or a child), by state and outcome; with usage summed. One indexed
+ * read per page of the run list, whatever the runs' histories hold.
+ *
+ * Run changes: every change of a runs row (created, an event appended, a
+ * patch) gives it a new change number, increasing across the whole journal
+ * in commit order, so a reader that remembers the last number it saw reads
+ * only the runs that changed since (`/metrics`). A backend must keep that
+ * order (SQLite: one writer at a time; a concurrent backend needs a
+ * commit-ordered counter).
+ */
+export interface JournalViews {
+  stageTallies(rootIds: readonly RunId[]): Promise<StageTally[]>;
+  /** Runs whose row changed after `afterChange`, in change order, at most `limit`. */
+  changesSince(afterChange: number, limit: number): Promise<RunChange[]>;
+}
+
+export interface StageTally {
+  rootId: RunId;
+  /** Stored status of the run these stages belong to. */
+  runStatus: RunStatus;
+  state: StageState;
+  outcome: "completed" | "failed" | null;
+  stages: number;
+  /** Summed over the group; null when no stage of it recorded usage. */
+  usage: StageUsage | null;
+}
+
+export interface RunChange {
+  id: RunId;
+  rootId: RunId;
+  parentId: RunId | null;
+  status: RunStatus;
+  lastSeq: number;
+  change: number;
 }
 
 export interface MessageStore {

@@ -1,5 +1,5 @@
 /**
- * The pool coordinator (`atomic --internal-pool-coordinator <config>`):
+ * The pool coordinator (`atomic --internal-pool-coordinator`, its configuration in ATOMIC_POOL_CONFIG):
  * owns the work queue for one root run, spawns and supervises its workers,
  * and recovers work from lost ones. This file is the process entry and
  * wires the parts (coordinator-core.ts lists them):
@@ -36,11 +36,12 @@ import { CoordinatorConfigSchema, type CoordinatorConfig } from "./protocol/root
 import { RootChannel } from "./root-channel.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { Supervisor } from "./supervisor.ts";
+import { takeRoleConfig } from "../shared/self-exec.ts";
 
 const ROOT_LEASE_CHECK_MS = 500;
 
-export async function coordinatorMain(argv: string[]): Promise<void> {
-  const config = parseMessage(CoordinatorConfigSchema, safeJson(argv[0]), "command line");
+export async function coordinatorMain(): Promise<void> {
+  const config = parseMessage(CoordinatorConfigSchema, safeJson(takeRoleConfig()), "its environment");
   if (!config || config.version !== POOL_PROTOCOL_VERSION) {
     writeStderr("coordinator: bad or incompatible configuration\n");
     process.exit(2);

@@ -33,7 +33,7 @@ import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.t
 import type { StageResult } from "../sdk/types.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
-import { ROLE, selfCommand } from "../shared/self-exec.ts";
+import { ROLE, ROLE_CONFIG_ENV, selfCommand } from "../shared/self-exec.ts";
 import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
@@ -220,7 +220,8 @@ export class PoolExecutor implements StageExecutor {
 
   private start(): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
-      mkdirSync(this.logDir, { recursive: true });
+      // 0700: this may be the first directory of a fresh home (made before the journal), which must be the owner's alone.
+      mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
       const config: CoordinatorConfig = {
         version: POOL_PROTOCOL_VERSION,
         rootId: this.opts.rootId,
@@ -242,9 +243,10 @@ export class PoolExecutor implements StageExecutor {
         reject(new Error(`the pool coordinator did not start within ${START_TIMEOUT_MS} ms; see ${logPath}`));
         this.proc?.kill("SIGKILL");
       }, START_TIMEOUT_MS);
-      this.proc = Bun.spawn(selfCommand(ROLE.coordinator, JSON.stringify(config)), {
-        // As it is now (Bun.spawn's default is the environment at start): ATOMIC_ROOT_RUN_ID (shared/run-processes.ts).
-        env: { ...process.env },
+      // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts); the
+      // environment as it is now (ATOMIC_ROOT_RUN_ID included: shared/run-processes.ts).
+      this.proc = Bun.spawn(selfCommand(ROLE.coordinator), {
+        env: { ...process.env, [ROLE_CONFIG_ENV]: JSON.stringify(config) },
         stdin: "ignore",
         stdout: "ignore",
         stderr: Bun.file(logPath),

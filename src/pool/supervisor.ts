@@ -248,6 +248,9 @@ export class Supervisor {
 
   private async sweepOnce(): Promise<void> {
     const { config, stall } = this.core;
+    // The journal deleted or replaced under the run: claims and commits would go to a file nobody reads.
+    const lost = this.core.attached ? this.core.journal.storageFault() : undefined;
+    if (lost) return this.core.fatal("storage_unavailable", lost.message);
     const now = Date.now();
     const stalled = stall.stalledMs;
     const pingTimeout = Math.max(500, Math.min(2_000, config.leaseMs / 2));

@@ -30,11 +30,15 @@
  *
  * A write that fails (no directory, a full disk) never takes the stage
  * down: that file stops, and the stage's result still carries its text.
+ *
+ * Known secret values (shared/secrets.ts: provider keys, the journal's
+ * password, the status token) are redacted from all three files.
  */
 
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { EVENTS_LOG, STDERR_LOG, TRANSCRIPT } from "./stage-logs.ts";
+import { redact } from "../shared/secrets.ts";
 
 const FLUSH_BYTES = 16 * 1024;
 const FLUSH_MS = 200;
@@ -62,7 +66,8 @@ class BufferedFile {
 
   flush(): void {
     if (this.size === 0 || this.broken) return;
-    const text = this.pending.length === 1 ? this.pending[0]! : this.pending.join("");
+    // Redacted per flush, not per write: a key streamed in several deltas is whole here (unless a flush splits it).
+    const text = redact(this.pending.length === 1 ? this.pending[0]! : this.pending.join(""));
     this.pending = [];
     this.size = 0;
     try {

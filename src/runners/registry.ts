@@ -3,6 +3,11 @@
  * agents (claude, codex, gemini, opencode, pi). A runner is looked up by
  * the root (to refuse an unknown one before anything starts) and by the
  * worker that runs the stage.
+ *
+ * Every runner is wrapped so that its live events and its result carry no
+ * known secret value (shared/secrets.ts): whatever a stage prints, the
+ * key atomic uses does not travel on to the root, the live view or the
+ * journal as it was.
  */
 
 import { UsageError } from "../shared/errors.ts";
@@ -10,12 +15,11 @@ import { ShellRunner } from "./shell/shell-runner.ts";
 import { OpenAIRunner } from "./openai/openai-runner.ts";
 import { cliAgentRunners } from "./cli-agents/index.ts";
 import type { Runner } from "./types.ts";
+import { redactValue } from "../shared/secrets.ts";
 
-const runners = new Map<string, Runner>([
-  ["shell", new ShellRunner()],
-  ["openai", new OpenAIRunner()],
-  ...cliAgentRunners().map((r): [string, Runner] => [r.kind, r]),
-]);
+const runners = new Map<string, Runner>(
+  [new ShellRunner(), new OpenAIRunner(), ...cliAgentRunners()].map((r): [string, Runner] => [r.kind, redacting(r)]),
+);
 
 export function getRunner(kind: string): Runner {
   const runner = runners.get(kind);
@@ -28,5 +32,21 @@ export function getRunner(kind: string): Runner {
 }
 
 export function registerRunner(runner: Runner): void {
-  runners.set(runner.kind, runner);
+  runners.set(runner.kind, redacting(runner));
+}
+
+function redacting(runner: Runner): Runner {
+  return {
+    kind: runner.kind,
+    start(request, onEvent) {
+      const handle = runner.start(request, (event) => onEvent(redactValue(event)));
+      return {
+        result: handle.result.then(redactValue),
+        send: (message, mode) => handle.send(message, mode),
+        interrupt: () => handle.interrupt(),
+        cancel: (reason) => handle.cancel(reason),
+        ...(handle.wrapUp ? { wrapUp: (text: string) => handle.wrapUp!(text) } : {}),
+      };
+    },
+  };
 }

@@ -30,7 +30,8 @@ export interface StageRequest {
   prompt?: string;
   model?: string;
   cwd: string;
-  env?: Record<string, string>;
+  /** The stage's `env` option: a value to set, or `true` for this process's own value (runners/stage-env.ts). */
+  env?: Record<string, string | true>;
   timeoutMs?: number;
   /** Directory for this attempt's files (stdout.log, stderr.log, transcript). */
   artifactDir: string;

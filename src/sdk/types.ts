@@ -74,9 +74,11 @@ export interface TaskOptions {
    */
   tools?: string[];
   /**
-   * Structured output: a valibot schema (or a JSON Schema object). The
-   * result's `structured` holds the validated value; an agent that cannot
-   * produce it after 3 corrective re-prompts fails the stage.
+   * Structured output: a valibot schema (or a JSON Schema object: draft-07,
+   * or 2020-12 named by `$schema`). A schema that cannot be used fails the
+   * step before the stage starts. The result's `structured` holds the
+   * validated value; an agent that cannot produce it after 3 corrective
+   * re-prompts fails the stage.
    */
   schema?: GenericSchema | Record<string, unknown>;
   /** Write the final answer (structured output as JSON, else the text) to this file, relative to cwd. */
@@ -86,8 +88,14 @@ export interface TaskOptions {
   /** A system prompt for the openai runner (CLI agents: appended where supported). */
   system?: string;
   cwd?: string;
-  /** Extra environment variables for the stage process. */
-  env?: Record<string, string>;
+  /**
+   * Extra environment variables for the stage process: a string sets the
+   * variable; `true` passes atomic's own value of it. Credentials atomic
+   * uses (OPENAI_API_KEY and the other provider keys, ATOMIC_JOURNAL,
+   * PGPASSWORD, the status token) reach a stage only when named here,
+   * e.g. `env: { OPENAI_API_KEY: true }`.
+   */
+  env?: Record<string, string | true>;
   timeoutMs?: number;
   /** Attempts after the first on failure (default 0). Infrastructure faults are retried on top (3 attempts). */
   retries?: number;

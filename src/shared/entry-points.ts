@@ -10,7 +10,9 @@
  * spent about 10 ms just starting, and a run starts up to six at once
  * while its first stages wait for them. Now a worker loads about 80 KB,
  * the coordinator about 110 KB; Kysely (290 KB, migrations and run
- * listings only) loads in the processes that need it, when they do.
+ * listings only) loads in the processes that need it, when they do; so
+ * does ajv with the JSON Schema converter (about 165 KB), in processes
+ * that run a stage with a structured-output schema.
  *
  * Inside the binary the entry points keep their paths under src/, next to
  * main.ts (`Bun.main`); from source they are files under src/.
@@ -26,6 +28,7 @@ export const ENTRY_POINTS = [
   "pool/worker.ts",
   "intercom/broker.ts",
   "journal/sqlite/kysely-layer.ts",
+  "runners/json-schema-ajv.ts",
 ] as const;
 
 export type EntryPoint = Exclude<(typeof ENTRY_POINTS)[number], "main.ts">;

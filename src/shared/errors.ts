@@ -18,6 +18,7 @@
  */
 
 import { hostLabel } from "./process-info.ts";
+import { redact, redactValue } from "./secrets.ts";
 
 export type Disposition = "usage" | "terminal" | "retryable" | "cancelled";
 
@@ -191,12 +192,13 @@ export function ensureError(value: unknown): Error {
   }
 }
 
+/** An error as data (journal records, run outcomes, --json output), known secret values redacted (secrets.ts). */
 export function errorInfo(value: unknown): ErrorInfo {
   const err = ensureError(value);
-  if (err instanceof AtomicError) return err.toJSON();
+  if (err instanceof AtomicError) return redactValue(err.toJSON());
   const raw = (err as Error & { code?: unknown }).code;
   const code = typeof raw === "string" ? raw : "error";
-  return { name: err.name, code, message: err.message };
+  return { name: err.name, code, message: redact(err.message) };
 }
 
 export function isInfraCode(code: string): code is InfraCode {

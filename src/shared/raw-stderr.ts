@@ -13,16 +13,18 @@
  *
  * A non-blocking pipe that is full (EAGAIN) is waited for, a millisecond
  * at a time, up to a second; other errors (a closed descriptor) drop the
- * line: a log line is never worth failing for.
+ * line: a log line is never worth failing for. Known secret values are
+ * redacted from every line (shared/secrets.ts).
  */
 
 import { writeSync } from "node:fs";
 import { sleepSync } from "./sleep-sync.ts";
+import { redact } from "./secrets.ts";
 
 const EAGAIN_WAIT_MS = 1_000;
 
 export function writeStderr(text: string): void {
-  let bytes = Buffer.from(text);
+  let bytes = Buffer.from(redact(text));
   let waited = 0;
   while (bytes.length > 0) {
     try {

@@ -5,6 +5,12 @@
  * found next to this file (not `Bun.main`: under `bun test` that is the
  * test file). Never child_process.fork() (STACK.md: the compiled child sees
  * its module path twice).
+ *
+ * The command line carries the role flag and non-secret ids only: every
+ * user of the machine can read it (/proc/<pid>/cmdline). Configuration —
+ * the home, the journal URL with its password — goes through the child's
+ * environment (ROLE_CONFIG_ENV, which the child removes from its own
+ * process.env at once, so its children never inherit it).
  */
 
 import { join } from "node:path";
@@ -14,6 +20,16 @@ export const ROLE = {
   worker: "--internal-workflow-worker",
   broker: "--internal-intercom-broker",
 } as const;
+
+/** The environment variable holding a role's configuration (JSON). */
+export const ROLE_CONFIG_ENV = "ATOMIC_POOL_CONFIG";
+
+/** Reads and removes this process's role configuration (undefined when there is none). */
+export function takeRoleConfig(): string | undefined {
+  const text = process.env[ROLE_CONFIG_ENV];
+  delete process.env[ROLE_CONFIG_ENV];
+  return text;
+}
 
 export function isCompiled(): boolean {
   return Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/");

@@ -14,6 +14,7 @@ import type { Journal } from "../journal/types.ts";
 import { UsageError } from "../shared/errors.ts";
 import { createStatusApp } from "./app.ts";
 import { journalControl } from "./control.ts";
+import { addSecret } from "../shared/secrets.ts";
 import { HostPolicy, isLoopbackHost, loadOrCreateToken } from "./security.ts";
 import { StatusSource } from "./source.ts";
 import type { StreamOptions } from "./stream-hub.ts";
@@ -34,8 +35,10 @@ export interface StatusServerOptions {
 }
 
 export interface StatusServer {
-  /** The page's address, e.g. http://127.0.0.1:4317/ */
+  /** The page's address, e.g. http://127.0.0.1:4317/ (it needs a session or the token). */
   url: string;
+  /** A login URL: the page at `path` with the token, which signs the browser in (auth.ts). */
+  loginUrl(path?: string): string;
   host: string;
   port: number;
   tokenPath: string;
@@ -63,6 +66,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   if (!host) throw new UsageError("bad_flag", "--host needs an address", { hint: `the default is ${DEFAULT_HOST}` });
   const port = opts.port ?? DEFAULT_PORT;
   const { token, path: tokenPath } = loadOrCreateToken(opts.home);
+  addSecret(token); // redacted from what this process logs and prints (shared/secrets.ts)
   const source = new StatusSource(opts.journal, opts.stream ? { stream: opts.stream } : {});
   const control = journalControl(opts.journal, { home: opts.home });
   let app: ReturnType<typeof createStatusApp> | undefined;
@@ -83,6 +87,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   let stopped: Promise<void> | undefined;
   return {
     url: hosts.url("/"),
+    loginUrl: (path = "/") => hosts.url(`${path}?token=${token}`),
     host,
     port: bound,
     tokenPath,

@@ -4,10 +4,12 @@
  * `MAX_CHUNK` bytes per stream per request. A reader polls with the `next`
  * offsets it got to follow a running stage. A chunk ends on a whole UTF-8
  * character while the stage may still be writing, so no character is split
- * between two reads.
+ * between two reads. Known secret values are redacted from the text
+ * (shared/secrets.ts; `next` still counts the file's bytes).
  */
 
 import { stageLogPath } from "../runners/stage-logs.ts";
+import { redact } from "../shared/secrets.ts";
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { StepReport } from "../engine/run-report.ts";
@@ -97,7 +99,7 @@ export function readChunk(path: string, offset: number, max: number, final: bool
       offset: from,
       next: from + keep,
       size,
-      text: buf.subarray(0, keep).toString("utf8"),
+      text: redact(buf.subarray(0, keep).toString("utf8")),
       more: from + keep < size,
       missing: false,
     };

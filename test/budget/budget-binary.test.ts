@@ -80,7 +80,7 @@ e2eTest("admission: with 2 agent sessions per run, 6 parallel agent stages never
     const home = makeTempDir("atomic-admission-home-");
     const project = makeTempDir("atomic-admission-cwd-");
     mkdirSync(join(project, ".atomic"));
-    writeFileSync(join(project, ".atomic", "config.json"), JSON.stringify({ admission: { maxSessionsPerRun: 2, slotsDir: join(home, "slots") } }));
+    writeFileSync(join(project, ".atomic", "config.json"), JSON.stringify({ admission: { maxSessionsPerRun: 2, slotsDir: join(home, "slots"), maxLoadPerCpu: 1e9, minFreeMemoryMb: 0 } }));
     const env = { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
     const r = await runAtomic(["run", join(FIX, "parallel-agents.ts"), "--workers", "4", "--json"], { home, env, cwd: project });
     expect(r.code).toBe(0);

@@ -14,9 +14,11 @@ import { Database } from "bun:sqlite";
 import { workflow, v } from "../../src/sdk/index.ts";
 import { InProcessExecutor } from "../../src/engine/stage-executor.ts";
 import { buildRunReport } from "../../src/engine/run-report.ts";
-import { Admission, UserSlots } from "../../src/engine/admission.ts";
+import { Admission } from "../../src/engine/admission.ts";
+import { openAdmissionSlots } from "../../src/journal/admission-slots.ts";
 import { BudgetLedger, limitsOf } from "../../src/engine/budget.ts";
 import { reportTotals } from "../../src/status/totals.ts";
+import { RunSummaries } from "../../src/status/summaries.ts";
 import { deferred, engineAfterEach, waitUntil, withEngine, type Engine } from "../engine/helpers.ts";
 import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -31,9 +33,14 @@ afterEach(async () => {
   await engineAfterEach();
 });
 
-/** Config for the engine fixture's home: the fake server (loopback: no key needed), and extras. */
+/**
+ * Config for the engine fixture's home: the fake server (loopback: no key needed), and extras. Host
+ * pressure never paces these runs (a machine shared by other work often has a load per CPU above the
+ * default limit); the pacing has a test of its own.
+ */
 function configure(fx: Engine, extra: Record<string, unknown> = {}): void {
-  writeFileSync(join(fx.home, "config.json"), JSON.stringify({ runner: "openai", model: "fake-model", openai: { baseUrl: server.url }, admission: { slotsDir: join(fx.home, "slots") }, ...extra }));
+  const admission = { maxLoadPerCpu: 1e9, minFreeMemoryMb: 0, slotsDir: join(fx.home, "slots"), ...(extra.admission as object | undefined) };
+  writeFileSync(join(fx.home, "config.json"), JSON.stringify({ runner: "openai", model: "fake-model", openai: { baseUrl: server.url }, ...extra, admission }));
 }
 
 const opts = () => ({ executor: new InProcessExecutor() });
@@ -70,6 +77,10 @@ describe("usage roll-up", () => {
       expect(totals.usage!.turns).toBe(5);
       const childStep = report.steps.find((x) => x.kind === "child")!;
       expect(reportTotals(childStep.child!).usage!.costMicroUsd).toBe(666);
+      // the run list's line (from the stage index, no replay) says the same
+      const line = await new RunSummaries(fx.journal).summarize((await fx.journal.getRun(out.runId))!);
+      expect(line.stages).toEqual(totals.stages);
+      expect(line.usage).toEqual(totals.usage);
     });
   });
 });
@@ -145,6 +156,9 @@ describe("budgets", () => {
       const report = (await buildRunReport(fx.journal, driven.runId))!;
       expect(report.steps[0]!.usage!.costMicroUsd).toBe(700);
       expect(report.steps[0]!.status).toBe("stopped");
+      const line = await new RunSummaries(fx.journal).summarize((await fx.journal.getRun(driven.runId))!);
+      expect(line.stages).toEqual(reportTotals(report).stages);
+      expect(line.usage).toEqual(reportTotals(report).usage);
     });
   });
 
@@ -214,8 +228,8 @@ describe("budgets", () => {
 describe("admission", () => {
   test("per-user slots are shared across runs; a slot of a dead process is free again", async () => {
     const dir = makeTempDir("atomic-slots-");
-    const a = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0, slotsDir: dir });
-    const b = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0, slotsDir: dir });
+    const a = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0 }, () => openAdmissionSlots(dir));
+    const b = new Admission({ maxSessionsPerUser: 2, maxLoadPerCpu: 1e9, minFreeMemoryMb: 0 }, () => openAdmissionSlots(dir));
     const signal = new AbortController().signal;
     const t1 = await a.admit(true, signal, () => {});
     const t2 = await b.admit(true, signal, () => {});
@@ -234,16 +248,19 @@ describe("admission", () => {
     db.run("insert into slots (pid, start, at) values (?, ?, ?)", [2 ** 22 + 12345, 1, Date.now()]);
     db.run("insert into slots (pid, start, at) values (?, ?, ?)", [2 ** 22 + 12346, 1, Date.now()]);
     db.close();
-    const slots = new UserSlots(dir);
-    expect(slots.acquire(2)).toBeDefined();
-    expect(slots.held()).toBe(1);
+    const slots = openAdmissionSlots(dir);
+    expect(await slots.take(2)).toBeDefined();
+    expect(await slots.list()).toHaveLength(1);
     slots.close();
     a.close();
     b.close();
   });
 
   test("host pressure paces stage starts, saying why; a stopped run stops waiting", async () => {
-    const adm = new Admission({ maxLoadPerCpu: -1, paceMs: 60_000 });
+    // Shell stages never open the slot store.
+    const adm = new Admission({ maxLoadPerCpu: -1, paceMs: 60_000 }, () => {
+      throw new Error("a shell stage asked for an agent session slot");
+    });
     const ctl = new AbortController();
     const first = await adm.admit(false, ctl.signal, () => {});
     first.release();
@@ -258,7 +275,7 @@ describe("admission", () => {
 
   test("a stage waiting for a session says why in the run report (show) and the live view", async () => {
     await withEngine(async (fx) => {
-      configure(fx, { admission: { maxSessionsPerRun: 1, slotsDir: join(fx.home, "slots") } });
+      configure(fx, { admission: { maxSessionsPerRun: 1 } });
       const gate = deferred();
       server.setScript((_req, i) => (i === 0 ? { ...text("first"), hold: gate.promise } : text("second")));
       const wf = workflow({

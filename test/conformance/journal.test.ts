@@ -6,7 +6,7 @@
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { GroupCommitWriter } from "../../src/journal/group-commit.ts";
 import { openJournal } from "../../src/journal/open.ts";
@@ -447,6 +447,20 @@ for (const backend of BACKENDS) {
       expect(err.message).toBe(`the journal at ${file} is not an atomic database (file is not a database)`);
       expect(err.hint).toBe("move it away or point --home at another directory");
       expect(readFileSync(file, "utf8")).toBe(text);
+    });
+
+    test.skipIf(!backend.file)(`${backend.name}: storageFault names the file once it is deleted or replaced, and not before`, async () => {
+      const { journal, dir } = await withRoot();
+      const file = backend.file?.(dir) ?? "";
+      expect(journal.storageFault()).toBeUndefined();
+      renameSync(file, `${file}.moved`);
+      const deleted = journal.storageFault();
+      expect([deleted?.code, deleted?.message]).toEqual(["storage_unavailable", `the journal file ${file} was deleted while this process was using it`]);
+      writeFileSync(file, "another file");
+      expect(journal.storageFault()?.message).toBe(`the journal file ${file} was replaced by another file while this process was using it`);
+      rmSync(file);
+      renameSync(`${file}.moved`, file);
+      expect(journal.storageFault()).toBeUndefined(); // the same file back: all is well again
     });
 
     test(`${backend.name}: group commit shares transactions between concurrent appends`, async () => {

@@ -362,7 +362,7 @@ for (const backend of BACKENDS) {
   });
 }
 
-describe("sqlite: schema versions 4 and 5", () => {
+describe("sqlite: schema versions 4 and 6", () => {
   test("the version an open checks against is the one the last migration writes", () => {
     // schema-version.ts states it without loading the migrations (and Kysely); they must agree.
     expect(MIGRATIONS[MIGRATIONS.length - 1]!.version).toBe(LATEST_SCHEMA_VERSION);
@@ -401,7 +401,7 @@ describe("sqlite: schema versions 4 and 5", () => {
     const retry = await j.work.complete(item, done("old"), { id: "op-old", digest: "d-old" });
     expect(retry).toMatchObject({ status: "committed", item: { id: "old-1", state: "completed", result: { text: "old" } } });
     expect(await j.work.complete(item, done("other"), { id: "op-old", digest: "d-new" })).toEqual({ status: "op_conflict" });
-    // The ready item was enqueued by an earlier drive (no root epoch before version 5): no claim takes it.
+    // The ready item was enqueued by an earlier drive (no root epoch before version 6): no claim takes it.
     expect(await j.work.claim("worker-2", LEASE_MS)).toBeUndefined();
     expect((await j.work.get("old-2"))?.state).toBe("abandoned");
     // New operations are stored in the short form and still answer their retries.

@@ -176,6 +176,9 @@ class CrashableJournal implements Journal {
   get work() {
     return this.inner.work;
   }
+  get views() {
+    return this.inner.views;
+  }
   /** The message store; its lease-holder writes fail after a crash like appends do. */
   get messages(): MessageStore {
     const inner = this.inner.messages;
@@ -193,6 +196,9 @@ class CrashableJournal implements Journal {
         };
       },
     });
+  }
+  storageFault() {
+    return this.inner.storageFault();
   }
   acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
     return this.inner.acquireLease(rootId, holder, opts);

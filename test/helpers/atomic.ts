@@ -9,7 +9,7 @@
  * so no process outlives a test.
  */
 
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { adoptTempDir } from "./temp.ts";
 import { streamLines } from "./lines.ts";
@@ -141,13 +141,40 @@ export async function waitUntil<T>(cond: () => T | Promise<T>, timeoutMs = 30_00
   }
 }
 
-/** Pids of live processes whose command line contains `needle` (for orphan checks). */
-export function processesMatching(needle: string): number[] {
-  const r = Bun.spawnSync(["ps", "-eo", "pid=,args="], { stdout: "pipe" });
-  return r.stdout
-    .toString()
-    .split("\n")
-    .filter((l) => l.includes(needle) && !l.includes("ps -eo"))
-    .map((l) => Number(l.trim().split(/\s+/)[0]))
-    .filter((n) => Number.isInteger(n) && n !== process.pid);
+/**
+ * Pids of processes whose command line or environment contains `needle`
+ * (for orphan checks: atomic's own processes carry their home in their
+ * environment, ATOMIC_HOME or their role's configuration, never in argv).
+ * With `role`, only processes whose command line also contains it.
+ */
+export function processesMatching(needle: string, role?: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, "utf8").replaceAll("\0", " ");
+      if (role !== undefined && !cmdline.includes(role)) continue;
+      if (cmdline.includes(needle) || readFileSync(`/proc/${name}/environ`, "utf8").includes(needle)) pids.push(pid);
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids;
+}
+
+/** Live (not zombie) processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
+export function processesWithHome(home: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`)) continue;
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z") pids.push(Number(name));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids;
 }

@@ -8,9 +8,17 @@
  * concurrent clients exchanging messages without loss, duplication or
  * reordering. Each test has its own ATOMIC_HOME; afterEach stops every
  * broker it started. No duration is asserted.
+ *
+ * The fuzz runs under fast-check (120 runs of 8 concurrent clients, each
+ * making 1-6 connections): a failure prints the seed and the path and
+ * shrinks to a smallest set of connections that breaks the broker (each run
+ * faces a live broker, restarted if the last one died). Replay it with
+ * `FC_SEED=<seed> [FC_PATH=<path>] bun test test/intercom/broker.test.ts -t fuzz`
+ * (test/helpers/fast-check.ts).
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import fc from "fast-check";
 import { statSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { IntercomClient } from "../../src/intercom/client.ts";
@@ -19,7 +27,7 @@ import { intercomPaths } from "../../src/intercom/paths.ts";
 import { PROTOCOL_VERSION } from "../../src/intercom/protocol/index.ts";
 import type { IncomingMessage } from "../../src/intercom/protocol/index.ts";
 import { AtomicError } from "../../src/shared/errors.ts";
-import { seeded } from "../engine/helpers.ts";
+import { fcParams } from "../helpers/fast-check.ts";
 import { BUN, ROOT, waitUntil } from "../helpers/atomic.ts";
 import { alive, brokerPidOf, brokersOf, cleanupHomes, newHome, rawConnect, signal } from "./support.ts";
 
@@ -71,6 +79,47 @@ async function echoClient(home: string, name: string): Promise<{ client: Interco
   await c.register(name, ["g"]);
   return { client: c, got };
 }
+
+// ---------------------------------------------------------------- fuzz input (fast-check)
+
+const HELLO = { v: PROTOCOL_VERSION, type: "hello", id: "h", pid: 1, role: "fuzz" };
+
+/** What one fuzzing connection does, as data fast-check can generate and shrink. */
+type Connection =
+  | { kind: "huge"; length: number; tail: number } // a huge length prefix
+  | { kind: "half"; cut: number } // half a hello frame, then disconnect
+  | { kind: "bytes"; bytes: Uint8Array } // random bytes
+  | { kind: "burst"; hello: boolean; frames: unknown[] }; // (a hello, then) a burst of JSON frames, most valid-but-wrong
+
+const pick = <T>(...xs: T[]) => fc.constantFrom(...xs);
+const frame: fc.Arbitrary<unknown> = fc.oneof(
+  fc.record({
+    v: fc.constant(PROTOCOL_VERSION),
+    type: pick("send", "ask", "reply", "list", "status", "register", "unregister", "bogus"),
+    id: pick<unknown>("1", "", 5, null, "x".repeat(300)),
+    to: pick<unknown>("echo", "", 7, "group:g", "nobody"),
+    body: pick<unknown>(1, "s", null, { a: [1] }),
+    name: pick<unknown>("n", "", 3),
+    groups: pick<unknown>([], ["g"], "g", [1]),
+    timeoutMs: pick<unknown>(1, -1, 1e9, "5"),
+    inReplyTo: pick<unknown>("ask-1", 2),
+  }),
+  fc.record({ v: pick<unknown>(0, 2, "1", undefined), type: fc.constant("hello"), id: fc.constant("h") }),
+  pick<unknown>(null, true, 0, "text", [], [{}]),
+  fc.constant({ type: "hello" }),
+  fc.record({ v: fc.constant(PROTOCOL_VERSION), type: fc.constant("send"), id: fc.constant("ok"), to: fc.constant("nobody"), body: fc.double() }),
+  fc.constant({ v: PROTOCOL_VERSION, type: "list", id: "l" }),
+  fc.jsonValue({ maxDepth: 3 }),
+);
+const connection: fc.Arbitrary<Connection> = fc.oneof(
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("huge" as const), length: fc.integer({ min: 0x01000000, max: 0x7fffffff }), tail: fc.nat(7) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("half" as const), cut: fc.nat(1000) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("bytes" as const), bytes: fc.uint8Array({ minLength: 1, maxLength: 64 }) }) },
+  {
+    weight: 7,
+    arbitrary: fc.record({ kind: fc.constant("burst" as const), hello: fc.oneof({ weight: 7, arbitrary: fc.constant(true) }, { weight: 3, arbitrary: fc.constant(false) }), frames: fc.array(frame, { minLength: 1, maxLength: 40 }) }),
+  },
+);
 
 describe("broker lifecycle", () => {
   test("the first client starts it: private directory (0700), socket (0600), pid file; it exits when idle", async () => {
@@ -226,93 +275,86 @@ describe("broker protocol", () => {
 
   test("fuzz: over 10,000 random and malformed frames from 8 concurrent clients; a well-behaved client is served throughout", async () => {
     const home = newHome();
-    const good = await client(home);
-    await echoClient(home, "echo");
-    const pid = brokerPidOf(home)!;
     const socket = intercomPaths(home).socket;
     let frames = 0;
     let refused = 0;
-    const TARGET = 10_000;
-    let stop = false;
-
-    // The well-behaved client asks all along; every ask must be answered.
     let served = 0;
-    const steady = (async () => {
-      while (!stop) {
-        const r = await good.ask("echo", { n: served }, 10_000);
-        expect(r.reply).toEqual({ echo: { n: served } });
-        served++;
-      }
-    })();
-
-    const fuzzer = async (seed: number) => {
-      const rand = seeded(seed);
-      const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)]!;
-      const randomJson = (): unknown =>
-        pick<() => unknown>([
-          () => ({ v: PROTOCOL_VERSION, type: pick(["send", "ask", "reply", "list", "status", "register", "unregister", "bogus"]), id: pick(["1", "", 5, null, "x".repeat(300)]), to: pick(["echo", "", 7, "group:g", "nobody"]), body: pick([1, "s", null, { a: [1] }]), name: pick(["n", "", 3]), groups: pick([[], ["g"], "g", [1]]), timeoutMs: pick([1, -1, 1e9, "5"]), inReplyTo: pick(["ask-1", 2]) }),
-          () => ({ v: pick([0, 2, "1", undefined]), type: "hello", id: "h" }),
-          () => pick([null, true, 0, "text", [], [{}]]),
-          () => ({ type: "hello" }),
-          () => ({ v: PROTOCOL_VERSION, type: "send", id: "ok", to: "nobody", body: rand() }),
-          () => ({ v: PROTOCOL_VERSION, type: "list", id: "l" }),
-        ])();
-      while (frames < TARGET) {
-        let c;
-        try {
-          c = await rawConnect(socket);
-        } catch {
-          continue;
-        }
-        const mode = rand();
-        if (mode < 0.1) {
-          // A huge length prefix.
-          const b = new Uint8Array(4 + Math.floor(rand() * 8));
-          new DataView(b.buffer).setUint32(0, 0x01000000 + Math.floor(rand() * 0x7effffff));
-          c.write(b);
-          frames++;
-        } else if (mode < 0.2) {
-          // Half a frame, then disconnect.
-          const f = encodeFrame({ v: PROTOCOL_VERSION, type: "hello", id: "h", pid: 1, role: "fuzz" });
-          c.write(f.subarray(0, 1 + Math.floor(rand() * (f.length - 1))));
-          frames++;
-          c.end();
-        } else if (mode < 0.3) {
-          // Random bytes.
-          const b = crypto.getRandomValues(new Uint8Array(1 + Math.floor(rand() * 64)));
-          c.write(b);
-          frames++;
-        } else {
-          // A hello (sometimes), then a burst of random JSON frames (most valid-but-wrong, some malformed).
-          if (rand() < 0.7) c.frame({ v: PROTOCOL_VERSION, type: "hello", id: "h", pid: 1, role: "fuzz" });
-          const n = 1 + Math.floor(rand() * 40);
-          for (let i = 0; i < n; i++) {
-            try {
-              c.frame(randomJson());
-            } catch {
-              c.write(new Uint8Array([0, 0, 0, 1, 0x7d]));
-            }
-          }
-          frames += n;
-        }
-        // Either the broker closes it (a bad frame) or we do.
-        const closedByBroker = await Promise.race([c.closed.then(() => true), Bun.sleep(30).then(() => false)]);
-        if (closedByBroker) refused++;
-        else c.end();
-        await c.closed;
-      }
+    const TARGET = 10_000;
+    // Each property run starts from a live broker: after a failure (the broker died) fast-check's shrinking
+    // re-runs smaller cases, and each must face a fresh broker for the shrunk case to mean anything.
+    let world: { good: IntercomClient; pid: number } | undefined;
+    const ensureBroker = async () => {
+      if (world && alive(world.pid)) return world;
+      const good = await client(home);
+      await echoClient(home, "echo");
+      world = { good, pid: brokerPidOf(home)! };
+      return world;
     };
-    await Promise.all(Array.from({ length: 8 }, (_, i) => fuzzer(1000 + i)));
-    stop = true;
-    await steady;
+
+    const connect = async (c: Connection): Promise<void> => {
+      const conn = await rawConnect(socket);
+      if (c.kind === "huge") {
+        const b = new Uint8Array(4 + c.tail);
+        new DataView(b.buffer).setUint32(0, c.length);
+        conn.write(b);
+        frames++;
+      } else if (c.kind === "half") {
+        const f = encodeFrame(HELLO);
+        conn.write(f.subarray(0, 1 + (c.cut % (f.length - 1))));
+        frames++;
+        conn.end();
+      } else if (c.kind === "bytes") {
+        conn.write(c.bytes);
+        frames++;
+      } else {
+        if (c.hello) conn.frame(HELLO);
+        for (const value of c.frames) {
+          try {
+            conn.frame(value);
+          } catch {
+            conn.write(new Uint8Array([0, 0, 0, 1, 0x7d]));
+          }
+        }
+        frames += c.frames.length;
+      }
+      // Either the broker closes it (a bad frame) or we do.
+      const closedByBroker = await Promise.race([conn.closed.then(() => true), Bun.sleep(30).then(() => false)]);
+      if (closedByBroker) refused++;
+      else conn.end();
+      await conn.closed;
+    };
+
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.array(connection, { minLength: 1, maxLength: 6 }), { minLength: 8, maxLength: 8 }), async (clients) => {
+        const { good, pid } = await ensureBroker();
+        let stop = false;
+        // The well-behaved client asks all along; every ask must be answered.
+        const steady = (async () => {
+          while (!stop) {
+            const r = await good.ask("echo", { n: served }, 10_000);
+            expect(r.reply).toEqual({ echo: { n: served } });
+            served++;
+          }
+        })();
+        try {
+          await Promise.all(clients.map(async (conns) => {
+            for (const c of conns) await connect(c);
+          }));
+        } finally {
+          stop = true;
+          await steady;
+        }
+        expect(alive(pid)).toBe(true);
+        expect(await good.ask("echo", "after", 5_000)).toMatchObject({ reply: { echo: "after" } });
+      }),
+      fcParams(120),
+    );
     expect(frames).toBeGreaterThanOrEqual(TARGET);
     expect(refused).toBeGreaterThan(100);
-    expect(served).toBeGreaterThan(0);
-    expect(alive(pid)).toBe(true);
-    const st = await good.status();
-    expect(st.pid).toBe(pid);
+    expect(served).toBeGreaterThan(40);
+    const st = await world!.good.status();
+    expect(st.pid).toBe(world!.pid);
     expect(st.counters.badFrames).toBeGreaterThan(100);
-    expect(await good.ask("echo", "after", 5_000)).toMatchObject({ reply: { echo: "after" } });
   }, 120_000);
 
   test("100 concurrent clients exchange messages: none lost, none duplicated, per-sender order kept", async () => {

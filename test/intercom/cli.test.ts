@@ -6,7 +6,10 @@
  * started (delivered exactly once after resume), the broker killed while
  * messages are queued (the next client starts a new one; the messages
  * arrive when their stages start), a question answered from another
- * process, answered while the root is dead, and a Ctrl-C while waiting.
+ * process, answered while the root is dead, and a Ctrl-C while waiting;
+ * malformed request bodies sent straight to a driver's sessions through a
+ * real broker are refused (bad_request) and logged, never acted on, and the
+ * driver goes on.
  *
  * Each test has its own ATOMIC_HOME; afterEach kills what it started
  * (runs and brokers) and removes the homes. No duration is asserted.
@@ -18,12 +21,16 @@ import { join } from "node:path";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { expectOneSentenceError, parseNdjson, startedRunId } from "../e2e/support.ts";
 import { alive, brokerPidOf, cleanupHomes, newHome, signal } from "./support.ts";
+import { IntercomClient } from "../../src/intercom/client.ts";
 
 const FIXTURES = join(import.meta.dir, "fixtures");
 const MAIL = join(FIXTURES, "mail.ts");
 const ASKS = join(FIXTURES, "asks.ts");
+const ASKS_WHY = join(FIXTURES, "asks-why.ts");
 
+const clients: IntercomClient[] = [];
 afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
   await killSpawned();
   await cleanupHomes();
 });
@@ -162,6 +169,63 @@ describe("crashes", () => {
     expect(await proc.exited).toBe(0);
     expect(readerLines(c)).toEqual(["kept in the journal"]);
   }, 90_000);
+});
+
+/** A client of the home's broker (starting it), once the run `id` has joined it. */
+async function brokerClient(c: Ctx, id: string): Promise<IntercomClient> {
+  const client = await IntercomClient.connect({ home: c.home, role: "test" });
+  clients.push(client);
+  await waitUntil(async () => (await client.list()).some((x) => x.name === id), 20_000, "the run to join the broker");
+  return client;
+}
+
+describe("malformed requests to a driver", () => {
+  const refused = { ok: false, error: { code: "bad_request" } };
+
+  test("to the run's session: refused (bad_request) and logged, the question stays open; a well-formed answer then goes through", async () => {
+    const c = setup();
+    const { proc, out, id } = await start(c, ASKS_WHY, /question q\w+: why\?/);
+    const qid = /question (q\w+)/.exec(out.text())![1]!;
+    const client = await brokerClient(c, id);
+    const bad: unknown[] = [
+      { type: "answer", promptId: qid, answer: { text: "not a string" } },
+      { type: "answer", promptId: qid },
+      { type: "answer", promptId: 7, answer: "x" },
+      { type: "bogus" },
+      42,
+      null,
+      ["mail"],
+    ];
+    for (const body of bad) expect((await client.ask(id, body, 5_000)).reply).toMatchObject(refused);
+    // Not asked (no reply expected): ignored all the same.
+    await client.send(id, { type: "answer", promptId: qid, answer: 5 });
+    expect(await statusOf(c, id)).toBe("awaiting_input");
+    const box = JSON.parse((await cli(c, ["inbox", id, "--json"])).stdout) as { prompts: { id: string; state: string; answer: string | null }[] };
+    expect(box.prompts).toMatchObject([{ id: qid, state: "open", answer: null }]);
+    expect((await client.ask(id, { type: "answer", promptId: qid, answer: "because" }, 5_000)).reply).toEqual({ ok: true, status: "answered" });
+    expect(await proc.exited).toBe(0);
+    await out.waitFor(/"answer": "because"/);
+    const stderr = await new Response(proc.stderr).text();
+    expect(stderr).toContain(`warning: ignored a malformed intercom request from `);
+    expect(stderr).toMatch(new RegExp(`to ${id}: at answer: Invalid type: Expected string but received Object`));
+  });
+
+  test("to a running stage's session: a bad mode or a text that is not a string is refused and records nothing", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    const client = await brokerClient(c, id);
+    await waitUntil(async () => (await client.list()).some((x) => x.name === `${id}:gate`), 20_000, "the stage's session");
+    for (const body of [{ text: "hi", mode: "sideways" }, { text: 5 }, { mode: "steer" }, 3]) {
+      expect((await client.ask(`${id}:gate`, body, 5_000)).reply).toMatchObject(refused);
+    }
+    const box = JSON.parse((await cli(c, ["inbox", id, "--json"])).stdout) as { stages: unknown[] };
+    expect(box.stages).toEqual([]);
+    const ok = (await client.ask(`${id}:gate`, { text: "hello", mode: "followUp" }, 5_000)).reply as { ok: boolean; messageId: string };
+    expect(ok).toMatchObject({ ok: true, messageId: expect.stringMatching(/^msg_/) });
+    expect((await cli(c, ["send", id, "reader", "line"])).code).toBe(0); // the next stage reads one line
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
+  });
 });
 
 describe("questions", () => {

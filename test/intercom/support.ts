@@ -2,7 +2,8 @@
  * Shared pieces of the intercom tests: a temp ATOMIC_HOME per test, and an
  * `afterEach` that stops every broker (and any other process) started for
  * those homes and removes them, so no broker, socket or directory outlives
- * a test. Brokers are found by their command line (`--home <dir>`).
+ * a test. Brokers are found by their role flag and the ATOMIC_HOME in
+ * their environment (the home is not on their command line).
  */
 
 import { existsSync, readFileSync } from "node:fs";
@@ -44,7 +45,7 @@ export function alive(pid: number): boolean {
 
 /** Broker processes of a home (by command line). */
 export function brokersOf(home: string): number[] {
-  return processesMatching(`--internal-intercom-broker --home ${home}`).filter(alive);
+  return processesMatching(`ATOMIC_HOME=${home}\0`, "--internal-intercom-broker").filter(alive);
 }
 
 /** Every process whose command line names one of our homes: SIGTERM, then SIGKILL; then the homes go. */

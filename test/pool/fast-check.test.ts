@@ -2,16 +2,25 @@
  * The compiled message check (src/pool/protocol/fast-check.ts) must accept
  * a value exactly when valibot would parse it and hand it back unchanged:
  * checked on real protocol messages, then on thousands of random mutations
- * of them (keys dropped, added, retyped, NaN, null, nested damage).
+ * of them (keys dropped, added, retyped, NaN, null, nested damage). ("Fast
+ * check" is the module's name: a quick check of messages; the random
+ * mutations come from the fast-check library.)
+ *
+ * The mutation property runs under fast-check: a failure prints its seed
+ * and shrinks to a smallest message the two disagree on. Replay it with
+ * `FC_SEED=<seed> [FC_PATH=<path>] bun test test/pool/fast-check.test.ts`
+ * (test/helpers/fast-check.ts).
  */
 
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import fc from "fast-check";
 import * as v from "valibot";
 import { compileCheck } from "../../src/pool/protocol/fast-check.ts";
 import { parseMessage } from "../../src/pool/protocol/common.ts";
 import { FromWorkerSchema, ToWorkerSchema } from "../../src/pool/protocol/coordinator-worker.ts";
 import { CoordinatorConfigSchema, FromCoordinatorSchema, ToCoordinatorSchema } from "../../src/pool/protocol/root-coordinator.ts";
+import { fcParams } from "../helpers/fast-check.ts";
 
 const ref = { workId: "work_1", generation: 2, epoch: 1 };
 const result = { status: "completed", text: "hi\n", exitCode: 0, outputPath: "/a/stdout.log", errorPath: "/a/stderr.log" };
@@ -50,29 +59,42 @@ function valibotKeepsIt(schema: v.GenericSchema, value: unknown): boolean {
   return parsed.success && Bun.deepEquals(parsed.output, value, true);
 }
 
-function rng(seed: number): () => number {
-  let s = seed;
-  return () => {
-    s = (s * 1103515245 + 12345) & 0x7fffffff;
-    return s / 0x7fffffff;
-  };
-}
-
 const replacements: unknown[] = [undefined, null, 0, Number.NaN, -1, "", "x", true, [], {}, [1], { type: "start" }];
 
-/** A copy of `value` with one random change somewhere inside it. */
-function mutate(value: unknown, rand: () => number): unknown {
-  if (typeof value !== "object" || value === null) return replacements[Math.floor(rand() * replacements.length)];
+/**
+ * One change somewhere inside a message, as data (so fast-check can shrink
+ * it): walk down `path` (each number picks a key of the object or array
+ * reached, modulo its keys), then at an object either add a key or delete
+ * one; a plain value reached is replaced.
+ */
+interface Mutation {
+  path: number[];
+  action: { kind: "add"; key: string; value: unknown } | { kind: "delete"; pick: number } | { kind: "replace"; value: unknown };
+}
+
+const value = fc.oneof(fc.constantFrom(...replacements), fc.integer(), fc.double(), fc.string({ maxLength: 4 }));
+const mutation: fc.Arbitrary<Mutation> = fc.record({
+  path: fc.array(fc.nat(20), { maxLength: 5 }),
+  action: fc.oneof(
+    fc.record({ kind: fc.constant("add" as const), key: fc.constantFrom("extra", "type", "ref", "status", "0"), value }),
+    fc.record({ kind: fc.constant("delete" as const), pick: fc.nat(20) }),
+    fc.record({ kind: fc.constant("replace" as const), value }),
+  ),
+});
+
+/** A copy of `value` with `m` applied (the original is never changed). */
+function mutate(value: unknown, m: Mutation, depth = 0): unknown {
+  if (typeof value !== "object" || value === null) return m.action.kind === "delete" ? undefined : m.action.value;
   const copy: Record<string, unknown> | unknown[] = Array.isArray(value) ? [...value] : { ...(value as Record<string, unknown>) };
+  const record = copy as Record<string, unknown>;
   const keys = Object.keys(copy);
-  const roll = rand();
-  if (roll < 0.15 || keys.length === 0) {
-    (copy as Record<string, unknown>)[["extra", "type", "ref", "status", "0"][Math.floor(rand() * 5)]!] = replacements[Math.floor(rand() * replacements.length)];
-  } else {
-    const key = keys[Math.floor(rand() * keys.length)]!;
-    if (roll < 0.3) delete (copy as Record<string, unknown>)[key];
-    else (copy as Record<string, unknown>)[key] = mutate((copy as Record<string, unknown>)[key], rand);
-  }
+  if (depth < m.path.length && keys.length > 0) {
+    const key = keys[m.path[depth]! % keys.length]!;
+    record[key] = mutate(record[key], m, depth + 1);
+  } else if (m.action.kind === "add" || keys.length === 0) {
+    record[m.action.kind === "add" ? m.action.key : "extra"] = m.action.kind === "delete" ? undefined : m.action.value;
+  } else if (m.action.kind === "delete") delete record[keys[m.action.pick % keys.length]!];
+  else record[keys[(m.path.at(-1) ?? 0) % keys.length]!] = m.action.value;
   return copy;
 }
 
@@ -86,20 +108,22 @@ describe("compiled message checks", () => {
   });
 
   test("on 20,000 random mutations the check accepts exactly what valibot would return unchanged", () => {
-    const rand = rng(7);
     let accepted = 0;
     let rejected = 0;
-    for (let i = 0; i < 20_000; i++) {
-      const [schema, msg] = samples[i % samples.length]!;
-      let value = msg;
-      const depth = 1 + Math.floor(rand() * 3);
-      for (let d = 0; d < depth; d++) value = mutate(value, rand);
-      const want = valibotKeepsIt(schema, value);
-      const got = compileCheck(schema)(value);
-      if (got !== want) throw new Error(`check said ${got}, valibot ${want}, for ${JSON.stringify(value)}`);
-      if (got) accepted++;
-      else rejected++;
-    }
+    const sample = fc.nat(samples.length - 1);
+    fc.assert(
+      fc.property(sample, fc.array(mutation, { minLength: 1, maxLength: 3 }), (i, mutations) => {
+        const [schema, msg] = samples[i]!;
+        const value = mutations.reduce<unknown>((v, m) => mutate(v, m), msg);
+        const want = valibotKeepsIt(schema, value);
+        const got = compileCheck(schema)(value);
+        if (got) accepted++;
+        else rejected++;
+        // A failure names the value; fast-check adds the seed, the path and the shrunk case.
+        expect({ check: got, value }).toEqual({ check: want, value });
+      }),
+      fcParams(20_000),
+    );
     // Both answers were exercised many times.
     expect(accepted).toBeGreaterThan(500);
     expect(rejected).toBeGreaterThan(5_000);

@@ -11,10 +11,10 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BUN, ROOT, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
-import { alive, lastRun, processesWithHome, show, stage } from "./support.ts";
+import { alive, lastRun, show, stage } from "./support.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
 const ONE = join(FIX, "one-stage.ts");
@@ -446,7 +446,8 @@ e2eTest("from source (bun src/main.ts) the coordinator and workers are the same 
   const [worker, coordinator] = (result.outputs.text as string).split("\n");
   const main = join(ROOT, "src", "main.ts");
   expect(worker).toMatch(new RegExp(`^${BUN} ${main} --internal-workflow-worker w\\d+-[0-9a-z]{20}$`));
-  expect(coordinator).toMatch(new RegExp(`^${BUN} ${main} --internal-pool-coordinator `));
+  // Its configuration (home, journal URL) is in its environment, not on its command line.
+  expect(coordinator).toMatch(new RegExp(`^${BUN} ${main} --internal-pool-coordinator$`));
 });
 
 e2eTest("worker ids are unique across pools: the pool's index for display, then random, never the pid", async () => {

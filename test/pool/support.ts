@@ -29,16 +29,4 @@ export function stage(report: Record<string, any>, name: string): Record<string,
   return report.steps.find((s: Record<string, any>) => s.name === name);
 }
 
-/** Live processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
-export function processesWithHome(home: string): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`) && alive(Number(name))) pids.push(Number(name));
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return pids;
-}
+export { processesWithHome } from "../helpers/atomic.ts";

@@ -7,11 +7,11 @@
  */
 
 import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { defineCommand } from "citty";
 import { loadConfig, type AtomicConfig } from "../../shared/config.ts";
 import { CLI_AGENTS, checkRunner, defaultRunner, findBinary, openaiBaseUrl } from "../../runners/agent-setup.ts";
-import { ADMISSION_DEFAULTS, UserSlots, hostPressure } from "../../engine/admission.ts";
+import { ADMISSION_DEFAULTS, hostPressure } from "../../engine/admission.ts";
+import { admissionSlotsFile, openAdmissionSlots } from "../../journal/admission-slots.ts";
 import { defaultSlotsDir } from "../../shared/config.ts";
 import { session } from "../session.ts";
 
@@ -48,10 +48,10 @@ export default defineCommand({
     const slotsDir = config.admission?.slotsDir ?? defaultSlotsDir();
     let sessionsHeld: number | undefined = 0;
     // A diagnosis creates nothing: no slots file yet means no session holds one.
-    if (existsSync(join(slotsDir, "slots.db"))) {
+    if (existsSync(admissionSlotsFile(slotsDir))) {
       try {
-        const slots = new UserSlots(slotsDir);
-        sessionsHeld = slots.held();
+        const slots = openAdmissionSlots(slotsDir);
+        sessionsHeld = (await slots.list()).length;
         slots.close();
       } catch {
         sessionsHeld = undefined;

@@ -7,6 +7,7 @@
  * keeps reading new lines (and new stages) until the run stops.
  */
 
+import { redact } from "../../shared/secrets.ts";
 import { stageLogPath } from "../../runners/stage-logs.ts";
 import { defineCommand } from "citty";
 import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
@@ -98,8 +99,10 @@ async function stillExists(journal: Journal, id: RunId): Promise<boolean> {
   return (await journal.getRun(id)) !== undefined;
 }
 
+/** Lines as the stage wrote them, but for known secret values (shared/secrets.ts): its files keep everything. */
 function printLines(s: CliSession, label: string, stream: string, lines: string[], prefix: boolean): void {
-  for (const line of lines) {
+  for (const written of lines) {
+    const line = redact(written);
     if (s.globals.json) s.json({ stage: label, stream, line });
     else if (stream === "stderr") process.stdout.write(`${prefix ? `[${label}] ` : ""}${s.style.dim(line)}\n`);
     else process.stdout.write(`${prefix ? `[${label}] ` : ""}${line}\n`);

@@ -83,7 +83,8 @@ async function runLive(
       if (scope.signal.aborted) throw exec.stopError(scope);
       if (err instanceof StepFailedError && err.code === "not_serializable") throw err;
       if (attempt > retries) {
-        record = { error: { code: errorInfo(err).code, message: ensureError(err).message } };
+        const { code, message } = errorInfo(err); // its message redacted (shared/secrets.ts)
+        record = { error: { code, message } };
         break;
       }
       await abortableDelay(Math.min(maxBackoff, backoff * 2 ** (attempt - 1)), scope.signal);

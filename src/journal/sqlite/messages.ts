@@ -39,7 +39,7 @@ import {
   type StageMail,
   type StageRow,
 } from "../types.ts";
-import { appendEntry } from "./append.ts";
+import { appendEntry, upsertStage } from "./append.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
 import {
   deliveryFromRow,
@@ -251,7 +251,7 @@ export class SqliteMessageStore implements MessageStore {
   ): Promise<StageMail[]> {
     return this.fenced(lease, () => {
       const now = Date.now();
-      this.s.upsertStage.run(lease.rootId, stage.runId, stage.stageKey, stage.path, stage.name, "stage", "running", stage.attempt, null, now);
+      upsertStage(this.s, lease.rootId, stage.runId, { key: stage.stageKey, path: stage.path, name: stage.name, kind: "stage", state: "running", attempt: stage.attempt }, now);
       const fresh = new Set<number>();
       for (const r of this.claimQueued.all(stage.runId, stage.stageKey, stage.attempt, now, lease.rootId, stage.path)) fresh.add(r.seq);
       for (const m of this.stickyOfRoot.all(lease.rootId)) {

@@ -39,6 +39,7 @@ import type {
   Journal,
   JournalCapabilities,
   JournalEvent,
+  JournalViews,
   Lease,
   ListRunsFilter,
   MessageStore,
@@ -46,6 +47,7 @@ import type {
   WorkQueue,
 } from "../types.ts";
 import { SqliteMessageStore } from "./messages.ts";
+import { SqliteViews } from "./views.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
@@ -55,6 +57,7 @@ import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./sche
 import { isBusy, retryBusy } from "./busy.ts";
 import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
+import { fileChanged, fileIdentity, type FileIdentity } from "./file-identity.ts";
 import type { JournalTables } from "./tables.ts";
 
 export interface SqliteJournalOptions {
@@ -92,13 +95,20 @@ export class SqliteJournal implements Journal {
     private readonly db: Database,
     private readonly statements: Statements,
     query: KyselyQuery | undefined,
+    /** The file behind `location` when it was opened (file-identity.ts). */
+    private readonly opened: FileIdentity | undefined,
   ) {
     if (query) this.#kysely = Promise.resolve(query);
     this.workQueue = new SqliteWorkQueue(db, statements, (fn) => this.#run(fn));
     this.work = this.workQueue;
     this.messageStore = new SqliteMessageStore(db, statements, (fn) => this.#run(fn));
     this.messages = this.messageStore;
+    this.sqliteViews = new SqliteViews(db, (fn) => this.#run(fn));
+    this.views = this.sqliteViews;
   }
+
+  readonly views: JournalViews;
+  private readonly sqliteViews: SqliteViews;
 
   private readonly workQueue: SqliteWorkQueue;
   readonly messages: MessageStore;
@@ -110,6 +120,7 @@ export class SqliteJournal implements Journal {
     let query: KyselyQuery | undefined;
     try {
       db = new Database(path, { create: true, readwrite: true });
+      const opened = fileIdentity(path);
       const busyTimeoutMs = Math.trunc(opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS);
       db.run(`pragma busy_timeout = ${busyTimeoutMs}`);
       // Before any pragma that writes: a foreign or newer database must stay untouched.
@@ -124,7 +135,7 @@ export class SqliteJournal implements Journal {
       // From here on a statement that finds another process's lock is retried here, in short sleeps
       // (Statements.beginImmediate explains why), rather than by SQLite's busy handler.
       db.run("pragma busy_timeout = 0");
-      return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full", busyTimeoutMs), query);
+      return new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full", busyTimeoutMs), query, opened);
     } catch (err) {
       await query?.db.destroy();
       db?.close();
@@ -180,6 +191,11 @@ export class SqliteJournal implements Journal {
     return row.control_rev;
   }
 
+  storageFault(): StorageError | undefined {
+    if (this.#closed || !this.opened) return undefined;
+    return fileChanged(this.location, this.opened);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -192,6 +208,7 @@ export class SqliteJournal implements Journal {
     this.statements.finalize();
     this.workQueue.finalize();
     this.messageStore.finalize();
+    this.sqliteViews.finalize();
     await this.#destroyKysely();
     this.db.close();
   }

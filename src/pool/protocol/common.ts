@@ -23,7 +23,7 @@ export const StageRequestSchema = v.object({
   prompt: v.optional(v.string()),
   model: v.optional(v.string()),
   cwd: v.string(),
-  env: v.optional(v.record(v.string(), v.string())),
+  env: v.optional(v.record(v.string(), v.union([v.string(), v.literal(true)]))),
   timeoutMs: v.optional(v.number()),
   artifactDir: v.string(),
   workId: v.optional(v.string()),

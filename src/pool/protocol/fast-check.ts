@@ -42,6 +42,8 @@ interface SchemaShape {
 }
 
 const never: Check = () => false;
+/** Schema kinds whose accepted values valibot returns unchanged, whatever else is around them. */
+const PLAIN: ReadonlySet<string> = new Set(["string", "number", "boolean", "literal", "picklist"]);
 
 /** The predicate for `schema`; one that always answers false when the schema uses something it does not know. */
 export function compileCheck(schema: GenericSchema): Check {
@@ -118,6 +120,14 @@ class Generator {
         if (s.default !== undefined) return undefined; // valibot would fill it in
         const inner = this.expr(s.wrapped!, at);
         return inner && `(${at} === ${s.type === "optional" ? "undefined" : "null"} || ${inner})`;
+      }
+      case "union": {
+        // Only unions of plain values (a stage's env: a string or true): valibot returns the value
+        // unchanged from whichever option takes it. An option that could strip keys is valibot's to decide.
+        const options = s.options as readonly SchemaShape[];
+        if (!options.every((o) => PLAIN.has(o.type))) return undefined;
+        const parts = options.map((o) => this.expr(o, at));
+        return parts.every((p) => p !== undefined) ? `(${parts.join(" || ")})` : undefined;
       }
       case "object":
       case "variant":

@@ -25,6 +25,9 @@ const str = (v: unknown): string | undefined => (typeof v === "string" ? v : und
 const obj = (v: unknown): Rec => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Rec) : {});
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
+/** opencode and pi talk to whichever provider their config names: every provider key (not the journal's or the status token). */
+const PROVIDER_KEYS = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENROUTER_API_KEY"] as const;
+
 function pricing(ctx: AdapterContext) {
   return ctx.request.agent?.pricing;
 }
@@ -41,6 +44,7 @@ function pricing(ctx: AdapterContext) {
  */
 export const claude: CliAdapter & { seen: WeakMap<AdapterContext["state"], { cost: number; usage: number[] }> } = {
   kind: "claude",
+  credentials: ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
   delivery: "stream",
   assignsSession: true,
   nativeSchema: true,
@@ -118,6 +122,7 @@ export const claude: CliAdapter & { seen: WeakMap<AdapterContext["state"], { cos
  */
 export const codex: CliAdapter = {
   kind: "codex",
+  credentials: ["OPENAI_API_KEY", "CODEX_API_KEY"],
   delivery: "resume",
   assignsSession: false,
   nativeSchema: true,
@@ -188,6 +193,7 @@ const GEMINI_EXITS: Record<number, string> = {
 /** `gemini -p PROMPT -o stream-json --approval-mode yolo --skip-trust [-m M] [-r SESSION]`. */
 export const gemini: CliAdapter = {
   kind: "gemini",
+  credentials: ["GEMINI_API_KEY", "GOOGLE_API_KEY"],
   delivery: "resume",
   assignsSession: false,
   nativeSchema: false,
@@ -237,6 +243,7 @@ export const gemini: CliAdapter = {
 /** `opencode run --format json [-m provider/model] [-s SESSION] --dir D MESSAGE`: per-step usage and cost, summed. */
 export const opencode: CliAdapter = {
   kind: "opencode",
+  credentials: PROVIDER_KEYS,
   delivery: "resume",
   assignsSession: false,
   nativeSchema: false,
@@ -299,6 +306,7 @@ export const opencode: CliAdapter = {
  */
 export const pi: CliAdapter = {
   kind: "pi",
+  credentials: PROVIDER_KEYS,
   delivery: "stream",
   assignsSession: true,
   nativeSchema: false,

@@ -29,10 +29,11 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { StageResult, Usage } from "../../sdk/types.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
-import { validateJson } from "../json-schema.ts";
+import { schemaValidator } from "../json-schema.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
+import { stageEnv } from "../stage-env.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 
@@ -73,6 +74,13 @@ export interface CliAdapter {
   readonly assignsSession: boolean;
   /** The CLI enforces a JSON Schema itself (else: asked for in the prompt and parsed from the text). */
   readonly nativeSchema: boolean;
+  /**
+   * The credential variables (shared/secrets.ts) this CLI reads to reach its
+   * own provider: the only ones of atomic's environment its process gets
+   * (runners/stage-env.ts). Its tools inherit them from it: a CLI agent
+   * that runs shell commands is trusted with its own key.
+   */
+  readonly credentials: readonly string[];
   args(req: StageRequest, a: ArgsContext): string[];
   /** Stream adapters: lines that start a turn with `message`. */
   userTurn?(message: string): string[];
@@ -246,7 +254,7 @@ class CliSession {
     const proc = new AgentProcess(
       binary,
       args,
-      { cwd: req.cwd, env: { ...process.env, ...req.env, ATOMIC_RUN_ID: req.runId, ATOMIC_STAGE: req.stageName, ATOMIC_STAGE_KEY: req.stageKey, ATOMIC_ATTEMPT: String(req.attempt) } },
+      { cwd: req.cwd, env: stageEnv(req, this.adapter.credentials) },
       (line) => {
         this.files.raw(line);
         let rec: unknown;
@@ -320,7 +328,12 @@ class CliSession {
     let structured = this.state.structured;
     if (schema) {
       if (structured === undefined) structured = parseJsonAnswer(this.state.text);
-      const issues = structured === undefined ? ["the final answer is not JSON"] : validateJson(structured, schema);
+      let issues: string[];
+      try {
+        issues = structured === undefined ? ["the final answer is not JSON"] : (await schemaValidator(schema))(structured);
+      } catch (err) {
+        return this.result("failed", "invalid_schema", (err as Error).message, exitCode);
+      }
       if (issues.length) return this.result("failed", "structured_output_invalid", `the agent's structured output does not match the schema: ${issues.slice(0, 3).join("; ")}`, exitCode);
     }
     let outputPath: string | undefined;

@@ -2,37 +2,48 @@
  * The openai runner's tool set, confined to the stage's working directory:
  * read, write, edit, list, grep, bash.
  *
- * Confinement: every path argument is resolved against the cwd; a path
- * that lands outside it — lexically (`../x`, `/etc/passwd`) or through a
- * symlink (the real path of its nearest existing ancestor) — is refused
- * before anything is touched, and the refusal goes back to the model as
- * the tool's error result. `bash` runs `/bin/sh -c` with the cwd as its
- * working directory, in its own process group, with a timeout (default
- * 120 s, at most 600 s); it is not a sandbox (a command can `cd ..`), which
- * is why it can be left out with the task's `tools` option.
+ * Confinement of the file tools is confined-fs.ts: every path and every
+ * entry a tool visits is resolved to its real path (symlinks included) and
+ * refused outside the cwd; only regular files are opened (a fifo, socket
+ * or device is refused without being opened). A refusal goes back to the
+ * model as the tool's error result; nothing is touched. `bash` runs
+ * `/bin/sh -c` with the cwd as its working directory, in its own process
+ * group, with a timeout (default 120 s, at most 600 s); it is not a sandbox
+ * (a command can `cd ..`), which is why it can be left out with the task's
+ * `tools` option.
  *
- * Tool results are capped (32 KiB) so one big file cannot flood the
- * context window.
+ * Bounded work: a tool result is capped (32 KiB) so one big file cannot
+ * flood the context window; `read` returns at most READ_CAP bytes a call,
+ * ending on a line break where it can, with a note naming the `offset` of
+ * the next call; `edit` and `grep` do not load files above their size caps.
  */
 
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, readdirSync, realpathSync, statSync, writeFileSync } from "node:fs";
-import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { join } from "node:path";
 import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
+import { inheritedEnv } from "../stage-env.ts";
+import { ConfinedFs, ToolRefused, requireFile, type DirEntry } from "./confined-fs.ts";
+
+export { ToolRefused };
 
 export const TOOL_NAMES = ["read", "write", "edit", "list", "grep", "bash"] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
 const RESULT_CAP = 32 * 1024;
+/** Bytes a `read` call returns: with its paging note it fits in one tool result. */
+export const READ_CAP = RESULT_CAP - 1024;
+const EDIT_MAX_BYTES = 8 * 1024 * 1024;
+const GREP_FILE_MAX_BYTES = 2 * 1024 * 1024;
+const GREP_MAX_HITS = 200;
 const BASH_DEFAULT_MS = 120_000;
 const BASH_MAX_MS = 600_000;
 
 export const TOOL_SPECS: Record<ToolName, { description: string; parameters: Record<string, unknown> }> = {
   read: {
-    description: "Read a text file in the working directory. Optional 1-based line offset and line limit.",
+    description: `Read a text file in the working directory: at most ${READ_CAP} bytes a call, from the byte offset given (default 0); a longer file's result ends with the offset to read on from.`,
     parameters: {
       type: "object",
-      properties: { path: { type: "string" }, offset: { type: "integer" }, limit: { type: "integer" } },
+      properties: { path: { type: "string" }, offset: { type: "integer", minimum: 0 } },
       required: ["path"],
     },
   },
@@ -62,8 +73,6 @@ export const TOOL_SPECS: Record<ToolName, { description: string; parameters: Rec
   },
 };
 
-export class ToolRefused extends Error {}
-
 export interface ToolOutcome {
   ok: boolean;
   output: string;
@@ -71,14 +80,16 @@ export interface ToolOutcome {
 
 /** Runs the tools of one stage; `cancel()` kills a running bash command's process group. */
 export class ToolBox {
-  private readonly realCwd: string;
+  private readonly fs: ConfinedFs;
   private readonly running = new Set<number>();
 
   constructor(
     readonly cwd: string,
     readonly enabled: readonly ToolName[],
+    /** The `bash` tool's environment: the stage's (runners/stage-env.ts), never atomic's own credentials. */
+    private readonly env: Record<string, string> = inheritedEnv(),
   ) {
-    this.realCwd = realpathSync.native(cwd);
+    this.fs = new ConfinedFs(cwd);
   }
 
   /** The `tools` field of a chat request for the enabled tools. */
@@ -112,37 +123,32 @@ export class ToolBox {
 
   private dispatch(name: ToolName, a: Record<string, unknown>, signal: AbortSignal): Promise<string> | string {
     switch (name) {
-      case "read": {
-        const path = this.inside(str(a, "path"));
-        const lines = readFileSync(path, "utf8").split("\n");
-        const offset = Math.max(1, num(a, "offset") ?? 1);
-        const limit = num(a, "limit") ?? lines.length;
-        return lines.slice(offset - 1, offset - 1 + limit).join("\n");
-      }
+      case "read":
+        return this.read(str(a, "path"), Math.max(0, num(a, "offset") ?? 0));
       case "write": {
-        const path = this.inside(str(a, "path"));
+        const target = this.fs.resolve(str(a, "path"));
         const content = str(a, "content", true);
-        mkdirSync(dirname(path), { recursive: true });
-        writeFileSync(path, content);
-        return `wrote ${content.length} characters to ${this.shown(path)}`;
+        this.fs.writeText(target, content);
+        return `wrote ${content.length} characters to ${target.shown}`;
       }
       case "edit": {
-        const path = this.inside(str(a, "path"));
+        const target = this.fs.resolve(str(a, "path"));
         const oldText = str(a, "old_text", true);
         const newText = str(a, "new_text", true);
         if (oldText === "") throw new Error("old_text is empty");
-        const text = readFileSync(path, "utf8");
+        requireFile(target);
+        if (target.size > EDIT_MAX_BYTES) throw new Error(`${target.shown} is ${target.size} bytes, more than edit takes (${EDIT_MAX_BYTES}); use bash`);
+        const text = this.fs.readBytes(target, 0, EDIT_MAX_BYTES).toString("utf8");
         const count = text.split(oldText).length - 1;
-        if (count === 0) throw new Error(`old_text does not occur in ${this.shown(path)}`);
-        if (count > 1 && a.replace_all !== true) throw new Error(`old_text occurs ${count} times in ${this.shown(path)}; make it unique or set replace_all`);
-        writeFileSync(path, a.replace_all === true ? text.split(oldText).join(newText) : text.replace(oldText, () => newText));
-        return `replaced ${a.replace_all === true ? count : 1} occurrence(s) in ${this.shown(path)}`;
+        if (count === 0) throw new Error(`old_text does not occur in ${target.shown}`);
+        if (count > 1 && a.replace_all !== true) throw new Error(`old_text occurs ${count} times in ${target.shown}; make it unique or set replace_all`);
+        this.fs.writeText({ ...target, kind: "file" }, a.replace_all === true ? text.split(oldText).join(newText) : text.replace(oldText, () => newText));
+        return `replaced ${a.replace_all === true ? count : 1} occurrence(s) in ${target.shown}`;
       }
       case "list": {
-        const path = this.inside(typeof a.path === "string" ? a.path : ".");
-        const entries = readdirSync(path, { withFileTypes: true })
-          .map((e) => (e.isDirectory() ? `${e.name}/` : e.name))
-          .sort();
+        const dir = this.fs.resolve(typeof a.path === "string" ? a.path : ".");
+        if (dir.kind !== "directory") throw new Error(`${dir.shown} is not a directory`);
+        const entries = this.fs.entries(dir.real).map(listed);
         return entries.length ? entries.join("\n") : "(empty)";
       }
       case "grep":
@@ -152,20 +158,18 @@ export class ToolBox {
     }
   }
 
-  /** The absolute path for `p`, or ToolRefused when it leaves the working directory. */
-  inside(p: string): string {
-    const abs = resolve(this.cwd, p);
-    const rel = relative(this.cwd, abs);
-    if (rel.startsWith("..") || isAbsolute(rel)) throw refused(p);
-    if (rel === "") return abs; // the working directory itself
-    // Symlinks: the real path of the nearest existing ancestor must stay inside too.
-    const real = realOfNearest(abs);
-    if (real !== this.realCwd && !real.startsWith(this.realCwd + sep)) throw refused(p);
-    return abs;
-  }
-
-  private shown(abs: string): string {
-    return relative(this.cwd, abs) || ".";
+  /** At most READ_CAP bytes from `offset`, cut after the last complete line (or character) when more follows. */
+  private read(path: string, offset: number): string {
+    const target = this.fs.resolve(path);
+    requireFile(target);
+    if (offset >= target.size && target.size > 0) return `(offset ${offset} is at or past the end: ${target.shown} has ${target.size} bytes)`;
+    let bytes = this.fs.readBytes(target, offset, READ_CAP);
+    const end = offset + bytes.length;
+    if (end >= target.size) return bytes.toString("utf8");
+    const lastLine = bytes.lastIndexOf(0x0a);
+    bytes = bytes.subarray(0, lastLine >= 0 ? lastLine + 1 : utf8Boundary(bytes));
+    const next = offset + bytes.length;
+    return `${bytes.toString("utf8")}\n… (${target.shown} has ${target.size} bytes; this was bytes ${offset} to ${next}; call read with offset ${next} for the rest)`;
   }
 
   private grep(pattern: string, under: string): string {
@@ -175,35 +179,47 @@ export class ToolBox {
     } catch (err) {
       throw new Error(`bad regular expression: ${(err as Error).message}`);
     }
-    const root = this.inside(under);
+    const start = this.fs.resolve(under);
     const hits: string[] = [];
-    const walk = (path: string) => {
-      if (hits.length >= 200) return;
-      const st = statSync(path);
-      if (st.isDirectory()) {
-        for (const e of readdirSync(path)) {
-          if (e === ".git" || e === "node_modules") continue;
-          walk(join(path, e));
-          if (hits.length >= 200) return;
-        }
-        return;
-      }
-      if (!st.isFile() || st.size > 2 * 1024 * 1024) return;
-      const text = readFileSync(path, "utf8");
-      if (text.includes("\u0000")) return;
-      const lines = text.split("\n");
-      for (let i = 0; i < lines.length && hits.length < 200; i++) {
-        if (re.test(lines[i]!)) hits.push(`${this.shown(path)}:${i + 1}: ${lines[i]!.slice(0, 300)}`);
+    const visited = new Set<string>();
+    let skippedOutside = 0;
+    const search = (real: string, shown: string) => {
+      if (visited.has(real)) return; // reached before through a symlink
+      visited.add(real);
+      const bytes = this.fs.readBytes({ real, shown, kind: "file", size: 0 }, 0, GREP_FILE_MAX_BYTES + 1);
+      if (bytes.length > GREP_FILE_MAX_BYTES || bytes.includes(0)) return; // too big, or binary
+      const lines = bytes.toString("utf8").split("\n");
+      for (let i = 0; i < lines.length && hits.length < GREP_MAX_HITS; i++) {
+        if (re.test(lines[i]!)) hits.push(`${shown}:${i + 1}: ${lines[i]!.slice(0, 300)}`);
       }
     };
-    walk(root);
-    return hits.length ? hits.join("\n") : "(no matches)";
+    const walk = (real: string, shown: string) => {
+      if (visited.has(real)) return; // a symlink loop, or a directory reached before
+      visited.add(real);
+      for (const e of this.fs.entries(real)) {
+        if (hits.length >= GREP_MAX_HITS) return;
+        if (e.name === ".git" || e.name === "node_modules") continue;
+        if ("outside" in e) skippedOutside++;
+        if (!("kind" in e)) continue;
+        const path = shown === "." ? e.name : join(shown, e.name);
+        if (e.kind === "directory") walk(e.real, path);
+        else if (e.kind === "file") search(e.real, path);
+        // fifos, sockets, devices: never opened
+      }
+    };
+    if (start.kind === "directory") walk(start.real, start.shown);
+    else {
+      requireFile(start);
+      search(start.real, start.shown);
+    }
+    const note = skippedOutside ? `\n(${skippedOutside} symbolic link(s) leading outside the working directory not followed)` : "";
+    return (hits.length ? hits.join("\n") : "(no matches)") + note;
   }
 
   private bash(command: string, timeoutArg: number | undefined, signal: AbortSignal): Promise<string> {
     const timeoutMs = Math.min(BASH_MAX_MS, Math.max(1, timeoutArg ?? BASH_DEFAULT_MS));
     return new Promise((resolvePromise) => {
-      const child = spawn("/bin/sh", ["-c", command], { cwd: this.cwd, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn("/bin/sh", ["-c", command], { cwd: this.cwd, env: this.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
       const pid = child.pid;
       if (pid !== undefined) {
         trackGroup(pid);
@@ -243,19 +259,24 @@ export class ToolBox {
   }
 }
 
-/** realpath of `abs`, or of its nearest existing ancestor (a file about to be written). */
-function realOfNearest(abs: string): string {
-  for (let probe = abs; ; probe = dirname(probe)) {
-    try {
-      return realpathSync.native(probe);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT" || dirname(probe) === probe) throw err;
-    }
-  }
+/** A `list` line: directories end with "/"; what a tool may not open says why. */
+function listed(e: DirEntry): string {
+  if ("outside" in e) return `${e.name} (symbolic link outside the working directory)`;
+  if ("broken" in e) return `${e.name} (broken symbolic link)`;
+  if (e.kind === "directory") return `${e.name}/`;
+  return e.kind === "file" ? e.name : `${e.name} (${e.kind})`;
 }
 
-function refused(p: string): ToolRefused {
-  return new ToolRefused(`refused: ${JSON.stringify(p)} is outside the stage's working directory`);
+/** The length of `bytes` without a UTF-8 character cut off at its end. */
+function utf8Boundary(bytes: Buffer): number {
+  let i = bytes.length;
+  while (i > 0 && bytes.length - i < 3 && (bytes[i - 1]! & 0xc0) === 0x80) i--; // continuation bytes
+  if (i > 0 && bytes[i - 1]! >= 0xc0) {
+    const lead = bytes[i - 1]!;
+    const need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+    if (bytes.length - (i - 1) < need) return i - 1;
+  }
+  return bytes.length;
 }
 
 function str(a: Record<string, unknown>, key: string, allowEmpty = false): string {

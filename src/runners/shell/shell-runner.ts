@@ -21,6 +21,7 @@ import { dirname, join } from "node:path";
 import type { StageResult } from "../../sdk/types.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { OutputFiles } from "./output-files.ts";
+import { stageEnv } from "../stage-env.ts";
 import { killGroup, trackGroup, untrackGroup } from "./process-groups.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
@@ -45,14 +46,7 @@ export class ShellRunner implements Runner {
     try {
       child = Bun.spawn(["/bin/sh", "-c", request.command ?? ""], {
         cwd: request.cwd,
-        env: {
-          ...process.env,
-          ...request.env,
-          ATOMIC_RUN_ID: request.runId,
-          ATOMIC_STAGE: request.stageName,
-          ATOMIC_STAGE_KEY: request.stageKey,
-          ATOMIC_ATTEMPT: String(request.attempt),
-        },
+        env: stageEnv(request),
         detached: true,
         stdin: "pipe",
         stdout: output.stdout.fd,

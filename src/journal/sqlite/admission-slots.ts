@@ -1,0 +1,75 @@
+/**
+ * Agent session slots (journal/admission-slots.ts) in a SQLite file of
+ * their own, `slots.db` in the slots directory (per user and host, under
+ * the temp directory by default; not the journal: the journal may be a
+ * shared Postgres, the slots are this host's).
+ *
+ * Taking a slot is one BEGIN IMMEDIATE transaction: read every slot, delete
+ * those whose holder is gone, count the rest, insert ours if there is room.
+ * Two processes can never both see room for the last slot.
+ */
+
+import { Database } from "bun:sqlite";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { isPidAlive, processStartTime } from "../../shared/process-info.ts";
+import type { AdmissionSlots, HeldSlot } from "../admission-slots.ts";
+
+/** Whether the process that took a slot still exists (the same one: a reused pid has another start time). */
+function holderAlive(slot: { pid: number; start: number }): boolean {
+  return isPidAlive(slot.pid) && (slot.start === 0 || processStartTime(slot.pid) === slot.start);
+}
+
+export class SqliteAdmissionSlots implements AdmissionSlots {
+  private readonly db: Database;
+  private readonly me = { pid: process.pid, start: processStartTime(process.pid) };
+
+  static file(dir: string): string {
+    return join(dir, "slots.db");
+  }
+
+  constructor(dir: string) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.db = new Database(SqliteAdmissionSlots.file(dir), { create: true });
+    this.db.run("pragma busy_timeout = 5000");
+    this.db.run("pragma journal_mode = wal");
+    this.db.run("create table if not exists slots (id integer primary key autoincrement, pid integer not null, start integer not null, at integer not null)");
+  }
+
+  async take(max: number): Promise<number | undefined> {
+    this.db.run("begin immediate");
+    try {
+      let live = 0;
+      for (const r of this.db.query<HeldSlot, []>("select id, pid, start, at from slots").all()) {
+        if (holderAlive(r)) live++;
+        else this.db.run("delete from slots where id = ?", [r.id]);
+      }
+      if (live >= max) {
+        this.db.run("commit");
+        return undefined;
+      }
+      const row = this.db.query<{ id: number }, [number, number, number]>("insert into slots (pid, start, at) values (?, ?, ?) returning id").get(this.me.pid, this.me.start, Date.now());
+      this.db.run("commit");
+      return row!.id;
+    } catch (err) {
+      this.db.run("rollback");
+      throw err;
+    }
+  }
+
+  async release(id: number): Promise<void> {
+    try {
+      this.db.run("delete from slots where id = ?", [id]);
+    } catch {
+      // a slot left behind is freed when this process is gone
+    }
+  }
+
+  async list(): Promise<HeldSlot[]> {
+    return this.db.query<HeldSlot, []>("select id, pid, start, at from slots order by id").all().filter(holderAlive);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

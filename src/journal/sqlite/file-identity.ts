@@ -1,0 +1,55 @@
+/**
+ * Is the journal still the file this process opened?
+ *
+ * SQLite keeps its file descriptors: when `atomic.db` (and its -wal/-shm)
+ * is deleted, or another file is moved into its place, while a run is live,
+ * every write still succeeds, into an inode nobody can open any more. The
+ * run would end "completed" and be gone from `runs`. So each process that
+ * holds the journal compares the device and inode behind the path with what
+ * it saw when it opened the file: before it reports how a run ended, and
+ * periodically while it runs (the root with its control poll, the pool
+ * coordinator with its sweep). A mismatch is `storage_unavailable` naming
+ * the path; the process stops writing and says so.
+ *
+ * bun:sqlite does not expose its descriptor, so "what it saw at open" is a
+ * stat of the path right after the connection opened it.
+ */
+
+import { statSync } from "node:fs";
+import { StorageError } from "../../shared/errors.ts";
+
+export interface FileIdentity {
+  dev: number;
+  ino: number;
+}
+
+/** The identity of the file at `path` now; undefined when there is none (an in-memory database). */
+export function fileIdentity(path: string): FileIdentity | undefined {
+  try {
+    return identityAt(path);
+  } catch {
+    return undefined;
+  }
+}
+
+function identityAt(path: string): FileIdentity {
+  const st = statSync(path);
+  return { dev: st.dev, ino: st.ino };
+}
+
+const HINT =
+  "the run's record went with the old file: put the original atomic.db (with its -wal file) back and resume the run, or start it again; never delete or replace the journal while a run uses it";
+
+/** An error when the file at `path` is no longer `opened` (deleted or replaced); undefined while it is. */
+export function fileChanged(path: string, opened: FileIdentity): StorageError | undefined {
+  let now: FileIdentity;
+  try {
+    now = identityAt(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "ENOENT" && code !== "ENOTDIR") return undefined; // unreadable now (EACCES...): the writes themselves will say
+    return new StorageError("storage_unavailable", `the journal file ${path} was deleted while this process was using it`, { hint: HINT, cause: err });
+  }
+  if (now.dev === opened.dev && now.ino === opened.ino) return undefined;
+  return new StorageError("storage_unavailable", `the journal file ${path} was replaced by another file while this process was using it`, { hint: HINT });
+}

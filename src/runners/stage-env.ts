@@ -1,0 +1,52 @@
+/**
+ * The environment of a stage's processes, decided here and nowhere else:
+ * the shell runner's command, the openai runner's `bash` tool and the CLI
+ * agents all start with `stageEnv(request, …)`.
+ *
+ * - Everything of the process that starts the stage (a worker, or the root
+ *   with --in-process) passes through, except the credential variables of
+ *   shared/secrets.ts (provider keys, the journal URL, PGPASSWORD, the
+ *   status token) and atomic's internal configuration variables: a prompt
+ *   injection that runs `env` must not find the key atomic talks to its
+ *   model with.
+ * - The stage's `env` option comes next: `NAME: "value"` sets a variable
+ *   (any name, credentials included: the stage asked for it by name);
+ *   `NAME: true` passes this process's own value of NAME, so a key can be
+ *   handed to a stage without its value appearing in the workflow or the
+ *   journal.
+ * - `credentials` names the credential variables a CLI agent needs to reach
+ *   its own provider (each adapter lists them); only those pass.
+ * - Last, the stage's identity (ATOMIC_RUN_ID, ATOMIC_STAGE, ATOMIC_STAGE_KEY,
+ *   ATOMIC_ATTEMPT), which the stage cannot override.
+ */
+
+import { CREDENTIAL_VARIABLES, INTERNAL_VARIABLES } from "../shared/secrets.ts";
+import type { StageRequest } from "./types.ts";
+
+const WITHHELD: ReadonlySet<string> = new Set([...CREDENTIAL_VARIABLES, ...INTERNAL_VARIABLES]);
+
+export function stageEnv(
+  request: Pick<StageRequest, "env" | "runId" | "stageName" | "stageKey" | "attempt">,
+  credentials: readonly string[] = [],
+): Record<string, string> {
+  const own = process.env;
+  const env = inheritedEnv(credentials);
+  for (const [k, v] of Object.entries(request.env ?? {})) {
+    if (v === true) {
+      const mine = own[k];
+      if (mine !== undefined) env[k] = mine;
+    } else env[k] = v;
+  }
+  env.ATOMIC_RUN_ID = request.runId;
+  env.ATOMIC_STAGE = request.stageName;
+  env.ATOMIC_STAGE_KEY = request.stageKey;
+  env.ATOMIC_ATTEMPT = String(request.attempt);
+  return env;
+}
+
+/** This process's environment without the credential and internal variables (but those in `credentials`). */
+export function inheritedEnv(credentials: readonly string[] = []): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && (!WITHHELD.has(k) || credentials.includes(k))) env[k] = v;
+  return env;
+}

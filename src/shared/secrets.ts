@@ -1,0 +1,179 @@
+/**
+ * The credentials atomic itself uses, in one place: which environment
+ * variables hold them (kept from stages: runners/stage-env.ts) and which
+ * values are secret (redacted from transcripts, logs, runner events and
+ * results, journal records and CLI error messages: `redact`).
+ *
+ * A secret value is known to a process when
+ * - it is the value of one of CREDENTIAL_VARIABLES in its own environment
+ *   (read once, at the first redaction: the variables are set before a
+ *   process starts and atomic never sets them);
+ * - it was registered with `addSecret` (the password of a journal URL,
+ *   by openJournal; the status token, when it is loaded);
+ * - it is the status token of a home the process was told about
+ *   (`addSecretsOfHome`, by openJournal), or of $ATOMIC_HOME.
+ *
+ * Values shorter than MIN_SECRET_LENGTH are not redacted: replacing "pw"
+ * in every line would mangle more than it hides. Redaction replaces the
+ * exact value (and its percent-encoded form, as it appears in a URL); a
+ * value split across two writes of a stream, or transformed (base64),
+ * is not recognised.
+ */
+
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ROLE_CONFIG_ENV } from "./self-exec.ts";
+
+/**
+ * Environment variables that hold credentials of atomic or of the agents
+ * it drives: provider API keys, the journal URL (it may carry a
+ * password) and Postgres' password, the status token. A stage receives
+ * none of them unless its `env` names it; a CLI agent adapter passes the
+ * ones its CLI needs (cli-agents/adapters.ts, `credentials`).
+ */
+export const CREDENTIAL_VARIABLES = [
+  "OPENAI_API_KEY",
+  "ATOMIC_OPENAI_API_KEY",
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_AUTH_TOKEN",
+  "GEMINI_API_KEY",
+  "GOOGLE_API_KEY",
+  "OPENROUTER_API_KEY",
+  "CODEX_API_KEY",
+  "ATOMIC_JOURNAL",
+  "PGPASSWORD",
+  "ATOMIC_STATUS_TOKEN",
+] as const;
+
+/** Internal variables that carry atomic's own configuration to its roles (never to a stage). */
+export const INTERNAL_VARIABLES = [ROLE_CONFIG_ENV] as const;
+
+export const REDACTED = "[redacted]";
+export const MIN_SECRET_LENGTH = 8;
+const TOKEN_FILE = "status-token";
+
+const registered = new Set<string>();
+const homes = new Set<string>();
+let fromEnv: string[] | undefined;
+/** Every needle, longest first (so a value containing another is replaced whole); rebuilt when one is added. */
+let needles: string[] | undefined;
+
+/** Registers a secret value of this process (ignored when too short to redact). */
+export function addSecret(value: string | undefined): void {
+  if (!value || value.length < MIN_SECRET_LENGTH || registered.has(value)) return;
+  registered.add(value);
+  needles = undefined;
+}
+
+/** The password of a URL (`postgres://user:pw@host/db`), registered as a secret (as written and decoded). */
+export function addSecretsOfUrl(url: string | undefined): void {
+  const password = urlPassword(url);
+  if (!password) return;
+  addSecret(password);
+  addSecret(safeDecode(password));
+}
+
+/** The status token kept in `home`, when there is one, becomes a secret of this process. */
+export function addSecretsOfHome(home: string | undefined): void {
+  if (!home || homes.has(home)) return;
+  homes.add(home);
+  try {
+    addSecret(readFileSync(join(home, TOKEN_FILE), "utf8").trim());
+  } catch {
+    // no token in this home (yet): nothing to hide
+  }
+}
+
+/** `text` with every known secret value replaced by [redacted]. */
+export function redact(text: string): string {
+  const list = currentNeedles();
+  if (list.length === 0 || text.length < MIN_SECRET_LENGTH) return text;
+  let out = text;
+  for (const n of list) if (out.includes(n)) out = out.replaceAll(n, REDACTED);
+  return out;
+}
+
+/** True when this process knows any secret value (everything else is a no-op then). */
+export function secretsKnown(): boolean {
+  return currentNeedles().length > 0;
+}
+
+/** True when `text` holds a known secret (callers that copy structures only when they must). */
+export function holdsSecret(text: string): boolean {
+  for (const n of currentNeedles()) if (text.includes(n)) return true;
+  return false;
+}
+
+/**
+ * A JSON-like value with every string in it redacted (keys included). The
+ * value itself comes back when nothing in it is secret, so the common case
+ * copies nothing.
+ */
+export function redactValue<T>(value: T): T {
+  if (currentNeedles().length === 0) return value;
+  return walk(value) as T;
+}
+
+function walk(value: unknown): unknown {
+  if (typeof value === "string") return holdsSecret(value) ? redact(value) : value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    value.forEach((item, i) => {
+      const r = walk(item);
+      if (r !== item) (copy ??= value.slice())[i] = r;
+    });
+    return copy ?? value;
+  }
+  if (value !== null && typeof value === "object" && Object.getPrototypeOf(value) === Object.prototype) {
+    let copy: Record<string, unknown> | undefined;
+    for (const [k, item] of Object.entries(value)) {
+      const r = walk(item);
+      const key = holdsSecret(k) ? redact(k) : k;
+      if (r !== item || key !== k) {
+        copy ??= { ...(value as Record<string, unknown>) };
+        if (key !== k) delete copy[k];
+        copy[key] = r;
+      }
+    }
+    return copy ?? value;
+  }
+  return value;
+}
+
+function currentNeedles(): string[] {
+  if (needles) return needles;
+  if (!fromEnv) {
+    fromEnv = [];
+    for (const name of CREDENTIAL_VARIABLES) {
+      const v = process.env[name];
+      if (!v) continue;
+      fromEnv.push(v);
+      // A journal URL: its password alone shows up in messages too.
+      const password = urlPassword(v);
+      if (password) fromEnv.push(password, safeDecode(password));
+    }
+    addSecretsOfHome(process.env.ATOMIC_HOME);
+  }
+  const all = new Set<string>();
+  for (const v of [...fromEnv, ...registered]) {
+    if (v.length < MIN_SECRET_LENGTH) continue;
+    all.add(v);
+    const encoded = encodeURIComponent(v);
+    if (encoded !== v) all.add(encoded);
+  }
+  needles = [...all].sort((a, b) => b.length - a.length);
+  return needles;
+}
+
+function urlPassword(url: string | undefined): string | undefined {
+  const m = /^[a-z][a-z0-9+.-]*:\/\/[^/:@]*:([^@/]*)@/i.exec(url ?? "");
+  return m?.[1] || undefined;
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * shared/secrets.ts and runners/stage-env.ts: which values are redacted and
+ * how; which variables a stage's environment keeps. The role logs are
+ * checked in a real process (its stderr redirected to a file, as the
+ * coordinator does for its workers).
+ */
+
+import { afterEach, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { BUN, ROOT } from "../helpers/atomic.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { REDACTED, addSecret, addSecretsOfUrl, redact, redactValue } from "../../src/shared/secrets.ts";
+import { stageEnv } from "../../src/runners/stage-env.ts";
+
+afterEach(removeTempDirs);
+
+test("registered values, their percent-encoded form and a URL's password are redacted; short ones are not", () => {
+  addSecret("s3cr3t/value+1");
+  addSecret("short");
+  addSecretsOfUrl("postgres://atomic:p%40ss-word-42@db.example/atomic");
+  expect(redact("a s3cr3t/value+1 b")).toBe(`a ${REDACTED} b`);
+  expect(redact("url ?k=s3cr3t%2Fvalue%2B1")).toBe(`url ?k=${REDACTED}`);
+  expect(redact("short stays")).toBe("short stays");
+  expect(redact("postgres://atomic:p%40ss-word-42@db failed; pw p@ss-word-42")).toBe(`postgres://atomic:${REDACTED}@db failed; pw ${REDACTED}`);
+});
+
+test("redactValue copies only what holds a secret", () => {
+  addSecret("another-secret-9");
+  const clean = { a: "x", list: ["y", { b: 1 }] };
+  expect(redactValue(clean)).toBe(clean);
+  const dirty = { a: "x", nested: { list: ["ok", "has another-secret-9 in it"] }, other: { n: 1 } };
+  const out = redactValue(dirty);
+  expect(out).toEqual({ a: "x", nested: { list: ["ok", `has ${REDACTED} in it`] }, other: { n: 1 } });
+  expect(out.other).toBe(dirty.other);
+  expect(dirty.nested.list[1]).toBe("has another-secret-9 in it");
+});
+
+test("a stage's environment: credentials withheld unless named, `true` passes atomic's own value, identity last", () => {
+  const saved = { ...process.env };
+  try {
+    Object.assign(process.env, { OPENAI_API_KEY: "sk-1", ANTHROPIC_API_KEY: "sk-2", ATOMIC_JOURNAL: "postgres://u:p@h/d", ATOMIC_POOL_CONFIG: "{}", PLAIN: "kept" });
+    const id = { runId: "r1", stageName: "s", stageKey: "0", attempt: 2 };
+    const plain = stageEnv(id);
+    expect(plain.PLAIN).toBe("kept");
+    for (const k of ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ATOMIC_JOURNAL", "ATOMIC_POOL_CONFIG"]) expect(plain[k]).toBeUndefined();
+    expect(plain).toMatchObject({ ATOMIC_RUN_ID: "r1", ATOMIC_STAGE: "s", ATOMIC_STAGE_KEY: "0", ATOMIC_ATTEMPT: "2" });
+    const named = stageEnv({ ...id, env: { OPENAI_API_KEY: true, ATOMIC_JOURNAL: "given", MISSING: true, ATOMIC_RUN_ID: "spoofed" } });
+    expect(named.OPENAI_API_KEY).toBe("sk-1");
+    expect(named.ATOMIC_JOURNAL).toBe("given");
+    expect("MISSING" in named).toBe(false);
+    expect(named.ATOMIC_RUN_ID).toBe("r1");
+    expect(stageEnv(id, ["ANTHROPIC_API_KEY"]).ANTHROPIC_API_KEY).toBe("sk-2");
+  } finally {
+    for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+    Object.assign(process.env, saved);
+  }
+});
+
+test("role log lines (writeStderr) never carry a credential of the process's environment", async () => {
+  const dir = makeTempDir("atomic-secrets-log-");
+  const log = join(dir, "worker.log");
+  const key = "sk-live-0123456789abcdef";
+  const script = `import { writeStderr } from ${JSON.stringify(join(ROOT, "src", "shared", "raw-stderr.ts"))};\nwriteStderr("request failed with key " + process.env.OPENAI_API_KEY + "\\n");\n`;
+  const proc = Bun.spawn([BUN, "-e", script], { env: { ...process.env, OPENAI_API_KEY: key }, stdout: "ignore", stderr: Bun.file(log) });
+  expect(await proc.exited).toBe(0);
+  expect(readFileSync(log, "utf8")).toBe(`request failed with key ${REDACTED}\n`);
+});
