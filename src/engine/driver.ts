@@ -129,8 +129,9 @@ export class RootRun {
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
     const events = await opts.journal.readEvents(run.id);
     // What an earlier drive left running on this host (an orphaned stage, a stale pool) ends before
-    // anything starts again: a stage never runs beside an older copy of itself.
-    endRunProcesses(run.id);
+    // anything starts again: a stage never runs beside an older copy of itself. Only a run that ever
+    // started a stage (or a child run, whose stages are in its own events) can have left any.
+    if (events.some(startedProcesses)) endRunProcesses(run.id);
     // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
     await opts.journal.work.abandon(lease);
     const root = RootRun.create(opts, lease, acquiredAt, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
@@ -220,7 +221,7 @@ export class RootRun {
       if (this.tree.stopReason !== "lease_lost") {
         // Whatever escaped its stage's process group (setsid) does not outlive the drive. Not after a lost
         // lease: what carries the run's id then may be the new holder's.
-        endRunProcesses(this.runId);
+        if (this.tree.stagesExecuted) endRunProcesses(this.runId);
         await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
       }
     }
@@ -281,6 +282,13 @@ export class RootRun {
     clearInterval(this.controlTimer);
     clearInterval(this.storageTimer);
   }
+}
+
+/** A stage attempt or a child run began: processes of the run may have been started. */
+function startedProcesses(e: JournalEvent): boolean {
+  if (e.type !== EVENT.stepStarted) return false;
+  const kind = (e.payload as { kind?: string }).kind;
+  return kind === "stage" || kind === "child";
 }
 
 /** The budget a run recorded: its last resume's, else its start's. */

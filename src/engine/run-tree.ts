@@ -38,6 +38,8 @@ export class RunTree {
    * anything with an effect outside the journal starts.
    */
   leaseHeld: () => boolean = () => true;
+  /** Set once a stage of this tree was handed to the executor (its processes may outlive it: driver.ts). */
+  stagesExecuted = false;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
 

@@ -189,6 +189,7 @@ async function runAttempt(
   try {
     // The records above may have taken a while (or the process was stopped meanwhile): the lease must still hold.
     exec.assertMayStart(scope);
+    tree.stagesExecuted = true;
     return await tree.executor.execute(request, scope.signal, (event) => {
       if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
