@@ -19,7 +19,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, copyFileSync, existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { atomicBin, runAtomic, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, atomicBin, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { inOrder, startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { createOtherUser, otherUsersSupported, removeOtherUsers, type OtherUser } from "../helpers/other-user.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -68,13 +68,17 @@ for role in worker coordinator root; do
 done
 `;
 
+/** The compiled binary (the user's copy), or `bun src/main.ts` from this checkout (readable by everyone). */
+type From = "binary" | "source";
+const command = (from: From) => (from === "binary" ? [bin] : [BUN, join(ROOT, "src", "main.ts")]);
+
 /** The environment the user's atomic runs with: the key, its own home and temp directory. */
-function envArgs(extra: string[] = []): string[] {
-  return ["env", "-C", join(dir, "cwd"), `OPENAI_API_KEY=${KEY}`, `ATOMIC_HOME=${join(dir, "home")}`, `TMPDIR=${join(dir, "tmp")}`, "NO_COLOR=1", ...extra, bin];
+function envArgs(extra: string[] = [], from: From = "binary"): string[] {
+  return ["env", "-C", join(dir, "cwd"), `OPENAI_API_KEY=${KEY}`, `ATOMIC_HOME=${join(dir, "home")}`, `TMPDIR=${join(dir, "tmp")}`, "NO_COLOR=1", ...extra, ...command(from)];
 }
 
-function asUser(args: string[], extra: string[] = []) {
-  return user.run([...envArgs(extra), ...args], { timeoutMs: 90_000 });
+function asUser(args: string[], extra: string[] = [], from: From = "binary") {
+  return user.run([...envArgs(extra, from), ...args], { timeoutMs: 90_000 });
 }
 
 function spawnAsUser(args: string[]): Subprocess<"ignore", "pipe", "pipe"> {
@@ -113,7 +117,7 @@ function expectNothingRead(seen: string): void {
   expect(seen).not.toContain(KEY);
   expect(seen).toMatch(/== worker \d+ .*--internal-workflow-worker/);
   expect(seen).toMatch(/== coordinator \d+ .*--internal-pool-coordinator/);
-  expect(seen).toMatch(/== root \d+ .*atomic run /);
+  expect(seen).toMatch(/== root \d+ .* run /);
   expect(seen.match(/environ: Permission denied/g)).toHaveLength(3);
   expect(seen.match(/mem \d+: denied/g)).toHaveLength(3);
   expect(seen).not.toContain("OPENAI_API_KEY=");
@@ -135,33 +139,35 @@ function atomicProcessesOfUser(): number[] {
   return pids;
 }
 
-test.skipIf(!supported)("a shell stage and the openai bash tool of another user's run cannot read its worker's, coordinator's or root's environment or memory", async () => {
-  const server = await startFakeOpenAI(inOrder(toolCall("bash", { command: `. ${join(dir, "peek.sh")}` }), text("done")));
-  try {
-    const wf = workflowFile(
-      "peek",
-      `{
-        name: "peek",
-        async run(ctx) {
-          const shell = await ctx.shell("peek", ${JSON.stringify(`. ${join(dir, "peek.sh")}`)});
-          await ctx.task("agent", { prompt: "look around", model: "fake-model" });
-          return { shell: shell.outputPath };
-        },
-      }`,
-    );
-    const r = await asUser(["run", wf, "--json", "--workers", "2"], [`ATOMIC_OPENAI_BASE_URL=${server.url}`]);
-    expect(r.stderr).not.toContain("non-dumpable");
-    expect(r.code).toBe(0);
-    // The stage's own stdout file: exactly what it read (a stage's text result would be redacted).
-    expectNothingRead(readFileSync(lastJson(r.stdout).outputs.shell, "utf8"));
-    // The worker still talks to the provider with the key; the bash tool's output went to the model as printed.
-    expect(server.requests).toHaveLength(2);
-    expect(server.requests[0]!.headers.get("authorization")).toBe(`Bearer ${KEY}`);
-    expectNothingRead(server.requests[1]!.body.messages.find((m) => m.role === "tool")!.content!);
-  } finally {
-    await server.close();
-  }
-}, 120_000);
+for (const from of ["binary", "source"] as const) {
+  test.skipIf(!supported)(`a shell stage and the openai bash tool of another user's run cannot read its worker's, coordinator's or root's environment or memory (${from})`, async () => {
+    const server = await startFakeOpenAI(inOrder(toolCall("bash", { command: `. ${join(dir, "peek.sh")}` }), text("done")));
+    try {
+      const wf = workflowFile(
+        `peek-${from}`,
+        `{
+          name: "peek",
+          async run(ctx) {
+            const shell = await ctx.shell("peek", ${JSON.stringify(`. ${join(dir, "peek.sh")}`)});
+            await ctx.task("agent", { prompt: "look around", model: "fake-model" });
+            return { shell: shell.outputPath };
+          },
+        }`,
+      );
+      const r = await asUser(["run", wf, "--json", "--workers", "2"], [`ATOMIC_OPENAI_BASE_URL=${server.url}`], from);
+      expect(r.stderr).not.toContain("non-dumpable");
+      expect(r.code).toBe(0);
+      // The stage's own stdout file: exactly what it read (a stage's text result would be redacted).
+      expectNothingRead(readFileSync(lastJson(r.stdout).outputs.shell, "utf8"));
+      // The worker still talks to the provider with the key; the bash tool's output went to the model as printed.
+      expect(server.requests).toHaveLength(2);
+      expect(server.requests[0]!.headers.get("authorization")).toBe(`Bearer ${KEY}`);
+      expectNothingRead(server.requests[1]!.body.messages.find((m) => m.role === "tool")!.content!);
+    } finally {
+      await server.close();
+    }
+  }, 120_000);
+}
 
 test.skipIf(!supported)("as that user: a live run shows as running, the broker starts, and resume takes over at once after kill -9 of the root", async () => {
   const started = join(dir, "started");
