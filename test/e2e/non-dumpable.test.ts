@@ -9,9 +9,11 @@
  * (worker, coordinator, root) and try each one's /proc/<pid>/environ and
  * /proc/<pid>/mem: denied, and the key appears nowhere in what they read.
  * What atomic reads of its own processes still works for that user: a
- * live run shows as running in `atomic runs`, a killed root's lease is
- * taken over at once by `atomic resume` (both read /proc/<pid>/stat of a
- * non-dumpable process), and the intercom broker starts.
+ * live run shows as running in `atomic runs` (which reads the root's start
+ * time from /proc/<pid>/stat of a non-dumpable process), a killed root's
+ * lease is taken over at once by `atomic resume`, and the intercom broker
+ * starts. Without prctl, every process says so once in its log and the run
+ * completes.
  */
 
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -183,6 +185,7 @@ test.skipIf(!supported)("as that user: a live run shows as running, the broker s
   );
   const proc = spawnAsUser(["run", wf, "--workers", "1"]);
   await waitUntil(() => existsSync(started), 60_000, "the stage to start");
+  // Running, not crashed: the holder's start time, read from /proc/<root>/stat of a non-dumpable process, matched.
   const run = await runNamed("hold");
   expect(run.status).toBe("running");
   // A message to the stage starts the intercom broker (its spawn lock checks the holder's pid).
@@ -198,7 +201,7 @@ test.skipIf(!supported)("as that user: a live run shows as running, the broker s
   expect(readFileSync(`/proc/${root}/cmdline`, "utf8")).toContain("run");
   process.kill(root, "SIGKILL");
   await proc.exited;
-  // The lease (30 s) has not expired: only the dead-holder check, which reads the holder's start time, lets resume in.
+  // The lease (30 s) has not expired: only the dead-holder shortcut lets resume in at once.
   const resumed = await asUser(["resume", run.id, "--workers", "1"]);
   expect(resumed.stderr).not.toContain("being driven by another process");
   expect(resumed.code).toBe(0);
