@@ -16,11 +16,10 @@
  *    a file on these VMs' disk costs 0.05-1.3 ms of CPU depending on what
  *    else runs (a measure of the disk, not the loop); the loop with its
  *    files on the disk is reported too, for information.
- *    The loop speaks to this plain-http server with its own HTTP/1.1
- *    client (src/runners/openai/http1.ts), not fetch; for scale the same
- *    requests are also timed made directly with that client, which leaves
- *    the loop's own bookkeeping.
- *    Target: loop ÷ direct ≤ 1.3.
+ *    For information only, no target (withdrawn in issue 12: a model
+ *    answers in hundreds of milliseconds, so tens of microseconds per call
+ *    are not worth a protocol implementation of our own; the loop speaks
+ *    through fetch, as the direct side does).
  *
  * 2. Event handling: `dist/atomic run` of one agent stage (on a pool
  *    worker) whose reply streams 50,000 text deltas, vs the same stage with
@@ -38,7 +37,6 @@ import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ChatClient } from "../src/runners/openai/chat-client.ts";
-import { Http1Client } from "../src/runners/openai/http1.ts";
 import { OpenAIRunner } from "../src/runners/openai/openai-runner.ts";
 import type { StageRequest } from "../src/runners/types.ts";
 import {
@@ -61,7 +59,6 @@ import {
 const TURNS = 20;
 const REPS = 61;
 const WARMUP_LOOPS = 3;
-const LOOP_TARGET = 1.3;
 const DELTAS = 50_000;
 const RSS_TARGET_MB = 50;
 
@@ -125,7 +122,7 @@ async function loopOverhead(): Promise<Result> {
       }
       return performance.now() - t0;
     };
-    // For scale only: the same requests with the work any client of this API must do too (each
+    // For information: the same requests with the work any client of this API must do too (each
     // reply's events parsed, the 19 list tools run) — what is left over is the loop's own bookkeeping.
     const directWork = async (): Promise<number> => {
       const t0 = performance.now();
@@ -141,17 +138,6 @@ async function loopOverhead(): Promise<Result> {
       }
       return performance.now() - t0;
     };
-    // For scale, not the target: the same requests made directly with the loop's own client.
-    const client = new Http1Client(new URL(server.url));
-    const path = `${new URL(server.url).pathname}/chat/completions`;
-    const directOwn = async (): Promise<number> => {
-      const t0 = performance.now();
-      for (const body of parsed) {
-        const reply = await client.post(path, { "content-type": "application/json", authorization: "Bearer x" }, JSON.stringify(body));
-        await reply.text();
-      }
-      return performance.now() - t0;
-    };
     process.env.OPENAI_API_KEY ??= "sk-bench";
     await runLoop(true); // warm-up, and the bodies to replay
     if (bodies.length !== TURNS) throw new Error(`recorded ${bodies.length} requests, expected ${TURNS}`);
@@ -159,26 +145,22 @@ async function loopOverhead(): Promise<Result> {
     const parsed = bodies.map((b) => JSON.parse(b) as unknown);
     await direct();
     await directWork();
-    await directOwn();
-    const samples = await alternate(REPS, { direct, loop: () => runLoop(false), directWork, directOwn, loopOnDisk: () => runLoop(false, onDisk) });
+    const samples = await alternate(REPS, { direct, loop: () => runLoop(false), directWork, loopOnDisk: () => runLoop(false, onDisk) });
     const ratio = median(samples.loop) / median(samples.direct);
     const workRatio = median(samples.loop) / median(samples.directWork);
-    const ownRatio = median(samples.loop) / median(samples.directOwn);
     return {
       bench: "agents",
-      label: `agent loop: ${TURNS}-turn tool loop against the fake server`,
+      label: `agent loop: ${TURNS}-turn tool loop against the fake server (for information; target withdrawn)`,
       value: median(samples.loop),
       unit: "ms",
       baseline: { label: `the same ${TURNS} HTTP requests made directly (fetch, stream read to the end)`, value: median(samples.direct), unit: "ms" },
       ratio: { value: ratio, meaning: "loop ÷ direct requests" },
-      target: { text: `ratio <= ${LOOP_TARGET}`, ok: ratio <= LOOP_TARGET },
       notes: [
         `loop: ${spread(samples.loop)}`,
         `direct: ${spread(samples.direct)}`,
         `the loop also runs 19 list tools and writes transcript and raw event files${TMPFS ? ` (in ${TMPFS})` : ""}`,
         ...(TMPFS ? [`for information: the loop with its files on the disk (${tmpdir()}): ${spread(samples.loopOnDisk)}; ÷ direct ${fmt(median(samples.loopOnDisk) / median(samples.direct), 2)}`] : []),
-        `for scale, not the target: the same requests with each reply's events parsed and the same 19 list tools run, directly: ${spread(samples.directWork)}; loop ÷ that ${fmt(workRatio, 2)}`,
-        `for scale, not the target: the same requests made directly with the loop's own HTTP client: ${spread(samples.directOwn)}; loop ÷ that ${fmt(ownRatio, 2)} (the loop's bookkeeping)`,
+        `for information: the same requests with each reply's events parsed and the same 19 list tools run, directly: ${spread(samples.directWork)}; loop ÷ that ${fmt(workRatio, 2)} (the loop's bookkeeping)`,
       ],
     };
   } finally {
@@ -312,7 +294,7 @@ function findTranscript(dir: string): number | undefined {
 
 const bench: Bench = {
   name: "agents",
-  title: "agent loop overhead vs direct HTTP; 50,000 streamed deltas with bounded memory",
+  title: "agent loop overhead vs direct HTTP (information); 50,000 streamed deltas with bounded memory",
   async run() {
     return [await loopOverhead(), ...(await deltaMemory())];
   },

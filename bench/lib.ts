@@ -475,17 +475,27 @@ export async function runWithPeakRss(
   }
   const t0 = performance.now();
   const proc = spawnTracked(cmd, { env, stdout: "ignore", stderr: "pipe" });
-  let peak = 0;
+  const peak = watchPeakRss(proc.pid);
+  const stderr = await new Response(proc.stderr as ReadableStream).text();
+  await proc.exited;
+  return { ms: performance.now() - t0, code: proc.exitCode, peakRssMb: peak.stop(), how: "/proc VmHWM polling", stderr };
+}
+
+/** Polls process `pid`'s VmHWM every 5 ms; `stop()` ends the polling and returns the highest value seen, in MB. */
+export function watchPeakRss(pid: number): { stop(): number } {
+  let peakKb = 0;
   const poll = setInterval(() => {
     try {
-      const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, "utf8"));
-      if (m) peak = Math.max(peak, Number(m[1]));
+      const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+      if (m) peakKb = Math.max(peakKb, Number(m[1]));
     } catch {
       // exited between polls
     }
   }, 5);
-  const stderr = await new Response(proc.stderr as ReadableStream).text();
-  await proc.exited;
-  clearInterval(poll);
-  return { ms: performance.now() - t0, code: proc.exitCode, peakRssMb: peak / 1024, how: "/proc VmHWM polling", stderr };
+  return {
+    stop() {
+      clearInterval(poll);
+      return peakKb / 1024;
+    },
+  };
 }

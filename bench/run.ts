@@ -23,8 +23,10 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   resume: { load: () => import("./resume.ts").then((m) => m.default), usesBinary: true },
   recovery: { load: () => import("./recovery.ts").then((m) => m.default), usesBinary: true },
   pool: { load: () => import("./pool.ts").then((m) => m.default), usesBinary: true },
+  output: { load: () => import("./output.ts").then((m) => m.default), usesBinary: true },
   intercom: { load: () => import("./intercom.ts").then((m) => m.default), usesBinary: false },
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
+  "status-scale": { load: () => import("./status-scale.ts").then((m) => m.default), usesBinary: false },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
 };
 

@@ -40,7 +40,14 @@ const PAGE_BUDGET = 150 * 1024;
 
 // ---------------------------------------------------------------- the server
 
-async function startServer(home: string): Promise<{ url: string; stop(): Promise<void> }> {
+/** The server's clean address and the bearer header every route but /healthz needs. */
+interface Served {
+  url: string;
+  auth: { authorization: string };
+  stop(): Promise<void>;
+}
+
+async function startServer(home: string): Promise<Served> {
   const proc = spawnTracked([atomicBin(), "serve", "--port", "0"], { env: binaryEnv(home), stdout: "pipe", stderr: "pipe" });
   const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
   let text = "";
@@ -52,9 +59,12 @@ async function startServer(home: string): Promise<{ url: string; stop(): Promise
     text += new TextDecoder().decode(value);
   }
   reader.releaseLock();
-  const url = /status page: (\S+)/.exec(text)![1]!;
+  const login = /status page: (\S+)/.exec(text)![1]!;
+  const m = /^(.*\/)\?token=([0-9a-f]+)$/.exec(login);
+  if (!m) throw new Error(`atomic serve printed no login URL: ${login}`);
   return {
-    url,
+    url: m[1]!,
+    auth: { authorization: `Bearer ${m[2]!}` },
     async stop() {
       proc.kill("SIGINT");
       await proc.exited;
@@ -64,10 +74,10 @@ async function startServer(home: string): Promise<{ url: string; stop(): Promise
 
 // ---------------------------------------------------------------- load
 
-/** Requests per second against `url` for LOAD_SECONDS, from wrk or a Bun load script. */
-async function requestsPerSecond(url: string): Promise<{ rps: number; tool: string }> {
+/** Requests per second against `url` for LOAD_SECONDS (with the bearer header), from wrk or a Bun load script. */
+async function requestsPerSecond(url: string, auth: Served["auth"]): Promise<{ rps: number; tool: string }> {
   if (Bun.which("wrk")) {
-    const proc = Bun.spawn(["wrk", "-t2", `-c${CONNECTIONS}`, `-d${LOAD_SECONDS}s`, url], { stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn(["wrk", "-t2", `-c${CONNECTIONS}`, `-d${LOAD_SECONDS}s`, "-H", `Authorization: ${auth.authorization}`, url], { stdout: "pipe", stderr: "pipe" });
     const out = await new Response(proc.stdout).text();
     await proc.exited;
     if (/Non-2xx or 3xx responses/.test(out)) throw new Error(`wrk saw error responses from ${url}:\n${out}`);
@@ -78,14 +88,19 @@ async function requestsPerSecond(url: string): Promise<{ rps: number; tool: stri
   const script = `
     const [url, c, t] = process.argv.slice(-3);
     const conns = Number(c), ms = Number(t);
+    const headers = { authorization: process.env.BENCH_AUTH };
     let n = 0, bad = 0;
     const end = performance.now() + ms;
     const t0 = performance.now();
     await Promise.all(Array.from({ length: conns }, async () => {
-      while (performance.now() < end) { const r = await fetch(url); await r.arrayBuffer(); if (r.ok) n++; else bad++; }
+      while (performance.now() < end) { const r = await fetch(url, { headers }); await r.arrayBuffer(); if (r.ok) n++; else bad++; }
     }));
     console.log(JSON.stringify({ n, bad, ms: performance.now() - t0 }));`;
-  const proc = Bun.spawn([BUN, "-e", script, url, String(CONNECTIONS), String(LOAD_SECONDS * 1000)], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([BUN, "-e", script, url, String(CONNECTIONS), String(LOAD_SECONDS * 1000)], {
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, BENCH_AUTH: auth.authorization },
+  });
   const out = await new Response(proc.stdout).text();
   await proc.exited;
   const r = JSON.parse(out) as { n: number; bad: number; ms: number };
@@ -107,19 +122,19 @@ async function uncachedListMicros(journal: Journal): Promise<number[]> {
   return samples;
 }
 
-async function listBench(url: string, journal: Journal): Promise<Result> {
+async function listBench({ url, auth }: Served, journal: Journal): Promise<Result> {
   const list = `${url}api/runs`;
-  const first = (await (await fetch(list)).json()) as { total: number; runs: unknown[] };
+  const first = (await (await fetch(list, { headers: auth })).json()) as { total: number; runs: unknown[] };
   if (first.total !== RUNS || first.runs.length !== 50) throw new Error(`expected 50 of ${RUNS} runs, got ${first.runs.length} of ${first.total}`);
-  await requestsPerSecond(`${url}healthz`); // warm-up
+  await requestsPerSecond(`${url}healthz`, auth); // warm-up
   const trivial: number[] = [];
   const runs: number[] = [];
   let tool = "";
   for (let i = 0; i < REPS; i++) {
     settle();
-    trivial.push((await requestsPerSecond(`${url}healthz`)).rps);
+    trivial.push((await requestsPerSecond(`${url}healthz`, auth)).rps);
     settle();
-    const r = await requestsPerSecond(list);
+    const r = await requestsPerSecond(list, auth);
     runs.push(r.rps);
     tool = r.tool;
   }
@@ -162,7 +177,7 @@ async function liveRun(journal: Journal): Promise<{ runId: RunId; lease: Lease }
 const now = () => performance.timeOrigin + performance.now();
 
 /** Opens `n` streams, journals EVENTS events, returns every client's delay per event (ms). */
-async function fanOut(url: string, journal: Journal, n: number): Promise<number[]> {
+async function fanOut({ url, auth }: Served, journal: Journal, n: number): Promise<number[]> {
   const { runId, lease } = await liveRun(journal);
   const sentAt = new Map<number, number>();
   const delays: number[] = [];
@@ -170,7 +185,7 @@ async function fanOut(url: string, journal: Journal, n: number): Promise<number[
   let readyCount = 0;
   let doneCount = 0;
   const clients = Array.from({ length: n }, async () => {
-    const res = await fetch(`${url}api/runs/${runId}/stream?from=now`, { signal: abort.signal });
+    const res = await fetch(`${url}api/runs/${runId}/stream?from=now`, { signal: abort.signal, headers: auth });
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
     let buf = "";
@@ -226,7 +241,7 @@ function p99(xs: number[]): number {
   return s[Math.min(s.length - 1, Math.ceil(s.length * 0.99) - 1)]!;
 }
 
-async function sseBench(url: string, journal: Journal): Promise<Result> {
+async function sseBench(url: Served, journal: Journal): Promise<Result> {
   const single: number[] = [];
   const many: number[] = [];
   for (let i = 0; i < 2; i++) {
@@ -253,13 +268,13 @@ async function sseBench(url: string, journal: Journal): Promise<Result> {
 
 // ---------------------------------------------------------------- page weight
 
-async function pageBench(url: string, runId: string): Promise<Result> {
-  const html = await (await fetch(`${url}runs/${runId}`)).text();
+async function pageBench({ url, auth }: Served, runId: string): Promise<Result> {
+  const html = await (await fetch(`${url}runs/${runId}`, { headers: auth })).text();
   const assets = [...html.matchAll(/(?:src|href)="(\/assets\/[^"]+)"/g)].map((m) => m[1]!);
   let bytes = Buffer.byteLength(html);
   const parts = [`html ${fmt(bytes / 1024, 1)} KB`];
   for (const a of assets) {
-    const body = await (await fetch(`${url}${a.slice(1)}`)).arrayBuffer();
+    const body = await (await fetch(`${url}${a.slice(1)}`, { headers: auth })).arrayBuffer();
     bytes += body.byteLength;
     parts.push(`${a.split("?")[0]} ${fmt(body.byteLength / 1024, 1)} KB`);
   }
@@ -287,7 +302,7 @@ const bench: Bench = {
       let last = "";
       for (let i = 0; i < RUNS; i++) last = await seedRun(journal, { stages: 3, workflow: `wf-${i % 7}`, status: i % 10 === 0 ? "failed" : "completed" });
       server = await startServer(home);
-      const results = [await listBench(server.url, journal), await sseBench(server.url, journal), await pageBench(server.url, last)];
+      const results = [await listBench(server, journal), await sseBench(server, journal), await pageBench(server, last)];
       return results;
     } finally {
       await server?.stop();

@@ -162,11 +162,23 @@ export interface ListRunsFilter {
   offset?: number;
 }
 
+/**
+ * What callers may rely on beyond the interface, per backend. Each flag is
+ * here because code outside journal/ reads it (named below); a backend
+ * sets what it can promise, and the conformance suite checks each
+ * backend's promise, not one backend's values.
+ */
 export interface JournalCapabilities {
-  /** One writer at a time for the whole database (SQLite): group commit pays off most. */
-  singleWriter: boolean;
-  /** Work-queue claims may use FOR UPDATE SKIP LOCKED. */
-  supportsSkipLocked: boolean;
+  /**
+   * A write transaction runs from BEGIN to COMMIT without yielding to the
+   * event loop (SQLite here: synchronous statements; waits for another
+   * process's lock happen before BEGIN). Then `claimMany`'s `onLeased` runs
+   * while nothing else of the process can, and the pool's dispatcher
+   * (src/pool/dispatcher.ts) starts a worker before its claim commits. A
+   * backend that awaits inside a transaction (a network database) says
+   * false, and the dispatcher starts workers after the commit.
+   */
+  synchronousTransactions: boolean;
 }
 
 export type Durability = "full" | "normal";
@@ -214,6 +226,9 @@ export interface Journal {
 
   /** The work queue of stage executions (SYSTEM.md section 6), in the same database. */
   readonly work: WorkQueue;
+
+  /** Reads for the status server whose cost follows what changed, not the history (below). */
+  readonly views: JournalViews;
 
   /** Messages to stages and prompts to humans (SYSTEM.md section 8), in the same database. */
   readonly messages: MessageStore;
@@ -283,7 +298,9 @@ export interface WorkQueue {
    *
    * `onLeased(item, index)` is called with each item as soon as its lease
    * is decided, inside the transaction, before the lease is written and
-   * committed, so the caller can hand the item out meanwhile. If the call
+   * committed, so the caller can hand the item out meanwhile (only where
+   * `capabilities.synchronousTransactions` says nothing else of the
+   * process runs before the commit). If the call
    * then rejects, none of its leases exist: the caller must take back what
    * it handed out (an item given to a worker then is held by no lease).
    */
@@ -379,6 +396,20 @@ export interface StageIndexEntry {
   state: StageState;
   attempt: number;
   childRunId?: string;
+  /** With state "finished": how the stage's recorded result ended (a failureMode "return" stage may finish failed). */
+  outcome?: "completed" | "failed";
+  /** Usage this record adds to the stage's sum (an attempt's usage, once: with its failure, checkpoint or cancellation). */
+  usage?: StageUsage;
+}
+
+/** The summable fields of a stage's usage (integers; cost in micro-dollars). */
+export interface StageUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  costMicroUsd: number;
+  turns: number;
 }
 
 export interface StageRow extends StageIndexEntry {
@@ -500,6 +531,47 @@ export interface PromptRecord extends NewPrompt {
   answeredBy: string | null;
   createdAt: number;
   answeredAt: number | null;
+}
+
+// ---------------------------------------------------------------- views for the status server
+
+/**
+ * Stage tallies: the stage index (kind "stage" rows) of root runs' trees,
+ * grouped by root, by the stored status of the run each stage belongs to (a
+ * root or a child), by state and outcome; with usage summed. One indexed
+ * read per page of the run list, whatever the runs' histories hold.
+ *
+ * Run changes: every change of a runs row (created, an event appended, a
+ * patch) gives it a new change number, increasing across the whole journal
+ * in commit order, so a reader that remembers the last number it saw reads
+ * only the runs that changed since (`/metrics`). A backend must keep that
+ * order (SQLite: one writer at a time; a concurrent backend needs a
+ * commit-ordered counter).
+ */
+export interface JournalViews {
+  stageTallies(rootIds: readonly RunId[]): Promise<StageTally[]>;
+  /** Runs whose row changed after `afterChange`, in change order, at most `limit`. */
+  changesSince(afterChange: number, limit: number): Promise<RunChange[]>;
+}
+
+export interface StageTally {
+  rootId: RunId;
+  /** Stored status of the run these stages belong to. */
+  runStatus: RunStatus;
+  state: StageState;
+  outcome: "completed" | "failed" | null;
+  stages: number;
+  /** Summed over the group; null when no stage of it recorded usage. */
+  usage: StageUsage | null;
+}
+
+export interface RunChange {
+  id: RunId;
+  rootId: RunId;
+  parentId: RunId | null;
+  status: RunStatus;
+  lastSeq: number;
+  change: number;
 }
 
 export interface MessageStore {

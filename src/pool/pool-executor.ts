@@ -5,11 +5,21 @@
  * The stage step enqueues the work item in the journal together with the
  * stage's start record (`queued` tells it to); this executor starts the
  * coordinator on first use (re-executing the binary), nudges it, and waits
- * for that item's `work_done`. Live runner events arrive in batches.
+ * for that item's `work_done`. Live runner events arrive in batches, each
+ * capped (event-batcher.ts).
  *
  * If the coordinator dies, every stage waiting on it — and every later one
  * — ends with the infrastructure fault `worker_lost` naming the
  * coordinator's log; the run then fails resumably.
+ *
+ * Nothing waits for ever: a stage the root has heard nothing of (no result,
+ * no live event) for a lease period is asked about (`work_status`). The
+ * coordinator answers from its workers and the work queue: still running or
+ * queued (wait on), settled (its `work_done` comes now if it never did), or
+ * gone (the stage fails with worker_lost and is retried). A coordinator that does not
+ * answer within another period (at least STATUS_ANSWER_MS), not counting
+ * this process's own stalls, is killed, and the run fails resumably as
+ * above.
  */
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
@@ -25,6 +35,8 @@ import { ROLE, ROLE_CONFIG_ENV, selfCommand } from "../shared/self-exec.ts";
 import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
+import { StallMonitor } from "./stall-monitor.ts";
+import { capEvents } from "./event-batcher.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -34,6 +46,12 @@ export const MAX_GENERATIONS = 3;
 const START_TIMEOUT_MS = 20_000;
 const CONTROL_TIMEOUT_MS = 15_000;
 const DELIVER_TIMEOUT_MS = 5_000;
+/**
+ * The least time a coordinator gets to answer a work_status: its answer may
+ * need one journal read, which waits up to the journal's busy timeout (10 s)
+ * while another process holds the database.
+ */
+const STATUS_ANSWER_MS = 15_000;
 
 export interface PoolOptions {
   home: string;
@@ -47,6 +65,10 @@ interface Waiting {
   request: StageRequest;
   resolve: (result: StageResult) => void;
   onEvent: (event: RunnerEvent) => void;
+  /** When the root last heard of the item (a batch of its events). */
+  heardAt: number;
+  /** An outstanding work_status question: when it was asked, and this process's stall counter then. */
+  asked?: { at: number; stalledMs: number };
 }
 
 export class PoolExecutor implements StageExecutor {
@@ -66,6 +88,9 @@ export class PoolExecutor implements StageExecutor {
   readonly logDir: string;
   /** The first directory start() had to create for the log directory (undefined: all existed). */
   private madeDir: string | undefined;
+  private reconcileTimer: ReturnType<typeof setInterval> | undefined;
+  /** This process's event-loop stalls: an answer that waited behind them is not the coordinator's fault. */
+  private stall: StallMonitor | undefined;
 
   constructor(private readonly opts: PoolOptions) {
     this.logDir = join(opts.home, "artifacts", opts.rootId, "worker-logs");
@@ -86,7 +111,7 @@ export class PoolExecutor implements StageExecutor {
       this.early.delete(workId);
       return early;
     }
-    const result = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent }));
+    const result = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent, heardAt: Date.now() }));
     const onAbort = () => this.send({ type: "cancel_work", workId, reason: String(signal.reason ?? "cancelled") });
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
@@ -148,8 +173,35 @@ export class PoolExecutor implements StageExecutor {
     this.controlWaiters.delete(rev);
   }
 
+  /**
+   * Every lease period: asks about each stage not heard of for that long,
+   * and gives up on a coordinator that left a question unanswered for a
+   * whole period (not counting this process's own stalls).
+   */
+  private reconcile(period: number): void {
+    if (this.lost || this.closing) return;
+    const now = Date.now();
+    const stalled = this.stall?.stalledMs ?? 0;
+    for (const [workId, w] of this.waiting) {
+      if (w.asked) {
+        const limit = Math.max(period, STATUS_ANSWER_MS);
+        if (now - w.asked.at - (stalled - w.asked.stalledMs) <= limit) continue;
+        const why =
+          `the pool coordinator did not answer within ${limit} ms where stage "${w.request.stageName}" is; ` +
+          `its log: ${join(this.logDir, "coordinator.log")}`;
+        this.markLost(why);
+        this.proc?.kill("SIGKILL");
+        return;
+      }
+      if (now - w.heardAt < period) continue;
+      w.asked = { at: now, stalledMs: stalled };
+      this.send({ type: "work_status", workId });
+    }
+  }
+
   async close(): Promise<void> {
     this.closing = true;
+    this.stopReconciling();
     const proc = this.proc;
     if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
     this.send({ type: "shutdown" });
@@ -191,7 +243,8 @@ export class PoolExecutor implements StageExecutor {
 
   private start(): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
-      this.madeDir = mkdirSync(this.logDir, { recursive: true });
+      // 0700: this may be the first directory of a fresh home (made before the journal), which must be the owner's alone.
+      this.madeDir = mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
       const config: CoordinatorConfig = {
         version: POOL_PROTOCOL_VERSION,
         rootId: this.opts.rootId,
@@ -205,6 +258,9 @@ export class PoolExecutor implements StageExecutor {
         logDir: this.logDir,
       };
       const logPath = join(this.logDir, "coordinator.log");
+      this.stall = new StallMonitor();
+      this.reconcileTimer = setInterval(() => this.reconcile(config.leaseMs), config.leaseMs);
+      this.reconcileTimer.unref();
       const timer = setTimeout(() => {
         reject(new Error(`the pool coordinator did not start within ${START_TIMEOUT_MS} ms; see ${logPath}`));
         this.proc?.kill("SIGKILL");
@@ -229,6 +285,7 @@ export class PoolExecutor implements StageExecutor {
         },
         onExit: (_p, code, signal) => {
           clearTimeout(timer);
+          this.stopReconciling();
           const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
           const tail = logTail(logPath);
           this.markLost(`the pool coordinator ${how}; its log: ${logPath}${tail ? `\n${tail}` : ""}`);
@@ -244,7 +301,10 @@ export class PoolExecutor implements StageExecutor {
       case "work_events":
         for (const { workId, events } of msg.batch) {
           const w = this.waiting.get(workId);
-          if (w) for (const e of events) w.onEvent(e as RunnerEvent);
+          if (!w) continue;
+          w.heardAt = Date.now();
+          // Capped here too: whatever a coordinator sends, the root takes in at most one batch's worth per stage.
+          for (const e of capEvents(events as RunnerEvent[])) w.onEvent(e);
         }
         break;
       case "work_done":
@@ -255,6 +315,16 @@ export class PoolExecutor implements StageExecutor {
           else this.early.set(msg.workId, msg.result as StageResult); // its execute() has not registered yet
         }
         break;
+      case "work_status": {
+        const w = this.waiting.get(msg.workId);
+        if (!w) break;
+        w.heardAt = Date.now();
+        w.asked = undefined;
+        if (msg.state === "gone") {
+          w.resolve(this.lostResult(w.request, `the work queue holds no live item for stage "${w.request.stageName}" (work ${msg.workId})`));
+        }
+        break;
+      }
       case "deliver_result":
         this.deliveries.get(`${msg.workId}\u0000${msg.messageId}`)?.(msg.delivered);
         break;
@@ -266,6 +336,11 @@ export class PoolExecutor implements StageExecutor {
         this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`, isInfraCode(msg.code) ? msg.code : "worker_lost");
         break;
     }
+  }
+
+  private stopReconciling(): void {
+    clearInterval(this.reconcileTimer);
+    this.stall?.stop();
   }
 
   private markLost(why: string, code: InfraCode = "worker_lost"): void {

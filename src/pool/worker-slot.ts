@@ -9,6 +9,8 @@
  * - idle: can take an item;
  * - busy: holds a work item under (generation, epoch); `renewedAt` is its
  *   last heartbeat, `stallAtRenew` the coordinator's stall counter then;
+ *   past its lease it is pinged (`pingSentAt`, `pingedFor`), and its
+ *   answer must name that same item;
  * - retired: lost or being shut down; it may still send a late message,
  *   which is refused as stale; it is killed after a grace period;
  * - gone: its process exited.
@@ -39,6 +41,8 @@ export class WorkerSlot {
   renewedAt = 0;
   stallAtRenew = 0;
   pingSentAt: number | undefined;
+  /** The item the outstanding ping asked about. */
+  pingedFor: WorkFence | undefined;
   pongAt = 0;
   readonly spawnedAt = Date.now();
 
@@ -63,6 +67,7 @@ export class WorkerSlot {
     this.renewedAt = now;
     this.stallAtRenew = stalledMs;
     this.pingSentAt = undefined;
+    this.pingedFor = undefined;
   }
 
   finish(): void {
@@ -70,12 +75,14 @@ export class WorkerSlot {
     this.item = undefined;
     this.pgid = undefined;
     this.pingSentAt = undefined;
+    this.pingedFor = undefined;
   }
 
   renewed(now: number, stalledMs: number): void {
     this.renewedAt = now;
     this.stallAtRenew = stalledMs;
     this.pingSentAt = undefined;
+    this.pingedFor = undefined;
   }
 
   fence(): WorkFence | undefined {

@@ -5,10 +5,15 @@
  *
  * While a stage runs the worker heartbeats every `heartbeatMs` (each
  * heartbeat is an operation with its own id) and sends runner events in
- * batches about every 250 ms. When the stage ends it sends `complete`
- * (retried with the same operation id until a receipt arrives); a "stale"
- * receipt means the coordinator gave the item to another worker and this
- * result was refused.
+ * batches about every 250 ms. When the stage ends it sends `complete`,
+ * retried with the same operation id until a receipt arrives, for as long as
+ * the coordinator is connected: a result is never dropped while someone can
+ * take it. Until then the worker still holds the item: its heartbeats name
+ * it and so does its answer to a ping (`pong.holds`), so a coordinator that
+ * expects other work than the worker holds takes the slot back. A result
+ * that cannot even be sent is reported (`commit_failed`) and the item given
+ * back. A "stale" receipt means the coordinator gave the item to another
+ * worker and this result was refused.
  *
  * Shutdown: on `shutdown`, on IPC disconnect (the coordinator is gone) or
  * on SIGTERM, the stage's process group is killed and the worker exits;
@@ -35,7 +40,7 @@ import { writeStderr } from "../shared/raw-stderr.ts";
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
   handle: RunnerHandle;
-  batcher: EventBatcher<RunnerEvent>;
+  batcher: EventBatcher;
 }
 
 const RECEIPT_TIMEOUT_MS = 2_000;
@@ -53,6 +58,8 @@ export async function workerMain(argv: string[]): Promise<void> {
   process.env[WORKER_ENV] = workerId;
   const heartbeatMs = Number(process.env.ATOMIC_HEARTBEAT_MS) || 1_000;
   let running: Running | undefined;
+  /** The item whose result is being committed (its stage has ended; no receipt yet). */
+  let committing: Running["ref"] | undefined;
   let opSeq = 0;
   let stopping = false;
   const receipts = new Map<string, (status: string) => void>();
@@ -63,24 +70,47 @@ export async function workerMain(argv: string[]): Promise<void> {
   const newOp = () => `${workerId}:${++opSeq}`;
   const log = (line: string) => writeStderr(`${new Date().toISOString()} ${workerId} ${line}\n`);
 
+  /** What this worker holds: the stage it runs, else the result it is committing. */
+  const holds = () => running?.ref ?? committing;
+
   const heartbeat = setInterval(() => {
-    if (running) send({ type: "heartbeat", opId: newOp(), refs: [running.ref] });
+    const refs = [running?.ref, committing].filter((r) => r !== undefined);
+    if (refs.length) send({ type: "heartbeat", opId: newOp(), refs });
   }, heartbeatMs);
 
-  /** Sends `complete` until a receipt comes back (same op id every time). */
+  /**
+   * Sends `complete` until a receipt comes back (same op id every time), as
+   * long as the coordinator is connected; "disconnected" once it is not.
+   * A send that throws (the result cannot go out) is reported as
+   * `commit_failed` instead: retrying it would hold the item for ever.
+   */
   const commit = async (ref: Running["ref"], result: StageResult): Promise<string> => {
     const opId = newOp();
-    for (let attempt = 1; ; attempt++) {
-      const answer = new Promise<string>((resolve) => {
-        receipts.set(opId, resolve);
-        setTimeout(() => resolve("timeout"), RECEIPT_TIMEOUT_MS).unref();
-      });
-      faultPoint("worker-before-commit");
-      trace("commit_sent", ref.workId);
-      send({ type: "complete", opId, ref, result });
-      const status = await answer;
-      receipts.delete(opId);
-      if (status !== "timeout" || !process.connected || attempt >= 5) return status;
+    committing = ref;
+    try {
+      for (;;) {
+        if (!process.connected) return "disconnected";
+        const answer = new Promise<string>((resolve) => {
+          receipts.set(opId, resolve);
+          setTimeout(() => resolve("timeout"), RECEIPT_TIMEOUT_MS).unref();
+        });
+        try {
+          faultPoint("worker-before-commit");
+          trace("commit_sent", ref.workId);
+          send({ type: "complete", opId, ref, result });
+        } catch (err) {
+          const message = ensureError(err).message;
+          log(`could not send the result of work ${ref.workId}: ${message}`);
+          send({ type: "commit_failed", ref, message });
+          return "failed";
+        }
+        const status = await answer;
+        receipts.delete(opId);
+        if (status !== "timeout") return status;
+        log(`no receipt for the result of work ${ref.workId} within ${RECEIPT_TIMEOUT_MS} ms; sending it again`);
+      }
+    } finally {
+      if (committing === ref) committing = undefined;
     }
   };
 
@@ -92,7 +122,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     }
     const ref = { workId: msg.workId, generation: msg.generation, epoch: msg.epoch };
     const request = msg.request as StageRequest;
-    const batcher = new EventBatcher<RunnerEvent>(250, (events) => send({ type: "events", ref, events }));
+    const batcher = new EventBatcher(250, (events) => send({ type: "events", ref, events }));
     let handle: RunnerHandle;
     let report: ReturnType<typeof setTimeout> | undefined;
     try {
@@ -154,7 +184,7 @@ export async function workerMain(argv: string[]): Promise<void> {
         if (running?.ref.workId === msg.workId) running.handle.wrapUp?.(msg.text);
         break;
       case "ping":
-        send({ type: "pong", nonce: msg.nonce });
+        send({ type: "pong", nonce: msg.nonce, holds: holds() ?? null });
         break;
       case "control":
         // A worker starts nothing on its own, so pausing needs no action here; the ack says it saw the revision.

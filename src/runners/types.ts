@@ -69,8 +69,9 @@ export interface AgentOptions {
 
 export type RunnerEvent =
   | { type: "started"; pid?: number; sessionId?: string }
-  | { type: "output"; stream: "stdout" | "stderr"; text: string }
-  | { type: "text_delta"; text: string }
+  /** `skipped`: bytes of this stream the pool's live cap left out here (src/pool/event-batcher.ts); the stage's logs keep them. */
+  | { type: "output"; stream: "stdout" | "stderr"; text: string; skipped?: number }
+  | { type: "text_delta"; text: string; skipped?: number }
   | { type: "tool_start"; name: string; id?: string }
   | { type: "tool_end"; name: string; id?: string; ok: boolean }
   | { type: "usage"; usage: Partial<Usage> };

@@ -1,12 +1,17 @@
 /**
  * The status server's Hono app: the page, the JSON API, the event streams.
  *
- * Every request first passes the Host check (security.ts); every POST then
- * needs the bearer token. Errors are JSON `{ error: { code, message,
- * hint? } }` with a fitting status: 400 bad input, 401 no token, 403 wrong
- * token or foreign Host, 404 unknown run or stage, 409 a control, message or
- * answer that does not fit the run's state, 503 journal unavailable.
- * No CORS headers: other origins cannot read anything.
+ * Every request first passes the Host check (security.ts), then
+ * authentication (auth.ts): every route but `/healthz` needs the session
+ * cookie a login URL set, or the bearer token; a request that changes
+ * something also passes the Origin check. Errors are JSON `{ error: { code,
+ * message, hint? } }` with a fitting status: 400 bad input, 401 no token or
+ * session, 403 wrong token, foreign Host or Origin, 404 unknown run or
+ * stage, 409 a control, message or answer that does not fit the run's state,
+ * 503 journal unavailable. A browser asking for a page without a session
+ * gets a short HTML page (401) saying how to sign in.
+ * No CORS headers: other origins cannot read anything. Every answer carries
+ * a strict Content-Security-Policy (scripts and styles only from here).
  *
  * The app takes its parts (source, control, token, Host policy) as
  * arguments, so tests drive it with `app.request()` and no socket.
@@ -18,7 +23,8 @@ import { AtomicError } from "../shared/errors.ts";
 import { VERSION } from "../shared/version.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
 import { pageAsset, pageHtml } from "./page.ts";
-import { checkBearer, isLoopbackAddress, type HostPolicy } from "./security.ts";
+import { isPagePath, signInPage, StatusAuth } from "./auth.ts";
+import type { HostPolicy } from "./security.ts";
 import type { Miss, StatusSource } from "./source.ts";
 import { parseCursor } from "./stream-cursor.ts";
 import type { StartAt } from "./tree-feed.ts";
@@ -28,19 +34,14 @@ export interface StatusAppOptions {
   control: StatusControl;
   token: string;
   hosts: HostPolicy;
-  /** The client's IP address; by default Bun's `server.requestIP` (the app's env). */
-  clientAddress?: (req: Request, env: unknown) => string | undefined;
 }
+
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 type Status = 400 | 401 | 403 | 404 | 409 | 500 | 501 | 503;
 
 function fail(c: Context, status: Status, code: string, message: string, hint?: string): Response {
   return c.json({ error: { code, message, ...(hint ? { hint } : {}) } }, status);
-}
-
-function defaultClientAddress(req: Request, env: unknown): string | undefined {
-  const server = env as { requestIP?: (r: Request) => { address: string } | null } | undefined;
-  return server?.requestIP?.(req)?.address;
 }
 
 /** A whole number from a query parameter, or an error message. */
@@ -56,28 +57,49 @@ function intParam(c: Context, name: string, dflt: number, min: number, max: numb
 
 export function createStatusApp(opts: StatusAppOptions): Hono {
   const { source, control, token, hosts } = opts;
-  const clientAddress = opts.clientAddress ?? defaultClientAddress;
+  const auth = new StatusAuth(token, hosts);
   const app = new Hono();
 
-  app.use("*", async (c, next) => {
-    const host = c.req.header("host") ?? new URL(c.req.url).host;
-    if (!hosts.allows(host)) {
-      return fail(c, 403, "forbidden_host", `this server answers to ${hosts.url("")}, not to Host ${JSON.stringify(host)}`, "open the address atomic serve printed");
-    }
-    await next();
+  const secure = (c: Context) => {
     c.header("X-Content-Type-Options", "nosniff");
     c.header("Referrer-Policy", "no-referrer");
     c.header("X-Frame-Options", "DENY");
+    c.header("Content-Security-Policy", CSP);
+  };
+  app.use("*", async (c, next) => {
+    const host = c.req.header("host") ?? new URL(c.req.url).host;
+    if (!hosts.allows(host)) {
+      const res = fail(c, 403, "forbidden_host", `this server answers to ${hosts.url("")}, not to Host ${JSON.stringify(host)}`, "open the address atomic serve printed");
+      c.res = res;
+      secure(c);
+      return c.res;
+    }
+    await next();
+    secure(c);
   });
 
-  app.use("/api/*", async (c, next) => {
-    if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.method !== "OPTIONS") {
-      const auth = checkBearer(c.req.header("authorization"), token);
-      if (auth === "missing") {
-        c.header("WWW-Authenticate", 'Bearer realm="atomic"');
-        return fail(c, 401, "token_required", "this request needs the status token", "send Authorization: Bearer <the token in $ATOMIC_HOME/status-token>");
-      }
-      if (auth === "wrong") return fail(c, 403, "wrong_token", "the status token is wrong", "use the token in $ATOMIC_HOME/status-token");
+  app.use("*", async (c, next) => {
+    const path = new URL(c.req.url).pathname;
+    if (path === "/healthz") return next();
+    const reading = c.req.method === "GET" || c.req.method === "HEAD";
+    const page = reading && isPagePath(path);
+    const login = page ? c.req.query("token") : undefined;
+    if (login !== undefined) {
+      if (auth.isToken(login)) return auth.login(c);
+      c.header("Cache-Control", "no-store");
+      return c.html(signInPage("bad_link"), 403);
+    }
+    const caller = auth.caller(c);
+    if (caller === "wrong") return fail(c, 403, "wrong_token", "the status token is wrong", "use the token in $ATOMIC_HOME/status-token");
+    if (caller === "missing") {
+      c.header("Cache-Control", "no-store");
+      if (page) return c.html(signInPage("missing"), 401);
+      c.header("WWW-Authenticate", 'Bearer realm="atomic"');
+      return fail(c, 401, "token_required", "this request needs the status token or a signed-in session", "open the login URL atomic serve printed, or send Authorization: Bearer <the token in $ATOMIC_HOME/status-token>");
+    }
+    if (!reading) {
+      const problem = auth.originProblem(c, caller);
+      if (problem) return fail(c, 403, "forbidden_origin", problem, "use the status page itself, or send the bearer token without an Origin header");
     }
     await next();
   });
@@ -99,10 +121,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   // ---------------------------------------------------------------- page
 
   const page = (c: Context) => {
-    const loopback = isLoopbackAddress(clientAddress(c.req.raw, c.env));
-    c.header("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
     c.header("Cache-Control", "no-store");
-    return c.html(pageHtml(loopback ? token : undefined));
+    return c.html(pageHtml());
   };
   app.get("/", page);
   app.get("/runs/:id", page);

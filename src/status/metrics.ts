@@ -10,22 +10,39 @@
  *   of every run's last seq).
  * A pool queue depth gauge joins these once the worker pool has a queue.
  *
- * Stage counters are folded from the events incrementally: each scrape
- * reads only events after the seq it saw last time for each run, so a
- * scrape costs what changed since the previous one, not the history.
+ * Work per scrape follows what changed since the previous one, not the
+ * number of runs: the journal numbers every change of a runs row
+ * (JournalViews.changesSince), and this keeps the last number it saw (the
+ * cursor), each run's last seq and stored status, and the counters. A
+ * scrape reads the runs that changed, the events they appended since
+ * (folded into the stage counters), and the lease of each live root run
+ * (running or awaiting input: its shown status moves with time, without
+ * any change to its row). The first scrape reads everything once. Runs are
+ * never deleted from a journal today; a retention that deletes them would
+ * need to tell this view.
  */
 
 import { EVENT, type CheckpointPayload, type StepIdentity } from "../engine/journal-events.ts";
 import { shownStatus } from "../journal/run-status.ts";
-import { RUN_STATUSES, type Journal, type ShownStatus } from "../journal/types.ts";
+import { RUN_STATUSES, type Journal, type RunChange, type RunStatus, type ShownStatus } from "../journal/types.ts";
+import type { RunId } from "../shared/ids.ts";
 import type { StageResult } from "../sdk/types.ts";
 
 const SHOWN: readonly ShownStatus[] = [...RUN_STATUSES, "paused", "crashed"];
-const PAGE = 2000;
+/** Stored statuses whose shown status depends on the lease (and the clock). */
+const LIVE: ReadonlySet<RunStatus> = new Set(["running", "awaiting_input"]);
+const CHANGES_PAGE = 1000;
+const EVENTS_PAGE = 2000;
 
 export class JournalMetrics {
-  private readonly seen = new Map<string, number>();
-  private stages = { started: 0, completed: 0, failed: 0 };
+  private cursor = 0;
+  /** Per run: the last seq folded into the counters; for roots also the stored status counted in `roots`. */
+  private readonly seen = new Map<string, { lastSeq: number; status: RunStatus | null }>();
+  /** Root runs by stored status (live ones are looked at on every scrape). */
+  private readonly roots = new Map<RunStatus, number>();
+  private readonly live = new Set<RunId>();
+  private readonly stages = { started: 0, completed: 0, failed: 0 };
+  private appends = 0;
   private scraping: Promise<string> | undefined;
 
   constructor(private readonly journal: Journal) {}
@@ -37,29 +54,21 @@ export class JournalMetrics {
   }
 
   private async scrape(): Promise<string> {
-    const now = Date.now();
-    const byStatus = new Map<ShownStatus, number>(SHOWN.map((s) => [s, 0]));
-    for (const status of RUN_STATUSES) {
-      if (status === "running") continue;
-      byStatus.set(status, await this.journal.countRuns({ status }));
+    for (;;) {
+      const changes = await this.journal.views.changesSince(this.cursor, CHANGES_PAGE);
+      for (const change of changes) await this.apply(change);
+      if (changes.length > 0) this.cursor = changes.at(-1)!.change;
+      if (changes.length < CHANGES_PAGE) break;
     }
-    for (const run of await this.journal.listRuns({ status: "running" })) {
+    const now = Date.now();
+    const byStatus = new Map<ShownStatus, number>(SHOWN.map((st) => [st, LIVE.has(st as RunStatus) ? 0 : (this.roots.get(st as RunStatus) ?? 0)]));
+    for (const id of this.live) {
+      const run = await this.journal.getRun(id);
+      if (!run) continue;
       const shown = shownStatus(run, await this.journal.getLease(run.id), now);
       byStatus.set(shown, (byStatus.get(shown) ?? 0) + 1);
     }
-
-    let appends = 0;
-    for (const run of await this.journal.listRuns({ rootsOnly: false })) {
-      appends += run.lastSeq;
-      let after = this.seen.get(run.id) ?? 0;
-      while (after < run.lastSeq) {
-        const events = await this.journal.readEvents(run.id, after, PAGE);
-        if (events.length === 0) break;
-        for (const e of events) this.count(e.type, e.payload);
-        after = events.at(-1)!.seq;
-      }
-      this.seen.set(run.id, after);
-    }
+    const appends = this.appends;
 
     const lines = [
       "# HELP atomic_runs Root runs by status.",
@@ -79,6 +88,27 @@ export class JournalMetrics {
       `atomic_journal_appends_total ${appends}`,
     ];
     return `${lines.join("\n")}\n`;
+  }
+
+  /** Folds one changed run in: its new events, and (a root) its stored status. */
+  private async apply(change: RunChange): Promise<void> {
+    const prev = this.seen.get(change.id);
+    let after = prev?.lastSeq ?? 0;
+    while (after < change.lastSeq) {
+      const events = await this.journal.readEvents(change.id, after, EVENTS_PAGE);
+      if (events.length === 0) break;
+      for (const e of events) this.count(e.type, e.payload);
+      after = events.at(-1)!.seq;
+    }
+    this.appends += after - (prev?.lastSeq ?? 0);
+    const root = change.parentId === null;
+    if (root && prev?.status) this.roots.set(prev.status, (this.roots.get(prev.status) ?? 0) - 1);
+    if (root) {
+      this.roots.set(change.status, (this.roots.get(change.status) ?? 0) + 1);
+      if (LIVE.has(change.status)) this.live.add(change.id);
+      else this.live.delete(change.id);
+    }
+    this.seen.set(change.id, { lastSeq: after, status: root ? change.status : null });
   }
 
   private count(type: string, payload: unknown): void {

@@ -2,8 +2,9 @@
  * The web page's assets, embedded in the binary as text (no files next to
  * it, no CDN: the machine may be offline): one HTML shell for the run list
  * and the run page, three scripts (helpers, graph and timeline, the pages),
- * one style sheet. Hand-written, no build step. The HTML carries the status token only when it is served to a
- * loopback client (app.ts decides).
+ * one style sheet. Hand-written, no build step. The HTML never carries the
+ * status token: the page's requests are authenticated by the session cookie
+ * (auth.ts).
  */
 
 import { RUN_STATUSES } from "../journal/types.ts";
@@ -49,12 +50,7 @@ export function pageAsset(name: string): PageAsset | undefined {
   return Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
 }
 
-/** The page, with the token for loopback clients (nothing otherwise). */
-export function pageHtml(token: string | undefined): string {
-  const meta = token === undefined ? "" : `<meta name="atomic-token" content="${escapeAttribute(token)}">`;
-  return SHELL.replace("<!--TOKEN-->", meta);
-}
-
-function escapeAttribute(text: string): string {
-  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+/** The page's HTML shell (the same for every page; the scripts read the address). */
+export function pageHtml(): string {
+  return SHELL;
 }

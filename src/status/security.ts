@@ -2,9 +2,9 @@
  * What keeps the status server to its owner.
  *
  * - The token: 32 random bytes (hex) in `$ATOMIC_HOME/status-token`, mode
- *   0600, created by the first server. Every POST must carry it as
- *   `Authorization: Bearer <token>`. The page receives it only when it is
- *   served to a loopback client (the person on this machine).
+ *   0600, created by the first server. Whoever holds it may use the server:
+ *   through a login URL that sets a session cookie, or as a bearer token
+ *   (auth.ts). Other local users cannot read it.
  * - The Host check (DNS rebinding): a page on some other site can make the
  *   browser send requests to 127.0.0.1 under that site's name, so only
  *   requests naming the bound address are answered. A server bound to a
@@ -14,7 +14,6 @@
  *   name, with the port (a rebinding attack needs a DNS name it controls).
  */
 
-import { timingSafeEqual } from "node:crypto";
 import { chmodSync, mkdirSync, openSync, readFileSync, statSync, writeSync, closeSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -70,16 +69,7 @@ function readToken(path: string): string | undefined {
   }
 }
 
-/** Compares an Authorization header with the token in constant time. */
-export function checkBearer(header: string | undefined, token: string): "ok" | "missing" | "wrong" {
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header ?? "");
-  if (!m) return "missing";
-  const given = Buffer.from(m[1]!);
-  const want = Buffer.from(token);
-  return given.length === want.length && timingSafeEqual(given, want) ? "ok" : "wrong";
-}
-
-export function isLoopbackAddress(address: string | undefined): boolean {
+function isLoopbackAddress(address: string | undefined): boolean {
   if (!address) return false;
   const a = address.toLowerCase();
   return a === "::1" || a.startsWith("127.") || a.startsWith("::ffff:127.");

@@ -35,8 +35,10 @@ export interface StatusServerOptions {
 }
 
 export interface StatusServer {
-  /** The page's address, e.g. http://127.0.0.1:4317/ */
+  /** The page's address, e.g. http://127.0.0.1:4317/ (it needs a session or the token). */
   url: string;
+  /** A login URL: the page at `path` with the token, which signs the browser in (auth.ts). */
+  loginUrl(path?: string): string;
   host: string;
   port: number;
   tokenPath: string;
@@ -85,6 +87,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   let stopped: Promise<void> | undefined;
   return {
     url: hosts.url("/"),
+    loginUrl: (path = "/") => hosts.url(`${path}?token=${token}`),
     host,
     port: bound,
     tokenPath,

@@ -113,7 +113,8 @@ export class StatusSource {
 
   async detail(run: RunRecord): Promise<RunDetail> {
     const report = (await buildRunReport(this.journal, run.id)) ?? { run, status: run.status, steps: [] };
-    const summary = await this.summaries.summarize(report.run);
+    // Stage counts and usage come from the report here (it is read anyway): no tally needed.
+    const summary = await this.summaries.summarize(report.run, []);
     const totals = reportTotals(report);
     return {
       run: {

@@ -3,19 +3,19 @@
  * --watch` show it: shown status, workflow, start, duration, stages done of
  * total, cost when known.
  *
- * Stage counts come from the run's report (its events and its children's),
- * which is too much work to redo per request. They are cached per run:
- * - a run that is not running changes only when it is resumed, which moves
- *   its `lastSeq`: the cache entry is keyed by (lastSeq, stored status);
- * - a live run's children move without touching the root's row, so its
- *   entry is reused for at most `liveTtlMs`.
- * The cache is bounded (least recently used entries go first).
+ * Stage counts and usage come from the journal's stage index (one grouped
+ * read for a whole page of runs: JournalViews.stageTallies), never from a
+ * replay of the runs' events, so a list costs the same however long the
+ * runs' histories are. A stage's state there is its last record's: running
+ * (an attempt started), failed (its last attempt failed), finished (with
+ * its outcome). As in a run's report, a running stage is shown "stopped"
+ * when nobody drives its run any more: the run it belongs to has ended, or
+ * the root is not live (crashed, or stopped waiting).
  */
 
-import { buildRunReport } from "../engine/run-report.ts";
 import { leaseExpiry, shownStatus } from "../journal/run-status.ts";
-import type { Journal, RunRecord, RunStatus, ShownStatus } from "../journal/types.ts";
-import { emptyTotals, reportTotals, type StageCounts, type UsageTotals } from "./totals.ts";
+import type { Journal, Lease, RunRecord, RunStatus, ShownStatus, StageTally } from "../journal/types.ts";
+import type { StageCounts, UsageTotals } from "./totals.ts";
 
 export interface RunSummary {
   id: string;
@@ -48,23 +48,11 @@ export interface RunListPage {
   offset: number;
 }
 
-/** Stored statuses of runs nobody drives: their counts change only with their lastSeq. */
+/** Stored statuses of runs nobody drives. */
 const ENDED: ReadonlySet<string> = new Set(["completed", "failed", "cancelled", "interrupted", "blocked"]);
 
-interface CacheEntry {
-  key: string;
-  at: number;
-  stages: StageCounts;
-  usage: UsageTotals | null;
-}
-
 export class RunSummaries {
-  private readonly cache = new Map<string, CacheEntry>();
-
-  constructor(
-    private readonly journal: Journal,
-    private readonly opts: { liveTtlMs?: number; maxEntries?: number } = {},
-  ) {}
+  constructor(private readonly journal: Journal) {}
 
   async list(q: RunListQuery): Promise<RunListPage> {
     const filter = q.status ? { status: q.status } : {};
@@ -72,15 +60,29 @@ export class RunSummaries {
       this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset }),
       this.journal.countRuns(filter),
     ]);
+    const tallies = await this.tallies(runs);
     const out: RunSummary[] = [];
-    for (const run of runs) out.push(await this.summarize(run));
+    for (const run of runs) out.push(await this.summarize(run, tallies.get(run.id) ?? []));
     return { runs: out, total, limit: q.limit, offset: q.offset };
   }
 
-  async summarize(run: RunRecord, now = Date.now()): Promise<RunSummary> {
+  /** The stage tallies of these root runs, by root. */
+  private async tallies(runs: readonly RunRecord[]): Promise<Map<string, StageTally[]>> {
+    const byRoot = new Map<string, StageTally[]>();
+    if (runs.length === 0) return byRoot;
+    for (const t of await this.journal.views.stageTallies(runs.map((r) => r.id))) {
+      const list = byRoot.get(t.rootId);
+      if (list) list.push(t);
+      else byRoot.set(t.rootId, [t]);
+    }
+    return byRoot;
+  }
+
+  /** A root run's line; `tallies` read here when not given. */
+  async summarize(run: RunRecord, tallies?: StageTally[], now = Date.now()): Promise<RunSummary> {
     const lease = ENDED.has(run.status) ? undefined : await this.journal.getLease(run.rootId);
     const status = shownStatus(run, lease, now);
-    const counts = await this.counts(run, now);
+    const counts = countStages(tallies ?? (await this.tallies([run])).get(run.id) ?? [], isDriven(status, lease, now));
     const end = run.endedAt ?? (ENDED.has(run.status) || status === "crashed" ? run.updatedAt : now);
     const summary: RunSummary = {
       id: run.id,
@@ -100,23 +102,26 @@ export class RunSummaries {
     if (status === "crashed" && expiry !== undefined) summary.leaseExpiresAt = expiry;
     return summary;
   }
+}
 
-  private async counts(run: RunRecord, now: number): Promise<Pick<CacheEntry, "stages" | "usage">> {
-    const key = `${run.lastSeq}/${run.status}`;
-    const hit = this.cache.get(run.id);
-    const ttl = this.opts.liveTtlMs ?? 500;
-    if (hit && hit.key === key && (ENDED.has(run.status) || now - hit.at < ttl)) {
-      this.cache.delete(run.id);
-      this.cache.set(run.id, hit);
-      return hit;
+/** Whether a root's running stages still run: the run is live, or paused or waiting with a live driver (as run-report.ts decides). */
+function isDriven(status: ShownStatus, lease: Lease | undefined, now: number): boolean {
+  if (status === "running") return true;
+  return (status === "awaiting_input" || status === "paused") && lease !== undefined && lease.renewedAt + lease.timeoutMs >= now;
+}
+
+function countStages(tallies: readonly StageTally[], driven: boolean): { stages: StageCounts; usage: UsageTotals | null } {
+  const stages: StageCounts = { total: 0, completed: 0, failed: 0, running: 0, stopped: 0 };
+  let usage: UsageTotals | null = null;
+  for (const t of tallies) {
+    stages.total += t.stages;
+    if (t.state === "finished") stages[t.outcome === "failed" ? "failed" : "completed"] += t.stages;
+    else if (t.state === "failed") stages.failed += t.stages;
+    else stages[driven && !ENDED.has(t.runStatus) ? "running" : "stopped"] += t.stages;
+    if (t.usage) {
+      usage ??= { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 0, turns: 0 };
+      for (const k of Object.keys(usage) as (keyof UsageTotals)[]) usage[k] += t.usage[k];
     }
-    const report = await buildRunReport(this.journal, run.id);
-    const totals = report ? reportTotals(report) : emptyTotals();
-    const entry: CacheEntry = { key, at: now, stages: totals.stages, usage: totals.usage };
-    this.cache.delete(run.id);
-    this.cache.set(run.id, entry);
-    const max = this.opts.maxEntries ?? 5000;
-    while (this.cache.size > max) this.cache.delete(this.cache.keys().next().value!);
-    return entry;
   }
+  return { stages, usage };
 }

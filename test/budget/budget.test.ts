@@ -17,6 +17,7 @@ import { buildRunReport } from "../../src/engine/run-report.ts";
 import { Admission, UserSlots } from "../../src/engine/admission.ts";
 import { BudgetLedger, limitsOf } from "../../src/engine/budget.ts";
 import { reportTotals } from "../../src/status/totals.ts";
+import { RunSummaries } from "../../src/status/summaries.ts";
 import { deferred, engineAfterEach, waitUntil, withEngine, type Engine } from "../engine/helpers.ts";
 import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -70,6 +71,10 @@ describe("usage roll-up", () => {
       expect(totals.usage!.turns).toBe(5);
       const childStep = report.steps.find((x) => x.kind === "child")!;
       expect(reportTotals(childStep.child!).usage!.costMicroUsd).toBe(666);
+      // the run list's line (from the stage index, no replay) says the same
+      const line = await new RunSummaries(fx.journal).summarize((await fx.journal.getRun(out.runId))!);
+      expect(line.stages).toEqual(totals.stages);
+      expect(line.usage).toEqual(totals.usage);
     });
   });
 });
@@ -145,6 +150,9 @@ describe("budgets", () => {
       const report = (await buildRunReport(fx.journal, driven.runId))!;
       expect(report.steps[0]!.usage!.costMicroUsd).toBe(700);
       expect(report.steps[0]!.status).toBe("stopped");
+      const line = await new RunSummaries(fx.journal).summarize((await fx.journal.getRun(driven.runId))!);
+      expect(line.stages).toEqual(reportTotals(report).stages);
+      expect(line.usage).toEqual(reportTotals(report).usage);
     });
   });
 

@@ -13,7 +13,7 @@
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { JOURNAL_FILE, openJournal } from "../../src/journal/open.ts";
-import type { Durability, HolderInfo, Journal, Lease } from "../../src/journal/types.ts";
+import type { Durability, HolderInfo, Journal, JournalCapabilities, Lease } from "../../src/journal/types.ts";
 import { Kysely, sql } from "kysely";
 import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
@@ -22,6 +22,8 @@ import { HOST, processStartTime } from "../../src/shared/process-info.ts";
 
 export interface Backend {
   name: string;
+  /** What the backend promises (the suite checks each promise it makes, on that backend only). */
+  capabilities: JournalCapabilities;
   /** Opens (creating if needed) the journal that lives in `dir`. */
   open(dir: string, durability?: Durability): Promise<Journal>;
   /** The journal's file, for backends that have one. */
@@ -34,6 +36,7 @@ export interface Backend {
 
 const sqlite: Backend = {
   name: "sqlite",
+  capabilities: { synchronousTransactions: true },
   open: (dir, durability = "full") => openJournal({ home: dir, durability }),
   file: (dir) => join(dir, JOURNAL_FILE),
   tamperSchemaVersion(dir, version) {

@@ -1,75 +1,65 @@
 /**
- * BEGIN IMMEDIATE against another process's write transaction
- * (Statements.beginImmediate): it waits, in short sleeps of its own rather
- * than SQLite's busy handler (the journal's connections do not wait
- * themselves: busy_timeout 0), until the other commits; and it gives up
- * with SQLITE_BUSY once its busy timeout has passed. Reads and writes
- * through the journal retry the same way. The other writer is a real
- * process holding the lock.
+ * Journal calls against another process's write transaction (busy.ts):
+ * BEGIN IMMEDIATE itself never waits (Statements.beginImmediate answers
+ * SQLITE_BUSY at once, outside any transaction); the journal call waits,
+ * first briefly, then asynchronously, so this process's timers keep
+ * running meanwhile, until the other commits; and it gives up with
+ * storage_unavailable once its busy timeout has passed. The other writer is
+ * a real process holding the lock until told to let go.
  */
 
 import { Database } from "bun:sqlite";
 import { afterEach, expect, test } from "bun:test";
-import { dirname, join } from "node:path";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { openJournal } from "../../src/journal/open.ts";
+import { SqliteJournal } from "../../src/journal/sqlite/sqlite-journal.ts";
 import { Statements } from "../../src/journal/sqlite/statements.ts";
 import { newRunId } from "../../src/shared/ids.ts";
 import { thisProcessHolder } from "../../src/shared/process-info.ts";
+import { waitUntil } from "../helpers/atomic.ts";
 import { streamLines } from "../helpers/lines.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
-const cleanups: (() => void)[] = [];
+const cleanups: (() => unknown)[] = [];
 
-afterEach(() => {
-  for (const c of cleanups.splice(0).reverse()) c();
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
   removeTempDirs();
 });
 
-/** A journal file, and a process that holds its write lock for `holdMs`, then commits a row to `meta`. */
-async function lockedJournal(holdMs: number): Promise<{ file: string; done: Promise<number> }> {
+/** A journal file, and a process that holds its write lock until `release()`, then commits a row to `meta`. */
+async function lockedJournal(): Promise<{ home: string; file: string; release: () => void; done: Promise<number> }> {
   const home = makeTempDir();
   await (await openJournal({ home, durability: "full" })).close();
   const file = join(home, "atomic.db");
+  const gate = join(home, "release");
   const script = `
     import { Database } from "bun:sqlite";
+    import { existsSync } from "node:fs";
     const db = new Database(${JSON.stringify(file)});
     db.run("begin immediate");
     db.run("insert into meta (key, value) values ('holder', 'committed')");
     console.log("locked");
-    Bun.sleepSync(${holdMs});
+    while (!existsSync(${JSON.stringify(gate)})) Bun.sleepSync(10);
     db.run("commit");
     db.close();
   `;
   const proc = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe", stderr: "inherit" });
   cleanups.push(() => proc.kill("SIGKILL"));
   for await (const lines of streamLines(proc.stdout)) if (lines.includes("locked")) break;
-  return { file, done: proc.exited };
+  return { home, file, release: () => writeFileSync(gate, ""), done: proc.exited };
 }
 
-function statementsOn(file: string, busyTimeoutMs: number): { db: Database; s: Statements } {
+test("BEGIN IMMEDIATE does not wait for another process's lock: SQLITE_BUSY at once, outside any transaction", async () => {
+  const { file, release, done } = await lockedJournal();
   const db = new Database(file);
   db.run("pragma busy_timeout = 0"); // as SqliteJournal.open leaves its connection
-  const s = new Statements(db, "full", busyTimeoutMs);
+  const s = new Statements(db, "full", 10_000);
   cleanups.push(() => {
     s.finalize();
     db.close();
   });
-  return { db, s };
-}
-
-test("BEGIN IMMEDIATE waits for another process's write transaction, then holds the lock after its commit", async () => {
-  const { file, done } = await lockedJournal(300);
-  const { db, s } = statementsOn(file, 10_000);
-  s.beginImmediate();
-  // The other process committed before this transaction began: its row is there.
-  expect(db.query("select value from meta where key = 'holder'").get()).toEqual({ value: "committed" });
-  db.run("commit");
-  expect(await done).toBe(0);
-});
-
-test("past its busy timeout it gives up with SQLITE_BUSY, outside any transaction", async () => {
-  const { file } = await lockedJournal(5_000);
-  const { db, s } = statementsOn(file, 100);
   let error: unknown;
   try {
     s.beginImmediate();
@@ -78,14 +68,50 @@ test("past its busy timeout it gives up with SQLITE_BUSY, outside any transactio
   }
   expect((error as { code?: string }).code).toBe("SQLITE_BUSY");
   expect(db.inTransaction).toBe(false);
+  release();
+  expect(await done).toBe(0);
 });
 
-test("a journal's write (a lease) waits for another process's write transaction, through the journal's own connection", async () => {
-  const { file, done } = await lockedJournal(300);
-  const journal = await openJournal({ home: dirname(file), durability: "full" });
-  cleanups.push(() => void journal.close());
+test("a journal write waits for another process's lock without stalling this process, then commits after it", async () => {
+  const { home, release, done } = await lockedJournal();
+  const journal = await openJournal({ home, durability: "full" });
+  cleanups.push(() => journal.close());
   const rootId = newRunId();
-  const lease = await journal.acquireLease(rootId, thisProcessHolder(), { timeoutMs: 60_000 });
+  let settled = false;
+  const acquiring = journal.acquireLease(rootId, thisProcessHolder(), { timeoutMs: 60_000 }).finally(() => (settled = true));
+  // While it waits, this process's timers run: 20 ticks of a 10 ms timer, the lock still held.
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 10);
+  cleanups.push(() => clearInterval(timer));
+  await waitUntil(() => ticks >= 20, 10_000, "20 timer ticks while the journal call waits");
+  expect(settled).toBe(false);
+  release();
+  const lease = await acquiring;
   expect((await journal.getLease(rootId))?.holderId).toBe(lease.holderId);
+  expect(await done).toBe(0);
+});
+
+test("calls made while one waits for the lock run after it, in order", async () => {
+  const { home, release, done } = await lockedJournal();
+  const journal = await openJournal({ home, durability: "full" });
+  cleanups.push(() => journal.close());
+  const order: string[] = [];
+  const ids = [newRunId(), newRunId(), newRunId()];
+  const calls = ids.map((id, i) => journal.acquireLease(id, thisProcessHolder(), { timeoutMs: 60_000 }).then(() => order.push(`lease-${i}`)));
+  await Bun.sleep(50);
+  release();
+  await Promise.all(calls);
+  expect(order).toEqual(["lease-0", "lease-1", "lease-2"]);
+  expect(await done).toBe(0);
+});
+
+test("past its busy timeout a journal call gives up with storage_unavailable", async () => {
+  const { file, release, done } = await lockedJournal();
+  const journal = await SqliteJournal.open(file, { durability: "full", busyTimeoutMs: 200 });
+  cleanups.push(() => journal.close());
+  const failing = journal.acquireLease(newRunId(), thisProcessHolder(), { timeoutMs: 60_000 });
+  await expect(failing).rejects.toMatchObject({ code: "storage_unavailable" });
+  expect(existsSync(file)).toBe(true);
+  release();
   expect(await done).toBe(0);
 });

@@ -15,6 +15,7 @@ import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.t
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { waitUntil } from "../helpers/atomic.ts";
 import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
@@ -143,6 +144,32 @@ for (const backend of BACKENDS) {
         ["e-4", "w-f", 1],
       ]);
     });
+
+    test(`${backend.name}: the journal declares the capabilities the backend promises`, async () => {
+      const { journal } = await setup();
+      expect(journal.capabilities).toEqual(backend.capabilities);
+    });
+
+    // The pool's dispatcher starts a worker from onLeased, before the claim commits, only on this promise.
+    test.if(backend.capabilities.synchronousTransactions)(
+      `${backend.name}: synchronous transactions: nothing else of the process runs between onLeased and the commit`,
+      async () => {
+        const { journal, rootId, lease } = await setup();
+        await enqueue(journal, lease, rootId, ["s-1", "s-2"]);
+        let ranBetween = false;
+        let seenAfter: (string | undefined)[] = [];
+        await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, rootId, (item, i) => {
+          if (i === 0) {
+            // Code that the first hand-out lets run (a worker's message, a timer) must find the commit done.
+            queueMicrotask(() => (ranBetween = true));
+            setImmediate(() => void Promise.all(["s-1", "s-2"].map(async (id) => (await journal.work.get(id))?.state)).then((s) => (seenAfter = s)));
+          } else expect(ranBetween).toBe(false);
+        });
+        await waitUntil(() => seenAfter.length > 0, 10_000, "the reads scheduled from onLeased");
+        expect(ranBetween).toBe(true);
+        expect(seenAfter).toEqual(["leased", "leased"]);
+      },
+    );
 
     test(`${backend.name}: claimItem leases one given ready item, out of queue order; not one that is leased or done`, async () => {
       const { journal, rootId, lease } = await setup();

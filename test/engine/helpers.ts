@@ -174,6 +174,9 @@ class CrashableJournal implements Journal {
   get work() {
     return this.inner.work;
   }
+  get views() {
+    return this.inner.views;
+  }
   /** The message store; its lease-holder writes fail after a crash like appends do. */
   get messages(): MessageStore {
     const inner = this.inner.messages;

@@ -11,7 +11,11 @@
  * usage chunk (with `choices: []` or `choices: null`, OpenRouter's `cost`),
  * an HTTP error with headers (429 + Retry-After, 500, 401, ...), a stream
  * cut off before its end, malformed JSON, or a reply held until a promise
- * resolves or the client aborts. Every request is recorded (body, headers),
+ * resolves or the client aborts, or a body given byte for byte (`raw`, for
+ * the SSE grammar: CR line ends, comments, no newline at all), optionally
+ * followed by one chunk repeated until the client goes away (`repeat`, a
+ * runaway provider; sent as the client reads, so the server's memory stays
+ * flat too). Every request is recorded (body, headers, bytes sent),
  * and the server counts requests in flight (`maxConcurrent`).
  */
 
@@ -43,6 +47,10 @@ export interface Reply {
   cutOff?: boolean;
   /** Send a data line that is not JSON. */
   malformed?: boolean;
+  /** The stream's body exactly as given, chunk by chunk, instead of the scripted events. */
+  raw?: string[];
+  /** After `raw` (if any; no scripted events), this chunk again and again until the client goes away. */
+  repeat?: string;
   /** Hold the reply until this resolves (or the client goes away). */
   hold?: Promise<unknown>;
   model?: string;
@@ -59,6 +67,8 @@ export interface RecordedRequest {
   headers: Headers;
   /** Set when the client aborted this request before its reply ended. */
   aborted: boolean;
+  /** Bytes of the reply's body sent so far. */
+  bytesSent: number;
 }
 
 /** `index` counts requests since the script was set. */
@@ -103,7 +113,7 @@ export async function startFakeOpenAI(script: Script): Promise<FakeOpenAI> {
       const url = new URL(req.url);
       if (req.method === "GET" && url.pathname.endsWith("/models")) return Response.json({ data: [{ id: "fake-model" }] });
       if (req.method !== "POST" || !url.pathname.endsWith("/chat/completions")) return new Response("not found", { status: 404 });
-      const recorded: RecordedRequest = { body: (await req.json()) as RecordedRequest["body"], headers: req.headers, aborted: false };
+      const recorded: RecordedRequest = { body: (await req.json()) as RecordedRequest["body"], headers: req.headers, aborted: false, bytesSent: 0 };
       requests.push(recorded);
       const index = count++;
       state.inFlight++;
@@ -131,28 +141,31 @@ export async function startFakeOpenAI(script: Script): Promise<FakeOpenAI> {
         release();
         return new Response("aborted", { status: 499 });
       }
-      if (reply.status) {
+      if (reply.status && reply.repeat === undefined) {
         release();
         return new Response(reply.body ?? JSON.stringify({ error: { message: `fake error ${reply.status}` } }), {
           status: reply.status,
           headers: { "content-type": "application/json", ...reply.headers },
         });
       }
-      const chunks = sseChunks(reply, recorded.body.model ?? "fake-model");
+      const chunks = reply.raw || reply.repeat !== undefined ? [...(reply.raw ?? [])] : sseChunks(reply, recorded.body.model ?? "fake-model");
       const stream = new ReadableStream<Uint8Array>({
         async pull(controller) {
-          const next = chunks.shift();
+          const next = chunks.shift() ?? reply.repeat;
           if (next === undefined || req.signal.aborted) {
             release();
             controller.close();
             return;
           }
-          controller.enqueue(encoder.encode(next));
+          const bytes = encoder.encode(next);
+          recorded.bytesSent += bytes.length;
+          controller.enqueue(bytes);
         },
         cancel() {
           release();
         },
       });
+      if (reply.status) return new Response(stream, { status: reply.status, headers: { "content-type": "text/plain", ...reply.headers } });
       return new Response(stream, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
     },
   });

@@ -1,6 +1,7 @@
 /**
  * Writes finished runs straight into a journal, the way the engine records
- * them (run_started, a stage's step_started and checkpoint, status_changed),
+ * them (run_started, a stage's step_started and checkpoint with its stage
+ * index rows, status_changed),
  * without running anything: for status-page tests and benchmarks that need
  * many runs, or one run with many stages, quickly. Stage output files are
  * written under `artifactsDir` when given.
@@ -60,8 +61,22 @@ export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunI
     }
     const result = { status: "completed", text: `output of ${name}\n`, exitCode: 0, outputPath: join(artifactDir, "stdout.log"), errorPath: join(artifactDir, "stderr.log") };
     entries.push(
-      { runId, type: EVENT.stepStarted, key, at: started, payload: { ...step, attempt: 1, artifactDir } },
-      { runId, type: EVENT.checkpoint, key, at: started + 100, payload: { ...step, result, startedAt: started } },
+      {
+        runId,
+        type: EVENT.stepStarted,
+        key,
+        at: started,
+        payload: { ...step, attempt: 1, artifactDir },
+        stage: { key, path: name, name, kind: "stage", state: "running", attempt: 1 },
+      },
+      {
+        runId,
+        type: EVENT.checkpoint,
+        key,
+        at: started + 100,
+        payload: { ...step, result, startedAt: started },
+        stage: { key, path: name, name, kind: "stage", state: "finished", attempt: 1, outcome: "completed" },
+      },
     );
   }
   const status = opts.status ?? "completed";

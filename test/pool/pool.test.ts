@@ -9,11 +9,12 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
+import { alive, lastRun, processesWithHome, show, stage } from "./support.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
 const ONE = join(FIX, "one-stage.ts");
@@ -37,15 +38,6 @@ function kill(pid: number, signal: NodeJS.Signals): void {
     process.kill(pid, signal);
   } catch {
     // already gone
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
   }
 }
 
@@ -76,21 +68,6 @@ async function pidFile(path: string): Promise<number> {
   const pid = Number(text!.trim());
   started.add(pid);
   return pid;
-}
-
-async function lastRun(home: string): Promise<Record<string, any>> {
-  const r = await runAtomic(["runs", "--json", "--limit", "1"], { home });
-  return JSON.parse(r.stdout.split("\n")[0]!);
-}
-
-async function show(home: string, id: string): Promise<Record<string, any>> {
-  const r = await runAtomic(["show", id, "--json"], { home });
-  expect(r.code).toBe(0);
-  return JSON.parse(r.stdout);
-}
-
-function stage(report: Record<string, any>, name: string): Record<string, any> {
-  return report.steps.find((s: Record<string, any>) => s.name === name);
 }
 
 function expectOneSentence(stderr: string): void {
@@ -354,6 +331,21 @@ e2eTest("live stage output flows worker → coordinator → root (--json shows i
   expect(output.filter((e) => e.stream === "stderr").map((e) => e.text).join("")).toBe("two\n");
 });
 
+e2eTest("live output is capped per batch (64 Ki characters), says what it skipped; the stage's log keeps everything", async () => {
+  const home = makeTempDir();
+  // 5 MB to stderr (its log keeps it all), a short stdout (the result's text: `show` stays small).
+  const command = "head -c 5000000 /dev/zero | tr '\\0' x | fold -w 99 >&2; echo last-line";
+  const r = await runAtomic(["--json", "run", ONE, "--input", `command=${command}`, "--workers", "1"], { home });
+  expect(r.code).toBe(0);
+  const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  const output = lines.filter((e) => e.type === "stage_output");
+  for (const e of output) expect(e.text.length).toBeLessThanOrEqual(64 * 1024 + 100);
+  expect(output.some((e) => e.stream === "stderr" && /… \d+\.\d (MiB|KiB) skipped, see atomic logs/.test(e.text))).toBe(true);
+  const work = stage(await show(home, lines.pop().runId), "work");
+  expect(statSync(work.errorPath).size).toBe(5_000_000 + Math.floor(5_000_000 / 99)); // fold ends the last, short line with none
+  expect(readFileSync(work.outputPath, "utf8")).toBe("last-line\n");
+});
+
 e2eTest("no orphans: when the root is SIGKILLed, coordinator, workers and stage processes all exit", async () => {
   const home = makeTempDir();
   const d = makeTempDir();
@@ -388,20 +380,6 @@ e2eTest("bad pool options are one clear error, exit 2, nothing written", async (
   const runs = await runAtomic(["runs", "--json"], { home });
   expect(runs.stdout.trim()).toBe("");
 });
-
-/** Live processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
-function processesWithHome(home: string): number[] {
-  const pids: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`ATOMIC_HOME=${home}`) && alive(Number(name))) pids.push(Number(name));
-    } catch {
-      // gone meanwhile, or not ours to read
-    }
-  }
-  return pids;
-}
 
 e2eTest("a run refused after its pool was started (a bad input) leaves no process and writes nothing", async () => {
   // The pool boots while the workflow loads; the input check fails after that.

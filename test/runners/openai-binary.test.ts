@@ -252,3 +252,42 @@ e2eTest("atomic send to a live openai stage on the pool: interrupt aborts the re
     },
   );
 });
+
+e2eTest("a provider streaming with CRLF and bare CR line ends, event: fields, comments and no final newline: the stage on the pool gets every delta", async () => {
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => JSON.stringify({ object: "chat.completion.chunk", model: "fake-model", choices: [{ index: 0, delta, finish_reason: finish }] });
+  await withServer(
+    inOrder({
+      raw: [
+        ": OPENROUTER PROCESSING\r\n\r\n",
+        `event: message\r\ndata: ${chunk({ content: "Hello " })}\r\n\r\n`,
+        `: keep-alive\rdata: ${chunk({ content: "over " })}\r\r`,
+        `data: ${chunk({ content: "CRLF" }, "stop")}\r`,
+        "\n\r\ndata: [DONE]",
+      ],
+    }),
+    async (_s, env) => {
+      const home = makeTempDir("atomic-oai-home-");
+      const r = await runAtomic(["run", AGENT, "--json", "--workers", "1"], { home, env });
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+      expect(result.outputs.text).toBe("Hello over CRLF");
+      const logs = await runAtomic(["logs", result.runId, "--stage", "ask"], { home, env });
+      expect(logs.stdout).toContain("Hello over CRLF");
+    },
+  );
+});
+
+e2eTest("a provider whose stream never sends a newline is cut off at the cap: the stage fails as provider_bad_response after its retries", async () => {
+  await withServer(inOrder({ raw: ['data: {"choices":[{"delta":{"content":"'], repeat: "x".repeat(64 * 1024) }), async (s, env) => {
+    const home = makeTempDir("atomic-oai-home-");
+    writeFileSync(join(home, "config.json"), JSON.stringify({ openai: { maxRetries: 1, maxBackoffMs: 10 } }));
+    const r = await runAtomic(["run", AGENT, "--workers", "1"], { home, env });
+    expect(r.code).toBe(1);
+    expect(r.stderr).not.toContain("    at ");
+    expect(r.stderr).toContain('stage "ask" failed: the provider\'s stream sent a line or event over 4 MiB; the request was cut off there');
+    expect(r.stderr).toContain("hint: see its output with: atomic logs");
+    expect(s.requests.length).toBe(2);
+    for (const req of s.requests) await waitUntil(() => req.aborted, 30_000, "the worker drops the runaway stream");
+  });
+});

@@ -10,58 +10,33 @@
 
 import { stageLogPath } from "../../src/runners/stage-logs.ts";
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { OpenAIRunner } from "../../src/runners/openai/openai-runner.ts";
 import { parseRetryAfter, retryDelay, ProviderError } from "../../src/runners/openai/provider-errors.ts";
-import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
+import type { StageRequest } from "../../src/runners/types.ts";
 import { killAllGroups, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import type { StageResult } from "../../src/sdk/types.ts";
 import { deferred, waitUntil } from "../engine/helpers.ts";
-import { inOrder, startFakeOpenAI, text, toolCall, type FakeOpenAI, type Reply } from "../helpers/fake-openai.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { inOrder, text, toolCall, type FakeOpenAI, type Reply } from "../helpers/fake-openai.ts";
+import { closeStage, openStage, runStage, stageRequest, type OpenAIStage } from "../helpers/openai-stage.ts";
 
+let stage: OpenAIStage;
 let server: FakeOpenAI;
 let dir: string;
-const savedKey = process.env.OPENAI_API_KEY;
 
 beforeEach(async () => {
-  server = await startFakeOpenAI(inOrder(text("hello")));
-  dir = makeTempDir("atomic-openai-");
-  mkdirSync(join(dir, "work"));
-  process.env.OPENAI_API_KEY = "sk-test";
+  stage = await openStage();
+  ({ server, dir } = stage);
 });
 
 afterEach(async () => {
   killAllGroups("SIGKILL"); // a failed test must not leave a bash tool's process behind
-  await server.close();
-  removeTempDirs();
-  if (savedKey === undefined) delete process.env.OPENAI_API_KEY;
-  else process.env.OPENAI_API_KEY = savedKey;
+  await closeStage(stage);
   expect(liveGroupCount()).toBe(0);
 });
 
-let attempt = 0;
-function request(extra: Partial<StageRequest> = {}, agent: StageRequest["agent"] = {}): StageRequest {
-  return {
-    runId: "run-test",
-    stageKey: "0",
-    stageName: "agent",
-    attempt: 1,
-    runner: "openai",
-    prompt: "do the thing",
-    model: "fake-model",
-    cwd: join(dir, "work"),
-    artifactDir: join(dir, `artifacts-${++attempt}`),
-    ...extra,
-    agent: { baseUrl: server.url, maxBackoffMs: 20, ...agent },
-  };
-}
-
-function run(req: StageRequest, events: RunnerEvent[] = []) {
-  const handle = new OpenAIRunner().start(req, (e) => events.push(e));
-  return { handle, events, result: handle.result };
-}
+const request = (extra: Partial<StageRequest> = {}, agent: StageRequest["agent"] = {}) => stageRequest(stage, extra, agent);
+const run = runStage;
 
 describe("streaming and usage", () => {
   test("streams text in chunks; usage from the usage chunk, cached tokens not counted twice", async () => {

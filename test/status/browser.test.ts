@@ -54,11 +54,21 @@ afterEach(async () => {
   removeTempDirs();
 });
 
+/** `atomic serve`, with the login URL it printed and the page's clean address. */
 async function startServe(home: string) {
   const proc = spawnAtomic(["serve", "--port", "0"], { home });
   const out = lineWatcher(proc.stdout);
-  const url = (await out.waitFor(/^status page: /)).slice("status page: ".length).trim();
-  return { proc, url };
+  const login = (await out.waitFor(/^status page: /)).slice("status page: ".length).trim();
+  const url = login.replace(/\?token=[0-9a-f]+$/, "");
+  expect(url).not.toBe(login);
+  return { proc, url, login };
+}
+
+/** Enters through the printed login URL: the browser lands on the clean address, signed in by a cookie no script sees. */
+async function signIn(page: Page, login: string, url: string): Promise<void> {
+  await page.goto(login);
+  expect(page.url()).toBe(url);
+  expect(await page.evaluate(() => (document as unknown as { cookie: string }).cookie)).toBe("");
 }
 
 async function startRun(home: string, inputs: string[]) {
@@ -88,10 +98,16 @@ function nodeStatuses(page: Page): Promise<Record<string, string>> {
 describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
   test("the run page follows a run with a fan-out and a child workflow to its end, live", async () => {
     const home = makeTempDir();
-    const { proc: server, url } = await startServe(home);
+    const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, ["pause=0.7"]);
     const { page, errors } = await newPage();
     try {
+      // before signing in: the sign-in page, no data
+      await page.goto(`${url}runs/${run.id}`);
+      expect(await page.textContent("body")).toContain("login URL");
+      expect(await page.$("svg.graph")).toBeNull();
+      errors.length = 0; // Chromium logs the 401 of the sign-in page as a console error
+      await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
       await page.evaluate(() => (window.noReload = true));
       // a stage is seen running: the page is following the run, not reading a finished one
@@ -147,10 +163,11 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
   test("a run is paused and unpaused from its page", async () => {
     const home = makeTempDir();
     const gate = join(makeTempDir(), "gate");
-    const { proc: server, url } = await startServe(home);
+    const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, [`gate=${gate}`, "pause=0"]);
     const { page, errors } = await newPage();
     try {
+      await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
       await page.waitForSelector('svg.graph g.node[data-name="gate"][data-status="running"]', { timeout: 30_000 });
       await page.click("#btn-pause");
@@ -183,9 +200,10 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
     const journal = await openJournal({ home, durability: "normal" });
     const runId = await seedRun(journal, { stages: 200, workflow: "wide", artifactsDir: join(home, "artifacts") });
     await journal.close();
-    const { proc: server, url } = await startServe(home);
+    const { proc: server, url, login } = await startServe(home);
     const { page, errors } = await newPage();
     try {
+      await signIn(page, login, url);
       const cdp = await page.context().newCDPSession(page);
       await cdp.send("Performance.enable");
       const scriptSeconds = async () => {

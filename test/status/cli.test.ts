@@ -8,7 +8,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, HAS_SCRIPT, makeTempDir, spawnInPty } from "../e2e/support.ts";
@@ -19,26 +19,30 @@ afterAll(cleanupNow);
 
 const PIPELINE = join(import.meta.dir, "fixtures", "pipeline.ts");
 
-/** Starts `atomic serve` and returns it with the URL it printed. */
+/** Starts `atomic serve` and returns it with the login URL it printed, its clean address and the token. */
 async function startServe(home: string, args: string[] = ["--port", "0"]) {
   const proc = spawnAtomic(["serve", ...args], { home });
   const out = lineWatcher(proc.stdout);
   const line = await out.waitFor(/^status page: /);
-  const url = line.slice("status page: ".length).trim();
-  return { proc, out, url };
+  const login = line.slice("status page: ".length).trim();
+  const m = /^(http:\/\/127\.0\.0\.1:\d+\/)\?token=([0-9a-f]{64})$/.exec(login);
+  expect(m).not.toBeNull();
+  return { proc, out, login, url: m![1]!, token: m![2]! };
 }
 
 e2eTest("atomic serve prints its URL, answers, and stops cleanly on Ctrl-C", async () => {
   const home = makeTempDir();
   const done = await runAtomic(["run", PIPELINE, "--input", "pause=0"], { home });
   expect(done.code).toBe(0);
-  const { proc, out, url } = await startServe(home);
-  expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+  const { proc, out, url, token } = await startServe(home);
+  expect(token).toBe(readFileSync(join(home, "status-token"), "utf8").trim());
   expect((await (await fetch(`${url}healthz`)).json()) as object).toMatchObject({ ok: true });
-  const runs = (await (await fetch(`${url}api/runs`)).json()) as { total: number; runs: { workflow: string; stages: { total: number } }[] };
+  const auth = { headers: { authorization: `Bearer ${token}` } };
+  expect((await fetch(`${url}api/runs`)).status).toBe(401);
+  const runs = (await (await fetch(`${url}api/runs`, auth)).json()) as { total: number; runs: { workflow: string; stages: { total: number } }[] };
   expect(runs.total).toBe(1);
   expect(runs.runs[0]).toMatchObject({ workflow: "pipeline", stages: { total: 6 } });
-  expect(await (await fetch(url)).text()).toContain("<title>atomic</title>");
+  expect(await (await fetch(url, auth)).text()).toContain("<title>atomic</title>");
   proc.kill("SIGINT");
   expect(await proc.exited).toBe(0);
   await waitUntil(() => out.ended, 5_000, "stdout to end");
@@ -91,9 +95,12 @@ e2eTest("atomic run --serve: the run's page is live while it runs and gets its l
   const proc = spawnAtomic(["run", PIPELINE, "--serve", "--port", "0", "--input", `gate=${gate}`, "--input", "pause=0"], { home });
   const out = lineWatcher(proc.stdout);
   const line = await out.waitFor(/^status page: /);
-  const m = /^status page: (http:\/\/127\.0\.0\.1:\d+\/)runs\/([0-9a-z]{18})$/.exec(line);
+  // a login URL for the run's page
+  const m = /^status page: (http:\/\/127\.0\.0\.1:\d+\/)runs\/([0-9a-z]{18})\?token=([0-9a-f]{64})$/.exec(line);
   expect(m).not.toBeNull();
-  const [, base, runId] = m!;
+  const [, base, runId, token] = m!;
+  const auth = { headers: { authorization: `Bearer ${token}` } };
+  const fetch = (url: string, init: RequestInit = {}) => globalThis.fetch(url, { ...auth, ...init });
   await waitUntil(async () => {
     const d = (await (await fetch(`${base}api/runs/${runId}`)).json()) as { report: { steps: { name: string; status: string }[] } };
     return d.report.steps.some((s) => s.name === "gate" && s.status === "running");

@@ -68,8 +68,10 @@ describe("status server", () => {
     const rebound = await fetch(`${a.url}api/runs`, { headers: { host: `attacker.example:${a.port}` } });
     expect(rebound.status).toBe(403);
 
-    // the page served to this (loopback) client carries the token; a POST with it is accepted
-    expect(await (await fetch(a.url)).text()).toContain(token);
+    // the page needs a session (no token in it); the login URL carries the token; a POST with it is accepted
+    expect((await fetch(a.url)).status).toBe(401);
+    expect(a.loginUrl()).toBe(`${a.url}?token=${token}`);
+    expect(a.loginUrl("/runs/x")).toBe(`${a.url}runs/x?token=${token}`);
     const runId = await seedRun(journal, { stages: 2 });
     const post = await fetch(`${a.url}api/runs/${runId}/control`, {
       method: "POST",
@@ -107,7 +109,8 @@ describe("status server", () => {
     const runId = await seedRun(journal, { stages: 1 });
     const s = await serve({ journal, home: dir, port: 0, idleTimeoutS: 1, stream: { heartbeatMs: 250, pollMs: 20 } });
     const abort = new AbortController();
-    const res = await fetch(`${s.url}api/runs/${runId}/stream?from=now`, { signal: abort.signal });
+    const token = readFileSync(s.tokenPath, "utf8").trim();
+    const res = await fetch(`${s.url}api/runs/${runId}/stream?from=now`, { signal: abort.signal, headers: { authorization: `Bearer ${token}` } });
     expect(res.status).toBe(200);
     const sse = sseReader(res.body!);
     expect((await sse.next())?.event).toBe("ready");

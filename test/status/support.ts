@@ -21,26 +21,32 @@ export const FAST_STREAMS: Partial<StreamOptions> = { pollMs: 15, heartbeatMs: 5
 export interface StatusFixture {
   app: Hono;
   source: StatusSource;
-  /** A request as a loopback browser on the bound address would send it. */
-  req(path: string, init?: RequestInit, env?: unknown): Promise<Response>;
+  /** A request on the bound address with the bearer token (unless `init` names an Authorization header). */
+  req(path: string, init?: RequestInit): Promise<Response>;
+  /** A request with no credentials at all. */
+  anon(path: string, init?: RequestInit): Promise<Response>;
   post(path: string, body: unknown, token?: string | null): Promise<Response>;
   close(): Promise<void>;
 }
 
-const loopbackEnv = { requestIP: () => ({ address: "127.0.0.1", family: "IPv4", port: 50000 }) };
-
 export function statusFixture(journal: Journal, stream: Partial<StreamOptions> = FAST_STREAMS): StatusFixture {
   const source = new StatusSource(journal, { stream });
   const app = createStatusApp({ source, control: journalControl(journal), token: TOKEN, hosts: new HostPolicy("127.0.0.1", 4317) });
-  const req = (path: string, init?: RequestInit, env: unknown = loopbackEnv) => Promise.resolve(app.request(`${ORIGIN}${path}`, init, env as never));
+  const anon = (path: string, init?: RequestInit) => Promise.resolve(app.request(`${ORIGIN}${path}`, init));
+  const req = (path: string, init: RequestInit = {}) => {
+    const headers = new Headers(init.headers);
+    if (!headers.has("authorization")) headers.set("authorization", `Bearer ${TOKEN}`);
+    return anon(path, { ...init, headers });
+  };
   return {
     app,
     source,
     req,
+    anon,
     post(path, body, token = TOKEN) {
       const headers: Record<string, string> = { "content-type": "application/json" };
       if (token !== null) headers.authorization = `Bearer ${token}`;
-      return req(path, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
+      return anon(path, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
     },
     close: () => source.close(),
   };

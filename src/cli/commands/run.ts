@@ -94,7 +94,8 @@ export default defineCommand({
 });
 
 function announce(s: CliSession, view: RunView, server: StatusServer, runId: string): void {
-  const url = `${server.url}runs/${runId}`;
+  // A login URL: opening it signs the browser in and shows the run's page.
+  const url = server.loginUrl(`/runs/${runId}`);
   if (s.globals.json) s.json({ type: "status_server", url, port: server.port });
   else if (s.globals.quiet) process.stdout.write(`status page: ${url}\n`);
   else view.note(`status page: ${url}`);

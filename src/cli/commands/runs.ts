@@ -10,8 +10,8 @@ import { RUN_STATUSES, type RunStatus } from "../../journal/types.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { session } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
-import { buildRunReport } from "../../engine/run-report.ts";
-import { reportTotals, type UsageTotals } from "../../status/totals.ts";
+import { RunSummaries } from "../../status/summaries.ts";
+import type { UsageTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
 
 export default defineCommand({
@@ -37,12 +37,12 @@ export default defineCommand({
     }
     const runs = await journal.listRuns({ limit, ...(args.status ? { status: args.status as RunStatus } : {}) });
     const rows = [];
+    const summaries = new RunSummaries(journal);
     for (const run of runs) {
       const lease = run.status === "running" || run.status === "awaiting_input" ? await journal.getLease(run.id) : undefined;
       const status = shownStatus(run, lease);
-      // Usage of the run and its child runs, summed from the recorded stage results (exact integers).
-      const report = await buildRunReport(journal, run.id);
-      const usage: UsageTotals | null = report ? reportTotals(report).usage : null;
+      // Usage of the run and its child runs, summed in the stage index (exact integers; no replay of the run).
+      const usage: UsageTotals | null = (await summaries.summarize(run)).usage;
       rows.push({ run, status, usage, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
     }
     if (s.globals.json) {

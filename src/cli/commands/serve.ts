@@ -2,7 +2,7 @@
 
 import { defineCommand } from "citty";
 import { session } from "../session.ts";
-import { SERVE_ARGS, openBrowser, startCliServer, untilSignal } from "../status-server.ts";
+import { SERVE_ARGS, openLoginInBrowser, startCliServer, untilSignal } from "../status-server.ts";
 
 export default defineCommand({
   meta: { name: "serve", description: "Serve the status page, JSON API and event streams" },
@@ -16,12 +16,13 @@ export default defineCommand({
     const stopRequested = untilSignal();
     const server = await startCliServer(s, args);
     if (s.globals.json) {
-      s.json({ type: "serving", url: server.url, host: server.host, port: server.port, tokenFile: server.tokenPath });
+      s.json({ type: "serving", url: server.url, loginUrl: server.loginUrl(), host: server.host, port: server.port, tokenFile: server.tokenPath });
     } else {
-      s.result(`status page: ${server.url}`);
-      s.info(s.style.dim(`JSON API under ${server.url}api/ · POST requests need the token in ${server.tokenPath} · Ctrl-C stops`));
+      // The login URL signs a browser in (a session cookie); keep it to yourself like a password.
+      s.result(`status page: ${server.loginUrl()}`);
+      s.info(s.style.dim(`open the link above to sign in · JSON API under ${server.url}api/ with Authorization: Bearer <the token in ${server.tokenPath}> · Ctrl-C stops`));
     }
-    if (args.open) openBrowser(s, server.url);
+    if (args.open) openLoginInBrowser(s, server);
     const signal = await stopRequested;
     await server.stop();
     if (s.globals.json) s.json({ type: "stopped", signal });

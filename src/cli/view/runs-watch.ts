@@ -17,7 +17,7 @@ import { colorFor, formatDuration, formatTime } from "../style.ts";
 const REFRESH_MS = 1000;
 
 export async function watchRuns(s: CliSession, journal: Journal, filter: { status?: RunStatus | undefined; limit: number }): Promise<void> {
-  const summaries = new RunSummaries(journal, { liveTtlMs: REFRESH_MS - 100 });
+  const summaries = new RunSummaries(journal);
   const tty = process.stdout.isTTY === true && process.env.TERM !== "dumb" && !s.globals.json;
   let stopped = false;
   let wake: (() => void) | undefined;

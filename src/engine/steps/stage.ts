@@ -106,7 +106,12 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       // What a cancelled agent spent still counts (totals are the sum of every attempt's usage).
       if (result.usage && (result.usage.turns > 0 || result.usage.costMicroUsd > 0) && tree.stopReason !== "lease_lost") {
         await tree
-          .append({ runId: exec.runId, type: EVENT.usageRecorded, payload: { stageKey: position, name, attempt, usage: result.usage } })
+          .append({
+            runId: exec.runId,
+            type: EVENT.usageRecorded,
+            payload: { stageKey: position, name, attempt, usage: result.usage },
+            stage: { ...tree.mail.stageEntry(exec.runId, position, name, "running", attempt), usage: result.usage },
+          })
           .catch(() => {});
       }
       throw exec.stopError(scope);
@@ -116,7 +121,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       type: EVENT.stepFailed,
       key: position,
       payload: { ...step, attempt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}) },
-      stage: tree.mail.stageEntry(exec.runId, position, name, "failed", attempt),
+      // The stage index keeps the stage's usage too: the run list sums it without reading events.
+      stage: { ...tree.mail.stageEntry(exec.runId, position, name, "failed", attempt), ...(result.usage ? { usage: result.usage } : {}) },
     });
     const code = result.error?.code ?? "failed";
     // worker_retry_limit already is the pool's retries running out: not retried again here.
@@ -138,7 +144,11 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     type: EVENT.checkpoint,
     key: position,
     payload: { ...step, result, startedAt },
-    stage: tree.mail.stageEntry(exec.runId, position, name, "finished", attempt),
+    stage: {
+      ...tree.mail.stageEntry(exec.runId, position, name, "finished", attempt),
+      outcome: result.status === "completed" ? "completed" : "failed",
+      ...(result.usage ? { usage: result.usage } : {}),
+    },
   });
   faultPoint("after-checkpoint");
   emitEnded(exec, position, name, result, false);

@@ -23,7 +23,7 @@
  */
 
 import { LeaseLostError, UsageError, errorInfo, type ErrorInfo } from "../../shared/errors.ts";
-import type { AppendEntry, AppendOutcome, Lease, RunPatch } from "../types.ts";
+import type { AppendEntry, AppendOutcome, Lease, RunPatch, StageIndexEntry } from "../types.ts";
 import { isStorageFault } from "./storage-errors.ts";
 import { type RunForAppend, type Statements } from "./statements.ts";
 import { eventFromRow, toJson } from "./tables.ts";
@@ -186,15 +186,37 @@ export function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now
     const w = entry.work;
     s.insertWork.run(w.id, run.root_id, entry.runId, w.stageKey, w.attempt, toJson(w.descriptor) ?? "null", at, at, at);
   }
-  if (entry.stage) {
-    const g = entry.stage;
-    s.upsertStage.run(run.root_id, entry.runId, g.key, g.path, g.name, g.kind, g.state, g.attempt, g.childRunId ?? null, at);
-  }
+  if (entry.stage) upsertStage(s, run.root_id, entry.runId, entry.stage, at);
   if (entry.prompt) {
     const p = entry.prompt;
     s.insertPrompt.run(run.root_id, p.id, entry.runId, entry.key ?? "", p.question, p.choices ? JSON.stringify(p.choices) : null, p.deadline, at);
   }
   return { status: "appended", seq };
+}
+
+/** A stage's row in the stage index follows its latest record; usage adds up (statements.ts). */
+export function upsertStage(s: Statements, rootId: string, runId: string, g: StageIndexEntry, at: number): void {
+  const u = g.usage;
+  s.upsertStage.run(
+    rootId,
+    runId,
+    g.key,
+    g.path,
+    g.name,
+    g.kind,
+    g.state,
+    g.attempt,
+    g.childRunId ?? null,
+    at,
+    g.state === "finished" && g.kind === "stage" ? (g.outcome ?? "completed") : null,
+    u?.inputTokens || 0,
+    u?.outputTokens || 0,
+    u?.cacheReadTokens || 0,
+    u?.cacheWriteTokens || 0,
+    Math.round(u?.costMicroUsd || 0),
+    u?.turns || 0,
+    u ? 1 : 0,
+  );
 }
 
 function requireSameRoot(runId: string, rootId: string, lease: Lease): void {

@@ -39,7 +39,7 @@ import {
   type StageMail,
   type StageRow,
 } from "../types.ts";
-import { appendEntry } from "./append.ts";
+import { appendEntry, upsertStage } from "./append.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
 import {
   deliveryFromRow,
@@ -93,7 +93,7 @@ export class SqliteMessageStore implements MessageStore {
     db: Database,
     private readonly s: Statements,
     /** Maps a storage failure to a StorageError, like every journal call. */
-    private readonly guard: <T>(fn: () => T) => T,
+    private readonly guard: <T>(fn: () => T) => Promise<T>,
   ) {
     this.selectRun = db.prepare("select * from runs where id = ?");
     this.stagesByPath = db.prepare("select * from stage_index where root_id = ? and path = ?");
@@ -251,7 +251,7 @@ export class SqliteMessageStore implements MessageStore {
   ): Promise<StageMail[]> {
     return this.fenced(lease, () => {
       const now = Date.now();
-      this.s.upsertStage.run(lease.rootId, stage.runId, stage.stageKey, stage.path, stage.name, "stage", "running", stage.attempt, null, now);
+      upsertStage(this.s, lease.rootId, stage.runId, { key: stage.stageKey, path: stage.path, name: stage.name, kind: "stage", state: "running", attempt: stage.attempt }, now);
       const fresh = new Set<number>();
       for (const r of this.claimQueued.all(stage.runId, stage.stageKey, stage.attempt, now, lease.rootId, stage.path)) fresh.add(r.seq);
       for (const m of this.stickyOfRoot.all(lease.rootId)) {
@@ -305,7 +305,7 @@ export class SqliteMessageStore implements MessageStore {
 
   async settleAll(lease: Lease, rootId: RunId, reason: string, pathPrefix?: string): Promise<number> {
     if (rootId !== lease.rootId) throw new Error(`internal: settling messages of ${rootId} under the lease of ${lease.rootId}`);
-    if (!this.guard(() => this.anyMessage.get(rootId))) return 0;
+    if (!(await this.guard(() => this.anyMessage.get(rootId)))) return 0;
     return this.fenced(lease, () => {
       const now = Date.now();
       return pathPrefix === undefined
@@ -387,12 +387,12 @@ export class SqliteMessageStore implements MessageStore {
     return [...rows.values()].map(stageFromRow);
   }
 
-  private tx<T>(fn: () => T): T {
+  private tx<T>(fn: () => T): Promise<T> {
     return this.guard(() => writeTransaction(this.s, fn));
   }
 
   /** A write transaction of the lease holder: refused (LeaseLostError, nothing written) once the lease is lost. */
-  private fenced<T>(lease: Lease, fn: () => T): T {
+  private fenced<T>(lease: Lease, fn: () => T): Promise<T> {
     return this.tx(() => {
       if (!this.s.selectHeldLease.get(lease.rootId, lease.holderId, lease.epoch)) throw new LeaseLostError(lease.rootId, lease.epoch);
       return fn();

@@ -315,6 +315,42 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`alter table work_ops_v4 rename to work_ops`.execute(db);
     },
   },
+  {
+    version: 5,
+    name: "stage index: outcome and usage per stage; runs: change numbers (status views)",
+    async up(db) {
+      await sql`alter table stage_index add column outcome text check (outcome in ('completed', 'failed'))`.execute(db);
+      for (const column of ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_micro_usd", "turns", "has_usage"]) {
+        await sql`alter table stage_index add column ${sql.raw(column)} integer not null default 0`.execute(db);
+      }
+      // Stages recorded before: outcome and usage folded from their events once (one pass over the three event types).
+      await sql`update stage_index set outcome = (
+          select case json_extract(e.payload, '$.result.status') when 'completed' then 'completed' else 'failed' end
+            from events e where e.run_id = stage_index.run_id and e.key = stage_index.stage_key and e.type = 'checkpoint'
+            order by e.seq desc limit 1)
+        where kind = 'stage' and state = 'finished'`.execute(db);
+      await sql`create temp table stage_usage_v5 as
+        select run_id, stage_key,
+               sum(coalesce(json_extract(u, '$.inputTokens'), 0)) as i, sum(coalesce(json_extract(u, '$.outputTokens'), 0)) as o,
+               sum(coalesce(json_extract(u, '$.cacheReadTokens'), 0)) as cr, sum(coalesce(json_extract(u, '$.cacheWriteTokens'), 0)) as cw,
+               sum(coalesce(round(json_extract(u, '$.costMicroUsd')), 0)) as c, sum(coalesce(json_extract(u, '$.turns'), 0)) as t
+          from (select run_id,
+                       case type when 'usage_recorded' then json_extract(payload, '$.stageKey') else key end as stage_key,
+                       case type when 'checkpoint' then json_extract(payload, '$.result.usage') else json_extract(payload, '$.usage') end as u
+                  from events where type in ('checkpoint', 'step_failed', 'usage_recorded'))
+         where u is not null and stage_key is not null
+         group by run_id, stage_key`.execute(db);
+      await sql`update stage_index set (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micro_usd, turns, has_usage) =
+          (select i, o, cr, cw, c, t, 1 from stage_usage_v5 b where b.run_id = stage_index.run_id and b.stage_key = stage_index.stage_key)
+        where kind = 'stage' and exists (select 1 from stage_usage_v5 b where b.run_id = stage_index.run_id and b.stage_key = stage_index.stage_key)`.execute(db);
+      await sql`drop table stage_usage_v5`.execute(db);
+
+      // Existing rows get distinct change numbers in creation order; new changes take max + 1 (statements.ts).
+      await sql`alter table runs add column change_seq integer not null default 0`.execute(db);
+      await sql`update runs set change_seq = rowid`.execute(db);
+      await sql`create index runs_by_change on runs (change_seq)`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

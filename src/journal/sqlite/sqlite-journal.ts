@@ -39,6 +39,7 @@ import type {
   Journal,
   JournalCapabilities,
   JournalEvent,
+  JournalViews,
   Lease,
   ListRunsFilter,
   MessageStore,
@@ -46,13 +47,14 @@ import type {
   WorkQueue,
 } from "../types.ts";
 import { SqliteMessageStore } from "./messages.ts";
+import { SqliteViews } from "./views.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
 import { readEvents } from "./event-reads.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./schema-version.ts";
-import { retryBusy, retryBusyAsync } from "./busy.ts";
+import { isBusy, retryBusy } from "./busy.ts";
 import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
 import type { JournalTables } from "./tables.ts";
@@ -77,8 +79,11 @@ async function openQuery(db: Database): Promise<KyselyQuery> {
 }
 
 export class SqliteJournal implements Journal {
-  readonly capabilities: JournalCapabilities = { singleWriter: true, supportsSkipLocked: false };
+  /** Statements run synchronously, BEGIN to COMMIT; busy waits come before BEGIN (busy.ts). */
+  readonly capabilities: JournalCapabilities = { synchronousTransactions: true };
   #closed = false;
+  /** Settles when the call now waiting for another process's lock is done (#run). */
+  #waiting: Promise<void> | undefined;
   readonly work: WorkQueue;
 
   /** Kysely over this connection, made on first use (migrations, run listings). */
@@ -91,11 +96,16 @@ export class SqliteJournal implements Journal {
     query: KyselyQuery | undefined,
   ) {
     if (query) this.#kysely = Promise.resolve(query);
-    this.workQueue = new SqliteWorkQueue(db, statements, (fn) => this.#sync(fn));
+    this.workQueue = new SqliteWorkQueue(db, statements, (fn) => this.#run(fn));
     this.work = this.workQueue;
-    this.messageStore = new SqliteMessageStore(db, statements, (fn) => this.#sync(fn));
+    this.messageStore = new SqliteMessageStore(db, statements, (fn) => this.#run(fn));
     this.messages = this.messageStore;
+    this.sqliteViews = new SqliteViews(db, (fn) => this.#run(fn));
+    this.views = this.sqliteViews;
   }
+
+  readonly views: JournalViews;
+  private readonly sqliteViews: SqliteViews;
 
   private readonly workQueue: SqliteWorkQueue;
   readonly messages: MessageStore;
@@ -130,23 +140,23 @@ export class SqliteJournal implements Journal {
   }
 
   async acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
-    return this.#sync(() => leases.acquireLease(this.statements, rootId, holder, opts));
+    return this.#run(() => leases.acquireLease(this.statements, rootId, holder, opts));
   }
 
   async renewLease(lease: Lease): Promise<Lease> {
-    return this.#sync(() => leases.renewLease(this.statements, lease));
+    return this.#run(() => leases.renewLease(this.statements, lease));
   }
 
   async releaseLease(lease: Lease): Promise<void> {
-    this.#sync(() => leases.releaseLease(this.statements, lease));
+    await this.#run(() => leases.releaseLease(this.statements, lease));
   }
 
   async getLease(rootId: RunId): Promise<Lease | undefined> {
-    return this.#sync(() => leases.getLease(this.statements, rootId));
+    return this.#run(() => leases.getLease(this.statements, rootId));
   }
 
   async append(lease: Lease, entries: AppendEntry[]): Promise<AppendOutcome[]> {
-    return this.#sync(() => appendEntries(this.statements, lease, entries));
+    return this.#run(() => appendEntries(this.statements, lease, entries));
   }
 
   async getRun(id: RunId): Promise<RunRecord | undefined> {
@@ -166,11 +176,11 @@ export class SqliteJournal implements Journal {
   }
 
   async readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]> {
-    return this.#sync(() => readEvents(this.statements, runId, afterSeq, limit));
+    return this.#run(() => readEvents(this.statements, runId, afterSeq, limit));
   }
 
   async requestControl(runId: RunId, action: string): Promise<number> {
-    const row = this.#sync(() =>
+    const row = await this.#run(() =>
       writeTransaction(this.statements, () => this.statements.requestControl.get(action, runId)),
     );
     if (!row) throw new UsageError("run_not_found", `run ${runId} does not exist`);
@@ -189,6 +199,7 @@ export class SqliteJournal implements Journal {
     this.statements.finalize();
     this.workQueue.finalize();
     this.messageStore.finalize();
+    this.sqliteViews.finalize();
     await this.#destroyKysely();
     this.db.close();
   }
@@ -205,33 +216,44 @@ export class SqliteJournal implements Journal {
   }
 
   /**
-   * Runs synchronous statements (a whole write transaction, or a read),
-   * mapping storage failures. SQLITE_BUSY (another process's lock: the
-   * connection does not wait itself) is retried within the busy timeout
-   * (busy.ts); a write transaction that met it has rolled back.
+   * Runs `fn` (a whole write transaction, run synchronously from BEGIN to
+   * COMMIT, or a read), mapping storage failures. SQLITE_BUSY (another
+   * process's lock: the connection does not wait itself) is waited out
+   * within the busy timeout without stalling this process (busy.ts); a
+   * write transaction that met it did nothing and runs again whole. Calls
+   * made while one waits go after it, in the order they were made, as they
+   * did when that wait blocked the whole process.
    */
-  #sync<T>(fn: () => T): T {
+  async #run<T>(fn: () => T | Promise<T>): Promise<T> {
+    while (this.#waiting) await this.#waiting;
     this.#assertOpen();
     try {
-      return retryBusy(fn, this.statements.busyTimeoutMs);
+      return await fn(); // the usual case: no lock to wait for
     } catch (err) {
-      throw err instanceof AtomicError ? err : toStorageError(err, this.location);
+      if (!isBusy(err)) throw this.#storageError(err);
+    }
+    const waited = retryBusy(fn, this.statements.busyTimeoutMs);
+    const gate = waited.then(
+      () => {},
+      () => {},
+    );
+    this.#waiting = gate;
+    try {
+      return await waited;
+    } catch (err) {
+      throw this.#storageError(err);
+    } finally {
+      if (this.#waiting === gate) this.#waiting = undefined;
     }
   }
 
-  /** The same for the asynchronous (Kysely) reads, waiting without blocking this process. */
-  async #read<T>(fn: () => Promise<T>): Promise<T> {
-    this.#assertOpen();
-    try {
-      return await retryBusyAsync(fn, this.statements.busyTimeoutMs);
-    } catch (err) {
-      throw err instanceof AtomicError ? err : toStorageError(err, this.location);
-    }
+  #storageError(err: unknown): unknown {
+    return err instanceof AtomicError ? err : toStorageError(err, this.location);
   }
 
   /** A read through the Kysely layer (loaded on first use). */
   #kyselyRead<T>(fn: (q: KyselyQuery) => Promise<T>): Promise<T> {
-    return this.#read(async () => fn(await this.#query()));
+    return this.#run(async () => fn(await this.#query()));
   }
 
   #assertOpen(): void {
@@ -246,7 +268,7 @@ export class SqliteJournal implements Journal {
  * handler, so the switch is retried here, within the busy timeout.
  */
 async function configure(db: Database, path: string, durability: Durability, busyTimeoutMs: number): Promise<void> {
-  const mode = await retryBusyAsync(() => db.query<{ journal_mode: string }, []>("pragma journal_mode = wal").get()?.journal_mode, busyTimeoutMs);
+  const mode = await retryBusy(() => db.query<{ journal_mode: string }, []>("pragma journal_mode = wal").get()?.journal_mode, busyTimeoutMs);
   if (mode !== "wal") {
     throw new StorageError(
       "storage_unsupported",

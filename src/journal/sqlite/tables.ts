@@ -52,6 +52,8 @@ export interface RunsTable {
   control: string | null;
   control_rev: number;
   control_ack: number;
+  /** Increases with every change of the row, across the journal (types.ts, JournalViews). */
+  change_seq: number;
 }
 
 export interface EventsTable {
@@ -114,6 +116,15 @@ export interface StageIndexTable {
   attempt: number;
   child_run_id: string | null;
   updated_at: number;
+  outcome: string | null;
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  cost_micro_usd: number;
+  turns: number;
+  /** 1 once any record of the stage carried usage. */
+  has_usage: number;
 }
 
 export interface MessagesTable {

@@ -12,7 +12,7 @@
  * IMMEDIATE took, so nothing else can take the item in between; the lease
  * is known before it is written, and `claimMany` hands it to its caller at
  * that point (the coordinator starts the stage while the lease is written
- * and committed: see dispatch() in ../../pool/coordinator.ts).
+ * and committed: see dispatch() in ../../pool/dispatcher.ts).
  * The coordinator's hot path is one transaction per stage: `completeAndClaim`
  * commits a worker's outcome and leases its next item together, and
  * `claimMany` leases items for every idle worker at once; each of these
@@ -57,7 +57,7 @@ export class SqliteWorkQueue implements WorkQueue {
     db: Database,
     private readonly s: Statements,
     /** Maps a storage failure to a StorageError, like every journal call. */
-    private readonly guard: <T>(fn: () => T) => T,
+    private readonly guard: <T>(fn: () => T) => Promise<T>,
   ) {
     const fence = "id = ? and worker_id = ? and generation = ? and epoch = ? and state = 'leased'";
     // INDEXED BY: without statistics SQLite picks work_by_root (root_id) for the root's claim and sorts every
@@ -236,7 +236,7 @@ export class SqliteWorkQueue implements WorkQueue {
     return { receipt, fresh: !!row };
   }
 
-  private tx<T>(fn: () => T): T {
+  private tx<T>(fn: () => T): Promise<T> {
     return this.guard(() => writeTransaction(this.s, fn));
   }
 

@@ -10,7 +10,7 @@ import { compileCheck, type Check } from "./fast-check.ts";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 2;
+export const POOL_PROTOCOL_VERSION = 3;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -88,8 +88,8 @@ export const StageResultSchema = v.object({
 
 export const RunnerEventSchema = v.variant("type", [
   v.object({ type: v.literal("started"), pid: v.optional(v.number()), sessionId: v.optional(v.string()) }),
-  v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string() }),
-  v.object({ type: v.literal("text_delta"), text: v.string() }),
+  v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string(), skipped: v.optional(v.number()) }),
+  v.object({ type: v.literal("text_delta"), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("tool_start"), name: v.string(), id: v.optional(v.string()) }),
   v.object({ type: v.literal("tool_end"), name: v.string(), id: v.optional(v.string()), ok: v.boolean() }),
   v.object({ type: v.literal("usage"), usage: v.record(v.string(), v.unknown()) }),

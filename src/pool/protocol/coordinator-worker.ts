@@ -48,7 +48,10 @@ export const FromWorkerSchema = v.variant("type", [
   v.object({ type: v.literal("heartbeat"), opId: v.string(), refs: v.array(WorkRefSchema) }),
   v.object({ type: v.literal("events"), ref: WorkRefSchema, events: v.array(RunnerEventSchema) }),
   v.object({ type: v.literal("complete"), opId: v.string(), ref: WorkRefSchema, result: StageResultSchema }),
-  v.object({ type: v.literal("pong"), nonce: v.number() }),
+  /** The answer to a ping: `holds` is the item the worker runs or is committing (null: none); one the coordinator does not expect loses the slot. */
+  v.object({ type: v.literal("pong"), nonce: v.number(), holds: v.nullable(WorkRefSchema) }),
+  /** The worker could not send its result for `ref` (not a missing receipt: those it retries); the coordinator gives the item back. */
+  v.object({ type: v.literal("commit_failed"), ref: WorkRefSchema, message: v.string() }),
   v.object({ type: v.literal("control_ack"), rev: v.number() }),
   v.object({ type: v.literal("deliver_result"), workId: v.string(), messageId: v.string(), delivered: v.boolean() }),
 ]);

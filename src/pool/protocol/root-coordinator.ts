@@ -6,7 +6,10 @@
  * The coordinator answers every item exactly once with `work_done` (the
  * stage's result, or a failure such as worker_retry_limit), streams live
  * runner events in batches (`work_events`, about every 250 ms), and
- * acknowledges control revisions once every worker has.
+ * acknowledges control revisions once every worker has. A root that has
+ * heard nothing of an item for a lease period asks for it (`work_status`):
+ * the coordinator answers with what the queue and its workers say, first
+ * sending a settled item's `work_done` if it never was.
  */
 
 import * as v from "valibot";
@@ -24,6 +27,8 @@ export const ToCoordinatorSchema = v.variant("type", [
   WrapUpSchema,
   /** Answered by `control_ack` once every worker applied it. */
   ControlSchema,
+  /** Where is this item? Answered by `work_status` (after its `work_done`, when it is settled and that was never sent). */
+  v.object({ type: v.literal("work_status"), workId: v.string() }),
   /** The run is over: stop every worker and exit. */
   v.object({ type: v.literal("shutdown") }),
 ]);
@@ -39,6 +44,12 @@ export const FromCoordinatorSchema = v.variant("type", [
   }),
   v.object({ type: v.literal("work_done"), workId: v.string(), result: StageResultSchema }),
   v.object({ type: v.literal("deliver_result"), workId: v.string(), messageId: v.string(), delivered: v.boolean() }),
+  /**
+   * running: a worker holds it; queued: it waits for a worker (again); done:
+   * settled, its `work_done` sent (just now, or before); gone: no live item (abandoned or
+   * unknown): the root fails the stage with worker_lost.
+   */
+  v.object({ type: v.literal("work_status"), workId: v.string(), state: v.picklist(["running", "queued", "done", "gone"]) }),
   v.object({ type: v.literal("control_ack"), rev: v.number() }),
   /** The coordinator cannot go on (journal unavailable, ...): every outstanding stage is lost. */
   v.object({ type: v.literal("fatal"), code: v.string(), message: v.string() }),

@@ -1,11 +1,13 @@
 /**
  * One streamed chat-completions call, and retries around it.
  *
- * The request asks for `stream: true` and `stream_options.include_usage`.
- * Its body comes serialized (`requestJson`): the caller keeps the history's
- * JSON as it grows rather than re-serializing every message every turn.
- * The SSE body is split into records on LF only (a CR before it is
- * dropped); every `data:` payload is handed to `onRaw` before it is parsed
+ * Every request goes through `fetch` (proxies, TLS, keep-alive: the
+ * runtime's). The request asks for `stream: true` and
+ * `stream_options.include_usage`. Its body comes serialized
+ * (`requestJson`): the caller keeps the history's JSON as it grows rather
+ * than re-serializing every message every turn. The reply's server-sent
+ * events are read as they arrive (sse.ts: eventsource-parser, bounded
+ * buffers); every event's data is handed to `onRaw` before it is parsed
  * (the raw event log), then folded:
  * - `delta.content` → text (and `onText`);
  * - `delta.tool_calls[]` → tool calls accumulated BY INDEX: id and name on
@@ -13,18 +15,25 @@
  *   ids get generated ones; servers that put every call at index 0 with a
  *   new id start a new call whenever the id changes;
  * - a chunk with `usage` (its `choices` may be `[]` or `null`) → usage;
- * - `finish_reason` → how the turn ended.
+ * - `finish_reason` → how the turn ended;
+ * - an `error` payload, or an event named `error` → provider_unavailable.
  * A body that ends without `[DONE]` and without a finish reason was cut
  * off: provider_bad_response (retried). A payload that is not JSON:
- * provider_bad_response too.
+ * provider_bad_response too. So is a reply whose text and tool-call
+ * arguments together grow past STREAM_CAP_BYTES characters (sse.ts says
+ * why that cap): it is cut off there instead of growing the worker's
+ * memory. An error reply's body is read up to ERROR_BODY_BYTES only.
  *
  * `callWithRetries` retries retryable provider errors (429, 5xx, network,
  * bad responses) up to `maxRetries` times, honouring Retry-After, and never
  * retries once the caller aborted.
  */
 
-import { Http1Client, type HttpReply } from "./http1.ts";
 import { ProviderError, classifyHttpError, networkError, retryDelay } from "./provider-errors.ts";
+import { STREAM_CAP_BYTES, capExceeded, readBoundedText, readEvents, type SseEvent } from "./sse.ts";
+
+/** An error reply's message is all we use of its body (one line of it): a runaway error body is not read. */
+const ERROR_BODY_BYTES = 64 * 1024;
 
 export interface ToolCall {
   id: string;
@@ -76,8 +85,6 @@ export function requestJson(model: string, messagesJson: string, toolsJson: stri
 }
 
 let generated = 0;
-/** Decodes whole lines only (never `stream: true`): stateless, so one serves every call. */
-const decoder = new TextDecoder();
 /** The abort reason of a call that ran past the request timeout (told apart from the caller's aborts). */
 const TIMED_OUT = Object.freeze({ name: "TimeoutError", message: "timed out" });
 
@@ -91,64 +98,44 @@ const TIMED_OUT = Object.freeze({ name: "TimeoutError", message: "timed out" });
 export class ChatClient {
   readonly url: string;
   private readonly headers: Record<string, string>;
-  /** Plain http: without a proxy: this thread's own HTTP/1.1 client (http1.ts); otherwise fetch. */
-  private readonly http: Http1Client | undefined;
-  private readonly path: string;
 
   constructor(private readonly endpoint: ChatEndpoint) {
     this.url = `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`;
     this.headers = { "content-type": "application/json", accept: "text/event-stream" };
     if (endpoint.apiKey) this.headers.authorization = `Bearer ${endpoint.apiKey}`;
-    const parsed = URL.canParse(this.url) ? new URL(this.url) : undefined;
-    this.path = parsed ? `${parsed.pathname}${parsed.search}` : "";
-    this.http = parsed?.protocol === "http:" && !parsed.username && !proxied() ? new Http1Client(parsed) : undefined;
   }
 
   async stream(body: ChatRequest, ctl: AbortController, h: StreamHandlers): Promise<ChatTurn> {
     const timer = setTimeout(() => ctl.abort(TIMED_OUT), this.endpoint.requestTimeoutMs);
     try {
-      return await readReply(this.post(body.json, ctl.signal), this.url, body, ctl.signal, h);
+      return await this.call(body, ctl.signal, h);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  private post(json: string, signal: AbortSignal): Promise<HttpReply> {
-    return this.http ? this.http.post(this.path, this.headers, json, signal) : fetchPost(this.url, this.headers, json, signal);
+  private async call(body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
+    let res: Response;
+    try {
+      res = await fetch(this.url, { method: "POST", headers: this.headers, body: body.json, signal });
+    } catch (err) {
+      throw signal.aborted ? abortError(signal, this.url, err) : networkError(err, this.url);
+    }
+    if (!res.ok) {
+      const text = await readBoundedText(res.body, ERROR_BODY_BYTES).catch(() => "");
+      throw classifyHttpError(res.status, text, res.headers, body.model);
+    }
+    const folder = new ReplyFolder(h);
+    try {
+      // After [DONE], the body is still read to its end: a drained reply lets the connection be reused.
+      if (res.body) await readEvents(res.body, (e) => folder.event(e));
+    } catch (err) {
+      if (err instanceof ProviderError) throw err;
+      if (signal.aborted) throw abortError(signal, this.url, err);
+      throw new ProviderError("provider_bad_response", `the provider's stream broke off (${(err as Error).message ?? err})`);
+    }
+    return folder.finish();
   }
-}
-
-/** An HTTP proxy is configured for plain http: (fetch honours it; http1.ts does not speak to proxies). */
-function proxied(): boolean {
-  return Boolean(process.env.http_proxy || process.env.HTTP_PROXY);
-}
-
-/** fetch, seen as an HttpReply. */
-async function fetchPost(url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<HttpReply> {
-  const res = await fetch(url, { method: "POST", headers, body, signal });
-  return {
-    status: res.status,
-    headers: res.headers,
-    async pipe(onChunk) {
-      if (!res.body) return;
-      const reader = res.body.getReader();
-      let ended = false;
-      try {
-        for (;;) {
-          const chunk = await reader.read();
-          if (chunk.done) {
-            ended = true;
-            return;
-          }
-          onChunk(chunk.value);
-        }
-      } finally {
-        // A body read to its end needs neither releaseLock nor cancel; one left mid-way is cancelled (the connection is dropped).
-        if (!ended) await reader.cancel().catch(() => {});
-      }
-    },
-    text: () => res.text(),
-  };
 }
 
 /** The error to throw when the call's signal was aborted: the caller's reason, or a retryable timeout. */
@@ -157,130 +144,71 @@ function abortError(signal: AbortSignal, url: string, err: unknown): unknown {
   return signal.reason ?? err;
 }
 
-async function readReply(posted: Promise<HttpReply>, url: string, body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
-  let res: HttpReply;
-  try {
-    res = await posted;
-  } catch (err) {
-    throw signal.aborted ? abortError(signal, url, err) : networkError(err, url);
-  }
-  if (res.status < 200 || res.status > 299) {
-    const text = await res.text().catch(() => "");
-    throw classifyHttpError(res.status, text, res.headers, body.model);
-  }
-
-  const turn: ChatTurn = { content: "", toolCalls: [], finishReason: null };
+/** Folds a reply's events into one turn, as they arrive. */
+class ReplyFolder {
+  private readonly turn: ChatTurn = { content: "", toolCalls: [], finishReason: null };
   /** Made on the first tool-call fragment (most replies have none). */
-  let toolCalls: ToolCallFolder | undefined;
-  let done = false;
-  const onPayload = (payload: string) => {
-    if (done) return;
-    h.onRaw?.(payload);
+  private toolCalls: ToolCallFolder | undefined;
+  private done = false;
+  /** Characters of text and tool-call arguments kept so far (bounded: see the file's header). */
+  private kept = 0;
+
+  constructor(private readonly h: StreamHandlers) {}
+
+  event(e: SseEvent): void {
+    if (this.done) return;
+    const payload = e.data;
+    this.h.onRaw?.(payload);
     if (payload === "[DONE]") {
-      done = true;
+      this.done = true;
       return;
     }
     let chunk: ChunkShape;
     try {
       chunk = JSON.parse(payload) as ChunkShape;
     } catch {
+      if (e.event === "error") throw midStreamError(payload);
       throw new ProviderError("provider_bad_response", `the provider sent malformed JSON in its stream: ${payload.slice(0, 120)}`);
     }
-    if (chunk.error) {
-      const m = typeof chunk.error === "string" ? chunk.error : (chunk.error.message ?? JSON.stringify(chunk.error));
-      throw new ProviderError("provider_unavailable", `the provider reported an error mid-stream: ${String(m).slice(0, 200)}`);
-    }
+    if (chunk.error) throw midStreamError(typeof chunk.error === "string" ? chunk.error : (chunk.error.message ?? JSON.stringify(chunk.error)));
+    if (e.event === "error") throw midStreamError(payload);
+    const turn = this.turn;
     if (chunk.model && !turn.model) turn.model = chunk.model;
     if (chunk.usage) turn.usage = readUsage(chunk.usage);
     for (const choice of chunk.choices ?? []) {
       const delta = choice.delta ?? choice.message;
       if (delta?.content) {
+        this.keep(delta.content.length);
         turn.content += delta.content;
-        h.onText?.(delta.content);
+        this.h.onText?.(delta.content);
       }
       if (delta?.tool_calls) {
-        toolCalls ??= new ToolCallFolder(turn.toolCalls);
-        for (const tc of delta.tool_calls) toolCalls.add(tc);
+        this.toolCalls ??= new ToolCallFolder(turn.toolCalls);
+        for (const tc of delta.tool_calls) {
+          this.keep((tc.function?.arguments?.length ?? 0) + (tc.function?.name?.length ?? 0));
+          this.toolCalls.add(tc);
+        }
       }
       if (choice.finish_reason) turn.finishReason = choice.finish_reason;
     }
-  };
+  }
 
-  const events = new SseEvents(onPayload);
-  try {
-    // After [DONE], the body is still read to its end: a drained reply lets the connection be reused.
-    await res.pipe((bytes) => events.push(bytes));
-  } catch (err) {
-    if (err instanceof ProviderError) throw err;
-    if (signal.aborted) throw abortError(signal, url, err);
-    throw new ProviderError("provider_bad_response", `the provider's stream broke off (${(err as Error).message ?? err})`);
+  /** The body ended: the turn, if it is complete. */
+  finish(): ChatTurn {
+    if (!this.done && this.turn.finishReason === null) {
+      throw new ProviderError("provider_bad_response", "the provider's stream ended before the reply was complete");
+    }
+    return this.turn;
   }
-  events.end();
-  if (!done && turn.finishReason === null) {
-    throw new ProviderError("provider_bad_response", "the provider's stream ended before the reply was complete");
+
+  private keep(chars: number): void {
+    this.kept += chars;
+    if (this.kept > STREAM_CAP_BYTES) throw capExceeded("a reply", STREAM_CAP_BYTES);
   }
-  return turn;
 }
 
-/**
- * Server-sent events from body bytes: each event's data (its `data:` lines
- * joined by LF) goes to `onPayload`. Lines end at LF (a CR before it is
- * dropped); other fields (event:, id:, comments) carry nothing we use.
- * Lines are found in the bytes and only a data line's value is decoded: a
- * long stream then makes one short string per event, never big chunk
- * strings that substrings keep alive (memory stays flat over 50,000
- * deltas; bench/agents.ts).
- */
-class SseEvents {
-  /** Bytes of an unfinished line from the previous chunk. */
-  private carry: Uint8Array | undefined;
-  /** Data lines of the event being read (almost always exactly one: no array for it). */
-  private data: string | undefined;
-  private more: string[] | undefined;
-
-  constructor(private readonly onPayload: (payload: string) => void) {}
-
-  push(chunk: Uint8Array): void {
-    let bytes = chunk;
-    if (this.carry) {
-      const joined = new Uint8Array(this.carry.length + bytes.length);
-      joined.set(this.carry);
-      joined.set(bytes, this.carry.length);
-      bytes = joined;
-      this.carry = undefined;
-    }
-    let start = 0;
-    let nl: number;
-    while ((nl = bytes.indexOf(10, start)) >= 0) {
-      const end = nl > start && bytes[nl - 1] === 13 ? nl - 1 : nl;
-      if (end === start) this.endEvent();
-      else if (end - start >= 5 && bytes[start] === 100 && bytes[start + 1] === 97 && bytes[start + 2] === 116 && bytes[start + 3] === 97 && bytes[start + 4] === 58) {
-        const value = decoder.decode(bytes.subarray(start + (bytes[start + 5] === 32 ? 6 : 5), end));
-        if (this.data === undefined) this.data = value;
-        else (this.more ??= []).push(value);
-      }
-      start = nl + 1;
-    }
-    if (start < bytes.length) this.carry = bytes.slice(start);
-  }
-
-  /** The body ended: a last line without its LF, and the event being read, count. */
-  end(): void {
-    if (this.carry) {
-      const tail = decoder.decode(this.carry);
-      this.carry = undefined;
-      if (tail.startsWith("data:") && this.data === undefined) this.data = tail.slice(tail.startsWith("data: ") ? 6 : 5);
-    }
-    this.endEvent();
-  }
-
-  private endEvent(): void {
-    if (this.data === undefined) return;
-    const payload = this.more ? [this.data, ...this.more].join("\n") : this.data;
-    this.data = undefined;
-    this.more = undefined;
-    this.onPayload(payload);
-  }
+function midStreamError(message: unknown): ProviderError {
+  return new ProviderError("provider_unavailable", `the provider reported an error mid-stream: ${String(message).slice(0, 200)}`);
 }
 
 export interface RetryOptions {

@@ -15,8 +15,6 @@
  * Messages are one line: what the provider said, trimmed.
  */
 
-import type { ReplyHeaders } from "./http1.ts";
-
 export type ProviderErrorCode =
   | "provider_auth"
   | "provider_quota"
@@ -45,7 +43,7 @@ export class ProviderError extends Error {
 }
 
 /** Classifies an HTTP error response from its status, body text and headers. */
-export function classifyHttpError(status: number, body: string, headers: ReplyHeaders, model: string | undefined): ProviderError {
+export function classifyHttpError(status: number, body: string, headers: Headers, model: string | undefined): ProviderError {
   const detail = providerMessage(body);
   const code = providerCode(body);
   const retryAfterMs = parseRetryAfter(headers.get("retry-after"));

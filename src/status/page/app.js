@@ -6,7 +6,7 @@
 "use strict";
 (() => {
   const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted").split(" ");
-  const { TOKEN_KEY, h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, token, api } = window.atomic;
+  const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api } = window.atomic;
   const { graphSvg, renderTimeline, legend } = window.atomic.views;
   const $main = document.getElementById("main");
   const $crumbs = document.getElementById("crumbs");
@@ -206,21 +206,14 @@
     }
 
     async function control(action) {
-      let tok = token();
-      if (!tok) {
-        tok = prompt("Controls need the status token (in $ATOMIC_HOME/status-token on the server):") || "";
-        if (!tok) return;
-        sessionStorage.setItem(TOKEN_KEY, tok.trim());
-      }
       try {
         await api(`/api/runs/${runId}/control`, {
           method: "POST",
-          headers: { "content-type": "application/json", authorization: `Bearer ${token()}`, accept: "application/json" },
+          headers: { "content-type": "application/json", accept: "application/json" },
           body: JSON.stringify({ action }),
         });
         schedule();
       } catch (err) {
-        if (err.status === 401 || err.status === 403) sessionStorage.removeItem(TOKEN_KEY);
         alert(`${action} failed: ${err.message}${err.hint ? `\n${err.hint}` : ""}`);
       }
     }

@@ -1,8 +1,8 @@
 // atomic status page, part 1 of 3: DOM and formatting helpers, the API
-// client and the token, shared by views.js and app.js as window.atomic.
+// client, shared by views.js and app.js as window.atomic. Requests carry the
+// session cookie (HttpOnly: no script here sees it or the token).
 "use strict";
 (() => {
-  const TOKEN_KEY = "atomic-token";
 
   function h(tag, attrs, ...kids) {
     const el = document.createElement(tag);
@@ -61,15 +61,12 @@
   function live(status) {
     return status === "running" || status === "paused" || status === "awaiting_input";
   }
-  function token() {
-    const meta = document.querySelector('meta[name="atomic-token"]');
-    return (meta && meta.getAttribute("content")) || sessionStorage.getItem(TOKEN_KEY) || "";
-  }
   async function api(url, init) {
-    const res = await fetch(url, Object.assign({ headers: { accept: "application/json" } }, init));
+    const res = await fetch(url, Object.assign({ headers: { accept: "application/json" }, credentials: "same-origin" }, init));
     const body = await res.json().catch(() => null);
     if (!res.ok) {
-      const err = new Error((body && body.error && body.error.message) || `${res.status} ${res.statusText}`);
+      const signedOut = res.status === 401;
+      const err = new Error(signedOut ? "Not signed in: open the login URL that atomic serve printed." : (body && body.error && body.error.message) || `${res.status} ${res.statusText}`);
       err.status = res.status;
       err.hint = body && body.error && body.error.hint;
       throw err;
@@ -81,5 +78,5 @@
     return text.length > n ? `${text.slice(0, Math.max(1, n - 1))}…` : text;
   }
 
-  window.atomic = { TOKEN_KEY, h, s, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, token, api, clip };
+  window.atomic = { h, s, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api, clip };
 })();

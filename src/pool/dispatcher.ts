@@ -1,0 +1,319 @@
+/**
+ * Dispatch: handing the oldest ready items to idle workers, committing the
+ * results workers send back, and settling items the root cancelled before
+ * a worker ran them.
+ *
+ * - While not paused, each idle worker gets the oldest ready item (one
+ *   fenced claim transaction for all of them), sent as `start`. On an idle
+ *   pool, where the journal's transactions are synchronous (a journal
+ *   capability), the start goes out as soon as the claim has decided the
+ *   lease, while the lease is still being written and committed (dispatch()
+ *   says why that is safe); after a worker's commit, its next item is claimed in
+ *   the same transaction and its `start` carries that commit's receipt.
+ * - A worker's `complete` is committed fenced by (worker, generation,
+ *   epoch) and its operation id: a stale or conflicting commit is refused
+ *   and logged; a retry of one already answered gets the same receipt. The
+ *   root gets `work_done` once, for the commit that settled the item.
+ * - The root is answered once per item (root-channel.ts remembers which),
+ *   even when handing out the next item fails after a commit; a root that
+ *   heard nothing of an item for a while asks (`work_status`) and status()
+ *   answers from the queue, giving back a leased item that nobody runs.
+ * - Cancel settlement: an item the root cancelled that no worker runs is
+ *   taken off the queue under the coordinator's own id and settled as
+ *   cancelled; one a claim holds at that moment is settled when its claim
+ *   comes back (give()).
+ * - Three claim transactions failing in a row (the journal refuses writes)
+ *   make the pool fail with storage_unavailable rather than spin.
+ */
+
+import { join } from "node:path";
+import type { WorkItem } from "../journal/types.ts";
+import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import type { StageRequest } from "../runners/types.ts";
+import type { StageResult } from "../sdk/types.ts";
+import { ensureError } from "../shared/errors.ts";
+import { faultPoint } from "../shared/fault-points.ts";
+import type { CoordinatorCore } from "./coordinator-core.ts";
+import type { FromWorker, Receipt } from "./protocol/coordinator-worker.ts";
+import { killStagesOfWorker } from "./reap.ts";
+import { trace, traceNow, tracing } from "./trace.ts";
+import type { WorkerSlot } from "./worker-slot.ts";
+
+const MAX_CLAIM_FAILURES = 3;
+/** The worker id under which the coordinator itself takes a cancelled item off the queue. */
+const SETTLER_ID = "coordinator";
+
+export class Dispatcher {
+  /** Items the root cancelled that no worker runs: settled as cancelled at once if queued, else when their claim comes back. */
+  private readonly cancelled = new Set<string>();
+  private dispatching = false;
+  private redispatch = false;
+  /** Claim transactions failed in a row. */
+  private claimFailures = 0;
+
+  constructor(private readonly core: CoordinatorCore) {}
+
+  async dispatch(): Promise<void> {
+    if (!this.core.attached) return; // the coordinator dispatches once the journal is open
+    if (this.dispatching) {
+      this.redispatch = true;
+      return;
+    }
+    const { journal, config, rootId, workers } = this.core;
+    this.dispatching = true;
+    try {
+      do {
+        this.redispatch = false;
+        for (;;) {
+          if (this.core.paused) break;
+          const idle = workers.idle();
+          if (idle.length === 0) break;
+          // Every idle worker gets an item from one transaction. Where the journal's transactions are
+          // synchronous, its start goes out as soon as the claim has decided the lease: the worker wakes
+          // while the lease is written and committed (an idle pool's claim-to-start, bench/pool.ts: 15-20 us
+          // less). Safe there: nothing a worker sends is read before the transaction ends, and if it fails
+          // the workers started in it are retired before anything else runs here (their late commits name
+          // a lease that never existed: refused). Elsewhere the starts go out after the commit (give()).
+          const claimAt = tracing ? traceNow() : 0;
+          const started = new Set<WorkerSlot>();
+          const startEarly = journal.capabilities.synchronousTransactions;
+          let items: WorkItem[];
+          try {
+            items = await journal.work.claimMany(
+              idle.map((s) => s.id),
+              config.leaseMs,
+              rootId,
+              startEarly
+                ? (item, i) => {
+                    trace("claim", item.id, claimAt);
+                    if (!this.startIfFree(idle[i]!, item)) return;
+                    started.add(idle[i]!);
+                    faultPoint("coordinator-started-before-commit");
+                  }
+                : undefined,
+            );
+          } catch (err) {
+            for (const slot of started) this.revoke(slot);
+            throw err;
+          }
+          this.claimFailures = 0;
+          for (let i = 0; i < items.length; i++) {
+            if (!started.has(idle[i]!)) await this.give(idle[i]!, items[i]!);
+          }
+          if (items.length < idle.length) break; // nothing more is ready
+        }
+      } while (this.redispatch);
+    } catch (err) {
+      const why = ensureError(err).message;
+      this.core.log(`dispatch failed: ${why}`);
+      // Whatever fails three claims in a row (the journal refuses writes) would fail every one after: the
+      // run stops resumably rather than wait for ever, or churn through workers revoked by failed claims.
+      if (++this.claimFailures >= MAX_CLAIM_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot claim work: ${why}`);
+    } finally {
+      this.dispatching = false;
+    }
+  }
+
+  /**
+   * A worker's result: committed (fenced), then the worker gets its next
+   * item, then the root is told. The root is told exactly once per item
+   * whatever happens after the commit: handing out the next item may fail
+   * (the item stays leased until the root's work_status finds it), and a
+   * retry of a commit that committed before answers the root if the first
+   * try could not.
+   */
+  async complete(slot: WorkerSlot, msg: Extract<FromWorker, { type: "complete" }>): Promise<void> {
+    const { journal, config, rootId } = this.core;
+    trace("complete", msg.ref.workId);
+    const fence = { id: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation, epoch: msg.ref.epoch };
+    const result = msg.result as StageResult;
+    const body = JSON.stringify(result);
+    const outcome = { state: result.status === "completed" ? ("completed" as const) : ("failed" as const), result };
+    const op = { id: msg.opId, digest: String(Bun.hash(body)) };
+    let committed: Awaited<ReturnType<typeof journal.work.completeAndClaim>>;
+    try {
+      // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
+      const claimAt = tracing ? traceNow() : 0;
+      committed =
+        slot.owns(msg.ref) && !this.core.paused
+          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, rootId })
+          : { receipt: await journal.work.complete(fence, outcome, op), next: undefined };
+      trace("committed", fence.id);
+      if (committed.next) trace("claim", committed.next.id, claimAt);
+    } catch (err) {
+      // Nothing committed: the worker sends it again (same operation id) when no receipt comes.
+      this.core.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
+      return;
+    }
+    const { receipt, next } = committed;
+    const owned = receipt.status === "committed" && slot.owns(msg.ref);
+    const answer = { opId: msg.opId, status: receipt.status };
+    if (owned) slot.finish();
+    try {
+      // The next stage first, with the receipt riding on it: it is what keeps the worker busy. Not
+      // ours to run after all (the slot moved on meanwhile): settled or handed back by give().
+      const carried = next ? await this.give(slot, next, answer) : false;
+      if (!carried) slot.send({ type: "receipt", ...answer });
+      if (receipt.status !== "committed") {
+        this.core.log(
+          `refused ${receipt.status === "stale" ? "a stale" : "a conflicting"} commit from worker ${slot.id} for work ${fence.id} ` +
+            `(generation ${fence.generation}, epoch ${fence.epoch}${receipt.status === "stale" && receipt.item ? `; the item is at generation ${receipt.item.generation}, epoch ${receipt.item.epoch}, ${receipt.item.state}` : ""})`,
+        );
+        return;
+      }
+      faultPoint("coordinator-before-work-done");
+    } catch (err) {
+      this.core.log(`after committing work ${fence.id}: ${ensureError(err).message}`);
+      if (receipt.status !== "committed") return;
+      if (!owned) return; // a retry: the first try answers (or the root asks)
+      slot.send({ type: "receipt", ...answer }); // harmless if it was carried: the worker ignores a second receipt
+      return; // the root's work_status finds the item settled and gets its result then
+    }
+    // Once per item: a retry of a commit already answered sends nothing again (root-channel.ts).
+    this.core.root.done(fence.id, { ...result, workerId: slot.id, generation: fence.generation });
+    if (slot.state === "idle") void this.dispatch();
+  }
+
+  /**
+   * The root heard nothing of `workId` for a while and asks where it is:
+   * answered from the workers and the queue. A settled item's result is
+   * sent if it never was (a failure after its commit); a leased item that no worker here holds and whose lease
+   * ran out (its hand-out failed half way) is given back like a lost
+   * worker's; no answer at all (the journal failed) makes the root ask
+   * again.
+   */
+  async status(workId: string): Promise<void> {
+    const { root, workers, journal, config } = this.core;
+    const answer = (state: "running" | "queued" | "done" | "gone") => root.send({ type: "work_status", workId, state });
+    if (workers.running(workId)) return answer("running");
+    if (!this.core.attached) return answer("queued"); // the journal is being opened: dispatch follows
+    try {
+      const item = await journal.work.get(workId);
+      if (!item || item.state === "abandoned") return answer("gone");
+      if (item.state === "ready") {
+        void this.dispatch();
+        return answer("queued");
+      }
+      if (item.state === "leased") {
+        if (workers.running(workId) || (item.leaseExpiresAt ?? 0) > Date.now()) return answer("running"); // held, or a hand-out in flight
+        const fence = { id: item.id, workerId: item.workerId ?? "", generation: item.generation, epoch: item.epoch };
+        const receipt = await journal.work.release(fence, config.maxGenerations, {
+          name: "WorkerLost",
+          code: "worker_lost",
+          message: `work ${item.id} was leased to ${item.workerId}, which does not run it`,
+        });
+        this.core.log(`work ${item.id} was leased to ${item.workerId} but nobody ran it; released`);
+        if (receipt.status !== "committed" || receipt.item.state !== "failed") {
+          void this.dispatch();
+          return answer("queued");
+        }
+        root.done(workId, resultOf(receipt.item));
+        return answer("done");
+      }
+      root.done(workId, resultOf(item)); // sent now unless it was sent before (then the root has it already)
+      return answer("done");
+    } catch (err) {
+      this.core.log(`could not look up work ${workId} for the root: ${ensureError(err).message}`);
+    }
+  }
+
+  /**
+   * Starts a claimed item on `slot` (the start message carries `receipt`
+   * when given); one cancelled meanwhile is settled, and one whose worker
+   * went away is handed back. True when the start message was sent.
+   */
+  private async give(slot: WorkerSlot, item: WorkItem, receipt?: Receipt): Promise<boolean> {
+    if (this.startIfFree(slot, item, receipt)) return true;
+    if (this.cancelled.delete(item.id)) {
+      await this.settleCancelled(slot.id, item);
+      return false;
+    }
+    // The worker went away while the claim was in flight: its item moves on to the next generation.
+    await this.core.journal.work.release(
+      { id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch },
+      this.core.config.maxGenerations,
+      { name: "WorkerLost", code: "worker_lost", message: `worker ${slot.id} went away as it was given the item` },
+    );
+    void this.dispatch();
+    return false;
+  }
+
+  /**
+   * Sends `start` for a claimed item, unless the root cancelled it or
+   * `slot` is no longer idle (give() settles those). True when sent.
+   */
+  private startIfFree(slot: WorkerSlot, item: WorkItem, receipt?: Receipt): boolean {
+    if (slot.state !== "idle" || this.cancelled.has(item.id)) return false;
+    trace("claimed", item.id);
+    slot.assign(item, Date.now(), this.core.stall.stalledMs);
+    const request = item.descriptor as StageRequest;
+    slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request, ...(receipt ? { receipt } : {}) });
+    return true;
+  }
+
+  /** `slot` was started in a claim transaction that failed: it holds no lease, so it must not go on. */
+  private revoke(slot: WorkerSlot): void {
+    this.core.log(`worker ${slot.id} was given work ${slot.item?.id} by a claim that did not commit; retiring it`);
+    killStagesOfWorker(slot.id);
+    this.core.workers.retire(slot);
+  }
+
+  /** The root cancelled `workId` and no worker runs it: settled now if queued, else when its claim comes back. */
+  cancelQueued(workId: string): void {
+    this.cancelled.add(workId);
+    void this.settleCancelledQueued();
+  }
+
+  /**
+   * Items the root cancelled that no worker runs: each one still queued is
+   * taken off the queue and settled now, paused or not, without a worker.
+   * One that is not (a claim holds it) is settled by give() when its claim
+   * comes back.
+   */
+  async settleCancelledQueued(): Promise<void> {
+    if (!this.core.attached) return; // the coordinator calls this once the journal is open
+    const { journal, config } = this.core;
+    for (const id of this.cancelled) {
+      try {
+        const item = await journal.work.claimItem(id, SETTLER_ID, config.leaseMs);
+        if (item) {
+          this.cancelled.delete(id);
+          await this.settleCancelled(SETTLER_ID, item);
+        } else if ((await journal.work.get(id))?.state !== "leased") {
+          this.cancelled.delete(id); // already settled (its result crossed the cancel)
+        }
+      } catch (err) {
+        this.core.log(`could not settle cancelled work ${id}: ${ensureError(err).message}`);
+      }
+    }
+  }
+
+  private async settleCancelled(workerId: string, item: WorkItem): Promise<void> {
+    const request = item.descriptor as StageRequest;
+    const result: StageResult = {
+      status: "cancelled",
+      text: "",
+      exitCode: null,
+      outputPath: join(request.artifactDir, STDOUT_LOG),
+      error: { code: "cancelled", message: "cancelled before it started" },
+    };
+    const fence = { id: item.id, workerId, generation: item.generation, epoch: item.epoch };
+    await this.core.journal.work.complete(fence, { state: "failed", result }, { id: `cancel:${item.id}`, digest: "cancel" });
+    this.core.root.done(item.id, result);
+  }
+}
+
+/** The result a settled item stands for: what its worker committed, or the failure it was given up with. */
+function resultOf(item: WorkItem): StageResult {
+  const who = { ...(item.workerId ? { workerId: item.workerId } : {}), generation: item.generation };
+  if (item.result) return { ...(item.result as StageResult), ...who };
+  const request = item.descriptor as StageRequest;
+  return {
+    status: "failed",
+    text: "",
+    exitCode: null,
+    outputPath: join(request.artifactDir, STDOUT_LOG),
+    ...who,
+    error: { code: item.error?.code ?? "worker_lost", message: item.error?.message ?? `work ${item.id} ended without a result` },
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * The coordinator's channel to its root (the process that started it), over
+ * IPC; the messages are in protocol/root-coordinator.ts.
+ *
+ * Incoming: `work_ready` (opens the journal the first time, then
+ * dispatches), `cancel_work` (to the worker running the item, or settled by
+ * the dispatcher when none does), `deliver` and `wrap_up` (to the worker
+ * running the item; a delivery to none is answered "not delivered" at
+ * once), `control` (pause/unpause, acknowledged once every worker has) and
+ * `shutdown`. A disconnect means the root is gone: the coordinator shuts
+ * down.
+ *
+ * `work_status` (the root heard nothing of an item for a while) is answered
+ * by the dispatcher from the queue and the workers.
+ *
+ * Outgoing: `ready`, live runner events coalesced per item (EventBatcher,
+ * about every 250 ms; an item's pending events are flushed before its
+ * `work_done`), `work_done` once per item (done() remembers which were
+ * answered), `deliver_result`,
+ * `work_status`, `control_ack` and `fatal`.
+ */
+
+import type { RunnerEvent } from "../runners/types.ts";
+import type { StageResult } from "../sdk/types.ts";
+import type { CoordinatorCore } from "./coordinator-core.ts";
+import { EventBatcher } from "./event-batcher.ts";
+import { assertNever, parseMessage } from "./protocol/common.ts";
+import { ToCoordinatorSchema, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
+
+const EVENT_BATCH_MS = 250;
+
+export interface RootHandlers {
+  /** Opens the journal the first time the root has work for the pool; later calls do nothing. */
+  attach(): void;
+  control(rev: number, paused: boolean): void;
+  shutdown(why: string): void;
+}
+
+export class RootChannel {
+  private readonly events = new Map<string, EventBatcher>();
+  /** Items whose `work_done` was sent (ids only: a few bytes per stage of the run). */
+  private readonly answered = new Set<string>();
+
+  constructor(
+    private readonly core: CoordinatorCore,
+    private readonly handlers: RootHandlers,
+  ) {}
+
+  listen(): void {
+    process.on("message", (raw: unknown) => {
+      const msg = parseMessage(ToCoordinatorSchema, raw, "root");
+      if (msg) this.onMessage(msg);
+    });
+    process.on("disconnect", () => this.handlers.shutdown("the root process went away"));
+  }
+
+  private onMessage(msg: ToCoordinator): void {
+    const { workers, dispatcher } = this.core;
+    switch (msg.type) {
+      case "work_ready":
+        this.handlers.attach(); // the first time: dispatches once the journal is open
+        void dispatcher.dispatch();
+        break;
+      case "cancel_work": {
+        this.handlers.attach();
+        const slot = workers.running(msg.workId);
+        if (slot) slot.send({ type: "cancel", workId: msg.workId, reason: msg.reason });
+        else dispatcher.cancelQueued(msg.workId);
+        break;
+      }
+      case "deliver": {
+        const slot = workers.running(msg.workId);
+        if (slot) slot.send(msg);
+        else this.send({ type: "deliver_result", workId: msg.workId, messageId: msg.message.id, delivered: false });
+        break;
+      }
+      case "wrap_up":
+        workers.running(msg.workId)?.send(msg);
+        break;
+      case "work_status":
+        void dispatcher.status(msg.workId);
+        break;
+      case "control":
+        this.handlers.control(msg.rev, msg.paused);
+        break;
+      case "shutdown":
+        this.handlers.shutdown("the run ended");
+        break;
+      default:
+        assertNever(msg);
+    }
+  }
+
+  send(msg: FromCoordinator): void {
+    if (process.connected) process.send?.(msg);
+  }
+
+  /** A live runner event of `workId`, sent on with the next batch. */
+  event(workId: string, event: RunnerEvent): void {
+    let b = this.events.get(workId);
+    if (!b) {
+      b = new EventBatcher(EVENT_BATCH_MS, (events) => this.send({ type: "work_events", batch: [{ workId, events }] }));
+      this.events.set(workId, b);
+    }
+    b.push(event);
+  }
+
+  /**
+   * The item's result, once: its pending live events first, then
+   * `work_done`. A second call sends nothing: the channel is ordered and
+   * loses nothing, so the root has it.
+   */
+  done(workId: string, result: StageResult): void {
+    if (this.answered.has(workId)) return;
+    this.answered.add(workId);
+    this.events.get(workId)?.flush();
+    this.events.delete(workId);
+    this.send({ type: "work_done", workId, result });
+  }
+
+}

@@ -1,0 +1,327 @@
+/**
+ * Worker supervision: spawning the pool's workers, reading what they send,
+ * and the liveness sweep that finds the ones that stopped working.
+ *
+ * - Each worker is a WorkerSlot (worker-slot.ts, the state machine). Its
+ *   stderr goes to `<logDir>/<id>.log`; its IPC messages are validated
+ *   here and routed: `complete` to the dispatcher, live events to the
+ *   root channel, heartbeats renew its lease in the journal.
+ * - The sweep (every 500 ms) looks at each busy worker whose lease is past
+ *   due, counting the coordinator's own stalls since the last renewal in
+ *   the worker's favour: it pings it. The answer names the work the worker
+ *   holds: the same item, generation and epoch keeps it (lease extended);
+ *   anything else (nothing, another item: it never got or already gave up
+ *   the item) loses the slot, and so does no answer within the ping
+ *   timeout, or a journal that says the lease is no longer this worker's.
+ *   Extending a lease that fails MAX_RENEW_FAILURES times in a row makes
+ *   the pool fail (storage_unavailable) rather than keep a slot busy on a
+ *   lease nobody can write. A worker that does not send `ready` within
+ *   STARTUP_TIMEOUT_MS is killed.
+ * - A worker that reports it could not send its result (`commit_failed`)
+ *   loses its item the same way.
+ * - A lost worker (exited, or not answering): its stage's process group
+ *   (and every process carrying its worker id, reap.ts) is killed, it is
+ *   retired (SIGTERM, then SIGKILL after the grace period; a late commit
+ *   from it is refused as stale), its item goes back to ready at the next
+ *   generation, or fails with worker_retry_limit after maxGenerations, and
+ *   a fresh worker takes its place. Three workers in a row that exit
+ *   before `ready` make the pool fail (worker_startup_failed).
+ * - Control revisions go to every live worker; the coordinator waits for
+ *   their acknowledgements with a stall-aware timeout.
+ */
+
+import { join } from "node:path";
+import type { WorkItem } from "../journal/types.ts";
+import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import { killGroup } from "../runners/shell/process-groups.ts";
+import type { RunnerEvent, StageRequest } from "../runners/types.ts";
+import { ensureError } from "../shared/errors.ts";
+import { ROLE, selfCommand } from "../shared/self-exec.ts";
+import type { CoordinatorCore } from "./coordinator-core.ts";
+import { assertNever, parseMessage } from "./protocol/common.ts";
+import { FromWorkerSchema, type FromWorker } from "./protocol/coordinator-worker.ts";
+import { killStagesOfWorker } from "./reap.ts";
+import { WorkerSlot, logTail } from "./worker-slot.ts";
+
+const SWEEP_MS = 500;
+const STARTUP_TIMEOUT_MS = 15_000;
+const CONTROL_ACK_TIMEOUT_MS = 5_000;
+const MAX_STARTUP_FAILURES = 3;
+const MAX_RENEW_FAILURES = 3;
+
+export class Supervisor {
+  private readonly slots = new Map<string, WorkerSlot>();
+  private readonly controlAcks = new Map<number, Set<string>>();
+  private workerSeq = 0;
+  private startupFailures = 0;
+  /** Lease extensions after a ping that failed in a row (the journal refused them). */
+  private renewFailures = 0;
+  private sweepTimer: ReturnType<typeof setInterval> | undefined;
+  private sweeping = false;
+
+  constructor(private readonly core: CoordinatorCore) {}
+
+  /** Spawns the configured number of workers and starts the sweep. */
+  start(): void {
+    this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_MS);
+    for (let i = 0; i < this.core.config.workers; i++) this.spawn();
+  }
+
+  idle(): WorkerSlot[] {
+    return [...this.slots.values()].filter((s) => s.state === "idle");
+  }
+
+  /** The worker running `workId`, if any. */
+  running(workId: string): WorkerSlot | undefined {
+    for (const slot of this.slots.values()) if (slot.state === "busy" && slot.item?.id === workId) return slot;
+    return undefined;
+  }
+
+  private spawn(): WorkerSlot {
+    const { config } = this.core;
+    const id = `w${++this.workerSeq}-${process.pid}`;
+    const logPath = join(config.logDir, `${id}.log`);
+    const proc = Bun.spawn(selfCommand(ROLE.worker, id), {
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: Bun.file(logPath),
+      env: { ...process.env, ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs) },
+      serialization: "json",
+      ipc: (raw) => {
+        const msg = parseMessage(FromWorkerSchema, raw, `worker ${id}`);
+        if (msg) this.onWorker(slot, msg);
+      },
+      onExit: (_p, code, signal) => this.onExit(slot, code, signal),
+    });
+    const slot = new WorkerSlot(id, proc, logPath);
+    this.slots.set(id, slot);
+    return slot;
+  }
+
+  private onWorker(slot: WorkerSlot, msg: FromWorker): void {
+    switch (msg.type) {
+      case "ready":
+        if (slot.state !== "starting") break;
+        this.startupFailures = 0;
+        slot.setState("idle");
+        void this.core.dispatcher.dispatch();
+        break;
+      case "started":
+        if (!slot.owns(msg.ref)) break;
+        slot.pgid = msg.pgid;
+        break;
+      case "heartbeat":
+        void this.heartbeat(slot, msg);
+        break;
+      case "events":
+        if (!slot.owns(msg.ref)) break;
+        for (const e of msg.events) this.core.root.event(msg.ref.workId, e as RunnerEvent);
+        break;
+      case "complete":
+        void this.core.dispatcher.complete(slot, msg);
+        break;
+      case "pong":
+        this.pong(slot, msg);
+        break;
+      case "commit_failed":
+        if (slot.owns(msg.ref)) void this.lose(slot, slot.item!, `it could not send its result: ${msg.message}`);
+        break;
+      case "control_ack":
+        this.controlAcks.get(msg.rev)?.add(slot.id);
+        break;
+      case "deliver_result":
+        this.core.root.send(msg);
+        break;
+      default:
+        assertNever(msg);
+    }
+  }
+
+  private async heartbeat(slot: WorkerSlot, msg: Extract<FromWorker, { type: "heartbeat" }>): Promise<void> {
+    const { journal, config, stall } = this.core;
+    const fences = msg.refs.map((r) => ({ id: r.workId, workerId: slot.id, generation: r.generation, epoch: r.epoch }));
+    try {
+      const stale = await journal.work.renew(fences, config.leaseMs);
+      slot.send({ type: "receipt", opId: msg.opId, status: stale.length ? "stale" : "committed" });
+      // The slot's own item renewed (a ref of a result still being committed may be stale by now: that is not this item).
+      const mine = slot.item;
+      if (mine && msg.refs.some((r) => slot.owns(r)) && !stale.some((f) => f.id === mine.id)) slot.renewed(Date.now(), stall.stalledMs);
+      for (const f of stale) slot.send({ type: "cancel", workId: f.id, reason: "this worker no longer holds the item" });
+    } catch (err) {
+      this.core.log(`heartbeat from ${slot.id} not recorded: ${ensureError(err).message}`);
+    }
+  }
+
+  /** An answer to a ping: kept only if it names the item the ping asked about. */
+  private pong(slot: WorkerSlot, msg: Extract<FromWorker, { type: "pong" }>): void {
+    const asked = slot.pingedFor;
+    if (msg.nonce !== slot.pingSentAt || !asked || !slot.owns({ workId: asked.id, ...asked })) return; // not the ping outstanding now
+    if (msg.holds && msg.holds.workId === asked.id && msg.holds.generation === asked.generation && msg.holds.epoch === asked.epoch) {
+      slot.pongAt = Date.now();
+      return;
+    }
+    const holds = msg.holds ? `work ${msg.holds.workId} (generation ${msg.holds.generation}, epoch ${msg.holds.epoch})` : "no work";
+    this.core.log(`worker ${slot.id} answered a ping about work ${asked.id} holding ${holds}`);
+    void this.lose(slot, slot.item!, `it holds ${holds} instead`);
+  }
+
+  private onExit(slot: WorkerSlot, code: number | null, signal: number | null | string): void {
+    const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
+    const wasStarting = slot.state === "starting";
+    const item = slot.state === "busy" ? slot.item : undefined;
+    if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+    if (item) killStagesOfWorker(slot.id);
+    slot.setState("gone");
+    this.slots.delete(slot.id);
+    if (this.core.shuttingDown) return;
+    this.core.log(`worker ${slot.id} ${how}${item ? ` while running work ${item.id}` : ""}`);
+    if (item) void this.lose(slot, item, `its worker ${how}`);
+    if (wasStarting && ++this.startupFailures >= MAX_STARTUP_FAILURES) {
+      this.core.fatal("worker_startup_failed", `workers fail to start; see ${slot.logPath}:\n${logTail(slot.logPath)}`);
+      return;
+    }
+    this.spawn();
+  }
+
+  /** A worker lost its item: kill what it ran, retire it, give the item back (or fail it). */
+  private async lose(slot: WorkerSlot, item: WorkItem, why: string): Promise<void> {
+    const { journal, config } = this.core;
+    const fence = { id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch };
+    if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+    killStagesOfWorker(slot.id);
+    if (slot.alive && slot.state !== "retired") this.retire(slot);
+    const request = item.descriptor as StageRequest;
+    const message =
+      `stage "${request.stageName}" lost its worker ${slot.id} (${why}) at generation ${item.generation}; ` +
+      `worker log: ${slot.logPath}`;
+    try {
+      const receipt = await journal.work.release(fence, config.maxGenerations, {
+        name: "WorkerRetryLimit",
+        code: "worker_retry_limit",
+        message,
+      });
+      if (receipt.status !== "committed") return;
+      if (receipt.item.state === "failed") {
+        const tail = logTail(slot.logPath);
+        this.core.root.done(item.id, {
+          status: "failed",
+          text: "",
+          exitCode: null,
+          outputPath: join(request.artifactDir, STDOUT_LOG),
+          workerId: slot.id,
+          generation: item.generation,
+          error: {
+            code: "worker_retry_limit",
+            message: `${message}; gave up after ${config.maxGenerations} generations${tail ? `\n--- last ${Math.min(8, Math.ceil(tail.length / 1024))} KiB of ${slot.logPath} ---\n${tail}` : ""}`,
+          },
+        });
+      } else {
+        this.core.log(`work ${item.id} released at generation ${receipt.item.generation}`);
+        void this.core.dispatcher.dispatch();
+      }
+    } catch (err) {
+      this.core.log(`could not release work ${item.id}: ${ensureError(err).message}`);
+    }
+  }
+
+  /** Take a worker out of service: it may still talk (and be refused); it is killed after the grace period. */
+  retire(slot: WorkerSlot): void {
+    slot.setState("retired");
+    slot.proc.kill("SIGTERM");
+    setTimeout(() => {
+      if (slot.alive) slot.proc.kill("SIGKILL");
+    }, this.core.config.retireGraceMs).unref();
+    if (!this.core.shuttingDown) this.spawn();
+  }
+
+  private async sweep(): Promise<void> {
+    // One at a time: a lease extension can wait for the journal (another process's lock) longer than a tick.
+    if (this.core.shuttingDown || this.sweeping) return;
+    this.sweeping = true;
+    try {
+      await this.sweepOnce();
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  private async sweepOnce(): Promise<void> {
+    const { config, stall } = this.core;
+    const now = Date.now();
+    const stalled = stall.stalledMs;
+    const pingTimeout = Math.max(500, Math.min(2_000, config.leaseMs / 2));
+    for (const slot of [...this.slots.values()]) {
+      if (slot.state === "starting" && now - slot.spawnedAt > STARTUP_TIMEOUT_MS) {
+        this.core.log(`worker ${slot.id} did not start within ${STARTUP_TIMEOUT_MS} ms`);
+        slot.proc.kill("SIGKILL");
+        continue;
+      }
+      if (slot.state !== "busy" || !slot.item) continue;
+      // The coordinator's own stalls since the last heartbeat are not the worker's fault.
+      const deadline = slot.renewedAt + config.leaseMs + (stalled - slot.stallAtRenew);
+      if (now <= deadline) continue;
+      if (slot.pingSentAt === undefined) {
+        this.core.log(`worker ${slot.id} is past its lease on work ${slot.item.id} (last renewed ${now - slot.renewedAt} ms ago); pinging it`);
+        slot.pingSentAt = now;
+        slot.pingedFor = slot.fence();
+        slot.send({ type: "ping", nonce: now });
+      } else if (slot.pongAt >= slot.pingSentAt) {
+        await this.extend(slot);
+      } else if (now - slot.pingSentAt > pingTimeout + (stalled - slot.stallAtRenew)) {
+        this.core.log(`worker ${slot.id} stopped answering (lease expired, no answer to a ping in ${pingTimeout} ms)`);
+        const item = slot.item;
+        void this.lose(slot, item, "it stopped answering past its lease");
+      }
+    }
+  }
+
+  /** A worker past its lease answered for its item: the lease is extended, unless the journal says it is not the worker's. */
+  private async extend(slot: WorkerSlot): Promise<void> {
+    const { journal, config, stall } = this.core;
+    const fence = slot.fence()!;
+    let stale: unknown[];
+    try {
+      stale = await journal.work.renew([fence], config.leaseMs);
+      this.renewFailures = 0;
+    } catch (err) {
+      const why = ensureError(err).message;
+      this.core.log(`could not extend the lease of worker ${slot.id} on work ${fence.id}: ${why}`);
+      if (++this.renewFailures >= MAX_RENEW_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot extend work leases: ${why}`);
+      return;
+    }
+    if (!slot.owns({ workId: fence.id, ...fence })) return; // it committed or was lost meanwhile
+    if (stale.length === 0) slot.renewed(Date.now(), stall.stalledMs);
+    else void this.lose(slot, slot.item!, "the work queue no longer has the item leased to it");
+  }
+
+  /** Sends control revision `rev` to every live worker; resolves once each acknowledged it (or the stall-aware timeout passed). */
+  async control(rev: number, paused: boolean): Promise<void> {
+    const { stall } = this.core;
+    const live = [...this.slots.values()].filter((s) => s.state === "idle" || s.state === "busy");
+    const acks = new Set<string>();
+    this.controlAcks.set(rev, acks);
+    for (const slot of live) slot.send({ type: "control", rev, paused });
+    const started = Date.now();
+    const stallAtStart = stall.stalledMs;
+    while (live.some((s) => s.alive && s.state !== "retired" && !acks.has(s.id))) {
+      const waited = Date.now() - started - (stall.stalledMs - stallAtStart);
+      if (waited > CONTROL_ACK_TIMEOUT_MS) {
+        this.core.log(`control revision ${rev}: not every worker answered within ${CONTROL_ACK_TIMEOUT_MS} ms`);
+        break;
+      }
+      await Bun.sleep(10);
+    }
+    this.controlAcks.delete(rev);
+  }
+
+  /** Shutdown: every worker and stage process killed at once; resolves when the workers are reaped. */
+  killAll(): Promise<unknown> {
+    clearInterval(this.sweepTimer);
+    for (const slot of this.slots.values()) {
+      if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
+      slot.proc.kill("SIGKILL");
+      if (slot.state === "busy" || slot.state === "retired") killStagesOfWorker(slot.id);
+    }
+    return Promise.all([...this.slots.values()].map((s) => s.proc.exited));
+  }
+}

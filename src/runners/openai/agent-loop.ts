@@ -1,0 +1,497 @@
+/**
+ * The openai runner's agent loop, as a state machine.
+ *
+ * States:
+ * - idle: made, nothing done yet.
+ * - preparing: between two model calls. What was queued is added to the
+ *   history (interrupt messages, then steer messages, then the wrap-up
+ *   prompt, once), the turn limit is checked, and the next call starts.
+ *   Nothing runs here that could be aborted, and nothing here waits.
+ * - calling: one model call in flight: its attempts and the waits between
+ *   them (chat-client.ts retries). An interrupt or the wrap-up aborts it
+ *   (its partial reply is dropped) and the loop goes back to preparing;
+ *   a stop (cancel, the stage's timeout) aborts it and ends the loop. A
+ *   reply that asks for tools moves to running_tools; one that does not
+ *   ends the loop (the final answer), or goes back to preparing: a
+ *   corrective re-prompt, messages that came during the call, a follow-up.
+ * - running_tools: the reply's tool calls are answered one at a time, the
+ *   turn's AbortController standing for the running tool: an interrupt,
+ *   the wrap-up or a stop abort it, and the calls left unanswered are
+ *   dropped from the history (every call there needs an answer). Then
+ *   back to preparing, or the end (structured output accepted, or given
+ *   up; the wrap-up turn's tools answered).
+ * - ended: the result is settled; messages are refused.
+ *
+ * Transitions (each a method that asserts where it starts from; setState
+ * reports every one as { from, to } to `onTransition`):
+ *   begin      idle → preparing
+ *   startCall  preparing → calling
+ *   startTools calling → running_tools
+ *   nextTurn   calling | running_tools → preparing
+ *   end        any but ended → ended
+ *
+ * The wrap-up (the run's budget is used up) is a flag over these states:
+ * the next call is made without tools (only `structured_output`, when the
+ * task has a schema) and its answer ends the stage as completed.
+ */
+
+import type { StageResult, Usage } from "../../sdk/types.ts";
+import { DEFAULT_OPENAI_BASE_URL } from "../../shared/config.ts";
+import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
+import { schemaValidator, type JsonSchema } from "../json-schema.ts";
+import type { DeliveryMode, RunnerEvent, StageRequest } from "../types.ts";
+import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
+import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
+import { History, type ChatMessage } from "./history.ts";
+import { ProviderError, oneLine } from "./provider-errors.ts";
+import { STRUCTURED_TOOL, checkStructured, structuredSpec } from "./structured-output.ts";
+import { ToolBox, enabledTools, type ToolName } from "./tools.ts";
+import { stageEnv } from "../stage-env.ts";
+
+export const TEXT_LIMIT = 64 * 1024;
+export const MAX_CORRECTIONS = 3;
+export const DEFAULT_MAX_TURNS = 50;
+
+export const LoopState = {
+  Idle: "idle",
+  Preparing: "preparing",
+  Calling: "calling",
+  RunningTools: "running_tools",
+  Ended: "ended",
+} as const;
+export type LoopState = (typeof LoopState)[keyof typeof LoopState];
+
+export interface LoopTransition {
+  from: LoopState;
+  to: LoopState;
+}
+
+type StopKind = "cancelled" | "timeout";
+
+/** What a stage needs for its turns, made once at its start. */
+interface Setup {
+  client: ChatClient;
+  toolBox: ToolBox;
+  maxTurns: number;
+}
+
+export class AgentLoop {
+  private state: LoopState = LoopState.Idle;
+  private readonly files: AgentFiles;
+  private readonly messages = new History();
+  private readonly steer: string[] = [];
+  private readonly follow: string[] = [];
+  private readonly interrupts: string[] = [];
+  /** The current attempt of the model call (calling), then the turn's tools (running_tools). */
+  private turnAbort: AbortController | undefined;
+  private stopKind: StopKind | undefined;
+  private stopMessage = "";
+  private wrap: { text: string; sent: boolean } | undefined;
+  /** This turn is the wrap-up turn (the wrap-up was asked for before it started). */
+  private wrapping = false;
+  private usage: Usage;
+  private lastText = "";
+  private structured: { value: unknown } | undefined;
+  private corrections = 0;
+  private lastIssues: string[] = [];
+  private tools: ToolBox | undefined;
+  private readonly schema: JsonSchema | undefined;
+  /** The schema's check (ajv, loaded with the stage's first schema). */
+  private validate: ((value: unknown) => string[]) | undefined;
+  /** The tools are the same every turn (only the wrap-up turn differs): serialized once each. */
+  private toolsJsonAll: string | undefined;
+  private wrapToolsJson: string | undefined;
+
+  constructor(
+    private readonly request: StageRequest,
+    private readonly onEvent: (event: RunnerEvent) => void,
+    private readonly onTransition?: (t: LoopTransition) => void,
+  ) {
+    this.files = new AgentFiles(request.artifactDir);
+    this.usage = emptyUsage(request.model);
+    this.schema = request.agent?.schema;
+  }
+
+  // ---------------------------------------------------------------- transitions
+
+  private setState(to: LoopState): void {
+    const from = this.state;
+    this.state = to;
+    this.onTransition?.({ from, to });
+  }
+
+  private assertState(transition: string, ...allowed: LoopState[]): void {
+    if (!allowed.includes(this.state)) throw new Error(`agent loop: ${transition} in state ${this.state} (expected ${allowed.join(" or ")})`);
+  }
+
+  private begin(): void {
+    this.assertState("begin", LoopState.Idle);
+    this.setState(LoopState.Preparing);
+  }
+
+  private startCall(): void {
+    this.assertState("startCall", LoopState.Preparing);
+    this.setState(LoopState.Calling);
+  }
+
+  private startTools(): void {
+    this.assertState("startTools", LoopState.Calling);
+    if (!this.turnAbort) throw new Error("agent loop: startTools without the call's AbortController");
+    this.setState(LoopState.RunningTools);
+  }
+
+  private nextTurn(): void {
+    this.assertState("nextTurn", LoopState.Calling, LoopState.RunningTools);
+    this.turnAbort = undefined;
+    this.setState(LoopState.Preparing);
+  }
+
+  private end(): void {
+    if (this.state === LoopState.Ended) throw new Error("agent loop: end in state ended");
+    this.turnAbort = undefined;
+    this.setState(LoopState.Ended);
+  }
+
+  // ---------------------------------------------------------------- control (any time)
+
+  async send(text: string, mode: DeliveryMode): Promise<void> {
+    if (this.state === LoopState.Ended) throw new Error("the stage has ended");
+    if (mode === "steer") this.steer.push(text);
+    else if (mode === "followUp") this.follow.push(text);
+    else {
+      this.interrupts.push(text);
+      this.abortTurn("interrupt");
+    }
+  }
+
+  interruptTurn(): void {
+    this.abortTurn("interrupt");
+  }
+
+  wrapUp(text: string): void {
+    if (this.state === LoopState.Ended || this.wrap) return;
+    this.wrap = { text, sent: false };
+    this.abortTurn("wrap_up");
+  }
+
+  stop(kind: StopKind, message: string): void {
+    if (this.stopKind || this.state === LoopState.Ended) return;
+    this.stopKind = kind;
+    this.stopMessage = message;
+    this.abortTurn(kind);
+    this.tools?.cancel();
+  }
+
+  /** Aborts the model call or the tool running now; while preparing there is none (the queues are read next). */
+  private abortTurn(reason: string): void {
+    if (this.state === LoopState.Calling || this.state === LoopState.RunningTools) this.turnAbort?.abort(reason);
+  }
+
+  // ---------------------------------------------------------------- the loop
+
+  async run(): Promise<StageResult> {
+    const req = this.request;
+    const timer = req.timeoutMs && req.timeoutMs > 0 ? setTimeout(() => this.stop("timeout", `timed out after ${req.timeoutMs} ms`), req.timeoutMs) : undefined;
+    try {
+      await Promise.resolve(); // let start() hand the handle out before anything can end
+      return await this.drive();
+    } catch (err) {
+      if (this.stopKind) return this.stopped();
+      if (err instanceof ProviderError) return this.result("failed", err.code, err.message);
+      return this.result("failed", "runner_failed", oneLine((err as Error)?.message ?? String(err)));
+    } finally {
+      if (timer) clearTimeout(timer);
+      if (this.state !== LoopState.Ended) this.end();
+      this.files.close();
+    }
+  }
+
+  private async drive(): Promise<StageResult> {
+    const setup = await this.setUp();
+    if ("status" in setup) return setup;
+    this.begin();
+    for (;;) {
+      const ended = this.prepare(setup.maxTurns);
+      if (ended) return ended;
+      const turn = await this.call(setup.client, setup.toolBox);
+      if (!turn) continue; // aborted for an interrupt or the wrap-up
+      const assistant = this.recordReply(turn);
+      const outcome = turn.toolCalls.length > 0 ? await this.answerTools(turn, assistant, setup.toolBox) : await this.afterAnswer();
+      if (outcome) return outcome;
+    }
+  }
+
+  /** The client, the tools and the first two messages; a result when the stage cannot start. */
+  private async setUp(): Promise<Setup | StageResult> {
+    const req = this.request;
+    const agent = req.agent ?? {};
+    if (!req.model) return this.result("failed", "no_model", "the openai runner needs a model: set model in the task, the workflow, config.json or ATOMIC_MODEL");
+    let toolNames: ToolName[];
+    let toolBox: ToolBox;
+    try {
+      toolNames = enabledTools(agent.tools);
+      toolBox = new ToolBox(req.cwd, toolNames, stageEnv(req));
+      this.tools = toolBox;
+    } catch (err) {
+      return this.result("failed", "bad_tools", (err as Error).message);
+    }
+    try {
+      if (this.schema) this.validate = await schemaValidator(this.schema);
+    } catch (err) {
+      return this.result("failed", "invalid_schema", (err as Error).message);
+    }
+    const client = new ChatClient({
+      baseUrl: agent.baseUrl ?? DEFAULT_OPENAI_BASE_URL,
+      apiKey: process.env.OPENAI_API_KEY || undefined,
+      requestTimeoutMs: agent.requestTimeoutMs ?? 300_000,
+    });
+    const system = agent.system ?? defaultSystem(req.cwd, toolNames, this.schema !== undefined);
+    this.messages.push({ role: "system", content: system });
+    const prompt = firstPrompt(req.prompt ?? "", req.initialMessages);
+    this.messages.push({ role: "user", content: prompt });
+    this.files.section(`${req.stageName} (openai, ${req.model})`);
+    this.files.section("User", prompt);
+    return { client, toolBox, maxTurns: agent.maxTurns ?? DEFAULT_MAX_TURNS };
+  }
+
+  /** preparing: the queued messages into the history; a result when the loop must end before the next call. */
+  private prepare(maxTurns: number): StageResult | undefined {
+    this.assertState("prepare", LoopState.Preparing);
+    if (this.stopKind) return this.stopped();
+    this.inject(this.interrupts, "interrupt");
+    this.inject(this.steer, "steer");
+    this.wrapping = this.wrap !== undefined;
+    if (this.wrap && !this.wrap.sent) {
+      this.wrap.sent = true;
+      this.messages.push({ role: "user", content: this.wrap.text });
+      this.files.section("Wrap-up (budget used up)", this.wrap.text);
+    }
+    if (!this.wrapping && this.usage.turns >= maxTurns) {
+      return this.result("failed", "max_turns", `the agent did not finish within ${maxTurns} turns`);
+    }
+    return undefined;
+  }
+
+  /** preparing → calling: the model call; undefined when an interrupt or the wrap-up aborted it (back to preparing). */
+  private async call(client: ChatClient, toolBox: ToolBox): Promise<ChatTurn | undefined> {
+    this.startCall();
+    const req = this.request;
+    const agent = req.agent ?? {};
+    const toolsJson = this.wrapping ? (this.wrapToolsJson ??= this.toolsJson([])) : (this.toolsJsonAll ??= this.toolsJson(toolBox.specs()));
+    const messagesJson = this.messages.toJson();
+    const body = { model: req.model, json: requestJson(req.model!, messagesJson, toolsJson) };
+    // One controller per attempt of the call (callWithRetries makes them): interrupt, wrap-up
+    // and stop abort the current one; the last one also stands for the turn's tools.
+    let ac: AbortController | undefined;
+    this.files.section("Assistant");
+    try {
+      const reply = callWithRetries((ctl) => client.stream(body, ctl, this.streamHandlers), {
+        maxRetries: agent.maxRetries ?? 4,
+        maxBackoffMs: agent.maxBackoffMs ?? 30_000,
+        onAttempt: (ctl) => {
+          ac = ctl;
+          this.turnAbort = ctl;
+          if (this.stopKind) ctl.abort(this.stopKind);
+        },
+        onRetry: (err, attempt, delay) => {
+          this.files.diag(`retry ${attempt} in ${delay} ms after ${err.code}: ${err.message}`);
+          this.files.section(`(retrying: ${err.message})`);
+        },
+      });
+      // The request is on its way: the files are written while the provider answers, not after.
+      this.files.flush();
+      const turn = await reply;
+      this.countUsage(turn, messagesJson);
+      return turn;
+    } catch (err) {
+      // Aborted by interrupt or wrap-up (a string reason; a timeout's is not, and it was retried). A stop ends the loop (run()).
+      if (!this.stopKind && ac?.signal.aborted && typeof ac.signal.reason === "string") {
+        this.files.section(`(turn ${ac.signal.reason === "wrap_up" ? "ended for the wrap-up" : "interrupted"})`);
+        this.nextTurn();
+        return undefined;
+      }
+      throw err;
+    }
+  }
+
+  /** The reply into the history (the assistant message, with its tool calls). */
+  private recordReply(turn: ChatTurn): ChatMessage {
+    const assistant: ChatMessage = { role: "assistant", content: turn.content || null };
+    if (turn.toolCalls.length) {
+      assistant.tool_calls = turn.toolCalls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } }));
+    }
+    this.messages.push(assistant);
+    if (turn.content) this.lastText = turn.content;
+    return assistant;
+  }
+
+  /** calling → running_tools: answers the reply's tool calls; then the end, or back to preparing (undefined). */
+  private async answerTools(turn: ChatTurn, assistant: ChatMessage, toolBox: ToolBox): Promise<StageResult | undefined> {
+    this.startTools();
+    const signal = this.turnAbort!.signal;
+    const answered = new Set<string>();
+    for (const call of turn.toolCalls) {
+      if (signal.aborted || this.stopKind) break;
+      let output: string;
+      let ok: boolean;
+      if (call.name === STRUCTURED_TOOL && this.schema) {
+        ({ ok, output } = this.acceptStructured(call.arguments));
+      } else if (this.wrapping) {
+        ({ ok, output } = { ok: false, output: "error: no tools during the wrap-up turn" });
+      } else {
+        this.onEvent({ type: "tool_start", name: call.name, id: call.id });
+        ({ ok, output } = await toolBox.run(call.name, call.arguments, signal));
+        if (signal.aborted || this.stopKind) break; // interrupted mid-tool: this call is unfinished
+        this.onEvent({ type: "tool_end", name: call.name, id: call.id, ok });
+      }
+      this.files.tool(call.name, call.arguments, output, ok);
+      this.messages.push({ role: "tool", tool_call_id: call.id, content: output });
+      answered.add(call.id);
+      if (this.structured || this.corrections > MAX_CORRECTIONS) break;
+    }
+    if (this.stopKind) return this.stopped();
+    if (answered.size < turn.toolCalls.length) {
+      // Unanswered tool calls are dropped: every call in the history needs an answer.
+      assistant.tool_calls = assistant.tool_calls!.filter((c) => answered.has(c.id));
+      if (assistant.tool_calls.length === 0) delete assistant.tool_calls;
+      this.messages.changed(assistant);
+      if (!this.structured && this.corrections <= MAX_CORRECTIONS) this.files.section(`(dropped ${turn.toolCalls.length - answered.size} unfinished tool call(s))`);
+    }
+    if (this.structured) return this.completed();
+    if (this.corrections > MAX_CORRECTIONS) return this.structuredFailure();
+    if (this.wrapping) return this.schema ? this.structuredFailure() : this.completed();
+    this.nextTurn();
+    return undefined;
+  }
+
+  /** calling, a reply without tool calls: the end, or back to preparing (undefined). */
+  private async afterAnswer(): Promise<StageResult | undefined> {
+    if (this.schema && !this.structured && !this.wrapping) {
+      if (++this.corrections > MAX_CORRECTIONS) return this.structuredFailure();
+      const text = `Your answer must be given by calling the ${STRUCTURED_TOOL} tool with a value matching its schema. Call it now.`;
+      this.lastIssues = ["the answer was plain text, not a structured_output call"];
+      this.messages.push({ role: "user", content: text });
+      this.files.section(`Corrective re-prompt ${this.corrections}`, text);
+      this.nextTurn();
+      return undefined;
+    }
+    if (this.wrapping) return this.schema && !this.structured ? this.structuredFailure() : this.completed();
+    if (this.interrupts.length || this.steer.length) {
+      this.nextTurn(); // they arrived during the final call: another turn
+      return undefined;
+    }
+    if (this.follow.length) {
+      this.inject(this.follow, "followUp");
+      this.nextTurn();
+      return undefined;
+    }
+    return this.completed();
+  }
+
+  /** What a streamed reply feeds as it arrives (one object for every call). */
+  private readonly streamHandlers = {
+    onRaw: (payload: string) => this.files.raw(payload),
+    onText: (delta: string) => {
+      this.files.text(delta);
+      this.onEvent({ type: "text_delta", text: delta });
+    },
+  };
+
+  private inject(queue: string[], mode: DeliveryMode): void {
+    while (queue.length) {
+      const text = queue.shift()!;
+      this.messages.push({ role: "user", content: text });
+      this.files.section(`Message (${mode})`, text);
+    }
+  }
+
+  /** The request's `tools` (the given ones, then structured_output when the task has a schema), serialized; undefined: none. */
+  private toolsJson(tools: object[]): string | undefined {
+    const all = this.schema ? [...tools, structuredSpec(this.schema)] : tools;
+    return all.length ? JSON.stringify(all) : undefined;
+  }
+
+  private acceptStructured(rawArgs: string): { ok: boolean; output: string } {
+    const { value, issues } = checkStructured(rawArgs, this.schema!, this.validate!);
+    if (issues.length === 0) {
+      this.structured = { value };
+      return { ok: true, output: "accepted" };
+    }
+    this.corrections++;
+    this.lastIssues = issues;
+    const text = `The value does not match the schema: ${issues.join("; ")}. Call ${STRUCTURED_TOOL} again with a corrected value.`;
+    if (this.corrections <= MAX_CORRECTIONS) this.files.section(`Corrective re-prompt ${this.corrections}`, text);
+    return { ok: false, output: text };
+  }
+
+  /** `messagesJson`: the history as sent this turn (for an estimate when the provider reports no usage). */
+  private countUsage(turn: ChatTurn, messagesJson: string): void {
+    const model = turn.model ?? this.request.model;
+    let delta: Partial<Usage>;
+    if (turn.usage) {
+      delta = priced(fromInclusive(turn.usage.prompt, turn.usage.cached, turn.usage.completion, turn.usage.cacheWrite), model, this.request.agent?.pricing, turn.usage.costUsd);
+    } else {
+      const out = turn.content + turn.toolCalls.map((c) => c.name + c.arguments).join("");
+      delta = { ...priced({ inputTokens: estimateTokens(messagesJson), outputTokens: estimateTokens(out) }, model, this.request.agent?.pricing), estimated: true };
+    }
+    delta.turns = 1;
+    if (model) delta.model = model;
+    this.usage = addUsage(this.usage, delta);
+    this.onEvent({ type: "usage", usage: delta });
+  }
+
+  // ---------------------------------------------------------------- results (each ends the loop)
+
+  private async completed(): Promise<StageResult> {
+    const structured = this.structured?.value;
+    const text = this.lastText || (structured !== undefined ? JSON.stringify(structured) : "");
+    let outputPath: string | undefined;
+    try {
+      outputPath = await writeOutputFile(this.request.cwd, this.request.agent?.output, text, structured);
+    } catch (err) {
+      return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`);
+    }
+    this.files.section("Outcome", "completed");
+    return { ...this.result("completed"), ...(structured !== undefined ? { structured } : {}), ...(outputPath ? { outputPath } : {}) };
+  }
+
+  private structuredFailure(): StageResult {
+    return this.result(
+      "failed",
+      "structured_output_invalid",
+      `the agent gave no valid structured output after ${MAX_CORRECTIONS} corrective re-prompts (${this.lastIssues.slice(0, 3).join("; ") || "no structured_output call"})`,
+    );
+  }
+
+  private stopped(): StageResult {
+    return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind ?? "cancelled", this.stopMessage);
+  }
+
+  private result(status: StageResult["status"], code?: string, message?: string): StageResult {
+    if (status !== "completed") this.files.section("Outcome", `${status}${message ? `: ${message}` : ""}`);
+    this.end();
+    const text = this.lastText.length > TEXT_LIMIT ? this.lastText.slice(0, TEXT_LIMIT) : this.lastText;
+    return {
+      status,
+      text,
+      exitCode: null,
+      outputPath: this.files.transcriptPath,
+      errorPath: this.files.errorPath,
+      transcriptPath: this.files.transcriptPath,
+      eventsPath: this.files.eventsPath,
+      usage: this.usage,
+      ...(code && status !== "completed" ? { error: { code, message: message ?? code } } : {}),
+    };
+  }
+}
+
+function defaultSystem(cwd: string, tools: readonly string[], structured: boolean): string {
+  const lines = [
+    "You are a careful software agent working in a workflow stage.",
+    `Your working directory is ${cwd}; tools cannot reach outside it.`,
+    tools.length ? `Tools: ${tools.join(", ")}.` : "You have no tools.",
+    "When you are done, answer with your final result.",
+  ];
+  if (structured) lines.push(`Give the final result by calling the ${STRUCTURED_TOOL} tool.`);
+  return lines.join("\n");
+}
