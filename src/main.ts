@@ -6,6 +6,7 @@
  */
 
 import { importEntry, type EntryPoint } from "./shared/entry-points.ts";
+import { makeNonDumpable } from "./shared/non-dumpable.ts";
 import { writeStderr } from "./shared/raw-stderr.ts";
 
 /**
@@ -29,6 +30,11 @@ const ROLES: Record<string, { entry: EntryPoint; main: string }> = {
   "--internal-workflow-worker": { entry: "pool/worker.ts", main: "workerMain" },
   "--internal-intercom-broker": { entry: "intercom/broker.ts", main: "brokerMain" },
 };
+
+// Before anything else: no other process of this user may read this one's environment or memory
+// (shared/non-dumpable.ts). An internal role's stderr is its log file; the CLI's is the terminal.
+const notDumpable = makeNonDumpable();
+if (notDumpable) writeStderr(`warning: ${notDumpable}\n`);
 
 const argv = process.argv.slice(2);
 const role = argv[0]?.startsWith("--internal-") ? argv[0] : undefined;
