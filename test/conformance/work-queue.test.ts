@@ -352,6 +352,13 @@ for (const backend of BACKENDS) {
       expect(await journal.work.claim("any-worker", LEASE_MS, scope)).toBeUndefined();
       expect(await journal.work.claim("any-worker", LEASE_MS)).toBeUndefined();
       expect(Object.fromEntries((await journal.work.list(rootId)).map((w) => [w.id, w.state]))).toEqual({ "s-1": "abandoned", "s-2": "abandoned", "n-1": "leased" });
+      // An expired lease fences its items too: its driver stopped itself before the expiry.
+      const short = await startRoot(journal, "wq");
+      const brief = await journal.acquireLease(short.rootId, liveHolder("brief"), { timeoutMs: 50, force: true });
+      await enqueue(journal, brief, short.rootId, ["e-1"]);
+      await Bun.sleep(60);
+      expect(await journal.work.claim("new-worker", LEASE_MS, { rootId: short.rootId, epoch: brief.epoch })).toBeUndefined();
+      expect((await journal.work.get("e-1"))?.state).toBe("ready");
       // A released lease fences its items too.
       await enqueue(journal, resumed, rootId, ["n-2"]);
       await journal.releaseLease(resumed);
