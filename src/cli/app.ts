@@ -12,6 +12,7 @@ import { AtomicError, ensureError } from "../shared/errors.ts";
 import { VERSION } from "../shared/version.ts";
 import { GLOBAL_HELP, liftGlobals } from "./globals.ts";
 import { startSession, type CliSession } from "./session.ts";
+import { err as writeErr, exit, installOutput, out } from "./output.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each command has its own args type
 type Loader = () => Promise<CommandDef<any>>;
@@ -56,6 +57,12 @@ function topHelp(): string {
   ].join("\n");
 }
 
+/** The binary's command line: runs `argv`, then exits once stdout and stderr have been read. */
+export async function cliMain(argv: readonly string[]): Promise<never> {
+  installOutput();
+  return exit(await runCli(argv));
+}
+
 /** Runs the CLI with argv (without the executable); resolves to the exit code. */
 export async function runCli(argv: readonly string[]): Promise<number> {
   let s: CliSession | undefined;
@@ -64,11 +71,11 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     s = startSession(globals, rest);
     const [name, ...args] = rest;
     if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-      process.stdout.write(`${topHelp()}\n`);
+      out(`${topHelp()}\n`);
       return 0;
     }
     if (name === "--version" || name === "-v") {
-      process.stdout.write(`${VERSION}\n`);
+      out(`${VERSION}\n`);
       return 0;
     }
     const entry = COMMANDS[name];
@@ -82,7 +89,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       // citty names options after their keys (inputsJson); the command line takes them in kebab case.
       usage = usage.replace(/--([a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+)/g, (_m, key: string) => `--${kebab(key)}`);
       const gw = Math.max(...GLOBAL_HELP.map(([f]) => f.length));
-      process.stdout.write(`${usage}\n\nGlobal options (any command):\n${GLOBAL_HELP.map(([f, d]) => `  ${f.padEnd(gw)}  ${d}`).join("\n")}\n`);
+      out(`${usage}\n\nGlobal options (any command):\n${GLOBAL_HELP.map(([f, d]) => `  ${f.padEnd(gw)}  ${d}`).join("\n")}\n`);
       return 0;
     }
     await checkFlags(cmd, name, args);
@@ -167,13 +174,13 @@ function reportError(err: unknown, s: CliSession | undefined): number {
   }
   const message = e.message.replace(/\x1b\[[0-9;]*m/g, "");
   if (asJson) {
-    process.stdout.write(`${JSON.stringify({ type: "error", code, message, hint, exitCode })}\n`);
+    out(`${JSON.stringify({ type: "error", code, message, hint, exitCode })}\n`);
   } else {
     const red = s?.style.red ?? ((x: string) => x);
-    process.stderr.write(`${red("error:")} ${message}${message.endsWith(".") ? "" : "."}\n`);
-    if (hint) process.stderr.write(`hint: ${hint}\n`);
+    writeErr(`${red("error:")} ${message}${message.endsWith(".") ? "" : "."}\n`);
+    if (hint) writeErr(`hint: ${hint}\n`);
   }
-  if (verbose && e.stack) process.stderr.write(`${e.stack}\n`);
+  if (verbose && e.stack) writeErr(`${e.stack}\n`);
   return exitCode;
 }
 

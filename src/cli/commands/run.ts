@@ -24,6 +24,7 @@ import { SERVE_ARGS, startCliServer } from "../status-server.ts";
 import { createRunView, type RunView } from "../view/run-view.ts";
 import type { CliSession } from "../session.ts";
 import type { StatusServer } from "../../status/server.ts";
+import { exit, out } from "../output.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
@@ -56,7 +57,7 @@ export default defineCommand({
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
     // Ctrl-C before the run is recorded: nothing to resume, so the pool goes like for a refused run.
-    const stopEarly = () => void Promise.resolve(executor.discard?.()).finally(() => process.exit(130));
+    const stopEarly = () => void Promise.resolve(executor.discard?.()).finally(() => void exit(130));
     process.once("SIGINT", stopEarly);
     process.once("SIGTERM", stopEarly);
     const startedOrRefused = () => {
@@ -96,7 +97,7 @@ export default defineCommand({
 function announce(s: CliSession, view: RunView, server: StatusServer, runId: string): void {
   const url = `${server.url}runs/${runId}`;
   if (s.globals.json) s.json({ type: "status_server", url, port: server.port });
-  else if (s.globals.quiet) process.stdout.write(`status page: ${url}\n`);
+  else if (s.globals.quiet) out(`status page: ${url}\n`);
   else view.note(`status page: ${url}`);
 }
 

@@ -12,6 +12,7 @@ import type { EngineEvent, EngineObserver } from "../../engine/observer.ts";
 import type { CliSession } from "../session.ts";
 import { colorFor, formatDuration, type Style } from "../style.ts";
 import { TreeModel } from "./tree-model.ts";
+import { out, err } from "../output.ts";
 
 export interface RunView {
   observer: EngineObserver;
@@ -31,7 +32,7 @@ export function createRunView(s: CliSession): RunView {
 
 function jsonView(): RunView {
   return {
-    observer: (e) => process.stdout.write(`${JSON.stringify(e)}\n`),
+    observer: (e) => out(`${JSON.stringify(e)}\n`),
     close() {},
     note() {},
   };
@@ -42,7 +43,7 @@ function linesView(s: CliSession): RunView {
   let rootId: string | undefined;
   let replayed = 0;
   const st = s.style;
-  const print = (line: string) => process.stdout.write(`${line}\n`);
+  const print = (line: string) => out(`${line}\n`);
   return {
     observer(e: EngineEvent) {
       switch (e.type) {
@@ -73,7 +74,7 @@ function linesView(s: CliSession): RunView {
           print(`  ${e.message}`);
           break;
         case "warning":
-          process.stderr.write(`${st.yellow("warning:")} ${e.message}\n`);
+          err(`${st.yellow("warning:")} ${e.message}\n`);
           break;
         case "run_ended":
           // the root's end is printed with the result
@@ -114,10 +115,10 @@ function treeView(style: Style): RunView {
     const rows = Math.max(5, (process.stdout.rows || 40) - 2);
     const lines = model.render(style, Date.now());
     const shown = lines.length > rows ? [style.dim(`… ${lines.length - rows + 1} more above`), ...lines.slice(-rows + 1)] : lines;
-    let out = drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : "";
-    for (const n of notes.splice(0)) out += `${n}\n`;
-    out += shown.map((l) => `${l}\n`).join("");
-    process.stdout.write(out);
+    let frame = drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : "";
+    for (const n of notes.splice(0)) frame += `${n}\n`;
+    frame += shown.map((l) => `${l}\n`).join("");
+    out(frame);
     drawn = shown.length;
   };
   const timer = setInterval(draw, 100);
