@@ -28,6 +28,7 @@ import { ReplayCursor } from "./replay-cursor.ts";
 import { RunExecution, type RunOutcome } from "./run-execution.ts";
 import { RunTree, type StopReason } from "./run-tree.ts";
 import { InProcessExecutor, type StageExecutor } from "./stage-executor.ts";
+import { reviveInputs } from "./inputs.ts";
 
 export const DEFAULT_LEASE_MS = 30_000;
 const CONTROL_POLL_MS = 500;
@@ -121,7 +122,9 @@ export class RootRun {
     const events = await opts.journal.readEvents(run.id);
     // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
     await opts.journal.work.abandon(run.id);
-    const root = RootRun.create(opts, lease, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
+    // Inputs are stored as JSON: a v.date() input is a Date again, as it was on the first run.
+    const inputs = reviveInputs(definition.inputs ?? {}, run.inputs as Record<string, unknown>);
+    const root = RootRun.create(opts, lease, definition, inputs, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
     const limits = limitsOf(budget);

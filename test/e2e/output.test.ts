@@ -30,7 +30,7 @@ interface Piped {
 /** `atomic args | READER` in bash; the binary's exit code, what the reader kept and the binary's stderr. */
 async function piped(args: string[], reader: "slow" | "head", home: string, env: Record<string, string> = {}): Promise<Piped> {
   const dir = makeTempDir();
-  const [out, err, rc] = ["out", "err", "rc"].map((f) => join(dir, f));
+  const [out, err, rc] = ["out", "err", "rc"].map((f) => join(dir, f)) as [string, string, string];
   const tail = reader === "slow" ? `(sleep 1; cat > "${out}")` : `head -1 > "${out}"`;
   const script = `"$@" 2> "${err}" | ${tail}; echo "\${PIPESTATUS[0]}" > "${rc}"`;
   const r = await runCommand(["bash", "-c", script, "bash", atomicBin(), ...args], {
@@ -111,10 +111,7 @@ e2eTest(
     const home = makeTempDir();
     const env = { LOUD_ASK: "1", LOUD_MB: "0", LOUD_KB: "1" };
     const live = spawnAtomic(["run", LOUD], { home, env });
-    const id = await waitUntil(async () => {
-      const runs = await listRuns(home);
-      return runs[0]?.id as string | undefined;
-    }, 30_000, "the run to start");
+    const id = (await waitUntil(async () => (await listRuns(home))[0]?.id, 30_000, "the run to start")) as string;
     await waitUntil(async () => {
       const r = await runAtomic(["inbox", id, "--json"], { home });
       return r.code === 0 && (JSON.parse(r.stdout) as { prompts: unknown[] }).prompts.length === 8;
