@@ -16,6 +16,7 @@ import type { CliSession } from "./session.ts";
 import { colorFor } from "./style.ts";
 import type { RunView } from "./view/run-view.ts";
 import { err, onStdoutClosed } from "./output.ts";
+import { failureDetail, failureSentence } from "./failure.ts";
 
 export const EXIT_CODE: Record<RunStatus, number> = {
   completed: 0,
@@ -77,7 +78,8 @@ function printOutcome(s: CliSession, outcome: RunOutcome): void {
     s.info(st.dim(`inspect it with: atomic show ${outcome.runId}`));
     return;
   }
-  err(`${line}${outcome.error ? `: ${outcome.error.message}` : ""}\n`);
+  err(`${line}${outcome.error ? `: ${failureSentence(outcome.error)}` : ""}\n`);
+  for (const detail of outcome.error ? failureDetail(outcome.error, st, s.globals.verbose) : []) err(`${detail}\n`);
   if (outcome.error?.hint) err(`hint: ${outcome.error.hint}\n`);
   if (outcome.status === "awaiting_input") {
     err(`see its open questions with: atomic inbox ${outcome.runId}\n`);

@@ -17,6 +17,8 @@
  * - `cancelled`: the user cancelled or interrupted. Exit code 4 / 130.
  */
 
+import { formatPlace, userPlace } from "./user-frames.ts";
+
 export type Disposition = "usage" | "terminal" | "retryable" | "cancelled";
 
 /** Infrastructure fault codes (SYSTEM.md section 5); stable, retryable. */
@@ -33,6 +35,8 @@ export type InfraCode = (typeof INFRA_CODES)[number];
 
 export interface AtomicErrorOptions {
   hint?: string;
+  /** The last lines of a failed stage's stderr, shown under the failure sentence. */
+  stderr?: string[] | undefined;
   cause?: unknown;
   exitCode?: number;
 }
@@ -41,6 +45,7 @@ export class AtomicError extends Error {
   override name = "AtomicError";
   readonly hint: string | undefined;
   readonly exitCode: number;
+  readonly stderr: string[] | undefined;
   constructor(
     readonly code: string,
     message: string,
@@ -49,12 +54,21 @@ export class AtomicError extends Error {
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.hint = opts.hint;
+    this.stderr = opts.stderr?.length ? opts.stderr : undefined;
     this.exitCode = opts.exitCode ?? defaultExitCode(disposition);
   }
 
   /** Plain JSON form, as stored in the journal and printed by `--json`. */
   toJSON(): ErrorInfo {
-    return { name: this.name, code: this.code, message: this.message, hint: this.hint };
+    return { name: this.name, code: this.code, message: this.message, hint: this.hint, ...(this.stderr ? { stderr: this.stderr } : {}) };
+  }
+
+  /**
+   * The message alone: workflow code that writes `${err}` or String(err)
+   * shows users a sentence, not an internal class name ("StepFailedError: …").
+   */
+  override toString(): string {
+    return this.message;
   }
 }
 
@@ -75,6 +89,12 @@ export interface ErrorInfo {
   code: string;
   message: string;
   hint?: string | undefined;
+  /** Where workflow code threw it: "file:line:column" (an error of the user's code, not atomic's). */
+  at?: string | undefined;
+  /** That error's stack, for --verbose. */
+  stack?: string | undefined;
+  /** The last lines of a failed stage's stderr. */
+  stderr?: string[] | undefined;
 }
 
 /** Bad input from the user: nothing ran, nothing was written. */
@@ -178,10 +198,27 @@ export function ensureError(value: unknown): Error {
 
 export function errorInfo(value: unknown): ErrorInfo {
   const err = ensureError(value);
-  if (err instanceof AtomicError) return err.toJSON();
-  const raw = (err as Error & { code?: unknown }).code;
-  const code = typeof raw === "string" ? raw : "error";
-  return { name: err.name, code, message: err.message };
+  let info: ErrorInfo;
+  if (err instanceof AtomicError) info = err.toJSON();
+  else {
+    const raw = (err as Error & { code?: unknown }).code;
+    info = { name: err.name, code: typeof raw === "string" ? raw : "error", message: err.message };
+  }
+  const thrown = userError(err);
+  const place = thrown && userPlace(thrown);
+  return place ? { ...info, at: formatPlace(place), stack: thrown.stack } : info;
+}
+
+/**
+ * The error the user's code threw, if this is one or wraps one (a tool's
+ * failure keeps what its function threw as its cause). atomic's own errors
+ * are not: their stack points into the user's file only at the ctx call.
+ */
+function userError(err: Error): Error | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (!(e instanceof AtomicError)) return e;
+  }
+  return undefined;
 }
 
 export function isInfraCode(code: string): code is InfraCode {

@@ -13,6 +13,7 @@ import type { CliSession } from "../session.ts";
 import { colorFor, formatDuration, type Style } from "../style.ts";
 import { TreeModel } from "./tree-model.ts";
 import { out, err } from "../output.ts";
+import { failureDetail, failureSentence } from "../failure.ts";
 
 export interface RunView {
   observer: EngineObserver;
@@ -64,10 +65,12 @@ function linesView(s: CliSession): RunView {
           if (e.kind === "tool" && e.status === "completed") break;
           const t0 = started.get(`${e.runId}/${e.position}`);
           const took = t0 ? ` in ${formatDuration(e.at - t0)}` : "";
-          const why = e.error ? `: ${e.error.message}` : "";
+          const why = e.error ? `: ${failureSentence(e.error)}` : "";
           const u = e.result?.usage;
           const spent = u ? st.dim(` (${u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens} tokens, $${(u.costMicroUsd / 1e6).toFixed(4)})`) : "";
           print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(e.status)}${took}${spent}${why}`);
+          // The run's own failure line quotes stderr again; a stage that fails inside a group or child is seen here.
+          if (e.error && e.status === "failed") for (const l of failureDetail(e.error, st, false, "    ")) print(l);
           break;
         }
         case "log":
@@ -79,7 +82,7 @@ function linesView(s: CliSession): RunView {
         case "run_ended":
           // the root's end is printed with the result
           if (e.runId === rootId && replayed > 0) print(`  (${replayed} recorded step(s) replayed from the journal, not re-run)`);
-          if (e.runId !== rootId) print(`run ${e.runId} ${colorFor(st, e.status)(e.status)}${e.error ? `: ${e.error.message}` : ""}`);
+          if (e.runId !== rootId) print(`run ${e.runId} ${colorFor(st, e.status)(e.status)}${e.error ? `: ${failureSentence(e.error)}` : ""}`);
           break;
         case "paused":
           print(`run ${e.runId} paused: no new step starts until atomic unpause`);
