@@ -79,7 +79,7 @@ export default defineCommand({
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
     stage: { type: "string", description: "only this stage (name, path like child/stage, or position)" },
     follow: { type: "boolean", alias: ["f"], description: "keep printing new output until the run stops" },
-    stderr: { type: "boolean", description: "include stderr (default true)", default: true },
+    stderr: { type: "boolean", description: "leave stderr out (it is printed by default)", default: true },
   },
   async run({ args }) {
     const s = session();

@@ -30,7 +30,7 @@ export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
   args: {
     file: { type: "positional", description: "workflow file (.ts), or the name of one in .atomic/workflows/", required: true },
-    input: { type: "string", description: "an input as key=value (repeatable)" },
+    input: { type: "string", description: "an input; repeat the flag for more inputs (an array input takes it several times)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
