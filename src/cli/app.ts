@@ -8,7 +8,7 @@
  */
 
 import { runCommand, type ArgsDef, type CommandDef } from "citty";
-import { AtomicError, ensureError } from "../shared/errors.ts";
+import { AtomicError, ensureError, errorInfo } from "../shared/errors.ts";
 import { VERSION } from "../shared/version.ts";
 import { liftGlobals } from "./globals.ts";
 import { commandHelp, kebab, topHelp, type CommandHelp } from "./help.ts";
@@ -179,7 +179,9 @@ function reportError(err: unknown, s: CliSession | undefined): number {
     writeErr(`${red("error:")} ${message}${message.endsWith(".") ? "" : "."}\n`);
     if (hint) writeErr(`hint: ${hint}\n`);
   }
-  if (verbose && e.stack) writeErr(`${e.stack}\n`);
+  // The stack worth reading is the one of what the user's code threw (a workflow file that fails to load), if any.
+  const stack = errorInfo(e).stack ?? e.stack;
+  if (verbose && stack) writeErr(`${stack}\n`);
   return exitCode;
 }
 

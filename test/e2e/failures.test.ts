@@ -8,8 +8,10 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
-import { STACK_LINE, cleanupNow, cleanupWhenIdle, e2eTest, fixture, listRuns, makeTempDir } from "./support.ts";
+import { STACK_LINE, cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, fixture, listRuns, makeTempDir } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -72,4 +74,18 @@ e2eTest("workflow code that prints or wraps an atomic error shows its sentence, 
   expect(r.stdout).toContain('caught: stage "noisy" failed: exited with code 3');
   expect(r.stderr).toMatch(/^run \S+ failed: wrapped: stage "noisy" failed: exited with code 3 \(at \S*stderr-fails\.ts:12:\d+\)$/m);
   expect(r.stdout + r.stderr).not.toMatch(INTERNAL);
+});
+
+e2eTest("a workflow file that throws while loading: the sentence names the line, --verbose prints the file's own stack", async () => {
+  const home = makeTempDir();
+  const file = join(makeTempDir(), "toplevel.ts");
+  writeFileSync(file, 'import { workflow } from "atomic";\nconst x = 1;\nthrow new RangeError("top-level boom " + x);\nexport default workflow({ name: "tl", async run() {} });\n');
+  const plain = await runAtomic(["run", file], { home });
+  expect(plain.code).toBe(2);
+  expect(expectOneSentenceError(plain.stderr).message).toMatch(/^could not load \S*toplevel\.ts at line 3: top-level boom 1\.$/);
+  const verbose = await runAtomic(["run", file, "--verbose"], { home });
+  expect(verbose.code).toBe(2);
+  expect(verbose.stderr).toContain("RangeError: top-level boom 1\n");
+  expect(verbose.stderr).toContain(`at ${file}:3:`);
+  expect(verbose.stderr).not.toMatch(INTERNAL);
 });
