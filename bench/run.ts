@@ -26,6 +26,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   intercom: { load: () => import("./intercom.ts").then((m) => m.default), usesBinary: false },
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
+  logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */

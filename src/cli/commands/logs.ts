@@ -19,7 +19,7 @@ import { stdoutClosed, writeAsync } from "../output.ts";
 
 const POLL_MS = 250;
 /** How much of a log file is held at once: a 70 MB log streams through this, never read whole. */
-const CHUNK_BYTES = 256 * 1024;
+const CHUNK_BYTES = 64 * 1024;
 
 /** A piece of a log: a whole line, or (`partial`) the start of one longer than a chunk or the file's unfinished end. */
 interface Piece {
