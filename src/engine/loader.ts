@@ -26,6 +26,11 @@ import { AtomicError, UsageError, ensureError } from "../shared/errors.ts";
  */
 const WORKFLOW_EXTENSIONS = [".ts", ".mts", ".cts", ".tsx", ".js", ".mjs", ".cjs", ".jsx"];
 
+/** True when `file` is named like a workflow file (TypeScript or JavaScript). */
+export function hasWorkflowExtension(file: string): boolean {
+  return WORKFLOW_EXTENSIONS.includes(extname(file).toLowerCase());
+}
+
 let registered = false;
 
 export function registerSdkModule(): void {
@@ -59,7 +64,7 @@ export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
   if (!statSync(path).isFile()) {
     throw new UsageError("workflow_not_found", `${file} is not a file`, { hint: "pass the path of a .ts workflow file" });
   }
-  if (!WORKFLOW_EXTENSIONS.includes(extname(path).toLowerCase())) {
+  if (!hasWorkflowExtension(path)) {
     throw new UsageError("not_a_workflow_file", `${file} is not a TypeScript or JavaScript file`, {
       hint: `a workflow file ends in ${WORKFLOW_EXTENSIONS.join(", ")}`,
     });

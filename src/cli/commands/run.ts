@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
-import { loadWorkflowFile } from "../../engine/loader.ts";
+import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { newRunId } from "../../shared/ids.ts";
 import { driveRun } from "../drive.ts";
@@ -53,7 +53,7 @@ export default defineCommand({
     // the run gives it work.
     const runId = newRunId();
     const executor = typeof choice === "function" ? choice(runId) : choice;
-    if (existsSync(file)) executor.prepare?.();
+    if (existsSync(file) && hasWorkflowExtension(file)) executor.prepare?.();
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
     // Ctrl-C before the run is recorded: nothing to resume, so the pool goes like for a refused run.
