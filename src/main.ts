@@ -52,13 +52,8 @@ if (role) {
   const main = (await importEntry(known.entry))[known.main] as (argv: string[]) => Promise<void>;
   await main(argv.slice(1));
 } else {
-  // A reader that went away (`atomic runs --json | head`) is not an error.
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on("error", (err: NodeJS.ErrnoException) => {
-      if (err.code === "EPIPE") process.exit(0);
-      throw err;
-    });
-  }
-  const { runCli } = (await importEntry("cli/app.ts")) as typeof import("./cli/app.ts");
-  process.exit(await runCli(argv));
+  // The command line writes and exits through cli/output.ts (a slow reader gets every byte; a reader
+  // that went away ends the command quietly).
+  const { cliMain } = (await importEntry("cli/app.ts")) as typeof import("./cli/app.ts");
+  await cliMain(argv);
 }

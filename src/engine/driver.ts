@@ -34,6 +34,7 @@ import { RunExecution, type RunOutcome } from "./run-execution.ts";
 import { RunTree, type StopReason } from "./run-tree.ts";
 import { InProcessExecutor, type StageExecutor } from "./stage-executor.ts";
 import { LeaseKeeper } from "./lease-keeper.ts";
+import { reviveInputs } from "./inputs.ts";
 
 export const DEFAULT_LEASE_MS = 30_000;
 const CONTROL_POLL_MS = 500;
@@ -134,7 +135,9 @@ export class RootRun {
     if (events.some(startedProcesses)) endRunProcesses(run.id);
     // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
     await opts.journal.work.abandon(lease);
-    const root = RootRun.create(opts, lease, acquiredAt, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
+    // Inputs are stored as JSON: a v.date() input is a Date again, as it was on the first run.
+    const inputs = reviveInputs(definition.inputs ?? {}, run.inputs as Record<string, unknown>);
+    const root = RootRun.create(opts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
     const limits = limitsOf(budget);

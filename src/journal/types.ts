@@ -155,6 +155,12 @@ export interface AcquireOptions {
 
 export interface ListRunsFilter {
   status?: RunStatus;
+  /** Any of these stored statuses (with `status`, both must hold). */
+  statuses?: readonly RunStatus[];
+  /** Runs of the workflow of this name. */
+  workflowName?: string;
+  /** Runs created at or after this time (ms since the epoch). */
+  createdSince?: number;
   /** Root runs only (default true). */
   rootsOnly?: boolean;
   parentId?: RunId;

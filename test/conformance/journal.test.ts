@@ -381,6 +381,13 @@ for (const backend of BACKENDS) {
       expect((await journal.listRuns({ limit: 2 })).map((r) => r.id)).toEqual([r2, r1]);
       expect((await journal.listRuns({ limit: 2, offset: 1 })).map((r) => r.id)).toEqual([r1, r0]);
       expect((await journal.listRuns({ offset: 2 })).map((r) => r.id)).toEqual([r0]);
+      // What `atomic runs --status a,b --workflow NAME --since WHEN` asks for.
+      expect((await journal.listRuns({ statuses: ["completed", "failed"] })).map((r) => r.id)).toEqual([r2, r1]);
+      expect(await journal.countRuns({ statuses: [] })).toBe(0);
+      expect(await journal.countRuns({ workflowName: "demo" })).toBe(3);
+      expect(await journal.countRuns({ workflowName: "other" })).toBe(0);
+      expect((await journal.listRuns({ createdSince: 2000 })).map((r) => r.id)).toEqual([r2, r1]);
+      expect((await journal.listRuns({ createdSince: 2000, statuses: ["running", "failed"], limit: 1 })).map((r) => r.id)).toEqual([r2]);
     });
 
     test(`${backend.name}: findRuns matches id prefixes, newest first`, async () => {

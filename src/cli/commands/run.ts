@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
-import { loadWorkflowFile } from "../../engine/loader.ts";
+import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { newRunId } from "../../shared/ids.ts";
 import { driveRun } from "../drive.ts";
@@ -24,12 +24,13 @@ import { SERVE_ARGS, startCliServer } from "../status-server.ts";
 import { createRunView, type RunView } from "../view/run-view.ts";
 import type { CliSession } from "../session.ts";
 import type { StatusServer } from "../../status/server.ts";
+import { exit, out } from "../output.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
   args: {
     file: { type: "positional", description: "workflow file (.ts), or the name of one in .atomic/workflows/", required: true },
-    input: { type: "string", description: "an input as key=value (repeatable)" },
+    input: { type: "string", description: "an input; repeat the flag for more inputs (an array input takes it several times)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
@@ -52,7 +53,7 @@ export default defineCommand({
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
     // Ctrl-C before the run is recorded: nothing was written, nothing to resume.
-    const stopEarly = () => process.exit(130);
+    const stopEarly = () => void exit(130);
     process.once("SIGINT", stopEarly);
     process.once("SIGTERM", stopEarly);
     const startedOrRefused = () => {
@@ -92,7 +93,7 @@ function announce(s: CliSession, view: RunView, server: StatusServer, runId: str
   // A login URL: opening it signs the browser in and shows the run's page.
   const url = server.loginUrl(`/runs/${runId}`);
   if (s.globals.json) s.json({ type: "status_server", url, port: server.port });
-  else if (s.globals.quiet) process.stdout.write(`status page: ${url}\n`);
+  else if (s.globals.quiet) out(`status page: ${url}\n`);
   else view.note(`status page: ${url}`);
 }
 

@@ -3,6 +3,7 @@
 import { defineCommand } from "citty";
 import { buildRunReport, type RunReport, type StepReport } from "../../engine/run-report.ts";
 import { session, type CliSession } from "../session.ts";
+import { failureDetail, failureSentence } from "../failure.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
 import { reportTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
@@ -47,7 +48,10 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   if (depth === 0 && run.workflowPath) line("file", run.workflowPath);
   line("inputs", JSON.stringify(run.inputs));
   if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
-  if (run.error) line("error", st.red(`${run.error.message}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
+  if (run.error) {
+    line("error", st.red(`${failureSentence(run.error)}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
+    for (const detail of failureDetail(run.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);
+  }
   const totals = reportTotals(report);
   if (totals.usage) line(depth === 0 ? "total" : "usage", formatUsage({ ...totals.usage, ...(anyFlag(report, "unpriced") ? { unpriced: true } : {}), ...(anyFlag(report, "estimated") ? { estimated: true } : {}) }));
   for (const w of report.waiting ?? []) line("waiting", `${w.name} (#${w.position}) since ${formatTime(w.since)}: ${w.reason}`);
@@ -70,7 +74,10 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
   const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
   s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}`)}`);
-  if (step.error) s.result(`${pad}          ${st.red(step.error.message)}`);
+  if (step.error) {
+    s.result(`${pad}          ${st.red(failureSentence(step.error))}`);
+    for (const detail of failureDetail(step.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);
+  }
   if (step.usage) s.result(`${pad}          ${st.dim(`usage    ${formatUsage(step.usage)}`)}`);
   if (step.kind === "stage" && step.outputPath) s.result(`${pad}          ${st.dim(`output: ${step.outputPath}`)}`);
   if (step.child) printReport(s, step.child, depth + 2, all);

@@ -32,6 +32,7 @@ import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { redactValue } from "../../shared/secrets.ts";
 import { digestArgs, slug } from "../values.ts";
 import { newId } from "../../shared/ids.ts";
+import { tailLines } from "../../runners/stage-logs.ts";
 
 const INFRA_ATTEMPTS = 3;
 
@@ -132,10 +133,13 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   }
 
   if (result.status !== "completed" && opts.failureMode !== "return") {
-    emitEnded(exec, position, name, result, false);
+    // What the stage said last on stderr is usually why it failed: the failure lines quote it.
+    const stderr = tailLines(result.errorPath);
+    emitEnded(exec, position, name, result, false, stderr);
     throw new StepFailedError(name, `stage "${name}" failed: ${result.error?.message ?? "unknown error"}`, {
       code: result.error?.code ?? "stage_failed",
       hint: `see its output with: atomic logs ${exec.runId} --stage ${name}`,
+      stderr,
     });
   }
   faultPoint("before-checkpoint");
@@ -216,7 +220,7 @@ async function admit(exec: RunExecution, signal: AbortSignal, position: string, 
   });
 }
 
-function emitEnded(exec: RunExecution, position: string, name: string, result: StageResult, replayed: boolean) {
+function emitEnded(exec: RunExecution, position: string, name: string, result: StageResult, replayed: boolean, stderr: string[] = []) {
   exec.tree.observer({
     type: "step_ended",
     runId: exec.runId,
@@ -226,7 +230,7 @@ function emitEnded(exec: RunExecution, position: string, name: string, result: S
     status: result.status,
     replayed,
     result: { exitCode: result.exitCode, outputPath: result.outputPath, ...(result.usage ? { usage: result.usage } : {}) },
-    ...(result.error ? { error: { name: "StageFailed", ...result.error } } : {}),
+    ...(result.error ? { error: { name: "StageFailed", ...result.error, ...(stderr.length ? { stderr } : {}) } } : {}),
     at: Date.now(),
   });
 }
