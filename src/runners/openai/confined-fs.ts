@@ -29,8 +29,9 @@
  * Security).
  */
 
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
+import { chmodSync, closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
+import { userUmask } from "../../shared/private-files.ts";
 
 export class ToolRefused extends Error {}
 
@@ -134,9 +135,11 @@ export class ConfinedFs {
 
   /** Creates or replaces the file `r` (its missing parent directories too, all inside the root). */
   writeText(r: Resolved, text: string): void {
-    if (r.kind === undefined) mkdirSync(dirname(r.real), { recursive: true });
+    if (r.kind === undefined) userModeDirs(mkdirSync(dirname(r.real), { recursive: true }), dirname(r.real));
     const fd = this.openRegular(r, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC);
     try {
+      // The agent writes the user's files: the user's umask, not atomic's private one (shared/private-files.ts).
+      if (r.kind === undefined) fchmodSync(fd, 0o666 & ~userUmask());
       const buf = Buffer.from(text, "utf8");
       let done = 0;
       while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done);
@@ -185,4 +188,13 @@ function lstatOrNull(path: string): Stats | null {
 
 function outside(p: string): ToolRefused {
   return new ToolRefused(`refused: ${JSON.stringify(p)} is outside the stage's working directory`);
+}
+
+/** Gives the directories mkdir just made (from `first` down to `last`) the user's umask. */
+function userModeDirs(first: string | undefined, last: string): void {
+  if (first === undefined) return;
+  for (let dir = last; dir.length >= first.length; dir = dirname(dir)) {
+    chmodSync(dir, 0o777 & ~userUmask());
+    if (dir === first) break;
+  }
 }

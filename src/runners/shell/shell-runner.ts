@@ -23,6 +23,7 @@ import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } fr
 import { OutputFiles } from "./output-files.ts";
 import { stageEnv } from "../stage-env.ts";
 import { killGroup, trackGroup, untrackGroup } from "./process-groups.ts";
+import { spawnWithUserUmask } from "../../shared/private-files.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 const KILL_GRACE_MS = 2_000;
@@ -44,7 +45,7 @@ export class ShellRunner implements Runner {
     let exited = false;
     let pid: number | undefined;
     try {
-      child = Bun.spawn(["/bin/sh", "-c", request.command ?? ""], {
+      child = spawnWithUserUmask(() => Bun.spawn(["/bin/sh", "-c", request.command ?? ""], {
         cwd: request.cwd,
         env: stageEnv(request),
         detached: true,
@@ -56,7 +57,7 @@ export class ShellRunner implements Runner {
           // Background children of the stage must not outlive it (nor keep writing to its files).
           if (pid !== undefined) killGroup(pid, "SIGKILL");
         },
-      });
+      }));
     } catch (err) {
       spawnError = err instanceof Error ? err : new Error(String(err));
     }

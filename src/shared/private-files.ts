@@ -1,0 +1,98 @@
+/**
+ * Everything atomic writes is its user's alone: the home, the journal
+ * (atomic.db and its -wal/-shm, which SQLite creates with the database's
+ * mode), artifacts, stage logs, transcripts, worker logs, the runtime
+ * directory (runtime-dir.ts).
+ *
+ * The invariant is kept by the process umask rather than by a mode at each
+ * of the many places that create a file: `enterPrivateUmask()` is the first
+ * thing src/main.ts does, in every role, so a file or directory atomic
+ * creates is at most 0600 / 0700 whatever command comes first and whichever
+ * process (root, coordinator, worker, broker) creates it. Explicit modes
+ * where files are made stay as a second line of defence.
+ *
+ * Stages are the user's own programs: the processes a stage starts (a shell
+ * stage, an agent's `bash` tool, a CLI agent) and the files an agent's
+ * tools write in its working directory get the umask the user started
+ * atomic with, not ours. That umask is recorded in USER_UMASK_ENV when the
+ * first atomic process starts and passed down to atomic's own roles (their
+ * umask is already ours), never to stages (stage-env.ts withholds it).
+ * `spawnWithUserUmask` sets it around a synchronous spawn only: the child
+ * inherits the umask at fork time, and JavaScript runs nothing else in this
+ * thread between the two umask calls.
+ *
+ * A home that already exists with looser modes (made by an older version,
+ * or by hand) is tightened once, with a one-line warning: `ensurePrivateHome`.
+ */
+
+import { chmodSync, lstatSync, mkdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { writeStderr } from "./raw-stderr.ts";
+import { USER_UMASK_ENV } from "./self-exec.ts";
+
+export const PRIVATE_UMASK = 0o077;
+const DEFAULT_USER_UMASK = 0o022;
+
+let userMask = DEFAULT_USER_UMASK;
+
+/** Makes this process's files private; remembers (or inherits from a parent atomic process) the user's umask. */
+export function enterPrivateUmask(): void {
+  const before = process.umask(PRIVATE_UMASK);
+  userMask = parseUmask(process.env[USER_UMASK_ENV]) ?? before;
+  process.env[USER_UMASK_ENV] = userMask.toString(8).padStart(4, "0");
+}
+
+function parseUmask(text: string | undefined): number | undefined {
+  if (text === undefined || !/^[0-7]{1,4}$/.test(text)) return undefined;
+  return Number.parseInt(text, 8) & 0o777;
+}
+
+/** The umask stages run with. */
+export function userUmask(): number {
+  return userMask;
+}
+
+/** Runs a synchronous spawn with the user's umask, so the stage's own files get the modes the user expects. */
+export function spawnWithUserUmask<T>(spawn: () => T): T {
+  const ours = process.umask(userMask);
+  try {
+    return spawn();
+  } finally {
+    process.umask(ours);
+  }
+}
+
+/** The files directly in a home that hold what runs did (tightened with the home itself). */
+const HOME_ENTRIES = ["atomic.db", "atomic.db-wal", "atomic.db-shm", "artifacts", "intercom", "run", "status-token", "config.json"];
+const warned = new Set<string>();
+
+/**
+ * Creates the home 0700, or tightens an existing one (and the journal and
+ * directories directly in it) that group or others could read, saying so
+ * once per process. Directories below `artifacts/` are not walked: without
+ * search permission on the home nobody else reaches them.
+ */
+export function ensurePrivateHome(home: string): void {
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const loose: string[] = [];
+  for (const path of [home, ...HOME_ENTRIES.map((e) => join(home, e))]) {
+    let st;
+    try {
+      st = path === home ? statSync(path) : lstatSync(path); // a home may be a link to where it really is
+    } catch {
+      continue; // not there (yet)
+    }
+    if (st.isSymbolicLink() || (st.mode & 0o077) === 0) continue;
+    const want = st.isDirectory() ? 0o700 : 0o600;
+    try {
+      chmodSync(path, want);
+      loose.push(`${path} (${(st.mode & 0o777).toString(8)})`);
+    } catch {
+      // not ours to change (a shared directory given as --home): the files atomic makes there are still private
+    }
+  }
+  if (loose.length > 0 && !warned.has(home)) {
+    warned.add(home);
+    writeStderr(`warning: the atomic home was readable by other users; made private (0700 directories, 0600 files): ${loose.join(", ")}\n`);
+  }
+}
