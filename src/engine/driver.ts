@@ -177,7 +177,7 @@ export class RootRun {
       join(opts.home, "artifacts"),
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
-    const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir();
+    const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir(opts.home);
     tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
     return new RootRun(lease.rootId, tree, execution);
