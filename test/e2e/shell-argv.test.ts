@@ -4,13 +4,14 @@
  * value one quoted word) pass spaces, quotes, `$(…)`, `;`, newlines, a
  * leading `-`, an empty string and a glob literally, on pool workers and in
  * process; an empty argv is one clear error before any stage is recorded;
- * replay tells the argv form from a command string.
+ * replay tells the argv form from a command string; the README's first
+ * example runs as written.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic } from "../helpers/atomic.ts";
+import { ROOT, runAtomic } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, makeTempDir } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -96,4 +97,22 @@ export default workflow({
   const again = await runAtomic(["resume", runId, "--json"], { home, cwd: dir });
   expect(again.code).toBe(0);
   expect(JSON.parse(again.stdout.trim().split("\n").at(-1)!).outputs).toBe("a b\n");
+});
+
+e2eTest("the README's first example runs as written, also on a directory name that is shell code", async () => {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const example = /```ts\n(\/\/ review\.ts[\s\S]*?)```/.exec(readme)![1]!;
+  const dir = makeTempDir();
+  writeFileSync(join(dir, "review.ts"), example);
+  const target = join(dir, "a dir; touch pwned $(touch pwned2)");
+  mkdirSync(target);
+  writeFileSync(join(target, "one.txt"), "1");
+  writeFileSync(join(target, "two.txt"), "2");
+  const r = await runAtomic(["run", "./review.ts", "--input", `dir=${target}`, "--input", "depth=3", "--json"], { home: join(dir, "home"), cwd: dir });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+  expect(out.ticket.files).toBe(2);
+  expect(out.size).toMatch(/^\d+(\.\d+)?[KMG]?$/);
+  expect(readdirSync(dir).filter((f) => f.startsWith("pwned"))).toEqual([]);
 });
