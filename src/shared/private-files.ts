@@ -62,30 +62,33 @@ export function spawnWithUserUmask<T>(spawn: () => T): T {
   }
 }
 
-/** The files directly in a home that hold what runs did (tightened with the home itself). */
-const HOME_ENTRIES = ["atomic.db", "atomic.db-wal", "atomic.db-shm", "artifacts", "intercom", "run", "status-token", "config.json"];
+/** The entries directly in a home that hold what runs did (tightened with a loose home). */
+const HOME_ENTRIES = ["atomic.db", "atomic.db-wal", "atomic.db-shm", "artifacts", "intercom", "run", "status-token"];
 const warned = new Set<string>();
 
 /**
- * Creates the home 0700, or tightens an existing one (and the journal and
- * directories directly in it) that group or others could read, saying so
- * once per process. Directories below `artifacts/` are not walked: without
- * search permission on the home nobody else reaches them.
+ * Creates the home 0700, or tightens an existing one that group or others
+ * can enter or read (and the journal and directories directly in it),
+ * saying so once per process. A private home is left as it is, whatever
+ * the modes below it: nobody else reaches them. Directories below
+ * `artifacts/` are not walked, for the same reason.
  */
 export function ensurePrivateHome(home: string): void {
   mkdirSync(home, { recursive: true, mode: 0o700 });
+  // a home may be a link to where it really is
+  const mode = statSync(home).mode & 0o777;
+  if ((mode & 0o077) === 0) return;
   const loose: string[] = [];
   for (const path of [home, ...HOME_ENTRIES.map((e) => join(home, e))]) {
     let st;
     try {
-      st = path === home ? statSync(path) : lstatSync(path); // a home may be a link to where it really is
+      st = path === home ? statSync(path) : lstatSync(path);
     } catch {
       continue; // not there (yet)
     }
     if (st.isSymbolicLink() || (st.mode & 0o077) === 0) continue;
-    const want = st.isDirectory() ? 0o700 : 0o600;
     try {
-      chmodSync(path, want);
+      chmodSync(path, st.isDirectory() ? 0o700 : 0o600);
       loose.push(`${path} (${(st.mode & 0o777).toString(8)})`);
     } catch {
       // not ours to change (a shared directory given as --home): the files atomic makes there are still private
@@ -93,6 +96,7 @@ export function ensurePrivateHome(home: string): void {
   }
   if (loose.length > 0 && !warned.has(home)) {
     warned.add(home);
-    writeStderr(`warning: the atomic home was readable by other users; made private (0700 directories, 0600 files): ${loose.join(", ")}\n`);
+    writeStderr(`warning: the atomic home was open to other users; made private (0700 directories, 0600 files): ${loose.join(", ")}
+`);
   }
 }
