@@ -5,15 +5,17 @@
  * (`$TMPDIR/atomic-<user>/agent-slots`, filled with held slots) blocks no
  * agent stage and gets nothing written there; with USER unset, two users
  * keep their state apart; an XDG_RUNTIME_DIR that is not the user's own is
- * not used; a slots directory of another user is refused in one sentence.
+ * not used; a slots directory of another user is refused in one sentence;
+ * the socket of a broker whose home is too deep goes to the runtime
+ * directory, not /tmp.
  */
 
 import { Database } from "bun:sqlite";
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
-import { atomicBin, runAtomic } from "../helpers/atomic.ts";
+import { atomicBin, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createOtherUser, otherUsersSupported, removeOtherUsers } from "../helpers/other-user.ts";
 import { inOrder, startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, makeTempDir } from "./support.ts";
@@ -45,6 +47,15 @@ function walk(dir: string, out: string[] = []): string[] {
     if (lstatSync(path).isDirectory()) walk(path, out);
   }
   return out;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The environment of a run with `tmp` as its temp directory and no XDG_RUNTIME_DIR. */
@@ -138,4 +149,34 @@ e2eTest("a configured slots directory of another user is refused in one sentence
   expect(r.stderr).toContain(`refusing the agent session slots directory ${slots}: it belongs to another user`);
   expect(r.stderr).not.toMatch(/\n\s+at /);
   expect(readdirSync(slots)).toEqual([]);
+});
+
+e2eTest("a home too deep for a socket path: the broker's socket goes to the runtime directory, else a clear refusal", async () => {
+  const base = makeTempDir();
+  const home = join(base, "d".repeat(60), "e".repeat(40));
+  const xdg = makeTempDir("atomic-xdg-");
+  chmodSync(xdg, 0o700);
+  const tmp = sharedTmp();
+  const r = await runAtomic(["sessions"], { home, env: { TMPDIR: tmp, XDG_RUNTIME_DIR: xdg } });
+  const pidFile = join(home, "intercom", "broker.pid");
+  try {
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const sockets = readdirSync(join(xdg, "atomic", "intercom"));
+    expect(sockets.length).toBe(1);
+    expect(sockets[0]).toMatch(/^[0-9a-f]{24}\.sock$/);
+    expect(statSync(join(xdg, "atomic", "intercom")).mode & 0o777).toBe(0o700);
+    expect(walk(tmp)).toEqual([]);
+  } finally {
+    if (existsSync(pidFile)) {
+      const { pid } = JSON.parse(readFileSync(pidFile, "utf8")) as { pid: number };
+      process.kill(pid, "SIGTERM");
+      await waitUntil(() => !alive(pid), 10_000, "the broker to exit");
+    }
+  }
+  // no runtime directory of ours: the home's is deeper still; refused in one sentence, nothing in /tmp
+  const refused = await runAtomic(["sessions"], { home: `${home}2`, env: { TMPDIR: tmp, XDG_RUNTIME_DIR: undefined } });
+  expect(refused.code).not.toBe(0);
+  expect(refused.stderr).toMatch(/^error: the broker's socket path .* is longer than a unix socket allows\.\nhint: set XDG_RUNTIME_DIR/);
+  expect(walk(tmp)).toEqual([]);
 });
