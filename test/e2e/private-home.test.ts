@@ -13,7 +13,10 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, statSync, wri
 import { join } from "node:path";
 import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createOtherUser, otherUsersSupported, removeOtherUsers, type OtherUser } from "../helpers/other-user.ts";
+import { startFakeOpenAI, text } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, makeTempDir } from "./support.ts";
+
+const AGENT = join(import.meta.dir, "..", "runners", "fixtures", "agent.ts");
 
 afterEach(cleanupWhenIdle);
 afterAll(async () => {
@@ -124,4 +127,21 @@ e2eTest("a home left readable by others is tightened with one warning line", asy
   expectPrivate(s.home);
   // once tightened, nothing more to say
   expect((await runAtomic(["runs"], s.opts)).stderr).not.toContain("warning");
+});
+
+e2eTest("an agent stage's transcript, logs and session slots are private too", async () => {
+  const server = await startFakeOpenAI(() => text("the answer"));
+  try {
+    const s = setup();
+    const env = { ...s.opts.env, XDG_RUNTIME_DIR: undefined, ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const r = await runAtomic(["run", AGENT, "--json", "--workers", "1"], { ...s.opts, env });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const all = expectPrivate(s.home);
+    expect(all.some((p) => p.endsWith("transcript.md") || p.endsWith("transcript.jsonl"))).toBe(true);
+    expect(all).toContain(join(s.home, "run", "agent-slots", "slots.db"));
+    if (otherUsersSupported()) expect(await readableBy(await createOtherUser(), all)).toEqual([]);
+  } finally {
+    await server.close();
+  }
 });
