@@ -26,7 +26,7 @@
  */
 
 import { chmodSync, lstatSync, mkdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { writeStderr } from "./raw-stderr.ts";
 import { USER_UMASK_ENV } from "./self-exec.ts";
 
@@ -59,6 +59,21 @@ export function spawnWithUserUmask<T>(spawn: () => T): T {
     return spawn();
   } finally {
     process.umask(ours);
+  }
+}
+
+/** The mode a new file of the user's gets (0666 under their umask): for files atomic writes on a stage's behalf in its cwd. */
+export function userFileMode(): number {
+  return 0o666 & ~userMask;
+}
+
+/** mkdir -p for a stage's files in its cwd: the directories it creates get the user's umask, not ours. */
+export function mkdirsForUser(dir: string): void {
+  const first = mkdirSync(dir, { recursive: true });
+  if (first === undefined) return;
+  for (let d = dir; d.length >= first.length; d = dirname(d)) {
+    chmodSync(d, 0o777 & ~userMask);
+    if (d === first) break;
   }
 }
 

@@ -29,9 +29,9 @@
  * Security).
  */
 
-import { chmodSync, closeSync, constants, fchmodSync, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
-import { userUmask } from "../../shared/private-files.ts";
+import { mkdirsForUser, userFileMode } from "../../shared/private-files.ts";
 
 export class ToolRefused extends Error {}
 
@@ -135,11 +135,11 @@ export class ConfinedFs {
 
   /** Creates or replaces the file `r` (its missing parent directories too, all inside the root). */
   writeText(r: Resolved, text: string): void {
-    if (r.kind === undefined) userModeDirs(mkdirSync(dirname(r.real), { recursive: true }), dirname(r.real));
+    if (r.kind === undefined) mkdirsForUser(dirname(r.real));
     const fd = this.openRegular(r, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC);
     try {
       // The agent writes the user's files: the user's umask, not atomic's private one (shared/private-files.ts).
-      if (r.kind === undefined) fchmodSync(fd, 0o666 & ~userUmask());
+      if (r.kind === undefined) fchmodSync(fd, userFileMode());
       const buf = Buffer.from(text, "utf8");
       let done = 0;
       while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done);
@@ -188,13 +188,4 @@ function lstatOrNull(path: string): Stats | null {
 
 function outside(p: string): ToolRefused {
   return new ToolRefused(`refused: ${JSON.stringify(p)} is outside the stage's working directory`);
-}
-
-/** Gives the directories mkdir just made (from `first` down to `last`) the user's umask. */
-function userModeDirs(first: string | undefined, last: string): void {
-  if (first === undefined) return;
-  for (let dir = last; dir.length >= first.length; dir = dirname(dir)) {
-    chmodSync(dir, 0o777 & ~userUmask());
-    if (dir === first) break;
-  }
 }
