@@ -28,6 +28,8 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
   "status-scale": { load: () => import("./status-scale.ts").then((m) => m.default), usesBinary: false },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
+  toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
+  logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */

@@ -6,6 +6,7 @@
  */
 
 import { importEntry, type EntryPoint } from "./shared/entry-points.ts";
+import { makeNonDumpable } from "./shared/non-dumpable.ts";
 import { writeStderr } from "./shared/raw-stderr.ts";
 import { enterPrivateUmask } from "./shared/private-files.ts";
 
@@ -34,6 +35,11 @@ const ROLES: Record<string, { entry: EntryPoint; main: string }> = {
   "--internal-intercom-broker": { entry: "intercom/broker.ts", main: "brokerMain" },
 };
 
+// Before anything else: no other process of this user may read this one's environment or memory
+// (shared/non-dumpable.ts). An internal role's stderr is its log file; the CLI's is the terminal.
+const notDumpable = makeNonDumpable();
+if (notDumpable) writeStderr(`warning: ${notDumpable}\n`);
+
 const argv = process.argv.slice(2);
 const role = argv[0]?.startsWith("--internal-") ? argv[0] : undefined;
 
@@ -50,13 +56,8 @@ if (role) {
   const main = (await importEntry(known.entry))[known.main] as (argv: string[]) => Promise<void>;
   await main(argv.slice(1));
 } else {
-  // A reader that went away (`atomic runs --json | head`) is not an error.
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on("error", (err: NodeJS.ErrnoException) => {
-      if (err.code === "EPIPE") process.exit(0);
-      throw err;
-    });
-  }
-  const { runCli } = (await importEntry("cli/app.ts")) as typeof import("./cli/app.ts");
-  process.exit(await runCli(argv));
+  // The command line writes and exits through cli/output.ts (a slow reader gets every byte; a reader
+  // that went away ends the command quietly).
+  const { cliMain } = (await importEntry("cli/app.ts")) as typeof import("./cli/app.ts");
+  await cliMain(argv);
 }

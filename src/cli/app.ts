@@ -7,54 +7,70 @@
  * 4 cancelled, 130 interrupted.
  */
 
-import { renderUsage, runCommand, type ArgsDef, type CommandDef } from "citty";
-import { AtomicError, ensureError } from "../shared/errors.ts";
+import { runCommand, type ArgsDef, type CommandDef } from "citty";
+import { AtomicError, ensureError, errorInfo } from "../shared/errors.ts";
+import { HOST_ID_ENV } from "../shared/process-info.ts";
 import { redact } from "../shared/secrets.ts";
 import { VERSION } from "../shared/version.ts";
-import { GLOBAL_HELP, liftGlobals } from "./globals.ts";
+import { liftGlobals } from "./globals.ts";
+import { commandHelp, kebab, topHelp, type CommandHelp } from "./help.ts";
 import { startSession, type CliSession } from "./session.ts";
+import { err as writeErr, exit, installOutput, out } from "./output.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each command has its own args type
 type Loader = () => Promise<CommandDef<any>>;
 
-export const COMMANDS: Record<string, { summary: string; load: Loader }> = {
-  run: { summary: "run a workflow file", load: () => import("./commands/run.ts").then((m) => m.default) },
-  resume: { summary: "continue an interrupted, crashed or failed run", load: () => import("./commands/resume.ts").then((m) => m.default) },
-  runs: { summary: "list runs", load: () => import("./commands/runs.ts").then((m) => m.default) },
-  show: { summary: "show a run: stages, outputs, errors, timings", load: () => import("./commands/show.ts").then((m) => m.default) },
-  logs: { summary: "print a run's stage output (--follow to keep reading)", load: () => import("./commands/logs.ts").then((m) => m.default) },
-  pause: { summary: "pause a live run: no new step starts", load: () => import("./commands/pause.ts").then((m) => m.default) },
-  unpause: { summary: "let a paused run go on", load: () => import("./commands/unpause.ts").then((m) => m.default) },
-  cancel: { summary: "cancel a run (live or not)", load: () => import("./commands/cancel.ts").then((m) => m.default) },
-  send: { summary: "send a message to a stage (live now, or before it starts)", load: () => import("./commands/send.ts").then((m) => m.default) },
-  answer: { summary: "answer a question a run asked (ctx.ask)", load: () => import("./commands/answer.ts").then((m) => m.default) },
-  inbox: { summary: "list a run's messages per stage and its questions", load: () => import("./commands/inbox.ts").then((m) => m.default) },
-  sessions: { summary: "list intercom sessions: live runs and their running stages", load: () => import("./commands/sessions.ts").then((m) => m.default) },
-  serve: { summary: "serve the status page, JSON API and event streams", load: () => import("./commands/serve.ts").then((m) => m.default) },
-  workflows: { summary: "list workflows in .atomic/workflows/ (or a file's inputs)", load: () => import("./commands/workflows.ts").then((m) => m.default) },
-  doctor: { summary: "say which runners (agents) are usable here and why not", load: () => import("./commands/doctor.ts").then((m) => m.default) },
-  version: { summary: "print the version", load: () => import("./commands/version.ts").then((m) => m.default) },
+export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
+  run: {
+    summary: "run a workflow file",
+    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
+    load: () => import("./commands/run.ts").then((m) => m.default),
+  },
+  resume: {
+    summary: "continue an interrupted, crashed or failed run",
+    examples: ["atomic resume 01m8rf", "atomic resume 01m8rf --max-cost 5"],
+    load: () => import("./commands/resume.ts").then((m) => m.default),
+  },
+  runs: {
+    summary: "list runs",
+    examples: ["atomic runs", "atomic runs --status crashed,failed --since 2h", "atomic runs --workflow review --json"],
+    load: () => import("./commands/runs.ts").then((m) => m.default),
+  },
+  show: {
+    summary: "show a run: stages, outputs, errors, timings",
+    examples: ["atomic show 01m8rf", "atomic show 01m8rf --json | jq .run.outputs"],
+    load: () => import("./commands/show.ts").then((m) => m.default),
+  },
+  logs: {
+    summary: "print a run's stage output (--follow to keep reading)",
+    examples: ["atomic logs 01m8rf --stage list", "atomic logs 01m8rf --follow", "atomic logs 01m8rf --stage summarize/report --no-stderr"],
+    load: () => import("./commands/logs.ts").then((m) => m.default),
+  },
+  pause: { summary: "pause a live run: no new step starts", examples: ["atomic pause 01m8rf"], load: () => import("./commands/pause.ts").then((m) => m.default) },
+  unpause: { summary: "let a paused run go on", examples: ["atomic unpause 01m8rf"], load: () => import("./commands/unpause.ts").then((m) => m.default) },
+  cancel: { summary: "cancel a run (live or not)", examples: ["atomic cancel 01m8rf", "atomic cancel 01m8rf --wait 60"], load: () => import("./commands/cancel.ts").then((m) => m.default) },
+  send: {
+    summary: "send a message to a stage (live now, or before it starts)",
+    examples: ['atomic send 01m8rf review "focus on the tests"', 'atomic send 01m8rf "review/*" "stop and summarize" --mode interrupt'],
+    load: () => import("./commands/send.ts").then((m) => m.default),
+  },
+  answer: { summary: "answer a question a run asked (ctx.ask)", examples: ["atomic answer 01m8rf q2rgm5mf yes"], load: () => import("./commands/answer.ts").then((m) => m.default) },
+  inbox: { summary: "list a run's messages per stage and its questions", examples: ["atomic inbox 01m8rf"], load: () => import("./commands/inbox.ts").then((m) => m.default) },
+  sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
+  serve: { summary: "serve the status page, JSON API and event streams", examples: ["atomic serve", "atomic serve --port 8080 --open"], load: () => import("./commands/serve.ts").then((m) => m.default) },
+  workflows: {
+    summary: "list workflows in .atomic/workflows/ (or a file's inputs)",
+    examples: ["atomic workflows", "atomic workflows --inputs ./review.ts"],
+    load: () => import("./commands/workflows.ts").then((m) => m.default),
+  },
+  doctor: { summary: "say which runners (agents) are usable here and why not", examples: ["atomic doctor", "atomic doctor --check-endpoint"], load: () => import("./commands/doctor.ts").then((m) => m.default) },
+  version: { summary: "print the version", examples: ["atomic version", "atomic --version --json"], load: () => import("./commands/version.ts").then((m) => m.default) },
 };
 
-function topHelp(): string {
-  const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
-  const cmds = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
-  const gw = Math.max(...GLOBAL_HELP.map(([f]) => f.length));
-  const globals = GLOBAL_HELP.map(([f, d]) => `  ${f.padEnd(gw)}  ${d}`);
-  return [
-    `atomic ${VERSION}: durable workflows for AI-agent pipelines`,
-    "",
-    "Usage: atomic <command> [options]",
-    "",
-    "Commands:",
-    ...cmds,
-    "",
-    "Global options:",
-    ...globals,
-    "",
-    "Exit codes: 0 completed, 1 failed, 2 usage error, 3 blocked, 4 cancelled, 130 interrupted.",
-    "Run `atomic <command> --help` for a command's options.",
-  ].join("\n");
+/** The binary's command line: runs `argv`, then exits once stdout and stderr have been read. */
+export async function cliMain(argv: readonly string[]): Promise<never> {
+  installOutput();
+  return exit(await runCli(argv));
 }
 
 /** Runs the CLI with argv (without the executable); resolves to the exit code. */
@@ -62,14 +78,16 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   let s: CliSession | undefined;
   try {
     const { globals, rest } = liftGlobals(argv);
+    // Read by the lease code of this process, and inherited by the pool's processes (they are this host too).
+    if (globals.hostId) process.env[HOST_ID_ENV] = globals.hostId;
     s = startSession(globals, rest);
     const [name, ...args] = rest;
     if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-      process.stdout.write(`${topHelp()}\n`);
+      out(`${topHelp(COMMANDS, s.style)}\n`);
       return 0;
     }
     if (name === "--version" || name === "-v") {
-      process.stdout.write(`${VERSION}\n`);
+      out(s.globals.json ? `${JSON.stringify({ version: VERSION, bun: Bun.version })}\n` : `${VERSION}\n`);
       return 0;
     }
     const entry = COMMANDS[name];
@@ -78,12 +96,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     }
     const cmd = await entry.load();
     if (args.includes("--help") || args.includes("-h")) {
-      let usage = await renderUsage(cmd);
-      if (!s.style.enabled) usage = usage.replace(/\x1b\[[0-9;]*m/g, "");
-      // citty names options after their keys (inputsJson); the command line takes them in kebab case.
-      usage = usage.replace(/--([a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+)/g, (_m, key: string) => `--${kebab(key)}`);
-      const gw = Math.max(...GLOBAL_HELP.map(([f]) => f.length));
-      process.stdout.write(`${usage}\n\nGlobal options (any command):\n${GLOBAL_HELP.map(([f, d]) => `  ${f.padEnd(gw)}  ${d}`).join("\n")}\n`);
+      out(`${await commandHelp(name, entry, cmd, s.style)}\n`);
       return 0;
     }
     await checkFlags(cmd, name, args);
@@ -142,10 +155,6 @@ async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]
   }
 }
 
-function kebab(s: string): string {
-  return s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-}
-
 function reportError(err: unknown, s: CliSession | undefined): number {
   const e = ensureError(err);
   const verbose = s?.globals.verbose ?? process.argv.includes("--verbose");
@@ -169,13 +178,15 @@ function reportError(err: unknown, s: CliSession | undefined): number {
   const message = redact(e.message.replace(/\x1b\[[0-9;]*m/g, ""));
   if (hint) hint = redact(hint);
   if (asJson) {
-    process.stdout.write(`${JSON.stringify({ type: "error", code, message, hint, exitCode })}\n`);
+    out(`${JSON.stringify({ type: "error", code, message, hint, exitCode })}\n`);
   } else {
     const red = s?.style.red ?? ((x: string) => x);
-    process.stderr.write(`${red("error:")} ${message}${message.endsWith(".") ? "" : "."}\n`);
-    if (hint) process.stderr.write(`hint: ${hint}\n`);
+    writeErr(`${red("error:")} ${message}${message.endsWith(".") ? "" : "."}\n`);
+    if (hint) writeErr(`hint: ${hint}\n`);
   }
-  if (verbose && e.stack) process.stderr.write(`${redact(e.stack)}\n`);
+  // The stack worth reading is the one of what the user's code threw (a workflow file that fails to load), if any.
+  const stack = errorInfo(e).stack ?? e.stack;
+  if (verbose && stack) writeErr(`${redact(stack)}\n`);
   return exitCode;
 }
 

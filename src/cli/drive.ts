@@ -12,9 +12,12 @@ import type { RootRun } from "../engine/driver.ts";
 import type { RunOutcome } from "../engine/run-execution.ts";
 import type { RunStatus } from "../journal/types.ts";
 import { killAllGroups } from "../runners/shell/process-groups.ts";
+import { ROOT_RUN_ENV } from "../shared/run-processes.ts";
 import type { CliSession } from "./session.ts";
 import { colorFor } from "./style.ts";
 import type { RunView } from "./view/run-view.ts";
+import { err, onStdoutClosed } from "./output.ts";
+import { failureDetail, failureSentence } from "./failure.ts";
 
 export const EXIT_CODE: Record<RunStatus, number> = {
   completed: 0,
@@ -37,15 +40,23 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
       return;
     }
     killAllGroups("SIGKILL");
-    process.stderr.write(`\nexiting now; resume with: atomic resume ${root.runId}\n`);
+    err(`\nexiting now; resume with: atomic resume ${root.runId}\n`);
     process.exit(130);
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
+  // Inherited by everything this drive starts (pool, stages): a later resume or the drive's end finds them by it.
+  process.env[ROOT_RUN_ENV] = root.runId;
+  // Nobody reads our output any more (`atomic run --json | head -1`): stop the run as the first Ctrl-C
+  // does (it stays resumable) rather than drive it on unseen or die with its lease held.
+  const undoClosed = onStdoutClosed(() => {
+    if (signals++ === 0) root.stop("interrupted");
+  });
   let outcome: RunOutcome;
   try {
     outcome = await root.run();
   } finally {
+    undoClosed();
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
     view.close();
@@ -54,7 +65,6 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
   s.exitCode = EXIT_CODE[outcome.status];
   // Ctrl-C while a question waits parks the run awaiting input; the process still ends as interrupted.
   if (root.stopReason === "interrupted" && outcome.status === "awaiting_input") s.exitCode = 130;
-  if (root.stopReason === "lease_lost") s.exitCode = 1;
 }
 
 function printOutcome(s: CliSession, outcome: RunOutcome): void {
@@ -70,14 +80,15 @@ function printOutcome(s: CliSession, outcome: RunOutcome): void {
     s.info(st.dim(`inspect it with: atomic show ${outcome.runId}`));
     return;
   }
-  process.stderr.write(`${line}${outcome.error ? `: ${outcome.error.message}` : ""}\n`);
-  if (outcome.error?.hint) process.stderr.write(`hint: ${outcome.error.hint}\n`);
+  err(`${line}${outcome.error ? `: ${failureSentence(outcome.error)}` : ""}\n`);
+  for (const detail of outcome.error ? failureDetail(outcome.error, st, s.globals.verbose) : []) err(`${detail}\n`);
+  if (outcome.error?.hint) err(`hint: ${outcome.error.hint}\n`);
   if (outcome.status === "awaiting_input") {
-    process.stderr.write(`see its open questions with: atomic inbox ${outcome.runId}\n`);
-    process.stderr.write(`answer with: atomic answer ${outcome.runId} <question id> <answer>, then resume with: atomic resume ${outcome.runId}\n`);
-  } else if (outcome.status === "interrupted" || outcome.status === "blocked") {
-    process.stderr.write(`resume with: atomic resume ${outcome.runId}\n`);
+    err(`see its open questions with: atomic inbox ${outcome.runId}\n`);
+    err(`answer with: atomic answer ${outcome.runId} <question id> <answer>, then resume with: atomic resume ${outcome.runId}\n`);
+  } else if ((outcome.status === "interrupted" && outcome.error?.code !== "lease_lost") || outcome.status === "blocked") {
+    err(`resume with: atomic resume ${outcome.runId}\n`);
   } else if (outcome.status === "failed") {
-    process.stderr.write(`after fixing the cause, resume with: atomic resume ${outcome.runId}\n`);
+    err(`after fixing the cause, resume with: atomic resume ${outcome.runId}\n`);
   }
 }

@@ -33,10 +33,11 @@ export function executorOption(
     return { executor: new InProcessExecutor() };
   }
   return {
-    executor: (rootId) =>
+    executor: (lease) =>
       new PoolExecutor({
         home: s.globals.home,
-        rootId,
+        rootId: lease.rootId,
+        rootEpoch: lease.epoch,
         workers,
         leaseMs,
         ...(s.globals.journal ? { journalUrl: s.globals.journal } : {}),

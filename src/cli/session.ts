@@ -9,6 +9,7 @@ import type { Journal, RunRecord } from "../journal/types.ts";
 import { UsageError } from "../shared/errors.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { makeStyle, type Style } from "./style.ts";
+import { out, err } from "./output.ts";
 
 export class CliSession {
   exitCode = 0;
@@ -59,17 +60,17 @@ export class CliSession {
 
   /** A line for people (suppressed by --quiet and --json). */
   info(line: string): void {
-    if (!this.globals.quiet && !this.globals.json) process.stdout.write(`${line}\n`);
+    if (!this.globals.quiet && !this.globals.json) out(`${line}\n`);
   }
 
   /** A line that is the command's result (suppressed by --json only). */
   result(line: string): void {
-    if (!this.globals.json) process.stdout.write(`${line}\n`);
+    if (!this.globals.json) out(`${line}\n`);
   }
 
   /** One JSON value per line (with --json). */
   json(value: unknown): void {
-    process.stdout.write(`${JSON.stringify(value)}\n`);
+    out(`${JSON.stringify(value)}\n`);
   }
 
   /**
@@ -86,7 +87,7 @@ export class CliSession {
   private logger: { debug(message: string): void } | undefined;
 
   warn(line: string): void {
-    if (!this.globals.json) process.stderr.write(`${this.style.yellow("warning:")} ${line}\n`);
+    if (!this.globals.json) err(`${this.style.yellow("warning:")} ${line}\n`);
   }
 
   async close(): Promise<void> {

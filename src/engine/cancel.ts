@@ -5,7 +5,8 @@
  * the driver stops its stages and records "cancelled" itself. A run nobody
  * drives (crashed, interrupted, failed, blocked) is cancelled here: take
  * its lease (a dead holder's is taken at once), record "cancelled" on the
- * root and on every unfinished child, and give the lease back.
+ * root and on every unfinished child, abandon its queued work items, and
+ * give the lease back.
  */
 
 import { shownStatus } from "../journal/run-status.ts";
@@ -13,6 +14,7 @@ import type { Journal, RunRecord } from "../journal/types.ts";
 import { LeaseHeldError, UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
+import { endRunProcesses } from "../shared/run-processes.ts";
 import { EVENT } from "./journal-events.ts";
 
 export type CancelResult = "cancelled" | "requested" | "ended_otherwise";
@@ -49,6 +51,7 @@ export async function cancelRun(journal: Journal, run: RunRecord, waitMs: number
 async function cancelUndriven(journal: Journal, run: RunRecord): Promise<void> {
   const lease = await journal.acquireLease(run.id, thisProcessHolder("cancel"), { timeoutMs: 30_000 });
   try {
+    endRunProcesses(run.id); // an orphaned stage of its last drive, on this host
     const runs = [run, ...(await unfinishedDescendants(journal, run.id))];
     const now = Date.now();
     await journal.append(
@@ -60,8 +63,10 @@ async function cancelUndriven(journal: Journal, run: RunRecord): Promise<void> {
         patch: { status: "cancelled" as const, endedAt: now, clearControl: true },
       })),
     );
-    // A cancelled run never starts another stage: what is still queued for its stages cannot be delivered.
+    // A cancelled run never starts another stage: what is still queued for its stages cannot be delivered,
+    // and the stage executions its last driver queued are nobody's to run.
     await journal.messages.settleAll(lease, run.id, "the run was cancelled before the stage received it");
+    await journal.work.abandon(lease);
   } finally {
     await journal.releaseLease(lease);
   }

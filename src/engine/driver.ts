@@ -2,7 +2,10 @@
  * The root driver: starts or resumes a root run in this process.
  *
  * It takes the run's lease (a second driver of the same run gets
- * LeaseHeldError naming the holder), renews it in the background, polls
+ * LeaseHeldError naming the holder), keeps it (lease-keeper.ts: renewals,
+ * and a local deadline past which it stops itself: no step starts, no tool
+ * is called, running stages are cancelled, and it ends "interrupted",
+ * naming the process that drives the run now, if any), polls
  * the run's control row for requests from other processes (`atomic
  * cancel`), executes the workflow through a RunExecution, and gives the
  * lease up when the run has recorded how it ended.
@@ -14,9 +17,10 @@
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { Journal, Lease, RunRecord } from "../journal/types.ts";
-import { LeaseLostError, UsageError } from "../shared/errors.ts";
+import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
+import { endRunProcesses } from "../shared/run-processes.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
 import { defaultSlotsDir, loadConfig, type AtomicConfig } from "../shared/config.ts";
 import { openAdmissionSlots } from "../journal/admission-slots.ts";
@@ -29,6 +33,8 @@ import { ReplayCursor } from "./replay-cursor.ts";
 import { RunExecution, type RunOutcome } from "./run-execution.ts";
 import { RunTree, type StopReason } from "./run-tree.ts";
 import { InProcessExecutor, type StageExecutor } from "./stage-executor.ts";
+import { LeaseKeeper } from "./lease-keeper.ts";
+import { reviveInputs } from "./inputs.ts";
 
 export const DEFAULT_LEASE_MS = 30_000;
 const CONTROL_POLL_MS = 500;
@@ -38,8 +44,8 @@ export interface DriverOptions {
   home: string;
   observer: EngineObserver;
   leaseTimeoutMs?: number;
-  /** Where stages run: an executor, or a factory given the root run id (the worker pool). Default: in this process. */
-  executor?: StageExecutor | ((rootId: RunId) => StageExecutor);
+  /** Where stages run: an executor, or a factory given the run's lease (the worker pool serves one drive). Default: in this process. */
+  executor?: StageExecutor | ((lease: Lease) => StageExecutor);
   /** Runners, models, prices, admission and default budget (default: loaded from `home` and the current directory). */
   config?: AtomicConfig;
 }
@@ -51,17 +57,15 @@ export interface NewRunRequest {
   inputs: Record<string, unknown>;
   /** Budget flags (`--max-cost` ...): over the workflow's budget, over config's. */
   budget?: BudgetOptions;
-  /** The new run's id, when the caller made it already (to start the worker pool early); a fresh one otherwise. */
+  /** The new run's id, when the caller made it already; a fresh one otherwise. */
   runId?: RunId;
 }
 
 /** A root run being driven by this process. */
 export class RootRun {
-  private renewTimer: ReturnType<typeof setInterval> | undefined;
   private controlTimer: ReturnType<typeof setInterval> | undefined;
   /** Whether the journal is still the file opened (run-tree.ts checkStorage). */
   private storageTimer: ReturnType<typeof setInterval> | undefined;
-  private renewing = false;
   private applyingControl = false;
   /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
   private appliedControlRev = 0;
@@ -70,6 +74,7 @@ export class RootRun {
     readonly runId: RunId,
     private readonly tree: RunTree,
     private readonly execution: RunExecution,
+    private readonly keeper: LeaseKeeper,
   ) {}
 
   /** Ask the run to stop: running stages end, the run records how it stopped. */
@@ -83,8 +88,9 @@ export class RootRun {
 
   static async start(opts: DriverOptions, req: NewRunRequest): Promise<RootRun> {
     const runId = req.runId ?? newRunId();
+    const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: leaseMs(opts) });
-    const root = RootRun.create(opts, lease, req.definition, req.inputs, new ReplayCursor(runId), null);
+    const root = RootRun.create(opts, lease, acquiredAt, req.definition, req.inputs, new ReplayCursor(runId), null);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
@@ -120,11 +126,18 @@ export class RootRun {
   ): Promise<RootRun> {
     assertResumable(run);
     const holder = thisProcessHolder();
+    const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
     const events = await opts.journal.readEvents(run.id);
+    // What an earlier drive left running on this host (an orphaned stage, a stale pool) ends before
+    // anything starts again: a stage never runs beside an older copy of itself. Only a run that ever
+    // started a stage (or a child run, whose stages are in its own events) can have left any.
+    if (events.some(startedProcesses)) endRunProcesses(run.id);
     // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
-    await opts.journal.work.abandon(run.id);
-    const root = RootRun.create(opts, lease, definition, run.inputs as Record<string, unknown>, new ReplayCursor(run.id, events), run.status);
+    await opts.journal.work.abandon(lease);
+    // Inputs are stored as JSON: a v.date() input is a Date again, as it was on the first run.
+    const inputs = reviveInputs(definition.inputs ?? {}, run.inputs as Record<string, unknown>);
+    const root = RootRun.create(opts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
     const limits = limitsOf(budget);
@@ -162,6 +175,7 @@ export class RootRun {
   private static create(
     opts: DriverOptions,
     lease: Lease,
+    acquiredAt: number,
     definition: WorkflowDefinition,
     inputs: Record<string, unknown>,
     cursor: ReplayCursor,
@@ -172,15 +186,17 @@ export class RootRun {
       opts.journal,
       lease,
       writer,
-      typeof opts.executor === "function" ? opts.executor(lease.rootId) : (opts.executor ?? new InProcessExecutor()),
+      typeof opts.executor === "function" ? opts.executor(lease) : (opts.executor ?? new InProcessExecutor()),
       opts.observer,
       join(opts.home, "artifacts"),
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
     const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir(opts.home);
     tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
+    const keeper = new LeaseKeeper(opts.journal, lease, acquiredAt, () => tree.stop("lease_lost"));
+    tree.leaseHeld = () => keeper.held();
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
-    return new RootRun(lease.rootId, tree, execution);
+    return new RootRun(lease.rootId, tree, execution, keeper);
   }
 
   /** The run's budget for this drive (`spent`: what earlier drives recorded). */
@@ -188,34 +204,43 @@ export class RootRun {
     this.execution.budget = this.tree.newLedger(limitsOf(budget), spent);
   }
 
-  /** Execute the workflow to its end (or stop), then release the lease. */
+  /**
+   * Execute the workflow to its end (or stop), then release the lease. A
+   * drive that lost its lease ends "interrupted" (resumable), naming the
+   * process that drives the run now, if one does; its stages and its pool
+   * are gone by then.
+   */
   async run(): Promise<RunOutcome> {
     this.startBackgroundWork();
+    let outcome: RunOutcome;
     try {
-      return await this.execution.execute();
+      outcome = await this.execution.execute();
     } finally {
       this.stopBackgroundWork();
       this.tree.budget.close();
       this.tree.admission.close();
       await this.tree.writer.flush().catch(() => {});
       await this.tree.executor.close().catch(() => {});
-      if (this.tree.stopReason !== "lease_lost") await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
+      if (this.tree.stopReason !== "lease_lost") {
+        // Whatever escaped its stage's process group (setsid) does not outlive the drive. Not after a lost
+        // lease: what carries the run's id then may be the new holder's.
+        if (this.tree.stagesExecuted) endRunProcesses(this.runId);
+        await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
+      }
     }
+    return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;
+  }
+
+  private async lostOutcome(): Promise<RunOutcome> {
+    const { lease, journal } = this.tree;
+    const now = await journal.getLease(lease.rootId).catch(() => undefined);
+    const holder = now && now.epoch > lease.epoch ? { holderId: now.holderId, host: now.host, pid: now.pid } : undefined;
+    const error = new LeaseLostError(lease.rootId, lease.epoch, holder ? { holder } : { expired: this.keeper.loss === "deadline" });
+    return { runId: this.runId, status: "interrupted", error: errorInfo(error) };
   }
 
   private startBackgroundWork(): void {
-    const { journal, lease } = this.tree;
-    this.renewTimer = setInterval(async () => {
-      if (this.renewing) return;
-      this.renewing = true;
-      try {
-        await journal.renewLease(lease);
-      } catch (err) {
-        if (err instanceof LeaseLostError) this.tree.stop("lease_lost");
-      } finally {
-        this.renewing = false;
-      }
-    }, Math.max(100, Math.floor(lease.timeoutMs / 3)));
+    this.keeper.start();
     this.controlTimer = setInterval(() => void this.pollControl(), CONTROL_POLL_MS);
     this.storageTimer = setInterval(() => this.tree.checkStorage(), CONTROL_POLL_MS);
   }
@@ -256,10 +281,17 @@ export class RootRun {
   }
 
   private stopBackgroundWork(): void {
-    clearInterval(this.renewTimer);
+    this.keeper.stop();
     clearInterval(this.controlTimer);
     clearInterval(this.storageTimer);
   }
+}
+
+/** A stage attempt or a child run began: processes of the run may have been started. */
+function startedProcesses(e: JournalEvent): boolean {
+  if (e.type !== EVENT.stepStarted) return false;
+  const kind = (e.payload as { kind?: string }).kind;
+  return kind === "stage" || kind === "child";
 }
 
 /** The budget a run recorded: its last resume's, else its start's. */

@@ -4,9 +4,20 @@
  * before anything runs. Errors name the key.
  *
  * Conversion reads the schema's kind (unwrapping optional/nullable/...):
- * number and integer-like schemas take a finite number, boolean takes
- * true/false/yes/no/1/0, picklist and enum take one of their options,
- * string takes the text as it is; objects and arrays take JSON text.
+ * - number: a decimal number as JSON writes it (`-3`, `1.5`, `1e3`).
+ *   Hexadecimal, octal and binary (`0x10`, `0o7`, `0b1`), leading zeros,
+ *   `Infinity` and surrounding spaces are refused: `Number()` would take
+ *   `0x10` as 16, which no one typing an amount means.
+ * - date (`v.date()`): an ISO 8601 date (`2026-12-01`, midnight UTC) or
+ *   date-time (`2026-12-01T10:00:00Z`, `…+02:00`; without a zone, local
+ *   time), checked against the calendar (no 2026-02-30). The workflow gets
+ *   a Date; so does a resumed run (`reviveInputs`: inputs are stored as
+ *   JSON, where a Date is its ISO string) and `--inputs-json` (ISO text).
+ * - boolean: true/false/yes/no/1/0/on/off; picklist and enum: one of their
+ *   options; string: the text as it is; objects, records and tuples: JSON.
+ * - array: each `--input key=value` adds one element, converted to the
+ *   element's type; a value that is a JSON array adds its elements.
+ * Any other key given twice is refused: the second would silently win.
  */
 
 import * as v from "valibot";
@@ -29,6 +40,7 @@ export function parseInputPairs(
   file: string,
 ): Record<string, unknown> {
   const raw: Record<string, unknown> = { ...json };
+  const given = new Set<string>();
   for (const pair of pairs) {
     const eq = pair.indexOf("=");
     if (eq <= 0) {
@@ -38,7 +50,18 @@ export function parseInputPairs(
     const text = pair.slice(eq + 1);
     const schema = schemas[key] as AnySchema | undefined;
     if (!schema) throw unknownKey(key, schemas, file);
-    raw[key] = convert(key, text, schema, file);
+    const inner = unwrap(schema);
+    if (inner.type === "array") {
+      const items = given.has(key) ? (raw[key] as unknown[]) : [];
+      raw[key] = [...items, ...convertElements(key, text, inner, file)];
+    } else if (given.has(key)) {
+      throw new UsageError("bad_input", `input "${key}" is given twice`, {
+        hint: `pass --input ${key}=... once (only an array input takes several values)`,
+      });
+    } else {
+      raw[key] = convert(key, text, schema, file);
+    }
+    given.add(key);
   }
   return validateInputs(schemas, raw, file);
 }
@@ -50,7 +73,7 @@ export function validateInputs(schemas: InputSchemas, values: Record<string, unk
   for (const key of Object.keys(values)) {
     if (!(key in schemas)) throw unknownKey(key, schemas, file);
   }
-  const parsed = v.safeParse(v.object(schemas), values);
+  const parsed = v.safeParse(v.object(schemas), reviveInputs(schemas, values));
   if (parsed.success) return parsed.output as Record<string, unknown>;
   const issue = parsed.issues[0];
   const key = issue.path?.map((p) => String(p.key)).join(".") ?? "?";
@@ -79,6 +102,52 @@ function unwrap(schema: AnySchema): AnySchema {
   return s;
 }
 
+/**
+ * Inputs as the workflow sees them: ISO text turned into a Date where the
+ * schema is `v.date()` (stored inputs are JSON; --inputs-json is too).
+ * Anything else is left for validation to judge.
+ */
+export function reviveInputs(schemas: InputSchemas, values: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...values };
+  for (const [key, value] of Object.entries(values)) {
+    const schema = schemas[key] as AnySchema | undefined;
+    if (schema && typeof value === "string" && unwrap(schema).type === "date") {
+      const date = parseIsoDate(value);
+      if (date) out[key] = date;
+    }
+  }
+  return out;
+}
+
+const DECIMAL = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
+const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+
+/** An ISO 8601 date or date-time that names a real day and time; undefined otherwise. */
+function parseIsoDate(text: string): Date | undefined {
+  const m = ISO_DATE.exec(text);
+  if (!m) return undefined;
+  const [y, mo, d, h = "0", mi = "0", sec = "0"] = m.slice(1);
+  const day = new Date(Date.UTC(Number(y), Number(mo) - 1, Number(d)));
+  if (day.getUTCFullYear() !== Number(y) || day.getUTCMonth() !== Number(mo) - 1 || day.getUTCDate() !== Number(d)) return undefined;
+  if (Number(h) > 23 || Number(mi) > 59 || Number(sec) > 59) return undefined;
+  const date = new Date(text);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+/** The elements one `--input key=value` adds to an array input. */
+function convertElements(key: string, text: string, schema: AnySchema, file: string): unknown[] {
+  if (text.trimStart().startsWith("[")) {
+    try {
+      const parsed = JSON.parse(text) as unknown;
+      if (Array.isArray(parsed)) return parsed;
+    } catch {
+      // not JSON: one element, converted below
+    }
+  }
+  const item = (schema as AnySchema & { item?: AnySchema }).item;
+  return [item ? convert(key, text, item, file) : text];
+}
+
 function convert(key: string, text: string, schema: AnySchema, file: string): unknown {
   const s = unwrap(schema);
   const fail = (what: string) =>
@@ -90,7 +159,14 @@ function convert(key: string, text: string, schema: AnySchema, file: string): un
     case "bigint": {
       const n = Number(text);
       if (text.trim() === "" || !Number.isFinite(n)) throw fail("a number");
+      // Text JavaScript would read as a number but a person does not mean so (0x10 is 16).
+      if (!DECIMAL.test(text)) throw fail("a decimal number (like 16, -1.5 or 1e3)");
       return n;
+    }
+    case "date": {
+      const date = parseIsoDate(text);
+      if (!date) throw fail("an ISO 8601 date (like 2026-12-01 or 2026-12-01T10:00:00Z)");
+      return date;
     }
     case "boolean": {
       const t = text.toLowerCase();

@@ -13,11 +13,23 @@
  */
 
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { resolve } from "node:path";
+import { extname, resolve } from "node:path";
 import * as sdk from "../sdk/index.ts";
 import { isWorkflow } from "../sdk/workflow.ts";
 import type { WorkflowDefinition } from "../sdk/types.ts";
 import { AtomicError, UsageError, ensureError } from "../shared/errors.ts";
+
+/**
+ * What a workflow file may be. Bun imports much else (JSON, TOML, text,
+ * a file without an extension as JavaScript); a workflow is code, so any
+ * other file is refused before anything of it runs.
+ */
+const WORKFLOW_EXTENSIONS = [".ts", ".mts", ".cts", ".tsx", ".js", ".mjs", ".cjs", ".jsx"];
+
+/** True when `file` is named like a workflow file (TypeScript or JavaScript). */
+export function hasWorkflowExtension(file: string): boolean {
+  return WORKFLOW_EXTENSIONS.includes(extname(file).toLowerCase());
+}
 
 let registered = false;
 
@@ -51,6 +63,11 @@ export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
   }
   if (!statSync(path).isFile()) {
     throw new UsageError("workflow_not_found", `${file} is not a file`, { hint: "pass the path of a .ts workflow file" });
+  }
+  if (!hasWorkflowExtension(path)) {
+    throw new UsageError("not_a_workflow_file", `${file} is not a TypeScript or JavaScript file`, {
+      hint: `a workflow file ends in ${WORKFLOW_EXTENSIONS.join(", ")}`,
+    });
   }
   const digest = fileDigest(path);
   registerSdkModule();

@@ -149,6 +149,8 @@ export class RunExecution {
       return { runId: this.runId, status: "cancelled", error: errorInfo(tree.stoppedError()) };
     }
     if (err instanceof LeaseLostError) tree.stop("lease_lost");
+    // A drive that lost its lease stopped; the run itself goes on (elsewhere, or when resumed).
+    if (tree.stopReason === "lease_lost") return { runId: this.runId, status: "interrupted", error: errorInfo(tree.stoppedError()) };
     return { runId: this.runId, status: "failed", error: errorInfo(err) };
   }
 
@@ -198,9 +200,9 @@ export class RunExecution {
     return this.tree.whilePaused().then(() => this.assertMayStart(scope));
   }
 
-  /** Refuse to start a step once the tree is stopping or this branch was aborted. */
+  /** Refuse to start a step (or a stage execution, or a tool call) once the tree is stopping, its lease may be gone, or this branch was aborted. */
   assertMayStart(scope: Scope): void {
-    if (scope.signal.aborted) throw this.stopError(scope);
+    if (scope.signal.aborted || !this.tree.leaseHeld()) throw this.stopError(scope);
   }
 
   /** Why a step in `scope` was stopped: the whole tree stopped, or its parallel group failed fast. */

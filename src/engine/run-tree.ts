@@ -32,6 +32,14 @@ export const MAX_CHILD_DEPTH = 3;
 export class RunTree {
   private readonly controller = new AbortController();
   stopReason: StopReason | undefined;
+  /**
+   * False once this drive may no longer hold its lease (the driver's local
+   * deadline passed, lease-keeper.ts; that also stops the tree): asked before
+   * anything with an effect outside the journal starts.
+   */
+  leaseHeld: () => boolean = () => true;
+  /** Set once a stage of this tree was handed to the executor (its processes may outlive it: driver.ts). */
+  stagesExecuted = false;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
 

@@ -16,8 +16,6 @@ export interface StageExecutor {
   execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult>;
   /** A stage is about to be recorded and executed: start whatever is slow to start (it must not throw). */
   prepare?(): void;
-  /** The run this executor was made for never started (refused before its first record): undo prepare(). */
-  discard?(): Promise<void>;
   /** Apply a control revision (pause/unpause) wherever stages run; resolves once it is acknowledged. */
   applyControl?(rev: number, paused: boolean): Promise<void>;
   /**

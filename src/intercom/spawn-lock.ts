@@ -14,7 +14,7 @@
  */
 
 import { linkSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
-import { HOST, isPidAlive } from "../shared/process-info.ts";
+import { hostId, isPidAlive } from "../shared/process-info.ts";
 
 export const STALE_MS = 15_000;
 
@@ -33,7 +33,7 @@ interface LockInfo {
 /** Takes the lock, or returns undefined when another process holds a fresh one. */
 export function tryLock(file: string): SpawnLock | undefined {
   const token = crypto.randomUUID();
-  const info: LockInfo = { pid: process.pid, host: HOST, at: Date.now(), token };
+  const info: LockInfo = { pid: process.pid, host: hostId(), at: Date.now(), token };
   try {
     writeFileSync(file, JSON.stringify(info), { flag: "wx", mode: 0o600 });
     return { file, token };
@@ -101,7 +101,7 @@ function isStale(info: LockInfo | undefined, now: number, file: string): boolean
     }
   }
   if (now - info.at > STALE_MS) return true;
-  return info.host === HOST && !isPidAlive(info.pid);
+  return info.host === hostId() && !isPidAlive(info.pid);
 }
 
 function parse(text: string): LockInfo | undefined {

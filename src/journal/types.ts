@@ -155,6 +155,12 @@ export interface AcquireOptions {
 
 export interface ListRunsFilter {
   status?: RunStatus;
+  /** Any of these stored statuses (with `status`, both must hold). */
+  statuses?: readonly RunStatus[];
+  /** Runs of the workflow of this name. */
+  workflowName?: string;
+  /** Runs created at or after this time (ms since the epoch). */
+  createdSince?: number;
   /** Root runs only (default true). */
   rootsOnly?: boolean;
   parentId?: RunId;
@@ -270,6 +276,8 @@ export interface NewWorkItem {
 export interface WorkItem extends NewWorkItem {
   rootId: RunId;
   runId: RunId;
+  /** The epoch of the root's lease under which the item was enqueued: only that drive's pool may claim it. */
+  rootEpoch: number;
   state: WorkState;
   generation: number;
   workerId: string | null;
@@ -290,6 +298,17 @@ export interface WorkFence {
   epoch: number;
 }
 
+/**
+ * Whose items a claim may take: those a root enqueued under its lease at
+ * `epoch`, and only while that lease is still at that epoch (not released,
+ * not taken over). A pool left over from an earlier drive of the root claims
+ * nothing of the drive that took over.
+ */
+export interface ClaimScope {
+  rootId: RunId;
+  epoch: number;
+}
+
 export type WorkReceipt =
   | { status: "committed"; item: WorkItem }
   /** The fence no longer holds (the item moved on to another generation, epoch or state). */
@@ -298,8 +317,13 @@ export type WorkReceipt =
   | { status: "op_conflict" };
 
 export interface WorkQueue {
-  /** Lease the oldest ready item (of `rootId`, or any root) to `workerId`: epoch + 1. */
-  claim(workerId: string, leaseMs: number, rootId?: RunId): Promise<WorkItem | undefined>;
+  /**
+   * Lease the oldest ready item (of `root`, or any root) to `workerId`:
+   * epoch + 1. An item whose root's lease is stale (moved past the epoch it
+   * was enqueued under, released, or expired) is never leased: without
+   * `root` the claim abandons it and takes the next.
+   */
+  claim(workerId: string, leaseMs: number, root?: ClaimScope): Promise<WorkItem | undefined>;
   /**
    * `claim` for several idle workers in one transaction: the oldest ready
    * item to `workerIds[0]`, the next to `workerIds[1]`, ... (FIFO); fewer
@@ -316,7 +340,7 @@ export interface WorkQueue {
   claimMany(
     workerIds: readonly string[],
     leaseMs: number,
-    rootId?: RunId,
+    root?: ClaimScope,
     onLeased?: (item: WorkItem, index: number) => void,
   ): Promise<WorkItem[]>;
   /** Lease one given item to `workerId` if it is ready (queue order aside); undefined when it is not. */
@@ -336,21 +360,25 @@ export interface WorkQueue {
   /**
    * `complete`, and in the same transaction, when that was a first commit
    * (not a stale or conflicting one, nor a retry answered with its first
-   * receipt), `claim` the oldest ready item (of `claimNext.rootId`, or any
+   * receipt), `claim` the oldest ready item (of `claimNext.root`, or any
    * root) for the same worker: its next item, without a second transaction.
    */
   completeAndClaim(
     fence: WorkFence,
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
-    claimNext: { leaseMs: number; rootId?: RunId },
+    claimNext: { leaseMs: number; root?: ClaimScope },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }>;
   /** A lost worker's item: back to ready at generation + 1, or failed with `error` when that would exceed `maxGenerations`. */
   release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt>;
   get(id: string): Promise<WorkItem | undefined>;
   list(rootId: RunId): Promise<WorkItem[]>;
-  /** Ready or leased items of a root whose driver is gone: abandoned. Returns how many. */
-  abandon(rootId: RunId): Promise<number>;
+  /**
+   * The ready or leased items that earlier drives of `lease`'s root enqueued
+   * (a lower root epoch): abandoned. Fenced by the lease: a holder that lost
+   * it gets LeaseLostError and changes nothing. Returns how many.
+   */
+  abandon(lease: Lease): Promise<number>;
   count(state?: WorkState): Promise<number>;
 }
 

@@ -15,6 +15,12 @@
  * - When the root goes away (IPC disconnect) or says `shutdown`, or the
  *   pool cannot go on (`fatal`), every worker and stage process group is
  *   killed and the coordinator exits.
+ * - The root's lease is watched (every ROOT_LEASE_CHECK_MS, once the
+ *   journal is open): once it is no longer at the epoch this pool serves, or
+ *   has expired, the root has stopped driving (it stops itself before its
+ *   lease expires: src/engine/lease-keeper.ts), even if it cannot say so (a
+ *   root stopped by SIGSTOP still holds the IPC channel open): the pool goes
+ *   down with its stages rather than run beside the drive that took over.
  */
 
 import { mkdirSync } from "node:fs";
@@ -31,6 +37,8 @@ import { RootChannel } from "./root-channel.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { Supervisor } from "./supervisor.ts";
 import { takeRoleConfig } from "../shared/self-exec.ts";
+
+const ROOT_LEASE_CHECK_MS = 500;
 
 export async function coordinatorMain(): Promise<void> {
   const config = parseMessage(CoordinatorConfigSchema, safeJson(takeRoleConfig()), "its environment");
@@ -62,6 +70,7 @@ class Coordinator implements CoordinatorCore {
   /** Set by attach(), before any item can be claimed (nothing is dispatched until then). */
   journal!: Journal;
   private attaching: Promise<void> | undefined;
+  private leaseWatch: ReturnType<typeof setInterval> | undefined;
 
   constructor(readonly config: CoordinatorConfig) {
     this.rootId = config.rootId as RunId;
@@ -101,11 +110,26 @@ class Coordinator implements CoordinatorCore {
       (journal) => {
         this.journal = journal;
         this.attached = true;
+        this.leaseWatch = setInterval(() => void this.watchRootLease(), ROOT_LEASE_CHECK_MS);
         void this.dispatcher.dispatch();
         void this.dispatcher.settleCancelledQueued();
       },
       (err: unknown) => this.fatal("worker_lost", `the pool coordinator cannot open the journal: ${ensureError(err).message}`),
     );
+  }
+
+  private async watchRootLease(): Promise<void> {
+    if (this.shuttingDown) return;
+    let why: string | undefined;
+    try {
+      const lease = await this.journal.getLease(this.rootId);
+      if (!lease) why = "was released";
+      else if (lease.epoch !== this.config.rootEpoch) why = `was taken over (epoch ${lease.epoch}, by ${lease.holderId})`;
+      else if (lease.renewedAt + lease.timeoutMs < Date.now()) why = "expired";
+    } catch {
+      return; // the journal is busy or unreachable: asked again at the next tick (the root decides by its own deadline)
+    }
+    if (why) this.fatal("worker_lost", `the root's lease on run ${this.rootId} (epoch ${this.config.rootEpoch}) ${why}: this pool stops with its stages`);
   }
 
   private async applyControl(rev: number, paused: boolean): Promise<void> {
@@ -126,6 +150,7 @@ class Coordinator implements CoordinatorCore {
     this.shuttingDown = true;
     this.log(`shutting down: ${why}`);
     this.stall.stop();
+    clearInterval(this.leaseWatch);
     // Reap the workers (no zombies left to an init that may not), then go.
     const exited = this.workers.killAll();
     void Promise.all([exited, this.attached ? this.journal.close() : undefined]).finally(() => process.exit(0));

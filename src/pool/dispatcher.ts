@@ -82,7 +82,7 @@ export class Dispatcher {
             items = await journal.work.claimMany(
               idle.map((s) => s.id),
               config.leaseMs,
-              rootId,
+              { rootId, epoch: config.rootEpoch },
               startEarly
                 ? (item, i) => {
                     trace("claim", item.id, claimAt);
@@ -136,7 +136,7 @@ export class Dispatcher {
       const claimAt = tracing ? traceNow() : 0;
       committed =
         slot.owns(msg.ref) && !this.core.paused
-          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, rootId })
+          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, root: { rootId, epoch: config.rootEpoch } })
           : { receipt: await journal.work.complete(fence, outcome, op), next: undefined };
       trace("committed", fence.id);
       if (committed.next) trace("claim", committed.next.id, claimAt);

@@ -6,7 +6,9 @@
  * stage's start record (`queued` tells it to); this executor starts the
  * coordinator on first use (re-executing the binary), nudges it, and waits
  * for that item's `work_done`. Live runner events arrive in batches, each
- * capped (event-batcher.ts).
+ * capped (event-batcher.ts). The pool starts with the run's first stage
+ * (prepare()), so a run whose steps never use a stage (ctx.tool only)
+ * starts no process.
  *
  * If the coordinator dies, every stage waiting on it — and every later one
  * — ends with the infrastructure fault `worker_lost` naming the
@@ -24,8 +26,8 @@
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { Subprocess } from "bun";
-import { mkdirSync, rmSync, rmdirSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { StageExecutor } from "../engine/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -56,6 +58,8 @@ const STATUS_ANSWER_MS = 15_000;
 export interface PoolOptions {
   home: string;
   rootId: string;
+  /** The epoch of the root's lease this pool serves (CoordinatorConfig.rootEpoch). */
+  rootEpoch: number;
   journalUrl?: string;
   workers: number;
   leaseMs?: number;
@@ -86,8 +90,6 @@ export class PoolExecutor implements StageExecutor {
   /** Pending live deliveries by work id and message id. */
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
-  /** The first directory start() had to create for the log directory (undefined: all existed). */
-  private madeDir: string | undefined;
   private reconcileTimer: ReturnType<typeof setInterval> | undefined;
   /** This process's event-loop stalls: an answer that waited behind them is not the coordinator's fault. */
   private stall: StallMonitor | undefined;
@@ -210,32 +212,7 @@ export class PoolExecutor implements StageExecutor {
     clearTimeout(timer);
   }
 
-  /**
-   * The run never started (its command line or workflow was refused after
-   * the pool was booted early): stop the pool and remove what starting it
-   * created, the run's artifact directory and any parent made for it, so
-   * that nothing is left behind. The coordinator had not opened the
-   * journal (it does at the first `work_ready`).
-   */
-  async discard(): Promise<void> {
-    await this.close();
-    const runDir = dirname(this.logDir);
-    try {
-      rmSync(runDir, { recursive: true, force: true });
-    } catch {
-      return; // left as it is: the refusal that brought us here is the error to report, not this
-    }
-    // Parents made for it (a fresh home): only while empty, never anything another process put there.
-    for (let dir = dirname(runDir); this.madeDir && dir.length >= this.madeDir.length; dir = dirname(dir)) {
-      try {
-        rmdirSync(dir);
-      } catch {
-        break;
-      }
-    }
-  }
-
-  /** Boot the coordinator and workers now, so they are up by the time the first item is enqueued. */
+  /** The run's first stage is about to be recorded: boot the coordinator and workers meanwhile. */
   prepare(): void {
     if (this.closing || this.lost) return;
     this.start().catch(() => {}); // a failed start is reported by execute()
@@ -244,10 +221,11 @@ export class PoolExecutor implements StageExecutor {
   private start(): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
       // 0700: this may be the first directory of a fresh home (made before the journal), which must be the owner's alone.
-      this.madeDir = mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
+      mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
       const config: CoordinatorConfig = {
         version: POOL_PROTOCOL_VERSION,
         rootId: this.opts.rootId,
+        rootEpoch: this.opts.rootEpoch,
         home: this.opts.home,
         ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
         workers: this.opts.workers,
@@ -265,7 +243,8 @@ export class PoolExecutor implements StageExecutor {
         reject(new Error(`the pool coordinator did not start within ${START_TIMEOUT_MS} ms; see ${logPath}`));
         this.proc?.kill("SIGKILL");
       }, START_TIMEOUT_MS);
-      // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts).
+      // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts); the
+      // environment as it is now (ATOMIC_ROOT_RUN_ID included: shared/run-processes.ts).
       this.proc = Bun.spawn(selfCommand(ROLE.coordinator), {
         env: { ...process.env, [ROLE_CONFIG_ENV]: JSON.stringify(config) },
         stdin: "ignore",

@@ -36,6 +36,7 @@ import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import { killGroup } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import { ensureError } from "../shared/errors.ts";
+import { newWorkerId } from "../shared/ids.ts";
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import type { CoordinatorCore } from "./coordinator-core.ts";
 import { assertNever, parseMessage } from "./protocol/common.ts";
@@ -79,13 +80,13 @@ export class Supervisor {
 
   private spawn(): WorkerSlot {
     const { config } = this.core;
-    const id = `w${++this.workerSeq}-${process.pid}`;
+    const id = newWorkerId(++this.workerSeq);
     const logPath = join(config.logDir, `${id}.log`);
     const proc = Bun.spawn(selfCommand(ROLE.worker, id), {
       stdin: "ignore",
       stdout: "ignore",
       stderr: Bun.file(logPath),
-      env: { ...process.env, ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs) },
+      env: { ...process.env, ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs), ATOMIC_WORK_LEASE_MS: String(config.leaseMs) },
       serialization: "json",
       ipc: (raw) => {
         const msg = parseMessage(FromWorkerSchema, raw, `worker ${id}`);

@@ -13,7 +13,10 @@
  * expects other work than the worker holds takes the slot back. A result
  * that cannot even be sent is reported (`commit_failed`) and the item given
  * back. A "stale" receipt means the coordinator gave the item to another
- * worker and this result was refused.
+ * worker and this result was refused. A worker whose lease could not be
+ * renewed by its local deadline while the coordinator kept answering
+ * (work-lease-deadline.ts) kills its stage and commits nothing: the item
+ * may be another worker's by then.
  *
  * Shutdown: on `shutdown`, on IPC disconnect (the coordinator is gone) or
  * on SIGTERM, the stage's process group is killed and the worker exits;
@@ -34,6 +37,7 @@ import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/com
 import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
 import { EventBatcher } from "./event-batcher.ts";
 import { WORKER_ENV } from "./reap.ts";
+import { WorkLeaseDeadline } from "./work-lease-deadline.ts";
 import { trace } from "./trace.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
 
@@ -41,6 +45,8 @@ interface Running {
   ref: { workId: string; generation: number; epoch: number };
   handle: RunnerHandle;
   batcher: EventBatcher;
+  /** Stopped by its work lease's local deadline: killed, and its result is not committed. */
+  fenced?: boolean;
 }
 
 const RECEIPT_TIMEOUT_MS = 2_000;
@@ -57,6 +63,7 @@ export async function workerMain(argv: string[]): Promise<void> {
   // Stages inherit it, so the coordinator can find them if this worker is lost (reap.ts).
   process.env[WORKER_ENV] = workerId;
   const heartbeatMs = Number(process.env.ATOMIC_HEARTBEAT_MS) || 1_000;
+  const deadline = new WorkLeaseDeadline(Number(process.env.ATOMIC_WORK_LEASE_MS) || 30_000);
   let running: Running | undefined;
   /** The item whose result is being committed (its stage has ended; no receipt yet). */
   let committing: Running["ref"] | undefined;
@@ -74,8 +81,18 @@ export async function workerMain(argv: string[]): Promise<void> {
   const holds = () => running?.ref ?? committing;
 
   const heartbeat = setInterval(() => {
-    const refs = [running?.ref, committing].filter((r) => r !== undefined);
-    if (refs.length) send({ type: "heartbeat", opId: newOp(), refs });
+    if (running && !running.fenced && deadline.passed()) {
+      // Its lease may be another worker's by now: the stage goes, and its result with it (work-lease-deadline.ts).
+      log(`work ${running.ref.workId}: its lease could not be renewed by its deadline; killing the stage, committing nothing`);
+      running.fenced = true;
+      running.handle.cancel("the work lease could not be renewed");
+      killAllGroups("SIGKILL");
+    }
+    const refs = [running?.fenced ? undefined : running?.ref, committing].filter((r) => r !== undefined);
+    if (refs.length === 0) return;
+    const opId = newOp();
+    deadline.heartbeatSent(opId);
+    send({ type: "heartbeat", opId, refs });
   }, heartbeatMs);
 
   /**
@@ -144,13 +161,19 @@ export async function workerMain(argv: string[]): Promise<void> {
       void commit(ref, result);
       return;
     }
-    running = { ref, handle, batcher };
+    const mine: Running = { ref, handle, batcher };
+    running = mine;
+    deadline.started();
     void handle.result.then(async (result) => {
       trace("exited", ref.workId);
       clearTimeout(report);
       batcher.flush();
       // Free before committing: the coordinator may hand us the next item in the same breath as the receipt.
       if (running?.ref === ref) running = undefined;
+      if (mine.fenced) {
+        if (stopping) exit(0);
+        return;
+      }
       const status = await commit(ref, result);
       if (status !== "committed") log(`commit of work ${ref.workId} (generation ${ref.generation}, epoch ${ref.epoch}) refused: ${status}`);
       if (stopping) exit(0);
@@ -166,6 +189,7 @@ export async function workerMain(argv: string[]): Promise<void> {
   process.on("message", (raw: unknown) => {
     const msg = parseMessage(ToWorkerSchema, raw, "coordinator");
     if (!msg) return;
+    deadline.heard();
     switch (msg.type) {
       case "start":
         if (msg.receipt) receipts.get(msg.receipt.opId)?.(msg.receipt.status);
@@ -191,7 +215,7 @@ export async function workerMain(argv: string[]): Promise<void> {
         send({ type: "control_ack", rev: msg.rev });
         break;
       case "receipt":
-        receipts.get(msg.opId)?.(msg.status);
+        if (!deadline.receipt(msg.opId, msg.status)) receipts.get(msg.opId)?.(msg.status);
         break;
       case "shutdown":
         exit(0);

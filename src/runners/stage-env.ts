@@ -8,7 +8,7 @@
  *   shared/secrets.ts (provider keys, the journal URL, PGPASSWORD, the
  *   status token) and atomic's internal configuration variables: a prompt
  *   injection that runs `env` must not find the key atomic talks to its
- *   model with.
+ *   model with (nor in /proc/$PPID/environ: shared/non-dumpable.ts).
  * - The stage's `env` option comes next: `NAME: "value"` sets a variable
  *   (any name, credentials included: the stage asked for it by name);
  *   `NAME: true` passes this process's own value of NAME, so a key can be

@@ -17,7 +17,9 @@
  * - `cancelled`: the user cancelled or interrupted. Exit code 4 / 130.
  */
 
+import { hostLabel } from "./process-info.ts";
 import { redact, redactValue } from "./secrets.ts";
+import { formatPlace, userPlace } from "./user-frames.ts";
 
 export type Disposition = "usage" | "terminal" | "retryable" | "cancelled";
 
@@ -35,6 +37,8 @@ export type InfraCode = (typeof INFRA_CODES)[number];
 
 export interface AtomicErrorOptions {
   hint?: string;
+  /** The last lines of a failed stage's stderr, shown under the failure sentence. */
+  stderr?: string[] | undefined;
   cause?: unknown;
   exitCode?: number;
 }
@@ -43,6 +47,7 @@ export class AtomicError extends Error {
   override name = "AtomicError";
   readonly hint: string | undefined;
   readonly exitCode: number;
+  readonly stderr: string[] | undefined;
   constructor(
     readonly code: string,
     message: string,
@@ -51,12 +56,21 @@ export class AtomicError extends Error {
   ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.hint = opts.hint;
+    this.stderr = opts.stderr?.length ? opts.stderr : undefined;
     this.exitCode = opts.exitCode ?? defaultExitCode(disposition);
   }
 
   /** Plain JSON form, as stored in the journal and printed by `--json`. */
   toJSON(): ErrorInfo {
-    return { name: this.name, code: this.code, message: this.message, hint: this.hint };
+    return { name: this.name, code: this.code, message: this.message, hint: this.hint, ...(this.stderr ? { stderr: this.stderr } : {}) };
+  }
+
+  /**
+   * The message alone: workflow code that writes `${err}` or String(err)
+   * shows users a sentence, not an internal class name ("StepFailedError: …").
+   */
+  override toString(): string {
+    return this.message;
   }
 }
 
@@ -77,6 +91,12 @@ export interface ErrorInfo {
   code: string;
   message: string;
   hint?: string | undefined;
+  /** Where workflow code threw it: "file:line:column" (an error of the user's code, not atomic's). */
+  at?: string | undefined;
+  /** That error's stack, for --verbose. */
+  stack?: string | undefined;
+  /** The last lines of a failed stage's stderr. */
+  stderr?: string[] | undefined;
 }
 
 /** Bad input from the user: nothing ran, nothing was written. */
@@ -104,22 +124,35 @@ export class LeaseHeldError extends AtomicError {
   ) {
     super(
       "lease_held",
-      `run ${runId} is being driven by another process (${holder.holderId}, pid ${holder.pid} on ${holder.host})`,
+      `run ${runId} is being driven by another process (${holder.holderId}, pid ${holder.pid} on ${hostLabel(holder.host)})`,
       "usage",
       { hint: "wait for it to finish, or stop that process and resume again" },
     );
   }
 }
 
-/** This process's lease was taken over or lost: it must stop writing at once. */
+/**
+ * This process's lease was taken over or lost: it must stop at once. With
+ * `holder`, the process that drives the run now; with `expired`, the lease
+ * could not be renewed by the driver's local deadline (it may be free).
+ */
 export class LeaseLostError extends AtomicError {
   override name = "LeaseLostError";
-  constructor(readonly runId: string, readonly epoch: number) {
+  constructor(
+    readonly runId: string,
+    readonly epoch: number,
+    readonly detail?: { holder?: { holderId: string; host: string; pid: number }; expired?: boolean },
+  ) {
+    const holder = detail?.holder;
     super(
       "lease_lost",
-      `lost the lease on run ${runId} (epoch ${epoch}); another process took it over`,
+      holder
+        ? `lost the lease on run ${runId}: another process drives it now (${holder.holderId}, pid ${holder.pid} on ${hostLabel(holder.host)}), so this one stopped`
+        : detail?.expired
+          ? `lost the lease on run ${runId}: it could not be renewed in time, so this process stopped (no stage started, no tool called since)`
+          : `lost the lease on run ${runId} (epoch ${epoch}); another process took it over`,
       "retryable",
-      { hint: `inspect it with: atomic show ${runId}` },
+      { hint: holder || !detail?.expired ? `follow it with: atomic show ${runId}` : `resume it with: atomic resume ${runId}` },
     );
   }
 }
@@ -181,10 +214,27 @@ export function ensureError(value: unknown): Error {
 /** An error as data (journal records, run outcomes, --json output), known secret values redacted (secrets.ts). */
 export function errorInfo(value: unknown): ErrorInfo {
   const err = ensureError(value);
-  if (err instanceof AtomicError) return redactValue(err.toJSON());
-  const raw = (err as Error & { code?: unknown }).code;
-  const code = typeof raw === "string" ? raw : "error";
-  return { name: err.name, code, message: redact(err.message) };
+  let info: ErrorInfo;
+  if (err instanceof AtomicError) info = redactValue(err.toJSON());
+  else {
+    const raw = (err as Error & { code?: unknown }).code;
+    info = { name: err.name, code: typeof raw === "string" ? raw : "error", message: redact(err.message) };
+  }
+  const thrown = userError(err);
+  const place = thrown && userPlace(thrown);
+  return place ? { ...info, at: formatPlace(place), stack: thrown.stack && redact(thrown.stack) } : info;
+}
+
+/**
+ * The error the user's code threw, if this is one or wraps one (a tool's
+ * failure keeps what its function threw as its cause). atomic's own errors
+ * are not: their stack points into the user's file only at the ctx call.
+ */
+function userError(err: Error): Error | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (!(e instanceof AtomicError)) return e;
+  }
+  return undefined;
 }
 
 export function isInfraCode(code: string): code is InfraCode {

@@ -48,7 +48,16 @@ export function parseRunId(text: string): RunId | undefined {
 }
 
 export function newHolderId(role: string): HolderId {
-  return `${role}-${process.pid}-${randomChars(6)}` as HolderId;
+  // Unique across hosts (pids are not): 60 random bits.
+  return `${role}-${process.pid}-${randomChars(12)}` as HolderId;
+}
+
+/**
+ * A pool worker's id: unique across pools and hosts (a pid is neither), with
+ * the worker's index in its pool in front, for people reading logs.
+ */
+export function newWorkerId(index: number): string {
+  return `w${index}-${encodeTime(Date.now(), 10)}${randomChars(10)}`;
 }
 
 export function newId(prefix: string): string {

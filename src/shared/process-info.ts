@@ -3,9 +3,18 @@
  * as a lease holder still exists. The start time guards against pid reuse: a
  * holder is alive only if a process with its pid exists and started at the
  * same clock tick.
+ *
+ * The host is an identity, not a name: this machine's id (/etc/machine-id),
+ * its boot id (a reboot starts a new host: no process of the last boot
+ * lives) and its pid namespace (containers on one machine share the boot id
+ * but not their pids), with the hostname in front for people to read. Two
+ * machines with one hostname are two hosts; a pid is only meaningful on its
+ * own host, so "its process is gone" is judged only for a holder whose whole
+ * identity is this process's. `--host-id` / ATOMIC_HOST_ID replaces the
+ * identity (for machines that share all three, e.g. network namespaces).
  */
 
-import { readFileSync } from "node:fs";
+import { readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { newHolderId, type HolderId } from "./ids.ts";
 
@@ -16,7 +25,40 @@ export interface ProcessIdentity {
   pidStart: number;
 }
 
-export const HOST = hostname();
+export const HOST_ID_ENV = "ATOMIC_HOST_ID";
+
+let host: string | undefined;
+
+/** This process's host identity (see the file note), computed once. */
+export function hostId(): string {
+  host ??= process.env[HOST_ID_ENV]?.trim() || detectHostId();
+  return host;
+}
+
+function detectHostId(): string {
+  const machine = firstLine("/etc/machine-id") || firstLine("/var/lib/dbus/machine-id");
+  const boot = firstLine("/proc/sys/kernel/random/boot_id");
+  let pidns = "";
+  try {
+    pidns = /\[(\d+)\]/.exec(readlinkSync("/proc/self/ns/pid"))?.[1] ?? "";
+  } catch {
+    // not Linux: the machine id and boot id (where there are any) stand alone
+  }
+  return [hostname(), machine, boot, pidns].join("/");
+}
+
+function firstLine(path: string): string {
+  try {
+    return readFileSync(path, "utf8").split("\n")[0]!.trim();
+  } catch {
+    return "";
+  }
+}
+
+/** For messages: the hostname part of a recorded host identity (the whole of an overridden one). */
+export function hostLabel(id: string): string {
+  return id.split("/")[0] || id;
+}
 
 /** Field 22 of /proc/<pid>/stat (clock ticks since boot); 0 where unavailable. */
 export function processStartTime(pid: number): number {
@@ -40,9 +82,9 @@ export function isPidAlive(pid: number): boolean {
   }
 }
 
-/** True when the holder ran on this host and its process is gone (or was replaced). */
+/** True when the holder ran on this very host (the whole identity) and its process is gone (or was replaced). */
 export function isLocalHolderDead(holder: ProcessIdentity): boolean {
-  if (holder.host !== HOST) return false;
+  if (holder.host !== hostId()) return false;
   if (!isPidAlive(holder.pid)) return true;
   if (holder.pidStart && processStartTime(holder.pid) !== holder.pidStart) return true;
   return false;
@@ -53,7 +95,7 @@ let self: (ProcessIdentity & { holderId: HolderId }) | undefined;
 export function thisProcessHolder(role = "root"): ProcessIdentity & { holderId: HolderId } {
   self ??= {
     holderId: newHolderId(role),
-    host: HOST,
+    host: hostId(),
     pid: process.pid,
     pidStart: processStartTime(process.pid),
   };

@@ -29,7 +29,7 @@ import { ROLE_CONFIG_ENV, USER_UMASK_ENV } from "./self-exec.ts";
  * it drives: provider API keys, the journal URL (it may carry a
  * password) and Postgres' password, the status token. A stage receives
  * none of them unless its `env` names it; a CLI agent adapter passes the
- * ones its CLI needs (cli-agents/adapters.ts, `credentials`).
+ * ones its CLI needs (its adapter in cli-agents/, `credentials`).
  */
 export const CREDENTIAL_VARIABLES = [
   "OPENAI_API_KEY",

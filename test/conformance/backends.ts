@@ -18,7 +18,7 @@ import { Kysely, sql } from "kysely";
 import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
-import { HOST, processStartTime } from "../../src/shared/process-info.ts";
+import { hostId, processStartTime } from "../../src/shared/process-info.ts";
 
 export interface Backend {
   name: string;
@@ -73,7 +73,7 @@ export const BACKENDS: readonly Backend[] = selected();
 let holders = 0;
 /** A lease holder living in this (live) process, so only expiry, release or force frees its lease. */
 export function liveHolder(name = "test"): HolderInfo {
-  return { holderId: `${name}-${process.pid}-${++holders}` as HolderId, host: HOST, pid: process.pid, pidStart: processStartTime(process.pid) };
+  return { holderId: `${name}-${process.pid}-${++holders}` as HolderId, host: hostId(), pid: process.pid, pidStart: processStartTime(process.pid) };
 }
 
 /** A started root run (workflow `name`) under a live lease. */

@@ -13,7 +13,7 @@ import { openJournal } from "../../src/journal/open.ts";
 import type { AppendEntry, HolderInfo, Journal, Lease, NewRunFields } from "../../src/journal/types.ts";
 import { AtomicError, LeaseHeldError, LeaseLostError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
-import { HOST } from "../../src/shared/process-info.ts";
+import { hostId } from "../../src/shared/process-info.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, liveHolder } from "./backends.ts";
 
@@ -277,11 +277,29 @@ for (const backend of BACKENDS) {
       const { journal } = await openIn();
       const proc = Bun.spawn(["true"]);
       await proc.exited;
-      const dead: HolderInfo = { holderId: `dead-${proc.pid}` as HolderId, host: HOST, pid: proc.pid, pidStart: 0 };
+      const dead: HolderInfo = { holderId: `dead-${proc.pid}` as HolderId, host: hostId(), pid: proc.pid, pidStart: 0 };
       const root = newRunId();
       const held = await journal.acquireLease(root, dead, { timeoutMs: 3_600_000 });
       const taken = await journal.acquireLease(root, liveHolder(), { timeoutMs: 60_000 });
       expect(taken.epoch).toBe(held.epoch + 1);
+    });
+
+    test(`${backend.name}: a dead-looking pid under another host identity (same hostname) is not taken at once; under this one it is`, async () => {
+      const { journal } = await openIn();
+      const proc = Bun.spawn(["true"]);
+      await proc.exited;
+      // The same hostname on another machine (or boot, or pid namespace): its pid says nothing about that host.
+      const [name, ...rest] = hostId().split("/");
+      const elsewhere = [name, "another-machine-id", ...rest.slice(1)].join("/");
+      expect(elsewhere).not.toBe(hostId());
+      const remote = newRunId();
+      await journal.acquireLease(remote, { holderId: `far-${proc.pid}` as HolderId, host: elsewhere, pid: proc.pid, pidStart: 0 }, { timeoutMs: 3_600_000 });
+      const err = await journal.acquireLease(remote, liveHolder(), { timeoutMs: 60_000 }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(LeaseHeldError);
+      expect((err as LeaseHeldError).message).toContain(`far-${proc.pid}, pid ${proc.pid} on ${name}`);
+      const local = newRunId();
+      const held = await journal.acquireLease(local, { holderId: `near-${proc.pid}` as HolderId, host: hostId(), pid: proc.pid, pidStart: 0 }, { timeoutMs: 3_600_000 });
+      expect((await journal.acquireLease(local, liveHolder(), { timeoutMs: 60_000 })).epoch).toBe(held.epoch + 1);
     });
 
     test(`${backend.name}: a live holder makes acquire refuse, naming the holder`, async () => {
@@ -291,7 +309,7 @@ for (const backend of BACKENDS) {
       const lease = await journal.acquireLease(root, holder, { timeoutMs: 3_600_000 });
       const err = await journal.acquireLease(root, liveHolder("intruder"), { timeoutMs: 60_000 }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(LeaseHeldError);
-      expect((err as LeaseHeldError).holder).toEqual({ holderId: holder.holderId, host: HOST, pid: process.pid });
+      expect((err as LeaseHeldError).holder).toEqual({ holderId: holder.holderId, host: hostId(), pid: process.pid });
       expect((err as LeaseHeldError).message).toContain(holder.holderId);
 
       // A remote holder is never presumed dead.
@@ -363,6 +381,13 @@ for (const backend of BACKENDS) {
       expect((await journal.listRuns({ limit: 2 })).map((r) => r.id)).toEqual([r2, r1]);
       expect((await journal.listRuns({ limit: 2, offset: 1 })).map((r) => r.id)).toEqual([r1, r0]);
       expect((await journal.listRuns({ offset: 2 })).map((r) => r.id)).toEqual([r0]);
+      // What `atomic runs --status a,b --workflow NAME --since WHEN` asks for.
+      expect((await journal.listRuns({ statuses: ["completed", "failed"] })).map((r) => r.id)).toEqual([r2, r1]);
+      expect(await journal.countRuns({ statuses: [] })).toBe(0);
+      expect(await journal.countRuns({ workflowName: "demo" })).toBe(3);
+      expect(await journal.countRuns({ workflowName: "other" })).toBe(0);
+      expect((await journal.listRuns({ createdSince: 2000 })).map((r) => r.id)).toEqual([r2, r1]);
+      expect((await journal.listRuns({ createdSince: 2000, statuses: ["running", "failed"], limit: 1 })).map((r) => r.id)).toEqual([r2]);
     });
 
     test(`${backend.name}: findRuns matches id prefixes, newest first`, async () => {

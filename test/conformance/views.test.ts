@@ -16,6 +16,7 @@ import type { AppendEntry, Journal, Lease, StageIndexEntry, StageTally } from ".
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, sqliteAtVersion, startRoot } from "./backends.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -154,7 +155,7 @@ for (const backend of BACKENDS) {
 
         const j = await backend.open(dir);
         open.push(j);
-        expect(backend.readSchemaVersion!(dir)).toBe(5);
+        expect(backend.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
         expect(shape(await j.views.stageTallies([rootId]), rootId)).toEqual([
           "finished/completed/completed x1 in=11 cost=55 turns=2",
           "finished/failed/completed x1",

@@ -10,7 +10,7 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import type { Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
+import type { ClaimScope, Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
 import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
@@ -36,11 +36,12 @@ const done = (text: string) => ({ state: "completed" as const, result: { status:
 for (const backend of BACKENDS) {
   describe(backend.name, () => {
     /** A fresh journal with a started root run under a live lease. */
-    async function setup(): Promise<{ journal: Journal; rootId: RunId; lease: Lease }> {
+    /** A fresh journal with a started root run under a live lease; `root` scopes claims to that drive. */
+    async function setup(): Promise<{ journal: Journal; rootId: RunId; lease: Lease; root: ClaimScope }> {
       const journal = await backend.open(makeTempDir());
       open.push(journal);
       const { rootId, lease } = await startRoot(journal, "wq");
-      return { journal, rootId, lease };
+      return { journal, rootId, lease, root: { rootId, epoch: lease.epoch } };
     }
 
     /** Enqueues one item per id, each in its own append (so each is ready later than the one before). */
@@ -61,7 +62,7 @@ for (const backend of BACKENDS) {
     }
 
     test(`${backend.name}: an item is enqueued with its start record and claimed FIFO by readiness`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       // Enqueued in this order, but ready in another: claims follow readiness.
       const now = Date.now();
       await enqueue(journal, lease, rootId, ["w-b"], now + 2);
@@ -73,50 +74,50 @@ for (const backend of BACKENDS) {
       expect(queued!.descriptor).toEqual({ command: "echo w-a" });
 
       const before = Date.now();
-      const first = await journal.work.claim("worker-1", LEASE_MS, rootId);
+      const first = await journal.work.claim("worker-1", LEASE_MS, root);
       expect(first).toMatchObject({ id: "w-a", state: "leased", workerId: "worker-1", generation: 1, epoch: queued!.epoch + 1 });
       expect(first!.leaseExpiresAt).toBeGreaterThanOrEqual(before + LEASE_MS);
       expect(first!.leaseExpiresAt).toBeLessThanOrEqual(Date.now() + LEASE_MS);
-      expect((await journal.work.claim("worker-2", LEASE_MS, rootId))?.id).toBe("w-b");
+      expect((await journal.work.claim("worker-2", LEASE_MS, root))?.id).toBe("w-b");
       expect((await journal.work.claim("worker-3", LEASE_MS))?.id).toBe("w-c");
-      expect(await journal.work.claim("worker-4", LEASE_MS, rootId)).toBeUndefined();
+      expect(await journal.work.claim("worker-4", LEASE_MS, root)).toBeUndefined();
       expect(await journal.work.count("leased")).toBe(3);
       expect((await journal.work.list(rootId)).map((w) => w.state)).toEqual(["leased", "leased", "leased"]);
     });
 
     test(`${backend.name}: a claim for one root leaves another root's items alone`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       const other = await startRoot(journal, "wq");
       const now = Date.now();
       await enqueue(journal, other.lease, other.rootId, ["o-1"], now);
       await enqueue(journal, lease, rootId, ["r-1"], now + 1);
-      expect((await journal.work.claim("worker-1", LEASE_MS, rootId))?.id).toBe("r-1");
-      expect(await journal.work.claim("worker-1", LEASE_MS, rootId)).toBeUndefined();
-      expect((await journal.work.claimMany(["worker-2", "worker-3"], LEASE_MS, rootId)).length).toBe(0);
+      expect((await journal.work.claim("worker-1", LEASE_MS, root))?.id).toBe("r-1");
+      expect(await journal.work.claim("worker-1", LEASE_MS, root)).toBeUndefined();
+      expect((await journal.work.claimMany(["worker-2", "worker-3"], LEASE_MS, root)).length).toBe(0);
       expect((await journal.work.get("o-1"))?.state).toBe("ready");
       // Without a root, any root's oldest.
       expect((await journal.work.claim("worker-9", LEASE_MS))?.id).toBe("o-1");
     });
 
     test(`${backend.name}: claimMany leases the oldest items to the workers in order, fewer when fewer are ready`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["m-1", "m-2", "m-3"]);
-      expect(await journal.work.claimMany([], LEASE_MS, rootId)).toEqual([]);
-      const two = await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, rootId);
+      expect(await journal.work.claimMany([], LEASE_MS, root)).toEqual([]);
+      const two = await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, root);
       expect(two.map((w) => [w.id, w.workerId, w.state])).toEqual([
         ["m-1", "w-a", "leased"],
         ["m-2", "w-b", "leased"],
       ]);
-      const rest = await journal.work.claimMany(["w-c", "w-d", "w-e"], LEASE_MS, rootId);
+      const rest = await journal.work.claimMany(["w-c", "w-d", "w-e"], LEASE_MS, root);
       expect(rest.map((w) => [w.id, w.workerId])).toEqual([["m-3", "w-c"]]);
-      expect(await journal.work.claimMany(["w-f"], LEASE_MS, rootId)).toEqual([]);
+      expect(await journal.work.claimMany(["w-f"], LEASE_MS, root)).toEqual([]);
     });
 
     test(`${backend.name}: claimMany hands out each lease as decided, before it is written; a failure after that leaves no lease`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["e-1", "e-2", "e-3", "e-4"]);
       const seen: [string, number, string | null, number][] = [];
-      const items = await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, rootId, (item, i) => seen.push([item.id, i, item.workerId, item.epoch]));
+      const items = await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, root, (item, i) => seen.push([item.id, i, item.workerId, item.epoch]));
       expect(seen).toEqual([
         ["e-1", 0, "w-a", 1],
         ["e-2", 1, "w-b", 1],
@@ -126,7 +127,7 @@ for (const backend of BACKENDS) {
 
       // The caller fails after the second item was handed out: the transaction is rolled back, both leases with it.
       const handed: string[] = [];
-      const failing = journal.work.claimMany(["w-c", "w-d"], LEASE_MS, rootId, (item, i) => {
+      const failing = journal.work.claimMany(["w-c", "w-d"], LEASE_MS, root, (item, i) => {
         handed.push(item.id);
         if (i === 1) throw new Error("the commit failed");
       });
@@ -138,7 +139,7 @@ for (const backend of BACKENDS) {
       }
       // Claimed again, they get the same epochs the failed claim handed out, so a worker that was given one must be
       // retired, never reused under its id (the coordinator's revoke): the next claim's fence names another worker.
-      const again = await journal.work.claimMany(["w-e", "w-f"], LEASE_MS, rootId);
+      const again = await journal.work.claimMany(["w-e", "w-f"], LEASE_MS, root);
       expect(again.map((w) => [w.id, w.workerId, w.epoch])).toEqual([
         ["e-3", "w-e", 1],
         ["e-4", "w-f", 1],
@@ -154,11 +155,11 @@ for (const backend of BACKENDS) {
     test.if(backend.capabilities.synchronousTransactions)(
       `${backend.name}: synchronous transactions: nothing else of the process runs between onLeased and the commit`,
       async () => {
-        const { journal, rootId, lease } = await setup();
+        const { journal, rootId, lease, root } = await setup();
         await enqueue(journal, lease, rootId, ["s-1", "s-2"]);
         let ranBetween = false;
         let seenAfter: (string | undefined)[] = [];
-        await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, rootId, (item, i) => {
+        await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, root, (item, i) => {
           if (i === 0) {
             // Code that the first hand-out lets run (a worker's message, a timer) must find the commit done.
             queueMicrotask(() => (ranBetween = true));
@@ -172,7 +173,7 @@ for (const backend of BACKENDS) {
     );
 
     test(`${backend.name}: claimItem leases one given ready item, out of queue order; not one that is leased or done`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["i-1", "i-2"]);
       const second = await journal.work.claimItem("i-2", "settler", LEASE_MS);
       expect([second?.id, second?.workerId, second?.state, second?.epoch]).toEqual(["i-2", "settler", "leased", 1]);
@@ -180,16 +181,16 @@ for (const backend of BACKENDS) {
       expect(await journal.work.claimItem("i-2", "other", LEASE_MS)).toBeUndefined();
       expect(await journal.work.claimItem("no-such-item", "other", LEASE_MS)).toBeUndefined();
       // The queue's oldest is still there for the next claim.
-      expect((await journal.work.claim("worker-1", LEASE_MS, rootId))?.id).toBe("i-1");
+      expect((await journal.work.claim("worker-1", LEASE_MS, root))?.id).toBe("i-1");
       await journal.work.complete(fence(second!), done("x"), { id: "op-i2", digest: "d" });
       expect(await journal.work.claimItem("i-2", "other", LEASE_MS)).toBeUndefined();
     });
 
     test(`${backend.name}: renewals are fenced: only the holder's current (worker, generation, epoch) extends a lease`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["h-1", "h-2"]);
-      const a = (await journal.work.claim("worker-1", 1_000, rootId))!;
-      const b = (await journal.work.claim("worker-2", 1_000, rootId))!;
+      const a = (await journal.work.claim("worker-1", 1_000, root))!;
+      const b = (await journal.work.claim("worker-2", 1_000, root))!;
       const wrong: WorkFence[] = [
         { ...fence(a), workerId: "worker-2" },
         { ...fence(a), epoch: a.epoch + 1 },
@@ -204,9 +205,9 @@ for (const backend of BACKENDS) {
     });
 
     test(`${backend.name}: a commit is fenced; a stale one changes nothing and says where the item is`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["c-1"]);
-      const item = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      const item = (await journal.work.claim("worker-1", LEASE_MS, root))!;
       for (const stale of [{ ...fence(item), workerId: "worker-2" }, { ...fence(item), epoch: item.epoch - 1 }, { ...fence(item), generation: 2 }]) {
         const receipt = await journal.work.complete(stale, done("stale"), { id: `op-${JSON.stringify(stale)}`, digest: "x" });
         expect(receipt.status).toBe("stale");
@@ -224,63 +225,63 @@ for (const backend of BACKENDS) {
     });
 
     test(`${backend.name}: operation ids: a retry gets the first receipt, a reused id with another body is refused`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["i-1", "i-2"]);
-      const item = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      const item = (await journal.work.claim("worker-1", LEASE_MS, root))!;
       const first = await journal.work.complete(fence(item), done("one"), { id: "op-same", digest: "digest-1" });
       expect(first.status).toBe("committed");
       const retry = await journal.work.complete(fence(item), done("one"), { id: "op-same", digest: "digest-1" });
       expect(retry).toEqual(first);
       expect(await journal.work.complete(fence(item), done("two"), { id: "op-same", digest: "digest-2" })).toEqual({ status: "op_conflict" });
       // The same id for another item is a conflict too, and commits nothing there.
-      const other = (await journal.work.claim("worker-2", LEASE_MS, rootId))!;
+      const other = (await journal.work.claim("worker-2", LEASE_MS, root))!;
       expect(await journal.work.complete(fence(other), done("one"), { id: "op-same", digest: "digest-1" })).toEqual({ status: "op_conflict" });
       expect((await journal.work.get(other.id))?.state).toBe("leased");
       expect((await journal.work.get(item.id))?.result).toEqual({ status: "completed", text: "one" });
     });
 
     test(`${backend.name}: completeAndClaim commits and leases the worker's next item in one call`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["n-1", "n-2", "n-3"]);
-      const item = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
-      const { receipt, next } = await journal.work.completeAndClaim(fence(item), done("1"), { id: "op-n1", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      const item = (await journal.work.claim("worker-1", LEASE_MS, root))!;
+      const { receipt, next } = await journal.work.completeAndClaim(fence(item), done("1"), { id: "op-n1", digest: "d" }, { leaseMs: LEASE_MS, root });
       expect(receipt.status).toBe("committed");
       expect(next).toMatchObject({ id: "n-2", state: "leased", workerId: "worker-1" });
       expect((await journal.work.get("n-1"))?.state).toBe("completed");
 
       // A retry of the same commit gets the first receipt and claims nothing more.
-      const retry = await journal.work.completeAndClaim(fence(item), done("1"), { id: "op-n1", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      const retry = await journal.work.completeAndClaim(fence(item), done("1"), { id: "op-n1", digest: "d" }, { leaseMs: LEASE_MS, root });
       expect(retry).toEqual({ receipt, next: undefined });
       expect((await journal.work.get("n-3"))?.state).toBe("ready");
       // Neither does a conflicting or a stale one.
-      expect(await journal.work.completeAndClaim(fence(item), done("x"), { id: "op-n1", digest: "other" }, { leaseMs: LEASE_MS, rootId })).toEqual({
+      expect(await journal.work.completeAndClaim(fence(item), done("x"), { id: "op-n1", digest: "other" }, { leaseMs: LEASE_MS, root })).toEqual({
         receipt: { status: "op_conflict" },
         next: undefined,
       });
-      const stale = await journal.work.completeAndClaim({ ...fence(next!), epoch: next!.epoch + 1 }, done("x"), { id: "op-stale", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      const stale = await journal.work.completeAndClaim({ ...fence(next!), epoch: next!.epoch + 1 }, done("x"), { id: "op-stale", digest: "d" }, { leaseMs: LEASE_MS, root });
       expect(stale.receipt.status).toBe("stale");
       expect(stale.next).toBeUndefined();
       expect((await journal.work.get("n-3"))?.state).toBe("ready");
 
-      const second = await journal.work.completeAndClaim(fence(next!), done("2"), { id: "op-n2", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      const second = await journal.work.completeAndClaim(fence(next!), done("2"), { id: "op-n2", digest: "d" }, { leaseMs: LEASE_MS, root });
       expect(second.next?.id).toBe("n-3");
-      const last = await journal.work.completeAndClaim(fence(second.next!), done("3"), { id: "op-n3", digest: "d" }, { leaseMs: LEASE_MS, rootId });
+      const last = await journal.work.completeAndClaim(fence(second.next!), done("3"), { id: "op-n3", digest: "d" }, { leaseMs: LEASE_MS, root });
       expect(last.receipt.status).toBe("committed");
       expect(last.next).toBeUndefined();
       expect(await journal.work.count("completed")).toBe(3);
     });
 
     test(`${backend.name}: a released item comes back at the next generation; its old holder is stale`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["g-1"]);
-      const first = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
+      const first = (await journal.work.claim("worker-1", LEASE_MS, root))!;
       const released = await journal.work.release(fence(first), 3, WORKER_LOST);
       expect(released.status).toBe("committed");
       if (released.status === "committed") expect(released.item).toMatchObject({ state: "ready", generation: 2, workerId: null, leaseExpiresAt: null });
       // Releasing twice (a stale fence) changes nothing.
       expect((await journal.work.release(fence(first), 3, WORKER_LOST)).status).toBe("stale");
 
-      const second = (await journal.work.claim("worker-2", LEASE_MS, rootId))!;
+      const second = (await journal.work.claim("worker-2", LEASE_MS, root))!;
       expect(second).toMatchObject({ id: "g-1", generation: 2, workerId: "worker-2" });
       expect(second.epoch).toBeGreaterThan(first.epoch);
       // The first worker, back from the dead, can neither renew nor commit.
@@ -291,10 +292,10 @@ for (const backend of BACKENDS) {
     });
 
     test(`${backend.name}: after the last generation a released item fails with the given error`, async () => {
-      const { journal, rootId, lease } = await setup();
+      const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["l-1"]);
       for (let generation = 1; generation <= 3; generation++) {
-        const item = (await journal.work.claim(`worker-${generation}`, LEASE_MS, rootId))!;
+        const item = (await journal.work.claim(`worker-${generation}`, LEASE_MS, root))!;
         expect(item.generation).toBe(generation);
         const receipt = await journal.work.release(fence(item), 3, WORKER_LOST);
         expect(receipt.status).toBe("committed");
@@ -302,36 +303,73 @@ for (const backend of BACKENDS) {
         if (generation < 3) expect(receipt.item).toMatchObject({ state: "ready", generation: generation + 1 });
         else expect(receipt.item).toMatchObject({ state: "failed", generation: 3, error: WORKER_LOST });
       }
-      expect(await journal.work.claim("worker-4", LEASE_MS, rootId)).toBeUndefined();
+      expect(await journal.work.claim("worker-4", LEASE_MS, root)).toBeUndefined();
       expect(await journal.work.get("l-1")).toMatchObject({ state: "failed", error: WORKER_LOST, leaseExpiresAt: null });
     });
 
-    test(`${backend.name}: abandon takes a root's ready and leased items off the queue, and nothing else`, async () => {
-      const { journal, rootId, lease } = await setup();
+    test(`${backend.name}: abandon, fenced by the root's lease, takes earlier drives' ready and leased items off the queue, and nothing else`, async () => {
+      const { journal, rootId, lease, root } = await setup();
       const other = await startRoot(journal, "wq");
       await enqueue(journal, lease, rootId, ["a-1", "a-2", "a-3"]);
       await enqueue(journal, other.lease, other.rootId, ["o-1"]);
-      const leased = (await journal.work.claim("worker-1", LEASE_MS, rootId))!;
-      const finished = (await journal.work.claim("worker-2", LEASE_MS, rootId))!;
+      const leased = (await journal.work.claim("worker-1", LEASE_MS, root))!;
+      const finished = (await journal.work.claim("worker-2", LEASE_MS, root))!;
       await journal.work.complete(fence(finished), done("kept"), { id: "op-kept", digest: "d" });
+      // The drive that enqueued them abandons none of its own.
+      expect(await journal.work.abandon(lease)).toBe(0);
 
-      expect(await journal.work.abandon(rootId)).toBe(2);
+      // A resume takes the lease over (epoch + 1) and abandons what the earlier drive left.
+      const resumed = await journal.acquireLease(rootId, liveHolder("resume"), { timeoutMs: LEASE_MS, force: true });
+      await expect(journal.work.abandon(lease)).rejects.toMatchObject({ code: "lease_lost" });
+      expect((await journal.work.get("a-1"))?.state).toBe("leased");
+      expect(await journal.work.abandon(resumed)).toBe(2);
       expect((await journal.work.list(rootId)).map((w) => [w.id, w.state])).toEqual([
         ["a-1", "abandoned"],
         ["a-2", "completed"],
         ["a-3", "abandoned"],
       ]);
-      expect(await journal.work.claim("worker-3", LEASE_MS, rootId)).toBeUndefined();
+      expect(await journal.work.claim("worker-3", LEASE_MS, { rootId, epoch: resumed.epoch })).toBeUndefined();
       expect((await journal.work.complete(fence(leased), done("late"), { id: "op-abandoned", digest: "d" })).status).toBe("stale");
       expect((await journal.work.get("o-1"))?.state).toBe("ready");
-      expect(await journal.work.abandon(rootId)).toBe(0);
+      expect(await journal.work.abandon(resumed)).toBe(0);
       expect(await journal.work.count("abandoned")).toBe(2);
       expect(await journal.work.count()).toBe(4);
+    });
+
+    test(`${backend.name}: a claim refuses items whose root lease is stale: a taken-over drive's pool claims nothing, an unscoped claim abandons them`, async () => {
+      const { journal, rootId, lease, root } = await setup();
+      await enqueue(journal, lease, rootId, ["s-1", "s-2"]);
+      expect((await journal.work.get("s-1"))?.rootEpoch).toBe(lease.epoch);
+      const resumed = await journal.acquireLease(rootId, liveHolder("resume"), { timeoutMs: LEASE_MS, force: true });
+      const scope = { rootId, epoch: resumed.epoch };
+      // The old drive's pool: its lease moved on, so it claims nothing at all, not even what the new drive enqueues.
+      expect(await journal.work.claim("old-worker", LEASE_MS, root)).toBeUndefined();
+      await enqueue(journal, resumed, rootId, ["n-1"]);
+      expect(await journal.work.claimMany(["old-1", "old-2"], LEASE_MS, root)).toEqual([]);
+      expect((await journal.work.get("n-1"))?.rootEpoch).toBe(resumed.epoch);
+      // The new drive's pool takes only its own item; an unscoped claim abandons the stale ones on its way.
+      expect((await journal.work.claim("new-worker", LEASE_MS, scope))?.id).toBe("n-1");
+      expect(await journal.work.claim("any-worker", LEASE_MS, scope)).toBeUndefined();
+      expect(await journal.work.claim("any-worker", LEASE_MS)).toBeUndefined();
+      expect(Object.fromEntries((await journal.work.list(rootId)).map((w) => [w.id, w.state]))).toEqual({ "s-1": "abandoned", "s-2": "abandoned", "n-1": "leased" });
+      // An expired lease fences its items too: its driver stopped itself before the expiry.
+      const short = await startRoot(journal, "wq");
+      const brief = await journal.acquireLease(short.rootId, liveHolder("brief"), { timeoutMs: 50, force: true });
+      await enqueue(journal, brief, short.rootId, ["e-1"]);
+      await Bun.sleep(60);
+      expect(await journal.work.claim("new-worker", LEASE_MS, { rootId: short.rootId, epoch: brief.epoch })).toBeUndefined();
+      expect((await journal.work.get("e-1"))?.state).toBe("ready");
+      // A released lease fences its items too.
+      await enqueue(journal, resumed, rootId, ["n-2"]);
+      await journal.releaseLease(resumed);
+      expect(await journal.work.claim("new-worker", LEASE_MS, scope)).toBeUndefined();
+      expect(await journal.work.claim("any-worker", LEASE_MS)).toBeUndefined();
+      expect((await journal.work.get("n-2"))?.state).toBe("abandoned");
     });
   });
 }
 
-describe("sqlite: schema version 4", () => {
+describe("sqlite: schema versions 4 and 6", () => {
   test("the version an open checks against is the one the last migration writes", () => {
     // schema-version.ts states it without loading the migrations (and Kysely); they must agree.
     expect(MIGRATIONS[MIGRATIONS.length - 1]!.version).toBe(LATEST_SCHEMA_VERSION);
@@ -370,8 +408,16 @@ describe("sqlite: schema version 4", () => {
     const retry = await j.work.complete(item, done("old"), { id: "op-old", digest: "d-old" });
     expect(retry).toMatchObject({ status: "committed", item: { id: "old-1", state: "completed", result: { text: "old" } } });
     expect(await j.work.complete(item, done("other"), { id: "op-old", digest: "d-new" })).toEqual({ status: "op_conflict" });
+    // The ready item was enqueued by an earlier drive (no root epoch before version 6): no claim takes it.
+    expect(await j.work.claim("worker-2", LEASE_MS)).toBeUndefined();
+    expect((await j.work.get("old-2"))?.state).toBe("abandoned");
     // New operations are stored in the short form and still answer their retries.
-    const next = (await j.work.claim("worker-2", LEASE_MS, rootId))!;
+    const lease = await j.acquireLease(rootId, liveHolder("mig"), { timeoutMs: LEASE_MS });
+    await j.append(lease, [
+      { runId: rootId, type: "step_started", key: "k-3", payload: {}, work: { id: "new-3", stageKey: "k-3", attempt: 1, descriptor: {} } },
+    ]);
+    const next = (await j.work.claim("worker-2", LEASE_MS, { rootId, epoch: lease.epoch }))!;
+    expect(next.id).toBe("new-3");
     const first = await j.work.complete(fence(next), done("two"), { id: "op-new", digest: "d" });
     expect(await j.work.complete(fence(next), done("two"), { id: "op-new", digest: "d" })).toEqual(first);
     await j.close();

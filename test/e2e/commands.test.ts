@@ -242,7 +242,7 @@ e2eTest("version, --version, --help and a command's --help", async () => {
   expect(JSON.parse(versionJson.stdout)).toMatchObject({ version: VERSION });
   for (const h of [help, helpWord]) {
     expect(h.code).toBe(0);
-    expect(h.stdout).toContain("Usage: atomic <command> [options]");
+    expect(h.stdout).toContain("USAGE\n  atomic <command> [options]");
     for (const cmd of ["run", "resume", "runs", "show", "logs", "cancel", "workflows", "version"]) {
       expect(h.stdout).toMatch(new RegExp(`^  ${cmd}\\s+\\S`, "m"));
     }
@@ -254,7 +254,7 @@ e2eTest("version, --version, --help and a command's --help", async () => {
   expect(runHelp.stdout).toContain("--inputs-json");
   expect(runHelp.stdout).toContain("--lease-ms");
   expect(runHelp.stdout).not.toContain("inputsJson"); // the help names the flags the parser accepts
-  expect(runHelp.stdout).toContain("Global options");
+  expect(runHelp.stdout).toContain("GLOBAL OPTIONS");
   expect(runHelp.stdout).not.toMatch(ANSI);
   // none of these touched the home
   expect(existsSync(join(home, "atomic.db"))).toBe(false);
@@ -315,3 +315,38 @@ if (HAS_SCRIPT) {
     expect(dumb.stdout).not.toMatch(ANSI);
   });
 }
+
+e2eTest("help reads like a CLI: USAGE atomic <command>, aligned options, defaults once, an example per command; --version --json", async () => {
+  const home = makeTempDir();
+  const top = await runAtomic(["--help"], { home });
+  expect(top.stdout).not.toContain("--journal");
+  const versionJson = await runAtomic(["--version", "--json"], { home });
+  expect(versionJson.code).toBe(0);
+  expect(JSON.parse(versionJson.stdout)).toMatchObject({ version: VERSION });
+  const commands = [...top.stdout.matchAll(/^ {2}([a-z]+) {2,}\S/gm)].map((m) => m[1]!).filter((c) => !c.startsWith("-"));
+  expect(commands).toContain("run");
+  expect(commands.length).toBeGreaterThanOrEqual(16);
+  for (const name of commands) {
+    const r = await runAtomic([name, "--help"], { home });
+    expect({ name, code: r.code, stderr: r.stderr }).toEqual({ name, code: 0, stderr: "" });
+    const text = r.stdout;
+    expect(text).toMatch(new RegExp(`^USAGE\\n {2}atomic ${name}( [A-Z\\[][A-Z\\]]*)*( \\[options\\])?$`, "m"));
+    expect(text).toMatch(/^EXAMPLES\n {2}atomic \S/m);
+    for (const example of text.split("EXAMPLES\n")[1]!.split("\n").filter(Boolean)) expect(example).toMatch(new RegExp(`^ {2}atomic (--version|${name})\\b`));
+    expect(text).not.toContain("(Default:"); // citty's second copy of a default
+    expect(text).not.toContain("--journal");
+    expect(text).not.toMatch(/--[a-z]+[A-Z]/); // flags in kebab case, as the parser takes them
+    expect(text).not.toMatch(/^\s+--no-\S+\s*$/m); // no bare --no-x line without a description
+    // Options and global options: one column of flags, descriptions starting at one column.
+    const rows = text.split("\n").filter((l) => /^ {2}-\S*( \S+)* {2,}\S/.test(l));
+    expect(rows.length).toBeGreaterThan(3);
+    const starts = new Set(rows.map((l) => /^ {2}-\S*( \S+)* {2,}/.exec(l)![0].length));
+    expect({ name, starts: [...starts] }).toEqual({ name, starts: [...starts].slice(0, 1) });
+  }
+  const run = await runAtomic(["run", "--help"], { home });
+  expect(run.stdout).toMatch(/^ {2}--lease-ms MS +lease timeout in ms \(default 30000\)$/m);
+  expect(run.stdout.match(/default 30000/g)).toHaveLength(2); // --lease-ms and --work-lease-ms, each once
+  const logs = await runAtomic(["logs", "--help"], { home });
+  expect(logs.stdout).toMatch(/^ {2}--no-stderr +leave stderr out/m);
+  expect(logs.stdout).toMatch(/^ {2}-f, --follow +keep printing/m);
+});

@@ -11,7 +11,8 @@ import { cancelRun } from "../../src/engine/cancel.ts";
 import { assertResumable } from "../../src/engine/driver.ts";
 import { shownStatus } from "../../src/journal/run-status.ts";
 import { workflow } from "../../src/sdk/index.ts";
-import type { RunId } from "../../src/shared/ids.ts";
+import { newHolderId, newRunId, type RunId } from "../../src/shared/ids.ts";
+import { EVENT } from "../../src/engine/journal-events.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { aborted, deferred, engineAfterEach, processGone, shQuote, waitUntil, withEngine, type Engine } from "./helpers.ts";
 
@@ -138,6 +139,27 @@ describe("cancelRun", () => {
       const pid = Number(readFileSync(pidFile, "utf8").trim());
       await waitUntil(() => processGone(pid), "the stage's background child to be gone");
       expect(await fx.journal.getLease(driven.runId)).toBeUndefined();
+    });
+  });
+
+  test("cancelling a run nobody drives abandons the stage executions its last driver queued", async () => {
+    await withEngine(async (fx) => {
+      // A driver that enqueued two stages and died (its lease expired): the items are still on the queue.
+      const rootId = newRunId();
+      const holder = { holderId: newHolderId("root"), host: "elsewhere", pid: 1, pidStart: 0 };
+      const lease = await fx.journal.acquireLease(rootId, holder, { timeoutMs: 1_000 });
+      const newRun = { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "gone", workflowPath: "/gone.ts", workflowDigest: "d", inputs: {} };
+      await fx.journal.append(lease, [
+        { runId: rootId, type: EVENT.runStarted, payload: {}, newRun },
+        { runId: rootId, type: "step_started", key: "0", payload: {}, work: { id: "q-1", stageKey: "0", attempt: 1, descriptor: {} } },
+        { runId: rootId, type: "step_started", key: "1", payload: {}, work: { id: "q-2", stageKey: "1", attempt: 1, descriptor: {} } },
+      ]);
+      expect(await fx.journal.work.claim("w-gone", 30_000, { rootId, epoch: lease.epoch })).toBeDefined();
+      await waitUntil(async () => shownStatus((await fx.getRun(rootId))!, await fx.journal.getLease(rootId)) === "crashed", "the lease to expire");
+
+      const result = await cancelRun(fx.journal, await fx.getRun(rootId), 0);
+      expect(result).toEqual({ result: "cancelled", status: "cancelled" });
+      expect((await fx.journal.work.list(rootId)).map((w) => w.state)).toEqual(["abandoned", "abandoned"]);
     });
   });
 

@@ -47,7 +47,7 @@ import type {
 } from "../../src/journal/types.ts";
 import { killAllGroups, killGroup, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../../src/runners/types.ts";
-import { LeaseLostError } from "../../src/shared/errors.ts";
+import { LeaseLostError, StorageError } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import type { WorkflowDefinition } from "../../src/sdk/types.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -161,6 +161,8 @@ export function seeded(seed: number): () => number {
  */
 class CrashableJournal implements Journal {
   crashed = false;
+  /** Renewals fail as if the database could not be reached (not a lost lease). */
+  renewalsFail = false;
   trigger: ((entry: AppendEntry) => boolean) | undefined;
 
   constructor(private readonly inner: Journal) {}
@@ -203,6 +205,7 @@ class CrashableJournal implements Journal {
   }
   async renewLease(lease: Lease): Promise<Lease> {
     if (this.crashed) throw new LeaseLostError(lease.rootId, lease.epoch);
+    if (this.renewalsFail) throw new StorageError("storage_unavailable", "the journal cannot be reached (test)");
     return this.inner.renewLease(lease);
   }
   async releaseLease(lease: Lease): Promise<void> {
@@ -257,6 +260,8 @@ export interface Driven {
   /** Crash when an append batch holds a matching entry (that batch is not written). */
   crashOn(pred: (entry: AppendEntry) => boolean): void;
   readonly crashed: boolean;
+  /** From now on this driver's lease renewals fail with a storage error (a partition from the database). */
+  failRenewals(): void;
 }
 
 export interface Engine {
@@ -306,6 +311,9 @@ export async function withEngine<T>(cb: (fx: Engine) => Promise<T>): Promise<T> 
       },
       crashOn: (pred) => {
         crashable.trigger = pred;
+      },
+      failRenewals: () => {
+        crashable.renewalsFail = true;
       },
       get crashed() {
         return crashable.crashed;

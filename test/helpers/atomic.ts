@@ -148,6 +148,8 @@ export async function waitUntil<T>(cond: () => T | Promise<T>, timeoutMs = 30_00
  * (for orphan checks: atomic's own processes carry their home in their
  * environment, ATOMIC_HOME or their role's configuration, never in argv).
  * With `role`, only processes whose command line also contains it.
+ * Needs root: atomic's processes are non-dumpable (shared/non-dumpable.ts),
+ * so a user without CAP_SYS_PTRACE cannot read their environment.
  */
 export function processesMatching(needle: string, role?: string): number[] {
   const pids: number[] = [];

@@ -180,7 +180,7 @@ describe("broker lifecycle", () => {
     const gone = Bun.spawnSync(["true"]).pid;
     const { mkdirSync } = await import("node:fs");
     mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
-    writeFileSync(paths.lockFile, JSON.stringify({ pid: gone, host: (await import("node:os")).hostname(), at: Date.now(), token: "old" }));
+    writeFileSync(paths.lockFile, JSON.stringify({ pid: gone, host: (await import("../../src/shared/process-info.ts")).hostId(), at: Date.now(), token: "old" }));
     const c = await client(home);
     expect((await c.status()).pid).toBe(brokerPidOf(home)!);
     expect(existsSync(paths.lockFile)).toBe(false);

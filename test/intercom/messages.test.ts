@@ -88,7 +88,7 @@ describe("messages to stages", () => {
           return { a: a.text, b: b.text };
         },
       });
-      const pool = where === "pool" ? { executor: (rootId: string) => new PoolExecutor({ home: fx.home, rootId, workers: 2 }) } : {};
+      const pool = where === "pool" ? { executor: (lease: { rootId: string; epoch: number }) => new PoolExecutor({ home: fx.home, rootId: lease.rootId, rootEpoch: lease.epoch, workers: 2 }) } : {};
       const driven = await fx.start(wf, {}, pool);
       const running = driven.run();
       await waitUntil(() => fx.eventsOf("stage_output").some((e) => e.name === "talker" && e.text.includes("ready")), "talker to be ready");

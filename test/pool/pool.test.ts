@@ -243,8 +243,8 @@ e2eTest("a stage that kills its worker 3 times fails the run with worker_retry_l
   const run = await lastRun(home);
   const report = await show(home, run.id);
   expect(report.run.error.code).toBe("worker_retry_limit");
-  expect(report.run.error.message).toMatch(/worker-logs\/w\d+-\d+\.log/);
-  const tail = report.run.error.message.split(/--- last 8 KiB of \S+worker-logs\/w\d+-\d+\.log ---\n/)[1] as string;
+  expect(report.run.error.message).toMatch(/worker-logs\/w\d+-[0-9a-z]+\.log/);
+  const tail = report.run.error.message.split(/--- last 8 KiB of \S+worker-logs\/w\d+-[0-9a-z]+\.log ---\n/)[1] as string;
   expect(tail).toContain(`last-${pids[2]}`);
   expect(tail).not.toContain(`first-${pids[2]}`);
   expect(tail.length).toBeLessThanOrEqual(8 * 1024);
@@ -318,7 +318,7 @@ e2eTest("200 stages over 4 workers: each ran exactly once", async () => {
   // the stages really ran on workers: 4 of them, each with a log
   const logs = readdirSync(join(home, "artifacts", result.runId, "worker-logs")).sort();
   expect(logs).toContain("coordinator.log");
-  expect(logs.filter((f) => /^w\d+-\d+\.log$/.test(f)).length).toBe(4);
+  expect(logs.filter((f) => /^w\d+-[0-9a-z]+\.log$/.test(f)).length).toBe(4);
 }, 150_000);
 
 e2eTest("live stage output flows worker → coordinator → root (--json shows it)", async () => {
@@ -381,8 +381,7 @@ e2eTest("bad pool options are one clear error, exit 2, nothing written", async (
   expect(runs.stdout.trim()).toBe("");
 });
 
-e2eTest("a run refused after its pool was started (a bad input) leaves no process and writes nothing", async () => {
-  // The pool boots while the workflow loads; the input check fails after that.
+e2eTest("a refused run (a bad input) leaves no process and writes nothing", async () => {
   const home = join(makeTempDir(), "fresh-home");
   const refused = await runAtomic(["run", ONE, "--input", "command=true", "--input", "bogus=1"], { home });
   expect(refused.code).toBe(2);
@@ -402,11 +401,10 @@ e2eTest("a run refused after its pool was started (a bad input) leaves no proces
   expect(runs.stdout.trim().split("\n")).toHaveLength(1);
 });
 
-e2eTest("Ctrl-C while the workflow still loads (the pool already started): exit 130, no process, nothing written", async () => {
+e2eTest("Ctrl-C while the workflow still loads: exit 130, no process, nothing written", async () => {
   const dir = makeTempDir();
   const wf = join(dir, "slow-load.ts");
   const started = join(dir, "loading");
-  // Top-level code that takes its time: the pool boots meanwhile.
   writeFileSync(
     wf,
     `import { writeFileSync } from "node:fs";\nimport { workflow } from "atomic";\nwriteFileSync(${JSON.stringify(started)}, "");\nawait Bun.sleep(10_000);\nexport default workflow({ name: "slow", async run(ctx) { await ctx.shell("s", "true"); } });\n`,
@@ -414,11 +412,28 @@ e2eTest("Ctrl-C while the workflow still loads (the pool already started): exit 
   const home = join(dir, "home");
   const proc = spawnAtomic(["run", wf], { home });
   await waitUntil(() => existsSync(started), 10_000, "the workflow file to start loading");
-  await waitUntil(() => processesWithHome(home).length >= 3, 10_000, "the pool to start");
   proc.kill("SIGINT");
   expect(await proc.exited).toBe(130);
   expect(existsSync(home)).toBe(false);
   expect(processesWithHome(home)).toEqual([]);
+});
+
+e2eTest("a run whose steps never use a stage (ctx.tool only) starts no coordinator and no worker", async () => {
+  const dir = makeTempDir();
+  const home = join(dir, "home");
+  const marker = join(dir, "root-pid");
+  const gate = join(dir, "gate");
+  const proc = spawnAtomic(["run", join(FIX, "tools-only.ts"), "--input", `marker=${marker}`, "--input", `gate=${gate}`, "--json"], { home });
+  await waitUntil(() => existsSync(marker) && readFileSync(marker, "utf8") !== "", 20_000, "the second tool step to run");
+  const rootPid = Number(readFileSync(marker, "utf8"));
+  expect(rootPid).toBe(proc.pid);
+  // Mid-run, between its steps: the root has no child process (the pool would be a coordinator).
+  expect(childrenOf(rootPid)).toEqual([]);
+  writeFileSync(gate, "");
+  expect(await proc.exited).toBe(0);
+  const result = JSON.parse((await new Response(proc.stdout).text()).trim().split("\n").pop()!);
+  expect(result.outputs).toEqual({ sum: 6 });
+  expect(existsSync(join(home, "artifacts", result.runId, "worker-logs"))).toBe(false);
 });
 
 e2eTest("from source (bun src/main.ts) the coordinator and workers are the same file re-run in their roles", async () => {
@@ -430,9 +445,24 @@ e2eTest("from source (bun src/main.ts) the coordinator and workers are the same 
   const result = JSON.parse(r.stdout.trim().split("\n").pop()!);
   const [worker, coordinator] = (result.outputs.text as string).split("\n");
   const main = join(ROOT, "src", "main.ts");
-  expect(worker).toMatch(new RegExp(`^${BUN} ${main} --internal-workflow-worker w\\d+-\\d+$`));
+  expect(worker).toMatch(new RegExp(`^${BUN} ${main} --internal-workflow-worker w\\d+-[0-9a-z]{20}$`));
   // Its configuration (home, journal URL) is in its environment, not on its command line.
   expect(coordinator).toMatch(new RegExp(`^${BUN} ${main} --internal-pool-coordinator$`));
+});
+
+e2eTest("worker ids are unique across pools: the pool's index for display, then random, never the pid", async () => {
+  const home = makeTempDir();
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await runAtomic(["run", ONE, "--input", "command=true", "--workers", "2", "--json"], { home });
+    expect(r.code).toBe(0);
+    const result = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    const logs = readdirSync(join(home, "artifacts", result.runId, "worker-logs")).filter((f) => f !== "coordinator.log");
+    ids.push(...logs.map((f) => f.replace(/\.log$/, "")));
+  }
+  expect(ids.length).toBeGreaterThanOrEqual(4);
+  for (const id of ids) expect(id).toMatch(/^w[12]-[0-9a-z]{20}$/);
+  expect(new Set(ids).size).toBe(ids.length);
 });
 
 e2eTest("--in-process runs stages in the root (no pool processes)", async () => {

@@ -16,37 +16,61 @@ import type { Journal } from "../../journal/types.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { session, type CliSession } from "../session.ts";
+import { stdoutClosed, writeAsync } from "../output.ts";
 
 const POLL_MS = 250;
+/** How much of a log file is held at once: a 70 MB log streams through this, never read whole. */
+const CHUNK_BYTES = 64 * 1024;
+
+/** A piece of a log: a whole line, or (`partial`) the start of one longer than a chunk or the file's unfinished end. */
+interface Piece {
+  text: string;
+  partial: boolean;
+}
 
 class FileTail {
   private offset = 0;
-  private partial = "";
+  private rest = "";
+  private readonly decoder = new TextDecoder();
   constructor(readonly path: string) {}
 
-  /** New complete lines since the last read (the rest of the file at the end). */
-  read(final: boolean): string[] {
+  /**
+   * Calls `emit` for the lines written since the last call, a chunk at a
+   * time (awaiting it, so output keeps pace with a slow reader); `final`
+   * also emits an unfinished last line.
+   */
+  async drain(final: boolean, emit: (pieces: Piece[]) => Promise<void>): Promise<void> {
     if (existsSync(this.path)) {
       const size = statSync(this.path).size;
       if (size > this.offset) {
         const fd = openSync(this.path, "r");
         try {
-          const buf = Buffer.alloc(size - this.offset);
-          const n = readSync(fd, buf, 0, buf.length, this.offset);
-          this.offset += n;
-          this.partial += buf.subarray(0, n).toString("utf8");
+          const buf = Buffer.alloc(Math.min(CHUNK_BYTES, size - this.offset));
+          while (this.offset < size) {
+            const n = readSync(fd, buf, 0, Math.min(buf.length, size - this.offset), this.offset);
+            if (n === 0) break;
+            this.offset += n;
+            this.rest += this.decoder.decode(buf.subarray(0, n), { stream: true });
+            const lines = this.rest.split("\n");
+            this.rest = lines.pop() ?? "";
+            const pieces: Piece[] = lines.map((text) => ({ text, partial: false }));
+            // A line longer than a chunk goes out in pieces rather than pile up in memory.
+            if (this.rest.length > CHUNK_BYTES) {
+              pieces.push({ text: this.rest, partial: true });
+              this.rest = "";
+            }
+            await emit(pieces);
+          }
         } finally {
           closeSync(fd);
         }
       }
     }
-    const lines = this.partial.split("\n");
-    this.partial = lines.pop() ?? "";
-    if (final && this.partial) {
-      lines.push(this.partial);
-      this.partial = "";
+    if (final && this.rest) {
+      const text = this.rest;
+      this.rest = "";
+      await emit([{ text, partial: false }]);
     }
-    return lines;
   }
 }
 
@@ -56,7 +80,7 @@ export default defineCommand({
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
     stage: { type: "string", description: "only this stage (name, path like child/stage, or position)" },
     follow: { type: "boolean", alias: ["f"], description: "keep printing new output until the run stops" },
-    stderr: { type: "boolean", description: "include stderr (default true)", default: true },
+    stderr: { type: "boolean", description: "leave stderr out (it is printed by default)", default: true },
   },
   async run({ args }) {
     const s = session();
@@ -87,7 +111,10 @@ export default defineCommand({
         }
       }
       const prefix = args.stage === undefined;
-      for (const { label, stream, tail } of tails.values()) printLines(s, label, stream, tail.read(!live), prefix);
+      for (const { label, stream, tail } of tails.values()) {
+        await tail.drain(!live, (pieces) => printPieces(s, label, stream, pieces, prefix));
+        if (stdoutClosed()) return;
+      }
       if (!args.follow || !live) break;
       await Bun.sleep(POLL_MS);
       if (!(await stillExists(journal, run.id))) break;
@@ -99,12 +126,20 @@ async function stillExists(journal: Journal, id: RunId): Promise<boolean> {
   return (await journal.getRun(id)) !== undefined;
 }
 
-/** Lines as the stage wrote them, but for known secret values (shared/secrets.ts): its files keep everything. */
-function printLines(s: CliSession, label: string, stream: string, lines: string[], prefix: boolean): void {
-  for (const written of lines) {
-    const line = redact(written);
-    if (s.globals.json) s.json({ stage: label, stream, line });
-    else if (stream === "stderr") process.stdout.write(`${prefix ? `[${label}] ` : ""}${s.style.dim(line)}\n`);
-    else process.stdout.write(`${prefix ? `[${label}] ` : ""}${line}\n`);
+/**
+ * Writes one chunk's lines and waits until stdout takes more. Without a
+ * prefix or --json the bytes go out as they are (a piece of an overlong
+ * line without a newline); otherwise each piece is a line of its own.
+ */
+async function printPieces(s: CliSession, label: string, stream: string, pieces: Piece[], prefix: boolean): Promise<void> {
+  let text = "";
+  for (const { text: written, partial } of pieces) {
+    const line = redact(written); // the stage's files keep everything (shared/secrets.ts)
+    if (s.globals.json) text += `${JSON.stringify({ stage: label, stream, line, ...(partial ? { partial: true } : {}) })}\n`;
+    else {
+      const shown = stream === "stderr" ? s.style.dim(line) : line;
+      text += `${prefix ? `[${label}] ` : ""}${shown}${partial && !prefix ? "" : "\n"}`;
+    }
   }
+  await writeAsync(text);
 }

@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
-import { loadWorkflowFile } from "../../engine/loader.ts";
+import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { newRunId } from "../../shared/ids.ts";
 import { driveRun } from "../drive.ts";
@@ -24,12 +24,13 @@ import { SERVE_ARGS, startCliServer } from "../status-server.ts";
 import { createRunView, type RunView } from "../view/run-view.ts";
 import type { CliSession } from "../session.ts";
 import type { StatusServer } from "../../status/server.ts";
+import { exit, out } from "../output.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
   args: {
     file: { type: "positional", description: "workflow file (.ts), or the name of one in .atomic/workflows/", required: true },
-    input: { type: "string", description: "an input as key=value (repeatable)" },
+    input: { type: "string", description: "an input; repeat the flag for more inputs (an array input takes it several times)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
@@ -46,17 +47,13 @@ export default defineCommand({
       throw new UsageError("bad_flag", "--port and --host only go with --serve", { hint: "add --serve, or use atomic serve" });
     }
     const file = resolveWorkflowArg(args.file);
-    // The worker pool boots (about 25 ms: a coordinator, then its workers) while the workflow loads and
-    // the run is set up, rather than once its first stage waits for it. Should anything below refuse the
-    // run, discard() stops the pool and removes what it created; the pool opens the journal only when
-    // the run gives it work.
+    // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
+    // steps never use a stage (ctx.tool only) pays for no coordinator and no worker.
     const runId = newRunId();
-    const executor = typeof choice === "function" ? choice(runId) : choice;
-    if (existsSync(file)) executor.prepare?.();
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
-    // Ctrl-C before the run is recorded: nothing to resume, so the pool goes like for a refused run.
-    const stopEarly = () => void Promise.resolve(executor.discard?.()).finally(() => process.exit(130));
+    // Ctrl-C before the run is recorded: nothing was written, nothing to resume.
+    const stopEarly = () => void exit(130);
     process.once("SIGINT", stopEarly);
     process.once("SIGTERM", stopEarly);
     const startedOrRefused = () => {
@@ -78,7 +75,7 @@ export default defineCommand({
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       root = await RootRun.start(
-        { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor },
+        { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice },
         { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
       );
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
@@ -86,7 +83,6 @@ export default defineCommand({
       await driveRun(s, root, view);
     } finally {
       startedOrRefused();
-      if (!root) await executor.discard?.();
       // The page gets the run's last events before the server goes.
       await server?.stop(true);
     }
@@ -97,7 +93,7 @@ function announce(s: CliSession, view: RunView, server: StatusServer, runId: str
   // A login URL: opening it signs the browser in and shows the run's page.
   const url = server.loginUrl(`/runs/${runId}`);
   if (s.globals.json) s.json({ type: "status_server", url, port: server.port });
-  else if (s.globals.quiet) process.stdout.write(`status page: ${url}\n`);
+  else if (s.globals.quiet) out(`status page: ${url}\n`);
   else view.note(`status page: ${url}`);
 }
 

@@ -1,23 +1,44 @@
 /**
- * `atomic runs [--status S] [--limit N] [--watch]`: list root runs, newest
- * first; a run nobody drives any more shows as crashed. --watch redraws
- * the list live (with stages and cost) until Ctrl-C.
+ * `atomic runs [--status S] [--workflow NAME] [--since WHEN] [--limit N] [--watch]`:
+ * list root runs, newest first; a run nobody drives any more shows as
+ * crashed. --watch redraws the list live (with stages and cost) until Ctrl-C.
+ *
+ * --status takes what the STATUS column shows, comma-separated for several:
+ * the stored statuses and the derived ones (crashed: running or awaiting
+ * input with its driver gone; paused: running, asked to pause). The journal
+ * selects the stored statuses a shown one can come from, page by page, and
+ * the shown status decides. --since takes an ISO date or date-time, or an
+ * age: a number and s, m, h, d or w (`90m`, `2h`, `7d`).
  */
 
 import { defineCommand } from "citty";
 import { shownStatus } from "../../journal/run-status.ts";
-import { RUN_STATUSES, type RunStatus } from "../../journal/types.ts";
+import { RUN_STATUSES, type Journal, type ListRunsFilter, type RunStatus, type ShownStatus } from "../../journal/types.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { session } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
+import { renderTable } from "../table.ts";
 import { RunSummaries } from "../../status/summaries.ts";
 import type { UsageTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
 
+const SHOWN_STATUSES: readonly ShownStatus[] = [...RUN_STATUSES, "crashed", "paused"];
+
+/** The stored statuses a shown status can come from. */
+const STORED_FOR: Record<ShownStatus, readonly RunStatus[]> = {
+  ...(Object.fromEntries(RUN_STATUSES.map((x) => [x, [x]])) as Record<RunStatus, RunStatus[]>),
+  crashed: ["running", "awaiting_input"],
+  paused: ["running"],
+};
+
+const PAGE = 200;
+
 export default defineCommand({
   meta: { name: "runs", description: "List runs, newest first" },
   args: {
-    status: { type: "string", description: `only runs with this stored status (${RUN_STATUSES.join(", ")})` },
+    status: { type: "string", description: `only runs shown with this status, or several comma-separated (${SHOWN_STATUSES.join(", ")})` },
+    workflow: { type: "string", description: "only runs of the workflow of this name" },
+    since: { type: "string", description: "only runs started since an ISO date or time, or an age like 90m, 2h, 7d" },
     limit: { type: "string", description: "how many (default 20)" },
     watch: { type: "boolean", description: "redraw the list live until Ctrl-C" },
   },
@@ -25,45 +46,119 @@ export default defineCommand({
     const s = session();
     const limit = args.limit === undefined ? 20 : Number(args.limit);
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
-      throw new UsageError("bad_flag", `--limit must be a whole number from 1 to 10000, got ${JSON.stringify(args.limit)}`);
+      throw new UsageError("bad_flag", `--limit must be a whole number from 1 to 10000, got ${JSON.stringify(args.limit)}`, { hint: "for example --limit 50" });
     }
-    if (args.status !== undefined && !(RUN_STATUSES as readonly string[]).includes(args.status)) {
-      throw new UsageError("bad_flag", `--status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(args.status)}`);
+    const wanted = args.status === undefined ? undefined : parseStatuses(args.status);
+    const since = args.since === undefined ? undefined : parseSince(args.since);
+    if (args.workflow !== undefined && args.workflow.trim() === "") {
+      throw new UsageError("bad_flag", "--workflow needs a workflow name", { hint: "the names are in the WORKFLOW column of atomic runs" });
     }
     const journal = await s.journal();
     if (args.watch) {
+      if (args.workflow !== undefined || since !== undefined || (wanted && (wanted.length > 1 || !isStored(wanted[0]!)))) {
+        throw new UsageError("bad_flag", "--watch takes only --limit and a single stored --status", {
+          hint: `drop --watch to filter by ${args.workflow !== undefined ? "--workflow" : since !== undefined ? "--since" : "that status"}`,
+        });
+      }
       const { watchRuns } = await import("../view/runs-watch.ts");
-      return watchRuns(s, journal, { status: args.status as RunStatus | undefined, limit });
+      return watchRuns(s, journal, { status: wanted?.[0] as RunStatus | undefined, limit });
     }
-    const runs = await journal.listRuns({ limit, ...(args.status ? { status: args.status as RunStatus } : {}) });
-    const rows = [];
-    const summaries = new RunSummaries(journal);
-    for (const run of runs) {
-      const lease = run.status === "running" || run.status === "awaiting_input" ? await journal.getLease(run.id) : undefined;
-      const status = shownStatus(run, lease);
-      // Usage of the run and its child runs, summed in the stage index (exact integers; no replay of the run).
-      const usage: UsageTotals | null = (await summaries.summarize(run)).usage;
-      rows.push({ run, status, usage, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
-    }
+    const filter: ListRunsFilter = {
+      ...(wanted ? { statuses: [...new Set(wanted.flatMap((w) => STORED_FOR[w]))] } : {}),
+      ...(args.workflow !== undefined ? { workflowName: args.workflow } : {}),
+      ...(since !== undefined ? { createdSince: since } : {}),
+    };
+    const rows = await selectRuns(journal, filter, wanted, limit);
     if (s.globals.json) {
       for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, usage: r.usage });
       return;
     }
     if (rows.length === 0) {
-      s.info("no runs yet; start one with: atomic run <workflow file>");
+      const filtered = wanted !== undefined || args.workflow !== undefined || since !== undefined;
+      if (filtered) s.info("no runs match; see every run with: atomic runs");
+      else s.info("no runs yet; start one with: atomic run <workflow file>");
       return;
     }
     const st = s.style;
-    s.result(st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(14)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  ${"DURATION".padEnd(8)}  ${"TOKENS".padEnd(9)}  COST`));
-    for (const { run, status, leaseExpiresAt, usage } of rows) {
-      const end = run.endedAt ?? (status === "running" ? Date.now() : run.updatedAt);
-      const note = leaseExpiresAt === undefined ? "" : st.dim(leaseExpiresAt > Date.now() ? " driver process gone" : ` lease expired ${formatTime(leaseExpiresAt)}`);
-      s.result(
-        `${run.id}  ${colorFor(st, status)(status.padEnd(14))}  ${run.workflowName.slice(0, 20).padEnd(20)}  ${formatTime(run.createdAt)}  ${formatDuration(end - run.createdAt).padEnd(8)}  ${tokens(usage).padEnd(9)}  ${usage ? formatCost(usage) : "-"}${note}`,
-      );
-    }
+    const now = Date.now();
+    const lines = renderTable(
+      [
+        { header: "RUN", cells: rows.map((r) => r.run.id) },
+        { header: "STATUS", cells: rows.map((r) => r.status), color: (i, t) => colorFor(st, rows[i]!.status)(t) },
+        { header: "WORKFLOW", cells: rows.map((r) => r.run.workflowName), shrink: { min: 8 } },
+        { header: "STARTED", cells: rows.map((r) => formatTime(r.run.createdAt)), drop: 2 },
+        { header: "DURATION", cells: rows.map((r) => formatDuration((r.run.endedAt ?? (r.status === "running" ? now : r.run.updatedAt)) - r.run.createdAt)), drop: 3 },
+        { header: "TOKENS", cells: rows.map((r) => tokens(r.usage)), drop: 5 },
+        { header: "COST", cells: rows.map((r) => (r.usage ? formatCost(r.usage) : "-")), drop: 4 },
+        {
+          header: "",
+          cells: rows.map((r) => (r.leaseExpiresAt === undefined ? "" : r.leaseExpiresAt > now ? "driver process gone" : `lease expired ${formatTime(r.leaseExpiresAt)}`)),
+          drop: 6,
+          color: (_i, t) => st.dim(t),
+        },
+      ],
+      st,
+    );
+    for (const line of lines) s.result(line);
   },
 });
+
+interface Row {
+  run: Awaited<ReturnType<Journal["listRuns"]>>[number];
+  status: ShownStatus;
+  usage: UsageTotals | null;
+  leaseExpiresAt: number | undefined;
+}
+
+/** Up to `limit` runs the filter selects whose shown status is wanted, newest first. */
+async function selectRuns(journal: Journal, filter: ListRunsFilter, wanted: readonly ShownStatus[] | undefined, limit: number): Promise<Row[]> {
+  const rows: Row[] = [];
+  const summaries = new RunSummaries(journal);
+  for (let offset = 0; rows.length < limit; offset += PAGE) {
+    const page = await journal.listRuns({ ...filter, limit: wanted ? PAGE : limit, offset });
+    for (const run of page) {
+      const lease = run.status === "running" || run.status === "awaiting_input" ? await journal.getLease(run.id) : undefined;
+      const status = shownStatus(run, lease);
+      if (wanted && !wanted.includes(status)) continue;
+      // Usage of the run and its child runs, summed in the stage index (exact integers; no replay of the run).
+      const usage: UsageTotals | null = (await summaries.summarize(run)).usage;
+      rows.push({ run, status, usage, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
+      if (rows.length === limit) break;
+    }
+    if (!wanted || page.length < PAGE) break;
+  }
+  return rows;
+}
+
+function isStored(status: ShownStatus): status is RunStatus {
+  return (RUN_STATUSES as readonly string[]).includes(status);
+}
+
+function parseStatuses(text: string): ShownStatus[] {
+  const parts = text.split(",").map((x) => x.trim().toLowerCase().replace(/-/g, "_"));
+  for (const p of parts) {
+    if (!(SHOWN_STATUSES as readonly string[]).includes(p)) {
+      throw new UsageError("bad_flag", `--status ${JSON.stringify(p)} is not a status a run can have`, {
+        hint: `use one or more of ${SHOWN_STATUSES.join(", ")} (comma-separated)`,
+      });
+    }
+  }
+  return parts as ShownStatus[];
+}
+
+const AGE_UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+const ISO = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?)?$/;
+
+/** --since: an age (`2h`: runs started in the last two hours) or an ISO date (midnight UTC) or date-time. */
+export function parseSince(text: string, now = Date.now()): number {
+  const age = /^(\d+(?:\.\d+)?)([smhdw])$/.exec(text.trim());
+  if (age) return now - Number(age[1]) * AGE_UNITS[age[2]!]!;
+  const at = ISO.test(text.trim()) ? Date.parse(text.trim().replace(" ", "T")) : NaN;
+  if (!Number.isNaN(at)) return at;
+  throw new UsageError("bad_flag", `--since ${JSON.stringify(text)} is neither a date nor an age`, {
+    hint: "use an ISO date or time (2026-12-01, 2026-12-01T09:30Z) or an age like 90m, 2h, 7d",
+  });
+}
 
 function tokens(u: UsageTotals | null): string {
   if (!u) return "-";

@@ -3,10 +3,12 @@
 import { defineCommand } from "citty";
 import { buildRunReport, type RunReport, type StepReport } from "../../engine/run-report.ts";
 import { session, type CliSession } from "../session.ts";
+import { failureDetail, failureSentence } from "../failure.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
 import { reportTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
 import type { Usage } from "../../sdk/types.ts";
+import { hostLabel } from "../../shared/process-info.ts";
 
 export default defineCommand({
   meta: { name: "show", description: "Show a run: stages, outputs, errors, timings" },
@@ -38,7 +40,7 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
     const why = report.leaseExpiresAt > Date.now() ? "its driver process is gone" : `its lease expired ${formatTime(report.leaseExpiresAt)}`;
     line("crashed", `${why}; resume with: atomic resume ${run.rootId}`);
   }
-  if (report.holder) line("driver", `pid ${report.holder.pid} on ${report.holder.host}`);
+  if (report.holder) line("driver", `pid ${report.holder.pid} on ${hostLabel(report.holder.host)}`);
   for (const q of report.questions ?? []) {
     line("question", `${q.id}: ${q.question}${q.choices ? ` [${q.choices.join("/")}]` : ""}; answer with: atomic answer ${run.rootId} ${q.id} <answer>`);
   }
@@ -46,7 +48,10 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   if (depth === 0 && run.workflowPath) line("file", run.workflowPath);
   line("inputs", JSON.stringify(run.inputs));
   if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
-  if (run.error) line("error", st.red(`${run.error.message}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
+  if (run.error) {
+    line("error", st.red(`${failureSentence(run.error)}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
+    for (const detail of failureDetail(run.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);
+  }
   const totals = reportTotals(report);
   if (totals.usage) line(depth === 0 ? "total" : "usage", formatUsage({ ...totals.usage, ...(anyFlag(report, "unpriced") ? { unpriced: true } : {}), ...(anyFlag(report, "estimated") ? { estimated: true } : {}) }));
   for (const w of report.waiting ?? []) line("waiting", `${w.name} (#${w.position}) since ${formatTime(w.since)}: ${w.reason}`);
@@ -69,7 +74,10 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
   const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
   s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}`)}`);
-  if (step.error) s.result(`${pad}          ${st.red(step.error.message)}`);
+  if (step.error) {
+    s.result(`${pad}          ${st.red(failureSentence(step.error))}`);
+    for (const detail of failureDetail(step.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);
+  }
   if (step.usage) s.result(`${pad}          ${st.dim(`usage    ${formatUsage(step.usage)}`)}`);
   if (step.kind === "stage" && step.outputPath) s.result(`${pad}          ${st.dim(`output: ${step.outputPath}`)}`);
   if (step.child) printReport(s, step.child, depth + 2, all);

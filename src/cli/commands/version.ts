@@ -3,6 +3,7 @@
 import { defineCommand } from "citty";
 import { VERSION } from "../../shared/version.ts";
 import { session } from "../session.ts";
+import { out } from "../output.ts";
 
 export default defineCommand({
   meta: { name: "version", description: "Print the version" },
@@ -10,6 +11,6 @@ export default defineCommand({
   run() {
     const s = session();
     if (s.globals.json) s.json({ version: VERSION, bun: Bun.version });
-    else process.stdout.write(`${VERSION}\n`);
+    else out(`${VERSION}\n`);
   },
 });

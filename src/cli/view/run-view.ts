@@ -12,6 +12,8 @@ import type { EngineEvent, EngineObserver } from "../../engine/observer.ts";
 import type { CliSession } from "../session.ts";
 import { colorFor, formatDuration, type Style } from "../style.ts";
 import { TreeModel } from "./tree-model.ts";
+import { out, err } from "../output.ts";
+import { failureDetail, failureSentence } from "../failure.ts";
 
 export interface RunView {
   observer: EngineObserver;
@@ -31,7 +33,7 @@ export function createRunView(s: CliSession): RunView {
 
 function jsonView(): RunView {
   return {
-    observer: (e) => process.stdout.write(`${JSON.stringify(e)}\n`),
+    observer: (e) => out(`${JSON.stringify(e)}\n`),
     close() {},
     note() {},
   };
@@ -42,7 +44,7 @@ function linesView(s: CliSession): RunView {
   let rootId: string | undefined;
   let replayed = 0;
   const st = s.style;
-  const print = (line: string) => process.stdout.write(`${line}\n`);
+  const print = (line: string) => out(`${line}\n`);
   return {
     observer(e: EngineEvent) {
       switch (e.type) {
@@ -63,22 +65,24 @@ function linesView(s: CliSession): RunView {
           if (e.kind === "tool" && e.status === "completed") break;
           const t0 = started.get(`${e.runId}/${e.position}`);
           const took = t0 ? ` in ${formatDuration(e.at - t0)}` : "";
-          const why = e.error ? `: ${e.error.message}` : "";
+          const why = e.error ? `: ${failureSentence(e.error)}` : "";
           const u = e.result?.usage;
           const spent = u ? st.dim(` (${u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens} tokens, $${(u.costMicroUsd / 1e6).toFixed(4)})`) : "";
           print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(e.status)}${took}${spent}${why}`);
+          // The run's own failure line quotes stderr again; a stage that fails inside a group or child is seen here.
+          if (e.error && e.status === "failed") for (const l of failureDetail(e.error, st, false, "    ")) print(l);
           break;
         }
         case "log":
           print(`  ${e.message}`);
           break;
         case "warning":
-          process.stderr.write(`${st.yellow("warning:")} ${e.message}\n`);
+          err(`${st.yellow("warning:")} ${e.message}\n`);
           break;
         case "run_ended":
           // the root's end is printed with the result
           if (e.runId === rootId && replayed > 0) print(`  (${replayed} recorded step(s) replayed from the journal, not re-run)`);
-          if (e.runId !== rootId) print(`run ${e.runId} ${colorFor(st, e.status)(e.status)}${e.error ? `: ${e.error.message}` : ""}`);
+          if (e.runId !== rootId) print(`run ${e.runId} ${colorFor(st, e.status)(e.status)}${e.error ? `: ${failureSentence(e.error)}` : ""}`);
           break;
         case "paused":
           print(`run ${e.runId} paused: no new step starts until atomic unpause`);
@@ -114,10 +118,10 @@ function treeView(style: Style): RunView {
     const rows = Math.max(5, (process.stdout.rows || 40) - 2);
     const lines = model.render(style, Date.now());
     const shown = lines.length > rows ? [style.dim(`… ${lines.length - rows + 1} more above`), ...lines.slice(-rows + 1)] : lines;
-    let out = drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : "";
-    for (const n of notes.splice(0)) out += `${n}\n`;
-    out += shown.map((l) => `${l}\n`).join("");
-    process.stdout.write(out);
+    let frame = drawn > 0 ? `\x1b[${drawn}A\r\x1b[J` : "";
+    for (const n of notes.splice(0)) frame += `${n}\n`;
+    frame += shown.map((l) => `${l}\n`).join("");
+    out(frame);
     drawn = shown.length;
   };
   const timer = setInterval(draw, 100);

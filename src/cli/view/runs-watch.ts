@@ -13,6 +13,7 @@ import type { Journal, RunStatus } from "../../journal/types.ts";
 import { RunSummaries, type RunSummary } from "../../status/summaries.ts";
 import type { CliSession } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
+import { out } from "../output.ts";
 
 const REFRESH_MS = 1000;
 
@@ -29,7 +30,7 @@ export async function watchRuns(s: CliSession, journal: Journal, filter: { statu
   process.on("SIGTERM", onSignal);
   let last = "";
   try {
-    if (tty) process.stdout.write("\x1b[2J\x1b[H");
+    if (tty) out("\x1b[2J\x1b[H");
     while (!stopped) {
       const page = await summaries.list({ status: filter.status, limit: filter.limit, offset: 0 });
       const lines = renderRows(s, page.runs);
@@ -39,9 +40,9 @@ export async function watchRuns(s: CliSession, journal: Journal, filter: { statu
         if (text !== last) s.json({ type: "runs", at: Date.now(), total: page.total, runs: page.runs });
       } else if (tty) {
         const head = s.style.dim(`atomic runs · ${page.total} run(s) · ${stamp} · Ctrl-C to stop`);
-        process.stdout.write(`\x1b[H${[head, "", ...lines].map((l) => `${l}\x1b[K`).join("\n")}\n\x1b[J`);
+        out(`\x1b[H${[head, "", ...lines].map((l) => `${l}\x1b[K`).join("\n")}\n\x1b[J`);
       } else if (text !== last) {
-        process.stdout.write(`-- ${stamp} (${page.total} run(s))\n${text}\n\n`);
+        out(`-- ${stamp} (${page.total} run(s))\n${text}\n\n`);
       }
       last = text;
       await new Promise<void>((resolve) => {

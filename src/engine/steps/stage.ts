@@ -35,6 +35,7 @@ import { redactValue } from "../../shared/secrets.ts";
 import { digestArgs, slug } from "../values.ts";
 import { newId } from "../../shared/ids.ts";
 import { checkArgv } from "../../sdk/shell.ts";
+import { tailLines } from "../../runners/stage-logs.ts";
 
 const INFRA_ATTEMPTS = 3;
 
@@ -137,10 +138,13 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   }
 
   if (result.status !== "completed" && opts.failureMode !== "return") {
-    emitEnded(exec, position, name, result, false);
+    // What the stage said last on stderr is usually why it failed: the failure lines quote it.
+    const stderr = tailLines(result.errorPath);
+    emitEnded(exec, position, name, result, false, stderr);
     throw new StepFailedError(name, `stage "${name}" failed: ${result.error?.message ?? "unknown error"}`, {
       code: result.error?.code ?? "stage_failed",
       hint: `see its output with: atomic logs ${exec.runId} --stage ${name}`,
+      stderr,
     });
   }
   faultPoint("before-checkpoint");
@@ -205,6 +209,9 @@ async function runAttempt(
   await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
   if (setup.isAgent) tree.agentStarted(liveId, exec.runId, position, exec.budget);
   try {
+    // The records above may have taken a while (or the process was stopped meanwhile): the lease must still hold.
+    exec.assertMayStart(scope);
+    tree.stagesExecuted = true;
     return await tree.executor.execute(request, scope.signal, (event) => {
       if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
@@ -231,7 +238,7 @@ async function admit(exec: RunExecution, signal: AbortSignal, position: string, 
   });
 }
 
-function emitEnded(exec: RunExecution, position: string, name: string, result: StageResult, replayed: boolean) {
+function emitEnded(exec: RunExecution, position: string, name: string, result: StageResult, replayed: boolean, stderr: string[] = []) {
   exec.tree.observer({
     type: "step_ended",
     runId: exec.runId,
@@ -241,7 +248,7 @@ function emitEnded(exec: RunExecution, position: string, name: string, result: S
     status: result.status,
     replayed,
     result: { exitCode: result.exitCode, outputPath: result.outputPath, ...(result.usage ? { usage: result.usage } : {}) },
-    ...(result.error ? { error: { name: "StageFailed", ...result.error } } : {}),
+    ...(result.error ? { error: { name: "StageFailed", ...result.error, ...(stderr.length ? { stderr } : {}) } } : {}),
     at: Date.now(),
   });
 }

@@ -72,7 +72,10 @@ async function runLive(
   const idempotencyKey = `${exec.runId}:${position}`;
   const startedAt = Date.now();
   let record: ToolRecord;
+  let lastError: unknown;
   for (let attempt = 1; ; attempt++) {
+    // Every call, retries included, only while the lease surely holds (lease-keeper.ts).
+    exec.assertMayStart(scope);
     try {
       const value = await callOnce(fn, { idempotencyKey, attempt, signal: scope.signal }, opts.timeoutMs);
       record = { value: storedValue(value, `tool "${name}"`) };
@@ -81,6 +84,7 @@ async function runLive(
       if (scope.signal.aborted) throw exec.stopError(scope);
       if (err instanceof StepFailedError && err.code === "not_serializable") throw err;
       if (attempt > retries) {
+        lastError = err;
         const { code, message } = errorInfo(err); // its message redacted (shared/secrets.ts)
         record = { error: { code, message } };
         break;
@@ -90,8 +94,10 @@ async function runLive(
   }
   if (record.error && opts.failureMode !== "return") {
     emitEnded(exec, position, name, "failed", false);
+    // The cause is what the tool's function threw: the failure names its file and line (shared/user-frames.ts).
     throw new StepFailedError(name, `tool "${name}" failed after ${retries + 1} attempt(s): ${record.error.message}`, {
       code: "tool_failed",
+      cause: lastError,
     });
   }
   faultPoint("before-checkpoint");

@@ -184,7 +184,8 @@ export function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now
   }
   if (entry.work) {
     const w = entry.work;
-    s.insertWork.run(w.id, run.root_id, entry.runId, w.stageKey, w.attempt, toJson(w.descriptor) ?? "null", at, at, at);
+    // The appending lease's epoch: only this drive's pool may claim the item (ClaimScope in ../types.ts).
+    s.insertWork.run(w.id, run.root_id, entry.runId, lease.epoch, w.stageKey, w.attempt, toJson(w.descriptor) ?? "null", at, at, at);
   }
   if (entry.stage) upsertStage(s, run.root_id, entry.runId, entry.stage, at);
   if (entry.prompt) {

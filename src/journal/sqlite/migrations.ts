@@ -351,6 +351,14 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`create index runs_by_change on runs (change_seq)`.execute(db);
     },
   },
+  {
+    version: 6,
+    name: "work items carry their root's lease epoch",
+    async up(db) {
+      // Items enqueued before this version belong to an earlier drive (epoch 0 is below every lease's): no claim takes them.
+      await sql`alter table work_items add column root_epoch integer not null default 0`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -54,5 +54,8 @@ function filtered(db: Db, filter: ListRunsFilter) {
   if (filter.parentId !== undefined) q = q.where("parent_id", "=", filter.parentId);
   else if (filter.rootsOnly ?? true) q = q.where("parent_id", "is", null);
   if (filter.status !== undefined) q = q.where("status", "=", filter.status);
+  if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
+  if (filter.workflowName !== undefined) q = q.where("workflow_name", "=", filter.workflowName);
+  if (filter.createdSince !== undefined) q = q.where("created_at", ">=", filter.createdSince);
   return q;
 }

@@ -139,9 +139,9 @@ export class Statements {
       "update runs set control = ?, control_rev = control_rev + 1 where id = ? returning control_rev",
     );
     this.insertWork = db.prepare(
-      `insert into work_items (id, root_id, run_id, stage_key, attempt, descriptor, state, generation,
+      `insert into work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation,
                                epoch, ready_at, created_at, updated_at)
-       values (?, ?, ?, ?, ?, ?, 'ready', 1, 0, ?, ?, ?)`,
+       values (?, ?, ?, ?, ?, ?, ?, 'ready', 1, 0, ?, ?, ?)`,
     );
     // A stage's row follows its latest record: an attempt never moves it back to an older one.
     this.upsertStage = db.prepare(

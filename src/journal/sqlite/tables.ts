@@ -82,6 +82,7 @@ export interface WorkItemsTable {
   id: string;
   root_id: string;
   run_id: string;
+  root_epoch: number;
   stage_key: string;
   attempt: number;
   descriptor: string;
@@ -248,6 +249,7 @@ export function workFromRow(row: WorkItemsTable): WorkItem {
     id: row.id,
     rootId: row.root_id as RunId,
     runId: row.run_id as RunId,
+    rootEpoch: row.root_epoch,
     stageKey: row.stage_key,
     attempt: row.attempt,
     descriptor: JSON.parse(row.descriptor) as unknown,

@@ -30,7 +30,8 @@
 import type { Database, Statement } from "bun:sqlite";
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import type { WorkFence, WorkItem, WorkQueue, WorkReceipt, WorkState } from "../types.ts";
+import { LeaseLostError } from "../../shared/errors.ts";
+import type { ClaimScope, Lease, WorkFence, WorkItem, WorkQueue, WorkReceipt, WorkState } from "../types.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
 import { toJson, workFromRow, type WorkItemsTable, type WorkOpsTable } from "./tables.ts";
 
@@ -38,7 +39,9 @@ type Fence = [id: string, workerId: string, generation: number, epoch: number];
 
 export class SqliteWorkQueue implements WorkQueue {
   private readonly oldestReady: Statement<ReadyRow, []>;
-  private readonly oldestReadyOfRoot: Statement<ReadyRow, [rootId: string]>;
+  private readonly oldestReadyOfRoot: Statement<ReadyRow, [rootId: string, rootEpoch: number]>;
+  private readonly rootLease: Statement<{ epoch: number; expires_at: number }, [rootId: string]>;
+  private readonly abandonRow: Statement<unknown, [now: number, rowid: number]>;
   private readonly readyById: Statement<ReadyRow, [id: string]>;
   private readonly leaseRow: Statement<unknown, [workerId: string, epoch: number, expiresAt: number, now: number, rowid: number]>;
   private readonly renewOne: Statement<unknown, [expiresAt: number, now: number, ...Fence]>;
@@ -47,7 +50,7 @@ export class SqliteWorkQueue implements WorkQueue {
   private readonly giveUp: Statement<WorkItemsTable, [error: string, now: number, ...Fence]>;
   private readonly byId: Statement<WorkItemsTable, [id: string]>;
   private readonly byRoot: Statement<WorkItemsTable, [rootId: string]>;
-  private readonly abandonRoot: Statement<unknown, [now: number, rootId: string]>;
+  private readonly abandonRoot: Statement<unknown, [now: number, rootId: string, epoch: number]>;
   private readonly countAll: Statement<{ n: number }, []>;
   private readonly countState: Statement<{ n: number }, [state: string]>;
   private readonly selectOp: Statement<WorkOpsTable, [opId: string]>;
@@ -70,7 +73,10 @@ export class SqliteWorkQueue implements WorkQueue {
     // its rows in a temporary table), and they let the lease be handed out before it is written.
     const oldest = "select rowid as rid, * from work_items indexed by work_ready where state = 'ready'";
     this.oldestReady = db.prepare(`${oldest} order by ready_at, id limit 1`);
-    this.oldestReadyOfRoot = db.prepare(`${oldest} and root_id = ? order by ready_at, id limit 1`);
+    this.oldestReadyOfRoot = db.prepare(`${oldest} and root_id = ? and root_epoch = ? order by ready_at, id limit 1`);
+    // A root's lease while someone holds it (a released lease fences every item of the root).
+    this.rootLease = db.prepare("select epoch, renewed_at + timeout_ms as expires_at from leases where run_id = ? and released = 0");
+    this.abandonRow = db.prepare("update work_items set state = 'abandoned', updated_at = ? where rowid = ? and state = 'ready'");
     this.readyById = db.prepare("select rowid as rid, * from work_items where id = ? and state = 'ready'");
     this.leaseRow = db.prepare(
       "update work_items set state = 'leased', worker_id = ?, epoch = ?, lease_expires_at = ?, updated_at = ? where rowid = ? and state = 'ready'",
@@ -94,7 +100,7 @@ export class SqliteWorkQueue implements WorkQueue {
     this.byRoot = db.prepare("select * from work_items where root_id = ? order by created_at, id");
     this.abandonRoot = db.prepare(
       `update work_items set state = 'abandoned', lease_expires_at = null, updated_at = ?
-        where root_id = ? and state in ('ready', 'leased')`,
+        where root_id = ? and root_epoch < ? and state in ('ready', 'leased')`,
     );
     this.countAll = db.prepare("select count(*) as n from work_items");
     this.countState = db.prepare("select count(*) as n from work_items where state = ?");
@@ -102,8 +108,8 @@ export class SqliteWorkQueue implements WorkQueue {
     this.insertOp = db.prepare("insert into work_ops (op_id, work_id, digest, receipt, at) values (?, ?, ?, ?, ?)");
   }
 
-  async claim(workerId: string, leaseMs: number, rootId?: RunId): Promise<WorkItem | undefined> {
-    return this.tx(() => this.claimOne(workerId, leaseMs, rootId));
+  async claim(workerId: string, leaseMs: number, root?: ClaimScope): Promise<WorkItem | undefined> {
+    return this.tx(() => this.claimOne(workerId, leaseMs, root));
   }
 
   async claimItem(id: string, workerId: string, leaseMs: number): Promise<WorkItem | undefined> {
@@ -116,14 +122,14 @@ export class SqliteWorkQueue implements WorkQueue {
   async claimMany(
     workerIds: readonly string[],
     leaseMs: number,
-    rootId?: RunId,
+    root?: ClaimScope,
     onLeased?: (item: WorkItem, index: number) => void,
   ): Promise<WorkItem[]> {
     if (workerIds.length === 0) return [];
     return this.tx(() => {
       const items: WorkItem[] = [];
       for (const workerId of workerIds) {
-        const item = this.claimOne(workerId, leaseMs, rootId, onLeased && ((leased) => onLeased(leased, items.length)));
+        const item = this.claimOne(workerId, leaseMs, root, onLeased && ((leased) => onLeased(leased, items.length)));
         if (!item) break;
         items.push(item);
       }
@@ -151,11 +157,11 @@ export class SqliteWorkQueue implements WorkQueue {
     fence: WorkFence,
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
-    claimNext: { leaseMs: number; rootId?: RunId },
+    claimNext: { leaseMs: number; root?: ClaimScope },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
     return this.tx(() => {
       const { receipt, fresh } = this.completeOne(fence, outcome, op);
-      return { receipt, next: fresh ? this.claimOne(fence.workerId, claimNext.leaseMs, claimNext.rootId) : undefined };
+      return { receipt, next: fresh ? this.claimOne(fence.workerId, claimNext.leaseMs, claimNext.root) : undefined };
     });
   }
 
@@ -178,8 +184,11 @@ export class SqliteWorkQueue implements WorkQueue {
     return this.guard(() => this.byRoot.all(rootId).map(workFromRow));
   }
 
-  async abandon(rootId: RunId): Promise<number> {
-    return this.tx(() => this.abandonRoot.run(Date.now(), rootId).changes);
+  async abandon(lease: Lease): Promise<number> {
+    return this.tx(() => {
+      if (!this.s.selectHeldLease.get(lease.rootId, lease.holderId, lease.epoch)) throw new LeaseLostError(lease.rootId, lease.epoch);
+      return this.abandonRoot.run(Date.now(), lease.rootId, lease.epoch).changes;
+    });
   }
 
   async count(state?: WorkState): Promise<number> {
@@ -188,16 +197,36 @@ export class SqliteWorkQueue implements WorkQueue {
 
   /**
    * Inside a transaction: lease the oldest ready item to `workerId`;
-   * `onLeased` gets the leased item before the lease is written.
+   * `onLeased` gets the leased item before the lease is written. Scoped to
+   * a root, only that drive's items qualify, and none once its lease moved
+   * on; unscoped, an item whose root lease moved on is abandoned on the way.
    */
   private claimOne(
     workerId: string,
     leaseMs: number,
-    rootId: RunId | undefined,
+    root: ClaimScope | undefined,
     onLeased?: (item: WorkItem) => void,
   ): WorkItem | undefined {
-    const row = rootId === undefined ? this.oldestReady.get() : this.oldestReadyOfRoot.get(rootId);
-    return row ? this.lease(row, workerId, leaseMs, onLeased) : undefined;
+    if (root) {
+      if (!this.rootLeaseHolds(root.rootId, root.epoch)) return undefined;
+      const row = this.oldestReadyOfRoot.get(root.rootId, root.epoch);
+      return row ? this.lease(row, workerId, leaseMs, onLeased) : undefined;
+    }
+    for (let row = this.oldestReady.get(); row; row = this.oldestReady.get()) {
+      if (this.rootLeaseHolds(row.root_id, row.root_epoch)) return this.lease(row, workerId, leaseMs, onLeased);
+      this.abandonRow.run(Date.now(), row.rid);
+    }
+    return undefined;
+  }
+
+  /**
+   * The root's lease is at `epoch` and not expired. An expired one counts as
+   * stale too: its driver stops itself before the expiry (lease-keeper.ts),
+   * so nothing it enqueued may start any more.
+   */
+  private rootLeaseHolds(rootId: string, epoch: number): boolean {
+    const lease = this.rootLease.get(rootId);
+    return !!lease && lease.epoch === epoch && lease.expires_at >= Date.now();
   }
 
   /** Inside a transaction: lease a ready row just read; `onLeased` gets the item before the lease is written. */

@@ -60,6 +60,8 @@ export type FromCoordinator = v.InferOutput<typeof FromCoordinatorSchema>;
 export const CoordinatorConfigSchema = v.object({
   version: v.number(),
   rootId: v.string(),
+  /** The epoch of the root's lease: the pool claims only the items this drive enqueued, and stops once the lease moved on. */
+  rootEpoch: v.pipe(v.number(), v.integer()),
   home: v.string(),
   journalUrl: v.optional(v.string()),
   workers: v.pipe(v.number(), v.integer(), v.minValue(1)),

@@ -1,17 +1,22 @@
 /**
  * Every stage process group this process started and has not yet seen end.
  * On an immediate exit (second Ctrl-C, fatal error) `killAllGroups()` kills
- * them synchronously, so no stage process outlives the process that ran it.
+ * them synchronously, so no stage process outlives the process that ran it;
+ * should this process be killed outright, its group guard kills them
+ * (group-guard.ts), which hears of every change to the set.
  */
+
+import { guardGroups } from "./group-guard.ts";
 
 const live = new Set<number>();
 
 export function trackGroup(pgid: number): void {
   live.add(pgid);
+  guardGroups(live);
 }
 
 export function untrackGroup(pgid: number): void {
-  live.delete(pgid);
+  if (live.delete(pgid)) guardGroups(live);
 }
 
 export function killGroup(pgid: number, signal: NodeJS.Signals): void {

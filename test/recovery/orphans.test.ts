@@ -1,0 +1,97 @@
+/**
+ * No stage outlives its run's processes (issue 12, item 8), through the
+ * binary: the root, its coordinator and its workers are killed at once
+ * (kill -9 of their process group) mid fan-out. The stages' process groups
+ * die with their workers (their group guard kills them); a process that left
+ * its group (setsid) is ended by `atomic resume` before it starts the stages
+ * again, so no stage ever has two copies alive; and when the resumed drive
+ * is over, no process of the run is left.
+ *
+ * Processes are told apart by the environment they inherit:
+ * ATOMIC_ROOT_RUN_ID (the run), ATOMIC_STAGE and ATOMIC_ATTEMPT (which copy).
+ */
+
+import { expect, test } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { atomicBin, childEnv, lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { trackHomes } from "../helpers/homes.ts";
+import { processEnvironments } from "../helpers/processes.ts";
+
+const FIXTURE = join(import.meta.dir, "fixtures", "orphans.ts");
+const STAGES = ["s1", "s2", "s3"];
+const trackHome = trackHomes();
+
+function lines(file: string): string[] {
+  return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+}
+
+/** The run's live processes, as [stage, attempt] pairs (a process without a stage is a pool process). */
+function runProcesses(runId: string): { pid: number; stage?: string; attempt?: string }[] {
+  return processEnvironments("ATOMIC_ROOT_RUN_ID", runId).map(({ pid, env }) => ({ pid, stage: env.ATOMIC_STAGE, attempt: env.ATOMIC_ATTEMPT }));
+}
+
+/** Per stage, the attempts that have a live process. */
+function copies(runId: string): Record<string, string[]> {
+  const out: Record<string, Set<string>> = {};
+  for (const p of runProcesses(runId)) if (p.stage) (out[p.stage] ??= new Set()).add(p.attempt ?? "?");
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, [...v].sort()]));
+}
+
+test("kill -9 of the whole process group mid fan-out, then resume: never two copies of a stage, nothing of the run left", async () => {
+  const home = makeTempDir("atomic-orphans-");
+  trackHome(home);
+  const side = join(home, "side");
+  const gate = join(home, "gate");
+  // A process group of its own (detached: setsid), as a terminal gives a foreground job.
+  const root = Bun.spawn([atomicBin(), "run", FIXTURE, "--input", `side=${side}`, "--input", `gate=${gate}`, "--workers", "3", "--json"], {
+    env: childEnv({ NO_COLOR: "1", ATOMIC_HOME: home }),
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "ignore",
+    detached: true,
+  });
+  let runId = "";
+  try {
+    const out = lineWatcher(root.stdout);
+    runId = (JSON.parse(await out.waitFor(/"runId"/)) as { runId: string }).runId;
+    await waitUntil(() => STAGES.every((n) => lines(side).includes(`${n}:1:start`)), 30_000, "the fan-out's stages to run");
+    await waitUntil(() => copies(runId).s1?.length === 1 && runProcesses(runId).filter((p) => p.stage === "s1").length >= 3, 10_000, "s1 and its escaped process");
+
+    process.kill(-root.pid, "SIGKILL");
+    await root.exited;
+    // The groups went with their workers: only the process that left its group is still there.
+    await waitUntil(() => runProcesses(runId).every((p) => p.stage === "s1" && p.attempt === "1") && runProcesses(runId).length > 0, 10_000, "the stages' groups to die with their workers");
+    const escaped = runProcesses(runId);
+    expect(escaped.length).toBeGreaterThan(0);
+
+    const resume = spawnAtomic(["resume", runId, "--workers", "3", "--json"], { home });
+    const resumed = Promise.all([new Response(resume.stdout).text(), new Response(resume.stderr).text(), resume.exited]);
+    // While the resumed stages start and run: at most one copy of each stage is alive, at every look.
+    const seen: Record<string, string[]>[] = [];
+    await waitUntil(() => {
+      seen.push(copies(runId));
+      return STAGES.every((n) => lines(side).includes(`${n}:2:start`));
+    }, 30_000, "the resumed stages to run");
+    seen.push(copies(runId));
+    for (const look of seen) for (const n of STAGES) expect(look[n]?.length ?? 0).toBeLessThanOrEqual(1);
+    expect(seen.at(-1)).toEqual({ s1: ["2"], s2: ["2"], s3: ["2"] });
+    for (const p of escaped) expect(runProcesses(runId).some((q) => q.pid === p.pid)).toBe(false);
+
+    writeFileSync(gate, "");
+    const [stdout, stderr, code] = await resumed;
+    expect(stderr).toBe("");
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout.trim().split("\n").pop()!).outputs).toEqual({ texts: ["out-s1", "out-s2", "out-s3"] });
+    // The resumed s1's escaped process too: nothing of the run outlives its drive.
+    await waitUntil(() => runProcesses(runId).length === 0, 10_000, "no process of the run to be left");
+  } finally {
+    try {
+      process.kill(-root.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+    if (runId) for (const p of runProcesses(runId)) process.kill(p.pid, "SIGKILL");
+  }
+});
