@@ -47,11 +47,6 @@ function parseUmask(text: string | undefined): number | undefined {
   return Number.parseInt(text, 8) & 0o777;
 }
 
-/** The umask stages run with. */
-export function userUmask(): number {
-  return userMask;
-}
-
 /** Runs a synchronous spawn with the user's umask, so the stage's own files get the modes the user expects. */
 export function spawnWithUserUmask<T>(spawn: () => T): T {
   const ours = process.umask(userMask);
