@@ -6,7 +6,7 @@
  *   atomic run examples/durable-count.ts --input out=/tmp/effects.txt
  */
 
-import { workflow, v } from "atomic";
+import { workflow, sh, v } from "atomic";
 import { appendFileSync } from "node:fs";
 
 export default workflow({
@@ -26,7 +26,7 @@ export default workflow({
         return i;
       });
     }
-    const check = await ctx.shell("check", `wc -l < ${JSON.stringify(ctx.inputs.out)}`);
+    const check = await ctx.shell("check", sh`wc -l < ${ctx.inputs.out}`);
     return { total, effectLines: Number(check.text.trim()) };
   },
 });

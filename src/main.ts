@@ -8,6 +8,10 @@
 import { importEntry, type EntryPoint } from "./shared/entry-points.ts";
 import { makeNonDumpable } from "./shared/non-dumpable.ts";
 import { writeStderr } from "./shared/raw-stderr.ts";
+import { enterPrivateUmask } from "./shared/private-files.ts";
+
+// Before anything can create a file: what atomic writes is its user's alone (shared/private-files.ts).
+enterPrivateUmask();
 
 /**
  * JavaScriptCore's tier-up thresholds, scaled up (Bun.unsafe.setJITPolicy)

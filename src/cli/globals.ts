@@ -67,7 +67,8 @@ export function liftGlobals(argv: readonly string[], env = process.env): { globa
   if (durability !== "full" && durability !== "normal") {
     throw new UsageError("bad_flag", `--durability must be "full" or "normal", got ${JSON.stringify(durability)}`);
   }
-  const home = resolve(values.home ?? env.ATOMIC_HOME ?? resolve(homedir(), ".atomic"));
+  // An empty ATOMIC_HOME is unset, not the current directory.
+  const home = resolve(values.home ?? (env.ATOMIC_HOME || resolve(homedir(), ".atomic")));
   return {
     globals: {
       home,

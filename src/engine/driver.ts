@@ -191,7 +191,7 @@ export class RootRun {
       join(opts.home, "artifacts"),
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
-    const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir();
+    const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir(opts.home);
     tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
     const keeper = new LeaseKeeper(opts.journal, lease, acquiredAt, () => tree.stop("lease_lost"));
     tree.leaseHeld = () => keeper.held();

@@ -4,15 +4,17 @@
  * `broker.pid`, the log `broker.log` and the spawn lock `spawn.lock`.
  *
  * A unix socket path is limited to 107 bytes. When the home is too deep for
- * that, the socket goes to a private directory of this user under the
- * system temp directory (0700), named by a digest of the intercom
- * directory, so each home still has its own broker.
+ * that, the socket goes to the user's runtime directory
+ * (shared/runtime-dir.ts: `$XDG_RUNTIME_DIR/atomic/intercom/`, checked like
+ * the intercom directory), named by a digest of the intercom directory, so
+ * each home still has its own broker; never to a shared temp directory,
+ * where another user could take the name first. When that is too long as
+ * well, the broker cannot start, and says why.
  */
 
-import { chmodSync, lstatSync, mkdirSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AtomicError } from "../shared/errors.ts";
+import { ensurePrivateDir, runtimeDir } from "../shared/runtime-dir.ts";
 
 const SOCKET_PATH_LIMIT = 100;
 
@@ -28,9 +30,8 @@ export function intercomPaths(home: string): IntercomPaths {
   const dir = join(home, "intercom");
   let socket = join(dir, "broker.sock");
   if (Buffer.byteLength(socket) > SOCKET_PATH_LIMIT) {
-    const uid = process.getuid?.() ?? 0;
     const digest = new Bun.CryptoHasher("sha256").update(dir).digest("hex").slice(0, 24);
-    socket = join(tmpdir(), `atomic-intercom-${uid}`, `${digest}.sock`);
+    socket = join(runtimeDir(home), "intercom", `${digest}.sock`);
   }
   return {
     dir,
@@ -41,22 +42,19 @@ export function intercomPaths(home: string): IntercomPaths {
   };
 }
 
-/** Creates the intercom directory (and the socket's, if elsewhere) readable by this user only. */
+/** Creates the intercom directory (and the socket's, if elsewhere) readable by this user only, and checks them. */
 export function ensurePrivateDirs(paths: IntercomPaths): void {
+  const hint = "check that --home (ATOMIC_HOME) is a writable directory of yours";
+  if (Buffer.byteLength(paths.socket) > SOCKET_PATH_LIMIT) {
+    throw new AtomicError("intercom_unavailable", `the broker's socket path ${paths.socket} is longer than a unix socket allows`, "retryable", {
+      hint: "set XDG_RUNTIME_DIR to a private directory of yours (mode 0700), or choose a shorter --home",
+    });
+  }
   for (const dir of new Set([paths.dir, join(paths.socket, "..")])) {
     try {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      const st = lstatSync(dir);
-      if (!st.isDirectory()) throw Object.assign(new Error(`${dir} is not a directory`), { code: "ENOTDIR" });
-      const uid = process.getuid?.();
-      if (uid !== undefined && st.uid !== uid) throw Object.assign(new Error(`${dir} belongs to another user`), { code: "EPERM" });
-      if ((st.mode & 0o777) !== 0o700) chmodSync(dir, 0o700);
+      ensurePrivateDir(dir, "the intercom directory");
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? "error";
-      throw new AtomicError("intercom_unavailable", `cannot prepare the intercom directory ${dir} (${code})`, "retryable", {
-        hint: "check that --home (ATOMIC_HOME) is a writable directory of yours",
-        cause: err,
-      });
+      throw new AtomicError("intercom_unavailable", (err as Error).message, "retryable", { hint, cause: err });
     }
   }
 }

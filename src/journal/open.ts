@@ -7,10 +7,10 @@
  * hint, never as a raw errno.
  */
 
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { StorageError, UsageError } from "../shared/errors.ts";
 import { addSecretsOfHome, addSecretsOfUrl } from "../shared/secrets.ts";
+import { ensurePrivateHome } from "../shared/private-files.ts";
 import { SqliteJournal } from "./sqlite/sqlite-journal.ts";
 import type { Durability, Journal } from "./types.ts";
 
@@ -52,7 +52,7 @@ function redact(url: string): string {
 
 function makeHome(home: string): void {
   try {
-    mkdirSync(home, { recursive: true, mode: 0o700 });
+    ensurePrivateHome(home);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "EACCES" || code === "EROFS" || code === "ENOTDIR" || code === "EPERM" || code === "EEXIST") {

@@ -184,9 +184,13 @@ export function firstPrompt(prompt: string, initial: { id: string; text: string 
 export async function writeOutputFile(cwd: string, output: string | undefined, text: string, structured: unknown): Promise<string | undefined> {
   if (!output) return undefined;
   const { resolve, dirname } = await import("node:path");
-  const { mkdirSync: mk, writeFileSync } = await import("node:fs");
+  const { writeFileSync, chmodSync, existsSync } = await import("node:fs");
+  const { mkdirsForUser, userFileMode } = await import("../shared/private-files.ts");
   const path = resolve(cwd, output);
-  mk(dirname(path), { recursive: true });
+  // the user's file in the stage's cwd: the user's umask, not atomic's private one
+  mkdirsForUser(dirname(path));
+  const existed = existsSync(path);
   writeFileSync(path, structured !== undefined ? `${JSON.stringify(structured, null, 2)}\n` : text);
+  if (!existed) chmodSync(path, userFileMode());
   return path;
 }

@@ -26,7 +26,10 @@ export interface StageRequest {
   stageName: string;
   attempt: number;
   runner: string;
+  /** Shell code for `/bin/sh -c`. */
   command?: string;
+  /** Or the argv form: the program and its arguments, run without a shell (sdk/shell.ts). */
+  argv?: string[];
   prompt?: string;
   model?: string;
   cwd: string;

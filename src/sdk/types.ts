@@ -59,9 +59,21 @@ export interface StageResult {
   generation?: number;
 }
 
+/** A shell stage's command: shell code (a string, e.g. from `sh\`…\``), or argv (an array: no shell). */
+export type ShellCommand = string | readonly string[];
+
 export interface TaskOptions {
-  /** Shell command: runs the stage with the shell runner. */
-  shell?: string;
+  /**
+   * Runs the stage with the shell runner. A string is shell code, run by
+   * `/bin/sh -c`: a value interpolated into it is interpreted too (spaces,
+   * quotes, `$(…)`, `;`). To pass values, use the `sh` template (each value
+   * quoted as one word) or an array, the argv form: no shell, `argv[0]` is
+   * the program (looked up in PATH), every element one argument as is. An
+   * empty array, or an element that is not a string, fails the step before
+   * anything is recorded or started; a program that does not exist fails
+   * the stage (`spawn_failed`).
+   */
+  shell?: ShellCommand;
   /** Agent prompt: runs the stage with an agent runner (`runner`, else the workflow's, else config's; default "openai"). */
   prompt?: string;
   /** shell, openai, claude, codex, gemini, opencode, pi. */
@@ -188,7 +200,8 @@ export interface WorkflowContext<I = Record<string, unknown>> {
   log(message: string): void;
 
   task(name: string, opts: TaskOptions): Promise<StageResult>;
-  shell(name: string, command: string, opts?: ShellOptions): Promise<StageResult>;
+  /** A shell stage: `command` is shell code (a string; build it with `sh\`…\`` to quote values) or argv (an array, no shell); see TaskOptions.shell. */
+  shell(name: string, command: ShellCommand, opts?: ShellOptions): Promise<StageResult>;
   /** Runs steps concurrently; resolves to their results in input order. */
   parallel(steps: StepSpec[], opts?: ParallelOptions): Promise<unknown[]>;
   /** Runs steps one after another; resolves to their results in order. */

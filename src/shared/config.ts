@@ -17,9 +17,9 @@
  */
 
 import { existsSync, readFileSync } from "node:fs";
-import { tmpdir, userInfo } from "node:os";
 import { join, resolve } from "node:path";
 import { UsageError } from "./errors.ts";
+import { runtimeDir } from "./runtime-dir.ts";
 
 /** Price of a model in USD per million tokens. */
 export interface ModelPrice {
@@ -173,16 +173,9 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-/** Where per-user agent session slots live unless configured. */
-export function defaultSlotsDir(): string {
-  let user = "user";
-  try {
-    user = userInfo().username || String(process.getuid?.() ?? "user");
-  } catch {
-    // no passwd entry: fall back to the uid
-    user = String(process.getuid?.() ?? "user");
-  }
-  return join(tmpdir(), `atomic-${user}`, "agent-slots");
+/** Where this user's agent session slots live unless configured: the runtime directory (shared/runtime-dir.ts). */
+export function defaultSlotsDir(home: string): string {
+  return join(runtimeDir(home), "agent-slots");
 }
 
 /** The price of `model`: an exact entry, else the longest configured prefix ("gpt-4o" prices "gpt-4o-2024-08-06"). */

@@ -22,7 +22,7 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ROLE_CONFIG_ENV } from "./self-exec.ts";
+import { ROLE_CONFIG_ENV, USER_UMASK_ENV } from "./self-exec.ts";
 
 /**
  * Environment variables that hold credentials of atomic or of the agents
@@ -46,7 +46,7 @@ export const CREDENTIAL_VARIABLES = [
 ] as const;
 
 /** Internal variables that carry atomic's own configuration to its roles (never to a stage). */
-export const INTERNAL_VARIABLES = [ROLE_CONFIG_ENV] as const;
+export const INTERNAL_VARIABLES = [ROLE_CONFIG_ENV, USER_UMASK_ENV] as const;
 
 export const REDACTED = "[redacted]";
 export const MIN_SECRET_LENGTH = 8;

@@ -24,6 +24,9 @@ export const ROLE = {
 /** The environment variable holding a role's configuration (JSON). */
 export const ROLE_CONFIG_ENV = "ATOMIC_POOL_CONFIG";
 
+/** The umask of the user who started the first atomic process, in octal, inherited by its roles (shared/private-files.ts). */
+export const USER_UMASK_ENV = "ATOMIC_USER_UMASK";
+
 /** Reads and removes this process's role configuration (undefined when there is none). */
 export function takeRoleConfig(): string | undefined {
   const text = process.env[ROLE_CONFIG_ENV];

@@ -14,10 +14,11 @@
  *   name, with the port (a rebinding attack needs a DNS name it controls).
  */
 
-import { chmodSync, mkdirSync, openSync, readFileSync, statSync, writeSync, closeSync } from "node:fs";
+import { chmodSync, openSync, readFileSync, statSync, writeSync, closeSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { StorageError } from "../shared/errors.ts";
+import { ensurePrivateHome } from "../shared/private-files.ts";
 
 export const TOKEN_FILE = "status-token";
 
@@ -25,7 +26,7 @@ export const TOKEN_FILE = "status-token";
 export function loadOrCreateToken(home: string): { token: string; path: string; created: boolean } {
   const path = join(home, TOKEN_FILE);
   try {
-    mkdirSync(home, { recursive: true, mode: 0o700 });
+    ensurePrivateHome(home);
     const existing = readToken(path);
     if (existing) {
       if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);

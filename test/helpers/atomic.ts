@@ -46,13 +46,15 @@ export function childEnv(extra: Record<string, string | undefined> = {}): Record
 
 function environment(opts: AtomicOptions): Record<string, string> {
   const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ...opts.env });
-  // Host-wide state the binary keeps under the temp directory (per-user agent slots) stays with the
-  // test: one temp directory per home, next to it (not in it: tests check what a home holds).
+  // Host-wide state of the user (per-user agent slots, in the runtime directory) stays with the test:
+  // one private directory per home, next to it (not in it: tests check what a home holds), as
+  // XDG_RUNTIME_DIR and TMPDIR.
   if (!opts.env?.TMPDIR) {
     const tmp = `${opts.home.replace(/\/+$/, "")}.tmp`;
-    mkdirSync(tmp, { recursive: true });
+    mkdirSync(tmp, { recursive: true, mode: 0o700 });
     adoptTempDir(tmp);
     env.TMPDIR = tmp;
+    if (!("XDG_RUNTIME_DIR" in (opts.env ?? {}))) env.XDG_RUNTIME_DIR = tmp;
   }
   return env;
 }

@@ -45,7 +45,7 @@ export default defineCommand({
     }
     const def = defaultRunner(config);
     const pressure = hostPressure(config.admission);
-    const slotsDir = config.admission?.slotsDir ?? defaultSlotsDir();
+    const slotsDir = config.admission?.slotsDir ?? defaultSlotsDir(s.globals.home);
     let sessionsHeld: number | undefined = 0;
     // A diagnosis creates nothing: no slots file yet means no session holds one.
     if (existsSync(admissionSlotsFile(slotsDir))) {

@@ -1,6 +1,8 @@
 /**
  * ctx.task / ctx.shell: one stage, executed by a runner through the tree's
- * StageExecutor (in this process, or on a worker).
+ * StageExecutor (in this process, or on a worker). A shell stage's command
+ * is a string (shell code, `command` in the request) or argv (an array,
+ * run without a shell, `argv`); the step's recorded arguments say which.
  *
  * Each attempt is journaled as `step_started` (with its artifact directory)
  * before it runs, so `show` and `logs` find running stages and a resumed run
@@ -32,6 +34,7 @@ import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { redactValue } from "../../shared/secrets.ts";
 import { digestArgs, slug } from "../values.ts";
 import { newId } from "../../shared/ids.ts";
+import { checkArgv } from "../../sdk/shell.ts";
 import { tailLines } from "../../runners/stage-logs.ts";
 
 const INFRA_ATTEMPTS = 3;
@@ -40,10 +43,12 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   const scope = exec.scope();
   const position = scope.nextPosition();
   const runner = opts.runner ?? (opts.shell !== undefined ? "shell" : "agent");
+  const argv = argvOf(name, opts.shell);
   const step: StepIdentity = {
     kind: "stage",
     name,
-    args: digestArgs({ runner, shell: opts.shell, prompt: opts.prompt, model: opts.model }),
+    // argv and a command string are different steps: replay tells `["echo", "a b"]` from "echo a b"
+    args: digestArgs(argv ? { runner, argv, prompt: opts.prompt, model: opts.model } : { runner, shell: opts.shell, prompt: opts.prompt, model: opts.model }),
   };
   const recorded = exec.cursor.claim(position, step);
   if (recorded?.checkpoint) {
@@ -73,7 +78,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       stageName: name,
       attempt,
       runner: setup.runner,
-      ...(opts.shell !== undefined ? { command: opts.shell } : {}),
+      ...(argv ? { argv } : typeof opts.shell === "string" ? { command: opts.shell } : {}),
       ...(opts.prompt !== undefined ? { prompt: opts.prompt } : {}),
       ...(setup.model !== undefined ? { model: setup.model } : {}),
       ...(setup.agent ? { agent: setup.agent } : {}),
@@ -157,6 +162,19 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   faultPoint("after-checkpoint");
   emitEnded(exec, position, name, result, false);
   return result;
+}
+
+/** The argv form's array (checked: refused before anything is recorded), or undefined for a command string. */
+function argvOf(name: string, shell: TaskOptions["shell"]): string[] | undefined {
+  if (!Array.isArray(shell)) return undefined;
+  const problem = checkArgv(shell);
+  if (problem) {
+    throw new StepFailedError(name, `stage "${name}": ${problem}`, {
+      code: "bad_step",
+      hint: 'write ctx.shell(name, ["program", "arg", …]), or a command string',
+    });
+  }
+  return [...(shell as string[])];
 }
 
 /** One attempt, once admitted: its start record, then its execution. */

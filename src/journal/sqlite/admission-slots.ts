@@ -1,8 +1,8 @@
 /**
  * Agent session slots (journal/admission-slots.ts) in a SQLite file of
- * their own, `slots.db` in the slots directory (per user and host, under
- * the temp directory by default; not the journal: the journal may be a
- * shared Postgres, the slots are this host's).
+ * their own, `slots.db` in the slots directory (per user and host, in the
+ * user's runtime directory by default, shared/runtime-dir.ts; not the
+ * journal: the journal may be a shared Postgres, the slots are this host's).
  *
  * Taking a slot is one BEGIN IMMEDIATE transaction: read every slot, delete
  * those whose holder is gone, count the rest, insert ours if there is room.
@@ -10,8 +10,8 @@
  */
 
 import { Database } from "bun:sqlite";
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { ensurePrivateDir } from "../../shared/runtime-dir.ts";
 import { isPidAlive, processStartTime } from "../../shared/process-info.ts";
 import type { AdmissionSlots, HeldSlot } from "../admission-slots.ts";
 
@@ -29,7 +29,8 @@ export class SqliteAdmissionSlots implements AdmissionSlots {
   }
 
   constructor(dir: string) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // Another user able to write here could fill the slots and block every agent stage: refused (runtime-dir.ts).
+    ensurePrivateDir(dir, "the agent session slots directory");
     this.db = new Database(SqliteAdmissionSlots.file(dir), { create: true });
     this.db.run("pragma busy_timeout = 5000");
     this.db.run("pragma journal_mode = wal");

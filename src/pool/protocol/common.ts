@@ -20,6 +20,7 @@ export const StageRequestSchema = v.object({
   attempt: v.number(),
   runner: v.string(),
   command: v.optional(v.string()),
+  argv: v.optional(v.array(v.string())),
   prompt: v.optional(v.string()),
   model: v.optional(v.string()),
   cwd: v.string(),

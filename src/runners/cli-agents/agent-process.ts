@@ -9,6 +9,7 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
+import { spawnWithUserUmask } from "../../shared/private-files.ts";
 
 export interface ProcessEnd {
   code: number | null;
@@ -31,7 +32,7 @@ export class AgentProcess {
     onLine: (line: string) => void,
     onStderr: (text: string) => void,
   ) {
-    this.child = spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] });
+    this.child = spawnWithUserUmask(() => spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] }));
     this.pid = this.child.pid;
     if (this.pid !== undefined) trackGroup(this.pid);
     this.child.stdin?.on("error", () => {}); // the agent may exit without reading stdin

@@ -29,8 +29,9 @@
  * Security).
  */
 
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
+import { mkdirsForUser, userFileMode } from "../../shared/private-files.ts";
 
 export class ToolRefused extends Error {}
 
@@ -134,9 +135,11 @@ export class ConfinedFs {
 
   /** Creates or replaces the file `r` (its missing parent directories too, all inside the root). */
   writeText(r: Resolved, text: string): void {
-    if (r.kind === undefined) mkdirSync(dirname(r.real), { recursive: true });
+    if (r.kind === undefined) mkdirsForUser(dirname(r.real));
     const fd = this.openRegular(r, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC);
     try {
+      // The agent writes the user's files: the user's umask, not atomic's private one (shared/private-files.ts).
+      if (r.kind === undefined) fchmodSync(fd, userFileMode());
       const buf = Buffer.from(text, "utf8");
       let done = 0;
       while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done);

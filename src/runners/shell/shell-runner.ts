@@ -1,6 +1,6 @@
 /**
- * The shell runner: a stage is `/bin/sh -c <command>` in its own process
- * group. Its stdout and stderr are files in the attempt's artifact
+ * The shell runner: a stage is `/bin/sh -c <command>`, or the program of
+ * its argv form with its arguments (no shell), in its own process group. Its stdout and stderr are files in the attempt's artifact
  * directory, written by the stage itself (`atomic logs --follow` tails
  * them), and read back as output events while it runs (output-files.ts).
  * A message is written to the stage's stdin as a line
@@ -23,6 +23,7 @@ import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } fr
 import { OutputFiles } from "./output-files.ts";
 import { stageEnv } from "../stage-env.ts";
 import { killGroup, trackGroup, untrackGroup } from "./process-groups.ts";
+import { spawnWithUserUmask } from "../../shared/private-files.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 const KILL_GRACE_MS = 2_000;
@@ -44,7 +45,9 @@ export class ShellRunner implements Runner {
     let exited = false;
     let pid: number | undefined;
     try {
-      child = Bun.spawn(["/bin/sh", "-c", request.command ?? ""], {
+      // The argv form runs the program itself, no shell: each element is one argument, as is (sdk/shell.ts).
+      const argv = request.argv ?? ["/bin/sh", "-c", request.command ?? ""];
+      child = spawnWithUserUmask(() => Bun.spawn(argv, {
         cwd: request.cwd,
         env: stageEnv(request),
         detached: true,
@@ -56,7 +59,7 @@ export class ShellRunner implements Runner {
           // Background children of the stage must not outlive it (nor keep writing to its files).
           if (pid !== undefined) killGroup(pid, "SIGKILL");
         },
-      });
+      }));
     } catch (err) {
       spawnError = err instanceof Error ? err : new Error(String(err));
     }
