@@ -22,6 +22,17 @@
  * `budget_exceeded`); every live agent stage under the exhausted ledger
  * gets one wrap-up turn. A warning is emitted once per limit when
  * `warnAtPercent` of it is used.
+ *
+ * The time budget also ends what is running (`timeUp`, `graceOver`): at
+ * the limit, running shell stages are cancelled (their process group gets
+ * SIGTERM, then SIGKILL after the shell runner's grace), a running
+ * `ctx.tool` sees its signal abort, a `ctx.sleep` stops waiting, and no
+ * step starts any more; agent stages get their wrap-up turn and are
+ * cancelled if they have not finished AGENT_GRACE_MS later (30 s, or the
+ * limit itself when that is shorter). Each raises BudgetExceededError, so
+ * the run ends `blocked` and `atomic resume --max-duration` continues it.
+ * Time is measured with the monotonic clock: a wall-clock jump neither
+ * ends the window early nor extends it.
  */
 
 import type { BudgetOptions, Usage } from "../sdk/types.ts";
@@ -40,6 +51,11 @@ export interface BudgetLimits {
 export interface Spent {
   costMicroUsd: number;
   tokens: number;
+}
+
+/** How long an agent stage may take over its wrap-up turn once the time budget is used up. */
+export function agentGraceMs(maxDurationMs: number): number {
+  return Math.min(30_000, Math.max(0, maxDurationMs));
 }
 
 export const WRAP_UP_TEXT =
@@ -80,8 +96,17 @@ export class BudgetLedger {
   private readonly live = new Map<string, Spent>();
   private readonly children = new Set<BudgetLedger>();
   private readonly warned = new Set<string>();
-  private readonly startedAt = Date.now();
+  private readonly startedAt = performance.now();
   private durationTimer: ReturnType<typeof setTimeout> | undefined;
+  private graceTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly timeUpOwn = new AbortController();
+  private readonly graceOverOwn = new AbortController();
+  /** Aborts (with a BudgetExceededError) when this ledger's or an ancestor's time budget is used up. */
+  readonly timeUp: AbortSignal;
+  /** Aborts an agent grace after `timeUp`: agent stages still running are cancelled. */
+  readonly graceOver: AbortSignal;
+  /** Whether this ledger or an ancestor has a time budget (steps watch the signals above only then). */
+  readonly timed: boolean;
   private exhaustedNotified = false;
   /** Called once when this ledger (or an ancestor) becomes exhausted. */
   onExhausted: (() => void) | undefined;
@@ -98,10 +123,36 @@ export class BudgetLedger {
       this.spent.tokens = initial.tokens;
     }
     parent?.children.add(this);
+    this.timed = limits?.maxDurationMs !== undefined || (parent?.timed ?? false);
+    this.timeUp = parent?.timed ? AbortSignal.any([this.timeUpOwn.signal, parent.timeUp]) : this.timeUpOwn.signal;
+    this.graceOver = parent?.timed ? AbortSignal.any([this.graceOverOwn.signal, parent.graceOver]) : this.graceOverOwn.signal;
     if (limits?.maxDurationMs !== undefined) {
-      this.durationTimer = setTimeout(() => this.check(), Math.max(0, limits.maxDurationMs));
+      const limit = Math.max(0, limits.maxDurationMs);
+      this.durationTimer = setTimeout(() => this.timeRanOut(limit), limit);
       this.durationTimer.unref?.();
     }
+  }
+
+  private timeRanOut(limit: number): void {
+    const why = timeBudgetUsedUp(limit);
+    this.timeUpOwn.abort(new BudgetExceededError(`run ${this.runId}: ${why}; running steps were stopped`, this.rootRunId()));
+    this.check();
+    this.graceTimer = setTimeout(() => this.graceOverOwn.abort(this.timeUp.reason), agentGraceMs(limit));
+    this.graceTimer.unref?.();
+  }
+
+  /**
+   * The signal a running step watches: `base` (its branch), and with a time
+   * budget also `timeUp` (agent stages: `graceOver`, after their wrap-up).
+   */
+  stepSignal(base: AbortSignal, agent = false): AbortSignal {
+    if (!this.timed) return base;
+    return AbortSignal.any([base, agent ? this.graceOver : this.timeUp]);
+  }
+
+  /** The BudgetExceededError of a used-up time budget (here or above), or undefined. */
+  timeUpError(): BudgetExceededError | undefined {
+    return this.timeUp.aborted ? (this.timeUp.reason as BudgetExceededError) : undefined;
   }
 
   /** A child run's ledger: its own limits (if any) under this one's. `initial`: what it recorded before (a resumed child). */
@@ -151,8 +202,8 @@ export class BudgetLedger {
     if (l.maxTokens !== undefined && t.tokens >= l.maxTokens) {
       return `the token budget of ${l.maxTokens.toLocaleString("en-US")} is used up (${t.tokens.toLocaleString("en-US")} tokens)`;
     }
-    if (l.maxDurationMs !== undefined && Date.now() - this.startedAt >= l.maxDurationMs) {
-      return `the time budget of ${(l.maxDurationMs / 1000).toFixed(l.maxDurationMs < 10_000 ? 1 : 0)} s is used up`;
+    if (l.maxDurationMs !== undefined && (this.timeUpOwn.signal.aborted || performance.now() - this.startedAt >= l.maxDurationMs)) {
+      return timeBudgetUsedUp(l.maxDurationMs);
     }
     return undefined;
   }
@@ -217,10 +268,16 @@ export class BudgetLedger {
 
   /** The run ended: no timers left behind. */
   close(): void {
-    if (this.durationTimer) clearTimeout(this.durationTimer);
+    clearTimeout(this.durationTimer);
+    clearTimeout(this.graceTimer);
     this.durationTimer = undefined;
+    this.graceTimer = undefined;
     this.parent?.children.delete(this);
   }
+}
+
+function timeBudgetUsedUp(limitMs: number): string {
+  return `the time budget of ${(limitMs / 1000).toFixed(limitMs < 10_000 ? 1 : 0)} s is used up`;
 }
 
 function usd(micro: number): string {

@@ -198,9 +198,22 @@ export class RunExecution {
     return this.tree.whilePaused().then(() => this.assertMayStart(scope));
   }
 
-  /** Refuse to start a step once the tree is stopping or this branch was aborted. */
+  /** Refuse to start a step once the tree is stopping, this branch was aborted or this drive's time budget is used up. */
   assertMayStart(scope: Scope): void {
     if (scope.signal.aborted) throw this.stopError(scope);
+    const late = this.budget.timed ? this.budget.timeUpError() : undefined;
+    if (late) throw late;
+  }
+
+  /** What a running step watches: its branch's signal and, with a time budget, the budget's (budget.ts). */
+  stepSignal(scope: Scope, agent = false): AbortSignal {
+    return this.budget.stepSignal(scope.signal, agent);
+  }
+
+  /** Why a step watching `stepSignal(scope)` was stopped: its branch (stopError), else the time budget. */
+  stepStopError(scope: Scope): Error {
+    if (scope.signal.aborted) return this.stopError(scope);
+    return this.budget.timeUpError() ?? this.stopError(scope);
   }
 
   /** Why a step in `scope` was stopped: the whole tree stopped, or its parallel group failed fast. */

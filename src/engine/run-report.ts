@@ -20,7 +20,8 @@ import {
   type StepStartedPayload,
 } from "./journal-events.ts";
 
-export type StepState = "running" | "completed" | "failed" | "stopped";
+/** "waiting": a ctx.sleep whose wake-up time has not come (or that was stopped before it came). */
+export type StepState = "running" | "completed" | "failed" | "stopped" | "waiting";
 
 /** One attempt of a step: a `step_started` up to its `step_failed` or checkpoint. */
 export interface AttemptReport {
@@ -51,11 +52,11 @@ export interface StepReport {
   childRunId?: string;
   child?: RunReport;
   result?: unknown;
-  /** Attempts with a visible start (stages, child workflows); empty for tools and sleeps. */
+  /** Attempts with a visible start (stages, tools, child workflows), each failed one with its error; empty for sleeps. */
   attemptLog: AttemptReport[];
   /** A stage's token and cost usage, when its runner reported one: every recorded attempt (failed ones too), summed. */
   usage?: Usage;
-  /** A durable timer's wake-up time. */
+  /** A durable timer's wake-up time (its endedAt once it has woken; `waiting` until then). */
   wakeAt?: number;
 }
 
@@ -82,7 +83,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const events = await journal.readEvents(runId);
   const steps = new Map<string, StepReport>();
   const waiting = new Map<string, { position: string; name: string; reason: string; since: number }>();
+  let lastEventAt = 0;
   for (const e of events) {
+    lastEventAt = Math.max(lastEventAt, e.at);
     if (e.type === EVENT.stageWaiting) {
       const w = e.payload as { stageKey: string; name: string; reason: string };
       waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
@@ -177,6 +180,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       for (const a of step.attemptLog) if (a.status === "running") a.status = "stopped";
     }
   }
+  const live = status === "running" || drivenWaiting;
+  for (const step of steps.values()) if (step.kind === "sleep" && step.wakeAt !== undefined) settleSleep(step, step.wakeAt, run, live, lastEventAt);
   const list = [...steps.values()];
   for (const step of list) {
     if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
@@ -201,6 +206,19 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   if (status === "crashed" && expiry !== undefined) report.leaseExpiresAt = expiry;
   if (lease && status === "running") report.holder = { holderId: lease.holderId, host: lease.host, pid: lease.pid };
   return report;
+}
+
+/**
+ * A sleep's checkpoint is written before its wait, so it says nothing about
+ * whether the sleep woke. It did when the run is live and the time has
+ * come, or when the run is not live but went on past the wake-up time (it
+ * completed, or recorded anything at or after it). Otherwise it is
+ * `waiting`: still sleeping, or stopped (Ctrl-C, crash) before it woke.
+ */
+function settleSleep(step: StepReport, wakeAt: number, run: RunRecord, live: boolean, lastEventAt: number): void {
+  const woke = live ? Date.now() >= wakeAt : run.status === "completed" || lastEventAt >= wakeAt;
+  step.status = woke ? "completed" : "waiting";
+  step.endedAt = woke ? wakeAt : null;
 }
 
 /** Usage of several attempts: integer sums, so totals are exact. */
