@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/install-chromium.sh
+bash scripts/install-faketime.sh
 echo "type-checking..."
 node_modules/.bin/tsc --noEmit -p .
 node_modules/.bin/bun scripts/build.ts
