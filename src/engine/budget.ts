@@ -64,10 +64,14 @@ export const WRAP_UP_TEXT =
 export class BudgetExceededError extends AtomicError {
   override name = "BudgetExceeded";
   constructor(message: string, runId: string) {
-    super("budget_exceeded", message, "terminal", {
-      hint: `resume it with a higher budget: atomic resume ${runId} --max-cost N (or --max-tokens, --max-duration)`,
-    });
+    super("budget_exceeded", message, "terminal", { hint: resumeHint(runId, message) });
   }
+}
+
+/** How to continue a run blocked by `why`: the flag of the limit that ran out first. */
+export function resumeHint(runId: string, why: string): string {
+  if (why.includes("the time budget")) return `resume it with a fresh time budget: atomic resume ${runId} --max-duration D (for example 30m)`;
+  return `resume it with a higher budget: atomic resume ${runId} --max-cost N (or --max-tokens, --max-duration)`;
 }
 
 /** Limits from budget options (USD → micro-dollars); undefined when nothing is limited. */
@@ -98,6 +102,7 @@ export class BudgetLedger {
   private readonly warned = new Set<string>();
   private readonly startedAt = performance.now();
   private durationTimer: ReturnType<typeof setTimeout> | undefined;
+  private warnTimer: ReturnType<typeof setTimeout> | undefined;
   private graceTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly timeUpOwn = new AbortController();
   private readonly graceOverOwn = new AbortController();
@@ -130,6 +135,13 @@ export class BudgetLedger {
       const limit = Math.max(0, limits.maxDurationMs);
       this.durationTimer = setTimeout(() => this.timeRanOut(limit), limit);
       this.durationTimer.unref?.();
+      if (limits.warnAtPercent < 100 && limit > 0) {
+        this.warnTimer = setTimeout(
+          () => this.warn(this.runId, `run ${this.runId} has used ${limits.warnAtPercent}% of its time budget of ${seconds(limit)} s`),
+          (limit * Math.max(0, limits.warnAtPercent)) / 100,
+        );
+        this.warnTimer.unref?.();
+      }
     }
   }
 
@@ -157,7 +169,10 @@ export class BudgetLedger {
 
   /** A child run's ledger: its own limits (if any) under this one's. `initial`: what it recorded before (a resumed child). */
   child(runId: string, opts: BudgetOptions | undefined, initial?: Spent): BudgetLedger {
-    return new BudgetLedger(runId, limitsOf(opts), this, this.warn, initial);
+    const ledger = new BudgetLedger(runId, limitsOf(opts), this, this.warn, initial);
+    // Its own limit running out wraps up the agents under it too (the callback checks each agent's ledger).
+    ledger.onExhausted = this.onExhausted;
+    return ledger;
   }
 
   get limited(): boolean {
@@ -269,6 +284,7 @@ export class BudgetLedger {
   /** The run ended: no timers left behind. */
   close(): void {
     clearTimeout(this.durationTimer);
+    clearTimeout(this.warnTimer);
     clearTimeout(this.graceTimer);
     this.durationTimer = undefined;
     this.graceTimer = undefined;
@@ -277,7 +293,11 @@ export class BudgetLedger {
 }
 
 function timeBudgetUsedUp(limitMs: number): string {
-  return `the time budget of ${(limitMs / 1000).toFixed(limitMs < 10_000 ? 1 : 0)} s is used up`;
+  return `the time budget of ${seconds(limitMs)} s is used up`;
+}
+
+function seconds(ms: number): string {
+  return (ms / 1000).toFixed(ms < 10_000 ? 1 : 0);
 }
 
 function usd(micro: number): string {

@@ -27,7 +27,7 @@ import { runChild } from "./steps/child.ts";
 import { runGroup } from "./steps/group.ts";
 import { runSend } from "./steps/send.ts";
 import { runAsk } from "./steps/ask.ts";
-import type { BudgetLedger } from "./budget.ts";
+import { resumeHint, type BudgetLedger } from "./budget.ts";
 
 export interface RunOutcome {
   runId: RunId;
@@ -112,7 +112,7 @@ export class RunExecution {
         name: "BudgetExceeded",
         code: "budget_exceeded",
         message: `run ${this.runId}: ${why}`,
-        hint: `resume it with a higher budget: atomic resume ${this.tree.lease.rootId} --max-cost N`,
+        hint: resumeHint(this.tree.lease.rootId, why),
       },
     };
   }

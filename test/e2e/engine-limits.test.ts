@@ -138,6 +138,9 @@ e2eTest("tool steps: a running tool shows in `show`; failed attempts are recorde
   const text = (await runAtomic(["show", id], { home })).stdout;
   expect(text).toContain("attempt 1 failed: boom 1");
   expect(text).toContain("attempt 2 failed: boom 2");
+  // A stage's failed attempt is listed the same way.
+  expect(step("shaky").attemptLog.map((a) => a.status)).toEqual(["failed", "completed"]);
+  expect(text).toMatch(/shaky .*attempts 2[\s\S]*attempt 1 failed: /);
 });
 
 // ---------------------------------------------------------------- sleeps
