@@ -38,6 +38,8 @@ export interface StepStartedPayload extends StepIdentity {
   childRunId?: string;
   /** The work queue item of a stage attempt on the pool. */
   workId?: string;
+  /** When the attempt began, if that was before this record (a tool attempt is recorded once it outlasts TOOL_VISIBLE_AFTER_MS). */
+  startedAt?: number;
   /** ctx.ask: the prompt this attempt opened. */
   promptId?: string;
   question?: string;

@@ -101,8 +101,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     if (e.type === EVENT.stepStarted) waiting.delete(e.key);
     const p = e.payload as StepStartedPayload;
     let step = steps.get(e.key);
+    const at = e.type === EVENT.stepStarted && typeof p.startedAt === "number" ? p.startedAt : e.at;
     if (!step) {
-      step = { position: e.key, kind: p.kind, name: p.name, status: "running", attempts: 0, startedAt: e.at, endedAt: null, attemptLog: [] };
+      step = { position: e.key, kind: p.kind, name: p.name, status: "running", attempts: 0, startedAt: at, endedAt: null, attemptLog: [] };
       steps.set(e.key, step);
     }
     switch (e.type) {
@@ -115,7 +116,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         if (p.childRunId) step.childRunId = p.childRunId;
         step.attemptLog.push({
           attempt: step.attempts,
-          startedAt: e.at,
+          startedAt: at,
           endedAt: null,
           status: "running",
           ...(p.artifactDir ? { artifactDir: p.artifactDir } : {}),

@@ -8,10 +8,13 @@
  * and resumes, so `fn` can make an external effect exactly-once even when a
  * crash lands between its end and its checkpoint.
  *
- * Visibility: each attempt is journaled as `step_started` before `fn` runs
- * and, when it throws, as `step_failed` with its error (progress records,
- * not results: a resumed run numbers its attempts on), so `show`, the live
- * view and the page see a running tool and every failed attempt.
+ * Visibility: a first attempt is journaled as `step_started` once it has
+ * run for TOOL_VISIBLE_AFTER_MS (or when it fails first), a retry at once;
+ * when it throws,
+ * as `step_failed` with its error (progress records, not results: a
+ * resumed run numbers its attempts on), so `show`, the live view and the
+ * page see a running tool and every failed attempt. A quick success writes
+ * only its checkpoint: one journal row per step, as before (bench/sequential).
  *
  * Not retried: a NonRetryableError, and a programming error in the tool's
  * own code (ReferenceError, TypeError, SyntaxError without a `code`; fetch's
@@ -31,6 +34,9 @@ import type { Scope } from "../scope.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { argsHash, formatDigest, storedValue } from "../values.ts";
 import { abortableDelay } from "./delay.ts";
+
+/** A tool attempt running this long is recorded as started (quicker ones are seen through their checkpoint). */
+export const TOOL_VISIBLE_AFTER_MS = 25;
 
 /** How long a tool function that ignores its aborted signal is waited for before its promise is abandoned. */
 export const ABANDON_GRACE_MS = 2_000;
@@ -98,8 +104,16 @@ async function runLive(
   let notRetried = "";
   for (let attempt = recordedAttempts + 1; ; attempt++) {
     exec.assertMayStart(scope);
-    recordProgress(exec, { runId: exec.runId, type: EVENT.stepStarted, key: position, payload: { ...step, attempt } });
-    exec.tree.observer({ type: "step_started", runId: exec.runId, position, kind: "tool", name, attempt, at: Date.now() });
+    const attemptAt = Date.now();
+    exec.tree.observer({ type: "step_started", runId: exec.runId, position, kind: "tool", name, attempt, at: attemptAt });
+    let startRecorded = false;
+    const recordStart = () => {
+      if (startRecorded) return;
+      startRecorded = true;
+      recordProgress(exec, { runId: exec.runId, type: EVENT.stepStarted, key: position, payload: { ...step, attempt, startedAt: attemptAt } });
+    };
+    // A retry is recorded at once: the attempt log lists each attempt after a failed one (and a retry is slow anyway).
+    const visible = attempt > 1 ? (recordStart(), undefined) : setTimeout(recordStart, TOOL_VISIBLE_AFTER_MS);
     try {
       const value = await callOnce(exec, name, fn, { idempotencyKey, attempt: attempt - recordedAttempts, signal }, opts.timeoutMs);
       record = { value: storedValue(value, `tool "${name}"`) };
@@ -109,6 +123,7 @@ async function runLive(
       if (err instanceof StepFailedError && err.code === "not_serializable") throw err;
       const { code, message } = errorInfo(err); // its message redacted (shared/secrets.ts)
       const error = { name: ensureError(err).name, code, message };
+      recordStart();
       recordProgress(exec, { runId: exec.runId, type: EVENT.stepFailed, key: position, payload: { ...step, attempt, error } });
       failures++;
       const permanent = notRetriedBecause(err);
@@ -120,6 +135,8 @@ async function runLive(
       await abortableDelay(Math.min(maxBackoff, backoff * 2 ** (failures - 1)), signal).catch(() => {
         throw exec.stepStopError(scope);
       });
+    } finally {
+      clearTimeout(visible);
     }
   }
   if (record.error && opts.failureMode !== "return") {
