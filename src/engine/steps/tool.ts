@@ -10,11 +10,11 @@
  *
  * Visibility: a first attempt is journaled as `step_started` once it has
  * run for TOOL_VISIBLE_AFTER_MS (or when it fails first), a retry at once;
- * when it throws,
- * as `step_failed` with its error (progress records, not results: a
- * resumed run numbers its attempts on), so `show`, the live view and the
- * page see a running tool and every failed attempt. A quick success writes
- * only its checkpoint: one journal row per step, as before (bench/sequential).
+ * an attempt that throws, as `step_failed` with its error. These are
+ * progress records, not results (a resumed run numbers its attempts on
+ * from them), so `show`, the live view and the page see a running tool and
+ * every failed attempt. A quick success writes only its checkpoint: one
+ * journal row per step, as before (bench/sequential).
  *
  * Not retried: a NonRetryableError, and a programming error in the tool's
  * own code (ReferenceError, TypeError, SyntaxError without a `code`; fetch's
