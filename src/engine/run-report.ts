@@ -182,7 +182,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     }
   }
   const live = status === "running" || drivenWaiting;
-  for (const step of steps.values()) if (step.kind === "sleep" && step.wakeAt !== undefined) settleSleep(step, step.wakeAt, run, live, lastEventAt);
+  const sleeps = [...steps.values()].filter((x) => x.kind === "sleep" && x.wakeAt !== undefined);
+  for (const step of sleeps) settleSleep(step, step.wakeAt!, live ? Date.now() >= step.wakeAt! : run.status === "completed" || lastEventAt >= step.wakeAt! || movedPast(step.position, steps.keys()));
   const list = [...steps.values()];
   for (const step of list) {
     if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
@@ -212,14 +213,28 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
 /**
  * A sleep's checkpoint is written before its wait, so it says nothing about
  * whether the sleep woke. It did when the run is live and the time has
- * come, or when the run is not live but went on past the wake-up time (it
- * completed, or recorded anything at or after it). Otherwise it is
+ * come, or when the run is not live but went on past it: it completed,
+ * recorded anything at or after the wake-up time, or started a later step
+ * of the sleep's own sequence (a resumed sleep may end before its wake-up
+ * time when the clock was set back: steps/sleep.ts). Otherwise it is
  * `waiting`: still sleeping, or stopped (Ctrl-C, crash) before it woke.
  */
-function settleSleep(step: StepReport, wakeAt: number, run: RunRecord, live: boolean, lastEventAt: number): void {
-  const woke = live ? Date.now() >= wakeAt : run.status === "completed" || lastEventAt >= wakeAt;
+function settleSleep(step: StepReport, wakeAt: number, woke: boolean): void {
   step.status = woke ? "completed" : "waiting";
   step.endedAt = woke ? wakeAt : null;
+}
+
+/** Whether a step came after the one at `position` in the same sequence ("1.0.2" → "1.0.3", "1.0.4.1.0"...). */
+function movedPast(position: string, positions: Iterable<string>): boolean {
+  const own = position.split(".");
+  const last = own.length - 1;
+  const prefix = own.slice(0, last).join(".");
+  for (const other of positions) {
+    const parts = other.split(".");
+    if (parts.length < own.length || parts.slice(0, last).join(".") !== prefix) continue;
+    if (Number(parts[last]) > Number(own[last])) return true;
+  }
+  return false;
 }
 
 /** Usage of several attempts: integer sums, so totals are exact. */
