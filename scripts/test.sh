@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/install-chromium.sh
 bash scripts/install-agents.sh
+bash scripts/install-faketime.sh
 echo "type-checking..."
 node_modules/.bin/tsc --noEmit -p .
 node_modules/.bin/bun scripts/build.ts

@@ -22,6 +22,17 @@
  * `budget_exceeded`); every live agent stage under the exhausted ledger
  * gets one wrap-up turn. A warning is emitted once per limit when
  * `warnAtPercent` of it is used.
+ *
+ * The time budget also ends what is running (`timeUp`, `graceOver`): at
+ * the limit, running shell stages are cancelled (their process group gets
+ * SIGTERM, then SIGKILL after the shell runner's grace), a running
+ * `ctx.tool` sees its signal abort, a `ctx.sleep` stops waiting, and no
+ * step starts any more; agent stages get their wrap-up turn and are
+ * cancelled if they have not finished AGENT_GRACE_MS later (30 s, or the
+ * limit itself when that is shorter). Each raises BudgetExceededError, so
+ * the run ends `blocked` and `atomic resume --max-duration` continues it.
+ * Time is measured with the monotonic clock: a wall-clock jump neither
+ * ends the window early nor extends it.
  */
 
 import type { BudgetOptions, Usage } from "../sdk/types.ts";
@@ -42,16 +53,25 @@ export interface Spent {
   tokens: number;
 }
 
+/** How long an agent stage may take over its wrap-up turn once the time budget is used up. */
+export function agentGraceMs(maxDurationMs: number): number {
+  return Math.min(30_000, Math.max(0, maxDurationMs));
+}
+
 export const WRAP_UP_TEXT =
   "The run's budget is used up. Stop working now: do not call tools; reply with your final answer based on what you have done so far.";
 
 export class BudgetExceededError extends AtomicError {
   override name = "BudgetExceeded";
   constructor(message: string, runId: string) {
-    super("budget_exceeded", message, "terminal", {
-      hint: `resume it with a higher budget: atomic resume ${runId} --max-cost N (or --max-tokens, --max-duration)`,
-    });
+    super("budget_exceeded", message, "terminal", { hint: resumeHint(runId, message) });
   }
+}
+
+/** How to continue a run blocked by `why`: the flag of the limit that ran out first. */
+export function resumeHint(runId: string, why: string): string {
+  if (why.includes("the time budget")) return `resume it with a fresh time budget: atomic resume ${runId} --max-duration D (for example 30m)`;
+  return `resume it with a higher budget: atomic resume ${runId} --max-cost N (or --max-tokens, --max-duration)`;
 }
 
 /** Limits from budget options (USD → micro-dollars); undefined when nothing is limited. */
@@ -80,8 +100,18 @@ export class BudgetLedger {
   private readonly live = new Map<string, Spent>();
   private readonly children = new Set<BudgetLedger>();
   private readonly warned = new Set<string>();
-  private readonly startedAt = Date.now();
+  private readonly startedAt = performance.now();
   private durationTimer: ReturnType<typeof setTimeout> | undefined;
+  private warnTimer: ReturnType<typeof setTimeout> | undefined;
+  private graceTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly timeUpOwn = new AbortController();
+  private readonly graceOverOwn = new AbortController();
+  /** Aborts (with a BudgetExceededError) when this ledger's or an ancestor's time budget is used up. */
+  readonly timeUp: AbortSignal;
+  /** Aborts an agent grace after `timeUp`: agent stages still running are cancelled. */
+  readonly graceOver: AbortSignal;
+  /** Whether this ledger or an ancestor has a time budget (steps watch the signals above only then). */
+  readonly timed: boolean;
   private exhaustedNotified = false;
   /** Called once when this ledger (or an ancestor) becomes exhausted. */
   onExhausted: (() => void) | undefined;
@@ -98,15 +128,51 @@ export class BudgetLedger {
       this.spent.tokens = initial.tokens;
     }
     parent?.children.add(this);
+    this.timed = limits?.maxDurationMs !== undefined || (parent?.timed ?? false);
+    this.timeUp = parent?.timed ? AbortSignal.any([this.timeUpOwn.signal, parent.timeUp]) : this.timeUpOwn.signal;
+    this.graceOver = parent?.timed ? AbortSignal.any([this.graceOverOwn.signal, parent.graceOver]) : this.graceOverOwn.signal;
     if (limits?.maxDurationMs !== undefined) {
-      this.durationTimer = setTimeout(() => this.check(), Math.max(0, limits.maxDurationMs));
+      const limit = Math.max(0, limits.maxDurationMs);
+      this.durationTimer = setTimeout(() => this.timeRanOut(limit), limit);
       this.durationTimer.unref?.();
+      if (limits.warnAtPercent < 100 && limit > 0) {
+        this.warnTimer = setTimeout(
+          () => this.warn(this.runId, `run ${this.runId} has used ${limits.warnAtPercent}% of its time budget of ${seconds(limit)} s`),
+          (limit * Math.max(0, limits.warnAtPercent)) / 100,
+        );
+        this.warnTimer.unref?.();
+      }
     }
+  }
+
+  private timeRanOut(limit: number): void {
+    const why = timeBudgetUsedUp(limit);
+    this.timeUpOwn.abort(new BudgetExceededError(`run ${this.runId}: ${why}; running steps were stopped`, this.rootRunId()));
+    this.check();
+    this.graceTimer = setTimeout(() => this.graceOverOwn.abort(this.timeUp.reason), agentGraceMs(limit));
+    this.graceTimer.unref?.();
+  }
+
+  /**
+   * The signal a running step watches: `base` (its branch), and with a time
+   * budget also `timeUp` (agent stages: `graceOver`, after their wrap-up).
+   */
+  stepSignal(base: AbortSignal, agent = false): AbortSignal {
+    if (!this.timed) return base;
+    return AbortSignal.any([base, agent ? this.graceOver : this.timeUp]);
+  }
+
+  /** The BudgetExceededError of a used-up time budget (here or above), or undefined. */
+  timeUpError(): BudgetExceededError | undefined {
+    return this.timeUp.aborted ? (this.timeUp.reason as BudgetExceededError) : undefined;
   }
 
   /** A child run's ledger: its own limits (if any) under this one's. `initial`: what it recorded before (a resumed child). */
   child(runId: string, opts: BudgetOptions | undefined, initial?: Spent): BudgetLedger {
-    return new BudgetLedger(runId, limitsOf(opts), this, this.warn, initial);
+    const ledger = new BudgetLedger(runId, limitsOf(opts), this, this.warn, initial);
+    // Its own limit running out wraps up the agents under it too (the callback checks each agent's ledger).
+    ledger.onExhausted = this.onExhausted;
+    return ledger;
   }
 
   get limited(): boolean {
@@ -151,8 +217,8 @@ export class BudgetLedger {
     if (l.maxTokens !== undefined && t.tokens >= l.maxTokens) {
       return `the token budget of ${l.maxTokens.toLocaleString("en-US")} is used up (${t.tokens.toLocaleString("en-US")} tokens)`;
     }
-    if (l.maxDurationMs !== undefined && Date.now() - this.startedAt >= l.maxDurationMs) {
-      return `the time budget of ${(l.maxDurationMs / 1000).toFixed(l.maxDurationMs < 10_000 ? 1 : 0)} s is used up`;
+    if (l.maxDurationMs !== undefined && (this.timeUpOwn.signal.aborted || performance.now() - this.startedAt >= l.maxDurationMs)) {
+      return timeBudgetUsedUp(l.maxDurationMs);
     }
     return undefined;
   }
@@ -217,10 +283,21 @@ export class BudgetLedger {
 
   /** The run ended: no timers left behind. */
   close(): void {
-    if (this.durationTimer) clearTimeout(this.durationTimer);
+    clearTimeout(this.durationTimer);
+    clearTimeout(this.warnTimer);
+    clearTimeout(this.graceTimer);
     this.durationTimer = undefined;
+    this.graceTimer = undefined;
     this.parent?.children.delete(this);
   }
+}
+
+function timeBudgetUsedUp(limitMs: number): string {
+  return `the time budget of ${seconds(limitMs)} s is used up`;
+}
+
+function seconds(ms: number): string {
+  return (ms / 1000).toFixed(ms < 10_000 ? 1 : 0);
 }
 
 function usd(micro: number): string {

@@ -3,10 +3,11 @@
  *
  * - `run_started`: a run's first event (creates its runs row).
  * - `run_resumed`: a process took the run over to continue it.
- * - `step_started`: a step that has a visible start (a stage attempt, a
- *   child workflow) began. Not a checkpoint: on resume the step runs again,
- *   but a child keeps the run id recorded here.
- * - `step_failed`: a stage attempt failed (visibility only).
+ * - `step_started`: a step that has a visible start (a stage or tool
+ *   attempt, a child workflow) began. Not a checkpoint: on resume the step
+ *   runs again, but a child keeps the run id recorded here.
+ * - `step_failed`: a stage or tool attempt failed, with its error
+ *   (visibility only).
  * - `checkpoint`: a step's recorded result. Replay returns it instead of
  *   running the step. Keyed by the step's replay position.
  * - `status_changed`: the run's status moved (the runs row is patched in
@@ -37,6 +38,8 @@ export interface StepStartedPayload extends StepIdentity {
   childRunId?: string;
   /** The work queue item of a stage attempt on the pool. */
   workId?: string;
+  /** When the attempt began, if that was before this record (a tool attempt is recorded once it outlasts TOOL_VISIBLE_AFTER_MS). */
+  startedAt?: number;
   /** ctx.ask: the prompt this attempt opened. */
   promptId?: string;
   question?: string;

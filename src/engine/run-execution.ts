@@ -27,7 +27,7 @@ import { runChild } from "./steps/child.ts";
 import { runGroup } from "./steps/group.ts";
 import { runSend } from "./steps/send.ts";
 import { runAsk } from "./steps/ask.ts";
-import type { BudgetLedger } from "./budget.ts";
+import { resumeHint, type BudgetLedger } from "./budget.ts";
 
 export interface RunOutcome {
   runId: RunId;
@@ -112,7 +112,7 @@ export class RunExecution {
         name: "BudgetExceeded",
         code: "budget_exceeded",
         message: `run ${this.runId}: ${why}`,
-        hint: `resume it with a higher budget: atomic resume ${this.tree.lease.rootId} --max-cost N`,
+        hint: resumeHint(this.tree.lease.rootId, why),
       },
     };
   }
@@ -200,9 +200,22 @@ export class RunExecution {
     return this.tree.whilePaused().then(() => this.assertMayStart(scope));
   }
 
-  /** Refuse to start a step (or a stage execution, or a tool call) once the tree is stopping, its lease may be gone, or this branch was aborted. */
+  /** Refuse to start a step (or a stage execution, or a tool call) once the tree is stopping, its lease may be gone, this branch was aborted or this drive's time budget is used up. */
   assertMayStart(scope: Scope): void {
     if (scope.signal.aborted || !this.tree.leaseHeld()) throw this.stopError(scope);
+    const late = this.budget.timed ? this.budget.timeUpError() : undefined;
+    if (late) throw late;
+  }
+
+  /** What a running step watches: its branch's signal and, with a time budget, the budget's (budget.ts). */
+  stepSignal(scope: Scope, agent = false): AbortSignal {
+    return this.budget.stepSignal(scope.signal, agent);
+  }
+
+  /** Why a step watching `stepSignal(scope)` was stopped: its branch (stopError), else the time budget. */
+  stepStopError(scope: Scope): Error {
+    if (scope.signal.aborted) return this.stopError(scope);
+    return this.budget.timeUpError() ?? this.stopError(scope);
   }
 
   /** Why a step in `scope` was stopped: the whole tree stopped, or its parallel group failed fast. */

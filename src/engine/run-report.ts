@@ -20,7 +20,8 @@ import {
   type StepStartedPayload,
 } from "./journal-events.ts";
 
-export type StepState = "running" | "completed" | "failed" | "stopped";
+/** "waiting": a ctx.sleep whose wake-up time has not come (or that was stopped before it came). */
+export type StepState = "running" | "completed" | "failed" | "stopped" | "waiting";
 
 /** One attempt of a step: a `step_started` up to its `step_failed` or checkpoint. */
 export interface AttemptReport {
@@ -51,11 +52,11 @@ export interface StepReport {
   childRunId?: string;
   child?: RunReport;
   result?: unknown;
-  /** Attempts with a visible start (stages, child workflows); empty for tools and sleeps. */
+  /** Attempts with a visible start (stages, tools, child workflows), each failed one with its error; empty for sleeps. */
   attemptLog: AttemptReport[];
   /** A stage's token and cost usage, when its runner reported one: every recorded attempt (failed ones too), summed. */
   usage?: Usage;
-  /** A durable timer's wake-up time. */
+  /** A durable timer's wake-up time (its endedAt once it has woken; `waiting` until then). */
   wakeAt?: number;
 }
 
@@ -82,7 +83,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const events = await journal.readEvents(runId);
   const steps = new Map<string, StepReport>();
   const waiting = new Map<string, { position: string; name: string; reason: string; since: number }>();
+  let lastEventAt = 0;
   for (const e of events) {
+    lastEventAt = Math.max(lastEventAt, e.at);
     if (e.type === EVENT.stageWaiting) {
       const w = e.payload as { stageKey: string; name: string; reason: string };
       waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
@@ -98,8 +101,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     if (e.type === EVENT.stepStarted) waiting.delete(e.key);
     const p = e.payload as StepStartedPayload;
     let step = steps.get(e.key);
+    const at = e.type === EVENT.stepStarted && typeof p.startedAt === "number" ? p.startedAt : e.at;
     if (!step) {
-      step = { position: e.key, kind: p.kind, name: p.name, status: "running", attempts: 0, startedAt: e.at, endedAt: null, attemptLog: [] };
+      step = { position: e.key, kind: p.kind, name: p.name, status: "running", attempts: 0, startedAt: at, endedAt: null, attemptLog: [] };
       steps.set(e.key, step);
     }
     switch (e.type) {
@@ -112,7 +116,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         if (p.childRunId) step.childRunId = p.childRunId;
         step.attemptLog.push({
           attempt: step.attempts,
-          startedAt: e.at,
+          startedAt: at,
           endedAt: null,
           status: "running",
           ...(p.artifactDir ? { artifactDir: p.artifactDir } : {}),
@@ -177,6 +181,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       for (const a of step.attemptLog) if (a.status === "running") a.status = "stopped";
     }
   }
+  const live = status === "running" || drivenWaiting;
+  const sleeps = [...steps.values()].filter((x) => x.kind === "sleep" && x.wakeAt !== undefined);
+  for (const step of sleeps) settleSleep(step, step.wakeAt!, live ? Date.now() >= step.wakeAt! : run.status === "completed" || lastEventAt >= step.wakeAt! || movedPast(step.position, steps.keys()));
   const list = [...steps.values()];
   for (const step of list) {
     if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
@@ -201,6 +208,33 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   if (status === "crashed" && expiry !== undefined) report.leaseExpiresAt = expiry;
   if (lease && status === "running") report.holder = { holderId: lease.holderId, host: lease.host, pid: lease.pid };
   return report;
+}
+
+/**
+ * A sleep's checkpoint is written before its wait, so it says nothing about
+ * whether the sleep woke. It did when the run is live and the time has
+ * come, or when the run is not live but went on past it: it completed,
+ * recorded anything at or after the wake-up time, or started a later step
+ * of the sleep's own sequence (a resumed sleep may end before its wake-up
+ * time when the clock was set back: steps/sleep.ts). Otherwise it is
+ * `waiting`: still sleeping, or stopped (Ctrl-C, crash) before it woke.
+ */
+function settleSleep(step: StepReport, wakeAt: number, woke: boolean): void {
+  step.status = woke ? "completed" : "waiting";
+  step.endedAt = woke ? wakeAt : null;
+}
+
+/** Whether a step came after the one at `position` in the same sequence ("1.0.2" → "1.0.3", "1.0.4.1.0"...). */
+function movedPast(position: string, positions: Iterable<string>): boolean {
+  const own = position.split(".");
+  const last = own.length - 1;
+  const prefix = own.slice(0, last).join(".");
+  for (const other of positions) {
+    const parts = other.split(".");
+    if (parts.length < own.length || parts.slice(0, last).join(".") !== prefix) continue;
+    if (Number(parts[last]) > Number(own[last])) return true;
+  }
+  return false;
 }
 
 /** Usage of several attempts: integer sums, so totals are exact. */

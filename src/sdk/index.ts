@@ -9,4 +9,4 @@ export * as v from "valibot";
 export { workflow, isWorkflow, ExitSignal } from "./workflow.ts";
 export { sh, quoteShell, type ShellValue } from "./shell.ts";
 export type * from "./types.ts";
-export { AtomicError, StepFailedError, CancelledError } from "../shared/errors.ts";
+export { AtomicError, StepFailedError, CancelledError, NonRetryableError } from "../shared/errors.ts";

@@ -130,7 +130,7 @@ export interface ToolOptions {
 export interface ToolCallInfo {
   /** Stable across retries and resumes of this step: use it to make external effects exactly-once. */
   idempotencyKey: string;
-  /** Fires when the run is cancelled or interrupted, or the attempt times out. */
+  /** Fires when the run is cancelled or interrupted, the attempt times out, or the run's time budget is used up. */
   signal: AbortSignal;
   /** 1-based attempt number. */
   attempt: number;
@@ -212,9 +212,33 @@ export interface WorkflowContext<I = Record<string, unknown>> {
     inputs: Partial<InputsOf<CI>>,
     opts?: { name?: string },
   ): Promise<CO>;
+  /**
+   * A memoized side effect: `fn` runs until it succeeds or its attempts
+   * run out, and its value is checkpointed.
+   *
+   * Failure semantics: a checkpointed value replays on resume without
+   * calling `fn`. A crash between `fn`'s end and the checkpoint calls it
+   * again with the same `idempotencyKey`. Each attempt is recorded when it
+   * starts and, when it throws, with its error (`atomic show` lists them).
+   * Retried with backoff (`retries`, default 2), except a
+   * `NonRetryableError` and a programming error in `fn`'s own code
+   * (ReferenceError, TypeError or SyntaxError without a `code`: fetch's
+   * network errors have one and are retried). When the attempts run out
+   * the step fails and the run with it, without a checkpoint (`atomic
+   * resume` calls `fn` again), unless `failureMode: "return"`.
+   * Cancel, Ctrl-C, a timeout or a used-up time budget abort `signal`;
+   * a `fn` that ignores it is waited for 2 s, then its promise is
+   * abandoned and the step ends as stopped.
+   */
   tool<T>(name: string, args: unknown, fn: (info: ToolCallInfo) => Promise<T> | T, opts?: ToolOptions & { failureMode?: "throw" }): Promise<T>;
   tool<T>(name: string, args: unknown, fn: (info: ToolCallInfo) => Promise<T> | T, opts: ToolOptions & { failureMode: "return" }): Promise<ToolResult<T>>;
-  /** A durable timer: a resumed run waits only for the time that is left. */
+  /**
+   * A durable timer. Failure semantics: the wake-up time is checkpointed
+   * before the wait; a resumed run waits min(wake-up time - now, ms),
+   * never negative, so a wall clock set back never makes it wait longer
+   * than `ms`. Stopped before it woke (Ctrl-C, crash, time budget), it
+   * shows as waiting until its wake-up time.
+   */
   sleep(ms: number, name?: string): Promise<void>;
   /**
    * A message to a stage: `stagePath` is a path of this run's stages
@@ -253,7 +277,12 @@ export interface WorkflowContext<I = Record<string, unknown>> {
 export interface BudgetOptions {
   maxCostUsd?: number;
   maxTokens?: number;
-  /** Wall time of one drive of the run (a run or a resume), in ms. */
+  /**
+   * Wall time of one drive of the run (a run or a resume), in ms. At the
+   * limit running shell stages are cancelled, a running ctx.tool's signal
+   * aborts, a sleep stops, agent stages get their wrap-up turn and are
+   * cancelled 30 s later (or after the limit's length, if shorter).
+   */
   maxDurationMs?: number;
   /** Warn once when this percent of a limit is used (default 80). */
   warnAtPercent?: number;

@@ -212,6 +212,18 @@ export function ensureError(value: unknown): Error {
 }
 
 /** An error as data (journal records, run outcomes, --json output), known secret values redacted (secrets.ts). */
+/**
+ * Thrown by a ctx.tool function for a failure that trying again cannot fix
+ * (a 4xx answer, invalid arguments): the tool fails at once, without the
+ * retries it has left. Its `code` is what the failure records.
+ */
+export class NonRetryableError extends AtomicError {
+  override name = "NonRetryableError";
+  constructor(message: string, opts: { code?: string; cause?: unknown } = {}) {
+    super(opts.code ?? "non_retryable", message, "terminal", opts.cause === undefined ? {} : { cause: opts.cause });
+  }
+}
+
 export function errorInfo(value: unknown): ErrorInfo {
   const err = ensureError(value);
   let info: ErrorInfo;

@@ -138,7 +138,8 @@ function groupPosition(entry: ScopeEntry): string {
 }
 
 function stepNode(step: StepReport, report: RunReport, now: number): GraphNode {
-  let status: NodeStatus = step.status;
+  // A sleep that has not woken (StepState "waiting") runs while its run does, else it was stopped before it woke.
+  let status: NodeStatus = step.status === "waiting" ? (report.status === "running" ? "running" : "stopped") : step.status;
   let endedAt = step.endedAt;
   if (step.kind === "sleep" && step.wakeAt !== undefined) {
     endedAt = step.wakeAt;

@@ -41,7 +41,8 @@ export function reportTotals(report: RunReport, into: RunTotals = emptyTotals())
 function addStep(step: StepReport, t: RunTotals): void {
   if (step.kind === "stage") {
     t.stages.total++;
-    t.stages[step.status]++;
+    // Only sleeps wait (StepState "waiting"); a stage never does.
+    t.stages[step.status === "waiting" ? "running" : step.status]++;
     t.attempts += Math.max(1, step.attempts);
     if (step.usage) addUsage(t, step.usage);
   } else {

@@ -97,3 +97,25 @@ e2eTest("admission: with 2 agent sessions per run, 6 parallel agent stages never
     await server.close();
   }
 });
+
+e2eTest("--max-duration: a running agent stage gets its wrap-up turn and, still busy a grace later, is cancelled; blocked with exit 3", async () => {
+  const never = new Promise<unknown>(() => {});
+  // Every request is held: the first until the time budget aborts it, the wrap-up turn for good.
+  const server = await startFakeOpenAI((): Reply => ({ text: "never sent", hold: never }));
+  try {
+    const home = makeTempDir("atomic-duration-home-");
+    const env = { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const r = await runAtomic(["run", join(FIX, "two-agents.ts"), "--workers", "1", "--max-duration", "2s"], { home, env });
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/run (\S+) blocked: run \S+: the time budget of 2\.0 s is used up/);
+    // The wrap-up turn was asked (a request without tools), then the stage was cancelled; "second" never started.
+    const wrap = server.requests.find((q) => !q.body.tools);
+    expect(wrap?.body.messages.at(-1)!.content).toContain("budget is used up");
+    expect(server.requests.some((q) => firstUser(q).startsWith("second"))).toBe(false);
+    const runId = /run (\S+) blocked/.exec(r.stderr)![1]!;
+    const shown = JSON.parse((await runAtomic(["show", runId, "--json"], { home, env })).stdout);
+    expect(shown.run.error.code).toBe("budget_exceeded");
+  } finally {
+    await server.close();
+  }
+});

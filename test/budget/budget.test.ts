@@ -182,6 +182,38 @@ describe("budgets", () => {
     });
   });
 
+  test("a child's own time budget cancels its running shell stage and sleep; the child and its parent end blocked; a warning came first", async () => {
+    await withEngine(async (fx) => {
+      const child = workflow({
+        name: "timed-child",
+        budget: { maxDurationMs: 400, warnAtPercent: 50 },
+        async run(ctx) {
+          await ctx.parallel([() => ctx.shell("spin", "sleep 30"), () => ctx.sleep(30_000, "nap")]);
+          return {};
+        },
+      });
+      const wf = workflow({
+        name: "timed-parent",
+        async run(ctx) {
+          await ctx.workflow(child, {});
+          await ctx.shell("later", "echo never");
+          return {};
+        },
+      });
+      const out = await fx.run(wf);
+      expect(out.status).toBe("blocked");
+      expect(out.error!.code).toBe("budget_exceeded");
+      expect(out.error!.message).toContain("the time budget of 0.4 s is used up");
+      expect(fx.eventsOf("warning").map((w) => w.message).filter((m) => m.includes("50% of its time budget"))).toHaveLength(1);
+      const report = (await buildRunReport(fx.journal, out.runId))!;
+      expect(report.steps.map((x) => x.name)).toEqual(["timed-child"]);
+      const inner = report.steps[0]!.child!;
+      expect(inner.run.status).toBe("blocked");
+      expect(inner.run.error!.hint).toContain("--max-duration");
+      expect(inner.steps.find((x) => x.name === "nap")!.status).toBe("waiting");
+    });
+  });
+
   test("a token budget, and a warning once the warn percent is used", async () => {
     await withEngine(async (fx) => {
       configure(fx, { budget: { maxTokens: 30, warnAtPercent: 50 } });

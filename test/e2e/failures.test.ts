@@ -36,7 +36,7 @@ e2eTest("an error thrown in workflow code names the file and line; --verbose pri
 
   const tool = await runAtomic(["run", THROWS], { home, env: { THROW_IN: "tool" } });
   expect(tool.code).toBe(1);
-  expect(tool.stderr).toMatch(/^run \S+ failed: tool "lookup" failed after 1 attempt\(s\): bad value 7 \(TypeError at \S*throws\.ts:6:\d+\)$/m);
+  expect(tool.stderr).toMatch(/^run \S+ failed: tool "lookup" failed after 1 attempt\(s\) \(TypeError: not retried\): bad value 7 \(TypeError at \S*throws\.ts:6:\d+\)$/m);
 
   // show names the place too, and --verbose there prints the recorded stack.
   const id = (await listRuns(home)).find((r) => (r.error as { message?: string } | null)?.message === "bad value 3")!.id as string;

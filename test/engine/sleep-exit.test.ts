@@ -8,7 +8,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { assertResumable } from "../../src/engine/driver.ts";
 import { v, workflow } from "../../src/sdk/index.ts";
-import { engineAfterEach, waitUntil, withEngine } from "./helpers.ts";
+import { buildRunReport } from "../../src/engine/run-report.ts";
+import { deferred, engineAfterEach, waitUntil, withEngine } from "./helpers.ts";
 
 afterEach(engineAfterEach);
 
@@ -72,6 +73,43 @@ describe("ctx.sleep", () => {
       expect(naps.map((e) => e.seq)).toEqual([sleepCheckpointSeq]);
     });
   });
+
+  test("interrupted mid-sleep it reports waiting until wakeAt; resumed with the clock set back it waits only its duration, then reports woken", async () => {
+    await withEngine(async (fx) => {
+      const { runId, wakeAt } = await stopDuringSleep(fx, 300);
+      let nap = (await buildRunReport(fx.journal, runId))!.steps.find((x) => x.name === "nap")!;
+      expect(nap).toMatchObject({ status: "waiting", wakeAt, endedAt: null });
+
+      // The wall clock ten minutes back (Date.now only: timers stay monotonic), and a step after the sleep that holds.
+      const realNow = Date.now;
+      const held = deferred<void>();
+      Date.now = () => realNow() - 600_000;
+      try {
+        const wf = workflow({
+          name: "sleepy",
+          async run(ctx) {
+            await ctx.tool("before", {}, () => "b");
+            await ctx.sleep(300, "nap");
+            return ctx.tool("after", {}, async () => {
+              held.resolve();
+              await new Promise(() => {});
+            });
+          },
+        });
+        const driven = await fx.resume(runId, wf);
+        const outcome = driven.run();
+        // Held only by a 300 ms timer: waiting for wakeAt - now would be ten minutes.
+        await held.promise;
+        driven.stop("interrupted");
+        expect((await outcome).status).toBe("interrupted");
+      } finally {
+        Date.now = realNow;
+      }
+      // Everything recorded after it is "before" wakeAt, yet the sleep woke: a later step of its sequence started.
+      nap = (await buildRunReport(fx.journal, runId))!.steps.find((x) => x.name === "nap")!;
+      expect(nap).toMatchObject({ status: "completed", endedAt: wakeAt });
+    });
+  }, 60_000);
 
   test("sleep(0) completes; a negative or non-number duration is refused", async () => {
     await withEngine(async (fx) => {

@@ -7,7 +7,8 @@
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
-import { workflow } from "../../src/sdk/index.ts";
+import { NonRetryableError, workflow } from "../../src/sdk/index.ts";
+import { remainingMs } from "../../src/engine/steps/sleep.ts";
 import type { ToolResult } from "../../src/sdk/types.ts";
 import { aborted, deferred, engineAfterEach, withEngine } from "./helpers.ts";
 
@@ -408,5 +409,46 @@ describe("ctx.tool", () => {
       await fx.resumeRun(first.runId, wf);
       expect(got).toEqual([undefined, undefined]);
     });
+  });
+});
+
+describe("ctx.tool retry rules", () => {
+  test("a NonRetryableError and a TypeError without a code are not retried; an error with a code (fetch's) is", async () => {
+    await withEngine(async (fx) => {
+      const calls = { permanent: 0, bug: 0, network: 0 };
+      const wf = workflow({
+        name: "tool-retry-rules",
+        async run(ctx) {
+          const opts = { backoffMs: 1, failureMode: "return" as const };
+          const permanent = await ctx.tool("permanent", {}, () => {
+            calls.permanent++;
+            throw new NonRetryableError("gone for good", { code: "not_found" });
+          }, opts);
+          const bug = await ctx.tool("bug", {}, () => {
+            calls.bug++;
+            return (null as unknown as { x: number }).x;
+          }, opts);
+          const network = await ctx.tool("network", {}, () => {
+            calls.network++;
+            throw Object.assign(new TypeError("Unable to connect"), { code: "ECONNREFUSED" });
+          }, opts);
+          return { permanent, bug, network };
+        },
+      });
+      const out = await fx.run(wf);
+      expect(out.status).toBe("completed");
+      expect(calls).toEqual({ permanent: 1, bug: 1, network: 3 });
+      expect((out.outputs as { permanent: ToolResult<unknown> }).permanent).toEqual({ ok: false, error: { code: "not_found", message: "gone for good" } });
+    });
+  });
+});
+
+describe("ctx.sleep remainder", () => {
+  test("a resumed sleep waits until its wake-up time, never longer than its duration, never negative", () => {
+    expect(remainingMs(10_000, 60_000, 4_000)).toBe(6_000);
+    // The clock set back ten minutes: only the duration.
+    expect(remainingMs(60_000, 60_000, -600_000)).toBe(60_000);
+    // The clock set forward past the wake-up time: nothing.
+    expect(remainingMs(60_000, 60_000, 700_000)).toBe(0);
   });
 });

@@ -56,7 +56,8 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   if (totals.usage) line(depth === 0 ? "total" : "usage", formatUsage({ ...totals.usage, ...(anyFlag(report, "unpriced") ? { unpriced: true } : {}), ...(anyFlag(report, "estimated") ? { estimated: true } : {}) }));
   for (const w of report.waiting ?? []) line("waiting", `${w.name} (#${w.position}) since ${formatTime(w.since)}: ${w.reason}`);
   const tools = report.steps.filter((x) => x.kind === "tool");
-  const shown = all ? report.steps : report.steps.filter((x) => x.kind !== "tool" || x.status !== "completed");
+  // Completed tools are only counted, unless an attempt of theirs failed first.
+  const shown = all ? report.steps : report.steps.filter((x) => x.kind !== "tool" || x.status !== "completed" || x.attempts > 1);
   if (shown.length) s.result(`${pad}${st.dim("steps")}`);
   for (const step of shown) printStep(s, step, depth, all);
   if (!all && tools.length) {
@@ -73,7 +74,14 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
     (step.attempts > 1 ? ` attempts ${step.attempts}` : "") + (step.generation && step.generation > 1 ? ` generation ${step.generation}` : "");
   const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
   const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
-  s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}`)}`);
+  const until = step.status === "waiting" && step.wakeAt !== undefined ? ` until ${formatTime(step.wakeAt)}` : "";
+  s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}${until}`)}`);
+  // Every failed attempt with its error; the step's own error (its last) closes the list.
+  const last = step.attemptLog.at(-1);
+  for (const a of step.attemptLog) {
+    if (a.status !== "failed" || !a.error || (a === last && step.error)) continue;
+    s.result(`${pad}          ${st.dim(`attempt ${a.attempt} failed:`)} ${st.red(a.error.message)}`);
+  }
   if (step.error) {
     s.result(`${pad}          ${st.red(failureSentence(step.error))}`);
     for (const detail of failureDetail(step.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);

@@ -33,6 +33,8 @@ interface RunNode {
   steps: StepNode[];
   toolsDone: number;
   toolsReplayed: number;
+  /** Tool steps running now, by position: their names. */
+  toolsRunning: Map<string, string>;
 }
 
 const SYMBOL: Record<string, string> = {
@@ -50,7 +52,7 @@ export class TreeModel {
   apply(e: EngineEvent): void {
     switch (e.type) {
       case "run_started": {
-        const run: RunNode = { runId: e.runId, workflow: e.workflow, status: "running", startedAt: e.at, steps: [], toolsDone: 0, toolsReplayed: 0 };
+        const run: RunNode = { runId: e.runId, workflow: e.workflow, status: "running", startedAt: e.at, steps: [], toolsDone: 0, toolsReplayed: 0, toolsRunning: new Map() };
         this.runs.set(e.runId, run);
         if (!e.parentId) this.rootId ??= e.runId;
         break;
@@ -65,7 +67,11 @@ export class TreeModel {
       }
       case "step_started": {
         const run = this.runs.get(e.runId);
-        if (!run || e.kind === "tool") break;
+        if (!run) break;
+        if (e.kind === "tool") {
+          run.toolsRunning.set(e.position, e.name);
+          break;
+        }
         let step = run.steps.find((s) => s.position === e.position);
         if (!step) {
           step = { runId: e.runId, position: e.position, kind: e.kind, name: e.name, status: "running", attempt: e.attempt, startedAt: e.at };
@@ -100,6 +106,7 @@ export class TreeModel {
         const run = this.runs.get(e.runId);
         if (!run) break;
         if (e.kind === "tool") {
+          run.toolsRunning.delete(e.position);
           if (e.replayed) run.toolsReplayed++;
           else run.toolsDone++;
           break;
@@ -150,9 +157,11 @@ export class TreeModel {
       const child = step.childRunId ? this.runs.get(step.childRunId) : undefined;
       if (child) this.renderRun(child, depth + 2, style, now, lines);
     }
-    if (run.toolsDone + run.toolsReplayed > 0) {
+    if (run.toolsDone + run.toolsReplayed + run.toolsRunning.size > 0) {
       const replayed = run.toolsReplayed ? `, ${run.toolsReplayed} replayed` : "";
-      lines.push(`${pad}  ${style.dim(`tools: ${run.toolsDone} done${replayed}`)}`);
+      const names = [...run.toolsRunning.values()];
+      const running = names.length ? `, running: ${names.slice(0, 3).join(", ")}${names.length > 3 ? ` and ${names.length - 3} more` : ""}` : "";
+      lines.push(`${pad}  ${style.dim(`tools: ${run.toolsDone} done${replayed}${running}`)}`);
     }
   }
 }

@@ -2,6 +2,17 @@
  * ctx.sleep: a durable timer. The wake-up time is checkpointed before the
  * wait, so a resumed run waits only for what is left of it (nothing, if it
  * is already past).
+ *
+ * What is left, on resume: min(wakeAt - now, ms), never negative. The
+ * wall clock may have been stepped since the checkpoint (NTP, a VM
+ * restored, a clock set back by hand): a clock set back would otherwise
+ * make a 60 s sleep wait for the step as well. So a resumed sleep never
+ * waits longer than its whole duration; a clock set forward ends it early,
+ * as the wall clock says its time has come. The live wait is a timer
+ * (monotonic), so a clock jump during it changes nothing.
+ *
+ * A sleep that stops before its wake-up time (Ctrl-C, a crash, the time
+ * budget) is shown as waiting until then (run-report.ts), not completed.
  */
 
 import { StepFailedError } from "../../shared/errors.ts";
@@ -17,21 +28,23 @@ export async function runSleep(exec: RunExecution, ms: number, name: string): Pr
   const position = scope.nextPosition();
   const step: StepIdentity = { kind: "sleep", name, args: String(ms) };
   const recorded = exec.cursor.claim(position, step);
-  let wakeAt: number;
+  let left: number;
   if (recorded?.checkpoint) {
-    wakeAt = (recorded.checkpoint.result as { wakeAt: number }).wakeAt;
+    const { wakeAt } = recorded.checkpoint.result as { wakeAt: number };
+    left = remainingMs(wakeAt, ms, Date.now());
+    if (left > 0) exec.assertMayStart(scope);
   } else {
     exec.assertMayStart(scope);
-    wakeAt = Date.now() + ms;
+    const wakeAt = Date.now() + ms;
     await exec.tree.append({ runId: exec.runId, type: EVENT.checkpoint, key: position, payload: { ...step, result: { wakeAt } } });
+    left = ms;
   }
-  const left = wakeAt - Date.now();
   if (left > 0) {
     exec.tree.observer({ type: "step_started", runId: exec.runId, position, kind: "sleep", name, attempt: 1, at: Date.now() });
     try {
-      await abortableDelay(left, scope.signal);
+      await abortableDelay(left, exec.stepSignal(scope));
     } catch {
-      throw exec.stopError(scope);
+      throw exec.stepStopError(scope);
     }
   }
   exec.tree.observer({
@@ -44,4 +57,9 @@ export async function runSleep(exec: RunExecution, ms: number, name: string): Pr
     replayed: left <= 0 && recorded?.checkpoint !== undefined,
     at: Date.now(),
   });
+}
+
+/** What a resumed sleep still waits: until its wake-up time, but never longer than its whole duration. */
+export function remainingMs(wakeAt: number, ms: number, now: number): number {
+  return Math.max(0, Math.min(wakeAt - now, ms));
 }

@@ -20,6 +20,10 @@
  * `show` says why). While it runs its usage events count against the
  * budget; a failed attempt's usage is recorded with its step_failed, a
  * completed one's with its checkpoint, so totals are exact sums.
+ *
+ * The time budget (budget.ts) cancels a running attempt through its signal:
+ * a shell stage at the limit, an agent stage a grace after its wrap-up
+ * turn; the step then raises BudgetExceededError (the run ends blocked).
  */
 
 import { join } from "node:path";
@@ -91,13 +95,14 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     // On the pool, the work item is enqueued in the same commit as the attempt's start record.
     exec.assertMayStart(scope);
     exec.budget.assertMayStart();
-    const ticket = await admit(exec, scope.signal, position, name, setup.isAgent).catch((err: unknown) => {
-      throw scope.signal.aborted ? exec.stopError(scope) : err;
+    const signal = exec.stepSignal(scope, setup.isAgent);
+    const ticket = await admit(exec, signal, position, name, setup.isAgent).catch((err: unknown) => {
+      throw signal.aborted ? exec.stepStopError(scope) : err;
     });
     const liveId = `${exec.runId}:${position}:${attempt}`;
     try {
       // Known secrets never reach the workflow or the journal in a stage's text or error (shared/secrets.ts).
-      result = redactValue(await runAttempt(exec, scope, step, setup, request, liveId, startedAt));
+      result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, startedAt));
     } catch (err) {
       exec.budget.settle(liveId, undefined);
       throw err;
@@ -107,7 +112,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     result = checkStructured(setup, opts.schema !== undefined, result);
     exec.budget.settle(liveId, result.usage);
     if (result.status === "completed") break;
-    if (result.status === "cancelled" || scope.signal.aborted) {
+    if (result.status === "cancelled" || signal.aborted) {
       emitEnded(exec, position, name, result, false);
       // What a cancelled agent spent still counts (totals are the sum of every attempt's usage).
       if (result.usage && (result.usage.turns > 0 || result.usage.costMicroUsd > 0) && tree.stopReason !== "lease_lost") {
@@ -120,7 +125,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
           })
           .catch(() => {});
       }
-      throw exec.stopError(scope);
+      // Stopped by the run (Ctrl-C, cancel), its parallel group, or the time budget (blocked: resumable).
+      throw exec.stepStopError(scope);
     }
     await tree.append({
       runId: exec.runId,
@@ -181,6 +187,8 @@ function argvOf(name: string, shell: TaskOptions["shell"]): string[] | undefined
 async function runAttempt(
   exec: RunExecution,
   scope: Scope,
+  /** The branch's signal and the time budget's (agents: after their grace). */
+  signal: AbortSignal,
   step: StepIdentity,
   setup: StageSetup,
   request: StageRequest,
@@ -212,7 +220,7 @@ async function runAttempt(
     // The records above may have taken a while (or the process was stopped meanwhile): the lease must still hold.
     exec.assertMayStart(scope);
     tree.stagesExecuted = true;
-    return await tree.executor.execute(request, scope.signal, (event) => {
+    return await tree.executor.execute(request, signal, (event) => {
       if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
       } else if (event.type === "usage") {
