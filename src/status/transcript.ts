@@ -5,12 +5,14 @@
  * offsets it got to follow a running stage. A chunk ends on a whole UTF-8
  * character while the stage may still be writing, so no character is split
  * between two reads. Known secret values are redacted from the text
- * (shared/secrets.ts; `next` still counts the file's bytes).
+ * (shared/secrets.ts; `next` still counts the file's bytes). Files are
+ * opened with `openArtifactFile`: a link a stage planted in its artifact
+ * directory is refused (UnsafeArtifactError), never followed.
  */
 
-import { stageLogPath } from "../runners/stage-logs.ts";
+import { openArtifactFile, stageLogPath } from "../runners/stage-logs.ts";
 import { redact } from "../shared/secrets.ts";
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, readSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { StepReport } from "../engine/run-report.ts";
 
@@ -81,12 +83,8 @@ function emptyChunk(offset: number): OutputChunk {
 }
 
 export function readChunk(path: string, offset: number, max: number, final: boolean): OutputChunk {
-  let fd: number;
-  try {
-    fd = openSync(path, "r");
-  } catch {
-    return emptyChunk(offset);
-  }
+  const fd = openArtifactFile(path);
+  if (fd === undefined) return emptyChunk(offset);
   try {
     const size = fstatSync(fd).size;
     const from = Math.min(offset, size);

@@ -8,9 +8,9 @@
  */
 
 import { redact } from "../../shared/secrets.ts";
-import { stageLogPath } from "../../runners/stage-logs.ts";
+import { openArtifactFile, stageLogPath } from "../../runners/stage-logs.ts";
 import { defineCommand } from "citty";
-import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, fstatSync, readSync } from "node:fs";
 import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
 import type { Journal } from "../../journal/types.ts";
 import type { RunId } from "../../shared/ids.ts";
@@ -26,18 +26,19 @@ class FileTail {
 
   /** New complete lines since the last read (the rest of the file at the end). */
   read(final: boolean): string[] {
-    if (existsSync(this.path)) {
-      const size = statSync(this.path).size;
-      if (size > this.offset) {
-        const fd = openSync(this.path, "r");
-        try {
+    // Not by path: a link the stage planted in its artifact directory is refused (stage-logs.ts).
+    const fd = openArtifactFile(this.path);
+    if (fd !== undefined) {
+      try {
+        const size = fstatSync(fd).size;
+        if (size > this.offset) {
           const buf = Buffer.alloc(size - this.offset);
           const n = readSync(fd, buf, 0, buf.length, this.offset);
           this.offset += n;
           this.partial += buf.subarray(0, n).toString("utf8");
-        } finally {
-          closeSync(fd);
         }
+      } finally {
+        closeSync(fd);
       }
     }
     const lines = this.partial.split("\n");
