@@ -30,6 +30,8 @@ export interface AttemptReport {
   status: StepState;
   artifactDir?: string;
   error?: ErrorInfo;
+  /** When this attempt began waiting for admission (stage_waiting), if it had to: queued from here to startedAt. */
+  queuedAt?: number;
 }
 
 export interface StepReport {
@@ -95,6 +97,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       continue;
     }
     if (e.key === null) continue;
+    const queuedAt = e.type === EVENT.stepStarted ? waiting.get(e.key)?.since : undefined;
     if (e.type === EVENT.stepStarted) waiting.delete(e.key);
     const p = e.payload as StepStartedPayload;
     let step = steps.get(e.key);
@@ -116,6 +119,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           endedAt: null,
           status: "running",
           ...(p.artifactDir ? { artifactDir: p.artifactDir } : {}),
+          ...(queuedAt !== undefined ? { queuedAt } : {}),
         });
         break;
       case EVENT.stepFailed: {

@@ -241,6 +241,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
         attempt: attempt as number | undefined,
         stdout: stdout as number,
         stderr: stderr as number,
+        turns: c.req.query("turns") === "1",
       });
     } catch (err) {
       if (err instanceof UnsafeArtifactError) return fail(c, 403, err.code, err.message, err.hint);
