@@ -105,12 +105,13 @@
 
     function update(detail) {
       const run = detail.run;
-      const open = questionsOf(detail.report);
+      const live = run.status === "running" || run.status === "paused" || run.status === "awaiting_input";
+      // A run that ended (cancelled, failed) leaves its questions open in the journal: nobody is asking any more.
+      const open = live ? questionsOf(detail.report) : [];
       const ids = new Set(open.map((q) => q.id));
       for (const [id, card] of cards) if (!ids.has(id)) { card.remove(); cards.delete(id); }
       for (const q of open) if (!cards.has(q.id)) { const c = questionCard(q); cards.set(q.id, c); questions.append(c); }
 
-      const live = run.status === "running" || run.status === "paused" || run.status === "awaiting_input";
       form.hidden = !live;
       if (live) {
         const paths = stagePaths(detail.report);
