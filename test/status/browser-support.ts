@@ -51,9 +51,9 @@ export async function signIn(page: Page, login: string, url: string): Promise<vo
 }
 
 /** `atomic run` of a workflow file (a fixture name or a path), with its run id once it started. */
-export async function startRun(home: string, workflow: string, inputs: string[], env?: Record<string, string>) {
+export async function startRun(home: string, workflow: string, inputs: string[], opts: { env?: Record<string, string>; cwd?: string } = {}) {
   const file = workflow.includes("/") ? workflow : join(FIXTURES, workflow);
-  const proc = spawnAtomic(["run", file, ...inputs.flatMap((i) => ["--input", i])], { home, ...(env ? { env } : {}) });
+  const proc = spawnAtomic(["run", file, ...inputs.flatMap((i) => ["--input", i])], { home, ...opts });
   const out = lineWatcher(proc.stdout);
   const id = /started run ([0-9a-z]{18})/.exec(await out.waitFor(/^started run /))![1]!;
   return { proc, id, out };

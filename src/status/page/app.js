@@ -12,19 +12,16 @@
 (() => {
   const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted").split(" ");
   const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api } = window.atomic;
-  const { graphSvg, renderTimeline, legend } = window.atomic.views;
+  const { graphSvg, renderTimeline, legend, countsText } = window.atomic.views;
   const { createActions } = window.atomic.actions;
   const { renderConversation } = window.atomic.conversation;
 
-  /** "11 done, 2 running, 1 failed" over the stages that started; "none started" before the first. */
+  /** "11 done, 1 failed, 2 running" over the stages that started; "none started" before the first. */
   function stageSummary(st, waiting = 0) {
-    const parts = [`${st.completed} done`];
-    if (st.running) parts.push(`${st.running} running`);
-    if (st.failed) parts.push(`${st.failed} failed`);
-    if (st.stopped) parts.push(`${st.stopped} stopped`);
-    if (waiting) parts.push(`${waiting} waiting`);
-    return st.total || waiting ? parts.join(", ") : "none started";
+    if (!st.total && !waiting) return "none started";
+    return `${countsText(st)}${waiting ? `, ${waiting} waiting` : ""}`;
   }
+
   const $main = document.getElementById("main");
   const $crumbs = document.getElementById("crumbs");
   const $conn = document.getElementById("conn");

@@ -38,11 +38,15 @@
     return prefix && nodes.some((n) => n.name !== prefix) ? `${prefix}*` : prefix || "fan-out";
   }
 
-  /** "28 done, 1 failed, 1 running" (states with none left out). */
+  /** "28 done, 1 failed, 1 running" from counts by state (states with none left out, but done). */
+  function countsText(c) {
+    return [`${c.completed || 0} done`, c.failed ? `${c.failed} failed` : "", c.running ? `${c.running} running` : "", c.stopped ? `${c.stopped} stopped` : ""].filter(Boolean).join(", ");
+  }
+
   function stateCounts(nodes) {
     const c = { completed: 0, failed: 0, running: 0, stopped: 0 };
     for (const n of nodes) c[n.status] = (c[n.status] || 0) + 1;
-    return [c.completed ? `${c.completed} done` : "", c.failed ? `${c.failed} failed` : "", c.running ? `${c.running} running` : "", c.stopped ? `${c.stopped} stopped` : ""].filter(Boolean).join(", ");
+    return countsText(c);
   }
 
   function fanStatus(nodes) {
@@ -71,7 +75,9 @@
       }
       let w = 0, hh = 0;
       b.branches.forEach((br, i) => { const m = measure(br); w = Math.max(w, m.w); hh += m.h + (i ? VG : 0); });
-      b.m = b.fan ? { w: Math.max(w + 2 * PAD, FW), h: HEAD + PAD + hh + PAD } : { w, h: hh };
+      // an open fan-out's frame is as wide as its header needs (about 6.6 px a character at 11.5 px)
+      const head = b.fan ? `▾ ${b.fan.label}: ${b.fan.counts}`.length * 6.6 + 16 : 0;
+      b.m = b.fan ? { w: Math.max(w + 2 * PAD, FW, head), h: HEAD + PAD + hh + PAD } : { w, h: hh };
     }
     return b.m;
   }
@@ -107,7 +113,7 @@
     if (g.opened) {
       return s("g", { class: "fanout open", "data-key": f.key, "data-label": f.label, "data-counts": f.counts },
         s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 8 }),
-        s("text", { class: "fan-head", x: g.x + 8, y: g.y + 15, tabindex: 0, onclick: toggle, onkeydown: (ev) => { if (ev.key === "Enter") toggle(); }, text: clip(`▾ ${title}`, Math.floor(g.w / 7)) }),
+        s("text", { class: "fan-head", x: g.x + 8, y: g.y + 15, tabindex: 0, onclick: toggle, onkeydown: (ev) => { if (ev.key === "Enter") toggle(); }, text: `▾ ${title}` }),
         s("title", { text: `${title} (click the header to close)` }));
     }
     return s("g", { class: `fanout node n-${fanStatus(f.members)}`, "data-key": f.key, "data-label": f.label, "data-counts": f.counts, tabindex: 0,
@@ -216,5 +222,5 @@
     return list.map(([a, b, st, l, n]) => [a, Math.max(a, b), st, l, n]);
   }
 
-  window.atomic.views = { graphSvg, renderTimeline, legend, stateCounts };
+  window.atomic.views = { graphSvg, renderTimeline, legend, countsText };
 })();
