@@ -95,7 +95,7 @@
         controls = h("form", { class: "answer-form", onsubmit: (ev) => { ev.preventDefault(); if (box.value.trim()) answer(box.value, [go]); } }, box, go);
       }
       const card = h("div", { class: "card question", "data-question": q.id },
-        h("h2", { text: "A stage asks" }),
+        h("h2", { text: "The run asks" }),
         h("p", { class: "question-text", text: q.question }),
         q.deadline ? h("p", { class: "muted", text: `unanswered, it times out at ${new Date(q.deadline).toLocaleTimeString()}` }) : null,
         controls, problem,
