@@ -113,7 +113,7 @@
     let dirty = false;
     let debounce = 0;
     let rendered = 0;
-    const out = { key: "", stdout: 0, stderr: 0, busy: false };
+    const out = { key: "", stdout: 0, stderr: 0, busy: false, turns: null, conv: false };
 
     const head = h("div", { class: "head" });
     const notices = h("div");
@@ -278,7 +278,7 @@
         step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
         step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), conv, stdout, stderr] : null);
       if (step.kind === "stage") {
-        if (fresh) Object.assign(out, { key, stdout: 0, stderr: 0, turns: null });
+        if (fresh) Object.assign(out, { key, stdout: 0, stderr: 0, turns: null, conv: false });
         loadOutput(report.run.id, step, key);
       }
     }
@@ -295,9 +295,9 @@
           if (!so || !se) return;
           appendCapped(so, t.stdout.text);
           appendCapped(se, t.stderr.text);
-          if (se.textContent) se.hidden = false;
-          so.hidden = !so.textContent && !!se.textContent;
           if (t.agent && (t.stdout.text || t.turns)) showConversation(so, t.turns);
+          if (se.textContent) se.hidden = false;
+          so.hidden = out.conv || (!so.textContent && !!se.textContent);
           if (!so.textContent && !se.textContent && !t.live) so.textContent = t.stdout.missing ? "(no output file)" : "(no output)";
           out.stdout = t.stdout.next;
           out.stderr = t.stderr.next;
@@ -324,7 +324,7 @@
       const opened = new Set([...conv.querySelectorAll("details[open]")].map((d, i) => i));
       fill(conv, el);
       [...conv.querySelectorAll("details")].forEach((d, i) => { if (opened.has(i)) d.open = true; });
-      so.hidden = true;
+      out.conv = true;
     }
 
     function appendCapped(pre, text) {
