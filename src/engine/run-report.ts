@@ -31,6 +31,8 @@ export interface AttemptReport {
   status: StepState;
   artifactDir?: string;
   error?: ErrorInfo;
+  /** When this attempt began waiting for admission (stage_waiting), if it had to: queued from here to startedAt. */
+  queuedAt?: number;
 }
 
 export interface StepReport {
@@ -98,6 +100,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       continue;
     }
     if (e.key === null) continue;
+    const queuedAt = e.type === EVENT.stepStarted ? waiting.get(e.key)?.since : undefined;
     if (e.type === EVENT.stepStarted) waiting.delete(e.key);
     const p = e.payload as StepStartedPayload;
     let step = steps.get(e.key);
@@ -120,6 +123,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           endedAt: null,
           status: "running",
           ...(p.artifactDir ? { artifactDir: p.artifactDir } : {}),
+          ...(queuedAt !== undefined ? { queuedAt } : {}),
         });
         break;
       case EVENT.stepFailed: {

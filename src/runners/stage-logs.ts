@@ -10,10 +10,21 @@
  * which file holds a stream, so an agent stage's transcript reads like a
  * shell stage's stdout without a link or a copy (every file created costs a
  * stage real time on a busy disk; bench/agents.ts).
+ *
+ * Readers open these files with `openStageLog`, never by path alone: the
+ * stage owns its artifact directory and may have replaced a file (or a
+ * directory above it) with a symbolic link to something it wants shown,
+ * such as /etc/shadow. Every component atomic made under the artifacts root
+ * (`<run>/<position>-<name>/attempt-N/<file>`) must be what atomic made: a
+ * real directory, and a regular file opened with O_NOFOLLOW. The components
+ * are checked again after the open (same inode), so a directory swapped for
+ * a link between the first look and the open is noticed too. A refusal is
+ * one `unsafe_artifact` error naming the path.
  */
 
-import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readSync, type Stats } from "node:fs";
+import { dirname, join } from "node:path";
+import { AtomicError } from "../shared/errors.ts";
 
 export const STDOUT_LOG = "stdout.log";
 export const STDERR_LOG = "stderr.log";
@@ -40,12 +51,14 @@ const TAIL_BYTES = 8 * 1024;
  */
 export function tailLines(path: string | undefined, n = 5): string[] {
   if (!path) return [];
-  let fd: number;
+  let fd: number | undefined;
   try {
-    fd = openSync(path, "r");
+    // Not by path: a link the stage planted would put another file into the failure message.
+    fd = openArtifactFile(path);
   } catch {
     return [];
   }
+  if (fd === undefined) return [];
   try {
     const size = fstatSync(fd).size;
     const length = Math.min(size, TAIL_BYTES);
@@ -59,5 +72,62 @@ export function tailLines(path: string | undefined, n = 5): string[] {
     return [];
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Directories atomic made above a log file: `<run>/<position>-<name>/attempt-N`. */
+const OWN_DIRS = 3;
+
+/** A stage's artifact file that is a link, or not a regular file: refused, not followed. */
+export class UnsafeArtifactError extends AtomicError {
+  constructor(readonly path: string, what: string) {
+    super("unsafe_artifact", `refusing to read ${path}: ${what}; atomic does not follow links in a stage's artifact directory`, "usage", {
+      hint: "the stage replaced its own output file; look at the stage's command",
+    });
+  }
+}
+
+/** lstat of the directories atomic made above `path`, each required to be a real directory. */
+function ownDirs(path: string): Stats[] {
+  const out: Stats[] = [];
+  let dir = dirname(path);
+  for (let i = 0; i < OWN_DIRS; i++) {
+    const st = lstatSync(dir, { throwIfNoEntry: false });
+    if (!st) break; // missing: the open below finds nothing either
+    if (!st.isDirectory()) throw new UnsafeArtifactError(path, `${dir} is ${st.isSymbolicLink() ? "a symbolic link" : "not a directory"}`);
+    out.push(st);
+    const up = dirname(dir);
+    if (up === dir) break;
+    dir = up;
+  }
+  return out;
+}
+
+/**
+ * Opens a file of a stage's artifact directory for reading without
+ * following a link anywhere under the artifacts root: its descriptor, or
+ * undefined when the file does not exist. Throws UnsafeArtifactError.
+ */
+export function openArtifactFile(path: string): number | undefined {
+  const before = ownDirs(path);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    if (code === "ELOOP" || code === "EMLINK") throw new UnsafeArtifactError(path, "it is a symbolic link");
+    throw err;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) throw new UnsafeArtifactError(path, "it is not a regular file");
+    const after = ownDirs(path);
+    if (after.length !== before.length || after.some((st, i) => st.ino !== before[i]!.ino || st.dev !== before[i]!.dev)) {
+      throw new UnsafeArtifactError(path, "a directory above it was replaced while it was opened");
+    }
+    return fd;
+  } catch (err) {
+    closeSync(fd);
+    throw err;
   }
 }

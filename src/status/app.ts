@@ -8,7 +8,10 @@
  * message, hint? } }` with a fitting status: 400 bad input, 401 no token or
  * session, 403 wrong token, foreign Host or Origin, 404 unknown run or
  * stage, 409 a control, message or answer that does not fit the run's state,
- * 503 journal unavailable. A browser asking for a page without a session
+ * 503 journal unavailable; 400 also for a request without a Host header
+ * (there is nothing to check), 413 for a body over MAX_BODY_BYTES (by its
+ * Content-Length before reading, or once that many bytes of a chunked body
+ * arrived). A browser asking for a page without a session
  * gets a short HTML page (401) saying how to sign in.
  * No CORS headers: other origins cannot read anything. Every answer carries
  * a strict Content-Security-Policy (scripts and styles only from here).
@@ -19,6 +22,7 @@
 
 import { Hono, type Context } from "hono";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/types.ts";
+import { UnsafeArtifactError } from "../runners/stage-logs.ts";
 import { AtomicError } from "../shared/errors.ts";
 import { VERSION } from "../shared/version.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
@@ -38,7 +42,10 @@ export interface StatusAppOptions {
 
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-type Status = 400 | 401 | 403 | 404 | 409 | 500 | 501 | 503;
+type Status = 400 | 401 | 403 | 404 | 409 | 413 | 500 | 501 | 503;
+
+/** The most bytes a request body may have (controls, messages and answers are small JSON). */
+export const MAX_BODY_BYTES = 64 * 1024;
 
 function fail(c: Context, status: Status, code: string, message: string, hint?: string): Response {
   return c.json({ error: { code, message, ...(hint ? { hint } : {}) } }, status);
@@ -67,7 +74,13 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     c.header("Content-Security-Policy", CSP);
   };
   app.use("*", async (c, next) => {
-    const host = c.req.header("host") ?? new URL(c.req.url).host;
+    // Bun hands over a request without a Host header with a relative URL ("/healthz"): nothing to check it against.
+    const host = c.req.header("host") ?? (URL.canParse(c.req.url) ? new URL(c.req.url).host : undefined);
+    if (!host) {
+      c.res = fail(c, 400, "missing_host", "the request has no Host header", `send Host: ${hosts.url("").slice("http://".length)}`);
+      secure(c);
+      return c.res;
+    }
     if (!hosts.allows(host)) {
       const res = fail(c, 403, "forbidden_host", `this server answers to ${hosts.url("")}, not to Host ${JSON.stringify(host)}`, "open the address atomic serve printed");
       c.res = res;
@@ -100,6 +113,13 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     if (!reading) {
       const problem = auth.originProblem(c, caller);
       if (problem) return fail(c, 403, "forbidden_origin", problem, "use the status page itself, or send the bearer token without an Origin header");
+      // The body is read here, capped, before any route looks at the run: a route never reads more.
+      const body = await cappedBody(c.req.raw);
+      if (body === TOO_LARGE) {
+        c.header("Connection", "close"); // the rest of the body is not read
+        return fail(c, 413, "body_too_large", `the request body is over ${MAX_BODY_BYTES / 1024} KiB`, "controls, messages and answers are short JSON; send a shorter text");
+      }
+      bodies.set(c.req.raw, body);
     }
     await next();
   });
@@ -215,11 +235,18 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     const stdout = intParam(c, "stdout", 0, 0, Number.MAX_SAFE_INTEGER);
     const stderr = intParam(c, "stderr", 0, 0, Number.MAX_SAFE_INTEGER);
     for (const v of [attempt, stdout, stderr]) if (typeof v === "string") return fail(c, 400, "bad_offset", v);
-    const result = await source.transcript(run, c.req.param("stage"), {
-      attempt: attempt as number | undefined,
-      stdout: stdout as number,
-      stderr: stderr as number,
-    });
+    let result: Awaited<ReturnType<typeof source.transcript>>;
+    try {
+      result = await source.transcript(run, c.req.param("stage"), {
+        attempt: attempt as number | undefined,
+        stdout: stdout as number,
+        stderr: stderr as number,
+        turns: c.req.query("turns") === "1",
+      });
+    } catch (err) {
+      if (err instanceof UnsafeArtifactError) return fail(c, 403, err.code, err.message, err.hint);
+      throw err;
+    }
     if ("miss" in result) return respondMiss(c, result);
     return c.json(result);
   });
@@ -229,7 +256,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.post("/api/runs/:id/control", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
-    const body = await jsonBody(c);
+    const body = jsonBody(c);
     if (body === NOT_JSON) return fail(c, 400, "bad_body", "the body must be JSON like {\"action\": \"pause\"}");
     const action = (body as { action?: unknown } | null)?.action;
     if (!isControlAction(action)) {
@@ -250,7 +277,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   const intercom = (what: "message" | "answer") => async (c: Context) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
-    const body = await jsonBody(c);
+    const body = jsonBody(c);
     if (body === NOT_JSON) {
       return fail(c, 400, "bad_body", what === "message" ? 'the body must be JSON like {"stage": "review", "text": "..."}' : 'the body must be JSON like {"question": "q1a2b3c4", "answer": "yes"}');
     }
@@ -268,11 +295,35 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
 }
 
 const NOT_JSON = Symbol("not JSON");
+const TOO_LARGE = Symbol("too large");
+/** Request bodies as read (capped) by the authentication middleware. */
+const bodies = new WeakMap<Request, Uint8Array>();
 
-/** The request's JSON body, or NOT_JSON. */
-async function jsonBody(c: Context): Promise<unknown> {
+/** The body's bytes, or TOO_LARGE (over MAX_BODY_BYTES: by Content-Length without reading, or counted while reading). */
+async function cappedBody(req: Request): Promise<Uint8Array | typeof TOO_LARGE> {
+  const declared = req.headers.get("content-length");
+  if (declared !== null && !(Number(declared) <= MAX_BODY_BYTES)) return TOO_LARGE;
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_BODY_BYTES) {
+      void reader.cancel().catch(() => {});
+      return TOO_LARGE;
+    }
+    parts.push(value);
+  }
+  return Buffer.concat(parts);
+}
+
+/** The request's JSON body (as the middleware read it), or NOT_JSON. */
+function jsonBody(c: Context): unknown {
   try {
-    return await c.req.json();
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bodies.get(c.req.raw) ?? new Uint8Array(0)));
   } catch {
     return NOT_JSON;
   }

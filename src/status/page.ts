@@ -1,8 +1,8 @@
 /**
  * The web page's assets, embedded in the binary as text (no files next to
  * it, no CDN: the machine may be offline): one HTML shell for the run list
- * and the run page, three scripts (helpers, graph and timeline, the pages),
- * one style sheet. Hand-written, no build step. The HTML never carries the
+ * and the run page, five scripts (helpers, graph and timeline, the run
+ * page's actions, the agent conversation, the pages), one style sheet. Hand-written, no build step. The HTML never carries the
  * status token: the page's requests are authenticated by the session cookie
  * (auth.ts).
  */
@@ -13,6 +13,8 @@ import css from "./page/style.css" with { type: "text" };
 import appJs from "./page/app.js" with { type: "text" };
 import domJs from "./page/dom.js" with { type: "text" };
 import viewsJs from "./page/views.js" with { type: "text" };
+import actionsJs from "./page/actions.js" with { type: "text" };
+import conversationJs from "./page/conversation.js" with { type: "text" };
 
 // Imported as text, the HTML is a string (bun-types declares *.html as an HTMLBundle for Bun.serve routes).
 const html = htmlBundle as unknown as string;
@@ -32,6 +34,8 @@ const JS = "text/javascript; charset=utf-8";
 const ASSETS: Record<string, PageAsset> = {
   "dom.js": asset(domJs, JS),
   "views.js": asset(viewsJs, JS),
+  "actions.js": asset(actionsJs, JS),
+  "conversation.js": asset(conversationJs, JS),
   "app.js": asset(appJs, JS),
   "style.css": asset(css, "text/css; charset=utf-8"),
 };
@@ -42,6 +46,8 @@ const href = (name: string) => `/assets/${name}?v=${ASSETS[name]!.etag.slice(1, 
 const SHELL = html
   .replace("__DOM_JS__", href("dom.js"))
   .replace("__VIEWS_JS__", href("views.js"))
+  .replace("__ACTIONS_JS__", href("actions.js"))
+  .replace("__CONVERSATION_JS__", href("conversation.js"))
   .replace("__APP_JS__", href("app.js"))
   .replace("__STYLE_CSS__", href("style.css"))
   .replace("<body>", `<body data-statuses="${RUN_STATUSES.join(" ")}">`);

@@ -77,6 +77,11 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
       port,
       idleTimeout: opts.idleTimeoutS ?? IDLE_TIMEOUT_S,
       fetch: (req, srv) => app!.fetch(req, srv),
+      // Never Bun's own error page (it shows source lines): the app answers its errors, this is the last net.
+      error: (err) => {
+        process.stderr.write(`status server: ${err.stack ?? err.message}\n`);
+        return Response.json({ error: { code: "internal", message: "internal error", hint: "this is a bug in atomic; the server's stderr has the details" } }, { status: 500 });
+      },
     });
   } catch (err) {
     throw listenError(err, host, port);

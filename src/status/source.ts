@@ -154,7 +154,7 @@ export class StatusSource {
   async transcript(
     run: RunRecord,
     stage: string,
-    q: { attempt?: number | undefined; stdout: number; stderr: number },
+    q: { attempt?: number | undefined; stdout: number; stderr: number; turns?: boolean },
   ): Promise<Transcript | Miss> {
     const report = await buildRunReport(this.journal, run.id);
     if (!report) return { miss: "unknown_run", message: `no run with id ${run.id}` };
@@ -168,7 +168,7 @@ export class StatusSource {
     if (attempt < 1 || attempt > Math.max(1, step.attempts)) {
       return { miss: "unknown_stage", message: `stage ${JSON.stringify(step.name)} has no attempt ${attempt} (it has ${step.attempts})` };
     }
-    return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr }, live);
+    return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr }, live, q.turns === true);
   }
 
   async close(drain = false): Promise<void> {

@@ -5,13 +5,15 @@
  * offsets it got to follow a running stage. A chunk ends on a whole UTF-8
  * character while the stage may still be writing, so no character is split
  * between two reads. Known secret values are redacted from the text
- * (shared/secrets.ts; `next` still counts the file's bytes).
+ * (shared/secrets.ts; `next` still counts the file's bytes). Files are
+ * opened with `openArtifactFile`: a link a stage planted in its artifact
+ * directory is refused (UnsafeArtifactError), never followed.
  */
 
-import { stageLogPath } from "../runners/stage-logs.ts";
+import { EVENTS_LOG, openArtifactFile, stageLogPath, TRANSCRIPT } from "../runners/stage-logs.ts";
 import { redact } from "../shared/secrets.ts";
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { closeSync, fstatSync, readSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import type { StepReport } from "../engine/run-report.ts";
 
 export const MAX_CHUNK = 256 * 1024;
@@ -41,7 +43,25 @@ export interface Transcript {
   live: boolean;
   stdout: OutputChunk;
   stderr: OutputChunk;
+  /** `stdout` is an agent's transcript.md (the page draws it as a conversation). */
+  agent: boolean;
+  /**
+   * Asked for (`turns=1`) and the attempt is over: per model call, the
+   * tokens and cost the provider reported in its stream (events.jsonl;
+   * OpenAI-style `usage` records), in order. Empty when it reported none.
+   */
+  turns?: TurnUsage[];
 }
+
+export interface TurnUsage {
+  inputTokens: number;
+  outputTokens: number;
+  /** Micro-dollars, when the provider priced the call itself (OpenRouter's `usage.cost`). */
+  costMicroUsd: number | null;
+}
+
+/** events.jsonl is read for turns up to this size (a longer one: the first turns only). */
+const MAX_EVENTS_BYTES = 16 * 1024 * 1024;
 
 /** The artifact directory of one attempt of a stage, if it has one. */
 export function attemptDir(step: StepReport, attempt: number): string | undefined {
@@ -57,13 +77,18 @@ export function readTranscript(
   attempt: number,
   offsets: { stdout: number; stderr: number },
   live: boolean,
+  withTurns = false,
 ): Transcript {
   const dir = attemptDir(step, attempt);
   const latest = attempt === step.attempts;
   const stillWriting = live && latest && step.status === "running";
+  const stdoutPath = dir ? stageLogPath(dir, "stdout") : undefined;
+  const agent = stdoutPath !== undefined && basename(stdoutPath) === TRANSCRIPT;
   const read = (stream: "stdout" | "stderr", offset: number): OutputChunk =>
-    dir ? readChunk(stageLogPath(dir, stream), offset, MAX_CHUNK, !stillWriting) : emptyChunk(offset);
+    dir ? readChunk(stream === "stdout" ? stdoutPath! : stageLogPath(dir, stream), offset, MAX_CHUNK, !stillWriting) : emptyChunk(offset);
   return {
+    agent,
+    ...(withTurns && agent && !stillWriting ? { turns: readTurns(join(dir!, EVENTS_LOG)) } : {}),
     runId,
     position: step.position,
     name: step.name,
@@ -76,17 +101,41 @@ export function readTranscript(
   };
 }
 
+/** Per-call usage from an agent's raw events: every record with an OpenAI-style `usage` object is one model call. */
+export function readTurns(path: string): TurnUsage[] {
+  const fd = openArtifactFile(path);
+  if (fd === undefined) return [];
+  let text: string;
+  try {
+    const size = Math.min(fstatSync(fd).size, MAX_EVENTS_BYTES);
+    const buf = Buffer.alloc(size);
+    text = buf.subarray(0, readSync(fd, buf, 0, size, 0)).toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
+  const turns: TurnUsage[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.includes('"usage"')) continue;
+    let usage: Record<string, unknown> | undefined;
+    try {
+      usage = (JSON.parse(line) as { usage?: Record<string, unknown> }).usage;
+    } catch {
+      continue; // a line cut at the size limit, or a provider's stray text
+    }
+    if (!usage || typeof usage.prompt_tokens !== "number") continue;
+    const cost = typeof usage.cost === "number" ? Math.round(usage.cost * 1e6) : null;
+    turns.push({ inputTokens: usage.prompt_tokens, outputTokens: Number(usage.completion_tokens) || 0, costMicroUsd: cost });
+  }
+  return turns;
+}
+
 function emptyChunk(offset: number): OutputChunk {
   return { offset, next: offset, size: 0, text: "", more: false, missing: true };
 }
 
 export function readChunk(path: string, offset: number, max: number, final: boolean): OutputChunk {
-  let fd: number;
-  try {
-    fd = openSync(path, "r");
-  } catch {
-    return emptyChunk(offset);
-  }
+  const fd = openArtifactFile(path);
+  if (fd === undefined) return emptyChunk(offset);
   try {
     const size = fstatSync(fd).size;
     const from = Math.min(offset, size);

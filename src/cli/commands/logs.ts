@@ -8,9 +8,9 @@
  */
 
 import { redact } from "../../shared/secrets.ts";
-import { stageLogPath } from "../../runners/stage-logs.ts";
+import { openArtifactFile, stageLogPath } from "../../runners/stage-logs.ts";
 import { defineCommand } from "citty";
-import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, fstatSync, readSync } from "node:fs";
 import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
 import type { Journal } from "../../journal/types.ts";
 import type { RunId } from "../../shared/ids.ts";
@@ -40,11 +40,12 @@ class FileTail {
    * also emits an unfinished last line.
    */
   async drain(final: boolean, emit: (pieces: Piece[]) => Promise<void>): Promise<void> {
-    if (existsSync(this.path)) {
-      const size = statSync(this.path).size;
-      if (size > this.offset) {
-        const fd = openSync(this.path, "r");
-        try {
+    // Not by path: a link the stage planted in its artifact directory is refused (stage-logs.ts).
+    const fd = openArtifactFile(this.path);
+    if (fd !== undefined) {
+      try {
+        const size = fstatSync(fd).size;
+        if (size > this.offset) {
           const buf = Buffer.alloc(Math.min(CHUNK_BYTES, size - this.offset));
           while (this.offset < size) {
             const n = readSync(fd, buf, 0, Math.min(buf.length, size - this.offset), this.offset);
@@ -61,9 +62,9 @@ class FileTail {
             }
             await emit(pieces);
           }
-        } finally {
-          closeSync(fd);
         }
+      } finally {
+        closeSync(fd);
       }
     }
     if (final && this.rest) {

@@ -1,13 +1,27 @@
-// atomic status page, part 3 of 3 (after dom.js and views.js): hand-written,
-// no framework, no build step.
+// atomic status page, last part (after dom.js, views.js, actions.js and
+// conversation.js): hand-written, no framework, no build step.
 // Routes: "/" is the run list, "/runs/<id>" a run's page. Data comes from the
 // JSON API; a run page follows the run's server-sent event stream and
 // re-reads the run on every change, so it updates live without reloading.
+//
+// Stage counts are of the stages that have started ("11 done, 2 running"):
+// a workflow is code that decides as it goes which stages come next, so
+// nobody knows the total before it ends, and "11/13" would read as nearly
+// done when it is not. Stages waiting for admission are counted apart.
 "use strict";
 (() => {
   const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted").split(" ");
   const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api } = window.atomic;
-  const { graphSvg, renderTimeline, legend } = window.atomic.views;
+  const { graphSvg, renderTimeline, legend, countsText } = window.atomic.views;
+  const { createActions } = window.atomic.actions;
+  const { renderConversation } = window.atomic.conversation;
+
+  /** "11 done, 1 failed, 2 running" over the stages that started; "none started" before the first. */
+  function stageSummary(st, waiting = 0) {
+    if (!st.total && !waiting) return "none started";
+    return `${countsText(st)}${waiting ? `, ${waiting} waiting` : ""}`;
+  }
+
   const $main = document.getElementById("main");
   const $crumbs = document.getElementById("crumbs");
   const $conn = document.getElementById("conn");
@@ -82,7 +96,7 @@
           h("td", { "data-label": "status" }, badge(r.status)),
           h("td", { "data-label": "started", text: fmtTime(r.createdAt) }),
           h("td", { "data-label": "duration", text: fmtDuration(r.durationMs) }),
-          h("td", { "data-label": "stages", text: `${st.completed}/${st.total}${st.failed ? ` (${st.failed} failed)` : ""}` }),
+          h("td", { "data-label": "stages", text: stageSummary(st) }),
           h("td", { "data-label": "cost", text: r.usage ? fmtCost(r.usage.costMicroUsd) : "" })));
       }
     }
@@ -99,7 +113,7 @@
     let dirty = false;
     let debounce = 0;
     let rendered = 0;
-    const out = { key: "", stdout: 0, stderr: 0, busy: false };
+    const out = { key: "", stdout: 0, stderr: 0, busy: false, turns: null, conv: false };
 
     const head = h("div", { class: "head" });
     const notices = h("div");
@@ -108,7 +122,8 @@
     const gantt = h("div", { class: "gantt", id: "timeline" });
     const panel = h("div", { class: "panel", id: "panel" }, h("p", { class: "muted", text: "Click a stage to see its details and output." }));
     const io = h("div");
-    fill($main, head, notices,
+    const actions = createActions(runId, schedule);
+    fill($main, head, notices, actions.element,
       h("div", { class: "card" }, totals),
       h("div", { class: "layout" },
         h("div", {}, h("div", { class: "card" }, h("h2", { text: "Stage graph" }), graphWrap, legend()),
@@ -142,8 +157,9 @@
       index = new Map();
       indexReport(detail.report, "", 0);
       renderHead(run);
-      renderTotals(run, detail.totals);
-      fill(graphWrap, graphSvg(detail.graph, selected, select));
+      renderTotals(run, detail.totals, (detail.report.waiting || []).length);
+      actions.update(detail);
+      drawGraph();
       renderTimeline(gantt, run, index, selected, select);
       renderPanel();
       renderIo(run);
@@ -152,6 +168,10 @@
       document.body.dataset.renders = String(rendered);
       const ms = performance.now() - t0;
       window.atomicRender = { count: rendered, firstMs: rendered === 1 ? ms : window.atomicRender.firstMs, lastMs: ms, nodes: detail.graph.nodeCount };
+    }
+
+    function drawGraph() {
+      fill(graphWrap, graphSvg(detail.graph, selected, select, drawGraph));
     }
 
     function indexReport(report, prefix, depth) {
@@ -164,7 +184,7 @@
 
     function renderHead(run) {
       const controls = h("div", { class: "controls" });
-      if (!run.parentId && (run.status === "running" || run.status === "paused")) {
+      if (!run.parentId && (run.status === "running" || run.status === "paused" || run.status === "awaiting_input")) {
         const paused = run.status === "paused" || run.control === "pause";
         controls.append(
           h("button", { class: "btn", id: "btn-pause", text: paused ? "Unpause" : "Pause", onclick: () => control(paused ? "unpause" : "pause") }),
@@ -179,17 +199,15 @@
         run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null);
       fill(head, h("div", {}, h("h1", { text: run.workflow }), meta), controls);
       clear(notices);
-      if (run.status === "crashed") notices.append(h("p", { class: "notice", text: `Nobody drives this run any more. Continue it with: atomic resume ${run.rootId}` }));
       if (run.status === "paused") notices.append(h("p", { class: "notice", text: "Paused: no new stage starts until it is unpaused; running stages go on." }));
       if (run.errorInfo) notices.append(h("p", { class: "error", text: `${run.errorInfo.message}${run.errorInfo.hint ? `\nhint: ${run.errorInfo.hint}` : ""}` }));
     }
 
-    function renderTotals(run, t) {
+    function renderTotals(run, t, waiting) {
       const cell = (value, label, id) => h("div", { id }, h("b", { text: value }), h("span", { text: label }));
-      fill(totals, 
-        cell(`${t.stages.completed}/${t.stages.total}`, "stages done", "t-stages"),
-        cell(String(t.stages.running), "running"),
-        cell(String(t.stages.failed), "failed"),
+      fill(totals,
+        h("div", { id: "t-stages", class: "wide", title: "stages that have started; the workflow decides as it runs which come next, so there is no total before it ends" },
+          h("b", { text: stageSummary(t.stages, waiting) }), h("span", { text: live(run.status) ? "stages so far" : "stages" })),
         cell(String(t.attempts), "attempts"),
         cell(String(t.childRuns), "child runs"),
         cell(fmtDuration(run.durationMs), "duration", "t-duration"),
@@ -239,6 +257,10 @@
       if (step.exitCode !== undefined && step.exitCode !== null) rows.push(["exit code", String(step.exitCode)]);
       if (step.usage) rows.push(["usage", `${fmtTokens(step.usage)} tokens, ${fmtCost(step.usage.costMicroUsd)}`]);
       if (step.childRunId) rows.push(["child run", h("a", { class: "mono", href: `/runs/${step.childRunId}`, text: step.childRunId })]);
+      for (const a of step.attemptLog || []) {
+        const queued = a.queuedAt && a.queuedAt < a.startedAt ? `queued ${fmtDuration(a.startedAt - a.queuedAt)}, ` : "";
+        rows.push([`attempt ${a.attempt}`, h("span", { class: "attempt", "data-attempt": a.attempt, text: `${a.status}: ${queued}ran ${fmtDuration((a.endedAt || Date.now()) - a.startedAt)}` })]);
+      }
       const key = `${report.run.id}:${step.position}:${step.attempts}`;
       const fresh = out.key !== key;
       let stdout = panel.querySelector("#stage-stdout");
@@ -247,14 +269,16 @@
         stdout = h("pre", { class: "out", id: "stage-stdout" });
         stderr = h("pre", { class: "out err", id: "stage-stderr", hidden: true });
       }
+      let conv = fresh ? null : panel.querySelector("#stage-conv");
+      if (!conv) conv = h("div", { id: "stage-conv" });
       fill(panel, 
         h("h2", {}, h("span", { id: "stage-name", text: step.name }), " ", badge(step.status)),
         h("dl", {}, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
         step.error ? h("p", { class: "error", text: step.error.message }) : null,
         step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
-        step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), stdout, stderr] : null);
+        step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), conv, stdout, stderr] : null);
       if (step.kind === "stage") {
-        if (fresh) Object.assign(out, { key, stdout: 0, stderr: 0 });
+        if (fresh) Object.assign(out, { key, stdout: 0, stderr: 0, turns: null, conv: false });
         loadOutput(report.run.id, step, key);
       }
     }
@@ -264,14 +288,16 @@
       out.busy = true;
       try {
         for (;;) {
-          const t = await api(`/api/runs/${ownerRun}/stages/${encodeURIComponent(step.position)}/transcript?stdout=${out.stdout}&stderr=${out.stderr}`);
+          const turns = step.status === "running" || out.turns ? "" : "&turns=1";
+          const t = await api(`/api/runs/${ownerRun}/stages/${encodeURIComponent(step.position)}/transcript?stdout=${out.stdout}&stderr=${out.stderr}${turns}`);
           if (out.key !== key) return;
           const so = panel.querySelector("#stage-stdout"), se = panel.querySelector("#stage-stderr");
           if (!so || !se) return;
           appendCapped(so, t.stdout.text);
           appendCapped(se, t.stderr.text);
+          if (t.agent && (t.stdout.text || t.turns)) showConversation(so, t.turns);
           if (se.textContent) se.hidden = false;
-          so.hidden = !so.textContent && !!se.textContent;
+          so.hidden = out.conv || (!so.textContent && !!se.textContent);
           if (!so.textContent && !se.textContent && !t.live) so.textContent = t.stdout.missing ? "(no output file)" : "(no output)";
           out.stdout = t.stdout.next;
           out.stderr = t.stderr.next;
@@ -286,6 +312,19 @@
       } finally {
         out.busy = false;
       }
+    }
+
+    /** An agent's transcript as a conversation (conversation.js), the raw text kept hidden beside it. */
+    function showConversation(so, turns) {
+      const conv = panel.querySelector("#stage-conv");
+      if (!conv) return;
+      if (turns) out.turns = turns;
+      const el = renderConversation(so.textContent, out.turns);
+      if (!el) return;
+      const opened = new Set([...conv.querySelectorAll("details[open]")].map((d, i) => i));
+      fill(conv, el);
+      [...conv.querySelectorAll("details")].forEach((d, i) => { if (opened.has(i)) d.open = true; });
+      out.conv = true;
     }
 
     function appendCapped(pre, text) {

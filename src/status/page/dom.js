@@ -1,5 +1,5 @@
-// atomic status page, part 1 of 3: DOM and formatting helpers, the API
-// client, shared by views.js and app.js as window.atomic. Requests carry the
+// atomic status page, part 1: DOM and formatting helpers, the API
+// client, shared by the other scripts as window.atomic. Requests carry the
 // session cookie (HttpOnly: no script here sees it or the token).
 "use strict";
 (() => {

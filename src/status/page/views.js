@@ -1,4 +1,4 @@
-// atomic status page, part 2 of 3: the stage graph and the timeline.
+// atomic status page, part 2: the stage graph and the timeline.
 //
 // The graph comes from the API as series-parallel blocks (seq: one after
 // another, left to right; par: side by side, top to bottom; node: a step,
@@ -6,11 +6,53 @@
 // edges. The layout is recursive: each block is measured, then placed;
 // edges are drawn between the right edge of one node and the left edge of
 // the next.
+//
+// A fan-out (a par block of FANOUT_MIN or more single stages) is drawn as
+// one box, "shard-* 30: 28 done, 1 failed, 1 running", until it is clicked
+// open; then its stages are drawn inside a frame whose header closes it
+// again. Which fan-outs are open is kept across re-renders. Edges to and
+// from a closed fan-out's stages end at its box (drawn once per pair).
+//
+// The timeline has a row per step and a bar per attempt; the time an
+// attempt waited for admission before it started (queuedAt) is a separate,
+// hatched bar in front of it.
 "use strict";
 (() => {
   const { h, s, fill, fmtDuration, badge, live, clip } = window.atomic;
 
-  const NW = 156, NH = 40, HG = 34, VG = 12, PAD = 10, HEAD = 22, JS = 12;
+  const NW = 156, NH = 40, HG = 34, VG = 12, PAD = 10, HEAD = 22, JS = 12, FW = 210, FH = 44;
+  const FANOUT_MIN = 5;
+  const open = new Set();
+
+  /** Members of a fan-out (a par block of single stages), or null. */
+  function fanMembers(b) {
+    if (b.branches.length < FANOUT_MIN) return null;
+    const nodes = b.branches.map((br) => (br.type === "node" && br.node.kind === "stage" && !br.node.group ? br.node : null));
+    return nodes.every(Boolean) ? nodes : null;
+  }
+
+  /** "shard-*" for shard-0 … shard-29; "fan-out" when the names share no start. */
+  function fanName(nodes) {
+    let prefix = nodes[0].name;
+    for (const n of nodes) while (!n.name.startsWith(prefix)) prefix = prefix.slice(0, -1);
+    return prefix && nodes.some((n) => n.name !== prefix) ? `${prefix}*` : prefix || "fan-out";
+  }
+
+  /** "28 done, 1 failed, 1 running" from counts by state (states with none left out, but done). */
+  function countsText(c) {
+    return [`${c.completed || 0} done`, c.failed ? `${c.failed} failed` : "", c.running ? `${c.running} running` : "", c.stopped ? `${c.stopped} stopped` : ""].filter(Boolean).join(", ");
+  }
+
+  function stateCounts(nodes) {
+    const c = { completed: 0, failed: 0, running: 0, stopped: 0 };
+    for (const n of nodes) c[n.status] = (c[n.status] || 0) + 1;
+    return countsText(c);
+  }
+
+  function fanStatus(nodes) {
+    for (const st of ["running", "failed", "stopped"]) if (nodes.some((n) => n.status === st)) return st;
+    return "completed";
+  }
 
   function measure(b) {
     if (b.type === "node") {
@@ -25,9 +67,17 @@
       b.items.forEach((it, i) => { const m = measure(it); w += m.w + (i ? HG : 0); hh = Math.max(hh, m.h); });
       b.m = { w, h: hh };
     } else {
+      const members = fanMembers(b);
+      b.fan = members ? { key: `${b.runId}:${b.position}`, members, label: `${fanName(members)} ${members.length}`, counts: stateCounts(members) } : null;
+      if (b.fan && !open.has(b.fan.key)) {
+        b.m = { w: FW, h: FH };
+        return b.m;
+      }
       let w = 0, hh = 0;
       b.branches.forEach((br, i) => { const m = measure(br); w = Math.max(w, m.w); hh += m.h + (i ? VG : 0); });
-      b.m = { w, h: hh };
+      // an open fan-out's frame is as wide as its header needs (about 6.6 px a character at 11.5 px)
+      const head = b.fan ? `▾ ${b.fan.label}: ${b.fan.counts}`.length * 6.6 + 16 : 0;
+      b.m = b.fan ? { w: Math.max(w + 2 * PAD, FW, head), h: HEAD + PAD + hh + PAD } : { w, h: hh };
     }
     return b.m;
   }
@@ -44,14 +94,38 @@
     } else if (b.type === "seq") {
       let cx = x;
       for (const it of b.items) { place(it, cx, y + (b.m.h - it.m.h) / 2, pos, groups); cx += it.m.w + HG; }
+    } else if (b.fan && !open.has(b.fan.key)) {
+      const box = { x, y, w: b.m.w, h: b.m.h, fan: b.fan };
+      groups.push(box);
+      for (const n of b.fan.members) pos.set(n.id, { ...box, node: n, hidden: true });
     } else {
-      let cy = y;
-      for (const br of b.branches) { place(br, x, cy, pos, groups); cy += br.m.h + VG; }
+      if (b.fan) groups.push({ x, y, w: b.m.w, h: b.m.h, fan: b.fan, opened: true });
+      const inner = b.fan ? { x: x + PAD, y: y + HEAD + PAD } : { x, y };
+      let cy = inner.y;
+      for (const br of b.branches) { place(br, inner.x, cy, pos, groups); cy += br.m.h + VG; }
     }
   }
 
-  /** The graph as an SVG element; `selected` is a node id, `onSelect(id)` is called on clicks. */
-  function graphSvg(graph, selected, onSelect) {
+  function fanOutSvg(g, onToggle) {
+    const f = g.fan;
+    const toggle = () => { if (open.has(f.key)) open.delete(f.key); else open.add(f.key); onToggle(); };
+    const title = `${f.label}: ${f.counts}`;
+    if (g.opened) {
+      return s("g", { class: "fanout open", "data-key": f.key, "data-label": f.label, "data-counts": f.counts },
+        s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 8 }),
+        s("text", { class: "fan-head", x: g.x + 8, y: g.y + 15, tabindex: 0, onclick: toggle, onkeydown: (ev) => { if (ev.key === "Enter") toggle(); }, text: `▾ ${title}` }),
+        s("title", { text: `${title} (click the header to close)` }));
+    }
+    return s("g", { class: `fanout node n-${fanStatus(f.members)}`, "data-key": f.key, "data-label": f.label, "data-counts": f.counts, tabindex: 0,
+      onclick: toggle, onkeydown: (ev) => { if (ev.key === "Enter") toggle(); } },
+      s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 6 }),
+      s("text", { x: g.x + 8, y: g.y + 17, text: clip(`▸ ${f.label}`, 28) }),
+      s("text", { class: "sub", x: g.x + 8, y: g.y + 33, text: clip(f.counts, 32) }),
+      s("title", { text: `${title} (click to show each stage)` }));
+  }
+
+  /** The graph as an SVG element; `selected` is a node id, `onSelect(id)` is called on clicks, `onToggle()` when a fan-out opens or closes. */
+  function graphSvg(graph, selected, onSelect, onToggle) {
     const select = onSelect;
     const m = measure(graph.root);
     const pos = new Map();
@@ -61,6 +135,7 @@
     const W = Math.max(m.w + 2 * M, 200), H = Math.max(m.h + 2 * M, 60);
     const svg = s("svg", { class: "graph", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "stage graph" });
     for (const g of groups) {
+      if (g.fan) { svg.append(fanOutSvg(g, onToggle)); continue; }
       const n = g.node;
       svg.append(s("g", { class: `group node n-${n.status}`, "data-id": n.id, onclick: () => select(n.id) },
         s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 8 }),
@@ -68,17 +143,21 @@
         s("title", { text: `child workflow ${n.group.workflow} (${n.group.runId}): ${n.group.status}` })));
     }
     const edges = s("g", {});
+    const drawn = new Set();
     for (const e of graph.edges) {
       const a = pos.get(e.from), b = pos.get(e.to);
       if (!a || !b) continue;
       const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
+      const key = `${x1},${y1},${x2},${y2}`;
+      if (drawn.has(key)) continue; // the stages of a closed fan-out share one box
+      drawn.add(key);
       const dx = Math.max(12, (x2 - x1) / 2);
       edges.append(s("path", { class: "edge", d: `M${x1},${y1} C${x1 + dx},${y1} ${x2 - dx},${y2} ${x2},${y2}` }));
     }
     svg.append(edges);
     for (const p of pos.values()) {
       const n = p.node;
-      if (n.group) continue;
+      if (n.group || p.hidden) continue;
       if (n.kind === "join") {
         svg.append(s("circle", { class: `j-${n.status}`, cx: p.x + JS / 2, cy: p.y + JS / 2, r: JS / 2 - 1, "stroke-width": 1.5 }));
         continue;
@@ -115,26 +194,33 @@
     const MAX = 400;
     for (const r of rows.slice(0, MAX)) {
       const track = h("div", { class: "track" });
-      for (const [a, b, status, label] of bars(r.step, now)) {
-        const bar = h("div", { class: `bar b-${status}`, title: `${r.path} ${label}: ${status}, ${fmtDuration(b - a)}` });
+      for (const [a, b, status, label, attempt] of bars(r.step, now)) {
+        const queued = status === "queued";
+        const bar = h("div", { class: queued ? "bar queued" : `bar b-${status}`, "data-attempt": attempt, "data-state": status,
+          title: queued ? `${r.path} ${label}: queued (waiting for admission) ${fmtDuration(b - a)}` : `${r.path} ${label}: ${status}, ran ${fmtDuration(b - a)}` });
         bar.style.left = `${((a - t0) / span) * 100}%`;
         bar.style.width = `${Math.max(0.4, ((b - a) / span) * 100)}%`;
         track.append(bar);
       }
       const label = h("div", { class: "label", title: r.path, text: `${r.step.kind === "child" ? "▸ " : ""}${r.step.name}` });
       label.style.paddingLeft = `${r.depth * 12}px`;
-      gantt.append(h("div", { class: `row${selected === r.id ? " sel" : ""}`, "data-id": r.id, onclick: () => select(r.id) }, label, track));
+      gantt.append(h("div", { class: `row${selected === r.id ? " sel" : ""}`, "data-id": r.id, "data-name": r.step.name, onclick: () => select(r.id) }, label, track));
     }
     if (rows.length > MAX) gantt.append(h("p", { class: "more muted", text: `and ${rows.length - MAX} more steps` }));
     if (rows.length === 0) gantt.append(h("p", { class: "muted", text: "No stage has started yet." }));
   }
 
+  /** [from, to, state, label, attempt] per bar: each attempt's queued time (if any), then its running time. */
   function bars(step, now) {
-    const list = step.attemptLog && step.attemptLog.length
-      ? step.attemptLog.map((a) => [a.startedAt, a.endedAt || now, a.status, `attempt ${a.attempt}`])
-      : step.startedAt ? [[step.startedAt, step.wakeAt || step.endedAt || now, step.status, step.kind]] : [];
-    return list.map(([a, b, st, l]) => [a, Math.max(a, b), st, l]);
+    const list = [];
+    if (step.attemptLog && step.attemptLog.length) {
+      for (const a of step.attemptLog) {
+        if (a.queuedAt && a.queuedAt < a.startedAt) list.push([a.queuedAt, a.startedAt, "queued", `attempt ${a.attempt}`, a.attempt]);
+        list.push([a.startedAt, a.endedAt || now, a.status, `attempt ${a.attempt}`, a.attempt]);
+      }
+    } else if (step.startedAt) list.push([step.startedAt, step.wakeAt || step.endedAt || now, step.status, step.kind, 1]);
+    return list.map(([a, b, st, l, n]) => [a, Math.max(a, b), st, l, n]);
   }
 
-  window.atomic.views = { graphSvg, renderTimeline, legend };
+  window.atomic.views = { graphSvg, renderTimeline, legend, countsText };
 })();

@@ -1,0 +1,157 @@
+/**
+ * The status page does what the API does (issue 13, item 19), in headless
+ * Chromium against the real binary (`atomic serve` and `atomic run` of
+ * fixtures/interact.ts):
+ *
+ * - answering from the page (a choice button, then the text box of a
+ *   question without choices) lets a run waiting on ctx.ask go on;
+ * - a message sent from the page's form reaches a running shell stage on
+ *   its stdin;
+ * - Pause, Unpause and Cancel change the run's state, also of a run
+ *   waiting for an answer;
+ * - a crashed run (its driver killed) and an interrupted one (Ctrl-C) show
+ *   the `atomic resume <id>` command, with a button that copies it.
+ */
+
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { killSpawned } from "../helpers/atomic.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+
+declare const document: {
+  body: { dataset: Record<string, string | undefined> };
+  querySelector(selector: string): { textContent: string | null } | null;
+};
+
+beforeAll(launchBrowser);
+afterAll(closeBrowser);
+afterEach(async () => {
+  await killSpawned();
+  removeTempDirs();
+});
+
+const runStatusIs = (status: string) => (s: string) => document.body.dataset.runStatus === s;
+
+describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
+  test("questions are answered from the page and a message reaches a running shell stage's stdin", async () => {
+    const home = makeTempDir();
+    const { proc: server, url, login } = await startServe(home);
+    const run = await startRun(home, "interact.ts", []);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      // the question with choices: one button per choice
+      const first = page.locator(".question", { hasText: "ship it?" });
+      await first.waitFor({ timeout: 30_000 });
+      expect(await first.locator("button.choice").allTextContents()).toEqual(["yes", "no"]);
+      await page.waitForFunction(runStatusIs("awaiting_input"), "awaiting_input", { timeout: 15_000 });
+      await page.screenshot({ path: join(ARTIFACTS, "run-question.png"), fullPage: true });
+      await first.locator('button.choice[data-choice="yes"]').click();
+      // the question without choices: a text box
+      const second = page.locator(".question", { hasText: "why?" });
+      await second.waitFor({ timeout: 30_000 });
+      await first.waitFor({ state: "detached", timeout: 15_000 });
+      await second.locator("textarea.answer-text").fill("the tests pass");
+      await second.locator("button.answer-send").click();
+      await second.waitFor({ state: "detached", timeout: 15_000 });
+
+      // the reader stage runs: a message from the form goes to its stdin
+      await page.waitForSelector('svg.graph g.node[data-name="listen"][data-status="running"]', { timeout: 30_000 });
+      expect(await page.isVisible("#send-form")).toBe(true);
+      await page.fill("#msg-stage", "listen");
+      await page.fill("#msg-text", "hello from the page");
+      expect(await page.$$eval("#msg-mode option", (os) => os.map((o) => (o as unknown as { value: string }).value))).toEqual(["steer", "followUp", "interrupt"]);
+      await page.click("#msg-send");
+      await page.waitForFunction(() => document.querySelector("#msg-result")?.textContent?.startsWith("sent to listen"), undefined, { timeout: 15_000 });
+      await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 30_000 });
+      expect(await run.proc.exited).toBe(0);
+      await page.click('svg.graph g.node[data-name="listen"]');
+      await page.waitForFunction(() => document.querySelector("#stage-stdout")?.textContent === "listening\nheard: hello from the page\n", undefined, { timeout: 15_000 });
+      expect(await page.isVisible("#send-form")).toBe(false); // nothing to send to once the run ended
+      const detail = (await page.evaluate(async (id) => (await fetch(`/api/runs/${id}`)).json(), run.id)) as { run: { outputs: unknown } };
+      expect(detail.run.outputs).toEqual({ ship: "yes", why: "the tests pass", heard: "listening\nheard: hello from the page" });
+      expect(errors).toEqual([]);
+    } finally {
+      await page.close();
+      server.kill("SIGINT");
+      await server.exited;
+    }
+  }, 120_000);
+
+  test("Pause, Unpause and Cancel change the run's state", async () => {
+    const home = makeTempDir();
+    const gate = join(makeTempDir(), "gate");
+    const { proc: server, url, login } = await startServe(home);
+    const run = await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      await page.waitForSelector('svg.graph g.node[data-name="wait"][data-status="running"]', { timeout: 30_000 });
+      await page.click("#btn-pause");
+      await page.waitForFunction(runStatusIs("paused"), "paused", { timeout: 15_000 });
+      expect(await page.textContent("#btn-pause")).toBe("Unpause");
+      await page.click("#btn-pause");
+      await page.waitForFunction(runStatusIs("running"), "running", { timeout: 15_000 });
+      expect(await page.textContent("#btn-pause")).toBe("Pause");
+      page.once("dialog", (d) => void d.accept());
+      await page.click("#btn-cancel");
+      await page.waitForFunction(runStatusIs("cancelled"), "cancelled", { timeout: 30_000 });
+      await run.proc.exited;
+      expect(await page.$("#btn-cancel")).toBeNull();
+
+      // a run waiting for an answer has the buttons too
+      const asking = await startRun(home, "interact.ts", []);
+      await page.goto(`${url}runs/${asking.id}`);
+      await page.waitForFunction(runStatusIs("awaiting_input"), "awaiting_input", { timeout: 30_000 });
+      expect(await page.textContent("#btn-pause")).toBe("Pause");
+      page.once("dialog", (d) => void d.accept());
+      await page.click("#btn-cancel");
+      await page.waitForFunction(runStatusIs("cancelled"), "cancelled", { timeout: 30_000 });
+      await asking.proc.exited;
+      expect(await page.$(".question")).toBeNull();
+      expect(errors).toEqual([]);
+    } finally {
+      writeFileSync(gate, "");
+      await page.close();
+      server.kill("SIGINT");
+      await server.exited;
+    }
+  }, 120_000);
+
+  test("a crashed run and an interrupted run show the atomic resume command, which copies", async () => {
+    const home = makeTempDir();
+    const gate = join(makeTempDir(), "gate");
+    const { proc: server, url, login } = await startServe(home);
+    const { page, errors } = await newPage();
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: url.replace(/\/$/, "") });
+    try {
+      await signIn(page, login, url);
+      for (const [signal, status] of [["SIGKILL", "crashed"], ["SIGINT", "interrupted"]] as const) {
+        const run = await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]);
+        await page.goto(`${url}runs/${run.id}`);
+        await page.waitForSelector('svg.graph g.node[data-name="wait"][data-status="running"]', { timeout: 30_000 });
+        expect(await page.isVisible("#resume")).toBe(false);
+        run.proc.kill(signal);
+        await run.proc.exited;
+        await page.waitForFunction(runStatusIs(status), status, { timeout: 60_000 });
+        await page.waitForSelector("#resume-cmd", { timeout: 15_000 });
+        expect(await page.textContent("#resume-cmd")).toBe(`atomic resume ${run.id}`);
+        await page.click("#btn-copy-resume");
+        await page.waitForFunction(() => /copied|selected/.test(document.querySelector("#resume .muted")?.textContent ?? ""), undefined, { timeout: 5_000 });
+        const copied = await page.evaluate(() => (globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }).navigator.clipboard.readText()).catch(() => undefined);
+        if (copied !== undefined) expect(copied).toBe(`atomic resume ${run.id}`);
+        await page.screenshot({ path: join(ARTIFACTS, `run-${status}.png`), fullPage: true });
+      }
+      expect(errors).toEqual([]);
+    } finally {
+      writeFileSync(gate, "");
+      await page.close();
+      server.kill("SIGINT");
+      await server.exited;
+    }
+  }, 180_000);
+});

@@ -1,0 +1,166 @@
+/**
+ * How the status page draws a run (issue 13, item 20), in headless
+ * Chromium against the real binary:
+ *
+ * - stage counts are of the stages that started ("29 done, 1 failed,
+ *   1 running"), never a total the workflow has not reached;
+ * - a fan-out of 30 shards is one box with its counts, opened and closed
+ *   by a click, and stays open across live updates;
+ * - the timeline shows the time a stage waited for admission apart from
+ *   the time it ran, and a bar for each attempt;
+ * - an agent stage's transcript is a conversation: the user's prompt, the
+ *   assistant's turns with their tokens and cost, tool calls collapsed.
+ */
+
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { killSpawned } from "../helpers/atomic.ts";
+import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+
+declare const document: {
+  body: { dataset: Record<string, string | undefined> };
+  querySelector(selector: string): { textContent: string | null; getAttribute(name: string): string | null } | null;
+  querySelectorAll(selector: string): { length: number };
+};
+
+beforeAll(launchBrowser);
+afterAll(closeBrowser);
+afterEach(async () => {
+  await killSpawned();
+  removeTempDirs();
+});
+
+const completed = () => document.body.dataset.runStatus === "completed";
+
+describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
+  test("stage counts show what started, without a total; a fan-out is one box with its counts, expandable", async () => {
+    const home = makeTempDir();
+    const gate = join(makeTempDir(), "gate");
+    const { proc: server, url, login } = await startServe(home);
+    const run = await startRun(home, "fanout.ts", [`gate=${gate}`]);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      const fan = page.locator('svg.graph g.fanout[data-label="shard-* 30"]');
+      await page.waitForFunction(() => document.querySelector('svg.graph g.fanout[data-label="shard-* 30"]')?.getAttribute("data-counts") === "28 done, 1 failed, 1 running", undefined, { timeout: 60_000 });
+      expect(await fan.locator("text.sub").textContent()).toBe("28 done, 1 failed, 1 running");
+      // the shards are not drawn one by one, and the stage after them has not started: no total counts it
+      expect(await page.$$('svg.graph g.node[data-name^="shard-"]')).toHaveLength(0);
+      expect(await page.textContent("#t-stages b")).toBe("29 done, 1 failed, 1 running");
+      expect(await page.textContent("#t-stages span")).toBe("stages so far");
+      await page.screenshot({ path: join(ARTIFACTS, "fanout-closed.png"), fullPage: true });
+
+      // opened: every shard, in a frame whose header closes it
+      await fan.click();
+      await page.waitForFunction(() => document.querySelectorAll('svg.graph g.node[data-name^="shard-"]').length === 30);
+      expect(await page.getAttribute('svg.graph g.node[data-name="shard-0"]', "data-status")).toBe("failed");
+      expect(await page.getAttribute('svg.graph g.node[data-name="shard-1"]', "data-status")).toBe("running");
+      expect(await page.textContent("svg.graph g.fanout.open .fan-head")).toContain("shard-* 30: 28 done, 1 failed, 1 running");
+      await page.screenshot({ path: join(ARTIFACTS, "fanout-open.png"), fullPage: true });
+
+      // the run goes on: the fan-out stays open through the live updates
+      writeFileSync(gate, "");
+      await page.waitForFunction(completed, undefined, { timeout: 60_000 });
+      expect(await run.proc.exited).toBe(0);
+      expect(await page.$$('svg.graph g.node[data-name^="shard-"]')).toHaveLength(30);
+      expect(await page.textContent("#t-stages b")).toBe("31 done, 1 failed");
+      expect(await page.textContent("#t-stages span")).toBe("stages");
+      await page.click("svg.graph g.fanout.open .fan-head");
+      await page.waitForFunction(() => document.querySelectorAll('svg.graph g.node[data-name^="shard-"]').length === 0);
+      expect(await fan.getAttribute("data-counts")).toBe("29 done, 1 failed");
+
+      // the run list says the same, without a total
+      await page.goto(url);
+      const row = page.locator(`tr[data-run="${run.id}"]`);
+      await row.waitFor();
+      expect(await row.locator('td[data-label="stages"]').textContent()).toBe("31 done, 1 failed");
+      expect(errors).toEqual([]);
+    } finally {
+      writeFileSync(gate, "");
+      await page.close();
+      server.kill("SIGINT");
+      await server.exited;
+    }
+  }, 150_000);
+
+  test("the timeline shows queued time apart from running time, and each attempt", async () => {
+    const home = makeTempDir();
+    // every start is paced (free memory "below" a huge minimum): each stage but the first waits its turn
+    writeFileSync(join(home, "config.json"), JSON.stringify({ admission: { minFreeMemoryMb: 1e12, paceMs: 600 } }));
+    const marker = join(makeTempDir(), "marker");
+    const { proc: server, url, login } = await startServe(home);
+    const run = await startRun(home, "queued.ts", [`marker=${marker}`]);
+    const { page, errors } = await newPage();
+    try {
+      expect(await run.proc.exited).toBe(0);
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      await page.waitForFunction(completed, undefined, { timeout: 30_000 });
+      const bars = (name: string) =>
+        page.$$eval(`.gantt .row[data-name="${name}"] .bar`, (els) => els.map((e) => `${e.getAttribute("data-attempt")}:${e.getAttribute("data-state")}`));
+      // a and b start together: one of them waited for the other's paced start
+      const ab = [...(await bars("a")), ...(await bars("b"))].sort();
+      expect(ab).toEqual(["1:completed", "1:completed", "1:queued"]);
+      // flaky: two attempts, the second queued behind the pacing too, each its own bar
+      expect(await bars("flaky")).toEqual(["1:queued", "1:failed", "2:queued", "2:completed"]);
+      const title = await page.getAttribute('.gantt .row[data-name="flaky"] .bar.queued', "title");
+      expect(title).toMatch(/^flaky attempt 1: queued \(waiting for admission\) /);
+      // the stage panel lists the attempts with their queued and running time
+      await page.click('.gantt .row[data-name="flaky"]');
+      await page.waitForSelector('.panel .attempt[data-attempt="2"]');
+      expect(await page.textContent('.panel .attempt[data-attempt="1"]')).toMatch(/^failed: queued \S+, ran \S+$/);
+      expect(await page.textContent('.panel .attempt[data-attempt="2"]')).toMatch(/^completed: queued \S+, ran \S+$/);
+      await page.screenshot({ path: join(ARTIFACTS, "timeline-queued.png"), fullPage: true });
+      expect(errors).toEqual([]);
+    } finally {
+      await page.close();
+      server.kill("SIGINT");
+      await server.exited;
+    }
+  }, 120_000);
+
+  test("an agent stage's transcript is a conversation with per-turn tokens and cost, tool calls collapsed", async () => {
+    const fake = await startFakeOpenAI((_req, n) =>
+      n === 0 ? toolCall("list", {}, { usage: { prompt: 120, completion: 7, cost: 0.0012 } }) : text("All the files look fine.\n\n## Summary\nnothing to fix", { prompt: 200, completion: 12, cost: 0.002 }),
+    );
+    const home = makeTempDir();
+    const project = makeTempDir();
+    writeFileSync(join(project, "notes.txt"), "hello\n");
+    const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+    const { proc: server, url, login } = await startServe(home);
+    const { page, errors } = await newPage();
+    try {
+      const run = await startRun(home, "agent.ts", [], { env, cwd: project });
+      expect(await run.proc.exited).toBe(0);
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      await page.waitForFunction(completed, undefined, { timeout: 30_000 });
+      await page.click('svg.graph g.node[data-name="agent"]');
+      await page.waitForSelector("#conversation .turn-usage", { timeout: 15_000 });
+      expect(await page.$$eval("#conversation .msg", (els) => els.map((e) => e.getAttribute("data-role")))).toEqual(["user", "assistant", "assistant", "note"]);
+      expect(await page.textContent("#conversation .msg.user .text")).toBe("check the files");
+      expect(await page.$$eval("#conversation .turn-usage", (els) => els.map((e) => e.textContent))).toEqual(["120 in · 7 out · $0.0012", "200 in · 12 out · $0.0020"]);
+      // the model's own "## Summary" stays its text
+      expect(await page.locator("#conversation .msg.assistant").nth(1).locator(".text").textContent()).toContain("## Summary\nnothing to fix");
+      // the tool call: collapsed, its result shown on a click
+      const tool = page.locator('#conversation details.tool-call[data-tool="list"]');
+      expect(await tool.getAttribute("open")).toBeNull();
+      expect(await tool.locator("pre.tool-result").isVisible()).toBe(false);
+      await tool.locator("summary").click();
+      expect(await tool.locator("pre.tool-result").isVisible()).toBe(true);
+      expect(await tool.locator("pre.tool-result").textContent()).toContain("notes.txt");
+      expect(await page.isVisible("#stage-stdout")).toBe(false);
+      await page.screenshot({ path: join(ARTIFACTS, "agent-conversation.png"), fullPage: true });
+      expect(errors).toEqual([]);
+    } finally {
+      await page.close();
+      server.kill("SIGINT");
+      await server.exited;
+      await fake.close();
+    }
+  }, 120_000);
+});
