@@ -5,10 +5,18 @@
  * split on U+2028, which appears inside JSON strings), every record handed
  * to `onLine` raw, before anyone parses it; stderr to the stage's
  * stderr.log.
+ *
+ * Stop: SIGTERM to the agent's group AND to its other processes
+ * (process-tree.ts: descendants that made groups of their own, as the
+ * agents' shell tools do, and anything carrying the stage's marker
+ * variables), then, after a grace period, SIGKILL to all of them and to
+ * what was found again (a process re-parented when the agent died). When
+ * the agent exits, whatever it left behind gets the same treatment.
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
+import { signalProcesses, stageProcesses, type ProcRef } from "../shell/process-tree.ts";
 
 export interface ProcessEnd {
   code: number | null;
@@ -23,14 +31,18 @@ export class AgentProcess {
   readonly ended: Promise<ProcessEnd>;
   private readonly child: ChildProcess;
   private stdinOpen = true;
+  private stopping = false;
+  /** Environment pairs only this stage's processes carry (see process-tree.ts). */
+  private readonly marker: Record<string, string>;
 
   constructor(
     binary: string,
     args: string[],
-    opts: { cwd: string; env: Record<string, string | undefined> },
+    opts: { cwd: string; env: Record<string, string | undefined>; marker?: Record<string, string> },
     onLine: (line: string) => void,
     onStderr: (text: string) => void,
   ) {
+    this.marker = opts.marker ?? {};
     this.child = spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     this.pid = this.child.pid;
     if (this.pid !== undefined) trackGroup(this.pid);
@@ -54,7 +66,10 @@ export class AgentProcess {
         resolve({ code: null, signal: null, spawnError });
       });
       // Children the agent left behind must not outlive it.
-      this.child.on("exit", () => this.killGroup("SIGKILL"));
+      this.child.on("exit", () => {
+        this.killGroup("SIGKILL");
+        this.stop();
+      });
       this.child.on("close", (code, signal) => {
         if (buf.trim()) onLine(buf);
         buf = "";
@@ -70,16 +85,34 @@ export class AgentProcess {
     return true;
   }
 
+  /** Text as it is (a prompt read from stdin), however large: the pipe takes it as the agent reads. */
+  writeRaw(text: string): boolean {
+    if (!this.stdinOpen || !this.child.stdin || this.child.stdin.destroyed) return false;
+    this.child.stdin.write(text);
+    return true;
+  }
+
   closeStdin(): void {
     if (!this.stdinOpen) return;
     this.stdinOpen = false;
     this.child.stdin?.end();
   }
 
-  /** SIGTERM to the group, SIGKILL after a grace period. */
+  /** SIGTERM to the group and the stage's other processes, SIGKILL after a grace period. */
   stop(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    const first = this.others();
     this.killGroup("SIGTERM");
-    setTimeout(() => this.killGroup("SIGKILL"), KILL_GRACE_MS).unref();
+    signalProcesses(first, "SIGTERM");
+    setTimeout(() => {
+      this.killGroup("SIGKILL");
+      signalProcesses([...first, ...this.others()], "SIGKILL");
+    }, KILL_GRACE_MS).unref();
+  }
+
+  private others(): ProcRef[] {
+    return stageProcesses(this.pid, this.marker);
   }
 
   killGroup(signal: NodeJS.Signals): void {
