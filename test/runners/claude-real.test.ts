@@ -9,7 +9,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { atomicBin, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { agentBin } from "../helpers/agents.ts";
 import { httpError, startFakeAnthropic, streamError, text, toolUse, type FakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { isLive, processesWithEnv } from "../helpers/processes.ts";
@@ -66,6 +66,8 @@ async function show(s: Setup, runId: string) {
 }
 
 async function done(s: Setup) {
+  // The intercom broker a `send` started for this home.
+  for (const pid of processesWithEnv("CLAUDE_TEST_MARKER", s.marker)) process.kill(pid, "SIGKILL");
   try {
     s.fake.assertOnlyFake();
   } finally {
@@ -140,6 +142,233 @@ e2eTest(
     expect(existsSync(join(dir, "x.txt"))).toBe(false);
     const out = await show(s, r.result!.runId);
     expect(out).toMatch(/warning: claude refused the tool Write/);
+    await done(s);
+  },
+  120_000,
+);
+
+/** The stage's error as the run's report has it (`show --json`). */
+async function stageError(s: Setup, runId: string): Promise<{ code: string; message: string }> {
+  const report = JSON.parse((await runAtomic(["show", runId, "--json"], { home: s.home, env: s.env })).stdout);
+  const step = (report.steps ?? report.report?.steps).find((x: any) => x.name === "ask");
+  return step.error;
+}
+
+const RETRIES = (n: number, reply: ReturnType<typeof httpError>) => Array.from({ length: n }, () => reply);
+
+for (const [name, replies, code, words] of [
+  ["401", RETRIES(3, httpError(401, "authentication_error", "invalid x-api-key")), "provider_auth", /HTTP 401\): Invalid API key/],
+  ["400", [httpError(400, "invalid_request_error", "max_tokens: 99999999 is greater than the maximum")], "provider_bad_request", /HTTP 400\): .*max_tokens: 99999999 is greater than the maximum/],
+  ["429 with Retry-After", RETRIES(3, httpError(429, "rate_limit_error", "slow down please", { "retry-after": "3" })), "provider_rate_limit", /HTTP 429\): .*slow down please; claude retried 2 time\(s\), the last after 3000 ms/],
+  ["500 that outlasts claude's retries", RETRIES(3, httpError(500, "api_error", "the fake broke")), "provider_unavailable", /HTTP 500\): .*the fake broke/],
+  ["an error inside the stream (and the non-streaming fallback overloaded)", RETRIES(4, streamError("overloaded_error", "Overloaded right now")), "provider_unavailable", /HTTP 529\): .*Overloaded right now/],
+] as const) {
+  e2eTest(
+    `provider error ${name}: ${code}, naming claude, its exit status and the provider's words`,
+    async () => {
+      const s = await setup();
+      s.fake.push(...replies);
+      const r = await run(s, { prompt: "hi" });
+      expect(r.code).not.toBe(0);
+      const runId = (await runAtomic(["runs", "--json"], { home: s.home, env: s.env })).stdout.trim().split("\n").map((l) => JSON.parse(l))[0].id;
+      const err = await stageError(s, runId);
+      expect(err.code).toBe(code);
+      expect(err.message).toMatch(words);
+      expect(err.message).toContain("(claude exited with status 1)");
+      await done(s);
+    },
+    120_000,
+  );
+}
+
+e2eTest(
+  "a 500 that claude's own retry survives: the stage completes, usage of the successful call only",
+  async () => {
+    const s = await setup();
+    s.fake.push(httpError(500, "api_error", "blip"), text("recovered", { input: 11, output: 3 }));
+    const r = await run(s, { prompt: "hi" });
+    expect(r.code).toBe(0);
+    expect(r.result!.outputs!.text).toBe("recovered");
+    expect(s.fake.calls).toHaveLength(2);
+    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 130 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a broken stream: claude falls back to a non-streaming call; its usage (zeros in result.usage) still counted from modelUsage",
+  async () => {
+    const s = await setup();
+    s.fake.push(streamError("overloaded_error", "Overloaded"), text("after fallback", { input: 40, output: 6, cacheRead: 100 }));
+    const r = await run(s, { prompt: "hi" });
+    expect(r.code).toBe(0);
+    expect(r.result!.outputs!.text).toBe("after fallback");
+    expect(s.fake.calls.map((c) => c.body.stream === true)).toEqual([true, false]);
+    // 40 × $5/M + 6 × $25/M + 100 × $0.5/M = $0.0004
+    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 40, outputTokens: 6, cacheReadTokens: 100, costMicroUsd: 400 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "structured output through --json-schema: claude's StructuredOutput tool, the value validated",
+  async () => {
+    const s = await setup();
+    s.fake.push(toolUse("StructuredOutput", { verdict: "ok" }), text("done"));
+    const r = await run(s, { prompt: "judge it", structured: "true" });
+    expect(r.code).toBe(0);
+    expect(r.result!.outputs!.structured).toEqual({ verdict: "ok" });
+    expect(s.fake.calls[0]!.body.tools.map((t: any) => t.name)).toContain("StructuredOutput");
+    await done(s);
+  },
+  120_000,
+);
+
+/** `atomic run` in the background; its run id from the "started run" line. */
+async function start(s: Setup, inputs: Record<string, string>) {
+  const json = join(makeTempDir("atomic-claude-inputs-"), "inputs.json");
+  writeFileSync(json, JSON.stringify(inputs));
+  const proc = spawnAtomic(["run", WF, "--inputs-json", json], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const runId = startedRunId(await out.waitFor(/^started run /, 60_000));
+  return { proc, out, runId };
+}
+
+async function send(s: Setup, runId: string, text: string, mode: string) {
+  const r = await runAtomic(["send", runId, "ask", text, "--mode", mode], { home: s.home, env: s.env });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+}
+
+async function outputs(s: Setup, runId: string) {
+  const report = JSON.parse((await runAtomic(["show", runId, "--json"], { home: s.home, env: s.env })).stdout);
+  return report;
+}
+
+/** The shell command of a tool that says it started, then waits for `gate` to exist. */
+const waitFor = (dir: string, gate: string) => `touch ${join(dir, "started")}; while [ ! -e ${join(dir, gate)} ]; do sleep 0.1; done; echo released`;
+
+e2eTest(
+  "multi-turn: a followUp is the next user turn of the same claude process; usage is the sum of both turns (result.usage is per turn)",
+  async () => {
+    const s = await setup();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    s.fake.push({ ...text("first answer", { input: 100, output: 10, cacheRead: 1000 }), hold: gate }, text("second answer", { input: 200, output: 20, cacheWrite: 300 }));
+    const { proc, runId } = await start(s, { prompt: "first question" });
+    await waitUntil(() => s.fake.calls.length === 1, 60_000, "the first model call");
+    await send(s, runId, "second question", "followUp");
+    release();
+    expect(await proc.exited).toBe(0);
+    expect(s.fake.calls).toHaveLength(2);
+    expect(userText(s.fake.calls[1]!.body)).toContain("second question");
+    const report = await outputs(s, runId);
+    const out = report.run.outputs;
+    expect(out.text).toBe("second answer");
+    // 300 in × $5/M + 30 out × $25/M + 1000 reads × $0.5/M + 300 writes × $6.25/M = $0.004625
+    expect(out.usage).toMatchObject({ inputTokens: 300, outputTokens: 30, cacheReadTokens: 1000, cacheWriteTokens: 300, costMicroUsd: 4625, turns: 2 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "steer: a message written while a tool runs reaches the model in the same turn",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-steer-");
+    s.fake.push(toolUse("Bash", { command: waitFor(dir, "go"), description: "wait" }), text("steered answer"));
+    const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
+    await waitUntil(() => existsSync(join(dir, "started")), 60_000, "the tool to start");
+    await send(s, runId, "STEER-MESSAGE", "steer");
+    // delivered to claude's stdin: the transcript says so
+    await waitUntil(() => transcriptHas(s, runId, "Message (steer)"), 30_000, "the steer to be delivered");
+    await Bun.sleep(500); // claude reads its stdin as lines come; the tool's end is what we hold
+    writeFileSync(join(dir, "go"), "");
+    expect(await proc.exited).toBe(0);
+    expect(JSON.stringify(s.fake.calls[1]!.body.messages)).toContain("STEER-MESSAGE");
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "interrupt: the running tool is stopped, the message is the next turn, the stage completes with its answer",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-int-");
+    s.fake.push(toolUse("Bash", { command: waitFor(dir, "never"), description: "wait" }), text("new direction taken", { input: 7, output: 3 }));
+    const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
+    await waitUntil(() => existsSync(join(dir, "started")), 60_000, "the tool to start");
+    await send(s, runId, "NEW-DIRECTION", "interrupt");
+    expect(await proc.exited).toBe(0);
+    expect(userText(s.fake.calls.at(-1)!.body)).toContain("NEW-DIRECTION");
+    const out = (await outputs(s, runId)).run.outputs;
+    expect(out.text).toBe("new direction taken");
+    expect(stageLeftovers(s).map(cmdline)).toEqual([]);
+    await done(s);
+  },
+  120_000,
+);
+
+/** Processes of the test's claude (every one carries its marker) other than atomic's own (the intercom broker `send` starts). */
+function stageLeftovers(s: Setup): number[] {
+  return processesWithEnv("CLAUDE_TEST_MARKER", s.marker).filter((pid) => !cmdline(pid).startsWith(atomicBin()));
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+  } catch {
+    return `${pid} (gone)`;
+  }
+}
+
+async function transcriptHas(s: Setup, runId: string, needle: string): Promise<boolean> {
+  const report = await outputs(s, runId);
+  const step = report.steps.find((x: any) => x.name === "ask");
+  const dir = step?.artifactDir ?? step?.attemptLog?.at(-1)?.artifactDir;
+  if (!dir) return false;
+  try {
+    return readFileSync(join(dir, "transcript.md"), "utf8").includes(needle);
+  } catch {
+    return false;
+  }
+}
+
+for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
+  e2eTest(
+    `${how} with a long-running Bash tool: no process of the stage is left (the tool's own process group included)`,
+    async () => {
+      const s = await setup();
+      const dir = makeTempDir("atomic-claude-cancel-");
+      const pidFile = join(dir, "sleep.pid");
+      s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
+      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
+      await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+      const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+      expect(isLive(sleepPid)).toBe(true);
+      if (how === "atomic cancel") expect((await runAtomic(["cancel", runId], { home: s.home, env: s.env })).code).toBe(0);
+      else proc.kill("SIGINT");
+      await proc.exited;
+      await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
+      await done(s);
+    },
+    120_000,
+  );
+}
+
+e2eTest(
+  "a 300 KiB prompt reaches the model whole (claude reads it from stdin)",
+  async () => {
+    const s = await setup();
+    const big = `BEGIN ${"x".repeat(300 * 1024)} END`;
+    s.fake.push(text("read it all"));
+    const { proc } = await start(s, { prompt: big });
+    expect(await proc.exited).toBe(0);
+    expect(userText(s.fake.calls[0]!.body)).toContain(big);
     await done(s);
   },
   120_000,
