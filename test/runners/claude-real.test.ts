@@ -227,7 +227,7 @@ e2eTest(
 );
 
 /** `atomic run` in the background; its run id from the "started run" line. */
-async function start(s: Setup, inputs: Record<string, string>) {
+async function start(s: Setup, inputs: Record<string, string | number>) {
   const json = join(makeTempDir("atomic-claude-inputs-"), "inputs.json");
   writeFileSync(json, JSON.stringify(inputs));
   const proc = spawnAtomic(["run", WF, "--inputs-json", json], { home: s.home, env: s.env });
@@ -313,9 +313,10 @@ e2eTest(
   120_000,
 );
 
-/** Processes of the test's claude (every one carries its marker) other than atomic's own (the intercom broker `send` starts). */
+/** Processes of the test's claude stage "ask" (every one carries the test's marker and the stage's name), not atomic's own. */
 function stageLeftovers(s: Setup): number[] {
-  return processesWithEnv("CLAUDE_TEST_MARKER", s.marker).filter((pid) => !cmdline(pid).startsWith(atomicBin()));
+  const stage = new Set(processesWithEnv("ATOMIC_STAGE", "ask"));
+  return processesWithEnv("CLAUDE_TEST_MARKER", s.marker).filter((pid) => stage.has(pid) && !cmdline(pid).startsWith(atomicBin()));
 }
 
 function cmdline(pid: number): string {
@@ -346,7 +347,8 @@ for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
       const dir = makeTempDir("atomic-claude-cancel-");
       const pidFile = join(dir, "sleep.pid");
       s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
-      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
+      // Claude's own tool name passes through unchanged.
+      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) });
       await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
       const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
       expect(isLive(sleepPid)).toBe(true);
@@ -369,6 +371,28 @@ e2eTest(
     const { proc } = await start(s, { prompt: big });
     expect(await proc.exited).toBe(0);
     expect(userText(s.fake.calls[0]!.body)).toContain(big);
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a stage that times out while its run goes on: its Bash tool's processes (a process group of their own) end with it",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-timeout-");
+    const pidFile = join(dir, "sleep.pid");
+    s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
+    const gate = join(dir, "go");
+    const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs: 20_000 /* long enough for claude to reach its tool on a loaded machine */, after: `touch ${join(dir, "after")}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
+    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+    const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+    await waitUntil(() => existsSync(join(dir, "after")), 60_000, "the stage to time out and the next step to start");
+    // The run is still going (its next step waits for us): the timed-out stage's processes are gone already.
+    await waitUntil(() => !isLive(sleepPid), 15_000, "the tool's sleep to end");
+    expect(stageLeftovers(s).map(cmdline)).toEqual([]);
+    writeFileSync(gate, "");
+    expect(await proc.exited).not.toBe(0);
     await done(s);
   },
   120_000,
