@@ -14,6 +14,8 @@ import { agentBin } from "../helpers/agents.ts";
 import { httpError, startFakeAnthropic, streamError, text, toolUse, type FakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { isLive, processesWithEnv } from "../helpers/processes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
+import { getRunner } from "../../src/runners/registry.ts";
+import type { RunnerEvent, RunnerHandle, StageRequest } from "../../src/runners/types.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, parseNdjson, startedRunId } from "../e2e/support.ts";
 
 const WF = join(import.meta.dir, "fixtures", "claude-stage.ts");
@@ -393,6 +395,51 @@ e2eTest(
     expect(stageLeftovers(s).map(cmdline)).toEqual([]);
     writeFileSync(gate, "");
     expect(await proc.exited).not.toBe(0);
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "resume by session id: a message that comes after claude's stdin was closed resumes the session (--resume); usage restarts per process and is summed",
+  async () => {
+    const s = await setup();
+    // The runner in this process, so the message can come in the moment after the turn's end closed stdin.
+    s.fake.push(text("first answer", { input: 100, output: 10, cacheRead: 1000 }), text("resumed answer", { input: 7, output: 3 }));
+    const dir = makeTempDir("atomic-claude-resume-");
+    const events: RunnerEvent[] = [];
+    let handle!: RunnerHandle;
+    let sent: Promise<void> | undefined;
+    const request: StageRequest = {
+      runId: "run-resume",
+      stageKey: "0",
+      stageName: "ask",
+      attempt: 1,
+      runner: "claude",
+      prompt: "first question",
+      cwd: dir,
+      artifactDir: join(dir, "artifacts"),
+      env: s.env,
+      agent: { binary: agentBin("claude") },
+    };
+    handle = getRunner("claude").start(request, (e) => {
+      events.push(e);
+      // The first turn's usage comes with its result, just before stdin is closed: send right after that.
+      if (e.type === "usage" && !sent) sent = new Promise((r) => setTimeout(r, 0)).then(() => handle.send("LATE-MESSAGE", "followUp"));
+    });
+    const r = await handle.result;
+    await sent;
+    expect(r.status).toBe("completed");
+    expect(r.text).toBe("resumed answer");
+    const started = events.filter((e) => e.type === "started");
+    expect(started).toHaveLength(2);
+    expect(readFileSync(r.transcriptPath!, "utf8")).toContain(`resuming session ${r.sessionId} with the message`);
+    expect(readFileSync(r.errorPath!, "utf8")).toContain(`--resume ${r.sessionId}`);
+    const second = s.fake.calls[1]!.body;
+    expect(userText(second)).toContain("first question");
+    expect(userText(second)).toContain("LATE-MESSAGE");
+    // The resumed process's modelUsage starts again at 0: 100+7 in, 10+3 out; $0.00125 + $0.00011
+    expect(r.usage).toMatchObject({ inputTokens: 107, outputTokens: 13, cacheReadTokens: 1000, costMicroUsd: 1360, turns: 2 });
     await done(s);
   },
   120_000,

@@ -252,6 +252,7 @@ class CliSession {
       // Messages that came after a stream agent's stdin was closed, or while a resume agent ran: the session resumed with them.
       if (this.queued.length && !this.wrapping && this.state.sessionId) {
         message = this.queued.splice(0).join("\n\n");
+        this.files.section(`(resuming session ${this.state.sessionId} with the message)`);
         resume = true;
         continue;
       }
