@@ -72,7 +72,9 @@ export interface TaskOptions {
   /**
    * Tools an agent may use. The openai runner's set: read, write, edit,
    * list, grep, bash (default: all), confined to the stage's cwd. CLI
-   * agents: passed on as their allowed-tools list where they have one.
+   * agents: the same names, mapped to the CLI's own tools (claude: Read,
+   * Write, Edit, Glob, Grep, Bash; other names pass unchanged); `[]`: no
+   * tools where the CLI allows it.
    */
   tools?: string[];
   /**
