@@ -143,7 +143,9 @@ e2eTest(
     expect(r.code).toBe(0);
     expect(existsSync(join(dir, "x.txt"))).toBe(false);
     const out = await show(s, r.result!.runId);
-    expect(out).toMatch(/warning: claude refused the tool Write/);
+    expect(out).toMatch(/warning: claude refused the tool Write \(\{"file_path":/);
+    const step = JSON.parse((await runAtomic(["show", r.result!.runId, "--json"], { home: s.home, env: s.env })).stdout).steps.find((x: any) => x.name === "ask");
+    expect(readFileSync(join(step.artifactDir, "transcript.md"), "utf8")).toMatch(/## Warning\s+claude refused the tool Write/);
     await done(s);
   },
   120_000,
@@ -348,7 +350,9 @@ for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
       const s = await setup();
       const dir = makeTempDir("atomic-claude-cancel-");
       const pidFile = join(dir, "sleep.pid");
-      s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
+      const termed = join(dir, "termed");
+      // The tool's shell notes the SIGTERM of the grace period (a SIGKILL at once would leave no note), then waits on.
+      s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
       // Claude's own tool name passes through unchanged.
       const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) });
       await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
@@ -358,6 +362,7 @@ for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
       else proc.kill("SIGINT");
       await proc.exited;
       await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
+      expect(existsSync(termed)).toBe(true);
       await done(s);
     },
     120_000,
@@ -429,6 +434,7 @@ e2eTest(
     });
     const r = await handle.result;
     await sent;
+    expect(r.error).toBeUndefined();
     expect(r.status).toBe("completed");
     expect(r.text).toBe("resumed answer");
     const started = events.filter((e) => e.type === "started");

@@ -26,6 +26,9 @@ export interface ProcessEnd {
 
 const KILL_GRACE_MS = 2_000;
 
+/** The agent processes of this process that have not ended: a later turn's process is never taken for what an earlier one left. */
+const liveAgents = new Set<number>();
+
 export class AgentProcess {
   readonly pid: number | undefined;
   readonly ended: Promise<ProcessEnd>;
@@ -45,7 +48,10 @@ export class AgentProcess {
     this.marker = opts.marker ?? {};
     this.child = spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     this.pid = this.child.pid;
-    if (this.pid !== undefined) trackGroup(this.pid);
+    if (this.pid !== undefined) {
+      trackGroup(this.pid);
+      liveAgents.add(this.pid);
+    }
     this.child.stdin?.on("error", () => {}); // the agent may exit without reading stdin
     let buf = "";
     const decoder = new TextDecoder();
@@ -67,6 +73,7 @@ export class AgentProcess {
       });
       // Children the agent left behind must not outlive it.
       this.child.on("exit", () => {
+        if (this.pid !== undefined) liveAgents.delete(this.pid);
         this.killGroup("SIGKILL");
         this.stop();
       });
@@ -112,7 +119,7 @@ export class AgentProcess {
   }
 
   private others(): ProcRef[] {
-    return stageProcesses(this.pid, this.marker);
+    return stageProcesses(this.pid, this.marker, new Set([...liveAgents].filter((p) => p !== this.pid)));
   }
 
   killGroup(signal: NodeJS.Signals): void {

@@ -60,9 +60,12 @@ function spared(): Set<number> {
 
 /**
  * The processes of a stage: `root`'s descendants (not `root` itself) and
- * the processes whose environment holds every `marker` pair.
+ * the processes whose environment holds every `marker` pair, but for
+ * those of the processes in `keep` (and `keep` themselves): the agent
+ * process of the stage's next turn carries the same marker as the one that
+ * just ended.
  */
-export function stageProcesses(root: number | undefined, marker: Record<string, string> = {}): ProcRef[] {
+export function stageProcesses(root: number | undefined, marker: Record<string, string> = {}, keep: ReadonlySet<number> = new Set()): ProcRef[] {
   const pids = allPids();
   const stats = new Map<number, Stat>();
   for (const pid of pids) {
@@ -94,7 +97,11 @@ export function stageProcesses(root: number | undefined, marker: Record<string, 
     }
   }
   const skip = spared();
-  return [...found].filter((pid) => !skip.has(pid) && pid !== root).map((pid) => ({ pid, start: stats.get(pid)!.start }));
+  const kept = (pid: number) => {
+    for (let p = pid, hops = 0; p > 1 && hops < 256; p = stats.get(p)?.ppid ?? 0, hops++) if (keep.has(p)) return true;
+    return false;
+  };
+  return [...found].filter((pid) => !skip.has(pid) && pid !== root && !kept(pid)).map((pid) => ({ pid, start: stats.get(pid)!.start }));
 }
 
 /** Signals each process that is still the one that was found (same start time). */
