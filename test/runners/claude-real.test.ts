@@ -143,7 +143,7 @@ e2eTest(
     expect(r.code).toBe(0);
     expect(existsSync(join(dir, "x.txt"))).toBe(false);
     const out = await show(s, r.result!.runId);
-    expect(out).toMatch(/warning: claude refused the tool Write \(\{"file_path":/);
+    expect(out).toMatch(/warning: claude refused the tool Write \(\{"file_path":.*\}\); hint: name it in the stage's tools to allow it, e.g. tools: \["write"\]/);
     const step = JSON.parse((await runAtomic(["show", r.result!.runId, "--json"], { home: s.home, env: s.env })).stdout).steps.find((x: any) => x.name === "ask");
     expect(readFileSync(join(step.artifactDir, "transcript.md"), "utf8")).toMatch(/## Warning\s+claude refused the tool Write/);
     await done(s);

@@ -105,7 +105,9 @@ function onResult(rec: Rec, ctx: AdapterContext): void {
   for (const d of arr(rec.permission_denials)) {
     const denial = obj(d);
     const input = oneLine(JSON.stringify(denial.tool_input ?? {}));
-    ctx.warn(`claude refused the tool ${str(denial.tool_name) ?? "?"} (${input}): allow it with the stage's tools, e.g. tools: ["bash", "write"]`);
+    const name = str(denial.tool_name) ?? "?";
+    const ours = Object.keys(TOOL_MAP).find((k) => TOOL_MAP[k] === name) ?? name;
+    ctx.warn(`claude refused the tool ${name} (${input}); hint: name it in the stage's tools to allow it, e.g. tools: ${JSON.stringify([...(ctx.request.agent?.tools ?? []), ours])}`);
   }
   const subtype = str(rec.subtype) ?? "success";
   if (subtype === "success" && rec.is_error !== true) {
