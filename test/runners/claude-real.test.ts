@@ -9,7 +9,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { atomicBin, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { agentBin } from "../helpers/agents.ts";
 import { httpError, startFakeAnthropic, streamError, text, toolUse, type FakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { isLive, processesWithEnv } from "../helpers/processes.ts";
@@ -231,10 +231,10 @@ e2eTest(
 );
 
 /** `atomic run` in the background; its run id from the "started run" line. */
-async function start(s: Setup, inputs: Record<string, string | number>) {
+async function start(s: Setup, inputs: Record<string, string | number>, extra: string[] = []) {
   const json = join(makeTempDir("atomic-claude-inputs-"), "inputs.json");
   writeFileSync(json, JSON.stringify(inputs));
-  const proc = spawnAtomic(["run", WF, "--inputs-json", json], { home: s.home, env: s.env });
+  const proc = spawnAtomic(["run", WF, "--inputs-json", json, ...extra], { home: s.home, env: s.env });
   const out = lineWatcher(proc.stdout);
   const runId = startedRunId(await out.waitFor(/^started run /, 60_000));
   return { proc, out, runId };
@@ -343,9 +343,13 @@ async function transcriptHas(s: Setup, runId: string, needle: string): Promise<b
   }
 }
 
-for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
+for (const [how, extra] of [
+  ["atomic cancel", []],
+  ["Ctrl-C (SIGINT) of atomic run", []],
+  ["Ctrl-C (SIGINT) of atomic run on a worker pool", ["--workers", "1"]],
+] as const) {
   e2eTest(
-    `${how} with a long-running Bash tool: no process of the stage is left (the tool's own process group included)`,
+    `${how} with a long-running Bash tool: no process of the stage is left (the tool's own process group included), SIGTERM before SIGKILL`,
     async () => {
       const s = await setup();
       const dir = makeTempDir("atomic-claude-cancel-");
@@ -354,11 +358,11 @@ for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
       // The tool's shell notes the SIGTERM of the grace period (a SIGKILL at once would leave no note), then waits on.
       s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
       // Claude's own tool name passes through unchanged.
-      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) });
+      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, [...extra]);
       await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
       const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
       expect(isLive(sleepPid)).toBe(true);
-      if (how === "atomic cancel") expect((await runAtomic(["cancel", runId], { home: s.home, env: s.env })).code).toBe(0);
+      if (how.startsWith("atomic cancel")) expect((await runAtomic(["cancel", runId], { home: s.home, env: s.env })).code).toBe(0);
       else proc.kill("SIGINT");
       await proc.exited;
       await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
@@ -446,6 +450,29 @@ e2eTest(
     expect(userText(second)).toContain("LATE-MESSAGE");
     // The resumed process's modelUsage starts again at 0: 100+7 in, 10+3 out; $0.00125 + $0.00011
     expect(r.usage).toMatchObject({ inputTokens: 107, outputTokens: 13, cacheReadTokens: 1000, costMicroUsd: 1360, turns: 2 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a worker whose coordinator is gone ends its running claude stage with the grace period (SIGTERM first), leaving nothing",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-lost-");
+    const pidFile = join(dir, "sleep.pid");
+    const termed = join(dir, "termed");
+    s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
+    const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, ["--workers", "1"]);
+    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+    const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+    const coordinator = processesMatching(s.home, "--internal-pool-coordinator");
+    expect(coordinator).toHaveLength(1);
+    process.kill(coordinator[0]!, "SIGKILL");
+    await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
+    expect(existsSync(termed)).toBe(true);
+    proc.kill("SIGKILL");
+    await proc.exited;
     await done(s);
   },
   120_000,

@@ -15,8 +15,8 @@
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
-import { signalProcesses, stageProcesses, type ProcRef } from "../shell/process-tree.ts";
+import { killGroup, trackGroup, trackStop, untrackGroup } from "../shell/process-groups.ts";
+import { signalProcesses, stageProcesses, stillRunning, type ProcRef } from "../shell/process-tree.ts";
 
 export interface ProcessEnd {
   code: number | null;
@@ -35,6 +35,7 @@ export class AgentProcess {
   private readonly child: ChildProcess;
   private stdinOpen = true;
   private stopping = false;
+  private exited = false;
   /** Environment pairs only this stage's processes carry (see process-tree.ts). */
   private readonly marker: Record<string, string>;
 
@@ -73,6 +74,7 @@ export class AgentProcess {
       });
       // Children the agent left behind must not outlive it.
       this.child.on("exit", () => {
+        this.exited = true;
         if (this.pid !== undefined) liveAgents.delete(this.pid);
         this.killGroup("SIGKILL");
         this.stop();
@@ -105,17 +107,33 @@ export class AgentProcess {
     this.child.stdin?.end();
   }
 
-  /** SIGTERM to the group and the stage's other processes, SIGKILL after a grace period. */
+  /**
+   * SIGTERM to the group and the stage's other processes, SIGKILL to what
+   * is left after a grace period. The grace ends early once the agent has
+   * exited and nothing of the stage is left (checked every 100 ms), so an
+   * exiting worker (which waits for it: trackStop) is not held up.
+   */
   stop(): void {
     if (this.stopping) return;
     this.stopping = true;
     const first = this.others();
+    if (this.exited && first.length === 0) return; // the agent ended and left nothing behind
     this.killGroup("SIGTERM");
     signalProcesses(first, "SIGTERM");
-    setTimeout(() => {
-      this.killGroup("SIGKILL");
-      signalProcesses([...first, ...this.others()], "SIGKILL");
-    }, KILL_GRACE_MS).unref();
+    const until = Date.now() + KILL_GRACE_MS;
+    trackStop(
+      new Promise<void>((resolve) => {
+        const tick = () => {
+          const left = [...first, ...this.others()].filter(stillRunning);
+          if (this.exited && left.length === 0) return resolve();
+          if (Date.now() < until) return void setTimeout(tick, 100).unref();
+          this.killGroup("SIGKILL");
+          signalProcesses(left, "SIGKILL");
+          resolve();
+        };
+        setTimeout(tick, 100).unref();
+      }),
+    );
   }
 
   private others(): ProcRef[] {

@@ -27,6 +27,7 @@ export interface ProcRef {
 }
 
 interface Stat {
+  state: string;
   ppid: number;
   start: string;
 }
@@ -36,7 +37,7 @@ function readStat(pid: number): Stat | undefined {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     // fields[0] is field 3 (state): ppid is field 4, starttime field 22.
-    return { ppid: Number(fields[1]), start: fields[19]! };
+    return { state: fields[0]!, ppid: Number(fields[1]), start: fields[19]! };
   } catch {
     return undefined;
   }
@@ -102,6 +103,12 @@ export function stageProcesses(root: number | undefined, marker: Record<string, 
     return false;
   };
   return [...found].filter((pid) => !skip.has(pid) && pid !== root && !kept(pid)).map((pid) => ({ pid, start: stats.get(pid)!.start }));
+}
+
+/** The process is still the one that was found (same start time) and has not exited (zombies are done). */
+export function stillRunning(ref: ProcRef): boolean {
+  const s = readStat(ref.pid);
+  return s !== undefined && s.start === ref.start && s.state !== "Z";
 }
 
 /** Signals each process that is still the one that was found (same start time). */
