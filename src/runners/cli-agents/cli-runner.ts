@@ -9,8 +9,11 @@
  *   process and write user turns and control lines to its stdin: steer goes
  *   in at once (native for pi, best effort for claude), followUp after the
  *   turn's end event, interrupt aborts the turn (control line) and then
- *   delivers. When a turn ends with nothing queued, stdin is closed and the
- *   agent exits;
+ *   delivers: the aborted turn's end event is then not the last one
+ *   (`pendingTurns` counts the turns written and not yet ended). When a
+ *   turn ends with nothing pending or queued, stdin is closed and the agent
+ *   exits; a message that comes after that resumes the session by id in a
+ *   new process;
  * - "resume" adapters (codex exec, gemini, opencode run) take no input
  *   while running: steer and followUp are queued and delivered by resuming
  *   the session when the turn ends; interrupt kills the turn's process
