@@ -85,13 +85,17 @@ const userText = (body: any): string =>
     .join("\n");
 
 e2eTest(
-  "a text reply: the answer, the prompt delivered, usage and claude's own cost exact",
+  "a text reply: the answer, the prompt and system prompt delivered, usage and claude's own cost exact",
   async () => {
     const s = await setup();
     s.fake.push(text("Hello from the fake", { input: 11, output: 3, cacheRead: 5, cacheWrite: 2 }));
-    const r = await run(s, { prompt: "say hello" });
+    const r = await run(s, { prompt: "say hello", system: "SYSTEM-NOTE: be brief" });
     expect(r.code).toBe(0);
     expect(r.result!.outputs!.text).toBe("Hello from the fake");
+    // The stage's system prompt is appended to Claude's own.
+    const system = JSON.stringify(s.fake.calls[0]!.body.system);
+    expect(system).toContain("SYSTEM-NOTE: be brief");
+    expect(system).toContain("Claude");
     // opus-4 family prices (claude's table): 11 in × $5/M + 3 out × $25/M + 5 cache reads × $0.5/M + 2 writes × $6.25/M = $0.00014500
     expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, costMicroUsd: 145, turns: 1 });
     expect(s.fake.calls).toHaveLength(1);
