@@ -97,7 +97,7 @@ e2eTest(
     expect(system).toContain("SYSTEM-NOTE: be brief");
     expect(system).toContain("Claude");
     // opus-4 family prices (claude's table): 11 in × $5/M + 3 out × $25/M + 5 cache reads × $0.5/M + 2 writes × $6.25/M = $0.00014500
-    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, costMicroUsd: 145, turns: 1 });
+    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, costMicroUsd: 145, turns: 1, model: "claude-opus-4-8" }); // modelUsage's key without its "[1m]" context tag
     expect(s.fake.calls).toHaveLength(1);
     expect(userText(s.fake.calls[0]!.body)).toContain("say hello");
     await done(s);
