@@ -60,6 +60,8 @@ export interface StepReport {
   usage?: Usage;
   /** A durable timer's wake-up time (its endedAt once it has woken; `waiting` until then). */
   wakeAt?: number;
+  /** A stage's warnings (a tool its agent refused). */
+  warnings?: string[];
 }
 
 export interface RunReport {
@@ -152,6 +154,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           if (r.errorPath) step.errorPath = r.errorPath;
           if (r.error) step.error = { name: "StageFailed", ...r.error };
           if (r.usage) step.usage = addUsage(step.usage, r.usage);
+          if (r.warnings?.length) step.warnings = r.warnings;
         } else if (p.kind === "sleep") {
           step.status = "completed";
           const wakeAt = (c.result as { wakeAt?: unknown } | undefined)?.wakeAt;
