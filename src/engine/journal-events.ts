@@ -7,6 +7,8 @@
  *   child workflow) began. Not a checkpoint: on resume the step runs again,
  *   but a child keeps the run id recorded here.
  * - `step_failed`: a stage attempt failed (visibility only).
+ * - `stage_running`: a stage attempt that waited for a worker (`queued` in
+ *   its `step_started`) started running there (progress only).
  * - `checkpoint`: a step's recorded result. Replay returns it instead of
  *   running the step. Keyed by the step's replay position.
  * - `status_changed`: the run's status moved (the runs row is patched in
@@ -37,6 +39,8 @@ export interface StepStartedPayload extends StepIdentity {
   childRunId?: string;
   /** The work queue item of a stage attempt on the pool. */
   workId?: string;
+  /** A pooled stage attempt waits for a free worker until its `stage_running` (EVENT.stageRunning). */
+  queued?: boolean;
   /** ctx.ask: the prompt this attempt opened. */
   promptId?: string;
   question?: string;
@@ -87,6 +91,11 @@ export const EVENT = {
   messageUndeliverable: "message_undeliverable",
   /** A stage waits for admission: { stageKey, name, reason } (no event key: not a step; progress only). */
   stageWaiting: "stage_waiting",
+  /**
+   * A queued stage attempt really started on a worker: { stageKey, attempt, at } (no event key; progress only).
+   * `at` is when its runner started, so the attempt's time queued and time running are told apart.
+   */
+  stageRunning: "stage_running",
   /** Usage of a stage attempt that was cancelled (no result recorded): { stageKey, attempt, usage } (no event key). */
   usageRecorded: "usage_recorded",
 } as const;

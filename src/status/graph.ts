@@ -29,7 +29,8 @@ import type { RunReport, StepReport } from "../engine/run-report.ts";
 import type { StepKind } from "../engine/journal-events.ts";
 import type { ShownStatus } from "../journal/types.ts";
 
-export type NodeStatus = "running" | "completed" | "failed" | "stopped";
+/** queued: a stage waiting for a free worker (run-report.ts); its `startedAt` is null until it starts. */
+export type NodeStatus = "queued" | "running" | "completed" | "failed" | "stopped";
 
 export interface GraphNode {
   id: string;
@@ -39,6 +40,8 @@ export interface GraphNode {
   name: string;
   status: NodeStatus;
   attempts: number;
+  /** When a pooled stage entered the worker queue (it waited there until startedAt). */
+  queuedAt?: number;
   startedAt: number | null;
   endedAt: number | null;
   /** A child workflow boundary: the child run, drawn as a nested group. */
@@ -152,8 +155,9 @@ function stepNode(step: StepReport, report: RunReport, now: number): GraphNode {
     name: step.name,
     status,
     attempts: step.attempts,
+    ...(step.queuedAt !== undefined ? { queuedAt: step.queuedAt } : {}),
     startedAt: step.startedAt,
-    endedAt: status === "running" ? null : endedAt,
+    endedAt: status === "running" || status === "queued" ? null : endedAt,
   };
   if (step.child) {
     node.group = { runId: step.child.run.id, workflow: step.child.run.workflowName, status: step.child.status, body: runBlock(step.child, now) };
@@ -211,7 +215,7 @@ function span(block: GraphBlock): { start: number | null; end: number | null } {
   for (const n of nodes) {
     if (n.kind === "join") continue;
     if (n.startedAt !== null) start = start === null ? n.startedAt : Math.min(start, n.startedAt);
-    if (n.endedAt === null || n.status === "running") end = null;
+    if (n.endedAt === null || n.status === "running" || n.status === "queued") end = null;
     else if (end !== null) end = Math.max(end, n.endedAt);
   }
   return { start, end };
