@@ -10,7 +10,7 @@ import { stageLogPath } from "../runners/stage-logs.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
-import { leaseExpiry, shownStatus } from "../journal/run-status.ts";
+import { crashCause, leaseExpiry, shownStatus } from "../journal/run-status.ts";
 import type { Journal, RunRecord, ShownStatus } from "../journal/types.ts";
 import {
   EVENT,
@@ -76,6 +76,8 @@ export interface RunReport {
   run: RunRecord;
   status: ShownStatus;
   leaseExpiresAt?: number;
+  /** A crashed run: why (run-status.ts crashCause). */
+  crashCause?: "driver_gone" | "lease_expired";
   /** A crashed run: when its driver last renewed its lease (its duration ends there or at its last event). */
   leaseRenewedAt?: number;
   holder?: { holderId: string; host: string; pid: number };
@@ -241,6 +243,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const expiry = leaseExpiry(lease);
   if (status === "crashed" && expiry !== undefined) report.leaseExpiresAt = expiry;
   if (status === "crashed" && lease) report.leaseRenewedAt = lease.renewedAt;
+  if (status === "crashed") report.crashCause = crashCause(lease);
   if (lease && status === "running") report.holder = { holderId: lease.holderId, host: lease.host, pid: lease.pid };
   return report;
 }

@@ -39,3 +39,12 @@ export function shownEnd(run: RunRecord, status: ShownStatus, lease: Pick<Lease,
   if (status === "running" || status === "paused" || status === "awaiting_input") return now;
   return run.updatedAt;
 }
+
+/**
+ * Why a crashed run is crashed, one answer for as long as it stays crashed:
+ * its driver was a process of this host that is gone (whether or not its
+ * lease ran out since), or its lease expired (a driver elsewhere, or none).
+ */
+export function crashCause(lease: Lease | undefined): "driver_gone" | "lease_expired" {
+  return lease && isLocalHolderDead(lease) ? "driver_gone" : "lease_expired";
+}

@@ -45,10 +45,10 @@ e2eTest(
     const id = (await lastRun(home)).id as string;
 
     // show --json: one running, two queued with no start time yet
-    let report = await waitUntil(async () => {
+    let report: Record<string, any> = (await waitUntil(async () => {
       const r = await show(home, id);
       return stage(r, first)?.status === "running" ? r : undefined;
-    }, 30_000, `${first} running in show`);
+    }, 30_000, `${first} running in show`))!;
     const queuedNames = NAMES.filter((n) => n !== first);
     for (const n of queuedNames) {
       expect(stage(report, n)).toMatchObject({ status: "queued", startedAt: null });
@@ -59,7 +59,7 @@ e2eTest(
     for (const n of queuedNames) expect(text).toMatch(new RegExp(`queued\\s+${n} `));
 
     // the status API (the page's data): the same states in the run's detail and graph
-    const journal = await openJournal({ home });
+    const journal = await openJournal({ home, durability: "full" });
     const st = statusFixture(journal);
     try {
       const detail = (await (await st.req(`/api/runs/${id}`)).json()) as Record<string, any>;

@@ -38,7 +38,8 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   s.result(`${pad}${st.bold(run.workflowName)} ${run.id}`);
   line("status", colorFor(st, report.status)(report.status));
   if (report.status === "crashed" && report.leaseExpiresAt) {
-    const why = report.leaseExpiresAt > Date.now() ? "its driver process is gone" : `its lease expired ${formatTime(report.leaseExpiresAt)}`;
+    // One reason for as long as it is crashed (run-status.ts crashCause), not one that flips when the lease runs out.
+    const why = report.crashCause === "driver_gone" ? "its driver process is gone" : `its lease expired ${formatTime(report.leaseExpiresAt)}`;
     line("crashed", `${why}; resume with: atomic resume ${run.rootId}`);
   }
   if (report.holder) line("driver", `pid ${report.holder.pid} on ${hostLabel(report.holder.host)}`);
