@@ -123,6 +123,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       type: EVENT.stepFailed,
       key: position,
       payload: { ...step, attempt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}) },
+      // Its work item, should no worker have settled it (the pool was lost): no later pool may run it.
+      ...(tree.executor.queued && request.workId ? { abandonWork: request.workId } : {}),
       // The stage index keeps the stage's usage too: the run list sums it without reading events.
       stage: { ...tree.mail.stageEntry(exec.runId, position, name, "failed", attempt), ...(result.usage ? { usage: result.usage } : {}) },
     });
@@ -139,7 +141,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     emitEnded(exec, position, name, result, false, stderr);
     throw new StepFailedError(name, `stage "${name}" failed: ${result.error?.message ?? "unknown error"}`, {
       code: result.error?.code ?? "stage_failed",
-      hint: `see its output with: atomic logs ${exec.runId} --stage ${name}`,
+      // An infrastructure fault's log (the pool coordinator's) is where to look, named here once.
+      hint: result.error?.log ? `the pool's log: ${result.error.log}` : `see its output with: atomic logs ${exec.runId} --stage ${name}`,
       stderr,
     });
   }

@@ -64,7 +64,7 @@ export const StageResultSchema = v.object({
   exitCode: v.nullable(v.number()),
   outputPath: v.string(),
   errorPath: v.optional(v.string()),
-  error: v.optional(v.object({ code: v.string(), message: v.string() })),
+  error: v.optional(v.object({ code: v.string(), message: v.string(), log: v.optional(v.string()) })),
   structured: v.optional(v.unknown()),
   usage: v.optional(
     v.object({
