@@ -119,6 +119,24 @@ describe("atomic send, inbox, sessions", () => {
     expect(expectOneSentenceError(late.stderr)).toMatchObject({ message: expect.stringContaining("has no stage gaet"), hint: expect.stringContaining("gate") });
   });
 
+  test("sessions is right on its first call, which starts the broker: the live run and its running stage, with their roles", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    expect(brokerPidOf(c.home)).toBeUndefined();
+    const first = await cli(c, ["sessions", "--run", id, "--json"]);
+    expect(first.code).toBe(0);
+    const listed = parseNdjson(first.stdout).map((x) => [x.name, x.role]);
+    expect(listed).toEqual([
+      [id, "root"],
+      [`${id}:gate`, "stage"],
+    ]);
+    const table = await cli(c, ["sessions"]);
+    expect(table.stdout).toMatch(new RegExp(`^${id}:gate\\s+stage\\s+\\d+`, "m"));
+    expect((await cli(c, ["send", id, "reader", "for the reader"])).code).toBe(0); // it reads one line
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
+  });
+
   test("bad input is one sentence and a hint, exit 2, nothing recorded", async () => {
     const c = setup();
     const { proc, id } = await start(c, MAIL, /stage gate started/);
