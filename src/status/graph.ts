@@ -17,7 +17,8 @@
  * The journal does not record whether a group was a parallel or a chain (a
  * group records nothing; its steps do). A group whose branches ran strictly
  * one after another (each began at or after the previous one ended, and
- * time passed) is drawn as a chain; otherwise as a fan-out. That is what
+ * time passed; a stage begins when the workflow started it, queued for a
+ * worker or not) is drawn as a chain; otherwise as a fan-out. That is what
  * happened, which is what the graph is for: a parallel with concurrency 1
  * is, in fact, a chain.
  *
@@ -214,7 +215,10 @@ function span(block: GraphBlock): { start: number | null; end: number | null } {
   let end: number | null = 0;
   for (const n of nodes) {
     if (n.kind === "join") continue;
-    if (n.startedAt !== null) start = start === null ? n.startedAt : Math.min(start, n.startedAt);
+    // When the workflow started it (a stage queued for a worker was started then): a fan-out whose stages
+    // waited for workers in turn is still a fan-out; a chain starts each only after the one before ended.
+    const began = n.queuedAt ?? n.startedAt;
+    if (began !== null) start = start === null ? began : Math.min(start, began);
     if (n.endedAt === null || n.status === "running" || n.status === "queued") end = null;
     else if (end !== null) end = Math.max(end, n.endedAt);
   }
