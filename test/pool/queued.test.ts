@@ -12,7 +12,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, spawnInPty } from "../e2e/support.ts";
 import { openJournal } from "../../src/journal/open.ts";
 import { statusFixture } from "../status/support.ts";
 import type { GraphBlock, GraphNode } from "../../src/status/graph.ts";
@@ -72,6 +72,13 @@ e2eTest(
       await journal.close();
     }
 
+    // paused: the queued stages stay queued (and do not start)
+    expect((await runAtomic(["pause", id], { home })).code).toBe(0);
+    const paused = await show(home, id);
+    expect(paused.status).toBe("paused");
+    for (const n of queuedNames) expect(stage(paused, n).status).toBe("queued");
+    expect((await runAtomic(["unpause", id], { home })).code).toBe(0);
+
     // let them go one at a time: each queued stage starts only after the one before it was let go
     const releasedAt = new Map<string, number>();
     let current = first;
@@ -98,6 +105,22 @@ e2eTest(
       expect(s.startedAt).toBeGreaterThanOrEqual(previousReleased);
       expect(s.status).toBe("completed");
     }
+  },
+  120_000,
+);
+
+e2eTest(
+  "the live tree on a terminal shows stages waiting for a worker as queued, with no timer",
+  async () => {
+    const home = makeTempDir();
+    const dir = makeTempDir("atomic-queued-t-");
+    const term = spawnInPty(["run", GATED, "--workers", "1", "--input", `dir=${dir}`, "--input", "n=3"], { home, env: { NO_COLOR: "1" } });
+    // two of the three wait for the one worker: drawn "○ gN queued"
+    await waitUntil(() => new Set([...term.text().matchAll(/○ (g\d) queued/g)].map((m) => m[1])).size === 2, 30_000, "two queued stages drawn").catch(async (e) => {
+      throw new Error(`${e.message}; ${await term.describe()}`);
+    });
+    for (const n of NAMES) writeFileSync(join(dir, `go-${n}`), "");
+    expect(await term.exited).toBe(0);
   },
   120_000,
 );
