@@ -177,6 +177,7 @@ async function runAttempt(
   const { stageKey: position, stageName: name, attempt, artifactDir } = request;
   // On the pool the attempt waits for a free worker: queued until the worker says it started it.
   const queued = tree.executor.queued;
+  let began = false;
   // The admission wait may have been long: check again.
   exec.assertMayStart(scope);
   exec.budget.assertMayStart();
@@ -202,7 +203,8 @@ async function runAttempt(
     tree.stagesExecuted = true;
     return await tree.executor.execute(request, scope.signal, (event) => {
       if (event.type === "started") {
-        if (queued) running(exec, request, event.at ?? Date.now(), timing);
+        if (queued && !began) running(exec, request, event.at ?? Date.now(), timing);
+        began = true;
       } else if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
       } else if (event.type === "usage") {
