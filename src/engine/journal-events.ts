@@ -41,6 +41,8 @@ export interface StepStartedPayload extends StepIdentity {
   workId?: string;
   /** A pooled stage attempt waits for a free worker until its `stage_running` (EVENT.stageRunning). */
   queued?: boolean;
+  /** With `queued`: when the workflow started the attempt (admission may have held it before this record). */
+  requestedAt?: number;
   /** ctx.ask: the prompt this attempt opened. */
   promptId?: string;
   question?: string;

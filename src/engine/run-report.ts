@@ -25,7 +25,8 @@ export type StepState = "queued" | "running" | "completed" | "failed" | "stopped
 
 /**
  * One attempt of a step: a `step_started` up to its `step_failed` or
- * checkpoint. A pooled stage attempt is queued from `queuedAt` (its
+ * checkpoint. A pooled stage attempt is queued from `queuedAt` (when the
+ * workflow started it: admission may have held it back before its
  * step_started) until `startedAt` (its stage_running, when a worker started
  * it); until then `startedAt` equals `queuedAt`. Time queued is
  * startedAt - queuedAt, time running endedAt - startedAt.
@@ -133,7 +134,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         step.attempts = Math.max(step.attempts + 1, p.attempt ?? 1);
         step.status = p.queued ? "queued" : "running";
         if (p.queued && step.attemptLog.length === 0) {
-          step.queuedAt = e.at;
+          step.queuedAt = p.requestedAt ?? e.at;
           step.startedAt = null; // not started yet: nothing to time
         }
         step.endedAt = null;
@@ -142,10 +143,10 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         if (p.childRunId) step.childRunId = p.childRunId;
         step.attemptLog.push({
           attempt: step.attempts,
-          startedAt: e.at,
+          startedAt: p.queued ? (p.requestedAt ?? e.at) : e.at,
           endedAt: null,
           status: p.queued ? "queued" : "running",
-          ...(p.queued ? { queuedAt: e.at } : {}),
+          ...(p.queued ? { queuedAt: p.requestedAt ?? e.at } : {}),
           ...(p.artifactDir ? { artifactDir: p.artifactDir } : {}),
         });
         break;

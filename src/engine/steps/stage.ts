@@ -188,7 +188,8 @@ async function runAttempt(
     runId: exec.runId,
     type: EVENT.stepStarted,
     key: position,
-    payload: { ...step, attempt, artifactDir, workId: request.workId, ...(queued ? { queued } : {}) },
+    // requestedAt: when the workflow started the attempt (before admission let it go): queued since then.
+    payload: { ...step, attempt, artifactDir, workId: request.workId, ...(queued ? { queued, requestedAt: timing.startedAt } : {}) },
     // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
     durable: false,
     ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
