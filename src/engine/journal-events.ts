@@ -8,6 +8,8 @@
  *   runs again, but a child keeps the run id recorded here.
  * - `step_failed`: a stage or tool attempt failed, with its error
  *   (visibility only).
+ * - `stage_running`: a stage attempt that waited for a worker (`queued` in
+ *   its `step_started`) started running there (progress only).
  * - `checkpoint`: a step's recorded result. Replay returns it instead of
  *   running the step. Keyed by the step's replay position.
  * - `status_changed`: the run's status moved (the runs row is patched in
@@ -40,6 +42,10 @@ export interface StepStartedPayload extends StepIdentity {
   workId?: string;
   /** When the attempt began, if that was before this record (a tool attempt is recorded once it outlasts TOOL_VISIBLE_AFTER_MS). */
   startedAt?: number;
+  /** A pooled stage attempt waits for a free worker until its `stage_running` (EVENT.stageRunning). */
+  queued?: boolean;
+  /** With `queued`: when the workflow started the attempt (admission may have held it before this record). */
+  requestedAt?: number;
   /** ctx.ask: the prompt this attempt opened. */
   promptId?: string;
   question?: string;
@@ -90,6 +96,11 @@ export const EVENT = {
   messageUndeliverable: "message_undeliverable",
   /** A stage waits for admission: { stageKey, name, reason } (no event key: not a step; progress only). */
   stageWaiting: "stage_waiting",
+  /**
+   * A queued stage attempt really started on a worker: { stageKey, attempt, at } (no event key; progress only).
+   * `at` is when its runner started, so the attempt's time queued and time running are told apart.
+   */
+  stageRunning: "stage_running",
   /** Usage of a stage attempt that was cancelled (no result recorded): { stageKey, attempt, usage } (no event key). */
   usageRecorded: "usage_recorded",
 } as const;

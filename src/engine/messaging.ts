@@ -50,6 +50,12 @@ export interface SendResult {
   target: string;
   sticky: boolean;
   deliveries: DeliveryView[];
+  /**
+   * Set when the message waits for a stage that nothing of the run has
+   * started yet (an exact path no stage has had): a typo is likely, so the
+   * sender is told, with the close matches among the run's known stages.
+   */
+  warning?: string;
 }
 
 export interface DeliveryView {
@@ -93,6 +99,8 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
     throw err;
   }
   const started = new Set(result.deliveries.filter((d) => d.stageKey !== null).map((d) => d.seq));
+  const future = !pattern && result.deliveries.some((d) => d.stageKey === null && d.state === "queued");
+  const warning = future ? await unknownStageWarning(journal, rootId, target) : undefined;
   return {
     runId: rootId,
     messageId: result.message.id,
@@ -100,7 +108,25 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
     target,
     sticky: result.message.sticky,
     deliveries: result.deliveries.map((d) => view(d, started.has(d.seq))),
+    ...(warning ? { warning } : {}),
   };
+}
+
+/**
+ * A message queued for a stage path the run has not started: what to tell
+ * the sender, with close matches among the stage names the run knows (its
+ * stage index, and the stages its journal recorded).
+ */
+async function unknownStageWarning(journal: Journal, rootId: RunId, target: string): Promise<string> {
+  const known = new Set((await journal.messages.stages(rootId)).filter((s) => s.kind === "stage").map((s) => s.path));
+  for (const e of await journal.readEvents(rootId)) {
+    const p = e.payload as { kind?: unknown; name?: unknown } | null;
+    if ((e.type === "step_started" || e.type === "checkpoint") && p?.kind === "stage" && typeof p.name === "string") known.add(p.name);
+  }
+  const near = closeMatches(target, known);
+  const head = `no stage ${target} has started in run ${rootId}; the message waits for the first stage with that path to start`;
+  if (near.length) return `${head} (close matches: ${near.join(", ")})`;
+  return known.size ? `${head} (its stages so far: ${[...known].slice(0, 8).join(", ")})` : head;
 }
 
 function view(d: DeliveryRecord, started: boolean): DeliveryView {

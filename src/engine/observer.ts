@@ -21,8 +21,12 @@ export type EngineEvent =
       attempt: number;
       /** For a child workflow boundary: the child's run id. */
       childRunId?: string;
+      /** A stage that waits for a free worker: `step_running` says when it starts. */
+      queued?: boolean;
       at: number;
     }
+  /** A queued stage attempt started on a worker (at: when its runner started). */
+  | { type: "step_running"; runId: string; position: string; name: string; attempt: number; at: number }
   | {
       type: "step_ended";
       runId: string;

@@ -10,7 +10,7 @@ import { stageLogPath } from "../runners/stage-logs.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
-import { leaseExpiry, shownStatus } from "../journal/run-status.ts";
+import { crashCause, leaseExpiry, shownStatus } from "../journal/run-status.ts";
 import type { Journal, RunRecord, ShownStatus } from "../journal/types.ts";
 import {
   EVENT,
@@ -20,19 +20,29 @@ import {
   type StepStartedPayload,
 } from "./journal-events.ts";
 
-/** "waiting": a ctx.sleep whose wake-up time has not come (or that was stopped before it came). */
-export type StepState = "running" | "completed" | "failed" | "stopped" | "waiting";
+/**
+ * queued: a stage attempt waits for a free worker (on the pool); running from when a worker started it.
+ * waiting: a ctx.sleep whose wake-up time has not come (or that was stopped before it came).
+ */
+export type StepState = "queued" | "running" | "completed" | "failed" | "stopped" | "waiting";
 
-/** One attempt of a step: a `step_started` up to its `step_failed` or checkpoint. */
+/**
+ * One attempt of a step: a `step_started` up to its `step_failed` or
+ * checkpoint. A pooled stage attempt is queued from `queuedAt` (when the
+ * workflow started it: admission may have held it back before its
+ * step_started) until `startedAt` (its stage_running, when a worker started
+ * it); until then `startedAt` equals `queuedAt`. An attempt run in the
+ * root that had to wait for admission (stage_waiting) is queued from that
+ * wait. Time queued is startedAt - queuedAt, time running endedAt - startedAt.
+ */
 export interface AttemptReport {
   attempt: number;
+  queuedAt?: number;
   startedAt: number;
   endedAt: number | null;
   status: StepState;
   artifactDir?: string;
   error?: ErrorInfo;
-  /** When this attempt began waiting for admission (stage_waiting), if it had to: queued from here to startedAt. */
-  queuedAt?: number;
 }
 
 export interface StepReport {
@@ -41,6 +51,9 @@ export interface StepReport {
   name: string;
   status: StepState;
   attempts: number;
+  /** When its first attempt entered the worker queue (pooled stages). */
+  queuedAt?: number;
+  /** When it started running (its first attempt; while queued, when it was queued). */
   startedAt: number | null;
   endedAt: number | null;
   exitCode?: number | null;
@@ -70,6 +83,10 @@ export interface RunReport {
   run: RunRecord;
   status: ShownStatus;
   leaseExpiresAt?: number;
+  /** A crashed run: why (run-status.ts crashCause). */
+  crashCause?: "driver_gone" | "lease_expired";
+  /** A crashed run: when its driver last renewed its lease (its duration ends there or at its last event). */
+  leaseRenewedAt?: number;
   holder?: { holderId: string; host: string; pid: number };
   steps: StepReport[];
   /** Stages waiting to start (admission), and why: only while the run is live. */
@@ -95,6 +112,17 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
       continue;
     }
+    if (e.type === EVENT.stageRunning) {
+      const r = e.payload as { stageKey: string; attempt: number; at: number };
+      const step = steps.get(r.stageKey);
+      const open = step?.attemptLog.find((a) => a.attempt === r.attempt);
+      if (!step || !open || open.status !== "queued") continue;
+      open.status = "running";
+      open.startedAt = r.at;
+      step.startedAt ??= r.at;
+      if (step.attemptLog.at(-1) === open) step.status = "running";
+      continue;
+    }
     if (e.type === EVENT.usageRecorded) {
       const u = e.payload as { stageKey: string; usage: Usage };
       const step = steps.get(u.stageKey);
@@ -114,18 +142,23 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     switch (e.type) {
       case EVENT.stepStarted:
         step.attempts = Math.max(step.attempts + 1, p.attempt ?? 1);
-        step.status = "running";
+        step.status = p.queued ? "queued" : "running";
+        if (p.queued && step.attemptLog.length === 0) {
+          step.queuedAt = p.requestedAt ?? e.at;
+          step.startedAt = null; // not started yet: nothing to time
+        }
         step.endedAt = null;
         delete step.error;
         if (p.artifactDir) step.artifactDir = p.artifactDir;
         if (p.childRunId) step.childRunId = p.childRunId;
         step.attemptLog.push({
           attempt: step.attempts,
-          startedAt: at,
+          startedAt: p.queued ? (p.requestedAt ?? at) : at,
           endedAt: null,
-          status: "running",
+          status: p.queued ? "queued" : "running",
+          // Queued from when the workflow started it (a pooled attempt, admission included), else from its admission wait.
+          ...(p.queued ? { queuedAt: p.requestedAt ?? e.at } : queuedAt !== undefined ? { queuedAt } : {}),
           ...(p.artifactDir ? { artifactDir: p.artifactDir } : {}),
-          ...(queuedAt !== undefined ? { queuedAt } : {}),
         });
         break;
       case EVENT.stepFailed: {
@@ -142,6 +175,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         const c = e.payload as CheckpointPayload & { childRunId?: string };
         step.endedAt = e.at;
         if (c.startedAt) step.startedAt = c.startedAt;
+        const last = step.attemptLog.at(-1);
+        // The checkpoint knows when its attempt really started, should its stage_running have been lost.
+        if (c.startedAt && last?.status === "queued") last.startedAt = c.startedAt;
         if (step.attempts === 0) step.attempts = 1;
         if (c.childRunId) step.childRunId = c.childRunId;
         if (p.kind === "stage") {
@@ -182,10 +218,19 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   // running stages go on), may still be driven.
   const drivenWaiting =
     (status === "awaiting_input" || status === "paused") && lease !== undefined && lease.renewedAt + lease.timeoutMs >= Date.now();
+  // They keep the time they had when the run stopped: when it ended, or (crashed) when it was last known alive.
   if (status !== "running" && !drivenWaiting) {
+    const stoppedAt = run.endedAt ?? Math.max(events.at(-1)?.at ?? run.updatedAt, lease?.renewedAt ?? 0);
     for (const step of steps.values()) {
-      if (step.status === "running") step.status = "stopped";
-      for (const a of step.attemptLog) if (a.status === "running") a.status = "stopped";
+      if (step.status === "running" || step.status === "queued") {
+        step.status = "stopped";
+        step.endedAt = Math.max(stoppedAt, step.startedAt ?? 0);
+      }
+      for (const a of step.attemptLog) {
+        if (a.status !== "running" && a.status !== "queued") continue;
+        a.status = "stopped";
+        a.endedAt = Math.max(stoppedAt, a.startedAt);
+      }
     }
   }
   const live = status === "running" || drivenWaiting;
@@ -213,6 +258,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   if (open.length > 0) report.questions = open.map((p) => ({ id: p.id, question: p.question, choices: p.choices, deadline: p.deadline }));
   const expiry = leaseExpiry(lease);
   if (status === "crashed" && expiry !== undefined) report.leaseExpiresAt = expiry;
+  if (status === "crashed" && lease) report.leaseRenewedAt = lease.renewedAt;
+  if (status === "crashed") report.crashCause = crashCause(lease);
   if (lease && status === "running") report.holder = { holderId: lease.holderId, host: lease.host, pid: lease.pid };
   return report;
 }

@@ -303,7 +303,7 @@ export class Broker {
         conn.greeted(f.pid, f.role);
         return this.ok(conn, f.id, { broker: { pid: process.pid, version: VERSION, protocol: PROTOCOL_VERSION } } satisfies Results["hello"]);
       case "register":
-        if (this.routes.register(conn, f.name, f.groups) === "taken") {
+        if (this.routes.register(conn, f.name, f.groups, f.role) === "taken") {
           return this.fail(conn, f.id, ERROR_CODES.nameTaken, `the session name ${f.name} is taken by another connection`);
         }
         return this.ok(conn, f.id, { name: f.name } satisfies Results["register"]);

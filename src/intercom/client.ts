@@ -46,7 +46,7 @@ export interface ClientOptions {
 export class IntercomClient {
   state: ClientState = CLIENT_STATES.idle;
   private link: Link | undefined;
-  private readonly names = new Map<string, string[]>();
+  private readonly names = new Map<string, { groups: string[]; role?: string }>();
   private attempts = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
@@ -86,9 +86,11 @@ export class IntercomClient {
     void this.connectOnce();
   }
 
-  async register(name: string, groups: string[] = []): Promise<void> {
-    this.names.set(name, groups);
-    if (this.link?.open) await this.link.request("register", { type: "register", name, groups });
+  /** `role`: what this session is, when not the connection's role (listed by `atomic sessions`). */
+  async register(name: string, groups: string[] = [], role?: string): Promise<void> {
+    const r = { groups, ...(role ? { role } : {}) };
+    this.names.set(name, r);
+    if (this.link?.open) await this.link.request("register", { type: "register", name, ...r });
   }
 
   async unregister(name: string): Promise<void> {
@@ -169,7 +171,7 @@ export class IntercomClient {
       return;
     }
     try {
-      for (const [name, groups] of this.names) await link.request("register", { type: "register", name, groups });
+      for (const [name, r] of this.names) await link.request("register", { type: "register", name, ...r });
     } catch (err) {
       this.lastError = err instanceof Error ? err : new Error(String(err));
       link.close();

@@ -16,6 +16,8 @@ export interface Session<P> {
   groups: string[];
   peer: P;
   since: number;
+  /** What the session is, when not its connection's role (a root's stage sessions are "stage"). */
+  role?: string;
 }
 
 export interface PendingAsk<P> {
@@ -41,11 +43,11 @@ export class Routes<P> {
   }
 
   /** "taken" when another peer holds the name; registering a held name again updates its groups. */
-  register(peer: P, name: string, groups: string[]): "ok" | "taken" {
+  register(peer: P, name: string, groups: string[], role?: string): "ok" | "taken" {
     const held = this.sessions.get(name);
     if (held && held.peer !== peer) return "taken";
     if (held) this.removeName(name);
-    const session: Session<P> = { name, groups: [...new Set(groups)], peer, since: held?.since ?? Date.now() };
+    const session: Session<P> = { name, groups: [...new Set(groups)], peer, since: held?.since ?? Date.now(), ...(role ? { role } : {}) };
     this.sessions.set(name, session);
     for (const g of session.groups) {
       let members = this.groups.get(g);
@@ -81,7 +83,7 @@ export class Routes<P> {
     return names
       .sort()
       .map((n) => this.sessions.get(n)!)
-      .map((s) => ({ name: s.name, groups: s.groups, since: s.since, ...describe(s.peer) }));
+      .map((s) => ({ name: s.name, groups: s.groups, since: s.since, ...describe(s.peer), ...(s.role ? { role: s.role } : {}) }));
   }
 
   addAsk(asker: P, askerId: string, target: Session<P>, timeoutMs: number, onTimeout: (ask: PendingAsk<P>) => void): PendingAsk<P> {

@@ -27,3 +27,24 @@ export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date
 export function leaseExpiry(lease: Lease | undefined): number | undefined {
   return lease ? lease.renewedAt + lease.timeoutMs : undefined;
 }
+
+/**
+ * Where a run's duration stops: its end once it ended; for a crashed run the
+ * last sign of its driver (its last event or lease renewal), not now; for a
+ * live run (running, paused, awaiting an answer, parked or driven) now.
+ */
+export function shownEnd(run: RunRecord, status: ShownStatus, lease: Pick<Lease, "renewedAt"> | undefined, now = Date.now()): number {
+  if (run.endedAt !== null && run.endedAt !== undefined) return run.endedAt;
+  if (status === "crashed") return Math.min(now, Math.max(run.updatedAt, lease?.renewedAt ?? 0));
+  if (status === "running" || status === "paused" || status === "awaiting_input") return now;
+  return run.updatedAt;
+}
+
+/**
+ * Why a crashed run is crashed, one answer for as long as it stays crashed:
+ * its driver was a process of this host that is gone (whether or not its
+ * lease ran out since), or its lease expired (a driver elsewhere, or none).
+ */
+export function crashCause(lease: Lease | undefined): "driver_gone" | "lease_expired" {
+  return lease && isLocalHolderDead(lease) ? "driver_gone" : "lease_expired";
+}

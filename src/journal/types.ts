@@ -133,6 +133,12 @@ export interface AppendEntry {
   durable?: boolean;
   /** A stage execution to put on the work queue in the same transaction (run and root from the entry). */
   work?: NewWorkItem;
+  /**
+   * A work item of this run the entry gives up on (a pooled stage attempt recorded as failed): abandoned in
+   * the same transaction if it is still ready or leased, so no later pool of this drive runs it (a fresh pool
+   * after a lost one claims every ready item of the drive).
+   */
+  abandonWork?: string;
   /** Record a stage (or child boundary) of this run in the stage index, in the same transaction. */
   stage?: StageIndexEntry;
   /** Open a prompt (ctx.ask) in the same transaction. */

@@ -10,9 +10,14 @@
  * (prepare()), so a run whose steps never use a stage (ctx.tool only)
  * starts no process.
  *
- * If the coordinator dies, every stage waiting on it — and every later one
- * — ends with the infrastructure fault `worker_lost` naming the
- * coordinator's log; the run then fails resumably.
+ * If the coordinator dies, every stage waiting on it ends with the
+ * infrastructure fault `worker_lost` naming the coordinator's log. The
+ * stage step retries such a fault (stage.ts); a retry waits for a fresh
+ * pool: after a short backoff a new coordinator starts (it appends to the
+ * same log), and the retry goes on once it and one of its workers are up.
+ * At most MAX_POOLS coordinators per drive; after that, and after a pool
+ * that failed for good (`fatal`, or one that did not start), every stage
+ * fails at once and the run fails resumably.
  *
  * Nothing waits for ever: a stage the root has heard nothing of (no result,
  * no live event) for a lease period is asked about (`work_status`). The
@@ -26,7 +31,7 @@
 
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { Subprocess } from "bun";
-import { mkdirSync } from "node:fs";
+import { closeSync, mkdirSync, openSync } from "node:fs";
 import { join } from "node:path";
 import type { StageExecutor } from "../engine/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
@@ -34,7 +39,6 @@ import type { StageResult } from "../sdk/types.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
 import { ROLE, ROLE_CONFIG_ENV, selfCommand } from "../shared/self-exec.ts";
-import { logTail } from "./worker-slot.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
 import { StallMonitor } from "./stall-monitor.ts";
@@ -46,6 +50,10 @@ export const DEFAULT_WORK_LEASE_MS = 30_000;
 export const MIN_WORK_LEASE_MS = 2 * HEARTBEAT_MS;
 export const MAX_GENERATIONS = 3;
 const START_TIMEOUT_MS = 20_000;
+/** Coordinators one drive of a run may start (the first, then one per lost pool). */
+const MAX_POOLS = 10;
+/** Before a fresh pool starts: 250 ms, doubling per pool started, at most 2 s. */
+const RESTART_BACKOFF_MS = 250;
 const CONTROL_TIMEOUT_MS = 15_000;
 const DELIVER_TIMEOUT_MS = 5_000;
 /**
@@ -65,6 +73,14 @@ export interface PoolOptions {
   leaseMs?: number;
 }
 
+/** Why the pool is gone: the sentence its stages fail with, their code, whether a fresh pool may replace it, and the log that says more. */
+interface Lost {
+  why: string;
+  code: InfraCode;
+  restartable: boolean;
+  log?: string;
+}
+
 interface Waiting {
   request: StageRequest;
   resolve: (result: StageResult) => void;
@@ -79,8 +95,13 @@ export class PoolExecutor implements StageExecutor {
   readonly queued = true;
   private proc: Subprocess | undefined;
   private ready: Promise<void> | undefined;
-  /** Why the pool is gone, and the infrastructure code its stages fail with. */
-  private lost: { why: string; code: InfraCode } | undefined;
+  /** Why the pool is gone, the infrastructure code its stages fail with, and whether a fresh pool may replace it. */
+  private lost: Lost | undefined;
+  /** Coordinators started so far (this drive). */
+  private pools = 0;
+  private restarting: Promise<void> | undefined;
+  /** The last control revision applied: a fresh pool gets it too. */
+  private control: { rev: number; paused: boolean } | undefined;
   private closing = false;
   private nudged = false;
   private readonly waiting = new Map<string, Waiting>();
@@ -102,11 +123,13 @@ export class PoolExecutor implements StageExecutor {
     const workId = request.workId;
     if (!workId) throw new Error("internal: a pooled stage needs a work item id");
     try {
+      // A retry after the pool was lost waits for a fresh one (not failing at once, as every retry would).
+      if (this.lost?.restartable && !this.closing) await this.restart();
       await this.start();
     } catch (err) {
-      return this.lostResult(request, err instanceof Error ? err.message : String(err));
+      return this.lostResult(request, this.lost ?? { why: err instanceof Error ? err.message : String(err), code: "worker_lost", restartable: false });
     }
-    if (this.lost) return this.lostResult(request, this.lost.why, this.lost.code);
+    if (this.lost) return this.lostResult(request, this.lost);
     // The item was committed to the queue before this call: a fast worker may already have finished it.
     const early = this.early.get(workId);
     if (early) {
@@ -165,6 +188,7 @@ export class PoolExecutor implements StageExecutor {
 
   /** Apply control revision `rev` on every worker; resolves when the coordinator acknowledged it (or it is not running). */
   async applyControl(rev: number, paused: boolean): Promise<void> {
+    this.control = { rev, paused };
     if (!this.proc || this.lost) return;
     const acked = new Promise<void>((resolve) => {
       this.controlWaiters.set(rev, resolve);
@@ -188,10 +212,8 @@ export class PoolExecutor implements StageExecutor {
       if (w.asked) {
         const limit = Math.max(period, STATUS_ANSWER_MS);
         if (now - w.asked.at - (stalled - w.asked.stalledMs) <= limit) continue;
-        const why =
-          `the pool coordinator did not answer within ${limit} ms where stage "${w.request.stageName}" is; ` +
-          `its log: ${join(this.logDir, "coordinator.log")}`;
-        this.markLost(why);
+        const why = `the pool coordinator did not answer within ${limit} ms where stage "${w.request.stageName}" is`;
+        this.markLost({ why, code: "worker_lost", restartable: true, log: join(this.logDir, "coordinator.log") });
         this.proc?.kill("SIGKILL");
         return;
       }
@@ -218,8 +240,29 @@ export class PoolExecutor implements StageExecutor {
     this.start().catch(() => {}); // a failed start is reported by execute()
   }
 
-  private start(): Promise<void> {
+  /** A fresh pool in place of a lost one (one at a time, shared by every stage that waits for it). */
+  private restart(): Promise<void> {
+    this.restarting ??= (async () => {
+      if (this.pools >= MAX_POOLS) return; // the lost pool stays lost: its stages fail at once
+      await Bun.sleep(Math.min(RESTART_BACKOFF_MS * 2 ** (this.pools - 1), 2_000));
+      if (this.closing) return;
+      this.proc = undefined;
+      this.ready = undefined;
+      this.lost = undefined;
+      this.early.clear(); // results of the lost pool's items: their stages already failed
+      await this.start(true);
+      if (this.control?.paused) this.send({ type: "control", ...this.control });
+    })().finally(() => {
+      this.restarting = undefined;
+    });
+    return this.restarting;
+  }
+
+  /** Starts a coordinator; `afterLoss`: resolves once one of its workers is up too (the retry needs one). */
+  private start(afterLoss = false): Promise<void> {
     this.ready ??= new Promise<void>((resolve, reject) => {
+      this.pools++;
+      this.stopReconciling(); // a lost pool's timers
       // 0700: this may be the first directory of a fresh home (made before the journal), which must be the owner's alone.
       mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
       const config: CoordinatorConfig = {
@@ -240,42 +283,58 @@ export class PoolExecutor implements StageExecutor {
       this.reconcileTimer = setInterval(() => this.reconcile(config.leaseMs), config.leaseMs);
       this.reconcileTimer.unref();
       const timer = setTimeout(() => {
-        reject(new Error(`the pool coordinator did not start within ${START_TIMEOUT_MS} ms; see ${logPath}`));
-        this.proc?.kill("SIGKILL");
+        const why = `the pool coordinator did not start within ${START_TIMEOUT_MS} ms`;
+        this.markLost({ why, code: "worker_lost", restartable: false, log: logPath });
+        reject(new Error(why));
+        proc.kill("SIGKILL");
       }, START_TIMEOUT_MS);
+      // Appended to: the log keeps every coordinator of this drive (a lost one's last words included).
+      const logFd = openSync(logPath, "a", 0o600);
+      let versionOk = false;
       // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts); the
       // environment as it is now (ATOMIC_ROOT_RUN_ID included: shared/run-processes.ts).
-      this.proc = Bun.spawn(selfCommand(ROLE.coordinator), {
+      const proc = Bun.spawn(selfCommand(ROLE.coordinator), {
         env: { ...process.env, [ROLE_CONFIG_ENV]: JSON.stringify(config) },
         stdin: "ignore",
         stdout: "ignore",
-        stderr: Bun.file(logPath),
+        stderr: logFd,
         serialization: "json",
         ipc: (raw) => {
+          if (this.proc !== proc) return; // a lost pool's last messages
           const msg = parseMessage(FromCoordinatorSchema, raw, "coordinator");
           if (!msg) return;
-          if (msg.type === "ready") {
-            clearTimeout(timer);
-            if (msg.version === POOL_PROTOCOL_VERSION) resolve();
-            else reject(new Error(`the pool coordinator speaks protocol ${msg.version}, not ${POOL_PROTOCOL_VERSION}`));
+          if (msg.type === "ready" || msg.type === "worker_up") {
+            if (msg.type === "ready" && msg.version !== POOL_PROTOCOL_VERSION) {
+              clearTimeout(timer);
+              reject(new Error(`the pool coordinator speaks protocol ${msg.version}, not ${POOL_PROTOCOL_VERSION}`));
+              return;
+            }
+            if (msg.type === "ready") versionOk = true;
+            if (versionOk && (msg.type === "worker_up" || !afterLoss)) {
+              clearTimeout(timer);
+              resolve();
+            }
             return;
           }
           this.onCoordinator(msg);
         },
         onExit: (_p, code, signal) => {
+          if (this.proc !== proc) return;
           clearTimeout(timer);
           this.stopReconciling();
           const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
-          const tail = logTail(logPath);
-          this.markLost(`the pool coordinator ${how}; its log: ${logPath}${tail ? `\n${tail}` : ""}`);
+          // Brief: the log is named once, by the run's failure (its hint), not quoted into every attempt's error.
+          this.markLost({ why: `the pool coordinator ${how}`, code: "worker_lost", restartable: true, log: logPath });
           reject(new Error(this.lost!.why));
         },
       });
+      this.proc = proc;
+      closeSync(logFd);
     });
     return this.ready;
   }
 
-  private onCoordinator(msg: Exclude<FromCoordinator, { type: "ready" }>): void {
+  private onCoordinator(msg: Exclude<FromCoordinator, { type: "ready" | "worker_up" }>): void {
     switch (msg.type) {
       case "work_events":
         for (const { workId, events } of msg.batch) {
@@ -300,7 +359,8 @@ export class PoolExecutor implements StageExecutor {
         w.heardAt = Date.now();
         w.asked = undefined;
         if (msg.state === "gone") {
-          w.resolve(this.lostResult(w.request, `the work queue holds no live item for stage "${w.request.stageName}" (work ${msg.workId})`));
+          const why = `the work queue holds no live item for stage "${w.request.stageName}" (work ${msg.workId})`;
+          w.resolve(this.lostResult(w.request, { why, code: "worker_lost", restartable: true }));
         }
         break;
       }
@@ -312,7 +372,8 @@ export class PoolExecutor implements StageExecutor {
         break;
       case "fatal":
         // Its code when it is an infrastructure fault's (storage_unavailable, worker_startup_failed): the run says why.
-        this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`, isInfraCode(msg.code) ? msg.code : "worker_lost");
+        // Not replaced by a fresh pool: what failed it (the journal, workers that cannot start) would fail that one too.
+        this.markLost({ why: `the worker pool failed (${msg.code}): ${msg.message}`, code: isInfraCode(msg.code) ? msg.code : "worker_lost", restartable: false });
         break;
     }
   }
@@ -322,20 +383,20 @@ export class PoolExecutor implements StageExecutor {
     this.stall?.stop();
   }
 
-  private markLost(why: string, code: InfraCode = "worker_lost"): void {
+  private markLost(lost: Lost): void {
     if (this.lost) return;
-    this.lost = { why, code };
+    this.lost = lost;
     if (this.closing) return;
-    for (const w of this.waiting.values()) w.resolve(this.lostResult(w.request, why, code));
+    for (const w of this.waiting.values()) w.resolve(this.lostResult(w.request, lost));
   }
 
-  private lostResult(request: StageRequest, why: string, code: InfraCode = "worker_lost"): StageResult {
+  private lostResult(request: StageRequest, { why, code, log }: Lost): StageResult {
     return {
       status: "failed",
       text: "",
       exitCode: null,
       outputPath: join(request.artifactDir, STDOUT_LOG),
-      error: { code, message: why },
+      error: { code, message: why, ...(log ? { log } : {}) },
     };
   }
 

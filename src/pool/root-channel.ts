@@ -103,6 +103,8 @@ export class RootChannel {
       this.events.set(workId, b);
     }
     b.push(event);
+    // A stage leaving the queue is news for every view of the run: not held back for the batch.
+    if (event.type === "started") b.flush();
   }
 
   /**

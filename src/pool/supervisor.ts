@@ -55,6 +55,8 @@ export class Supervisor {
   private readonly controlAcks = new Map<number, Set<string>>();
   private workerSeq = 0;
   private startupFailures = 0;
+  /** Whether the root was told that a worker is up (`worker_up`, once). */
+  private workerUp = false;
   /** Lease extensions after a ping that failed in a row (the journal refused them). */
   private renewFailures = 0;
   private sweepTimer: ReturnType<typeof setInterval> | undefined;
@@ -105,6 +107,10 @@ export class Supervisor {
         if (slot.state !== "starting") break;
         this.startupFailures = 0;
         slot.setState("idle");
+        if (!this.workerUp) {
+          this.workerUp = true;
+          this.core.root.send({ type: "worker_up" });
+        }
         void this.core.dispatcher.dispatch();
         break;
       case "started":

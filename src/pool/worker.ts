@@ -150,6 +150,10 @@ export async function workerMain(argv: string[]): Promise<void> {
           trace("spawned", ref.workId);
           const started: FromWorker = { type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) };
           report = setTimeout(() => send(started), STARTED_REPORT_MS);
+          // The root's signal that the stage left the queue (it was `queued` until now), with the time it really
+          // started: sent at once, ahead of anything the stage says.
+          batcher.push({ type: "started", at: Date.now(), ...(event.sessionId ? { sessionId: event.sessionId } : {}) });
+          batcher.flush();
         } else batcher.push(event);
       });
     } catch (err) {

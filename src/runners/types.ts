@@ -71,7 +71,8 @@ export interface AgentOptions {
 }
 
 export type RunnerEvent =
-  | { type: "started"; pid?: number; sessionId?: string }
+  /** `at`: when the stage started (set by the worker that runs it, so the root tells queued time from running time). */
+  | { type: "started"; pid?: number; sessionId?: string; at?: number }
   /** `skipped`: bytes of this stream the pool's live cap left out here (src/pool/event-batcher.ts); the stage's logs keep them. */
   | { type: "output"; stream: "stdout" | "stderr"; text: string; skipped?: number }
   | { type: "text_delta"; text: string; skipped?: number }

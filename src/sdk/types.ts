@@ -53,7 +53,8 @@ export interface StageResult {
   transcriptPath?: string;
   eventsPath?: string;
   /** Set when status is not "completed". */
-  error?: { code: string; message: string };
+  /** `log`: the file that says more (an infrastructure fault's: the pool coordinator's log). */
+  error?: { code: string; message: string; log?: string };
   /** What the stage's user should know although it did not fail (a tool the agent refused to run). */
   warnings?: string[];
   /** On the worker pool: which worker ran it, and the attempt generation (2 = it was retried after a lost worker). */

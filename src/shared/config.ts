@@ -86,7 +86,7 @@ export const DEFAULT_RUNNER = "openai";
 
 export interface LoadedConfig {
   config: AtomicConfig;
-  /** Files that were read, in order (home, then project). */
+  /** Files that were read, in order (home, then project, then ATOMIC_CONFIG's). */
   files: string[];
 }
 
@@ -94,7 +94,12 @@ export function loadConfig(opts: { home: string; cwd?: string; env?: NodeJS.Proc
   const env = opts.env ?? process.env;
   const files: string[] = [];
   let config: AtomicConfig = {};
-  for (const file of [join(opts.home, "config.json"), resolve(opts.cwd ?? process.cwd(), ".atomic", "config.json")]) {
+  // ATOMIC_CONFIG names one more file, read last (the environment wins): settings for one shell or one CI job.
+  const extra = env.ATOMIC_CONFIG ? [resolve(env.ATOMIC_CONFIG)] : [];
+  for (const file of [join(opts.home, "config.json"), resolve(opts.cwd ?? process.cwd(), ".atomic", "config.json"), ...extra]) {
+    if (extra.includes(file) && !existsSync(file)) {
+      throw new UsageError("bad_config", `ATOMIC_CONFIG names ${file}, which does not exist`, { hint: "point ATOMIC_CONFIG at a JSON config file, or unset it" });
+    }
     if (!existsSync(file) || files.includes(file)) continue;
     config = merge(config, readConfigFile(file));
     files.push(file);

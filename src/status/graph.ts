@@ -17,7 +17,8 @@
  * The journal does not record whether a group was a parallel or a chain (a
  * group records nothing; its steps do). A group whose branches ran strictly
  * one after another (each began at or after the previous one ended, and
- * time passed) is drawn as a chain; otherwise as a fan-out. That is what
+ * time passed; a stage begins when the workflow started it, queued for a
+ * worker or not) is drawn as a chain; otherwise as a fan-out. That is what
  * happened, which is what the graph is for: a parallel with concurrency 1
  * is, in fact, a chain.
  *
@@ -29,7 +30,8 @@ import type { RunReport, StepReport } from "../engine/run-report.ts";
 import type { StepKind } from "../engine/journal-events.ts";
 import type { ShownStatus } from "../journal/types.ts";
 
-export type NodeStatus = "running" | "completed" | "failed" | "stopped";
+/** queued: a stage waiting for a free worker (run-report.ts); its `startedAt` is null until it starts. */
+export type NodeStatus = "queued" | "running" | "completed" | "failed" | "stopped";
 
 export interface GraphNode {
   id: string;
@@ -39,6 +41,8 @@ export interface GraphNode {
   name: string;
   status: NodeStatus;
   attempts: number;
+  /** When a pooled stage entered the worker queue (it waited there until startedAt). */
+  queuedAt?: number;
   startedAt: number | null;
   endedAt: number | null;
   /** A child workflow boundary: the child run, drawn as a nested group. */
@@ -153,8 +157,9 @@ function stepNode(step: StepReport, report: RunReport, now: number): GraphNode {
     name: step.name,
     status,
     attempts: step.attempts,
+    ...(step.queuedAt !== undefined ? { queuedAt: step.queuedAt } : {}),
     startedAt: step.startedAt,
-    endedAt: status === "running" ? null : endedAt,
+    endedAt: status === "running" || status === "queued" ? null : endedAt,
   };
   if (step.child) {
     node.group = { runId: step.child.run.id, workflow: step.child.run.workflowName, status: step.child.status, body: runBlock(step.child, now) };
@@ -211,8 +216,11 @@ function span(block: GraphBlock): { start: number | null; end: number | null } {
   let end: number | null = 0;
   for (const n of nodes) {
     if (n.kind === "join") continue;
-    if (n.startedAt !== null) start = start === null ? n.startedAt : Math.min(start, n.startedAt);
-    if (n.endedAt === null || n.status === "running") end = null;
+    // When the workflow started it (a stage queued for a worker was started then): a fan-out whose stages
+    // waited for workers in turn is still a fan-out; a chain starts each only after the one before ended.
+    const began = n.queuedAt ?? n.startedAt;
+    if (began !== null) start = start === null ? began : Math.min(start, began);
+    if (n.endedAt === null || n.status === "running" || n.status === "queued") end = null;
     else if (end !== null) end = Math.max(end, n.endedAt);
   }
   return { start, end };

@@ -13,7 +13,7 @@
  * the root is not live (crashed, or stopped waiting).
  */
 
-import { leaseExpiry, shownStatus } from "../journal/run-status.ts";
+import { leaseExpiry, shownEnd, shownStatus } from "../journal/run-status.ts";
 import type { Journal, Lease, RunRecord, RunStatus, ShownStatus, StageTally } from "../journal/types.ts";
 import type { StageCounts, UsageTotals } from "./totals.ts";
 
@@ -83,7 +83,7 @@ export class RunSummaries {
     const lease = ENDED.has(run.status) ? undefined : await this.journal.getLease(run.rootId);
     const status = shownStatus(run, lease, now);
     const counts = countStages(tallies ?? (await this.tallies([run])).get(run.id) ?? [], isDriven(status, lease, now));
-    const end = run.endedAt ?? (ENDED.has(run.status) || status === "crashed" ? run.updatedAt : now);
+    const end = shownEnd(run, status, lease, now);
     const summary: RunSummary = {
       id: run.id,
       workflow: run.workflowName,
@@ -111,7 +111,7 @@ function isDriven(status: ShownStatus, lease: Lease | undefined, now: number): b
 }
 
 function countStages(tallies: readonly StageTally[], driven: boolean): { stages: StageCounts; usage: UsageTotals | null } {
-  const stages: StageCounts = { total: 0, completed: 0, failed: 0, running: 0, stopped: 0 };
+  const stages: StageCounts = { total: 0, completed: 0, failed: 0, queued: 0, running: 0, stopped: 0 };
   let usage: UsageTotals | null = null;
   for (const t of tallies) {
     stages.total += t.stages;

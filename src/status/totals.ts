@@ -11,6 +11,8 @@ export interface StageCounts {
   total: number;
   completed: number;
   failed: number;
+  /** Stages waiting for a free worker (from run reports; the run list's stage index counts them as running). */
+  queued: number;
   running: number;
   stopped: number;
 }
@@ -30,7 +32,7 @@ export interface RunTotals {
 }
 
 export function emptyTotals(): RunTotals {
-  return { stages: { total: 0, completed: 0, failed: 0, running: 0, stopped: 0 }, otherSteps: 0, childRuns: 0, attempts: 0, usage: null };
+  return { stages: { total: 0, completed: 0, failed: 0, queued: 0, running: 0, stopped: 0 }, otherSteps: 0, childRuns: 0, attempts: 0, usage: null };
 }
 
 export function reportTotals(report: RunReport, into: RunTotals = emptyTotals()): RunTotals {

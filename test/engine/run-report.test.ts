@@ -105,7 +105,8 @@ describe("buildRunReport", () => {
       await running;
       const stopped = await report(fx.journal, driven.runId);
       expect(stopped.status).toBe("interrupted");
-      expect(stopped.steps[0]).toMatchObject({ name: "long", status: "stopped", endedAt: null });
+      expect(stopped.steps[0]).toMatchObject({ name: "long", status: "stopped", endedAt: stopped.run.endedAt })
+      expect(stopped.steps[0]!.endedAt).not.toBeNull();
     });
   });
 

@@ -96,6 +96,47 @@ describe("atomic send, inbox, sessions", () => {
     expect(after.stdout).toMatch(/delivered\s+msg_\S+ .*hello there/);
   });
 
+  test("a message to a stage nothing has started is queued with a warning naming close matches; refused once the run ended", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    const typo = await cli(c, ["send", id, "gaet", "x", "--json"]);
+    expect(typo.code).toBe(0);
+    const receipt = JSON.parse(typo.stdout) as { warning?: string; deliveries: unknown[] };
+    expect(receipt.deliveries).toEqual([{ stage: "gaet", state: "queued", started: false }]);
+    expect(receipt.warning).toMatch(/^no stage gaet has started in run \S+; the message waits .* \(close matches: gate\)$/);
+    const human = await cli(c, ["send", id, "gaet", "y"]);
+    expect(human.code).toBe(0);
+    expect(human.stderr).toMatch(/^warning: no stage gaet has started in run \S+; .*close matches: gate\)\n$/);
+    // a future stage with no close match: the run's stages so far are named instead
+    expect((await cli(c, ["send", id, "reader", "hello"])).stderr).toMatch(/warning: no stage reader has started .*its stages so far: gate\)/);
+    // a stage that has started: no warning
+    expect((await cli(c, ["send", id, "gate", "hi"])).stderr).toBe("");
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
+    // the run can start no stage any more: refused, nothing queued
+    const late = await cli(c, ["send", id, "gaet", "z"]);
+    expect(late.code).toBe(2);
+    expect(expectOneSentenceError(late.stderr)).toMatchObject({ message: expect.stringContaining("has no stage gaet"), hint: expect.stringContaining("gate") });
+  });
+
+  test("sessions is right on its first call, which starts the broker: the live run and its running stage, with their roles", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    expect(brokerPidOf(c.home)).toBeUndefined();
+    const first = await cli(c, ["sessions", "--run", id, "--json"]);
+    expect(first.code).toBe(0);
+    const listed = parseNdjson(first.stdout).map((x) => [x.name, x.role]);
+    expect(listed).toEqual([
+      [id, "root"],
+      [`${id}:gate`, "stage"],
+    ]);
+    const table = await cli(c, ["sessions"]);
+    expect(table.stdout).toMatch(new RegExp(`^${id}:gate\\s+stage\\s+\\d+`, "m"));
+    expect((await cli(c, ["send", id, "reader", "for the reader"])).code).toBe(0); // it reads one line
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
+  });
+
   test("bad input is one sentence and a hint, exit 2, nothing recorded", async () => {
     const c = setup();
     const { proc, id } = await start(c, MAIL, /stage gate started/);

@@ -141,7 +141,7 @@ describe("status API", () => {
       expect(all.runs.map((r) => r.id)).toEqual([failedId, reviewId]);
       const review = all.runs[1]!;
       expect(review).toMatchObject({ workflow: "review", status: "completed", storedStatus: "completed", usage: null, error: null });
-      expect(review.stages).toEqual({ total: 8, completed: 7, failed: 1, running: 0, stopped: 0 });
+      expect(review.stages).toEqual({ total: 8, completed: 7, failed: 1, queued: 0, running: 0, stopped: 0 });
       expect(review.durationMs).toBeGreaterThanOrEqual(0);
       expect(all.runs[0]).toMatchObject({ status: "failed", error: { code: "exit_code" } });
       // the list reads the stage index; a run's detail folds its events: the same counts and usage

@@ -102,13 +102,15 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await page.waitForFunction(completed, undefined, { timeout: 30_000 });
       const bars = (name: string) =>
         page.$$eval(`.gantt .row[data-name="${name}"] .bar`, (els) => els.map((e) => `${e.getAttribute("data-attempt")}:${e.getAttribute("data-state")}`));
-      // a and b start together: one of them waited for the other's paced start
+      // a and b start together: one of them waited for the other's paced start (both may show the
+      // moment they waited for a worker of the pool too: pooled attempts are queued until a worker starts them)
       const ab = [...(await bars("a")), ...(await bars("b"))].sort();
-      expect(ab).toEqual(["1:completed", "1:completed", "1:queued"]);
+      expect(ab.filter((x) => x === "1:completed")).toHaveLength(2);
+      expect(ab.filter((x) => x === "1:queued").length).toBeGreaterThanOrEqual(1);
       // flaky: two attempts, the second queued behind the pacing too, each its own bar
       expect(await bars("flaky")).toEqual(["1:queued", "1:failed", "2:queued", "2:completed"]);
       const title = await page.getAttribute('.gantt .row[data-name="flaky"] .bar.queued', "title");
-      expect(title).toMatch(/^flaky attempt 1: queued \(waiting for admission\) /);
+      expect(title).toMatch(/^flaky attempt 1: queued \(waiting for admission or a worker\) /);
       // the stage panel lists the attempts with their queued and running time
       await page.click('.gantt .row[data-name="flaky"]');
       await page.waitForSelector('.panel .attempt[data-attempt="2"]');

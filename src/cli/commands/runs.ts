@@ -12,8 +12,8 @@
  */
 
 import { defineCommand } from "citty";
-import { shownStatus } from "../../journal/run-status.ts";
-import { RUN_STATUSES, type Journal, type ListRunsFilter, type RunStatus, type ShownStatus } from "../../journal/types.ts";
+import { crashCause, shownEnd, shownStatus } from "../../journal/run-status.ts";
+import { RUN_STATUSES, type Journal, type Lease, type ListRunsFilter, type RunStatus, type ShownStatus } from "../../journal/types.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { session } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
@@ -70,7 +70,7 @@ export default defineCommand({
     };
     const rows = await selectRuns(journal, filter, wanted, limit);
     if (s.globals.json) {
-      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, usage: r.usage });
+      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, crashCause: r.crashCause, usage: r.usage });
       return;
     }
     if (rows.length === 0) {
@@ -87,12 +87,12 @@ export default defineCommand({
         { header: "STATUS", cells: rows.map((r) => r.status), color: (i, t) => colorFor(st, rows[i]!.status)(t) },
         { header: "WORKFLOW", cells: rows.map((r) => r.run.workflowName), shrink: { min: 8 } },
         { header: "STARTED", cells: rows.map((r) => formatTime(r.run.createdAt)), drop: 2 },
-        { header: "DURATION", cells: rows.map((r) => formatDuration((r.run.endedAt ?? (r.status === "running" ? now : r.run.updatedAt)) - r.run.createdAt)), drop: 3 },
+        { header: "DURATION", cells: rows.map((r) => formatDuration(shownEnd(r.run, r.status, r.lease, now) - r.run.createdAt)), drop: 3 },
         { header: "TOKENS", cells: rows.map((r) => tokens(r.usage)), drop: 5 },
         { header: "COST", cells: rows.map((r) => (r.usage ? formatCost(r.usage) : "-")), drop: 4 },
         {
           header: "",
-          cells: rows.map((r) => (r.leaseExpiresAt === undefined ? "" : r.leaseExpiresAt > now ? "driver process gone" : `lease expired ${formatTime(r.leaseExpiresAt)}`)),
+          cells: rows.map((r) => (r.leaseExpiresAt === undefined ? "" : r.crashCause === "driver_gone" ? "driver process gone" : `lease expired ${formatTime(r.leaseExpiresAt)}`)),
           drop: 6,
           color: (_i, t) => st.dim(t),
         },
@@ -108,6 +108,8 @@ interface Row {
   status: ShownStatus;
   usage: UsageTotals | null;
   leaseExpiresAt: number | undefined;
+  crashCause: "driver_gone" | "lease_expired" | undefined;
+  lease: Lease | undefined;
 }
 
 /** Up to `limit` runs the filter selects whose shown status is wanted, newest first. */
@@ -122,7 +124,14 @@ async function selectRuns(journal: Journal, filter: ListRunsFilter, wanted: read
       if (wanted && !wanted.includes(status)) continue;
       // Usage of the run and its child runs, summed in the stage index (exact integers; no replay of the run).
       const usage: UsageTotals | null = (await summaries.summarize(run)).usage;
-      rows.push({ run, status, usage, leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined });
+      rows.push({
+        run,
+        status,
+        usage,
+        lease,
+        leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined,
+        crashCause: status === "crashed" ? crashCause(lease) : undefined,
+      });
       if (rows.length === limit) break;
     }
     if (!wanted || page.length < PAGE) break;

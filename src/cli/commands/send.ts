@@ -45,6 +45,8 @@ export default defineCommand({
       const told = reply?.deliveries as DeliveryView[] | undefined;
       deliveries = told && !told.some((d) => d.state === "queued" && d.started) ? told : await settledStates(journal, sent.runId, sent.messageId, LIVE_WAIT_MS);
     }
+    // Possibly a typo: said on stderr, with the close matches (also in --json, as `warning`).
+    if (sent.warning) s.warn(sent.warning);
     if (s.globals.json) return s.json({ ...sent, deliveries });
     const head = `message ${sent.messageId} to run ${sent.runId}${sent.status === "exists" ? " (sent before; nothing new)" : ""}`;
     s.result(head);

@@ -4,6 +4,7 @@ import { defineCommand } from "citty";
 import { buildRunReport, type RunReport, type StepReport } from "../../engine/run-report.ts";
 import { session, type CliSession } from "../session.ts";
 import { failureDetail, failureSentence } from "../failure.ts";
+import { shownEnd } from "../../journal/run-status.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
 import { reportTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
@@ -32,12 +33,13 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   const st = s.style;
   const pad = "  ".repeat(depth);
   const { run } = report;
-  const end = run.endedAt ?? (report.status === "running" ? Date.now() : run.updatedAt);
+  const end = shownEnd(run, report.status, report.leaseRenewedAt !== undefined ? { renewedAt: report.leaseRenewedAt } : undefined);
   const line = (label: string, value: string) => s.result(`${pad}${st.dim(label.padEnd(9))} ${value}`);
   s.result(`${pad}${st.bold(run.workflowName)} ${run.id}`);
   line("status", colorFor(st, report.status)(report.status));
   if (report.status === "crashed" && report.leaseExpiresAt) {
-    const why = report.leaseExpiresAt > Date.now() ? "its driver process is gone" : `its lease expired ${formatTime(report.leaseExpiresAt)}`;
+    // One reason for as long as it is crashed (run-status.ts crashCause), not one that flips when the lease runs out.
+    const why = report.crashCause === "driver_gone" ? "its driver process is gone" : `its lease expired ${formatTime(report.leaseExpiresAt)}`;
     line("crashed", `${why}; resume with: atomic resume ${run.rootId}`);
   }
   if (report.holder) line("driver", `pid ${report.holder.pid} on ${hostLabel(report.holder.host)}`);
@@ -70,14 +72,17 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   const st = s.style;
   const pad = "  ".repeat(depth + 1);
   const took = step.startedAt && step.endedAt ? formatDuration(step.endedAt - step.startedAt) : "";
+  // Time waiting for a free worker is not running time: said apart (the last attempt's).
+  const last = step.attemptLog.at(-1);
+  const waited = last?.queuedAt === undefined ? undefined : (last.status === "queued" ? Date.now() : last.startedAt) - last.queuedAt;
+  const queued = waited === undefined || (waited < 1000 && last?.status !== "queued") ? "" : ` queued ${formatDuration(waited)}`;
   const attempts =
     (step.attempts > 1 ? ` attempts ${step.attempts}` : "") + (step.generation && step.generation > 1 ? ` generation ${step.generation}` : "");
   const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
   const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
   const until = step.status === "waiting" && step.wakeAt !== undefined ? ` until ${formatTime(step.wakeAt)}` : "";
-  s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}${until}`)}`);
+  s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}${queued}${until}`)}`);
   // Every failed attempt with its error; the step's own error (its last) closes the list.
-  const last = step.attemptLog.at(-1);
   for (const a of step.attemptLog) {
     if (a.status !== "failed" || !a.error || (a === last && step.error)) continue;
     s.result(`${pad}          ${st.dim(`attempt ${a.attempt} failed:`)} ${st.red(a.error.message)}`);

@@ -54,8 +54,13 @@ function linesView(s: CliSession): RunView {
           break;
         case "step_started":
           if (e.kind === "tool") break;
+          // A queued stage waits for a free worker: "started" (and its timing) once one runs it.
+          if (!e.queued) started.set(`${e.runId}/${e.position}`, e.at);
+          print(`  ${e.kind} ${e.name} ${e.queued ? "queued" : "started"}${e.attempt > 1 ? ` (attempt ${e.attempt})` : ""}`);
+          break;
+        case "step_running":
           started.set(`${e.runId}/${e.position}`, e.at);
-          print(`  ${e.kind} ${e.name} started${e.attempt > 1 ? ` (attempt ${e.attempt})` : ""}`);
+          print(`  stage ${e.name} started${e.attempt > 1 ? ` (attempt ${e.attempt})` : ""}`);
           break;
         case "step_ended": {
           if (e.replayed) {

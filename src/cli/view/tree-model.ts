@@ -38,6 +38,7 @@ interface RunNode {
 }
 
 const SYMBOL: Record<string, string> = {
+  queued: "○",
   running: "◐",
   completed: "✓",
   failed: "✗",
@@ -73,14 +74,24 @@ export class TreeModel {
           break;
         }
         let step = run.steps.find((s) => s.position === e.position);
+        const status = e.queued ? "queued" : "running";
         if (!step) {
-          step = { runId: e.runId, position: e.position, kind: e.kind, name: e.name, status: "running", attempt: e.attempt, startedAt: e.at };
+          step = { runId: e.runId, position: e.position, kind: e.kind, name: e.name, status, attempt: e.attempt, startedAt: e.at };
           run.steps.push(step);
         }
-        step.status = "running";
+        step.status = status;
+        step.startedAt = e.at;
         step.attempt = e.attempt;
         delete step.waiting;
         if (e.childRunId) step.childRunId = e.childRunId;
+        break;
+      }
+      case "step_running": {
+        // A queued stage left the queue: its timer starts when its worker started it.
+        const step = this.runs.get(e.runId)?.steps.find((s) => s.position === e.position);
+        if (!step || step.attempt !== e.attempt || step.status !== "queued") break;
+        step.status = "running";
+        step.startedAt = e.at;
         break;
       }
       case "step_waiting": {
@@ -153,7 +164,9 @@ export class TreeModel {
         lines.push(`${pad}  ${style.yellow("…")} ${label} ${style.dim(`waiting: ${step.waiting}`)}`);
         continue;
       }
-      lines.push(`${pad}  ${colorFor(style, status)(sym)} ${label} ${style.dim(status === "replayed" ? "replayed" : formatDuration(elapsed))}${attempt}${usage}`);
+      // Queued: waiting for a free worker, so no timer runs yet.
+      const when = status === "replayed" || status === "queued" ? status : formatDuration(elapsed);
+      lines.push(`${pad}  ${colorFor(style, status)(sym)} ${label} ${style.dim(when)}${attempt}${usage}`);
       const child = step.childRunId ? this.runs.get(step.childRunId) : undefined;
       if (child) this.renderRun(child, depth + 2, style, now, lines);
     }

@@ -56,7 +56,7 @@ export class BrokerLink {
   /** An attempt at `path` runs: its session exists while any attempt there runs. */
   stageRunning(path: string): void {
     this.livePaths.set(path, (this.livePaths.get(path) ?? 0) + 1);
-    void this.client.register(this.sessionOf(path), [runGroup(this.opts.rootId)]).catch(() => {});
+    void this.client.register(this.sessionOf(path), [runGroup(this.opts.rootId)], "stage").catch(() => {});
   }
 
   stageEnded(path: string): void {

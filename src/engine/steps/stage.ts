@@ -71,11 +71,12 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   let failures = 0;
   let infraFailures = 0;
   let result!: StageResult;
-  let startedAt = 0;
+  /** When the attempt really started: on the pool, when a worker took it (it waited in the queue until then). */
+  const timing = { startedAt: 0 };
   for (;;) {
     attempt++;
     const artifactDir = join(tree.artifactsDir, exec.runId, `${position}-${slug(name)}`, `attempt-${attempt}`);
-    startedAt = Date.now();
+    timing.startedAt = Date.now();
     const request: StageRequest = {
       runId: exec.runId,
       stageKey: position,
@@ -102,7 +103,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     const liveId = `${exec.runId}:${position}:${attempt}`;
     try {
       // Known secrets never reach the workflow or the journal in a stage's text or error (shared/secrets.ts).
-      result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, startedAt));
+      result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, timing));
     } catch (err) {
       exec.budget.settle(liveId, undefined);
       throw err;
@@ -133,6 +134,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       type: EVENT.stepFailed,
       key: position,
       payload: { ...step, attempt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}) },
+      // Its work item, should no worker have settled it (the pool was lost): no later pool may run it.
+      ...(tree.executor.queued && request.workId ? { abandonWork: request.workId } : {}),
       // The stage index keeps the stage's usage too: the run list sums it without reading events.
       stage: { ...tree.mail.stageEntry(exec.runId, position, name, "failed", attempt), ...(result.usage ? { usage: result.usage } : {}) },
     });
@@ -149,7 +152,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     emitEnded(exec, position, name, result, false, stderr);
     throw new StepFailedError(name, `stage "${name}" failed: ${result.error?.message ?? "unknown error"}`, {
       code: result.error?.code ?? "stage_failed",
-      hint: `see its output with: atomic logs ${exec.runId} --stage ${name}`,
+      // An infrastructure fault's log (the pool coordinator's) is where to look, named here once.
+      hint: result.error?.log ? `the pool's log: ${result.error.log}` : `see its output with: atomic logs ${exec.runId} --stage ${name}`,
       stderr,
     });
   }
@@ -158,7 +162,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     runId: exec.runId,
     type: EVENT.checkpoint,
     key: position,
-    payload: { ...step, result, startedAt },
+    payload: { ...step, result, startedAt: timing.startedAt },
     stage: {
       ...tree.mail.stageEntry(exec.runId, position, name, "finished", attempt),
       outcome: result.status === "completed" ? "completed" : "failed",
@@ -193,10 +197,13 @@ async function runAttempt(
   setup: StageSetup,
   request: StageRequest,
   liveId: string,
-  startedAt: number,
+  timing: { startedAt: number },
 ): Promise<StageResult> {
   const { tree } = exec;
   const { stageKey: position, stageName: name, attempt, artifactDir } = request;
+  // On the pool the attempt waits for a free worker: queued until the worker says it started it.
+  const queued = tree.executor.queued;
+  let began = false;
   // The admission wait may have been long: check again.
   exec.assertMayStart(scope);
   exec.budget.assertMayStart();
@@ -207,13 +214,14 @@ async function runAttempt(
     runId: exec.runId,
     type: EVENT.stepStarted,
     key: position,
-    payload: { ...step, attempt, artifactDir, workId: request.workId },
+    // requestedAt: when the workflow started the attempt (before admission let it go): queued since then.
+    payload: { ...step, attempt, artifactDir, workId: request.workId, ...(queued ? { queued, requestedAt: timing.startedAt } : {}) },
     // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
     durable: false,
     ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
     stage: tree.mail.stageEntry(exec.runId, position, name, "running", attempt),
   });
-  tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, at: startedAt });
+  tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, ...(queued ? { queued } : {}), at: timing.startedAt });
   await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
   if (setup.isAgent) tree.agentStarted(liveId, exec.runId, position, exec.budget);
   try {
@@ -221,7 +229,10 @@ async function runAttempt(
     exec.assertMayStart(scope);
     tree.stagesExecuted = true;
     return await tree.executor.execute(request, signal, (event) => {
-      if (event.type === "output") {
+      if (event.type === "started") {
+        if (queued && !began) running(exec, request, event.at ?? Date.now(), timing);
+        began = true;
+      } else if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
       } else if (event.type === "usage") {
         exec.budget.addLive(liveId, event.usage);
@@ -232,6 +243,16 @@ async function runAttempt(
     tree.mail.ended(exec.runId, position);
     tree.agentEnded(liveId);
   }
+}
+
+/** A queued attempt started on its worker: recorded (progress only) and shown live; its timing starts now. */
+function running(exec: RunExecution, request: StageRequest, at: number, timing: { startedAt: number }): void {
+  const { stageKey: position, stageName: name, attempt } = request;
+  timing.startedAt = at;
+  exec.tree.observer({ type: "step_running", runId: exec.runId, position, name, attempt, at });
+  void exec.tree
+    .append({ runId: exec.runId, type: EVENT.stageRunning, payload: { stageKey: position, attempt, at }, durable: false })
+    .catch(() => {}); // visibility only: a lost record leaves the attempt shown queued until it ends
 }
 
 /** Waits for admission; a wait is recorded (progress, not a result) and shown live. */

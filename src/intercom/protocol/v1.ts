@@ -45,7 +45,15 @@ const Version = v.literal(PROTOCOL_VERSION);
 // ---------------------------------------------------------------- client → broker
 
 export const HelloSchema = v.object({ v: Version, type: v.literal("hello"), id: Id, pid: v.number(), role: v.pipe(v.string(), v.maxLength(100)) });
-export const RegisterSchema = v.object({ v: Version, type: v.literal("register"), id: Id, name: Name, groups: v.pipe(v.array(Name), v.maxLength(32)) });
+/** `role`: what the session is, when not its connection's role (a root run's stage sessions: "stage"). */
+export const RegisterSchema = v.object({
+  v: Version,
+  type: v.literal("register"),
+  id: Id,
+  name: Name,
+  groups: v.pipe(v.array(Name), v.maxLength(32)),
+  role: v.optional(v.pipe(v.string(), v.maxLength(100))),
+});
 export const UnregisterSchema = v.object({ v: Version, type: v.literal("unregister"), id: Id, name: Name });
 export const SendSchema = v.object({
   v: Version,

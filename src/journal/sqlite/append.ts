@@ -187,6 +187,7 @@ export function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now
     // The appending lease's epoch: only this drive's pool may claim the item (ClaimScope in ../types.ts).
     s.insertWork.run(w.id, run.root_id, entry.runId, lease.epoch, w.stageKey, w.attempt, toJson(w.descriptor) ?? "null", at, at, at);
   }
+  if (entry.abandonWork) s.abandonWork.run(at, entry.abandonWork, run.root_id);
   if (entry.stage) upsertStage(s, run.root_id, entry.runId, entry.stage, at);
   if (entry.prompt) {
     const p = entry.prompt;

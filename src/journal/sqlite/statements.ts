@@ -61,6 +61,7 @@ export class Statements {
   readonly advanceRunWithPatch: Statement<unknown, Bind[]>;
   readonly requestControl: Statement<{ control_rev: number }, [action: string, runId: string]>;
   readonly insertWork: Statement<unknown, Bind[]>;
+  readonly abandonWork: Statement<unknown, [now: number, id: string, rootId: string]>;
   readonly upsertStage: Statement<unknown, Bind[]>;
   readonly insertPrompt: Statement<unknown, Bind[]>;
 
@@ -137,6 +138,9 @@ export class Statements {
     );
     this.requestControl = db.prepare(
       "update runs set control = ?, control_rev = control_rev + 1 where id = ? returning control_rev",
+    );
+    this.abandonWork = db.prepare(
+      "update work_items set state = 'abandoned', updated_at = ? where id = ? and root_id = ? and state in ('ready', 'leased')",
     );
     this.insertWork = db.prepare(
       `insert into work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation,

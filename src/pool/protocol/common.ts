@@ -65,7 +65,7 @@ export const StageResultSchema = v.object({
   exitCode: v.nullable(v.number()),
   outputPath: v.string(),
   errorPath: v.optional(v.string()),
-  error: v.optional(v.object({ code: v.string(), message: v.string() })),
+  error: v.optional(v.object({ code: v.string(), message: v.string(), log: v.optional(v.string()) })),
   warnings: v.optional(v.array(v.string())),
   structured: v.optional(v.unknown()),
   usage: v.optional(
@@ -89,7 +89,7 @@ export const StageResultSchema = v.object({
 });
 
 export const RunnerEventSchema = v.variant("type", [
-  v.object({ type: v.literal("started"), pid: v.optional(v.number()), sessionId: v.optional(v.string()) }),
+  v.object({ type: v.literal("started"), pid: v.optional(v.number()), sessionId: v.optional(v.string()), at: v.optional(v.number()) }),
   v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("text_delta"), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("tool_start"), name: v.string(), id: v.optional(v.string()) }),

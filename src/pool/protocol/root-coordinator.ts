@@ -38,6 +38,8 @@ export type ToCoordinator = v.InferOutput<typeof ToCoordinatorSchema>;
 
 export const FromCoordinatorSchema = v.variant("type", [
   v.object({ type: v.literal("ready"), version: v.number(), pid: v.number(), workers: v.number(), logDir: v.string() }),
+  /** The first of its workers is up and idle (sent once): a pool started again after a lost one waits for it. */
+  v.object({ type: v.literal("worker_up") }),
   v.object({
     type: v.literal("work_events"),
     batch: v.array(v.object({ workId: v.string(), events: v.array(RunnerEventSchema) })),

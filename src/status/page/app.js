@@ -342,8 +342,11 @@
     es.addEventListener("ready", schedule);
     es.addEventListener("journal", schedule);
     es.addEventListener("error", () => setConn("reconnecting", "down"));
+    let ticks = 0;
     setInterval(() => {
       if (!detail || !live(detail.run.status)) return;
+      // A driver that dies (kill -9) writes no event: look again now and then, so a crashed run shows as crashed.
+      if (++ticks % 3 === 0) schedule();
       const el = document.getElementById("run-duration");
       const d = fmtDuration(Date.now() - detail.run.createdAt);
       if (el) el.textContent = d;

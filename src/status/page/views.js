@@ -14,7 +14,8 @@
 // from a closed fan-out's stages end at its box (drawn once per pair).
 //
 // The timeline has a row per step and a bar per attempt; the time an
-// attempt waited for admission before it started (queuedAt) is a separate,
+// attempt waited before it started (queuedAt: for admission, or for a
+// worker of the pool) is a separate,
 // hatched bar in front of it.
 "use strict";
 (() => {
@@ -197,7 +198,7 @@
       for (const [a, b, status, label, attempt] of bars(r.step, now)) {
         const queued = status === "queued";
         const bar = h("div", { class: queued ? "bar queued" : `bar b-${status}`, "data-attempt": attempt, "data-state": status,
-          title: queued ? `${r.path} ${label}: queued (waiting for admission) ${fmtDuration(b - a)}` : `${r.path} ${label}: ${status}, ran ${fmtDuration(b - a)}` });
+          title: queued ? `${r.path} ${label}: queued (waiting for admission or a worker) ${fmtDuration(b - a)}` : `${r.path} ${label}: ${status}, ran ${fmtDuration(b - a)}` });
         bar.style.left = `${((a - t0) / span) * 100}%`;
         bar.style.width = `${Math.max(0.4, ((b - a) / span) * 100)}%`;
         track.append(bar);
