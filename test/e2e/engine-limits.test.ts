@@ -46,14 +46,16 @@ async function startRun(home: string, file: string, env: Record<string, string>,
 
 // ---------------------------------------------------------------- --max-duration
 
-e2eTest("--max-duration 2s stops a looping shell stage: blocked (exit 3), no stage process left; resume --max-duration 1m completes", async () => {
+// 5 s, not less: the budget counts from the run's start, and the stage must have started (the pool boots on
+// a loaded machine too) before it is used up.
+e2eTest("--max-duration 5s stops a looping shell stage: blocked (exit 3), no stage process left; resume --max-duration 1m completes", async () => {
   const home = makeTempDir();
   const dir = makeTempDir();
-  const { proc, id } = await startRun(home, fixture("loops.ts"), { E2E_DIR: dir, E2E_LOOP: "1" }, ["--max-duration", "2s"]);
+  const { proc, id } = await startRun(home, fixture("loops.ts"), { E2E_DIR: dir, E2E_LOOP: "1" }, ["--max-duration", "5s"]);
   const stage = await stagePid(dir, "loop");
   expect(await proc.exited).toBe(3);
   const stderr = await new Response(proc.stderr).text();
-  expect(stderr).toContain(`run ${id} blocked: run ${id}: the time budget of 2.0 s is used up`);
+  expect(stderr).toContain(`run ${id} blocked: run ${id}: the time budget of 5.0 s is used up`);
   expect(stderr).toContain("--max-duration");
   expect(groupAlive(stage)).toBe(false);
   expect(existsSync(join(dir, "after"))).toBe(false);
