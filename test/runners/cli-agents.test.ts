@@ -135,7 +135,7 @@ describe("parsing and usage normalization", () => {
 describe("success from the final event", () => {
   for (const [kind, message] of [
     ["claude", "claude reported error: API Error: 529"],
-    ["codex", "codex turn failed: stream disconnected"],
+    ["codex", "codex: the provider's reply broke off: stream disconnected before completion (codex exited with status 0)"],
     ["gemini", "gemini reported error: Quota exceeded for model"],
     ["opencode", "opencode reported ProviderAuthError: invalid x-api-key"],
     ["pi", "pi reported error: 401 invalid api key"],
@@ -189,10 +189,12 @@ describe("delivery modes", () => {
     expect(r.status).toBe("completed");
     const calls = logOf(dir).map((l) => l.argv!);
     expect(calls.length).toBe(2);
-    expect(calls[1]!.slice(0, 3)).toEqual(["exec", "resume", "0199a213-81c0-7800-8aa1-bbab2a035a53"]);
-    expect(calls[1]!.at(-1)).toBe("also update the docs");
+    // options before `resume` (after it codex exits 2), the message on stdin
+    expect(calls[1]!.slice(-3)).toEqual(["resume", "0199a213-81c0-7800-8aa1-bbab2a035a53", "-"]);
+    expect(calls[1]!.slice(0, 2)).toEqual(["exec", "--json"]);
     expect(r.text).toBe("Done: also update the docs");
-    expect(r.usage!.turns).toBe(2);
+    // turn.completed's usage is the thread's running total: each turn counted once
+    expect(r.usage).toMatchObject({ turns: 2, inputTokens: 2000, cacheReadTokens: 8000, outputTokens: 240 });
   });
 
   test("claude (stream-json input): steer is written to stdin at once; followUp after the turn's result", async () => {

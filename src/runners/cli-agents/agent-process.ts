@@ -70,6 +70,13 @@ export class AgentProcess {
     return true;
   }
 
+  /** Text as it is (a prompt read from stdin: no line end added). */
+  input(text: string): boolean {
+    if (!this.stdinOpen || !this.child.stdin || this.child.stdin.destroyed) return false;
+    this.child.stdin.write(text);
+    return true;
+  }
+
   closeStdin(): void {
     if (!this.stdinOpen) return;
     this.stdinOpen = false;

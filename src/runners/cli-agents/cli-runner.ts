@@ -46,6 +46,8 @@ export interface TurnState {
   /** Set by the final event: success or the agent's error. */
   final?: { ok: true } | { ok: false; code: string; message: string };
   structured?: unknown;
+  /** The adapter's own memory for the whole stage, across turns and resumes (running totals, the last error seen). */
+  memo: Record<string, unknown>;
 }
 
 export interface AdapterContext {
@@ -74,6 +76,12 @@ export interface CliAdapter {
   readonly assignsSession: boolean;
   /** The CLI enforces a JSON Schema itself (else: asked for in the prompt and parsed from the text). */
   readonly nativeSchema: boolean;
+  /**
+   * Resume adapters: the CLI reads the prompt from stdin (args() names it
+   * as such, e.g. `-`), so no prompt is an argv element: one over 128 KiB
+   * would fail at spawn (E2BIG), and argv is visible to every user.
+   */
+  readonly promptStdin?: boolean;
   /**
    * The credential variables (shared/secrets.ts) this CLI reads to reach its
    * own provider: the only ones of atomic's environment its process gets
@@ -115,7 +123,7 @@ export class CliAgentRunner implements Runner {
 
 class CliSession {
   private readonly files: AgentFiles;
-  private readonly state: TurnState = { text: "" };
+  private readonly state: TurnState = { text: "", memo: {} };
   private usage: Usage;
   private proc: AgentProcess | undefined;
   private readonly queued: string[] = [];
@@ -233,7 +241,7 @@ class CliSession {
         const why = end.code !== null ? (this.adapter.explainExit?.(end.code) ?? `exited with code ${end.code}`) : `was killed by ${end.signal}`;
         return this.result("failed", "agent_failed", `${this.adapter.kind} ended without a final event: it ${why}`, end.code);
       }
-      if (!final.ok) return this.result("failed", final.code, final.message, end.code);
+      if (!final.ok) return this.result("failed", final.code, `${final.message} (${this.adapter.kind} ${end.code !== null ? `exited with status ${end.code}` : `was killed by ${end.signal}`})`, end.code);
       if (this.queued.length && !this.wrapping && this.adapter.delivery === "resume" && this.state.sessionId) {
         message = this.queued.splice(0).join("\n\n");
         resume = true;
@@ -281,6 +289,7 @@ class CliSession {
     if (this.adapter.delivery === "stream") {
       for (const l of this.adapter.userTurn?.(a.message) ?? []) proc.write(l);
     } else {
+      if (this.adapter.promptStdin) proc.input(a.message);
       proc.closeStdin();
     }
     if (this.stopKind) proc.stop();
