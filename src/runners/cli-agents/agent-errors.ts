@@ -21,14 +21,18 @@ export interface AgentFailure {
 
 /** Words that mean the reply stream broke (retryable, like a 5xx). */
 const STREAM_BROKEN = /stream (disconnected|ended|error|closed)|incomplete json|connection (reset|refused|closed)|premature close|ECONNRESET|ECONNREFUSED/i;
+/** A 429 told in words only (gemini: "Rate limit hit. Please retry in 60s."). */
+const RATE_LIMITED = /rate limit|too many requests|please retry in \d|RESOURCE_EXHAUSTED/i;
 /** Words a CLI puts in place of a 5xx (codex: "We're currently experiencing high demand…"). */
 const UNAVAILABLE = /high demand|overloaded|temporarily unavailable|service unavailable|internal server error/i;
 
 export function agentFailure(cli: string, words: string, opts: { status?: number; model?: string | undefined } = {}): AgentFailure {
   const said = oneLine(words);
-  const status = opts.status ?? statusIn(said);
+  // gemini wraps the provider's words ("[API Error: …]") and may add advice of its own after them
+  const inner = /\[API Error: (.*)\]/.exec(said)?.[1] ?? said;
+  const status = opts.status ?? statusIn(said) ?? (RATE_LIMITED.test(inner) ? 429 : undefined);
   if (status !== undefined && status >= 400 && status < 600) {
-    const e = classifyHttpError(status, innerJson(said) ?? said, new Headers(), opts.model);
+    const e = classifyHttpError(status, innerJson(said) ?? inner, new Headers(), opts.model);
     return { ok: false, code: e.code, message: `${cli}: ${e.message}` };
   }
   if (/invalid_request_error|INVALID_ARGUMENT/.test(said)) return { ok: false, code: "provider_bad_request", message: `${cli}: the provider refused the request: ${said}` };
