@@ -16,8 +16,12 @@
  * - The model: the stage's, else the `model` of codex's config.toml
  *   ($CODEX_HOME, else ~/.codex), so the stage is priced (or marked
  *   unpriced, never a silent $0).
- * - Tools: codex has no per-tool switch. Without write, edit or bash in
- *   `tools` the sandbox is read-only (`-s read-only`), else workspace-write.
+ * - Tools: codex has no per-tool switch, and it reads, lists, greps and
+ *   edits through its one shell tool (`exec_command`). So `tools` maps to
+ *   the sandbox: without write, edit or bash it is read-only
+ *   (`-s read-only`), else workspace-write; `tools: []` switches the shell
+ *   and codex's other tools off (NO_TOOLS), leaving a model that can only
+ *   answer.
  */
 
 import { readFileSync } from "node:fs";
@@ -31,6 +35,8 @@ import { num, str, obj, pricing } from "./records.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 const WRITING_TOOLS = ["write", "edit", "bash"];
+/** `-c` overrides that leave codex no tool that acts (request_user_input stays: it has no user in exec mode). */
+const NO_TOOLS = ["features.shell_tool=false", "features.unified_exec=false", 'web_search="disabled"', "features.multi_agent=false", "features.goals=false", "tools.view_image=false"].flatMap((c) => ["-c", c]);
 
 /** The running totals of the thread, in the order of `turn.completed.usage`'s fields we read. */
 const TOTALS = ["input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens"] as const;
@@ -46,6 +52,7 @@ export const codex: CliAdapter = {
     const tools = req.agent?.tools;
     const sandbox = tools && !tools.some((t) => WRITING_TOOLS.includes(t)) ? "read-only" : "workspace-write";
     const flags = ["--json", "-C", req.cwd, "-s", sandbox, "--skip-git-repo-check"];
+    if (tools?.length === 0) flags.push(...NO_TOOLS);
     if (req.model) flags.push("-m", req.model);
     if (a.schemaFile) flags.push("--output-schema", a.schemaFile);
     return a.resume && a.sessionId ? ["exec", ...flags, "resume", a.sessionId, "-"] : ["exec", ...flags, "-"];
