@@ -148,3 +148,13 @@ e2eTest(
   },
   100_000,
 );
+
+e2eTest("gemini: tools in atomic's terms are mapped to gemini's own; the others are not offered; tools: [] offers none", async () => {
+  const s = await setup(say("looked"), say("answered"));
+  expect((await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "bash"]) })).status).toBe("completed");
+  expect((await runStage(s, { prompt: "just answer", tools: JSON.stringify([]) })).status).toBe("completed");
+  const offered = s.fake.calls.map((c) => ((c.body.tools ?? []) as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name)).sort());
+  expect(offered[0]).toEqual(["grep_search", "list_background_processes", "read_background_output", "read_file", "run_shell_command"]);
+  expect(offered[1]).toEqual([]);
+  s.fake.assertOnlyFake();
+});

@@ -16,11 +16,18 @@
  *   as an `error` event followed by a result with no error of its own: the
  *   event's message is the stage's. Provider errors are classified from
  *   gemini's `[API Error: {...}]` text (agent-errors.ts).
+ * - Tools: with `tools` set, a policy file (`--policy`, in the attempt's
+ *   artifact directory) denies every gemini tool but the ones atomic's
+ *   names map to (GEMINI_TOOLS); gemini then leaves the others out of what
+ *   it offers the model. `tools: []` leaves it none.
  * - Exit codes without a final event are explained (GEMINI_EXITS).
  * - Needs, with GOOGLE_GEMINI_BASE_URL, `~/.gemini/settings.json` saying
  *   `{"security":{"auth":{"selectedType":"gemini-api-key"}}}` (else exit 41).
  */
 
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { StageRequest } from "../types.ts";
 import { fromInclusive, priced } from "../usage.ts";
 import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
@@ -37,6 +44,16 @@ const GEMINI_EXITS: Record<number, string> = {
   130: "was cancelled (exit 130)",
 };
 
+/** atomic's tool names → gemini 0.61's own. */
+export const GEMINI_TOOLS: Record<string, readonly string[]> = {
+  read: ["read_file"],
+  write: ["write_file"],
+  edit: ["replace"],
+  list: ["list_directory", "glob"],
+  grep: ["grep_search"],
+  bash: ["run_shell_command", "list_background_processes", "read_background_output"],
+};
+
 export const gemini: CliAdapter = {
   kind: "gemini",
   credentials: ["GEMINI_API_KEY", "GOOGLE_API_KEY"],
@@ -48,6 +65,7 @@ export const gemini: CliAdapter = {
     const args = ["-p", "", "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"];
     if (req.model) args.push("-m", req.model);
     if (a.sessionId) args.push(a.resume ? "-r" : "--session-id", a.sessionId);
+    if (req.agent?.tools) args.push("--policy", toolPolicy(req, req.agent.tools));
     return args;
   },
   explainExit: (code) => GEMINI_EXITS[code],
@@ -99,4 +117,15 @@ function recordUsage(rec: Record<string, unknown>, ctx: Parameters<CliAdapter["o
     ctx.usage({ ...priced(fromInclusive(num(u.input_tokens), num(u.cached), num(u.output_tokens)), m, pricing(ctx)), turns: i === 0 ? 1 : 0, ...(m ? { model: m } : {}) });
   });
   if (byModel.length) ctx.state.model = byModel.at(-1)!.model;
+}
+
+/** A policy file that denies every tool (lowest priority) and allows those `tools` name. */
+function toolPolicy(req: StageRequest, tools: readonly string[]): string {
+  const allowed = tools.flatMap((t) => GEMINI_TOOLS[t] ?? []);
+  const rules = ['[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 1\n'];
+  if (allowed.length) rules.push(`[[rule]]\ntoolName = ${JSON.stringify(allowed)}\ndecision = "allow"\npriority = 100\n`);
+  mkdirSync(req.artifactDir, { recursive: true });
+  const path = join(req.artifactDir, "gemini-policy.toml");
+  writeFileSync(path, rules.join("\n"));
+  return path;
 }
