@@ -158,3 +158,18 @@ e2eTest("gemini: tools in atomic's terms are mapped to gemini's own; the others 
   expect(offered[1]).toEqual([]);
   s.fake.assertOnlyFake();
 });
+
+e2eTest("gemini: atomic send interrupt ends the turn in flight, then resumes the session with the message", async () => {
+  const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 }));
+  const proc = spawnAtomic(argsFor(s, { prompt: "start" }), { home: s.h.home, cwd: s.cwd, env: s.h.env });
+  const out = lineWatcher(proc.stdout);
+  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+  await waitUntil(() => s.fake.calls.length === 1, 60_000, "gemini's first model call");
+  expect((await runAtomic(["send", started.runId, "ask", "change of plan", "--mode", "interrupt"], { home: s.h.home, env: s.h.env })).code).toBe(0);
+  expect(await proc.exited).toBe(0);
+  const outputs = JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("replanned");
+  expect(userTexts(s.fake.calls.at(-1)!.body).at(-1)).toBe("change of plan");
+  s.fake.assertOnlyFake();
+});

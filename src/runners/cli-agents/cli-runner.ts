@@ -4,7 +4,7 @@
  *
  * Life of a stage:
  * - the session id is assigned up front where the CLI accepts one (claude,
- *   pi), else recorded from the agent's first event; resumes always name it;
+ *   gemini, pi), else recorded from the agent's first event; resumes always name it;
  * - "stream" adapters (claude with stream-json input, pi rpc) run ONE
  *   process and write user turns and control lines to its stdin: steer goes
  *   in at once (native for pi, best effort for claude), followUp after the
