@@ -10,41 +10,16 @@
  * nowhere but the fake.
  */
 
-import { afterAll, afterEach, expect } from "bun:test";
-import { mkdirSync, readFileSync } from "node:fs";
+import { expect } from "bun:test";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { codexHome, inputsFile, type AgentHome } from "../helpers/agent-homes.ts";
-import { httpError, say, shell, startFakeResponses, streamFailure, type FakeResponses, type ResponsesReply } from "../helpers/fake-responses.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { runAtomic } from "../helpers/atomic.ts";
+import { codexHome } from "../helpers/agent-homes.ts";
+import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
+import { realStages, runStage, sendMidTurn } from "../helpers/real-agent-stage.ts";
+import { e2eTest } from "../e2e/support.ts";
 
-const WORKFLOW = join(import.meta.dir, "fixtures", "real-agent.ts");
-const fakes: FakeResponses[] = [];
-
-afterEach(cleanupWhenIdle);
-afterAll(async () => {
-  await cleanupNow();
-  await Promise.all(fakes.map((f) => f.close()));
-});
-
-async function setup(...replies: ResponsesReply[]): Promise<{ fake: FakeResponses; h: AgentHome; cwd: string }> {
-  const fake = await startFakeResponses();
-  fakes.push(fake);
-  fake.push(...replies);
-  const h = codexHome(fake);
-  const cwd = join(h.dir, "work");
-  mkdirSync(cwd);
-  return { fake, h, cwd };
-}
-
-type Outputs = { text: string; structured: unknown; usage: Record<string, unknown> | null; status: string; error: { code: string; message: string } | null; sessionId: string | null };
-
-async function runStage(s: { h: AgentHome; cwd: string }, inputs: Record<string, unknown>): Promise<{ runId: string; outputs: Outputs }> {
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { runner: "codex", ...inputs })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 90_000 });
-  expect(r.stderr).not.toContain("Error:");
-  const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
-  return { runId: result.runId, outputs: result.outputs };
-}
+const setup = realStages<ResponsesReply>(startFakeResponses, codexHome, { runner: "codex" });
 
 /** The user messages codex sent in a request (its own context messages left out). */
 const userTexts = (body: any): string[] =>
@@ -75,15 +50,7 @@ e2eTest("codex: atomic send followUp is queued until the turn ends, then deliver
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   const s = await setup({ ...say("first answer", { input: 100, cached: 0, output: 10 }), hold: held }, say("second answer", { input: 250, cached: 100, cacheWrite: 30, output: 15 }));
-  const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { runner: "codex", prompt: "start" })], { home: s.h.home, cwd: s.cwd, env: s.h.env });
-  const out = lineWatcher(proc.stdout);
-  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-  await waitUntil(() => s.fake.calls.length === 1, 60_000, "codex's first model call");
-  const sent = await runAtomic(["send", started.runId, "ask", "also check the docs", "--mode", "followUp"], { home: s.h.home, env: s.h.env });
-  expect(sent.code).toBe(0);
-  release();
-  expect(await proc.exited).toBe(0);
-  const outputs = JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "also check the docs", "followUp", release);
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("second answer");
   expect(s.fake.calls.length).toBe(2);
@@ -98,13 +65,7 @@ e2eTest("codex: atomic send followUp is queued until the turn ends, then deliver
 
 e2eTest("codex: atomic send interrupt ends the turn in flight, then resumes the thread with the message", async () => {
   const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { input: 80, output: 6 }));
-  const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { runner: "codex", prompt: "start" })], { home: s.h.home, cwd: s.cwd, env: s.h.env });
-  const out = lineWatcher(proc.stdout);
-  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-  await waitUntil(() => s.fake.calls.length === 1, 60_000, "codex's first model call");
-  expect((await runAtomic(["send", started.runId, "ask", "change of plan", "--mode", "interrupt"], { home: s.h.home, env: s.h.env })).code).toBe(0);
-  expect(await proc.exited).toBe(0);
-  const outputs = JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("replanned");
   expect(userTexts(s.fake.calls.at(-1)!.body).slice(-2)).toEqual(["start", "change of plan"]);

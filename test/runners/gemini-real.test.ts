@@ -11,41 +11,16 @@
  * gemini connected nowhere but the fake.
  */
 
-import { afterAll, afterEach, expect } from "bun:test";
-import { mkdirSync, readFileSync } from "node:fs";
+import { expect } from "bun:test";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { geminiHome, inputsFile, type AgentHome } from "../helpers/agent-homes.ts";
-import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type FakeGemini, type GeminiReply } from "../helpers/fake-gemini.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { geminiHome } from "../helpers/agent-homes.ts";
+import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
+import { realStages, runStage as runRealStage, sendMidTurn, type Outputs } from "../helpers/real-agent-stage.ts";
+import { e2eTest } from "../e2e/support.ts";
 
-const WORKFLOW = join(import.meta.dir, "fixtures", "real-agent.ts");
-const fakes: FakeGemini[] = [];
-
-afterEach(cleanupWhenIdle);
-afterAll(async () => {
-  await cleanupNow();
-  await Promise.all(fakes.map((f) => f.close()));
-});
-
-async function setup(...replies: GeminiReply[]): Promise<{ fake: FakeGemini; h: AgentHome; cwd: string }> {
-  const fake = await startFakeGemini();
-  fakes.push(fake);
-  fake.push(...replies);
-  const h = geminiHome(fake);
-  const cwd = join(h.dir, "work");
-  mkdirSync(cwd);
-  return { fake, h, cwd };
-}
-
-type Outputs = { text: string; structured: unknown; usage: Record<string, unknown> | null; status: string; error: { code: string; message: string } | null; sessionId: string | null };
-
-const argsFor = (s: { h: AgentHome }, inputs: Record<string, unknown>) => ["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { runner: "gemini", model: "gemini-2.5-flash", ...inputs })];
-
-async function runStage(s: { h: AgentHome; cwd: string }, inputs: Record<string, unknown>): Promise<Outputs> {
-  const r = await runAtomic(argsFor(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 100_000 });
-  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs as Outputs;
-}
+const setup = realStages<GeminiReply>(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
+const runStage = async (s: Parameters<typeof runRealStage>[0], inputs: Record<string, unknown>): Promise<Outputs> => (await runRealStage(s, inputs)).outputs;
 
 /** The user turns' texts gemini sent (its own session context left out). */
 const userTexts = (body: any): string[] =>
@@ -83,14 +58,7 @@ e2eTest("gemini: atomic send followUp is queued until the turn ends, then delive
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   const s = await setup({ ...say("first answer", { prompt: 100, output: 10 }), hold: held }, say("second answer", { prompt: 250, cached: 100, output: 15 }));
-  const proc = spawnAtomic(argsFor(s, { prompt: "start" }), { home: s.h.home, cwd: s.cwd, env: s.h.env });
-  const out = lineWatcher(proc.stdout);
-  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-  await waitUntil(() => s.fake.calls.length === 1, 60_000, "gemini's first model call");
-  expect((await runAtomic(["send", started.runId, "ask", "also check the docs", "--mode", "followUp"], { home: s.h.home, env: s.h.env })).code).toBe(0);
-  release();
-  expect(await proc.exited).toBe(0);
-  const outputs = JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "also check the docs", "followUp", release);
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("second answer");
   expect(s.fake.calls.length).toBe(2);
@@ -161,13 +129,7 @@ e2eTest("gemini: tools in atomic's terms are mapped to gemini's own; the others 
 
 e2eTest("gemini: atomic send interrupt ends the turn in flight, then resumes the session with the message", async () => {
   const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 }));
-  const proc = spawnAtomic(argsFor(s, { prompt: "start" }), { home: s.h.home, cwd: s.cwd, env: s.h.env });
-  const out = lineWatcher(proc.stdout);
-  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-  await waitUntil(() => s.fake.calls.length === 1, 60_000, "gemini's first model call");
-  expect((await runAtomic(["send", started.runId, "ask", "change of plan", "--mode", "interrupt"], { home: s.h.home, env: s.h.env })).code).toBe(0);
-  expect(await proc.exited).toBe(0);
-  const outputs = JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("replanned");
   expect(userTexts(s.fake.calls.at(-1)!.body).at(-1)).toBe("change of plan");

@@ -1,0 +1,70 @@
+/**
+ * A real agent CLI as an atomic stage, for the real-CLI test files: a fake
+ * provider per test (closed after the file), the CLI's isolated home
+ * (agent-homes.ts), the stage run through dist/atomic with the
+ * fixtures/real-agent.ts workflow (a failure is returned in its outputs,
+ * not thrown), and `sendMidTurn` for `atomic send` while the CLI's first
+ * model call is in flight.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
+import { inputsFile, type AgentHome } from "./agent-homes.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "./atomic.ts";
+import type { FakeProvider } from "./fake-provider.ts";
+
+const WORKFLOW = join(import.meta.dir, "..", "runners", "fixtures", "real-agent.ts");
+
+export type Outputs = { text: string; structured: unknown; usage: Record<string, unknown> | null; status: string; error: { code: string; message: string } | null; sessionId: string | null };
+
+export interface RealStage<R> {
+  fake: FakeProvider<R>;
+  h: AgentHome;
+  /** The stage's cwd. */
+  cwd: string;
+  /** The workflow's inputs every run of this stage gets (runner, model). */
+  defaults: Record<string, unknown>;
+}
+
+/** Registers the file's cleanup; the returned function starts a fake with `replies` queued and an isolated home. */
+export function realStages<R>(start: () => Promise<FakeProvider<R>>, home: (fake: FakeProvider<R>) => AgentHome, defaults: Record<string, unknown>) {
+  const fakes: FakeProvider<R>[] = [];
+  afterEach(cleanupWhenIdle);
+  afterAll(async () => {
+    await cleanupNow();
+    await Promise.all(fakes.map((f) => f.close()));
+  });
+  return async (...replies: R[]): Promise<RealStage<R>> => {
+    const fake = await start();
+    fakes.push(fake);
+    fake.push(...replies);
+    const h = home(fake);
+    const cwd = join(h.dir, "work");
+    mkdirSync(cwd);
+    return { fake, h, cwd, defaults };
+  };
+}
+
+function runArgs(s: RealStage<unknown>, inputs: Record<string, unknown>): string[] {
+  return ["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...inputs })];
+}
+
+export async function runStage(s: RealStage<any>, inputs: Record<string, unknown>): Promise<{ runId: string; outputs: Outputs }> {
+  const r = await runAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 100_000 });
+  const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  return { runId: result.runId, outputs: result.outputs };
+}
+
+/** Runs the stage, sends `text` with `mode` once the CLI's first model call arrived, then `afterSend()`; the run must end well. */
+export async function sendMidTurn(s: RealStage<any>, inputs: Record<string, unknown>, text: string, mode: "followUp" | "steer" | "interrupt", afterSend = () => {}): Promise<Outputs> {
+  const proc = spawnAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env });
+  const out = lineWatcher(proc.stdout);
+  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+  await waitUntil(() => s.fake.calls.length === 1, 60_000, "the CLI's first model call");
+  expect((await runAtomic(["send", started.runId, "ask", text, "--mode", mode], { home: s.h.home, env: s.h.env })).code).toBe(0);
+  afterSend();
+  expect(await proc.exited).toBe(0);
+  return JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+}
