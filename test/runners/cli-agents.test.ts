@@ -137,7 +137,7 @@ describe("parsing and usage normalization", () => {
 
 describe("success from the final event", () => {
   for (const [kind, message] of [
-    ["claude", "claude reported error: API Error: 529"],
+    ["claude", "claude reported an error: API Error: 529"],
     ["codex", "codex: the provider's reply broke off: stream disconnected before completion (codex exited with status 0)"],
     ["gemini", "gemini reported an error: Quota exceeded for model (gemini exited with status 0)"],
     ["opencode", "opencode reported ProviderAuthError: invalid x-api-key"],

@@ -47,7 +47,7 @@ export const codex: CliAdapter = {
   delivery: "resume",
   assignsSession: false,
   nativeSchema: true,
-  promptStdin: true,
+  promptOnStdin: true,
   args(req, a) {
     const tools = req.agent?.tools;
     const sandbox = tools && !tools.some((t) => WRITING_TOOLS.includes(t)) ? "read-only" : "workspace-write";

@@ -60,7 +60,7 @@ export const gemini: CliAdapter = {
   delivery: "resume",
   assignsSession: true,
   nativeSchema: false,
-  promptStdin: true,
+  promptOnStdin: true,
   args(req, a) {
     const args = ["-p", "", "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"];
     if (req.model) args.push("-m", req.model);
