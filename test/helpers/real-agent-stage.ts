@@ -8,7 +8,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 import { inputsFile, type AgentHome } from "./agent-homes.ts";
@@ -55,6 +55,59 @@ export async function runStage(s: RealStage<any>, inputs: Record<string, unknown
   const r = await runAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 100_000 });
   const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
   return { runId: result.runId, outputs: result.outputs };
+}
+
+/** Starts the stage's run (for tests that signal or cancel it). */
+export async function startStage(s: RealStage<any>, inputs: Record<string, unknown>, extra: string[] = []) {
+  const proc = spawnAtomic([...runArgs(s, inputs), ...extra], { home: s.h.home, cwd: s.cwd, env: s.h.env });
+  const out = lineWatcher(proc.stdout);
+  const runId = JSON.parse(await out.waitFor(/"type":"run_started"/)).runId as string;
+  return { proc, out, runId };
+}
+
+/** A live (not zombie) process. */
+export function isLive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Pids of live processes whose command line is exactly `argv` (found from outside any pid namespace the CLI's sandbox made). */
+export function pidsRunning(argv: string[]): number[] {
+  const want = `${argv.join("\0")}\0`;
+  return readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8") === want && isLive(pid);
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * Cancels a run (`atomic cancel`, or Ctrl-C of `atomic run`) while the CLI's
+ * shell tool runs a `sleep` of its own length (codex runs tools in a pid
+ * namespace, so the sleep is found by its command line, not by `$!`); every
+ * process of the tool must end, after a SIGTERM (the tool's shell notes it)
+ * and not only a SIGKILL (`toolSeesTerm`: codex gets the SIGTERM, but its
+ * tool lives in codex's pid namespace and ends with it by the kernel's
+ * SIGKILL). `toolCall(command)` is the fake's reply that runs it.
+ */
+export async function cancelDuringTool<R>(s: RealStage<R>, toolCall: (command: string) => R, how: "cancel" | "SIGINT", toolSeesTerm = true): Promise<void> {
+  const sleep = ["sleep", String(600 + Math.floor(Math.random() * 100_000))];
+  const started = join(s.cwd, "started");
+  const termed = join(s.cwd, "termed");
+  s.fake.push(toolCall(`trap 'touch ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`));
+  const { proc, runId } = await startStage(s, { prompt: "work" }, ["--workers", "1"]);
+  await waitUntil(() => existsSync(started) && pidsRunning(sleep).length > 0, 60_000, "the tool to start");
+  if (how === "cancel") expect((await runAtomic(["cancel", runId], { home: s.h.home, env: s.h.env })).code).toBe(0);
+  else proc.kill("SIGINT");
+  await proc.exited;
+  await waitUntil(() => pidsRunning(sleep).length === 0, 15_000, "the tool's sleep to end");
+  if (toolSeesTerm) expect(existsSync(termed)).toBe(true);
 }
 
 /** Runs the stage, sends `text` with `mode` once the CLI's first model call arrived, then `afterSend()`; the run must end well. */

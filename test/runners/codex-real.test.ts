@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { codexHome } from "../helpers/agent-homes.ts";
 import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
-import { realStages, runStage, sendMidTurn } from "../helpers/real-agent-stage.ts";
+import { cancelDuringTool, realStages, runStage, sendMidTurn } from "../helpers/real-agent-stage.ts";
 import { e2eTest } from "../e2e/support.ts";
 
 const setup = realStages<ResponsesReply>(startFakeResponses, codexHome, { runner: "codex" });
@@ -127,3 +127,15 @@ e2eTest("codex: tools in atomic's terms: read-only tools give a read-only sandbo
   expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("web_search");
   s.fake.assertOnlyFake();
 });
+
+for (const how of ["cancel", "SIGINT"] as const) {
+  e2eTest(
+    `codex: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end (in codex's pid namespace, with it)`,
+    async () => {
+      const s = await setup();
+      await cancelDuringTool(s, (command) => shell(command), how, false);
+      s.fake.assertOnlyFake();
+    },
+    120_000,
+  );
+}

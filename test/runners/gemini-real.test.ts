@@ -16,7 +16,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { geminiHome } from "../helpers/agent-homes.ts";
 import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
-import { realStages, runStage as runRealStage, sendMidTurn, type Outputs } from "../helpers/real-agent-stage.ts";
+import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, type Outputs } from "../helpers/real-agent-stage.ts";
 import { e2eTest } from "../e2e/support.ts";
 
 const setup = realStages<GeminiReply>(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
@@ -135,3 +135,15 @@ e2eTest("gemini: atomic send interrupt ends the turn in flight, then resumes the
   expect(userTexts(s.fake.calls.at(-1)!.body).at(-1)).toBe("change of plan");
   s.fake.assertOnlyFake();
 });
+
+for (const how of ["cancel", "SIGINT"] as const) {
+  e2eTest(
+    `gemini: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end, SIGTERM before SIGKILL`,
+    async () => {
+      const s = await setup();
+      await cancelDuringTool(s, (command) => shell(command), how);
+      s.fake.assertOnlyFake();
+    },
+    120_000,
+  );
+}
