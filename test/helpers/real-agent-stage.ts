@@ -8,12 +8,13 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 import { inputsFile, type AgentHome } from "./agent-homes.ts";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "./atomic.ts";
 import type { FakeProvider } from "./fake-provider.ts";
+import { pidsRunning } from "./processes.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "runners", "fixtures", "real-agent.ts");
 
@@ -63,28 +64,6 @@ export async function startStage(s: RealStage<any>, inputs: Record<string, unkno
   const out = lineWatcher(proc.stdout);
   const runId = JSON.parse(await out.waitFor(/"type":"run_started"/)).runId as string;
   return { proc, out, runId };
-}
-
-/** A live (not zombie) process. */
-export function isLive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-/** Pids of live processes whose command line is exactly `argv` (found from outside any pid namespace the CLI's sandbox made). */
-export function pidsRunning(argv: string[]): number[] {
-  const want = `${argv.join("\0")}\0`;
-  return readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number).filter((pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/cmdline`, "utf8") === want && isLive(pid);
-    } catch {
-      return false;
-    }
-  });
 }
 
 /**
