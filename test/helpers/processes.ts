@@ -48,3 +48,18 @@ export function processEnvironments(name: string, value: string): { pid: number;
   }
   return out;
 }
+
+/** Live processes whose command line is exactly `argv` (seen from outside any pid namespace a sandbox made, where `$!` would mislead). */
+export function pidsRunning(argv: string[]): number[] {
+  const want = `${argv.join("\0")}\0`;
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8") === want && isLive(pid);
+      } catch {
+        return false;
+      }
+    });
+}

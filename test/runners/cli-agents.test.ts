@@ -103,12 +103,15 @@ describe("parsing and usage normalization", () => {
     expect(r.usage!.unpriced).toBeUndefined();
   });
 
-  test("gemini: deltas concatenated, session from init, cached split out; no price: unpriced", async () => {
-    const { handle } = start("gemini");
+  test("gemini: deltas concatenated, session assigned up front, cached split out; no price: unpriced", async () => {
+    const { handle, dir } = start("gemini");
     const r = await handle.result;
     expect(r.status).toBe("completed");
     expect(r.text).toBe("Done: fix the bug");
-    expect(r.sessionId).toBe("2f3e5a6b-gemini-session");
+    // assigned up front (--session-id), the prompt on stdin
+    const argv = logOf(dir)[0]!.argv!;
+    expect(r.sessionId).toBe(argv[argv.indexOf("--session-id") + 1]);
+    expect(argv).not.toContain("fix the bug");
     expect(r.usage).toMatchObject({ inputTokens: 400, cacheReadTokens: 800, outputTokens: 100, costMicroUsd: 0, unpriced: true });
   });
 
@@ -135,8 +138,8 @@ describe("parsing and usage normalization", () => {
 describe("success from the final event", () => {
   for (const [kind, message] of [
     ["claude", "claude reported an error: API Error: 529"],
-    ["codex", "codex turn failed: stream disconnected"],
-    ["gemini", "gemini reported error: Quota exceeded for model"],
+    ["codex", "codex: the provider's reply broke off: stream disconnected before completion (codex exited with status 0)"],
+    ["gemini", "gemini reported an error: Quota exceeded for model (gemini exited with status 0)"],
     ["opencode", "opencode reported ProviderAuthError: invalid x-api-key"],
     ["pi", "pi reported error: 401 invalid api key"],
   ] as const) {
@@ -169,7 +172,7 @@ describe("structured output", () => {
     const g = start("gemini", "json", { schema });
     const rg = await g.handle.result;
     expect(rg.structured).toEqual({ verdict: "ok", score: 3 });
-    expect(logOf(g.dir)[0]!.argv![1]).toContain("Reply with ONLY a JSON value");
+    expect((logOf(g.dir) as { prompt?: string }[]).find((l) => l.prompt)!.prompt).toContain("Reply with ONLY a JSON value");
   });
 
   test("an answer that does not match fails clearly", async () => {
@@ -189,10 +192,12 @@ describe("delivery modes", () => {
     expect(r.status).toBe("completed");
     const calls = logOf(dir).map((l) => l.argv!);
     expect(calls.length).toBe(2);
-    expect(calls[1]!.slice(0, 3)).toEqual(["exec", "resume", "0199a213-81c0-7800-8aa1-bbab2a035a53"]);
-    expect(calls[1]!.at(-1)).toBe("also update the docs");
+    // options before `resume` (after it codex exits 2), the message on stdin
+    expect(calls[1]!.slice(-3)).toEqual(["resume", "0199a213-81c0-7800-8aa1-bbab2a035a53", "-"]);
+    expect(calls[1]!.slice(0, 2)).toEqual(["exec", "--json"]);
     expect(r.text).toBe("Done: also update the docs");
-    expect(r.usage!.turns).toBe(2);
+    // turn.completed's usage is the thread's running total: each turn counted once
+    expect(r.usage).toMatchObject({ turns: 2, inputTokens: 2000, cacheReadTokens: 8000, outputTokens: 240 });
   });
 
   test("claude (stream-json input): steer is written to stdin at once; followUp after the turn's result", async () => {

@@ -8,8 +8,8 @@
  * | agent    | delivery | session          | usage semantics      | cost          |
  * |----------|----------|------------------|----------------------|---------------|
  * | claude   | stream   | --session-id     | input excludes cache | reported      |
- * | codex    | resume   | thread.started   | input includes cache | price table   |
- * | gemini   | resume   | init.session_id  | input includes cache | price table   |
+ * | codex    | resume   | thread.started   | cumulative; incl. cache | price table |
+ * | gemini   | resume   | --session-id     | input includes cache | price table   |
  * | opencode | resume   | sessionID        | input excludes cache | reported      |
  * | pi       | stream   | --session-id     | input excludes cache | reported      |
  */

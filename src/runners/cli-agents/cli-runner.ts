@@ -4,7 +4,7 @@
  *
  * Life of a stage:
  * - the session id is assigned up front where the CLI accepts one (claude,
- *   pi), else recorded from the agent's first event; resumes always name it;
+ *   gemini, pi), else recorded from the agent's first event; resumes always name it;
  * - "stream" adapters (claude with stream-json input, pi rpc) run ONE
  *   process and write user turns and control lines to its stdin: steer goes
  *   in at once (native for pi, best effort for claude), followUp after the
@@ -52,6 +52,8 @@ export interface TurnState {
   structured?: unknown;
   /** The adapter's own notes about the current process (running totals to take deltas from); emptied when a process starts. */
   process: Record<string, unknown>;
+  /** The adapter's own notes for the whole stage, across processes (codex's running totals span resumes; the last error seen). */
+  memo: Record<string, unknown>;
 }
 
 export interface AdapterContext {
@@ -130,7 +132,7 @@ export class CliAgentRunner implements Runner {
 
 class CliSession {
   private readonly files: AgentFiles;
-  private readonly state: TurnState = { text: "", process: {} };
+  private readonly state: TurnState = { text: "", process: {}, memo: {} };
   private readonly warnings: string[] = [];
   /** Stream adapters: user turns written whose end event has not come yet. */
   private pendingTurns = 0;

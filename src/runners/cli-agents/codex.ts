@@ -1,25 +1,61 @@
-/** The Codex adapter (`codex` runner): its flags, its records mapped onto ours, its final event. See adapters.ts and RUNNERS.md. */
-
-import { fromInclusive, priced } from "../usage.ts";
-import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, pricing, oneLine } from "./records.ts";
-
 /**
- * `codex exec --json [-m M] [-C DIR] -s workspace-write --skip-git-repo-check [--output-schema F] PROMPT`;
- * `codex exec resume <id> ...` continues the thread (all flags repeated).
- * No input while running: messages are queued and delivered by resuming.
+ * The Codex adapter (`codex` runner, verified with codex 0.171.0): its
+ * flags, its records mapped onto ours, its final event. See adapters.ts and
+ * RUNNERS.md ("Verified against the real CLIs").
+ *
+ * - `codex exec --json -C DIR -s SANDBOX --skip-git-repo-check [-m M] [--output-schema F] -`;
+ *   a resume puts the options BEFORE `resume`: `codex exec --json … resume ID -`
+ *   (after it, codex exits 2). The prompt is read from stdin (`-`).
+ * - No input while running: messages are queued and delivered by resuming.
+ * - `turn.completed.usage` is a running total for the thread, across
+ *   resumes: the stage records the difference from the last total seen.
+ *   input_tokens includes cached and cache-written tokens.
+ * - `error` records are not final ("Reconnecting... 1/5" comes before
+ *   codex's own retry); `turn.failed` is, and its message is classified
+ *   (agent-errors.ts).
+ * - The model: the stage's, else the `model` of codex's config.toml
+ *   ($CODEX_HOME, else ~/.codex), so the stage is priced (or marked
+ *   unpriced, never a silent $0).
+ * - Tools: codex has no per-tool switch, and it reads, lists, greps and
+ *   edits through its one shell tool (`exec_command`). So `tools` maps to
+ *   the sandbox: without write, edit or bash it is read-only
+ *   (`-s read-only`), else workspace-write; `tools: []` switches the shell
+ *   and codex's other tools off (NO_TOOLS), leaving a model that can only
+ *   answer.
  */
+
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import type { StageRequest } from "../types.ts";
+import { fromInclusive, priced } from "../usage.ts";
+import { agentFailure } from "./agent-errors.ts";
+import type { CliAdapter } from "./cli-runner.ts";
+import { num, str, obj, pricing } from "./records.ts";
+
+const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
+const WRITING_TOOLS = ["write", "edit", "bash"];
+/** `-c` overrides that leave codex no tool that acts (request_user_input stays: it has no user in exec mode). */
+const NO_TOOLS = ["features.shell_tool=false", "features.unified_exec=false", 'web_search="disabled"', "features.multi_agent=false", "features.goals=false", "tools.view_image=false"].flatMap((c) => ["-c", c]);
+
+/** The running totals of the thread, in the order of `turn.completed.usage`'s fields we read. */
+const TOTALS = ["input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens"] as const;
+
 export const codex: CliAdapter = {
   kind: "codex",
   credentials: ["OPENAI_API_KEY", "CODEX_API_KEY"],
   delivery: "resume",
   assignsSession: false,
   nativeSchema: true,
+  promptOnStdin: true,
   args(req, a) {
-    const flags = ["--json", "-C", req.cwd, "-s", "workspace-write", "--skip-git-repo-check"];
+    const tools = req.agent?.tools;
+    const sandbox = tools && !tools.some((t) => WRITING_TOOLS.includes(t)) ? "read-only" : "workspace-write";
+    const flags = ["--json", "-C", req.cwd, "-s", sandbox, "--skip-git-repo-check"];
+    if (tools?.length === 0) flags.push(...NO_TOOLS);
     if (req.model) flags.push("-m", req.model);
     if (a.schemaFile) flags.push("--output-schema", a.schemaFile);
-    return a.resume && a.sessionId ? ["exec", "resume", a.sessionId, ...flags, a.message] : ["exec", ...flags, a.message];
+    return a.resume && a.sessionId ? ["exec", ...flags, "resume", a.sessionId, "-"] : ["exec", ...flags, "-"];
   },
   onRecord(rec, ctx) {
     const s = ctx.state;
@@ -29,7 +65,7 @@ export const codex: CliAdapter = {
         return;
       case "item.started": {
         const item = obj(rec.item);
-        if (item.type === "command_execution" || item.type === "mcp_tool_call" || item.type === "file_change") ctx.tool(String(item.type), String(item.command ?? item.tool ?? ""));
+        if (TOOL_ITEMS.has(String(item.type))) ctx.tool(String(item.type), String(item.command ?? item.tool ?? item.query ?? ""));
         return;
       }
       case "item.completed": {
@@ -37,15 +73,20 @@ export const codex: CliAdapter = {
         if (item.type === "agent_message" && typeof item.text === "string") {
           ctx.text(item.text);
           s.text = item.text;
-        } else if (item.type === "command_execution" || item.type === "mcp_tool_call" || item.type === "file_change") {
-          ctx.tool(String(item.type), String(item.command ?? item.tool ?? ""), item.status !== "failed" && num(item.exit_code) === 0);
+        } else if (TOOL_ITEMS.has(String(item.type))) {
+          ctx.tool(String(item.type), String(item.command ?? item.tool ?? item.query ?? ""), item.status !== "failed" && (item.type !== "command_execution" || num(item.exit_code) === 0));
         }
         return;
       }
       case "turn.completed": {
         const u = obj(rec.usage);
-        const model = ctx.request.model;
-        ctx.usage({ ...priced(fromInclusive(num(u.input_tokens), num(u.cached_input_tokens), num(u.output_tokens)), model, pricing(ctx)), turns: 1, ...(model ? { model } : {}) });
+        const totals = TOTALS.map((k) => num(u[k]));
+        const prev = (s.memo.codexTotals as number[] | undefined) ?? TOTALS.map(() => 0);
+        s.memo.codexTotals = totals;
+        const [input, cached, written, output] = totals.map((t, i) => Math.max(0, t - prev[i]!)) as [number, number, number, number];
+        const model = ctx.request.model ?? (s.memo.codexModel as string | undefined) ?? configuredModel(ctx.request);
+        if (model) s.memo.codexModel = model;
+        ctx.usage({ ...priced(fromInclusive(input, cached, output, written), model, pricing(ctx)), turns: 1, ...(model ? { model } : {}) });
         s.final = { ok: true };
         if (ctx.request.agent?.schema && s.text) {
           try {
@@ -57,11 +98,25 @@ export const codex: CliAdapter = {
         return true;
       }
       case "turn.failed":
-        s.final = { ok: false, code: "agent_failed", message: `codex turn failed: ${oneLine(str(obj(rec.error).message) ?? JSON.stringify(rec.error ?? ""))}` };
+        s.final = agentFailure("codex", str(obj(rec.error).message) ?? (s.memo.codexError as string | undefined) ?? JSON.stringify(rec.error ?? ""), { model: ctx.request.model });
         return true;
       case "error":
-        s.final = { ok: false, code: "agent_failed", message: `codex reported an error: ${oneLine(str(rec.message) ?? "")}` };
-        return true;
+        // Not final: "Reconnecting... n/5" precedes codex's own retry; a real failure ends with turn.failed.
+        s.memo.codexError = str(rec.message);
+        ctx.emit({ type: "output", stream: "stderr", text: `codex: ${str(rec.message) ?? ""}\n` });
+        return;
     }
   },
 };
+
+/** The top-level `model = "…"` of codex's config.toml (before any [table]). */
+function configuredModel(req: StageRequest): string | undefined {
+  const env = req.env ?? {};
+  const home = (typeof env.CODEX_HOME === "string" ? env.CODEX_HOME : undefined) ?? process.env.CODEX_HOME ?? join(homedir(), ".codex");
+  try {
+    const top = readFileSync(join(home, "config.toml"), "utf8").split(/^\s*\[/m)[0]!;
+    return /^\s*model\s*=\s*"([^"]+)"/m.exec(top)?.[1];
+  } catch {
+    return undefined;
+  }
+}

@@ -1,8 +1,37 @@
-/** The Gemini CLI adapter (`gemini` runner): its flags, its records mapped onto ours, its final event. See adapters.ts and RUNNERS.md. */
+/**
+ * The Gemini CLI adapter (`gemini` runner, verified with gemini 0.61.0):
+ * its flags, its records mapped onto ours, its final event. See adapters.ts
+ * and RUNNERS.md ("Verified against the real CLIs").
+ *
+ * - `gemini -p "" -o stream-json --approval-mode yolo --skip-trust [-m M] --session-id UUID`,
+ *   the prompt on stdin (gemini appends `-p` to what stdin holds); the
+ *   session id is ours, chosen up front; queued messages resume it with
+ *   `-r UUID` (no input while running).
+ * - Usage: `result.stats` is for this process only; its `models` holds the
+ *   counts per model actually called (without `-m` the init event says
+ *   "auto" and a router model may appear with zero tokens), so each model
+ *   is priced on its own and the stage's model is the one that did the work.
+ *   input_tokens includes cached ones.
+ * - Failure: a `result` whose status is not success. A broken stream comes
+ *   as an `error` event followed by a result with no error of its own: the
+ *   event's message is the stage's. Provider errors are classified from
+ *   gemini's `[API Error: {...}]` text (agent-errors.ts).
+ * - Tools: with `tools` set, a policy file (`--policy`, in the attempt's
+ *   artifact directory) denies every gemini tool but the ones atomic's
+ *   names map to (GEMINI_TOOLS); gemini then leaves the others out of what
+ *   it offers the model. `tools: []` leaves it none.
+ * - Exit codes without a final event are explained (GEMINI_EXITS).
+ * - Needs, with GOOGLE_GEMINI_BASE_URL, `~/.gemini/settings.json` saying
+ *   `{"security":{"auth":{"selectedType":"gemini-api-key"}}}` (else exit 41).
+ */
 
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { StageRequest } from "../types.ts";
 import { fromInclusive, priced } from "../usage.ts";
+import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, pricing, oneLine } from "./records.ts";
+import { num, str, obj, pricing } from "./records.ts";
 
 const GEMINI_EXITS: Record<number, string> = {
   41: "failed to authenticate (exit 41)",
@@ -15,17 +44,28 @@ const GEMINI_EXITS: Record<number, string> = {
   130: "was cancelled (exit 130)",
 };
 
-/** `gemini -p PROMPT -o stream-json --approval-mode yolo --skip-trust [-m M] [-r SESSION]`. */
+/** atomic's tool names → gemini 0.61's own. */
+export const GEMINI_TOOLS: Record<string, readonly string[]> = {
+  read: ["read_file"],
+  write: ["write_file"],
+  edit: ["replace"],
+  list: ["list_directory", "glob"],
+  grep: ["grep_search"],
+  bash: ["run_shell_command", "list_background_processes", "read_background_output"],
+};
+
 export const gemini: CliAdapter = {
   kind: "gemini",
   credentials: ["GEMINI_API_KEY", "GOOGLE_API_KEY"],
   delivery: "resume",
-  assignsSession: false,
+  assignsSession: true,
   nativeSchema: false,
+  promptOnStdin: true,
   args(req, a) {
-    const args = ["-p", a.message, "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"];
+    const args = ["-p", "", "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"];
     if (req.model) args.push("-m", req.model);
-    if (a.resume && a.sessionId) args.push("-r", a.sessionId);
+    if (a.sessionId) args.push(a.resume ? "-r" : "--session-id", a.sessionId);
+    if (req.agent?.tools) args.push("--policy", toolPolicy(req, req.agent.tools));
     return args;
   },
   explainExit: (code) => GEMINI_EXITS[code],
@@ -34,7 +74,7 @@ export const gemini: CliAdapter = {
     switch (rec.type) {
       case "init":
         s.sessionId = str(rec.session_id) ?? s.sessionId;
-        s.model = str(rec.model) ?? s.model;
+        if (rec.model !== "auto") s.model = str(rec.model) ?? s.model;
         return;
       case "message":
         if (rec.role === "assistant" && typeof rec.content === "string") {
@@ -49,16 +89,43 @@ export const gemini: CliAdapter = {
         ctx.tool(String(rec.tool_id ?? "tool"), "", rec.status === "success");
         return;
       case "error":
-        if (rec.severity === "error" || rec.severity === undefined) ctx.emit({ type: "output", stream: "stderr", text: `${str(rec.message) ?? ""}\n` });
+        if (rec.severity === "error" || rec.severity === undefined) {
+          s.memo.geminiError = str(rec.message);
+          ctx.emit({ type: "output", stream: "stderr", text: `${str(rec.message) ?? ""}\n` });
+        }
         return;
       case "result": {
-        const st = obj(rec.stats);
-        const model = s.model ?? ctx.request.model;
-        ctx.usage({ ...priced(fromInclusive(num(st.input_tokens), num(st.cached), num(st.output_tokens)), model, pricing(ctx)), turns: 1, ...(model ? { model } : {}) });
+        recordUsage(rec, ctx);
         if (rec.status === "success") s.final = { ok: true };
-        else s.final = { ok: false, code: "agent_failed", message: `gemini reported ${str(rec.status) ?? "an error"}: ${oneLine(str(obj(rec.error).message) ?? "")}` };
+        else s.final = agentFailure("gemini", str(obj(rec.error).message) ?? (s.memo.geminiError as string | undefined) ?? `status ${str(rec.status) ?? "error"}`, { model: s.model ?? ctx.request.model });
         return true;
       }
     }
   },
 };
+
+/** One usage delta per model that did work (each priced on its own); the stage's model is the busiest. */
+function recordUsage(rec: Record<string, unknown>, ctx: Parameters<CliAdapter["onRecord"]>[1]): void {
+  const st = obj(rec.stats);
+  const byModel = Object.entries(obj(st.models))
+    .map(([model, m]) => ({ model, u: obj(m) }))
+    .filter(({ u }) => num(u.input_tokens) + num(u.output_tokens) > 0)
+    .sort((a, b) => num(a.u.input_tokens) + num(a.u.output_tokens) - (num(b.u.input_tokens) + num(b.u.output_tokens)));
+  const rows = byModel.length ? byModel : [{ model: ctx.state.model ?? ctx.request.model ?? "", u: st }];
+  rows.forEach(({ model, u }, i) => {
+    const m = model || undefined;
+    ctx.usage({ ...priced(fromInclusive(num(u.input_tokens), num(u.cached), num(u.output_tokens)), m, pricing(ctx)), turns: i === 0 ? 1 : 0, ...(m ? { model: m } : {}) });
+  });
+  if (byModel.length) ctx.state.model = byModel.at(-1)!.model;
+}
+
+/** A policy file that denies every tool (lowest priority) and allows those `tools` name. */
+function toolPolicy(req: StageRequest, tools: readonly string[]): string {
+  const allowed = tools.flatMap((t) => GEMINI_TOOLS[t] ?? []);
+  const rules = ['[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 1\n'];
+  if (allowed.length) rules.push(`[[rule]]\ntoolName = ${JSON.stringify(allowed)}\ndecision = "allow"\npriority = 100\n`);
+  mkdirSync(req.artifactDir, { recursive: true });
+  const path = join(req.artifactDir, "gemini-policy.toml");
+  writeFileSync(path, rules.join("\n"));
+  return path;
+}

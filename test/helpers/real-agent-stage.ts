@@ -1,0 +1,102 @@
+/**
+ * A real agent CLI as an atomic stage, for the real-CLI test files: a fake
+ * provider per test (closed after the file), the CLI's isolated home
+ * (agent-homes.ts), the stage run through dist/atomic with the
+ * fixtures/real-agent.ts workflow (a failure is returned in its outputs,
+ * not thrown), and `sendMidTurn` for `atomic send` while the CLI's first
+ * model call is in flight.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
+import { inputsFile, type AgentHome } from "./agent-homes.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "./atomic.ts";
+import type { FakeProvider } from "./fake-provider.ts";
+import { pidsRunning } from "./processes.ts";
+
+const WORKFLOW = join(import.meta.dir, "..", "runners", "fixtures", "real-agent.ts");
+
+export type Outputs = { text: string; structured: unknown; usage: Record<string, unknown> | null; status: string; error: { code: string; message: string } | null; sessionId: string | null };
+
+export interface RealStage<R> {
+  fake: FakeProvider<R>;
+  h: AgentHome;
+  /** The stage's cwd. */
+  cwd: string;
+  /** The workflow's inputs every run of this stage gets (runner, model). */
+  defaults: Record<string, unknown>;
+}
+
+/** Registers the file's cleanup; the returned function starts a fake with `replies` queued and an isolated home. */
+export function realStages<R>(start: () => Promise<FakeProvider<R>>, home: (fake: FakeProvider<R>) => AgentHome, defaults: Record<string, unknown>) {
+  const fakes: FakeProvider<R>[] = [];
+  afterEach(cleanupWhenIdle);
+  afterAll(async () => {
+    await cleanupNow();
+    await Promise.all(fakes.map((f) => f.close()));
+  });
+  return async (...replies: R[]): Promise<RealStage<R>> => {
+    const fake = await start();
+    fakes.push(fake);
+    fake.push(...replies);
+    const h = home(fake);
+    const cwd = join(h.dir, "work");
+    mkdirSync(cwd);
+    return { fake, h, cwd, defaults };
+  };
+}
+
+function runArgs(s: RealStage<unknown>, inputs: Record<string, unknown>): string[] {
+  return ["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...inputs })];
+}
+
+export async function runStage(s: RealStage<any>, inputs: Record<string, unknown>): Promise<{ runId: string; outputs: Outputs }> {
+  const r = await runAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 100_000 });
+  const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  return { runId: result.runId, outputs: result.outputs };
+}
+
+/** Starts the stage's run (for tests that signal or cancel it). */
+export async function startStage(s: RealStage<any>, inputs: Record<string, unknown>, extra: string[] = []) {
+  const proc = spawnAtomic([...runArgs(s, inputs), ...extra], { home: s.h.home, cwd: s.cwd, env: s.h.env });
+  const out = lineWatcher(proc.stdout);
+  const runId = JSON.parse(await out.waitFor(/"type":"run_started"/)).runId as string;
+  return { proc, out, runId };
+}
+
+/**
+ * Cancels a run (`atomic cancel`, or Ctrl-C of `atomic run`) while the CLI's
+ * shell tool runs a `sleep` of its own length (codex runs tools in a pid
+ * namespace, so the sleep is found by its command line, not by `$!`); every
+ * process of the tool must end, after a SIGTERM (the tool's shell notes it)
+ * and not only a SIGKILL (`toolSeesTerm`: codex gets the SIGTERM, but its
+ * tool lives in codex's pid namespace and ends with it by the kernel's
+ * SIGKILL). `toolCall(command)` is the fake's reply that runs it.
+ */
+export async function cancelDuringTool<R>(s: RealStage<R>, toolCall: (command: string) => R, how: "cancel" | "SIGINT", toolSeesTerm = true): Promise<void> {
+  const sleep = ["sleep", String(600 + Math.floor(Math.random() * 100_000))];
+  const started = join(s.cwd, "started");
+  const termed = join(s.cwd, "termed");
+  s.fake.push(toolCall(`trap 'touch ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`));
+  const { proc, runId } = await startStage(s, { prompt: "work" }, ["--workers", "1"]);
+  await waitUntil(() => existsSync(started) && pidsRunning(sleep).length > 0, 60_000, "the tool to start");
+  if (how === "cancel") expect((await runAtomic(["cancel", runId], { home: s.h.home, env: s.h.env })).code).toBe(0);
+  else proc.kill("SIGINT");
+  await proc.exited;
+  await waitUntil(() => pidsRunning(sleep).length === 0, 15_000, "the tool's sleep to end");
+  if (toolSeesTerm) expect(existsSync(termed)).toBe(true);
+}
+
+/** Runs the stage, sends `text` with `mode` once the CLI's first model call arrived, then `afterSend()`; the run must end well. */
+export async function sendMidTurn(s: RealStage<any>, inputs: Record<string, unknown>, text: string, mode: "followUp" | "steer" | "interrupt", afterSend = () => {}): Promise<Outputs> {
+  const proc = spawnAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env });
+  const out = lineWatcher(proc.stdout);
+  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+  await waitUntil(() => s.fake.calls.length === 1, 60_000, "the CLI's first model call");
+  expect((await runAtomic(["send", started.runId, "ask", text, "--mode", mode], { home: s.h.home, env: s.h.env })).code).toBe(0);
+  afterSend();
+  expect(await proc.exited).toBe(0);
+  return JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+}

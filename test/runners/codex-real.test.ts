@@ -1,0 +1,141 @@
+/**
+ * The real codex CLI (0.171.0, test/agents) as an atomic stage through
+ * dist/atomic, pointed at a fake OpenAI Responses API (fake-responses.ts)
+ * in an isolated CODEX_HOME: text and a tool call, usage exact across turns
+ * and resumes (turn.completed is a running total for the thread), cache
+ * writes, the model read from codex's config and priced, `atomic send`
+ * (followUp queued and delivered by resuming; interrupt ends the turn
+ * first), --output-schema, provider errors mapped to the shared codes,
+ * a 300 KiB prompt through stdin. Every test checks that codex connected
+ * nowhere but the fake.
+ */
+
+import { expect } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAtomic } from "../helpers/atomic.ts";
+import { codexHome } from "../helpers/agent-homes.ts";
+import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
+import { cancelDuringTool, realStages, runStage, sendMidTurn } from "../helpers/real-agent-stage.ts";
+import { e2eTest } from "../e2e/support.ts";
+
+const setup = realStages<ResponsesReply>(startFakeResponses, codexHome, { runner: "codex" });
+
+/** The user messages codex sent in a request (its own context messages left out). */
+const userTexts = (body: any): string[] =>
+  (body.input as any[]).filter((i) => i.type === "message" && i.role === "user").flatMap((i) => (i.content as any[]).map((c) => String(c.text ?? "")));
+
+e2eTest("codex: a text reply after a tool call; usage exact with cache reads and writes; the model from codex's config, priced", async () => {
+  const s = await setup(shell("echo hi > out.txt; echo done", { input: 120, cached: 20, output: 8 }), say(["Hel", "lo"], { input: 300, cached: 200, cacheWrite: 50, output: 20 }));
+  const { runId, outputs } = await runStage(s, { prompt: "write out.txt" });
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("Hello");
+  expect(readFileSync(join(s.cwd, "out.txt"), "utf8")).toBe("hi\n");
+  // input = prompt − cached − written: (120 − 20) + (300 − 200 − 50)
+  expect(outputs.usage).toMatchObject({ inputTokens: 150, cacheReadTokens: 220, cacheWriteTokens: 50, outputTokens: 28, turns: 1, model: "m" });
+  // priced from the config's table: 150×2 + 28×10 + 220×0.5 + 50×3
+  expect(outputs.usage!.costMicroUsd).toBe(840);
+  expect(outputs.usage!.unpriced).toBeUndefined();
+  // what codex sent: the prompt, its shell tool, the tool's output on the second call
+  expect(userTexts(s.fake.calls[0]!.body)).toContain("write out.txt");
+  expect((s.fake.calls[0]!.body.tools as any[]).map((t) => t.name)).toContain("exec_command");
+  expect(JSON.stringify(s.fake.calls[0]!.body.input)).toContain(`<entry access=\\"write\\"><path>${s.cwd}</path>`); // workspace-write
+  expect(JSON.stringify(s.fake.calls[1]!.body.input)).toContain("function_call_output");
+  const show = await runAtomic(["show", runId], { home: s.h.home, env: s.h.env });
+  expect(show.stdout).toMatch(/150 in \+ 220 cached \+ 50 cache writes, 28 out/);
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("codex: atomic send followUp is queued until the turn ends, then delivered by resuming the thread; usage counted once across the resume", async () => {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const s = await setup({ ...say("first answer", { input: 100, cached: 0, output: 10 }), hold: held }, say("second answer", { input: 250, cached: 100, cacheWrite: 30, output: 15 }));
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "also check the docs", "followUp", release);
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("second answer");
+  expect(s.fake.calls.length).toBe(2);
+  // the resumed thread carries the first exchange and the message
+  const second = JSON.stringify(s.fake.calls[1]!.body.input);
+  expect(second).toContain("first answer");
+  expect(userTexts(s.fake.calls[1]!.body).at(-1)).toBe("also check the docs");
+  // codex reports 350/100/30/25 after the resume (a running total); the stage records each turn once
+  expect(outputs.usage).toMatchObject({ inputTokens: 220, cacheReadTokens: 100, cacheWriteTokens: 30, outputTokens: 25, turns: 2, model: "m" });
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("codex: atomic send interrupt ends the turn in flight, then resumes the thread with the message", async () => {
+  const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { input: 80, output: 6 }));
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("replanned");
+  expect(userTexts(s.fake.calls.at(-1)!.body).slice(-2)).toEqual(["start", "change of plan"]);
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("codex: structured output through --output-schema; a 300 KiB prompt goes through stdin", async () => {
+  const s = await setup(say('{"verdict":"ok","score":3}'));
+  const prompt = `review this: ${"x".repeat(300 * 1024)}`;
+  const { outputs } = await runStage(s, { prompt, structured: true });
+  expect(outputs.status).toBe("completed");
+  expect(outputs.structured).toEqual({ verdict: "ok", score: 3 });
+  const body = s.fake.calls[0]!.body;
+  expect(body.text.format.type).toBe("json_schema");
+  expect(Object.keys(body.text.format.schema.properties)).toEqual(["verdict", "score"]);
+  expect(userTexts(body)).toContain(prompt);
+  s.fake.assertOnlyFake();
+});
+
+for (const [name, replies, code, words] of [
+  ["401", [httpError(401, "Incorrect API key provided"), httpError(401, "Incorrect API key provided")], "provider_auth", /codex: the provider refused the API key \(HTTP 401\).*Incorrect API key provided/],
+  ["400", [httpError(400, "Unsupported parameter: foo")], "provider_bad_request", /codex: the provider refused the request.*Unsupported parameter: foo/],
+  ["429 with Retry-After", [httpError(429, "Rate limit reached for m", { "retry-after": "1" }, "rate_limit_error"), httpError(429, "Rate limit reached for m", { "retry-after": "1" }, "rate_limit_error")], "provider_rate_limit", /codex: rate limited by the provider \(HTTP 429\)/],
+  ["500", Array<ResponsesReply>(8).fill(httpError(500, "boom", {}, "server_error")), "provider_unavailable", /codex: the provider is unavailable: .*high demand/], // codex puts its own words in place of a 500's
+  ["an error inside the stream", [streamFailure("The model crashed mid-way"), streamFailure("The model crashed mid-way")], "provider_unavailable", /codex: the provider's reply broke off: .*The model crashed mid-way/],
+] as const) {
+  e2eTest(`codex: provider error ${name} fails the stage as ${code}, naming codex, its exit status and the provider's words`, async () => {
+    const s = await setup(...replies);
+    const { outputs } = await runStage(s, { prompt: "hi" });
+    expect(outputs.status).toBe("failed");
+    expect(outputs.error!.code).toBe(code);
+    expect(outputs.error!.message).toMatch(words);
+    expect(outputs.error!.message).toMatch(/\(codex exited with status \d+\)$/);
+    s.fake.assertOnlyFake();
+  });
+}
+
+e2eTest("codex: a 500 that codex's own retry survives: its 'Reconnecting...' error record is not final, the stage completes", async () => {
+  const s = await setup(httpError(500, "boom", {}, "server_error"), say("recovered", { input: 40, output: 4 }));
+  const { outputs } = await runStage(s, { prompt: "hi" });
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("recovered");
+  expect(outputs.usage).toMatchObject({ inputTokens: 40, outputTokens: 4 });
+  expect(s.fake.calls.length).toBe(2);
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("codex: tools in atomic's terms: read-only tools give a read-only sandbox; tools: [] leaves codex no shell", async () => {
+  const s = await setup(say("looked"), say("answered"));
+  const readOnly = await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "list"]) });
+  expect(readOnly.outputs.status).toBe("completed");
+  const none = await runStage(s, { prompt: "just answer", tools: JSON.stringify([]) });
+  expect(none.outputs.status).toBe("completed");
+  const [first, second] = s.fake.calls.map((c) => c.body);
+  // codex tells the model its permissions: no write access to the cwd in a read-only sandbox
+  expect(JSON.stringify(first.input)).not.toContain(`<entry access=\\"write\\"><path>${s.cwd}</path>`);
+  expect((first.tools as any[]).map((t) => t.name)).toContain("exec_command");
+  expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("exec_command");
+  expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("web_search");
+  s.fake.assertOnlyFake();
+});
+
+for (const how of ["cancel", "SIGINT"] as const) {
+  e2eTest(
+    `codex: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end (in codex's pid namespace, with it)`,
+    async () => {
+      const s = await setup();
+      await cancelDuringTool(s, (command) => shell(command), how, false);
+      s.fake.assertOnlyFake();
+    },
+    120_000,
+  );
+}

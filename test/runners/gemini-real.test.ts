@@ -1,0 +1,149 @@
+/**
+ * The real gemini CLI (0.61.0, test/agents) as an atomic stage through
+ * dist/atomic, pointed at a fake Gemini API (fake-gemini.ts) with an
+ * isolated HOME and the settings file GOOGLE_GEMINI_BASE_URL needs: text
+ * and a tool call, the session id assigned up front (--session-id), usage
+ * exact (prompt − cached), the real model from result.stats.models when no
+ * model is given (priced, never "auto"), `atomic send` followUp delivered
+ * by resuming the session by id, a 300 KiB prompt through stdin with
+ * structured output asked for in the prompt, provider errors mapped to the
+ * shared codes, a broken stream's message kept. Every test checks that
+ * gemini connected nowhere but the fake.
+ */
+
+import { expect } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { geminiHome } from "../helpers/agent-homes.ts";
+import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
+import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, type Outputs } from "../helpers/real-agent-stage.ts";
+import { e2eTest } from "../e2e/support.ts";
+
+const setup = realStages<GeminiReply>(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
+const runStage = async (s: Parameters<typeof runRealStage>[0], inputs: Record<string, unknown>): Promise<Outputs> => (await runRealStage(s, inputs)).outputs;
+
+/** The user turns' texts gemini sent (its own session context left out). */
+const userTexts = (body: any): string[] =>
+  (body.contents as any[]).filter((c) => c.role === "user").flatMap((c) => (c.parts as any[]).map((p) => String(p.text ?? ""))).filter((t) => t && !t.startsWith("<session_context>"));
+
+e2eTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m", async () => {
+  const s = await setup(shell("echo hi > out.txt; echo done", { prompt: 150, cached: 50, output: 7 }), say(["Hel", "lo"], { prompt: 300, cached: 200, output: 20 }));
+  const outputs = await runStage(s, { prompt: "write out.txt" });
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("Hello");
+  expect(readFileSync(join(s.cwd, "out.txt"), "utf8")).toBe("hi\n");
+  expect(outputs.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+  expect(outputs.usage).toMatchObject({ inputTokens: 200, cacheReadTokens: 250, outputTokens: 27, turns: 1, model: "gemini-2.5-flash" });
+  // 200×1 + 27×4 + 250×0.25
+  expect(outputs.usage!.costMicroUsd).toBe(371);
+  expect(userTexts(s.fake.calls[0]!.body)).toContain("write out.txt");
+  expect((s.fake.calls[0]!.body.tools as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name))).toContain("run_shell_command");
+  expect(s.fake.calls.every((c) => modelOf(c.path) === "gemini-2.5-flash")).toBe(true);
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("gemini without a model: the stage records the model that answered (from result.stats.models), priced, not 'auto'", async () => {
+  const s = await setup(say("routed", { prompt: 100, cached: 40, output: 10 }));
+  const outputs = await runStage(s, { prompt: "hi", model: "" });
+  expect(outputs.status).toBe("completed");
+  const answered = modelOf(s.fake.calls[0]!.path);
+  expect(answered).not.toBe("auto");
+  expect(outputs.usage).toMatchObject({ inputTokens: 60, cacheReadTokens: 40, outputTokens: 10, model: answered });
+  expect(outputs.usage!.unpriced).toBeUndefined();
+  expect(outputs.usage!.costMicroUsd).toBeGreaterThan(0);
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("gemini: atomic send followUp is queued until the turn ends, then delivered by resuming the session by id; usage summed over both processes", async () => {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const s = await setup({ ...say("first answer", { prompt: 100, output: 10 }), hold: held }, say("second answer", { prompt: 250, cached: 100, output: 15 }));
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "also check the docs", "followUp", release);
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("second answer");
+  expect(s.fake.calls.length).toBe(2);
+  const second = s.fake.calls[1]!.body;
+  expect(JSON.stringify(second.contents)).toContain("first answer");
+  expect(userTexts(second)).toEqual(["start", "also check the docs"]);
+  expect(outputs.usage).toMatchObject({ inputTokens: 250, cacheReadTokens: 100, outputTokens: 25, turns: 2 });
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("gemini: a 300 KiB prompt goes through stdin; structured output asked for in the prompt and parsed", async () => {
+  const s = await setup(say('{"verdict":"bad","score":2}'));
+  const prompt = `review this: ${"y".repeat(300 * 1024)}`;
+  const outputs = await runStage(s, { prompt, structured: true });
+  expect(outputs.status).toBe("completed");
+  expect(outputs.structured).toEqual({ verdict: "bad", score: 2 });
+  const sent = userTexts(s.fake.calls[0]!.body).join("\n");
+  expect(sent).toContain(prompt);
+  expect(sent).toContain("Reply with ONLY a JSON value");
+  s.fake.assertOnlyFake();
+});
+
+for (const [name, replies, code, words] of [
+  ["401", [httpError(401, "UNAUTHENTICATED", "API key not valid")], "provider_auth", /gemini: the provider refused the API key \(HTTP 401\): API key not valid/],
+  ["400", [httpError(400, "INVALID_ARGUMENT", "Unknown field foo")], "provider_bad_request", /gemini: the provider refused the request \(HTTP 400\): Unknown field foo/],
+  // gemini gives up at once on a 429 whose retry delay is long (it would retry a short one itself)
+  ["429", [httpError(429, "RESOURCE_EXHAUSTED", "Rate limit hit. Please retry in 1200s.", { "retry-after": "1200" })], "provider_rate_limit", /gemini: rate limited by the provider \(HTTP 429\): .*Please retry in 1200s/],
+  ["an error inside the stream", Array<GeminiReply>(4).fill(streamFailure("The model crashed")), "provider_unavailable", /gemini: the provider's reply broke off: Model stream ended without a finish reason/],
+] as const) {
+  e2eTest(
+    `gemini: provider error ${name} fails the stage as ${code}, naming gemini, its exit status and the provider's words`,
+    async () => {
+      const s = await setup(...replies);
+      const outputs = await runStage(s, { prompt: "hi" });
+      expect(outputs.status).toBe("failed");
+      expect(outputs.error!.code).toBe(code);
+      expect(outputs.error!.message).toMatch(words);
+      expect(outputs.error!.message).toMatch(/\(gemini exited with status \d+\)$/);
+      s.fake.assertOnlyFake();
+    },
+    100_000,
+  );
+}
+
+e2eTest(
+  "gemini: a 500 that gemini's own retry survives: the stage completes with the second reply's usage",
+  async () => {
+    const s = await setup(httpError(500, "INTERNAL", "boom"), say("recovered", { prompt: 40, output: 4 }));
+    const outputs = await runStage(s, { prompt: "hi" });
+    expect(outputs.status).toBe("completed");
+    expect(outputs.text).toBe("recovered");
+    expect(outputs.usage).toMatchObject({ inputTokens: 40, outputTokens: 4 });
+    expect(s.fake.calls.length).toBe(2);
+    s.fake.assertOnlyFake();
+  },
+  100_000,
+);
+
+e2eTest("gemini: tools in atomic's terms are mapped to gemini's own; the others are not offered; tools: [] offers none", async () => {
+  const s = await setup(say("looked"), say("answered"));
+  expect((await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "bash"]) })).status).toBe("completed");
+  expect((await runStage(s, { prompt: "just answer", tools: JSON.stringify([]) })).status).toBe("completed");
+  const offered = s.fake.calls.map((c) => ((c.body.tools ?? []) as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name)).sort());
+  expect(offered[0]).toEqual(["grep_search", "list_background_processes", "read_background_output", "read_file", "run_shell_command"]);
+  expect(offered[1]).toEqual([]);
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("gemini: atomic send interrupt ends the turn in flight, then resumes the session with the message", async () => {
+  const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 }));
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
+  expect(outputs.status).toBe("completed");
+  expect(outputs.text).toBe("replanned");
+  expect(userTexts(s.fake.calls.at(-1)!.body).at(-1)).toBe("change of plan");
+  s.fake.assertOnlyFake();
+});
+
+for (const how of ["cancel", "SIGINT"] as const) {
+  e2eTest(
+    `gemini: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end, SIGTERM before SIGKILL`,
+    async () => {
+      const s = await setup();
+      await cancelDuringTool(s, (command) => shell(command), how);
+      s.fake.assertOnlyFake();
+    },
+    120_000,
+  );
+}
