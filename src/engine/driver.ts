@@ -193,7 +193,13 @@ export class RootRun {
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
     const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir();
     tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
-    const keeper = new LeaseKeeper(opts.journal, lease, acquiredAt, () => tree.stop("lease_lost"));
+    const keeper = new LeaseKeeper(
+      opts.journal,
+      lease,
+      acquiredAt,
+      () => tree.stop("lease_lost"),
+      (err) => tree.storageFailed(err),
+    );
     tree.leaseHeld = () => keeper.held();
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
     return new RootRun(lease.rootId, tree, execution, keeper);
@@ -221,9 +227,10 @@ export class RootRun {
       this.tree.admission.close();
       await this.tree.writer.flush().catch(() => {});
       await this.tree.executor.close().catch(() => {});
-      if (this.tree.stopReason !== "lease_lost") {
+      if (this.tree.stopReason !== "lease_lost" || this.tree.storageFault) {
         // Whatever escaped its stage's process group (setsid) does not outlive the drive. Not after a lost
-        // lease: what carries the run's id then may be the new holder's.
+        // lease: what carries the run's id then may be the new holder's. After a storage fault the lease
+        // is still ours (released if the journal takes that write; otherwise resume finds its holder gone).
         if (this.tree.stagesExecuted) endRunProcesses(this.runId);
         await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
       }

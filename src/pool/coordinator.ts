@@ -21,6 +21,10 @@
  *   lease expires: src/engine/lease-keeper.ts), even if it cannot say so (a
  *   root stopped by SIGSTOP still holds the IPC channel open): the pool goes
  *   down with its stages rather than run beside the drive that took over.
+ * - A journal that takes no writes (a full disk, a home gone read-only: a
+ *   commit, heartbeat, claim or lease extension met it) fails the pool at
+ *   once with storage_unavailable (`storageFailed`); the root then stops
+ *   the run resumably. A busy lock is waited out as before.
  */
 
 import { mkdirSync } from "node:fs";
@@ -37,6 +41,7 @@ import { RootChannel } from "./root-channel.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { Supervisor } from "./supervisor.ts";
 import { takeRoleConfig } from "../shared/self-exec.ts";
+import { writeStopped } from "../journal/sqlite/storage-errors.ts";
 
 const ROOT_LEASE_CHECK_MS = 500;
 
@@ -143,6 +148,12 @@ class Coordinator implements CoordinatorCore {
     this.log(`fatal: ${message}`);
     this.root.send({ type: "fatal", code, message });
     this.shutdown(message);
+  }
+
+  storageFailed(err: unknown): boolean {
+    const fault = writeStopped(err) && (this.journal.storageFault() ?? writeStopped(err));
+    if (fault) this.fatal("storage_unavailable", fault.message);
+    return fault !== undefined;
   }
 
   private shutdown(why: string): void {

@@ -312,7 +312,9 @@ export class PoolExecutor implements StageExecutor {
         break;
       case "fatal":
         // Its code when it is an infrastructure fault's (storage_unavailable, worker_startup_failed): the run says why.
-        this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`, isInfraCode(msg.code) ? msg.code : "worker_lost");
+        // A journal that takes no writes is said as it is: the run stops on it (steps/stage.ts).
+        if (msg.code === "storage_unavailable") this.markLost(msg.message, msg.code);
+        else this.markLost(`the worker pool failed (${msg.code}): ${msg.message}`, isInfraCode(msg.code) ? msg.code : "worker_lost");
         break;
     }
   }

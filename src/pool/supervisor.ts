@@ -150,6 +150,7 @@ export class Supervisor {
       for (const f of stale) slot.send({ type: "cancel", workId: f.id, reason: "this worker no longer holds the item" });
     } catch (err) {
       this.core.log(`heartbeat from ${slot.id} not recorded: ${ensureError(err).message}`);
+      this.core.storageFailed(err);
     }
   }
 
@@ -290,6 +291,7 @@ export class Supervisor {
     } catch (err) {
       const why = ensureError(err).message;
       this.core.log(`could not extend the lease of worker ${slot.id} on work ${fence.id}: ${why}`);
+      if (this.core.storageFailed(err)) return;
       if (++this.renewFailures >= MAX_RENEW_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot extend work leases: ${why}`);
       return;
     }
