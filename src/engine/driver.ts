@@ -97,7 +97,8 @@ export class RootRun {
     await root.tree.append({
       runId,
       type: EVENT.runStarted,
-      payload: { workflow: req.definition.name, path: req.workflowPath, digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
+      // The working directory is the run's (run-place.ts): resume runs the rest there.
+      payload: { workflow: req.definition.name, path: req.workflowPath, cwd: process.cwd(), digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
       newRun: {
         rootId: runId,
         parentId: null,
@@ -123,6 +124,8 @@ export class RootRun {
     digest: string,
     /** Budget flags of `atomic resume` (`--max-cost N` ...): over what the run recorded. */
     budgetOverride?: BudgetOptions,
+    /** The workflow file loaded (another one than recorded: `resume --workflow`) and the directory it runs in. */
+    place?: { path: string; cwd: string },
   ): Promise<RootRun> {
     assertResumable(run);
     const holder = thisProcessHolder();
@@ -150,6 +153,7 @@ export class RootRun {
       previousStatus: run.status,
       digest,
       digestChanged: digest !== run.workflowDigest,
+      ...(place ? { path: place.path, cwd: place.cwd } : {}),
       ...(budget ? { budget } : {}),
     };
     await root.tree.append({

@@ -128,12 +128,13 @@ export class RunTree {
    * root's end raises the fault. Returns whether `err` was such a fault.
    */
   storageFailed(err: unknown): boolean {
-    const failed = writeStopped(err);
-    if (!failed) return false;
+    if (!(err instanceof StorageError)) return false;
     // The file itself deleted, replaced or truncated: that is the cause to name (SQLite says "disk I/O error").
-    const fault = this.journal.storageFault() ?? failed;
+    const changed = this.journal.storageFault();
+    const fault = changed ?? writeStopped(err);
+    if (!fault) return false;
     if (!this.storageFault) {
-      const hint = fault === failed ? `free space on its disk (or make the home writable again), then resume the run: atomic resume ${this.lease.rootId}` : fault.hint;
+      const hint = !changed ? `free space on its disk (or make the home writable again), then resume the run: atomic resume ${this.lease.rootId}` : fault.hint;
       this.storageFault = new StorageError("storage_unavailable", fault.message, { ...(hint ? { hint } : {}), cause: fault });
       this.stop("lease_lost");
     }

@@ -31,7 +31,7 @@ import { mkdirSync } from "node:fs";
 import { openJournal } from "../journal/open.ts";
 import type { Journal } from "../journal/types.ts";
 import type { RunId } from "../shared/ids.ts";
-import { ensureError } from "../shared/errors.ts";
+import { StorageError, ensureError } from "../shared/errors.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
 import type { CoordinatorCore } from "./coordinator-core.ts";
 import { Dispatcher } from "./dispatcher.ts";
@@ -151,7 +151,7 @@ class Coordinator implements CoordinatorCore {
   }
 
   storageFailed(err: unknown): boolean {
-    const fault = writeStopped(err) && (this.journal.storageFault() ?? writeStopped(err));
+    const fault = err instanceof StorageError ? (this.journal.storageFault() ?? writeStopped(err)) : undefined;
     if (fault) this.fatal("storage_unavailable", fault.message);
     return fault !== undefined;
   }

@@ -21,7 +21,7 @@
  */
 
 import { join } from "node:path";
-import { StepFailedError, StorageError, isInfraCode } from "../../shared/errors.ts";
+import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
 import type { StageResult, TaskOptions } from "../../sdk/types.ts";
 import type { StageRequest } from "../../runners/types.ts";
@@ -115,11 +115,6 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
           })
           .catch(() => {});
       }
-      throw exec.stopError(scope);
-    }
-    // The pool found the journal takes no writes: the run stops resumably (run-tree.ts storageFailed).
-    if (result.error?.code === "storage_unavailable" && tree.storageFailed(new StorageError("storage_unavailable", result.error.message))) {
-      emitEnded(exec, position, name, result, false);
       throw exec.stopError(scope);
     }
     await tree.append({

@@ -160,7 +160,10 @@ export class SqliteJournal implements Journal {
   }
 
   async append(lease: Lease, entries: AppendEntry[]): Promise<AppendOutcome[]> {
-    return this.#run(() => appendEntries(this.statements, lease, entries));
+    const outcomes = await this.#run(() => appendEntries(this.statements, lease, entries));
+    // The file's size as of this commit is what a truncation is measured against (file-identity.ts).
+    this.storageFault();
+    return outcomes;
   }
 
   async getRun(id: RunId): Promise<RunRecord | undefined> {

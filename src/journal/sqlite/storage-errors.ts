@@ -92,8 +92,9 @@ function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** SQLite codes of faults a wait may cure (another process's lock). */
-const TRANSIENT_PREFIXES = ["SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_NOMEM"];
+/** Causes no wait cures soon: the disk is full, the file system refuses writes, the file is damaged. */
+const STOP_PREFIXES = ["SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"];
+const STOP_ERRNO = new Set(["ENOSPC", "EROFS", "EIO", "EDQUOT"]);
 
 /**
  * The storage_unavailable error a run stops with when `err` (from a journal
@@ -107,9 +108,8 @@ export function writeStopped(err: unknown): StorageError | undefined {
   if (!(err instanceof StorageError)) return undefined;
   const cause = (err as { cause?: unknown }).cause;
   const code = sqliteCode(cause) ?? (cause as { code?: unknown } | undefined)?.code;
-  if (typeof code === "string" && TRANSIENT_PREFIXES.some((p) => code.startsWith(p))) return undefined;
+  if (typeof code !== "string" || !(STOP_PREFIXES.some((p) => code.startsWith(p)) || STOP_ERRNO.has(code))) return undefined;
   if (err.code === "storage_unavailable") return err;
-  if (err.code !== "storage_readonly" && err.code !== "storage_corrupt") return undefined;
   const path = /journal at (\S+)/.exec(err.message)?.[1] ?? "the journal";
   const what = err.code === "storage_readonly" ? "became read-only" : "is damaged or was truncated";
   return new StorageError("storage_unavailable", `the journal at ${path} ${what} while the run used it (${describe(cause)})`, { cause });
