@@ -1,6 +1,7 @@
 /**
- * Real storage faults for tests (root only): a small tmpfs that fills, and
- * an ext4 file system on a loop device that turns read-only mid-run.
+ * Real storage faults for tests (root only): a small tmpfs that fills, an
+ * ext4 file system on a loop device that turns read-only mid-run, and a
+ * read-only bind mount of a directory.
  *
  * `mount -o remount,ro` of a tmpfs fails while files are open for writing,
  * so "read-only mid-run" is ext4 mounted with errors=remount-ro and an
@@ -94,6 +95,28 @@ export function mountLoopExt4(mib = 32): LoopMount {
     },
   };
   live.add(m);
+  return m;
+}
+
+/** `src` seen read-only at a new mount point (a read-only bind mount): root cannot write there either. */
+export function bindReadOnly(src: string): TestMount {
+  const dir = mkdtempSync(join(tmpdir(), "atomic-ro-"));
+  sh(["mount", "--bind", src, dir]);
+  const m: TestMount = {
+    dir,
+    cleanup() {
+      live.delete(m);
+      quiet(["umount", "-l", dir]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  live.add(m);
+  try {
+    sh(["mount", "-o", "remount,bind,ro", dir]);
+  } catch (err) {
+    m.cleanup();
+    throw err;
+  }
   return m;
 }
 
