@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/install-chromium.sh
 bash scripts/install-agents.sh
+# libfaketime for the clock-jump tests (test/recovery/clock-jump.test.ts); they skip without it.
+command -v faketime >/dev/null || { s=$([ "$(id -u)" = 0 ] || echo sudo); $s apt-get update -qq && DEBIAN_FRONTEND=noninteractive $s apt-get install -y -qq faketime >/dev/null; } || echo "faketime not installed: clock-jump tests skip"
 echo "type-checking..."
 node_modules/.bin/tsc --noEmit -p .
 node_modules/.bin/bun scripts/build.ts

@@ -42,6 +42,7 @@ import { StallMonitor } from "./stall-monitor.ts";
 import { Supervisor } from "./supervisor.ts";
 import { takeRoleConfig } from "../shared/self-exec.ts";
 import { writeStopped } from "../journal/sqlite/storage-errors.ts";
+import { isLocalHolderRunning } from "../shared/process-info.ts";
 
 const ROOT_LEASE_CHECK_MS = 500;
 
@@ -130,7 +131,9 @@ class Coordinator implements CoordinatorCore {
       const lease = await this.journal.getLease(this.rootId);
       if (!lease) why = "was released";
       else if (lease.epoch !== this.config.rootEpoch) why = `was taken over (epoch ${lease.epoch}, by ${lease.holderId})`;
-      else if (lease.renewedAt + lease.timeoutMs < Date.now()) why = "expired";
+      // By the wall clock, unless the root visibly still runs (a stepped clock must not stop a live run's pool;
+      // a stopped root is judged by the clock: journal/run-status.ts).
+      else if (lease.renewedAt + lease.timeoutMs < Date.now() && !isLocalHolderRunning(lease)) why = "expired";
     } catch {
       return; // the journal is busy or unreachable: asked again at the next tick (the root decides by its own deadline)
     }

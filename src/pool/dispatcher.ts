@@ -247,7 +247,7 @@ export class Dispatcher {
   private startIfFree(slot: WorkerSlot, item: WorkItem, receipt?: Receipt): boolean {
     if (slot.state !== "idle" || this.cancelled.has(item.id)) return false;
     trace("claimed", item.id);
-    slot.assign(item, Date.now(), this.core.stall.stalledMs);
+    slot.assign(item, performance.now(), this.core.stall.stalledMs);
     const request = item.descriptor as StageRequest;
     slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request, ...(receipt ? { receipt } : {}) });
     return true;
