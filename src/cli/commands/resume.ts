@@ -12,7 +12,8 @@ import { loadWorkflowFile } from "../../engine/loader.ts";
 import { checkRunDir, recordedPlace } from "../../engine/run-place.ts";
 import { driveRun } from "../drive.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
-import { BUDGET_ARGS, budgetOption } from "../budget-options.ts";
+import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
+import { loadConfig } from "../../shared/config.ts";
 import { session } from "../session.ts";
 import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
@@ -54,6 +55,7 @@ export default defineCommand({
       process.chdir(cwd);
       view.note(`resuming in ${cwd}, where the run started${args.cwd !== undefined ? " (--cwd)" : ""}`);
     }
+    warnIfUnpriced(s, loadConfig({ home: s.globals.home }).config, loaded.definition, budget);
     const root = await RootRun.resume(
       { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs), ...pool },
       run,
