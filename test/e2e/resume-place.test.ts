@@ -71,7 +71,7 @@ e2eTest("the workflow file moved: resume says how to name it; resume --workflow 
   const r = await runAtomic(["resume", id], { home });
   expect(r.code).toBe(2);
   const err = expectOneSentenceError(r.stderr);
-  expect(err.message).toBe(`the workflow file ${wf} of run ${id} does not exist.`);
+  expect(err.message).toBe(`workflow file ${wf} does not exist any more (run ${id} started from it).`);
   expect(err.hint).toBe(`if it moved, name it: atomic resume ${id} --workflow FILE`);
   const ok = await runAtomic(["resume", id, "--workflow", moved], { home });
   expect(ok.stderr).toBe("");

@@ -40,7 +40,7 @@ export default defineCommand({
     const file = args.workflow !== undefined ? resolve(args.workflow) : place.path;
     const loaded = await loadWorkflowFile(file).catch((err: unknown) => {
       if (args.workflow === undefined && err instanceof UsageError && err.code === "workflow_not_found") {
-        throw new UsageError(err.code, `the workflow file ${file} of run ${run.id} does not exist`, {
+        throw new UsageError(err.code, `workflow file ${file} does not exist any more (run ${run.id} started from it)`, {
           hint: `if it moved, name it: atomic resume ${run.id} --workflow FILE`,
         });
       }
