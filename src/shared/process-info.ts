@@ -94,10 +94,11 @@ export function isLocalHolderDead(holder: ProcessIdentity): boolean {
  * True when the holder runs on this very host, is the same process (pid and
  * start time) and is not stopped (SIGSTOP, a debugger): then it is driving,
  * whatever any wall clock says. False when that cannot be seen (another
- * host, no start time recorded) or is not so.
+ * host, no start time recorded) or is not so, and for this very process:
+ * its own drives are judged by their lease keepers, not by its being alive.
  */
 export function isLocalHolderRunning(holder: ProcessIdentity): boolean {
-  if (holder.host !== hostId() || !holder.pidStart || !isPidAlive(holder.pid)) return false;
+  if (holder.pid === process.pid || holder.host !== hostId() || !holder.pidStart || !isPidAlive(holder.pid)) return false;
   if (processStartTime(holder.pid) !== holder.pidStart) return false;
   return !/^[TtZX]/.test(processState(holder.pid));
 }

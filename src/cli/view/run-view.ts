@@ -66,10 +66,12 @@ function linesView(s: CliSession): RunView {
           if (e.kind === "tool" && e.status === "completed") break;
           const t0 = started.get(`${e.runId}/${e.position}`);
           const took = t0 ? ` in ${formatDuration(e.at - t0)}` : "";
-          const why = e.error ? `: ${failureSentence(e.error)}` : "";
+          // A step its run stopped is "stopped", as `atomic show` calls it, without the stop's internal code (lease_lost).
+          const stopped = e.status === "cancelled";
+          const why = e.error && !(stopped && /^[a-z_]+$/.test(e.error.message)) ? `: ${failureSentence(e.error)}` : "";
           const u = e.result?.usage;
           const spent = u ? st.dim(` (${u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens} tokens, ${formatCost(u)})`) : "";
-          print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(e.status)}${took}${spent}${why}`);
+          print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(stopped ? "stopped" : e.status)}${took}${spent}${why}`);
           // The run's own failure line quotes stderr again; a stage that fails inside a group or child is seen here.
           if (e.error && e.status === "failed") for (const l of failureDetail(e.error, st, false, "    ")) print(l);
           break;
