@@ -5,8 +5,11 @@
  * 90s, 15m, 2h) or plain seconds.
  */
 
-import type { BudgetOptions } from "../sdk/types.ts";
+import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
 import { UsageError } from "../shared/errors.ts";
+import { defaultRunner, unpricedReason } from "../runners/agent-setup.ts";
+import type { AtomicConfig } from "../shared/config.ts";
+import type { CliSession } from "./session.ts";
 
 export const BUDGET_ARGS = {
   maxCost: { type: "string", description: "budget: at most this many US dollars (the run ends blocked when used up)" },
@@ -41,4 +44,15 @@ export function parseDuration(text: string): number {
   }
   const unit = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }[(m[2] ?? "s") as "ms" | "s" | "m" | "h"];
   return Math.round(Number(m[1]) * unit);
+}
+
+/**
+ * `--max-cost` with a workflow whose runner reports no cost and whose model
+ * has no price: said at start, since such tokens count $0 against the
+ * limit (a stage naming its own runner or model is not known until it runs).
+ */
+export function warnIfUnpriced(s: CliSession, config: AtomicConfig, definition: WorkflowDefinition, budget: BudgetOptions | undefined): void {
+  if (budget?.maxCostUsd === undefined) return;
+  const why = unpricedReason(config, defaultRunner(config, definition.runner), definition.model ?? config.model);
+  if (why) s.warn(why);
 }

@@ -97,7 +97,8 @@ export class RootRun {
     await root.tree.append({
       runId,
       type: EVENT.runStarted,
-      payload: { workflow: req.definition.name, path: req.workflowPath, digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
+      // The working directory is the run's (run-place.ts): resume runs the rest there.
+      payload: { workflow: req.definition.name, path: req.workflowPath, cwd: process.cwd(), digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
       newRun: {
         rootId: runId,
         parentId: null,
@@ -123,6 +124,8 @@ export class RootRun {
     digest: string,
     /** Budget flags of `atomic resume` (`--max-cost N` ...): over what the run recorded. */
     budgetOverride?: BudgetOptions,
+    /** The workflow file loaded (another one than recorded: `resume --workflow`) and the directory it runs in. */
+    place?: { path: string; cwd: string },
   ): Promise<RootRun> {
     assertResumable(run);
     const holder = thisProcessHolder();
@@ -150,6 +153,7 @@ export class RootRun {
       previousStatus: run.status,
       digest,
       digestChanged: digest !== run.workflowDigest,
+      ...(place ? { path: place.path, cwd: place.cwd } : {}),
       ...(budget ? { budget } : {}),
     };
     await root.tree.append({
@@ -193,7 +197,13 @@ export class RootRun {
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
     const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir(opts.home);
     tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
-    const keeper = new LeaseKeeper(opts.journal, lease, acquiredAt, () => tree.stop("lease_lost"));
+    const keeper = new LeaseKeeper(
+      opts.journal,
+      lease,
+      acquiredAt,
+      () => tree.stop("lease_lost"),
+      (err) => tree.storageFailed(err),
+    );
     tree.leaseHeld = () => keeper.held();
     const execution = new RunExecution(tree, lease.rootId, definition, inputs, 0, cursor, previousStatus);
     return new RootRun(lease.rootId, tree, execution, keeper);
@@ -221,9 +231,10 @@ export class RootRun {
       this.tree.admission.close();
       await this.tree.writer.flush().catch(() => {});
       await this.tree.executor.close().catch(() => {});
-      if (this.tree.stopReason !== "lease_lost") {
+      if (this.tree.stopReason !== "lease_lost" || this.tree.storageFault) {
         // Whatever escaped its stage's process group (setsid) does not outlive the drive. Not after a lost
-        // lease: what carries the run's id then may be the new holder's.
+        // lease: what carries the run's id then may be the new holder's. After a storage fault the lease
+        // is still ours (released if the journal takes that write; otherwise resume finds its holder gone).
         if (this.tree.stagesExecuted) endRunProcesses(this.runId);
         await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
       }

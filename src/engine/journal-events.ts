@@ -78,6 +78,9 @@ export interface RunResumedPayload {
   previousStatus: string;
   digest: string;
   digestChanged: boolean;
+  /** The workflow file and working directory of this drive (run-place.ts). */
+  path?: string;
+  cwd?: string;
 }
 
 export const EVENT = {

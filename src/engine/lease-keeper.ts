@@ -20,8 +20,11 @@
  * function call and every stage execution: past the deadline it answers
  * false and reports the loss (once), whatever the timers have done, so the
  * first thing a process does after it wakes from a stall is stop. A renewal
- * that fails for any other reason (the database busy or unreachable) is
- * retried at the next tick; only the deadline decides.
+ * that fails on a busy database is retried at the next tick; only the
+ * deadline decides. One that fails because the journal cannot take writes
+ * (a full disk, a read-only home: writeStopped in storage-errors.ts) is
+ * passed to `onStorageFault` at once, which stops the run resumably
+ * rather than let it wait out its lease.
  */
 
 import type { Journal, Lease } from "../journal/types.ts";
@@ -42,6 +45,8 @@ export class LeaseKeeper {
     /** When the acquisition that gave us the lease began (performance.now()). */
     acquiredAt: number,
     private readonly onLost: (why: LeaseLoss) => void,
+    /** A renewal met a journal that takes no writes; true when that stopped the run. */
+    private readonly onStorageFault: (err: unknown) => boolean = () => false,
   ) {
     this.deadline = this.deadlineAfter(acquiredAt);
   }
@@ -86,6 +91,7 @@ export class LeaseKeeper {
       }
     } catch (err) {
       if (err instanceof LeaseLostError) this.lose("taken");
+      else if (this.onStorageFault(err)) this.stop();
       // Anything else: tried again at the next tick, until the deadline says otherwise.
     } finally {
       this.renewing = false;

@@ -82,10 +82,15 @@ export class RunExecution {
       outcome = this.blockedByBudget(this.outcomeOf(err));
     }
     this.budget.close();
-    if (tree.stopReason !== "lease_lost") await this.recordEnd(outcome);
+    if (tree.stopReason !== "lease_lost") {
+      // Interrupted while the journal takes no writes (Ctrl-C on a full disk): the end raises the fault below.
+      await this.recordEnd(outcome).catch((err: unknown) => {
+        if (!tree.storageFailed(err) && !tree.storageFault) throw err;
+      });
+    }
     if (this.runId === tree.lease.rootId) {
       // Messages still queued for a run that can never go on become undeliverable; the poll and broker link stop.
-      if (tree.stopReason !== "lease_lost") await tree.mail.runEnded(outcome.status);
+      if (tree.stopReason !== "lease_lost" && !tree.storageFault) await tree.mail.runEnded(outcome.status);
       await tree.mail.close();
       // Whatever was recorded went to a file nobody can read if the journal was deleted or replaced: say that instead.
       const fault = tree.checkStorage();

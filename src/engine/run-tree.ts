@@ -11,6 +11,9 @@
  * A journal file deleted or replaced under the run (`checkStorage`) stops it
  * as "lease_lost" too: nothing more is written, and the root run's end
  * raises the storage fault instead of reporting an outcome nobody can read.
+ * So does a journal that stopped taking writes (`storageFailed`: a full
+ * disk, a home gone read-only, a truncated file; met by an append, a lease
+ * renewal or the pool): the run stays resumable once storage is back.
  */
 
 import type { Journal, Lease, AppendEntry } from "../journal/types.ts";
@@ -23,6 +26,7 @@ import type { StageExecutor } from "./stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
 import type { AtomicConfig } from "../shared/config.ts";
 import type { Admission } from "./admission.ts";
+import { writeStopped } from "../journal/sqlite/storage-errors.ts";
 import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./budget.ts";
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
@@ -118,6 +122,25 @@ export class RunTree {
     return fault;
   }
 
+  /**
+   * A journal write failed in a way waiting will not cure (writeStopped):
+   * the tree stops as on a lost lease (nothing more is written) and the
+   * root's end raises the fault. Returns whether `err` was such a fault.
+   */
+  storageFailed(err: unknown): boolean {
+    if (!(err instanceof StorageError)) return false;
+    // The file itself deleted, replaced or truncated: that is the cause to name (SQLite says "disk I/O error").
+    const changed = this.journal.storageFault();
+    const fault = changed ?? writeStopped(err);
+    if (!fault) return false;
+    if (!this.storageFault) {
+      const hint = !changed ? `free space on its disk (or make the home writable again), then resume the run: atomic resume ${this.lease.rootId}` : fault.hint;
+      this.storageFault = new StorageError("storage_unavailable", fault.message, { ...(hint ? { hint } : {}), cause: fault });
+      this.stop("lease_lost");
+    }
+    return true;
+  }
+
   stop(reason: StopReason): void {
     if (this.stopReason) return;
     this.stopReason = reason;
@@ -159,7 +182,13 @@ export class RunTree {
 
   /** Append one entry through the group-commit writer; fails loudly on anything but "appended". */
   async append(entry: AppendEntry): Promise<number> {
-    const outcome = await this.writer.append(redactEntry(entry));
+    let outcome: Awaited<ReturnType<GroupCommitWriter["append"]>>;
+    try {
+      outcome = await this.writer.append(redactEntry(entry));
+    } catch (err) {
+      if (this.storageFailed(err)) throw this.stoppedError();
+      throw err;
+    }
     if (outcome.status === "appended") return outcome.seq;
     if (outcome.status === "error") {
       throw new StorageError("storage_unavailable", `could not record ${entry.type} for run ${entry.runId}: ${outcome.error.message}`, {

@@ -5,22 +5,34 @@
  * to pause (control "pause") is shown as "paused": no new step starts. A
  * run waiting for an answer (ctx.ask) shows "awaiting_input" whether its
  * driver waits with it or stopped and parked it; "crashed" if the driver died.
+ *
+ * Clocks: a lease's expiry is the holder's wall clock (renewedAt) against
+ * ours, so a clock stepped on either side would flip a live run to
+ * "crashed". A holder on this host that is visibly the same process (pid
+ * and start time) and not stopped is trusted over the clocks: it drives
+ * the run (it fences itself by a monotonic deadline, engine/lease-keeper.ts).
+ * For a holder on another host, or a stopped one (SIGSTOP: resume may take
+ * it over once its lease expired), the expiry decides as before.
  */
 
-import { isLocalHolderDead } from "../shared/process-info.ts";
+import { isLocalHolderDead, isLocalHolderRunning } from "../shared/process-info.ts";
 import type { Lease, RunRecord, ShownStatus } from "./types.ts";
 
 export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date.now()): ShownStatus {
   // Awaiting input: parked (its driver stopped and gave the lease back) or driven and waiting; crashed if its driver died.
   if (run.status === "awaiting_input") {
-    if (lease && (lease.renewedAt + lease.timeoutMs < now || isLocalHolderDead(lease))) return "crashed";
+    if (lease && (expired(lease, now) || isLocalHolderDead(lease))) return "crashed";
     return "awaiting_input";
   }
   if (run.status !== "running") return run.status;
   if (!lease) return "crashed";
-  if (lease.renewedAt + lease.timeoutMs < now) return "crashed";
-  if (isLocalHolderDead(lease)) return "crashed";
+  if (isLocalHolderDead(lease) || expired(lease, now)) return "crashed";
   return run.control === "pause" ? "paused" : "running";
+}
+
+/** Past its expiry by this host's clock, unless its holder visibly still runs here. */
+function expired(lease: Lease, now: number): boolean {
+  return lease.renewedAt + lease.timeoutMs < now && !isLocalHolderRunning(lease);
 }
 
 /** When the lease of a crashed run expired (or would have), for display. */

@@ -35,4 +35,6 @@ export interface CoordinatorCore {
   log(line: string): void;
   /** The pool cannot go on: the root is told (`fatal`) and everything stops. */
   fatal(code: string, message: string): void;
+  /** A journal write failed: if the journal takes no writes now (writeStopped), the pool fails at once with storage_unavailable. */
+  storageFailed(err: unknown): boolean;
 }

@@ -21,13 +21,17 @@
  *   lease expires: src/engine/lease-keeper.ts), even if it cannot say so (a
  *   root stopped by SIGSTOP still holds the IPC channel open): the pool goes
  *   down with its stages rather than run beside the drive that took over.
+ * - A journal that takes no writes (a full disk, a home gone read-only: a
+ *   commit, heartbeat, claim or lease extension met it) fails the pool at
+ *   once with storage_unavailable (`storageFailed`); the root then stops
+ *   the run resumably. A busy lock is waited out as before.
  */
 
 import { mkdirSync } from "node:fs";
 import { openJournal } from "../journal/open.ts";
 import type { Journal } from "../journal/types.ts";
 import type { RunId } from "../shared/ids.ts";
-import { ensureError } from "../shared/errors.ts";
+import { StorageError, ensureError } from "../shared/errors.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
 import type { CoordinatorCore } from "./coordinator-core.ts";
 import { Dispatcher } from "./dispatcher.ts";
@@ -37,6 +41,8 @@ import { RootChannel } from "./root-channel.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { Supervisor } from "./supervisor.ts";
 import { takeRoleConfig } from "../shared/self-exec.ts";
+import { writeStopped } from "../journal/sqlite/storage-errors.ts";
+import { isLocalHolderRunning } from "../shared/process-info.ts";
 
 const ROOT_LEASE_CHECK_MS = 500;
 
@@ -125,7 +131,9 @@ class Coordinator implements CoordinatorCore {
       const lease = await this.journal.getLease(this.rootId);
       if (!lease) why = "was released";
       else if (lease.epoch !== this.config.rootEpoch) why = `was taken over (epoch ${lease.epoch}, by ${lease.holderId})`;
-      else if (lease.renewedAt + lease.timeoutMs < Date.now()) why = "expired";
+      // By the wall clock, unless the root visibly still runs (a stepped clock must not stop a live run's pool;
+      // a stopped root is judged by the clock: journal/run-status.ts).
+      else if (lease.renewedAt + lease.timeoutMs < Date.now() && !isLocalHolderRunning(lease)) why = "expired";
     } catch {
       return; // the journal is busy or unreachable: asked again at the next tick (the root decides by its own deadline)
     }
@@ -143,6 +151,12 @@ class Coordinator implements CoordinatorCore {
     this.log(`fatal: ${message}`);
     this.root.send({ type: "fatal", code, message });
     this.shutdown(message);
+  }
+
+  storageFailed(err: unknown): boolean {
+    const fault = err instanceof StorageError ? (this.journal.storageFault() ?? writeStopped(err)) : undefined;
+    if (fault) this.fatal("storage_unavailable", fault.message);
+    return fault !== undefined;
   }
 
   private shutdown(why: string): void {

@@ -106,6 +106,7 @@ export class Dispatcher {
     } catch (err) {
       const why = ensureError(err).message;
       this.core.log(`dispatch failed: ${why}`);
+      if (this.core.storageFailed(err)) return;
       // Whatever fails three claims in a row (the journal refuses writes) would fail every one after: the
       // run stops resumably rather than wait for ever, or churn through workers revoked by failed claims.
       if (++this.claimFailures >= MAX_CLAIM_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot claim work: ${why}`);
@@ -143,6 +144,7 @@ export class Dispatcher {
     } catch (err) {
       // Nothing committed: the worker sends it again (same operation id) when no receipt comes.
       this.core.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
+      this.core.storageFailed(err);
       return;
     }
     const { receipt, next } = committed;
@@ -245,7 +247,7 @@ export class Dispatcher {
   private startIfFree(slot: WorkerSlot, item: WorkItem, receipt?: Receipt): boolean {
     if (slot.state !== "idle" || this.cancelled.has(item.id)) return false;
     trace("claimed", item.id);
-    slot.assign(item, Date.now(), this.core.stall.stalledMs);
+    slot.assign(item, performance.now(), this.core.stall.stalledMs);
     const request = item.descriptor as StageRequest;
     slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request, ...(receipt ? { receipt } : {}) });
     return true;

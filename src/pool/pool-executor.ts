@@ -373,7 +373,9 @@ export class PoolExecutor implements StageExecutor {
       case "fatal":
         // Its code when it is an infrastructure fault's (storage_unavailable, worker_startup_failed): the run says why.
         // Not replaced by a fresh pool: what failed it (the journal, workers that cannot start) would fail that one too.
-        this.markLost({ why: `the worker pool failed (${msg.code}): ${msg.message}`, code: isInfraCode(msg.code) ? msg.code : "worker_lost", restartable: false });
+        // A journal that takes no writes is said as it is: the run stops on it (steps/stage.ts).
+        if (msg.code === "storage_unavailable") this.markLost({ why: msg.message, code: msg.code, restartable: false });
+        else this.markLost({ why: `the worker pool failed (${msg.code}): ${msg.message}`, code: isInfraCode(msg.code) ? msg.code : "worker_lost", restartable: false });
         break;
     }
   }

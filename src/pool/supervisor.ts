@@ -152,10 +152,11 @@ export class Supervisor {
       slot.send({ type: "receipt", opId: msg.opId, status: stale.length ? "stale" : "committed" });
       // The slot's own item renewed (a ref of a result still being committed may be stale by now: that is not this item).
       const mine = slot.item;
-      if (mine && msg.refs.some((r) => slot.owns(r)) && !stale.some((f) => f.id === mine.id)) slot.renewed(Date.now(), stall.stalledMs);
+      if (mine && msg.refs.some((r) => slot.owns(r)) && !stale.some((f) => f.id === mine.id)) slot.renewed(performance.now(), stall.stalledMs);
       for (const f of stale) slot.send({ type: "cancel", workId: f.id, reason: "this worker no longer holds the item" });
     } catch (err) {
       this.core.log(`heartbeat from ${slot.id} not recorded: ${ensureError(err).message}`);
+      this.core.storageFailed(err);
     }
   }
 
@@ -164,7 +165,7 @@ export class Supervisor {
     const asked = slot.pingedFor;
     if (msg.nonce !== slot.pingSentAt || !asked || !slot.owns({ workId: asked.id, ...asked })) return; // not the ping outstanding now
     if (msg.holds && msg.holds.workId === asked.id && msg.holds.generation === asked.generation && msg.holds.epoch === asked.epoch) {
-      slot.pongAt = Date.now();
+      slot.pongAt = performance.now();
       return;
     }
     const holds = msg.holds ? `work ${msg.holds.workId} (generation ${msg.holds.generation}, epoch ${msg.holds.epoch})` : "no work";
@@ -257,7 +258,7 @@ export class Supervisor {
     // The journal deleted or replaced under the run: claims and commits would go to a file nobody reads.
     const lost = this.core.attached ? this.core.journal.storageFault() : undefined;
     if (lost) return this.core.fatal("storage_unavailable", lost.message);
-    const now = Date.now();
+    const now = performance.now(); // monotonic: a stepped wall clock neither expires nor extends a worker's lease
     const stalled = stall.stalledMs;
     const pingTimeout = Math.max(500, Math.min(2_000, config.leaseMs / 2));
     for (const slot of [...this.slots.values()]) {
@@ -296,11 +297,12 @@ export class Supervisor {
     } catch (err) {
       const why = ensureError(err).message;
       this.core.log(`could not extend the lease of worker ${slot.id} on work ${fence.id}: ${why}`);
+      if (this.core.storageFailed(err)) return;
       if (++this.renewFailures >= MAX_RENEW_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot extend work leases: ${why}`);
       return;
     }
     if (!slot.owns({ workId: fence.id, ...fence })) return; // it committed or was lost meanwhile
-    if (stale.length === 0) slot.renewed(Date.now(), stall.stalledMs);
+    if (stale.length === 0) slot.renewed(performance.now(), stall.stalledMs);
     else void this.lose(slot, slot.item!, "the work queue no longer has the item leased to it");
   }
 

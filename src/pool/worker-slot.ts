@@ -8,7 +8,8 @@
  * - starting: spawned, its `ready` not yet received;
  * - idle: can take an item;
  * - busy: holds a work item under (generation, epoch); `renewedAt` is its
- *   last heartbeat, `stallAtRenew` the coordinator's stall counter then;
+ *   last heartbeat (performance.now(), like every time here: a stepped wall
+ *   clock must not expire a lease), `stallAtRenew` the coordinator's stall counter then;
  *   past its lease it is pinged (`pingSentAt`, `pingedFor`), and its
  *   answer must name that same item;
  * - retired: lost or being shut down; it may still send a late message,
@@ -44,7 +45,7 @@ export class WorkerSlot {
   /** The item the outstanding ping asked about. */
   pingedFor: WorkFence | undefined;
   pongAt = 0;
-  readonly spawnedAt = Date.now();
+  readonly spawnedAt = performance.now();
 
   constructor(
     readonly id: string,

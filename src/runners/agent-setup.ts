@@ -13,17 +13,25 @@
  */
 
 import { isAbsolute, resolve } from "node:path";
-import { DEFAULT_OPENAI_BASE_URL, DEFAULT_RUNNER, type AtomicConfig } from "../shared/config.ts";
+import { DEFAULT_OPENAI_BASE_URL, DEFAULT_RUNNER, priceOf, type AtomicConfig } from "../shared/config.ts";
 import type { AgentOptions } from "./types.ts";
 
 /** CLI agents and the program each runs by default. */
-export const CLI_AGENTS: Record<string, { binary: string; install: string }> = {
-  claude: { binary: "claude", install: "install Claude Code (npm install -g @anthropic-ai/claude-code)" },
-  codex: { binary: "codex", install: "install Codex (npm install -g @openai/codex)" },
-  gemini: { binary: "gemini", install: "install Gemini CLI (npm install -g @google/gemini-cli)" },
-  opencode: { binary: "opencode", install: "install opencode (npm install -g opencode-ai)" },
-  pi: { binary: "pi", install: "install pi (npm install -g @mariozechner/pi-coding-agent)" },
+/** Each CLI agent's binary, how to install it, and whether it reports the cost of its turns itself (else: the price table). */
+export const CLI_AGENTS: Record<string, { binary: string; install: string; reportsCost: boolean }> = {
+  claude: { binary: "claude", install: "install Claude Code (npm install -g @anthropic-ai/claude-code)", reportsCost: true },
+  codex: { binary: "codex", install: "install Codex (npm install -g @openai/codex)", reportsCost: false },
+  gemini: { binary: "gemini", install: "install Gemini CLI (npm install -g @google/gemini-cli)", reportsCost: false },
+  opencode: { binary: "opencode", install: "install opencode (npm install -g opencode-ai)", reportsCost: true },
+  pi: { binary: "pi", install: "install pi (npm install -g @mariozechner/pi-coding-agent)", reportsCost: true },
 };
+
+/** Why a cost budget cannot see what `runner` spends on `model`, or undefined when it can (a reported cost, or a price). */
+export function unpricedReason(config: AtomicConfig, runner: string, model: string | undefined): string | undefined {
+  if (CLI_AGENTS[runner]?.reportsCost || priceOf(config.pricing, model)) return undefined;
+  const what = model ? `model "${model}"` : `runner ${runner}'s default model`;
+  return `${what} has no price (add it under "pricing" in the config), so ${runner === "openai" ? "unless the provider reports a cost, " : ""}its tokens count as $0 against --max-cost`;
+}
 
 export interface RunnerProblem {
   code: string;

@@ -87,9 +87,16 @@ function int(n: number | undefined): number {
   return typeof n === "number" && Number.isFinite(n) && n > 0 ? Math.round(n) : 0;
 }
 
-/** "$0.0123" (or "unpriced"), for people. */
-export function formatCost(u: Pick<Usage, "costMicroUsd"> & { unpriced?: boolean | undefined }): string {
+/**
+ * "$0.0123" for people; "unpriced" when tokens were spent at no known price
+ * (no reported cost, no price table entry), "$0.02 (partly unpriced)" when
+ * only some were. Where the flag is not kept (the run list sums the stage
+ * index), tokens at a cost of exactly 0 read as unpriced.
+ */
+export function formatCost(u: Pick<Usage, "costMicroUsd"> & Partial<Omit<Usage, "costMicroUsd">> & { unpriced?: boolean | undefined }): string {
+  const unpriced = u.unpriced ?? (u.costMicroUsd === 0 && totalTokens(u) > 0);
+  if (unpriced && u.costMicroUsd === 0) return "unpriced";
   const usd = u.costMicroUsd / 1_000_000;
   const text = usd === 0 ? "$0" : usd < 0.01 ? `$${usd.toFixed(6).replace(/0+$/, "")}` : `$${usd.toFixed(4)}`;
-  return u.unpriced ? `${text} (partly unpriced)` : text;
+  return unpriced ? `${text} (partly unpriced)` : text;
 }

@@ -90,6 +90,29 @@ export function isLocalHolderDead(holder: ProcessIdentity): boolean {
   return false;
 }
 
+/**
+ * True when the holder runs on this very host, is the same process (pid and
+ * start time) and is not stopped (SIGSTOP, a debugger): then it is driving,
+ * whatever any wall clock says. False when that cannot be seen (another
+ * host, no start time recorded) or is not so, and for this very process:
+ * its own drives are judged by their lease keepers, not by its being alive.
+ */
+export function isLocalHolderRunning(holder: ProcessIdentity): boolean {
+  if (holder.pid === process.pid || holder.host !== hostId() || !holder.pidStart || !isPidAlive(holder.pid)) return false;
+  if (processStartTime(holder.pid) !== holder.pidStart) return false;
+  return !/^[TtZX]/.test(processState(holder.pid));
+}
+
+/** Field 3 of /proc/<pid>/stat (R, S, D, T, Z...); "" where unavailable. */
+function processState(pid: number): string {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  } catch {
+    return "";
+  }
+}
+
 let self: (ProcessIdentity & { holderId: HolderId }) | undefined;
 
 export function thisProcessHolder(role = "root"): ProcessIdentity & { holderId: HolderId } {

@@ -38,10 +38,14 @@ export function loadOrCreateToken(home: string): { token: string; path: string; 
     try {
       fd = openSync(path, existing === "" ? "w" : "wx", 0o600);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "EEXIST") {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "EEXIST") {
         const theirs = readToken(path);
         if (theirs) return { token: theirs, path, created: false };
       }
+      // A read-only home is still served (reading commands work on it): with a token of this server's own,
+      // kept in memory only, reached through the login URL the server prints.
+      if (code === "EROFS" || code === "EACCES" || code === "EPERM") return { token, path, created: false };
       throw err;
     }
     try {

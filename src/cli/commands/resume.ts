@@ -1,19 +1,30 @@
-/** `atomic resume RUN`: continue a run; recorded steps replay from the journal. */
+/**
+ * `atomic resume RUN [--workflow FILE] [--cwd DIR]`: continue a run; recorded
+ * steps replay from the journal. It runs in the directory the run started in
+ * (run-place.ts), and says so when that is not where resume was typed;
+ * `--workflow` names the workflow file when it moved, `--cwd` another directory.
+ */
 
 import { defineCommand } from "citty";
+import { resolve } from "node:path";
 import { RootRun, assertResumable } from "../../engine/driver.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
+import { checkRunDir, recordedPlace } from "../../engine/run-place.ts";
 import { driveRun } from "../drive.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
-import { BUDGET_ARGS, budgetOption } from "../budget-options.ts";
+import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
+import { loadConfig } from "../../shared/config.ts";
 import { session } from "../session.ts";
 import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
+import { UsageError } from "../../shared/errors.ts";
 
 export default defineCommand({
   meta: { name: "resume", description: "Continue an interrupted, crashed, failed or blocked run (--max-cost N raises a used-up budget)" },
   args: {
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
+    workflow: { type: "string", description: "the run's workflow file, when it moved since the run started" },
+    cwd: { type: "string", description: "run the rest in this directory instead of the one the run started in" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
     ...BUDGET_ARGS,
@@ -22,17 +33,36 @@ export default defineCommand({
     const s = session();
     const run = await s.findRun(args.run);
     assertResumable(run);
-    const loaded = await loadWorkflowFile(run.workflowPath);
+    const journal = await s.journal();
+    const place = recordedPlace(run, await journal.readEvents(run.id));
+    const cwd = args.cwd !== undefined ? resolve(args.cwd) : place.cwd;
+    if (cwd !== undefined) checkRunDir(run.id, cwd);
+    const file = args.workflow !== undefined ? resolve(args.workflow) : place.path;
+    const loaded = await loadWorkflowFile(file).catch((err: unknown) => {
+      if (args.workflow === undefined && err instanceof UsageError && err.code === "workflow_not_found") {
+        throw new UsageError(err.code, `workflow file ${file} does not exist any more (run ${run.id} started from it)`, {
+          hint: `if it moved, name it: atomic resume ${run.id} --workflow FILE`,
+        });
+      }
+      throw err;
+    });
     const pool = executorOption(s, args);
     const budget = budgetOption(args);
-    const journal = await s.journal();
     const view = createRunView(s);
+    const here = process.cwd();
+    // Shell stages, relative paths and the project's config mean what they meant when the run started.
+    if (cwd !== undefined && cwd !== here) {
+      process.chdir(cwd);
+      view.note(`resuming in ${cwd}, where the run started${args.cwd !== undefined ? " (--cwd)" : ""}`);
+    }
+    warnIfUnpriced(s, loadConfig({ home: s.globals.home }).config, loaded.definition, budget);
     const root = await RootRun.resume(
       { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs), ...pool },
       run,
       loaded.definition,
       loaded.digest,
       budget,
+      { path: loaded.path, cwd: process.cwd() },
     );
     await driveRun(s, root, view);
   },

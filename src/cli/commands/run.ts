@@ -16,7 +16,7 @@ import { newRunId } from "../../shared/ids.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
-import { BUDGET_ARGS, budgetOption } from "../budget-options.ts";
+import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
 import { loadConfig } from "../../shared/config.ts";
 import { checkRunner, defaultRunner } from "../../runners/agent-setup.ts";
 import { session } from "../session.ts";
@@ -71,6 +71,7 @@ export default defineCommand({
         const problem = checkRunner(runner, config, loaded.definition.model ?? config.model);
         if (problem) throw new UsageError(problem.code, `workflow ${loaded.definition.name}: ${problem.message}`, { hint: problem.hint });
       }
+      warnIfUnpriced(s, config, loaded.definition, budget);
       const journal = await s.journal();
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);

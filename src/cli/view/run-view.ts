@@ -8,6 +8,7 @@
  * Tool steps are too many to list one by one; the tree counts them per run.
  */
 
+import { formatCost } from "../../runners/usage.ts";
 import type { EngineEvent, EngineObserver } from "../../engine/observer.ts";
 import type { CliSession } from "../session.ts";
 import { colorFor, formatDuration, type Style } from "../style.ts";
@@ -70,10 +71,12 @@ function linesView(s: CliSession): RunView {
           if (e.kind === "tool" && e.status === "completed") break;
           const t0 = started.get(`${e.runId}/${e.position}`);
           const took = t0 ? ` in ${formatDuration(e.at - t0)}` : "";
-          const why = e.error ? `: ${failureSentence(e.error)}` : "";
+          // A step its run stopped is "stopped", as `atomic show` calls it, without the stop's internal code (lease_lost).
+          const stopped = e.status === "cancelled";
+          const why = e.error && !(stopped && /^[a-z_]+$/.test(e.error.message)) ? `: ${failureSentence(e.error)}` : "";
           const u = e.result?.usage;
-          const spent = u ? st.dim(` (${u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens} tokens, $${(u.costMicroUsd / 1e6).toFixed(4)})`) : "";
-          print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(e.status)}${took}${spent}${why}`);
+          const spent = u ? st.dim(` (${u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens} tokens, ${formatCost(u)})`) : "";
+          print(`  ${e.kind} ${e.name} ${colorFor(st, e.status)(stopped ? "stopped" : e.status)}${took}${spent}${why}`);
           // The run's own failure line quotes stderr again; a stage that fails inside a group or child is seen here.
           if (e.error && e.status === "failed") for (const l of failureDetail(e.error, st, false, "    ")) print(l);
           break;

@@ -9,6 +9,7 @@
  * change.
  */
 
+import { formatCost } from "../../runners/usage.ts";
 import type { Journal, RunStatus } from "../../journal/types.ts";
 import { RunSummaries, type RunSummary } from "../../status/summaries.ts";
 import type { CliSession } from "../session.ts";
@@ -65,7 +66,7 @@ function renderRows(s: CliSession, runs: RunSummary[]): string[] {
   const out = [st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(11)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  ${"DURATION".padEnd(8)}  ${"STAGES".padEnd(9)}  COST`)];
   for (const r of runs) {
     const stages = `${r.stages.completed}/${r.stages.total}${r.stages.failed ? ` ${r.stages.failed}!` : ""}`;
-    const cost = r.usage ? `$${(r.usage.costMicroUsd / 1e6).toFixed(4)}` : "";
+    const cost = r.usage ? formatCost(r.usage) : "";
     out.push(
       `${r.id}  ${colorFor(st, r.status)(r.status.padEnd(11))}  ${r.workflow.slice(0, 20).padEnd(20)}  ${formatTime(r.createdAt)}  ${formatDuration(r.durationMs).padEnd(8)}  ${stages.padEnd(9)}  ${cost}`,
     );

@@ -4,6 +4,7 @@
  * under the boundary step that started it. Tool steps are only counted.
  */
 
+import { formatCost } from "../../runners/usage.ts";
 import type { EngineEvent } from "../../engine/observer.ts";
 import { colorFor, formatDuration, type Style } from "../style.ts";
 
@@ -20,6 +21,8 @@ interface StepNode {
   /** Tokens and cost: live deltas while it runs, its recorded usage once it ended. */
   tokens?: number;
   costMicroUsd?: number;
+  /** Some of its tokens have no known price (usage.ts formatCost). */
+  unpriced?: boolean;
   /** Why it waits to start (admission). */
   waiting?: string;
 }
@@ -111,6 +114,7 @@ export class TreeModel {
         const u = e.usage;
         step.tokens = (step.tokens ?? 0) + (u.inputTokens ?? 0) + (u.outputTokens ?? 0) + (u.cacheReadTokens ?? 0) + (u.cacheWriteTokens ?? 0);
         step.costMicroUsd = (step.costMicroUsd ?? 0) + (u.costMicroUsd ?? 0);
+        if (u.unpriced) step.unpriced = true;
         break;
       }
       case "step_ended": {
@@ -133,6 +137,7 @@ export class TreeModel {
         if (u) {
           step.tokens = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
           step.costMicroUsd = u.costMicroUsd;
+          step.unpriced = u.unpriced;
         }
         break;
       }
@@ -159,7 +164,7 @@ export class TreeModel {
       const elapsed = step.endedAt === undefined ? now - step.startedAt : step.endedAt - step.startedAt;
       const attempt = step.attempt > 1 ? style.dim(` attempt ${step.attempt}`) : "";
       const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
-      const usage = step.tokens !== undefined ? style.dim(`  ${compact(step.tokens)} tok $${((step.costMicroUsd ?? 0) / 1e6).toFixed(4)}`) : "";
+      const usage = step.tokens !== undefined ? style.dim(`  ${compact(step.tokens)} tok ${formatCost({ costMicroUsd: step.costMicroUsd ?? 0, inputTokens: step.tokens, unpriced: step.unpriced })}`) : "";
       if (step.waiting && status === "waiting") {
         lines.push(`${pad}  ${style.yellow("…")} ${label} ${style.dim(`waiting: ${step.waiting}`)}`);
         continue;

@@ -13,6 +13,12 @@
  *
  * bun:sqlite does not expose its descriptor, so "what it saw at open" is a
  * stat of the path right after the connection opened it.
+ *
+ * A file truncated under the run (`truncate`, `> atomic.db`) keeps its
+ * inode; SQLite then reports I/O errors or "database disk image is
+ * malformed". Nothing here shrinks the database file (no VACUUM, no
+ * auto_vacuum: checkpoints only grow it), so a size below the largest one
+ * seen by a check is that truncation, and is named as such.
  */
 
 import { statSync } from "node:fs";
@@ -21,6 +27,8 @@ import { StorageError } from "../../shared/errors.ts";
 export interface FileIdentity {
   dev: number;
   ino: number;
+  /** The largest size seen so far (updated by each check). */
+  size: number;
 }
 
 /** The identity of the file at `path` now; undefined when there is none (an in-memory database). */
@@ -34,7 +42,7 @@ export function fileIdentity(path: string): FileIdentity | undefined {
 
 function identityAt(path: string): FileIdentity {
   const st = statSync(path);
-  return { dev: st.dev, ino: st.ino };
+  return { dev: st.dev, ino: st.ino, size: st.size };
 }
 
 const HINT =
@@ -50,6 +58,16 @@ export function fileChanged(path: string, opened: FileIdentity): StorageError | 
     if (code !== "ENOENT" && code !== "ENOTDIR") return undefined; // unreadable now (EACCES...): the writes themselves will say
     return new StorageError("storage_unavailable", `the journal file ${path} was deleted while this process was using it`, { hint: HINT, cause: err });
   }
-  if (now.dev === opened.dev && now.ino === opened.ino) return undefined;
+  if (now.dev === opened.dev && now.ino === opened.ino) {
+    if (now.size >= opened.size) {
+      opened.size = now.size;
+      return undefined;
+    }
+    return new StorageError(
+      "storage_unavailable",
+      `the journal file ${path} was truncated (from ${opened.size} to ${now.size} bytes) while this process was using it`,
+      { hint: HINT },
+    );
+  }
   return new StorageError("storage_unavailable", `the journal file ${path} was replaced by another file while this process was using it`, { hint: HINT });
 }

@@ -19,7 +19,8 @@
  *   use: a run, its pool and an up-to-date open never load Kysely.
  * - Opening refuses, without altering it, a file that is not SQLite
  *   (storage_corrupt) or that a newer atomic wrote (schema_too_new); an
- *   unwritable location is storage_readonly. Every SQLite failure surfaces
+ *   unwritable location is storage_readonly, unless the file is there to be
+ *   read: then it opens read-only (read-only.ts). Every SQLite failure surfaces
  *   as a StorageError with a hint, never a raw stack trace.
  * - `synchronous=FULL` by default: a recorded step survives power loss.
  *   `normal` durability keeps WAL's crash safety but may lose the last
@@ -57,6 +58,7 @@ import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./sche
 import { isBusy, retryBusy } from "./busy.ts";
 import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
+import { openReadOnlyDatabase, readOnlyRefusal } from "./read-only.ts";
 import { fileChanged, fileIdentity, type FileIdentity } from "./file-identity.ts";
 import type { JournalTables } from "./tables.ts";
 
@@ -139,9 +141,31 @@ export class SqliteJournal implements Journal {
     } catch (err) {
       await query?.db.destroy();
       db?.close();
+      const mapped = toStorageError(err, path);
+      // A home this process cannot write: reading commands still work (read-only.ts).
+      if (mapped instanceof StorageError && mapped.code === "storage_readonly") return SqliteJournal.openReadOnly(path, opts, mapped);
+      throw mapped;
+    }
+  }
+
+  private static openReadOnly(path: string, opts: SqliteJournalOptions, refused: StorageError): SqliteJournal {
+    const db = openReadOnlyDatabase(path);
+    if (!db) throw refused;
+    try {
+      const version = readSchemaVersion(db, path);
+      refuseIfTooNew(version, path);
+      if (version < LATEST_SCHEMA_VERSION) throw refused; // an upgrade would be a write
+      const journal = new SqliteJournal(path, db, new Statements(db, opts.durability ?? "full", 0), undefined, fileIdentity(path));
+      journal.readOnly = true;
+      return journal;
+    } catch (err) {
+      db.close();
       throw toStorageError(err, path);
     }
   }
+
+  /** Opened read-only (a home this process cannot write): every write is refused with readOnlyRefusal. */
+  readOnly = false;
 
   async acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
     return this.#run(() => leases.acquireLease(this.statements, rootId, holder, opts));
@@ -160,7 +184,10 @@ export class SqliteJournal implements Journal {
   }
 
   async append(lease: Lease, entries: AppendEntry[]): Promise<AppendOutcome[]> {
-    return this.#run(() => appendEntries(this.statements, lease, entries));
+    const outcomes = await this.#run(() => appendEntries(this.statements, lease, entries));
+    // The file's size as of this commit is what a truncation is measured against (file-identity.ts).
+    this.storageFault();
+    return outcomes;
   }
 
   async getRun(id: RunId): Promise<RunRecord | undefined> {
@@ -257,6 +284,9 @@ export class SqliteJournal implements Journal {
   }
 
   #storageError(err: unknown): unknown {
+    if (this.readOnly && !(err instanceof AtomicError) && String((err as { code?: unknown })?.code).startsWith("SQLITE_READONLY")) {
+      return readOnlyRefusal(this.location, err);
+    }
     return err instanceof AtomicError ? err : toStorageError(err, this.location);
   }
 

@@ -10,6 +10,13 @@
  * Errors of a single entry (a constraint, a value JSON cannot hold) are not
  * storage faults: `isStorageFault` tells them apart, so an append batch
  * turns those into an "error" outcome but lets a full disk fail the batch.
+ *
+ * `writeStopped` picks, among storage faults met while a run is under way,
+ * the ones waiting cannot cure soon (a full disk, a file system that went
+ * read-only, an I/O error, a damaged or truncated file), as opposed to a
+ * lock held beyond busy_timeout: on those a run stops at once, resumably,
+ * with storage_unavailable (every process of the run: root, coordinator),
+ * instead of retrying writes that keep failing until its lease runs out.
  */
 
 import { AtomicError, StorageError } from "../../shared/errors.ts";
@@ -71,7 +78,8 @@ export function toStorageError(err: unknown, path: string): Error {
       return readonlyError(path, err);
     }
     if (isStorageFault(err)) {
-      return new StorageError("storage_unavailable", `the journal at ${path} is unavailable (${describe(err)})`, {
+      const why = code.startsWith("SQLITE_FULL") ? "the disk is full" : describe(err);
+      return new StorageError("storage_unavailable", `the journal at ${path} is unavailable (${why})`, {
         hint: "check free disk space and that no other program holds the database locked; then resume",
         cause: err,
       });
@@ -82,4 +90,27 @@ export function toStorageError(err: unknown, path: string): Error {
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Causes no wait cures soon: the disk is full, the file system refuses writes, the file is damaged. */
+const STOP_PREFIXES = ["SQLITE_FULL", "SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"];
+const STOP_ERRNO = new Set(["ENOSPC", "EROFS", "EIO", "EDQUOT"]);
+
+/**
+ * The storage_unavailable error a run stops with when `err` (from a journal
+ * write under way) says the journal cannot take writes now; undefined for
+ * anything else (a busy lock, one bad entry, the engine's own errors).
+ * A journal that turned read-only mid-run is storage_unavailable too: the
+ * run can go on once the home is writable again (`storage_readonly` is for
+ * a home that never was).
+ */
+export function writeStopped(err: unknown): StorageError | undefined {
+  if (!(err instanceof StorageError)) return undefined;
+  const cause = (err as { cause?: unknown }).cause;
+  const code = sqliteCode(cause) ?? (cause as { code?: unknown } | undefined)?.code;
+  if (typeof code !== "string" || !(STOP_PREFIXES.some((p) => code.startsWith(p)) || STOP_ERRNO.has(code))) return undefined;
+  if (err.code === "storage_unavailable") return err;
+  const path = /journal at (\S+)/.exec(err.message)?.[1] ?? "the journal";
+  const what = err.code === "storage_readonly" ? "became read-only" : "is damaged or was truncated";
+  return new StorageError("storage_unavailable", `the journal at ${path} ${what} while the run used it (${describe(cause)})`, { cause });
 }

@@ -1,0 +1,150 @@
+/**
+ * Storage that stops taking writes under a live run (issue 13 item 3): a
+ * home on a tmpfs that fills, a home on ext4 that the kernel turns
+ * read-only, a journal file truncated. The run stops by itself within
+ * seconds (no stage waits out its 30 s lease), with storage_unavailable:
+ * one sentence naming the journal and why, and a hint with the resume
+ * command; exit code 1; every process of the run gone. Once storage is
+ * back, `atomic resume` completes the run. The first Ctrl-C still ends a
+ * run whose disk is full. Through dist/atomic with the pool (root,
+ * coordinator, workers); root only (mounts, loop devices), each undone in
+ * finally.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { CAN_LOOP, CAN_MOUNT, mountLoopExt4, mountTmpfs, unmountAll } from "../helpers/mounts.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, fixture, makeTempDir, STACK_LINE } from "./support.ts";
+
+afterEach(cleanupWhenIdle);
+afterAll(async () => {
+  await cleanupNow();
+  unmountAll();
+});
+
+const SWAP = fixture("journal-swap.ts");
+/** Far below the run's lease (30 s): the run must stop on the fault, not on its lease running out. */
+const PROMPTLY_MS = 20_000;
+
+function finalError(stderr: string): { message: string; hint: string | undefined } {
+  expect(stderr).not.toMatch(STACK_LINE);
+  return expectOneSentenceError(stderr.trimEnd().split("\n").slice(-2).join("\n"));
+}
+
+/** journal-swap's stage waits for `$dir/gate` after touching `$dir/started`. */
+function liveRun(home: string, dir: string) {
+  const proc = spawnAtomic(["run", SWAP, "--input", `dir=${dir}`, "--input", `home=${home}`], { home });
+  let exited = false;
+  const out = Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]).finally(() => (exited = true));
+  return { proc, out, exited: () => exited };
+}
+
+/** Fills the file system holding `dir` (ENOSPC ends the write). */
+function fill(dir: string): string {
+  const filler = join(dir, "filler");
+  Bun.spawnSync(["dd", "if=/dev/zero", `of=${filler}`, "bs=1M", "count=64"], { stdout: "ignore", stderr: "ignore" });
+  return filler;
+}
+
+const runIdOf = (stdout: string) => /started run (\S+)/.exec(stdout)?.[1];
+
+async function expectStoppedResumably(home: string, run: ReturnType<typeof liveRun>, reason: RegExp): Promise<string> {
+  await waitUntil(run.exited, PROMPTLY_MS, "the run to stop on the storage fault");
+  const [stdout, stderr, code] = await run.out;
+  expect(code).toBe(1);
+  expect(stdout).not.toMatch(/run \S+ completed/);
+  const err = finalError(stderr);
+  expect(err.message).toMatch(reason);
+  const id = runIdOf(stdout)!;
+  expect(err.hint).toContain(`atomic resume ${id}`);
+  await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
+  return id;
+}
+
+async function resumeCompletes(home: string, dir: string, id: string): Promise<void> {
+  writeFileSync(join(dir, "gate"), "");
+  const r = await runAtomic(["resume", id], { home });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  expect(r.stdout).toMatch(/"text": "done"/);
+}
+
+/** Runs `fn` with a mount; whatever runs from its home is killed before it is undone, also when `fn` fails. */
+async function withMount<M extends { dir: string; cleanup(): void }>(m: M, fn: (m: M) => Promise<void>): Promise<void> {
+  try {
+    await fn(m);
+  } finally {
+    for (const pid of processesWithHome(m.dir)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // gone already
+      }
+    }
+    await waitUntil(() => processesWithHome(m.dir).length === 0, 10_000, "the run's processes to go before the unmount").catch(() => {});
+    m.cleanup();
+  }
+}
+
+if (CAN_MOUNT) {
+  e2eTest("a home on a tmpfs that fills mid-run: the run stops at once with storage_unavailable, and resume completes it once space is freed", async () => {
+    await withMount(mountTmpfs(8), async (m) => {
+      const home = m.dir;
+      const dir = makeTempDir();
+      const run = liveRun(home, dir);
+      await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
+      const filler = fill(home);
+      const id = await expectStoppedResumably(home, run, /^the journal at .*atomic\.db is unavailable \(the disk is full\)\.$/);
+      // Not shown as a live run any more; resumable.
+      const runs = await runAtomic(["runs", "--json"], { home });
+      expect(JSON.parse(runs.stdout.split("\n")[0]!).status).toBe("crashed");
+      rmSync(filler);
+      await resumeCompletes(home, dir, id);
+    });
+  });
+
+  e2eTest("the first Ctrl-C (SIGINT) still ends a run whose disk is full, with the same one sentence", async () => {
+    await withMount(mountTmpfs(8), async (m) => {
+      const home = m.dir;
+      const dir = makeTempDir();
+      const run = liveRun(home, dir);
+      await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
+      fill(home);
+      run.proc.kill("SIGINT");
+      await expectStoppedResumably(home, run, /^the journal at .*atomic\.db is unavailable \(the disk is full\)\.$/);
+    });
+  });
+
+  e2eTest("atomic.db truncated mid-run: the run stops and says the file was truncated (not a lock, not worker_lost)", async () => {
+    const home = makeTempDir();
+    const dir = makeTempDir();
+    const run = liveRun(home, dir);
+    await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
+    truncateSync(join(home, "atomic.db"), 0);
+    await waitUntil(run.exited, PROMPTLY_MS, "the run to stop on the truncated journal");
+    const [stdout, stderr, code] = await run.out;
+    expect(code).toBe(1);
+    expect(stdout + stderr).not.toMatch(/database is locked|worker_lost|lease_lost/);
+    // The live view calls the stage what `atomic show` calls it.
+    expect(stdout).toMatch(/stage work stopped in /);
+    expect(finalError(stderr).message).toMatch(/^the journal file .*atomic\.db was truncated \(from \d+ to 0 bytes\) while this process was using it\.$/);
+    await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
+  });
+}
+
+if (CAN_LOOP) {
+  e2eTest("a home on ext4 that turns read-only mid-run: the run stops with storage_unavailable; repaired, resume completes it", async () => {
+    await withMount(mountLoopExt4(), async (m) => {
+      const home = m.dir;
+      const dir = makeTempDir();
+      const run = liveRun(home, dir);
+      await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
+      m.breakIt();
+      const id = await expectStoppedResumably(home, run, /^the journal at .*atomic\.db (is unavailable|became read-only)/);
+      m.repair();
+      await resumeCompletes(home, dir, id);
+    });
+  });
+}

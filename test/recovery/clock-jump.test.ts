@@ -1,0 +1,84 @@
+/**
+ * Clock jumps (issue 13 item 10, lease part), with libfaketime (Debian's
+ * `faketime`; scripts/test.sh installs it): a stepped wall clock neither
+ * makes a live run's driver give up its lease nor makes `atomic runs` call
+ * it crashed. The driver's own deadline is monotonic (lease-keeper.ts) and
+ * its renewals are fenced by epoch, not by time; `runs` trusts a live,
+ * running holder on this host (same pid and start time) over the clocks
+ * (journal/run-status.ts). Through dist/atomic; the root's clock is moved
+ * through FAKETIME_TIMESTAMP_FILE while it runs.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir } from "../e2e/support.ts";
+
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+const LIB = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1"].find((p) => existsSync(p));
+
+/** The environment that runs a process under libfaketime, its offset read from `file` on every call. */
+function fakeClock(file: string, offset: string): Record<string, string> {
+  writeFileSync(file, `${offset}\n`);
+  return { LD_PRELOAD: LIB!, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1" };
+}
+
+async function statusOf(home: string, env: Record<string, string> = {}): Promise<string> {
+  const r = await runAtomic(["runs", "--json"], { home, env });
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout.trim().split("\n")[0]!).status;
+}
+
+if (LIB) {
+  e2eTest("atomic runs with its own clock ten minutes ahead still shows a live run as running, not crashed", async () => {
+    const home = makeTempDir();
+    const dir = makeTempDir();
+    const run = spawnAtomic(["run", fixture("journal-swap.ts"), "--input", `dir=${dir}`, "--input", `home=${home}`], { home });
+    await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
+    const clock = join(makeTempDir(), "offset");
+    expect(await statusOf(home, fakeClock(clock, "+10m"))).toBe("running");
+    writeFileSync(join(dir, "gate"), "");
+    expect(await run.exited).toBe(0);
+  });
+
+  e2eTest("the root's clock stepped back ten minutes, then forward: it keeps its lease, runs shows it running, and it completes", async () => {
+    const home = makeTempDir();
+    const dir = makeTempDir();
+    const clock = join(makeTempDir(), "offset");
+    // A short lease: several renewals (every second) happen under each offset.
+    const run = spawnAtomic(["run", fixture("journal-swap.ts"), "--input", `dir=${dir}`, "--input", `home=${home}`, "--lease-ms", "3000"], {
+      home,
+      env: fakeClock(clock, "+0"),
+    });
+    const out = Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text()]);
+    await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
+    writeFileSync(clock, "-10m\n");
+    // Renewed under the stepped-back clock: the lease row says it was last renewed ten minutes ago.
+    await waitUntil(async () => Date.now() - 5 * 60_000 > (await leaseRenewedAt(home)), 20_000, "a renewal under the stepped-back clock");
+    expect(await statusOf(home)).toBe("running");
+    writeFileSync(clock, "+10m\n");
+    await Bun.sleep(2_500); // past the lease's length on the monotonic clock: renewals go on
+    expect(await statusOf(home)).toBe("running");
+    writeFileSync(join(dir, "gate"), "");
+    const code = await run.exited;
+    const [stdout, stderr] = await out;
+    expect(stderr).not.toMatch(/lease/);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/"text": "done"/);
+  });
+}
+
+/** The lease's renewedAt as recorded (the journal read directly, read-only). */
+async function leaseRenewedAt(home: string): Promise<number> {
+  const { Database } = await import("bun:sqlite");
+  const db = new Database(join(home, "atomic.db"), { readonly: true });
+  try {
+    const row = db.query<{ renewed_at: number }, []>("select renewed_at from leases order by renewed_at desc limit 1").get();
+    return row?.renewed_at ?? Date.now();
+  } finally {
+    db.close();
+  }
+}
