@@ -57,6 +57,10 @@ export interface AdapterContext {
   tool(name: string, detail: string, ok?: boolean): void;
   /** A usage delta (already normalized and priced). */
   usage(delta: Partial<Usage>): void;
+  /** A line to the agent's stdin (stream adapters: a query such as pi's get_state). */
+  write(line: string): void;
+  /** End the agent's process (an agent stuck in a loop its own events show). */
+  stop(): void;
 }
 
 export interface ArgsContext {
@@ -91,6 +95,12 @@ export interface CliAdapter {
   onRecord(rec: Record<string, unknown>, ctx: AdapterContext): boolean | void;
   /** A nonzero exit without a final event: what it means (gemini's exit codes). */
   explainExit?(code: number): string | undefined;
+  /** Resume adapters: the message goes to the agent's stdin (no argv limit, no quoting) instead of its argv. */
+  readonly promptOnStdin?: boolean;
+  /** Stream adapters: an interrupt only aborts the turn; the message is delivered as the next turn once the abort has settled. */
+  readonly interruptThenQueue?: boolean;
+  /** Variables added to the agent's environment (settings the CLI reads only from there). */
+  env?(req: StageRequest): Record<string, string>;
 }
 
 export class CliAgentRunner implements Runner {
@@ -147,6 +157,7 @@ class CliSession {
       }
       if (mode === "interrupt" && this.adapter.interrupt) {
         for (const l of this.adapter.interrupt(text)) p.write(l);
+        if (this.adapter.interruptThenQueue) this.queued.push(text);
         return;
       }
       if (mode === "followUp" && this.adapter.followUp) {
@@ -254,7 +265,7 @@ class CliSession {
     const proc = new AgentProcess(
       binary,
       args,
-      { cwd: req.cwd, env: stageEnv(req, this.adapter.credentials) },
+      { cwd: req.cwd, env: { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) } },
       (line) => {
         this.files.raw(line);
         let rec: unknown;
@@ -281,6 +292,7 @@ class CliSession {
     if (this.adapter.delivery === "stream") {
       for (const l of this.adapter.userTurn?.(a.message) ?? []) proc.write(l);
     } else {
+      if (this.adapter.promptOnStdin) proc.write(a.message);
       proc.closeStdin();
     }
     if (this.stopKind) proc.stop();
@@ -319,6 +331,12 @@ class CliSession {
         this.usage = addUsage(this.usage, delta);
         if (delta.model) this.state.model = delta.model;
         this.onEvent({ type: "usage", usage: delta });
+      },
+      write: (line) => {
+        this.proc?.write(line);
+      },
+      stop: () => {
+        this.proc?.stop();
       },
     };
   }

