@@ -120,3 +120,44 @@ for (const kind of KINDS) {
     150_000,
   );
 }
+
+for (const kind of KINDS) {
+  e2eTest(
+    `${kind}: atomic send to the live stage: a followUp after the first answer, then an interrupt that resumes the same session; usage summed across the turns`,
+    async () => {
+      let release!: () => void;
+      const first = new Promise<void>((r) => (release = r));
+      const never = new Promise<void>(() => {});
+      const s = await server((req) => {
+        const last = userTexts(req).at(-1) ?? "";
+        if (last.includes("INTERRUPT")) return text("final answer", { prompt: 20, completion: 5 });
+        if (last.includes("FOLLOW")) return { text: "never", hold: never };
+        return { ...text("first answer", { prompt: 10, completion: 5 }), hold: first };
+      });
+      const { home, cwd, env } = chatAgentSetup(kind, s.url);
+      const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
+      const out = lineWatcher(proc.stdout);
+      const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+      await waitUntil(() => s.requests.length === 1, 60_000, "the first model request");
+      const send = async (message: string, mode: string) => {
+        const r = await runAtomic(["send", started.runId, "s0", message, "--mode", mode], { home, env });
+        expect(r.code).toBe(0);
+      };
+      await send("FOLLOW second", "followUp");
+      release();
+      await waitUntil(() => s.requests.some((r) => userTexts(r).at(-1)!.includes("FOLLOW")), 60_000, "the followUp's request");
+      await send("INTERRUPT third", "interrupt");
+      expect(await proc.exited).toBe(0);
+      const stage = (JSON.parse(out.lines.at(-1)!).outputs.stages as StageOut[])[0]!;
+      expect(stage.error).toBeNull();
+      expect(stage).toMatchObject({ status: "completed", text: "final answer" });
+      // the interrupt's request continues the same conversation (resumed session / same pi process)
+      const last = s.requests.at(-1)!;
+      expect(userTexts(last).map((t) => t.trimEnd())).toEqual(["HOLD first", "FOLLOW second", "INTERRUPT third"]);
+      expect(last.body.messages.some((m) => m.role === "assistant" && String(m.content ?? "").includes("first answer"))).toBe(true);
+      // the aborted request reported nothing; the two answered ones count once each
+      expect(stage.usage).toMatchObject({ inputTokens: 30, outputTokens: 10, cacheReadTokens: 0, costMicroUsd: 50, turns: 2 });
+    },
+    150_000,
+  );
+}

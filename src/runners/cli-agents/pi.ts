@@ -87,6 +87,8 @@ export const pi: CliAdapter = {
         const u = obj(m.usage);
         const model = str(m.model) ?? ctx.request.model;
         const cost = obj(u.cost).total;
+        // A call our interrupt aborted before any usage arrived is no turn (opencode's killed run reports none either).
+        if (m.stopReason === "aborted" && num(u.input) + num(u.output) + num(u.cacheRead) + num(u.cacheWrite) === 0) return;
         ctx.usage({
           ...priced(fromExclusive(num(u.input), num(u.cacheRead), num(u.cacheWrite), num(u.output)), model, pricing(ctx), typeof cost === "number" ? cost : undefined),
           turns: 1,
