@@ -13,7 +13,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { chatAgentSetup, MODEL, type ChatAgent } from "../helpers/chat-agents.ts";
@@ -51,13 +51,13 @@ interface StageOut {
   error: { code: string; message: string } | null;
 }
 
-async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = []): Promise<StageOut[]> {
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = []): Promise<StageOut[] & { home: string }> {
   const { home, cwd, env } = chatAgentSetup(kind, s.url);
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
   if (r.code !== 0) throw new Error(`atomic run exited ${r.code}: ${r.stderr}`);
-  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as StageOut[];
+  return Object.assign(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as StageOut[], { home });
 }
 
 const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
@@ -110,6 +110,8 @@ for (const kind of KINDS) {
       expect(stages[1]!.error!.message).toContain("messages is malformed");
       expect(stages[2]).toMatchObject({ status: "failed", error: { code: "provider_rate_limit" } });
       expect(stages[2]!.error!.message).toContain("slow down please");
+      // the back-off is shared with the host's other stages of this CLI and model (runners/rate-limits.ts)
+      expect(readdirSync(join(stages.home, "rate-limits")).filter((f) => f.endsWith(".json")).length).toBe(1);
       expect(stages[3]).toMatchObject({ status: "completed", text: "survived" });
       expect(stages[3]!.error).toBeNull();
       // an error inside the stream carries no HTTP status: the CLI's error, in the provider's words

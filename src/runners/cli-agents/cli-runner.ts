@@ -34,6 +34,7 @@ import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } fr
 import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
 import { stageEnv } from "../stage-env.ts";
+import { rateLimitsFor, type SharedRateLimits } from "../rate-limits.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 
@@ -44,7 +45,7 @@ export interface TurnState {
   /** The turn's final answer text so far. */
   text: string;
   /** Set by the final event: success or the agent's error. */
-  final?: { ok: true } | { ok: false; code: string; message: string };
+  final?: { ok: true } | { ok: false; code: string; message: string; retryAfterMs?: number };
   structured?: unknown;
 }
 
@@ -229,6 +230,8 @@ class CliSession {
     this.files.section("User", message);
     let resume = false;
     for (;;) {
+      await this.waitForRateLimit();
+      if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
       const end = await this.turn(binary, { message, sessionId: this.state.sessionId, resume, schemaFile });
       if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
       if (end.spawnError) return this.result("failed", "spawn_failed", `could not start ${binary}: ${end.spawnError}`);
@@ -244,13 +247,35 @@ class CliSession {
         const why = end.code !== null ? (this.adapter.explainExit?.(end.code) ?? `exited with code ${end.code}`) : `was killed by ${end.signal}`;
         return this.result("failed", "agent_failed", `${this.adapter.kind} ended without a final event: it ${why}`, end.code);
       }
-      if (!final.ok) return this.result("failed", final.code, final.message, end.code);
+      if (!final.ok) {
+        if (final.code === "provider_rate_limit") this.rateLimit()?.limits.backOff(this.rateLimit()!.key, final.retryAfterMs);
+        return this.result("failed", final.code, final.message, end.code);
+      }
       if (this.queued.length && !this.wrapping && this.adapter.delivery === "resume" && this.state.sessionId) {
         message = this.queued.splice(0).join("\n\n");
         resume = true;
         continue;
       }
       return this.completed(end.code);
+    }
+  }
+
+  /**
+   * The CLI makes its own calls, so the host's shared rate limits
+   * (rate-limits.ts) are honoured around them: before the agent starts or
+   * resumes, and recorded when it ends rate-limited. The key is the CLI and
+   * the model (atomic does not see the CLI's base URL).
+   */
+  private rateLimit(): { limits: SharedRateLimits; key: string } | undefined {
+    const limits = rateLimitsFor(this.request.artifactDir);
+    return limits ? { limits, key: limits.key(`cli:${this.adapter.kind}`, this.request.model) } : undefined;
+  }
+
+  private async waitForRateLimit(): Promise<void> {
+    const rl = this.rateLimit();
+    if (!rl) return;
+    for (let ms = rl.limits.waitMs(rl.key); ms > 0 && !this.stopKind; ms = rl.limits.waitMs(rl.key)) {
+      await new Promise((r) => setTimeout(r, Math.min(ms, 250)));
     }
   }
 
