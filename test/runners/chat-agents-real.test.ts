@@ -125,6 +125,22 @@ for (const kind of KINDS) {
 
 for (const kind of KINDS) {
   e2eTest(
+    `${kind}: tools in atomic's terms: ["bash", "read"] offers only the CLI's own shell and read tools; [] offers none`,
+    async () => {
+      const s = await server(() => text("fine"));
+      const stages = await runStages(kind, s, ["TOOLS-SOME", "TOOLS-NONE"], ["--input", `tools=${JSON.stringify([["bash", "read"], []])}`]);
+      expect(stages.map((x) => x.status)).toEqual(["completed", "completed"]);
+      const offered = (marker: string) => {
+        const req = s.requests.find((r) => userTexts(r).some((t) => t.includes(marker)))!;
+        return (req.body.tools ?? []).map((t) => t.function.name).sort();
+      };
+      expect(offered("TOOLS-SOME")).toEqual(["bash", "read"]);
+      expect(offered("TOOLS-NONE")).toEqual([]);
+    },
+    150_000,
+  );
+
+  e2eTest(
     `${kind}: atomic send to the live stage: a followUp after the first answer, then an interrupt that resumes the same session; usage summed across the turns`,
     async () => {
       let release!: () => void;
