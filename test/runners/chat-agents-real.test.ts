@@ -7,7 +7,8 @@
  * usage exactly what the provider reported and the CLI's own cost; provider
  * errors mapped to the openai runner's codes (401, 400, 429 with
  * Retry-After, a 500 the CLI's own retry survives, a stream cut off);
- * followUp, steer and interrupt sent with `atomic send` to a live stage
+ * tools named in atomic's terms (`tools: []`: none offered); followUp, steer
+ * and interrupt sent with `atomic send` to a live stage
  * (pi: its own steer/follow_up/abort; opencode: queued and delivered by
  * resuming the session with `-s`), usage summed across turns and resumes.
  */
@@ -175,6 +176,35 @@ for (const kind of KINDS) {
       expect(last.body.messages.some((m) => m.role === "assistant" && String(m.content ?? "").includes("first answer"))).toBe(true);
       // the aborted request reported nothing; the two answered ones count once each
       expect(stage.usage).toMatchObject({ inputTokens: 30, outputTokens: 10, cacheReadTokens: 0, costMicroUsd: 50, turns: 2 });
+    },
+    150_000,
+  );
+}
+
+for (const kind of KINDS) {
+  e2eTest(
+    `${kind}: a steer sent while the model answers reaches it in the same conversation (pi: its own steer; opencode: queued, then the session resumed)`,
+    async () => {
+      let release!: () => void;
+      const first = new Promise<void>((r) => (release = r));
+      const s = await server((req) => {
+        const last = userTexts(req).at(-1) ?? "";
+        if (last.includes("STEER")) return text("steered", { prompt: 20, completion: 5 });
+        return { ...text("first answer", { prompt: 10, completion: 5 }), hold: first };
+      });
+      const { home, cwd, env } = chatAgentSetup(kind, s.url);
+      const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
+      const out = lineWatcher(proc.stdout);
+      const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+      await waitUntil(() => s.requests.length === 1, 60_000, "the first model request");
+      expect((await runAtomic(["send", started.runId, "s0", "STEER smaller diff", "--mode", "steer"], { home, env })).code).toBe(0);
+      release();
+      expect(await proc.exited).toBe(0);
+      const stage = (JSON.parse(out.lines.at(-1)!).outputs.stages as StageOut[])[0]!;
+      expect(stage).toMatchObject({ status: "completed", text: "steered" });
+      expect(s.requests.length).toBe(2);
+      expect(userTexts(s.requests[1]!).map((t) => t.trimEnd())).toEqual(["HOLD first", "STEER smaller diff"]);
+      expect(stage.usage).toMatchObject({ inputTokens: 30, outputTokens: 10, costMicroUsd: 50, turns: 2 });
     },
     150_000,
   );
