@@ -3,7 +3,7 @@
  * pi), isolated per test and pointed at a fake provider (fake-openai.ts),
  * as RUNNERS.md "Pointing each at a local endpoint" says: their own HOME and
  * XDG directories, opencode's config through OPENCODE_CONFIG with model and
- * update fetches off, pi's models.json under PI_CODING_AGENT_DIR with
+ * update fetches off and its npm plugin install kept offline, pi's models.json under PI_CODING_AGENT_DIR with
  * PI_OFFLINE=1. The model is `fake/m` for both, priced (USD per million
  * tokens) so their own cost can be checked: input 1, output 2, cache read
  * 0.5, cache write 1.5.
@@ -50,7 +50,18 @@ export function chatAgentSetup(kind: ChatAgent, baseUrl: string): ChatAgentSetup
         },
       }),
     );
-    Object.assign(env, { OPENCODE_CONFIG: config, OPENCODE_DISABLE_MODELS_FETCH: "1", OPENCODE_DISABLE_AUTOUPDATE: "1", OPENCODE_DISABLE_LSP_DOWNLOAD: "1" });
+    Object.assign(env, {
+      OPENCODE_CONFIG: config,
+      OPENCODE_DISABLE_MODELS_FETCH: "1",
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+      OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+      OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+      // At start opencode installs its plugin SDK (@opencode-ai/plugin, ~67 MB with its dependencies) into its
+      // config directory from the npm registry: kept offline (it runs without it), and without retries.
+      npm_config_offline: "true",
+      npm_config_registry: "http://127.0.0.1:9/",
+      npm_config_fetch_retries: "0",
+    });
   } else {
     const dir = join(user, "pi");
     mkdirSync(dir);
