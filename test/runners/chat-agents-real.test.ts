@@ -21,7 +21,7 @@ import { chatAgentSetup, MODEL, type ChatAgent } from "../helpers/chat-agents.ts
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 
-const WORKFLOW = join(import.meta.dir, "fixtures", "real-agent.ts");
+const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
 const KINDS: ChatAgent[] = ["opencode", "pi"];
 const servers: FakeOpenAI[] = [];
 
