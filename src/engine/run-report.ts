@@ -57,6 +57,8 @@ export interface StepReport {
   usage?: Usage;
   /** A durable timer's wake-up time. */
   wakeAt?: number;
+  /** A stage's warnings (a tool its agent refused). */
+  warnings?: string[];
 }
 
 export interface RunReport {
@@ -144,6 +146,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           if (r.errorPath) step.errorPath = r.errorPath;
           if (r.error) step.error = { name: "StageFailed", ...r.error };
           if (r.usage) step.usage = addUsage(step.usage, r.usage);
+          if (r.warnings?.length) step.warnings = r.warnings;
         } else if (p.kind === "sleep") {
           step.status = "completed";
           const wakeAt = (c.result as { wakeAt?: unknown } | undefined)?.wakeAt;

@@ -28,7 +28,7 @@
 import { join } from "node:path";
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import { getRunner } from "../runners/registry.ts";
-import { killAllGroups } from "../runners/shell/process-groups.ts";
+import { killAllGroups, stopsSettled } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { ensureError } from "../shared/errors.ts";
@@ -50,6 +50,8 @@ interface Running {
 }
 
 const RECEIPT_TIMEOUT_MS = 2_000;
+/** The longest an exiting worker waits for its stage's processes to end by themselves (their runner's grace is 2 s). */
+const EXIT_GRACE_MS = 3_000;
 /**
  * How long a stage runs before its process group is reported (`started`).
  * One that ends sooner, most short stages, needs no report: its commit says
@@ -180,10 +182,20 @@ export async function workerMain(argv: string[]): Promise<void> {
     });
   };
 
+  let exiting = false;
   const exit = (code: number) => {
+    if (exiting) return;
+    exiting = true;
     clearInterval(heartbeat);
-    killAllGroups("SIGKILL");
-    process.exit(code);
+    // A stage still running, or still in its stop's grace period, ends the way its runner ends it (SIGTERM,
+    // grace, SIGKILL, its tools' processes included) before the groups are killed outright, bounded in time.
+    const stage = running && !running.fenced ? running : undefined;
+    stage?.handle.cancel("worker stopping");
+    const settled = Promise.resolve(stage?.handle.result).then(() => stopsSettled());
+    void Promise.race([settled, Bun.sleep(EXIT_GRACE_MS)]).finally(() => {
+      killAllGroups("SIGKILL");
+      process.exit(code);
+    });
   };
 
   process.on("message", (raw: unknown) => {

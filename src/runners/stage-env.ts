@@ -44,6 +44,11 @@ export function stageEnv(
   return env;
 }
 
+/** The variables of stageEnv that only this attempt of this stage carries, and every process it starts inherits (process-tree.ts finds them by it). */
+export function stageMarker(request: Pick<StageRequest, "runId" | "stageKey" | "attempt">): Record<string, string> {
+  return { ATOMIC_RUN_ID: request.runId, ATOMIC_STAGE_KEY: request.stageKey, ATOMIC_ATTEMPT: String(request.attempt) };
+}
+
 /** This process's environment without the credential and internal variables (but those in `credentials`). */
 export function inheritedEnv(credentials: readonly string[] = []): Record<string, string> {
   const env: Record<string, string> = {};

@@ -54,6 +54,8 @@ export interface StageResult {
   eventsPath?: string;
   /** Set when status is not "completed". */
   error?: { code: string; message: string };
+  /** What the stage's user should know although it did not fail (a tool the agent refused to run). */
+  warnings?: string[];
   /** On the worker pool: which worker ran it, and the attempt generation (2 = it was retried after a lost worker). */
   workerId?: string;
   generation?: number;
@@ -70,7 +72,9 @@ export interface TaskOptions {
   /**
    * Tools an agent may use. The openai runner's set: read, write, edit,
    * list, grep, bash (default: all), confined to the stage's cwd. CLI
-   * agents: passed on as their allowed-tools list where they have one.
+   * agents: the same names, mapped to the CLI's own tools (claude: Read,
+   * Write, Edit, Glob, Grep, Bash; other names pass unchanged); `[]`: no
+   * tools where the CLI allows it.
    */
   tools?: string[];
   /**

@@ -136,7 +136,7 @@ describe("parsing and usage normalization", () => {
 
 describe("success from the final event", () => {
   for (const [kind, message] of [
-    ["claude", "claude reported error: API Error: 529"],
+    ["claude", "claude reported an error: API Error: 529"],
     ["codex", "codex turn failed: stream disconnected"],
     ["gemini", "gemini reported error: Quota exceeded for model"],
     ["opencode", "opencode: the provider refused the API key (HTTP 401): invalid x-api-key"],

@@ -79,6 +79,7 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
     for (const detail of failureDetail(step.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);
   }
   if (step.usage) s.result(`${pad}          ${st.dim(`usage    ${formatUsage(step.usage)}`)}`);
+  for (const w of step.warnings ?? []) s.result(`${pad}          ${st.yellow("warning:")} ${w}`);
   if (step.kind === "stage" && step.outputPath) s.result(`${pad}          ${st.dim(`output: ${step.outputPath}`)}`);
   if (step.child) printReport(s, step.child, depth + 2, all);
 }

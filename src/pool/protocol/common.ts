@@ -65,6 +65,7 @@ export const StageResultSchema = v.object({
   outputPath: v.string(),
   errorPath: v.optional(v.string()),
   error: v.optional(v.object({ code: v.string(), message: v.string() })),
+  warnings: v.optional(v.array(v.string())),
   structured: v.optional(v.unknown()),
   usage: v.optional(
     v.object({

@@ -5,10 +5,18 @@
  * split on U+2028, which appears inside JSON strings), every record handed
  * to `onLine` raw, before anyone parses it; stderr to the stage's
  * stderr.log.
+ *
+ * Stop: SIGTERM to the agent's group AND to its other processes
+ * (process-tree.ts: descendants that made groups of their own, as the
+ * agents' shell tools do, and anything carrying the stage's marker
+ * variables), then, after a grace period, SIGKILL to all of them and to
+ * what was found again (a process re-parented when the agent died). When
+ * the agent exits, whatever it left behind gets the same treatment.
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
+import { killGroup, trackGroup, trackStop, untrackGroup } from "../shell/process-groups.ts";
+import { signalProcesses, stageProcesses, stillRunning, type ProcRef } from "../shell/process-tree.ts";
 
 export interface ProcessEnd {
   code: number | null;
@@ -18,22 +26,33 @@ export interface ProcessEnd {
 
 const KILL_GRACE_MS = 2_000;
 
+/** The agent processes of this process that have not ended: a later turn's process is never taken for what an earlier one left. */
+const liveAgents = new Set<number>();
+
 export class AgentProcess {
   readonly pid: number | undefined;
   readonly ended: Promise<ProcessEnd>;
   private readonly child: ChildProcess;
   private stdinOpen = true;
+  private stopping = false;
+  private exited = false;
+  /** Environment pairs only this stage's processes carry (see process-tree.ts). */
+  private readonly marker: Record<string, string>;
 
   constructor(
     binary: string,
     args: string[],
-    opts: { cwd: string; env: Record<string, string | undefined> },
+    opts: { cwd: string; env: Record<string, string | undefined>; marker?: Record<string, string> },
     onLine: (line: string) => void,
     onStderr: (text: string) => void,
   ) {
+    this.marker = opts.marker ?? {};
     this.child = spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] });
     this.pid = this.child.pid;
-    if (this.pid !== undefined) trackGroup(this.pid);
+    if (this.pid !== undefined) {
+      trackGroup(this.pid);
+      liveAgents.add(this.pid);
+    }
     this.child.stdin?.on("error", () => {}); // the agent may exit without reading stdin
     let buf = "";
     const decoder = new TextDecoder();
@@ -54,7 +73,12 @@ export class AgentProcess {
         resolve({ code: null, signal: null, spawnError });
       });
       // Children the agent left behind must not outlive it.
-      this.child.on("exit", () => this.killGroup("SIGKILL"));
+      this.child.on("exit", () => {
+        this.exited = true;
+        if (this.pid !== undefined) liveAgents.delete(this.pid);
+        this.killGroup("SIGKILL");
+        this.stop();
+      });
       this.child.on("close", (code, signal) => {
         if (buf.trim()) onLine(buf);
         buf = "";
@@ -70,16 +94,50 @@ export class AgentProcess {
     return true;
   }
 
+  /** Text as it is (a prompt read from stdin), however large: the pipe takes it as the agent reads. */
+  writeRaw(text: string): boolean {
+    if (!this.stdinOpen || !this.child.stdin || this.child.stdin.destroyed) return false;
+    this.child.stdin.write(text);
+    return true;
+  }
+
   closeStdin(): void {
     if (!this.stdinOpen) return;
     this.stdinOpen = false;
     this.child.stdin?.end();
   }
 
-  /** SIGTERM to the group, SIGKILL after a grace period. */
+  /**
+   * SIGTERM to the group and the stage's other processes, SIGKILL to what
+   * is left after a grace period. The grace ends early once the agent has
+   * exited and nothing of the stage is left (checked every 100 ms), so an
+   * exiting worker (which waits for it: trackStop) is not held up.
+   */
   stop(): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    const first = this.others();
+    if (this.exited && first.length === 0) return; // the agent ended and left nothing behind
     this.killGroup("SIGTERM");
-    setTimeout(() => this.killGroup("SIGKILL"), KILL_GRACE_MS).unref();
+    signalProcesses(first, "SIGTERM");
+    const until = Date.now() + KILL_GRACE_MS;
+    trackStop(
+      new Promise<void>((resolve) => {
+        const tick = () => {
+          const left = [...first, ...this.others()].filter(stillRunning);
+          if (this.exited && left.length === 0) return resolve();
+          if (Date.now() < until) return void setTimeout(tick, 100).unref();
+          this.killGroup("SIGKILL");
+          signalProcesses(left, "SIGKILL");
+          resolve();
+        };
+        setTimeout(tick, 100).unref();
+      }),
+    );
+  }
+
+  private others(): ProcRef[] {
+    return stageProcesses(this.pid, this.marker, new Set([...liveAgents].filter((p) => p !== this.pid)));
   }
 
   killGroup(signal: NodeJS.Signals): void {

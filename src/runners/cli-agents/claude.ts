@@ -1,39 +1,69 @@
-/** The Claude Code adapter (`claude` runner): its flags, its records mapped onto ours, its final event. See adapters.ts and RUNNERS.md. */
-
-import { fromExclusive, priced } from "../usage.ts";
-import type { AdapterContext, CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, arr, pricing, oneLine } from "./records.ts";
-
 /**
+ * The Claude Code adapter (`claude` runner): its flags, its records mapped
+ * onto ours, its final event. See adapters.ts and RUNNERS.md ("Verified
+ * against the real CLIs"; tested with @anthropic-ai/claude-code 2.1.197).
+ *
  * `claude -p --output-format stream-json --verbose --input-format stream-json --session-id <uuid>`:
- * user turns are JSON lines on stdin. Messages written mid-turn are taken
- * after the current tool call (best effort); interrupt is a control_request.
- * The `result` record ends a turn; its usage and total_cost_usd are read as
- * running totals of the process (deltas are counted), which is also right
- * for the usual single-turn stage.
+ * the prompt and every later user turn are JSON lines on stdin (so a prompt
+ * of any size works; argv is capped near 128 KiB). Messages written
+ * mid-turn are taken after the current tool call (best effort); interrupt
+ * is a control_request, answered by a `result` of subtype
+ * error_during_execution that is not the stage's end when a message
+ * follows it. A later process resumes the session with `--resume <id>`.
+ *
+ * Usage: each `result` carries `modelUsage[model]` and `total_cost_usd`
+ * as running totals of the PROCESS (they restart at 0 in a resumed
+ * process), while `result.usage` and `num_turns` cover the last user turn
+ * only and `usage` is all zeros after Claude's non-streaming fallback. So
+ * tokens and cost are taken from modelUsage as deltas against the last
+ * result of the same process (per model: Claude also calls small models
+ * for side tasks); `result.usage` only when modelUsage is missing.
+ *
+ * Tools: atomic's names map to Claude's own (TOOL_MAP); `--tools` makes
+ * exactly those available and `--allowedTools` lets them run without a
+ * permission prompt; `tools: []` is `--tools ""` (none). A tool Claude
+ * refused (`permission_denials`) is a warning on the stage.
  */
-export const claude: CliAdapter & { seen: WeakMap<AdapterContext["state"], { cost: number; usage: number[] }> } = {
+
+import { classifyHttpError } from "../openai/provider-errors.ts";
+import { fromExclusive, priced, usdToMicro } from "../usage.ts";
+import type { AdapterContext, CliAdapter } from "./cli-runner.ts";
+import { num, str, obj, arr, pricing, oneLine, type Rec } from "./records.ts";
+
+/** atomic's tool names -> Claude Code's ("list" is Glob: Claude has no directory-listing tool of its own). Other names pass through unchanged. */
+export const TOOL_MAP: Readonly<Record<string, string>> = { read: "Read", write: "Write", edit: "Edit", list: "Glob", grep: "Grep", bash: "Bash" };
+
+const userLine = (message: string) => JSON.stringify({ type: "user", message: { role: "user", content: message } });
+
+/** Claude names the context-window variant of a model in brackets ("claude-opus-4-8[1m]"); prices are per model. */
+const modelName = (key: string) => key.replace(/\[[^\]]*\]$/, "");
+
+export const claude: CliAdapter = {
   kind: "claude",
   credentials: ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
   delivery: "stream",
   assignsSession: true,
   nativeSchema: true,
-  seen: new WeakMap(),
   args(req, a) {
     const args = ["-p", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json"];
     args.push(a.resume ? "--resume" : "--session-id", a.sessionId!);
     if (req.model) args.push("--model", req.model);
-    if (req.agent?.tools) args.push("--allowedTools", req.agent.tools.join(","));
+    const tools = req.agent?.tools;
+    if (tools) {
+      const names = [...new Set(tools.map((t) => TOOL_MAP[t] ?? t))];
+      args.push("--tools", names.join(","));
+      if (names.length) args.push("--allowedTools", names.join(","));
+    }
     if (req.agent?.maxTurns) args.push("--max-turns", String(req.agent.maxTurns));
     if (req.agent?.schema) args.push("--json-schema", JSON.stringify(req.agent.schema));
     if (req.agent?.system) args.push("--append-system-prompt", req.agent.system);
     return args;
   },
-  userTurn: (message) => [JSON.stringify({ type: "user", message: { role: "user", content: message } })],
-  steer: (message) => [JSON.stringify({ type: "user", message: { role: "user", content: message } })],
+  userTurn: (message) => [userLine(message)],
+  steer: (message) => [userLine(message)],
   interrupt: (message) => [
-    JSON.stringify({ type: "control_request", request_id: `int-${Date.now()}`, request: { subtype: "interrupt" } }),
-    ...(message ? [JSON.stringify({ type: "user", message: { role: "user", content: message } })] : []),
+    JSON.stringify({ type: "control_request", request_id: `int-${crypto.randomUUID()}`, request: { subtype: "interrupt" } }),
+    ...(message ? [userLine(message)] : []),
   ],
   onRecord(rec, ctx) {
     const s = ctx.state;
@@ -41,7 +71,9 @@ export const claude: CliAdapter & { seen: WeakMap<AdapterContext["state"], { cos
       case "system":
         if (rec.subtype === "init") {
           s.sessionId = str(rec.session_id) ?? s.sessionId;
-          s.model = str(rec.model) ?? s.model;
+          s.model = str(rec.model) ? modelName(str(rec.model)!) : s.model;
+        } else if (rec.subtype === "api_retry") {
+          s.process.lastRetry = rec;
         }
         return;
       case "assistant":
@@ -57,28 +89,72 @@ export const claude: CliAdapter & { seen: WeakMap<AdapterContext["state"], { cos
           if (b.type === "tool_result") ctx.tool("result", String(b.tool_use_id ?? ""), b.is_error !== true);
         }
         return;
-      case "result": {
-        s.sessionId = str(rec.session_id) ?? s.sessionId;
-        s.text = str(rec.result) ?? s.text;
-        if (rec.structured_output !== undefined) s.structured = rec.structured_output;
-        const u = obj(rec.usage);
-        const models = Object.keys(obj(rec.modelUsage));
-        const model = models[0] ?? s.model ?? ctx.request.model;
-        const totals = [num(u.input_tokens), num(u.cache_read_input_tokens), num(u.cache_creation_input_tokens), num(u.output_tokens), num(rec.num_turns)];
-        const prev = claude.seen.get(s) ?? { cost: 0, usage: [0, 0, 0, 0, 0] };
-        const d = totals.map((t, i) => Math.max(0, t - prev.usage[i]!));
-        const cost = typeof rec.total_cost_usd === "number" ? rec.total_cost_usd : undefined;
-        const delta = priced(fromExclusive(d[0]!, d[1]!, d[2]!, d[3]!), model, pricing(ctx), cost === undefined ? undefined : Math.max(0, cost - prev.cost));
-        claude.seen.set(s, { cost: cost ?? prev.cost, usage: totals });
-        ctx.usage({ ...delta, turns: Math.max(1, d[4]!), ...(model ? { model } : {}) });
-        const subtype = str(rec.subtype) ?? "success";
-        if (subtype === "success" && rec.is_error !== true) s.final = { ok: true };
-        else {
-          const why = subtype !== "success" ? subtype : "error";
-          s.final = { ok: false, code: `agent_${why}`.replace(/^agent_error_/, "agent_"), message: `claude reported ${why}: ${oneLine(str(rec.result) ?? arr(rec.errors).join("; ") ?? "")}` };
-        }
+      case "result":
+        onResult(rec, ctx);
         return true;
-      }
     }
   },
 };
+
+function onResult(rec: Rec, ctx: AdapterContext): void {
+  const s = ctx.state;
+  s.sessionId = str(rec.session_id) ?? s.sessionId;
+  s.text = str(rec.result) ?? s.text;
+  if (rec.structured_output !== undefined) s.structured = rec.structured_output;
+  recordUsage(rec, ctx);
+  for (const d of arr(rec.permission_denials)) {
+    const denial = obj(d);
+    const input = oneLine(JSON.stringify(denial.tool_input ?? {}));
+    const name = str(denial.tool_name) ?? "?";
+    const ours = Object.keys(TOOL_MAP).find((k) => TOOL_MAP[k] === name) ?? name;
+    ctx.warn(`claude refused the tool ${name} (${input}); hint: name it in the stage's tools to allow it, e.g. tools: ${JSON.stringify([...(ctx.request.agent?.tools ?? []), ours])}`);
+  }
+  const subtype = str(rec.subtype) ?? "success";
+  if (subtype === "success" && rec.is_error !== true) {
+    s.final = { ok: true };
+    return;
+  }
+  const words = oneLine(str(rec.result) ?? arr(rec.errors).map(String).join("; "));
+  const status = num(rec.api_error_status);
+  if (status >= 400) {
+    const err = classifyHttpError(status, words, new Headers(), s.model ?? ctx.request.model);
+    const retry = obj(s.process.lastRetry);
+    const retried = num(retry.attempt) ? `; claude retried ${num(retry.attempt)} time(s)${num(retry.retry_delay_ms) ? `, the last after ${Math.round(num(retry.retry_delay_ms))} ms` : ""}` : "";
+    s.final = { ok: false, code: err.code, message: `${err.message}${retried}` };
+    return;
+  }
+  s.final = { ok: false, code: "agent_error", message: `claude reported ${subtype === "success" ? "an error" : subtype}${words ? `: ${words}` : ""}` };
+}
+
+/** Adds what this result adds to the process's running totals (see the header). */
+function recordUsage(rec: Rec, ctx: AdapterContext): void {
+  const s = ctx.state;
+  const prev = (s.process.modelUsage ??= {}) as Record<string, number[]>;
+  const turns = Math.max(1, num(rec.num_turns));
+  const models = Object.entries(obj(rec.modelUsage));
+  if (!models.length) {
+    const u = obj(rec.usage);
+    const tokens = [num(u.input_tokens), num(u.cache_read_input_tokens), num(u.cache_creation_input_tokens), num(u.output_tokens)];
+    const before = num(s.process.costMicro);
+    const now = typeof rec.total_cost_usd === "number" ? usdToMicro(rec.total_cost_usd) : undefined;
+    const cost = now === undefined ? undefined : Math.max(0, now - before) / 1_000_000;
+    if (now !== undefined) s.process.costMicro = now;
+    report(ctx, s.model ?? ctx.request.model, tokens, cost, turns);
+    return;
+  }
+  models.forEach(([key, value], i) => {
+    const m = obj(value);
+    // Cost in micro-dollars before the difference: sums of the deltas stay exact.
+    const now = [num(m.inputTokens), num(m.cacheReadInputTokens), num(m.cacheCreationInputTokens), num(m.outputTokens), usdToMicro(num(m.costUSD))];
+    const before = prev[key] ?? [0, 0, 0, 0, 0];
+    prev[key] = now;
+    const d = now.map((x, j) => Math.max(0, x - before[j]!));
+    if (d.every((x) => x === 0) && i > 0) return;
+    report(ctx, modelName(key), d.slice(0, 4), typeof m.costUSD === "number" ? d[4]! / 1_000_000 : undefined, i === 0 ? turns : 0);
+  });
+}
+
+function report(ctx: AdapterContext, model: string | undefined, [input, cacheRead, cacheWrite, output]: number[], costUsd: number | undefined, turns: number): void {
+  const u = priced(fromExclusive(input!, cacheRead!, cacheWrite!, output!), model, pricing(ctx), costUsd);
+  ctx.usage({ ...u, turns, ...(model ? { model } : {}) });
+}

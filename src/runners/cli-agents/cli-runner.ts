@@ -9,8 +9,11 @@
  *   process and write user turns and control lines to its stdin: steer goes
  *   in at once (native for pi, best effort for claude), followUp after the
  *   turn's end event, interrupt aborts the turn (control line) and then
- *   delivers. When a turn ends with nothing queued, stdin is closed and the
- *   agent exits;
+ *   delivers: the aborted turn's end event is then not the last one
+ *   (`pendingTurns` counts the turns written and not yet ended). When a
+ *   turn ends with nothing pending or queued, stdin is closed and the agent
+ *   exits; a message that comes after that resumes the session by id in a
+ *   new process;
  * - "resume" adapters (codex exec, gemini, opencode run) take no input
  *   while running: steer and followUp are queued and delivered by resuming
  *   the session when the turn ends; interrupt kills the turn's process
@@ -18,7 +21,8 @@
  * - success is read from the agent's final event (an error result that
  *   exits 0 is a failure; a missing final event is a failure naming the
  *   exit code), never from the exit code alone;
- * - cancel kills the whole process group (SIGTERM, then SIGKILL).
+ * - cancel ends the process group and every other process of the stage
+ *   (agent-process.ts: SIGTERM, a grace period, then SIGKILL).
  *
  * Structured output: native where the CLI has it (claude --json-schema,
  * codex --output-schema); otherwise the prompt asks for JSON only and the
@@ -33,7 +37,7 @@ import { schemaValidator } from "../json-schema.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
-import { stageEnv } from "../stage-env.ts";
+import { stageEnv, stageMarker } from "../stage-env.ts";
 import { rateLimitsFor, type SharedRateLimits } from "../rate-limits.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
@@ -47,6 +51,8 @@ export interface TurnState {
   /** Set by the final event: success or the agent's error. */
   final?: { ok: true } | { ok: false; code: string; message: string; retryAfterMs?: number };
   structured?: unknown;
+  /** The adapter's own notes about the current process (running totals to take deltas from); emptied when a process starts. */
+  process: Record<string, unknown>;
 }
 
 export interface AdapterContext {
@@ -58,6 +64,8 @@ export interface AdapterContext {
   tool(name: string, detail: string, ok?: boolean): void;
   /** A usage delta (already normalized and priced). */
   usage(delta: Partial<Usage>): void;
+  /** Something the stage's user should know (a tool the agent refused): in the transcript and on the stage's result. */
+  warn(message: string): void;
   /** A line to the agent's stdin (stream adapters: a query such as pi's get_state). */
   write(line: string): void;
   /** End the agent's process (an agent stuck in a loop its own events show). */
@@ -86,6 +94,13 @@ export interface CliAdapter {
    * that runs shell commands is trusted with its own key.
    */
   readonly credentials: readonly string[];
+  /**
+   * Resume adapters: the CLI reads its prompt from stdin (written, then
+   * stdin closed), so `ArgsContext.message` must not be put in argv; a
+   * prompt in one argv element fails at spawn above about 128 KiB (E2BIG).
+   * Stream adapters always write their turns to stdin.
+   */
+  readonly promptOnStdin?: boolean;
   args(req: StageRequest, a: ArgsContext): string[];
   /** Stream adapters: lines that start a turn with `message`. */
   userTurn?(message: string): string[];
@@ -96,10 +111,14 @@ export interface CliAdapter {
   onRecord(rec: Record<string, unknown>, ctx: AdapterContext): boolean | void;
   /** A nonzero exit without a final event: what it means (gemini's exit codes). */
   explainExit?(code: number): string | undefined;
-  /** Resume adapters: the message goes to the agent's stdin (no argv limit, no quoting) instead of its argv. */
-  readonly promptOnStdin?: boolean;
-  /** Stream adapters: an interrupt only aborts the turn; the message is delivered as the next turn once the abort has settled. */
-  readonly interruptThenQueue?: boolean;
+  /**
+   * Stream adapters whose messages join the running turn (pi): a followUp
+   * is taken in before the turn's one end event, and an interrupt only
+   * aborts the turn, its message delivered as the next turn once the abort
+   * has settled (a prompt sent with the abort is refused). Without it
+   * (claude), each message written is a turn with an end event of its own.
+   */
+  readonly messagesJoinTurn?: boolean;
   /** Variables added to the agent's environment (settings the CLI reads only from there). */
   env?(req: StageRequest): Record<string, string>;
 }
@@ -126,7 +145,10 @@ export class CliAgentRunner implements Runner {
 
 class CliSession {
   private readonly files: AgentFiles;
-  private readonly state: TurnState = { text: "" };
+  private readonly state: TurnState = { text: "", process: {} };
+  private readonly warnings: string[] = [];
+  /** Stream adapters: user turns written whose end event has not come yet. */
+  private pendingTurns = 0;
   private usage: Usage;
   private proc: AgentProcess | undefined;
   private readonly queued: string[] = [];
@@ -151,18 +173,19 @@ class CliSession {
     if (this.ended) throw new Error("the stage has ended");
     this.files.section(`Message (${mode})`, text);
     const p = this.proc;
+    // A stream agent whose stdin is closed (its last turn ended) is about to exit: the message waits for a resumed session.
+    const write = (lines: string[]) => lines.every((l) => p!.write(l));
     if (this.adapter.delivery === "stream" && p && this.turnOpen) {
-      if (mode === "steer" && this.adapter.steer) {
-        for (const l of this.adapter.steer(text)) p.write(l);
+      if (mode === "steer" && this.adapter.steer && write(this.adapter.steer(text))) return;
+      if (mode === "interrupt" && this.adapter.interrupt && write(this.adapter.interrupt(text))) {
+        // The interrupted turn ends (its end event is not the stage's end), then the message is one more turn.
+        if (this.adapter.messagesJoinTurn) {
+          if (text) this.queued.push(text); // the next turn, once the aborted one has ended (onStreamTurnEnd)
+        } else if (text) this.pendingTurns++;
         return;
       }
-      if (mode === "interrupt" && this.adapter.interrupt) {
-        for (const l of this.adapter.interrupt(text)) p.write(l);
-        if (this.adapter.interruptThenQueue) this.queued.push(text);
-        return;
-      }
-      if (mode === "followUp" && this.adapter.followUp) {
-        for (const l of this.adapter.followUp(text)) p.write(l);
+      if (mode === "followUp" && this.adapter.followUp && write(this.adapter.followUp(text))) {
+        if (!this.adapter.messagesJoinTurn) this.pendingTurns++;
         return;
       }
     }
@@ -249,10 +272,12 @@ class CliSession {
       }
       if (!final.ok) {
         if (final.code === "provider_rate_limit") this.rateLimit()?.limits.backOff(this.rateLimit()!.key, final.retryAfterMs);
-        return this.result("failed", final.code, final.message, end.code);
+        return this.result("failed", final.code, `${final.message} (${this.adapter.kind} ${end.code !== null ? `exited with status ${end.code}` : `was killed by ${end.signal}`})`, end.code);
       }
-      if (this.queued.length && !this.wrapping && this.adapter.delivery === "resume" && this.state.sessionId) {
+      // Messages that came after a stream agent's stdin was closed, or while a resume agent ran: the session resumed with them.
+      if (this.queued.length && !this.wrapping && this.state.sessionId) {
         message = this.queued.splice(0).join("\n\n");
+        this.files.section(`(resuming session ${this.state.sessionId} with the message)`);
         resume = true;
         continue;
       }
@@ -286,11 +311,12 @@ class CliSession {
     this.files.diag(`$ ${binary} ${args.map((x) => (/^[\w@%+=:,./-]+$/.test(x) ? x : JSON.stringify(x))).join(" ")}`);
     delete this.state.final;
     this.state.text = "";
+    this.state.process = {};
     const ctx = this.context();
     const proc = new AgentProcess(
       binary,
       args,
-      { cwd: req.cwd, env: { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) } },
+      { cwd: req.cwd, env: { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) }, marker: stageMarker(req) },
       (line) => {
         this.files.raw(line);
         let rec: unknown;
@@ -316,8 +342,9 @@ class CliSession {
     this.onEvent({ type: "started", ...(proc.pid !== undefined ? { pid: proc.pid } : {}), ...(this.state.sessionId ? { sessionId: this.state.sessionId } : {}) });
     if (this.adapter.delivery === "stream") {
       for (const l of this.adapter.userTurn?.(a.message) ?? []) proc.write(l);
+      this.pendingTurns = 1;
     } else {
-      if (this.adapter.promptOnStdin) proc.write(a.message);
+      if (this.adapter.promptOnStdin) proc.writeRaw(a.message);
       proc.closeStdin();
     }
     if (this.stopKind) proc.stop();
@@ -331,9 +358,12 @@ class CliSession {
   private onStreamTurnEnd(): void {
     const p = this.proc;
     if (!p) return;
+    this.pendingTurns = Math.max(0, this.pendingTurns - 1);
+    if (this.pendingTurns > 0) return; // an interrupted turn ended; the message written with the interrupt is next
     if (this.queued.length && !this.wrapping && this.state.final?.ok !== false) {
       const text = this.queued.splice(0).join("\n\n");
       for (const l of this.adapter.userTurn?.(text) ?? []) p.write(l);
+      this.pendingTurns = 1;
       return;
     }
     p.closeStdin();
@@ -356,6 +386,11 @@ class CliSession {
         this.usage = addUsage(this.usage, delta);
         if (delta.model) this.state.model = delta.model;
         this.onEvent({ type: "usage", usage: delta });
+      },
+      warn: (message) => {
+        if (this.warnings.includes(message)) return;
+        this.warnings.push(message);
+        this.files.section("Warning", message);
       },
       write: (line) => {
         this.proc?.write(line);
@@ -402,6 +437,7 @@ class CliSession {
       transcriptPath: this.files.transcriptPath,
       eventsPath: this.files.eventsPath,
       usage: this.usage,
+      ...(this.warnings.length ? { warnings: [...this.warnings] } : {}),
       ...(this.state.sessionId ? { sessionId: this.state.sessionId } : {}),
       ...(code && status !== "completed" ? { error: { code, message: message ?? code } } : {}),
     };

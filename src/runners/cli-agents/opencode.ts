@@ -30,7 +30,7 @@
 
 import type { StageRequest } from "../types.ts";
 import { fromExclusive, priced } from "../usage.ts";
-import type { CliAdapter, TurnState } from "./cli-runner.ts";
+import type { CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, type Rec } from "./records.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
@@ -39,8 +39,6 @@ const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit:
 const OPENCODE_TOOLS = ["bash", "edit", "glob", "grep", "read", "skill", "task", "todowrite", "webfetch", "write", "list", "patch", "websearch"];
 /** Broken steps in a row after which opencode's endless retry is stopped. */
 const MAX_BROKEN_STEPS = 3;
-
-const broken = new WeakMap<TurnState, number>();
 
 export function opencodeConfig(req: Pick<StageRequest, "agent">, existing: string | undefined): string {
   let base: Rec = {};
@@ -103,15 +101,15 @@ export const opencode: CliAdapter = {
         const model = ctx.request.model;
         const tokens = num(t.input) + num(t.output) + num(t.reasoning) + num(cache.read) + num(cache.write);
         if (part.reason === "unknown" && tokens === 0) {
-          const n = (broken.get(s) ?? 0) + 1;
-          broken.set(s, n);
+          const n = Number(s.process.brokenSteps ?? 0) + 1;
+          s.process.brokenSteps = n;
           if (n >= MAX_BROKEN_STEPS) {
             s.final = { ok: false, code: "provider_bad_response", message: `opencode: the provider's stream ended before its end ${n} times in a row (opencode retries it without limit; stopped)` };
             ctx.stop();
           }
           return;
         }
-        broken.delete(s);
+        delete s.process.brokenSteps;
         ctx.usage({
           ...priced(fromExclusive(num(t.input), num(cache.read), num(cache.write), num(t.output) + num(t.reasoning)), model, pricing(ctx), typeof part.cost === "number" ? part.cost : undefined),
           turns: 1,

@@ -34,16 +34,13 @@
 
 import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
-import type { CliAdapter, TurnState } from "./cli-runner.ts";
+import type { CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError } from "./records.ts";
 
 const BARRIER = "atomic-turn-end";
 
 /** atomic's tool names → pi's (pi's `ls` lists a directory; `find` is pi's too, reached through `list` as well). */
 const TOOL_NAMES: Record<string, string[]> = { read: ["read"], write: ["write"], edit: ["edit"], list: ["ls", "find"], grep: ["grep"], bash: ["bash"] };
-
-/** A retry pi announced and has not finished yet. */
-const retrying = new WeakMap<TurnState, boolean>();
 
 export function piTools(tools: readonly string[]): string[] {
   return [...new Set(tools.flatMap((t) => TOOL_NAMES[t] ?? [t]))];
@@ -55,7 +52,7 @@ export const pi: CliAdapter = {
   delivery: "stream",
   assignsSession: false,
   nativeSchema: false,
-  interruptThenQueue: true,
+  messagesJoinTurn: true,
   env: () => ({ PI_SKIP_VERSION_CHECK: "1" }),
   args(req) {
     const args = ["--mode", "rpc", "--session", join(req.artifactDir, "pi-session.jsonl")];
@@ -102,10 +99,10 @@ export const pi: CliAdapter = {
         return;
       }
       case "auto_retry_start":
-        retrying.set(s, true);
+        s.process.retrying = true; // a retry pi announced and has not finished yet
         return;
       case "auto_retry_end":
-        retrying.delete(s);
+        delete s.process.retrying;
         return;
       case "tool_execution_start":
         ctx.tool(String(rec.toolName ?? "tool"), JSON.stringify(rec.args ?? {}));
@@ -120,7 +117,7 @@ export const pi: CliAdapter = {
         const data = obj(rec.data);
         if (rec.command === "get_state" && rec.success !== false) s.sessionId = str(data.sessionId) ?? s.sessionId;
         if (rec.id === BARRIER) {
-          if (retrying.get(s)) return;
+          if (s.process.retrying) return;
           s.final ??= { ok: true };
           return true;
         }

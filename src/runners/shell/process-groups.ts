@@ -31,6 +31,19 @@ export function killAllGroups(signal: NodeJS.Signals = "SIGKILL"): void {
   for (const pgid of live) killGroup(pgid, signal);
 }
 
+const stops = new Set<Promise<void>>();
+
+/** A stop in its grace period (SIGTERM sent, SIGKILL due when `done` settles): an exiting worker waits for it. */
+export function trackStop(done: Promise<void>): void {
+  stops.add(done);
+  void done.finally(() => stops.delete(done));
+}
+
+/** Settles when every tracked stop has finished its grace period. */
+export async function stopsSettled(): Promise<void> {
+  await Promise.all([...stops]);
+}
+
 export function liveGroupCount(): number {
   return live.size;
 }

@@ -1,0 +1,483 @@
+/**
+ * The claude runner with the real Claude Code CLI (test/agents, pinned
+ * version) through dist/atomic, pointed at the fake Anthropic provider
+ * (test/helpers/fake-anthropic.ts) with its own HOME and XDG directories,
+ * its non-essential traffic off and every other connection sent to the
+ * fake's trap: each test fails if claude tried to reach anything else.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { agentBin } from "../helpers/agents.ts";
+import { httpError, startFakeAnthropic, streamError, text, toolUse, type FakeAnthropic } from "../helpers/fake-anthropic.ts";
+import { isLive, processesWithEnv } from "../helpers/processes.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { getRunner } from "../../src/runners/registry.ts";
+import type { RunnerEvent, RunnerHandle, StageRequest } from "../../src/runners/types.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, parseNdjson, startedRunId } from "../e2e/support.ts";
+
+const WF = join(import.meta.dir, "fixtures", "claude-stage.ts");
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+interface Setup {
+  fake: FakeAnthropic;
+  home: string;
+  env: Record<string, string>;
+  marker: string;
+}
+
+/** A fresh fake provider, atomic home and claude HOME (XDG dirs inside it). */
+async function setup(): Promise<Setup> {
+  const fake = await startFakeAnthropic();
+  const home = makeTempDir("atomic-claude-home-");
+  const user = makeTempDir("atomic-claude-user-");
+  for (const d of [".config", ".cache", ".local/share", ".local/state"]) mkdirSync(join(user, d), { recursive: true });
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: agentBin("claude") } } }));
+  const marker = `m${crypto.randomUUID().slice(0, 8)}`;
+  const env = {
+    HOME: user,
+    XDG_CONFIG_HOME: join(user, ".config"),
+    XDG_CACHE_HOME: join(user, ".cache"),
+    XDG_DATA_HOME: join(user, ".local/share"),
+    XDG_STATE_HOME: join(user, ".local/state"),
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "sk-ant-fake",
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_AUTOUPDATER: "1",
+    DISABLE_TELEMETRY: "1",
+    DISABLE_ERROR_REPORTING: "1",
+    CLAUDE_CODE_MAX_RETRIES: "2",
+    CLAUDE_TEST_MARKER: marker,
+    ...fake.proxyEnv(),
+  };
+  return { fake, home, env, marker };
+}
+
+async function run(s: Setup, inputs: Record<string, string>, extra: string[] = []) {
+  const args = ["run", WF, "--json", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`]), ...extra];
+  const r = await runAtomic(args, { home: s.home, env: s.env, timeoutMs: 90_000 });
+  const lines = parseNdjson(r.stdout);
+  return { ...r, result: lines.at(-1) as { runId: string; outputs?: Record<string, any>; status?: string } | undefined };
+}
+
+async function show(s: Setup, runId: string) {
+  return (await runAtomic(["show", runId], { home: s.home, env: s.env })).stdout;
+}
+
+async function done(s: Setup) {
+  // The intercom broker a `send` started for this home.
+  for (const pid of processesWithEnv("CLAUDE_TEST_MARKER", s.marker)) process.kill(pid, "SIGKILL");
+  try {
+    s.fake.assertOnlyFake();
+  } finally {
+    await s.fake.close();
+  }
+}
+
+/** Every text the CLI sent the model as the user's (claude also puts "system" entries in `messages`). */
+const userText = (body: any): string =>
+  body.messages
+    .filter((m: any) => m.role === "user")
+    .map((m: any) => (typeof m.content === "string" ? m.content : m.content.map((b: any) => b.text ?? (typeof b.content === "string" ? b.content : "")).join("\n")))
+    .join("\n");
+
+e2eTest(
+  "a text reply: the answer, the prompt and system prompt delivered, usage and claude's own cost exact",
+  async () => {
+    const s = await setup();
+    s.fake.push(text("Hello from the fake", { input: 11, output: 3, cacheRead: 5, cacheWrite: 2 }));
+    const r = await run(s, { prompt: "say hello", system: "SYSTEM-NOTE: be brief" });
+    expect(r.code).toBe(0);
+    expect(r.result!.outputs!.text).toBe("Hello from the fake");
+    // The stage's system prompt is appended to Claude's own.
+    const system = JSON.stringify(s.fake.calls[0]!.body.system);
+    expect(system).toContain("SYSTEM-NOTE: be brief");
+    expect(system).toContain("Claude");
+    // opus-4 family prices (claude's table): 11 in × $5/M + 3 out × $25/M + 5 cache reads × $0.5/M + 2 writes × $6.25/M = $0.00014500
+    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, costMicroUsd: 145, turns: 1, model: "claude-opus-4-8" }); // modelUsage's key without its "[1m]" context tag
+    expect(s.fake.calls).toHaveLength(1);
+    expect(userText(s.fake.calls[0]!.body)).toContain("say hello");
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a tool call: tools named in atomic's terms reach claude as its own; Bash runs; usage summed over both model calls",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-tool-");
+    const file = join(dir, "made-by-bash");
+    s.fake.push(toolUse("Bash", { command: `touch ${file}`, description: "make a file" }, { input: 100, output: 7, cacheRead: 50, cacheWrite: 20 }), text("made it", { input: 120, output: 9, cacheRead: 60 }));
+    const r = await run(s, { prompt: "make the file", tools: JSON.stringify(["bash", "read", "list", "grep"]) });
+    expect(r.code).toBe(0);
+    expect(existsSync(file)).toBe(true);
+    expect(s.fake.calls[0]!.body.tools.map((t: any) => t.name).sort()).toEqual(["Bash", "Glob", "Grep", "Read"]);
+    const result = s.fake.calls[1]!.body.messages.at(-1).content.find((b: any) => b.type === "tool_result");
+    expect(result.is_error).toBeFalsy();
+    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 220, outputTokens: 16, cacheReadTokens: 110, cacheWriteTokens: 20, turns: 2 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "tools: [] gives claude no tools at all",
+  async () => {
+    const s = await setup();
+    s.fake.push(text("no tools here"));
+    const r = await run(s, { prompt: "hi", tools: "[]" });
+    expect(r.code).toBe(0);
+    expect(s.fake.calls[0]!.body.tools ?? []).toEqual([]);
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a tool claude refused is a warning on the stage: in the transcript and in show",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-deny-");
+    s.fake.push(toolUse("Write", { file_path: join(dir, "x.txt"), content: "nope" }), text("could not write"));
+    const r = await run(s, { prompt: "write it" }); // claude's default tools and permissions: Write needs an approval nobody can give
+    expect(r.code).toBe(0);
+    expect(existsSync(join(dir, "x.txt"))).toBe(false);
+    const out = await show(s, r.result!.runId);
+    expect(out).toMatch(/warning: claude refused the tool Write \(\{"file_path":.*\}\); hint: name it in the stage's tools to allow it, e.g. tools: \["write"\]/);
+    const step = JSON.parse((await runAtomic(["show", r.result!.runId, "--json"], { home: s.home, env: s.env })).stdout).steps.find((x: any) => x.name === "ask");
+    expect(readFileSync(join(step.artifactDir, "transcript.md"), "utf8")).toMatch(/## Warning\s+claude refused the tool Write/);
+    await done(s);
+  },
+  120_000,
+);
+
+/** The stage's error as the run's report has it (`show --json`). */
+async function stageError(s: Setup, runId: string): Promise<{ code: string; message: string }> {
+  const report = JSON.parse((await runAtomic(["show", runId, "--json"], { home: s.home, env: s.env })).stdout);
+  const step = (report.steps ?? report.report?.steps).find((x: any) => x.name === "ask");
+  return step.error;
+}
+
+const RETRIES = (n: number, reply: ReturnType<typeof httpError>) => Array.from({ length: n }, () => reply);
+
+for (const [name, replies, code, words] of [
+  ["401", RETRIES(3, httpError(401, "authentication_error", "invalid x-api-key")), "provider_auth", /HTTP 401\): Invalid API key/],
+  ["400", [httpError(400, "invalid_request_error", "max_tokens: 99999999 is greater than the maximum")], "provider_bad_request", /HTTP 400\): .*max_tokens: 99999999 is greater than the maximum/],
+  ["429 with Retry-After", RETRIES(3, httpError(429, "rate_limit_error", "slow down please", { "retry-after": "3" })), "provider_rate_limit", /HTTP 429\): .*slow down please; claude retried 2 time\(s\), the last after 3000 ms/],
+  ["500 that outlasts claude's retries", RETRIES(3, httpError(500, "api_error", "the fake broke")), "provider_unavailable", /HTTP 500\): .*the fake broke/],
+  ["an error inside the stream (and the non-streaming fallback overloaded)", RETRIES(4, streamError("overloaded_error", "Overloaded right now")), "provider_unavailable", /HTTP 529\): .*Overloaded right now/],
+] as const) {
+  e2eTest(
+    `provider error ${name}: ${code}, naming claude, its exit status and the provider's words`,
+    async () => {
+      const s = await setup();
+      s.fake.push(...replies);
+      const r = await run(s, { prompt: "hi" });
+      expect(r.code).not.toBe(0);
+      const runId = (await runAtomic(["runs", "--json"], { home: s.home, env: s.env })).stdout.trim().split("\n").map((l) => JSON.parse(l))[0].id;
+      const err = await stageError(s, runId);
+      expect(err.code).toBe(code);
+      expect(err.message).toMatch(words);
+      expect(err.message).toContain("(claude exited with status 1)");
+      await done(s);
+    },
+    120_000,
+  );
+}
+
+e2eTest(
+  "a 500 that claude's own retry survives: the stage completes, usage of the successful call only",
+  async () => {
+    const s = await setup();
+    s.fake.push(httpError(500, "api_error", "blip"), text("recovered", { input: 11, output: 3 }));
+    const r = await run(s, { prompt: "hi" });
+    expect(r.code).toBe(0);
+    expect(r.result!.outputs!.text).toBe("recovered");
+    expect(s.fake.calls).toHaveLength(2);
+    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 130 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a broken stream: claude falls back to a non-streaming call; its usage (zeros in result.usage) still counted from modelUsage",
+  async () => {
+    const s = await setup();
+    s.fake.push(streamError("overloaded_error", "Overloaded"), text("after fallback", { input: 40, output: 6, cacheRead: 100 }));
+    const r = await run(s, { prompt: "hi" });
+    expect(r.code).toBe(0);
+    expect(r.result!.outputs!.text).toBe("after fallback");
+    expect(s.fake.calls.map((c) => c.body.stream === true)).toEqual([true, false]);
+    // 40 × $5/M + 6 × $25/M + 100 × $0.5/M = $0.0004
+    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 40, outputTokens: 6, cacheReadTokens: 100, costMicroUsd: 400 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "structured output through --json-schema: claude's StructuredOutput tool, the value validated",
+  async () => {
+    const s = await setup();
+    s.fake.push(toolUse("StructuredOutput", { verdict: "ok" }), text("done"));
+    const r = await run(s, { prompt: "judge it", structured: "true" });
+    expect(r.code).toBe(0);
+    expect(r.result!.outputs!.structured).toEqual({ verdict: "ok" });
+    expect(s.fake.calls[0]!.body.tools.map((t: any) => t.name)).toContain("StructuredOutput");
+    await done(s);
+  },
+  120_000,
+);
+
+/** `atomic run` in the background; its run id from the "started run" line. */
+async function start(s: Setup, inputs: Record<string, string | number>, extra: string[] = []) {
+  const json = join(makeTempDir("atomic-claude-inputs-"), "inputs.json");
+  writeFileSync(json, JSON.stringify(inputs));
+  const proc = spawnAtomic(["run", WF, "--inputs-json", json, ...extra], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const runId = startedRunId(await out.waitFor(/^started run /, 60_000));
+  return { proc, out, runId };
+}
+
+async function send(s: Setup, runId: string, text: string, mode: string) {
+  const r = await runAtomic(["send", runId, "ask", text, "--mode", mode], { home: s.home, env: s.env });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+}
+
+async function outputs(s: Setup, runId: string) {
+  const report = JSON.parse((await runAtomic(["show", runId, "--json"], { home: s.home, env: s.env })).stdout);
+  return report;
+}
+
+/** The shell command of a tool that says it started, then waits for `gate` to exist. */
+const waitFor = (dir: string, gate: string) => `touch ${join(dir, "started")}; while [ ! -e ${join(dir, gate)} ]; do sleep 0.1; done; echo released`;
+
+e2eTest(
+  "multi-turn: a followUp is the next user turn of the same claude process; usage is the sum of both turns (result.usage is per turn)",
+  async () => {
+    const s = await setup();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    s.fake.push({ ...text("first answer", { input: 100, output: 10, cacheRead: 1000 }), hold: gate }, text("second answer", { input: 200, output: 20, cacheWrite: 300 }));
+    const { proc, runId } = await start(s, { prompt: "first question" });
+    await waitUntil(() => s.fake.calls.length === 1, 60_000, "the first model call");
+    await send(s, runId, "second question", "followUp");
+    release();
+    expect(await proc.exited).toBe(0);
+    expect(s.fake.calls).toHaveLength(2);
+    expect(userText(s.fake.calls[1]!.body)).toContain("second question");
+    const report = await outputs(s, runId);
+    const out = report.run.outputs;
+    expect(out.text).toBe("second answer");
+    // 300 in × $5/M + 30 out × $25/M + 1000 reads × $0.5/M + 300 writes × $6.25/M = $0.004625
+    expect(out.usage).toMatchObject({ inputTokens: 300, outputTokens: 30, cacheReadTokens: 1000, cacheWriteTokens: 300, costMicroUsd: 4625, turns: 2 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "steer: a message written while a tool runs reaches the model in the same turn",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-steer-");
+    s.fake.push(toolUse("Bash", { command: waitFor(dir, "go"), description: "wait" }), text("steered answer"));
+    const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
+    await waitUntil(() => existsSync(join(dir, "started")), 60_000, "the tool to start");
+    await send(s, runId, "STEER-MESSAGE", "steer");
+    // delivered to claude's stdin: the transcript says so
+    await waitUntil(() => transcriptHas(s, runId, "Message (steer)"), 30_000, "the steer to be delivered");
+    await Bun.sleep(500); // claude reads its stdin as lines come; the tool's end is what we hold
+    writeFileSync(join(dir, "go"), "");
+    expect(await proc.exited).toBe(0);
+    expect(JSON.stringify(s.fake.calls[1]!.body.messages)).toContain("STEER-MESSAGE");
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "interrupt: the running tool is stopped, the message is the next turn, the stage completes with its answer",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-int-");
+    s.fake.push(toolUse("Bash", { command: waitFor(dir, "never"), description: "wait" }), text("new direction taken", { input: 7, output: 3 }));
+    const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
+    await waitUntil(() => existsSync(join(dir, "started")), 60_000, "the tool to start");
+    await send(s, runId, "NEW-DIRECTION", "interrupt");
+    expect(await proc.exited).toBe(0);
+    expect(userText(s.fake.calls.at(-1)!.body)).toContain("NEW-DIRECTION");
+    const out = (await outputs(s, runId)).run.outputs;
+    expect(out.text).toBe("new direction taken");
+    expect(stageLeftovers(s).map(cmdline)).toEqual([]);
+    await done(s);
+  },
+  120_000,
+);
+
+/** Processes of the test's claude stage "ask" (every one carries the test's marker and the stage's name), not atomic's own. */
+function stageLeftovers(s: Setup): number[] {
+  const stage = new Set(processesWithEnv("ATOMIC_STAGE", "ask"));
+  return processesWithEnv("CLAUDE_TEST_MARKER", s.marker).filter((pid) => stage.has(pid) && !cmdline(pid).startsWith(atomicBin()));
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+  } catch {
+    return `${pid} (gone)`;
+  }
+}
+
+async function transcriptHas(s: Setup, runId: string, needle: string): Promise<boolean> {
+  const report = await outputs(s, runId);
+  const step = report.steps.find((x: any) => x.name === "ask");
+  const dir = step?.artifactDir ?? step?.attemptLog?.at(-1)?.artifactDir;
+  if (!dir) return false;
+  try {
+    return readFileSync(join(dir, "transcript.md"), "utf8").includes(needle);
+  } catch {
+    return false;
+  }
+}
+
+for (const [how, extra] of [
+  ["atomic cancel", []],
+  ["Ctrl-C (SIGINT) of atomic run", []],
+  ["Ctrl-C (SIGINT) of atomic run on a worker pool", ["--workers", "1"]],
+] as const) {
+  e2eTest(
+    `${how} with a long-running Bash tool: no process of the stage is left (the tool's own process group included), SIGTERM before SIGKILL`,
+    async () => {
+      const s = await setup();
+      const dir = makeTempDir("atomic-claude-cancel-");
+      const pidFile = join(dir, "sleep.pid");
+      const termed = join(dir, "termed");
+      // The tool's shell notes the SIGTERM of the grace period (a SIGKILL at once would leave no note), then waits on.
+      s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
+      // Claude's own tool name passes through unchanged.
+      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, [...extra]);
+      await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+      const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+      expect(isLive(sleepPid)).toBe(true);
+      if (how.startsWith("atomic cancel")) expect((await runAtomic(["cancel", runId], { home: s.home, env: s.env })).code).toBe(0);
+      else proc.kill("SIGINT");
+      await proc.exited;
+      await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
+      expect(existsSync(termed)).toBe(true);
+      await done(s);
+    },
+    120_000,
+  );
+}
+
+e2eTest(
+  "a 300 KiB prompt reaches the model whole (claude reads it from stdin)",
+  async () => {
+    const s = await setup();
+    const big = `BEGIN ${"x".repeat(300 * 1024)} END`;
+    s.fake.push(text("read it all"));
+    const { proc } = await start(s, { prompt: big });
+    expect(await proc.exited).toBe(0);
+    expect(userText(s.fake.calls[0]!.body)).toContain(big);
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a stage that times out while its run goes on: its Bash tool's processes (a process group of their own) end with it",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-timeout-");
+    const pidFile = join(dir, "sleep.pid");
+    s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
+    const gate = join(dir, "go");
+    const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs: 20_000 /* long enough for claude to reach its tool on a loaded machine */, after: `touch ${join(dir, "after")}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
+    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+    const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+    await waitUntil(() => existsSync(join(dir, "after")), 60_000, "the stage to time out and the next step to start");
+    // The run is still going (its next step waits for us): the timed-out stage's processes are gone already.
+    await waitUntil(() => !isLive(sleepPid), 15_000, "the tool's sleep to end");
+    expect(stageLeftovers(s).map(cmdline)).toEqual([]);
+    writeFileSync(gate, "");
+    expect(await proc.exited).not.toBe(0);
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "resume by session id: a message that comes after claude's stdin was closed resumes the session (--resume); usage restarts per process and is summed",
+  async () => {
+    const s = await setup();
+    // The runner in this process, so the message can come in the moment after the turn's end closed stdin.
+    s.fake.push(text("first answer", { input: 100, output: 10, cacheRead: 1000 }), text("resumed answer", { input: 7, output: 3 }));
+    const dir = makeTempDir("atomic-claude-resume-");
+    const events: RunnerEvent[] = [];
+    let handle!: RunnerHandle;
+    let sent: Promise<void> | undefined;
+    const request: StageRequest = {
+      runId: "run-resume",
+      stageKey: "0",
+      stageName: "ask",
+      attempt: 1,
+      runner: "claude",
+      prompt: "first question",
+      cwd: dir,
+      artifactDir: join(dir, "artifacts"),
+      env: s.env,
+      agent: { binary: agentBin("claude") },
+    };
+    handle = getRunner("claude").start(request, (e) => {
+      events.push(e);
+      // The first turn's usage comes with its result, just before stdin is closed: send right after that.
+      if (e.type === "usage" && !sent) sent = new Promise((r) => setTimeout(r, 0)).then(() => handle.send("LATE-MESSAGE", "followUp"));
+    });
+    const r = await handle.result;
+    await sent;
+    expect(r.error).toBeUndefined();
+    expect(r.status).toBe("completed");
+    expect(r.text).toBe("resumed answer");
+    const started = events.filter((e) => e.type === "started");
+    expect(started).toHaveLength(2);
+    expect(readFileSync(r.transcriptPath!, "utf8")).toContain(`resuming session ${r.sessionId} with the message`);
+    expect(readFileSync(r.errorPath!, "utf8")).toContain(`--resume ${r.sessionId}`);
+    const second = s.fake.calls[1]!.body;
+    expect(userText(second)).toContain("first question");
+    expect(userText(second)).toContain("LATE-MESSAGE");
+    // The resumed process's modelUsage starts again at 0: 100+7 in, 10+3 out; $0.00125 + $0.00011
+    expect(r.usage).toMatchObject({ inputTokens: 107, outputTokens: 13, cacheReadTokens: 1000, costMicroUsd: 1360, turns: 2 });
+    await done(s);
+  },
+  120_000,
+);
+
+e2eTest(
+  "a worker whose coordinator is gone ends its running claude stage with the grace period (SIGTERM first), leaving nothing",
+  async () => {
+    const s = await setup();
+    const dir = makeTempDir("atomic-claude-lost-");
+    const pidFile = join(dir, "sleep.pid");
+    const termed = join(dir, "termed");
+    s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
+    const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, ["--workers", "1"]);
+    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+    const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+    const coordinator = processesMatching(s.home, "--internal-pool-coordinator");
+    expect(coordinator).toHaveLength(1);
+    process.kill(coordinator[0]!, "SIGKILL");
+    await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
+    expect(existsSync(termed)).toBe(true);
+    proc.kill("SIGKILL");
+    await proc.exited;
+    await done(s);
+  },
+  120_000,
+);
