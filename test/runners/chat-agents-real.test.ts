@@ -10,14 +10,17 @@
  * tools named in atomic's terms (`tools: []`: none offered); followUp, steer
  * and interrupt sent with `atomic send` to a live stage
  * (pi: its own steer/follow_up/abort; opencode: queued and delivered by
- * resuming the session with `-s`), usage summed across turns and resumes.
+ * resuming the session with `-s`), usage summed across turns and resumes;
+ * `atomic cancel` and Ctrl-C while their bash tool runs a long command: none
+ * of the stage's processes is left.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { chatAgentSetup, MODEL, type ChatAgent } from "../helpers/chat-agents.ts";
+import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 
@@ -208,4 +211,39 @@ for (const kind of KINDS) {
     },
     150_000,
   );
+}
+
+const isLive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
+  } catch {
+    return false;
+  }
+};
+
+for (const kind of KINDS) {
+  for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
+    e2eTest(
+      `${kind}: ${how} with a long-running bash tool: no process of the stage is left`,
+      async () => {
+        const dir = makeTempDir(`atomic-${kind}-cancel-`);
+        const pidFile = join(dir, "sleep.pid");
+        const never = new Promise<void>(() => {});
+        const s = await server((req) => (hasToolResult(req) ? { text: "never", hold: never } : toolCall("bash", shellArgs(kind, `sleep 600 & echo $! > ${pidFile}; wait`))));
+        const { home, cwd, env } = chatAgentSetup(kind, s.url);
+        const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["work"])}`], { home, cwd, env });
+        const out = lineWatcher(proc.stdout);
+        const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+        await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+        const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+        expect(isLive(sleepPid)).toBe(true);
+        if (how === "atomic cancel") expect((await runAtomic(["cancel", started.runId], { home, env })).code).toBe(0);
+        else proc.kill("SIGINT");
+        await proc.exited;
+        await waitUntil(() => !isLive(sleepPid), 20_000, "the tool's sleep to end");
+      },
+      150_000,
+    );
+  }
 }
