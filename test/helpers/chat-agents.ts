@@ -25,13 +25,14 @@ export interface ChatAgentSetup {
   env: Record<string, string>;
 }
 
-export function chatAgentSetup(kind: ChatAgent, baseUrl: string): ChatAgentSetup {
+/** `unpriced`: the CLI's config gives the model no price (it then reports a cost of 0); `pricing`: atomic's own price table (config.json). */
+export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unpriced?: boolean; pricing?: Record<string, unknown> } = {}): ChatAgentSetup {
   const home = makeTempDir(`atomic-${kind}-home-`);
   const cwd = makeTempDir(`atomic-${kind}-cwd-`);
   const user = makeTempDir(`atomic-${kind}-user-`);
   const xdg = { XDG_CONFIG_HOME: join(user, ".config"), XDG_DATA_HOME: join(user, ".local/share"), XDG_CACHE_HOME: join(user, ".cache"), XDG_STATE_HOME: join(user, ".local/state") };
   for (const d of Object.values(xdg)) mkdirSync(d, { recursive: true });
-  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { [kind]: { path: agentBin(kind) } } }));
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { [kind]: { path: agentBin(kind) } }, ...(opts.pricing ? { pricing: opts.pricing } : {}) }));
   const env: Record<string, string> = { HOME: user, ...xdg, OPENAI_API_KEY: "", OPENCODE_CONFIG_CONTENT: "" };
   if (kind === "opencode") {
     const config = join(user, "opencode.json");
@@ -45,7 +46,7 @@ export function chatAgentSetup(kind: ChatAgent, baseUrl: string): ChatAgentSetup
           fake: {
             npm: "@ai-sdk/openai-compatible",
             options: { baseURL: baseUrl, apiKey: "sk-fake" },
-            models: { m: { name: "m", cost: { input: 1, output: 2, cache_read: 0.5, cache_write: 1.5 }, limit: { context: 100_000, output: 4_000 } } },
+            models: { m: { name: "m", ...(opts.unpriced ? {} : { cost: { input: 1, output: 2, cache_read: 0.5, cache_write: 1.5 } }), limit: { context: 100_000, output: 4_000 } } },
           },
         },
       }),
@@ -74,7 +75,7 @@ export function chatAgentSetup(kind: ChatAgent, baseUrl: string): ChatAgentSetup
             api: "openai-completions",
             apiKey: "sk-fake",
             compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
-            models: [{ id: "m", cost: { input: 1, output: 2, cacheRead: 0.5, cacheWrite: 1.5 } }],
+            models: [{ id: "m", ...(opts.unpriced ? {} : { cost: { input: 1, output: 2, cacheRead: 0.5, cacheWrite: 1.5 } }) }],
           },
         },
       }),

@@ -55,8 +55,8 @@ interface StageOut {
   error: { code: string; message: string } | null;
 }
 
-async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = []): Promise<StageOut[] & { home: string }> {
-  const { home, cwd, env } = chatAgentSetup(kind, s.url);
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string }> {
+  const { home, cwd, env } = chatAgentSetup(kind, s.url, setup);
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
@@ -128,6 +128,21 @@ for (const kind of KINDS) {
 }
 
 for (const kind of KINDS) {
+  e2eTest(
+    `${kind}: a model its config gives no price: priced from atomic's table when it has one, else the stage says unpriced (not $0)`,
+    async () => {
+      const s = await server(() => text("fine", { prompt: 100, completion: 10 }));
+      const [unpriced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true });
+      expect(unpriced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 0, unpriced: true });
+      // atomic's table names the model as the CLI reports it (opencode: the stage's provider/model; pi: the model id)
+      const model = kind === "opencode" ? MODEL : "m";
+      const [priced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true, pricing: { [model]: { inputPerMTok: 3, outputPerMTok: 10 } } });
+      expect(priced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 400 });
+      expect(priced!.usage!.unpriced).toBeUndefined();
+    },
+    150_000,
+  );
+
   e2eTest(
     `${kind}: tools in atomic's terms: ["bash", "read"] offers only the CLI's own shell and read tools; [] offers none`,
     async () => {

@@ -31,7 +31,7 @@
 import type { StageRequest } from "../types.ts";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, type Rec } from "./records.ts";
+import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, type Rec } from "./records.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
 const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit: "edit", list: "glob", grep: "grep", bash: "bash" };
@@ -111,7 +111,7 @@ export const opencode: CliAdapter = {
         }
         delete s.process.brokenSteps;
         ctx.usage({
-          ...priced(fromExclusive(num(t.input), num(cache.read), num(cache.write), num(t.output) + num(t.reasoning)), model, pricing(ctx), typeof part.cost === "number" ? part.cost : undefined),
+          ...priced(fromExclusive(num(t.input), num(cache.read), num(cache.write), num(t.output) + num(t.reasoning)), model, pricing(ctx), reportedCost(part.cost)),
           turns: 1,
           ...(model ? { model } : {}),
         });

@@ -35,7 +35,7 @@
 import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError } from "./records.ts";
+import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost } from "./records.ts";
 
 const BARRIER = "atomic-turn-end";
 
@@ -87,7 +87,7 @@ export const pi: CliAdapter = {
         // A call our interrupt aborted before any usage arrived is no turn (opencode's killed run reports none either).
         if (m.stopReason === "aborted" && num(u.input) + num(u.output) + num(u.cacheRead) + num(u.cacheWrite) === 0) return;
         ctx.usage({
-          ...priced(fromExclusive(num(u.input), num(u.cacheRead), num(u.cacheWrite), num(u.output)), model, pricing(ctx), typeof cost === "number" ? cost : undefined),
+          ...priced(fromExclusive(num(u.input), num(u.cacheRead), num(u.cacheWrite), num(u.output)), model, pricing(ctx), reportedCost(cost)),
           turns: 1,
           ...(model ? { model } : {}),
         });

@@ -46,3 +46,12 @@ export function cliProviderError(
   const e = classifyHttpError(status, said, new Headers(headers), model);
   return { ok: false, code: e.code, message: `${cli}: ${e.message}`, ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {}) };
 }
+
+/**
+ * The cost opencode or pi reported for a call, in USD; undefined (priced
+ * from atomic's own table, else marked unpriced) when it is 0: they report
+ * 0 for a model their config gives no price, which is not "free".
+ */
+export function reportedCost(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : undefined;
+}
