@@ -25,15 +25,42 @@ export interface ChatAgentSetup {
   env: Record<string, string>;
 }
 
+/**
+ * A trap for every connection but the fake's: the CLIs get HTTP(S)_PROXY
+ * pointing at a listener that accepts nothing and records each connection
+ * (`strays`), with NO_PROXY for 127.0.0.1, so anything they try to reach
+ * besides the fake provider (telemetry, update checks, model lists,
+ * package registries) is seen.
+ */
+export function startNetworkTrap(): { env: Record<string, string>; strays: string[]; stop(): void } {
+  const strays: string[] = [];
+  const trap = Bun.listen({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      data(_socket, data) {
+        strays.push(data.toString("utf8").split("\r\n")[0]!.slice(0, 200));
+      },
+      open() {},
+    },
+  });
+  const proxy = `http://127.0.0.1:${trap.port}`;
+  return {
+    env: { HTTPS_PROXY: proxy, HTTP_PROXY: proxy, https_proxy: proxy, http_proxy: proxy, NO_PROXY: "127.0.0.1,localhost", no_proxy: "127.0.0.1,localhost" },
+    strays,
+    stop: () => trap.stop(true),
+  };
+}
+
 /** `unpriced`: the CLI's config gives the model no price (it then reports a cost of 0); `pricing`: atomic's own price table (config.json). */
-export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unpriced?: boolean; pricing?: Record<string, unknown> } = {}): ChatAgentSetup {
+export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unpriced?: boolean; pricing?: Record<string, unknown>; trap?: { env: Record<string, string> } } = {}): ChatAgentSetup {
   const home = makeTempDir(`atomic-${kind}-home-`);
   const cwd = makeTempDir(`atomic-${kind}-cwd-`);
   const user = makeTempDir(`atomic-${kind}-user-`);
   const xdg = { XDG_CONFIG_HOME: join(user, ".config"), XDG_DATA_HOME: join(user, ".local/share"), XDG_CACHE_HOME: join(user, ".cache"), XDG_STATE_HOME: join(user, ".local/state") };
   for (const d of Object.values(xdg)) mkdirSync(d, { recursive: true });
   writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { [kind]: { path: agentBin(kind) } }, ...(opts.pricing ? { pricing: opts.pricing } : {}) }));
-  const env: Record<string, string> = { HOME: user, ...xdg, OPENAI_API_KEY: "", OPENCODE_CONFIG_CONTENT: "" };
+  const env: Record<string, string> = { HOME: user, ...xdg, OPENAI_API_KEY: "", OPENCODE_CONFIG_CONTENT: "", ...opts.trap?.env };
   if (kind === "opencode") {
     const config = join(user, "opencode.json");
     writeFileSync(

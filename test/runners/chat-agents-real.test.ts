@@ -12,14 +12,15 @@
  * (pi: its own steer/follow_up/abort; opencode: queued and delivered by
  * resuming the session with `-s`), usage summed across turns and resumes;
  * `atomic cancel` and Ctrl-C while their bash tool runs a long command: none
- * of the stage's processes is left.
+ * of the stage's processes is left. Every other connection goes to a trap
+ * (helpers/chat-agents.ts): the file fails if any CLI tried one.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { chatAgentSetup, MODEL, type ChatAgent } from "../helpers/chat-agents.ts";
+import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent } from "../helpers/chat-agents.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
@@ -27,11 +28,15 @@ import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
 const KINDS: ChatAgent[] = ["opencode", "pi"];
 const servers: FakeOpenAI[] = [];
+const trap = startNetworkTrap();
 
 afterEach(cleanupWhenIdle);
 afterAll(async () => {
   await cleanupNow();
   await Promise.all(servers.map((s) => s.close()));
+  trap.stop();
+  // Nothing of any test reached anything but its fake provider.
+  expect(trap.strays).toEqual([]);
 });
 
 /** The text of every user message of a request (content as a string or as parts). */
@@ -56,7 +61,7 @@ interface StageOut {
 }
 
 async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string }> {
-  const { home, cwd, env } = chatAgentSetup(kind, s.url, setup);
+  const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap, ...setup });
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
@@ -171,7 +176,7 @@ for (const kind of KINDS) {
         if (last.includes("FOLLOW")) return { text: "never", hold: never };
         return { ...text("first answer", { prompt: 10, completion: 5 }), hold: first };
       });
-      const { home, cwd, env } = chatAgentSetup(kind, s.url);
+      const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
       const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
       const out = lineWatcher(proc.stdout);
       const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
@@ -210,7 +215,7 @@ for (const kind of KINDS) {
         if (last.includes("STEER")) return text("steered", { prompt: 20, completion: 5 });
         return { ...text("first answer", { prompt: 10, completion: 5 }), hold: first };
       });
-      const { home, cwd, env } = chatAgentSetup(kind, s.url);
+      const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
       const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
       const out = lineWatcher(proc.stdout);
       const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
@@ -246,7 +251,7 @@ for (const kind of KINDS) {
         const pidFile = join(dir, "sleep.pid");
         const never = new Promise<void>(() => {});
         const s = await server((req) => (hasToolResult(req) ? { text: "never", hold: never } : toolCall("bash", shellArgs(kind, `sleep 600 & echo $! > ${pidFile}; wait`))));
-        const { home, cwd, env } = chatAgentSetup(kind, s.url);
+        const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
         const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["work"])}`], { home, cwd, env });
         const out = lineWatcher(proc.stdout);
         const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
