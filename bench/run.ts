@@ -30,6 +30,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
+  "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */

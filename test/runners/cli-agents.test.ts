@@ -129,9 +129,11 @@ describe("parsing and usage normalization", () => {
     const r = await handle.result;
     expect(r.status).toBe("completed");
     expect(r.text).toBe("Done: fix the bug");
-    expect(logOf(dir)[1]!.stdin).toEqual({ type: "prompt", message: "fix the bug" });
+    expect(logOf(dir)[2]!.stdin).toEqual({ type: "prompt", message: "fix the bug" });
     expect(r.usage).toMatchObject({ inputTokens: 10, outputTokens: 20, cacheReadTokens: 300, cacheWriteTokens: 40, costMicroUsd: 570, turns: 1 });
-    expect(r.sessionId).toBe(logOf(dir)[0]!.argv![logOf(dir)[0]!.argv!.indexOf("--session-id") + 1]);
+    // the session is a file under the stage's artifact dir; its id is what get_state said
+    expect(logOf(dir)[0]!.argv![logOf(dir)[0]!.argv!.indexOf("--session") + 1]).toEndWith("/pi-session.jsonl");
+    expect(r.sessionId).toBe("01a2312b-pi-session");
   });
 });
 
@@ -140,8 +142,8 @@ describe("success from the final event", () => {
     ["claude", "claude reported an error: API Error: 529"],
     ["codex", "codex: the provider's reply broke off: stream disconnected before completion (codex exited with status 0)"],
     ["gemini", "gemini reported an error: Quota exceeded for model (gemini exited with status 0)"],
-    ["opencode", "opencode reported ProviderAuthError: invalid x-api-key"],
-    ["pi", "pi reported error: 401 invalid api key"],
+    ["opencode", "opencode: the provider refused the API key (HTTP 401): invalid x-api-key"],
+    ["pi", "pi: the provider refused the API key (HTTP 401): invalid api key"],
   ] as const) {
     test(`${kind}: an error result that exits 0 fails the stage`, async () => {
       const r = await start(kind, "error").handle.result;
@@ -220,11 +222,13 @@ describe("delivery modes", () => {
     await waitUntil(() => logOf(dir).some((l) => l.stdin), "pi to read its prompt");
     await handle.send("steer: smaller diff", "steer");
     await handle.send("stop and explain", "interrupt");
-    await waitUntil(() => logOf(dir).filter((l) => l.stdin).length === 4, "the rpc commands");
+    const commands = () => logOf(dir).filter((l) => l.stdin && (l.stdin as { type: string }).type !== "get_state").map((l) => l.stdin);
+    await waitUntil(() => commands().length === 3, "the rpc commands");
     writeFileSync(join(dir, "gate"), "");
     const r = await handle.result;
     expect(r.status).toBe("completed");
-    expect(logOf(dir).filter((l) => l.stdin).map((l) => l.stdin)).toEqual([
+    // the message waits for the aborted turn's end (a prompt sent with the abort is refused by pi)
+    expect(commands()).toEqual([
       { type: "prompt", message: "fix the bug" },
       { type: "steer", message: "steer: smaller diff" },
       { type: "abort" },

@@ -14,6 +14,7 @@ import { ADMISSION_DEFAULTS, hostPressure } from "../../engine/admission.ts";
 import { admissionSlotsFile, openAdmissionSlots } from "../../journal/admission-slots.ts";
 import { defaultSlotsDir } from "../../shared/config.ts";
 import { session } from "../session.ts";
+import { AGENT_NEEDS, versionNumber } from "../../runners/cli-agents/tested-versions.ts";
 
 interface RunnerReport {
   runner: string;
@@ -21,6 +22,11 @@ interface RunnerReport {
   detail: string;
   problem?: string;
   hint?: string;
+  /** CLI agents: the version found, the tested one, and what the CLI needs. */
+  version?: string;
+  testedVersion?: string;
+  tested?: boolean;
+  needs?: { keys: readonly string[]; keysSet: string[]; settings: string; settingsFound: boolean; note: string };
 }
 
 export default defineCommand({
@@ -34,13 +40,27 @@ export default defineCommand({
     const model = config.model;
     const runners: RunnerReport[] = [{ runner: "shell", usable: true, detail: "/bin/sh" }];
     runners.push(await openaiReport(config, args.checkEndpoint === true));
-    for (const kind of Object.keys(CLI_AGENTS)) {
+    // Asked all at once: a node-based CLI takes seconds to say its version on a busy host.
+    const kinds = Object.keys(CLI_AGENTS);
+    const lines = await Promise.all(kinds.map((kind) => (findBinary(kind, config).path ? versionOf(findBinary(kind, config).path!) : Promise.resolve(""))));
+    for (const [i, kind] of kinds.entries()) {
       const problem = checkRunner(kind, config, model);
       const found = findBinary(kind, config);
+      const needs = AGENT_NEEDS[kind];
+      const line = lines[i]!;
+      const version = versionNumber(line);
+      const about: Partial<RunnerReport> = needs
+        ? {
+            ...(version ? { version } : {}),
+            testedVersion: needs.tested,
+            ...(found.path ? { tested: version === needs.tested } : {}),
+            needs: { keys: needs.keys, keysSet: needs.keys.filter((k) => !!process.env[k]), settings: needs.settings(process.env), settingsFound: existsSync(needs.settings(process.env)), note: needs.note },
+          }
+        : {};
       runners.push(
         problem
-          ? { runner: kind, usable: false, detail: found.wanted, problem: problem.message, hint: problem.hint }
-          : { runner: kind, usable: true, detail: `${found.path}${await versionOf(found.path!)}` },
+          ? { runner: kind, usable: false, detail: found.wanted, problem: problem.message, ...(problem.hint ? { hint: problem.hint } : {}), ...about }
+          : { runner: kind, usable: true, detail: `${found.path}${line ? ` (${line})` : ""}`, ...about },
       );
     }
     const def = defaultRunner(config);
@@ -78,6 +98,14 @@ export default defineCommand({
         const mark = r.usable ? st.green("ok ") : st.red("no ");
         s.result(`  ${mark} ${r.runner.padEnd(9)} ${r.usable ? st.dim(r.detail) : r.problem}`);
         if (!r.usable && r.hint) s.result(`      ${st.dim(`hint: ${r.hint}`)}`);
+        if (r.usable && r.testedVersion) {
+          s.result(`      ${r.tested ? `version ${r.version}: the tested version` : st.yellow(`version ${r.version ?? "unknown"}: untested (atomic was tested with ${r.testedVersion})`)}`);
+        }
+        if (r.usable && r.needs) {
+          const n = r.needs;
+          s.result(`      ${st.dim(`needs ${n.keys.join(" or ")} (${n.keysSet.length ? `set: ${n.keysSet.join(", ")}` : "none set"}), ${n.note}`)}`);
+          s.result(`      ${st.dim(`settings ${n.settings} (${n.settingsFound ? "found" : "absent"})`)}`);
+        }
       }
       s.result(st.bold("admission"));
       s.result(`  agent sessions: ${admission.maxSessionsPerRun} per run, ${admission.maxSessionsPerUser} per user (${sessionsHeld ?? "?"} held now)`);
@@ -108,16 +136,18 @@ async function openaiReport(config: AtomicConfig, probe: boolean): Promise<Runne
   }
 }
 
-/** " (version x)" from `<binary> --version`, or "" when it does not answer within 3 s. */
+/** The first line of `<binary> --version`, or "" when it does not answer within 15 s. */
 async function versionOf(path: string): Promise<string> {
   try {
-    const proc = Bun.spawn([path, "--version"], { stdin: "ignore", stdout: "pipe", stderr: "ignore" });
-    const timer = setTimeout(() => proc.kill("SIGKILL"), 3_000);
-    const text = await new Response(proc.stdout).text();
+    const proc = Bun.spawn([path, "--version"], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+    // pi says its version on stderr
+    const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+    const text = out.trim() ? out : err;
     await proc.exited;
     clearTimeout(timer);
     const line = text.trim().split("\n")[0]?.slice(0, 60);
-    return line && proc.exitCode === 0 ? ` (${line})` : "";
+    return line && proc.exitCode === 0 ? line : "";
   } catch {
     return "";
   }

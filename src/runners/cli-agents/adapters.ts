@@ -11,7 +11,9 @@
  * | codex    | resume   | thread.started   | cumulative; incl. cache | price table |
  * | gemini   | resume   | --session-id     | input includes cache | price table   |
  * | opencode | resume   | sessionID        | input excludes cache | reported      |
- * | pi       | stream   | --session-id     | input excludes cache | reported      |
+ * | pi       | stream   | --session <file> | input excludes cache | reported      |
+ *
+ * (pi: the session file lives in the stage's artifact dir; its id comes from `get_state`.)
  */
 
 import type { CliAdapter } from "./cli-runner.ts";

@@ -38,6 +38,7 @@ import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } fr
 import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
 import { stageEnv, stageMarker } from "../stage-env.ts";
+import { rateLimitsFor, type SharedRateLimits } from "../rate-limits.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 
@@ -48,7 +49,7 @@ export interface TurnState {
   /** The turn's final answer text so far. */
   text: string;
   /** Set by the final event: success or the agent's error. */
-  final?: { ok: true } | { ok: false; code: string; message: string };
+  final?: { ok: true } | { ok: false; code: string; message: string; retryAfterMs?: number };
   structured?: unknown;
   /** The adapter's own notes about the current process (running totals to take deltas from); emptied when a process starts. */
   process: Record<string, unknown>;
@@ -67,6 +68,10 @@ export interface AdapterContext {
   usage(delta: Partial<Usage>): void;
   /** Something the stage's user should know (a tool the agent refused): in the transcript and on the stage's result. */
   warn(message: string): void;
+  /** A line to the agent's stdin (stream adapters: a query such as pi's get_state). */
+  write(line: string): void;
+  /** End the agent's process (an agent stuck in a loop its own events show). */
+  stop(): void;
 }
 
 export interface ArgsContext {
@@ -108,6 +113,16 @@ export interface CliAdapter {
   onRecord(rec: Record<string, unknown>, ctx: AdapterContext): boolean | void;
   /** A nonzero exit without a final event: what it means (gemini's exit codes). */
   explainExit?(code: number): string | undefined;
+  /**
+   * Stream adapters whose messages join the running turn (pi): a followUp
+   * is taken in before the turn's one end event, and an interrupt only
+   * aborts the turn, its message delivered as the next turn once the abort
+   * has settled (a prompt sent with the abort is refused). Without it
+   * (claude), each message written is a turn with an end event of its own.
+   */
+  readonly messagesJoinTurn?: boolean;
+  /** Variables added to the agent's environment (settings the CLI reads only from there). */
+  env?(req: StageRequest): Record<string, string>;
 }
 
 export class CliAgentRunner implements Runner {
@@ -166,11 +181,13 @@ class CliSession {
       if (mode === "steer" && this.adapter.steer && write(this.adapter.steer(text))) return;
       if (mode === "interrupt" && this.adapter.interrupt && write(this.adapter.interrupt(text))) {
         // The interrupted turn ends (its end event is not the stage's end), then the message is one more turn.
-        if (text) this.pendingTurns++;
+        if (this.adapter.messagesJoinTurn) {
+          if (text) this.queued.push(text); // the next turn, once the aborted one has ended (onStreamTurnEnd)
+        } else if (text) this.pendingTurns++;
         return;
       }
       if (mode === "followUp" && this.adapter.followUp && write(this.adapter.followUp(text))) {
-        this.pendingTurns++;
+        if (!this.adapter.messagesJoinTurn) this.pendingTurns++;
         return;
       }
     }
@@ -238,6 +255,8 @@ class CliSession {
     this.files.section("User", message);
     let resume = false;
     for (;;) {
+      await this.waitForRateLimit();
+      if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
       const end = await this.turn(binary, { message, sessionId: this.state.sessionId, resume, schemaFile });
       if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
       if (end.spawnError) return this.result("failed", "spawn_failed", `could not start ${binary}: ${end.spawnError}`);
@@ -253,7 +272,10 @@ class CliSession {
         const why = end.code !== null ? (this.adapter.explainExit?.(end.code) ?? `exited with code ${end.code}`) : `was killed by ${end.signal}`;
         return this.result("failed", "agent_failed", `${this.adapter.kind} ended without a final event: it ${why}`, end.code);
       }
-      if (!final.ok) return this.result("failed", final.code, `${final.message} (${this.adapter.kind} ${end.code !== null ? `exited with status ${end.code}` : `was killed by ${end.signal}`})`, end.code);
+      if (!final.ok) {
+        if (final.code === "provider_rate_limit") this.rateLimit()?.limits.backOff(this.rateLimit()!.key, final.retryAfterMs);
+        return this.result("failed", final.code, `${final.message} (${this.adapter.kind} ${end.code !== null ? `exited with status ${end.code}` : `was killed by ${end.signal}`})`, end.code);
+      }
       // Messages that came after a stream agent's stdin was closed, or while a resume agent ran: the session resumed with them.
       if (this.queued.length && !this.wrapping && this.state.sessionId) {
         message = this.queued.splice(0).join("\n\n");
@@ -262,6 +284,25 @@ class CliSession {
         continue;
       }
       return this.completed(end.code);
+    }
+  }
+
+  /**
+   * The CLI makes its own calls, so the host's shared rate limits
+   * (rate-limits.ts) are honoured around them: before the agent starts or
+   * resumes, and recorded when it ends rate-limited. The key is the CLI and
+   * the model (atomic does not see the CLI's base URL).
+   */
+  private rateLimit(): { limits: SharedRateLimits; key: string } | undefined {
+    const limits = rateLimitsFor(this.request.artifactDir);
+    return limits ? { limits, key: limits.key(`cli:${this.adapter.kind}`, this.request.model) } : undefined;
+  }
+
+  private async waitForRateLimit(): Promise<void> {
+    const rl = this.rateLimit();
+    if (!rl) return;
+    for (let ms = rl.limits.waitMs(rl.key); ms > 0 && !this.stopKind; ms = rl.limits.waitMs(rl.key)) {
+      await new Promise((r) => setTimeout(r, Math.min(ms, 250)));
     }
   }
 
@@ -277,7 +318,7 @@ class CliSession {
     const proc = new AgentProcess(
       binary,
       args,
-      { cwd: req.cwd, env: stageEnv(req, this.adapter.credentials), marker: stageMarker(req) },
+      { cwd: req.cwd, env: { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) }, marker: stageMarker(req) },
       (line) => {
         this.files.raw(line);
         let rec: unknown;
@@ -352,6 +393,12 @@ class CliSession {
         if (this.warnings.includes(message)) return;
         this.warnings.push(message);
         this.files.section("Warning", message);
+      },
+      write: (line) => {
+        this.proc?.write(line);
+      },
+      stop: () => {
+        this.proc?.stop();
       },
     };
   }

@@ -1,21 +1,79 @@
-/** The opencode adapter (`opencode` runner): its flags, its records mapped onto ours, its final event. See adapters.ts and RUNNERS.md. */
+/**
+ * The opencode adapter (`opencode` runner): its flags, its records mapped
+ * onto ours, its final event. See adapters.ts and RUNNERS.md ("Verified
+ * against the real CLIs"; tested with opencode-ai 1.18.33).
+ *
+ * `opencode run --format json --dir D [-m provider/model] [-s SESSION]`,
+ * the message on stdin (opencode reads it there when stdin is not a TTY; an
+ * argv message with a space reaches the model wrapped in quotes, and argv
+ * fails above about 128 KiB). Each record is `{type, sessionID, part}`:
+ * - `step_finish` closes one model call: its tokens (input excludes cache
+ *   reads and writes) and cost are summed; reason `tool-calls` means another
+ *   step follows, `stop` (or `length`, ...) ends the run: there is no `done`
+ *   event. opencode retries a step whose stream broke without limit (reason
+ *   `unknown`, zero tokens, forever): after a few in a row the adapter ends
+ *   the process and fails the stage as provider_bad_response.
+ * - `error` carries the provider's HTTP status, body and headers: mapped to
+ *   the openai runner's codes (records.ts cliProviderError).
+ *
+ * Settings opencode reads only from its config, given through
+ * OPENCODE_CONFIG_CONTENT (merged over the user's own config):
+ * - the title-generation call opencode makes per new session is switched
+ *   off (`agent.title.disable`): it is not the stage's work, and its tokens
+ *   appear in no event, so the stage's usage would silently miss them;
+ * - `tools` (atomic's names) becomes opencode's `tools` map: every opencode
+ *   tool not named is switched off (`tools: []`: all of them).
+ * Steer and followUp are queued and delivered by resuming the session
+ * (`-s`) when the run ends; interrupt kills the run and resumes with the
+ * message (opencode run takes no input while it runs).
+ */
 
+import type { StageRequest } from "../types.ts";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, pricing, oneLine, PROVIDER_KEYS } from "./records.ts";
+import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, type Rec } from "./records.ts";
 
-/** `opencode run --format json [-m provider/model] [-s SESSION] --dir D MESSAGE`: per-step usage and cost, summed. */
+/** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
+const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit: "edit", list: "glob", grep: "grep", bash: "bash" };
+/** opencode 1.18's own tools (those it sent to the provider), all switched off unless named. */
+const OPENCODE_TOOLS = ["bash", "edit", "glob", "grep", "read", "skill", "task", "todowrite", "webfetch", "write", "list", "patch", "websearch"];
+/** Broken steps in a row after which opencode's endless retry is stopped. */
+const MAX_BROKEN_STEPS = 3;
+
+export function opencodeConfig(req: Pick<StageRequest, "agent">, existing: string | undefined): string {
+  let base: Rec = {};
+  try {
+    base = obj(existing ? JSON.parse(existing) : {});
+  } catch {
+    // the user's value is not JSON: opencode would refuse it too; ours replaces it
+  }
+  const agent = obj(base.agent);
+  const out: Rec = { ...base, agent: { ...agent, title: { ...obj(agent.title), disable: true } } };
+  const tools = req.agent?.tools;
+  if (tools) {
+    const allowed = new Set(tools.map((t) => TOOL_NAMES[t] ?? t));
+    out.tools = { ...obj(base.tools), ...Object.fromEntries(OPENCODE_TOOLS.map((t) => [t, allowed.has(t)])) };
+  }
+  return JSON.stringify(out);
+}
+
 export const opencode: CliAdapter = {
   kind: "opencode",
   credentials: PROVIDER_KEYS,
   delivery: "resume",
   assignsSession: false,
   nativeSchema: false,
+  promptOnStdin: true,
+  env(req) {
+    return {
+      OPENCODE_CONFIG_CONTENT: opencodeConfig(req, req.env?.OPENCODE_CONFIG_CONTENT === undefined || req.env.OPENCODE_CONFIG_CONTENT === true ? process.env.OPENCODE_CONFIG_CONTENT : req.env.OPENCODE_CONFIG_CONTENT),
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+    };
+  },
   args(req, a) {
     const args = ["run", "--format", "json", "--dir", req.cwd];
     if (req.model) args.push("-m", req.model);
     if (a.resume && a.sessionId) args.push("-s", a.sessionId);
-    args.push(a.message);
     return args;
   },
   onRecord(rec, ctx) {
@@ -41,22 +99,33 @@ export const opencode: CliAdapter = {
         const t = obj(part.tokens);
         const cache = obj(t.cache);
         const model = ctx.request.model;
+        const tokens = num(t.input) + num(t.output) + num(t.reasoning) + num(cache.read) + num(cache.write);
+        if (part.reason === "unknown" && tokens === 0) {
+          const n = Number(s.process.brokenSteps ?? 0) + 1;
+          s.process.brokenSteps = n;
+          if (n >= MAX_BROKEN_STEPS) {
+            s.final = { ok: false, code: "provider_bad_response", message: `opencode: the provider's stream ended before its end ${n} times in a row (opencode retries it without limit; stopped)` };
+            ctx.stop();
+          }
+          return;
+        }
+        delete s.process.brokenSteps;
         ctx.usage({
-          ...priced(fromExclusive(num(t.input), num(cache.read), num(cache.write), num(t.output) + num(t.reasoning)), model, pricing(ctx), typeof part.cost === "number" ? part.cost : undefined),
+          ...priced(fromExclusive(num(t.input), num(cache.read), num(cache.write), num(t.output) + num(t.reasoning)), model, pricing(ctx), reportedCost(part.cost)),
           turns: 1,
           ...(model ? { model } : {}),
         });
-        if (part.reason !== "tool-calls") s.final = { ok: true };
+        if (part.reason !== "tool-calls" && part.reason !== "unknown") s.final ??= { ok: true };
         return;
       }
       case "error": {
         const e = obj(rec.error);
-        s.final = { ok: false, code: "agent_failed", message: `opencode reported ${str(e.name) ?? "an error"}: ${oneLine(str(obj(e.data).message) ?? str(e.message) ?? "")}` };
+        const data = obj(e.data);
+        const said = str(data.responseBody) ?? str(data.message) ?? str(e.message) ?? str(e.name) ?? "";
+        const headers = Object.fromEntries(Object.entries(obj(data.responseHeaders)).map(([k, v]) => [k, String(v)]));
+        s.final = cliProviderError("opencode", typeof data.statusCode === "number" ? data.statusCode : undefined, said, headers, ctx.request.model);
         return true;
       }
-      case "done":
-        s.final ??= { ok: true };
-        return true;
     }
   },
 };

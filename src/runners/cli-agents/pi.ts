@@ -1,37 +1,73 @@
-/** The pi adapter (`pi` runner): its flags, its records mapped onto ours, its final event. See adapters.ts and RUNNERS.md. */
+/**
+ * The pi adapter (`pi` runner): its flags, its records mapped onto ours,
+ * its final event. See adapters.ts and RUNNERS.md ("Verified against the
+ * real CLIs"; tested with @mariozechner/pi-coding-agent 0.73.1).
+ *
+ * `pi --mode rpc --session <artifactDir>/pi-session.jsonl`: commands on
+ * stdin (`prompt`, `steer`, `follow_up`, `abort`, `get_state`), events and
+ * command responses on stdout. pi has no `--session-id`; a `.jsonl` path
+ * creates the session or resumes it, so a restarted stage continues the
+ * same conversation. rpc mode emits no session event: `get_state` answers
+ * with data.sessionId, asked for before the first prompt.
+ *
+ * When a turn has ended (the protocol):
+ * - `agent_end` is NOT the end: after one whose last message failed with a
+ *   retryable error (500, 429, a broken stream) pi emits `auto_retry_start`
+ *   and retries by itself after a delay; closing stdin there kills pi and
+ *   the retry with it. So at `agent_end` the adapter sends a `get_state`
+ *   as a barrier: pi writes `auto_retry_start` (or the final
+ *   `auto_retry_end`) before it reads the next command, so when the
+ *   barrier's response arrives with no retry pending, the turn really
+ *   ended. A retry in progress ends with a later `agent_end` (and its own
+ *   barrier).
+ * - The turn's outcome is its last assistant message: stopReason `error`
+ *   fails the stage with the provider's status mapped to the shared codes
+ *   (pi's errorMessage starts with the HTTP status); `aborted` (our
+ *   interrupt) does not.
+ *
+ * Messages: steer and followUp are pi's own `steer` / `follow_up`. An
+ * interrupt writes `abort` only; the message is queued and becomes the next
+ * `prompt` once the aborted turn has ended (a `prompt` right after `abort`
+ * is refused: "Agent is already processing"). Usage per assistant message
+ * maps one to one onto ours, with pi's own cost.
+ */
 
+import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, arr, pricing, oneLine, PROVIDER_KEYS } from "./records.ts";
+import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost } from "./records.ts";
 
-/**
- * `pi --mode rpc --session-id <id>`: commands on stdin (`prompt`, `steer`,
- * `follow_up`, `abort`), events on stdout. Usage per assistant message maps
- * one to one onto ours. `agent_end` ends a turn.
- */
+const BARRIER = "atomic-turn-end";
+
+/** atomic's tool names → pi's (pi's `ls` lists a directory; `find` is pi's too, reached through `list` as well). */
+const TOOL_NAMES: Record<string, string[]> = { read: ["read"], write: ["write"], edit: ["edit"], list: ["ls", "find"], grep: ["grep"], bash: ["bash"] };
+
+export function piTools(tools: readonly string[]): string[] {
+  return [...new Set(tools.flatMap((t) => TOOL_NAMES[t] ?? [t]))];
+}
+
 export const pi: CliAdapter = {
   kind: "pi",
   credentials: PROVIDER_KEYS,
   delivery: "stream",
-  assignsSession: true,
+  assignsSession: false,
   nativeSchema: false,
-  args(req, a) {
-    const args = ["--mode", "rpc", "--session-id", a.sessionId!];
+  messagesJoinTurn: true,
+  env: () => ({ PI_SKIP_VERSION_CHECK: "1" }),
+  args(req) {
+    const args = ["--mode", "rpc", "--session", join(req.artifactDir, "pi-session.jsonl")];
     if (req.model) args.push("--model", req.model);
-    if (req.agent?.tools) args.push("--tools", req.agent.tools.join(","));
+    if (req.agent?.tools) args.push(...(req.agent.tools.length ? ["--tools", piTools(req.agent.tools).join(",")] : ["--no-tools"]));
     if (req.agent?.system) args.push("--append-system-prompt", req.agent.system);
     return args;
   },
-  userTurn: (message) => [JSON.stringify({ type: "prompt", message })],
+  userTurn: (message) => [JSON.stringify({ type: "get_state", id: "atomic-session" }), JSON.stringify({ type: "prompt", message })],
   steer: (message) => [JSON.stringify({ type: "steer", message })],
   followUp: (message) => [JSON.stringify({ type: "follow_up", message })],
-  interrupt: (message) => [JSON.stringify({ type: "abort" }), ...(message ? [JSON.stringify({ type: "prompt", message })] : [])],
+  interrupt: () => [JSON.stringify({ type: "abort" })],
   onRecord(rec, ctx) {
     const s = ctx.state;
     switch (rec.type) {
-      case "session":
-        s.sessionId = str(rec.id) ?? s.sessionId;
-        return;
       case "agent_start":
         delete s.final;
         return;
@@ -48,28 +84,46 @@ export const pi: CliAdapter = {
         const u = obj(m.usage);
         const model = str(m.model) ?? ctx.request.model;
         const cost = obj(u.cost).total;
+        // A call our interrupt aborted before any usage arrived is no turn (opencode's killed run reports none either).
+        if (m.stopReason === "aborted" && num(u.input) + num(u.output) + num(u.cacheRead) + num(u.cacheWrite) === 0) return;
         ctx.usage({
-          ...priced(fromExclusive(num(u.input), num(u.cacheRead), num(u.cacheWrite), num(u.output)), model, pricing(ctx), typeof cost === "number" ? cost : undefined),
+          ...priced(fromExclusive(num(u.input), num(u.cacheRead), num(u.cacheWrite), num(u.output)), model, pricing(ctx), reportedCost(cost)),
           turns: 1,
           ...(model ? { model } : {}),
         });
-        if (m.stopReason === "error" || m.stopReason === "aborted") {
-          s.final = { ok: false, code: "agent_failed", message: `pi reported ${m.stopReason}: ${oneLine(str(m.errorMessage) ?? "")}` };
-        }
+        if (m.stopReason === "error") {
+          const said = str(m.errorMessage) ?? "";
+          const status = /^\s*(\d{3})\b/.exec(said);
+          s.final = cliProviderError("pi", status ? Number(status[1]) : undefined, status ? said.slice(status[0].length) : said, {}, model);
+        } else s.final = { ok: true };
         return;
       }
+      case "auto_retry_start":
+        s.process.retrying = true; // a retry pi announced and has not finished yet
+        return;
+      case "auto_retry_end":
+        delete s.process.retrying;
+        return;
       case "tool_execution_start":
         ctx.tool(String(rec.toolName ?? "tool"), JSON.stringify(rec.args ?? {}));
         return;
       case "tool_execution_end":
         ctx.tool(String(rec.toolName ?? "tool"), "", rec.isError !== true);
         return;
-      case "response":
+      case "agent_end":
+        ctx.write(JSON.stringify({ type: "get_state", id: BARRIER }));
+        return;
+      case "response": {
+        const data = obj(rec.data);
+        if (rec.command === "get_state" && rec.success !== false) s.sessionId = str(data.sessionId) ?? s.sessionId;
+        if (rec.id === BARRIER) {
+          if (s.process.retrying) return;
+          s.final ??= { ok: true };
+          return true;
+        }
         if (rec.success === false) ctx.emit({ type: "output", stream: "stderr", text: `pi refused ${String(rec.command)}: ${str(rec.error) ?? ""}\n` });
         return;
-      case "agent_end":
-        s.final ??= { ok: true };
-        return true;
+      }
     }
   },
 };

@@ -4,6 +4,7 @@
  * fatal (these CLIs change quickly; RUNNERS.md).
  */
 
+import { classifyHttpError } from "../openai/provider-errors.ts";
 import type { AdapterContext } from "./cli-runner.ts";
 
 export type Rec = Record<string, unknown>;
@@ -23,4 +24,34 @@ export function pricing(ctx: AdapterContext) {
 export function oneLine(text: string): string {
   const t = text.replace(/\s+/g, " ").trim();
   return t.length > 300 ? `${t.slice(0, 300)}…` : t;
+}
+
+/** atomic's tool names (the openai runner's), which a stage's `tools` option uses for every runner. */
+export const ATOMIC_TOOLS = ["read", "write", "edit", "list", "grep", "bash"] as const;
+
+/**
+ * A provider error the CLI reported (its HTTP status, the provider's body or
+ * words, its headers), classified with the openai runner's table
+ * (openai/provider-errors.ts) so every runner fails with the same codes. No
+ * status: the CLI's own error (agent_error), in its words.
+ */
+export function cliProviderError(
+  cli: string,
+  status: number | undefined,
+  said: string,
+  headers: Record<string, string> = {},
+  model?: string,
+): { ok: false; code: string; message: string; retryAfterMs?: number } {
+  if (status === undefined || !Number.isInteger(status) || status < 400) return { ok: false, code: "agent_error", message: `${cli} reported an error: ${oneLine(said) || "(no message)"}` };
+  const e = classifyHttpError(status, said, new Headers(headers), model);
+  return { ok: false, code: e.code, message: `${cli}: ${e.message}`, ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {}) };
+}
+
+/**
+ * The cost opencode or pi reported for a call, in USD; undefined (priced
+ * from atomic's own table, else marked unpriced) when it is 0: they report
+ * 0 for a model their config gives no price, which is not "free".
+ */
+export function reportedCost(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isFinite(v) && v > 0 ? v : undefined;
 }

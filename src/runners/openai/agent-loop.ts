@@ -42,6 +42,7 @@ import { schemaValidator, type JsonSchema } from "../json-schema.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
 import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
+import { rateLimitsFor } from "../rate-limits.ts";
 import { History, type ChatMessage } from "./history.ts";
 import { ProviderError, oneLine } from "./provider-errors.ts";
 import { STRUCTURED_TOOL, checkStructured, structuredSpec } from "./structured-output.ts";
@@ -244,6 +245,7 @@ export class AgentLoop {
       baseUrl: agent.baseUrl ?? DEFAULT_OPENAI_BASE_URL,
       apiKey: process.env.OPENAI_API_KEY || undefined,
       requestTimeoutMs: agent.requestTimeoutMs ?? 300_000,
+      rateLimits: rateLimitsFor(req.artifactDir),
     });
     const system = agent.system ?? defaultSystem(req.cwd, toolNames, this.schema !== undefined);
     this.messages.push({ role: "system", content: system });

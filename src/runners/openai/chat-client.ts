@@ -29,7 +29,8 @@
  * retries once the caller aborted.
  */
 
-import { ProviderError, classifyHttpError, networkError, retryDelay } from "./provider-errors.ts";
+import type { SharedRateLimits } from "../rate-limits.ts";
+import { ProviderError, classifyHttpError, networkError, parseRetryAfter, retryDelay } from "./provider-errors.ts";
 import { STREAM_CAP_BYTES, capExceeded, readBoundedText, readEvents, type SseEvent } from "./sse.ts";
 
 /** An error reply's message is all we use of its body (one line of it): a runaway error body is not read. */
@@ -62,6 +63,8 @@ export interface ChatEndpoint {
   baseUrl: string;
   apiKey: string | undefined;
   requestTimeoutMs: number;
+  /** Rate limits shared with every stage of this host (rate-limits.ts): waited for before each call, fed by each 429 / Retry-After. */
+  rateLimits?: SharedRateLimits;
 }
 
 export interface StreamHandlers {
@@ -116,11 +119,18 @@ export class ChatClient {
 
   private async call(body: ChatRequest, signal: AbortSignal, h: StreamHandlers): Promise<ChatTurn> {
     let res: Response;
+    const limits = this.endpoint.rateLimits;
+    const key = limits?.key(this.endpoint.baseUrl, body.model);
+    let release = () => {};
     try {
+      if (limits && key) release = await limits.acquire(key, signal);
       res = await fetch(this.url, { method: "POST", headers: this.headers, body: body.json, signal });
     } catch (err) {
+      release();
       throw signal.aborted ? abortError(signal, this.url, err) : networkError(err, this.url);
     }
+    if (limits && key && (res.status === 429 || (!res.ok && res.headers.has("retry-after")))) limits.backOff(key, parseRetryAfter(res.headers.get("retry-after")));
+    release();
     if (!res.ok) {
       const text = await readBoundedText(res.body, ERROR_BODY_BYTES).catch(() => "");
       throw classifyHttpError(res.status, text, res.headers, body.model);

@@ -1,0 +1,115 @@
+/**
+ * The two real agent CLIs that speak OpenAI Chat Completions (opencode and
+ * pi), isolated per test and pointed at a fake provider (fake-openai.ts),
+ * as RUNNERS.md "Pointing each at a local endpoint" says: their own HOME and
+ * XDG directories, opencode's config through OPENCODE_CONFIG with model and
+ * update fetches off and its npm plugin install kept offline, pi's models.json under PI_CODING_AGENT_DIR with
+ * PI_OFFLINE=1. The model is `fake/m` for both, priced (USD per million
+ * tokens) so their own cost can be checked: input 1, output 2, cache read
+ * 0.5, cache write 1.5.
+ */
+
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { agentBin } from "./agents.ts";
+import { makeTempDir } from "./temp.ts";
+
+export type ChatAgent = "opencode" | "pi";
+export const MODEL = "fake/m";
+
+export interface ChatAgentSetup {
+  /** ATOMIC_HOME, with config.json naming the real CLI's binary. */
+  home: string;
+  cwd: string;
+  /** atomic's environment: the CLI's isolation and its endpoint. */
+  env: Record<string, string>;
+}
+
+/**
+ * A trap for every connection but the fake's: the CLIs get HTTP(S)_PROXY
+ * pointing at a listener that accepts nothing and records each connection
+ * (`strays`), with NO_PROXY for 127.0.0.1, so anything they try to reach
+ * besides the fake provider (telemetry, update checks, model lists,
+ * package registries) is seen.
+ */
+export function startNetworkTrap(): { env: Record<string, string>; strays: string[]; stop(): void } {
+  const strays: string[] = [];
+  const trap = Bun.listen({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      data(_socket, data) {
+        strays.push(data.toString("utf8").split("\r\n")[0]!.slice(0, 200));
+      },
+      open() {},
+    },
+  });
+  const proxy = `http://127.0.0.1:${trap.port}`;
+  return {
+    env: { HTTPS_PROXY: proxy, HTTP_PROXY: proxy, https_proxy: proxy, http_proxy: proxy, NO_PROXY: "127.0.0.1,localhost", no_proxy: "127.0.0.1,localhost" },
+    strays,
+    stop: () => trap.stop(true),
+  };
+}
+
+/** `unpriced`: the CLI's config gives the model no price (it then reports a cost of 0); `pricing`: atomic's own price table (config.json). */
+export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unpriced?: boolean; pricing?: Record<string, unknown>; trap?: { env: Record<string, string> } } = {}): ChatAgentSetup {
+  const home = makeTempDir(`atomic-${kind}-home-`);
+  const cwd = makeTempDir(`atomic-${kind}-cwd-`);
+  const user = makeTempDir(`atomic-${kind}-user-`);
+  const xdg = { XDG_CONFIG_HOME: join(user, ".config"), XDG_DATA_HOME: join(user, ".local/share"), XDG_CACHE_HOME: join(user, ".cache"), XDG_STATE_HOME: join(user, ".local/state") };
+  for (const d of Object.values(xdg)) mkdirSync(d, { recursive: true });
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { [kind]: { path: agentBin(kind) } }, ...(opts.pricing ? { pricing: opts.pricing } : {}) }));
+  const env: Record<string, string> = { HOME: user, ...xdg, OPENAI_API_KEY: "", OPENCODE_CONFIG_CONTENT: "", ...opts.trap?.env };
+  if (kind === "opencode") {
+    const config = join(user, "opencode.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        model: MODEL,
+        autoupdate: false,
+        share: "disabled",
+        provider: {
+          fake: {
+            npm: "@ai-sdk/openai-compatible",
+            options: { baseURL: baseUrl, apiKey: "sk-fake" },
+            models: { m: { name: "m", ...(opts.unpriced ? {} : { cost: { input: 1, output: 2, cache_read: 0.5, cache_write: 1.5 } }), limit: { context: 100_000, output: 4_000 } } },
+          },
+        },
+      }),
+    );
+    Object.assign(env, {
+      OPENCODE_CONFIG: config,
+      OPENCODE_DISABLE_MODELS_FETCH: "1",
+      OPENCODE_DISABLE_AUTOUPDATE: "1",
+      OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+      OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+      // At start opencode installs its plugin SDK (@opencode-ai/plugin, ~67 MB with its dependencies) into its
+      // config directory from the npm registry: kept offline (it runs without it), and without retries.
+      npm_config_offline: "true",
+      npm_config_registry: "http://127.0.0.1:9/",
+      npm_config_fetch_retries: "0",
+    });
+  } else {
+    const dir = join(user, "pi");
+    mkdirSync(dir);
+    writeFileSync(
+      join(dir, "models.json"),
+      JSON.stringify({
+        providers: {
+          fake: {
+            baseUrl,
+            api: "openai-completions",
+            apiKey: "sk-fake",
+            compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
+            models: [{ id: "m", ...(opts.unpriced ? {} : { cost: { input: 1, output: 2, cacheRead: 0.5, cacheWrite: 1.5 } }) }],
+          },
+        },
+      }),
+    );
+    // pi's own retry, shortened (it waits 2 s, 4 s, 8 s by default).
+    writeFileSync(join(dir, "settings.json"), JSON.stringify({ retry: { enabled: true, maxRetries: 2, baseDelayMs: 200 } }));
+    Object.assign(env, { PI_CODING_AGENT_DIR: dir, PI_OFFLINE: "1" });
+  }
+  return { home, cwd, env };
+}

@@ -1,0 +1,269 @@
+/**
+ * The real opencode and pi CLIs (pinned in test/agents) as atomic stages
+ * through dist/atomic on a pool worker, each isolated (helpers/chat-agents.ts)
+ * and pointed at the fake Chat Completions provider, which logs what they
+ * sent: a text reply after a tool call (their shell tool `bash`) with a
+ * 300 KiB prompt delivered through stdin unchanged (no quotes added),
+ * usage exactly what the provider reported and the CLI's own cost; provider
+ * errors mapped to the openai runner's codes (401, 400, 429 with
+ * Retry-After, a 500 the CLI's own retry survives, a stream cut off);
+ * tools named in atomic's terms (`tools: []`: none offered); followUp, steer
+ * and interrupt sent with `atomic send` to a live stage
+ * (pi: its own steer/follow_up/abort; opencode: queued and delivered by
+ * resuming the session with `-s`), usage summed across turns and resumes;
+ * `atomic cancel` and Ctrl-C while their bash tool runs a long command: none
+ * of the stage's processes is left. Every other connection goes to a trap
+ * (helpers/chat-agents.ts): the file fails if any CLI tried one.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent } from "../helpers/chat-agents.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+
+const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
+const KINDS: ChatAgent[] = ["opencode", "pi"];
+const servers: FakeOpenAI[] = [];
+const trap = startNetworkTrap();
+
+afterEach(cleanupWhenIdle);
+afterAll(async () => {
+  await cleanupNow();
+  await Promise.all(servers.map((s) => s.close()));
+  trap.stop();
+  // Nothing of any test reached anything but its fake provider.
+  expect(trap.strays).toEqual([]);
+});
+
+/** The text of every user message of a request (content as a string or as parts). */
+function userTexts(req: RecordedRequest): string[] {
+  return req.body.messages
+    .filter((m) => m.role === "user")
+    .map((m) => (typeof m.content === "string" ? m.content : (m.content as unknown as { text?: string }[] | null ?? []).map((p) => p.text ?? "").join("")));
+}
+const hasToolResult = (req: RecordedRequest) => req.body.messages.some((m) => m.role === "tool");
+
+async function server(script: Script): Promise<FakeOpenAI> {
+  const s = await startFakeOpenAI(script);
+  servers.push(s);
+  return s;
+}
+
+interface StageOut {
+  text: string;
+  status: string;
+  usage: Record<string, unknown> | null;
+  error: { code: string; message: string } | null;
+}
+
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string }> {
+  const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap, ...setup });
+  const file = join(home, "prompts.json");
+  writeFileSync(file, JSON.stringify(prompts));
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
+  if (r.code !== 0) throw new Error(`atomic run exited ${r.code}: ${r.stderr}`);
+  return Object.assign(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as StageOut[], { home });
+}
+
+const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
+
+for (const kind of KINDS) {
+  e2eTest(
+    `${kind}: a 300 KiB prompt through stdin, unchanged; a bash tool call, then the answer; usage and cost exactly the provider's`,
+    async () => {
+      const prompt = `TOOL please ${"x".repeat(300 * 1024)}`;
+      const s = await server((req) =>
+        hasToolResult(req) ? text("all done", { prompt: 100, completion: 7, cached: 30 }) : toolCall("bash", shellArgs(kind, "echo hi-from-tool"), { usage: { prompt: 10, completion: 5 } }),
+      );
+      const [stage] = await runStages(kind, s, [prompt]);
+      expect(stage!.error).toBeNull();
+      expect(stage!).toMatchObject({ status: "completed", text: "all done" });
+      // input excludes cache reads (10 + 70); cost from the CLI's own price table: (80×1 + 12×2 + 30×0.5) per million
+      expect(stage!.usage).toMatchObject({ inputTokens: 80, outputTokens: 12, cacheReadTokens: 30, cacheWriteTokens: 0, costMicroUsd: 119, turns: 2 });
+      // every call the provider saw is counted: no title-generation call of opencode's
+      expect(s.requests.length).toBe(2);
+      expect(userTexts(s.requests[0]!).at(-1)!.trimEnd()).toBe(prompt);
+      const tool = s.requests[1]!.body.messages.find((m) => m.role === "tool")!;
+      expect(String(tool.content)).toContain("hi-from-tool");
+    },
+    150_000,
+  );
+
+  e2eTest(
+    `${kind}: provider errors mapped to the shared codes; a 500 its own retry survives`,
+    async () => {
+      const seen = new Map<string, number>();
+      const s = await server((req) => {
+        const said = userTexts(req).join(" ");
+        const marker = /\b(E401|E400|E429|E500ONCE|CUT|STREAMERR)\b/.exec(said)?.[1] ?? "";
+        const n = seen.get(marker) ?? 0;
+        seen.set(marker, n + 1);
+        const err = (status: number, message: string, headers: Record<string, string> = {}): Reply => ({ status, headers, body: JSON.stringify({ error: { message } }) });
+        if (marker === "E401") return err(401, "the key is wrong");
+        if (marker === "E400") return err(400, "messages is malformed");
+        if (marker === "E429") return err(429, "slow down please", { "retry-after": "1" });
+        if (marker === "E500ONCE") return n === 0 ? err(500, "upstream hiccup") : text("survived");
+        if (marker === "CUT") return { text: ["partial ", "more"], cutOff: true };
+        if (marker === "STREAMERR") return { raw: [`data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "par" }, finish_reason: null }] })}\n\n`, `data: ${JSON.stringify({ error: { message: "the stream broke down" } })}\n\n`] };
+        return text("?");
+      });
+      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", ...(kind === "opencode" ? ["CUT"] : [])]);
+      expect(stages[0]).toMatchObject({ status: "failed", error: { code: "provider_auth" } });
+      expect(stages[0]!.error!.message).toContain(kind);
+      expect(stages[0]!.error!.message).toContain("the key is wrong");
+      expect(stages[1]).toMatchObject({ status: "failed", error: { code: "provider_bad_request" } });
+      expect(stages[1]!.error!.message).toContain("messages is malformed");
+      expect(stages[2]).toMatchObject({ status: "failed", error: { code: "provider_rate_limit" } });
+      expect(stages[2]!.error!.message).toContain("slow down please");
+      // the back-off is shared with the host's other stages of this CLI and model (runners/rate-limits.ts)
+      expect(readdirSync(join(stages.home, "rate-limits")).filter((f) => f.endsWith(".json")).length).toBe(1);
+      expect(stages[3]).toMatchObject({ status: "completed", text: "survived" });
+      expect(stages[3]!.error).toBeNull();
+      // an error inside the stream carries no HTTP status: the CLI's error, in the provider's words
+      expect(stages[4]).toMatchObject({ status: "failed", error: { code: "agent_error" } });
+      expect(stages[4]!.error!.message).toContain("the stream broke down");
+      if (kind === "opencode") expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_bad_response" } });
+    },
+    150_000,
+  );
+}
+
+for (const kind of KINDS) {
+  e2eTest(
+    `${kind}: a model its config gives no price: priced from atomic's table when it has one, else the stage says unpriced (not $0)`,
+    async () => {
+      const s = await server(() => text("fine", { prompt: 100, completion: 10 }));
+      const [unpriced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true });
+      expect(unpriced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 0, unpriced: true });
+      // atomic's table names the model as the CLI reports it (opencode: the stage's provider/model; pi: the model id)
+      const model = kind === "opencode" ? MODEL : "m";
+      const [priced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true, pricing: { [model]: { inputPerMTok: 3, outputPerMTok: 10 } } });
+      expect(priced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 400 });
+      expect(priced!.usage!.unpriced).toBeUndefined();
+    },
+    150_000,
+  );
+
+  e2eTest(
+    `${kind}: tools in atomic's terms: ["bash", "read"] offers only the CLI's own shell and read tools; [] offers none`,
+    async () => {
+      const s = await server(() => text("fine"));
+      const stages = await runStages(kind, s, ["TOOLS-SOME", "TOOLS-NONE"], ["--input", `tools=${JSON.stringify([["bash", "read"], []])}`]);
+      expect(stages.map((x) => x.status)).toEqual(["completed", "completed"]);
+      const offered = (marker: string) => {
+        const req = s.requests.find((r) => userTexts(r).some((t) => t.includes(marker)))!;
+        return (req.body.tools ?? []).map((t) => t.function.name).sort();
+      };
+      expect(offered("TOOLS-SOME")).toEqual(["bash", "read"]);
+      expect(offered("TOOLS-NONE")).toEqual([]);
+    },
+    150_000,
+  );
+
+  e2eTest(
+    `${kind}: atomic send to the live stage: a followUp after the first answer, then an interrupt that resumes the same session; usage summed across the turns`,
+    async () => {
+      let release!: () => void;
+      const first = new Promise<void>((r) => (release = r));
+      const never = new Promise<void>(() => {});
+      const s = await server((req) => {
+        const last = userTexts(req).at(-1) ?? "";
+        if (last.includes("INTERRUPT")) return text("final answer", { prompt: 20, completion: 5 });
+        if (last.includes("FOLLOW")) return { text: "never", hold: never };
+        return { ...text("first answer", { prompt: 10, completion: 5 }), hold: first };
+      });
+      const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
+      const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
+      const out = lineWatcher(proc.stdout);
+      const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+      await waitUntil(() => s.requests.length === 1, 60_000, "the first model request");
+      const send = async (message: string, mode: string) => {
+        const r = await runAtomic(["send", started.runId, "s0", message, "--mode", mode], { home, env });
+        expect(r.code).toBe(0);
+      };
+      await send("FOLLOW second", "followUp");
+      release();
+      await waitUntil(() => s.requests.some((r) => userTexts(r).at(-1)!.includes("FOLLOW")), 60_000, "the followUp's request");
+      await send("INTERRUPT third", "interrupt");
+      expect(await proc.exited).toBe(0);
+      const stage = (JSON.parse(out.lines.at(-1)!).outputs.stages as StageOut[])[0]!;
+      expect(stage.error).toBeNull();
+      expect(stage).toMatchObject({ status: "completed", text: "final answer" });
+      // the interrupt's request continues the same conversation (resumed session / same pi process)
+      const last = s.requests.at(-1)!;
+      expect(userTexts(last).map((t) => t.trimEnd())).toEqual(["HOLD first", "FOLLOW second", "INTERRUPT third"]);
+      expect(last.body.messages.some((m) => m.role === "assistant" && String(m.content ?? "").includes("first answer"))).toBe(true);
+      // the aborted request reported nothing; the two answered ones count once each
+      expect(stage.usage).toMatchObject({ inputTokens: 30, outputTokens: 10, cacheReadTokens: 0, costMicroUsd: 50, turns: 2 });
+    },
+    150_000,
+  );
+}
+
+for (const kind of KINDS) {
+  e2eTest(
+    `${kind}: a steer sent while the model answers reaches it in the same conversation (pi: its own steer; opencode: queued, then the session resumed)`,
+    async () => {
+      let release!: () => void;
+      const first = new Promise<void>((r) => (release = r));
+      const s = await server((req) => {
+        const last = userTexts(req).at(-1) ?? "";
+        if (last.includes("STEER")) return text("steered", { prompt: 20, completion: 5 });
+        return { ...text("first answer", { prompt: 10, completion: 5 }), hold: first };
+      });
+      const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
+      const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
+      const out = lineWatcher(proc.stdout);
+      const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+      await waitUntil(() => s.requests.length === 1, 60_000, "the first model request");
+      expect((await runAtomic(["send", started.runId, "s0", "STEER smaller diff", "--mode", "steer"], { home, env })).code).toBe(0);
+      release();
+      expect(await proc.exited).toBe(0);
+      const stage = (JSON.parse(out.lines.at(-1)!).outputs.stages as StageOut[])[0]!;
+      expect(stage).toMatchObject({ status: "completed", text: "steered" });
+      expect(s.requests.length).toBe(2);
+      expect(userTexts(s.requests[1]!).map((t) => t.trimEnd())).toEqual(["HOLD first", "STEER smaller diff"]);
+      expect(stage.usage).toMatchObject({ inputTokens: 30, outputTokens: 10, costMicroUsd: 50, turns: 2 });
+    },
+    150_000,
+  );
+}
+
+const isLive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
+  } catch {
+    return false;
+  }
+};
+
+for (const kind of KINDS) {
+  for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
+    e2eTest(
+      `${kind}: ${how} with a long-running bash tool: no process of the stage is left`,
+      async () => {
+        const dir = makeTempDir(`atomic-${kind}-cancel-`);
+        const pidFile = join(dir, "sleep.pid");
+        const never = new Promise<void>(() => {});
+        const s = await server((req) => (hasToolResult(req) ? { text: "never", hold: never } : toolCall("bash", shellArgs(kind, `sleep 600 & echo $! > ${pidFile}; wait`))));
+        const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
+        const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["work"])}`], { home, cwd, env });
+        const out = lineWatcher(proc.stdout);
+        const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
+        await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+        const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+        expect(isLive(sleepPid)).toBe(true);
+        if (how === "atomic cancel") expect((await runAtomic(["cancel", started.runId], { home, env })).code).toBe(0);
+        else proc.kill("SIGINT");
+        await proc.exited;
+        await waitUntil(() => !isLive(sleepPid), 20_000, "the tool's sleep to end");
+      },
+      150_000,
+    );
+  }
+}
