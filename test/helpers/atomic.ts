@@ -9,8 +9,7 @@
  * so no process outlives a test.
  */
 
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { adoptTempDir } from "./temp.ts";
 import { streamLines } from "./lines.ts";
@@ -50,19 +49,10 @@ export function childEnv(extra: Record<string, string | undefined> = {}): Record
  * busy with other work (CI, parallel test files) does not pace stage starts and stretch tests past their
  * timeouts. Tests of pacing configure it themselves (free memory) or pass their own ATOMIC_CONFIG.
  */
-let testConfig: string | undefined;
-function testConfigFile(): string {
-  if (!testConfig) {
-    const file = join(tmpdir(), `atomic-test-config-${process.pid}.json`);
-    writeFileSync(file, JSON.stringify({ admission: { maxLoadPerCpu: 1_000_000 } }), { mode: 0o600 });
-    process.once("exit", () => rmSync(file, { force: true }));
-    testConfig = file;
-  }
-  return testConfig;
-}
+const TEST_CONFIG = join(import.meta.dir, "test-config.json");
 
 function environment(opts: AtomicOptions): Record<string, string> {
-  const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ATOMIC_CONFIG: testConfigFile(), ...opts.env });
+  const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ATOMIC_CONFIG: TEST_CONFIG, ...opts.env });
   // Host-wide state of the user (per-user agent slots, in the runtime directory) stays with the test:
   // one private directory per home, next to it (not in it: tests check what a home holds), as
   // XDG_RUNTIME_DIR and TMPDIR.

@@ -65,7 +65,7 @@ e2eTest("doctor: which runners are usable here and why not", async () => {
   expect(json.defaultRunner).toBe("claude");
   expect(json.runners.find((x: { runner: string }) => x.runner === "openai").usable).toBe(false);
   // The home's file, then the suite's own ATOMIC_CONFIG (test/helpers/atomic.ts), read last.
-  expect(json.configFiles).toEqual([join(home, "config.json"), expect.stringMatching(/atomic-test-config-\d+\.json$/)]);
+  expect(json.configFiles).toEqual([join(home, "config.json"), expect.stringMatching(/test\/helpers\/test-config\.json$/)]);
   // The default runner unusable: exit 1.
   writeFileSync(join(home, "config.json"), JSON.stringify({ runner: "codex" }));
   expect((await runAtomic(["doctor"], { home, env })).code).toBe(1);
