@@ -93,3 +93,16 @@ export function artifacts(dir: string): Record<string, string> {
 export function homeAndCwd(): { home: string; cwd: string } {
   return { home: makeTempDir("atomic-builtin-home-"), cwd: makeTempDir("atomic-builtin-cwd-") };
 }
+
+/** A value with a run's id and cwd replaced by RUN and CWD (two runs' outputs compare equal when only those differ). */
+export function normalized(value: unknown, runId: string, cwd: string): unknown {
+  return JSON.parse(JSON.stringify(value).replaceAll(runId, "RUN").replaceAll(cwd, "CWD"));
+}
+
+/** A seeded pick (the seed printed, so a failing pick can be replayed with BUILTIN_KILL_SEED). */
+export function pick<T>(label: string, items: readonly T[]): T {
+  const seed = Number(process.env.BUILTIN_KILL_SEED ?? Math.floor(Math.random() * 1e9));
+  const item = items[seed % items.length]!;
+  console.log(`${label}: kill at ${String(item)} (BUILTIN_KILL_SEED=${seed})`);
+  return item;
+}
