@@ -79,7 +79,7 @@ async function drive(args: string[], s: Scripted, home: string, cwd: string, kil
   };
   let answered = 0;
   if (killAt) {
-    await waitUntil(
+    const reached = waitUntil(
       async () => {
         if (killAt !== "ask") return (s.counts.get(killAt) ?? 0) > 0;
         const id = runId();
@@ -90,6 +90,9 @@ async function drive(args: string[], s: Scripted, home: string, cwd: string, kil
       60_000,
       `the run to reach ${killAt}`,
     );
+    // A stage after the question is reached only once someone answers it.
+    if (killAt === "act") await answerWhileRunning(runId, home, "implementation", reached, s);
+    await reached;
     proc.kill("SIGKILL");
     await proc.exited;
     s.holdStage = undefined;
