@@ -18,7 +18,7 @@ afterAll(cleanupNow);
 
 test("every builtin source imports nothing but the SDK", () => {
   const files = readdirSync(SRC).filter((f) => f.endsWith(".ts"));
-  expect(files.length).toBeGreaterThanOrEqual(3);
+  expect(files.length).toBeGreaterThanOrEqual(4);
   for (const f of files) {
     const text = readFileSync(join(SRC, f), "utf8");
     const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s+["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']|\brequire\s*\(\s*["']([^"']+)["']|(?:^|\n)\s*import\s+["']([^"']+)["']/g)].map(
@@ -36,6 +36,7 @@ e2eTest("atomic workflows lists the builtins; NAME shows inputs with ranges and 
   expect(list.stdout).toMatch(/fan-out-and-synthesize\s+Split a task into partitions/);
   expect(list.stdout).toMatch(/loop-until-done\s+Work on a task in iterations/);
   expect(list.stdout).toMatch(/classify-and-act\s+Classify a request/);
+  expect(list.stdout).toMatch(/generate-and-filter\s+Generate candidates in parallel/);
   const one = await runAtomic(["workflows", "fan-out-and-synthesize"], { home, cwd });
   expect(one.stdout).not.toContain("inputs:");
   expect(one.code).toBe(0);
