@@ -101,3 +101,26 @@ e2eTest(
   },
   180_000,
 );
+
+e2eTest("a plan that stays invalid after the re-asks falls back to one partition holding the whole task", async () => {
+  const s = await scriptedServer(stageOf, (stage) => {
+    if (stage === "plan") return toolCall("structured_output", { partitions: [] });
+    if (stage === "branch task") return text("did it all");
+    if (stage === "synthesize") return text("one part, done");
+    return { status: 500, body: `unexpected stage ${stage}` };
+  });
+  try {
+    const { home, cwd } = homeAndCwd();
+    const r = await runBuiltin("fan-out-and-synthesize", ["prompt=audit the thing", "model=fake-model"], s, home, cwd);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(s.counts.get("plan")).toBe(4); // the answer, then 3 corrective re-prompts
+    const dir = `${cwd}/.atomic/runs/fan-out-and-synthesize-${r.runId}`;
+    expect(r.outputs).toMatchObject({ result: "one part, done", partitions: [{ label: "task", objective: "audit the thing" }], branches: [`${dir}/branch-01-task.md`] });
+    const plan = JSON.parse(artifacts(dir)["partition-plan.json"]!);
+    expect(plan).toMatchObject({ partitions: [{ label: "task", objective: "audit the thing" }], fallback: true });
+    expect(plan.planner_error.message).toBeTruthy();
+  } finally {
+    await s.close();
+  }
+});
