@@ -22,8 +22,8 @@ type Loader = () => Promise<CommandDef<any>>;
 
 export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   run: {
-    summary: "run a workflow file",
-    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
+    summary: "run a workflow file, or a builtin by name",
+    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run fan-out-and-synthesize --input prompt=\"Review src/ for bugs\"", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
     load: () => import("./commands/run.ts").then((m) => m.default),
   },
   resume: {
@@ -59,8 +59,8 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
   serve: { summary: "serve the status page, JSON API and event streams", examples: ["atomic serve", "atomic serve --port 8080 --open"], load: () => import("./commands/serve.ts").then((m) => m.default) },
   workflows: {
-    summary: "list workflows in .atomic/workflows/ (or a file's inputs)",
-    examples: ["atomic workflows", "atomic workflows --inputs ./review.ts"],
+    summary: "list workflows in .atomic/workflows/ and the builtins (or one's inputs and outputs)",
+    examples: ["atomic workflows", "atomic workflows --inputs ./review.ts", "atomic workflows loop-until-done --source"],
     load: () => import("./commands/workflows.ts").then((m) => m.default),
   },
   doctor: { summary: "say which runners (agents) are usable here and why not", examples: ["atomic doctor", "atomic doctor --check-endpoint"], load: () => import("./commands/doctor.ts").then((m) => m.default) },

@@ -78,13 +78,41 @@ export function validateInputs(schemas: InputSchemas, values: Record<string, unk
   const issue = parsed.issues[0];
   const key = issue.path?.map((p) => String(p.key)).join(".") ?? "?";
   const missing = issue.input === undefined;
+  // A value out of a declared range is refused with the whole range, not valibot's one bound.
+  const range = RANGE_ISSUES.includes(issue.type) && issue.path?.length === 1 ? rangeOf(schemas[key] as AnySchema) : undefined;
   throw new UsageError(
     missing ? "missing_input" : "bad_input",
     missing
       ? `input "${key}" is required`
-      : `input "${key}" is invalid: ${issue.message}`,
+      : range
+        ? `input "${key}" must be ${range}, got ${JSON.stringify(issue.input)}`
+        : `input "${key}" is invalid: ${issue.message}`,
     { hint: missing ? `pass it with --input ${key}=VALUE` : HINT(file) },
   );
+}
+
+const RANGE_ISSUES = ["min_value", "max_value", "min_length", "max_length"];
+
+/**
+ * The range a schema's pipe declares (`v.minValue`/`v.maxValue`, or
+ * `v.minLength`/`v.maxLength` for arrays and text), in words: "from 1 to 12",
+ * "1 to 8 items", "at least 0.5"; undefined when it declares none.
+ */
+export function rangeOf(schema: AnySchema | undefined): string | undefined {
+  if (!schema) return undefined;
+  const pipe = ((unwrap(schema) as AnySchema & { pipe?: { type: string; requirement?: unknown }[] }).pipe ?? []).slice(1);
+  const bound = (type: string) => pipe.find((a) => a.type === type)?.requirement as number | undefined;
+  const [min, max] = [bound("min_value"), bound("max_value")];
+  const [minLen, maxLen] = [bound("min_length"), bound("max_length")];
+  const unit = unwrap(schema).type === "array" ? " items" : " characters";
+  if (minLen === 1 && maxLen === undefined && unit === " characters") return "not empty";
+  if (min !== undefined && max !== undefined) return `from ${min} to ${max}`;
+  if (min !== undefined) return `at least ${min}`;
+  if (max !== undefined) return `at most ${max}`;
+  if (minLen !== undefined && maxLen !== undefined) return `${minLen} to ${maxLen}${unit}`;
+  if (minLen !== undefined) return `at least ${minLen}${unit}`;
+  if (maxLen !== undefined) return `at most ${maxLen}${unit}`;
+  return undefined;
 }
 
 function unknownKey(key: string, schemas: InputSchemas, file: string): UsageError {
@@ -201,7 +229,9 @@ function convert(key: string, text: string, schema: AnySchema, file: string): un
 }
 
 /** One line per input, for `atomic workflows --inputs FILE`. */
-export function describeInputs(schemas: InputSchemas): { name: string; type: string; required: boolean; default?: unknown }[] {
+export function describeInputs(
+  schemas: InputSchemas,
+): { name: string; type: string; required: boolean; default?: unknown; range?: string; description?: string }[] {
   return Object.entries(schemas).map(([name, schema]) => {
     const s = schema as AnySchema & { default?: unknown };
     const inner = unwrap(s);
@@ -212,6 +242,9 @@ export function describeInputs(schemas: InputSchemas): { name: string; type: str
       type = opts.map((o) => JSON.stringify(o)).join(" | ");
     }
     const def = s.default !== undefined && typeof s.default !== "function" ? { default: s.default } : {};
-    return { name, type, required, ...def };
+    const range = rangeOf(s);
+    const pipe = (inner as AnySchema & { pipe?: { type: string; description?: string }[] }).pipe ?? [];
+    const description = pipe.find((a) => a.type === "description")?.description;
+    return { name, type, required, ...def, ...(range ? { range } : {}), ...(description ? { description } : {}) };
   });
 }

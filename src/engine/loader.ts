@@ -10,6 +10,9 @@
  * The digest (sha256 of the file's text) is recorded with the run; resume
  * compares it and lets replay decide whether a changed file is still
  * consistent. Files the workflow imports are not part of the digest.
+ *
+ * `builtin:<name>` names a workflow shipped in the binary (builtins.ts):
+ * the reference a run of a builtin records, so resume finds it again.
  */
 
 import { existsSync, readFileSync, statSync } from "node:fs";
@@ -18,6 +21,7 @@ import * as sdk from "../sdk/index.ts";
 import { isWorkflow } from "../sdk/workflow.ts";
 import type { WorkflowDefinition } from "../sdk/types.ts";
 import { AtomicError, UsageError, ensureError } from "../shared/errors.ts";
+import { BUILTIN_PREFIX, builtinDigest, builtinSource, withBuiltinFile } from "./builtins.ts";
 
 /**
  * What a workflow file may be. Bun imports much else (JSON, TOML, text,
@@ -55,6 +59,7 @@ export function fileDigest(path: string): string {
 }
 
 export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
+  if (file.startsWith(BUILTIN_PREFIX)) return loadBuiltin(file.slice(BUILTIN_PREFIX.length));
   const path = resolve(file);
   if (!existsSync(path)) {
     throw new UsageError("workflow_not_found", `workflow file ${file} does not exist`, {
@@ -69,7 +74,21 @@ export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
       hint: `a workflow file ends in ${WORKFLOW_EXTENSIONS.join(", ")}`,
     });
   }
-  const digest = fileDigest(path);
+  return { definition: await importWorkflow(path, file), path, digest: fileDigest(path) };
+}
+
+/** A builtin by name, recorded as `builtin:<name>` with the digest of its embedded source. */
+export async function loadBuiltin(name: string): Promise<LoadedWorkflow> {
+  if (builtinSource(name) === undefined) {
+    throw new UsageError("workflow_not_found", `this atomic has no builtin workflow named ${JSON.stringify(name)}`, {
+      hint: "`atomic workflows` lists the builtins",
+    });
+  }
+  const definition = await withBuiltinFile(name, (path) => importWorkflow(path, `builtin ${name}`));
+  return { definition, path: `${BUILTIN_PREFIX}${name}`, digest: builtinDigest(name) };
+}
+
+async function importWorkflow(path: string, file: string): Promise<WorkflowDefinition> {
   registerSdkModule();
   let mod: Record<string, unknown>;
   try {
@@ -84,7 +103,7 @@ export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
       hint: 'end the file with: export default workflow({ name: "...", async run(ctx) { ... } })',
     });
   }
-  return { definition, path, digest };
+  return definition;
 }
 
 /** One sentence naming the file and, when Bun says it, the line. */

@@ -186,13 +186,15 @@ e2eTest("workflows lists .atomic/workflows/ of the cwd; --inputs lists a file's 
   const text = await runAtomic(["workflows"], { home, cwd });
   expect(text.code).toBe(0);
   const rows = text.stdout.trim().split("\n");
-  expect(rows).toHaveLength(3);
+  // the local files, then the builtins
+  expect(rows[3]).toMatch(/^builtin workflows/);
+  expect(rows.slice(4).map((r) => r.trim().split(/\s+/)[0])).toEqual(["classify-and-act", "fan-out-and-synthesize", "generate-and-filter", "loop-until-done"]);
   expect(rows[0]).toMatch(/^\.atomic\/workflows\/broken\.ts\s+cannot load: .*does not export a workflow/);
   expect(rows[1]).toMatch(/^\.atomic\/workflows\/fails\.ts\s+fails$/);
   expect(rows[2]).toMatch(/^\.atomic\/workflows\/typed\.ts\s+typed\s+Echo typed inputs$/);
 
   const json = await runAtomic(["workflows", "--json"], { home, cwd });
-  expect(parseNdjson(json.stdout)).toMatchObject([
+  expect(parseNdjson(json.stdout).filter((w) => !w.builtin)).toMatchObject([
     { file: ".atomic/workflows/broken.ts", name: null, error: expect.stringMatching(/default export/) },
     { file: ".atomic/workflows/fails.ts", name: "fails", error: null },
     { file: ".atomic/workflows/typed.ts", name: "typed", description: "Echo typed inputs", error: null },

@@ -12,6 +12,7 @@ import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
 import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
+import { BUILTIN_PREFIX, NOT_SHIPPED, builtinSource } from "../../engine/builtins.ts";
 import { newRunId } from "../../shared/ids.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
@@ -29,7 +30,7 @@ import { exit, out } from "../output.ts";
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
   args: {
-    file: { type: "positional", description: "workflow file (.ts), or the name of one in .atomic/workflows/", required: true },
+    file: { type: "positional", description: "workflow file (.ts), the name of one in .atomic/workflows/, or a builtin's name (atomic workflows lists them)", required: true },
     input: { type: "string", description: "an input; repeat the flag for more inputs (an array input takes it several times)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
@@ -98,11 +99,26 @@ function announce(s: CliSession, view: RunView, server: StatusServer, runId: str
   else view.note(`status page: ${url}`);
 }
 
-/** `atomic run triage` finds `.atomic/workflows/triage.ts` when no file of that name exists. */
-function resolveWorkflowArg(arg: string): string {
+/**
+ * `atomic run triage` finds `.atomic/workflows/triage.ts` when no file of
+ * that name exists, else the builtin of that name (`builtin:triage`): a
+ * local workflow wins over a builtin.
+ */
+export function resolveWorkflowArg(arg: string): string {
   if (existsSync(arg) || arg.includes("/")) return arg;
-  const named = join(".atomic", "workflows", arg.endsWith(".ts") ? arg : `${arg}.ts`);
-  return existsSync(named) ? named : arg;
+  const named = localWorkflowPath(arg);
+  if (existsSync(named)) return named;
+  if (builtinSource(arg) !== undefined) return `${BUILTIN_PREFIX}${arg}`;
+  if (NOT_SHIPPED.includes(arg)) {
+    throw new UsageError("workflow_not_found", `the builtin workflow ${arg} is not shipped in this version of atomic yet`, {
+      hint: "`atomic workflows` lists the builtins it ships",
+    });
+  }
+  return arg;
+}
+
+export function localWorkflowPath(name: string): string {
+  return join(".atomic", "workflows", name.endsWith(".ts") ? name : `${name}.ts`);
 }
 
 export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number } {

@@ -1,0 +1,60 @@
+/**
+ * Builtin workflows: the sources under src/workflows/, embedded in the
+ * binary as text (Bun's `with { type: "text" }` import) and loaded the way
+ * a user's file is, so each is also a file a user can print and copy.
+ *
+ * A run of a builtin records `builtin:<name>` as its workflow path and the
+ * sha256 of the embedded source as its digest; resume finds it by that
+ * name again (loadWorkflowFile takes the same reference), and a binary
+ * whose builtin changed shows as a changed digest, like an edited file.
+ *
+ * Loading: the text is written to a private temp directory (0700, made
+ * fresh by mkdtemp) and imported from there, through the same "atomic"
+ * module registration as any workflow file; the copy is removed once
+ * imported (Bun has transpiled it by then).
+ */
+
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+// Each import is the file's text, not the module (the bundler embeds it verbatim).
+import classifyAndAct from "../workflows/classify-and-act.ts" with { type: "text" };
+import fanOutAndSynthesize from "../workflows/fan-out-and-synthesize.ts" with { type: "text" };
+import generateAndFilter from "../workflows/generate-and-filter.ts" with { type: "text" };
+import loopUntilDone from "../workflows/loop-until-done.ts" with { type: "text" };
+
+const SOURCES: Record<string, string> = {
+  "classify-and-act": classifyAndAct as unknown as string,
+  "fan-out-and-synthesize": fanOutAndSynthesize as unknown as string,
+  "generate-and-filter": generateAndFilter as unknown as string,
+  "loop-until-done": loopUntilDone as unknown as string,
+};
+
+/** The builtins the issue names that this binary does not ship yet (`atomic run` says so). */
+export const NOT_SHIPPED = ["adversarial-verification", "tournament", "goal", "ralph", "design"];
+
+export const BUILTIN_PREFIX = "builtin:";
+
+export function builtinNames(): string[] {
+  return Object.keys(SOURCES).sort();
+}
+
+export function builtinSource(name: string): string | undefined {
+  return Object.hasOwn(SOURCES, name) ? SOURCES[name] : undefined;
+}
+
+export function builtinDigest(name: string): string {
+  return new Bun.CryptoHasher("sha256").update(builtinSource(name) ?? "").digest("hex");
+}
+
+/** Writes the builtin's source to a private temp file, runs `load` on it, and removes the copy. */
+export async function withBuiltinFile<T>(name: string, load: (path: string) => Promise<T>): Promise<T> {
+  const dir = mkdtempSync(join(tmpdir(), "atomic-builtin-"));
+  try {
+    const path = join(dir, `${name}.ts`);
+    writeFileSync(path, builtinSource(name) ?? "", { mode: 0o600 });
+    return await load(path);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

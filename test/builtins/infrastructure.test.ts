@@ -1,0 +1,86 @@
+/**
+ * Builtin workflows, the infrastructure: sources under src/workflows/ import
+ * only the SDK; through dist/atomic a builtin is listed, described (inputs
+ * with ranges and defaults, outputs), printed (--source, from the text
+ * embedded in the binary), overridden by a local file of its name (and the
+ * list says so), refused when not shipped, and its inputs refused by range.
+ */
+
+import { afterAll, afterEach, expect, test } from "bun:test";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAtomic } from "../helpers/atomic.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, makeTempDir } from "../e2e/support.ts";
+
+const SRC = join(import.meta.dir, "..", "..", "src", "workflows");
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+test("every builtin source imports nothing but the SDK", () => {
+  const files = readdirSync(SRC).filter((f) => f.endsWith(".ts"));
+  expect(files.length).toBeGreaterThanOrEqual(4);
+  for (const f of files) {
+    const text = readFileSync(join(SRC, f), "utf8");
+    const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s+["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']|\brequire\s*\(\s*["']([^"']+)["']|(?:^|\n)\s*import\s+["']([^"']+)["']/g)].map(
+      (m) => m[1] ?? m[2] ?? m[3] ?? m[4],
+    );
+    expect({ f, specifiers }).toEqual({ f, specifiers: ["atomic"] });
+  }
+});
+
+e2eTest("atomic workflows lists the builtins; NAME shows inputs with ranges and outputs; --source prints the embedded file", async () => {
+  const home = makeTempDir("atomic-bi-home-");
+  const cwd = makeTempDir("atomic-bi-cwd-");
+  const list = await runAtomic(["workflows"], { home, cwd });
+  expect(list.code).toBe(0);
+  expect(list.stdout).toMatch(/fan-out-and-synthesize\s+Split a task into partitions/);
+  expect(list.stdout).toMatch(/loop-until-done\s+Work on a task in iterations/);
+  expect(list.stdout).toMatch(/classify-and-act\s+Classify a request/);
+  expect(list.stdout).toMatch(/generate-and-filter\s+Generate candidates in parallel/);
+  const one = await runAtomic(["workflows", "fan-out-and-synthesize"], { home, cwd });
+  expect(one.stdout).not.toContain("inputs:");
+  expect(one.code).toBe(0);
+  expect(one.stdout).toContain("max_branches: number optional, from 1 to 12 (default 4)");
+  expect(one.stdout).toContain("max_concurrency: number optional, from 1 to 12 (default 4)");
+  expect(one.stdout).toMatch(/outputs:\n(.*\n)*\s+synthesis: string/);
+  const json = JSON.parse((await runAtomic(["workflows", "classify-and-act", "--json"], { home, cwd })).stdout);
+  expect(json.builtin).toBe(true);
+  expect(json.inputs.find((i: { name: string }) => i.name === "confidence_threshold")).toMatchObject({ range: "from 0.5 to 0.99", default: 0.75 });
+  expect(json.inputs.find((i: { name: string }) => i.name === "categories")).toMatchObject({ range: "1 to 8 items", default: ["analysis", "implementation", "research"] });
+  const source = await runAtomic(["workflows", "loop-until-done", "--source"], { home, cwd });
+  expect(source.code).toBe(0);
+  expect(source.stdout).toBe(readFileSync(join(SRC, "loop-until-done.ts"), "utf8"));
+});
+
+e2eTest("a local .atomic/workflows/<name>.ts wins over the builtin, and the list says so", async () => {
+  const home = makeTempDir("atomic-bi-home-");
+  const cwd = makeTempDir("atomic-bi-cwd-");
+  mkdirSync(join(cwd, ".atomic", "workflows"), { recursive: true });
+  writeFileSync(
+    join(cwd, ".atomic", "workflows", "loop-until-done.ts"),
+    `import { workflow } from "atomic";\nexport default workflow({ name: "my-loop", description: "mine", async run() { return { mine: true }; } });\n`,
+  );
+  const list = await runAtomic(["workflows"], { home, cwd });
+  expect(list.stdout).toContain("overrides the builtin loop-until-done");
+  expect(list.stdout).toContain("overridden by .atomic/workflows/loop-until-done.ts");
+  const r = await runAtomic(["--json", "run", "loop-until-done"], { home, cwd });
+  expect(r.code).toBe(0);
+  expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs).toEqual({ mine: true });
+});
+
+e2eTest("inputs out of range and builtins not shipped are refused in one sentence, before anything is recorded", async () => {
+  const home = makeTempDir("atomic-bi-home-");
+  const cwd = makeTempDir("atomic-bi-cwd-");
+  for (const [args, message] of [
+    [["run", "fan-out-and-synthesize", "--input", "prompt=x", "--input", "max_branches=13"], 'input "max_branches" must be from 1 to 12, got 13'],
+    [["run", "classify-and-act", "--input", "prompt=x", "--input", "confidence_threshold=0.2"], 'input "confidence_threshold" must be from 0.5 to 0.99, got 0.2'],
+    [["run", "loop-until-done", "--input", "prompt=x", "--input", "max_iterations=0"], 'input "max_iterations" must be from 1 to 20, got 0'],
+    [["run", "tournament", "--input", "prompt=x"], "the builtin workflow tournament is not shipped in this version of atomic yet"],
+  ] as const) {
+    const r = await runAtomic([...args], { home, cwd });
+    expect(r.code).toBe(2);
+    expect(expectOneSentenceError(r.stderr).message).toBe(`${message}.`);
+  }
+  const runs = await runAtomic(["runs", "--json"], { home, cwd });
+  expect(runs.stdout.trim()).toBe("");
+});
