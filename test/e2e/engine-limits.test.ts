@@ -173,7 +173,8 @@ e2eTest("a sleep resumed with the wall clock set back 10 minutes (libfaketime) w
   // The wall clock ten minutes back: wakeAt - now is over ten minutes; the sleep is 4 s.
   const resumed = await runAtomic(["resume", id, "--json"], {
     home,
-    env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: "-10m" },
+    // FAKETIME_DISABLE_SHM: no shared-memory segment per process (it would stay in /dev/shm).
+    env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: "-10m", FAKETIME_DISABLE_SHM: "1" },
     timeoutMs: 60_000,
   });
   expect(resumed.code).toBe(0);

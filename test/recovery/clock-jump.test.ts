@@ -23,7 +23,8 @@ const LIB = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/fa
 /** The environment that runs a process under libfaketime, its offset read from `file` on every call. */
 function fakeClock(file: string, offset: string): Record<string, string> {
   writeFileSync(file, `${offset}\n`);
-  return { LD_PRELOAD: LIB!, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1" };
+  // FAKETIME_DISABLE_SHM: no shared-memory segment per process (it would stay in /dev/shm).
+  return { LD_PRELOAD: LIB!, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1", FAKETIME_DISABLE_SHM: "1" };
 }
 
 async function statusOf(home: string, env: Record<string, string> = {}): Promise<string> {
