@@ -19,11 +19,15 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, groupAlive, makeTempDir, stagePid, startedRunId } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
-afterAll(cleanupNow);
+afterAll(async () => {
+  await cleanupNow();
+  removeStaleFaketimeSegments();
+});
 
 const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
@@ -173,8 +177,7 @@ e2eTest("a sleep resumed with the wall clock set back 10 minutes (libfaketime) w
   // The wall clock ten minutes back: wakeAt - now is over ten minutes; the sleep is 4 s.
   const resumed = await runAtomic(["resume", id, "--json"], {
     home,
-    // FAKETIME_DISABLE_SHM: no shared-memory segment per process (it would stay in /dev/shm).
-    env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: "-10m", FAKETIME_DISABLE_SHM: "1" },
+    env: { LD_PRELOAD: LIBFAKETIME, FAKETIME: "-10m" },
     timeoutMs: 60_000,
   });
   expect(resumed.code).toBe(0);

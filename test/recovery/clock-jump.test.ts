@@ -12,19 +12,22 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir } from "../e2e/support.ts";
 
 afterEach(cleanupWhenIdle);
-afterAll(cleanupNow);
+afterAll(async () => {
+  await cleanupNow();
+  removeStaleFaketimeSegments();
+});
 
 const LIB = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1"].find((p) => existsSync(p));
 
 /** The environment that runs a process under libfaketime, its offset read from `file` on every call. */
 function fakeClock(file: string, offset: string): Record<string, string> {
   writeFileSync(file, `${offset}\n`);
-  // FAKETIME_DISABLE_SHM: no shared-memory segment per process (it would stay in /dev/shm).
-  return { LD_PRELOAD: LIB!, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1", FAKETIME_DISABLE_SHM: "1" };
+  return { LD_PRELOAD: LIB!, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1" };
 }
 
 async function statusOf(home: string, env: Record<string, string> = {}): Promise<string> {

@@ -432,7 +432,8 @@ e2eTest(
       prompt: "first question",
       cwd: dir,
       artifactDir: join(dir, "artifacts"),
-      env: s.env,
+      // This process's TMPDIR is not the test's: claude keeps its files in a folder of the test's.
+      env: { ...s.env, TMPDIR: dir },
       agent: { binary: agentBin("claude") },
     };
     handle = getRunner("claude").start(request, (e) => {

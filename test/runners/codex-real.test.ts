@@ -10,14 +10,21 @@
  * nowhere but the fake.
  */
 
-import { expect } from "bun:test";
-import { readFileSync } from "node:fs";
+import { afterAll, expect } from "bun:test";
+import { existsSync, readFileSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { codexHome } from "../helpers/agent-homes.ts";
 import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
 import { cancelDuringTool, realStages, runStage, sendMidTurn } from "../helpers/real-agent-stage.ts";
 import { e2eTest } from "../e2e/support.ts";
+
+// codex makes /tmp/codex-daemon-<uid> whatever TMPDIR says; one these tests made (and left empty) goes with them.
+const DAEMON_DIR = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
+const daemonDirWasThere = existsSync(DAEMON_DIR);
+afterAll(() => {
+  if (!daemonDirWasThere && existsSync(DAEMON_DIR) && readdirSync(DAEMON_DIR).length === 0) rmdirSync(DAEMON_DIR);
+});
 
 const setup = realStages<ResponsesReply>(startFakeResponses, codexHome, { runner: "codex" });
 
