@@ -281,7 +281,7 @@ async function makespan(bin: string): Promise<Result[]> {
         `direct spawning: ${spread(base.map((b) => b.ms))}`,
         `the worker structure without the pool (${WORKERS} Bun processes spawning ${STAGES / WORKERS} each, one at a time; first spawn to last exit): ${spread(apart)}, ` +
           `so the pool makespan is ${fmt(ms / median(apart), 2)}x that`,
-        "`atomic run` starts the pool as soon as its flags are checked, while it loads the workflow and records the run; the makespan counts from the first stage's start",
+        "the pool starts with the first stage; the makespan counts from the first stage's start",
         `CPU per stage, one more run of ${STAGES} read from /proc (each process's own, its shells not counted): ` +
           `root ${perStage(cpu.root)} ms, coordinator ${perStage(cpu.coordinator)} ms, ${WORKERS} workers ${perStage(cpu.workers)} ms, ` +
           `total ${perStage(cpu.root + cpu.coordinator + cpu.workers)} ms; the direct-spawning process: ${perStage(median(base.map((b) => b.cpuMs)))} ms ` +

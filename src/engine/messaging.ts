@@ -40,6 +40,12 @@ export interface SendRequest {
   /** Message id (dedup key); default a new one. */
   id?: string;
   sender: string;
+  /**
+   * Compute `warning` (a person sends: `atomic send`, the page). It costs a
+   * read of the run's stage index, which a workflow's own ctx.send and the
+   * broker's relay do not pay per message.
+   */
+  warnUnknown?: boolean;
 }
 
 export interface SendResult {
@@ -99,7 +105,7 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
     throw err;
   }
   const started = new Set(result.deliveries.filter((d) => d.stageKey !== null).map((d) => d.seq));
-  const future = !pattern && result.deliveries.some((d) => d.stageKey === null && d.state === "queued");
+  const future = req.warnUnknown === true && !pattern && result.deliveries.some((d) => d.stageKey === null && d.state === "queued");
   const warning = future ? await unknownStageWarning(journal, rootId, target) : undefined;
   return {
     runId: rootId,
@@ -115,14 +121,11 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
 /**
  * A message queued for a stage path the run has not started: what to tell
  * the sender, with close matches among the stage names the run knows (its
- * stage index, and the stages its journal recorded).
+ * stage index).
  */
 async function unknownStageWarning(journal: Journal, rootId: RunId, target: string): Promise<string> {
+  // The stage index has every stage the run started (not a replay of its events: proportional to its stages).
   const known = new Set((await journal.messages.stages(rootId)).filter((s) => s.kind === "stage").map((s) => s.path));
-  for (const e of await journal.readEvents(rootId)) {
-    const p = e.payload as { kind?: unknown; name?: unknown } | null;
-    if ((e.type === "step_started" || e.type === "checkpoint") && p?.kind === "stage" && typeof p.name === "string") known.add(p.name);
-  }
   const near = closeMatches(target, known);
   const head = `no stage ${target} has started in run ${rootId}; the message waits for the first stage with that path to start`;
   if (near.length) return `${head} (close matches: ${near.join(", ")})`;

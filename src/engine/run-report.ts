@@ -168,6 +168,12 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         const failedUsage = (e.payload as { usage?: Usage }).usage;
         if (failedUsage) step.usage = addUsage(step.usage, failedUsage);
         const open = step.attemptLog.at(-1);
+        // A stage attempt's failure knows when its worker started it (a short one has no stage_running).
+        const began = (e.payload as { startedAt?: unknown }).startedAt;
+        if (open && open.endedAt === null && open.queuedAt !== undefined && typeof began === "number" && began >= open.queuedAt) {
+          open.startedAt = began;
+          step.startedAt ??= began;
+        }
         if (open && open.endedAt === null) Object.assign(open, { endedAt: e.at, status: "failed", error: step.error });
         break;
       }

@@ -73,6 +73,7 @@ export function journalControl(journal: Journal, opts: { home?: string } = {}): 
         sticky: field(body, "sticky", "boolean", false) === true,
         id: field(body, "id", "string", false) as string | undefined,
         sender: "status-page",
+        warnUnknown: true,
       });
       if (!opts.home || !sent.deliveries.some((d) => d.state === "queued" && d.started) || !(await isDriven(journal, sent.runId))) return sent;
       const reply = await notifyDriver(opts.home, sent.runId, { type: "mail", messageId: sent.messageId });

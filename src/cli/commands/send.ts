@@ -37,6 +37,7 @@ export default defineCommand({
       sticky: args.sticky === true,
       ...(args.id !== undefined ? { id: args.id } : {}),
       sender: "cli",
+      warnUnknown: true,
     });
     let deliveries = sent.deliveries;
     const waiting = deliveries.some((d) => d.state === "queued" && d.started);

@@ -133,7 +133,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       runId: exec.runId,
       type: EVENT.stepFailed,
       key: position,
-      payload: { ...step, attempt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}) },
+      // startedAt: when a worker started it (a short attempt's stage_running is never written).
+      payload: { ...step, attempt, startedAt: timing.startedAt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}) },
       // Its work item, should no worker have settled it (the pool was lost): no later pool may run it.
       ...(tree.executor.queued && request.workId ? { abandonWork: request.workId } : {}),
       // The stage index keeps the stage's usage too: the run list sums it without reading events.
@@ -204,6 +205,7 @@ async function runAttempt(
   // On the pool the attempt waits for a free worker: queued until the worker says it started it.
   const queued = tree.executor.queued;
   let began = false;
+  let record: ReturnType<typeof setTimeout> | undefined;
   // The admission wait may have been long: check again.
   exec.assertMayStart(scope);
   exec.budget.assertMayStart();
@@ -230,7 +232,7 @@ async function runAttempt(
     tree.stagesExecuted = true;
     return await tree.executor.execute(request, signal, (event) => {
       if (event.type === "started") {
-        if (queued && !began) running(exec, request, event.at ?? Date.now(), timing);
+        if (queued && !began) record = running(exec, request, event.at ?? Date.now(), timing);
         began = true;
       } else if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
@@ -240,19 +242,32 @@ async function runAttempt(
       }
     });
   } finally {
+    // Ended before its start was recorded: its checkpoint or failure record says when it started.
+    if (record) clearTimeout(record);
     tree.mail.ended(exec.runId, position);
     tree.agentEnded(liveId);
   }
 }
 
-/** A queued attempt started on its worker: recorded (progress only) and shown live; its timing starts now. */
-function running(exec: RunExecution, request: StageRequest, at: number, timing: { startedAt: number }): void {
+/**
+ * How long a started attempt runs before its start (stage_running) is
+ * recorded: a short stage's checkpoint or failure record carries its real
+ * start, so only stages still running then need the record (for readers in
+ * other processes: show, the page). A fan-out of short stages writes one
+ * record less per stage (bench/pool.ts).
+ */
+const RUNNING_RECORD_AFTER_MS = 100;
+
+/** A queued attempt started on its worker: shown live, its timing starts now, recorded (progress only) if it is still running a moment later. */
+function running(exec: RunExecution, request: StageRequest, at: number, timing: { startedAt: number }): ReturnType<typeof setTimeout> {
   const { stageKey: position, stageName: name, attempt } = request;
   timing.startedAt = at;
   exec.tree.observer({ type: "step_running", runId: exec.runId, position, name, attempt, at });
-  void exec.tree
-    .append({ runId: exec.runId, type: EVENT.stageRunning, payload: { stageKey: position, attempt, at }, durable: false })
-    .catch(() => {}); // visibility only: a lost record leaves the attempt shown queued until it ends
+  return setTimeout(() => {
+    void exec.tree
+      .append({ runId: exec.runId, type: EVENT.stageRunning, payload: { stageKey: position, attempt, at }, durable: false })
+      .catch(() => {}); // visibility only: a lost record leaves the attempt shown queued until it ends
+  }, RUNNING_RECORD_AFTER_MS);
 }
 
 /** Waits for admission; a wait is recorded (progress, not a result) and shown live. */
