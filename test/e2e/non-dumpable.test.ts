@@ -21,7 +21,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, copyFileSync, existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { BUN, ROOT, atomicBin, runAtomic, waitUntil } from "../helpers/atomic.ts";
+import { ROOT, atomicBin, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { inOrder, startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { createOtherUser, otherUsersSupported, removeOtherUsers, type OtherUser } from "../helpers/other-user.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -33,6 +33,8 @@ let user: OtherUser;
 /** The user's home: the binary, the workflows, atomic's home and the stages' working directory. */
 let dir: string;
 let bin: string;
+/** A copy of the checkout's sources and packages that user can read (the "from source" runs). */
+let source: string;
 const spawned = new Set<Subprocess>();
 
 beforeAll(async () => {
@@ -46,6 +48,16 @@ beforeAll(async () => {
   writeFileSync(join(dir, "peek.sh"), PEEK);
   for (const sub of ["tmp", "cwd"]) Bun.spawnSync(["mkdir", "-p", join(dir, sub)]);
   expect(Bun.spawnSync(["chown", "-R", `${user.name}:`, dir]).exitCode).toBe(0);
+  // "From source" as that user: the sources and their packages, hard-linked (copied where links cannot go) into a
+  // folder it can read, since the checkout may sit in one only we can enter (a clone in a 0700 temp dir). After
+  // the chown above: linked files keep their owner.
+  source = join(dir, "repo");
+  Bun.spawnSync(["mkdir", "-m", "755", source]);
+  for (const part of ["src", "node_modules", "package.json", "tsconfig.json", "bunfig.toml"]) {
+    if (!existsSync(join(ROOT, part))) continue;
+    const linked = Bun.spawnSync(["cp", "-al", join(ROOT, part), source]).exitCode === 0;
+    if (!linked) expect(Bun.spawnSync(["cp", "-a", join(ROOT, part), source]).exitCode).toBe(0);
+  }
 });
 
 afterAll(async () => {
@@ -72,7 +84,7 @@ done
 
 /** The compiled binary (the user's copy), or `bun src/main.ts` from this checkout (readable by everyone). */
 type From = "binary" | "source";
-const command = (from: From) => (from === "binary" ? [bin] : [BUN, join(ROOT, "src", "main.ts")]);
+const command = (from: From) => (from === "binary" ? [bin] : [join(source, "node_modules", ".bin", "bun"), join(source, "src", "main.ts")]);
 
 /** The environment the user's atomic runs with: the key, its own home and temp directory. */
 function envArgs(extra: string[] = [], from: From = "binary"): string[] {

@@ -12,7 +12,7 @@
 
 import { Database } from "bun:sqlite";
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { atomicBin, runAtomic, waitUntil } from "../helpers/atomic.ts";
@@ -102,9 +102,16 @@ e2eTest("with USER unset, two users keep their agent slots apart (nothing in the
   expect(mine.code).toBe(0);
 
   const theirs = makeTempDir();
+  // The binary and the workflow copied where that user can read them: the checkout may sit in a folder only we can enter.
+  const bin = join(theirs, "atomic");
+  copyFileSync(atomicBin(), bin);
+  chmodSync(bin, 0o755);
+  const workflowCopy = join(theirs, "agent.ts");
+  copyFileSync(AGENT, workflowCopy);
+  chmodSync(workflowCopy, 0o644);
   chownSync(theirs, other.uid, other.uid);
   const env = ["env", "-u", "USER", "-u", "LOGNAME", `HOME=${theirs}`, `ATOMIC_HOME=${join(theirs, "home")}`, `TMPDIR=${tmp}`, "NO_COLOR=1"];
-  const cmd = [...env, `ATOMIC_OPENAI_BASE_URL=${server.url}`, "OPENAI_API_KEY=sk-test", "sh", "-c", `cd "$HOME" && exec "$@"`, "sh", atomicBin(), "run", AGENT, "--json", "--workers", "1"];
+  const cmd = [...env, `ATOMIC_OPENAI_BASE_URL=${server.url}`, "OPENAI_API_KEY=sk-test", "sh", "-c", `cd "$HOME" && exec "$@"`, "sh", bin, "run", workflowCopy, "--json", "--workers", "1"];
   const r = await other.run(cmd, { timeoutMs: 45_000 });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
