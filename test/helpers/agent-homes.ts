@@ -67,6 +67,10 @@ export function codexHome(fake: FakeProvider<unknown>): AgentHome {
       "plugins = false",
       "remote_plugin = false",
       "apps = false",
+      // Its workspace-write sandbox makes /tmp writable and creates .git, .codex, .agents and .aws in it (as
+      // read-only mount targets), which would stay behind: the stage's cwd and TMPDIR (the test's) are enough.
+      "[sandbox_workspace_write]",
+      "exclude_slash_tmp = true",
       "[model_providers.fake]",
       'name = "fake"',
       `base_url = "${fake.url}/v1"`,
