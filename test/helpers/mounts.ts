@@ -36,10 +36,8 @@ export interface TestMount {
 
 const live = new Set<TestMount>();
 
-/** A tmpfs of `mib` MiB. */
-export function mountTmpfs(mib: number): TestMount {
-  const dir = mkdtempSync(join(tmpdir(), "atomic-tmpfs-"));
-  sh(["mount", "-t", "tmpfs", "-o", `size=${mib}m,mode=0700`, "tmpfs", dir]);
+/** A mount at `dir`, unmounted and removed by its cleanup (or by the file's cleanup of every live one). */
+function tracked(dir: string): TestMount {
   const m: TestMount = {
     dir,
     cleanup() {
@@ -49,6 +47,14 @@ export function mountTmpfs(mib: number): TestMount {
     },
   };
   live.add(m);
+  return m;
+}
+
+/** A tmpfs of `mib` MiB. */
+export function mountTmpfs(mib: number): TestMount {
+  const dir = mkdtempSync(join(tmpdir(), "atomic-tmpfs-"));
+  sh(["mount", "-t", "tmpfs", "-o", `size=${mib}m,mode=0700`, "tmpfs", dir]);
+  const m = tracked(dir);
   return m;
 }
 
@@ -102,15 +108,7 @@ export function mountLoopExt4(mib = 32): LoopMount {
 export function bindReadOnly(src: string): TestMount {
   const dir = mkdtempSync(join(tmpdir(), "atomic-ro-"));
   sh(["mount", "--bind", src, dir]);
-  const m: TestMount = {
-    dir,
-    cleanup() {
-      live.delete(m);
-      quiet(["umount", "-l", dir]);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  live.add(m);
+  const m = tracked(dir);
   try {
     sh(["mount", "-o", "remount,bind,ro", dir]);
   } catch (err) {
