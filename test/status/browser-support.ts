@@ -69,6 +69,13 @@ export async function newPage(width = 1280, height = 900): Promise<{ page: Page;
   return { page, errors };
 }
 
+/** The end of a page test, whatever it did: the page closed, then the server stopped (Ctrl-C) and gone. */
+export async function closePageAndServer(page: Page, server: { kill(signal: NodeJS.Signals): void; exited: Promise<number> }): Promise<void> {
+  await page.close();
+  server.kill("SIGINT");
+  await server.exited;
+}
+
 /** Status of every stage node in the graph, by name. */
 export function nodeStatuses(page: Page): Promise<Record<string, string>> {
   return page.$$eval("svg.graph g.node[data-status]", (els) =>

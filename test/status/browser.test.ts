@@ -19,7 +19,7 @@ import { openJournal } from "../../src/journal/open.ts";
 import { killSpawned } from "../helpers/atomic.ts";
 import { seedRun } from "../helpers/seed-runs.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, launchBrowser, newPage, nodeStatuses, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, nodeStatuses, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
 
 // Callbacks given to page.evaluate()/waitForFunction() run in the browser, where these exist.
 declare const document: {
@@ -99,9 +99,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "list.png") });
       expect(errors).toEqual([]);
     } finally {
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 120_000);
 
@@ -134,9 +132,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 120_000);
 
@@ -185,9 +181,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "run-200-stages.png") });
       expect(errors).toEqual([]);
     } finally {
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 120_000);
 });

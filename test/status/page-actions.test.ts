@@ -18,7 +18,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
 
 declare const document: {
   body: { dataset: Record<string, string | undefined> };
@@ -75,9 +75,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(detail.run.outputs).toEqual({ ship: "yes", why: "the tests pass", heard: "listening\nheard: hello from the page" });
       expect(errors).toEqual([]);
     } finally {
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 120_000);
 
@@ -116,9 +114,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 120_000);
 
@@ -149,9 +145,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 180_000);
 });

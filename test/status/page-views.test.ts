@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { killSpawned } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
 
 declare const document: {
   body: { dataset: Record<string, string | undefined> };
@@ -81,9 +81,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 150_000);
 
@@ -119,9 +117,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "timeline-queued.png"), fullPage: true });
       expect(errors).toEqual([]);
     } finally {
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
     }
   }, 120_000);
 
@@ -159,9 +155,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "agent-conversation.png"), fullPage: true });
       expect(errors).toEqual([]);
     } finally {
-      await page.close();
-      server.kill("SIGINT");
-      await server.exited;
+      await closePageAndServer(page, server);
       await fake.close();
     }
   }, 120_000);
