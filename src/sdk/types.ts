@@ -126,7 +126,11 @@ export interface TaskOptions {
    * user turn of that conversation, which the agent sees whole. Give the
    * earlier stage's result (`continueFrom: plan`). The stage must run with
    * the same runner as the earlier one (and, for CLI agents, the same home
-   * and cwd, where the CLI keeps its sessions). How each runner does it:
+   * and cwd, where the CLI keeps its sessions). A CLI's session is one
+   * conversation that each continuation adds to: continuing a result whose
+   * session was continued since sees those later turns too (fork first to
+   * branch from a point); openai and pi continue from the earlier stage's
+   * own copy, as it was when that stage ended. How each runner does it:
    * openai replays the earlier conversation (conversation.json of its
    * artifact directory) as the start of this one; claude `--resume`;
    * codex `exec resume`; gemini `-r`; opencode `-s`; pi opens a copy of

@@ -1,0 +1,83 @@
+/**
+ * continueFrom and fork with the real claude and codex CLIs (test/agents)
+ * through dist/atomic, against their fake providers: a continued stage's
+ * model call carries the earlier stage's conversation (claude --resume,
+ * codex exec resume), a fork starts from the earlier session under a new
+ * id and leaves it as it was (claude --fork-session, codex exec fork), a
+ * continuation of a continuation carries the whole chain; output: "file"
+ * keeps the answer in the attempt's output.md.
+ */
+
+import { existsSync, readdirSync, rmdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, expect } from "bun:test";
+import { runAtomic } from "../helpers/atomic.ts";
+import { claudeHome, codexHome, inputsFile } from "../helpers/agent-homes.ts";
+import { text } from "../helpers/fake-anthropic.ts";
+import { say, startFakeResponses } from "../helpers/fake-responses.ts";
+import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
+import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
+import { e2eTest } from "../e2e/support.ts";
+
+const WORKFLOW = join(import.meta.dir, "..", "sdk", "fixtures", "sessions.ts");
+/** In the order of the stages: first, forked, second, third, filed. */
+const ANSWERS = ["noted: 42", "bye", "you gave 42", "still 42", "# The report\nall good\n"];
+
+const DAEMON_DIR = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
+const daemonDirWasThere = existsSync(DAEMON_DIR);
+afterAll(() => {
+  if (!daemonDirWasThere && existsSync(DAEMON_DIR) && readdirSync(DAEMON_DIR).length === 0) rmdirSync(DAEMON_DIR);
+});
+
+const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
+const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
+
+async function runSessions(s: RealStage<any>) {
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, s.defaults)], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
+}
+
+/** Checks what every model call carried, given each call's user and assistant texts in order. */
+function expectChains(calls: string[][]) {
+  const [first, forked, second, third] = calls;
+  expect(first).toEqual(["Remember the number 42."]);
+  expect(second).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?"]);
+  expect(forked).toEqual(["Remember the number 42.", "noted: 42", "Forget it; say bye."]);
+  expect(third).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?", "you gave 42", "And once more?"]);
+}
+
+function expectOutputs(out: Awaited<ReturnType<typeof runSessions>>) {
+  expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
+  const [first, second, forked, third] = out.sessions;
+  expect(second).toBe(first); // continued: the same session
+  expect(third).toBe(first);
+  expect(forked).not.toBe(first); // forked: a new one
+  expect(out.filed.text).toBe("");
+  expect(out.filed.path).toMatch(/\/attempt-1\/output\.md$/);
+  expect(out.filed.content).toBe(ANSWERS[4]!);
+}
+
+const KNOWN = new Set(["Remember the number 42.", "Which number did I give you?", "Forget it; say bye.", "And once more?", ...ANSWERS]);
+
+e2eTest("claude: continueFrom resumes the earlier session (--resume), fork branches it (--fork-session)", async () => {
+  const s = await claude(...ANSWERS.map((a) => text(a)));
+  const out = await runSessions(s);
+  expectOutputs(out);
+  // claude's messages: content blocks, with its own reminders among them: keep the workflow's texts
+  const texts = (body: any) =>
+    (body.messages as any[]).flatMap((m) => (typeof m.content === "string" ? [m.content] : (m.content as any[]).map((b) => String(b.text ?? "")))).map((t) => t.trim()).filter((t) => KNOWN.has(t));
+  expectChains(s.fake.calls.slice(0, 4).map((c) => texts(c.body)));
+  s.fake.assertOnlyFake();
+}, 240_000);
+
+e2eTest("codex: continueFrom resumes the thread (exec resume), fork branches it (exec fork)", async () => {
+  const s = await codex(...ANSWERS.map((a) => say(a)));
+  const out = await runSessions(s);
+  expectOutputs(out);
+  const texts = (body: any) =>
+    (body.input as any[]).filter((i) => i.type === "message").flatMap((i) => (i.content as any[]).map((c) => String(c.text ?? "").trim())).filter((t) => KNOWN.has(t));
+  expectChains(s.fake.calls.slice(0, 4).map((c) => texts(c.body)));
+  s.fake.assertOnlyFake();
+}, 240_000);
