@@ -14,12 +14,10 @@
 
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync } from "node:fs";
-import { runAtomic } from "../helpers/atomic.ts";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
-import { makeTempDir } from "../helpers/temp.ts";
-import { artifacts, killAtStageAndResume, normalized, pick, runBuiltin, scriptedServer, type Finished, type Scripted } from "./support.ts";
-import { gitRepo, type Repo } from "./git-support.ts";
+import { artifacts, killAtStageAndResume, normalized, pick, runBuiltin, scriptedServer } from "./support.ts";
+import { expectNothingRecordedReran, gitRepo, inRepo } from "./git-support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -59,14 +57,6 @@ const COUNTS = {
   "orchestrator-01": 2, "review-01-completion": 1, "review-01-evidence": 2, "review-01-risk": 1, "verify-01": 1,
   "orchestrator-02": 2, "review-02-completion": 1, "review-02-evidence": 1, "review-02-risk": 1,
 };
-
-async function inRepo(s: Scripted, repo: Repo, run: (home: string) => Promise<Finished>): Promise<Finished & { home: string }> {
-  Object.assign(s.env, repo.env);
-  const home = makeTempDir("atomic-goal-home-");
-  const r = await run(home);
-  expect(r.stderr).toBe("");
-  return { ...r, home };
-}
 
 e2eTest(
   "goal: turns on a git branch until two complete verdicts, the session continued, a re-asked review, a dismissed doubtful blocker, a pull request through gh; blocked; needs_human; SIGKILL and resume re-run nothing recorded",
@@ -177,12 +167,3 @@ e2eTest(
   },
   300_000,
 );
-
-/** After a resume: a stage recorded before it had no request; every other one had all of its requests again (the one killed among them). */
-export async function expectNothingRecordedReran(resumed: Finished & { home: string }, cwd: string, s: Scripted, counts: Record<string, number>, killedAt: string) {
-  const shown = JSON.parse((await runAtomic(["show", resumed.runId, "--json"], { home: resumed.home, cwd, env: s.env })).stdout) as { steps: { kind: string; name: string; endedAt: number }[] };
-  const before = new Set(shown.steps.filter((x) => x.kind === "stage" && x.endedAt < resumed.resumedAt!).map((x) => x.name));
-  expect(before.has(killedAt)).toBe(false);
-  const expected = Object.fromEntries(Object.entries(counts).filter(([stage]) => !before.has(stage)));
-  expect(Object.fromEntries(s.counts)).toEqual(expected);
-}

@@ -90,10 +90,13 @@ export async function killAtStageAndResume(name: string, inputs: string[], s: Sc
   return { ...finished(r.code, r.stdout, r.stderr), resumedAt };
 }
 
-/** Every file of a run's artifact directory, by name. */
-export function artifacts(dir: string): Record<string, string> {
+/** Every file of a run's artifact directory, by name (a subdirectory's as "sub/name"). */
+export function artifacts(dir: string, prefix = ""): Record<string, string> {
   const files: Record<string, string> = {};
-  for (const f of readdirSync(dir).sort()) files[f] = readFileSync(join(dir, f), "utf8");
+  for (const f of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    if (f.isDirectory()) Object.assign(files, artifacts(join(dir, f.name), `${prefix}${f.name}/`));
+    else files[`${prefix}${f.name}`] = readFileSync(join(dir, f.name), "utf8");
+  }
   return files;
 }
 
