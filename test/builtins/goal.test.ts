@@ -15,7 +15,9 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync } from "node:fs";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { runAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, STACK_LINE } from "../e2e/support.ts";
 import { artifacts, killAtStageAndResume, normalized, pick, runBuiltin, scriptedServer } from "./support.ts";
 import { expectNothingRecordedReran, gitRepo, inRepo } from "./git-support.ts";
 
@@ -45,6 +47,7 @@ const answers = (mode: "complete" | "blocked" | "limit") => (stage: string, n: n
   if (kind === "verify") return toolCall("structured_output", { results: [{ index: 0, confirmed: false, reason: "the files show no clash" }] });
   if (kind !== "review") return { status: 500, body: `unexpected stage ${stage}` };
   if (mode === "blocked") return who === "completion" ? review("incomplete", [blocking("Tests are missing.", 0.9, ["R2"])]) : review("complete");
+  if (mode === "limit" && who === "risk" && t === 1) return { status: 400, body: JSON.stringify({ error: { message: "bad request in one branch" } }) };
   if (mode === "limit") return who === "completion" ? review("incomplete", [blocking(`missing part ${t}`, 0.95, ["R1"])]) : review("complete");
   if (t >= 2) return review("complete");
   if (who === "completion") return review("incomplete", [blocking("tests are missing", 0.9, ["R2"])]);
@@ -148,6 +151,10 @@ e2eTest(
       const l = await inRepo(s, limitRepo, (home) => runBuiltin("goal", [...INPUTS, "max_turns=2"], s, home, limitRepo.dir));
       expect(l.code).toBe(1);
       expect(l.outputs).toMatchObject({ status: "needs_human", turns: 2, blockers: ["missing part 2"] });
+      // a provider error in one reviewer's branch: that review is invalid (no findings), the others count
+      const limitLedger = JSON.parse(artifacts(`${limitRepo.dir}/.atomic/runs/goal-${l.runId}`)["goal-ledger.json"]!);
+      expect(limitLedger.turns[0].reviews[2]).toEqual({ reviewer: "risk", verdict: "incomplete", summary: "the reviewer gave no valid answer", findings: [], valid: false });
+      expect(limitLedger.turns.map((t: { blockers: string[] }) => t.blockers)).toEqual([["missing part 1"], ["missing part 2"]]);
 
       // SIGKILL at a random stage, resume: nothing recorded re-runs, the same outputs and files
       s.setAnswers(answers("complete"));
@@ -167,3 +174,29 @@ e2eTest(
   },
   300_000,
 );
+
+e2eTest("goal and ralph outside a git repository, and out-of-range inputs, are refused in one sentence", async () => {
+  const s = await scriptedServer(stageOf, answers("complete"));
+  try {
+    const home = makeTempDir("atomic-goal-home-");
+    const cwd = makeTempDir("atomic-goal-nogit-");
+    for (const name of ["goal", "ralph"]) {
+      const r = await runAtomic(["run", name, "--input", name === "goal" ? "objective=x" : "prompt=x", "--input", "acceptance_criteria=y", "--input", "model=fake-model"], { home, cwd, env: s.env });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`failed: ${name}: could not make a git worktree: not a git repository: ${cwd}\nhint: run it in a git repository with at least one commit, and name an existing base_branch\n`);
+      expect(r.stderr).not.toMatch(STACK_LINE);
+    }
+    expect(s.server.requests.length).toBe(0);
+    for (const [args, message] of [
+      [["run", "goal", "--input", "objective=x", "--input", "acceptance_criteria=y", "--input", "max_turns=0"], 'input "max_turns" must be from 1 to 50, got 0'],
+      [["run", "ralph", "--input", "prompt=x", "--input", "max_loops=51"], 'input "max_loops" must be from 1 to 50, got 51'],
+      [["run", "goal", "--input", "objective=x"], 'input "acceptance_criteria" is required'],
+    ] as const) {
+      const r = await runAtomic([...args], { home, cwd, env: s.env });
+      expect(r.code).toBe(2);
+      expect(expectOneSentenceError(r.stderr).message).toStartWith(message);
+    }
+  } finally {
+    await s.close();
+  }
+});
