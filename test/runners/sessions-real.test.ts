@@ -5,16 +5,20 @@
  * codex exec resume), a fork starts from the earlier session under a new
  * id and leaves it as it was (claude --fork-session, codex exec fork), a
  * continuation of a continuation carries the whole chain; output: "file"
- * keeps the answer in the attempt's output.md.
+ * keeps the answer in the attempt's output.md. The same with opencode
+ * (-s, --fork) and pi (a copy of the earlier session file) against the
+ * fake Chat Completions provider.
  */
 
-import { existsSync, readdirSync, rmdirSync } from "node:fs";
+import { existsSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
 import { claudeHome, codexHome, inputsFile } from "../helpers/agent-homes.ts";
 import { text } from "../helpers/fake-anthropic.ts";
 import { say, startFakeResponses } from "../helpers/fake-responses.ts";
+import { startFakeOpenAI, text as chatText, type FakeOpenAI, type RecordedRequest } from "../helpers/fake-openai.ts";
+import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
 import { e2eTest } from "../e2e/support.ts";
@@ -81,3 +85,47 @@ e2eTest("codex: continueFrom resumes the thread (exec resume), fork branches it 
   expectChains(s.fake.calls.slice(0, 4).map((c) => texts(c.body)));
   s.fake.assertOnlyFake();
 }, 240_000);
+
+// opencode and pi against the fake Chat Completions provider (their own isolation: helpers/chat-agents.ts).
+const trap = startNetworkTrap();
+const servers: FakeOpenAI[] = [];
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.close()));
+  trap.stop();
+  expect(trap.strays).toEqual([]);
+});
+
+const PROMPTS: Record<string, string> = {
+  "Remember the number 42.": ANSWERS[0]!,
+  "Forget it; say bye.": ANSWERS[1]!,
+  "Which number did I give you?": ANSWERS[2]!,
+  "And once more?": ANSWERS[3]!,
+  "Write the report.": ANSWERS[4]!,
+};
+const partsText = (content: unknown) => (typeof content === "string" ? content : ((content as { text?: string }[] | null) ?? []).map((p) => p.text ?? "").join(""));
+
+for (const kind of ["opencode", "pi"] as const) {
+  e2eTest(`${kind}: continueFrom continues the earlier session, fork branches it (${kind === "pi" ? "a copy of its session file" : "-s with --fork"})`, async () => {
+    const server = await startFakeOpenAI((req) => {
+      const ask = partsText(req.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim();
+      return chatText(PROMPTS[ask] ?? "A title"); // opencode also asks for a session title
+    });
+    servers.push(server);
+    const s = chatAgentSetup(kind, server.url, { trap });
+    const inputs = join(s.cwd, "..", `inputs-${kind}.json`);
+    writeFileSync(inputs, JSON.stringify({ runner: kind, model: MODEL }));
+    const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 150_000 });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+    expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
+    if (kind === "opencode") {
+      expect(out.sessions[1]).toBe(out.sessions[0]);
+      expect(out.sessions[2]).not.toBe(out.sessions[0]);
+    }
+    expect(out.filed).toMatchObject({ text: "", content: ANSWERS[4] });
+    const texts = (req: RecordedRequest) => req.body.messages.map((m) => partsText(m.content).trim()).filter((t) => KNOWN.has(t));
+    const stageCalls = server.requests.filter((q) => Object.hasOwn(PROMPTS, partsText(q.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim()));
+    expectChains(stageCalls.slice(0, 4).map(texts));
+  }, 240_000);
+}
