@@ -14,11 +14,12 @@ import { existsSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
-import { claudeHome, codexHome, inputsFile } from "../helpers/agent-homes.ts";
+import { claudeHome, codexHome, geminiHome, inputsFile } from "../helpers/agent-homes.ts";
 import { text } from "../helpers/fake-anthropic.ts";
 import { say, startFakeResponses } from "../helpers/fake-responses.ts";
 import { startFakeOpenAI, text as chatText, type FakeOpenAI, type RecordedRequest } from "../helpers/fake-openai.ts";
 import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
+import { say as geminiSay, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
 import { e2eTest } from "../e2e/support.ts";
@@ -35,9 +36,10 @@ afterAll(() => {
 
 const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
 const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
+const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 
-async function runSessions(s: RealStage<any>) {
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, s.defaults)], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+async function runSessions(s: RealStage<any>, extra: Record<string, unknown> = {}) {
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...extra })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
@@ -129,3 +131,24 @@ for (const kind of ["opencode", "pi"] as const) {
     expectChains(stageCalls.slice(0, 4).map(texts));
   }, 240_000);
 }
+
+e2eTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
+  const s = await gemini(geminiSay(ANSWERS[0]!), geminiSay(ANSWERS[2]!), geminiSay(ANSWERS[3]!), geminiSay(ANSWERS[4]!));
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, bad: "no-fork" })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+  expect(out.texts).toEqual(["noted: 42", "you gave 42", null, "still 42"]);
+  expect(out.sessions[1]).toBe(out.sessions[0]);
+  const texts = (body: any) => (body.contents as any[]).flatMap((c) => (c.parts as any[]).map((p) => String(p.text ?? "").trim())).filter((t) => KNOWN.has(t));
+  const [first, second, third] = s.fake.calls.slice(0, 3).map((c) => texts(c.body));
+  expect(first).toEqual(["Remember the number 42."]);
+  expect(second).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?"]);
+  expect(third).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?", "you gave 42", "And once more?"]);
+  const calls = s.fake.calls.length;
+  const refused = await runAtomic(["run", WORKFLOW, "--workers", "1", "--inputs-json", inputsFile(s.h, s.defaults)], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('failed: stage "forked": the gemini runner cannot fork a session\nhint: leave fork out to continue the session itself\n');
+  expect(s.fake.calls.length).toBe(calls + 1); // only the first stage's call
+  s.fake.assertOnlyFake();
+}, 240_000);
