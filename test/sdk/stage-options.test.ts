@@ -10,8 +10,8 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { statSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type RecordedRequest } from "../helpers/fake-openai.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -77,6 +77,9 @@ e2eTest("continueFrom replays the earlier conversation (fork: a copy), reads att
     expect(out.filed.text).toBe("");
     expect(out.filed.path).toMatch(/\/attempt-1\/output\.md$/);
     expect(out.filed.content).toBe("# The report\nall good\n");
+    // an artifact like the others: private to the user, as the conversation each openai stage leaves
+    expect(statSync(out.filed.path).mode & 0o077).toBe(0);
+    expect(statSync(join(dirname(out.filed.path), "conversation.json")).mode & 0o077).toBe(0);
   });
 }, 120_000);
 

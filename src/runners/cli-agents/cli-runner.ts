@@ -432,7 +432,7 @@ class CliSession {
     }
     let outputPath: string | undefined;
     try {
-      outputPath = await writeOutputFile(this.request.cwd, this.request.agent?.output, this.state.text, structured);
+      outputPath = await writeOutputFile(this.request, this.state.text, structured);
     } catch (err) {
       return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`, exitCode);
     }

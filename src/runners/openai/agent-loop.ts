@@ -459,7 +459,7 @@ export class AgentLoop {
     const text = this.lastText || (structured !== undefined ? JSON.stringify(structured) : "");
     let outputPath: string | undefined;
     try {
-      outputPath = await writeOutputFile(this.request.cwd, this.request.agent?.output, text, structured);
+      outputPath = await writeOutputFile(this.request, text, structured);
     } catch (err) {
       return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`);
     }
