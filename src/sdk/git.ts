@@ -17,6 +17,7 @@
  */
 
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { StepFailedError } from "../shared/errors.ts";
 import { sh } from "./shell.ts";
 import type { StageResult, WorkflowContext } from "./types.ts";
@@ -30,7 +31,7 @@ export interface WorktreeOptions {
   branch?: string;
   /** What the branch starts from (default: the repository's current branch). */
   base?: string;
-  /** Where the worktree goes (default `<repo>/.atomic/worktrees/<name>-<run id>`). */
+  /** Where the worktree goes, relative to the repository (default `<repo>/.atomic/worktrees/<name>-<run id>`). */
   dir?: string;
 }
 
@@ -54,7 +55,7 @@ const IDENTITY = `-c user.name="$(git config user.name || echo atomic)" -c user.
 export async function openWorktree(ctx: WorkflowContext<any>, opts: WorktreeOptions): Promise<Worktree> {
   const repo = opts.repo ?? process.cwd();
   const branch = opts.branch ?? `atomic/${opts.name}-${ctx.runId}`;
-  const path = opts.dir ?? `${repo}/.atomic/worktrees/${opts.name}-${ctx.runId}`;
+  const path = resolve(repo, opts.dir ?? `.atomic/worktrees/${opts.name}-${ctx.runId}`);
   const made = await ctx.shell(
     `${opts.name}-worktree`,
     sh`cd ${repo} && git rev-parse --is-inside-work-tree >/dev/null 2>&1 || { echo "not a git repository: "${repo} >&2; exit 2; }

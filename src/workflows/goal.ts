@@ -65,7 +65,7 @@ interface Turn {
 
 export default workflow({
   name: "goal",
-  description: "Pursue an objective in turns on a git branch until three reviewers find the acceptance criteria met",
+  description: "Pursue an objective in turns on a git branch until its reviewers find the acceptance criteria met",
   inputs: {
     objective: v.pipe(v.string(), v.minLength(1), v.description("what to achieve")),
     acceptance_criteria: v.pipe(v.string(), v.minLength(1), v.description("one requirement per line (R1, R2, …)")),
