@@ -14,6 +14,8 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync } from "node:fs";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
+import { runAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 import { artifacts, killAtStageAndResume, normalized, pick, runBuiltin, scriptedServer } from "./support.ts";
 import { expectNothingRecordedReran, gitRepo, inRepo } from "./git-support.ts";
@@ -122,11 +124,24 @@ e2eTest(
       // one loop, not approved: failed with the findings, no merge request
       s.counts.clear();
       const one = gitRepo("glab");
-      const f = await inRepo(s, one, (home) => runBuiltin("ralph", [...INPUTS, "max_loops=1"], s, home, one.dir));
+      const custom = `${makeTempDir("atomic-ralph-wt-")}/tree`;
+      one.git("branch", "release");
+      const f = await inRepo(s, one, (home) => runBuiltin("ralph", [...INPUTS, "max_loops=1", `git_worktree_dir=${custom}`, "base_branch=release"], s, home, one.dir));
       expect(f.code).toBe(1);
+      // the worktree where it was asked to be, from the base asked for, gone at the end
+      expect(existsSync(custom)).toBe(false);
+      expect(one.git("log", "--format=%s", `release..atomic/ralph-${f.runId}`)).toBe("ralph loop 1: Accept trailing commas");
+      expect(JSON.parse(artifacts(`${one.dir}/.atomic/runs/ralph-${f.runId}`)["ralph-ledger.json"]!)).toMatchObject({ base: "release", worktree: custom });
       expect(f.status).toBe("failed");
       expect(f.outputs).toMatchObject({ approved: false, loops: 1, findings: "- trailing commas still fail", pull_request: null });
       expect(one.ghCalls()).toEqual([]);
+
+      // a base branch that does not exist: one sentence, nothing asked of the model
+      const before = s.server.requests.length;
+      const nobase = await runAtomic(["run", "ralph", "--input", "prompt=x", "--input", "base_branch=nope", "--input", "model=fake-model"], { home: makeTempDir("atomic-ralph-home-"), cwd: one.dir, env: s.env });
+      expect(nobase.code).toBe(1);
+      expect(nobase.stderr).toContain(`ralph: could not make a git worktree: no branch or commit named nope in ${one.dir}\n`);
+      expect(s.server.requests.length).toBe(before);
 
       const order = Object.keys(COUNTS);
       const at = pick("ralph", order);
