@@ -68,6 +68,10 @@ function bad(name: string, message: string, hint: string): StepFailedError {
 
 /** The prompt with the `reads` files attached (see the header). */
 export function attachReads(name: string, prompt: string, reads: readonly string[], cwd: string): string {
+  if (!Array.isArray(reads)) {
+    throw new StepFailedError(name, `stage "${name}": reads must be an array of paths`, { code: "bad_step", hint: 'write reads: ["notes.md"]' });
+  }
+  if (reads.length === 0) return prompt;
   let budget = READ_TOTAL_LIMIT;
   const blocks: string[] = [];
   for (const path of reads) {

@@ -71,8 +71,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   const setup = await prepareStage(name, opts, exec.definition, exec.tree.config);
   const cwd = opts.cwd ?? process.cwd();
   const continueFrom = continuation(name, opts, setup.runner, getRunner(setup.runner));
-  if (opts.reads?.length && !setup.isAgent) throw new StepFailedError(name, `stage "${name}": reads attaches files to an agent's prompt; a shell stage has none`, { code: "bad_step" });
-  const prompt = opts.reads?.length && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
+  if (opts.reads !== undefined && !setup.isAgent) throw new StepFailedError(name, `stage "${name}": reads attaches files to an agent's prompt; a shell stage has none`, { code: "bad_step" });
+  const prompt = opts.reads !== undefined && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
   const toFile = opts.output === "file";
 
   const { tree } = exec;
