@@ -77,6 +77,8 @@ e2eTest("continueFrom replays the earlier conversation (fork: a copy), reads att
     expect(out.filed.text).toBe("");
     expect(out.filed.path).toMatch(/\/attempt-1\/output\.md$/);
     expect(out.filed.content).toBe("# The report\nall good\n");
+    // a shell stage in file mode: its stdout stays in stdout.log, the text is left out
+    expect(out.listed).toEqual({ text: "", path: expect.stringMatching(/\/attempt-1\/stdout\.log$/), content: "one\ntwo\n" });
     // an artifact like the others: private to the user, as the conversation each openai stage leaves
     expect(statSync(out.filed.path).mode & 0o077).toBe(0);
     expect(statSync(join(dirname(out.filed.path), "conversation.json")).mode & 0o077).toBe(0);
