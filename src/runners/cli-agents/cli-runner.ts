@@ -5,6 +5,10 @@
  * Life of a stage:
  * - the session id is assigned up front where the CLI accepts one (claude,
  *   gemini, pi), else recorded from the agent's first event; resumes always name it;
+ * - continueFrom: the stage starts from the earlier stage's session instead,
+ *   its first process resuming it (or, with fork, branching it off into a
+ *   new one, whose id the agent's first event names); pi opens a copy of
+ *   the earlier session file (pi.ts);
  * - "stream" adapters (claude with stream-json input, pi rpc) run ONE
  *   process and write user turns and control lines to its stdin: steer goes
  *   in at once (native for pi, best effort for claude), followUp after the
