@@ -37,6 +37,8 @@ e2eTest("atomic workflows lists the builtins; NAME shows inputs with ranges and 
   expect(list.stdout).toMatch(/loop-until-done\s+Work on a task in iterations/);
   expect(list.stdout).toMatch(/classify-and-act\s+Classify a request/);
   expect(list.stdout).toMatch(/generate-and-filter\s+Generate candidates in parallel/);
+  expect(list.stdout).toMatch(/goal\s+Pursue an objective in turns on a git branch/);
+  expect(list.stdout).toMatch(/ralph\s+Research, implement and review in loops/);
   const one = await runAtomic(["workflows", "fan-out-and-synthesize"], { home, cwd });
   expect(one.stdout).not.toContain("inputs:");
   expect(one.code).toBe(0);

@@ -12,8 +12,8 @@ import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomi
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 
-/** Names a request's stage from its prompt; undefined for one the test does not know. */
-export type StageOf = (prompt: string) => string;
+/** Names a request's stage from its prompt (the first user message; `req` for the rest, e.g. a continued session's last one). */
+export type StageOf = (prompt: string, req: RecordedRequest) => string;
 /** The answer for the n-th request (0-based) of a stage. */
 export type Answers = (stage: string, n: number, req: RecordedRequest) => Reply;
 
@@ -23,23 +23,27 @@ export interface Scripted {
   counts: Map<string, number>;
   /** Stage whose request is held (not answered) until the client goes away. */
   holdStage?: string;
+  /** Answers from now on (one server for several scenarios). */
+  setAnswers(answers: Answers): void;
   close(): Promise<void>;
 }
 
 export async function scriptedServer(stageOf: StageOf, answers: Answers): Promise<Scripted> {
   const counts = new Map<string, number>();
+  let current = answers;
   const scripted: Scripted = {} as Scripted;
   const server = await startFakeOpenAI((req) => {
     const prompt = req.body.messages.find((m) => m.role === "user")?.content ?? "";
-    const stage = stageOf(prompt);
+    const stage = stageOf(prompt, req);
     const n = counts.get(stage) ?? 0;
     counts.set(stage, n + 1);
     if (scripted.holdStage === stage) return { hold: new Promise(() => {}), text: "never" };
-    return answers(stage, n, req);
+    return current(stage, n, req);
   });
   Object.assign(scripted, {
     server,
     counts,
+    setAnswers: (a: Answers) => (current = a),
     env: { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" },
     close: () => server.close(),
   });
@@ -53,6 +57,8 @@ export interface Finished {
   status: string;
   stdout: string;
   stderr: string;
+  /** killAtStageAndResume: when the resume started (a stage that ended before it was recorded by the killed run). */
+  resumedAt?: number;
 }
 
 function finished(code: number, stdout: string, stderr: string): Finished {
@@ -79,14 +85,18 @@ export async function killAtStageAndResume(name: string, inputs: string[], s: Sc
   const runId = started.find((e) => e.type === "run_started" && !e.parentId)!.runId;
   s.holdStage = undefined;
   s.counts.clear();
+  const resumedAt = Date.now();
   const r = await runAtomic(["--json", "resume", runId, "--workers", "2"], { home, cwd, env: s.env });
-  return finished(r.code, r.stdout, r.stderr);
+  return { ...finished(r.code, r.stdout, r.stderr), resumedAt };
 }
 
-/** Every file of a run's artifact directory, by name. */
-export function artifacts(dir: string): Record<string, string> {
+/** Every file of a run's artifact directory, by name (a subdirectory's as "sub/name"). */
+export function artifacts(dir: string, prefix = ""): Record<string, string> {
   const files: Record<string, string> = {};
-  for (const f of readdirSync(dir).sort()) files[f] = readFileSync(join(dir, f), "utf8");
+  for (const f of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    if (f.isDirectory()) Object.assign(files, artifacts(join(dir, f.name), `${prefix}${f.name}/`));
+    else files[`${prefix}${f.name}`] = readFileSync(join(dir, f.name), "utf8");
+  }
   return files;
 }
 

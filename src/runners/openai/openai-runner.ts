@@ -22,6 +22,12 @@
  * makes one last call without tools (only `structured_output`, when the
  * task has a schema); its answer ends the stage as completed.
  *
+ * Sessions: every stage leaves its whole conversation in conversation.json
+ * (its attempt's artifact directory); a stage with `continueFrom` starts
+ * from the earlier stage's file (its messages after this stage's own system
+ * prompt), so a continuation and a fork are the same copy, and the earlier
+ * stage's file never changes.
+ *
  * The loop is a state machine of its own (agent-loop.ts); requests and
  * their retries are chat-client.ts, the tools tools.ts.
  *
@@ -36,6 +42,8 @@ import { AgentLoop } from "./agent-loop.ts";
 
 export class OpenAIRunner implements Runner {
   readonly kind = "openai";
+  /** continueFrom replays the earlier conversation into a new one: a fork is the same copy. */
+  readonly sessions = { fork: true };
 
   start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle {
     const loop = new AgentLoop(request, onEvent);
