@@ -106,13 +106,19 @@ export class EventBatcher {
   }
 
   flush(): void {
+    const batch = this.take();
+    if (batch.length > 0) this.send(batch);
+  }
+
+  /** The pending batch, handed to the caller instead of sent (it rides on another message); the batcher starts afresh. */
+  take(): RunnerEvent[] {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     const batch = this.pending;
     batch.push(...this.budget.notices(false));
     this.pending = [];
     this.budget = new TextBudget(this.cap);
-    if (batch.length > 0) this.send(batch);
+    return batch;
   }
 }
 

@@ -334,19 +334,22 @@ export class PoolExecutor implements StageExecutor {
     return this.ready;
   }
 
+  private liveEvents(workId: string, events: RunnerEvent[]): void {
+    const w = this.waiting.get(workId);
+    if (!w) return;
+    w.heardAt = Date.now();
+    // Capped here too: whatever a coordinator sends, the root takes in at most one batch's worth per stage.
+    for (const e of capEvents(events)) w.onEvent(e);
+  }
+
   private onCoordinator(msg: Exclude<FromCoordinator, { type: "ready" | "worker_up" }>): void {
     switch (msg.type) {
       case "work_events":
-        for (const { workId, events } of msg.batch) {
-          const w = this.waiting.get(workId);
-          if (!w) continue;
-          w.heardAt = Date.now();
-          // Capped here too: whatever a coordinator sends, the root takes in at most one batch's worth per stage.
-          for (const e of capEvents(events as RunnerEvent[])) w.onEvent(e);
-        }
+        for (const { workId, events } of msg.batch) this.liveEvents(workId, events as RunnerEvent[]);
         break;
       case "work_done":
         trace("done", msg.workId);
+        if (msg.events) this.liveEvents(msg.workId, msg.events as RunnerEvent[]);
         {
           const w = this.waiting.get(msg.workId);
           if (w) w.resolve(msg.result as StageResult);

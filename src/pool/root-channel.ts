@@ -95,8 +95,12 @@ export class RootChannel {
     if (process.connected) process.send?.(msg);
   }
 
-  /** A live runner event of `workId`, sent on with the next batch. */
-  event(workId: string, event: RunnerEvent): void {
+  /**
+   * A live runner event of `workId`, sent on with the next batch. `hold`:
+   * the item's result follows at once, so even a `started` waits for it
+   * and rides on its `work_done`.
+   */
+  event(workId: string, event: RunnerEvent, opts: { hold?: boolean } = {}): void {
     let b = this.events.get(workId);
     if (!b) {
       b = new EventBatcher(EVENT_BATCH_MS, (events) => this.send({ type: "work_events", batch: [{ workId, events }] }));
@@ -104,20 +108,20 @@ export class RootChannel {
     }
     b.push(event);
     // A stage leaving the queue is news for every view of the run: not held back for the batch.
-    if (event.type === "started") b.flush();
+    if (event.type === "started" && !opts.hold) b.flush();
   }
 
   /**
-   * The item's result, once: its pending live events first, then
-   * `work_done`. A second call sends nothing: the channel is ordered and
-   * loses nothing, so the root has it.
+   * The item's result, once, carrying its pending live events (the root
+   * applies them first). A second call sends nothing: the channel is
+   * ordered and loses nothing, so the root has it.
    */
   done(workId: string, result: StageResult): void {
     if (this.answered.has(workId)) return;
     this.answered.add(workId);
-    this.events.get(workId)?.flush();
+    const events = this.events.get(workId)?.take() ?? [];
     this.events.delete(workId);
-    this.send({ type: "work_done", workId, result });
+    this.send({ type: "work_done", workId, result, ...(events.length > 0 ? { events } : {}) });
   }
 
 }

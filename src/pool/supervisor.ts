@@ -125,6 +125,8 @@ export class Supervisor {
         for (const e of msg.events) this.core.root.event(msg.ref.workId, e as RunnerEvent);
         break;
       case "complete":
+        // Its last live events go on with the item's work_done (root-channel.ts), not in a message of their own.
+        if (msg.events && slot.owns(msg.ref)) for (const e of msg.events) this.core.root.event(msg.ref.workId, e as RunnerEvent, { hold: true });
         void this.core.dispatcher.complete(slot, msg);
         break;
       case "pong":

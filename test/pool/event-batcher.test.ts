@@ -55,3 +55,15 @@ test("the caller's events are not changed by merging", () => {
   batchOf([first, out("b")], 100);
   expect(first).toEqual(out("a"));
 });
+
+test("take() hands the pending batch to the caller instead of sending it, and the batcher starts afresh", () => {
+  const sent: RunnerEvent[][] = [];
+  const b = new EventBatcher(60_000, (batch) => sent.push(batch), 4);
+  b.push({ type: "started", at: 1 });
+  b.push(out("abcdef"));
+  expect(b.take()).toEqual([{ type: "started", at: 1 }, { type: "output", stream: "stdout", text: "abcd" }, { type: "output", stream: "stdout", text: "", skipped: 2 }]);
+  expect(b.take()).toEqual([]);
+  b.push(out("xy"));
+  b.flush();
+  expect(sent).toEqual([[{ type: "output", stream: "stdout", text: "xy" }]]); // nothing taken was sent; the budget is whole again
+});

@@ -47,7 +47,11 @@ export const FromWorkerSchema = v.variant("type", [
   v.object({ type: v.literal("started"), ref: WorkRefSchema, pgid: v.optional(v.number()) }),
   v.object({ type: v.literal("heartbeat"), opId: v.string(), refs: v.array(WorkRefSchema) }),
   v.object({ type: v.literal("events"), ref: WorkRefSchema, events: v.array(RunnerEventSchema) }),
-  v.object({ type: v.literal("complete"), opId: v.string(), ref: WorkRefSchema, result: StageResultSchema }),
+  /**
+   * The stage's result. `events`: its live events not sent yet (a stage that ended within STARTED_REPORT_MS sends its
+   * `started` here, not in an `events` message of its own); on the first try only, so a retry repeats none.
+   */
+  v.object({ type: v.literal("complete"), opId: v.string(), ref: WorkRefSchema, result: StageResultSchema, events: v.optional(v.array(RunnerEventSchema)) }),
   /** The answer to a ping: `holds` is the item the worker runs or is committing (null: none); one the coordinator does not expect loses the slot. */
   v.object({ type: v.literal("pong"), nonce: v.number(), holds: v.nullable(WorkRefSchema) }),
   /** The worker could not send its result for `ref` (not a missing receipt: those it retries); the coordinator gives the item back. */

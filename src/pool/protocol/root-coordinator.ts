@@ -5,7 +5,9 @@
  * the stage's start record) and nudges the coordinator with `work_ready`.
  * The coordinator answers every item exactly once with `work_done` (the
  * stage's result, or a failure such as worker_retry_limit), streams live
- * runner events in batches (`work_events`, about every 250 ms), and
+ * runner events in batches (`work_events`, about every 250 ms; a stage's
+ * `started` at once; whatever is pending when the item ends rides on its
+ * `work_done`, so a short stage costs one message, not two), and
  * acknowledges control revisions once every worker has. A root that has
  * heard nothing of an item for a lease period asks for it (`work_status`):
  * the coordinator answers with what the queue and its workers say, first
@@ -44,7 +46,8 @@ export const FromCoordinatorSchema = v.variant("type", [
     type: v.literal("work_events"),
     batch: v.array(v.object({ workId: v.string(), events: v.array(RunnerEventSchema) })),
   }),
-  v.object({ type: v.literal("work_done"), workId: v.string(), result: StageResultSchema }),
+  /** The item's result, with its live events not sent yet (applied before the result). */
+  v.object({ type: v.literal("work_done"), workId: v.string(), result: StageResultSchema, events: v.optional(v.array(RunnerEventSchema)) }),
   v.object({ type: v.literal("deliver_result"), workId: v.string(), messageId: v.string(), delivered: v.boolean() }),
   /**
    * running: a worker holds it; queued: it waits for a worker (again); done:

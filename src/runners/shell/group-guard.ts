@@ -11,7 +11,7 @@
  * its own (a kill of the starter's process group does not reach it), whose
  * stdin is a pipe only the starter holds. The starter writes the list of its
  * live groups as one line whenever it changes (process-groups.ts); the
- * guard keeps the last line. When the starter is gone, whatever the cause,
+ * guard keeps the last line (`tail -n 1`). When the starter is gone, whatever the cause,
  * the kernel closes its end of the pipe, the guard reads end-of-file, kills
  * every group of the last line with SIGKILL and exits. A starter that exits
  * normally has killed its groups itself and left the list empty.
@@ -24,8 +24,9 @@
 
 import type { Subprocess } from "bun";
 
-// `read` returns non-zero at end-of-file, which ends the loop; `kill -- -pgid ...` kills the groups.
-const GUARD_SCRIPT = 'g=""; while IFS= read -r line; do g=$line; done; [ -n "$g" ] && kill -s KILL -- $g 2>/dev/null; exit 0';
+// `tail` keeps the last line and prints it at end-of-file; `kill -- -pgid ...` kills the groups. (Not a
+// `while read` loop: the shell's `read` takes a pipe one byte per system call, ten or more per change.)
+const GUARD_SCRIPT = 'g=$(tail -n 1); [ -n "$g" ] && kill -s KILL -- $g 2>/dev/null; exit 0';
 
 let guard: Subprocess<"pipe", "ignore", "ignore"> | undefined;
 
