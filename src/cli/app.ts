@@ -31,6 +31,21 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic resume 01m8rf", "atomic resume 01m8rf --max-cost 5"],
     load: () => import("./commands/resume.ts").then((m) => m.default),
   },
+  rerun: {
+    summary: "start a new run of a run's workflow with its inputs (--input overrides)",
+    examples: ["atomic rerun 01m8rf", "atomic rerun 01m8rf --input depth=3"],
+    load: () => import("./commands/rerun.ts").then((m) => m.default),
+  },
+  fork: {
+    summary: "start a new run that reuses a run's results up to a step and runs the rest",
+    examples: ["atomic fork 01m8rf --at review", "atomic fork 01m8rf --at '#4'"],
+    load: () => import("./commands/fork.ts").then((m) => m.default),
+  },
+  gc: {
+    summary: "delete old finished runs and their artifacts; shrink the journal",
+    examples: ["atomic gc --dry-run", "atomic gc --older-than 7d", "atomic gc --older-than 90d --status failed,crashed --force"],
+    load: () => import("./commands/gc.ts").then((m) => m.default),
+  },
   runs: {
     summary: "list runs",
     examples: ["atomic runs", "atomic runs --status crashed,failed --since 2h", "atomic runs --workflow review --json"],

@@ -16,7 +16,8 @@
 
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
-import type { Journal, Lease, RunRecord } from "../journal/types.ts";
+import type { AppendEntry, Journal, Lease, RunRecord, StageIndexEntry } from "../journal/types.ts";
+import type { ForkSeed, RunOrigin } from "./fork.ts";
 import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
@@ -59,6 +60,10 @@ export interface NewRunRequest {
   budget?: BudgetOptions;
   /** The new run's id, when the caller made it already; a fresh one otherwise. */
   runId?: RunId;
+  /** The run this one reruns (`atomic rerun`), recorded in its `run_started`. */
+  origin?: RunOrigin;
+  /** A fork's reused results (fork.ts): copied into the new run before it starts, replayed like a resume's. */
+  seed?: ForkSeed;
 }
 
 /** A root run being driven by this process. */
@@ -90,7 +95,10 @@ export class RootRun {
     const runId = req.runId ?? newRunId();
     const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: leaseMs(opts) });
-    const root = RootRun.create(opts, lease, acquiredAt, req.definition, req.inputs, new ReplayCursor(runId), null);
+    const origin = req.seed?.origin ?? req.origin;
+    const copies = (req.seed?.events ?? []).map((e) => seedEntry(runId, e, req.seed!));
+    const cursor = new ReplayCursor(runId, copies.map((c, i) => ({ runId, seq: i + 2, type: c.type, key: c.key ?? null, idempotencyKey: null, payload: c.payload, at: c.at ?? 0 })));
+    const root = RootRun.create(opts, lease, acquiredAt, req.definition, req.inputs, cursor, null);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
@@ -98,7 +106,7 @@ export class RootRun {
       runId,
       type: EVENT.runStarted,
       // The working directory is the run's (run-place.ts): resume runs the rest there.
-      payload: { workflow: req.definition.name, path: req.workflowPath, cwd: process.cwd(), digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
+      payload: { workflow: req.definition.name, path: req.workflowPath, cwd: process.cwd(), digest: req.digest, depth: 0, ...(budget ? { budget } : {}), ...(origin ? { origin } : {}) },
       newRun: {
         rootId: runId,
         parentId: null,
@@ -110,6 +118,8 @@ export class RootRun {
         inputs: req.inputs,
       },
     });
+    // A fork's reused results, in one group commit, before any step of the new run can start.
+    await Promise.all(copies.map((c) => root.tree.append(c)));
     return root;
   }
 
@@ -296,6 +306,23 @@ export class RootRun {
     clearInterval(this.controlTimer);
     clearInterval(this.storageTimer);
   }
+}
+
+/** A fork's copy of an old run's start record or checkpoint, for the new run (with its stage index row). */
+function seedEntry(runId: RunId, e: JournalEvent, seed: ForkSeed): AppendEntry {
+  const payload = { ...(e.payload as Record<string, unknown>), reusedFrom: seed.origin.runId };
+  const row = e.type === EVENT.checkpoint && e.key !== null ? seed.stages.get(e.key) : undefined;
+  const stage: StageIndexEntry | undefined = row && {
+    key: row.key,
+    path: row.path,
+    name: row.name,
+    kind: row.kind,
+    state: row.state,
+    attempt: row.attempt,
+    ...(row.outcome ? { outcome: row.outcome } : {}),
+    ...(row.usage ? { usage: row.usage } : {}),
+  };
+  return { runId, type: e.type, key: e.key, payload, at: e.at, ...(stage ? { stage } : {}) };
 }
 
 /** A stage attempt or a child run began: processes of the run may have been started. */

@@ -18,7 +18,8 @@ import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig, type AtomicConfig } from "../../shared/config.ts";
+import type { BudgetOptions, WorkflowDefinition } from "../../sdk/types.ts";
 import { checkRunner, defaultRunner } from "../../runners/agent-setup.ts";
 import { session } from "../session.ts";
 import { SERVE_ARGS, startCliServer } from "../status-server.ts";
@@ -65,14 +66,7 @@ export default defineCommand({
       const loaded = await loadWorkflowFile(file);
       const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
       const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
-      const { config } = loadConfig({ home: s.globals.home });
-      // A workflow that names its runner is checked before anything is written (a missing key, a missing CLI).
-      if (loaded.definition.runner) {
-        const runner = defaultRunner(config, loaded.definition.runner);
-        const problem = checkRunner(runner, config, loaded.definition.model ?? config.model);
-        if (problem) throw new UsageError(problem.code, `workflow ${loaded.definition.name}: ${problem.message}`, { hint: problem.hint });
-      }
-      warnIfUnpriced(s, config, loaded.definition, budget);
+      const config = checkedConfig(s, loaded.definition, budget);
       const journal = await s.journal();
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
@@ -90,6 +84,22 @@ export default defineCommand({
     }
   },
 });
+
+/**
+ * The config a new run runs with, once its workflow's runner is checked
+ * (before anything is written: a missing key, a missing CLI), with a warning
+ * when --max-cost meets a runner that reports no cost.
+ */
+export function checkedConfig(s: CliSession, definition: WorkflowDefinition, budget: BudgetOptions | undefined): AtomicConfig {
+  const { config } = loadConfig({ home: s.globals.home });
+  if (definition.runner) {
+    const runner = defaultRunner(config, definition.runner);
+    const problem = checkRunner(runner, config, definition.model ?? config.model);
+    if (problem) throw new UsageError(problem.code, `workflow ${definition.name}: ${problem.message}`, { hint: problem.hint });
+  }
+  warnIfUnpriced(s, config, definition, budget);
+  return config;
+}
 
 function announce(s: CliSession, view: RunView, server: StatusServer, runId: string): void {
   // A login URL: opening it signs the browser in and shows the run's page.
@@ -130,7 +140,7 @@ export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number
   return { leaseTimeoutMs: n };
 }
 
-function readInputsJson(file: string): Record<string, unknown> {
+export function readInputsJson(file: string): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(file, "utf8");

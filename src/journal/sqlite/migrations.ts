@@ -359,6 +359,13 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`alter table work_items add column root_epoch integer not null default 0`.execute(db);
     },
   },
+  {
+    version: 7,
+    name: "work operations indexed by work item (retention deletes a run's operations)",
+    async up(db) {
+      await sql`create index work_ops_by_work on work_ops (work_id)`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

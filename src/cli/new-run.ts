@@ -1,0 +1,71 @@
+/**
+ * Starting a new run from a recorded one (`atomic rerun`, `atomic fork`):
+ * the old run's workflow file (or builtin) and working directory, as
+ * resume finds them (run-place.ts), then a run started and driven like
+ * `atomic run`'s. The old run is only read.
+ */
+
+import { RootRun, type NewRunRequest } from "../engine/driver.ts";
+import { loadWorkflowFile, type LoadedWorkflow } from "../engine/loader.ts";
+import { checkRunDir, recordedPlace } from "../engine/run-place.ts";
+import type { JournalEvent, RunRecord } from "../journal/types.ts";
+import { UsageError } from "../shared/errors.ts";
+import { newRunId } from "../shared/ids.ts";
+import { driveRun } from "./drive.ts";
+import { POOL_ARGS, executorOption } from "./pool-options.ts";
+import { BUDGET_ARGS, budgetOption } from "./budget-options.ts";
+import { checkedConfig, leaseOption } from "./commands/run.ts";
+import type { CliSession } from "./session.ts";
+import { createRunView } from "./view/run-view.ts";
+
+export const NEW_RUN_ARGS = {
+  leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+  ...POOL_ARGS,
+  ...BUDGET_ARGS,
+} as const;
+
+/** A root run of this journal (a child run is rerun or forked through its root). */
+export function assertRootRun(run: RunRecord, command: string): void {
+  if (run.parentId) {
+    throw new UsageError("not_root", `run ${run.id} is a child workflow run`, { hint: `${command} its root run instead: atomic ${command} ${run.rootId}` });
+  }
+}
+
+/** The recorded workflow, loaded in the run's recorded directory (this process moves there). */
+export async function loadRecorded(s: CliSession, run: RunRecord, events: readonly JournalEvent[]): Promise<LoadedWorkflow> {
+  const place = recordedPlace(run, events);
+  if (place.cwd !== undefined) {
+    checkRunDir(run.id, place.cwd);
+    if (place.cwd !== process.cwd()) {
+      process.chdir(place.cwd);
+      s.info(`running in ${place.cwd}, where run ${run.id} ran`);
+    }
+  }
+  return loadWorkflowFile(place.path).catch((err: unknown) => {
+    if (err instanceof UsageError && err.code === "workflow_not_found") {
+      throw new UsageError(err.code, `workflow file ${place.path} does not exist any more (run ${run.id} ran from it)`, {
+        hint: "put the file back where it was, or start a new run of it with: atomic run FILE",
+      });
+    }
+    throw err;
+  });
+}
+
+/** Starts the new run and drives it to its end, as `atomic run` does. */
+export async function startAndDrive(
+  s: CliSession,
+  args: Record<string, unknown> & { leaseMs?: string },
+  loaded: LoadedWorkflow,
+  req: Pick<NewRunRequest, "inputs" | "origin" | "seed">,
+): Promise<void> {
+  const budget = budgetOption(args as Parameters<typeof budgetOption>[0]);
+  const choice = executorOption(s, args as Parameters<typeof executorOption>[1]).executor;
+  const config = checkedConfig(s, loaded.definition, budget);
+  const journal = await s.journal();
+  const view = createRunView(s);
+  const root = await RootRun.start(
+    { journal, home: s.globals.home, observer: view.observer, config, ...leaseOption(args.leaseMs), executor: choice },
+    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, runId: newRunId(), ...(budget ? { budget } : {}), ...req },
+  );
+  await driveRun(s, root, view);
+}
