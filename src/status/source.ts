@@ -4,6 +4,7 @@
  * and metrics. The Hono app (app.ts) only maps these to HTTP.
  */
 
+import type { RunOrigin } from "../engine/fork.ts";
 import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
 import type { Journal, JournalEvent, RunRecord } from "../journal/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
@@ -26,6 +27,8 @@ export interface RunDetail {
     outputs: unknown;
     errorInfo: ErrorInfo | null;
     holder?: { holderId: string; host: string; pid: number };
+    /** The run it reruns or forks. */
+    origin?: RunOrigin;
   };
   report: RunReport;
   graph: RunGraph;
@@ -131,6 +134,7 @@ export class StatusSource {
         outputs: run.outputs,
         errorInfo: run.error,
         ...(report.holder ? { holder: report.holder } : {}),
+        ...(report.origin ? { origin: report.origin } : {}),
       },
       report,
       graph: buildRunGraph(report),

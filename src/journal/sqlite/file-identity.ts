@@ -16,12 +16,14 @@
  *
  * A file truncated under the run (`truncate`, `> atomic.db`) keeps its
  * inode; SQLite then reports I/O errors or "database disk image is
- * malformed". Nothing here shrinks the database file (no VACUUM, no
- * auto_vacuum: checkpoints only grow it), so a size below the largest one
- * seen by a check is that truncation, and is named as such.
+ * malformed". The only shrinking SQLite does itself is `atomic gc`'s vacuum
+ * (sqlite/retention.ts): its checkpoint writes the file's header (page size,
+ * page count) and then truncates the file to exactly that many pages. So a
+ * size below the largest one seen is accepted when the header accounts for
+ * it exactly, and is otherwise that truncation, named as such.
  */
 
-import { statSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { StorageError } from "../../shared/errors.ts";
 
 export interface FileIdentity {
@@ -59,7 +61,7 @@ export function fileChanged(path: string, opened: FileIdentity): StorageError | 
     return new StorageError("storage_unavailable", `the journal file ${path} was deleted while this process was using it`, { hint: HINT, cause: err });
   }
   if (now.dev === opened.dev && now.ino === opened.ino) {
-    if (now.size >= opened.size) {
+    if (now.size >= opened.size || headerSize(path) === now.size) {
       opened.size = now.size;
       return undefined;
     }
@@ -70,4 +72,24 @@ export function fileChanged(path: string, opened: FileIdentity): StorageError | 
     );
   }
   return new StorageError("storage_unavailable", `the journal file ${path} was replaced by another file while this process was using it`, { hint: HINT });
+}
+
+/** The size the SQLite header of the file at `path` says it has (page size x page count), if it has a valid one. */
+function headerSize(path: string): number | undefined {
+  const header = Buffer.alloc(100);
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    if (readSync(fd, header, 0, 100, 0) < 100) return undefined;
+  } catch {
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  if (header.toString("latin1", 0, 16) !== "SQLite format 3\0") return undefined;
+  // The page count is valid only while "version-valid-for" (offset 92) equals the change counter (offset 24).
+  if (header.readUInt32BE(92) !== header.readUInt32BE(24)) return undefined;
+  const raw = header.readUInt16BE(16);
+  const pageSize = raw === 1 ? 65536 : raw;
+  return pageSize * header.readUInt32BE(28);
 }

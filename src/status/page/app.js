@@ -219,7 +219,7 @@
       const block = (label, value) => value === undefined || value === null ? null
         : h("details", {}, h("summary", { text: label }), h("pre", { class: "json", text: JSON.stringify(value, null, 2) }));
       clear(io);
-      const kids = [block("Inputs", run.inputs), block("Outputs", run.outputs)].filter(Boolean);
+      const kids = [block("Origin", run.origin), block("Inputs", run.inputs), block("Outputs", run.outputs)].filter(Boolean);
       if (kids.length) io.append(h("div", { class: "card" }, kids));
     }
 
