@@ -648,7 +648,9 @@ export interface PromptRecord extends NewPrompt {
  * in commit order, so a reader that remembers the last number it saw reads
  * only the runs that changed since (`/metrics`). A backend must keep that
  * order (SQLite: one writer at a time; a concurrent backend needs a
- * commit-ordered counter).
+ * commit-ordered counter). A run deleted by retention is a change too
+ * (`deleted`), numbered after every earlier change, and the numbers never
+ * go back when the run that held the highest one is gone.
  */
 export interface JournalViews {
   stageTallies(rootIds: readonly RunId[]): Promise<StageTally[]>;
@@ -668,6 +670,8 @@ export interface StageTally {
 }
 
 export interface RunChange {
+  /** The run was deleted (retention): `status` and `lastSeq` are its last ones. */
+  deleted?: boolean;
   id: RunId;
   rootId: RunId;
   parentId: RunId | null;

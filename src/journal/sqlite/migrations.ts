@@ -361,9 +361,21 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 7,
-    name: "work operations indexed by work item (retention deletes a run's operations)",
+    name: "retention: work operations indexed by work item; tombstones of deleted runs",
     async up(db) {
+      // Retention deletes a run's operations through its items.
       await sql`create index work_ops_by_work on work_ops (work_id)`.execute(db);
+      // A deleted run's last change number and a new one (views.ts: readers learn of the deletion in change
+      // order, and change numbers never go back when the run holding the highest one is deleted).
+      await sql`create table run_tombstones (
+        change_seq integer primary key,
+        id text not null,
+        root_id text not null,
+        parent_id text,
+        status text not null,
+        last_seq integer not null,
+        deleted_at integer not null
+      ) strict`.execute(db);
     },
   },
 ];

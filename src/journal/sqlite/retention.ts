@@ -25,8 +25,11 @@ import { statSync } from "node:fs";
 import type { Database, Statement } from "bun:sqlite";
 import type { RunId } from "../../shared/ids.ts";
 import type { DeletedTree, Lease, ReclaimReport, RunRecord, RunRetention, RunStatus } from "../types.ts";
-import type { Statements } from "./statements.ts";
+import { NEXT_CHANGE, type Statements } from "./statements.ts";
 import { leaseFromRow, runFromRow, type LeasesTable, type RunsTable } from "./tables.ts";
+
+/** Tombstones of deleted runs stay this long for status readers to see (the newest stays: it keeps change numbers going up). */
+const TOMBSTONE_MS = 24 * 3_600_000;
 
 /** Pages freed per incremental step: about 4 MB at the default page size, a few milliseconds of lock. */
 const VACUUM_STEP_PAGES = 1000;
@@ -54,6 +57,7 @@ export class SqliteRetention implements RunRetention {
   private readonly selectLease: Statement<LeasesTable, [rootId: string]>;
   private readonly selectChildren: Statement<{ id: string }, [parentId: string]>;
   private readonly deletes: Statement<unknown, [rootOrIds: string]>[];
+  private readonly tombstone: Statement<unknown, [now: number, id: string]>;
 
   constructor(
     private readonly db: Database,
@@ -64,6 +68,10 @@ export class SqliteRetention implements RunRetention {
     this.selectRun = db.prepare("select * from runs where id = ?");
     this.selectLease = db.prepare("select * from leases where run_id = ? and released = 0");
     this.selectChildren = db.prepare("select id from runs where parent_id = ? order by created_at, id");
+    this.tombstone = db.prepare(
+      `insert into run_tombstones (change_seq, id, root_id, parent_id, status, last_seq, deleted_at)
+       select ${NEXT_CHANGE}, id, root_id, parent_id, status, last_seq, ?1 from runs where id = ?2`,
+    );
     this.deletes = TREE_TABLES.map(([table, , where]) => db.prepare(`delete from ${table} where ${where}`));
   }
 
@@ -111,6 +119,9 @@ export class SqliteRetention implements RunRetention {
     const runIds: RunId[] = [rootId];
     for (let i = 0; i < runIds.length; i++) for (const c of this.selectChildren.all(runIds[i]!)) runIds.push(c.id as RunId);
     const ids = JSON.stringify(runIds);
+    // Status readers (JournalViews.changesSince) learn of each deletion in change order.
+    const now = Date.now();
+    for (const id of runIds) this.tombstone.run(now, id);
     const rows: Record<string, number> = {};
     TREE_TABLES.forEach(([table, by], i) => {
       const n = this.deletes[i]!.run(by === "root" ? rootId : ids).changes;
@@ -138,6 +149,11 @@ export class SqliteRetention implements RunRetention {
         note = "the journal file predates incremental vacuum and a run is live, so its free pages stay for later writes; a gc while no run is live shrinks it";
       }
     }
+    await this.guard(() =>
+      this.db
+        .query("delete from run_tombstones where deleted_at < ? and change_seq < (select max(change_seq) from run_tombstones)")
+        .run(Date.now() - TOMBSTONE_MS),
+    );
     // The main file shrinks when the log is checkpointed; a reader's snapshot may hold part of it back (busy, not an error).
     await this.guard(() => this.db.query("pragma wal_checkpoint(truncate)").get());
     return { bytesBefore, bytesAfter: this.bytes(), ...(note ? { note } : {}) };
@@ -163,6 +179,7 @@ export class SqliteRetention implements RunRetention {
     this.selectRun.finalize();
     this.selectLease.finalize();
     this.selectChildren.finalize();
+    this.tombstone.finalize();
     for (const st of this.deletes) st.finalize();
   }
 }
