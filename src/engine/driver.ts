@@ -345,6 +345,7 @@ function seedEntry(runId: RunId, e: JournalEvent, seed: ForkSeed): AppendEntry {
     kind: row.kind,
     state: row.state,
     attempt: row.attempt,
+    ...(row.childRunId ? { childRunId: row.childRunId } : {}),
     ...(row.outcome ? { outcome: row.outcome } : {}),
     ...(row.usage ? { usage: row.usage } : {}),
   };

@@ -11,6 +11,8 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
+import { openJournal } from "../../src/journal/open.ts";
+import { statusFixture } from "../status/support.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, fixture, makeTempDir } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -68,6 +70,18 @@ e2eTest("fork --at STEP reuses the results before STEP (no side effect again), r
   expect(text.stdout).toContain(`tool one (reused from ${id})`);
   // The old run is as it was.
   expect(await show(home, id)).toEqual(old);
+  // The API's run detail says where the fork came from (the status app over the home's journal).
+  const journal = await openJournal({ home, durability: "full" });
+  const status = statusFixture(journal);
+  try {
+    const detail = (await (await status.req(`/api/runs/${forkId}`)).json()) as { run: { origin?: unknown } };
+    expect(detail.run.origin).toEqual({ kind: "fork", runId: id, at: { position: "2", name: "three" } });
+    const oldDetail = (await (await status.req(`/api/runs/${id}`)).json()) as { run: { origin?: unknown } };
+    expect(oldDetail.run.origin).toBeUndefined();
+  } finally {
+    await status.close();
+    await journal.close();
+  }
 
   // By position, as show prints it: "#1" goes live at "two".
   const byPosition = await runAtomic(["fork", id, "--at", "#1"], { home });
@@ -115,4 +129,30 @@ e2eTest("rerun runs the workflow again with the same inputs, and with --input ov
   expect(unknown.code).toBe(2);
   expectOneSentenceError(unknown.stderr);
   expect(lines(out)).toHaveLength(12);
+});
+
+e2eTest("fork reuses a finished child workflow and a parallel group before STEP; a group named by its position runs again whole", async () => {
+  const home = makeTempDir();
+  const out = join(makeTempDir(), "effects.txt");
+  const r = await runAtomic(["run", fixture("forks.ts"), "--input", `out=${out}`], { home });
+  expect(r.code).toBe(0);
+  const id = newId(r.stdout);
+  const first = lines(out);
+  expect(first[0]).toBe("kid");
+  expect(first.slice(1, 3).sort()).toEqual(["p1", "p2"]);
+  expect(first[3]).toBe("last");
+
+  const atLast = await runAtomic(["fork", id, "--at", "last"], { home });
+  expect(atLast.code).toBe(0);
+  expect(lines(out).slice(4)).toEqual(["last"]);
+  const fork = await show(home, newId(atLast.stdout));
+  expect(fork.status).toBe("completed");
+  expect(fork.run.outputs).toEqual({ child: { kid: true } });
+  expect(fork.steps.filter((s) => s.reusedFrom === id).map((s) => s.position).sort()).toEqual(["0", "1.0.0", "1.1.0"]);
+
+  const atGroup = await runAtomic(["fork", id, "--at", "#1"], { home });
+  expect(atGroup.code).toBe(0);
+  expect(atGroup.stdout).toContain(`fork of ${id} at #1 (group #1): 1 recorded step result(s) reused`);
+  expect(lines(out).slice(5, 7).sort()).toEqual(["p1", "p2"]);
+  expect(lines(out).slice(7)).toEqual(["last"]);
 });
