@@ -5,6 +5,8 @@
  * `atomic run`'s. The old run is only read.
  */
 
+import { existsSync, statSync } from "node:fs";
+import { resolve } from "node:path";
 import { RootRun, type NewRunRequest } from "../engine/driver.ts";
 import { loadWorkflowFile, type LoadedWorkflow } from "../engine/loader.ts";
 import { checkRunDir, recordedPlace } from "../engine/run-place.ts";
@@ -19,6 +21,8 @@ import type { CliSession } from "./session.ts";
 import { createRunView } from "./view/run-view.ts";
 
 export const NEW_RUN_ARGS = {
+  workflow: { type: "string", description: "the run's workflow file, when it moved since the run ran" },
+  cwd: { type: "string", description: "run in this directory instead of the one the run ran in" },
   leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
   ...POOL_ARGS,
   ...BUDGET_ARGS,
@@ -31,20 +35,34 @@ export function assertRootRun(run: RunRecord, command: string): void {
   }
 }
 
-/** The recorded workflow, loaded in the run's recorded directory (this process moves there). */
-export async function loadRecorded(s: CliSession, run: RunRecord, events: readonly JournalEvent[]): Promise<LoadedWorkflow> {
+/**
+ * The recorded workflow, loaded in the run's recorded directory (this
+ * process moves there), or the file and directory `--workflow`/`--cwd` name.
+ */
+export async function loadRecorded(
+  s: CliSession,
+  run: RunRecord,
+  events: readonly JournalEvent[],
+  where: { workflow?: string | undefined; cwd?: string | undefined },
+): Promise<LoadedWorkflow> {
   const place = recordedPlace(run, events);
-  if (place.cwd !== undefined) {
-    checkRunDir(run.id, place.cwd);
-    if (place.cwd !== process.cwd()) {
-      process.chdir(place.cwd);
-      s.info(`running in ${place.cwd}, where run ${run.id} ran`);
+  const cwd = where.cwd !== undefined ? resolve(where.cwd) : place.cwd;
+  // Resolved before moving: a --workflow path is relative to where the command was typed.
+  const file = where.workflow !== undefined ? resolve(where.workflow) : place.path;
+  if (cwd !== undefined) {
+    if (where.cwd !== undefined && !(existsSync(cwd) && statSync(cwd).isDirectory())) {
+      throw new UsageError("bad_flag", `--cwd ${where.cwd} is not a directory`, { hint: "name an existing directory" });
+    }
+    checkRunDir(run.id, cwd);
+    if (cwd !== process.cwd()) {
+      process.chdir(cwd);
+      s.info(where.cwd !== undefined ? `running in ${cwd} (--cwd)` : `running in ${cwd}, where run ${run.id} ran`);
     }
   }
-  return loadWorkflowFile(place.path).catch((err: unknown) => {
-    if (err instanceof UsageError && err.code === "workflow_not_found") {
-      throw new UsageError(err.code, `workflow file ${place.path} does not exist any more (run ${run.id} ran from it)`, {
-        hint: "put the file back where it was, or start a new run of it with: atomic run FILE",
+  return loadWorkflowFile(file).catch((err: unknown) => {
+    if (where.workflow === undefined && err instanceof UsageError && err.code === "workflow_not_found") {
+      throw new UsageError(err.code, `workflow file ${file} does not exist any more (run ${run.id} ran from it)`, {
+        hint: "if it moved, name it with --workflow FILE",
       });
     }
     throw err;

@@ -8,7 +8,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { readFileSync } from "node:fs";
+import { copyFileSync, readFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { openJournal } from "../../src/journal/open.ts";
@@ -129,6 +129,27 @@ e2eTest("rerun runs the workflow again with the same inputs, and with --input ov
   expect(unknown.code).toBe(2);
   expectOneSentenceError(unknown.stderr);
   expect(lines(out)).toHaveLength(12);
+});
+
+e2eTest("rerun of a run whose workflow file moved: one sentence naming --workflow; with it, the moved file runs", async () => {
+  const home = makeTempDir();
+  const project = makeTempDir();
+  const wf = join(project, "effects.ts");
+  copyFileSync(EFFECTS, wf);
+  const out = join(project, "effects.txt");
+  const r = await runAtomic(["run", wf, "--input", `out=${out}`], { home });
+  expect(r.code).toBe(0);
+  const id = newId(r.stdout);
+  const moved = join(makeTempDir(), "moved.ts");
+  renameSync(wf, moved);
+  const refused = await runAtomic(["rerun", id], { home });
+  expect(refused.code).toBe(2);
+  const err = expectOneSentenceError(refused.stderr);
+  expect(err.message).toBe(`workflow file ${wf} does not exist any more (run ${id} ran from it).`);
+  expect(err.hint).toContain("--workflow FILE");
+  const again = await runAtomic(["rerun", id, "--workflow", moved], { home });
+  expect(again.code).toBe(0);
+  expect(lines(out)).toHaveLength(8);
 });
 
 e2eTest("fork reuses a finished child workflow and a parallel group before STEP; a group named by its position runs again whole", async () => {

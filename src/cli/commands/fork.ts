@@ -1,5 +1,5 @@
 /**
- * `atomic fork RUN --at STEP`: a new run of RUN's workflow with RUN's
+ * `atomic fork RUN --at STEP [--workflow FILE] [--cwd DIR]`: a new run of RUN's workflow with RUN's
  * inputs that reuses RUN's recorded results of every step before STEP and
  * runs STEP and what follows live (engine/fork.ts says what STEP names and
  * what "before" means). The new run records where it came from; RUN is only
@@ -31,7 +31,7 @@ export default defineCommand({
     const events = await journal.readEvents(run.id);
     // Decided before anything loads or is written: a STEP that is not there is refused at once.
     const seed = forkSeed(run.id, events, await journal.messages.stages(run.id), args.at);
-    const loaded = await loadRecorded(s, run, events);
+    const loaded = await loadRecorded(s, run, events, { workflow: args.workflow, cwd: args.cwd });
     const inputs = reviveInputs(loaded.definition.inputs ?? {}, (run.inputs ?? {}) as Record<string, unknown>);
     s.info(`fork of ${run.id} at #${seed.origin.at!.position} (${seed.origin.at!.name}): ${seed.events.filter((e) => e.type === "checkpoint").length} recorded step result(s) reused`);
     await startAndDrive(s, args, loaded, { inputs, seed });

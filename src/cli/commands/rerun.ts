@@ -1,6 +1,7 @@
 /**
- * `atomic rerun RUN [--input k=v ...] [--inputs-json FILE]`: a new run of
- * RUN's workflow (its recorded file or builtin, in its recorded directory)
+ * `atomic rerun RUN [--input k=v ...] [--inputs-json FILE] [--workflow FILE] [--cwd DIR]`:
+ * a new run of RUN's workflow (its recorded file or builtin, in its recorded
+ * directory, or the file and directory named)
  * with RUN's inputs; each --input replaces one (an array input: the whole
  * array), converted and validated as `atomic run` does. The new run records
  * which run it reruns.
@@ -27,7 +28,7 @@ export default defineCommand({
     assertRootRun(run, "rerun");
     const events = await (await s.journal()).readEvents(run.id);
     const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
-    const loaded = await loadRecorded(s, run, events);
+    const loaded = await loadRecorded(s, run, events, { workflow: args.workflow, cwd: args.cwd });
     const schemas = loaded.definition.inputs ?? {};
     // The recorded inputs (validated when the run started), then the changes over them, validated again whole.
     const recorded = reviveInputs(schemas, (run.inputs ?? {}) as Record<string, unknown>);
