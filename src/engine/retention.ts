@@ -16,7 +16,9 @@
  * Artifacts (stage stdout/stderr/transcripts, worker logs) live under
  * `$ATOMIC_HOME/artifacts/<run id>/`; they go after their rows committed.
  * A crash in between leaves a directory without a run, never a run whose
- * files are gone. Files a builtin wrote in the project
+ * files are gone; the next gc removes such a directory once it is older
+ * than the cutoff (a run's directory is made after its first event, so one
+ * without a run is never a run being started). Files a builtin wrote in the project
  * (`<cwd>/.atomic/runs/…`) are the user's and stay.
  */
 
@@ -61,6 +63,8 @@ export interface GcReport {
   /** Artifact files and their bytes removed. */
   artifactFiles: number;
   artifactBytes: number;
+  /** Artifact directories of no run in the journal (left by a gc that was stopped), removed with their files. */
+  orphanDirs: number;
   /** Runs selected but kept because a driver holds them now. */
   kept: RunId[];
   /** The journal's size before and after giving space back (not on a dry run). */
@@ -93,6 +97,7 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
     rowsByTable: {},
     artifactFiles: 0,
     artifactBytes: 0,
+    orphanDirs: 0,
     kept: [],
     deleted: [],
   };
@@ -130,6 +135,7 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
       }
     }
   }
+  await sweepOrphans(journal, home, before, report);
   if (!report.dryRun) report.storage = await journal.retention.reclaim({ rewrite: !(await anyLive(journal)) });
   return report;
 }
@@ -143,6 +149,36 @@ async function anyLive(journal: Journal): Promise<boolean> {
   const open = await journal.listRuns({ statuses: ["running", "awaiting_input"], rootsOnly: true });
   for (const run of open) if (leaseLive(await journal.getLease(run.id))) return true;
   return false;
+}
+
+/** Artifact directories older than `before` whose run is not in the journal: counted, and removed unless a dry run. */
+async function sweepOrphans(journal: Journal, home: string, before: number, report: GcReport): Promise<void> {
+  const root = join(home, "artifacts");
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return; // no artifacts yet
+  }
+  const deleted = new Set<string>(report.deleted);
+  for (const name of names) {
+    // Run ids and run keys only (shared/ids.ts); what a dry run selected is counted already.
+    if (!/^[a-z0-9][a-z0-9._-]*$/.test(name) || (report.dryRun && deleted.has(name))) continue;
+    const dir = join(root, name);
+    let mtime: number;
+    try {
+      const st = statSync(dir);
+      if (!st.isDirectory()) continue;
+      mtime = st.mtimeMs;
+    } catch {
+      continue;
+    }
+    if (mtime >= before || (await journal.getRun(name as RunId))) continue;
+    const files = removeArtifacts(dir, report.dryRun);
+    report.orphanDirs++;
+    report.artifactFiles += files.files;
+    report.artifactBytes += files.bytes;
+  }
 }
 
 /** Counts (and unless `dryRun` removes) the files under `dir`. */

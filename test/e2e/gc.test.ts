@@ -9,7 +9,7 @@
 
 import { afterAll, afterEach, expect } from "bun:test";
 import { Database } from "bun:sqlite";
-import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, fixture, makeTempDir } from "./support.ts";
@@ -27,6 +27,7 @@ interface GcJson {
   artifactFiles: number;
   artifactBytes: number;
   kept: string[];
+  orphanDirs: number;
   deleted: string[];
   storage?: { bytesBefore: number; bytesAfter: number; note?: string };
 }
@@ -177,6 +178,24 @@ e2eTest("a gc beside a live run deletes around it without disturbing it", async 
   expect((JSON.parse(show.stdout) as { status: string }).status).toBe("completed");
   expect(readFileSync(live.out, "utf8")).toBe("one:a\ntwo:a\nthree:a\nfour:a\n");
 }, 120_000);
+
+e2eTest("gc removes artifact directories of runs no longer in the journal once they are older than the cutoff", async () => {
+  const home = makeTempDir();
+  const id = await completedRun(home, join(makeTempDir(), "out.txt"));
+  // Left by a gc stopped between its commit and its file removal.
+  const orphan = join(home, "artifacts", "01m8aaaaaaaaaaaaaa");
+  mkdirSync(join(orphan, "0-x", "attempt-1"), { recursive: true });
+  writeFileSync(join(orphan, "0-x", "attempt-1", "stdout.log"), "12345");
+  const old = new Date(Date.now() - 2 * 3_600_000);
+  utimesSync(orphan, old, old);
+  expect((await gc(home, "--older-than", "1h", "--dry-run")).orphanDirs).toBe(1);
+  expect(existsSync(orphan)).toBe(true);
+  const r = await gc(home, "--older-than", "1h");
+  expect({ runs: r.runs, orphanDirs: r.orphanDirs, files: r.artifactFiles, bytes: r.artifactBytes }).toEqual({ runs: 0, orphanDirs: 1, files: 1, bytes: 5 });
+  expect(existsSync(orphan)).toBe(false);
+  // The run's own directory (newer than the cutoff, and its run is there) stays.
+  expect(existsSync(join(home, "artifacts", id))).toBe(true);
+});
 
 e2eTest("gc refuses bad input in one sentence with a hint, exit 2", async () => {
   const home = makeTempDir();
