@@ -7,6 +7,7 @@
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
+import { statSync, truncateSync } from "node:fs";
 import type { Journal, Lease } from "../../src/journal/types.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -112,3 +113,34 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe("sqlite: the journal file shrunk by gc is not taken for a truncated one", () => {
+  test("storageFault stays quiet after a vacuum shrinks the file, and names a truncation to part of a page", async () => {
+    const dir = makeTempDir("atomic-retention-");
+    const sqlite = BACKENDS.find((b) => b.name === "sqlite");
+    if (!sqlite?.file) return;
+    const j = await sqlite.open(dir);
+    open.push(j);
+    const other = await sqlite.open(dir); // another process's view: it did not do the vacuum
+    open.push(other);
+    const trees = [];
+    for (let i = 0; i < 3; i++) {
+      const { rootId, lease } = await startRoot(j, `big${i}`);
+      await j.append(lease, Array.from({ length: 50 }, (_, n) => ({ runId: rootId, type: "checkpoint", key: String(n), payload: { blob: "x".repeat(20_000) } })));
+      await j.append(lease, [{ runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } }]);
+      await j.releaseLease(lease);
+      trees.push(rootId);
+    }
+    await j.retention.reclaim({ rewrite: false }); // checkpointed: the file holds it all
+    expect(other.storageFault()).toBeUndefined();
+    const grown = statSync(sqlite.file(dir)).size;
+    for (const id of trees) await j.retention.deleteTree(id, () => true);
+    const r = await j.retention.reclaim({ rewrite: false });
+    expect(r.bytesAfter).toBeLessThan(r.bytesBefore);
+    expect(statSync(sqlite.file(dir)).size).toBeLessThan(grown / 4);
+    expect(other.storageFault()).toBeUndefined();
+    expect(j.storageFault()).toBeUndefined();
+    truncateSync(sqlite.file(dir), 1000);
+    expect(other.storageFault()?.message).toContain("was truncated");
+  });
+});

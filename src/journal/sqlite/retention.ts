@@ -135,9 +135,12 @@ export class SqliteRetention implements RunRetention {
     const mode = await this.guard(() => this.db.query<{ auto_vacuum: number }, []>("pragma auto_vacuum").get()?.auto_vacuum ?? 0);
     let note: string | undefined;
     if (mode === 2) {
-      // One short transaction per step: a live run's appends go between them.
-      while ((await this.guard(() => this.freePages())) > 0) {
+      // One short transaction per step: a live run's appends go between them. Stops when a step frees nothing.
+      for (let free = await this.guard(() => this.freePages()); free > 0; ) {
         await this.guard(() => this.db.query(`pragma incremental_vacuum(${VACUUM_STEP_PAGES})`).all());
+        const left = await this.guard(() => this.freePages());
+        if (left >= free) break;
+        free = left;
       }
     } else if (mode === 0 && (await this.guard(() => this.freePages())) > 0) {
       if (opts.rewrite) {
