@@ -47,6 +47,8 @@ interface Facts {
   /** The wake-up time of a sleep that is the run's last step. */
   sleepUntil: number | undefined;
   place: RunPlace;
+  /** Replay positions of the root run's recorded steps (an answered question among them needs no wake-up). */
+  checkpointed: ReadonlySet<string>;
 }
 
 /** The stored statuses a due run can have. */
@@ -70,7 +72,7 @@ export class DueRuns {
     } else if (run.status === "awaiting_input") {
       const lease = await this.journal.getLease(run.id);
       const nobody = !lease || shownStatus(run, lease, now) === "crashed";
-      if (nobody && (await this.answered(run, now))) reason = "answered";
+      if (nobody && (await this.answered(run, now, (await this.factsOf(run)).checkpointed))) reason = "answered";
     } else if (run.status === "interrupted") {
       reason = "service_stopped"; // confirmed from the events below
     }
@@ -83,13 +85,18 @@ export class DueRuns {
     return { due: true, reason, at, place: facts.place, digest: run.workflowDigest };
   }
 
-  /** A question answered since the run parked, one past its deadline, or none open any more. */
-  private async answered(run: RunRecord, now: number): Promise<boolean> {
+  /**
+   * An answer the run has not recorded yet (a question of the root whose step has no checkpoint; of a child
+   * run: answered since the run last changed), a question past its deadline, or none open any more.
+   */
+  private async answered(run: RunRecord, now: number, checkpointed: ReadonlySet<string>): Promise<boolean> {
     const prompts = await this.journal.messages.prompts(run.id);
     const open = prompts.filter((p) => p.state === "open");
     if (open.length === 0) return true;
     if (open.some((p) => p.deadline !== null && p.deadline <= now)) return true;
-    return prompts.some((p) => p.state === "answered" && (p.answeredAt ?? 0) >= run.updatedAt);
+    return prompts.some(
+      (p) => p.state === "answered" && (p.runId === run.id ? !checkpointed.has(p.stageKey) : (p.answeredAt ?? 0) >= run.updatedAt),
+    );
   }
 
   private async factsOf(run: RunRecord): Promise<Facts> {
@@ -102,6 +109,7 @@ export class DueRuns {
       lastDriveByService: lastDriveByService(events),
       sleepUntil: sleepingUntil(events),
       place: recordedPlace(run, events),
+      checkpointed: new Set(events.filter((e) => e.type === EVENT.checkpoint && e.key !== null).map((e) => e.key!)),
     };
     this.facts.set(run.id, facts);
     return facts;

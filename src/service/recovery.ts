@@ -20,6 +20,10 @@
  * service started; a drive that ends any other way ends the streak) the run
  * is left for a person, with the exit and the log file in the sentence.
  * The streak is kept in memory: a restarted service counts anew.
+ *
+ * A drive whose run has waited PARK_AFTER_MS for an answer to `ctx.ask` is
+ * stopped (the run parks, resumable): a question nobody answers for a day
+ * holds no process and no slot, and its answer wakes the run again.
  */
 
 import { existsSync, statSync } from "node:fs";
@@ -36,6 +40,8 @@ export const DEFAULT_MAX_RUNS = 4;
 const SCAN_MS = 500;
 export const MAX_CRASHES = 3;
 const BACKOFF_MS = [1_000, 5_000];
+/** How long a drive may wait for an answer to a question before it is stopped and the run parked. */
+export const PARK_AFTER_MS = 10_000;
 /** Refusals that mean the drive was not needed (someone else drives the run, or it ended meanwhile), not a problem of the run. */
 const HARMLESS_REFUSALS = new Set(["lease_held", "already_completed", "run_cancelled", "not_root"]);
 
@@ -61,6 +67,8 @@ export class RecoveryDuty implements Duty {
   private readonly drives = new Map<RunId, Drive>();
   private readonly runs = new Map<RunId, RecoveredRun>();
   private readonly retryAt = new Map<RunId, number>();
+  /** Drives being stopped because their run waits for an answer (parkIfWaiting). */
+  private readonly parking = new Set<RunId>();
   private readonly due: DueRuns;
   /** Things said once per run and cause (opted out, sleeping until ...), so the log does not repeat every scan. */
   private readonly said = new Set<string>();
@@ -118,8 +126,14 @@ export class RecoveryDuty implements Duty {
     const now = Date.now();
     // Oldest first: a run waiting longest gets the next free slot.
     for (const run of candidates.reverse()) {
-      if (!this.active || this.drives.size >= this.service.maxRuns) return;
-      if (this.drives.has(run.id) || (this.retryAt.get(run.id) ?? 0) > now) continue;
+      if (!this.active) return;
+      if (this.drives.size >= this.service.maxRuns && !this.drives.has(run.id)) continue;
+      const driving = this.drives.get(run.id);
+      if (driving) {
+        this.parkIfWaiting(run, driving, now);
+        continue;
+      }
+      if ((this.retryAt.get(run.id) ?? 0) > now) continue;
       const verdict = await this.due.verdict(run, now);
       if (!verdict.due) {
         if (verdict.why === "opted_out") this.sayOnce(run.id, "opted_out", `run ${run.id} crashed; its workflow opted out of recovery (recover: false): resume it with atomic resume ${run.id}`);
@@ -133,7 +147,7 @@ export class RecoveryDuty implements Duty {
     }
   }
 
-  private async launch(run: RecordLike, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string): Promise<void> {
+  private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string): Promise<void> {
     const problem = placeProblem(recordedCwd, path);
     if (problem) {
       await this.leave(run.id, problem);
@@ -153,6 +167,18 @@ export class RecoveryDuty implements Duty {
     this.runs.set(run.id, entry);
     this.service.log({ type: "drive_started", runId: run.id, reason, pid: drive.pid, message: `${WHY[reason]}: resuming run ${run.id} (process ${drive.pid}, log ${drive.logPath})` });
     void drive.done.then((end) => this.ended(run.id, drive, end));
+  }
+
+  /**
+   * A drive whose run has waited for an answer for PARK_AFTER_MS is stopped (SIGTERM: the run parks,
+   * awaiting input, resumable), so a question nobody answers for hours holds no process and no slot;
+   * the answer wakes the run again (due-runs.ts).
+   */
+  private parkIfWaiting(run: RunRecord, drive: Drive, now: number): void {
+    if (run.status !== "awaiting_input" || now - run.updatedAt < PARK_AFTER_MS || this.parking.has(run.id)) return;
+    this.parking.add(run.id);
+    this.service.log({ type: "drive_parked", runId: run.id, message: `run ${run.id} waits for an answer; its drive stops until the answer comes` });
+    void drive.stop().finally(() => this.parking.delete(run.id));
   }
 
   private async ended(runId: RunId, drive: Drive, end: DriveEnd): Promise<void> {
@@ -203,7 +229,6 @@ export class RecoveryDuty implements Duty {
   }
 }
 
-type RecordLike = Pick<RunRecord, "id">;
 
 const WHY: Record<DueReason, string> = {
   crashed: "nobody drives it (its driver is gone, or it was left to the service)",

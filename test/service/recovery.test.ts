@@ -131,6 +131,28 @@ test("ctx.ask answered while nothing drives the run: the service continues it wi
   expect([e.get(`${runId}:0`), e.get(`${runId}:1`), e.get(`${runId}:3`)]).toEqual([1, 1, 1]);
 }, T);
 
+test("a drive that waits for an answer is parked (no process waits), and the answer wakes the run again", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const detached = await runAtomic(
+    ["--home", s.home, "--quiet", "run", FIXTURE, "--detach", "--input", `sideFile=${s.sideFile}`, "--input", "mode=ask"],
+    { home: s.home },
+  );
+  expect(detached.code).toBe(0);
+  const runId = detached.stdout.trim();
+  await service.log.waitFor(/"type":"drive_parked"/, 60_000);
+  await service.log.waitFor(/"type":"drive_ended".*"status":"awaiting_input"/);
+  expect(processesWithEnv("ATOMIC_DRIVEN_BY", "service")).toEqual([]);
+  expect((await show(s, runId)).status).toBe("awaiting_input");
+  const inbox = JSON.parse((await runAtomic(["--home", s.home, "--json", "inbox", runId], { home: s.home })).stdout);
+  const promptId = (inbox.prompts ?? inbox.questions)[0].id as string;
+  expect((await runAtomic(["--home", s.home, "answer", runId, promptId, "no"], { home: s.home })).code).toBe(0);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual({ sum: 6, answer: "no" });
+  expect(service.events("drive_started").map((e) => e.reason)).toEqual(["crashed", "answered"]);
+}, T);
+
 test("ctx.sleep(3000) with its driver gone: the service continues the run at its wake-up time, not before", async () => {
   const s = newSetup();
   const service = startService(s);

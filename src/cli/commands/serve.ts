@@ -55,7 +55,7 @@ export default defineCommand({
     await service.stop();
     await server.stop();
     if (s.globals.json) s.json({ type: "stopped", signal });
-    else s.info("service stopped");
+    else s.info("service and status server stopped");
   },
 });
 
@@ -70,8 +70,9 @@ function parseMaxRuns(text: string | undefined): number {
   return n;
 }
 
-/** The service's log: NDJSON with --json, else a line on stderr with the time. */
+/** The service's log: NDJSON with --json, else a line with the time (on stdout; its problems as warnings on stderr). */
 function logLine(s: CliSession, event: ServiceLogEvent): void {
   if (s.globals.json) s.json({ ...event, at: Date.now() });
-  else process.stderr.write(`${new Date().toISOString()} ${event.message}\n`);
+  else if (event.type === "service_error") s.warn(event.message);
+  else s.info(`${s.style.dim(new Date().toISOString())} ${event.message}`);
 }
