@@ -21,8 +21,8 @@ import type { CliSession } from "./session.ts";
 import { createRunView } from "./view/run-view.ts";
 
 export const NEW_RUN_ARGS = {
-  workflow: { type: "string", description: "the run's workflow file, when it moved since the run ran" },
-  cwd: { type: "string", description: "run in this directory instead of the one the run ran in" },
+  workflow: { type: "string", valueHint: "FILE", description: "the run's workflow file, when it moved since the run ran" },
+  cwd: { type: "string", valueHint: "DIR", description: "run in this directory instead of the one the run ran in" },
   leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
   ...POOL_ARGS,
   ...BUDGET_ARGS,

@@ -17,7 +17,7 @@ export default defineCommand({
   meta: { name: "fork", description: "Start a new run that reuses a run's results before a step and runs the rest live" },
   args: {
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
-    at: { type: "string", description: "the step to go live at: its position as show prints it (#3, #4.1) or its name" },
+    at: { type: "string", valueHint: "STEP", description: "the step to go live at: its position as show prints it (#3, #4.1.0; #4 a whole group) or its name" },
     ...NEW_RUN_ARGS,
   },
   async run({ args }) {

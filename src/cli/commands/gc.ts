@@ -24,7 +24,7 @@ import { session } from "../session.ts";
 export default defineCommand({
   meta: { name: "gc", description: "Delete old finished runs and their artifacts; shrink the journal" },
   args: {
-    olderThan: { type: "string", description: `only runs that ended (or last changed) longer ago than this: ${AGE_EXAMPLES} (default ${DEFAULT_OLDER_THAN})` },
+    olderThan: { type: "string", valueHint: "AGE", description: `only runs that ended (or last changed) longer ago than this: ${AGE_EXAMPLES} (default ${DEFAULT_OLDER_THAN})` },
     status: { type: "string", description: `statuses to delete, comma-separated (default ${FINISHED_STATUSES.join(",")}); ${RESUMABLE_STATUSES.join(", ")} need --force` },
     dryRun: { type: "boolean", description: "say what would be deleted, delete nothing" },
     force: { type: "boolean", description: "also delete runs that could still continue (never one a driver holds now)" },
