@@ -197,6 +197,21 @@ e2eTest("gc removes artifact directories of runs no longer in the journal once t
   expect(existsSync(join(home, "artifacts", id))).toBe(true);
 });
 
+e2eTest("child runs go with their root, with their artifacts", async () => {
+  const home = makeTempDir();
+  const r = await runAtomic(["run", fixture("forks.ts"), "--input", `out=${join(makeTempDir(), "out.txt")}`], { home });
+  expect(r.code).toBe(0);
+  const id = /atomic show (\S+)/.exec(r.stdout)![1]!;
+  const shown = JSON.parse((await runAtomic(["show", id, "--json"], { home })).stdout) as { steps: { kind: string; childRunId?: string }[] };
+  const childId = shown.steps.find((s) => s.kind === "child")!.childRunId!;
+  expect((await runAtomic(["show", childId], { home })).code).toBe(0);
+  const report = await gc(home, "--older-than", "0s");
+  expect({ runs: report.runs, childRuns: report.childRuns, runRows: report.rowsByTable.runs }).toEqual({ runs: 1, childRuns: 1, runRows: 2 });
+  expect((await runAtomic(["show", childId], { home })).code).toBe(2);
+  expect(existsSync(join(home, "artifacts", id))).toBe(false);
+  expect(existsSync(join(home, "artifacts", childId))).toBe(false);
+});
+
 e2eTest("gc refuses bad input in one sentence with a hint, exit 2", async () => {
   const home = makeTempDir();
   for (const [args, message] of [
