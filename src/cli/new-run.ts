@@ -9,7 +9,7 @@ import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { RootRun, type NewRunRequest } from "../engine/driver.ts";
 import { loadWorkflowFile, type LoadedWorkflow } from "../engine/loader.ts";
-import { checkRunDir, recordedPlace } from "../engine/run-place.ts";
+import { recordedPlace } from "../engine/run-place.ts";
 import type { JournalEvent, RunRecord } from "../journal/types.ts";
 import { UsageError } from "../shared/errors.ts";
 import { newRunId } from "../shared/ids.ts";
@@ -50,10 +50,12 @@ export async function loadRecorded(
   // Resolved before moving: a --workflow path is relative to where the command was typed.
   const file = where.workflow !== undefined ? resolve(where.workflow) : place.path;
   if (cwd !== undefined) {
-    if (where.cwd !== undefined && !(existsSync(cwd) && statSync(cwd).isDirectory())) {
-      throw new UsageError("bad_flag", `--cwd ${where.cwd} is not a directory`, { hint: "name an existing directory" });
+    if (!(existsSync(cwd) && statSync(cwd).isDirectory())) {
+      if (where.cwd !== undefined) throw new UsageError("bad_flag", `--cwd ${where.cwd} is not a directory`, { hint: "name an existing directory" });
+      throw new UsageError("run_dir_missing", `run ${run.id} ran in ${cwd}, which no longer exists`, {
+        hint: "recreate that directory, or name another with --cwd DIR",
+      });
     }
-    checkRunDir(run.id, cwd);
     if (cwd !== process.cwd()) {
       process.chdir(cwd);
       s.info(where.cwd !== undefined ? `running in ${cwd} (--cwd)` : `running in ${cwd}, where run ${run.id} ran`);

@@ -334,7 +334,12 @@ export class RootRun {
   }
 }
 
-/** A fork's copy of an old run's start record or checkpoint, for the new run (with its stage index row). */
+/**
+ * A fork's copy of an old run's start record or checkpoint, for the new run
+ * (with its stage index row). It keeps its time, so `show` gives the reused
+ * step the timings it had; the new run's row reads as last changed then
+ * until its first live step (or its end) is recorded.
+ */
 function seedEntry(runId: RunId, e: JournalEvent, seed: ForkSeed): AppendEntry {
   const payload = { ...(e.payload as Record<string, unknown>), reusedFrom: seed.origin.runId };
   const row = e.type === EVENT.checkpoint && e.key !== null ? seed.stages.get(e.key) : undefined;
