@@ -197,6 +197,8 @@
         h("span", { id: "run-duration", text: fmtDuration(run.durationMs) }),
         run.parentId ? h("span", {}, "child of ", h("a", { class: "mono", href: `/runs/${run.parentId}`, text: run.parentId })) : null,
         run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null,
+        run.origin ? h("span", { id: "run-origin" }, `${run.origin.kind} of `, h("a", { class: "mono", href: `/runs/${run.origin.runId}`, text: run.origin.runId }),
+          run.origin.at ? ` at #${run.origin.at.position} (${run.origin.at.name})` : "") : null,
         run.recoveredByService ? h("span", { id: "run-recovered", text: `recovered by the service ${run.recoveredByService === 1 ? "once" : `${run.recoveredByService} times`}` }) : null);
       fill(head, h("div", {}, h("h1", { text: run.workflow }), meta), controls);
       clear(notices);
@@ -220,7 +222,7 @@
       const block = (label, value) => value === undefined || value === null ? null
         : h("details", {}, h("summary", { text: label }), h("pre", { class: "json", text: JSON.stringify(value, null, 2) }));
       clear(io);
-      const kids = [block("Origin", run.origin), block("Inputs", run.inputs), block("Outputs", run.outputs)].filter(Boolean);
+      const kids = [block("Inputs", run.inputs), block("Outputs", run.outputs)].filter(Boolean);
       if (kids.length) io.append(h("div", { class: "card" }, kids));
     }
 
