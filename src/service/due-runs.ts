@@ -51,6 +51,8 @@ interface Facts {
   checkpointed: ReadonlySet<string>;
 }
 
+const NONE: ReadonlySet<string> = new Set();
+
 /** The stored statuses a due run can have. */
 export const CANDIDATE_STATUSES = ["running", "awaiting_input", "interrupted"] as const;
 
@@ -109,7 +111,8 @@ export class DueRuns {
       lastDriveByService: lastDriveByService(events),
       sleepUntil: sleepingUntil(events),
       place: recordedPlace(run, events),
-      checkpointed: new Set(events.filter((e) => e.type === EVENT.checkpoint && e.key !== null).map((e) => e.key!)),
+      // Only a run waiting for an answer needs them (kept per run between scans: not for every run).
+      checkpointed: run.status === "awaiting_input" ? new Set(events.filter((e) => e.type === EVENT.checkpoint && e.key !== null).map((e) => e.key!)) : NONE,
     };
     this.facts.set(run.id, facts);
     return facts;

@@ -153,7 +153,7 @@ export class RecoveryDuty implements Duty {
       await this.leave(run.id, problem);
       return;
     }
-    if (!path.startsWith(BUILTIN_PREFIX) && fileDigest(path) !== digest) {
+    if (!path.startsWith(BUILTIN_PREFIX) && currentDigest(path) !== digest) {
       this.sayOnce(run.id, `digest:${digest}`, `run ${run.id}: its workflow file ${path} changed since the run started; replay checks that the recorded steps still match`);
     }
     const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl });
@@ -239,6 +239,16 @@ const WHY: Record<DueReason, string> = {
 /** Why a drive could not start in the run's recorded place, in one sentence; undefined when it can. */
 function placeProblem(cwd: string | undefined, path: string): string | undefined {
   if (cwd !== undefined && !(existsSync(cwd) && statSync(cwd).isDirectory())) return `the directory it ran in, ${cwd}, no longer exists`;
-  if (!path.startsWith(BUILTIN_PREFIX) && !existsSync(path)) return `its workflow file ${path} no longer exists`;
+  if (path.startsWith(BUILTIN_PREFIX)) return undefined;
+  if (!existsSync(path)) return `its workflow file ${path} no longer exists`;
+  if (currentDigest(path) === undefined) return `its workflow file ${path} cannot be read`;
   return undefined;
+}
+
+function currentDigest(path: string): string | undefined {
+  try {
+    return fileDigest(path);
+  } catch {
+    return undefined;
+  }
 }
