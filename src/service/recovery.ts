@@ -11,8 +11,8 @@
  * directory and workflow file must exist (else the run is left for a
  * person with that sentence: give-up.ts); a changed file (its digest
  * differs) is noted and driven, and replay decides whether it still fits
- * the journal (a file that no longer does ends the run failed with the
- * step that differs, as `atomic resume` does).
+ * the journal: a file that no longer does fails the drive with the step
+ * that differs, and the service leaves the run crashed with that sentence.
  *
  * A drive whose process dies without saying how its run ended is a crash
  * of that run's driver. Back-off per run after each: BACKOFF_MS[n-1]
@@ -189,6 +189,7 @@ export class RecoveryDuty implements Duty {
       entry.crashesInARow = 0;
       this.retryAt.delete(runId);
       this.service.log({ type: "drive_ended", runId, status: end.status, message: `run ${runId} ${end.status}` });
+      if (end.status === "failed") await this.leaveIfDiverged(runId);
     } else if (end.kind === "refused") {
       entry.crashesInARow = 0;
       if (HARMLESS_REFUSALS.has(end.errorCode)) {
@@ -212,8 +213,18 @@ export class RecoveryDuty implements Duty {
     if (this.active && !this.scanning) this.schedule(0);
   }
 
-  private async leave(runId: RunId, reason: string): Promise<void> {
-    const written = await leaveForAPerson(this.journal, runId, reason).catch(() => false);
+  /**
+   * A drive that found the workflow file no longer replays the journal (the file was edited since) ended
+   * the run failed; the run is not at fault, its file is: it is left crashed, with that sentence.
+   */
+  private async leaveIfDiverged(runId: RunId): Promise<void> {
+    const run = await this.journal.getRun(runId).catch(() => undefined);
+    if (run?.status !== "failed" || run.error?.code !== "nondeterminism") return;
+    await this.leave(runId, `its workflow file no longer replays consistently (${run.error.message})`, true);
+  }
+
+  private async leave(runId: RunId, reason: string, crashed = false): Promise<void> {
+    const written = await leaveForAPerson(this.journal, runId, reason, crashed).catch(() => false);
     if (!written) return;
     const entry = this.runs.get(runId);
     if (entry) entry.leftBecause = reason;

@@ -11,7 +11,7 @@
  */
 
 import { expect, test } from "bun:test";
-import { copyFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { processesWithEnv } from "../helpers/processes.ts";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
@@ -107,6 +107,29 @@ test("a run whose workflow file was deleted stays crashed, with the reason in ru
   await Bun.sleep(1500);
   expect(service.events("drive_started")).toEqual([]);
   expect(service.events("run_left").length).toBe(1);
+}, T);
+
+test("a workflow file edited so that it no longer replays: the run is left crashed with the step that differs", async () => {
+  const s = newSetup();
+  const dir = makeTempDir("atomic-service-wf-");
+  const file = join(dir, "recoverable.ts");
+  copyFileSync(FIXTURE, file);
+  const run = startRun(s, "gate", file);
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  writeFileSync(file, readFileSync(file, "utf8").replace('step("b", 2)', 'step("bee", 2)'));
+  writeFileSync(s.gateFile, "open");
+  const service = startService(s);
+  await service.log.waitFor(/"type":"run_left"/, 60_000);
+  const shown = await show(s, runId);
+  expect(shown.status).toBe("crashed");
+  expect(shown.run.error?.code).toBe("recovery_stopped");
+  expect(shown.run.error?.message).toContain("the service stopped recovering this run: its workflow file no longer replays consistently (run ");
+  expect(shown.run.error?.message).toContain('the workflow now asks for tool "bee", the journal recorded tool "b"');
+  expect(service.events("drive_started").length).toBe(1);
+  // Nothing after the divergence ran: c never did.
+  expect(countsByStep(s, runId)).toMatchObject({ a: 1, b: 1, c: 0 });
 }, T);
 
 test("ctx.ask answered while nothing drives the run: the service continues it with the answer", async () => {
