@@ -19,7 +19,8 @@
  * before the next drive; after MAX_CRASHES crashes in a row (drives this
  * service started; a drive that ends any other way ends the streak) the run
  * is left for a person, with the exit and the log file in the sentence.
- * The streak is kept in memory: a restarted service counts anew.
+ * A restarted service takes the streak up from the journal (a drive of the
+ * service that recorded no end crashed: due-runs.ts).
  *
  * A drive whose run has waited PARK_AFTER_MS for an answer to `ctx.ask` is
  * stopped (the run parks, resumable): a question nobody answers for a day
@@ -143,11 +144,16 @@ export class RecoveryDuty implements Duty {
         this.sayOnce(run.id, `sleep:${verdict.at}`, `run ${run.id} sleeps; the service resumes it at ${new Date(verdict.at).toISOString()}`);
         continue;
       }
-      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest);
+      if (!this.runs.has(run.id) && verdict.crashesInARow >= MAX_CRASHES) {
+        // Crashed that often under an earlier service (this one has not driven it yet): a person's now.
+        await this.leave(run.id, `its driver crashed ${verdict.crashesInARow} times in a row under the service`);
+        continue;
+      }
+      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest, verdict.crashesInARow);
     }
   }
 
-  private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string): Promise<void> {
+  private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string, crashesSeen: number): Promise<void> {
     const problem = placeProblem(recordedCwd, path);
     if (problem) {
       await this.leave(run.id, problem);
@@ -158,7 +164,8 @@ export class RecoveryDuty implements Duty {
     }
     const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl });
     this.drives.set(run.id, drive);
-    const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: 0 };
+    // A run this service has not driven yet starts from the crashes the journal shows (drives of an earlier service).
+    const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: crashesSeen };
     entry.reason = reason;
     entry.drives++;
     entry.lastStartedAt = Date.now();

@@ -301,6 +301,23 @@ test("a run whose driver crashes on every drive is tried three times with back-o
   expect(countsByStep(s, runId)).toMatchObject({ a: 1, b: 1 });
 }, T);
 
+test("the crash streak survives a restart of the service: the journal shows the drives that crashed", async () => {
+  const s = newSetup();
+  const first = startService(s);
+  await first.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "crash");
+  const runId = await runIdOf(run.out);
+  await run.proc.exited;
+  await first.log.waitFor(/"type":"drive_crashed"/, 60_000);
+  await kill9(first.proc);
+  const second = startService(s);
+  const left = await second.log.waitFor(/"type":"run_left"/, 60_000);
+  expect(left).toContain("its driver crashed 3 times in a row");
+  expect([first.events("drive_started").length, second.events("drive_started").length]).toEqual([1, 2]);
+  expect(sideEffects(s).get("crash")).toBe(4);
+  expect((await show(s, runId)).status).toBe("crashed");
+}, T);
+
 async function recordedWakeAt(s: ReturnType<typeof newSetup>, runId: string): Promise<number> {
   const { openJournal } = await import("../../src/journal/open.ts");
   const journal = await openJournal({ home: s.home, durability: "full" });
