@@ -280,6 +280,15 @@ test("a workflow with recover: false is not recovered: its crashed run waits for
   await service.log.waitFor(/opted out of recovery/);
   expect(service.events("drive_started")).toEqual([]);
   expect((await show(s, runId)).status).toBe("crashed");
+  // Nor can it be left to the service: --detach is refused before anything is written.
+  const detached = await runAtomic(["--home", s.home, "resume", runId, "--detach"], { home: s.home });
+  expect(detached.code).toBe(2);
+  expect(detached.stderr).toBe("error: workflow no-recovery opted out of recovery (recover: false), so the service would never drive a detached run of it.\nhint: drop --detach to drive the run here\n");
+  expect((await show(s, runId)).status).toBe("crashed");
+  const fresh = await runAtomic(["--home", s.home, "run", NO_RECOVERY, "--detach", "--input", `sideFile=${s.sideFile}`], { home: s.home });
+  expect(fresh.code).toBe(2);
+  expect(fresh.stderr).toContain("opted out of recovery (recover: false)");
+  expect((await runAtomic(["--home", s.home, "--json", "runs"], { home: s.home })).stdout.trim().split("\n").length).toBe(1);
 }, T);
 
 test("a run whose driver crashes on every drive is tried three times with back-off, then left for a person with the reason", async () => {

@@ -79,7 +79,7 @@ export default defineCommand({
       }
       warnIfUnpriced(s, config, loaded.definition, budget);
       const journal = await s.journal();
-      if (args.detach) await requireService(journal);
+      if (args.detach) await requireService(journal, { name: loaded.definition.name, recover: loaded.definition.recover !== false });
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       root = await RootRun.start(
