@@ -13,7 +13,6 @@
 import { expect, test } from "bun:test";
 import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { processesWithEnv } from "../helpers/processes.ts";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import {
@@ -21,6 +20,7 @@ import {
   NO_RECOVERY,
   UNINTERRUPTED,
   countsByStep,
+  drivesOf,
   kill9,
   newSetup,
   runIdOf,
@@ -68,7 +68,7 @@ test("the service killed and restarted in between: the restarted service resumes
   await kill9(run.proc);
   // The first service's drive reaches the gate again (the gate's side effect is there twice) ...
   await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
-  const drives = processesWithEnv("ATOMIC_DRIVEN_BY", "service");
+  const drives = drivesOf(s);
   expect(drives.length).toBe(1);
   // ... then the service and its drive are killed: nobody drives the run.
   await kill9(first.proc);
@@ -80,6 +80,23 @@ test("the service killed and restarted in between: the restarted service resumes
   expect(done.run.outputs).toEqual(UNINTERRUPTED);
   expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 3, c: 1 });
   expect(second.events("drive_started").map((e) => e.runId)).toEqual([runId]);
+}, T);
+
+test("a drive outlives its service: the service SIGKILLed, the drive finishes the run by itself", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
+  await kill9(service.proc);
+  writeFileSync(s.gateFile, "open");
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+  await waitUntil(() => drivesOf(s).length === 0, 30_000, "the drive to exit");
 }, T);
 
 test("a run whose workflow file was deleted stays crashed, with the reason in runs and show; the service does not try again", async () => {
@@ -166,7 +183,7 @@ test("a drive that waits for an answer is parked (no process waits), and the ans
   const runId = detached.stdout.trim();
   await service.log.waitFor(/"type":"drive_parked"/, 60_000);
   await service.log.waitFor(/"type":"drive_ended".*"status":"awaiting_input"/);
-  expect(processesWithEnv("ATOMIC_DRIVEN_BY", "service")).toEqual([]);
+  expect(drivesOf(s)).toEqual([]);
   expect((await show(s, runId)).status).toBe("awaiting_input");
   const inbox = JSON.parse((await runAtomic(["--home", s.home, "--json", "inbox", runId], { home: s.home })).stdout);
   const promptId = (inbox.prompts ?? inbox.questions)[0].id as string;
@@ -238,7 +255,7 @@ test("SIGTERM of the service stops the runs it drives resumably; a new service c
   await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
   first.proc.kill("SIGTERM");
   expect(await first.proc.exited).toBe(0);
-  expect(processesWithEnv("ATOMIC_DRIVEN_BY", "service")).toEqual([]);
+  expect(drivesOf(s)).toEqual([]);
   const stopped = await show(s, runId);
   expect(stopped.status).toBe("interrupted");
   writeFileSync(s.gateFile, "open");

@@ -9,8 +9,7 @@
 import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
-import { processesWithEnv } from "../helpers/processes.ts";
-import { countsByStep, kill9, newSetup, runIdOf, serviceCleanup, show, startRun, startService, untilStatus } from "./support.ts";
+import { countsByStep, drivesOf, kill9, newSetup, runIdOf, serviceCleanup, show, startRun, startService, untilStatus } from "./support.ts";
 
 serviceCleanup();
 
@@ -46,7 +45,7 @@ test("--max-runs 1: two crashed runs are driven one after the other, never both 
   await waitUntil(() => ids.some((id) => countsByStep(s, id).gate === 2), 60_000, "a drive at the gate");
   await Bun.sleep(1500);
   expect(service.events("drive_started").length).toBe(1);
-  expect(processesWithEnv("ATOMIC_DRIVEN_BY", "service").length).toBe(1);
+  expect(drivesOf(s).length).toBe(1);
   writeFileSync(s.gateFile, "open");
   for (const id of ids) await untilStatus(s, id, "completed");
   const order = service.log.lines.filter((l) => /"type":"drive_(started|ended)"/.test(l)).map((l) => JSON.parse(l).type as string);
