@@ -34,6 +34,7 @@ import { closeSync, fstatSync, mkdirSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { selfCommand } from "../shared/self-exec.ts";
 import type { RunId } from "../shared/ids.ts";
+import type { Durability } from "../journal/types.ts";
 
 export const DRIVEN_BY_ENV = "ATOMIC_DRIVEN_BY";
 const STOP_GRACE_MS = 20_000;
@@ -54,6 +55,7 @@ export interface DriveRequest {
   cwd: string;
   home: string;
   journalUrl: string | undefined;
+  durability?: Durability | undefined;
 }
 
 export class Drive {
@@ -69,7 +71,7 @@ export class Drive {
     const logFd = openSync(this.logPath, "a", 0o600);
     // This drive's output starts here (the file keeps earlier drives' too).
     const from = fstatSync(logFd).size;
-    const [cmd, ...args] = selfCommand("--home", req.home, "--json", "resume", req.runId);
+    const [cmd, ...args] = selfCommand("--home", req.home, ...(req.durability ? ["--durability", req.durability] : []), "--json", "resume", req.runId);
     const env: Record<string, string | undefined> = { ...process.env, [DRIVEN_BY_ENV]: "service" };
     if (req.journalUrl !== undefined) env.ATOMIC_JOURNAL = req.journalUrl;
     try {

@@ -162,7 +162,7 @@ export class RecoveryDuty implements Duty {
     if (!path.startsWith(BUILTIN_PREFIX) && currentDigest(path) !== digest) {
       this.sayOnce(run.id, `digest:${digest}`, `run ${run.id}: its workflow file ${path} changed since the run started; replay checks that the recorded steps still match`);
     }
-    const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl });
+    const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl, durability: this.service.durability });
     this.drives.set(run.id, drive);
     // A run this service has not driven yet starts from the crashes the journal shows (drives of an earlier service).
     const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: crashesSeen };

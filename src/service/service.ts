@@ -19,7 +19,7 @@
  * shutdown (SIGTERM) ends its drives so that every run stays resumable.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Durability, Journal } from "../journal/types.ts";
 import type { ServiceView } from "../status/source.ts";
 import { ServiceLease, type ServiceHolder } from "./service-lease.ts";
 
@@ -28,6 +28,8 @@ export interface ServiceOptions {
   home: string;
   /** The journal's URL when it is not the home's file: handed to the drives the service starts (never in argv). */
   journalUrl: string | undefined;
+  /** `--durability` of the service, and of the drives it starts (default: theirs, full). */
+  durability?: Durability | undefined;
   /** `--no-recover`: no run is recovered or woken. */
   recover: boolean;
   /** `--no-schedules`: schedules are not run (read by the schedules duty). */
