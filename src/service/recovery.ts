@@ -11,15 +11,16 @@
  * directory and workflow file must exist (else the run is left for a
  * person with that sentence: give-up.ts); a changed file (its digest
  * differs) is noted and driven, and replay decides whether it still fits
- * the journal (a file that no longer does ends the run failed with the
- * step that differs, as `atomic resume` does).
+ * the journal: a file that no longer does fails the drive with the step
+ * that differs, and the service leaves the run crashed with that sentence.
  *
  * A drive whose process dies without saying how its run ended is a crash
  * of that run's driver. Back-off per run after each: BACKOFF_MS[n-1]
  * before the next drive; after MAX_CRASHES crashes in a row (drives this
  * service started; a drive that ends any other way ends the streak) the run
  * is left for a person, with the exit and the log file in the sentence.
- * The streak is kept in memory: a restarted service counts anew.
+ * A restarted service takes the streak up from the journal (a drive of the
+ * service that recorded no end crashed: due-runs.ts).
  *
  * A drive whose run has waited PARK_AFTER_MS for an answer to `ctx.ask` is
  * stopped (the run parks, resumable): a question nobody answers for a day
@@ -143,22 +144,28 @@ export class RecoveryDuty implements Duty {
         this.sayOnce(run.id, `sleep:${verdict.at}`, `run ${run.id} sleeps; the service resumes it at ${new Date(verdict.at).toISOString()}`);
         continue;
       }
-      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest);
+      if (!this.runs.has(run.id) && verdict.crashesInARow >= MAX_CRASHES) {
+        // Crashed that often under an earlier service (this one has not driven it yet): a person's now.
+        await this.leave(run.id, `its driver crashed ${verdict.crashesInARow} times in a row under the service`);
+        continue;
+      }
+      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest, verdict.crashesInARow);
     }
   }
 
-  private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string): Promise<void> {
+  private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string, crashesSeen: number): Promise<void> {
     const problem = placeProblem(recordedCwd, path);
     if (problem) {
       await this.leave(run.id, problem);
       return;
     }
-    if (!path.startsWith(BUILTIN_PREFIX) && fileDigest(path) !== digest) {
+    if (!path.startsWith(BUILTIN_PREFIX) && currentDigest(path) !== digest) {
       this.sayOnce(run.id, `digest:${digest}`, `run ${run.id}: its workflow file ${path} changed since the run started; replay checks that the recorded steps still match`);
     }
-    const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl });
+    const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl, durability: this.service.durability });
     this.drives.set(run.id, drive);
-    const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: 0 };
+    // A run this service has not driven yet starts from the crashes the journal shows (drives of an earlier service).
+    const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: crashesSeen };
     entry.reason = reason;
     entry.drives++;
     entry.lastStartedAt = Date.now();
@@ -189,6 +196,7 @@ export class RecoveryDuty implements Duty {
       entry.crashesInARow = 0;
       this.retryAt.delete(runId);
       this.service.log({ type: "drive_ended", runId, status: end.status, message: `run ${runId} ${end.status}` });
+      if (end.status === "failed") await this.leaveIfDiverged(runId);
     } else if (end.kind === "refused") {
       entry.crashesInARow = 0;
       if (HARMLESS_REFUSALS.has(end.errorCode)) {
@@ -212,8 +220,18 @@ export class RecoveryDuty implements Duty {
     if (this.active && !this.scanning) this.schedule(0);
   }
 
-  private async leave(runId: RunId, reason: string): Promise<void> {
-    const written = await leaveForAPerson(this.journal, runId, reason).catch(() => false);
+  /**
+   * A drive that found the workflow file no longer replays the journal (the file was edited since) ended
+   * the run failed; the run is not at fault, its file is: it is left crashed, with that sentence.
+   */
+  private async leaveIfDiverged(runId: RunId): Promise<void> {
+    const run = await this.journal.getRun(runId).catch(() => undefined);
+    if (run?.status !== "failed" || run.error?.code !== "nondeterminism") return;
+    await this.leave(runId, `its workflow file no longer replays consistently (${run.error.message})`, true);
+  }
+
+  private async leave(runId: RunId, reason: string, crashed = false): Promise<void> {
+    const written = await leaveForAPerson(this.journal, runId, reason, crashed).catch(() => false);
     if (!written) return;
     const entry = this.runs.get(runId);
     if (entry) entry.leftBecause = reason;
@@ -239,6 +257,16 @@ const WHY: Record<DueReason, string> = {
 /** Why a drive could not start in the run's recorded place, in one sentence; undefined when it can. */
 function placeProblem(cwd: string | undefined, path: string): string | undefined {
   if (cwd !== undefined && !(existsSync(cwd) && statSync(cwd).isDirectory())) return `the directory it ran in, ${cwd}, no longer exists`;
-  if (!path.startsWith(BUILTIN_PREFIX) && !existsSync(path)) return `its workflow file ${path} no longer exists`;
+  if (path.startsWith(BUILTIN_PREFIX)) return undefined;
+  if (!existsSync(path)) return `its workflow file ${path} no longer exists`;
+  if (currentDigest(path) === undefined) return `its workflow file ${path} cannot be read`;
   return undefined;
+}
+
+function currentDigest(path: string): string | undefined {
+  try {
+    return fileDigest(path);
+  } catch {
+    return undefined;
+  }
 }

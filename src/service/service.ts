@@ -19,7 +19,7 @@
  * shutdown (SIGTERM) ends its drives so that every run stays resumable.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Durability, Journal } from "../journal/types.ts";
 import type { ServiceView } from "../status/source.ts";
 import { ServiceLease, type ServiceHolder } from "./service-lease.ts";
 
@@ -28,6 +28,8 @@ export interface ServiceOptions {
   home: string;
   /** The journal's URL when it is not the home's file: handed to the drives the service starts (never in argv). */
   journalUrl: string | undefined;
+  /** `--durability` of the service, and of the drives it starts (default: theirs, full). */
+  durability?: Durability | undefined;
   /** `--no-recover`: no run is recovered or woken. */
   recover: boolean;
   /** `--no-schedules`: schedules are not run (read by the schedules duty). */
@@ -123,11 +125,11 @@ export class Service implements ServiceView {
 
   /** Stops every duty (shutdown: their drives end resumably), then gives the service lease up. */
   async stop(): Promise<void> {
-    const wasActive = this.state === "active";
     this.state = "stopped";
     await this.transition;
     this.lease.stopRenewing();
-    if (wasActive) await Promise.all(this.duties.map((d) => d.stop("shutdown")));
+    // Also on standby: drives started while this service was active may still run, and end resumably here.
+    await Promise.all(this.duties.map((d) => d.stop("shutdown")));
     await this.lease.release();
   }
 

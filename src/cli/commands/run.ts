@@ -73,7 +73,7 @@ export default defineCommand({
       const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
       const config = checkedConfig(s, loaded.definition, budget);
       const journal = await s.journal();
-      if (args.detach) await requireService(journal);
+      if (args.detach) await requireService(journal, { name: loaded.definition.name, recover: loaded.definition.recover !== false });
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       root = await RootRun.start(

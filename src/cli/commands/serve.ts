@@ -33,6 +33,7 @@ export default defineCommand({
         journal: await s.journal(),
         home: s.globals.home,
         journalUrl: s.globals.journal,
+        durability: s.globals.durability,
         recover: args.recover !== false,
         schedules: args.schedules !== false,
         maxRuns,
