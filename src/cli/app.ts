@@ -23,13 +23,28 @@ type Loader = () => Promise<CommandDef<any>>;
 export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   run: {
     summary: "run a workflow file, or a builtin by name",
-    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run fan-out-and-synthesize --input prompt=\"Review src/ for bugs\"", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
+    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run ./review.ts --detach", "atomic run fan-out-and-synthesize --input prompt=\"Review src/ for bugs\"", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
     load: () => import("./commands/run.ts").then((m) => m.default),
   },
   resume: {
     summary: "continue an interrupted, crashed or failed run",
-    examples: ["atomic resume 01m8rf", "atomic resume 01m8rf --max-cost 5"],
+    examples: ["atomic resume 01m8rf", "atomic resume 01m8rf --max-cost 5", "atomic resume 01m8rf --max-cost 5 --detach"],
     load: () => import("./commands/resume.ts").then((m) => m.default),
+  },
+  rerun: {
+    summary: "start a new run of a run's workflow with its inputs (--input overrides)",
+    examples: ["atomic rerun 01m8rf", "atomic rerun 01m8rf --input depth=3"],
+    load: () => import("./commands/rerun.ts").then((m) => m.default),
+  },
+  fork: {
+    summary: "start a new run that reuses a run's results up to a step and runs the rest",
+    examples: ["atomic fork 01m8rf --at review", "atomic fork 01m8rf --at '#4'"],
+    load: () => import("./commands/fork.ts").then((m) => m.default),
+  },
+  gc: {
+    summary: "delete old finished runs and their artifacts; shrink the journal",
+    examples: ["atomic gc --dry-run", "atomic gc --older-than 7d", "atomic gc --older-than 90d --status failed,crashed --force"],
+    load: () => import("./commands/gc.ts").then((m) => m.default),
   },
   runs: {
     summary: "list runs",
@@ -57,7 +72,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   answer: { summary: "answer a question a run asked (ctx.ask)", examples: ["atomic answer 01m8rf q2rgm5mf yes"], load: () => import("./commands/answer.ts").then((m) => m.default) },
   inbox: { summary: "list a run's messages per stage and its questions", examples: ["atomic inbox 01m8rf"], load: () => import("./commands/inbox.ts").then((m) => m.default) },
   sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
-  serve: { summary: "serve the status page, JSON API and event streams", examples: ["atomic serve", "atomic serve --port 8080 --open"], load: () => import("./commands/serve.ts").then((m) => m.default) },
+  serve: {
+    summary: "the local service: the status page and API, and runs recovered and woken by themselves",
+    examples: ["atomic serve", "atomic serve --port 8080 --open", "atomic serve --max-runs 8", "atomic serve --no-recover"],
+    load: () => import("./commands/serve.ts").then((m) => m.default),
+  },
   workflows: {
     summary: "list workflows in .atomic/workflows/ and the builtins (or one's inputs and outputs)",
     examples: ["atomic workflows", "atomic workflows --inputs ./review.ts", "atomic workflows loop-until-done --source"],

@@ -16,7 +16,8 @@
 
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
-import type { Journal, Lease, RunRecord } from "../journal/types.ts";
+import type { AppendEntry, Journal, Lease, RunRecord, StageIndexEntry } from "../journal/types.ts";
+import type { ForkSeed, RunOrigin } from "./fork.ts";
 import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
@@ -48,6 +49,8 @@ export interface DriverOptions {
   executor?: StageExecutor | ((lease: Lease) => StageExecutor);
   /** Runners, models, prices, admission and default budget (default: loaded from `home` and the current directory). */
   config?: AtomicConfig;
+  /** Who asked for this drive, recorded with a resume ("service": src/service/ recovers or wakes the run). */
+  drivenBy?: "service";
 }
 
 export interface NewRunRequest {
@@ -59,6 +62,10 @@ export interface NewRunRequest {
   budget?: BudgetOptions;
   /** The new run's id, when the caller made it already; a fresh one otherwise. */
   runId?: RunId;
+  /** The run this one reruns (`atomic rerun`), recorded in its `run_started`. */
+  origin?: RunOrigin;
+  /** A fork's reused results (fork.ts): copied into the new run before it starts, replayed like a resume's. */
+  seed?: ForkSeed;
 }
 
 /** A root run being driven by this process. */
@@ -90,7 +97,10 @@ export class RootRun {
     const runId = req.runId ?? newRunId();
     const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: leaseMs(opts) });
-    const root = RootRun.create(opts, lease, acquiredAt, req.definition, req.inputs, new ReplayCursor(runId), null);
+    const origin = req.seed?.origin ?? req.origin;
+    const copies = (req.seed?.events ?? []).map((e) => seedEntry(runId, e, req.seed!));
+    const cursor = new ReplayCursor(runId, copies.map((c, i) => ({ runId, seq: i + 2, type: c.type, key: c.key ?? null, idempotencyKey: null, payload: c.payload, at: c.at ?? 0 })));
+    const root = RootRun.create(opts, lease, acquiredAt, req.definition, req.inputs, cursor, null);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
@@ -98,7 +108,17 @@ export class RootRun {
       runId,
       type: EVENT.runStarted,
       // The working directory is the run's (run-place.ts): resume runs the rest there.
-      payload: { workflow: req.definition.name, path: req.workflowPath, cwd: process.cwd(), digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
+      payload: {
+        workflow: req.definition.name,
+        path: req.workflowPath,
+        cwd: process.cwd(),
+        digest: req.digest,
+        depth: 0,
+        ...(budget ? { budget } : {}),
+        ...(origin ? { origin } : {}),
+        // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.
+        ...(req.definition.recover === false ? { recover: false } : {}),
+      },
       newRun: {
         rootId: runId,
         parentId: null,
@@ -110,6 +130,8 @@ export class RootRun {
         inputs: req.inputs,
       },
     });
+    // A fork's reused results, in one group commit, before any step of the new run can start.
+    await Promise.all(copies.map((c) => root.tree.append(c)));
     return root;
   }
 
@@ -155,6 +177,7 @@ export class RootRun {
       digestChanged: digest !== run.workflowDigest,
       ...(place ? { path: place.path, cwd: place.cwd } : {}),
       ...(budget ? { budget } : {}),
+      ...(opts.drivenBy ? { drivenBy: opts.drivenBy } : {}),
     };
     await root.tree.append({
       runId: run.id,
@@ -242,6 +265,19 @@ export class RootRun {
     return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;
   }
 
+  /**
+   * Leave the run to the local service instead of executing it here (`run --detach`, `resume --detach`):
+   * what start or resume recorded stays (the run_started or run_resumed event, a raised budget), and the
+   * lease is given up, so nobody drives the run until the service takes it over (src/service/recovery.ts).
+   */
+  async detach(): Promise<void> {
+    await this.tree.writer.flush();
+    this.tree.budget.close();
+    this.tree.admission.close();
+    await this.tree.executor.close().catch(() => {});
+    await this.tree.journal.releaseLease(this.tree.lease);
+  }
+
   private async lostOutcome(): Promise<RunOutcome> {
     const { lease, journal } = this.tree;
     const now = await journal.getLease(lease.rootId).catch(() => undefined);
@@ -296,6 +332,29 @@ export class RootRun {
     clearInterval(this.controlTimer);
     clearInterval(this.storageTimer);
   }
+}
+
+/**
+ * A fork's copy of an old run's start record or checkpoint, for the new run
+ * (with its stage index row). It keeps its time, so `show` gives the reused
+ * step the timings it had; the new run's row reads as last changed then
+ * until its first live step (or its end) is recorded.
+ */
+function seedEntry(runId: RunId, e: JournalEvent, seed: ForkSeed): AppendEntry {
+  const payload = { ...(e.payload as Record<string, unknown>), reusedFrom: seed.origin.runId };
+  const row = e.type === EVENT.checkpoint && e.key !== null ? seed.stages.get(e.key) : undefined;
+  const stage: StageIndexEntry | undefined = row && {
+    key: row.key,
+    path: row.path,
+    name: row.name,
+    kind: row.kind,
+    state: row.state,
+    attempt: row.attempt,
+    ...(row.childRunId ? { childRunId: row.childRunId } : {}),
+    ...(row.outcome ? { outcome: row.outcome } : {}),
+    ...(row.usage ? { usage: row.usage } : {}),
+  };
+  return { runId, type: e.type, key: e.key, payload, at: e.at, ...(stage ? { stage } : {}) };
 }
 
 /** A stage attempt or a child run began: processes of the run may have been started. */

@@ -6,6 +6,7 @@
  * directory) for timelines, and a stage's usage when its runner reported one.
  */
 
+import type { RunOrigin } from "./fork.ts";
 import { stageLogPath } from "../runners/stage-logs.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
@@ -75,6 +76,8 @@ export interface StepReport {
   wakeAt?: number;
   /** A stage's warnings (a tool its agent refused). */
   warnings?: string[];
+  /** A fork's step whose recorded result was copied from this run (fork.ts), not run again. */
+  reusedFrom?: string;
 }
 
 export interface RunReport {
@@ -82,6 +85,8 @@ export interface RunReport {
   questions?: { id: string; question: string; choices: string[] | null; deadline: number | null }[];
   run: RunRecord;
   status: ShownStatus;
+  /** Where the run came from: the run it reruns or forks (fork.ts), from its run_started. */
+  origin?: RunOrigin;
   leaseExpiresAt?: number;
   /** A crashed run: why (run-status.ts crashCause). */
   crashCause?: "driver_gone" | "lease_expired";
@@ -105,8 +110,10 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const steps = new Map<string, StepReport>();
   const waiting = new Map<string, { position: string; name: string; reason: string; since: number }>();
   let lastEventAt = 0;
+  let origin: RunOrigin | undefined;
   for (const e of events) {
     lastEventAt = Math.max(lastEventAt, e.at);
+    if (e.type === EVENT.runStarted) origin = (e.payload as { origin?: RunOrigin }).origin;
     if (e.type === EVENT.stageWaiting) {
       const w = e.payload as { stageKey: string; name: string; reason: string };
       waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
@@ -178,7 +185,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         break;
       }
       case EVENT.checkpoint: {
-        const c = e.payload as CheckpointPayload & { childRunId?: string };
+        const c = e.payload as CheckpointPayload & { childRunId?: string; reusedFrom?: string };
+        if (c.reusedFrom) step.reusedFrom = c.reusedFrom;
         step.endedAt = e.at;
         if (c.startedAt) step.startedAt = c.startedAt;
         const last = step.attemptLog.at(-1);
@@ -258,7 +266,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       }
     }
   }
-  const report: RunReport = { run, status, steps: list };
+  const report: RunReport = { run, status, steps: list, ...(origin ? { origin } : {}) };
   if (waiting.size > 0 && (status === "running" || status === "paused")) report.waiting = [...waiting.values()];
   const open = (await journal.messages.prompts(run.rootId, "open")).filter((p) => p.runId === run.id);
   if (open.length > 0) report.questions = open.map((p) => ({ id: p.id, question: p.question, choices: p.choices, deadline: p.deadline }));

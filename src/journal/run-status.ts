@@ -30,6 +30,15 @@ export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date
   return run.control === "pause" ? "paused" : "running";
 }
 
+/**
+ * Whether a lease still has a driver: held (the journal returns released
+ * leases as none), not past its expiry, its holder not a gone process of
+ * this host. A run whose lease is live is never taken from under its driver.
+ */
+export function leaseLive(lease: Lease | undefined, now = Date.now()): boolean {
+  return lease !== undefined && !isLocalHolderDead(lease) && !expired(lease, now);
+}
+
 /** Past its expiry by this host's clock, unless its holder visibly still runs here. */
 function expired(lease: Lease, now: number): boolean {
   return lease.renewedAt + lease.timeoutMs < now && !isLocalHolderRunning(lease);

@@ -18,6 +18,7 @@
  * Events without text (tool calls, usage) always pass.
  */
 
+import { formatBytes } from "../shared/format-bytes.ts";
 import type { RunnerEvent } from "../runners/types.ts";
 
 /** Characters of live text per stage per batch (64 KiB of ASCII). */
@@ -132,11 +133,4 @@ function mergeInto(last: RunnerEvent | undefined, event: RunnerEvent): boolean {
     return true;
   }
   return false;
-}
-
-function formatBytes(n: number): string {
-  if (n < 1024) return `${n} bytes`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 * 1024 * 1024) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-  return `${(n / 1024 / 1024 / 1024).toFixed(1)} GiB`;
 }

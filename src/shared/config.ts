@@ -20,6 +20,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { UsageError } from "./errors.ts";
 import { runtimeDir } from "./runtime-dir.ts";
+import { AGE_EXAMPLES, parseAge } from "./age.ts";
 
 /** Price of a model in USD per million tokens. */
 export interface ModelPrice {
@@ -59,6 +60,19 @@ export interface BudgetConfig {
   warnAtPercent?: number;
 }
 
+/**
+ * Retention the service applies daily (engine/retention.ts): `{ "olderThan":
+ * "30d", "status": ["completed", "cancelled", "failed"] }`. `status`
+ * defaults to those finished statuses and may name only them: the service
+ * never deletes a run that could still continue. Absent: nothing is deleted.
+ */
+export interface RetentionConfig {
+  olderThan?: string;
+  status?: string[];
+}
+
+const RETENTION_STATUSES = ["completed", "cancelled", "failed"];
+
 export interface AtomicConfig {
   /** Default runner of prompt stages (ATOMIC_RUNNER; default "openai"). */
   runner?: string;
@@ -79,6 +93,7 @@ export interface AtomicConfig {
   pricing?: Record<string, ModelPrice>;
   admission?: AdmissionConfig;
   budget?: BudgetConfig;
+  retention?: RetentionConfig;
 }
 
 export const DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1";
@@ -162,6 +177,14 @@ function checkConfig(c: Record<string, unknown>, file: string): void {
   obj(c.budget, "budget");
   if (isObject(c.budget)) {
     for (const k of ["maxCostUsd", "maxTokens", "maxDurationMs", "warnAtPercent"]) num(c.budget[k], `budget.${k}`);
+  }
+  obj(c.retention, "retention");
+  if (isObject(c.retention)) {
+    const { olderThan, status } = c.retention;
+    if (olderThan !== undefined && (typeof olderThan !== "string" || parseAge(olderThan) === undefined)) bad("retention.olderThan", `an age like ${AGE_EXAMPLES}`);
+    if (status !== undefined && !(Array.isArray(status) && status.every((x) => RETENTION_STATUSES.includes(x as string)))) {
+      bad("retention.status", `an array of ${RETENTION_STATUSES.join(", ")}`);
+    }
   }
 }
 

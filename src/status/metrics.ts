@@ -17,9 +17,10 @@
  * scrape reads the runs that changed, the events they appended since
  * (folded into the stage counters), and the lease of each live root run
  * (running or awaiting input: its shown status moves with time, without
- * any change to its row). The first scrape reads everything once. Runs are
- * never deleted from a journal today; a retention that deletes them would
- * need to tell this view.
+ * any change to its row). The first scrape reads everything once. A run
+ * deleted by retention (`atomic gc`) comes as a change marked `deleted`:
+ * it leaves the runs gauge; the counters keep what it added (they count
+ * what happened, and a counter never goes down).
  */
 
 import { EVENT, type CheckpointPayload, type StepIdentity } from "../engine/journal-events.ts";
@@ -93,6 +94,12 @@ export class JournalMetrics {
   /** Folds one changed run in: its new events, and (a root) its stored status. */
   private async apply(change: RunChange): Promise<void> {
     const prev = this.seen.get(change.id);
+    if (change.deleted) {
+      if (prev?.status) this.roots.set(prev.status, (this.roots.get(prev.status) ?? 0) - 1);
+      this.live.delete(change.id);
+      this.seen.delete(change.id);
+      return;
+    }
     let after = prev?.lastSeq ?? 0;
     while (after < change.lastSeq) {
       const events = await this.journal.readEvents(change.id, after, EVENTS_PAGE);

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { EVENT } from "../../src/engine/journal-events.ts";
 import { SqliteJournal } from "../../src/journal/sqlite/sqlite-journal.ts";
 import type { Journal } from "../../src/journal/types.ts";
-import { newRunId } from "../../src/shared/ids.ts";
+import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { thisProcessHolder } from "../../src/shared/process-info.ts";
 import { JournalMetrics } from "../../src/status/metrics.ts";
 import { RunSummaries } from "../../src/status/summaries.ts";
@@ -126,4 +126,26 @@ test("the run list counts stages from the stage index, reading no event", async 
   for (const r of page.runs) expect(r.stages.total).toBe(stages.get(r.id)!);
   expect(page.runs.every((r) => r.stages.completed === r.stages.total)).toBe(true);
   expect(calls.get("readEvents") ?? 0).toBe(0);
+});
+
+test("runs deleted by retention leave the runs gauge at the next scrape; change numbers keep going up past them", async () => {
+  const journal = await SqliteJournal.open(join(makeTempDir("atomic-metrics-"), "atomic.db"), { durability: "normal" });
+  journals.push(journal);
+  const ids: RunId[] = [];
+  for (let i = 0; i < 4; i++) ids.push(await seedRun(journal, { stages: 1 }));
+  const newest = ids[3]!;
+  const metrics = new JournalMetrics(journal);
+  expect(value(await metrics.render(), 'atomic_runs{status="completed"}')).toBe(4);
+  const before = (await journal.views.changesSince(0, 100)).at(-1)!.change;
+  // The newest run holds the highest change number: deleting it must not let the next change reuse that number.
+  const deleted = await journal.retention.deleteTree(newest, () => true);
+  expect(deleted?.runIds).toEqual([newest]);
+  const gone = await journal.views.changesSince(before, 100);
+  expect(gone.map((c) => `${c.id} ${c.deleted === true}`)).toEqual([`${newest} true`]);
+  const added = await seedRun(journal, { stages: 1 });
+  const after = await journal.views.changesSince(gone[0]!.change, 100);
+  expect(after.map((c) => c.id)).toContain(added);
+  const text = await metrics.render();
+  expect(value(text, 'atomic_runs{status="completed"}')).toBe(4);
+  expect(value(text, "atomic_stages_started_total")).toBe(5);
 });

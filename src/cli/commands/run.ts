@@ -18,7 +18,8 @@ import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig, type AtomicConfig } from "../../shared/config.ts";
+import type { BudgetOptions, WorkflowDefinition } from "../../sdk/types.ts";
 import { checkRunner, defaultRunner } from "../../runners/agent-setup.ts";
 import { session } from "../session.ts";
 import { SERVE_ARGS, startCliServer } from "../status-server.ts";
@@ -26,6 +27,7 @@ import { createRunView, type RunView } from "../view/run-view.ts";
 import type { CliSession } from "../session.ts";
 import type { StatusServer } from "../../status/server.ts";
 import { exit, out } from "../output.ts";
+import { announceDetached, requireService } from "../detach.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
@@ -36,6 +38,7 @@ export default defineCommand({
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
     ...BUDGET_ARGS,
+    detach: { type: "boolean", description: "record the run and leave it to the service (atomic serve), printing its id at once" },
     serve: { type: "boolean", description: "serve the status page while the run runs" },
     ...SERVE_ARGS,
   },
@@ -46,6 +49,9 @@ export default defineCommand({
     const choice = executorOption(s, args).executor;
     if (!args.serve && (args.port !== undefined || args.host !== undefined)) {
       throw new UsageError("bad_flag", "--port and --host only go with --serve", { hint: "add --serve, or use atomic serve" });
+    }
+    if (args.detach && args.serve) {
+      throw new UsageError("bad_flag", "--detach and --serve do not go together: a detached run is driven by the service", { hint: "the service's page (atomic serve) shows it" });
     }
     const file = resolveWorkflowArg(args.file);
     // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
@@ -65,15 +71,9 @@ export default defineCommand({
       const loaded = await loadWorkflowFile(file);
       const json = args.inputsJson ? readInputsJson(args.inputsJson) : undefined;
       const inputs = parseInputPairs(loaded.definition.inputs ?? {}, repeatedFlag(s.rawArgs, "input"), json, args.file);
-      const { config } = loadConfig({ home: s.globals.home });
-      // A workflow that names its runner is checked before anything is written (a missing key, a missing CLI).
-      if (loaded.definition.runner) {
-        const runner = defaultRunner(config, loaded.definition.runner);
-        const problem = checkRunner(runner, config, loaded.definition.model ?? config.model);
-        if (problem) throw new UsageError(problem.code, `workflow ${loaded.definition.name}: ${problem.message}`, { hint: problem.hint });
-      }
-      warnIfUnpriced(s, config, loaded.definition, budget);
+      const config = checkedConfig(s, loaded.definition, budget);
       const journal = await s.journal();
+      if (args.detach) await requireService(journal, { name: loaded.definition.name, recover: loaded.definition.recover !== false });
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       root = await RootRun.start(
@@ -81,6 +81,11 @@ export default defineCommand({
         { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
       );
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
+      if (args.detach) {
+        await root.detach();
+        announceDetached(s, root.runId);
+        return;
+      }
       if (server) announce(s, view, server, root.runId);
       await driveRun(s, root, view);
     } finally {
@@ -90,6 +95,22 @@ export default defineCommand({
     }
   },
 });
+
+/**
+ * The config a new run runs with, once its workflow's runner is checked
+ * (before anything is written: a missing key, a missing CLI), with a warning
+ * when --max-cost meets a runner that reports no cost.
+ */
+export function checkedConfig(s: CliSession, definition: WorkflowDefinition, budget: BudgetOptions | undefined): AtomicConfig {
+  const { config } = loadConfig({ home: s.globals.home });
+  if (definition.runner) {
+    const runner = defaultRunner(config, definition.runner);
+    const problem = checkRunner(runner, config, definition.model ?? config.model);
+    if (problem) throw new UsageError(problem.code, `workflow ${definition.name}: ${problem.message}`, { hint: problem.hint });
+  }
+  warnIfUnpriced(s, config, definition, budget);
+  return config;
+}
 
 function announce(s: CliSession, view: RunView, server: StatusServer, runId: string): void {
   // A login URL: opening it signs the browser in and shows the run's page.
@@ -130,7 +151,7 @@ export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number
   return { leaseTimeoutMs: n };
 }
 
-function readInputsJson(file: string): Record<string, unknown> {
+export function readInputsJson(file: string): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(file, "utf8");

@@ -11,7 +11,9 @@
  * age: a number and s, m, h, d or w (`90m`, `2h`, `7d`).
  */
 
+import { parseAge } from "../../shared/age.ts";
 import { defineCommand } from "citty";
+import { RECOVERY_STOPPED } from "../../service/due-runs.ts";
 import { crashCause, shownEnd, shownStatus } from "../../journal/run-status.ts";
 import { RUN_STATUSES, type Journal, type Lease, type ListRunsFilter, type RunStatus, type ShownStatus } from "../../journal/types.ts";
 import { UsageError } from "../../shared/errors.ts";
@@ -92,7 +94,7 @@ export default defineCommand({
         { header: "COST", cells: rows.map((r) => (r.usage ? formatCost(r.usage) : "-")), drop: 4 },
         {
           header: "",
-          cells: rows.map((r) => (r.leaseExpiresAt === undefined ? "" : r.crashCause === "driver_gone" ? "driver process gone" : `lease expired ${formatTime(r.leaseExpiresAt)}`)),
+          cells: rows.map((r) => crashNote(r)),
           drop: 6,
           color: (_i, t) => st.dim(t),
         },
@@ -139,6 +141,14 @@ async function selectRuns(journal: Journal, filter: ListRunsFilter, wanted: read
   return rows;
 }
 
+/** Why a crashed run is crashed: the service's reason when it left the run for a person, else what happened to its driver. */
+function crashNote(r: Row): string {
+  if (r.status !== "crashed") return "";
+  if (r.run.error?.code === RECOVERY_STOPPED) return r.run.error.message;
+  if (r.leaseExpiresAt === undefined) return "";
+  return r.crashCause === "driver_gone" ? "driver process gone" : `lease expired ${formatTime(r.leaseExpiresAt)}`;
+}
+
 function isStored(status: ShownStatus): status is RunStatus {
   return (RUN_STATUSES as readonly string[]).includes(status);
 }
@@ -155,13 +165,12 @@ function parseStatuses(text: string): ShownStatus[] {
   return parts as ShownStatus[];
 }
 
-const AGE_UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 const ISO = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?)?$/;
 
 /** --since: an age (`2h`: runs started in the last two hours) or an ISO date (midnight UTC) or date-time. */
 export function parseSince(text: string, now = Date.now()): number {
-  const age = /^(\d+(?:\.\d+)?)([smhdw])$/.exec(text.trim());
-  if (age) return now - Number(age[1]) * AGE_UNITS[age[2]!]!;
+  const age = parseAge(text);
+  if (age !== undefined) return now - age;
   const at = ISO.test(text.trim()) ? Date.parse(text.trim().replace(" ", "T")) : NaN;
   if (!Number.isNaN(at)) return at;
   throw new UsageError("bad_flag", `--since ${JSON.stringify(text)} is neither a date nor an age`, {

@@ -10,6 +10,7 @@ import { reportTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
 import type { Usage } from "../../sdk/types.ts";
 import { hostLabel } from "../../shared/process-info.ts";
+import type { RunOrigin } from "../../engine/fork.ts";
 
 export default defineCommand({
   meta: { name: "show", description: "Show a run: stages, outputs, errors, timings" },
@@ -48,6 +49,7 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   }
   line("started", `${formatTime(run.createdAt)} (${formatDuration(end - run.createdAt)})`);
   if (depth === 0 && run.workflowPath) line("file", run.workflowPath);
+  if (report.origin) line("from", originText(report.origin));
   line("inputs", JSON.stringify(run.inputs));
   if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
   if (run.error) {
@@ -79,7 +81,7 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   const attempts =
     (step.attempts > 1 ? ` attempts ${step.attempts}` : "") + (step.generation && step.generation > 1 ? ` generation ${step.generation}` : "");
   const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
-  const label = step.kind === "stage" ? step.name : `${step.kind} ${step.name}`;
+  const label = (step.kind === "stage" ? step.name : `${step.kind} ${step.name}`) + (step.reusedFrom ? st.dim(` (reused from ${step.reusedFrom})`) : "");
   const until = step.status === "waiting" && step.wakeAt !== undefined ? ` until ${formatTime(step.wakeAt)}` : "";
   s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}${queued}${until}`)}`);
   // Every failed attempt with its error; the step's own error (its last) closes the list.
@@ -95,6 +97,11 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   for (const w of step.warnings ?? []) s.result(`${pad}          ${st.yellow("warning:")} ${w}`);
   if (step.kind === "stage" && step.outputPath) s.result(`${pad}          ${st.dim(`output: ${step.outputPath}`)}`);
   if (step.child) printReport(s, step.child, depth + 2, all);
+}
+
+/** "fork of 01m8rf at #3 (review)", "rerun of 01m8rf". */
+export function originText(o: RunOrigin): string {
+  return o.kind === "fork" ? `fork of ${o.runId} at #${o.at?.position ?? "?"} (${o.at?.name ?? "?"})` : `rerun of ${o.runId}`;
 }
 
 /** "260 in + 40 cached, 30 out, 2 turns, $0.000579" (cache writes, estimates and unpriced models said so). */

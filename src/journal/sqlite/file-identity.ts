@@ -16,12 +16,17 @@
  *
  * A file truncated under the run (`truncate`, `> atomic.db`) keeps its
  * inode; SQLite then reports I/O errors or "database disk image is
- * malformed". Nothing here shrinks the database file (no VACUUM, no
- * auto_vacuum: checkpoints only grow it), so a size below the largest one
- * seen by a check is that truncation, and is named as such.
+ * malformed". The only shrinking SQLite does itself is `atomic gc`'s vacuum
+ * (sqlite/retention.ts): a checkpoint truncates the file to a whole number
+ * of pages, its header intact. So a size below the largest one seen is that
+ * truncation, named as such, unless the file still starts with a SQLite
+ * header and ends on a page boundary. (Not "exactly the header's page
+ * count": a checkpoint that grows the file again writes page 1, with the
+ * new count, before the pages that extend it, and a check may fall in
+ * between.)
  */
 
-import { statSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { StorageError } from "../../shared/errors.ts";
 
 export interface FileIdentity {
@@ -59,7 +64,7 @@ export function fileChanged(path: string, opened: FileIdentity): StorageError | 
     return new StorageError("storage_unavailable", `the journal file ${path} was deleted while this process was using it`, { hint: HINT, cause: err });
   }
   if (now.dev === opened.dev && now.ino === opened.ino) {
-    if (now.size >= opened.size) {
+    if (now.size >= opened.size || wholePages(path, now.size)) {
       opened.size = now.size;
       return undefined;
     }
@@ -70,4 +75,24 @@ export function fileChanged(path: string, opened: FileIdentity): StorageError | 
     );
   }
   return new StorageError("storage_unavailable", `the journal file ${path} was replaced by another file while this process was using it`, { hint: HINT });
+}
+
+/** Whether the file at `path` is `size` bytes of whole SQLite pages: it starts with a SQLite header whose page size divides `size`. */
+function wholePages(path: string, size: number): boolean {
+  const header = Buffer.alloc(100);
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    if (readSync(fd, header, 0, 100, 0) < 100) return false;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+  if (header.toString("latin1", 0, 16) !== "SQLite format 3\0") return false;
+  const raw = header.readUInt16BE(16);
+  const pageSize = raw === 1 ? 65536 : raw;
+  // A page size is a power of two from 512 to 65536.
+  if (pageSize < 512 || (pageSize & (pageSize - 1)) !== 0) return false;
+  return size >= pageSize && size % pageSize === 0;
 }

@@ -359,6 +359,25 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`alter table work_items add column root_epoch integer not null default 0`.execute(db);
     },
   },
+  {
+    version: 7,
+    name: "retention: work operations indexed by work item; tombstones of deleted runs",
+    async up(db) {
+      // Retention deletes a run's operations through its items.
+      await sql`create index work_ops_by_work on work_ops (work_id)`.execute(db);
+      // A deleted run's last change number and a new one (views.ts: readers learn of the deletion in change
+      // order, and change numbers never go back when the run holding the highest one is deleted).
+      await sql`create table run_tombstones (
+        change_seq integer primary key,
+        id text not null,
+        root_id text not null,
+        parent_id text,
+        status text not null,
+        last_seq integer not null,
+        deleted_at integer not null
+      ) strict`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -45,10 +45,12 @@ import type {
   ListRunsFilter,
   MessageStore,
   RunRecord,
+  RunRetention,
   WorkQueue,
 } from "../types.ts";
 import { SqliteMessageStore } from "./messages.ts";
 import { SqliteViews } from "./views.ts";
+import { SqliteRetention } from "./retention.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
@@ -107,7 +109,12 @@ export class SqliteJournal implements Journal {
     this.messages = this.messageStore;
     this.sqliteViews = new SqliteViews(db, (fn) => this.#run(fn));
     this.views = this.sqliteViews;
+    this.sqliteRetention = new SqliteRetention(db, statements, location, (fn) => this.#run(fn));
+    this.retention = this.sqliteRetention;
   }
+
+  readonly retention: RunRetention;
+  private readonly sqliteRetention: SqliteRetention;
 
   readonly views: JournalViews;
   private readonly sqliteViews: SqliteViews;
@@ -128,6 +135,8 @@ export class SqliteJournal implements Journal {
       // Before any pragma that writes: a foreign or newer database must stay untouched.
       const version = readSchemaVersion(db, path);
       refuseIfTooNew(version, path);
+      // A new file frees the pages of deleted runs in steps (retention.ts); SQLite takes this only before the first table.
+      if (version === 0) db.run("pragma auto_vacuum = incremental");
       await configure(db, path, opts.durability ?? "full", busyTimeoutMs);
       // Up to date (the usual case): no migration transaction, no Kysely (versions only go up, so none can become due).
       if (version < LATEST_SCHEMA_VERSION) {
@@ -236,6 +245,7 @@ export class SqliteJournal implements Journal {
     this.workQueue.finalize();
     this.messageStore.finalize();
     this.sqliteViews.finalize();
+    this.sqliteRetention.finalize();
     await this.#destroyKysely();
     this.db.close();
   }

@@ -32,6 +32,7 @@ interface ChangeRow {
   status: string;
   last_seq: number;
   change_seq: number;
+  deleted: number;
 }
 
 /** Roots per statement: a page of the run list is 50; bound parameters stay far below SQLite's limit. */
@@ -46,7 +47,10 @@ export class SqliteViews implements JournalViews {
     private readonly guard: <T>(fn: () => T) => Promise<T>,
   ) {
     this.changes = db.prepare(
-      "select id, root_id, parent_id, status, last_seq, change_seq from runs where change_seq > ? order by change_seq limit ?",
+      `select id, root_id, parent_id, status, last_seq, change_seq, 0 as deleted from runs where change_seq > ?1
+       union all
+       select id, root_id, parent_id, status, last_seq, change_seq, 1 as deleted from run_tombstones where change_seq > ?1
+       order by change_seq limit ?2`,
     );
   }
 
@@ -98,6 +102,7 @@ export class SqliteViews implements JournalViews {
         status: r.status as RunStatus,
         lastSeq: r.last_seq,
         change: r.change_seq,
+        ...(r.deleted ? { deleted: true } : {}),
       })),
     );
   }

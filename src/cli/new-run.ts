@@ -1,0 +1,91 @@
+/**
+ * Starting a new run from a recorded one (`atomic rerun`, `atomic fork`):
+ * the old run's workflow file (or builtin) and working directory, as
+ * resume finds them (run-place.ts), then a run started and driven like
+ * `atomic run`'s. The old run is only read.
+ */
+
+import { existsSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { RootRun, type NewRunRequest } from "../engine/driver.ts";
+import { loadWorkflowFile, type LoadedWorkflow } from "../engine/loader.ts";
+import { recordedPlace } from "../engine/run-place.ts";
+import type { JournalEvent, RunRecord } from "../journal/types.ts";
+import { UsageError } from "../shared/errors.ts";
+import { newRunId } from "../shared/ids.ts";
+import { driveRun } from "./drive.ts";
+import { POOL_ARGS, executorOption } from "./pool-options.ts";
+import { BUDGET_ARGS, budgetOption } from "./budget-options.ts";
+import { checkedConfig, leaseOption } from "./commands/run.ts";
+import type { CliSession } from "./session.ts";
+import { createRunView } from "./view/run-view.ts";
+
+export const NEW_RUN_ARGS = {
+  workflow: { type: "string", valueHint: "FILE", description: "the run's workflow file, when it moved since the run ran" },
+  cwd: { type: "string", valueHint: "DIR", description: "run in this directory instead of the one the run ran in" },
+  leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+  ...POOL_ARGS,
+  ...BUDGET_ARGS,
+} as const;
+
+/** A root run of this journal (a child run is rerun or forked through its root). */
+export function assertRootRun(run: RunRecord, command: string): void {
+  if (run.parentId) {
+    throw new UsageError("not_root", `run ${run.id} is a child workflow run`, { hint: `${command} its root run instead: atomic ${command} ${run.rootId}` });
+  }
+}
+
+/**
+ * The recorded workflow, loaded in the run's recorded directory (this
+ * process moves there), or the file and directory `--workflow`/`--cwd` name.
+ */
+export async function loadRecorded(
+  s: CliSession,
+  run: RunRecord,
+  events: readonly JournalEvent[],
+  where: { workflow?: string | undefined; cwd?: string | undefined },
+): Promise<LoadedWorkflow> {
+  const place = recordedPlace(run, events);
+  const cwd = where.cwd !== undefined ? resolve(where.cwd) : place.cwd;
+  // Resolved before moving: a --workflow path is relative to where the command was typed.
+  const file = where.workflow !== undefined ? resolve(where.workflow) : place.path;
+  if (cwd !== undefined) {
+    if (!(existsSync(cwd) && statSync(cwd).isDirectory())) {
+      if (where.cwd !== undefined) throw new UsageError("bad_flag", `--cwd ${where.cwd} is not a directory`, { hint: "name an existing directory" });
+      throw new UsageError("run_dir_missing", `run ${run.id} ran in ${cwd}, which no longer exists`, {
+        hint: "recreate that directory, or name another with --cwd DIR",
+      });
+    }
+    if (cwd !== process.cwd()) {
+      process.chdir(cwd);
+      s.info(where.cwd !== undefined ? `running in ${cwd} (--cwd)` : `running in ${cwd}, where run ${run.id} ran`);
+    }
+  }
+  return loadWorkflowFile(file).catch((err: unknown) => {
+    if (where.workflow === undefined && err instanceof UsageError && err.code === "workflow_not_found") {
+      throw new UsageError(err.code, `workflow file ${file} does not exist any more (run ${run.id} ran from it)`, {
+        hint: "if it moved, name it with --workflow FILE",
+      });
+    }
+    throw err;
+  });
+}
+
+/** Starts the new run and drives it to its end, as `atomic run` does. */
+export async function startAndDrive(
+  s: CliSession,
+  args: Record<string, unknown> & { leaseMs?: string },
+  loaded: LoadedWorkflow,
+  req: Pick<NewRunRequest, "inputs" | "origin" | "seed">,
+): Promise<void> {
+  const budget = budgetOption(args as Parameters<typeof budgetOption>[0]);
+  const choice = executorOption(s, args as Parameters<typeof executorOption>[1]).executor;
+  const config = checkedConfig(s, loaded.definition, budget);
+  const journal = await s.journal();
+  const view = createRunView(s);
+  const root = await RootRun.start(
+    { journal, home: s.globals.home, observer: view.observer, config, ...leaseOption(args.leaseMs), executor: choice },
+    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, runId: newRunId(), ...(budget ? { budget } : {}), ...req },
+  );
+  await driveRun(s, root, view);
+}

@@ -1,0 +1,232 @@
+/**
+ * Retention: which runs `atomic gc` (and the service's daily duty) may
+ * delete, and deleting them with their artifacts.
+ *
+ * The rule: a root run goes, with its child runs, when its shown status is
+ * one of the selected ones and its last change (its end, else its last
+ * update) is older than the cutoff. Finished runs (completed, cancelled,
+ * failed) are what gc selects by default. Runs that could still continue
+ * (blocked by a budget, interrupted, crashed, awaiting an answer) are
+ * deleted only with `force`. A run whose lease is live (a driver runs it
+ * now: running, paused, sleeping, waiting for an answer, or just finishing)
+ * is never deleted, force or not. The journal decides again inside each
+ * tree's deleting transaction from the rows as they are then (RunRetention),
+ * so a run that a resume took over after it was listed is kept.
+ *
+ * Artifacts (stage stdout/stderr/transcripts, worker logs) live under
+ * `$ATOMIC_HOME/artifacts/<run id>/`; they go after their rows committed.
+ * A crash in between leaves a directory without a run, never a run whose
+ * files are gone; the next gc removes such a directory once it is older
+ * than the cutoff (a run's directory is made after its first event, so one
+ * without a run is never a run being started). Files a builtin wrote in the project
+ * (`<cwd>/.atomic/runs/…`) are the user's and stay.
+ */
+
+import { readdirSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { leaseLive, shownStatus } from "../journal/run-status.ts";
+import type { Journal, ReclaimReport, RunRecord, RunStatus, ShownStatus } from "../journal/types.ts";
+import type { RunId } from "../shared/ids.ts";
+import { parseAge } from "../shared/age.ts";
+import type { AtomicConfig } from "../shared/config.ts";
+
+/** Ended by themselves: gc's default selection, and all the service's retention deletes. */
+export const FINISHED_STATUSES = ["completed", "cancelled", "failed"] as const;
+/** Could still continue (`atomic resume`, an answer): selectable only with force. */
+export const RESUMABLE_STATUSES = ["blocked", "interrupted", "crashed", "awaiting_input"] as const;
+export type GcStatus = (typeof FINISHED_STATUSES)[number] | (typeof RESUMABLE_STATUSES)[number];
+export const GC_STATUSES: readonly GcStatus[] = [...FINISHED_STATUSES, ...RESUMABLE_STATUSES];
+
+export const DEFAULT_OLDER_THAN = "30d";
+/** How often the service applies the retention setting. */
+export const RETENTION_INTERVAL_MS = 24 * 3_600_000;
+
+/** Root runs read per page of candidates. */
+const PAGE = 200;
+
+export interface GcOptions {
+  olderThanMs: number;
+  statuses: readonly GcStatus[];
+  dryRun?: boolean;
+  now?: number;
+}
+
+export interface GcReport {
+  dryRun: boolean;
+  /** Root runs deleted (or that would be). */
+  runs: number;
+  /** Their child runs, deleted with them. */
+  childRuns: number;
+  /** Journal rows deleted, in all and by table. */
+  rows: number;
+  rowsByTable: Record<string, number>;
+  /** Artifact files and their bytes removed. */
+  artifactFiles: number;
+  artifactBytes: number;
+  /** Artifact directories of no run in the journal (left by a gc that was stopped), removed with their files. */
+  orphanDirs: number;
+  /** Runs selected but kept because a driver holds them now. */
+  kept: RunId[];
+  /** The journal's size before and after giving space back (not on a dry run). */
+  storage?: ReclaimReport;
+  deleted: RunId[];
+}
+
+/** Stored statuses whose runs may show one of `statuses` ("crashed" is a running or awaiting run without a driver). */
+function storedStatuses(statuses: readonly GcStatus[]): RunStatus[] {
+  const out = new Set<RunStatus>();
+  for (const s of statuses) {
+    if (s === "crashed") {
+      out.add("running");
+      out.add("awaiting_input");
+    } else out.add(s);
+  }
+  return [...out];
+}
+
+/** Deletes what `opts` selects; see the file header for the rule. */
+export async function collectGarbage(journal: Journal, home: string, opts: GcOptions): Promise<GcReport> {
+  const now = opts.now ?? Date.now();
+  const before = now - opts.olderThanMs;
+  const wanted = new Set<ShownStatus>(opts.statuses);
+  const report: GcReport = {
+    dryRun: opts.dryRun === true,
+    runs: 0,
+    childRuns: 0,
+    rows: 0,
+    rowsByTable: {},
+    artifactFiles: 0,
+    artifactBytes: 0,
+    orphanDirs: 0,
+    kept: [],
+    deleted: [],
+  };
+  const stored = storedStatuses(opts.statuses);
+  let afterId: RunId | undefined;
+  for (;;) {
+    const page = await journal.retention.candidates({ statuses: stored, before, limit: PAGE, ...(afterId ? { afterId } : {}) });
+    if (page.length === 0) break;
+    afterId = page.at(-1)!.id;
+    for (const candidate of page) {
+      let live = false;
+      const deleted = await journal.retention.deleteTree(
+        candidate.id,
+        (root, lease) => {
+          live = leaseLive(lease, Date.now());
+          return !live && wanted.has(shownStatus(root, lease)) && lastChange(root) < before;
+        },
+        { dryRun: report.dryRun },
+      );
+      if (!deleted) {
+        if (live) report.kept.push(candidate.id);
+        continue;
+      }
+      report.runs++;
+      report.childRuns += deleted.runIds.length - 1;
+      report.deleted.push(candidate.id);
+      for (const [table, n] of Object.entries(deleted.rows)) {
+        report.rowsByTable[table] = (report.rowsByTable[table] ?? 0) + n;
+        report.rows += n;
+      }
+      for (const id of deleted.runIds) {
+        const files = removeArtifacts(join(home, "artifacts", id), report.dryRun);
+        report.artifactFiles += files.files;
+        report.artifactBytes += files.bytes;
+      }
+    }
+  }
+  await sweepOrphans(journal, home, before, report);
+  if (!report.dryRun) report.storage = await journal.retention.reclaim({ rewrite: !(await anyLive(journal)) });
+  return report;
+}
+
+function lastChange(run: RunRecord): number {
+  return run.endedAt ?? run.updatedAt;
+}
+
+/** Whether any run has a driver now (a whole-file rewrite would make its writes wait). */
+async function anyLive(journal: Journal): Promise<boolean> {
+  const open = await journal.listRuns({ statuses: ["running", "awaiting_input"], rootsOnly: true });
+  for (const run of open) if (leaseLive(await journal.getLease(run.id))) return true;
+  return false;
+}
+
+/** Artifact directories older than `before` whose run is not in the journal: counted, and removed unless a dry run. */
+async function sweepOrphans(journal: Journal, home: string, before: number, report: GcReport): Promise<void> {
+  const root = join(home, "artifacts");
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return; // no artifacts yet
+  }
+  const deleted = new Set<string>(report.deleted);
+  for (const name of names) {
+    // Run ids and run keys only (shared/ids.ts); what a dry run selected is counted already.
+    if (!/^[a-z0-9][a-z0-9._-]*$/.test(name) || (report.dryRun && deleted.has(name))) continue;
+    const dir = join(root, name);
+    let mtime: number;
+    try {
+      const st = statSync(dir);
+      if (!st.isDirectory()) continue;
+      mtime = st.mtimeMs;
+    } catch {
+      continue;
+    }
+    if (mtime >= before || (await journal.getRun(name as RunId))) continue;
+    const files = removeArtifacts(dir, report.dryRun);
+    report.orphanDirs++;
+    report.artifactFiles += files.files;
+    report.artifactBytes += files.bytes;
+  }
+}
+
+/** Counts (and unless `dryRun` removes) the files under `dir`. */
+function removeArtifacts(dir: string, dryRun: boolean): { files: number; bytes: number } {
+  const total = { files: 0, bytes: 0 };
+  const walk = (path: string) => {
+    let entries;
+    try {
+      entries = readdirSync(path, { withFileTypes: true });
+    } catch {
+      return; // none (a run without stages) or already gone
+    }
+    for (const e of entries) {
+      const child = join(path, e.name);
+      if (e.isDirectory()) walk(child);
+      else {
+        total.files++;
+        try {
+          total.bytes += statSync(child).size;
+        } catch {
+          // removed meanwhile
+        }
+      }
+    }
+  };
+  walk(dir);
+  if (!dryRun) rmSync(dir, { recursive: true, force: true });
+  return total;
+}
+
+// ---------------------------------------------------------------- the service's daily duty
+
+/** What the retention setting (config.ts RetentionConfig) selects, or undefined when none is set (config.ts checked its shape and values). */
+export function retentionOptions(config: AtomicConfig): GcOptions | undefined {
+  const r = config.retention;
+  if (!r?.olderThan) return undefined;
+  const olderThanMs = parseAge(r.olderThan);
+  if (olderThanMs === undefined) return undefined;
+  const statuses = (r.status ?? FINISHED_STATUSES).filter((s): s is GcStatus => (FINISHED_STATUSES as readonly string[]).includes(s));
+  return { olderThanMs, statuses };
+}
+
+/**
+ * The service's daily duty: applies the retention setting once (undefined
+ * when none is set). The service calls it at start and every
+ * RETENTION_INTERVAL_MS; each call is safe beside live runs.
+ */
+export async function applyRetention(journal: Journal, home: string, config: AtomicConfig, now = Date.now()): Promise<GcReport | undefined> {
+  const opts = retentionOptions(config);
+  return opts ? collectGarbage(journal, home, { ...opts, now }) : undefined;
+}

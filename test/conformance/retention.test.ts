@@ -1,0 +1,146 @@
+/**
+ * Retention on every journal backend (RunRetention): candidates by stored
+ * status and age; deleteTree removes a root, its child runs and every row
+ * that refers to them (and nothing of other runs), keeps what `decide`
+ * refuses, counts the same on a dry run (which changes nothing); reclaim
+ * reports sizes.
+ */
+
+import { afterEach, describe, expect, test } from "bun:test";
+import { statSync, truncateSync } from "node:fs";
+import type { Journal, Lease } from "../../src/journal/types.ts";
+import { newRunId, type RunId } from "../../src/shared/ids.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { BACKENDS, startRoot } from "./backends.ts";
+
+const open: Journal[] = [];
+afterEach(async () => {
+  for (const j of open.splice(0)) await j.close();
+  removeTempDirs();
+});
+
+/** A finished root with a child run, a stage, a work item, a message, a prompt; its lease released. */
+async function finishedTree(j: Journal, name: string): Promise<{ rootId: RunId; childId: RunId }> {
+  const { rootId, lease } = await startRoot(j, name);
+  const childId = newRunId();
+  await j.append(lease, [
+    { runId: rootId, type: "step_started", key: "0", payload: { kind: "child" }, stage: { key: "0", path: "kid", name: "kid", kind: "child", state: "running", attempt: 1, childRunId: childId } },
+    {
+      runId: childId,
+      type: "run_started",
+      payload: {},
+      newRun: { rootId, parentId: rootId, parentKey: "0", depth: 1, workflowName: "kid", workflowPath: "/kid.ts", workflowDigest: "d", inputs: {} },
+    },
+    { runId: childId, type: "step_started", key: "0", payload: {}, work: { id: `w-${name}`, stageKey: "0", attempt: 1, descriptor: {} } },
+    { runId: childId, type: "step_started", key: "1", payload: {}, prompt: { id: `p-${name}`, question: "ok?", choices: null, deadline: null } },
+  ]);
+  await j.messages.enqueue(
+    { rootId, id: `m-${name}`, target: "kid", text: "hi", mode: "steer", sticky: false, sender: "cli", lookup: { paths: ["kid"] } },
+    () => [{ stagePath: "kid" }],
+  );
+  await j.append(lease, [
+    { runId: childId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } },
+    { runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } },
+  ]);
+  await j.releaseLease(lease);
+  return { rootId, childId };
+}
+
+async function rowsOf(j: Journal, rootId: RunId, childId: RunId) {
+  return {
+    root: (await j.getRun(rootId)) !== undefined,
+    child: (await j.getRun(childId)) !== undefined,
+    events: (await j.readEvents(rootId)).length + (await j.readEvents(childId)).length,
+    work: (await j.work.list(rootId)).length,
+    stages: (await j.messages.stages(rootId)).length,
+    messages: (await j.messages.messagesOf(rootId)).messages.length,
+    prompts: (await j.messages.prompts(rootId)).length,
+  };
+}
+
+for (const backend of BACKENDS) {
+  describe(`${backend.name}: retention`, () => {
+    test(`${backend.name}: deleteTree removes a tree and every row of it; a dry run counts the same and changes nothing; decide keeps`, async () => {
+      const j = await backend.open(makeTempDir("atomic-retention-"));
+      open.push(j);
+      const a = await finishedTree(j, "a");
+      const b = await finishedTree(j, "b");
+      const full = await rowsOf(j, a.rootId, a.childId);
+      expect(full).toEqual({ root: true, child: true, events: 7, work: 1, stages: 1, messages: 1, prompts: 1 });
+
+      const later = Date.now() + 1000;
+      const found = await j.retention.candidates({ statuses: ["completed"], before: later, limit: 10 });
+      expect(found.map((r) => r.id).sort()).toEqual([a.rootId, b.rootId].sort());
+      expect(await j.retention.candidates({ statuses: ["completed"], before: 0, limit: 10 })).toEqual([]);
+      expect(await j.retention.candidates({ statuses: ["failed"], before: later, limit: 10 })).toEqual([]);
+      const firstId = [a.rootId, b.rootId].sort()[0]!;
+      expect((await j.retention.candidates({ statuses: ["completed"], before: later, limit: 10, afterId: firstId })).map((r) => r.id)).not.toContain(firstId);
+
+      let seen: { status: string; lease: Lease | undefined } | undefined;
+      expect(await j.retention.deleteTree(a.rootId, (root, lease) => ((seen = { status: root.status, lease }), false))).toBeUndefined();
+      expect(seen).toEqual({ status: "completed", lease: undefined });
+      expect(await rowsOf(j, a.rootId, a.childId)).toEqual(full);
+
+      const dry = await j.retention.deleteTree(a.rootId, () => true, { dryRun: true });
+      expect(await rowsOf(j, a.rootId, a.childId)).toEqual(full);
+      const real = await j.retention.deleteTree(a.rootId, () => true);
+      expect(real).toEqual(dry);
+      expect(real!.runIds).toEqual([a.rootId, a.childId]);
+      expect(real!.rows.runs).toBe(2);
+      expect(real!.rows.events).toBe(7);
+      expect(real!.rows.work_items).toBe(1);
+      expect(await rowsOf(j, a.rootId, a.childId)).toEqual({ root: false, child: false, events: 0, work: 0, stages: 0, messages: 0, prompts: 0 });
+      expect(await j.getLease(a.rootId)).toBeUndefined();
+      // The other tree is whole.
+      expect(await rowsOf(j, b.rootId, b.childId)).toEqual({ ...full });
+      expect(await j.retention.deleteTree(a.rootId, () => true)).toBeUndefined();
+      // A child run is not a tree of its own.
+      expect(await j.retention.deleteTree(b.childId, () => true)).toBeUndefined();
+
+      const reclaimed = await j.retention.reclaim({ rewrite: true });
+      expect(reclaimed.bytesAfter).toBeGreaterThanOrEqual(0);
+      expect(reclaimed.bytesAfter).toBeLessThanOrEqual(reclaimed.bytesBefore);
+    });
+
+    test(`${backend.name}: decide sees a live lease inside the transaction`, async () => {
+      const j = await backend.open(makeTempDir("atomic-retention-"));
+      open.push(j);
+      const { rootId, lease } = await startRoot(j, "live");
+      let seen: Lease | undefined;
+      expect(await j.retention.deleteTree(rootId, (_root, l) => ((seen = l), false))).toBeUndefined();
+      expect(seen?.epoch).toBe(lease.epoch);
+      expect(seen?.holderId).toBe(lease.holderId);
+    });
+  });
+}
+
+describe("sqlite: the journal file shrunk by gc is not taken for a truncated one", () => {
+  test("storageFault stays quiet after a vacuum shrinks the file, and names a truncation to part of a page", async () => {
+    const dir = makeTempDir("atomic-retention-");
+    const sqlite = BACKENDS.find((b) => b.name === "sqlite");
+    if (!sqlite?.file) return;
+    const j = await sqlite.open(dir);
+    open.push(j);
+    const other = await sqlite.open(dir); // another process's view: it did not do the vacuum
+    open.push(other);
+    const trees = [];
+    for (let i = 0; i < 3; i++) {
+      const { rootId, lease } = await startRoot(j, `big${i}`);
+      await j.append(lease, Array.from({ length: 50 }, (_, n) => ({ runId: rootId, type: "checkpoint", key: String(n), payload: { blob: "x".repeat(20_000) } })));
+      await j.append(lease, [{ runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } }]);
+      await j.releaseLease(lease);
+      trees.push(rootId);
+    }
+    await j.retention.reclaim({ rewrite: false }); // checkpointed: the file holds it all
+    expect(other.storageFault()).toBeUndefined();
+    const grown = statSync(sqlite.file(dir)).size;
+    for (const id of trees) await j.retention.deleteTree(id, () => true);
+    const r = await j.retention.reclaim({ rewrite: false });
+    expect(r.bytesAfter).toBeLessThan(r.bytesBefore);
+    expect(statSync(sqlite.file(dir)).size).toBeLessThan(grown / 4);
+    expect(other.storageFault()).toBeUndefined();
+    expect(j.storageFault()).toBeUndefined();
+    truncateSync(sqlite.file(dir), 1000);
+    expect(other.storageFault()?.message).toContain("was truncated");
+  });
+});
