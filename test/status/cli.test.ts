@@ -172,9 +172,9 @@ e2eTest("atomic runs --watch on a terminal redraws in place and ends on Ctrl-C",
 
 e2eTest("help lists serve and the new flags", async () => {
   const home = makeTempDir();
-  expect((await runAtomic(["--help"], { home })).stdout).toMatch(/^\s+serve\s+serve the status page/m);
+  expect((await runAtomic(["--help"], { home })).stdout).toMatch(/^\s+serve\s+the local service: the status page and API/m);
   const serve = (await runAtomic(["serve", "--help"], { home })).stdout;
-  for (const flag of ["--port", "--host", "--open"]) expect(serve).toContain(flag);
+  for (const flag of ["--port", "--host", "--open", "--no-recover", "--no-schedules", "--max-runs"]) expect(serve).toContain(flag);
   expect((await runAtomic(["run", "--help"], { home })).stdout).toContain("--serve");
   expect((await runAtomic(["runs", "--help"], { home })).stdout).toContain("--watch");
 });
