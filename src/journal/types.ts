@@ -19,6 +19,7 @@
 import type { ErrorInfo, StorageError } from "../shared/errors.ts";
 import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
+import type { ScheduleStore } from "./schedules.ts";
 
 export const RUN_STATUSES = [
   "running",
@@ -244,6 +245,9 @@ export interface Journal {
 
   /** Messages to stages and prompts to humans (SYSTEM.md section 8), in the same database. */
   readonly messages: MessageStore;
+
+  /** Schedules (`atomic schedule`, the service's scheduler): the contract is ./schedules.ts. */
+  readonly schedules: ScheduleStore;
 
   /**
    * Whether the storage is still the one this process opened: a

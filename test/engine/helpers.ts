@@ -179,6 +179,9 @@ class CrashableJournal implements Journal {
   get views() {
     return this.inner.views;
   }
+  get schedules() {
+    return this.inner.schedules;
+  }
   /** The message store; its lease-holder writes fail after a crash like appends do. */
   get messages(): MessageStore {
     const inner = this.inner.messages;

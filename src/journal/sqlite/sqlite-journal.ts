@@ -49,6 +49,8 @@ import type {
 } from "../types.ts";
 import { SqliteMessageStore } from "./messages.ts";
 import { SqliteViews } from "./views.ts";
+import { SqliteScheduleStore } from "./schedules.ts";
+import type { ScheduleStore } from "../schedules.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
@@ -107,7 +109,10 @@ export class SqliteJournal implements Journal {
     this.messages = this.messageStore;
     this.sqliteViews = new SqliteViews(db, (fn) => this.#run(fn));
     this.views = this.sqliteViews;
+    this.schedules = new SqliteScheduleStore(db, (fn) => this.#run(fn));
   }
+
+  readonly schedules: ScheduleStore;
 
   readonly views: JournalViews;
   private readonly sqliteViews: SqliteViews;
