@@ -1,8 +1,10 @@
 /**
- * `atomic run FILE [--input k=v ...] [--inputs-json FILE] [--serve [--port N] [--host H]]`:
+ * `atomic run FILE [--input k=v ...] [--inputs-json FILE] [--id KEY] [--serve [--port N] [--host H]]`:
  * start a run and drive it to its end. With --serve the status server runs
  * in this process for the run's lifetime (started before the run, so a
- * busy port stops everything before anything is written).
+ * busy port stops everything before anything is written). With `--id KEY`
+ * the start is idempotent (engine/keyed-start.ts): when a run of that id exists
+ * already, this command follows it (cli/attach.ts) instead.
  */
 
 import { defineCommand } from "citty";
@@ -13,7 +15,9 @@ import { parseInputPairs } from "../../engine/inputs.ts";
 import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { BUILTIN_PREFIX, NOT_SHIPPED, builtinSource } from "../../engine/builtins.ts";
-import { newRunId } from "../../shared/ids.ts";
+import { newRunId, parseRunKey, type RunId } from "../../shared/ids.ts";
+import { startOrAttach } from "../../engine/keyed-start.ts";
+import { attachRun } from "../attach.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
@@ -33,6 +37,7 @@ export default defineCommand({
     file: { type: "positional", description: "workflow file (.ts), the name of one in .atomic/workflows/, or a builtin's name (atomic workflows lists them)", required: true },
     input: { type: "string", description: "an input; repeat the flag for more inputs (an array input takes it several times)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
+    id: { type: "string", description: "the run's id, chosen by you: a second start with this id gets the existing run (same inputs) or is refused (other inputs)" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
     ...BUDGET_ARGS,
@@ -50,7 +55,8 @@ export default defineCommand({
     const file = resolveWorkflowArg(args.file);
     // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
     // steps never use a stage (ctx.tool only) pays for no coordinator and no worker.
-    const runId = newRunId();
+    const keyed = args.id !== undefined;
+    const runId = keyed ? runKeyOption(args.id!) : newRunId();
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
     // Ctrl-C before the run is recorded: nothing was written, nothing to resume.
@@ -76,10 +82,20 @@ export default defineCommand({
       const journal = await s.journal();
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
-      root = await RootRun.start(
-        { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice },
-        { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
-      );
+      const opts = { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice };
+      const req = { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) };
+      if (keyed) {
+        const start = await startOrAttach(opts, req);
+        if (start.kind === "existing") {
+          startedOrRefused();
+          view.close();
+          await attachRun(s, start.run);
+          return;
+        }
+        root = start.root;
+      } else {
+        root = await RootRun.start(opts, req);
+      }
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
       if (server) announce(s, view, server, root.runId);
       await driveRun(s, root, view);
@@ -119,6 +135,13 @@ export function resolveWorkflowArg(arg: string): string {
 
 export function localWorkflowPath(name: string): string {
   return join(".atomic", "workflows", name.endsWith(".ts") ? name : `${name}.ts`);
+}
+
+/** `--id KEY`: a caller's run id (shared/ids.ts says which keys can be told from generated ids). */
+export function runKeyOption(text: string): RunId {
+  const key = parseRunKey(text);
+  if ("problem" in key) throw new UsageError("bad_run_id", key.problem, { hint: "for example --id nightly-2026-12-01 or --id order.4711" });
+  return key.id;
 }
 
 export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number } {
