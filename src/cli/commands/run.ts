@@ -8,14 +8,13 @@
  */
 
 import { defineCommand } from "citty";
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
-import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
+import { loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
-import { BUILTIN_PREFIX, NOT_SHIPPED, builtinSource } from "../../engine/builtins.ts";
-import { newRunId, parseRunKey, type RunId } from "../../shared/ids.ts";
+import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
+import { newRunId, parseRunKey, parseRunRef, type RunId } from "../../shared/ids.ts";
 import { startOrAttach } from "../../engine/keyed-start.ts";
 import { attachRun } from "../attach.ts";
 import { driveRun } from "../drive.ts";
@@ -115,30 +114,10 @@ function announce(s: CliSession, view: RunView, server: StatusServer, runId: str
   else view.note(`status page: ${url}`);
 }
 
-/**
- * `atomic run triage` finds `.atomic/workflows/triage.ts` when no file of
- * that name exists, else the builtin of that name (`builtin:triage`): a
- * local workflow wins over a builtin.
- */
-export function resolveWorkflowArg(arg: string): string {
-  if (existsSync(arg) || arg.includes("/")) return arg;
-  const named = localWorkflowPath(arg);
-  if (existsSync(named)) return named;
-  if (builtinSource(arg) !== undefined) return `${BUILTIN_PREFIX}${arg}`;
-  if (NOT_SHIPPED.includes(arg)) {
-    throw new UsageError("workflow_not_found", `the builtin workflow ${arg} is not shipped in this version of atomic yet`, {
-      hint: "`atomic workflows` lists the builtins it ships",
-    });
-  }
-  return arg;
-}
-
-export function localWorkflowPath(name: string): string {
-  return join(".atomic", "workflows", name.endsWith(".ts") ? name : `${name}.ts`);
-}
-
-/** `--id KEY`: a caller's run id (shared/ids.ts says which keys can be told from generated ids). */
+/** `--id KEY`: a caller's run id (shared/ids.ts says which keys can be told from generated ids), or a full generated one. */
 export function runKeyOption(text: string): RunId {
+  const ref = parseRunRef(text);
+  if (ref) return ref;
   const key = parseRunKey(text);
   if ("problem" in key) throw new UsageError("bad_run_id", key.problem, { hint: "for example --id nightly-2026-12-01 or --id order.4711" });
   return key.id;
@@ -153,7 +132,7 @@ export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number
   return { leaseTimeoutMs: n };
 }
 
-function readInputsJson(file: string): Record<string, unknown> {
+export function readInputsJson(file: string): Record<string, unknown> {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
