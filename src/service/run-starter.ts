@@ -112,7 +112,7 @@ export class RunStarter {
         dirs.length === 0
           ? `this service starts no workflow by path (${text}): no directory is allowed`
           : `the workflow ${text} is not under a directory this service allows (${dirs.join(", ")})`,
-        { hint: 'post a builtin or registered name, or list the directory in "service": {"workflowDirs": [...]} in $ATOMIC_HOME/config.json and restart the service' },
+        { hint: 'post a builtin or registered name, or list the directory in "service": {"workflowDirs": [...]} in $ATOMIC_HOME/config.json' },
       );
     }
     return real;
