@@ -48,6 +48,8 @@ export interface DriverOptions {
   executor?: StageExecutor | ((lease: Lease) => StageExecutor);
   /** Runners, models, prices, admission and default budget (default: loaded from `home` and the current directory). */
   config?: AtomicConfig;
+  /** Who asked for this drive, recorded with a resume ("service": src/service/ recovers or wakes the run). */
+  drivenBy?: "service";
 }
 
 export interface NewRunRequest {
@@ -99,7 +101,16 @@ export class RootRun {
         runId,
         type: EVENT.runStarted,
         // The working directory is the run's (run-place.ts): resume runs the rest there.
-        payload: { workflow: req.definition.name, path: req.workflowPath, cwd: process.cwd(), digest: req.digest, depth: 0, ...(budget ? { budget } : {}) },
+        payload: {
+          workflow: req.definition.name,
+          path: req.workflowPath,
+          cwd: process.cwd(),
+          digest: req.digest,
+          depth: 0,
+          ...(budget ? { budget } : {}),
+          // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.
+          ...(req.definition.recover === false ? { recover: false } : {}),
+        },
         newRun: {
           rootId: runId,
           parentId: null,
@@ -162,6 +173,7 @@ export class RootRun {
       digestChanged: digest !== run.workflowDigest,
       ...(place ? { path: place.path, cwd: place.cwd } : {}),
       ...(budget ? { budget } : {}),
+      ...(opts.drivenBy ? { drivenBy: opts.drivenBy } : {}),
     };
     await root.tree.append({
       runId: run.id,
@@ -247,6 +259,19 @@ export class RootRun {
       }
     }
     return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;
+  }
+
+  /**
+   * Leave the run to the local service instead of executing it here (`run --detach`, `resume --detach`):
+   * what start or resume recorded stays (the run_started or run_resumed event, a raised budget), and the
+   * lease is given up, so nobody drives the run until the service takes it over (src/service/recovery.ts).
+   */
+  async detach(): Promise<void> {
+    await this.tree.writer.flush();
+    this.tree.budget.close();
+    this.tree.admission.close();
+    await this.tree.executor.close().catch(() => {});
+    await this.tree.journal.releaseLease(this.tree.lease);
   }
 
   private async lostOutcome(): Promise<RunOutcome> {

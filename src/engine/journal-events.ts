@@ -81,6 +81,8 @@ export interface RunResumedPayload {
   /** The workflow file and working directory of this drive (run-place.ts). */
   path?: string;
   cwd?: string;
+  /** "service": the local service (`atomic serve`) started this drive to recover or wake the run (src/service/). */
+  drivenBy?: "service";
 }
 
 export const EVENT = {
@@ -106,6 +108,12 @@ export const EVENT = {
   stageRunning: "stage_running",
   /** Usage of a stage attempt that was cancelled (no result recorded): { stageKey, attempt, usage } (no event key). */
   usageRecorded: "usage_recorded",
+  /**
+   * The service stopped recovering the run and left it for a person: { reason } (no event key). Written by
+   * the service under the run's lease, which it releases at once: the run stays crashed, with the reason as
+   * its error, until someone resumes it (src/service/give-up.ts).
+   */
+  recoveryStopped: "recovery_stopped",
 } as const;
 
 /** `tool "fetch"`; with `withArgs` (when only the arguments differ) the digest too, so the two sides read differently. */

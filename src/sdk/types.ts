@@ -301,6 +301,12 @@ export interface WorkflowConfig<I extends InputSchemas, O> {
   runner?: string;
   model?: string;
   budget?: BudgetOptions;
+  /**
+   * false: the local service (`atomic serve`) never resumes a crashed run of this workflow on its own; a
+   * person resumes it (`atomic resume`). Runs parked on a question or stopped for a budget are not woken
+   * either. Default true. Recorded when the run starts, so a later edit of the file does not change it.
+   */
+  recover?: boolean;
   /** Valibot schema the return value must satisfy. */
   outputs?: GenericSchema<unknown, O>;
   run(ctx: WorkflowContext<InputsOf<I>>): Promise<O>;

@@ -14,8 +14,9 @@
  * The start is keyed (engine/keyed-start.ts): the service loads the
  * workflow, checks the inputs, and with an `id` that names a run already
  * answers with that run (the same workflow and inputs) or refuses
- * (`run_id_conflict`, other ones). Otherwise a detached child drives the
- * run (spawn-run.ts); the answer comes once the child recorded the run, so
+ * (`run_id_conflict`, other ones). Otherwise a detached child records the
+ * run (spawn-run.ts: left to the recovery duty, which drives it, or driven
+ * by that child when recovery is off); the answer comes once it is recorded, so
  * a `GET /api/runs/:id` right after finds it. Two requests with one id at
  * once share one start here; two services racing with one id still make
  * one run (the journal keys runs by id).
@@ -31,7 +32,7 @@ import type { Journal, RunRecord } from "../journal/types.ts";
 import { UsageError } from "../shared/errors.ts";
 import { newRunId, parseRunKey, parseRunRef, type RunId } from "../shared/ids.ts";
 import { loadConfig } from "../shared/config.ts";
-import { awaitRecorded, spawnRunDriver } from "./spawn-run.ts";
+import { awaitRecorded, leaveToService, spawnRunDriver } from "./spawn-run.ts";
 
 export interface StartRequest {
   workflow: string;
@@ -52,7 +53,9 @@ export interface RunStarterOptions {
   home: string;
   /** The service's directory: registered names and relative allowed directories are found here, and runs run here. */
   cwd: string;
-  journalUrl?: string;
+  journalUrl?: string | undefined;
+  /** Whether this service runs the recovery duty: then the runs it starts are left to it (spawn-run.ts). */
+  recover: boolean;
   /** Directories a posted path may be under (default: `service.workflowDirs` of the configuration). */
   workflowDirs?: readonly string[];
 }
@@ -85,6 +88,7 @@ export class RunStarter {
       cwd: this.opts.cwd,
       home: this.opts.home,
       ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
+      leaveToService: await leaveToService(this.opts.journal, this.opts.recover, loaded.definition),
     });
     const recorded = await awaitRecorded(this.opts.journal, runId, spawned);
     if ("failed" in recorded) {

@@ -1,7 +1,8 @@
 /**
- * The scheduler: a duty of the service (`atomic serve`; `--no-schedules`
- * turns it off) that starts the runs of the schedules in the journal
- * (journal/schedules.ts) at their cron ticks.
+ * The scheduler: the decisions of the service's schedules duty
+ * (schedule-duty.ts; `atomic serve --no-schedules` turns it off), which
+ * starts the runs of the schedules in the journal (journal/schedules.ts)
+ * at their cron ticks.
  *
  * Each pass (every second, or when a test calls `pass()`; time comes from
  * an injected clock, never from the wall directly) looks at every schedule
@@ -33,9 +34,6 @@ import type { ScheduleRecord, ScheduleStore, TickAdvance } from "../journal/sche
 import { parseCron, type CronSchedule } from "../shared/cron.ts";
 import { errorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
-import { shownStatus } from "../journal/run-status.ts";
-import type { Journal } from "../journal/types.ts";
-import { awaitRecorded, spawnRunDriver } from "./spawn-run.ts";
 
 export interface Clock {
   now(): number;
@@ -181,32 +179,3 @@ export class Scheduler {
   }
 }
 
-/** The service's scheduler over a journal: runs start as detached children of the binary (spawn-run.ts), on the wall clock. */
-export function journalScheduler(opts: { journal: Journal; home: string; journalUrl?: string; onEvent?: (e: SchedulerEvent) => void; clock?: Clock }): Scheduler {
-  const { journal } = opts;
-  return new Scheduler({
-    store: journal.schedules,
-    clock: opts.clock ?? { now: () => Date.now() },
-    ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
-    async start(s, runId) {
-      const spawned = spawnRunDriver({
-        workflow: s.workflow,
-        inputs: s.inputs,
-        runId,
-        cwd: s.cwd,
-        home: opts.home,
-        ...(opts.journalUrl ? { journalUrl: opts.journalUrl } : {}),
-      });
-      // Not awaited: a pass does not wait for a run to start; a start that failed is said in the service's output.
-      void awaitRecorded(journal, runId, spawned).then((r) => {
-        if ("failed" in r) opts.onEvent?.({ type: "error", schedule: s.name, message: `run ${runId} did not start: ${r.failed}` });
-      });
-    },
-    async runState(runId) {
-      const run = await journal.getRun(runId as RunId);
-      if (!run) return "absent";
-      const shown = shownStatus(run, await journal.getLease(run.rootId));
-      return shown === "running" || shown === "paused" || shown === "awaiting_input" ? "live" : "ended";
-    },
-  });
-}

@@ -2,10 +2,16 @@
  * Starting a run that this process does not drive: a detached child of the
  * binary, `atomic run <workflow> --id <run id> --inputs-json <file>`, in the
  * directory the run belongs to. The service uses it for runs posted to its
- * API and for schedule ticks; the child is an ordinary driver (its own
- * process group, its lease, Ctrl-C of the service's terminal does not reach
- * it, and it outlives a service that stops), so a run started this way is
- * exactly a run started from a terminal.
+ * API and for schedule ticks, `atomic schedule trigger` too.
+ *
+ * Who drives the run: when a service with recovery runs on the journal
+ * (leaveToService), the child adds `--detach`: it records the run and
+ * leaves it, and the service's recovery duty drives it as it drives every
+ * run it recovers (recovery.ts, drives.ts: its limit of runs at once,
+ * stopping resumably on SIGTERM, the back-off after crashes). Otherwise
+ * (`serve --no-recover`, no service, a workflow with `recover: false`) the
+ * child drives the run itself, an ordinary driver in a session of its own
+ * that outlives the process that started it.
  *
  * The run id is chosen before the child starts, and the child's start is
  * keyed by it (engine/keyed-start.ts): a second spawn for the same id, by
@@ -18,9 +24,11 @@
 import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { loadWorkflowFile } from "../engine/loader.ts";
 import type { Journal, RunRecord } from "../journal/types.ts";
 import type { RunId } from "../shared/ids.ts";
 import { selfCommand } from "../shared/self-exec.ts";
+import { activeService } from "./service-lease.ts";
 
 export interface DetachedStart {
   /** What `atomic run` takes: a file path or `builtin:NAME`. */
@@ -31,6 +39,8 @@ export interface DetachedStart {
   home: string;
   /** The journal URL, when it is not the home's SQLite file. */
   journalUrl?: string;
+  /** Record the run and leave it to the service's recovery duty (`run --detach`), instead of driving it in the child. */
+  leaveToService: boolean;
 }
 
 export interface SpawnedRun {
@@ -56,7 +66,7 @@ export function spawnRunDriver(start: DetachedStart): SpawnedRun {
   const env: NodeJS.ProcessEnv = { ...process.env, ATOMIC_HOME: start.home, NO_COLOR: "1" };
   if (start.journalUrl) env.ATOMIC_JOURNAL = start.journalUrl;
   else delete env.ATOMIC_JOURNAL;
-  const [cmd, ...args] = selfCommand("run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile);
+  const [cmd, ...args] = selfCommand("run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile, ...(start.leaveToService ? ["--detach"] : []));
   let child;
   try {
     child = spawn(cmd!, args, { cwd: start.cwd, env, detached: true, stdio: ["ignore", log, log] });
@@ -71,6 +81,17 @@ export function spawnRunDriver(start: DetachedStart): SpawnedRun {
   void exited.then(() => rmSync(inputsFile, { force: true }));
   child.unref();
   return { logPath, pid: child.pid, exited };
+}
+
+/**
+ * Whether a start leaves its run to the service's recovery duty: recovery is
+ * on, a service is active on the journal, and the workflow has not opted out
+ * of recovery (`recover: false`: nobody would ever drive it then).
+ */
+export async function leaveToService(journal: Journal, recover: boolean, workflow: string | { recover?: boolean }): Promise<boolean> {
+  if (!recover || !(await activeService(journal))) return false;
+  const definition = typeof workflow === "string" ? (await loadWorkflowFile(workflow)).definition : workflow;
+  return definition.recover !== false;
 }
 
 /**

@@ -171,6 +171,9 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     return c.body(await source.metrics.render());
   });
 
+  // The local service beside this server (`atomic serve`): active or on standby, and the runs it drove.
+  app.get("/api/service", (c) => c.json(source.service ? source.service.describe() : { state: "none" }));
+
   // ---------------------------------------------------------------- runs
 
   app.get("/api/runs", async (c) => {

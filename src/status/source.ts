@@ -4,6 +4,7 @@
  * and metrics. The Hono app (app.ts) only maps these to HTTP.
  */
 
+import { EVENT } from "../engine/journal-events.ts";
 import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
 import type { Journal, JournalEvent, RunRecord } from "../journal/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
@@ -14,6 +15,17 @@ import { StreamHub, DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./stream-
 import { RunSummaries, type RunListPage, type RunListQuery, type RunSummary } from "./summaries.ts";
 import { reportTotals, type RunTotals } from "./totals.ts";
 import { readTranscript, type Transcript } from "./transcript.ts";
+
+/**
+ * What the local service in this process tells the page (src/service/): which runs it drove to
+ * recover or wake them. Absent when the server runs without the service (`atomic run --serve`).
+ */
+export interface ServiceView {
+  readonly current: string;
+  /** How many drives the service started for this run since it started, if any. */
+  drivesOf(runId: string): number | undefined;
+  describe(): unknown;
+}
 
 export interface RunDetail {
   run: RunSummary & {
@@ -26,6 +38,8 @@ export interface RunDetail {
     outputs: unknown;
     errorInfo: ErrorInfo | null;
     holder?: { holderId: string; host: string; pid: number };
+    /** How many times the local service resumed this run (its run_resumed events say so). */
+    recoveredByService: number;
   };
   report: RunReport;
   graph: RunGraph;
@@ -55,6 +69,8 @@ export class StatusSource {
   readonly streams: StreamHub;
   private readonly listCache = new Map<string, { at: number; body: Promise<string> }>();
   private readonly listCacheMs: number;
+  /** The local service running beside this server, if any (set by `atomic serve`). */
+  service: ServiceView | undefined;
 
   constructor(
     readonly journal: Journal,
@@ -83,8 +99,19 @@ export class StatusSource {
     return { miss: "unknown_run", message: `no run with id ${text}`, hint: "list runs with GET /api/runs" };
   }
 
-  listRuns(q: RunListQuery): Promise<RunListPage> {
-    return this.summaries.list(q);
+  async listRuns(q: RunListQuery): Promise<RunListPage> {
+    return this.withRecovered(await this.summaries.list(q));
+  }
+
+  /** Marks the runs the service of this process drove (the run list's "recovered" tag). */
+  private withRecovered(page: RunListPage): RunListPage {
+    const service = this.service;
+    if (!service) return page;
+    for (const run of page.runs) {
+      const drives = service.drivesOf(run.id);
+      if (drives) run.recovered = drives;
+    }
+    return page;
   }
 
   /**
@@ -100,7 +127,7 @@ export class StatusSource {
     const key = `${q.status ?? ""}/${q.limit}/${q.offset}`;
     const hit = this.listCache.get(key);
     if (hit && now - hit.at < this.listCacheMs) return hit.body;
-    const body = this.summaries.list(q).then((page) => JSON.stringify(page));
+    const body = this.listRuns(q).then((page) => JSON.stringify(page));
     if (this.listCache.size > 100) this.listCache.clear();
     this.listCache.set(key, { at: now, body });
     body.catch(() => this.listCache.delete(key));
@@ -132,11 +159,21 @@ export class StatusSource {
         outputs: run.outputs,
         errorInfo: run.error,
         ...(report.holder ? { holder: report.holder } : {}),
+        recoveredByService: await this.recoveredByService(run),
       },
       report,
       graph: buildRunGraph(report),
       totals,
     };
+  }
+
+  private async recoveredByService(run: RunRecord): Promise<number> {
+    if (run.parentId !== null) return 0;
+    let n = 0;
+    for (const e of await this.journal.readEvents(run.id)) {
+      if (e.type === EVENT.runResumed && (e.payload as { drivenBy?: unknown }).drivenBy === "service") n++;
+    }
+    return n;
   }
 
   async events(run: RunRecord, after: number, limit: number): Promise<EventsPage> {

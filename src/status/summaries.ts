@@ -33,6 +33,8 @@ export interface RunSummary {
   control: string | null;
   /** For a crashed run: when its lease expired (or would have). */
   leaseExpiresAt?: number;
+  /** How many times the local service serving this list resumed the run since it started (`atomic serve`). */
+  recovered?: number;
 }
 
 export interface RunListQuery {

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
-import { COUNT } from "./support.ts";
+import { COUNT } from "./sched-support.ts";
 
 declare const document: { querySelector(selector: string): { textContent: string | null; hidden?: boolean } | null; body: { dataset: Record<string, string | undefined> } };
 

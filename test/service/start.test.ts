@@ -14,7 +14,7 @@ import { runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { trackHomes } from "../helpers/homes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { expectOneSentenceError, listRuns } from "../e2e/support.ts";
-import { COUNT, cleanHome, effects, startServe } from "./support.ts";
+import { COUNT, cleanHome, effects, startServe } from "./sched-support.ts";
 
 const track = trackHomes();
 const homes: string[] = [];

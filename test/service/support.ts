@@ -1,40 +1,141 @@
 /**
- * For the service's tests through the binary: runs the service starts are
- * detached drivers (service/spawn-run.ts), not children of the test, so
- * `cleanHome` ends every process that carries the home, and the
- * `atomic serve` helper waits for its login line.
+ * For the service tests: a temp home per test, `atomic serve` started in it
+ * (its NDJSON log read line by line), runs of fixtures/recoverable.ts, and
+ * what the journal and the side-effect file hold. The drives a service
+ * starts are detached from it (they outlive a SIGKILLed service, as they
+ * should), so the cleanup after each test kills every process that carries
+ * the test's home, not only the ones the test spawned.
  */
 
+import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { expect } from "bun:test";
-import { lineWatcher, processesWithHome, spawnAtomic, waitUntil, type AtomicOptions } from "../helpers/atomic.ts";
+import type { Subprocess } from "bun";
+import { killSpawned, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { isLive } from "../helpers/processes.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
-export const COUNT = join(import.meta.dir, "fixtures", "count.ts");
+export const FIXTURE = join(import.meta.dir, "fixtures", "recoverable.ts");
+export const NO_RECOVERY = join(import.meta.dir, "fixtures", "no-recovery.ts");
 
-/** The lines the count fixture wrote to `log` (one per side effect). */
-export function effects(log: string): string[] {
-  return existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean) : [];
+const homes: string[] = [];
+
+/** Registers the per-test cleanup; call once at the top of a test file. */
+export function serviceCleanup(): void {
+  afterEach(async () => {
+    await killSpawned();
+    for (const home of homes) await killHome(home);
+    removeTempDirs();
+  });
+  afterAll(() => {
+    for (const home of homes) {
+      expect(processesWithHome(home)).toEqual([]);
+      expect(existsSync(home)).toBe(false);
+    }
+  });
 }
 
-/** SIGKILLs every process of `home` still running (drivers the service started) and waits until none is left. */
-export async function cleanHome(home: string): Promise<void> {
-  for (const pid of processesWithHome(home)) {
+async function killHome(home: string): Promise<void> {
+  const pids = processesWithHome(home);
+  for (const pid of pids) {
     try {
       process.kill(pid, "SIGKILL");
     } catch {
       // gone meanwhile
     }
   }
-  await waitUntil(() => processesWithHome(home).length === 0, 10_000, `the processes of ${home} to end`);
+  await waitUntil(() => pids.every((p) => !isLive(p)), 10_000, "the home's processes to end");
 }
 
-/** `atomic serve --port 0 …` with its address and token once it printed them. */
-export async function startServe(opts: AtomicOptions, args: string[] = []) {
-  const proc = spawnAtomic(["serve", "--port", "0", ...args], opts);
-  const out = lineWatcher(proc.stdout);
-  const line = await out.waitFor(/^status page: /);
-  const m = /^status page: (http:\/\/127\.0\.0\.1:\d+\/)\?token=([0-9a-f]{64})$/.exec(line.trim());
-  expect(m).not.toBeNull();
-  return { proc, out, url: m![1]!, token: m![2]! };
+export interface Setup {
+  home: string;
+  sideFile: string;
+  gateFile: string;
 }
+
+export function newSetup(): Setup {
+  const home = makeTempDir("atomic-service-");
+  homes.push(home);
+  return { home, sideFile: join(home, "side-effects.txt"), gateFile: join(home, "gate") };
+}
+
+export interface ServiceProc {
+  proc: Subprocess<"pipe", "pipe", "pipe">;
+  log: ReturnType<typeof lineWatcher>;
+  /** The parsed log lines of this type, so far. */
+  events(type: string): Record<string, unknown>[];
+}
+
+export function startService(s: Setup, args: string[] = [], env: Record<string, string> = {}): ServiceProc {
+  const proc = spawnAtomic(["--home", s.home, "--json", "serve", "--port", "0", ...args], { home: s.home, env });
+  const log = lineWatcher(proc.stdout);
+  return {
+    proc,
+    log,
+    events: (type) =>
+      log.lines
+        .filter((l) => l.startsWith("{"))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((e) => e.type === type),
+  };
+}
+
+/** Starts a run of the fixture, driven by this process (`atomic run --json`). */
+export function startRun(s: Setup, mode: string, file = FIXTURE, env: Record<string, string> = {}) {
+  const proc = spawnAtomic(
+    ["--home", s.home, "--json", "run", file, "--input", `sideFile=${s.sideFile}`, "--input", `gateFile=${s.gateFile}`, "--input", `mode=${mode}`],
+    { home: s.home, env },
+  );
+  return { proc, out: lineWatcher(proc.stdout) };
+}
+
+export async function runIdOf(out: ReturnType<typeof lineWatcher>): Promise<string> {
+  const line = await out.waitFor(/"runId":"[0-9a-z]+"/);
+  return /"runId":"([0-9a-z]+)"/.exec(line)![1]!;
+}
+
+export async function kill9(proc: Subprocess): Promise<void> {
+  proc.kill("SIGKILL");
+  await proc.exited;
+}
+
+export interface Shown {
+  run: { id: string; status: string; outputs: unknown; error: { code: string; message: string } | null };
+  status: string;
+  steps: { name: string; kind: string; status: string; position: string }[];
+}
+
+export async function show(s: Setup, runId: string): Promise<Shown> {
+  const r = await runAtomic(["--home", s.home, "--json", "show", runId], { home: s.home });
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout) as Shown;
+}
+
+export async function untilStatus(s: Setup, runId: string, status: string, timeoutMs = 60_000): Promise<Shown> {
+  let last: Shown | undefined;
+  try {
+    return (await waitUntil(async () => {
+      last = await show(s, runId);
+      return last.status === status ? last : undefined;
+    }, timeoutMs, `run ${runId} to be ${status}`)) as Shown;
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; last seen: ${JSON.stringify(last?.status)} ${JSON.stringify(last?.run.error)}`);
+  }
+}
+
+/** How often each line (an idempotency key) was appended to the side-effect file. */
+export function sideEffects(s: Setup): Map<string, number> {
+  const counts = new Map<string, number>();
+  if (!existsSync(s.sideFile)) return counts;
+  for (const line of readFileSync(s.sideFile, "utf8").split("\n")) if (line) counts.set(line, (counts.get(line) ?? 0) + 1);
+  return counts;
+}
+
+/** Side-effect counts of the fixture's steps by name (a, b, gate, c: positions 0..3). */
+export function countsByStep(s: Setup, runId: string): Record<string, number> {
+  const e = sideEffects(s);
+  const at = (pos: number) => e.get(`${runId}:${pos}`) ?? 0;
+  return { a: at(0), b: at(1), gate: at(2), c: at(3) };
+}
+
+export const UNINTERRUPTED = { sum: 6, answer: "" };

@@ -18,6 +18,8 @@ import { session } from "../session.ts";
 import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
 import { UsageError } from "../../shared/errors.ts";
+import { DRIVEN_BY_ENV } from "../../service/drives.ts";
+import { announceDetached, requireService } from "../detach.ts";
 
 export default defineCommand({
   meta: { name: "resume", description: "Continue an interrupted, crashed, failed or blocked run (--max-cost N raises a used-up budget)" },
@@ -26,6 +28,7 @@ export default defineCommand({
     workflow: { type: "string", description: "the run's workflow file, when it moved since the run started" },
     cwd: { type: "string", description: "run the rest in this directory instead of the one the run started in" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+    detach: { type: "boolean", description: "record the resume (a raised budget too) and leave the run to the service (atomic serve)" },
     ...POOL_ARGS,
     ...BUDGET_ARGS,
   },
@@ -34,6 +37,7 @@ export default defineCommand({
     const run = await s.findRun(args.run);
     assertResumable(run);
     const journal = await s.journal();
+    if (args.detach) await requireService(journal);
     const place = recordedPlace(run, await journal.readEvents(run.id));
     const cwd = args.cwd !== undefined ? resolve(args.cwd) : place.cwd;
     if (cwd !== undefined) checkRunDir(run.id, cwd);
@@ -57,13 +61,27 @@ export default defineCommand({
     }
     warnIfUnpriced(s, loadConfig({ home: s.globals.home }).config, loaded.definition, budget);
     const root = await RootRun.resume(
-      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs), ...pool },
+      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs), ...pool, ...drivenBy() },
       run,
       loaded.definition,
       loaded.digest,
       budget,
       { path: loaded.path, cwd: process.cwd() },
     );
+    if (args.detach) {
+      view.close();
+      await root.detach();
+      announceDetached(s, root.runId);
+      return;
+    }
     await driveRun(s, root, view);
   },
 });
+
+/** A drive the local service started (src/service/drives.ts) says so in its run_resumed event. */
+function drivenBy(): { drivenBy?: "service" } {
+  const by = process.env[DRIVEN_BY_ENV];
+  // Not inherited by what this drive starts: a resume typed in a stage's shell is a person's, not the service's.
+  delete process.env[DRIVEN_BY_ENV];
+  return by === "service" ? { drivenBy: "service" } : {};
+}

@@ -29,6 +29,7 @@ import { createRunView, type RunView } from "../view/run-view.ts";
 import type { CliSession } from "../session.ts";
 import type { StatusServer } from "../../status/server.ts";
 import { exit, out } from "../output.ts";
+import { announceDetached, requireService } from "../detach.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
@@ -40,6 +41,7 @@ export default defineCommand({
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
     ...BUDGET_ARGS,
+    detach: { type: "boolean", description: "record the run and leave it to the service (atomic serve), printing its id at once" },
     serve: { type: "boolean", description: "serve the status page while the run runs" },
     ...SERVE_ARGS,
   },
@@ -50,6 +52,9 @@ export default defineCommand({
     const choice = executorOption(s, args).executor;
     if (!args.serve && (args.port !== undefined || args.host !== undefined)) {
       throw new UsageError("bad_flag", "--port and --host only go with --serve", { hint: "add --serve, or use atomic serve" });
+    }
+    if (args.detach && args.serve) {
+      throw new UsageError("bad_flag", "--detach and --serve do not go together: a detached run is driven by the service", { hint: "the service's page (atomic serve) shows it" });
     }
     const file = resolveWorkflowArg(args.file);
     // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
@@ -79,6 +84,7 @@ export default defineCommand({
       }
       warnIfUnpriced(s, config, loaded.definition, budget);
       const journal = await s.journal();
+      if (args.detach) await requireService(journal);
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       const opts = { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice };
@@ -88,7 +94,9 @@ export default defineCommand({
         if (start.kind === "existing") {
           startedOrRefused();
           view.close();
-          await attachRun(s, start.run);
+          // Detached: the existing run is the answer (its id); following it is for a terminal that waits.
+          if (args.detach) announceDetached(s, start.run.id);
+          else await attachRun(s, start.run);
           return;
         }
         root = start.root;
@@ -96,6 +104,11 @@ export default defineCommand({
         root = await RootRun.start(opts, req);
       }
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
+      if (args.detach) {
+        await root.detach();
+        announceDetached(s, root.runId);
+        return;
+      }
       if (server) announce(s, view, server, root.runId);
       await driveRun(s, root, view);
     } finally {

@@ -12,6 +12,7 @@
  */
 
 import { defineCommand } from "citty";
+import { RECOVERY_STOPPED } from "../../service/due-runs.ts";
 import { crashCause, shownEnd, shownStatus } from "../../journal/run-status.ts";
 import { RUN_STATUSES, type Journal, type Lease, type ListRunsFilter, type RunStatus, type ShownStatus } from "../../journal/types.ts";
 import { UsageError } from "../../shared/errors.ts";
@@ -92,7 +93,7 @@ export default defineCommand({
         { header: "COST", cells: rows.map((r) => (r.usage ? formatCost(r.usage) : "-")), drop: 4 },
         {
           header: "",
-          cells: rows.map((r) => (r.leaseExpiresAt === undefined ? "" : r.crashCause === "driver_gone" ? "driver process gone" : `lease expired ${formatTime(r.leaseExpiresAt)}`)),
+          cells: rows.map((r) => crashNote(r)),
           drop: 6,
           color: (_i, t) => st.dim(t),
         },
@@ -137,6 +138,14 @@ async function selectRuns(journal: Journal, filter: ListRunsFilter, wanted: read
     if (!wanted || page.length < PAGE) break;
   }
   return rows;
+}
+
+/** Why a crashed run is crashed: the service's reason when it left the run for a person, else what happened to its driver. */
+function crashNote(r: Row): string {
+  if (r.status !== "crashed") return "";
+  if (r.run.error?.code === RECOVERY_STOPPED) return r.run.error.message;
+  if (r.leaseExpiresAt === undefined) return "";
+  return r.crashCause === "driver_gone" ? "driver process gone" : `lease expired ${formatTime(r.leaseExpiresAt)}`;
 }
 
 function isStored(status: ShownStatus): status is RunStatus {

@@ -10,8 +10,8 @@
  * `add` checks everything before it writes: the name, the cron expression,
  * the time zone, the workflow (loaded, as `run` does) and its inputs. Its
  * runs run in the directory `add` ran in. `trigger` starts one run now (a
- * detached driver, as the service starts them), whatever the overlap
- * policy, and leaves the tick cursor where it is.
+ * detached child of the binary drives it), whatever the overlap policy,
+ * and leaves the tick cursor where it is.
  */
 
 import { defineCommand } from "citty";
@@ -187,6 +187,8 @@ async function trigger(s: CliSession, schedule: ScheduleRecord): Promise<void> {
     cwd: schedule.cwd,
     home: s.globals.home,
     ...(s.globals.journal ? { journalUrl: s.globals.journal } : {}),
+    // Driven by that child: whether a service here would drive it (its recovery may be off) is not known from here.
+    leaveToService: false,
   });
   const recorded = await awaitRecorded(journal, runId, spawned);
   if ("failed" in recorded) throw new UsageError("start_failed", `run ${runId} did not start: ${recorded.failed}`, { hint: `its output is in ${spawned.logPath}` });

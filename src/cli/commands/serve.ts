@@ -1,58 +1,82 @@
 /**
- * `atomic serve [--port 4317] [--host 127.0.0.1] [--open] [--no-schedules]`: the status page and API until
- * Ctrl-C, and the service's duties: starting runs posted to `POST /api/runs` (service/run-starter.ts) and
- * the schedules (service/scheduler.ts).
+ * `atomic serve [--port 4317] [--host 127.0.0.1] [--open] [--no-recover] [--no-schedules] [--max-runs N]`:
+ * the local service: the status page and API, and the service's duties
+ * (src/service/: recovery and waking of runs, schedules) until SIGTERM or
+ * Ctrl-C. Stopping ends the drives it started resumably, then the server.
+ * Runs posted to `POST /api/runs` are started by service/run-starter.ts.
  */
 
 import { defineCommand } from "citty";
-import { session } from "../session.ts";
-import { SERVE_ARGS, openLoginInBrowser, startCliServer, untilSignal } from "../status-server.ts";
+import { UsageError } from "../../shared/errors.ts";
+import { SERVICE_DUTIES } from "../../service/duties.ts";
+import { DEFAULT_MAX_RUNS } from "../../service/recovery.ts";
+import { Service, type ServiceLogEvent } from "../../service/service.ts";
 import { RunStarter } from "../../service/run-starter.ts";
-import { journalScheduler, type SchedulerEvent } from "../../service/scheduler.ts";
-import type { CliSession } from "../session.ts";
+import { session, type CliSession } from "../session.ts";
+import { SERVE_ARGS, openLoginInBrowser, startCliServer, untilSignal } from "../status-server.ts";
 
 export default defineCommand({
-  meta: { name: "serve", description: "Serve the status page, JSON API and event streams" },
+  meta: { name: "serve", description: "Serve the status page, JSON API and event streams, and recover, wake and run runs as the local service" },
   args: {
     ...SERVE_ARGS,
     open: { type: "boolean", description: "open the page in a browser" },
-    schedules: { type: "boolean", default: true, description: "run the schedules (atomic schedule); --no-schedules leaves them to another service" },
+    recover: { type: "boolean", default: true, description: "resume crashed runs and wake answered, sleeping and budget-raised ones (--no-recover: only serve the page)" },
+    schedules: { type: "boolean", default: true, description: "run schedules (--no-schedules: do not)" },
+    maxRuns: { type: "string", description: `how many runs the service drives at once (default ${DEFAULT_MAX_RUNS})` },
   },
   async run({ args }) {
     const s = session();
+    const maxRuns = parseMaxRuns(args.maxRuns);
     // Listen for Ctrl-C before the URL is printed: whoever reads it may stop us at once.
     const stopRequested = untilSignal();
     const journal = await s.journal();
-    const journalUrl = s.globals.journal;
-    const starter = new RunStarter({ journal, home: s.globals.home, cwd: process.cwd(), ...(journalUrl ? { journalUrl } : {}) });
+    const starter = new RunStarter({ journal, home: s.globals.home, cwd: process.cwd(), journalUrl: s.globals.journal, recover: args.recover !== false });
     const server = await startCliServer(s, args, starter);
-    const scheduler = args.schedules ? journalScheduler({ journal, home: s.globals.home, ...(journalUrl ? { journalUrl } : {}), onEvent: (e) => reportTick(s, e) }) : undefined;
-    scheduler?.start();
+    const service = new Service(
+      {
+        journal,
+        home: s.globals.home,
+        journalUrl: s.globals.journal,
+        recover: args.recover !== false,
+        schedules: args.schedules !== false,
+        maxRuns,
+        log: (event) => logLine(s, event),
+      },
+      SERVICE_DUTIES,
+    );
+    server.source.service = service;
     if (s.globals.json) {
-      s.json({ type: "serving", url: server.url, loginUrl: server.loginUrl(), host: server.host, port: server.port, tokenFile: server.tokenPath });
+      s.json({ type: "serving", url: server.url, loginUrl: server.loginUrl(), host: server.host, port: server.port, tokenFile: server.tokenPath, duties: service.dutyNames() });
     } else {
       // The login URL signs a browser in (a session cookie); keep it to yourself like a password.
       s.result(`status page: ${server.loginUrl()}`);
       s.info(s.style.dim(`open the link above to sign in · JSON API under ${server.url}api/ with Authorization: Bearer <the token in ${server.tokenPath}> · Ctrl-C stops`));
     }
+    service.start();
     if (args.open) openLoginInBrowser(s, server);
     const signal = await stopRequested;
-    await scheduler?.stop();
+    logLine(s, { type: "stopping", message: `${signal}: stopping; the runs this service drives stop resumably` });
+    await service.stop();
     await server.stop();
     if (s.globals.json) s.json({ type: "stopped", signal });
-    else s.info("status server stopped");
+    else s.info("service and status server stopped");
   },
 });
 
-/** One line per schedule decision on the service's output (NDJSON with --json). */
-function reportTick(s: CliSession, e: SchedulerEvent): void {
-  if (s.globals.json) {
-    s.json({ ...e, type: `schedule_${e.type}` });
-    return;
+function parseMaxRuns(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_MAX_RUNS;
+  const n = Number(text);
+  if (!/^\d+$/.test(text.trim()) || n < 1 || n > 1000) {
+    throw new UsageError("bad_flag", `--max-runs must be a whole number from 1 to 1000, got ${JSON.stringify(text)}`, {
+      hint: `the default is ${DEFAULT_MAX_RUNS}`,
+    });
   }
-  const at = "tickAt" in e ? ` tick ${new Date(e.tickAt).toISOString()}` : "";
-  if (e.type === "started") s.info(`schedule ${e.schedule}:${at} started run ${e.runId}${e.buffered ? " (buffered)" : ""}${e.repaired ? " (again: its start was not recorded)" : ""}`);
-  else if (e.type === "skipped") s.info(`schedule ${e.schedule}:${at} skipped (${e.reason === "overlap" ? "its last run still runs" : "missed while no service ran"})`);
-  else if (e.type === "buffered") s.info(`schedule ${e.schedule}:${at} kept until its last run ends`);
-  else s.warn(`schedule ${e.schedule}: ${e.message}`);
+  return n;
+}
+
+/** The service's log: NDJSON with --json, else a line with the time (on stdout; its problems as warnings on stderr). */
+function logLine(s: CliSession, event: ServiceLogEvent): void {
+  if (s.globals.json) s.json({ ...event, at: Date.now() });
+  else if (event.type === "service_error") s.warn(event.message);
+  else s.info(`${s.style.dim(new Date().toISOString())} ${event.message}`);
 }

@@ -118,7 +118,7 @@
         body.append(h("tr", { "data-run": r.id },
           h("td", { "data-label": "run" }, h("a", { class: "mono", href: `/runs/${r.id}`, text: r.id })),
           h("td", { "data-label": "workflow", text: r.workflow }),
-          h("td", { "data-label": "status" }, badge(r.status)),
+          h("td", { "data-label": "status" }, badge(r.status), r.recovered ? h("span", { class: "muted recovered", title: `the service resumed this run ${r.recovered} time${r.recovered === 1 ? "" : "s"}`, text: " recovered" }) : null),
           h("td", { "data-label": "started", text: fmtTime(r.createdAt) }),
           h("td", { "data-label": "duration", text: fmtDuration(r.durationMs) }),
           h("td", { "data-label": "stages", text: stageSummary(st) }),
@@ -221,7 +221,8 @@
         h("span", { text: `started ${fmtTime(run.createdAt)}` }),
         h("span", { id: "run-duration", text: fmtDuration(run.durationMs) }),
         run.parentId ? h("span", {}, "child of ", h("a", { class: "mono", href: `/runs/${run.parentId}`, text: run.parentId })) : null,
-        run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null);
+        run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null,
+        run.recoveredByService ? h("span", { id: "run-recovered", text: `recovered by the service ${run.recoveredByService === 1 ? "once" : `${run.recoveredByService} times`}` }) : null);
       fill(head, h("div", {}, h("h1", { text: run.workflow }), meta), controls);
       clear(notices);
       if (run.status === "paused") notices.append(h("p", { class: "notice", text: "Paused: no new stage starts until it is unpaused; running stages go on." }));

@@ -1,0 +1,113 @@
+/**
+ * The drives the service starts: one child process per run, the binary
+ * re-executing itself as `atomic resume <run> --json`.
+ *
+ * Why a process of its own and not a drive inside the service: a run's
+ * workflow file is imported, and Bun keeps an imported module for the
+ * process's lifetime (an edited file would never be read again, two runs of
+ * one file would share its module state); a workflow that hangs its event
+ * loop or leaks memory takes only its own process down; and a resume in a
+ * process of its own is exactly `atomic resume`, with its checks (the
+ * recorded directory and workflow file, the digest, replay) and its
+ * cleanup of what an earlier drive left, so the service adds no second way
+ * to drive a run. The child takes the run's lease itself: if another
+ * process took it first, the child is refused and nothing happens twice.
+ *
+ * The child runs in the run's recorded directory, in a session of its own
+ * (setsid: a Ctrl-C meant for the service's terminal is the service's to
+ * handle), with ATOMIC_DRIVEN_BY=service (recorded in its run_resumed
+ * event) and, for a journal URL, ATOMIC_JOURNAL (never in argv). Its
+ * stdout (NDJSON) is read for the result or error line; its stderr goes to
+ * `<home>/service/logs/<run id>.log`.
+ *
+ * Stopping (service shutdown): SIGTERM, which `atomic resume` handles as a
+ * first Ctrl-C (running stages end, the run records itself interrupted:
+ * resumable); after STOP_GRACE_MS a child still alive gets SIGKILL, which
+ * leaves its run crashed, and as resumable.
+ */
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { selfCommand } from "../shared/self-exec.ts";
+import type { RunId } from "../shared/ids.ts";
+
+export const DRIVEN_BY_ENV = "ATOMIC_DRIVEN_BY";
+const STOP_GRACE_MS = 20_000;
+
+/** How a drive ended, as the service reads it. */
+export type DriveEnd =
+  /** The run recorded how this drive ended (completed, failed, blocked, cancelled, interrupted, awaiting input). */
+  | { kind: "ended"; status: string; code: number }
+  /** The child refused before driving (a usage error: its message says why; lease_held: someone else drives it). */
+  | { kind: "refused"; errorCode: string; message: string; code: number }
+  /** The child died without saying how its run ended: a crash of its driver. */
+  | { kind: "crashed"; code: number | null; signal: string | null };
+
+export interface DriveRequest {
+  runId: RunId;
+  cwd: string;
+  home: string;
+  journalUrl: string | undefined;
+}
+
+export class Drive {
+  readonly startedAt = Date.now();
+  readonly done: Promise<DriveEnd>;
+  readonly logPath: string;
+  private readonly child: ChildProcess;
+
+  constructor(req: DriveRequest) {
+    const logs = join(req.home, "service", "logs");
+    mkdirSync(logs, { recursive: true, mode: 0o700 });
+    this.logPath = join(logs, `${req.runId}.log`);
+    const logFd = openSync(this.logPath, "a", 0o600);
+    const [cmd, ...args] = selfCommand("--home", req.home, "--json", "resume", req.runId);
+    const env: Record<string, string | undefined> = { ...process.env, [DRIVEN_BY_ENV]: "service" };
+    if (req.journalUrl !== undefined) env.ATOMIC_JOURNAL = req.journalUrl;
+    try {
+      this.child = spawn(cmd!, args, { cwd: req.cwd, env, detached: true, stdio: ["ignore", "pipe", logFd] });
+    } finally {
+      closeSync(logFd);
+    }
+    let last: { type?: string; status?: string; code?: string; message?: string } | undefined;
+    const lines = createInterface({ input: this.child.stdout! });
+    lines.on("line", (line) => {
+      if (!line.startsWith('{"type":"result"') && !line.startsWith('{"type":"error"')) return;
+      try {
+        last = JSON.parse(line) as typeof last;
+      } catch {
+        // a line cut short by a crash: the exit decides
+      }
+    });
+    this.done = new Promise((resolve) => {
+      this.child.once("error", () => resolve({ kind: "crashed", code: null, signal: null }));
+      this.child.once("close", (code, signal) => {
+        if (last?.type === "result" && typeof last.status === "string" && signal === null) resolve({ kind: "ended", status: last.status, code: code ?? 0 });
+        else if (last?.type === "error" && signal === null) resolve({ kind: "refused", errorCode: last.code ?? "error", message: last.message ?? "the drive was refused", code: code ?? 2 });
+        else resolve({ kind: "crashed", code, signal });
+      });
+    });
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** SIGTERM (the run stops resumably), then SIGKILL after a grace period. Resolves when the child is gone. */
+  async stop(): Promise<void> {
+    this.signal("SIGTERM");
+    const timer = setTimeout(() => this.signal("SIGKILL"), STOP_GRACE_MS);
+    await this.done;
+    clearTimeout(timer);
+  }
+
+  private signal(sig: NodeJS.Signals): void {
+    try {
+      this.child.kill(sig);
+    } catch {
+      // already gone
+    }
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * Which runs the service should drive now, read from the journal alone.
+ *
+ * A root run is due when nobody drives it and it can go on by itself:
+ * - crashed: stored running (or awaiting input) and its lease expired, its
+ *   holder is gone, or it has none (a run left by `run --detach` or
+ *   `resume --detach` has released its lease);
+ * - answered: parked on `ctx.ask` (awaiting input, nobody drives it) and a
+ *   question of it was answered after the run last changed, or its deadline
+ *   passed, or no question is open any more;
+ * - stopped by the service: interrupted while a drive the service started
+ *   ran it (the service was stopped, or that drive lost its lease in time):
+ *   it goes on when a service runs again.
+ * A run sleeping in `ctx.sleep` (its last step is a sleep whose wake-up time
+ * is ahead) is due shortly before it wakes, not now: no process waits for
+ * hours in between.
+ *
+ * Never due: a workflow that opted out (`recover: false`, recorded when the
+ * run started), a run the service already left for a person (its error is
+ * `recovery_stopped`, until someone resumes it), and every run stopped by a
+ * person (interrupted by Ctrl-C, failed, blocked, cancelled, completed).
+ *
+ * What the events say (the opt-out, the last drive's origin, the sleep, the
+ * place) is read once per change of the run (its last seq), not per scan.
+ */
+
+import { shownStatus } from "../journal/run-status.ts";
+import type { Journal, JournalEvent, RunRecord } from "../journal/types.ts";
+import { EVENT } from "../engine/journal-events.ts";
+import { recordedPlace, type RunPlace } from "../engine/run-place.ts";
+import type { RunId } from "../shared/ids.ts";
+
+export const RECOVERY_STOPPED = "recovery_stopped";
+/** A sleeping run's drive starts this long before its wake-up time (the process start and replay fit in it). */
+export const WAKE_AHEAD_MS = 1_000;
+
+export type DueReason = "crashed" | "answered" | "service_stopped";
+
+export type Verdict =
+  | { due: false; why?: "opted_out" | "left_for_a_person" }
+  | { due: true; reason: DueReason; at: number; place: RunPlace; digest: string };
+
+interface Facts {
+  lastSeq: number;
+  recover: boolean;
+  lastDriveByService: boolean;
+  /** The wake-up time of a sleep that is the run's last step. */
+  sleepUntil: number | undefined;
+  place: RunPlace;
+}
+
+/** The stored statuses a due run can have. */
+export const CANDIDATE_STATUSES = ["running", "awaiting_input", "interrupted"] as const;
+
+export class DueRuns {
+  private readonly facts = new Map<RunId, Facts>();
+
+  constructor(private readonly journal: Journal) {}
+
+  /** Forget runs that are no longer candidates (the cache holds only what a scan may ask again). */
+  retain(ids: ReadonlySet<RunId>): void {
+    for (const id of this.facts.keys()) if (!ids.has(id)) this.facts.delete(id);
+  }
+
+  async verdict(run: RunRecord, now = Date.now()): Promise<Verdict> {
+    let reason: DueReason | undefined;
+    if (run.status === "running") {
+      const lease = await this.journal.getLease(run.id);
+      if (shownStatus(run, lease, now) === "crashed") reason = "crashed";
+    } else if (run.status === "awaiting_input") {
+      const lease = await this.journal.getLease(run.id);
+      const nobody = !lease || shownStatus(run, lease, now) === "crashed";
+      if (nobody && (await this.answered(run, now))) reason = "answered";
+    } else if (run.status === "interrupted") {
+      reason = "service_stopped"; // confirmed from the events below
+    }
+    if (!reason) return { due: false };
+    if (run.error?.code === RECOVERY_STOPPED) return { due: false, why: "left_for_a_person" };
+    const facts = await this.factsOf(run);
+    if (!facts.recover) return { due: false, why: "opted_out" };
+    if (reason === "service_stopped" && !facts.lastDriveByService) return { due: false };
+    const at = facts.sleepUntil !== undefined && reason !== "answered" ? Math.max(now, facts.sleepUntil - WAKE_AHEAD_MS) : now;
+    return { due: true, reason, at, place: facts.place, digest: run.workflowDigest };
+  }
+
+  /** A question answered since the run parked, one past its deadline, or none open any more. */
+  private async answered(run: RunRecord, now: number): Promise<boolean> {
+    const prompts = await this.journal.messages.prompts(run.id);
+    const open = prompts.filter((p) => p.state === "open");
+    if (open.length === 0) return true;
+    if (open.some((p) => p.deadline !== null && p.deadline <= now)) return true;
+    return prompts.some((p) => p.state === "answered" && (p.answeredAt ?? 0) >= run.updatedAt);
+  }
+
+  private async factsOf(run: RunRecord): Promise<Facts> {
+    const known = this.facts.get(run.id);
+    if (known && known.lastSeq === run.lastSeq) return known;
+    const events = await this.journal.readEvents(run.id);
+    const facts: Facts = {
+      lastSeq: run.lastSeq,
+      recover: (events[0]?.payload as { recover?: unknown } | undefined)?.recover !== false,
+      lastDriveByService: lastDriveByService(events),
+      sleepUntil: sleepingUntil(events),
+      place: recordedPlace(run, events),
+    };
+    this.facts.set(run.id, facts);
+    return facts;
+  }
+}
+
+function lastDriveByService(events: readonly JournalEvent[]): boolean {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!;
+    if (e.type === EVENT.runResumed) return (e.payload as { drivenBy?: unknown }).drivenBy === "service";
+    if (e.type === EVENT.runStarted) return false;
+  }
+  return false;
+}
+
+/** Events that are not steps: looking back for the run's last step, they are passed over. */
+const NOT_STEPS: ReadonlySet<string> = new Set([EVENT.statusChanged, EVENT.runResumed, EVENT.controlApplied, EVENT.recoveryStopped, EVENT.usageRecorded]);
+
+function sleepingUntil(events: readonly JournalEvent[]): number | undefined {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!;
+    if (NOT_STEPS.has(e.type)) continue;
+    const p = e.payload as { kind?: unknown; result?: { wakeAt?: unknown } };
+    if (e.type === EVENT.checkpoint && p.kind === "sleep" && typeof p.result?.wakeAt === "number") return p.result.wakeAt;
+    return undefined;
+  }
+  return undefined;
+}

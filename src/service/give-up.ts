@@ -1,0 +1,51 @@
+/**
+ * Leaving a run for a person: the service records why it stopped
+ * recovering it, in one sentence, as the run's error.
+ *
+ * The service takes the run's lease (only a run nobody drives is left
+ * this way; if a driver took it meanwhile, that driver wins and nothing is
+ * written), appends a `recovery_stopped` event whose patch sets the error
+ * and keeps the stored status, and releases the lease at once. The run
+ * stays crashed (no lease, stored running) or parked, shows the sentence in
+ * `atomic runs`, `atomic show` and the page, and the service passes it over
+ * until a person resumes it (a resume clears the error).
+ */
+
+import type { Journal } from "../journal/types.ts";
+import { LeaseHeldError } from "../shared/errors.ts";
+import type { RunId } from "../shared/ids.ts";
+import { thisProcessHolder } from "../shared/process-info.ts";
+import { EVENT } from "../engine/journal-events.ts";
+import { RECOVERY_STOPPED } from "./due-runs.ts";
+
+/** Returns false when someone else drives the run now (nothing was written). */
+export async function leaveForAPerson(journal: Journal, runId: RunId, reason: string): Promise<boolean> {
+  let lease;
+  try {
+    lease = await journal.acquireLease(runId, thisProcessHolder(), { timeoutMs: 10_000 });
+  } catch (err) {
+    if (err instanceof LeaseHeldError) return false;
+    throw err;
+  }
+  try {
+    const sentence = reason.endsWith(".") ? reason.slice(0, -1) : reason;
+    await journal.append(lease, [
+      {
+        runId,
+        type: EVENT.recoveryStopped,
+        payload: { reason: sentence },
+        patch: {
+          error: {
+            name: "RecoveryStopped",
+            code: RECOVERY_STOPPED,
+            message: `the service stopped recovering this run: ${sentence}`,
+            hint: `fix the cause, then resume it: atomic resume ${runId}`,
+          },
+        },
+      },
+    ]);
+  } finally {
+    await journal.releaseLease(lease).catch(() => {});
+  }
+  return true;
+}

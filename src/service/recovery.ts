@@ -1,0 +1,219 @@
+/**
+ * The recovery duty: resumes runs whose driver died, wakes runs whose
+ * question was answered or whose sleep ends, and continues runs the service
+ * itself stopped (due-runs.ts says which), one child process per run
+ * (drives.ts).
+ *
+ * Every SCAN_MS the duty lists the candidate runs (an indexed read of the
+ * runs nobody has finished) and starts a drive for each due one, oldest
+ * first, up to `maxRuns` drives at once; the rest wait for a free slot.
+ * Before it starts a drive it checks what the drive needs: the recorded
+ * directory and workflow file must exist (else the run is left for a
+ * person with that sentence: give-up.ts); a changed file (its digest
+ * differs) is noted and driven, and replay decides whether it still fits
+ * the journal (a file that no longer does ends the run failed with the
+ * step that differs, as `atomic resume` does).
+ *
+ * A drive whose process dies without saying how its run ended is a crash
+ * of that run's driver. Back-off per run after each: BACKOFF_MS[n-1]
+ * before the next drive; after MAX_CRASHES crashes in a row (drives this
+ * service started; a drive that ends any other way ends the streak) the run
+ * is left for a person, with the exit and the log file in the sentence.
+ * The streak is kept in memory: a restarted service counts anew.
+ */
+
+import { existsSync, statSync } from "node:fs";
+import type { Journal, RunRecord } from "../journal/types.ts";
+import { BUILTIN_PREFIX } from "../engine/builtins.ts";
+import { fileDigest } from "../engine/loader.ts";
+import type { RunId } from "../shared/ids.ts";
+import { CANDIDATE_STATUSES, DueRuns, type DueReason } from "./due-runs.ts";
+import { Drive, type DriveEnd } from "./drives.ts";
+import { leaveForAPerson } from "./give-up.ts";
+import type { Duty, DutyStopReason, ServiceOptions } from "./service.ts";
+
+export const DEFAULT_MAX_RUNS = 4;
+const SCAN_MS = 500;
+export const MAX_CRASHES = 3;
+const BACKOFF_MS = [1_000, 5_000];
+/** Refusals that mean the drive was not needed (someone else drives the run, or it ended meanwhile), not a problem of the run. */
+const HARMLESS_REFUSALS = new Set(["lease_held", "already_completed", "run_cancelled", "not_root"]);
+
+/** A run this service drove, for the page (which runs the service recovered) and `serve --json`. */
+export interface RecoveredRun {
+  runId: RunId;
+  reason: DueReason;
+  /** How many drives this service started for it. */
+  drives: number;
+  lastStartedAt: number;
+  /** Set while a drive runs. */
+  pid: number | undefined;
+  crashesInARow: number;
+  /** Why the service left it for a person, if it did. */
+  leftBecause?: string;
+}
+
+export class RecoveryDuty implements Duty {
+  readonly name = "recovery";
+  private active = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private scanning: Promise<void> | undefined;
+  private readonly drives = new Map<RunId, Drive>();
+  private readonly runs = new Map<RunId, RecoveredRun>();
+  private readonly retryAt = new Map<RunId, number>();
+  private readonly due: DueRuns;
+  /** Things said once per run and cause (opted out, sleeping until ...), so the log does not repeat every scan. */
+  private readonly said = new Set<string>();
+
+  constructor(private readonly service: ServiceOptions) {
+    this.due = new DueRuns(service.journal);
+  }
+
+  private get journal(): Journal {
+    return this.service.journal;
+  }
+
+  /** The runs this service drove since it started, newest first. */
+  recovered(): RecoveredRun[] {
+    return [...this.runs.values()].sort((a, b) => b.lastStartedAt - a.lastStartedAt);
+  }
+
+  drivesOf(runId: string): number | undefined {
+    return this.runs.get(runId as RunId)?.drives;
+  }
+
+  describe(): unknown {
+    return { maxRuns: this.service.maxRuns, driving: this.drives.size, runs: this.recovered() };
+  }
+
+  start(): void {
+    this.active = true;
+    this.schedule(0);
+  }
+
+  async stop(reason: DutyStopReason): Promise<void> {
+    this.active = false;
+    clearTimeout(this.timer);
+    await this.scanning;
+    // On standby the drives already started go on: their runs' leases fence them. At shutdown they end resumably.
+    if (reason === "shutdown") await Promise.all([...this.drives.values()].map((d) => d.stop()));
+  }
+
+  private schedule(ms: number): void {
+    if (!this.active) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.scanning = this.scan()
+        .catch((err: unknown) => this.service.log({ type: "service_error", message: `recovery scan failed: ${String((err as Error)?.message ?? err)}; retrying` }))
+        .finally(() => {
+          this.scanning = undefined;
+          this.schedule(SCAN_MS);
+        });
+    }, ms);
+  }
+
+  private async scan(): Promise<void> {
+    const candidates = await this.journal.listRuns({ statuses: CANDIDATE_STATUSES, limit: 10_000 });
+    this.due.retain(new Set(candidates.map((r) => r.id)));
+    const now = Date.now();
+    // Oldest first: a run waiting longest gets the next free slot.
+    for (const run of candidates.reverse()) {
+      if (!this.active || this.drives.size >= this.service.maxRuns) return;
+      if (this.drives.has(run.id) || (this.retryAt.get(run.id) ?? 0) > now) continue;
+      const verdict = await this.due.verdict(run, now);
+      if (!verdict.due) {
+        if (verdict.why === "opted_out") this.sayOnce(run.id, "opted_out", `run ${run.id} crashed; its workflow opted out of recovery (recover: false): resume it with atomic resume ${run.id}`);
+        continue;
+      }
+      if (verdict.at > now) {
+        this.sayOnce(run.id, `sleep:${verdict.at}`, `run ${run.id} sleeps; the service resumes it at ${new Date(verdict.at).toISOString()}`);
+        continue;
+      }
+      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest);
+    }
+  }
+
+  private async launch(run: RecordLike, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string): Promise<void> {
+    const problem = placeProblem(recordedCwd, path);
+    if (problem) {
+      await this.leave(run.id, problem);
+      return;
+    }
+    if (!path.startsWith(BUILTIN_PREFIX) && fileDigest(path) !== digest) {
+      this.sayOnce(run.id, `digest:${digest}`, `run ${run.id}: its workflow file ${path} changed since the run started; replay checks that the recorded steps still match`);
+    }
+    const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl });
+    this.drives.set(run.id, drive);
+    const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: 0 };
+    entry.reason = reason;
+    entry.drives++;
+    entry.lastStartedAt = Date.now();
+    entry.pid = drive.pid;
+    delete entry.leftBecause;
+    this.runs.set(run.id, entry);
+    this.service.log({ type: "drive_started", runId: run.id, reason, pid: drive.pid, message: `${WHY[reason]}: resuming run ${run.id} (process ${drive.pid}, log ${drive.logPath})` });
+    void drive.done.then((end) => this.ended(run.id, drive, end));
+  }
+
+  private async ended(runId: RunId, drive: Drive, end: DriveEnd): Promise<void> {
+    this.drives.delete(runId);
+    const entry = this.runs.get(runId)!;
+    entry.pid = undefined;
+    if (end.kind === "ended") {
+      entry.crashesInARow = 0;
+      this.retryAt.delete(runId);
+      this.service.log({ type: "drive_ended", runId, status: end.status, message: `run ${runId} ${end.status}` });
+    } else if (end.kind === "refused") {
+      entry.crashesInARow = 0;
+      if (HARMLESS_REFUSALS.has(end.errorCode)) {
+        this.service.log({ type: "drive_refused", runId, code: end.errorCode, message: `run ${runId} needs no drive from the service: ${end.message}` });
+      } else {
+        await this.leave(runId, end.message);
+      }
+    } else if (this.active) {
+      // A drive SIGKILLed by the service's own shutdown is not the run's crash (inactive by then).
+      entry.crashesInARow++;
+      const how = end.signal ? `killed by ${end.signal}` : end.code === null ? "failed to start" : `exit code ${end.code}`;
+      if (entry.crashesInARow >= MAX_CRASHES) {
+        await this.leave(runId, `its driver crashed ${entry.crashesInARow} times in a row (last: ${how}; see ${drive.logPath})`);
+      } else {
+        const wait = BACKOFF_MS[entry.crashesInARow - 1] ?? BACKOFF_MS.at(-1)!;
+        this.retryAt.set(runId, Date.now() + wait);
+        this.service.log({ type: "drive_crashed", runId, crashes: entry.crashesInARow, message: `the driver of run ${runId} crashed (${how}); trying again in ${wait / 1000} s` });
+      }
+    }
+    // A slot is free: the next due run need not wait for the next scan.
+    if (this.active && !this.scanning) this.schedule(0);
+  }
+
+  private async leave(runId: RunId, reason: string): Promise<void> {
+    const written = await leaveForAPerson(this.journal, runId, reason).catch(() => false);
+    if (!written) return;
+    const entry = this.runs.get(runId);
+    if (entry) entry.leftBecause = reason;
+    this.retryAt.delete(runId);
+    this.service.log({ type: "run_left", runId, reason, message: `run ${runId} is left for a person: ${reason}` });
+  }
+
+  private sayOnce(runId: RunId, what: string, message: string): void {
+    const key = `${runId}:${what}`;
+    if (this.said.has(key)) return;
+    this.said.add(key);
+    this.service.log({ type: "note", runId, message });
+  }
+}
+
+type RecordLike = Pick<RunRecord, "id">;
+
+const WHY: Record<DueReason, string> = {
+  crashed: "nobody drives it (its driver is gone, or it was left to the service)",
+  answered: "its question was answered",
+  service_stopped: "the service stopped it",
+};
+
+/** Why a drive could not start in the run's recorded place, in one sentence; undefined when it can. */
+function placeProblem(cwd: string | undefined, path: string): string | undefined {
+  if (cwd !== undefined && !(existsSync(cwd) && statSync(cwd).isDirectory())) return `the directory it ran in, ${cwd}, no longer exists`;
+  if (!path.startsWith(BUILTIN_PREFIX) && !existsSync(path)) return `its workflow file ${path} no longer exists`;
+  return undefined;
+}

@@ -1,0 +1,278 @@
+/**
+ * The local service recovers runs by itself (issue 17), through the real
+ * binary with real processes and signals: `atomic serve` in a temp home,
+ * drivers (`atomic run`) SIGKILLed at known points (a tool step that waits
+ * at a gate, a question, a sleep), the service SIGKILLed and restarted, two
+ * services on one home. Each test counts the side effects each step had
+ * (the fixture's tool steps append their idempotency key to a file): a step
+ * recorded before a kill never runs again, the step in flight at a kill
+ * runs again (at least once), and the outputs equal an uninterrupted run.
+ * Order is asserted (markers, recorded times), never a duration.
+ */
+
+import { expect, test } from "bun:test";
+import { copyFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { processesWithEnv } from "../helpers/processes.ts";
+import { runAtomic, waitUntil } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import {
+  FIXTURE,
+  NO_RECOVERY,
+  UNINTERRUPTED,
+  countsByStep,
+  kill9,
+  newSetup,
+  runIdOf,
+  serviceCleanup,
+  show,
+  sideEffects,
+  startRun,
+  startService,
+  untilStatus,
+} from "./support.ts";
+
+serviceCleanup();
+const T = 120_000;
+
+test("kill -9 of a run's driver while the service runs: the service resumes it; outputs as uninterrupted; no recorded step ran again", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  writeFileSync(s.gateFile, "open");
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  // a and b were recorded before the kill: once each; the gate was in flight: twice; c once.
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+  const started = service.events("drive_started");
+  expect(started.map((e) => [e.runId, e.reason])).toEqual([[runId, "crashed"]]);
+  await service.log.waitFor(/"type":"drive_ended".*"status":"completed"/);
+  // The page's detail says the service recovered it; the list marks it.
+  const api = await apiGet(s, service, `/api/runs/${runId}`);
+  expect(api.run.recoveredByService).toBe(1);
+  const list = await apiGet(s, service, "/api/runs");
+  expect(list.runs.find((r: { id: string }) => r.id === runId).recovered).toBe(1);
+}, T);
+
+test("the service killed and restarted in between: the restarted service resumes the run; no recorded step ran again", async () => {
+  const s = newSetup();
+  const first = startService(s);
+  await first.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  // The first service's drive reaches the gate again (the gate's side effect is there twice) ...
+  await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
+  const drives = processesWithEnv("ATOMIC_DRIVEN_BY", "service");
+  expect(drives.length).toBe(1);
+  // ... then the service and its drive are killed: nobody drives the run.
+  await kill9(first.proc);
+  for (const pid of drives) process.kill(pid, "SIGKILL");
+  await waitUntil(async () => (await show(s, runId)).status === "crashed", 30_000, "the run to show crashed");
+  writeFileSync(s.gateFile, "open");
+  const second = startService(s);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 3, c: 1 });
+  expect(second.events("drive_started").map((e) => e.runId)).toEqual([runId]);
+}, T);
+
+test("a run whose workflow file was deleted stays crashed, with the reason in runs and show; the service does not try again", async () => {
+  const s = newSetup();
+  const dir = makeTempDir("atomic-service-wf-");
+  const file = join(dir, "recoverable.ts");
+  copyFileSync(FIXTURE, file);
+  const run = startRun(s, "gate", file);
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  rmSync(file);
+  const service = startService(s);
+  await service.log.waitFor(/"type":"run_left"/);
+  const shown = await show(s, runId);
+  expect(shown.status).toBe("crashed");
+  expect(shown.run.error?.code).toBe("recovery_stopped");
+  expect(shown.run.error?.message).toBe(`the service stopped recovering this run: its workflow file ${file} no longer exists`);
+  const runs = await runAtomic(["--home", s.home, "runs"], { home: s.home, env: { COLUMNS: "300" } });
+  expect(runs.stdout).toContain(`its workflow file ${file} no longer exists`);
+  const listed = JSON.parse((await runAtomic(["--home", s.home, "--json", "runs"], { home: s.home })).stdout.split("\n")[0]!);
+  expect([listed.status, listed.error.code]).toEqual(["crashed", "recovery_stopped"]);
+  // A later scan passes it over: no drive was ever started.
+  await service.log.waitFor(/"type":"service_active"/);
+  await Bun.sleep(1500);
+  expect(service.events("drive_started")).toEqual([]);
+  expect(service.events("run_left").length).toBe(1);
+}, T);
+
+test("ctx.ask answered while nothing drives the run: the service continues it with the answer", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "ask");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/"kind":"ask"/);
+  await kill9(run.proc);
+  // Parked on its question, with no driver: the service waits for the answer, it does not spin a drive.
+  const inbox = JSON.parse((await runAtomic(["--home", s.home, "--json", "inbox", runId], { home: s.home })).stdout);
+  const promptId = (inbox.prompts ?? inbox.questions)[0].id as string;
+  await Bun.sleep(1500);
+  expect(service.events("drive_started")).toEqual([]);
+  const answered = await runAtomic(["--home", s.home, "answer", runId, promptId, "yes"], { home: s.home });
+  expect(answered.code).toBe(0);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual({ sum: 6, answer: "yes" });
+  expect(service.events("drive_started").map((e) => [e.runId, e.reason])).toEqual([[runId, "answered"]]);
+  const e = sideEffects(s);
+  expect([e.get(`${runId}:0`), e.get(`${runId}:1`), e.get(`${runId}:3`)]).toEqual([1, 1, 1]);
+}, T);
+
+test("ctx.sleep(3000) with its driver gone: the service continues the run at its wake-up time, not before", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "sleep");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/"kind":"sleep"/);
+  await kill9(run.proc);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  // The step after the sleep ran after the recorded wake-up time.
+  const wakeAt = await recordedWakeAt(s, runId);
+  const woke = Number([...sideEffects(s).keys()].find((k) => k.startsWith("woke "))!.slice(5));
+  expect(woke).toBeGreaterThanOrEqual(wakeAt);
+  // The service said when it would resume it, then did.
+  const noted = service.log.lines.findIndex((l) => l.includes("sleeps; the service resumes it at"));
+  const started = service.log.lines.findIndex((l) => l.includes('"type":"drive_started"'));
+  expect(noted).toBeGreaterThanOrEqual(0);
+  expect(started).toBeGreaterThan(noted);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 0, c: 1 });
+}, T);
+
+test("two services on one home: one is active, the other says which; only one drives the recovered run; the standby takes over when the active one dies", async () => {
+  const s = newSetup();
+  const a = startService(s);
+  await a.log.waitFor(/"type":"service_active"/);
+  const b = startService(s);
+  const standby = await b.log.waitFor(/"type":"service_standby"/);
+  expect(standby).toContain(`the service of process ${a.proc.pid} on`);
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  writeFileSync(s.gateFile, "open");
+  await untilStatus(s, runId, "completed");
+  expect([a.events("drive_started").length, b.events("drive_started").length]).toEqual([1, 0]);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+  // A second run crashes after the active service died: the standby, active now, recovers it, once.
+  await kill9(a.proc);
+  await b.log.waitFor(/"type":"service_active"/);
+  rmSync(s.gateFile);
+  const again = startRun(s, "gate");
+  const secondId = await runIdOf(again.out);
+  await again.out.waitFor(/at the gate/);
+  await kill9(again.proc);
+  writeFileSync(s.gateFile, "open");
+  await untilStatus(s, secondId, "completed");
+  expect(b.events("drive_started").map((e) => e.runId)).toEqual([secondId]);
+  expect(countsByStep(s, secondId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+}, T);
+
+test("SIGTERM of the service stops the runs it drives resumably; a new service continues them", async () => {
+  const s = newSetup();
+  const first = startService(s);
+  await first.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
+  first.proc.kill("SIGTERM");
+  expect(await first.proc.exited).toBe(0);
+  expect(processesWithEnv("ATOMIC_DRIVEN_BY", "service")).toEqual([]);
+  const stopped = await show(s, runId);
+  expect(stopped.status).toBe("interrupted");
+  writeFileSync(s.gateFile, "open");
+  const second = startService(s);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(second.events("drive_started").map((e) => [e.runId, e.reason])).toEqual([[runId, "service_stopped"]]);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 3, c: 1 });
+}, T);
+
+test("run --detach returns the run id at once and leaves the run to the service; without a service it refuses before writing", async () => {
+  const s = newSetup();
+  writeFileSync(s.gateFile, "open");
+  const args = ["--home", s.home, "run", FIXTURE, "--detach", "--input", `sideFile=${s.sideFile}`, "--input", `gateFile=${s.gateFile}`];
+  const refused = await runAtomic(args, { home: s.home });
+  expect(refused.code).toBe(2);
+  expect(refused.stderr).toContain("no atomic service is running on");
+  expect(refused.stderr).toContain("hint: start one with atomic serve");
+  expect((await runAtomic(["--home", s.home, "--json", "runs"], { home: s.home })).stdout).toBe("");
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const detached = await runAtomic(args, { home: s.home });
+  expect(detached.code).toBe(0);
+  const runId = detached.stdout.split("\n")[0]!.trim();
+  expect(runId).toMatch(/^[0-9a-z]+$/);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(service.events("drive_started").map((e) => e.runId)).toEqual([runId]);
+}, T);
+
+test("a workflow with recover: false is not recovered: its crashed run waits for a person", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "gate", NO_RECOVERY);
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  await service.log.waitFor(/opted out of recovery/);
+  expect(service.events("drive_started")).toEqual([]);
+  expect((await show(s, runId)).status).toBe("crashed");
+}, T);
+
+test("a run whose driver crashes on every drive is tried three times with back-off, then left for a person with the reason", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "crash");
+  const runId = await runIdOf(run.out);
+  await run.proc.exited; // the first driver killed itself
+  const left = await service.log.waitFor(/"type":"run_left"/, 60_000);
+  expect(left).toContain("its driver crashed 3 times in a row (last: killed by SIGKILL");
+  expect(service.events("drive_crashed").map((e) => e.crashes)).toEqual([1, 2]);
+  expect(service.events("drive_started").length).toBe(3);
+  const shown = await show(s, runId);
+  expect(shown.status).toBe("crashed");
+  expect(shown.run.error?.message).toContain("the service stopped recovering this run: its driver crashed 3 times in a row");
+  // The first driver and the three drives of the service each ran the crashing step once; a and b never again.
+  expect(sideEffects(s).get("crash")).toBe(4);
+  expect(countsByStep(s, runId)).toMatchObject({ a: 1, b: 1 });
+}, T);
+
+async function recordedWakeAt(s: ReturnType<typeof newSetup>, runId: string): Promise<number> {
+  const { openJournal } = await import("../../src/journal/open.ts");
+  const journal = await openJournal({ home: s.home, durability: "full" });
+  try {
+    const events = await journal.readEvents(runId as never);
+    const sleep = events.find((e) => e.type === "checkpoint" && (e.payload as { kind?: string }).kind === "sleep")!;
+    return (sleep.payload as { result: { wakeAt: number } }).result.wakeAt;
+  } finally {
+    await journal.close();
+  }
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of the API
+async function apiGet(s: ReturnType<typeof newSetup>, service: ReturnType<typeof startService>, path: string): Promise<any> {
+  const serving = JSON.parse(service.log.lines[0]!) as { url: string; tokenFile: string };
+  const token = (await Bun.file(serving.tokenFile).text()).trim();
+  const res = await fetch(new URL(path, serving.url), { headers: { Authorization: `Bearer ${token}` } });
+  expect(res.status).toBe(200);
+  return res.json();
+}
