@@ -80,5 +80,5 @@ function logEvent(e: SchedulerEvent): ServiceLogEvent {
   }
   if (e.type === "buffered") return { ...e, type: "schedule_buffered", message: `schedule ${e.schedule}:${at} kept until its last run ends` };
   // service_error: the service's log prints it as a warning.
-  return { ...e, type: "service_error", message: `schedule ${e.schedule}: ${e.message}` };
+  return { ...e, type: "service_error", message: `${e.schedule === "*" ? "schedules" : `schedule ${e.schedule}`}: ${e.message}` };
 }

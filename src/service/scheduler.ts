@@ -85,6 +85,8 @@ export class Scheduler {
   private stopped = false;
   /** Runs this scheduler repaired once: a start that keeps failing to record its run is not spawned again and again. */
   private readonly repaired = new Set<string>();
+  /** The last failure said per schedule (pass: once, not every second). */
+  private readonly failures = new Map<string, string>();
 
   constructor(private readonly opts: SchedulerOptions) {}
 
@@ -106,16 +108,32 @@ export class Scheduler {
     await this.running;
   }
 
-  /** One look at every schedule. */
+  /** One look at every schedule. Never rejects: a failure is reported (once until it changes) and the next pass tries again. */
   async pass(): Promise<void> {
-    for (const s of await this.opts.store.list()) {
+    let schedules: ScheduleRecord[];
+    try {
+      schedules = await this.opts.store.list();
+    } catch (err) {
+      this.report("*", err);
+      return;
+    }
+    for (const s of schedules) {
       if (s.paused) continue;
       try {
         await this.visit(s);
+        this.failures.delete(s.name);
       } catch (err) {
-        this.opts.onEvent?.({ type: "error", schedule: s.name, message: errorInfo(err).message });
+        this.report(s.name, err);
       }
     }
+  }
+
+  /** A failure of a schedule (or of reading them all: "*"), said once for as long as it stays the same. */
+  private report(name: string, err: unknown): void {
+    const message = errorInfo(err).message;
+    if (this.failures.get(name) === message) return;
+    this.failures.set(name, message);
+    this.opts.onEvent?.({ type: "error", schedule: name, message });
   }
 
   private async visit(s: ScheduleRecord): Promise<void> {

@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { SqliteJournal } from "../../src/journal/sqlite/sqlite-journal.ts";
 import type { CatchUpPolicy, OverlapPolicy } from "../../src/journal/schedules.ts";
-import { REPAIR_MS, Scheduler, tickRunId, type RunState } from "../../src/service/scheduler.ts";
+import { REPAIR_MS, Scheduler, tickRunId, type RunState, type SchedulerEvent } from "../../src/service/scheduler.ts";
 import { makeTempDir, removeTempDir } from "../helpers/temp.ts";
 
 const MIN = 60_000;
@@ -227,5 +227,26 @@ describe("exactly one run per tick", () => {
     h.clock.t += REPAIR_MS;
     await h.scheduler.pass();
     expect(h.started).toEqual([tickRunId("job", Date.parse("2026-12-01T09:00:00Z"))]);
+  });
+
+  test("a start that fails is reported once, not at every pass; the tick is not started twice", async () => {
+    const h = harness(Date.parse("2026-12-01T08:59:50Z"));
+    await addSchedule("job", "* * * * *", h.clock.t);
+    const events: SchedulerEvent[] = [];
+    let attempts = 0;
+    const failing = new Scheduler({
+      store: journal.schedules,
+      clock: h.clock,
+      start: async () => {
+        attempts++;
+        throw new Error("the disk is full");
+      },
+      runState: async () => "absent",
+      onEvent: (e) => events.push(e),
+    });
+    h.clock.t = Date.parse("2026-12-01T09:00:01Z");
+    for (let i = 0; i < 5; i++) await failing.pass();
+    expect(attempts).toBe(1);
+    expect(events.filter((e) => e.type === "error")).toEqual([{ type: "error", schedule: "job", message: "the disk is full" }]);
   });
 });
