@@ -119,20 +119,27 @@ test("POST /api/runs: one run per id, other inputs refused, paths outside the al
   const badId = await post({ ...start, id: "abc123" });
   expect(badId.status).toBe(400);
 
+  // Two requests with one id at once: one run.
+  const race = await Promise.all([1, 2].map(() => post({ ...start, id: "order-race", inputs: { log, tag: "race" } })));
+  for (const r of race) {
+    expect([200, 201]).toContain(r.status);
+    expect(((await r.json()) as { runId: string }).runId).toBe("order-race");
+  }
+
   const byName = await post({ workflow: "counter", inputs: { log, tag: "named" } });
   expect(byName.status).toBe(201);
   const named = (await byName.json()) as { runId: string };
 
   // Follow both to their end with GET /api/runs/:id.
-  for (const id of ["order-4711", named.runId]) {
+  for (const id of ["order-4711", "order-race", named.runId]) {
     await waitUntil(async () => {
       const r = (await (await fetch(`${url}api/runs/${id}`, { headers: { authorization: `Bearer ${token}` } })).json()) as { run: { status: string } };
       return r.run.status === "completed";
     }, 30_000, `run ${id} to complete`);
   }
   const runs = await listRuns(home);
-  expect(runs.map((r) => r.id).sort()).toEqual([named.runId, "order-4711"].sort());
-  expect(effects(log).sort()).toEqual(["api", "named"]);
+  expect(runs.map((r) => r.id).sort()).toEqual([named.runId, "order-4711", "order-race"].sort());
+  expect(effects(log).sort()).toEqual(["api", "named", "race"]);
 });
 
 test("POST /api/runs without any allowed directory configured refuses every path", async () => {
