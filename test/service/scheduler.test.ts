@@ -203,6 +203,20 @@ describe("exactly one run per tick", () => {
     expect(new Set(h.started).size).toBe(6);
   });
 
+  test("a restarted service (a new scheduler on the same journal) does not start a tick the previous one started", async () => {
+    const h = harness(Date.parse("2026-12-01T08:59:50Z"));
+    await addSchedule("job", "* * * * *", h.clock.t, { overlap: "allow" });
+    h.clock.t = Date.parse("2026-12-01T09:00:10Z");
+    await h.scheduler.pass();
+    const restarted = h.make();
+    await restarted.pass();
+    await restarted.pass();
+    expect(h.started).toEqual([tickRunId("job", Date.parse("2026-12-01T09:00:00Z"))]);
+    h.clock.t = Date.parse("2026-12-01T09:01:05Z");
+    await restarted.pass();
+    expect(h.started).toEqual(["09:00", "09:01"].map((t) => tickRunId("job", Date.parse(`2026-12-01T${t}:00Z`))));
+  });
+
   test("a paused schedule starts nothing; unpaused, only ticks from then on count (catch-up skip)", async () => {
     const h = harness(Date.parse("2026-12-01T08:30:00Z"));
     await addSchedule("job", "0 * * * *", h.clock.t);
