@@ -17,8 +17,11 @@
  * (setsid: a Ctrl-C meant for the service's terminal is the service's to
  * handle), with ATOMIC_DRIVEN_BY=service (recorded in its run_resumed
  * event) and, for a journal URL, ATOMIC_JOURNAL (never in argv). Its
- * stdout (NDJSON) is read for the result or error line; its stderr goes to
- * `<home>/service/logs/<run id>.log`.
+ * stdout (NDJSON) and stderr go to `<home>/service/logs/<run id>.log`, a
+ * file, not a pipe to the service: a drive outlives a service that was
+ * SIGKILLed (its run's lease keeps every other process off it). When the
+ * drive exits, the service reads the end of what it wrote for its result
+ * or error line.
  *
  * Stopping (service shutdown): SIGTERM, which `atomic resume` handles as a
  * first Ctrl-C (running stages end, the run records itself interrupted:
@@ -27,14 +30,15 @@
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { selfCommand } from "../shared/self-exec.ts";
 import type { RunId } from "../shared/ids.ts";
 
 export const DRIVEN_BY_ENV = "ATOMIC_DRIVEN_BY";
 const STOP_GRACE_MS = 20_000;
+/** How much of the end of a drive's output is read for its result line. */
+const TAIL_BYTES = 64 * 1024;
 
 /** How a drive ended, as the service reads it. */
 export type DriveEnd =
@@ -63,29 +67,23 @@ export class Drive {
     mkdirSync(logs, { recursive: true, mode: 0o700 });
     this.logPath = join(logs, `${req.runId}.log`);
     const logFd = openSync(this.logPath, "a", 0o600);
+    // This drive's output starts here (the file keeps earlier drives' too).
+    const from = fstatSync(logFd).size;
     const [cmd, ...args] = selfCommand("--home", req.home, "--json", "resume", req.runId);
     const env: Record<string, string | undefined> = { ...process.env, [DRIVEN_BY_ENV]: "service" };
     if (req.journalUrl !== undefined) env.ATOMIC_JOURNAL = req.journalUrl;
     try {
-      this.child = spawn(cmd!, args, { cwd: req.cwd, env, detached: true, stdio: ["ignore", "pipe", logFd] });
+      // Output to a file, not a pipe: a drive whose service dies goes on (a closed pipe would stop it).
+      this.child = spawn(cmd!, args, { cwd: req.cwd, env, detached: true, stdio: ["ignore", logFd, logFd] });
     } finally {
       closeSync(logFd);
     }
-    let last: { type?: string; status?: string; code?: string; message?: string } | undefined;
-    const lines = createInterface({ input: this.child.stdout! });
-    lines.on("line", (line) => {
-      if (!line.startsWith('{"type":"result"') && !line.startsWith('{"type":"error"')) return;
-      try {
-        last = JSON.parse(line) as typeof last;
-      } catch {
-        // a line cut short by a crash: the exit decides
-      }
-    });
     this.done = new Promise((resolve) => {
       this.child.once("error", () => resolve({ kind: "crashed", code: null, signal: null }));
       this.child.once("close", (code, signal) => {
-        if (last?.type === "result" && typeof last.status === "string" && signal === null) resolve({ kind: "ended", status: last.status, code: code ?? 0 });
-        else if (last?.type === "error" && signal === null) resolve({ kind: "refused", errorCode: last.code ?? "error", message: last.message ?? "the drive was refused", code: code ?? 2 });
+        const last = signal === null ? lastOutcomeLine(this.logPath, from) : undefined;
+        if (last?.type === "result" && typeof last.status === "string") resolve({ kind: "ended", status: last.status, code: code ?? 0 });
+        else if (last?.type === "error") resolve({ kind: "refused", errorCode: last.code ?? "error", message: last.message ?? "the drive was refused", code: code ?? 2 });
         else resolve({ kind: "crashed", code, signal });
       });
     });
@@ -110,4 +108,41 @@ export class Drive {
       // already gone
     }
   }
+}
+
+interface OutcomeLine {
+  type?: string;
+  status?: string;
+  code?: string;
+  message?: string;
+}
+
+/** The last result or error line (`--json`) a drive wrote after `from` in its log. */
+function lastOutcomeLine(path: string, from: number): OutcomeLine | undefined {
+  let text: string;
+  try {
+    const fd = openSync(path, "r");
+    try {
+      const size = fstatSync(fd).size;
+      const start = Math.max(from, size - TAIL_BYTES);
+      const buf = Buffer.alloc(size - start);
+      readSync(fd, buf, 0, buf.length, start);
+      text = buf.toString("utf8");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
+  const lines = text.split("\n");
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const line = lines[i]!;
+    if (!line.startsWith('{"type":"result"') && !line.startsWith('{"type":"error"')) continue;
+    try {
+      return JSON.parse(line) as OutcomeLine;
+    } catch {
+      return undefined; // cut short by a crash: the exit decides
+    }
+  }
+  return undefined;
 }

@@ -21,7 +21,8 @@
  * person (interrupted by Ctrl-C, failed, blocked, cancelled, completed).
  *
  * What the events say (the opt-out, the last drive's origin, the sleep, the
- * place) is read once per change of the run (its last seq), not per scan.
+ * place, the service's crashed drives in a row) is read once per change of
+ * the run (its last seq), not per scan.
  */
 
 import { shownStatus } from "../journal/run-status.ts";
@@ -38,7 +39,7 @@ export type DueReason = "crashed" | "answered" | "service_stopped";
 
 export type Verdict =
   | { due: false; why?: "opted_out" | "left_for_a_person" }
-  | { due: true; reason: DueReason; at: number; place: RunPlace; digest: string };
+  | { due: true; reason: DueReason; at: number; place: RunPlace; digest: string; crashesInARow: number };
 
 interface Facts {
   lastSeq: number;
@@ -47,7 +48,13 @@ interface Facts {
   /** The wake-up time of a sleep that is the run's last step. */
   sleepUntil: number | undefined;
   place: RunPlace;
+  /** How many drives of the service in a row ended without recording how (crashes), as the journal shows them. */
+  crashesInARow: number;
+  /** Replay positions of the root run's recorded steps (an answered question among them needs no wake-up). */
+  checkpointed: ReadonlySet<string>;
 }
+
+const NONE: ReadonlySet<string> = new Set();
 
 /** The stored statuses a due run can have. */
 export const CANDIDATE_STATUSES = ["running", "awaiting_input", "interrupted"] as const;
@@ -70,7 +77,7 @@ export class DueRuns {
     } else if (run.status === "awaiting_input") {
       const lease = await this.journal.getLease(run.id);
       const nobody = !lease || shownStatus(run, lease, now) === "crashed";
-      if (nobody && (await this.answered(run, now))) reason = "answered";
+      if (nobody && (await this.answered(run, now, (await this.factsOf(run)).checkpointed))) reason = "answered";
     } else if (run.status === "interrupted") {
       reason = "service_stopped"; // confirmed from the events below
     }
@@ -80,16 +87,21 @@ export class DueRuns {
     if (!facts.recover) return { due: false, why: "opted_out" };
     if (reason === "service_stopped" && !facts.lastDriveByService) return { due: false };
     const at = facts.sleepUntil !== undefined && reason !== "answered" ? Math.max(now, facts.sleepUntil - WAKE_AHEAD_MS) : now;
-    return { due: true, reason, at, place: facts.place, digest: run.workflowDigest };
+    return { due: true, reason, at, place: facts.place, digest: run.workflowDigest, crashesInARow: facts.crashesInARow };
   }
 
-  /** A question answered since the run parked, one past its deadline, or none open any more. */
-  private async answered(run: RunRecord, now: number): Promise<boolean> {
+  /**
+   * An answer the run has not recorded yet (a question of the root whose step has no checkpoint; of a child
+   * run: answered since the run last changed), a question past its deadline, or none open any more.
+   */
+  private async answered(run: RunRecord, now: number, checkpointed: ReadonlySet<string>): Promise<boolean> {
     const prompts = await this.journal.messages.prompts(run.id);
     const open = prompts.filter((p) => p.state === "open");
     if (open.length === 0) return true;
     if (open.some((p) => p.deadline !== null && p.deadline <= now)) return true;
-    return prompts.some((p) => p.state === "answered" && (p.answeredAt ?? 0) >= run.updatedAt);
+    return prompts.some(
+      (p) => p.state === "answered" && (p.runId === run.id ? !checkpointed.has(p.stageKey) : (p.answeredAt ?? 0) >= run.updatedAt),
+    );
   }
 
   private async factsOf(run: RunRecord): Promise<Facts> {
@@ -102,6 +114,9 @@ export class DueRuns {
       lastDriveByService: lastDriveByService(events),
       sleepUntil: sleepingUntil(events),
       place: recordedPlace(run, events),
+      crashesInARow: serviceCrashes(events),
+      // Only a run waiting for an answer needs them (kept per run between scans: not for every run).
+      checkpointed: run.status === "awaiting_input" ? new Set(events.filter((e) => e.type === EVENT.checkpoint && e.key !== null).map((e) => e.key!)) : NONE,
     };
     this.facts.set(run.id, facts);
     return facts;
@@ -115,6 +130,30 @@ function lastDriveByService(events: readonly JournalEvent[]): boolean {
     if (e.type === EVENT.runStarted) return false;
   }
   return false;
+}
+
+/**
+ * Drives of the service that crashed, in a row up to now: each drive begins with run_started or
+ * run_resumed and records how it ended with status_changed; one of the service's (drivenBy) that
+ * recorded no end crashed. A drive that ended resets the count; a person's drive that crashed leaves it.
+ */
+function serviceCrashes(events: readonly JournalEvent[]): number {
+  let streak = 0;
+  let drive: { service: boolean; ended: boolean } | undefined;
+  const close = () => {
+    if (drive?.ended) streak = 0;
+    else if (drive?.service) streak++;
+  };
+  for (const e of events) {
+    if (e.type === EVENT.runStarted || e.type === EVENT.runResumed) {
+      close();
+      drive = { service: e.type === EVENT.runResumed && (e.payload as { drivenBy?: unknown }).drivenBy === "service", ended: false };
+    } else if (e.type === EVENT.statusChanged && drive) {
+      drive.ended = true;
+    }
+  }
+  close();
+  return streak;
 }
 
 /** Events that are not steps: looking back for the run's last step, they are passed over. */

@@ -11,15 +11,20 @@
  * directory and workflow file must exist (else the run is left for a
  * person with that sentence: give-up.ts); a changed file (its digest
  * differs) is noted and driven, and replay decides whether it still fits
- * the journal (a file that no longer does ends the run failed with the
- * step that differs, as `atomic resume` does).
+ * the journal: a file that no longer does fails the drive with the step
+ * that differs, and the service leaves the run crashed with that sentence.
  *
  * A drive whose process dies without saying how its run ended is a crash
  * of that run's driver. Back-off per run after each: BACKOFF_MS[n-1]
  * before the next drive; after MAX_CRASHES crashes in a row (drives this
  * service started; a drive that ends any other way ends the streak) the run
  * is left for a person, with the exit and the log file in the sentence.
- * The streak is kept in memory: a restarted service counts anew.
+ * A restarted service takes the streak up from the journal (a drive of the
+ * service that recorded no end crashed: due-runs.ts).
+ *
+ * A drive whose run has waited PARK_AFTER_MS for an answer to `ctx.ask` is
+ * stopped (the run parks, resumable): a question nobody answers for a day
+ * holds no process and no slot, and its answer wakes the run again.
  */
 
 import { existsSync, statSync } from "node:fs";
@@ -36,6 +41,8 @@ export const DEFAULT_MAX_RUNS = 4;
 const SCAN_MS = 500;
 export const MAX_CRASHES = 3;
 const BACKOFF_MS = [1_000, 5_000];
+/** How long a drive may wait for an answer to a question before it is stopped and the run parked. */
+export const PARK_AFTER_MS = 10_000;
 /** Refusals that mean the drive was not needed (someone else drives the run, or it ended meanwhile), not a problem of the run. */
 const HARMLESS_REFUSALS = new Set(["lease_held", "already_completed", "run_cancelled", "not_root"]);
 
@@ -61,6 +68,8 @@ export class RecoveryDuty implements Duty {
   private readonly drives = new Map<RunId, Drive>();
   private readonly runs = new Map<RunId, RecoveredRun>();
   private readonly retryAt = new Map<RunId, number>();
+  /** Drives being stopped because their run waits for an answer (parkIfWaiting). */
+  private readonly parking = new Set<RunId>();
   private readonly due: DueRuns;
   /** Things said once per run and cause (opted out, sleeping until ...), so the log does not repeat every scan. */
   private readonly said = new Set<string>();
@@ -118,8 +127,14 @@ export class RecoveryDuty implements Duty {
     const now = Date.now();
     // Oldest first: a run waiting longest gets the next free slot.
     for (const run of candidates.reverse()) {
-      if (!this.active || this.drives.size >= this.service.maxRuns) return;
-      if (this.drives.has(run.id) || (this.retryAt.get(run.id) ?? 0) > now) continue;
+      if (!this.active) return;
+      if (this.drives.size >= this.service.maxRuns && !this.drives.has(run.id)) continue;
+      const driving = this.drives.get(run.id);
+      if (driving) {
+        this.parkIfWaiting(run, driving, now);
+        continue;
+      }
+      if ((this.retryAt.get(run.id) ?? 0) > now) continue;
       const verdict = await this.due.verdict(run, now);
       if (!verdict.due) {
         if (verdict.why === "opted_out") this.sayOnce(run.id, "opted_out", `run ${run.id} crashed; its workflow opted out of recovery (recover: false): resume it with atomic resume ${run.id}`);
@@ -129,22 +144,28 @@ export class RecoveryDuty implements Duty {
         this.sayOnce(run.id, `sleep:${verdict.at}`, `run ${run.id} sleeps; the service resumes it at ${new Date(verdict.at).toISOString()}`);
         continue;
       }
-      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest);
+      if (!this.runs.has(run.id) && verdict.crashesInARow >= MAX_CRASHES) {
+        // Crashed that often under an earlier service (this one has not driven it yet): a person's now.
+        await this.leave(run.id, `its driver crashed ${verdict.crashesInARow} times in a row under the service`);
+        continue;
+      }
+      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest, verdict.crashesInARow);
     }
   }
 
-  private async launch(run: RecordLike, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string): Promise<void> {
+  private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string, crashesSeen: number): Promise<void> {
     const problem = placeProblem(recordedCwd, path);
     if (problem) {
       await this.leave(run.id, problem);
       return;
     }
-    if (!path.startsWith(BUILTIN_PREFIX) && fileDigest(path) !== digest) {
+    if (!path.startsWith(BUILTIN_PREFIX) && currentDigest(path) !== digest) {
       this.sayOnce(run.id, `digest:${digest}`, `run ${run.id}: its workflow file ${path} changed since the run started; replay checks that the recorded steps still match`);
     }
     const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl });
     this.drives.set(run.id, drive);
-    const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: 0 };
+    // A run this service has not driven yet starts from the crashes the journal shows (drives of an earlier service).
+    const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: crashesSeen };
     entry.reason = reason;
     entry.drives++;
     entry.lastStartedAt = Date.now();
@@ -155,6 +176,18 @@ export class RecoveryDuty implements Duty {
     void drive.done.then((end) => this.ended(run.id, drive, end));
   }
 
+  /**
+   * A drive whose run has waited for an answer for PARK_AFTER_MS is stopped (SIGTERM: the run parks,
+   * awaiting input, resumable), so a question nobody answers for hours holds no process and no slot;
+   * the answer wakes the run again (due-runs.ts).
+   */
+  private parkIfWaiting(run: RunRecord, drive: Drive, now: number): void {
+    if (run.status !== "awaiting_input" || now - run.updatedAt < PARK_AFTER_MS || this.parking.has(run.id)) return;
+    this.parking.add(run.id);
+    this.service.log({ type: "drive_parked", runId: run.id, message: `run ${run.id} waits for an answer; its drive stops until the answer comes` });
+    void drive.stop().finally(() => this.parking.delete(run.id));
+  }
+
   private async ended(runId: RunId, drive: Drive, end: DriveEnd): Promise<void> {
     this.drives.delete(runId);
     const entry = this.runs.get(runId)!;
@@ -163,6 +196,7 @@ export class RecoveryDuty implements Duty {
       entry.crashesInARow = 0;
       this.retryAt.delete(runId);
       this.service.log({ type: "drive_ended", runId, status: end.status, message: `run ${runId} ${end.status}` });
+      if (end.status === "failed") await this.leaveIfDiverged(runId);
     } else if (end.kind === "refused") {
       entry.crashesInARow = 0;
       if (HARMLESS_REFUSALS.has(end.errorCode)) {
@@ -186,8 +220,18 @@ export class RecoveryDuty implements Duty {
     if (this.active && !this.scanning) this.schedule(0);
   }
 
-  private async leave(runId: RunId, reason: string): Promise<void> {
-    const written = await leaveForAPerson(this.journal, runId, reason).catch(() => false);
+  /**
+   * A drive that found the workflow file no longer replays the journal (the file was edited since) ended
+   * the run failed; the run is not at fault, its file is: it is left crashed, with that sentence.
+   */
+  private async leaveIfDiverged(runId: RunId): Promise<void> {
+    const run = await this.journal.getRun(runId).catch(() => undefined);
+    if (run?.status !== "failed" || run.error?.code !== "nondeterminism") return;
+    await this.leave(runId, `its workflow file no longer replays consistently (${run.error.message})`, true);
+  }
+
+  private async leave(runId: RunId, reason: string, crashed = false): Promise<void> {
+    const written = await leaveForAPerson(this.journal, runId, reason, crashed).catch(() => false);
     if (!written) return;
     const entry = this.runs.get(runId);
     if (entry) entry.leftBecause = reason;
@@ -203,7 +247,6 @@ export class RecoveryDuty implements Duty {
   }
 }
 
-type RecordLike = Pick<RunRecord, "id">;
 
 const WHY: Record<DueReason, string> = {
   crashed: "nobody drives it (its driver is gone, or it was left to the service)",
@@ -214,6 +257,16 @@ const WHY: Record<DueReason, string> = {
 /** Why a drive could not start in the run's recorded place, in one sentence; undefined when it can. */
 function placeProblem(cwd: string | undefined, path: string): string | undefined {
   if (cwd !== undefined && !(existsSync(cwd) && statSync(cwd).isDirectory())) return `the directory it ran in, ${cwd}, no longer exists`;
-  if (!path.startsWith(BUILTIN_PREFIX) && !existsSync(path)) return `its workflow file ${path} no longer exists`;
+  if (path.startsWith(BUILTIN_PREFIX)) return undefined;
+  if (!existsSync(path)) return `its workflow file ${path} no longer exists`;
+  if (currentDigest(path) === undefined) return `its workflow file ${path} cannot be read`;
   return undefined;
+}
+
+function currentDigest(path: string): string | undefined {
+  try {
+    return fileDigest(path);
+  } catch {
+    return undefined;
+  }
 }

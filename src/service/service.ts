@@ -123,11 +123,11 @@ export class Service implements ServiceView {
 
   /** Stops every duty (shutdown: their drives end resumably), then gives the service lease up. */
   async stop(): Promise<void> {
-    const wasActive = this.state === "active";
     this.state = "stopped";
     await this.transition;
     this.lease.stopRenewing();
-    if (wasActive) await Promise.all(this.duties.map((d) => d.stop("shutdown")));
+    // Also on standby: drives started while this service was active may still run, and end resumably here.
+    await Promise.all(this.duties.map((d) => d.stop("shutdown")));
     await this.lease.release();
   }
 

@@ -11,9 +11,8 @@
  */
 
 import { expect, test } from "bun:test";
-import { copyFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { processesWithEnv } from "../helpers/processes.ts";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import {
@@ -21,6 +20,7 @@ import {
   NO_RECOVERY,
   UNINTERRUPTED,
   countsByStep,
+  drivesOf,
   kill9,
   newSetup,
   runIdOf,
@@ -68,7 +68,7 @@ test("the service killed and restarted in between: the restarted service resumes
   await kill9(run.proc);
   // The first service's drive reaches the gate again (the gate's side effect is there twice) ...
   await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
-  const drives = processesWithEnv("ATOMIC_DRIVEN_BY", "service");
+  const drives = drivesOf(s);
   expect(drives.length).toBe(1);
   // ... then the service and its drive are killed: nobody drives the run.
   await kill9(first.proc);
@@ -80,6 +80,23 @@ test("the service killed and restarted in between: the restarted service resumes
   expect(done.run.outputs).toEqual(UNINTERRUPTED);
   expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 3, c: 1 });
   expect(second.events("drive_started").map((e) => e.runId)).toEqual([runId]);
+}, T);
+
+test("a drive outlives its service: the service SIGKILLed, the drive finishes the run by itself", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
+  await kill9(service.proc);
+  writeFileSync(s.gateFile, "open");
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+  await waitUntil(() => drivesOf(s).length === 0, 30_000, "the drive to exit");
 }, T);
 
 test("a run whose workflow file was deleted stays crashed, with the reason in runs and show; the service does not try again", async () => {
@@ -109,6 +126,29 @@ test("a run whose workflow file was deleted stays crashed, with the reason in ru
   expect(service.events("run_left").length).toBe(1);
 }, T);
 
+test("a workflow file edited so that it no longer replays: the run is left crashed with the step that differs", async () => {
+  const s = newSetup();
+  const dir = makeTempDir("atomic-service-wf-");
+  const file = join(dir, "recoverable.ts");
+  copyFileSync(FIXTURE, file);
+  const run = startRun(s, "gate", file);
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  writeFileSync(file, readFileSync(file, "utf8").replace('step("b", 2)', 'step("bee", 2)'));
+  writeFileSync(s.gateFile, "open");
+  const service = startService(s);
+  await service.log.waitFor(/"type":"run_left"/, 60_000);
+  const shown = await show(s, runId);
+  expect(shown.status).toBe("crashed");
+  expect(shown.run.error?.code).toBe("recovery_stopped");
+  expect(shown.run.error?.message).toContain("the service stopped recovering this run: its workflow file no longer replays consistently (run ");
+  expect(shown.run.error?.message).toContain('the workflow now asks for tool "bee", the journal recorded tool "b"');
+  expect(service.events("drive_started").length).toBe(1);
+  // Nothing after the divergence ran: c never did.
+  expect(countsByStep(s, runId)).toMatchObject({ a: 1, b: 1, c: 0 });
+}, T);
+
 test("ctx.ask answered while nothing drives the run: the service continues it with the answer", async () => {
   const s = newSetup();
   const service = startService(s);
@@ -129,6 +169,28 @@ test("ctx.ask answered while nothing drives the run: the service continues it wi
   expect(service.events("drive_started").map((e) => [e.runId, e.reason])).toEqual([[runId, "answered"]]);
   const e = sideEffects(s);
   expect([e.get(`${runId}:0`), e.get(`${runId}:1`), e.get(`${runId}:3`)]).toEqual([1, 1, 1]);
+}, T);
+
+test("a drive that waits for an answer is parked (no process waits), and the answer wakes the run again", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const detached = await runAtomic(
+    ["--home", s.home, "--quiet", "run", FIXTURE, "--detach", "--input", `sideFile=${s.sideFile}`, "--input", "mode=ask"],
+    { home: s.home },
+  );
+  expect(detached.code).toBe(0);
+  const runId = detached.stdout.trim();
+  await service.log.waitFor(/"type":"drive_parked"/, 60_000);
+  await service.log.waitFor(/"type":"drive_ended".*"status":"awaiting_input"/);
+  expect(drivesOf(s)).toEqual([]);
+  expect((await show(s, runId)).status).toBe("awaiting_input");
+  const inbox = JSON.parse((await runAtomic(["--home", s.home, "--json", "inbox", runId], { home: s.home })).stdout);
+  const promptId = (inbox.prompts ?? inbox.questions)[0].id as string;
+  expect((await runAtomic(["--home", s.home, "answer", runId, promptId, "no"], { home: s.home })).code).toBe(0);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual({ sum: 6, answer: "no" });
+  expect(service.events("drive_started").map((e) => e.reason)).toEqual(["crashed", "answered"]);
 }, T);
 
 test("ctx.sleep(3000) with its driver gone: the service continues the run at its wake-up time, not before", async () => {
@@ -193,7 +255,7 @@ test("SIGTERM of the service stops the runs it drives resumably; a new service c
   await waitUntil(() => countsByStep(s, runId).gate === 2, 60_000, "the service's drive to reach the gate");
   first.proc.kill("SIGTERM");
   expect(await first.proc.exited).toBe(0);
-  expect(processesWithEnv("ATOMIC_DRIVEN_BY", "service")).toEqual([]);
+  expect(drivesOf(s)).toEqual([]);
   const stopped = await show(s, runId);
   expect(stopped.status).toBe("interrupted");
   writeFileSync(s.gateFile, "open");
@@ -235,6 +297,15 @@ test("a workflow with recover: false is not recovered: its crashed run waits for
   await service.log.waitFor(/opted out of recovery/);
   expect(service.events("drive_started")).toEqual([]);
   expect((await show(s, runId)).status).toBe("crashed");
+  // Nor can it be left to the service: --detach is refused before anything is written.
+  const detached = await runAtomic(["--home", s.home, "resume", runId, "--detach"], { home: s.home });
+  expect(detached.code).toBe(2);
+  expect(detached.stderr).toBe("error: workflow no-recovery opted out of recovery (recover: false), so the service would never drive a detached run of it.\nhint: drop --detach to drive the run here\n");
+  expect((await show(s, runId)).status).toBe("crashed");
+  const fresh = await runAtomic(["--home", s.home, "run", NO_RECOVERY, "--detach", "--input", `sideFile=${s.sideFile}`], { home: s.home });
+  expect(fresh.code).toBe(2);
+  expect(fresh.stderr).toContain("opted out of recovery (recover: false)");
+  expect((await runAtomic(["--home", s.home, "--json", "runs"], { home: s.home })).stdout.trim().split("\n").length).toBe(1);
 }, T);
 
 test("a run whose driver crashes on every drive is tried three times with back-off, then left for a person with the reason", async () => {
@@ -254,6 +325,23 @@ test("a run whose driver crashes on every drive is tried three times with back-o
   // The first driver and the three drives of the service each ran the crashing step once; a and b never again.
   expect(sideEffects(s).get("crash")).toBe(4);
   expect(countsByStep(s, runId)).toMatchObject({ a: 1, b: 1 });
+}, T);
+
+test("the crash streak survives a restart of the service: the journal shows the drives that crashed", async () => {
+  const s = newSetup();
+  const first = startService(s);
+  await first.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "crash");
+  const runId = await runIdOf(run.out);
+  await run.proc.exited;
+  await first.log.waitFor(/"type":"drive_crashed"/, 60_000);
+  await kill9(first.proc);
+  const second = startService(s);
+  const left = await second.log.waitFor(/"type":"run_left"/, 60_000);
+  expect(left).toContain("its driver crashed 3 times in a row");
+  expect([first.events("drive_started").length, second.events("drive_started").length]).toEqual([1, 2]);
+  expect(sideEffects(s).get("crash")).toBe(4);
+  expect((await show(s, runId)).status).toBe("crashed");
 }, T);
 
 async function recordedWakeAt(s: ReturnType<typeof newSetup>, runId: string): Promise<number> {

@@ -12,7 +12,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { killSpawned, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { isLive } from "../helpers/processes.ts";
+import { isLive, processEnvironments } from "../helpers/processes.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 export const FIXTURE = join(import.meta.dir, "fixtures", "recoverable.ts");
@@ -57,6 +57,13 @@ export function newSetup(): Setup {
   const home = makeTempDir("atomic-service-");
   homes.push(home);
   return { home, sideFile: join(home, "side-effects.txt"), gateFile: join(home, "gate") };
+}
+
+/** The live drives the services of this home started (their environment says so; other homes' are not counted). */
+export function drivesOf(s: Setup): number[] {
+  return processEnvironments("ATOMIC_DRIVEN_BY", "service")
+    .filter((p) => p.env.ATOMIC_HOME === s.home)
+    .map((p) => p.pid);
 }
 
 export interface ServiceProc {

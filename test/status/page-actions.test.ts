@@ -121,7 +121,8 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
   test("a crashed run and an interrupted run show the atomic resume command, which copies", async () => {
     const home = makeTempDir();
     const gate = join(makeTempDir(), "gate");
-    const { proc: server, url, login } = await startServe(home);
+    // Without recovery: the local service would resume the crashed run before the page shows it crashed.
+    const { proc: server, url, login } = await startServe(home, undefined, ["--no-recover"]);
     const { page, errors } = await newPage();
     await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: url.replace(/\/$/, "") });
     try {

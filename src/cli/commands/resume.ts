@@ -37,8 +37,10 @@ export default defineCommand({
     const run = await s.findRun(args.run);
     assertResumable(run);
     const journal = await s.journal();
-    if (args.detach) await requireService(journal);
-    const place = recordedPlace(run, await journal.readEvents(run.id));
+    const events = await journal.readEvents(run.id);
+    // The service reads the choice the run recorded when it started (src/service/due-runs.ts), not the file.
+    if (args.detach) await requireService(journal, { name: run.workflowName, recover: (events[0]?.payload as { recover?: unknown } | undefined)?.recover !== false });
+    const place = recordedPlace(run, events);
     const cwd = args.cwd !== undefined ? resolve(args.cwd) : place.cwd;
     if (cwd !== undefined) checkRunDir(run.id, cwd);
     const file = args.workflow !== undefined ? resolve(args.workflow) : place.path;

@@ -84,7 +84,7 @@ export default defineCommand({
       }
       warnIfUnpriced(s, config, loaded.definition, budget);
       const journal = await s.journal();
-      if (args.detach) await requireService(journal);
+      if (args.detach) await requireService(journal, { name: loaded.definition.name, recover: loaded.definition.recover !== false });
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       const opts = { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice };

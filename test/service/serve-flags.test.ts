@@ -1,0 +1,62 @@
+/**
+ * `atomic serve`'s service flags through the binary: `--no-recover` serves
+ * the page and leaves a crashed run alone (GET /api/service lists no
+ * recovery duty), `--no-schedules` is accepted, `--max-runs` limits the
+ * drives at once, and a bad `--max-runs` is one sentence and a hint (exit 2)
+ * before anything listens.
+ */
+
+import { expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { runAtomic, waitUntil } from "../helpers/atomic.ts";
+import { countsByStep, drivesOf, kill9, newSetup, runIdOf, serviceCleanup, show, startRun, startService, untilStatus } from "./support.ts";
+
+serviceCleanup();
+
+test("serve --no-recover --no-schedules: the page, no recovery; a crashed run stays crashed", async () => {
+  const s = newSetup();
+  const service = startService(s, ["--no-recover", "--no-schedules"]);
+  const serving = JSON.parse(await service.log.waitFor(/"type":"serving"/)) as { url: string; tokenFile: string; duties: string[] };
+  expect(serving.duties).toEqual([]);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  const token = (await Bun.file(serving.tokenFile).text()).trim();
+  const res = await fetch(new URL("/api/service", serving.url), { headers: { Authorization: `Bearer ${token}` } });
+  expect(await res.json()).toMatchObject({ state: "active", duties: [], active: { self: true } });
+  await Bun.sleep(1500);
+  expect(service.events("drive_started")).toEqual([]);
+  expect((await show(s, runId)).status).toBe("crashed");
+}, 120_000);
+
+test("--max-runs 1: two crashed runs are driven one after the other, never both at once", async () => {
+  const s = newSetup();
+  const ids: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const run = startRun(s, "gate");
+    ids.push(await runIdOf(run.out));
+    await run.out.waitFor(/at the gate/);
+    await kill9(run.proc);
+  }
+  const service = startService(s, ["--max-runs", "1"]);
+  // One drive reaches the gate and waits there; the other run waits for the slot.
+  await waitUntil(() => ids.some((id) => countsByStep(s, id).gate === 2), 60_000, "a drive at the gate");
+  await Bun.sleep(1500);
+  expect(service.events("drive_started").length).toBe(1);
+  expect(drivesOf(s).length).toBe(1);
+  writeFileSync(s.gateFile, "open");
+  for (const id of ids) await untilStatus(s, id, "completed");
+  const order = service.log.lines.filter((l) => /"type":"drive_(started|ended)"/.test(l)).map((l) => JSON.parse(l).type as string);
+  expect(order).toEqual(["drive_started", "drive_ended", "drive_started", "drive_ended"]);
+  for (const id of ids) expect(countsByStep(s, id)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+}, 120_000);
+
+test("serve --max-runs 0 is one sentence and a hint, exit 2", async () => {
+  const s = newSetup();
+  const r = await runAtomic(["--home", s.home, "serve", "--port", "0", "--max-runs", "0"], { home: s.home });
+  expect(r.code).toBe(2);
+  expect(r.stderr).toBe('error: --max-runs must be a whole number from 1 to 1000, got "0".\nhint: the default is 4\n');
+  expect(r.stdout).toBe("");
+});
