@@ -23,7 +23,7 @@ type Loader = () => Promise<CommandDef<any>>;
 export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   run: {
     summary: "run a workflow file, or a builtin by name",
-    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run ./review.ts --detach", "atomic run fan-out-and-synthesize --input prompt=\"Review src/ for bugs\"", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
+    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run ./review.ts --detach", "atomic run fan-out-and-synthesize --input prompt=\"Review src/ for bugs\"", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --id review-2026-12-01 --input dir=src", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
     load: () => import("./commands/run.ts").then((m) => m.default),
   },
   resume: {
@@ -74,8 +74,18 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
   serve: {
     summary: "the local service: the status page and API, and runs recovered and woken by themselves",
-    examples: ["atomic serve", "atomic serve --port 8080 --open", "atomic serve --max-runs 8", "atomic serve --no-recover"],
+    examples: ["atomic serve", "atomic serve --port 8080 --open", "atomic serve --max-runs 8", "atomic serve --no-recover", "atomic serve --no-schedules"],
     load: () => import("./commands/serve.ts").then((m) => m.default),
+  },
+  schedule: {
+    summary: "add, list, show, pause, unpause, trigger or delete schedules (atomic serve runs them)",
+    examples: [
+      'atomic schedule add nightly --cron "0 9 * * 1-5" --tz Europe/Berlin ./review.ts --input dir=src',
+      "atomic schedule list",
+      "atomic schedule trigger nightly",
+      "atomic schedule pause nightly",
+    ],
+    load: () => import("./commands/schedule.ts").then((m) => m.default),
   },
   workflows: {
     summary: "list workflows in .atomic/workflows/ and the builtins (or one's inputs and outputs)",

@@ -67,7 +67,7 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
   if (root.stopReason === "interrupted" && outcome.status === "awaiting_input") s.exitCode = 130;
 }
 
-function printOutcome(s: CliSession, outcome: RunOutcome): void {
+export function printOutcome(s: CliSession, outcome: RunOutcome): void {
   if (s.globals.json) {
     s.json({ type: "result", ...outcome, exitCode: EXIT_CODE[outcome.status] });
     return;

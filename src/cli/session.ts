@@ -4,6 +4,7 @@
  * --json / --quiet / NO_COLOR, and the exit code.
  */
 
+import { parseRunRef } from "../shared/ids.ts";
 import { openJournal } from "../journal/open.ts";
 import type { Journal, RunRecord } from "../journal/types.ts";
 import { UsageError } from "../shared/errors.ts";
@@ -43,9 +44,11 @@ export class CliSession {
     const text = (idOrPrefix ?? "").trim().toLowerCase();
     if (!text) throw new UsageError("missing_run_id", "a run id is required", { hint: "list runs with: atomic runs" });
     const journal = await this.journal();
-    const found = await journal.findRuns(text, 50);
-    const exact = found.find((r) => r.id === text);
+    // The exact id first (a generated id, or a caller's key, which is never a generated id's prefix: shared/ids.ts).
+    const ref = parseRunRef(text);
+    const exact = ref ? await journal.getRun(ref) : undefined;
     if (exact) return exact;
+    const found = await journal.findRuns(text, 50);
     if (found.length === 0) {
       throw new UsageError("unknown_run", `no run with id ${text}`, { hint: "list runs with: atomic runs" });
     }

@@ -14,19 +14,26 @@ import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parsePort, startStatusServer, type StatusServer } from "../status/server.ts";
 import type { CliSession } from "./session.ts";
+import type { RunStarting } from "../status/app.ts";
 
 export const SERVE_ARGS = {
   port: { type: "string", description: "port to listen on (default 4317; 0 picks a free one)" },
   host: { type: "string", description: "address to listen on (default 127.0.0.1: this machine only)" },
 } as const;
 
-export async function startCliServer(s: CliSession, flags: { port?: string | undefined; host?: string | undefined }): Promise<StatusServer> {
+export async function startCliServer(
+  s: CliSession,
+  flags: { port?: string | undefined; host?: string | undefined },
+  /** The service's run starter (POST /api/runs); `run --serve` has none. */
+  starter?: RunStarting,
+): Promise<StatusServer> {
   const port = parsePort(flags.port);
   const server = await startStatusServer({
     journal: await s.journal(),
     home: s.globals.home,
     port,
     ...(flags.host !== undefined ? { host: flags.host } : {}),
+    ...(starter ? { starter } : {}),
   });
   if (server.exposed) {
     s.warn(

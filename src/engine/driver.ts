@@ -104,32 +104,39 @@ export class RootRun {
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
-    await root.tree.append({
-      runId,
-      type: EVENT.runStarted,
-      // The working directory is the run's (run-place.ts): resume runs the rest there.
-      payload: {
-        workflow: req.definition.name,
-        path: req.workflowPath,
-        cwd: process.cwd(),
-        digest: req.digest,
-        depth: 0,
-        ...(budget ? { budget } : {}),
-        ...(origin ? { origin } : {}),
-        // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.
-        ...(req.definition.recover === false ? { recover: false } : {}),
-      },
-      newRun: {
-        rootId: runId,
-        parentId: null,
-        parentKey: null,
-        depth: 0,
-        workflowName: req.definition.name,
-        workflowPath: req.workflowPath,
-        workflowDigest: req.digest,
-        inputs: req.inputs,
-      },
-    });
+    try {
+      await root.tree.append({
+        runId,
+        type: EVENT.runStarted,
+        // The working directory is the run's (run-place.ts): resume runs the rest there.
+        payload: {
+          workflow: req.definition.name,
+          path: req.workflowPath,
+          cwd: process.cwd(),
+          digest: req.digest,
+          depth: 0,
+          ...(budget ? { budget } : {}),
+          ...(origin ? { origin } : {}),
+          // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.
+          ...(req.definition.recover === false ? { recover: false } : {}),
+        },
+        newRun: {
+          rootId: runId,
+          parentId: null,
+          parentKey: null,
+          depth: 0,
+          workflowName: req.definition.name,
+          workflowPath: req.workflowPath,
+          workflowDigest: req.digest,
+          inputs: req.inputs,
+        },
+      });
+    } catch (err) {
+      // Refused (a run of this id exists: a keyed start that lost a race, engine/keyed-start.ts) or not recorded:
+      // nobody drives a run here, so the lease goes back at once.
+      await opts.journal.releaseLease(lease).catch(() => {});
+      throw err;
+    }
     // A fork's reused results, in one group commit, before any step of the new run can start.
     await Promise.all(copies.map((c) => root.tree.append(c)));
     return root;

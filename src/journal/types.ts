@@ -19,6 +19,7 @@
 import type { ErrorInfo, StorageError } from "../shared/errors.ts";
 import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
+import type { ScheduleStore } from "./schedules.ts";
 
 export const RUN_STATUSES = [
   "running",
@@ -247,6 +248,8 @@ export interface Journal {
 
   /** Deleting finished runs and giving their space back (`atomic gc`, the service's retention). */
   readonly retention: RunRetention;
+  /** Schedules (`atomic schedule`, the service's scheduler): the contract is ./schedules.ts. */
+  readonly schedules: ScheduleStore;
 
   /**
    * Whether the storage is still the one this process opened: a

@@ -7,9 +7,11 @@
 
 import { RecoveryDuty } from "./recovery.ts";
 import { retentionDuty } from "./retention-duty.ts";
+import { ScheduleDuty } from "./schedule-duty.ts";
 import type { DutyFactory } from "./service.ts";
 
 export const SERVICE_DUTIES: readonly DutyFactory[] = [
   (service) => (service.recover ? new RecoveryDuty(service) : undefined),
   retentionDuty,
+  (service) => (service.schedules ? new ScheduleDuty(service) : undefined),
 ];

@@ -5,6 +5,15 @@
  * Run ids sort by creation time: 10 Crockford base32 characters of the
  * millisecond clock, then 8 random ones (lower case, easy to type; the CLI
  * accepts any unique prefix).
+ *
+ * A caller may name a root run itself (`atomic run --id KEY`, `POST
+ * /api/runs {id}`, a schedule's tick): a run key. Keys are case-folded to
+ * lower case (the CLI and the API look runs up lower-cased), 1-100 of
+ * a-z 0-9 . _ - beginning with a letter or digit (safe in file names and
+ * in `<run id>:<stage>` addresses), and must hold at least one character
+ * a generated id never has (. _ - i l o u): so a key can never equal, nor
+ * be a prefix of, a generated id, and typing a generated id's prefix never
+ * resolves to a keyed run by accident (a lookup tries the exact id first).
  */
 
 declare const brand: unique symbol;
@@ -45,6 +54,30 @@ export function isRunId(text: string): text is RunId {
 export function parseRunId(text: string): RunId | undefined {
   const t = text.trim().toLowerCase();
   return isRunId(t) ? t : undefined;
+}
+
+const RUN_KEY = /^[a-z0-9][a-z0-9._-]{0,99}$/;
+/** The characters of a key that no generated id has (the alphabet leaves out i, l, o, u). */
+const NOT_IN_IDS = /[._\-ilou]/;
+
+/** A caller-chosen run id, case-folded; or why it is not one (a sentence). */
+export function parseRunKey(text: string): { id: RunId } | { problem: string } {
+  const t = text.trim().toLowerCase();
+  if (!RUN_KEY.test(t)) {
+    return { problem: `run id ${JSON.stringify(text)} must be 1-100 characters of letters, digits, ".", "_" and "-", beginning with a letter or digit` };
+  }
+  if (!NOT_IN_IDS.test(t)) {
+    return { problem: `run id ${JSON.stringify(text)} could be taken for (the start of) a generated run id: it needs a ".", "_" or "-" (or one of the letters i, l, o, u)` };
+  }
+  return { id: t as RunId };
+}
+
+/** A generated id or a caller's key (what a `<run>:<stage>` address or a lookup may name exactly). */
+export function parseRunRef(text: string): RunId | undefined {
+  const id = parseRunId(text);
+  if (id) return id;
+  const key = parseRunKey(text);
+  return "id" in key ? key.id : undefined;
 }
 
 export function newHolderId(role: string): HolderId {

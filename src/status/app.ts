@@ -31,13 +31,20 @@ import { isPagePath, signInPage, StatusAuth } from "./auth.ts";
 import type { HostPolicy } from "./security.ts";
 import type { Miss, StatusSource } from "./source.ts";
 import { parseCursor } from "./stream-cursor.ts";
+import { scheduleViews } from "./schedules.ts";
 import type { StartAt } from "./tree-feed.ts";
+
+/** What starts a posted run (service/run-starter.ts); it throws AtomicErrors whose codes map to statuses (startStatus). */
+export interface RunStarting {
+  start(req: { workflow: string; inputs: Record<string, unknown>; id?: string }): Promise<{ runId: string; created: boolean; status: string }>;
+}
 
 export interface StatusAppOptions {
   source: StatusSource;
   control: StatusControl;
   token: string;
   hosts: HostPolicy;
+  starter?: RunStarting;
 }
 
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -63,7 +70,7 @@ function intParam(c: Context, name: string, dflt: number, min: number, max: numb
 }
 
 export function createStatusApp(opts: StatusAppOptions): Hono {
-  const { source, control, token, hosts } = opts;
+  const { source, control, token, hosts, starter } = opts;
   const auth = new StatusAuth(token, hosts);
   const app = new Hono();
 
@@ -276,6 +283,26 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     }
   });
 
+  // Starting a run from code (the service only): keyed by `id` when given (engine/keyed-start.ts).
+  app.post("/api/runs", async (c) => {
+    if (!starter) {
+      return fail(c, 501, "not_a_service", "this server does not start runs", "start runs through atomic serve (the service), or with atomic run");
+    }
+    const body = jsonBody(c);
+    const req = startRequest(body);
+    if (typeof req === "string") return fail(c, 400, "bad_body", req, 'send {"workflow": "<builtin or registered name, or a path>", "inputs": {...}, "id": "<optional run id>"}');
+    try {
+      const started = await starter.start(req);
+      source.invalidate();
+      return c.json({ ...started, url: `/api/runs/${started.runId}` }, started.created ? 201 : 200);
+    } catch (err) {
+      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, startStatus(err.code), err.code, err.message, err.hint);
+      throw err;
+    }
+  });
+
+  app.get("/api/schedules", async (c) => c.json({ schedules: await scheduleViews(source.journal, Date.now()) }));
+
   // Messages to stages and answers to ctx.ask: the same code as `atomic send` / `atomic answer`.
   const intercom = (what: "message" | "answer") => async (c: Context) => {
     const run = await runOf(c);
@@ -295,6 +322,23 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.post("/api/runs/:id/answers", intercom("answer"));
 
   return app;
+}
+
+/** The body of `POST /api/runs`, or what is wrong with it. */
+function startRequest(body: unknown): { workflow: string; inputs: Record<string, unknown>; id?: string } | string {
+  if (body === NOT_JSON || !body || typeof body !== "object" || Array.isArray(body)) return "the body must be a JSON object";
+  const { workflow, inputs, id } = body as Record<string, unknown>;
+  if (typeof workflow !== "string" || !workflow.trim()) return '"workflow" must be a non-empty string';
+  if (inputs !== undefined && (!inputs || typeof inputs !== "object" || Array.isArray(inputs))) return '"inputs" must be an object';
+  if (id !== undefined && typeof id !== "string") return '"id" must be a string';
+  return { workflow: workflow.trim(), inputs: (inputs ?? {}) as Record<string, unknown>, ...(id !== undefined ? { id } : {}) };
+}
+
+function startStatus(code: string): Status {
+  if (code === "workflow_not_allowed") return 403;
+  if (code === "workflow_not_found") return 404;
+  if (code === "run_id_conflict") return 409;
+  return 400;
 }
 
 const NOT_JSON = Symbol("not JSON");

@@ -12,7 +12,7 @@
 
 import type { Journal } from "../journal/types.ts";
 import { UsageError } from "../shared/errors.ts";
-import { createStatusApp } from "./app.ts";
+import { createStatusApp, type RunStarting } from "./app.ts";
 import { journalControl } from "./control.ts";
 import { addSecret } from "../shared/secrets.ts";
 import { HostPolicy, isLoopbackHost, loadOrCreateToken } from "./security.ts";
@@ -32,6 +32,8 @@ export interface StatusServerOptions {
   stream?: Partial<StreamOptions>;
   /** Seconds before Bun closes an idle connection (event streams are exempt). */
   idleTimeoutS?: number;
+  /** Starts runs posted to `POST /api/runs` (the service has one; without it the route answers 501). */
+  starter?: RunStarting;
 }
 
 export interface StatusServer {
@@ -88,7 +90,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   }
   const bound = server.port ?? port;
   const hosts = new HostPolicy(host, bound);
-  app = createStatusApp({ source, control, token, hosts });
+  app = createStatusApp({ source, control, token, hosts, ...(opts.starter ? { starter: opts.starter } : {}) });
   let stopped: Promise<void> | undefined;
   return {
     url: hosts.url("/"),

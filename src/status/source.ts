@@ -9,7 +9,7 @@ import { EVENT } from "../engine/journal-events.ts";
 import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
 import type { Journal, JournalEvent, RunRecord } from "../journal/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
-import { isRunId } from "../shared/ids.ts";
+import { parseRunRef } from "../shared/ids.ts";
 import { buildRunGraph, type RunGraph } from "./graph.ts";
 import { JournalMetrics } from "./metrics.ts";
 import { StreamHub, DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./stream-hub.ts";
@@ -88,10 +88,11 @@ export class StatusSource {
   /** A run by full id or unique prefix (a root wins over its own children, as in the CLI). */
   async findRun(text: string): Promise<RunRecord | Miss> {
     const id = text.trim().toLowerCase();
-    if (isRunId(id)) {
-      const run = await this.journal.getRun(id);
-      if (run) return run;
-    } else if (/^[0-9a-z]{4,17}$/.test(id)) {
+    const exact = parseRunRef(id);
+    // The exact id first: a generated id, or a caller's key (which is never a generated id's prefix: shared/ids.ts).
+    const run = exact ? await this.journal.getRun(exact) : undefined;
+    if (run) return run;
+    if (/^[0-9a-z]{4,17}$/.test(id)) {
       const found = await this.journal.findRuns(id, 50);
       const roots = found.filter((r) => r.parentId === null);
       if (found.length === 1) return found[0]!;

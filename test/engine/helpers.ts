@@ -182,6 +182,9 @@ class CrashableJournal implements Journal {
   get retention() {
     return this.inner.retention;
   }
+  get schedules() {
+    return this.inner.schedules;
+  }
   /** The message store; its lease-holder writes fail after a crash like appends do. */
   get messages(): MessageStore {
     const inner = this.inner.messages;

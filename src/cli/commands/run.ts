@@ -1,19 +1,22 @@
 /**
- * `atomic run FILE [--input k=v ...] [--inputs-json FILE] [--serve [--port N] [--host H]]`:
+ * `atomic run FILE [--input k=v ...] [--inputs-json FILE] [--id KEY] [--serve [--port N] [--host H]]`:
  * start a run and drive it to its end. With --serve the status server runs
  * in this process for the run's lifetime (started before the run, so a
- * busy port stops everything before anything is written).
+ * busy port stops everything before anything is written). With `--id KEY`
+ * the start is idempotent (engine/keyed-start.ts): when a run of that id exists
+ * already, this command follows it (cli/attach.ts) instead.
  */
 
 import { defineCommand } from "citty";
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
-import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
+import { loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
-import { BUILTIN_PREFIX, NOT_SHIPPED, builtinSource } from "../../engine/builtins.ts";
-import { newRunId } from "../../shared/ids.ts";
+import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
+import { newRunId, parseRunKey, parseRunRef, type RunId } from "../../shared/ids.ts";
+import { startOrAttach } from "../../engine/keyed-start.ts";
+import { attachRun } from "../attach.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
@@ -35,6 +38,7 @@ export default defineCommand({
     file: { type: "positional", description: "workflow file (.ts), the name of one in .atomic/workflows/, or a builtin's name (atomic workflows lists them)", required: true },
     input: { type: "string", description: "an input; repeat the flag for more inputs (an array input takes it several times)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
+    id: { type: "string", description: "the run's id, chosen by you: a second start with this id gets the existing run (same inputs) or is refused (other inputs)" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
     ...BUDGET_ARGS,
@@ -56,7 +60,8 @@ export default defineCommand({
     const file = resolveWorkflowArg(args.file);
     // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
     // steps never use a stage (ctx.tool only) pays for no coordinator and no worker.
-    const runId = newRunId();
+    const keyed = args.id !== undefined;
+    const runId = keyed ? runKeyOption(args.id!) : newRunId();
     let root: RootRun | undefined;
     let server: StatusServer | undefined;
     // Ctrl-C before the run is recorded: nothing was written, nothing to resume.
@@ -76,10 +81,22 @@ export default defineCommand({
       if (args.detach) await requireService(journal, { name: loaded.definition.name, recover: loaded.definition.recover !== false });
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
-      root = await RootRun.start(
-        { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice },
-        { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) },
-      );
+      const opts = { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice };
+      const req = { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) };
+      if (keyed) {
+        const start = await startOrAttach(opts, req);
+        if (start.kind === "existing") {
+          startedOrRefused();
+          view.close();
+          // Detached: the existing run is the answer (its id); following it is for a terminal that waits.
+          if (args.detach) announceDetached(s, start.run.id);
+          else await attachRun(s, start.run);
+          return;
+        }
+        root = start.root;
+      } else {
+        root = await RootRun.start(opts, req);
+      }
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
       if (args.detach) {
         await root.detach();
@@ -120,26 +137,13 @@ function announce(s: CliSession, view: RunView, server: StatusServer, runId: str
   else view.note(`status page: ${url}`);
 }
 
-/**
- * `atomic run triage` finds `.atomic/workflows/triage.ts` when no file of
- * that name exists, else the builtin of that name (`builtin:triage`): a
- * local workflow wins over a builtin.
- */
-export function resolveWorkflowArg(arg: string): string {
-  if (existsSync(arg) || arg.includes("/")) return arg;
-  const named = localWorkflowPath(arg);
-  if (existsSync(named)) return named;
-  if (builtinSource(arg) !== undefined) return `${BUILTIN_PREFIX}${arg}`;
-  if (NOT_SHIPPED.includes(arg)) {
-    throw new UsageError("workflow_not_found", `the builtin workflow ${arg} is not shipped in this version of atomic yet`, {
-      hint: "`atomic workflows` lists the builtins it ships",
-    });
-  }
-  return arg;
-}
-
-export function localWorkflowPath(name: string): string {
-  return join(".atomic", "workflows", name.endsWith(".ts") ? name : `${name}.ts`);
+/** `--id KEY`: a caller's run id (shared/ids.ts says which keys can be told from generated ids), or a full generated one. */
+export function runKeyOption(text: string): RunId {
+  const ref = parseRunRef(text);
+  if (ref) return ref;
+  const key = parseRunKey(text);
+  if ("problem" in key) throw new UsageError("bad_run_id", key.problem, { hint: "for example --id nightly-2026-12-01 or --id order.4711" });
+  return key.id;
 }
 
 export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number } {

@@ -3,6 +3,7 @@
  * the local service: the status page and API, and the service's duties
  * (src/service/: recovery and waking of runs, schedules) until SIGTERM or
  * Ctrl-C. Stopping ends the drives it started resumably, then the server.
+ * Runs posted to `POST /api/runs` are started by service/run-starter.ts.
  */
 
 import { defineCommand } from "citty";
@@ -10,6 +11,7 @@ import { UsageError } from "../../shared/errors.ts";
 import { SERVICE_DUTIES } from "../../service/duties.ts";
 import { DEFAULT_MAX_RUNS } from "../../service/recovery.ts";
 import { Service, type ServiceLogEvent } from "../../service/service.ts";
+import { RunStarter } from "../../service/run-starter.ts";
 import { session, type CliSession } from "../session.ts";
 import { SERVE_ARGS, openLoginInBrowser, startCliServer, untilSignal } from "../status-server.ts";
 
@@ -27,10 +29,12 @@ export default defineCommand({
     const maxRuns = parseMaxRuns(args.maxRuns);
     // Listen for Ctrl-C before the URL is printed: whoever reads it may stop us at once.
     const stopRequested = untilSignal();
-    const server = await startCliServer(s, args);
+    const journal = await s.journal();
+    const starter = new RunStarter({ journal, home: s.globals.home, cwd: process.cwd(), journalUrl: s.globals.journal, recover: args.recover !== false });
+    const server = await startCliServer(s, args, starter);
     const service = new Service(
       {
-        journal: await s.journal(),
+        journal,
         home: s.globals.home,
         journalUrl: s.globals.journal,
         durability: s.globals.durability,

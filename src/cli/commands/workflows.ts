@@ -17,7 +17,7 @@ import { UsageError } from "../../shared/errors.ts";
 import type { WorkflowDefinition } from "../../sdk/types.ts";
 import { session, type CliSession } from "../session.ts";
 import { out } from "../output.ts";
-import { resolveWorkflowArg } from "./run.ts";
+import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
 
 export default defineCommand({
   meta: { name: "workflows", description: "List workflows (.atomic/workflows/ and the builtins), or one workflow's inputs and outputs" },

@@ -13,7 +13,7 @@
  */
 
 import { AtomicError, StepFailedError } from "../../shared/errors.ts";
-import { parseRunId } from "../../shared/ids.ts";
+import { parseRunRef } from "../../shared/ids.ts";
 import { splitAddress } from "../../intercom/addresses.ts";
 import { IntercomClient } from "../../intercom/client.ts";
 import type { SendOptions, SendReceipt } from "../../sdk/types.ts";
@@ -47,7 +47,7 @@ export async function runSend(exec: RunExecution, address: string, text: string,
   try {
     let run = await tree.journal.getRun(tree.lease.rootId);
     if (runText !== undefined) {
-      const id = parseRunId(runText);
+      const id = parseRunRef(runText);
       run = id ? await tree.journal.getRun(id) : undefined;
       if (!run) throw new AtomicError("unknown_run", `no run with id ${runText}`, "usage", { hint: "address another run's stage as <run id>:<stage path>" });
     }

@@ -378,6 +378,29 @@ export const MIGRATIONS: readonly Migration[] = [
       ) strict`.execute(db);
     },
   },
+  {
+    version: 8,
+    name: "schedules",
+    async up(db) {
+      // The contract: ../schedules.ts. Inputs are JSON text; times ms since the epoch; paused 0 or 1.
+      await sql`create table schedules (
+        name text primary key,
+        cron text not null,
+        timezone text,
+        workflow text not null,
+        inputs text not null,
+        cwd text not null,
+        overlap text not null check (overlap in ('skip', 'buffer-one', 'allow')),
+        catch_up text not null check (catch_up in ('skip', 'run-once')),
+        paused integer not null default 0,
+        created_at integer not null,
+        updated_at integer not null,
+        last_tick_at integer,
+        last_run_id text,
+        buffered_tick_at integer
+      ) strict`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

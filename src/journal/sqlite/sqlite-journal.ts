@@ -51,6 +51,8 @@ import type {
 import { SqliteMessageStore } from "./messages.ts";
 import { SqliteViews } from "./views.ts";
 import { SqliteRetention } from "./retention.ts";
+import { SqliteScheduleStore } from "./schedules.ts";
+import type { ScheduleStore } from "../schedules.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
@@ -111,10 +113,12 @@ export class SqliteJournal implements Journal {
     this.views = this.sqliteViews;
     this.sqliteRetention = new SqliteRetention(db, statements, location, (fn) => this.#run(fn));
     this.retention = this.sqliteRetention;
+    this.schedules = new SqliteScheduleStore(db, (fn) => this.#run(fn));
   }
 
   readonly retention: RunRetention;
   private readonly sqliteRetention: SqliteRetention;
+  readonly schedules: ScheduleStore;
 
   readonly views: JournalViews;
   private readonly sqliteViews: SqliteViews;

@@ -54,10 +54,34 @@
     const prev = h("button", { class: "btn", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
     const next = h("button", { class: "btn", text: "older →", onclick: () => { offset += limit; sync(); load(); } });
     const problem = h("div");
+    // The schedules (read-only: atomic schedule changes them), shown when there are any.
+    const schedBody = h("tbody");
+    const schedCard = h("div", { class: "card", id: "schedules", hidden: true },
+      h("h2", { text: "schedules" }),
+      h("table", { class: "runs schedules" }, h("thead", {}, h("tr", {}, ["schedule", "cron", "workflow", "state", "next tick", "last run"].map((c) => h("th", { text: c })))), schedBody));
     fill($main, h("div", { class: "card" },
       h("div", { class: "toolbar" }, select, search, count), problem,
       h("table", { class: "runs" }, h("thead", {}, h("tr", {}, ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
-      h("div", { class: "pager" }, prev, next)));
+      h("div", { class: "pager" }, prev, next)), schedCard);
+
+    async function loadSchedules() {
+      try {
+        const { schedules } = await api("/api/schedules");
+        schedCard.hidden = schedules.length === 0;
+        clear(schedBody);
+        for (const sc of schedules) {
+          schedBody.append(h("tr", { "data-schedule": sc.name },
+            h("td", { "data-label": "schedule", class: "mono", text: sc.name }),
+            h("td", { "data-label": "cron", class: "mono", text: `${sc.cron} (${sc.timezone || "UTC"})` }),
+            h("td", { "data-label": "workflow", text: sc.workflow }),
+            h("td", { "data-label": "state" }, badge(sc.paused ? "paused" : "active")),
+            h("td", { "data-label": "next tick", text: sc.nextTickAt ? fmtTime(sc.nextTickAt) : "" }),
+            h("td", { "data-label": "last run" }, sc.lastRunId ? [h("a", { class: "mono", href: `/runs/${sc.lastRunId}`, text: sc.lastRunId }), " ", sc.lastRunStatus ? badge(sc.lastRunStatus) : null] : "")));
+        }
+      } catch {
+        // the run list above says when the server cannot be reached
+      }
+    }
 
     function sync() {
       const p = new URLSearchParams();
@@ -70,6 +94,7 @@
       clearTimeout(timer);
       try {
         data = await api(`/api/runs?limit=${limit}&offset=${offset}${status ? `&status=${status}` : ""}`);
+        void loadSchedules();
         clear(problem);
         setConn("live", "live");
         render();
@@ -359,7 +384,8 @@
     refresh();
   }
 
-  const m = /^\/runs\/([0-9a-z]+)\/?$/.exec(location.pathname);
+  // Generated ids and callers' keys (a-z 0-9 . _ -: src/shared/ids.ts).
+  const m = /^\/runs\/([0-9a-z._-]+)\/?$/.exec(location.pathname);
   if (m) runPage(m[1]);
   else listPage();
 })();

@@ -1,0 +1,129 @@
+/**
+ * Starting a run that this process does not drive: a detached child of the
+ * binary, `atomic run <workflow> --id <run id> --inputs-json <file>`, in the
+ * directory the run belongs to. The service uses it for runs posted to its
+ * API and for schedule ticks, `atomic schedule trigger` too.
+ *
+ * Who drives the run: when a service with recovery runs on the journal
+ * (leaveToService), the child adds `--detach`: it records the run and
+ * leaves it, and the service's recovery duty drives it as it drives every
+ * run it recovers (recovery.ts, drives.ts: its limit of runs at once,
+ * stopping resumably on SIGTERM, the back-off after crashes). Otherwise
+ * (`serve --no-recover`, no service, a workflow with `recover: false`) the
+ * child drives the run itself, an ordinary driver in a session of its own
+ * that outlives the process that started it.
+ *
+ * The run id is chosen before the child starts, and the child's start is
+ * keyed by it (engine/keyed-start.ts): a second spawn for the same id, by
+ * this service or another, never makes a second run. Nothing secret goes on
+ * the command line (every user can read /proc/<pid>/cmdline): the inputs go
+ * in a 0600 file, the home and the journal URL through the environment.
+ * The child's output goes to `$ATOMIC_HOME/service/logs/<run id>.log`.
+ */
+
+import { spawn } from "node:child_process";
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadWorkflowFile } from "../engine/loader.ts";
+import type { Journal, RunRecord } from "../journal/types.ts";
+import type { RunId } from "../shared/ids.ts";
+import { selfCommand } from "../shared/self-exec.ts";
+import { activeService } from "./service-lease.ts";
+
+export interface DetachedStart {
+  /** What `atomic run` takes: a file path or `builtin:NAME`. */
+  workflow: string;
+  inputs: Record<string, unknown>;
+  runId: RunId;
+  cwd: string;
+  home: string;
+  /** The journal URL, when it is not the home's SQLite file. */
+  journalUrl?: string;
+  /** Record the run and leave it to the service's recovery duty (`run --detach`), instead of driving it in the child. */
+  leaveToService: boolean;
+}
+
+export interface SpawnedRun {
+  logPath: string;
+  pid: number | undefined;
+  /** Resolves with the child's exit code (null: killed by a signal). */
+  exited: Promise<number | null>;
+}
+
+export function serviceDir(home: string, ...parts: string[]): string {
+  return join(home, "service", ...parts);
+}
+
+export function spawnRunDriver(start: DetachedStart): SpawnedRun {
+  const logs = serviceDir(start.home, "logs");
+  const inputsDir = serviceDir(start.home, "inputs");
+  mkdirSync(logs, { recursive: true, mode: 0o700 });
+  mkdirSync(inputsDir, { recursive: true, mode: 0o700 });
+  const inputsFile = join(inputsDir, `${start.runId}.json`);
+  writeFileSync(inputsFile, JSON.stringify(start.inputs), { mode: 0o600 });
+  const logPath = join(logs, `${start.runId}.log`);
+  const log = openSync(logPath, "a", 0o600);
+  const env: NodeJS.ProcessEnv = { ...process.env, ATOMIC_HOME: start.home, NO_COLOR: "1" };
+  if (start.journalUrl) env.ATOMIC_JOURNAL = start.journalUrl;
+  else delete env.ATOMIC_JOURNAL;
+  const [cmd, ...args] = selfCommand("run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile, ...(start.leaveToService ? ["--detach"] : []));
+  let child;
+  try {
+    child = spawn(cmd!, args, { cwd: start.cwd, env, detached: true, stdio: ["ignore", log, log] });
+  } finally {
+    closeSync(log);
+  }
+  const exited = new Promise<number | null>((resolve) => {
+    child.once("exit", (code) => resolve(code));
+    child.once("error", () => resolve(null));
+  });
+  // The inputs file has served once the child read it; gone with the child at the latest.
+  void exited.then(() => rmSync(inputsFile, { force: true }));
+  child.unref();
+  return { logPath, pid: child.pid, exited };
+}
+
+/**
+ * Whether a start leaves its run to the service's recovery duty: recovery is
+ * on, a service is active on the journal, and the workflow has not opted out
+ * of recovery (`recover: false`: nobody would ever drive it then).
+ */
+export async function leaveToService(journal: Journal, recover: boolean, workflow: string | { recover?: boolean }): Promise<boolean> {
+  if (!recover || !(await activeService(journal))) return false;
+  const definition = typeof workflow === "string" ? (await loadWorkflowFile(workflow)).definition : workflow;
+  return definition.recover !== false;
+}
+
+/**
+ * Waits until the spawned child recorded its run (or found it recorded),
+ * or exited without: then the last line of its log says why.
+ */
+export async function awaitRecorded(journal: Journal, runId: RunId, spawned: SpawnedRun, timeoutMs = 30_000): Promise<RunRecord | { failed: string }> {
+  let exitCode: number | null | undefined;
+  void spawned.exited.then((code) => (exitCode = code === null ? -1 : code));
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const run = await journal.getRun(runId);
+    if (run) return run;
+    if (exitCode !== undefined) {
+      // One more look: the run may have been recorded just before the child ended.
+      const late = await journal.getRun(runId);
+      if (late) return late;
+      return { failed: lastError(spawned.logPath) ?? `the run's process exited with code ${exitCode} before recording it` };
+    }
+    if (Date.now() > deadline) return { failed: `the run's process did not record run ${runId} within ${timeoutMs / 1000}s (see ${spawned.logPath})` };
+    await Bun.sleep(25);
+  }
+}
+
+/** The child's `error: …` sentence, if it printed one. */
+function lastError(logPath: string): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(logPath, "utf8");
+  } catch {
+    return undefined;
+  }
+  const line = text.split("\n").reverse().find((l) => l.startsWith("error: "));
+  return line?.slice("error: ".length).replace(/\.$/, "");
+}
