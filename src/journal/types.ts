@@ -426,7 +426,7 @@ export const MAX_MESSAGE_TEXT = 64 * 1024;
 export const MESSAGE_MODES = ["steer", "followUp", "interrupt"] as const;
 export type MessageMode = (typeof MESSAGE_MODES)[number];
 
-export const STAGE_STATES = ["running", "failed", "finished"] as const;
+export const STAGE_STATES = ["queued", "running", "failed", "finished"] as const;
 export type StageState = (typeof STAGE_STATES)[number];
 
 export interface StageIndexEntry {
