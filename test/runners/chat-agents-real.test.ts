@@ -6,7 +6,7 @@
  * 300 KiB prompt delivered through stdin unchanged (no quotes added),
  * usage exactly what the provider reported and the CLI's own cost; provider
  * errors mapped to the openai runner's codes (401, 400, 429 with
- * Retry-After, a 500 the CLI's own retry survives, a stream cut off);
+ * Retry-After, a 500 the CLI's own retry survives, a stream cut off, an error inside the stream with and without its type and code);
  * tools named in atomic's terms (`tools: []`: none offered); followUp, steer
  * and interrupt sent with `atomic send` to a live stage
  * (pi: its own steer/follow_up/abort; opencode: queued and delivered by
@@ -99,7 +99,7 @@ for (const kind of KINDS) {
       const seen = new Map<string, number>();
       const s = await server((req) => {
         const said = userTexts(req).join(" ");
-        const marker = /\b(E401|E400|E429|E500ONCE|CUT|STREAMERR)\b/.exec(said)?.[1] ?? "";
+        const marker = /\b(E401|E400|E429|E500ONCE|CUT|STREAMERR|STREAMKIND)\b/.exec(said)?.[1] ?? "";
         const n = seen.get(marker) ?? 0;
         seen.set(marker, n + 1);
         const err = (status: number, message: string, headers: Record<string, string> = {}): Reply => ({ status, headers, body: JSON.stringify({ error: { message } }) });
@@ -108,10 +108,15 @@ for (const kind of KINDS) {
         if (marker === "E429") return err(429, "slow down please", { "retry-after": "1" });
         if (marker === "E500ONCE") return n === 0 ? err(500, "upstream hiccup") : text("survived");
         if (marker === "CUT") return { text: ["partial ", "more"], cutOff: true };
-        if (marker === "STREAMERR") return { raw: [`data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "par" }, finish_reason: null }] })}\n\n`, `data: ${JSON.stringify({ error: { message: "the stream broke down" } })}\n\n`] };
+        const partial = `data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "par" }, finish_reason: null }] })}\n\n`;
+        if (marker === "STREAMERR") return { raw: [partial, `data: ${JSON.stringify({ error: { message: "the stream broke down" } })}\n\n`] };
+        const kind = { message: "the context is too long", type: "invalid_request_error", code: "context_length_exceeded" };
+        if (marker === "STREAMKIND") return { raw: [partial, `data: ${JSON.stringify({ error: kind })}\n\n`] };
         return text("?");
       });
-      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", ...(kind === "opencode" ? ["CUT"] : [])]);
+      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", "STREAMKIND", ...(kind === "opencode" ? ["CUT"] : [])]);
+      const exit = new RegExp(`\\(${kind} exited with status \\d+\\)$`);
+      for (const i of [0, 1, 2, 4, 5]) expect(stages[i]!.error!.message).toMatch(exit);
       expect(stages[0]).toMatchObject({ status: "failed", error: { code: "provider_auth" } });
       expect(stages[0]!.error!.message).toContain(kind);
       expect(stages[0]!.error!.message).toContain("the key is wrong");
@@ -123,10 +128,18 @@ for (const kind of KINDS) {
       expect(readdirSync(join(stages.home, "rate-limits")).filter((f) => f.endsWith(".json")).length).toBe(1);
       expect(stages[3]).toMatchObject({ status: "completed", text: "survived" });
       expect(stages[3]!.error).toBeNull();
-      // an error inside the stream carries no HTTP status: the CLI's error, in the provider's words
-      expect(stages[4]).toMatchObject({ status: "failed", error: { code: "agent_error" } });
-      expect(stages[4]!.error!.message).toContain("the stream broke down");
-      if (kind === "opencode") expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_bad_response" } });
+      // an error inside the stream has no HTTP status: the provider's (retryable, as the openai runner's mid-stream error), in its words
+      expect(stages[4]).toMatchObject({ status: "failed", error: { code: "provider_unavailable" } });
+      expect(stages[4]!.error!.message).toStartWith(`${kind}: the provider reported an error (inside its reply stream): the stream broke down`);
+      // its type and code: opencode passes the provider's error object on (mapped by them); pi passes only the message
+      if (kind === "opencode") {
+        expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_bad_request" } });
+        expect(stages[5]!.error!.message).toStartWith("opencode: the provider refused the request (inside its reply stream, invalid_request_error context_length_exceeded): the context is too long");
+        expect(stages[6]).toMatchObject({ status: "failed", error: { code: "provider_bad_response" } });
+      } else {
+        expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_unavailable" } });
+        expect(stages[5]!.error!.message).toStartWith("pi: the provider reported an error (inside its reply stream): the context is too long");
+      }
     },
     150_000,
   );

@@ -15,7 +15,12 @@
  * - Failure: a `result` whose status is not success. A broken stream comes
  *   as an `error` event followed by a result with no error of its own: the
  *   event's message is the stage's. Provider errors are classified from
- *   gemini's `[API Error: {...}]` text (agent-errors.ts).
+ *   gemini's `[API Error: {...}]` text (agent-errors.ts). An error the
+ *   provider sends inside its reply stream reaches us without its status or
+ *   words: gemini 0.61 retries the stream three times and then reports only
+ *   "Model stream ended without a finish reason", so the stage fails as
+ *   provider_unavailable with that sentence (nothing else is in gemini's
+ *   output to say more).
  * - Tools: with `tools` set, a policy file (`--policy`, in the attempt's
  *   artifact directory) denies every gemini tool but the ones atomic's
  *   names map to (GEMINI_TOOLS); gemini then leaves the others out of what

@@ -14,7 +14,10 @@
  *   `unknown`, zero tokens, forever): after a few in a row the adapter ends
  *   the process and fails the stage as provider_bad_response.
  * - `error` carries the provider's HTTP status, body and headers: mapped to
- *   the openai runner's codes (records.ts cliProviderError).
+ *   the openai runner's codes (records.ts cliProviderError). An error inside
+ *   the reply stream has no status: opencode reports it as an UnknownError
+ *   whose message is the provider's error object as JSON (message, type,
+ *   code), mapped by its type or code (agent-errors.ts streamFailure).
  *
  * Settings opencode reads only from its config, given through
  * OPENCODE_CONFIG_CONTENT (merged over the user's own config):
@@ -31,6 +34,7 @@
 import type { StageRequest } from "../types.ts";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
+import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
 import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, type Rec } from "./records.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
@@ -123,7 +127,12 @@ export const opencode: CliAdapter = {
         const data = obj(e.data);
         const said = str(data.responseBody) ?? str(data.message) ?? str(e.message) ?? str(e.name) ?? "";
         const headers = Object.fromEntries(Object.entries(obj(data.responseHeaders)).map(([k, v]) => [k, String(v)]));
-        s.final = cliProviderError("opencode", typeof data.statusCode === "number" ? data.statusCode : undefined, said, headers, ctx.request.model);
+        if (typeof data.statusCode === "number") s.final = cliProviderError("opencode", data.statusCode, said, headers, ctx.request.model);
+        else {
+          // An error inside the reply stream: opencode passes the provider's error object on as the message's text.
+          const streamed = streamedErrorIn(said);
+          s.final = streamed ? streamFailure("opencode", streamed) : agentFailure("opencode", said, { model: ctx.request.model });
+        }
         return true;
       }
     }

@@ -22,8 +22,10 @@
  *   barrier).
  * - The turn's outcome is its last assistant message: stopReason `error`
  *   fails the stage with the provider's status mapped to the shared codes
- *   (pi's errorMessage starts with the HTTP status); `aborted` (our
- *   interrupt) does not.
+ *   (pi's errorMessage starts with the HTTP status); an error inside the
+ *   stream has no status in pi's output, only the provider's message
+ *   (agent-errors.ts streamFailure: provider_unavailable unless the words
+ *   say otherwise); `aborted` (our interrupt) does not fail it.
  *
  * Messages: steer and followUp are pi's own `steer` / `follow_up`. An
  * interrupt writes `abort` only; the message is queued and becomes the next
@@ -35,6 +37,7 @@
 import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
+import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
 import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost } from "./records.ts";
 
 const BARRIER = "atomic-turn-end";
@@ -71,6 +74,10 @@ export const pi: CliAdapter = {
       case "agent_start":
         delete s.final;
         return;
+      case "message_start":
+        // An HTTP error's assistant message starts already failed; one whose stream began starts as "stop" (pi 0.73).
+        if (obj(rec.message).role === "assistant") s.process.streamBegan = obj(rec.message).stopReason !== "error";
+        return;
       case "message_update": {
         const ev = obj(rec.assistantMessageEvent);
         if (ev.type === "text_delta" && typeof ev.delta === "string") ctx.text(ev.delta);
@@ -91,11 +98,8 @@ export const pi: CliAdapter = {
           turns: 1,
           ...(model ? { model } : {}),
         });
-        if (m.stopReason === "error") {
-          const said = str(m.errorMessage) ?? "";
-          const status = /^\s*(\d{3})\b/.exec(said);
-          s.final = cliProviderError("pi", status ? Number(status[1]) : undefined, status ? said.slice(status[0].length) : said, {}, model);
-        } else s.final = { ok: true };
+        if (m.stopReason === "error") s.final = piFailure(str(m.errorMessage) ?? "", s.process.streamBegan === true, model);
+        else s.final = { ok: true };
         return;
       }
       case "auto_retry_start":
@@ -127,3 +131,16 @@ export const pi: CliAdapter = {
     }
   },
 };
+
+/**
+ * A failed assistant message: pi's errorMessage starts with the HTTP status
+ * of a refused request ("401 …"); an error inside the reply stream carries
+ * only the provider's message (no status, no type or code: pi drops them),
+ * told apart by the message having started as a stream.
+ */
+function piFailure(said: string, streamBegan: boolean, model: string | undefined) {
+  const status = /^\s*(\d{3})\b/.exec(said);
+  if (status) return cliProviderError("pi", Number(status[1]), said.slice(status[0].length), {}, model);
+  if (streamBegan) return streamFailure("pi", streamedErrorIn(said) ?? { message: said });
+  return agentFailure("pi", said, { model });
+}
