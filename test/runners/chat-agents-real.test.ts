@@ -24,6 +24,7 @@ import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent } from "../help
 import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { shownStage } from "../helpers/real-agent-stage.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
 const KINDS: ChatAgent[] = ["opencode", "pi"];
@@ -60,13 +61,14 @@ interface StageOut {
   error: { code: string; message: string } | null;
 }
 
-async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string }> {
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string; env: Record<string, string>; runId: string }> {
   const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap, ...setup });
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
   if (r.code !== 0) throw new Error(`atomic run exited ${r.code}: ${r.stderr}`);
-  return Object.assign(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as StageOut[], { home });
+  const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  return Object.assign(result.outputs.stages as StageOut[], { home, env, runId: result.runId as string });
 }
 
 const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
@@ -173,6 +175,22 @@ for (const kind of KINDS) {
       };
       expect(offered("TOOLS-SOME")).toEqual(["bash", "read"]);
       expect(offered("TOOLS-NONE")).toEqual([]);
+    },
+    150_000,
+  );
+
+  e2eTest(
+    `${kind}: a tool the stage did not allow, called anyway, is refused by ${kind} and is a warning on the stage (transcript and show)`,
+    async () => {
+      const s = await server((req) => (hasToolResult(req) ? text("could not") : toolCall("bash", shellArgs(kind, "echo hi > out.txt"))));
+      const stages = await runStages(kind, s, ["DENY"], ["--input", `tools=${JSON.stringify(["read"])}`]);
+      expect(stages[0]).toMatchObject({ status: "completed", text: "could not" });
+      const seen = await shownStage(stages.home, stages.env, stages.runId, "s0");
+      // opencode answers through its "invalid" tool, which no longer has the model's arguments; pi keeps them
+      const said = kind === "opencode" ? /opencode refused the tool bash: Model tried to call unavailable tool 'bash'\. Available tools: invalid, read\./ : /pi refused the tool bash \(\{"command":"echo hi > out.txt"\}\): Tool bash not found/;
+      const warning = new RegExp(`${said.source}; hint: name it in the stage's tools to allow it, e\\.g\\. tools: \\["read","bash"\\]`);
+      expect(seen.show).toMatch(new RegExp(`warning: ${warning.source}`));
+      expect(seen.transcript).toMatch(new RegExp(`## Warning\\s+${warning.source}`));
     },
     150_000,
   );

@@ -25,7 +25,9 @@
  *   off (`agent.title.disable`): it is not the stage's work, and its tokens
  *   appear in no event, so the stage's usage would silently miss them;
  * - `tools` (atomic's names) becomes opencode's `tools` map: every opencode
- *   tool not named is switched off (`tools: []`: all of them).
+ *   tool not named is switched off (`tools: []`: all of them). A model that
+ *   calls one anyway gets opencode's "invalid" tool ("Model tried to call
+ *   unavailable tool 'bash'"): a warning on the stage (records.ts).
  * Steer and followUp are queued and delivered by resuming the session
  * (`-s`) when the run ends; interrupt kills the run and resumes with the
  * message (opencode run takes no input while it runs).
@@ -35,7 +37,7 @@ import type { StageRequest } from "../types.ts";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
-import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, type Rec } from "./records.ts";
+import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool, type Rec } from "./records.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
 const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit: "edit", list: "glob", grep: "grep", bash: "bash" };
@@ -96,6 +98,12 @@ export const opencode: CliAdapter = {
         return;
       case "tool_use": {
         const state = obj(part.state);
+        if (part.tool === "invalid") {
+          // opencode answers a call of a tool it does not offer through its "invalid" tool (the model's arguments are gone).
+          const input = obj(state.input);
+          const name = str(input.tool) ?? "?";
+          warnRefusedTool(ctx, "opencode", name, undefined, Object.keys(TOOL_NAMES).find((k) => TOOL_NAMES[k] === name), str(input.error));
+        }
         ctx.tool(String(part.tool ?? "tool"), JSON.stringify(state.input ?? {}), state.status === undefined ? undefined : state.status !== "error");
         return;
       }

@@ -32,13 +32,17 @@
  * `prompt` once the aborted turn has ended (a `prompt` right after `abort`
  * is refused: "Agent is already processing"). Usage per assistant message
  * maps one to one onto ours, with pi's own cost.
+ *
+ * Tools: `--tools` (atomic's names mapped to pi's) or `--no-tools`; a model
+ * that calls a tool left out gets "Tool bash not found", which is a warning
+ * on the stage (records.ts warnRefusedTool).
  */
 
 import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
-import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost } from "./records.ts";
+import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool } from "./records.ts";
 
 const BARRIER = "atomic-turn-end";
 
@@ -109,11 +113,20 @@ export const pi: CliAdapter = {
         delete s.process.retrying;
         return;
       case "tool_execution_start":
+        ((s.process.piCalls as Record<string, unknown> | undefined) ??= {})[String(rec.toolCallId)] = rec.args ?? {};
         ctx.tool(String(rec.toolName ?? "tool"), JSON.stringify(rec.args ?? {}));
         return;
-      case "tool_execution_end":
-        ctx.tool(String(rec.toolName ?? "tool"), "", rec.isError !== true);
+      case "tool_execution_end": {
+        const name = String(rec.toolName ?? "tool");
+        ctx.tool(name, "", rec.isError !== true);
+        // A tool left out of --tools is not pi's any more: "Tool bash not found" (pi 0.73), the only sign of it.
+        const said = arr(obj(rec.result).content).map(obj).map((b) => String(b.text ?? "")).join("");
+        if (rec.isError === true && /^Tool \S+ not found/.test(said)) {
+          const ours = Object.keys(TOOL_NAMES).find((k) => TOOL_NAMES[k]!.includes(name));
+          warnRefusedTool(ctx, "pi", name, (s.process.piCalls as Record<string, unknown> | undefined)?.[String(rec.toolCallId)], ours, said);
+        }
         return;
+      }
       case "agent_end":
         ctx.write(JSON.stringify({ type: "get_state", id: BARRIER }));
         return;
