@@ -199,6 +199,13 @@ export interface Journal {
   readonly capabilities: JournalCapabilities;
   /** Human description of where the journal lives (path or redacted URL). */
   readonly location: string;
+  /**
+   * Throws the backend's storage_readonly refusal when this journal was
+   * opened read-only (a home this process may read but not write), so a
+   * command that will change runs says why before it does anything else.
+   * Optional: a backend that is never opened read-only has none.
+   */
+  assertWritable?(): void;
 
   /**
    * Take the lease on a root run: created if absent; taken over (epoch + 1)

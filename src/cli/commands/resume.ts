@@ -34,6 +34,8 @@ export default defineCommand({
     const run = await s.findRun(args.run);
     assertResumable(run);
     const journal = await s.journal();
+    // A home this user may only read: that is why nothing can be resumed here, whatever else is wrong.
+    journal.assertWritable?.();
     const place = recordedPlace(run, await journal.readEvents(run.id));
     const cwd = args.cwd !== undefined ? resolve(args.cwd) : place.cwd;
     if (cwd !== undefined) checkRunDir(run.id, cwd);
