@@ -136,13 +136,16 @@ e2eTest("codex: tools in atomic's terms: read-only tools give a read-only sandbo
 });
 
 e2eTest("codex: a write in the read-only sandbox (tools without write, edit or bash) is a warning on the stage naming the command (transcript and show)", async () => {
-  const s = await setup(shell("echo hi > out.txt"), say("could not"));
+  // a command that runs a moment: codex 0.171 reports no item in --json for a command that ends at once (seen under load)
+  const s = await setup(shell("sleep 1; echo hi > out.txt"), say("could not"));
   const { runId, outputs } = await runStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read"]) });
   expect(outputs.status).toBe("completed");
   expect(existsSync(join(s.cwd, "out.txt"))).toBe(false);
   const seen = await shownStage(s.h.home, s.h.env, runId, "ask");
+  const events = readFileSync(join(seen.dir, "events.jsonl"), "utf8");
+
   const warning = /codex refused the tool exec_command \(\{"cmd":".*echo hi > out.txt.*"\}\): its read-only sandbox refused a write \(Read-only file system\); hint: name it in the stage's tools to allow it, e.g. tools: \["read","write"\]/;
-  expect(seen.show).toMatch(new RegExp(`warning: ${warning.source}`));
+  expect(seen.show, `codex's events: ${events}`).toMatch(new RegExp(`warning: ${warning.source}`));
   expect(seen.transcript).toMatch(new RegExp(`## Warning\\s+${warning.source}`));
   s.fake.assertOnlyFake();
 });

@@ -23,7 +23,9 @@
  *   and codex's other tools off (NO_TOOLS), leaving a model that can only
  *   answer. codex denies no tool call itself: in the read-only sandbox a
  *   command that writes fails ("Read-only file system"), which is a warning
- *   on the stage naming the command; with `tools: []` a call of the shell
+ *   on the stage naming the command (when codex reports the command: under
+ *   load codex 0.171 sometimes emits no item for a command that ends at
+ *   once, and then there is nothing to warn about); with `tools: []` a call of the shell
  *   is answered "unsupported call: exec_command" to the model and reported
  *   in no event of `--json`, so nothing can be said about it.
  */
