@@ -200,6 +200,13 @@ export interface Journal {
   readonly capabilities: JournalCapabilities;
   /** Human description of where the journal lives (path or redacted URL). */
   readonly location: string;
+  /**
+   * Throws the backend's storage_readonly refusal when this journal was
+   * opened read-only (a home this process may read but not write), so a
+   * command that will change runs says why before it does anything else.
+   * Optional: a backend that is never opened read-only has none.
+   */
+  assertWritable?(): void;
 
   /**
    * Take the lease on a root run: created if absent; taken over (epoch + 1)
@@ -488,7 +495,7 @@ export const MAX_MESSAGE_TEXT = 64 * 1024;
 export const MESSAGE_MODES = ["steer", "followUp", "interrupt"] as const;
 export type MessageMode = (typeof MESSAGE_MODES)[number];
 
-export const STAGE_STATES = ["running", "failed", "finished"] as const;
+export const STAGE_STATES = ["queued", "running", "failed", "finished"] as const;
 export type StageState = (typeof STAGE_STATES)[number];
 
 export interface StageIndexEntry {

@@ -8,7 +8,25 @@
  *   `--follow` and the status page read it as the stage's stdout
  *   (stage-logs.ts);
  * - `stderr.log`: the agent's stderr and the runner's diagnostics, created
- *   only when there is any (most agent stages have none).
+ *   only when there is any (most agent stages have none);
+ * - `turns.jsonl` (the CLI runners): the usage of each model call, one line
+ *   per call in the order of the transcript's "## Assistant" sections (a
+ *   line with `turns: 0` adds to the call before it), so the status page
+ *   shows per-turn tokens and cost for every runner (the openai runner's
+ *   come from its raw events).
+ *
+ * The transcript's shape is the same for every runner (the status page
+ * draws it as a conversation): "## User", "## Assistant" (one per model
+ * call: its text and tool blocks), "## Message (mode)", notes "## (…)",
+ * "## Warning", "## Outcome". A runner that does not see model calls start
+ * (the CLI agents: only text, tools and usage arrive) writes through
+ * `assistantText`/`assistantTool` and `turnEnded`: text opens an Assistant
+ * section unless one is open for a call that has not ended; a tool block
+ * goes in the open section, also once its call ended (the tools a call
+ * asked for run after it, as in the openai runner's transcript); a call
+ * that ends with no section of its own gets an empty one. A warning that
+ * comes inside a section is written after it. So the n-th Assistant
+ * section and the n-th call of turns.jsonl stay in step.
  *
  * Writes are buffered in memory and written synchronously: every 200 ms
  * (what `atomic logs --follow` and the status page see of a live stage),
@@ -37,7 +55,7 @@
 
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { EVENTS_LOG, STDERR_LOG, TRANSCRIPT } from "./stage-logs.ts";
+import { EVENTS_LOG, STDERR_LOG, TRANSCRIPT, TURNS_LOG } from "./stage-logs.ts";
 import { redact } from "../shared/secrets.ts";
 
 const FLUSH_BYTES = 16 * 1024;
@@ -104,10 +122,17 @@ export class AgentFiles {
   private readonly transcript: BufferedFile;
   private readonly events: BufferedFile;
   private readonly stderr: BufferedFile;
+  private readonly turns: BufferedFile;
   private readonly timer: ReturnType<typeof setInterval>;
   private dirMade = false;
   /** True while the transcript's last write was streamed text (a heading starts on a new line). */
   private midText = false;
+  /** An "## Assistant" section opened by assistantText/assistantTool/turnEnded and not yet followed by another section. */
+  private inAssistant = false;
+  /** The open Assistant section's model call has ended (its usage came): text opens the next one. */
+  private callEnded = false;
+  /** Warnings that came during a model call: written once it ends. */
+  private heldWarnings: string[] = [];
 
   constructor(readonly artifactDir: string) {
     this.transcriptPath = join(artifactDir, TRANSCRIPT);
@@ -117,6 +142,7 @@ export class AgentFiles {
     this.transcript = new BufferedFile(this.transcriptPath, ensureDir);
     this.events = new BufferedFile(this.eventsPath, ensureDir);
     this.stderr = new BufferedFile(this.errorPath, ensureDir);
+    this.turns = new BufferedFile(join(artifactDir, TURNS_LOG), ensureDir);
     this.timer = setInterval(() => this.flush(), FLUSH_MS);
     this.timer.unref?.();
   }
@@ -135,6 +161,7 @@ export class AgentFiles {
 
   /** A section of the transcript: "## heading" and a body. */
   section(heading: string, body = ""): void {
+    if (this.inAssistant) this.releaseWarnings();
     const lead = this.midText ? "\n\n" : "";
     this.midText = false;
     this.transcript.write(`${lead}## ${heading}\n\n${body}${body && !body.endsWith("\n") ? "\n" : ""}${body ? "\n" : ""}`);
@@ -154,6 +181,43 @@ export class AgentFiles {
     this.transcript.write(`${lead}**tool ${name}**${ok ? "" : " (error)"} \`${args.slice(0, 300).replace(/`/g, "'")}\`\n\n\`\`\`\n${shown}\n\`\`\`\n\n`);
   }
 
+  /** Assistant text of the model call in progress. */
+  assistantText(delta: string): void {
+    if (!this.inAssistant || this.callEnded) this.openAssistant();
+    this.text(delta);
+  }
+
+  /** A tool block: of the call in progress, or of the call that asked for it. */
+  assistantTool(name: string, args: string, result: string, ok: boolean): void {
+    if (!this.inAssistant) this.openAssistant();
+    this.tool(name, args, result, ok);
+  }
+
+  /** A warning section; inside a model call, after it. */
+  warning(message: string): void {
+    if (this.inAssistant) this.heldWarnings.push(message);
+    else this.section("Warning", message);
+  }
+
+  /** A model call ended with this usage (`turns: 0`: more usage of the call before): its line in turns.jsonl; the next text opens a new section. */
+  turnEnded(usage: { inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number; costMicroUsd: number | null; turns: number }): void {
+    this.turns.write(`${JSON.stringify(usage)}\n`);
+    if (usage.turns === 0) return;
+    if (!this.inAssistant || this.callEnded) this.openAssistant();
+    this.callEnded = true;
+  }
+
+  private openAssistant(): void {
+    this.section("Assistant");
+    this.inAssistant = true;
+    this.callEnded = false;
+  }
+
+  private releaseWarnings(): void {
+    this.inAssistant = false;
+    for (const w of this.heldWarnings.splice(0)) this.section("Warning", w);
+  }
+
   diag(line: string): void {
     this.stderr.write(line.endsWith("\n") ? line : `${line}\n`);
   }
@@ -162,14 +226,17 @@ export class AgentFiles {
     this.transcript.flush();
     this.events.flush();
     this.stderr.flush();
+    this.turns.flush();
   }
 
   /** Writes what is buffered and closes every file (call once the stage's outcome is written). */
   close(): void {
     clearInterval(this.timer);
+    if (this.inAssistant) this.releaseWarnings();
     this.transcript.close();
     this.events.close();
     this.stderr.close();
+    this.turns.close();
   }
 }
 

@@ -30,6 +30,8 @@ export const STDOUT_LOG = "stdout.log";
 export const STDERR_LOG = "stderr.log";
 export const TRANSCRIPT = "transcript.md";
 export const EVENTS_LOG = "events.jsonl";
+/** An agent stage's usage per model call, one JSON line each (the CLI runners; agent-files.ts). */
+export const TURNS_LOG = "turns.jsonl";
 
 export type LogStream = "stdout" | "stderr";
 

@@ -6,9 +6,10 @@
  * Stage counts and usage come from the journal's stage index (one grouped
  * read for a whole page of runs: JournalViews.stageTallies), never from a
  * replay of the runs' events, so a list costs the same however long the
- * runs' histories are. A stage's state there is its last record's: running
- * (an attempt started), failed (its last attempt failed), finished (with
- * its outcome). As in a run's report, a running stage is shown "stopped"
+ * runs' histories are. A stage's state there is its last record's: queued
+ * (an attempt waits for a free worker of the pool), running (an attempt
+ * started), failed (its last attempt failed), finished (with its outcome).
+ * As in a run's report, a queued or running stage is shown "stopped"
  * when nobody drives its run any more: the run it belongs to has ended, or
  * the root is not live (crashed, or stopped waiting).
  */
@@ -119,7 +120,8 @@ function countStages(tallies: readonly StageTally[], driven: boolean): { stages:
     stages.total += t.stages;
     if (t.state === "finished") stages[t.outcome === "failed" ? "failed" : "completed"] += t.stages;
     else if (t.state === "failed") stages.failed += t.stages;
-    else stages[driven && !ENDED.has(t.runStatus) ? "running" : "stopped"] += t.stages;
+    // queued (waiting for a free worker) or running: what it is while its run is driven, else stopped.
+    else stages[driven && !ENDED.has(t.runStatus) ? t.state : "stopped"] += t.stages;
     if (t.usage) {
       usage ??= { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 0, turns: 0 };
       for (const k of Object.keys(usage) as (keyof UsageTotals)[]) usage[k] += t.usage[k];

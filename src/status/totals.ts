@@ -11,7 +11,7 @@ export interface StageCounts {
   total: number;
   completed: number;
   failed: number;
-  /** Stages waiting for a free worker (from run reports; the run list's stage index counts them as running). */
+  /** Stages waiting for a free worker of the pool (not counted in running). */
   queued: number;
   running: number;
   stopped: number;
@@ -29,6 +29,20 @@ export interface RunTotals {
   attempts: number;
   /** Present once any stage reported usage. */
   usage: UsageTotals | null;
+}
+
+/**
+ * Stage counts in words, as the run lists say them ("3 done, 1 failed, 2
+ * running, 6 queued"): done always, the others when there are any. The page
+ * says the same (countsText in page/views.js).
+ */
+export function stageCountsText(c: StageCounts): string {
+  const parts = [`${c.completed} done`];
+  if (c.failed) parts.push(`${c.failed} failed`);
+  if (c.running) parts.push(`${c.running} running`);
+  if (c.queued) parts.push(`${c.queued} queued`);
+  if (c.stopped) parts.push(`${c.stopped} stopped`);
+  return parts.join(", ");
 }
 
 export function emptyTotals(): RunTotals {

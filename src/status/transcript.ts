@@ -10,7 +10,7 @@
  * directory is refused (UnsafeArtifactError), never followed.
  */
 
-import { EVENTS_LOG, openArtifactFile, stageLogPath, TRANSCRIPT } from "../runners/stage-logs.ts";
+import { EVENTS_LOG, openArtifactFile, stageLogPath, TRANSCRIPT, TURNS_LOG } from "../runners/stage-logs.ts";
 import { redact } from "../shared/secrets.ts";
 import { closeSync, fstatSync, readSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
@@ -47,8 +47,10 @@ export interface Transcript {
   agent: boolean;
   /**
    * Asked for (`turns=1`) and the attempt is over: per model call, the
-   * tokens and cost the provider reported in its stream (events.jsonl;
-   * OpenAI-style `usage` records), in order. Empty when it reported none.
+   * tokens and cost, in order: what a CLI runner recorded per call
+   * (turns.jsonl, runners/agent-files.ts), else what the provider reported
+   * in the openai runner's stream (events.jsonl; OpenAI-style `usage`
+   * records). Empty when there is neither.
    */
   turns?: TurnUsage[];
 }
@@ -88,7 +90,7 @@ export function readTranscript(
     dir ? readChunk(stream === "stdout" ? stdoutPath! : stageLogPath(dir, stream), offset, MAX_CHUNK, !stillWriting) : emptyChunk(offset);
   return {
     agent,
-    ...(withTurns && agent && !stillWriting ? { turns: readTurns(join(dir!, EVENTS_LOG)) } : {}),
+    ...(withTurns && agent && !stillWriting ? { turns: recordedTurns(join(dir!, TURNS_LOG)) ?? readTurns(join(dir!, EVENTS_LOG)) } : {}),
     runId,
     position: step.position,
     name: step.name,
@@ -101,18 +103,50 @@ export function readTranscript(
   };
 }
 
-/** Per-call usage from an agent's raw events: every record with an OpenAI-style `usage` object is one model call. */
-export function readTurns(path: string): TurnUsage[] {
+/** The file's text (its first MAX_EVENTS_BYTES), or undefined when there is no such file (a planted link neither). */
+function readSmall(path: string): string | undefined {
   const fd = openArtifactFile(path);
-  if (fd === undefined) return [];
-  let text: string;
+  if (fd === undefined) return undefined;
   try {
     const size = Math.min(fstatSync(fd).size, MAX_EVENTS_BYTES);
     const buf = Buffer.alloc(size);
-    text = buf.subarray(0, readSync(fd, buf, 0, size, 0)).toString("utf8");
+    return buf.subarray(0, readSync(fd, buf, 0, size, 0)).toString("utf8");
   } finally {
     closeSync(fd);
   }
+}
+
+/** Per-call usage a CLI runner recorded (a line with `turns: 0` adds to the call before it); undefined without the file. */
+export function recordedTurns(path: string): TurnUsage[] | undefined {
+  const text = readSmall(path);
+  if (text === undefined) return undefined;
+  const turns: TurnUsage[] = [];
+  for (const line of text.split("\n")) {
+    let u: Record<string, unknown>;
+    try {
+      u = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      continue; // the last line, cut at the size limit
+    }
+    const cost = typeof u.costMicroUsd === "number" ? u.costMicroUsd : null;
+    // Prompt tokens with cache reads and writes, as the openai runner's prompt_tokens count them.
+    const input = (Number(u.inputTokens) || 0) + (Number(u.cacheReadTokens) || 0) + (Number(u.cacheWriteTokens) || 0);
+    const last = turns.at(-1);
+    if (u.turns === 0 && last) {
+      last.inputTokens += input;
+      last.outputTokens += Number(u.outputTokens) || 0;
+      last.costMicroUsd = last.costMicroUsd === null || cost === null ? null : last.costMicroUsd + cost;
+    } else {
+      turns.push({ inputTokens: input, outputTokens: Number(u.outputTokens) || 0, costMicroUsd: cost });
+    }
+  }
+  return turns;
+}
+
+/** Per-call usage from an agent's raw events: every record with an OpenAI-style `usage` object is one model call. */
+export function readTurns(path: string): TurnUsage[] {
+  const text = readSmall(path);
+  if (text === undefined) return [];
   const turns: TurnUsage[] = [];
   for (const line of text.split("\n")) {
     if (!line.includes('"usage"')) continue;

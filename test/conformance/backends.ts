@@ -104,3 +104,14 @@ export async function sqliteAtVersion(dir: string, version: number): Promise<Dat
   await k.destroy();
   return db;
 }
+
+/** A root run's row as versions 2 to 6 of the schema hold it (status and last_seq as given), for migration tests; its id. */
+export function insertOldRoot(db: Database, status: string, lastSeq: number): RunId {
+  const rootId = newRunId();
+  db.run(
+    `insert into runs (id, root_id, parent_id, depth, workflow_name, workflow_path, workflow_digest, inputs, status, created_at, updated_at, last_seq, control_ack)
+     values (?, ?, null, 0, 'old', '/old.ts', 'd', '{}', ?, 1, 2, ?, 0)`,
+    [rootId, rootId, status, lastSeq],
+  );
+  return rootId;
+}

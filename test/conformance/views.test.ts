@@ -5,7 +5,8 @@
  * of a stage), and run change numbers that increase with every change of a
  * runs row, in commit order, so a reader can take up where it stopped.
  * Also, on SQLite: a version 4 journal migrates to 5 with outcomes and
- * usage of its recorded stages folded from their events.
+ * usage of its recorded stages folded from their events, and a version 6
+ * journal to 7, whose stage index takes queued stages.
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
@@ -15,7 +16,7 @@ import { JOURNAL_FILE } from "../../src/journal/open.ts";
 import type { AppendEntry, Journal, Lease, StageIndexEntry, StageTally } from "../../src/journal/types.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { BACKENDS, sqliteAtVersion, startRoot } from "./backends.ts";
+import { BACKENDS, insertOldRoot, sqliteAtVersion, startRoot } from "./backends.ts";
 import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 
 const open: Journal[] = [];
@@ -131,12 +132,7 @@ for (const backend of BACKENDS) {
       test(`${backend.name}: a version 4 journal migrates: recorded stages get their outcome and usage from their events, runs their change numbers`, async () => {
         const dir = makeTempDir("atomic-mig5-");
         const db = await sqliteAtVersion(dir, 4);
-        const rootId = newRunId();
-        db.run(
-          `insert into runs (id, root_id, parent_id, depth, workflow_name, workflow_path, workflow_digest, inputs, status, created_at, updated_at, last_seq, control_ack)
-           values (?, ?, null, 0, 'old', '/old.ts', 'd', '{}', 'completed', 1, 2, 6, 0)`,
-          [rootId, rootId],
-        );
+        const rootId = insertOldRoot(db, "completed", 6);
         const ev = db.prepare("insert into events (run_id, seq, type, key, payload, at) values (?, ?, ?, ?, ?, 1)");
         const u = JSON.stringify(usage(1));
         ev.run(rootId, 1, "run_started", null, "{}");
@@ -170,6 +166,49 @@ for (const backend of BACKENDS) {
         try {
           expect(raw.query("pragma foreign_key_check").all()).toEqual([]);
           expect(raw.query<{ n: number }, []>("select count(*) as n from sqlite_master where name = 'runs_by_change'").get()!.n).toBe(1);
+        } finally {
+          raw.close();
+        }
+      });
+    }
+      test(`${backend.name}: a queued stage (waiting for a worker) is tallied apart from running ones, and moves on to running`, async () => {
+      const j = await backend.open(makeTempDir("atomic-views-q-"));
+      open.push(j);
+      const { rootId, lease } = await startRoot(j, "queued");
+      await append(j, lease, rootId, [
+        { type: "step_started", key: "0", payload: {}, stage: stage("0", "queued") },
+        { type: "step_started", key: "1", payload: {}, stage: stage("1", "queued") },
+        { type: "step_started", key: "2", payload: {}, stage: stage("2", "queued") },
+        { type: "stage_running", payload: {}, stage: stage("0", "running") },
+      ]);
+      expect(shape(await j.views.stageTallies([rootId]), rootId)).toEqual(["queued/-/running x2", "running/-/running x1"]);
+    });
+
+    if (backend.readSchemaVersion) {
+      test(`${backend.name}: a version 6 journal migrates to a stage index that takes queued stages, keeping its rows and index`, async () => {
+        const dir = makeTempDir("atomic-mig7-");
+        const db = await sqliteAtVersion(dir, 6);
+        const rootId = insertOldRoot(db, "running", 0);
+        db.run(
+          `insert into stage_index (root_id, run_id, stage_key, path, name, kind, state, attempt, updated_at, outcome, input_tokens, cost_micro_usd, turns, has_usage)
+           values (?, ?, '0', 'a', 'a', 'stage', 'finished', 2, 1, 'completed', 7, 9, 1, 1), (?, ?, '1', 'b', 'b', 'stage', 'running', 1, 1, null, 0, 0, 0, 0)`,
+          [rootId, rootId, rootId, rootId],
+        );
+        expect(() => db.run("update stage_index set state = 'queued' where stage_key = '1'")).toThrow(/CHECK constraint/);
+        db.close();
+
+        const j = await backend.open(dir);
+        open.push(j);
+        expect(backend.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
+        expect(shape(await j.views.stageTallies([rootId]), rootId)).toEqual(["finished/completed/running x1 in=7 cost=9 turns=1", "running/-/running x1"]);
+        await j.close();
+        open.pop();
+        const raw = new Database(join(dir, JOURNAL_FILE));
+        try {
+          raw.run("update stage_index set state = 'queued' where stage_key = '1'");
+          expect(() => raw.run("update stage_index set state = 'waiting' where stage_key = '1'")).toThrow(/CHECK constraint/);
+          expect(raw.query<{ n: number }, []>("select count(*) as n from sqlite_master where name = 'stage_index_by_path'").get()!.n).toBe(1);
+          expect(raw.query("pragma foreign_key_check").all()).toEqual([]);
         } finally {
           raw.close();
         }

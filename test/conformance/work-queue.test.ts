@@ -16,7 +16,7 @@ import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { waitUntil } from "../helpers/atomic.ts";
-import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
+import { BACKENDS, insertOldRoot, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -380,12 +380,7 @@ describe("sqlite: schema versions 4 and 6", () => {
     const file = `${dir}/atomic.db`;
     const db = await sqliteAtVersion(dir, 3);
     // As version 3 code left them: a committed item whose operation kept its receipt whole, and a ready one.
-    const rootId = newRunId();
-    db.run(
-      `insert into runs (id, root_id, parent_id, depth, workflow_name, workflow_path, workflow_digest, inputs, status, created_at, updated_at, last_seq, control_ack)
-       values (?, ?, null, 0, 'old', '/old.ts', 'd', '{}', 'running', 1, 2, 2, 0)`,
-      [rootId, rootId],
-    );
+    const rootId = insertOldRoot(db, "running", 2);
     const insertItem = db.prepare(
       `insert into work_items (id, root_id, run_id, stage_key, attempt, descriptor, state, generation, worker_id, epoch, ready_at, created_at, updated_at, result)
        values (?, ?, ?, ?, 1, ?, ?, 1, ?, ?, ?, 1, 1, ?)`,

@@ -100,3 +100,11 @@ export async function sendMidTurn(s: RealStage<any>, inputs: Record<string, unkn
   expect(await proc.exited).toBe(0);
   return JSON.parse(out.lines.at(-1)!).outputs as Outputs;
 }
+
+/** A run's stage as a user sees it: `atomic show` (text) and the stage's transcript.md (and the artifact directory it is in). */
+export async function shownStage(home: string, env: Record<string, string>, runId: string, name: string): Promise<{ show: string; transcript: string; dir: string }> {
+  const show = (await runAtomic(["show", runId], { home, env })).stdout;
+  const report = JSON.parse((await runAtomic(["show", runId, "--json"], { home, env })).stdout);
+  const step = report.steps.find((x: { name: string }) => x.name === name);
+  return { show, transcript: readFileSync(join(step.artifactDir, "transcript.md"), "utf8"), dir: step.artifactDir };
+}

@@ -124,3 +124,47 @@ e2eTest(
   },
   120_000,
 );
+
+e2eTest(
+  "the run list counts stages waiting for a worker as queued: concurrency 8 on 2 workers is 2 running and 6 queued in runs and /api/runs",
+  async () => {
+    const home = makeTempDir("atomic-queued-l-");
+    const dir = makeTempDir("atomic-queued-ld-");
+    const names = Array.from({ length: 8 }, (_, i) => `g${i}`);
+    const proc = spawnAtomic(["run", GATED, "--workers", "2", "--input", `dir=${dir}`, "--input", "n=8"], { home });
+    const out = lineWatcher(proc.stdout);
+    await out.waitFor(/stage g7 queued/);
+    const started = () => names.filter((n) => existsSync(join(dir, `${n}.started`)));
+    await waitUntil(() => started().length === 2, 30_000, "two stages to start");
+    const id = (await lastRun(home)).id as string;
+
+    // runs --json: the stage counts, from the stage index (once the two starts are recorded)
+    const counts = (await waitUntil(async () => {
+      const run = await lastRun(home);
+      return run.stages?.running === 2 ? run.stages : undefined;
+    }, 30_000, "two running stages in runs --json"))!;
+    expect(counts).toMatchObject({ total: 8, completed: 0, running: 2, queued: 6, stopped: 0 });
+    // the table says the same in words
+    const table = await runAtomic(["runs"], { home, env: { COLUMNS: "200" } });
+    expect(table.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+STARTED\s+DURATION\s+STAGES\s+TOKENS\s+COST/m);
+    expect(table.stdout).toContain("0 done, 2 running, 6 queued");
+
+    // /api/runs of the real server (the page's run list)
+    const serve = spawnAtomic(["serve", "--port", "0"], { home });
+    try {
+      const line = await lineWatcher(serve.stdout).waitFor(/status page: \S+/, 30_000);
+      const { origin, searchParams } = new URL(/status page: (\S+)/.exec(line)![1]!);
+      const api = (await (await fetch(`${origin}/api/runs`, { headers: { authorization: `Bearer ${searchParams.get("token")}` } })).json()) as Record<string, any>;
+      const row = api.runs.find((r: Record<string, any>) => r.id === id);
+      expect(row.stages).toMatchObject({ total: 8, running: 2, queued: 6 });
+    } finally {
+      serve.kill("SIGKILL");
+      await serve.exited;
+    }
+
+    for (const n of names) writeFileSync(join(dir, `go-${n}`), "");
+    expect(await proc.exited).toBe(0);
+    expect((await lastRun(home)).stages).toMatchObject({ total: 8, completed: 8, running: 0, queued: 0 });
+  },
+  120_000,
+);

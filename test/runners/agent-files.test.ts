@@ -2,7 +2,9 @@
  * An agent stage's files (src/runners/agent-files.ts): buffered in memory,
  * written when the buffer is full, on the 200 ms timer (a live stage's
  * transcript) and at close; created by their first write; a directory
- * that cannot be made stops the files, never the stage.
+ * that cannot be made stops the files, never the stage; a CLI runner's
+ * transcript keeps one Assistant section per model call, in step with
+ * turns.jsonl.
  */
 
 import { afterAll, expect, test } from "bun:test";
@@ -74,4 +76,25 @@ test("a file that cannot be opened is dropped quietly; the others are written", 
   expect(() => files.close()).not.toThrow();
   expect(statSync(files.transcriptPath).isDirectory()).toBe(true);
   expect(readFileSync(files.eventsPath, "utf8")).toBe('{"a":1}\n');
+});
+
+test("a CLI runner's transcript: one Assistant section per model call, a call's tools in its section, warnings after it, turns.jsonl in step", () => {
+  const dir = makeTempDir();
+  const files = new AgentFiles(dir);
+  const used = (input: number, turns = 1) => ({ inputTokens: input, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: turns ? 10 : null, turns });
+  files.section("User", "go");
+  files.assistantTool("bash", '{"command":"ls"}', "", true); // a call that only asked for a tool
+  files.warning("refused something"); // inside the call: after it
+  files.turnEnded(used(100));
+  files.assistantTool("bash", "", "ok", true); // the tool it asked for runs after the call: still its section
+  files.turnEnded(used(5, 0)); // more usage of the same call (another model of it)
+  files.assistantText("done");
+  files.turnEnded(used(200));
+  files.turnEnded(used(300)); // a call with nothing to show: a section of its own
+  files.section("Outcome", "completed");
+  files.close();
+  const text = readFileSync(files.transcriptPath, "utf8");
+  expect(text.match(/^## \S+/gm)).toEqual(["## User", "## Assistant", "## Warning", "## Assistant", "## Assistant", "## Outcome"]);
+  expect(text.split("## Warning")[0]).toContain("**tool bash** ``");
+  expect(readFileSync(join(dir, "turns.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l).inputTokens)).toEqual([100, 5, 200, 300]);
 });

@@ -6,7 +6,7 @@
  * 300 KiB prompt delivered through stdin unchanged (no quotes added),
  * usage exactly what the provider reported and the CLI's own cost; provider
  * errors mapped to the openai runner's codes (401, 400, 429 with
- * Retry-After, a 500 the CLI's own retry survives, a stream cut off);
+ * Retry-After, a 500 the CLI's own retry survives, a stream cut off, an error inside the stream with and without its type and code);
  * tools named in atomic's terms (`tools: []`: none offered); followUp, steer
  * and interrupt sent with `atomic send` to a live stage
  * (pi: its own steer/follow_up/abort; opencode: queued and delivered by
@@ -24,6 +24,7 @@ import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent } from "../help
 import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { shownStage } from "../helpers/real-agent-stage.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
 const KINDS: ChatAgent[] = ["opencode", "pi"];
@@ -60,13 +61,14 @@ interface StageOut {
   error: { code: string; message: string } | null;
 }
 
-async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string }> {
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string; env: Record<string, string>; runId: string }> {
   const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap, ...setup });
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
   if (r.code !== 0) throw new Error(`atomic run exited ${r.code}: ${r.stderr}`);
-  return Object.assign(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as StageOut[], { home });
+  const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  return Object.assign(result.outputs.stages as StageOut[], { home, env, runId: result.runId as string });
 }
 
 const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
@@ -99,7 +101,7 @@ for (const kind of KINDS) {
       const seen = new Map<string, number>();
       const s = await server((req) => {
         const said = userTexts(req).join(" ");
-        const marker = /\b(E401|E400|E429|E500ONCE|CUT|STREAMERR)\b/.exec(said)?.[1] ?? "";
+        const marker = /\b(E401|E400|E429|E500ONCE|CUT|STREAMERR|STREAMKIND)\b/.exec(said)?.[1] ?? "";
         const n = seen.get(marker) ?? 0;
         seen.set(marker, n + 1);
         const err = (status: number, message: string, headers: Record<string, string> = {}): Reply => ({ status, headers, body: JSON.stringify({ error: { message } }) });
@@ -108,10 +110,15 @@ for (const kind of KINDS) {
         if (marker === "E429") return err(429, "slow down please", { "retry-after": "1" });
         if (marker === "E500ONCE") return n === 0 ? err(500, "upstream hiccup") : text("survived");
         if (marker === "CUT") return { text: ["partial ", "more"], cutOff: true };
-        if (marker === "STREAMERR") return { raw: [`data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "par" }, finish_reason: null }] })}\n\n`, `data: ${JSON.stringify({ error: { message: "the stream broke down" } })}\n\n`] };
+        const partial = `data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "par" }, finish_reason: null }] })}\n\n`;
+        if (marker === "STREAMERR") return { raw: [partial, `data: ${JSON.stringify({ error: { message: "the stream broke down" } })}\n\n`] };
+        const kind = { message: "the context is too long", type: "invalid_request_error", code: "context_length_exceeded" };
+        if (marker === "STREAMKIND") return { raw: [partial, `data: ${JSON.stringify({ error: kind })}\n\n`] };
         return text("?");
       });
-      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", ...(kind === "opencode" ? ["CUT"] : [])]);
+      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", "STREAMKIND", ...(kind === "opencode" ? ["CUT"] : [])]);
+      const exit = new RegExp(`\\(${kind} exited with status \\d+\\)$`);
+      for (const i of [0, 1, 2, 4, 5]) expect(stages[i]!.error!.message).toMatch(exit);
       expect(stages[0]).toMatchObject({ status: "failed", error: { code: "provider_auth" } });
       expect(stages[0]!.error!.message).toContain(kind);
       expect(stages[0]!.error!.message).toContain("the key is wrong");
@@ -123,10 +130,18 @@ for (const kind of KINDS) {
       expect(readdirSync(join(stages.home, "rate-limits")).filter((f) => f.endsWith(".json")).length).toBe(1);
       expect(stages[3]).toMatchObject({ status: "completed", text: "survived" });
       expect(stages[3]!.error).toBeNull();
-      // an error inside the stream carries no HTTP status: the CLI's error, in the provider's words
-      expect(stages[4]).toMatchObject({ status: "failed", error: { code: "agent_error" } });
-      expect(stages[4]!.error!.message).toContain("the stream broke down");
-      if (kind === "opencode") expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_bad_response" } });
+      // an error inside the stream has no HTTP status: the provider's (retryable, as the openai runner's mid-stream error), in its words
+      expect(stages[4]).toMatchObject({ status: "failed", error: { code: "provider_unavailable" } });
+      expect(stages[4]!.error!.message).toStartWith(`${kind}: the provider reported an error (inside its reply stream): the stream broke down`);
+      // its type and code: opencode passes the provider's error object on (mapped by them); pi passes only the message
+      if (kind === "opencode") {
+        expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_bad_request" } });
+        expect(stages[5]!.error!.message).toStartWith("opencode: the provider refused the request (inside its reply stream, invalid_request_error context_length_exceeded): the context is too long");
+        expect(stages[6]).toMatchObject({ status: "failed", error: { code: "provider_bad_response" } });
+      } else {
+        expect(stages[5]).toMatchObject({ status: "failed", error: { code: "provider_unavailable" } });
+        expect(stages[5]!.error!.message).toStartWith("pi: the provider reported an error (inside its reply stream): the context is too long");
+      }
     },
     150_000,
   );
@@ -160,6 +175,22 @@ for (const kind of KINDS) {
       };
       expect(offered("TOOLS-SOME")).toEqual(["bash", "read"]);
       expect(offered("TOOLS-NONE")).toEqual([]);
+    },
+    150_000,
+  );
+
+  e2eTest(
+    `${kind}: a tool the stage did not allow, called anyway, is refused by ${kind} and is a warning on the stage (transcript and show)`,
+    async () => {
+      const s = await server((req) => (hasToolResult(req) ? text("could not") : toolCall("bash", shellArgs(kind, "echo hi > out.txt"))));
+      const stages = await runStages(kind, s, ["DENY"], ["--input", `tools=${JSON.stringify(["read"])}`]);
+      expect(stages[0]).toMatchObject({ status: "completed", text: "could not" });
+      const seen = await shownStage(stages.home, stages.env, stages.runId, "s0");
+      // opencode answers through its "invalid" tool, which no longer has the model's arguments; pi keeps them
+      const said = kind === "opencode" ? /opencode refused the tool bash: Model tried to call unavailable tool 'bash'\. Available tools: invalid, read\./ : /pi refused the tool bash \(\{"command":"echo hi > out.txt"\}\): Tool bash not found/;
+      const warning = new RegExp(`${said.source}; hint: name it in the stage's tools to allow it, e\\.g\\. tools: \\["read","bash"\\]`);
+      expect(seen.show).toMatch(new RegExp(`warning: ${warning.source}`));
+      expect(seen.transcript).toMatch(new RegExp(`## Warning\\s+${warning.source}`));
     },
     150_000,
   );

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { codexHome } from "../helpers/agent-homes.ts";
 import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
-import { cancelDuringTool, realStages, runStage, sendMidTurn } from "../helpers/real-agent-stage.ts";
+import { cancelDuringTool, realStages, runStage, sendMidTurn, shownStage } from "../helpers/real-agent-stage.ts";
 import { e2eTest } from "../e2e/support.ts";
 
 // codex makes /tmp/codex-daemon-<uid> whatever TMPDIR says; one these tests made (and left empty) goes with them.
@@ -132,6 +132,21 @@ e2eTest("codex: tools in atomic's terms: read-only tools give a read-only sandbo
   expect((first.tools as any[]).map((t) => t.name)).toContain("exec_command");
   expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("exec_command");
   expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("web_search");
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("codex: a write in the read-only sandbox (tools without write, edit or bash) is a warning on the stage naming the command (transcript and show)", async () => {
+  // a command that runs a moment: codex 0.171 reports no item in --json for a command that ends at once (seen under load)
+  const s = await setup(shell("sleep 1; echo hi > out.txt"), say("could not"));
+  const { runId, outputs } = await runStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read"]) });
+  expect(outputs.status).toBe("completed");
+  expect(existsSync(join(s.cwd, "out.txt"))).toBe(false);
+  const seen = await shownStage(s.h.home, s.h.env, runId, "ask");
+  const events = readFileSync(join(seen.dir, "events.jsonl"), "utf8");
+
+  const warning = /codex refused the tool exec_command \(\{"cmd":".*echo hi > out.txt.*"\}\): its read-only sandbox refused a write \(Read-only file system\); hint: name it in the stage's tools to allow it, e.g. tools: \["read","write"\]/;
+  expect(seen.show, `codex's events: ${events}`).toMatch(new RegExp(`warning: ${warning.source}`));
+  expect(seen.transcript).toMatch(new RegExp(`## Warning\\s+${warning.source}`));
   s.fake.assertOnlyFake();
 });
 

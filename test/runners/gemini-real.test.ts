@@ -16,7 +16,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { geminiHome } from "../helpers/agent-homes.ts";
 import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
-import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, type Outputs } from "../helpers/real-agent-stage.ts";
+import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, shownStage, type Outputs } from "../helpers/real-agent-stage.ts";
 import { e2eTest } from "../e2e/support.ts";
 
 const setup = realStages<GeminiReply>(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
@@ -124,6 +124,19 @@ e2eTest("gemini: tools in atomic's terms are mapped to gemini's own; the others 
   const offered = s.fake.calls.map((c) => ((c.body.tools ?? []) as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name)).sort());
   expect(offered[0]).toEqual(["grep_search", "list_background_processes", "read_background_output", "read_file", "run_shell_command"]);
   expect(offered[1]).toEqual([]);
+  s.fake.assertOnlyFake();
+});
+
+e2eTest("gemini: a tool the stage did not allow, called anyway, is refused by gemini and is a warning on the stage (transcript and show)", async () => {
+  const s = await setup(shell("echo hi > out.txt"), say("could not"));
+  const { runId, outputs } = await runRealStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read"]) });
+  expect(outputs.status).toBe("completed");
+  const seen = await shownStage(s.h.home, s.h.env, runId, "ask");
+  const warning = /gemini refused the tool run_shell_command \(\{"command":"echo hi > out.txt"\}\): Tool "run_shell_command" not found.*; hint: name it in the stage's tools to allow it, e.g. tools: \["read","bash"\]/;
+  expect(seen.show).toMatch(new RegExp(`warning: ${warning.source}`));
+  expect(seen.transcript).toMatch(new RegExp(`## Warning\\s+${warning.source}`));
+  // the transcript names the refused call's tool, not its id
+  expect(seen.transcript).toMatch(/\*\*tool run_shell_command\*\* \(error\)/);
   s.fake.assertOnlyFake();
 });
 

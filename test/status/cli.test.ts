@@ -132,7 +132,7 @@ e2eTest("atomic runs --watch: plain blocks off a terminal, JSON lines with --jso
   const out = lineWatcher(proc.stdout);
   await out.waitFor(/^-- \d\d:\d\d:\d\d \(1 run\(s\)\)$/);
   const row = await out.waitFor(new RegExp(`^${id}\\s`));
-  expect(row).toMatch(/\scompleted\s+pipeline\s.*\s6\/6\s/);
+  expect(row).toMatch(/\scompleted\s+pipeline\s.*\s6 done\s/);
   expect(out.text()).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+STARTED\s+DURATION\s+STAGES\s+COST$/m);
   proc.kill("SIGINT");
   expect(await proc.exited).toBe(0);

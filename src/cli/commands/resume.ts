@@ -37,6 +37,8 @@ export default defineCommand({
     const run = await s.findRun(args.run);
     assertResumable(run);
     const journal = await s.journal();
+    // A home this user may only read: that is why nothing can be resumed here, whatever else is wrong.
+    journal.assertWritable?.();
     const events = await journal.readEvents(run.id);
     // The service reads the choice the run recorded when it started (src/service/due-runs.ts), not the file.
     if (args.detach) await requireService(journal, { name: run.workflowName, recover: (events[0]?.payload as { recover?: unknown } | undefined)?.recover !== false });

@@ -21,7 +21,7 @@ import { session } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
 import { renderTable } from "../table.ts";
 import { RunSummaries } from "../../status/summaries.ts";
-import type { UsageTotals } from "../../status/totals.ts";
+import { stageCountsText, type StageCounts, type UsageTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
 
 const SHOWN_STATUSES: readonly ShownStatus[] = [...RUN_STATUSES, "crashed", "paused"];
@@ -72,7 +72,7 @@ export default defineCommand({
     };
     const rows = await selectRuns(journal, filter, wanted, limit);
     if (s.globals.json) {
-      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, crashCause: r.crashCause, usage: r.usage });
+      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, crashCause: r.crashCause, stages: r.stages, usage: r.usage });
       return;
     }
     if (rows.length === 0) {
@@ -90,6 +90,8 @@ export default defineCommand({
         { header: "WORKFLOW", cells: rows.map((r) => r.run.workflowName), shrink: { min: 8 } },
         { header: "STARTED", cells: rows.map((r) => formatTime(r.run.createdAt)), drop: 2 },
         { header: "DURATION", cells: rows.map((r) => formatDuration(shownEnd(r.run, r.status, r.lease, now) - r.run.createdAt)), drop: 3 },
+        // Dropped after tokens and cost, before the duration, when the terminal is narrow.
+        { header: "STAGES", cells: rows.map((r) => stageCountsText(r.stages)), drop: 3.5 },
         { header: "TOKENS", cells: rows.map((r) => tokens(r.usage)), drop: 5 },
         { header: "COST", cells: rows.map((r) => (r.usage ? formatCost(r.usage) : "-")), drop: 4 },
         {
@@ -108,6 +110,8 @@ export default defineCommand({
 interface Row {
   run: Awaited<ReturnType<Journal["listRuns"]>>[number];
   status: ShownStatus;
+  /** Counted in the stage index, as the page's run list counts them (queued apart from running). */
+  stages: StageCounts;
   usage: UsageTotals | null;
   leaseExpiresAt: number | undefined;
   crashCause: "driver_gone" | "lease_expired" | undefined;
@@ -124,11 +128,12 @@ async function selectRuns(journal: Journal, filter: ListRunsFilter, wanted: read
       const lease = run.status === "running" || run.status === "awaiting_input" ? await journal.getLease(run.id) : undefined;
       const status = shownStatus(run, lease);
       if (wanted && !wanted.includes(status)) continue;
-      // Usage of the run and its child runs, summed in the stage index (exact integers; no replay of the run).
-      const usage: UsageTotals | null = (await summaries.summarize(run)).usage;
+      // Stages and usage of the run and its child runs, from the stage index (exact integers; no replay of the run).
+      const { stages, usage } = await summaries.summarize(run);
       rows.push({
         run,
         status,
+        stages,
         usage,
         lease,
         leaseExpiresAt: status === "crashed" && lease ? lease.renewedAt + lease.timeoutMs : undefined,

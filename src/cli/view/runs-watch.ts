@@ -1,7 +1,7 @@
 /**
  * `atomic runs --watch`: the run list, redrawn live until Ctrl-C, for
  * people who will not open a browser. The same lines as the status page's
- * list (status, workflow, started, duration, stages done of total, cost).
+ * list (status, workflow, started, duration, stage counts, cost).
  *
  * On a terminal the block is redrawn in place every second; off a terminal
  * (a pipe, a log file) a new plain block is printed, under a time stamp,
@@ -12,6 +12,7 @@
 import { formatCost } from "../../runners/usage.ts";
 import type { Journal, RunStatus } from "../../journal/types.ts";
 import { RunSummaries, type RunSummary } from "../../status/summaries.ts";
+import { stageCountsText } from "../../status/totals.ts";
 import type { CliSession } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
 import { out } from "../output.ts";
@@ -63,12 +64,12 @@ export async function watchRuns(s: CliSession, journal: Journal, filter: { statu
 function renderRows(s: CliSession, runs: RunSummary[]): string[] {
   const st = s.style;
   if (runs.length === 0) return ["no runs yet; start one with: atomic run <workflow file>"];
-  const out = [st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(11)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  ${"DURATION".padEnd(8)}  ${"STAGES".padEnd(9)}  COST`)];
+  const out = [st.dim(`${"RUN".padEnd(18)}  ${"STATUS".padEnd(11)}  ${"WORKFLOW".padEnd(20)}  ${"STARTED".padEnd(19)}  ${"DURATION".padEnd(8)}  ${"STAGES".padEnd(24)}  COST`)];
   for (const r of runs) {
-    const stages = `${r.stages.completed}/${r.stages.total}${r.stages.failed ? ` ${r.stages.failed}!` : ""}`;
+    const stages = stageCountsText(r.stages);
     const cost = r.usage ? formatCost(r.usage) : "";
     out.push(
-      `${r.id}  ${colorFor(st, r.status)(r.status.padEnd(11))}  ${r.workflow.slice(0, 20).padEnd(20)}  ${formatTime(r.createdAt)}  ${formatDuration(r.durationMs).padEnd(8)}  ${stages.padEnd(9)}  ${cost}`,
+      `${r.id}  ${colorFor(st, r.status)(r.status.padEnd(11))}  ${r.workflow.slice(0, 20).padEnd(20)}  ${formatTime(r.createdAt)}  ${formatDuration(r.durationMs).padEnd(8)}  ${stages.padEnd(24)}  ${cost}`,
     );
   }
   return out;

@@ -233,7 +233,8 @@ async function runAttempt(
     // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
     durable: false,
     ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
-    stage: tree.mail.stageEntry(exec.runId, position, name, "running", attempt),
+    // The stage index says queued until the worker starts it (stage_running, or the attempt's end record).
+    stage: tree.mail.stageEntry(exec.runId, position, name, queued ? "queued" : "running", attempt),
   });
   tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, ...(queued ? { queued } : {}), at: timing.startedAt });
   await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
@@ -277,7 +278,13 @@ function running(exec: RunExecution, request: StageRequest, at: number, timing: 
   exec.tree.observer({ type: "step_running", runId: exec.runId, position, name, attempt, at });
   return setTimeout(() => {
     void exec.tree
-      .append({ runId: exec.runId, type: EVENT.stageRunning, payload: { stageKey: position, attempt, at }, durable: false })
+      .append({
+        runId: exec.runId,
+        type: EVENT.stageRunning,
+        payload: { stageKey: position, attempt, at },
+        durable: false,
+        stage: exec.tree.mail.stageEntry(exec.runId, position, name, "running", attempt),
+      })
       .catch(() => {}); // visibility only: a lost record leaves the attempt shown queued until it ends
   }, RUNNING_RECORD_AFTER_MS);
 }

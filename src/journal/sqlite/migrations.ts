@@ -401,6 +401,42 @@ export const MIGRATIONS: readonly Migration[] = [
       ) strict`.execute(db);
     },
   },
+  {
+    version: 9,
+    name: "stage index: queued stages (waiting for a free worker) apart from running ones",
+    async up(db) {
+      // SQLite cannot alter a CHECK: the table again with "queued" in its state CHECK (columns of versions 3 and 5, in
+      // order), its rows copied, its index made again. No table references stage_index, so foreign keys may stay on.
+      await sql`create table stage_index_v9 (
+        root_id text not null,
+        run_id text not null,
+        stage_key text not null,
+        path text not null,
+        name text not null,
+        kind text not null check (kind in ('stage', 'child')),
+        state text not null check (state in ('queued', 'running', 'failed', 'finished')),
+        attempt integer not null default 0,
+        child_run_id text,
+        updated_at integer not null,
+        outcome text check (outcome in ('completed', 'failed')),
+        input_tokens integer not null default 0,
+        output_tokens integer not null default 0,
+        cache_read_tokens integer not null default 0,
+        cache_write_tokens integer not null default 0,
+        cost_micro_usd integer not null default 0,
+        turns integer not null default 0,
+        has_usage integer not null default 0,
+        primary key (run_id, stage_key)
+      ) strict, without rowid`.execute(db);
+      const columns = sql.raw(
+        "root_id, run_id, stage_key, path, name, kind, state, attempt, child_run_id, updated_at, outcome, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micro_usd, turns, has_usage",
+      );
+      await sql`insert into stage_index_v9 (${columns}) select ${columns} from stage_index`.execute(db);
+      await sql`drop table stage_index`.execute(db);
+      await sql`alter table stage_index_v9 rename to stage_index`.execute(db);
+      await sql`create index stage_index_by_path on stage_index (root_id, path)`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -180,6 +180,10 @@ export class SqliteJournal implements Journal {
   /** Opened read-only (a home this process cannot write): every write is refused with readOnlyRefusal. */
   readOnly = false;
 
+  assertWritable(): void {
+    if (this.readOnly) throw readOnlyRefusal(this.location, undefined);
+  }
+
   async acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
     return this.#run(() => leases.acquireLease(this.statements, rootId, holder, opts));
   }

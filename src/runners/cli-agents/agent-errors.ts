@@ -9,6 +9,14 @@
  * text (or given, when the CLI reports it as a field) and the provider's
  * own words are kept in the message. The exit status is added by the
  * runner (cli-runner.ts) when the process has ended.
+ *
+ * An error inside the reply stream (the response began 200 OK, then an
+ * error event or chunk came) has no HTTP status: `streamFailure` reads the
+ * kind from the error's own type or code where the CLI passes them on
+ * (opencode passes the provider's error object; pi only its message;
+ * gemini neither: it reports a stream that "ended without a finish
+ * reason"), and is otherwise provider_unavailable, as the openai runner's
+ * mid-stream error is: retryable, and the provider's, not the agent's.
  */
 
 import { classifyHttpError, oneLine } from "../openai/provider-errors.ts";
@@ -59,4 +67,45 @@ function innerJson(text: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The provider's error object from inside a stream, as far as the CLI passed it on. */
+export interface StreamedError {
+  message: string;
+  /** Its `type`, `code` or `status` fields (`rate_limit_error`, `rate_limit_exceeded`, `RESOURCE_EXHAUSTED`, 429…). */
+  kind?: string;
+}
+
+/** Kinds of in-stream errors by their type or code words, first match wins (what is not here is provider_unavailable). */
+const STREAM_KINDS: readonly [RegExp, string, string][] = [
+  [/auth|api.?key|permission|unauthenticated|forbidden|\b40[13]\b/i, "provider_auth", "the provider refused the API key"],
+  [/quota|insufficient|billing|credit|\b402\b/i, "provider_quota", "the provider account is out of quota or credit"],
+  [/rate.?limit|too.?many|resource.?exhausted|\b429\b/i, "provider_rate_limit", "rate limited by the provider"],
+  [/invalid.?request|invalid.?argument|bad.?request|context.?length|\b4(00|13|22)\b/i, "provider_bad_request", "the provider refused the request"],
+];
+
+/** An error the provider reported inside its reply stream (no HTTP status), in the shared codes. */
+export function streamFailure(cli: string, error: StreamedError): AgentFailure {
+  const said = oneLine(error.message) || "(no message)";
+  const kind = error.kind?.trim() ? oneLine(error.kind) : undefined;
+  const where = `inside its reply stream${kind ? `, ${kind}` : ""}`;
+  const match = STREAM_KINDS.find(([re]) => re.test(`${kind ?? ""} ${kind ? "" : said}`));
+  if (match) return { ok: false, code: match[1], message: `${cli}: ${match[2]} (${where}): ${said}` };
+  return { ok: false, code: "provider_unavailable", message: `${cli}: the provider reported an error (${where}): ${said}` };
+}
+
+/** The provider's error object in a text the CLI passed on (`{"message":…,"type":…,"code":…}` or `{"error":{…}}`), if it is one. */
+export function streamedErrorIn(text: string): StreamedError | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== "object" || parsed === null) return undefined;
+  const outer = parsed as Record<string, unknown>;
+  const e = (typeof outer.error === "object" && outer.error !== null ? outer.error : outer) as Record<string, unknown>;
+  if (typeof e.message !== "string") return undefined;
+  const kind = [e.type, e.code, e.status].filter((x) => typeof x === "string" || typeof x === "number").join(" ");
+  return { message: e.message, ...(kind ? { kind } : {}) };
 }

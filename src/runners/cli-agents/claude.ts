@@ -28,7 +28,7 @@
 import { classifyHttpError } from "../openai/provider-errors.ts";
 import { fromExclusive, priced, usdToMicro } from "../usage.ts";
 import type { AdapterContext, CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, arr, pricing, oneLine, type Rec } from "./records.ts";
+import { num, str, obj, arr, pricing, oneLine, warnRefusedTool, type Rec } from "./records.ts";
 
 /** atomic's tool names -> Claude Code's ("list" is Glob: Claude has no directory-listing tool of its own). Other names pass through unchanged. */
 export const TOOL_MAP: Readonly<Record<string, string>> = { read: "Read", write: "Write", edit: "Edit", list: "Glob", grep: "Grep", bash: "Bash" };
@@ -107,10 +107,10 @@ function onResult(rec: Rec, ctx: AdapterContext): void {
   recordUsage(rec, ctx);
   for (const d of arr(rec.permission_denials)) {
     const denial = obj(d);
-    const input = oneLine(JSON.stringify(denial.tool_input ?? {}));
     const name = str(denial.tool_name) ?? "?";
+    // Names atomic does not map pass to --tools unchanged, so Claude's own name allows it too.
     const ours = Object.keys(TOOL_MAP).find((k) => TOOL_MAP[k] === name) ?? name;
-    ctx.warn(`claude refused the tool ${name} (${input}); hint: name it in the stage's tools to allow it, e.g. tools: ${JSON.stringify([...(ctx.request.agent?.tools ?? []), ours])}`);
+    warnRefusedTool(ctx, "claude", name, denial.tool_input ?? {}, ours);
   }
   const subtype = str(rec.subtype) ?? "success";
   if (subtype === "success" && rec.is_error !== true) {

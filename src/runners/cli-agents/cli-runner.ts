@@ -395,22 +395,32 @@ class CliSession {
       state: this.state,
       emit: (e) => this.onEvent(e),
       text: (delta) => {
-        this.files.text(delta);
+        this.files.assistantText(delta);
         this.onEvent({ type: "text_delta", text: delta });
       },
       tool: (name, detail, ok) => {
-        this.files.tool(name, detail, ok === undefined ? "" : ok ? "ok" : "failed", ok !== false);
+        this.files.assistantTool(name, detail, ok === undefined ? "" : ok ? "ok" : "failed", ok !== false);
         this.onEvent(ok === undefined ? { type: "tool_start", name } : { type: "tool_end", name, ok });
       },
       usage: (delta) => {
         this.usage = addUsage(this.usage, delta);
         if (delta.model) this.state.model = delta.model;
+        const n = (k: keyof Usage) => (typeof delta[k] === "number" ? (delta[k] as number) : 0);
+        // One model call's usage (the adapters report it when the call ends): the transcript's turn closes with it.
+        this.files.turnEnded({
+          inputTokens: n("inputTokens"),
+          outputTokens: n("outputTokens"),
+          cacheReadTokens: n("cacheReadTokens"),
+          cacheWriteTokens: n("cacheWriteTokens"),
+          costMicroUsd: delta.unpriced ? null : n("costMicroUsd"),
+          turns: n("turns"),
+        });
         this.onEvent({ type: "usage", usage: delta });
       },
       warn: (message) => {
         if (this.warnings.includes(message)) return;
         this.warnings.push(message);
-        this.files.section("Warning", message);
+        this.files.warning(message);
       },
       write: (line) => {
         this.proc?.write(line);

@@ -21,7 +21,13 @@
  *   the sandbox: without write, edit or bash it is read-only
  *   (`-s read-only`), else workspace-write; `tools: []` switches the shell
  *   and codex's other tools off (NO_TOOLS), leaving a model that can only
- *   answer.
+ *   answer. codex denies no tool call itself: in the read-only sandbox a
+ *   command that writes fails ("Read-only file system"), which is a warning
+ *   on the stage naming the command (when codex reports the command: under
+ *   load codex 0.171 sometimes emits no item for a command that ends at
+ *   once, and then there is nothing to warn about); with `tools: []` a call of the shell
+ *   is answered "unsupported call: exec_command" to the model and reported
+ *   in no event of `--json`, so nothing can be said about it.
  */
 
 import { readFileSync } from "node:fs";
@@ -31,10 +37,12 @@ import type { StageRequest } from "../types.ts";
 import { fromInclusive, priced } from "../usage.ts";
 import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, pricing } from "./records.ts";
+import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 const WRITING_TOOLS = ["write", "edit", "bash"];
+/** What a write in the read-only sandbox (Landlock, a read-only bind) says. */
+const SANDBOX_REFUSED = /Read-only file system|Operation not permitted|Permission denied/;
 /** `-c` overrides that leave codex no tool that acts (request_user_input stays: it has no user in exec mode). */
 const NO_TOOLS = ["features.shell_tool=false", "features.unified_exec=false", 'web_search="disabled"', "features.multi_agent=false", "features.goals=false", "tools.view_image=false"].flatMap((c) => ["-c", c]);
 
@@ -51,7 +59,7 @@ export const codex: CliAdapter = {
   promptOnStdin: true,
   args(req, a) {
     const tools = req.agent?.tools;
-    const sandbox = tools && !tools.some((t) => WRITING_TOOLS.includes(t)) ? "read-only" : "workspace-write";
+    const sandbox = readOnly(req) ? "read-only" : "workspace-write";
     const flags = ["--json", "-C", req.cwd, "-s", sandbox, "--skip-git-repo-check"];
     if (tools?.length === 0) flags.push(...NO_TOOLS);
     if (req.model) flags.push("-m", req.model);
@@ -78,6 +86,10 @@ export const codex: CliAdapter = {
           s.text = item.text;
         } else if (TOOL_ITEMS.has(String(item.type))) {
           ctx.tool(String(item.type), String(item.command ?? item.tool ?? item.query ?? ""), item.status !== "failed" && (item.type !== "command_execution" || num(item.exit_code) === 0));
+          if (item.type === "command_execution" && readOnly(ctx.request) && SANDBOX_REFUSED.test(String(item.aggregated_output ?? ""))) {
+            const why = SANDBOX_REFUSED.exec(String(item.aggregated_output))![0];
+            warnRefusedTool(ctx, "codex", "exec_command", { cmd: item.command }, "write", `its read-only sandbox refused a write (${why})`);
+          }
         }
         return;
       }
@@ -111,6 +123,12 @@ export const codex: CliAdapter = {
     }
   },
 };
+
+/** Tools named, none of them writing: codex's read-only sandbox. */
+function readOnly(req: StageRequest): boolean {
+  const tools = req.agent?.tools;
+  return tools !== undefined && !tools.some((t) => WRITING_TOOLS.includes(t));
+}
 
 /** The top-level `model = "…"` of codex's config.toml (before any [table]). */
 function configuredModel(req: StageRequest): string | undefined {

@@ -15,11 +15,18 @@
  * - Failure: a `result` whose status is not success. A broken stream comes
  *   as an `error` event followed by a result with no error of its own: the
  *   event's message is the stage's. Provider errors are classified from
- *   gemini's `[API Error: {...}]` text (agent-errors.ts).
+ *   gemini's `[API Error: {...}]` text (agent-errors.ts). An error the
+ *   provider sends inside its reply stream reaches us without its status or
+ *   words: gemini 0.61 retries the stream three times and then reports only
+ *   "Model stream ended without a finish reason", so the stage fails as
+ *   provider_unavailable with that sentence (nothing else is in gemini's
+ *   output to say more).
  * - Tools: with `tools` set, a policy file (`--policy`, in the attempt's
  *   artifact directory) denies every gemini tool but the ones atomic's
  *   names map to (GEMINI_TOOLS); gemini then leaves the others out of what
- *   it offers the model. `tools: []` leaves it none.
+ *   it offers the model. `tools: []` leaves it none. A model that calls one
+ *   anyway gets gemini's "Tool … not found" (a tool_result error of type
+ *   tool_not_registered): a warning on the stage (records.ts).
  * - Exit codes without a final event are explained (GEMINI_EXITS).
  * - Needs, with GOOGLE_GEMINI_BASE_URL, `~/.gemini/settings.json` saying
  *   `{"security":{"auth":{"selectedType":"gemini-api-key"}}}` (else exit 41).
@@ -31,7 +38,7 @@ import type { StageRequest } from "../types.ts";
 import { fromInclusive, priced } from "../usage.ts";
 import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, pricing } from "./records.ts";
+import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
 
 const GEMINI_EXITS: Record<number, string> = {
   41: "failed to authenticate (exit 41)",
@@ -84,12 +91,25 @@ export const gemini: CliAdapter = {
           s.text = rec.delta === false ? rec.content : s.text + rec.content;
         }
         return;
-      case "tool_use":
-        ctx.tool(String(rec.tool_name ?? "tool"), JSON.stringify(rec.parameters ?? {}));
+      case "tool_use": {
+        const name = String(rec.tool_name ?? "tool");
+        // tool_result names only the call's id: its name and arguments are kept for it (transcript, warnings).
+        const calls = ((s.process.geminiCalls as Record<string, { name: string; args: unknown }> | undefined) ??= {});
+        calls[String(rec.tool_id)] = { name, args: rec.parameters ?? {} };
+        ctx.tool(name, JSON.stringify(rec.parameters ?? {}));
         return;
-      case "tool_result":
-        ctx.tool(String(rec.tool_id ?? "tool"), "", rec.status === "success");
+      }
+      case "tool_result": {
+        const call = (s.process.geminiCalls as Record<string, { name: string; args: unknown }> | undefined)?.[String(rec.tool_id)];
+        const name = call?.name ?? String(rec.tool_id ?? "tool");
+        ctx.tool(name, "", rec.status === "success");
+        const error = obj(rec.error);
+        // A tool the stage's policy left out is not registered (gemini never offered it); a policy "deny" of one it has.
+        if (rec.status !== "success" && /not_registered|policy|denied/i.test(String(error.type ?? ""))) {
+          warnRefusedTool(ctx, "gemini", name, call?.args, Object.keys(GEMINI_TOOLS).find((k) => GEMINI_TOOLS[k]!.includes(name)), str(error.message));
+        }
         return;
+      }
       case "error":
         if (rec.severity === "error" || rec.severity === undefined) {
           s.memo.geminiError = str(rec.message);

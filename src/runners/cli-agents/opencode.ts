@@ -14,7 +14,10 @@
  *   `unknown`, zero tokens, forever): after a few in a row the adapter ends
  *   the process and fails the stage as provider_bad_response.
  * - `error` carries the provider's HTTP status, body and headers: mapped to
- *   the openai runner's codes (records.ts cliProviderError).
+ *   the openai runner's codes (records.ts cliProviderError). An error inside
+ *   the reply stream has no status: opencode reports it as an UnknownError
+ *   whose message is the provider's error object as JSON (message, type,
+ *   code), mapped by its type or code (agent-errors.ts streamFailure).
  *
  * Settings opencode reads only from its config, given through
  * OPENCODE_CONFIG_CONTENT (merged over the user's own config):
@@ -22,7 +25,9 @@
  *   off (`agent.title.disable`): it is not the stage's work, and its tokens
  *   appear in no event, so the stage's usage would silently miss them;
  * - `tools` (atomic's names) becomes opencode's `tools` map: every opencode
- *   tool not named is switched off (`tools: []`: all of them).
+ *   tool not named is switched off (`tools: []`: all of them). A model that
+ *   calls one anyway gets opencode's "invalid" tool ("Model tried to call
+ *   unavailable tool 'bash'"): a warning on the stage (records.ts).
  * Steer and followUp are queued and delivered by resuming the session
  * (`-s`) when the run ends; interrupt kills the run and resumes with the
  * message (opencode run takes no input while it runs).
@@ -31,7 +36,8 @@
 import type { StageRequest } from "../types.ts";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, type Rec } from "./records.ts";
+import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
+import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool, type Rec } from "./records.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
 const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit: "edit", list: "glob", grep: "grep", bash: "bash" };
@@ -94,6 +100,12 @@ export const opencode: CliAdapter = {
         return;
       case "tool_use": {
         const state = obj(part.state);
+        if (part.tool === "invalid") {
+          // opencode answers a call of a tool it does not offer through its "invalid" tool (the model's arguments are gone).
+          const input = obj(state.input);
+          const name = str(input.tool) ?? "?";
+          warnRefusedTool(ctx, "opencode", name, undefined, Object.keys(TOOL_NAMES).find((k) => TOOL_NAMES[k] === name), str(input.error));
+        }
         ctx.tool(String(part.tool ?? "tool"), JSON.stringify(state.input ?? {}), state.status === undefined ? undefined : state.status !== "error");
         return;
       }
@@ -125,7 +137,12 @@ export const opencode: CliAdapter = {
         const data = obj(e.data);
         const said = str(data.responseBody) ?? str(data.message) ?? str(e.message) ?? str(e.name) ?? "";
         const headers = Object.fromEntries(Object.entries(obj(data.responseHeaders)).map(([k, v]) => [k, String(v)]));
-        s.final = cliProviderError("opencode", typeof data.statusCode === "number" ? data.statusCode : undefined, said, headers, ctx.request.model);
+        if (typeof data.statusCode === "number") s.final = cliProviderError("opencode", data.statusCode, said, headers, ctx.request.model);
+        else {
+          // An error inside the reply stream: opencode passes the provider's error object on as the message's text.
+          const streamed = streamedErrorIn(said);
+          s.final = streamed ? streamFailure("opencode", streamed) : agentFailure("opencode", said, { model: ctx.request.model });
+        }
         return true;
       }
     }

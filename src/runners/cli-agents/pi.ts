@@ -22,21 +22,28 @@
  *   barrier).
  * - The turn's outcome is its last assistant message: stopReason `error`
  *   fails the stage with the provider's status mapped to the shared codes
- *   (pi's errorMessage starts with the HTTP status); `aborted` (our
- *   interrupt) does not.
+ *   (pi's errorMessage starts with the HTTP status); an error inside the
+ *   stream has no status in pi's output, only the provider's message
+ *   (agent-errors.ts streamFailure: provider_unavailable unless the words
+ *   say otherwise); `aborted` (our interrupt) does not fail it.
  *
  * Messages: steer and followUp are pi's own `steer` / `follow_up`. An
  * interrupt writes `abort` only; the message is queued and becomes the next
  * `prompt` once the aborted turn has ended (a `prompt` right after `abort`
  * is refused: "Agent is already processing"). Usage per assistant message
  * maps one to one onto ours, with pi's own cost.
+ *
+ * Tools: `--tools` (atomic's names mapped to pi's) or `--no-tools`; a model
+ * that calls a tool left out gets "Tool bash not found", which is a warning
+ * on the stage (records.ts warnRefusedTool).
  */
 
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
-import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost } from "./records.ts";
+import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
+import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool } from "./records.ts";
 
 const BARRIER = "atomic-turn-end";
 
@@ -82,6 +89,10 @@ export const pi: CliAdapter = {
       case "agent_start":
         delete s.final;
         return;
+      case "message_start":
+        // An HTTP error's assistant message starts already failed; one whose stream began starts as "stop" (pi 0.73).
+        if (obj(rec.message).role === "assistant") s.process.streamBegan = obj(rec.message).stopReason !== "error";
+        return;
       case "message_update": {
         const ev = obj(rec.assistantMessageEvent);
         if (ev.type === "text_delta" && typeof ev.delta === "string") ctx.text(ev.delta);
@@ -102,11 +113,8 @@ export const pi: CliAdapter = {
           turns: 1,
           ...(model ? { model } : {}),
         });
-        if (m.stopReason === "error") {
-          const said = str(m.errorMessage) ?? "";
-          const status = /^\s*(\d{3})\b/.exec(said);
-          s.final = cliProviderError("pi", status ? Number(status[1]) : undefined, status ? said.slice(status[0].length) : said, {}, model);
-        } else s.final = { ok: true };
+        if (m.stopReason === "error") s.final = piFailure(str(m.errorMessage) ?? "", s.process.streamBegan === true, model);
+        else s.final = { ok: true };
         return;
       }
       case "auto_retry_start":
@@ -116,11 +124,20 @@ export const pi: CliAdapter = {
         delete s.process.retrying;
         return;
       case "tool_execution_start":
+        ((s.process.piCalls as Record<string, unknown> | undefined) ??= {})[String(rec.toolCallId)] = rec.args ?? {};
         ctx.tool(String(rec.toolName ?? "tool"), JSON.stringify(rec.args ?? {}));
         return;
-      case "tool_execution_end":
-        ctx.tool(String(rec.toolName ?? "tool"), "", rec.isError !== true);
+      case "tool_execution_end": {
+        const name = String(rec.toolName ?? "tool");
+        ctx.tool(name, "", rec.isError !== true);
+        // A tool left out of --tools is not pi's any more: "Tool bash not found" (pi 0.73), the only sign of it.
+        const said = arr(obj(rec.result).content).map(obj).map((b) => String(b.text ?? "")).join("");
+        if (rec.isError === true && /^Tool \S+ not found/.test(said)) {
+          const ours = Object.keys(TOOL_NAMES).find((k) => TOOL_NAMES[k]!.includes(name));
+          warnRefusedTool(ctx, "pi", name, (s.process.piCalls as Record<string, unknown> | undefined)?.[String(rec.toolCallId)], ours, said);
+        }
         return;
+      }
       case "agent_end":
         ctx.write(JSON.stringify({ type: "get_state", id: BARRIER }));
         return;
@@ -138,3 +155,16 @@ export const pi: CliAdapter = {
     }
   },
 };
+
+/**
+ * A failed assistant message: pi's errorMessage starts with the HTTP status
+ * of a refused request ("401 …"); an error inside the reply stream carries
+ * only the provider's message (no status, no type or code: pi drops them),
+ * told apart by the message having started as a stream.
+ */
+function piFailure(said: string, streamBegan: boolean, model: string | undefined) {
+  const status = /^\s*(\d{3})\b/.exec(said);
+  if (status) return cliProviderError("pi", Number(status[1]), said.slice(status[0].length), {}, model);
+  if (streamBegan) return streamFailure("pi", streamedErrorIn(said) ?? { message: said });
+  return agentFailure("pi", said, { model });
+}

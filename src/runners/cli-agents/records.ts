@@ -30,6 +30,22 @@ export function oneLine(text: string): string {
 export const ATOMIC_TOOLS = ["read", "write", "edit", "list", "grep", "bash"] as const;
 
 /**
+ * A tool call the CLI refused, as a warning on the stage (its transcript,
+ * its result, `atomic show`): the CLI's name for the tool, the arguments
+ * the model gave (when the CLI still reports them), the CLI's reason, and
+ * how to allow it. `ours` is atomic's name for the tool, when it has one
+ * (then naming it in the stage's `tools` allows it); without one the CLI
+ * has no such tool to allow.
+ */
+export function warnRefusedTool(ctx: AdapterContext, cli: string, name: string, input: unknown, ours: string | undefined, why?: string): void {
+  const args = input === undefined ? "" : ` (${oneLine(JSON.stringify(input))})`;
+  const hint = ours
+    ? `name it in the stage's tools to allow it, e.g. tools: ${JSON.stringify([...new Set([...(ctx.request.agent?.tools ?? []), ours])])}`
+    : `${cli} has no tool of that name that a stage's tools could allow`;
+  ctx.warn(`${cli} refused the tool ${name}${args}${why ? `: ${oneLine(why)}` : ""}; hint: ${hint}`);
+}
+
+/**
  * A provider error the CLI reported (its HTTP status, the provider's body or
  * words, its headers), classified with the openai runner's table
  * (openai/provider-errors.ts) so every runner fails with the same codes. No

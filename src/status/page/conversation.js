@@ -7,10 +7,13 @@
 // the result in a ``` fence. Only the headings the runners write start a
 // section ("User", "Assistant", "Message (mode)", "Outcome", "Corrective
 // re-prompt N", "Wrap-up …", "(…)" notes, and the first line naming the
-// stage): a "## " line the model wrote itself stays part of its text. A
-// transcript without any "## Assistant" (the CLI agents write the agent's
-// text right after the prompt) cannot be split reliably and is shown as
-// text.
+// stage): a "## " line the model wrote itself stays part of its text.
+// Every runner writes this shape (runners/agent-files.ts); a transcript
+// without any "## Assistant" (one a CLI runner wrote before it did, in a
+// journal kept from then) cannot be split reliably and is shown as text.
+// The CLI runners write a tool block when the call starts and another when
+// it ends (`atomic logs --follow` shows a running tool): the second is
+// folded into the first here, one collapsible call with its outcome.
 //
 // Turns: the n-th assistant section is the n-th model call; its tokens and
 // cost come from the provider's usage records (the transcript route's
@@ -19,7 +22,7 @@
 (() => {
   const { h, fmtCost } = window.atomic;
 
-  const SECTION = /^## (User|Assistant|Outcome|Message \([^)]*\)|Corrective re-prompt \d+|Wrap-up \(.*\)|\(.*\))\s*$/;
+  const SECTION = /^## (User|Assistant|Outcome|Warning|Message \([^)]*\)|Corrective re-prompt \d+|Wrap-up \(.*\)|\(.*\))\s*$/;
   const FIRST = /^## (.+)$/;
   const TOOL = /^\*\*tool (\S+)\*\*( \(error\))? `(.*)`\s*$/;
 
@@ -57,7 +60,17 @@
         let j = i + 3;
         const result = [];
         while (j < lines.length && lines[j] !== "```") result.push(lines[j++]);
-        cur.parts.push({ tool: tool[1], error: !!tool[2], args: tool[3], result: result.join("\n") });
+        // the part before, blank lines between the blocks aside
+        let k = cur.parts.length - 1;
+        while (k >= 0 && "text" in cur.parts[k] && !cur.parts[k].text.trim()) k--;
+        const prev = cur.parts[k];
+        // the end of the call just started (same tool, no result yet): its outcome, not a second call
+        if (prev && "tool" in prev && prev.tool === tool[1] && prev.result === "" && (tool[3] === "" || tool[3] === prev.args)) {
+          prev.error = !!tool[2];
+          prev.result = result.join("\n");
+        } else {
+          cur.parts.push({ tool: tool[1], error: !!tool[2], args: tool[3], result: result.join("\n") });
+        }
         i = j + 1;
         continue;
       }

@@ -41,17 +41,17 @@
 
   /** "28 done, 1 failed, 1 running" from counts by state (states with none left out, but done). */
   function countsText(c) {
-    return [`${c.completed || 0} done`, c.failed ? `${c.failed} failed` : "", c.running ? `${c.running} running` : "", c.stopped ? `${c.stopped} stopped` : ""].filter(Boolean).join(", ");
+    return [`${c.completed || 0} done`, c.failed ? `${c.failed} failed` : "", c.running ? `${c.running} running` : "", c.queued ? `${c.queued} queued` : "", c.stopped ? `${c.stopped} stopped` : ""].filter(Boolean).join(", ");
   }
 
   function stateCounts(nodes) {
-    const c = { completed: 0, failed: 0, running: 0, stopped: 0 };
+    const c = { completed: 0, failed: 0, running: 0, queued: 0, stopped: 0 };
     for (const n of nodes) c[n.status] = (c[n.status] || 0) + 1;
     return countsText(c);
   }
 
   function fanStatus(nodes) {
-    for (const st of ["running", "failed", "stopped"]) if (nodes.some((n) => n.status === st)) return st;
+    for (const st of ["running", "queued", "failed", "stopped"]) if (nodes.some((n) => n.status === st)) return st;
     return "completed";
   }
 
