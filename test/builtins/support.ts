@@ -68,7 +68,7 @@ export async function runBuiltin(name: string, inputs: string[], s: Scripted, ho
 }
 
 /** Runs until `stage`'s first request arrives, SIGKILLs atomic, resets the counts, resumes. */
-export async function killAtStageAndResume(name: string, inputs: string[], s: Scripted, stage: string, home: string, cwd: string): Promise<Finished> {
+export async function killAtStageAndResume(name: string, inputs: string[], s: Scripted, stage: string, home: string, cwd: string): Promise<Finished & { recorded: string[] }> {
   s.holdStage = stage;
   const proc = spawnAtomic(["--json", "run", name, ...inputs.flatMap((i) => ["--input", i]), "--workers", "2"], { home, cwd, env: s.env });
   const out = lineWatcher(proc.stdout);
@@ -77,10 +77,23 @@ export async function killAtStageAndResume(name: string, inputs: string[], s: Sc
   await proc.exited;
   const started = out.lines.map((l) => JSON.parse(l) as { type: string; runId: string; parentId?: string | null });
   const runId = started.find((e) => e.type === "run_started" && !e.parentId)!.runId;
+  const recorded = await recordedStages(runId, s, home);
   s.holdStage = undefined;
   s.counts.clear();
   const r = await runAtomic(["--json", "resume", runId, "--workers", "2"], { home, cwd, env: s.env });
-  return finished(r.code, r.stdout, r.stderr);
+  return { ...finished(r.code, r.stdout, r.stderr), recorded };
+}
+
+/** The names of a run's stages whose result is recorded (`atomic show --json`): a resume must not run them again. */
+export async function recordedStages(runId: string, s: Scripted, home: string): Promise<string[]> {
+  const show = await runAtomic(["show", runId, "--json"], { home, env: s.env });
+  const steps = (JSON.parse(show.stdout) as { steps: { kind: string; name: string; status: string }[] }).steps;
+  return steps.filter((st) => st.kind === "stage" && (st.status === "completed" || st.status === "failed")).map((st) => st.name);
+}
+
+/** The per-stage request counts of an uninterrupted run without the stages a killed run had recorded. */
+export function withoutRecorded(full: Record<string, number>, recorded: readonly string[]): Record<string, number> {
+  return Object.fromEntries(Object.entries(full).filter(([stage]) => !recorded.includes(stage)));
 }
 
 /** Every file of a run's artifact directory, by name. */
