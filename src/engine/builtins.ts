@@ -23,6 +23,7 @@ import classifyAndAct from "../workflows/classify-and-act.ts" with { type: "text
 import fanOutAndSynthesize from "../workflows/fan-out-and-synthesize.ts" with { type: "text" };
 import generateAndFilter from "../workflows/generate-and-filter.ts" with { type: "text" };
 import loopUntilDone from "../workflows/loop-until-done.ts" with { type: "text" };
+import tournament from "../workflows/tournament.ts" with { type: "text" };
 
 const SOURCES: Record<string, string> = {
   "adversarial-verification": adversarialVerification as unknown as string,
@@ -30,10 +31,11 @@ const SOURCES: Record<string, string> = {
   "fan-out-and-synthesize": fanOutAndSynthesize as unknown as string,
   "generate-and-filter": generateAndFilter as unknown as string,
   "loop-until-done": loopUntilDone as unknown as string,
+  tournament: tournament as unknown as string,
 };
 
 /** The builtins the issue names that this binary does not ship yet (`atomic run` says so). */
-export const NOT_SHIPPED = ["tournament", "goal", "ralph", "design"];
+export const NOT_SHIPPED = ["goal", "ralph", "design"];
 
 export const BUILTIN_PREFIX = "builtin:";
 
