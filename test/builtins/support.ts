@@ -119,3 +119,69 @@ export function pick<T>(label: string, items: readonly T[]): T {
   console.log(`${label}: kill at ${String(item)} (BUILTIN_KILL_SEED=${seed})`);
   return item;
 }
+
+/** An open or answered question of a run (`atomic inbox --json`). */
+export interface Question {
+  id: string;
+  question: string;
+  state: string;
+  choices?: string[];
+}
+
+export interface Driven extends Finished {
+  /** Questions answered by this drive, in order. */
+  answered: string[];
+  killed: boolean;
+  /** With killAt: the stages recorded when it was killed. */
+  recorded: string[];
+}
+
+/**
+ * `atomic run` (or `resume`) with --json, answering every open question
+ * with `answer(question)` through `atomic answer`. `killAt` SIGKILLs it when
+ * that stage's first request arrives (the request is held), or, as
+ * `ask:<text>`, when a question containing <text> is open (unanswered).
+ */
+export async function drive(args: string[], s: Scripted, home: string, cwd: string, answer: (q: Question) => string, killAt?: string): Promise<Driven> {
+  const askKill = killAt?.startsWith("ask:") ? killAt.slice(4) : undefined;
+  if (killAt && !askKill) s.holdStage = killAt;
+  const proc = spawnAtomic(["--json", ...args, "--workers", "2"], { home, cwd, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const stderr = new Response(proc.stderr).text();
+  const runId = () => {
+    for (const l of out.lines) {
+      const e = JSON.parse(l) as { runId?: string };
+      if (e.runId) return e.runId;
+    }
+    return args[0] === "resume" ? args[1] : undefined;
+  };
+  let exited = false;
+  void proc.exited.then(() => (exited = true));
+  const answered: string[] = [];
+  let killed = false;
+  while (!exited && !killed) {
+    if (killAt && !askKill && (s.counts.get(killAt) ?? 0) > 0) killed = true;
+    const id = runId();
+    if (!killed && id) {
+      const box = await runAtomic(["inbox", id, "--json"], { home, env: s.env });
+      const open = box.code === 0 ? (JSON.parse(box.stdout) as { prompts: Question[] }).prompts.find((p) => p.state === "open") : undefined;
+      if (open && askKill !== undefined && open.question.includes(askKill)) killed = true;
+      else if (open) {
+        const a = await runAtomic(["answer", id, open.id, answer(open)], { home, env: s.env });
+        if (a.code !== 0) throw new Error(`atomic answer failed: ${a.stderr}`);
+        answered.push(open.question);
+      }
+    }
+    if (!killed) await Bun.sleep(100);
+  }
+  let recorded: string[] = [];
+  if (killed) {
+    proc.kill("SIGKILL");
+    await proc.exited;
+    s.holdStage = undefined;
+    recorded = await recordedStages(runId()!, s, home);
+  }
+  await proc.exited;
+  const done = finished(proc.exitCode ?? -1, out.lines.join("\n"), await stderr);
+  return { ...done, runId: runId()!, answered, killed, recorded };
+}
