@@ -12,6 +12,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
+import { runAtomic } from "../helpers/atomic.ts";
 import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 import { artifacts, homeAndCwd, killAtStageAndResume, normalized, pick, runBuiltin, scriptedServer, withoutRecorded } from "./support.ts";
@@ -164,5 +165,25 @@ e2eTest("two indeterminate rounds in a row end the run failed; a rejection with 
     expect(Object.fromEntries(low.counts)).toEqual({ work: 1, "verify-01-accuracy-1": 1 });
   } finally {
     await low.close();
+  }
+});
+
+e2eTest("a token budget used up: no stage starts after it, the run ends blocked; resume with a larger budget finishes without redoing the work stage", async () => {
+  const s = await scriptedServer(stageOf, answers);
+  try {
+    const { home, cwd } = homeAndCwd();
+    const r = await runAtomic(["--json", "run", "adversarial-verification", ...INPUTS.flatMap((i) => ["--input", i]), "--max-tokens", "20"], { home, cwd, env: s.env });
+    expect(r.code).toBe(3);
+    const last = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { runId: string; status: string; error: { message: string } };
+    expect(last.status).toBe("blocked");
+    expect(last.error.message).toContain("the token budget of 20 is used up");
+    expect(s.counts.get("consolidate-01")).toBeUndefined();
+    s.counts.clear();
+    const resumed = await runAtomic(["--json", "resume", last.runId, "--max-tokens", "100000"], { home, cwd, env: s.env });
+    expect(resumed.code).toBe(0);
+    expect(s.counts.get("work")).toBeUndefined();
+    expect(JSON.parse(resumed.stdout.trim().split("\n").at(-1)!).outputs).toMatchObject({ approved: true, mean_score: 16.33, repairs: 1 });
+  } finally {
+    await s.close();
   }
 });

@@ -13,6 +13,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
+import { runAtomic } from "../helpers/atomic.ts";
 import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 import { artifacts, homeAndCwd, killAtStageAndResume, normalized, pick, runBuiltin, scriptedServer, withoutRecorded } from "./support.ts";
@@ -125,3 +126,25 @@ e2eTest(
   },
   300_000,
 );
+
+e2eTest("a token budget used up by the attempts: no judge starts, the run ends blocked; resume with a larger budget judges without redoing an attempt", async () => {
+  const s = await scriptedServer(stageOf, answers);
+  try {
+    const { home, cwd } = homeAndCwd();
+    const inputs = [...INPUTS.filter((i) => !i.startsWith("max_concurrency")), "max_concurrency=1"].flatMap((i) => ["--input", i]);
+    const r = await runAtomic(["--json", "run", "tournament", ...inputs, "--max-tokens", "40"], { home, cwd, env: s.env });
+    expect(r.code).toBe(3);
+    const last = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { status: string; error: { message: string } };
+    expect(last.status).toBe("blocked");
+    expect(last.error.message).toContain("the token budget of 40 is used up (45 tokens)");
+    expect([...s.counts.keys()].filter((st) => st.startsWith("judge-"))).toEqual([]);
+    const runId = (JSON.parse(r.stdout.trim().split("\n")[0]!) as { runId: string }).runId;
+    s.counts.clear();
+    const resumed = await runAtomic(["--json", "resume", runId, "--max-tokens", "100000"], { home, cwd, env: s.env });
+    expect(resumed.code).toBe(0);
+    expect([...s.counts.keys()].filter((st) => st.startsWith("attempt-"))).toEqual([]);
+    expect(JSON.parse(resumed.stdout.trim().split("\n").at(-1)!).outputs).toMatchObject({ winner_attempt: 4, planned_judgements: 10 });
+  } finally {
+    await s.close();
+  }
+});
