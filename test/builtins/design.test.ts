@@ -215,6 +215,7 @@ e2eTest("without Chromium the review says why and goes on; discard ends the run 
       (q) => (q.question.startsWith("Review the design") ? "discard" : reply("")(q)),
     );
     expect(r.status).toBe("cancelled");
+    expect(r.code).toBe(4);
     expect(r.answered).toHaveLength(3);
     expect(r.answered[2]).toContain("no screenshot: /nonexistent/chrome (the chromium input) is not an executable program; page ");
     const dir = `${cwd}/.atomic/runs/design-${r.runId}`;

@@ -26,11 +26,17 @@ export interface Scripted {
   close(): Promise<void>;
 }
 
+/** A request's first user message as text (a CLI agent may send it as content parts). */
+export function promptOf(req: RecordedRequest): string {
+  const content = req.body.messages.find((m) => m.role === "user")?.content as string | { text?: string }[] | null | undefined;
+  return typeof content === "string" ? content : (content ?? []).map((p) => p.text ?? "").join("");
+}
+
 export async function scriptedServer(stageOf: StageOf, answers: Answers): Promise<Scripted> {
   const counts = new Map<string, number>();
   const scripted: Scripted = {} as Scripted;
   const server = await startFakeOpenAI((req) => {
-    const prompt = req.body.messages.find((m) => m.role === "user")?.content ?? "";
+    const prompt = promptOf(req);
     const stage = stageOf(prompt);
     const n = counts.get(stage) ?? 0;
     counts.set(stage, n + 1);

@@ -16,7 +16,8 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
 import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
-import { artifacts, homeAndCwd, killAtStageAndResume, normalized, pick, runBuiltin, scriptedServer, withoutRecorded } from "./support.ts";
+import { chatAgentSetup, MODEL } from "../helpers/chat-agents.ts";
+import { artifacts, homeAndCwd, killAtStageAndResume, normalized, pick, promptOf, runBuiltin, scriptedServer, withoutRecorded } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -148,3 +149,21 @@ e2eTest("a token budget used up by the attempts: no judge starts, the run ends b
     await s.close();
   }
 });
+
+e2eTest("per-role runners: the attempts by the real pi CLI, the judges by the openai runner", async () => {
+  const s = await scriptedServer(stageOf, (stage, n, req) => (stage.startsWith("attempt-") ? text(`answer ${stage.slice(8)}`) : answers(stage, n, req)));
+  try {
+    const { home, cwd, env } = chatAgentSetup("pi", s.server.url);
+    const inputs = ["prompt=announce it", "num_attempts=2", "n_evaluations=1", "pivots=0", "runner=pi", `model=${MODEL}`, "judge_runner=openai", "judge_model=fake-model"];
+    const r = await runAtomic(["--json", "run", "tournament", ...inputs.flatMap((i) => ["--input", i]), "--workers", "1"], { home, cwd, env: { ...env, ...s.env }, timeoutMs: 150_000 });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(Object.fromEntries(s.counts)).toEqual({ "attempt-1": 1, "attempt-2": 1, "judge-ring-2-vs-1-1": 1 });
+    const byStage = new Map(s.server.requests.map((q) => [stageOf(promptOf(q)), q]));
+    expect(byStage.get("attempt-1")!.body.model).toBe("m");
+    expect(byStage.get("judge-ring-2-vs-1-1")!.body.model).toBe("fake-model");
+    expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs).toMatchObject({ winner_attempt: 2, planned_judgements: 1, executed_judgements: 1 });
+  } finally {
+    await s.close();
+  }
+}, 180_000);
