@@ -93,8 +93,10 @@ export async function killAtStageAndResume(name: string, inputs: string[], s: Sc
 /** The names of a run's stages whose result is recorded (`atomic show --json`): a resume must not run them again. */
 export async function recordedStages(runId: string, s: Scripted, home: string): Promise<string[]> {
   const show = await runAtomic(["show", runId, "--json"], { home, env: s.env });
-  const steps = (JSON.parse(show.stdout) as { steps: { kind: string; name: string; status: string }[] }).steps;
-  return steps.filter((st) => st.kind === "stage" && (st.status === "completed" || st.status === "failed")).map((st) => st.name);
+  const steps = (JSON.parse(show.stdout) as { steps: { kind: string; name: string; exitCode?: number | null }[] }).steps;
+  // Only a stage's checkpoint sets exitCode (null for an agent stage). A status is not enough: a failure
+  // returned as a result ("failureMode: return") shows as failed from its failed attempt on, before its checkpoint.
+  return steps.filter((st) => st.kind === "stage" && st.exitCode !== undefined).map((st) => st.name);
 }
 
 /** The per-stage request counts of an uninterrupted run without the stages a killed run had recorded. */
