@@ -69,7 +69,8 @@ export async function prepareStage(name: string, opts: TaskOptions, definition: 
   const agent = agentOptions(runner, config, {
     ...(opts.tools ? { tools: opts.tools } : {}),
     ...(schema ? { schema } : {}),
-    ...(opts.output ? { output: opts.output } : {}),
+    // "file": the attempt's own file (stage-options.ts), set per attempt
+    ...(opts.output && opts.output !== "file" ? { output: opts.output } : {}),
     ...(opts.maxTurns !== undefined ? { maxTurns: opts.maxTurns } : {}),
     ...(opts.system ? { system: opts.system } : {}),
   });

@@ -180,17 +180,25 @@ export function firstPrompt(prompt: string, initial: { id: string; text: string 
   return `Messages received before you started:\n${block}\n\n${prompt}`;
 }
 
-/** Writes the final answer to the task's `output` file (relative to cwd). */
-export async function writeOutputFile(cwd: string, output: string | undefined, text: string, structured: unknown): Promise<string | undefined> {
+/** Writes the final answer to the task's `output` file (relative to cwd; `output: "file"` made it one of the attempt's own). */
+export async function writeOutputFile(request: { cwd: string; artifactDir: string; agent?: { output?: string } }, text: string, structured: unknown): Promise<string | undefined> {
+  const output = request.agent?.output;
   if (!output) return undefined;
   const { resolve, dirname } = await import("node:path");
-  const { writeFileSync, chmodSync, existsSync } = await import("node:fs");
+  const { writeFileSync, chmodSync, existsSync, mkdirSync } = await import("node:fs");
   const { mkdirsForUser, userFileMode } = await import("../shared/private-files.ts");
-  const path = resolve(cwd, output);
+  const path = resolve(request.cwd, output);
+  const body = structured !== undefined ? `${JSON.stringify(structured, null, 2)}\n` : text;
+  if (dirname(path) === resolve(request.artifactDir)) {
+    // an artifact: private, like the attempt's other files
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, body);
+    return path;
+  }
   // the user's file in the stage's cwd: the user's umask, not atomic's private one
   mkdirsForUser(dirname(path));
   const existed = existsSync(path);
-  writeFileSync(path, structured !== undefined ? `${JSON.stringify(structured, null, 2)}\n` : text);
+  writeFileSync(path, body);
   if (!existed) chmodSync(path, userFileMode());
   return path;
 }

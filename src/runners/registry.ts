@@ -38,6 +38,7 @@ export function registerRunner(runner: Runner): void {
 function redacting(runner: Runner): Runner {
   return {
     kind: runner.kind,
+    ...(runner.sessions ? { sessions: runner.sessions } : {}),
     start(request, onEvent) {
       const handle = runner.start(request, (event) => onEvent(redactValue(event)));
       return {

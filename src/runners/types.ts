@@ -48,6 +48,12 @@ export interface StageRequest {
   initialMessages?: { id: string; text: string }[];
   /** Agent stages: everything the runner needs, resolved in the root from the task options and config (no secrets). */
   agent?: AgentOptions;
+  /**
+   * `continueFrom`: the earlier stage's session to continue (or fork):
+   * its session id (CLI agents) and its attempt's artifact directory
+   * (openai: conversation.json there; pi: its session file).
+   */
+  continueFrom?: { sessionId?: string; artifactDir: string; fork: boolean };
 }
 
 export interface AgentOptions {
@@ -97,5 +103,8 @@ export interface RunnerHandle {
 
 export interface Runner {
   readonly kind: string;
+  /** The runner can continue an earlier stage's session (`continueFrom`), and fork one; absent: it has no sessions. */
+  /** `byId`: it resumes by the earlier result's sessionId (the CLIs but pi), else from the earlier stage's files. */
+  readonly sessions?: { fork: boolean; byId?: boolean };
   start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle;
 }

@@ -98,8 +98,54 @@ export interface TaskOptions {
    * re-prompts fails the stage.
    */
   schema?: GenericSchema | Record<string, unknown>;
-  /** Write the final answer (structured output as JSON, else the text) to this file, relative to cwd. */
+  /**
+   * Where the final answer goes. A path (relative to cwd): the answer
+   * (structured output as JSON, else the text) is also written there, and
+   * `outputPath` names it. `"file"`: the answer goes to `output.md` in the
+   * stage's artifact directory, `outputPath` names that file and `text` is
+   * "" (a long answer then neither travels through the journal nor sits in
+   * the workflow's memory; read the file). A shell stage with `"file"`
+   * keeps its stdout in `outputPath` (stdout.log) and `text` is "". (A file
+   * of the cwd literally named "file": write "./file".)
+   */
   output?: string;
+  /**
+   * Files attached to the prompt (agent stages), relative to the stage's
+   * cwd: each file's text follows the prompt in a `<file path="…">` block,
+   * and the list of paths is named first. Bounded: at most 64 KiB of each
+   * file and 256 KiB in all (a longer file is cut, and the block says how
+   * much was left out). A file that does not exist or cannot be read fails
+   * the step before the stage starts (code `read_failed`, naming the path),
+   * so an agent never works from an attachment that silently went missing.
+   * The files are read when the stage starts; a recorded stage replays its
+   * result without reading them again.
+   */
+  reads?: string[];
+  /**
+   * Continue an earlier agent stage's session: the new prompt is one more
+   * user turn of that conversation, which the agent sees whole. Give the
+   * earlier stage's result (`continueFrom: plan`). The stage must run with
+   * the same runner as the earlier one (and, for CLI agents, the same home
+   * and cwd, where the CLI keeps its sessions). A CLI's session is one
+   * conversation that each continuation adds to: continuing a result whose
+   * session was continued since sees those later turns too (fork first to
+   * branch from a point); openai and pi continue from the earlier stage's
+   * own copy, as it was when that stage ended. How each runner does it:
+   * openai replays the earlier conversation (conversation.json of its
+   * artifact directory) as the start of this one; claude `--resume`;
+   * codex `exec resume`; gemini `-r`; opencode `-s`; pi opens a copy of
+   * the earlier session file. A runner without sessions (shell) refuses
+   * the step before it starts (code `bad_continue`).
+   */
+  continueFrom?: StageResult;
+  /**
+   * With `continueFrom`: branch off the earlier session instead of adding
+   * to it, so the earlier stage's session stays as it was and two forks can
+   * go different ways (claude `--fork-session`, codex `exec fork`, opencode
+   * `--fork`; openai and pi always work on a copy, so for them a fork and a
+   * continuation are the same). gemini cannot fork: refused (`bad_continue`).
+   */
+  fork?: boolean;
   /** Most model turns an agent may take (default 50). */
   maxTurns?: number;
   /** A system prompt for the openai runner (CLI agents: appended where supported). */

@@ -3,7 +3,7 @@
  * only the SDK; through dist/atomic a builtin is listed, described (inputs
  * with ranges and defaults, outputs), printed (--source, from the text
  * embedded in the binary), overridden by a local file of its name (and the
- * list says so), refused when not shipped, and its inputs refused by range.
+ * list says so), and its inputs refused by range.
  */
 
 import { afterAll, afterEach, expect, test } from "bun:test";
@@ -40,6 +40,8 @@ e2eTest("atomic workflows lists the builtins; NAME shows inputs with ranges and 
   expect(list.stdout).toMatch(/adversarial-verification\s+Answer a task, have verifiers attack/);
   expect(list.stdout).toMatch(/tournament\s+Run attempts in parallel, judge them in pairs/);
   expect(list.stdout).toMatch(/design\s+Interview, analyse, generate an HTML preview/);
+  expect(list.stdout).toMatch(/goal\s+Pursue an objective in turns on a git branch/);
+  expect(list.stdout).toMatch(/ralph\s+Research, implement and review in loops/);
   const one = await runAtomic(["workflows", "fan-out-and-synthesize"], { home, cwd });
   expect(one.stdout).not.toContain("inputs:");
   expect(one.code).toBe(0);
@@ -71,7 +73,7 @@ e2eTest("a local .atomic/workflows/<name>.ts wins over the builtin, and the list
   expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs).toEqual({ mine: true });
 });
 
-e2eTest("inputs out of range and builtins not shipped are refused in one sentence, before anything is recorded", async () => {
+e2eTest("inputs out of range are refused in one sentence, before anything is recorded", async () => {
   const home = makeTempDir("atomic-bi-home-");
   const cwd = makeTempDir("atomic-bi-cwd-");
   for (const [args, message] of [
@@ -82,7 +84,6 @@ e2eTest("inputs out of range and builtins not shipped are refused in one sentenc
     [["run", "adversarial-verification", "--input", "task=x", "--input", "accept_mean=21"], 'input "accept_mean" must be from 1 to 20, got 21'],
     [["run", "tournament", "--input", "prompt=x", "--input", "num_attempts=1"], 'input "num_attempts" must be from 2 to 8, got 1'],
     [["run", "design", "--input", "prompt=x", ...Array.from({ length: 11 }, (_, i) => ["--input", `references=r${i}`]).flat()], 'input "references" must be at most 10 items, got ["r0","r1","r2","r3","r4","r5","r6","r7","r8","r9","r10"]'],
-    [["run", "ralph", "--input", "prompt=x"], "the builtin workflow ralph is not shipped in this version of atomic yet"],
   ] as const) {
     const r = await runAtomic([...args], { home, cwd });
     expect(r.code).toBe(2);

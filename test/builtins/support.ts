@@ -12,8 +12,8 @@ import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomi
 import { startFakeOpenAI, type FakeOpenAI, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 
-/** Names a request's stage from its prompt; undefined for one the test does not know. */
-export type StageOf = (prompt: string) => string;
+/** Names a request's stage from its prompt (the first user message; `req` for the rest, e.g. a continued session's last one). */
+export type StageOf = (prompt: string, req: RecordedRequest) => string;
 /** The answer for the n-th request (0-based) of a stage. */
 export type Answers = (stage: string, n: number, req: RecordedRequest) => Reply;
 
@@ -23,6 +23,8 @@ export interface Scripted {
   counts: Map<string, number>;
   /** Stage whose request is held (not answered) until the client goes away. */
   holdStage?: string;
+  /** Answers from now on (one server for several scenarios). */
+  setAnswers(answers: Answers): void;
   close(): Promise<void>;
 }
 
@@ -34,18 +36,20 @@ export function promptOf(req: RecordedRequest): string {
 
 export async function scriptedServer(stageOf: StageOf, answers: Answers): Promise<Scripted> {
   const counts = new Map<string, number>();
+  let current = answers;
   const scripted: Scripted = {} as Scripted;
   const server = await startFakeOpenAI((req) => {
     const prompt = promptOf(req);
-    const stage = stageOf(prompt);
+    const stage = stageOf(prompt, req);
     const n = counts.get(stage) ?? 0;
     counts.set(stage, n + 1);
     if (scripted.holdStage === stage) return { hold: new Promise(() => {}), text: "never" };
-    return answers(stage, n, req);
+    return current(stage, n, req);
   });
   Object.assign(scripted, {
     server,
     counts,
+    setAnswers: (a: Answers) => (current = a),
     env: { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" },
     close: () => server.close(),
   });
@@ -59,6 +63,8 @@ export interface Finished {
   status: string;
   stdout: string;
   stderr: string;
+  /** killAtStageAndResume: when the resume started (a stage that ended before it was recorded by the killed run). */
+  resumedAt?: number;
 }
 
 function finished(code: number, stdout: string, stderr: string): Finished {
@@ -86,8 +92,9 @@ export async function killAtStageAndResume(name: string, inputs: string[], s: Sc
   const recorded = await recordedStages(runId, s, home);
   s.holdStage = undefined;
   s.counts.clear();
+  const resumedAt = Date.now();
   const r = await runAtomic(["--json", "resume", runId, "--workers", "2"], { home, cwd, env: s.env });
-  return { ...finished(r.code, r.stdout, r.stderr), recorded };
+  return { ...finished(r.code, r.stdout, r.stderr), recorded, resumedAt };
 }
 
 /** The names of a run's stages whose result is recorded (`atomic show --json`): a resume must not run them again. */
@@ -104,10 +111,13 @@ export function withoutRecorded(full: Record<string, number>, recorded: readonly
   return Object.fromEntries(Object.entries(full).filter(([stage]) => !recorded.includes(stage)));
 }
 
-/** Every file of a run's artifact directory, by name. */
-export function artifacts(dir: string): Record<string, string> {
+/** Every file of a run's artifact directory, by name (a subdirectory's as "sub/name"). */
+export function artifacts(dir: string, prefix = ""): Record<string, string> {
   const files: Record<string, string> = {};
-  for (const f of readdirSync(dir).sort()) files[f] = readFileSync(join(dir, f), "utf8");
+  for (const f of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    if (f.isDirectory()) Object.assign(files, artifacts(join(dir, f.name), `${prefix}${f.name}/`));
+    else files[`${prefix}${f.name}`] = readFileSync(join(dir, f.name), "utf8");
+  }
   return files;
 }
 

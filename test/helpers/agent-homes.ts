@@ -49,6 +49,21 @@ function baseHome(cli: AgentCli, fake: FakeProvider<unknown>): AgentHome {
   return { home, dir, env };
 }
 
+/** claude: the fake Anthropic API as ANTHROPIC_BASE_URL, its non-essential traffic, updates and telemetry off, retries cut to two. */
+export function claudeHome(fake: FakeProvider<unknown>): AgentHome {
+  const h = baseHome("claude", fake);
+  Object.assign(h.env, {
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "sk-ant-fake",
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_AUTOUPDATER: "1",
+    DISABLE_TELEMETRY: "1",
+    DISABLE_ERROR_REPORTING: "1",
+    CLAUDE_CODE_MAX_RETRIES: "2",
+  });
+  return h;
+}
+
 /** codex: CODEX_HOME with config.toml (model "m" of provider "fake", Responses API); retries cut to one. */
 export function codexHome(fake: FakeProvider<unknown>): AgentHome {
   const h = baseHome("codex", fake);

@@ -38,7 +38,7 @@ test("atomic's own files are private; an agent's new files and a stage's get the
   expect(statSync(join(dir, "a", "b", "report.txt")).mode & 0o777).toBe(0o644);
 
   // the task's `output` file, written for the agent
-  await writeOutputFile(dir, "out/answer.txt", "42\n", undefined);
+  await writeOutputFile({ cwd: dir, artifactDir: `${dir}/artifacts`, agent: { output: "out/answer.txt" } }, "42\n", undefined);
   expect(statSync(join(dir, "out")).mode & 0o777).toBe(0o755);
   expect(statSync(join(dir, "out", "answer.txt")).mode & 0o777).toBe(0o644);
 

@@ -12,7 +12,7 @@ import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
 import { hasWorkflowExtension, loadWorkflowFile } from "../../engine/loader.ts";
 import { UsageError } from "../../shared/errors.ts";
-import { BUILTIN_PREFIX, NOT_SHIPPED, builtinSource } from "../../engine/builtins.ts";
+import { BUILTIN_PREFIX, builtinSource } from "../../engine/builtins.ts";
 import { newRunId } from "../../shared/ids.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
@@ -109,11 +109,6 @@ export function resolveWorkflowArg(arg: string): string {
   const named = localWorkflowPath(arg);
   if (existsSync(named)) return named;
   if (builtinSource(arg) !== undefined) return `${BUILTIN_PREFIX}${arg}`;
-  if (NOT_SHIPPED.includes(arg)) {
-    throw new UsageError("workflow_not_found", `the builtin workflow ${arg} is not shipped in this version of atomic yet`, {
-      hint: "`atomic workflows` lists the builtins it ships",
-    });
-  }
   return arg;
 }
 

@@ -40,6 +40,8 @@ import { digestArgs, slug } from "../values.ts";
 import { newId } from "../../shared/ids.ts";
 import { checkArgv } from "../../sdk/shell.ts";
 import { tailLines } from "../../runners/stage-logs.ts";
+import { getRunner } from "../../runners/registry.ts";
+import { attachReads, continuation, fileResult, identityExtras, outputFile } from "../stage-options.ts";
 
 const INFRA_ATTEMPTS = 3;
 
@@ -52,7 +54,10 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     kind: "stage",
     name,
     // argv and a command string are different steps: replay tells `["echo", "a b"]` from "echo a b"
-    args: digestArgs(argv ? { runner, argv, prompt: opts.prompt, model: opts.model } : { runner, shell: opts.shell, prompt: opts.prompt, model: opts.model }),
+    args: digestArgs({
+      ...(argv ? { runner, argv, prompt: opts.prompt, model: opts.model } : { runner, shell: opts.shell, prompt: opts.prompt, model: opts.model }),
+      ...identityExtras(opts),
+    }),
   };
   const recorded = exec.cursor.claim(position, step);
   if (recorded?.checkpoint) {
@@ -64,6 +69,11 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
   exec.tree.executor.prepare?.();
   const setup = await prepareStage(name, opts, exec.definition, exec.tree.config);
+  const cwd = opts.cwd ?? process.cwd();
+  const continueFrom = continuation(name, opts, setup.runner, getRunner(setup.runner));
+  if (opts.reads !== undefined && !setup.isAgent) throw new StepFailedError(name, `stage "${name}": reads attaches files to an agent's prompt; a shell stage has none`, { code: "bad_step" });
+  const prompt = opts.reads !== undefined && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
+  const toFile = opts.output === "file";
 
   const { tree } = exec;
   const retries = Math.max(0, opts.retries ?? 0);
@@ -84,10 +94,11 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       attempt,
       runner: setup.runner,
       ...(argv ? { argv } : typeof opts.shell === "string" ? { command: opts.shell } : {}),
-      ...(opts.prompt !== undefined ? { prompt: opts.prompt } : {}),
+      ...(prompt !== undefined ? { prompt } : {}),
       ...(setup.model !== undefined ? { model: setup.model } : {}),
-      ...(setup.agent ? { agent: setup.agent } : {}),
-      cwd: opts.cwd ?? process.cwd(),
+      ...(setup.agent ? { agent: toFile ? { ...setup.agent, output: outputFile(artifactDir) } : setup.agent } : {}),
+      ...(continueFrom ? { continueFrom } : {}),
+      cwd,
       ...(opts.env ? { env: opts.env } : {}),
       ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
       artifactDir,
@@ -111,6 +122,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       ticket.release();
     }
     result = checkStructured(setup, opts.schema !== undefined, result);
+    if (toFile) result = fileResult(result, setup.isAgent ? request.agent?.output : result.outputPath);
     exec.budget.settle(liveId, result.usage);
     if (result.status === "completed") break;
     if (result.status === "cancelled" || signal.aborted) {

@@ -10,7 +10,7 @@ import { compileCheck, type Check } from "./fast-check.ts";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 3;
+export const POOL_PROTOCOL_VERSION = 4;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -29,6 +29,7 @@ export const StageRequestSchema = v.object({
   artifactDir: v.string(),
   workId: v.optional(v.string()),
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
+  continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),
   /** Agent stages: AgentOptions (src/runners/types.ts); plain data, checked by the runner. */
   agent: v.optional(
     v.object({

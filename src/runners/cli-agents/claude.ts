@@ -44,9 +44,12 @@ export const claude: CliAdapter = {
   delivery: "stream",
   assignsSession: true,
   nativeSchema: true,
+  canFork: true,
   args(req, a) {
     const args = ["-p", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json"];
     args.push(a.resume ? "--resume" : "--session-id", a.sessionId!);
+    // A fork gets a new session id from claude (its init record says which).
+    if (a.fork) args.push("--fork-session");
     if (req.model) args.push("--model", req.model);
     const tools = req.agent?.tools;
     if (tools) {

@@ -78,6 +78,8 @@ export interface ArgsContext {
   message: string;
   sessionId: string | undefined;
   resume: boolean;
+  /** This process branches the resumed session off into a new one (continueFrom with fork; first process only). */
+  fork: boolean;
   /** A file holding the JSON Schema (for CLIs that take a file). */
   schemaFile: string | undefined;
 }
@@ -89,6 +91,10 @@ export interface CliAdapter {
   readonly assignsSession: boolean;
   /** The CLI enforces a JSON Schema itself (else: asked for in the prompt and parsed from the text). */
   readonly nativeSchema: boolean;
+  /** The CLI can fork a session (continueFrom with fork: true); every adapter can continue one. */
+  readonly canFork?: boolean;
+  /** continueFrom opens the earlier stage's session file (pi), not a session id. */
+  readonly sessionInFile?: boolean;
   /**
    * The credential variables (shared/secrets.ts) this CLI reads to reach its
    * own provider: the only ones of atomic's environment its process gets
@@ -132,6 +138,10 @@ export class CliAgentRunner implements Runner {
     return this.adapter.kind;
   }
 
+  get sessions(): { fork: boolean; byId: boolean } {
+    return { fork: this.adapter.canFork === true, byId: !this.adapter.sessionInFile };
+  }
+
   start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle {
     const session = new CliSession(this.adapter, request, onEvent);
     const result = session.run();
@@ -168,7 +178,8 @@ class CliSession {
   ) {
     this.files = new AgentFiles(request.artifactDir);
     this.usage = emptyUsage(request.model);
-    if (adapter.assignsSession) this.state.sessionId = crypto.randomUUID();
+    if (request.continueFrom?.sessionId) this.state.sessionId = request.continueFrom.sessionId;
+    else if (adapter.assignsSession) this.state.sessionId = crypto.randomUUID();
   }
 
   async send(text: string, mode: DeliveryMode): Promise<void> {
@@ -253,11 +264,14 @@ class CliSession {
     }
     this.files.section(`${req.stageName} (${this.adapter.kind}${req.model ? `, ${req.model}` : ""})`);
     this.files.section("User", message);
-    let resume = false;
+    // continueFrom: the first process resumes (or forks) the earlier stage's session; later ones resume this stage's own.
+    let resume = req.continueFrom !== undefined;
+    let fork = req.continueFrom?.fork === true;
     for (;;) {
       await this.waitForRateLimit();
       if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
-      const end = await this.turn(binary, { message, sessionId: this.state.sessionId, resume, schemaFile });
+      const end = await this.turn(binary, { message, sessionId: this.state.sessionId, resume, fork, schemaFile });
+      fork = false;
       if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
       if (end.spawnError) return this.result("failed", "spawn_failed", `could not start ${binary}: ${end.spawnError}`);
       if (this.interruptWith !== undefined && this.state.sessionId) {
@@ -418,7 +432,7 @@ class CliSession {
     }
     let outputPath: string | undefined;
     try {
-      outputPath = await writeOutputFile(this.request.cwd, this.request.agent?.output, this.state.text, structured);
+      outputPath = await writeOutputFile(this.request, this.state.text, structured);
     } catch (err) {
       return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`, exitCode);
     }

@@ -47,6 +47,7 @@ export const codex: CliAdapter = {
   delivery: "resume",
   assignsSession: false,
   nativeSchema: true,
+  canFork: true,
   promptOnStdin: true,
   args(req, a) {
     const tools = req.agent?.tools;
@@ -55,7 +56,9 @@ export const codex: CliAdapter = {
     if (tools?.length === 0) flags.push(...NO_TOOLS);
     if (req.model) flags.push("-m", req.model);
     if (a.schemaFile) flags.push("--output-schema", a.schemaFile);
-    return a.resume && a.sessionId ? ["exec", ...flags, "resume", a.sessionId, "-"] : ["exec", ...flags, "-"];
+    if (!a.resume || !a.sessionId) return ["exec", ...flags, "-"];
+    // `exec fork` starts a new thread from the old one (thread.started names it), with the same option order as resume.
+    return ["exec", ...flags, a.fork ? "fork" : "resume", a.sessionId, "-"];
   },
   onRecord(rec, ctx) {
     const s = ctx.state;

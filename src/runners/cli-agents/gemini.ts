@@ -60,6 +60,8 @@ export const gemini: CliAdapter = {
   delivery: "resume",
   assignsSession: true,
   nativeSchema: false,
+  /** gemini resumes a session (`-r`) but has no way to branch one off. */
+  canFork: false,
   promptOnStdin: true,
   args(req, a) {
     const args = ["-p", "", "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"];

@@ -63,6 +63,7 @@ export const opencode: CliAdapter = {
   delivery: "resume",
   assignsSession: false,
   nativeSchema: false,
+  canFork: true,
   promptOnStdin: true,
   env(req) {
     return {
@@ -74,6 +75,7 @@ export const opencode: CliAdapter = {
     const args = ["run", "--format", "json", "--dir", req.cwd];
     if (req.model) args.push("-m", req.model);
     if (a.resume && a.sessionId) args.push("-s", a.sessionId);
+    if (a.resume && a.fork) args.push("--fork");
     return args;
   },
   onRecord(rec, ctx) {

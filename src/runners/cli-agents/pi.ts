@@ -32,6 +32,7 @@
  * maps one to one onto ours, with pi's own cost.
  */
 
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
@@ -52,10 +53,20 @@ export const pi: CliAdapter = {
   delivery: "stream",
   assignsSession: false,
   nativeSchema: false,
+  canFork: true,
+  sessionInFile: true,
   messagesJoinTurn: true,
   env: () => ({ PI_SKIP_VERSION_CHECK: "1" }),
   args(req) {
-    const args = ["--mode", "rpc", "--session", join(req.artifactDir, "pi-session.jsonl")];
+    const session = join(req.artifactDir, "pi-session.jsonl");
+    // continueFrom: this stage opens a copy of the earlier stage's session file (made before its first process), so the earlier one
+    // stays as it was: a continuation and a fork are the same here.
+    const earlier = req.continueFrom ? join(req.continueFrom.artifactDir, "pi-session.jsonl") : undefined;
+    if (earlier && !existsSync(session) && existsSync(earlier)) {
+      mkdirSync(req.artifactDir, { recursive: true });
+      copyFileSync(earlier, session);
+    }
+    const args = ["--mode", "rpc", "--session", session];
     if (req.model) args.push("--model", req.model);
     if (req.agent?.tools) args.push(...(req.agent.tools.length ? ["--tools", piTools(req.agent.tools).join(",")] : ["--no-tools"]));
     if (req.agent?.system) args.push("--append-system-prompt", req.agent.system);

@@ -35,7 +35,10 @@
  * task has a schema) and its answer ends the stage as completed.
  */
 
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { StageResult, Usage } from "../../sdk/types.ts";
+import { redact } from "../../shared/secrets.ts";
 import { DEFAULT_OPENAI_BASE_URL } from "../../shared/config.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { schemaValidator, type JsonSchema } from "../json-schema.ts";
@@ -249,6 +252,13 @@ export class AgentLoop {
     });
     const system = agent.system ?? defaultSystem(req.cwd, toolNames, this.schema !== undefined);
     this.messages.push({ role: "system", content: system });
+    if (req.continueFrom) {
+      const earlier = readConversation(req.continueFrom.artifactDir);
+      if (typeof earlier === "string") return this.result("failed", "bad_continue", earlier);
+      // The earlier turns as they were, under this stage's own system prompt (its tools and schema may differ).
+      for (const m of earlier) if (m.role !== "system") this.messages.push(m);
+      this.files.section(`(continuing the conversation of ${req.continueFrom.artifactDir}: ${earlier.length} messages)`);
+    }
     const prompt = firstPrompt(req.prompt ?? "", req.initialMessages);
     this.messages.push({ role: "user", content: prompt });
     this.files.section(`${req.stageName} (openai, ${req.model})`);
@@ -449,12 +459,22 @@ export class AgentLoop {
     const text = this.lastText || (structured !== undefined ? JSON.stringify(structured) : "");
     let outputPath: string | undefined;
     try {
-      outputPath = await writeOutputFile(this.request.cwd, this.request.agent?.output, text, structured);
+      outputPath = await writeOutputFile(this.request, text, structured);
     } catch (err) {
       return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`);
     }
     this.files.section("Outcome", "completed");
     return { ...this.result("completed"), ...(structured !== undefined ? { structured } : {}), ...(outputPath ? { outputPath } : {}) };
+  }
+
+  private saveConversation(): void {
+    if (this.messages.length === 0) return;
+    try {
+      this.files.ensureDir();
+      writeFileSync(join(this.request.artifactDir, CONVERSATION), redact(this.messages.toJson()));
+    } catch {
+      // a later continueFrom says the file is missing
+    }
   }
 
   private structuredFailure(): StageResult {
@@ -472,6 +492,7 @@ export class AgentLoop {
   private result(status: StageResult["status"], code?: string, message?: string): StageResult {
     if (status !== "completed") this.files.section("Outcome", `${status}${message ? `: ${message}` : ""}`);
     this.end();
+    this.saveConversation();
     const text = this.lastText.length > TEXT_LIMIT ? this.lastText.slice(0, TEXT_LIMIT) : this.lastText;
     return {
       status,
@@ -484,6 +505,23 @@ export class AgentLoop {
       usage: this.usage,
       ...(code && status !== "completed" ? { error: { code, message: message ?? code } } : {}),
     };
+  }
+}
+
+/** The conversation a later stage continues (continueFrom) or forks: every message, secrets redacted. A write that fails costs only that. */
+export const CONVERSATION = "conversation.json";
+
+function readConversation(dir: string): ChatMessage[] | string {
+  const path = join(dir, CONVERSATION);
+  try {
+    const parsed = JSON.parse(readFileSync(path, "utf8")) as unknown;
+    if (Array.isArray(parsed) && parsed.every((m) => typeof m === "object" && m !== null && typeof (m as ChatMessage).role === "string")) return parsed as ChatMessage[];
+    return `continueFrom: ${path} is not a conversation`;
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
+    return missing
+      ? `continueFrom: the earlier stage left no openai conversation (${path} does not exist): continue a stage that the openai runner ran`
+      : `continueFrom: cannot read ${path}: ${(err as Error).message}`;
   }
 }
 

@@ -26,6 +26,10 @@ export class History {
     if (i >= 0) this.json[i] = JSON.stringify(message);
   }
 
+  get length(): number {
+    return this.messages.length;
+  }
+
   /** Byte for byte JSON.stringify of the messages. */
   toJson(): string {
     return `[${this.json.join(",")}]`;

@@ -36,6 +36,8 @@ import { AgentLoop } from "./agent-loop.ts";
 
 export class OpenAIRunner implements Runner {
   readonly kind = "openai";
+  /** continueFrom replays the earlier conversation into a new one: a fork is the same copy. */
+  readonly sessions = { fork: true };
 
   start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle {
     const loop = new AgentLoop(request, onEvent);

@@ -1,0 +1,202 @@
+/**
+ * ralph: research, implement, review, in loops, in a git worktree of its
+ * own, until two independent reviewers both approve. Each loop:
+ * 1. refine: sharpen the research question for this loop (from the task,
+ *    the criteria and what the reviewers found last loop);
+ * 2. research: answer it from the files (read-only tools); the notes go to
+ *    research/NN-<date>.md (the date fixed by a recorded step);
+ * 3. implement: the orchestrator changes the code, given the research
+ *    notes and the last loop's consolidated findings as attached files
+ *    (`reads`); its changes are committed on the run's branch;
+ * 4. review: two reviewers in parallel, independently (each its own runner
+ *    and model when reviewer_a_* / reviewer_b_* say so), each answering
+ *    {approved, findings[]}; an invalid answer is re-asked by the runner,
+ *    and one that stays invalid counts as not approved;
+ * 5. approved only when both approve; otherwise a consolidate stage merges
+ *    their findings into findings-NN.md, which the next loop works from.
+ * Approved: with create_pr, the branch is pushed and a pull request opened
+ * (gh, or glab). Not approved after max_loops: the run fails with the last
+ * findings. The worktree is removed at the end; the branch keeps the commits.
+ *
+ *   atomic run ralph --input prompt="Make the parser accept trailing commas" \
+ *     --input acceptance_criteria="the parser tests pass" --input max_loops=4
+ *
+ * Artifacts, under <cwd>/.atomic/runs/ralph-<run id>/: research/NN-<date>.md
+ * (each loop's question and notes), implementation-NN.md (the
+ * orchestrator's report), reviews-NN.json (both reviews), findings-NN.md
+ * (consolidated, when not approved), ralph-ledger.json (every loop,
+ * written atomically).
+ */
+import { workflow, v, openWorktree, writeFileAtomic } from "atomic";
+
+const optionalText = (what: string) => v.optional(v.pipe(v.string(), v.description(what)));
+const Question = v.object({ question: v.pipe(v.string(), v.minLength(1)) });
+const Review = v.object({ approved: v.boolean(), findings: v.array(v.string()) });
+
+interface Loop {
+  loop: number;
+  question: string;
+  notes: string;
+  commit: string;
+  reviews: { reviewer: string; approved: boolean; findings: string[]; valid: boolean }[];
+  approved: boolean;
+  findings: string | null;
+}
+
+export default workflow({
+  name: "ralph",
+  description: "Research, implement and review in loops on a git branch until two reviewers approve",
+  inputs: {
+    prompt: v.pipe(v.string(), v.minLength(1), v.description("the task")),
+    acceptance_criteria: v.optional(v.pipe(v.string(), v.description("what the reviewers check, one per line")), ""),
+    max_loops: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(50), v.description("most research/implement/review loops")), 10),
+    base_branch: optionalText("branch the work starts from (default: the current one)"),
+    git_worktree_dir: optionalText("where the worktree goes (default <cwd>/.atomic/worktrees/ralph-<run id>)"),
+    create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when approved (gh or glab)")), false),
+    runner: optionalText("runner of every stage (default: the configured one)"),
+    model: optionalText("model of every stage"),
+    reviewer_a_runner: optionalText("runner of the first reviewer (default: runner)"),
+    reviewer_a_model: optionalText("model of the first reviewer (default: model)"),
+    reviewer_b_runner: optionalText("runner of the second reviewer (default: runner)"),
+    reviewer_b_model: optionalText("model of the second reviewer (default: model)"),
+  },
+  outputs: v.object({
+    approved: v.boolean(),
+    loops: v.number(),
+    branch: v.string(),
+    commits: v.array(v.string()),
+    notes: v.pipe(v.array(v.string()), v.description("the research notes")),
+    findings: v.pipe(v.string(), v.description("the last consolidated findings (empty when approved)")),
+    pull_request: v.nullable(v.string()),
+    ledger: v.pipe(v.string(), v.description("ralph-ledger.json")),
+    dir: v.pipe(v.string(), v.description("the artifact directory")),
+  }),
+  async run(ctx) {
+    const { prompt, max_loops } = ctx.inputs;
+    const lead = { runner: ctx.inputs.runner, model: ctx.inputs.model };
+    const reviewers = [
+      { id: "a", runner: ctx.inputs.reviewer_a_runner ?? lead.runner, model: ctx.inputs.reviewer_a_model ?? lead.model },
+      { id: "b", runner: ctx.inputs.reviewer_b_runner ?? lead.runner, model: ctx.inputs.reviewer_b_model ?? lead.model },
+    ];
+    const criteria = ctx.inputs.acceptance_criteria.trim() || "(none given: judge by the task)";
+    const dir = await ctx.tool("artifact-dir", {}, () => `${process.cwd()}/.atomic/runs/ralph-${ctx.runId}`);
+    const ledgerPath = `${dir}/ralph-ledger.json`;
+    const wt = await openWorktree(ctx, { name: "ralph", base: ctx.inputs.base_branch, dir: ctx.inputs.git_worktree_dir });
+    const ledger = { task: prompt, acceptance_criteria: criteria, branch: wt.branch, base: wt.base, worktree: wt.path, approved: false, loops: [] as Loop[], pull_request: null as string | null };
+    const save = (step: string) => ctx.tool(step, { loops: ledger.loops.length, approved: ledger.approved }, () => writeFileAtomic(ledgerPath, JSON.stringify(ledger, null, 2) + "\n"));
+
+    let findings = "";
+    let findingsFile: string | undefined;
+    for (let i = 1; i <= max_loops && !ledger.approved; i++) {
+      const nn = String(i).padStart(2, "0");
+      const refined = await ctx.task(`refine-${nn}`, {
+        ...lead,
+        tools: [],
+        schema: Question,
+        failureMode: "return",
+        prompt:
+          `You refine the research question for loop ${i} of at most ${max_loops}: the one question whose answer most helps the next implementation step.\n\n` +
+          `Task:\n${prompt}\n\nAcceptance criteria:\n${criteria}` +
+          (findings ? `\n\nThe reviewers' findings on the last loop:\n${findings}` : ""),
+      });
+      const parsed = refined.status === "completed" ? v.safeParse(Question, refined.structured) : undefined;
+      const question = parsed?.success ? parsed.output.question : prompt;
+      const date = await ctx.tool(`date-${nn}`, {}, () => new Date().toISOString().slice(0, 10));
+      const research = await ctx.task(`research-${nn}`, {
+        ...lead,
+        cwd: wt.path,
+        tools: ["read", "list", "grep"],
+        output: "file",
+        prompt: `You research loop ${i}'s question from the files here; answer with notes the implementer can act on (facts, file paths, open points).\n\nQuestion:\n${question}\n\nTask:\n${prompt}`,
+      });
+      const notes = `${dir}/research/${nn}-${date}.md`;
+      await ctx.tool(`notes-${nn}`, { notes }, async () => {
+        await Bun.write(notes, `# Research, loop ${i} (${date})\n\nQuestion: ${question}\n\n${await Bun.file(research.outputPath).text()}`);
+        return notes;
+      });
+      const implemented = await ctx.task(`implement-${nn}`, {
+        ...lead,
+        cwd: wt.path,
+        reads: findingsFile ? [notes, findingsFile] : [notes],
+        prompt:
+          `You are the orchestrator of loop ${i} of at most ${max_loops}: implement the task in this directory (a git worktree; your changes are committed after this loop), ` +
+          `guided by the attached research notes${findingsFile ? " and the reviewers' findings on the last loop" : ""}. End with a report of what you changed.\n\n` +
+          `Task:\n${prompt}\n\nAcceptance criteria:\n${criteria}`,
+      });
+      const commit = await wt.commit(`commit-${nn}`, `ralph loop ${i}: ${oneLine(prompt)}`);
+      const answers = (await ctx.parallel(
+        reviewers.map((r) => ({
+          name: `review-${nn}-${r.id}`,
+          runner: r.runner,
+          model: r.model,
+          cwd: wt.path,
+          tools: ["read", "list", "grep"],
+          schema: Review,
+          failureMode: "return" as const,
+          prompt:
+            `You are reviewer ${r.id.toUpperCase()} of loop ${i}, one of two who judge independently. Read the files here (commit ${commit}); approve only if the task is done ` +
+            `and every criterion is met, else list what is missing or wrong.\n\nTask:\n${prompt}\n\nAcceptance criteria:\n${criteria}\n\nThe implementer's report:\n${implemented.text}`,
+        })),
+        { failFast: false },
+      )) as { status: string; structured?: unknown }[];
+      const reviews = answers.map((a, k) => {
+        const p = a.status === "completed" ? v.safeParse(Review, a.structured) : undefined;
+        const r = p?.success ? p.output : { approved: false, findings: ["the reviewer gave no valid answer"] };
+        return { reviewer: reviewers[k]!.id, ...r, valid: p?.success === true };
+      });
+      const approved = reviews.every((r) => r.approved);
+      const entry: Loop = { loop: i, question, notes, commit, reviews, approved, findings: null };
+      await ctx.tool(`write-loop-${nn}`, {}, async () => {
+        await Bun.write(`${dir}/implementation-${nn}.md`, implemented.text);
+        await Bun.write(`${dir}/reviews-${nn}.json`, JSON.stringify(reviews, null, 2) + "\n");
+      });
+      if (!approved) {
+        const merged = await ctx.task(`consolidate-${nn}`, {
+          ...lead,
+          tools: [],
+          prompt:
+            `You consolidate the two reviewers' findings on loop ${i} into one deduplicated list of what the next loop must fix, most important first.\n\n` +
+            reviews.map((r) => `Reviewer ${r.reviewer.toUpperCase()} (${r.approved ? "approved" : "not approved"}):\n${r.findings.map((f) => `- ${f}`).join("\n") || "(no findings)"}`).join("\n\n"),
+        });
+        findings = merged.text;
+        findingsFile = `${dir}/findings-${nn}.md`;
+        entry.findings = `findings-${nn}.md`;
+        await ctx.tool(`findings-${nn}`, {}, () => Bun.write(findingsFile!, findings));
+      } else {
+        findings = "";
+      }
+      ledger.loops.push(entry);
+      ledger.approved = approved;
+      await save(`ledger-${nn}`);
+    }
+
+    if (ledger.approved && ctx.inputs.create_pr) {
+      const pr = await wt.pullRequest("pull-request", {
+        title: `ralph: ${oneLine(prompt)}`,
+        body: `${prompt}\n\nApproved by both reviewers after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId}; see ${ledgerPath}.`,
+      });
+      ledger.pull_request = pr.ok ? pr.url : null;
+      if (!pr.ok) ctx.log(`no pull request: ${pr.error}`);
+      await save("ledger-final");
+    }
+    await wt.remove("remove-worktree");
+    const outputs = {
+      approved: ledger.approved,
+      loops: ledger.loops.length,
+      branch: wt.branch,
+      commits: [...new Set(ledger.loops.map((l) => l.commit))],
+      notes: ledger.loops.map((l) => l.notes),
+      findings,
+      pull_request: ledger.pull_request,
+      ledger: ledgerPath,
+      dir,
+    };
+    if (ledger.approved) return outputs;
+    return ctx.exit({ status: "failed", reason: `not approved after ${max_loops} loops; findings: ${oneLine(findings)}`, outputs });
+  },
+});
+
+function oneLine(text: string): string {
+  const line = text.split("\n")[0]!.trim();
+  return line.length > 60 ? `${line.slice(0, 57)}...` : line;
+}

@@ -1,0 +1,154 @@
+/**
+ * continueFrom and fork with the real claude and codex CLIs (test/agents)
+ * through dist/atomic, against their fake providers: a continued stage's
+ * model call carries the earlier stage's conversation (claude --resume,
+ * codex exec resume), a fork starts from the earlier session under a new
+ * id and leaves it as it was (claude --fork-session, codex exec fork), a
+ * continuation of a continuation carries the whole chain; output: "file"
+ * keeps the answer in the attempt's output.md. The same with opencode
+ * (-s, --fork) and pi (a copy of the earlier session file) against the
+ * fake Chat Completions provider.
+ */
+
+import { existsSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, expect } from "bun:test";
+import { runAtomic } from "../helpers/atomic.ts";
+import { claudeHome, codexHome, geminiHome, inputsFile } from "../helpers/agent-homes.ts";
+import { text } from "../helpers/fake-anthropic.ts";
+import { say, startFakeResponses } from "../helpers/fake-responses.ts";
+import { startFakeOpenAI, text as chatText, type FakeOpenAI, type RecordedRequest } from "../helpers/fake-openai.ts";
+import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
+import { say as geminiSay, startFakeGemini } from "../helpers/fake-gemini.ts";
+import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
+import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
+import { e2eTest } from "../e2e/support.ts";
+
+const WORKFLOW = join(import.meta.dir, "..", "sdk", "fixtures", "sessions.ts");
+/** In the order of the stages: first, forked, second, third, filed. */
+const ANSWERS = ["noted: 42", "bye", "you gave 42", "still 42", "# The report\nall good\n"];
+
+const DAEMON_DIR = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
+const daemonDirWasThere = existsSync(DAEMON_DIR);
+afterAll(() => {
+  if (!daemonDirWasThere && existsSync(DAEMON_DIR) && readdirSync(DAEMON_DIR).length === 0) rmdirSync(DAEMON_DIR);
+});
+
+const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
+const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
+const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
+
+async function runSessions(s: RealStage<any>, extra: Record<string, unknown> = {}) {
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...extra })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
+}
+
+/** Checks what every model call carried, given each call's user and assistant texts in order. */
+function expectChains(calls: string[][]) {
+  const [first, forked, second, third] = calls;
+  expect(first).toEqual(["Remember the number 42."]);
+  expect(second).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?"]);
+  expect(forked).toEqual(["Remember the number 42.", "noted: 42", "Forget it; say bye."]);
+  expect(third).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?", "you gave 42", "And once more?"]);
+}
+
+function expectOutputs(out: Awaited<ReturnType<typeof runSessions>>) {
+  expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
+  const [first, second, forked, third] = out.sessions;
+  expect(second).toBe(first); // continued: the same session
+  expect(third).toBe(first);
+  expect(forked).not.toBe(first); // forked: a new one
+  expect(out.filed.text).toBe("");
+  expect(out.filed.path).toMatch(/\/attempt-1\/output\.md$/);
+  expect(out.filed.content).toBe(ANSWERS[4]!);
+}
+
+const KNOWN = new Set(["Remember the number 42.", "Which number did I give you?", "Forget it; say bye.", "And once more?", ...ANSWERS]);
+
+e2eTest("claude: continueFrom resumes the earlier session (--resume), fork branches it (--fork-session)", async () => {
+  const s = await claude(...ANSWERS.map((a) => text(a)));
+  const out = await runSessions(s);
+  expectOutputs(out);
+  // claude's messages: content blocks, with its own reminders among them: keep the workflow's texts
+  const texts = (body: any) =>
+    (body.messages as any[]).flatMap((m) => (typeof m.content === "string" ? [m.content] : (m.content as any[]).map((b) => String(b.text ?? "")))).map((t) => t.trim()).filter((t) => KNOWN.has(t));
+  expectChains(s.fake.calls.slice(0, 4).map((c) => texts(c.body)));
+  s.fake.assertOnlyFake();
+}, 240_000);
+
+e2eTest("codex: continueFrom resumes the thread (exec resume), fork branches it (exec fork)", async () => {
+  const s = await codex(...ANSWERS.map((a) => say(a)));
+  const out = await runSessions(s);
+  expectOutputs(out);
+  const texts = (body: any) =>
+    (body.input as any[]).filter((i) => i.type === "message").flatMap((i) => (i.content as any[]).map((c) => String(c.text ?? "").trim())).filter((t) => KNOWN.has(t));
+  expectChains(s.fake.calls.slice(0, 4).map((c) => texts(c.body)));
+  s.fake.assertOnlyFake();
+}, 240_000);
+
+// opencode and pi against the fake Chat Completions provider (their own isolation: helpers/chat-agents.ts).
+const trap = startNetworkTrap();
+const servers: FakeOpenAI[] = [];
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.close()));
+  trap.stop();
+  expect(trap.strays).toEqual([]);
+});
+
+const PROMPTS: Record<string, string> = {
+  "Remember the number 42.": ANSWERS[0]!,
+  "Forget it; say bye.": ANSWERS[1]!,
+  "Which number did I give you?": ANSWERS[2]!,
+  "And once more?": ANSWERS[3]!,
+  "Write the report.": ANSWERS[4]!,
+};
+const partsText = (content: unknown) => (typeof content === "string" ? content : ((content as { text?: string }[] | null) ?? []).map((p) => p.text ?? "").join(""));
+
+for (const kind of ["opencode", "pi"] as const) {
+  e2eTest(`${kind}: continueFrom continues the earlier session, fork branches it (${kind === "pi" ? "a copy of its session file" : "-s with --fork"})`, async () => {
+    const server = await startFakeOpenAI((req) => {
+      const ask = partsText(req.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim();
+      return chatText(PROMPTS[ask] ?? "A title"); // opencode also asks for a session title
+    });
+    servers.push(server);
+    const s = chatAgentSetup(kind, server.url, { trap });
+    const inputs = join(s.cwd, "..", `inputs-${kind}.json`);
+    writeFileSync(inputs, JSON.stringify({ runner: kind, model: MODEL }));
+    const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 150_000 });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+    expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
+    if (kind === "opencode") {
+      expect(out.sessions[1]).toBe(out.sessions[0]);
+      expect(out.sessions[2]).not.toBe(out.sessions[0]);
+    }
+    expect(out.filed).toMatchObject({ text: "", content: ANSWERS[4] });
+    const texts = (req: RecordedRequest) => req.body.messages.map((m) => partsText(m.content).trim()).filter((t) => KNOWN.has(t));
+    const stageCalls = server.requests.filter((q) => Object.hasOwn(PROMPTS, partsText(q.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim()));
+    expectChains(stageCalls.slice(0, 4).map(texts));
+  }, 240_000);
+}
+
+e2eTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
+  const s = await gemini(geminiSay(ANSWERS[0]!), geminiSay(ANSWERS[2]!), geminiSay(ANSWERS[3]!), geminiSay(ANSWERS[4]!));
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, bad: "no-fork" })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+  expect(out.texts).toEqual(["noted: 42", "you gave 42", null, "still 42"]);
+  expect(out.sessions[1]).toBe(out.sessions[0]);
+  const texts = (body: any) => (body.contents as any[]).flatMap((c) => (c.parts as any[]).map((p) => String(p.text ?? "").trim())).filter((t) => KNOWN.has(t));
+  const [first, second, third] = s.fake.calls.slice(0, 3).map((c) => texts(c.body));
+  expect(first).toEqual(["Remember the number 42."]);
+  expect(second).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?"]);
+  expect(third).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?", "you gave 42", "And once more?"]);
+  const calls = s.fake.calls.length;
+  const refused = await runAtomic(["run", WORKFLOW, "--workers", "1", "--inputs-json", inputsFile(s.h, s.defaults)], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('failed: stage "forked": the gemini runner cannot fork a session\nhint: leave fork out to continue the session itself\n');
+  expect(s.fake.calls.length).toBe(calls + 1); // only the first stage's call
+  s.fake.assertOnlyFake();
+}, 240_000);
