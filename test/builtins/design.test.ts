@@ -222,6 +222,17 @@ e2eTest("without Chromium the review says why and goes on; discard ends the run 
     expect(r.outputs).toMatchObject({ decision: "discarded", rounds: 1, screenshot: null, spec: null });
     expect(Object.keys(artifacts(dir))).toEqual(["brief.json", "design-context.md", "preview.html", "review.json"]);
     expect(s.counts.get("export")).toBeUndefined();
+
+    // ATOMIC_CHROMIUM names it when the input does not
+    const e = homeAndCwd();
+    const viaEnv = await drive(
+      ["run", "design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=none.md"],
+      { ...s, env: { ...s.env, ATOMIC_CHROMIUM: "/nonexistent/env-chrome" } },
+      e.home,
+      e.cwd,
+      (q) => (q.question.startsWith("Review the design") ? "discard" : reply("")(q)),
+    );
+    expect(viaEnv.answered[2]).toContain("no screenshot: /nonexistent/env-chrome (ATOMIC_CHROMIUM) is not an executable program; page ");
   } finally {
     await s.close();
   }
