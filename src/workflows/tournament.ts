@@ -4,6 +4,9 @@
  *
  *   atomic run tournament --input prompt="Write the release announcement" --input num_attempts=4 --input models=gpt-5 --input models=gpt-5-mini
  *
+ * The attempts may read the working directory but not change it (they run
+ * at once, in the same place); judges get no tools.
+ *
  * Judging, in two phases:
  * - ring: the attempts that answered, shuffled by a PRNG seeded with
  *   `seed`, form a ring; each neighbouring pair is judged n_evaluations
@@ -114,6 +117,8 @@ export default workflow({
         name: `attempt-${i + 1}`,
         runner: ctx.inputs.runner,
         model: modelOf(i + 1),
+        // Read-only: the attempts run at once in one directory, and must not edit each other's files.
+        tools: ["read", "list", "grep"],
         failureMode: "return" as const,
         prompt: `You are attempt ${i + 1} of ${num_attempts} in a tournament; judges compare the attempts in pairs. Give your best answer.\n\n${prompt}`,
       })),

@@ -73,6 +73,9 @@ e2eTest(
       const modelOf = new Map(s.server.requests.map((q) => [stageOf(q.body.messages.find((m) => m.role === "user")!.content ?? ""), q.body.model]));
       expect([1, 2, 3, 4].map((i) => modelOf.get(`attempt-${i}`))).toEqual(["m-one", "m-two", "m-one", "m-two"]);
       expect([...modelOf].filter(([st]) => st.startsWith("judge-")).every(([, m]) => m === "m-judge")).toBe(true);
+      const toolsOf = (stage: string) => (s.server.requests.find((q) => stageOf(promptOf(q)) === stage)!.body.tools ?? []).map((t) => t.function.name).sort();
+      expect(toolsOf("attempt-1")).toEqual(["grep", "list", "read"]);
+      expect(toolsOf("judge-pivots-4-vs-1-1")).toEqual(["structured_output"]);
 
       const files = artifacts(dir);
       expect(Object.keys(files)).toEqual(["attempt-1.md", "attempt-2.md", "attempt-4.md", "comparisons.json", "winner.md"]);
