@@ -18,24 +18,27 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 // Each import is the file's text, not the module (the bundler embeds it verbatim).
+import adversarialVerification from "../workflows/adversarial-verification.ts" with { type: "text" };
 import classifyAndAct from "../workflows/classify-and-act.ts" with { type: "text" };
+import design from "../workflows/design.ts" with { type: "text" };
 import fanOutAndSynthesize from "../workflows/fan-out-and-synthesize.ts" with { type: "text" };
 import generateAndFilter from "../workflows/generate-and-filter.ts" with { type: "text" };
 import goal from "../workflows/goal.ts" with { type: "text" };
 import loopUntilDone from "../workflows/loop-until-done.ts" with { type: "text" };
 import ralph from "../workflows/ralph.ts" with { type: "text" };
+import tournament from "../workflows/tournament.ts" with { type: "text" };
 
 const SOURCES: Record<string, string> = {
+  "adversarial-verification": adversarialVerification as unknown as string,
   "classify-and-act": classifyAndAct as unknown as string,
+  design: design as unknown as string,
   "fan-out-and-synthesize": fanOutAndSynthesize as unknown as string,
   "generate-and-filter": generateAndFilter as unknown as string,
   goal: goal as unknown as string,
   "loop-until-done": loopUntilDone as unknown as string,
   ralph: ralph as unknown as string,
+  tournament: tournament as unknown as string,
 };
-
-/** The builtins the issue names that this binary does not ship yet (`atomic run` says so). */
-export const NOT_SHIPPED = ["adversarial-verification", "tournament", "design"];
 
 export const BUILTIN_PREFIX = "builtin:";
 

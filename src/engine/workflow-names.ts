@@ -6,8 +6,7 @@
 
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { UsageError } from "../shared/errors.ts";
-import { BUILTIN_PREFIX, NOT_SHIPPED, builtinSource } from "./builtins.ts";
+import { BUILTIN_PREFIX, builtinSource } from "./builtins.ts";
 
 /**
  * `atomic run triage` finds `.atomic/workflows/triage.ts` when no file of
@@ -25,11 +24,6 @@ export function resolveWorkflowName(name: string, cwd: string): string | undefin
   // Relative when it is under this process's directory: error messages name it as the user wrote it.
   if (existsSync(named)) return resolve(cwd) === process.cwd() ? localWorkflowPath(name) : named;
   if (builtinSource(name) !== undefined) return `${BUILTIN_PREFIX}${name}`;
-  if (NOT_SHIPPED.includes(name)) {
-    throw new UsageError("workflow_not_found", `the builtin workflow ${name} is not shipped in this version of atomic yet`, {
-      hint: "`atomic workflows` lists the builtins it ships",
-    });
-  }
   return undefined;
 }
 

@@ -9,10 +9,13 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { toolCall, text, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
-import { artifacts, homeAndCwd, normalized, pick, scriptedServer, type Scripted } from "./support.ts";
+import { artifacts, drive as driveWith, homeAndCwd, normalized, pick, scriptedServer, type Scripted } from "./support.ts";
+
+/** Runs or resumes, answering the question with "implementation"; `killAt` "ask" kills while the question is open. */
+const drive = (args: string[], s: Scripted, home: string, cwd: string, killAt?: string) =>
+  driveWith(args, s, home, cwd, () => "implementation", killAt === "ask" ? "ask:Which category" : killAt);
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -35,75 +38,6 @@ const answers = (stage: string, n: number, req: RecordedRequest): Reply => {
   return { status: 500, body: `unexpected stage ${stage}` };
 };
 
-/** Answers the run's open question with `choice` whenever one is open, until `done` resolves. */
-async function answerWhileRunning(runId: () => string | undefined, home: string, choice: string, done: Promise<unknown>, s: Scripted): Promise<number> {
-  let answered = 0;
-  let finished = false;
-  void done.then(() => (finished = true));
-  while (!finished) {
-    const id = runId();
-    if (id) {
-      const box = await runAtomic(["inbox", id, "--json"], { home, env: s.env });
-      const open = box.code === 0 ? (JSON.parse(box.stdout) as { prompts: { id: string; state: string }[] }).prompts.find((p) => p.state === "open") : undefined;
-      if (open) {
-        const a = await runAtomic(["answer", id, open.id, choice], { home, env: s.env });
-        expect(a.code).toBe(0);
-        answered++;
-      }
-    }
-    await Bun.sleep(100);
-  }
-  return answered;
-}
-
-interface Driven {
-  code: number;
-  runId: string;
-  outputs: Record<string, unknown>;
-  stderr: string;
-  answered: number;
-}
-
-/** `atomic run` (or `resume`) with --json, answering its question; `killAt` SIGKILLs it when that stage's request arrives, or ("ask") when its question is open. */
-async function drive(args: string[], s: Scripted, home: string, cwd: string, killAt?: string): Promise<Driven & { killed: boolean }> {
-  if (killAt && killAt !== "ask") s.holdStage = killAt;
-  const proc = spawnAtomic(["--json", ...args, "--workers", "2"], { home, cwd, env: s.env });
-  const out = lineWatcher(proc.stdout);
-  const stderr = new Response(proc.stderr).text();
-  const runId = () => {
-    for (const l of out.lines) {
-      const e = JSON.parse(l) as { type?: string; runId?: string; parentId?: string | null };
-      if (e.runId) return e.runId;
-    }
-    return args[0] === "resume" ? args[1] : undefined;
-  };
-  let answered = 0;
-  if (killAt) {
-    const reached = waitUntil(
-      async () => {
-        if (killAt !== "ask") return (s.counts.get(killAt) ?? 0) > 0;
-        const id = runId();
-        if (!id) return false;
-        const box = await runAtomic(["inbox", id, "--json"], { home, env: s.env });
-        return box.code === 0 && (JSON.parse(box.stdout) as { prompts: { state: string }[] }).prompts.some((p) => p.state === "open");
-      },
-      60_000,
-      `the run to reach ${killAt}`,
-    );
-    // A stage after the question is reached only once someone answers it.
-    if (killAt === "act") await answerWhileRunning(runId, home, "implementation", reached, s);
-    await reached;
-    proc.kill("SIGKILL");
-    await proc.exited;
-    s.holdStage = undefined;
-  } else {
-    answered = await answerWhileRunning(runId, home, "implementation", proc.exited, s);
-  }
-  const lines = out.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
-  const last = lines.at(-1) ?? {};
-  return { code: proc.exitCode ?? -1, runId: runId()!, outputs: (last.outputs ?? {}) as Record<string, unknown>, stderr: await stderr, answered, killed: !!killAt };
-}
-
 const INPUTS = ["--input", "prompt=add a retry to the client", "--input", "model=fake-model"];
 
 e2eTest(
@@ -115,7 +49,7 @@ e2eTest(
       const r = await drive(["run", "classify-and-act", ...INPUTS], s, home, cwd);
       expect(r.stderr).toBe("");
       expect(r.code).toBe(0);
-      expect(r.answered).toBe(1);
+      expect(r.answered).toHaveLength(1);
       expect(Object.fromEntries(s.counts)).toEqual({ classify: 2, act: 1 });
       const dir = `${cwd}/.atomic/runs/classify-and-act-${r.runId}`;
       expect(r.outputs).toEqual({
@@ -146,7 +80,7 @@ e2eTest(
       const c = homeAndCwd();
       const confident = await drive(["run", "classify-and-act", "--input", "prompt=answer this confidently", "--input", "model=fake-model"], s, c.home, c.cwd);
       expect(confident.code).toBe(0);
-      expect(confident.answered).toBe(0);
+      expect(confident.answered).toHaveLength(0);
       expect(confident.outputs).toMatchObject({ category: "research", proposed: "research", selected_by: "classifier", result: "researched" });
       const act = s.server.requests.find((q) => stageOf(q.body.messages.find((m) => m.role === "user")!.content ?? "") === "act")!;
       expect(act.body.tools!.map((t) => t.function.name).sort()).toEqual(["grep", "list", "read"]);
@@ -163,7 +97,7 @@ e2eTest(
       const expected: Record<string, number> = { classify: 2, act: 1 };
       for (const stage of order.slice(0, order.indexOf(at))) delete expected[stage];
       expect(Object.fromEntries(s.counts)).toEqual(expected);
-      expect(resumed.answered).toBe(at === "act" ? 0 : 1);
+      expect(resumed.answered).toHaveLength(at === "act" ? 0 : 1);
       expect(normalized(resumed.outputs, resumed.runId, k.cwd)).toEqual(normalized(r.outputs, r.runId, cwd));
       expect(artifacts(`${k.cwd}/.atomic/runs/classify-and-act-${resumed.runId}`)).toEqual(files);
     } finally {

@@ -3,7 +3,7 @@
  * only the SDK; through dist/atomic a builtin is listed, described (inputs
  * with ranges and defaults, outputs), printed (--source, from the text
  * embedded in the binary), overridden by a local file of its name (and the
- * list says so), refused when not shipped, and its inputs refused by range.
+ * list says so), and its inputs refused by range.
  */
 
 import { afterAll, afterEach, expect, test } from "bun:test";
@@ -18,7 +18,7 @@ afterAll(cleanupNow);
 
 test("every builtin source imports nothing but the SDK", () => {
   const files = readdirSync(SRC).filter((f) => f.endsWith(".ts"));
-  expect(files.length).toBeGreaterThanOrEqual(4);
+  expect(files.length).toBeGreaterThanOrEqual(7);
   for (const f of files) {
     const text = readFileSync(join(SRC, f), "utf8");
     const specifiers = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^;]*?\bfrom\s+["']([^"']+)["']|\bimport\s*\(\s*["']([^"']+)["']|\brequire\s*\(\s*["']([^"']+)["']|(?:^|\n)\s*import\s+["']([^"']+)["']/g)].map(
@@ -37,6 +37,9 @@ e2eTest("atomic workflows lists the builtins; NAME shows inputs with ranges and 
   expect(list.stdout).toMatch(/loop-until-done\s+Work on a task in iterations/);
   expect(list.stdout).toMatch(/classify-and-act\s+Classify a request/);
   expect(list.stdout).toMatch(/generate-and-filter\s+Generate candidates in parallel/);
+  expect(list.stdout).toMatch(/adversarial-verification\s+Answer a task, have verifiers attack/);
+  expect(list.stdout).toMatch(/tournament\s+Run attempts in parallel, judge them in pairs/);
+  expect(list.stdout).toMatch(/design\s+Interview, analyse, generate an HTML preview/);
   expect(list.stdout).toMatch(/goal\s+Pursue an objective in turns on a git branch/);
   expect(list.stdout).toMatch(/ralph\s+Research, implement and review in loops/);
   const one = await runAtomic(["workflows", "fan-out-and-synthesize"], { home, cwd });
@@ -70,14 +73,17 @@ e2eTest("a local .atomic/workflows/<name>.ts wins over the builtin, and the list
   expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs).toEqual({ mine: true });
 });
 
-e2eTest("inputs out of range and builtins not shipped are refused in one sentence, before anything is recorded", async () => {
+e2eTest("inputs out of range are refused in one sentence, before anything is recorded", async () => {
   const home = makeTempDir("atomic-bi-home-");
   const cwd = makeTempDir("atomic-bi-cwd-");
   for (const [args, message] of [
     [["run", "fan-out-and-synthesize", "--input", "prompt=x", "--input", "max_branches=13"], 'input "max_branches" must be from 1 to 12, got 13'],
     [["run", "classify-and-act", "--input", "prompt=x", "--input", "confidence_threshold=0.2"], 'input "confidence_threshold" must be from 0.5 to 0.99, got 0.2'],
     [["run", "loop-until-done", "--input", "prompt=x", "--input", "max_iterations=0"], 'input "max_iterations" must be from 1 to 20, got 0'],
-    [["run", "tournament", "--input", "prompt=x"], "the builtin workflow tournament is not shipped in this version of atomic yet"],
+    [["run", "adversarial-verification", "--input", "task=x", "--input", "verifier_count=6"], 'input "verifier_count" must be from 1 to 5, got 6'],
+    [["run", "adversarial-verification", "--input", "task=x", "--input", "accept_mean=21"], 'input "accept_mean" must be from 1 to 20, got 21'],
+    [["run", "tournament", "--input", "prompt=x", "--input", "num_attempts=1"], 'input "num_attempts" must be from 2 to 8, got 1'],
+    [["run", "design", "--input", "prompt=x", ...Array.from({ length: 11 }, (_, i) => ["--input", `references=r${i}`]).flat()], 'input "references" must be at most 10 items, got ["r0","r1","r2","r3","r4","r5","r6","r7","r8","r9","r10"]'],
   ] as const) {
     const r = await runAtomic([...args], { home, cwd });
     expect(r.code).toBe(2);

@@ -28,12 +28,18 @@ export interface Scripted {
   close(): Promise<void>;
 }
 
+/** A request's first user message as text (a CLI agent may send it as content parts). */
+export function promptOf(req: RecordedRequest): string {
+  const content = req.body.messages.find((m) => m.role === "user")?.content as string | { text?: string }[] | null | undefined;
+  return typeof content === "string" ? content : (content ?? []).map((p) => p.text ?? "").join("");
+}
+
 export async function scriptedServer(stageOf: StageOf, answers: Answers): Promise<Scripted> {
   const counts = new Map<string, number>();
   let current = answers;
   const scripted: Scripted = {} as Scripted;
   const server = await startFakeOpenAI((req) => {
-    const prompt = req.body.messages.find((m) => m.role === "user")?.content ?? "";
+    const prompt = promptOf(req);
     const stage = stageOf(prompt, req);
     const n = counts.get(stage) ?? 0;
     counts.set(stage, n + 1);
@@ -74,7 +80,7 @@ export async function runBuiltin(name: string, inputs: string[], s: Scripted, ho
 }
 
 /** Runs until `stage`'s first request arrives, SIGKILLs atomic, resets the counts, resumes. */
-export async function killAtStageAndResume(name: string, inputs: string[], s: Scripted, stage: string, home: string, cwd: string): Promise<Finished> {
+export async function killAtStageAndResume(name: string, inputs: string[], s: Scripted, stage: string, home: string, cwd: string): Promise<Finished & { recorded: string[] }> {
   s.holdStage = stage;
   const proc = spawnAtomic(["--json", "run", name, ...inputs.flatMap((i) => ["--input", i]), "--workers", "2"], { home, cwd, env: s.env });
   const out = lineWatcher(proc.stdout);
@@ -83,11 +89,26 @@ export async function killAtStageAndResume(name: string, inputs: string[], s: Sc
   await proc.exited;
   const started = out.lines.map((l) => JSON.parse(l) as { type: string; runId: string; parentId?: string | null });
   const runId = started.find((e) => e.type === "run_started" && !e.parentId)!.runId;
+  const recorded = await recordedStages(runId, s, home);
   s.holdStage = undefined;
   s.counts.clear();
   const resumedAt = Date.now();
   const r = await runAtomic(["--json", "resume", runId, "--workers", "2"], { home, cwd, env: s.env });
-  return { ...finished(r.code, r.stdout, r.stderr), resumedAt };
+  return { ...finished(r.code, r.stdout, r.stderr), recorded, resumedAt };
+}
+
+/** The names of a run's stages whose result is recorded (`atomic show --json`): a resume must not run them again. */
+export async function recordedStages(runId: string, s: Scripted, home: string): Promise<string[]> {
+  const show = await runAtomic(["show", runId, "--json"], { home, env: s.env });
+  const steps = (JSON.parse(show.stdout) as { steps: { kind: string; name: string; exitCode?: number | null }[] }).steps;
+  // Only a stage's checkpoint sets exitCode (null for an agent stage). A status is not enough: a failure
+  // returned as a result ("failureMode: return") shows as failed from its failed attempt on, before its checkpoint.
+  return steps.filter((st) => st.kind === "stage" && st.exitCode !== undefined).map((st) => st.name);
+}
+
+/** The per-stage request counts of an uninterrupted run without the stages a killed run had recorded. */
+export function withoutRecorded(full: Record<string, number>, recorded: readonly string[]): Record<string, number> {
+  return Object.fromEntries(Object.entries(full).filter(([stage]) => !recorded.includes(stage)));
 }
 
 /** Every file of a run's artifact directory, by name (a subdirectory's as "sub/name"). */
@@ -115,4 +136,70 @@ export function pick<T>(label: string, items: readonly T[]): T {
   const item = items[seed % items.length]!;
   console.log(`${label}: kill at ${String(item)} (BUILTIN_KILL_SEED=${seed})`);
   return item;
+}
+
+/** An open or answered question of a run (`atomic inbox --json`). */
+export interface Question {
+  id: string;
+  question: string;
+  state: string;
+  choices?: string[];
+}
+
+export interface Driven extends Finished {
+  /** Questions answered by this drive, in order. */
+  answered: string[];
+  killed: boolean;
+  /** With killAt: the stages recorded when it was killed. */
+  recorded: string[];
+}
+
+/**
+ * `atomic run` (or `resume`) with --json, answering every open question
+ * with `answer(question)` through `atomic answer`. `killAt` SIGKILLs it when
+ * that stage's first request arrives (the request is held), or, as
+ * `ask:<text>`, when a question containing <text> is open (unanswered).
+ */
+export async function drive(args: string[], s: Scripted, home: string, cwd: string, answer: (q: Question) => string, killAt?: string): Promise<Driven> {
+  const askKill = killAt?.startsWith("ask:") ? killAt.slice(4) : undefined;
+  if (killAt && !askKill) s.holdStage = killAt;
+  const proc = spawnAtomic(["--json", ...args, "--workers", "2"], { home, cwd, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const stderr = new Response(proc.stderr).text();
+  const runId = () => {
+    for (const l of out.lines) {
+      const e = JSON.parse(l) as { runId?: string };
+      if (e.runId) return e.runId;
+    }
+    return args[0] === "resume" ? args[1] : undefined;
+  };
+  let exited = false;
+  void proc.exited.then(() => (exited = true));
+  const answered: string[] = [];
+  let killed = false;
+  while (!exited && !killed) {
+    if (killAt && !askKill && (s.counts.get(killAt) ?? 0) > 0) killed = true;
+    const id = runId();
+    if (!killed && id) {
+      const box = await runAtomic(["inbox", id, "--json"], { home, env: s.env });
+      const open = box.code === 0 ? (JSON.parse(box.stdout) as { prompts: Question[] }).prompts.find((p) => p.state === "open") : undefined;
+      if (open && askKill !== undefined && open.question.includes(askKill)) killed = true;
+      else if (open) {
+        const a = await runAtomic(["answer", id, open.id, answer(open)], { home, env: s.env });
+        if (a.code !== 0) throw new Error(`atomic answer failed: ${a.stderr}`);
+        answered.push(open.question);
+      }
+    }
+    if (!killed) await Bun.sleep(100);
+  }
+  let recorded: string[] = [];
+  if (killed) {
+    proc.kill("SIGKILL");
+    await proc.exited;
+    s.holdStage = undefined;
+    recorded = await recordedStages(runId()!, s, home);
+  }
+  await proc.exited;
+  const done = finished(proc.exitCode ?? -1, out.lines.join("\n"), await stderr);
+  return { ...done, runId: runId()!, answered, killed, recorded };
 }

@@ -1,0 +1,239 @@
+/**
+ * design through dist/atomic against the scripted fake OpenAI server and
+ * the real headless Chromium: the interview answered with `atomic answer`
+ * (output type, brief additions, references: a file, a URL served here, a
+ * missing file), the design-system stage's invalid structured answer
+ * re-asked, the patterns stage a provider error (its section marked
+ * unavailable), round 1 steered, round 2 accepted and exported; each
+ * round's screenshot a real PNG of that round's preview (signature,
+ * 1280x800, the page's background colour in its first pixel); artifacts
+ * file by file. SIGKILL at a random stage boundary or open question and
+ * resume re-runs no recorded stage and ends with the same outputs and
+ * files. Without Chromium the review goes on without screenshots and says
+ * why; discard ends the run cancelled without a spec.
+ */
+
+import { afterAll, afterEach, describe, expect } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { inflateSync } from "node:zlib";
+import { runAtomic } from "../helpers/atomic.ts";
+import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { artifacts, drive, homeAndCwd, normalized, pick, scriptedServer, withoutRecorded, type Question } from "./support.ts";
+
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+const HAVE_CHROMIUM = Bun.which("chromium") !== null;
+
+const stageOf = (prompt: string) => {
+  if (prompt.startsWith("You are the design-system locator")) return "design-system";
+  if (prompt.startsWith("You are the design analyst")) return "analysis";
+  if (prompt.startsWith("You are the pattern researcher")) return "patterns";
+  const g = /^You are the designer \(round (\d+)\)/.exec(prompt);
+  if (g) return `generate-${g[1]!.padStart(2, "0")}`;
+  if (prompt.startsWith("You are the spec writer")) return "export";
+  return `unknown: ${prompt.slice(0, 40)}`;
+};
+
+const page = (colour: string, title: string) => `<!doctype html>\n<html><body style="margin:0;background:${colour}"><h1>${title}</h1></body></html>\n`;
+
+const answers = (stage: string, n: number): Reply => {
+  if (stage === "design-system") {
+    return n === 0
+      ? toolCall("structured_output", { found: "yes" })
+      : toolCall("structured_output", { found: true, paths: ["brand.md"], summary: "blue brand, Inter" });
+  }
+  if (stage === "analysis") return text("audience: developers");
+  if (stage === "patterns") return { status: 400, body: JSON.stringify({ error: { message: "patterns refused" } }) };
+  if (stage === "generate-01") return text("Here it is:\n```html\n" + page("#3366cc", "Pricing") + "```\n");
+  if (stage === "generate-02") return text(page("#33cc66", "Pricing"));
+  if (stage === "export") return text(page("#ffffff", "Spec"));
+  return { status: 500, body: `unexpected stage ${stage}` };
+};
+
+const reply = (refs: string) => (q: Question): string => {
+  if (q.question.startsWith("What should this design produce")) return "web page";
+  if (q.question.startsWith("Anything to add")) return "make it blue";
+  if (q.question.startsWith("References for the design")) return refs;
+  if (q.question.startsWith("Review the design (round 1)")) return "steer";
+  if (q.question.startsWith("What should change")) return "make the background green";
+  if (q.question.startsWith("Review the design (round 2)")) return "accept";
+  throw new Error(`unexpected question ${q.question}`);
+};
+
+/** A PNG's width, height and first pixel (any filter type leaves the first pixel of the first row as it is). */
+function png(bytes: Buffer): { width: number; height: number; first: number[] } {
+  expect([...bytes.subarray(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  let at = 8;
+  const idat: Buffer[] = [];
+  let width = 0;
+  let height = 0;
+  while (at < bytes.length) {
+    const length = bytes.readUInt32BE(at);
+    const type = bytes.toString("latin1", at + 4, at + 8);
+    const data = bytes.subarray(at + 8, at + 8 + length);
+    if (type === "IHDR") [width, height] = [data.readUInt32BE(0), data.readUInt32BE(4)];
+    if (type === "IDAT") idat.push(data);
+    at += 12 + length;
+  }
+  const raw = inflateSync(Buffer.concat(idat));
+  return { width, height, first: [raw[1]!, raw[2]!, raw[3]!] };
+}
+
+const FULL = { "design-system": 2, analysis: 1, patterns: 1, "generate-01": 1, "generate-02": 1, export: 1 };
+
+describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
+  e2eTest(
+    "interview answered, references read, analysis in parallel, screenshots are PNGs of each preview, steer then accept exports spec.html; SIGKILL and resume",
+    async () => {
+      const s = await scriptedServer(stageOf, answers);
+      const refs = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("a gallery of pricing pages") });
+      try {
+        const url = `http://127.0.0.1:${refs.port}/gallery`;
+        const setup = () => {
+          const hc = homeAndCwd();
+          writeFileSync(`${hc.cwd}/brand.md`, "Brand: blue #3366cc");
+          return hc;
+        };
+        const { home, cwd } = setup();
+        const r = await drive(["run", "design", "--input", "prompt=a pricing page", "--input", "model=fake-model"], s, home, cwd, reply(`brand.md ${url} missing.md`));
+        expect(r.stderr).toBe("");
+        expect(r.code).toBe(0);
+        expect(Object.fromEntries(s.counts)).toEqual(FULL);
+        expect(r.answered.map((q) => q.slice(0, 30))).toEqual([
+          "What should this design produce",
+          "Anything to add to or correct i",
+          "References for the design: URL",
+          "Review the design (round 1): s",
+          "What should change in the desi",
+          "Review the design (round 2): s",
+        ].map((q) => q.slice(0, 30)));
+        const dir = `${cwd}/.atomic/runs/design-${r.runId}`;
+        expect(r.outputs).toEqual({
+          decision: "accepted",
+          rounds: 2,
+          preview: `${dir}/preview.html`,
+          screenshot: `${dir}/screenshot-02.png`,
+          context: `${dir}/design-context.md`,
+          dir,
+          spec: `${dir}/spec.html`,
+        });
+        expect(r.answered[3]).toContain(`screenshot ${dir}/screenshot-01.png; page ${dir}/preview.html`);
+
+        const files = artifacts(dir);
+        expect(Object.keys(files)).toEqual(["brief.json", "design-context.md", "preview.html", "review.json", "screenshot-01.png", "screenshot-02.png", "spec.html"]);
+        expect(files["preview.html"]).toBe(page("#33cc66", "Pricing"));
+        expect(files["spec.html"]).toBe(page("#ffffff", "Spec"));
+        const brief = JSON.parse(files["brief.json"]!);
+        expect(brief).toMatchObject({ prompt: "a pricing page", output_type: "web page", additions: "make it blue" });
+        expect(brief.references).toEqual([
+          { reference: "brand.md", error: null },
+          { reference: url, error: null },
+          { reference: "missing.md", error: expect.stringContaining("missing.md") },
+        ]);
+        const context = files["design-context.md"]!;
+        expect(context).toStartWith("# Design context\n\na pricing page\n\nAdded in the interview: make it blue\n\nOutput type: web page\n\n");
+        expect(context).toContain("## Design system\n\nFound: brand.md\n\nblue brand, Inter\n");
+        expect(context).toContain("## Analysis\n\naudience: developers\n");
+        expect(context).toMatch(/## Patterns\n\n\(unavailable: .*patterns refused/);
+        expect(JSON.parse(files["review.json"]!)).toEqual([
+          { round: 1, decision: "steer", feedback: "make the background green", screenshot: `${dir}/screenshot-01.png` },
+          { round: 2, decision: "accept", feedback: null, screenshot: `${dir}/screenshot-02.png` },
+        ]);
+        // the analysts saw the references; round 2 regenerated from round 1 and the feedback
+        const prompts = s.server.requests.map((q) => q.body.messages.find((m) => m.role === "user")!.content ?? "");
+        const analystPrompt = prompts.find((p) => p.startsWith("You are the design analyst"))!;
+        expect(analystPrompt).toContain("### brand.md\nBrand: blue #3366cc");
+        expect(analystPrompt).toContain(`### ${url}\na gallery of pricing pages`);
+        expect(analystPrompt).toContain("### missing.md\n(could not be read:");
+        const second = prompts.find((p) => p.startsWith("You are the designer (round 2)"))!;
+        expect(second).toContain(`Your previous preview:\n${page("#3366cc", "Pricing")}`);
+        expect(second).toContain("The reviewer asked for these changes:\nmake the background green");
+        // each screenshot is a real PNG of its round's preview
+        expect(png(Buffer.from(await Bun.file(`${dir}/screenshot-01.png`).arrayBuffer()))).toEqual({ width: 1280, height: 800, first: [0x33, 0x66, 0xcc] });
+        expect(png(Buffer.from(await Bun.file(`${dir}/screenshot-02.png`).arrayBuffer()))).toEqual({ width: 1280, height: 800, first: [0x33, 0xcc, 0x66] });
+
+        const same = (runId: string, at: string) => {
+          const f = artifacts(`${at}/.atomic/runs/design-${runId}`);
+          delete f["screenshot-01.png"];
+          delete f["screenshot-02.png"];
+          return normalized(f, runId, at);
+        };
+        const at = pick("design", [
+          "ask:What should this design produce",
+          "ask:Anything to add",
+          "ask:References for the design",
+          "design-system",
+          "analysis",
+          "patterns",
+          "generate-01",
+          "ask:Review the design (round 1)",
+          "ask:What should change",
+          "generate-02",
+          "ask:Review the design (round 2)",
+          "export",
+        ]);
+        s.counts.clear();
+        const k = setup();
+        const killed = await drive(["run", "design", "--input", "prompt=a pricing page", "--input", "model=fake-model"], s, k.home, k.cwd, reply(`brand.md ${url} missing.md`), at);
+        expect(killed.killed).toBe(true);
+        s.counts.clear();
+        const resumed = await drive(["resume", killed.runId], s, k.home, k.cwd, reply(`brand.md ${url} missing.md`));
+        expect(resumed.stderr).toBe("");
+        expect(resumed.code).toBe(0);
+        expect(Object.fromEntries(s.counts)).toEqual(withoutRecorded(FULL, killed.recorded));
+        expect(normalized([...killed.answered, ...resumed.answered], killed.runId, k.cwd)).toEqual(normalized(r.answered, r.runId, cwd));
+        expect(normalized(resumed.outputs, resumed.runId, k.cwd)).toEqual(normalized(r.outputs, r.runId, cwd));
+        expect(same(resumed.runId, k.cwd)).toEqual(same(r.runId, cwd));
+        // a screenshot (a shell stage: not counted by the fake) recorded before the kill was not taken again
+        const show = JSON.parse((await runAtomic(["show", resumed.runId, "--json"], { home: k.home, env: s.env })).stdout) as { steps: { name: string; attempts: number }[] };
+        for (const shot of ["screenshot-01", "screenshot-02"]) {
+          expect({ shot, attempts: show.steps.find((st) => st.name === shot)!.attempts }).toEqual({ shot, attempts: 1 });
+        }
+        const kdir = `${k.cwd}/.atomic/runs/design-${resumed.runId}`;
+        expect(png(Buffer.from(await Bun.file(`${kdir}/screenshot-02.png`).arrayBuffer()))).toEqual({ width: 1280, height: 800, first: [0x33, 0xcc, 0x66] });
+      } finally {
+        await refs.stop(true);
+        await s.close();
+      }
+    },
+    300_000,
+  );
+});
+
+e2eTest("without Chromium the review says why and goes on; discard ends the run cancelled without a spec", async () => {
+  const s = await scriptedServer(stageOf, answers);
+  try {
+    const { home, cwd } = homeAndCwd();
+    writeFileSync(`${cwd}/brand.md`, "Brand: blue");
+    const r = await drive(
+      ["run", "design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=brand.md", "--input", "chromium=/nonexistent/chrome"],
+      s,
+      home,
+      cwd,
+      (q) => (q.question.startsWith("Review the design") ? "discard" : reply("")(q)),
+    );
+    expect(r.status).toBe("cancelled");
+    expect(r.code).toBe(4);
+    expect(r.answered).toHaveLength(3);
+    expect(r.answered[2]).toContain("no screenshot: /nonexistent/chrome (the chromium input) is not an executable program; page ");
+    const dir = `${cwd}/.atomic/runs/design-${r.runId}`;
+    expect(r.outputs).toMatchObject({ decision: "discarded", rounds: 1, screenshot: null, spec: null });
+    expect(Object.keys(artifacts(dir))).toEqual(["brief.json", "design-context.md", "preview.html", "review.json"]);
+    expect(s.counts.get("export")).toBeUndefined();
+
+    // ATOMIC_CHROMIUM names it when the input does not
+    const e = homeAndCwd();
+    const viaEnv = await drive(
+      ["run", "design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=none.md"],
+      { ...s, env: { ...s.env, ATOMIC_CHROMIUM: "/nonexistent/env-chrome" } },
+      e.home,
+      e.cwd,
+      (q) => (q.question.startsWith("Review the design") ? "discard" : reply("")(q)),
+    );
+    expect(viaEnv.answered[2]).toContain("no screenshot: /nonexistent/env-chrome (ATOMIC_CHROMIUM) is not an executable program; page ");
+  } finally {
+    await s.close();
+  }
+});
