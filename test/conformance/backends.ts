@@ -40,6 +40,8 @@ export interface Backend {
   tamperSchemaVersion?(dir: string, version: number): void;
   /** Reads the stored schema version without going through the journal. */
   readSchemaVersion?(dir: string): number;
+  /** The `--journal` URL (ATOMIC_JOURNAL) that opens the journal of `dir`, for backends other processes reach by URL. */
+  journalUrl?(dir: string): Promise<string>;
 }
 
 const sqlite: Backend = {
@@ -80,6 +82,7 @@ const postgres: Backend = {
   name: "postgres",
   capabilities: { synchronousTransactions: false },
   open: async (dir, durability = "full") => openJournal({ home: dir, durability, journalUrl: await postgresUrlFor(dir) }),
+  journalUrl: postgresUrlFor,
 };
 
 const ALL: Backend[] = postgresInstalled() ? [sqlite, postgres] : [sqlite];

@@ -208,17 +208,19 @@ function lockKey(schema: string): string {
   return `atomic migrate ${schema}`;
 }
 
-/** The stored version of `schema` (0: no journal there yet), read without writing anything. */
+/**
+ * The stored version of `schema` (0: no journal there yet), read without
+ * writing anything. The catalogs are read with plain queries (a fresh
+ * snapshot each), not to_regclass: its cache may not have seen a schema
+ * another process created while this one waited for the migration lock.
+ */
 export async function readVersion(c: Client, schema: string): Promise<number> {
-  const rows = (await c.query<{ meta: string | null }>("select to_regclass($1) as meta", [`"${schema}".meta`])).rows;
-  if (!rows[0]?.meta) {
-    const other = await c.query("select 1 from pg_namespace where nspname = $1", [schema]);
-    if (other.rowCount && (await c.query("select 1 from pg_tables where schemaname = $1 limit 1", [schema])).rowCount) {
-      throw new StorageError("storage_corrupt", `the schema ${schema} holds tables that are not an atomic journal`, {
-        hint: "name another schema in the journal URL (?schema=NAME)",
-      });
-    }
-    return 0;
+  const tables = (await c.query<{ tablename: string }>("select tablename from pg_tables where schemaname = $1", [schema])).rows;
+  if (tables.length === 0) return 0;
+  if (!tables.some((t) => t.tablename === "meta")) {
+    throw new StorageError("storage_corrupt", `the schema ${schema} holds tables that are not an atomic journal`, {
+      hint: "name another schema in the journal URL (?schema=NAME)",
+    });
   }
   const row = (await c.query<{ value: string }>(`select value from "${schema}".meta where key = 'schema_version'`)).rows[0];
   return row ? Number(row.value) : 0;
