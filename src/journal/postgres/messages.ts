@@ -45,7 +45,6 @@ import type {
   NewMessage,
   PromptRecord,
   PromptState,
-  RunRecord,
   StageAttempt,
   StageMail,
   StageRow,
@@ -55,7 +54,9 @@ import {
   deliveryFromRow,
   messageFromRow,
   promptFromRow,
+  runFromRow,
   stageFromRow,
+  type RunsTable,
   type DeliveriesTable as DeliveryRow,
   type MessagesTable as MessageRow,
   type PromptsTable as PromptRow,
@@ -72,8 +73,6 @@ export class PgMessageStore implements MessageStore {
   constructor(
     private readonly db: PgSession,
     private readonly writes: PgDriverWrites,
-    /** The run with this id (the planner is shown the root), read inside the caller's transaction. */
-    private readonly runOf: (q: PgQuery, id: RunId) => Promise<RunRecord | undefined>,
   ) {}
 
   // ---------------------------------------------------------------- senders
@@ -91,7 +90,8 @@ export class PgMessageStore implements MessageStore {
       }
       // Appends of the driver wait from here to the commit (file note, lock 2).
       await q("select 1 from leases where run_id = $1 for update", [root]);
-      const planned = plan({ root: await this.runOf(q, root), stages: await lookup(q, message) });
+      const run = (await q<RunsTable>("select * from runs where id = $1", [root]))[0];
+      const planned = plan({ root: run ? runFromRow(run) : undefined, stages: await lookup(q, message) });
       const sticky = message.sticky ? await count(q, "select count(*)::int as n from messages where root_id = $1 and sticky = 1", [root]) : 0;
       const paths = [...new Set(planned.map((d) => d.stagePath))];
       const queued = new Map<string, number>();
