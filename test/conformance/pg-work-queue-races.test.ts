@@ -1,0 +1,161 @@
+/**
+ * Races the Postgres work queue has and the SQLite one cannot (one writer
+ * at a time there): statements of several processes, each on connections
+ * of its own, meeting on the same rows of a shared database.
+ * - Four processes claiming and committing one queue at once: every item is
+ *   claimed exactly once (FOR UPDATE SKIP LOCKED; no lease handed out twice).
+ * - An item's takeover (released and leased to a new worker) racing its old
+ *   worker's renewals: once a renewal is refused it stays refused, and no
+ *   renewal of the old worker extends or changes the new worker's lease.
+ * - A root's takeover racing its old drive's claims: once the new drive has
+ *   abandoned the old drive's items, none of them is leased or ready (a
+ *   claim that passed its lease check before the takeover is caught by the
+ *   abandon's row locks).
+ * Runs when the postgres backend is selected (backends.ts); the child
+ * processes are test/helpers/claim-worker.ts.
+ */
+
+import { afterEach, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import type { AppendEntry, Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
+import type { RunId } from "../../src/shared/ids.ts";
+import { BUN, ROOT, lineWatcher } from "../helpers/atomic.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { BACKENDS, liveHolder, postgresUrlFor, startRoot } from "./backends.ts";
+
+const WORKER = join(ROOT, "test", "helpers", "claim-worker.ts");
+const LEASE_MS = 60_000;
+const postgres = BACKENDS.find((b) => b.name === "postgres");
+
+const open: Journal[] = [];
+const procs: Subprocess[] = [];
+afterEach(async () => {
+  for (const p of procs.splice(0)) {
+    p.kill("SIGKILL");
+    await p.exited;
+  }
+  for (const j of open.splice(0)) await j.close();
+  removeTempDirs();
+});
+
+interface Worker {
+  go(): void;
+  done: Promise<Record<string, unknown>>;
+}
+
+/** A claim-worker process on the journal's URL, ready (journal open) when this resolves. */
+async function worker(url: string, mode: string, args: Record<string, unknown>): Promise<Worker> {
+  const proc = Bun.spawn([BUN, WORKER, url, mode, JSON.stringify(args)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  procs.push(proc);
+  const lines = lineWatcher(proc.stdout);
+  await lines.waitFor(/"type":"ready"/);
+  const done = lines.waitFor(/"type":"(done|error)"/, 120_000).then((line) => {
+    const msg = JSON.parse(line) as Record<string, unknown>;
+    if (msg.type === "error") throw new Error(`claim-worker ${mode}: ${String(msg.message)}`);
+    return msg;
+  });
+  return {
+    go: () => {
+      proc.stdin.write("go\n");
+      proc.stdin.flush();
+    },
+    done,
+  };
+}
+
+/** Enqueues `n` items on the root, in appends of 50 entries. */
+async function enqueue(journal: Journal, lease: Lease, rootId: RunId, prefix: string, n: number): Promise<string[]> {
+  const ids = Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(4, "0")}`);
+  for (let i = 0; i < ids.length; i += 50) {
+    const entries: AppendEntry[] = ids.slice(i, i + 50).map((id) => ({
+      runId: rootId,
+      type: "step_started",
+      key: `k-${id}`,
+      payload: { id },
+      durable: false,
+      work: { id, stageKey: `k-${id}`, attempt: 1, descriptor: { command: `echo ${id}` } },
+    }));
+    await journal.append(lease, entries);
+  }
+  return ids;
+}
+
+const fenceOf = (w: WorkItem): WorkFence => ({ id: w.id, workerId: w.workerId!, generation: w.generation, epoch: w.epoch });
+
+describe.if(postgres !== undefined)("postgres: work queue races between processes", () => {
+  async function setup(): Promise<{ journal: Journal; url: string; rootId: RunId; lease: Lease }> {
+    const dir = makeTempDir("atomic-pg-race-");
+    const journal = await postgres!.open(dir);
+    open.push(journal);
+    const { rootId, lease } = await startRoot(journal, "race");
+    return { journal, url: await postgresUrlFor(dir), rootId, lease };
+  }
+
+  test("postgres: four processes claiming and committing one queue at once claim every item exactly once", async () => {
+    const { journal, url, rootId, lease } = await setup();
+    const ids = await enqueue(journal, lease, rootId, "q", 400);
+    const workers = await Promise.all(
+      [1, 2, 3, 4].map((p) => worker(url, "drain", { rootId, epoch: lease.epoch, workers: [`p${p}-a`, `p${p}-b`], leaseMs: LEASE_MS })),
+    );
+    for (const w of workers) w.go();
+    const claimed = (await Promise.all(workers.map((w) => w.done))).map((d) => d.claimed as string[]);
+    const all = claimed.flat();
+    expect(all.length).toBe(ids.length);
+    expect(new Set(all).size).toBe(ids.length);
+    expect([...all].sort()).toEqual(ids);
+    // Every process got a share (they raced, rather than one draining the queue alone).
+    for (const c of claimed) expect(c.length).toBeGreaterThan(0);
+    expect(await journal.work.count("completed")).toBe(ids.length);
+    for (const item of await journal.work.list(rootId)) expect([item.state, item.generation, item.epoch]).toEqual(["completed", 1, 1]);
+  });
+
+  test("postgres: a takeover racing the old worker's renewals: refused renewals stay refused, the new lease is untouched", async () => {
+    const { journal, url, rootId, lease } = await setup();
+    const ids = await enqueue(journal, lease, rootId, "t", 60);
+    const old: WorkItem[] = [];
+    for (const [i] of ids.entries()) old.push((await journal.work.claim(`old-${i}`, LEASE_MS, { rootId, epoch: lease.epoch }))!);
+    const fences = old.map(fenceOf);
+    const renewer = await worker(url, "renew", { fences, leaseMs: LEASE_MS });
+    const taker = await worker(url, "take", { fences, leaseMs: LEASE_MS });
+    renewer.go();
+    taker.go();
+    const [renewed, took] = await Promise.all([renewer.done, taker.done]);
+    const outcomes = renewed.outcomes as boolean[][];
+    for (const seq of outcomes) {
+      // held, held, ..., stale, stale: never held again once refused
+      const firstStale = seq.indexOf(false);
+      expect(firstStale).toBeGreaterThanOrEqual(0);
+      expect(seq.slice(firstStale).every((held) => !held)).toBe(true);
+    }
+    const taken = took.taken as WorkItem[];
+    for (const [i, item] of taken.entries()) {
+      const now = (await journal.work.get(item.id))!;
+      // Exactly the lease the taker wrote last: no renewal of the old worker's landed after it.
+      expect(now).toEqual(item);
+      expect([now.state, now.workerId, now.generation]).toEqual(["leased", `new-${i}`, 2]);
+      expect((await journal.work.complete(fences[i]!, { state: "completed", result: "old" }, { id: `old-${i}`, digest: "d" })).status).toBe("stale");
+      expect((await journal.work.complete(fenceOf(now), { state: "completed", result: "new" }, { id: `new-${i}`, digest: "d" })).status).toBe("committed");
+    }
+  });
+
+  test("postgres: a root's takeover racing its old drive's claims: after the abandon no item of the old drive is leased or ready", async () => {
+    const { journal, url, rootId, lease } = await setup();
+    const ids = await enqueue(journal, lease, rootId, "r", 300);
+    const claimers = await Promise.all([1, 2].map((p) => worker(url, "claim", { rootId, epoch: lease.epoch, worker: `old-${p}`, leaseMs: LEASE_MS })));
+    for (const c of claimers) c.go();
+    // Take the root over while the old drive's claims are under way.
+    while ((await journal.work.count("leased")) < 20) await Bun.sleep(2);
+    const resumed = await journal.acquireLease(rootId, liveHolder("resume"), { timeoutMs: LEASE_MS, force: true });
+    const abandoned = await journal.work.abandon(resumed);
+    const claimed = (await Promise.all(claimers.map((c) => c.done))).flatMap((d) => d.claimed as string[]);
+    expect(new Set(claimed).size).toBe(claimed.length);
+    const items = await journal.work.list(rootId);
+    expect(items.length).toBe(ids.length);
+    expect(items.filter((w) => w.state !== "abandoned")).toEqual([]);
+    expect(abandoned).toBe(ids.length);
+    // Nothing more for anyone: the old scope is fenced, the new drive enqueued nothing yet.
+    expect(await journal.work.claim("late", LEASE_MS, { rootId, epoch: lease.epoch })).toBeUndefined();
+    expect(await journal.work.claim("new", LEASE_MS, { rootId, epoch: resumed.epoch })).toBeUndefined();
+  });
+});
