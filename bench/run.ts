@@ -32,6 +32,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
   postgres: { load: () => import("./postgres.ts").then((m) => m.default), usesBinary: false },
+  "postgres-recovery": { load: () => import("./postgres-recovery.ts").then((m) => m.default), usesBinary: true },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */
