@@ -170,3 +170,25 @@ e2eTest("postgres: --journal on the command line, the password from PGPASSWORD; 
   expect(text.stdout).toContain(`journal    postgres://postgres@${u.host}${u.pathname} (Postgres`);
   expect(text.stdout + text.stderr).not.toContain(s.password);
 });
+
+e2eTest("postgres: serve, from another home on the same journal, lists and shows a run; the page holds no password", async () => {
+  const s = await setup({ STEPS: "3", DELAY_MS: "1" });
+  const r = await cli(s, ["run", STEPS]);
+  expect(r.code).toBe(0);
+  const id = startedRunId(r.stdout);
+  // Another home (as on another machine): only the journal is shared.
+  const other = join(makeTempDir(), "home");
+  const proc = spawnAtomic(["serve", "--port", "0"], { home: other, env: { ATOMIC_JOURNAL: s.url } });
+  const out = lineWatcher(proc.stdout);
+  const login = (await out.waitFor(/^status page: /)).slice("status page: ".length).trim();
+  const m = /^(http:\/\/127\.0\.0\.1:\d+\/)\?token=([0-9a-f]{64})$/.exec(login)!;
+  const auth = { headers: { authorization: `Bearer ${m[2]}` } };
+  const runs = (await (await fetch(`${m[1]}api/runs`, auth)).json()) as { runs: { id: string; status: string }[] };
+  expect(runs.runs.map((x) => [x.id, x.status])).toEqual([[id, "completed"]]);
+  const detail = await (await fetch(`${m[1]}api/runs/${id}`, auth)).text();
+  expect(detail).toContain('"total":6');
+  const page = await (await fetch(m[1]!, auth)).text();
+  expect(`${detail}${page}${out.text()}`).not.toContain(s.password);
+  proc.kill("SIGINT");
+  expect(await proc.exited).toBe(0);
+});
