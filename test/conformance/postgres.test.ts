@@ -152,6 +152,26 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     expect((await j.acquireLease(short, liveHolder(), { timeoutMs: 60_000 })).epoch).toBe(2);
   });
 
+  test("postgres: a user who may only read opens the journal and lists its runs", async () => {
+    const db = await freshDatabase();
+    const j = await open(db);
+    const { rootId } = await startRoot(j, "readable");
+    const admin = sql(db);
+    const role = `reader_${process.pid}_${Date.now() % 100000}`;
+    await admin.query(`create role ${role} login password 'reader-password-1'; grant usage on schema atomic to ${role}; grant select on all tables in schema atomic to ${role}`);
+    try {
+      const u = new URL(db);
+      u.username = role;
+      u.password = "reader-password-1";
+      const reader = await open(u.toString());
+      expect((await reader.listRuns()).map((r) => r.id)).toEqual([rootId]);
+      await reader.close();
+      journals.pop();
+    } finally {
+      await admin.query(`drop owned by ${role}; drop role ${role}`);
+    }
+  });
+
   test("postgres: a holder on another host is never presumed dead, whatever its pid", async () => {
     const db = await freshDatabase();
     const j = await open(db);
