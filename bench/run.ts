@@ -31,6 +31,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
+  "pg-claims": { load: () => import("./pg-claims.ts").then((m) => m.default), usesBinary: false },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */
