@@ -7,11 +7,21 @@ bash scripts/setup.sh
 bash scripts/install-chromium.sh
 bash scripts/install-agents.sh
 bash scripts/install-faketime.sh
+bash scripts/install-postgres.sh
 echo "type-checking..."
 node_modules/.bin/tsc --noEmit -p .
 node_modules/.bin/bun scripts/build.ts
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# One throw-away Postgres cluster for the whole suite (test/helpers/postgres.ts); the tests reuse it through
+# ATOMIC_TEST_POSTGRES_URL, each file in databases of its own. Stopped and removed at exit, whatever happened.
+pg_dir=""
+cleanup() {
+  rm -f "$log"
+  if [ -n "$pg_dir" ]; then node_modules/.bin/bun test/helpers/postgres.ts stop "$pg_dir" || true; fi
+}
+trap cleanup EXIT
+read -r pg_url pg_dir < <(node_modules/.bin/bun test/helpers/postgres.ts start $$)
+export ATOMIC_TEST_POSTGRES_URL="$pg_url"
 set +e
 # Test files run one after another (each file's tests may run concurrently inside it);
 # spawned binaries and SQLite fsyncs make parallel files flaky on 2 cores.

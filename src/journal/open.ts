@@ -1,6 +1,9 @@
 /**
  * Choosing and opening the journal: the embedded SQLite file
- * `${home}/atomic.db` unless a journal URL names another backend.
+ * `${home}/atomic.db` unless a journal URL names another backend: a
+ * `postgres://` (or `postgresql://`) URL opens the Postgres journal
+ * (postgres/postgres-journal.ts, a bundle of its own loaded only then).
+ * The home is still made: artifacts, logs and host-local state live there.
  *
  * `home` is created on demand, readable by its owner only (it holds run
  * inputs and outputs). Failures come back as StorageError/UsageError with a
@@ -12,6 +15,8 @@ import { StorageError, UsageError } from "../shared/errors.ts";
 import { addSecretsOfHome, addSecretsOfUrl } from "../shared/secrets.ts";
 import { ensurePrivateHome } from "../shared/private-files.ts";
 import { SqliteJournal } from "./sqlite/sqlite-journal.ts";
+import { isPostgresUrl, redactUrl } from "./postgres/url.ts";
+import { importEntry } from "../shared/entry-points.ts";
 import type { Durability, Journal } from "./types.ts";
 
 export interface OpenJournalOptions {
@@ -29,25 +34,19 @@ export async function openJournal(opts: OpenJournalOptions): Promise<Journal> {
   // Every process that opens the journal redacts its password and the home's status token (shared/secrets.ts).
   addSecretsOfUrl(url);
   addSecretsOfHome(opts.home);
-  if (url) refuseUrl(url);
+  if (url && !isPostgresUrl(url)) refuseUrl(url);
   makeHome(opts.home);
+  if (url) {
+    const { PostgresJournal } = (await importEntry("journal/postgres/postgres-journal.ts")) as unknown as typeof import("./postgres/postgres-journal.ts");
+    return PostgresJournal.open(url, { durability: opts.durability });
+  }
   return SqliteJournal.open(join(opts.home, JOURNAL_FILE), { durability: opts.durability });
 }
 
 function refuseUrl(url: string): never {
-  if (/^postgres(ql)?:\/\//i.test(url)) {
-    throw new UsageError("postgres_unsupported", "the Postgres journal is not available in this version", {
-      hint: "omit --journal to use the embedded SQLite journal",
-    });
-  }
-  throw new UsageError("journal_url_unsupported", `unsupported journal URL ${redact(url)}`, {
-    hint: "omit --journal to use the embedded SQLite journal",
+  throw new UsageError("journal_url_unsupported", `unsupported journal URL ${redactUrl(url)}`, {
+    hint: "use a postgres://user@host:5432/database URL, or omit --journal for the embedded SQLite journal",
   });
-}
-
-/** Hides a password in a URL before it is printed. */
-function redact(url: string): string {
-  return url.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@");
 }
 
 function makeHome(home: string): void {
