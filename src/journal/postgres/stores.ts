@@ -5,10 +5,6 @@
  * transaction, failures mapped, conflicts retried), `driverWrites` the
  * journal's append code for their fenced writes inside their own
  * transactions, and `makeStores` builds them for a journal.
- *
- * Until those classes are merged in, the journal's `work` and `messages`
- * refuse every call with one sentence (a run that needs the pool or
- * intercom on Postgres stops there with a clear error).
  */
 
 import { UsageError } from "../../shared/errors.ts";
@@ -17,6 +13,8 @@ import type { AppendEntry, Lease, MessageStore, StageIndexEntry, WorkQueue } fro
 import { appendInTransaction, encodeStage } from "./append.ts";
 import type { Client, PgConnection } from "./connection.ts";
 import { NOW_MS } from "./leases.ts";
+import { PgMessageStore } from "./messages.ts";
+import { PgWorkQueue } from "./work-queue.ts";
 
 export type PgQuery = <R = Record<string, unknown>>(text: string, values?: readonly unknown[]) => Promise<R[]>;
 
@@ -55,18 +53,7 @@ export const driverWrites: PgDriverWrites = {
   },
 };
 
-function unavailable(what: string): never {
-  throw new UsageError("postgres_incomplete", `the ${what} is not available on the Postgres journal in this build`, {
-    hint: "use the embedded SQLite journal (omit --journal) for runs with stages or messages",
-  });
-}
-
-function refusing<T extends object>(what: string): T {
-  return new Proxy({} as T, {
-    get: (_t, prop) => (prop === "then" ? undefined : async () => unavailable(what)),
-  });
-}
-
-export function makeStores(_conn: PgConnection): { work: WorkQueue; messages: MessageStore } {
-  return { work: refusing<WorkQueue>("work queue"), messages: refusing<MessageStore>("message store") };
+export function makeStores(conn: PgConnection): { work: WorkQueue; messages: MessageStore } {
+  const db = session(conn);
+  return { work: new PgWorkQueue(db), messages: new PgMessageStore(db, driverWrites) };
 }
