@@ -7,10 +7,11 @@
  * - An item's takeover (released and leased to a new worker) racing its old
  *   worker's renewals: once a renewal is refused it stays refused, and no
  *   renewal of the old worker extends or changes the new worker's lease.
- * - A root's takeover racing its old drive's claims: once the new drive has
- *   abandoned the old drive's items, none of them is leased or ready (a
- *   claim that passed its lease check before the takeover is caught by the
- *   abandon's row locks).
+ * - A root's takeover racing its old drive's claims: after the takeover the
+ *   old pool claims nothing (beyond a claim in flight), and once the new
+ *   drive has abandoned the old drive's items none of them is leased or
+ *   ready (a claim that passed its lease check before the takeover is caught
+ *   by the abandon's row locks).
  * Runs when the postgres backend is selected (backends.ts); the child
  * processes are test/helpers/claim-worker.ts.
  */
@@ -139,17 +140,23 @@ describe.if(postgres !== undefined)("postgres: work queue races between processe
     }
   });
 
-  test("postgres: a root's takeover racing its old drive's claims: after the abandon no item of the old drive is leased or ready", async () => {
+  test("postgres: a root's takeover racing its old drive's claims: the old pool claims nothing after it; after the abandon nothing of the old drive is leased or ready", async () => {
     const { journal, url, rootId, lease } = await setup();
-    const ids = await enqueue(journal, lease, rootId, "r", 300);
+    const ids = await enqueue(journal, lease, rootId, "r", 1_000);
     const claimers = await Promise.all([1, 2].map((p) => worker(url, "claim", { rootId, epoch: lease.epoch, worker: `old-${p}`, leaseMs: LEASE_MS })));
     for (const c of claimers) c.go();
     // Take the root over while the old drive's claims are under way.
     while ((await journal.work.count("leased")) < 20) await Bun.sleep(2);
     const resumed = await journal.acquireLease(rootId, liveHolder("resume"), { timeoutMs: LEASE_MS, force: true });
-    const abandoned = await journal.work.abandon(resumed);
+    const leasedAtTakeover = await journal.work.count("leased");
     const claimed = (await Promise.all(claimers.map((c) => c.done))).flatMap((d) => d.claimed as string[]);
     expect(new Set(claimed).size).toBe(claimed.length);
+    // At most the claim each process had in flight when the takeover committed lands after it.
+    const leased = await journal.work.count("leased");
+    expect(leased - leasedAtTakeover).toBeLessThanOrEqual(claimers.length);
+    expect(leased).toBeLessThan(ids.length);
+    expect(await journal.work.count("ready")).toBe(ids.length - leased);
+    const abandoned = await journal.work.abandon(resumed);
     const items = await journal.work.list(rootId);
     expect(items.length).toBe(ids.length);
     expect(items.filter((w) => w.state !== "abandoned")).toEqual([]);

@@ -75,7 +75,8 @@ try {
   } else if (mode === "renew") {
     const fences = args.fences as WorkFence[];
     const outcomes: boolean[][] = fences.map(() => []);
-    for (let live = fences.length; live > 0; ) {
+    // Bounded, so a renewal that never sees its fence go stale (a broken fence) ends the test rather than hangs it.
+    for (let live = fences.length, round = 0; live > 0 && round < 5_000; round++) {
       const stale = new Set((await journal.work.renew(fences, leaseMs)).map((f) => f.id));
       live = 0;
       fences.forEach((f, i) => {
