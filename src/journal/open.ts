@@ -10,6 +10,7 @@
  * hint, never as a raw errno.
  */
 
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { StorageError, UsageError } from "../shared/errors.ts";
 import { addSecretsOfHome, addSecretsOfUrl } from "../shared/secrets.ts";
@@ -35,12 +36,49 @@ export async function openJournal(opts: OpenJournalOptions): Promise<Journal> {
   addSecretsOfUrl(url);
   addSecretsOfHome(opts.home);
   if (url && !isPostgresUrl(url)) refuseUrl(url);
-  makeHome(opts.home);
   if (url) {
-    const { PostgresJournal } = (await importEntry("journal/postgres/postgres-journal.ts")) as unknown as typeof import("./postgres/postgres-journal.ts");
-    return PostgresJournal.open(url, { durability: opts.durability });
+    // The database first: a URL that does not work leaves no home behind either (nothing written).
+    const journal = await (await postgres()).PostgresJournal.open(url, { durability: opts.durability });
+    try {
+      makeHome(opts.home);
+    } catch (err) {
+      await journal.close();
+      throw err;
+    }
+    return journal;
   }
+  makeHome(opts.home);
   return SqliteJournal.open(join(opts.home, JOURNAL_FILE), { durability: opts.durability });
+}
+
+type PostgresModule = typeof import("./postgres/postgres-journal.ts");
+
+async function postgres(): Promise<PostgresModule> {
+  return (await importEntry("journal/postgres/postgres-journal.ts")) as unknown as PostgresModule;
+}
+
+export interface JournalReport {
+  location: string;
+  ok: boolean;
+  detail: string;
+  problem?: string;
+  hint?: string;
+}
+
+/**
+ * Where the journal is and whether it can be used, for `doctor`: writes
+ * nothing (no file, no schema is created; a Postgres journal is connected
+ * to and its schema version read).
+ */
+export async function describeJournal(opts: Omit<OpenJournalOptions, "durability">): Promise<JournalReport> {
+  const url = opts.journalUrl?.trim();
+  addSecretsOfUrl(url);
+  if (!url) {
+    const file = join(opts.home, JOURNAL_FILE);
+    return { location: file, ok: true, detail: existsSync(file) ? "embedded SQLite" : "embedded SQLite, not created yet" };
+  }
+  if (!isPostgresUrl(url)) return { location: redactUrl(url), ok: false, detail: "", problem: "unsupported journal URL", hint: "use a postgres://user@host:5432/database URL" };
+  return (await postgres()).probePostgres(url);
 }
 
 function refuseUrl(url: string): never {

@@ -44,7 +44,8 @@ export interface Backend {
   journalUrl?(dir: string): Promise<string>;
 }
 
-const sqlite: Backend = {
+/** The embedded backend itself, for SQLite-only tests (file-level migrations), whatever ATOMIC_TEST_BACKENDS selects. */
+export const sqlite: Backend = {
   name: "sqlite",
   capabilities: { synchronousTransactions: true },
   open: (dir, durability = "full") => openJournal({ home: dir, durability }),

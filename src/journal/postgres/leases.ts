@@ -26,9 +26,7 @@ import type { HolderId, RunId } from "../../shared/ids.ts";
 import { isLocalHolderDead } from "../../shared/process-info.ts";
 import type { AcquireOptions, HolderInfo, Lease } from "../types.ts";
 import type { PgConnection } from "./connection.ts";
-
-/** Now by the database clock, in ms since the epoch (the statement's start: one value per statement). */
-export const NOW_MS = "(floor(extract(epoch from statement_timestamp()) * 1000)::bigint)";
+import { NOW_MS } from "./store-session.ts";
 
 interface LeaseRow {
   run_id: string;

@@ -49,8 +49,7 @@ import type {
   StageMail,
   StageRow,
 } from "../types.ts";
-import { NOW_MS } from "./leases.ts";
-import type { PgDriverWrites, PgQuery, PgSession } from "./stores.ts";
+import { NOW_MS, type PgDriverWrites, type PgQuery, type PgSession } from "./store-session.ts";
 import {
   deliveryFromRow,
   messageFromRow,

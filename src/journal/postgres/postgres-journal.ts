@@ -56,7 +56,7 @@ import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./m
 import { openError } from "./open-errors.ts";
 import { PgViews, countRuns, findRuns, getRun, kyselyOver, listRuns, readEvents } from "./reads.ts";
 import { makeStores } from "./stores.ts";
-import { parsePostgresUrl, type PostgresTarget } from "./url.ts";
+import { parsePostgresUrl, redactUrl, type PostgresTarget } from "./url.ts";
 
 export interface PostgresJournalOptions {
   durability?: Durability;
@@ -182,6 +182,42 @@ export class PostgresJournal implements Journal {
         await Bun.sleep(Math.min(1_000, 100 * 2 ** attempt));
       }
     }
+  }
+}
+
+/** `doctor`'s look at a Postgres journal: connects, reads the server's and the schema's versions, writes nothing. */
+export async function probePostgres(url: string): Promise<{ location: string; ok: boolean; detail: string; problem?: string; hint?: string }> {
+  let location = redactUrl(url);
+  try {
+    const target = parsePostgresUrl(url);
+    location = target.location;
+    const conn = await connect(target, 0);
+    try {
+      const c = await conn.pool.connect();
+      try {
+        const server = (await c.query<{ v: string }>("show server_version")).rows[0]?.v ?? "?";
+        const tls = (await c.query<{ ssl: boolean }>("select coalesce((select ssl from pg_stat_ssl where pid = pg_backend_pid()), false) as ssl")).rows[0]?.ssl;
+        const version = await readVersion(c, target.schema);
+        refuseIfTooNew(version, target.location);
+        const schema = version === 0 ? `schema ${target.schema} not created yet` : `schema ${target.schema} at version ${version}`;
+        return { location, ok: true, detail: `Postgres ${server}${tls ? " over TLS" : ""}, ${schema}` };
+      } finally {
+        c.release();
+      }
+    } finally {
+      await conn.close();
+    }
+  } catch (err) {
+    const e = openError(err, parsePostgresUrlOrUndefined(url));
+    return { location, ok: false, detail: "", problem: e.message, ...(e.hint ? { hint: e.hint } : {}) };
+  }
+}
+
+function parsePostgresUrlOrUndefined(url: string): PostgresTarget {
+  try {
+    return parsePostgresUrl(url);
+  } catch {
+    return { host: "?", port: 0, user: "?", password: undefined, database: "?", schema: "?", sslMode: "prefer", tls: undefined, applicationName: "atomic", connectTimeoutMs: 0, location: redactUrl(url) };
   }
 }
 

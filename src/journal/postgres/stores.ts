@@ -1,34 +1,20 @@
 /**
  * The seam between the journal's connection layer and the Postgres work
- * queue and message store (written next to this, by their own files):
- * `session(conn)` is what they get (a query function outside or inside a
- * transaction, failures mapped, conflicts retried), `driverWrites` the
- * journal's append code for their fenced writes inside their own
- * transactions, and `makeStores` builds them for a journal.
+ * queue and message store (work-queue.ts, messages.ts): `session(conn)` is
+ * the minimal driver interface they take (store-session.ts: a query
+ * function outside or inside a transaction, failures mapped, conflicts
+ * retried), `driverWrites` the journal's append code for their fenced
+ * writes inside their own transactions, and `makeStores` builds both for a
+ * journal.
  */
 
 import { UsageError } from "../../shared/errors.ts";
-import type { RunId } from "../../shared/ids.ts";
-import type { AppendEntry, Lease, MessageStore, StageIndexEntry, WorkQueue } from "../types.ts";
+import type { MessageStore, WorkQueue } from "../types.ts";
 import { appendInTransaction, encodeStage } from "./append.ts";
 import type { Client, PgConnection } from "./connection.ts";
-import { NOW_MS } from "./leases.ts";
 import { PgMessageStore } from "./messages.ts";
+import { NOW_MS, type PgDriverWrites, type PgQuery, type PgSession } from "./store-session.ts";
 import { PgWorkQueue } from "./work-queue.ts";
-
-export type PgQuery = <R = Record<string, unknown>>(text: string, values?: readonly unknown[]) => Promise<R[]>;
-
-export interface PgSession {
-  run<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
-  transaction<T>(fn: (q: PgQuery) => Promise<T>): Promise<T>;
-}
-
-export interface PgDriverWrites {
-  /** Appends one entry of the lease's tree inside the caller's transaction; throws unless it was appended. */
-  appendInTransaction(q: PgQuery, lease: Lease, entry: AppendEntry): Promise<void>;
-  /** The stage's row in the stage index follows this record (as an append's `stage` does). */
-  upsertStage(q: PgQuery, rootId: RunId, runId: RunId, entry: StageIndexEntry): Promise<void>;
-}
 
 function queryOf(c: Client): PgQuery {
   return async <R,>(text: string, values: readonly unknown[] = []) => (await c.query(text, values as unknown[])).rows as R[];
@@ -54,6 +40,6 @@ export const driverWrites: PgDriverWrites = {
 };
 
 export function makeStores(conn: PgConnection): { work: WorkQueue; messages: MessageStore } {
-  const db = session(conn);
-  return { work: new PgWorkQueue(db), messages: new PgMessageStore(db, driverWrites) };
+  const s = session(conn);
+  return { work: new PgWorkQueue(s), messages: new PgMessageStore(s, driverWrites) };
 }

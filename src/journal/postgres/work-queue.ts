@@ -45,8 +45,7 @@ import type { ErrorInfo } from "../../shared/errors.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { ClaimScope, Lease, WorkFence, WorkItem, WorkQueue, WorkReceipt, WorkState } from "../types.ts";
-import { NOW_MS } from "./leases.ts";
-import type { PgQuery, PgSession } from "./stores.ts";
+import { NOW_MS, type PgQuery, type PgSession } from "./store-session.ts";
 import { toJson, workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 
 type Outcome = { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo };
