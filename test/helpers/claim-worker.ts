@@ -1,6 +1,6 @@
 /**
  * A separate process for the Postgres work queue's race tests
- * (test/conformance/pg-work-queue-races.test.ts) and the claim bench
+ * (test/conformance/pg-work-queue.test.ts) and the claim bench
  * (bench/pg-claims.ts): it opens the journal at a URL on a connection pool
  * of its own, so its statements race the other processes' on the server.
  *
