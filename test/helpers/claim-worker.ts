@@ -22,11 +22,14 @@
  * - claim {rootId, epoch, worker, leaseMs}: claims (without committing)
  *   until the root's lease moved past `epoch` and a claim came back empty;
  *   prints every id it claimed.
+ * - raw {count}: the bench's baseline from the same kind of process: `count`
+ *   single-row autocommit INSERTs into public.raw_events, one connection.
  */
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { openJournal } from "../../src/journal/open.ts";
 import type { WorkFence, WorkItem } from "../../src/journal/types.ts";
 import { errorInfo } from "../../src/shared/errors.ts";
@@ -108,6 +111,19 @@ try {
       else await Bun.sleep(1);
     }
     say({ type: "done", claimed });
+  } else if (mode === "raw") {
+    const server = new URL(url);
+    server.search = "";
+    const client = new pg.Client({ connectionString: server.toString() });
+    await client.connect();
+    try {
+      for (let i = 0; i < Number(args.count); i++) {
+        await client.query({ name: "raw", text: "insert into public.raw_events (payload, at) values ($1, $2)", values: ['{"kind":"tool"}', Date.now()] });
+      }
+    } finally {
+      await client.end();
+    }
+    say({ type: "done" });
   } else {
     throw new Error(`unknown mode ${mode}`);
   }
