@@ -3,7 +3,7 @@
  *
  * A throw-away cluster (test/helpers/postgres.ts) holds a Postgres journal
  * with ITEMS ready work items of one root. Four processes
- * (test/helpers/claim-worker.ts, mode "drain"), each on connections of its
+ * (test/helpers/pg-race-worker.ts, mode "drain"), each on connections of its
  * own, claim and commit them as the pool's dispatcher does: a first claim,
  * then `completeAndClaim` (one statement per item: the commit and the next
  * claim, FOR UPDATE SKIP LOCKED). Claims per second from "go" to the last
@@ -36,10 +36,10 @@ const ITEMS = 2_000;
 const CLAIMERS = 4;
 const REPS = 3;
 const LEASE_MS = 60_000;
-const WORKER = join(ROOT, "test", "helpers", "claim-worker.ts");
+const WORKER = join(ROOT, "test", "helpers", "pg-race-worker.ts");
 
 /**
- * CLAIMERS claim-worker processes in the mode `argsOf(i)` names, started
+ * CLAIMERS pg-race-worker processes in the mode `argsOf(i)` names, started
  * and ready (journal open) before the clock starts; the time from "go" to
  * the last one done, and what each printed.
  */
@@ -62,7 +62,7 @@ async function race(url: string, procs: Set<Subprocess>, argsOf: (i: number) => 
   const lines = await Promise.all(workers.map((w) => w.done));
   const ms = performance.now() - t0;
   const outputs = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
-  for (const msg of outputs) if (msg.type !== "done") throw new Error(`a claim-worker failed: ${String(msg.message)}`);
+  for (const msg of outputs) if (msg.type !== "done") throw new Error(`a pg-race-worker failed: ${String(msg.message)}`);
   return { ms, outputs };
 }
 

@@ -14,14 +14,18 @@
  *   drive has abandoned the old drive's items none of them is leased or
  *   ready (a claim that passed its lease check before the takeover is caught
  *   by the abandon's row locks).
+ * - Four processes sending to one stage path at once: exactly
+ *   MAX_QUEUED_PER_STAGE queued (the root's advisory lock keeps two senders
+ *   from both taking the last place); with the path's stages starting
+ *   meanwhile, every message is delivered to one stage, once.
  * Runs when the postgres backend is selected (backends.ts); the child
- * processes are test/helpers/claim-worker.ts.
+ * processes are test/helpers/pg-race-worker.ts.
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import type { AppendEntry, Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
+import { MAX_QUEUED_PER_STAGE, type AppendEntry, type Journal, type Lease, type WorkFence, type WorkItem } from "../../src/journal/types.ts";
 import pg from "pg";
 import { openJournal } from "../../src/journal/open.ts";
 import { MIGRATIONS } from "../../src/journal/postgres/migrations.ts";
@@ -31,7 +35,7 @@ import { BUN, ROOT, lineWatcher } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, liveHolder, postgresUrlFor, startRoot } from "./backends.ts";
 
-const WORKER = join(ROOT, "test", "helpers", "claim-worker.ts");
+const WORKER = join(ROOT, "test", "helpers", "pg-race-worker.ts");
 const LEASE_MS = 60_000;
 const postgres = BACKENDS.find((b) => b.name === "postgres");
 
@@ -51,7 +55,7 @@ interface Worker {
   done: Promise<Record<string, unknown>>;
 }
 
-/** A claim-worker process on the journal's URL, ready (journal open) when this resolves. */
+/** A pg-race-worker process on the journal's URL, ready (journal open) when this resolves. */
 async function worker(url: string, mode: string, args: Record<string, unknown>): Promise<Worker> {
   const proc = Bun.spawn([BUN, WORKER, url, mode, JSON.stringify(args)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   procs.push(proc);
@@ -59,7 +63,7 @@ async function worker(url: string, mode: string, args: Record<string, unknown>):
   await lines.waitFor(/"type":"ready"/);
   const done = lines.waitFor(/"type":"(done|error)"/, 120_000).then((line) => {
     const msg = JSON.parse(line) as Record<string, unknown>;
-    if (msg.type === "error") throw new Error(`claim-worker ${mode}: ${String(msg.message)}`);
+    if (msg.type === "error") throw new Error(`pg-race-worker ${mode}: ${String(msg.message)}`);
     return msg;
   });
   return {
@@ -170,6 +174,55 @@ describe.if(postgres !== undefined)("postgres: work queue races between processe
     // Nothing more for anyone: the old scope is fenced, the new drive enqueued nothing yet.
     expect(await journal.work.claim("late", LEASE_MS, { rootId, epoch: lease.epoch })).toBeUndefined();
     expect(await journal.work.claim("new", LEASE_MS, { rootId, epoch: resumed.epoch })).toBeUndefined();
+  });
+});
+
+describe.if(postgres !== undefined)("postgres: message store races between processes", () => {
+  test(`postgres: four processes sending to one stage at once: exactly ${MAX_QUEUED_PER_STAGE} queued; with stages starting meanwhile each message is delivered once`, async () => {
+    const dir = makeTempDir("atomic-pg-race-");
+    const journal = await postgres!.open(dir);
+    open.push(journal);
+    const { rootId, lease } = await startRoot(journal, "mail");
+    const url = await postgresUrlFor(dir);
+    const burst = async (round: string, perProcess: number) => {
+      const senders = await Promise.all(
+        [1, 2, 3, 4].map((p) => worker(url, "send", { rootId, path: "busy", ids: Array.from({ length: perProcess }, (_, i) => `${round}-p${p}-${i}`) })),
+      );
+      for (const s of senders) s.go();
+      return Promise.all(senders.map((s) => s.done));
+    };
+    const count = (results: Record<string, unknown>[]) => ({
+      queued: results.reduce((n, r) => n + (r.queued as number), 0),
+      refused: results.flatMap((r) => r.refused as string[]),
+    });
+    const queuedNow = async () => (await journal.messages.messagesOf(rootId)).deliveries.filter((d) => d.state === "queued").length;
+
+    // 1. Nobody takes any: the last places are contended, and exactly the limit is queued.
+    const first = count(await burst("a", 25));
+    expect(first.queued).toBe(MAX_QUEUED_PER_STAGE);
+    expect(first.refused).toEqual(Array(100 - MAX_QUEUED_PER_STAGE).fill("queue_full"));
+    expect(await queuedNow()).toBe(MAX_QUEUED_PER_STAGE);
+
+    // 2. Stages of that path start while four processes send: each takes what is queued for it, once.
+    const sending = burst("b", 25);
+    let done = false;
+    void sending.finally(() => (done = true)).catch(() => {});
+    let stages = 0;
+    while (!done || stages === 0) {
+      await journal.messages.claimForStage(lease, { runId: rootId, stageKey: `s${stages}`, path: "busy", name: "busy", attempt: 1 }, () => false, () => undefined);
+      stages++;
+      await Bun.sleep(5);
+    }
+    const second = count(await sending);
+    expect(second.refused.every((code) => code === "queue_full")).toBe(true);
+    const { messages, deliveries } = await journal.messages.messagesOf(rootId);
+    const sent = first.queued + second.queued;
+    expect(messages.length).toBe(sent);
+    // One delivery per message: delivered to one stage, or still queued (at most the limit).
+    expect(deliveries.length).toBe(sent);
+    expect(new Set(deliveries.map((d) => d.messageId)).size).toBe(sent);
+    expect(await queuedNow()).toBeLessThanOrEqual(MAX_QUEUED_PER_STAGE);
+    for (const d of deliveries.filter((x) => x.state === "delivered")) expect(d.stageKey).toMatch(/^s\d+$/);
   });
 });
 
