@@ -25,7 +25,7 @@
  */
 
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chownSync, mkdirSync } from "node:fs";
-import { createServer } from "node:net";
+import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -69,15 +69,9 @@ function run(argv: string[], opts: { allowFail?: boolean } = {}): { ok: boolean;
   return { ok: p.success, output };
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
+/** A port to try: pg_ctl start fails when it is taken, and the start is tried again on another (all synchronous). */
+function randomPort(): number {
+  return 20_000 + Math.floor(Math.random() * 40_000);
 }
 
 function pidAlive(pid: number): boolean {
@@ -112,6 +106,11 @@ export function sweepStaleClusters(): void {
 }
 
 export async function startCluster(opts: { owner?: number; fsync?: boolean } = {}): Promise<Cluster> {
+  return startClusterSync(opts);
+}
+
+/** `startCluster`, synchronously (for helpers that build a child's environment without awaiting). */
+export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {}): Cluster {
   const bin = binDir();
   if (!bin) throw new Error("Postgres is not installed (apt-get install -y postgresql)");
   sweepStaleClusters();
@@ -154,14 +153,14 @@ export async function startCluster(opts: { owner?: number; fsync?: boolean } = {
     writeFileSync(join(dataDir, "postgresql.auto.conf"), `${conf.join("\n")}\n`);
     if (asRoot) chownSync(join(dataDir, "postgresql.auto.conf"), postgresIds().uid, postgresIds().gid);
     for (let attempt = 0; ; attempt++) {
-      const port = await freePort();
+      const port = randomPort();
       const started = run([join(bin, "pg_ctl"), "-D", dataDir, "-l", join(dir, "log"), "-w", "-t", "60", "-o", `-p ${port}`, "start"], { allowFail: true });
       if (started.ok) {
         cluster.port = port;
         cluster.adminUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
         return cluster;
       }
-      if (attempt >= 4) throw new Error(`pg_ctl start failed: ${started.output}\n${readLog(dir)}`);
+      if (attempt >= 7) throw new Error(`pg_ctl start failed: ${started.output}\n${readLog(dir)}`);
     }
   } catch (err) {
     cluster.stop();
@@ -186,24 +185,41 @@ function postgresIds(): { uid: number; gid: number } {
 
 // ---------------------------------------------------------------- the cluster of a test file
 
-let shared: Promise<string> | undefined;
+let own: Cluster | undefined;
 
 /**
- * The admin URL of the cluster this process's tests use: the suite's, or
- * one of its own started now and stopped when the process exits (bun test
- * runs every file of an invocation in one process, so that is after the
- * last file; a process killed before its exit handler leaves a cluster the
- * next start sweeps away).
+ * The admin URL of the cluster this process's tests use: the suite's
+ * (scripts/test.sh), or one of its own started on first use and stopped when
+ * the process exits (bun test runs every file of an invocation in one
+ * process, so that is after the last file; a process killed before its exit
+ * handler leaves a cluster the next start sweeps away).
  */
+export function testPostgresSync(): string {
+  const fromEnv = process.env[POSTGRES_URL_ENV];
+  if (fromEnv) return fromEnv;
+  if (!own) {
+    own = startClusterSync();
+    const cluster = own;
+    process.once("exit", () => cluster.stop());
+  }
+  return own.adminUrl;
+}
+
 export async function testPostgres(): Promise<string> {
-  shared ??= (async () => {
-    const fromEnv = process.env[POSTGRES_URL_ENV];
-    if (fromEnv) return fromEnv;
-    const own = await startCluster();
-    process.once("exit", () => own.stop());
-    return own.adminUrl;
-  })();
-  return shared;
+  return testPostgresSync();
+}
+
+/**
+ * ATOMIC_TEST_JOURNAL=postgres runs the binary's tests on the Postgres
+ * journal: every home gets a schema of its own (named after it) in the test
+ * cluster's `postgres` database, passed as ATOMIC_JOURNAL (test/helpers/
+ * atomic.ts). Undefined when the tests run on the embedded journal.
+ */
+export function journalUrlForHome(home: string): string | undefined {
+  if (process.env.ATOMIC_TEST_JOURNAL !== "postgres") return undefined;
+  const url = new URL(testPostgresSync());
+  url.searchParams.set("schema", `h_${createHash("sha256").update(home.replace(/\/+$/, "")).digest("hex").slice(0, 20)}`);
+  return url.toString();
 }
 
 let admin: pg.Pool | undefined;

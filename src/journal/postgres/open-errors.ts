@@ -47,7 +47,8 @@ export function openError(err: unknown, t: PostgresTarget): AtomicError {
   if (/does not support SSL/i.test(message)) {
     return usage("journal_tls", `Postgres at ${where} does not accept TLS, which sslmode=${t.sslMode} requires`, "enable ssl on the server, or use sslmode=prefer or disable");
   }
-  if (!state && /Connection terminated|unexpected|ECONNRESET|Unknown message|invalid|protocol|EPIPE/i.test(`${message} ${String(code)}`)) {
+  // The answer to the TLS request was neither yes nor no, or the startup message got something that is not a Postgres message.
+  if (!state && /error establishing an SSL connection|Connection terminated|unexpected|ECONNRESET|Unknown message|invalid|protocol|EPIPE/i.test(`${message} ${String(code)}`)) {
     return usage("journal_not_postgres", `the server at ${where} does not answer like Postgres (${describe(err)})`, "check the host and port in the journal URL: is Postgres listening there?");
   }
   return new StorageError("storage_unavailable", `cannot open the journal at ${t.location} (${describe(err)})`, {

@@ -195,7 +195,7 @@ export async function probePostgres(url: string): Promise<{ location: string; ok
     try {
       const c = await conn.pool.connect();
       try {
-        const server = (await c.query<{ v: string }>("show server_version")).rows[0]?.v ?? "?";
+        const server = (await c.query<{ v: string }>("select current_setting('server_version') as v")).rows[0]?.v ?? "?";
         const tls = (await c.query<{ ssl: boolean }>("select coalesce((select ssl from pg_stat_ssl where pid = pg_backend_pid()), false) as ssl")).rows[0]?.ssl;
         const version = await readVersion(c, target.schema);
         refuseIfTooNew(version, target.location);
