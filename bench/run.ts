@@ -31,6 +31,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
+  postgres: { load: () => import("./postgres.ts").then((m) => m.default), usesBinary: false },
   "pg-claims": { load: () => import("./pg-claims.ts").then((m) => m.default), usesBinary: false },
 };
 

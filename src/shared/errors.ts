@@ -127,8 +127,15 @@ export class UsageError extends AtomicError {
 /** The journal cannot be opened or written (corrupt file, newer schema, read-only home). */
 export class StorageError extends AtomicError {
   override name = "StorageError";
-  constructor(code: string, message: string, opts: AtomicErrorOptions = {}) {
+  /**
+   * The journal takes no writes now and the backend already waited for it
+   * as long as it should (a database server gone for longer than its retry
+   * time): a run stops at once, resumably, rather than retry its step.
+   */
+  readonly stopsRun: boolean;
+  constructor(code: string, message: string, opts: AtomicErrorOptions & { stopsRun?: boolean } = {}) {
     super(code, message, code === "storage_unavailable" ? "retryable" : "usage", opts);
+    this.stopsRun = opts.stopsRun === true;
   }
 }
 

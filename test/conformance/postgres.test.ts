@@ -195,7 +195,7 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     const { rootId, lease } = await startRoot(j, "receipts");
     const admin = sql(db);
     const entries = JSON.stringify([{ run: rootId, type: "checkpoint", key: "k", payload: '{"n":1}' }]);
-    const call = () => admin.query<{ o: unknown }>("select append_entries($1, $2, $3, 'batch-1', null, 0, $4::jsonb) as o", [rootId, lease.holderId, lease.epoch, entries]);
+    const call = () => admin.query<{ o: unknown }>("select append_entries($1, $2, $3, 'batch-1', null, 0, $4::jsonb, false) as o", [rootId, lease.holderId, lease.epoch, entries]);
     const first = (await call()).rows[0]!.o;
     const again = (await call()).rows[0]!.o;
     expect(first).toEqual([{ status: "appended", seq: 2 }]);

@@ -16,7 +16,7 @@ import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { waitUntil } from "../helpers/atomic.ts";
-import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
+import { BACKENDS, liveHolder, sqlite, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -369,8 +369,7 @@ for (const backend of BACKENDS) {
   });
 }
 
-// SQLite migrations (the Postgres schema has its own versions): outside the backend loop, run when sqlite is selected.
-describe.if(BACKENDS.some((b) => b.name === "sqlite"))("sqlite: schema versions 4 and 6", () => {
+describe("sqlite: schema versions 4 and 6", () => {
   test("the version an open checks against is the one the last migration writes", () => {
     // schema-version.ts states it without loading the migrations (and Kysely); they must agree.
     expect(MIGRATIONS[MIGRATIONS.length - 1]!.version).toBe(LATEST_SCHEMA_VERSION);
@@ -398,9 +397,9 @@ describe.if(BACKENDS.some((b) => b.name === "sqlite"))("sqlite: schema versions 
     db.run("insert into work_ops (op_id, work_id, digest, receipt, at) values ('op-old', 'old-1', 'd-old', ?, 1)", [whole]);
     db.close();
 
-    const j = await BACKENDS.find((b) => b.name === "sqlite")!.open(dir);
+    const j = await sqlite.open(dir);
     open.push(j);
-    expect(BACKENDS.find((b) => b.name === "sqlite")!.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
+    expect(sqlite.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
     expect((await j.work.list(rootId)).map((i) => [i.id, i.state])).toEqual([
       ["old-1", "completed"],
       ["old-2", "ready"],

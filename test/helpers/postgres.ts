@@ -44,6 +44,9 @@ export interface Cluster {
   stop(): void;
   /** `pg_ctl restart -m immediate` (a crash and recovery, for fault tests). */
   restart(): void;
+  /** The server down (`pg_ctl stop -m immediate`), its files kept; `startServer` brings it back on the same port. */
+  stopServer(): void;
+  startServer(): void;
 }
 
 function binDir(): string | undefined {
@@ -140,6 +143,12 @@ export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {})
     restart() {
       run([join(bin, "pg_ctl"), "-D", dataDir, "-m", "immediate", "-w", "-l", join(dir, "log"), "restart"]);
     },
+    stopServer() {
+      run([join(bin, "pg_ctl"), "-D", dataDir, "-m", "immediate", "-w", "stop"]);
+    },
+    startServer() {
+      run([join(bin, "pg_ctl"), "-D", dataDir, "-l", join(dir, "log"), "-w", "-t", "60", "-o", `-p ${cluster.port}`, "start"]);
+    },
   };
   try {
     run([join(bin, "initdb"), "-D", dataDir, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", `--pwfile=${join(dir, "pwfile")}`, "-E", "UTF8", "--no-sync", "--no-instructions"]);
@@ -220,6 +229,12 @@ export function journalUrlForHome(home: string): string | undefined {
   const url = new URL(testPostgresSync());
   url.searchParams.set("schema", `h_${createHash("sha256").update(home.replace(/\/+$/, "")).digest("hex").slice(0, 20)}`);
   return url.toString();
+}
+
+/** `openJournal` options naming the journal of `home` under ATOMIC_TEST_JOURNAL (empty on the embedded journal). */
+export function journalOf(home: string): { journalUrl?: string } {
+  const url = journalUrlForHome(home);
+  return url ? { journalUrl: url } : {};
 }
 
 let admin: pg.Pool | undefined;

@@ -8,8 +8,8 @@
  * call in its own implicit transaction it is one, which is what keeps a
  * durable step near the cost of a raw single-row commit.
  *
- * `append_entries(root, holder, epoch, batch, sync, now, entries jsonb)`
- * returns the outcomes (a jsonb array, in entry order):
+ * `append_entries(root, holder, epoch, batch, sync, now, entries jsonb,
+ * isolate)` returns the outcomes (a jsonb array, in entry order):
  * 1. A known batch id returns the outcomes recorded with it (the caller
  *    asks again after a COMMIT whose outcome it could not see).
  * 2. `sync` sets synchronous_commit for this transaction only
@@ -18,12 +18,14 @@
  *    epoch, not released): held to the commit, so a takeover (which
  *    updates the row) waits for this append and then fences the next one;
  *    lost: SQLSTATE AT001, nothing written.
- * 4. All entries in one subtransaction; if one is bad (a SQLSTATE outside
- *    the fault classes), that subtransaction rolls back and every entry is
- *    done again in a subtransaction (savepoint) of its own, so a bad entry
- *    yields an "error" outcome alone (the SQLite journal does the same, for
- *    the same reason: savepoints cost, bad entries are rare). Faults
- *    (serialization, deadlock, resources, shutdown, I/O) fail the call.
+ * 4. Without `isolate`, the entries one after another with no
+ *    subtransaction: a bad entry fails the whole call (nothing written), and
+ *    the caller (append.ts) calls again with `isolate`: then every entry runs
+ *    in a subtransaction (savepoint) of its own, so a bad entry yields an
+ *    "error" outcome alone. The SQLite journal does the same, for the same
+ *    reason: savepoints cost (here a third of a single-entry append,
+ *    measured), bad entries are rare. Faults (serialization, deadlock,
+ *    resources, shutdown, I/O) fail the call in either mode.
  * 5. The touched runs take their change numbers from the change clock (its
  *    row lock held to the commit orders them by commit), and the batch's
  *    receipt is recorded.
@@ -147,7 +149,7 @@ $fn$`;
 const FAULT_TEST = `(left(v_state, 2) in ('08', '40', '53', '54', '55', '57', '58', 'XX') or v_state = 'AT001')`;
 
 const APPEND_ENTRIES = `
-create function append_entries(p_root text, p_holder text, p_epoch bigint, p_batch text, p_sync text, p_now bigint, p_entries jsonb) returns jsonb
+create function append_entries(p_root text, p_holder text, p_epoch bigint, p_batch text, p_sync text, p_now bigint, p_entries jsonb, p_isolate boolean) returns jsonb
 language plpgsql as $fn$
 declare
   v_n integer := jsonb_array_length(p_entries);
@@ -157,7 +159,6 @@ declare
   v_touched text[] := array[]::text[];
   v_ids text[];
   v_top bigint;
-  v_bad boolean := false;
   v_state text;
   v_msg text;
   v_code text;
@@ -175,7 +176,7 @@ begin
   if not found then
     raise exception 'the lease on run % at epoch % is lost', p_root, p_epoch using errcode = 'AT001';
   end if;
-  begin
+  if not p_isolate then
     for i in 0 .. v_n - 1 loop
       v_o := append_entry(p_root, p_epoch, p_entries->i, p_now);
       v_outs := v_outs || v_o;
@@ -183,16 +184,7 @@ begin
         v_touched := v_touched || (p_entries->i->>'run');
       end if;
     end loop;
-  exception when others then
-    get stacked diagnostics v_state = returned_sqlstate;
-    if ${FAULT_TEST} then
-      raise;
-    end if;
-    v_bad := true;
-  end;
-  if v_bad then
-    v_outs := array[]::jsonb[];
-    v_touched := array[]::text[];
+  else
     for i in 0 .. v_n - 1 loop
       begin
         v_o := append_entry(p_root, p_epoch, p_entries->i, p_now);

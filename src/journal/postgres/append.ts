@@ -41,7 +41,12 @@ interface RawOutcome {
   message?: string;
 }
 
-const APPEND_SQL = "select append_entries($1, $2, $3, $4, $5, $6, $7::jsonb) as outcomes";
+const APPEND_SQL = "select append_entries($1, $2, $3, $4, $5, $6, $7::jsonb, $8) as outcomes";
+
+/** A SQLSTATE a bad entry raises (not a fault of the database: those fail the batch; see append-sql.ts). */
+function isBadEntry(state: string | undefined): boolean {
+  return state !== undefined && state !== "AT001" && !["08", "40", "53", "54", "55", "57", "58", "XX"].includes(state.slice(0, 2));
+}
 
 export async function appendEntries(conn: PgConnection, durability: Durability, lease: Lease, entries: readonly AppendEntry[]): Promise<AppendOutcome[]> {
   if (entries.length === 0) return [];
@@ -50,8 +55,15 @@ export async function appendEntries(conn: PgConnection, durability: Durability, 
   if (sendable.length === 0) return encoded.map((e) => (e as { outcome: AppendOutcome }).outcome);
   const durable = durability === "full" && entries.some((e) => e.durable !== false);
   const batch = crypto.randomUUID();
-  const values = [lease.rootId, lease.holderId, lease.epoch, batch, durable ? null : "off", Date.now(), JSON.stringify(sendable)];
-  const raw = await callWithRetry(conn, lease, values);
+  const values = [lease.rootId, lease.holderId, lease.epoch, batch, durable ? null : "off", Date.now(), JSON.stringify(sendable), false];
+  let raw: RawOutcome[];
+  try {
+    raw = await callWithRetry(conn, lease, values);
+  } catch (err) {
+    // An entry was bad: nothing was written; again, each entry in a savepoint of its own.
+    if (!isBadEntry(sqlState(err))) throw err;
+    raw = await callWithRetry(conn, lease, [...values.slice(0, 7), true]);
+  }
   let next = 0;
   return encoded.map((e) => (e.ok ? decodeOutcome(raw[next++]!, e.value.run as string) : e.outcome));
 }
@@ -66,7 +78,8 @@ export async function appendInTransaction(q: RowsOf, lease: Lease, entries: read
   let raw: RawOutcome[] = [];
   if (sendable.length > 0) {
     try {
-      const rows = await q(APPEND_SQL, [lease.rootId, lease.holderId, lease.epoch, null, null, Date.now(), JSON.stringify(sendable)]);
+      // Isolated: inside the caller's transaction a failed call would abort it all.
+      const rows = await q(APPEND_SQL, [lease.rootId, lease.holderId, lease.epoch, null, null, Date.now(), JSON.stringify(sendable), true]);
       raw = rows[0]!.outcomes as RawOutcome[];
     } catch (err) {
       if (sqlState(err) === "AT001") throw new LeaseLostError(lease.rootId, lease.epoch);
@@ -85,7 +98,9 @@ async function callWithRetry(conn: PgConnection, lease: Lease, values: unknown[]
     } catch (err) {
       const state = sqlState(err) ?? sqlState((err as { cause?: unknown }).cause);
       if (state === "AT001") throw new LeaseLostError(lease.rootId, lease.epoch);
-      const retry = state === "23505" || state === "40001" || state === "40P01" || isConnectionLoss(err) || isConnectionLoss((err as { cause?: unknown }).cause);
+      // 23505 on the batch id: the first call of this batch was still in flight (see the file note).
+      const batchClash = state === "23505" && /append_batches/.test(String((err as { constraint?: unknown }).constraint ?? (err as Error).message));
+      const retry = batchClash || state === "40001" || state === "40P01" || isConnectionLoss(err) || isConnectionLoss((err as { cause?: unknown }).cause);
       if (!retry || conn.closed || Date.now() >= deadline) throw conn.mapError(err);
       await Bun.sleep(Math.min(1_000, 50 * 2 ** attempt));
     }

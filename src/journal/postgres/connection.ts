@@ -42,6 +42,14 @@ export type Client = pg.PoolClient;
 const RETRY_SQLSTATES = new Set(["40001", "40P01"]);
 const MAX_CONFLICT_RETRIES = 5;
 
+/**
+ * How long writes retry after the connection was lost: less than a run's
+ * lease (30 s by default), so a run whose database stays away stops with
+ * storage_unavailable before its lease keeper gives up on it.
+ * ATOMIC_JOURNAL_RETRY_MS overrides it (tests of a database that stays down).
+ */
+const DEFAULT_RETRY_MS = Number(process.env.ATOMIC_JOURNAL_RETRY_MS) > 0 ? Number(process.env.ATOMIC_JOURNAL_RETRY_MS) : 15_000;
+
 export interface PgPoolOptions {
   max?: number;
   /** How long a write keeps retrying after the connection was lost (ms). */
@@ -59,7 +67,7 @@ export class PgConnection {
     /** The TLS options to connect with (null: none), when not the target's (sslmode prefer and allow fall back). */
     tls: PostgresTarget["tls"] | null = target.tls,
   ) {
-    this.retryMs = opts.retryMs ?? 30_000;
+    this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
     this.pool = new pg.Pool({
       host: target.host,
       port: target.port,
@@ -143,9 +151,10 @@ export class PgConnection {
   mapError(err: unknown): unknown {
     if (err instanceof AtomicError) return err;
     if (isConnectionLoss(err)) {
-      return new StorageError("storage_unavailable", `lost the connection to the journal's Postgres at ${this.target.location} (${describe(err)})`, {
+      return new StorageError("storage_unavailable", `lost the connection to the journal's Postgres at ${this.target.location} for more than ${Math.round(this.retryMs / 1000)} s (${describe(err)})`, {
         hint: "check that Postgres is up and reachable, then resume the run",
         cause: err,
+        stopsRun: true,
       });
     }
     return err;
