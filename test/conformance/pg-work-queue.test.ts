@@ -18,6 +18,10 @@
  *   MAX_QUEUED_PER_STAGE queued (the root's advisory lock keeps two senders
  *   from both taking the last place); with the path's stages starting
  *   meanwhile, every message is delivered to one stage, once.
+ * - A message sent while a stage's start record is being committed: the
+ *   sender waits on the root's lease row, then sees the started stage and
+ *   binds its delivery to it (it is never queued for a stage that started
+ *   unseen).
  * Runs when the postgres backend is selected (backends.ts); the child
  * processes are test/helpers/pg-race-worker.ts.
  */
@@ -223,6 +227,45 @@ describe.if(postgres !== undefined)("postgres: message store races between proce
     expect(new Set(deliveries.map((d) => d.messageId)).size).toBe(sent);
     expect(await queuedNow()).toBeLessThanOrEqual(MAX_QUEUED_PER_STAGE);
     for (const d of deliveries.filter((x) => x.state === "delivered")) expect(d.stageKey).toMatch(/^s\d+$/);
+  });
+  test("postgres: a message sent while a stage's start is being recorded waits for it, sees the stage and is bound to it (delivered live)", async () => {
+    const dir = makeTempDir("atomic-pg-race-");
+    const journal = await postgres!.open(dir);
+    open.push(journal);
+    const { rootId } = await startRoot(journal, "mail");
+    const u = new URL(await postgresUrlFor(dir));
+    const schema = u.searchParams.get("schema")!;
+    u.search = "";
+    const driver = new pg.Client({ connectionString: u.toString(), options: `-c search_path=${schema}` });
+    await driver.connect();
+    try {
+      // What an append of the stage's start record does: the lease row FOR SHARE to the commit, the stage's row written.
+      await driver.query("begin");
+      await driver.query("select 1 from leases where run_id = $1 for share", [rootId]);
+      await driver.query(
+        "insert into stage_index (root_id, run_id, stage_key, path, name, kind, state, attempt, updated_at) values ($1, $1, '7', 'build', 'build', 'stage', 'running', 1, 0)",
+        [rootId],
+      );
+      let seen: string[] | undefined;
+      const sending = journal.messages.enqueue(
+        { rootId, id: "m", target: "build", text: "hi", mode: "steer", sticky: false, sender: "race", lookup: { paths: ["build"] } },
+        ({ stages }) => {
+          seen = stages.map((x) => x.key);
+          const live = stages.find((x) => x.path === "build" && x.state === "running");
+          return [live ? { stagePath: "build", runId: live.runId, stageKey: live.key } : { stagePath: "build" }];
+        },
+      );
+      // The sender waits for the start's commit rather than reading around it.
+      await Bun.sleep(300);
+      expect(seen).toBeUndefined();
+      await driver.query("commit");
+      const sent = await sending;
+      expect(seen).toEqual(["7"]);
+      expect(sent.deliveries).toMatchObject([{ stagePath: "build", runId: rootId, stageKey: "7", state: "queued" }]);
+      expect((await journal.messages.liveQueued(rootId)).map((d) => d.messageId)).toEqual(["m"]);
+    } finally {
+      await driver.end();
+    }
   });
 });
 
