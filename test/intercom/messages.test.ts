@@ -1,8 +1,8 @@
 /**
  * Messages to stages and questions to people, through the engine in this
  * process (real SQLite journal, or Postgres with ATOMIC_TEST_JOURNAL=postgres;
- * real shell stages; no broker needed: the
- * driver polls the journal). Messages sent before a stage starts are the
+ * real shell stages; no broker needed: the driver polls the journal).
+ * Messages sent before a stage starts are the
  * first thing on its stdin, exactly once even across a crash; live ones
  * arrive on stdin (interrupt: SIGINT first); sticky patterns reach stages
  * of child workflows that start later; refusals are clear and write
