@@ -15,6 +15,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { openJournal } from "../../src/journal/open.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/postgres/migrations.ts";
 import type { Journal } from "../../src/journal/types.ts";
 import { AtomicError, LeaseHeldError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId } from "../../src/shared/ids.ts";
@@ -126,7 +127,7 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
       expect(JSON.parse(o.out)).toMatchObject({ taken: true, epoch: 1 });
     }
     const admin = sql(db);
-    expect((await admin.query("select value from atomic.meta")).rows).toEqual([{ value: "1" }]);
+    expect((await admin.query("select value from atomic.meta")).rows).toEqual([{ value: String(LATEST_SCHEMA_VERSION) }]);
   });
 
   test.skipIf(!existsSync(FAKETIME))("postgres: lease expiry is judged by the database clock, not by the taker's (two hours ahead)", async () => {

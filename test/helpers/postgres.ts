@@ -93,6 +93,22 @@ function stopDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/**
+ * A small process that stops and removes the cluster once its owner is gone
+ * however it went: bun test emits no "exit" event (measured: only afterAll
+ * hooks run), and a test process may be killed. It checks once a second.
+ */
+function watchOwner(owner: number, dir: string): void {
+  const script = 'while kill -0 "$0" 2>/dev/null; do sleep 1; done; exec "$1" "$2" stop "$3"';
+  const watcher = Bun.spawn(["sh", "-c", script, String(owner), process.execPath, import.meta.path, dir], {
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "ignore",
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+  });
+  watcher.unref();
+}
+
 /** Clusters of owners that no longer exist: stopped and removed. */
 export function sweepStaleClusters(): void {
   for (const name of readdirSync(tmpdir())) {
@@ -167,6 +183,7 @@ export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {})
       if (started.ok) {
         cluster.port = port;
         cluster.adminUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+        watchOwner(opts.owner ?? process.pid, dir);
         return cluster;
       }
       if (attempt >= 7) throw new Error(`pg_ctl start failed: ${started.output}\n${readLog(dir)}`);
@@ -210,6 +227,9 @@ export function testPostgresSync(): string {
     own = startClusterSync();
     const cluster = own;
     process.once("exit", () => cluster.stop());
+    // Processes this one starts (helpers that open the journal themselves) use this cluster rather than start
+    // their own, which would outlive them when a test kills them.
+    process.env[POSTGRES_URL_ENV] = cluster.adminUrl;
   }
   return own.adminUrl;
 }

@@ -200,6 +200,16 @@ export const MIGRATIONS: readonly PgMigration[] = [
       ...APPEND_FUNCTIONS,
     ],
   },
+  {
+    version: 2,
+    name: "work queue: ready items indexed by root and drive",
+    statements: [
+      // A pool claims the oldest ready item of its own drive (root, root epoch): in FIFO order straight from this
+      // index, however many ready items other runs have queued ahead of it (work_ready alone would be walked past
+      // them on every claim: measured 0.14 against 0.09 ms with 1 in 100 ready items its own, and it grows).
+      `create index work_ready_by_root on work_items (root_id, root_epoch, ready_at, id) where state = 'ready'`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

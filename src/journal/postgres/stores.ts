@@ -16,8 +16,14 @@ import { PgMessageStore } from "./messages.ts";
 import { NOW_MS, type PgDriverWrites, type PgQuery, type PgSession } from "./store-session.ts";
 import { PgWorkQueue } from "./work-queue.ts";
 
+/**
+ * Each statement is named by its text, so a connection parses and plans it
+ * once and then only binds it (pg keeps named statements prepared per
+ * connection): the queue's claim is one long statement per stage.
+ */
 function queryOf(c: Client): PgQuery {
-  return async <R,>(text: string, values: readonly unknown[] = []) => (await c.query(text, values as unknown[])).rows as R[];
+  return async <R,>(text: string, values: readonly unknown[] = []) =>
+    (await c.query({ name: `s${Bun.hash(text).toString(36)}`, text, values: values as unknown[] })).rows as R[];
 }
 
 export function session(conn: PgConnection): PgSession {

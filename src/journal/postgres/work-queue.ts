@@ -5,12 +5,13 @@
  *
  * Locks, statement by statement (READ COMMITTED throughout):
  * - A claim is one `UPDATE ... FROM (SELECT ... FOR UPDATE SKIP LOCKED)`:
- *   the oldest ready rows (partial index on ready rows, FIFO by ready_at,
- *   id) are row-locked by the inner select, skipping rows another claim has
+ *   the oldest ready rows (partial indexes on ready rows, FIFO by ready_at,
+ *   id: work_ready_by_root for a drive's claims, work_ready for unscoped
+ *   ones) are row-locked by the inner select, skipping rows another claim has
  *   locked, and leased by the update in the same statement. FOR UPDATE
  *   re-checks `state = 'ready'` on the newest row version, so a row that
  *   another claim leased meanwhile is passed over, never leased twice.
- *   The root's lease check (epoch, released = 0, not expired by the
+ *   The root's lease check (epoch, not released, not expired by the
  *   database clock) is a condition of the same statement. A takeover that
  *   commits after that check cannot leave a stale lease behind: the new
  *   drive's `abandon` updates the same rows, waits for the claim's row
@@ -80,8 +81,13 @@ export class PgWorkQueue implements WorkQueue {
     if (workerIds.length === 0) return [];
     if (!onLeased) return this.db.run((q) => this.claimRows(q, workerIds, leaseMs, root));
     // The leases exist only if the caller's hand-outs all went well: one transaction, rolled back on a throw.
+    let handedOut = false;
     return this.db.transaction(async (q) => {
+      // The session runs a transaction again after a lost connection; items already handed out would then be
+      // handed out twice (and others besides): refuse instead, so the caller takes back what it gave.
+      if (handedOut) throw new Error("the claim's transaction was interrupted after its items were handed out");
       const items = await this.claimRows(q, workerIds, leaseMs, root);
+      handedOut = items.length > 0;
       items.forEach((item, i) => onLeased(item, i));
       return items;
     });

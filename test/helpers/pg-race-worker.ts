@@ -1,10 +1,10 @@
 /**
- * A separate process for the Postgres work queue's race tests
- * (test/conformance/pg-work-queue-races.test.ts) and the claim bench
+ * A separate process for the Postgres work queue's and message store's
+ * race tests (test/conformance/pg-work-queue.test.ts) and the claim bench
  * (bench/pg-claims.ts): it opens the journal at a URL on a connection pool
  * of its own, so its statements race the other processes' on the server.
  *
- *   bun claim-worker.ts <journal url> <mode> <json args>
+ *   bun pg-race-worker.ts <journal url> <mode> <json args>
  *
  * Protocol, one JSON object per stdout line: {type:"ready"} once the
  * journal is open; on the stdin line "go" it runs its mode and prints
@@ -22,11 +22,16 @@
  * - claim {rootId, epoch, worker, leaseMs}: claims (without committing)
  *   until the root's lease moved past `epoch` and a claim came back empty;
  *   prints every id it claimed.
+ * - send {rootId, path, ids}: enqueues a message per id for the next stage
+ *   of `path`; prints how many were queued and the codes of the refusals.
+ * - raw {count}: the bench's baseline from the same kind of process: `count`
+ *   single-row autocommit INSERTs into public.raw_events, one connection.
  */
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { openJournal } from "../../src/journal/open.ts";
 import type { WorkFence, WorkItem } from "../../src/journal/types.ts";
 import { errorInfo } from "../../src/shared/errors.ts";
@@ -39,7 +44,7 @@ function say(message: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(message)}\n`);
 }
 
-const home = mkdtempSync(join(tmpdir(), "atomic-claim-worker-"));
+const home = mkdtempSync(join(tmpdir(), "atomic-pg-race-worker-"));
 const journal = await openJournal({ home, durability: "normal", journalUrl: url });
 const lines = console[Symbol.asyncIterator]();
 say({ type: "ready" });
@@ -75,7 +80,8 @@ try {
   } else if (mode === "renew") {
     const fences = args.fences as WorkFence[];
     const outcomes: boolean[][] = fences.map(() => []);
-    for (let live = fences.length; live > 0; ) {
+    // Bounded, so a renewal that never sees its fence go stale (a broken fence) ends the test rather than hangs it.
+    for (let live = fences.length, round = 0; live > 0 && round < 5_000; round++) {
       const stale = new Set((await journal.work.renew(fences, leaseMs)).map((f) => f.id));
       live = 0;
       fences.forEach((f, i) => {
@@ -107,6 +113,34 @@ try {
       else await Bun.sleep(1);
     }
     say({ type: "done", claimed });
+  } else if (mode === "send") {
+    const rootId = args.rootId as RunId;
+    const path = String(args.path);
+    let queued = 0;
+    const refused: string[] = [];
+    for (const id of args.ids as string[]) {
+      const message = { rootId, id, target: path, text: `text of ${id}`, mode: "steer" as const, sticky: false, sender: "race", lookup: { paths: [path] } };
+      try {
+        await journal.messages.enqueue(message, () => [{ stagePath: path }]);
+        queued++;
+      } catch (err) {
+        refused.push(errorInfo(err).code);
+      }
+    }
+    say({ type: "done", queued, refused });
+  } else if (mode === "raw") {
+    const server = new URL(url);
+    server.search = "";
+    const client = new pg.Client({ connectionString: server.toString() });
+    await client.connect();
+    try {
+      for (let i = 0; i < Number(args.count); i++) {
+        await client.query({ name: "raw", text: "insert into public.raw_events (payload, at) values ($1, $2)", values: ['{"kind":"tool"}', Date.now()] });
+      }
+    } finally {
+      await client.end();
+    }
+    say({ type: "done" });
   } else {
     throw new Error(`unknown mode ${mode}`);
   }
