@@ -55,7 +55,9 @@ const TEST_CONFIG = join(import.meta.dir, "test-config.json");
 function environment(opts: AtomicOptions): Record<string, string> {
   // ATOMIC_TEST_JOURNAL=postgres: the home's journal is a schema in the test cluster (test/helpers/postgres.ts).
   const journal = journalUrlForHome(opts.home);
-  const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ATOMIC_CONFIG: TEST_CONFIG, ...(journal ? { ATOMIC_JOURNAL: journal } : {}), ...opts.env });
+  // The test cluster's admin URL (its superuser password) is the tests' own, not the binary's: the binary gets
+  // its journal as a user gives it, and what it must keep from stages is what it knows to be secret.
+  const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ATOMIC_CONFIG: TEST_CONFIG, ATOMIC_TEST_POSTGRES_URL: undefined, ...(journal ? { ATOMIC_JOURNAL: journal } : {}), ...opts.env });
   // Host-wide state of the user (per-user agent slots, in the runtime directory) stays with the test:
   // one private directory per home, next to it (not in it: tests check what a home holds), as
   // XDG_RUNTIME_DIR and TMPDIR.
