@@ -7,14 +7,15 @@
  *   re-running a recorded step; the journal's password is in no process's
  *   argv and reaches no stage;
  * - send, inbox, ask/answer, pause/unpause and cancel work on it;
- * - doctor names the journal without its password.
+ * - doctor names the journal without its password; serve from another home
+ *   shows the run; logs says when a stage's files are not on this machine.
  * Bad input (malformed URL, unknown host, refused connection, wrong
  * password, missing database, no permission for the schema, a newer
  * schema, a server that is not Postgres) is in postgres-bad-input.test.ts.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { freshDatabase } from "../helpers/postgres.ts";
@@ -191,4 +192,13 @@ e2eTest("postgres: serve, from another home on the same journal, lists and shows
   expect(`${detail}${page}${out.text()}`).not.toContain(s.password);
   proc.kill("SIGINT");
   expect(await proc.exited).toBe(0);
+
+  // A stage's files stay where it ran: from here (the files moved away, as on another machine) logs says so.
+  const here = await runAtomic(["logs", id, "--stage", "beta"], { home: other, env: { ATOMIC_JOURNAL: s.url } });
+  expect([here.code, here.stdout, here.stderr]).toEqual([0, "beta\n", ""]);
+  renameSync(join(s.home, "artifacts"), join(s.home, "..", "artifacts-elsewhere"));
+  const away = await runAtomic(["logs", id, "--stage", "beta"], { home: other, env: { ATOMIC_JOURNAL: s.url } });
+  expect(away.code).toBe(0);
+  expect(away.stdout).toBe("");
+  expect(away.stderr).toMatch(/^warning: the output of stage beta is not on this machine \(\S+\): it stays on the machine that ran the stage, unless it was removed; run atomic logs there\n$/);
 });
