@@ -10,6 +10,10 @@
  * - fan-out: 200 no-op steps under one `ctx.parallel` against the same 200
  *   in sequence, makespan inside the workflow. Target: at most 0.3 (group
  *   commit: the journal's append calls per run are shown).
+ * - children: 300 child workflows of 3 no-op steps under one ctx.parallel,
+ *   child runs/s over the fan-out's makespan, next to the same on the
+ *   embedded SQLite journal (synchronous=FULL) in the same run; reported,
+ *   no target.
  *
  * The machine is shared and loaded: figures vary between runs; the ratios
  * are what to read.
@@ -18,11 +22,13 @@
 import pg from "pg";
 import { PostgresJournal } from "../src/journal/postgres/postgres-journal.ts";
 import { startCluster } from "../test/helpers/postgres.ts";
-import { alternate, expectStatus, fmt, loadBenchWorkflow, median, meterJournal, runInProcess, spread, tempDir, removeTempDir, type Bench, type Result } from "./lib.ts";
+import type { Journal } from "../src/journal/types.ts";
+import { alternate, expectStatus, fmt, loadBenchWorkflow, median, meterJournal, openCountedJournal, runInProcess, spread, tempDir, removeTempDir, type Bench, type Result } from "./lib.ts";
 
 const STEPS = 2_000;
 const FAN = 200;
 const REPS = 3;
+const CHILDREN = 300;
 
 const RAW_PAYLOAD = JSON.stringify({ kind: "tool", name: "noop", args: "1b3k9x2m4q7zp", result: {}, startedAt: Date.now() });
 
@@ -93,6 +99,26 @@ const bench: Bench = {
         };
         const fanSamples = await alternate(REPS, { parallel: () => makespan("parallel"), sequential: () => makespan("sequential") });
         const fanRatio = median(fanSamples.parallel) / median(fanSamples.sequential);
+
+        const parent = await loadBenchWorkflow("children.ts");
+        const sqliteHome = tempDir();
+        const { journal: sqlite } = await openCountedJournal(sqliteHome, "full");
+        const children = async (j: Journal) => {
+          const run = await runInProcess(j, home, parent, { children: CHILDREN, steps: 3 });
+          expectStatus(run, "completed");
+          return (run.outcome.outputs as { makespanMs: number }).makespanMs;
+        };
+        let kids: Record<"postgres" | "sqlite", number[]>;
+        try {
+          await runInProcess(journal, home, parent, { children: 20, steps: 3 });
+          await runInProcess(sqlite, sqliteHome, parent, { children: 20, steps: 3 });
+          kids = await alternate(REPS, { postgres: () => children(journal), sqlite: () => children(sqlite) });
+        } finally {
+          await sqlite.close();
+          removeTempDir(sqliteHome);
+        }
+        const pgRate = CHILDREN / (median(kids.postgres) / 1000);
+        const sqliteRate = CHILDREN / (median(kids.sqlite) / 1000);
         return [
           {
             bench: "postgres",
@@ -113,6 +139,15 @@ const bench: Bench = {
             ratio: { value: fanRatio, meaning: "parallel ÷ sequential makespan" },
             target: { text: "ratio <= 0.3", ok: fanRatio <= 0.3 },
             notes: [`parallel ${spread(fanSamples.parallel)}, sequential ${spread(fanSamples.sequential)}`, `append calls for the parallel run: ${fanAppends}`],
+          },
+          {
+            bench: "postgres",
+            label: `Postgres: child runs/s, ${CHILDREN} children x 3 no-op steps under one ctx.parallel`,
+            value: pgRate,
+            unit: "child runs/s",
+            baseline: { label: "the same on the embedded SQLite journal (synchronous=FULL)", value: sqliteRate, unit: "child runs/s" },
+            ratio: { value: pgRate / sqliteRate, meaning: "Postgres ÷ SQLite child runs/s" },
+            notes: [`Postgres makespan ${spread(kids.postgres)}, SQLite ${spread(kids.sqlite)}`],
           },
         ];
       } finally {
