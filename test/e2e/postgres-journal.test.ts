@@ -8,7 +8,9 @@
  *   argv and reaches no stage;
  * - send, inbox, ask/answer, pause/unpause and cancel work on it;
  * - doctor names the journal without its password; serve from another home
- *   shows the run; logs says when a stage's files are not on this machine.
+ *   shows the run; logs says when a stage's files are not on this machine;
+ * - a run killed on one host is refused to another host (another home and
+ *   host id on the same journal) until its lease expires, then resumed there.
  * Bad input (malformed URL, unknown host, refused connection, wrong
  * password, missing database, no permission for the schema, a newer
  * schema, a server that is not Postgres) is in postgres-bad-input.test.ts.
@@ -202,3 +204,32 @@ e2eTest("postgres: serve, from another home on the same journal, lists and shows
   expect(away.stdout).toBe("");
   expect(away.stderr).toMatch(/^warning: the output of stage beta is not on this machine \(\S+\): it stays on the machine that ran the stage, unless it was removed; run atomic logs there\n$/);
 });
+
+e2eTest("postgres: a run killed on one host is refused to another host while its lease lasts (no pid shortcut), then resumed there", async () => {
+  const s = await setup({ STEPS: "20", DELAY_MS: "50" });
+  const proc = spawnAtomic(["--host-id", "host-a", "run", STEPS, "--lease-ms", "4000"], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const id = startedRunId(await out.waitFor(/^started run /));
+  await waitUntil(() => effects(s).length >= 5, 60_000, "five tool steps");
+  proc.kill("SIGKILL");
+  await proc.exited;
+  await waitUntil(() => processesWithHome(s.home).length === 0, 20_000, "the run's processes to end");
+  // Another machine (its own home, its own host identity): the dead pid means nothing there.
+  const other = join(makeTempDir(), "home");
+  const refused = await runAtomic(["--host-id", "host-b", "resume", id, "--cwd", process.cwd()], { home: other, env: s.env });
+  if (refused.code === 2) expect(refused.stderr).toMatch(new RegExp(`^error: run ${id} is being driven by another process \\(\\S+, pid \\d+ on host-a\\)\\.`));
+  else throw new Error(`the resume on host-b was not refused (exit ${refused.code}): ${refused.stderr}`);
+  // Once the lease has expired by the database's clock, host-b takes the run over and completes it.
+  await waitUntil(async () => {
+    const r = await runAtomic(["--host-id", "host-b", "resume", id, "--cwd", process.cwd()], { home: other, env: s.env });
+    if (r.code === 2 && /being driven by another process/.test(r.stderr)) return false;
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('"total": 210');
+    return true;
+  }, 30_000, "the lease to expire and the resume on host-b to complete");
+  const counts = new Map<string, number>();
+  for (const key of effects(s)) counts.set(key, (counts.get(key) ?? 0) + 1);
+  expect(counts.size).toBe(20);
+  expect([...counts.values()].filter((n) => n > 1).length).toBeLessThanOrEqual(1);
+}, 90_000);
