@@ -321,7 +321,8 @@ if (HAS_SCRIPT) {
 e2eTest("help reads like a CLI: USAGE atomic <command>, aligned options, defaults once, an example per command; --version --json", async () => {
   const home = makeTempDir();
   const top = await runAtomic(["--help"], { home });
-  expect(top.stdout).not.toContain("--journal");
+  // The Postgres journal is offered, with where its password comes from.
+  expect(top.stdout).toMatch(/^  --journal URL +a shared Postgres journal, postgres:\/\/user@host:5432\/db/m);
   const versionJson = await runAtomic(["--version", "--json"], { home });
   expect(versionJson.code).toBe(0);
   expect(JSON.parse(versionJson.stdout)).toMatchObject({ version: VERSION });
@@ -336,7 +337,7 @@ e2eTest("help reads like a CLI: USAGE atomic <command>, aligned options, default
     expect(text).toMatch(/^EXAMPLES\n {2}atomic \S/m);
     for (const example of text.split("EXAMPLES\n")[1]!.split("\n").filter(Boolean)) expect(example).toMatch(new RegExp(`^ {2}atomic (--version|${name})\\b`));
     expect(text).not.toContain("(Default:"); // citty's second copy of a default
-    expect(text).not.toContain("--journal");
+    expect(text).toContain("  --journal URL ");
     expect(text).not.toMatch(/--[a-z]+[A-Z]/); // flags in kebab case, as the parser takes them
     expect(text).not.toMatch(/^\s+--no-\S+\s*$/m); // no bare --no-x line without a description
     // Options and global options: one column of flags, descriptions starting at one column.

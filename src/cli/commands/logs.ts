@@ -5,12 +5,17 @@
  * attempt); this reads the latest attempt of each stage. Without --stage
  * every stage's lines are printed with a `[stage]` prefix; with --follow it
  * keeps reading new lines (and new stages) until the run stops.
+ *
+ * The files stay on the machine that ran the stage (with a shared Postgres
+ * journal another machine sees the run but not them): a stage whose
+ * artifact directory is not here is named in one warning line, not passed
+ * over in silence.
  */
 
 import { redact } from "../../shared/secrets.ts";
 import { openArtifactFile, stageLogPath } from "../../runners/stage-logs.ts";
 import { defineCommand } from "citty";
-import { closeSync, fstatSync, readSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, readSync } from "node:fs";
 import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
 import type { Journal } from "../../journal/types.ts";
 import type { RunId } from "../../shared/ids.ts";
@@ -89,6 +94,7 @@ export default defineCommand({
     const journal = await s.journal();
     const tails = new Map<string, { label: string; stream: string; tail: FileTail }>();
     let matchedOnce = false;
+    const elsewhere = new Map<string, string>();
     for (;;) {
       const report = (await buildRunReport(journal, run.id))!;
       const live = report.status === "running";
@@ -106,6 +112,11 @@ export default defineCommand({
       matchedOnce ||= stages.length > 0;
       for (const st of stages) {
         if (!st.artifactDir) continue;
+        if (!existsSync(st.artifactDir)) {
+          elsewhere.set(st.path, st.artifactDir);
+          continue;
+        }
+        elsewhere.delete(st.path);
         for (const stream of args.stderr ? (["stdout", "stderr"] as const) : (["stdout"] as const)) {
           const path = stageLogPath(st.artifactDir, stream);
           if (!tails.has(path)) tails.set(path, { label: st.path, stream, tail: new FileTail(path) });
@@ -119,6 +130,11 @@ export default defineCommand({
       if (!args.follow || !live) break;
       await Bun.sleep(POLL_MS);
       if (!(await stillExists(journal, run.id))) break;
+    }
+    if (elsewhere.size > 0) {
+      const [first, dir] = [...elsewhere][0]!;
+      const others = elsewhere.size > 1 ? ` (and ${elsewhere.size - 1} more stage${elsewhere.size > 2 ? "s" : ""})` : "";
+      s.warn(`the output of stage ${first}${others} is not on this machine (${dir}): it stays on the machine that ran the stage, unless it was removed; run atomic logs there`);
     }
   },
 });
