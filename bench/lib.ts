@@ -232,6 +232,11 @@ export interface JournalMeter {
 /** Opens the SQLite journal `atomic.db` in `home` (as the CLI does), metering its calls. */
 export async function openCountedJournal(home: string, durability: Durability): Promise<{ journal: Journal; tx: JournalMeter }> {
   const journal = await SqliteJournal.open(join(home, "atomic.db"), { durability });
+  return { journal, tx: meterJournal(journal) };
+}
+
+/** Meters an open journal's calls (its methods wrapped in place). */
+export function meterJournal(journal: Journal): JournalMeter {
   const tx: JournalMeter = {
     append: 0,
     entries: 0,
@@ -273,7 +278,7 @@ export async function openCountedJournal(home: string, durability: Durability): 
     meter(name, () => tx.lease++, (ms) => (tx.leaseMs += ms));
   }
   meter("readEvents", () => tx.readEvents++, (ms) => (tx.readEventsMs += ms));
-  return { journal, tx };
+  return tx;
 }
 
 export async function loadBenchWorkflow(file: string): Promise<LoadedWorkflow> {

@@ -32,6 +32,8 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
   service: { load: () => import("./service.ts").then((m) => m.default), usesBinary: true },
+  postgres: { load: () => import("./postgres.ts").then((m) => m.default), usesBinary: false },
+  "pg-claims": { load: () => import("./pg-claims.ts").then((m) => m.default), usesBinary: false },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */

@@ -24,13 +24,9 @@ export interface GlobalOptions {
 const VALUE_FLAGS = ["home", "journal", "durability", "host-id"] as const;
 const BOOL_FLAGS = ["json", "quiet", "verbose", "no-color"] as const;
 
-/**
- * `--journal URL` (ATOMIC_JOURNAL) is parsed but not offered: it accepts
- * nothing yet (every URL is refused in one sentence until the Postgres
- * journal lands), so help and README do not advertise it.
- */
 export const GLOBAL_HELP = [
   ["--home DIR", "where atomic keeps its journal and artifacts (ATOMIC_HOME, default ~/.atomic)"],
+  ["--journal URL", "a shared Postgres journal, postgres://user@host:5432/db?schema=atomic (ATOMIC_JOURNAL; password from PGPASSWORD or ~/.pgpass)"],
   ["--durability full|normal", "full (default): a recorded step survives power loss; normal: faster, may lose the last steps on power loss"],
   ["--host-id ID", "this host's identity in leases (ATOMIC_HOST_ID; default: machine id + boot id + pid namespace)"],
   ["--json", "machine-readable output (NDJSON for streams)"],

@@ -23,7 +23,8 @@
  *   cancelled; one a claim holds at that moment is settled when its claim
  *   comes back (give()).
  * - Three claim transactions failing in a row (the journal refuses writes)
- *   make the pool fail with storage_unavailable rather than spin.
+ *   make the pool fail with storage_unavailable rather than spin; after one
+ *   or two, the claim is tried again after a short wait.
  */
 
 import { join } from "node:path";
@@ -40,6 +41,8 @@ import { trace, traceNow, tracing } from "./trace.ts";
 import type { WorkerSlot } from "./worker-slot.ts";
 
 const MAX_CLAIM_FAILURES = 3;
+/** The wait before claiming again after a failed claim, times the failures in a row. */
+const CLAIM_RETRY_MS = 200;
 /** The worker id under which the coordinator itself takes a cancelled item off the queue. */
 const SETTLER_ID = "coordinator";
 
@@ -79,6 +82,7 @@ export class Dispatcher {
           const startEarly = journal.capabilities.synchronousTransactions;
           let items: WorkItem[];
           try {
+            faultPoint("coordinator-before-claim");
             items = await journal.work.claimMany(
               idle.map((s) => s.id),
               config.leaseMs,
@@ -110,6 +114,10 @@ export class Dispatcher {
       // Whatever fails three claims in a row (the journal refuses writes) would fail every one after: the
       // run stops resumably rather than wait for ever, or churn through workers revoked by failed claims.
       if (++this.claimFailures >= MAX_CLAIM_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot claim work: ${why}`);
+      // A claim that failed before it handed anything out leaves nothing that would dispatch again (no worker
+      // retired, nothing committed): try again shortly, so a passing fault neither stalls the pool for good nor
+      // escapes the three-failures limit.
+      else setTimeout(() => void (this.core.shuttingDown ? undefined : this.dispatch()), CLAIM_RETRY_MS * this.claimFailures).unref();
     } finally {
       this.dispatching = false;
     }

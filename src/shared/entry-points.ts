@@ -28,6 +28,7 @@ export const ENTRY_POINTS = [
   "pool/worker.ts",
   "intercom/broker.ts",
   "journal/sqlite/kysely-layer.ts",
+  "journal/postgres/postgres-journal.ts",
   "runners/json-schema-ajv.ts",
 ] as const;
 

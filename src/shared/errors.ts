@@ -43,6 +43,9 @@ export interface AtomicErrorOptions {
   exitCode?: number;
 }
 
+/** The class names of an AtomicError, from its own up to AtomicError (see `Symbol.hasInstance` below). */
+const CLASSES = Symbol.for("atomic.error.classes");
+
 export class AtomicError extends Error {
   override name = "AtomicError";
   readonly hint: string | undefined;
@@ -58,6 +61,20 @@ export class AtomicError extends Error {
     this.hint = opts.hint;
     this.stderr = opts.stderr?.length ? opts.stderr : undefined;
     this.exitCode = opts.exitCode ?? defaultExitCode(disposition);
+    const classes: string[] = [];
+    for (let c: unknown = new.target; typeof c === "function" && c !== Error; c = Object.getPrototypeOf(c)) classes.push((c as { name: string }).name);
+    Object.defineProperty(this, CLASSES, { value: classes });
+  }
+
+  /**
+   * `instanceof` by class name: a bundle of its own in the binary (the
+   * Postgres journal, shared/entry-points.ts) has its own copy of this
+   * module, and an error it throws must still be a LeaseLostError (or a
+   * UsageError) to the engine and the CLI.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    const classes = (value as { [CLASSES]?: unknown } | null | undefined)?.[CLASSES];
+    return Array.isArray(classes) && classes.includes(this.name);
   }
 
   /** Plain JSON form, as stored in the journal and printed by `--json`. */
@@ -110,8 +127,15 @@ export class UsageError extends AtomicError {
 /** The journal cannot be opened or written (corrupt file, newer schema, read-only home). */
 export class StorageError extends AtomicError {
   override name = "StorageError";
-  constructor(code: string, message: string, opts: AtomicErrorOptions = {}) {
+  /**
+   * The journal takes no writes now and the backend already waited for it
+   * as long as it should (a database server gone for longer than its retry
+   * time): a run stops at once, resumably, rather than retry its step.
+   */
+  readonly stopsRun: boolean;
+  constructor(code: string, message: string, opts: AtomicErrorOptions & { stopsRun?: boolean } = {}) {
     super(code, message, code === "storage_unavailable" ? "retryable" : "usage", opts);
+    this.stopsRun = opts.stopsRun === true;
   }
 }
 

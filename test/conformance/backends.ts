@@ -8,6 +8,12 @@
  * Hooks a backend may lack (`tamperSchemaVersion`, `file`) let the suite
  * test behaviour that needs access below the Journal interface; tests that
  * need them are skipped for backends without them.
+ *
+ * `postgres` runs where Postgres is installed (or scripts/test.sh started
+ * the suite's cluster): each journal "directory" is a schema of its own in
+ * a database this test file made in the test cluster (test/helpers/
+ * postgres.ts), so tests never see each other's rows and reopening a
+ * directory reopens its journal.
  */
 
 import { Database } from "bun:sqlite";
@@ -19,6 +25,8 @@ import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
 import { hostId, processStartTime } from "../../src/shared/process-info.ts";
+import { createHash } from "node:crypto";
+import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
 
 export interface Backend {
   name: string;
@@ -32,9 +40,12 @@ export interface Backend {
   tamperSchemaVersion?(dir: string, version: number): void;
   /** Reads the stored schema version without going through the journal. */
   readSchemaVersion?(dir: string): number;
+  /** The `--journal` URL (ATOMIC_JOURNAL) that opens the journal of `dir`, for backends other processes reach by URL. */
+  journalUrl?(dir: string): Promise<string>;
 }
 
-const sqlite: Backend = {
+/** The embedded backend itself, for SQLite-only tests (file-level migrations), whatever ATOMIC_TEST_BACKENDS selects. */
+export const sqlite: Backend = {
   name: "sqlite",
   capabilities: { synchronousTransactions: true },
   open: (dir, durability = "full") => openJournal({ home: dir, durability }),
@@ -58,11 +69,29 @@ const sqlite: Backend = {
   },
 };
 
-const ALL: Backend[] = [sqlite];
+let database: Promise<string> | undefined;
+
+/** The Postgres journal URL standing for `dir`: a schema named after it, in this test file's database. */
+export async function postgresUrlFor(dir: string): Promise<string> {
+  database ??= freshDatabase("conformance");
+  const url = new URL(await database);
+  url.searchParams.set("schema", `j_${createHash("sha256").update(dir).digest("hex").slice(0, 20)}`);
+  return url.toString();
+}
+
+const postgres: Backend = {
+  name: "postgres",
+  capabilities: { synchronousTransactions: false },
+  open: async (dir, durability = "full") => openJournal({ home: dir, durability, journalUrl: await postgresUrlFor(dir) }),
+  journalUrl: postgresUrlFor,
+};
+
+const ALL: Backend[] = postgresInstalled() ? [sqlite, postgres] : [sqlite];
 
 function selected(): Backend[] {
   const wanted = process.env.ATOMIC_TEST_BACKENDS?.split(",").map((s) => s.trim()).filter(Boolean);
   if (!wanted?.length) return ALL;
+  if (wanted.includes("postgres") && !postgresInstalled()) throw new Error("ATOMIC_TEST_BACKENDS names postgres, but Postgres is not installed (scripts/test.sh installs it)");
   const unknown = wanted.filter((w) => !ALL.some((b) => b.name === w));
   if (unknown.length) throw new Error(`ATOMIC_TEST_BACKENDS names unknown backends: ${unknown.join(", ")}`);
   return ALL.filter((b) => wanted.includes(b.name));

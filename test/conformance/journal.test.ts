@@ -528,12 +528,13 @@ for (const backend of BACKENDS) {
 }
 
 describe("openJournal", () => {
-  test("a postgres:// journal URL is refused for now", async () => {
+  test("a journal URL of another kind is refused, its password hidden", async () => {
     const err = await expectCode(
-      openJournal({ home: makeTempDir(), durability: "full", journalUrl: "postgres://u:secret@localhost/db" }),
-      "postgres_unsupported",
+      openJournal({ home: makeTempDir(), durability: "full", journalUrl: "mysql://u:secret@localhost/db" }),
+      "journal_url_unsupported",
     );
-    expect(err.hint).toBe("omit --journal to use the embedded SQLite journal");
+    expect(err.message).toBe("unsupported journal URL mysql://u:***@localhost/db");
+    expect(err.hint).toBe("use a postgres://user@host:5432/database URL, or omit --journal for the embedded SQLite journal");
   });
 
   test("a home that cannot be created is storage_readonly", async () => {

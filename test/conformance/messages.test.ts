@@ -21,7 +21,7 @@ import {
 import { AtomicError, LeaseLostError } from "../../src/shared/errors.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
+import { BACKENDS, liveHolder, sqlite, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -191,9 +191,9 @@ describe("sqlite: schema version 3", () => {
     db.run("insert into events (run_id, seq, type, payload, at) values (?, 1, 'run_started', '{}', 1), (?, 2, 'checkpoint', '{\"n\":1}', 2), (?, 1, 'run_started', '{}', 1)", [root, root, child]);
     db.close();
 
-    const j = await BACKENDS.find((b) => b.name === "sqlite")!.open(dir);
+    const j = await sqlite.open(dir);
     open.push(j);
-    expect(BACKENDS.find((b) => b.name === "sqlite")!.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
+    expect(sqlite.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
     const run = (await j.getRun(root))!;
     expect(run).toMatchObject({ status: "interrupted", workflowName: "old", lastSeq: 2, controlAck: 3, createdAt: 1 });
     expect((await j.getRun(child))!.parentId).toBe(root);

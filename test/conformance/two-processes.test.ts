@@ -1,6 +1,6 @@
 /**
- * Two real processes share one journal file: both open a fresh home at
- * once (so both race to migrate it), race for one lease (exactly one wins,
+ * Two real processes share one journal (a file; on Postgres a schema): both
+ * open a fresh one at once (so both race to migrate it), race for one lease (exactly one wins,
  * the other is told who holds it), and append 500 entries each to their
  * own root run, one transaction per append. Afterwards every run's seqs
  * are 1..n without a gap, every entry is there, and nobody saw SQLITE_BUSY.
@@ -65,9 +65,11 @@ for (const backend of BACKENDS) {
     const home = makeTempDir();
     const contested = newRunId();
     const roots = [newRunId(), newRunId()];
+    // The journal's URL (it may hold a password) by environment, as atomic passes it to its own processes.
+    const env = { ...process.env, ...(backend.journalUrl ? { ATOMIC_JOURNAL: await backend.journalUrl(home) } : {}) };
     for (const root of roots) {
       workers.push(
-        Bun.spawn([BUN, WORKER, home, root, contested, String(COUNT)], { stdin: "pipe", stdout: "pipe", stderr: "pipe" }),
+        Bun.spawn([BUN, WORKER, home, root, contested, String(COUNT)], { stdin: "pipe", stdout: "pipe", stderr: "pipe", env }),
       );
     }
     const next = workers.map(messages);

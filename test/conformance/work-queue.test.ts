@@ -16,7 +16,7 @@ import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { waitUntil } from "../helpers/atomic.ts";
-import { BACKENDS, liveHolder, sqliteAtVersion, startRoot } from "./backends.ts";
+import { BACKENDS, liveHolder, sqlite, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -397,9 +397,9 @@ describe("sqlite: schema versions 4 and 6", () => {
     db.run("insert into work_ops (op_id, work_id, digest, receipt, at) values ('op-old', 'old-1', 'd-old', ?, 1)", [whole]);
     db.close();
 
-    const j = await BACKENDS.find((b) => b.name === "sqlite")!.open(dir);
+    const j = await sqlite.open(dir);
     open.push(j);
-    expect(BACKENDS.find((b) => b.name === "sqlite")!.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
+    expect(sqlite.readSchemaVersion!(dir)).toBe(LATEST_SCHEMA_VERSION);
     expect((await j.work.list(rootId)).map((i) => [i.id, i.state])).toEqual([
       ["old-1", "completed"],
       ["old-2", "ready"],

@@ -1,7 +1,8 @@
 /**
  * A scoped fixture for in-process engine tests: a real SQLite journal in a
- * temp home, root runs driven by `RootRun` in this process, and every
- * observer event collected.
+ * temp home (or, with ATOMIC_TEST_JOURNAL=postgres, a schema of the test
+ * Postgres cluster standing for it), root runs driven by `RootRun` in this
+ * process, and every observer event collected.
  *
  *   await withEngine(async (fx) => {
  *     const first = await fx.start(wf);         // not running yet
@@ -33,6 +34,7 @@ import type { StopReason } from "../../src/engine/run-tree.ts";
 import { InProcessExecutor, type StageExecutor } from "../../src/engine/stage-executor.ts";
 import { EVENT } from "../../src/engine/journal-events.ts";
 import { openJournal } from "../../src/journal/open.ts";
+import { journalUrlForHome } from "../helpers/postgres.ts";
 import type {
   AcquireOptions,
   AppendEntry,
@@ -295,7 +297,8 @@ const DIGEST = "sha256:test";
 
 export async function withEngine<T>(cb: (fx: Engine) => Promise<T>): Promise<T> {
   const home = makeTempDir("atomic-engine-");
-  const journal = await openJournal({ home, durability: "normal" });
+  // ATOMIC_TEST_JOURNAL=postgres: the home's journal is a schema in the test cluster (test/helpers/postgres.ts).
+  const journal = await openJournal({ home, durability: "normal", journalUrl: journalUrlForHome(home) });
   const events: EngineEvent[] = [];
   const listeners = new Set<(event: EngineEvent) => void>();
   const drivers: { driven: Driven; running: Promise<RunOutcome> | undefined }[] = [];

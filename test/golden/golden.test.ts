@@ -1,7 +1,7 @@
 /**
  * Golden journals (STYLE.md, Temporal's test-replay): journals recorded by
  * record.ts are committed next to this file. Each is loaded into a fresh
- * SQLite journal through the Journal API (under a lease, with its runs
+ * journal (SQLite; on Postgres with ATOMIC_TEST_JOURNAL=postgres) through the Journal API (under a lease, with its runs
  * rows, then marked "interrupted") and resumed with the current workflow
  * code through the binary. Replay must return every recorded step without
  * running it again and produce the recorded outputs; an edited copy (a step
@@ -21,6 +21,7 @@ import { thisProcessHolder } from "../../src/shared/process-info.ts";
 import { ROOT, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { trackHomes } from "../helpers/homes.ts";
+import { journalOf } from "../helpers/postgres.ts";
 import { GOLDEN_DIR, HOME_MARK, type GoldenJournal, type GoldenRun } from "./record.ts";
 
 const trackHome = trackHomes();
@@ -130,7 +131,7 @@ async function load(g: GoldenJournal, workflow = g.workflow): Promise<Loaded> {
     loadedSeq.set(run.id, kept.length + (isRoot ? 1 : 0));
   }
 
-  const journal = await openJournal({ home, durability: "full" });
+  const journal = await openJournal({ home, durability: "full", ...journalOf(home) });
   try {
     const lease = await journal.acquireLease(root.id, thisProcessHolder("golden-loader"), { timeoutMs: 30_000 });
     const outcomes = await journal.append(lease, entries);
@@ -186,7 +187,7 @@ function sideEffects(file: string): string[] {
 }
 
 async function readAll(home: string, runIds: Iterable<string>): Promise<Map<string, JournalEvent[]>> {
-  const journal = await openJournal({ home, durability: "full" });
+  const journal = await openJournal({ home, durability: "full", ...journalOf(home) });
   try {
     const out = new Map<string, JournalEvent[]>();
     for (const id of runIds) out.set(id, await journal.readEvents(id as RunId));

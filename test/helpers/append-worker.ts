@@ -4,6 +4,8 @@
  *
  *   bun append-worker.ts <home> <ownRootId> <contestedRootId> <count>
  *
+ * The journal is the home's, or the one ATOMIC_JOURNAL names (a Postgres URL).
+ *
  * Protocol, one JSON object per stdout line: prints {type:"ready"} once the
  * journal is open; on the stdin line "go" it races for the contested lease,
  * then appends <count> entries to its own root run, one transaction each
@@ -33,7 +35,7 @@ async function waitFor(word: string): Promise<void> {
   }
 }
 
-const journal = await openJournal({ home, durability: "full" });
+const journal = await openJournal({ home, durability: "full", ...(process.env.ATOMIC_JOURNAL ? { journalUrl: process.env.ATOMIC_JOURNAL } : {}) });
 const holder = thisProcessHolder("worker");
 say({ type: "ready" });
 await waitFor("go");

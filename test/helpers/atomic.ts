@@ -12,6 +12,7 @@
 import { mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { adoptTempDir } from "./temp.ts";
+import { journalUrlForHome } from "./postgres.ts";
 import { streamLines } from "./lines.ts";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -52,7 +53,9 @@ export function childEnv(extra: Record<string, string | undefined> = {}): Record
 const TEST_CONFIG = join(import.meta.dir, "test-config.json");
 
 function environment(opts: AtomicOptions): Record<string, string> {
-  const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ATOMIC_CONFIG: TEST_CONFIG, ...opts.env });
+  // ATOMIC_TEST_JOURNAL=postgres: the home's journal is a schema in the test cluster (test/helpers/postgres.ts).
+  const journal = journalUrlForHome(opts.home);
+  const env = childEnv({ NO_COLOR: "1", ATOMIC_HOME: opts.home, ATOMIC_CONFIG: TEST_CONFIG, ...(journal ? { ATOMIC_JOURNAL: journal } : {}), ...opts.env });
   // Host-wide state of the user (per-user agent slots, in the runtime directory) stays with the test:
   // one private directory per home, next to it (not in it: tests check what a home holds), as
   // XDG_RUNTIME_DIR and TMPDIR.

@@ -1,7 +1,8 @@
 /**
  * Messages to stages and questions to people, through the engine in this
- * process (real SQLite journal, real shell stages; no broker needed: the
- * driver polls the journal). Messages sent before a stage starts are the
+ * process (real SQLite journal, or Postgres with ATOMIC_TEST_JOURNAL=postgres;
+ * real shell stages; no broker needed: the driver polls the journal).
+ * Messages sent before a stage starts are the
  * first thing on its stdin, exactly once even across a crash; live ones
  * arrive on stdin (interrupt: SIGINT first); sticky patterns reach stages
  * of child workflows that start later; refusals are clear and write
@@ -19,6 +20,7 @@ import { AtomicError } from "../../src/shared/errors.ts";
 import { workflow } from "../../src/sdk/index.ts";
 import type { StageResult } from "../../src/sdk/types.ts";
 import { engineAfterEach, shQuote, waitUntil, withEngine, type Engine } from "../engine/helpers.ts";
+import { journalUrlForHome } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 
 afterEach(engineAfterEach);
@@ -88,7 +90,7 @@ describe("messages to stages", () => {
           return { a: a.text, b: b.text };
         },
       });
-      const pool = where === "pool" ? { executor: (lease: { rootId: string; epoch: number }) => new PoolExecutor({ home: fx.home, rootId: lease.rootId, rootEpoch: lease.epoch, workers: 2 }) } : {};
+      const pool = where === "pool" ? { executor: (lease: { rootId: string; epoch: number }) => new PoolExecutor({ home: fx.home, journalUrl: journalUrlForHome(fx.home), rootId: lease.rootId, rootEpoch: lease.epoch, workers: 2 }) } : {};
       const driven = await fx.start(wf, {}, pool);
       const running = driven.run();
       await waitUntil(() => fx.eventsOf("stage_output").some((e) => e.name === "talker" && e.text.includes("ready")), "talker to be ready");

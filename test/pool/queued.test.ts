@@ -14,6 +14,7 @@ import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomi
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, spawnInPty } from "../e2e/support.ts";
 import { openJournal } from "../../src/journal/open.ts";
+import { journalUrlForHome } from "../helpers/postgres.ts";
 import { statusFixture } from "../status/support.ts";
 import type { GraphBlock, GraphNode } from "../../src/status/graph.ts";
 import { lastRun, show, stage } from "./support.ts";
@@ -59,7 +60,7 @@ e2eTest(
     for (const n of queuedNames) expect(text).toMatch(new RegExp(`queued\\s+${n} `));
 
     // the status API (the page's data): the same states in the run's detail and graph
-    const journal = await openJournal({ home, durability: "full" });
+    const journal = await openJournal({ home, durability: "full", journalUrl: journalUrlForHome(home) });
     const st = statusFixture(journal);
     try {
       const detail = (await (await st.req(`/api/runs/${id}`)).json()) as Record<string, any>;

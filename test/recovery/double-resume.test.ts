@@ -17,6 +17,7 @@ import type { RunId } from "../../src/shared/ids.ts";
 import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { trackHomes } from "../helpers/homes.ts";
+import { journalOf } from "../helpers/postgres.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "gated.ts");
 const trackHome = trackHomes();
@@ -63,7 +64,7 @@ function expectRefusal(r: { code: number; stdout: string; stderr: string }, runI
 }
 
 async function runEvents(home: string, runId: string) {
-  const journal = await openJournal({ home, durability: "full" });
+  const journal = await openJournal({ home, durability: "full", ...journalOf(home) });
   try {
     return await journal.readEvents(runId as RunId);
   } finally {

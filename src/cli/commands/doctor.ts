@@ -1,9 +1,11 @@
 /**
  * `atomic doctor`: which runners are usable here and why not, where the
- * config comes from, the default runner and model, admission limits and
+ * config comes from, where the journal is (a Postgres URL without its
+ * password) and whether it answers, the default runner and model, admission limits and
  * the host's pressure right now. It contacts no provider unless asked
  * (`--check-endpoint` lists the openai endpoint's models, with a short
- * timeout). Exit code 0 when the default runner is usable, 1 otherwise.
+ * timeout). Exit code 0 when the default runner and the journal are
+ * usable, 1 otherwise.
  */
 
 import { existsSync } from "node:fs";
@@ -12,6 +14,7 @@ import { loadConfig, type AtomicConfig } from "../../shared/config.ts";
 import { CLI_AGENTS, checkRunner, defaultRunner, findBinary, openaiBaseUrl } from "../../runners/agent-setup.ts";
 import { ADMISSION_DEFAULTS, hostPressure } from "../../engine/admission.ts";
 import { admissionSlotsFile, openAdmissionSlots } from "../../journal/admission-slots.ts";
+import { describeJournal } from "../../journal/open.ts";
 import { defaultSlotsDir } from "../../shared/config.ts";
 import { session } from "../session.ts";
 import { AGENT_NEEDS, versionNumber } from "../../runners/cli-agents/tested-versions.ts";
@@ -87,11 +90,14 @@ export default defineCommand({
       pacing: pressure.reason ?? null,
     };
     const defaultUsable = runners.find((r) => r.runner === def)?.usable ?? false;
+    const journal = await describeJournal({ home: s.globals.home, journalUrl: s.globals.journal });
     if (s.globals.json) {
-      s.json({ configFiles: files, defaultRunner: def, defaultModel: model ?? null, defaultUsable, runners, admission, budget: config.budget ?? null });
+      s.json({ configFiles: files, journal, defaultRunner: def, defaultModel: model ?? null, defaultUsable, runners, admission, budget: config.budget ?? null });
     } else {
       const st = s.style;
       s.result(`${st.bold("config")}     ${files.length ? files.join(", ") : "(none: defaults)"}`);
+      s.result(`${st.bold("journal")}    ${journal.location} ${journal.ok ? st.dim(`(${journal.detail})`) : st.red(`(${journal.problem})`)}`);
+      if (!journal.ok && journal.hint) s.result(`      ${st.dim(`hint: ${journal.hint}`)}`);
       s.result(`${st.bold("default")}    runner ${def}${defaultUsable ? "" : st.red(" (not usable here)")}, model ${model ?? st.dim("(none set)")}`);
       s.result(st.bold("runners"));
       for (const r of runners) {
@@ -112,7 +118,7 @@ export default defineCommand({
       s.result(`  host: load per CPU ${admission.loadPerCpu}, free memory ${admission.freeMemoryMb} MB${pressure.reason ? st.yellow(`; stage starts are paced: ${pressure.reason}`) : ""}`);
       if (config.budget) s.result(`${st.bold("budget")}     ${JSON.stringify(config.budget)}`);
     }
-    s.exitCode = defaultUsable ? 0 : 1;
+    s.exitCode = defaultUsable && journal.ok ? 0 : 1;
   },
 });
 

@@ -19,11 +19,10 @@
  */
 
 import type { Database, Statement } from "bun:sqlite";
-import { LeaseLostError, UsageError } from "../../shared/errors.ts";
+import { LeaseLostError } from "../../shared/errors.ts";
+import { judgeLateAnswer, messageDigest, refuseOverLimits, refuseReusedId } from "../message-rules.ts";
 import type { RunId } from "../../shared/ids.ts";
 import {
-  MAX_QUEUED_PER_STAGE,
-  MAX_STICKY_PER_RUN,
   type AppendEntry,
   type DeliveryRecord,
   type EnqueueResult,
@@ -173,32 +172,17 @@ export class SqliteMessageStore implements MessageStore {
     return this.tx(() => {
       const seen = this.selectMessage.get(message.rootId, message.id);
       if (seen) {
-        if (seen.digest !== digest) {
-          throw new UsageError("message_id_conflict", `message id ${message.id} was already used for another message to run ${message.rootId}`, {
-            hint: "use a new message id, or resend exactly the same message",
-          });
-        }
+        refuseReusedId(message, seen.digest, digest);
         return { status: "exists", message: messageFromRow(seen), deliveries: this.deliveriesOfMessage.all(message.rootId, message.id).map(deliveryFromRow) };
       }
       const runRow = this.selectRun.get(message.rootId);
       const planned = plan({ root: runRow ? runFromRow(runRow) : undefined, stages: this.lookup(message) });
-      if (message.sticky && (this.countSticky.get(message.rootId)?.n ?? 0) >= MAX_STICKY_PER_RUN) {
-        throw new UsageError("sticky_limit", `run ${message.rootId} already has ${MAX_STICKY_PER_RUN} sticky messages; the limit is ${MAX_STICKY_PER_RUN}`, {
-          hint: "send to the stages by path instead",
-        });
-      }
-      const perPath = new Map<string, number>();
-      for (const d of planned) perPath.set(d.stagePath, (perPath.get(d.stagePath) ?? 0) + 1);
-      for (const [path, adding] of perPath) {
-        const queued = this.countQueued.get(message.rootId, path)?.n ?? 0;
-        if (queued + adding > MAX_QUEUED_PER_STAGE) {
-          throw new UsageError(
-            "queue_full",
-            `stage ${path} of run ${message.rootId} already has ${queued} queued messages; the limit is ${MAX_QUEUED_PER_STAGE} per stage`,
-            { hint: `see them with: atomic inbox ${message.rootId}` },
-          );
-        }
-      }
+      refuseOverLimits(
+        message,
+        planned,
+        () => this.countSticky.get(message.rootId)?.n ?? 0,
+        (path) => this.countQueued.get(message.rootId, path)?.n ?? 0,
+      );
       const now = Date.now();
       const row = this.insertMessage.get(
         message.rootId,
@@ -225,19 +209,7 @@ export class SqliteMessageStore implements MessageStore {
       const row = this.answerOpen.get(answer, by, Date.now(), rootId, promptId);
       if (row) return { status: "answered", prompt: promptFromRow(row) };
       const current = this.selectPrompt.get(rootId, promptId);
-      if (!current) {
-        throw new UsageError("unknown_prompt", `run ${rootId} has no question ${promptId}`, { hint: `see its questions with: atomic inbox ${rootId}` });
-      }
-      const prompt = promptFromRow(current);
-      if (prompt.state === "answered" && prompt.answer === answer) return { status: "exists", prompt };
-      if (prompt.state === "answered") {
-        throw new UsageError("already_answered", `question ${promptId} of run ${rootId} was already answered with ${JSON.stringify(prompt.answer)}`, {
-          hint: "an answer cannot be changed",
-        });
-      }
-      throw new UsageError("prompt_closed", `question ${promptId} of run ${rootId} timed out before it was answered`, {
-        hint: `a resumed run asks again: atomic resume ${rootId}`,
-      });
+      return judgeLateAnswer(rootId, promptId, current ? promptFromRow(current) : undefined, answer);
     });
   }
 
@@ -403,9 +375,4 @@ export class SqliteMessageStore implements MessageStore {
     const outcome = appendEntry(this.s, lease, entry, now);
     if (outcome.status !== "appended") throw new Error(`internal: could not journal ${entry.type} (${outcome.status})`);
   }
-}
-
-/** What makes a message the same message: a reused id must carry exactly this again. */
-function messageDigest(m: NewMessage): string {
-  return Bun.hash(JSON.stringify([m.target, m.text, m.mode, m.sticky])).toString(36);
 }

@@ -106,6 +106,7 @@ const STOP_ERRNO = new Set(["ENOSPC", "EROFS", "EIO", "EDQUOT"]);
  */
 export function writeStopped(err: unknown): StorageError | undefined {
   if (!(err instanceof StorageError)) return undefined;
+  if (err.stopsRun) return err; // the backend gave up waiting for it (StorageError.stopsRun)
   const cause = (err as { cause?: unknown }).cause;
   const code = sqliteCode(cause) ?? (cause as { code?: unknown } | undefined)?.code;
   if (typeof code !== "string" || !(STOP_PREFIXES.some((p) => code.startsWith(p)) || STOP_ERRNO.has(code))) return undefined;

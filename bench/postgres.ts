@@ -1,0 +1,130 @@
+/**
+ * The Postgres journal's durable steps, on a throw-away cluster
+ * (test/helpers/postgres.ts) with fsync on, in process through the engine:
+ *
+ * - sequential: 2,000 no-op `ctx.tool` steps in one workflow against raw
+ *   single-row autocommit INSERTs into an events-shaped table of the same
+ *   database, through the same driver (pg, one connection, prepared), with
+ *   the same synchronous_commit (on), alternating. Target: at least 0.6 of
+ *   raw (the append is one round trip and one commit, append-sql.ts).
+ * - fan-out: 200 no-op steps under one `ctx.parallel` against the same 200
+ *   in sequence, makespan inside the workflow. Target: at most 0.3 (group
+ *   commit: the journal's append calls per run are shown).
+ *
+ * The machine is shared and loaded: figures vary between runs; the ratios
+ * are what to read.
+ */
+
+import pg from "pg";
+import { PostgresJournal } from "../src/journal/postgres/postgres-journal.ts";
+import { startCluster } from "../test/helpers/postgres.ts";
+import { alternate, expectStatus, fmt, loadBenchWorkflow, median, meterJournal, runInProcess, spread, tempDir, removeTempDir, type Bench, type Result } from "./lib.ts";
+
+const STEPS = 2_000;
+const FAN = 200;
+const REPS = 3;
+
+const RAW_PAYLOAD = JSON.stringify({ kind: "tool", name: "noop", args: "1b3k9x2m4q7zp", result: {}, startedAt: Date.now() });
+
+async function rawCommits(client: pg.PoolClient, n: number, offset: number): Promise<number> {
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    await client.query({
+      name: "raw-insert",
+      text: "insert into raw_events (run_id, seq, type, key, payload, at) values ($1, $2, $3, $4, $5, $6)",
+      values: ["raw-run", offset + i, "checkpoint", String(i), RAW_PAYLOAD, Date.now()],
+    });
+  }
+  return performance.now() - t0;
+}
+
+const bench: Bench = {
+  name: "postgres",
+  title: "durable steps on the Postgres journal vs raw single-row commits; fan-out vs sequence",
+  async run(): Promise<Result[]> {
+    const cluster = await startCluster();
+    const home = tempDir();
+    try {
+      const admin = new pg.Pool({ connectionString: cluster.adminUrl, max: 1 });
+      await admin.query("create database bench");
+      await admin.end();
+      const u = new URL(cluster.adminUrl);
+      u.pathname = "/bench";
+      const journal = await PostgresJournal.open(u.toString(), { durability: "full" });
+      const tx = meterJournal(journal);
+      const raw = new pg.Pool({ connectionString: u.toString(), max: 1 });
+      const client = await raw.connect();
+      try {
+        await client.query("create table raw_events (run_id text not null, seq bigint not null, type text not null, key text, idempotency_key text, payload text, at bigint not null, primary key (run_id, seq))");
+        const steps = await loadBenchWorkflow("steps.ts");
+        const fan = await loadBenchWorkflow("fanout.ts");
+        let offset = 0;
+        // Warm-up: JIT, prepared statements, the first pages.
+        offset += 200;
+        await rawCommits(client, 200, 0);
+        expectStatus(await runInProcess(journal, home, steps, { steps: 200 }), "completed");
+
+        let appendsPerRun = 0;
+        const seq = await alternate(REPS, {
+          raw: async () => {
+            const ms = await rawCommits(client, STEPS, offset);
+            offset += STEPS;
+            return ms;
+          },
+          engine: async () => {
+            tx.reset();
+            const run = await runInProcess(journal, home, steps, { steps: STEPS });
+            expectStatus(run, "completed");
+            appendsPerRun = tx.append;
+            return run.ms;
+          },
+        });
+        const rawRate = STEPS / (median(seq.raw) / 1000);
+        const engineRate = STEPS / (median(seq.engine) / 1000);
+        const ratio = engineRate / rawRate;
+
+        let fanAppends = 0;
+        const makespan = async (mode: "parallel" | "sequential") => {
+          tx.reset();
+          const run = await runInProcess(journal, home, fan, { steps: FAN, mode });
+          expectStatus(run, "completed");
+          if (mode === "parallel") fanAppends = tx.append;
+          return (run.outcome as { outputs?: { makespanMs: number } }).outputs?.makespanMs ?? run.ms;
+        };
+        const fanSamples = await alternate(REPS, { parallel: () => makespan("parallel"), sequential: () => makespan("sequential") });
+        const fanRatio = median(fanSamples.parallel) / median(fanSamples.sequential);
+        return [
+          {
+            bench: "postgres",
+            label: `Postgres: sequential durable steps/s (${fmt(STEPS, 0)} no-op ctx.tool steps, synchronous_commit on)`,
+            value: engineRate,
+            unit: "steps/s",
+            baseline: { label: "raw single-row autocommit INSERTs through pg, same database", value: rawRate, unit: "commits/s" },
+            ratio: { value: ratio, meaning: "engine steps/s ÷ raw commits/s" },
+            target: { text: "ratio >= 0.6", ok: ratio >= 0.6 },
+            notes: [`engine ${spread(seq.engine)}, raw ${spread(seq.raw)}`, `append calls per run: ${appendsPerRun} (${fmt(appendsPerRun / STEPS, 3)} per step)`],
+          },
+          {
+            bench: "postgres",
+            label: `Postgres: fan-out makespan of ${FAN} no-op steps under one ctx.parallel`,
+            value: median(fanSamples.parallel),
+            unit: "ms",
+            baseline: { label: `the same ${FAN} steps in sequence`, value: median(fanSamples.sequential), unit: "ms" },
+            ratio: { value: fanRatio, meaning: "parallel ÷ sequential makespan" },
+            target: { text: "ratio <= 0.3", ok: fanRatio <= 0.3 },
+            notes: [`parallel ${spread(fanSamples.parallel)}, sequential ${spread(fanSamples.sequential)}`, `append calls for the parallel run: ${fanAppends}`],
+          },
+        ];
+      } finally {
+        client.release();
+        await raw.end();
+        await journal.close();
+      }
+    } finally {
+      removeTempDir(home);
+      cluster.stop();
+    }
+  },
+};
+
+export default bench;

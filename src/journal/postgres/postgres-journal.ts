@@ -1,0 +1,248 @@
+/**
+ * The Postgres journal: every atomic process of every host that points at
+ * the same database and schema shares it (`--journal postgres://…`).
+ *
+ * Design notes (the files of this folder, each with its own header):
+ * - url.ts: the URL, its parameters and defaults as libpq reads them;
+ *   the password is never shown (`location`).
+ * - connection.ts: the driver (pg, with Kysely's PostgresDialect for
+ *   listings; why pg, and the measurements), transactions, retries and
+ *   the mapping of connection loss to `storage_unavailable`.
+ * - migrations.ts: the versioned schema, applied under an advisory lock;
+ *   a newer schema is refused before anything is written.
+ * - append-sql.ts / append.ts: the append as one database function call
+ *   (lease FOR SHARE, a subtransaction per entry when one is bad, change
+ *   clock, batch receipts that make a retry after a lost COMMIT safe).
+ * - leases.ts: leases judged by the database clock, the row FOR UPDATE
+ *   while deciding, no local-pid shortcut for a holder on another host.
+ * - reads.ts: listings, replay, status views.
+ * - open-errors.ts: why opening failed, in one sentence and a hint.
+ *
+ * Capabilities: transactions await the network, so
+ * `synchronousTransactions` is false (the pool dispatcher starts workers
+ * after a claim commits). The work queue and the message store are
+ * separate classes over the same connection (`session`, stores.ts).
+ *
+ * This module is a bundle of its own in the binary
+ * (shared/entry-points.ts): a process on the embedded journal never loads
+ * pg or this code.
+ */
+
+import type { Kysely } from "kysely";
+import type { StorageError } from "../../shared/errors.ts";
+import { UsageError } from "../../shared/errors.ts";
+import type { RunId } from "../../shared/ids.ts";
+import type {
+  AcquireOptions,
+  AppendEntry,
+  AppendOutcome,
+  Durability,
+  HolderInfo,
+  Journal,
+  JournalCapabilities,
+  JournalEvent,
+  JournalViews,
+  Lease,
+  ListRunsFilter,
+  MessageStore,
+  RunRecord,
+  WorkQueue,
+} from "../types.ts";
+import type { JournalTables } from "../sqlite/tables.ts";
+import { appendEntries } from "./append.ts";
+import { PgConnection, isConnectionLoss } from "./connection.ts";
+import * as leases from "./leases.ts";
+import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./migrations.ts";
+import { openError } from "./open-errors.ts";
+import { PgViews, countRuns, findRuns, getRun, kyselyOver, listRuns, readEvents } from "./reads.ts";
+import { makeStores } from "./stores.ts";
+import { parsePostgresUrl, redactUrl, type PostgresTarget } from "./url.ts";
+
+export interface PostgresJournalOptions {
+  durability?: Durability;
+  /** How long a write keeps retrying after the connection was lost (ms). */
+  retryMs?: number;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Receipts of append calls older than this are deleted (a retry comes within seconds). */
+const BATCH_RECEIPT_MS = 24 * 3600_000;
+
+export class PostgresJournal implements Journal {
+  readonly capabilities: JournalCapabilities = { synchronousTransactions: false };
+  readonly location: string;
+  readonly views: JournalViews;
+  readonly work: WorkQueue;
+  readonly messages: MessageStore;
+  readonly #kysely: Kysely<JournalTables>;
+  #closed = false;
+
+  private constructor(
+    readonly conn: PgConnection,
+    private readonly durability: Durability,
+  ) {
+    this.location = conn.target.location;
+    this.views = new PgViews(conn);
+    this.#kysely = kyselyOver(conn);
+    const stores = makeStores(conn);
+    this.work = stores.work;
+    this.messages = stores.messages;
+  }
+
+  /** Connects, checks the schema (refusing a newer one), migrates if needed. Errors are one sentence and a hint. */
+  static async open(url: string, opts: PostgresJournalOptions = {}): Promise<PostgresJournal> {
+    const target = parsePostgresUrl(url, opts.env);
+    const conn = await connect(target, opts.retryMs);
+    try {
+      const c = await conn.pool.connect();
+      try {
+        const version = await readVersion(c, target.schema);
+        refuseIfTooNew(version, target.location);
+        if (version < LATEST_SCHEMA_VERSION) await migrate(c, target.schema, target.location, target.user, target.database);
+        await c.query("delete from append_batches where at < $1", [Date.now() - BATCH_RECEIPT_MS]);
+      } finally {
+        c.release();
+      }
+    } catch (err) {
+      await conn.close();
+      throw openError(err, target);
+    }
+    return new PostgresJournal(conn, opts.durability ?? "full");
+  }
+
+  acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
+    return leases.acquireLease(this.conn, rootId, holder, opts);
+  }
+
+  renewLease(lease: Lease): Promise<Lease> {
+    return leases.renewLease(this.conn, lease);
+  }
+
+  releaseLease(lease: Lease): Promise<void> {
+    return leases.releaseLease(this.conn, lease);
+  }
+
+  getLease(rootId: RunId): Promise<Lease | undefined> {
+    return leases.getLease(this.conn, rootId);
+  }
+
+  append(lease: Lease, entries: AppendEntry[]): Promise<AppendOutcome[]> {
+    return appendEntries(this.conn, this.durability, lease, entries);
+  }
+
+  getRun(id: RunId): Promise<RunRecord | undefined> {
+    return this.#read(() => getRun(this.#kysely, id));
+  }
+
+  findRuns(prefix: string, limit: number): Promise<RunRecord[]> {
+    return this.#read(() => findRuns(this.#kysely, prefix, limit));
+  }
+
+  listRuns(filter?: ListRunsFilter): Promise<RunRecord[]> {
+    return this.#read(() => listRuns(this.#kysely, filter));
+  }
+
+  countRuns(filter?: ListRunsFilter): Promise<number> {
+    return this.#read(() => countRuns(this.#kysely, filter));
+  }
+
+  readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]> {
+    return readEvents(this.conn, runId, afterSeq, limit);
+  }
+
+  async requestControl(runId: RunId, action: string): Promise<number> {
+    const rows = await this.conn.query<{ control_rev: number }>(
+      "update runs set control = $1, control_rev = control_rev + 1 where id = $2 returning control_rev",
+      [action, runId],
+      "request-control",
+    );
+    if (!rows[0]) throw new UsageError("run_not_found", `run ${runId} does not exist`);
+    return rows[0].control_rev;
+  }
+
+  /** Nothing to stat: a server that went away shows as storage_unavailable on the next write. */
+  storageFault(): StorageError | undefined {
+    return undefined;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.conn.close();
+  }
+
+  /** A Kysely read, retried on a lost connection (reads have no effects), its failures mapped. */
+  async #read<T>(fn: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.conn.retryMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (!isConnectionLoss(err) || this.conn.closed || Date.now() >= deadline) throw this.conn.mapError(err);
+        await Bun.sleep(Math.min(1_000, 100 * 2 ** attempt));
+      }
+    }
+  }
+}
+
+/** `doctor`'s look at a Postgres journal: connects, reads the server's and the schema's versions, writes nothing. */
+export async function probePostgres(url: string): Promise<{ location: string; ok: boolean; detail: string; problem?: string; hint?: string }> {
+  let location = redactUrl(url);
+  try {
+    const target = parsePostgresUrl(url);
+    location = target.location;
+    const conn = await connect(target, 0);
+    try {
+      const c = await conn.pool.connect();
+      try {
+        const server = (await c.query<{ v: string }>("select current_setting('server_version') as v")).rows[0]?.v ?? "?";
+        const tls = (await c.query<{ ssl: boolean }>("select coalesce((select ssl from pg_stat_ssl where pid = pg_backend_pid()), false) as ssl")).rows[0]?.ssl;
+        const version = await readVersion(c, target.schema);
+        refuseIfTooNew(version, target.location);
+        const schema = version === 0 ? `schema ${target.schema} not created yet` : `schema ${target.schema} at version ${version}`;
+        return { location, ok: true, detail: `Postgres ${server}${tls ? " over TLS" : ""}, ${schema}` };
+      } finally {
+        c.release();
+      }
+    } finally {
+      await conn.close();
+    }
+  } catch (err) {
+    const e = openError(err, parsePostgresUrlOrUndefined(url));
+    return { location, ok: false, detail: "", problem: e.message, ...(e.hint ? { hint: e.hint } : {}) };
+  }
+}
+
+function parsePostgresUrlOrUndefined(url: string): PostgresTarget {
+  try {
+    return parsePostgresUrl(url);
+  } catch {
+    return { host: "?", port: 0, user: "?", password: undefined, database: "?", schema: "?", sslMode: "prefer", tls: undefined, applicationName: "atomic", connectTimeoutMs: 0, location: redactUrl(url) };
+  }
+}
+
+/**
+ * The pool, once one connection worked. sslmode prefer (the default) and
+ * allow fall back as libpq does: prefer tries TLS first and, when the
+ * server has none, connects without; allow the other way round.
+ */
+async function connect(target: PostgresTarget, retryMs: number | undefined): Promise<PgConnection> {
+  const attempts: (PostgresTarget["tls"] | null)[] =
+    target.sslMode === "prefer" ? [target.tls, null] : target.sslMode === "allow" ? [null, { rejectUnauthorized: false }] : [target.tls ?? null];
+  let last: unknown;
+  for (const tls of attempts) {
+    const conn = new PgConnection(target, retryMs === undefined ? {} : { retryMs }, tls);
+    try {
+      const c = await conn.pool.connect();
+      c.release();
+      return conn;
+    } catch (err) {
+      await conn.close();
+      last = err;
+      const message = err instanceof Error ? err.message : "";
+      const fallBack = /does not support SSL/i.test(message) || (target.sslMode === "allow" && /no pg_hba\.conf entry.*no encryption/i.test(message));
+      if (!fallBack) break;
+    }
+  }
+  throw openError(last, target);
+}

@@ -1,0 +1,150 @@
+/**
+ * Reads of the Postgres journal: run listings through Kysely (single
+ * statements, each seeing the last committed state), the replay path and
+ * the status views as prepared statements (hot, and one shape each).
+ *
+ * Views (JournalViews in ../types.ts): stage tallies come from the stage
+ * index by root (stage_index_by_path, root first), changes from the runs'
+ * change numbers (runs_by_change). Change numbers are handed out by the
+ * change clock whose row lock orders them by commit (append-sql.ts), so a
+ * reader paging from its cursor never skips a change committed later with
+ * a lower number.
+ */
+
+import { Kysely, PostgresDialect, sql } from "kysely";
+import type { RunId } from "../../shared/ids.ts";
+import type { JournalEvent, JournalViews, ListRunsFilter, RunChange, RunRecord, RunStatus, StageState, StageTally } from "../types.ts";
+import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
+import type { PgConnection } from "./connection.ts";
+
+type Db = Kysely<JournalTables>;
+
+/** Kysely over the connection's pool (the pool's lifetime stays the connection's: never destroyed through Kysely). */
+export function kyselyOver(conn: PgConnection): Db {
+  return new Kysely<JournalTables>({ dialect: new PostgresDialect({ pool: conn.pool }) });
+}
+
+export async function getRun(db: Db, id: RunId): Promise<RunRecord | undefined> {
+  const row = await db.selectFrom("runs").selectAll().where("id", "=", id).executeTakeFirst();
+  return row ? runFromRow(row) : undefined;
+}
+
+/** Runs whose id starts with `prefix`, newest first. LIKE wildcards in the prefix match literally. */
+export async function findRuns(db: Db, prefix: string, limit: number): Promise<RunRecord[]> {
+  const pattern = `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const rows = await db
+    .selectFrom("runs")
+    .selectAll()
+    .where(sql<boolean>`id like ${pattern}`)
+    .orderBy("created_at", "desc")
+    .orderBy("id", "desc")
+    .limit(limit)
+    .execute();
+  return rows.map(runFromRow);
+}
+
+export async function listRuns(db: Db, filter: ListRunsFilter = {}): Promise<RunRecord[]> {
+  let q = filtered(db, filter).selectAll().orderBy("created_at", "desc").orderBy("id", "desc");
+  if (filter.limit !== undefined) q = q.limit(filter.limit);
+  if (filter.offset !== undefined) q = q.offset(filter.offset);
+  return (await q.execute()).map(runFromRow);
+}
+
+export async function countRuns(db: Db, filter: ListRunsFilter = {}): Promise<number> {
+  const row = await filtered(db, filter)
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** `rootsOnly` defaults to true, except when `parentId` asks for children (which are never roots). */
+function filtered(db: Db, filter: ListRunsFilter) {
+  let q = db.selectFrom("runs");
+  if (filter.parentId !== undefined) q = q.where("parent_id", "=", filter.parentId);
+  else if (filter.rootsOnly ?? true) q = q.where("parent_id", "is", null);
+  if (filter.status !== undefined) q = q.where("status", "=", filter.status);
+  if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
+  if (filter.workflowName !== undefined) q = q.where("workflow_name", "=", filter.workflowName);
+  if (filter.createdSince !== undefined) q = q.where("created_at", ">=", filter.createdSince);
+  return q;
+}
+
+/** Events of `runId` with seq > afterSeq, ascending, at most `limit` (all when undefined). */
+export async function readEvents(conn: PgConnection, runId: RunId, afterSeq = 0, limit?: number): Promise<JournalEvent[]> {
+  const rows = await conn.withClient(
+    async (c) =>
+      (
+        await c.query<[number, string, string | null, string | null, string | null, number]>({
+          name: "events-after",
+          text: "select seq, type, key, idempotency_key, payload, at from events where run_id = $1 and seq > $2 order by seq limit $3",
+          values: [runId, afterSeq, limit ?? null],
+          rowMode: "array",
+        })
+      ).rows,
+  );
+  const events = new Array<JournalEvent>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    events[i] = { runId, seq: r[0], type: r[1], key: r[2], idempotencyKey: r[3], payload: r[4] === null ? undefined : JSON.parse(r[4]), at: r[5] };
+  }
+  return events;
+}
+
+interface TallyRow {
+  root_id: string;
+  run_status: string;
+  state: string;
+  outcome: string | null;
+  stages: number;
+  i: number;
+  o: number;
+  cr: number;
+  cw: number;
+  c: number;
+  t: number;
+  has_usage: number;
+}
+
+export class PgViews implements JournalViews {
+  constructor(private readonly conn: PgConnection) {}
+
+  async stageTallies(rootIds: readonly RunId[]): Promise<StageTally[]> {
+    if (rootIds.length === 0) return [];
+    const rows = await this.conn.query<TallyRow>(
+      `select s.root_id, r.status as run_status, s.state, s.outcome, count(*) as stages,
+              sum(s.input_tokens) as i, sum(s.output_tokens) as o, sum(s.cache_read_tokens) as cr,
+              sum(s.cache_write_tokens) as cw, sum(s.cost_micro_usd) as c, sum(s.turns) as t, max(s.has_usage) as has_usage
+         from stage_index s join runs r on r.id = s.run_id
+        where s.root_id = any($1::text[]) and s.kind = 'stage'
+        group by s.root_id, r.status, s.state, s.outcome`,
+      [rootIds],
+      "stage-tallies",
+    );
+    return rows.map((r) => ({
+      rootId: r.root_id as RunId,
+      runStatus: r.run_status as RunStatus,
+      state: r.state as StageState,
+      outcome: r.outcome as StageTally["outcome"],
+      stages: r.stages,
+      usage: r.has_usage
+        ? { inputTokens: r.i, outputTokens: r.o, cacheReadTokens: r.cr, cacheWriteTokens: r.cw, costMicroUsd: r.c, turns: r.t }
+        : null,
+    }));
+  }
+
+  async changesSince(afterChange: number, limit: number): Promise<RunChange[]> {
+    const rows = await this.conn.query<{ id: string; root_id: string; parent_id: string | null; status: string; last_seq: number; change_seq: number }>(
+      "select id, root_id, parent_id, status, last_seq, change_seq from runs where change_seq > $1 order by change_seq limit $2",
+      [afterChange, limit],
+      "changes-since",
+    );
+    return rows.map((r) => ({
+      id: r.id as RunId,
+      rootId: r.root_id as RunId,
+      parentId: r.parent_id as RunId | null,
+      status: r.status as RunStatus,
+      lastSeq: r.last_seq,
+      change: r.change_seq,
+    }));
+  }
+}

@@ -1,0 +1,163 @@
+/**
+ * Postgres journal URLs: `postgres://[user[:password]@]host[:port][/database][?param=value&...]`
+ * (also `postgresql://`), read the way libpq users expect.
+ *
+ * - The password comes from the URL, else PGPASSWORD, else ~/.pgpass (or
+ *   PGPASSFILE): the driver (pg) reads the last two itself when the URL has
+ *   none. It is a registered secret (shared/secrets.ts) and never printed:
+ *   `location` is the URL without it.
+ * - The user defaults to PGUSER, else the login name; the database to
+ *   PGDATABASE, else the user; the port to PGPORT, else 5432 (libpq's
+ *   defaults).
+ * - Parameters: `schema` (ours: where the journal's tables live, default
+ *   `atomic`, so one database can host several installations),
+ *   `sslmode` (disable, allow, prefer, require, verify-ca, verify-full, as
+ *   in libpq: require encrypts without checking the certificate,
+ *   verify-ca checks it against `sslrootcert`, verify-full also the host
+ *   name; allow and prefer try without / with TLS and fall back),
+ *   `sslrootcert`, `sslcert`, `sslkey`, `application_name`,
+ *   `connect_timeout` (seconds). Anything else is refused (libpq refuses
+ *   unknown parameters too) rather than silently ignored.
+ */
+
+import { readFileSync } from "node:fs";
+import { userInfo } from "node:os";
+import type { ConnectionOptions } from "node:tls";
+import { UsageError } from "../../shared/errors.ts";
+
+export const DEFAULT_SCHEMA = "atomic";
+const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] as const;
+export type SslMode = (typeof SSL_MODES)[number];
+const PARAMS = ["schema", "sslmode", "sslrootcert", "sslcert", "sslkey", "application_name", "connect_timeout"] as const;
+
+export interface PostgresTarget {
+  host: string;
+  port: number;
+  user: string;
+  /** From the URL only (undefined: the driver looks at PGPASSWORD, then ~/.pgpass). */
+  password: string | undefined;
+  database: string;
+  schema: string;
+  sslMode: SslMode;
+  /** TLS options for the modes that use TLS. */
+  tls: ConnectionOptions | undefined;
+  applicationName: string;
+  connectTimeoutMs: number;
+  /** The URL as shown to people: everything but the password. */
+  location: string;
+}
+
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
+const HINT = "write it as postgres://user@host:5432/database (optionally ?schema=NAME&sslmode=require)";
+
+function malformed(shown: string, why: string): UsageError {
+  return new UsageError("journal_url_invalid", `the journal URL ${shown} is not valid: ${why}`, { hint: HINT });
+}
+
+/** Hides a URL's password (a URL that does not even parse: everything between // and @). */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^/@]*?):[^@/]*@/, "//$1:***@");
+}
+
+export function parsePostgresUrl(url: string, env: NodeJS.ProcessEnv = process.env): PostgresTarget {
+  const shown = redactUrl(url);
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw malformed(shown, "it does not parse as a URL");
+  }
+  if (!/^postgres(ql)?:$/i.test(u.protocol)) throw malformed(shown, "it must start with postgres://");
+  const host = decodeURIComponent(u.hostname).replace(/^\[(.*)\]$/, "$1") || env.PGHOST || "";
+  if (!host) throw malformed(shown, "it names no host");
+  if (host.startsWith("/")) throw malformed(shown, "Unix-socket hosts are not supported; use a TCP host");
+  const port = u.port ? Number(u.port) : env.PGPORT ? Number(env.PGPORT) : 5432;
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw malformed(shown, `the port ${u.port || env.PGPORT} is not a port number`);
+  const user = decode(u.username, shown, "user") || env.PGUSER || safeLogin();
+  if (!user) throw malformed(shown, "it names no user");
+  const password = u.password ? decode(u.password, shown, "password") : undefined;
+  const path = u.pathname.replace(/^\//, "");
+  if (path.includes("/")) throw malformed(shown, "the database name contains a slash");
+  const database = decode(path, shown, "database") || env.PGDATABASE || user;
+
+  for (const key of u.searchParams.keys()) {
+    if (!(PARAMS as readonly string[]).includes(key)) {
+      throw malformed(shown, `unknown parameter "${key}" (known: ${PARAMS.join(", ")})`);
+    }
+  }
+  const q = (k: (typeof PARAMS)[number]) => u.searchParams.get(k) ?? undefined;
+  const schema = q("schema") ?? DEFAULT_SCHEMA;
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw malformed(shown, `the schema "${schema}" must be lower-case letters, digits and underscores (at most 63, not starting with a digit)`);
+  }
+  const sslMode = (q("sslmode") ?? env.PGSSLMODE ?? "prefer") as SslMode;
+  if (!(SSL_MODES as readonly string[]).includes(sslMode)) throw malformed(shown, `sslmode must be one of ${SSL_MODES.join(", ")}`);
+  const timeout = q("connect_timeout") ?? env.PGCONNECT_TIMEOUT;
+  const connectTimeoutS = timeout === undefined ? 10 : Number(timeout);
+  if (!Number.isFinite(connectTimeoutS) || connectTimeoutS < 0) throw malformed(shown, "connect_timeout must be a number of seconds");
+
+  return {
+    host,
+    port,
+    user,
+    password,
+    database,
+    schema,
+    sslMode,
+    tls: tlsOptions(sslMode, host, { rootcert: q("sslrootcert") ?? env.PGSSLROOTCERT, cert: q("sslcert") ?? env.PGSSLCERT, key: q("sslkey") ?? env.PGSSLKEY }, shown),
+    applicationName: q("application_name") ?? "atomic",
+    // libpq: 0 means wait forever; pg: 0 too.
+    connectTimeoutMs: Math.round(connectTimeoutS * 1000),
+    location: locationOf(u, user, database),
+  };
+}
+
+function decode(text: string, shown: string, what: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw malformed(shown, `the ${what} is not valid percent-encoding`);
+  }
+}
+
+function safeLogin(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return "";
+  }
+}
+
+function locationOf(u: URL, user: string, database: string): string {
+  const params = [...u.searchParams.entries()].map(([k, v]) => `${k}=${encodeURIComponent(v)}`);
+  const port = u.port ? `:${u.port}` : "";
+  return `postgres://${encodeURIComponent(user)}@${u.host.replace(/:\d+$/, "")}${port}/${encodeURIComponent(database)}${params.length ? `?${params.join("&")}` : ""}`;
+}
+
+function readPem(path: string | undefined, what: string, shown: string): string | undefined {
+  if (!path) return undefined;
+  try {
+    return readFileSync(path, "utf8");
+  } catch (err) {
+    throw new UsageError("journal_url_invalid", `cannot read the ${what} ${path} of the journal URL ${shown} (${(err as NodeJS.ErrnoException).code ?? err})`, {
+      hint: "check the path in the URL",
+    });
+  }
+}
+
+/** TLS options for `mode` (undefined: no TLS). allow and prefer start without / with TLS and fall back (connection.ts). */
+function tlsOptions(mode: SslMode, host: string, files: { rootcert?: string | undefined; cert?: string | undefined; key?: string | undefined }, shown: string): ConnectionOptions | undefined {
+  if (mode === "disable" || mode === "allow") return undefined;
+  const cert = readPem(files.cert, "sslcert", shown);
+  const key = readPem(files.key, "sslkey", shown);
+  const client = { ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
+  if (mode === "require" || mode === "prefer") return { ...client, rejectUnauthorized: false };
+  const ca = readPem(files.rootcert, "sslrootcert", shown);
+  const base = { ...client, rejectUnauthorized: true, ...(ca ? { ca } : {}) };
+  // verify-ca: the chain must be trusted, the name may differ (libpq).
+  if (mode === "verify-ca") return { ...base, checkServerIdentity: () => undefined };
+  return { ...base, servername: /^[\d.:]+$/.test(host) ? undefined : host };
+}

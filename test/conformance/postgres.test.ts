@@ -1,0 +1,233 @@
+/**
+ * What only the Postgres journal has, below the Journal interface: schemas
+ * (`?schema=`, default `atomic`) that keep installations apart, a schema
+ * written by a newer atomic refused and left untouched, a schema holding
+ * someone else's tables refused, the migration lock, lease expiry judged by
+ * the database's clock (a process whose clock runs two hours ahead cannot
+ * take a live lease), a remote holder never presumed dead, batch receipts
+ * that make a repeated append call write nothing twice, and the change
+ * clock's commit order. A real cluster the tests start (test/helpers/
+ * postgres.ts); each test in databases or schemas of its own.
+ */
+
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import pg from "pg";
+import { openJournal } from "../../src/journal/open.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/postgres/migrations.ts";
+import type { Journal } from "../../src/journal/types.ts";
+import { AtomicError, LeaseHeldError } from "../../src/shared/errors.ts";
+import { newRunId, type HolderId } from "../../src/shared/ids.ts";
+import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
+import { liveHolder, startRoot } from "./backends.ts";
+
+const ROOT = join(import.meta.dir, "..", "..");
+const LOCAL_BUN = join(ROOT, "node_modules", ".bin", "bun");
+const BUN = existsSync(LOCAL_BUN) ? LOCAL_BUN : process.execPath;
+const PROBE = join(ROOT, "test", "helpers", "pg-lease-probe.ts");
+const FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+const journals: Journal[] = [];
+const pools: pg.Pool[] = [];
+afterEach(async () => {
+  for (const j of journals.splice(0)) await j.close();
+  removeTempDirs();
+  removeStaleFaketimeSegments();
+});
+afterAll(async () => {
+  for (const p of pools.splice(0)) await p.end();
+});
+
+async function open(url: string): Promise<Journal> {
+  const j = await openJournal({ home: makeTempDir(), durability: "full", journalUrl: url });
+  journals.push(j);
+  return j;
+}
+
+/** Superuser connections to the database of `url` (its parameters dropped), search_path `atomic`. */
+function sql(url: string): pg.Pool {
+  const u = new URL(url);
+  u.search = "";
+  const pool = new pg.Pool({ connectionString: u.toString(), max: 2, options: "-c search_path=atomic" });
+  pools.push(pool);
+  return pool;
+}
+
+function withSchema(url: string, schema: string): string {
+  const u = new URL(url);
+  u.searchParams.set("schema", schema);
+  return u.toString();
+}
+
+async function expectCode(promise: Promise<unknown>, code: string): Promise<AtomicError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(AtomicError);
+  expect((err as AtomicError).code).toBe(code);
+  return err as AtomicError;
+}
+
+describe.skipIf(!postgresInstalled())("postgres journal", () => {
+  test("postgres: the journal lives in the schema `atomic` by default; ?schema= keeps another installation apart", async () => {
+    const db = await freshDatabase();
+    const a = await open(db);
+    const b = await open(withSchema(db, "team_b"));
+    const { rootId } = await startRoot(a, "in-a");
+    expect(await a.getRun(rootId)).toBeDefined();
+    expect(await b.getRun(rootId)).toBeUndefined();
+    expect(await b.countRuns()).toBe(0);
+    const schemas = (await sql(db).query<{ schemaname: string }>("select distinct schemaname from pg_tables where tablename = 'runs' order by 1")).rows;
+    expect(schemas.map((r) => r.schemaname)).toEqual(["atomic", "team_b"]);
+    expect(a.location).not.toContain(new URL(db).password);
+    expect(a.location).toBe(`postgres://postgres@${new URL(db).host}${new URL(db).pathname}`);
+  });
+
+  test("postgres: a schema written by a newer atomic is refused and left untouched", async () => {
+    const db = await freshDatabase();
+    const first = await open(db);
+    await startRoot(first, "old");
+    await first.close();
+    journals.pop();
+    const admin = sql(db);
+    await admin.query("update atomic.meta set value = '999' where key = 'schema_version'");
+    const before = (await admin.query("select count(*)::int as n from atomic.runs")).rows[0];
+
+    const err = await expectCode(open(db), "schema_too_new");
+    expect(err.message).toContain("schema version 999");
+    expect(err.message).not.toContain(new URL(db).password);
+    expect(err.hint).toBe("upgrade atomic, or name another schema in the journal URL (?schema=NAME)");
+    expect(err.exitCode).toBe(2);
+    expect((await admin.query("select value from atomic.meta where key = 'schema_version'")).rows[0]).toEqual({ value: "999" });
+    expect((await admin.query("select count(*)::int as n from atomic.runs")).rows[0]).toEqual(before);
+  });
+
+  test("postgres: a schema holding another program's tables is refused, nothing added to it", async () => {
+    const db = await freshDatabase();
+    const admin = sql(db);
+    await admin.query("create schema atomic; create table atomic.invoices (id int)");
+    const err = await expectCode(open(db), "storage_corrupt");
+    expect(err.message).toBe("the schema atomic holds tables that are not an atomic journal");
+    expect((await admin.query("select tablename from pg_tables where schemaname = 'atomic'")).rows).toEqual([{ tablename: "invoices" }]);
+  });
+
+  test("postgres: eight processes opening a fresh database at once migrate it once, without errors", async () => {
+    const db = await freshDatabase();
+    const home = makeTempDir();
+    const procs = Array.from({ length: 8 }, () =>
+      Bun.spawn([BUN, PROBE, home, newRunId(), "60000"], { env: { ...process.env, ATOMIC_JOURNAL: db }, stdout: "pipe", stderr: "pipe" }),
+    );
+    const outs = await Promise.all(procs.map(async (p) => ({ code: await p.exited, out: await new Response(p.stdout).text(), err: await new Response(p.stderr).text() })));
+    for (const o of outs) {
+      expect(o.err).toBe("");
+      expect(JSON.parse(o.out)).toMatchObject({ taken: true, epoch: 1 });
+    }
+    const admin = sql(db);
+    expect((await admin.query("select value from atomic.meta")).rows).toEqual([{ value: String(LATEST_SCHEMA_VERSION) }]);
+  });
+
+  test.skipIf(!existsSync(FAKETIME))("postgres: lease expiry is judged by the database clock, not by the taker's (two hours ahead)", async () => {
+    const db = await freshDatabase();
+    const j = await open(db);
+    const root = newRunId();
+    // Held by a process of "another host" (its pid means nothing here), for 60 s by the database's clock.
+    await j.acquireLease(root, { holderId: "far-1" as HolderId, host: "elsewhere/m/b/1", pid: 1, pidStart: 1 }, { timeoutMs: 60_000 });
+    const probe = Bun.spawn([BUN, PROBE, makeTempDir(), root, "60000"], {
+      env: { ...process.env, ATOMIC_JOURNAL: db, LD_PRELOAD: FAKETIME, FAKETIME: "+2h", FAKETIME_DONT_RESET: "1" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [out] = await Promise.all([new Response(probe.stdout).text(), probe.exited]);
+    const result = JSON.parse(out) as { taken: boolean; code?: string; now: number };
+    expect(result.now - Date.now()).toBeGreaterThan(3_600_000); // the probe's clock really was ahead
+    expect(result).toMatchObject({ taken: false, code: "lease_held" });
+
+    // Once the lease has expired by the database clock, anyone takes it over.
+    const short = newRunId();
+    await j.acquireLease(short, { holderId: "far-2" as HolderId, host: "elsewhere/m/b/1", pid: 1, pidStart: 1 }, { timeoutMs: 1 });
+    await Bun.sleep(20);
+    expect((await j.acquireLease(short, liveHolder(), { timeoutMs: 60_000 })).epoch).toBe(2);
+  });
+
+  test("postgres: a holder on another host is never presumed dead, whatever its pid", async () => {
+    const db = await freshDatabase();
+    const j = await open(db);
+    const root = newRunId();
+    const gone = Bun.spawn(["true"]);
+    await gone.exited;
+    await j.acquireLease(root, { holderId: "remote" as HolderId, host: "another-host/x/y/1", pid: gone.pid, pidStart: 0 }, { timeoutMs: 3_600_000 });
+    const err = await j.acquireLease(root, liveHolder(), { timeoutMs: 60_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LeaseHeldError);
+  });
+
+  test("postgres: an acquire waits for an append holding the lease row, then fences it", async () => {
+    const db = await freshDatabase();
+    const j = await open(db);
+    const { rootId, lease } = await startRoot(j, "fenced");
+    const admin = sql(db);
+    // Another session holds the lease row as an in-flight append does (FOR SHARE, to its commit).
+    const holder = await admin.connect();
+    try {
+      await holder.query("begin");
+      await holder.query("select 1 from atomic.leases where run_id = $1 for share", [rootId]);
+      let settled = false;
+      const takeover = j.acquireLease(rootId, liveHolder("thief"), { timeoutMs: 60_000, force: true }).finally(() => {
+        settled = true;
+      });
+      await Bun.sleep(300);
+      expect(settled).toBe(false); // blocked on the row
+      await holder.query("commit");
+      expect((await takeover).epoch).toBe(lease.epoch + 1);
+    } finally {
+      holder.release();
+    }
+    const err = await j.append(lease, [{ runId: rootId, type: "late", payload: {} }]).catch((e: unknown) => e);
+    expect((err as AtomicError).code).toBe("lease_lost");
+  });
+
+  test("postgres: the same append batch sent twice (a retry after a lost COMMIT) is written once", async () => {
+    const db = await freshDatabase();
+    const j = await open(db);
+    const { rootId, lease } = await startRoot(j, "receipts");
+    const admin = sql(db);
+    const entries = JSON.stringify([{ run: rootId, type: "checkpoint", key: "k", payload: '{"n":1}' }]);
+    const call = () => admin.query<{ o: unknown }>("select append_entries($1, $2, $3, 'batch-1', null, 0, $4::jsonb, false) as o", [rootId, lease.holderId, lease.epoch, entries]);
+    const first = (await call()).rows[0]!.o;
+    const again = (await call()).rows[0]!.o;
+    expect(first).toEqual([{ status: "appended", seq: 2 }]);
+    expect(again).toEqual(first);
+    expect((await j.readEvents(rootId)).map((e) => e.seq)).toEqual([1, 2]);
+  });
+
+  test("postgres: change numbers follow commit order across concurrent appenders", async () => {
+    const db = await freshDatabase();
+    const j = await open(db);
+    const roots = await Promise.all(Array.from({ length: 6 }, (_, i) => startRoot(j, `r${i}`)));
+    let cursor = (await j.views.changesSince(0, 1000)).at(-1)!.change;
+    const seen: string[] = [];
+    const writers = roots.map(async ({ rootId, lease }) => {
+      for (let i = 0; i < 20; i++) await j.append(lease, [{ runId: rootId, type: "tick", payload: { i } }]);
+    });
+    let done = false;
+    const all = Promise.all(writers).finally(() => {
+      done = true;
+    });
+    // A reader paging from its cursor while the writers run sees every run's last change.
+    const last = new Map<string, number>();
+    while (!done || seen.length === 0) {
+      for (const c of await j.views.changesSince(cursor, 50)) {
+        expect(c.change).toBeGreaterThan(cursor);
+        cursor = c.change;
+        seen.push(c.id);
+        last.set(c.id, c.lastSeq);
+      }
+    }
+    await all;
+    for (const c of await j.views.changesSince(cursor, 1000)) last.set(c.id, c.lastSeq);
+    for (const { rootId } of roots) expect(last.get(rootId)).toBe(21);
+  });
+});

@@ -1,0 +1,172 @@
+/**
+ * The Postgres journal through the real binary (`--journal postgres://…` or
+ * ATOMIC_JOURNAL), on a throw-away cluster the tests start
+ * (test/helpers/postgres.ts), a database per test:
+ * - a workflow with pooled stages runs to completion; `runs`, `show` and
+ *   `logs` read it; SIGKILLed mid-run it resumes on Postgres without
+ *   re-running a recorded step; the journal's password is in no process's
+ *   argv and reaches no stage;
+ * - send, inbox, ask/answer, pause/unpause and cancel work on it;
+ * - doctor names the journal without its password.
+ * Bad input (malformed URL, unknown host, refused connection, wrong
+ * password, missing database, no permission for the schema, a newer
+ * schema, a server that is not Postgres) is in postgres-bad-input.test.ts.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { freshDatabase } from "../helpers/postgres.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir, parseNdjson, startedRunId } from "./support.ts";
+
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+const STEPS = fixture("pg-steps.ts");
+const INTERCOM = join(import.meta.dir, "..", "intercom", "fixtures");
+
+interface Setup {
+  home: string;
+  out: string;
+  url: string;
+  password: string;
+  env: Record<string, string>;
+}
+
+async function setup(extra: Record<string, string> = {}): Promise<Setup> {
+  const url = await freshDatabase("e2e");
+  const home = join(makeTempDir("atomic-pg-e2e-"), "home");
+  const out = join(home, "..", "out");
+  mkdirSync(out);
+  return { home, out, url, password: decodeURIComponent(new URL(url).password), env: { ATOMIC_JOURNAL: url, OUT_DIR: out, ...extra } };
+}
+
+const cli = (s: Setup, args: string[]) => runAtomic(args, { home: s.home, env: s.env });
+
+function effects(s: Setup): string[] {
+  const file = join(s.out, "effects.txt");
+  return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+}
+
+/** The argv of every live process of this home (root, coordinator, workers, broker). */
+function argvsOf(home: string): string[] {
+  return processesWithHome(home).flatMap((pid) => {
+    try {
+      return [readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ")];
+    } catch {
+      return [];
+    }
+  });
+}
+
+e2eTest(
+  "postgres: pooled stages run to completion; runs/show/logs read it; a SIGKILLed run resumes without re-running recorded steps; the password is in no argv and no stage",
+  async () => {
+    const s = await setup({ STEPS: "30", DELAY_MS: "60" });
+    const proc = spawnAtomic(["run", STEPS], { home: s.home, env: s.env });
+    const out = lineWatcher(proc.stdout);
+    const id = startedRunId(await out.waitFor(/^started run /));
+    await waitUntil(() => effects(s).length >= 8, 60_000, "eight tool steps");
+    const argvs = argvsOf(s.home);
+    expect(argvs.length).toBeGreaterThanOrEqual(2); // the root and its pool coordinator at least
+    for (const argv of argvs) expect(argv).not.toContain(s.password);
+    const stageEnv = readFileSync(join(s.out, "env.txt"), "utf8");
+    expect(stageEnv).not.toContain(s.password);
+    expect(stageEnv).not.toContain("ATOMIC_JOURNAL=");
+
+    proc.kill("SIGKILL");
+    await proc.exited;
+    await waitUntil(() => processesWithHome(s.home).length === 0, 20_000, "the run's processes to end");
+
+    const shown = await cli(s, ["show", id, "--json"]);
+    expect(shown.code).toBe(0);
+    const report = JSON.parse(shown.stdout) as { status: string; steps: { kind: string; name: string; status: string; position: string }[] };
+    expect(report.status).toBe("crashed");
+    const recorded = report.steps.filter((x) => x.kind === "tool" && x.status === "completed").map((x) => `${id}:${x.position}`);
+    expect(recorded.length).toBeGreaterThanOrEqual(7);
+    expect(report.steps.filter((x) => x.kind === "stage" && x.status === "completed").map((x) => x.name).sort()).toEqual(["alpha", "beta", "gamma"]);
+
+    const resumed = await cli(s, ["resume", id]);
+    expect(resumed.stderr).toBe("");
+    expect(resumed.code).toBe(0);
+    expect(resumed.stdout).toContain('"total": 465');
+    expect(resumed.stdout).toContain('"last": "done"');
+
+    const counts = new Map<string, number>();
+    for (const key of effects(s)) counts.set(key, (counts.get(key) ?? 0) + 1);
+    expect(counts.size).toBe(30);
+    for (const key of recorded) expect(counts.get(key)).toBe(1); // recorded before the kill: never ran again
+    expect([...counts.values()].filter((n) => n > 1).length).toBeLessThanOrEqual(1); // only the step in flight at the kill
+
+    const runs = parseNdjson((await cli(s, ["runs", "--json"])).stdout);
+    expect(runs.map((r) => [r.id, r.status])).toEqual([[id, "completed"]]);
+    const logs = await cli(s, ["logs", id, "--stage", "beta"]);
+    expect(logs.code).toBe(0);
+    expect(logs.stdout).toContain("beta");
+    const table = await cli(s, ["show", id]);
+    expect(table.stdout).toMatch(/^status\s+completed$/m);
+  },
+  120_000,
+);
+
+e2eTest("postgres: send and inbox reach a stage before and after it starts; a question is answered from another process", async () => {
+  const gate = join(makeTempDir(), "gate");
+  const s = await setup({ GATE_FILE: gate, ATOMIC_INTERCOM_IDLE_MS: "3000" });
+  const proc = spawnAtomic(["run", join(INTERCOM, "mail.ts")], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const id = startedRunId(await out.waitFor(/^started run /));
+  await out.waitFor(/stage gate started/);
+  const sent = await cli(s, ["send", id, "reader", "hello there", "--json"]);
+  expect(sent.code).toBe(0);
+  expect(JSON.parse(sent.stdout)).toMatchObject({ deliveries: [{ stage: "reader", state: "queued", started: false }] });
+  const box = JSON.parse((await cli(s, ["inbox", id, "--json"])).stdout) as { stages: { stage: string; messages: { state: string }[] }[] };
+  expect(box.stages).toMatchObject([{ stage: "reader", messages: [{ state: "queued" }] }]);
+  writeFileSync(gate, "");
+  expect(await proc.exited).toBe(0);
+  await out.waitFor(/"heard": "got:hello there"/);
+  expect((await cli(s, ["inbox", id])).stdout).toMatch(/delivered\s+msg_\S+ .*hello there/);
+
+  const asks = spawnAtomic(["run", join(INTERCOM, "asks.ts")], { home: s.home, env: s.env });
+  const asked = lineWatcher(asks.stdout);
+  const askId = startedRunId(await asked.waitFor(/^started run /));
+  const qid = /question (q\w+)/.exec(await asked.waitFor(/question q\w+/))![1]!;
+  const answered = await cli(s, ["answer", askId, qid, "yes"]);
+  expect(answered.code).toBe(0);
+  expect(await asks.exited).toBe(0);
+  await asked.waitFor(/"answer": "yes"/);
+  expect(readFileSync(join(s.out, "side.txt"), "utf8")).toBe("before\nafter\n");
+});
+
+e2eTest("postgres: pause, unpause and cancel reach the driver through the journal", async () => {
+  const s = await setup({ E2E_DIR: makeTempDir(), E2E_SLEEP: "60" });
+  const proc = spawnAtomic(["run", fixture("waits.ts")], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const id = startedRunId(await out.waitFor(/^started run /));
+  await out.waitFor(/stage wait started/);
+  expect((await cli(s, ["pause", id])).code).toBe(0);
+  await waitUntil(async () => /^status\s+paused$/m.test((await cli(s, ["show", id])).stdout), 20_000, "the run to show paused");
+  expect((await cli(s, ["unpause", id])).code).toBe(0);
+  await waitUntil(async () => /^status\s+running$/m.test((await cli(s, ["show", id])).stdout), 20_000, "the run to show running");
+  expect((await cli(s, ["cancel", id])).code).toBe(0);
+  expect(await proc.exited).toBe(4);
+  expect(parseNdjson((await cli(s, ["runs", "--json"])).stdout).map((r) => r.status)).toEqual(["cancelled"]);
+});
+
+e2eTest("postgres: --journal on the command line, the password from PGPASSWORD; doctor names the journal without it", async () => {
+  const s = await setup();
+  const u = new URL(s.url);
+  u.password = "";
+  const bare = u.toString();
+  const env = { ATOMIC_JOURNAL: undefined as unknown as string, PGPASSWORD: s.password, OUT_DIR: s.out, STEPS: "2", DELAY_MS: "1" };
+  const r = await runAtomic(["--journal", bare, "run", STEPS], { home: s.home, env });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  const doctor = await runAtomic(["--journal", bare, "doctor", "--json"], { home: s.home, env });
+  const report = JSON.parse(doctor.stdout) as { journal: { location: string; ok: boolean; detail: string } };
+  expect(report.journal).toMatchObject({ ok: true, location: `postgres://postgres@${u.host}${u.pathname}` });
+  expect(report.journal.detail).toMatch(/^Postgres 1\d\.\d+\b.*, schema atomic at version \d+$/);
+  const text = await runAtomic(["doctor"], { home: s.home, env: { ...env, ATOMIC_JOURNAL: s.url } });
+  expect(text.stdout).toContain(`journal    postgres://postgres@${u.host}${u.pathname} (Postgres`);
+  expect(text.stdout + text.stderr).not.toContain(s.password);
+});

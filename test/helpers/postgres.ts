@@ -1,0 +1,313 @@
+/**
+ * Throw-away Postgres clusters for tests. Tests never touch a Postgres they
+ * did not start.
+ *
+ * - `startCluster()` makes one: `initdb` into a fresh temp directory (as the
+ *   `postgres` user when running as root: initdb refuses root), then
+ *   `pg_ctl start` on a free port of 127.0.0.1 with a socket directory of
+ *   its own. Password authentication over TCP (scram), so the admin URL
+ *   carries a password like a real deployment's. `stop()` ends it
+ *   (`-m immediate`) and deletes its files.
+ * - `testPostgres()` is the cluster a test file shares: the one
+ *   scripts/test.sh started for the whole suite (its URL in
+ *   ATOMIC_TEST_POSTGRES_URL), else one this process starts on first use and
+ *   stops when it exits (`afterAll` of the file and, whatever happened, the
+ *   process's exit handler).
+ * - `freshDatabase()` gives each caller a database of its own in it, so
+ *   tests do not see each other's rows.
+ * - Every cluster directory names the process that owns it (`owner`); one
+ *   whose owner is gone (a test process killed before its exit handler ran)
+ *   is stopped and removed by the next `startCluster()` (the stale sweep).
+ *
+ * Run as a script it serves scripts/test.sh: `start` prints the cluster's
+ * URL and directory (owned by the pid given, the script's shell), `stop DIR`
+ * ends it.
+ */
+
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chownSync, mkdirSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+
+export const POSTGRES_URL_ENV = "ATOMIC_TEST_POSTGRES_URL";
+const PREFIX = "atomic-pg-";
+
+export interface Cluster {
+  dir: string;
+  dataDir: string;
+  port: number;
+  /** postgres://postgres:PASSWORD@127.0.0.1:PORT/postgres */
+  adminUrl: string;
+  password: string;
+  /** Stops it (immediately) and removes its files; a second call does nothing. */
+  stop(): void;
+  /** `pg_ctl restart -m immediate` (a crash and recovery, for fault tests). */
+  restart(): void;
+  /** The server down (`pg_ctl stop -m immediate`), its files kept; `startServer` brings it back on the same port. */
+  stopServer(): void;
+  startServer(): void;
+}
+
+function binDir(): string | undefined {
+  for (const v of ["17", "16", "15", "14", "13"]) {
+    const dir = `/usr/lib/postgresql/${v}/bin`;
+    if (existsSync(join(dir, "initdb"))) return dir;
+  }
+  return undefined;
+}
+
+/** Whether this machine can start a cluster (Debian's postgresql installed). */
+export function postgresInstalled(): boolean {
+  return binDir() !== undefined || process.env[POSTGRES_URL_ENV] !== undefined;
+}
+
+const asRoot = process.getuid?.() === 0;
+
+function run(argv: string[], opts: { allowFail?: boolean } = {}): { ok: boolean; output: string } {
+  const cmd = asRoot ? ["runuser", "-u", "postgres", "--", ...argv] : argv;
+  const p = Bun.spawnSync(cmd, { stdout: "pipe", stderr: "pipe", env: { ...process.env, LC_ALL: "C" } });
+  const output = `${p.stdout.toString()}${p.stderr.toString()}`;
+  if (!p.success && !opts.allowFail) throw new Error(`${argv.join(" ")} failed (${p.exitCode}): ${output}`);
+  return { ok: p.success, output };
+}
+
+/** A port to try: pg_ctl start fails when it is taken, and the start is tried again on another (all synchronous). */
+function randomPort(): number {
+  return 20_000 + Math.floor(Math.random() * 40_000);
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function stopDir(dir: string): void {
+  const bin = binDir();
+  const dataDir = join(dir, "data");
+  if (bin && existsSync(join(dataDir, "postmaster.pid"))) run([join(bin, "pg_ctl"), "-D", dataDir, "-m", "immediate", "-w", "stop"], { allowFail: true });
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * A small process that stops and removes the cluster once its owner is gone
+ * however it went: bun test emits no "exit" event (measured: only afterAll
+ * hooks run), and a test process may be killed. It checks once a second.
+ */
+function watchOwner(owner: number, dir: string): void {
+  const script = 'while kill -0 "$0" 2>/dev/null; do sleep 1; done; exec "$1" "$2" stop "$3"';
+  const watcher = Bun.spawn(["sh", "-c", script, String(owner), process.execPath, import.meta.path, dir], {
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "ignore",
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+  });
+  watcher.unref();
+}
+
+/** Clusters of owners that no longer exist: stopped and removed. */
+export function sweepStaleClusters(): void {
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith(PREFIX)) continue;
+    const dir = join(tmpdir(), name);
+    let owner = 0;
+    try {
+      owner = Number(readFileSync(join(dir, "owner"), "utf8"));
+    } catch {
+      continue; // being made right now, or not one of ours
+    }
+    if (owner > 0 && !pidAlive(owner)) stopDir(dir);
+  }
+}
+
+export async function startCluster(opts: { owner?: number; fsync?: boolean } = {}): Promise<Cluster> {
+  return startClusterSync(opts);
+}
+
+/** `startCluster`, synchronously (for helpers that build a child's environment without awaiting). */
+export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {}): Cluster {
+  const bin = binDir();
+  if (!bin) throw new Error("Postgres is not installed (apt-get install -y postgresql)");
+  sweepStaleClusters();
+  const dir = mkdtempSync(join(tmpdir(), PREFIX));
+  writeFileSync(join(dir, "owner"), String(opts.owner ?? process.pid));
+  const dataDir = join(dir, "data");
+  const socketDir = join(dir, "socket");
+  mkdirSync(socketDir);
+  const password = `pw-${crypto.randomUUID()}`;
+  writeFileSync(join(dir, "pwfile"), `${password}\n`);
+  if (asRoot) {
+    const { uid, gid } = postgresIds();
+    for (const p of [dir, socketDir, join(dir, "pwfile")]) chownSync(p, uid, gid);
+  }
+  let stopped = false;
+  const cluster: Cluster = {
+    dir,
+    dataDir,
+    port: 0,
+    adminUrl: "",
+    password,
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      stopDir(dir);
+    },
+    restart() {
+      run([join(bin, "pg_ctl"), "-D", dataDir, "-m", "immediate", "-w", "-l", join(dir, "log"), "restart"]);
+    },
+    stopServer() {
+      run([join(bin, "pg_ctl"), "-D", dataDir, "-m", "immediate", "-w", "stop"]);
+    },
+    startServer() {
+      run([join(bin, "pg_ctl"), "-D", dataDir, "-l", join(dir, "log"), "-w", "-t", "60", "-o", `-p ${cluster.port}`, "start"]);
+    },
+  };
+  try {
+    run([join(bin, "initdb"), "-D", dataDir, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", `--pwfile=${join(dir, "pwfile")}`, "-E", "UTF8", "--no-sync", "--no-instructions"]);
+    const conf = [
+      "listen_addresses = '127.0.0.1'",
+      `unix_socket_directories = '${socketDir}'`,
+      "max_connections = 200",
+      "shared_buffers = 32MB",
+      ...(opts.fsync === false ? ["fsync = off"] : []),
+    ];
+    writeFileSync(join(dataDir, "postgresql.auto.conf"), `${conf.join("\n")}\n`);
+    if (asRoot) chownSync(join(dataDir, "postgresql.auto.conf"), postgresIds().uid, postgresIds().gid);
+    for (let attempt = 0; ; attempt++) {
+      const port = randomPort();
+      const started = run([join(bin, "pg_ctl"), "-D", dataDir, "-l", join(dir, "log"), "-w", "-t", "60", "-o", `-p ${port}`, "start"], { allowFail: true });
+      if (started.ok) {
+        cluster.port = port;
+        cluster.adminUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+        watchOwner(opts.owner ?? process.pid, dir);
+        return cluster;
+      }
+      if (attempt >= 7) throw new Error(`pg_ctl start failed: ${started.output}\n${readLog(dir)}`);
+    }
+  } catch (err) {
+    cluster.stop();
+    throw err;
+  }
+}
+
+function readLog(dir: string): string {
+  try {
+    return readFileSync(join(dir, "log"), "utf8").slice(-4000);
+  } catch {
+    return "";
+  }
+}
+
+function postgresIds(): { uid: number; gid: number } {
+  const line = readFileSync("/etc/passwd", "utf8").split("\n").find((l) => l.startsWith("postgres:"));
+  if (!line) throw new Error("there is no postgres user (apt-get install -y postgresql)");
+  const [, , uid, gid] = line.split(":");
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+// ---------------------------------------------------------------- the cluster of a test file
+
+let own: Cluster | undefined;
+
+/**
+ * The admin URL of the cluster this process's tests use: the suite's
+ * (scripts/test.sh), or one of its own started on first use and stopped when
+ * the process exits (bun test runs every file of an invocation in one
+ * process, so that is after the last file; a process killed before its exit
+ * handler leaves a cluster the next start sweeps away).
+ */
+export function testPostgresSync(): string {
+  const fromEnv = process.env[POSTGRES_URL_ENV];
+  if (fromEnv) return fromEnv;
+  if (!own) {
+    own = startClusterSync();
+    const cluster = own;
+    process.once("exit", () => cluster.stop());
+    // Processes this one starts (helpers that open the journal themselves) use this cluster rather than start
+    // their own, which would outlive them when a test kills them.
+    process.env[POSTGRES_URL_ENV] = cluster.adminUrl;
+  }
+  return own.adminUrl;
+}
+
+export async function testPostgres(): Promise<string> {
+  return testPostgresSync();
+}
+
+/**
+ * ATOMIC_TEST_JOURNAL=postgres runs the binary's tests on the Postgres
+ * journal: every home gets a schema of its own (named after it) in the test
+ * cluster's `postgres` database, passed as ATOMIC_JOURNAL (test/helpers/
+ * atomic.ts). Undefined when the tests run on the embedded journal.
+ */
+export function journalUrlForHome(home: string): string | undefined {
+  if (process.env.ATOMIC_TEST_JOURNAL !== "postgres") return undefined;
+  const url = new URL(testPostgresSync());
+  url.searchParams.set("schema", `h_${createHash("sha256").update(home.replace(/\/+$/, "")).digest("hex").slice(0, 20)}`);
+  return url.toString();
+}
+
+/** `openJournal` options naming the journal of `home` under ATOMIC_TEST_JOURNAL (empty on the embedded journal). */
+export function journalOf(home: string): { journalUrl?: string } {
+  const url = journalUrlForHome(home);
+  return url ? { journalUrl: url } : {};
+}
+
+let admin: pg.Pool | undefined;
+let adminFor = "";
+
+async function adminPool(): Promise<pg.Pool> {
+  const url = await testPostgres();
+  if (!admin || adminFor !== url) {
+    await closeAdmin();
+    admin = new pg.Pool({ connectionString: url, max: 2 });
+    adminFor = url;
+  }
+  return admin;
+}
+
+async function closeAdmin(): Promise<void> {
+  const a = admin;
+  admin = undefined;
+  await a?.end().catch(() => {});
+}
+
+/** Runs one statement as the cluster's superuser. */
+export async function adminQuery<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, values: unknown[] = []): Promise<R[]> {
+  return (await (await adminPool()).query<R>(text, values)).rows;
+}
+
+let databases = 0;
+
+/** A new, empty database in the test cluster; returns its URL (the superuser's, with its password). */
+export async function freshDatabase(prefix = "t"): Promise<string> {
+  const name = `${prefix}_${process.pid}_${++databases}_${Math.random().toString(36).slice(2, 8)}`;
+  await adminQuery(`create database "${name}"`);
+  const url = new URL(await testPostgres());
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** `url` with its database replaced. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+if (import.meta.main) {
+  const [command, arg] = process.argv.slice(2);
+  if (command === "start") {
+    const cluster = await startCluster({ owner: Number(arg) || process.ppid });
+    console.log(`${cluster.adminUrl} ${cluster.dir}`);
+  } else if (command === "stop" && arg) {
+    stopDir(arg);
+  } else {
+    console.error("usage: bun test/helpers/postgres.ts start OWNER_PID | stop DIR");
+    process.exit(2);
+  }
+}
