@@ -7,7 +7,10 @@
  *   re-running a recorded step; the journal's password is in no process's
  *   argv and reaches no stage;
  * - send, inbox, ask/answer, pause/unpause and cancel work on it;
- * - doctor names the journal without its password.
+ * - doctor names the journal without its password;
+ * - gc deletes a finished run and keeps a live one (--force too);
+ * - schedule add/list/show/trigger, and serve: the service lease on the
+ *   journal (a second serve, another home, waits on standby and takes over).
  * Bad input (malformed URL, unknown host, refused connection, wrong
  * password, missing database, no permission for the schema, a newer
  * schema, a server that is not Postgres) is in postgres-bad-input.test.ts.
@@ -170,3 +173,91 @@ e2eTest("postgres: --journal on the command line, the password from PGPASSWORD; 
   expect(text.stdout).toContain(`journal    postgres://postgres@${u.host}${u.pathname} (Postgres`);
   expect(text.stdout + text.stderr).not.toContain(s.password);
 });
+
+interface GcJson {
+  runs: number;
+  rowsByTable: Record<string, number>;
+  kept: string[];
+  deleted: string[];
+  storage?: { bytesBefore: number; bytesAfter: number; note?: string };
+}
+
+e2eTest("postgres: gc deletes a finished run with its rows and artifacts and keeps a live one, even with --force; the live run finishes", async () => {
+  const s = await setup({ STEPS: "2", DELAY_MS: "1", E2E_DIR: makeTempDir(), E2E_SLEEP: "60" });
+  const done = await cli(s, ["run", STEPS]);
+  expect(done.code).toBe(0);
+  const doneId = /atomic show (\S+)/.exec(done.stdout)![1]!;
+  const proc = spawnAtomic(["run", fixture("waits.ts")], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const liveId = startedRunId(await out.waitFor(/^started run /));
+  await out.waitFor(/stage wait started/);
+
+  const gc = async (...args: string[]) => {
+    const r = await cli(s, ["gc", "--json", "--older-than", "0s", ...args]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as GcJson;
+  };
+  const dry = await gc("--dry-run");
+  expect(dry.deleted).toEqual([doneId]);
+  expect((await cli(s, ["show", doneId])).code).toBe(0);
+  const real = await gc();
+  expect(real.deleted).toEqual([doneId]);
+  expect(real.rowsByTable).toEqual(dry.rowsByTable);
+  expect(real.rowsByTable.events).toBeGreaterThan(0);
+  expect(real.storage!.bytesAfter).toBeGreaterThan(0);
+  expect((await cli(s, ["show", doneId])).code).toBe(2);
+  expect(existsSync(join(s.home, "artifacts", doneId))).toBe(false);
+  const forced = await gc("--force");
+  expect(forced.runs).toBe(0);
+  expect(forced.kept).toEqual([liveId]);
+  expect(parseNdjson((await cli(s, ["runs", "--json"])).stdout).map((r) => [r.id, r.status])).toEqual([[liveId, "running"]]);
+  expect((await cli(s, ["cancel", liveId])).code).toBe(0);
+  expect(await proc.exited).toBe(4);
+  // Cancelled, its driver gone: the next gc deletes it, and says what it measured.
+  const text = await cli(s, ["gc", "--older-than", "0s"]);
+  expect(text.code).toBe(0);
+  expect(text.stdout).toMatch(/^deleted 1 run, \d+ journal rows, .*\njournal tables: .+ before, .+ after \(.+ freed\)\n/);
+  expect(parseNdjson((await cli(s, ["runs", "--json"])).stdout)).toEqual([]);
+});
+
+e2eTest(
+  "postgres: schedule add/list/show/trigger; serve takes the service lease (active), a second serve on the same journal waits on standby",
+  async () => {
+    const s = await setup();
+    const count = join(import.meta.dir, "..", "service", "fixtures", "count.ts");
+    const log = join(s.out, "count.log");
+    const at = (args: string[]) => runAtomic(["schedule", ...args], { home: s.home, env: s.env, cwd: s.out });
+    const added = await at(["add", "nightly", "--cron", "0 3 * * *", count, "--input", `log=${log}`, "--input", "tag=pg"]);
+    expect(added.stderr).toBe("");
+    expect(added.code).toBe(0);
+    expect((await at(["add", "nightly", "--cron", "0 3 * * *", count])).code).toBe(2);
+    const list = await at(["list"]);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/^nightly\s+0 3 \* \* \*\s+UTC\s+/m);
+    const trigger = await at(["trigger", "nightly", "--json"]);
+    expect(trigger.code).toBe(0);
+    const { runId } = JSON.parse(trigger.stdout) as { runId: string };
+    await waitUntil(async () => parseNdjson((await cli(s, ["runs", "--json"])).stdout).some((r) => r.id === runId && r.status === "completed"), 30_000, "the triggered run to complete");
+    expect(readFileSync(log, "utf8")).toBe("pg\n");
+    expect((JSON.parse((await at(["show", "nightly", "--json"])).stdout) as { lastRunId: string }).lastRunId).toBe(runId);
+    await waitUntil(() => processesWithHome(s.home).length === 0, 20_000, "the triggered drive to end");
+
+    const serve = (home: string) => {
+      const proc = spawnAtomic(["--json", "serve", "--port", "0"], { home, env: s.env });
+      return { proc, log: lineWatcher(proc.stdout) };
+    };
+    const first = serve(s.home);
+    await first.log.waitFor(/"type":"service_active"/);
+    // Another home (its own runtime files), the same Postgres journal: the service lease is the journal's.
+    const second = serve(join(s.home, "..", "home2"));
+    await second.log.waitFor(/"type":"service_standby"/);
+    expect((await at(["list"])).stdout).toMatch(/^nightly\s+/m);
+    first.proc.kill("SIGTERM");
+    expect(await first.proc.exited).toBe(0);
+    await second.log.waitFor(/"type":"service_active"/, 30_000);
+    second.proc.kill("SIGTERM");
+    expect(await second.proc.exited).toBe(0);
+  },
+  120_000,
+);

@@ -118,6 +118,7 @@ export class PgRetention implements RunRetention {
     return {
       bytesBefore,
       bytesAfter,
+      measured: "journal tables",
       ...(bytesAfter < bytesBefore
         ? {}
         : {
