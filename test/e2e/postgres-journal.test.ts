@@ -8,7 +8,9 @@
  *   argv and reaches no stage;
  * - send, inbox, ask/answer, pause/unpause and cancel work on it;
  * - doctor names the journal without its password;
- * - gc deletes a finished run and keeps a live one (--force too);
+ * - gc deletes a finished run and keeps a live one (--force too), also
+ *   one whose lease is live by the database's clock when gc's host's clock
+ *   runs two hours ahead (libfaketime);
  * - schedule add/list/show/trigger, and serve: the service lease on the
  *   journal (a second serve, another home, waits on standby and takes over).
  * Bad input (malformed URL, unknown host, refused connection, wrong
@@ -21,12 +23,16 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { freshDatabase } from "../helpers/postgres.ts";
+import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
+import { openJournal } from "../../src/journal/open.ts";
+import { newRunId, type HolderId } from "../../src/shared/ids.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir, parseNdjson, startedRunId } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
 
 const STEPS = fixture("pg-steps.ts");
+const FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const INTERCOM = join(import.meta.dir, "..", "intercom", "fixtures");
 
 interface Setup {
@@ -261,3 +267,29 @@ e2eTest(
   },
   120_000,
 );
+
+e2eTest("postgres: gc on a host whose clock runs two hours ahead keeps a run whose lease is live by the database's clock", async () => {
+  if (!existsSync(FAKETIME)) return;
+  const s = await setup();
+  const journal = await openJournal({ home: makeTempDir(), durability: "full", journalUrl: s.url });
+  try {
+    // Finished, but its lease still held for a minute by a driver on another host (by the database's clock).
+    const rootId = newRunId();
+    const lease = await journal.acquireLease(rootId, { holderId: "far-1" as HolderId, host: "elsewhere/m/b/1", pid: 1, pidStart: 1 }, { timeoutMs: 60_000 });
+    await journal.append(lease, [
+      { runId: rootId, type: "run_started", payload: {}, newRun: { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "far", workflowPath: "/far.ts", workflowDigest: "d", inputs: {} } },
+      { runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } },
+    ]);
+    const ahead = await runAtomic(["gc", "--json", "--older-than", "0s", "--force"], {
+      home: s.home,
+      env: { ...s.env, LD_PRELOAD: FAKETIME, FAKETIME: "+2h", FAKETIME_DONT_RESET: "1" },
+    });
+    expect(ahead.stderr).toBe("");
+    expect(ahead.code).toBe(0);
+    expect(JSON.parse(ahead.stdout.trim().split("\n").at(-1)!) as GcJson).toMatchObject({ runs: 0, kept: [rootId] });
+    expect((await journal.getRun(rootId))?.status).toBe("completed");
+  } finally {
+    await journal.close();
+    removeStaleFaketimeSegments();
+  }
+});
