@@ -22,7 +22,7 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { freshDatabase } from "../helpers/postgres.ts";
+import { POSTGRES_URL_ENV, freshDatabase } from "../helpers/postgres.ts";
 import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { openJournal } from "../../src/journal/open.ts";
 import { newRunId, type HolderId } from "../../src/shared/ids.ts";
@@ -48,7 +48,10 @@ async function setup(extra: Record<string, string> = {}): Promise<Setup> {
   const home = join(makeTempDir("atomic-pg-e2e-"), "home");
   const out = join(home, "..", "out");
   mkdirSync(out);
-  return { home, out, url, password: decodeURIComponent(new URL(url).password), env: { ATOMIC_JOURNAL: url, OUT_DIR: out, ...extra } };
+  // The test cluster's admin URL (with its password) is in this process's environment for the helpers; the
+  // binary has no use for it, and the stages must be seen to receive no password.
+  const env = { ATOMIC_JOURNAL: url, OUT_DIR: out, [POSTGRES_URL_ENV]: undefined as unknown as string, ...extra };
+  return { home, out, url, password: decodeURIComponent(new URL(url).password), env };
 }
 
 const cli = (s: Setup, args: string[]) => runAtomic(args, { home: s.home, env: s.env });
