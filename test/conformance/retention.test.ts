@@ -5,7 +5,8 @@
  * refuses, counts the same on a dry run (which changes nothing); reclaim
  * reports sizes; a deleted run is a change of its own (its tombstone), numbered
  * after every earlier change. On Postgres: a lease live by the database clock
- * keeps its run whatever `decide` says.
+ * keeps its run whatever `decide` says, and a takeover holding the lease row
+ * while gc starts is waited for and seen.
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
@@ -17,6 +18,7 @@ import { BACKENDS, startRoot } from "./backends.ts";
 import type { PostgresJournal } from "../../src/journal/postgres/postgres-journal.ts";
 import { NOW_MS } from "../../src/journal/postgres/store-session.ts";
 import { leaseLive } from "../../src/journal/run-status.ts";
+import { waitUntil } from "../helpers/atomic.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -156,6 +158,32 @@ describe("postgres: deleteTree judges the lease by the database clock", () => {
     expect(leaseLive(shown)).toBe(false);
     expect(deleted?.runIds).toEqual([rootId]);
     expect(await j.getRun(rootId)).toBeUndefined();
+  });
+
+  test("a takeover that holds the lease row while gc starts is seen by gc: it waits on the row and keeps the run", async () => {
+    if (!pg) return;
+    const j = await pg.open(makeTempDir("atomic-retention-"));
+    open.push(j);
+    const { rootId, lease } = await startRoot(j, "taken");
+    await j.append(lease, [{ runId: rootId, type: "status_changed", payload: {}, patch: { status: "interrupted" } }]);
+    await j.releaseLease(lease);
+    // Another process resuming the run: its acquire holds the lease row while it decides.
+    const resumer = await (j as PostgresJournal).conn.pool.connect();
+    try {
+      await resumer.query("begin");
+      await resumer.query("select 1 from leases where run_id = $1 for update", [rootId]);
+      let shown: Lease | undefined;
+      const gc = j.retention.deleteTree(rootId, (_root, l) => ((shown = l), !leaseLive(l)));
+      await waitUntil(async () => (await resumer.query("select count(*)::int as n from pg_locks where not granted")).rows[0].n > 0, 10_000, "gc to wait on the lease row");
+      await resumer.query(`update leases set holder_id = 'resumer', epoch = epoch + 1, released = 0, renewed_at = ${NOW_MS} where run_id = $1`, [rootId]);
+      await resumer.query("commit");
+      expect(await gc).toBeUndefined();
+      expect(shown?.holderId as string | undefined).toBe("resumer");
+      expect((await j.getRun(rootId))?.status).toBe("interrupted");
+    } finally {
+      await resumer.query("rollback").catch(() => {});
+      resumer.release();
+    }
   });
 });
 
