@@ -29,14 +29,14 @@ node_modules/.bin/bun test --timeout 120000 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 passed=$(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 failed=$(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
-# The whole suite (no arguments): the crash, double-resume, golden-journal, pool-crash, pool and intercom tests
-# again, on the Postgres journal (every home a schema in the suite's cluster: test/helpers/postgres.ts); pool
+# The whole suite (no arguments): the crash, double-resume, golden-journal, pool-crash, pool, intercom, service
+# (recovery, schedules, retention, the service lease) and fork/rerun tests again, on the Postgres journal (every home a schema in the suite's cluster: test/helpers/postgres.ts); pool
 # tests of SQLite's write lock or of workers started before their claim commits skip themselves there.
 if [ "$#" -eq 0 ]; then
-  echo "the same recovery, golden, pool and intercom tests on the Postgres journal..."
+  echo "the same recovery, golden, pool, intercom, service and fork tests on the Postgres journal..."
   ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 \
     test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts \
-    test/golden/golden.test.ts test/pool/ test/intercom/ 2>&1 | tee "$log"
+    test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   passed=$((passed + $(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
   failed=$((failed + $(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))

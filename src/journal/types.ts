@@ -322,6 +322,8 @@ export interface ReclaimReport {
   /** The storage's size on disk before and after (SQLite: the database file and its write-ahead log). */
   bytesBefore: number;
   bytesAfter: number;
+  /** What the sizes are of, for people: "journal file" when absent; Postgres: the journal's tables. */
+  measured?: string;
   /** Why space was not given back, when it was not. */
   note?: string;
 }

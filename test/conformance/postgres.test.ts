@@ -2,7 +2,8 @@
  * What only the Postgres journal has, below the Journal interface: schemas
  * (`?schema=`, default `atomic`) that keep installations apart, a schema
  * written by a newer atomic refused and left untouched, a schema holding
- * someone else's tables refused, the migration lock, lease expiry judged by
+ * someone else's tables refused, an older schema migrated with its runs
+ * kept, the migration lock, lease expiry judged by
  * the database's clock (a process whose clock runs two hours ahead cannot
  * take a live lease), a remote holder never presumed dead, batch receipts
  * that make a repeated append call write nothing twice, and the change
@@ -104,6 +105,30 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     expect(err.exitCode).toBe(2);
     expect((await admin.query("select value from atomic.meta where key = 'schema_version'")).rows[0]).toEqual({ value: "999" });
     expect((await admin.query("select count(*)::int as n from atomic.runs")).rows[0]).toEqual(before);
+  });
+
+  test("postgres: a version 2 schema (before retention and schedules) migrates to the latest, its runs kept; gc and schedules work on it", async () => {
+    const db = await freshDatabase();
+    const first = await open(db);
+    const { rootId, lease } = await startRoot(first, "old");
+    await first.append(lease, [{ runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } }]);
+    await first.releaseLease(lease);
+    await first.close();
+    journals.pop();
+    const admin = sql(db);
+    // What version 2 had: no tombstones, no schedules, no index of work operations by item.
+    await admin.query("drop table atomic.schedules; drop table atomic.run_tombstones; drop index atomic.work_ops_by_work");
+    await admin.query("update atomic.meta set value = '2' where key = 'schema_version'");
+
+    const j = await open(db);
+    expect((await admin.query("select value from atomic.meta where key = 'schema_version'")).rows[0]).toEqual({ value: String(LATEST_SCHEMA_VERSION) });
+    expect((await j.getRun(rootId))?.status).toBe("completed");
+    const before = (await j.views.changesSince(0, 10)).at(-1)!.change;
+    expect((await j.retention.deleteTree(rootId, () => true))?.runIds).toEqual([rootId]);
+    expect((await j.views.changesSince(before, 10)).map((c) => [c.id, c.deleted])).toEqual([[rootId, true]]);
+    const schedule = { name: "n", cron: "0 3 * * *", timezone: null, workflow: "builtin:x", inputs: {}, cwd: "/", overlap: "skip", catchUp: "skip", createdAt: 1 } as const;
+    expect(await j.schedules.add(schedule)).toBe(true);
+    expect((await j.schedules.list()).map((x) => x.name)).toEqual(["n"]);
   });
 
   test("postgres: a schema holding another program's tables is refused, nothing added to it", async () => {

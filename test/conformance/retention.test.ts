@@ -3,7 +3,10 @@
  * status and age; deleteTree removes a root, its child runs and every row
  * that refers to them (and nothing of other runs), keeps what `decide`
  * refuses, counts the same on a dry run (which changes nothing); reclaim
- * reports sizes.
+ * reports sizes; a deleted run is a change of its own (its tombstone), numbered
+ * after every earlier change. On Postgres: a lease live by the database clock
+ * keeps its run whatever `decide` says, and a takeover holding the lease row
+ * while gc starts is waited for and seen.
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
@@ -12,6 +15,10 @@ import type { Journal, Lease } from "../../src/journal/types.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, startRoot } from "./backends.ts";
+import type { PostgresJournal } from "../../src/journal/postgres/postgres-journal.ts";
+import { NOW_MS } from "../../src/journal/postgres/store-session.ts";
+import { leaseLive } from "../../src/journal/run-status.ts";
+import { waitUntil } from "../helpers/atomic.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -111,8 +118,74 @@ for (const backend of BACKENDS) {
       expect(seen?.epoch).toBe(lease.epoch);
       expect(seen?.holderId).toBe(lease.holderId);
     });
+
+    test(`${backend.name}: a deleted run is a change numbered after every earlier one, and later changes are numbered after it`, async () => {
+      const j = await backend.open(makeTempDir("atomic-retention-"));
+      open.push(j);
+      await finishedTree(j, "a");
+      const b = await finishedTree(j, "b");
+      const before = (await j.views.changesSince(0, 100)).at(-1)!.change;
+      await j.retention.deleteTree(b.rootId, () => true);
+      const gone = await j.views.changesSince(before, 100);
+      expect(gone.map((c) => `${c.id} ${c.deleted === true} ${c.status}`)).toEqual([`${b.rootId} true completed`, `${b.childId} true completed`]);
+      expect(gone[0]!.change).toBeGreaterThan(before);
+      expect(gone[1]!.change).toBeGreaterThan(gone[0]!.change);
+      const { rootId } = await startRoot(j, "later");
+      const next = await j.views.changesSince(gone[1]!.change, 100);
+      expect(next.map((c) => c.id)).toEqual([rootId]);
+      expect(next[0]!.deleted).toBeUndefined();
+    });
   });
 }
+
+describe("postgres: deleteTree judges the lease by the database clock", () => {
+  const pg = BACKENDS.find((b) => b.name === "postgres");
+  test("a run whose lease is live is kept even when decide says delete; one expired by the database clock is shown expired and goes", async () => {
+    if (!pg) return;
+    const j = await pg.open(makeTempDir("atomic-retention-"));
+    open.push(j);
+    const { rootId, lease } = await startRoot(j, "held");
+    await j.append(lease, [{ runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } }]);
+    expect(await j.retention.deleteTree(rootId, () => true)).toBeUndefined();
+    expect(await j.getRun(rootId)).toBeDefined();
+    expect((await j.getLease(rootId))?.epoch).toBe(lease.epoch);
+    // Renewed an hour ago by the database clock: expired, though its holder (this process) lives on another "host".
+    const conn = (j as PostgresJournal).conn;
+    await conn.query(`update leases set host = 'elsewhere', renewed_at = ${NOW_MS} - 3600000 where run_id = $1`, [rootId]);
+    let shown: Lease | undefined;
+    const deleted = await j.retention.deleteTree(rootId, (_root, l) => ((shown = l), !leaseLive(l)));
+    expect(shown?.epoch).toBe(lease.epoch);
+    expect(leaseLive(shown)).toBe(false);
+    expect(deleted?.runIds).toEqual([rootId]);
+    expect(await j.getRun(rootId)).toBeUndefined();
+  });
+
+  test("a takeover that holds the lease row while gc starts is seen by gc: it waits on the row and keeps the run", async () => {
+    if (!pg) return;
+    const j = await pg.open(makeTempDir("atomic-retention-"));
+    open.push(j);
+    const { rootId, lease } = await startRoot(j, "taken");
+    await j.append(lease, [{ runId: rootId, type: "status_changed", payload: {}, patch: { status: "interrupted" } }]);
+    await j.releaseLease(lease);
+    // Another process resuming the run: its acquire holds the lease row while it decides.
+    const resumer = await (j as PostgresJournal).conn.pool.connect();
+    try {
+      await resumer.query("begin");
+      await resumer.query("select 1 from leases where run_id = $1 for update", [rootId]);
+      let shown: Lease | undefined;
+      const gc = j.retention.deleteTree(rootId, (_root, l) => ((shown = l), !leaseLive(l)));
+      await waitUntil(async () => (await resumer.query("select count(*)::int as n from pg_locks where not granted")).rows[0].n > 0, 10_000, "gc to wait on the lease row");
+      await resumer.query(`update leases set holder_id = 'resumer', epoch = epoch + 1, released = 0, renewed_at = ${NOW_MS} where run_id = $1`, [rootId]);
+      await resumer.query("commit");
+      expect(await gc).toBeUndefined();
+      expect(shown?.holderId as string | undefined).toBe("resumer");
+      expect((await j.getRun(rootId))?.status).toBe("interrupted");
+    } finally {
+      await resumer.query("rollback").catch(() => {});
+      resumer.release();
+    }
+  });
+});
 
 describe("sqlite: the journal file shrunk by gc is not taken for a truncated one", () => {
   test("storageFault stays quiet after a vacuum shrinks the file, and names a truncation to part of a page", async () => {

@@ -12,6 +12,7 @@ import { copyFileSync, readFileSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { openJournal } from "../../src/journal/open.ts";
+import { journalOf } from "../helpers/postgres.ts";
 import { statusFixture } from "../status/support.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, fixture, makeTempDir } from "./support.ts";
 
@@ -71,7 +72,7 @@ e2eTest("fork --at STEP reuses the results before STEP (no side effect again), r
   // The old run is as it was.
   expect(await show(home, id)).toEqual(old);
   // The API's run detail says where the fork came from (the status app over the home's journal).
-  const journal = await openJournal({ home, durability: "full" });
+  const journal = await openJournal({ home, durability: "full", ...journalOf(home) });
   const status = statusFixture(journal);
   try {
     const detail = (await (await status.req(`/api/runs/${forkId}`)).json()) as { run: { origin?: unknown } };

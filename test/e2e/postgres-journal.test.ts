@@ -11,6 +11,11 @@
  *   shows the run; logs says when a stage's files are not on this machine;
  * - a run killed on one host is refused to another host (another home and
  *   host id on the same journal) until its lease expires, then resumed there.
+ * - gc deletes a finished run and keeps a live one (--force too), also
+ *   one whose lease is live by the database's clock when gc's host's clock
+ *   runs two hours ahead (libfaketime);
+ * - schedule add/list/show/trigger, and serve: the service lease on the
+ *   journal (a second serve, another home, waits on standby and takes over).
  * Bad input (malformed URL, unknown host, refused connection, wrong
  * password, missing database, no permission for the schema, a newer
  * schema, a server that is not Postgres) is in postgres-bad-input.test.ts.
@@ -20,13 +25,17 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { freshDatabase } from "../helpers/postgres.ts";
+import { POSTGRES_URL_ENV, freshDatabase } from "../helpers/postgres.ts";
+import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
+import { openJournal } from "../../src/journal/open.ts";
+import { newRunId, type HolderId } from "../../src/shared/ids.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir, parseNdjson, startedRunId } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
 
 const STEPS = fixture("pg-steps.ts");
+const FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const INTERCOM = join(import.meta.dir, "..", "intercom", "fixtures");
 
 interface Setup {
@@ -42,7 +51,10 @@ async function setup(extra: Record<string, string> = {}): Promise<Setup> {
   const home = join(makeTempDir("atomic-pg-e2e-"), "home");
   const out = join(home, "..", "out");
   mkdirSync(out);
-  return { home, out, url, password: decodeURIComponent(new URL(url).password), env: { ATOMIC_JOURNAL: url, OUT_DIR: out, ...extra } };
+  // The test cluster's admin URL (with its password) is in this process's environment for the helpers; the
+  // binary has no use for it, and the stages must be seen to receive no password.
+  const env = { ATOMIC_JOURNAL: url, OUT_DIR: out, [POSTGRES_URL_ENV]: undefined as unknown as string, ...extra };
+  return { home, out, url, password: decodeURIComponent(new URL(url).password), env };
 }
 
 const cli = (s: Setup, args: string[]) => runAtomic(args, { home: s.home, env: s.env });
@@ -233,3 +245,117 @@ e2eTest("postgres: a run killed on one host is refused to another host while its
   expect(counts.size).toBe(20);
   expect([...counts.values()].filter((n) => n > 1).length).toBeLessThanOrEqual(1);
 }, 90_000);
+
+interface GcJson {
+  runs: number;
+  rowsByTable: Record<string, number>;
+  kept: string[];
+  deleted: string[];
+  storage?: { bytesBefore: number; bytesAfter: number; note?: string };
+}
+
+e2eTest("postgres: gc deletes a finished run with its rows and artifacts and keeps a live one, even with --force; the live run finishes", async () => {
+  const s = await setup({ STEPS: "2", DELAY_MS: "1", E2E_DIR: makeTempDir(), E2E_SLEEP: "60" });
+  const done = await cli(s, ["run", STEPS]);
+  expect(done.code).toBe(0);
+  const doneId = /atomic show (\S+)/.exec(done.stdout)![1]!;
+  const proc = spawnAtomic(["run", fixture("waits.ts")], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const liveId = startedRunId(await out.waitFor(/^started run /));
+  await out.waitFor(/stage wait started/);
+
+  const gc = async (...args: string[]) => {
+    const r = await cli(s, ["gc", "--json", "--older-than", "0s", ...args]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    return JSON.parse(r.stdout.trim().split("\n").at(-1)!) as GcJson;
+  };
+  const dry = await gc("--dry-run");
+  expect(dry.deleted).toEqual([doneId]);
+  expect((await cli(s, ["show", doneId])).code).toBe(0);
+  const real = await gc();
+  expect(real.deleted).toEqual([doneId]);
+  expect(real.rowsByTable).toEqual(dry.rowsByTable);
+  expect(real.rowsByTable.events).toBeGreaterThan(0);
+  expect(real.storage!.bytesAfter).toBeGreaterThan(0);
+  expect((await cli(s, ["show", doneId])).code).toBe(2);
+  expect(existsSync(join(s.home, "artifacts", doneId))).toBe(false);
+  const forced = await gc("--force");
+  expect(forced.runs).toBe(0);
+  expect(forced.kept).toEqual([liveId]);
+  expect(parseNdjson((await cli(s, ["runs", "--json"])).stdout).map((r) => [r.id, r.status])).toEqual([[liveId, "running"]]);
+  expect((await cli(s, ["cancel", liveId])).code).toBe(0);
+  expect(await proc.exited).toBe(4);
+  // Cancelled, its driver gone: the next gc deletes it, and says what it measured.
+  const text = await cli(s, ["gc", "--older-than", "0s"]);
+  expect(text.code).toBe(0);
+  expect(text.stdout).toMatch(/^deleted 1 run, \d+ journal rows, .*\njournal tables: .+ before, .+ after \(.+ freed\)\n/);
+  expect(parseNdjson((await cli(s, ["runs", "--json"])).stdout)).toEqual([]);
+});
+
+e2eTest(
+  "postgres: schedule add/list/show/trigger; serve takes the service lease (active), a second serve on the same journal waits on standby",
+  async () => {
+    const s = await setup();
+    const count = join(import.meta.dir, "..", "service", "fixtures", "count.ts");
+    const log = join(s.out, "count.log");
+    const at = (args: string[]) => runAtomic(["schedule", ...args], { home: s.home, env: s.env, cwd: s.out });
+    const added = await at(["add", "nightly", "--cron", "0 3 * * *", count, "--input", `log=${log}`, "--input", "tag=pg"]);
+    expect(added.stderr).toBe("");
+    expect(added.code).toBe(0);
+    expect((await at(["add", "nightly", "--cron", "0 3 * * *", count])).code).toBe(2);
+    const list = await at(["list"]);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/^nightly\s+0 3 \* \* \*\s+UTC\s+/m);
+    const trigger = await at(["trigger", "nightly", "--json"]);
+    expect(trigger.code).toBe(0);
+    const { runId } = JSON.parse(trigger.stdout) as { runId: string };
+    await waitUntil(async () => parseNdjson((await cli(s, ["runs", "--json"])).stdout).some((r) => r.id === runId && r.status === "completed"), 30_000, "the triggered run to complete");
+    expect(readFileSync(log, "utf8")).toBe("pg\n");
+    expect((JSON.parse((await at(["show", "nightly", "--json"])).stdout) as { lastRunId: string }).lastRunId).toBe(runId);
+    await waitUntil(() => processesWithHome(s.home).length === 0, 20_000, "the triggered drive to end");
+
+    const serve = (home: string) => {
+      const proc = spawnAtomic(["--json", "serve", "--port", "0"], { home, env: s.env });
+      return { proc, log: lineWatcher(proc.stdout) };
+    };
+    const first = serve(s.home);
+    await first.log.waitFor(/"type":"service_active"/);
+    // Another home (its own runtime files), the same Postgres journal: the service lease is the journal's.
+    const second = serve(join(s.home, "..", "home2"));
+    await second.log.waitFor(/"type":"service_standby"/);
+    expect((await at(["list"])).stdout).toMatch(/^nightly\s+/m);
+    first.proc.kill("SIGTERM");
+    expect(await first.proc.exited).toBe(0);
+    await second.log.waitFor(/"type":"service_active"/, 30_000);
+    second.proc.kill("SIGTERM");
+    expect(await second.proc.exited).toBe(0);
+  },
+  120_000,
+);
+
+e2eTest("postgres: gc on a host whose clock runs two hours ahead keeps a run whose lease is live by the database's clock", async () => {
+  if (!existsSync(FAKETIME)) return;
+  const s = await setup();
+  const journal = await openJournal({ home: makeTempDir(), durability: "full", journalUrl: s.url });
+  try {
+    // Finished, but its lease still held for a minute by a driver on another host (by the database's clock).
+    const rootId = newRunId();
+    const lease = await journal.acquireLease(rootId, { holderId: "far-1" as HolderId, host: "elsewhere/m/b/1", pid: 1, pidStart: 1 }, { timeoutMs: 60_000 });
+    await journal.append(lease, [
+      { runId: rootId, type: "run_started", payload: {}, newRun: { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "far", workflowPath: "/far.ts", workflowDigest: "d", inputs: {} } },
+      { runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: Date.now() } },
+    ]);
+    const ahead = await runAtomic(["gc", "--json", "--older-than", "0s", "--force"], {
+      home: s.home,
+      env: { ...s.env, LD_PRELOAD: FAKETIME, FAKETIME: "+2h", FAKETIME_DONT_RESET: "1" },
+    });
+    expect(ahead.stderr).toBe("");
+    expect(ahead.code).toBe(0);
+    expect(JSON.parse(ahead.stdout.trim().split("\n").at(-1)!) as GcJson).toMatchObject({ runs: 0, kept: [rootId] });
+    expect((await journal.getRun(rootId))?.status).toBe("completed");
+  } finally {
+    await journal.close();
+    removeStaleFaketimeSegments();
+  }
+});

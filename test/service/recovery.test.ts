@@ -346,7 +346,8 @@ test("the crash streak survives a restart of the service: the journal shows the 
 
 async function recordedWakeAt(s: ReturnType<typeof newSetup>, runId: string): Promise<number> {
   const { openJournal } = await import("../../src/journal/open.ts");
-  const journal = await openJournal({ home: s.home, durability: "full" });
+  const { journalOf } = await import("../helpers/postgres.ts");
+  const journal = await openJournal({ home: s.home, durability: "full", ...journalOf(s.home) });
   try {
     const events = await journal.readEvents(runId as never);
     const sleep = events.find((e) => e.type === "checkpoint" && (e.payload as { kind?: string }).kind === "sleep")!;

@@ -69,7 +69,7 @@ function describe(r: GcReport): string[] {
   const lines = [r.dryRun ? `would delete ${what}; nothing was deleted (--dry-run)` : `deleted ${what}`];
   if (r.storage) {
     const freed = Math.max(0, r.storage.bytesBefore - r.storage.bytesAfter);
-    lines.push(`journal file: ${formatBytes(r.storage.bytesBefore)} before, ${formatBytes(r.storage.bytesAfter)} after (${formatBytes(freed)} freed)`);
+    lines.push(`${r.storage.measured ?? "journal file"}: ${formatBytes(r.storage.bytesBefore)} before, ${formatBytes(r.storage.bytesAfter)} after (${formatBytes(freed)} freed)`);
     if (r.storage.note) lines.push(`note: ${r.storage.note}`);
   }
   if (r.orphanDirs) lines.push(`(${n(r.orphanDirs)} of the artifact directories belonged to no run in the journal)`);

@@ -339,8 +339,8 @@ export class PgMessageStore implements MessageStore {
 
 const STAGE_ORDER = `order by path collate "C", run_id collate "C", stage_key collate "C"`;
 
-/** The store's per-root lock (file note, lock 1), held until the transaction ends. */
-async function lockRoot(q: PgQuery, rootId: RunId): Promise<void> {
+/** The store's per-root lock (file note, lock 1), held until the transaction ends; retention.ts takes it too. */
+export async function lockRoot(q: PgQuery, rootId: RunId): Promise<void> {
   await q(`select pg_advisory_xact_lock(${MESSAGE_LOCKS}, hashtext($1))`, [rootId]);
 }
 

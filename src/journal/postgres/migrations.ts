@@ -9,6 +9,8 @@
  * change clock (a one-row counter whose row lock orders change numbers by
  * commit, JournalViews in ../types.ts) and append batches (receipts of
  * append calls, so a call whose COMMIT's outcome is unknown can ask again).
+ * Versions 3 (retention: tombstones of deleted runs) and 4 (schedules) follow
+ * SQLite's versions 7 and 8.
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -208,6 +210,58 @@ export const MIGRATIONS: readonly PgMigration[] = [
       // index, however many ready items other runs have queued ahead of it (work_ready alone would be walked past
       // them on every claim: measured 0.14 against 0.09 ms with 1 in 100 ready items its own, and it grows).
       `create index work_ready_by_root on work_items (root_id, root_epoch, ready_at, id) where state = 'ready'`,
+    ],
+  },
+  {
+    version: 3,
+    name: "retention: work operations indexed by work item; tombstones of deleted runs",
+    statements: [
+      // Retention (retention.ts) deletes a run's operations through its items.
+      `create index work_ops_by_work on work_ops (work_id)`,
+      // A deleted run's last state under a change number of its own from the change clock (reads.ts: status
+      // readers learn of the deletion in change order). The clock is a counter, so numbers never go back anyway.
+      `create table run_tombstones (
+        change_seq bigint primary key,
+        id text not null,
+        root_id text not null,
+        parent_id text,
+        status text not null,
+        last_seq bigint not null,
+        deleted_at bigint not null
+      )`,
+      `create index run_tombstones_by_age on run_tombstones (deleted_at)`,
+    ],
+  },
+  {
+    version: 4,
+    name: "schedules",
+    statements: [
+      // The contract: ../schedules.ts (the same columns as SQLite's migration 8). Inputs are JSON text; times ms.
+      `create table schedules (
+        name text primary key,
+        cron text not null,
+        timezone text,
+        workflow text not null,
+        inputs text not null,
+        cwd text not null,
+        overlap text not null check (overlap in ('skip', 'buffer-one', 'allow')),
+        catch_up text not null check (catch_up in ('skip', 'run-once')),
+        paused integer not null default 0,
+        created_at bigint not null,
+        updated_at bigint not null,
+        last_tick_at bigint,
+        last_run_id text,
+        buffered_tick_at bigint
+      )`,
+    ],
+  },
+  {
+    version: 5,
+    name: "stage index: queued stages (waiting for a free worker) apart from running ones",
+    statements: [
+      // SQLite's migration 9 rebuilds its table for this; Postgres changes the CHECK in place.
+      `alter table stage_index drop constraint stage_index_state_check`,
+      `alter table stage_index add constraint stage_index_state_check check (state in ('queued', 'running', 'failed', 'finished'))`,
     ],
   },
 ];

@@ -15,7 +15,10 @@
  *   clock, batch receipts that make a retry after a lost COMMIT safe).
  * - leases.ts: leases judged by the database clock, the row FOR UPDATE
  *   while deciding, no local-pid shortcut for a holder on another host.
- * - reads.ts: listings, replay, status views.
+ * - reads.ts: listings, replay, status views (with retention's tombstones).
+ * - retention.ts: deleting finished trees (locks, the database clock's
+ *   judgement of a lease), VACUUM outside transactions.
+ * - schedules.ts: schedules, the tick claim as a compare-and-set.
  * - open-errors.ts: why opening failed, in one sentence and a hint.
  *
  * Capabilities: transactions await the network, so
@@ -46,8 +49,10 @@ import type {
   ListRunsFilter,
   MessageStore,
   RunRecord,
+  RunRetention,
   WorkQueue,
 } from "../types.ts";
+import type { ScheduleStore } from "../schedules.ts";
 import type { JournalTables } from "../sqlite/tables.ts";
 import { appendEntries } from "./append.ts";
 import { PgConnection, isConnectionLoss } from "./connection.ts";
@@ -55,7 +60,9 @@ import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./migrations.ts";
 import { openError } from "./open-errors.ts";
 import { PgViews, countRuns, findRuns, getRun, kyselyOver, listRuns, readEvents } from "./reads.ts";
-import { makeStores } from "./stores.ts";
+import { PgRetention } from "./retention.ts";
+import { PgScheduleStore } from "./schedules.ts";
+import { makeStores, session } from "./stores.ts";
 import { parsePostgresUrl, redactUrl, type PostgresTarget } from "./url.ts";
 
 export interface PostgresJournalOptions {
@@ -74,6 +81,8 @@ export class PostgresJournal implements Journal {
   readonly views: JournalViews;
   readonly work: WorkQueue;
   readonly messages: MessageStore;
+  readonly retention: RunRetention;
+  readonly schedules: ScheduleStore;
   readonly #kysely: Kysely<JournalTables>;
   #closed = false;
 
@@ -87,6 +96,8 @@ export class PostgresJournal implements Journal {
     const stores = makeStores(conn);
     this.work = stores.work;
     this.messages = stores.messages;
+    this.retention = new PgRetention(conn);
+    this.schedules = new PgScheduleStore(session(conn));
   }
 
   /** Connects, checks the schema (refusing a newer one), migrates if needed. Errors are one sentence and a hint. */

@@ -8,7 +8,8 @@
  * change numbers (runs_by_change). Change numbers are handed out by the
  * change clock whose row lock orders them by commit (append-sql.ts), so a
  * reader paging from its cursor never skips a change committed later with
- * a lower number.
+ * a lower number. A run deleted by retention leaves a tombstone numbered by
+ * the same clock (retention.ts): read with the runs, as a `deleted` change.
  */
 
 import { Kysely, PostgresDialect, sql } from "kysely";
@@ -133,12 +134,16 @@ export class PgViews implements JournalViews {
   }
 
   async changesSince(afterChange: number, limit: number): Promise<RunChange[]> {
-    const rows = await this.conn.query<{ id: string; root_id: string; parent_id: string | null; status: string; last_seq: number; change_seq: number }>(
-      "select id, root_id, parent_id, status, last_seq, change_seq from runs where change_seq > $1 order by change_seq limit $2",
+    const rows = await this.conn.query<{ id: string; root_id: string; parent_id: string | null; status: string; last_seq: number; change_seq: number; deleted: boolean }>(
+      `select id, root_id, parent_id, status, last_seq, change_seq, false as deleted from runs where change_seq > $1
+       union all
+       select id, root_id, parent_id, status, last_seq, change_seq, true as deleted from run_tombstones where change_seq > $1
+       order by change_seq limit $2`,
       [afterChange, limit],
-      "changes-since",
+      "changes-since-with-tombstones",
     );
     return rows.map((r) => ({
+      ...(r.deleted ? { deleted: true } : {}),
       id: r.id as RunId,
       rootId: r.root_id as RunId,
       parentId: r.parent_id as RunId | null,

@@ -8,7 +8,8 @@
 import type { Database, Statement } from "bun:sqlite";
 import type { NewSchedule, ScheduleRecord, ScheduleStore, TickAdvance, TickState } from "../schedules.ts";
 
-interface ScheduleRow {
+/** A schedules row; the Postgres store (../postgres/schedules.ts) has the same columns and maps them with `scheduleFromRow`. */
+export interface ScheduleRow {
   name: string;
   cron: string;
   timezone: string | null;
@@ -65,12 +66,12 @@ export class SqliteScheduleStore implements ScheduleStore {
   get(name: string): Promise<ScheduleRecord | undefined> {
     return this.guard(() => {
       const row = this.one.get(name);
-      return row ? fromRow(row) : undefined;
+      return row ? scheduleFromRow(row) : undefined;
     });
   }
 
   list(): Promise<ScheduleRecord[]> {
-    return this.guard(() => this.all.all().map(fromRow));
+    return this.guard(() => this.all.all().map(scheduleFromRow));
   }
 
   setPaused(name: string, paused: boolean, at: number): Promise<boolean> {
@@ -94,7 +95,7 @@ export class SqliteScheduleStore implements ScheduleStore {
   }
 }
 
-function fromRow(r: ScheduleRow): ScheduleRecord {
+export function scheduleFromRow(r: ScheduleRow): ScheduleRecord {
   return {
     name: r.name,
     cron: r.cron,
