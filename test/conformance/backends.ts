@@ -16,6 +16,7 @@
  * directory reopens its journal.
  */
 
+import { test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { JOURNAL_FILE, openJournal } from "../../src/journal/open.ts";
@@ -143,4 +144,13 @@ export function insertOldRoot(db: Database, status: string, lastSeq: number): Ru
     [rootId, rootId, status, lastSeq],
   );
   return rootId;
+}
+
+/**
+ * `test` where `applies`, else nothing: a test of a promise the backend does
+ * not make (a file hook, synchronous transactions) is not registered for it
+ * at all, rather than reported as skipped.
+ */
+export function testWhen(applies: boolean): typeof test {
+  return applies ? test : ((() => {}) as unknown as typeof test);
 }

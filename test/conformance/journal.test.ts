@@ -15,7 +15,7 @@ import { AtomicError, LeaseHeldError, LeaseLostError } from "../../src/shared/er
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
 import { hostId } from "../../src/shared/process-info.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { BACKENDS, liveHolder } from "./backends.ts";
+import { BACKENDS, liveHolder, testWhen } from "./backends.ts";
 
 const open: Journal[] = [];
 
@@ -424,7 +424,7 @@ for (const backend of BACKENDS) {
       if (backend.readSchemaVersion) expect(backend.readSchemaVersion(dir)).toBeGreaterThanOrEqual(1);
     });
 
-    test.skipIf(!backend.tamperSchemaVersion || !backend.file)(
+    testWhen(!!backend.tamperSchemaVersion && !!backend.file)(
       `${backend.name}: a database from a newer version is refused and left untouched`,
       async () => {
         const { journal, dir, root, lease } = await withRoot();
@@ -445,7 +445,7 @@ for (const backend of BACKENDS) {
       },
     );
 
-    test.skipIf(!backend.file)(`${backend.name}: a file that is not a database is refused`, async () => {
+    testWhen(!!backend.file)(`${backend.name}: a file that is not a database is refused`, async () => {
       const dir = makeTempDir();
       const file = backend.file?.(dir) ?? "";
       const text = "these are my grocery notes, not a database\n".repeat(200);
@@ -456,7 +456,7 @@ for (const backend of BACKENDS) {
       expect(readFileSync(file, "utf8")).toBe(text);
     });
 
-    test.skipIf(!backend.file)(`${backend.name}: storageFault names the file once it is deleted or replaced, and not before`, async () => {
+    testWhen(!!backend.file)(`${backend.name}: storageFault names the file once it is deleted or replaced, and not before`, async () => {
       const { journal, dir } = await withRoot();
       const file = backend.file?.(dir) ?? "";
       expect(journal.storageFault()).toBeUndefined();

@@ -16,7 +16,7 @@ import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { waitUntil } from "../helpers/atomic.ts";
-import { BACKENDS, insertOldRoot, liveHolder, sqlite, sqliteAtVersion, startRoot } from "./backends.ts";
+import { BACKENDS, insertOldRoot, liveHolder, sqlite, sqliteAtVersion, startRoot, testWhen } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -152,7 +152,7 @@ for (const backend of BACKENDS) {
     });
 
     // The pool's dispatcher starts a worker from onLeased, before the claim commits, only on this promise.
-    test.if(backend.capabilities.synchronousTransactions)(
+    testWhen(backend.capabilities.synchronousTransactions)(
       `${backend.name}: synchronous transactions: nothing else of the process runs between onLeased and the commit`,
       async () => {
         const { journal, rootId, lease, root } = await setup();

@@ -54,7 +54,7 @@ function holdLock(file: string, release: string, capMs: number) {
 // the server like any other, and work-lease-deadline.test.ts holds the work queue's table lock through the binary.
 const sqliteJournal = process.env.ATOMIC_TEST_JOURNAL !== "postgres";
 
-(sqliteJournal ? e2eTest : (name: string) => test.skip(name, () => {}))("a second process holds the journal's write lock: live output keeps flowing to the root meanwhile, and the run completes after", async () => {
+(sqliteJournal ? e2eTest : ((() => {}) as unknown as typeof e2eTest))("a second process holds the journal's write lock: live output keeps flowing to the root meanwhile, and the run completes after", async () => {
   const home = makeTempDir();
   const d = makeTempDir();
   const command = `i=0; while [ ! -f ${d}/gate ]; do i=$((i+1)); echo tick $i; sleep 0.05; done; echo done`;

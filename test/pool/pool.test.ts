@@ -121,7 +121,8 @@ e2eTest("the coordinator SIGKILLed once: the stage's retry runs on a fresh pool 
 // transactions are synchronous (JournalCapabilities: the embedded journal, not Postgres, ATOMIC_TEST_JOURNAL);
 // fault point "coordinator-started-before-commit" fires right after that send, inside the claim's transaction.
 const startsBeforeCommit = process.env.ATOMIC_TEST_JOURNAL !== "postgres";
-const earlyStartTest = startsBeforeCommit ? e2eTest : (name: string) => test.skip(name, () => {});
+// Not registered at all on Postgres: that journal makes no such promise (a test of it there would be a skip).
+const earlyStartTest = startsBeforeCommit ? e2eTest : ((() => {}) as unknown as typeof e2eTest);
 
 earlyStartTest("a claim that fails after its start was sent: that worker is retired, another runs the stage, the run completes", async () => {
   const home = makeTempDir();
