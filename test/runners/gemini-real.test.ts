@@ -7,12 +7,13 @@
  * model is given (priced, never "auto"), `atomic send` followUp delivered
  * by resuming the session by id, a 300 KiB prompt through stdin with
  * structured output asked for in the prompt, provider errors mapped to the
- * shared codes, a broken stream's message kept. Every test checks that
+ * shared codes (a 500 that outlasts gemini's retries too, with
+ * `general.maxAttempts` 2), a broken stream's message kept. Every test checks that
  * gemini connected nowhere but the fake.
  */
 
 import { expect } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { geminiHome } from "../helpers/agent-homes.ts";
 import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
@@ -111,6 +112,25 @@ e2eTest(
     expect(outputs.status).toBe("completed");
     expect(outputs.text).toBe("recovered");
     expect(outputs.usage).toMatchObject({ inputTokens: 40, outputTokens: 4 });
+    expect(s.fake.calls.length).toBe(2);
+    s.fake.assertOnlyFake();
+  },
+  100_000,
+);
+
+e2eTest(
+  "gemini: a 500 that outlasts gemini's own retries fails the stage as provider_unavailable, naming gemini, its exit status and the provider's words",
+  async () => {
+    const s = await setup(...Array<GeminiReply>(4).fill(httpError(500, "INTERNAL", "the backend is down")));
+    // gemini tries a request up to `general.maxAttempts` times (10 by default, with a backoff of minutes): 2 here.
+    const settings = join(s.h.env.HOME!, ".gemini", "settings.json");
+    const current = JSON.parse(readFileSync(settings, "utf8"));
+    writeFileSync(settings, JSON.stringify({ ...current, general: { ...current.general, maxAttempts: 2 } }));
+    const outputs = await runStage(s, { prompt: "hi" });
+    expect(outputs.status).toBe("failed");
+    expect(outputs.error!.code).toBe("provider_unavailable");
+    expect(outputs.error!.message).toMatch(/^gemini: the provider is unavailable \(HTTP 500\): the backend is down/);
+    expect(outputs.error!.message).toMatch(/\(gemini exited with status \d+\)$/);
     expect(s.fake.calls.length).toBe(2);
     s.fake.assertOnlyFake();
   },
