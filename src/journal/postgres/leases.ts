@@ -22,36 +22,16 @@
  */
 
 import { LeaseHeldError, LeaseLostError } from "../../shared/errors.ts";
-import type { HolderId, RunId } from "../../shared/ids.ts";
+import type { RunId } from "../../shared/ids.ts";
 import { isLocalHolderDead } from "../../shared/process-info.ts";
 import type { AcquireOptions, HolderInfo, Lease } from "../types.ts";
 import type { PgConnection } from "./connection.ts";
 import { NOW_MS } from "./store-session.ts";
+import { leaseFromRow, type LeasesTable } from "../sqlite/tables.ts";
 
-interface LeaseRow {
-  run_id: string;
-  holder_id: string;
-  host: string;
-  pid: number;
-  pid_start: number;
-  epoch: number;
-  renewed_at: number;
-  timeout_ms: number;
-  released: number;
+/** A lease row, with the database clock's reading of the statement that read it. */
+interface LeaseRow extends LeasesTable {
   now: number;
-}
-
-function leaseOf(row: Omit<LeaseRow, "now" | "released">): Lease {
-  return {
-    rootId: row.run_id as RunId,
-    holderId: row.holder_id as HolderId,
-    host: row.host,
-    pid: row.pid,
-    pidStart: row.pid_start,
-    epoch: row.epoch,
-    renewedAt: row.renewed_at,
-    timeoutMs: row.timeout_ms,
-  };
 }
 
 export async function acquireLease(conn: PgConnection, rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
@@ -67,7 +47,7 @@ export async function acquireLease(conn: PgConnection, rootId: RunId, holder: Ho
                    values ($1, $2, $3, $4, $5, 1, ${NOW_MS}, $6, 0) on conflict (run_id) do nothing returning *`,
             values: [rootId, ...h, opts.timeoutMs],
           });
-          if (inserted.rows[0]) return leaseOf(inserted.rows[0]);
+          if (inserted.rows[0]) return leaseFromRow(inserted.rows[0]);
           continue; // another process inserted it meanwhile: decide on its row
         }
         if (row.holder_id === holder.holderId && !row.released) {
@@ -76,7 +56,7 @@ export async function acquireLease(conn: PgConnection, rootId: RunId, holder: Ho
             text: `update leases set renewed_at = ${NOW_MS}, timeout_ms = $2 where run_id = $1 returning *`,
             values: [rootId, opts.timeoutMs],
           });
-          return leaseOf(renewed.rows[0]!);
+          return leaseFromRow(renewed.rows[0]!);
         }
         const free = row.released === 1 || row.renewed_at + row.timeout_ms < row.now || isLocalHolderDead({ host: row.host, pid: row.pid, pidStart: row.pid_start });
         if (!free && !opts.force) throw new LeaseHeldError(rootId, { holderId: row.holder_id, host: row.host, pid: row.pid });
@@ -87,7 +67,7 @@ export async function acquireLease(conn: PgConnection, rootId: RunId, holder: Ho
                   where run_id = $1 and epoch = $7 returning *`,
           values: [rootId, ...h, opts.timeoutMs, row.epoch],
         });
-        return leaseOf(taken.rows[0]!);
+        return leaseFromRow(taken.rows[0]!);
       }
     },
     { synchronousCommit: false },
@@ -125,5 +105,5 @@ export async function releaseLease(conn: PgConnection, lease: Lease): Promise<vo
 /** The current lease, or undefined when nobody holds it (never taken, or released). */
 export async function getLease(conn: PgConnection, rootId: RunId): Promise<Lease | undefined> {
   const rows = await conn.query<LeaseRow>("select * from leases where run_id = $1 and released = 0", [rootId], "lease-get");
-  return rows[0] ? leaseOf(rows[0]) : undefined;
+  return rows[0] ? leaseFromRow(rows[0]) : undefined;
 }
