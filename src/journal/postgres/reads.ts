@@ -14,8 +14,9 @@
 
 import { Kysely, PostgresDialect, sql } from "kysely";
 import type { RunId } from "../../shared/ids.ts";
-import type { JournalEvent, JournalViews, ListRunsFilter, RunChange, RunRecord, RunStatus, StageState, StageTally } from "../types.ts";
+import type { JournalEvent, JournalViews, ListRunsFilter, RunChange, RunRecord, StageTally } from "../types.ts";
 import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
+import { changeFromRow, tallyFromRow, type ChangeRow, type TallyRow } from "../sqlite/views.ts";
 import type { PgConnection } from "./connection.ts";
 
 type Db = Kysely<JournalTables>;
@@ -91,21 +92,6 @@ export async function readEvents(conn: PgConnection, runId: RunId, afterSeq = 0,
   return events;
 }
 
-interface TallyRow {
-  root_id: string;
-  run_status: string;
-  state: string;
-  outcome: string | null;
-  stages: number;
-  i: number;
-  o: number;
-  cr: number;
-  cw: number;
-  c: number;
-  t: number;
-  has_usage: number;
-}
-
 export class PgViews implements JournalViews {
   constructor(private readonly conn: PgConnection) {}
 
@@ -121,20 +107,11 @@ export class PgViews implements JournalViews {
       [rootIds],
       "stage-tallies",
     );
-    return rows.map((r) => ({
-      rootId: r.root_id as RunId,
-      runStatus: r.run_status as RunStatus,
-      state: r.state as StageState,
-      outcome: r.outcome as StageTally["outcome"],
-      stages: r.stages,
-      usage: r.has_usage
-        ? { inputTokens: r.i, outputTokens: r.o, cacheReadTokens: r.cr, cacheWriteTokens: r.cw, costMicroUsd: r.c, turns: r.t }
-        : null,
-    }));
+    return rows.map(tallyFromRow);
   }
 
   async changesSince(afterChange: number, limit: number): Promise<RunChange[]> {
-    const rows = await this.conn.query<{ id: string; root_id: string; parent_id: string | null; status: string; last_seq: number; change_seq: number; deleted: boolean }>(
+    const rows = await this.conn.query<ChangeRow>(
       `select id, root_id, parent_id, status, last_seq, change_seq, false as deleted from runs where change_seq > $1
        union all
        select id, root_id, parent_id, status, last_seq, change_seq, true as deleted from run_tombstones where change_seq > $1
@@ -142,14 +119,6 @@ export class PgViews implements JournalViews {
       [afterChange, limit],
       "changes-since-with-tombstones",
     );
-    return rows.map((r) => ({
-      ...(r.deleted ? { deleted: true } : {}),
-      id: r.id as RunId,
-      rootId: r.root_id as RunId,
-      parentId: r.parent_id as RunId | null,
-      status: r.status as RunStatus,
-      lastSeq: r.last_seq,
-      change: r.change_seq,
-    }));
+    return rows.map(changeFromRow);
   }
 }

@@ -10,7 +10,8 @@ import type { Database, Statement } from "bun:sqlite";
 import type { RunId } from "../../shared/ids.ts";
 import type { JournalViews, RunChange, RunStatus, StageState, StageTally } from "../types.ts";
 
-interface TallyRow {
+/** A row of the stage tally query (the same columns on every backend). */
+export interface TallyRow {
   root_id: string;
   run_status: string;
   state: string;
@@ -25,14 +26,15 @@ interface TallyRow {
   has_usage: number;
 }
 
-interface ChangeRow {
+/** A row of the changes query: a run, or a deleted run's tombstone (`deleted`: 1 or true). */
+export interface ChangeRow {
   id: string;
   root_id: string;
   parent_id: string | null;
   status: string;
   last_seq: number;
   change_seq: number;
-  deleted: number;
+  deleted: number | boolean;
 }
 
 /** Roots per statement: a page of the run list is 50; bound parameters stay far below SQLite's limit. */
@@ -77,16 +79,7 @@ export class SqliteViews implements JournalViews {
       for (let i = 0; i < rootIds.length; i += CHUNK) {
         const ids = rootIds.slice(i, i + CHUNK);
         for (const r of this.tally(ids.length).all(...ids)) {
-          out.push({
-            rootId: r.root_id as RunId,
-            runStatus: r.run_status as RunStatus,
-            state: r.state as StageState,
-            outcome: r.outcome as StageTally["outcome"],
-            stages: r.stages,
-            usage: r.has_usage
-              ? { inputTokens: r.i, outputTokens: r.o, cacheReadTokens: r.cr, cacheWriteTokens: r.cw, costMicroUsd: r.c, turns: r.t }
-              : null,
-          });
+          out.push(tallyFromRow(r));
         }
       }
       return out;
@@ -95,15 +88,7 @@ export class SqliteViews implements JournalViews {
 
   async changesSince(afterChange: number, limit: number): Promise<RunChange[]> {
     return this.guard(() =>
-      this.changes.all(afterChange, limit).map((r) => ({
-        id: r.id as RunId,
-        rootId: r.root_id as RunId,
-        parentId: r.parent_id as RunId | null,
-        status: r.status as RunStatus,
-        lastSeq: r.last_seq,
-        change: r.change_seq,
-        ...(r.deleted ? { deleted: true } : {}),
-      })),
+      this.changes.all(afterChange, limit).map(changeFromRow),
     );
   }
 
@@ -111,4 +96,29 @@ export class SqliteViews implements JournalViews {
     for (const st of this.tallies.values()) st.finalize();
     this.changes.finalize();
   }
+}
+
+export function tallyFromRow(r: TallyRow): StageTally {
+  return {
+    rootId: r.root_id as RunId,
+    runStatus: r.run_status as RunStatus,
+    state: r.state as StageState,
+    outcome: r.outcome as StageTally["outcome"],
+    stages: r.stages,
+    usage: r.has_usage
+      ? { inputTokens: r.i, outputTokens: r.o, cacheReadTokens: r.cr, cacheWriteTokens: r.cw, costMicroUsd: r.c, turns: r.t }
+      : null,
+  };
+}
+
+export function changeFromRow(r: ChangeRow): RunChange {
+  return {
+    id: r.id as RunId,
+    rootId: r.root_id as RunId,
+    parentId: r.parent_id as RunId | null,
+    status: r.status as RunStatus,
+    lastSeq: r.last_seq,
+    change: r.change_seq,
+    ...(r.deleted ? { deleted: true } : {}),
+  };
 }
