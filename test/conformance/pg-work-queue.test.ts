@@ -61,7 +61,9 @@ interface Worker {
 
 /** A pg-race-worker process on the journal's URL, ready (journal open) when this resolves. */
 async function worker(url: string, mode: string, args: Record<string, unknown>): Promise<Worker> {
-  const proc = Bun.spawn([BUN, WORKER, url, mode, JSON.stringify(args)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  // Its home is the test's (removed after each test), not the worker's: afterEach may SIGKILL a worker before it cleans up.
+  const home = makeTempDir("atomic-pg-race-worker-");
+  const proc = Bun.spawn([BUN, WORKER, url, mode, JSON.stringify(args), home], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   procs.push(proc);
   const lines = lineWatcher(proc.stdout);
   await lines.waitFor(/"type":"ready"/);

@@ -4,7 +4,11 @@
  * (bench/pg-claims.ts): it opens the journal at a URL on a connection pool
  * of its own, so its statements race the other processes' on the server.
  *
- *   bun pg-race-worker.ts <journal url> <mode> <json args>
+ *   bun pg-race-worker.ts <journal url> <mode> <json args> [home]
+ *
+ * With `home`, the journal's home is that directory, made and removed by the
+ * caller; without it the worker makes one in the temp directory and removes
+ * it on its way out.
  *
  * Protocol, one JSON object per stdout line: {type:"ready"} once the
  * journal is open; on the stdin line "go" it runs its mode and prints
@@ -37,14 +41,15 @@ import type { WorkFence, WorkItem } from "../../src/journal/types.ts";
 import { errorInfo } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 
-const [url, mode, argsText] = process.argv.slice(2) as [string, string, string];
+const [url, mode, argsText, givenHome] = process.argv.slice(2) as [string, string, string, string | undefined];
 const args = JSON.parse(argsText) as Record<string, unknown>;
 
 function say(message: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(message)}\n`);
 }
 
-const home = mkdtempSync(join(tmpdir(), "atomic-pg-race-worker-"));
+// A home the caller made (and removes, also when it kills this process), or one of its own.
+const home = givenHome ?? mkdtempSync(join(tmpdir(), "atomic-pg-race-worker-"));
 const journal = await openJournal({ home, durability: "normal", journalUrl: url });
 const lines = console[Symbol.asyncIterator]();
 say({ type: "ready" });
@@ -148,5 +153,5 @@ try {
   say({ type: "error", message: errorInfo(err).message });
 } finally {
   await journal.close();
-  rmSync(home, { recursive: true, force: true });
+  if (!givenHome) rmSync(home, { recursive: true, force: true });
 }
