@@ -48,6 +48,8 @@ test("--max-runs 1: two crashed runs are driven one after the other, never both 
   expect(drivesOf(s).length).toBe(1);
   writeFileSync(s.gateFile, "open");
   for (const id of ids) await untilStatus(s, id, "completed");
+  // A run is completed before the service has seen its drive's process end: wait for the second drive_ended.
+  await waitUntil(() => service.events("drive_ended").length === 2, 30_000, "the second drive to end");
   const order = service.log.lines.filter((l) => /"type":"drive_(started|ended)"/.test(l)).map((l) => JSON.parse(l).type as string);
   expect(order).toEqual(["drive_started", "drive_ended", "drive_started", "drive_ended"]);
   for (const id of ids) expect(countsByStep(s, id)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
