@@ -20,6 +20,7 @@ import type { ErrorInfo, StorageError } from "../shared/errors.ts";
 import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
 import type { ScheduleStore } from "./schedules.ts";
+import type { FleetStore, HostClaimScope } from "./fleet.ts";
 
 export const RUN_STATUSES = [
   "running",
@@ -257,6 +258,8 @@ export interface Journal {
   readonly retention: RunRetention;
   /** Schedules (`atomic schedule`, the service's scheduler): the contract is ./schedules.ts. */
   readonly schedules: ScheduleStore;
+  /** Worker hosts (./fleet.ts): only on a journal that several machines share. */
+  readonly fleet?: FleetStore;
 
   /**
    * Whether the storage is still the one this process opened: a
@@ -384,6 +387,15 @@ export interface WorkFence {
 export interface ClaimScope {
   rootId: RunId;
   epoch: number;
+  /** Only items of these queues (where the journal has a `fleet`: hosts serve the others); else every item of the drive. */
+  queues?: readonly string[];
+}
+
+/** Whose items a claim may take: one drive's (ClaimScope) or, for a worker host, any root's of some queues (./fleet.ts). */
+export type ClaimFilter = ClaimScope | HostClaimScope;
+
+export function isHostScope(scope: ClaimFilter | undefined): scope is HostClaimScope {
+  return scope !== undefined && !("rootId" in scope);
 }
 
 export type WorkReceipt =
@@ -400,7 +412,7 @@ export interface WorkQueue {
    * was enqueued under, released, or expired) is never leased: without
    * `root` the claim abandons it and takes the next.
    */
-  claim(workerId: string, leaseMs: number, root?: ClaimScope): Promise<WorkItem | undefined>;
+  claim(workerId: string, leaseMs: number, root?: ClaimFilter): Promise<WorkItem | undefined>;
   /**
    * `claim` for several idle workers in one transaction: the oldest ready
    * item to `workerIds[0]`, the next to `workerIds[1]`, ... (FIFO); fewer
@@ -417,7 +429,7 @@ export interface WorkQueue {
   claimMany(
     workerIds: readonly string[],
     leaseMs: number,
-    root?: ClaimScope,
+    root?: ClaimFilter,
     onLeased?: (item: WorkItem, index: number) => void,
   ): Promise<WorkItem[]>;
   /** Lease one given item to `workerId` if it is ready (queue order aside); undefined when it is not. */
@@ -444,7 +456,7 @@ export interface WorkQueue {
     fence: WorkFence,
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
-    claimNext: { leaseMs: number; root?: ClaimScope },
+    claimNext: { leaseMs: number; root?: ClaimFilter },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }>;
   /** A lost worker's item: back to ready at generation + 1, or failed with `error` when that would exceed `maxGenerations`. */
   release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt>;

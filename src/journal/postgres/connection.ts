@@ -59,6 +59,8 @@ export interface PgPoolOptions {
 export class PgConnection {
   readonly pool: pg.Pool;
   readonly retryMs: number;
+  /** How every connection of this journal connects (the pool's, and a listener's of its own). */
+  private readonly clientConfig: pg.ClientConfig;
   #closed = false;
 
   constructor(
@@ -68,7 +70,7 @@ export class PgConnection {
     tls: PostgresTarget["tls"] | null = target.tls,
   ) {
     this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
-    this.pool = new pg.Pool({
+    this.clientConfig = {
       host: target.host,
       port: target.port,
       user: target.user,
@@ -78,13 +80,21 @@ export class PgConnection {
       application_name: target.applicationName,
       connectionTimeoutMillis: target.connectTimeoutMs,
       options: `-c search_path=${target.schema}`,
+      types: TYPES,
+    };
+    this.pool = new pg.Pool({
+      ...this.clientConfig,
       max: opts.max ?? 8,
       idleTimeoutMillis: 10_000,
       allowExitOnIdle: true,
-      types: TYPES,
     });
     // An idle client whose server went away: the pool drops it; the next checkout connects anew.
     this.pool.on("error", () => {});
+  }
+
+  /** A connection outside the pool, the caller's to connect and end (LISTEN holds one for as long as it listens). */
+  newClient(): pg.Client {
+    return new pg.Client(this.clientConfig);
   }
 
   get closed(): boolean {

@@ -264,6 +264,47 @@ export const MIGRATIONS: readonly PgMigration[] = [
       `alter table stage_index add constraint stage_index_state_check check (state in ('queued', 'running', 'failed', 'finished'))`,
     ],
   },
+  {
+    version: 6,
+    name: "worker hosts: queues, the host registry, messages between roots and hosts, paused roots",
+    statements: [
+      // A stage's queue and the pool protocol its root speaks, from its descriptor (the stage request): derived
+      // by the database, so the append that enqueues the item needs no change. Descriptors without them are
+      // the default queue and protocol 0 (enqueued before this migration: no host runs those).
+      `alter table work_items add column queue text generated always as (coalesce((descriptor::jsonb)->>'queue', 'default')) stored`,
+      `alter table work_items add column protocol integer generated always as (coalesce(((descriptor::jsonb)->>'protocol')::integer, 0)) stored`,
+      // A host's claim: the oldest ready item of its queues, any root (../../fleet/host.ts).
+      `create index work_ready_by_queue on work_items (queue, ready_at, id) where state = 'ready'`,
+      // Leased items by expiry: the sweep that gives back the items of a host that stopped renewing.
+      `create index work_leased_by_expiry on work_items (lease_expires_at) where state = 'leased'`,
+      // One row per worker host (\`atomic worker\`), refreshed by its heartbeat; times by the database clock.
+      `create table worker_hosts (
+        host_id text primary key,
+        version text not null,
+        protocol integer not null,
+        schema_version integer not null,
+        queues text[] not null,
+        slots integer not null,
+        busy integer not null,
+        state text not null check (state in ('running', 'draining', 'stopped')),
+        workdir text not null,
+        pid integer not null,
+        refused text,
+        started_at bigint not null,
+        heartbeat_at bigint not null
+      )`,
+      // Host → root: live runner events and delivery answers of remote stages (the pool protocol's messages),
+      // consumed (deleted) by the root that drives the run.
+      `create table fleet_up (seq bigserial primary key, root_id text not null, body jsonb not null, at bigint not null)`,
+      `create index fleet_up_by_root on fleet_up (root_id, seq)`,
+      // Root → host: cancel, deliver and wrap-up for a remote stage, read by the host that runs the item.
+      `create table fleet_down (seq bigserial primary key, root_id text not null, work_id text not null, body jsonb not null, at bigint not null)`,
+      `create index fleet_down_by_work on fleet_down (work_id, seq)`,
+      `create index fleet_down_by_age on fleet_down (at)`,
+      // Paused roots: no host claims their items.
+      `create table fleet_holds (root_id text primary key, at bigint not null)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -62,6 +62,8 @@ import { openError } from "./open-errors.ts";
 import { PgViews, countRuns, findRuns, getRun, kyselyOver, listRuns, readEvents } from "./reads.ts";
 import { PgRetention } from "./retention.ts";
 import { PgScheduleStore } from "./schedules.ts";
+import { PgFleet } from "./fleet.ts";
+import type { FleetStore } from "../fleet.ts";
 import { makeStores, session } from "./stores.ts";
 import { parsePostgresUrl, redactUrl, type PostgresTarget } from "./url.ts";
 
@@ -83,6 +85,7 @@ export class PostgresJournal implements Journal {
   readonly messages: MessageStore;
   readonly retention: RunRetention;
   readonly schedules: ScheduleStore;
+  readonly fleet: FleetStore;
   readonly #kysely: Kysely<JournalTables>;
   #closed = false;
 
@@ -98,6 +101,7 @@ export class PostgresJournal implements Journal {
     this.messages = stores.messages;
     this.retention = new PgRetention(conn);
     this.schedules = new PgScheduleStore(session(conn));
+    this.fleet = new PgFleet(session(conn), conn, conn.target.schema);
   }
 
   /** Connects, checks the schema (refusing a newer one), migrates if needed. Errors are one sentence and a hint. */

@@ -45,7 +45,7 @@
 import type { ErrorInfo } from "../../shared/errors.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import type { ClaimScope, Lease, WorkFence, WorkItem, WorkQueue, WorkReceipt, WorkState } from "../types.ts";
+import { isHostScope, type ClaimFilter, type Lease, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
 import { NOW_MS, type PgQuery, type PgSession } from "./store-session.ts";
 import { toJson, workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 
@@ -68,14 +68,14 @@ class Params {
 export class PgWorkQueue implements WorkQueue {
   constructor(private readonly db: PgSession) {}
 
-  async claim(workerId: string, leaseMs: number, root?: ClaimScope): Promise<WorkItem | undefined> {
+  async claim(workerId: string, leaseMs: number, root?: ClaimFilter): Promise<WorkItem | undefined> {
     return (await this.claimMany([workerId], leaseMs, root))[0];
   }
 
   async claimMany(
     workerIds: readonly string[],
     leaseMs: number,
-    root?: ClaimScope,
+    root?: ClaimFilter,
     onLeased?: (item: WorkItem, index: number) => void,
   ): Promise<WorkItem[]> {
     if (workerIds.length === 0) return [];
@@ -130,7 +130,7 @@ export class PgWorkQueue implements WorkQueue {
     fence: WorkFence,
     outcome: Outcome,
     op: Op,
-    claimNext: { leaseMs: number; root?: ClaimScope },
+    claimNext: { leaseMs: number; root?: ClaimFilter },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
     return this.commit(fence, outcome, op, claimNext);
   }
@@ -197,7 +197,7 @@ export class PgWorkQueue implements WorkQueue {
    * Unscoped, an item whose root's lease moved on is abandoned instead, in
    * the same statement; the claim then runs again for the workers left.
    */
-  private async claimRows(q: PgQuery, workerIds: readonly string[], leaseMs: number, root: ClaimScope | undefined): Promise<WorkItem[]> {
+  private async claimRows(q: PgQuery, workerIds: readonly string[], leaseMs: number, root: ClaimFilter | undefined): Promise<WorkItem[]> {
     const items: WorkItem[] = [];
     for (;;) {
       const p = new Params();
@@ -207,7 +207,7 @@ export class PgWorkQueue implements WorkQueue {
       const leased = sortClaimed(rows);
       items.push(...leased);
       const abandoned = rows.some((r) => r.state === "abandoned");
-      if (root || !abandoned || items.length === workerIds.length) return items;
+      if ((root && !isHostScope(root)) || !abandoned || items.length === workerIds.length) return items;
     }
   }
 
@@ -217,7 +217,7 @@ export class PgWorkQueue implements WorkQueue {
     fence: WorkFence,
     outcome: Outcome,
     op: Op,
-    claimNext: { leaseMs: number; root?: ClaimScope } | undefined,
+    claimNext: { leaseMs: number; root?: ClaimFilter } | undefined,
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
     for (let attempt = 0; ; attempt++) {
       try {
@@ -234,7 +234,7 @@ export class PgWorkQueue implements WorkQueue {
     fence: WorkFence,
     outcome: Outcome,
     op: Op,
-    claimNext: { leaseMs: number; root?: ClaimScope } | undefined,
+    claimNext: { leaseMs: number; root?: ClaimFilter } | undefined,
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
     const p = new Params();
     const [id, worker, generation, epoch] = fenceValues(fence).map((v) => p.add(v));
@@ -284,7 +284,7 @@ type OpRow = { digest: string; work_id: string };
  * stale. `gate` is an extra condition on the whole claim (completeAndClaim:
  * only after a first commit).
  */
-function claimCtes(p: Params, workerIds: readonly string[], leaseMs: number, root: ClaimScope | undefined, gate: string | undefined): string {
+function claimCtes(p: Params, workerIds: readonly string[], leaseMs: number, root: ClaimFilter | undefined, gate: string | undefined): string {
   const workers = p.add(workerIds);
   const limit = p.add(workerIds.length);
   const lease = p.add(leaseMs);
@@ -293,20 +293,26 @@ function claimCtes(p: Params, workerIds: readonly string[], leaseMs: number, roo
   // lease-keeper.ts, so nothing it enqueued may start any more).
   const holds = (rootId: string, epoch: string) =>
     `exists (select 1 from leases l where l.run_id = ${rootId} and l.epoch = ${epoch} and l.released = 0 and l.renewed_at + l.timeout_ms >= ${NOW_MS})`;
-  if (root) {
+  if (root && !isHostScope(root)) {
     const rootId = p.add(root.rootId);
     const epoch = p.add(root.epoch);
+    const queues = root.queues ? `and queue = any(${p.add(root.queues)}::text[])` : "";
     return `picked as (
         select id, row_number() over (order by ready_at, id) as n, true as live from (
           select id, ready_at from work_items
-           where state = 'ready' and root_id = ${rootId} and root_epoch = ${epoch} and ${holds(rootId, epoch)} ${gated}
+           where state = 'ready' and root_id = ${rootId} and root_epoch = ${epoch} ${queues} and ${holds(rootId, epoch)} ${gated}
            order by ready_at, id limit ${limit} for update skip locked) c),
       ${leaseCte(workers, lease)}`;
   }
+  // A host's claim (../fleet.ts): its queues and protocol, no paused root's item.
+  const host = root
+    ? `and w.queue = any(${p.add(root.queues)}::text[]) and w.protocol = ${p.add(root.protocol)}
+       and not exists (select 1 from fleet_holds h where h.root_id = w.root_id)`
+    : "";
   return `picked as (
       select id, live, row_number() over (partition by live order by ready_at, id) as n from (
         select w.id, w.ready_at, ${holds("w.root_id", "w.root_epoch")} as live from work_items w
-         where w.state = 'ready' ${gated}
+         where w.state = 'ready' ${host} ${gated}
          order by w.ready_at, w.id limit ${limit} for update of w skip locked) c),
     ${leaseCte(workers, lease)}`;
 }

@@ -31,7 +31,7 @@ import type { Database, Statement } from "bun:sqlite";
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
-import type { ClaimScope, Lease, WorkFence, WorkItem, WorkQueue, WorkReceipt, WorkState } from "../types.ts";
+import { isHostScope, type ClaimFilter, type ClaimScope, type Lease, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
 import { toJson, workFromRow, type WorkItemsTable, type WorkOpsTable } from "./tables.ts";
 
@@ -108,7 +108,7 @@ export class SqliteWorkQueue implements WorkQueue {
     this.insertOp = db.prepare("insert into work_ops (op_id, work_id, digest, receipt, at) values (?, ?, ?, ?, ?)");
   }
 
-  async claim(workerId: string, leaseMs: number, root?: ClaimScope): Promise<WorkItem | undefined> {
+  async claim(workerId: string, leaseMs: number, root?: ClaimFilter): Promise<WorkItem | undefined> {
     return this.tx(() => this.claimOne(workerId, leaseMs, root));
   }
 
@@ -122,7 +122,7 @@ export class SqliteWorkQueue implements WorkQueue {
   async claimMany(
     workerIds: readonly string[],
     leaseMs: number,
-    root?: ClaimScope,
+    root?: ClaimFilter,
     onLeased?: (item: WorkItem, index: number) => void,
   ): Promise<WorkItem[]> {
     if (workerIds.length === 0) return [];
@@ -157,7 +157,7 @@ export class SqliteWorkQueue implements WorkQueue {
     fence: WorkFence,
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
-    claimNext: { leaseMs: number; root?: ClaimScope },
+    claimNext: { leaseMs: number; root?: ClaimFilter },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
     return this.tx(() => {
       const { receipt, fresh } = this.completeOne(fence, outcome, op);
@@ -204,9 +204,12 @@ export class SqliteWorkQueue implements WorkQueue {
   private claimOne(
     workerId: string,
     leaseMs: number,
-    root: ClaimScope | undefined,
+    filter: ClaimFilter | undefined,
     onLeased?: (item: WorkItem) => void,
   ): WorkItem | undefined {
+    // Queues are the hosts' business (../fleet.ts): this journal has no hosts, so its pool claims every queue.
+    if (isHostScope(filter)) throw new Error("internal: worker hosts claim from a shared journal, not the embedded one");
+    const root: ClaimScope | undefined = filter;
     if (root) {
       if (!this.rootLeaseHolds(root.rootId, root.epoch)) return undefined;
       const row = this.oldestReadyOfRoot.get(root.rootId, root.epoch);

@@ -1,0 +1,234 @@
+/**
+ * Worker hosts on Postgres: the contract is ../fleet.ts; the tables are
+ * migration 6's (worker_hosts, fleet_up, fleet_down, fleet_holds; the work
+ * items' generated `queue` and `protocol` columns).
+ *
+ * Notifications: channel names are identifiers of the whole database, not
+ * of a schema, so each is derived from the journal's schema (one database
+ * may hold many journals): `atomic_h_<hash>` for hosts, `atomic_r_<hash>`
+ * for roots with the root id as payload. A NOTIFY is delivered at its
+ * transaction's commit, so a reader woken by it sees the rows it announces.
+ *
+ * Reaping is one UPDATE: rows locked by the statement, the fence (state
+ * leased, expiry past by the database clock) re-checked on the newest row
+ * version, so a host's renewal that committed first wins and the reap skips
+ * that row.
+ */
+
+import type { ErrorInfo } from "../../shared/errors.ts";
+import type { RunId } from "../../shared/ids.ts";
+import type { DownMessage, FleetStore, FleetWake, HostInfo, HostRecord, QueueDemand } from "../fleet.ts";
+import type { WorkItem } from "../types.ts";
+import { workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
+import type { PgConnection } from "./connection.ts";
+import { NOW_MS, type PgSession } from "./store-session.ts";
+
+/** Messages down older than this are dropped whatever became of their item. */
+const DOWN_KEEP_MS = 3600_000;
+
+interface HostRow {
+  host_id: string;
+  version: string;
+  protocol: number;
+  schema_version: number;
+  queues: string[];
+  slots: number;
+  busy: number;
+  state: HostRecord["state"];
+  workdir: string;
+  pid: number;
+  refused: string | null;
+  started_at: number;
+  heartbeat_at: number;
+  silent_ms: number;
+}
+
+export class PgFleet implements FleetStore {
+  readonly hostsChannel: string;
+  readonly rootsChannel: string;
+
+  constructor(
+    private readonly db: PgSession,
+    private readonly conn: PgConnection,
+    schema: string,
+  ) {
+    const tag = Bun.hash(schema).toString(36);
+    this.hostsChannel = `atomic_h_${tag}`;
+    this.rootsChannel = `atomic_r_${tag}`;
+  }
+
+  async heartbeat(h: HostInfo): Promise<void> {
+    await this.db.run((q) =>
+      q(
+        `insert into worker_hosts (host_id, version, protocol, schema_version, queues, slots, busy, state, workdir, pid, refused, started_at, heartbeat_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, ${NOW_MS}, ${NOW_MS})
+         on conflict (host_id) do update set version = excluded.version, protocol = excluded.protocol,
+           schema_version = excluded.schema_version, queues = excluded.queues, slots = excluded.slots, busy = excluded.busy,
+           state = excluded.state, workdir = excluded.workdir, refused = excluded.refused, heartbeat_at = excluded.heartbeat_at,
+           started_at = case when worker_hosts.pid = excluded.pid then worker_hosts.started_at else excluded.started_at end,
+           pid = excluded.pid`,
+        [h.hostId, h.version, h.protocol, h.schemaVersion, h.queues, h.slots, h.busy, h.state, h.workdir, h.pid, h.refused],
+      ),
+    );
+  }
+
+  async hosts(): Promise<HostRecord[]> {
+    const rows = await this.db.run((q) => q<HostRow>(`select *, ${NOW_MS} - heartbeat_at as silent_ms from worker_hosts order by host_id`));
+    return rows.map((r) => ({
+      hostId: r.host_id,
+      version: r.version,
+      protocol: r.protocol,
+      schemaVersion: r.schema_version,
+      queues: r.queues,
+      slots: r.slots,
+      busy: r.busy,
+      state: r.state,
+      workdir: r.workdir,
+      pid: r.pid,
+      refused: r.refused,
+      startedAt: r.started_at,
+      heartbeatAt: r.heartbeat_at,
+      silentMs: Math.max(0, r.silent_ms),
+    }));
+  }
+
+  async reapExpired(maxGenerations: number, error: ErrorInfo, rootId?: RunId): Promise<WorkItem[]> {
+    const rows = await this.db.run((q) =>
+      q<WorkRow>(
+        `update work_items set
+            state = case when generation >= $1 then 'failed' else 'ready' end,
+            generation = case when generation >= $1 then generation else generation + 1 end,
+            worker_id = case when generation >= $1 then worker_id else null end,
+            error = case when generation >= $1 then $2 else error end,
+            ready_at = case when generation >= $1 then ready_at else ${NOW_MS} end,
+            lease_expires_at = null, updated_at = ${NOW_MS}
+          where state = 'leased' and lease_expires_at < ${NOW_MS} and ($3::text is null or root_id = $3)
+          returning *`,
+        [maxGenerations, JSON.stringify(error), rootId ?? null],
+      ),
+    );
+    const items = rows.map(workFromRow);
+    if (items.some((i) => i.state === "ready")) await this.wakeHosts();
+    const failed = [...new Set(items.filter((i) => i.state === "failed").map((i) => i.rootId))];
+    if (failed.length > 0) await this.wakeRoots(failed);
+    return items;
+  }
+
+  async foreignProtocols(queues: readonly string[], protocol: number): Promise<number[]> {
+    const rows = await this.db.run((q) =>
+      q<{ protocol: number }>(
+        "select distinct protocol from work_items where state = 'ready' and queue = any($1::text[]) and protocol <> $2 limit 5",
+        [queues, protocol],
+      ),
+    );
+    return rows.map((r) => r.protocol);
+  }
+
+  async postUp(rootId: RunId, bodies: readonly unknown[]): Promise<void> {
+    if (bodies.length === 0) return;
+    await this.db.run((q) =>
+      q(
+        `with i as (insert into fleet_up (root_id, body, at) select $1, b, ${NOW_MS} from unnest($2::jsonb[]) with ordinality as u(b, n) order by n)
+         select pg_notify($3, $1)`,
+        [rootId, bodies.map((b) => JSON.stringify(b)), this.rootsChannel],
+      ),
+    );
+  }
+
+  async takeUp(rootId: RunId): Promise<unknown[]> {
+    const rows = await this.db.run((q) => q<{ seq: number; body: unknown }>("delete from fleet_up where root_id = $1 returning seq, body", [rootId]));
+    return rows.sort((a, b) => a.seq - b.seq).map((r) => r.body);
+  }
+
+  async postDown(rootId: RunId, workId: string, body: unknown): Promise<void> {
+    await this.db.run((q) =>
+      q(`with i as (insert into fleet_down (root_id, work_id, body, at) values ($1, $2, $3, ${NOW_MS})) select pg_notify($4, $2)`, [
+        rootId,
+        workId,
+        JSON.stringify(body),
+        this.hostsChannel,
+      ]),
+    );
+  }
+
+  async downFor(workIds: readonly string[]): Promise<DownMessage[]> {
+    if (workIds.length === 0) return [];
+    const rows = await this.db.run((q) =>
+      q<{ seq: number; root_id: RunId; work_id: string; body: unknown }>(
+        "select seq, root_id, work_id, body from fleet_down where work_id = any($1::text[]) order by seq",
+        [workIds],
+      ),
+    );
+    return rows.map((r) => ({ seq: r.seq, rootId: r.root_id, workId: r.work_id, body: r.body }));
+  }
+
+  async dropDown(workIds: readonly string[]): Promise<void> {
+    await this.db.run((q) => q(`delete from fleet_down where work_id = any($1::text[]) or at < ${NOW_MS} - $2`, [workIds, DOWN_KEEP_MS]));
+  }
+
+  async hold(rootId: RunId, paused: boolean): Promise<void> {
+    await this.db.run((q) =>
+      paused
+        ? q(`insert into fleet_holds (root_id, at) values ($1, ${NOW_MS}) on conflict (root_id) do nothing`, [rootId])
+        : q(`with d as (delete from fleet_holds where root_id = $1) select pg_notify($2, '')`, [rootId, this.hostsChannel]),
+    );
+  }
+
+  async wakeHosts(): Promise<void> {
+    await this.db.run((q) => q("select pg_notify($1, '')", [this.hostsChannel]));
+  }
+
+  async wakeRoots(rootIds: readonly RunId[]): Promise<void> {
+    if (rootIds.length === 0) return;
+    await this.db.run((q) => q("select pg_notify($1, r) from unnest($2::text[]) as r", [this.rootsChannel, rootIds]));
+  }
+
+  async settled(ids: readonly string[]): Promise<WorkItem[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db.run((q) =>
+      q<WorkRow>("select * from work_items where id = any($1::text[]) and state in ('completed', 'failed', 'abandoned')", [ids]),
+    );
+    return rows.map(workFromRow);
+  }
+
+  async demand(): Promise<QueueDemand[]> {
+    const rows = await this.db.run((q) =>
+      q<{ queue: string; ready: number; oldest: number }>(
+        "select queue, count(*)::int as ready, min(ready_at) as oldest from work_items where state = 'ready' group by queue order by queue",
+      ),
+    );
+    return rows.map((r) => ({ queue: r.queue, ready: r.ready, oldestReadyAt: r.oldest }));
+  }
+
+  async listen(onWake: (wake: FleetWake) => void, opts: { root?: RunId; onLost?: (err: Error) => void }): Promise<{ close(): Promise<void> }> {
+    const client = this.conn.newClient();
+    let closed = false;
+    const lost = (err: Error) => {
+      if (closed) return;
+      closed = true;
+      client.end().catch(() => {});
+      opts.onLost?.(err);
+    };
+    client.on("error", lost);
+    client.on("end", () => lost(new Error("the listening connection ended")));
+    client.on("notification", (n) => {
+      if (n.channel === this.hostsChannel) onWake({ kind: "hosts" });
+      else if (n.channel === this.rootsChannel && n.payload && (!opts.root || n.payload === opts.root)) onWake({ kind: "root", rootId: n.payload as RunId });
+    });
+    try {
+      await client.connect();
+      await client.query(opts.root ? `listen "${this.rootsChannel}"` : `listen "${this.hostsChannel}"`);
+    } catch (err) {
+      closed = true;
+      await client.end().catch(() => {});
+      throw this.conn.mapError(err);
+    }
+    return {
+      close: async () => {
+        if (closed) return;
+        closed = true;
+        await client.end().catch(() => {});
+      },
+    };
+  }
+}
