@@ -41,6 +41,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic fork 01m8rf --at review", "atomic fork 01m8rf --at '#4'"],
     load: () => import("./commands/fork.ts").then((m) => m.default),
   },
+  worker: {
+    summary: "run stages of any run from a shared Postgres journal on this machine (a worker host)",
+    examples: ["atomic worker --journal postgres://atomic@db:5432/atomic", "atomic worker --journal postgres://atomic@db/atomic --slots 8 --queues default,gpu --workdir /srv/checkout"],
+    load: () => import("./commands/worker.ts").then((m) => m.default),
+  },
   gc: {
     summary: "delete old finished runs and their artifacts; shrink the journal",
     examples: ["atomic gc --dry-run", "atomic gc --older-than 7d", "atomic gc --older-than 90d --status failed,crashed --force"],

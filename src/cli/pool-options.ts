@@ -11,6 +11,8 @@ import type { DriverOptions } from "../engine/driver.ts";
 import { InProcessExecutor } from "../engine/stage-executor.ts";
 import { DEFAULT_WORK_LEASE_MS, MIN_WORK_LEASE_MS, PoolExecutor } from "../pool/pool-executor.ts";
 import { UsageError } from "../shared/errors.ts";
+import { DEFAULT_QUEUE } from "../journal/fleet.ts";
+import { FleetExecutor } from "../fleet/fleet-executor.ts";
 import type { CliSession } from "./session.ts";
 
 export const POOL_ARGS = {
@@ -23,7 +25,12 @@ export function executorOption(
   s: CliSession,
   args: { workers?: string | undefined; inProcess?: boolean | undefined; workLeaseMs?: string | undefined },
 ): Required<Pick<DriverOptions, "executor">> {
-  const workers = args.workers === undefined ? Math.min(4, availableParallelism()) : wholeNumber("--workers", args.workers, 1, 256);
+  const workers = args.workers === undefined ? Math.min(4, availableParallelism()) : wholeNumber("--workers", args.workers, 0, 256);
+  if (workers === 0 && !s.globals.journal) {
+    throw new UsageError("bad_flag", "--workers 0 leaves stages to worker hosts, which need a shared Postgres journal", {
+      hint: "add --journal postgres://… (and start atomic worker on the hosts), or give --workers 1 or more",
+    });
+  }
   const leaseMs =
     args.workLeaseMs === undefined ? DEFAULT_WORK_LEASE_MS : wholeNumber("--work-lease-ms", args.workLeaseMs, MIN_WORK_LEASE_MS, 86_400_000);
   if (args.inProcess) {
@@ -33,15 +40,27 @@ export function executorOption(
     return { executor: new InProcessExecutor() };
   }
   return {
-    executor: (lease) =>
-      new PoolExecutor({
-        home: s.globals.home,
+    executor: (lease, journal) => {
+      const pool = (queues?: string[]) =>
+        new PoolExecutor({
+          home: s.globals.home,
+          rootId: lease.rootId,
+          rootEpoch: lease.epoch,
+          workers,
+          leaseMs,
+          ...(s.globals.journal ? { journalUrl: s.globals.journal } : {}),
+          ...(queues ? { queues } : {}),
+        });
+      if (!journal.fleet) return pool();
+      // A shared journal: worker hosts may run any stage; this root's own workers (if any) take the default queue.
+      return new FleetExecutor({
+        fleet: journal.fleet,
+        work: journal.work,
         rootId: lease.rootId,
-        rootEpoch: lease.epoch,
-        workers,
         leaseMs,
-        ...(s.globals.journal ? { journalUrl: s.globals.journal } : {}),
-      }),
+        ...(workers > 0 ? { local: pool([DEFAULT_QUEUE]) } : {}),
+      });
+    },
   };
 }
 

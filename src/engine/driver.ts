@@ -46,7 +46,7 @@ export interface DriverOptions {
   observer: EngineObserver;
   leaseTimeoutMs?: number;
   /** Where stages run: an executor, or a factory given the run's lease (the worker pool serves one drive). Default: in this process. */
-  executor?: StageExecutor | ((lease: Lease) => StageExecutor);
+  executor?: StageExecutor | ((lease: Lease, journal: Journal) => StageExecutor);
   /** Runners, models, prices, admission and default budget (default: loaded from `home` and the current directory). */
   config?: AtomicConfig;
   /** Who asked for this drive, recorded with a resume ("service": src/service/ recovers or wakes the run). */
@@ -220,7 +220,7 @@ export class RootRun {
       opts.journal,
       lease,
       writer,
-      typeof opts.executor === "function" ? opts.executor(lease) : (opts.executor ?? new InProcessExecutor()),
+      typeof opts.executor === "function" ? opts.executor(lease, opts.journal) : (opts.executor ?? new InProcessExecutor()),
       opts.observer,
       join(opts.home, "artifacts"),
     );

@@ -11,11 +11,13 @@
  * depend on one small surface rather than on each other's internals.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { ClaimFilter, Journal, WorkItem } from "../journal/types.ts";
+import type { RunnerEvent, StageRequest } from "../runners/types.ts";
+import type { StageResult } from "../sdk/types.ts";
+import type { FromCoordinator } from "./protocol/root-coordinator.ts";
 import type { RunId } from "../shared/ids.ts";
 import type { Dispatcher } from "./dispatcher.ts";
 import type { CoordinatorConfig } from "./protocol/root-coordinator.ts";
-import type { RootChannel } from "./root-channel.ts";
 import type { StallMonitor } from "./stall-monitor.ts";
 import type { Supervisor } from "./supervisor.ts";
 
@@ -29,12 +31,35 @@ export interface CoordinatorCore {
   readonly attached: boolean;
   readonly paused: boolean;
   readonly shuttingDown: boolean;
-  readonly root: RootChannel;
+  /** Whose items this pool claims: its root's drive (a run's own pool), or some queues of any root (a worker host). */
+  readonly claimScope: ClaimFilter;
+  readonly root: RootLink;
   readonly workers: Supervisor;
   readonly dispatcher: Dispatcher;
   log(line: string): void;
   /** The pool cannot go on: the root is told (`fatal`) and everything stops. */
   fatal(code: string, message: string): void;
+  /**
+   * A claimed item's request as it runs here (a worker host puts its files
+   * under its own home and resolves its cwd), or why it cannot run here at
+   * all (the item fails with that sentence). Absent: as enqueued.
+   */
+  localize?(item: WorkItem): StageRequest | { refused: string };
+  /** Worker ids end in `@<hostId>` on a worker host (the root tells where a stage ran from its result's worker id). */
+  readonly hostId?: string;
   /** A journal write failed: if the journal takes no writes now (writeStopped), the pool fails at once with storage_unavailable. */
   storageFailed(err: unknown): boolean;
+}
+
+/**
+ * The way to the root(s) whose stages the pool runs: the IPC channel to the
+ * one root that started it (root-channel.ts), or the shared journal for a
+ * worker host (../fleet/host-link.ts).
+ */
+export interface RootLink {
+  /** A live runner event of `workId` (`hold`: its result follows at once, so the event may ride on it). */
+  event(workId: string, event: RunnerEvent, opts?: { hold?: boolean }): void;
+  /** The item settled with `result` (once per item; a second call sends nothing). */
+  done(workId: string, result: StageResult): void;
+  send(msg: FromCoordinator): void;
 }

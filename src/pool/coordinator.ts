@@ -29,7 +29,7 @@
 
 import { mkdirSync } from "node:fs";
 import { openJournal } from "../journal/open.ts";
-import type { Journal } from "../journal/types.ts";
+import type { ClaimScope, Journal } from "../journal/types.ts";
 import type { RunId } from "../shared/ids.ts";
 import { StorageError, ensureError } from "../shared/errors.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
@@ -68,6 +68,7 @@ class Coordinator implements CoordinatorCore {
   readonly rootId: RunId;
   readonly stall = new StallMonitor();
   readonly root: RootChannel;
+  readonly claimScope: ClaimScope;
   readonly workers: Supervisor;
   readonly dispatcher: Dispatcher;
   paused = false;
@@ -80,6 +81,7 @@ class Coordinator implements CoordinatorCore {
 
   constructor(readonly config: CoordinatorConfig) {
     this.rootId = config.rootId as RunId;
+    this.claimScope = { rootId: this.rootId, epoch: config.rootEpoch, ...(config.queues ? { queues: config.queues } : {}) };
     mkdirSync(config.logDir, { recursive: true });
     this.workers = new Supervisor(this);
     this.dispatcher = new Dispatcher(this);

@@ -62,7 +62,7 @@ export class Dispatcher {
       this.redispatch = true;
       return;
     }
-    const { journal, config, rootId, workers } = this.core;
+    const { journal, config, claimScope, workers } = this.core;
     this.dispatching = true;
     try {
       do {
@@ -86,7 +86,7 @@ export class Dispatcher {
             items = await journal.work.claimMany(
               idle.map((s) => s.id),
               config.leaseMs,
-              { rootId, epoch: config.rootEpoch },
+              claimScope,
               startEarly
                 ? (item, i) => {
                     trace("claim", item.id, claimAt);
@@ -132,7 +132,7 @@ export class Dispatcher {
    * try could not.
    */
   async complete(slot: WorkerSlot, msg: Extract<FromWorker, { type: "complete" }>): Promise<void> {
-    const { journal, config, rootId } = this.core;
+    const { journal, config, claimScope } = this.core;
     trace("complete", msg.ref.workId);
     const fence = { id: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation, epoch: msg.ref.epoch };
     const result = msg.result as StageResult;
@@ -145,7 +145,7 @@ export class Dispatcher {
       const claimAt = tracing ? traceNow() : 0;
       committed =
         slot.owns(msg.ref) && !this.core.paused
-          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, root: { rootId, epoch: config.rootEpoch } })
+          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, root: claimScope })
           : { receipt: await journal.work.complete(fence, outcome, op), next: undefined };
       trace("committed", fence.id);
       if (committed.next) trace("claim", committed.next.id, claimAt);
@@ -255,8 +255,14 @@ export class Dispatcher {
   private startIfFree(slot: WorkerSlot, item: WorkItem, receipt?: Receipt): boolean {
     if (slot.state !== "idle" || this.cancelled.has(item.id)) return false;
     trace("claimed", item.id);
+    const local = this.core.localize ? this.core.localize(item) : (item.descriptor as StageRequest);
+    if ("refused" in local) {
+      // It cannot run here (its cwd does not exist on this host): it fails with that sentence, and the slot stays free.
+      void this.settleFailed(slot.id, item, { code: "bad_cwd", message: local.refused }).finally(() => void this.dispatch());
+      return true;
+    }
     slot.assign(item, performance.now(), this.core.stall.stalledMs);
-    const request = item.descriptor as StageRequest;
+    const request = local;
     slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request, ...(receipt ? { receipt } : {}) });
     return true;
   }
@@ -299,22 +305,26 @@ export class Dispatcher {
   }
 
   private async settleCancelled(workerId: string, item: WorkItem): Promise<void> {
+    await this.settleFailed(workerId, item, { code: "cancelled", message: "cancelled before it started" }, "cancelled");
+  }
+
+  /** Settles a claimed item that no worker runs (cancelled, or refused here) with `error`, and tells the root. */
+  private async settleFailed(workerId: string, item: WorkItem, error: { code: string; message: string }, status: "failed" | "cancelled" = "failed"): Promise<void> {
     const request = item.descriptor as StageRequest;
-    const result: StageResult = {
-      status: "cancelled",
-      text: "",
-      exitCode: null,
-      outputPath: join(request.artifactDir, STDOUT_LOG),
-      error: { code: "cancelled", message: "cancelled before it started" },
-    };
+    const result: StageResult = { status, text: "", exitCode: null, outputPath: join(request.artifactDir, STDOUT_LOG), error };
     const fence = { id: item.id, workerId, generation: item.generation, epoch: item.epoch };
-    await this.core.journal.work.complete(fence, { state: "failed", result }, { id: `cancel:${item.id}`, digest: "cancel" });
+    try {
+      await this.core.journal.work.complete(fence, { state: "failed", result }, { id: `${error.code}:${item.id}`, digest: error.code });
+    } catch (err) {
+      this.core.log(`could not settle work ${item.id} (${error.code}): ${ensureError(err).message}`);
+      return; // its lease runs out and the item is given out again
+    }
     this.core.root.done(item.id, result);
   }
 }
 
 /** The result a settled item stands for: what its worker committed, or the failure it was given up with. */
-function resultOf(item: WorkItem): StageResult {
+export function resultOf(item: WorkItem): StageResult {
   const who = { ...(item.workerId ? { workerId: item.workerId } : {}), generation: item.generation };
   if (item.result) return { ...(item.result as StageResult), ...who };
   const request = item.descriptor as StageRequest;

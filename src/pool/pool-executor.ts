@@ -71,6 +71,8 @@ export interface PoolOptions {
   journalUrl?: string;
   workers: number;
   leaseMs?: number;
+  /** Only items of these queues (a shared journal: worker hosts serve the rest). */
+  queues?: string[];
 }
 
 /** Why the pool is gone: the sentence its stages fail with, their code, whether a fresh pool may replace it, and the log that says more. */
@@ -277,6 +279,7 @@ export class PoolExecutor implements StageExecutor {
         retireGraceMs: 10_000,
         maxGenerations: MAX_GENERATIONS,
         logDir: this.logDir,
+        ...(this.opts.queues ? { queues: this.opts.queues } : {}),
       };
       const logPath = join(this.logDir, "coordinator.log");
       this.stall = new StallMonitor();

@@ -22,7 +22,7 @@
 
 import type { RunnerEvent } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
-import type { CoordinatorCore } from "./coordinator-core.ts";
+import type { CoordinatorCore, RootLink } from "./coordinator-core.ts";
 import { EventBatcher } from "./event-batcher.ts";
 import { assertNever, parseMessage } from "./protocol/common.ts";
 import { ToCoordinatorSchema, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
@@ -36,7 +36,7 @@ export interface RootHandlers {
   shutdown(why: string): void;
 }
 
-export class RootChannel {
+export class RootChannel implements RootLink {
   private readonly events = new Map<string, EventBatcher>();
   /** Items whose `work_done` was sent (ids only: a few bytes per stage of the run). */
   private readonly answered = new Set<string>();

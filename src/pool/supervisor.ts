@@ -74,6 +74,11 @@ export class Supervisor {
     return [...this.slots.values()].filter((s) => s.state === "idle");
   }
 
+  /** The workers running an item now. */
+  busy(): WorkerSlot[] {
+    return [...this.slots.values()].filter((s) => s.state === "busy" && s.item !== undefined);
+  }
+
   /** The worker running `workId`, if any. */
   running(workId: string): WorkerSlot | undefined {
     for (const slot of this.slots.values()) if (slot.state === "busy" && slot.item?.id === workId) return slot;
@@ -82,7 +87,7 @@ export class Supervisor {
 
   private spawn(): WorkerSlot {
     const { config } = this.core;
-    const id = newWorkerId(++this.workerSeq);
+    const id = `${newWorkerId(++this.workerSeq)}${this.core.hostId ? `@${this.core.hostId}` : ""}`;
     const logPath = join(config.logDir, `${id}.log`);
     const proc = Bun.spawn(selfCommand(ROLE.worker, id), {
       stdin: "ignore",

@@ -33,6 +33,12 @@ export interface StageRequest {
   prompt?: string;
   model?: string;
   cwd: string;
+  /** The stage's own `cwd` option as written (a worker host resolves it against its --workdir); absent when it named none. */
+  cwdOption?: string;
+  /** The worker queue it waits on (absent: the default queue). */
+  queue?: string;
+  /** The pool protocol of the root that enqueued it: a worker host of another protocol refuses it. */
+  protocol?: number;
   /** The stage's `env` option: a value to set, or `true` for this process's own value (runners/stage-env.ts). */
   env?: Record<string, string | true>;
   timeoutMs?: number;

@@ -150,7 +150,19 @@ export interface TaskOptions {
   maxTurns?: number;
   /** A system prompt for the openai runner (CLI agents: appended where supported). */
   system?: string;
+  /**
+   * Where the stage runs (default: the root's working directory). On a
+   * worker host (`queue`, or a root with `--workers 0`) a relative cwd is
+   * taken from the host's `--workdir`, and an absolute one must exist on
+   * that host.
+   */
   cwd?: string;
+  /**
+   * The worker queue the stage waits on (default "default"): only worker
+   * hosts that serve it (`atomic worker --queues gpu`) run it. Letters,
+   * digits, `.`, `_` and `-`, at most 64.
+   */
+  queue?: string;
   /**
    * Extra environment variables for the stage process: a string sets the
    * variable; `true` passes atomic's own value of it. Credentials atomic

@@ -26,6 +26,8 @@
  * turn; the step then raises BudgetExceededError (the run ends blocked).
  */
 
+import { DEFAULT_QUEUE } from "../../journal/fleet.ts";
+import { POOL_PROTOCOL_VERSION } from "../../pool/protocol/common.ts";
 import { join } from "node:path";
 import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
@@ -42,6 +44,9 @@ import { checkArgv } from "../../sdk/shell.ts";
 import { tailLines } from "../../runners/stage-logs.ts";
 import { getRunner } from "../../runners/registry.ts";
 import { attachReads, continuation, fileResult, identityExtras, outputFile } from "../stage-options.ts";
+
+/** A worker queue's name (TaskOptions.queue). */
+const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 const INFRA_ATTEMPTS = 3;
 
@@ -70,6 +75,12 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
   exec.tree.executor.prepare?.();
   const setup = await prepareStage(name, opts, exec.definition, exec.tree.config);
   const cwd = opts.cwd ?? process.cwd();
+  if (opts.queue !== undefined && !QUEUE_NAME.test(opts.queue)) {
+    throw new StepFailedError(name, `stage "${name}": queue ${JSON.stringify(opts.queue)} is not a queue name`, {
+      code: "bad_step",
+      hint: "letters, digits, '.', '_' and '-', at most 64, e.g. queue: \"gpu\"",
+    });
+  }
   const continueFrom = continuation(name, opts, setup.runner, getRunner(setup.runner));
   if (opts.reads !== undefined && !setup.isAgent) throw new StepFailedError(name, `stage "${name}": reads attaches files to an agent's prompt; a shell stage has none`, { code: "bad_step" });
   const prompt = opts.reads !== undefined && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
@@ -99,6 +110,9 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       ...(setup.agent ? { agent: toFile ? { ...setup.agent, output: outputFile(artifactDir) } : setup.agent } : {}),
       ...(continueFrom ? { continueFrom } : {}),
       cwd,
+      ...(opts.cwd !== undefined ? { cwdOption: opts.cwd } : {}),
+      ...(opts.queue !== undefined && opts.queue !== DEFAULT_QUEUE ? { queue: opts.queue } : {}),
+      protocol: POOL_PROTOCOL_VERSION,
       ...(opts.env ? { env: opts.env } : {}),
       ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
       artifactDir,

@@ -76,5 +76,7 @@ export const CoordinatorConfigSchema = v.object({
   retireGraceMs: v.number(),
   maxGenerations: v.number(),
   logDir: v.string(),
+  /** Only items of these queues (a shared journal: worker hosts serve the others); absent: every item of the drive. */
+  queues: v.optional(v.array(v.string())),
 });
 export type CoordinatorConfig = v.InferOutput<typeof CoordinatorConfigSchema>;

@@ -1,0 +1,262 @@
+/**
+ * The root's StageExecutor on a journal with worker hosts (../journal/fleet.ts):
+ * a stage's work item may be run by the root's own pool (`local`, a
+ * PoolExecutor claiming the default queue; none with `--workers 0`) or by any
+ * worker host that serves its queue. Whichever ends it first answers.
+ *
+ * - Hearing of remote stages: a LISTEN on the root's channel plus a poll
+ *   every POLL_MS while stages are out (a lost notification costs a poll
+ *   period). Each sync takes the root's messages up (live events, delivery
+ *   answers) and then reads which of its items settled: a settled item's
+ *   result is its committed outcome in the queue (dispatcher.ts resultOf).
+ * - The root also gives back its own items whose lease expired (a host that
+ *   crashed or was cut off), so a run needs no live host to see a lost item
+ *   move on, and fail with worker_retry_limit after the last generation.
+ * - A result of the local pool that says its pool lost the stage is taken
+ *   only if no worker host holds or settled the item; otherwise the host's
+ *   outcome is awaited (the local pool never ran it).
+ * - Cancel: an item nobody claimed yet is settled here (without `local`),
+ *   one a host runs gets `cancel_work` down; deliver and wrap-up go down to
+ *   the host that runs the item; pause holds the root's items for every
+ *   host.
+ */
+
+import { join } from "node:path";
+import type { FleetStore } from "../journal/fleet.ts";
+import type { WorkItem, WorkQueue } from "../journal/types.ts";
+import type { StageExecutor } from "../engine/stage-executor.ts";
+import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
+import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import type { StageResult } from "../sdk/types.ts";
+import { isInfraCode } from "../shared/errors.ts";
+import type { RunId } from "../shared/ids.ts";
+import { resultOf } from "../pool/dispatcher.ts";
+import { capEvents } from "../pool/event-batcher.ts";
+import { MAX_GENERATIONS, type PoolExecutor } from "../pool/pool-executor.ts";
+import { parseMessage } from "../pool/protocol/common.ts";
+import { FromCoordinatorSchema, type ToCoordinator } from "../pool/protocol/root-coordinator.ts";
+
+const POLL_MS = 1_000;
+const DELIVER_TIMEOUT_MS = 5_000;
+/** The worker id under which the root takes a cancelled item nobody claimed off the queue. */
+const SETTLER_ID = "root";
+
+interface Waiting {
+  request: StageRequest;
+  resolve: (result: StageResult) => void;
+  onEvent: (event: RunnerEvent) => void;
+}
+
+export interface FleetExecutorOptions {
+  fleet: FleetStore;
+  work: WorkQueue;
+  rootId: RunId;
+  leaseMs: number;
+  /** The root's own pool, when it has workers (`--workers N`). */
+  local?: PoolExecutor;
+}
+
+/** Whether a worker id is a worker host's (host.ts: `<worker>@<host id>`). */
+export function isHostWorker(workerId: string | null | undefined): boolean {
+  return workerId?.includes("@") === true;
+}
+
+export class FleetExecutor implements StageExecutor {
+  readonly queued = true;
+  private readonly waiting = new Map<string, Waiting>();
+  private readonly deliveries = new Map<string, (delivered: boolean) => void>();
+  private listener: { close(): Promise<void> } | undefined;
+  private listening = false;
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private syncing = false;
+  private resync = false;
+  private woken = false;
+  private closing = false;
+
+  constructor(private readonly o: FleetExecutorOptions) {}
+
+  prepare(): void {
+    this.o.local?.prepare();
+    this.watch();
+  }
+
+  async execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult> {
+    const workId = request.workId;
+    if (!workId) throw new Error("internal: a queued stage needs a work item id");
+    this.watch();
+    const remote = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent }));
+    this.wakeHosts();
+    const onAbort = () => void this.cancel(workId, String(signal.reason ?? "cancelled"));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      if (!this.o.local) return await remote;
+      const local = this.o.local.execute(request, signal, onEvent).then(async (r) => ((await this.localCounts(workId, r)) ? r : remote));
+      return await Promise.race([local, remote]);
+    } finally {
+      signal.removeEventListener("abort", onAbort);
+      this.waiting.delete(workId);
+    }
+  }
+
+  async deliver(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running"> {
+    if (this.o.local && (await this.o.local.deliver(stage, message, mode)) === "delivered") return "delivered";
+    const workId = this.find(stage);
+    if (!workId || !isHostWorker((await this.o.work.get(workId).catch(() => undefined))?.workerId)) return "not_running";
+    const key = `${workId}\u0000${message.id}`;
+    const answer = new Promise<boolean>((resolve) => {
+      this.deliveries.set(key, resolve);
+      setTimeout(() => resolve(false), DELIVER_TIMEOUT_MS).unref();
+    });
+    try {
+      await this.down(workId, { type: "deliver", workId, message, mode });
+      return (await answer) ? "delivered" : "not_running";
+    } finally {
+      this.deliveries.delete(key);
+    }
+  }
+
+  async wrapUp(stage: { runId: string; stageKey: string }, text: string): Promise<void> {
+    await this.o.local?.wrapUp(stage, text);
+    const workId = this.find(stage);
+    if (workId) await this.down(workId, { type: "wrap_up", workId, text }).catch(() => {});
+  }
+
+  async applyControl(rev: number, paused: boolean): Promise<void> {
+    await Promise.all([this.o.local?.applyControl(rev, paused), this.o.fleet.hold(this.o.rootId, paused).catch(() => {})]);
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.timer);
+    await Promise.all([this.o.local?.close(), this.listener?.close(), this.o.fleet.hold(this.o.rootId, false).catch(() => {})]);
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private find(stage: { runId: string; stageKey: string }): string | undefined {
+    return [...this.waiting].find(([, w]) => w.request.runId === stage.runId && w.request.stageKey === stage.stageKey)?.[0];
+  }
+
+  private down(workId: string, msg: ToCoordinator): Promise<void> {
+    return this.o.fleet.postDown(this.o.rootId, workId, msg);
+  }
+
+  /** The local pool's result stands unless it only says the pool lost the stage while a host holds or settled it. */
+  private async localCounts(workId: string, result: StageResult): Promise<boolean> {
+    if (result.workerId || !isInfraCode(result.error?.code ?? "")) return true;
+    const item = await this.o.work.get(workId).catch(() => undefined);
+    return !isHostWorker(item?.workerId);
+  }
+
+  /** One item the root stops: settled here when nobody claimed it (no local pool to do it), else cancelled where it runs. */
+  private async cancel(workId: string, reason: string): Promise<void> {
+    try {
+      if (!this.o.local) {
+        const item = await this.o.work.claimItem(workId, SETTLER_ID, this.o.leaseMs);
+        if (item) return await this.settleCancelled(item);
+      }
+      await this.down(workId, { type: "cancel_work", workId, reason });
+      this.wake();
+    } catch {
+      // the database is away: the stage's end (or the lease's) still comes through the queue
+    }
+  }
+
+  private async settleCancelled(item: WorkItem): Promise<void> {
+    const request = item.descriptor as StageRequest;
+    const result: StageResult = {
+      status: "cancelled",
+      text: "",
+      exitCode: null,
+      outputPath: join(request.artifactDir, STDOUT_LOG),
+      error: { code: "cancelled", message: "cancelled before it started" },
+    };
+    await this.o.work.complete({ id: item.id, workerId: SETTLER_ID, generation: item.generation, epoch: item.epoch }, { state: "failed", result }, { id: `cancelled:${item.id}`, digest: "cancelled" });
+    this.waiting.get(item.id)?.resolve(result);
+  }
+
+  /** Starts listening and polling (once). */
+  private watch(): void {
+    if (this.timer || this.closing) return;
+    this.timer = setInterval(() => {
+      if (this.waiting.size > 0) this.wake();
+      if (!this.listening) void this.listen();
+    }, POLL_MS);
+    this.timer.unref();
+    void this.listen();
+  }
+
+  private async listen(): Promise<void> {
+    if (this.listening || this.closing) return;
+    this.listening = true;
+    try {
+      this.listener = await this.o.fleet.listen(() => this.wake(), {
+        root: this.o.rootId,
+        onLost: () => {
+          this.listening = false;
+        },
+      });
+    } catch {
+      this.listening = false; // polled meanwhile; listened again at the next tick
+    }
+  }
+
+  private wakeHosts(): void {
+    if (this.woken) return;
+    this.woken = true;
+    queueMicrotask(() => {
+      this.woken = false;
+      this.o.fleet.wakeHosts().catch(() => {});
+    });
+  }
+
+  /** Syncs with the queue now (or again right after the sync under way). */
+  private wake(): void {
+    if (this.syncing) {
+      this.resync = true;
+      return;
+    }
+    this.syncing = true;
+    void this.sync().finally(() => {
+      this.syncing = false;
+      if (this.resync) {
+        this.resync = false;
+        this.wake();
+      }
+    });
+  }
+
+  private lastReap = 0;
+
+  private async sync(): Promise<void> {
+    if (this.closing || this.waiting.size === 0) return;
+    const { fleet, rootId } = this.o;
+    try {
+      for (const body of await fleet.takeUp(rootId)) {
+        const msg = parseMessage(FromCoordinatorSchema, body, "a worker host");
+        if (msg?.type === "work_events") {
+          for (const { workId, events } of msg.batch) {
+            const w = this.waiting.get(workId);
+            if (w) for (const e of capEvents(events as RunnerEvent[])) w.onEvent(e);
+          }
+        } else if (msg?.type === "deliver_result") {
+          this.deliveries.get(`${msg.workId}\u0000${msg.messageId}`)?.(msg.delivered);
+        }
+      }
+      if (Date.now() - this.lastReap >= POLL_MS / 2) {
+        this.lastReap = Date.now();
+        await fleet.reapExpired(MAX_GENERATIONS, {
+          name: "WorkerRetryLimit",
+          code: "worker_retry_limit",
+          message: `the stage's worker host stopped renewing its lease ${MAX_GENERATIONS} times (crashed or cut off)`,
+        }, rootId);
+      }
+      const settled = await fleet.settled([...this.waiting.keys()]);
+      for (const item of settled) this.waiting.get(item.id)?.resolve(resultOf(item));
+      if (settled.length > 0) await fleet.dropDown(settled.map((i) => i.id)).catch(() => {});
+    } catch {
+      // the database is away: the next poll tries again
+    }
+  }
+}

@@ -1,0 +1,310 @@
+/**
+ * A worker host (`atomic worker`): a host coordinator in this process plus
+ * `slots` worker processes, running stages of any run from the shared
+ * journal's queue (the contract: ../journal/fleet.ts). The pool's parts are
+ * the run pool's (supervisor.ts, dispatcher.ts, worker.ts): only whose items
+ * are claimed (HostClaimScope), the way to the roots (host-link.ts) and
+ * where a stage's files and cwd are (localize) differ.
+ *
+ * Lifecycle:
+ *   running ──SIGTERM──▶ draining ──(idle, or grace over)──▶ stopped
+ *      └──────SIGINT, or a second SIGTERM──────────────────────▲
+ * - running: claims whenever a worker is idle and a wake-up (NOTIFY) or the
+ *   poll (every POLL_MS) says there may be work; heartbeats its row every
+ *   HEARTBEAT_MS; reaps expired leases of every host every REAP_MS (a
+ *   crashed host's items go to the next generation within a second of
+ *   their expiry); reads messages down for the items it runs.
+ * - draining: no new claim; running stages get `graceMs` to finish; the
+ *   ones still running then are cancelled and their items released (the
+ *   next generation, on another host); then stopped.
+ * - stopped: workers and stage process groups killed, the row marked
+ *   stopped, the journal closed, exit 0. Stopping at once (SIGINT, a second
+ *   SIGTERM) leaves the items leased: their leases run out and another host
+ *   reclaims them.
+ * - Losing the database: stages go on; heartbeats, renewals and commits
+ *   fail and are retried; a worker whose lease deadline passes stops its
+ *   stage itself (work-lease-deadline.ts); results wait in the outbox.
+ * Version skew: the journal refuses a schema newer than this binary knows
+ * (at open: one sentence, exit 2); ready items of another pool protocol are
+ * never claimed, and the host says so in its log and its row (`refused`).
+ */
+
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { isAbsolute, join, resolve } from "node:path";
+import { type FleetStore, type HostClaimScope, type HostState } from "../journal/fleet.ts";
+import { LATEST_SCHEMA_VERSION } from "../journal/postgres/migrations.ts";
+import type { Journal, WorkItem } from "../journal/types.ts";
+import type { RunId } from "../shared/ids.ts";
+import { ensureError } from "../shared/errors.ts";
+import { writeStderr } from "../shared/raw-stderr.ts";
+import { VERSION } from "../shared/version.ts";
+import type { StageRequest } from "../runners/types.ts";
+import type { CoordinatorCore } from "../pool/coordinator-core.ts";
+import { Dispatcher } from "../pool/dispatcher.ts";
+import { DEFAULT_WORK_LEASE_MS, HEARTBEAT_MS, MAX_GENERATIONS } from "../pool/pool-executor.ts";
+import { POOL_PROTOCOL_VERSION, parseMessage } from "../pool/protocol/common.ts";
+import type { CoordinatorConfig } from "../pool/protocol/root-coordinator.ts";
+import { ToCoordinatorSchema } from "../pool/protocol/root-coordinator.ts";
+import { StallMonitor } from "../pool/stall-monitor.ts";
+import { Supervisor } from "../pool/supervisor.ts";
+import { HostLink } from "./host-link.ts";
+
+const POLL_MS = 1_000;
+const REAP_MS = 500;
+const SKEW_CHECK_MS = 5_000;
+
+export interface HostOptions {
+  journal: Journal & { fleet: FleetStore };
+  home: string;
+  hostId: string;
+  slots: number;
+  queues: string[];
+  workdir: string;
+  leaseMs?: number;
+  /** How long running stages get to finish after SIGTERM (ms). */
+  graceMs: number;
+  log?: (line: string) => void;
+}
+
+export class WorkerHost implements CoordinatorCore {
+  readonly config: CoordinatorConfig;
+  readonly rootId = "" as RunId;
+  readonly stall = new StallMonitor();
+  readonly claimScope: HostClaimScope;
+  readonly root: HostLink;
+  readonly workers: Supervisor;
+  readonly dispatcher: Dispatcher;
+  readonly journal: Journal & { fleet: FleetStore };
+  readonly hostId: string;
+  readonly attached = true;
+  paused = false;
+  shuttingDown = false;
+  private state: HostState = "running";
+  private refused: string | null = null;
+  private readonly timers: ReturnType<typeof setInterval>[] = [];
+  private listener: { close(): Promise<void> } | undefined;
+  /** Messages down already applied (by seq). */
+  private readonly applied = new Set<number>();
+  private readonly fleet: FleetStore;
+  private stopped!: () => void;
+  readonly done = new Promise<void>((r) => (this.stopped = r));
+
+  constructor(private readonly opts: HostOptions) {
+    this.journal = opts.journal;
+    this.fleet = opts.journal.fleet;
+    this.hostId = opts.hostId;
+    const logDir = join(opts.home, "worker-logs");
+    mkdirSync(logDir, { recursive: true, mode: 0o700 });
+    this.config = {
+      version: POOL_PROTOCOL_VERSION,
+      rootId: "",
+      rootEpoch: 0,
+      home: opts.home,
+      workers: opts.slots,
+      leaseMs: opts.leaseMs ?? DEFAULT_WORK_LEASE_MS,
+      heartbeatMs: HEARTBEAT_MS,
+      retireGraceMs: 10_000,
+      maxGenerations: MAX_GENERATIONS,
+      logDir,
+    };
+    this.claimScope = { queues: opts.queues, protocol: POOL_PROTOCOL_VERSION };
+    this.root = new HostLink(this.fleet, (line) => this.log(line));
+    this.workers = new Supervisor(this);
+    this.dispatcher = new Dispatcher(this);
+  }
+
+  async start(): Promise<void> {
+    await this.heartbeat();
+    this.workers.start();
+    this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
+    this.timers.push(setInterval(() => void this.reap(), REAP_MS));
+    this.timers.push(setInterval(() => this.poll(), POLL_MS));
+    this.timers.push(setInterval(() => void this.checkSkew(), SKEW_CHECK_MS));
+    void this.listen();
+    void this.checkSkew();
+    this.log(`ready: host ${this.hostId}, ${this.opts.slots} slot(s), queues ${this.opts.queues.join(",")}, lease ${this.config.leaseMs} ms`);
+  }
+
+  /** A stage's request as it runs here: its files under this host's home, its cwd on this host. */
+  localize(item: WorkItem): StageRequest | { refused: string } {
+    this.root.track(item.id, item.rootId);
+    const request = item.descriptor as StageRequest;
+    const cwd = request.cwdOption === undefined ? this.opts.workdir : isAbsolute(request.cwdOption) ? request.cwdOption : resolve(this.opts.workdir, request.cwdOption);
+    if (!isDirectory(cwd)) {
+      return { refused: `stage "${request.stageName}": its cwd ${cwd} does not exist on host ${this.hostId}` };
+    }
+    // The root's artifact directory is <its home>/artifacts/<run id>/<stage>/<attempt>: the same path under ours.
+    const at = request.artifactDir.lastIndexOf(`/${request.runId}/`);
+    const artifactDir = at < 0 ? join(this.opts.home, "artifacts", request.runId, request.stageKey) : join(this.opts.home, "artifacts", request.artifactDir.slice(at + 1));
+    const moved = JSON.parse(JSON.stringify(request).replaceAll(JSON.stringify(request.artifactDir).slice(1, -1), JSON.stringify(artifactDir).slice(1, -1))) as StageRequest;
+    return { ...moved, cwd, artifactDir };
+  }
+
+  /** SIGTERM: drain (no new claims; `graceMs` for the running stages); a second one stops at once. */
+  drain(): void {
+    if (this.state === "draining") return this.stop("a second SIGTERM");
+    if (this.shuttingDown) return;
+    this.state = "draining";
+    this.paused = true;
+    this.log(`draining: no new stages; running ones get ${this.opts.graceMs} ms`);
+    void this.heartbeat();
+    const until = performance.now() + this.opts.graceMs;
+    const check = setInterval(() => {
+      const busy = this.workers.busy();
+      if (busy.length > 0 && performance.now() < until) return;
+      clearInterval(check);
+      void this.releaseBusy().finally(() => this.stop("drained"));
+    }, 100);
+  }
+
+  /** Stops now: every worker and stage killed; items still leased run out their leases (reclaimed elsewhere). */
+  stop(why: string): void {
+    if (this.shuttingDown) return;
+    this.shuttingDown = true;
+    this.state = "stopped";
+    this.log(`stopping: ${why}`);
+    for (const t of this.timers) clearInterval(t);
+    this.stall.stop();
+    const exited = this.workers.killAll();
+    void (async () => {
+      await exited;
+      await this.listener?.close();
+      await this.heartbeat(true).catch(() => {});
+      await this.journal.close().catch(() => {});
+      this.stopped();
+    })();
+  }
+
+  fatal(code: string, message: string): void {
+    this.log(`fatal (${code}): ${message}`);
+    this.stop(message);
+  }
+
+  /** The database being away is no reason to stop a host: its stages go on, writes are retried. */
+  storageFailed(_err: unknown): boolean {
+    return false;
+  }
+
+  log(line: string): void {
+    (this.opts.log ?? ((l: string) => writeStderr(`${l}\n`)))(`${new Date().toISOString()} worker host ${line}`);
+  }
+
+  // ---------------------------------------------------------------- duties
+
+  private async heartbeat(final = false): Promise<void> {
+    try {
+      await this.fleet.heartbeat({
+        hostId: this.hostId,
+        version: VERSION,
+        protocol: POOL_PROTOCOL_VERSION,
+        schemaVersion: LATEST_SCHEMA_VERSION,
+        queues: this.opts.queues,
+        slots: this.opts.slots,
+        busy: final ? 0 : this.workers.busy().length,
+        state: final ? "stopped" : this.state,
+        workdir: this.opts.workdir,
+        pid: process.pid,
+        refused: this.refused,
+      });
+    } catch (err) {
+      if (final) throw err;
+      this.log(`heartbeat not recorded: ${ensureError(err).message}`);
+    }
+  }
+
+  private async reap(): Promise<void> {
+    if (this.shuttingDown) return;
+    try {
+      const items = await this.fleet.reapExpired(this.config.maxGenerations, {
+        name: "WorkerRetryLimit",
+        code: "worker_retry_limit",
+        message: `the stage's worker host stopped renewing its lease ${this.config.maxGenerations} times (crashed or cut off)`,
+      });
+      for (const i of items) this.log(`reclaimed work ${i.id} of run ${i.rootId} from ${i.state === "ready" ? "an expired lease" : "its last generation: failed"}`);
+      if (items.some((i) => i.state === "ready")) void this.dispatcher.dispatch();
+    } catch {
+      // the database is away: the next sweep tries again
+    }
+  }
+
+  private poll(): void {
+    if (this.shuttingDown) return;
+    void this.dispatcher.dispatch();
+    void this.readDown();
+  }
+
+  private async listen(): Promise<void> {
+    if (this.shuttingDown) return;
+    try {
+      this.listener = await this.fleet.listen(
+        () => {
+          void this.dispatcher.dispatch();
+          void this.readDown();
+        },
+        { onLost: () => setTimeout(() => void this.listen(), POLL_MS).unref() },
+      );
+    } catch {
+      setTimeout(() => void this.listen(), POLL_MS).unref(); // polled meanwhile
+    }
+  }
+
+  /** Messages down (cancel, deliver, wrap-up) for the items this host runs, each applied once. */
+  private async readDown(): Promise<void> {
+    const busy = this.workers.busy();
+    if (busy.length === 0) return;
+    let messages;
+    try {
+      messages = await this.fleet.downFor(busy.map((s) => s.item!.id));
+    } catch {
+      return;
+    }
+    for (const m of messages) {
+      if (this.applied.has(m.seq)) continue;
+      this.applied.add(m.seq);
+      const msg = parseMessage(ToCoordinatorSchema, m.body, `run ${m.rootId}`);
+      const slot = this.workers.running(m.workId);
+      if (!msg || !slot) continue;
+      if (msg.type === "cancel_work") slot.send({ type: "cancel", workId: m.workId, reason: msg.reason });
+      else if (msg.type === "deliver" || msg.type === "wrap_up") slot.send(msg);
+    }
+  }
+
+  private async checkSkew(): Promise<void> {
+    try {
+      const other = await this.fleet.foreignProtocols(this.opts.queues, POOL_PROTOCOL_VERSION);
+      const refused =
+        other.length === 0
+          ? null
+          : `refusing stages of pool protocol ${other.join(", ")}: this worker (atomic ${VERSION}) speaks protocol ${POOL_PROTOCOL_VERSION}; run the same atomic version as the roots`;
+      if (refused && refused !== this.refused) this.log(refused);
+      this.refused = refused;
+    } catch {
+      // asked again at the next check
+    }
+  }
+
+  /** Draining is over: the stages still running are stopped and their items go back to the queue. */
+  private async releaseBusy(): Promise<void> {
+    for (const slot of this.workers.busy()) {
+      const item = slot.item!;
+      this.log(`interrupting work ${item.id} (run ${item.rootId}): the drain's grace is over`);
+      await this.journal.work
+        .release({ id: item.id, workerId: slot.id, generation: item.generation, epoch: item.epoch }, this.config.maxGenerations, {
+          name: "WorkerLost",
+          code: "worker_lost",
+          message: `worker host ${this.hostId} stopped (drained) while the stage ran`,
+        })
+        .catch((err: unknown) => this.log(`could not release work ${item.id}: ${ensureError(err).message}`));
+    }
+    await this.fleet.wakeHosts().catch(() => {});
+  }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return existsSync(path) && statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
