@@ -33,7 +33,7 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { type FleetStore, type HostClaimScope, type HostState } from "../journal/fleet.ts";
 import { LATEST_SCHEMA_VERSION } from "../journal/postgres/migrations.ts";
-import type { Journal, WorkItem } from "../journal/types.ts";
+import type { Journal, WorkFence, WorkItem } from "../journal/types.ts";
 import type { RunId } from "../shared/ids.ts";
 import { ensureError } from "../shared/errors.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
@@ -48,10 +48,13 @@ import { ToCoordinatorSchema } from "../pool/protocol/root-coordinator.ts";
 import { StallMonitor } from "../pool/stall-monitor.ts";
 import { Supervisor } from "../pool/supervisor.ts";
 import { HostLink } from "./host-link.ts";
+import { Outbox, type Outcome } from "./outbox.ts";
 
 const POLL_MS = 1_000;
 const REAP_MS = 500;
 const SKEW_CHECK_MS = 5_000;
+/** The most a stopping host waits for each of its last writes. */
+const STOP_WRITE_MS = 2_000;
 
 export interface HostOptions {
   journal: Journal & { fleet: FleetStore };
@@ -86,6 +89,7 @@ export class WorkerHost implements CoordinatorCore {
   /** Messages down already applied (by seq). */
   private readonly applied = new Set<number>();
   private readonly fleet: FleetStore;
+  private readonly outbox: Outbox;
   private stopped!: () => void;
   readonly done = new Promise<void>((r) => (this.stopped = r));
 
@@ -111,10 +115,16 @@ export class WorkerHost implements CoordinatorCore {
     this.root = new HostLink(this.fleet, (line) => this.log(line));
     this.workers = new Supervisor(this);
     this.dispatcher = new Dispatcher(this);
+    this.outbox = new Outbox(opts.home, opts.journal.work, this.fleet, (line) => this.log(line));
+  }
+
+  keepUncommitted(item: { id: string; rootId: RunId }, fence: WorkFence, outcome: Outcome, op: { id: string; digest: string }): boolean {
+    return this.outbox.keep(item.rootId, fence, outcome, op);
   }
 
   async start(): Promise<void> {
     await this.heartbeat();
+    this.outbox.start();
     this.workers.start();
     this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
     this.timers.push(setInterval(() => void this.reap(), REAP_MS));
@@ -169,8 +179,11 @@ export class WorkerHost implements CoordinatorCore {
     void (async () => {
       await exited;
       await this.listener?.close();
-      await this.heartbeat(true).catch(() => {});
-      await this.journal.close().catch(() => {});
+      // What the outbox still holds stays on disk: the next start of this host commits it.
+      this.outbox.close();
+      // Best effort, briefly: a host stopping because its database is away does not wait for it.
+      await within(STOP_WRITE_MS, this.heartbeat(true).catch(() => {}));
+      await within(STOP_WRITE_MS, this.journal.close().catch(() => {}));
       this.stopped();
     })();
   }
@@ -298,6 +311,10 @@ export class WorkerHost implements CoordinatorCore {
     }
     await this.fleet.wakeHosts().catch(() => {});
   }
+}
+
+function within(ms: number, p: Promise<unknown>): Promise<unknown> {
+  return Promise.race([p, Bun.sleep(ms)]);
 }
 
 function isDirectory(path: string): boolean {

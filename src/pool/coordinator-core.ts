@@ -11,7 +11,7 @@
  * depend on one small surface rather than on each other's internals.
  */
 
-import type { ClaimFilter, Journal, WorkItem } from "../journal/types.ts";
+import type { ClaimFilter, Journal, WorkFence, WorkItem } from "../journal/types.ts";
 import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import type { FromCoordinator } from "./protocol/root-coordinator.ts";
@@ -47,6 +47,12 @@ export interface CoordinatorCore {
   localize?(item: WorkItem): StageRequest | { refused: string };
   /** Worker ids end in `@<hostId>` on a worker host (the root tells where a stage ran from its result's worker id). */
   readonly hostId?: string;
+  /**
+   * Where a result goes that the journal did not take (a worker host's
+   * outbox, ../fleet/outbox.ts): true when it was kept, and the worker is
+   * answered as if it were committed. Absent: the worker sends it again.
+   */
+  keepUncommitted?(item: { id: string; rootId: RunId }, fence: WorkFence, outcome: { state: "completed" | "failed"; result?: unknown }, op: { id: string; digest: string }): boolean;
   /** A journal write failed: if the journal takes no writes now (writeStopped), the pool fails at once with storage_unavailable. */
   storageFailed(err: unknown): boolean;
 }

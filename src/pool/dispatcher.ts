@@ -150,8 +150,14 @@ export class Dispatcher {
       trace("committed", fence.id);
       if (committed.next) trace("claim", committed.next.id, claimAt);
     } catch (err) {
-      // Nothing committed: the worker sends it again (same operation id) when no receipt comes.
       this.core.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
+      // A worker host keeps it in its outbox (committed once the journal is back): the worker is free.
+      if (slot.owns(msg.ref) && slot.item && this.core.keepUncommitted?.(slot.item, fence, outcome, op)) {
+        slot.finish();
+        slot.send({ type: "receipt", opId: msg.opId, status: "committed" });
+        return;
+      }
+      // Nothing committed: the worker sends it again (same operation id) when no receipt comes.
       this.core.storageFailed(err);
       return;
     }

@@ -1,0 +1,186 @@
+/**
+ * Worker hosts end to end: `atomic worker` processes (the real binary)
+ * sharing one Postgres journal with a root that has no workers of its own
+ * (`--workers 0`), or has some. Side effects are counted (each stage
+ * execution appends a line), results read back from the run.
+ */
+
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { killSpawned, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
+import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { FIXTURES, counts, marks, startHost, stopHosts } from "./support.ts";
+
+const WF = join(FIXTURES, "fleet.ts");
+
+let server: FakeOpenAI;
+beforeAll(async () => {
+  await testPostgres();
+  server = await startFakeOpenAI((req) => text(`done: ${req.body.messages.find((m) => m.role === "user")?.content ?? ""}`));
+});
+afterAll(async () => {
+  await server.close();
+});
+afterEach(async () => {
+  await stopHosts();
+  await killSpawned();
+  removeTempDirs();
+});
+
+const agentEnv = () => ({ OPENAI_API_KEY: "sk-test", ATOMIC_OPENAI_BASE_URL: server.url });
+
+async function journalUrl(): Promise<string> {
+  return freshDatabase("fleet");
+}
+
+describe("worker hosts", () => {
+  test("three hosts and a root without workers: 300 shell and 20 agent stages run exactly once each", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const file = join(dir, "marks");
+    const hosts = await Promise.all(["h1", "h2", "h3"].map((id) => startHost({ url, id, slots: 4, env: agentEnv() })));
+    const home = join(dir, "root");
+    const r = await runAtomic(
+      ["run", WF, "--journal", url, "--workers", "0", "--json", "--input", "shells=300", "--input", "agents=20", "--input", `marks=${file}`],
+      { home, env: agentEnv(), timeoutMs: 110_000 },
+    );
+    expect(r.code).toBe(0);
+    const seen = counts(marks(file).map((l) => l.split(" ")[0]!));
+    expect(seen.size).toBe(300);
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    // Every host ran some of them.
+    const byHost = counts(marks(file).map((l) => l.split(" ")[1]!));
+    expect([...byHost.keys()].sort()).toEqual(["h1", "h2", "h3"]);
+    // Each agent stage asked the model once (a first request carries its prompt and no tool results).
+    const firsts = server.requests.filter((q) => q.body.messages.some((m) => m.role === "user" && /^say a\d+$/.test(m.content ?? "")));
+    const prompts = counts(firsts.map((q) => q.body.messages.find((m) => m.role === "user")!.content!));
+    expect(prompts.size).toBe(20);
+    expect([...prompts.values()].every((n) => n === 1)).toBe(true);
+    const result = r.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((e) => e.type === "result");
+    expect(result.outputs.length).toBe(320);
+    expect(result.outputs[0]).toStartWith("out-s0 ");
+    expect(result.outputs[300]).toContain("done: say a0");
+    for (const h of hosts) expect(h.log.text()).toContain("worker host ready");
+  }, 120_000);
+
+  test("a stage's queue: only a host serving it runs it; the root's own workers take the default queue", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const file = join(dir, "marks");
+    await startHost({ url, id: "cpu", slots: 2 });
+    await startHost({ url, id: "gpu", slots: 2, queues: ["gpu"] });
+    const r = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=6", "--input", "queue=gpu", "--input", `marks=${file}`], {
+      home: join(dir, "root"),
+    });
+    expect(r.code).toBe(0);
+    expect(new Set(marks(file).map((l) => l.split(" ")[1]))).toEqual(new Set(["gpu"]));
+    // With workers of its own, the root's pool and the cpu host share the default queue; the gpu host takes none.
+    const file2 = join(dir, "marks2");
+    const r2 = await runAtomic(["run", WF, "--journal", url, "--workers", "2", "--input", "shells=8", "--input", `marks=${file2}`], { home: join(dir, "root2") });
+    expect(r2.code).toBe(0);
+    expect(marks(file2).length).toBe(8);
+    expect(marks(file2).some((l) => l.endsWith(" gpu"))).toBe(false);
+  }, 90_000);
+
+  test("a stage's cwd resolves on the host: relative to --workdir; an absolute one missing there fails naming the host", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const host = await startHost({ url, id: "far", slots: 1 });
+    mkdirSync(join(host.workdir, "sub"));
+    const ok = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--json", "--input", "shells=1", "--input", "cwd=sub", "--input", `marks=${join(dir, "m")}`], {
+      home: join(dir, "root"),
+    });
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toContain(`out-s0 ${join(host.workdir, "sub")}`);
+    const missing = join(dir, "not-on-that-host");
+    const bad = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", `cwd=${missing}`, "--input", `marks=${join(dir, "m")}`], {
+      home: join(dir, "root2"),
+    });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain(`its cwd ${missing} does not exist on host far`);
+    expect(bad.stderr).not.toContain("    at ");
+  }, 60_000);
+
+  test("--workers 0 without a shared journal is refused in one sentence", async () => {
+    const dir = makeTempDir("atomic-fleet-");
+    const r = await runAtomic(["run", WF, "--workers", "0", "--input", `marks=${join(dir, "m")}`], { home: join(dir, "root") });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--workers 0 leaves stages to worker hosts, which need a shared Postgres journal");
+    const w = await runAtomic(["worker"], { home: join(dir, "w"), env: { ATOMIC_JOURNAL: undefined } });
+    expect(w.code).toBe(2);
+    expect(w.stderr).toContain("atomic worker runs stages from a shared Postgres journal");
+  }, 30_000);
+
+  test("SIGTERM drains: the running stage finishes, nothing new is claimed; with the grace over, the stage moves to another host", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const file = join(dir, "marks");
+    const first = await startHost({ url, id: "first", slots: 1, grace: "30s" });
+    const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", "sleep=1", "--input", `marks=${file}`], { home: join(dir, "root") });
+    await waitUntil(() => first.log.text().includes("reclaimed") || first.processes().length > 2, 30_000, "a stage running on the first host");
+    first.proc.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    // The stage it ran finished there; the other waits for a host.
+    expect(marks(file)).toEqual([expect.stringMatching(/^s\d first$/)]);
+    expect(first.log.text()).toContain("draining");
+    const second = await startHost({ url, id: "second", slots: 1, grace: "0.2s" });
+    expect(await run.exited).toBe(0);
+    expect(marks(file).length).toBe(2);
+    expect(marks(file)[1]).toEndWith(" second");
+    void second;
+  }, 90_000);
+
+  test("a grace that runs out interrupts the stage and releases it to another host", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const file = join(dir, "marks");
+    const quick = await startHost({ url, id: "quick", slots: 1, grace: "0.3s" });
+    const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "sleep=3", "--input", `marks=${file}`], { home: join(dir, "root") });
+    await waitUntil(() => quick.processes().length > 2, 30_000, "the stage running");
+    quick.proc.kill("SIGTERM");
+    expect(await quick.exited).toBe(0);
+    expect(quick.log.text()).toContain("the drain's grace is over");
+    expect(marks(file)).toEqual([]);
+    await startHost({ url, id: "other", slots: 1 });
+    expect(await run.exited).toBe(0);
+    expect(marks(file)).toEqual(["s0 other"]);
+  }, 90_000);
+
+  test("a host refuses work of another pool protocol, says so, and leaves it queued", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const host = await startHost({ url, id: "old", slots: 1 });
+    const db = new URL(url).pathname.slice(1);
+    // An item a root of another version enqueued (its lease is live: only the protocol keeps the host off it).
+    await adminQueryIn(db, [
+      `insert into atomic.leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms, released)
+         select 'root_skew', 'h', 'x', 1, 0, 1, (extract(epoch from now()) * 1000)::bigint, 600000, 0`,
+      `insert into atomic.work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation, epoch, ready_at, created_at, updated_at)
+         values ('work_skew', 'root_skew', 'root_skew', 1, '0', 1, '{"protocol": 999, "runner": "shell"}', 'ready', 1, 0, 0, 0, 0)`,
+    ]).catch((err) => {
+      throw new Error(`seeding the skewed item: ${err}`);
+    });
+    await host.log.waitFor(/refusing stages of pool protocol 999/, 20_000);
+    const rows = await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_skew'"]);
+    expect(rows[0]).toEqual({ state: "ready" });
+  }, 60_000);
+});
+
+/** Statements in another database of the test cluster, as its superuser (the last one's rows). */
+async function adminQueryIn(database: string, statements: string[]): Promise<Record<string, unknown>[]> {
+  const pg = (await import("pg")).default;
+  const url = new URL(await testPostgres());
+  url.pathname = `/${database}`;
+  const c = new pg.Client({ connectionString: url.toString() });
+  await c.connect();
+  try {
+    let rows: Record<string, unknown>[] = [];
+    for (const s of statements) rows = (await c.query(s)).rows;
+    return rows;
+  } finally {
+    await c.end();
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Worker hosts for the fleet tests: `atomic worker` processes (the real
+ * binary), each with a home and host id of its own, on this machine's
+ * loopback (the network-namespace harness, test/helpers/fleet.ts, puts
+ * them behind links of their own where a test cuts them off).
+ *
+ * `host.processes()` are every process of the host: those carrying its home
+ * (the host coordinator and its workers) and the stages its workers started
+ * (their environment names the worker, `…@<host id>`); `host.kill()` is a
+ * kill -9 of all of them at once, as a power cut of that machine would be.
+ */
+
+import { readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+
+export interface TestHost {
+  id: string;
+  home: string;
+  workdir: string;
+  proc: Subprocess<"pipe", "pipe", "pipe">;
+  log: ReturnType<typeof lineWatcher>;
+  processes(): number[];
+  /** SIGKILL of every process of the host (coordinator, workers, stages). */
+  kill(): void;
+  exited: Promise<number>;
+}
+
+export interface HostOptions {
+  url: string;
+  id: string;
+  slots?: number;
+  queues?: string[];
+  workdir?: string;
+  leaseMs?: number;
+  grace?: string;
+  env?: Record<string, string>;
+  home?: string;
+}
+
+const hosts = new Set<TestHost>();
+
+export async function startHost(o: HostOptions): Promise<TestHost> {
+  const home = o.home ?? makeTempDir(`atomic-host-${o.id}-`);
+  const workdir = o.workdir ?? makeTempDir(`atomic-work-${o.id}-`);
+  const args = ["worker", "--journal", o.url, "--host-id", o.id, "--slots", String(o.slots ?? 2), "--workdir", workdir];
+  if (o.queues) args.push("--queues", o.queues.join(","));
+  if (o.leaseMs) args.push("--work-lease-ms", String(o.leaseMs));
+  if (o.grace) args.push("--grace", o.grace);
+  const proc = spawnAtomic(args, { home, ...(o.env ? { env: o.env } : {}) });
+  const log = lineWatcher(proc.stderr);
+  void new Response(proc.stdout).text();
+  const host: TestHost = {
+    id: o.id,
+    home,
+    workdir,
+    proc,
+    log,
+    processes: () => hostProcesses(home, o.id),
+    kill: () => {
+      for (const pid of hostProcesses(home, o.id)) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // gone meanwhile
+        }
+      }
+    },
+    exited: proc.exited,
+  };
+  hosts.add(host);
+  await log.waitFor(/worker host ready/, 30_000);
+  return host;
+}
+
+/** Every host a test started: killed whole (afterEach). */
+export async function stopHosts(): Promise<void> {
+  for (const h of hosts) h.kill();
+  await Promise.all([...hosts].map((h) => h.exited));
+  hosts.clear();
+}
+
+function hostProcesses(home: string, id: string): number[] {
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      const env = readFileSync(`/proc/${name}/environ`, "utf8").split("\0");
+      if (!env.includes(`ATOMIC_HOME=${home}`) && !env.some((e) => e.startsWith("ATOMIC_WORKER_ID=") && e.endsWith(`@${id}`))) continue;
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z") pids.push(Number(name));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return pids;
+}
+
+/** Lines of a marks file (each stage appends one line per execution). */
+export function marks(file: string): string[] {
+  try {
+    return readFileSync(file, "utf8").split("\n").filter((l) => l !== "");
+  } catch {
+    return [];
+  }
+}
+
+export function counts(lines: readonly string[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const l of lines) m.set(l, (m.get(l) ?? 0) + 1);
+  return m;
+}
+
+export const FIXTURES = join(import.meta.dir, "fixtures");
