@@ -6,9 +6,9 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -169,6 +169,14 @@ describe("worker hosts", () => {
   }, 60_000);
 });
 
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+  } catch {
+    return "";
+  }
+}
+
 /** Statements in another database of the test cluster, as its superuser (the last one's rows). */
 async function adminQueryIn(database: string, statements: string[]): Promise<Record<string, unknown>[]> {
   const pg = (await import("pg")).default;
@@ -184,3 +192,67 @@ async function adminQueryIn(database: string, statements: string[]): Promise<Rec
     await c.end();
   }
 }
+
+describe("worker hosts: messages and control from any machine", () => {
+  test("a steer reaches a stage running on a host; a message queued for a later stage reaches it there", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const host = await startHost({ url, id: "mail", slots: 1 });
+    const home = join(dir, "root");
+    const run = spawnAtomic(["run", join(FIXTURES, "mail.ts"), "--journal", url, "--workers", "0", "--json"], { home });
+    const out = lineWatcher(run.stdout);
+    const started = await out.waitFor(/"type":"step_started".*"name":"live"|"name":"live".*"type":"step_started"/, 30_000);
+    const runId = JSON.parse(started).runId as string;
+    await waitUntil(() => host.processes().length > 2, 30_000, "the live stage running on the host");
+    // From another machine's point of view: another home, the same journal.
+    const other = join(dir, "elsewhere");
+    const queued = await runAtomic(["send", runId, "later", "for later", "--journal", url], { home: other });
+    expect(queued.code).toBe(0);
+    const live = await runAtomic(["send", runId, "live", "hello host", "--journal", url], { home: other });
+    expect(live.code).toBe(0);
+    expect(await run.exited).toBe(0);
+    const result = out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result");
+    expect(result.outputs).toEqual(["got:hello host", "got:for later"]);
+  }, 90_000);
+
+  test("atomic cancel from another machine stops a stage running on a host", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const file = join(dir, "marks");
+    const host = await startHost({ url, id: "busy", slots: 1 });
+    const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`], { home: join(dir, "root") });
+    const out = lineWatcher(run.stdout);
+    const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
+    await waitUntil(() => marks(file).includes("long-started"), 30_000, "the long stage running");
+    const sleeping = () => host.processes().filter((p) => cmdline(p).includes("sleep 30"));
+    expect(sleeping().length).toBeGreaterThan(0);
+    const c = await runAtomic(["cancel", runId, "--journal", url], { home: join(dir, "elsewhere") });
+    expect(c.code).toBe(0);
+    expect(await run.exited).toBe(4);
+    // The stage's processes on the host ended, and nothing after it ran.
+    await waitUntil(() => sleeping().length === 0, 15_000, "the stage's processes on the host to end");
+    expect(marks(file)).toEqual(["long-started"]);
+  }, 90_000);
+
+  test("pause holds a run's next stage off every host; unpause lets it run", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const file = join(dir, "marks");
+    await startHost({ url, id: "p", slots: 1 });
+    const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`, "--input", "seconds=1"], {
+      home: join(dir, "root"),
+    });
+    const out = lineWatcher(run.stdout);
+    const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
+    await waitUntil(() => marks(file).includes("long-started"), 30_000, "the long stage running");
+    const other = join(dir, "elsewhere");
+    expect((await runAtomic(["pause", runId, "--journal", url], { home: other })).code).toBe(0);
+    await waitUntil(() => marks(file).includes("long-ended"), 30_000, "the running stage to finish (pause lets it)");
+    // Paused: the next stage does not start while we look (a few host poll periods).
+    await Bun.sleep(3_000);
+    expect(marks(file)).toEqual(["long-started", "long-ended"]);
+    expect((await runAtomic(["unpause", runId, "--journal", url], { home: other })).code).toBe(0);
+    expect(await run.exited).toBe(0);
+    expect(marks(file)).toEqual(["long-started", "long-ended", "next"]);
+  }, 90_000);
+});

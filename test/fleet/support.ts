@@ -45,11 +45,12 @@ const hosts = new Set<TestHost>();
 export async function startHost(o: HostOptions): Promise<TestHost> {
   const home = o.home ?? makeTempDir(`atomic-host-${o.id}-`);
   const workdir = o.workdir ?? makeTempDir(`atomic-work-${o.id}-`);
-  const args = ["worker", "--journal", o.url, "--host-id", o.id, "--slots", String(o.slots ?? 2), "--workdir", workdir];
+  // The journal (its password) through the environment, as a user would keep it out of argv.
+  const args = ["worker", "--host-id", o.id, "--slots", String(o.slots ?? 2), "--workdir", workdir];
   if (o.queues) args.push("--queues", o.queues.join(","));
   if (o.leaseMs) args.push("--work-lease-ms", String(o.leaseMs));
   if (o.grace) args.push("--grace", o.grace);
-  const proc = spawnAtomic(args, { home, ...(o.env ? { env: o.env } : {}) });
+  const proc = spawnAtomic(args, { home, env: { ATOMIC_JOURNAL: o.url, ...o.env } });
   const log = lineWatcher(proc.stderr);
   void new Response(proc.stdout).text();
   const host: TestHost = {
