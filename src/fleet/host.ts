@@ -189,6 +189,8 @@ export class WorkerHost implements CoordinatorCore {
   }
 
   fatal(code: string, message: string): void {
+    // The journal away is no reason to stop: stages go on, claims and renewals are tried again by the polls.
+    if (code === "storage_unavailable") return this.log(`the journal is unavailable (${message}); running stages go on`);
     this.log(`fatal (${code}): ${message}`);
     this.stop(message);
   }

@@ -22,6 +22,7 @@ import type { WorkFence, WorkQueue } from "../journal/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import { ensureError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
+import { faultPoint } from "../shared/fault-points.ts";
 
 const DRAIN_MS = 1_000;
 
@@ -89,10 +90,12 @@ export class Outbox {
         const fence = JSON.parse(r.fence) as WorkFence;
         let receipt;
         try {
+          faultPoint("outbox-before-commit");
           receipt = await this.work.complete(fence, JSON.parse(r.outcome) as Outcome, { id: r.op_id, digest: r.digest });
         } catch {
           return; // still away: the next drain tries again
         }
+        faultPoint("outbox-after-commit");
         if (receipt.status === "committed") {
           this.log(`committed the result of work ${fence.id} from the outbox`);
           await this.fleet.wakeRoots([r.root_id as RunId]).catch(() => {});

@@ -101,6 +101,7 @@ export class Dispatcher {
             throw err;
           }
           this.claimFailures = 0;
+          if (items.length > 0) faultPoint("coordinator-after-claim");
           for (let i = 0; i < items.length; i++) {
             if (!started.has(idle[i]!)) await this.give(idle[i]!, items[i]!);
           }
@@ -143,12 +144,16 @@ export class Dispatcher {
     try {
       // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
       const claimAt = tracing ? traceNow() : 0;
+      faultPoint("coordinator-before-commit");
       committed =
         slot.owns(msg.ref) && !this.core.paused
           ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, root: claimScope })
           : { receipt: await journal.work.complete(fence, outcome, op), next: undefined };
       trace("committed", fence.id);
-      if (committed.next) trace("claim", committed.next.id, claimAt);
+      if (committed.next) {
+        trace("claim", committed.next.id, claimAt);
+        faultPoint("coordinator-after-claim");
+      }
     } catch (err) {
       this.core.log(`commit from ${slot.id} for work ${fence.id} not recorded: ${ensureError(err).message}`);
       // A worker host keeps it in its outbox (committed once the journal is back): the worker is free.
