@@ -160,6 +160,38 @@ describe("results in a host's outbox", () => {
   }
 });
 
+describe("Postgres restarted under busy hosts", () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    cluster = await startCluster();
+  });
+  afterAll(() => cluster.stop());
+
+  test("a crash and restart of the database while three hosts are busy: the run completes, every stage recorded once", async () => {
+    const dir = makeTempDir("atomic-pgrestart-");
+    const file = join(dir, "marks");
+    const url = withDatabase(cluster.adminUrl, `r_${Math.random().toString(36).slice(2, 8)}`);
+    await createDatabase(cluster, url);
+    const hosts = await Promise.all(["r1", "r2", "r3"].map((id) => startHost({ url, id, slots: 2 })));
+    const home = join(dir, "root");
+    const run = spawnAtomic(["run", WF, "--workers", "0", "--json", "--input", "shells=60", "--input", "sleep=0.3", "--input", `marks=${file}`], {
+      home,
+      env: { ATOMIC_JOURNAL: url },
+    });
+    const out = lineWatcher(run.stdout);
+    await waitUntil(() => marks(file).length >= 10, 60_000, "the hosts busy");
+    cluster.restart();
+    expect(await run.exited).toBe(0);
+    await waitUntil(() => out.ended, 5_000, "the run's output to end");
+    const result = out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result");
+    expect(result.outputs.map((x: string) => x.split(" ")[0])).toEqual(Array.from({ length: 60 }, (_, i) => `out-s${i}`));
+    expect(counts(marks(file).map((l) => l.split(" ")[0]!)).size).toBe(60);
+    const show = JSON.parse((await runAtomic(["show", result.runId, "--json"], { home, env: { ATOMIC_JOURNAL: url } })).stdout);
+    expect(show.steps.filter((s: Record<string, any>) => s.kind === "stage").length).toBe(60);
+    for (const h of hosts) expect(h.processes().length).toBeGreaterThan(0); // the hosts rode it out
+  }, 120_000);
+});
+
 function isSleeping(pid: number): boolean {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("sleep");
