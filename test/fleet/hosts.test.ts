@@ -6,7 +6,7 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
@@ -254,5 +254,41 @@ describe("worker hosts: messages and control from any machine", () => {
     expect((await runAtomic(["unpause", runId, "--journal", url], { home: other })).code).toBe(0);
     expect(await run.exited).toBe(0);
     expect(marks(file)).toEqual(["long-started", "long-ended", "next"]);
+  }, 90_000);
+});
+
+describe("worker hosts: what a local stage shows, a remote one shows", () => {
+  test("live output reaches the root while the stage runs on a host; usage and cost add up as on a local run", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    await startHost({ url, id: "talker", slots: 3, env: agentEnv() });
+    const gate = join(dir, "gate");
+    const home = join(dir, "root");
+    const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });
+    const out = lineWatcher(run.stdout);
+    // The first line arrives while the stage still runs (it waits for the gate).
+    await out.waitFor(/"type":"stage_output".*tick-one|tick-one.*"type":"stage_output"/, 30_000);
+    expect(out.text()).not.toContain("tick-two");
+    writeFileSync(gate, "");
+    expect(await run.exited).toBe(0);
+    const remote = out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result");
+    expect(remote.outputs[0]).toBe("tick-one\ntick-two");
+    // The same workflow with the root's own workers: the same usage, to the token and cent.
+    const local = await runAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "2", "--json", "--input", `gate=${gate}`], {
+      home: join(dir, "root2"),
+      env: agentEnv(),
+    });
+    expect(local.code).toBe(0);
+    const localId = local.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((e) => e.type === "result").runId;
+    const usageOf = async (id: string, h: string) => {
+      const r = await runAtomic(["runs", "--json", "--journal", url], { home: h });
+      const row = r.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((x) => x.id === id);
+      return row.usage as Record<string, number>;
+    };
+    const a = await usageOf(remote.runId, home);
+    const b = await usageOf(localId, join(dir, "root2"));
+    expect(a).toEqual(b);
+    // Two agent stages of the fake model, 10 prompt and 5 completion tokens each.
+    expect(a.inputTokens ?? a.input).toBe(20);
   }, 90_000);
 });
