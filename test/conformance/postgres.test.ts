@@ -118,6 +118,11 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     const admin = sql(db);
     // What version 2 had: no tombstones, no schedules, no index of work operations by item.
     await admin.query("drop table atomic.schedules; drop table atomic.run_tombstones; drop index atomic.work_ops_by_work");
+    // ... nor worker hosts (version 6).
+    await admin.query(
+      "alter table atomic.work_items drop column queue, drop column protocol; drop index atomic.work_leased_by_expiry; " +
+        "drop table atomic.worker_hosts, atomic.fleet_up, atomic.fleet_down, atomic.fleet_holds",
+    );
     await admin.query("update atomic.meta set value = '2' where key = 'schema_version'");
 
     const j = await open(db);

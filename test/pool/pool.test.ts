@@ -12,6 +12,7 @@ import { afterAll, afterEach, expect, test } from "bun:test";
 import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { journalUrlForHome } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
 import { alive, lastRun, show, stage } from "./support.ts";
@@ -395,7 +396,9 @@ e2eTest("no orphans: when the root is SIGKILLed, coordinator, workers and stage 
 e2eTest("bad pool options are one clear error, exit 2, nothing written", async () => {
   const home = makeTempDir();
   const cases: [string[], RegExp][] = [
-    [["--workers", "0"], /--workers must be between 1/],
+    [["--workers", "300"], /--workers must be between 0 and 256, got 300/],
+    // No workers of its own leaves stages to worker hosts: only a shared journal has them.
+    ...(journalUrlForHome(home) ? [] : ([[["--workers", "0"], /--workers 0 leaves stages to worker hosts, which need a shared Postgres journal/]] as [string[], RegExp][])),
     [["--workers", "abc"], /--workers must be a whole number, got "abc"/],
     [["--work-lease-ms", "1000"], /--work-lease-ms must be between 2000 \(two heartbeats of 1000 ms\)/],
     [["--in-process", "--workers", "2"], /--in-process and --workers cannot be used together/],
