@@ -29,7 +29,10 @@
  *   host stopped renewing: crashed, partitioned) goes back to ready at the
  *   next generation, or fails with worker_retry_limit after the last one.
  *   Any host, and the root for its own items, reaps; the fence on every
- *   later write makes the dead host's late commits stale.
+ *   later write makes the dead host's late commits stale. Only items a
+ *   host's worker (`…@<host id>`) holds: a run's own pool judges its
+ *   workers itself (its supervisor, which does not charge its own stalls
+ *   to them).
  */
 
 import type { ErrorInfo } from "../shared/errors.ts";
@@ -89,7 +92,8 @@ export interface FleetStore {
   heartbeat(host: HostInfo): Promise<void>;
   hosts(): Promise<HostRecord[]>;
   /**
-   * Expired leases (of `rootId`'s items, or every root's) given back: ready
+   * Expired leases held by worker hosts' workers (of `rootId`'s items, or
+   * every root's) given back: ready
    * at the next generation, or failed with `error` once `maxGenerations`
    * were used. Returns the items changed.
    */

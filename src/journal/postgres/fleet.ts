@@ -103,6 +103,7 @@ export class PgFleet implements FleetStore {
             ready_at = case when generation >= $1 then ready_at else ${NOW_MS} end,
             lease_expires_at = null, updated_at = ${NOW_MS}
           where state = 'leased' and lease_expires_at < ${NOW_MS} and ($3::text is null or root_id = $3)
+            and position('@' in worker_id) > 0
           returning *`,
         [maxGenerations, JSON.stringify(error), rootId ?? null],
       ),
