@@ -16,7 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { BUN, childEnv, lineWatcher, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, childEnv, lineWatcher, waitUntil } from "../helpers/atomic.ts";
 import { type Fleet, type FleetHost, type FleetMode, FLEET_MODE_ENV, FLEET_WATCH_ENV, makeFleet, namespacesAvailable } from "../helpers/fleet.ts";
 import { ip } from "../helpers/fleet/netns.ts";
 import { isLive } from "../helpers/processes.ts";
@@ -26,6 +26,18 @@ const MODES: FleetMode[] = process.env[FLEET_MODE_ENV] === "loopback" || !namesp
 if (!MODES.includes("netns")) console.error("fleet harness: network namespaces are not available here; only the loopback mode is tested");
 
 const PROBE = join(import.meta.dir, "pg-probe.ts");
+const FAILS_MIDWAY = join(import.meta.dir, "fails-midway.fixture.ts");
+const REFUSED = join(import.meta.dir, "fleet-refused.ts");
+
+/** What a fixture process reports it made. */
+interface Made {
+  tag: string;
+  dir: string;
+  clusterDir?: string;
+  namespaces: string[];
+  bridge?: string;
+  pids: number[];
+}
 const OWNER = join(import.meta.dir, "fleet-owner.ts");
 /** How long a cut connection is watched for an answer that must not come. Not a duration under test: any length shows silence. */
 const SILENCE_MS = 1500;
@@ -105,6 +117,15 @@ describe.skipIf(!postgresInstalled())("fleet harness", () => {
         await Promise.all([open.proc.exited, fresh.proc.exited]);
       });
 
+      test("after a Postgres restart (and a stop and start) the hosts reach it again", async () => {
+        fleet.cluster!.restart();
+        for (const host of fleet.hosts) expect((await host.atomic(["runs", "--journal", host.postgresUrl])).code).toBe(0);
+        fleet.cluster!.stopServer();
+        expect((await fleet.hosts[0]!.atomic(["runs", "--journal", fleet.hosts[0]!.postgresUrl], { timeoutMs: 10_000 })).code).not.toBe(0);
+        fleet.cluster!.startServer();
+        for (const host of fleet.hosts) expect((await host.atomic(["runs", "--journal", host.postgresUrl])).code).toBe(0);
+      });
+
       test("killAll kills the host's whole process tree, also what left its process group, and nothing of the other host", async () => {
         const [a, b] = fleet.hosts as [FleetHost, FleetHost];
         a.spawn(["sh", "-c", "sleep 1000 & setsid sleep 1001 & (sleep 1002 &) ; wait"]);
@@ -146,7 +167,7 @@ describe.skipIf(!postgresInstalled())("fleet harness", () => {
       });
     });
 
-    describe(`${mode}: what a SIGKILLed owner left`, () => {
+    describe(`${mode}: what an owner left (SIGKILLed, or a test file that failed)`, () => {
       const owners = new Set<Subprocess>();
       afterEach(async () => {
         for (const p of owners) p.kill("SIGKILL");
@@ -161,13 +182,13 @@ describe.skipIf(!postgresInstalled())("fleet harness", () => {
         });
         owners.add(proc);
         const line = await lineWatcher(proc.stdout).waitFor(/^\{/, 60_000);
-        const made = JSON.parse(line) as { tag: string; dir: string; clusterDir?: string; namespaces: string[]; bridge?: string; pids: number[] };
+        const made = JSON.parse(line) as Made;
         proc.kill("SIGKILL");
         await proc.exited;
         return made;
       }
 
-      function gone(made: Awaited<ReturnType<typeof killedOwner>>): boolean {
+      function gone(made: Made): boolean {
         return (
           !namespaceList().includes(made.tag) &&
           !linkList().includes(made.tag) &&
@@ -194,10 +215,48 @@ describe.skipIf(!postgresInstalled())("fleet harness", () => {
         }
       });
 
+      async function failingTestFile(cleanup: "afterAll" | "none") {
+        const proc = Bun.spawn([BUN, "test", "--timeout", "60000", FAILS_MIDWAY], {
+          cwd: ROOT,
+          stdout: "pipe",
+          stderr: "pipe",
+          env: childEnv({ FIXTURE_MODE: mode, FIXTURE_CLEANUP: cleanup, [FLEET_WATCH_ENV]: cleanup === "afterAll" ? "0" : "1" }),
+        });
+        owners.add(proc);
+        const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+        expect(code).toBe(1);
+        expect(err).toContain("(fail) fails with its hosts busy");
+        const line = `${out}\n${err}`.split("\n").find((l) => l.startsWith("{"));
+        if (!line) throw new Error(`the fixture printed no JSON line:\n${out}\n${err}`);
+        return JSON.parse(line) as Made;
+      }
+
+      test("a test file that fails midway and destroys its fleet in afterAll leaves nothing once it ends", async () => {
+        const made = await failingTestFile("afterAll");
+        expect(gone(made)).toBe(true);
+      });
+
+      test("a test file that fails midway and never destroys its fleet leaves nothing once the watcher has looked", async () => {
+        const made = await failingTestFile("none");
+        await waitUntil(() => gone(made), 15_000, "the watcher to sweep the failed test file's fleet");
+      });
+
       test("the owner's watcher sweeps it away by itself", async () => {
         const made = await killedOwner({ watch: true, postgres: false });
         await waitUntil(() => gone(made), 15_000, "the watcher to sweep the dead owner's fleet");
       });
     });
   }
+
+  // A container that refuses namespaces, made here: an unprivileged user namespace (root inside, no rights on the
+  // machine's network or mounts).
+  const canUnshare = Bun.which("unshare") !== null && Bun.spawnSync(["unshare", "--user", "--map-root-user", "true"]).exitCode === 0;
+  test.skipIf(!canUnshare)("where namespaces are refused, fleets run on loopback and say so once", async () => {
+    const proc = Bun.spawn(["unshare", "--user", "--map-root-user", BUN, REFUSED], { stdout: "pipe", stderr: "pipe", env: childEnv({ [FLEET_MODE_ENV]: undefined }) });
+    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect(code).toBe(0);
+    expect(out).toBe("loopback host-2 127.0.0.1\nloopback host-2 127.0.0.1\n");
+    expect(err.match(/network namespaces are not available/g)?.length).toBe(1);
+    expect(err).toContain("hosts run as processes on loopback");
+  });
 });

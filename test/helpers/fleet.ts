@@ -174,7 +174,13 @@ const live = new Set<Fleet>();
 let watching = false;
 
 function onExit(): void {
-  for (const fleet of live) teardown(fleet as FleetState);
+  for (const fleet of live) {
+    try {
+      teardown(fleet as FleetState);
+    } catch (err) {
+      process.stderr.write(`${(err as Error).message}\n`);
+    }
+  }
 }
 
 interface FleetState extends Fleet {
@@ -320,6 +326,7 @@ async function makeFleetHost(fleet: FleetState, index: number, id: string, netwo
     spawnAtomic: (args, opts) => spawn([atomicBin(), ...args], opts),
     atomic: (args, opts) => exec([atomicBin(), ...args], opts),
     partition() {
+      if (fleet.torn) throw new Error(`fleet ${fleet.tag} is destroyed: there is no host ${id} to partition`);
       if (network) setLink(network.veth, "down");
       else relay?.cut();
       partitioned = true;
@@ -332,9 +339,7 @@ async function makeFleetHost(fleet: FleetState, index: number, id: string, netwo
     },
     async killAll(signal: NodeJS.Signals = "SIGKILL") {
       if (signal !== "SIGKILL") return signalAll(processes, signal);
-      const before = processes();
-      crash(processes);
-      return before;
+      return crash(processes);
     },
     processes,
   };
@@ -353,12 +358,14 @@ function withEnv(base: Record<string, string>, extra: Record<string, string | un
 /** Runs a spawned command to its end (or kills its group at the timeout), collecting its output. */
 async function runToEnd(proc: Subprocess<"pipe", "pipe", "pipe">, timeoutMs: number): Promise<ExecResult> {
   let timedOut = false;
+  // Its process group and whatever left it (setsid) meanwhile.
   const timer = setTimeout(() => {
     timedOut = true;
+    crash(() => withDescendants([proc.pid]));
     try {
-      process.kill(-proc.pid, "SIGKILL");
+      process.kill(-proc.pid, "SIGKILL"); // what was orphaned into the group before
     } catch {
-      // already gone
+      // no such group any more
     }
   }, timeoutMs);
   const [stdout, stderr] = await Promise.all([collect(proc.stdout), collect(proc.stderr), proc.exited]);

@@ -72,8 +72,8 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-/** Stops every process `find` reports, then SIGKILLs them all, and returns once none is alive (throws after `timeoutMs`). */
-export function crash(find: () => number[], timeoutMs = 10_000): void {
+/** Stops every process `find` reports, then SIGKILLs them all, and returns them once none is alive (throws after `timeoutMs`). */
+export function crash(find: () => number[], timeoutMs = 10_000): number[] {
   const stopped = new Set<number>();
   for (let round = 0; round < 50; round++) {
     const fresh = find().filter((pid) => !stopped.has(pid));
@@ -87,7 +87,7 @@ export function crash(find: () => number[], timeoutMs = 10_000): void {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const left = find();
-    if (left.length === 0) return;
+    if (left.length === 0) return [...stopped];
     for (const pid of left) signal(pid, "SIGKILL");
     if (Date.now() > deadline) throw new Error(`processes still alive after SIGKILL: ${left.join(", ")}`);
     Bun.sleepSync(5);
