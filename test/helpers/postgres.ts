@@ -7,7 +7,8 @@
  *   `pg_ctl start` on a free port of 127.0.0.1 with a socket directory of
  *   its own. Password authentication over TCP (scram), so the admin URL
  *   carries a password like a real deployment's. `stop()` ends it
- *   (`-m immediate`) and deletes its files.
+ *   (`-m immediate`) and deletes its files. `listen` and `hba` open it to
+ *   other addresses (test/helpers/fleet.ts: a bridge its hosts reach it on).
  * - `testPostgres()` is the cluster a test file shares: the one
  *   scripts/test.sh started for the whole suite (its URL in
  *   ATOMIC_TEST_POSTGRES_URL), else one this process starts on first use and

@@ -10,12 +10,15 @@
  * Partition = the bridge-side end of the host's veth set down. The host's
  * eth0 keeps its address and routes and only loses carrier, so its packets
  * are dropped silently in both directions: open TCP connections stall and
- * retransmit, a new connect() gets no answer (or EHOSTUNREACH once ARP gives
- * up), as when a cable is pulled. Setting eth0 itself down would instead
- * remove its routes and fail every send at once (ENETUNREACH), which no
- * real cut does; a blackhole route does the same, and a drop rule needs a
- * firewall tool this machine does not have. Heal = the end set up again:
- * TCP's retransmissions then deliver what was waiting, as across a cut that
+ * retransmit, a new connect() gets no answer, as when a link beyond the
+ * host fails. Every address of the fleet is pinned in every neighbour table
+ * (`makeNetwork`), so no ARP lookup fails meanwhile (that would turn a new
+ * connect() into EHOSTUNREACH after 3 s, as only a cut of the host's own
+ * cable does). Setting eth0 itself down would instead remove its routes and
+ * fail every send at once (ENETUNREACH), which no real cut does; a
+ * blackhole route does the same, and a drop rule needs a firewall tool
+ * this machine does not have. Heal = the end set up again: TCP's
+ * retransmissions then deliver what was waiting, as across a cut that
  * heals before the connection times out.
  */
 
