@@ -128,9 +128,12 @@ describe.skipIf(!postgresInstalled())("fleet harness", () => {
 
       test("killAll kills the host's whole process tree, also what left its process group, and nothing of the other host", async () => {
         const [a, b] = fleet.hosts as [FleetHost, FleetHost];
-        a.spawn(["sh", "-c", "sleep 1000 & setsid sleep 1001 & (sleep 1002 &) ; wait"]);
-        const other = b.spawn(["sleep", "1003"]);
-        const tree = (await waitUntil(() => (a.processes().length >= 4 ? a.processes() : undefined), 10_000, "the host's process tree"))!;
+        // A child, one that left the group (setsid), an orphan (its parent gone), and an orphan without the host's
+        // marker in its environment (found by its process group, and in netns mode by its namespace).
+        a.spawn(["sh", "-c", "sleep 1000 & setsid sleep 1001 & (sleep 1002 &) ; (env -u ATOMIC_TEST_FLEET_HOST sleep 1003 &) ; wait"]);
+        const other = b.spawn(["sleep", "1004"]);
+        const tree = (await waitUntil(() => (a.processes().length >= 5 ? a.processes() : undefined), 10_000, "the host's process tree"))!;
+        expect(tree.length).toBe(5);
         const killed = await a.killAll();
         expect(killed.sort()).toEqual(tree.sort());
         for (const pid of tree) expect(isLive(pid)).toBe(false);

@@ -186,6 +186,7 @@ function onExit(): void {
 interface FleetState extends Fleet {
   relays: Relay[];
   spawned: Set<number>[];
+  groups: Set<number>[];
   torn: boolean;
 }
 
@@ -213,6 +214,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
     localUrl: "",
     relays: [],
     spawned: [],
+    groups: [],
     torn: false,
     destroy: async () => teardown(fleet),
     leftovers: () => leftovers(fleet),
@@ -273,7 +275,10 @@ async function makeFleetHost(fleet: FleetState, index: number, id: string, netwo
     postgresUrl = withHost(fleet.localUrl, "127.0.0.1", relay.port);
   }
   const spawned = new Set<number>();
+  // Every process group it spawned (each spawn is its own, led by the spawned pid), kept after the leader ends.
+  const groups = new Set<number>();
   fleet.spawned.push(spawned);
+  fleet.groups.push(groups);
   const marker = namespaceName(fleet.tag, index);
   // The binary gets what a user's machine would give it: its home, host id and the test config (no load
   // pacing), not the tests' Postgres admin URL; host-wide runtime state stays in the host's directory.
@@ -290,7 +295,7 @@ async function makeFleetHost(fleet: FleetState, index: number, id: string, netwo
   });
   let partitioned = false;
   const processes = () => {
-    const pids = new Set([...markedProcesses(marker).map((p) => p.pid), ...withDescendants(spawned)]);
+    const pids = new Set([...markedProcesses(marker).map((p) => p.pid), ...withDescendants(spawned, groups)]);
     if (namespace) for (const pid of namespacePids(namespace)) pids.add(pid);
     return [...pids].filter((pid) => pid !== process.pid && isLive(pid));
   };
@@ -305,6 +310,7 @@ async function makeFleetHost(fleet: FleetState, index: number, id: string, netwo
       detached: true,
     }) as Subprocess<"pipe", "pipe", "pipe">;
     spawned.add(proc.pid);
+    groups.add(proc.pid);
     void proc.exited.then(() => spawned.delete(proc.pid));
     return proc;
   };
@@ -394,7 +400,7 @@ function teardown(fleet: FleetState): void {
   };
   for (const host of fleet.hosts) step(() => crash(host.processes));
   // Processes spawned before their host was complete (a failure midway through makeFleet).
-  step(() => crash(() => [...markedProcesses().filter((p) => belongsTo(p.value, fleet.tag)).map((p) => p.pid), ...withDescendants(fleet.spawned.flatMap((s) => [...s]))]));
+  step(() => crash(() => [...markedProcesses().filter((p) => belongsTo(p.value, fleet.tag)).map((p) => p.pid), ...withDescendants(fleet.spawned.flatMap((s) => [...s]), new Set(fleet.groups.flatMap((g) => [...g])))]));
   for (const relay of fleet.relays) step(() => relay.close());
   if (fleet.cluster) step(() => fleet.cluster!.stop());
   if (fleet.mode === "netns") {

@@ -4,7 +4,9 @@
  * A host's processes are those in its namespace (`ip netns pids`), those
  * whose environment carries its marker (ATOMIC_TEST_FLEET_HOST, inherited by
  * everything started through the host, also what setsid or a double fork
- * took out of its process group), and the descendants of what it spawned.
+ * took out of its process group), the descendants of what it spawned, and
+ * the members of the process groups it spawned (an orphan whose parent died
+ * stays in its group).
  *
  * A host crash (`crash`) must look like one event to the survivors on other
  * hosts and to the host's own processes: killed one by one, a coordinator
@@ -39,25 +41,40 @@ export function markedProcesses(value?: string): { pid: number; value: string }[
   return found;
 }
 
-/** Live descendants of `roots` (and the live roots), from /proc's parent links. */
-export function withDescendants(roots: Iterable<number>): number[] {
+/**
+ * Live descendants of `roots` (and the live roots), from /proc's parent
+ * links, and the members of the process groups `groups`. A group found
+ * empty (its leader not among `roots`) is deleted from `groups`: its number
+ * may be reused by a stranger (pid_max may be as low as 32768).
+ */
+export function withDescendants(roots: Iterable<number>, groups: Set<number> = new Set()): number[] {
   const children = new Map<number, number[]>();
+  const out = new Set<number>();
+  const nonEmpty = new Set<number>();
   for (const entry of readdirSync("/proc")) {
     const pid = Number(entry);
     if (!Number.isInteger(pid)) continue;
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), pid]);
+      const [, ppid, pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ").map(Number);
+      children.set(ppid!, [...(children.get(ppid!) ?? []), pid]);
+      if (groups.has(pgrp!) && isLive(pid)) {
+        out.add(pid);
+        nonEmpty.add(pgrp!);
+      }
     } catch {
       // gone meanwhile
     }
   }
-  const out = new Set<number>();
-  const todo = [...roots];
+  const rootList = [...roots];
+  // (A group whose leader still runs is kept even when empty: the leader may not have called setsid yet.)
+  for (const g of groups) if (!nonEmpty.has(g) && !rootList.includes(g)) groups.delete(g);
+  const todo = [...rootList, ...out];
+  const seen = new Set<number>();
   while (todo.length > 0) {
     const pid = todo.pop()!;
-    if (out.has(pid)) continue;
+    if (seen.has(pid)) continue;
+    seen.add(pid);
     out.add(pid);
     todo.push(...(children.get(pid) ?? []));
   }
