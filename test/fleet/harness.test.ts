@@ -16,6 +16,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import pg from "pg";
 import { BUN, ROOT, childEnv, lineWatcher, waitUntil } from "../helpers/atomic.ts";
 import { type Fleet, type FleetHost, type FleetMode, FLEET_MODE_ENV, FLEET_WATCH_ENV, makeFleet, namespacesAvailable } from "../helpers/fleet.ts";
 import { ip } from "../helpers/fleet/netns.ts";
@@ -115,6 +116,25 @@ describe.skipIf(!postgresInstalled())("fleet harness", () => {
         expect(healed.code).toBe(0);
         for (const p of [open, fresh]) p.proc.stdin.end();
         await Promise.all([open.proc.exited, fresh.proc.exited]);
+      });
+
+      test.skipIf(mode !== "netns")("with TCP keepalives configured, the server drops a partitioned host's backends by itself", async () => {
+        const keepalive = await makeFleet({ hosts: 1, mode, postgresConf: ["tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2", "tcp_user_timeout = 3000"] });
+        const admin = new pg.Client({ connectionString: keepalive.localUrl });
+        try {
+          await admin.connect();
+          const host = keepalive.hosts[0]!;
+          const backends = async () => (await admin.query("select count(*)::int as n from pg_stat_activity where client_addr = $1", [host.address])).rows[0].n as number;
+          const open = probe(host);
+          await open.out.waitFor(/^connected$/);
+          expect(await backends()).toBe(1);
+          host.partition();
+          await waitUntil(async () => (await backends()) === 0, 30_000, "the server to drop the partitioned host's backend");
+          host.heal();
+        } finally {
+          await admin.end().catch(() => {});
+          await keepalive.destroy();
+        }
       });
 
       test("after a Postgres restart (and a stop and start) the hosts reach it again", async () => {

@@ -79,6 +79,15 @@ export interface FleetOptions {
   hostIds?: string[];
   /** Start the fleet's Postgres cluster (default true). */
   postgres?: boolean;
+  /**
+   * More postgresql.conf settings for it. A partitioned host's backends (and the locks of their open
+   * transactions) live until the server notices the connection is dead, as on a real network: with
+   * Linux's defaults after 2 h of silence (TCP keepalive) or about 15 min of retransmitting what it sent.
+   * `tcp_keepalives_idle = 1`, `tcp_keepalives_interval = 1`, `tcp_keepalives_count = 2` and
+   * `tcp_user_timeout = 3000` make that seconds (loopback mode: through a relay the server's peer is the
+   * relay, which answers for the host, so it never notices).
+   */
+  postgresConf?: string[];
 }
 
 export interface ExecOptions {
@@ -153,7 +162,7 @@ let announced = false;
 /** The mode a fleet gets when it asks for none. */
 export function defaultFleetMode(): FleetMode {
   if (process.env[FLEET_MODE_ENV] === "loopback") return "loopback";
-  const support = netnsSupport(newTag());
+  const support = netnsSupport();
   if (support.ok) return "netns";
   if (process.env[FLEET_MODE_ENV] === "netns") throw new Error(`${FLEET_MODE_ENV}=netns, but network namespaces are not available: ${support.reason}`);
   if (!announced) {
@@ -164,7 +173,7 @@ export function defaultFleetMode(): FleetMode {
 }
 
 export function namespacesAvailable(): boolean {
-  return netnsSupport(newTag()).ok;
+  return netnsSupport().ok;
 }
 
 // ---------------------------------------------------------------- making one
@@ -195,7 +204,8 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
   sweepStaleFleets();
   sweepStaleClusters();
   const mode = opts.mode ?? defaultFleetMode();
-  if (mode === "netns" && !netnsSupport(newTag()).ok) throw new Error(`network namespaces are not available: ${(netnsSupport(newTag()) as { reason: string }).reason}`);
+  const support = netnsSupport();
+  if (mode === "netns" && !support.ok) throw new Error(`network namespaces are not available: ${support.reason}`);
   if (!watching) {
     watching = true;
     process.once("exit", onExit);
@@ -240,6 +250,7 @@ export async function makeFleet(opts: FleetOptions): Promise<Fleet> {
       fleet.cluster = await startCluster({
         listen: fleet.subnet ? ["127.0.0.1", `${fleet.subnet}.1`] : ["127.0.0.1"],
         hba: fleet.subnet ? [`host all all ${fleet.subnet}.0/24 scram-sha-256`] : [],
+        conf: opts.postgresConf,
       });
       fleet.localUrl = fleet.cluster.adminUrl;
       fleet.postgresUrl = fleet.subnet ? withHost(fleet.localUrl, `${fleet.subnet}.1`) : fleet.localUrl;

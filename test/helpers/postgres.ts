@@ -134,6 +134,8 @@ export interface ClusterOptions {
   listen?: string[];
   /** pg_hba.conf lines after initdb's (which allow 127.0.0.1 and ::1 with scram), e.g. `host all all 10.1.2.0/24 scram-sha-256`. */
   hba?: string[];
+  /** More postgresql.conf settings, e.g. `tcp_keepalives_idle = 1`. */
+  conf?: string[];
 }
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
@@ -187,6 +189,7 @@ export function startClusterSync(opts: ClusterOptions = {}): Cluster {
       "max_connections = 200",
       "shared_buffers = 32MB",
       ...(opts.fsync === false ? ["fsync = off"] : []),
+      ...(opts.conf ?? []),
     ];
     writeFileSync(join(dataDir, "postgresql.auto.conf"), `${conf.join("\n")}\n`);
     if (asRoot) chownSync(join(dataDir, "postgresql.auto.conf"), postgresIds().uid, postgresIds().gid);

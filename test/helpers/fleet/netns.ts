@@ -22,7 +22,7 @@
  * heals before the connection times out.
  */
 
-import { ownerOf } from "./names.ts";
+import { newTag, ownerOf } from "./names.ts";
 
 export interface IpResult {
   ok: boolean;
@@ -44,8 +44,9 @@ export function ipBatch(lines: string[], namespace?: string): void {
 let support: { ok: true } | { ok: false; reason: string } | undefined;
 
 /** Whether this process may make namespaces, bridges and veth pairs (tried once, with a probe it removes). */
-export function netnsSupport(probeTag: string): { ok: true } | { ok: false; reason: string } {
+export function netnsSupport(): { ok: true } | { ok: false; reason: string } {
   if (support) return support;
+  const probeTag = newTag();
   if (process.getuid?.() !== 0) return (support = { ok: false, reason: "not running as root" });
   if (!Bun.which("ip")) return (support = { ok: false, reason: "there is no ip command (iproute2)" });
   const ns = `${probeTag}_probe`;
