@@ -9,6 +9,9 @@
  *   b.partition(); ... b.heal();
  *   await a.killAll();                      // kill -9 of the whole host
  *
+ * (`spawn`'s stdout and stderr are pipes: read or drain both, lineWatcher or
+ * `new Response(p.stdout).text()`, or a chatty process blocks on a full one.)
+ *
  * Two modes, one API:
  *
  * - netns (where this process may make network namespaces: root, and a
