@@ -7,7 +7,8 @@
  *   `pg_ctl start` on a free port of 127.0.0.1 with a socket directory of
  *   its own. Password authentication over TCP (scram), so the admin URL
  *   carries a password like a real deployment's. `stop()` ends it
- *   (`-m immediate`) and deletes its files.
+ *   (`-m immediate`) and deletes its files. `listen` and `hba` open it to
+ *   other addresses (test/helpers/fleet.ts: a bridge its hosts reach it on).
  * - `testPostgres()` is the cluster a test file shares: the one
  *   scripts/test.sh started for the whole suite (its URL in
  *   ATOMIC_TEST_POSTGRES_URL), else one this process starts on first use and
@@ -24,7 +25,7 @@
  * ends it.
  */
 
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chownSync, mkdirSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chownSync, mkdirSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -94,13 +95,14 @@ function stopDir(dir: string): void {
 }
 
 /**
- * A small process that stops and removes the cluster once its owner is gone
- * however it went: bun test emits no "exit" event (measured: only afterAll
- * hooks run), and a test process may be killed. It checks once a second.
+ * A small process that runs `command` once `owner` is gone however it went
+ * (here: stops and removes a cluster): bun test emits no "exit" event
+ * (measured: only afterAll hooks run), and a test process may be killed. It
+ * checks once a second.
  */
-function watchOwner(owner: number, dir: string): void {
-  const script = 'while kill -0 "$0" 2>/dev/null; do sleep 1; done; exec "$1" "$2" stop "$3"';
-  const watcher = Bun.spawn(["sh", "-c", script, String(owner), process.execPath, import.meta.path, dir], {
+export function watchOwner(owner: number, command: string[]): void {
+  const script = 'while kill -0 "$0" 2>/dev/null; do sleep 1; done; exec "$@"';
+  const watcher = Bun.spawn(["sh", "-c", script, String(owner), ...command], {
     stdin: "ignore",
     stdout: "ignore",
     stderr: "ignore",
@@ -124,12 +126,24 @@ export function sweepStaleClusters(): void {
   }
 }
 
-export async function startCluster(opts: { owner?: number; fsync?: boolean } = {}): Promise<Cluster> {
+export interface ClusterOptions {
+  /** The pid whose end stops and removes the cluster (default: this process). */
+  owner?: number;
+  fsync?: boolean;
+  /** Addresses it listens on (default 127.0.0.1 only); `adminUrl` always names 127.0.0.1, so list it. */
+  listen?: string[];
+  /** pg_hba.conf lines after initdb's (which allow 127.0.0.1 and ::1 with scram), e.g. `host all all 10.1.2.0/24 scram-sha-256`. */
+  hba?: string[];
+  /** More postgresql.conf settings, e.g. `tcp_keepalives_idle = 1`. */
+  conf?: string[];
+}
+
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   return startClusterSync(opts);
 }
 
 /** `startCluster`, synchronously (for helpers that build a child's environment without awaiting). */
-export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {}): Cluster {
+export function startClusterSync(opts: ClusterOptions = {}): Cluster {
   const bin = binDir();
   if (!bin) throw new Error("Postgres is not installed (apt-get install -y postgresql)");
   sweepStaleClusters();
@@ -168,12 +182,14 @@ export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {})
   };
   try {
     run([join(bin, "initdb"), "-D", dataDir, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256", `--pwfile=${join(dir, "pwfile")}`, "-E", "UTF8", "--no-sync", "--no-instructions"]);
+    if (opts.hba?.length) appendFileSync(join(dataDir, "pg_hba.conf"), `${opts.hba.join("\n")}\n`);
     const conf = [
-      "listen_addresses = '127.0.0.1'",
+      `listen_addresses = '${(opts.listen ?? ["127.0.0.1"]).join(",")}'`,
       `unix_socket_directories = '${socketDir}'`,
       "max_connections = 200",
       "shared_buffers = 32MB",
       ...(opts.fsync === false ? ["fsync = off"] : []),
+      ...(opts.conf ?? []),
     ];
     writeFileSync(join(dataDir, "postgresql.auto.conf"), `${conf.join("\n")}\n`);
     if (asRoot) chownSync(join(dataDir, "postgresql.auto.conf"), postgresIds().uid, postgresIds().gid);
@@ -183,7 +199,7 @@ export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {})
       if (started.ok) {
         cluster.port = port;
         cluster.adminUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
-        watchOwner(opts.owner ?? process.pid, dir);
+        watchOwner(opts.owner ?? process.pid, [process.execPath, import.meta.path, "stop", dir]);
         return cluster;
       }
       if (attempt >= 7) throw new Error(`pg_ctl start failed: ${started.output}\n${readLog(dir)}`);
