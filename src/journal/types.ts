@@ -20,6 +20,7 @@ import type { ErrorInfo, StorageError } from "../shared/errors.ts";
 import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
 import type { ScheduleStore } from "./schedules.ts";
+import type { ArtifactStore } from "../artifacts/store.ts";
 
 export const RUN_STATUSES = [
   "running",
@@ -257,6 +258,13 @@ export interface Journal {
   readonly retention: RunRetention;
   /** Schedules (`atomic schedule`, the service's scheduler): the contract is ./schedules.ts. */
   readonly schedules: ScheduleStore;
+
+  /**
+   * An artifact store in the journal's own database that every host of it
+   * can read (../artifacts/store.ts), for backends shared between hosts;
+   * absent on the embedded journal (the local files are the store).
+   */
+  artifactStore?(opts: { maxFileBytes: number }): ArtifactStore;
 
   /**
    * Whether the storage is still the one this process opened: a

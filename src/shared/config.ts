@@ -17,7 +17,7 @@
  */
 
 import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
 import { UsageError } from "./errors.ts";
 import { runtimeDir } from "./runtime-dir.ts";
 import { AGE_EXAMPLES, parseAge } from "./age.ts";
@@ -94,6 +94,19 @@ export interface AtomicConfig {
   admission?: AdmissionConfig;
   budget?: BudgetConfig;
   retention?: RetentionConfig;
+  artifacts?: ArtifactsConfig;
+}
+
+/**
+ * Where stage files go so that every host of a shared journal reads them
+ * (artifacts/select.ts): `{ "dir": "/mnt/shared/atomic" }` names a
+ * directory every host mounts (any journal); without it a Postgres journal
+ * keeps them in its database. `maxFileBytes` caps each file (default 64 MiB;
+ * at least 256 KiB): past it the head is dropped and the tail kept.
+ */
+export interface ArtifactsConfig {
+  dir?: string;
+  maxFileBytes?: number;
 }
 
 export const DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1";
@@ -177,6 +190,12 @@ function checkConfig(c: Record<string, unknown>, file: string): void {
   obj(c.budget, "budget");
   if (isObject(c.budget)) {
     for (const k of ["maxCostUsd", "maxTokens", "maxDurationMs", "warnAtPercent"]) num(c.budget[k], `budget.${k}`);
+  }
+  obj(c.artifacts, "artifacts");
+  if (isObject(c.artifacts)) {
+    const { dir } = c.artifacts;
+    if (dir !== undefined && (typeof dir !== "string" || !isAbsolute(dir))) bad("artifacts.dir", "an absolute path (a directory every host mounts)");
+    num(c.artifacts.maxFileBytes, "artifacts.maxFileBytes");
   }
   obj(c.retention, "retention");
   if (isObject(c.retention)) {
