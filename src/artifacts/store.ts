@@ -106,7 +106,7 @@ export function artifactKeyOf(rootId: string, artifactDir: string): ArtifactKey 
  * place (a directory store joins them into paths): one clear error.
  */
 export function checkKey(key: ArtifactKey, name?: string): void {
-  const parsed = artifactKeyOf(key.rootId, key.stage);
+  const parsed = key.stage.split("/").length === 3 ? artifactKeyOf(key.rootId, key.stage) : undefined;
   if (!parsed || parsed.runId !== key.runId || !RUN_PART.test(key.rootId)) {
     throw new UsageError("bad_artifact_key", `${JSON.stringify(key.stage)} is not a stage attempt's artifact path of run ${key.runId}`, {
       hint: "name it as <runId>/<position>-<slug>/attempt-N",
