@@ -11,6 +11,10 @@
  * (Postgres restarting, a partition) costs nothing but delay: the next pass
  * sends the same bytes again from the same offset (the store skips what it
  * has, store.ts), and no byte that is still in the local file is lost.
+ * A store that lost bytes it had confirmed (Postgres commits these appends
+ * asynchronously: a server crash can lose the last ones) refuses the next
+ * append as a gap; the shipper then asks the store's size and sends again
+ * from there.
  * Passes never overlap; a failed pass is tried again at the next interval.
  *
  * Files are opened as readers of artifact directories open them
@@ -93,7 +97,13 @@ export function shipStageFiles(localDir: string, store: ArtifactStore, key: Arti
         while (offset < size) {
           const n = readSync(fd, buf, 0, Math.min(buf.length, size - offset), offset);
           if (n === 0) break;
-          offset = Math.max(offset + n, await store.append(key, name, offset, buf.subarray(0, n)));
+          try {
+            offset = Math.max(offset + n, await store.append(key, name, offset, buf.subarray(0, n)));
+          } catch (err) {
+            if ((err as { code?: unknown }).code !== "artifact_gap") throw err;
+            // The store has less than it confirmed (a server crash lost its last commits): send again from its size.
+            offset = (await store.list(key)).find((f) => f.name === name)?.size ?? 0;
+          }
           offsets.set(name, offset);
         }
       } finally {

@@ -16,9 +16,12 @@
  * the cap, whole chunks at the head go (at most the cap stays, and never
  * the last chunk: the cap is at least one chunk). Progress-only writes:
  * committed with synchronous_commit off, as the journal commits progress
- * records (a crash of the server may lose the last appends; the shipper
- * sends them again from its own offset, which it moves only when an
- * append returned).
+ * records. A crash of the server may lose the last appends (seen here with
+ * `pg_ctl stop -m immediate`); the shipper's next
+ * append is then past the size and refused as a gap, and it sends the lost
+ * bytes again from the store's size (../../artifacts/shipper.ts). Once
+ * any later commit is durable (the stage's result, committed synchronously
+ * after the shipper stopped), WAL order makes these durable too.
  *
  * Retention deletes a tree's files in its own transaction (retention.ts,
  * by root id); `deleteRun` is for callers outside it.
