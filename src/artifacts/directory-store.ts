@@ -39,6 +39,7 @@ interface Meta {
 
 export class DirectoryArtifactStore implements ArtifactStore {
   readonly kind = "directory";
+  readonly deletedWithRuns = false;
   readonly maxFileBytes: number;
 
   constructor(
@@ -141,7 +142,7 @@ export class DirectoryArtifactStore implements ArtifactStore {
     writeMeta(dir, { ...meta, [name]: { ...meta[name], complete: true } });
   }
 
-  async deleteRun(_rootId: string, runId: string): Promise<{ files: number; bytes: number }> {
+  async deleteRun(_rootId: string, runId: string, opts: { dryRun?: boolean } = {}): Promise<{ files: number; bytes: number }> {
     checkKey({ rootId: runId, runId, stage: `${runId}/x/attempt-1` });
     const dir = join(this.location, runId);
     const total = { files: 0, bytes: 0 };
@@ -162,7 +163,7 @@ export class DirectoryArtifactStore implements ArtifactStore {
       }
     };
     walk(dir);
-    rmSync(dir, { recursive: true, force: true });
+    if (!opts.dryRun) rmSync(dir, { recursive: true, force: true });
     return total;
   }
 

@@ -67,6 +67,12 @@ export interface ArtifactStore {
   readonly location: string;
   /** The per-file cap in bytes. */
   readonly maxFileBytes: number;
+  /**
+   * The journal deletes these files itself, in the transaction that deletes
+   * their runs (a store in the journal's own database): retention need not
+   * call deleteRun.
+   */
+  readonly deletedWithRuns: boolean;
   /** Puts `data` at `offset` (see the contract above); the file's size after it. */
   append(key: ArtifactKey, name: string, offset: number, data: Uint8Array): Promise<number>;
   /** At most `max` bytes from `offset` (or from `dropped`); undefined when there is no such file. */
@@ -75,8 +81,8 @@ export interface ArtifactStore {
   list(key: ArtifactKey): Promise<ArtifactFileInfo[]>;
   /** The writer is done with the file (no-op for a file that does not exist). */
   complete(key: ArtifactKey, name: string): Promise<void>;
-  /** Deletes every file of `runId`'s stages; what was deleted. */
-  deleteRun(rootId: string, runId: string): Promise<{ files: number; bytes: number }>;
+  /** Deletes every file of `runId`'s stages (with `dryRun` only counts them); what was deleted. */
+  deleteRun(rootId: string, runId: string, opts?: { dryRun?: boolean }): Promise<{ files: number; bytes: number }>;
   close(): Promise<void>;
 }
 

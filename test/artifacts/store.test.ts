@@ -6,7 +6,7 @@
  * bytes the store has already is harmless (a retry), an overlapping one adds
  * only the new part, a gap is refused; the cap drops the head and keeps the
  * tail, and readers are told how much went; complete; list; deleteRun
- * deletes one run's files only; keys that could name another place are
+ * deletes one run's files only (a dry run counts them); keys that could name another place are
  * refused. On Postgres also: retention's deleteTree takes the tree's files
  * in its transaction.
  */
@@ -165,6 +165,8 @@ for (const kind of KINDS) {
       expect((await store.read(key, "stdout.log", 0, 10))!.complete).toBe(true);
       expect(await store.list(keyOf())).toEqual([]);
 
+      expect(await store.deleteRun(rootId, rootId, { dryRun: true })).toEqual({ files: 2, bytes: 9 });
+      expect((await store.list(key)).length).toBe(2);
       expect(await store.deleteRun(rootId, rootId)).toEqual({ files: 2, bytes: 9 });
       expect(await store.list(key)).toEqual([]);
       expect(await store.read(key, "stdout.log", 0, 10)).toBeUndefined();

@@ -8,16 +8,17 @@
  * does).
  * - Postgres journal (the Postgres store by default): a finished run's
  *   stages are read back by logs and by serve from another home, the same
- *   bytes as they were written;
+ *   bytes as they were written; gc deletes them with the run;
  * - `logs --follow` of a running stage whose files grow in the store only:
  *   lines appear as the host ships them, and after the run ends the last
  *   bytes, shipped a moment later, are still printed before logs exits;
  * - SQLite journal with `artifacts.dir` in config.json (the directory
- *   store): logs reads from that directory.
+ *   store): logs reads from that directory; gc deletes the run's files
+ *   there (a dry run counts them).
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DirectoryArtifactStore } from "../../src/artifacts/directory-store.ts";
 import { artifactStoreFor } from "../../src/artifacts/select.ts";
@@ -83,6 +84,11 @@ pgTest("postgres: a finished run's stage files only in the store: logs and the p
   expect(t.stdout).toMatchObject({ text: "beta\n", missing: false, dropped: 0 });
   proc.kill("SIGINT");
   expect(await proc.exited).toBe(0);
+
+  // gc deletes the run's files in the store in the run's own transaction.
+  const gc = await runAtomic(["gc", "--older-than", "0s", "--json"], { home: other, env: { ATOMIC_JOURNAL: url } });
+  expect(JSON.parse(gc.stdout)).toMatchObject({ runs: 1, rowsByTable: { artifact_files: expect.any(Number), artifact_chunks: expect.any(Number) } });
+  expect(JSON.parse(gc.stdout).rowsByTable.artifact_files).toBeGreaterThanOrEqual(4);
 });
 
 pgTest("postgres: logs --follow follows a remote stage's file as it grows in the store, and prints its last bytes shipped after the run ended", async () => {
@@ -155,4 +161,15 @@ e2eTest("sqlite with artifacts.dir: logs reads a stage's files from the shared d
   const gone = await runAtomic(["logs", id, "--stage", "beta"], { home, env });
   expect([gone.code, gone.stdout]).toEqual([0, ""]);
   expect(gone.stderr).toMatch(/^warning: the output of stage beta is not on this machine \(\S+\): it stays on the machine/);
+
+  // gc takes the run's files in the shared directory with the run (a dry run counts them and keeps them).
+  writeFileSync(join(home, "config.json"), JSON.stringify({ artifacts: { dir: shared } }));
+  const stored = readdirSync(join(shared, id), { recursive: true, withFileTypes: true }).filter((e) => e.isFile() && !e.name.startsWith(".")).length;
+  expect(stored).toBeGreaterThanOrEqual(4);
+  const dry = await runAtomic(["gc", "--older-than", "0s", "--dry-run", "--json"], { home, env });
+  expect(JSON.parse(dry.stdout)).toMatchObject({ runs: 1, artifactFiles: stored });
+  expect(existsSync(join(shared, id))).toBe(true);
+  const gc = await runAtomic(["gc", "--older-than", "0s", "--json"], { home, env });
+  expect(JSON.parse(gc.stdout)).toMatchObject({ runs: 1, artifactFiles: stored });
+  expect(existsSync(join(shared, id))).toBe(false);
 });

@@ -40,6 +40,8 @@ interface FileRow {
 
 export class PgArtifactStore implements ArtifactStore {
   readonly kind = "postgres";
+  /** Retention deletes a tree's files in the tree's own transaction (retention.ts). */
+  readonly deletedWithRuns = true;
   readonly maxFileBytes: number;
 
   constructor(
@@ -114,11 +116,12 @@ export class PgArtifactStore implements ArtifactStore {
     await this.db.run((q) => q(`update artifact_files set complete = 1, updated_at = ${NOW_MS} where run_id = $1 and stage = $2 and name = $3`, [key.runId, key.stage, name]));
   }
 
-  async deleteRun(rootId: string, runId: string): Promise<{ files: number; bytes: number }> {
-    return this.db.transaction(async (q) => {
-      const gone = await deleteFiles(q, "root_id = $1 and run_id = $2", [rootId, runId]);
-      return { files: gone.length, bytes: gone.reduce((n, f) => n + f.size - f.dropped, 0) };
-    });
+  async deleteRun(rootId: string, runId: string, opts: { dryRun?: boolean } = {}): Promise<{ files: number; bytes: number }> {
+    const where = "root_id = $1 and run_id = $2";
+    const rows = await this.db.transaction((q) =>
+      opts.dryRun ? q<FileRow>(`select id, name, size, dropped, complete from artifact_files where ${where}`, [rootId, runId]) : deleteFiles(q, where, [rootId, runId]),
+    );
+    return { files: rows.length, bytes: rows.reduce((n, f) => n + f.size - f.dropped, 0) };
   }
 
   /** The journal owns the connection. */
