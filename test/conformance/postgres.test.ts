@@ -116,8 +116,8 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     await first.close();
     journals.pop();
     const admin = sql(db);
-    // What version 2 had: no tombstones, no schedules, no index of work operations by item.
-    await admin.query("drop table atomic.schedules; drop table atomic.run_tombstones; drop index atomic.work_ops_by_work");
+    // What version 2 had: no tombstones, no schedules, no index of work operations by item, no artifact store (7).
+    await admin.query("drop table atomic.schedules; drop table atomic.run_tombstones; drop index atomic.work_ops_by_work; drop table atomic.artifact_chunks; drop table atomic.artifact_files");
     await admin.query("update atomic.meta set value = '2' where key = 'schema_version'");
 
     const j = await open(db);
