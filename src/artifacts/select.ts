@@ -14,7 +14,9 @@
  * none): the README says so.
  */
 
+import { accessSync, constants, statSync } from "node:fs";
 import type { Journal } from "../journal/types.ts";
+import { formatBytes } from "../shared/format-bytes.ts";
 import type { AtomicConfig } from "../shared/config.ts";
 import { DirectoryArtifactStore } from "./directory-store.ts";
 import { DEFAULT_MAX_FILE_BYTES, type ArtifactStore } from "./store.ts";
@@ -23,4 +25,43 @@ export function artifactStoreFor(journal: Journal, config: AtomicConfig): Artifa
   const maxFileBytes = config.artifacts?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
   if (config.artifacts?.dir) return new DirectoryArtifactStore(config.artifacts.dir, maxFileBytes);
   return journal.artifactStore?.({ maxFileBytes });
+}
+
+export interface ArtifactStoreReport {
+  /** "directory", "journal" (the shared journal's own database) or "local" (no store: this machine's files only). */
+  store: "directory" | "journal" | "local";
+  location: string | null;
+  maxFileBytes: number;
+  ok: boolean;
+  detail: string;
+  problem?: string;
+  hint?: string;
+}
+
+/**
+ * `doctor`'s look at the store this configuration selects, without opening
+ * or writing anything: a directory is checked for being one this user may
+ * write; `sharedJournal` says whether the journal is one hosts share (a
+ * journal URL).
+ */
+export function describeArtifactStore(config: AtomicConfig, sharedJournal: boolean): ArtifactStoreReport {
+  const maxFileBytes = config.artifacts?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
+  const cap = `files capped at ${formatBytes(maxFileBytes)}`;
+  const dir = config.artifacts?.dir;
+  if (!dir) {
+    return sharedJournal
+      ? { store: "journal", location: null, maxFileBytes, ok: true, detail: `in the journal's database, ${cap}` }
+      : { store: "local", location: null, maxFileBytes, ok: true, detail: "this machine's artifacts directory only, on the embedded journal" };
+  }
+  const base = { store: "directory" as const, location: dir, maxFileBytes };
+  const st = statSync(dir, { throwIfNoEntry: false });
+  if (!st?.isDirectory()) {
+    return { ...base, ok: false, detail: "", problem: `the artifacts directory ${dir} ${st ? "is not a directory" : "does not exist"}`, hint: "mount the shared filesystem there, or change artifacts.dir in config.json" };
+  }
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK);
+  } catch {
+    return { ...base, ok: false, detail: "", problem: `this user may not write to the artifacts directory ${dir}`, hint: "give the user that runs atomic write access to it, on every host" };
+  }
+  return { ...base, ok: true, detail: `a shared directory, ${cap}` };
 }

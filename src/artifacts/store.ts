@@ -88,7 +88,7 @@ export interface ArtifactStore {
 
 /** The default per-file cap: a runaway stage cannot fill the database, and 64 MiB of a log's tail is plenty. */
 export const DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024;
-/** Postgres keeps files in chunks of this size (a chunk is the unit the cap drops); also the smallest cap. */
+/** Postgres keeps files in chunks of this size (a chunk is the unit the cap drops); also the smallest cap (config.ts checks it too). */
 export const CHUNK_BYTES = 256 * 1024;
 
 const RUN_PART = /^[a-z0-9][a-z0-9._-]*$/;

@@ -22,6 +22,9 @@ import { UsageError } from "./errors.ts";
 import { runtimeDir } from "./runtime-dir.ts";
 import { AGE_EXAMPLES, parseAge } from "./age.ts";
 
+/** The artifact store's chunk (artifacts/store.ts CHUNK_BYTES), the smallest per-file cap: shared/ imports nothing above it. */
+const CHUNK_BYTES = 256 * 1024;
+
 /** Price of a model in USD per million tokens. */
 export interface ModelPrice {
   inputPerMTok?: number;
@@ -153,8 +156,8 @@ function readConfigFile(file: string): AtomicConfig {
 }
 
 function checkConfig(c: Record<string, unknown>, file: string): void {
-  const bad = (key: string, want: string): never => {
-    throw new UsageError("bad_config", `"${key}" in ${file} must be ${want}`, { hint: "see the README section on agent runners" });
+  const bad = (key: string, want: string, hint = "see the README section on agent runners"): never => {
+    throw new UsageError("bad_config", `"${key}" in ${file} must be ${want}`, { hint });
   };
   const str = (v: unknown, key: string) => v === undefined || typeof v === "string" || bad(key, "a string");
   const num = (v: unknown, key: string) => v === undefined || (typeof v === "number" && Number.isFinite(v) && v >= 0) || bad(key, "a non-negative number");
@@ -194,8 +197,10 @@ function checkConfig(c: Record<string, unknown>, file: string): void {
   obj(c.artifacts, "artifacts");
   if (isObject(c.artifacts)) {
     const { dir } = c.artifacts;
-    if (dir !== undefined && (typeof dir !== "string" || !isAbsolute(dir))) bad("artifacts.dir", "an absolute path (a directory every host mounts)");
-    num(c.artifacts.maxFileBytes, "artifacts.maxFileBytes");
+    const hint = 'see "Stage files on several machines" in the README';
+    if (dir !== undefined && (typeof dir !== "string" || !isAbsolute(dir))) bad("artifacts.dir", "an absolute path (a directory every host mounts)", hint);
+    const max = c.artifacts.maxFileBytes;
+    if (max !== undefined && !(typeof max === "number" && Number.isInteger(max) && max >= CHUNK_BYTES)) bad("artifacts.maxFileBytes", `a whole number of bytes, at least ${CHUNK_BYTES}`, hint);
   }
   obj(c.retention, "retention");
   if (isObject(c.retention)) {

@@ -14,7 +14,9 @@
  *   bytes, shipped a moment later, are still printed before logs exits;
  * - SQLite journal with `artifacts.dir` in config.json (the directory
  *   store): logs reads from that directory; gc deletes the run's files
- *   there (a dry run counts them).
+ *   there (a dry run counts them);
+ * - doctor names the store (and checks a shared directory); a bad
+ *   `artifacts` setting is one sentence and a hint, exit 2.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -73,6 +75,8 @@ pgTest("postgres: a finished run's stage files only in the store: logs and the p
   expect(all.stdout.split("\n").filter(Boolean).sort()).toEqual(["[alpha] alpha", "[beta] beta", "[gamma] gamma", "[last] done"]);
   const beta = await runAtomic(["logs", id, "--stage", "beta"], { home: other, env: { ATOMIC_JOURNAL: url } });
   expect([beta.code, beta.stdout, beta.stderr]).toEqual([0, "beta\n", ""]);
+  const doctor = await runAtomic(["doctor", "--json"], { home: other, env: { ATOMIC_JOURNAL: url } });
+  expect(JSON.parse(doctor.stdout).artifacts).toMatchObject({ store: "journal", ok: true, detail: "in the journal's database, files capped at 64.0 MiB" });
 
   const proc = spawnAtomic(["serve", "--port", "0"], { home: other, env: { ATOMIC_JOURNAL: url } });
   const lines = lineWatcher(proc.stdout);
@@ -172,4 +176,32 @@ e2eTest("sqlite with artifacts.dir: logs reads a stage's files from the shared d
   const gc = await runAtomic(["gc", "--older-than", "0s", "--json"], { home, env });
   expect(JSON.parse(gc.stdout)).toMatchObject({ runs: 1, artifactFiles: stored });
   expect(existsSync(join(shared, id))).toBe(false);
+});
+
+e2eTest("artifacts in config.json: doctor names the store and checks a shared directory; a bad setting is one sentence and a hint, exit 2", async () => {
+  const home = join(makeTempDir("atomic-art-doc-"), "home");
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const env = { ATOMIC_JOURNAL: undefined };
+  const doctor = async () => {
+    const r = await runAtomic(["doctor", "--json"], { home, env });
+    return { code: r.code, artifacts: (JSON.parse(r.stdout) as { artifacts: Record<string, unknown> }).artifacts };
+  };
+  expect((await doctor()).artifacts).toMatchObject({ store: "local", ok: true });
+  const shared = join(home, "..", "shared");
+  writeFileSync(join(home, "config.json"), JSON.stringify({ artifacts: { dir: shared, maxFileBytes: 1048576 } }));
+  expect(await doctor()).toMatchObject({
+    code: 1,
+    artifacts: { store: "directory", location: shared, ok: false, problem: `the artifacts directory ${shared} does not exist`, hint: "mount the shared filesystem there, or change artifacts.dir in config.json" },
+  });
+  mkdirSync(shared);
+  expect((await doctor()).artifacts).toMatchObject({ store: "directory", ok: true, maxFileBytes: 1048576, detail: "a shared directory, files capped at 1.0 MiB" });
+
+  for (const [artifacts, message] of [
+    [{ dir: "relative/dir" }, `"artifacts.dir" in ${join(home, "config.json")} must be an absolute path (a directory every host mounts)`],
+    [{ maxFileBytes: 1000 }, `"artifacts.maxFileBytes" in ${join(home, "config.json")} must be a whole number of bytes, at least 262144`],
+  ] as const) {
+    writeFileSync(join(home, "config.json"), JSON.stringify({ artifacts }));
+    const r = await runAtomic(["doctor"], { home, env });
+    expect([r.code, r.stdout, r.stderr]).toEqual([2, "", `error: ${message}.\nhint: see "Stage files on several machines" in the README\n`]);
+  }
 });
