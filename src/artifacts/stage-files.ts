@@ -13,7 +13,7 @@
  */
 
 import { closeSync, existsSync, fstatSync, readSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { STDERR_LOG, STDOUT_LOG, TRANSCRIPT, openArtifactFile, type LogStream } from "../runners/stage-logs.ts";
 import { artifactKeyOf, type ArtifactChunk, type ArtifactStore } from "./store.ts";
 
@@ -66,7 +66,7 @@ export function readLocal(path: string, offset: number, max: number): ArtifactCh
     const want = Math.max(0, Math.min(max, size - from));
     const buf = Buffer.alloc(want);
     const n = want > 0 ? readSync(fd, buf, 0, want, from) : 0;
-    return { name: path, size, dropped: 0, complete: false, offset: from, data: buf.subarray(0, n) };
+    return { name: basename(path), size, dropped: 0, complete: false, offset: from, data: buf.subarray(0, n) };
   } finally {
     closeSync(fd);
   }
