@@ -15,6 +15,9 @@
  * - SQLite journal with `artifacts.dir` in config.json (the directory
  *   store): logs reads from that directory; gc deletes the run's files
  *   there (a dry run counts them);
+ * - past the cap (a directory store of 256 KiB): logs warns how much of
+ *   the file is gone and prints from the next whole line; the transcript
+ *   API starts at the first kept byte and says how many were dropped;
  * - doctor names the store (and checks a shared directory); a bad
  *   `artifacts` setting is one sentence and a hint, exit 2.
  */
@@ -204,4 +207,50 @@ e2eTest("artifacts in config.json: doctor names the store and checks a shared di
     const r = await runAtomic(["doctor"], { home, env });
     expect([r.code, r.stdout, r.stderr]).toEqual([2, "", `error: ${message}.\nhint: see "Stage files on several machines" in the README\n`]);
   }
+});
+
+e2eTest("past the cap: logs says how much of the file is gone and prints from the next whole line; the transcript API starts after the dropped bytes", async () => {
+  const home = join(makeTempDir("atomic-art-cap-"), "home");
+  const shared = join(home, "..", "shared");
+  mkdirSync(shared, { recursive: true });
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const cap = 256 * 1024;
+  writeFileSync(join(home, "config.json"), JSON.stringify({ artifacts: { dir: shared, maxFileBytes: cap } }));
+  const env = { LINES: "100000", ATOMIC_JOURNAL: undefined };
+  const r = await runAtomic(["run", fixture("numbered.ts")], { home, env });
+  expect(r.code).toBe(0);
+  const id = startedRunId(r.stdout);
+  const full = Array.from({ length: 100_000 }, (_, i) => `${i + 1}\n`).join("");
+  const store = new DirectoryArtifactStore(shared, cap);
+  const journal = await openJournal({ home, durability: "full" });
+  let dropped = 0;
+  try {
+    const report = (await buildRunReport(journal, id as RunId))!;
+    const dir = flattenStages(report)[0]!.artifactDir!;
+    await shipAndRemove(journal, store, id, join(home, "artifacts"));
+    const [stdout] = (await store.list(artifactKeyOf(id, dir)!)).filter((f) => f.name === "stdout.log");
+    expect(stdout!.size).toBe(full.length);
+    dropped = stdout!.dropped;
+    expect(dropped).toBeGreaterThan(0);
+  } finally {
+    await journal.close();
+  }
+  const logs = await runAtomic(["logs", id, "--stage", "lines"], { home, env });
+  expect(logs.code).toBe(0);
+  expect(logs.stderr).toBe(
+    `warning: the first ${(dropped / 1024).toFixed(1)} KiB of the stdout of stage lines are not kept: the artifact store keeps the last 256.0 KiB of a file (artifacts.maxFileBytes); printing from the next whole line\n`,
+  );
+  expect(logs.stdout).toBe(full.slice(full.indexOf("\n", dropped) + 1));
+
+  const proc = spawnAtomic(["serve", "--port", "0"], { home, env });
+  const lines = lineWatcher(proc.stdout);
+  const login = (await lines.waitFor(/^status page: /)).slice("status page: ".length).trim();
+  const m = /^(http:\/\/127\.0\.0\.1:\d+\/)\?token=([0-9a-f]{64})$/.exec(login)!;
+  const t = (await (await fetch(`${m[1]}api/runs/${id}/stages/lines/transcript?stdout=0`, { headers: { authorization: `Bearer ${m[2]}` } })).json()) as {
+    stdout: { offset: number; dropped: number; size: number; text: string };
+  };
+  expect(t.stdout).toMatchObject({ offset: dropped, dropped, size: full.length });
+  expect(t.stdout.text).toBe(full.slice(dropped, dropped + t.stdout.text.length));
+  proc.kill("SIGINT");
+  expect(await proc.exited).toBe(0);
 });

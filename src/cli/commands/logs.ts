@@ -50,6 +50,8 @@ class FileTail {
   private readonly decoder = new TextDecoder();
   /** The writer said it is done (a store's file), or there is no such file: nothing to wait for. */
   settled = false;
+  /** The store's cap cut the file inside a line: its rest is skipped. */
+  private headless = false;
   constructor(
     readonly files: StageFiles,
     readonly name: string,
@@ -70,10 +72,19 @@ class FileTail {
       if (chunk.offset > this.offset) {
         dropped(chunk.offset - this.offset);
         this.offset = chunk.offset;
+        // The line under way at the cut lost its head: printing starts at the next whole line.
+        this.rest = "";
+        this.headless = true;
       }
       if (chunk.data.length === 0) break;
       this.offset += chunk.data.length;
-      this.rest += this.decoder.decode(chunk.data, { stream: true });
+      let text = this.decoder.decode(chunk.data, { stream: true });
+      if (this.headless) {
+        const nl = text.indexOf("\n");
+        this.headless = nl < 0;
+        text = nl < 0 ? "" : text.slice(nl + 1);
+      }
+      this.rest += text;
       const lines = this.rest.split("\n");
       this.rest = lines.pop() ?? "";
       const pieces: Piece[] = lines.map((text) => ({ text, partial: false }));
@@ -150,7 +161,7 @@ export default defineCommand({
       const prefix = args.stage === undefined;
       for (const { label, stream, tail } of tails.values()) {
         await tail.drain(final, (pieces) => printPieces(s, label, stream, pieces, prefix), (bytes) => {
-          s.warn(`the first ${formatBytes(bytes)} of stage ${label}'s ${stream} are not kept: the artifact store keeps the last ${formatBytes(store?.maxFileBytes ?? 0)} of a file (artifacts.maxFileBytes)`);
+          s.warn(`the first ${formatBytes(bytes)} of the ${stream} of stage ${label} are not kept: the artifact store keeps the last ${formatBytes(store?.maxFileBytes ?? 0)} of a file (artifacts.maxFileBytes); printing from the next whole line`);
         });
         if (stdoutClosed()) return;
       }
