@@ -35,6 +35,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   postgres: { load: () => import("./postgres.ts").then((m) => m.default), usesBinary: false },
   "postgres-recovery": { load: () => import("./postgres-recovery.ts").then((m) => m.default), usesBinary: true },
   "pg-claims": { load: () => import("./pg-claims.ts").then((m) => m.default), usesBinary: false },
+  artifacts: { load: () => import("./artifacts.ts").then((m) => m.default), usesBinary: false },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */

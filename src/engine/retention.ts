@@ -14,7 +14,10 @@
  * so a run that a resume took over after it was listed is kept.
  *
  * Artifacts (stage stdout/stderr/transcripts, worker logs) live under
- * `$ATOMIC_HOME/artifacts/<run id>/`; they go after their rows committed.
+ * `$ATOMIC_HOME/artifacts/<run id>/`; they go after their rows committed,
+ * and so do a run's files in a shared artifact directory (`artifacts.dir`;
+ * an artifact store in the journal's own database loses them in the
+ * tree's deleting transaction instead: artifacts/store.ts deletedWithRuns).
  * A crash in between leaves a directory without a run, never a run whose
  * files are gone; the next gc removes such a directory once it is older
  * than the cutoff (a run's directory is made after its first event, so one
@@ -29,6 +32,8 @@ import type { Journal, ReclaimReport, RunRecord, RunStatus, ShownStatus } from "
 import type { RunId } from "../shared/ids.ts";
 import { parseAge } from "../shared/age.ts";
 import type { AtomicConfig } from "../shared/config.ts";
+import type { ArtifactStore } from "../artifacts/store.ts";
+import { artifactStoreFor } from "../artifacts/select.ts";
 
 /** Ended by themselves: gc's default selection, and all the service's retention deletes. */
 export const FINISHED_STATUSES = ["completed", "cancelled", "failed"] as const;
@@ -49,6 +54,12 @@ export interface GcOptions {
   statuses: readonly GcStatus[];
   dryRun?: boolean;
   now?: number;
+  /**
+   * The artifact store of this journal's hosts (artifacts/select.ts): a
+   * deleted run's files there go too (unless the journal deleted them with
+   * its rows), after the rows committed, as the local ones do.
+   */
+  artifacts?: ArtifactStore | undefined;
 }
 
 export interface GcReport {
@@ -130,8 +141,9 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
       }
       for (const id of deleted.runIds) {
         const files = removeArtifacts(join(home, "artifacts", id), report.dryRun);
-        report.artifactFiles += files.files;
-        report.artifactBytes += files.bytes;
+        const stored = opts.artifacts && !opts.artifacts.deletedWithRuns ? await opts.artifacts.deleteRun(candidate.id, id, { dryRun: report.dryRun }) : { files: 0, bytes: 0 };
+        report.artifactFiles += files.files + stored.files;
+        report.artifactBytes += files.bytes + stored.bytes;
       }
     }
   }
@@ -228,5 +240,5 @@ export function retentionOptions(config: AtomicConfig): GcOptions | undefined {
  */
 export async function applyRetention(journal: Journal, home: string, config: AtomicConfig, now = Date.now()): Promise<GcReport | undefined> {
   const opts = retentionOptions(config);
-  return opts ? collectGarbage(journal, home, { ...opts, now }) : undefined;
+  return opts ? collectGarbage(journal, home, { ...opts, now, artifacts: artifactStoreFor(journal, config) }) : undefined;
 }

@@ -21,6 +21,7 @@ import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
 import type { ScheduleStore } from "./schedules.ts";
 import type { FleetStore, HostClaimScope } from "./fleet.ts";
+import type { ArtifactStore } from "../artifacts/store.ts";
 
 export const RUN_STATUSES = [
   "running",
@@ -260,6 +261,13 @@ export interface Journal {
   readonly schedules: ScheduleStore;
   /** Worker hosts (./fleet.ts): only on a journal that several machines share. */
   readonly fleet?: FleetStore;
+
+  /**
+   * An artifact store in the journal's own database that every host of it
+   * can read (../artifacts/store.ts), for backends shared between hosts;
+   * absent on the embedded journal (the local files are the store).
+   */
+  artifactStore?(opts: { maxFileBytes: number }): ArtifactStore;
 
   /**
    * Whether the storage is still the one this process opened: a

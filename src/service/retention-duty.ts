@@ -7,6 +7,7 @@
  * no retention is configured.
  */
 
+import { artifactStoreFor } from "../artifacts/select.ts";
 import { collectGarbage, retentionOptions, RETENTION_INTERVAL_MS, type GcOptions, type GcReport } from "../engine/retention.ts";
 import { loadConfig } from "../shared/config.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
@@ -74,6 +75,7 @@ export class RetentionDuty implements Duty {
 
 /** The duty, when `retention` is configured (home config, then the project's, as every command reads it). */
 export const retentionDuty: DutyFactory = (service) => {
-  const options = retentionOptions(loadConfig({ home: service.home }).config);
-  return options ? new RetentionDuty(service, options) : undefined;
+  const { config } = loadConfig({ home: service.home });
+  const options = retentionOptions(config);
+  return options ? new RetentionDuty(service, { ...options, artifacts: artifactStoreFor(service.journal, config) }) : undefined;
 };

@@ -17,10 +17,13 @@
  */
 
 import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { isAbsolute, join, resolve } from "node:path";
 import { UsageError } from "./errors.ts";
 import { runtimeDir } from "./runtime-dir.ts";
 import { AGE_EXAMPLES, parseAge } from "./age.ts";
+
+/** The artifact store's chunk (artifacts/store.ts CHUNK_BYTES), the smallest per-file cap: shared/ imports nothing above it. */
+const CHUNK_BYTES = 256 * 1024;
 
 /** Price of a model in USD per million tokens. */
 export interface ModelPrice {
@@ -94,6 +97,19 @@ export interface AtomicConfig {
   admission?: AdmissionConfig;
   budget?: BudgetConfig;
   retention?: RetentionConfig;
+  artifacts?: ArtifactsConfig;
+}
+
+/**
+ * Where stage files go so that every host of a shared journal reads them
+ * (artifacts/select.ts): `{ "dir": "/mnt/shared/atomic" }` names a
+ * directory every host mounts (any journal); without it a Postgres journal
+ * keeps them in its database. `maxFileBytes` caps each file (default 64 MiB;
+ * at least 256 KiB): past it the head is dropped and the tail kept.
+ */
+export interface ArtifactsConfig {
+  dir?: string;
+  maxFileBytes?: number;
 }
 
 export const DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1";
@@ -140,8 +156,8 @@ function readConfigFile(file: string): AtomicConfig {
 }
 
 function checkConfig(c: Record<string, unknown>, file: string): void {
-  const bad = (key: string, want: string): never => {
-    throw new UsageError("bad_config", `"${key}" in ${file} must be ${want}`, { hint: "see the README section on agent runners" });
+  const bad = (key: string, want: string, hint = "see the README section on agent runners"): never => {
+    throw new UsageError("bad_config", `"${key}" in ${file} must be ${want}`, { hint });
   };
   const str = (v: unknown, key: string) => v === undefined || typeof v === "string" || bad(key, "a string");
   const num = (v: unknown, key: string) => v === undefined || (typeof v === "number" && Number.isFinite(v) && v >= 0) || bad(key, "a non-negative number");
@@ -177,6 +193,14 @@ function checkConfig(c: Record<string, unknown>, file: string): void {
   obj(c.budget, "budget");
   if (isObject(c.budget)) {
     for (const k of ["maxCostUsd", "maxTokens", "maxDurationMs", "warnAtPercent"]) num(c.budget[k], `budget.${k}`);
+  }
+  obj(c.artifacts, "artifacts");
+  if (isObject(c.artifacts)) {
+    const { dir } = c.artifacts;
+    const hint = 'see "Stage files on several machines" in the README';
+    if (dir !== undefined && (typeof dir !== "string" || !isAbsolute(dir))) bad("artifacts.dir", "an absolute path (a directory every host mounts)", hint);
+    const max = c.artifacts.maxFileBytes;
+    if (max !== undefined && !(typeof max === "number" && Number.isInteger(max) && max >= CHUNK_BYTES)) bad("artifacts.maxFileBytes", `a whole number of bytes, at least ${CHUNK_BYTES}`, hint);
   }
   obj(c.retention, "retention");
   if (isObject(c.retention)) {

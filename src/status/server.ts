@@ -17,6 +17,8 @@ import { journalControl } from "./control.ts";
 import { addSecret } from "../shared/secrets.ts";
 import { HostPolicy, isLoopbackHost, loadOrCreateToken } from "./security.ts";
 import { StatusSource } from "./source.ts";
+import { artifactStoreFor } from "../artifacts/select.ts";
+import { loadConfig } from "../shared/config.ts";
 import type { StreamOptions } from "./stream-hub.ts";
 
 export const DEFAULT_PORT = 4317;
@@ -69,7 +71,9 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   const port = opts.port ?? DEFAULT_PORT;
   const { token, path: tokenPath } = loadOrCreateToken(opts.home);
   addSecret(token); // redacted from what this process logs and prints (shared/secrets.ts)
-  const source = new StatusSource(opts.journal, opts.stream ? { stream: opts.stream } : {});
+  // Stages that ran on worker hosts: their files in the artifact store (artifacts/select.ts).
+  const artifacts = artifactStoreFor(opts.journal, loadConfig({ home: opts.home }).config);
+  const source = new StatusSource(opts.journal, { ...(opts.stream ? { stream: opts.stream } : {}), artifacts });
   const control = journalControl(opts.journal, { home: opts.home });
   let app: ReturnType<typeof createStatusApp> | undefined;
   let server: ReturnType<typeof Bun.serve>;

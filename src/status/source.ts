@@ -15,7 +15,9 @@ import { JournalMetrics } from "./metrics.ts";
 import { StreamHub, DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./stream-hub.ts";
 import { RunSummaries, type RunListPage, type RunListQuery, type RunSummary } from "./summaries.ts";
 import { reportTotals, type RunTotals } from "./totals.ts";
-import { readTranscript, type Transcript } from "./transcript.ts";
+import { attemptDir, readTranscript, type Transcript } from "./transcript.ts";
+import { openStageFiles } from "../artifacts/stage-files.ts";
+import type { ArtifactStore } from "../artifacts/store.ts";
 
 /**
  * What the local service in this process tells the page (src/service/): which runs it drove to
@@ -72,14 +74,17 @@ export class StatusSource {
   readonly streams: StreamHub;
   private readonly listCache = new Map<string, { at: number; body: Promise<string> }>();
   private readonly listCacheMs: number;
+  /** Where the files of stages that ran on other hosts are (artifacts/select.ts); undefined: only local files. */
+  private readonly artifacts: ArtifactStore | undefined;
   /** The local service running beside this server, if any (set by `atomic serve`). */
   service: ServiceView | undefined;
 
   constructor(
     readonly journal: Journal,
-    opts: { stream?: Partial<StreamOptions>; listCacheMs?: number } = {},
+    opts: { stream?: Partial<StreamOptions>; listCacheMs?: number; artifacts?: ArtifactStore | undefined } = {},
   ) {
     this.listCacheMs = opts.listCacheMs ?? 100;
+    this.artifacts = opts.artifacts;
     this.summaries = new RunSummaries(journal);
     this.metrics = new JournalMetrics(journal);
     this.streams = new StreamHub(journal, { ...DEFAULT_STREAM_OPTIONS, ...opts.stream });
@@ -210,7 +215,9 @@ export class StatusSource {
     if (attempt < 1 || attempt > Math.max(1, step.attempts)) {
       return { miss: "unknown_stage", message: `stage ${JSON.stringify(step.name)} has no attempt ${attempt} (it has ${step.attempts})` };
     }
-    return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr }, live, q.turns === true);
+    const dir = attemptDir(step, attempt);
+    const files = dir ? await openStageFiles(dir, report.run.rootId, this.artifacts) : undefined;
+    return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr }, live, q.turns === true, files);
   }
 
   async close(drain = false): Promise<void> {

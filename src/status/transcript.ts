@@ -6,14 +6,19 @@
  * character while the stage may still be writing, so no character is split
  * between two reads. Known secret values are redacted from the text
  * (shared/secrets.ts; `next` still counts the file's bytes). Files are
- * opened with `openArtifactFile`: a link a stage planted in its artifact
- * directory is refused (UnsafeArtifactError), never followed.
+ * read where this machine finds them (artifacts/stage-files.ts): the
+ * attempt's directory when the stage ran here, opened with
+ * `openArtifactFile` (a link a stage planted is refused with
+ * UnsafeArtifactError, never followed), else the artifact store a worker
+ * host shipped them to, whose cap may have dropped a file's head (`dropped`;
+ * the chunk then starts at a later offset than asked).
  */
 
-import { EVENTS_LOG, openArtifactFile, stageLogPath, TRANSCRIPT, TURNS_LOG } from "../runners/stage-logs.ts";
+import { EVENTS_LOG, TRANSCRIPT, TURNS_LOG } from "../runners/stage-logs.ts";
+import { logNameOf, readLocal, type StageFiles } from "../artifacts/stage-files.ts";
+import type { ArtifactChunk } from "../artifacts/store.ts";
 import { redact } from "../shared/secrets.ts";
-import { closeSync, fstatSync, readSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { dirname } from "node:path";
 import type { StepReport } from "../engine/run-report.ts";
 
 export const MAX_CHUNK = 256 * 1024;
@@ -30,6 +35,8 @@ export interface OutputChunk {
   more: boolean;
   /** The file does not exist (yet). */
   missing: boolean;
+  /** Bytes the artifact store's cap dropped from the file's head (0 for a local file): offsets below it are gone. */
+  dropped: number;
 }
 
 export interface Transcript {
@@ -73,24 +80,29 @@ export function attemptDir(step: StepReport, attempt: number): string | undefine
   return undefined;
 }
 
-export function readTranscript(
+/**
+ * One attempt's output from `files` (undefined: the attempt has no files
+ * this machine can read).
+ */
+export async function readTranscript(
   runId: string,
   step: StepReport,
   attempt: number,
   offsets: { stdout: number; stderr: number },
   live: boolean,
-  withTurns = false,
-): Transcript {
-  const dir = attemptDir(step, attempt);
+  withTurns: boolean,
+  files: StageFiles | undefined,
+): Promise<Transcript> {
   const latest = attempt === step.attempts;
   const stillWriting = live && latest && step.status === "running";
-  const stdoutPath = dir ? stageLogPath(dir, "stdout") : undefined;
-  const agent = stdoutPath !== undefined && basename(stdoutPath) === TRANSCRIPT;
-  const read = (stream: "stdout" | "stderr", offset: number): OutputChunk =>
-    dir ? readChunk(stream === "stdout" ? stdoutPath! : stageLogPath(dir, stream), offset, MAX_CHUNK, !stillWriting) : emptyChunk(offset);
+  const stdoutName = files ? await logNameOf(files, "stdout") : undefined;
+  const agent = stdoutName === TRANSCRIPT;
+  const read = async (stream: "stdout" | "stderr", offset: number): Promise<OutputChunk> =>
+    files ? chunkOf(await files.read(stream === "stdout" ? stdoutName! : await logNameOf(files, stream), offset, MAX_CHUNK), offset, !stillWriting) : emptyChunk(offset);
+  const turns = withTurns && agent && !stillWriting ? (recordedTurns(await readSmall(files!, TURNS_LOG)) ?? readTurns(await readSmall(files!, EVENTS_LOG))) : undefined;
   return {
     agent,
-    ...(withTurns && agent && !stillWriting ? { turns: recordedTurns(join(dir!, TURNS_LOG)) ?? readTurns(join(dir!, EVENTS_LOG)) } : {}),
+    ...(turns ? { turns } : {}),
     runId,
     position: step.position,
     name: step.name,
@@ -98,27 +110,19 @@ export function readTranscript(
     attempt,
     attempts: step.attempts,
     live: stillWriting,
-    stdout: read("stdout", offsets.stdout),
-    stderr: read("stderr", offsets.stderr),
+    stdout: await read("stdout", offsets.stdout),
+    stderr: await read("stderr", offsets.stderr),
   };
 }
 
 /** The file's text (its first MAX_EVENTS_BYTES), or undefined when there is no such file (a planted link neither). */
-function readSmall(path: string): string | undefined {
-  const fd = openArtifactFile(path);
-  if (fd === undefined) return undefined;
-  try {
-    const size = Math.min(fstatSync(fd).size, MAX_EVENTS_BYTES);
-    const buf = Buffer.alloc(size);
-    return buf.subarray(0, readSync(fd, buf, 0, size, 0)).toString("utf8");
-  } finally {
-    closeSync(fd);
-  }
+async function readSmall(files: StageFiles, name: string): Promise<string | undefined> {
+  const chunk = await files.read(name, 0, MAX_EVENTS_BYTES);
+  return chunk ? Buffer.from(chunk.data).toString("utf8") : undefined;
 }
 
-/** Per-call usage a CLI runner recorded (a line with `turns: 0` adds to the call before it); undefined without the file. */
-export function recordedTurns(path: string): TurnUsage[] | undefined {
-  const text = readSmall(path);
+/** Per-call usage a CLI runner recorded in turns.jsonl (a line with `turns: 0` adds to the call before it); undefined without the file. */
+export function recordedTurns(text: string | undefined): TurnUsage[] | undefined {
   if (text === undefined) return undefined;
   const turns: TurnUsage[] = [];
   for (const line of text.split("\n")) {
@@ -143,9 +147,8 @@ export function recordedTurns(path: string): TurnUsage[] | undefined {
   return turns;
 }
 
-/** Per-call usage from an agent's raw events: every record with an OpenAI-style `usage` object is one model call. */
-export function readTurns(path: string): TurnUsage[] {
-  const text = readSmall(path);
+/** Per-call usage from an agent's raw events (events.jsonl): every record with an OpenAI-style `usage` object is one model call. */
+export function readTurns(text: string | undefined): TurnUsage[] {
   if (text === undefined) return [];
   const turns: TurnUsage[] = [];
   for (const line of text.split("\n")) {
@@ -164,31 +167,29 @@ export function readTurns(path: string): TurnUsage[] {
 }
 
 function emptyChunk(offset: number): OutputChunk {
-  return { offset, next: offset, size: 0, text: "", more: false, missing: true };
+  return { offset, next: offset, size: 0, text: "", more: false, missing: true, dropped: 0 };
 }
 
+/** A local file's chunk (the tests' way in; the page reads through StageFiles). */
 export function readChunk(path: string, offset: number, max: number, final: boolean): OutputChunk {
-  const fd = openArtifactFile(path);
-  if (fd === undefined) return emptyChunk(offset);
-  try {
-    const size = fstatSync(fd).size;
-    const from = Math.min(offset, size);
-    const want = Math.min(max, size - from);
-    const buf = Buffer.alloc(want);
-    const n = want > 0 ? readSync(fd, buf, 0, want, from) : 0;
-    const capped = from + n < size;
-    const keep = capped || !final ? wholeCharacters(buf, n) : n;
-    return {
-      offset: from,
-      next: from + keep,
-      size,
-      text: redact(buf.subarray(0, keep).toString("utf8")),
-      more: from + keep < size,
-      missing: false,
-    };
-  } finally {
-    closeSync(fd);
-  }
+  return chunkOf(readLocal(path, offset, max), offset, final);
+}
+
+/** What was read as the page gets it: cut at a whole character unless the file is final and all was read. */
+function chunkOf(chunk: ArtifactChunk | undefined, offset: number, final: boolean): OutputChunk {
+  if (!chunk) return emptyChunk(offset);
+  const n = chunk.data.length;
+  const capped = chunk.offset + n < chunk.size;
+  const keep = capped || !final ? wholeCharacters(chunk.data, n) : n;
+  return {
+    offset: chunk.offset,
+    next: chunk.offset + keep,
+    size: chunk.size,
+    text: redact(Buffer.from(chunk.data.buffer, chunk.data.byteOffset, keep).toString("utf8")),
+    more: chunk.offset + keep < chunk.size,
+    missing: false,
+    dropped: chunk.dropped,
+  };
 }
 
 /** The longest prefix of buf[0..n) that does not end inside a multi-byte UTF-8 character. */

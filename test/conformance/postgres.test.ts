@@ -116,8 +116,8 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     await first.close();
     journals.pop();
     const admin = sql(db);
-    // What version 2 had: no tombstones, no schedules, no index of work operations by item.
-    await admin.query("drop table atomic.schedules; drop table atomic.run_tombstones; drop index atomic.work_ops_by_work");
+    // What version 2 had: no tombstones, no schedules, no index of work operations by item, no artifact store (7).
+    await admin.query("drop table atomic.schedules; drop table atomic.run_tombstones; drop index atomic.work_ops_by_work; drop table atomic.artifact_chunks; drop table atomic.artifact_files");
     // ... nor worker hosts (version 6).
     await admin.query(
       "alter table atomic.work_items drop column queue, drop column protocol; drop index atomic.work_leased_by_expiry; " +

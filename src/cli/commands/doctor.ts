@@ -1,11 +1,13 @@
 /**
  * `atomic doctor`: which runners are usable here and why not, where the
  * config comes from, where the journal is (a Postgres URL without its
- * password) and whether it answers, the default runner and model, admission limits and
+ * password) and whether it answers, where stage files go for other hosts
+ * (the artifact store: a shared directory must be one this user may write
+ * to), the default runner and model, admission limits and
  * the host's pressure right now. It contacts no provider unless asked
  * (`--check-endpoint` lists the openai endpoint's models, with a short
- * timeout). Exit code 0 when the default runner and the journal are
- * usable, 1 otherwise.
+ * timeout). Exit code 0 when the default runner, the journal and the
+ * artifact store are usable, 1 otherwise.
  */
 
 import { existsSync } from "node:fs";
@@ -15,6 +17,7 @@ import { CLI_AGENTS, checkRunner, defaultRunner, findBinary, openaiBaseUrl } fro
 import { ADMISSION_DEFAULTS, hostPressure } from "../../engine/admission.ts";
 import { admissionSlotsFile, openAdmissionSlots } from "../../journal/admission-slots.ts";
 import { describeJournal } from "../../journal/open.ts";
+import { describeArtifactStore } from "../../artifacts/select.ts";
 import { defaultSlotsDir } from "../../shared/config.ts";
 import { session } from "../session.ts";
 import { AGENT_NEEDS, versionNumber } from "../../runners/cli-agents/tested-versions.ts";
@@ -91,13 +94,16 @@ export default defineCommand({
     };
     const defaultUsable = runners.find((r) => r.runner === def)?.usable ?? false;
     const journal = await describeJournal({ home: s.globals.home, journalUrl: s.globals.journal });
+    const artifacts = describeArtifactStore(config, !!s.globals.journal?.trim());
     if (s.globals.json) {
-      s.json({ configFiles: files, journal, defaultRunner: def, defaultModel: model ?? null, defaultUsable, runners, admission, budget: config.budget ?? null });
+      s.json({ configFiles: files, journal, artifacts, defaultRunner: def, defaultModel: model ?? null, defaultUsable, runners, admission, budget: config.budget ?? null });
     } else {
       const st = s.style;
       s.result(`${st.bold("config")}     ${files.length ? files.join(", ") : "(none: defaults)"}`);
       s.result(`${st.bold("journal")}    ${journal.location} ${journal.ok ? st.dim(`(${journal.detail})`) : st.red(`(${journal.problem})`)}`);
       if (!journal.ok && journal.hint) s.result(`      ${st.dim(`hint: ${journal.hint}`)}`);
+      s.result(`${st.bold("artifacts")}  ${artifacts.location ? `${artifacts.location} ` : ""}${artifacts.ok ? st.dim(`(${artifacts.detail})`) : st.red(`(${artifacts.problem})`)}`);
+      if (!artifacts.ok && artifacts.hint) s.result(`      ${st.dim(`hint: ${artifacts.hint}`)}`);
       s.result(`${st.bold("default")}    runner ${def}${defaultUsable ? "" : st.red(" (not usable here)")}, model ${model ?? st.dim("(none set)")}`);
       s.result(st.bold("runners"));
       for (const r of runners) {
@@ -118,7 +124,7 @@ export default defineCommand({
       s.result(`  host: load per CPU ${admission.loadPerCpu}, free memory ${admission.freeMemoryMb} MB${pressure.reason ? st.yellow(`; stage starts are paced: ${pressure.reason}`) : ""}`);
       if (config.budget) s.result(`${st.bold("budget")}     ${JSON.stringify(config.budget)}`);
     }
-    s.exitCode = defaultUsable && journal.ok ? 0 : 1;
+    s.exitCode = defaultUsable && journal.ok && artifacts.ok ? 0 : 1;
   },
 });
 

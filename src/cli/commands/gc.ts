@@ -20,6 +20,8 @@ import { AGE_EXAMPLES, parseAge } from "../../shared/age.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { formatBytes } from "../../shared/format-bytes.ts";
 import { session } from "../session.ts";
+import { artifactStoreFor } from "../../artifacts/select.ts";
+import { loadConfig } from "../../shared/config.ts";
 
 export default defineCommand({
   meta: { name: "gc", description: "Delete old finished runs and their artifacts; shrink the journal" },
@@ -38,7 +40,8 @@ export default defineCommand({
     }
     const statuses = args.status === undefined ? (args.force ? GC_STATUSES : FINISHED_STATUSES) : parseStatuses(args.status, args.force === true);
     const journal = await s.journal();
-    const report = await collectGarbage(journal, s.globals.home, { olderThanMs, statuses, dryRun: args.dryRun === true });
+    const artifacts = artifactStoreFor(journal, loadConfig({ home: s.globals.home }).config);
+    const report = await collectGarbage(journal, s.globals.home, { olderThanMs, statuses, dryRun: args.dryRun === true, artifacts });
     if (s.globals.json) s.json({ type: "gc", ...report });
     else for (const line of describe(report)) s.result(line);
   },

@@ -6,26 +6,37 @@
  * every stage's lines are printed with a `[stage]` prefix; with --follow it
  * keeps reading new lines (and new stages) until the run stops.
  *
- * The files stay on the machine that ran the stage (with a shared Postgres
- * journal another machine sees the run but not them): a stage whose
- * artifact directory is not here is named in one warning line, not passed
- * over in silence.
+ * The files are read where this machine finds them (artifacts/stage-files.ts):
+ * the stage's artifact directory when it ran here, else the artifact store
+ * (a worker host shipped them there; with --follow the store's copy is
+ * followed as it grows, and after the run ended its last bytes are waited
+ * for a few seconds). A stage whose files are in neither place is named in
+ * one warning line, not passed over in silence; bytes the store's cap
+ * dropped from a file's head are named in one too.
  */
 
 import { redact } from "../../shared/secrets.ts";
-import { openArtifactFile, stageLogPath } from "../../runners/stage-logs.ts";
 import { defineCommand } from "citty";
-import { closeSync, existsSync, fstatSync, readSync } from "node:fs";
 import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
 import type { Journal } from "../../journal/types.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { UsageError } from "../../shared/errors.ts";
+import { loadConfig } from "../../shared/config.ts";
+import { formatBytes } from "../../shared/format-bytes.ts";
+import { artifactStoreFor } from "../../artifacts/select.ts";
+import { logNameOf, openStageFiles, type StageFiles } from "../../artifacts/stage-files.ts";
 import { session, type CliSession } from "../session.ts";
 import { stdoutClosed, writeAsync } from "../output.ts";
 
 const POLL_MS = 250;
 /** How much of a log file is held at once: a 70 MB log streams through this, never read whole. */
 const CHUNK_BYTES = 64 * 1024;
+/**
+ * With --follow, after the run ended: how long to wait for the artifact
+ * store's copies of remote stages' files to be marked complete (their
+ * host ships the last bytes when the stage ends) before printing the rest.
+ */
+const SETTLE_MS = 5_000;
 
 /** A piece of a log: a whole line, or (`partial`) the start of one longer than a chunk or the file's unfinished end. */
 interface Piece {
@@ -37,40 +48,54 @@ class FileTail {
   private offset = 0;
   private rest = "";
   private readonly decoder = new TextDecoder();
-  constructor(readonly path: string) {}
+  /** The writer said it is done (a store's file), or there is no such file: nothing to wait for. */
+  settled = false;
+  /** The store's cap cut the file inside a line: its rest is skipped. */
+  private headless = false;
+  constructor(
+    readonly files: StageFiles,
+    readonly name: string,
+  ) {}
 
   /**
    * Calls `emit` for the lines written since the last call, a chunk at a
    * time (awaiting it, so output keeps pace with a slow reader); `final`
-   * also emits an unfinished last line.
+   * also emits an unfinished last line. `dropped` is told of bytes the
+   * store's cap dropped before this reader got to them.
    */
-  async drain(final: boolean, emit: (pieces: Piece[]) => Promise<void>): Promise<void> {
-    // Not by path: a link the stage planted in its artifact directory is refused (stage-logs.ts).
-    const fd = openArtifactFile(this.path);
-    if (fd !== undefined) {
-      try {
-        const size = fstatSync(fd).size;
-        if (size > this.offset) {
-          const buf = Buffer.alloc(Math.min(CHUNK_BYTES, size - this.offset));
-          while (this.offset < size) {
-            const n = readSync(fd, buf, 0, Math.min(buf.length, size - this.offset), this.offset);
-            if (n === 0) break;
-            this.offset += n;
-            this.rest += this.decoder.decode(buf.subarray(0, n), { stream: true });
-            const lines = this.rest.split("\n");
-            this.rest = lines.pop() ?? "";
-            const pieces: Piece[] = lines.map((text) => ({ text, partial: false }));
-            // A line longer than a chunk goes out in pieces rather than pile up in memory.
-            if (this.rest.length > CHUNK_BYTES) {
-              pieces.push({ text: this.rest, partial: true });
-              this.rest = "";
-            }
-            await emit(pieces);
-          }
-        }
-      } finally {
-        closeSync(fd);
+  async drain(final: boolean, emit: (pieces: Piece[]) => Promise<void>, dropped: (bytes: number) => void): Promise<void> {
+    for (;;) {
+      // Local files are opened without following links (stage-logs.ts openArtifactFile).
+      const chunk = await this.files.read(this.name, this.offset, CHUNK_BYTES);
+      this.settled = chunk === undefined || chunk.complete;
+      if (!chunk) break;
+      if (chunk.offset > this.offset) {
+        dropped(chunk.offset - this.offset);
+        this.offset = chunk.offset;
+        // The line under way at the cut lost its head: printing starts at the next whole line.
+        this.rest = "";
+        this.headless = true;
       }
+      if (chunk.data.length === 0) break;
+      this.offset += chunk.data.length;
+      let text = this.decoder.decode(chunk.data, { stream: true });
+      if (this.headless) {
+        const nl = text.indexOf("\n");
+        this.headless = nl < 0;
+        text = nl < 0 ? "" : text.slice(nl + 1);
+      }
+      this.rest += text;
+      const lines = this.rest.split("\n");
+      this.rest = lines.pop() ?? "";
+      const pieces: Piece[] = lines.map((text) => ({ text, partial: false }));
+      // A line longer than a chunk goes out in pieces rather than pile up in memory.
+      if (this.rest.length > CHUNK_BYTES) {
+        pieces.push({ text: this.rest, partial: true });
+        this.rest = "";
+      }
+      await emit(pieces);
+      // What was there when this drain began (or a little more): a file that grows fast does not hold it forever.
+      if (this.offset >= chunk.size) break;
     }
     if (final && this.rest) {
       const text = this.rest;
@@ -92,8 +117,12 @@ export default defineCommand({
     const s = session();
     const run = await s.findRun(args.run);
     const journal = await s.journal();
+    // Stages that ran on another host: their files in the artifact store, when this process has one (artifacts/select.ts).
+    const store = artifactStoreFor(journal, loadConfig({ home: s.globals.home }).config);
     const tails = new Map<string, { label: string; stream: string; tail: FileTail }>();
+    const sources = new Map<string, StageFiles>();
     let matchedOnce = false;
+    let settleUntil: number | undefined;
     const elsewhere = new Map<string, string>();
     for (;;) {
       const report = (await buildRunReport(journal, run.id))!;
@@ -112,29 +141,39 @@ export default defineCommand({
       matchedOnce ||= stages.length > 0;
       for (const st of stages) {
         if (!st.artifactDir) continue;
-        if (!existsSync(st.artifactDir)) {
+        const files = sources.get(st.artifactDir) ?? (await openStageFiles(st.artifactDir, run.rootId, store));
+        if (!files) {
           elsewhere.set(st.path, st.artifactDir);
           continue;
         }
+        sources.set(st.artifactDir, files);
         elsewhere.delete(st.path);
         for (const stream of args.stderr ? (["stdout", "stderr"] as const) : (["stdout"] as const)) {
-          const path = stageLogPath(st.artifactDir, stream);
-          if (!tails.has(path)) tails.set(path, { label: st.path, stream, tail: new FileTail(path) });
+          const name = await logNameOf(files, stream);
+          const key = `${st.artifactDir}\0${name}`;
+          if (!tails.has(key)) tails.set(key, { label: st.path, stream, tail: new FileTail(files, name) });
         }
       }
+      // Following a run that ended: remote stages' last bytes may still be on their way to the store.
+      if (args.follow && !live) settleUntil ??= Date.now() + SETTLE_MS;
+      const settling = settleUntil !== undefined && Date.now() < settleUntil && [...tails.values()].some((t) => t.tail.files.where === "store" && !t.tail.settled);
+      const final = !live && !settling;
       const prefix = args.stage === undefined;
       for (const { label, stream, tail } of tails.values()) {
-        await tail.drain(!live, (pieces) => printPieces(s, label, stream, pieces, prefix));
+        await tail.drain(final, (pieces) => printPieces(s, label, stream, pieces, prefix), (bytes) => {
+          s.warn(`the first ${formatBytes(bytes)} of the ${stream} of stage ${label} are not kept: the artifact store keeps the last ${formatBytes(store?.maxFileBytes ?? 0)} of a file (artifacts.maxFileBytes); printing from the next whole line`);
+        });
         if (stdoutClosed()) return;
       }
-      if (!args.follow || !live) break;
+      if (!args.follow || final) break;
       await Bun.sleep(POLL_MS);
       if (!(await stillExists(journal, run.id))) break;
     }
     if (elsewhere.size > 0) {
       const [first, dir] = [...elsewhere][0]!;
       const others = elsewhere.size > 1 ? ` (and ${elsewhere.size - 1} more stage${elsewhere.size > 2 ? "s" : ""})` : "";
-      s.warn(`the output of stage ${first}${others} is not on this machine (${dir}): it stays on the machine that ran the stage, unless it was removed; run atomic logs there`);
+      const where = store ? ` nor in the artifact store (${store.location})` : "";
+      s.warn(`the output of stage ${first}${others} is not on this machine (${dir})${where}: it stays on the machine that ran the stage, unless it was removed; run atomic logs there`);
     }
   },
 });

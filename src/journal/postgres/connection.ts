@@ -90,6 +90,9 @@ export class PgConnection {
     });
     // An idle client whose server went away: the pool drops it; the next checkout connects anew.
     this.pool.on("error", () => {});
+    // A checked-out client whose server went away also emits "error" (pg: after failing its queries, which is how
+    // the caller learns of it): without a listener that is an uncaught exception in whatever process holds it.
+    this.pool.on("connect", (client) => client.on("error", () => {}));
   }
 
   /** A connection outside the pool, the caller's to connect and end (LISTEN holds one for as long as it listens). */

@@ -10,7 +10,9 @@
  * commit, JournalViews in ../types.ts) and append batches (receipts of
  * append calls, so a call whose COMMIT's outcome is unknown can ask again).
  * Versions 3 (retention: tombstones of deleted runs) and 4 (schedules) follow
- * SQLite's versions 7 and 8.
+ * SQLite's versions 7 and 8. Version 7 (the artifact store, ./artifacts.ts)
+ * has no SQLite counterpart: on the embedded journal a stage's files are the
+ * local ones.
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -303,6 +305,34 @@ export const MIGRATIONS: readonly PgMigration[] = [
       `create index fleet_down_by_age on fleet_down (at)`,
       // Paused roots: no host claims their items.
       `create table fleet_holds (root_id text primary key, at bigint not null)`,
+    ],
+  },
+  {
+    version: 7,
+    name: "artifact store: stage files in chunks, readable from every host",
+    statements: [
+      // The contract and the append's locking: artifacts.ts. One row per file; a file's bytes in chunks of 256 KiB
+      // at offsets that are multiples of it. No foreign key to runs: a host may ship a stage's first bytes before
+      // the root's record of the stage commits; retention deletes by root id (retention.ts) in the tree's transaction.
+      `create table artifact_files (
+        id bigint generated always as identity primary key,
+        root_id text not null,
+        run_id text not null,
+        stage text not null,
+        name text not null,
+        size bigint not null default 0,
+        dropped bigint not null default 0,
+        complete integer not null default 0,
+        updated_at bigint not null
+      )`,
+      `create unique index artifact_files_by_key on artifact_files (run_id, stage, name)`,
+      `create index artifact_files_by_root on artifact_files (root_id)`,
+      `create table artifact_chunks (
+        file_id bigint not null references artifact_files (id) on delete cascade,
+        off bigint not null,
+        data bytea not null,
+        primary key (file_id, off)
+      )`,
     ],
   },
 ];

@@ -19,6 +19,8 @@
  * - retention.ts: deleting finished trees (locks, the database clock's
  *   judgement of a lease), VACUUM outside transactions.
  * - schedules.ts: schedules, the tick claim as a compare-and-set.
+ * - artifacts.ts: the artifact store (stage files in chunks, capped), so
+ *   every host reads what a worker host ran.
  * - open-errors.ts: why opening failed, in one sentence and a hint.
  *
  * Capabilities: transactions await the network, so
@@ -55,6 +57,8 @@ import type {
 import type { ScheduleStore } from "../schedules.ts";
 import type { JournalTables } from "../sqlite/tables.ts";
 import { appendEntries } from "./append.ts";
+import { PgArtifactStore } from "./artifacts.ts";
+import type { ArtifactStore } from "../../artifacts/store.ts";
 import { PgConnection, isConnectionLoss } from "./connection.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./migrations.ts";
@@ -174,6 +178,11 @@ export class PostgresJournal implements Journal {
     );
     if (!rows[0]) throw new UsageError("run_not_found", `run ${runId} does not exist`);
     return rows[0].control_rev;
+  }
+
+  /** The artifact store in this database (../../artifacts/select.ts decides whether a process uses it). */
+  artifactStore(opts: { maxFileBytes: number }): ArtifactStore {
+    return new PgArtifactStore(session(this.conn), this.location, opts.maxFileBytes);
   }
 
   /** Nothing to stat: a server that went away shows as storage_unavailable on the next write. */

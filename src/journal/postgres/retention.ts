@@ -62,6 +62,8 @@ const TREE_TABLES: readonly (readonly [table: string, by: "root" | "ids", where:
   ["messages", "root", "root_id = $1"],
   ["prompts", "root", "root_id = $1"],
   ["stage_index", "root", "root_id = $1"],
+  ["artifact_chunks", "root", "file_id in (select id from artifact_files where root_id = $1)"],
+  ["artifact_files", "root", "root_id = $1"],
   ["events", "ids", "run_id = any($1::text[])"],
   ["leases", "root", "run_id = $1"],
   ["runs", "ids", "id = any($1::text[])"],

@@ -321,6 +321,9 @@
           if (out.key !== key) return;
           const so = panel.querySelector("#stage-stdout"), se = panel.querySelector("#stage-stderr");
           if (!so || !se) return;
+          // The artifact store's cap dropped the head of a long file: say how much is missing before what follows.
+          if (t.stdout.offset > out.stdout) appendCapped(so, `[… ${t.stdout.offset - out.stdout} bytes not kept by the artifact store …]\n`);
+          if (t.stderr.offset > out.stderr) appendCapped(se, `[… ${t.stderr.offset - out.stderr} bytes not kept by the artifact store …]\n`);
           appendCapped(so, t.stdout.text);
           appendCapped(se, t.stderr.text);
           if (t.agent && (t.stdout.text || t.turns)) showConversation(so, t.turns);
