@@ -49,12 +49,20 @@ import { StallMonitor } from "../pool/stall-monitor.ts";
 import { Supervisor } from "../pool/supervisor.ts";
 import { HostLink } from "./host-link.ts";
 import { Outbox, type Outcome } from "./outbox.ts";
+import { artifactStoreFor } from "../artifacts/select.ts";
+import { artifactKeyOf, type ArtifactStore } from "../artifacts/store.ts";
+import { shipStageFiles, type StageShipper } from "../artifacts/shipper.ts";
+import { loadConfig } from "../shared/config.ts";
 
 const POLL_MS = 1_000;
 const REAP_MS = 500;
 const SKEW_CHECK_MS = 5_000;
 /** The most a stopping host waits for each of its last writes. */
 const STOP_WRITE_MS = 2_000;
+/** How often a running stage's new bytes go to the artifact store. */
+const SHIP_INTERVAL_MS = 500;
+/** The most a stage's result waits for its last bytes to be shipped. */
+const SHIP_STOP_MS = 5_000;
 
 export interface HostOptions {
   journal: Journal & { fleet: FleetStore };
@@ -90,6 +98,10 @@ export class WorkerHost implements CoordinatorCore {
   private readonly applied = new Set<number>();
   private readonly fleet: FleetStore;
   private readonly outbox: Outbox;
+  /** Where stage files go for every machine to read (none: they stay in this host's home). */
+  private readonly store: ArtifactStore | undefined;
+  /** The stages whose files are being shipped, by work id. */
+  private readonly shippers = new Map<string, StageShipper>();
   private stopped!: () => void;
   readonly done = new Promise<void>((r) => (this.stopped = r));
 
@@ -116,6 +128,15 @@ export class WorkerHost implements CoordinatorCore {
     this.workers = new Supervisor(this);
     this.dispatcher = new Dispatcher(this);
     this.outbox = new Outbox(opts.home, opts.journal.work, this.fleet, (line) => this.log(line));
+    this.store = artifactStoreFor(opts.journal, loadConfig({ home: opts.home }).config);
+  }
+
+  /** The stage's last bytes reach the store before its result is committed (readers see its files complete). */
+  async beforeCommit(workId: string): Promise<void> {
+    const shipper = this.shippers.get(workId);
+    if (!shipper) return;
+    this.shippers.delete(workId);
+    await shipper.stop({ timeoutMs: SHIP_STOP_MS }).catch((err: unknown) => this.log(`files of work ${workId} not all shipped: ${ensureError(err).message}`));
   }
 
   keepUncommitted(item: { id: string; rootId: RunId }, fence: WorkFence, outcome: Outcome, op: { id: string; digest: string }): boolean {
@@ -147,6 +168,9 @@ export class WorkerHost implements CoordinatorCore {
     const at = request.artifactDir.lastIndexOf(`/${request.runId}/`);
     const artifactDir = at < 0 ? join(this.opts.home, "artifacts", request.runId, request.stageKey) : join(this.opts.home, "artifacts", request.artifactDir.slice(at + 1));
     const moved = JSON.parse(JSON.stringify(request).replaceAll(JSON.stringify(request.artifactDir).slice(1, -1), JSON.stringify(artifactDir).slice(1, -1))) as StageRequest;
+    // Its files are shipped under the directory the root recorded (every reader looks it up by that).
+    const key = this.store ? artifactKeyOf(item.rootId, request.artifactDir) : undefined;
+    if (this.store && key) this.shippers.set(item.id, shipStageFiles(artifactDir, this.store, key, { intervalMs: SHIP_INTERVAL_MS }));
     return { ...moved, cwd, artifactDir };
   }
 
@@ -244,6 +268,12 @@ export class WorkerHost implements CoordinatorCore {
 
   private poll(): void {
     if (this.shuttingDown) return;
+    // Stages that ended without a result to commit (their worker lost, the item released): their files go as they are.
+    for (const [workId, shipper] of this.shippers) {
+      if (this.workers.running(workId)) continue;
+      this.shippers.delete(workId);
+      void shipper.stop({ timeoutMs: SHIP_STOP_MS }).catch(() => {});
+    }
     void this.dispatcher.dispatch();
     void this.readDown();
   }

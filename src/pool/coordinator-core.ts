@@ -47,6 +47,8 @@ export interface CoordinatorCore {
   localize?(item: WorkItem): StageRequest | { refused: string };
   /** Worker ids end in `@<hostId>` on a worker host (the root tells where a stage ran from its result's worker id). */
   readonly hostId?: string;
+  /** A worker's result for `workId` is about to be committed (a worker host ships the stage's last files first). Never throws. */
+  beforeCommit?(workId: string): Promise<void>;
   /**
    * Where a result goes that the journal did not take (a worker host's
    * outbox, ../fleet/outbox.ts): true when it was kept, and the worker is

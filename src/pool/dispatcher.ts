@@ -141,6 +141,7 @@ export class Dispatcher {
     const outcome = { state: result.status === "completed" ? ("completed" as const) : ("failed" as const), result };
     const op = { id: msg.opId, digest: String(Bun.hash(body)) };
     let committed: Awaited<ReturnType<typeof journal.work.completeAndClaim>>;
+    if (this.core.beforeCommit && slot.owns(msg.ref)) await this.core.beforeCommit(fence.id);
     try {
       // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
       const claimAt = tracing ? traceNow() : 0;

@@ -292,3 +292,31 @@ describe("worker hosts: what a local stage shows, a remote one shows", () => {
     expect(a.inputTokens ?? a.input).toBe(20);
   }, 90_000);
 });
+
+describe("worker hosts: stage files", () => {
+  test("atomic logs and logs --follow on the root's machine read a remote stage's output from the artifact store", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const host = await startHost({ url, id: "files", slots: 3, env: agentEnv() });
+    const gate = join(dir, "gate");
+    const home = join(dir, "root");
+    const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });
+    const out = lineWatcher(run.stdout);
+    const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
+    await out.waitFor(/tick-one/, 30_000);
+    // Following from a third machine while the stage still runs on the host.
+    const follow = spawnAtomic(["logs", runId, "--stage", "talk", "--follow", "--journal", url], { home: join(dir, "third") });
+    const followed = lineWatcher(follow.stdout);
+    await followed.waitFor(/tick-one/, 30_000);
+    writeFileSync(gate, "");
+    await followed.waitFor(/tick-two/, 30_000);
+    expect(await run.exited).toBe(0);
+    expect(await follow.exited).toBe(0);
+    // The files exist only on the host; logs on the root's machine reads them from the store.
+    const logs = await runAtomic(["logs", runId, "--stage", "talk", "--journal", url], { home });
+    expect(logs.code).toBe(0);
+    expect(logs.stdout).toBe("tick-one\ntick-two\n");
+    expect(logs.stderr).toBe("");
+    void host;
+  }, 90_000);
+});
