@@ -13,6 +13,7 @@ import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { crashCause, leaseExpiry, shownStatus } from "../journal/run-status.ts";
 import type { Journal, RunRecord, ShownStatus } from "../journal/types.ts";
+import { hostOfWorker } from "../journal/fleet-view.ts";
 import {
   EVENT,
   type CheckpointPayload,
@@ -61,6 +62,12 @@ export interface StepReport {
   /** Pool attempt generation of the recorded result (2 = its first worker was lost) and the worker that ran it. */
   generation?: number;
   workerId?: string;
+  /** Where its recorded result ran: a worker host (its worker id's part after `@`), or the root's machine (its own pool). */
+  ranOn?: { host: string; remote: boolean };
+  /** A queued attempt only worker hosts can run: the queue it waits on. */
+  hostQueue?: string;
+  /** Why that attempt still waits, when no live host serves its queue (queue-waits.ts; absent until asked). */
+  queueWait?: string;
   outputPath?: string;
   errorPath?: string;
   artifactDir?: string;
@@ -158,6 +165,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         delete step.error;
         if (p.artifactDir) step.artifactDir = p.artifactDir;
         if (p.childRunId) step.childRunId = p.childRunId;
+        if (p.queued && p.hostQueue) step.hostQueue = p.hostQueue;
+        else delete step.hostQueue;
         step.attemptLog.push({
           attempt: step.attempts,
           startedAt: p.queued ? (p.requestedAt ?? at) : at,
@@ -252,6 +261,11 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   for (const step of sleeps) settleSleep(step, step.wakeAt!, live ? Date.now() >= step.wakeAt! : run.status === "completed" || lastEventAt >= step.wakeAt! || movedPast(step.position, steps.keys()));
   const list = [...steps.values()];
   for (const step of list) {
+    if (step.status !== "queued") delete step.hostQueue;
+    const remoteHost = hostOfWorker(step.workerId);
+    // A worker of the root's own pool ran on the machine of the root's driver (the lease's last holder).
+    if (remoteHost !== undefined) step.ranOn = { host: remoteHost, remote: true };
+    else if (step.workerId && lease) step.ranOn = { host: lease.host, remote: false };
     if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
       step.outputPath = stageLogPath(step.artifactDir, "stdout");
       step.errorPath = stageLogPath(step.artifactDir, "stderr");
