@@ -105,7 +105,7 @@ export interface RunReport {
   waiting?: { position: string; name: string; reason: string; since: number }[];
 }
 
-export async function buildRunReport(journal: Journal, runId: RunId, opts: { depth?: number } = {}): Promise<RunReport | undefined> {
+export async function buildRunReport(journal: Journal, runId: RunId, opts: { depth?: number; driveHost?: string } = {}): Promise<RunReport | undefined> {
   const run = await journal.getRun(runId);
   if (!run) return undefined;
   const lease = await journal.getLease(run.rootId);
@@ -118,8 +118,14 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const waiting = new Map<string, { position: string; name: string; reason: string; since: number }>();
   let lastEventAt = 0;
   let origin: RunOrigin | undefined;
+  // The host of the drive recording these events (run_started, each run_resumed; a child's: its parent's drive
+  // when the child started), where the root's own pool ran its stages. Runs recorded before run_started named
+  // it: the lease's last holder.
+  let driveHost = opts.driveHost ?? lease?.host;
+  const childDriveHosts = new Map<string, string | undefined>();
   for (const e of events) {
     lastEventAt = Math.max(lastEventAt, e.at);
+    if (e.type === EVENT.runStarted || e.type === EVENT.runResumed) driveHost = (e.payload as { host?: string }).host ?? driveHost;
     if (e.type === EVENT.runStarted) origin = (e.payload as { origin?: RunOrigin }).origin;
     if (e.type === EVENT.stageWaiting) {
       const w = e.payload as { stageKey: string; name: string; reason: string };
@@ -165,6 +171,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         delete step.error;
         if (p.artifactDir) step.artifactDir = p.artifactDir;
         if (p.childRunId) step.childRunId = p.childRunId;
+        if (p.childRunId) childDriveHosts.set(p.childRunId, driveHost);
         if (p.queued && p.hostQueue) step.hostQueue = p.hostQueue;
         else delete step.hostQueue;
         step.attemptLog.push({
@@ -208,7 +215,12 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           step.status = r.status === "completed" ? "completed" : "failed";
           step.exitCode = r.exitCode;
           if (r.generation !== undefined) step.generation = r.generation;
-          if (r.workerId !== undefined) step.workerId = r.workerId;
+          if (r.workerId !== undefined) {
+            step.workerId = r.workerId;
+            const remote = hostOfWorker(r.workerId);
+            if (remote !== undefined) step.ranOn = { host: remote, remote: true };
+            else if (driveHost) step.ranOn = { host: driveHost, remote: false };
+          }
           step.outputPath = r.outputPath;
           if (r.errorPath) step.errorPath = r.errorPath;
           if (r.error) step.error = { name: "StageFailed", ...r.error };
@@ -262,10 +274,6 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const list = [...steps.values()];
   for (const step of list) {
     if (step.status !== "queued") delete step.hostQueue;
-    const remoteHost = hostOfWorker(step.workerId);
-    // A worker of the root's own pool ran on the machine of the root's driver (the lease's last holder).
-    if (remoteHost !== undefined) step.ranOn = { host: remoteHost, remote: true };
-    else if (step.workerId && lease) step.ranOn = { host: lease.host, remote: false };
     if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
       step.outputPath = stageLogPath(step.artifactDir, "stdout");
       step.errorPath = stageLogPath(step.artifactDir, "stderr");
@@ -275,7 +283,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   if (depth > 0) {
     for (const step of list) {
       if (step.childRunId) {
-        const child = await buildRunReport(journal, step.childRunId as RunId, { depth: depth - 1 });
+        const driveHostOfChild = childDriveHosts.get(step.childRunId) ?? driveHost;
+        const child = await buildRunReport(journal, step.childRunId as RunId, { depth: depth - 1, ...(driveHostOfChild ? { driveHost: driveHostOfChild } : {}) });
         if (child) step.child = child;
       }
     }

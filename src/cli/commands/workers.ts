@@ -8,7 +8,9 @@
  * the age of its last heartbeat (by the database clock), its version and,
  * when it refuses stages of another atomic version, its sentence saying so.
  * The busy workers are the work queue's leased items whose worker id is a
- * host's (`<worker>@<host id>`): run, stage, attempt.
+ * host's (`<worker>@<host id>`): run, stage, attempt. BUSY counts them, not
+ * the host's own count in its row: that one is a heartbeat old, and a lost
+ * host's items stay leased until their leases run out.
  *
  * Hosts stopped or lost over a day ago are left out unless `--all`: a fleet
  * that is scaled up and down would otherwise list every machine it ever had.
@@ -65,6 +67,7 @@ function hostJson(h: HostRecord, state: ShownHostState, workers: HostWork[]) {
     ...rest,
     state,
     storedState,
+    busy: workers.length,
     heartbeatAgeMs: silentMs,
     workers: workers.map((w) => ({ workerId: w.workerId, runId: w.runId, rootId: w.rootId, stageKey: w.stageKey, stageName: w.stageName, attempt: w.attempt, generation: w.generation, queue: w.queue, workId: w.workId, leaseExpiresAt: w.leaseExpiresAt })),
   };
@@ -85,7 +88,7 @@ function printHosts(s: ReturnType<typeof session>, shown: Shown[], hidden: numbe
       { header: "HOST", cells: shown.map((x) => name(x.host.hostId)), shrink: { min: 12 } },
       { header: "STATE", cells: shown.map((x) => x.state), color: (i, t) => stateColor(st, shown[i]!.state)(t) },
       { header: "QUEUES", cells: shown.map((x) => x.host.queues.join(",")), shrink: { min: 10 } },
-      { header: "BUSY", cells: shown.map((x) => `${x.state === "running" || x.state === "draining" ? x.host.busy : x.workers.length}/${x.host.slots}`) },
+      { header: "BUSY", cells: shown.map((x) => `${x.workers.length}/${x.host.slots}`) },
       { header: "HEARTBEAT", cells: shown.map((x) => `${ageText(x.host.silentMs)} ago`) },
       { header: "VERSION", cells: shown.map((x) => x.host.version), drop: 2 },
       { header: "PID", cells: shown.map((x) => String(x.host.pid)), drop: 3 },
