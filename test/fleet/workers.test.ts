@@ -17,6 +17,7 @@ import { killSpawned, lineWatcher, processesMatching, runAtomic, spawnAtomic, wa
 import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { startWorkerHost } from "../helpers/worker-hosts.ts";
+import pg from "pg";
 import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
 
 declare const document: {
@@ -123,6 +124,34 @@ export default workflow({ name: "hold", async run(ctx) { await ctx.task("hold", 
     const j = await runAtomic(["workers", "--json"], { home, env: { ATOMIC_JOURNAL: undefined } });
     expect(j.code).toBe(2);
     expect(JSON.parse(j.stdout)).toMatchObject({ type: "error", code: "needs_shared_journal", exitCode: 2 });
+  }, 60_000);
+
+  test("atomic workers: none yet says how to start one; a host's refusal (version skew) is shown with it; old stopped hosts only with --all", async () => {
+    const journal = await freshDatabase("wui");
+    const empty = await workers(journal);
+    expect(empty.text).toBe("no worker hosts yet; start one on a machine with: atomic worker --journal <this journal> [--queues default,gpu]\n");
+    // Rows as hosts of another version and a long-gone host leave them (what a heartbeat writes: src/journal/postgres/fleet.ts).
+    const db = new pg.Client({ connectionString: journal });
+    await db.connect();
+    try {
+      const now = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+      const refused = "refusing stages of pool protocol 99: this worker (atomic 0.0.1) speaks protocol 1; run the same atomic version as the roots";
+      await db.query(
+        `insert into atomic.worker_hosts (host_id, version, protocol, schema_version, queues, slots, busy, state, workdir, pid, refused, started_at, heartbeat_at)
+         values ('wui-old', '0.0.1', 1, 6, '{default}', 2, 0, 'running', '/srv', 4242, $1, ${now}, ${now}),
+                ('wui-gone', '0.0.1', 1, 6, '{gpu}', 1, 0, 'stopped', '/srv', 4343, null, ${now} - 200000000, ${now} - 100000000)`,
+        [refused],
+      );
+      const listed = await workers(journal);
+      expect(listed.text).toContain(`refusing: wui-old: ${refused}\n`);
+      expect(listed.text).not.toContain("wui-gone");
+      expect(listed.text).toContain("1 host(s) stopped or lost over a day ago not shown (--all lists them)");
+      const all = await runAtomic(["workers", "--all", "--json"], { home: makeTempDir(), env: { ATOMIC_JOURNAL: journal } });
+      const hosts = all.stdout.trim().split("\n").map((l) => JSON.parse(l) as HostJson);
+      expect(hosts.map((h) => [h.hostId, h.state, h.refused])).toEqual([["wui-gone", "stopped", null], ["wui-old", "running", refused]]);
+    } finally {
+      await db.end();
+    }
   }, 60_000);
 
   describe.skipIf(!HAVE_CHROMIUM)("in Chromium", () => {
