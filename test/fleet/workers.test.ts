@@ -18,6 +18,7 @@ import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { startWorkerHost } from "../helpers/worker-hosts.ts";
 import pg from "pg";
+import { cleanupNow, spawnInPty } from "../e2e/support.ts";
 import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
 
 declare const document: {
@@ -26,6 +27,7 @@ declare const document: {
 };
 
 afterEach(async () => {
+  await cleanupNow();
   await killSpawned();
   removeTempDirs();
 });
@@ -221,6 +223,22 @@ export default workflow({ name: "queues", async run(ctx) {
       }
     }, 180_000);
   });
+
+  test("the live tree on a terminal says why a stage queued for a worker host waits, until one runs it", async () => {
+    const journal = await freshDatabase("wui");
+    const wf = workflowFile(`import { workflow } from "atomic";
+export default workflow({ name: "gpu", async run(ctx) { await ctx.task("train", { shell: "echo trained", queue: "gpu" }); } });`);
+    const term = spawnInPty(["run", wf, "--workers", "0"], { home: makeTempDir(), env: { NO_COLOR: "1", ATOMIC_JOURNAL: journal } });
+    await waitUntil(() => term.text().includes("○ train queued  waiting for a worker on queue gpu; no worker host has served it"), 60_000, "the reason drawn").catch(async (e) => {
+      throw new Error(`${(e as Error).message}; ${await term.describe()}`);
+    });
+    await startWorkerHost({ journal, hostId: "wui-g3", queues: ["gpu"] });
+    expect(await term.exited).toBe(0);
+    // the last frame: the stage done, the reason gone
+    const last = term.text().split("\x1b[J").at(-1)!;
+    expect(last).toMatch(/✓ train \S+/);
+    expect(last).not.toContain("waiting for a worker");
+  }, 120_000);
 
   test("with workers of its own the root runs default-queue stages itself: no reason for them, shown as run beside the root", async () => {
     const journal = await freshDatabase("wui");
