@@ -46,6 +46,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic worker --journal postgres://atomic@db:5432/atomic", "atomic worker --journal postgres://atomic@db/atomic --slots 8 --queues default,gpu --workdir /srv/checkout"],
     load: () => import("./commands/worker.ts").then((m) => m.default),
   },
+  workers: {
+    summary: "list worker hosts of a shared Postgres journal and what their workers run",
+    examples: ["atomic workers --journal postgres://atomic@db:5432/atomic", "atomic workers --all --json | jq -c 'select(.state == \"lost\")'"],
+    load: () => import("./commands/workers.ts").then((m) => m.default),
+  },
   gc: {
     summary: "delete old finished runs and their artifacts; shrink the journal",
     examples: ["atomic gc --dry-run", "atomic gc --older-than 7d", "atomic gc --older-than 90d --status failed,crashed --force"],

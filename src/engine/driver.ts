@@ -115,6 +115,8 @@ export class RootRun {
           cwd: process.cwd(),
           digest: req.digest,
           depth: 0,
+          // Where this drive runs (a run_resumed names its own): the machine of the root's own pool (run-report.ts ranOn).
+          host: lease.host,
           ...(budget ? { budget } : {}),
           ...(origin ? { origin } : {}),
           // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.

@@ -46,6 +46,8 @@ export interface StepStartedPayload extends StepIdentity {
   queued?: boolean;
   /** With `queued`: when the workflow started the attempt (admission may have held it before this record). */
   requestedAt?: number;
+  /** With `queued`: the queue it waits on when only worker hosts can run it (StageExecutor.hostQueue). */
+  hostQueue?: string;
   /** ctx.ask: the prompt this attempt opened. */
   promptId?: string;
   question?: string;

@@ -23,6 +23,8 @@ export type EngineEvent =
       childRunId?: string;
       /** A stage that waits for a free worker: `step_running` says when it starts. */
       queued?: boolean;
+      /** A queued stage only worker hosts can run: the queue it waits on (StageExecutor.hostQueue). */
+      hostQueue?: string;
       at: number;
     }
   /** A queued stage attempt started on a worker (at: when its runner started). */

@@ -13,6 +13,7 @@ import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { crashCause, leaseExpiry, shownStatus } from "../journal/run-status.ts";
 import type { Journal, RunRecord, ShownStatus } from "../journal/types.ts";
+import { hostOfWorker } from "../journal/fleet-view.ts";
 import {
   EVENT,
   type CheckpointPayload,
@@ -61,6 +62,12 @@ export interface StepReport {
   /** Pool attempt generation of the recorded result (2 = its first worker was lost) and the worker that ran it. */
   generation?: number;
   workerId?: string;
+  /** Where its recorded result ran: a worker host (its worker id's part after `@`), or the root's machine (its own pool). */
+  ranOn?: { host: string; remote: boolean };
+  /** A queued attempt only worker hosts can run: the queue it waits on. */
+  hostQueue?: string;
+  /** Why that attempt still waits, when no live host serves its queue (queue-waits.ts; absent until asked). */
+  queueWait?: string;
   outputPath?: string;
   errorPath?: string;
   artifactDir?: string;
@@ -98,7 +105,7 @@ export interface RunReport {
   waiting?: { position: string; name: string; reason: string; since: number }[];
 }
 
-export async function buildRunReport(journal: Journal, runId: RunId, opts: { depth?: number } = {}): Promise<RunReport | undefined> {
+export async function buildRunReport(journal: Journal, runId: RunId, opts: { depth?: number; driveHost?: string } = {}): Promise<RunReport | undefined> {
   const run = await journal.getRun(runId);
   if (!run) return undefined;
   const lease = await journal.getLease(run.rootId);
@@ -111,8 +118,14 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   const waiting = new Map<string, { position: string; name: string; reason: string; since: number }>();
   let lastEventAt = 0;
   let origin: RunOrigin | undefined;
+  // The host of the drive recording these events (run_started, each run_resumed; a child's: its parent's drive
+  // when the child started), where the root's own pool ran its stages. Runs recorded before run_started named
+  // it: the lease's last holder.
+  let driveHost = opts.driveHost ?? lease?.host;
+  const childDriveHosts = new Map<string, string | undefined>();
   for (const e of events) {
     lastEventAt = Math.max(lastEventAt, e.at);
+    if (e.type === EVENT.runStarted || e.type === EVENT.runResumed) driveHost = (e.payload as { host?: string }).host ?? driveHost;
     if (e.type === EVENT.runStarted) origin = (e.payload as { origin?: RunOrigin }).origin;
     if (e.type === EVENT.stageWaiting) {
       const w = e.payload as { stageKey: string; name: string; reason: string };
@@ -158,6 +171,9 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         delete step.error;
         if (p.artifactDir) step.artifactDir = p.artifactDir;
         if (p.childRunId) step.childRunId = p.childRunId;
+        if (p.childRunId) childDriveHosts.set(p.childRunId, driveHost);
+        if (p.queued && p.hostQueue) step.hostQueue = p.hostQueue;
+        else delete step.hostQueue;
         step.attemptLog.push({
           attempt: step.attempts,
           startedAt: p.queued ? (p.requestedAt ?? at) : at,
@@ -199,7 +215,12 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           step.status = r.status === "completed" ? "completed" : "failed";
           step.exitCode = r.exitCode;
           if (r.generation !== undefined) step.generation = r.generation;
-          if (r.workerId !== undefined) step.workerId = r.workerId;
+          if (r.workerId !== undefined) {
+            step.workerId = r.workerId;
+            const remote = hostOfWorker(r.workerId);
+            if (remote !== undefined) step.ranOn = { host: remote, remote: true };
+            else if (driveHost) step.ranOn = { host: driveHost, remote: false };
+          }
           step.outputPath = r.outputPath;
           if (r.errorPath) step.errorPath = r.errorPath;
           if (r.error) step.error = { name: "StageFailed", ...r.error };
@@ -252,6 +273,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   for (const step of sleeps) settleSleep(step, step.wakeAt!, live ? Date.now() >= step.wakeAt! : run.status === "completed" || lastEventAt >= step.wakeAt! || movedPast(step.position, steps.keys()));
   const list = [...steps.values()];
   for (const step of list) {
+    if (step.status !== "queued") delete step.hostQueue;
     if (step.kind === "stage" && step.artifactDir && !step.outputPath) {
       step.outputPath = stageLogPath(step.artifactDir, "stdout");
       step.errorPath = stageLogPath(step.artifactDir, "stderr");
@@ -261,7 +283,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   if (depth > 0) {
     for (const step of list) {
       if (step.childRunId) {
-        const child = await buildRunReport(journal, step.childRunId as RunId, { depth: depth - 1 });
+        const driveHostOfChild = childDriveHosts.get(step.childRunId) ?? driveHost;
+        const child = await buildRunReport(journal, step.childRunId as RunId, { depth: depth - 1, ...(driveHostOfChild ? { driveHost: driveHostOfChild } : {}) });
         if (child) step.child = child;
       }
     }

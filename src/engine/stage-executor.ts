@@ -14,6 +14,11 @@ export interface StageExecutor {
   /** True when stages go through the work queue: the stage step enqueues `request.workId` with its start record. */
   readonly queued: boolean;
   execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult>;
+  /**
+   * The queue a stage waits on when only worker hosts can run it (no worker of the root's own serves
+   * that queue): recorded with its start, so readers can say why it waits (journal/fleet-view.ts).
+   */
+  hostQueue?(request: StageRequest): string | undefined;
   /** A stage is about to be recorded and executed: start whatever is slow to start (it must not throw). */
   prepare?(): void;
   /** Apply a control revision (pause/unpause) wherever stages run; resolves once it is acknowledged. */

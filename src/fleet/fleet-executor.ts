@@ -22,7 +22,8 @@
  */
 
 import { join } from "node:path";
-import type { FleetStore } from "../journal/fleet.ts";
+import { DEFAULT_QUEUE, type FleetStore } from "../journal/fleet.ts";
+import { hostOfWorker } from "../journal/fleet-view.ts";
 import type { WorkItem, WorkQueue } from "../journal/types.ts";
 import type { StageExecutor } from "../engine/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
@@ -58,7 +59,7 @@ export interface FleetExecutorOptions {
 
 /** Whether a worker id is a worker host's (host.ts: `<worker>@<host id>`). */
 export function isHostWorker(workerId: string | null | undefined): boolean {
-  return workerId?.includes("@") === true;
+  return hostOfWorker(workerId) !== undefined;
 }
 
 export class FleetExecutor implements StageExecutor {
@@ -74,6 +75,12 @@ export class FleetExecutor implements StageExecutor {
   private closing = false;
 
   constructor(private readonly o: FleetExecutorOptions) {}
+
+  /** The root's own pool serves the default queue only, and only with workers (`--workers N`). */
+  hostQueue(request: StageRequest): string | undefined {
+    const queue = request.queue ?? DEFAULT_QUEUE;
+    return this.o.local && queue === DEFAULT_QUEUE ? undefined : queue;
+  }
 
   prepare(): void {
     this.o.local?.prepare();

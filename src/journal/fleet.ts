@@ -78,6 +78,22 @@ export interface QueueDemand {
   oldestReadyAt: number;
 }
 
+/** A leased item whose worker is a worker host's (`<worker>@<host id>`): what `atomic workers` lists as busy. */
+export interface HostWork {
+  workId: string;
+  rootId: RunId;
+  runId: RunId;
+  stageKey: string;
+  stageName: string;
+  attempt: number;
+  generation: number;
+  queue: string;
+  workerId: string;
+  /** The part of the worker id after its `@`. */
+  hostId: string;
+  leaseExpiresAt: number | null;
+}
+
 export interface DownMessage {
   seq: number;
   rootId: RunId;
@@ -91,6 +107,8 @@ export interface FleetStore {
   /** Registers or refreshes a host's row. */
   heartbeat(host: HostInfo): Promise<void>;
   hosts(): Promise<HostRecord[]>;
+  /** Every item leased to a worker host's worker (read only; for listings). */
+  hostWork(): Promise<HostWork[]>;
   /**
    * Expired leases held by worker hosts' workers (of `rootId`'s items, or
    * every root's) given back: ready

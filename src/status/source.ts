@@ -7,6 +7,7 @@
 import type { RunOrigin } from "../engine/fork.ts";
 import { EVENT } from "../engine/journal-events.ts";
 import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
+import { explainQueueWaits } from "../engine/queue-waits.ts";
 import type { Journal, JournalEvent, RunRecord } from "../journal/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import { parseRunRef } from "../shared/ids.ts";
@@ -149,6 +150,7 @@ export class StatusSource {
 
   async detail(run: RunRecord): Promise<RunDetail> {
     const report = (await buildRunReport(this.journal, run.id)) ?? { run, status: run.status, steps: [] };
+    await explainQueueWaits(this.journal, report);
     // Stage counts and usage come from the report here (it is read anyway): no tally needed.
     const summary = await this.summaries.summarize(report.run, []);
     const totals = reportTotals(report);

@@ -2,6 +2,7 @@
 
 import { defineCommand } from "citty";
 import { buildRunReport, type RunReport, type StepReport } from "../../engine/run-report.ts";
+import { explainQueueWaits } from "../../engine/queue-waits.ts";
 import { session, type CliSession } from "../session.ts";
 import { failureDetail, failureSentence } from "../failure.ts";
 import { shownEnd } from "../../journal/run-status.ts";
@@ -21,7 +22,9 @@ export default defineCommand({
   async run({ args }) {
     const s = session();
     const run = await s.findRun(args.run);
-    const report = (await buildRunReport(await s.journal(), run.id))!;
+    const journal = await s.journal();
+    const report = (await buildRunReport(journal, run.id))!;
+    await explainQueueWaits(journal, report);
     if (s.globals.json) {
       s.json({ ...report, totals: reportTotals(report) });
       return;
@@ -83,7 +86,10 @@ function printStep(s: CliSession, step: StepReport, depth: number, all: boolean)
   const exit = step.exitCode !== undefined && step.exitCode !== null ? ` exit ${step.exitCode}` : "";
   const label = (step.kind === "stage" ? step.name : `${step.kind} ${step.name}`) + (step.reusedFrom ? st.dim(` (reused from ${step.reusedFrom})`) : "");
   const until = step.status === "waiting" && step.wakeAt !== undefined ? ` until ${formatTime(step.wakeAt)}` : "";
-  s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}${queued}${until}`)}`);
+  // Where it ran, for a stage a worker host ran (a local one ran beside the root: nothing to say).
+  const on = step.ranOn?.remote ? ` on ${hostLabel(step.ranOn.host)}` : "";
+  s.result(`${pad}${colorFor(st, step.status)(step.status.padEnd(9))} ${label} ${st.dim(`#${step.position}${attempts}${exit} ${took}${queued}${until}${on}`)}`);
+  if (step.queueWait) s.result(`${pad}          ${st.yellow(step.queueWait)}${st.dim(` (start one: atomic worker --journal … --queues ${step.hostQueue})`)}`);
   // Every failed attempt with its error; the step's own error (its last) closes the list.
   for (const a of step.attemptLog) {
     if (a.status !== "failed" || !a.error || (a === last && step.error)) continue;

@@ -15,6 +15,8 @@ import { colorFor, formatDuration, type Style } from "../style.ts";
 import { TreeModel } from "./tree-model.ts";
 import { out, err } from "../output.ts";
 import { failureDetail, failureSentence } from "../failure.ts";
+import { queueWait, queueWaitText } from "../../journal/fleet-view.ts";
+import { watchHosts } from "./host-watch.ts";
 
 export interface RunView {
   observer: EngineObserver;
@@ -28,7 +30,7 @@ export function createRunView(s: CliSession): RunView {
   if (s.globals.json) return jsonView();
   if (s.globals.quiet) return { observer: () => {}, close() {}, note() {} };
   // A dumb terminal cannot move the cursor to redraw the tree.
-  if (process.stdout.isTTY && process.env.TERM !== "dumb") return treeView(s.style);
+  if (process.stdout.isTTY && process.env.TERM !== "dumb") return treeView(s);
   return linesView(s);
 }
 
@@ -46,8 +48,23 @@ function linesView(s: CliSession): RunView {
   let replayed = 0;
   const st = s.style;
   const print = (line: string) => out(`${line}\n`);
+  // Stages queued for a worker host: a line when the reason they wait first shows or changes kind (not every tick).
+  const forHost = new Map<string, { name: string; queue: string; said?: string }>();
+  const hosts = watchHosts(s, () => forHost.size > 0, (list, now) => {
+    for (const w of forHost.values()) {
+      const why = queueWait(list, w.queue, now);
+      if (why && why.kind !== w.said) print(`  stage ${w.name} ${queueWaitText(why, now)}`);
+      w.said = why?.kind;
+    }
+  });
   return {
     observer(e: EngineEvent) {
+      if (e.type === "step_started" && e.queued && e.hostQueue) {
+        forHost.set(`${e.runId}/${e.position}`, { name: e.name, queue: e.hostQueue });
+        hosts.poke();
+      } else if (e.type === "step_started" || e.type === "step_running" || e.type === "step_ended") {
+        forHost.delete(`${e.runId}/${e.position}`);
+      }
       switch (e.type) {
         case "run_started":
           if (!e.parentId) rootId ??= e.runId;
@@ -113,13 +130,17 @@ function linesView(s: CliSession): RunView {
           break;
       }
     },
-    close() {},
+    close() {
+      hosts.stop();
+    },
     note: print,
   };
 }
 
-function treeView(style: Style): RunView {
+function treeView(s: CliSession): RunView {
+  const style = s.style;
   const model = new TreeModel();
+  const hosts = watchHosts(s, () => model.hostQueued(), (list, now) => model.setHosts(list, now));
   let drawn = 0;
   const notes: string[] = [];
   const draw = () => {
@@ -140,9 +161,13 @@ function treeView(style: Style): RunView {
       else if (e.type === "log") notes.push(e.message);
       else if (e.type === "paused" || e.type === "unpaused") notes.push(`run ${e.type}`);
       else if (e.type === "prompt") notes.push(promptLine(e, style));
-      else model.apply(e);
+      else {
+        model.apply(e);
+        if (e.type === "step_started" && e.hostQueue) hosts.poke();
+      }
     },
     close() {
+      hosts.stop();
       clearInterval(timer);
       draw();
     },

@@ -7,6 +7,8 @@
 import { formatCost } from "../../runners/usage.ts";
 import type { EngineEvent } from "../../engine/observer.ts";
 import { colorFor, formatDuration, type Style } from "../style.ts";
+import type { HostRecord } from "../../journal/fleet.ts";
+import { queueWait, queueWaitText, type QueueWait } from "../../journal/fleet-view.ts";
 
 interface StepNode {
   runId: string;
@@ -25,6 +27,10 @@ interface StepNode {
   unpriced?: boolean;
   /** Why it waits to start (admission). */
   waiting?: string;
+  /** Queued for a worker host on this queue (no worker of the root's own serves it). */
+  hostQueue?: string;
+  /** Why no worker host takes it yet (setHosts), if that is why. */
+  queueWait?: QueueWait;
 }
 
 interface RunNode {
@@ -86,6 +92,9 @@ export class TreeModel {
         step.startedAt = e.at;
         step.attempt = e.attempt;
         delete step.waiting;
+        delete step.queueWait;
+        if (e.queued && e.hostQueue) step.hostQueue = e.hostQueue;
+        else delete step.hostQueue;
         if (e.childRunId) step.childRunId = e.childRunId;
         break;
       }
@@ -146,6 +155,23 @@ export class TreeModel {
     }
   }
 
+  /** Whether a queued stage waits for a worker host (then the view reads the hosts: host-watch.ts). */
+  hostQueued(): boolean {
+    for (const run of this.runs.values()) if (run.steps.some((s) => s.status === "queued" && s.hostQueue)) return true;
+    return false;
+  }
+
+  /** The host registry as read now: why each stage queued for a worker host still waits, if it does. */
+  setHosts(hosts: readonly HostRecord[], now: number): void {
+    for (const run of this.runs.values()) {
+      for (const step of run.steps) {
+        const w = step.status === "queued" && step.hostQueue ? queueWait(hosts, step.hostQueue, now) : undefined;
+        if (w) step.queueWait = w;
+        else delete step.queueWait;
+      }
+    }
+  }
+
   render(style: Style, now: number): string[] {
     const root = this.rootId ? this.runs.get(this.rootId) : undefined;
     if (!root) return [];
@@ -171,7 +197,8 @@ export class TreeModel {
       }
       // Queued: waiting for a free worker, so no timer runs yet.
       const when = status === "replayed" || status === "queued" ? status : formatDuration(elapsed);
-      lines.push(`${pad}  ${colorFor(style, status)(sym)} ${label} ${style.dim(when)}${attempt}${usage}`);
+      const why = status === "queued" && step.queueWait ? `  ${style.yellow(queueWaitText(step.queueWait, now))}` : "";
+      lines.push(`${pad}  ${colorFor(style, status)(sym)} ${label} ${style.dim(when)}${attempt}${usage}${why}`);
       const child = step.childRunId ? this.runs.get(step.childRunId) : undefined;
       if (child) this.renderRun(child, depth + 2, style, now, lines);
     }

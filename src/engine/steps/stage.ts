@@ -230,6 +230,7 @@ async function runAttempt(
   const { stageKey: position, stageName: name, attempt, artifactDir } = request;
   // On the pool the attempt waits for a free worker: queued until the worker says it started it.
   const queued = tree.executor.queued;
+  const hostQueue = queued ? tree.executor.hostQueue?.(request) : undefined;
   let began = false;
   let record: ReturnType<typeof setTimeout> | undefined;
   // The admission wait may have been long: check again.
@@ -243,14 +244,14 @@ async function runAttempt(
     type: EVENT.stepStarted,
     key: position,
     // requestedAt: when the workflow started the attempt (before admission let it go): queued since then.
-    payload: { ...step, attempt, artifactDir, workId: request.workId, ...(queued ? { queued, requestedAt: timing.startedAt } : {}) },
+    payload: { ...step, attempt, artifactDir, workId: request.workId, ...(queued ? { queued, requestedAt: timing.startedAt } : {}), ...(hostQueue ? { hostQueue } : {}) },
     // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
     durable: false,
     ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
     // The stage index says queued until the worker starts it (stage_running, or the attempt's end record).
     stage: tree.mail.stageEntry(exec.runId, position, name, queued ? "queued" : "running", attempt),
   });
-  tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, ...(queued ? { queued } : {}), at: timing.startedAt });
+  tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, ...(queued ? { queued } : {}), ...(hostQueue ? { hostQueue } : {}), at: timing.startedAt });
   await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
   if (setup.isAgent) tree.agentStarted(liveId, exec.runId, position, exec.budget);
   try {

@@ -17,7 +17,7 @@
 
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import type { DownMessage, FleetStore, FleetWake, HostInfo, HostRecord, QueueDemand } from "../fleet.ts";
+import type { DownMessage, FleetStore, FleetWake, HostInfo, HostRecord, HostWork, QueueDemand } from "../fleet.ts";
 import type { WorkItem } from "../types.ts";
 import { workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 import type { PgConnection } from "./connection.ts";
@@ -89,6 +89,29 @@ export class PgFleet implements FleetStore {
       startedAt: r.started_at,
       heartbeatAt: r.heartbeat_at,
       silentMs: Math.max(0, r.silent_ms),
+    }));
+  }
+
+  async hostWork(): Promise<HostWork[]> {
+    // Leased rows only (the partial index work_leased_by_expiry); a host's workers are `<worker>@<host id>`.
+    const rows = await this.db.run((q) =>
+      q<{ id: string; root_id: RunId; run_id: RunId; stage_key: string; stage_name: string | null; attempt: number; generation: number; queue: string; worker_id: string; lease_expires_at: number | null }>(
+        `select id, root_id, run_id, stage_key, (descriptor::jsonb)->>'stageName' as stage_name, attempt, generation, queue, worker_id, lease_expires_at
+           from work_items where state = 'leased' and strpos(worker_id, '@') > 0 order by worker_id, id`,
+      ),
+    );
+    return rows.map((r) => ({
+      workId: r.id,
+      rootId: r.root_id,
+      runId: r.run_id,
+      stageKey: r.stage_key,
+      stageName: r.stage_name ?? r.stage_key,
+      attempt: r.attempt,
+      generation: r.generation,
+      queue: r.queue,
+      workerId: r.worker_id,
+      hostId: r.worker_id.slice(r.worker_id.indexOf("@") + 1),
+      leaseExpiresAt: r.lease_expires_at,
     }));
   }
 

@@ -228,6 +228,10 @@
       fill(head, h("div", {}, h("h1", { text: run.workflow }), meta), controls);
       clear(notices);
       if (run.status === "paused") notices.append(h("p", { class: "notice", text: "Paused: no new stage starts until it is unpaused; running stages go on." }));
+      // Queued stages no live worker host serves (the server asks the host registry: src/engine/queue-waits.ts).
+      for (const { step, path } of index.values()) {
+        if (step.queueWait) notices.append(h("p", { class: "notice queue-wait", "data-stage": path, text: `${path}: ${step.queueWait}` }));
+      }
       if (run.errorInfo) notices.append(h("p", { class: "error", text: `${run.errorInfo.message}${run.errorInfo.hint ? `\nhint: ${run.errorInfo.hint}` : ""}` }));
     }
 
@@ -283,6 +287,9 @@
       const rows = [["path", path], ["kind", step.kind], ["position", step.position], ["attempts", String(step.attempts)],
         ["started", fmtTime(step.startedAt)], ["took", took]];
       if (step.exitCode !== undefined && step.exitCode !== null) rows.push(["exit code", String(step.exitCode)]);
+      // The host of a worker id is an identity ("name/machine/boot/pidns", or a --host-id): its name part is shown.
+      if (step.ranOn) rows.push(["host", h("span", { id: "stage-host", text: `${step.ranOn.host.split("/")[0]}${step.ranOn.remote ? " (worker host)" : " (the root's machine)"}` })]);
+      if (step.queueWait) rows.push(["waiting", h("span", { id: "stage-queue-wait", text: step.queueWait })]);
       if (step.usage) rows.push(["usage", `${fmtTokens(step.usage)} tokens, ${fmtCost(step.usage.costMicroUsd)}`]);
       if (step.childRunId) rows.push(["child run", h("a", { class: "mono", href: `/runs/${step.childRunId}`, text: step.childRunId })]);
       for (const a of step.attemptLog || []) {
