@@ -1,0 +1,112 @@
+/**
+ * Worker hosts on a network of their own (test/helpers/fleet.ts: a network
+ * namespace per machine where this machine allows them, else loopback
+ * behind relays): a fan-out across two hosts with the root on a third, and a
+ * host cut off from Postgres for longer than its lease while it runs a
+ * stage. The cut-off host stops its own stage once its lease deadline
+ * passes, another host runs it, exactly one result is applied, and when the
+ * network heals the cut-off host's late commit is refused and it goes on
+ * claiming as before.
+ */
+
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { lineWatcher, waitUntil } from "../helpers/atomic.ts";
+import { makeFleet, type Fleet, type FleetHost } from "../helpers/fleet.ts";
+import { counts, FIXTURES, marks } from "./support.ts";
+
+const LEASE = 3_000;
+
+let fleet: Fleet;
+beforeAll(async () => {
+  fleet = await makeFleet({
+    hosts: 3,
+    hostIds: ["root", "a", "b"],
+    // The server notices a cut-off host's connections in seconds (its transactions' locks go with them).
+    postgresConf: ["tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2", "tcp_user_timeout = 3000"],
+  });
+}, 60_000);
+afterAll(async () => {
+  await fleet?.destroy();
+}, 60_000);
+
+function worker(host: FleetHost, extra: string[] = []) {
+  const proc = host.spawnAtomic(["worker", "--host-id", host.id, "--slots", "2", "--work-lease-ms", String(LEASE), "--workdir", host.workdir, ...extra], {
+    env: { ATOMIC_JOURNAL: host.postgresUrl },
+  });
+  const log = lineWatcher(proc.stderr);
+  void new Response(proc.stdout).text();
+  return { proc, log };
+}
+
+function run(host: FleetHost, wf: string, inputs: string[]) {
+  const proc = host.spawnAtomic(["run", join(FIXTURES, wf), "--workers", "0", "--json", "--work-lease-ms", String(LEASE), ...inputs.flatMap((i) => ["--input", i])], {
+    env: { ATOMIC_JOURNAL: host.postgresUrl },
+  });
+  const out = lineWatcher(proc.stdout);
+  const err = lineWatcher(proc.stderr);
+  return { proc, out, err, result: async () => (await proc.exited, out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result")) };
+}
+
+function sleeping(host: FleetHost): number[] {
+  return host.processes().filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, "utf8").startsWith("sleep");
+    } catch {
+      return false;
+    }
+  });
+}
+
+describe(`worker hosts on a network of their own`, () => {
+  test("a fan-out of 40 stages across two hosts, the root on a third machine: each recorded once, run once", async () => {
+    const [root, a, b] = fleet.hosts as [FleetHost, FleetHost, FleetHost];
+    const wa = worker(a);
+    const wb = worker(b);
+    await Promise.all([wa.log.waitFor(/worker host ready/), wb.log.waitFor(/worker host ready/)]);
+    const file = join(fleet.dir, "fanout-marks");
+    const r = run(root, "fleet.ts", ["shells=40", "sleep=0.05", `marks=${file}`]);
+    const result = await r.result();
+    expect(result?.status).toBe("completed");
+    expect(result.outputs.map((x: string) => x.split(" ")[0])).toEqual(Array.from({ length: 40 }, (_, i) => `out-s${i}`));
+    const seen = counts(marks(file).map((l) => l.split(" ")[0]!));
+    expect(seen.size).toBe(40);
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    expect(new Set(marks(file).map((l) => l.split(" ")[1]))).toEqual(new Set(["a", "b"]));
+    wa.proc.kill("SIGINT");
+    wb.proc.kill("SIGINT");
+    await Promise.all([wa.proc.exited, wb.proc.exited]);
+  }, 120_000);
+
+  test("a host cut off for longer than its lease stops its own stage; another host runs it; after the heal one result stands", async () => {
+    const [root, a, b] = fleet.hosts as [FleetHost, FleetHost, FleetHost];
+    const file = join(fleet.dir, "partition-marks");
+    const wa = worker(a);
+    await wa.log.waitFor(/worker host ready/);
+    const r = run(root, "one.ts", [`marks=${file}`, "seconds=8"]);
+    await waitUntil(() => marks(file).includes("started a"), 60_000, "the stage running on host a");
+    a.partition();
+    // Cut off, host a stops the stage itself once its lease deadline passes (its network is still down).
+    await waitUntil(() => sleeping(a).length === 0, 30_000, "host a to stop its own stage");
+    expect(a.partitioned).toBe(true);
+    // Meanwhile the item's lease expired: host b takes it over.
+    const wb = worker(b);
+    await waitUntil(() => marks(file).includes("started b"), 60_000, "the stage running again on host b");
+    a.heal();
+    const result = await r.result();
+    expect(result?.status).toBe("completed");
+    expect(result.outputs).toBe("done-by b");
+    // Host a never finished its copy, host b did: one result applied.
+    expect(marks(file).filter((l) => l.startsWith("ended"))).toEqual(["ended b"]);
+    // Healed, host a claims again: a second run's stage may go to either host and completes.
+    wb.proc.kill("SIGTERM");
+    await wb.proc.exited;
+    const again = run(root, "one.ts", [`marks=${join(fleet.dir, "after-heal")}`, "seconds=0"]);
+    const second = await again.result();
+    expect(second?.status).toBe("completed");
+    expect(second.outputs).toBe("done-by a");
+    wa.proc.kill("SIGTERM");
+    await wa.proc.exited;
+  }, 180_000);
+});
