@@ -98,7 +98,9 @@ export function inOrder(...replies: Reply[]): Script {
   return (_req, i) => replies[Math.min(i, replies.length - 1)]!;
 }
 
-export async function startFakeOpenAI(script: Script): Promise<FakeOpenAI> {
+/** `hostname`: where it listens (default 127.0.0.1; a fleet's bridge address for hosts in network namespaces). */
+export async function startFakeOpenAI(script: Script, opts: { hostname?: string } = {}): Promise<FakeOpenAI> {
+  const hostname = opts.hostname ?? "127.0.0.1";
   let current = script;
   let count = 0;
   const state = { inFlight: 0, maxConcurrent: 0 };
@@ -106,7 +108,7 @@ export async function startFakeOpenAI(script: Script): Promise<FakeOpenAI> {
   const encoder = new TextEncoder();
 
   const server = Bun.serve({
-    hostname: "127.0.0.1",
+    hostname,
     port: 0,
     idleTimeout: 0,
     async fetch(req) {
@@ -171,7 +173,7 @@ export async function startFakeOpenAI(script: Script): Promise<FakeOpenAI> {
   });
 
   return {
-    url: `http://127.0.0.1:${server.port}/v1`,
+    url: `http://${hostname}:${server.port}/v1`,
     port: server.port!,
     requests,
     get inFlight() {

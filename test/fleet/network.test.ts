@@ -1,7 +1,8 @@
 /**
  * Worker hosts on a network of their own (test/helpers/fleet.ts: a network
  * namespace per machine where this machine allows them, else loopback
- * behind relays): a fan-out across two hosts with the root on a third, and a
+ * behind relays): 300 shell and 20 agent stages across three hosts with the
+ * root on a fourth machine, each run exactly once (side effects counted), and a
  * host cut off from Postgres for longer than its lease while it runs a
  * stage. The cut-off host stops its own stage once its lease deadline
  * passes, another host runs it, exactly one result is applied, and when the
@@ -14,26 +15,35 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, waitUntil } from "../helpers/atomic.ts";
 import { makeFleet, type Fleet, type FleetHost } from "../helpers/fleet.ts";
+import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { counts, FIXTURES, marks } from "./support.ts";
 
 const LEASE = 3_000;
 
 let fleet: Fleet;
+let server: FakeOpenAI;
 beforeAll(async () => {
   fleet = await makeFleet({
-    hosts: 3,
-    hostIds: ["root", "a", "b"],
+    hosts: 4,
+    hostIds: ["root", "a", "b", "c"],
     // The server notices a cut-off host's connections in seconds (its transactions' locks go with them).
     postgresConf: ["tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2", "tcp_user_timeout = 3000"],
   });
+  // The model provider listens where every machine of the fleet reaches it (the bridge; 127.0.0.1 on loopback).
+  server = await startFakeOpenAI((req) => text(`done: ${req.body.messages.find((m) => m.role === "user")?.content ?? ""}`), {
+    hostname: new URL(fleet.postgresUrl).hostname,
+  });
 }, 60_000);
 afterAll(async () => {
+  await server?.close();
   await fleet?.destroy();
 }, 60_000);
 
+const agentEnv = () => ({ OPENAI_API_KEY: "sk-test", ATOMIC_OPENAI_BASE_URL: server.url });
+
 function worker(host: FleetHost, extra: string[] = []) {
-  const proc = host.spawnAtomic(["worker", "--host-id", host.id, "--slots", "2", "--work-lease-ms", String(LEASE), "--workdir", host.workdir, ...extra], {
-    env: { ATOMIC_JOURNAL: host.postgresUrl },
+  const proc = host.spawnAtomic(["worker", "--host-id", host.id, "--slots", "4", "--work-lease-ms", String(LEASE), "--workdir", host.workdir, ...extra], {
+    env: { ATOMIC_JOURNAL: host.postgresUrl, ...agentEnv() },
   });
   const log = lineWatcher(proc.stderr);
   void new Response(proc.stdout).text();
@@ -42,7 +52,7 @@ function worker(host: FleetHost, extra: string[] = []) {
 
 function run(host: FleetHost, wf: string, inputs: string[]) {
   const proc = host.spawnAtomic(["run", join(FIXTURES, wf), "--workers", "0", "--json", "--work-lease-ms", String(LEASE), ...inputs.flatMap((i) => ["--input", i])], {
-    env: { ATOMIC_JOURNAL: host.postgresUrl },
+    env: { ATOMIC_JOURNAL: host.postgresUrl, ...agentEnv() },
   });
   const out = lineWatcher(proc.stdout);
   const err = lineWatcher(proc.stderr);
@@ -60,24 +70,29 @@ function sleeping(host: FleetHost): number[] {
 }
 
 describe(`worker hosts on a network of their own`, () => {
-  test("a fan-out of 40 stages across two hosts, the root on a third machine: each recorded once, run once", async () => {
-    const [root, a, b] = fleet.hosts as [FleetHost, FleetHost, FleetHost];
-    const wa = worker(a);
-    const wb = worker(b);
-    await Promise.all([wa.log.waitFor(/worker host ready/), wb.log.waitFor(/worker host ready/)]);
+  test("three worker hosts and a root without workers on a fourth machine: 300 shell and 20 agent stages run exactly once each", async () => {
+    const [root, ...hosts] = fleet.hosts as [FleetHost, FleetHost, FleetHost, FleetHost];
+    const workers = hosts.map((h) => worker(h));
+    await Promise.all(workers.map((w) => w.log.waitFor(/worker host ready/)));
     const file = join(fleet.dir, "fanout-marks");
-    const r = run(root, "fleet.ts", ["shells=40", "sleep=0.05", `marks=${file}`]);
+    const r = run(root, "fleet.ts", ["shells=300", "agents=20", `marks=${file}`]);
     const result = await r.result();
     expect(result?.status).toBe("completed");
-    expect(result.outputs.map((x: string) => x.split(" ")[0])).toEqual(Array.from({ length: 40 }, (_, i) => `out-s${i}`));
+    expect(result.outputs.length).toBe(320);
+    expect(result.outputs.slice(0, 300).map((x: string) => x.split(" ")[0])).toEqual(Array.from({ length: 300 }, (_, i) => `out-s${i}`));
+    expect(result.outputs[300]).toBe("done: say a0");
+    // Side effects: each shell stage ran once, on one of the three hosts (all of them took some).
     const seen = counts(marks(file).map((l) => l.split(" ")[0]!));
-    expect(seen.size).toBe(40);
+    expect(seen.size).toBe(300);
     expect([...seen.values()].every((n) => n === 1)).toBe(true);
-    expect(new Set(marks(file).map((l) => l.split(" ")[1]))).toEqual(new Set(["a", "b"]));
-    wa.proc.kill("SIGINT");
-    wb.proc.kill("SIGINT");
-    await Promise.all([wa.proc.exited, wb.proc.exited]);
-  }, 120_000);
+    expect(new Set(marks(file).map((l) => l.split(" ")[1]))).toEqual(new Set(["a", "b", "c"]));
+    // Each agent stage asked the model once (its first request carries its prompt).
+    const prompts = counts(server.requests.map((q) => q.body.messages.find((m) => m.role === "user")?.content ?? "").filter((c) => /^say a\d+$/.test(c)));
+    expect(prompts.size).toBe(20);
+    expect([...prompts.values()].every((n) => n === 1)).toBe(true);
+    for (const w of workers) w.proc.kill("SIGINT");
+    await Promise.all(workers.map((w) => w.proc.exited));
+  }, 180_000);
 
   test("a host cut off for longer than its lease stops its own stage; another host runs it; after the heal one result stands", async () => {
     const [root, a, b] = fleet.hosts as [FleetHost, FleetHost, FleetHost];
