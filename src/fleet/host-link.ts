@@ -5,7 +5,9 @@
  *
  * - Live events are coalesced per item (EventBatcher, about every 250 ms,
  *   a stage's `started` at once) and posted up to the item's root. An
- *   item's pending events are posted before its result is announced.
+ *   item's pending events are posted before its result is committed
+ *   (`flush`, from the host's beforeCommit), so a root that sees the item
+ *   settled has had all of them.
  * - A result is the item's committed outcome, already in the queue when
  *   `done` is called: `done` only posts what is pending and wakes the root.
  * - Delivery answers go up as they are; the rest of the pool protocol's
@@ -53,6 +55,20 @@ export class HostLink implements RootLink {
     }
     b.push(event);
     if (event.type === "started" && !opts.hold) b.flush();
+  }
+
+  /**
+   * Posts `workId`'s pending events now (before its result is committed: a
+   * root that sees the item settled has its events already, its `started`
+   * among them). Never throws: a post that fails is logged.
+   */
+  async flush(workId: string): Promise<void> {
+    const rootId = this.roots.get(workId);
+    const events = this.events.get(workId)?.take() ?? [];
+    if (!rootId || events.length === 0) return;
+    await this.fleet
+      .postUp(rootId, [{ type: "work_events", batch: [{ workId, events }] }])
+      .catch((err: unknown) => this.log(`live events for run ${rootId} not posted: ${ensureError(err).message}`));
   }
 
   done(workId: string, _result: StageResult): void {

@@ -131,12 +131,14 @@ export class WorkerHost implements CoordinatorCore {
     this.store = artifactStoreFor(opts.journal, loadConfig({ home: opts.home }).config);
   }
 
-  /** The stage's last bytes reach the store before its result is committed (readers see its files complete). */
+  /** The stage's last live events reach its root, and its last bytes the store, before its result is committed. */
   async beforeCommit(workId: string): Promise<void> {
     const shipper = this.shippers.get(workId);
-    if (!shipper) return;
     this.shippers.delete(workId);
-    await shipper.stop({ timeoutMs: SHIP_STOP_MS }).catch((err: unknown) => this.log(`files of work ${workId} not all shipped: ${ensureError(err).message}`));
+    await Promise.all([
+      this.root.flush(workId),
+      shipper?.stop({ timeoutMs: SHIP_STOP_MS }).catch((err: unknown) => this.log(`files of work ${workId} not all shipped: ${ensureError(err).message}`)),
+    ]);
   }
 
   keepUncommitted(item: { id: string; rootId: RunId }, fence: WorkFence, outcome: Outcome, op: { id: string; digest: string }): boolean {
