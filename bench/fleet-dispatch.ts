@@ -54,6 +54,10 @@ interface Latencies {
   toClaimed: number[];
   /** Claim decided to the process started (pool trace `spawned`). */
   toSpawned: number[];
+  /** The checkpoint's `startedAt` minus the trace's `spawned` (the same moment by two clocks of one machine: about 0). */
+  skew: number[];
+  /** Stages whose start the root did not hear before their result (their checkpoint has no start time of its own). */
+  unheard: number;
   perHost: string;
 }
 
@@ -79,15 +83,19 @@ async function measure(bin: string, db: FleetDb, hosts: readonly Host[]): Promis
   const ends = checkpoints(events);
   const starts = [...enqueuedAt(events)].sort((a, b) => a[1].at - b[1].at).slice(1);
   if (starts.length !== STAGES - 1) throw new Error(`${starts.length + 1} stages enqueued, expected ${STAGES}`);
-  const out: Latencies = { total: [], toClaimed: [], toSpawned: [], perHost: [...perHost].sort().map(([h, n]) => `${h} ${n}`).join(", ") };
-  for (const [key, { at, workId }] of starts) {
+  const out: Latencies = { total: [], toClaimed: [], toSpawned: [], skew: [], unheard: 0, perHost: [...perHost].sort().map(([h, n]) => `${h} ${n}`).join(", ") };
+  for (const [key, { at, workId, requestedAt }] of starts) {
     const end = ends.get(key);
     if (!end) throw new Error(`stage ${key} has no checkpoint`);
-    out.total.push(end.startedAt - at);
     const c = claimed.get(workId);
     const s = spawned.get(workId);
     if (c !== undefined) out.toClaimed.push(c - at);
     if (c !== undefined && s !== undefined) out.toSpawned.push(s - c);
+    if (s !== undefined) out.skew.push(end.startedAt - s);
+    // The root records when the stage started only if it heard the `started` event before the result; else
+    // the checkpoint keeps the attempt's request time, which says nothing about dispatch.
+    if (end.startedAt === requestedAt) out.unheard++;
+    else out.total.push(end.startedAt - at);
   }
   return out;
 }
@@ -97,12 +105,14 @@ function merge(xs: readonly Latencies[]): Latencies {
     total: xs.flatMap((x) => x.total),
     toClaimed: xs.flatMap((x) => x.toClaimed),
     toSpawned: xs.flatMap((x) => x.toSpawned),
+    skew: xs.flatMap((x) => x.skew),
+    unheard: xs.reduce((n, x) => n + x.unheard, 0),
     perHost: xs.map((x) => x.perHost).join(" | "),
   };
 }
 
 function pct(xs: readonly number[]): string {
-  return `p50 ${fmt(percentile(xs, 50), 1)} ms, p90 ${fmt(percentile(xs, 90), 1)}, p99 ${fmt(percentile(xs, 99), 1)}, max ${fmt(Math.max(...xs), 1)} (n=${xs.length})`;
+  return `min ${fmt(Math.min(...xs), 1)} ms, p50 ${fmt(percentile(xs, 50), 1)}, p90 ${fmt(percentile(xs, 90), 1)}, p99 ${fmt(percentile(xs, 99), 1)}, max ${fmt(Math.max(...xs), 1)} (n=${xs.length})`;
 }
 
 const bench: Bench = {
@@ -143,6 +153,8 @@ const bench: Bench = {
             `local pool: ${pct(l.total)}`,
             `  enqueue to claim decided: ${pct(l.toClaimed)}; claim to process started: ${pct(l.toSpawned)}`,
             `stages per host: ${r.perHost}`,
+            `checks: the journal's start time minus the trace's spawn, remote ${pct(r.skew)}, local ${pct(l.skew)}; ` +
+              `stages left out as the root heard their start only with their result: remote ${r.unheard}, local ${l.unheard}`,
           ],
         },
         {

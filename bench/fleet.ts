@@ -341,10 +341,12 @@ export async function readRun(journal: PostgresJournal, runId: RunId): Promise<R
  * id. The `step_started` record enqueues the item in its commit; its time is
  * the root's clock as the append went out (the commit's round trip after it).
  */
-export function enqueuedAt(events: readonly JournalEvent[]): Map<string, { at: number; workId: string }> {
-  const out = new Map<string, { at: number; workId: string }>();
+export function enqueuedAt(events: readonly JournalEvent[]): Map<string, { at: number; workId: string; requestedAt: number }> {
+  const out = new Map<string, { at: number; workId: string; requestedAt: number }>();
   for (const e of events) {
-    if (e.type === "step_started" && e.key !== null) out.set(e.key, { at: e.at, workId: String((e.payload as { workId?: string }).workId) });
+    if (e.type !== "step_started" || e.key === null) continue;
+    const p = e.payload as { workId?: string; requestedAt?: number };
+    out.set(e.key, { at: e.at, workId: String(p.workId), requestedAt: p.requestedAt ?? NaN });
   }
   return out;
 }
