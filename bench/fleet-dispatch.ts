@@ -27,6 +27,7 @@ import {
   checkpoints,
   enqueuedAt,
   firstOf,
+  failure,
   fleetDatabase,
   itemsPerHost,
   logTraces,
@@ -71,7 +72,7 @@ async function measure(bin: string, db: FleetDb, hosts: readonly Host[]): Promis
     capture: true,
     timeoutMs: 120_000,
   });
-  if (r.code !== 0) throw new Error(`atomic run --workers ${workers} exited ${r.code ?? r.signal}: ${r.stderr.slice(-800)}`);
+  if (r.code !== 0) throw new Error(`atomic run --workers ${workers} exited ${r.code ?? r.signal}: ${failure(r)}`);
   const runId = rootRunId(r.stdout);
   const { events, items } = await readRun(db.journal, runId);
   const perHost = itemsPerHost(items);

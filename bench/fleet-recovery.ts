@@ -74,7 +74,7 @@ async function recoverOnce(bin: string, db: FleetDb, hosts: Host[]): Promise<Rec
     const f = join(d, "worker.pid");
     return existsSync(f) ? Number(readFileSync(f, "utf8").trim()) : undefined;
   });
-  const victim = hosts.find((h) => processTree(h.pid).includes(worker));
+  const victim = hosts.find((h) => processTree(h.pid).some((p) => p.pid === worker));
   if (!victim) throw new Error(`the stage's worker ${worker} belongs to none of the hosts`);
   await Bun.sleep(200); // mid-stage: its start has reached the root
   const killedAt = now();

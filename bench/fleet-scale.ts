@@ -28,6 +28,7 @@ import {
   checkpoints,
   cpuMsOf,
   enqueuedAt,
+  failure,
   fleetDatabase,
   itemsPerHost,
   machineCpu,
@@ -65,7 +66,7 @@ interface Sample {
 
 async function runOnce(bin: string, db: FleetDb, hosts: readonly Host[]): Promise<Sample> {
   const home = benchHome("atomic-bench-fleet-root-");
-  const trees = () => hosts.flatMap((h) => processTree(h.pid));
+  const trees = () => hosts.flatMap((h) => processTree(h.pid).map((p) => p.pid));
   settle();
   const cpu0 = machineCpu();
   const host0 = cpuMsOf(trees());
@@ -76,7 +77,9 @@ async function runOnce(bin: string, db: FleetDb, hosts: readonly Host[]): Promis
   });
   const host1 = cpuMsOf(trees());
   const cpu1 = machineCpu();
-  if (r.code !== 0) throw new Error(`atomic run on ${hosts.length} host(s) exited ${r.code ?? r.signal}: ${r.stderr.slice(-800)}`);
+  if (r.code !== 0) {
+    throw new Error(`atomic run on ${hosts.length} host(s) exited ${r.code ?? r.signal}: ${failure(r)}\n${hosts.map((h) => h.diagnostics()).join("\n")}`);
+  }
   const { run, events, items } = await readRun(db.journal, rootRunId(r.stdout));
   const enqueued = [...enqueuedAt(events).values()].map((e) => e.at);
   const ended = [...checkpoints(events).values()].map((c) => c.at);

@@ -85,8 +85,23 @@ export function alive(pid: number): boolean {
   return s !== undefined && !/State:\s+Z/.test(s);
 }
 
+/** A process, named by its pid and its start time (so a later owner of the pid is not taken for it). */
+export interface Proc {
+  pid: number;
+  start: string;
+}
+
+function startTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
 /** `pid` and every process below it (by /proc PPid), parents first. */
-export function processTree(pid: number): number[] {
+export function processTree(pid: number): Proc[] {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync("/proc")) {
     const p = Number(entry);
@@ -95,13 +110,27 @@ export function processTree(pid: number): number[] {
     if (!children.has(ppid)) children.set(ppid, []);
     children.get(ppid)!.push(p);
   }
-  const out: number[] = [];
+  const out: Proc[] = [];
   const walk = (p: number) => {
-    out.push(p);
+    const start = startTime(p);
+    if (start === undefined) return;
+    out.push({ pid: p, start });
     for (const c of children.get(p) ?? []) walk(c);
   };
-  if (status(pid) !== undefined) walk(pid);
+  walk(pid);
   return out;
+}
+
+/** SIGKILL to each of these processes that still runs (the same pid with the same start time). */
+export function killSame(procs: readonly Proc[]): void {
+  for (const p of procs) {
+    if (startTime(p.pid) !== p.start) continue;
+    try {
+      process.kill(p.pid, "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
+  }
 }
 
 /** CPU time (user + system, of the process and of its children it waited for) of these processes, ms. */
@@ -226,36 +255,33 @@ export class Host {
     return [...traceLines(this.stderr), ...logTraces(join(this.home, "worker-logs"))];
   }
 
-  /** A crash: SIGKILL of every process of the host (coordinator, workers, stages) at once. Returns their pids. */
+  /** What the host and its workers logged besides starting and trace lines (for a run that failed). */
+  diagnostics(): string {
+    const dir = join(this.home, "worker-logs");
+    const logs = existsSync(dir) ? readdirSync(dir).map((f) => readFileSync(join(dir, f), "utf8")) : [];
+    const lines = [this.stderr, ...logs]
+      .flatMap((t) => t.split("\n"))
+      .filter((l) => l.trim() !== "" && !l.startsWith("pool-trace ") && !/ ready( \(pid \d+\)|: host )|serving .* with \d+ slot|home was open/.test(l));
+    return lines.length === 0 ? `host ${this.id}: nothing logged` : `host ${this.id}:\n${lines.slice(-20).join("\n")}`;
+  }
+
+  /** A crash: SIGKILL of every process of the host (coordinator, workers, their guards, stages) at once. Returns their pids. */
   kill(): number[] {
-    const pids = processTree(this.pid);
-    for (const p of pids) {
-      try {
-        process.kill(p, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
-    return pids;
+    const tree = processTree(this.pid);
+    killSame(tree);
+    return tree.map((p) => p.pid);
   }
 
   /** Stops at once (SIGINT), then SIGKILLs whatever of its tree is left after `graceMs`. */
   async stop(graceMs = 10_000): Promise<void> {
-    if (this.proc.exitCode === null && this.proc.signalCode === null) {
-      const tree = processTree(this.pid);
-      this.proc.kill("SIGINT");
-      const timer = setTimeout(() => this.kill(), graceMs);
-      await this.proc.exited;
-      clearTimeout(timer);
-      // Anything it left behind (it should have left nothing).
-      for (const p of tree) {
-        try {
-          process.kill(p, "SIGKILL");
-        } catch {
-          // gone, as it should be
-        }
-      }
-    }
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    const tree = processTree(this.pid);
+    this.proc.kill("SIGINT");
+    const timer = setTimeout(() => this.kill(), graceMs);
+    await this.proc.exited;
+    clearTimeout(timer);
+    // Anything it left behind (it should have left nothing): only the very processes seen, not their pids' next owners.
+    killSame(tree);
   }
 }
 
@@ -302,6 +328,13 @@ export async function stopHosts(hosts: readonly Host[]): Promise<void> {
 export function runArgs(bin: string, url: string, inputs: Record<string, string | number>, workers: number, extra: string[] = []): string[] {
   const list = Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`]);
   return [bin, "--json", "run", POOL_WF, ...list, "--journal", url, "--workers", String(workers), ...extra];
+}
+
+/** Why a root run failed: its stderr, else the last lines of its `--json` output (the error is in its `result` event). */
+export function failure(r: { stdout: string; stderr: string }): string {
+  const err = r.stderr.trim();
+  if (err) return err.slice(-800);
+  return r.stdout.trim().split("\n").slice(-3).join("\n").slice(-1500);
 }
 
 /** The root run's id, from its `--json` output. */
