@@ -35,6 +35,8 @@ export interface FleetDb {
   url: string;
   /** The journal, opened by this process to read what runs recorded. */
   journal: PostgresJournal;
+  /** CPU time of the Postgres server's processes so far (ms; backends that ended included). */
+  cpuMs(): number;
   stop(): Promise<void>;
 }
 
@@ -48,9 +50,11 @@ export async function fleetDatabase(): Promise<FleetDb> {
     u.pathname = "/bench";
     const url = u.toString();
     const journal = await PostgresJournal.open(url);
+    const postmaster = Number(readFileSync(join(cluster.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
     return {
       url,
       journal,
+      cpuMs: () => cpuMsOf(processTree(postmaster).map((p) => p.pid)),
       async stop() {
         await journal.close().catch(() => {});
         cluster.stop();
