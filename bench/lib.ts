@@ -371,20 +371,31 @@ export function binaryEnv(home: string, extra: Record<string, string | undefined
 }
 
 const spawned = new Set<Subprocess>();
+/** The spawned processes that lead a process group of their own (`detached`): killed with their group. */
+const groupLeaders = new WeakSet<Subprocess>();
 
 /** Bun.spawn, remembering the process so `killSpawned` can end it. */
 export function spawnTracked(
   cmd: string[],
-  opts: { env?: Record<string, string>; stdout?: "pipe" | "ignore" | "inherit"; stderr?: "pipe" | "ignore" | "inherit"; cwd?: string },
+  opts: {
+    env?: Record<string, string>;
+    stdout?: "pipe" | "ignore" | "inherit";
+    stderr?: "pipe" | "ignore" | "inherit";
+    cwd?: string;
+    /** In a process group (and session) of its own. */
+    detached?: boolean;
+  },
 ): Subprocess {
   const proc = Bun.spawn(cmd, {
     cwd: opts.cwd ?? ROOT,
+    ...(opts.detached ? { detached: true } : {}),
     env: opts.env ?? (process.env as Record<string, string>),
     stdin: "ignore",
     stdout: opts.stdout ?? "ignore",
     stderr: opts.stderr ?? "ignore",
   });
   spawned.add(proc);
+  if (opts.detached) groupLeaders.add(proc);
   void proc.exited.then(() => spawned.delete(proc));
   return proc;
 }
@@ -392,7 +403,14 @@ export function spawnTracked(
 /** SIGKILLs every process a benchmark started that is still running; returns them. */
 export function killSpawnedNow(): Subprocess[] {
   const live = [...spawned];
-  for (const p of live) p.kill("SIGKILL");
+  for (const p of live) {
+    try {
+      if (groupLeaders.has(p)) process.kill(-p.pid, "SIGKILL");
+    } catch {
+      // the group is gone
+    }
+    p.kill("SIGKILL");
+  }
   spawned.clear();
   return live;
 }

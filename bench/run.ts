@@ -15,7 +15,8 @@ import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { BUN, ROOT, atomicBin, fmt, killSpawned, killSpawnedNow, printResult, removeTempDirs, verdict, type Bench, type Result } from "./lib.ts";
 
-const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean }> = {
+/** Each benchmark; `timeoutMs` where it needs longer than BENCH_TIMEOUT_MS. */
+const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean; timeoutMs?: number }> = {
   startup: { load: () => import("./startup.ts").then((m) => m.default), usesBinary: true },
   sequential: { load: () => import("./sequential.ts").then((m) => m.default), usesBinary: false },
   fanout: { load: () => import("./fanout.ts").then((m) => m.default), usesBinary: false },
@@ -36,6 +37,10 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean 
   "postgres-recovery": { load: () => import("./postgres-recovery.ts").then((m) => m.default), usesBinary: true },
   "pg-claims": { load: () => import("./pg-claims.ts").then((m) => m.default), usesBinary: false },
   artifacts: { load: () => import("./artifacts.ts").then((m) => m.default), usesBinary: false },
+  // Six runs of 600 stages of `sleep 0.2` (30, 15 and 10 s of sleeping each, twice) and hosts started in between.
+  "fleet-scale": { load: () => import("./fleet-scale.ts").then((m) => m.default), usesBinary: true, timeoutMs: 420_000 },
+  "fleet-dispatch": { load: () => import("./fleet-dispatch.ts").then((m) => m.default), usesBinary: true },
+  "fleet-recovery": { load: () => import("./fleet-recovery.ts").then((m) => m.default), usesBinary: true },
 };
 
 /** Longest a single benchmark may take before it is killed and counted as failed. */
@@ -109,9 +114,16 @@ async function parent(names: string[]): Promise<number> {
         stdout: "inherit",
         stderr: "inherit",
       });
-      const timer = setTimeout(() => current?.kill("SIGKILL"), BENCH_TIMEOUT_MS);
+      // Over time: SIGTERM first (the child kills what it started and removes its temp dirs), SIGKILL if it stays.
+      const proc = current;
+      let force: ReturnType<typeof setTimeout> | undefined;
+      const timer = setTimeout(() => {
+        proc.kill("SIGTERM");
+        force = setTimeout(() => proc.kill("SIGKILL"), 5_000);
+      }, BENCHES[name]!.timeoutMs ?? BENCH_TIMEOUT_MS);
       const code = await current.exited;
       clearTimeout(timer);
+      clearTimeout(force);
       current = undefined;
       let results: Result[] | undefined;
       try {
