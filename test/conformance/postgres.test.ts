@@ -6,7 +6,8 @@
  * kept, the migration lock, lease expiry judged by
  * the database's clock (a process whose clock runs two hours ahead cannot
  * take a live lease), a remote holder never presumed dead, batch receipts
- * that make a repeated append call write nothing twice, and the change
+ * that make a repeated append call write nothing twice, version 5's
+ * append functions replaced in place (migration 8), and the change
  * clock's commit order. A real cluster the tests start (test/helpers/
  * postgres.ts); each test in databases or schemas of its own.
  */
@@ -16,7 +17,8 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { openJournal } from "../../src/journal/open.ts";
-import { LATEST_SCHEMA_VERSION } from "../../src/journal/postgres/migrations.ts";
+import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/postgres/migrations.ts";
+import { APPEND_EVENT_SQL } from "../../src/journal/postgres/append-sql-v8.ts";
 import type { Journal } from "../../src/journal/types.ts";
 import { AtomicError, LeaseHeldError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId } from "../../src/shared/ids.ts";
@@ -234,18 +236,83 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     expect((err as AtomicError).code).toBe("lease_lost");
   });
 
-  test("postgres: the same append batch sent twice (a retry after a lost COMMIT) is written once", async () => {
+  test("postgres: an append batch sent again (a retry after a lost COMMIT) writes nothing twice; its receipt holds the first outcomes", async () => {
     const db = await freshDatabase();
     const j = await open(db);
     const { rootId, lease } = await startRoot(j, "receipts");
     const admin = sql(db);
+    const receipt = async (batch: string) => (await admin.query<{ o: unknown }>("select outcomes::jsonb as o from append_batches where id = $1", [batch])).rows[0]?.o;
+    const state = (err: unknown) => (err as { code?: string }).code;
+    // Through the function (any batch) and through the one-statement append of a lone event.
     const entries = JSON.stringify([{ run: rootId, type: "checkpoint", key: "k", payload: '{"n":1}' }]);
     const call = () => admin.query<{ o: unknown }>("select append_entries($1, $2, $3, 'batch-1', null, 0, $4::jsonb, false) as o", [rootId, lease.holderId, lease.epoch, entries]);
     const first = (await call()).rows[0]!.o;
-    const again = (await call()).rows[0]!.o;
     expect(first).toEqual([{ status: "appended", seq: 2 }]);
-    expect(again).toEqual(first);
-    expect((await j.readEvents(rootId)).map((e) => e.seq)).toEqual([1, 2]);
+    expect(state(await call().catch((e: unknown) => e))).toBe("23505");
+    expect(await receipt("batch-1")).toEqual(first);
+    const event = () => admin.query<{ held: number; seq: number | null }>(APPEND_EVENT_SQL, [rootId, lease.holderId, lease.epoch, "batch-2", null, rootId, "checkpoint", "k2", '{"n":2}', 5, 5]);
+    const row = (await event()).rows[0]!;
+    expect([row.held, Number(row.seq)]).toEqual([1, 3]);
+    expect(state(await event().catch((e: unknown) => e))).toBe("23505");
+    expect(await receipt("batch-2")).toEqual([{ status: "appended", seq: 3 }]);
+    expect((await j.readEvents(rootId)).map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect((await j.getRun(rootId))?.lastSeq).toBe(3);
+  });
+
+  test("postgres: a version 5 schema migrates to the new append functions in place: runs, events and change numbers kept, appends go on gapless", async () => {
+    const db = await freshDatabase();
+    const admin = sql(db);
+    // Version 5 as a version-5 atomic left it, with a run it wrote through its own append function.
+    const c = await admin.connect();
+    try {
+      await c.query("begin");
+      await c.query("create schema atomic");
+      for (const m of MIGRATIONS.filter((x) => x.version <= 5)) for (const statement of m.statements) await c.query(statement);
+      await c.query("insert into meta (key, value) values ('schema_version', '5')");
+      await c.query("commit");
+    } finally {
+      c.release();
+    }
+    const rootId = newRunId();
+    await admin.query("insert into leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms) values ($1, 'v5', 'gone', 1, 1, 1, 0, 1)", [rootId]);
+    const newRun = { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "old", workflowPath: "/old.ts", workflowDigest: "d", inputs: "{}" };
+    const written = [
+      { run: rootId, type: "run_started", payload: "{}", newRun },
+      { run: rootId, type: "checkpoint", key: "0", payload: '{"n":0}' },
+    ];
+    await admin.query("select append_entries($1, 'v5', 1, 'b5', null, 1000, $2::jsonb, false)", [rootId, JSON.stringify(written)]);
+    const before = (await admin.query<{ change_seq: number }>("select change_seq::int from runs where id = $1", [rootId])).rows[0]!.change_seq;
+    expect(before).toBeGreaterThan(0);
+
+    const j = await open(db);
+    expect((await admin.query("select value from meta where key = 'schema_version'")).rows[0]).toEqual({ value: String(LATEST_SCHEMA_VERSION) });
+    // The new append_entry (its extra argument) replaced the old one; nothing else changed.
+    expect((await admin.query("select pronargs from pg_proc where proname = 'append_entry'")).rows).toEqual([{ pronargs: 5 }]);
+    expect((await j.readEvents(rootId)).map((e) => [e.seq, e.type, e.payload])).toEqual([
+      [1, "run_started", {}],
+      [2, "checkpoint", { n: 0 }],
+    ]);
+    expect((await j.getRun(rootId))?.lastSeq).toBe(2);
+    const cursor = (await j.views.changesSince(0, 10)).at(-1)!.change;
+    expect(cursor).toBe(before);
+
+    // The old holder's lease expired long ago: taken over, then appended to through both paths.
+    const lease = await j.acquireLease(rootId, liveHolder("new"), { timeoutMs: 60_000 });
+    expect(lease.epoch).toBe(2);
+    expect(await j.append(lease, [{ runId: rootId, type: "checkpoint", key: "1", payload: { n: 1 } }])).toEqual([{ status: "appended", seq: 3 }]);
+    const outcomes = await j.append(lease, [
+      { runId: rootId, type: "checkpoint", key: "2", payload: { n: 2 } },
+      { runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: 7 } },
+    ]);
+    expect(outcomes).toEqual([
+      { status: "appended", seq: 4 },
+      { status: "appended", seq: 5 },
+    ]);
+    expect((await j.readEvents(rootId)).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+    const run = await j.getRun(rootId);
+    expect([run?.lastSeq, run?.status, run?.endedAt]).toEqual([5, "completed", 7]);
+    const changes = await j.views.changesSince(cursor, 10);
+    expect(changes.map((x) => [x.id, x.lastSeq])).toEqual([[rootId, 5]]);
   });
 
   test("postgres: change numbers follow commit order across concurrent appenders", async () => {
