@@ -75,6 +75,14 @@ export interface PostgresJournalOptions {
 /** Receipts of append calls older than this are deleted (a retry comes within seconds). */
 const BATCH_RECEIPT_MS = 24 * 3600_000;
 
+/**
+ * Opening a journal at this version ($2) in one statement: its version read, and receipts older than $1
+ * deleted only when the version is $2 (a newer atomic's schema is never altered). Fails when there is no
+ * journal's `meta` in the schema (the connection's search_path), or for a user who may not delete.
+ */
+const OPEN_SQL = `with pruned as (delete from append_batches where at < $1 and exists (select from meta where key = 'schema_version' and value = $2))
+  select value from meta where key = 'schema_version'`;
+
 export class PostgresJournal implements Journal {
   readonly capabilities: JournalCapabilities = { synchronousTransactions: false };
   readonly location: string;
@@ -107,11 +115,20 @@ export class PostgresJournal implements Journal {
     try {
       const c = await conn.pool.connect();
       try {
-        const version = await readVersion(c, target.schema);
-        refuseIfTooNew(version, target.location);
-        if (version < LATEST_SCHEMA_VERSION) await migrate(c, target.schema, target.location, target.user, target.database);
-        // Housekeeping, best effort: a user who may only read (runs, show) opens the journal all the same.
-        await c.query("delete from append_batches where at < $1", [Date.now() - BATCH_RECEIPT_MS]).catch(() => {});
+        const prunedBefore = Date.now() - BATCH_RECEIPT_MS;
+        // The usual open, a journal at this version: one round trip. Else (none yet, older, newer, not ours, a
+        // user who may only read) the careful way, each step on its own.
+        const quick = await c.query<{ value: string }>({ name: "open-journal", text: OPEN_SQL, values: [prunedBefore, String(LATEST_SCHEMA_VERSION)] }).then(
+          (r) => r.rows[0]?.value,
+          () => undefined,
+        );
+        if (quick !== String(LATEST_SCHEMA_VERSION)) {
+          const version = await readVersion(c, target.schema);
+          refuseIfTooNew(version, target.location);
+          if (version < LATEST_SCHEMA_VERSION) await migrate(c, target.schema, target.location, target.user, target.database);
+          // Housekeeping, best effort: a user who may only read (runs, show) opens the journal all the same.
+          await c.query("delete from append_batches where at < $1", [prunedBefore]).catch(() => {});
+        }
       } finally {
         c.release();
       }
