@@ -123,10 +123,10 @@ export class PgConnection {
     for (let conflicts = 0; ; conflicts++) {
       try {
         return await this.withClient(async (c) => {
-          await c.query("begin");
           let committing = false;
           try {
-            if (opts.synchronousCommit === false) await c.query("set local synchronous_commit = off");
+            // One round trip for both (a simple query may hold several statements).
+            await c.query(opts.synchronousCommit === false ? "begin; set local synchronous_commit = off" : "begin");
             const out = await fn(c);
             committing = true;
             await c.query("commit");
