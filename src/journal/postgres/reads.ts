@@ -72,22 +72,28 @@ function filtered(db: Db, filter: ListRunsFilter) {
 }
 
 /** Events of `runId` with seq > afterSeq, ascending, at most `limit` (all when undefined). */
+/**
+ * A run's events after `afterSeq`, as one JSON text the server builds (an
+ * array of [seq, type, key, idempotency key, at, payload?], the payload
+ * left out when it is NULL, i.e. undefined) and one JSON.parse here: the
+ * stored payloads are JSON texts already and go in as they are. Measured on
+ * 1,000 events of a resume: 3 to 6 ms, against 7 to 9 ms as rows, whose
+ * fields pg decodes one by one in JavaScript (and colder in a process that
+ * just started, as a resume is).
+ */
+const EVENTS_SQL = `select '[' || coalesce(string_agg('[' || seq || ',' || to_json(type) || ',' || coalesce(to_json(key)::text, 'null') || ','
+                                                || coalesce(to_json(idempotency_key)::text, 'null') || ',' || at || coalesce(',' || payload, '') || ']', ',' order by seq), '') || ']' as events
+                      from (select * from events where run_id = $1 and seq > $2 order by seq limit $3) e`;
+
+type EventTuple = [number, string, string | null, string | null, number, unknown?];
+
 export async function readEvents(conn: PgConnection, runId: RunId, afterSeq = 0, limit?: number): Promise<JournalEvent[]> {
-  const rows = await conn.withClient(
-    async (c) =>
-      (
-        await c.query<[number, string, string | null, string | null, string | null, number]>({
-          name: "events-after",
-          text: "select seq, type, key, idempotency_key, payload, at from events where run_id = $1 and seq > $2 order by seq limit $3",
-          values: [runId, afterSeq, limit ?? null],
-          rowMode: "array",
-        })
-      ).rows,
-  );
-  const events = new Array<JournalEvent>(rows.length);
-  for (let i = 0; i < rows.length; i++) {
-    const r = rows[i]!;
-    events[i] = { runId, seq: r[0], type: r[1], key: r[2], idempotencyKey: r[3], payload: r[4] === null ? undefined : JSON.parse(r[4]), at: r[5] };
+  const rows = await conn.query<{ events: string }>(EVENTS_SQL, [runId, afterSeq, limit ?? null], "events-after");
+  const tuples = JSON.parse(rows[0]!.events) as EventTuple[];
+  const events = new Array<JournalEvent>(tuples.length);
+  for (let i = 0; i < tuples.length; i++) {
+    const t = tuples[i]!;
+    events[i] = { runId, seq: t[0], type: t[1], key: t[2], idempotencyKey: t[3], payload: t.length > 5 ? t[5] : undefined, at: t[4] };
   }
   return events;
 }
