@@ -29,8 +29,9 @@
  *   waits on, then fails on, the receipt's primary key (23505), as before.
  * - The touched runs kept in arrays (id, last seq, time, order) and the
  *   outcomes built as one jsonb array, rather than aggregated by a query.
- * - The commonest call, one entry that only records an event (every step's
- *   checkpoint), is not a function call at all but one statement,
+ * - The commonest call, one entry that only records an event and maybe
+ *   patches its run (every step's checkpoint, a resume's run_resumed, a
+ *   run's end), is not a function call at all but one statement,
  *   APPEND_EVENT_SQL below, sent by append.ts: the same locks in the same
  *   order (the lease FOR SHARE, the run's row FOR UPDATE, the change clock
  *   last), the event, the row written once, the receipt. Measured: the
@@ -42,6 +43,17 @@
  */
 
 const FAULT_TEST = `(left(v_state, 2) in ('08', '40', '53', '54', '55', '57', '58', 'XX') or v_state = 'AT001')`;
+
+/** The columns of a run's row that patch `pa` (a jsonb expression; null: none) names, the others as they are. */
+function patchSet(pa: string): string {
+  return `status = coalesce(${pa}->>'status', status),
+      outputs = case when ${pa} ? 'outputs' then ${pa}->>'outputs' else outputs end,
+      error = case when ${pa} ? 'error' then ${pa}->>'error' else error end,
+      ended_at = case when ${pa} ? 'endedAt' then (${pa}->>'endedAt')::bigint else ended_at end,
+      control = case when coalesce((${pa}->>'clearControl')::boolean, false) then null else control end,
+      workflow_digest = coalesce(${pa}->>'workflowDigest', workflow_digest),
+      control_ack = greatest(control_ack, coalesce((${pa}->>'controlAck')::bigint, 0))`;
+}
 
 /** `p_last`: the seq this batch gave the run last (null: none yet, read the row's). Outcome "appended" carries `at`. */
 const APPEND_ENTRY = `
@@ -97,17 +109,7 @@ begin
   v_seq := v_last + 1;
   insert into events (run_id, seq, type, key, idempotency_key, payload, at) values (v_run, v_seq, e->>'type', e->>'key', v_idem, e->>'payload', v_at);
   if pa is not null then
-    update runs set
-      last_seq = v_seq,
-      updated_at = v_at,
-      status = coalesce(pa->>'status', status),
-      outputs = case when pa ? 'outputs' then pa->>'outputs' else outputs end,
-      error = case when pa ? 'error' then pa->>'error' else error end,
-      ended_at = case when pa ? 'endedAt' then (pa->>'endedAt')::bigint else ended_at end,
-      control = case when coalesce((pa->>'clearControl')::boolean, false) then null else control end,
-      workflow_digest = coalesce(pa->>'workflowDigest', workflow_digest),
-      control_ack = greatest(control_ack, coalesce((pa->>'controlAck')::bigint, 0))
-    where id = v_run;
+    update runs set last_seq = v_seq, updated_at = v_at, ${patchSet("pa")} where id = v_run;
   end if;
   if e ? 'work' then
     -- The appending lease's epoch: only this drive's pool may claim the item (ClaimScope in ../types.ts).
@@ -201,7 +203,8 @@ $fn$`;
  * One event appended, in one statement (see the file note): $1 root, $2
  * holder, $3 epoch, $4 batch id, $5 synchronous_commit for this
  * transaction (null: as configured), $6 run, $7 type, $8 key, $9 payload,
- * $10 the event's time, $11 now. `held` 0: the lease is lost (nothing
+ * $10 the event's time, $11 now, $12 the patch of the run's row (null:
+ * none). `held` 0: the lease is lost (nothing
  * written); `seq` null with the lease held: no such run of this root.
  * Data-modifying WITH clauses run exactly once, each after the ones it
  * reads from: lease, row, event, clock, row, receipt.
@@ -212,7 +215,7 @@ with s as (select set_config('synchronous_commit', coalesce($5::text, current_se
      r as (select id, last_seq from runs where id = $6 and root_id = $1 and exists (select from l) for update),
      ev as (insert into events (run_id, seq, type, key, payload, at) select r.id, r.last_seq + 1, $7, $8, $9, $10 from r returning run_id, seq, at),
      c as (update change_clock set n = n + 1 where id = 1 and exists (select from ev) returning n),
-     w as (update runs x set last_seq = ev.seq, updated_at = ev.at, change_seq = c.n from ev, c where x.id = ev.run_id returning ev.seq),
+     w as (update runs x set last_seq = ev.seq, updated_at = ev.at, change_seq = c.n, ${patchSet("$12::jsonb")} from ev, c where x.id = ev.run_id returning ev.seq),
      b as (insert into append_batches (id, outcomes, at)
            select $4, jsonb_build_array(jsonb_build_object('status', 'appended', 'seq', w.seq))::text, $11 from w returning 1)
 select (select count(*) from l)::int as held, (select seq from w) as seq, (select count(*) from b)::int as receipts`;
