@@ -5,7 +5,8 @@
  * someone else's tables refused, an older schema migrated with its runs
  * kept, the migration lock, lease expiry judged by
  * the database's clock (a process whose clock runs two hours ahead cannot
- * take a live lease), a remote holder never presumed dead, batch receipts
+ * take a live lease), a remote holder never presumed dead, sslmode=prefer
+ * on one connection (with and without TLS on the server), batch receipts
  * that make a repeated append call write nothing twice, version 5's
  * append functions replaced in place (migration 8), and the change
  * clock's commit order. A real cluster the tests start (test/helpers/
@@ -16,13 +17,15 @@ import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { openJournal } from "../../src/journal/open.ts";
+import { probePostgres } from "../../src/journal/postgres/postgres-journal.ts";
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/postgres/migrations.ts";
 import { APPEND_EVENT_SQL } from "../../src/journal/postgres/append-sql-v8.ts";
 import type { Journal } from "../../src/journal/types.ts";
 import { AtomicError, LeaseHeldError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId } from "../../src/shared/ids.ts";
-import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
+import { freshDatabase, postgresInstalled, startCluster } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { liveHolder, startRoot } from "./backends.ts";
@@ -63,6 +66,31 @@ function withSchema(url: string, schema: string): string {
   const u = new URL(url);
   u.searchParams.set("schema", schema);
   return u.toString();
+}
+
+/** A TCP proxy to 127.0.0.1:`port` that counts the connections it accepted. */
+async function countingProxy(port: number): Promise<{ port: number; accepted(): number; close(): void }> {
+  let accepted = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    accepted++;
+    const upstream = connect({ host: "127.0.0.1", port });
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("error", () => {});
+      s.on("close", () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    accepted: () => accepted,
+    close() {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
 }
 
 async function expectCode(promise: Promise<unknown>, code: string): Promise<AtomicError> {
@@ -313,6 +341,33 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     expect([run?.lastSeq, run?.status, run?.endedAt]).toEqual([5, "completed", 7]);
     const changes = await j.views.changesSince(cursor, 10);
     expect(changes.map((x) => [x.id, x.lastSeq])).toEqual([[rootId, 5]]);
+  });
+
+  test("postgres: sslmode=prefer (the default) takes one connection, in the clear from a server without TLS and over TLS from one with it", async () => {
+    const plain = new URL(await freshDatabase());
+    const cluster = await startCluster({ tls: true });
+    try {
+      const tls = new URL(cluster.adminUrl);
+      for (const [url, over] of [[plain, false], [tls, true]] as const) {
+        const proxy = await countingProxy(Number(url.port));
+        try {
+          const via = new URL(url);
+          via.port = String(proxy.port);
+          const probe = await probePostgres(via.toString());
+          expect([probe.ok, probe.detail.includes("over TLS")]).toEqual([true, over]);
+          const j = await open(via.toString());
+          const { rootId } = await startRoot(j, "tls");
+          expect((await j.readEvents(rootId)).length).toBe(1);
+          await j.close();
+          // The probe's connection and the journal's: one each, none refused and made again.
+          expect(proxy.accepted()).toBe(2);
+        } finally {
+          proxy.close();
+        }
+      }
+    } finally {
+      cluster.stop();
+    }
   });
 
   test("postgres: change numbers follow commit order across concurrent appenders", async () => {

@@ -124,12 +124,19 @@ export function sweepStaleClusters(): void {
   }
 }
 
-export async function startCluster(opts: { owner?: number; fsync?: boolean } = {}): Promise<Cluster> {
+export interface ClusterOptions {
+  owner?: number;
+  fsync?: boolean;
+  /** TLS on (`ssl = on`, a self-signed certificate for CN=localhost made with openssl); plain TCP also works. */
+  tls?: boolean;
+}
+
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   return startClusterSync(opts);
 }
 
 /** `startCluster`, synchronously (for helpers that build a child's environment without awaiting). */
-export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {}): Cluster {
+export function startClusterSync(opts: ClusterOptions = {}): Cluster {
   const bin = binDir();
   if (!bin) throw new Error("Postgres is not installed (apt-get install -y postgresql)");
   sweepStaleClusters();
@@ -174,9 +181,13 @@ export function startClusterSync(opts: { owner?: number; fsync?: boolean } = {})
       "max_connections = 200",
       "shared_buffers = 32MB",
       ...(opts.fsync === false ? ["fsync = off"] : []),
+      ...(opts.tls ? ["ssl = on"] : []),
     ];
     writeFileSync(join(dataDir, "postgresql.auto.conf"), `${conf.join("\n")}\n`);
     if (asRoot) chownSync(join(dataDir, "postgresql.auto.conf"), postgresIds().uid, postgresIds().gid);
+    // server.crt and server.key in the data directory: Postgres's default file names.
+    if (opts.tls) run(["openssl", "req", "-new", "-x509", "-days", "2", "-nodes", "-subj", "/CN=localhost", "-keyout", join(dataDir, "server.key"), "-out", join(dataDir, "server.crt")]);
+    if (opts.tls) run(["chmod", "600", join(dataDir, "server.key")]);
     for (let attempt = 0; ; attempt++) {
       const port = randomPort();
       const started = run([join(bin, "pg_ctl"), "-D", dataDir, "-l", join(dir, "log"), "-w", "-t", "60", "-o", `-p ${port}`, "start"], { allowFail: true });

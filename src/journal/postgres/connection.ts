@@ -28,6 +28,7 @@
 import pg from "pg";
 import { AtomicError, StorageError } from "../../shared/errors.ts";
 import type { PostgresTarget } from "./url.ts";
+import { preferTlsClient } from "./prefer-tls.ts";
 
 /** bigint (int8) and numeric (sums) as JS numbers: every value here (ms times, counters, tokens) fits in 2^53. */
 const TYPES = {
@@ -64,17 +65,20 @@ export class PgConnection {
   constructor(
     readonly target: PostgresTarget,
     opts: PgPoolOptions = {},
-    /** The TLS options to connect with (null: none), when not the target's (sslmode prefer and allow fall back). */
+    /** The TLS options to connect with (null: none), when not the target's (sslmode allow falls back). */
     tls: PostgresTarget["tls"] | null = target.tls,
   ) {
     this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
+    // sslmode=prefer asks for TLS and takes the answer on the same connection (prefer-tls.ts).
+    const prefer = target.sslMode === "prefer" && tls !== null && tls !== undefined;
     this.pool = new pg.Pool({
+      ...(prefer ? { Client: preferTlsClient(tls, target.connectTimeoutMs) } : {}),
       host: target.host,
       port: target.port,
       user: target.user,
       database: target.database,
       ...(target.password !== undefined ? { password: target.password } : {}),
-      ssl: tls ?? false,
+      ssl: prefer ? false : (tls ?? false),
       application_name: target.applicationName,
       connectionTimeoutMillis: target.connectTimeoutMs,
       options: `-c search_path=${target.schema}`,

@@ -252,12 +252,12 @@ function parsePostgresUrlOrUndefined(url: string): PostgresTarget {
 
 /**
  * The pool, once one connection worked. sslmode prefer (the default) and
- * allow fall back as libpq does: prefer tries TLS first and, when the
- * server has none, connects without; allow the other way round.
+ * allow fall back as libpq does: prefer asks for TLS and, when the server
+ * has none, goes on without on the same connection (prefer-tls.ts); allow
+ * connects without and, when the server insists, again with TLS.
  */
 async function connect(target: PostgresTarget, retryMs: number | undefined): Promise<PgConnection> {
-  const attempts: (PostgresTarget["tls"] | null)[] =
-    target.sslMode === "prefer" ? [target.tls, null] : target.sslMode === "allow" ? [null, { rejectUnauthorized: false }] : [target.tls ?? null];
+  const attempts: (PostgresTarget["tls"] | null)[] = target.sslMode === "allow" ? [null, { rejectUnauthorized: false }] : [target.tls ?? null];
   let last: unknown;
   for (const tls of attempts) {
     const conn = new PgConnection(target, retryMs === undefined ? {} : { retryMs }, tls);
