@@ -117,9 +117,9 @@ function isPlainEvent(e: Record<string, unknown>): boolean {
 async function appendEvent(conn: PgConnection, lease: Lease, batch: string, sync: string | null, now: number, e: Record<string, unknown>): Promise<number | undefined> {
   const values = [lease.rootId, lease.holderId, lease.epoch, batch, sync, e.run, e.type, e.key ?? null, e.payload ?? null, e.at ?? now, now, e.patch ? JSON.stringify(e.patch) : null];
   const out = await callWithRetry(conn, lease, batch, async (c) => {
-    const row = (await c.query<{ held: number; seq: number | null }>({ name: "append-event", text: APPEND_EVENT_SQL, values })).rows[0]!;
-    if (!row.held) throw new LeaseLostError(lease.rootId, lease.epoch);
-    return row.seq === null ? [] : [{ status: "appended" as const, seq: row.seq }];
+    const { seq } = (await c.query<{ seq: number | null }>({ name: "append-event", text: APPEND_EVENT_SQL, values })).rows[0]!;
+    if (seq === 0) throw new LeaseLostError(lease.rootId, lease.epoch);
+    return seq === null ? [] : [{ status: "appended" as const, seq }];
   });
   return out[0]?.seq;
 }
