@@ -14,7 +14,7 @@
  */
 
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { connect, createServer, type AddressInfo, type Socket } from "node:net";
@@ -29,6 +29,7 @@ import { freshDatabase, postgresInstalled, startCluster } from "../helpers/postg
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { liveHolder, startRoot } from "./backends.ts";
+import { ENTRY_POINTS } from "../../src/shared/entry-points.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const LOCAL_BUN = join(ROOT, "node_modules", ".bin", "bun");
@@ -368,6 +369,21 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     } finally {
       cluster.stop();
     }
+  });
+
+  test("postgres: the journal's bundle holds no Kysely: run listings load it in a bundle of their own, on first use", async () => {
+    const outdir = makeTempDir("atomic-bundles-");
+    const built = await Bun.build({ entrypoints: ENTRY_POINTS.map((f) => join(ROOT, "src", f)), outdir, root: join(ROOT, "src"), target: "bun", format: "esm" });
+    expect(built.success).toBe(true);
+    const kysely = (entry: string) => readFileSync(join(outdir, entry.replace(/\.ts$/, ".js")), "utf8").includes("SelectQueryBuilderImpl");
+    expect([kysely("journal/postgres/postgres-journal.ts"), kysely("journal/postgres/pg-listings.ts")]).toEqual([false, true]);
+    // Listings still work through it.
+    const j = await open(await freshDatabase());
+    const { rootId } = await startRoot(j, "listed");
+    expect((await j.listRuns()).map((r) => r.id)).toEqual([rootId]);
+    expect(await j.countRuns()).toBe(1);
+    expect((await j.findRuns(rootId.slice(0, 8), 5)).map((r) => r.id)).toEqual([rootId]);
+    expect((await j.getRun(rootId))?.workflowName).toBe("listed");
   });
 
   test("postgres: change numbers follow commit order across concurrent appenders", async () => {

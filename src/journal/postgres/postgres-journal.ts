@@ -15,7 +15,9 @@
  *   clock, batch receipts that make a retry after a lost COMMIT safe).
  * - leases.ts: leases judged by the database clock, the row FOR UPDATE
  *   while deciding, no local-pid shortcut for a holder on another host.
- * - reads.ts: listings, replay, status views (with retention's tombstones).
+ * - reads.ts: a run by id, replay, status views (with retention's
+ *   tombstones); pg-listings.ts: run listings through Kysely, a bundle of
+ *   its own loaded on first use.
  * - retention.ts: deleting finished trees (locks, the database clock's
  *   judgement of a lease), VACUUM outside transactions.
  * - schedules.ts: schedules, the tick claim as a compare-and-set.
@@ -31,7 +33,6 @@
  * pg or this code.
  */
 
-import type { Kysely } from "kysely";
 import type { StorageError } from "../../shared/errors.ts";
 import { UsageError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
@@ -53,13 +54,13 @@ import type {
   WorkQueue,
 } from "../types.ts";
 import type { ScheduleStore } from "../schedules.ts";
-import type { JournalTables } from "../sqlite/tables.ts";
 import { appendEntries } from "./append.ts";
 import { PgConnection, isConnectionLoss } from "./connection.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./migrations.ts";
 import { openError } from "./open-errors.ts";
-import { PgViews, countRuns, findRuns, getRun, kyselyOver, listRuns, readEvents } from "./reads.ts";
+import { PgViews, getRun, readEvents } from "./reads.ts";
+import { importEntry } from "../../shared/entry-points.ts";
 import { PgRetention } from "./retention.ts";
 import { PgScheduleStore } from "./schedules.ts";
 import { makeStores, session } from "./stores.ts";
@@ -71,6 +72,9 @@ export interface PostgresJournalOptions {
   retryMs?: number;
   env?: NodeJS.ProcessEnv;
 }
+
+type ListingsModule = typeof import("./pg-listings.ts");
+type Listings = { module: ListingsModule; db: ReturnType<ListingsModule["kyselyOver"]> };
 
 /** Receipts of append calls older than this are deleted (a retry comes within seconds). */
 const BATCH_RECEIPT_MS = 24 * 3600_000;
@@ -91,7 +95,7 @@ export class PostgresJournal implements Journal {
   readonly messages: MessageStore;
   readonly retention: RunRetention;
   readonly schedules: ScheduleStore;
-  readonly #kysely: Kysely<JournalTables>;
+  #listings: Promise<Listings> | undefined;
   #closed = false;
 
   private constructor(
@@ -100,7 +104,6 @@ export class PostgresJournal implements Journal {
   ) {
     this.location = conn.target.location;
     this.views = new PgViews(conn);
-    this.#kysely = kyselyOver(conn);
     const stores = makeStores(conn);
     this.work = stores.work;
     this.messages = stores.messages;
@@ -160,19 +163,29 @@ export class PostgresJournal implements Journal {
   }
 
   getRun(id: RunId): Promise<RunRecord | undefined> {
-    return this.#read(() => getRun(this.#kysely, id));
+    return this.#read(() => getRun(this.conn, id));
   }
 
   findRuns(prefix: string, limit: number): Promise<RunRecord[]> {
-    return this.#read(() => findRuns(this.#kysely, prefix, limit));
+    return this.#listed((l) => l.module.findRuns(l.db, prefix, limit));
   }
 
   listRuns(filter?: ListRunsFilter): Promise<RunRecord[]> {
-    return this.#read(() => listRuns(this.#kysely, filter));
+    return this.#listed((l) => l.module.listRuns(l.db, filter));
   }
 
   countRuns(filter?: ListRunsFilter): Promise<number> {
-    return this.#read(() => countRuns(this.#kysely, filter));
+    return this.#listed((l) => l.module.countRuns(l.db, filter));
+  }
+
+  /** A listing through Kysely, its bundle loaded on first use (pg-listings.ts). */
+  async #listed<T>(fn: (l: Listings) => Promise<T>): Promise<T> {
+    this.#listings ??= importEntry("journal/postgres/pg-listings.ts").then((m) => {
+      const module = m as unknown as ListingsModule;
+      return { module, db: module.kyselyOver(this.conn.pool) };
+    });
+    const listings = await this.#listings;
+    return this.#read(() => fn(listings));
   }
 
   readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]> {

@@ -1,7 +1,7 @@
 /**
- * Reads of the Postgres journal: run listings through Kysely (single
- * statements, each seeing the last committed state), the replay path and
- * the status views as prepared statements (hot, and one shape each).
+ * Reads of the Postgres journal: a run by id, the replay path and the
+ * status views as prepared statements (hot, and one shape each). Run
+ * listings go through Kysely, in a bundle of their own (pg-listings.ts).
  *
  * Views (JournalViews in ../types.ts): stage tallies come from the stage
  * index by root (stage_index_by_path, root first), changes from the runs'
@@ -12,63 +12,16 @@
  * the same clock (retention.ts): read with the runs, as a `deleted` change.
  */
 
-import { Kysely, PostgresDialect, sql } from "kysely";
 import type { RunId } from "../../shared/ids.ts";
-import type { JournalEvent, JournalViews, ListRunsFilter, RunChange, RunRecord, StageTally } from "../types.ts";
-import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
+import type { JournalEvent, JournalViews, RunChange, RunRecord, StageTally } from "../types.ts";
+import { runFromRow, type RunsTable } from "../sqlite/tables.ts";
 import { changeFromRow, tallyFromRow, type ChangeRow, type TallyRow } from "../sqlite/views.ts";
 import type { PgConnection } from "./connection.ts";
 
-type Db = Kysely<JournalTables>;
-
-/** Kysely over the connection's pool (the pool's lifetime stays the connection's: never destroyed through Kysely). */
-export function kyselyOver(conn: PgConnection): Db {
-  return new Kysely<JournalTables>({ dialect: new PostgresDialect({ pool: conn.pool }) });
-}
-
-export async function getRun(db: Db, id: RunId): Promise<RunRecord | undefined> {
-  const row = await db.selectFrom("runs").selectAll().where("id", "=", id).executeTakeFirst();
-  return row ? runFromRow(row) : undefined;
-}
-
-/** Runs whose id starts with `prefix`, newest first. LIKE wildcards in the prefix match literally. */
-export async function findRuns(db: Db, prefix: string, limit: number): Promise<RunRecord[]> {
-  const pattern = `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  const rows = await db
-    .selectFrom("runs")
-    .selectAll()
-    .where(sql<boolean>`id like ${pattern}`)
-    .orderBy("created_at", "desc")
-    .orderBy("id", "desc")
-    .limit(limit)
-    .execute();
-  return rows.map(runFromRow);
-}
-
-export async function listRuns(db: Db, filter: ListRunsFilter = {}): Promise<RunRecord[]> {
-  let q = filtered(db, filter).selectAll().orderBy("created_at", "desc").orderBy("id", "desc");
-  if (filter.limit !== undefined) q = q.limit(filter.limit);
-  if (filter.offset !== undefined) q = q.offset(filter.offset);
-  return (await q.execute()).map(runFromRow);
-}
-
-export async function countRuns(db: Db, filter: ListRunsFilter = {}): Promise<number> {
-  const row = await filtered(db, filter)
-    .select((eb) => eb.fn.countAll<number>().as("n"))
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
-}
-
-/** `rootsOnly` defaults to true, except when `parentId` asks for children (which are never roots). */
-function filtered(db: Db, filter: ListRunsFilter) {
-  let q = db.selectFrom("runs");
-  if (filter.parentId !== undefined) q = q.where("parent_id", "=", filter.parentId);
-  else if (filter.rootsOnly ?? true) q = q.where("parent_id", "is", null);
-  if (filter.status !== undefined) q = q.where("status", "=", filter.status);
-  if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
-  if (filter.workflowName !== undefined) q = q.where("workflow_name", "=", filter.workflowName);
-  if (filter.createdSince !== undefined) q = q.where("created_at", ">=", filter.createdSince);
-  return q;
+/** One run by id, a prepared statement (every resume and control poll reads it; Kysely stays unloaded). */
+export async function getRun(conn: PgConnection, id: RunId): Promise<RunRecord | undefined> {
+  const rows = await conn.query<RunsTable>("select * from runs where id = $1", [id], "run-by-id");
+  return rows[0] ? runFromRow(rows[0]) : undefined;
 }
 
 /** Events of `runId` with seq > afterSeq, ascending, at most `limit` (all when undefined). */
