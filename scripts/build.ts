@@ -19,6 +19,9 @@ mkdirSync(join(outfile, ".."), { recursive: true });
 const result = await Bun.build({
   // Each a bundle of its own in the binary (src/shared/entry-points.ts says why).
   entrypoints: ENTRY_POINTS.map((f) => join(root, "src", f)),
+  // Bundles keep their paths under src/ (importEntry finds them there). Named, not inferred: Bun 1.4.4 infers
+  // the common directory of up to 8 entry points, and the repository's root for 9 (measured).
+  root: join(root, "src"),
   compile: {
     outfile,
     autoloadBunfig: false,

@@ -157,18 +157,26 @@ export class RootRun {
     budgetOverride?: BudgetOptions,
     /** The workflow file loaded (another one than recorded: `resume --workflow`) and the directory it runs in. */
     place?: { path: string; cwd: string },
+    /**
+     * The run's events as the caller read them before the lease (`atomic resume` needs them to find the
+     * workflow): only those appended since are read again. A journal is append-only, seqs gapless.
+     */
+    recorded?: readonly JournalEvent[],
   ): Promise<RootRun> {
     assertResumable(run);
     const holder = thisProcessHolder();
     const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
-    const events = await opts.journal.readEvents(run.id);
+    const events = recorded ? [...recorded, ...(await opts.journal.readEvents(run.id, recorded.at(-1)?.seq ?? 0))] : await opts.journal.readEvents(run.id);
     // What an earlier drive left running on this host (an orphaned stage, a stale pool) ends before
     // anything starts again: a stage never runs beside an older copy of itself. Only a run that ever
     // started a stage (or a child run, whose stages are in its own events) can have left any.
-    if (events.some(startedProcesses)) endRunProcesses(run.id);
-    // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own.
-    await opts.journal.work.abandon(lease);
+    // Stage executions the previous driver queued are not anyone's any more: this run enqueues its own. A
+    // work item is only appended with its stage's step_started, so the same runs are the only ones with any.
+    if (events.some(startedProcesses)) {
+      endRunProcesses(run.id);
+      await opts.journal.work.abandon(lease);
+    }
     // Inputs are stored as JSON: a v.date() input is a Date again, as it was on the first run.
     const inputs = reviveInputs(definition.inputs ?? {}, run.inputs as Record<string, unknown>);
     const root = RootRun.create(opts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);

@@ -29,6 +29,7 @@ export const ENTRY_POINTS = [
   "intercom/broker.ts",
   "journal/sqlite/kysely-layer.ts",
   "journal/postgres/postgres-journal.ts",
+  "journal/postgres/pg-listings.ts",
   "runners/json-schema-ajv.ts",
 ] as const;
 

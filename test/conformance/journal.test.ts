@@ -255,6 +255,20 @@ for (const backend of BACKENDS) {
       expect(await journal.append(lease, [checkpoint(root, 1)])).toEqual([{ status: "appended", seq: 2 }]);
     });
 
+    test(`${backend.name}: a lone event for another root's run, or for no run, is an error outcome and writes nothing`, async () => {
+      const { journal, root, lease } = await withRoot();
+      const foreign = newRunId();
+      const foreignLease = await journal.acquireLease(foreign, liveHolder(), { timeoutMs: 60_000 });
+      await journal.append(foreignLease, [started(foreign, foreign)]);
+      const [outside] = await journal.append(lease, [checkpoint(foreign, 1)]);
+      expect(outside).toMatchObject({ status: "error", error: { code: "run_outside_lease" } });
+      const [missing] = await journal.append(lease, [checkpoint(newRunId(), 1)]);
+      expect(missing).toMatchObject({ status: "error", error: { code: "run_not_found" } });
+      expect(await seqs(journal, foreign)).toEqual([1]);
+      expect(await journal.append(lease, [checkpoint(root, 1)])).toEqual([{ status: "appended", seq: 2 }]);
+      expect((await journal.getRun(root))?.lastSeq).toBe(2);
+    });
+
     test(`${backend.name}: creating a run that exists is an error outcome`, async () => {
       const { journal, root, lease } = await withRoot();
       const [outcome] = await journal.append(lease, [started(root, root)]);

@@ -5,25 +5,31 @@
  * someone else's tables refused, an older schema migrated with its runs
  * kept, the migration lock, lease expiry judged by
  * the database's clock (a process whose clock runs two hours ahead cannot
- * take a live lease), a remote holder never presumed dead, batch receipts
- * that make a repeated append call write nothing twice, and the change
+ * take a live lease), a remote holder never presumed dead, sslmode=prefer
+ * on one connection (with and without TLS on the server), batch receipts
+ * that make a repeated append call write nothing twice, version 5's
+ * append functions replaced in place (migration 8), and the change
  * clock's commit order. A real cluster the tests start (test/helpers/
  * postgres.ts); each test in databases or schemas of its own.
  */
 
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { openJournal } from "../../src/journal/open.ts";
-import { LATEST_SCHEMA_VERSION } from "../../src/journal/postgres/migrations.ts";
+import { probePostgres } from "../../src/journal/postgres/postgres-journal.ts";
+import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/postgres/migrations.ts";
+import { APPEND_EVENT_SQL } from "../../src/journal/postgres/append-sql-v8.ts";
 import type { Journal } from "../../src/journal/types.ts";
 import { AtomicError, LeaseHeldError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId } from "../../src/shared/ids.ts";
-import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
+import { freshDatabase, postgresInstalled, startCluster } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { liveHolder, startRoot } from "./backends.ts";
+import { ENTRY_POINTS } from "../../src/shared/entry-points.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const LOCAL_BUN = join(ROOT, "node_modules", ".bin", "bun");
@@ -61,6 +67,31 @@ function withSchema(url: string, schema: string): string {
   const u = new URL(url);
   u.searchParams.set("schema", schema);
   return u.toString();
+}
+
+/** A TCP proxy to 127.0.0.1:`port` that counts the connections it accepted. */
+async function countingProxy(port: number): Promise<{ port: number; accepted(): number; close(): void }> {
+  let accepted = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    accepted++;
+    const upstream = connect({ host: "127.0.0.1", port });
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("error", () => {});
+      s.on("close", () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    accepted: () => accepted,
+    close() {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
 }
 
 async function expectCode(promise: Promise<unknown>, code: string): Promise<AtomicError> {
@@ -239,18 +270,125 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     expect((err as AtomicError).code).toBe("lease_lost");
   });
 
-  test("postgres: the same append batch sent twice (a retry after a lost COMMIT) is written once", async () => {
+  test("postgres: an append batch sent again (a retry after a lost COMMIT) writes nothing twice; its receipt holds the first outcomes", async () => {
     const db = await freshDatabase();
     const j = await open(db);
     const { rootId, lease } = await startRoot(j, "receipts");
     const admin = sql(db);
+    const receipt = async (batch: string) => (await admin.query<{ o: unknown }>("select outcomes::jsonb as o from append_batches where id = $1", [batch])).rows[0]?.o;
+    const state = (err: unknown) => (err as { code?: string }).code;
+    // Through the function (any batch) and through the one-statement append of a lone event.
     const entries = JSON.stringify([{ run: rootId, type: "checkpoint", key: "k", payload: '{"n":1}' }]);
     const call = () => admin.query<{ o: unknown }>("select append_entries($1, $2, $3, 'batch-1', null, 0, $4::jsonb, false) as o", [rootId, lease.holderId, lease.epoch, entries]);
     const first = (await call()).rows[0]!.o;
-    const again = (await call()).rows[0]!.o;
     expect(first).toEqual([{ status: "appended", seq: 2 }]);
-    expect(again).toEqual(first);
-    expect((await j.readEvents(rootId)).map((e) => e.seq)).toEqual([1, 2]);
+    expect(state(await call().catch((e: unknown) => e))).toBe("23505");
+    expect(await receipt("batch-1")).toEqual(first);
+    const event = () => admin.query<{ seq: string | null }>(APPEND_EVENT_SQL, [rootId, lease.holderId, lease.epoch, "batch-2", null, rootId, "checkpoint", "k2", '{"n":2}', 5, 5, null]);
+    const row = (await event()).rows[0]!;
+    expect(Number(row.seq)).toBe(3);
+    expect(state(await event().catch((e: unknown) => e))).toBe("23505");
+    expect(await receipt("batch-2")).toEqual([{ status: "appended", seq: 3 }]);
+    expect((await j.readEvents(rootId)).map((e) => e.seq)).toEqual([1, 2, 3]);
+    expect((await j.getRun(rootId))?.lastSeq).toBe(3);
+  });
+
+  test("postgres: a version 5 schema migrates to the new append functions in place: runs, events and change numbers kept, appends go on gapless", async () => {
+    const db = await freshDatabase();
+    const admin = sql(db);
+    // Version 5 as a version-5 atomic left it, with a run it wrote through its own append function.
+    const c = await admin.connect();
+    try {
+      await c.query("begin");
+      await c.query("create schema atomic");
+      for (const m of MIGRATIONS.filter((x) => x.version <= 5)) for (const statement of m.statements) await c.query(statement);
+      await c.query("insert into meta (key, value) values ('schema_version', '5')");
+      await c.query("commit");
+    } finally {
+      c.release();
+    }
+    const rootId = newRunId();
+    await admin.query("insert into leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms) values ($1, 'v5', 'gone', 1, 1, 1, 0, 1)", [rootId]);
+    const newRun = { rootId, parentId: null, parentKey: null, depth: 0, workflowName: "old", workflowPath: "/old.ts", workflowDigest: "d", inputs: "{}" };
+    const written = [
+      { run: rootId, type: "run_started", payload: "{}", newRun },
+      { run: rootId, type: "checkpoint", key: "0", payload: '{"n":0}' },
+    ];
+    await admin.query("select append_entries($1, 'v5', 1, 'b5', null, 1000, $2::jsonb, false)", [rootId, JSON.stringify(written)]);
+    const before = (await admin.query<{ change_seq: number }>("select change_seq::int from runs where id = $1", [rootId])).rows[0]!.change_seq;
+    expect(before).toBeGreaterThan(0);
+
+    const j = await open(db);
+    expect((await admin.query("select value from meta where key = 'schema_version'")).rows[0]).toEqual({ value: String(LATEST_SCHEMA_VERSION) });
+    // The new append_entry (its extra argument) replaced the old one; nothing else changed.
+    expect((await admin.query("select pronargs from pg_proc where proname = 'append_entry'")).rows).toEqual([{ pronargs: 5 }]);
+    expect((await j.readEvents(rootId)).map((e) => [e.seq, e.type, e.payload])).toEqual([
+      [1, "run_started", {}],
+      [2, "checkpoint", { n: 0 }],
+    ]);
+    expect((await j.getRun(rootId))?.lastSeq).toBe(2);
+    const cursor = (await j.views.changesSince(0, 10)).at(-1)!.change;
+    expect(cursor).toBe(before);
+
+    // The old holder's lease expired long ago: taken over, then appended to through both paths.
+    const lease = await j.acquireLease(rootId, liveHolder("new"), { timeoutMs: 60_000 });
+    expect(lease.epoch).toBe(2);
+    expect(await j.append(lease, [{ runId: rootId, type: "checkpoint", key: "1", payload: { n: 1 } }])).toEqual([{ status: "appended", seq: 3 }]);
+    const outcomes = await j.append(lease, [
+      { runId: rootId, type: "checkpoint", key: "2", payload: { n: 2 } },
+      { runId: rootId, type: "status_changed", payload: {}, patch: { status: "completed", endedAt: 7 } },
+    ]);
+    expect(outcomes).toEqual([
+      { status: "appended", seq: 4 },
+      { status: "appended", seq: 5 },
+    ]);
+    expect((await j.readEvents(rootId)).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+    const run = await j.getRun(rootId);
+    expect([run?.lastSeq, run?.status, run?.endedAt]).toEqual([5, "completed", 7]);
+    const changes = await j.views.changesSince(cursor, 10);
+    expect(changes.map((x) => [x.id, x.lastSeq])).toEqual([[rootId, 5]]);
+  });
+
+  test("postgres: sslmode=prefer (the default) takes one connection, in the clear from a server without TLS and over TLS from one with it", async () => {
+    const plain = new URL(await freshDatabase());
+    const cluster = await startCluster({ tls: true });
+    try {
+      const tls = new URL(cluster.adminUrl);
+      for (const [url, over] of [[plain, false], [tls, true]] as const) {
+        const proxy = await countingProxy(Number(url.port));
+        try {
+          const via = new URL(url);
+          via.port = String(proxy.port);
+          const probe = await probePostgres(via.toString());
+          expect([probe.ok, probe.detail.includes("over TLS")]).toEqual([true, over]);
+          const j = await open(via.toString());
+          const { rootId } = await startRoot(j, "tls");
+          expect((await j.readEvents(rootId)).length).toBe(1);
+          await j.close();
+          // The probe's connection and the journal's: one each, none refused and made again.
+          expect(proxy.accepted()).toBe(2);
+        } finally {
+          proxy.close();
+        }
+      }
+    } finally {
+      cluster.stop();
+    }
+  });
+
+  test("postgres: the journal's bundle holds no Kysely: run listings load it in a bundle of their own, on first use", async () => {
+    const outdir = makeTempDir("atomic-bundles-");
+    const built = await Bun.build({ entrypoints: ENTRY_POINTS.map((f) => join(ROOT, "src", f)), outdir, root: join(ROOT, "src"), target: "bun", format: "esm" });
+    expect(built.success).toBe(true);
+    const kysely = (entry: string) => readFileSync(join(outdir, entry.replace(/\.ts$/, ".js")), "utf8").includes("SelectQueryBuilderImpl");
+    expect([kysely("journal/postgres/postgres-journal.ts"), kysely("journal/postgres/pg-listings.ts")]).toEqual([false, true]);
+    // Listings still work through it.
+    const j = await open(await freshDatabase());
+    const { rootId } = await startRoot(j, "listed");
+    expect((await j.listRuns()).map((r) => r.id)).toEqual([rootId]);
+    expect(await j.countRuns()).toBe(1);
+    expect((await j.findRuns(rootId.slice(0, 8), 5)).map((r) => r.id)).toEqual([rootId]);
+    expect((await j.getRun(rootId))?.workflowName).toBe("listed");
   });
 
   test("postgres: change numbers follow commit order across concurrent appenders", async () => {

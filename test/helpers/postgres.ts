@@ -136,6 +136,8 @@ export interface ClusterOptions {
   hba?: string[];
   /** More postgresql.conf settings, e.g. `tcp_keepalives_idle = 1`. */
   conf?: string[];
+  /** TLS on (`ssl = on`, a self-signed certificate for CN=localhost made with openssl); plain TCP also works. */
+  tls?: boolean;
 }
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
@@ -189,10 +191,14 @@ export function startClusterSync(opts: ClusterOptions = {}): Cluster {
       "max_connections = 200",
       "shared_buffers = 32MB",
       ...(opts.fsync === false ? ["fsync = off"] : []),
+      ...(opts.tls ? ["ssl = on"] : []),
       ...(opts.conf ?? []),
     ];
     writeFileSync(join(dataDir, "postgresql.auto.conf"), `${conf.join("\n")}\n`);
     if (asRoot) chownSync(join(dataDir, "postgresql.auto.conf"), postgresIds().uid, postgresIds().gid);
+    // server.crt and server.key in the data directory: Postgres's default file names.
+    if (opts.tls) run(["openssl", "req", "-new", "-x509", "-days", "2", "-nodes", "-subj", "/CN=localhost", "-keyout", join(dataDir, "server.key"), "-out", join(dataDir, "server.crt")]);
+    if (opts.tls) run(["chmod", "600", join(dataDir, "server.key")]);
     for (let attempt = 0; ; attempt++) {
       const port = randomPort();
       const started = run([join(bin, "pg_ctl"), "-D", dataDir, "-l", join(dir, "log"), "-w", "-t", "60", "-o", `-p ${port}`, "start"], { allowFail: true });

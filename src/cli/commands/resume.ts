@@ -71,6 +71,7 @@ export default defineCommand({
       loaded.digest,
       budget,
       { path: loaded.path, cwd: process.cwd() },
+      events,
     );
     if (args.detach) {
       view.close();

@@ -1,6 +1,10 @@
 /**
  * The append, as two PL/pgSQL functions in the journal's schema (created by
- * migration 1; a change is a new migration that replaces them).
+ * migration 1; a change is a new migration that replaces them). Migration 8
+ * replaced them (append-sql-v8.ts: the same steps with fewer statements,
+ * and a lone event in one statement without a function); what follows is
+ * still what an append does and in which order, except that step 1's
+ * receipt lookup moved to the caller's retry (append.ts).
  *
  * Why in the database: an append on Postgres costs round trips, not rows.
  * A transaction of separate statements (BEGIN, lease check, run row, event

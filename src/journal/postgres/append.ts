@@ -10,11 +10,12 @@
  * Exactly once across a lost connection: every call carries a fresh batch
  * id, and `append_entries` records its outcomes under it in the same
  * transaction. When the connection breaks while the call is under way, the
- * call is made again with the same id (with backoff, within the
- * connection's retry time): if the first one committed, its recorded
- * outcomes come back and nothing is written twice; if not, it runs now. A
- * retry that races the first call still in flight on the server loses on
- * the batch id's primary key (23505) and asks again.
+ * receipt is looked up and, when there is none, the call is made again with
+ * the same id (with backoff, within the connection's retry time): if the
+ * first one committed, its recorded outcomes come back and nothing is
+ * written twice; if not, it runs now. A retry that races the first call
+ * still in flight on the server loses on the batch id's primary key (23505)
+ * and asks again. (A first call does not look: its id is new.)
  *
  * Durability: a batch without a durable entry commits with
  * synchronous_commit off; with `--durability normal` every batch does.
@@ -22,7 +23,8 @@
 
 import { LeaseLostError, UsageError, errorInfo } from "../../shared/errors.ts";
 import type { AppendEntry, AppendOutcome, Durability, JournalEvent, Lease, RunPatch, StageIndexEntry } from "../types.ts";
-import { isConnectionLoss, sqlState, type PgConnection } from "./connection.ts";
+import { isConnectionLoss, sqlState, type Client, type PgConnection } from "./connection.ts";
+import { APPEND_EVENT_SQL } from "./append-sql-v8.ts";
 import { toJson } from "../sqlite/tables.ts";
 
 type Encoded = { ok: true; value: Record<string, unknown> } | { ok: false; outcome: AppendOutcome };
@@ -42,6 +44,7 @@ interface RawOutcome {
 }
 
 const APPEND_SQL = "select append_entries($1, $2, $3, $4, $5, $6, $7::jsonb, $8) as outcomes";
+const RECEIPT_SQL = "select outcomes::jsonb as outcomes from append_batches where id = $1";
 
 /** A SQLSTATE a bad entry raises (not a fault of the database: those fail the batch; see append-sql.ts). */
 function isBadEntry(state: string | undefined): boolean {
@@ -55,14 +58,26 @@ export async function appendEntries(conn: PgConnection, durability: Durability, 
   if (sendable.length === 0) return encoded.map((e) => (e as { outcome: AppendOutcome }).outcome);
   const durable = durability === "full" && entries.some((e) => e.durable !== false);
   const batch = crypto.randomUUID();
-  const values = [lease.rootId, lease.holderId, lease.epoch, batch, durable ? null : "off", Date.now(), JSON.stringify(sendable), false];
+  const sync = durable ? null : "off";
+  const now = Date.now();
+  if (encoded.length === 1 && isPlainEvent(sendable[0]!)) {
+    // Nothing written when the run is not this root's (or the entry was bad): the function says why, as its outcome.
+    const seq = await appendEvent(conn, lease, batch, sync, now, sendable[0]!).catch((err: unknown) => {
+      if (isBadEntry(sqlState(err))) return undefined;
+      throw err;
+    });
+    if (seq !== undefined) return [{ status: "appended", seq }];
+  }
+  const values = [lease.rootId, lease.holderId, lease.epoch, batch, sync, now, JSON.stringify(sendable), false];
+  const call = (isolate: boolean) =>
+    callWithRetry(conn, lease, batch, async (c) => (await c.query<{ outcomes: RawOutcome[] }>({ name: "append", text: APPEND_SQL, values: [...values.slice(0, 7), isolate] })).rows[0]!.outcomes);
   let raw: RawOutcome[];
   try {
-    raw = await callWithRetry(conn, lease, values);
+    raw = await call(false);
   } catch (err) {
     // An entry was bad: nothing was written; again, each entry in a savepoint of its own.
     if (!isBadEntry(sqlState(err))) throw err;
-    raw = await callWithRetry(conn, lease, [...values.slice(0, 7), true]);
+    raw = await call(true);
   }
   let next = 0;
   return encoded.map((e) => (e.ok ? decodeOutcome(raw[next++]!, e.value.run as string) : e.outcome));
@@ -90,12 +105,44 @@ export async function appendInTransaction(q: RowsOf, lease: Lease, entries: read
   return encoded.map((e) => (e.ok ? decodeOutcome(raw[next++]!, e.value.run as string) : e.outcome));
 }
 
-async function callWithRetry(conn: PgConnection, lease: Lease, values: unknown[]): Promise<RawOutcome[]> {
+/** What APPEND_EVENT_SQL writes (append-sql-v8.ts): an event, maybe a patch of its run's row; no key, CAS, work, stage or prompt. */
+const EVENT_FIELDS = new Set(["run", "type", "key", "payload", "at", "patch"]);
+
+function isPlainEvent(e: Record<string, unknown>): boolean {
+  for (const key in e) if (!EVENT_FIELDS.has(key)) return false;
+  return true;
+}
+
+/** One plain event in one statement: its seq, or undefined when the run is not this root's (nothing written). */
+async function appendEvent(conn: PgConnection, lease: Lease, batch: string, sync: string | null, now: number, e: Record<string, unknown>): Promise<number | undefined> {
+  const values = [lease.rootId, lease.holderId, lease.epoch, batch, sync, e.run, e.type, e.key ?? null, e.payload ?? null, e.at ?? now, now, e.patch ? JSON.stringify(e.patch) : null];
+  const out = await callWithRetry(conn, lease, batch, async (c) => {
+    const { seq } = (await c.query<{ seq: number | null }>({ name: "append-event", text: APPEND_EVENT_SQL, values })).rows[0]!;
+    if (seq === 0) throw new LeaseLostError(lease.rootId, lease.epoch);
+    return seq === null ? [] : [{ status: "appended" as const, seq }];
+  });
+  return out[0]?.seq;
+}
+
+/**
+ * `call` on a pooled client, made again after a lost connection (see the
+ * file note): first the receipt of `batch` is looked up, since the call
+ * that was under way may have committed.
+ */
+async function callWithRetry(conn: PgConnection, lease: Lease, batch: string, call: (c: Client) => Promise<RawOutcome[]>): Promise<RawOutcome[]> {
   const deadline = Date.now() + conn.retryMs;
   for (let attempt = 0; ; attempt++) {
     try {
-      return await conn.withClient(async (c) => (await c.query<{ outcomes: RawOutcome[] }>({ name: "append", text: APPEND_SQL, values })).rows[0]!.outcomes, false);
+      return await conn.withClient(async (c) => {
+        // A first call's batch id is new: nothing to look up.
+        if (attempt > 0) {
+          const receipt = (await c.query<{ outcomes: RawOutcome[] }>({ name: "append-receipt", text: RECEIPT_SQL, values: [batch] })).rows[0];
+          if (receipt) return receipt.outcomes;
+        }
+        return call(c);
+      }, false);
     } catch (err) {
+      if (err instanceof LeaseLostError) throw err;
       const state = sqlState(err) ?? sqlState((err as { cause?: unknown }).cause);
       if (state === "AT001") throw new LeaseLostError(lease.rootId, lease.epoch);
       // 23505 on the batch id: the first call of this batch was still in flight (see the file note).

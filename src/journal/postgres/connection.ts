@@ -28,6 +28,7 @@
 import pg from "pg";
 import { AtomicError, StorageError } from "../../shared/errors.ts";
 import type { PostgresTarget } from "./url.ts";
+import { preferTlsClient } from "./prefer-tls.ts";
 
 /** bigint (int8) and numeric (sums) as JS numbers: every value here (ms times, counters, tokens) fits in 2^53. */
 const TYPES = {
@@ -61,22 +62,27 @@ export class PgConnection {
   readonly retryMs: number;
   /** How every connection of this journal connects (the pool's, and a listener's of its own). */
   private readonly clientConfig: pg.ClientConfig;
+  /** pg's client, or one that takes sslmode=prefer's answer on one connection (prefer-tls.ts). */
+  private readonly clientClass: typeof pg.Client;
   #closed = false;
 
   constructor(
     readonly target: PostgresTarget,
     opts: PgPoolOptions = {},
-    /** The TLS options to connect with (null: none), when not the target's (sslmode prefer and allow fall back). */
+    /** The TLS options to connect with (null: none), when not the target's (sslmode allow falls back). */
     tls: PostgresTarget["tls"] | null = target.tls,
   ) {
     this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
+    // sslmode=prefer asks for TLS and takes the answer on the same connection (prefer-tls.ts).
+    const prefer = target.sslMode === "prefer" && tls !== null && tls !== undefined;
+    this.clientClass = prefer ? preferTlsClient(tls, target.connectTimeoutMs) : pg.Client;
     this.clientConfig = {
       host: target.host,
       port: target.port,
       user: target.user,
       database: target.database,
       ...(target.password !== undefined ? { password: target.password } : {}),
-      ssl: tls ?? false,
+      ssl: prefer ? false : (tls ?? false),
       application_name: target.applicationName,
       connectionTimeoutMillis: target.connectTimeoutMs,
       options: `-c search_path=${target.schema}`,
@@ -84,6 +90,7 @@ export class PgConnection {
     };
     this.pool = new pg.Pool({
       ...this.clientConfig,
+      Client: this.clientClass,
       max: opts.max ?? 8,
       idleTimeoutMillis: 10_000,
       allowExitOnIdle: true,
@@ -97,7 +104,7 @@ export class PgConnection {
 
   /** A connection outside the pool, the caller's to connect and end (LISTEN holds one for as long as it listens). */
   newClient(): pg.Client {
-    return new pg.Client(this.clientConfig);
+    return new this.clientClass(this.clientConfig);
   }
 
   get closed(): boolean {
@@ -136,10 +143,10 @@ export class PgConnection {
     for (let conflicts = 0; ; conflicts++) {
       try {
         return await this.withClient(async (c) => {
-          await c.query("begin");
           let committing = false;
           try {
-            if (opts.synchronousCommit === false) await c.query("set local synchronous_commit = off");
+            // One round trip for both (a simple query may hold several statements).
+            await c.query(opts.synchronousCommit === false ? "begin; set local synchronous_commit = off" : "begin");
             const out = await fn(c);
             committing = true;
             await c.query("commit");

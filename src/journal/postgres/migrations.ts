@@ -10,9 +10,11 @@
  * commit, JournalViews in ../types.ts) and append batches (receipts of
  * append calls, so a call whose COMMIT's outcome is unknown can ask again).
  * Versions 3 (retention: tombstones of deleted runs) and 4 (schedules) follow
- * SQLite's versions 7 and 8. Version 7 (the artifact store, ./artifacts.ts)
- * has no SQLite counterpart: on the embedded journal a stage's files are the
- * local ones.
+ * SQLite's versions 7 and 8. Version 6 (worker hosts, ../fleet.ts) and 7
+ * (the artifact store, ./artifacts.ts) have no SQLite counterpart: the
+ * embedded journal has no hosts, and its stages' files are the local ones.
+ * Version 8 replaces the append functions (append-sql-v8.ts: fewer
+ * statements per append, measured).
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -33,6 +35,7 @@ import { StorageError, UsageError } from "../../shared/errors.ts";
 import type { Client } from "./connection.ts";
 import { sqlState } from "./connection.ts";
 import { APPEND_FUNCTIONS } from "./append-sql.ts";
+import { APPEND_FUNCTIONS_V8 } from "./append-sql-v8.ts";
 
 export interface PgMigration {
   version: number;
@@ -334,6 +337,13 @@ export const MIGRATIONS: readonly PgMigration[] = [
         primary key (file_id, off)
       )`,
     ],
+  },
+  {
+    // 6 and 7 are the worker hosts' (work queue, artifacts): this one depends on neither.
+    version: 8,
+    name: "append: one update of a run's row per batch, no receipt lookup on a first call",
+    // Replaces functions only: no table changes, rows stay as they are (append-sql-v8.ts says what and why).
+    statements: APPEND_FUNCTIONS_V8,
   },
 ];
 

@@ -15,7 +15,9 @@
  *   clock, batch receipts that make a retry after a lost COMMIT safe).
  * - leases.ts: leases judged by the database clock, the row FOR UPDATE
  *   while deciding, no local-pid shortcut for a holder on another host.
- * - reads.ts: listings, replay, status views (with retention's tombstones).
+ * - reads.ts: a run by id, replay, status views (with retention's
+ *   tombstones); pg-listings.ts: run listings through Kysely, a bundle of
+ *   its own loaded on first use.
  * - retention.ts: deleting finished trees (locks, the database clock's
  *   judgement of a lease), VACUUM outside transactions.
  * - schedules.ts: schedules, the tick claim as a compare-and-set.
@@ -33,7 +35,6 @@
  * pg or this code.
  */
 
-import type { Kysely } from "kysely";
 import type { StorageError } from "../../shared/errors.ts";
 import { UsageError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
@@ -55,7 +56,6 @@ import type {
   WorkQueue,
 } from "../types.ts";
 import type { ScheduleStore } from "../schedules.ts";
-import type { JournalTables } from "../sqlite/tables.ts";
 import { appendEntries } from "./append.ts";
 import { PgArtifactStore } from "./artifacts.ts";
 import type { ArtifactStore } from "../../artifacts/store.ts";
@@ -63,7 +63,8 @@ import { PgConnection, isConnectionLoss } from "./connection.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./migrations.ts";
 import { openError } from "./open-errors.ts";
-import { PgViews, countRuns, findRuns, getRun, kyselyOver, listRuns, readEvents } from "./reads.ts";
+import { PgViews, getRun, readEvents } from "./reads.ts";
+import { importEntry } from "../../shared/entry-points.ts";
 import { PgRetention } from "./retention.ts";
 import { PgScheduleStore } from "./schedules.ts";
 import { PgFleet } from "./fleet.ts";
@@ -78,8 +79,19 @@ export interface PostgresJournalOptions {
   env?: NodeJS.ProcessEnv;
 }
 
+type ListingsModule = typeof import("./pg-listings.ts");
+type Listings = { module: ListingsModule; db: ReturnType<ListingsModule["kyselyOver"]> };
+
 /** Receipts of append calls older than this are deleted (a retry comes within seconds). */
 const BATCH_RECEIPT_MS = 24 * 3600_000;
+
+/**
+ * Opening a journal at this version ($2) in one statement: its version read, and receipts older than $1
+ * deleted only when the version is $2 (a newer atomic's schema is never altered). Fails when there is no
+ * journal's `meta` in the schema (the connection's search_path), or for a user who may not delete.
+ */
+const OPEN_SQL = `with pruned as (delete from append_batches where at < $1 and exists (select from meta where key = 'schema_version' and value = $2))
+  select value from meta where key = 'schema_version'`;
 
 export class PostgresJournal implements Journal {
   readonly capabilities: JournalCapabilities = { synchronousTransactions: false };
@@ -90,7 +102,7 @@ export class PostgresJournal implements Journal {
   readonly retention: RunRetention;
   readonly schedules: ScheduleStore;
   readonly fleet: FleetStore;
-  readonly #kysely: Kysely<JournalTables>;
+  #listings: Promise<Listings> | undefined;
   #closed = false;
 
   private constructor(
@@ -99,7 +111,6 @@ export class PostgresJournal implements Journal {
   ) {
     this.location = conn.target.location;
     this.views = new PgViews(conn);
-    this.#kysely = kyselyOver(conn);
     const stores = makeStores(conn);
     this.work = stores.work;
     this.messages = stores.messages;
@@ -115,11 +126,20 @@ export class PostgresJournal implements Journal {
     try {
       const c = await conn.pool.connect();
       try {
-        const version = await readVersion(c, target.schema);
-        refuseIfTooNew(version, target.location);
-        if (version < LATEST_SCHEMA_VERSION) await migrate(c, target.schema, target.location, target.user, target.database);
-        // Housekeeping, best effort: a user who may only read (runs, show) opens the journal all the same.
-        await c.query("delete from append_batches where at < $1", [Date.now() - BATCH_RECEIPT_MS]).catch(() => {});
+        const prunedBefore = Date.now() - BATCH_RECEIPT_MS;
+        // The usual open, a journal at this version: one round trip. Else (none yet, older, newer, not ours, a
+        // user who may only read) the careful way, each step on its own.
+        const quick = await c.query<{ value: string }>({ name: "open-journal", text: OPEN_SQL, values: [prunedBefore, String(LATEST_SCHEMA_VERSION)] }).then(
+          (r) => r.rows[0]?.value,
+          () => undefined,
+        );
+        if (quick !== String(LATEST_SCHEMA_VERSION)) {
+          const version = await readVersion(c, target.schema);
+          refuseIfTooNew(version, target.location);
+          if (version < LATEST_SCHEMA_VERSION) await migrate(c, target.schema, target.location, target.user, target.database);
+          // Housekeeping, best effort: a user who may only read (runs, show) opens the journal all the same.
+          await c.query("delete from append_batches where at < $1", [prunedBefore]).catch(() => {});
+        }
       } finally {
         c.release();
       }
@@ -151,19 +171,29 @@ export class PostgresJournal implements Journal {
   }
 
   getRun(id: RunId): Promise<RunRecord | undefined> {
-    return this.#read(() => getRun(this.#kysely, id));
+    return this.#read(() => getRun(this.conn, id));
   }
 
   findRuns(prefix: string, limit: number): Promise<RunRecord[]> {
-    return this.#read(() => findRuns(this.#kysely, prefix, limit));
+    return this.#listed((l) => l.module.findRuns(l.db, prefix, limit));
   }
 
   listRuns(filter?: ListRunsFilter): Promise<RunRecord[]> {
-    return this.#read(() => listRuns(this.#kysely, filter));
+    return this.#listed((l) => l.module.listRuns(l.db, filter));
   }
 
   countRuns(filter?: ListRunsFilter): Promise<number> {
-    return this.#read(() => countRuns(this.#kysely, filter));
+    return this.#listed((l) => l.module.countRuns(l.db, filter));
+  }
+
+  /** A listing through Kysely, its bundle loaded on first use (pg-listings.ts). */
+  async #listed<T>(fn: (l: Listings) => Promise<T>): Promise<T> {
+    this.#listings ??= importEntry("journal/postgres/pg-listings.ts").then((m) => {
+      const module = m as unknown as ListingsModule;
+      return { module, db: module.kyselyOver(this.conn.pool) };
+    });
+    const listings = await this.#listings;
+    return this.#read(() => fn(listings));
   }
 
   readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]> {
@@ -248,12 +278,12 @@ function parsePostgresUrlOrUndefined(url: string): PostgresTarget {
 
 /**
  * The pool, once one connection worked. sslmode prefer (the default) and
- * allow fall back as libpq does: prefer tries TLS first and, when the
- * server has none, connects without; allow the other way round.
+ * allow fall back as libpq does: prefer asks for TLS and, when the server
+ * has none, goes on without on the same connection (prefer-tls.ts); allow
+ * connects without and, when the server insists, again with TLS.
  */
 async function connect(target: PostgresTarget, retryMs: number | undefined): Promise<PgConnection> {
-  const attempts: (PostgresTarget["tls"] | null)[] =
-    target.sslMode === "prefer" ? [target.tls, null] : target.sslMode === "allow" ? [null, { rejectUnauthorized: false }] : [target.tls ?? null];
+  const attempts: (PostgresTarget["tls"] | null)[] = target.sslMode === "allow" ? [null, { rejectUnauthorized: false }] : [target.tls ?? null];
   let last: unknown;
   for (const tls of attempts) {
     const conn = new PgConnection(target, retryMs === undefined ? {} : { retryMs }, tls);

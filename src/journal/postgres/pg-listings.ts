@@ -1,0 +1,59 @@
+/**
+ * Run listings of the Postgres journal through Kysely (single statements,
+ * each seeing the last committed state). A bundle of its own in the binary
+ * (shared/entry-points.ts), loaded the first time a process lists runs:
+ * Kysely is about half of the Postgres journal's code (160 of 330 KB
+ * minified), and a run's driver, its pool and a resume never list runs.
+ */
+
+import { Kysely, PostgresDialect, sql } from "kysely";
+import type pg from "pg";
+import type { ListRunsFilter, RunRecord } from "../types.ts";
+import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
+
+type Db = Kysely<JournalTables>;
+
+/** Kysely over a connection's pool (the pool's lifetime stays the connection's: never destroyed through Kysely). */
+export function kyselyOver(pool: pg.Pool): Db {
+  return new Kysely<JournalTables>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** Runs whose id starts with `prefix`, newest first. LIKE wildcards in the prefix match literally. */
+export async function findRuns(db: Db, prefix: string, limit: number): Promise<RunRecord[]> {
+  const pattern = `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const rows = await db
+    .selectFrom("runs")
+    .selectAll()
+    .where(sql<boolean>`id like ${pattern}`)
+    .orderBy("created_at", "desc")
+    .orderBy("id", "desc")
+    .limit(limit)
+    .execute();
+  return rows.map(runFromRow);
+}
+
+export async function listRuns(db: Db, filter: ListRunsFilter = {}): Promise<RunRecord[]> {
+  let q = filtered(db, filter).selectAll().orderBy("created_at", "desc").orderBy("id", "desc");
+  if (filter.limit !== undefined) q = q.limit(filter.limit);
+  if (filter.offset !== undefined) q = q.offset(filter.offset);
+  return (await q.execute()).map(runFromRow);
+}
+
+export async function countRuns(db: Db, filter: ListRunsFilter = {}): Promise<number> {
+  const row = await filtered(db, filter)
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** `rootsOnly` defaults to true, except when `parentId` asks for children (which are never roots). */
+function filtered(db: Db, filter: ListRunsFilter) {
+  let q = db.selectFrom("runs");
+  if (filter.parentId !== undefined) q = q.where("parent_id", "=", filter.parentId);
+  else if (filter.rootsOnly ?? true) q = q.where("parent_id", "is", null);
+  if (filter.status !== undefined) q = q.where("status", "=", filter.status);
+  if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
+  if (filter.workflowName !== undefined) q = q.where("workflow_name", "=", filter.workflowName);
+  if (filter.createdSince !== undefined) q = q.where("created_at", ">=", filter.createdSince);
+  return q;
+}
