@@ -2,7 +2,7 @@
  * TLS to Postgres as libpq users expect it, through the binary, against a
  * cluster of the test's own with `ssl = on` and a certificate from a CA
  * made here (openssl): `sslmode=require` encrypts (the server's view of
- * the connection says so); `verify-full` with the CA and the certificate's
+ * a running atomic's connections says so); `verify-full` with the CA and the certificate's
  * host name works and runs a workflow; `verify-full` with another CA, or
  * with an address the certificate does not name, is refused in one
  * sentence and a hint, exit 2, nothing written; `sslmode=require` against
@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
-import { runAtomic } from "../helpers/atomic.ts";
+import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
@@ -77,28 +77,37 @@ function expectRefusal(r: { code: number; stderr: string }, sentence: RegExp): v
 }
 
 describe("TLS to Postgres", () => {
-  test("sslmode=require encrypts: the server sees the binary's connection as TLS", async () => {
+  test("sslmode=require encrypts: the server sees every connection of a running atomic as TLS", async () => {
     const journal = url(tls, "127.0.0.1", "sslmode=require&application_name=atomic-tls-probe&schema=req");
-    const r = await atomic(["runs"], journal, tls);
-    expect(r.code).toBe(0);
-    // The journal was created over that connection; a connection of ours with the same settings is TLS, by the server's word.
-    const admin = new pg.Client({ connectionString: withDatabase(tls.adminUrl, "postgres"), ssl: { rejectUnauthorized: false } });
+    const dir = makeTempDir("atomic-tls-wf-");
+    const gate = join(dir, "gate");
+    const wf = join(dir, "wait.ts");
+    writeFileSync(
+      wf,
+      `import { existsSync } from "node:fs";\nimport { workflow } from "atomic";\nexport default workflow({ name: "tls-wait", async run(ctx) { return ctx.tool("wait", {}, async () => { while (!existsSync(${JSON.stringify(gate)})) await Bun.sleep(20); return "opened"; }); } });\n`,
+    );
+    const run = spawnAtomic(["run", wf, "--journal", journal], { home: join(dir, "h"), env: { PGPASSWORD: tls.password } });
+    const admin = new pg.Client({ connectionString: tls.adminUrl });
     await admin.connect();
     try {
-      const row = (await admin.query("select ssl from pg_stat_ssl where pid = pg_backend_pid()")).rows[0];
-      expect(row).toEqual({ ssl: true });
-      expect((await admin.query("select 1 from pg_namespace where nspname = 'req'")).rowCount).toBe(1);
+      const seen = await waitUntil(async () => {
+        const rows = (await admin.query("select s.ssl from pg_stat_ssl s join pg_stat_activity a using (pid) where a.application_name = 'atomic-tls-probe'")).rows;
+        return rows.length > 0 ? rows : undefined;
+      }, 30_000, "the run's connections");
+      expect(seen.every((r) => r.ssl === true)).toBe(true);
     } finally {
+      writeFileSync(gate, "");
       await admin.end();
     }
+    expect(await run.exited).toBe(0);
   }, 60_000);
 
   test("verify-full with the CA and the certificate's host name: a workflow runs", async () => {
     const journal = url(tls, "localhost", `sslmode=verify-full&sslrootcert=${join(certs, "ca.pem")}&schema=full`);
     const wf = join(makeTempDir("atomic-tls-wf-"), "wf.ts");
-    writeFileSync(wf, `import { workflow } from "atomic";\nexport default workflow({ name: "tls", async run(ctx) { return (await ctx.tool("t", async () => "over tls")); } });\n`);
+    writeFileSync(wf, `import { workflow } from "atomic";\nexport default workflow({ name: "tls", async run(ctx) { return (await ctx.tool("t", {}, async () => "over tls")); } });\n`);
     const r = await atomic(["run", wf, "--json"], journal, tls);
-    expect(r.code).toBe(0);
+    if (r.code !== 0) throw new Error(r.stderr + r.stdout);
     expect(r.stdout).toContain('"outputs":"over tls"');
   }, 60_000);
 
