@@ -25,8 +25,10 @@
  *   fail and are retried; a worker whose lease deadline passes stops its
  *   stage itself (work-lease-deadline.ts); results wait in the outbox.
  * Version skew: the journal refuses a schema newer than this binary knows
- * (at open: one sentence, exit 2); ready items of another pool protocol are
- * never claimed, and the host says so in its log and its row (`refused`).
+ * (at open: one sentence, exit 2), and a host that sees the schema migrated
+ * past what it knows while it runs (every SKEW_CHECK_MS) claims nothing more;
+ * ready items of another pool protocol are never claimed. Either way the
+ * host says so in its log and its row (`refused`).
  */
 
 import { existsSync, mkdirSync, statSync } from "node:fs";
@@ -88,7 +90,10 @@ export class WorkerHost implements CoordinatorCore {
   readonly journal: Journal & { fleet: FleetStore };
   readonly hostId: string;
   readonly attached = true;
-  paused = false;
+  /** Draining: no new claims. */
+  private draining = false;
+  /** The journal's schema is newer than this binary knows: no new claims until it is upgraded. */
+  private schemaRefused = false;
   shuttingDown = false;
   private state: HostState = "running";
   private refused: string | null = null;
@@ -158,6 +163,11 @@ export class WorkerHost implements CoordinatorCore {
     this.log(`ready: host ${this.hostId}, ${this.opts.slots} slot(s), queues ${this.opts.queues.join(",")}, lease ${this.config.leaseMs} ms`);
   }
 
+  /** No new claims while draining or while the journal's schema is newer than this host knows. */
+  get paused(): boolean {
+    return this.draining || this.schemaRefused;
+  }
+
   /** A stage's request as it runs here: its files under this host's home, its cwd on this host. */
   localize(item: WorkItem): StageRequest | { refused: string } {
     this.root.track(item.id, item.rootId);
@@ -181,7 +191,7 @@ export class WorkerHost implements CoordinatorCore {
     if (this.state === "draining") return this.stop("a second SIGTERM");
     if (this.shuttingDown) return;
     this.state = "draining";
-    this.paused = true;
+    this.draining = true;
     this.log(`draining: no new stages; running ones get ${this.opts.graceMs} ms`);
     void this.heartbeat();
     const until = performance.now() + this.opts.graceMs;
@@ -318,9 +328,12 @@ export class WorkerHost implements CoordinatorCore {
 
   private async checkSkew(): Promise<void> {
     try {
-      const other = await this.fleet.foreignProtocols(this.opts.queues, POOL_PROTOCOL_VERSION);
-      const refused =
-        other.length === 0
+      const schema = await this.fleet.schemaVersion();
+      this.schemaRefused = schema > LATEST_SCHEMA_VERSION;
+      const other = this.schemaRefused ? [] : await this.fleet.foreignProtocols(this.opts.queues, POOL_PROTOCOL_VERSION);
+      const refused = this.schemaRefused
+        ? `refusing all stages: the journal's schema is version ${schema}, newer than version ${LATEST_SCHEMA_VERSION} that this worker (atomic ${VERSION}) knows; upgrade it`
+        : other.length === 0
           ? null
           : `refusing stages of pool protocol ${other.join(", ")}: this worker (atomic ${VERSION}) speaks protocol ${POOL_PROTOCOL_VERSION}; run the same atomic version as the roots`;
       if (refused && refused !== this.refused) this.log(refused);

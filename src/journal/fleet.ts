@@ -116,6 +116,8 @@ export interface FleetStore {
    * were used. Returns the items changed.
    */
   reapExpired(maxGenerations: number, error: ErrorInfo, rootId?: RunId): Promise<WorkItem[]>;
+  /** The schema version the journal is at now (a newer atomic may have migrated it since this process opened it). */
+  schemaVersion(): Promise<number>;
   /** Pool protocols other than `protocol` that ready items of `queues` ask for (a newer or older root). */
   foreignProtocols(queues: readonly string[], protocol: number): Promise<number[]>;
   /** Messages for `rootId`'s driver (it is woken). */

@@ -94,7 +94,7 @@ describe("TLS to Postgres", () => {
         const rows = (await admin.query("select s.ssl from pg_stat_ssl s join pg_stat_activity a using (pid) where a.application_name = 'atomic-tls-probe'")).rows;
         return rows.length > 0 ? rows : undefined;
       }, 30_000, "the run's connections");
-      expect(seen.every((r) => r.ssl === true)).toBe(true);
+      expect(seen!.every((r) => r.ssl === true)).toBe(true);
     } finally {
       writeFileSync(gate, "");
       await admin.end();

@@ -13,6 +13,7 @@ import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.t
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { FIXTURES, counts, marks, startHost, stopHosts } from "./support.ts";
+import { POOL_PROTOCOL_VERSION } from "../../src/pool/protocol/common.ts";
 
 const WF = join(FIXTURES, "fleet.ts");
 
@@ -147,6 +148,28 @@ function cmdline(pid: number): string {
     return "";
   }
 }
+
+describe("worker hosts: a schema migrated past what a host knows", () => {
+  test("a running host that sees a newer schema claims nothing, says so, and claims again once it is its own", async () => {
+    const url = await journalUrl();
+    const host = await startHost({ url, id: "older", slots: 1 });
+    const db = new URL(url).pathname.slice(1);
+    const current = ((await adminQueryIn(db, ["select value from atomic.meta where key = 'schema_version'"]))[0] as { value: string }).value;
+    await adminQueryIn(db, ["update atomic.meta set value = '999' where key = 'schema_version'"]);
+    await host.log.waitFor(/refusing all stages: the journal's schema is version 999, newer than version \d+ that this worker/, 20_000);
+    // A stage a (newer) root enqueued meanwhile stays queued.
+    await adminQueryIn(db, [
+      `insert into atomic.leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms, released)
+         select 'root_new', 'h', 'x', 1, 0, 1, (extract(epoch from now()) * 1000)::bigint, 600000, 0`,
+      `insert into atomic.work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation, epoch, ready_at, created_at, updated_at)
+         values ('work_new', 'root_new', 'root_new', 1, '0', 1, '{"protocol": ${POOL_PROTOCOL_VERSION}, "runner": "shell", "argv": ["true"]}', 'ready', 1, 0, 0, 0, 0)`,
+    ]);
+    await Bun.sleep(3_000); // several claim polls
+    expect(await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"])).toEqual([{ state: "ready" }]);
+    await adminQueryIn(db, [`update atomic.meta set value = '${current}' where key = 'schema_version'`]);
+    await waitUntil(async () => (await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"]))[0]?.state !== "ready", 20_000, "the host to claim again");
+  }, 60_000);
+});
 
 /** Statements in another database of the test cluster, as its superuser (the last one's rows). */
 async function adminQueryIn(database: string, statements: string[]): Promise<Record<string, unknown>[]> {

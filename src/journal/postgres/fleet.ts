@@ -138,6 +138,11 @@ export class PgFleet implements FleetStore {
     return items;
   }
 
+  async schemaVersion(): Promise<number> {
+    const rows = await this.db.run((q) => q<{ value: string }>("select value from meta where key = 'schema_version'"));
+    return Number(rows[0]?.value ?? 0);
+  }
+
   async foreignProtocols(queues: readonly string[], protocol: number): Promise<number[]> {
     const rows = await this.db.run((q) =>
       q<{ protocol: number }>(
