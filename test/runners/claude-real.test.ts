@@ -69,7 +69,13 @@ async function show(s: Setup, runId: string) {
 
 async function done(s: Setup) {
   // The intercom broker a `send` started for this home.
-  for (const pid of processesWithEnv("CLAUDE_TEST_MARKER", s.marker)) process.kill(pid, "SIGKILL");
+  for (const pid of processesWithEnv("CLAUDE_TEST_MARKER", s.marker)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // it ended between the listing and the kill
+    }
+  }
   try {
     s.fake.assertOnlyFake();
   } finally {
