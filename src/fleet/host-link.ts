@@ -12,7 +12,7 @@
  *   `done` is called: `done` only posts what is pending and wakes the root.
  * - Delivery answers go up as they are; the rest of the pool protocol's
  *   messages (worker_up, control acks, fatal) concern the host alone and are
- *   logged, not sent.
+ *   not sent (the host logs what matters of them itself).
  * Posting is best effort: a post that fails (the database is away) is
  * logged and dropped. Live events are a view; the stage's files and result
  * keep everything.
