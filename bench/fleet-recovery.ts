@@ -19,9 +19,7 @@
  * (trace `claimed`), to the process started.
  */
 
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { atomicBin, binaryEnv, fmt, median, settle, spawnTracked, tempDir, type Bench, type Result } from "./lib.ts";
+import { atomicBin, binaryEnv, crashOnceStage, fmt, median, now, settle, spawnTracked, tempDir, type Bench, type Result } from "./lib.ts";
 import { alive, benchHome, enqueuedAt, firstOf, fleetDatabase, processTree, readRun, rootRunId, runArgs, startHost, stopHosts, type FleetDb, type Host } from "./fleet.ts";
 
 const LEASE_MS = 2_000;
@@ -39,19 +37,7 @@ interface Recovery {
   to: string;
 }
 
-function now(): number {
-  return performance.timeOrigin + performance.now();
-}
 
-async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs = 60_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(2);
-  }
-}
 
 /** When a host's log says it gave work `workId` back to the queue (its log lines start with an ISO time). */
 function reclaimedAt(host: Host, workId: string): number | undefined {
@@ -62,7 +48,8 @@ function reclaimedAt(host: Host, workId: string): number | undefined {
 async function recoverOnce(bin: string, db: FleetDb, hosts: Host[]): Promise<Recovery> {
   const home = benchHome("atomic-bench-fleet-root-");
   const d = tempDir("atomic-bench-fleet-marks-");
-  const command = `if [ ! -f ${d}/once ]; then touch ${d}/once; echo $PPID > ${d}/worker.tmp; mv ${d}/worker.tmp ${d}/worker.pid; sleep 30; fi; echo again`;
+  const stage = crashOnceStage(d);
+  const command = stage.command;
   const proc = spawnTracked(runArgs(bin, db.url, { n: 1, mode: "sequential", command }, 0, ["--work-lease-ms", String(LEASE_MS)]), {
     env: binaryEnv(home),
     stdout: "pipe",
@@ -70,10 +57,7 @@ async function recoverOnce(bin: string, db: FleetDb, hosts: Host[]): Promise<Rec
   });
   const stdout = new Response(proc.stdout as ReadableStream).text();
   const stderr = new Response(proc.stderr as ReadableStream).text();
-  const worker = await waitFor("the stage to start", () => {
-    const f = join(d, "worker.pid");
-    return existsSync(f) ? Number(readFileSync(f, "utf8").trim()) : undefined;
-  });
+  const worker = await stage.workerPid(60_000);
   const victim = hosts.find((h) => processTree(h.pid).some((p) => p.pid === worker));
   if (!victim) throw new Error(`the stage's worker ${worker} belongs to none of the hosts`);
   await Bun.sleep(200); // mid-stage: its start has reached the root

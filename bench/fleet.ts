@@ -19,12 +19,11 @@
 
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import pg from "pg";
 import type { Subprocess } from "bun";
 import { PostgresJournal } from "../src/journal/postgres/postgres-journal.ts";
 import type { JournalEvent, RunRecord, WorkItem } from "../src/journal/types.ts";
 import type { RunId } from "../src/shared/ids.ts";
-import { startCluster, type Cluster } from "../test/helpers/postgres.ts";
+import { createDatabase, startCluster, type Cluster } from "../test/helpers/postgres.ts";
 import { TMPFS, WORKFLOWS, binaryEnv, spawnTracked, tempDir } from "./lib.ts";
 
 export const POOL_WF = join(WORKFLOWS, "pool.ts");
@@ -43,12 +42,7 @@ export interface FleetDb {
 export async function fleetDatabase(): Promise<FleetDb> {
   const cluster: Cluster = await startCluster();
   try {
-    const admin = new pg.Pool({ connectionString: cluster.adminUrl, max: 1 });
-    await admin.query("create database bench");
-    await admin.end();
-    const u = new URL(cluster.adminUrl);
-    u.pathname = "/bench";
-    const url = u.toString();
+    const url = await createDatabase(cluster, "bench");
     const journal = await PostgresJournal.open(url);
     const postmaster = Number(readFileSync(join(cluster.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
     return {

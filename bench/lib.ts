@@ -522,3 +522,40 @@ export function watchPeakRss(pid: number): { stop(): number } {
     },
   };
 }
+
+/** Wall-clock milliseconds comparable across the processes of one machine (the pool trace's clock, src/pool/trace.ts). */
+export function now(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/** Polls `fn` every 2 ms until it gives a value. */
+export async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs = 30_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(2);
+  }
+}
+
+/**
+ * The recovery benches' stage (bench/pool.ts, bench/fleet-recovery.ts): its
+ * first run writes its worker's pid to `dir`/worker.pid and sleeps until
+ * killed; run again, it prints "again" at once. `workerPid()` waits for the
+ * first run to start.
+ */
+export function crashOnceStage(dir: string): { command: string; workerPid(timeoutMs?: number): Promise<number> } {
+  return {
+    command: `if [ ! -f ${dir}/once ]; then touch ${dir}/once; echo $PPID > ${dir}/worker.tmp; mv ${dir}/worker.tmp ${dir}/worker.pid; sleep 30; fi; echo again`,
+    workerPid: (timeoutMs) =>
+      waitFor(
+        "the stage to start",
+        () => {
+          const f = join(dir, "worker.pid");
+          return existsSync(f) ? Number(readFileSync(f, "utf8").trim()) : undefined;
+        },
+        timeoutMs,
+      ),
+  };
+}

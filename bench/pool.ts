@@ -68,6 +68,9 @@ import {
   tempDir,
   type Bench,
   type Result,
+  crashOnceStage,
+  now,
+  waitFor,
 } from "./lib.ts";
 
 const WF = join(WORKFLOWS, "pool.ts");
@@ -152,19 +155,7 @@ function p90(xs: readonly number[]): number {
   return s[Math.min(s.length - 1, Math.floor(s.length * 0.9))]!;
 }
 
-async function waitFor<T>(what: string, fn: () => T | undefined, timeoutMs = 30_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = fn();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(2);
-  }
-}
 
-function now(): number {
-  return performance.timeOrigin + performance.now();
-}
 
 // ---------------------------------------------------------------- 1. makespan
 
@@ -471,7 +462,8 @@ async function recoverOnce(bin: string, workers: number): Promise<Recovery> {
   const home = poolHome();
   const d = tempDir("atomic-bench-pool-marks-");
   try {
-    const command = `if [ ! -f ${d}/once ]; then touch ${d}/once; echo $PPID > ${d}/worker.tmp; mv ${d}/worker.tmp ${d}/worker.pid; sleep 30; fi; echo again`;
+    const stage = crashOnceStage(d);
+    const command = stage.command;
     const proc = spawnTracked([bin, ...args({ n: 1, mode: "sequential", command }, workers, ["--work-lease-ms", String(LEASE_MS)])], {
       env: binaryEnv(home, { ATOMIC_POOL_TRACE: "1" }),
       stdout: "pipe",
@@ -479,10 +471,7 @@ async function recoverOnce(bin: string, workers: number): Promise<Recovery> {
     });
     const stdout = new Response(proc.stdout as ReadableStream).text();
     const stderr = new Response(proc.stderr as ReadableStream).text();
-    const worker = await waitFor("the stage to start", () => {
-      const f = join(d, "worker.pid");
-      return existsSync(f) ? Number(readFileSync(f, "utf8").trim()) : undefined;
-    });
+    const worker = await stage.workerPid();
     await Bun.sleep(200); // mid-stage: its `started` message has reached the coordinator
     const killedAt = now();
     process.kill(worker, "SIGKILL");

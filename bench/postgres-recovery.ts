@@ -7,8 +7,7 @@
  * ATOMIC_JOURNAL, as a user would.
  */
 
-import pg from "pg";
-import { startCluster } from "../test/helpers/postgres.ts";
+import { createDatabase, startCluster } from "../test/helpers/postgres.ts";
 import recovery from "./recovery.ts";
 import type { Bench, Result } from "./lib.ts";
 
@@ -18,13 +17,8 @@ const bench: Bench = {
   async run(): Promise<Result[]> {
     const cluster = await startCluster();
     try {
-      const admin = new pg.Pool({ connectionString: cluster.adminUrl, max: 1 });
-      await admin.query("create database bench");
-      await admin.end();
-      const u = new URL(cluster.adminUrl);
-      u.pathname = "/bench";
       // binaryEnv (lib.ts) passes this process's environment to every binary the recovery bench starts.
-      process.env.ATOMIC_JOURNAL = u.toString();
+      process.env.ATOMIC_JOURNAL = await createDatabase(cluster, "bench");
       const results = await recovery.run();
       return results.map((r) => ({ ...r, bench: "postgres-recovery", label: `Postgres: ${r.label}` }));
     } finally {

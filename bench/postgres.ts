@@ -21,7 +21,7 @@
 
 import pg from "pg";
 import { PostgresJournal } from "../src/journal/postgres/postgres-journal.ts";
-import { startCluster } from "../test/helpers/postgres.ts";
+import { createDatabase, startCluster } from "../test/helpers/postgres.ts";
 import type { Journal } from "../src/journal/types.ts";
 import { alternate, expectStatus, fmt, loadBenchWorkflow, median, meterJournal, openCountedJournal, runInProcess, spread, tempDir, removeTempDir, type Bench, type Result } from "./lib.ts";
 
@@ -51,14 +51,10 @@ const bench: Bench = {
     const cluster = await startCluster();
     const home = tempDir();
     try {
-      const admin = new pg.Pool({ connectionString: cluster.adminUrl, max: 1 });
-      await admin.query("create database bench");
-      await admin.end();
-      const u = new URL(cluster.adminUrl);
-      u.pathname = "/bench";
-      const journal = await PostgresJournal.open(u.toString(), { durability: "full" });
+      const url = await createDatabase(cluster, "bench");
+      const journal = await PostgresJournal.open(url, { durability: "full" });
       const tx = meterJournal(journal);
-      const raw = new pg.Pool({ connectionString: u.toString(), max: 1 });
+      const raw = new pg.Pool({ connectionString: url, max: 1 });
       const client = await raw.connect();
       try {
         await client.query("create table raw_events (run_id text not null, seq bigint not null, type text not null, key text, idempotency_key text, payload text, at bigint not null, primary key (run_id, seq))");

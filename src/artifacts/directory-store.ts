@@ -26,7 +26,8 @@
  * made 0700 and files 0600, as in the atomic home.
  */
 
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
+import { removeTree } from "../shared/remove-tree.ts";
+import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, renameSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { capFor, checkKey, gapError, type ArtifactChunk, type ArtifactFileInfo, type ArtifactKey, type ArtifactStore } from "./store.ts";
 
@@ -145,26 +146,7 @@ export class DirectoryArtifactStore implements ArtifactStore {
   async deleteRun(_rootId: string, runId: string, opts: { dryRun?: boolean } = {}): Promise<{ files: number; bytes: number }> {
     checkKey({ rootId: runId, runId, stage: `${runId}/x/attempt-1` });
     const dir = join(this.location, runId);
-    const total = { files: 0, bytes: 0 };
-    const walk = (path: string) => {
-      let entries;
-      try {
-        entries = readdirSync(path, { withFileTypes: true });
-      } catch {
-        return;
-      }
-      for (const e of entries) {
-        const child = join(path, e.name);
-        if (e.isDirectory()) walk(child);
-        else if (e.name !== META) {
-          total.files++;
-          total.bytes += statSync(child, { throwIfNoEntry: false })?.size ?? 0;
-        }
-      }
-    };
-    walk(dir);
-    if (!opts.dryRun) rmSync(dir, { recursive: true, force: true });
-    return total;
+    return removeTree(dir, { dryRun: opts.dryRun === true, skip: (name) => name === META });
   }
 
   async close(): Promise<void> {}

@@ -25,7 +25,8 @@
  * (`<cwd>/.atomic/runs/…`) are the user's and stay.
  */
 
-import { readdirSync, rmSync, statSync } from "node:fs";
+import { removeTree } from "../shared/remove-tree.ts";
+import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { leaseLive, shownStatus } from "../journal/run-status.ts";
 import type { Journal, ReclaimReport, RunRecord, RunStatus, ShownStatus } from "../journal/types.ts";
@@ -140,7 +141,7 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
         report.rows += n;
       }
       for (const id of deleted.runIds) {
-        const files = removeArtifacts(join(home, "artifacts", id), report.dryRun);
+        const files = removeTree(join(home, "artifacts", id), { dryRun: report.dryRun });
         const stored = opts.artifacts && !opts.artifacts.deletedWithRuns ? await opts.artifacts.deleteRun(candidate.id, id, { dryRun: report.dryRun }) : { files: 0, bytes: 0 };
         report.artifactFiles += files.files + stored.files;
         report.artifactBytes += files.bytes + stored.bytes;
@@ -186,39 +187,11 @@ async function sweepOrphans(journal: Journal, home: string, before: number, repo
       continue;
     }
     if (mtime >= before || (await journal.getRun(name as RunId))) continue;
-    const files = removeArtifacts(dir, report.dryRun);
+    const files = removeTree(dir, { dryRun: report.dryRun });
     report.orphanDirs++;
     report.artifactFiles += files.files;
     report.artifactBytes += files.bytes;
   }
-}
-
-/** Counts (and unless `dryRun` removes) the files under `dir`. */
-function removeArtifacts(dir: string, dryRun: boolean): { files: number; bytes: number } {
-  const total = { files: 0, bytes: 0 };
-  const walk = (path: string) => {
-    let entries;
-    try {
-      entries = readdirSync(path, { withFileTypes: true });
-    } catch {
-      return; // none (a run without stages) or already gone
-    }
-    for (const e of entries) {
-      const child = join(path, e.name);
-      if (e.isDirectory()) walk(child);
-      else {
-        total.files++;
-        try {
-          total.bytes += statSync(child).size;
-        } catch {
-          // removed meanwhile
-        }
-      }
-    }
-  };
-  walk(dir);
-  if (!dryRun) rmSync(dir, { recursive: true, force: true });
-  return total;
 }
 
 // ---------------------------------------------------------------- the service's daily duty

@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { freshDatabase, startCluster, testPostgres, withDatabase, type Cluster } from "../helpers/postgres.ts";
+import { createDatabase, freshDatabase, startCluster, testPostgres, type Cluster } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { FIXTURES, counts, marks, startHost, stopHosts, type TestHost } from "./support.ts";
 
@@ -132,8 +132,7 @@ describe("results in a host's outbox", () => {
     test(`the database away at the commit, then the host killed during the drain (${fault}): committed once when it comes back`, async () => {
       const dir = makeTempDir("atomic-outbox-");
       const file = join(dir, "marks");
-      const url = withDatabase(cluster.adminUrl, `o_${Math.random().toString(36).slice(2, 8)}`);
-      await createDatabase(cluster, url);
+      const url = await createDatabase(cluster, `o_${Math.random().toString(36).slice(2, 8)}`);
       // The host gives up on a commit after half a second (its outbox takes it); the root waits out the outage.
       const hostEnv = { ATOMIC_JOURNAL_RETRY_MS: "500", ATOMIC_FAULT_POINTS: fault };
       const a = await startHost({ url, id: "box", slots: 1, env: hostEnv });
@@ -170,8 +169,7 @@ describe("Postgres restarted under busy hosts", () => {
   test("a crash and restart of the database while three hosts are busy: the run completes, every stage recorded once", async () => {
     const dir = makeTempDir("atomic-pgrestart-");
     const file = join(dir, "marks");
-    const url = withDatabase(cluster.adminUrl, `r_${Math.random().toString(36).slice(2, 8)}`);
-    await createDatabase(cluster, url);
+    const url = await createDatabase(cluster, `r_${Math.random().toString(36).slice(2, 8)}`);
     const hosts = await Promise.all(["r1", "r2", "r3"].map((id) => startHost({ url, id, slots: 2 })));
     const home = join(dir, "root");
     const run = spawnAtomic(["run", WF, "--workers", "0", "--json", "--input", "shells=60", "--input", "sleep=0.3", "--input", `marks=${file}`], {
@@ -197,16 +195,5 @@ function isSleeping(pid: number): boolean {
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("sleep");
   } catch {
     return false;
-  }
-}
-
-async function createDatabase(cluster: Cluster, url: string): Promise<void> {
-  const pg = (await import("pg")).default;
-  const c = new pg.Client({ connectionString: cluster.adminUrl });
-  await c.connect();
-  try {
-    await c.query(`create database "${new URL(url).pathname.slice(1)}"`);
-  } finally {
-    await c.end();
   }
 }

@@ -321,6 +321,18 @@ export function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
+/** A new, empty database `name` in a cluster of the caller's own; returns its URL (the superuser's). */
+export async function createDatabase(cluster: Cluster, name: string): Promise<string> {
+  const c = new pg.Client({ connectionString: cluster.adminUrl });
+  await c.connect();
+  try {
+    await c.query(`create database "${name}"`);
+  } finally {
+    await c.end();
+  }
+  return withDatabase(cluster.adminUrl, name);
+}
+
 if (import.meta.main) {
   const [command, arg] = process.argv.slice(2);
   if (command === "start") {
