@@ -41,11 +41,10 @@ import { ensureError } from "../shared/errors.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
 import { VERSION } from "../shared/version.ts";
 import type { StageRequest } from "../runners/types.ts";
-import type { CoordinatorCore } from "../pool/coordinator-core.ts";
+import type { CoordinatorCore, PoolSettings } from "../pool/coordinator-core.ts";
 import { Dispatcher } from "../pool/dispatcher.ts";
 import { DEFAULT_WORK_LEASE_MS, HEARTBEAT_MS, MAX_GENERATIONS } from "../pool/pool-executor.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "../pool/protocol/common.ts";
-import type { CoordinatorConfig } from "../pool/protocol/root-coordinator.ts";
 import { ToCoordinatorSchema } from "../pool/protocol/root-coordinator.ts";
 import { StallMonitor } from "../pool/stall-monitor.ts";
 import { Supervisor } from "../pool/supervisor.ts";
@@ -80,8 +79,7 @@ export interface HostOptions {
 }
 
 export class WorkerHost implements CoordinatorCore {
-  readonly config: CoordinatorConfig;
-  readonly rootId = "" as RunId;
+  readonly config: PoolSettings;
   readonly stall = new StallMonitor();
   readonly claimScope: HostClaimScope;
   readonly root: HostLink;
@@ -117,10 +115,6 @@ export class WorkerHost implements CoordinatorCore {
     const logDir = join(opts.home, "worker-logs");
     mkdirSync(logDir, { recursive: true, mode: 0o700 });
     this.config = {
-      version: POOL_PROTOCOL_VERSION,
-      rootId: "",
-      rootEpoch: 0,
-      home: opts.home,
       workers: opts.slots,
       leaseMs: opts.leaseMs ?? DEFAULT_WORK_LEASE_MS,
       heartbeatMs: HEARTBEAT_MS,

@@ -21,9 +21,11 @@ import type { CoordinatorConfig } from "./protocol/root-coordinator.ts";
 import type { StallMonitor } from "./stall-monitor.ts";
 import type { Supervisor } from "./supervisor.ts";
 
+/** What the parts read of a pool's configuration (a run's pool: CoordinatorConfig; a worker host: its options). */
+export type PoolSettings = Pick<CoordinatorConfig, "workers" | "leaseMs" | "heartbeatMs" | "retireGraceMs" | "maxGenerations" | "logDir">;
+
 export interface CoordinatorCore {
-  readonly config: CoordinatorConfig;
-  readonly rootId: RunId;
+  readonly config: PoolSettings;
   /** This process's own event-loop stalls, credited to workers' leases. */
   readonly stall: StallMonitor;
   /** Open once `attached` (nothing is claimed before). */

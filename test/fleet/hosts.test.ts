@@ -6,11 +6,12 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { expectOneSentenceError } from "../e2e/support.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { FIXTURES, counts, marks, startHost, stopHosts } from "./support.ts";
 import { POOL_PROTOCOL_VERSION } from "../../src/pool/protocol/common.ts";
@@ -85,6 +86,40 @@ describe("worker hosts", () => {
     expect(w.code).toBe(2);
     expect(w.stderr).toContain("atomic worker runs stages from a shared Postgres journal");
   }, 30_000);
+
+  test("bad worker flags and a bad queue name are one sentence and a hint; nothing is written", async () => {
+    const url = await journalUrl();
+    const dir = makeTempDir("atomic-fleet-");
+    const cases: [string[], RegExp][] = [
+      [["--slots", "0"], /^--slots must be a whole number from 1 to 256, got "0"$/],
+      [["--slots", "many"], /^--slots must be a whole number from 1 to 256, got "many"$/],
+      [["--queues", " , "], /^--queues needs at least one queue name$/],
+      [["--queues", "default,gpu one"], /^--queues: "gpu one" is not a queue name$/],
+      [["--workdir", join(dir, "missing")], /^--workdir .*missing is not a directory$/],
+      [["--grace", "soon"], /^--grace "soon" is not an age$/],
+      [["--work-lease-ms", "100"], /^--work-lease-ms must be a whole number from 2000 to 86400000, got "100"$/],
+    ];
+    for (const [flags, sentence] of cases) {
+      const home = join(dir, `w-${flags.join("-").replace(/[^a-z0-9-]/gi, "")}`);
+      const r = await runAtomic(["worker", ...flags], { home, env: { ATOMIC_JOURNAL: url } });
+      expect(r.code).toBe(2);
+      const { message, hint } = expectOneSentenceError(r.stderr);
+      expect(message.replace(/\.$/, "")).toMatch(sentence);
+      expect(hint).toBeDefined();
+      expect(existsSync(home)).toBe(false);
+    }
+    // No host registered itself (the journal was never opened).
+    const db = new URL(url).pathname.slice(1);
+    expect(await adminQueryIn(db, ["select count(*)::int as n from pg_tables where schemaname = 'atomic' and tablename = 'worker_hosts'"])).toEqual([{ n: 0 }]);
+    // A stage naming a queue that cannot be one: the run fails in one sentence naming the stage, before anything is enqueued.
+    const bad = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "queue=gpu one", "--input", `marks=${join(dir, "m")}`], {
+      home: join(dir, "root"),
+    });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('stage "s0": queue "gpu one" is not a queue name');
+    expect(bad.stderr).not.toContain("    at ");
+    expect(await adminQueryIn(db, ["select count(*)::int as n from atomic.work_items"])).toEqual([{ n: 0 }]);
+  }, 60_000);
 
   test("SIGTERM drains: the running stage finishes, nothing new is claimed; with the grace over, the stage moves to another host", async () => {
     const url = await journalUrl();
