@@ -12,11 +12,12 @@ echo "type-checking..."
 node_modules/.bin/tsc --noEmit -p .
 node_modules/.bin/bun scripts/build.ts
 log=$(mktemp)
+failures=$(mktemp)
 # One throw-away Postgres cluster for the whole suite (test/helpers/postgres.ts); the tests reuse it through
 # ATOMIC_TEST_POSTGRES_URL, each file in databases of its own. Stopped and removed at exit, whatever happened.
 pg_dir=""
 cleanup() {
-  rm -f "$log"
+  rm -f "$log" "$failures" "$failures.context"
   if [ -n "$pg_dir" ]; then node_modules/.bin/bun test/helpers/postgres.ts stop "$pg_dir" || true; fi
 }
 trap cleanup EXIT
@@ -27,6 +28,8 @@ set +e
 # spawned binaries and SQLite fsyncs make parallel files flaky on 2 cores.
 node_modules/.bin/bun test --timeout 120000 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+grep -E '^\(fail\)' "$log" | sed 's/^/default journal: /' >>"$failures" || true
+grep -B 25 -E '^\(fail\)' "$log" | head -80 >>"$failures.context" || true
 passed=$(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 failed=$(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 # The whole suite (no arguments): the crash, double-resume, golden-journal, pool-crash, pool, intercom, service
@@ -38,9 +41,18 @@ if [ "$#" -eq 0 ]; then
     test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts \
     test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  grep -E '^\(fail\)' "$log" | sed 's/^/postgres journal: /' >>"$failures" || true
+  grep -B 25 -E '^\(fail\)' "$log" | head -80 >>"$failures.context" || true
   passed=$((passed + $(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
   failed=$((failed + $(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
 fi
 set -e
+# CI keeps only the tail of the output: name every failing test here, at the end.
+if [ -s "$failures" ]; then
+  echo "what the failing tests printed last (at most 80 lines a pass):"
+  cat "$failures.context"
+  echo "failing tests:"
+  sort -u "$failures"
+fi
 echo "${passed} passed, ${failed} failed"
 if [ "$status" -ne 0 ] || [ "$passed" -eq 0 ]; then exit 1; fi
