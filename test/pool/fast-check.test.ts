@@ -18,12 +18,37 @@ import fc from "fast-check";
 import * as v from "valibot";
 import { compileCheck } from "../../src/pool/protocol/fast-check.ts";
 import { parseMessage } from "../../src/pool/protocol/common.ts";
+import type { StageRequest } from "../../src/runners/types.ts";
 import { FromWorkerSchema, ToWorkerSchema } from "../../src/pool/protocol/coordinator-worker.ts";
 import { CoordinatorConfigSchema, FromCoordinatorSchema, ToCoordinatorSchema } from "../../src/pool/protocol/root-coordinator.ts";
 import { fcParams } from "../helpers/fast-check.ts";
 
 const ref = { workId: "work_1", generation: 2, epoch: 1 };
 const result = { status: "completed", text: "hi\n", exitCode: 0, outputPath: "/a/stdout.log", errorPath: "/a/stderr.log" };
+// Every field a StageRequest can have (the type checker says when one is missing: `satisfies Required`), so a
+// field added to the type but not to StageRequestSchema makes every start message take valibot's slow path here.
+const fullRequest = {
+  runId: "run_1",
+  stageKey: "0.3",
+  stageName: "build",
+  attempt: 1,
+  runner: "openai",
+  command: "make",
+  argv: ["make", "-j2"],
+  prompt: "p",
+  model: "m",
+  cwd: "/src",
+  cwdOption: "src",
+  queue: "gpu",
+  protocol: 4,
+  env: { A: "1", KEY: true },
+  timeoutMs: 1000,
+  artifactDir: "/a",
+  workId: "work_1",
+  initialMessages: [{ id: "m1", text: "go" }],
+  agent: { tools: ["read"], maxTurns: 3 },
+  continueFrom: { sessionId: "s", artifactDir: "/b", fork: false },
+} satisfies Required<StageRequest>;
 const request = {
   runId: "run_1",
   stageKey: "0.3",
@@ -40,6 +65,7 @@ const request = {
 
 const samples: [v.GenericSchema, unknown][] = [
   [ToWorkerSchema, { type: "start", workId: "work_1", generation: 1, epoch: 1, request }],
+  [ToWorkerSchema, { type: "start", workId: "work_3", generation: 1, epoch: 1, request: fullRequest }],
   [ToWorkerSchema, { type: "receipt", opId: "w1:3", status: "committed" }],
   [ToWorkerSchema, { type: "start", workId: "work_2", generation: 1, epoch: 1, request, receipt: { opId: "w1:3", status: "stale" } }],
   [ToWorkerSchema, { type: "deliver", workId: "work_1", message: { id: "m", text: "t" }, mode: "steer" }],

@@ -24,10 +24,13 @@ export const StageRequestSchema = v.object({
   prompt: v.optional(v.string()),
   model: v.optional(v.string()),
   cwd: v.string(),
+  cwdOption: v.optional(v.string()),
+  queue: v.optional(v.string()),
   env: v.optional(v.record(v.string(), v.union([v.string(), v.literal(true)]))),
   timeoutMs: v.optional(v.number()),
   artifactDir: v.string(),
   workId: v.optional(v.string()),
+  protocol: v.optional(v.number()),
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
   continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),
   /** Agent stages: AgentOptions (src/runners/types.ts); plain data, checked by the runner. */
