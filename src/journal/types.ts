@@ -686,7 +686,15 @@ export interface PromptRecord extends NewPrompt {
  */
 export interface JournalViews {
   stageTallies(rootIds: readonly RunId[]): Promise<StageTally[]>;
-  /** Runs whose row changed after `afterChange`, in change order, at most `limit`. */
+  /**
+   * Runs created, patched (status, outputs, error, end, control acknowledged)
+   * or deleted after `afterChange`, in change order, at most `limit`. An
+   * append without a patch is not a change: it moves the run's `lastSeq`
+   * without a new change number, so a reader that follows a run's events
+   * (status/metrics.ts) looks at the runs it knows to be open itself. That
+   * keeps every step from rewriting the change index (on Postgres it keeps
+   * the run row's update HOT and off the shared change clock).
+   */
   changesSince(afterChange: number, limit: number): Promise<RunChange[]>;
 }
 

@@ -10,14 +10,17 @@
  *   of every run's last seq).
  * A pool queue depth gauge joins these once the worker pool has a queue.
  *
- * Work per scrape follows what changed since the previous one, not the
- * number of runs: the journal numbers every change of a runs row
+ * Work per scrape follows what changed since the previous one and the
+ * runs still open, not the number of runs: the journal numbers every
+ * creation, patch (status, outputs...) and deletion of a run
  * (JournalViews.changesSince), and this keeps the last number it saw (the
  * cursor), each run's last seq and stored status, and the counters. A
- * scrape reads the runs that changed, the events they appended since
- * (folded into the stage counters), and the lease of each live root run
- * (running or awaiting input: its shown status moves with time, without
- * any change to its row). The first scrape reads everything once. A run
+ * scrape reads the runs that changed and the events they appended since
+ * (folded into the stage counters); then each open run (running or
+ * awaiting input, at any depth): its row, for the events it appended
+ * without a change number (a step's records are not changes), and for a
+ * root its lease (its shown status moves with time, without any change to
+ * its row). The first scrape reads everything once. A run
  * deleted by retention (`atomic gc`) comes as a change marked `deleted`:
  * it leaves the runs gauge; the counters keep what it added (they count
  * what happened, and a counter never goes down).
@@ -41,7 +44,8 @@ export class JournalMetrics {
   private readonly seen = new Map<string, { lastSeq: number; status: RunStatus | null }>();
   /** Root runs by stored status (live ones are looked at on every scrape). */
   private readonly roots = new Map<RunStatus, number>();
-  private readonly live = new Set<RunId>();
+  /** Runs whose stored status is open (LIVE), at any depth: true for a root. */
+  private readonly open = new Map<RunId, boolean>();
   private readonly stages = { started: 0, completed: 0, failed: 0 };
   private appends = 0;
   private scraping: Promise<string> | undefined;
@@ -63,9 +67,12 @@ export class JournalMetrics {
     }
     const now = Date.now();
     const byStatus = new Map<ShownStatus, number>(SHOWN.map((st) => [st, LIVE.has(st as RunStatus) ? 0 : (this.roots.get(st as RunStatus) ?? 0)]));
-    for (const id of this.live) {
+    for (const [id, root] of this.open) {
       const run = await this.journal.getRun(id);
       if (!run) continue;
+      const seen = this.seen.get(id);
+      if (seen && run.lastSeq > seen.lastSeq) seen.lastSeq = await this.fold(id, seen.lastSeq, run.lastSeq);
+      if (!root) continue;
       const shown = shownStatus(run, await this.journal.getLease(run.id), now);
       byStatus.set(shown, (byStatus.get(shown) ?? 0) + 1);
     }
@@ -96,26 +103,30 @@ export class JournalMetrics {
     const prev = this.seen.get(change.id);
     if (change.deleted) {
       if (prev?.status) this.roots.set(prev.status, (this.roots.get(prev.status) ?? 0) - 1);
-      this.live.delete(change.id);
+      this.open.delete(change.id);
       this.seen.delete(change.id);
       return;
     }
-    let after = prev?.lastSeq ?? 0;
-    while (after < change.lastSeq) {
-      const events = await this.journal.readEvents(change.id, after, EVENTS_PAGE);
+    const after = await this.fold(change.id, prev?.lastSeq ?? 0, change.lastSeq);
+    const root = change.parentId === null;
+    if (root && prev?.status) this.roots.set(prev.status, (this.roots.get(prev.status) ?? 0) - 1);
+    if (root) this.roots.set(change.status, (this.roots.get(change.status) ?? 0) + 1);
+    if (LIVE.has(change.status)) this.open.set(change.id, root);
+    else this.open.delete(change.id);
+    this.seen.set(change.id, { lastSeq: after, status: root ? change.status : null });
+  }
+
+  /** Folds the run's events after `from` up to `to` into the counters; returns the last seq folded. */
+  private async fold(id: RunId, from: number, to: number): Promise<number> {
+    let after = from;
+    while (after < to) {
+      const events = await this.journal.readEvents(id, after, EVENTS_PAGE);
       if (events.length === 0) break;
       for (const e of events) this.count(e.type, e.payload);
       after = events.at(-1)!.seq;
     }
-    this.appends += after - (prev?.lastSeq ?? 0);
-    const root = change.parentId === null;
-    if (root && prev?.status) this.roots.set(prev.status, (this.roots.get(prev.status) ?? 0) - 1);
-    if (root) {
-      this.roots.set(change.status, (this.roots.get(change.status) ?? 0) + 1);
-      if (LIVE.has(change.status)) this.live.add(change.id);
-      else this.live.delete(change.id);
-    }
-    this.seen.set(change.id, { lastSeq: after, status: root ? change.status : null });
+    this.appends += after - from;
+    return after;
   }
 
   private count(type: string, payload: unknown): void {

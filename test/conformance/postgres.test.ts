@@ -398,7 +398,8 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     let cursor = (await j.views.changesSince(0, 1000)).at(-1)!.change;
     const seen: string[] = [];
     const writers = roots.map(async ({ rootId, lease }) => {
-      for (let i = 0; i < 20; i++) await j.append(lease, [{ runId: rootId, type: "tick", payload: { i } }]);
+      // Each with a patch: a plain append takes no change number (JournalViews.changesSince).
+      for (let i = 0; i < 20; i++) await j.append(lease, [{ runId: rootId, type: "tick", payload: { i }, patch: { status: "running" } }]);
     });
     let done = false;
     const all = Promise.all(writers).finally(() => {

@@ -2,8 +2,9 @@
  * The status views of every journal backend (JournalViews): stage tallies
  * from the stage index (grouped by root, the stored status of the run each
  * stage belongs to, state and outcome, with usage summed over every record
- * of a stage), and run change numbers that increase with every change of a
- * runs row, in commit order, so a reader can take up where it stopped.
+ * of a stage), and run change numbers that increase with every creation,
+ * patch and deletion of a run (not with its plain appends), in commit
+ * order, so a reader can take up where it stopped.
  * Also, on SQLite: a version 4 journal migrates to 5 with outcomes and
  * usage of its recorded stages folded from their events, and a version 6
  * journal to 7, whose stage index takes queued stages.
@@ -96,7 +97,7 @@ for (const backend of BACKENDS) {
       expect((await j.views.stageTallies(many)).length).toBe(tallies.length);
     });
 
-    test(`${backend.name}: every change of a runs row takes a new, higher change number; a reader pages on from its cursor`, async () => {
+    test(`${backend.name}: every creation and patch of a run takes a new, higher change number, a plain append none; a reader pages on from its cursor`, async () => {
       const j = await backend.open(makeTempDir("atomic-views-"));
       open.push(j);
       const a = await startRoot(j, "a");
@@ -112,9 +113,12 @@ for (const backend of BACKENDS) {
       const later = await j.views.changesSince(cursor, 100);
       expect(later.map((c) => [c.id, c.status, c.lastSeq])).toEqual([[a.rootId, "completed", 3]]);
       expect(later[0]!.change).toBeGreaterThan(cursor);
-      // a control request is not a change of what the views show; appends to b move it after a
+      // neither a control request nor a plain append (a step's record) is a change; a patch of b moves it after a
       await j.requestControl(b.rootId, "pause");
       await append(j, b.lease, b.rootId, [{ type: "tick", payload: {} }]);
+      await append(j, b.lease, b.rootId, [{ type: "tick", payload: {} }, { type: "tick", payload: {} }]);
+      expect((await j.views.changesSince(cursor, 100)).map((c) => c.id)).toEqual([a.rootId]);
+      await append(j, b.lease, b.rootId, [{ type: "blocked", payload: {}, patch: { status: "blocked" } }]);
       const next = await j.views.changesSince(cursor, 100);
       expect(next.map((c) => c.id)).toEqual([a.rootId, b.rootId]);
       // paging: limit 1 at a time visits the same runs in the same order

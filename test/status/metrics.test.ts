@@ -95,6 +95,17 @@ test("a scrape reads only the runs that changed since the last one; live runs' l
   expect(value(third, "atomic_stages_started_total")).toBe(63);
   expect(value(third, "atomic_journal_appends_total")).toBe(20 * 8 + 6 + 2);
 
+  // a plain append to the live run (no change number): found through the open run's row, only its events read
+  const mark = (await real.views.changesSince(0, 1000)).at(-1)!.change;
+  await real.append(lease, [{ runId: liveId, type: EVENT.stepStarted, key: "1", payload: { kind: "stage", name: "t", attempt: 1 } }]);
+  expect(await real.views.changesSince(mark, 1000)).toEqual([]);
+  calls.clear();
+  readRuns.clear();
+  const fourth = await metrics.render();
+  expect([...readRuns]).toEqual([liveId]);
+  expect(value(fourth, "atomic_stages_started_total")).toBe(64);
+  expect(value(fourth, "atomic_journal_appends_total")).toBe(20 * 8 + 6 + 3);
+
   // the live run's lease runs out: crashed, with no change in the journal and no event read
   await waitUntil(async () => value(await metrics.render(), 'atomic_runs{status="crashed"}') === 1, 10_000, "the live run to show crashed");
   calls.clear();

@@ -130,8 +130,15 @@ begin
 end
 $fn$`;
 
-/** The same signature as migration 1's: callers do not change. */
-const APPEND_ENTRIES = `
+/**
+ * The same signature as migration 1's: callers do not change. `changesOnly`
+ * (migration 9): only the touched runs that an entry created or patched
+ * take a change number (JournalViews.changesSince); the others get last_seq
+ * and updated_at alone, an update Postgres keeps HOT (no indexed column
+ * changes), and a batch of plain appends leaves the change clock alone.
+ */
+function appendEntries(changesOnly: boolean): string {
+  return `
 create or replace function append_entries(p_root text, p_holder text, p_epoch bigint, p_batch text, p_sync text, p_now bigint, p_entries jsonb, p_isolate boolean) returns jsonb
 language plpgsql as $fn$
 declare
@@ -144,7 +151,7 @@ declare
   v_runs text[] := array[]::text[];
   v_seqs bigint[] := array[]::bigint[];
   v_ats bigint[] := array[]::bigint[];
-  v_ords integer[] := array[]::integer[];
+  v_ords integer[] := array[]::integer[];${changesOnly ? "\n  v_chgs boolean[] := array[]::boolean[];" : ""}
   v_top bigint;
   v_state text;
   v_msg text;
@@ -180,17 +187,13 @@ begin
       end if;
       v_seqs[v_k] := (v_o->>'seq')::bigint;
       v_ats[v_k] := (v_o->>'at')::bigint;
-      v_ords[v_k] := i;
+      v_ords[v_k] := i;${changesOnly ? "\n      v_chgs[v_k] := coalesce(v_chgs[v_k], false) or e ? 'patch' or e ? 'newRun';" : ""}
       v_o := v_o - 'at';
     end if;
     v_result := v_result || jsonb_build_array(v_o);
   end loop;
   if cardinality(v_runs) > 0 then
-    -- Last, and held to the commit: change numbers in commit order (append-sql.ts, step 5).
-    update change_clock set n = n + cardinality(v_runs) where id = 1 returning n into v_top;
-    update runs r set last_seq = t.seq, updated_at = t.at, change_seq = v_top - cardinality(v_runs) + t.rank
-      from (select id, seq, at, row_number() over (order by ord) as rank from unnest(v_runs, v_seqs, v_ats, v_ords) as u(id, seq, at, ord)) t
-     where r.id = t.id;
+    -- Last, and held to the commit: change numbers in commit order (append-sql.ts, step 5).${changesOnly ? CHANGED_RUNS_UPDATE : ALL_RUNS_UPDATE}
   end if;
   if p_batch is not null then
     insert into append_batches (id, outcomes, at) values (p_batch, v_result::text, p_now);
@@ -198,6 +201,26 @@ begin
   return v_result;
 end
 $fn$`;
+}
+
+const ALL_RUNS_UPDATE = `
+    update change_clock set n = n + cardinality(v_runs) where id = 1 returning n into v_top;
+    update runs r set last_seq = t.seq, updated_at = t.at, change_seq = v_top - cardinality(v_runs) + t.rank
+      from (select id, seq, at, row_number() over (order by ord) as rank from unnest(v_runs, v_seqs, v_ats, v_ords) as u(id, seq, at, ord)) t
+     where r.id = t.id;`;
+
+/** Migration 9: numbers only for the runs created or patched here, the clock taken only when there are any. */
+const CHANGED_RUNS_UPDATE = `
+    v_top := null;
+    if true = any(v_chgs) then
+      update change_clock set n = n + (select count(*) from unnest(v_chgs) as c where c) where id = 1 returning n into v_top;
+    end if;
+    update runs r set last_seq = t.seq, updated_at = t.at,
+           change_seq = case when t.chg then v_top - t.changed + t.rank else r.change_seq end
+      from (select id, seq, at, chg, count(*) filter (where chg) over () as changed,
+                   row_number() over (partition by chg order by ord) as rank
+              from unnest(v_runs, v_seqs, v_ats, v_ords, v_chgs) as u(id, seq, at, ord, chg)) t
+     where r.id = t.id;`;
 
 /**
  * One event appended, in one statement (see the file note): $1 root, $2
@@ -209,18 +232,25 @@ $fn$`;
  * not three: pg decodes a row description on every call (measured about
  * 30 µs of a 2,000-step run's client time per step for three columns).
  * Data-modifying WITH clauses run exactly once, each after the ones it
- * reads from: lease, row, event, clock, row, receipt.
+ * reads from: lease, row, event, clock, row, receipt. Only an event with a
+ * patch takes a change number (JournalViews.changesSince): without one the
+ * row's update changes no indexed column (HOT) and the change clock, one
+ * row every append would otherwise queue on, is not touched.
  */
 export const APPEND_EVENT_SQL = `
 with s as (select set_config('synchronous_commit', coalesce($5::text, current_setting('synchronous_commit')), true)),
      l as (select 1 from leases, s where run_id = $1 and holder_id = $2 and epoch = $3 and released = 0 for share of leases),
      r as (select id, last_seq from runs where id = $6 and root_id = $1 and exists (select from l) for update),
      ev as (insert into events (run_id, seq, type, key, payload, at) select r.id, r.last_seq + 1, $7, $8, $9, $10 from r returning run_id, seq, at),
-     c as (update change_clock set n = n + 1 where id = 1 and exists (select from ev) returning n),
-     w as (update runs x set last_seq = ev.seq, updated_at = ev.at, change_seq = c.n, ${patchSet("$12::jsonb")} from ev, c where x.id = ev.run_id returning ev.seq),
+     c as (update change_clock set n = n + 1 where id = 1 and $12::jsonb is not null and exists (select from ev) returning n),
+     w as (update runs x set last_seq = ev.seq, updated_at = ev.at, change_seq = coalesce((select n from c), x.change_seq), ${patchSet("$12::jsonb")}
+             from ev where x.id = ev.run_id returning ev.seq),
      b as (insert into append_batches (id, outcomes, at)
            select $4, jsonb_build_array(jsonb_build_object('status', 'appended', 'seq', w.seq))::text, $11 from w returning 1)
 select case when exists (select from l) then (select seq from w) else 0 end as seq`;
 
 /** Migration 8's statements: the new append_entry (another signature: the old one is dropped) and append_entries; run again, they change nothing. */
-export const APPEND_FUNCTIONS_V8: readonly string[] = [`drop function if exists append_entry(text, bigint, jsonb, bigint)`, APPEND_ENTRY, APPEND_ENTRIES];
+export const APPEND_FUNCTIONS_V8: readonly string[] = [`drop function if exists append_entry(text, bigint, jsonb, bigint)`, APPEND_ENTRY, appendEntries(false)];
+
+/** Migration 9's: append_entries numbering only the runs a batch created or patched (appendEntries above). */
+export const APPEND_FUNCTIONS_V9: readonly string[] = [appendEntries(true)];

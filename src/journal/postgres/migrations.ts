@@ -14,7 +14,9 @@
  * (the artifact store, ./artifacts.ts) have no SQLite counterpart: the
  * embedded journal has no hosts, and its stages' files are the local ones.
  * Version 8 replaces the append functions (append-sql-v8.ts: fewer
- * statements per append, measured).
+ * statements per append, measured); version 9 replaces append_entries again
+ * so that only a run's creation and patches take change numbers, not every
+ * append.
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -35,7 +37,7 @@ import { StorageError, UsageError } from "../../shared/errors.ts";
 import type { Client } from "./connection.ts";
 import { sqlState } from "./connection.ts";
 import { APPEND_FUNCTIONS } from "./append-sql.ts";
-import { APPEND_FUNCTIONS_V8 } from "./append-sql-v8.ts";
+import { APPEND_FUNCTIONS_V8, APPEND_FUNCTIONS_V9 } from "./append-sql-v8.ts";
 
 export interface PgMigration {
   version: number;
@@ -344,6 +346,12 @@ export const MIGRATIONS: readonly PgMigration[] = [
     name: "append: one update of a run's row per batch, no receipt lookup on a first call",
     // Replaces functions only: no table changes, rows stay as they are (append-sql-v8.ts says what and why).
     statements: APPEND_FUNCTIONS_V8,
+  },
+  {
+    version: 9,
+    name: "append: change numbers only for runs created or patched, not for every append",
+    // Replaces append_entries only (append-sql-v8.ts, appendEntries): the change clock and runs_by_change stay.
+    statements: APPEND_FUNCTIONS_V9,
   },
 ];
 

@@ -124,7 +124,9 @@ export class Statements {
       `insert into events (run_id, seq, type, key, idempotency_key, payload, at)
        values (?, ?, ?, ?, ?, ?, ?)`,
     );
-    this.advanceRun = db.prepare(`update runs set last_seq = ?, updated_at = ?, change_seq = ${NEXT_CHANGE} where id = ?`);
+    // A plain append moves last_seq only, not the change number (JournalViews.changesSince): runs_by_change is not
+    // rewritten on every step (bench/pool.ts).
+    this.advanceRun = db.prepare(`update runs set last_seq = ?, updated_at = ? where id = ?`);
     // One statement for every patch shape: a flag per nullable field says whether to set it.
     this.advanceRunWithPatch = db.prepare(
       `update runs set
