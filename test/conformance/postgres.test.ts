@@ -284,7 +284,7 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     expect(first).toEqual([{ status: "appended", seq: 2 }]);
     expect(state(await call().catch((e: unknown) => e))).toBe("23505");
     expect(await receipt("batch-1")).toEqual(first);
-    const event = () => admin.query<{ seq: string | null }>(APPEND_EVENT_SQL, [rootId, lease.holderId, lease.epoch, "batch-2", null, rootId, "checkpoint", "k2", '{"n":2}', 5, 5, null]);
+    const event = () => admin.query<{ seq: string | null }>(APPEND_EVENT_SQL, [rootId, lease.holderId, lease.epoch, "batch-2", null, rootId, "checkpoint", "k2", '{"n":2}', 5, 5]);
     const row = (await event()).rows[0]!;
     expect(Number(row.seq)).toBe(3);
     expect(state(await event().catch((e: unknown) => e))).toBe("23505");

@@ -29,9 +29,9 @@
  *   waits on, then fails on, the receipt's primary key (23505), as before.
  * - The touched runs kept in arrays (id, last seq, time, order) and the
  *   outcomes built as one jsonb array, rather than aggregated by a query.
- * - The commonest call, one entry that only records an event and maybe
- *   patches its run (every step's checkpoint, a resume's run_resumed, a
- *   run's end), is not a function call at all but one statement,
+ * - The commonest call, one entry that only records an event (every step's
+ *   checkpoint, a resume's run_resumed; since migration 9 not one that
+ *   patches its run, like a run's end), is not a function call at all but one statement,
  *   APPEND_EVENT_SQL below, sent by append.ts: the same locks in the same
  *   order (the lease FOR SHARE, the run's row FOR UPDATE, the change clock
  *   last), the event, the row written once, the receipt. Measured: the
@@ -226,28 +226,30 @@ const CHANGED_RUNS_UPDATE = `
  * One event appended, in one statement (see the file note): $1 root, $2
  * holder, $3 epoch, $4 batch id, $5 synchronous_commit for this
  * transaction (null: as configured), $6 run, $7 type, $8 key, $9 payload,
- * $10 the event's time, $11 now, $12 the patch of the run's row (null:
- * none). One column, `seq`: the event's; 0: the lease is lost (nothing
- * written); null: no such run of this root (nothing written). One column,
- * not three: pg decodes a row description on every call (measured about
- * 30 µs of a 2,000-step run's client time per step for three columns).
- * Data-modifying WITH clauses run exactly once, each after the ones it
- * reads from: lease, row, event, clock, row, receipt. Only an event with a
- * patch takes a change number (JournalViews.changesSince): without one the
- * row's update changes no indexed column (HOT) and the change clock, one
- * row every append would otherwise queue on, is not touched.
+ * $10 the event's time, $11 now. One column, `seq`: the event's; 0: the
+ * lease is lost (nothing written); null: no such run of this root (nothing
+ * written). One column, not three: pg decodes a row description on every
+ * call (measured about 30 µs of a 2,000-step run's client time per step
+ * for three columns). Data-modifying WITH clauses run exactly once, each
+ * after the ones it reads from: lease, row, event, receipt. The run's row
+ * is not locked first and then updated: its UPDATE takes the row lock and
+ * hands back the seq it set (one tuple written, not a lock and then a new
+ * version); appends to one run are one lease holder's, one batch at a
+ * time, and the events' primary key would refuse a second writer's seq.
+ * An event with a patch of its run's row goes to append_entries instead
+ * (append.ts): it takes a change number from the change clock
+ * (JournalViews.changesSince), and without a patch this update changes no
+ * indexed column, so Postgres keeps it HOT.
  */
 export const APPEND_EVENT_SQL = `
 with s as (select set_config('synchronous_commit', coalesce($5::text, current_setting('synchronous_commit')), true)),
      l as (select 1 from leases, s where run_id = $1 and holder_id = $2 and epoch = $3 and released = 0 for share of leases),
-     r as (select id, last_seq from runs where id = $6 and root_id = $1 and exists (select from l) for update),
-     ev as (insert into events (run_id, seq, type, key, payload, at) select r.id, r.last_seq + 1, $7, $8, $9, $10 from r returning run_id, seq, at),
-     c as (update change_clock set n = n + 1 where id = 1 and $12::jsonb is not null and exists (select from ev) returning n),
-     w as (update runs x set last_seq = ev.seq, updated_at = ev.at, change_seq = coalesce((select n from c), x.change_seq), ${patchSet("$12::jsonb")}
-             from ev where x.id = ev.run_id returning ev.seq),
+     w as (update runs x set last_seq = x.last_seq + 1, updated_at = $10
+            where x.id = $6 and x.root_id = $1 and exists (select from l) returning x.id, x.last_seq),
+     ev as (insert into events (run_id, seq, type, key, payload, at) select w.id, w.last_seq, $7, $8, $9, $10 from w returning seq),
      b as (insert into append_batches (id, outcomes, at)
-           select $4, jsonb_build_array(jsonb_build_object('status', 'appended', 'seq', w.seq))::text, $11 from w returning 1)
-select case when exists (select from l) then (select seq from w) else 0 end as seq`;
+           select $4, jsonb_build_array(jsonb_build_object('status', 'appended', 'seq', ev.seq))::text, $11 from ev returning 1)
+select case when exists (select from l) then (select seq from ev) else 0 end as seq`;
 
 /** Migration 8's statements: the new append_entry (another signature: the old one is dropped) and append_entries; run again, they change nothing. */
 export const APPEND_FUNCTIONS_V8: readonly string[] = [`drop function if exists append_entry(text, bigint, jsonb, bigint)`, APPEND_ENTRY, appendEntries(false)];

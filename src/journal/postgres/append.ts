@@ -105,8 +105,8 @@ export async function appendInTransaction(q: RowsOf, lease: Lease, entries: read
   return encoded.map((e) => (e.ok ? decodeOutcome(raw[next++]!, e.value.run as string) : e.outcome));
 }
 
-/** What APPEND_EVENT_SQL writes (append-sql-v8.ts): an event, maybe a patch of its run's row; no key, CAS, work, stage or prompt. */
-const EVENT_FIELDS = new Set(["run", "type", "key", "payload", "at", "patch"]);
+/** What APPEND_EVENT_SQL writes (append-sql-v8.ts): an event; no patch of its run's row (a change number), key, CAS, work, stage or prompt. */
+const EVENT_FIELDS = new Set(["run", "type", "key", "payload", "at"]);
 
 function isPlainEvent(e: Record<string, unknown>): boolean {
   for (const key in e) if (!EVENT_FIELDS.has(key)) return false;
@@ -115,7 +115,7 @@ function isPlainEvent(e: Record<string, unknown>): boolean {
 
 /** One plain event in one statement: its seq, or undefined when the run is not this root's (nothing written). */
 async function appendEvent(conn: PgConnection, lease: Lease, batch: string, sync: string | null, now: number, e: Record<string, unknown>): Promise<number | undefined> {
-  const values = [lease.rootId, lease.holderId, lease.epoch, batch, sync, e.run, e.type, e.key ?? null, e.payload ?? null, e.at ?? now, now, e.patch ? JSON.stringify(e.patch) : null];
+  const values = [lease.rootId, lease.holderId, lease.epoch, batch, sync, e.run, e.type, e.key ?? null, e.payload ?? null, e.at ?? now, now];
   const out = await callWithRetry(conn, lease, batch, async (c) => {
     const { seq } = (await c.query<{ seq: number | null }>({ name: "append-event", text: APPEND_EVENT_SQL, values })).rows[0]!;
     if (seq === 0) throw new LeaseLostError(lease.rootId, lease.epoch);
