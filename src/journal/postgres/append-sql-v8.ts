@@ -226,7 +226,8 @@ const CHANGED_RUNS_UPDATE = `
  * One event appended, in one statement (see the file note): $1 root, $2
  * holder, $3 epoch, $4 batch id, $5 synchronous_commit for this
  * transaction (null: as configured), $6 run, $7 type, $8 key, $9 payload,
- * $10 the event's time, $11 now. One column, `seq`: the event's; 0: the
+ * $10 the event's time, $11 now (a durable append, $5 null, sets nothing:
+ * a transaction-local setting costs its save and restore). One column, `seq`: the event's; 0: the
  * lease is lost (nothing written); null: no such run of this root (nothing
  * written). One column, not three: pg decodes a row description on every
  * call (measured about 30 µs of a 2,000-step run's client time per step
@@ -242,7 +243,7 @@ const CHANGED_RUNS_UPDATE = `
  * indexed column, so Postgres keeps it HOT.
  */
 export const APPEND_EVENT_SQL = `
-with s as (select set_config('synchronous_commit', coalesce($5::text, current_setting('synchronous_commit')), true)),
+with s as (select case when $5::text is not null then set_config('synchronous_commit', $5::text, true) end),
      l as (select 1 from leases, s where run_id = $1 and holder_id = $2 and epoch = $3 and released = 0 for share of leases),
      w as (update runs x set last_seq = x.last_seq + 1, updated_at = $10
             where x.id = $6 and x.root_id = $1 and exists (select from l) returning x.id, x.last_seq),
@@ -254,5 +255,13 @@ select case when exists (select from l) then (select seq from ev) else 0 end as 
 /** Migration 8's statements: the new append_entry (another signature: the old one is dropped) and append_entries; run again, they change nothing. */
 export const APPEND_FUNCTIONS_V8: readonly string[] = [`drop function if exists append_entry(text, bigint, jsonb, bigint)`, APPEND_ENTRY, appendEntries(false)];
 
-/** Migration 9's: append_entries numbering only the runs a batch created or patched (appendEntries above). */
-export const APPEND_FUNCTIONS_V9: readonly string[] = [appendEntries(true)];
+/**
+ * Migration 9's: append_entries numbering only the runs a batch created or
+ * patched (appendEntries above), and events without their foreign key to
+ * runs. Every insert of an event follows its run's row, locked or created
+ * by the same statement or function, so the key's check (a trigger and a
+ * query per event, about 10 µs of each append) proved nothing; retention
+ * deletes a tree's events itself before its runs (retention.ts), so its
+ * cascade was never used.
+ */
+export const APPEND_FUNCTIONS_V9: readonly string[] = [appendEntries(true), `alter table events drop constraint if exists events_run_id_fkey`];

@@ -16,7 +16,7 @@
  * Version 8 replaces the append functions (append-sql-v8.ts: fewer
  * statements per append, measured); version 9 replaces append_entries again
  * so that only a run's creation and patches take change numbers, not every
- * append.
+ * append, and drops the events' foreign key to runs.
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -79,6 +79,7 @@ export const MIGRATIONS: readonly PgMigration[] = [
       `create index runs_by_parent on runs (parent_id, created_at desc, id desc) where parent_id is not null`,
       `create index runs_by_change on runs (change_seq)`,
       `create index runs_id_prefix on runs (id text_pattern_ops)`,
+      // The events' foreign key to runs is dropped by version 9 (append-sql-v8.ts, APPEND_FUNCTIONS_V9).
       `create table events (
         run_id text not null references runs (id) on delete cascade,
         seq bigint not null,
@@ -349,8 +350,9 @@ export const MIGRATIONS: readonly PgMigration[] = [
   },
   {
     version: 9,
-    name: "append: change numbers only for runs created or patched, not for every append",
-    // Replaces append_entries only (append-sql-v8.ts, appendEntries): the change clock and runs_by_change stay.
+    name: "append: change numbers only for runs created or patched, not for every append; events without a foreign key",
+    // Replaces append_entries (append-sql-v8.ts, appendEntries; the change clock and runs_by_change stay) and drops
+    // the events' foreign key to runs (APPEND_FUNCTIONS_V9 says why).
     statements: APPEND_FUNCTIONS_V9,
   },
 ];
