@@ -29,7 +29,7 @@ set +e
 node_modules/.bin/bun test --timeout 120000 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 grep -E '^\(fail\)' "$log" | sed 's/^/default journal: /' >>"$failures" || true
-grep -B 25 -E '^\(fail\)' "$log" | head -80 >>"$failures.context" || true
+sed -E '/^[0-9]+ tests? failed:$/,$d' "$log" | grep -B 25 -E '^\(fail\)' | head -80 >>"$failures.context" || true
 passed=$(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 failed=$(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 # The whole suite (no arguments): the crash, double-resume, golden-journal, pool-crash, pool, intercom, service
@@ -42,12 +42,13 @@ if [ "$#" -eq 0 ]; then
     test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   grep -E '^\(fail\)' "$log" | sed 's/^/postgres journal: /' >>"$failures" || true
-  grep -B 25 -E '^\(fail\)' "$log" | head -80 >>"$failures.context" || true
+  sed -E '/^[0-9]+ tests? failed:$/,$d' "$log" | grep -B 25 -E '^\(fail\)' | head -80 >>"$failures.context" || true
   passed=$((passed + $(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
   failed=$((failed + $(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
 fi
 set -e
-# CI keeps only the tail of the output: name every failing test here, at the end.
+# CI keeps only the tail of the output: name every failing test here, at the end (the context comes from above
+# bun's own "N tests failed:" summary, so each failure shows once).
 if [ -s "$failures" ]; then
   echo "what the failing tests printed last (at most 80 lines a pass):"
   cat "$failures.context"
