@@ -9,7 +9,7 @@
  *   any ──close()──▶ closed
  * Reconnects wait 1, 2, 5, 10, then every 30 s, each ±20 % (jitter, so
  * clients that lost one broker do not all come back at once); on every
- * new connection the client registers its names again. `nudge()` skips a
+ * new connection the client registers its names again, the first one last. `nudge()` skips a
  * backoff wait (used when the broker's socket appears).
  *
  * Requests made while not open fail at once with intercom_unavailable:
@@ -171,7 +171,18 @@ export class IntercomClient {
       return;
     }
     try {
-      for (const [name, r] of this.names) await link.request("register", { type: "register", name, ...r });
+      // The first name last (a run's root registers itself before its stages): whoever waits for it to be
+      // listed (`atomic sessions` waits for each driven root) then finds the others too. Names registered
+      // meanwhile are sent in the next round; one unregistered meanwhile is not sent.
+      const sent = new Set<string>();
+      for (;;) {
+        const pending = [...this.names].filter(([name]) => !sent.has(name)).reverse();
+        if (pending.length === 0) break;
+        for (const [name, r] of pending) {
+          sent.add(name);
+          if (this.names.has(name)) await link.request("register", { type: "register", name, ...r });
+        }
+      }
     } catch (err) {
       this.lastError = err instanceof Error ? err : new Error(String(err));
       link.close();

@@ -174,6 +174,25 @@ describe("broker lifecycle", () => {
     expect(states.at(-1)).toBe("open");
   });
 
+  test("a client coming back registers its first name last: once that one is listed, so are all the others", async () => {
+    const home = newHome();
+    await client(home);
+    const keeper = await client(home, { reconnect: true, backoffMs: [50, 100], spawn: false });
+    // A run's root registers itself, then its stages (engine/mail/broker-link.ts); `atomic sessions` waits for the root.
+    await keeper.register("root", ["g"]);
+    const stages = Array.from({ length: 30 }, (_, i) => `root:s${i}`);
+    for (const name of stages) await keeper.register(name, ["g"]);
+    const old = brokerPidOf(home)!;
+    signal(old, "SIGKILL");
+    await waitUntil(() => !alive(old), 10_000, "the broker to die");
+    const next = await client(home);
+    // Listed back to back (each a round trip), so the moment the root appears is not missed.
+    let listed: string[] = [];
+    const deadline = Date.now() + 20_000;
+    while (!(listed = (await next.list()).map((x) => x.name)).includes("root") && Date.now() < deadline);
+    expect(listed.filter((n) => n.startsWith("root:")).sort()).toEqual([...stages].sort());
+  });
+
   test("a stale spawn lock (its owner is gone) is replaced", async () => {
     const home = newHome();
     const paths = intercomPaths(home);
