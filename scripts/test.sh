@@ -21,6 +21,12 @@ cleanup() {
   if [ -n "$pg_dir" ]; then node_modules/.bin/bun test/helpers/postgres.ts stop "$pg_dir" || true; fi
 }
 trap cleanup EXIT
+# CI keeps only the tail of the output: each pass's failing tests (named with its journal) and what they printed
+# last (from above bun's own "N tests failed:" summary, so each shows once) are printed again at the end.
+keep_failures() {
+  grep -E '^\(fail\)' "$log" | sed "s/^/$1: /" >>"$failures" || true
+  sed -E '/^[0-9]+ tests? failed:$/,$d' "$log" | grep -B 25 -E '^\(fail\)' | head -80 >>"$failures.context" || true
+}
 read -r pg_url pg_dir < <(node_modules/.bin/bun test/helpers/postgres.ts start $$)
 export ATOMIC_TEST_POSTGRES_URL="$pg_url"
 set +e
@@ -28,8 +34,7 @@ set +e
 # spawned binaries and SQLite fsyncs make parallel files flaky on 2 cores.
 node_modules/.bin/bun test --timeout 120000 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-grep -E '^\(fail\)' "$log" | sed 's/^/default journal: /' >>"$failures" || true
-sed -E '/^[0-9]+ tests? failed:$/,$d' "$log" | grep -B 25 -E '^\(fail\)' | head -80 >>"$failures.context" || true
+keep_failures "default journal"
 passed=$(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 failed=$(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 # The whole suite (no arguments): the crash, double-resume, golden-journal, pool-crash, pool, intercom, service
@@ -41,14 +46,11 @@ if [ "$#" -eq 0 ]; then
     test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts \
     test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-  grep -E '^\(fail\)' "$log" | sed 's/^/postgres journal: /' >>"$failures" || true
-  sed -E '/^[0-9]+ tests? failed:$/,$d' "$log" | grep -B 25 -E '^\(fail\)' | head -80 >>"$failures.context" || true
+  keep_failures "postgres journal"
   passed=$((passed + $(grep -Eo '^ *[0-9]+ pass$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
   failed=$((failed + $(grep -Eo '^ *[0-9]+ fail$' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
 fi
 set -e
-# CI keeps only the tail of the output: name every failing test here, at the end (the context comes from above
-# bun's own "N tests failed:" summary, so each failure shows once).
 if [ -s "$failures" ]; then
   echo "what the failing tests printed last (at most 80 lines a pass):"
   cat "$failures.context"
