@@ -9,9 +9,7 @@
  * /proc and killed (shared/run-processes.ts).
  */
 
-import { killProcessesWithEnv } from "../shared/run-processes.ts";
-
-export const WORKER_ENV = "ATOMIC_WORKER_ID";
+import { WORKER_ENV, killProcessesWithEnv } from "../shared/run-processes.ts";
 
 export function killStagesOfWorker(workerId: string): number {
   return killProcessesWithEnv(WORKER_ENV, workerId);

@@ -36,7 +36,7 @@ import { faultPoint } from "../shared/fault-points.ts";
 import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/common.ts";
 import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
 import { EventBatcher } from "./event-batcher.ts";
-import { WORKER_ENV } from "./reap.ts";
+import { WORKER_ENV } from "../shared/run-processes.ts";
 import { WorkLeaseDeadline } from "./work-lease-deadline.ts";
 import { trace } from "./trace.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";

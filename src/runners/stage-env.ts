@@ -17,11 +17,14 @@
  * - `credentials` names the credential variables a CLI agent needs to reach
  *   its own provider (each adapter lists them); only those pass.
  * - Last, the stage's identity (ATOMIC_RUN_ID, ATOMIC_STAGE, ATOMIC_STAGE_KEY,
- *   ATOMIC_ATTEMPT), which the stage cannot override.
+ *   ATOMIC_ATTEMPT) and the token of this process's group guard
+ *   (ATOMIC_GUARD: shell/group-guard.ts), which the stage cannot override.
  */
 
 import { CREDENTIAL_VARIABLES, INTERNAL_VARIABLES } from "../shared/secrets.ts";
 import type { StageRequest } from "./types.ts";
+import { guardToken } from "./shell/group-guard.ts";
+import { GUARD_ENV } from "../shared/run-processes.ts";
 
 const WITHHELD: ReadonlySet<string> = new Set([...CREDENTIAL_VARIABLES, ...INTERNAL_VARIABLES]);
 
@@ -41,6 +44,7 @@ export function stageEnv(
   env.ATOMIC_STAGE = request.stageName;
   env.ATOMIC_STAGE_KEY = request.stageKey;
   env.ATOMIC_ATTEMPT = String(request.attempt);
+  env[GUARD_ENV] = guardToken;
   return env;
 }
 

@@ -18,6 +18,12 @@
 import { readFileSync, readdirSync } from "node:fs";
 
 export const ROOT_RUN_ENV = "ATOMIC_ROOT_RUN_ID";
+/** A worker's id, in the environment of the stages it starts (pool/reap.ts). */
+export const WORKER_ENV = "ATOMIC_WORKER_ID";
+/** The token of the group guard of the process that started a stage (runners/shell/group-guard.ts). */
+export const GUARD_ENV = "ATOMIC_GUARD";
+/** The variables that tie a process to a run or to the process that started it: one that serves every run (the intercom broker) starts without them. */
+export const PROCESS_MARKERS: readonly string[] = [ROOT_RUN_ENV, WORKER_ENV, GUARD_ENV];
 
 /** SIGKILLs this user's processes whose environment holds `name=value` (never this process or its ancestors); returns how many. */
 export function killProcessesWithEnv(name: string, value: string): number {

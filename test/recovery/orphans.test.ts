@@ -2,10 +2,12 @@
  * No stage outlives its run's processes (issue 12, item 8), through the
  * binary: the root, its coordinator and its workers are killed at once
  * (kill -9 of their process group) mid fan-out. The stages' process groups
- * die with their workers (their group guard kills them); a process that left
- * its group (setsid) is ended by `atomic resume` before it starts the stages
- * again, so no stage ever has two copies alive; and when the resumed drive
- * is over, no process of the run is left.
+ * die with their workers, and so does a process that left its group (setsid)
+ * but kept its environment: the workers' group guards find them by the token
+ * in it. One that left its group and dropped the token is ended by `atomic
+ * resume` before it starts the stages again (by the run id), so no stage
+ * ever has two copies alive; and when the resumed drive is over, no process
+ * of the run is left.
  *
  * Processes are told apart by the environment they inherit:
  * ATOMIC_ROOT_RUN_ID (the run), ATOMIC_STAGE and ATOMIC_ATTEMPT (which copy).
@@ -57,11 +59,15 @@ test("kill -9 of the whole process group mid fan-out, then resume: never two cop
     const out = lineWatcher(root.stdout);
     runId = (JSON.parse(await out.waitFor(/"runId"/)) as { runId: string }).runId;
     await waitUntil(() => STAGES.every((n) => lines(side).includes(`${n}:1:start`)), 30_000, "the fan-out's stages to run");
-    await waitUntil(() => copies(runId).s1?.length === 1 && runProcesses(runId).filter((p) => p.stage === "s1").length >= 3, 10_000, "s1 and its escaped process");
+    await waitUntil(
+      () => copies(runId).s1?.length === 1 && runProcesses(runId).filter((p) => p.stage === "s1").length >= 3 && runProcesses(runId).filter((p) => p.stage === "s2").length >= 3,
+      10_000,
+      "s1 and s2 and their escaped processes",
+    );
 
     process.kill(-root.pid, "SIGKILL");
     await root.exited;
-    // The groups went with their workers: only the process that left its group is still there.
+    // The groups went with their workers, and s2's process that left its group: only s1's, which dropped the token too, is still there.
     await waitUntil(() => runProcesses(runId).every((p) => p.stage === "s1" && p.attempt === "1") && runProcesses(runId).length > 0, 10_000, "the stages' groups to die with their workers");
     const escaped = runProcesses(runId);
     expect(escaped.length).toBeGreaterThan(0);

@@ -1,53 +1,108 @@
 /**
- * The group guard: stage process groups die with the process that started
+ * The group guard: stage processes die with the process that started
  * them, however it dies (kill -9 of the worker, or of the whole process
  * group of the root, its coordinator and its workers at once).
  *
  * A parent-death signal (prctl PR_SET_PDEATHSIG, `setpriv --pdeathsig`)
  * would reach the stage's first process only: it is not inherited by that
  * process's children, and a shell stage's work is mostly its children. A
- * subreaper dies with the same kill. So each process that starts stage
- * groups has one small guard process beside it: `/bin/sh` in a session of
- * its own (a kill of the starter's process group does not reach it), whose
- * stdin is a pipe only the starter holds. The starter writes the list of its
- * live groups as one line whenever it changes (process-groups.ts); the
- * guard keeps the last line (`tail -n 1`). When the starter is gone, whatever the cause,
- * the kernel closes its end of the pipe, the guard reads end-of-file, kills
- * every group of the last line with SIGKILL and exits. A starter that exits
- * normally has killed its groups itself and left the list empty.
+ * subreaper dies with the same kill. So each process that starts stages has
+ * one small guard process beside it: `/bin/sh` in a session of its own (a
+ * kill of the starter's process group does not reach it), whose stdin is a
+ * pipe only the starter holds. When the starter is gone, whatever the
+ * cause, the kernel closes its end of the pipe and the guard reads
+ * end-of-file.
  *
- * The guard starts with the first group (a run without stages starts none)
- * and is started again if it goes away. A stage that leaves its group
- * (setsid) escapes it; `atomic resume` and the end of a drive still find
- * such a process by the run id in its environment (shared/run-processes.ts).
+ * The guard is told nothing per stage. Every stage's environment carries
+ * this starter's token (GUARD_ENV, set by stageEnv, last, so a stage cannot
+ * change it), and so does every process a stage starts that keeps its
+ * environment, in its group or not (setsid). At end-of-file the guard finds
+ * them in /proc (one `grep` over every readable environment) and SIGKILLs
+ * each one and the process group it leads, so a stage's group goes with its
+ * leader even where a member dropped its environment.
+ *
+ * The starter writes one byte when it has stages again ("1") and when it
+ * has none ("0"; after ENDED_REPORT_MS, and only if none started meanwhile),
+ * so a pool of short stages wakes its guard about twice in all, not once
+ * or twice per stage (a write and a wake-up of another process per stage
+ * cost about a tenth of a 500-stage fan-out's CPU on 2 cores, measured with
+ * bench/pool.ts). A guard whose last byte was "0" exits without looking:
+ * the starter's stages were all gone. One that reads end-of-file after "1"
+ * looks; if it was "1" only because the last "0" was still due, it finds
+ * nothing.
+ *
+ * The guard starts with the first stage (a run without stages starts none)
+ * and is started again if it goes away. A stage process that both left its
+ * group and dropped the token escapes it; `atomic resume` and the end of a
+ * drive still find it by the run id in its environment
+ * (shared/run-processes.ts), unless it dropped that too.
  */
 
 import type { Subprocess } from "bun";
+import { randomBytes } from "node:crypto";
+import { GUARD_ENV } from "../../shared/run-processes.ts";
 
-// `tail` keeps the last line and prints it at end-of-file; `kill -- -pgid ...` kills the groups. (Not a
-// `while read` loop: the shell's `read` takes a pipe one byte per system call, ten or more per change.)
-const GUARD_SCRIPT = 'g=$(tail -n 1); [ -n "$g" ] && kill -s KILL -- $g 2>/dev/null; exit 0';
+/** How long "no stages" waits before it is reported (one started meanwhile cancels the report). */
+export const ENDED_REPORT_MS = 250;
+
+/** This process's token: its pid and 8 random bytes (hex), so no other starter's stages match it. */
+export const guardToken = `${process.pid}-${randomBytes(8).toString("hex")}`;
+
+// `read` takes the pipe a byte per system call, which is right for the few bytes it ever gets (dash's read has no
+// -n: each state comes as a line). `grep -z` reads each environment as NUL-separated lines; -x and -F: the whole
+// line, as text. The loop kills each process and the group it leads (where it leads none, that kill fails, harmlessly).
+function guardScript(): string {
+  const needle = `${GUARD_ENV}=${guardToken}`;
+  return [
+    "s=0",
+    'while read -r c; do s=$c; done',
+    '[ "$s" = 1 ] || exit 0',
+    `grep -lzxF '${needle}' /proc/[0-9]*/environ 2>/dev/null | while read -r f; do p=\${f#/proc/}; p=\${p%/environ}; kill -s KILL -- -$p 2>/dev/null; kill -s KILL $p 2>/dev/null; done`,
+    "exit 0",
+  ].join("\n");
+}
 
 let guard: Subprocess<"pipe", "ignore", "ignore"> | undefined;
+/** What the guard was told last ("1": stages may be live). */
+let told: "0" | "1" = "0";
+let endedReport: ReturnType<typeof setTimeout> | undefined;
 
-/** Tells the guard which groups to kill should this process die now. */
-export function guardGroups(groups: Iterable<number>): void {
-  const line = `${[...groups].map((g) => `-${g}`).join(" ")}\n`;
-  if (!guard && line === "\n") return;
+/** A stage process of this process's is about to start (or has): the guard must know before this process can die. */
+export function guardStarted(): void {
+  clearTimeout(endedReport);
+  endedReport = undefined;
+  tell("1");
+}
+
+/** This process has no live stage any more: reported after ENDED_REPORT_MS unless one starts meanwhile. */
+export function guardIdle(): void {
+  if (told === "0" || endedReport !== undefined) return;
+  endedReport = setTimeout(() => {
+    endedReport = undefined;
+    tell("0");
+  }, ENDED_REPORT_MS);
+  endedReport.unref();
+}
+
+function tell(state: "0" | "1"): void {
+  if (state === told && (guard || state === "0")) return;
   try {
     guard ??= startGuard();
-    guard.stdin.write(line);
+    guard.stdin.write(`${state}\n`);
     void Promise.resolve(guard.stdin.flush()).catch(() => {});
+    told = state;
   } catch {
     // No guard can be started (no /bin/sh, no processes left): the stages still die with a normal exit.
   }
 }
 
 function startGuard(): Subprocess<"pipe", "ignore", "ignore"> {
-  const proc = Bun.spawn(["/bin/sh", "-c", GUARD_SCRIPT], { stdin: "pipe", stdout: "ignore", stderr: "ignore", detached: true });
+  const proc = Bun.spawn(["/bin/sh", "-c", guardScript()], { stdin: "pipe", stdout: "ignore", stderr: "ignore", detached: true });
   proc.unref();
   void proc.exited.then(() => {
-    if (guard === proc) guard = undefined; // killed by someone: the next change starts another one with the whole list
+    if (guard !== proc) return;
+    guard = undefined; // killed by someone: the next start of a stage starts another one
+    told = "0";
   });
   return proc;
 }
