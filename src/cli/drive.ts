@@ -40,6 +40,7 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
       return;
     }
     killAllGroups("SIGKILL");
+    view.close();
     err(`\nexiting now; resume with: atomic resume ${root.runId}\n`);
     process.exit(130);
   };

@@ -5,9 +5,11 @@
  * wires the parts (coordinator-core.ts lists them):
  *
  * - Start: it spawns its workers at once (supervisor.ts) and opens the
- *   journal at the root's first `work_ready` (the root may start a pool
- *   before its run is recorded, and refuse the run after all); dispatch
- *   (dispatcher.ts) begins once the journal is open.
+ *   journal meanwhile (the root starts a pool with its run's first stage,
+ *   so the run is recorded by then); dispatch (dispatcher.ts) begins once
+ *   the journal is open, whether or not the root's first `work_ready` came
+ *   yet: the stage's item is committed with its start record, and a root
+ *   busy recording a fan-out's other stages sends it late.
  * - Control: pausing stops new starts (the dispatcher reads `paused`);
  *   each revision is acknowledged to the root once every worker has.
  * - The root is answered exactly once per item with `work_done`
@@ -97,19 +99,17 @@ class Coordinator implements CoordinatorCore {
     process.on("SIGINT", () => {}); // Ctrl-C is the root's to handle
     process.on("SIGTERM", () => this.shutdown("SIGTERM"));
     this.workers.start();
+    this.attach();
     const { workers, logDir, leaseMs } = this.config;
     this.root.send({ type: "ready", version: POOL_PROTOCOL_VERSION, pid: process.pid, workers, logDir });
     this.log(`ready: ${workers} worker(s), lease ${leaseMs} ms`);
   }
 
   /**
-   * Opens the journal, once, when the root first has work for this pool
-   * (`work_ready`, `cancel_work`): a pool may be started while the root
-   * still checks its command line and loads the workflow, and must not
-   * write anything (a fresh home's journal) if the run never starts. Items
-   * can be claimed once it is open. Queue state is coordination, not the
-   * record: the root's journal (synchronous=FULL) is the record, so this
-   * connection commits with synchronous=NORMAL.
+   * Opens the journal, once (at start; `work_ready` and `cancel_work` ask
+   * again, harmlessly). Items can be claimed once it is open. Queue state
+   * is coordination, not the record: the root's journal (synchronous=FULL)
+   * is the record, so this connection commits with synchronous=NORMAL.
    */
   private attach(): void {
     if (this.attaching) return;

@@ -58,7 +58,9 @@ const ENV_WORKFLOW = `{
     const named = await ctx.shell("named", 'printf %s "$OPENAI_API_KEY" | sha256sum', { env: { OPENAI_API_KEY: true } });
     const given = await ctx.shell("given", 'printf %s "$PGPASSWORD"', { env: { PGPASSWORD: "chosen-by-the-workflow" } });
     const leak = await ctx.shell("leak", "printenv OPENAI_API_KEY", { env: { OPENAI_API_KEY: true } });
-    return { plain: plain.outputPath, named: named.text.split(" ")[0], given: given.text, leak: leak.text, leakOut: leak.outputPath };
+    // The environment of its starter's group guard (a shell: /proc shows it to the stage, as it shows root's everything).
+    const guard = await ctx.shell("guard", "sleep 0.2; for f in $(grep -l ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ 2>/dev/null); do tr '\\\\0' '\\\\n' < $f; done");
+    return { plain: plain.outputPath, named: named.text.split(" ")[0], given: given.text, leak: leak.text, leakOut: leak.outputPath, guard: guard.outputPath };
   },
 }`;
 
@@ -74,6 +76,11 @@ for (const mode of [["--workers", "1"], ["--in-process"]]) {
     expect(env).toContain("ATOMIC_RUN_ID=");
     for (const name of ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PGPASSWORD", "ATOMIC_POOL_CONFIG"]) expect(env).not.toContain(`${name}=`);
     for (const value of [KEY, OTHER_KEY, PG_PASSWORD]) expect(env).not.toContain(value);
+    // Nor in its starter's group guard, which is no atomic process (those are not dumpable: non-dumpable.test.ts).
+    const guard = readFileSync(out.guard, "utf8");
+    expect(guard).toContain("ATOMIC_GUARD_NEEDLE=");
+    expect(guard).not.toContain("KEEP_ME=");
+    for (const value of [KEY, OTHER_KEY, PG_PASSWORD]) expect(guard).not.toContain(value);
     // Named with `true`: the stage got atomic's own value, which never appears in the journal.
     expect(out.named).toBe(sha256(KEY));
     expect(out.given).toBe("chosen-by-the-workflow");

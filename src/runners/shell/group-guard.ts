@@ -39,28 +39,29 @@
  */
 
 import type { Subprocess } from "bun";
-import { randomBytes } from "node:crypto";
 import { GUARD_ENV } from "../../shared/run-processes.ts";
 
 /** How long "no stages" waits before it is reported (one started meanwhile cancels the report). */
 export const ENDED_REPORT_MS = 250;
 
 /** This process's token: its pid and 8 random bytes (hex), so no other starter's stages match it. */
-export const guardToken = `${process.pid}-${randomBytes(8).toString("hex")}`;
+export const guardToken = `${process.pid}-${Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")}`;
 
 // `read` takes the pipe a byte per system call, which is right for the few bytes it ever gets (dash's read has no
 // -n: each state comes as a line). `grep -z` reads each environment as NUL-separated lines; -x and -F: the whole
-// line, as text. The loop kills each process and the group it leads (where it leads none, that kill fails, harmlessly).
-function guardScript(): string {
-  const needle = `${GUARD_ENV}=${guardToken}`;
-  return [
-    "s=0",
-    'while read -r c; do s=$c; done',
-    '[ "$s" = 1 ] || exit 0',
-    `grep -lzxF '${needle}' /proc/[0-9]*/environ 2>/dev/null | while read -r f; do p=\${f#/proc/}; p=\${p%/environ}; kill -s KILL -- -$p 2>/dev/null; kill -s KILL $p 2>/dev/null; done`,
-    "exit 0",
-  ].join("\n");
-}
+// line, as text. The loop kills each process and the group it leads (where it leads none, that kill fails,
+// harmlessly). The token reaches the guard in its environment, under another name (its own environment must not
+// match), not in its argv: /proc/PID/cmdline is every user's to read. Nothing else of this process's environment
+// goes with it: a shell is no non-dumpable process (shared/non-dumpable.ts), and a stage could read the keys
+// in /proc/<guard>/environ.
+const NEEDLE_ENV = "ATOMIC_GUARD_NEEDLE";
+const GUARD_SCRIPT = [
+  "s=0",
+  'while read -r c; do s=$c; done',
+  '[ "$s" = 1 ] || exit 0',
+  `grep -lzxF "$${NEEDLE_ENV}" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | while read -r p; do kill -s KILL -- -$p 2>/dev/null; kill -s KILL $p 2>/dev/null; done`,
+  "exit 0",
+].join("\n");
 
 let guard: Subprocess<"pipe", "ignore", "ignore"> | undefined;
 /** What the guard was told last ("1": stages may be live). */
@@ -97,7 +98,13 @@ function tell(state: "0" | "1"): void {
 }
 
 function startGuard(): Subprocess<"pipe", "ignore", "ignore"> {
-  const proc = Bun.spawn(["/bin/sh", "-c", guardScript()], { stdin: "pipe", stdout: "ignore", stderr: "ignore", detached: true });
+  const proc = Bun.spawn(["/bin/sh", "-c", GUARD_SCRIPT], {
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", [NEEDLE_ENV]: `${GUARD_ENV}=${guardToken}` },
+    stdin: "pipe",
+    stdout: "ignore",
+    stderr: "ignore",
+    detached: true,
+  });
   proc.unref();
   void proc.exited.then(() => {
     if (guard !== proc) return;
