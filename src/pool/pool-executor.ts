@@ -351,12 +351,12 @@ export class PoolExecutor implements StageExecutor {
         for (const { workId, events } of msg.batch) this.liveEvents(workId, events as RunnerEvent[]);
         break;
       case "work_done":
-        trace("done", msg.workId);
-        if (msg.events) this.liveEvents(msg.workId, msg.events as RunnerEvent[]);
-        {
-          const w = this.waiting.get(msg.workId);
-          if (w) w.resolve(msg.result as StageResult);
-          else this.early.set(msg.workId, msg.result as StageResult); // its execute() has not registered yet
+        for (const item of msg.items) {
+          trace("done", item.workId);
+          if (item.events) this.liveEvents(item.workId, item.events as RunnerEvent[]);
+          const w = this.waiting.get(item.workId);
+          if (w) w.resolve(item.result as StageResult);
+          else this.early.set(item.workId, item.result as StageResult); // its execute() has not registered yet
         }
         break;
       case "work_status": {

@@ -18,6 +18,12 @@
  * `work_done`), `work_done` once per item (done() remembers which were
  * answered), `deliver_result`,
  * `work_status`, `control_ack` and `fatal`.
+ *
+ * The items settled in one turn of the event loop go in one `work_done`,
+ * sent at the end of the turn (setImmediate), or before any other message
+ * (so the root sees every message in the order it was sent): with several
+ * workers finishing short stages at once, that is a message, and a wake-up
+ * of the root, for several stages.
  */
 
 import type { RunnerEvent } from "../runners/types.ts";
@@ -38,8 +44,10 @@ export interface RootHandlers {
 
 export class RootChannel implements RootLink {
   private readonly events = new Map<string, EventBatcher>();
-  /** Items whose `work_done` was sent (ids only: a few bytes per stage of the run). */
+  /** Items whose `work_done` was sent or is about to be (ids only: a few bytes per stage of the run). */
   private readonly answered = new Set<string>();
+  /** Results settled this turn, sent together at its end. */
+  private settled: Extract<FromCoordinator, { type: "work_done" }>["items"] = [];
 
   constructor(
     private readonly core: CoordinatorCore,
@@ -92,7 +100,15 @@ export class RootChannel implements RootLink {
   }
 
   send(msg: FromCoordinator): void {
+    this.sendDone();
     if (process.connected) process.send?.(msg);
+  }
+
+  private sendDone(): void {
+    if (this.settled.length === 0) return;
+    const items = this.settled;
+    this.settled = [];
+    if (process.connected) process.send?.({ type: "work_done", items } satisfies FromCoordinator);
   }
 
   /**
@@ -121,7 +137,8 @@ export class RootChannel implements RootLink {
     this.answered.add(workId);
     const events = this.events.get(workId)?.take() ?? [];
     this.events.delete(workId);
-    this.send({ type: "work_done", workId, result, ...(events.length > 0 ? { events } : {}) });
+    if (this.settled.length === 0) setImmediate(() => this.sendDone());
+    this.settled.push({ workId, result, ...(events.length > 0 ? { events } : {}) });
   }
 
 }

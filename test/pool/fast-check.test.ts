@@ -75,7 +75,7 @@ const samples: [v.GenericSchema, unknown][] = [
   [FromWorkerSchema, { type: "started", ref, pgid: 123 }],
   [FromWorkerSchema, { type: "heartbeat", opId: "w1:5", refs: [ref, ref] }],
   [FromWorkerSchema, { type: "events", ref, events: [{ type: "output", stream: "stdout", text: "x" }, { type: "usage", usage: { inputTokens: 3 } }] }],
-  [FromCoordinatorSchema, { type: "work_done", workId: "work_1", result: { ...result, workerId: "w1", generation: 1 } }],
+  [FromCoordinatorSchema, { type: "work_done", items: [{ workId: "work_1", result: { ...result, workerId: "w1", generation: 1 } }] }],
   [ToCoordinatorSchema, { type: "work_ready" }],
 ];
 

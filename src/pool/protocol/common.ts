@@ -10,7 +10,7 @@ import { compileCheck, type Check } from "./fast-check.ts";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 4;
+export const POOL_PROTOCOL_VERSION = 5;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({

@@ -3,8 +3,9 @@
  *
  * The root enqueues work items in the journal (in the same transaction as
  * the stage's start record) and nudges the coordinator with `work_ready`.
- * The coordinator answers every item exactly once with `work_done` (the
- * stage's result, or a failure such as worker_retry_limit), streams live
+ * The coordinator answers every item exactly once in a `work_done` (the
+ * stage's result, or a failure such as worker_retry_limit; the items settled
+ * in one turn of its event loop share one message), streams live
  * runner events in batches (`work_events`, about every 250 ms; a stage's
  * `started` at once; whatever is pending when the item ends rides on its
  * `work_done`, so a short stage costs one message, not two), and
@@ -46,8 +47,11 @@ export const FromCoordinatorSchema = v.variant("type", [
     type: v.literal("work_events"),
     batch: v.array(v.object({ workId: v.string(), events: v.array(RunnerEventSchema) })),
   }),
-  /** The item's result, with its live events not sent yet (applied before the result). */
-  v.object({ type: v.literal("work_done"), workId: v.string(), result: StageResultSchema, events: v.optional(v.array(RunnerEventSchema)) }),
+  /** Items' results, each with its live events not sent yet (applied before the result). */
+  v.object({
+    type: v.literal("work_done"),
+    items: v.array(v.object({ workId: v.string(), result: StageResultSchema, events: v.optional(v.array(RunnerEventSchema)) })),
+  }),
   v.object({ type: v.literal("deliver_result"), workId: v.string(), messageId: v.string(), delivered: v.boolean() }),
   /**
    * running: a worker holds it; queued: it waits for a worker (again); done:
