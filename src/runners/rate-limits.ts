@@ -26,7 +26,6 @@
  * the CLI's name, as atomic does not see the CLI's base URL).
  */
 
-import { createHash } from "node:crypto";
 import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 
@@ -67,7 +66,7 @@ export class SharedRateLimits {
   constructor(private readonly dir: string) {}
 
   key(provider: string, model: string | undefined): string {
-    return createHash("sha256").update(`${provider}\n${model ?? ""}`).digest("hex").slice(0, 24);
+    return new Bun.CryptoHasher("sha256").update(`${provider}\n${model ?? ""}`).digest("hex").slice(0, 24);
   }
 
   /** The provider said "not before retryAfterMs from now" (a 429 or a Retry-After). */

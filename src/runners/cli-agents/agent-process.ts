@@ -14,10 +14,11 @@
  * the agent exits, whatever it left behind gets the same treatment.
  */
 
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { killGroup, trackGroup, trackStop, untrackGroup } from "../shell/process-groups.ts";
 import { signalProcesses, stageProcesses, stillRunning, type ProcRef } from "../shell/process-tree.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
+import { childProcess } from "../../shared/lazy-builtins.ts";
 
 export interface ProcessEnd {
   code: number | null;
@@ -48,7 +49,7 @@ export class AgentProcess {
     onStderr: (text: string) => void,
   ) {
     this.marker = opts.marker ?? {};
-    this.child = spawnWithUserUmask(() => spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] }));
+    this.child = spawnWithUserUmask(() => childProcess().spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] }));
     this.pid = this.child.pid;
     if (this.pid !== undefined) {
       trackGroup(this.pid);

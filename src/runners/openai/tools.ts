@@ -18,12 +18,12 @@
  * the next call; `edit` and `grep` do not load files above their size caps.
  */
 
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
 import { inheritedEnv } from "../stage-env.ts";
 import { ConfinedFs, ToolRefused, requireFile, type DirEntry } from "./confined-fs.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
+import { childProcess } from "../../shared/lazy-builtins.ts";
 
 export { ToolRefused };
 
@@ -220,7 +220,7 @@ export class ToolBox {
   private bash(command: string, timeoutArg: number | undefined, signal: AbortSignal): Promise<string> {
     const timeoutMs = Math.min(BASH_MAX_MS, Math.max(1, timeoutArg ?? BASH_DEFAULT_MS));
     return new Promise((resolvePromise) => {
-      const child = spawnWithUserUmask(() => spawn("/bin/sh", ["-c", command], { cwd: this.cwd, env: this.env, detached: true, stdio: ["ignore", "pipe", "pipe"] }));
+      const child = spawnWithUserUmask(() => childProcess().spawn("/bin/sh", ["-c", command], { cwd: this.cwd, env: this.env, detached: true, stdio: ["ignore", "pipe", "pipe"] }));
       const pid = child.pid;
       if (pid !== undefined) {
         trackGroup(pid);
