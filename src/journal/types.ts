@@ -413,6 +413,14 @@ export type WorkReceipt =
   /** The operation id was used before with another body. */
   | { status: "op_conflict" };
 
+/** One worker's outcome for `completeMany`. */
+export interface WorkCommit {
+  fence: WorkFence;
+  outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo };
+  op: { id: string; digest: string };
+  claimNext?: { leaseMs: number; root?: ClaimFilter };
+}
+
 export interface WorkQueue {
   /**
    * Lease the oldest ready item (of `root`, or any root) to `workerId`:
@@ -466,6 +474,14 @@ export interface WorkQueue {
     op: { id: string; digest: string },
     claimNext: { leaseMs: number; root?: ClaimFilter },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }>;
+  /**
+   * Several workers' outcomes, in order: each as `completeAndClaim` when it
+   * names `claimNext`, else as `complete`. Where the backend's transactions
+   * are synchronous (SQLite) they share one transaction (a coordinator that
+   * hears from several workers in one turn commits once); elsewhere each is
+   * its own call. Every outcome is committed or refused as it would be alone.
+   */
+  completeMany(commits: readonly WorkCommit[]): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }[]>;
   /** A lost worker's item: back to ready at generation + 1, or failed with `error` when that would exceed `maxGenerations`. */
   release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt>;
   get(id: string): Promise<WorkItem | undefined>;

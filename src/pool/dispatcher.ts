@@ -28,7 +28,7 @@
  */
 
 import { join } from "node:path";
-import type { WorkItem } from "../journal/types.ts";
+import type { WorkCommit, WorkItem, WorkReceipt } from "../journal/types.ts";
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -39,6 +39,9 @@ import type { FromWorker, Receipt } from "./protocol/coordinator-worker.ts";
 import { killStagesOfWorker } from "./reap.ts";
 import { trace, traceNow, tracing } from "./trace.ts";
 import type { WorkerSlot } from "./worker-slot.ts";
+
+type CompleteMessage = Extract<FromWorker, { type: "complete" }>;
+type Committed = { receipt: WorkReceipt; next: WorkItem | undefined };
 
 const MAX_CLAIM_FAILURES = 3;
 /** The wait before claiming again after a failed claim, times the failures in a row. */
@@ -53,6 +56,8 @@ export class Dispatcher {
   private redispatch = false;
   /** Claim transactions failed in a row. */
   private claimFailures = 0;
+  /** Workers' results heard this turn, committed together at its end (commitHeard). */
+  private heard: { slot: WorkerSlot; msg: CompleteMessage; done: () => void }[] = [];
 
   constructor(private readonly core: CoordinatorCore) {}
 
@@ -131,25 +136,79 @@ export class Dispatcher {
    * (the item stays leased until the root's work_status finds it), and a
    * retry of a commit that committed before answers the root if the first
    * try could not.
+   *
+   * The results heard in one turn of the event loop are committed together
+   * at its end, in one transaction where the journal's are synchronous
+   * (WorkQueue.completeMany): with four workers on short stages, about a
+   * third of the turns bring two or more (measured: 500 results in about 350
+   * turns), and each transaction saved is a write lock the root does not
+   * wait for; the root then hears of them in one work_done too
+   * (root-channel.ts), and records them in one commit. A worker host commits
+   * each result on its own: it flushes its link to the roots first and keeps
+   * in its outbox what the journal refuses (fleet/host.ts).
    */
-  async complete(slot: WorkerSlot, msg: Extract<FromWorker, { type: "complete" }>): Promise<void> {
-    const { journal, config, claimScope } = this.core;
+  complete(slot: WorkerSlot, msg: CompleteMessage): Promise<void> {
     trace("complete", msg.ref.workId);
-    const fence = { id: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation, epoch: msg.ref.epoch };
+    if (this.core.beforeCommit || this.core.keepUncommitted) return this.commitAlone(slot, msg);
+    return new Promise<void>((done) => {
+      if (this.heard.push({ slot, msg, done }) === 1) setImmediate(() => void this.commitHeard());
+    });
+  }
+
+  /** What committing `msg` asks of the queue: its fence, outcome and operation, and the worker's next item if it is still the worker's to run one. */
+  private commitOf(slot: WorkerSlot, msg: CompleteMessage): WorkCommit {
+    const { config, claimScope } = this.core;
     const result = msg.result as StageResult;
-    const body = JSON.stringify(result);
-    const outcome = { state: result.status === "completed" ? ("completed" as const) : ("failed" as const), result };
-    const op = { id: msg.opId, digest: String(Bun.hash(body)) };
-    let committed: Awaited<ReturnType<typeof journal.work.completeAndClaim>>;
+    return {
+      fence: { id: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation, epoch: msg.ref.epoch },
+      outcome: { state: result.status === "completed" ? "completed" : "failed", result },
+      op: { id: msg.opId, digest: String(Bun.hash(JSON.stringify(result))) },
+      // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
+      ...(slot.owns(msg.ref) && !this.core.paused ? { claimNext: { leaseMs: config.leaseMs, root: claimScope } } : {}),
+    };
+  }
+
+  private async commitHeard(): Promise<void> {
+    const heard = this.heard;
+    this.heard = [];
+    const commits = heard.map(({ slot, msg }) => this.commitOf(slot, msg));
+    let committed: Committed[];
+    try {
+      const claimAt = tracing ? traceNow() : 0;
+      for (let i = 0; i < commits.length; i++) faultPoint("coordinator-before-commit");
+      committed = await this.core.journal.work.completeMany(commits);
+      for (const [i, { fence }] of commits.entries()) {
+        trace("committed", fence.id);
+        const next = committed[i]!.next;
+        if (next) trace("claim", next.id, claimAt);
+      }
+      for (const c of committed) if (c.next) faultPoint("coordinator-after-claim");
+    } catch (err) {
+      for (const { slot, msg, done } of heard) {
+        this.core.log(`commit from ${slot.id} for work ${msg.ref.workId} not recorded: ${ensureError(err).message}`);
+        done();
+      }
+      // Nothing committed: each worker sends its result again (same operation id) when no receipt comes.
+      this.core.storageFailed(err);
+      return;
+    }
+    for (const [i, { slot, msg, done }] of heard.entries()) {
+      await this.afterCommit(slot, msg, commits[i]!, committed[i]!);
+      done();
+    }
+  }
+
+  /** A worker host's commit: alone, after flushing its link, and kept in its outbox if the journal refuses it. */
+  private async commitAlone(slot: WorkerSlot, msg: CompleteMessage): Promise<void> {
+    const { journal } = this.core;
+    const commit = this.commitOf(slot, msg);
+    const { fence, outcome, op } = commit;
+    let committed: Committed;
     if (this.core.beforeCommit && slot.owns(msg.ref)) await this.core.beforeCommit(fence.id);
     try {
-      // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
       const claimAt = tracing ? traceNow() : 0;
       faultPoint("coordinator-before-commit");
-      committed =
-        slot.owns(msg.ref) && !this.core.paused
-          ? await journal.work.completeAndClaim(fence, outcome, op, { leaseMs: config.leaseMs, root: claimScope })
-          : { receipt: await journal.work.complete(fence, outcome, op), next: undefined };
+      [committed] = (await journal.work.completeMany([commit])) as [Committed];
       trace("committed", fence.id);
       if (committed.next) {
         trace("claim", committed.next.id, claimAt);
@@ -167,7 +226,11 @@ export class Dispatcher {
       this.core.storageFailed(err);
       return;
     }
-    const { receipt, next } = committed;
+    await this.afterCommit(slot, msg, commit, committed);
+  }
+
+  /** After the commit: the worker's receipt (on its next item's start, if it got one), then the root's work_done. */
+  private async afterCommit(slot: WorkerSlot, msg: CompleteMessage, { fence }: WorkCommit, { receipt, next }: Committed): Promise<void> {
     const owned = receipt.status === "committed" && slot.owns(msg.ref);
     const answer = { opId: msg.opId, status: receipt.status };
     if (owned) slot.finish();
@@ -192,7 +255,7 @@ export class Dispatcher {
       return; // the root's work_status finds the item settled and gets its result then
     }
     // Once per item: a retry of a commit already answered sends nothing again (root-channel.ts).
-    this.core.root.done(fence.id, { ...result, workerId: slot.id, generation: fence.generation });
+    this.core.root.done(fence.id, { ...(msg.result as StageResult), workerId: slot.id, generation: fence.generation });
     if (slot.state === "idle") void this.dispatch();
   }
 

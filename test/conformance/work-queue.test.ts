@@ -271,6 +271,34 @@ for (const backend of BACKENDS) {
       expect(await journal.work.count("completed")).toBe(3);
     });
 
+    test(`${backend.name}: completeMany commits several workers' outcomes in order, each as it would be alone`, async () => {
+      const { journal, rootId, lease, root } = await setup();
+      await enqueue(journal, lease, rootId, ["m-1", "m-2", "m-3", "m-4", "m-5"]);
+      const a = (await journal.work.claim("worker-a", LEASE_MS, root))!;
+      const b = (await journal.work.claim("worker-b", LEASE_MS, root))!;
+      const c = (await journal.work.claim("worker-c", LEASE_MS, root))!;
+      const claimNext = { leaseMs: LEASE_MS, root };
+      const out = await journal.work.completeMany([
+        { fence: fence(a), outcome: done("a"), op: { id: "op-a", digest: "d" }, claimNext },
+        // Stale (a replaced holder): refused, claims nothing.
+        { fence: { ...fence(b), epoch: b.epoch + 1 }, outcome: done("x"), op: { id: "op-x", digest: "d" }, claimNext },
+        // Committed without a next item (a paused pool).
+        { fence: fence(c), outcome: done("c"), op: { id: "op-c", digest: "d" } },
+        // The same operation again in the same call: its first receipt, nothing claimed.
+        { fence: fence(a), outcome: done("a"), op: { id: "op-a", digest: "d" }, claimNext },
+        { fence: fence(b), outcome: done("b"), op: { id: "op-b", digest: "d" }, claimNext },
+      ]);
+      expect(out.map((o) => o.receipt.status)).toEqual(["committed", "stale", "committed", "committed", "committed"]);
+      // FIFO across the call: worker-a got the oldest ready item, worker-b the one after.
+      expect(out.map((o) => o.next?.id)).toEqual(["m-4", undefined, undefined, undefined, "m-5"]);
+      expect(out[0]!.next).toMatchObject({ state: "leased", workerId: "worker-a" });
+      expect(out[4]!.next).toMatchObject({ state: "leased", workerId: "worker-b" });
+      for (const [id, text] of [["m-1", "a"], ["m-2", "b"], ["m-3", "c"]] as const) {
+        expect((await journal.work.get(id))?.result).toEqual({ status: "completed", text });
+      }
+      expect(await journal.work.completeMany([])).toEqual([]);
+    });
+
     test(`${backend.name}: a released item comes back at the next generation; its old holder is stale`, async () => {
       const { journal, rootId, lease, root } = await setup();
       await enqueue(journal, lease, rootId, ["g-1"]);

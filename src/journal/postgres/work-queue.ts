@@ -35,7 +35,8 @@
  *   violates work_ops' primary key, the whole statement rolls back, and it
  *   runs again (now seeing the id: op_conflict).
  * - `completeAndClaim` chains the claim onto that statement, gated on the
- *   commit having happened: one round trip per stage.
+ *   commit having happened: one round trip per stage. `completeMany` makes
+ *   those calls one after another.
  * - `abandon` holds the root's lease row FOR SHARE for its statement, so a
  *   takeover waits until it is done.
  * Times come from the database clock (statement_timestamp(), in ms), so
@@ -45,7 +46,7 @@
 import type { ErrorInfo } from "../../shared/errors.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import { isHostScope, type ClaimFilter, type Lease, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
+import { isHostScope, type ClaimFilter, type Lease, type WorkCommit, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
 import { NOW_MS, type PgQuery, type PgSession } from "./store-session.ts";
 import { toJson, workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 
@@ -133,6 +134,13 @@ export class PgWorkQueue implements WorkQueue {
     claimNext: { leaseMs: number; root?: ClaimFilter },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
     return this.commit(fence, outcome, op, claimNext);
+  }
+
+  /** One round trip each, in order (a commit is one statement here; nothing is gained by a longer transaction). */
+  async completeMany(commits: readonly WorkCommit[]): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }[]> {
+    const out: { receipt: WorkReceipt; next: WorkItem | undefined }[] = [];
+    for (const c of commits) out.push(await this.commit(c.fence, c.outcome, c.op, c.claimNext));
+    return out;
   }
 
   async release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt> {

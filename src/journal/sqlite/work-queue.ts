@@ -14,7 +14,8 @@
  * that point (the coordinator starts the stage while the lease is written
  * and committed: see dispatch() in ../../pool/dispatcher.ts).
  * The coordinator's hot path is one transaction per stage: `completeAndClaim`
- * commits a worker's outcome and leases its next item together, and
+ * commits a worker's outcome and leases its next item together
+ * (`completeMany`: those of every worker heard from in one turn), and
  * `claimMany` leases items for every idle worker at once; each of these
  * transactions holds the write lock for a few statements only, since it
  * contends with the root's (fsynced) appends for it.
@@ -31,7 +32,18 @@ import type { Database, Statement } from "bun:sqlite";
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
-import { isHostScope, type ClaimFilter, type ClaimScope, type Lease, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
+import {
+  isHostScope,
+  type ClaimFilter,
+  type ClaimScope,
+  type Lease,
+  type WorkCommit,
+  type WorkFence,
+  type WorkItem,
+  type WorkQueue,
+  type WorkReceipt,
+  type WorkState,
+} from "../types.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
 import { toJson, workFromRow, type WorkItemsTable, type WorkOpsTable } from "./tables.ts";
 
@@ -159,10 +171,18 @@ export class SqliteWorkQueue implements WorkQueue {
     op: { id: string; digest: string },
     claimNext: { leaseMs: number; root?: ClaimFilter },
   ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
-    return this.tx(() => {
-      const { receipt, fresh } = this.completeOne(fence, outcome, op);
-      return { receipt, next: fresh ? this.claimOne(fence.workerId, claimNext.leaseMs, claimNext.root) : undefined };
-    });
+    return this.tx(() => this.commitOne({ fence, outcome, op, claimNext }));
+  }
+
+  async completeMany(commits: readonly WorkCommit[]): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }[]> {
+    if (commits.length === 0) return [];
+    return this.tx(() => commits.map((c) => this.commitOne(c)));
+  }
+
+  /** Inside a transaction: one outcome, and the worker's next item when it asks for one and the outcome was a first commit. */
+  private commitOne({ fence, outcome, op, claimNext }: WorkCommit): { receipt: WorkReceipt; next: WorkItem | undefined } {
+    const { receipt, fresh } = this.completeOne(fence, outcome, op);
+    return { receipt, next: fresh && claimNext ? this.claimOne(fence.workerId, claimNext.leaseMs, claimNext.root) : undefined };
   }
 
   async release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt> {
