@@ -13,10 +13,14 @@
  *
  * Slow start: after an idle spell a batch holds at most FIRST_BATCH
  * entries, and each batch that follows while entries keep coming may hold
- * twice as many as the one before (up to `maxBatch`). The first stages of a
- * fan-out of 500 are then recorded, and their work items claimable, after
- * 32 entries rather than after all 500; a burst still takes a handful of
- * commits, not one per entry.
+ * twice as many as the one before (up to `maxBatch`, MAX_BATCH unless told).
+ * The first stages of a fan-out of 500 are then recorded, and their work
+ * items claimable, after 32 entries rather than after all 500; a burst
+ * still takes a handful of commits, not one per entry. The cap bounds how
+ * long one commit holds the journal's write lock: the pool coordinator's
+ * claims wait behind it, and the 256 stage starts of one batch held them
+ * back 10 to 28 ms as a 500-stage fan-out began (64: at most about 5 ms;
+ * bench/pool.ts with ATOMIC_POOL_TRACE).
  *
  * Failure: outcomes are per entry ("error" for a bad entry, as the journal
  * reports it). If the whole batch fails (LeaseLostError, a storage fault),
@@ -32,6 +36,7 @@ interface Queued {
 }
 
 const FIRST_BATCH = 32;
+const MAX_BATCH = 64;
 
 export interface GroupCommitOptions {
   /** Most entries per transaction; the rest go in the next one (bounds how long the write lock is held). */
@@ -52,7 +57,7 @@ export class GroupCommitWriter {
     readonly lease: Lease,
     opts: GroupCommitOptions = {},
   ) {
-    this.#maxBatch = Math.max(1, opts.maxBatch ?? 1000);
+    this.#maxBatch = Math.max(1, opts.maxBatch ?? MAX_BATCH);
   }
 
   /** Resolves once the entry is committed (or refused: "exists", "conflict", "error"). */
