@@ -413,6 +413,9 @@ export type WorkReceipt =
   /** The operation id was used before with another body. */
   | { status: "op_conflict" };
 
+/** What a commit of a worker's outcome answers: its receipt, and the worker's next item when one was claimed with it. */
+export type WorkCommitted = { receipt: WorkReceipt; next: WorkItem | undefined };
+
 /** One worker's outcome for `completeMany`. */
 export interface WorkCommit {
   fence: WorkFence;
@@ -473,7 +476,7 @@ export interface WorkQueue {
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
     claimNext: { leaseMs: number; root?: ClaimFilter },
-  ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }>;
+  ): Promise<WorkCommitted>;
   /**
    * Several workers' outcomes, in order: each as `completeAndClaim` when it
    * names `claimNext`, else as `complete`. Where the backend's transactions
@@ -481,7 +484,7 @@ export interface WorkQueue {
    * hears from several workers in one turn commits once); elsewhere each is
    * its own call. Every outcome is committed or refused as it would be alone.
    */
-  completeMany(commits: readonly WorkCommit[]): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }[]>;
+  completeMany(commits: readonly WorkCommit[]): Promise<WorkCommitted[]>;
   /** A lost worker's item: back to ready at generation + 1, or failed with `error` when that would exceed `maxGenerations`. */
   release(fence: WorkFence, maxGenerations: number, error: ErrorInfo): Promise<WorkReceipt>;
   get(id: string): Promise<WorkItem | undefined>;

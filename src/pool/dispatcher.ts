@@ -28,7 +28,7 @@
  */
 
 import { join } from "node:path";
-import type { WorkCommit, WorkItem, WorkReceipt } from "../journal/types.ts";
+import type { WorkCommit, WorkCommitted, WorkItem } from "../journal/types.ts";
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -41,7 +41,6 @@ import { trace, traceNow, tracing } from "./trace.ts";
 import type { WorkerSlot } from "./worker-slot.ts";
 
 type CompleteMessage = Extract<FromWorker, { type: "complete" }>;
-type Committed = { receipt: WorkReceipt; next: WorkItem | undefined };
 
 const MAX_CLAIM_FAILURES = 3;
 /** The wait before claiming again after a failed claim, times the failures in a row. */
@@ -172,7 +171,7 @@ export class Dispatcher {
     const heard = this.heard;
     this.heard = [];
     const commits = heard.map(({ slot, msg }) => this.commitOf(slot, msg));
-    let committed: Committed[];
+    let committed: WorkCommitted[];
     try {
       const claimAt = tracing ? traceNow() : 0;
       for (let i = 0; i < commits.length; i++) faultPoint("coordinator-before-commit");
@@ -180,9 +179,10 @@ export class Dispatcher {
       for (const [i, { fence }] of commits.entries()) {
         trace("committed", fence.id);
         const next = committed[i]!.next;
-        if (next) trace("claim", next.id, claimAt);
+        if (!next) continue;
+        trace("claim", next.id, claimAt);
+        faultPoint("coordinator-after-claim");
       }
-      for (const c of committed) if (c.next) faultPoint("coordinator-after-claim");
     } catch (err) {
       for (const { slot, msg, done } of heard) {
         this.core.log(`commit from ${slot.id} for work ${msg.ref.workId} not recorded: ${ensureError(err).message}`);
@@ -203,12 +203,12 @@ export class Dispatcher {
     const { journal } = this.core;
     const commit = this.commitOf(slot, msg);
     const { fence, outcome, op } = commit;
-    let committed: Committed;
+    let committed: WorkCommitted;
     if (this.core.beforeCommit && slot.owns(msg.ref)) await this.core.beforeCommit(fence.id);
     try {
       const claimAt = tracing ? traceNow() : 0;
       faultPoint("coordinator-before-commit");
-      [committed] = (await journal.work.completeMany([commit])) as [Committed];
+      [committed] = (await journal.work.completeMany([commit])) as [WorkCommitted];
       trace("committed", fence.id);
       if (committed.next) {
         trace("claim", committed.next.id, claimAt);
@@ -230,7 +230,7 @@ export class Dispatcher {
   }
 
   /** After the commit: the worker's receipt (on its next item's start, if it got one), then the root's work_done. */
-  private async afterCommit(slot: WorkerSlot, msg: CompleteMessage, { fence }: WorkCommit, { receipt, next }: Committed): Promise<void> {
+  private async afterCommit(slot: WorkerSlot, msg: CompleteMessage, { fence }: WorkCommit, { receipt, next }: WorkCommitted): Promise<void> {
     const owned = receipt.status === "committed" && slot.owns(msg.ref);
     const answer = { opId: msg.opId, status: receipt.status };
     if (owned) slot.finish();

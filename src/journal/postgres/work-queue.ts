@@ -46,7 +46,7 @@
 import type { ErrorInfo } from "../../shared/errors.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import { isHostScope, type ClaimFilter, type Lease, type WorkCommit, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
+import { isHostScope, type ClaimFilter, type Lease, type WorkCommit, type WorkCommitted, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
 import { NOW_MS, type PgQuery, type PgSession } from "./store-session.ts";
 import { toJson, workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 
@@ -132,13 +132,13 @@ export class PgWorkQueue implements WorkQueue {
     outcome: Outcome,
     op: Op,
     claimNext: { leaseMs: number; root?: ClaimFilter },
-  ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
+  ): Promise<WorkCommitted> {
     return this.commit(fence, outcome, op, claimNext);
   }
 
   /** One round trip each, in order (a commit is one statement here; nothing is gained by a longer transaction). */
-  async completeMany(commits: readonly WorkCommit[]): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }[]> {
-    const out: { receipt: WorkReceipt; next: WorkItem | undefined }[] = [];
+  async completeMany(commits: readonly WorkCommit[]): Promise<WorkCommitted[]> {
+    const out: WorkCommitted[] = [];
     for (const c of commits) out.push(await this.commit(c.fence, c.outcome, c.op, c.claimNext));
     return out;
   }
@@ -226,7 +226,7 @@ export class PgWorkQueue implements WorkQueue {
     outcome: Outcome,
     op: Op,
     claimNext: { leaseMs: number; root?: ClaimFilter } | undefined,
-  ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
+  ): Promise<WorkCommitted> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.db.run((q) => this.commitOnce(q, fence, outcome, op, claimNext));
@@ -243,7 +243,7 @@ export class PgWorkQueue implements WorkQueue {
     outcome: Outcome,
     op: Op,
     claimNext: { leaseMs: number; root?: ClaimFilter } | undefined,
-  ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
+  ): Promise<WorkCommitted> {
     const p = new Params();
     const [id, worker, generation, epoch] = fenceValues(fence).map((v) => p.add(v));
     const opId = p.add(op.id);

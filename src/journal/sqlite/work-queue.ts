@@ -38,6 +38,7 @@ import {
   type ClaimScope,
   type Lease,
   type WorkCommit,
+  type WorkCommitted,
   type WorkFence,
   type WorkItem,
   type WorkQueue,
@@ -170,17 +171,17 @@ export class SqliteWorkQueue implements WorkQueue {
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
     claimNext: { leaseMs: number; root?: ClaimFilter },
-  ): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }> {
+  ): Promise<WorkCommitted> {
     return this.tx(() => this.commitOne({ fence, outcome, op, claimNext }));
   }
 
-  async completeMany(commits: readonly WorkCommit[]): Promise<{ receipt: WorkReceipt; next: WorkItem | undefined }[]> {
+  async completeMany(commits: readonly WorkCommit[]): Promise<WorkCommitted[]> {
     if (commits.length === 0) return [];
     return this.tx(() => commits.map((c) => this.commitOne(c)));
   }
 
   /** Inside a transaction: one outcome, and the worker's next item when it asks for one and the outcome was a first commit. */
-  private commitOne({ fence, outcome, op, claimNext }: WorkCommit): { receipt: WorkReceipt; next: WorkItem | undefined } {
+  private commitOne({ fence, outcome, op, claimNext }: WorkCommit): WorkCommitted {
     const { receipt, fresh } = this.completeOne(fence, outcome, op);
     return { receipt, next: fresh && claimNext ? this.claimOne(fence.workerId, claimNext.leaseMs, claimNext.root) : undefined };
   }

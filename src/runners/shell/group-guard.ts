@@ -42,7 +42,7 @@ import type { Subprocess } from "bun";
 import { GUARD_ENV } from "../../shared/run-processes.ts";
 
 /** How long "no stages" waits before it is reported (one started meanwhile cancels the report). */
-export const ENDED_REPORT_MS = 250;
+const ENDED_REPORT_MS = 250;
 
 /** This process's token: its pid and 8 random bytes (hex), so no other starter's stages match it. */
 export const guardToken = `${process.pid}-${Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")}`;
