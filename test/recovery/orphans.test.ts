@@ -34,6 +34,14 @@ function runProcesses(runId: string): { pid: number; stage?: string; attempt?: s
   return processEnvironments("ATOMIC_ROOT_RUN_ID", runId).map(({ pid, env }) => ({ pid, stage: env.ATOMIC_STAGE, attempt: env.ATOMIC_ATTEMPT }));
 }
 
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim().slice(0, 120);
+  } catch {
+    return "(gone)";
+  }
+}
+
 /** Per stage, the attempts that have a live process. */
 function copies(runId: string): Record<string, string[]> {
   const out: Record<string, Set<string>> = {};
@@ -68,7 +76,11 @@ test("kill -9 of the whole process group mid fan-out, then resume: never two cop
     process.kill(-root.pid, "SIGKILL");
     await root.exited;
     // The groups went with their workers, and s2's process that left its group: only s1's, which dropped the token too, is still there.
-    await waitUntil(() => runProcesses(runId).every((p) => p.stage === "s1" && p.attempt === "1") && runProcesses(runId).length > 0, 10_000, "the stages' groups to die with their workers");
+    await waitUntil(() => runProcesses(runId).every((p) => p.stage === "s1" && p.attempt === "1") && runProcesses(runId).length > 0, 10_000, "the stages' groups to die with their workers").catch((err: unknown) => {
+      // What was left, so a failure says which process survived its worker (or that s1's escaped one did not).
+      const left = runProcesses(runId).map((p) => `${p.pid} ${p.stage ?? "(pool)"}:${p.attempt ?? "-"} ${commandOf(p.pid)}`);
+      throw new Error(`${(err as Error).message}; left: ${left.join(" | ") || "nothing"}`);
+    });
     const escaped = runProcesses(runId);
     expect(escaped.length).toBeGreaterThan(0);
 
