@@ -246,8 +246,10 @@ describe("ctx.ask", () => {
       },
     });
 
+  /** The question's id once it is open in the journal and the driver has said so (its event follows the commit, so the row can be seen first). */
   async function openQuestion(fx: Engine, runId: RunId): Promise<string> {
     const prompt = await waitUntil(async () => (await fx.journal.messages.prompts(runId, "open"))[0], "the question to open");
+    await waitUntil(() => fx.eventsOf("prompt").some((e) => e.promptId === prompt.id), "the driver to report the open question");
     return prompt.id;
   }
 
