@@ -37,6 +37,7 @@ import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/com
 import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
 import { EventBatcher } from "./event-batcher.ts";
 import { WORKER_ENV } from "../shared/run-processes.ts";
+import { pinEnvironment } from "../runners/stage-env.ts";
 import { WorkLeaseDeadline } from "./work-lease-deadline.ts";
 import { trace } from "./trace.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
@@ -64,6 +65,8 @@ export async function workerMain(argv: string[]): Promise<void> {
   const workerId = argv[0] ?? `w-${process.pid}`;
   // Stages inherit it, so the coordinator can find them if this worker is lost (reap.ts).
   process.env[WORKER_ENV] = workerId;
+  // Nothing changes this process's environment from here on: what stages inherit of it is worked out once.
+  pinEnvironment();
   const heartbeatMs = Number(process.env.ATOMIC_HEARTBEAT_MS) || 1_000;
   const deadline = new WorkLeaseDeadline(Number(process.env.ATOMIC_WORK_LEASE_MS) || 30_000);
   let running: Running | undefined;

@@ -53,8 +53,23 @@ export function stageMarker(request: Pick<StageRequest, "runId" | "stageKey" | "
   return { ATOMIC_RUN_ID: request.runId, ATOMIC_STAGE_KEY: request.stageKey, ATOMIC_ATTEMPT: String(request.attempt) };
 }
 
+/** What a process that pinned its environment (pinEnvironment) passes on without credentials: computed once. */
+let pinned: Readonly<Record<string, string>> | undefined;
+
+/**
+ * This process's environment is final: what stages inherit of it is worked
+ * out once, not at every stage. A worker calls it once it is set up (it
+ * changes nothing of its own environment afterwards); the root does not,
+ * since a process that drives in-process stages may still change its own.
+ */
+export function pinEnvironment(): void {
+  pinned = undefined;
+  pinned = inheritedEnv();
+}
+
 /** This process's environment without the credential and internal variables (but those in `credentials`). */
 export function inheritedEnv(credentials: readonly string[] = []): Record<string, string> {
+  if (pinned && credentials.length === 0) return { ...pinned };
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && (!WITHHELD.has(k) || credentials.includes(k))) env[k] = v;
   return env;

@@ -13,7 +13,7 @@
  * the files. `drain()` reads the rest once the process has exited.
  */
 
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, openSync, readSync } from "node:fs";
 import { StringDecoder } from "node:string_decoder";
 
 export const POLL_MS = 100;
@@ -21,6 +21,9 @@ export const POLL_MS = 100;
 const READ_BYTES = 64 * 1024;
 
 export type OutputStream = "stdout" | "stderr";
+
+/** One buffer for every read of this process (reads are synchronous; the text is decoded from a copy). */
+const readBuffer = Buffer.allocUnsafe(READ_BYTES);
 
 class TailedFile {
   readonly fd: number;
@@ -38,18 +41,18 @@ class TailedFile {
 
   /** What was appended since the last read, decoded (a character split across reads waits for its end). */
   read(emit: (stream: OutputStream, text: string) => void): void {
-    let size: number;
-    try {
-      size = fstatSync(this.fd).size;
-    } catch {
-      return;
-    }
-    while (this.offset < size) {
-      const buf = Buffer.allocUnsafe(Math.min(READ_BYTES, size - this.offset));
-      const n = readSync(this.fd, buf, 0, buf.length, this.offset);
-      if (n <= 0) break;
+    // Read until the end rather than fstat first: a file with nothing new (most polls, most short stages) costs one read.
+    for (;;) {
+      let n: number;
+      try {
+        n = readSync(this.fd, readBuffer, 0, READ_BYTES, this.offset);
+      } catch {
+        return;
+      }
+      if (n <= 0) return;
       this.offset += n;
-      const text = (this.decoder ??= new StringDecoder("utf8")).write(n === buf.length ? buf : buf.subarray(0, n));
+      // A copy: the decoder may keep a partial character, and the buffer is reused.
+      const text = (this.decoder ??= new StringDecoder("utf8")).write(Buffer.from(readBuffer.subarray(0, n)));
       if (text) emit(this.stream, text);
     }
   }
