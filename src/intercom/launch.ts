@@ -14,7 +14,6 @@
 
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readFileSync, statSync, truncateSync } from "node:fs";
-import { join } from "node:path";
 import { AtomicError } from "../shared/errors.ts";
 import { Link, unavailable, type LinkHandlers } from "./link.ts";
 import { ensurePrivateDirs, intercomPaths, type IntercomPaths } from "./paths.ts";

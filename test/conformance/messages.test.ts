@@ -29,7 +29,6 @@ afterEach(async () => {
   removeTempDirs();
 });
 
-let n = 0;
 async function expectCode(p: Promise<unknown>, code: string): Promise<AtomicError> {
   try {
     await p;
@@ -45,8 +44,6 @@ function message(rootId: RunId, id: string, target: string, extra: Partial<NewMe
   return { rootId, id, target, text: `text of ${id}`, mode: "steer", sticky: false, sender: "test", lookup: { paths: [target] }, ...extra };
 }
 
-/** Queue for the next stage with this path (a future stage). */
-const future: MessagePlanner = ({ stages }) => [{ stagePath: stages[0]?.path ?? "" }];
 const toPath = (path: string): MessagePlanner => () => [{ stagePath: path }];
 
 function stageEvent(rootId: RunId, key: string) {

@@ -13,7 +13,7 @@ import { Database } from "bun:sqlite";
 import type { ClaimScope, Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
 import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
-import { newRunId, type RunId } from "../../src/shared/ids.ts";
+import type { RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { waitUntil } from "../helpers/atomic.ts";
 import { BACKENDS, insertOldRoot, liveHolder, sqlite, sqliteAtVersion, startRoot, testWhen } from "./backends.ts";

@@ -16,7 +16,6 @@ import {
   cleanupNow,
   cleanupWhenIdle,
   e2eTest,
-  expectOneSentenceError,
   fixture,
   listRuns,
   makeTempDir,

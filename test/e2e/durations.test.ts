@@ -8,7 +8,6 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { openJournal } from "../../src/journal/open.ts";
 import { statusFixture } from "../status/support.ts";

@@ -14,7 +14,7 @@ import { chmodSync, chownSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
+import { startCluster, type Cluster } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 let certs: string;

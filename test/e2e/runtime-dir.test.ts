@@ -17,7 +17,7 @@ import { userInfo } from "node:os";
 import { join } from "node:path";
 import { atomicBin, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createOtherUser, otherUsersSupported, removeOtherUsers } from "../helpers/other-user.ts";
-import { inOrder, startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
+import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, makeTempDir } from "./support.ts";
 
 const AGENT = join(import.meta.dir, "..", "runners", "fixtures", "agent.ts");

@@ -13,7 +13,7 @@ import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.t
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { expectOneSentenceError } from "../e2e/support.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { FIXTURES, counts, marks, startHost, stopHosts } from "./support.ts";
+import { FIXTURES, marks, startHost, stopHosts } from "./support.ts";
 import { POOL_PROTOCOL_VERSION } from "../../src/pool/protocol/common.ts";
 
 const WF = join(FIXTURES, "fleet.ts");
@@ -158,7 +158,6 @@ describe("worker hosts", () => {
 
   test("a host refuses work of another pool protocol, says so, and leaves it queued", async () => {
     const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
     const host = await startHost({ url, id: "old", slots: 1 });
     const db = new URL(url).pathname.slice(1);
     // An item a root of another version enqueued (its lease is live: only the protocol keeps the host off it).

@@ -12,7 +12,7 @@
  * the test asserts the first. The run then completes.
  */
 
-import { afterAll, afterEach, expect, test } from "bun:test";
+import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";

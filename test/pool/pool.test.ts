@@ -8,7 +8,7 @@
  * let a stage finish. Nothing here asserts a duration.
  */
 
-import { afterAll, afterEach, expect, test } from "bun:test";
+import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";

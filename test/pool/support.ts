@@ -1,7 +1,7 @@
 /** What the pool's end-to-end tests share: reading a run's report and finding a run's processes. */
 
 import { expect } from "bun:test";
-import { readFileSync, readdirSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { runAtomic } from "../helpers/atomic.ts";
 
 /** Alive and not a zombie. */

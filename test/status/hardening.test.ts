@@ -12,7 +12,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
