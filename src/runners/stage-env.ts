@@ -63,13 +63,15 @@ let pinned: Readonly<Record<string, string>> | undefined;
  * since a process that drives in-process stages may still change its own.
  */
 export function pinEnvironment(): void {
-  pinned = undefined;
-  pinned = inheritedEnv();
+  pinned = ownEnv([]);
 }
 
 /** This process's environment without the credential and internal variables (but those in `credentials`). */
 export function inheritedEnv(credentials: readonly string[] = []): Record<string, string> {
-  if (pinned && credentials.length === 0) return { ...pinned };
+  return pinned && credentials.length === 0 ? { ...pinned } : ownEnv(credentials);
+}
+
+function ownEnv(credentials: readonly string[]): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && (!WITHHELD.has(k) || credentials.includes(k))) env[k] = v;
   return env;

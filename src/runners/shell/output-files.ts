@@ -22,7 +22,7 @@ const READ_BYTES = 64 * 1024;
 
 export type OutputStream = "stdout" | "stderr";
 
-/** One buffer for every read of this process (reads are synchronous; the text is decoded from a copy). */
+/** One buffer for every read of this process (reads are synchronous, and each is decoded before the next). */
 const readBuffer = Buffer.allocUnsafe(READ_BYTES);
 
 class TailedFile {
@@ -51,8 +51,8 @@ class TailedFile {
       }
       if (n <= 0) return;
       this.offset += n;
-      // A copy: the decoder may keep a partial character, and the buffer is reused.
-      const text = (this.decoder ??= new StringDecoder("utf8")).write(Buffer.from(readBuffer.subarray(0, n)));
+      // The decoder copies a character split across reads into a buffer of its own: the shared one can be reused.
+      const text = (this.decoder ??= new StringDecoder("utf8")).write(readBuffer.subarray(0, n));
       if (text) emit(this.stream, text);
     }
   }
