@@ -24,6 +24,21 @@
  * (so the root sees every message in the order it was sent): with several
  * workers finishing short stages at once, that is a message, and a wake-up
  * of the root, for several stages.
+ *
+ * While the pool has more of the root's work queued (the worker whose
+ * result this is was handed its next item in the same transaction), a
+ * result is not on the root's critical path: the workers stay busy whether
+ * or not the root hears of it now. It then waits for the next message to
+ * the root (a stage's `started` flushes, about one per stage on a busy
+ * pool) or at most COALESCE_MS, whichever comes first; a result that left
+ * the queue empty, or any other, goes at the end of the turn as before, and
+ * takes those waiting with it. Measured with 500 shell stages on 4 workers
+ * (bench/pool.ts): a wake-up of the root for every result or two cost it
+ * more than the results themselves; riding on the next message, makespan
+ * -4 to -9 % and CPU -5 to -8 % (20 interleaved pairs, twice). A
+ * sequential workflow, and a fan-out whose next stages wait for earlier
+ * results (a concurrency limit), leave the queue empty at each result, so
+ * nothing of theirs waits.
  */
 
 import type { RunnerEvent } from "../runners/types.ts";
@@ -34,6 +49,8 @@ import { assertNever, parseMessage } from "./protocol/common.ts";
 import { ToCoordinatorSchema, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
 
 const EVENT_BATCH_MS = 250;
+/** The longest a result waits for company while the pool has more of the root's work queued (see above). */
+const COALESCE_MS = 10;
 
 export interface RootHandlers {
   /** Opens the journal the first time the root has work for the pool; later calls do nothing. */
@@ -46,8 +63,11 @@ export class RootChannel implements RootLink {
   private readonly events = new Map<string, EventBatcher>();
   /** Items whose `work_done` was sent or is about to be (ids only: a few bytes per stage of the run). */
   private readonly answered = new Set<string>();
-  /** Results settled this turn, sent together at its end. */
+  /** Results settled and not sent yet: at the end of this turn, or (all coalescing) with the next message. */
   private settled: Extract<FromCoordinator, { type: "work_done" }>["items"] = [];
+  /** Whether a send of `settled` at the end of this turn is due (else only the coalescing timer is). */
+  private dueThisTurn = false;
+  private coalescing: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly core: CoordinatorCore,
@@ -104,7 +124,15 @@ export class RootChannel implements RootLink {
     if (process.connected) process.send?.(msg);
   }
 
+  /** Sends what has settled now; pending ones too (the coordinator is about to go). */
+  flush(): void {
+    this.sendDone();
+  }
+
   private sendDone(): void {
+    clearTimeout(this.coalescing);
+    this.coalescing = undefined;
+    this.dueThisTurn = false;
     if (this.settled.length === 0) return;
     const items = this.settled;
     this.settled = [];
@@ -130,15 +158,20 @@ export class RootChannel implements RootLink {
   /**
    * The item's result, once, carrying its pending live events (the root
    * applies them first). A second call sends nothing: the channel is
-   * ordered and loses nothing, so the root has it.
+   * ordered and loses nothing, so the root has it. `moreQueued`: the pool
+   * has more of the root's work queued, so the result may wait for company
+   * (see above).
    */
-  done(workId: string, result: StageResult): void {
+  done(workId: string, result: StageResult, opts: { moreQueued?: boolean } = {}): void {
     if (this.answered.has(workId)) return;
     this.answered.add(workId);
     const events = this.events.get(workId)?.take() ?? [];
     this.events.delete(workId);
-    if (this.settled.length === 0) setImmediate(() => this.sendDone());
     this.settled.push({ workId, result, ...(events.length > 0 ? { events } : {}) });
+    if (!opts.moreQueued) {
+      if (!this.dueThisTurn) setImmediate(() => this.dueThisTurn && this.sendDone());
+      this.dueThisTurn = true;
+    } else this.coalescing ??= setTimeout(() => this.sendDone(), COALESCE_MS);
   }
 
 }
