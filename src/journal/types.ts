@@ -406,6 +406,7 @@ export function isHostScope(scope: ClaimFilter | undefined): scope is HostClaimS
   return scope !== undefined && !("rootId" in scope);
 }
 
+/** What `release` answers. */
 export type WorkReceipt =
   | { status: "committed"; item: WorkItem }
   /** The fence no longer holds (the item moved on to another generation, epoch or state). */
@@ -413,8 +414,15 @@ export type WorkReceipt =
   /** The operation id was used before with another body. */
   | { status: "op_conflict" };
 
+/**
+ * What a commit of a worker's outcome answers. A committed one names no
+ * item: nobody needs it (the committer has the outcome), and reading it
+ * back is a good part of the commit's cost (`get` reads it when wanted).
+ */
+export type CompletionReceipt = { status: "committed" } | Exclude<WorkReceipt, { status: "committed" }>;
+
 /** What a commit of a worker's outcome answers: its receipt, and the worker's next item when one was claimed with it. */
-export type WorkCommitted = { receipt: WorkReceipt; next: WorkItem | undefined };
+export type WorkCommitted = { receipt: CompletionReceipt; next: WorkItem | undefined };
 
 /** One worker's outcome for `completeMany`. */
 export interface WorkCommit {
@@ -464,7 +472,7 @@ export interface WorkQueue {
     fence: WorkFence,
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
-  ): Promise<WorkReceipt>;
+  ): Promise<CompletionReceipt>;
   /**
    * `complete`, and in the same transaction, when that was a first commit
    * (not a stale or conflicting one, nor a retry answered with its first

@@ -213,10 +213,9 @@ for (const backend of BACKENDS) {
         expect(receipt.status).toBe("stale");
         if (receipt.status === "stale") expect(receipt.item).toMatchObject({ id: "c-1", state: "leased", workerId: "worker-1", epoch: item.epoch });
       }
-      const receipt = await journal.work.complete(fence(item), done("ok"), { id: "op-1", digest: "d1" });
-      expect(receipt.status).toBe("committed");
-      if (receipt.status === "committed") expect(receipt.item).toMatchObject({ id: "c-1", state: "completed", result: { status: "completed", text: "ok" } });
-      expect(await journal.work.get("c-1")).toMatchObject({ state: "completed", result: { text: "ok" }, leaseExpiresAt: null });
+      // A commit's receipt names no item (CompletionReceipt): the queue has it.
+      expect(await journal.work.complete(fence(item), done("ok"), { id: "op-1", digest: "d1" })).toEqual({ status: "committed" });
+      expect(await journal.work.get("c-1")).toMatchObject({ state: "completed", result: { status: "completed", text: "ok" }, leaseExpiresAt: null });
       // Once final, the holder itself can commit nothing more.
       expect((await journal.work.complete(fence(item), done("again"), { id: "op-2", digest: "d2" })).status).toBe("stale");
       const failed = await journal.work.complete(fence(item), { state: "failed", error: { name: "E", code: "x", message: "m" } }, { id: "op-3", digest: "d3" });
@@ -397,13 +396,13 @@ for (const backend of BACKENDS) {
   });
 }
 
-describe("sqlite: schema versions 4 and 6", () => {
+describe("sqlite: schema versions 4, 6 and 10", () => {
   test("the version an open checks against is the one the last migration writes", () => {
     // schema-version.ts states it without loading the migrations (and Kysely); they must agree.
     expect(MIGRATIONS[MIGRATIONS.length - 1]!.version).toBe(LATEST_SCHEMA_VERSION);
   });
 
-  test("a version 3 journal migrates: items and operations kept, an old whole receipt still answers its retry, the new indexes in place", async () => {
+  test("a version 3 journal migrates: items and operations kept (on their items), an old operation still answers its retry, the new indexes in place", async () => {
     const dir = makeTempDir("atomic-mig4-");
     const file = `${dir}/atomic.db`;
     const db = await sqliteAtVersion(dir, 3);
@@ -427,14 +426,13 @@ describe("sqlite: schema versions 4 and 6", () => {
       ["old-1", "completed"],
       ["old-2", "ready"],
     ]);
-    // The retry of the old operation answers with the receipt stored whole; the same id with another body is a conflict.
-    const retry = await j.work.complete(item, done("old"), { id: "op-old", digest: "d-old" });
-    expect(retry).toMatchObject({ status: "committed", item: { id: "old-1", state: "completed", result: { text: "old" } } });
+    // The retry of the old operation (its receipt was stored whole) is answered; the same id with another body is a conflict.
+    expect(await j.work.complete(item, done("old"), { id: "op-old", digest: "d-old" })).toEqual({ status: "committed" });
     expect(await j.work.complete(item, done("other"), { id: "op-old", digest: "d-new" })).toEqual({ status: "op_conflict" });
     // The ready item was enqueued by an earlier drive (no root epoch before version 6): no claim takes it.
     expect(await j.work.claim("worker-2", LEASE_MS)).toBeUndefined();
     expect((await j.work.get("old-2"))?.state).toBe("abandoned");
-    // New operations are stored in the short form and still answer their retries.
+    // New operations are stored on their items and answer their retries.
     const lease = await j.acquireLease(rootId, liveHolder("mig"), { timeoutMs: LEASE_MS });
     await j.append(lease, [
       { runId: rootId, type: "step_started", key: "k-3", payload: {}, work: { id: "new-3", stageKey: "k-3", attempt: 1, descriptor: {} } },
@@ -447,9 +445,13 @@ describe("sqlite: schema versions 4 and 6", () => {
     open.pop();
     const raw = new Database(file, { readonly: true });
     try {
-      expect(raw.query<{ sql: string }, []>("select sql from sqlite_master where name = 'work_ops'").get()!.sql).toContain("without rowid");
+      expect(raw.query("select sql from sqlite_master where name = 'work_ops'").get()).toBeNull();
       expect(raw.query<{ sql: string }, []>("select sql from sqlite_master where name = 'work_by_root'").get()!.sql).toContain("(root_id)");
-      expect(raw.query<{ receipt: string }, []>("select receipt from work_ops where op_id = 'op-new'").get()!.receipt).toBe('{"status":"committed"}');
+      expect(raw.query<{ sql: string }, []>("select sql from sqlite_master where name = 'work_by_op'").get()!.sql).toContain("UNIQUE INDEX");
+      expect(raw.query("select id, op_id, op_digest from work_items where op_id is not null order by id").all()).toEqual([
+        { id: "new-3", op_id: "op-new", op_digest: "d" },
+        { id: "old-1", op_id: "op-old", op_digest: "d-old" },
+      ]);
       expect(raw.query("pragma foreign_key_check").all()).toEqual([]);
     } finally {
       raw.close();

@@ -46,7 +46,7 @@
 import type { ErrorInfo } from "../../shared/errors.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import { isHostScope, type ClaimFilter, type Lease, type WorkCommit, type WorkCommitted, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState } from "../types.ts";
+import { isHostScope, type ClaimFilter, type Lease, type WorkCommit, type WorkCommitted, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState, type CompletionReceipt } from "../types.ts";
 import { NOW_MS, type PgQuery, type PgSession } from "./store-session.ts";
 import { toJson, workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 
@@ -123,7 +123,7 @@ export class PgWorkQueue implements WorkQueue {
     return fences.filter((f) => !still.has(fenceKey(f)));
   }
 
-  async complete(fence: WorkFence, outcome: Outcome, op: Op): Promise<WorkReceipt> {
+  async complete(fence: WorkFence, outcome: Outcome, op: Op): Promise<CompletionReceipt> {
     return (await this.commit(fence, outcome, op, undefined)).receipt;
   }
 
@@ -268,7 +268,7 @@ export class PgWorkQueue implements WorkQueue {
       p.values,
     );
     const r = rows[0]!;
-    if (r.fin) return { receipt: { status: "committed", item: workFromRow(r.fin) }, next: claimNext ? sortClaimed(r.next ?? [])[0] : undefined };
+    if (r.fin) return { receipt: { status: "committed" }, next: claimNext ? sortClaimed(r.next ?? [])[0] : undefined };
     let seen = r.seen;
     // Not committed by this call: either the op id was seen, or the fence no longer holds. A commit with the same
     // id that committed while this statement waited for the item's row makes the item look moved on: ask again.
@@ -276,7 +276,7 @@ export class PgWorkQueue implements WorkQueue {
     const current = (await q<WorkRow>("select * from work_items where id = $1", [fence.id]))[0] ?? r.cur;
     if (seen) {
       if (seen.digest !== op.digest || seen.work_id !== fence.id) return { receipt: { status: "op_conflict" }, next: undefined };
-      return { receipt: { status: "committed", item: workFromRow(current!) }, next: undefined };
+      return { receipt: { status: "committed" }, next: undefined };
     }
     return { receipt: { status: "stale", item: current ? workFromRow(current) : undefined }, next: undefined };
   }

@@ -437,6 +437,23 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`create index stage_index_by_path on stage_index (root_id, path)`.execute(db);
     },
   },
+  {
+    version: 10,
+    name: "work queue: a commit's operation id and digest on its item, not in a table of their own",
+    async up(db) {
+      // Every commit wrote a row of work_ops and two index entries after looking the op id up; on the item itself
+      // they are part of the outcome's update (work-queue.ts). The unique index keeps an op id to one item.
+      await sql`alter table work_items add column op_id text`.execute(db);
+      await sql`alter table work_items add column op_digest text`.execute(db);
+      // At most one operation committed an item (its outcome is final); the newest if an old file holds more.
+      await sql`update work_items
+                   set op_id = (select o.op_id from work_ops o where o.work_id = work_items.id order by o.at desc limit 1),
+                       op_digest = (select o.digest from work_ops o where o.work_id = work_items.id order by o.at desc limit 1)
+                 where id in (select work_id from work_ops)`.execute(db);
+      await sql`create unique index work_by_op on work_items (op_id) where op_id is not null`.execute(db);
+      await sql`drop table work_ops`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -37,11 +37,9 @@ const VACUUM_STEP_PAGES = 1000;
 /**
  * What refers to a run, in deletion order: each statement takes the root id
  * or a JSON array of the tree's run ids, and finds its rows through an
- * index. Work operations go before their items (found through them:
- * work_ops_by_work, migration 7); events before their runs.
+ * index. Events go before their runs.
  */
 const TREE_TABLES: readonly (readonly [table: string, by: "root" | "ids", where: string])[] = [
-  ["work_ops", "root", "work_id in (select id from work_items where root_id = ?)"],
   ["work_items", "root", "root_id = ?"],
   ["deliveries", "root", "root_id = ?"],
   ["messages", "root", "root_id = ?"],

