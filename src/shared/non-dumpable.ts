@@ -23,43 +23,35 @@
  * stage stays dumpable (pool/reap.ts finds leftover stage processes by
  * their environment).
  *
- * Linux only (elsewhere nothing is done). libc is reached through bun:ffi:
- * the module, one dlopen of one symbol and the call cost about 0.3-0.4 ms
+ * Linux only (elsewhere nothing is done). libc is reached through bun:ffi
+ * (libc.ts): the module, one dlopen of one symbol and the call cost about 0.3-0.4 ms
  * of CPU (the binary's `--version` with and without it, median of 150 runs
  * each), once per process, never per stage. It fails soft: when no libc
  * loads or prctl refuses, `makeNonDumpable` returns one sentence for the
  * process's log and the process goes on as before.
  */
 
-import { dlopen, FFIType } from "bun:ffi";
+import { FFIType } from "bun:ffi";
 import { faultPoint } from "./fault-points.ts";
+import { openLibc } from "./libc.ts";
 
 const PR_SET_DUMPABLE = 4;
-
-/** glibc first, then musl's loader names (Alpine's bun is linked against musl). */
-const LIBC_NAMES = ["libc.so.6", `libc.musl-${process.arch === "arm64" ? "aarch64" : "x86_64"}.so.1`, "libc.so"];
 
 /** Makes this process non-dumpable; undefined when done (or not Linux), else why not. */
 export function makeNonDumpable(): string | undefined {
   if (process.platform !== "linux") return undefined;
-  let failure = "no libc could be loaded";
+  let failure: string;
   try {
     faultPoint("non-dumpable");
-    for (const name of LIBC_NAMES) {
-      let lib;
+    const libc = openLibc({ prctl: { args: [FFIType.i32, FFIType.u64, FFIType.u64, FFIType.u64, FFIType.u64], returns: FFIType.i32 } });
+    if ("failure" in libc) failure = libc.failure;
+    else {
       try {
-        lib = dlopen(name, { prctl: { args: [FFIType.i32, FFIType.u64, FFIType.u64, FFIType.u64, FFIType.u64], returns: FFIType.i32 } });
-      } catch (err) {
-        failure = `${name}: ${(err as Error).message}`;
-        continue;
-      }
-      try {
-        if (lib.symbols.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) === 0) return undefined;
+        if (libc.lib.symbols.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) === 0) return undefined;
         failure = "prctl(PR_SET_DUMPABLE) refused";
       } finally {
-        lib.close();
+        libc.lib.close();
       }
-      break;
     }
   } catch (err) {
     failure = (err as Error).message;

@@ -3,7 +3,8 @@
  * its argv form with its arguments (no shell), in its own process group. Its stdout and stderr are files in the attempt's artifact
  * directory, written by the stage itself (`atomic logs --follow` tails
  * them), and read back as output events while it runs (output-files.ts).
- * A message is written to the stage's stdin as a line
+ * A message is written to the stage's stdin (a pipe of its own:
+ * stdin-pipe.ts) as a line
  * (steer and followUp alike: a shell has no turns; an "interrupt" message
  * sends SIGINT to the group first); messages sent before the stage started
  * (request.initialMessages) are written before anything else. interrupt()
@@ -24,6 +25,7 @@ import { OutputFiles } from "./output-files.ts";
 import { stageEnv } from "../stage-env.ts";
 import { killGroup, trackGroup, untrackGroup } from "./process-groups.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
+import { StdinPipe } from "./stdin-pipe.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 const KILL_GRACE_MS = 2_000;
@@ -40,10 +42,11 @@ export class ShellRunner implements Runner {
     let cancelMessage = "";
 
     // Bun.spawn rather than node:child_process: about half the CPU per stage (no stream wrappers, no per-variable env checks).
-    let child: Subprocess<"pipe", number, number> | undefined;
+    let child: Subprocess<"pipe" | number, number, number> | undefined;
     let spawnError: Error | undefined;
     let exited = false;
     let pid: number | undefined;
+    const stdinPipe = StdinPipe.open();
     try {
       // The argv form runs the program itself, no shell: each element is one argument, as is (sdk/shell.ts).
       const argv = request.argv ?? ["/bin/sh", "-c", request.command ?? ""];
@@ -51,7 +54,7 @@ export class ShellRunner implements Runner {
         cwd: request.cwd,
         env: stageEnv(request),
         detached: true,
-        stdin: "pipe",
+        stdin: stdinPipe?.readFd ?? "pipe",
         stdout: output.stdout.fd,
         stderr: output.stderr.fd,
         onExit: () => {
@@ -63,16 +66,11 @@ export class ShellRunner implements Runner {
     } catch (err) {
       spawnError = err instanceof Error ? err : new Error(String(err));
     }
+    stdinPipe?.spawned();
     pid = child?.pid;
     if (pid !== undefined) trackGroup(pid);
-    const writeStdin = (text: string) => {
-      try {
-        child?.stdin.write(text);
-        void Promise.resolve(child?.stdin.flush()).catch(() => {}); // the stage may exit without reading its stdin
-      } catch {
-        // likewise
-      }
-    };
+    const stdin = stdinPipe ?? bunStdin(child);
+    const writeStdin = (text: string) => stdin.write(text);
     // Messages sent before the stage started: the first thing on its stdin, in order.
     for (const m of request.initialMessages ?? []) writeStdin(asLine(m.text));
 
@@ -97,11 +95,7 @@ export class ShellRunner implements Runner {
         settled = true;
         if (timer) clearTimeout(timer);
         if (pid !== undefined) untrackGroup(pid);
-        try {
-          void Promise.resolve(child?.stdin.end()).catch(() => {});
-        } catch {
-          // already closed
-        }
+        stdin.close();
         const text = output.drain(TEXT_LIMIT);
         const base = { text, exitCode, outputPath, errorPath };
         if (spawnError) {
@@ -148,6 +142,28 @@ export class ShellRunner implements Runner {
       cancel: (reason = "cancelled") => stop("cancelled", reason),
     };
   }
+}
+
+/** Bun's own stdin pipe, where no StdinPipe could be made: written and ended the same way. */
+function bunStdin(child: Subprocess<"pipe" | number, number, number> | undefined): Pick<StdinPipe, "write" | "close"> {
+  const sink = child && typeof child.stdin === "object" ? child.stdin : undefined;
+  return {
+    write(text) {
+      try {
+        sink?.write(text);
+        void Promise.resolve(sink?.flush()).catch(() => {}); // the stage may exit without reading its stdin
+      } catch {
+        // likewise
+      }
+    },
+    close() {
+      try {
+        void Promise.resolve(sink?.end()).catch(() => {});
+      } catch {
+        // already closed
+      }
+    },
+  };
 }
 
 function asLine(text: string): string {
