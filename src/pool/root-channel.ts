@@ -124,16 +124,12 @@ export class RootChannel implements RootLink {
   }
 
   send(msg: FromCoordinator): void {
-    this.sendDone();
+    this.flush();
     if (process.connected) process.send?.(msg);
   }
 
-  /** Sends what has settled now; pending ones too (the coordinator is about to go). */
+  /** Sends every settled result now, those waiting for company too. */
   flush(): void {
-    this.sendDone();
-  }
-
-  private sendDone(): void {
     clearTimeout(this.coalescing);
     this.coalescing = undefined;
     this.dueThisTurn = false;
@@ -173,9 +169,9 @@ export class RootChannel implements RootLink {
     this.events.delete(workId);
     this.settled.push({ workId, result, ...(events.length > 0 ? { events } : {}) });
     if (!opts.moreQueued) {
-      if (!this.dueThisTurn) setImmediate(() => this.dueThisTurn && this.sendDone());
+      if (!this.dueThisTurn) setImmediate(() => this.dueThisTurn && this.flush());
       this.dueThisTurn = true;
-    } else this.coalescing ??= setTimeout(() => this.sendDone(), COALESCE_MS);
+    } else this.coalescing ??= setTimeout(() => this.flush(), COALESCE_MS);
   }
 
 }

@@ -254,15 +254,16 @@ export class PgWorkQueue implements WorkQueue {
                       lease_expires_at = null, updated_at = ${NOW_MS}
                 where id = ${id} and worker_id = ${worker} and generation = ${generation} and epoch = ${epoch}
                   and state = 'leased' and not exists (select 1 from seen)
-                returning *)`,
+                returning id)`,
       `op_row as (insert into work_ops (op_id, work_id, digest, receipt, at)
                   select ${opId}, id, ${p.add(op.digest)}, ${p.add(COMMITTED_RECEIPT)}, ${NOW_MS} from fin)`,
     ];
     if (claimNext) ctes.push(claimCtes(p, [fence.workerId], claimNext.leaseMs, claimNext.root, "exists (select 1 from fin)"));
-    const rows = await q<{ seen: OpRow | null; fin: WorkRow | null; cur: WorkRow | null; next: ClaimedRow[] | null }>(
+    // A commit's receipt names no item (CompletionReceipt): whether it committed is all `fin` says.
+    const rows = await q<{ seen: OpRow | null; fin: boolean; cur: WorkRow | null; next: ClaimedRow[] | null }>(
       `with ${ctes.join(",\n")}
        select (select row_to_json(s) from seen s) as seen,
-              (select row_to_json(f) from fin f) as fin,
+              exists (select 1 from fin) as fin,
               (select row_to_json(c) from work_items c where c.id = ${id}) as cur,
               ${claimNext ? "(select json_agg(x) from claimed x)" : "null"} as next`,
       p.values,
