@@ -1,7 +1,7 @@
 /**
  * Shared helpers of the benchmarks (`npm run bench`, see bench/run.ts).
  *
- * Rules every benchmark follows (SYSTEM.md section 12):
+ * Rules every benchmark follows (docs/design/conventions.md):
  * - A figure is always reported with a ratio against a baseline measured
  *   in the same run, on the same machine, right next to it (raw bun:sqlite
  *   commits, a raw prepared-statement read, `bun -e 0`), so a loaded or

@@ -14,7 +14,7 @@
  *
  * Target: no item was claimed twice and every item was committed (checked
  * from the claimers' lists and from the table). The rate and its ratio are
- * reported for information (the issue asks for them; STACK.md measured
+ * reported for information (the issue asks for them; docs/design/platform.md measured
  * 1,400-3,600 claims/s for bare claims on an unloaded machine). Four bun
  * processes on this 2-core machine are bound by their own CPU as much as
  * by the server: in one process, four claim loops measured 0.6-0.9 of four

@@ -1,7 +1,7 @@
 /**
  * Builds the single binary dist/atomic.
  *
- * Flags (see STACK.md): the binary must not read bunfig.toml or .env from
+ * Flags (see docs/design/platform.md): the binary must not read bunfig.toml or .env from
  * the user's directory (a preload script would run inside atomic; .env
  * secrets would leak into process.env), NODE_ENV is fixed to production
  * (a binary built from inside `bun test` would otherwise inherit "test"),

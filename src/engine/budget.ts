@@ -1,6 +1,6 @@
 /**
  * Budgets: limits on what a run tree may spend, and the ledger that
- * enforces them (SYSTEM.md section 10).
+ * enforces them (docs/design/engine.md).
  *
  * Limits: cost (integer micro-dollars), tokens (input + output + cache
  * reads + cache writes), and duration (wall time of this drive of the run:

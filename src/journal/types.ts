@@ -246,13 +246,13 @@ export interface Journal {
    */
   requestControl(runId: RunId, action: string): Promise<number>;
 
-  /** The work queue of stage executions (SYSTEM.md section 6), in the same database. */
+  /** The work queue of stage executions (docs/design/pool.md), in the same database. */
   readonly work: WorkQueue;
 
   /** Reads for the status server whose cost follows what changed, not the history (below). */
   readonly views: JournalViews;
 
-  /** Messages to stages and prompts to humans (SYSTEM.md section 8), in the same database. */
+  /** Messages to stages and prompts to humans (docs/design/intercom.md), in the same database. */
   readonly messages: MessageStore;
 
   /** Deleting finished runs and giving their space back (`atomic gc`, the service's retention). */
@@ -509,7 +509,7 @@ export interface WorkQueue {
 // ---------------------------------------------------------------- messages and prompts
 
 /**
- * The durable side of intercom (SYSTEM.md section 8).
+ * The durable side of intercom (docs/design/intercom.md).
  *
  * Stage index: every stage (and child workflow boundary) a driver started,
  * by root run and path ("review/security"): what senders resolve addresses

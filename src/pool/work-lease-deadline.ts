@@ -1,6 +1,6 @@
 /**
  * A worker's own view of its work lease: the local deadline past which it
- * stops itself (SYSTEM.md section 5), on the monotonic clock.
+ * stops itself (docs/design/journal.md), on the monotonic clock.
  *
  * The lease is renewed by the worker's heartbeats, which the coordinator
  * commits to the journal and answers with a receipt. The deadline is the

@@ -1,6 +1,6 @@
 /**
  * Cron expressions in a time zone, through croner (a maintained library:
- * STYLE.md), which also decides what a tick means across daylight-saving
+ * docs/design/conventions.md), which also decides what a tick means across daylight-saving
  * changes. What it does there (the tests in test/service/scheduler.test.ts
  * pin it down for Europe/Berlin):
  * - spring forward: a time that does not exist that day (02:30 when clocks

@@ -23,7 +23,7 @@ import { formatPlace, userPlace } from "./user-frames.ts";
 
 export type Disposition = "usage" | "terminal" | "retryable" | "cancelled";
 
-/** Infrastructure fault codes (SYSTEM.md section 5); stable, retryable. */
+/** Infrastructure fault codes (docs/design/journal.md); stable, retryable. */
 export const INFRA_CODES = [
   "worker_lost",
   "worker_startup_failed",

@@ -3,7 +3,7 @@
  * intercom broker). Compiled, `process.execPath` is atomic itself; from
  * source it is bun, and the entry file must follow — always src/main.ts,
  * found next to this file (not `Bun.main`: under `bun test` that is the
- * test file). Never child_process.fork() (STACK.md: the compiled child sees
+ * test file). Never child_process.fork() (docs/design/platform.md: the compiled child sees
  * its module path twice).
  *
  * The command line carries the role flag and non-secret ids only: every

@@ -1,6 +1,6 @@
 /**
  * Who may use the status server: the person who holds the status token
- * (SYSTEM.md section 13). Modelled on Jupyter's login tokens.
+ * (docs/design/security.md). Modelled on Jupyter's login tokens.
  *
  * - `atomic serve` prints a login URL: a page address with `?token=<token>`.
  *   Opening it sets a session cookie and redirects (303) to the same address

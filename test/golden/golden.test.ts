@@ -1,5 +1,5 @@
 /**
- * Golden journals (STYLE.md, Temporal's test-replay): journals recorded by
+ * Golden journals (docs/design/conventions.md, Temporal's test-replay): journals recorded by
  * record.ts are committed next to this file. Each is loaded into a fresh
  * journal (SQLite; on Postgres with ATOMIC_TEST_JOURNAL=postgres) through the Journal API (under a lease, with its runs
  * rows, then marked "interrupted") and resumed with the current workflow

@@ -1,6 +1,6 @@
 /**
  * Isolated homes for the real codex and gemini CLIs, pointed at a fake
- * provider (RUNNERS.md, "Pointing each at a local endpoint"): HOME and the
+ * provider (docs/design/runners.md, "Pointing each at a local endpoint"): HOME and the
  * XDG directories in a temp dir of the test, the CLI's own config there,
  * its update checks, telemetry and remote features switched off, and every
  * other connection sent to the fake's trap (`proxyEnv`). `env` is for

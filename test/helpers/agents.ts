@@ -2,7 +2,7 @@
  * The real agent CLIs, installed at pinned versions by
  * scripts/install-agents.sh into test/agents/node_modules (never global).
  * Tests point each one at a local fake provider with an isolated HOME and
- * XDG directories (RUNNERS.md: "Pointing each at a local endpoint").
+ * XDG directories (docs/design/runners.md: "Pointing each at a local endpoint").
  */
 
 import { existsSync } from "node:fs";

@@ -1,7 +1,7 @@
 /**
  * The two real agent CLIs that speak OpenAI Chat Completions (opencode and
  * pi), isolated per test and pointed at a fake provider (fake-openai.ts),
- * as RUNNERS.md "Pointing each at a local endpoint" says: their own HOME and
+ * as docs/design/runners.md "Pointing each at a local endpoint" says: their own HOME and
  * XDG directories, opencode's config through OPENCODE_CONFIG with model and
  * update fetches off and its npm plugin install kept offline, pi's models.json under PI_CODING_AGENT_DIR with
  * PI_OFFLINE=1. The model is `fake/m` for both, priced (USD per million

@@ -1,6 +1,6 @@
 /**
  * A fake Gemini API for the real `gemini` CLI (fake-provider.ts holds the
- * scripting, the request log and the trap; RUNNERS.md says how gemini is
+ * scripting, the request log and the trap; docs/design/runners.md says how gemini is
  * pointed at it):
  *
  *   const fake = await startFakeGemini();

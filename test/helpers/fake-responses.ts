@@ -1,6 +1,6 @@
 /**
  * A fake OpenAI Responses API for the real `codex` CLI (fake-provider.ts
- * holds the scripting, the request log and the trap; RUNNERS.md says how
+ * holds the scripting, the request log and the trap; docs/design/runners.md says how
  * codex is pointed at it):
  *
  *   const fake = await startFakeResponses();

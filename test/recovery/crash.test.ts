@@ -1,5 +1,5 @@
 /**
- * Crash tests with real processes (SYSTEM.md section 5): a 30-step workflow
+ * Crash tests with real processes (docs/design/journal.md): a 30-step workflow
  * (fixtures/thirty-steps.ts: 10 sequential tool steps, a parallel fan-out
  * of 10, a child workflow of 10) is SIGKILLed at 32 different points (29
  * in the first run, 3 in resuming processes), then resumed with `atomic

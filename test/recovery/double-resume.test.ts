@@ -1,5 +1,5 @@
 /**
- * Two processes can never both drive one run (SYSTEM.md section 5): the
+ * Two processes can never both drive one run (docs/design/journal.md): the
  * lease decides, and the loser exits 2 with one clear sentence naming the
  * holder (its pid and host), never a stack trace.
  *

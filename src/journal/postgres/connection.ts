@@ -4,7 +4,7 @@
  * where driver errors become atomic errors.
  *
  * Driver: `pg` (node-postgres) with Kysely's PostgresDialect for the query
- * builder. Both pg and postgres.js work in the compiled binary (STACK.md).
+ * builder. Both pg and postgres.js work in the compiled binary (docs/design/platform.md).
  * Measured here (Postgres 15, localhost, 2 loaded cores, Bun 1.4.4): a
  * prepared single-row INSERT commit through one pg client about
  * 2,100/s; through `pool.query` (a checkout per statement) about 600/s, so

@@ -122,7 +122,7 @@ export const MIGRATIONS: readonly PgMigration[] = [
         error text,
         root_epoch bigint not null default 0
       )`,
-      // FIFO claims scan only ready rows (a partial index: STACK.md measured claims 2x slower without).
+      // FIFO claims scan only ready rows (a partial index: docs/design/platform.md measured claims 2x slower without).
       `create index work_ready on work_items (ready_at, id) where state = 'ready'`,
       `create index work_by_root on work_items (root_id)`,
       `create table work_ops (

@@ -1,7 +1,7 @@
 /**
  * A small Kysely dialect over bun:sqlite.
  *
- * Why our own (STACK.md, measured on these machines): kysely-bun-sqlite
+ * Why our own (docs/design/platform.md, measured on these machines): kysely-bun-sqlite
  * 0.4.0 declares a peer dependency on kysely ^0.28 (installing it next to
  * kysely 0.29 fails), does not support Kysely's savepoint API (and after
  * that error keeps the connection locked so the next query hangs), begins

@@ -157,7 +157,7 @@ export const MIGRATIONS: readonly Migration[] = [
         .addColumn("error", "text")
         .modifyEnd(sql`strict`)
         .execute();
-      // FIFO claims scan only ready rows (a partial index: STACK.md measured claims 2x slower without).
+      // FIFO claims scan only ready rows (a partial index: docs/design/platform.md measured claims 2x slower without).
       await db.schema
         .createIndex("work_ready")
         .on("work_items")

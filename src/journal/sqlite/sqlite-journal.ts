@@ -6,7 +6,7 @@
  * - Writes (append, leases, control requests) run raw prepared statements
  *   (statements.ts) inside BEGIN IMMEDIATE transactions, synchronously from
  *   BEGIN to COMMIT. The append hot path bypasses the query builder because
- *   STACK.md measured Kysely point queries 3.6-7.7x slower than prepared
+ *   docs/design/platform.md measured Kysely point queries 3.6-7.7x slower than prepared
  *   statements. Measured (2 cores, Bun 1.4.4): a single-entry append costs
  *   1.0-1.35x (typically 1.1x) a raw single-row INSERT commit with
  *   synchronous=FULL (one fsync, nothing more). With NORMAL it is about

@@ -3,7 +3,7 @@
  * control requests.
  *
  * These bypass Kysely on purpose. Every durable workflow step costs one
- * append and every live run renews its lease; STACK.md measured Kysely
+ * append and every live run renews its lease; docs/design/platform.md measured Kysely
  * point queries 3.6-7.7x slower than raw prepared statements (compiling
  * the query tree on every call), which on an append with four statements
  * would add more than the commit itself costs with synchronous=NORMAL.

@@ -5,7 +5,7 @@
  * - storage_corrupt: not a SQLite file, or a damaged one. Not retryable.
  * - storage_readonly: the file or its directory cannot be written.
  * - storage_unavailable: busy beyond busy_timeout, disk full, I/O error.
- *   Retryable (SYSTEM.md section 5).
+ *   Retryable (docs/design/journal.md).
  *
  * Errors of a single entry (a constraint, a value JSON cannot hold) are not
  * storage faults: `isStorageFault` tells them apart, so an append batch

@@ -1,5 +1,5 @@
 /**
- * The five CLI agents' flags and event streams (see RUNNERS.md; these CLIs
+ * The five CLI agents' flags and event streams (see docs/design/runners.md; these CLIs
  * change quickly, so unknown record types and fields are ignored, never
  * fatal). Each adapter maps its agent's records onto ours: session id,
  * assistant text, tool starts/ends, usage (normalized: usage.ts), and the

@@ -1,6 +1,6 @@
 /**
  * The Claude Code adapter (`claude` runner): its flags, its records mapped
- * onto ours, its final event. See adapters.ts and RUNNERS.md ("Verified
+ * onto ours, its final event. See adapters.ts and docs/design/runners.md ("Verified
  * against the real CLIs"; tested with @anthropic-ai/claude-code 2.1.197).
  *
  * `claude -p --output-format stream-json --verbose --input-format stream-json --session-id <uuid>`:

@@ -1,7 +1,7 @@
 /**
  * The Codex adapter (`codex` runner, verified with codex 0.171.0): its
  * flags, its records mapped onto ours, its final event. See adapters.ts and
- * RUNNERS.md ("Verified against the real CLIs").
+ * docs/design/runners.md ("Verified against the real CLIs").
  *
  * - `codex exec --json -C DIR -s SANDBOX --skip-git-repo-check [-m M] [--output-schema F] -`;
  *   a resume puts the options BEFORE `resume`: `codex exec --json … resume ID -`

@@ -1,7 +1,7 @@
 /**
  * The Gemini CLI adapter (`gemini` runner, verified with gemini 0.61.0):
  * its flags, its records mapped onto ours, its final event. See adapters.ts
- * and RUNNERS.md ("Verified against the real CLIs").
+ * and docs/design/runners.md ("Verified against the real CLIs").
  *
  * - `gemini -p "" -o stream-json --approval-mode yolo --skip-trust [-m M] --session-id UUID`,
  *   the prompt on stdin (gemini appends `-p` to what stdin holds); the

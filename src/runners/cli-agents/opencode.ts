@@ -1,6 +1,6 @@
 /**
  * The opencode adapter (`opencode` runner): its flags, its records mapped
- * onto ours, its final event. See adapters.ts and RUNNERS.md ("Verified
+ * onto ours, its final event. See adapters.ts and docs/design/runners.md ("Verified
  * against the real CLIs"; tested with opencode-ai 1.18.33).
  *
  * `opencode run --format json --dir D [-m provider/model] [-s SESSION]`,

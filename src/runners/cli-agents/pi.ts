@@ -1,6 +1,6 @@
 /**
  * The pi adapter (`pi` runner): its flags, its records mapped onto ours,
- * its final event. See adapters.ts and RUNNERS.md ("Verified against the
+ * its final event. See adapters.ts and docs/design/runners.md ("Verified against the
  * real CLIs"; tested with @mariozechner/pi-coding-agent 0.73.1).
  *
  * `pi --mode rpc --session <artifactDir>/pi-session.jsonl`: commands on

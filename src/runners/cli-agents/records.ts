@@ -1,7 +1,7 @@
 /**
  * Small readers shared by the CLI adapters: the agents' JSON records are
  * read field by field, and unknown or mistyped fields are ignored, never
- * fatal (these CLIs change quickly; RUNNERS.md).
+ * fatal (these CLIs change quickly; docs/design/runners.md).
  */
 
 import { classifyHttpError } from "../openai/provider-errors.ts";

@@ -1,6 +1,6 @@
 /**
  * What `atomic doctor` says about each CLI agent: the version its adapter
- * was verified against (the pinned test/agents/package.json, RUNNERS.md
+ * was verified against (the pinned test/agents/package.json, docs/design/runners.md
  * "Verified against the real CLIs"; these CLIs change quickly, so another
  * version is reported as untested, not refused), the credential variables
  * it reads, and the settings file it takes its provider and model from.
