@@ -251,3 +251,46 @@ describe("cancel", () => {
     });
   }
 });
+
+describe("the session's states (cli-session-state.ts)", () => {
+  test("codex, wrapping up: a queued message is dropped, later ones are not delivered, the turn under way is the last", async () => {
+    const { handle, dir } = start("codex", "gated");
+    await waitUntil(() => logOf(dir).length === 1, "codex to start");
+    await handle.send("queued before the wrap-up", "steer");
+    handle.wrapUp!("the budget is used up: wrap up");
+    handle.wrapUp!("a second wrap-up is ignored");
+    await handle.send("sent while wrapping up", "followUp");
+    writeFileSync(join(dir, "gate"), "");
+    const r = await handle.result;
+    expect(r.status).toBe("completed");
+    expect(r.text).toBe("Done: fix the bug");
+    expect(logOf(dir).length).toBe(1); // no resume
+    const transcript = readFileSync(r.transcriptPath!, "utf8");
+    expect(transcript.match(/Wrap-up \(budget used up\)/g)?.length).toBe(1);
+    expect(transcript).not.toContain("a second wrap-up is ignored");
+  });
+
+  test("claude, wrapping up: the wrap-up goes into the running turn; a cancel then still stops the stage", async () => {
+    const { handle, dir } = start("claude", "gated");
+    await waitUntil(() => logOf(dir).some((l) => l.stdin), "claude to read its first turn");
+    handle.wrapUp!("the budget is used up: wrap up");
+    await waitUntil(() => logOf(dir).filter((l) => l.stdin).length === 2, "the wrap-up line");
+    const lines = logOf(dir).filter((l) => l.stdin).map((l) => (l.stdin!.message as { content: string }).content);
+    expect(lines).toEqual(["fix the bug", "the budget is used up: wrap up"]);
+    handle.cancel("stop");
+    handle.cancel("a second cancel is ignored");
+    const r = await handle.result;
+    expect(r.status).toBe("cancelled");
+    expect(r.error).toEqual({ code: "cancelled", message: "stop" });
+  });
+
+  test("ended: a message is refused; a cancel or a wrap-up is ignored", async () => {
+    const { handle } = start("gemini");
+    const r = await handle.result;
+    expect(r.status).toBe("completed");
+    await expect(handle.send("too late", "followUp")).rejects.toThrow("the stage has ended");
+    handle.cancel("too late");
+    handle.wrapUp!("too late");
+    expect(readFileSync(r.transcriptPath!, "utf8")).not.toContain("too late");
+  });
+});

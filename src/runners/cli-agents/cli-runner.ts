@@ -26,7 +26,9 @@
  *   exits 0 is a failure; a missing final event is a failure naming the
  *   exit code), never from the exit code alone;
  * - cancel ends the process group and every other process of the stage
- *   (agent-process.ts: SIGTERM, a grace period, then SIGKILL).
+ *   (agent-process.ts: SIGTERM, a grace period, then SIGKILL);
+ * - the stage's fate (open to messages, wrapping up, stopping, ended) is
+ *   an explicit state machine (cli-session-state.ts).
  *
  * Structured output: native where the CLI has it (claude --json-schema,
  * codex --output-schema); otherwise the prompt asks for JSON only and the
@@ -43,6 +45,8 @@ import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
 import { stageEnv, stageMarker } from "../stage-env.ts";
 import { rateLimitsFor, type SharedRateLimits } from "../rate-limits.ts";
+import { Machine } from "../../shared/state-machine.ts";
+import { SESSION_EVENTS, SESSION_STATES, SESSION_TRANSITIONS, type SessionEvent, type SessionState } from "./cli-session-state.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 
@@ -159,21 +163,21 @@ export class CliAgentRunner implements Runner {
   }
 }
 
+/** One stage of a CLI agent; its life is the machine of cli-session-state.ts. */
 class CliSession {
   private readonly files: AgentFiles;
   private readonly state: TurnState = { text: "", process: {}, memo: {} };
+  private readonly phase = new Machine<SessionState, SessionEvent>("a CLI agent session", SESSION_TRANSITIONS, SESSION_STATES.open);
   private readonly warnings: string[] = [];
   /** Stream adapters: user turns written whose end event has not come yet. */
   private pendingTurns = 0;
   private usage: Usage;
+  /** The agent process of the moment: present while one runs (a turn open). */
   private proc: AgentProcess | undefined;
   private readonly queued: string[] = [];
   private interruptWith: string | undefined;
-  private stopKind: "cancelled" | "timeout" | undefined;
-  private stopMessage = "";
-  private wrapping = false;
-  private ended = false;
-  private turnOpen = false;
+  /** Why the session is stopping (set with the move to `stopping`). */
+  private stopped: { kind: "cancelled" | "timeout"; message: string } | undefined;
 
   constructor(
     private readonly adapter: CliAdapter,
@@ -187,12 +191,12 @@ class CliSession {
   }
 
   async send(text: string, mode: DeliveryMode): Promise<void> {
-    if (this.ended) throw new Error("the stage has ended");
+    if (this.phase.is(SESSION_STATES.ended)) throw new Error("the stage has ended");
     this.files.section(`Message (${mode})`, text);
     const p = this.proc;
     // A stream agent whose stdin is closed (its last turn ended) is about to exit: the message waits for a resumed session.
     const write = (lines: string[]) => lines.every((l) => p!.write(l));
-    if (this.adapter.delivery === "stream" && p && this.turnOpen) {
+    if (this.adapter.delivery === "stream" && p) {
       if (mode === "steer" && this.adapter.steer && write(this.adapter.steer(text))) return;
       if (mode === "interrupt" && this.adapter.interrupt && write(this.adapter.interrupt(text))) {
         // The interrupted turn ends (its end event is not the stage's end), then the message is one more turn.
@@ -220,21 +224,28 @@ class CliSession {
   }
 
   wrapUp(text: string): void {
-    if (this.ended || this.wrapping) return;
-    this.wrapping = true;
+    if (!this.phase.is(SESSION_STATES.open)) return; // wrapping up already, or stopping, or ended
+    this.phase.fire(SESSION_EVENTS.wrapUp);
     this.queued.length = 0;
     // Stream agents get the wrap-up as a message in the current turn; resume agents finish the turn they are in (their last).
-    if (this.adapter.delivery === "stream" && this.proc && this.turnOpen && this.adapter.steer) {
+    if (this.adapter.delivery === "stream" && this.proc && this.adapter.steer) {
       for (const l of this.adapter.steer(text)) this.proc.write(l);
     }
     this.files.section("Wrap-up (budget used up)", text);
   }
 
   stop(kind: "cancelled" | "timeout", message: string): void {
-    if (this.stopKind || this.ended) return;
-    this.stopKind = kind;
-    this.stopMessage = message;
+    if (!this.phase.is(SESSION_STATES.open, SESSION_STATES.wrappingUp)) return; // stopping already, or ended
+    this.phase.fire(SESSION_EVENTS.stop);
+    this.stopped = { kind, message };
     this.proc?.stop();
+  }
+
+  /** The result of a stopped session (cancelled, or failed on its timeout); undefined while it is not stopping. */
+  private stoppedResult(): StageResult | undefined {
+    const stopped = this.stopped;
+    if (!this.phase.is(SESSION_STATES.stopping) || !stopped) return undefined;
+    return this.result(stopped.kind === "cancelled" ? "cancelled" : "failed", stopped.kind, stopped.message);
   }
 
   async run(): Promise<StageResult> {
@@ -246,7 +257,6 @@ class CliSession {
       return this.result("failed", "runner_failed", (err as Error).message);
     } finally {
       if (timer) clearTimeout(timer);
-      this.ended = true;
       this.files.close();
     }
   }
@@ -273,10 +283,12 @@ class CliSession {
     let fork = req.continueFrom?.fork === true;
     for (;;) {
       await this.waitForRateLimit();
-      if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
+      const stoppedBefore = this.stoppedResult();
+      if (stoppedBefore) return stoppedBefore;
       const end = await this.turn(binary, { message, sessionId: this.state.sessionId, resume, fork, schemaFile });
       fork = false;
-      if (this.stopKind) return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind, this.stopMessage);
+      const stopped = this.stoppedResult();
+      if (stopped) return stopped;
       if (end.spawnError) return this.result("failed", "spawn_failed", `could not start ${binary}: ${end.spawnError}`);
       if (this.interruptWith !== undefined && this.state.sessionId) {
         message = this.interruptWith;
@@ -295,7 +307,7 @@ class CliSession {
         return this.result("failed", final.code, `${final.message} (${this.adapter.kind} ${end.code !== null ? `exited with status ${end.code}` : `was killed by ${end.signal}`})`, end.code);
       }
       // Messages that came after a stream agent's stdin was closed, or while a resume agent ran: the session resumed with them.
-      if (this.queued.length && !this.wrapping && this.state.sessionId) {
+      if (this.queued.length && this.phase.is(SESSION_STATES.open) && this.state.sessionId) {
         message = this.queued.splice(0).join("\n\n");
         this.files.section(`(resuming session ${this.state.sessionId} with the message)`);
         resume = true;
@@ -319,7 +331,7 @@ class CliSession {
   private async waitForRateLimit(): Promise<void> {
     const rl = this.rateLimit();
     if (!rl) return;
-    for (let ms = rl.limits.waitMs(rl.key); ms > 0 && !this.stopKind; ms = rl.limits.waitMs(rl.key)) {
+    for (let ms = rl.limits.waitMs(rl.key); ms > 0 && !this.phase.is(SESSION_STATES.stopping); ms = rl.limits.waitMs(rl.key)) {
       await new Promise((r) => setTimeout(r, Math.min(ms, 250)));
     }
   }
@@ -358,7 +370,6 @@ class CliSession {
       (text) => this.files.diag(text),
     );
     this.proc = proc;
-    this.turnOpen = true;
     this.onEvent({ type: "started", ...(proc.pid !== undefined ? { pid: proc.pid } : {}), ...(this.state.sessionId ? { sessionId: this.state.sessionId } : {}) });
     if (this.adapter.delivery === "stream") {
       for (const l of this.adapter.userTurn?.(a.message) ?? []) proc.write(l);
@@ -367,9 +378,8 @@ class CliSession {
       if (this.adapter.promptOnStdin) proc.writeRaw(a.message);
       proc.closeStdin();
     }
-    if (this.stopKind) proc.stop();
+    if (this.phase.is(SESSION_STATES.stopping)) proc.stop();
     return proc.ended.finally(() => {
-      this.turnOpen = false;
       this.proc = undefined;
     });
   }
@@ -380,7 +390,7 @@ class CliSession {
     if (!p) return;
     this.pendingTurns = Math.max(0, this.pendingTurns - 1);
     if (this.pendingTurns > 0) return; // an interrupted turn ended; the message written with the interrupt is next
-    if (this.queued.length && !this.wrapping && this.state.final?.ok !== false) {
+    if (this.queued.length && this.phase.is(SESSION_STATES.open) && this.state.final?.ok !== false) {
       const text = this.queued.splice(0).join("\n\n");
       for (const l of this.adapter.userTurn?.(text) ?? []) p.write(l);
       this.pendingTurns = 1;
@@ -454,9 +464,10 @@ class CliSession {
     return { ...this.result("completed", undefined, undefined, exitCode), ...(structured !== undefined ? { structured } : {}), ...(outputPath ? { outputPath } : {}) };
   }
 
+  /** The stage's result: built once, when the session ends (from here on a message is refused). */
   private result(status: StageResult["status"], code?: string, message?: string, exitCode: number | null = null): StageResult {
+    this.phase.fire(SESSION_EVENTS.end);
     if (status !== "completed") this.files.section("Outcome", `${status}${message ? `: ${message}` : ""}`);
-    this.ended = true;
     const text = this.state.text.length > TEXT_LIMIT ? this.state.text.slice(0, TEXT_LIMIT) : this.state.text;
     return {
       status,
