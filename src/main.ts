@@ -13,21 +13,6 @@ import { enterPrivateUmask } from "./shared/private-files.ts";
 // Before anything can create a file: what atomic writes is its user's alone (shared/private-files.ts).
 enterPrivateUmask();
 
-/**
- * JavaScriptCore's tier-up thresholds, scaled up (Bun.unsafe.setJITPolicy)
- * in every role but the intercom broker. A run's processes execute short
- * bursts of many different functions (a stage's bookkeeping, a replay, IPC
- * messages), rarely one loop hot enough to repay optimizing compilation,
- * which costs CPU on another thread: on 2 CPUs it competes with the stages.
- * Measured with 500 shell stages on the pool (bench/pool.ts): CPU per stage
- * -12 to -14 %, makespan -13 %; a resume's replay of 1,000 steps to its
- * first new step -15 %. Code that does get hot is still optimized, later.
- * The broker is the exception: one long-lived message loop, whose round
- * trips measured 4 to 7 % slower under the scaled policy.
- */
-const JIT_POLICY = 30;
-const DEFAULT_JIT_ROLES = new Set(["--internal-intercom-broker"]);
-
 /** Each role's module, a bundle of its own (shared/entry-points.ts), and the function it starts with. */
 const ROLES: Record<string, { entry: EntryPoint; main: string }> = {
   "--internal-pool-coordinator": { entry: "pool/coordinator.ts", main: "coordinatorMain" },
@@ -42,8 +27,6 @@ if (notDumpable) writeStderr(`warning: ${notDumpable}\n`);
 
 const argv = process.argv.slice(2);
 const role = argv[0]?.startsWith("--internal-") ? argv[0] : undefined;
-
-if (!role || !DEFAULT_JIT_ROLES.has(role)) Bun.unsafe.setJITPolicy(JIT_POLICY);
 
 if (role) {
   // Internal roles never touch process.stdout or process.stderr (see shared/raw-stderr.ts); they log
