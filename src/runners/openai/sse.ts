@@ -21,23 +21,16 @@
  * text, a few times that JSON-escaped); and a worker running several
  * stages can afford a few MiB each, retries included (one at a time).
  *
- * Flat memory over a long reply: fetch hands the body over in chunks of
- * up to ~100 KiB, each decoded to a string the parser slices events out
- * of, so a reply allocates about three times its size in short-lived
- * garbage, and the collector lets garbage grow with the heap before it
- * runs. A full collection every GC_EVERY_BYTES of body (a few ms; a
- * reply under 2 MiB, nearly every reply, never pays it) keeps a
- * 50,000-delta reply's worker peak RSS where the hand-written client had
- * it (bench/agents.ts: growth 31 MB with it, 38 MB at 4 MiB, 51 MB
- * without).
+ * Memory over a long reply: fetch hands the body over in chunks of up to
+ * ~100 KiB, each decoded to a string the parser slices events out of;
+ * that garbage is left to the collector's own schedule (no forced
+ * collections: they served a benchmark's peak-RSS figure, not a user).
  */
 
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { ProviderError } from "./provider-errors.ts";
 
 export const STREAM_CAP_BYTES = 4 * 1024 * 1024;
-/** Body bytes between two full collections (see the header). */
-const GC_EVERY_BYTES = 2 * 1024 * 1024;
 
 /** An event's `data` (its data lines joined by LF) and `event` (its `event:` field; undefined when it named none). */
 export type SseEvent = EventSourceMessage;
@@ -70,17 +63,11 @@ export async function readEvents(body: ReadableStream<Uint8Array>, onEvent: (eve
   const decoder = new TextDecoder();
   const reader = body.getReader();
   let ended = false;
-  let sinceGc = 0;
   try {
     for (;;) {
       const chunk = await reader.read();
       if (chunk.done) break;
       pending += chunk.value.byteLength;
-      sinceGc += chunk.value.byteLength;
-      if (sinceGc > GC_EVERY_BYTES) {
-        sinceGc = 0;
-        Bun.gc(true);
-      }
       if (pending > cap) throw capExceeded("a line or event", cap);
       parser.feed(decoder.decode(chunk.value, { stream: true }));
     }
