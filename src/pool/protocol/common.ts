@@ -6,7 +6,6 @@
  */
 
 import * as v from "valibot";
-import { compileCheck, type Check } from "./fast-check.ts";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
@@ -120,18 +119,8 @@ export const WrapUpSchema = v.object({ type: v.literal("wrap_up"), workId: v.str
 /** Control revision `rev`: paused or not, acknowledged with `control_ack`. */
 export const ControlSchema = v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() });
 
-const fastChecks = new WeakMap<v.GenericSchema, Check>();
-
-/**
- * Parse an incoming message; undefined (and a log line) for anything
- * malformed. A message valibot would return unchanged passes a compiled
- * check (fast-check.ts) and is used as it came; anything else goes through
- * `v.safeParse`.
- */
+/** Parse an incoming message (valibot); undefined (and a log line) for anything malformed. */
 export function parseMessage<T>(schema: v.GenericSchema<unknown, T>, raw: unknown, from: string): T | undefined {
-  let check = fastChecks.get(schema);
-  if (!check) fastChecks.set(schema, (check = compileCheck(schema)));
-  if (check(raw)) return raw as T;
   const parsed = v.safeParse(schema, raw);
   if (parsed.success) return parsed.output;
   const issue = parsed.issues[0];
