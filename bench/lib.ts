@@ -23,7 +23,7 @@ import { loadWorkflowFile, type LoadedWorkflow } from "../src/engine/loader.ts";
 import type { EngineObserver } from "../src/engine/observer.ts";
 import type { RunOutcome } from "../src/engine/run-execution.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
-import type { Durability, Journal } from "../src/journal/types.ts";
+import type { Durability, Journal } from "../src/journal/journal.ts";
 import { ROOT, atomicBin as buildAtomicBin } from "../scripts/binary.ts";
 import { streamLines } from "../test/helpers/lines.ts";
 

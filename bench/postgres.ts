@@ -22,7 +22,7 @@
 import pg from "pg";
 import { PostgresJournal } from "../src/journal/postgres/postgres-journal.ts";
 import { createDatabase, startCluster } from "../test/helpers/postgres.ts";
-import type { Journal } from "../src/journal/types.ts";
+import type { Journal } from "../src/journal/journal.ts";
 import { alternate, expectStatus, fmt, loadBenchWorkflow, median, meterJournal, openCountedJournal, runInProcess, spread, tempDir, removeTempDir, type Bench, type Result } from "./lib.ts";
 
 const STEPS = 2_000;

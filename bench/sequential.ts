@@ -10,7 +10,7 @@
  */
 
 import { join } from "node:path";
-import type { Durability } from "../src/journal/types.ts";
+import type { Durability } from "../src/journal/journal.ts";
 import {
   RawCommits,
   alternate,

@@ -23,7 +23,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { openJournal } from "../src/journal/open.ts";
-import type { Journal } from "../src/journal/types.ts";
+import type { Journal } from "../src/journal/journal.ts";
 import type { RunId } from "../src/shared/ids.ts";
 import { seedRun } from "../test/helpers/seed-runs.ts";
 import { streamLines } from "../test/helpers/lines.ts";

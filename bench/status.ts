@@ -20,7 +20,8 @@
 import { join } from "node:path";
 import { EVENT } from "../src/engine/journal-events.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
-import type { Journal, Lease } from "../src/journal/types.ts";
+import type { Journal } from "../src/journal/journal.ts";
+import type { Lease } from "../src/journal/runs.ts";
 import { newRunId, type RunId } from "../src/shared/ids.ts";
 import { thisProcessHolder } from "../src/shared/process-info.ts";
 import { StatusSource } from "../src/status/source.ts";

@@ -15,7 +15,7 @@
  */
 
 import { accessSync, constants, statSync } from "node:fs";
-import type { Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
 import type { AtomicConfig } from "../shared/config.ts";
 import { DirectoryArtifactStore } from "./directory-store.ts";

@@ -7,7 +7,7 @@
  */
 
 import { shownStatus } from "../journal/run-status.ts";
-import type { RunRecord, ShownStatus } from "../journal/types.ts";
+import type { RunRecord, ShownStatus } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { EXIT_CODE, printOutcome } from "./drive.ts";
 import { err } from "./output.ts";

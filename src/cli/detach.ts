@@ -6,7 +6,7 @@
  * refuse before anything is written.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
 import { UsageError } from "../shared/errors.ts";
 import { activeService } from "../service/service-lease.ts";
 import type { CliSession } from "./session.ts";

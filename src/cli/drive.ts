@@ -10,7 +10,7 @@
 
 import type { RootRun } from "../engine/driver.ts";
 import type { RunOutcome } from "../engine/run-execution.ts";
-import type { RunStatus } from "../journal/types.ts";
+import type { RunStatus } from "../journal/runs.ts";
 import { killAllGroups } from "../runners/shell/process-groups.ts";
 import { ROOT_RUN_ENV } from "../shared/run-processes.ts";
 import type { CliSession } from "./session.ts";

@@ -7,7 +7,7 @@
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { UsageError } from "../shared/errors.ts";
-import type { Durability } from "../journal/types.ts";
+import type { Durability } from "../journal/journal.ts";
 
 export interface GlobalOptions {
   home: string;

@@ -10,7 +10,7 @@ import { resolve } from "node:path";
 import { RootRun, type NewRunRequest } from "../engine/driver.ts";
 import { loadWorkflowFile, type LoadedWorkflow } from "../engine/loader.ts";
 import { recordedPlace } from "../engine/run-place.ts";
-import type { JournalEvent, RunRecord } from "../journal/types.ts";
+import type { JournalEvent, RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 import { newRunId } from "../shared/ids.ts";
 import { driveRun } from "./drive.ts";

@@ -6,7 +6,8 @@
 
 import { parseRunRef } from "../shared/ids.ts";
 import { openJournal } from "../journal/open.ts";
-import type { Journal, RunRecord } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 import type { GlobalOptions } from "./globals.ts";
 import { makeStyle, type Style } from "./style.ts";

@@ -37,7 +37,8 @@
 
 import type { BudgetOptions, Usage } from "../sdk/types.ts";
 import { AtomicError } from "../shared/errors.ts";
-import type { Journal, JournalEvent } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { JournalEvent } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { EVENT } from "./journal-events.ts";
 

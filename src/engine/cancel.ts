@@ -10,7 +10,8 @@
  */
 
 import { shownStatus } from "../journal/run-status.ts";
-import type { Journal, RunRecord } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { RunRecord } from "../journal/runs.ts";
 import { LeaseHeldError, UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";

@@ -16,7 +16,10 @@
 
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
-import type { AppendEntry, Journal, Lease, RunRecord, StageIndexEntry } from "../journal/types.ts";
+import type { AppendEntry } from "../journal/append.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { Lease, RunRecord } from "../journal/runs.ts";
+import type { StageIndexEntry } from "../journal/stage-index.ts";
 import type { ForkSeed, RunOrigin } from "./fork.ts";
 import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
@@ -27,7 +30,7 @@ import { defaultSlotsDir, loadConfig, type AtomicConfig } from "../shared/config
 import { openAdmissionSlots } from "../journal/admission-slots.ts";
 import { Admission } from "./admission.ts";
 import { limitsOf, mergeBudgets, recordedSpending } from "./budget.ts";
-import type { JournalEvent } from "../journal/types.ts";
+import type { JournalEvent } from "../journal/runs.ts";
 import { EVENT, type RunResumedPayload } from "./journal-events.ts";
 import type { EngineObserver } from "./observer.ts";
 import { ReplayCursor } from "./replay-cursor.ts";

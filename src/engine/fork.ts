@@ -22,7 +22,8 @@
  * sibling) run again. The old run is only read.
  */
 
-import type { JournalEvent, StageRow } from "../journal/types.ts";
+import type { JournalEvent } from "../journal/runs.ts";
+import type { StageRow } from "../journal/stage-index.ts";
 import { closeMatches } from "../intercom/addresses.ts";
 import { UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";

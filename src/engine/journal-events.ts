@@ -22,7 +22,7 @@
  */
 
 import type { ErrorInfo } from "../shared/errors.ts";
-import type { RunStatus } from "../journal/types.ts";
+import type { RunStatus } from "../journal/runs.ts";
 
 export type StepKind = "tool" | "stage" | "child" | "sleep" | "send" | "ask";
 

@@ -14,7 +14,7 @@
  * runs: the runs row is keyed by it.
  */
 
-import type { RunRecord } from "../journal/types.ts";
+import type { RunRecord } from "../journal/runs.ts";
 import { LeaseHeldError, UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { RootRun, type DriverOptions, type NewRunRequest } from "./driver.ts";

@@ -27,7 +27,8 @@
  * rather than let it wait out its lease.
  */
 
-import type { Journal, Lease } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { Lease } from "../journal/runs.ts";
 import { LeaseLostError } from "../shared/errors.ts";
 
 export type LeaseLoss = "deadline" | "taken";

@@ -22,8 +22,13 @@
  * journal, and a notification through intercom only makes it look sooner.
  */
 
-import type { DeliveryRecord, Journal, MessageMode, PlannedDelivery, PromptRecord, RunRecord, StageRow } from "../journal/types.ts";
-import { MAX_MESSAGE_TEXT, MESSAGE_MODES, TERMINAL_STATUSES } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { DeliveryRecord, MessageMode, PlannedDelivery } from "../journal/messages.ts";
+import type { PromptRecord } from "../journal/prompts.ts";
+import type { RunRecord } from "../journal/runs.ts";
+import type { StageRow } from "../journal/stage-index.ts";
+import { MAX_MESSAGE_TEXT, MESSAGE_MODES } from "../journal/messages.ts";
+import { TERMINAL_STATUSES } from "../journal/runs.ts";
 import { AtomicError, UsageError } from "../shared/errors.ts";
 import { newId, type RunId } from "../shared/ids.ts";
 import { closeMatches, isPattern, literalPrefix, matchesPath, parseStagePath } from "../intercom/addresses.ts";

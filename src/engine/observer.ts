@@ -6,7 +6,7 @@
 
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
-import type { RunStatus } from "../journal/types.ts";
+import type { RunStatus } from "../journal/runs.ts";
 import type { StepKind } from "./journal-events.ts";
 
 export type EngineEvent =

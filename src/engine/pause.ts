@@ -5,7 +5,8 @@
  */
 
 import { shownStatus } from "../journal/run-status.ts";
-import type { Journal, RunRecord } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 
 /**

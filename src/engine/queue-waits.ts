@@ -6,7 +6,7 @@
  * journal's writers pay nothing for it.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
 import { queueWait, queueWaitText } from "../journal/fleet-view.ts";
 import type { RunReport, StepReport } from "./run-report.ts";
 

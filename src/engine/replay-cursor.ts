@@ -11,7 +11,7 @@
 
 import { NondeterminismError } from "../shared/errors.ts";
 import { argsLike, digestMatches, sameArgs } from "./values.ts";
-import type { JournalEvent } from "../journal/types.ts";
+import type { JournalEvent } from "../journal/runs.ts";
 import {
   EVENT,
   describeStep,

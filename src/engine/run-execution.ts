@@ -10,7 +10,7 @@
  */
 
 import * as v from "valibot";
-import type { RunStatus } from "../journal/types.ts";
+import type { RunStatus } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { AtomicError, CancelledError, LeaseLostError, StepFailedError, errorInfo, type ErrorInfo } from "../shared/errors.ts";
 import { ExitSignal } from "../sdk/workflow.ts";

@@ -13,7 +13,7 @@
  */
 
 import { existsSync, statSync } from "node:fs";
-import type { JournalEvent, RunRecord } from "../journal/types.ts";
+import type { JournalEvent, RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 import { EVENT } from "./journal-events.ts";
 

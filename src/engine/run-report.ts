@@ -12,7 +12,8 @@ import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { crashCause, leaseExpiry, shownStatus } from "../journal/run-status.ts";
-import type { Journal, RunRecord, ShownStatus } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { RunRecord, ShownStatus } from "../journal/runs.ts";
 import { hostOfWorker } from "../journal/fleet-view.ts";
 import {
   EVENT,

@@ -16,7 +16,9 @@
  * renewal or the pool): the run stays resumable once storage is back.
  */
 
-import type { Journal, Lease, AppendEntry } from "../journal/types.ts";
+import type { AppendEntry } from "../journal/append.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { Lease } from "../journal/runs.ts";
 import { redactValue, secretsKnown } from "../shared/secrets.ts";
 import { EVENT } from "./journal-events.ts";
 import type { GroupCommitWriter } from "../journal/group-commit.ts";

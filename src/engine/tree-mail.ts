@@ -21,8 +21,11 @@
  */
 
 import { dirname } from "node:path";
-import type { PromptRecord, RunStatus, StageIndexEntry, StageMail, StageState } from "../journal/types.ts";
-import { TERMINAL_STATUSES } from "../journal/types.ts";
+import type { StageMail } from "../journal/messages.ts";
+import type { PromptRecord } from "../journal/prompts.ts";
+import type { RunStatus } from "../journal/runs.ts";
+import type { StageIndexEntry, StageState } from "../journal/stage-index.ts";
+import { TERMINAL_STATUSES } from "../journal/runs.ts";
 import { matchesPath } from "../intercom/addresses.ts";
 import { LeaseLostError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";

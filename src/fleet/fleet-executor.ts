@@ -24,7 +24,7 @@
 import { join } from "node:path";
 import { DEFAULT_QUEUE, type FleetStore } from "../journal/fleet.ts";
 import { hostOfWorker } from "../journal/fleet-view.ts";
-import type { WorkItem, WorkQueue } from "../journal/types.ts";
+import type { WorkItem, WorkQueue } from "../journal/work-queue.ts";
 import type { StageExecutor } from "../engine/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import { STDOUT_LOG } from "../runners/stage-logs.ts";

@@ -33,9 +33,11 @@
 
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
-import { type FleetStore, type HostClaimScope, type HostState } from "../journal/fleet.ts";
+import type { FleetStore, HostState } from "../journal/fleet.ts";
+import type { HostClaimScope } from "../journal/work-queue.ts";
 import { LATEST_SCHEMA_VERSION } from "../journal/postgres/migrations.ts";
-import type { Journal, WorkFence, WorkItem } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { WorkFence, WorkItem } from "../journal/work-queue.ts";
 import type { RunId } from "../shared/ids.ts";
 import { ensureError } from "../shared/errors.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";

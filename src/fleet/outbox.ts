@@ -18,7 +18,7 @@ import { Database } from "bun:sqlite";
 import { chmodSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import type { FleetStore } from "../journal/fleet.ts";
-import type { WorkFence, WorkQueue } from "../journal/types.ts";
+import type { WorkFence, WorkQueue } from "../journal/work-queue.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import { ensureError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";

@@ -37,15 +37,9 @@
 
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
-import type { WorkItem } from "./types.ts";
+import type { WorkItem } from "./work-queue.ts";
 
 export const DEFAULT_QUEUE = "default";
-
-/** A host's claims: any root's items of these queues, enqueued by a root that speaks this pool protocol. */
-export interface HostClaimScope {
-  queues: readonly string[];
-  protocol: number;
-}
 
 export type HostState = "running" | "draining" | "stopped";
 

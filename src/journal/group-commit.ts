@@ -27,7 +27,9 @@
  * every entry of that batch is rejected with that error.
  */
 
-import type { AppendEntry, AppendOutcome, Journal, Lease } from "./types.ts";
+import type { AppendEntry, AppendOutcome } from "./append.ts";
+import type { Journal } from "./journal.ts";
+import type { Lease } from "./runs.ts";
 
 interface Queued {
   entry: AppendEntry;

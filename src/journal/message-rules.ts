@@ -1,6 +1,6 @@
 /**
  * The rules of the message store that do not depend on the backend
- * (MessageStore in types.ts): what makes a reused message id the same
+ * (MessageStore in ./messages.ts): what makes a reused message id the same
  * message, the limits an enqueue is refused by, and how a second answer
  * to a prompt is judged. Each backend reads its rows in its own
  * transaction and asks these functions, so both refuse with the same
@@ -9,7 +9,8 @@
 
 import { UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
-import { MAX_QUEUED_PER_STAGE, MAX_STICKY_PER_RUN, type NewMessage, type PlannedDelivery, type PromptRecord } from "./types.ts";
+import { MAX_QUEUED_PER_STAGE, MAX_STICKY_PER_RUN, type NewMessage, type PlannedDelivery } from "./messages.ts";
+import type { PromptRecord } from "./prompts.ts";
 
 /** What makes a message the same message: a reused id must carry exactly this again. */
 export function messageDigest(m: NewMessage): string {

@@ -18,7 +18,7 @@ import { ensurePrivateHome } from "../shared/private-files.ts";
 import { SqliteJournal } from "./sqlite/sqlite-journal.ts";
 import { isPostgresUrl, redactUrl } from "./postgres/url.ts";
 import { importEntry } from "../shared/entry-points.ts";
-import type { Durability, Journal } from "./types.ts";
+import type { Durability, Journal } from "./journal.ts";
 
 export interface OpenJournalOptions {
   /** The atomic home directory (`ATOMIC_HOME`, `--home`). */

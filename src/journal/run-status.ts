@@ -16,7 +16,7 @@
  */
 
 import { isLocalHolderDead, isLocalHolderRunning } from "../shared/process-info.ts";
-import type { Lease, RunRecord, ShownStatus } from "./types.ts";
+import type { Lease, RunRecord, ShownStatus } from "./runs.ts";
 
 export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date.now()): ShownStatus {
   // Awaiting input: parked (its driver stopped and gave the lease back) or driven and waiting; crashed if its driver died.

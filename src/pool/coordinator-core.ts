@@ -11,7 +11,8 @@
  * depend on one small surface rather than on each other's internals.
  */
 
-import type { ClaimFilter, Journal, WorkFence, WorkItem } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { ClaimFilter, WorkFence, WorkItem } from "../journal/work-queue.ts";
 import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import type { FromCoordinator } from "./protocol/root-coordinator.ts";

@@ -31,7 +31,8 @@
 
 import { mkdirSync } from "node:fs";
 import { openJournal } from "../journal/open.ts";
-import type { ClaimScope, Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { ClaimScope } from "../journal/work-queue.ts";
 import type { RunId } from "../shared/ids.ts";
 import { StorageError, ensureError } from "../shared/errors.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";

@@ -28,7 +28,7 @@
  */
 
 import { join } from "node:path";
-import type { WorkCommit, WorkCommitted, WorkItem } from "../journal/types.ts";
+import type { WorkCommit, WorkCommitted, WorkItem } from "../journal/work-queue.ts";
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import type { StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";

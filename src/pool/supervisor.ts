@@ -31,7 +31,7 @@
  */
 
 import { join } from "node:path";
-import type { WorkItem } from "../journal/types.ts";
+import type { WorkItem } from "../journal/work-queue.ts";
 import { STDOUT_LOG } from "../runners/stage-logs.ts";
 import { killGroup } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, StageRequest } from "../runners/types.ts";

@@ -20,7 +20,7 @@
 
 import type { Subprocess } from "bun";
 import { closeSync, openSync, readSync, statSync } from "node:fs";
-import type { WorkFence, WorkItem } from "../journal/types.ts";
+import type { WorkFence, WorkItem } from "../journal/work-queue.ts";
 import type { ToWorker } from "./protocol/coordinator-worker.ts";
 
 export const SLOT_STATES = ["starting", "idle", "busy", "retired", "gone"] as const;

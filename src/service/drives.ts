@@ -34,7 +34,7 @@ import { closeSync, fstatSync, mkdirSync, openSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { selfCommand } from "../shared/self-exec.ts";
 import type { RunId } from "../shared/ids.ts";
-import type { Durability } from "../journal/types.ts";
+import type { Durability } from "../journal/journal.ts";
 
 export const DRIVEN_BY_ENV = "ATOMIC_DRIVEN_BY";
 const STOP_GRACE_MS = 20_000;

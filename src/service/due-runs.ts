@@ -26,7 +26,8 @@
  */
 
 import { shownStatus } from "../journal/run-status.ts";
-import type { Journal, JournalEvent, RunRecord } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { JournalEvent, RunRecord } from "../journal/runs.ts";
 import { EVENT } from "../engine/journal-events.ts";
 import { recordedPlace, type RunPlace } from "../engine/run-place.ts";
 import type { RunId } from "../shared/ids.ts";

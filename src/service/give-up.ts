@@ -13,7 +13,7 @@
  * until a person resumes it (a resume clears the error).
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
 import { LeaseHeldError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";

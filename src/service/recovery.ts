@@ -28,7 +28,8 @@
  */
 
 import { existsSync, statSync } from "node:fs";
-import type { Journal, RunRecord } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { RunRecord } from "../journal/runs.ts";
 import { BUILTIN_PREFIX } from "../engine/builtins.ts";
 import { fileDigest } from "../engine/loader.ts";
 import type { RunId } from "../shared/ids.ts";

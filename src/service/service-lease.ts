@@ -17,7 +17,8 @@
  * runs' own leases fence every drive it started.
  */
 
-import type { Journal, Lease } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { Lease } from "../journal/runs.ts";
 import { LeaseHeldError, LeaseLostError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { hostLabel, isLocalHolderDead, thisProcessHolder } from "../shared/process-info.ts";

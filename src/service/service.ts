@@ -19,7 +19,7 @@
  * shutdown (SIGTERM) ends its drives so that every run stays resumable.
  */
 
-import type { Durability, Journal } from "../journal/types.ts";
+import type { Durability, Journal } from "../journal/journal.ts";
 import type { ServiceView } from "../status/source.ts";
 import { ServiceLease, type ServiceHolder } from "./service-lease.ts";
 

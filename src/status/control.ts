@@ -11,7 +11,8 @@
 import { cancelRun } from "../engine/cancel.ts";
 import { answerPrompt, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
 import { setRunPaused } from "../engine/pause.ts";
-import type { Journal, RunRecord } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 
 export const CONTROL_ACTIONS = ["pause", "unpause", "cancel"] as const;

@@ -28,7 +28,7 @@
 
 import type { RunReport, StepReport } from "../engine/run-report.ts";
 import type { StepKind } from "../engine/journal-events.ts";
-import type { ShownStatus } from "../journal/types.ts";
+import type { ShownStatus } from "../journal/runs.ts";
 
 /** queued: a stage waiting for a free worker (run-report.ts); its `startedAt` is null until it starts. */
 export type NodeStatus = "queued" | "running" | "completed" | "failed" | "stopped";

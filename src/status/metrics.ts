@@ -28,7 +28,9 @@
 
 import { EVENT, type CheckpointPayload, type StepIdentity } from "../engine/journal-events.ts";
 import { shownStatus } from "../journal/run-status.ts";
-import { RUN_STATUSES, type Journal, type RunChange, type RunStatus, type ShownStatus } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import { RUN_STATUSES, type RunStatus, type ShownStatus } from "../journal/runs.ts";
+import type { RunChange } from "../journal/views.ts";
 import type { RunId } from "../shared/ids.ts";
 import type { StageResult } from "../sdk/types.ts";
 

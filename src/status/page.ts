@@ -7,7 +7,7 @@
  * (auth.ts).
  */
 
-import { RUN_STATUSES } from "../journal/types.ts";
+import { RUN_STATUSES } from "../journal/runs.ts";
 import htmlBundle from "./page/index.html" with { type: "text" };
 import css from "./page/style.css" with { type: "text" };
 import appJs from "./page/app.js" with { type: "text" };

@@ -4,7 +4,7 @@
  * expression, and its last run's status as the run list shows it.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
 import { shownStatus } from "../journal/run-status.ts";
 import { parseCron } from "../shared/cron.ts";
 import type { RunId } from "../shared/ids.ts";

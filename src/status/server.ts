@@ -10,7 +10,7 @@
  * latest events went out), then the listener closes.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
 import { UsageError } from "../shared/errors.ts";
 import { createStatusApp, type RunStarting } from "./app.ts";
 import { journalControl } from "./control.ts";

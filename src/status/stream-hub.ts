@@ -4,7 +4,7 @@
  * last one leaves; each client is a byte stream the feed writes to.
  */
 
-import type { Journal } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
 import type { RunId } from "../shared/ids.ts";
 import { TreeFeed, type FeedClient, type FeedOptions, type StartAt } from "./tree-feed.ts";
 

@@ -15,7 +15,9 @@
  */
 
 import { leaseExpiry, shownEnd, shownStatus } from "../journal/run-status.ts";
-import type { Journal, Lease, RunRecord, RunStatus, ShownStatus, StageTally } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { Lease, RunRecord, RunStatus, ShownStatus } from "../journal/runs.ts";
+import type { StageTally } from "../journal/views.ts";
 import type { StageCounts, UsageTotals } from "./totals.ts";
 
 export interface RunSummary {

@@ -26,7 +26,8 @@
  */
 
 import { EVENT, type StatusChangedPayload, type StepStartedPayload } from "../engine/journal-events.ts";
-import type { Journal, JournalEvent } from "../journal/types.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { JournalEvent } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { formatCursor, type TreeCursor } from "./stream-cursor.ts";
 

@@ -16,7 +16,7 @@ import { randomBytes } from "node:crypto";
 import { DirectoryArtifactStore } from "../../src/artifacts/directory-store.ts";
 import { CHUNK_BYTES, type ArtifactKey, type ArtifactStore } from "../../src/artifacts/store.ts";
 import { openJournal } from "../../src/journal/open.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { newRunId } from "../../src/shared/ids.ts";
 import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";

@@ -1,5 +1,5 @@
 /**
- * The journal contract (src/journal/types.ts), run against every backend
+ * The journal contract (src/journal/journal.ts and the contract files it names), run against every backend
  * in BACKENDS: gapless sequences, fencing, idempotency, compare-and-set,
  * per-entry savepoints, leases, control requests, listing, migrations and
  * group commit. Real databases in temp directories; no timing asserted.
@@ -10,7 +10,9 @@ import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:
 import { join } from "node:path";
 import { GroupCommitWriter } from "../../src/journal/group-commit.ts";
 import { openJournal } from "../../src/journal/open.ts";
-import type { AppendEntry, HolderInfo, Journal, Lease, NewRunFields } from "../../src/journal/types.ts";
+import type { AppendEntry } from "../../src/journal/append.ts";
+import type { Journal } from "../../src/journal/journal.ts";
+import type { HolderInfo, Lease, NewRunFields } from "../../src/journal/runs.ts";
 import { AtomicError, LeaseHeldError, LeaseLostError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
 import { hostId } from "../../src/shared/process-info.ts";

@@ -1,5 +1,5 @@
 /**
- * The message store contract (MessageStore in src/journal/types.ts) on
+ * The message store contract (MessageStore in src/journal/messages.ts) on
  * every backend: enqueue with dedup by id and the per-stage limit, claims
  * at stage start (exactly once, fenced by the lease, journaled in the same
  * transaction), sticky messages, settling, prompts (answer once; a timeout
@@ -11,13 +11,9 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
-import {
-  MAX_QUEUED_PER_STAGE,
-  type AppendEntry,
-  type Journal,
-  type MessagePlanner,
-  type NewMessage,
-} from "../../src/journal/types.ts";
+import type { AppendEntry } from "../../src/journal/append.ts";
+import type { Journal } from "../../src/journal/journal.ts";
+import { MAX_QUEUED_PER_STAGE, type MessagePlanner, type NewMessage } from "../../src/journal/messages.ts";
 import { AtomicError, LeaseLostError } from "../../src/shared/errors.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";

@@ -29,7 +29,11 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { MAX_QUEUED_PER_STAGE, type AppendEntry, type Journal, type Lease, type WorkFence, type WorkItem } from "../../src/journal/types.ts";
+import type { AppendEntry } from "../../src/journal/append.ts";
+import type { Journal } from "../../src/journal/journal.ts";
+import { MAX_QUEUED_PER_STAGE } from "../../src/journal/messages.ts";
+import type { Lease } from "../../src/journal/runs.ts";
+import type { WorkFence, WorkItem } from "../../src/journal/work-queue.ts";
 import pg from "pg";
 import { openJournal } from "../../src/journal/open.ts";
 import { MIGRATIONS } from "../../src/journal/postgres/migrations.ts";

@@ -22,7 +22,7 @@ import { openJournal } from "../../src/journal/open.ts";
 import { probePostgres } from "../../src/journal/postgres/postgres-journal.ts";
 import { LATEST_SCHEMA_VERSION, MIGRATIONS } from "../../src/journal/postgres/migrations.ts";
 import { APPEND_EVENT_SQL } from "../../src/journal/postgres/append-sql-v8.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { AtomicError, LeaseHeldError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId } from "../../src/shared/ids.ts";
 import { freshDatabase, postgresInstalled, startCluster } from "../helpers/postgres.ts";

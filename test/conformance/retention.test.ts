@@ -11,7 +11,8 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { statSync, truncateSync } from "node:fs";
-import type { Journal, Lease } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
+import type { Lease } from "../../src/journal/runs.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, startRoot } from "./backends.ts";

@@ -8,7 +8,7 @@
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import type { NewSchedule } from "../../src/journal/schedules.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS } from "./backends.ts";

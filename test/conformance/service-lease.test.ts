@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { SERVICE_LEASE_KEY } from "../../src/service/service-lease.ts";
 import { LeaseHeldError } from "../../src/shared/errors.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, liveHolder } from "./backends.ts";
 

@@ -1,5 +1,5 @@
 /**
- * The work queue contract (WorkQueue in src/journal/types.ts) on every
+ * The work queue contract (WorkQueue in src/journal/work-queue.ts) on every
  * backend: items enqueued with their stage's start record, FIFO claims
  * (one at a time, for several workers at once, and together with a
  * worker's commit), fenced renewals, commits and releases (a replaced
@@ -10,7 +10,9 @@
 
 import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import type { ClaimScope, Journal, Lease, WorkFence, WorkItem } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
+import type { Lease } from "../../src/journal/runs.ts";
+import type { ClaimScope, WorkFence, WorkItem } from "../../src/journal/work-queue.ts";
 import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import type { RunId } from "../../src/shared/ids.ts";

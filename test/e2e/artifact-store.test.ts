@@ -31,7 +31,7 @@ import { shipStageFiles } from "../../src/artifacts/shipper.ts";
 import { artifactKeyOf, type ArtifactStore } from "../../src/artifacts/store.ts";
 import { buildRunReport, flattenStages } from "../../src/engine/run-report.ts";
 import { openJournal } from "../../src/journal/open.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { POSTGRES_URL_ENV, freshDatabase, postgresInstalled } from "../helpers/postgres.ts";

@@ -35,18 +35,10 @@ import { InProcessExecutor, type StageExecutor } from "../../src/engine/stage-ex
 import { EVENT } from "../../src/engine/journal-events.ts";
 import { openJournal } from "../../src/journal/open.ts";
 import { journalUrlForHome } from "../helpers/postgres.ts";
-import type {
-  AcquireOptions,
-  AppendEntry,
-  AppendOutcome,
-  HolderInfo,
-  Journal,
-  JournalEvent,
-  Lease,
-  ListRunsFilter,
-  MessageStore,
-  RunRecord,
-} from "../../src/journal/types.ts";
+import type { AppendEntry, AppendOutcome } from "../../src/journal/append.ts";
+import type { AcquireOptions, Journal, ListRunsFilter } from "../../src/journal/journal.ts";
+import type { MessageStore } from "../../src/journal/messages.ts";
+import type { HolderInfo, JournalEvent, Lease, RunRecord } from "../../src/journal/runs.ts";
 import { killAllGroups, killGroup, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../../src/runners/types.ts";
 import { LeaseLostError, StorageError } from "../../src/shared/errors.ts";

@@ -8,7 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { EVENT, type StepIdentity } from "../../src/engine/journal-events.ts";
 import { ReplayCursor } from "../../src/engine/replay-cursor.ts";
 import { argsHash, digestArgs } from "../../src/engine/values.ts";
-import type { JournalEvent } from "../../src/journal/types.ts";
+import type { JournalEvent } from "../../src/journal/runs.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { NondeterminismError } from "../../src/shared/errors.ts";
 

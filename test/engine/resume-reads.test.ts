@@ -10,7 +10,7 @@
 
 import { afterEach, expect, test } from "bun:test";
 import { RootRun } from "../../src/engine/driver.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import type { WorkflowDefinition } from "../../src/sdk/types.ts";
 import { workflow } from "../../src/sdk/index.ts";
 import { engineAfterEach, withEngine } from "./helpers.ts";

@@ -20,7 +20,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { openJournal } from "../../src/journal/open.ts";
-import type { JournalEvent, RunRecord } from "../../src/journal/types.ts";
+import type { JournalEvent, RunRecord } from "../../src/journal/runs.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { VERSION } from "../../src/shared/version.ts";
 import { ROOT, atomicBin } from "../helpers/atomic.ts";

@@ -15,7 +15,7 @@
  */
 
 import { openJournal } from "../../src/journal/open.ts";
-import type { AppendEntry } from "../../src/journal/types.ts";
+import type { AppendEntry } from "../../src/journal/append.ts";
 import { LeaseHeldError, errorInfo } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { thisProcessHolder } from "../../src/shared/process-info.ts";

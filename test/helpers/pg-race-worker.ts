@@ -37,7 +37,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { openJournal } from "../../src/journal/open.ts";
-import type { WorkFence, WorkItem } from "../../src/journal/types.ts";
+import type { WorkFence, WorkItem } from "../../src/journal/work-queue.ts";
 import { errorInfo } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 

@@ -10,7 +10,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EVENT } from "../../src/engine/journal-events.ts";
-import type { AppendEntry, Journal } from "../../src/journal/types.ts";
+import type { AppendEntry } from "../../src/journal/append.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { thisProcessHolder } from "../../src/shared/process-info.ts";
 

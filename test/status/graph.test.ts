@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RunReport, StepReport } from "../../src/engine/run-report.ts";
-import type { RunRecord } from "../../src/journal/types.ts";
+import type { RunRecord } from "../../src/journal/runs.ts";
 import { buildRunGraph, type GraphBlock } from "../../src/status/graph.ts";
 import { formatCursor, parseCursor } from "../../src/status/stream-cursor.ts";
 import { readChunk, wholeCharacters } from "../../src/status/transcript.ts";

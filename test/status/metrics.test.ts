@@ -12,7 +12,7 @@ import { afterEach, expect, test } from "bun:test";
 import { join } from "node:path";
 import { EVENT } from "../../src/engine/journal-events.ts";
 import { SqliteJournal } from "../../src/journal/sqlite/sqlite-journal.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { thisProcessHolder } from "../../src/shared/process-info.ts";
 import { JournalMetrics } from "../../src/status/metrics.ts";

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { openJournal } from "../../src/journal/open.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { AtomicError } from "../../src/shared/errors.ts";
 import { parsePort, startStatusServer, type StatusServer } from "../../src/status/server.ts";
 import { seedRun } from "../helpers/seed-runs.ts";

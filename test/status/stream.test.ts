@@ -10,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { workflow } from "../../src/sdk/index.ts";
 import type { RunId } from "../../src/shared/ids.ts";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { engineAfterEach, shQuote, waitUntil, withEngine } from "../engine/helpers.ts";
 import { journalData, sseReader, statusFixture, type JournalMessage, type SseMessage, type StatusFixture } from "./support.ts";

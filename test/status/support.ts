@@ -5,7 +5,7 @@
  */
 
 import type { Hono } from "hono";
-import type { Journal } from "../../src/journal/types.ts";
+import type { Journal } from "../../src/journal/journal.ts";
 import { createStatusApp } from "../../src/status/app.ts";
 import { journalControl } from "../../src/status/control.ts";
 import { HostPolicy } from "../../src/status/security.ts";

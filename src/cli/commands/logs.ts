@@ -18,7 +18,7 @@
 import { redact } from "../../shared/secrets.ts";
 import { defineCommand } from "citty";
 import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
-import type { Journal } from "../../journal/types.ts";
+import type { Journal } from "../../journal/journal.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { loadConfig } from "../../shared/config.ts";

@@ -14,7 +14,8 @@
 import { defineCommand } from "citty";
 import { IntercomClient, runGroup } from "../../intercom/client.ts";
 import type { SessionInfo } from "../../intercom/protocol/index.ts";
-import type { Journal, RunRecord } from "../../journal/types.ts";
+import type { Journal } from "../../journal/journal.ts";
+import type { RunRecord } from "../../journal/runs.ts";
 import { isLocalHolderDead } from "../../shared/process-info.ts";
 import { session } from "../session.ts";
 import { formatTime } from "../style.ts";

@@ -10,7 +10,8 @@
  */
 
 import { formatCost } from "../../runners/usage.ts";
-import type { Journal, RunStatus } from "../../journal/types.ts";
+import type { Journal } from "../../journal/journal.ts";
+import type { RunStatus } from "../../journal/runs.ts";
 import { RunSummaries, type RunSummary } from "../../status/summaries.ts";
 import { stageCountsText } from "../../status/totals.ts";
 import type { CliSession } from "../session.ts";

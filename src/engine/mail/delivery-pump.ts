@@ -16,7 +16,7 @@
  *   stage starting in the same event-loop turn with one read.
  */
 
-import type { LiveDelivery } from "../../journal/types.ts";
+import type { LiveDelivery } from "../../journal/messages.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { EVENT } from "../journal-events.ts";

@@ -14,7 +14,7 @@
  *   race is returned instead.
  */
 
-import type { PromptRecord } from "../../journal/types.ts";
+import type { PromptRecord } from "../../journal/prompts.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { RunTree } from "../run-tree.ts";
 

@@ -21,7 +21,7 @@
  */
 
 import * as v from "valibot";
-import { MESSAGE_MODES } from "../../journal/types.ts";
+import { MESSAGE_MODES } from "../../journal/messages.ts";
 
 export const RootRequestSchema = v.variant("type", [
   v.object({ type: v.literal("mail"), messageId: v.optional(v.string()) }),

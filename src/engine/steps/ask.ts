@@ -18,7 +18,8 @@
 
 import { StepFailedError } from "../../shared/errors.ts";
 import type { AskOptions } from "../../sdk/types.ts";
-import type { AppendEntry, PromptRecord } from "../../journal/types.ts";
+import type { AppendEntry } from "../../journal/append.ts";
+import type { PromptRecord } from "../../journal/prompts.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { checkText } from "../messaging.ts";

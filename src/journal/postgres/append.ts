@@ -22,7 +22,10 @@
  */
 
 import { LeaseLostError, UsageError, errorInfo } from "../../shared/errors.ts";
-import type { AppendEntry, AppendOutcome, Durability, JournalEvent, Lease, RunPatch, StageIndexEntry } from "../types.ts";
+import type { AppendEntry, AppendOutcome } from "../append.ts";
+import type { Durability } from "../journal.ts";
+import type { JournalEvent, Lease, RunPatch } from "../runs.ts";
+import type { StageIndexEntry } from "../stage-index.ts";
 import { isConnectionLoss, sqlState, type Client, type PgConnection } from "./connection.ts";
 import { APPEND_EVENT_SQL } from "./append-sql-v8.ts";
 import { toJson } from "../sqlite/tables.ts";

@@ -18,7 +18,7 @@
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { DownMessage, FleetStore, FleetWake, HostInfo, HostRecord, HostWork, QueueDemand } from "../fleet.ts";
-import type { WorkItem } from "../types.ts";
+import type { WorkItem } from "../work-queue.ts";
 import { workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 import type { PgConnection } from "./connection.ts";
 import { NOW_MS, type PgSession } from "./store-session.ts";

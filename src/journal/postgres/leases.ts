@@ -24,7 +24,8 @@
 import { LeaseHeldError, LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { isLocalHolderDead } from "../../shared/process-info.ts";
-import type { AcquireOptions, HolderInfo, Lease } from "../types.ts";
+import type { AcquireOptions } from "../journal.ts";
+import type { HolderInfo, Lease } from "../runs.ts";
 import type { PgConnection } from "./connection.ts";
 import { NOW_MS } from "./store-session.ts";
 import { leaseFromRow, type LeasesTable } from "../sqlite/tables.ts";

@@ -1,6 +1,6 @@
 /**
  * Messages to stages and prompts to humans, on Postgres (the contract and
- * the delivery states: MessageStore in ../types.ts; the rules shared with
+ * the delivery states: MessageStore in ../messages.ts; the rules shared with
  * SQLite: ../message-rules.ts).
  *
  * The store relies on per-root serialisation that SQLite gets from its one
@@ -33,22 +33,11 @@
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { judgeLateAnswer, messageDigest, refuseOverLimits, refuseReusedId } from "../message-rules.ts";
-import type {
-  AppendEntry,
-  DeliveryRecord,
-  EnqueueResult,
-  Lease,
-  LiveDelivery,
-  MessagePlanner,
-  MessageRecord,
-  MessageStore,
-  NewMessage,
-  PromptRecord,
-  PromptState,
-  StageAttempt,
-  StageMail,
-  StageRow,
-} from "../types.ts";
+import type { AppendEntry } from "../append.ts";
+import type { DeliveryRecord, EnqueueResult, LiveDelivery, MessagePlanner, MessageRecord, MessageStore, NewMessage, StageAttempt, StageMail } from "../messages.ts";
+import type { PromptRecord, PromptState } from "../prompts.ts";
+import type { Lease } from "../runs.ts";
+import type { StageRow } from "../stage-index.ts";
 import { NOW_MS, type PgDriverWrites, type PgQuery, type PgSession } from "./store-session.ts";
 import {
   deliveryFromRow,

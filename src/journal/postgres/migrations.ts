@@ -7,7 +7,7 @@
  * runs, events, leases, the work queue, the stage index, messages,
  * deliveries, prompts; plus what only a concurrent backend needs: the
  * change clock (a one-row counter whose row lock orders change numbers by
- * commit, JournalViews in ../types.ts) and append batches (receipts of
+ * commit, JournalViews in ../views.ts) and append batches (receipts of
  * append calls, so a call whose COMMIT's outcome is unknown can ask again).
  * Versions 3 (retention: tombstones of deleted runs) and 4 (schedules) follow
  * SQLite's versions 7 and 8. Version 6 (worker hosts, ../fleet.ts) and 7

@@ -8,7 +8,8 @@
 
 import { Kysely, PostgresDialect, sql } from "kysely";
 import type pg from "pg";
-import type { ListRunsFilter, RunRecord } from "../types.ts";
+import type { ListRunsFilter } from "../journal.ts";
+import type { RunRecord } from "../runs.ts";
 import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
 
 type Db = Kysely<JournalTables>;

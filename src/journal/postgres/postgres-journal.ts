@@ -38,23 +38,13 @@
 import type { StorageError } from "../../shared/errors.ts";
 import { UsageError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import type {
-  AcquireOptions,
-  AppendEntry,
-  AppendOutcome,
-  Durability,
-  HolderInfo,
-  Journal,
-  JournalCapabilities,
-  JournalEvent,
-  JournalViews,
-  Lease,
-  ListRunsFilter,
-  MessageStore,
-  RunRecord,
-  RunRetention,
-  WorkQueue,
-} from "../types.ts";
+import type { AppendEntry, AppendOutcome } from "../append.ts";
+import type { AcquireOptions, Durability, Journal, JournalCapabilities, ListRunsFilter } from "../journal.ts";
+import type { MessageStore } from "../messages.ts";
+import type { RunRetention } from "../retention.ts";
+import type { HolderInfo, JournalEvent, Lease, RunRecord } from "../runs.ts";
+import type { JournalViews } from "../views.ts";
+import type { WorkQueue } from "../work-queue.ts";
 import type { ScheduleStore } from "../schedules.ts";
 import { appendEntries } from "./append.ts";
 import { PgArtifactStore } from "./artifacts.ts";

@@ -3,7 +3,7 @@
  * status views as prepared statements (hot, and one shape each). Run
  * listings go through Kysely, in a bundle of their own (pg-listings.ts).
  *
- * Views (JournalViews in ../types.ts): stage tallies come from the stage
+ * Views (JournalViews in ../views.ts): stage tallies come from the stage
  * index by root (stage_index_by_path, root first), changes from the runs'
  * change numbers (runs_by_change). Change numbers are handed out by the
  * change clock whose row lock orders them by commit (append-sql.ts), so a
@@ -13,7 +13,8 @@
  */
 
 import type { RunId } from "../../shared/ids.ts";
-import type { JournalEvent, JournalViews, RunChange, RunRecord, StageTally } from "../types.ts";
+import type { JournalEvent, RunRecord } from "../runs.ts";
+import type { JournalViews, RunChange, StageTally } from "../views.ts";
 import { runFromRow, type RunsTable } from "../sqlite/tables.ts";
 import { changeFromRow, tallyFromRow, type ChangeRow, type TallyRow } from "../sqlite/views.ts";
 import type { PgConnection } from "./connection.ts";

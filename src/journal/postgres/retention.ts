@@ -1,5 +1,5 @@
 /**
- * Retention on Postgres (the contract: RunRetention in ../types.ts).
+ * Retention on Postgres (the contract: RunRetention in ../retention.ts).
  *
  * Deleting a tree is one transaction per root. Locks, in the order every
  * other writer of a root takes them (messages.ts, append-sql.ts), so none
@@ -40,7 +40,8 @@
 import type { RunId } from "../../shared/ids.ts";
 import { leaseLive } from "../run-status.ts";
 import { leaseFromRow, runFromRow, type LeasesTable, type RunsTable } from "../sqlite/tables.ts";
-import type { DeletedTree, Lease, ReclaimReport, RunRecord, RunRetention, RunStatus } from "../types.ts";
+import type { DeletedTree, ReclaimReport, RunRetention } from "../retention.ts";
+import type { Lease, RunRecord, RunStatus } from "../runs.ts";
 import type { Client, PgConnection } from "./connection.ts";
 import { lockRoot } from "./messages.ts";
 import { NOW_MS, type PgQuery } from "./store-session.ts";

@@ -13,7 +13,9 @@
  */
 
 import type { RunId } from "../../shared/ids.ts";
-import type { AppendEntry, Lease, StageIndexEntry } from "../types.ts";
+import type { AppendEntry } from "../append.ts";
+import type { Lease } from "../runs.ts";
+import type { StageIndexEntry } from "../stage-index.ts";
 
 export type PgQuery = <R = Record<string, unknown>>(text: string, values?: readonly unknown[]) => Promise<R[]>;
 

@@ -9,7 +9,8 @@
  */
 
 import { UsageError } from "../../shared/errors.ts";
-import type { MessageStore, WorkQueue } from "../types.ts";
+import type { MessageStore } from "../messages.ts";
+import type { WorkQueue } from "../work-queue.ts";
 import { appendInTransaction, encodeStage } from "./append.ts";
 import type { Client, PgConnection } from "./connection.ts";
 import { PgMessageStore } from "./messages.ts";

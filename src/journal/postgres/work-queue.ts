@@ -1,6 +1,6 @@
 /**
  * The work queue on Postgres: stage executions waiting for, held by, or done
- * by workers (states and transitions: WorkState in ../types.ts), with the
+ * by workers (states and transitions: WorkState in ../work-queue.ts), with the
  * same generations, epochs and operation ids as the SQLite queue.
  *
  * Locks, statement by statement (READ COMMITTED throughout):
@@ -46,7 +46,8 @@
 import type { ErrorInfo } from "../../shared/errors.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import { isHostScope, type ClaimFilter, type Lease, type WorkCommit, type WorkCommitted, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState, type CompletionReceipt } from "../types.ts";
+import type { Lease } from "../runs.ts";
+import { isHostScope, type ClaimFilter, type WorkCommit, type WorkCommitted, type WorkFence, type WorkItem, type WorkQueue, type WorkReceipt, type WorkState, type CompletionReceipt } from "../work-queue.ts";
 import { NOW_MS, type PgQuery, type PgSession } from "./store-session.ts";
 import { toJson, workFromRow, type WorkItemsTable as WorkRow } from "../sqlite/tables.ts";
 

@@ -23,7 +23,9 @@
  */
 
 import { LeaseLostError, UsageError, errorInfo, type ErrorInfo } from "../../shared/errors.ts";
-import type { AppendEntry, AppendOutcome, Lease, RunPatch, StageIndexEntry } from "../types.ts";
+import type { AppendEntry, AppendOutcome } from "../append.ts";
+import type { Lease, RunPatch } from "../runs.ts";
+import type { StageIndexEntry } from "../stage-index.ts";
 import { isStorageFault } from "./storage-errors.ts";
 import { type RunForAppend, type Statements } from "./statements.ts";
 import { eventFromRow, toJson } from "./tables.ts";
@@ -184,7 +186,7 @@ export function appendEntry(s: Statements, lease: Lease, entry: AppendEntry, now
   }
   if (entry.work) {
     const w = entry.work;
-    // The appending lease's epoch: only this drive's pool may claim the item (ClaimScope in ../types.ts).
+    // The appending lease's epoch: only this drive's pool may claim the item (ClaimScope in ../work-queue.ts).
     s.insertWork.run(w.id, run.root_id, entry.runId, lease.epoch, w.stageKey, w.attempt, toJson(w.descriptor) ?? "null", at, at, at);
   }
   if (entry.abandonWork) s.abandonWork.run(at, entry.abandonWork, run.root_id);

@@ -9,7 +9,7 @@
  */
 
 import type { RunId } from "../../shared/ids.ts";
-import type { JournalEvent } from "../types.ts";
+import type { JournalEvent } from "../runs.ts";
 import type { EventValues, Statements } from "./statements.ts";
 
 /** Events of `runId` with seq > afterSeq, ascending, at most `limit` (all when undefined); see tables.ts eventFromRow. */

@@ -1,6 +1,6 @@
 /**
  * Messages to stages and prompts to humans, on SQLite (the contract and the
- * delivery states: MessageStore in ../types.ts).
+ * delivery states: MessageStore in ../messages.ts).
  *
  * Every write runs synchronously inside BEGIN IMMEDIATE (statements.ts
  * explains why), so a sender's enqueue and a driver's claim at stage start
@@ -22,22 +22,11 @@ import type { Database, Statement } from "bun:sqlite";
 import { LeaseLostError } from "../../shared/errors.ts";
 import { judgeLateAnswer, messageDigest, refuseOverLimits, refuseReusedId } from "../message-rules.ts";
 import type { RunId } from "../../shared/ids.ts";
-import {
-  type AppendEntry,
-  type DeliveryRecord,
-  type EnqueueResult,
-  type Lease,
-  type LiveDelivery,
-  type MessagePlanner,
-  type MessageRecord,
-  type MessageStore,
-  type NewMessage,
-  type PromptRecord,
-  type PromptState,
-  type StageAttempt,
-  type StageMail,
-  type StageRow,
-} from "../types.ts";
+import type { AppendEntry } from "../append.ts";
+import type { DeliveryRecord, EnqueueResult, LiveDelivery, MessagePlanner, MessageRecord, MessageStore, NewMessage, StageAttempt, StageMail } from "../messages.ts";
+import type { PromptRecord, PromptState } from "../prompts.ts";
+import type { Lease } from "../runs.ts";
+import type { StageRow } from "../stage-index.ts";
 import { appendEntry, upsertStage } from "./append.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
 import {

@@ -7,7 +7,8 @@
 
 import { sql, type Kysely } from "kysely";
 import type { RunId } from "../../shared/ids.ts";
-import type { ListRunsFilter, RunRecord } from "../types.ts";
+import type { ListRunsFilter } from "../journal.ts";
+import type { RunRecord } from "../runs.ts";
 import { runFromRow, type JournalTables } from "./tables.ts";
 
 type Db = Kysely<JournalTables>;

@@ -1,5 +1,5 @@
 /**
- * Retention on SQLite (the contract: RunRetention in ../types.ts).
+ * Retention on SQLite (the contract: RunRetention in ../retention.ts).
  *
  * Deleting a tree: the run ids are found by walking down from the root
  * through `runs_by_parent` (runs has no index by root: a tree is at most
@@ -24,7 +24,8 @@
 import { statSync } from "node:fs";
 import type { Database, Statement } from "bun:sqlite";
 import type { RunId } from "../../shared/ids.ts";
-import type { DeletedTree, Lease, ReclaimReport, RunRecord, RunRetention, RunStatus } from "../types.ts";
+import type { DeletedTree, ReclaimReport, RunRetention } from "../retention.ts";
+import type { Lease, RunRecord, RunStatus } from "../runs.ts";
 import { NEXT_CHANGE, type Statements } from "./statements.ts";
 import { leaseFromRow, runFromRow, type LeasesTable, type RunsTable } from "./tables.ts";
 

@@ -31,23 +31,13 @@ import { Database } from "bun:sqlite";
 import type { Kysely } from "kysely";
 import { AtomicError, StorageError, UsageError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import type {
-  AcquireOptions,
-  AppendEntry,
-  AppendOutcome,
-  Durability,
-  HolderInfo,
-  Journal,
-  JournalCapabilities,
-  JournalEvent,
-  JournalViews,
-  Lease,
-  ListRunsFilter,
-  MessageStore,
-  RunRecord,
-  RunRetention,
-  WorkQueue,
-} from "../types.ts";
+import type { AppendEntry, AppendOutcome } from "../append.ts";
+import type { AcquireOptions, Durability, Journal, JournalCapabilities, ListRunsFilter } from "../journal.ts";
+import type { MessageStore } from "../messages.ts";
+import type { RunRetention } from "../retention.ts";
+import type { HolderInfo, JournalEvent, Lease, RunRecord } from "../runs.ts";
+import type { JournalViews } from "../views.ts";
+import type { WorkQueue } from "../work-queue.ts";
 import { SqliteMessageStore } from "./messages.ts";
 import { SqliteViews } from "./views.ts";
 import { SqliteRetention } from "./retention.ts";

@@ -24,7 +24,7 @@ import type { EventsTable, LeasesTable } from "./tables.ts";
 type Bind = SQLQueryBindings;
 
 /**
- * A runs row's next change number (types.ts, JournalViews): one more than
+ * A runs row's next change number (../views.ts, JournalViews): one more than
  * the highest, of runs and of deleted runs' tombstones (retention.ts), two
  * index seeks (runs_by_change, the tombstones' primary key). Unique and increasing in
  * commit order because writes are serialized (BEGIN IMMEDIATE). Cost:

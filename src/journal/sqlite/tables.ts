@@ -10,22 +10,11 @@
 
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { HolderId, RunId } from "../../shared/ids.ts";
-import type {
-  DeliveryRecord,
-  DeliveryState,
-  JournalEvent,
-  Lease,
-  MessageMode,
-  MessageRecord,
-  PromptRecord,
-  PromptState,
-  RunRecord,
-  RunStatus,
-  StageRow,
-  StageState,
-  WorkItem,
-  WorkState,
-} from "../types.ts";
+import type { DeliveryRecord, DeliveryState, MessageMode, MessageRecord } from "../messages.ts";
+import type { PromptRecord, PromptState } from "../prompts.ts";
+import type { JournalEvent, Lease, RunRecord, RunStatus } from "../runs.ts";
+import type { StageRow, StageState } from "../stage-index.ts";
+import type { WorkItem, WorkState } from "../work-queue.ts";
 
 export interface MetaTable {
   key: string;
@@ -52,7 +41,7 @@ export interface RunsTable {
   control: string | null;
   control_rev: number;
   control_ack: number;
-  /** Increases with every change of the row, across the journal (types.ts, JournalViews). */
+  /** Increases with every change of the row, across the journal (../views.ts, JournalViews). */
   change_seq: number;
 }
 

@@ -1,6 +1,6 @@
 /**
  * The status server's views on SQLite (the contract: JournalViews in
- * ../types.ts). Prepared statements over two indexes: the stage index by
+ * ../views.ts). Prepared statements over two indexes: the stage index by
  * root (stage_index_by_path, whose first column is the root) for stage
  * tallies, the runs by change number (runs_by_change) for what changed
  * since a reader last looked. Neither reads events.
@@ -8,7 +8,9 @@
 
 import type { Database, Statement } from "bun:sqlite";
 import type { RunId } from "../../shared/ids.ts";
-import type { JournalViews, RunChange, RunStatus, StageState, StageTally } from "../types.ts";
+import type { RunStatus } from "../runs.ts";
+import type { StageState } from "../stage-index.ts";
+import type { JournalViews, RunChange, StageTally } from "../views.ts";
 
 /** A row of the stage tally query (the same columns on every backend). */
 export interface TallyRow {

@@ -1,6 +1,6 @@
 /**
  * The work queue on SQLite: stage executions waiting for, held by, or done
- * by workers (states and transitions: see WorkState in ../types.ts).
+ * by workers (states and transitions: see WorkState in ../work-queue.ts).
  *
  * Every statement that changes a leased item is owner-fenced: it names the
  * item, the worker, the generation and the epoch it believes current
@@ -36,20 +36,8 @@ import type { Database, Statement } from "bun:sqlite";
 import type { ErrorInfo } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
-import {
-  isHostScope,
-  type ClaimFilter,
-  type ClaimScope,
-  type Lease,
-  type WorkCommit,
-  type WorkCommitted,
-  type WorkFence,
-  type WorkItem,
-  type CompletionReceipt,
-  type WorkQueue,
-  type WorkReceipt,
-  type WorkState,
-} from "../types.ts";
+import type { Lease } from "../runs.ts";
+import { isHostScope, type ClaimFilter, type ClaimScope, type WorkCommit, type WorkCommitted, type WorkFence, type WorkItem, type CompletionReceipt, type WorkQueue, type WorkReceipt, type WorkState } from "../work-queue.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
 import { toJson, workFromRow, type WorkItemsTable } from "./tables.ts";
 

@@ -1,0 +1,160 @@
+/**
+ * The journal: the source of truth for every run.
+ *
+ * This file is the contract's entry: the `Journal` interface, which hands
+ * out the stores it holds in the same database, each with a contract file
+ * of its own:
+ *
+ * - ./runs.ts: runs, events and leases (the records the interface reads);
+ * - ./append.ts: what one append writes;
+ * - ./work-queue.ts: the queue of stage executions (`Journal.work`);
+ * - ./messages.ts, ./stage-index.ts, ./prompts.ts: messages to stages and
+ *   prompts to humans (`Journal.messages`);
+ * - ./views.ts: reads for the status server (`Journal.views`);
+ * - ./retention.ts: deleting finished runs (`Journal.retention`);
+ * - ./schedules.ts and ./fleet.ts: schedules and worker hosts;
+ * - ../artifacts/store.ts: the artifact store a shared journal offers.
+ *
+ * A backend (sqlite/, postgres/) is a folder implementing `Journal`; the
+ * conformance suite in test/conformance runs against every backend.
+ * Nothing outside journal/ may depend on which backend it talks to:
+ * behaviour differences are expressed as `JournalCapabilities`.
+ */
+
+import type { StorageError } from "../shared/errors.ts";
+import type { RunId } from "../shared/ids.ts";
+import type { ArtifactStore } from "../artifacts/store.ts";
+import type { AppendEntry, AppendOutcome } from "./append.ts";
+import type { FleetStore } from "./fleet.ts";
+import type { MessageStore } from "./messages.ts";
+import type { RunRetention } from "./retention.ts";
+import type { HolderInfo, JournalEvent, Lease, RunRecord, RunStatus } from "./runs.ts";
+import type { ScheduleStore } from "./schedules.ts";
+import type { JournalViews } from "./views.ts";
+import type { WorkQueue } from "./work-queue.ts";
+
+export interface AcquireOptions {
+  timeoutMs: number;
+  /** Take the lease even from a live holder (used only by tests and `cancel --force`). */
+  force?: boolean;
+}
+
+export interface ListRunsFilter {
+  status?: RunStatus;
+  /** Any of these stored statuses (with `status`, both must hold). */
+  statuses?: readonly RunStatus[];
+  /** Runs of the workflow of this name. */
+  workflowName?: string;
+  /** Runs created at or after this time (ms since the epoch). */
+  createdSince?: number;
+  /** Root runs only (default true). */
+  rootsOnly?: boolean;
+  parentId?: RunId;
+  limit?: number;
+  offset?: number;
+}
+
+/**
+ * What callers may rely on beyond the interface, per backend. Each flag is
+ * here because code outside journal/ reads it (named below); a backend
+ * sets what it can promise, and the conformance suite checks each
+ * backend's promise, not one backend's values.
+ */
+export interface JournalCapabilities {
+  /**
+   * A write transaction runs from BEGIN to COMMIT without yielding to the
+   * event loop (SQLite here: synchronous statements; waits for another
+   * process's lock happen before BEGIN). Then `claimMany`'s `onLeased` runs
+   * while nothing else of the process can, and the pool's dispatcher
+   * (src/pool/dispatcher.ts) starts a worker before its claim commits. A
+   * backend that awaits inside a transaction (a network database) says
+   * false, and the dispatcher starts workers after the commit.
+   */
+  synchronousTransactions: boolean;
+}
+
+export type Durability = "full" | "normal";
+
+export interface Journal {
+  readonly capabilities: JournalCapabilities;
+  /** Human description of where the journal lives (path or redacted URL). */
+  readonly location: string;
+  /**
+   * Throws the backend's storage_readonly refusal when this journal was
+   * opened read-only (a home this process may read but not write), so a
+   * command that will change runs says why before it does anything else.
+   * Optional: a backend that is never opened read-only has none.
+   */
+  assertWritable?(): void;
+
+  /**
+   * Take the lease on a root run: created if absent; taken over (epoch + 1)
+   * if expired, released, or held by a process of this host that no longer
+   * exists. A live or remote unexpired holder: throws LeaseHeldError.
+   */
+  acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease>;
+  /** Extend the lease; throws LeaseLostError if holder/epoch no longer match. */
+  renewLease(lease: Lease): Promise<Lease>;
+  /** Give the lease up (a later acquire takes it at once). Fenced; a lost lease is ignored. */
+  releaseLease(lease: Lease): Promise<void>;
+  getLease(rootId: RunId): Promise<Lease | undefined>;
+
+  /**
+   * Append entries in one transaction: the lease is checked first (throws
+   * LeaseLostError and writes nothing if lost), then each entry runs inside
+   * its own savepoint so one bad entry yields an "error" outcome without
+   * sinking the others. Outcomes are in entry order.
+   */
+  append(lease: Lease, entries: AppendEntry[]): Promise<AppendOutcome[]>;
+
+  getRun(id: RunId): Promise<RunRecord | undefined>;
+  /** Runs whose id starts with `prefix` (at most `limit`), newest first. */
+  findRuns(prefix: string, limit: number): Promise<RunRecord[]>;
+  listRuns(filter?: ListRunsFilter): Promise<RunRecord[]>;
+  countRuns(filter?: ListRunsFilter): Promise<number>;
+  /** Events with seq > afterSeq, ascending, at most `limit` (default: all). */
+  readEvents(runId: RunId, afterSeq?: number, limit?: number): Promise<JournalEvent[]>;
+
+  /**
+   * Ask the process driving a run to do something ("cancel", "pause",
+   * "unpause"): unfenced, bumps controlRev and returns the new revision.
+   * The driver sees it on its next poll and records `controlAck` once it
+   * (and every worker) applied it.
+   */
+  requestControl(runId: RunId, action: string): Promise<number>;
+
+  /** The work queue of stage executions (./work-queue.ts; docs/design/pool.md), in the same database. */
+  readonly work: WorkQueue;
+
+  /** Reads for the status server whose cost follows what changed, not the history (below). */
+  readonly views: JournalViews;
+
+  /** Messages to stages and prompts to humans (./messages.ts; docs/design/intercom.md), in the same database. */
+  readonly messages: MessageStore;
+
+  /** Deleting finished runs and giving their space back (`atomic gc`, the service's retention). */
+  readonly retention: RunRetention;
+  /** Schedules (`atomic schedule`, the service's scheduler): the contract is ./schedules.ts. */
+  readonly schedules: ScheduleStore;
+  /** Worker hosts (./fleet.ts): only on a journal that several machines share. */
+  readonly fleet?: FleetStore;
+
+  /**
+   * An artifact store in the journal's own database that every host of it
+   * can read (../artifacts/store.ts), for backends shared between hosts;
+   * absent on the embedded journal (the local files are the store).
+   */
+  artifactStore?(opts: { maxFileBytes: number }): ArtifactStore;
+
+  /**
+   * Whether the storage is still the one this process opened: a
+   * `storage_unavailable` error to stop with when it is not (the embedded
+   * journal's file was deleted or replaced: writes would go to a file
+   * nobody reads); undefined while it is. Cheap (a stat): called before a
+   * run reports how it ended and periodically while it runs.
+   */
+  storageFault(): StorageError | undefined;
+
+  close(): Promise<void>;
+}
+
