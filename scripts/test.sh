@@ -8,6 +8,7 @@ bash scripts/install-chromium.sh
 bash scripts/install-agents.sh
 bash scripts/install-faketime.sh
 bash scripts/install-postgres.sh
+bash scripts/install-shells.sh
 echo "type-checking..."
 node_modules/.bin/tsc --noEmit -p .
 node_modules/.bin/bun scripts/build.ts

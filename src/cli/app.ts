@@ -11,100 +11,12 @@ import { runCommand, type ArgsDef, type CommandDef } from "citty";
 import { AtomicError, ensureError, errorInfo } from "../shared/errors.ts";
 import { HOST_ID_ENV } from "../shared/process-info.ts";
 import { redact } from "../shared/secrets.ts";
-import { VERSION } from "../shared/version.ts";
+import { buildInfo, VERSION } from "../shared/version.ts";
 import { liftGlobals } from "./globals.ts";
-import { commandHelp, kebab, topHelp, type CommandHelp } from "./help.ts";
+import { COMMANDS } from "./command-table.ts";
+import { commandHelp, kebab, topHelp } from "./help.ts";
 import { startSession, type CliSession } from "./session.ts";
 import { err as writeErr, exit, installOutput, out } from "./output.ts";
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each command has its own args type
-type Loader = () => Promise<CommandDef<any>>;
-
-export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
-  run: {
-    summary: "run a workflow file, or a builtin by name",
-    examples: ["atomic run ./review.ts --input dir=src --input depth=3", "atomic run ./review.ts --detach", "atomic run fan-out-and-synthesize --input prompt=\"Review src/ for bugs\"", "atomic run triage --inputs-json inputs.json --max-cost 2", "atomic run ./review.ts --id review-2026-12-01 --input dir=src", "atomic run ./review.ts --json | jq -c 'select(.type == \"result\")'"],
-    load: () => import("./commands/run.ts").then((m) => m.default),
-  },
-  resume: {
-    summary: "continue an interrupted, crashed or failed run",
-    examples: ["atomic resume 01m8rf", "atomic resume 01m8rf --max-cost 5", "atomic resume 01m8rf --max-cost 5 --detach"],
-    load: () => import("./commands/resume.ts").then((m) => m.default),
-  },
-  rerun: {
-    summary: "start a new run of a run's workflow with its inputs (--input overrides)",
-    examples: ["atomic rerun 01m8rf", "atomic rerun 01m8rf --input depth=3"],
-    load: () => import("./commands/rerun.ts").then((m) => m.default),
-  },
-  fork: {
-    summary: "start a new run that reuses a run's results up to a step and runs the rest",
-    examples: ["atomic fork 01m8rf --at review", "atomic fork 01m8rf --at '#4'"],
-    load: () => import("./commands/fork.ts").then((m) => m.default),
-  },
-  worker: {
-    summary: "run stages of any run from a shared Postgres journal on this machine (a worker host)",
-    examples: ["atomic worker --journal postgres://atomic@db:5432/atomic", "atomic worker --journal postgres://atomic@db/atomic --slots 8 --queues default,gpu --workdir /srv/checkout"],
-    load: () => import("./commands/worker.ts").then((m) => m.default),
-  },
-  workers: {
-    summary: "list worker hosts of a shared Postgres journal and what their workers run",
-    examples: ["atomic workers --journal postgres://atomic@db:5432/atomic", "atomic workers --all --json | jq -c 'select(.state == \"lost\")'"],
-    load: () => import("./commands/workers.ts").then((m) => m.default),
-  },
-  gc: {
-    summary: "delete old finished runs and their artifacts; shrink the journal",
-    examples: ["atomic gc --dry-run", "atomic gc --older-than 7d", "atomic gc --older-than 90d --status failed,crashed --force"],
-    load: () => import("./commands/gc.ts").then((m) => m.default),
-  },
-  runs: {
-    summary: "list runs",
-    examples: ["atomic runs", "atomic runs --status crashed,failed --since 2h", "atomic runs --workflow review --json"],
-    load: () => import("./commands/runs.ts").then((m) => m.default),
-  },
-  show: {
-    summary: "show a run: stages, outputs, errors, timings",
-    examples: ["atomic show 01m8rf", "atomic show 01m8rf --json | jq .run.outputs"],
-    load: () => import("./commands/show.ts").then((m) => m.default),
-  },
-  logs: {
-    summary: "print a run's stage output (--follow to keep reading)",
-    examples: ["atomic logs 01m8rf --stage list", "atomic logs 01m8rf --follow", "atomic logs 01m8rf --stage summarize/report --no-stderr"],
-    load: () => import("./commands/logs.ts").then((m) => m.default),
-  },
-  pause: { summary: "pause a live run: no new step starts", examples: ["atomic pause 01m8rf"], load: () => import("./commands/pause.ts").then((m) => m.default) },
-  unpause: { summary: "let a paused run go on", examples: ["atomic unpause 01m8rf"], load: () => import("./commands/unpause.ts").then((m) => m.default) },
-  cancel: { summary: "cancel a run (live or not)", examples: ["atomic cancel 01m8rf", "atomic cancel 01m8rf --wait 60"], load: () => import("./commands/cancel.ts").then((m) => m.default) },
-  send: {
-    summary: "send a message to a stage (live now, or before it starts)",
-    examples: ['atomic send 01m8rf review "focus on the tests"', 'atomic send 01m8rf "review/*" "stop and summarize" --mode interrupt'],
-    load: () => import("./commands/send.ts").then((m) => m.default),
-  },
-  answer: { summary: "answer a question a run asked (ctx.ask)", examples: ["atomic answer 01m8rf q2rgm5mf yes"], load: () => import("./commands/answer.ts").then((m) => m.default) },
-  inbox: { summary: "list a run's messages per stage and its questions", examples: ["atomic inbox 01m8rf"], load: () => import("./commands/inbox.ts").then((m) => m.default) },
-  sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
-  serve: {
-    summary: "the local service: the status page and API, and runs recovered and woken by themselves",
-    examples: ["atomic serve", "atomic serve --port 8080 --open", "atomic serve --max-runs 8", "atomic serve --no-recover", "atomic serve --no-schedules"],
-    load: () => import("./commands/serve.ts").then((m) => m.default),
-  },
-  schedule: {
-    summary: "add, list, show, pause, unpause, trigger or delete schedules (atomic serve runs them)",
-    examples: [
-      'atomic schedule add nightly --cron "0 9 * * 1-5" --tz Europe/Berlin ./review.ts --input dir=src',
-      "atomic schedule list",
-      "atomic schedule trigger nightly",
-      "atomic schedule pause nightly",
-    ],
-    load: () => import("./commands/schedule.ts").then((m) => m.default),
-  },
-  workflows: {
-    summary: "list workflows in .atomic/workflows/ and the builtins (or one's inputs and outputs)",
-    examples: ["atomic workflows", "atomic workflows --inputs ./review.ts", "atomic workflows loop-until-done --source"],
-    load: () => import("./commands/workflows.ts").then((m) => m.default),
-  },
-  doctor: { summary: "say which runners (agents) are usable here and why not", examples: ["atomic doctor", "atomic doctor --check-endpoint"], load: () => import("./commands/doctor.ts").then((m) => m.default) },
-  version: { summary: "print the version", examples: ["atomic version", "atomic --version --json"], load: () => import("./commands/version.ts").then((m) => m.default) },
-};
 
 /** The binary's command line: runs `argv`, then exits once stdout and stderr have been read. */
 export async function cliMain(argv: readonly string[]): Promise<never> {
@@ -126,7 +38,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
       return 0;
     }
     if (name === "--version" || name === "-v") {
-      out(s.globals.json ? `${JSON.stringify({ version: VERSION, bun: Bun.version })}\n` : `${VERSION}\n`);
+      out(s.globals.json ? `${JSON.stringify(buildInfo())}\n` : `${VERSION}\n`);
       return 0;
     }
     const entry = COMMANDS[name];

@@ -21,8 +21,8 @@ export interface GlobalOptions {
   hostId: string | undefined;
 }
 
-const VALUE_FLAGS = ["home", "journal", "durability", "host-id"] as const;
-const BOOL_FLAGS = ["json", "quiet", "verbose", "no-color"] as const;
+export const VALUE_FLAGS = ["home", "journal", "durability", "host-id"] as const;
+export const BOOL_FLAGS = ["json", "quiet", "verbose", "no-color"] as const;
 
 export const GLOBAL_HELP = [
   ["--home DIR", "where atomic keeps its journal and artifacts (ATOMIC_HOME, default ~/.atomic)"],

@@ -30,7 +30,7 @@ import { formatTime } from "../style.ts";
 import { renderTable } from "../table.ts";
 import { readInputsJson } from "./run.ts";
 
-const ACTIONS = ["add", "list", "show", "pause", "unpause", "trigger", "delete"] as const;
+export const ACTIONS = ["add", "list", "show", "pause", "unpause", "trigger", "delete"] as const;
 type Action = (typeof ACTIONS)[number];
 
 /** Lower case (tick run ids are: shared/ids.ts), safe in a run id. */
