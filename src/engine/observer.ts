@@ -44,7 +44,7 @@ export type EngineEvent =
   | { type: "stage_output"; runId: string; position: string; name: string; stream: "stdout" | "stderr"; text: string }
   /** A running agent stage reported usage (a delta: one model turn, or a CLI agent's step). */
   | { type: "stage_usage"; runId: string; position: string; name: string; usage: Partial<Usage> }
-  /** A stage waits to start (admission: agent sessions busy, host under pressure), and why. */
+  /** A stage waits to start (admission: agent sessions busy, host under pressure; the run is paused), and why. */
   | { type: "step_waiting"; runId: string; position: string; name: string; reason: string; at: number }
   | { type: "log"; runId: string; message: string; at: number }
   | { type: "paused" | "unpaused"; runId: string; at: number }

@@ -13,6 +13,7 @@ import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "
 import { join } from "node:path";
 import { BUN, ROOT, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { journalUrlForHome } from "../helpers/postgres.ts";
+import { openJournal } from "../../src/journal/open.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
 import { alive, lastRun, show, stage } from "./support.ts";
@@ -242,16 +243,27 @@ e2eTest("the coordinator's own stall (SIGSTOP for twice the lease) is not charge
   const home = makeTempDir();
   const d = makeTempDir();
   const command = `echo $PPID > ${d}/worker.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo done`;
-  const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "1", "--work-lease-ms", "2000"], { home });
+  const leaseMs = 2_000;
+  const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "1", "--work-lease-ms", String(leaseMs)], { home });
   const worker = await pidFile(`${d}/worker.pid`);
   const coordinator = parentOf(worker);
-  kill(coordinator, "SIGSTOP");
-  await Bun.sleep(4_000); // the worker's heartbeats go unread meanwhile
-  kill(coordinator, "SIGCONT");
-  await Bun.sleep(1_500); // three sweeps after it woke
+  const run = await lastRun(home);
+  // The item's lease as the journal has it: only the coordinator renews it (from the worker's heartbeats).
+  const journal = await openJournal({ home, durability: "full", journalUrl: journalUrlForHome(home) });
+  const leaseEnd = async () => (await journal.work.list(run.id))[0]?.leaseExpiresAt ?? 0;
+  try {
+    kill(coordinator, "SIGSTOP");
+    // Stopped for twice the lease: the journal's lease is a whole lease past due (the heartbeats go unread meanwhile).
+    await waitUntil(async () => Date.now() > (await leaseEnd()) + leaseMs, 30_000, "the stopped coordinator's lease to be a lease past due");
+    const woke = Date.now();
+    kill(coordinator, "SIGCONT");
+    // Three sweeps (500 ms apart) after it woke: it renewed the lease from a heartbeat it read 1.5 s after waking or later.
+    await waitUntil(async () => (await leaseEnd()) >= woke + 1_500 + leaseMs, 30_000, "a renewal 1.5 s after the coordinator woke");
+  } finally {
+    await journal.close();
+  }
   writeFileSync(`${d}/gate`, "");
   expect(await proc.exited).toBe(0);
-  const run = await lastRun(home);
   const work = stage(await show(home, run.id), "work");
   expect([work.status, work.generation]).toEqual(["completed", 1]);
   const log = readFileSync(join(home, "artifacts", run.id, "worker-logs", "coordinator.log"), "utf8");
@@ -287,7 +299,8 @@ e2eTest("pause from another process: no new stage starts; unpause: the run finis
   const d = makeTempDir();
   const out = join(d, "effects.txt");
   const first = `echo $$ > ${d}/first.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo first`;
-  const proc = spawnAtomic(["run", STAGES, "--input", "n=3", "--input", `out=${out}`, "--input", `firstCommand=${first}`], { home });
+  const proc = spawnAtomic(["--json", "run", STAGES, "--input", "n=3", "--input", `out=${out}`, "--input", `firstCommand=${first}`], { home });
+  const events = lineWatcher(proc.stdout);
   await pidFile(`${d}/first.pid`);
   const run = await lastRun(home);
   const paused = await runAtomic(["pause", run.id], { home });
@@ -299,8 +312,8 @@ e2eTest("pause from another process: no new stage starts; unpause: the run finis
   expect(stage(await show(home, run.id), "first").status).toBe("running");
   writeFileSync(`${d}/gate`, "");
   await waitUntil(async () => stage(await show(home, run.id), "first")?.status === "completed", 20_000, "first to complete");
-  // While paused, the fan-out after "first" must not start: give it every chance (several control polls).
-  await Bun.sleep(1_500);
+  // While paused, the fan-out after "first" must not start: each of its stages reached the start gate and is held there.
+  for (const name of ["s0", "s1", "s2"]) await events.waitFor(new RegExp(`"type":"step_waiting".*"name":"${name}".*"reason":"the run is paused"`), 20_000);
   expect(existsSync(out)).toBe(false);
   expect((await show(home, run.id)).steps.filter((s: Record<string, any>) => s.name.startsWith("s"))).toEqual([]);
   const unpaused = await runAtomic(["unpause", run.id], { home });
@@ -324,8 +337,9 @@ e2eTest("paused: a queued stage cancelled meanwhile does not let an older queued
   expect((await runAtomic(["pause", run.id], { home })).code).toBe(0);
   // x fails: its group cancels the queued y, and a worker is free. z is older than y and not cancelled.
   writeFileSync(`${d}/go-x`, "");
+  // y ends (cancelled) only once the coordinator settled it, after x's commit, where x's worker would have claimed its
+  // next item and been dispatched again had the pool not been paused: nothing else dispatches until the unpause.
   await events.waitFor(/"type":"step_ended".*"name":"y".*"status":"cancelled"/, 20_000);
-  await Bun.sleep(1_000); // every chance for z to start, if it would
   expect(existsSync(`${d}/effects`)).toBe(false);
   expect(events.lines.filter((l) => /"type":"step_ended".*"name":"z"/.test(l))).toEqual([]);
   expect((await runAtomic(["unpause", run.id], { home })).code).toBe(0);
