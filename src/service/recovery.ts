@@ -74,6 +74,8 @@ export class RecoveryDuty implements Duty {
   private readonly due: DueRuns;
   /** Things said once per run and cause (opted out, sleeping until ...), so the log does not repeat every scan. */
   private readonly said = new Set<string>();
+  /** Scans finished since the service started (GET /api/service): a run a scan passed over was looked at and left. */
+  private scans = 0;
 
   constructor(private readonly service: ServiceOptions) {
     this.due = new DueRuns(service.journal);
@@ -93,7 +95,7 @@ export class RecoveryDuty implements Duty {
   }
 
   describe(): unknown {
-    return { maxRuns: this.service.maxRuns, driving: this.drives.size, runs: this.recovered() };
+    return { maxRuns: this.service.maxRuns, driving: this.drives.size, scans: this.scans, runs: this.recovered() };
   }
 
   start(): void {
@@ -117,6 +119,7 @@ export class RecoveryDuty implements Duty {
         .catch((err: unknown) => this.service.log({ type: "service_error", message: `recovery scan failed: ${String((err as Error)?.message ?? err)}; retrying` }))
         .finally(() => {
           this.scanning = undefined;
+          this.scans++;
           this.schedule(SCAN_MS);
         });
     }, ms);

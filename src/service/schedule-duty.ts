@@ -64,7 +64,7 @@ export class ScheduleDuty implements Duty {
   }
 
   describe(): unknown {
-    return { started: this.started };
+    return { started: this.started, passes: this.scheduler.passes };
   }
 }
 

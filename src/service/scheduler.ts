@@ -87,8 +87,14 @@ export class Scheduler {
   private readonly repaired = new Set<string>();
   /** The last failure said per schedule (pass: once, not every second). */
   private readonly failures = new Map<string, string>();
+  private passCount = 0;
 
   constructor(private readonly opts: SchedulerOptions) {}
+
+  /** Passes finished (GET /api/service): a tick due before a pass began was seen by it. */
+  get passes(): number {
+    return this.passCount;
+  }
 
   /** Passes every `intervalMs` until stop(). */
   start(): void {
@@ -96,6 +102,7 @@ export class Scheduler {
     const loop = () => {
       this.running = this.pass().finally(() => {
         this.running = undefined;
+        this.passCount++;
         if (!this.stopped) this.timer = setTimeout(loop, this.opts.intervalMs ?? DEFAULT_INTERVAL_MS);
       });
     };

@@ -9,7 +9,7 @@ import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type RecordedRequest } from "../helpers/fake-openai.ts";
-import { newSetup, serviceCleanup, startService, untilStatus } from "./support.ts";
+import { newSetup, serviceCleanup, startService, twoScansLater, untilStatus } from "./support.ts";
 
 serviceCleanup();
 
@@ -29,7 +29,7 @@ test("blocked by --max-cost, then resume --max-cost --detach: the service contin
     const service = startService(s, [], env);
     await service.log.waitFor(/"type":"service_active"/);
     // Blocked by a person's budget: not the service's to continue on its own.
-    await Bun.sleep(1000);
+    await twoScansLater(service);
     expect(service.events("drive_started")).toEqual([]);
     const raised = await runAtomic(["--home", s.home, "resume", runId, "--max-cost", "1", "--detach"], { home: s.home, env });
     expect(raised.code).toBe(0);

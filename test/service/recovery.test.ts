@@ -24,11 +24,13 @@ import {
   kill9,
   newSetup,
   runIdOf,
+  serviceApi,
   serviceCleanup,
   show,
   sideEffects,
   startRun,
   startService,
+  twoScansLater,
   untilStatus,
 } from "./support.ts";
 
@@ -52,9 +54,9 @@ test("kill -9 of a run's driver while the service runs: the service resumes it; 
   expect(started.map((e) => [e.runId, e.reason])).toEqual([[runId, "crashed"]]);
   await service.log.waitFor(/"type":"drive_ended".*"status":"completed"/);
   // The page's detail says the service recovered it; the list marks it.
-  const api = await apiGet(s, service, `/api/runs/${runId}`);
+  const api = await serviceApi(service, `/api/runs/${runId}`);
   expect(api.run.recoveredByService).toBe(1);
-  const list = await apiGet(s, service, "/api/runs");
+  const list = await serviceApi(service, "/api/runs");
   expect(list.runs.find((r: { id: string }) => r.id === runId).recovered).toBe(1);
 }, T);
 
@@ -127,7 +129,7 @@ test("a run whose workflow file was deleted stays crashed, with the reason in ru
   expect([listed.status, listed.error.code]).toEqual(["crashed", "recovery_stopped"]);
   // A later scan passes it over: no drive was ever started.
   await service.log.waitFor(/"type":"service_active"/);
-  await Bun.sleep(1500);
+  await twoScansLater(service);
   expect(service.events("drive_started")).toEqual([]);
   expect(service.events("run_left").length).toBe(1);
 }, T);
@@ -166,7 +168,7 @@ test("ctx.ask answered while nothing drives the run: the service continues it wi
   // Parked on its question, with no driver: the service waits for the answer, it does not spin a drive.
   const inbox = JSON.parse((await runAtomic(["--home", s.home, "--json", "inbox", runId], { home: s.home })).stdout);
   const promptId = (inbox.prompts ?? inbox.questions)[0].id as string;
-  await Bun.sleep(1500);
+  await twoScansLater(service);
   expect(service.events("drive_started")).toEqual([]);
   const answered = await runAtomic(["--home", s.home, "answer", runId, promptId, "yes"], { home: s.home });
   expect(answered.code).toBe(0);
@@ -361,13 +363,4 @@ async function recordedWakeAt(s: ReturnType<typeof newSetup>, runId: string): Pr
   } finally {
     await journal.close();
   }
-}
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of the API
-async function apiGet(s: ReturnType<typeof newSetup>, service: ReturnType<typeof startService>, path: string): Promise<any> {
-  const serving = JSON.parse(service.log.lines[0]!) as { url: string; tokenFile: string };
-  const token = (await Bun.file(serving.tokenFile).text()).trim();
-  const res = await fetch(new URL(path, serving.url), { headers: { Authorization: `Bearer ${token}` } });
-  expect(res.status).toBe(200);
-  return res.json();
 }

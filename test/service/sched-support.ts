@@ -38,3 +38,17 @@ export async function startServe(opts: AtomicOptions, args: string[] = []) {
   expect(m).not.toBeNull();
   return { proc, out, url: m![1]!, token: m![2]! };
 }
+
+/** GET /api/service of a service startServe started: its state (active or standby) and each duty's counts. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of the API
+export async function serviceState(serve: { url: string; token: string }): Promise<any> {
+  const res = await fetch(new URL("/api/service", serve.url), { headers: { Authorization: `Bearer ${serve.token}` } });
+  expect(res.status).toBe(200);
+  return res.json();
+}
+
+/** Waits until `count` (a counter of /api/service) grew by `by`. */
+export async function counterGrows(serve: { url: string; token: string }, count: (state: any) => number, by: number, what: string): Promise<void> {
+  const from = count(await serviceState(serve));
+  await waitUntil(async () => count(await serviceState(serve)) >= from + by, 30_000, what);
+}

@@ -12,7 +12,7 @@ import { runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { trackHomes } from "../helpers/homes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { expectOneSentenceError, listRuns } from "../e2e/support.ts";
-import { COUNT, cleanHome, effects, startServe } from "./sched-support.ts";
+import { COUNT, cleanHome, counterGrows, effects, serviceState, startServe } from "./sched-support.ts";
 
 const track = trackHomes();
 const homes: string[] = [];
@@ -116,9 +116,11 @@ test("two services on one home start each tick exactly once; --no-schedules star
   const { home, dir, log } = newHome();
   expect((await runAtomic(["schedule", "add", "every2", "--cron", "*/2 * * * * *", COUNT, "--input", `log=${log}`, "--overlap", "allow"], { home, cwd: dir })).code).toBe(0);
 
-  // A service without schedules: two ticks pass, nothing starts.
+  // A service without schedules: two ticks pass (the second one due, then two whole scans of its recovery duty), nothing starts.
   const idle = await startServe({ home, cwd: dir }, ["--no-schedules"]);
-  await Bun.sleep(4_500);
+  const { nextTickAt } = JSON.parse((await runAtomic(["schedule", "show", "every2", "--json"], { home, cwd: dir })).stdout) as Shown;
+  await waitUntil(() => Date.now() > nextTickAt! + 2_000, 30_000, "two ticks to be due");
+  await counterGrows(idle, (st) => st.recovery.scans, 3, "two more recovery scans");
   expect(await listRuns(home)).toEqual([]);
   idle.proc.kill("SIGINT");
   expect(await idle.proc.exited).toBe(0);
@@ -129,7 +131,9 @@ test("two services on one home start each tick exactly once; --no-schedules star
   await waitUntil(() => started().length >= 4, 60_000, "four ticks started");
   // No more ticks; the services drive what was started to its end.
   expect((await runAtomic(["schedule", "pause", "every2"], { home, cwd: dir })).code).toBe(0);
-  await Bun.sleep(1_500); // a pass that read the schedule before the pause may still start its tick
+  // A pass that read the schedule before the pause may still start its tick: the active service finishes it and two more.
+  const active = (await serviceState(a)).state === "active" ? a : b;
+  await counterGrows(active, (st) => st.schedules.passes, 3, "two more schedule passes");
   const ids = started().map((l) => /started run (\S+)$/.exec(l)![1]!);
   expect(new Set(ids).size).toBe(ids.length); // no tick started by both services
   await waitUntil(async () => (await listRuns(home)).filter((r) => r.status === "completed").length === ids.length, 60_000, "every tick's run to complete");

@@ -9,7 +9,10 @@
 import { expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
-import { countsByStep, drivesOf, kill9, newSetup, runIdOf, serviceCleanup, show, startRun, startService, untilStatus } from "./support.ts";
+import { journalUrlForHome } from "../helpers/postgres.ts";
+import { openJournal } from "../../src/journal/open.ts";
+import { SERVICE_LEASE_KEY } from "../../src/service/service-lease.ts";
+import { countsByStep, drivesOf, kill9, newSetup, runIdOf, serviceCleanup, show, startRun, startService, twoScansLater, untilStatus } from "./support.ts";
 
 serviceCleanup();
 
@@ -26,7 +29,14 @@ test("serve --no-recover --no-schedules: the page, no recovery; a crashed run st
   const token = (await Bun.file(serving.tokenFile).text()).trim();
   const res = await fetch(new URL("/api/service", serving.url), { headers: { Authorization: `Bearer ${token}` } });
   expect(await res.json()).toMatchObject({ state: "active", duties: [], active: { self: true } });
-  await Bun.sleep(1500);
+  // The service renewed its lease after the run crashed: it was active all that time, and left the run alone.
+  const crashedAt = Date.now();
+  const journal = await openJournal({ home: s.home, durability: "full", journalUrl: journalUrlForHome(s.home) });
+  try {
+    await waitUntil(async () => ((await journal.getLease(SERVICE_LEASE_KEY))?.renewedAt ?? 0) > crashedAt, 30_000, "the service to renew its lease");
+  } finally {
+    await journal.close();
+  }
   expect(service.events("drive_started")).toEqual([]);
   expect((await show(s, runId)).status).toBe("crashed");
 }, 120_000);
@@ -43,7 +53,7 @@ test("--max-runs 1: two crashed runs are driven one after the other, never both 
   const service = startService(s, ["--max-runs", "1"]);
   // One drive reaches the gate and waits there; the other run waits for the slot.
   await waitUntil(() => ids.some((id) => countsByStep(s, id).gate === 2), 60_000, "a drive at the gate");
-  await Bun.sleep(1500);
+  await twoScansLater(service);
   expect(service.events("drive_started").length).toBe(1);
   expect(drivesOf(s).length).toBe(1);
   writeFileSync(s.gateFile, "open");

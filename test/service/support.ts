@@ -87,6 +87,27 @@ export function startService(s: Setup, args: string[] = [], env: Record<string, 
   };
 }
 
+/** GET `path` of the service's status API, at the address and with the token its first log line names. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- JSON of the API
+export async function serviceApi(service: ServiceProc, path: string): Promise<any> {
+  const serving = JSON.parse(service.log.lines[0]!) as { url: string; tokenFile: string };
+  const token = (await Bun.file(serving.tokenFile).text()).trim();
+  const res = await fetch(new URL(path, serving.url), { headers: { Authorization: `Bearer ${token}` } });
+  expect(res.status).toBe(200);
+  return res.json();
+}
+
+/**
+ * Waits until the recovery duty finished two whole scans that began after
+ * this call (GET /api/service counts them): every run a scan would drive was
+ * driven by then, so a run still not driven was looked at and left.
+ */
+export async function twoScansLater(service: ServiceProc): Promise<void> {
+  const scans = async () => (await serviceApi(service, "/api/service")).recovery.scans as number;
+  const from = await scans();
+  await waitUntil(async () => (await scans()) >= from + 3, 30_000, "two more recovery scans");
+}
+
 /** Starts a run of the fixture, driven by this process (`atomic run --json`). */
 export function startRun(s: Setup, mode: string, file = FIXTURE, env: Record<string, string> = {}) {
   const proc = spawnAtomic(
