@@ -39,8 +39,8 @@ import { join } from "node:path";
 import { ChatClient } from "../src/runners/openai/chat-client.ts";
 import { OpenAIRunner } from "../src/runners/openai/openai-runner.ts";
 import type { StageRequest } from "../src/runners/types.ts";
+import { descendants } from "./process-tree.ts";
 import {
-  BUN,
   ROOT,
   TMPFS,
   alternate,
@@ -51,6 +51,7 @@ import {
   removeTempDir,
   spawnTracked,
   spread,
+  startFakeProvider,
   tempDir,
   type Bench,
   type Result,
@@ -62,18 +63,7 @@ const WARMUP_LOOPS = 3;
 const DELTAS = 50_000;
 const RSS_TARGET_MB = 50;
 
-async function startServer(): Promise<{ url: string; stop(): void }> {
-  const proc = spawnTracked([BUN, join(ROOT, "bench", "fake-openai-server.ts")], { stdout: "pipe", stderr: "inherit", env: { ...(process.env as Record<string, string>), FAKE_TURNS: String(TURNS) } });
-  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
-  let text = "";
-  while (!/url (\S+)\n/.test(text)) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error("the fake server did not start");
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return { url: /url (\S+)\n/.exec(text)![1]!, stop: () => proc.kill("SIGTERM") };
-}
+const startServer = () => startFakeProvider({ FAKE_TURNS: String(TURNS) });
 
 async function loopOverhead(): Promise<Result> {
   const server = await startServer();
@@ -204,31 +194,6 @@ async function runSampled(cmd: string[], env: Record<string, string>): Promise<{
   const peakByRole: Record<string, number> = {};
   for (const { role, mb } of peaks.values()) peakByRole[role] = Math.max(peakByRole[role] ?? 0, mb);
   return { code: proc.exitCode, peakByRole, rootCpuMs };
-}
-
-function descendants(pid: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      const list = children.get(ppid) ?? [];
-      list.push(Number(name));
-      children.set(ppid, list);
-    } catch {
-      // gone
-    }
-  }
-  const out: number[] = [];
-  const walk = (p: number) => {
-    for (const c of children.get(p) ?? []) {
-      out.push(c);
-      walk(c);
-    }
-  };
-  walk(pid);
-  return out;
 }
 
 async function deltaMemory(): Promise<Result[]> {

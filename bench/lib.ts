@@ -444,6 +444,24 @@ export async function runTimed(
   return { ms, code: proc.exitCode, signal: proc.signalCode === null ? null : String(proc.signalCode), stdout, stderr };
 }
 
+/**
+ * The benchmarks' fake OpenAI-compatible provider (bench/fake-openai-server.ts)
+ * in a process of its own, so its work is not charged to the benchmark's
+ * process; `env` sets its script's knobs (FAKE_TURNS, FAKE_LATENCY_TURNS).
+ */
+export async function startFakeProvider(env: Record<string, string> = {}): Promise<{ url: string; stop(): void }> {
+  const proc = spawnTracked([BUN, join(ROOT, "bench", "fake-openai-server.ts")], { stdout: "pipe", stderr: "inherit", env: { ...(process.env as Record<string, string>), ...env } });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  let text = "";
+  while (!/url (\S+)\n/.test(text)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the fake provider did not start");
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { url: /url (\S+)\n/.exec(text)![1]!, stop: () => proc.kill("SIGTERM") };
+}
+
 /** Reads NDJSON lines from a stream, calling `onLine` with each parsed object until it returns true. */
 export async function readNdjson(
   stream: ReadableStream<Uint8Array>,
@@ -465,6 +483,11 @@ export async function readNdjson(
 }
 
 // ---------------------------------------------------------------- memory
+
+/** "1.23 0.98 0.75" from /proc/loadavg: how busy the shared machine was around a figure. */
+export function loadAverage(): string {
+  return readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+}
 
 /** This process's peak resident set (VmHWM), in MB. */
 export function selfPeakRssMb(): number {

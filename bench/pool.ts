@@ -12,7 +12,9 @@
  *    the way the shell runner did until it gave stages their output files
  *    directly), timed inside that process from the first spawn to the last
  *    exit. The baseline was kept as it was when the runner changed.
- *    Target: median makespan at most 1.5x the median baseline. For scale,
+ *    For information only: the 1.5x target was withdrawn (issue 25; real
+ *    stages are agent calls of seconds, measured by bench/agent-stages.ts
+ *    and bench/shell-fanout.ts). For scale,
  *    also the worker structure without any pool: 4 Bun processes spawning
  *    125 each, one at a time, and each pool process's CPU time per stage
  *    (on a 2-CPU machine both sides are CPU-bound, so the makespan ratio
@@ -77,11 +79,10 @@ const WF = join(WORKFLOWS, "pool.ts");
 const WORKERS = 4;
 
 const STAGES = 500;
-/** Pairs of runs (direct spawning, then the pool); 9 rather than 5 since the ratio sits near its target and one run varies by ±5 %. */
-const MAKESPAN_REPS = 9;
+/** Pairs of runs (direct spawning, then the pool); the figure is information only. */
+const MAKESPAN_REPS = 5;
 /** Runs of the home-on-disk variant (information only). */
 const DISK_REPS = 5;
-const MAKESPAN_TARGET = 1.5;
 
 const LATENCY_STAGES = 41;
 const IPC_ROUND_TRIPS = 400;
@@ -261,12 +262,11 @@ async function makespan(bin: string): Promise<Result[]> {
   const results: Result[] = [
     {
       bench: "pool",
-      label: `pool makespan, ${STAGES} \`true\` stages on ${WORKERS} workers (first stage start to run end, --json events${TMPFS ? "; ATOMIC_HOME in /dev/shm" : ""})`,
+      label: `pool makespan (information; target withdrawn), ${STAGES} \`true\` stages on ${WORKERS} workers (first stage start to run end, --json events${TMPFS ? "; ATOMIC_HOME in /dev/shm" : ""})`,
       value: ms,
       unit: "ms",
       baseline: { label: `one Bun process spawning /bin/sh -c true ${STAGES} times, ${WORKERS} at a time (piped stdio read to the end)`, value: baseMs, unit: "ms" },
       ratio: { value: ratio, meaning: "pool makespan ÷ direct spawning" },
-      target: { text: `ratio <= ${MAKESPAN_TARGET}`, ok: ratio <= MAKESPAN_TARGET },
       notes: [
         `pool makespan: ${spread(pool.map((p) => p.makespan))}; whole \`atomic run\` process: ${spread(pool.map((p) => p.wall))}`,
         `direct spawning: ${spread(base.map((b) => b.ms))}`,

@@ -29,10 +29,16 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
   "status-scale": { load: () => import("./status-scale.ts").then((m) => m.default), usesBinary: false },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
+  "agent-stages": { load: () => import("./agent-stages.ts").then((m) => m.default), usesBinary: true },
+  "agent-loop": { load: () => import("./agent-loop.ts").then((m) => m.default), usesBinary: true },
+  // 10,000 stages of `sleep 0.05` on 4 workers: two minutes of sleeping at the least.
+  "shell-fanout": { load: () => import("./shell-fanout.ts").then((m) => m.default), usesBinary: true, timeoutMs: 600_000 },
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
   service: { load: () => import("./service.ts").then((m) => m.default), usesBinary: true },
+  // 1,000 sequential steps quiet and beside two CPU hogs, 5 pairs, on SQLite and on Postgres.
+  contention: { load: () => import("./contention.ts").then((m) => m.default), usesBinary: true, timeoutMs: 400_000 },
   postgres: { load: () => import("./postgres.ts").then((m) => m.default), usesBinary: false },
   "postgres-recovery": { load: () => import("./postgres-recovery.ts").then((m) => m.default), usesBinary: true },
   "pg-claims": { load: () => import("./pg-claims.ts").then((m) => m.default), usesBinary: false },

@@ -50,9 +50,17 @@ const CONTROL_ACK_TIMEOUT_MS = 5_000;
 const MAX_STARTUP_FAILURES = 3;
 const MAX_RENEW_FAILURES = 3;
 
+/** A control revision waiting for the workers that were live when it was sent. */
+interface ControlWait {
+  live: WorkerSlot[];
+  acks: Set<string>;
+  done(): void;
+}
+
 export class Supervisor {
   private readonly slots = new Map<string, WorkerSlot>();
-  private readonly controlAcks = new Map<number, Set<string>>();
+  /** Control revisions sent to the workers and waiting for their acks (control()). */
+  private readonly controlWaits = new Map<number, ControlWait>();
   private workerSeq = 0;
   private startupFailures = 0;
   /** Whether the root was told that a worker is up (`worker_up`, once). */
@@ -141,7 +149,8 @@ export class Supervisor {
         if (slot.owns(msg.ref)) void this.lose(slot, slot.item!, `it could not send its result: ${msg.message}`);
         break;
       case "control_ack":
-        this.controlAcks.get(msg.rev)?.add(slot.id);
+        this.controlWaits.get(msg.rev)?.acks.add(slot.id);
+        this.settleControl();
         break;
       case "deliver_result":
         this.core.root.send(msg);
@@ -188,6 +197,7 @@ export class Supervisor {
     if (item) killStagesOfWorker(slot.id);
     slot.setState("gone");
     this.slots.delete(slot.id);
+    this.settleControl();
     if (this.core.shuttingDown) return;
     this.core.log(`worker ${slot.id} ${how}${item ? ` while running work ${item.id}` : ""}`);
     if (item) void this.lose(slot, item, `its worker ${how}`);
@@ -242,6 +252,7 @@ export class Supervisor {
   /** Take a worker out of service: it may still talk (and be refused); it is killed after the grace period. */
   retire(slot: WorkerSlot): void {
     slot.setState("retired");
+    this.settleControl();
     slot.proc.kill("SIGTERM");
     setTimeout(() => {
       if (slot.alive) slot.proc.kill("SIGKILL");
@@ -313,24 +324,48 @@ export class Supervisor {
     else void this.lose(slot, slot.item!, "the work queue no longer has the item leased to it");
   }
 
-  /** Sends control revision `rev` to every live worker; resolves once each acknowledged it (or the stall-aware timeout passed). */
-  async control(rev: number, paused: boolean): Promise<void> {
+  /**
+   * Sends control revision `rev` to every live worker; resolves once each
+   * acknowledged it, left service, or the stall-aware timeout passed. The
+   * wait is on the acks and exits themselves (settleControl), never a poll.
+   */
+  control(rev: number, paused: boolean): Promise<void> {
     const { stall } = this.core;
     const live = [...this.slots.values()].filter((s) => s.state === "idle" || s.state === "busy");
-    const acks = new Set<string>();
-    this.controlAcks.set(rev, acks);
-    for (const slot of live) slot.send({ type: "control", rev, paused });
     const started = Date.now();
     const stallAtStart = stall.stalledMs;
-    while (live.some((s) => s.alive && s.state !== "retired" && !acks.has(s.id))) {
-      const waited = Date.now() - started - (stall.stalledMs - stallAtStart);
-      if (waited > CONTROL_ACK_TIMEOUT_MS) {
-        this.core.log(`control revision ${rev}: not every worker answered within ${CONTROL_ACK_TIMEOUT_MS} ms`);
-        break;
-      }
-      await Bun.sleep(10);
+    return new Promise<void>((resolve) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const wait: ControlWait = {
+        live,
+        acks: new Set(),
+        done: () => {
+          clearTimeout(timer);
+          this.controlWaits.delete(rev);
+          resolve();
+        },
+      };
+      // The timeout does not count this process's own stalls: when it fires early for that reason, it waits the rest.
+      const arm = (ms: number) => {
+        timer = setTimeout(() => {
+          const waited = Date.now() - started - (stall.stalledMs - stallAtStart);
+          if (waited < CONTROL_ACK_TIMEOUT_MS) return arm(CONTROL_ACK_TIMEOUT_MS - waited);
+          this.core.log(`control revision ${rev}: not every worker answered within ${CONTROL_ACK_TIMEOUT_MS} ms`);
+          wait.done();
+        }, ms);
+      };
+      this.controlWaits.set(rev, wait);
+      for (const slot of live) slot.send({ type: "control", rev, paused });
+      arm(CONTROL_ACK_TIMEOUT_MS);
+      this.settleControl();
+    });
+  }
+
+  /** Ends every control wait whose workers have all acknowledged or left service. */
+  private settleControl(): void {
+    for (const wait of [...this.controlWaits.values()]) {
+      if (!wait.live.some((s) => s.alive && s.state !== "retired" && !wait.acks.has(s.id))) wait.done();
     }
-    this.controlAcks.delete(rev);
   }
 
   /** Shutdown: every worker and stage process killed at once; resolves when the workers are reaped. */

@@ -11,7 +11,8 @@
  * usage chunk (with `choices: []` or `choices: null`, OpenRouter's `cost`),
  * an HTTP error with headers (429 + Retry-After, 500, 401, ...), a stream
  * cut off before its end, malformed JSON, or a reply held until a promise
- * resolves or the client aborts, or a body given byte for byte (`raw`, for
+ * resolves or the client aborts, or paced like a model (its chunks spread
+ * over `paceMs`), or a body given byte for byte (`raw`, for
  * the SSE grammar: CR line ends, comments, no newline at all), optionally
  * followed by one chunk repeated until the client goes away (`repeat`, a
  * runaway provider; sent as the client reads, so the server's memory stays
@@ -53,6 +54,8 @@ export interface Reply {
   repeat?: string;
   /** Hold the reply until this resolves (or the client goes away). */
   hold?: Promise<unknown>;
+  /** Spread the stream's chunks evenly over this many ms (a model's latency): the first at once, the last at the end. */
+  paceMs?: number;
   model?: string;
 }
 
@@ -151,8 +154,15 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
         });
       }
       const chunks = reply.raw || reply.repeat !== undefined ? [...(reply.raw ?? [])] : sseChunks(reply, recorded.body.model ?? "fake-model");
+      const paced = { start: performance.now(), total: chunks.length, sent: 0 };
       const stream = new ReadableStream<Uint8Array>({
         async pull(controller) {
+          if (reply.paceMs && paced.sent > 0 && chunks.length > 0) {
+            const due = paced.start + (reply.paceMs * paced.sent) / Math.max(1, paced.total - 1);
+            const wait = due - performance.now();
+            if (wait > 0) await Bun.sleep(wait);
+          }
+          paced.sent++;
           const next = chunks.shift() ?? reply.repeat;
           if (next === undefined || req.signal.aborted) {
             release();
