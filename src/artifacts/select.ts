@@ -1,6 +1,6 @@
 /**
  * Which artifact store a process uses, from its journal and config.json's
- * `artifacts` (shared/config.ts ArtifactsConfig):
+ * `artifacts` (shared/config/schema.ts):
  *
  * - `artifacts.dir` set: that directory (a filesystem every host mounts),
  *   whatever the journal;
@@ -17,7 +17,7 @@
 import { accessSync, constants, statSync } from "node:fs";
 import type { Journal } from "../journal/journal.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
-import type { AtomicConfig } from "../shared/config.ts";
+import type { AtomicConfig } from "../shared/config/schema.ts";
 import { DirectoryArtifactStore } from "./directory-store.ts";
 import { DEFAULT_MAX_FILE_BYTES, type ArtifactStore } from "./store.ts";
 

@@ -34,6 +34,7 @@
  */
 
 import { UsageError } from "../shared/errors.ts";
+import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 
 export interface ArtifactKey {
   /** The root run of the tree (retention deletes a tree at a time). */
@@ -86,9 +87,9 @@ export interface ArtifactStore {
   close(): Promise<void>;
 }
 
-/** The default per-file cap: a runaway stage cannot fill the database, and 64 MiB of a log's tail is plenty. */
-export const DEFAULT_MAX_FILE_BYTES = 64 * 1024 * 1024;
-/** Postgres keeps files in chunks of this size (a chunk is the unit the cap drops); also the smallest cap (config.ts checks it too). */
+/** The default per-file cap (its reason: the config schema's `artifacts.maxFileBytes`). */
+export const DEFAULT_MAX_FILE_BYTES = CONFIG_DEFAULTS.artifacts.maxFileBytes;
+/** Postgres keeps files in chunks of this size (a chunk is the unit the cap drops); also the smallest cap (shared/config/schema.ts checks it too). */
 export const CHUNK_BYTES = 256 * 1024;
 
 const RUN_PART = /^[a-z0-9][a-z0-9._-]*$/;

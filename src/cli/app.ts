@@ -9,7 +9,6 @@
 
 import { runCommand, type ArgsDef, type CommandDef } from "citty";
 import { AtomicError, ensureError, errorInfo } from "../shared/errors.ts";
-import { HOST_ID_ENV } from "../shared/process-info.ts";
 import { redact } from "../shared/secrets.ts";
 import { buildInfo, VERSION } from "../shared/version.ts";
 import { liftGlobals } from "./globals.ts";
@@ -17,6 +16,7 @@ import { COMMANDS } from "./command-table.ts";
 import { commandHelp, kebab, topHelp } from "./help.ts";
 import { startSession, type CliSession } from "./session.ts";
 import { err as writeErr, exit, installOutput, out } from "./output.ts";
+import { setEnv } from "../shared/config/environment.ts";
 
 /** The binary's command line: runs `argv`, then exits once stdout and stderr have been read. */
 export async function cliMain(argv: readonly string[]): Promise<never> {
@@ -30,7 +30,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   try {
     const { globals, rest } = liftGlobals(argv);
     // Read by the lease code of this process, and inherited by the pool's processes (they are this host too).
-    if (globals.hostId) process.env[HOST_ID_ENV] = globals.hostId;
+    if (globals.hostId) setEnv("ATOMIC_HOST_ID", globals.hostId);
     s = startSession(globals, rest);
     const [name, ...args] = rest;
     if (name === undefined || name === "--help" || name === "-h" || name === "help") {

@@ -8,7 +8,7 @@
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
 import { UsageError } from "../shared/errors.ts";
 import { defaultRunner, unpricedReason } from "../runners/agent-setup.ts";
-import type { AtomicConfig } from "../shared/config.ts";
+import type { AtomicConfig } from "../shared/config/schema.ts";
 import type { CliSession } from "./session.ts";
 
 export const BUDGET_ARGS = {

@@ -12,12 +12,12 @@ import type { RootRun } from "../engine/driver.ts";
 import type { RunOutcome } from "../engine/run-execution.ts";
 import type { RunStatus } from "../journal/runs.ts";
 import { killAllGroups } from "../runners/shell/process-groups.ts";
-import { ROOT_RUN_ENV } from "../shared/run-processes.ts";
 import type { CliSession } from "./session.ts";
 import { colorFor } from "./style.ts";
 import type { RunView } from "./view/run-view.ts";
 import { err, onStdoutClosed } from "./output.ts";
 import { failureDetail, failureSentence } from "./failure.ts";
+import { setEnv } from "../shared/config/environment.ts";
 
 export const EXIT_CODE: Record<RunStatus, number> = {
   completed: 0,
@@ -47,7 +47,7 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   // Inherited by everything this drive starts (pool, stages): a later resume or the drive's end finds them by it.
-  process.env[ROOT_RUN_ENV] = root.runId;
+  setEnv("ATOMIC_ROOT_RUN_ID", root.runId);
   // Nobody reads our output any more (`atomic run --json | head -1`): stop the run as the first Ctrl-C
   // does (it stays resumable) rather than drive it on unseen or die with its lease held.
   const undoClosed = onStdoutClosed(() => {

@@ -8,6 +8,7 @@ import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { UsageError } from "../shared/errors.ts";
 import type { Durability } from "../journal/journal.ts";
+import { readEnv, type EnvSource } from "../shared/config/environment.ts";
 
 export interface GlobalOptions {
   home: string;
@@ -35,7 +36,7 @@ export const GLOBAL_HELP = [
   ["--no-color", "no colours (also NO_COLOR)"],
 ] as const;
 
-export function liftGlobals(argv: readonly string[], env = process.env): { globals: GlobalOptions; rest: string[] } {
+export function liftGlobals(argv: readonly string[], env?: EnvSource): { globals: GlobalOptions; rest: string[] } {
   const values: Record<string, string> = {};
   const flags = new Set<string>();
   const rest: string[] = [];
@@ -59,22 +60,22 @@ export function liftGlobals(argv: readonly string[], env = process.env): { globa
       rest.push(arg);
     }
   }
-  const durability = values.durability ?? env.ATOMIC_DURABILITY ?? "full";
+  const durability = values.durability ?? readEnv("ATOMIC_DURABILITY", env) ?? "full";
   if (durability !== "full" && durability !== "normal") {
     throw new UsageError("bad_flag", `--durability must be "full" or "normal", got ${JSON.stringify(durability)}`);
   }
   // An empty ATOMIC_HOME is unset, not the current directory.
-  const home = resolve(values.home ?? (env.ATOMIC_HOME || resolve(homedir(), ".atomic")));
+  const home = resolve(values.home ?? readEnv("ATOMIC_HOME", env) ?? resolve(homedir(), ".atomic"));
   return {
     globals: {
       home,
-      journal: values.journal ?? env.ATOMIC_JOURNAL ?? undefined,
+      journal: values.journal ?? readEnv("ATOMIC_JOURNAL", env),
       json: flags.has("json"),
       quiet: flags.has("quiet"),
-      verbose: flags.has("verbose") || env.ATOMIC_VERBOSE === "1",
-      color: !flags.has("no-color") && !env.NO_COLOR && env.TERM !== "dumb",
+      verbose: flags.has("verbose") || readEnv("ATOMIC_VERBOSE", env),
+      color: !flags.has("no-color") && !readEnv("NO_COLOR", env) && readEnv("TERM", env) !== "dumb",
       durability,
-      hostId: values["host-id"]?.trim() || env.ATOMIC_HOST_ID?.trim() || undefined,
+      hostId: values["host-id"]?.trim() || readEnv("ATOMIC_HOST_ID", env),
     },
     rest,
   };

@@ -11,6 +11,7 @@
  */
 
 import type { Style } from "./style.ts";
+import { readEnv, type EnvSource } from "../shared/config/environment.ts";
 
 export interface Column {
   header: string;
@@ -24,9 +25,10 @@ export interface Column {
   color?: (row: number, text: string) => string;
 }
 
-export function terminalWidth(env = process.env, stdout = process.stdout): number | undefined {
-  const fromEnv = Number(env.COLUMNS);
-  if (env.COLUMNS && Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv;
+export function terminalWidth(env?: EnvSource, stdout = process.stdout): number | undefined {
+  const columns = readEnv("COLUMNS", env);
+  const fromEnv = Number(columns);
+  if (columns && Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv;
   return stdout.isTTY && stdout.columns > 0 ? stdout.columns : undefined;
 }
 

@@ -20,17 +20,12 @@
 
 import { availableParallelism, freemem, loadavg } from "node:os";
 import type { AdmissionSlots } from "../journal/admission-slots.ts";
-import type { AdmissionConfig } from "../shared/config.ts";
+import { CONFIG_DEFAULTS, type AdmissionConfig } from "../shared/config/schema.ts";
 
 const POLL_MS = 200;
 
-export const ADMISSION_DEFAULTS = {
-  maxSessionsPerRun: 4,
-  maxSessionsPerUser: 8,
-  maxLoadPerCpu: 3,
-  minFreeMemoryMb: 256,
-  paceMs: 1_000,
-} as const;
+/** The config schema's defaults of the `admission` keys. */
+export const ADMISSION_DEFAULTS = CONFIG_DEFAULTS.admission;
 
 export interface AdmissionTicket {
   release(): void;

@@ -37,6 +37,7 @@
 
 import type { BudgetOptions, Usage } from "../sdk/types.ts";
 import { AtomicError } from "../shared/errors.ts";
+import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { JournalEvent } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
@@ -78,7 +79,7 @@ export function resumeHint(runId: string, why: string): string {
 /** Limits from budget options (USD → micro-dollars); undefined when nothing is limited. */
 export function limitsOf(opts: BudgetOptions | undefined): BudgetLimits | undefined {
   if (!opts) return undefined;
-  const limits: BudgetLimits = { warnAtPercent: opts.warnAtPercent ?? 80 };
+  const limits: BudgetLimits = { warnAtPercent: opts.warnAtPercent ?? CONFIG_DEFAULTS.budget.warnAtPercent };
   if (opts.maxCostUsd !== undefined) limits.maxCostMicroUsd = Math.round(opts.maxCostUsd * 1_000_000);
   if (opts.maxTokens !== undefined) limits.maxTokens = Math.floor(opts.maxTokens);
   if (opts.maxDurationMs !== undefined) limits.maxDurationMs = Math.floor(opts.maxDurationMs);

@@ -34,7 +34,7 @@ import type { ReclaimReport } from "../journal/retention.ts";
 import type { RunRecord, RunStatus, ShownStatus } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { parseAge } from "../shared/age.ts";
-import type { AtomicConfig } from "../shared/config.ts";
+import type { AtomicConfig } from "../shared/config/schema.ts";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
 
@@ -198,13 +198,13 @@ async function sweepOrphans(journal: Journal, home: string, before: number, repo
 
 // ---------------------------------------------------------------- the service's daily duty
 
-/** What the retention setting (config.ts RetentionConfig) selects, or undefined when none is set (config.ts checked its shape and values). */
+/** What the retention setting (shared/config/schema.ts) selects, or undefined when none is set (the schema checked its shape and values). */
 export function retentionOptions(config: AtomicConfig): GcOptions | undefined {
   const r = config.retention;
   if (!r?.olderThan) return undefined;
   const olderThanMs = parseAge(r.olderThan);
   if (olderThanMs === undefined) return undefined;
-  const statuses = (r.status ?? FINISHED_STATUSES).filter((s): s is GcStatus => (FINISHED_STATUSES as readonly string[]).includes(s));
+  const statuses: GcStatus[] = [...(r.status ?? FINISHED_STATUSES)];
   return { olderThanMs, statuses };
 }
 

@@ -26,7 +26,7 @@ import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.t
 import type { EngineObserver } from "./observer.ts";
 import type { StageExecutor } from "./stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
-import type { AtomicConfig } from "../shared/config.ts";
+import type { AtomicConfig } from "../shared/config/schema.ts";
 import type { Admission } from "./admission.ts";
 import { writeStopped } from "../journal/sqlite/storage-errors.ts";
 import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./budget.ts";

@@ -14,7 +14,7 @@ import * as v from "valibot";
 import type { GenericSchema } from "valibot";
 import type { StageResult, TaskOptions, WorkflowDefinition } from "../sdk/types.ts";
 import { AtomicError, StepFailedError } from "../shared/errors.ts";
-import type { AtomicConfig } from "../shared/config.ts";
+import type { AtomicConfig } from "../shared/config/schema.ts";
 import { getRunner } from "../runners/registry.ts";
 import { agentOptions, checkRunner, defaultRunner } from "../runners/agent-setup.ts";
 import { isValibotSchema, toJsonSchema } from "../runners/json-schema.ts";

@@ -55,7 +55,7 @@ import { Outbox, type Outcome } from "./outbox.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
 import { artifactKeyOf, type ArtifactStore } from "../artifacts/store.ts";
 import { shipStageFiles, type StageShipper } from "../artifacts/shipper.ts";
-import { loadConfig } from "../shared/config.ts";
+import { loadConfig } from "../shared/config/load.ts";
 
 const POLL_MS = 1_000;
 const REAP_MS = 500;

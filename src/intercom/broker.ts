@@ -45,6 +45,7 @@ import {
 import { Routes, type PendingAsk } from "./routing.ts";
 import { probeBroker } from "./launch.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
+import { readEnv } from "../shared/config/environment.ts";
 
 export const DEFAULT_IDLE_MS = 5_000;
 /** Frames waiting for a connection that does not read: beyond this it is closed. */
@@ -416,13 +417,13 @@ function assertNever(x: never): never {
 /** Entry of `--internal-intercom-broker`: its home in ATOMIC_HOME (launch.ts; `--home DIR` by hand). */
 export async function brokerMain(argv: string[]): Promise<void> {
   const i = argv.indexOf("--home");
-  const home = i >= 0 ? argv[i + 1] : process.env.ATOMIC_HOME;
+  const home = i >= 0 ? argv[i + 1] : readEnv("ATOMIC_HOME");
   if (!home) {
     writeStderr("error: the intercom broker needs ATOMIC_HOME (or --home DIR).\n");
     process.exit(2);
   }
-  const idle = Number(process.env.ATOMIC_INTERCOM_IDLE_MS);
-  const broker = new Broker({ home, ...(Number.isFinite(idle) && idle > 0 ? { idleMs: idle } : {}) });
+  const idle = readEnv("ATOMIC_INTERCOM_IDLE_MS");
+  const broker = new Broker({ home, ...(idle !== undefined ? { idleMs: idle } : {}) });
   // Last line of defence: a bug in a handler is logged, never fatal.
   process.on("uncaughtException", (err) => writeStderr(`${new Date().toISOString()} uncaught: ${err.stack ?? err.message}\n`));
   process.on("unhandledRejection", (err) => writeStderr(`${new Date().toISOString()} unhandled: ${String(err)}\n`));

@@ -20,6 +20,7 @@ import { ensurePrivateDirs, intercomPaths, type IntercomPaths } from "./paths.ts
 import { tryLock, unlock } from "./spawn-lock.ts";
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import { PROCESS_MARKERS } from "../shared/run-processes.ts";
+import { childEnv } from "../shared/config/environment.ts";
 
 export const BROKER_ROLE = ROLE.broker;
 /** How long a starter waits for a broker to answer. */
@@ -97,10 +98,8 @@ function startBroker(paths: IntercomPaths, home: string): { pid: number; exited:
     // no log yet
   }
   const log = openSync(paths.logFile, "a", 0o600);
-  const env: Record<string, string> = {};
   // The broker serves every run: it must not look like a process of the run (or the stage) that happened to start it.
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== "ATOMIC_FAULT_POINTS" && !PROCESS_MARKERS.includes(k)) env[k] = v;
-  env.ATOMIC_HOME = home;
+  const env = childEnv({ ATOMIC_HOME: home }, (k) => k === "ATOMIC_FAULT_POINTS" || PROCESS_MARKERS.includes(k));
   const [cmd, ...args] = brokerCommand();
   let exited = false;
   try {

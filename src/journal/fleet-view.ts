@@ -6,7 +6,7 @@
  *
  * - A host's shown state is its row's (running, draining, stopped), or
  *   `lost` when a host that is not stopped has been silent (no heartbeat,
- *   by the database clock) for longer than HOST_LOST_AFTER_MS: it crashed,
+ *   by the database clock) for longer than ATOMIC_HOST_LOST_MS (10 s): it crashed,
  *   was cut off, or its machine is gone.
  * - A queued stage that only worker hosts can run (its queue is not one
  *   the root's own pool serves) waits for a host "for a reason" when no
@@ -18,17 +18,14 @@
  */
 
 import type { HostRecord, HostState } from "./fleet.ts";
+import { readEnv } from "../shared/config/environment.ts";
 
-/** A host silent for longer than this (and not stopped) is shown lost. */
-export const HOST_LOST_AFTER_MS = 10_000;
-/** Overrides HOST_LOST_AFTER_MS (ms; tests, or a fleet whose heartbeats are known to lag). */
-export const HOST_LOST_ENV = "ATOMIC_HOST_LOST_MS";
 
 export type ShownHostState = HostState | "lost";
 
+/** A host silent for longer than this (and not stopped) is shown lost: ATOMIC_HOST_LOST_MS, or its default (HOST_LOST_AFTER_MS). */
 export function hostLostAfterMs(): number {
-  const n = Number(process.env[HOST_LOST_ENV]);
-  return Number.isFinite(n) && n > 0 ? n : HOST_LOST_AFTER_MS;
+  return readEnv("ATOMIC_HOST_LOST_MS");
 }
 
 export function shownHostState(host: Pick<HostRecord, "state" | "silentMs">, lostAfterMs = hostLostAfterMs()): ShownHostState {

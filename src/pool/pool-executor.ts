@@ -38,11 +38,12 @@ import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.t
 import type { StageResult } from "../sdk/types.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
-import { ROLE, ROLE_CONFIG_ENV, selfCommand } from "../shared/self-exec.ts";
+import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import { trace } from "./trace.ts";
 import { isInfraCode, type InfraCode } from "../shared/errors.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { capEvents } from "./event-batcher.ts";
+import { childEnv } from "../shared/config/environment.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -297,7 +298,7 @@ export class PoolExecutor implements StageExecutor {
       // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts); the
       // environment as it is now (ATOMIC_ROOT_RUN_ID included: shared/run-processes.ts).
       const proc = Bun.spawn(selfCommand(ROLE.coordinator), {
-        env: { ...process.env, [ROLE_CONFIG_ENV]: JSON.stringify(config) },
+        env: childEnv({ ATOMIC_POOL_CONFIG: JSON.stringify(config) }),
         stdin: "ignore",
         stdout: "ignore",
         stderr: logFd,

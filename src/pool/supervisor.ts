@@ -43,6 +43,7 @@ import { assertNever, parseMessage } from "./protocol/common.ts";
 import { FromWorkerSchema, type FromWorker } from "./protocol/coordinator-worker.ts";
 import { killStagesOfWorker } from "./reap.ts";
 import { WorkerSlot, logTail } from "./worker-slot.ts";
+import { childEnv } from "../shared/config/environment.ts";
 
 const SWEEP_MS = 500;
 const STARTUP_TIMEOUT_MS = 15_000;
@@ -101,7 +102,7 @@ export class Supervisor {
       stdin: "ignore",
       stdout: "ignore",
       stderr: Bun.file(logPath),
-      env: { ...process.env, ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs), ATOMIC_WORK_LEASE_MS: String(config.leaseMs) },
+      env: childEnv({ ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs), ATOMIC_WORK_LEASE_MS: String(config.leaseMs) }),
       serialization: "json",
       ipc: (raw) => {
         const msg = parseMessage(FromWorkerSchema, raw, `worker ${id}`);

@@ -20,11 +20,12 @@
  */
 
 import { writeStderr } from "../shared/raw-stderr.ts";
+import { readEnv, type VariableName } from "../shared/config/environment.ts";
 
-export const TRACE_ENV = "ATOMIC_POOL_TRACE";
+export const TRACE_ENV: VariableName = "ATOMIC_POOL_TRACE";
 export const TRACE_PREFIX = "pool-trace";
 
-export const tracing = process.env[TRACE_ENV] === "1";
+export const tracing = readEnv("ATOMIC_POOL_TRACE");
 
 export function traceNow(): number {
   return performance.timeOrigin + performance.now();

@@ -36,11 +36,11 @@ import { faultPoint } from "../shared/fault-points.ts";
 import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/common.ts";
 import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
 import { EventBatcher } from "./event-batcher.ts";
-import { WORKER_ENV } from "../shared/run-processes.ts";
 import { pinEnvironment } from "../runners/stage-env.ts";
 import { WorkLeaseDeadline } from "./work-lease-deadline.ts";
 import { trace } from "./trace.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
+import { readEnv, setEnv } from "../shared/config/environment.ts";
 
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
@@ -64,11 +64,11 @@ const STARTED_REPORT_MS = 25;
 export async function workerMain(argv: string[]): Promise<void> {
   const workerId = argv[0] ?? `w-${process.pid}`;
   // Stages inherit it, so the coordinator can find them if this worker is lost (reap.ts).
-  process.env[WORKER_ENV] = workerId;
+  setEnv("ATOMIC_WORKER_ID", workerId);
   // Nothing changes this process's environment from here on: what stages inherit of it is worked out once.
   pinEnvironment();
-  const heartbeatMs = Number(process.env.ATOMIC_HEARTBEAT_MS) || 1_000;
-  const deadline = new WorkLeaseDeadline(Number(process.env.ATOMIC_WORK_LEASE_MS) || 30_000);
+  const heartbeatMs = readEnv("ATOMIC_HEARTBEAT_MS");
+  const deadline = new WorkLeaseDeadline(readEnv("ATOMIC_WORK_LEASE_MS"));
   let running: Running | undefined;
   /** The item whose result is being committed (its stage has ended; no receipt yet). */
   let committing: Running["ref"] | undefined;

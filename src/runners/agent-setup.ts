@@ -13,8 +13,9 @@
  */
 
 import { isAbsolute, resolve } from "node:path";
-import { DEFAULT_OPENAI_BASE_URL, DEFAULT_RUNNER, priceOf, type AtomicConfig } from "../shared/config.ts";
+import { CONFIG_DEFAULTS, priceOf, type AtomicConfig } from "../shared/config/schema.ts";
 import type { AgentOptions } from "./types.ts";
+import { readEnv, type EnvSource } from "../shared/config/environment.ts";
 
 /** CLI agents and the program each runs by default. */
 /** Each CLI agent's binary, how to install it, and whether it reports the cost of its turns itself (else: the price table). */
@@ -40,21 +41,21 @@ export interface RunnerProblem {
 }
 
 export function defaultRunner(config: AtomicConfig, workflowRunner?: string): string {
-  return workflowRunner ?? config.runner ?? DEFAULT_RUNNER;
+  return workflowRunner ?? config.runner ?? CONFIG_DEFAULTS.runner;
 }
 
 /** The binary a CLI agent runs here: its absolute path, or undefined when it cannot be found. */
-export function findBinary(kind: string, config: AtomicConfig, env: NodeJS.ProcessEnv = process.env): { path: string | undefined; wanted: string } {
+export function findBinary(kind: string, config: AtomicConfig, env?: EnvSource): { path: string | undefined; wanted: string } {
   const wanted = config.runners?.[kind]?.path ?? CLI_AGENTS[kind]?.binary ?? kind;
   if (wanted.includes("/")) {
     const abs = isAbsolute(wanted) ? wanted : resolve(wanted);
     return { path: Bun.which(abs) ?? undefined, wanted };
   }
-  return { path: Bun.which(wanted, { PATH: env.PATH ?? "" }) ?? undefined, wanted };
+  return { path: Bun.which(wanted, { PATH: readEnv("PATH", env) ?? "" }) ?? undefined, wanted };
 }
 
 export function openaiBaseUrl(config: AtomicConfig): string {
-  return config.openai?.baseUrl ?? DEFAULT_OPENAI_BASE_URL;
+  return config.openai?.baseUrl ?? CONFIG_DEFAULTS.openai.baseUrl;
 }
 
 function isLocal(url: string): boolean {
@@ -67,7 +68,7 @@ function isLocal(url: string): boolean {
 }
 
 /** Why `kind` cannot run a stage here (undefined: it can). `model` is the stage's resolved model. */
-export function checkRunner(kind: string, config: AtomicConfig, model: string | undefined, env: NodeJS.ProcessEnv = process.env): RunnerProblem | undefined {
+export function checkRunner(kind: string, config: AtomicConfig, model: string | undefined, env?: EnvSource): RunnerProblem | undefined {
   if (kind === "shell") return undefined;
   if (kind === "openai") {
     const base = openaiBaseUrl(config);
@@ -76,7 +77,8 @@ export function checkRunner(kind: string, config: AtomicConfig, model: string | 
     } catch {
       return { code: "bad_config", message: `the openai base URL ${JSON.stringify(base)} is not a URL`, hint: "fix ATOMIC_OPENAI_BASE_URL or openai.baseUrl in config.json" };
     }
-    if (!env.OPENAI_API_KEY && !isLocal(base)) {
+    const apiKey = readEnv("OPENAI_API_KEY", env);
+    if (!apiKey && !isLocal(base)) {
       return {
         code: "missing_api_key",
         message: `the openai runner needs an API key for ${base}, and OPENAI_API_KEY is not set`,
@@ -84,7 +86,7 @@ export function checkRunner(kind: string, config: AtomicConfig, model: string | 
       };
     }
     // A pasted key with its line ending: no HTTP client will send it (a header cannot hold a line break).
-    if (env.OPENAI_API_KEY && /[\r\n\0]/.test(env.OPENAI_API_KEY)) {
+    if (apiKey && /[\r\n\0]/.test(apiKey)) {
       return {
         code: "bad_api_key",
         message: "OPENAI_API_KEY holds a line break or a NUL character, which no request can carry",
@@ -119,7 +121,7 @@ export function agentOptions(
   kind: string,
   config: AtomicConfig,
   task: { tools?: string[]; schema?: Record<string, unknown>; output?: string; maxTurns?: number; system?: string },
-  env: NodeJS.ProcessEnv = process.env,
+  env?: EnvSource,
 ): AgentOptions {
   const out: AgentOptions = {};
   if (task.tools) out.tools = task.tools;

@@ -28,6 +28,7 @@
 
 import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { readEnv, type EnvSource } from "../shared/config/environment.ts";
 
 /** How long the calm (one call at a time) lasts after a back-off ends, in multiples of the back-off. */
 const CALM_FACTOR = 3;
@@ -50,9 +51,9 @@ interface KeyState {
  * --home, not ATOMIC_HOME). Undefined when neither tells a home (a runner
  * driven outside atomic: nothing shared, nothing written).
  */
-export function rateLimitsFor(artifactDir: string, env: NodeJS.ProcessEnv = process.env): SharedRateLimits | undefined {
+export function rateLimitsFor(artifactDir: string, env?: EnvSource): SharedRateLimits | undefined {
   const m = /^(.*)\/artifacts\/[^/]+/.exec(resolve(artifactDir));
-  const home = m?.[1] ?? env.ATOMIC_HOME;
+  const home = m?.[1] ?? readEnv("ATOMIC_HOME", env);
   if (!home) return undefined;
   const dir = join(resolve(home), "rate-limits");
   let store = stores.get(dir);

@@ -21,35 +21,30 @@
  *   (ATOMIC_GUARD: shell/group-guard.ts), which the stage cannot override.
  */
 
-import { CREDENTIAL_VARIABLES, INTERNAL_VARIABLES } from "../shared/secrets.ts";
 import type { StageRequest } from "./types.ts";
 import { guardToken } from "./shell/group-guard.ts";
 import { GUARD_ENV } from "../shared/run-processes.ts";
+import { KEPT_FROM_STAGES, childEnv, passThroughValue, type VariableName } from "../shared/config/environment.ts";
 
-const WITHHELD: ReadonlySet<string> = new Set([...CREDENTIAL_VARIABLES, ...INTERNAL_VARIABLES]);
+/** Credentials and atomic's internal configuration (the registry's keptFromStages). */
+const WITHHELD: ReadonlySet<string> = new Set(KEPT_FROM_STAGES);
 
 export function stageEnv(
   request: Pick<StageRequest, "env" | "runId" | "stageName" | "stageKey" | "attempt">,
   credentials: readonly string[] = [],
 ): Record<string, string> {
-  const own = process.env;
   const env = inheritedEnv(credentials);
   for (const [k, v] of Object.entries(request.env ?? {})) {
     if (v === true) {
-      const mine = own[k];
+      const mine = passThroughValue(k);
       if (mine !== undefined) env[k] = mine;
     } else env[k] = v;
   }
-  env.ATOMIC_RUN_ID = request.runId;
-  env.ATOMIC_STAGE = request.stageName;
-  env.ATOMIC_STAGE_KEY = request.stageKey;
-  env.ATOMIC_ATTEMPT = String(request.attempt);
-  env[GUARD_ENV] = guardToken;
-  return env;
+  return Object.assign(env, stageMarker(request), { ATOMIC_STAGE: request.stageName, [GUARD_ENV]: guardToken } satisfies Partial<Record<VariableName, string>>);
 }
 
 /** The variables of stageEnv that only this attempt of this stage carries, and every process it starts inherits (process-tree.ts finds them by it). */
-export function stageMarker(request: Pick<StageRequest, "runId" | "stageKey" | "attempt">): Record<string, string> {
+export function stageMarker(request: Pick<StageRequest, "runId" | "stageKey" | "attempt">): Partial<Record<VariableName, string>> {
   return { ATOMIC_RUN_ID: request.runId, ATOMIC_STAGE_KEY: request.stageKey, ATOMIC_ATTEMPT: String(request.attempt) };
 }
 
@@ -72,7 +67,5 @@ export function inheritedEnv(credentials: readonly string[] = []): Record<string
 }
 
 function ownEnv(credentials: readonly string[]): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && (!WITHHELD.has(k) || credentials.includes(k))) env[k] = v;
-  return env;
+  return childEnv({}, (k) => WITHHELD.has(k) && !credentials.includes(k));
 }

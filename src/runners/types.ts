@@ -15,7 +15,7 @@
  */
 
 import type { StageResult, Usage } from "../sdk/types.ts";
-import type { ModelPrice } from "../shared/config.ts";
+import type { ModelPrice } from "../shared/config/schema.ts";
 
 export type DeliveryMode = "steer" | "followUp" | "interrupt";
 

@@ -18,7 +18,7 @@
  */
 
 import type { Usage } from "../sdk/types.ts";
-import { priceOf, type ModelPrice } from "../shared/config.ts";
+import { priceOf, type ModelPrice } from "../shared/config/schema.ts";
 
 export function emptyUsage(model?: string): Usage {
   return { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 0, turns: 0, ...(model ? { model } : {}) };

@@ -35,8 +35,8 @@ import { join } from "node:path";
 import { selfCommand } from "../shared/self-exec.ts";
 import type { RunId } from "../shared/ids.ts";
 import type { Durability } from "../journal/journal.ts";
+import { childEnv } from "../shared/config/environment.ts";
 
-export const DRIVEN_BY_ENV = "ATOMIC_DRIVEN_BY";
 const STOP_GRACE_MS = 20_000;
 /** How much of the end of a drive's output is read for its result line. */
 const TAIL_BYTES = 64 * 1024;
@@ -72,8 +72,7 @@ export class Drive {
     // This drive's output starts here (the file keeps earlier drives' too).
     const from = fstatSync(logFd).size;
     const [cmd, ...args] = selfCommand("--home", req.home, ...(req.durability ? ["--durability", req.durability] : []), "--json", "resume", req.runId);
-    const env: Record<string, string | undefined> = { ...process.env, [DRIVEN_BY_ENV]: "service" };
-    if (req.journalUrl !== undefined) env.ATOMIC_JOURNAL = req.journalUrl;
+    const env = childEnv({ ATOMIC_DRIVEN_BY: "service", ...(req.journalUrl !== undefined ? { ATOMIC_JOURNAL: req.journalUrl } : {}) });
     try {
       // Output to a file, not a pipe: a drive whose service dies goes on (a closed pipe would stop it).
       this.child = spawn(cmd!, args, { cwd: req.cwd, env, detached: true, stdio: ["ignore", logFd, logFd] });

@@ -9,7 +9,7 @@
 
 import { artifactStoreFor } from "../artifacts/select.ts";
 import { collectGarbage, retentionOptions, RETENTION_INTERVAL_MS, type GcOptions, type GcReport } from "../engine/retention.ts";
-import { loadConfig } from "../shared/config.ts";
+import { loadConfig } from "../shared/config/load.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
 import type { Duty, DutyFactory, DutyStopReason, ServiceOptions } from "./service.ts";
 

@@ -32,7 +32,7 @@ import type { Journal } from "../journal/journal.ts";
 import type { RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 import { newRunId, parseRunKey, parseRunRef, type RunId } from "../shared/ids.ts";
-import { loadConfig } from "../shared/config.ts";
+import { loadConfig } from "../shared/config/load.ts";
 import { awaitRecorded, leaveToService, spawnRunDriver } from "./spawn-run.ts";
 
 export interface StartRequest {
@@ -129,17 +129,9 @@ export class RunStarter {
   }
 }
 
-/** `service.workflowDirs` of the configuration (home, then project), checked. */
+/** `service.workflowDirs` of the configuration (home, then project; checked by its schema). */
 export function workflowDirsOf(home: string, cwd: string): string[] {
-  const { config } = loadConfig({ home, cwd });
-  const dirs = (config as { service?: { workflowDirs?: unknown } }).service?.workflowDirs;
-  if (dirs === undefined) return [];
-  if (!Array.isArray(dirs) || !dirs.every((d) => typeof d === "string" && d.length > 0)) {
-    throw new UsageError("bad_config", '"service.workflowDirs" in the configuration must be an array of directory paths', {
-      hint: 'write it as "service": {"workflowDirs": ["/srv/workflows"]}',
-    });
-  }
-  return dirs as string[];
+  return loadConfig({ home, cwd }).config.service?.workflowDirs ?? [];
 }
 
 function requestedId(text: string): RunId {

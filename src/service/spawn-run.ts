@@ -30,6 +30,7 @@ import type { RunRecord } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { selfCommand } from "../shared/self-exec.ts";
 import { activeService } from "./service-lease.ts";
+import { childEnv } from "../shared/config/environment.ts";
 
 export interface DetachedStart {
   /** What `atomic run` takes: a file path or `builtin:NAME`. */
@@ -64,9 +65,7 @@ export function spawnRunDriver(start: DetachedStart): SpawnedRun {
   writeFileSync(inputsFile, JSON.stringify(start.inputs), { mode: 0o600 });
   const logPath = join(logs, `${start.runId}.log`);
   const log = openSync(logPath, "a", 0o600);
-  const env: NodeJS.ProcessEnv = { ...process.env, ATOMIC_HOME: start.home, NO_COLOR: "1" };
-  if (start.journalUrl) env.ATOMIC_JOURNAL = start.journalUrl;
-  else delete env.ATOMIC_JOURNAL;
+  const env = childEnv({ ATOMIC_HOME: start.home, NO_COLOR: "1", ATOMIC_JOURNAL: start.journalUrl || undefined });
   const [cmd, ...args] = selfCommand("run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile, ...(start.leaveToService ? ["--detach"] : []));
   let child;
   try {

@@ -12,9 +12,10 @@
  */
 
 import { writeStderr } from "./raw-stderr.ts";
+import { readEnv } from "./config/environment.ts";
 
 const EVERY_HIT = 0;
-const armed = parse(process.env.ATOMIC_FAULT_POINTS);
+const armed = parse(readEnv("ATOMIC_FAULT_POINTS"));
 const hits = new Map<string, number>();
 
 function parse(spec: string | undefined): Map<string, number> | undefined {
@@ -34,7 +35,7 @@ export function faultPoint(name: string): void {
   const count = (hits.get(name) ?? 0) + 1;
   hits.set(name, count);
   if (count !== target && target !== EVERY_HIT) return;
-  if (process.env.ATOMIC_FAULT_ACTION === "throw") throw new Error(`fault point ${name} fired`);
+  if (readEnv("ATOMIC_FAULT_ACTION") === "throw") throw new Error(`fault point ${name} fired`);
   writeStderr(`[fault] ${name} #${count}: SIGKILL\n`);
   process.kill(process.pid, "SIGKILL");
 }

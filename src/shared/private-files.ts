@@ -14,7 +14,7 @@
  * Stages are the user's own programs: the processes a stage starts (a shell
  * stage, an agent's `bash` tool, a CLI agent) and the files an agent's
  * tools write in its working directory get the umask the user started
- * atomic with, not ours. That umask is recorded in USER_UMASK_ENV when the
+ * atomic with, not ours. That umask is recorded in ATOMIC_USER_UMASK when the
  * first atomic process starts and passed down to atomic's own roles (their
  * umask is already ours), never to stages (stage-env.ts withholds it).
  * `spawnWithUserUmask` sets it around a synchronous spawn only: the child
@@ -28,7 +28,7 @@
 import { chmodSync, lstatSync, mkdirSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { writeStderr } from "./raw-stderr.ts";
-import { USER_UMASK_ENV } from "./self-exec.ts";
+import { readEnv, setEnv } from "./config/environment.ts";
 
 export const PRIVATE_UMASK = 0o077;
 const DEFAULT_USER_UMASK = 0o022;
@@ -38,8 +38,8 @@ let userMask = DEFAULT_USER_UMASK;
 /** Makes this process's files private; remembers (or inherits from a parent atomic process) the user's umask. */
 export function enterPrivateUmask(): void {
   const before = process.umask(PRIVATE_UMASK);
-  userMask = parseUmask(process.env[USER_UMASK_ENV]) ?? before;
-  process.env[USER_UMASK_ENV] = userMask.toString(8).padStart(4, "0");
+  userMask = parseUmask(readEnv("ATOMIC_USER_UMASK")) ?? before;
+  setEnv("ATOMIC_USER_UMASK", userMask.toString(8).padStart(4, "0"));
 }
 
 function parseUmask(text: string | undefined): number | undefined {

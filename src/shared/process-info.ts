@@ -17,6 +17,7 @@
 import { readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { newHolderId, type HolderId } from "./ids.ts";
+import { readEnv } from "./config/environment.ts";
 
 export interface ProcessIdentity {
   host: string;
@@ -25,13 +26,11 @@ export interface ProcessIdentity {
   pidStart: number;
 }
 
-export const HOST_ID_ENV = "ATOMIC_HOST_ID";
-
 let host: string | undefined;
 
 /** This process's host identity (see the file note), computed once. */
 export function hostId(): string {
-  host ??= process.env[HOST_ID_ENV]?.trim() || detectHostId();
+  host ??= readEnv("ATOMIC_HOST_ID") || detectHostId();
   return host;
 }
 

@@ -16,12 +16,13 @@
  */
 
 import { readFileSync, readdirSync } from "node:fs";
+import { type VariableName } from "./config/environment.ts";
 
-export const ROOT_RUN_ENV = "ATOMIC_ROOT_RUN_ID";
+export const ROOT_RUN_ENV: VariableName = "ATOMIC_ROOT_RUN_ID";
 /** A worker's id, in the environment of the stages it starts (pool/reap.ts). */
-export const WORKER_ENV = "ATOMIC_WORKER_ID";
+export const WORKER_ENV: VariableName = "ATOMIC_WORKER_ID";
 /** The token of the group guard of the process that started a stage (runners/shell/group-guard.ts). */
-export const GUARD_ENV = "ATOMIC_GUARD";
+export const GUARD_ENV: VariableName = "ATOMIC_GUARD";
 /** The variables that tie a process to a run or to the process that started it: one that serves every run (the intercom broker) starts without them. */
 export const PROCESS_MARKERS: readonly string[] = [ROOT_RUN_ENV, WORKER_ENV, GUARD_ENV];
 

@@ -20,10 +20,11 @@
 import { chmodSync, lstatSync, mkdirSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { AtomicError } from "./errors.ts";
+import { readEnv, type EnvSource } from "./config/environment.ts";
 
 /** The runtime directory for the atomic home `home` (not created: see ensurePrivateDir). */
-export function runtimeDir(home: string, env: NodeJS.ProcessEnv = process.env): string {
-  const xdg = env.XDG_RUNTIME_DIR;
+export function runtimeDir(home: string, env?: EnvSource): string {
+  const xdg = readEnv("XDG_RUNTIME_DIR", env);
   if (xdg && isAbsolute(xdg) && isOwnPrivateDir(xdg)) return join(xdg, "atomic");
   return join(home, "run");
 }

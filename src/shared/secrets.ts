@@ -22,31 +22,17 @@
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ROLE_CONFIG_ENV, USER_UMASK_ENV } from "./self-exec.ts";
+import { CREDENTIAL_VARIABLES, readEnv } from "./config/environment.ts";
 
 /**
  * Environment variables that hold credentials of atomic or of the agents
  * it drives: provider API keys, the journal URL (it may carry a
- * password) and Postgres' password, the status token. A stage receives
- * none of them unless its `env` names it; a CLI agent adapter passes the
- * ones its CLI needs (its adapter in cli-agents/, `credentials`).
+ * password) and Postgres' password (the registry's `credential` audience,
+ * and ATOMIC_JOURNAL). A stage receives none of them unless its `env`
+ * names it; a CLI agent adapter passes the ones its CLI needs (its
+ * adapter in cli-agents/, `credentials`).
  */
-export const CREDENTIAL_VARIABLES = [
-  "OPENAI_API_KEY",
-  "ATOMIC_OPENAI_API_KEY",
-  "ANTHROPIC_API_KEY",
-  "ANTHROPIC_AUTH_TOKEN",
-  "GEMINI_API_KEY",
-  "GOOGLE_API_KEY",
-  "OPENROUTER_API_KEY",
-  "CODEX_API_KEY",
-  "ATOMIC_JOURNAL",
-  "PGPASSWORD",
-  "ATOMIC_STATUS_TOKEN",
-] as const;
-
-/** Internal variables that carry atomic's own configuration to its roles (never to a stage). */
-export const INTERNAL_VARIABLES = [ROLE_CONFIG_ENV, USER_UMASK_ENV] as const;
+export { CREDENTIAL_VARIABLES };
 
 export const REDACTED = "[redacted]";
 export const MIN_SECRET_LENGTH = 8;
@@ -145,14 +131,14 @@ function currentNeedles(): string[] {
   if (!fromEnv) {
     fromEnv = [];
     for (const name of CREDENTIAL_VARIABLES) {
-      const v = process.env[name];
+      const v = readEnv(name);
       if (!v) continue;
       fromEnv.push(v);
       // A journal URL: its password alone shows up in messages too.
       const password = urlPassword(v);
       if (password) fromEnv.push(password, safeDecode(password));
     }
-    addSecretsOfHome(process.env.ATOMIC_HOME);
+    addSecretsOfHome(readEnv("ATOMIC_HOME"));
   }
   const all = new Set<string>();
   for (const v of [...fromEnv, ...registered]) {

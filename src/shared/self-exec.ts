@@ -9,11 +9,12 @@
  * The command line carries the role flag and non-secret ids only: every
  * user of the machine can read it (/proc/<pid>/cmdline). Configuration —
  * the home, the journal URL with its password — goes through the child's
- * environment (ROLE_CONFIG_ENV, which the child removes from its own
- * process.env at once, so its children never inherit it).
+ * environment (ATOMIC_POOL_CONFIG, which the child removes from its own
+ * environment at once, so its children never inherit it).
  */
 
 import { join } from "node:path";
+import { takeEnv } from "./config/environment.ts";
 
 export const ROLE = {
   coordinator: "--internal-pool-coordinator",
@@ -21,17 +22,9 @@ export const ROLE = {
   broker: "--internal-intercom-broker",
 } as const;
 
-/** The environment variable holding a role's configuration (JSON). */
-export const ROLE_CONFIG_ENV = "ATOMIC_POOL_CONFIG";
-
-/** The umask of the user who started the first atomic process, in octal, inherited by its roles (shared/private-files.ts). */
-export const USER_UMASK_ENV = "ATOMIC_USER_UMASK";
-
 /** Reads and removes this process's role configuration (undefined when there is none). */
 export function takeRoleConfig(): string | undefined {
-  const text = process.env[ROLE_CONFIG_ENV];
-  delete process.env[ROLE_CONFIG_ENV];
-  return text;
+  return takeEnv("ATOMIC_POOL_CONFIG");
 }
 
 export function isCompiled(): boolean {

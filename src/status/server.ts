@@ -18,7 +18,7 @@ import { addSecret } from "../shared/secrets.ts";
 import { HostPolicy, isLoopbackHost, loadOrCreateToken } from "./security.ts";
 import { StatusSource } from "./source.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
-import { loadConfig } from "../shared/config.ts";
+import { loadConfig } from "../shared/config/load.ts";
 import type { StreamOptions } from "./stream-hub.ts";
 
 export const DEFAULT_PORT = 4317;

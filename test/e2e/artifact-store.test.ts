@@ -205,7 +205,7 @@ e2eTest("artifacts in config.json: doctor names the store and checks a shared di
   ] as const) {
     writeFileSync(join(home, "config.json"), JSON.stringify({ artifacts }));
     const r = await runAtomic(["doctor"], { home, env });
-    expect([r.code, r.stdout, r.stderr]).toEqual([2, "", `error: ${message}.\nhint: see "Stage files on several machines" in the README\n`]);
+    expect([r.code, r.stdout, r.stderr]).toEqual([2, "", `error: ${message}.\nhint: see "artifacts" in docs/reference/config.md\n`]);
   }
 });
 

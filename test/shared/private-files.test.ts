@@ -9,7 +9,7 @@ import { afterEach, expect, test } from "bun:test";
 import { mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { enterPrivateUmask, spawnWithUserUmask } from "../../src/shared/private-files.ts";
-import { USER_UMASK_ENV } from "../../src/shared/self-exec.ts";
+const USER_UMASK_ENV = "ATOMIC_USER_UMASK";
 import { ConfinedFs } from "../../src/runners/openai/confined-fs.ts";
 import { writeOutputFile } from "../../src/runners/agent-files.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";

@@ -12,15 +12,16 @@
 
 import { existsSync } from "node:fs";
 import { defineCommand } from "citty";
-import { loadConfig, type AtomicConfig } from "../../shared/config.ts";
+import { defaultSlotsDir, loadConfig } from "../../shared/config/load.ts";
+import type { AtomicConfig } from "../../shared/config/schema.ts";
 import { CLI_AGENTS, checkRunner, defaultRunner, findBinary, openaiBaseUrl } from "../../runners/agent-setup.ts";
 import { ADMISSION_DEFAULTS, hostPressure } from "../../engine/admission.ts";
 import { admissionSlotsFile, openAdmissionSlots } from "../../journal/admission-slots.ts";
 import { describeJournal } from "../../journal/open.ts";
 import { describeArtifactStore } from "../../artifacts/select.ts";
-import { defaultSlotsDir } from "../../shared/config.ts";
 import { session } from "../session.ts";
 import { AGENT_NEEDS, versionNumber } from "../../runners/cli-agents/tested-versions.ts";
+import { readEnv } from "../../shared/config/environment.ts";
 
 interface RunnerReport {
   runner: string;
@@ -60,7 +61,7 @@ export default defineCommand({
             ...(version ? { version } : {}),
             testedVersion: needs.tested,
             ...(found.path ? { tested: version === needs.tested } : {}),
-            needs: { keys: needs.keys, keysSet: needs.keys.filter((k) => !!process.env[k]), settings: needs.settings(process.env), settingsFound: existsSync(needs.settings(process.env)), note: needs.note },
+            needs: { keys: needs.keys, keysSet: needs.keys.filter((k) => !!readEnv(k)), settings: needs.settings(), settingsFound: existsSync(needs.settings()), note: needs.note },
           }
         : {};
       runners.push(
@@ -132,11 +133,12 @@ async function openaiReport(config: AtomicConfig, probe: boolean): Promise<Runne
   const base = openaiBaseUrl(config);
   const problem = checkRunner("openai", config, config.model ?? "(any)");
   if (problem) return { runner: "openai", usable: false, detail: base, problem: problem.message, hint: problem.hint };
-  const key = process.env.OPENAI_API_KEY ? "key from OPENAI_API_KEY" : "no key (local endpoint)";
+  const apiKey = readEnv("OPENAI_API_KEY");
+  const key = apiKey ? "key from OPENAI_API_KEY" : "no key (local endpoint)";
   if (!probe) return { runner: "openai", usable: true, detail: `${base}, ${key}` };
   try {
     const res = await fetch(`${base.replace(/\/+$/, "")}/models`, {
-      headers: process.env.OPENAI_API_KEY ? { authorization: `Bearer ${process.env.OPENAI_API_KEY}` } : {},
+      headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
       signal: AbortSignal.timeout(5_000),
     });
     if (!res.ok) return { runner: "openai", usable: false, detail: base, problem: `the endpoint answered HTTP ${res.status} to GET /models`, hint: "check the key and the base URL" };

@@ -21,7 +21,7 @@ import { UsageError } from "../../shared/errors.ts";
 import { formatBytes } from "../../shared/format-bytes.ts";
 import { session } from "../session.ts";
 import { artifactStoreFor } from "../../artifacts/select.ts";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig } from "../../shared/config/load.ts";
 
 export default defineCommand({
   meta: { name: "gc", description: "Delete old finished runs and their artifacts; shrink the journal" },

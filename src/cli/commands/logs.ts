@@ -21,7 +21,7 @@ import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
 import type { Journal } from "../../journal/journal.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { UsageError } from "../../shared/errors.ts";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig } from "../../shared/config/load.ts";
 import { formatBytes } from "../../shared/format-bytes.ts";
 import { artifactStoreFor } from "../../artifacts/select.ts";
 import { logNameOf, openStageFiles, type StageFiles } from "../../artifacts/stage-files.ts";

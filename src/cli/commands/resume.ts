@@ -13,13 +13,13 @@ import { checkRunDir, recordedPlace } from "../../engine/run-place.ts";
 import { driveRun } from "../drive.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
-import { loadConfig } from "../../shared/config.ts";
+import { loadConfig } from "../../shared/config/load.ts";
 import { session } from "../session.ts";
 import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
 import { UsageError } from "../../shared/errors.ts";
-import { DRIVEN_BY_ENV } from "../../service/drives.ts";
 import { announceDetached, requireService } from "../detach.ts";
+import { takeEnv } from "../../shared/config/environment.ts";
 
 export default defineCommand({
   meta: { name: "resume", description: "Continue an interrupted, crashed, failed or blocked run (--max-cost N raises a used-up budget)" },
@@ -85,8 +85,7 @@ export default defineCommand({
 
 /** A drive the local service started (src/service/drives.ts) says so in its run_resumed event. */
 function drivenBy(): { drivenBy?: "service" } {
-  const by = process.env[DRIVEN_BY_ENV];
-  // Not inherited by what this drive starts: a resume typed in a stage's shell is a person's, not the service's.
-  delete process.env[DRIVEN_BY_ENV];
+  // Taken away: not inherited by what this drive starts (a resume typed in a stage's shell is a person's, not the service's).
+  const by = takeEnv("ATOMIC_DRIVEN_BY");
   return by === "service" ? { drivenBy: "service" } : {};
 }

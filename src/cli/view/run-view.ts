@@ -17,6 +17,7 @@ import { out, err } from "../output.ts";
 import { failureDetail, failureSentence } from "../failure.ts";
 import { queueWait, queueWaitText } from "../../journal/fleet-view.ts";
 import { watchHosts } from "./host-watch.ts";
+import { readEnv } from "../../shared/config/environment.ts";
 
 export interface RunView {
   observer: EngineObserver;
@@ -30,7 +31,7 @@ export function createRunView(s: CliSession): RunView {
   if (s.globals.json) return jsonView();
   if (s.globals.quiet) return { observer: () => {}, close() {}, note() {} };
   // A dumb terminal cannot move the cursor to redraw the tree.
-  if (process.stdout.isTTY && process.env.TERM !== "dumb") return treeView(s);
+  if (process.stdout.isTTY && readEnv("TERM") !== "dumb") return treeView(s);
   return linesView(s);
 }
 

@@ -17,12 +17,13 @@ import { stageCountsText } from "../../status/totals.ts";
 import type { CliSession } from "../session.ts";
 import { colorFor, formatDuration, formatTime } from "../style.ts";
 import { out } from "../output.ts";
+import { readEnv } from "../../shared/config/environment.ts";
 
 const REFRESH_MS = 1000;
 
 export async function watchRuns(s: CliSession, journal: Journal, filter: { status?: RunStatus | undefined; limit: number }): Promise<void> {
   const summaries = new RunSummaries(journal);
-  const tty = process.stdout.isTTY === true && process.env.TERM !== "dumb" && !s.globals.json;
+  const tty = process.stdout.isTTY === true && readEnv("TERM") !== "dumb" && !s.globals.json;
   let stopped = false;
   let wake: (() => void) | undefined;
   const onSignal = () => {

@@ -29,6 +29,7 @@ import pg from "pg";
 import { AtomicError, StorageError } from "../../shared/errors.ts";
 import type { PostgresTarget } from "./url.ts";
 import { preferTlsClient } from "./prefer-tls.ts";
+import { readEnv } from "../../shared/config/environment.ts";
 
 /** bigint (int8) and numeric (sums) as JS numbers: every value here (ms times, counters, tokens) fits in 2^53. */
 const TYPES = {
@@ -43,13 +44,8 @@ export type Client = pg.PoolClient;
 const RETRY_SQLSTATES = new Set(["40001", "40P01"]);
 const MAX_CONFLICT_RETRIES = 5;
 
-/**
- * How long writes retry after the connection was lost: less than a run's
- * lease (30 s by default), so a run whose database stays away stops with
- * storage_unavailable before its lease keeper gives up on it.
- * ATOMIC_JOURNAL_RETRY_MS overrides it (tests of a database that stays down).
- */
-const DEFAULT_RETRY_MS = Number(process.env.ATOMIC_JOURNAL_RETRY_MS) > 0 ? Number(process.env.ATOMIC_JOURNAL_RETRY_MS) : 15_000;
+/** How long writes retry after the connection was lost: ATOMIC_JOURNAL_RETRY_MS, or its default (JOURNAL_RETRY_MS, with its reason). */
+const DEFAULT_RETRY_MS = readEnv("ATOMIC_JOURNAL_RETRY_MS");
 
 export interface PgPoolOptions {
   max?: number;

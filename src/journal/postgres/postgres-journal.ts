@@ -61,12 +61,13 @@ import { PgFleet } from "./fleet.ts";
 import type { FleetStore } from "../fleet.ts";
 import { makeStores, session } from "./stores.ts";
 import { parsePostgresUrl, redactUrl, type PostgresTarget } from "./url.ts";
+import { type EnvSource } from "../../shared/config/environment.ts";
 
 export interface PostgresJournalOptions {
   durability?: Durability;
   /** How long a write keeps retrying after the connection was lost (ms). */
   retryMs?: number;
-  env?: NodeJS.ProcessEnv;
+  env?: EnvSource;
 }
 
 type ListingsModule = typeof import("./pg-listings.ts");

@@ -24,6 +24,7 @@ import { readFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import type { ConnectionOptions } from "node:tls";
 import { UsageError } from "../../shared/errors.ts";
+import { readEnv, type EnvSource } from "../../shared/config/environment.ts";
 
 export const DEFAULT_SCHEMA = "atomic";
 const SSL_MODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] as const;
@@ -62,7 +63,7 @@ export function redactUrl(url: string): string {
   return url.replace(/\/\/([^/@]*?):[^@/]*@/, "//$1:***@");
 }
 
-export function parsePostgresUrl(url: string, env: NodeJS.ProcessEnv = process.env): PostgresTarget {
+export function parsePostgresUrl(url: string, env?: EnvSource): PostgresTarget {
   const shown = redactUrl(url);
   let u: URL;
   try {
@@ -71,17 +72,18 @@ export function parsePostgresUrl(url: string, env: NodeJS.ProcessEnv = process.e
     throw malformed(shown, "it does not parse as a URL");
   }
   if (!/^postgres(ql)?:$/i.test(u.protocol)) throw malformed(shown, "it must start with postgres://");
-  const host = decodeURIComponent(u.hostname).replace(/^\[(.*)\]$/, "$1") || env.PGHOST || "";
+  const host = decodeURIComponent(u.hostname).replace(/^\[(.*)\]$/, "$1") || readEnv("PGHOST", env) || "";
   if (!host) throw malformed(shown, "it names no host");
   if (host.startsWith("/")) throw malformed(shown, "Unix-socket hosts are not supported; use a TCP host");
-  const port = u.port ? Number(u.port) : env.PGPORT ? Number(env.PGPORT) : 5432;
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw malformed(shown, `the port ${u.port || env.PGPORT} is not a port number`);
-  const user = decode(u.username, shown, "user") || env.PGUSER || safeLogin();
+  const pgPort = readEnv("PGPORT", env);
+  const port = u.port ? Number(u.port) : pgPort ? Number(pgPort) : 5432;
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw malformed(shown, `the port ${u.port || pgPort} is not a port number`);
+  const user = decode(u.username, shown, "user") || readEnv("PGUSER", env) || safeLogin();
   if (!user) throw malformed(shown, "it names no user");
   const password = u.password ? decode(u.password, shown, "password") : undefined;
   const path = u.pathname.replace(/^\//, "");
   if (path.includes("/")) throw malformed(shown, "the database name contains a slash");
-  const database = decode(path, shown, "database") || env.PGDATABASE || user;
+  const database = decode(path, shown, "database") || readEnv("PGDATABASE", env) || user;
 
   for (const key of u.searchParams.keys()) {
     if (!(PARAMS as readonly string[]).includes(key)) {
@@ -93,9 +95,9 @@ export function parsePostgresUrl(url: string, env: NodeJS.ProcessEnv = process.e
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
     throw malformed(shown, `the schema "${schema}" must be lower-case letters, digits and underscores (at most 63, not starting with a digit)`);
   }
-  const sslMode = (q("sslmode") ?? env.PGSSLMODE ?? "prefer") as SslMode;
+  const sslMode = (q("sslmode") ?? readEnv("PGSSLMODE", env) ?? "prefer") as SslMode;
   if (!(SSL_MODES as readonly string[]).includes(sslMode)) throw malformed(shown, `sslmode must be one of ${SSL_MODES.join(", ")}`);
-  const timeout = q("connect_timeout") ?? env.PGCONNECT_TIMEOUT;
+  const timeout = q("connect_timeout") ?? readEnv("PGCONNECT_TIMEOUT", env);
   const connectTimeoutS = timeout === undefined ? 10 : Number(timeout);
   if (!Number.isFinite(connectTimeoutS) || connectTimeoutS < 0) throw malformed(shown, "connect_timeout must be a number of seconds");
 
@@ -107,7 +109,7 @@ export function parsePostgresUrl(url: string, env: NodeJS.ProcessEnv = process.e
     database,
     schema,
     sslMode,
-    tls: tlsOptions(sslMode, host, { rootcert: q("sslrootcert") ?? env.PGSSLROOTCERT, cert: q("sslcert") ?? env.PGSSLCERT, key: q("sslkey") ?? env.PGSSLKEY }, shown),
+    tls: tlsOptions(sslMode, host, { rootcert: q("sslrootcert") ?? readEnv("PGSSLROOTCERT", env), cert: q("sslcert") ?? readEnv("PGSSLCERT", env), key: q("sslkey") ?? readEnv("PGSSLKEY", env) }, shown),
     applicationName: q("application_name") ?? "atomic",
     // libpq: 0 means wait forever; pg: 0 too.
     connectTimeoutMs: Math.round(connectTimeoutS * 1000),

@@ -38,6 +38,7 @@ import { fromInclusive, priced } from "../usage.ts";
 import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
+import { readEnv } from "../../shared/config/environment.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 const WRITING_TOOLS = ["write", "edit", "bash"];
@@ -133,7 +134,7 @@ function readOnly(req: StageRequest): boolean {
 /** The top-level `model = "…"` of codex's config.toml (before any [table]). */
 function configuredModel(req: StageRequest): string | undefined {
   const env = req.env ?? {};
-  const home = (typeof env.CODEX_HOME === "string" ? env.CODEX_HOME : undefined) ?? process.env.CODEX_HOME ?? join(homedir(), ".codex");
+  const home = (typeof env.CODEX_HOME === "string" ? env.CODEX_HOME : undefined) ?? readEnv("CODEX_HOME") ?? join(homedir(), ".codex");
   try {
     const top = readFileSync(join(home, "config.toml"), "utf8").split(/^\s*\[/m)[0]!;
     return /^\s*model\s*=\s*"([^"]+)"/m.exec(top)?.[1];

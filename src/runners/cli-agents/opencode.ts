@@ -38,6 +38,7 @@ import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
 import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool, type Rec } from "./records.ts";
+import { readEnv } from "../../shared/config/environment.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
 const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit: "edit", list: "glob", grep: "grep", bash: "bash" };
@@ -73,7 +74,7 @@ export const opencode: CliAdapter = {
   promptOnStdin: true,
   env(req) {
     return {
-      OPENCODE_CONFIG_CONTENT: opencodeConfig(req, req.env?.OPENCODE_CONFIG_CONTENT === undefined || req.env.OPENCODE_CONFIG_CONTENT === true ? process.env.OPENCODE_CONFIG_CONTENT : req.env.OPENCODE_CONFIG_CONTENT),
+      OPENCODE_CONFIG_CONTENT: opencodeConfig(req, req.env?.OPENCODE_CONFIG_CONTENT === undefined || req.env.OPENCODE_CONFIG_CONTENT === true ? readEnv("OPENCODE_CONFIG_CONTENT") : req.env.OPENCODE_CONFIG_CONTENT),
       OPENCODE_DISABLE_AUTOUPDATE: "1",
     };
   },

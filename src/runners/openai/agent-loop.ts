@@ -39,7 +39,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { StageResult, Usage } from "../../sdk/types.ts";
 import { redact } from "../../shared/secrets.ts";
-import { DEFAULT_OPENAI_BASE_URL } from "../../shared/config.ts";
+import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { schemaValidator, type JsonSchema } from "../json-schema.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../types.ts";
@@ -51,6 +51,7 @@ import { ProviderError, oneLine } from "./provider-errors.ts";
 import { STRUCTURED_TOOL, checkStructured, structuredSpec } from "./structured-output.ts";
 import { ToolBox, enabledTools, type ToolName } from "./tools.ts";
 import { stageEnv } from "../stage-env.ts";
+import { readEnv } from "../../shared/config/environment.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 export const MAX_CORRECTIONS = 3;
@@ -245,9 +246,9 @@ export class AgentLoop {
       return this.result("failed", "invalid_schema", (err as Error).message);
     }
     const client = new ChatClient({
-      baseUrl: agent.baseUrl ?? DEFAULT_OPENAI_BASE_URL,
-      apiKey: process.env.OPENAI_API_KEY || undefined,
-      requestTimeoutMs: agent.requestTimeoutMs ?? 300_000,
+      baseUrl: agent.baseUrl ?? CONFIG_DEFAULTS.openai.baseUrl,
+      apiKey: readEnv("OPENAI_API_KEY"),
+      requestTimeoutMs: agent.requestTimeoutMs ?? CONFIG_DEFAULTS.openai.requestTimeoutMs,
       rateLimits: rateLimitsFor(req.artifactDir),
     });
     const system = agent.system ?? defaultSystem(req.cwd, toolNames, this.schema !== undefined);
@@ -298,8 +299,8 @@ export class AgentLoop {
     this.files.section("Assistant");
     try {
       const reply = callWithRetries((ctl) => client.stream(body, ctl, this.streamHandlers), {
-        maxRetries: agent.maxRetries ?? 4,
-        maxBackoffMs: agent.maxBackoffMs ?? 30_000,
+        maxRetries: agent.maxRetries ?? CONFIG_DEFAULTS.openai.maxRetries,
+        maxBackoffMs: agent.maxBackoffMs ?? CONFIG_DEFAULTS.openai.maxBackoffMs,
         onAttempt: (ctl) => {
           ac = ctl;
           this.turnAbort = ctl;

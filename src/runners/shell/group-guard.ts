@@ -40,6 +40,7 @@
 
 import type { Subprocess } from "bun";
 import { GUARD_ENV } from "../../shared/run-processes.ts";
+import { readEnv, type VariableName } from "../../shared/config/environment.ts";
 
 /** How long "no stages" waits before it is reported (one started meanwhile cancels the report). */
 const ENDED_REPORT_MS = 250;
@@ -54,7 +55,7 @@ export const guardToken = `${process.pid}-${Buffer.from(crypto.getRandomValues(n
 // match), not in its argv: /proc/PID/cmdline is every user's to read. Nothing else of this process's environment
 // goes with it: a shell is no non-dumpable process (shared/non-dumpable.ts), and a stage could read the keys
 // in /proc/<guard>/environ.
-const NEEDLE_ENV = "ATOMIC_GUARD_NEEDLE";
+const NEEDLE_ENV: VariableName = "ATOMIC_GUARD_NEEDLE";
 const GUARD_SCRIPT = [
   "s=0",
   'while read -r c; do s=$c; done',
@@ -99,7 +100,7 @@ function tell(state: "0" | "1"): void {
 
 function startGuard(): Subprocess<"pipe", "ignore", "ignore"> {
   const proc = Bun.spawn(["/bin/sh", "-c", GUARD_SCRIPT], {
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", [NEEDLE_ENV]: `${GUARD_ENV}=${guardToken}` },
+    env: { PATH: readEnv("PATH") ?? "/usr/bin:/bin", [NEEDLE_ENV]: `${GUARD_ENV}=${guardToken}` },
     stdin: "pipe",
     stdout: "ignore",
     stderr: "ignore",

@@ -1,0 +1,300 @@
+/**
+ * Every environment variable atomic reads or sets, in one registry, and
+ * the only code that touches `process.env` (a test scans src/ for any
+ * other: test/shared/environment.test.ts). The reference page
+ * docs/reference/environment.md is generated from this list.
+ *
+ * Each variable has an audience:
+ *
+ *   user        a setting of atomic's, documented (most have a flag or a
+ *               config key beside them)
+ *   stage       set by atomic for a stage's processes to read
+ *   credential  a key or password: read by atomic or by the agent CLIs it
+ *               drives, kept from stages unless a stage names it
+ *               (runners/stage-env.ts), its value redacted (shared/secrets.ts)
+ *   external    a variable of the system or of another program that atomic
+ *               reads too (HOME, XDG_*, NO_COLOR, PG*, an agent CLI's own)
+ *   internal    a hand-off between atomic's own processes; never set it
+ *   testing     a hook for atomic's tests, benchmarks and debugging
+ *
+ * Reads go through `readEnv(name)` (parsed, with the registry's default),
+ * which takes another environment for tests (`readEnv(name, { … })`);
+ * writes through `setEnv` and `takeEnv`. A child process gets this
+ * process's environment through `childEnv` (with changes), so everything
+ * not named here passes through as it is: atomic's roles inherit the whole
+ * environment, stages all but what `keptFromStages` marks. The one read of
+ * a name not listed here is `passThroughValue`: a stage's `env: { NAME:
+ * true }` asks for this process's own value of a variable it names.
+ *
+ * A value that does not parse (ATOMIC_HOST_LOST_MS=soon) counts as unset:
+ * these are read in processes that have no terminal to complain to. The
+ * one exception is ATOMIC_DURABILITY, checked with its flag (cli/globals.ts).
+ */
+
+export type Audience = "user" | "stage" | "credential" | "external" | "internal" | "testing";
+
+/** An environment to read: process.env, or a test's own. */
+export type EnvSource = Readonly<Record<string, string | undefined>>;
+
+export interface Variable<T> {
+  audience: Audience;
+  /** What the value is, for people: "path", "URL", "milliseconds". */
+  type: string;
+  /** What holds when it is unset, for people (the parsed default is `parse(undefined)`). */
+  default?: string;
+  description: string;
+  /** Kept from stages unless a stage names it (credentials, atomic's internal configuration). */
+  keptFromStages?: boolean;
+  parse(raw: string | undefined): T;
+}
+
+/** Any text; an empty value is unset. */
+const text = (raw: string | undefined): string | undefined => raw || undefined;
+/** Text with surrounding blanks removed; blank is unset. */
+const trimmed = (raw: string | undefined): string | undefined => raw?.trim() || undefined;
+/** A positive number of milliseconds, else `fallback`. */
+const positiveMs =
+  (fallback: number) =>
+  (raw: string | undefined): number => {
+    const n = Number(raw);
+    return raw && Number.isFinite(n) && n > 0 ? n : fallback;
+  };
+/** A positive number of milliseconds, or undefined (the user of the value has its own default). */
+const optionalMs = (raw: string | undefined): number | undefined => {
+  const n = Number(raw);
+  return raw && Number.isFinite(n) && n > 0 ? n : undefined;
+};
+const isOne = (raw: string | undefined): boolean => raw === "1";
+
+function variable<T>(v: Variable<T>): Variable<T> {
+  return v;
+}
+
+const credential = (description: string) => variable({ audience: "credential", type: "secret", description, keptFromStages: true, parse: text });
+const external = (type: string, description: string, dflt?: string) => variable({ audience: "external", type, description, ...(dflt ? { default: dflt } : {}), parse: text });
+const stage = (description: string) => variable({ audience: "stage", type: "text", description, parse: text });
+
+/**
+ * Tuning constants that a variable overrides live here with their reason,
+ * next to the variable that overrides them.
+ */
+/** Postgres writes retry this long after the connection was lost: less than a run's lease (30 s), so a run whose database stays away stops with storage_unavailable before its lease keeper gives up on it. */
+export const JOURNAL_RETRY_MS = 15_000;
+/** A host silent for longer than this (and not stopped) is shown lost: ten missed heartbeats of one second. */
+export const HOST_LOST_AFTER_MS = 10_000;
+/** A worker's heartbeat to its coordinator, unless the coordinator hands it another. */
+export const WORKER_HEARTBEAT_MS = 1_000;
+/** The lease of a work item on a worker, unless the coordinator hands it another: a worker silent this long is presumed lost. */
+export const WORK_LEASE_MS = 30_000;
+
+export const VARIABLES = {
+  // --- user-facing settings ---
+  ATOMIC_HOME: variable({
+    audience: "user",
+    type: "path",
+    default: "~/.atomic",
+    description: "Where atomic keeps its journal, artifacts, logs and config.json (`--home`). An empty value is unset.",
+    parse: text,
+  }),
+  ATOMIC_JOURNAL: variable({
+    audience: "user",
+    type: "URL",
+    default: "the SQLite journal in the home",
+    description:
+      "A shared Postgres journal, `postgres://user@host:5432/db?schema=atomic` (`--journal`). Treated as a credential: it may carry a password, so stages do not see it and its password is redacted.",
+    keptFromStages: true,
+    parse: text,
+  }),
+  ATOMIC_CONFIG: variable({
+    audience: "user",
+    type: "path",
+    description: "One more config file, read after `$ATOMIC_HOME/config.json` and the project's `.atomic/config.json` (its keys win): settings for one shell or one CI job. It must exist.",
+    parse: text,
+  }),
+  ATOMIC_RUNNER: variable({ audience: "user", type: "runner name", default: "openai", description: "Default runner of prompt stages; overrides `runner` of the config files.", parse: text }),
+  ATOMIC_MODEL: variable({ audience: "user", type: "model name", description: "Default model; overrides `model` of the config files.", parse: text }),
+  ATOMIC_OPENAI_BASE_URL: variable({
+    audience: "user",
+    type: "URL",
+    default: "https://api.openai.com/v1",
+    description: "Base URL of the OpenAI-compatible endpoint of the openai runner; overrides `openai.baseUrl` of the config files.",
+    parse: text,
+  }),
+  ATOMIC_DURABILITY: variable({
+    audience: "user",
+    type: "full | normal",
+    default: "full",
+    description: "`--durability`: `full`, a recorded step survives power loss; `normal`, faster, may lose the last steps on power loss (SQLite journal).",
+    parse: text,
+  }),
+  ATOMIC_VERBOSE: variable({ audience: "user", type: "1", description: "`1`: as `--verbose` (stack traces and debug detail).", parse: isOne }),
+  ATOMIC_HOST_ID: variable({
+    audience: "user",
+    type: "text",
+    default: "machine id + boot id + pid namespace",
+    description: "This host's identity in leases (`--host-id`), for machines that share all three (network namespaces). The CLI sets it from `--host-id` for the processes it starts.",
+    parse: trimmed,
+  }),
+  ATOMIC_CHROMIUM: variable({
+    audience: "user",
+    type: "program",
+    default: "the first of chromium, chromium-browser, google-chrome, google-chrome-stable on PATH",
+    description: "The browser the builtin `design` workflow takes screenshots with (its `chromium` input wins).",
+    parse: text,
+  }),
+  ATOMIC_JOURNAL_RETRY_MS: variable({
+    audience: "user",
+    type: "milliseconds",
+    default: String(JOURNAL_RETRY_MS),
+    description: "How long Postgres journal writes retry after the connection was lost before the run stops (resumably) with storage_unavailable. Keep it below the run lease (30 s).",
+    parse: positiveMs(JOURNAL_RETRY_MS),
+  }),
+  ATOMIC_HOST_LOST_MS: variable({
+    audience: "user",
+    type: "milliseconds",
+    default: String(HOST_LOST_AFTER_MS),
+    description: "A worker host silent for longer than this is shown lost (`atomic workers`, `atomic show`): for a fleet whose heartbeats are known to lag.",
+    parse: positiveMs(HOST_LOST_AFTER_MS),
+  }),
+
+  // --- set for stages ---
+  ATOMIC_RUN_ID: stage("The id of the run the stage belongs to."),
+  ATOMIC_STAGE: stage("The stage's name."),
+  ATOMIC_STAGE_KEY: stage("The stage's key in its run (unique within the run)."),
+  ATOMIC_ATTEMPT: stage("The attempt number of this run of the stage (1, then 2 on a retry)."),
+
+  // --- credentials ---
+  OPENAI_API_KEY: credential("The key of the OpenAI-compatible endpoint (the openai runner, `atomic doctor --check-endpoint`; codex, opencode and pi read it too). Unset for a local endpoint."),
+  ATOMIC_OPENAI_API_KEY: credential("Not read by this version; kept from stages should it be set."),
+  ANTHROPIC_API_KEY: credential("Read by the claude, opencode and pi CLIs; passed to them, kept from other stages."),
+  ANTHROPIC_AUTH_TOKEN: credential("Read by the claude CLI; passed to it, kept from other stages."),
+  GEMINI_API_KEY: credential("Read by the gemini, opencode and pi CLIs; passed to them, kept from other stages."),
+  GOOGLE_API_KEY: credential("Read by the gemini CLI; passed to it, kept from other stages."),
+  OPENROUTER_API_KEY: credential("Read by the opencode and pi CLIs; passed to them, kept from other stages."),
+  CODEX_API_KEY: credential("Read by the codex CLI; passed to it, kept from other stages."),
+  PGPASSWORD: credential("The Postgres journal's password when its URL has none (read by the Postgres driver; `~/.pgpass` works too)."),
+  ATOMIC_STATUS_TOKEN: credential("Not read by this version (the token lives in `$ATOMIC_HOME/status-token`); kept from stages should it be set."),
+
+  // --- read from the system and from other programs ---
+  HOME: external("path", "The user's home: where the agent CLIs keep their settings (`atomic doctor`).", "the account's home"),
+  PATH: external("path list", "Where runners' programs are found (`runners.<name>.path` names one directly); the process group guard gets only this."),
+  XDG_RUNTIME_DIR: external("path", "The user's runtime directory: `$XDG_RUNTIME_DIR/atomic` holds agent session slots and long socket paths when it is an absolute 0700 directory of the user's.", "`$ATOMIC_HOME/run`"),
+  XDG_CONFIG_HOME: external("path", "Where opencode's settings are looked for (`atomic doctor`).", "~/.config"),
+  NO_COLOR: external("any", "Set and not empty: no colours, as `--no-color`."),
+  TERM: external("text", "`dumb`: no colours and no live views (`atomic run`, `atomic runs --watch`)."),
+  COLUMNS: external("whole number", "The width tables are laid out for, when it is not the terminal's.", "the terminal's width"),
+  PGHOST: external("host", "The Postgres host when the journal URL names none."),
+  PGPORT: external("port", "The Postgres port when the journal URL names none.", "5432"),
+  PGUSER: external("user", "The Postgres user when the journal URL names none.", "the login name"),
+  PGDATABASE: external("name", "The Postgres database when the journal URL names none.", "the user"),
+  PGSSLMODE: external("libpq sslmode", "TLS towards Postgres when the URL has no `sslmode`.", "prefer"),
+  PGCONNECT_TIMEOUT: external("seconds", "Connection timeout towards Postgres when the URL has no `connect_timeout`."),
+  PGSSLROOTCERT: external("path", "CA certificate for Postgres TLS when the URL has no `sslrootcert`."),
+  PGSSLCERT: external("path", "Client certificate for Postgres TLS when the URL has no `sslcert`."),
+  PGSSLKEY: external("path", "Client key for Postgres TLS when the URL has no `sslkey`."),
+  CLAUDE_CONFIG_DIR: external("path", "The claude CLI's settings directory (`atomic doctor`).", "~/.claude"),
+  CODEX_HOME: external("path", "The codex CLI's home: its config.toml names the default model (also when a stage sets it in `env`).", "~/.codex"),
+  OPENCODE_CONFIG: external("path", "opencode's settings file (`atomic doctor`).", "$XDG_CONFIG_HOME/opencode/opencode.json"),
+  OPENCODE_CONFIG_CONTENT: external("JSON", "opencode's inline settings: atomic adds its provider to them for opencode stages (a stage's `env` may set its own)."),
+  PI_CODING_AGENT_DIR: external("path", "The pi CLI's settings directory (`atomic doctor`).", "~/.pi/agent"),
+
+  // --- hand-offs between atomic's own processes ---
+  ATOMIC_POOL_CONFIG: variable({
+    audience: "internal",
+    type: "JSON",
+    description: "A pool coordinator's or worker's configuration (home, journal URL), from the process that starts it: never in argv, which every user can read. The child removes it from its environment at once.",
+    keptFromStages: true,
+    parse: text,
+  }),
+  ATOMIC_USER_UMASK: variable({
+    audience: "internal",
+    type: "octal umask",
+    description: "The umask of the user who started the first atomic process, passed to atomic's own processes (which run with 0077) so stages get the user's.",
+    keptFromStages: true,
+    parse: text,
+  }),
+  ATOMIC_ROOT_RUN_ID: variable({ audience: "internal", type: "run id", description: "Set by the process that drives a run; every process it starts inherits it, so a later resume or the drive's end finds them in /proc.", parse: text }),
+  ATOMIC_WORKER_ID: variable({ audience: "internal", type: "worker id", description: "A pool worker's id, inherited by its stages, so its coordinator can find them if the worker is lost.", parse: text }),
+  ATOMIC_GUARD: variable({ audience: "internal", type: "token", description: "The token of the process group guard of the process that started a stage, in the stage's environment.", parse: text }),
+  ATOMIC_GUARD_NEEDLE: variable({ audience: "internal", type: "text", description: "What the process group guard looks for in /proc/*/environ (`ATOMIC_GUARD=<token>`).", parse: text }),
+  ATOMIC_DRIVEN_BY: variable({ audience: "internal", type: "service", description: "Set by the local service on the drives it starts; recorded in the run's run_resumed event and removed at once.", parse: text }),
+  ATOMIC_HEARTBEAT_MS: variable({
+    audience: "internal",
+    type: "milliseconds",
+    default: String(WORKER_HEARTBEAT_MS),
+    description: "A pool worker's heartbeat period, from its coordinator's configuration.",
+    parse: positiveMs(WORKER_HEARTBEAT_MS),
+  }),
+  ATOMIC_WORK_LEASE_MS: variable({
+    audience: "internal",
+    type: "milliseconds",
+    default: String(WORK_LEASE_MS),
+    description: "A pool worker's work-item lease, from its coordinator's configuration.",
+    parse: positiveMs(WORK_LEASE_MS),
+  }),
+
+  // --- tests, benchmarks, debugging ---
+  ATOMIC_FAULT_POINTS: variable({
+    audience: "testing",
+    type: "name:n,…",
+    description: "Arms named fault points (shared/fault-points.ts): `before-checkpoint:5` fires on the 5th hit, `name:*` on every hit. Not inherited by the intercom broker.",
+    parse: text,
+  }),
+  ATOMIC_FAULT_ACTION: variable({ audience: "testing", type: "kill | throw", default: "kill", description: "What an armed fault point does: SIGKILL its process (like a power cut) or throw.", parse: text }),
+  ATOMIC_POOL_TRACE: variable({ audience: "testing", type: "1", description: "`1`: each pool role writes a timing line per event to its log (pool/trace.ts).", parse: isOne }),
+  ATOMIC_INTERCOM_IDLE_MS: variable({
+    audience: "testing",
+    type: "milliseconds",
+    default: "5000",
+    description: "How long the intercom broker stays up with no connection.",
+    parse: optionalMs,
+  }),
+} as const satisfies Record<string, Variable<unknown>>;
+
+export type VariableName = keyof typeof VARIABLES;
+type ValueOf<N extends VariableName> = ReturnType<(typeof VARIABLES)[N]["parse"]>;
+/** The variables whose value is text (unset or empty: undefined). */
+export type TextVariable = { [N in VariableName]: ValueOf<N> extends string | undefined ? N : never }[VariableName];
+
+/** The value of `name` in this process's environment (or `from`), parsed, with its default. */
+export function readEnv<N extends VariableName>(name: N, from: EnvSource = process.env): ValueOf<N> {
+  return VARIABLES[name].parse(from[name]) as ValueOf<N>;
+}
+
+/** Sets (or with undefined removes) `name` in this process's environment: every child started later inherits it. */
+export function setEnv(name: VariableName, value: string | undefined): void {
+  if (value === undefined) delete process.env[name];
+  else process.env[name] = value;
+}
+
+/** Reads `name` and removes it from this process's environment, so no child inherits it. */
+export function takeEnv(name: VariableName): string | undefined {
+  const value = process.env[name];
+  delete process.env[name];
+  return value;
+}
+
+/** This process's value of a variable a stage names in its `env` option (`NAME: true`): any name, by the workflow's request. */
+export function passThroughValue(name: string): string | undefined {
+  return process.env[name];
+}
+
+/** The names with `keptFromStages` (credentials and atomic's internal configuration). */
+export const KEPT_FROM_STAGES: readonly VariableName[] = (Object.keys(VARIABLES) as VariableName[]).filter((n) => (VARIABLES[n] as Variable<unknown>).keptFromStages === true);
+
+/** The credential variables: their values are secrets of this process (shared/secrets.ts). */
+export const CREDENTIAL_VARIABLES = (Object.keys(VARIABLES) as VariableName[]).filter((n) => VARIABLES[n].audience === "credential" || n === "ATOMIC_JOURNAL") as readonly TextVariable[];
+
+/**
+ * The environment of a child process: this process's, with `set` applied
+ * (a value sets, undefined removes) and every name `drop` accepts left out.
+ */
+export function childEnv(set: Partial<Record<VariableName, string | undefined>> = {}, drop?: (name: string) => boolean): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !drop?.(k)) env[k] = v;
+  for (const [k, v] of Object.entries(set)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
