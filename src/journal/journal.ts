@@ -17,8 +17,7 @@
  *
  * A backend (sqlite/, postgres/) is a folder implementing `Journal`; the
  * conformance suite in test/conformance runs against every backend.
- * Nothing outside journal/ may depend on which backend it talks to:
- * behaviour differences are expressed as `JournalCapabilities`.
+ * Nothing outside journal/ may depend on which backend it talks to.
  */
 
 import type { StorageError } from "../shared/errors.ts";
@@ -54,29 +53,9 @@ export interface ListRunsFilter {
   offset?: number;
 }
 
-/**
- * What callers may rely on beyond the interface, per backend. Each flag is
- * here because code outside journal/ reads it (named below); a backend
- * sets what it can promise, and the conformance suite checks each
- * backend's promise, not one backend's values.
- */
-export interface JournalCapabilities {
-  /**
-   * A write transaction runs from BEGIN to COMMIT without yielding to the
-   * event loop (SQLite here: synchronous statements; waits for another
-   * process's lock happen before BEGIN). Then `claimMany`'s `onLeased` runs
-   * while nothing else of the process can, and the pool's dispatcher
-   * (src/pool/dispatcher.ts) starts a worker before its claim commits. A
-   * backend that awaits inside a transaction (a network database) says
-   * false, and the dispatcher starts workers after the commit.
-   */
-  synchronousTransactions: boolean;
-}
-
 export type Durability = "full" | "normal";
 
 export interface Journal {
-  readonly capabilities: JournalCapabilities;
   /** Human description of where the journal lives (path or redacted URL). */
   readonly location: string;
   /**

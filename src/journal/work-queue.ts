@@ -118,21 +118,8 @@ export interface WorkQueue {
    * `claim` for several idle workers in one transaction: the oldest ready
    * item to `workerIds[0]`, the next to `workerIds[1]`, ... (FIFO); fewer
    * items than workers when fewer are ready.
-   *
-   * `onLeased(item, index)` is called with each item as soon as its lease
-   * is decided, inside the transaction, before the lease is written and
-   * committed, so the caller can hand the item out meanwhile (only where
-   * `capabilities.synchronousTransactions` says nothing else of the
-   * process runs before the commit). If the call
-   * then rejects, none of its leases exist: the caller must take back what
-   * it handed out (an item given to a worker then is held by no lease).
    */
-  claimMany(
-    workerIds: readonly string[],
-    leaseMs: number,
-    root?: ClaimFilter,
-    onLeased?: (item: WorkItem, index: number) => void,
-  ): Promise<WorkItem[]>;
+  claimMany(workerIds: readonly string[], leaseMs: number, root?: ClaimFilter): Promise<WorkItem[]>;
   /** Lease one given item to `workerId` if it is ready (queue order aside); undefined when it is not. */
   claimItem(id: string, workerId: string, leaseMs: number): Promise<WorkItem | undefined>;
   /** Heartbeats: extend every lease that still holds, in one transaction; returns the fences that no longer hold. */

@@ -4,12 +4,10 @@
  * a worker ran them.
  *
  * - While not paused, each idle worker gets the oldest ready item (one
- *   fenced claim transaction for all of them), sent as `start`. On an idle
- *   pool, where the journal's transactions are synchronous (a journal
- *   capability), the start goes out as soon as the claim has decided the
- *   lease, while the lease is still being written and committed (dispatch()
- *   says why that is safe); after a worker's commit, its next item is claimed in
- *   the same transaction and its `start` carries that commit's receipt.
+ *   fenced claim transaction for all of them), sent as `start` once that
+ *   transaction has committed; after a worker's commit, its next item is
+ *   claimed in the same transaction and its `start` carries that commit's
+ *   receipt.
  * - A worker's `complete` is committed fenced by (worker, generation,
  *   epoch) and its operation id: a stale or conflicting commit is refused
  *   and logged; a retry of one already answered gets the same receipt. The
@@ -36,7 +34,6 @@ import { ensureError } from "../shared/errors.ts";
 import { faultPoint } from "../shared/fault-points.ts";
 import type { CoordinatorCore } from "./coordinator-core.ts";
 import type { FromWorker, Receipt } from "./protocol/coordinator-worker.ts";
-import { killStagesOfWorker } from "./reap.ts";
 import { trace, traceNow, tracing } from "./trace.ts";
 import type { WorkerSlot } from "./worker-slot.ts";
 
@@ -75,40 +72,18 @@ export class Dispatcher {
           if (this.core.paused) break;
           const idle = workers.idle();
           if (idle.length === 0) break;
-          // Every idle worker gets an item from one transaction. Where the journal's transactions are
-          // synchronous, its start goes out as soon as the claim has decided the lease: the worker wakes
-          // while the lease is written and committed (an idle pool's claim-to-start, bench/pool.ts: 15-20 us
-          // less). Safe there: nothing a worker sends is read before the transaction ends, and if it fails
-          // the workers started in it are retired before anything else runs here (their late commits name
-          // a lease that never existed: refused). Elsewhere the starts go out after the commit (give()).
+          // Every idle worker gets an item from one transaction; the starts go out after it commits (give()).
           const claimAt = tracing ? traceNow() : 0;
-          const started = new Set<WorkerSlot>();
-          const startEarly = journal.capabilities.synchronousTransactions;
-          let items: WorkItem[];
-          try {
-            faultPoint("coordinator-before-claim");
-            items = await journal.work.claimMany(
-              idle.map((s) => s.id),
-              config.leaseMs,
-              claimScope,
-              startEarly
-                ? (item, i) => {
-                    trace("claim", item.id, claimAt);
-                    if (!this.startIfFree(idle[i]!, item)) return;
-                    started.add(idle[i]!);
-                    faultPoint("coordinator-started-before-commit");
-                  }
-                : undefined,
-            );
-          } catch (err) {
-            for (const slot of started) this.revoke(slot);
-            throw err;
-          }
+          faultPoint("coordinator-before-claim");
+          const items = await journal.work.claimMany(
+            idle.map((s) => s.id),
+            config.leaseMs,
+            claimScope,
+          );
           this.claimFailures = 0;
+          for (const item of items) trace("claim", item.id, claimAt);
           if (items.length > 0) faultPoint("coordinator-after-claim");
-          for (let i = 0; i < items.length; i++) {
-            if (!started.has(idle[i]!)) await this.give(idle[i]!, items[i]!);
-          }
+          for (let i = 0; i < items.length; i++) await this.give(idle[i]!, items[i]!);
           if (items.length < idle.length) break; // nothing more is ready
         }
       } while (this.redispatch);
@@ -117,10 +92,9 @@ export class Dispatcher {
       this.core.log(`dispatch failed: ${why}`);
       if (this.core.storageFailed(err)) return;
       // Whatever fails three claims in a row (the journal refuses writes) would fail every one after: the
-      // run stops resumably rather than wait for ever, or churn through workers revoked by failed claims.
+      // run stops resumably rather than wait for ever.
       if (++this.claimFailures >= MAX_CLAIM_FAILURES) this.core.fatal("storage_unavailable", `the pool cannot claim work: ${why}`);
-      // A claim that failed before it handed anything out leaves nothing that would dispatch again (no worker
-      // retired, nothing committed): try again shortly, so a passing fault neither stalls the pool for good nor
+      // A failed claim leaves nothing that would dispatch again (nothing committed): try again shortly, so a passing fault neither stalls the pool for good nor
       // escapes the three-failures limit.
       else setTimeout(() => void (this.core.shuttingDown ? undefined : this.dispatch()), CLAIM_RETRY_MS * this.claimFailures).unref();
     } finally {
@@ -341,13 +315,6 @@ export class Dispatcher {
     const request = local;
     slot.send({ type: "start", workId: item.id, generation: item.generation, epoch: item.epoch, request, ...(receipt ? { receipt } : {}) });
     return true;
-  }
-
-  /** `slot` was started in a claim transaction that failed: it holds no lease, so it must not go on. */
-  private revoke(slot: WorkerSlot): void {
-    this.core.log(`worker ${slot.id} was given work ${slot.item?.id} by a claim that did not commit; retiring it`);
-    killStagesOfWorker(slot.id);
-    this.core.workers.retire(slot);
   }
 
   /** The root cancelled `workId` and no worker runs it: settled now if queued, else when its claim comes back. */

@@ -20,7 +20,7 @@ import { test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { JOURNAL_FILE, openJournal } from "../../src/journal/open.ts";
-import type { Durability, Journal, JournalCapabilities } from "../../src/journal/journal.ts";
+import type { Durability, Journal } from "../../src/journal/journal.ts";
 import type { HolderInfo, Lease } from "../../src/journal/runs.ts";
 import { Kysely, sql } from "kysely";
 import { BunSqliteDialect } from "../../src/journal/sqlite/dialect.ts";
@@ -32,8 +32,6 @@ import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
 
 export interface Backend {
   name: string;
-  /** What the backend promises (the suite checks each promise it makes, on that backend only). */
-  capabilities: JournalCapabilities;
   /** Opens (creating if needed) the journal that lives in `dir`. */
   open(dir: string, durability?: Durability): Promise<Journal>;
   /** The journal's file, for backends that have one. */
@@ -49,7 +47,6 @@ export interface Backend {
 /** The embedded backend itself, for SQLite-only tests (file-level migrations), whatever ATOMIC_TEST_BACKENDS selects. */
 export const sqlite: Backend = {
   name: "sqlite",
-  capabilities: { synchronousTransactions: true },
   open: (dir, durability = "full") => openJournal({ home: dir, durability }),
   file: (dir) => join(dir, JOURNAL_FILE),
   tamperSchemaVersion(dir, version) {
@@ -83,7 +80,6 @@ export async function postgresUrlFor(dir: string): Promise<string> {
 
 const postgres: Backend = {
   name: "postgres",
-  capabilities: { synchronousTransactions: false },
   open: async (dir, durability = "full") => openJournal({ home: dir, durability, journalUrl: await postgresUrlFor(dir) }),
   journalUrl: postgresUrlFor,
 };

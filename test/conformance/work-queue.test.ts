@@ -17,8 +17,7 @@ import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.t
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { waitUntil } from "../helpers/atomic.ts";
-import { BACKENDS, insertOldRoot, liveHolder, sqlite, sqliteAtVersion, startRoot, testWhen } from "./backends.ts";
+import { BACKENDS, insertOldRoot, liveHolder, sqlite, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -114,65 +113,6 @@ for (const backend of BACKENDS) {
       expect(rest.map((w) => [w.id, w.workerId])).toEqual([["m-3", "w-c"]]);
       expect(await journal.work.claimMany(["w-f"], LEASE_MS, root)).toEqual([]);
     });
-
-    test(`${backend.name}: claimMany hands out each lease as decided, before it is written; a failure after that leaves no lease`, async () => {
-      const { journal, rootId, lease, root } = await setup();
-      await enqueue(journal, lease, rootId, ["e-1", "e-2", "e-3", "e-4"]);
-      const seen: [string, number, string | null, number][] = [];
-      const items = await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, root, (item, i) => seen.push([item.id, i, item.workerId, item.epoch]));
-      expect(seen).toEqual([
-        ["e-1", 0, "w-a", 1],
-        ["e-2", 1, "w-b", 1],
-      ]);
-      // What was handed out is exactly what was committed.
-      for (const item of items) expect(await journal.work.get(item.id)).toEqual(item);
-
-      // The caller fails after the second item was handed out: the transaction is rolled back, both leases with it.
-      const handed: string[] = [];
-      const failing = journal.work.claimMany(["w-c", "w-d"], LEASE_MS, root, (item, i) => {
-        handed.push(item.id);
-        if (i === 1) throw new Error("the commit failed");
-      });
-      await expect(failing).rejects.toThrow("the commit failed");
-      expect(handed).toEqual(["e-3", "e-4"]);
-      for (const id of handed) {
-        const item = (await journal.work.get(id))!;
-        expect([item.state, item.workerId, item.epoch]).toEqual(["ready", null, 0]);
-      }
-      // Claimed again, they get the same epochs the failed claim handed out, so a worker that was given one must be
-      // retired, never reused under its id (the coordinator's revoke): the next claim's fence names another worker.
-      const again = await journal.work.claimMany(["w-e", "w-f"], LEASE_MS, root);
-      expect(again.map((w) => [w.id, w.workerId, w.epoch])).toEqual([
-        ["e-3", "w-e", 1],
-        ["e-4", "w-f", 1],
-      ]);
-    });
-
-    test(`${backend.name}: the journal declares the capabilities the backend promises`, async () => {
-      const { journal } = await setup();
-      expect(journal.capabilities).toEqual(backend.capabilities);
-    });
-
-    // The pool's dispatcher starts a worker from onLeased, before the claim commits, only on this promise.
-    testWhen(backend.capabilities.synchronousTransactions)(
-      `${backend.name}: synchronous transactions: nothing else of the process runs between onLeased and the commit`,
-      async () => {
-        const { journal, rootId, lease, root } = await setup();
-        await enqueue(journal, lease, rootId, ["s-1", "s-2"]);
-        let ranBetween = false;
-        let seenAfter: (string | undefined)[] = [];
-        await journal.work.claimMany(["w-a", "w-b"], LEASE_MS, root, (item, i) => {
-          if (i === 0) {
-            // Code that the first hand-out lets run (a worker's message, a timer) must find the commit done.
-            queueMicrotask(() => (ranBetween = true));
-            setImmediate(() => void Promise.all(["s-1", "s-2"].map(async (id) => (await journal.work.get(id))?.state)).then((s) => (seenAfter = s)));
-          } else expect(ranBetween).toBe(false);
-        });
-        await waitUntil(() => seenAfter.length > 0, 10_000, "the reads scheduled from onLeased");
-        expect(ranBetween).toBe(true);
-        expect(seenAfter).toEqual(["leased", "leased"]);
-      },
-    );
 
     test(`${backend.name}: claimItem leases one given ready item, out of queue order; not one that is leased or done`, async () => {
       const { journal, rootId, lease, root } = await setup();

@@ -161,9 +161,6 @@ class CrashableJournal implements Journal {
 
   constructor(private readonly inner: Journal) {}
 
-  get capabilities() {
-    return this.inner.capabilities;
-  }
   get location() {
     return this.inner.location;
   }

@@ -119,52 +119,7 @@ e2eTest("the coordinator SIGKILLed once: the stage's retry runs on a fresh pool 
   await waitUntil(() => workers.every((w) => !alive(w)) && !groupAlive(stagePgid), 10_000, "workers and stage to end");
 });
 
-// An idle pool's start goes out before the claim's lease is committed (Coordinator.dispatch) where the journal's
-// transactions are synchronous (JournalCapabilities: the embedded journal, not Postgres, ATOMIC_TEST_JOURNAL);
-// fault point "coordinator-started-before-commit" fires right after that send, inside the claim's transaction.
-const startsBeforeCommit = process.env.ATOMIC_TEST_JOURNAL !== "postgres";
-// Not registered at all on Postgres: that journal makes no such promise (a test of it there would be a skip).
-const earlyStartTest = startsBeforeCommit ? e2eTest : ((() => {}) as unknown as typeof e2eTest);
-
-earlyStartTest("a claim that fails after its start was sent: that worker is retired, another runs the stage, the run completes", async () => {
-  const home = makeTempDir();
-  const d = makeTempDir();
-  const env = { ATOMIC_FAULT_POINTS: "coordinator-started-before-commit", ATOMIC_FAULT_ACTION: "throw" };
-  const r = await runAtomic(["run", ONE, "--input", `command=echo $PPID >> ${d}/workers; echo result`, "--workers", "2"], { home, env });
-  expect(r.code).toBe(0);
-  const run = await lastRun(home);
-  const report = await show(home, run.id);
-  expect(report.run.outputs).toEqual({ text: "result", exitCode: 0 });
-  const work = stage(report, "work");
-  expect([work.status, work.generation]).toEqual(["completed", 1]);
-  const log = readFileSync(join(home, "artifacts", run.id, "worker-logs", "coordinator.log"), "utf8");
-  const revoked = /worker (\S+) was given work \S+ by a claim that did not commit; retiring it/.exec(log)?.[1];
-  expect(revoked).toBeDefined();
-  expect(work.workerId).not.toBe(revoked);
-  await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
-});
-
-earlyStartTest("claims that keep failing after their starts were sent stop the run resumably (storage_unavailable) instead of churning through workers", async () => {
-  const home = makeTempDir();
-  const d = makeTempDir();
-  const env = { ATOMIC_FAULT_POINTS: "coordinator-started-before-commit:*", ATOMIC_FAULT_ACTION: "throw" };
-  const r = await runAtomic(["run", ONE, "--input", `command=echo $$ >> ${d}/stages; echo result`, "--workers", "2"], { home, env });
-  expect(r.code).toBe(1);
-  expect(r.stderr).not.toMatch(/^\s+at /m);
-  const run = await lastRun(home);
-  const report = await show(home, run.id);
-  expect(report.run.error.code).toBe("storage_unavailable");
-  expect(report.run.error.message).toMatch(/the pool cannot claim work/);
-  const log = readFileSync(join(home, "artifacts", run.id, "worker-logs", "coordinator.log"), "utf8");
-  expect(log.match(/by a claim that did not commit; retiring it/g)).toHaveLength(3);
-  await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
-  const begun = existsSync(`${d}/stages`) ? readFileSync(`${d}/stages`, "utf8").trim().split("\n").map(Number) : [];
-  expect(begun.filter((pid) => groupAlive(pid))).toEqual([]);
-  expect((await runAtomic(["resume", run.id], { home })).code).toBe(0);
-  expect((await show(home, run.id)).run.outputs).toEqual({ text: "result", exitCode: 0 });
-});
-
-// Every journal: a claim that fails before anything was handed out (fault point "coordinator-before-claim").
+// A claim that fails (fault point "coordinator-before-claim").
 e2eTest("a claim that fails once before handing anything out is tried again: the run completes", async () => {
   const home = makeTempDir();
   const env = { ATOMIC_FAULT_POINTS: "coordinator-before-claim:1", ATOMIC_FAULT_ACTION: "throw" };
@@ -190,26 +145,6 @@ e2eTest("claims that keep failing stop the run resumably (storage_unavailable); 
   await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
   expect(existsSync(`${d}/stages`)).toBe(false);
   expect((await runAtomic(["resume", run.id], { home })).code).toBe(0);
-  expect((await show(home, run.id)).run.outputs).toEqual({ text: "result", exitCode: 0 });
-});
-
-earlyStartTest("the coordinator SIGKILLed between sending a start and committing its claim: worker_lost, nothing left running, resume completes", async () => {
-  const home = makeTempDir();
-  const d = makeTempDir();
-  const command = `echo $$ >> ${d}/stages; echo result`;
-  const env = { ATOMIC_FAULT_POINTS: "coordinator-started-before-commit" };
-  const r = await runAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2"], { home, env });
-  expect(r.code).toBe(1);
-  expect(r.stderr).toMatch(/coordinator was killed/);
-  const run = await lastRun(home);
-  expect(run.status).toBe("failed");
-  expect((await show(home, run.id)).run.error.code).toBe("worker_lost");
-  // The worker that was given the start saw its coordinator go, and took its stage (if it had begun) with it.
-  await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
-  const begun = existsSync(`${d}/stages`) ? readFileSync(`${d}/stages`, "utf8").trim().split("\n").map(Number) : [];
-  expect(begun.filter((pid) => groupAlive(pid))).toEqual([]);
-  const resumed = await runAtomic(["resume", run.id], { home });
-  expect(resumed.code).toBe(0);
   expect((await show(home, run.id)).run.outputs).toEqual({ text: "result", exitCode: 0 });
 });
 

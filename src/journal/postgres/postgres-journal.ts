@@ -25,9 +25,7 @@
  *   every host reads what a worker host ran.
  * - open-errors.ts: why opening failed, in one sentence and a hint.
  *
- * Capabilities: transactions await the network, so
- * `synchronousTransactions` is false (the pool dispatcher starts workers
- * after a claim commits). The work queue and the message store are
+ * The work queue and the message store are
  * separate classes over the same connection (`session`, stores.ts).
  *
  * This module is a bundle of its own in the binary
@@ -39,7 +37,7 @@ import type { StorageError } from "../../shared/errors.ts";
 import { UsageError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { AppendEntry, AppendOutcome } from "../append.ts";
-import type { AcquireOptions, Durability, Journal, JournalCapabilities, ListRunsFilter } from "../journal.ts";
+import type { AcquireOptions, Durability, Journal, ListRunsFilter } from "../journal.ts";
 import type { MessageStore } from "../messages.ts";
 import type { RunRetention } from "../retention.ts";
 import type { HolderInfo, JournalEvent, Lease, RunRecord } from "../runs.ts";
@@ -85,7 +83,6 @@ const OPEN_SQL = `with pruned as (delete from append_batches where at < $1 and e
   select value from meta where key = 'schema_version'`;
 
 export class PostgresJournal implements Journal {
-  readonly capabilities: JournalCapabilities = { synchronousTransactions: false };
   readonly location: string;
   readonly views: JournalViews;
   readonly work: WorkQueue;

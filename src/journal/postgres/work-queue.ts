@@ -19,11 +19,7 @@
  *   root epoch: abandoned).
  * - `claimMany` claims for all its workers in that one statement
  *   (`row_number()` over the locked rows gives the i-th oldest to the i-th
- *   worker). With `onLeased` it runs inside BEGIN ... COMMIT so that a
- *   caller that throws from it rolls every lease back; the journal reports
- *   `synchronousTransactions: false` (other code of the process runs while
- *   the transaction waits for the server), so the pool's dispatcher passes
- *   no `onLeased` and starts workers after the commit.
+ *   worker).
  * - Every change to a leased item is owner-fenced inside its UPDATE's
  *   WHERE (`id, worker_id, generation, epoch, state = 'leased'`): the row
  *   lock the update takes makes the check and the change one step.
@@ -74,25 +70,9 @@ export class PgWorkQueue implements WorkQueue {
     return (await this.claimMany([workerId], leaseMs, root))[0];
   }
 
-  async claimMany(
-    workerIds: readonly string[],
-    leaseMs: number,
-    root?: ClaimFilter,
-    onLeased?: (item: WorkItem, index: number) => void,
-  ): Promise<WorkItem[]> {
+  async claimMany(workerIds: readonly string[], leaseMs: number, root?: ClaimFilter): Promise<WorkItem[]> {
     if (workerIds.length === 0) return [];
-    if (!onLeased) return this.db.run((q) => this.claimRows(q, workerIds, leaseMs, root));
-    // The leases exist only if the caller's hand-outs all went well: one transaction, rolled back on a throw.
-    let handedOut = false;
-    return this.db.transaction(async (q) => {
-      // The session runs a transaction again after a lost connection; items already handed out would then be
-      // handed out twice (and others besides): refuse instead, so the caller takes back what it gave.
-      if (handedOut) throw new Error("the claim's transaction was interrupted after its items were handed out");
-      const items = await this.claimRows(q, workerIds, leaseMs, root);
-      handedOut = items.length > 0;
-      items.forEach((item, i) => onLeased(item, i));
-      return items;
-    });
+    return this.db.run((q) => this.claimRows(q, workerIds, leaseMs, root));
   }
 
   async claimItem(id: string, workerId: string, leaseMs: number): Promise<WorkItem | undefined> {

@@ -32,7 +32,7 @@ import type { Kysely } from "kysely";
 import { AtomicError, StorageError, UsageError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { AppendEntry, AppendOutcome } from "../append.ts";
-import type { AcquireOptions, Durability, Journal, JournalCapabilities, ListRunsFilter } from "../journal.ts";
+import type { AcquireOptions, Durability, Journal, ListRunsFilter } from "../journal.ts";
 import type { MessageStore } from "../messages.ts";
 import type { RunRetention } from "../retention.ts";
 import type { HolderInfo, JournalEvent, Lease, RunRecord } from "../runs.ts";
@@ -79,8 +79,6 @@ async function openQuery(db: Database): Promise<KyselyQuery> {
 }
 
 export class SqliteJournal implements Journal {
-  /** Statements run synchronously, BEGIN to COMMIT; busy waits come before BEGIN (busy.ts). */
-  readonly capabilities: JournalCapabilities = { synchronousTransactions: true };
   #closed = false;
   /** When append last took the file's size (performance.now()). */
   #sizeTakenAt = -Infinity;

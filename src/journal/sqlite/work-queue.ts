@@ -124,17 +124,12 @@ export class SqliteWorkQueue implements WorkQueue {
     });
   }
 
-  async claimMany(
-    workerIds: readonly string[],
-    leaseMs: number,
-    root?: ClaimFilter,
-    onLeased?: (item: WorkItem, index: number) => void,
-  ): Promise<WorkItem[]> {
+  async claimMany(workerIds: readonly string[], leaseMs: number, root?: ClaimFilter): Promise<WorkItem[]> {
     if (workerIds.length === 0) return [];
     return this.tx(() => {
       const items: WorkItem[] = [];
       for (const workerId of workerIds) {
-        const item = this.claimOne(workerId, leaseMs, root, onLeased && ((leased) => onLeased(leased, items.length)));
+        const item = this.claimOne(workerId, leaseMs, root);
         if (!item) break;
         items.push(item);
       }
@@ -209,27 +204,21 @@ export class SqliteWorkQueue implements WorkQueue {
   }
 
   /**
-   * Inside a transaction: lease the oldest ready item to `workerId`;
-   * `onLeased` gets the leased item before the lease is written. Scoped to
-   * a root, only that drive's items qualify, and none once its lease moved
+   * Inside a transaction: lease the oldest ready item to `workerId`.
+   * Scoped to a root, only that drive's items qualify, and none once its lease moved
    * on; unscoped, an item whose root lease moved on is abandoned on the way.
    */
-  private claimOne(
-    workerId: string,
-    leaseMs: number,
-    filter: ClaimFilter | undefined,
-    onLeased?: (item: WorkItem) => void,
-  ): WorkItem | undefined {
+  private claimOne(workerId: string, leaseMs: number, filter: ClaimFilter | undefined): WorkItem | undefined {
     // Queues are the hosts' business (../fleet.ts): this journal has no hosts, so its pool claims every queue.
     if (isHostScope(filter)) throw new Error("internal: worker hosts claim from a shared journal, not the embedded one");
     const root: ClaimScope | undefined = filter;
     if (root) {
       if (!this.rootLeaseHolds(root.rootId, root.epoch)) return undefined;
       const row = this.oldestReadyOfRoot.get(root.rootId, root.epoch);
-      return row ? this.lease(row, workerId, leaseMs, onLeased) : undefined;
+      return row ? this.lease(row, workerId, leaseMs) : undefined;
     }
     for (let row = this.oldestReady.get(); row; row = this.oldestReady.get()) {
-      if (this.rootLeaseHolds(row.root_id, row.root_epoch)) return this.lease(row, workerId, leaseMs, onLeased);
+      if (this.rootLeaseHolds(row.root_id, row.root_epoch)) return this.lease(row, workerId, leaseMs);
       this.abandonRow.run(Date.now(), row.rid);
     }
     return undefined;
@@ -245,11 +234,10 @@ export class SqliteWorkQueue implements WorkQueue {
     return !!lease && lease.epoch === epoch && lease.expires_at >= Date.now();
   }
 
-  /** Inside a transaction: lease a ready row just read; `onLeased` gets the item before the lease is written. */
-  private lease(row: ReadyRow, workerId: string, leaseMs: number, onLeased?: (item: WorkItem) => void): WorkItem {
+  /** Inside a transaction: lease a ready row just read. */
+  private lease(row: ReadyRow, workerId: string, leaseMs: number): WorkItem {
     const now = Date.now();
     const item = workFromRow({ ...row, state: "leased", worker_id: workerId, epoch: row.epoch + 1, lease_expires_at: now + leaseMs, updated_at: now });
-    onLeased?.(item);
     // Under this transaction's write lock the row is still the ready one just read.
     if (this.leaseRow.run(workerId, item.epoch, now + leaseMs, now, row.rid).changes !== 1) {
       throw new Error(`internal: work item ${row.id} changed under the claim's write lock`);
