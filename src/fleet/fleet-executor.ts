@@ -19,6 +19,10 @@
  *   one a host runs gets `cancel_work` down; deliver and wrap-up go down to
  *   the host that runs the item; pause holds the root's items for every
  *   host.
+ *
+ * How it hears of remote stages (idle, connecting, listening, polling,
+ * closed) and its syncs (idle, syncing, pending) are two explicit state
+ * machines (fleet-executor-state.ts).
  */
 
 import { join } from "node:path";
@@ -36,6 +40,20 @@ import { capEvents } from "../pool/event-batcher.ts";
 import { MAX_GENERATIONS, type PoolExecutor } from "../pool/pool-executor.ts";
 import { parseMessage } from "../pool/protocol/common.ts";
 import { FromCoordinatorSchema, type ToCoordinator } from "../pool/protocol/root-coordinator.ts";
+import { Machine } from "../shared/state-machine.ts";
+import { oncePerTick } from "../shared/once-per-tick.ts";
+import {
+  HEARING_EVENTS,
+  HEARING_STATES,
+  HEARING_TRANSITIONS,
+  SYNC_EVENTS,
+  SYNC_STATES,
+  SYNC_TRANSITIONS,
+  type HearingEvent,
+  type HearingState,
+  type SyncEvent,
+  type SyncState,
+} from "./fleet-executor-state.ts";
 
 const POLL_MS = 1_000;
 const DELIVER_TIMEOUT_MS = 5_000;
@@ -66,13 +84,16 @@ export class FleetExecutor implements StageExecutor {
   readonly queued = true;
   private readonly waiting = new Map<string, Waiting>();
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
+  private readonly hearing = new Machine<HearingState, HearingEvent>("the fleet executor's listener", HEARING_TRANSITIONS, HEARING_STATES.idle);
+  private readonly syncs = new Machine<SyncState, SyncEvent>("the fleet executor's sync", SYNC_TRANSITIONS, SYNC_STATES.idle);
+  /** The LISTEN connection (listening). */
   private listener: { close(): Promise<void> } | undefined;
-  private listening = false;
+  /** The poll (every hearing state but idle and closed). */
   private timer: ReturnType<typeof setInterval> | undefined;
-  private syncing = false;
-  private resync = false;
-  private woken = false;
-  private closing = false;
+  /** Tells the hosts that work is ready: once per burst of stages. */
+  private readonly wakeHosts = oncePerTick(() => {
+    this.o.fleet.wakeHosts().catch(() => {});
+  });
 
   constructor(private readonly o: FleetExecutorOptions) {}
 
@@ -134,7 +155,7 @@ export class FleetExecutor implements StageExecutor {
   }
 
   async close(): Promise<void> {
-    this.closing = true;
+    this.hearing.fire(HEARING_EVENTS.close);
     clearInterval(this.timer);
     await Promise.all([this.o.local?.close(), this.listener?.close(), this.o.fleet.hold(this.o.rootId, false).catch(() => {})]);
   }
@@ -183,61 +204,57 @@ export class FleetExecutor implements StageExecutor {
     this.waiting.get(item.id)?.resolve(result);
   }
 
-  /** Starts listening and polling (once). */
+  /** Starts listening and polling (once, with the first stage). */
   private watch(): void {
-    if (this.timer || this.closing) return;
+    if (!this.hearing.is(HEARING_STATES.idle)) return;
+    this.hearing.fire(HEARING_EVENTS.watch);
     this.timer = setInterval(() => {
       if (this.waiting.size > 0) this.wake();
-      if (!this.listening) void this.listen();
+      if (this.hearing.is(HEARING_STATES.polling)) {
+        this.hearing.fire(HEARING_EVENTS.relisten);
+        void this.listen();
+      }
     }, POLL_MS);
     this.timer.unref();
     void this.listen();
   }
 
+  /** One attempt to LISTEN (hearing is connecting). */
   private async listen(): Promise<void> {
-    if (this.listening || this.closing) return;
-    this.listening = true;
+    let listener: { close(): Promise<void> };
     try {
-      this.listener = await this.o.fleet.listen(() => this.wake(), {
+      listener = await this.o.fleet.listen(() => this.wake(), {
         root: this.o.rootId,
         onLost: () => {
-          this.listening = false;
+          this.listener = undefined;
+          this.hearing.fire(HEARING_EVENTS.lost);
         },
       });
     } catch {
-      this.listening = false; // polled meanwhile; listened again at the next tick
+      this.hearing.fire(HEARING_EVENTS.lost); // polled meanwhile; listened again at the next tick
+      return;
     }
-  }
-
-  private wakeHosts(): void {
-    if (this.woken) return;
-    this.woken = true;
-    queueMicrotask(() => {
-      this.woken = false;
-      this.o.fleet.wakeHosts().catch(() => {});
-    });
+    // Closed meanwhile, or the attempt's connection was reported lost: what it made is not kept.
+    if (!this.hearing.is(HEARING_STATES.connecting)) return void listener.close().catch(() => {});
+    this.hearing.fire(HEARING_EVENTS.listened);
+    this.listener = listener;
   }
 
   /** Syncs with the queue now (or again right after the sync under way). */
   private wake(): void {
-    if (this.syncing) {
-      this.resync = true;
-      return;
-    }
-    this.syncing = true;
+    if (this.syncs.fire(SYNC_EVENTS.wake).from === SYNC_STATES.idle) this.runSync();
+  }
+
+  private runSync(): void {
     void this.sync().finally(() => {
-      this.syncing = false;
-      if (this.resync) {
-        this.resync = false;
-        this.wake();
-      }
+      if (this.syncs.fire(SYNC_EVENTS.done).to === SYNC_STATES.syncing) this.runSync();
     });
   }
 
   private lastReap = 0;
 
   private async sync(): Promise<void> {
-    if (this.closing || this.waiting.size === 0) return;
+    if (this.hearing.is(HEARING_STATES.closed) || this.waiting.size === 0) return;
     const { fleet, rootId } = this.o;
     try {
       for (const body of await fleet.takeUp(rootId)) {
