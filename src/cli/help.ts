@@ -17,7 +17,9 @@
  *
  * Defaults are written once, in the option's description ("(default
  * 30000)"). A boolean that is on by default is shown as `--no-x`, the flag
- * that changes something. Descriptions wrap at the terminal's width.
+ * that changes something. Descriptions wrap at the terminal's width. The
+ * command reference (scripts/reference/pages/commands.ts) labels options with
+ * `optionLabel` too.
  */
 
 import type { ArgDef, ArgsDef, CommandDef } from "citty";
@@ -147,7 +149,7 @@ export async function commandHelp(name: string, help: CommandHelp, cmd: CommandD
   return out.join("\n");
 }
 
-function optionLabel(key: string, def: ArgDef): string {
+export function optionLabel(key: string, def: ArgDef): string {
   const aliases = "alias" in def && def.alias ? (Array.isArray(def.alias) ? def.alias : [def.alias]) : [];
   const short = aliases.filter((a) => a.length === 1).map((a) => `-${a}, `).join("");
   if (def.type === "boolean") return def.default === true ? `--no-${kebab(key)}` : `${short}--${kebab(key)}`;

@@ -10,6 +10,7 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 
+/** Writes `text` to `path` so readers see the old file or the new one, never a part; resolves to `path`. */
 export function writeFileAtomic(path: string, text: string): string {
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;

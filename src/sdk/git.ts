@@ -52,6 +52,12 @@ export interface Worktree {
 /** git's own identity when the user configured one, else atomic's (a commit must have an author). */
 const IDENTITY = `-c user.name="$(git config user.name || echo atomic)" -c user.email="$(git config user.email || echo atomic@localhost)"`;
 
+/**
+ * A git worktree of the run's own on a new branch, for stages that change
+ * code. Each method is a recorded shell stage, never re-run on resume.
+ * Fails the run in one sentence outside a git repository or with a base
+ * branch that does not exist.
+ */
 export async function openWorktree(ctx: WorkflowContext<any>, opts: WorktreeOptions): Promise<Worktree> {
   const repo = opts.repo ?? process.cwd();
   const branch = opts.branch ?? `atomic/${opts.name}-${ctx.runId}`;

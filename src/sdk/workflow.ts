@@ -14,6 +14,13 @@ import {
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
+/**
+ * Declares a workflow: its name, inputs (valibot schemas), optional runner,
+ * model and budget, and its `run(ctx)` function. A workflow file
+ * default-exports the result. Throws (a usage error, exit code 2) for a
+ * name that is not 1-128 letters, digits, `.`, `_` or `-`, or a missing
+ * `run`; nothing runs until `atomic run`.
+ */
 export function workflow<I extends InputSchemas = {}, O = unknown>(
   config: WorkflowConfig<I, O>,
 ): WorkflowDefinition<I, O> {
@@ -31,6 +38,7 @@ export function workflow<I extends InputSchemas = {}, O = unknown>(
   return Object.freeze({ ...config, [WORKFLOW_BRAND]: true as const });
 }
 
+/** True for what `workflow()` returned (the engine's test for a workflow file's default export). */
 export function isWorkflow(value: unknown): value is WorkflowDefinition {
   return typeof value === "object" && value !== null && (value as Record<symbol, unknown>)[WORKFLOW_BRAND] === true;
 }

@@ -136,7 +136,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     process.stderr.write(`status server: ${c.req.method} ${new URL(c.req.url).pathname} failed: ${err.stack ?? err.message}\n`);
     return fail(c, 500, "internal", err.message || "internal error", "this is a bug in atomic; the server's stderr has the details");
   });
-  app.notFound((c) => fail(c, 404, "not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`, "the API is listed in the README"));
+  app.notFound((c) => fail(c, 404, "not_found", `no route ${c.req.method} ${new URL(c.req.url).pathname}`, "the API is listed in docs/reference/http-api.md"));
 
   const respondMiss = (c: Context, m: Miss) => fail(c, m.miss === "ambiguous" ? 409 : 404, m.miss, m.message, m.hint);
 
@@ -151,8 +151,11 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     c.header("Cache-Control", "no-store");
     return c.html(pageHtml());
   };
+  // The page: the run list. With `?token=<token>`: sign in (sets the session cookie, 303 to the address without it).
   app.get("/", page);
+  // The page of one run (full id or unique prefix); `?token=` signs in as on `/`.
   app.get("/runs/:id", page);
+  // The page's scripts and style sheet (embedded in the binary), with an ETag.
   app.get("/assets/:file", (c) => {
     const asset = pageAsset(c.req.param("file"));
     if (!asset) return fail(c, 404, "not_found", `no asset ${c.req.param("file")}`);
@@ -165,17 +168,22 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
 
   // ---------------------------------------------------------------- health and metrics
 
+  // `{ ok, version }`; the one route without authentication.
   app.get("/healthz", (c) => c.json({ ok: true, version: VERSION }));
+  // Prometheus text: atomic_runs{status}, atomic_stages_started_total, atomic_stages_completed_total, atomic_stages_failed_total, atomic_journal_appends_total.
   app.get("/metrics", async (c) => {
     c.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
     return c.body(await source.metrics.render());
   });
 
-  // The local service beside this server (`atomic serve`): active or on standby, and the runs it drove.
+  // The local service beside this server (`atomic serve`): `{ state: "active" | "standby" | "stopped", pid, active, duties, recovery }`,
+  // or `{ state: "none" }` under `atomic run --serve`.
   app.get("/api/service", (c) => c.json(source.service ? source.service.describe() : { state: "none" }));
 
   // ---------------------------------------------------------------- runs
 
+  // Root runs, newest first: `{ runs, total, limit, offset }`. `status`: one stored status (running, completed, failed,
+  // cancelled, blocked, interrupted, awaiting_input).
   app.get("/api/runs", async (c) => {
     const status = c.req.query("status");
     if (status !== undefined && status !== "" && !(RUN_STATUSES as readonly string[]).includes(status)) {
@@ -189,12 +197,14 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     return c.body(body, 200, { "Content-Type": "application/json" });
   });
 
+  // One run (full id or unique prefix): `{ run, report, graph, totals }`.
   app.get("/api/runs/:id", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
     return c.json(await source.detail(run));
   });
 
+  // The run's journal events after a seq: `{ events, lastSeq, next, more }`.
   app.get("/api/runs/:id/events", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
@@ -205,6 +215,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     return c.json(await source.events(run, after, limit));
   });
 
+  // Server-sent events of the run and its child runs (`event: journal`, then `event: ready` after the catch-up). Resume
+  // with `Last-Event-ID` or `?cursor=`; `?from=now` starts at the end.
   app.get("/api/runs/:id/stream", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
@@ -237,6 +249,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     });
   });
 
+  // A stage's output from byte offsets, at most 256 KiB per stream: `{ stdout, stderr, live, attempt, attempts, agent }`.
+  // `:stage` is a position, a path through child runs or a name; `turns=1` adds per-call usage of a finished attempt.
   app.get("/api/runs/:id/stages/:stage/transcript", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
@@ -263,6 +277,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
 
   // ---------------------------------------------------------------- control and (later) intercom
 
+  // `{"action": "pause" | "unpause" | "cancel"}` on a root run: 202 `{ runId, action, result }`.
   app.post("/api/runs/:id/control", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
@@ -283,7 +298,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     }
   });
 
-  // Starting a run from code (the service only): keyed by `id` when given (engine/keyed-start.ts).
+  // Starting a run from code (the service only): `{ "workflow", "inputs"?, "id"? }`; 201 `{ runId, created, status, url }`,
+  // 200 when a run of that id exists and asked for the same. Keyed by `id` when given (engine/keyed-start.ts).
   app.post("/api/runs", async (c) => {
     if (!starter) {
       return fail(c, 501, "not_a_service", "this server does not start runs", "start runs through atomic serve (the service), or with atomic run");
@@ -301,6 +317,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     }
   });
 
+  // The schedules: `{ schedules: [{ name, cron, timezone, workflow, inputs, cwd, overlap, catchUp, paused, nextTickAt, ... }] }`.
   app.get("/api/schedules", async (c) => c.json({ schedules: await scheduleViews(source.journal, Date.now()) }));
 
   // Messages to stages and answers to ctx.ask: the same code as `atomic send` / `atomic answer`.
@@ -318,7 +335,9 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       throw err;
     }
   };
+  // A message to a stage, as `atomic send`: `{ "stage", "text", "mode"?, "sticky"?, "id"? }`; 202 with the deliveries.
   app.post("/api/runs/:id/messages", intercom("message"));
+  // An answer to a `ctx.ask` question, as `atomic answer`: `{ "question", "answer" }`.
   app.post("/api/runs/:id/answers", intercom("answer"));
 
   return app;
