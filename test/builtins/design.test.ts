@@ -18,7 +18,7 @@ import { writeFileSync } from "node:fs";
 import { inflateSync } from "node:zlib";
 import { runAtomic } from "../helpers/atomic.ts";
 import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, heavyTest } from "../e2e/support.ts";
 import { artifacts, drive, homeAndCwd, normalized, pick, scriptedServer, withoutRecorded, type Question } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -84,7 +84,8 @@ function png(bytes: Buffer): { width: number; height: number; first: number[] } 
 const FULL = { "design-system": 2, analysis: 1, patterns: 1, "generate-01": 1, "generate-02": 1, export: 1 };
 
 describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
-  e2eTest(
+  // heavy: atomic starts Chromium for every round's screenshot
+  heavyTest(
     "interview answered, references read, analysis in parallel, screenshots are PNGs of each preview, steer then accept exports spec.html; SIGKILL and resume",
     async () => {
       const s = await scriptedServer(stageOf, answers);

@@ -3,7 +3,10 @@
  * the real binary as a user would.
  *
  * Tests inside a file run concurrently (`e2eTest` = `test.concurrent`), but
- * bun runs `afterEach` as soon as each test ends while the others go on, so
+ * tests that start heavy processes (real agent CLIs, a browser, a Postgres
+ * cluster of their own) use `heavyTest`: at most as many of them run at once
+ * as the machine has cores (test/helpers/heavy.ts). bun runs `afterEach` as
+ * soon as each test ends while the others go on, so
  * the cleanup (`cleanupWhenIdle`) waits until no test of the file is still
  * running before it kills spawned processes and stage process groups and
  * removes temp dirs; `afterAll(cleanupNow)` is the safety net.
@@ -20,6 +23,7 @@ import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { atomicBin, childEnv, killSpawned, runAtomic, waitUntil, type RunResult } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { heavyTestLimits } from "../helpers/heavy.ts";
 
 export const FIXTURES = join(import.meta.dir, "fixtures");
 export const fixture = (name: string) => join(FIXTURES, name);
@@ -40,6 +44,16 @@ export function e2eTest(name: string, fn: () => Promise<void>, timeoutMs = 60_00
     },
     timeoutMs,
   );
+}
+
+/**
+ * A test that starts a heavy process (a real agent CLI, a browser, a Postgres cluster): concurrent with the
+ * file's other tests, but it waits for one of the machine's heavy slots first; `limitMs` is its own limit,
+ * counted from the moment it holds its slot (test/helpers/heavy.ts).
+ */
+export function heavyTest(name: string, fn: () => Promise<void>, limitMs: number): void {
+  const limits = heavyTestLimits(name, limitMs);
+  e2eTest(name, () => limits.run(fn), limits.bunTimeoutMs);
 }
 
 /** afterEach: clean up once no test of this file is still running. */

@@ -3,10 +3,32 @@
  * scripts/install-agents.sh into test/agents/node_modules (never global).
  * Tests point each one at a local fake provider with an isolated HOME and
  * XDG directories (docs/design/runners.md: "Pointing each at a local endpoint").
+ *
+ * Their tests are heavy (test/helpers/heavy.ts: at most one per core at
+ * once) and wait on events with the two limits below, last-resort bounds
+ * for a busy machine, never measures of speed. Measured on this project's
+ * 2-core machine: one start of a real CLI costs 2-3 CPU-seconds (pi) up
+ * to 10-15 (opencode, first start in a home or not; chat-agents.ts); with
+ * one other heavy test and two CPU-bound processes beside it a test gets
+ * about half a core, so an opencode start takes 20-30 s of wall time there.
  */
 
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { heavyTest } from "../e2e/support.ts";
+
+/**
+ * The longest a test waits for a real CLI to reach its provider, start its tool or end after a signal:
+ * 10x an opencode start on a busy machine (above); on this machine shared with other work (load 50-100 on
+ * 2 cores) one took 60-100 s.
+ */
+export const AGENT_STEP_LIMIT_MS = 300_000;
+/**
+ * A real-CLI test's own limit, from the moment it holds its heavy slot: up to 7 CLI starts one after
+ * another (one per stage, plus resumes), 20-30 s each on a busy machine, 60-100 s at load 50-100 (where
+ * 420 s was too short for 7 opencode stages).
+ */
+export const AGENT_TEST_LIMIT_MS = 900_000;
 
 export const AGENTS_DIR = join(import.meta.dir, "..", "agents");
 export type AgentCli = "claude" | "codex" | "gemini" | "opencode" | "pi";
@@ -16,4 +38,9 @@ export function agentBin(name: AgentCli): string {
   const bin = join(AGENTS_DIR, "node_modules", ".bin", name);
   if (!existsSync(bin)) throw new Error(`the real ${name} CLI is not installed; run: bash scripts/install-agents.sh`);
   return bin;
+}
+
+/** A test that drives a real CLI: heavy (one of the machine's heavy slots at a time), with the real-CLI test limit unless it names its own. */
+export function agentTest(name: string, fn: () => Promise<void>, limitMs = AGENT_TEST_LIMIT_MS): void {
+  heavyTest(name, fn, limitMs);
 }

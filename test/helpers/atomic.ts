@@ -156,6 +156,26 @@ export async function waitUntil<T>(cond: () => T | Promise<T>, timeoutMs = 30_00
 }
 
 /**
+ * Waits for `event` while `proc` runs: fails at once if the process ends first (with the end of what it
+ * wrote to stderr, when the caller reads it, in `describe`), or after `limitMs`, a last-resort bound named
+ * by the caller, never a measure of speed.
+ */
+export async function untilEvent<T>(event: Promise<T>, what: string, opts: { proc?: { exited: Promise<number> }; limitMs: number; describe?: () => string | Promise<string> }): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const failures: Promise<never>[] = [
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(async () => reject(new Error(`timed out after ${opts.limitMs / 1000} s waiting for ${what}${opts.describe ? `; ${await opts.describe()}` : ""}`)), opts.limitMs);
+    }),
+  ];
+  if (opts.proc) failures.push(opts.proc.exited.then(async (code) => Promise.reject(new Error(`the process ended (exit ${code}) before ${what}${opts.describe ? `; ${await opts.describe()}` : ""}`))));
+  try {
+    return await Promise.race([event, ...failures]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Pids of processes whose command line or environment contains `needle`
  * (for orphan checks: atomic's own processes carry their home in their
  * environment, ATOMIC_HOME or their role's configuration, never in argv).

@@ -7,6 +7,27 @@
  * PI_OFFLINE=1. The model is `fake/m` for both, priced (USD per million
  * tokens) so their own cost can be checked: input 1, output 2, cache read
  * 0.5, cache write 1.5.
+ *
+ * What opencode (1.18.33) does when it starts in such a fresh home, measured
+ * on this project's 2-core machine (strace -f of execve, connect and file
+ * creation; the trap below; CPU time of whole starts, first vs. later ones
+ * in one home and in fresh homes): nothing a warm machine would have cached
+ * and a fresh one must fetch. It connects to nothing but the fake provider
+ * and runs no other program; it creates its SQLite database (migrations
+ * take about 0.2 s, first start only), log and lock files in the home; it
+ * tries to install its plugin SDK into $XDG_CONFIG_HOME/opencode (kept
+ * offline below: it fails at once, without a connection, on every start);
+ * and it unpacks a 5.5 MB native library into TMPDIR on every start (atomic
+ * gives each test home a TMPDIR of its own, removed with it). A start costs
+ * 10-15 CPU-seconds whether it is the first in its home or not (1st 14.6,
+ * 2nd 10.6, 3rd 14.6 in one home; 10.2-14.5 in fresh homes, with or without
+ * the plugin SDK looking installed, and with OPENCODE_PURE, _DISABLE_FFF,
+ * _EXPERIMENTAL_DISABLE_FILEWATCHER or _DISABLE_EXTERNAL_SKILLS), against
+ * 2-3 for pi and 2 for `opencode --version`, and about 500 MB of memory.
+ * The suite's fresh-machine timeouts came from starting all of a file's
+ * CLIs at once on 2 cores (load 15), not from a first start: their tests
+ * are now heavy (heavy.ts, at most one per core) and wait on events within
+ * the limits of agents.ts.
  */
 
 import { mkdirSync, writeFileSync } from "node:fs";

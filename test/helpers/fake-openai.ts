@@ -17,8 +17,12 @@
  * followed by one chunk repeated until the client goes away (`repeat`, a
  * runaway provider; sent as the client reads, so the server's memory stays
  * flat too). Every request is recorded (body, headers, bytes sent),
- * and the server counts requests in flight (`maxConcurrent`).
+ * `requestMatching` resolves when one that matches has arrived (an event
+ * to wait on, not a poll), and the server counts requests in flight
+ * (`maxConcurrent`).
  */
+
+import { Arrivals } from "./arrivals.ts";
 
 export interface ToolCallSpec {
   name: string;
@@ -85,6 +89,8 @@ export interface FakeOpenAI {
   inFlight: number;
   maxConcurrent: number;
   setScript(script: Script): void;
+  /** The first request (recorded so far or still to come) that `match` accepts. */
+  requestMatching(match?: (req: RecordedRequest) => boolean): Promise<RecordedRequest>;
   close(): Promise<void>;
 }
 
@@ -107,7 +113,8 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
   let current = script;
   let count = 0;
   const state = { inFlight: 0, maxConcurrent: 0 };
-  const requests: RecordedRequest[] = [];
+  const arrivals = new Arrivals<RecordedRequest>();
+  const requests = arrivals.items;
   const encoder = new TextEncoder();
 
   const server = Bun.serve({
@@ -119,7 +126,7 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
       if (req.method === "GET" && url.pathname.endsWith("/models")) return Response.json({ data: [{ id: "fake-model" }] });
       if (req.method !== "POST" || !url.pathname.endsWith("/chat/completions")) return new Response("not found", { status: 404 });
       const recorded: RecordedRequest = { body: (await req.json()) as RecordedRequest["body"], headers: req.headers, aborted: false, bytesSent: 0 };
-      requests.push(recorded);
+      arrivals.add(recorded);
       const index = count++;
       state.inFlight++;
       state.maxConcurrent = Math.max(state.maxConcurrent, state.inFlight);
@@ -196,6 +203,7 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
       current = s;
       count = 0;
     },
+    requestMatching: (match) => arrivals.first(match),
     async close() {
       await server.stop(true);
     },

@@ -8,13 +8,16 @@
  *   format's `handles(req)` accepts; when the queue is empty `fallback`
  *   answers. A reply may also be a function of the request (to look at
  *   what the CLI sent, or to hold until a test lets it go).
- * - Log: every request (method, path, headers, parsed body), in order.
+ * - Log: every request (method, path, headers, parsed body), in order;
+ *   `callMatching` resolves when a model call that matches has arrived.
  * - Trap: the CLI gets HTTP(S)_PROXY pointing at a second listener that
  *   accepts nothing: every connection to it is recorded (`strays`), so a
  *   CLI that tries to reach anything but the fake (telemetry, update
  *   checks, model lists) is seen by `assertOnlyFake()`. Requests to the
  *   fake that no route handles are recorded the same way.
  */
+
+import { Arrivals } from "./arrivals.ts";
 
 export interface LoggedRequest {
   method: string;
@@ -47,6 +50,8 @@ export interface FakeProvider<R> {
   calls: LoggedRequest[];
   /** Connections to the trap and unhandled requests: "proxy connection", "GET /x". */
   strays: string[];
+  /** The first model call (received so far or still to come) that `match` accepts. */
+  callMatching(match?: (req: LoggedRequest) => boolean): Promise<LoggedRequest>;
   /** Queue replies for the next model calls. */
   push(...replies: Scripted<R>[]): void;
   /** Environment variables that send every other connection of the CLI to the trap. */
@@ -59,7 +64,8 @@ export interface FakeProvider<R> {
 export async function startFakeProvider<R>(spec: FormatSpec<R>): Promise<FakeProvider<R>> {
   const queue: Scripted<R>[] = [];
   const requests: LoggedRequest[] = [];
-  const calls: LoggedRequest[] = [];
+  const arrivals = new Arrivals<LoggedRequest>();
+  const calls = arrivals.items;
   const strays: string[] = [];
   const trap = Bun.listen({
     hostname: "127.0.0.1",
@@ -93,7 +99,7 @@ export async function startFakeProvider<R>(spec: FormatSpec<R>): Promise<FakePro
         strays.push(`${req.method} ${url.pathname}`);
         return new Response("not found", { status: 404 });
       }
-      calls.push(logged);
+      arrivals.add(logged);
       const next = queue.shift() ?? spec.fallback;
       const reply = typeof next === "function" ? await (next as (r: LoggedRequest) => R | Promise<R>)(logged) : next;
       return spec.respond(reply, logged, req.signal);
@@ -105,6 +111,7 @@ export async function startFakeProvider<R>(spec: FormatSpec<R>): Promise<FakePro
     requests,
     calls,
     strays,
+    callMatching: (match) => arrivals.first(match),
     push: (...replies) => void queue.push(...replies),
     proxyEnv: () => {
       const proxy = `http://127.0.0.1:${trap.port}`;

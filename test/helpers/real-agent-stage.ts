@@ -12,7 +12,8 @@ import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 import { inputsFile, type AgentHome } from "./agent-homes.ts";
-import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "./atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, untilEvent, waitUntil } from "./atomic.ts";
+import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS } from "./agents.ts";
 import type { FakeProvider } from "./fake-provider.ts";
 import { pidsRunning } from "./processes.ts";
 
@@ -53,7 +54,7 @@ function runArgs(s: RealStage<unknown>, inputs: Record<string, unknown>): string
 }
 
 export async function runStage(s: RealStage<any>, inputs: Record<string, unknown>): Promise<{ runId: string; outputs: Outputs }> {
-  const r = await runAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 100_000 });
+  const r = await runAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
   return { runId: result.runId, outputs: result.outputs };
 }
@@ -62,7 +63,7 @@ export async function runStage(s: RealStage<any>, inputs: Record<string, unknown
 export async function startStage(s: RealStage<any>, inputs: Record<string, unknown>, extra: string[] = []) {
   const proc = spawnAtomic([...runArgs(s, inputs), ...extra], { home: s.h.home, cwd: s.cwd, env: s.h.env });
   const out = lineWatcher(proc.stdout);
-  const runId = JSON.parse(await out.waitFor(/"type":"run_started"/)).runId as string;
+  const runId = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS)).runId as string;
   return { proc, out, runId };
 }
 
@@ -81,11 +82,11 @@ export async function cancelDuringTool<R>(s: RealStage<R>, toolCall: (command: s
   const termed = join(s.cwd, "termed");
   s.fake.push(toolCall(`trap 'touch ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`));
   const { proc, runId } = await startStage(s, { prompt: "work" }, ["--workers", "1"]);
-  await waitUntil(() => existsSync(started) && pidsRunning(sleep).length > 0, 60_000, "the tool to start");
+  await untilEvent(waitUntil(() => existsSync(started) && pidsRunning(sleep).length > 0, AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS });
   if (how === "cancel") expect((await runAtomic(["cancel", runId], { home: s.h.home, env: s.h.env })).code).toBe(0);
   else proc.kill("SIGINT");
   await proc.exited;
-  await waitUntil(() => pidsRunning(sleep).length === 0, 15_000, "the tool's sleep to end");
+  await waitUntil(() => pidsRunning(sleep).length === 0, AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
   if (toolSeesTerm) expect(existsSync(termed)).toBe(true);
 }
 
@@ -93,8 +94,8 @@ export async function cancelDuringTool<R>(s: RealStage<R>, toolCall: (command: s
 export async function sendMidTurn(s: RealStage<any>, inputs: Record<string, unknown>, text: string, mode: "followUp" | "steer" | "interrupt", afterSend = () => {}): Promise<Outputs> {
   const proc = spawnAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env });
   const out = lineWatcher(proc.stdout);
-  const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-  await waitUntil(() => s.fake.calls.length === 1, 60_000, "the CLI's first model call");
+  const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
+  await untilEvent(s.fake.callMatching(), "the CLI's first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS });
   expect((await runAtomic(["send", started.runId, "ask", text, "--mode", mode], { home: s.h.home, env: s.h.env })).code).toBe(0);
   afterSend();
   expect(await proc.exited).toBe(0);

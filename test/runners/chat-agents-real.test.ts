@@ -13,17 +13,21 @@
  * resuming the session with `-s`), usage summed across turns and resumes;
  * `atomic cancel` and Ctrl-C while their bash tool runs a long command: none
  * of the stage's processes is left. Every other connection goes to a trap
- * (helpers/chat-agents.ts): the file fails if any CLI tried one.
+ * (helpers/chat-agents.ts): the file fails if any CLI tried one. The
+ * tests are heavy (helpers/heavy.ts: at most one per core at once) and wait
+ * on events (the fake's requests, the run's own lines, the tool's pid file)
+ * within the limits of helpers/agents.ts.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
+import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
 import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent } from "../helpers/chat-agents.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 import { shownStage } from "../helpers/real-agent-stage.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
@@ -65,7 +69,7 @@ async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extr
   const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap, ...setup });
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: 150_000 });
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
   if (r.code !== 0) throw new Error(`atomic run exited ${r.code}: ${r.stderr}`);
   const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
   return Object.assign(result.outputs.stages as StageOut[], { home, env, runId: result.runId as string });
@@ -74,7 +78,7 @@ async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extr
 const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
 
 for (const kind of KINDS) {
-  e2eTest(
+  agentTest(
     `${kind}: a 300 KiB prompt through stdin, unchanged; a bash tool call, then the answer; usage and cost exactly the provider's`,
     async () => {
       const prompt = `TOOL please ${"x".repeat(300 * 1024)}`;
@@ -92,10 +96,9 @@ for (const kind of KINDS) {
       const tool = s.requests[1]!.body.messages.find((m) => m.role === "tool")!;
       expect(String(tool.content)).toContain("hi-from-tool");
     },
-    150_000,
   );
 
-  e2eTest(
+  agentTest(
     `${kind}: provider errors mapped to the shared codes; a 500 its own retry survives`,
     async () => {
       const seen = new Map<string, number>();
@@ -143,12 +146,11 @@ for (const kind of KINDS) {
         expect(stages[5]!.error!.message).toStartWith("pi: the provider reported an error (inside its reply stream): the context is too long");
       }
     },
-    150_000,
   );
 }
 
 for (const kind of KINDS) {
-  e2eTest(
+  agentTest(
     `${kind}: a model its config gives no price: priced from atomic's table when it has one, else the stage says unpriced (not $0)`,
     async () => {
       const s = await server(() => text("fine", { prompt: 100, completion: 10 }));
@@ -160,10 +162,9 @@ for (const kind of KINDS) {
       expect(priced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 400 });
       expect(priced!.usage!.unpriced).toBeUndefined();
     },
-    150_000,
   );
 
-  e2eTest(
+  agentTest(
     `${kind}: tools in atomic's terms: ["bash", "read"] offers only the CLI's own shell and read tools; [] offers none`,
     async () => {
       const s = await server(() => text("fine"));
@@ -176,10 +177,9 @@ for (const kind of KINDS) {
       expect(offered("TOOLS-SOME")).toEqual(["bash", "read"]);
       expect(offered("TOOLS-NONE")).toEqual([]);
     },
-    150_000,
   );
 
-  e2eTest(
+  agentTest(
     `${kind}: a tool the stage did not allow, called anyway, is refused by ${kind} and is a warning on the stage (transcript and show)`,
     async () => {
       const s = await server((req) => (hasToolResult(req) ? text("could not") : toolCall("bash", shellArgs(kind, "echo hi > out.txt"))));
@@ -192,10 +192,9 @@ for (const kind of KINDS) {
       expect(seen.show).toMatch(new RegExp(`warning: ${warning.source}`));
       expect(seen.transcript).toMatch(new RegExp(`## Warning\\s+${warning.source}`));
     },
-    150_000,
   );
 
-  e2eTest(
+  agentTest(
     `${kind}: atomic send to the live stage: a followUp after the first answer, then an interrupt that resumes the same session; usage summed across the turns`,
     async () => {
       let release!: () => void;
@@ -210,15 +209,15 @@ for (const kind of KINDS) {
       const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
       const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
       const out = lineWatcher(proc.stdout);
-      const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-      await waitUntil(() => s.requests.length === 1, 60_000, "the first model request");
+      const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
+      await untilEvent(s.requestMatching(() => true), "the first model request", { proc, limitMs: AGENT_STEP_LIMIT_MS });
       const send = async (message: string, mode: string) => {
         const r = await runAtomic(["send", started.runId, "s0", message, "--mode", mode], { home, env });
         expect(r.code).toBe(0);
       };
       await send("FOLLOW second", "followUp");
       release();
-      await waitUntil(() => s.requests.some((r) => userTexts(r).at(-1)!.includes("FOLLOW")), 60_000, "the followUp's request");
+      await untilEvent(s.requestMatching((r) => userTexts(r).at(-1)!.includes("FOLLOW")), "the followUp's request", { proc, limitMs: AGENT_STEP_LIMIT_MS });
       await send("INTERRUPT third", "interrupt");
       expect(await proc.exited).toBe(0);
       const stage = (JSON.parse(out.lines.at(-1)!).outputs.stages as StageOut[])[0]!;
@@ -231,12 +230,11 @@ for (const kind of KINDS) {
       // the aborted request reported nothing; the two answered ones count once each
       expect(stage.usage).toMatchObject({ inputTokens: 30, outputTokens: 10, cacheReadTokens: 0, costMicroUsd: 50, turns: 2 });
     },
-    150_000,
   );
 }
 
 for (const kind of KINDS) {
-  e2eTest(
+  agentTest(
     `${kind}: a steer sent while the model answers reaches it in the same conversation (pi: its own steer; opencode: queued, then the session resumed)`,
     async () => {
       let release!: () => void;
@@ -249,8 +247,8 @@ for (const kind of KINDS) {
       const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
       const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["HOLD first"])}`], { home, cwd, env });
       const out = lineWatcher(proc.stdout);
-      const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-      await waitUntil(() => s.requests.length === 1, 60_000, "the first model request");
+      const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
+      await untilEvent(s.requestMatching(() => true), "the first model request", { proc, limitMs: AGENT_STEP_LIMIT_MS });
       expect((await runAtomic(["send", started.runId, "s0", "STEER smaller diff", "--mode", "steer"], { home, env })).code).toBe(0);
       release();
       expect(await proc.exited).toBe(0);
@@ -260,7 +258,6 @@ for (const kind of KINDS) {
       expect(userTexts(s.requests[1]!).map((t) => t.trimEnd())).toEqual(["HOLD first", "STEER smaller diff"]);
       expect(stage.usage).toMatchObject({ inputTokens: 30, outputTokens: 10, costMicroUsd: 50, turns: 2 });
     },
-    150_000,
   );
 }
 
@@ -275,7 +272,7 @@ const isLive = (pid: number): boolean => {
 
 for (const kind of KINDS) {
   for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
-    e2eTest(
+    agentTest(
       `${kind}: ${how} with a long-running bash tool: no process of the stage is left`,
       async () => {
         const dir = makeTempDir(`atomic-${kind}-cancel-`);
@@ -285,16 +282,16 @@ for (const kind of KINDS) {
         const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
         const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["work"])}`], { home, cwd, env });
         const out = lineWatcher(proc.stdout);
-        const started = JSON.parse(await out.waitFor(/"type":"run_started"/));
-        await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+        const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
+        // the tool's pid file is the marker (polled: it is written by a process of the CLI's own)
+        await untilEvent(waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS });
         const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
         expect(isLive(sleepPid)).toBe(true);
         if (how === "atomic cancel") expect((await runAtomic(["cancel", started.runId], { home, env })).code).toBe(0);
         else proc.kill("SIGINT");
         await proc.exited;
-        await waitUntil(() => !isLive(sleepPid), 20_000, "the tool's sleep to end");
+        await waitUntil(() => !isLive(sleepPid), AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
       },
-      150_000,
     );
   }
 }

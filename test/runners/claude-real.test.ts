@@ -9,14 +9,14 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { agentBin } from "../helpers/agents.ts";
+import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
+import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
 import { httpError, startFakeAnthropic, streamError, text, toolUse, type FakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { isLive, processesWithEnv } from "../helpers/processes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { getRunner } from "../../src/runners/registry.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../../src/runners/types.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest, parseNdjson, startedRunId } from "../e2e/support.ts";
+import { cleanupNow, cleanupWhenIdle, parseNdjson, startedRunId } from "../e2e/support.ts";
 
 const WF = join(import.meta.dir, "fixtures", "claude-stage.ts");
 afterEach(cleanupWhenIdle);
@@ -58,7 +58,7 @@ async function setup(): Promise<Setup> {
 
 async function run(s: Setup, inputs: Record<string, string>, extra: string[] = []) {
   const args = ["run", WF, "--json", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`]), ...extra];
-  const r = await runAtomic(args, { home: s.home, env: s.env, timeoutMs: 90_000 });
+  const r = await runAtomic(args, { home: s.home, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   const lines = parseNdjson(r.stdout);
   return { ...r, result: lines.at(-1) as { runId: string; outputs?: Record<string, any>; status?: string } | undefined };
 }
@@ -90,7 +90,7 @@ const userText = (body: any): string =>
     .map((m: any) => (typeof m.content === "string" ? m.content : m.content.map((b: any) => b.text ?? (typeof b.content === "string" ? b.content : "")).join("\n")))
     .join("\n");
 
-e2eTest(
+agentTest(
   "a text reply: the answer, the prompt and system prompt delivered, usage and claude's own cost exact",
   async () => {
     const s = await setup();
@@ -108,10 +108,10 @@ e2eTest(
     expect(userText(s.fake.calls[0]!.body)).toContain("say hello");
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "a tool call: tools named in atomic's terms reach claude as its own; Bash runs; usage summed over both model calls",
   async () => {
     const s = await setup();
@@ -127,10 +127,10 @@ e2eTest(
     expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 220, outputTokens: 16, cacheReadTokens: 110, cacheWriteTokens: 20, turns: 2 });
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "tools: [] gives claude no tools at all",
   async () => {
     const s = await setup();
@@ -140,10 +140,10 @@ e2eTest(
     expect(s.fake.calls[0]!.body.tools ?? []).toEqual([]);
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "a tool claude refused is a warning on the stage: in the transcript and in show",
   async () => {
     const s = await setup();
@@ -158,7 +158,7 @@ e2eTest(
     expect(readFileSync(join(step.artifactDir, "transcript.md"), "utf8")).toMatch(/## Warning\s+claude refused the tool Write/);
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
 /** The stage's error as the run's report has it (`show --json`). */
@@ -177,7 +177,7 @@ for (const [name, replies, code, words] of [
   ["500 that outlasts claude's retries", RETRIES(3, httpError(500, "api_error", "the fake broke")), "provider_unavailable", /HTTP 500\): .*the fake broke/],
   ["an error inside the stream (and the non-streaming fallback overloaded)", RETRIES(4, streamError("overloaded_error", "Overloaded right now")), "provider_unavailable", /HTTP 529\): .*Overloaded right now/],
 ] as const) {
-  e2eTest(
+  agentTest(
     `provider error ${name}: ${code}, naming claude, its exit status and the provider's words`,
     async () => {
       const s = await setup();
@@ -191,11 +191,11 @@ for (const [name, replies, code, words] of [
       expect(err.message).toContain("(claude exited with status 1)");
       await done(s);
     },
-    120_000,
+    AGENT_TEST_LIMIT_MS,
   );
 }
 
-e2eTest(
+agentTest(
   "a 500 that claude's own retry survives: the stage completes, usage of the successful call only",
   async () => {
     const s = await setup();
@@ -207,10 +207,10 @@ e2eTest(
     expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 130 });
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "a broken stream: claude falls back to a non-streaming call; its usage (zeros in result.usage) still counted from modelUsage",
   async () => {
     const s = await setup();
@@ -223,10 +223,10 @@ e2eTest(
     expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 40, outputTokens: 6, cacheReadTokens: 100, costMicroUsd: 400 });
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "structured output through --json-schema: claude's StructuredOutput tool, the value validated",
   async () => {
     const s = await setup();
@@ -237,7 +237,7 @@ e2eTest(
     expect(s.fake.calls[0]!.body.tools.map((t: any) => t.name)).toContain("StructuredOutput");
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
 /** `atomic run` in the background; its run id from the "started run" line. */
@@ -246,7 +246,7 @@ async function start(s: Setup, inputs: Record<string, string | number>, extra: s
   writeFileSync(json, JSON.stringify(inputs));
   const proc = spawnAtomic(["run", WF, "--inputs-json", json, ...extra], { home: s.home, env: s.env });
   const out = lineWatcher(proc.stdout);
-  const runId = startedRunId(await out.waitFor(/^started run /, 60_000));
+  const runId = startedRunId(await out.waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
   return { proc, out, runId };
 }
 
@@ -264,7 +264,7 @@ async function outputs(s: Setup, runId: string) {
 /** The shell command of a tool that says it started, then waits for `gate` to exist. */
 const waitFor = (dir: string, gate: string) => `touch ${join(dir, "started")}; while [ ! -e ${join(dir, gate)} ]; do sleep 0.1; done; echo released`;
 
-e2eTest(
+agentTest(
   "multi-turn: a followUp is the next user turn of the same claude process; usage is the sum of both turns (result.usage is per turn)",
   async () => {
     const s = await setup();
@@ -272,7 +272,7 @@ e2eTest(
     const gate = new Promise<void>((r) => (release = r));
     s.fake.push({ ...text("first answer", { input: 100, output: 10, cacheRead: 1000 }), hold: gate }, text("second answer", { input: 200, output: 20, cacheWrite: 300 }));
     const { proc, runId } = await start(s, { prompt: "first question" });
-    await waitUntil(() => s.fake.calls.length === 1, 60_000, "the first model call");
+    await untilEvent(s.fake.callMatching(), "the first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS });
     await send(s, runId, "second question", "followUp");
     release();
     expect(await proc.exited).toBe(0);
@@ -285,37 +285,37 @@ e2eTest(
     expect(out.usage).toMatchObject({ inputTokens: 300, outputTokens: 30, cacheReadTokens: 1000, cacheWriteTokens: 300, costMicroUsd: 4625, turns: 2 });
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "steer: a message written while a tool runs reaches the model in the same turn",
   async () => {
     const s = await setup();
     const dir = makeTempDir("atomic-claude-steer-");
     s.fake.push(toolUse("Bash", { command: waitFor(dir, "go"), description: "wait" }), text("steered answer"));
     const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
-    await waitUntil(() => existsSync(join(dir, "started")), 60_000, "the tool to start");
+    await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     await send(s, runId, "STEER-MESSAGE", "steer");
     // delivered to claude's stdin: the transcript says so
-    await waitUntil(() => transcriptHas(s, runId, "Message (steer)"), 30_000, "the steer to be delivered");
+    await waitUntil(() => transcriptHas(s, runId, "Message (steer)"), AGENT_STEP_LIMIT_MS, "the steer to be delivered");
     await Bun.sleep(500); // claude reads its stdin as lines come; the tool's end is what we hold
     writeFileSync(join(dir, "go"), "");
     expect(await proc.exited).toBe(0);
     expect(JSON.stringify(s.fake.calls[1]!.body.messages)).toContain("STEER-MESSAGE");
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "interrupt: the running tool is stopped, the message is the next turn, the stage completes with its answer",
   async () => {
     const s = await setup();
     const dir = makeTempDir("atomic-claude-int-");
     s.fake.push(toolUse("Bash", { command: waitFor(dir, "never"), description: "wait" }), text("new direction taken", { input: 7, output: 3 }));
     const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
-    await waitUntil(() => existsSync(join(dir, "started")), 60_000, "the tool to start");
+    await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     await send(s, runId, "NEW-DIRECTION", "interrupt");
     expect(await proc.exited).toBe(0);
     expect(userText(s.fake.calls.at(-1)!.body)).toContain("NEW-DIRECTION");
@@ -324,7 +324,7 @@ e2eTest(
     expect(stageLeftovers(s).map(cmdline)).toEqual([]);
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
 /** Processes of the test's claude stage "ask" (every one carries the test's marker and the stage's name), not atomic's own. */
@@ -358,7 +358,7 @@ for (const [how, extra] of [
   ["Ctrl-C (SIGINT) of atomic run", []],
   ["Ctrl-C (SIGINT) of atomic run on a worker pool", ["--workers", "1"]],
 ] as const) {
-  e2eTest(
+  agentTest(
     `${how} with a long-running Bash tool: no process of the stage is left (the tool's own process group included), SIGTERM before SIGKILL`,
     async () => {
       const s = await setup();
@@ -369,21 +369,21 @@ for (const [how, extra] of [
       s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
       // Claude's own tool name passes through unchanged.
       const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, [...extra]);
-      await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+      await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start");
       const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
       expect(isLive(sleepPid)).toBe(true);
       if (how.startsWith("atomic cancel")) expect((await runAtomic(["cancel", runId], { home: s.home, env: s.env })).code).toBe(0);
       else proc.kill("SIGINT");
       await proc.exited;
-      await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
+      await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, AGENT_STEP_LIMIT_MS, "every process of the stage to end");
       expect(existsSync(termed)).toBe(true);
       await done(s);
     },
-    120_000,
+    AGENT_TEST_LIMIT_MS,
   );
 }
 
-e2eTest(
+agentTest(
   "a 300 KiB prompt reaches the model whole (claude reads it from stdin)",
   async () => {
     const s = await setup();
@@ -394,10 +394,10 @@ e2eTest(
     expect(userText(s.fake.calls[0]!.body)).toContain(big);
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "a stage that times out while its run goes on: its Bash tool's processes (a process group of their own) end with it",
   async () => {
     const s = await setup();
@@ -405,21 +405,21 @@ e2eTest(
     const pidFile = join(dir, "sleep.pid");
     s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
     const gate = join(dir, "go");
-    const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs: 20_000 /* long enough for claude to reach its tool on a loaded machine */, after: `touch ${join(dir, "after")}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
-    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+    const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs: 60_000 /* for claude to reach its tool on a busy machine: the stage must time out while the tool runs, so the test idles the rest of it */, after: `touch ${join(dir, "after")}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
+    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start");
     const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
-    await waitUntil(() => existsSync(join(dir, "after")), 60_000, "the stage to time out and the next step to start");
+    await waitUntil(() => existsSync(join(dir, "after")), AGENT_STEP_LIMIT_MS, "the stage to time out and the next step to start");
     // The run is still going (its next step waits for us): the timed-out stage's processes are gone already.
-    await waitUntil(() => !isLive(sleepPid), 15_000, "the tool's sleep to end");
+    await waitUntil(() => !isLive(sleepPid), AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
     expect(stageLeftovers(s).map(cmdline)).toEqual([]);
     writeFileSync(gate, "");
     expect(await proc.exited).not.toBe(0);
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "resume by session id: a message that comes after claude's stdin was closed resumes the session (--resume); usage restarts per process and is summed",
   async () => {
     const s = await setup();
@@ -463,10 +463,10 @@ e2eTest(
     expect(r.usage).toMatchObject({ inputTokens: 107, outputTokens: 13, cacheReadTokens: 1000, costMicroUsd: 1360, turns: 2 });
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );
 
-e2eTest(
+agentTest(
   "a worker whose coordinator is gone ends its running claude stage with the grace period (SIGTERM first), leaving nothing",
   async () => {
     const s = await setup();
@@ -475,16 +475,16 @@ e2eTest(
     const termed = join(dir, "termed");
     s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
     const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, ["--workers", "1"]);
-    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", 60_000, "the tool to start");
+    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start");
     const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
     const coordinator = processesMatching(s.home, "--internal-pool-coordinator");
     expect(coordinator).toHaveLength(1);
     process.kill(coordinator[0]!, "SIGKILL");
-    await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, 15_000, "every process of the stage to end");
+    await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, AGENT_STEP_LIMIT_MS, "every process of the stage to end");
     expect(existsSync(termed)).toBe(true);
     proc.kill("SIGKILL");
     await proc.exited;
     await done(s);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );

@@ -14,10 +14,10 @@ import { afterAll, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
+import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
 import { codexHome } from "../helpers/agent-homes.ts";
 import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
 import { cancelDuringTool, realStages, runStage, sendMidTurn, shownStage } from "../helpers/real-agent-stage.ts";
-import { e2eTest } from "../e2e/support.ts";
 
 // codex makes /tmp/codex-daemon-<uid> whatever TMPDIR says; one these tests made (and left empty) goes with them.
 const DAEMON_DIR = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
@@ -32,7 +32,7 @@ const setup = realStages<ResponsesReply>(startFakeResponses, codexHome, { runner
 const userTexts = (body: any): string[] =>
   (body.input as any[]).filter((i) => i.type === "message" && i.role === "user").flatMap((i) => (i.content as any[]).map((c) => String(c.text ?? "")));
 
-e2eTest("codex: a text reply after a tool call; usage exact with cache reads and writes; the model from codex's config, priced", async () => {
+agentTest("codex: a text reply after a tool call; usage exact with cache reads and writes; the model from codex's config, priced", async () => {
   const s = await setup(shell("echo hi > out.txt; echo done", { input: 120, cached: 20, output: 8 }), say(["Hel", "lo"], { input: 300, cached: 200, cacheWrite: 50, output: 20 }));
   const { runId, outputs } = await runStage(s, { prompt: "write out.txt" });
   expect(outputs.status).toBe("completed");
@@ -53,7 +53,7 @@ e2eTest("codex: a text reply after a tool call; usage exact with cache reads and
   s.fake.assertOnlyFake();
 });
 
-e2eTest("codex: atomic send followUp is queued until the turn ends, then delivered by resuming the thread; usage counted once across the resume", async () => {
+agentTest("codex: atomic send followUp is queued until the turn ends, then delivered by resuming the thread; usage counted once across the resume", async () => {
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   const s = await setup({ ...say("first answer", { input: 100, cached: 0, output: 10 }), hold: held }, say("second answer", { input: 250, cached: 100, cacheWrite: 30, output: 15 }));
@@ -70,7 +70,7 @@ e2eTest("codex: atomic send followUp is queued until the turn ends, then deliver
   s.fake.assertOnlyFake();
 });
 
-e2eTest("codex: atomic send interrupt ends the turn in flight, then resumes the thread with the message", async () => {
+agentTest("codex: atomic send interrupt ends the turn in flight, then resumes the thread with the message", async () => {
   const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { input: 80, output: 6 }));
   const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
   expect(outputs.status).toBe("completed");
@@ -79,7 +79,7 @@ e2eTest("codex: atomic send interrupt ends the turn in flight, then resumes the 
   s.fake.assertOnlyFake();
 });
 
-e2eTest("codex: structured output through --output-schema; a 300 KiB prompt goes through stdin", async () => {
+agentTest("codex: structured output through --output-schema; a 300 KiB prompt goes through stdin", async () => {
   const s = await setup(say('{"verdict":"ok","score":3}'));
   const prompt = `review this: ${"x".repeat(300 * 1024)}`;
   const { outputs } = await runStage(s, { prompt, structured: true });
@@ -99,7 +99,7 @@ for (const [name, replies, code, words] of [
   ["500", Array<ResponsesReply>(8).fill(httpError(500, "boom", {}, "server_error")), "provider_unavailable", /codex: the provider is unavailable: .*high demand/], // codex puts its own words in place of a 500's
   ["an error inside the stream", [streamFailure("The model crashed mid-way"), streamFailure("The model crashed mid-way")], "provider_unavailable", /codex: the provider's reply broke off: .*The model crashed mid-way/],
 ] as const) {
-  e2eTest(`codex: provider error ${name} fails the stage as ${code}, naming codex, its exit status and the provider's words`, async () => {
+  agentTest(`codex: provider error ${name} fails the stage as ${code}, naming codex, its exit status and the provider's words`, async () => {
     const s = await setup(...replies);
     const { outputs } = await runStage(s, { prompt: "hi" });
     expect(outputs.status).toBe("failed");
@@ -110,7 +110,7 @@ for (const [name, replies, code, words] of [
   });
 }
 
-e2eTest("codex: a 500 that codex's own retry survives: its 'Reconnecting...' error record is not final, the stage completes", async () => {
+agentTest("codex: a 500 that codex's own retry survives: its 'Reconnecting...' error record is not final, the stage completes", async () => {
   const s = await setup(httpError(500, "boom", {}, "server_error"), say("recovered", { input: 40, output: 4 }));
   const { outputs } = await runStage(s, { prompt: "hi" });
   expect(outputs.status).toBe("completed");
@@ -120,7 +120,7 @@ e2eTest("codex: a 500 that codex's own retry survives: its 'Reconnecting...' err
   s.fake.assertOnlyFake();
 });
 
-e2eTest("codex: tools in atomic's terms: read-only tools give a read-only sandbox; tools: [] leaves codex no shell", async () => {
+agentTest("codex: tools in atomic's terms: read-only tools give a read-only sandbox; tools: [] leaves codex no shell", async () => {
   const s = await setup(say("looked"), say("answered"));
   const readOnly = await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "list"]) });
   expect(readOnly.outputs.status).toBe("completed");
@@ -135,7 +135,7 @@ e2eTest("codex: tools in atomic's terms: read-only tools give a read-only sandbo
   s.fake.assertOnlyFake();
 });
 
-e2eTest("codex: a write in the read-only sandbox (tools without write, edit or bash) is a warning on the stage naming the command (transcript and show)", async () => {
+agentTest("codex: a write in the read-only sandbox (tools without write, edit or bash) is a warning on the stage naming the command (transcript and show)", async () => {
   // a command that runs a moment: codex 0.171 reports no item in --json for a command that ends at once (seen under load)
   const s = await setup(shell("sleep 1; echo hi > out.txt"), say("could not"));
   const { runId, outputs } = await runStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read"]) });
@@ -151,13 +151,13 @@ e2eTest("codex: a write in the read-only sandbox (tools without write, edit or b
 });
 
 for (const how of ["cancel", "SIGINT"] as const) {
-  e2eTest(
+  agentTest(
     `codex: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end (in codex's pid namespace, with it)`,
     async () => {
       const s = await setup();
       await cancelDuringTool(s, (command) => shell(command), how, false);
       s.fake.assertOnlyFake();
     },
-    120_000,
+    AGENT_TEST_LIMIT_MS,
   );
 }

@@ -10,9 +10,9 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
-import { agentBin } from "../helpers/agents.ts";
+import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -27,7 +27,7 @@ interface Report {
   needs?: { keys: string[]; keysSet: string[]; settings: string; settingsFound: boolean };
 }
 
-e2eTest(
+agentTest(
   "doctor: every real CLI found on PATH with its version, tested or not, and what it needs",
   async () => {
     const home = makeTempDir("atomic-doctor-home-");
@@ -59,5 +59,5 @@ e2eTest(
     expect(text.stdout).toContain(`settings ${join(user, "opencode.json")} (found)`);
     expect(text.stdout).toMatch(/version 0\.73\.1: the tested version/);
   },
-  120_000,
+  AGENT_TEST_LIMIT_MS,
 );

@@ -16,9 +16,9 @@ import { expect } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { geminiHome } from "../helpers/agent-homes.ts";
+import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
 import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
 import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, shownStage, type Outputs } from "../helpers/real-agent-stage.ts";
-import { e2eTest } from "../e2e/support.ts";
 
 const setup = realStages<GeminiReply>(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 const runStage = async (s: Parameters<typeof runRealStage>[0], inputs: Record<string, unknown>): Promise<Outputs> => (await runRealStage(s, inputs)).outputs;
@@ -27,7 +27,7 @@ const runStage = async (s: Parameters<typeof runRealStage>[0], inputs: Record<st
 const userTexts = (body: any): string[] =>
   (body.contents as any[]).filter((c) => c.role === "user").flatMap((c) => (c.parts as any[]).map((p) => String(p.text ?? ""))).filter((t) => t && !t.startsWith("<session_context>"));
 
-e2eTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m", async () => {
+agentTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m", async () => {
   const s = await setup(shell("echo hi > out.txt; echo done", { prompt: 150, cached: 50, output: 7 }), say(["Hel", "lo"], { prompt: 300, cached: 200, output: 20 }));
   const outputs = await runStage(s, { prompt: "write out.txt" });
   expect(outputs.status).toBe("completed");
@@ -43,7 +43,7 @@ e2eTest("gemini: a tool call, then text; the session id assigned up front; usage
   s.fake.assertOnlyFake();
 });
 
-e2eTest("gemini without a model: the stage records the model that answered (from result.stats.models), priced, not 'auto'", async () => {
+agentTest("gemini without a model: the stage records the model that answered (from result.stats.models), priced, not 'auto'", async () => {
   const s = await setup(say("routed", { prompt: 100, cached: 40, output: 10 }));
   const outputs = await runStage(s, { prompt: "hi", model: "" });
   expect(outputs.status).toBe("completed");
@@ -55,7 +55,7 @@ e2eTest("gemini without a model: the stage records the model that answered (from
   s.fake.assertOnlyFake();
 });
 
-e2eTest("gemini: atomic send followUp is queued until the turn ends, then delivered by resuming the session by id; usage summed over both processes", async () => {
+agentTest("gemini: atomic send followUp is queued until the turn ends, then delivered by resuming the session by id; usage summed over both processes", async () => {
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   const s = await setup({ ...say("first answer", { prompt: 100, output: 10 }), hold: held }, say("second answer", { prompt: 250, cached: 100, output: 15 }));
@@ -70,7 +70,7 @@ e2eTest("gemini: atomic send followUp is queued until the turn ends, then delive
   s.fake.assertOnlyFake();
 });
 
-e2eTest("gemini: a 300 KiB prompt goes through stdin; structured output asked for in the prompt and parsed", async () => {
+agentTest("gemini: a 300 KiB prompt goes through stdin; structured output asked for in the prompt and parsed", async () => {
   const s = await setup(say('{"verdict":"bad","score":2}'));
   const prompt = `review this: ${"y".repeat(300 * 1024)}`;
   const outputs = await runStage(s, { prompt, structured: true });
@@ -89,7 +89,7 @@ for (const [name, replies, code, words] of [
   ["429", [httpError(429, "RESOURCE_EXHAUSTED", "Rate limit hit. Please retry in 1200s.", { "retry-after": "1200" })], "provider_rate_limit", /gemini: rate limited by the provider \(HTTP 429\): .*Please retry in 1200s/],
   ["an error inside the stream", Array<GeminiReply>(4).fill(streamFailure("The model crashed")), "provider_unavailable", /gemini: the provider's reply broke off: Model stream ended without a finish reason/],
 ] as const) {
-  e2eTest(
+  agentTest(
     `gemini: provider error ${name} fails the stage as ${code}, naming gemini, its exit status and the provider's words`,
     async () => {
       const s = await setup(...replies);
@@ -104,7 +104,7 @@ for (const [name, replies, code, words] of [
   );
 }
 
-e2eTest(
+agentTest(
   "gemini: a 500 that gemini's own retry survives: the stage completes with the second reply's usage",
   async () => {
     const s = await setup(httpError(500, "INTERNAL", "boom"), say("recovered", { prompt: 40, output: 4 }));
@@ -118,7 +118,7 @@ e2eTest(
   100_000,
 );
 
-e2eTest(
+agentTest(
   "gemini: a 500 that outlasts gemini's own retries fails the stage as provider_unavailable, naming gemini, its exit status and the provider's words",
   async () => {
     const s = await setup(...Array<GeminiReply>(4).fill(httpError(500, "INTERNAL", "the backend is down")));
@@ -137,7 +137,7 @@ e2eTest(
   100_000,
 );
 
-e2eTest("gemini: tools in atomic's terms are mapped to gemini's own; the others are not offered; tools: [] offers none", async () => {
+agentTest("gemini: tools in atomic's terms are mapped to gemini's own; the others are not offered; tools: [] offers none", async () => {
   const s = await setup(say("looked"), say("answered"));
   expect((await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "bash"]) })).status).toBe("completed");
   expect((await runStage(s, { prompt: "just answer", tools: JSON.stringify([]) })).status).toBe("completed");
@@ -147,7 +147,7 @@ e2eTest("gemini: tools in atomic's terms are mapped to gemini's own; the others 
   s.fake.assertOnlyFake();
 });
 
-e2eTest("gemini: a tool the stage did not allow, called anyway, is refused by gemini and is a warning on the stage (transcript and show)", async () => {
+agentTest("gemini: a tool the stage did not allow, called anyway, is refused by gemini and is a warning on the stage (transcript and show)", async () => {
   const s = await setup(shell("echo hi > out.txt"), say("could not"));
   const { runId, outputs } = await runRealStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read"]) });
   expect(outputs.status).toBe("completed");
@@ -160,7 +160,7 @@ e2eTest("gemini: a tool the stage did not allow, called anyway, is refused by ge
   s.fake.assertOnlyFake();
 });
 
-e2eTest("gemini: atomic send interrupt ends the turn in flight, then resumes the session with the message", async () => {
+agentTest("gemini: atomic send interrupt ends the turn in flight, then resumes the session with the message", async () => {
   const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 }));
   const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
   expect(outputs.status).toBe("completed");
@@ -170,13 +170,13 @@ e2eTest("gemini: atomic send interrupt ends the turn in flight, then resumes the
 });
 
 for (const how of ["cancel", "SIGINT"] as const) {
-  e2eTest(
+  agentTest(
     `gemini: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end, SIGTERM before SIGKILL`,
     async () => {
       const s = await setup();
       await cancelDuringTool(s, (command) => shell(command), how);
       s.fake.assertOnlyFake();
     },
-    120_000,
+    AGENT_TEST_LIMIT_MS,
   );
 }

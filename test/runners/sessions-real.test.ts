@@ -14,6 +14,7 @@ import { existsSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
+import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
 import { claudeHome, codexHome, geminiHome, inputsFile } from "../helpers/agent-homes.ts";
 import { text } from "../helpers/fake-anthropic.ts";
 import { say, startFakeResponses } from "../helpers/fake-responses.ts";
@@ -22,7 +23,6 @@ import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.
 import { say as geminiSay, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
-import { e2eTest } from "../e2e/support.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "sdk", "fixtures", "sessions.ts");
 /** In the order of the stages: first, forked, second, third, filed. */
@@ -39,7 +39,7 @@ const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 
 async function runSessions(s: RealStage<any>, extra: Record<string, unknown> = {}) {
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...extra })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...extra })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
@@ -67,7 +67,7 @@ function expectOutputs(out: Awaited<ReturnType<typeof runSessions>>) {
 
 const KNOWN = new Set(["Remember the number 42.", "Which number did I give you?", "Forget it; say bye.", "And once more?", ...ANSWERS]);
 
-e2eTest("claude: continueFrom resumes the earlier session (--resume), fork branches it (--fork-session)", async () => {
+agentTest("claude: continueFrom resumes the earlier session (--resume), fork branches it (--fork-session)", async () => {
   const s = await claude(...ANSWERS.map((a) => text(a)));
   const out = await runSessions(s);
   expectOutputs(out);
@@ -78,7 +78,7 @@ e2eTest("claude: continueFrom resumes the earlier session (--resume), fork branc
   s.fake.assertOnlyFake();
 }, 240_000);
 
-e2eTest("codex: continueFrom resumes the thread (exec resume), fork branches it (exec fork)", async () => {
+agentTest("codex: continueFrom resumes the thread (exec resume), fork branches it (exec fork)", async () => {
   const s = await codex(...ANSWERS.map((a) => say(a)));
   const out = await runSessions(s);
   expectOutputs(out);
@@ -107,7 +107,7 @@ const PROMPTS: Record<string, string> = {
 const partsText = (content: unknown) => (typeof content === "string" ? content : ((content as { text?: string }[] | null) ?? []).map((p) => p.text ?? "").join(""));
 
 for (const kind of ["opencode", "pi"] as const) {
-  e2eTest(`${kind}: continueFrom continues the earlier session, fork branches it (${kind === "pi" ? "a copy of its session file" : "-s with --fork"})`, async () => {
+  agentTest(`${kind}: continueFrom continues the earlier session, fork branches it (${kind === "pi" ? "a copy of its session file" : "-s with --fork"})`, async () => {
     const server = await startFakeOpenAI((req) => {
       const ask = partsText(req.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim();
       return chatText(PROMPTS[ask] ?? "A title"); // opencode also asks for a session title
@@ -116,7 +116,7 @@ for (const kind of ["opencode", "pi"] as const) {
     const s = chatAgentSetup(kind, server.url, { trap });
     const inputs = join(s.cwd, "..", `inputs-${kind}.json`);
     writeFileSync(inputs, JSON.stringify({ runner: kind, model: MODEL }));
-    const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 150_000 });
+    const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
@@ -132,9 +132,9 @@ for (const kind of ["opencode", "pi"] as const) {
   }, 240_000);
 }
 
-e2eTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
+agentTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
   const s = await gemini(geminiSay(ANSWERS[0]!), geminiSay(ANSWERS[2]!), geminiSay(ANSWERS[3]!), geminiSay(ANSWERS[4]!));
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, bad: "no-fork" })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, bad: "no-fork" })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
@@ -146,7 +146,7 @@ e2eTest("gemini: continueFrom resumes the session (-r); a fork is refused before
   expect(second).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?"]);
   expect(third).toEqual(["Remember the number 42.", "noted: 42", "Which number did I give you?", "you gave 42", "And once more?"]);
   const calls = s.fake.calls.length;
-  const refused = await runAtomic(["run", WORKFLOW, "--workers", "1", "--inputs-json", inputsFile(s.h, s.defaults)], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: 150_000 });
+  const refused = await runAtomic(["run", WORKFLOW, "--workers", "1", "--inputs-json", inputsFile(s.h, s.defaults)], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(refused.code).toBe(1);
   expect(refused.stderr).toContain('failed: stage "forked": the gemini runner cannot fork a session\nhint: leave fork out to continue the session itself\n');
   expect(s.fake.calls.length).toBe(calls + 1); // only the first stage's call
