@@ -3,7 +3,9 @@
  * `scripts/reference/generate.ts --check` finds no stale page, and every
  * command and every option the built binary's help lists (`atomic --help`,
  * `atomic <command> --help`) is in docs/reference/commands.md, in that
- * command's section.
+ * command's section. And the other way: every `--flag` the README and the
+ * guides write after `atomic <command>` is an option of that command (or a
+ * global one).
  */
 
 import { describe, expect, test } from "bun:test";
@@ -11,6 +13,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { COMMANDS } from "../../src/cli/command-table.ts";
+import { commandReference, globalOptions } from "../../scripts/reference/pages/commands.ts";
+import { documentationFiles } from "./markdown.ts";
 import { childEnv } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
@@ -79,6 +83,26 @@ describe("the reference", () => {
       expect(missing).toEqual([]);
     });
   }
+
+  test("every flag the README and the guides give a command is one of its options", async () => {
+    const options = new Map((await commandReference()).map((c) => [c.name, new Set(c.options.flatMap((o) => o.flags))]));
+    const globals = new Set([...globalOptions().map((g) => g.flag), "--help", "--version"]);
+    const wrong: string[] = [];
+    let checked = 0;
+    for (const file of documentationFiles().filter((f) => !f.startsWith("docs/reference/"))) {
+      const text = readFileSync(join(ROOT, file), "utf8");
+      for (const m of text.matchAll(/\batomic ([a-z]+)([^`\n|]*)/g)) {
+        const own = options.get(m[1]!);
+        if (!own) continue;
+        for (const f of m[2]!.matchAll(/(?<![\w-])(--[a-z][a-z-]*)/g)) {
+          checked++;
+          if (!globals.has(f[1]!) && !own.has(f[1]!)) wrong.push(`${file}: atomic ${m[1]} has no option ${f[1]} (${m[0].trim().slice(0, 80)})`);
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
+    expect(checked).toBeGreaterThan(50);
+  });
 
   test("the section finder and the flag reader see what they should", () => {
     const text = "# x\n\n## atomic run\n\n| `--input KEY=VALUE` | x |\n\n## atomic runs\n\n| `--watch` | y |\n";
