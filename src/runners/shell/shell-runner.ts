@@ -3,8 +3,7 @@
  * its argv form with its arguments (no shell), in its own process group. Its stdout and stderr are files in the attempt's artifact
  * directory, written by the stage itself (`atomic logs --follow` tails
  * them), and read back as output events while it runs (output-files.ts).
- * A message is written to the stage's stdin (a pipe of its own:
- * stdin-pipe.ts) as a line
+ * A message is written to the stage's stdin (Bun's stdin pipe) as a line
  * (steer and followUp alike: a shell has no turns; an "interrupt" message
  * sends SIGINT to the group first); messages sent before the stage started
  * (request.initialMessages) are written before anything else. interrupt()
@@ -25,7 +24,6 @@ import { OutputFiles } from "./output-files.ts";
 import { stageEnv } from "../stage-env.ts";
 import { killGroup, trackGroup, untrackGroup } from "./process-groups.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
-import { StdinPipe } from "./stdin-pipe.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 const KILL_GRACE_MS = 2_000;
@@ -42,11 +40,10 @@ export class ShellRunner implements Runner {
     let cancelMessage = "";
 
     // Bun.spawn rather than node:child_process: about half the CPU per stage (no stream wrappers, no per-variable env checks).
-    let child: Subprocess<"pipe" | number, number, number> | undefined;
+    let child: Subprocess<"pipe", number, number> | undefined;
     let spawnError: Error | undefined;
     let exited = false;
     let pid: number | undefined;
-    const stdinPipe = StdinPipe.open();
     try {
       // The argv form runs the program itself, no shell: each element is one argument, as is (sdk/shell.ts).
       const argv = request.argv ?? ["/bin/sh", "-c", request.command ?? ""];
@@ -54,7 +51,7 @@ export class ShellRunner implements Runner {
         cwd: request.cwd,
         env: stageEnv(request),
         detached: true,
-        stdin: stdinPipe?.readFd ?? "pipe",
+        stdin: "pipe",
         stdout: output.stdout.fd,
         stderr: output.stderr.fd,
         onExit: () => {
@@ -66,10 +63,9 @@ export class ShellRunner implements Runner {
     } catch (err) {
       spawnError = err instanceof Error ? err : new Error(String(err));
     }
-    stdinPipe?.spawned();
     pid = child?.pid;
     if (pid !== undefined) trackGroup(pid);
-    const stdin = stdinPipe ?? bunStdin(child);
+    const stdin = stageStdin(child);
     const writeStdin = (text: string) => stdin.write(text);
     // Messages sent before the stage started: the first thing on its stdin, in order.
     for (const m of request.initialMessages ?? []) writeStdin(asLine(m.text));
@@ -144,9 +140,13 @@ export class ShellRunner implements Runner {
   }
 }
 
-/** Bun's own stdin pipe, where no StdinPipe could be made: written and ended the same way. */
-function bunStdin(child: Subprocess<"pipe" | number, number, number> | undefined): Pick<StdinPipe, "write" | "close"> {
-  const sink = child && typeof child.stdin === "object" ? child.stdin : undefined;
+/**
+ * The stage's stdin (Bun's pipe, a FileSink): writes are buffered and never
+ * block, whether or not the stage reads; a stage that has closed its stdin
+ * or exited makes them fail quietly. `close` ends it (end-of-file).
+ */
+function stageStdin(child: Subprocess<"pipe", number, number> | undefined): { write(text: string): void; close(): void } {
+  const sink = child?.stdin;
   return {
     write(text) {
       try {
