@@ -56,6 +56,12 @@ const VALUE_HINTS: Record<string, string> = {
   wait: "SECONDS",
   mode: "MODE",
   id: "ID",
+  cwd: "DIR",
+  maxRuns: "N",
+  cron: "EXPR",
+  tz: "ZONE",
+  overlap: "POLICY",
+  catchUp: "POLICY",
 };
 
 const EXIT_CODES = "Exit codes: 0 completed, 1 failed, 2 usage error, 3 blocked, 4 cancelled, 130 interrupted.";
