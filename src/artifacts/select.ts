@@ -15,13 +15,21 @@
  */
 
 import { accessSync, constants, statSync } from "node:fs";
-import type { Journal } from "../journal/journal.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
 import { DirectoryArtifactStore } from "./directory-store.ts";
 import { DEFAULT_MAX_FILE_BYTES, type ArtifactStore } from "./store.ts";
 
-export function artifactStoreFor(journal: Journal, config: AtomicConfig): ArtifactStore | undefined {
+/**
+ * What a journal offers here (`Journal.artifactStore`, journal/journal.ts),
+ * named by shape so that this folder stays below journal/ (the journal
+ * implements the store; docs/design/layers.md).
+ */
+export interface ArtifactStoreSource {
+  artifactStore?(opts: { maxFileBytes: number }): ArtifactStore;
+}
+
+export function artifactStoreFor(journal: ArtifactStoreSource, config: AtomicConfig): ArtifactStore | undefined {
   const maxFileBytes = config.artifacts?.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES;
   if (config.artifacts?.dir) return new DirectoryArtifactStore(config.artifacts.dir, maxFileBytes);
   return journal.artifactStore?.({ maxFileBytes });

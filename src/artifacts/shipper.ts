@@ -31,8 +31,7 @@
 
 import { closeSync, fstatSync, readSync } from "node:fs";
 import { join } from "node:path";
-import { OUTPUT_FILE } from "../engine/stage-options.ts";
-import { EVENTS_LOG, STDERR_LOG, STDOUT_LOG, TRANSCRIPT, TURNS_LOG, openArtifactFile } from "../runners/stage-logs.ts";
+import { EVENTS_LOG, OUTPUT_FILE, STDERR_LOG, STDOUT_LOG, TRANSCRIPT, TURNS_LOG, openArtifactFile } from "./stage-logs.ts";
 import { ensureError } from "../shared/errors.ts";
 import type { ArtifactKey, ArtifactStore } from "./store.ts";
 

@@ -14,7 +14,7 @@
 
 import { closeSync, existsSync, fstatSync, readSync } from "node:fs";
 import { basename, join } from "node:path";
-import { STDERR_LOG, STDOUT_LOG, TRANSCRIPT, openArtifactFile, type LogStream } from "../runners/stage-logs.ts";
+import { STDERR_LOG, STDOUT_LOG, TRANSCRIPT, openArtifactFile, type LogStream } from "./stage-logs.ts";
 import { artifactKeyOf, type ArtifactChunk, type ArtifactStore } from "./store.ts";
 
 export interface StageFiles {
@@ -72,7 +72,7 @@ export function readLocal(path: string, offset: number, max: number): ArtifactCh
   }
 }
 
-/** The file holding `stream`: stderr.log; for stdout, stdout.log, else an agent stage's transcript.md (runners/stage-logs.ts). */
+/** The file holding `stream`: stderr.log; for stdout, stdout.log, else an agent stage's transcript.md (./stage-logs.ts). */
 export async function logNameOf(files: StageFiles, stream: LogStream): Promise<string> {
   if (stream === "stderr") return STDERR_LOG;
   if (await files.has(STDOUT_LOG)) return STDOUT_LOG;

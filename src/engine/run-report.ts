@@ -7,7 +7,7 @@
  */
 
 import type { RunOrigin } from "./fork.ts";
-import { stageLogPath } from "../runners/stage-logs.ts";
+import { stageLogPath } from "../artifacts/stage-logs.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";

@@ -27,10 +27,10 @@ import { dirname, join, resolve } from "node:path";
 import type { StageResult, TaskOptions } from "../sdk/types.ts";
 import { StepFailedError } from "../shared/errors.ts";
 import type { Runner, StageRequest } from "../runners/types.ts";
+import { OUTPUT_FILE } from "../artifacts/stage-logs.ts";
 
 export const READ_FILE_LIMIT = 64 * 1024;
 export const READ_TOTAL_LIMIT = 256 * 1024;
-export const OUTPUT_FILE = "output.md";
 
 /** What the options add to the step's replay identity (nothing when unused, so older journals replay unchanged). */
 export function identityExtras(opts: TaskOptions): Record<string, unknown> {

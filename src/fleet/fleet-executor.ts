@@ -31,7 +31,7 @@ import { hostOfWorker } from "../journal/fleet-view.ts";
 import type { WorkItem, WorkQueue } from "../journal/work-queue.ts";
 import type { StageExecutor } from "../engine/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
-import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { isInfraCode } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";

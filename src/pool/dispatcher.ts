@@ -27,7 +27,7 @@
 
 import { join } from "node:path";
 import type { WorkCommit, WorkCommitted, WorkItem } from "../journal/work-queue.ts";
-import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { ensureError } from "../shared/errors.ts";

@@ -29,7 +29,7 @@
  * above.
  */
 
-import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { Subprocess } from "bun";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { join } from "node:path";

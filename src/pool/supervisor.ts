@@ -32,7 +32,7 @@
 
 import { join } from "node:path";
 import type { WorkItem } from "../journal/work-queue.ts";
-import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import { killGroup } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import { ensureError } from "../shared/errors.ts";

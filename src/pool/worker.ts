@@ -26,7 +26,7 @@
  */
 
 import { join } from "node:path";
-import { STDOUT_LOG } from "../runners/stage-logs.ts";
+import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import { getRunner } from "../runners/registry.ts";
 import { killAllGroups, stopsSettled } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../runners/types.ts";

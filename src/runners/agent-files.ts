@@ -6,7 +6,7 @@
  * - `transcript.md`: a readable transcript (prompt, assistant text, tool
  *   calls and results, messages received, the outcome); `atomic logs`,
  *   `--follow` and the status page read it as the stage's stdout
- *   (stage-logs.ts);
+ *   (../artifacts/stage-logs.ts);
  * - `stderr.log`: the agent's stderr and the runner's diagnostics, created
  *   only when there is any (most agent stages have none);
  * - `turns.jsonl` (the CLI runners): the usage of each model call, one line
@@ -55,7 +55,7 @@
 
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { EVENTS_LOG, STDERR_LOG, TRANSCRIPT, TURNS_LOG } from "./stage-logs.ts";
+import { EVENTS_LOG, STDERR_LOG, TRANSCRIPT, TURNS_LOG } from "../artifacts/stage-logs.ts";
 import { redact } from "../shared/secrets.ts";
 
 const FLUSH_BYTES = 16 * 1024;

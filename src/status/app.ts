@@ -22,7 +22,7 @@
 
 import { Hono, type Context } from "hono";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
-import { UnsafeArtifactError } from "../runners/stage-logs.ts";
+import { UnsafeArtifactError } from "../artifacts/stage-logs.ts";
 import { AtomicError } from "../shared/errors.ts";
 import { VERSION } from "../shared/version.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";

@@ -14,7 +14,7 @@
  * the chunk then starts at a later offset than asked).
  */
 
-import { EVENTS_LOG, TRANSCRIPT, TURNS_LOG } from "../runners/stage-logs.ts";
+import { EVENTS_LOG, TRANSCRIPT, TURNS_LOG } from "../artifacts/stage-logs.ts";
 import { logNameOf, readLocal, type StageFiles } from "../artifacts/stage-files.ts";
 import type { ArtifactChunk } from "../artifacts/store.ts";
 import { redact } from "../shared/secrets.ts";

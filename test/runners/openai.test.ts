@@ -8,7 +8,7 @@
  * cancel. The runner runs in this process, as a worker runs it.
  */
 
-import { stageLogPath } from "../../src/runners/stage-logs.ts";
+import { stageLogPath } from "../../src/artifacts/stage-logs.ts";
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

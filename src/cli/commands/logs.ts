@@ -65,7 +65,7 @@ class FileTail {
    */
   async drain(final: boolean, emit: (pieces: Piece[]) => Promise<void>, dropped: (bytes: number) => void): Promise<void> {
     for (;;) {
-      // Local files are opened without following links (stage-logs.ts openArtifactFile).
+      // Local files are opened without following links (artifacts/stage-logs.ts openArtifactFile).
       const chunk = await this.files.read(this.name, this.offset, CHUNK_BYTES);
       this.settled = chunk === undefined || chunk.complete;
       if (!chunk) break;

@@ -41,7 +41,7 @@ import { redactValue } from "../../shared/secrets.ts";
 import { digestArgs, slug } from "../values.ts";
 import { newId } from "../../shared/ids.ts";
 import { checkArgv } from "../../sdk/shell.ts";
-import { tailLines } from "../../runners/stage-logs.ts";
+import { tailLines } from "../../artifacts/stage-logs.ts";
 import { getRunner } from "../../runners/registry.ts";
 import { attachReads, continuation, fileResult, identityExtras, outputFile } from "../stage-options.ts";
 

@@ -14,7 +14,7 @@
  * TEXT_LIMIT bytes (the journal keeps the text; the file keeps everything).
  */
 
-import { STDERR_LOG, STDOUT_LOG } from "../stage-logs.ts";
+import { STDERR_LOG, STDOUT_LOG } from "../../artifacts/stage-logs.ts";
 import type { Subprocess } from "bun";
 import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";

@@ -4,7 +4,8 @@
  * - shell stages write `stdout.log` and `stderr.log`;
  * - agent stages write `transcript.md` (their readable output),
  *   `events.jsonl` (raw events) and, only when there is something to say,
- *   `stderr.log`.
+ *   `stderr.log`;
+ * - a stage with `output: "file"` writes its answer to `output.md`.
  *
  * Readers (`atomic logs`, the status page, run reports) ask `stageLogPath`
  * which file holds a stream, so an agent stage's transcript reads like a
@@ -30,8 +31,10 @@ export const STDOUT_LOG = "stdout.log";
 export const STDERR_LOG = "stderr.log";
 export const TRANSCRIPT = "transcript.md";
 export const EVENTS_LOG = "events.jsonl";
-/** An agent stage's usage per model call, one JSON line each (the CLI runners; agent-files.ts). */
+/** An agent stage's usage per model call, one JSON line each (the CLI runners; runners/agent-files.ts). */
 export const TURNS_LOG = "turns.jsonl";
+/** The answer file of a stage whose `output` is "file" (engine/stage-options.ts). */
+export const OUTPUT_FILE = "output.md";
 
 export type LogStream = "stdout" | "stderr";
 
