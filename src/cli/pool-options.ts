@@ -8,7 +8,7 @@
 
 import { availableParallelism } from "node:os";
 import type { DriverOptions } from "../engine/driver.ts";
-import { InProcessExecutor } from "../engine/stage-executor.ts";
+import { InProcessExecutor } from "../runners/stage-executor.ts";
 import { DEFAULT_WORK_LEASE_MS, MIN_WORK_LEASE_MS, PoolExecutor } from "../pool/pool-executor.ts";
 import { UsageError } from "../shared/errors.ts";
 import { DEFAULT_QUEUE } from "../journal/fleet.ts";

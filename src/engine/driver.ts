@@ -37,7 +37,7 @@ import type { EngineObserver } from "./observer.ts";
 import { ReplayCursor } from "./replay-cursor.ts";
 import { RunExecution, type RunOutcome } from "./run-execution.ts";
 import { RunTree, type StopReason } from "./run-tree.ts";
-import { InProcessExecutor, type StageExecutor } from "./stage-executor.ts";
+import { InProcessExecutor, type StageExecutor } from "../runners/stage-executor.ts";
 import { LeaseKeeper } from "./lease-keeper.ts";
 import { reviveInputs } from "./inputs.ts";
 

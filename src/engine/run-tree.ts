@@ -24,7 +24,7 @@ import { EVENT } from "./journal-events.ts";
 import type { GroupCommitWriter } from "../journal/group-commit.ts";
 import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.ts";
 import type { EngineObserver } from "./observer.ts";
-import type { StageExecutor } from "./stage-executor.ts";
+import type { StageExecutor } from "../runners/stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
 import type { Admission } from "./admission.ts";

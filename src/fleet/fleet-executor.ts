@@ -29,7 +29,7 @@ import { join } from "node:path";
 import { DEFAULT_QUEUE, type FleetStore } from "../journal/fleet.ts";
 import { hostOfWorker } from "../journal/fleet-view.ts";
 import type { WorkItem, WorkQueue } from "../journal/work-queue.ts";
-import type { StageExecutor } from "../engine/stage-executor.ts";
+import type { StageExecutor } from "../runners/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -38,7 +38,7 @@ import type { RunId } from "../shared/ids.ts";
 import { resultOf } from "../pool/dispatcher.ts";
 import { capEvents } from "../pool/event-batcher.ts";
 import { MAX_GENERATIONS, type PoolExecutor } from "../pool/pool-executor.ts";
-import { parseMessage } from "../pool/protocol/common.ts";
+import { POOL_PROTOCOL_VERSION, parseMessage } from "../pool/protocol/common.ts";
 import { FromCoordinatorSchema, type ToCoordinator } from "../pool/protocol/root-coordinator.ts";
 import { Machine } from "../shared/state-machine.ts";
 import { oncePerTick } from "../shared/once-per-tick.ts";
@@ -82,6 +82,7 @@ export function isHostWorker(workerId: string | null | undefined): boolean {
 
 export class FleetExecutor implements StageExecutor {
   readonly queued = true;
+  readonly protocol = POOL_PROTOCOL_VERSION;
   private readonly waiting = new Map<string, Waiting>();
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   private readonly hearing = new Machine<HearingState, HearingEvent>("the fleet executor's listener", HEARING_TRANSITIONS, HEARING_STATES.idle);

@@ -33,7 +33,7 @@ import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { Subprocess } from "bun";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { join } from "node:path";
-import type { StageExecutor } from "../engine/stage-executor.ts";
+import type { StageExecutor } from "../runners/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
@@ -96,6 +96,7 @@ interface Waiting {
 
 export class PoolExecutor implements StageExecutor {
   readonly queued = true;
+  readonly protocol = POOL_PROTOCOL_VERSION;
   private proc: Subprocess | undefined;
   private ready: Promise<void> | undefined;
   /** Why the pool is gone, the infrastructure code its stages fail with, and whether a fresh pool may replace it. */

@@ -12,7 +12,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Database } from "bun:sqlite";
 import { workflow, v } from "../../src/sdk/index.ts";
-import { InProcessExecutor } from "../../src/engine/stage-executor.ts";
+import { InProcessExecutor } from "../../src/runners/stage-executor.ts";
 import { buildRunReport } from "../../src/engine/run-report.ts";
 import { Admission } from "../../src/engine/admission.ts";
 import { openAdmissionSlots } from "../../src/journal/admission-slots.ts";

@@ -31,7 +31,7 @@ import { validateInputs } from "../../src/engine/inputs.ts";
 import type { EngineEvent } from "../../src/engine/observer.ts";
 import type { RunOutcome } from "../../src/engine/run-execution.ts";
 import type { StopReason } from "../../src/engine/run-tree.ts";
-import { InProcessExecutor, type StageExecutor } from "../../src/engine/stage-executor.ts";
+import { InProcessExecutor, type StageExecutor } from "../../src/runners/stage-executor.ts";
 import { EVENT } from "../../src/engine/journal-events.ts";
 import { openJournal } from "../../src/journal/open.ts";
 import { journalUrlForHome } from "../helpers/postgres.ts";

@@ -27,7 +27,6 @@
  */
 
 import { DEFAULT_QUEUE } from "../../journal/fleet.ts";
-import { POOL_PROTOCOL_VERSION } from "../../pool/protocol/common.ts";
 import { join } from "node:path";
 import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
@@ -114,7 +113,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
       cwd,
       ...(opts.cwd !== undefined ? { cwdOption: opts.cwd } : {}),
       ...(opts.queue !== undefined && opts.queue !== DEFAULT_QUEUE ? { queue: opts.queue } : {}),
-      protocol: POOL_PROTOCOL_VERSION,
+      ...(tree.executor.protocol !== undefined ? { protocol: tree.executor.protocol } : {}),
       ...(opts.env ? { env: opts.env } : {}),
       ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
       artifactDir,

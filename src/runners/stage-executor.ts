@@ -4,15 +4,25 @@
  * (`InProcessExecutor`, `atomic run --in-process`), or on the worker pool
  * (src/pool/pool-executor.ts, the default), which ships the request to a
  * worker process through the journal's work queue.
+ *
+ * The port lives here, below engine/ and pool/, so that the engine and
+ * the executors that run its stages elsewhere (pool/, fleet/) depend on it
+ * and not on each other (docs/design/layers.md).
  */
 
 import type { StageResult } from "../sdk/types.ts";
-import { getRunner } from "../runners/registry.ts";
-import type { DeliveryMode, RunnerEvent, RunnerHandle, StageRequest } from "../runners/types.ts";
+import { getRunner } from "./registry.ts";
+import type { DeliveryMode, RunnerEvent, RunnerHandle, StageRequest } from "./types.ts";
 
 export interface StageExecutor {
   /** True when stages go through the work queue: the stage step enqueues `request.workId` with its start record. */
   readonly queued: boolean;
+  /**
+   * The pool protocol version a queued executor speaks: the stage step
+   * stamps it on the request (StageRequest.protocol) so that a worker host
+   * of another version refuses the work item. Set by every queued executor.
+   */
+  readonly protocol?: number;
   execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult>;
   /**
    * The queue a stage waits on when only worker hosts can run it (no worker of the root's own serves
