@@ -28,7 +28,7 @@ import { endRunProcesses } from "../shared/run-processes.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../sdk/types.ts";
 import { defaultSlotsDir, loadConfig } from "../shared/config/load.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
-import { openAdmissionSlots } from "../journal/admission-slots.ts";
+import { openAdmissionSlots } from "../journal/open.ts";
 import { Admission } from "./admission.ts";
 import { limitsOf, mergeBudgets, recordedSpending } from "./budget.ts";
 import type { JournalEvent } from "../journal/runs.ts";

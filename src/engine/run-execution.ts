@@ -7,6 +7,13 @@
  * scope, then records how the run ended (status_changed) — completed with
  * validated outputs, failed with the error, or interrupted/cancelled when
  * the tree was stopped. A lost lease writes nothing more.
+ *
+ * A deliberate circle of files: each `ctx` method is a step in ./steps/
+ * that receives this execution (its cursor, scope, budget and tree), and
+ * steps/child.ts makes a RunExecution for the child workflow, whose `ctx`
+ * calls the steps again. The steps are this class's methods kept in files
+ * of their own; nothing outside engine/ sees the circle
+ * (docs/design/layers.md, test/structure/layers.test.ts).
  */
 
 import * as v from "valibot";

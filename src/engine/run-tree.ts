@@ -26,6 +26,7 @@ import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.t
 import type { EngineObserver } from "./observer.ts";
 import type { StageExecutor } from "../runners/stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
+import type { MailTree } from "./mail/mail-tree.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
 import type { Admission } from "./admission.ts";
 import { writeStopped } from "../journal/sqlite/storage-errors.ts";
@@ -35,7 +36,7 @@ export type StopReason = "interrupted" | "cancelled" | "lease_lost";
 
 export const MAX_CHILD_DEPTH = 3;
 
-export class RunTree {
+export class RunTree implements MailTree {
   private readonly controller = new AbortController();
   stopReason: StopReason | undefined;
   /**

@@ -35,7 +35,7 @@ import { DeliveryPump } from "./mail/delivery-pump.ts";
 import { MAIL_POLL_MS, PromptWaits } from "./mail/prompt-waits.ts";
 import type { DriverRequest } from "./mail/requests.ts";
 import { answerPrompt, deliveryStates, sendMessage } from "./messaging.ts";
-import type { RunTree } from "./run-tree.ts";
+import type { MailTree } from "./mail/mail-tree.ts";
 
 export { MAIL_POLL_MS };
 
@@ -47,7 +47,7 @@ export class TreeMail {
   private timer: ReturnType<typeof setInterval> | undefined;
   private closed = false;
 
-  constructor(private readonly tree: RunTree) {
+  constructor(private readonly tree: MailTree) {
     this.delivery = new DeliveryPump(tree);
     this.prompts = new PromptWaits(tree);
   }

@@ -16,10 +16,10 @@
  * - `list()` is the slots held by live processes, read-only (for doctor).
  *
  * The engine holds none of this itself: the driver (or the CLI) opens the
- * store and hands admission a factory, so the engine opens no database.
+ * store (openAdmissionSlots, ./open.ts: the one implementation is
+ * ./sqlite/admission-slots.ts) and hands admission a factory, so the engine
+ * opens no database.
  */
-
-import { SqliteAdmissionSlots } from "./sqlite/admission-slots.ts";
 
 export interface HeldSlot {
   id: number;
@@ -35,14 +35,4 @@ export interface AdmissionSlots {
   release(id: number): Promise<void>;
   list(): Promise<HeldSlot[]>;
   close(): void;
-}
-
-/** The embedded store: a small SQLite file `slots.db` in `dir` (created, 0700, on first open). */
-export function openAdmissionSlots(dir: string): AdmissionSlots {
-  return new SqliteAdmissionSlots(dir);
-}
-
-/** The store's file in `dir`, for callers that must not create it (doctor only reads an existing one). */
-export function admissionSlotsFile(dir: string): string {
-  return SqliteAdmissionSlots.file(dir);
 }

@@ -8,6 +8,10 @@
  * `home` is created on demand, readable by its owner only (it holds run
  * inputs and outputs). Failures come back as StorageError/UsageError with a
  * hint, never as a raw errno.
+ *
+ * The host-wide agent session slots (./admission-slots.ts) are opened here
+ * too: their contract file names no implementation, so it and
+ * ./sqlite/admission-slots.ts do not import each other.
  */
 
 import { existsSync } from "node:fs";
@@ -16,6 +20,8 @@ import { StorageError, UsageError } from "../shared/errors.ts";
 import { addSecretsOfHome, addSecretsOfUrl } from "../shared/secrets.ts";
 import { ensurePrivateHome } from "../shared/private-files.ts";
 import { SqliteJournal } from "./sqlite/sqlite-journal.ts";
+import { SqliteAdmissionSlots } from "./sqlite/admission-slots.ts";
+import type { AdmissionSlots } from "./admission-slots.ts";
 import { isPostgresUrl, redactUrl } from "./postgres/url.ts";
 import { importEntry } from "../shared/entry-points.ts";
 import type { Durability, Journal } from "./journal.ts";
@@ -103,4 +109,14 @@ function makeHome(home: string): void {
       cause: err,
     });
   }
+}
+
+/** Host-wide agent session slots (./admission-slots.ts): a small SQLite file `slots.db` in `dir` (created, 0700, on first open). */
+export function openAdmissionSlots(dir: string): AdmissionSlots {
+  return new SqliteAdmissionSlots(dir);
+}
+
+/** The slots' file in `dir`, for callers that must not create it (doctor only reads an existing one). */
+export function admissionSlotsFile(dir: string): string {
+  return SqliteAdmissionSlots.file(dir);
 }

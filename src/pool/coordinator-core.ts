@@ -8,7 +8,10 @@
  *   committing their results, and settling items the root cancelled.
  *
  * Each part reaches the others only through this interface, so the parts
- * depend on one small surface rather than on each other's internals.
+ * depend on one small surface rather than on each other's internals. It
+ * names what a part asks of another (WorkerPool, WorkDispatch) by shape,
+ * not by importing the part: the parts import this file, and it imports
+ * none of them.
  */
 
 import type { Journal } from "../journal/journal.ts";
@@ -17,10 +20,10 @@ import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import type { FromCoordinator } from "./protocol/root-coordinator.ts";
 import type { RunId } from "../shared/ids.ts";
-import type { Dispatcher } from "./dispatcher.ts";
+import type { FromWorker } from "./protocol/coordinator-worker.ts";
 import type { CoordinatorConfig } from "./protocol/root-coordinator.ts";
 import type { StallMonitor } from "./stall-monitor.ts";
-import type { Supervisor } from "./supervisor.ts";
+import type { WorkerSlot } from "./worker-slot.ts";
 
 /** What the parts read of a pool's configuration (a run's pool: CoordinatorConfig; a worker host: its options). */
 export type PoolSettings = Pick<CoordinatorConfig, "workers" | "leaseMs" | "heartbeatMs" | "retireGraceMs" | "maxGenerations" | "logDir">;
@@ -37,8 +40,8 @@ export interface CoordinatorCore {
   /** Whose items this pool claims: its root's drive (a run's own pool), or some queues of any root (a worker host). */
   readonly claimScope: ClaimFilter;
   readonly root: RootLink;
-  readonly workers: Supervisor;
-  readonly dispatcher: Dispatcher;
+  readonly workers: WorkerPool;
+  readonly dispatcher: WorkDispatch;
   log(line: string): void;
   /** The pool cannot go on: the root is told (`fatal`) and everything stops. */
   fatal(code: string, message: string): void;
@@ -60,6 +63,28 @@ export interface CoordinatorCore {
   keepUncommitted?(item: { id: string; rootId: RunId }, fence: WorkFence, outcome: { state: "completed" | "failed"; result?: unknown }, op: { id: string; digest: string }): boolean;
   /** A journal write failed: if the journal takes no writes now (writeStopped), the pool fails at once with storage_unavailable. */
   storageFailed(err: unknown): boolean;
+}
+
+/** What the other parts ask of the worker processes (supervisor.ts). */
+export interface WorkerPool {
+  /** The workers waiting for an item. */
+  idle(): WorkerSlot[];
+  /** The worker running `workId`, if any. */
+  running(workId: string): WorkerSlot | undefined;
+  /** Stop giving `slot` work and replace its process. */
+  retire(slot: WorkerSlot): void;
+}
+
+/** What the other parts ask of the dispatcher (dispatcher.ts). */
+export interface WorkDispatch {
+  /** Hand ready items to idle workers. */
+  dispatch(): Promise<void>;
+  /** Commit a worker's result. */
+  complete(slot: WorkerSlot, msg: Extract<FromWorker, { type: "complete" }>): Promise<void>;
+  /** The root asks where `workId` is. */
+  status(workId: string): Promise<void>;
+  /** The root cancelled `workId` and no worker runs it. */
+  cancelQueued(workId: string): void;
 }
 
 /**

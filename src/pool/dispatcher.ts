@@ -32,7 +32,7 @@ import type { StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { ensureError } from "../shared/errors.ts";
 import { faultPoint } from "../shared/fault-points.ts";
-import type { CoordinatorCore } from "./coordinator-core.ts";
+import type { CoordinatorCore, WorkDispatch } from "./coordinator-core.ts";
 import type { FromWorker, Receipt } from "./protocol/coordinator-worker.ts";
 import { trace, traceNow, tracing } from "./trace.ts";
 import type { WorkerSlot } from "./worker-slot.ts";
@@ -45,7 +45,7 @@ const CLAIM_RETRY_MS = 200;
 /** The worker id under which the coordinator itself takes a cancelled item off the queue. */
 const SETTLER_ID = "coordinator";
 
-export class Dispatcher {
+export class Dispatcher implements WorkDispatch {
   /** Items the root cancelled that no worker runs: settled as cancelled at once if queued, else when their claim comes back. */
   private readonly cancelled = new Set<string>();
   private dispatching = false;

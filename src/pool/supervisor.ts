@@ -38,7 +38,7 @@ import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import { ensureError } from "../shared/errors.ts";
 import { newWorkerId } from "../shared/ids.ts";
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
-import type { CoordinatorCore } from "./coordinator-core.ts";
+import type { CoordinatorCore, WorkerPool } from "./coordinator-core.ts";
 import { assertNever, parseMessage } from "./protocol/common.ts";
 import { FromWorkerSchema, type FromWorker } from "./protocol/coordinator-worker.ts";
 import { killStagesOfWorker } from "./reap.ts";
@@ -58,7 +58,7 @@ interface ControlWait {
   done(): void;
 }
 
-export class Supervisor {
+export class Supervisor implements WorkerPool {
   private readonly slots = new Map<string, WorkerSlot>();
   /** Control revisions sent to the workers and waiting for their acks (control()). */
   private readonly controlWaits = new Map<number, ControlWait>();

@@ -15,7 +15,7 @@ import { workflow, v } from "../../src/sdk/index.ts";
 import { InProcessExecutor } from "../../src/runners/stage-executor.ts";
 import { buildRunReport } from "../../src/engine/run-report.ts";
 import { Admission } from "../../src/engine/admission.ts";
-import { openAdmissionSlots } from "../../src/journal/admission-slots.ts";
+import { openAdmissionSlots } from "../../src/journal/open.ts";
 import { BudgetLedger, limitsOf } from "../../src/engine/budget.ts";
 import { reportTotals } from "../../src/status/totals.ts";
 import { RunSummaries } from "../../src/status/summaries.ts";

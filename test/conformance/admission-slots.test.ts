@@ -11,7 +11,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { openAdmissionSlots, type AdmissionSlots } from "../../src/journal/admission-slots.ts";
+import type { AdmissionSlots } from "../../src/journal/admission-slots.ts";
+import { openAdmissionSlots } from "../../src/journal/open.ts";
 import { statSync } from "node:fs";
 import { BUN, ROOT, lineWatcher } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -28,7 +29,7 @@ const BACKENDS: SlotBackend[] = [
     name: "sqlite",
     open: (dir) => openAdmissionSlots(dir),
     holderScript: `
-      const { openAdmissionSlots } = await import(${JSON.stringify(join(ROOT, "src/journal/admission-slots.ts"))});
+      const { openAdmissionSlots } = await import(${JSON.stringify(join(ROOT, "src/journal/open.ts"))});
       const slots = openAdmissionSlots(process.env.SLOTS_DIR);
       const ids = [];
       for (let i = 0; i < Number(process.env.SLOTS_TAKE); i++) ids.push(await slots.take(100));

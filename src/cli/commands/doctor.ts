@@ -16,7 +16,7 @@ import { defaultSlotsDir, loadConfig } from "../../shared/config/load.ts";
 import type { AtomicConfig } from "../../shared/config/schema.ts";
 import { CLI_AGENTS, checkRunner, defaultRunner, findBinary, openaiBaseUrl } from "../../runners/agent-setup.ts";
 import { ADMISSION_DEFAULTS, hostPressure } from "../../engine/admission.ts";
-import { admissionSlotsFile, openAdmissionSlots } from "../../journal/admission-slots.ts";
+import { admissionSlotsFile, openAdmissionSlots } from "../../journal/open.ts";
 import { describeJournal } from "../../journal/open.ts";
 import { describeArtifactStore } from "../../artifacts/select.ts";
 import { session } from "../session.ts";

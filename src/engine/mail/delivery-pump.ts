@@ -20,7 +20,7 @@ import type { LiveDelivery } from "../../journal/messages.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { EVENT } from "../journal-events.ts";
-import type { RunTree } from "../run-tree.ts";
+import type { MailTree } from "./mail-tree.ts";
 
 export interface LiveStage {
   runId: RunId;
@@ -46,7 +46,7 @@ export class DeliveryPump {
   private mailCheck: Promise<boolean> | undefined;
   private closed = false;
 
-  constructor(private readonly tree: RunTree) {}
+  constructor(private readonly tree: MailTree) {}
 
   private get rootId(): RunId {
     return this.tree.lease.rootId;

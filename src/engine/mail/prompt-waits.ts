@@ -16,7 +16,7 @@
 
 import type { PromptRecord } from "../../journal/prompts.ts";
 import type { RunId } from "../../shared/ids.ts";
-import type { RunTree } from "../run-tree.ts";
+import type { MailTree } from "./mail-tree.ts";
 
 export const MAIL_POLL_MS = 250;
 
@@ -25,7 +25,7 @@ export class PromptWaits {
   private readonly open = new Map<string, RunId>();
   private readonly sleepers = new Set<() => void>();
 
-  constructor(private readonly tree: RunTree) {}
+  constructor(private readonly tree: MailTree) {}
 
   private get rootId(): RunId {
     return this.tree.lease.rootId;

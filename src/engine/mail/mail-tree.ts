@@ -1,0 +1,24 @@
+/**
+ * What the mail parts (../tree-mail.ts, ./delivery-pump.ts,
+ * ./prompt-waits.ts) use of the run tree that holds them (../run-tree.ts),
+ * named by shape. The tree makes its mail, so the mail parts must not
+ * import the tree's file: that would tie the four files in a circle.
+ * RunTree implements this.
+ */
+
+import type { Journal } from "../../journal/journal.ts";
+import type { Lease } from "../../journal/runs.ts";
+import type { StageExecutor } from "../../runners/stage-executor.ts";
+import type { EngineObserver } from "../observer.ts";
+
+export interface MailTree {
+  readonly journal: Journal;
+  readonly lease: Lease;
+  readonly observer: EngineObserver;
+  /** Where stages run: live deliveries go to it. */
+  readonly executor: StageExecutor;
+  /** Root of per-run artifact directories (`$ATOMIC_HOME/artifacts`). */
+  readonly artifactsDir: string;
+  /** The tree's lease is lost: everything stops. */
+  stop(reason: "lease_lost"): void;
+}
