@@ -12,7 +12,7 @@
  * - listens with a umask that makes the socket 0600 (directory 0700);
  *   writes its pid file; logs to stderr (the spawner points it at
  *   broker.log);
- * - exits after IDLE_MS with no connection, on SIGTERM/SIGINT, and when its
+ * - exits after ATOMIC_INTERCOM_IDLE_MS (BROKER_IDLE_MS) with no connection, on SIGTERM/SIGINT, and when its
  *   socket file is gone or replaced (its home was removed, or another
  *   broker took the path over), removing its socket and pid file if they
  *   are still its own.
@@ -45,9 +45,8 @@ import {
 import { Routes, type PendingAsk } from "./routing.ts";
 import { probeBroker } from "./launch.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
-import { readEnv } from "../shared/config/environment.ts";
+import { BROKER_IDLE_MS, readEnv } from "../shared/config/environment.ts";
 
-export const DEFAULT_IDLE_MS = 5_000;
 /** Frames waiting for a connection that does not read: beyond this it is closed. */
 const MAX_BACKLOG = 16 * 1024 * 1024;
 const SUPERSEDE_CHECK_MS = 1_000;
@@ -143,7 +142,7 @@ export class Broker {
 
   constructor(opts: BrokerOptions) {
     this.paths = intercomPaths(opts.home);
-    this.idleMs = opts.idleMs ?? DEFAULT_IDLE_MS;
+    this.idleMs = opts.idleMs ?? BROKER_IDLE_MS;
     this.log = opts.log ?? ((line) => writeStderr(`${new Date().toISOString()} ${line}\n`));
   }
 
@@ -422,8 +421,7 @@ export async function brokerMain(argv: string[]): Promise<void> {
     writeStderr("error: the intercom broker needs ATOMIC_HOME (or --home DIR).\n");
     process.exit(2);
   }
-  const idle = readEnv("ATOMIC_INTERCOM_IDLE_MS");
-  const broker = new Broker({ home, ...(idle !== undefined ? { idleMs: idle } : {}) });
+  const broker = new Broker({ home, idleMs: readEnv("ATOMIC_INTERCOM_IDLE_MS") });
   // Last line of defence: a bug in a handler is logged, never fatal.
   process.on("uncaughtException", (err) => writeStderr(`${new Date().toISOString()} uncaught: ${err.stack ?? err.message}\n`));
   process.on("unhandledRejection", (err) => writeStderr(`${new Date().toISOString()} unhandled: ${String(err)}\n`));

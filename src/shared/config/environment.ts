@@ -59,11 +59,6 @@ const positiveMs =
     const n = Number(raw);
     return raw && Number.isFinite(n) && n > 0 ? n : fallback;
   };
-/** A positive number of milliseconds, or undefined (the user of the value has its own default). */
-const optionalMs = (raw: string | undefined): number | undefined => {
-  const n = Number(raw);
-  return raw && Number.isFinite(n) && n > 0 ? n : undefined;
-};
 const isOne = (raw: string | undefined): boolean => raw === "1";
 
 function variable<T>(v: Variable<T>): Variable<T> {
@@ -86,6 +81,8 @@ export const HOST_LOST_AFTER_MS = 10_000;
 export const WORKER_HEARTBEAT_MS = 1_000;
 /** The lease of a work item on a worker, unless the coordinator hands it another: a worker silent this long is presumed lost. */
 export const WORK_LEASE_MS = 30_000;
+/** An intercom broker no process uses goes away after this: a run that starts soon after reuses it, an idle host keeps no process. */
+export const BROKER_IDLE_MS = 5_000;
 
 export const VARIABLES = {
   // --- user-facing settings ---
@@ -202,7 +199,7 @@ export const VARIABLES = {
   ATOMIC_POOL_CONFIG: variable({
     audience: "internal",
     type: "JSON",
-    description: "A pool coordinator's or worker's configuration (home, journal URL), from the process that starts it: never in argv, which every user can read. The child removes it from its environment at once.",
+    description: "A pool coordinator's configuration (home, journal URL), from the process that starts it: never in argv, which every user can read. The child removes it from its environment at once.",
     keptFromStages: true,
     parse: text,
   }),
@@ -237,17 +234,17 @@ export const VARIABLES = {
   ATOMIC_FAULT_POINTS: variable({
     audience: "testing",
     type: "name:n,…",
-    description: "Arms named fault points (shared/fault-points.ts): `before-checkpoint:5` fires on the 5th hit, `name:*` on every hit. Not inherited by the intercom broker.",
+    description: "Arms named fault points (src/shared/fault-points.ts): `before-checkpoint:5` fires on the 5th hit, `name:*` on every hit. Not inherited by the intercom broker.",
     parse: text,
   }),
   ATOMIC_FAULT_ACTION: variable({ audience: "testing", type: "kill | throw", default: "kill", description: "What an armed fault point does: SIGKILL its process (like a power cut) or throw.", parse: text }),
-  ATOMIC_POOL_TRACE: variable({ audience: "testing", type: "1", description: "`1`: each pool role writes a timing line per event to its log (pool/trace.ts).", parse: isOne }),
+  ATOMIC_POOL_TRACE: variable({ audience: "testing", type: "1", description: "`1`: each pool role writes a timing line per event to its log (src/pool/trace.ts).", parse: isOne }),
   ATOMIC_INTERCOM_IDLE_MS: variable({
     audience: "testing",
     type: "milliseconds",
-    default: "5000",
+    default: String(BROKER_IDLE_MS),
     description: "How long the intercom broker stays up with no connection.",
-    parse: optionalMs,
+    parse: positiveMs(BROKER_IDLE_MS),
   }),
 } as const satisfies Record<string, Variable<unknown>>;
 
