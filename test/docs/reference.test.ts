@@ -5,7 +5,9 @@
  * `atomic <command> --help`) is in docs/reference/commands.md, in that
  * command's section. And the other way: every `--flag` the README and the
  * guides write after `atomic <command>` is an option of that command (or a
- * global one).
+ * global one). Every key of the config schema is in
+ * docs/reference/config.md and every variable of the environment registry
+ * in docs/reference/environment.md.
  */
 
 import { describe, expect, test } from "bun:test";
@@ -15,6 +17,8 @@ import { ROOT, atomicBin } from "../../scripts/binary.ts";
 import { COMMANDS } from "../../src/cli/command-table.ts";
 import { commandReference, globalOptions } from "../../scripts/reference/pages/commands.ts";
 import { documentationFiles } from "./markdown.ts";
+import { describeConfig } from "../../src/shared/config/schema.ts";
+import { VARIABLES } from "../../src/shared/config/environment.ts";
 import { childEnv } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
@@ -102,6 +106,21 @@ describe("the reference", () => {
     }
     expect(wrong).toEqual([]);
     expect(checked).toBeGreaterThan(50);
+  });
+
+  test("every key of the config schema is in the configuration reference, with its type (a section as a heading)", () => {
+    const text = readFileSync(join(ROOT, "docs", "reference", "config.md"), "utf8");
+    const keys = describeConfig();
+    expect(keys.length).toBeGreaterThan(20);
+    const missing = keys.filter((k) => !text.includes(`| \`${k.path}\` | ${k.type} |`) && !text.includes(`\n## ${k.path}\n`)).map((k) => k.path);
+    expect(missing).toEqual([]);
+  });
+
+  test("every variable of the environment registry is in the environment reference", () => {
+    const text = readFileSync(join(ROOT, "docs", "reference", "environment.md"), "utf8");
+    const missing = Object.keys(VARIABLES).filter((name) => !text.includes(`| \`${name}\` |`));
+    expect(Object.keys(VARIABLES).length).toBeGreaterThan(40);
+    expect(missing).toEqual([]);
   });
 
   test("the section finder and the flag reader see what they should", () => {
