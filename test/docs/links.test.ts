@@ -3,10 +3,12 @@
  * somewhere: the file or directory exists, and an anchor (`#part`, on the
  * page itself or another Markdown page) is the id of one of that page's
  * headings as GitHub makes them. Links to other sites are not followed.
+ * And every repository path a page names in code (`src/…`, `test/…`,
+ * `scripts/…`, `bench/…`, `docs/…`) exists, so a file that moved is noticed.
  */
 
 import { describe, expect, test } from "bun:test";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, normalize } from "node:path";
 import { ROOT } from "../../scripts/binary.ts";
 import { documentationFiles, parsePage, type ParsedPage } from "./markdown.ts";
@@ -45,6 +47,14 @@ describe("documentation links", () => {
       const page = pages.get(path)!;
       const broken = page.links.map((href) => brokenLink(page, href)).filter((b): b is string => b !== undefined);
       expect(broken).toEqual([]);
+    });
+  }
+
+  for (const path of [...pages.keys()]) {
+    test(`${path}: every repository path it names exists`, () => {
+      const text = readFileSync(join(ROOT, path), "utf8");
+      const named = [...text.matchAll(/`((?:src|test|scripts|bench|docs)\/[A-Za-z0-9_.\/-]*[A-Za-z0-9_])`/g)].map((m) => m[1]!);
+      expect(named.filter((p) => !existsSync(join(ROOT, p)))).toEqual([]);
     });
   }
 
