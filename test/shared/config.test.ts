@@ -6,8 +6,10 @@
  */
 
 import { afterEach, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { Glob } from "bun";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ROOT } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { CONFIG_REFERENCE_HINT, loadConfig } from "../../src/shared/config/load.ts";
 import { CONFIG_DEFAULTS, describeConfig } from "../../src/shared/config/schema.ts";
@@ -95,6 +97,17 @@ test("ATOMIC_CONFIG naming a missing file is refused; no file at all is an empty
   const root = makeTempDir("atomic-config-");
   expect(loadConfig({ home: root, cwd: root, env: {} })).toEqual({ config: {}, files: [] });
   expect(() => loadConfig({ home: root, cwd: root, env: { ATOMIC_CONFIG: join(root, "nope.json") } })).toThrow(`ATOMIC_CONFIG names ${join(root, "nope.json")}, which does not exist`);
+});
+
+test("no file under src/ but the loader opens a config file or checks one against the schema", () => {
+  const transpiler = new Bun.Transpiler({ loader: "ts", trimUnusedImports: false });
+  const readers: string[] = [];
+  for (const file of new Glob("src/**/*.ts").scanSync(ROOT)) {
+    if (file === "src/shared/config/load.ts" || file === "src/shared/config/schema.ts") continue;
+    const code = transpiler.transformSync(readFileSync(join(ROOT, file), "utf8"));
+    if (/["'`]config\.json["'`]|\bConfigSchema\b|\breadConfigFile\b/.test(code)) readers.push(file);
+  }
+  expect(readers).toEqual([]);
 });
 
 test("every key is described with a type, and the defaults code uses are the ones the schema documents", () => {
