@@ -13,8 +13,8 @@
  * --json`).
  */
 
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { ENTRY_POINTS } from "../src/shared/entry-points.ts";
 
@@ -22,7 +22,11 @@ const root = join(import.meta.dir, "..");
 const { values, positionals } = parseArgs({ args: process.argv.slice(2), options: { target: { type: "string" } }, allowPositionals: true });
 const outfile = positionals[0] ?? join(root, "dist", "atomic");
 const target = values.target ?? `bun-${process.platform}-${process.arch}`;
-mkdirSync(join(outfile, ".."), { recursive: true });
+mkdirSync(dirname(outfile), { recursive: true });
+// The compiler writes a .map file per bundle and chunk beside its output; the binary embeds its source maps
+// (stack traces of --verbose name src/ files without them), so it is built in a scratch folder next to OUTFILE
+// and only the binary is kept.
+const scratch = mkdtempSync(join(dirname(outfile), `.${basename(outfile)}.build-`));
 
 /** The commit this tree is at ("-dirty" when it has changes), or "unknown" outside a git checkout. */
 function commit(): string {
@@ -32,33 +36,38 @@ function commit(): string {
   return `${head.stdout.toString().trim()}${dirty.stdout.toString().trim() ? "-dirty" : ""}`;
 }
 
-const result = await Bun.build({
-  // Each a bundle of its own in the binary (src/shared/entry-points.ts says why).
-  entrypoints: ENTRY_POINTS.map((f) => join(root, "src", f)),
-  // Bundles keep their paths under src/ (importEntry finds them there). Named, not inferred: Bun 1.4.4 infers
-  // the common directory of up to 8 entry points, and the repository's root for 9 (measured).
-  root: join(root, "src"),
-  compile: {
-    outfile,
-    target: target as Bun.Build.CompileTarget,
-    autoloadBunfig: false,
-    autoloadDotenv: false,
-  },
-  format: "esm",
-  // Modules shared by several entry points go to chunks of their own instead of a copy in each bundle (4.5 MB
-  // less in the binary, measured); names are minified but kept where code reads them (error classes).
-  splitting: true,
-  bytecode: true,
-  minify: { syntax: true, whitespace: true, identifiers: true, keepNames: true },
-  sourcemap: "linked",
-  define: {
-    "process.env.NODE_ENV": '"production"',
-    ATOMIC_BUILD_COMMIT: JSON.stringify(commit()),
-    ATOMIC_BUILD_DATE: JSON.stringify(new Date().toISOString().replace(/\.\d+Z$/, "Z")),
-    ATOMIC_BUILD_TARGET: JSON.stringify(target),
-  },
-});
-
+let result: Bun.BuildOutput;
+try {
+  result = await Bun.build({
+    // Each a bundle of its own in the binary (src/shared/entry-points.ts says why).
+    entrypoints: ENTRY_POINTS.map((f) => join(root, "src", f)),
+    // Bundles keep their paths under src/ (importEntry finds them there). Named, not inferred: Bun 1.4.4 infers
+    // the common directory of up to 8 entry points, and the repository's root for 9 (measured).
+    root: join(root, "src"),
+    compile: {
+      outfile: join(scratch, basename(outfile)),
+      target: target as Bun.Build.CompileTarget,
+      autoloadBunfig: false,
+      autoloadDotenv: false,
+    },
+    format: "esm",
+    // Modules shared by several entry points go to chunks of their own instead of a copy in each bundle (4.5 MB
+    // less in the binary, measured); names are minified but kept where code reads them (error classes).
+    splitting: true,
+    bytecode: true,
+    minify: { syntax: true, whitespace: true, identifiers: true, keepNames: true },
+    sourcemap: "linked",
+    define: {
+      "process.env.NODE_ENV": '"production"',
+      ATOMIC_BUILD_COMMIT: JSON.stringify(commit()),
+      ATOMIC_BUILD_DATE: JSON.stringify(new Date().toISOString().replace(/\.\d+Z$/, "Z")),
+      ATOMIC_BUILD_TARGET: JSON.stringify(target),
+    },
+  });
+  if (result.success) renameSync(join(scratch, basename(outfile)), outfile);
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}
 if (!result.success) {
   for (const log of result.logs) console.error(log);
   process.exit(1);
