@@ -23,7 +23,9 @@ while [ "$#" -gt 0 ]; do
     *) echo "error: unknown option $1." >&2; echo "hint: bash scripts/release.sh --url URL [--out DIR] [--targets \"linux-x64 darwin-arm64\"]" >&2; exit 2 ;;
   esac
 done
-bash scripts/setup.sh
+# Installs the dependencies only when they are missing: a checkout that has them (a test, a worktree sharing them)
+# is never reinstalled under its feet.
+[ -x node_modules/.bin/bun ] || bash scripts/setup.sh
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 url=${url:-file://$out}
