@@ -44,8 +44,8 @@ export type EngineEvent =
   | { type: "stage_output"; runId: string; position: string; name: string; stream: "stdout" | "stderr"; text: string }
   /** A running agent stage reported usage (a delta: one model turn, or a CLI agent's step). */
   | { type: "stage_usage"; runId: string; position: string; name: string; usage: Partial<Usage> }
-  /** A stage waits to start (admission: agent sessions busy, host under pressure; the run is paused), and why. */
-  | { type: "step_waiting"; runId: string; position: string; name: string; reason: string; at: number }
+  /** A stage waits to start (admission: agent sessions busy, host under pressure; the run is paused), and why; also a child workflow held by a pause (kind "child"). */
+  | { type: "step_waiting"; runId: string; position: string; kind?: "stage" | "child"; name: string; reason: string; at: number }
   | { type: "log"; runId: string; message: string; at: number }
   | { type: "paused" | "unpaused"; runId: string; at: number }
   | { type: "warning"; runId: string; message: string; at: number }

@@ -202,13 +202,16 @@ export class RunExecution {
 
   /**
    * Wait while the run is paused, then check the step may start. Returns
-   * undefined (no await, no extra tick) in the common unpaused case.
+   * undefined (no await, no extra tick) in the common unpaused case. A
+   * stage or child workflow held here is shown waiting (step_waiting): it
+   * reached its start and did not start.
    */
-  startGate(scope: Scope): Promise<void> | undefined {
+  startGate(scope: Scope, held?: { kind: "stage" | "child"; position: string; name: string }): Promise<void> | undefined {
     if (!this.tree.paused) {
       this.assertMayStart(scope);
       return undefined;
     }
+    if (held) this.tree.observer({ type: "step_waiting", runId: this.runId, ...held, reason: "the run is paused", at: Date.now() });
     return this.tree.whilePaused().then(() => this.assertMayStart(scope));
   }
 

@@ -17,6 +17,7 @@ import { AtomicError, LeaseHeldError, LeaseLostError } from "../../src/shared/er
 import { newRunId, type HolderId, type RunId } from "../../src/shared/ids.ts";
 import { hostId } from "../../src/shared/process-info.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { waitUntil } from "../helpers/atomic.ts";
 import { BACKENDS, liveHolder, testWhen } from "./backends.ts";
 
 const open: Journal[] = [];
@@ -283,7 +284,7 @@ for (const backend of BACKENDS) {
       const root = newRunId();
       const first = await journal.acquireLease(root, liveHolder("first"), { timeoutMs: 1 });
       expect(first.epoch).toBe(1);
-      await Bun.sleep(20);
+      await waitUntil(() => Date.now() > first.renewedAt + first.timeoutMs, 10_000, "the first lease to expire");
       const second = await journal.acquireLease(root, liveHolder("second"), { timeoutMs: 60_000 });
       expect(second.epoch).toBe(2);
       expect(await journal.getLease(root)).toMatchObject({ holderId: second.holderId, epoch: 2, timeoutMs: 60_000 });

@@ -39,6 +39,7 @@ import { openJournal } from "../../src/journal/open.ts";
 import { MIGRATIONS } from "../../src/journal/postgres/migrations.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { freshDatabase } from "../helpers/postgres.ts";
+import { untilSomeoneWaitsForLock } from "../helpers/pg-lock-wait.ts";
 import { BUN, ROOT, lineWatcher } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { BACKENDS, liveHolder, postgresUrlFor, startRoot } from "./backends.ts";
@@ -262,7 +263,7 @@ describe.if(postgres !== undefined)("postgres: message store races between proce
         },
       );
       // The sender waits for the start's commit rather than reading around it.
-      await Bun.sleep(300);
+      await untilSomeoneWaitsForLock(driver);
       expect(seen).toBeUndefined();
       await driver.query("commit");
       const sent = await sending;

@@ -26,6 +26,8 @@ import type { Journal } from "../../src/journal/journal.ts";
 import { AtomicError, LeaseHeldError } from "../../src/shared/errors.ts";
 import { newRunId, type HolderId } from "../../src/shared/ids.ts";
 import { freshDatabase, postgresInstalled, startCluster } from "../helpers/postgres.ts";
+import { untilSomeoneWaitsForLock } from "../helpers/pg-lock-wait.ts";
+import { waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { liveHolder, startRoot } from "./backends.ts";
@@ -209,8 +211,10 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
 
     // Once the lease has expired by the database clock, anyone takes it over.
     const short = newRunId();
-    await j.acquireLease(short, { holderId: "far-2" as HolderId, host: "elsewhere/m/b/1", pid: 1, pidStart: 1 }, { timeoutMs: 1 });
-    await Bun.sleep(20);
+    const brief = await j.acquireLease(short, { holderId: "far-2" as HolderId, host: "elsewhere/m/b/1", pid: 1, pidStart: 1 }, { timeoutMs: 1 });
+    const clock = sql(db);
+    const dbNow = async () => Number((await clock.query<{ now: string }>("select (extract(epoch from clock_timestamp()) * 1000)::bigint as now")).rows[0]!.now);
+    await waitUntil(async () => (await dbNow()) > brief.renewedAt + brief.timeoutMs, 10_000, "the lease to expire by the database clock");
     expect((await j.acquireLease(short, liveHolder(), { timeoutMs: 60_000 })).epoch).toBe(2);
   });
 
@@ -259,7 +263,7 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
       const takeover = j.acquireLease(rootId, liveHolder("thief"), { timeoutMs: 60_000, force: true }).finally(() => {
         settled = true;
       });
-      await Bun.sleep(300);
+      await untilSomeoneWaitsForLock(admin);
       expect(settled).toBe(false); // blocked on the row
       await holder.query("commit");
       expect((await takeover).epoch).toBe(lease.epoch + 1);

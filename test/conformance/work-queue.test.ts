@@ -325,7 +325,7 @@ for (const backend of BACKENDS) {
       const short = await startRoot(journal, "wq");
       const brief = await journal.acquireLease(short.rootId, liveHolder("brief"), { timeoutMs: 50, force: true });
       await enqueue(journal, brief, short.rootId, ["e-1"]);
-      await Bun.sleep(60);
+      await waitUntil(() => Date.now() > brief.renewedAt + brief.timeoutMs, 10_000, "the brief lease to expire");
       expect(await journal.work.claim("new-worker", LEASE_MS, { rootId: short.rootId, epoch: brief.epoch })).toBeUndefined();
       expect((await journal.work.get("e-1"))?.state).toBe("ready");
       // A released lease fences its items too.

@@ -198,7 +198,10 @@ describe("worker hosts: a schema migrated past what a host knows", () => {
       `insert into atomic.work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation, epoch, ready_at, created_at, updated_at)
          values ('work_new', 'root_new', 'root_new', 1, '0', 1, '{"protocol": ${POOL_PROTOCOL_VERSION}, "runner": "shell", "argv": ["true"]}', 'ready', 1, 0, 0, 0, 0)`,
     ]);
-    await Bun.sleep(3_000); // several claim polls
+    // Several claim polls (one a second, beside its heartbeats): the host heartbeat 3 s after the insert, or later.
+    const inserted = Date.now();
+    const beatAt = async () => Number((await adminQueryIn(db, ["select heartbeat_at from atomic.worker_hosts where host_id = 'older'"]))[0]?.heartbeat_at ?? 0);
+    await waitUntil(async () => (await beatAt()) >= inserted + 3_000, 30_000, "a heartbeat of the host 3 s after the insert");
     expect(await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"])).toEqual([{ state: "ready" }]);
     await adminQueryIn(db, [`update atomic.meta set value = '${current}' where key = 'schema_version'`]);
     await waitUntil(async () => (await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"]))[0]?.state !== "ready", 20_000, "the host to claim again");
@@ -267,7 +270,8 @@ describe("worker hosts: messages and control from any machine", () => {
     const dir = makeTempDir("atomic-fleet-");
     const file = join(dir, "marks");
     await startHost({ url, id: "p", slots: 1 });
-    const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`, "--input", "seconds=1"], {
+    const gate = join(dir, "gate");
+    const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`, "--input", `gate=${gate}`], {
       home: join(dir, "root"),
     });
     const out = lineWatcher(run.stdout);
@@ -275,9 +279,10 @@ describe("worker hosts: messages and control from any machine", () => {
     await waitUntil(() => marks(file).includes("long-started"), 30_000, "the long stage running");
     const other = join(dir, "elsewhere");
     expect((await runAtomic(["pause", runId, "--journal", url], { home: other })).code).toBe(0);
+    writeFileSync(gate, "");
     await waitUntil(() => marks(file).includes("long-ended"), 30_000, "the running stage to finish (pause lets it)");
-    // Paused: the next stage does not start while we look (a few host poll periods).
-    await Bun.sleep(3_000);
+    // Paused: the next stage reached its start and is held there.
+    await out.waitFor(/"type":"step_waiting".*"name":"next".*"reason":"the run is paused"/, 30_000);
     expect(marks(file)).toEqual(["long-started", "long-ended"]);
     expect((await runAtomic(["unpause", runId, "--journal", url], { home: other })).code).toBe(0);
     expect(await run.exited).toBe(0);

@@ -28,7 +28,7 @@ import { PROTOCOL_VERSION } from "../../src/intercom/protocol/index.ts";
 import type { IncomingMessage } from "../../src/intercom/protocol/index.ts";
 import { AtomicError } from "../../src/shared/errors.ts";
 import { fcParams } from "../helpers/fast-check.ts";
-import { BUN, ROOT, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, lineWatcher, waitUntil } from "../helpers/atomic.ts";
 import { alive, brokerPidOf, brokersOf, cleanupHomes, newHome, rawConnect, signal } from "./support.ts";
 
 const IDLE_MS = "1500";
@@ -144,7 +144,8 @@ describe("broker lifecycle", () => {
     const procs = Array.from({ length: 10 }, () =>
       Bun.spawn([BUN, join(ROOT, "test", "intercom", "fixtures", "connect.ts"), home, gun], { stdout: "pipe", stderr: "pipe", env: { ...process.env } }),
     );
-    await Bun.sleep(300); // let them all reach the starting line (not a timing assertion: fewer ready makes the race milder, not wrong)
+    // All of them at the starting line (loaded, waiting for the gun): the race is as close as it gets.
+    await Promise.all(procs.map((p) => lineWatcher(p.stderr).waitFor(/^ready$/, 30_000)));
     writeFileSync(gun, "");
     const outs = await Promise.all(procs.map(async (p) => JSON.parse((await new Response(p.stdout).text()).trim()) as { pid?: number; error?: string }));
     await Promise.all(procs.map((p) => p.exited));

@@ -64,7 +64,12 @@ if (LIB) {
     await waitUntil(async () => Date.now() - 5 * 60_000 > (await leaseRenewedAt(home)), 20_000, "a renewal under the stepped-back clock");
     expect(await statusOf(home)).toBe("running");
     writeFileSync(clock, "+10m\n");
-    await Bun.sleep(2_500); // past the lease's length on the monotonic clock: renewals go on
+    // Renewed under the stepped-forward clock, then again a lease's length (3 s) later: renewals go on.
+    const ahead = (await waitUntil(async () => {
+      const at = await leaseRenewedAt(home);
+      return at > Date.now() + 5 * 60_000 ? at : 0;
+    }, 20_000, "a renewal under the stepped-forward clock"))!;
+    await waitUntil(async () => (await leaseRenewedAt(home)) >= ahead + 3_000, 20_000, "renewals a lease's length after the step");
     expect(await statusOf(home)).toBe("running");
     writeFileSync(join(dir, "gate"), "");
     const code = await run.exited;

@@ -12,6 +12,8 @@ import { ShellRunner, TEXT_LIMIT } from "../../src/runners/shell/shell-runner.ts
 import { POLL_MS } from "../../src/runners/shell/output-files.ts";
 import { liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { waitUntil } from "../helpers/atomic.ts";
+import { isLive } from "../helpers/processes.ts";
 
 afterEach(() => {
   removeTempDirs();
@@ -63,8 +65,11 @@ test("a large output: all of it in the file and the events, the result's text ca
 
 test("a background child of the stage is killed when the stage exits; its output stops there", async () => {
   const events: RunnerEvent[] = [];
-  const result = await new ShellRunner().start(request(`(sleep 0.3; echo late) & echo now`), (e) => events.push(e)).result;
+  const req = request(`(sleep 30; echo late) & echo $! > child.pid; echo now`);
+  const result = await new ShellRunner().start(req, (e) => events.push(e)).result;
   expect(result.text).toBe("now\n");
-  await Bun.sleep(500);
+  // The child is gone (killed with the stage's process group): it never writes again.
+  const child = Number(readFileSync(join(req.cwd, "child.pid"), "utf8"));
+  await waitUntil(() => !isLive(child), 10_000, "the stage's background child to end");
   expect(readFileSync(result.outputPath, "utf8")).toBe("now\n");
 });

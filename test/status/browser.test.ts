@@ -120,8 +120,8 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await run.out.waitFor(/paused: no new step starts/, 15_000);
       writeFileSync(gate, "");
       await page.waitForSelector('svg.graph g.node[data-name="gate"][data-status="completed"]', { timeout: 15_000 });
-      // paused: the child workflow after the gate does not start (the driver checks its control row every 500 ms)
-      await Bun.sleep(1500);
+      // paused: the child workflow after the gate does not start (it reached its start and is held there)
+      await run.out.waitFor(/workflow summarize waiting: the run is paused/, 15_000);
       expect(await page.$$("svg.graph g.group")).toHaveLength(0);
       expect(await page.evaluate(() => document.body.dataset.runStatus)).toBe("paused");
       await page.screenshot({ path: join(ARTIFACTS, "run-paused.png"), fullPage: true });

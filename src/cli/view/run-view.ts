@@ -142,7 +142,7 @@ function linesView(s: CliSession): RunView {
         case "stage_usage":
           break;
         case "step_waiting":
-          print(`  stage ${e.name} waiting: ${e.reason}`);
+          print(`  ${e.kind === "child" ? "workflow" : "stage"} ${e.name} waiting: ${e.reason}`);
           break;
       }
     },

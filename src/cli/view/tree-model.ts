@@ -111,7 +111,7 @@ export class TreeModel {
         if (!run) break;
         let step = run.steps.find((s) => s.position === e.position);
         if (!step) {
-          step = { runId: e.runId, position: e.position, kind: "stage", name: e.name, status: "waiting", attempt: 1, startedAt: e.at };
+          step = { runId: e.runId, position: e.position, kind: e.kind ?? "stage", name: e.name, status: "waiting", attempt: 1, startedAt: e.at };
           run.steps.push(step);
         }
         step.waiting = e.reason;

@@ -43,7 +43,7 @@ export async function runChild(
     tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "completed", replayed: true, at: Date.now() });
     return recorded.checkpoint.result;
   }
-  await exec.startGate(scope);
+  await exec.startGate(scope, { kind: "child", position, name });
   const depth = exec.depth + 1;
   if (depth > MAX_CHILD_DEPTH) {
     throw new StepFailedError(name, `child workflow "${name}" would run at depth ${depth}; the limit is ${MAX_CHILD_DEPTH}`, {

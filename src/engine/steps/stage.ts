@@ -69,9 +69,7 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     emitEnded(exec, position, name, result, true);
     return result;
   }
-  // Held while the run is paused: shown (and, to tests, a sign that the stage reached the gate and did not start).
-  if (exec.tree.paused) exec.tree.observer({ type: "step_waiting", runId: exec.runId, position, name, reason: "the run is paused", at: Date.now() });
-  await exec.startGate(scope);
+  await exec.startGate(scope, { kind: "stage", position, name });
   // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
   exec.tree.executor.prepare?.();
   const setup = await prepareStage(name, opts, exec.definition, exec.tree.config);
