@@ -17,6 +17,7 @@ import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.t
 import { MIGRATIONS } from "../../src/journal/sqlite/migrations.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { waitUntil } from "../helpers/atomic.ts";
 import { BACKENDS, insertOldRoot, liveHolder, sqlite, sqliteAtVersion, startRoot } from "./backends.ts";
 
 const open: Journal[] = [];
