@@ -1,11 +1,13 @@
 /**
  * Journal calls against another process's write transaction (busy.ts):
  * BEGIN IMMEDIATE itself never waits (Statements.beginImmediate answers
- * SQLITE_BUSY at once, outside any transaction); the journal call waits,
- * first briefly, then asynchronously, so this process's timers keep
- * running meanwhile, until the other commits; and it gives up with
- * storage_unavailable once its busy timeout has passed. The other writer is
- * a real process holding the lock until told to let go.
+ * SQLITE_BUSY at once, outside any transaction); the journal call waits
+ * asynchronously, so this process's timers keep running meanwhile, until
+ * the other commits; it never blocks its thread between two tries and
+ * tries again after pauses of a millisecond and more, not in a tight loop
+ * (on a busy host that would take the CPU from the lock's holder); and it
+ * gives up with storage_unavailable once its busy timeout has passed. The
+ * other writer is a real process holding the lock until told to let go.
  */
 
 import { Database } from "bun:sqlite";
@@ -89,6 +91,41 @@ test("a journal write waits for another process's lock without stalling this pro
   const lease = await acquiring;
   expect((await journal.getLease(rootId))?.holderId).toBe(lease.holderId);
   expect(await done).toBe(0);
+});
+
+test("a journal write waiting for another process's lock neither blocks its thread (Atomics.wait) nor polls in a tight loop", async () => {
+  const { home, release, done } = await lockedJournal();
+  const journal = await openJournal({ home, durability: "full" });
+  cleanups.push(() => journal.close());
+  // Every try of BEGIN IMMEDIATE, and every blocking sleep of this thread, while the call waits.
+  let tries = 0;
+  let blockingSleeps = 0;
+  const begin = Statements.prototype.beginImmediate;
+  Statements.prototype.beginImmediate = function (this: Statements) {
+    tries++;
+    return begin.call(this);
+  };
+  cleanups.push(() => (Statements.prototype.beginImmediate = begin));
+  const wait = Atomics.wait;
+  Atomics.wait = ((...args: Parameters<typeof Atomics.wait>) => {
+    blockingSleeps++;
+    return wait(...args);
+  }) as typeof Atomics.wait;
+  cleanups.push(() => (Atomics.wait = wait));
+  const acquiring = journal.acquireLease(newRunId(), thisProcessHolder(), { timeoutMs: 60_000 });
+  // A second of this process's own timer ticks with the lock still held.
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 10);
+  cleanups.push(() => clearInterval(timer));
+  await waitUntil(() => ticks >= 100, 30_000, "100 timer ticks while the journal call waits");
+  const during = { tries, blockingSleeps };
+  release();
+  await acquiring;
+  expect(await done).toBe(0);
+  expect(during.tries).toBeGreaterThan(1);
+  expect(during.blockingSleeps).toBe(0);
+  // Pauses from 1 ms doubling up to 50 ms: about 25 tries in that second, never hundreds.
+  expect(during.tries).toBeLessThan(60);
 });
 
 test("calls made while one waits for the lock run after it, in order", async () => {

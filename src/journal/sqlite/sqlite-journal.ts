@@ -284,7 +284,7 @@ export class SqliteJournal implements Journal {
     } catch (err) {
       if (!isBusy(err)) throw this.#storageError(err);
     }
-    const waited = retryBusy(fn, this.statements.busyTimeoutMs);
+    const waited = retryBusy(fn, this.statements.busyTimeoutMs, true);
     const gate = waited.then(
       () => {},
       () => {},
