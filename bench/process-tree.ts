@@ -58,15 +58,22 @@ export function roleOf(pid: number, rootPid: number): Role {
   return "other";
 }
 
-/** CPU ms (utime + stime) and resident MB (VmRSS) of one process now; undefined once it is gone. */
-export function processNow(pid: number): { cpuMs: number; rssMb: number } | undefined {
+/**
+ * CPU ms (utime + stime), resident MB (VmRSS) and its private, anonymous
+ * part (RssAnon: the heaps) of one process now; undefined once it is gone.
+ * The rest of VmRSS is mostly pages of the 120 MB binary itself, shared by
+ * every process of a run and faulted in as more of its code runs: a figure
+ * of what a process keeps should use `anonMb`.
+ */
+export function processNow(pid: number): { cpuMs: number; rssMb: number; anonMb: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     // Fields after the command: state is [0], utime [11], stime [12] (stat(5) numbers them 14 and 15).
     const cpuMs = (Number(fields[11]) + Number(fields[12])) * TICK_MS;
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return { cpuMs, rssMb: m ? Number(m[1]) / 1024 : 0 };
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) / 1024;
+    return { cpuMs, rssMb: kb("VmRSS"), anonMb: kb("RssAnon") };
   } catch {
     return undefined;
   }
@@ -79,6 +86,9 @@ export interface TreeSample {
   rssMb: Record<Role, number>;
   /** The largest single process's resident MB per role. */
   maxRssMb: Record<Role, number>;
+  /** Private, anonymous resident MB (RssAnon) per role, summed, and of the largest single process. */
+  anonMb: Record<Role, number>;
+  maxAnonMb: Record<Role, number>;
 }
 
 export interface TreeWatch {
@@ -98,6 +108,8 @@ export function watchTree(rootPid: number, everyMs = 200): TreeWatch {
   const sample = () => {
     const rssMb = zero();
     const maxRssMb = zero();
+    const anonMb = zero();
+    const maxAnonMb = zero();
     for (const pid of [rootPid, ...descendants(rootPid)]) {
       const now = processNow(pid);
       if (!now) continue;
@@ -106,8 +118,10 @@ export function watchTree(rootPid: number, everyMs = 200): TreeWatch {
       seen.set(pid, { role, cpuMs: now.cpuMs });
       rssMb[role] += now.rssMb;
       maxRssMb[role] = Math.max(maxRssMb[role], now.rssMb);
+      anonMb[role] += now.anonMb;
+      maxAnonMb[role] = Math.max(maxAnonMb[role], now.anonMb);
     }
-    samples.push({ at: performance.now() - t0, rssMb, maxRssMb });
+    samples.push({ at: performance.now() - t0, rssMb, maxRssMb, anonMb, maxAnonMb });
   };
   sample();
   const timer = setInterval(sample, everyMs);
