@@ -95,7 +95,7 @@ export interface WorkDispatch {
 export interface RootLink {
   /** A live runner event of `workId` (`hold`: its result follows at once, so the event may ride on it). */
   event(workId: string, event: RunnerEvent, opts?: { hold?: boolean }): void;
-  /** The item settled with `result` (once per item; a second call sends nothing); `moreQueued`: it may wait for company. */
-  done(workId: string, result: StageResult, opts?: { moreQueued?: boolean }): void;
+  /** The item settled with `result` (once per item; a second call sends nothing). */
+  done(workId: string, result: StageResult): void;
   send(msg: FromCoordinator): void;
 }

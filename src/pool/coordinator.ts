@@ -165,7 +165,6 @@ class Coordinator implements CoordinatorCore {
   private shutdown(why: string): void {
     if (this.shuttingDown) return;
     this.shuttingDown = true;
-    this.root.flush(); // results waiting for company go first
     this.log(`shutting down: ${why}`);
     this.stall.stop();
     clearInterval(this.leaseWatch);

@@ -228,9 +228,8 @@ export class Dispatcher implements WorkDispatch {
       slot.send({ type: "receipt", ...answer }); // harmless if it was carried: the worker ignores a second receipt
       return; // the root's work_status finds the item settled and gets its result then
     }
-    // Once per item: a retry of a commit already answered sends nothing again (root-channel.ts). With the worker's
-    // next item claimed, more of the root's work is queued: the result may wait for company (root-channel.ts).
-    this.core.root.done(fence.id, { ...(msg.result as StageResult), workerId: slot.id, generation: fence.generation }, { moreQueued: next !== undefined });
+    // Once per item: a retry of a commit already answered sends nothing again (root-channel.ts).
+    this.core.root.done(fence.id, { ...(msg.result as StageResult), workerId: slot.id, generation: fence.generation });
     if (slot.state === "idle") void this.dispatch();
   }
 

@@ -19,30 +19,10 @@
  * answered), `deliver_result`,
  * `work_status`, `control_ack` and `fatal`.
  *
- * The items settled in one turn of the event loop go in one `work_done`,
- * sent at the end of the turn (setImmediate), or before any other message
- * (so the root sees every message in the order it was sent): with several
- * workers finishing short stages at once, that is a message, and a wake-up
- * of the root, for several stages.
- *
- * While the pool has more of the root's work queued (the worker whose
- * result this is was handed its next item in the same transaction), a
- * result is not on the root's critical path: the workers stay busy whether
- * or not the root hears of it now, and a stage the root would start in
- * answer would queue behind that work anyway. It then waits for the next
- * message to the root (a long stage's `started`, a control answer) or at
- * most COALESCE_MS, whichever comes first; a result that left the queue
- * empty (its worker is idle now), or any other, goes at the end of the turn
- * as before, and takes those waiting with it. So the root hears of a busy
- * pool's results in batches of tens, not one or two at a time, and records
- * them in as many commits. Measured with 500 shell stages on 4 workers
- * (bench/pool.ts, interleaved pairs): against a message per turn, a 10 ms
- * window cut the makespan by 7 % and the CPU by 6 % (30 pairs); 25 ms and
- * 50 ms cut 3 % and 7 % more (20 pairs), 100 and 200 ms nothing more. A
- * sequential workflow, and a fan-out whose next stages wait for earlier
- * results (a concurrency limit), leave the queue empty at each result, so
- * nothing of theirs waits; views of a busy run see its results up to
- * COALESCE_MS late.
+ * Each result goes to the root as it settles, in a `work_done` of its
+ * own (the message holds a list: the root takes several alike). A window
+ * that held results back to send them in batches served bench/pool.ts's
+ * 500 no-op stages; agent stages settle hundreds of milliseconds apart.
  */
 
 import type { RunnerEvent } from "../runners/types.ts";
@@ -53,8 +33,6 @@ import { assertNever, parseMessage } from "./protocol/common.ts";
 import { ToCoordinatorSchema, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
 
 const EVENT_BATCH_MS = 250;
-/** The longest a result waits for company while the pool has more of the root's work queued (see above). */
-const COALESCE_MS = 50;
 
 export interface RootHandlers {
   /** Opens the journal the first time the root has work for the pool; later calls do nothing. */
@@ -67,11 +45,6 @@ export class RootChannel implements RootLink {
   private readonly events = new Map<string, EventBatcher>();
   /** Items whose `work_done` was sent or is about to be (ids only: a few bytes per stage of the run). */
   private readonly answered = new Set<string>();
-  /** Results settled and not sent yet: at the end of this turn, or (all coalescing) with the next message. */
-  private settled: Extract<FromCoordinator, { type: "work_done" }>["items"] = [];
-  /** Whether a send of `settled` at the end of this turn is due (else only the coalescing timer is). */
-  private dueThisTurn = false;
-  private coalescing: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly core: CoordinatorCore,
@@ -124,19 +97,7 @@ export class RootChannel implements RootLink {
   }
 
   send(msg: FromCoordinator): void {
-    this.flush();
     if (process.connected) process.send?.(msg);
-  }
-
-  /** Sends every settled result now, those waiting for company too. */
-  flush(): void {
-    clearTimeout(this.coalescing);
-    this.coalescing = undefined;
-    this.dueThisTurn = false;
-    if (this.settled.length === 0) return;
-    const items = this.settled;
-    this.settled = [];
-    if (process.connected) process.send?.({ type: "work_done", items } satisfies FromCoordinator);
   }
 
   /**
@@ -158,20 +119,13 @@ export class RootChannel implements RootLink {
   /**
    * The item's result, once, carrying its pending live events (the root
    * applies them first). A second call sends nothing: the channel is
-   * ordered and loses nothing, so the root has it. `moreQueued`: the pool
-   * has more of the root's work queued, so the result may wait for company
-   * (see above).
+   * ordered and loses nothing, so the root has it.
    */
-  done(workId: string, result: StageResult, opts: { moreQueued?: boolean } = {}): void {
+  done(workId: string, result: StageResult): void {
     if (this.answered.has(workId)) return;
     this.answered.add(workId);
     const events = this.events.get(workId)?.take() ?? [];
     this.events.delete(workId);
-    this.settled.push({ workId, result, ...(events.length > 0 ? { events } : {}) });
-    if (!opts.moreQueued) {
-      if (!this.dueThisTurn) setImmediate(() => this.dueThisTurn && this.flush());
-      this.dueThisTurn = true;
-    } else this.coalescing ??= setTimeout(() => this.flush(), COALESCE_MS);
+    this.send({ type: "work_done", items: [{ workId, result, ...(events.length > 0 ? { events } : {}) }] });
   }
-
 }

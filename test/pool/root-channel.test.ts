@@ -1,9 +1,7 @@
 /**
  * When the coordinator tells its root of results (src/pool/root-channel.ts):
- * at the end of the turn, unless the pool has more of the root's work
- * queued; then a result waits for the next message to the root, or for the
- * coalescing window, and never goes twice. The channel is the real one; the
- * IPC channel is this test process's `process.send`, recorded.
+ * at once, in the order settled, and never twice. The channel is the real
+ * one; the IPC channel is this test process's `process.send`, recorded.
  */
 
 import { afterEach, beforeEach, expect, test } from "bun:test";
@@ -32,49 +30,20 @@ function channel(): RootChannel {
 }
 
 const result = (text: string) => ({ status: "completed", text, workerId: "w1", generation: 1 }) as unknown as StageResult;
-const turn = () => new Promise((r) => setImmediate(r));
 const doneIds = () => sent.map((m) => (m.type === "work_done" ? m.items.map((i) => i.workId) : m.type));
 
-test("results of one turn go together at its end, once each", async () => {
+test("each result goes at once, in the order settled, once each", () => {
   const root = channel();
   root.done("a", result("a"));
   root.done("b", result("b"));
   root.done("a", result("again"));
-  expect(sent).toEqual([]);
-  await turn();
-  expect(doneIds()).toEqual([["a", "b"]]);
-  await turn();
-  expect(sent).toHaveLength(1);
-});
-
-test("with more work queued a result waits for the next message to the root, and goes before it", async () => {
-  const root = channel();
-  root.done("a", result("a"), { moreQueued: true });
-  await turn();
-  await turn();
-  expect(sent).toEqual([]);
-  root.send({ type: "control_ack", rev: 1 });
-  expect(doneIds()).toEqual([["a"], "control_ack"]);
-});
-
-test("a waiting result goes with the next one that may not wait", async () => {
-  const root = channel();
-  root.done("a", result("a"), { moreQueued: true });
-  await turn();
-  root.done("b", result("b"));
-  await turn();
-  expect(doneIds()).toEqual([["a", "b"]]);
-});
-
-test("a waiting result goes by itself once the coalescing window has passed, and flush() sends at once", async () => {
-  const root = channel();
-  root.done("a", result("a"), { moreQueued: true });
-  const deadline = Date.now() + 5_000;
-  while (sent.length === 0 && Date.now() < deadline) await Bun.sleep(2);
-  expect(doneIds()).toEqual([["a"]]);
-  root.done("b", result("b"), { moreQueued: true });
-  root.flush();
   expect(doneIds()).toEqual([["a"], ["b"]]);
-  await Bun.sleep(30);
-  expect(sent).toHaveLength(2);
+});
+
+test("a result keeps its place among the other messages to the root", () => {
+  const root = channel();
+  root.done("a", result("a"));
+  root.send({ type: "control_ack", rev: 1 });
+  root.done("b", result("b"));
+  expect(doneIds()).toEqual([["a"], "control_ack", ["b"]]);
 });
