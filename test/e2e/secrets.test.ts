@@ -58,8 +58,8 @@ const ENV_WORKFLOW = `{
     const named = await ctx.shell("named", 'printf %s "$OPENAI_API_KEY" | sha256sum', { env: { OPENAI_API_KEY: true } });
     const given = await ctx.shell("given", 'printf %s "$PGPASSWORD"', { env: { PGPASSWORD: "chosen-by-the-workflow" } });
     const leak = await ctx.shell("leak", "printenv OPENAI_API_KEY", { env: { OPENAI_API_KEY: true } });
-    // The environment of its starter's group guard (a shell: /proc shows it to the stage, as it shows root's everything).
-    const guard = await ctx.shell("guard", "sleep 0.2; for f in $(grep -l ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ 2>/dev/null); do tr '\\\\0' '\\\\n' < $f; done");
+    // The environment of its starter's group guard (a shell: /proc shows it to the stage, as it shows root's everything), once it runs.
+    const guard = await ctx.shell("guard", "until grep -qs ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ; do sleep 0.05; done; for f in $(grep -l ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ 2>/dev/null); do tr '\\\\0' '\\\\n' < $f; done");
     return { plain: plain.outputPath, named: named.text.split(" ")[0], given: given.text, leak: leak.text, leakOut: leak.outputPath, guard: guard.outputPath };
   },
 }`;
