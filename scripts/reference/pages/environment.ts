@@ -45,7 +45,7 @@ function render(): string {
     generatedBanner("src/shared/config/environment.ts (the registry of environment variables)"),
     "# Environment variables",
     "",
-    "Every variable atomic reads or sets. Everything else in atomic's environment passes through unchanged: atomic's own processes (pool coordinator, workers, the intercom broker, the service's drives) inherit the whole environment, and stages inherit all of it but the [credentials](#credentials) and the internal configuration marked *kept from stages*. The config file's keys: [configuration reference](config.md).",
+    "Every variable atomic reads or sets. Everything else in atomic's environment passes through unchanged: atomic's own processes (pool coordinator, workers, the service's drives) inherit the whole environment, the intercom broker all of it but what ties a process to one run (`ATOMIC_ROOT_RUN_ID`, `ATOMIC_WORKER_ID`, `ATOMIC_GUARD`, `ATOMIC_FAULT_POINTS`: it serves every run), and stages inherit all of it but the [credentials](#credentials) and the internal configuration marked *kept from stages*. The config file's keys: [configuration reference](config.md).",
     "",
     "A value that does not parse (a number of milliseconds that is not one) counts as unset; an empty value is unset.",
     "",
