@@ -28,7 +28,6 @@
 import pg from "pg";
 import { AtomicError, StorageError } from "../../shared/errors.ts";
 import type { PostgresTarget } from "./url.ts";
-import { preferTlsClient } from "./prefer-tls.ts";
 import { readEnv } from "../../shared/config/environment.ts";
 
 /** bigint (int8) and numeric (sums) as JS numbers: every value here (ms times, counters, tokens) fits in 2^53. */
@@ -58,8 +57,6 @@ export class PgConnection {
   readonly retryMs: number;
   /** How every connection of this journal connects (the pool's, and a listener's of its own). */
   private readonly clientConfig: pg.ClientConfig;
-  /** pg's client, or one that takes sslmode=prefer's answer on one connection (prefer-tls.ts). */
-  private readonly clientClass: typeof pg.Client;
   #closed = false;
 
   constructor(
@@ -69,16 +66,13 @@ export class PgConnection {
     tls: PostgresTarget["tls"] | null = target.tls,
   ) {
     this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
-    // sslmode=prefer asks for TLS and takes the answer on the same connection (prefer-tls.ts).
-    const prefer = target.sslMode === "prefer" && tls !== null && tls !== undefined;
-    this.clientClass = prefer ? preferTlsClient(tls, target.connectTimeoutMs) : pg.Client;
     this.clientConfig = {
       host: target.host,
       port: target.port,
       user: target.user,
       database: target.database,
       ...(target.password !== undefined ? { password: target.password } : {}),
-      ssl: prefer ? false : (tls ?? false),
+      ssl: tls ?? false,
       application_name: target.applicationName,
       connectionTimeoutMillis: target.connectTimeoutMs,
       options: `-c search_path=${target.schema}`,
@@ -86,7 +80,6 @@ export class PgConnection {
     };
     this.pool = new pg.Pool({
       ...this.clientConfig,
-      Client: this.clientClass,
       max: opts.max ?? 8,
       idleTimeoutMillis: 10_000,
       allowExitOnIdle: true,
@@ -100,7 +93,7 @@ export class PgConnection {
 
   /** A connection outside the pool, the caller's to connect and end (LISTEN holds one for as long as it listens). */
   newClient(): pg.Client {
-    return new this.clientClass(this.clientConfig);
+    return new pg.Client(this.clientConfig);
   }
 
   get closed(): boolean {

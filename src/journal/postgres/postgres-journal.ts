@@ -266,12 +266,14 @@ function parsePostgresUrlOrUndefined(url: string): PostgresTarget {
 
 /**
  * The pool, once one connection worked. sslmode prefer (the default) and
- * allow fall back as libpq does: prefer asks for TLS and, when the server
- * has none, goes on without on the same connection (prefer-tls.ts); allow
- * connects without and, when the server insists, again with TLS.
+ * allow fall back as libpq does, with pg's `ssl` option: prefer connects
+ * with TLS and, when the server has none, again without (a refused first
+ * connection, a few ms, once per process); allow connects without and,
+ * when the server insists, again with TLS. The pool keeps what worked.
  */
 async function connect(target: PostgresTarget, retryMs: number | undefined): Promise<PgConnection> {
-  const attempts: (PostgresTarget["tls"] | null)[] = target.sslMode === "allow" ? [null, { rejectUnauthorized: false }] : [target.tls ?? null];
+  const attempts: (PostgresTarget["tls"] | null)[] =
+    target.sslMode === "allow" ? [null, { rejectUnauthorized: false }] : target.sslMode === "prefer" ? [target.tls ?? null, null] : [target.tls ?? null];
   let last: unknown;
   for (const tls of attempts) {
     const conn = new PgConnection(target, retryMs === undefined ? {} : { retryMs }, tls);
