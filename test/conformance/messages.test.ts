@@ -12,6 +12,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { LATEST_SCHEMA_VERSION } from "../../src/journal/sqlite/schema-version.ts";
 import type { AppendEntry } from "../../src/journal/append.ts";
+import type { StageIndexEntry, StageState } from "../../src/journal/stage-index.ts";
 import type { Journal } from "../../src/journal/journal.ts";
 import { MAX_QUEUED_PER_STAGE, type MessagePlanner, type NewMessage } from "../../src/journal/messages.ts";
 import { AtomicError, LeaseLostError } from "../../src/shared/errors.ts";
@@ -147,6 +148,31 @@ for (const backend of BACKENDS) {
       expect(await j.messages.settleAll(lease, rootId, "the run completed")).toBe(1);
       const never = (await j.messages.messagesOf(rootId)).deliveries.find((d) => d.messageId === "never");
       expect(never).toMatchObject({ state: "undeliverable", reason: "the run completed" });
+    });
+
+    test(`${backend.name}: a stage's index row only moves forward: a late progress record of a finished attempt leaves it finished (its usage still adds up); a new attempt moves it`, async () => {
+      const j = await journal();
+      const { rootId, lease } = await startRoot(j);
+      const rec = (state: StageState, attempt: number, extra: Partial<StageIndexEntry> = {}): AppendEntry => ({
+        runId: rootId,
+        type: "test_stage_record",
+        payload: {},
+        stage: { key: "0", path: "g4", name: "g4", kind: "stage", state, attempt, ...extra },
+      });
+      const row = async () => (await j.messages.stages(rootId)).find((r) => r.key === "0")!;
+      const usage = { inputTokens: 3, outputTokens: 2, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 5, turns: 1 };
+      await j.append(lease, [rec("queued", 1), rec("running", 1), rec("finished", 1, { outcome: "completed", usage })]);
+      // in a later commit, as a busy root's stage_running can come: the row stays finished; its usage adds up
+      await j.append(lease, [rec("running", 1, { usage })]);
+      expect(await row()).toMatchObject({ state: "finished", attempt: 1 });
+      expect(await j.views.stageTallies([rootId])).toMatchObject([{ state: "finished", outcome: "completed", stages: 1, usage: { inputTokens: 6, costMicroUsd: 10, turns: 2 } }]);
+      await j.append(lease, [rec("queued", 1)]);
+      expect(await row()).toMatchObject({ state: "finished", attempt: 1 });
+      // a failed attempt, then the next one: it moves again
+      await j.append(lease, [rec("failed", 1), rec("queued", 2)]);
+      expect(await row()).toMatchObject({ state: "queued", attempt: 2 });
+      await j.append(lease, [rec("running", 2), rec("running", 1)]);
+      expect(await row()).toMatchObject({ state: "running", attempt: 2 });
     });
 
     test(`${backend.name}: prompts: opened with the ask's start record, answered once, a timeout that races an answer loses`, async () => {

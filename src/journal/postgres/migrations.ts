@@ -16,7 +16,8 @@
  * Version 8 replaces the append functions (append-sql-v8.ts: fewer
  * statements per append, measured); version 9 replaces append_entries again
  * so that only a run's creation and patches take change numbers, not every
- * append, and drops the events' foreign key to runs.
+ * append, and drops the events' foreign key to runs. Version 10 replaces
+ * upsert_stage (upsert-stage-v10.ts): a stage's row only moves forward.
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -38,6 +39,7 @@ import type { Client } from "./connection.ts";
 import { sqlState } from "./connection.ts";
 import { APPEND_FUNCTIONS } from "./append-sql.ts";
 import { APPEND_FUNCTIONS_V8, APPEND_FUNCTIONS_V9 } from "./append-sql-v8.ts";
+import { UPSERT_STAGE_V10 } from "./upsert-stage-v10.ts";
 
 export interface PgMigration {
   version: number;
@@ -354,6 +356,12 @@ export const MIGRATIONS: readonly PgMigration[] = [
     // Replaces append_entries (append-sql-v8.ts, appendEntries; the change clock and runs_by_change stay) and drops
     // the events' foreign key to runs (APPEND_FUNCTIONS_V9 says why).
     statements: APPEND_FUNCTIONS_V9,
+  },
+  {
+    version: 10,
+    name: "stage index: a stage's row only moves forward (a late progress record no longer shows a finished stage running)",
+    // Replaces upsert_stage only (upsert-stage-v10.ts says what and why).
+    statements: [UPSERT_STAGE_V10],
   },
 ];
 

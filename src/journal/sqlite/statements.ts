@@ -20,6 +20,7 @@
 
 import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
 import type { EventsTable, LeasesTable } from "./tables.ts";
+import { stageRecordMovesRow } from "../stage-index.ts";
 
 type Bind = SQLQueryBindings;
 
@@ -151,15 +152,18 @@ export class Statements {
                                epoch, ready_at, created_at, updated_at)
        values (?, ?, ?, ?, ?, ?, ?, 'ready', 1, 0, ?, ?, ?)`,
     );
-    // A stage's row follows its latest record: an attempt never moves it back to an older one.
+    // A stage's row only moves forward (../stage-index.ts): never back to an older attempt or an earlier state.
+    const moves = stageRecordMovesRow("stage_index", "excluded");
     this.upsertStage = db.prepare(
       `insert into stage_index (root_id, run_id, stage_key, path, name, kind, state, attempt, child_run_id, updated_at,
                                 outcome, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_micro_usd, turns, has_usage)
        values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
        on conflict (run_id, stage_key) do update set
-         path = excluded.path, name = excluded.name, kind = excluded.kind, state = excluded.state,
+         path = excluded.path, name = excluded.name, kind = excluded.kind,
+         state = case when ${moves} then excluded.state else state end,
          attempt = max(attempt, excluded.attempt), child_run_id = coalesce(excluded.child_run_id, child_run_id),
-         updated_at = excluded.updated_at, outcome = excluded.outcome,
+         updated_at = case when ${moves} then excluded.updated_at else updated_at end,
+         outcome = case when ${moves} then excluded.outcome else outcome end,
          input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens,
          cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
          cost_micro_usd = cost_micro_usd + excluded.cost_micro_usd, turns = turns + excluded.turns,
