@@ -7,7 +7,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
@@ -299,7 +299,8 @@ agentTest(
     await send(s, runId, "STEER-MESSAGE", "steer");
     // delivered to claude's stdin: the transcript says so
     await waitUntil(() => transcriptHas(s, runId, "Message (steer)"), AGENT_STEP_LIMIT_MS, "the steer to be delivered");
-    await Bun.sleep(500); // claude reads its stdin as lines come; the tool's end is what we hold
+    // claude read it from its stdin while the tool runs: its session file records the message queued for the turn
+    await waitUntil(() => claudeQueued(s, "STEER-MESSAGE"), AGENT_STEP_LIMIT_MS, "claude to queue the steer");
     writeFileSync(join(dir, "go"), "");
     expect(await proc.exited).toBe(0);
     expect(JSON.stringify(s.fake.calls[1]!.body.messages)).toContain("STEER-MESSAGE");
@@ -339,6 +340,15 @@ function cmdline(pid: number): string {
   } catch {
     return `${pid} (gone)`;
   }
+}
+
+/** Whether claude recorded `text` as a message queued mid-turn (a "queue-operation" line of its session file under HOME/.claude/projects). */
+function claudeQueued(s: Setup, text: string): boolean {
+  const projects = join(s.env.HOME!, ".claude", "projects");
+  if (!existsSync(projects)) return false;
+  return readdirSync(projects, { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".jsonl"))
+    .some((f) => readFileSync(join(projects, f), "utf8").split("\n").some((line) => line.includes('"queue-operation"') && line.includes(text)));
 }
 
 async function transcriptHas(s: Setup, runId: string, needle: string): Promise<boolean> {

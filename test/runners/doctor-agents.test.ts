@@ -10,7 +10,7 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
-import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
+import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 
@@ -36,7 +36,7 @@ agentTest(
     writeFileSync(join(user, "opencode.json"), "{}");
     mkdirSync(join(user, "pi"));
     const env = { PATH: `${bins}:/usr/bin:/bin`, HOME: user, OPENCODE_CONFIG: join(user, "opencode.json"), PI_CODING_AGENT_DIR: join(user, "pi"), OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "sk-test", GEMINI_API_KEY: "" };
-    const r = await runAtomic(["doctor", "--json"], { home, env, timeoutMs: 60_000 });
+    const r = await runAtomic(["doctor", "--json"], { home, env, timeoutMs: AGENT_STEP_LIMIT_MS });
     const runners = JSON.parse(r.stdout).runners as Report[];
     const by = (name: string) => runners.find((x) => x.runner === name)!;
     for (const [name, version] of [["claude", "2.1.197"], ["codex", "0.171.0"], ["gemini", "0.61.0"], ["opencode", "1.18.33"], ["pi", "0.73.1"]] as const) {
@@ -53,7 +53,7 @@ agentTest(
     writeFileSync(other, "#!/bin/sh\necho 1.19.0\n");
     chmodSync(other, 0o755);
     writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { opencode: { path: other } } }));
-    const text = await runAtomic(["doctor"], { home, env, timeoutMs: 60_000 });
+    const text = await runAtomic(["doctor"], { home, env, timeoutMs: AGENT_STEP_LIMIT_MS });
     expect(text.stdout).toMatch(/ok\s+opencode\s+\S*opencode-next \(1\.19\.0\)/);
     expect(text.stdout).toContain("version 1.19.0: untested (atomic was tested with 1.18.33)");
     expect(text.stdout).toContain(`settings ${join(user, "opencode.json")} (found)`);
