@@ -27,6 +27,9 @@
  * answer within another period (at least STATUS_ANSWER_MS), not counting
  * this process's own stalls, is killed, and the run fails resumably as
  * above.
+ *
+ * The pool's life (idle, starting, running, lost, restarting, closed) is an
+ * explicit state machine (pool-executor-state.ts).
  */
 
 import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
@@ -44,6 +47,9 @@ import { isInfraCode, type InfraCode } from "../shared/errors.ts";
 import { StallMonitor } from "./stall-monitor.ts";
 import { capEvents } from "./event-batcher.ts";
 import { childEnv } from "../shared/config/environment.ts";
+import { Machine } from "../shared/state-machine.ts";
+import { oncePerTick } from "../shared/once-per-tick.ts";
+import { POOL_EVENTS, POOL_STATES, POOL_TRANSITIONS, type PoolEvent, type PoolState } from "./pool-executor-state.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -94,20 +100,27 @@ interface Waiting {
   asked?: { at: number; stalledMs: number };
 }
 
+/** What a stage that comes after the drive closed its pool gets (the pool is not started again). */
+const CLOSED: Lost = { why: "the worker pool was closed", code: "worker_lost", restartable: false };
+
 export class PoolExecutor implements StageExecutor {
   readonly queued = true;
   readonly protocol = POOL_PROTOCOL_VERSION;
+  private readonly machine = new Machine<PoolState, PoolEvent>("the worker pool", POOL_TRANSITIONS, POOL_STATES.idle);
+  /** The coordinator (from starting on; kept when lost, so close() can still shut it down). */
   private proc: Subprocess | undefined;
+  /** Its start: resolves once it is up (starting, running). */
   private ready: Promise<void> | undefined;
-  /** Why the pool is gone, the infrastructure code its stages fail with, and whether a fresh pool may replace it. */
+  /** Why the pool is gone, the infrastructure code its stages fail with, and whether a fresh pool may replace it (lost, restarting; closed after a loss). */
   private lost: Lost | undefined;
   /** Coordinators started so far (this drive). */
   private pools = 0;
+  /** The back-off and start of a fresh pool, shared by every stage that waits for it (restarting). */
   private restarting: Promise<void> | undefined;
   /** The last control revision applied: a fresh pool gets it too. */
   private control: { rev: number; paused: boolean } | undefined;
-  private closing = false;
-  private nudged = false;
+  /** Tells the coordinator that items are ready: once per burst (a fan-out of 500 stages sends a few messages, not 500). */
+  private readonly nudge = oncePerTick(() => this.send({ type: "work_ready" }));
   private readonly waiting = new Map<string, Waiting>();
   private readonly controlWaiters = new Map<number, () => void>();
   /** Results that arrived before their stage's execute() registered (the item is enqueued a moment earlier). */
@@ -128,12 +141,13 @@ export class PoolExecutor implements StageExecutor {
     if (!workId) throw new Error("internal: a pooled stage needs a work item id");
     try {
       // A retry after the pool was lost waits for a fresh one (not failing at once, as every retry would).
-      if (this.lost?.restartable && !this.closing) await this.restart();
-      await this.start();
+      if (this.machine.is(POOL_STATES.lost, POOL_STATES.restarting)) await this.restart();
+      if (this.machine.is(POOL_STATES.idle)) await this.start();
+      else if (this.machine.is(POOL_STATES.starting)) await this.ready;
     } catch (err) {
       return this.lostResult(request, this.lost ?? { why: err instanceof Error ? err.message : String(err), code: "worker_lost", restartable: false });
     }
-    if (this.lost) return this.lostResult(request, this.lost);
+    if (!this.machine.is(POOL_STATES.running)) return this.lostResult(request, this.lost ?? CLOSED);
     // The item was committed to the queue before this call: a fast worker may already have finished it.
     const early = this.early.get(workId);
     if (early) {
@@ -154,16 +168,6 @@ export class PoolExecutor implements StageExecutor {
     }
   }
 
-  /** Tells the coordinator that items are ready: once per burst (a fan-out of 500 stages sends a few messages, not 500). */
-  private nudge(): void {
-    if (this.nudged) return;
-    this.nudged = true;
-    queueMicrotask(() => {
-      this.nudged = false;
-      this.send({ type: "work_ready" });
-    });
-  }
-
   /**
    * A message for a running stage: forwarded to the worker that runs it;
    * "not_running" when no attempt of it is out on a worker (the engine then
@@ -171,7 +175,7 @@ export class PoolExecutor implements StageExecutor {
    */
   async deliver(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running"> {
     const workId = [...this.waiting].find(([, w]) => w.request.runId === stage.runId && w.request.stageKey === stage.stageKey)?.[0];
-    if (!workId || this.lost) return "not_running";
+    if (!workId || !this.machine.is(POOL_STATES.starting, POOL_STATES.running)) return "not_running";
     const key = `${workId}\u0000${message.id}`;
     const answer = new Promise<boolean>((resolve) => {
       this.deliveries.set(key, resolve);
@@ -193,7 +197,7 @@ export class PoolExecutor implements StageExecutor {
   /** Apply control revision `rev` on every worker; resolves when the coordinator acknowledged it (or it is not running). */
   async applyControl(rev: number, paused: boolean): Promise<void> {
     this.control = { rev, paused };
-    if (!this.proc || this.lost) return;
+    if (!this.machine.is(POOL_STATES.starting, POOL_STATES.running)) return; // a fresh pool gets it when it starts
     const acked = new Promise<void>((resolve) => {
       this.controlWaiters.set(rev, resolve);
       setTimeout(resolve, CONTROL_TIMEOUT_MS).unref();
@@ -209,7 +213,7 @@ export class PoolExecutor implements StageExecutor {
    * whole period (not counting this process's own stalls).
    */
   private reconcile(period: number): void {
-    if (this.lost || this.closing) return;
+    if (!this.machine.is(POOL_STATES.starting, POOL_STATES.running)) return;
     const now = Date.now();
     const stalled = this.stall?.stalledMs ?? 0;
     for (const [workId, w] of this.waiting) {
@@ -228,7 +232,7 @@ export class PoolExecutor implements StageExecutor {
   }
 
   async close(): Promise<void> {
-    this.closing = true;
+    this.machine.fire(POOL_EVENTS.close);
     this.stopReconciling();
     const proc = this.proc;
     if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
@@ -240,16 +244,23 @@ export class PoolExecutor implements StageExecutor {
 
   /** The run's first stage is about to be recorded: boot the coordinator and workers meanwhile. */
   prepare(): void {
-    if (this.closing || this.lost) return;
+    if (!this.machine.is(POOL_STATES.idle)) return; // started already, lost, or closed
     this.start().catch(() => {}); // a failed start is reported by execute()
   }
 
-  /** A fresh pool in place of a lost one (one at a time, shared by every stage that waits for it). */
+  /**
+   * A fresh pool in place of a lost one (one at a time, shared by every
+   * stage that waits for it). Resolves at once, leaving the pool lost, when
+   * the loss is not restartable or the drive has used its pools up: its
+   * stages then fail at once.
+   */
   private restart(): Promise<void> {
-    this.restarting ??= (async () => {
-      if (this.pools >= MAX_POOLS) return; // the lost pool stays lost: its stages fail at once
+    if (this.machine.is(POOL_STATES.restarting)) return this.restarting!;
+    if (!this.machine.is(POOL_STATES.lost) || !this.lost?.restartable || this.pools >= MAX_POOLS) return Promise.resolve();
+    this.machine.fire(POOL_EVENTS.restart);
+    this.restarting = (async () => {
       await Bun.sleep(Math.min(RESTART_BACKOFF_MS * 2 ** (this.pools - 1), 2_000));
-      if (this.closing) return;
+      if (this.machine.is(POOL_STATES.closed)) return;
       this.proc = undefined;
       this.ready = undefined;
       this.lost = undefined;
@@ -262,43 +273,55 @@ export class PoolExecutor implements StageExecutor {
     return this.restarting;
   }
 
-  /** Starts a coordinator; `afterLoss`: resolves once one of its workers is up too (the retry needs one). */
+  /** Starts a coordinator (idle or restarting); `afterLoss`: resolves once one of its workers is up too (the retry needs one). */
   private start(afterLoss = false): Promise<void> {
-    this.ready ??= new Promise<void>((resolve, reject) => {
-      this.pools++;
-      this.stopReconciling(); // a lost pool's timers
-      // 0700: this may be the first directory of a fresh home (made before the journal), which must be the owner's alone.
-      mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
-      const config: CoordinatorConfig = {
-        version: POOL_PROTOCOL_VERSION,
-        rootId: this.opts.rootId,
-        rootEpoch: this.opts.rootEpoch,
-        home: this.opts.home,
-        ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
-        workers: this.opts.workers,
-        leaseMs: this.opts.leaseMs ?? DEFAULT_WORK_LEASE_MS,
-        heartbeatMs: HEARTBEAT_MS,
-        retireGraceMs: 10_000,
-        maxGenerations: MAX_GENERATIONS,
-        logDir: this.logDir,
-        ...(this.opts.queues ? { queues: this.opts.queues } : {}),
-      };
-      const logPath = join(this.logDir, "coordinator.log");
-      this.stall = new StallMonitor();
-      this.reconcileTimer = setInterval(() => this.reconcile(config.leaseMs), config.leaseMs);
-      this.reconcileTimer.unref();
-      const timer = setTimeout(() => {
-        const why = `the pool coordinator did not start within ${START_TIMEOUT_MS} ms`;
-        this.markLost({ why, code: "worker_lost", restartable: false, log: logPath });
-        reject(new Error(why));
-        proc.kill("SIGKILL");
-      }, START_TIMEOUT_MS);
-      // Appended to: the log keeps every coordinator of this drive (a lost one's last words included).
-      const logFd = openSync(logPath, "a", 0o600);
-      let versionOk = false;
-      // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts); the
-      // environment as it is now (ATOMIC_ROOT_RUN_ID included: shared/run-processes.ts).
-      const proc = Bun.spawn(selfCommand(ROLE.coordinator), {
+    this.machine.fire(POOL_EVENTS.start);
+    this.pools++;
+    this.ready = new Promise<void>((resolve, reject) => {
+      try {
+        this.spawnCoordinator(afterLoss, resolve, reject);
+      } catch (err) {
+        // No coordinator (its log cannot be made, the binary cannot be spawned): a fresh try would fail the same way.
+        this.markLost({ why: err instanceof Error ? err.message : String(err), code: "worker_lost", restartable: false });
+        reject(err);
+      }
+    });
+    return this.ready;
+  }
+
+  /** The body of start(): spawns the coordinator and wires its messages and exit to the pool's machine. */
+  private spawnCoordinator(afterLoss: boolean, resolve: () => void, reject: (err: Error) => void): void {
+    this.stopReconciling(); // a lost pool's timers
+    // 0700: this may be the first directory of a fresh home (made before the journal), which must be the owner's alone.
+    mkdirSync(this.logDir, { recursive: true, mode: 0o700 });
+    const config: CoordinatorConfig = {
+      version: POOL_PROTOCOL_VERSION,
+      rootId: this.opts.rootId,
+      rootEpoch: this.opts.rootEpoch,
+      home: this.opts.home,
+      ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
+      workers: this.opts.workers,
+      leaseMs: this.opts.leaseMs ?? DEFAULT_WORK_LEASE_MS,
+      heartbeatMs: HEARTBEAT_MS,
+      retireGraceMs: 10_000,
+      maxGenerations: MAX_GENERATIONS,
+      logDir: this.logDir,
+      ...(this.opts.queues ? { queues: this.opts.queues } : {}),
+    };
+    const logPath = join(this.logDir, "coordinator.log");
+    this.stall = new StallMonitor();
+    this.reconcileTimer = setInterval(() => this.reconcile(config.leaseMs), config.leaseMs);
+    this.reconcileTimer.unref();
+    // Appended to: the log keeps every coordinator of this drive (a lost one's last words included).
+    const logFd = openSync(logPath, "a", 0o600);
+    let versionOk = false;
+    // Set right after the spawn (the process's messages and exit come later, from the event loop).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // The configuration (home, journal URL) goes through the environment, never argv (self-exec.ts); the
+    // environment as it is now (ATOMIC_ROOT_RUN_ID included: shared/run-processes.ts).
+    let proc: Subprocess;
+    try {
+      proc = Bun.spawn(selfCommand(ROLE.coordinator), {
         env: childEnv({ ATOMIC_POOL_CONFIG: JSON.stringify(config) }),
         stdin: "ignore",
         stdout: "ignore",
@@ -311,12 +334,16 @@ export class PoolExecutor implements StageExecutor {
           if (msg.type === "ready" || msg.type === "worker_up") {
             if (msg.type === "ready" && msg.version !== POOL_PROTOCOL_VERSION) {
               clearTimeout(timer);
-              reject(new Error(`the pool coordinator speaks protocol ${msg.version}, not ${POOL_PROTOCOL_VERSION}`));
+              const why = `the pool coordinator speaks protocol ${msg.version}, not ${POOL_PROTOCOL_VERSION}`;
+              this.markLost({ why, code: "worker_lost", restartable: false }); // a fresh one would be the same binary
+              reject(new Error(why));
               return;
             }
             if (msg.type === "ready") versionOk = true;
             if (versionOk && (msg.type === "worker_up" || !afterLoss)) {
               clearTimeout(timer);
+              // Up, unless it was lost or closed meanwhile (its stages then see that state, not a running pool).
+              if (this.machine.is(POOL_STATES.starting)) this.machine.fire(POOL_EVENTS.up);
               resolve();
             }
             return;
@@ -329,14 +356,21 @@ export class PoolExecutor implements StageExecutor {
           this.stopReconciling();
           const how = signal ? `was killed by signal ${signal}` : `exited with code ${code}`;
           // Brief: the log is named once, by the run's failure (its hint), not quoted into every attempt's error.
-          this.markLost({ why: `the pool coordinator ${how}`, code: "worker_lost", restartable: true, log: logPath });
-          reject(new Error(this.lost!.why));
+          const why = `the pool coordinator ${how}`;
+          this.markLost({ why, code: "worker_lost", restartable: true, log: logPath });
+          reject(new Error(this.lost?.why ?? why));
         },
       });
-      this.proc = proc;
+    } finally {
       closeSync(logFd);
-    });
-    return this.ready;
+    }
+    this.proc = proc;
+    timer = setTimeout(() => {
+      const why = `the pool coordinator did not start within ${START_TIMEOUT_MS} ms`;
+      this.markLost({ why, code: "worker_lost", restartable: false, log: logPath });
+      reject(new Error(why));
+      proc.kill("SIGKILL");
+    }, START_TIMEOUT_MS);
   }
 
   private liveEvents(workId: string, events: RunnerEvent[]): void {
@@ -393,10 +427,18 @@ export class PoolExecutor implements StageExecutor {
     this.stall?.stop();
   }
 
+  /**
+   * The pool is lost: every stage waiting on it fails with `lost`. A second
+   * loss changes nothing; after close() the first one is only recorded (a
+   * stage still waiting at start is told why), and no waiting stage fails
+   * on its account.
+   */
   private markLost(lost: Lost): void {
-    if (this.lost) return;
+    const { from, to } = this.machine.fire(POOL_EVENTS.lose);
+    if (to === POOL_STATES.closed) this.lost ??= lost;
+    if (from === to) return;
     this.lost = lost;
-    if (this.closing) return;
+    this.stopReconciling();
     for (const w of this.waiting.values()) w.resolve(this.lostResult(w.request, lost));
   }
 
