@@ -155,10 +155,12 @@ for (const kind of KINDS) {
     async () => {
       const s = await server(() => text("fine", { prompt: 100, completion: 10 }));
       const [unpriced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true });
+      expect(unpriced!.error).toBeNull();
       expect(unpriced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 0, unpriced: true });
       // atomic's table names the model as the CLI reports it (opencode: the stage's provider/model; pi: the model id)
       const model = kind === "opencode" ? MODEL : "m";
       const [priced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true, pricing: { [model]: { inputPerMTok: 3, outputPerMTok: 10 } } });
+      expect(priced!.error).toBeNull();
       expect(priced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 400 });
       expect(priced!.usage!.unpriced).toBeUndefined();
     },
