@@ -68,9 +68,16 @@ function start(kind: string, scenario = "ok", agent: StageRequest["agent"] = {},
   return { dir, events, handle };
 }
 
+/** The fake agent's log lines so far; a line it is still appending (no newline yet) is left for the next read. */
 function logOf(dir: string): { argv?: string[]; stdin?: Record<string, unknown> }[] {
   const path = join(dir, "log.jsonl");
-  return existsSync(path) ? readFileSync(path, "utf8").trim().split("\n").map((l) => JSON.parse(l)) : [];
+  if (!existsSync(path)) return [];
+  const text = readFileSync(path, "utf8");
+  return text
+    .slice(0, text.lastIndexOf("\n") + 1)
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l));
 }
 
 describe("parsing and usage normalization", () => {
