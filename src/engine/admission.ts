@@ -2,7 +2,10 @@
  * Admission: when a stage may start, beyond the run's own concurrency.
  *
  * - Agent sessions per run: at most `maxSessionsPerRun` agent stages of one
- *   run tree run at once (a counting semaphore in the root).
+ *   run tree run at once (a counting semaphore in the root). A stage that
+ *   has to wait queues; a session that ends passes to the longest waiter,
+ *   which is woken alone: no poll, and a fan-out of thousands of agent
+ *   stages does not wake every waiting stage at every end.
  * - Agent sessions per user: at most `maxSessionsPerUser` across every run
  *   of this user on the host. The slots live in a store shared by all
  *   atomic processes of the user (journal/admission-slots.ts: taking one is
@@ -66,6 +69,8 @@ export class Admission {
   private lastPacedStart = 0;
   private slots: AdmissionSlots | undefined;
   private readonly waiters = new Set<() => void>();
+  /** Stages waiting for a session of this run, first come first served (grant: the session is theirs). */
+  private readonly runQueue: { grant(): void }[] = [];
 
   /** `openSlots` opens the host-wide slot store (called once, when the first agent stage asks). */
   constructor(
@@ -106,11 +111,14 @@ export class Admission {
     }
     if (!agent) return { release() {} };
     // Sessions of this run.
-    while (this.runSessions >= this.maxPerRun) {
-      if (signal.aborted) throw signal.reason;
-      await wait(`waiting for an agent session: ${this.runSessions} of ${this.maxPerRun} allowed for this run are busy`);
+    if (signal.aborted) throw signal.reason;
+    if (this.runSessions < this.maxPerRun && this.runQueue.length === 0) this.runSessions++;
+    else {
+      const reason = `waiting for an agent session: ${this.runSessions} of ${this.maxPerRun} allowed for this run are busy`;
+      if (reason !== lastReason) onWait(reason);
+      lastReason = reason;
+      await this.queueForRunSession(signal);
     }
-    this.runSessions++;
     // Sessions of this user on the host.
     let slot: number | undefined;
     try {
@@ -134,8 +142,30 @@ export class Admission {
     };
   }
 
+  /** Resolves once a session of this run is handed to this stage (runSessions already counts it); rejects when stopped. */
+  private queueForRunSession(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const entry = {
+        grant: () => {
+          signal.removeEventListener("abort", onAbort);
+          resolve();
+        },
+      };
+      const onAbort = () => {
+        const i = this.runQueue.indexOf(entry);
+        if (i >= 0) this.runQueue.splice(i, 1);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.runQueue.push(entry);
+    });
+  }
+
+  /** A session of this run ends: it passes to the longest waiter, if any; waits on other limits look again. */
   private releaseRun(): void {
-    this.runSessions--;
+    const next = this.runQueue.shift();
+    if (next) next.grant();
+    else this.runSessions--;
     for (const w of [...this.waiters]) w();
   }
 
