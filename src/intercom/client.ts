@@ -7,8 +7,8 @@
  *   connecting ──failed──▶ backoff ──delay──▶ connecting
  *   open ──connection lost──▶ backoff (with `reconnect`) | closed
  *   any ──close()──▶ closed
- * Reconnects wait 1, 2, 5, 10, then every 30 s, each ±20 % (jitter, so
- * clients that lost one broker do not all come back at once); on every
+ * Reconnects wait 1 s doubling up to 30 s, each ±20 % (shared/backoff.ts;
+ * jitter, so clients that lost one broker do not all come back at once); on every
  * new connection the client registers its names again, the first one last. `nudge()` skips a
  * backoff wait (used when the broker's socket appears).
  *
@@ -18,13 +18,15 @@
  */
 
 import { AtomicError } from "../shared/errors.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 import { connectBroker } from "./launch.ts";
 import { unavailable, type Link, type Request } from "./link.ts";
 
 const noReply = async (): Promise<void> => {};
 import { GROUP_PREFIX, type IncomingMessage, type Mode, type Results, type SessionInfo, type BrokerInfo } from "./protocol/index.ts";
 
-export const DEFAULT_BACKOFF_MS = [1_000, 2_000, 5_000, 10_000, 30_000] as const;
+/** Reconnects (see the header): a broker comes back in about a second when someone starts it; 30 s between tries at most. */
+export const RECONNECT_BACKOFF: Backoff = { firstMs: 1_000, maxMs: 30_000, jitter: 0.2 };
 
 export const CLIENT_STATES = { idle: "idle", connecting: "connecting", open: "open", backoff: "backoff", closed: "closed" } as const;
 export type ClientState = (typeof CLIENT_STATES)[keyof typeof CLIENT_STATES];
@@ -37,7 +39,8 @@ export interface ClientOptions {
   spawn?: boolean;
   /** Keep reconnecting after a failure or a lost connection (default false: the client closes). */
   reconnect?: boolean;
-  backoffMs?: readonly number[];
+  /** The reconnect schedule (default RECONNECT_BACKOFF). */
+  backoff?: Backoff;
   /** A routed send or ask; call `reply` to answer an ask. */
   onMessage?(msg: IncomingMessage, reply: (body: unknown) => Promise<void>): void;
   onState?(change: { from: ClientState; to: ClientState }): void;
@@ -214,10 +217,7 @@ export class IntercomClient {
       this.settleWaiters(this.lastError ?? unavailable("cannot reach the intercom broker"));
       return;
     }
-    const steps = this.opts.backoffMs ?? DEFAULT_BACKOFF_MS;
-    const base = steps[Math.min(this.attempts, steps.length - 1)] ?? 30_000;
-    this.attempts++;
-    const delay = Math.round(base * (0.8 + Math.random() * 0.4));
+    const delay = backoffDelay(this.opts.backoff ?? RECONNECT_BACKOFF, this.attempts++);
     this.setState(CLIENT_STATES.backoff);
     this.timer = setTimeout(() => void this.connectOnce(), delay);
   }

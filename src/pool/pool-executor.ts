@@ -50,6 +50,7 @@ import { childEnv } from "../shared/config/environment.ts";
 import { Machine } from "../shared/state-machine.ts";
 import { oncePerTick } from "../shared/once-per-tick.ts";
 import { POOL_EVENTS, POOL_STATES, POOL_TRANSITIONS, type PoolEvent, type PoolState } from "./pool-executor-state.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -59,8 +60,8 @@ export const MAX_GENERATIONS = 3;
 const START_TIMEOUT_MS = 20_000;
 /** Coordinators one drive of a run may start (the first, then one per lost pool). */
 const MAX_POOLS = 10;
-/** Before a fresh pool starts: 250 ms, doubling per pool started, at most 2 s. */
-const RESTART_BACKOFF_MS = 250;
+/** Before a fresh pool starts: 250 ms, doubling per pool started, at most 2 s (a pool that keeps dying does not spin). */
+const RESTART_BACKOFF: Backoff = { firstMs: 250, maxMs: 2_000, jitter: 0.2 };
 const CONTROL_TIMEOUT_MS = 15_000;
 const DELIVER_TIMEOUT_MS = 5_000;
 /**
@@ -259,7 +260,7 @@ export class PoolExecutor implements StageExecutor {
     if (!this.machine.is(POOL_STATES.lost) || !this.lost?.restartable || this.pools >= MAX_POOLS) return Promise.resolve();
     this.machine.fire(POOL_EVENTS.restart);
     this.restarting = (async () => {
-      await Bun.sleep(Math.min(RESTART_BACKOFF_MS * 2 ** (this.pools - 1), 2_000));
+      await Bun.sleep(backoffDelay(RESTART_BACKOFF, this.pools - 1));
       if (this.machine.is(POOL_STATES.closed)) return;
       this.proc = undefined;
       this.ready = undefined;

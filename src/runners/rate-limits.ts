@@ -29,6 +29,7 @@
 import { closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { readEnv, type EnvSource } from "../shared/config/environment.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 
 /** How long the calm (one call at a time) lasts after a back-off ends, in multiples of the back-off. */
 const CALM_FACTOR = 3;
@@ -38,7 +39,12 @@ const NO_RETRY_AFTER_MS = 500;
 const MIN_WINDOW_MS = 1_000;
 /** Longer than any request waits for its status: a lock this old was left by a killed process. */
 const LOCK_STALE_MS = 60_000;
-const POLL_MS = 25;
+/**
+ * Waiting for another stage's call during the calm: 25 ms, doubling up to
+ * 500 ms, ±50 % (shared/backoff.ts), so the stages waiting for one key
+ * neither poll its lock every few ms nor try it all at once.
+ */
+const LOCK_BACKOFF: Backoff = { firstMs: 25, maxMs: 500, jitter: 0.5 };
 
 interface KeyState {
   until: number;
@@ -96,7 +102,7 @@ export class SharedRateLimits {
    * the signal's reason when it is aborted.
    */
   async acquire(key: string, signal?: AbortSignal): Promise<() => void> {
-    for (;;) {
+    for (let lockWaits = 0; ; ) {
       signal?.throwIfAborted();
       const now = Date.now();
       const s = this.read(key);
@@ -114,7 +120,7 @@ export class SharedRateLimits {
         }
         return () => rmSync(lock, { force: true });
       }
-      await sleep(POLL_MS, signal);
+      await sleep(backoffDelay(LOCK_BACKOFF, lockWaits++), signal);
     }
   }
 

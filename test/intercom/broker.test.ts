@@ -159,7 +159,7 @@ describe("broker lifecycle", () => {
     const home = newHome();
     const first = await client(home);
     const states: string[] = [];
-    const keeper = await client(home, { reconnect: true, backoffMs: [50, 100], spawn: false, onState: (c) => states.push(c.to) });
+    const keeper = await client(home, { reconnect: true, backoff: { firstMs: 50, maxMs: 100 }, spawn: false, onState: (c) => states.push(c.to) });
     await keeper.register("keeper", ["g"]);
     const old = brokerPidOf(home)!;
     signal(old, "SIGKILL");
@@ -178,7 +178,7 @@ describe("broker lifecycle", () => {
   test("a client coming back registers its first name last: once that one is listed, so are all the others", async () => {
     const home = newHome();
     await client(home);
-    const keeper = await client(home, { reconnect: true, backoffMs: [50, 100], spawn: false });
+    const keeper = await client(home, { reconnect: true, backoff: { firstMs: 50, maxMs: 100 }, spawn: false });
     // A run's root registers itself, then its stages (engine/mail/broker-link.ts); `atomic sessions` waits for the root.
     await keeper.register("root", ["g"]);
     const stages = Array.from({ length: 30 }, (_, i) => `root:s${i}`);

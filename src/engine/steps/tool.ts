@@ -28,6 +28,7 @@
 
 import { StepFailedError, NonRetryableError, ensureError, errorInfo } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
+import { backoffDelay } from "../../shared/backoff.ts";
 import type { ToolCallInfo, ToolOptions } from "../../sdk/types.ts";
 import type { RunExecution } from "../run-execution.ts";
 import type { Scope } from "../scope.ts";
@@ -135,7 +136,7 @@ async function runLive(
         record = { error: { code, message } };
         break;
       }
-      await abortableDelay(Math.min(maxBackoff, backoff * 2 ** (failures - 1)), signal).catch(() => {
+      await abortableDelay(backoffDelay({ firstMs: backoff, maxMs: maxBackoff }, failures - 1), signal).catch(() => {
         throw exec.stepStopError(scope);
       });
     } finally {

@@ -22,11 +22,12 @@
  */
 
 import { LeaseLostError, UsageError, errorInfo } from "../../shared/errors.ts";
+import { backoffDelay } from "../../shared/backoff.ts";
 import type { AppendEntry, AppendOutcome } from "../append.ts";
 import type { Durability } from "../journal.ts";
 import type { JournalEvent, Lease, RunPatch } from "../runs.ts";
 import type { StageIndexEntry } from "../stage-index.ts";
-import { isConnectionLoss, sqlState, type Client, type PgConnection } from "./connection.ts";
+import { RECONNECT_BACKOFF, isConnectionLoss, sqlState, type Client, type PgConnection } from "./connection.ts";
 import { APPEND_EVENT_SQL } from "./append-sql-v8.ts";
 import { toJson } from "../sqlite/tables.ts";
 
@@ -152,7 +153,7 @@ async function callWithRetry(conn: PgConnection, lease: Lease, batch: string, ca
       const batchClash = state === "23505" && /append_batches/.test(String((err as { constraint?: unknown }).constraint ?? (err as Error).message));
       const retry = batchClash || state === "40001" || state === "40P01" || isConnectionLoss(err) || isConnectionLoss((err as { cause?: unknown }).cause);
       if (!retry || conn.closed || Date.now() >= deadline) throw conn.mapError(err);
-      await Bun.sleep(Math.min(1_000, 50 * 2 ** attempt));
+      await Bun.sleep(backoffDelay(RECONNECT_BACKOFF, attempt));
     }
   }
 }

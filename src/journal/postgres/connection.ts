@@ -27,6 +27,7 @@
 
 import pg from "pg";
 import { AtomicError, StorageError } from "../../shared/errors.ts";
+import { backoffDelay, type Backoff } from "../../shared/backoff.ts";
 import type { PostgresTarget } from "./url.ts";
 import { readEnv } from "../../shared/config/environment.ts";
 
@@ -41,6 +42,10 @@ const TYPES = {
 export type Client = pg.PoolClient;
 
 const RETRY_SQLSTATES = new Set(["40001", "40P01"]);
+/** After a lost connection (every retry of this journal's statements): a restarting server is back in a second or two. */
+export const RECONNECT_BACKOFF: Backoff = { firstMs: 100, maxMs: 2_000, jitter: 0.5 };
+/** After a serialization failure or deadlock: the other transaction is done in milliseconds. */
+const CONFLICT_BACKOFF: Backoff = { firstMs: 10, maxMs: 200, jitter: 0.5 };
 const MAX_CONFLICT_RETRIES = 5;
 
 /** How long writes retry after the connection was lost: ATOMIC_JOURNAL_RETRY_MS, or its default (JOURNAL_RETRY_MS, with its reason). */
@@ -119,7 +124,7 @@ export class PgConnection {
         const lost = isConnectionLoss(err);
         client?.release(lost ? (err as Error) : undefined);
         if (!lost || !idempotent || this.#closed || Date.now() >= deadline) throw this.mapError(err);
-        await Bun.sleep(backoff(attempt));
+        await Bun.sleep(backoffDelay(RECONNECT_BACKOFF, attempt));
       }
     }
   }
@@ -148,7 +153,7 @@ export class PgConnection {
         });
       } catch (err) {
         if (sqlState(err) && RETRY_SQLSTATES.has(sqlState(err)!) && conflicts < MAX_CONFLICT_RETRIES) {
-          await Bun.sleep(backoff(conflicts) / 10);
+          await Bun.sleep(backoffDelay(CONFLICT_BACKOFF, conflicts));
           continue;
         }
         throw err instanceof CommitUnknown ? this.mapError(err.cause) : err;
@@ -183,10 +188,6 @@ class CommitUnknown extends Error {
   }
 }
 
-function backoff(attempt: number): number {
-  const base = Math.min(2_000, 100 * 2 ** attempt);
-  return base / 2 + Math.random() * (base / 2);
-}
 
 export function sqlState(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;

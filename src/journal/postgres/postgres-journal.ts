@@ -35,6 +35,7 @@
 
 import type { StorageError } from "../../shared/errors.ts";
 import { UsageError } from "../../shared/errors.ts";
+import { backoffDelay } from "../../shared/backoff.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { AppendEntry, AppendOutcome } from "../append.ts";
 import type { AcquireOptions, Durability, Journal, ListRunsFilter } from "../journal.ts";
@@ -47,7 +48,7 @@ import type { ScheduleStore } from "../schedules.ts";
 import { appendEntries } from "./append.ts";
 import { PgArtifactStore } from "./artifacts.ts";
 import type { ArtifactStore } from "../../artifacts/store.ts";
-import { PgConnection, isConnectionLoss } from "./connection.ts";
+import { PgConnection, RECONNECT_BACKOFF, isConnectionLoss } from "./connection.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./migrations.ts";
 import { openError } from "./open-errors.ts";
@@ -222,7 +223,7 @@ export class PostgresJournal implements Journal {
         return await fn();
       } catch (err) {
         if (!isConnectionLoss(err) || this.conn.closed || Date.now() >= deadline) throw this.conn.mapError(err);
-        await Bun.sleep(Math.min(1_000, 100 * 2 ** attempt));
+        await Bun.sleep(backoffDelay(RECONNECT_BACKOFF, attempt));
       }
     }
   }

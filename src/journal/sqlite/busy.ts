@@ -9,7 +9,7 @@
  * timers and signals for as long as the lock is held (a long transaction,
  * a backup, another program holding the file). Here a statement that
  * meets SQLITE_BUSY is run again after asynchronous sleeps, 1 ms doubling
- * up to 50 ms, until the busy timeout has passed. SQLite offers no way to
+ * up to 50 ms (shared/backoff.ts), until the busy timeout has passed. SQLite offers no way to
  * be told when another process's lock goes, so a wait is a poll; it starts
  * at a millisecond, not less, and never blocks the thread: on a busy host
  * a waiter that woke every few tens of microseconds (this file did, for
@@ -22,8 +22,9 @@
  * into a transaction.
  */
 
-const FIRST_PAUSE_MS = 1;
-const MAX_PAUSE_MS = 50;
+import { backoffDelay, type Backoff } from "../../shared/backoff.ts";
+
+const BUSY_BACKOFF: Backoff = { firstMs: 1, maxMs: 50 };
 
 export function isBusy(err: unknown): boolean {
   return (err as { code?: string } | null)?.code === "SQLITE_BUSY";
@@ -36,18 +37,14 @@ export function isBusy(err: unknown): boolean {
  */
 export async function retryBusy<T>(fn: () => T | Promise<T>, timeoutMs: number, failedOnce = false): Promise<T> {
   const deadline = Date.now() + timeoutMs;
-  let pause = FIRST_PAUSE_MS;
-  if (failedOnce) {
-    await Bun.sleep(pause);
-    pause *= 2;
-  }
+  let waits = 0;
+  if (failedOnce) await Bun.sleep(backoffDelay(BUSY_BACKOFF, waits++));
   for (;;) {
     try {
       return await fn();
     } catch (err) {
       if (!isBusy(err) || Date.now() >= deadline) throw err;
     }
-    await Bun.sleep(pause);
-    pause = Math.min(pause * 2, MAX_PAUSE_MS);
+    await Bun.sleep(backoffDelay(BUSY_BACKOFF, waits++));
   }
 }

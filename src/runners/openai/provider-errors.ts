@@ -15,6 +15,8 @@
  * Messages are one line: what the provider said, trimmed.
  */
 
+import { backoffDelay } from "../../shared/backoff.ts";
+
 export type ProviderErrorCode =
   | "provider_auth"
   | "provider_quota"
@@ -85,8 +87,7 @@ export function parseRetryAfter(value: string | null): number | undefined {
  */
 export function retryDelay(attempt: number, err: ProviderError, maxMs: number, random = Math.random): number {
   if (err.retryAfterMs !== undefined) return Math.min(maxMs, err.retryAfterMs);
-  const base = 500 * 2 ** Math.max(0, attempt - 1);
-  return Math.min(maxMs, Math.round(base * (0.75 + random() * 0.5)));
+  return backoffDelay({ firstMs: 500, maxMs, jitter: 0.25 }, attempt - 1, random);
 }
 
 function providerMessage(body: string): string {
