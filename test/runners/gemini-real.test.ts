@@ -100,7 +100,6 @@ for (const [name, replies, code, words] of [
       expect(outputs.error!.message).toMatch(/\(gemini exited with status \d+\)$/);
       s.fake.assertOnlyFake();
     },
-    100_000,
   );
 }
 
@@ -115,7 +114,6 @@ agentTest(
     expect(s.fake.calls.length).toBe(2);
     s.fake.assertOnlyFake();
   },
-  100_000,
 );
 
 agentTest(
@@ -134,7 +132,6 @@ agentTest(
     expect(s.fake.calls.length).toBe(2);
     s.fake.assertOnlyFake();
   },
-  100_000,
 );
 
 agentTest("gemini: tools in atomic's terms are mapped to gemini's own; the others are not offered; tools: [] offers none", async () => {

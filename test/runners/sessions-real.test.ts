@@ -76,7 +76,7 @@ agentTest("claude: continueFrom resumes the earlier session (--resume), fork bra
     (body.messages as any[]).flatMap((m) => (typeof m.content === "string" ? [m.content] : (m.content as any[]).map((b) => String(b.text ?? "")))).map((t) => t.trim()).filter((t) => KNOWN.has(t));
   expectChains(s.fake.calls.slice(0, 4).map((c) => texts(c.body)));
   s.fake.assertOnlyFake();
-}, 240_000);
+});
 
 agentTest("codex: continueFrom resumes the thread (exec resume), fork branches it (exec fork)", async () => {
   const s = await codex(...ANSWERS.map((a) => say(a)));
@@ -86,7 +86,7 @@ agentTest("codex: continueFrom resumes the thread (exec resume), fork branches i
     (body.input as any[]).filter((i) => i.type === "message").flatMap((i) => (i.content as any[]).map((c) => String(c.text ?? "").trim())).filter((t) => KNOWN.has(t));
   expectChains(s.fake.calls.slice(0, 4).map((c) => texts(c.body)));
   s.fake.assertOnlyFake();
-}, 240_000);
+});
 
 // opencode and pi against the fake Chat Completions provider (their own isolation: helpers/chat-agents.ts).
 const trap = startNetworkTrap();
@@ -129,7 +129,7 @@ for (const kind of ["opencode", "pi"] as const) {
     const texts = (req: RecordedRequest) => req.body.messages.map((m) => partsText(m.content).trim()).filter((t) => KNOWN.has(t));
     const stageCalls = server.requests.filter((q) => Object.hasOwn(PROMPTS, partsText(q.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim()));
     expectChains(stageCalls.slice(0, 4).map(texts));
-  }, 240_000);
+  });
 }
 
 agentTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
@@ -151,4 +151,4 @@ agentTest("gemini: continueFrom resumes the session (-r); a fork is refused befo
   expect(refused.stderr).toContain('failed: stage "forked": the gemini runner cannot fork a session\nhint: leave fork out to continue the session itself\n');
   expect(s.fake.calls.length).toBe(calls + 1); // only the first stage's call
   s.fake.assertOnlyFake();
-}, 240_000);
+});
