@@ -1,28 +1,33 @@
 /**
  * Postgres journal URLs: `postgres://[user[:password]@]host[:port][/database][?param=value&...]`
- * (also `postgresql://`), read the way libpq users expect.
+ * (also `postgresql://`), read the way libpq users expect, by
+ * pg-connection-string with its libpq compatibility (sslmode, the
+ * certificate files); what is ours around it:
  *
+ * - `schema` (where the journal's tables live, default `atomic`, so one
+ *   database can host several installations), taken off before the
+ *   library reads the URL.
  * - The password comes from the URL, else PGPASSWORD, else ~/.pgpass (or
  *   PGPASSFILE): the driver (pg) reads the last two itself when the URL has
  *   none. It is a registered secret (shared/secrets.ts) and never printed:
  *   `location` is the URL without it.
  * - The user defaults to PGUSER, else the login name; the database to
- *   PGDATABASE, else the user; the port to PGPORT, else 5432 (libpq's
- *   defaults).
- * - Parameters: `schema` (ours: where the journal's tables live, default
- *   `atomic`, so one database can host several installations),
- *   `sslmode` (disable, allow, prefer, require, verify-ca, verify-full, as
- *   in libpq: require encrypts without checking the certificate,
- *   verify-ca checks it against `sslrootcert`, verify-full also the host
- *   name; allow and prefer try without / with TLS and fall back),
- *   `sslrootcert`, `sslcert`, `sslkey`, `application_name`,
- *   `connect_timeout` (seconds). Anything else is refused (libpq refuses
- *   unknown parameters too) rather than silently ignored.
+ *   PGDATABASE, else the user; the port to PGPORT, else 5432; sslmode to
+ *   PGSSLMODE, else prefer; the certificate files to PGSSLROOTCERT,
+ *   PGSSLCERT, PGSSLKEY (libpq's defaults, read through the environment
+ *   registry, which the library does not do).
+ * - sslmode allow (try without TLS, then with) and prefer's fallback are
+ *   the connection's business (postgres-journal.ts, connect()).
+ * - Known parameters only: `schema`, `sslmode`, `sslrootcert`, `sslcert`,
+ *   `sslkey`, `application_name`, `connect_timeout` (seconds). Anything
+ *   else is refused (libpq refuses unknown parameters too) rather than
+ *   silently ignored; so are Unix-socket hosts. Every refusal is one
+ *   sentence with a hint.
  */
 
-import { readFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import type { ConnectionOptions } from "node:tls";
+import { parse } from "pg-connection-string";
 import { UsageError } from "../../shared/errors.ts";
 import { readEnv, type EnvSource } from "../../shared/config/environment.ts";
 
@@ -100,7 +105,7 @@ export function parsePostgresUrl(url: string, env?: EnvSource): PostgresTarget {
   const timeout = q("connect_timeout") ?? readEnv("PGCONNECT_TIMEOUT", env);
   const connectTimeoutS = timeout === undefined ? 10 : Number(timeout);
   if (!Number.isFinite(connectTimeoutS) || connectTimeoutS < 0) throw malformed(shown, "connect_timeout must be a number of seconds");
-
+  const tls = tlsOptions(u, sslMode, env, shown);
   return {
     host,
     port,
@@ -109,7 +114,7 @@ export function parsePostgresUrl(url: string, env?: EnvSource): PostgresTarget {
     database,
     schema,
     sslMode,
-    tls: tlsOptions(sslMode, host, { rootcert: q("sslrootcert") ?? readEnv("PGSSLROOTCERT", env), cert: q("sslcert") ?? readEnv("PGSSLCERT", env), key: q("sslkey") ?? readEnv("PGSSLKEY", env) }, shown),
+    tls,
     applicationName: q("application_name") ?? "atomic",
     // libpq: 0 means wait forever; pg: 0 too.
     connectTimeoutMs: Math.round(connectTimeoutS * 1000),
@@ -139,27 +144,33 @@ function locationOf(u: URL, user: string, database: string): string {
   return `postgres://${encodeURIComponent(user)}@${u.host.replace(/:\d+$/, "")}${port}/${encodeURIComponent(database)}${params.length ? `?${params.join("&")}` : ""}`;
 }
 
-function readPem(path: string | undefined, what: string, shown: string): string | undefined {
-  if (!path) return undefined;
-  try {
-    return readFileSync(path, "utf8");
-  } catch (err) {
-    throw new UsageError("journal_url_invalid", `cannot read the ${what} ${path} of the journal URL ${shown} (${(err as NodeJS.ErrnoException).code ?? err})`, {
-      hint: "check the path in the URL",
-    });
-  }
-}
-
-/** TLS options for `mode` (undefined: no TLS). allow and prefer start without / with TLS and fall back (connection.ts). */
-function tlsOptions(mode: SslMode, host: string, files: { rootcert?: string | undefined; cert?: string | undefined; key?: string | undefined }, shown: string): ConnectionOptions | undefined {
+/**
+ * TLS options for the URL's sslmode (undefined: no TLS), from
+ * pg-connection-string with libpq compatibility: require encrypts without
+ * checking the certificate (unless sslrootcert is given: then as
+ * verify-ca), verify-ca checks the chain against sslrootcert, verify-full
+ * also the host name (pg checks it). allow starts without TLS (connect()
+ * tries with it when the server insists).
+ */
+function tlsOptions(u: URL, mode: SslMode, env: EnvSource | undefined, shown: string): ConnectionOptions | undefined {
   if (mode === "disable" || mode === "allow") return undefined;
-  const cert = readPem(files.cert, "sslcert", shown);
-  const key = readPem(files.key, "sslkey", shown);
-  const client = { ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
-  if (mode === "require" || mode === "prefer") return { ...client, rejectUnauthorized: false };
-  const ca = readPem(files.rootcert, "sslrootcert", shown);
-  const base = { ...client, rejectUnauthorized: true, ...(ca ? { ca } : {}) };
-  // verify-ca: the chain must be trusted, the name may differ (libpq).
-  if (mode === "verify-ca") return { ...base, checkServerIdentity: () => undefined };
-  return { ...base, servername: /^[\d.:]+$/.test(host) ? undefined : host };
+  const libpq = new URL(u.toString());
+  libpq.searchParams.delete("schema");
+  libpq.searchParams.set("sslmode", mode);
+  for (const [param, variable] of [["sslrootcert", "PGSSLROOTCERT"], ["sslcert", "PGSSLCERT"], ["sslkey", "PGSSLKEY"]] as const) {
+    const fromEnv = readEnv(variable, env);
+    if (!libpq.searchParams.has(param) && fromEnv) libpq.searchParams.set(param, fromEnv);
+  }
+  let ssl: unknown;
+  try {
+    ssl = parse(libpq.toString(), { useLibpqCompat: true }).ssl;
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException & { path?: string };
+    if (e.code && e.path) {
+      throw new UsageError("journal_url_invalid", `cannot read ${e.path}, named by the journal URL ${shown} (${e.code})`, { hint: "check the certificate paths in the URL" });
+    }
+    if (mode === "verify-ca") throw malformed(shown, "sslmode=verify-ca needs sslrootcert (the CA to check the server's certificate against)");
+    throw malformed(shown, e.message);
+  }
+  return typeof ssl === "object" && ssl !== null ? { ...(ssl as ConnectionOptions) } : {};
 }
