@@ -17,7 +17,7 @@
 import { STDERR_LOG, STDOUT_LOG } from "../../artifacts/stage-logs.ts";
 import type { Subprocess } from "bun";
 import { mkdirSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import type { StageResult } from "../../sdk/types.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
 import { OutputFiles } from "./output-files.ts";
@@ -32,7 +32,7 @@ export class ShellRunner implements Runner {
   readonly kind = "shell";
 
   start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle {
-    makeAttemptDir(request.artifactDir);
+    mkdirSync(request.artifactDir, { recursive: true });
     const outputPath = join(request.artifactDir, STDOUT_LOG);
     const errorPath = join(request.artifactDir, STDERR_LOG);
     const output = new OutputFiles(outputPath, errorPath, (stream, text) => onEvent({ type: "output", stream, text }));
@@ -173,26 +173,4 @@ function asLine(text: string): string {
 function signalNumber(signal: NodeJS.Signals): number {
   const table: Partial<Record<NodeJS.Signals, number>> = { SIGINT: 2, SIGKILL: 9, SIGTERM: 15, SIGHUP: 1 };
   return table[signal] ?? 0;
-}
-
-/**
- * The attempt's directory (`<run>/<stage>/attempt-N`). Its parent, the
- * stage's, is new for a first attempt, so it is made first: two mkdir
- * calls, where a recursive mkdir tries the full path first and makes three.
- * Anything unusual (the run's directory missing too) falls back to that.
- */
-function makeAttemptDir(dir: string): void {
-  try {
-    mkdirSync(dirname(dir));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") {
-      mkdirSync(dir, { recursive: true });
-      return;
-    }
-  }
-  try {
-    mkdirSync(dir);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-  }
 }
