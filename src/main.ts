@@ -13,6 +13,24 @@ import { enterPrivateUmask } from "./shared/private-files.ts";
 // Before anything can create a file: what atomic writes is its user's alone (shared/private-files.ts).
 enterPrivateUmask();
 
+/**
+ * JavaScriptCore's tier-up thresholds, scaled up (Bun.unsafe.setJITPolicy)
+ * in every role but the intercom broker. A run's processes execute short
+ * bursts of many different functions (a stage's bookkeeping, a replay, IPC
+ * messages), rarely one loop hot enough to repay optimizing compilation,
+ * which costs CPU on another thread: on 2 CPUs it competes with the stages.
+ * Kept (issue 25) on an agent-shaped measurement: 200 openai agent stages
+ * on 4 workers against a fake provider answering in 300-800 ms, whole
+ * `atomic run` process tree, interleaved pairs on a shared 2-CPU machine
+ * at load 40-100: without the policy the run's CPU was 1.25x (4 pairs, each
+ * 1.10-1.41x) and its wall time 1.16x (median; 0.82-1.52x). Code that does
+ * get hot is still optimized, later. The broker is the exception: one
+ * long-lived message loop, whose round trips measured 4 to 7 % slower
+ * under the scaled policy.
+ */
+const JIT_POLICY = 30;
+const DEFAULT_JIT_ROLES = new Set(["--internal-intercom-broker"]);
+
 /** Each role's module, a bundle of its own (shared/entry-points.ts), and the function it starts with. */
 const ROLES: Record<string, { entry: EntryPoint; main: string }> = {
   "--internal-pool-coordinator": { entry: "pool/coordinator.ts", main: "coordinatorMain" },
@@ -27,6 +45,8 @@ if (notDumpable) writeStderr(`warning: ${notDumpable}\n`);
 
 const argv = process.argv.slice(2);
 const role = argv[0]?.startsWith("--internal-") ? argv[0] : undefined;
+
+if (!role || !DEFAULT_JIT_ROLES.has(role)) Bun.unsafe.setJITPolicy(JIT_POLICY);
 
 if (role) {
   // Internal roles never touch process.stdout or process.stderr (see shared/raw-stderr.ts); they log
