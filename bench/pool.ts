@@ -22,9 +22,8 @@
  * 2. Claim-to-start on an idle pool: stages one after another (so every
  *    worker is idle when the next one comes), with ATOMIC_POOL_TRACE=1; from
  *    the coordinator's claim (just before its claim transaction) to the
- *    worker handing the start message to its runner (on an idle pool the
- *    start is sent once the transaction has decided the lease, and the
- *    lease is written and committed meanwhile), from the trace lines in
+ *    worker handing the start message to its runner (the start is sent
+ *    once the claim transaction has committed), from the trace lines in
  *    the coordinator's and workers' logs (src/pool/trace.ts). Baseline: the
  *    round trip of a small JSON message to a Bun child over IPC
  *    (serialization "json", the child echoes it), with both sides idle
@@ -442,7 +441,7 @@ async function claimToStart(bin: string): Promise<Result> {
     target: { text: `ratio <= ${LATENCY_TARGET}`, ok: ratio <= LATENCY_TARGET },
     notes: [
       `claim-to-start: ${spread(latency)}, p90 ${fmt(p90(latency))} ms (${LATENCY_STAGES} stages in sequence, the first left out; the pool idle ${spread(idle)} before each)`,
-      `of which the claim up to its lease decided: median ${fmt(median(decide), 3)} ms; from there to the worker's runner (the start message, sent as the lease is written and committed): median ${fmt(median(handOff), 3)} ms`,
+      `of which the claim transaction up to its commit: median ${fmt(median(decide), 3)} ms; from there to the worker's runner (the start message): median ${fmt(median(handOff), 3)} ms`,
       `IPC round trip after ${idleMs} ms idle: ${spread(rt, "ms")}; back to back: ${spread(hot, "ms")} ` +
         `(claim-to-start ÷ back-to-back round trip: ${fmt(ms / median(hot), 1)}; the part from the lease decided: ${fmt(median(handOff) / median(hot), 1)})`,
     ],
