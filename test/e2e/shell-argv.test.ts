@@ -99,9 +99,9 @@ export default workflow({
   expect(JSON.parse(again.stdout.trim().split("\n").at(-1)!).outputs).toBe("a b\n");
 });
 
-e2eTest("the README's first example runs as written, also on a directory name that is shell code", async () => {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  const example = /```ts\n(\/\/ review\.ts[\s\S]*?)```/.exec(readme)![1]!;
+e2eTest("the writing-workflows guide's first example runs as written, also on a directory name that is shell code", async () => {
+  const guide = readFileSync(join(ROOT, "docs", "guides", "writing-workflows.md"), "utf8");
+  const example = /```ts\n(\/\/ file: review\.ts[\s\S]*?)```/.exec(guide)![1]!;
   const dir = makeTempDir();
   writeFileSync(join(dir, "review.ts"), example);
   const target = join(dir, "a dir; touch pwned $(touch pwned2)");
