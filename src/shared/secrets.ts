@@ -7,7 +7,9 @@
  * A secret value is known to a process when
  * - it is the value of one of CREDENTIAL_VARIABLES in its own environment
  *   (read once, at the first redaction: the variables are set before a
- *   process starts and atomic never sets them);
+ *   process starts and atomic never sets them); of a URL (ATOMIC_JOURNAL)
+ *   only the password is, so the journal's address reads the same in every
+ *   message;
  * - it was registered with `addSecret` (the password of a journal URL,
  *   by openJournal; the status token, when it is loaded);
  * - it is the status token of a home the process was told about
@@ -133,10 +135,13 @@ function currentNeedles(): string[] {
     for (const name of CREDENTIAL_VARIABLES) {
       const v = readEnv(name);
       if (!v) continue;
-      fromEnv.push(v);
-      // A journal URL: its password alone shows up in messages too.
-      const password = urlPassword(v);
-      if (password) fromEnv.push(password, safeDecode(password));
+      // A URL (the journal's): only its password is secret. Its host, port, user and database are shown in
+      // messages (as the journal's location), so redacting the whole value would hide one mention of the
+      // address and not the next; every mention of the password goes, with or without the rest of the URL.
+      if (isUrl(v)) {
+        const password = urlPassword(v);
+        if (password) fromEnv.push(password, safeDecode(password));
+      } else fromEnv.push(v);
     }
     addSecretsOfHome(readEnv("ATOMIC_HOME"));
   }
@@ -149,6 +154,10 @@ function currentNeedles(): string[] {
   }
   needles = [...all].sort((a, b) => b.length - a.length);
   return needles;
+}
+
+function isUrl(text: string): boolean {
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(text);
 }
 
 function urlPassword(url: string | undefined): string | undefined {

@@ -66,3 +66,22 @@ test("role log lines (writeStderr) never carry a credential of the process's env
   expect(await proc.exited).toBe(0);
   expect(readFileSync(log, "utf8")).toBe(`request failed with key ${REDACTED}\n`);
 });
+
+test("a journal URL in the environment: only its password is redacted, so its address reads the same in every mention", async () => {
+  const script = `import { redact } from ${JSON.stringify(join(ROOT, "src", "shared", "secrets.ts"))};
+import { parsePostgresUrl } from ${JSON.stringify(join(ROOT, "src", "journal", "postgres", "url.ts"))};
+const t = parsePostgresUrl(process.env.ATOMIC_JOURNAL);
+console.log(redact(process.env.ATOMIC_JOURNAL + " | lost the connection to the journal's Postgres at " + t.location + " (connect ECONNREFUSED 127.0.0.1:5999)"));`;
+  const said = async (url: string) => {
+    const proc = Bun.spawn([BUN, "-e", script], { env: { ...process.env, ATOMIC_JOURNAL: url }, stdout: "pipe", stderr: "inherit" });
+    const out = await new Response(proc.stdout).text();
+    expect(await proc.exited).toBe(0);
+    return out.trim();
+  };
+  expect(await said("postgres://me@127.0.0.1:5999/app")).toBe(
+    "postgres://me@127.0.0.1:5999/app | lost the connection to the journal's Postgres at postgres://me@127.0.0.1:5999/app (connect ECONNREFUSED 127.0.0.1:5999)",
+  );
+  expect(await said("postgres://me:hunter2-long-secret@127.0.0.1:5999/app")).toBe(
+    `postgres://me:${REDACTED}@127.0.0.1:5999/app | lost the connection to the journal's Postgres at postgres://me@127.0.0.1:5999/app (connect ECONNREFUSED 127.0.0.1:5999)`,
+  );
+});
