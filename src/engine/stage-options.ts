@@ -17,7 +17,10 @@
  *   (`bad_continue`). The earlier session (id, or artifact directory) and
  *   the fork flag are part of the step's identity, so a resumed run that
  *   continues another session is a nondeterminism error, not a silent
- *   change.
+ *   change. The continuing stage runs with the earlier stage's runner,
+ *   model and cwd (recorded in its result) unless it names its own; another
+ *   runner fails the step, naming both. The inherited values are not part
+ *   of the identity: a run recorded before inheritance replays unchanged.
  * - `output: "file"`: the answer's file is `output.md` in the attempt's
  *   artifact directory, and the result keeps the path, not the text.
  */
@@ -43,6 +46,24 @@ export function identityExtras(opts: TaskOptions): Record<string, unknown> {
 function earlierDir(earlier: StageResult): string | undefined {
   const file = earlier.eventsPath ?? earlier.transcriptPath;
   return typeof file === "string" ? dirname(file) : undefined;
+}
+
+/**
+ * The task's options with the runner, model and cwd of the stage it
+ * continues (`continueFrom`) filled in where the task names none; a task
+ * naming another runner than the earlier stage's fails before it starts.
+ */
+export function inheritFromEarlier(name: string, opts: TaskOptions): TaskOptions {
+  const earlier = opts.continueFrom as StageResult | null | undefined;
+  if (!earlier || typeof earlier !== "object" || opts.shell !== undefined) return opts;
+  if (opts.runner !== undefined && earlier.runner !== undefined && opts.runner !== earlier.runner) {
+    throw bad(name, `continueFrom: the earlier stage ran on the ${earlier.runner} runner, this one asks for ${opts.runner}; a session continues only on its own runner`, `leave runner out (it runs on ${earlier.runner}), or start a new session without continueFrom`);
+  }
+  const inherited: TaskOptions = { ...opts };
+  if (opts.runner === undefined && typeof earlier.runner === "string") inherited.runner = earlier.runner;
+  if (opts.model === undefined && typeof earlier.model === "string") inherited.model = earlier.model;
+  if (opts.cwd === undefined && typeof earlier.cwd === "string") inherited.cwd = earlier.cwd;
+  return inherited;
 }
 
 /** The request's continueFrom, or a step failure saying why this runner cannot continue that result. */

@@ -60,6 +60,14 @@ export interface StageResult {
   /** On the worker pool: which worker ran it, and the attempt generation (2 = it was retried after a lost worker). */
   workerId?: string;
   generation?: number;
+  /**
+   * Agent stages: the runner and model the stage ran with, and the `cwd`
+   * it was given (absent: the run's). A stage that continues this one (`continueFrom`, `fork`) runs with
+   * them unless it names its own.
+   */
+  runner?: string;
+  model?: string;
+  cwd?: string;
 }
 
 /** A shell stage's command: shell code (a string, e.g. from `sh\`…\``), or argv (an array: no shell). */
@@ -124,9 +132,10 @@ export interface TaskOptions {
   /**
    * Continue an earlier agent stage's session: the new prompt is one more
    * user turn of that conversation, which the agent sees whole. Give the
-   * earlier stage's result (`continueFrom: plan`). The stage must run with
-   * the same runner as the earlier one (and, for CLI agents, the same home
-   * and cwd, where the CLI keeps its sessions). A CLI's session is one
+   * earlier stage's result (`continueFrom: plan`). The stage runs with the
+   * earlier one's runner, model and cwd unless it names its own (a CLI
+   * keeps its sessions under its home and cwd); naming another runner fails
+   * the step before it starts (`bad_continue`), naming both. A CLI's session is one
    * conversation that each continuation adds to: continuing a result whose
    * session was continued since sees those later turns too (fork first to
    * branch from a point); openai and pi continue from the earlier stage's

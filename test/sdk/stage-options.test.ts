@@ -6,11 +6,12 @@
  * (files attached under their paths, cut at the per-file bound; a
  * missing one fails the step before the stage, naming the path),
  * `output: "file"` (the answer in the attempt's output.md, the result
- * carrying the path and no text), continueFrom of a shell stage refused.
+ * carrying the path and no text), continueFrom of a shell stage refused;
+ * a continuing stage inherits the earlier one's runner, model and cwd.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { statSync, writeFileSync } from "node:fs";
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type RecordedRequest } from "../helpers/fake-openai.ts";
@@ -99,5 +100,30 @@ e2eTest("a missing reads file and continueFrom of a shell stage fail the step be
     expect(shell.stderr).toContain('failed: stage "next": continueFrom needs the result of an earlier agent stage (it has no transcript)\nhint: pass what ctx.task returned for an agent stage\n');
     expect(shell.stderr).not.toMatch(STACK_LINE);
     expect(requests.length).toBe(0);
+  });
+});
+
+e2eTest("continueFrom and fork inherit the earlier stage's runner, model and cwd; another runner is refused naming both", async () => {
+  await withServer(async (env, requests) => {
+    const home = makeTempDir("atomic-sdk-home-");
+    const cwd = makeTempDir("atomic-sdk-cwd-");
+    mkdirSync(join(cwd, "sub"));
+    const inherit = join(import.meta.dir, "fixtures", "inherit.ts");
+    const r = await runAtomic(["run", inherit, "--json"], { home, cwd, env });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+    expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye"]);
+    expect(out.ran).toEqual(["openai", "first-model", "sub", "openai", "first-model", "sub"]);
+    // the workflow's default runner (shell) and the config's model were not used: every request went to the first stage's model
+    expect(requests.map((q) => q.body.model)).toEqual(["first-model", "first-model", "first-model"]);
+    const count = requests.length;
+    const bad = await runAtomic(["run", inherit, "--input", "bad=true"], { home, cwd, env });
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain(
+      'failed: stage "other": continueFrom: the earlier stage ran on the openai runner, this one asks for claude; a session continues only on its own runner\nhint: leave runner out (it runs on openai), or start a new session without continueFrom\n',
+    );
+    expect(bad.stderr).not.toMatch(STACK_LINE);
+    expect(requests.length).toBe(count + 1);
   });
 });

@@ -42,25 +42,25 @@ import { newId } from "../../shared/ids.ts";
 import { checkArgv } from "../../sdk/shell.ts";
 import { tailLines } from "../../artifacts/stage-logs.ts";
 import { getRunner } from "../../runners/registry.ts";
-import { attachReads, continuation, fileResult, identityExtras, outputFile } from "../stage-options.ts";
+import { attachReads, continuation, fileResult, identityExtras, inheritFromEarlier, outputFile } from "../stage-options.ts";
 
 /** A worker queue's name (TaskOptions.queue). */
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 const INFRA_ATTEMPTS = 3;
 
-export async function runStage(exec: RunExecution, name: string, opts: TaskOptions): Promise<StageResult> {
+export async function runStage(exec: RunExecution, name: string, asked: TaskOptions): Promise<StageResult> {
   const scope = exec.scope();
   const position = scope.nextPosition();
-  const runner = opts.runner ?? (opts.shell !== undefined ? "shell" : "agent");
-  const argv = argvOf(name, opts.shell);
+  const runner = asked.runner ?? (asked.shell !== undefined ? "shell" : "agent");
+  const argv = argvOf(name, asked.shell);
   const step: StepIdentity = {
     kind: "stage",
     name,
     // argv and a command string are different steps: replay tells `["echo", "a b"]` from "echo a b"
     args: digestArgs({
-      ...(argv ? { runner, argv, prompt: opts.prompt, model: opts.model } : { runner, shell: opts.shell, prompt: opts.prompt, model: opts.model }),
-      ...identityExtras(opts),
+      ...(argv ? { runner, argv, prompt: asked.prompt, model: asked.model } : { runner, shell: asked.shell, prompt: asked.prompt, model: asked.model }),
+      ...identityExtras(asked),
     }),
   };
   const recorded = exec.cursor.claim(position, step);
@@ -70,6 +70,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     return result;
   }
   await exec.startGate(scope, { kind: "stage", position, name });
+  // What the task asked for, as it asked it, is the step's identity (above); it runs with what it continues.
+  const opts = inheritFromEarlier(name, asked);
   // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
   exec.tree.executor.prepare?.();
   const setup = await prepareStage(name, opts, exec.definition, exec.tree.config);
@@ -128,6 +130,8 @@ export async function runStage(exec: RunExecution, name: string, opts: TaskOptio
     try {
       // Known secrets never reach the workflow or the journal in a stage's text or error (shared/secrets.ts).
       result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, timing));
+      // What a continuing stage inherits (stage-options.ts inheritFromEarlier).
+      if (setup.isAgent) result = { ...result, runner: setup.runner, ...(setup.model !== undefined ? { model: setup.model } : {}), ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}) };
     } catch (err) {
       exec.budget.settle(liveId, undefined);
       throw err;
