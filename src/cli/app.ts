@@ -10,6 +10,7 @@
 import { runCommand, type ArgsDef, type CommandDef } from "citty";
 import { AtomicError, ensureError, errorInfo } from "../shared/errors.ts";
 import { redact } from "../shared/secrets.ts";
+import { closeMatches } from "../shared/close-matches.ts";
 import { buildInfo, VERSION } from "../shared/version.ts";
 import { liftGlobals } from "./globals.ts";
 import { COMMANDS } from "./command-table.ts";
@@ -43,7 +44,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     }
     const entry = COMMANDS[name];
     if (!entry) {
-      throw new AtomicError("unknown_command", `unknown command "${name}"`, "usage", { hint: "see atomic --help" });
+      const near = closeMatches(name, Object.keys(COMMANDS), 3);
+      throw new AtomicError("unknown_command", `unknown command "${name}"`, "usage", {
+        hint: near.length ? `did you mean ${near.map((c) => `atomic ${c}`).join(", ")}? (see atomic --help)` : "see atomic --help",
+      });
     }
     const cmd = await entry.load();
     if (args.includes("--help") || args.includes("-h")) {

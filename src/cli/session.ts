@@ -57,7 +57,11 @@ export class CliSession {
     const roots = found.filter((r) => r.parentId === null);
     if (roots.length === 1 && found.length < 50 && found.every((r) => r.rootId === roots[0]!.id)) return roots[0]!;
     if (found.length > 1) {
-      throw new UsageError("ambiguous_run", `more than one run id starts with ${text}`, { hint: "type more of the id" });
+      const ids = found.filter((r) => r.parentId === null).map((r) => r.id);
+      const listed = (ids.length ? ids : found.map((r) => r.id)).slice(0, 5);
+      throw new UsageError("ambiguous_run", `more than one run id starts with ${text}`, {
+        hint: `did you mean ${listed.join(", ")}${found.length > listed.length ? ", …" : ""}? type more of the id`,
+      });
     }
     return found[0]!;
   }

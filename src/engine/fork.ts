@@ -24,7 +24,7 @@
 
 import type { JournalEvent } from "../journal/runs.ts";
 import type { StageRow } from "../journal/stage-index.ts";
-import { closeMatches } from "../intercom/addresses.ts";
+import { closeMatches } from "../shared/close-matches.ts";
 import { UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { EVENT, type StepIdentity } from "./journal-events.ts";

@@ -15,13 +15,21 @@
  * the reference a run of a builtin records, so resume finds it again.
  */
 
-import { existsSync, readFileSync, statSync } from "node:fs";
-import { extname, resolve } from "node:path";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { extname, join, resolve } from "node:path";
 import * as sdk from "../sdk/index.ts";
 import { isWorkflow } from "../sdk/workflow.ts";
 import type { WorkflowDefinition } from "../sdk/types.ts";
 import { AtomicError, UsageError, ensureError } from "../shared/errors.ts";
-import { BUILTIN_PREFIX, builtinDigest, builtinSource, withBuiltinFile } from "./builtins.ts";
+import { closeMatches } from "../shared/close-matches.ts";
+import { BUILTIN_PREFIX, builtinDigest, builtinNames, builtinSource, withBuiltinFile } from "./builtins.ts";
+
+/** The names `atomic run NAME` accepts here: the builtins and the files in .atomic/workflows/. */
+function workflowNames(): string[] {
+  const dir = join(process.cwd(), ".atomic", "workflows");
+  const local = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)) : [];
+  return [...local, ...builtinNames()];
+}
 
 /**
  * What a workflow file may be. Bun imports much else (JSON, TOML, text,
@@ -62,8 +70,11 @@ export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
   if (file.startsWith(BUILTIN_PREFIX)) return loadBuiltin(file.slice(BUILTIN_PREFIX.length));
   const path = resolve(file);
   if (!existsSync(path)) {
+    const near = file.includes("/") ? [] : closeMatches(file, workflowNames(), 3);
     throw new UsageError("workflow_not_found", `workflow file ${file} does not exist`, {
-      hint: "check the path; `atomic workflows` lists the workflows in .atomic/workflows/",
+      hint: near.length
+        ? `did you mean ${near.join(", ")}? (\`atomic workflows\` lists the builtins and the workflows in .atomic/workflows/)`
+        : "check the path; `atomic workflows` lists the workflows in .atomic/workflows/",
     });
   }
   if (!statSync(path).isFile()) {
@@ -80,8 +91,9 @@ export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
 /** A builtin by name, recorded as `builtin:<name>` with the digest of its embedded source. */
 export async function loadBuiltin(name: string): Promise<LoadedWorkflow> {
   if (builtinSource(name) === undefined) {
+    const near = closeMatches(name, builtinNames(), 3);
     throw new UsageError("workflow_not_found", `this atomic has no builtin workflow named ${JSON.stringify(name)}`, {
-      hint: "`atomic workflows` lists the builtins",
+      hint: near.length ? `did you mean ${near.join(", ")}? (\`atomic workflows\` lists the builtins)` : "`atomic workflows` lists the builtins",
     });
   }
   const definition = await withBuiltinFile(name, (path) => importWorkflow(path, `builtin ${name}`));

@@ -31,7 +31,8 @@ import { MAX_MESSAGE_TEXT, MESSAGE_MODES } from "../journal/messages.ts";
 import { TERMINAL_STATUSES } from "../journal/runs.ts";
 import { AtomicError, UsageError } from "../shared/errors.ts";
 import { newId, type RunId } from "../shared/ids.ts";
-import { closeMatches, isPattern, literalPrefix, matchesPath, parseStagePath } from "../intercom/addresses.ts";
+import { closeMatches } from "../shared/close-matches.ts";
+import { isPattern, literalPrefix, matchesPath, parseStagePath } from "../intercom/addresses.ts";
 import { IntercomClient } from "../intercom/client.ts";
 import { isLocalHolderDead } from "../shared/process-info.ts";
 

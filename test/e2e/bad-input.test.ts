@@ -168,7 +168,25 @@ e2eTest("a prefix shared by two root runs is ambiguous", async () => {
   let common = 0;
   while (ids[0]![common] === ids[1]![common]) common++;
   expect(common).toBeGreaterThan(0); // ids start with the clock
-  await expectUsageError(["show", ids[0]!.slice(0, common)], home, /more than one run id starts with/);
+  const ambiguous = await expectUsageError(["show", ids[0]!.slice(0, common)], home, /more than one run id starts with/);
+  // both candidates are listed
+  expect(ambiguous.hint).toContain(`did you mean`);
+  for (const id of ids.slice(0, 2)) expect(ambiguous.hint).toContain(id);
+});
+
+e2eTest("a mistyped command or builtin name gets did-you-mean candidates", async () => {
+  const home = makeTempDir();
+  const [command, builtin, named, unlike] = await Promise.all([
+    expectUsageError(["resme", "01m8rf"], home, /unknown command "resme"/),
+    expectUsageError(["workflows", "--source", "ralf"], home, /no builtin workflow named "ralf"/),
+    expectUsageError(["run", "fan-out-and-synthesise"], home, /workflow file fan-out-and-synthesise does not exist/),
+    expectUsageError(["zzzzzzzzzz"], home, /unknown command "zzzzzzzzzz"/),
+  ]);
+  expect(command.hint).toMatch(/did you mean atomic resume\b/);
+  expect(builtin.hint).toMatch(/did you mean ralph\?/);
+  expect(named.hint).toMatch(/did you mean fan-out-and-synthesize\?/);
+  expect(unlike.hint).toBe("see atomic --help");
+  await expectNothingWritten(home);
 });
 
 e2eTest("resume or cancel of a completed run is refused; nothing written", async () => {

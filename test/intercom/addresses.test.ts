@@ -1,7 +1,8 @@
 /** Stage addresses and patterns (src/intercom/addresses.ts). */
 
 import { describe, expect, test } from "bun:test";
-import { closeMatches, compileGlob, isPattern, literalPrefix, matchesPath, parseStagePath, splitAddress } from "../../src/intercom/addresses.ts";
+import { closeMatches } from "../../src/shared/close-matches.ts";
+import { compileGlob, isPattern, literalPrefix, matchesPath, parseStagePath, splitAddress } from "../../src/intercom/addresses.ts";
 import { AtomicError } from "../../src/shared/errors.ts";
 
 describe("stage paths and patterns", () => {

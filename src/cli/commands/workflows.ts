@@ -13,6 +13,7 @@ import { basename, join, relative } from "node:path";
 import { describeInputs } from "../../engine/inputs.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
 import { BUILTIN_PREFIX, builtinNames, builtinSource } from "../../engine/builtins.ts";
+import { closeMatches } from "../../shared/close-matches.ts";
 import { UsageError } from "../../shared/errors.ts";
 import type { WorkflowDefinition } from "../../sdk/types.ts";
 import { session, type CliSession } from "../session.ts";
@@ -34,7 +35,7 @@ export default defineCommand({
       const src = target === undefined ? undefined : builtinSource(target);
       if (src === undefined) {
         throw new UsageError("workflow_not_found", `${target === undefined ? "--source needs a builtin's name" : `there is no builtin workflow named ${JSON.stringify(target)}`}`, {
-          hint: `the builtins are: ${builtinNames().join(", ")}`,
+          hint: `${target === undefined ? "" : closeMatches(target, builtinNames(), 3).map((n, i, all) => `${i === 0 ? "did you mean " : ""}${n}${i === all.length - 1 ? "? " : ", "}`).join("")}the builtins are: ${builtinNames().join(", ")}`,
         });
       }
       out(src);
