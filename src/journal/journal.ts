@@ -15,7 +15,8 @@
  * - ./schedules.ts and ./fleet.ts: schedules and worker hosts;
  * - ../artifacts/store.ts: the artifact store a shared journal offers.
  *
- * A backend (sqlite/, postgres/) is a folder implementing `Journal`; the
+ * A backend (sqlite/, postgres/) is a folder implementing `Journal`;
+ * ./memory.ts is the SQLite one kept in memory (testRun's). The
  * conformance suite in test/conformance runs against every backend.
  * Nothing outside journal/ may depend on which backend it talks to.
  */

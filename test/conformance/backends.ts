@@ -9,6 +9,10 @@
  * test behaviour that needs access below the Journal interface; tests that
  * need them are skipped for backends without them.
  *
+ * `memory` is the in-memory journal (src/journal/memory.ts) that testRun
+ * uses; tests of a promise it does not make (another process opening it)
+ * check `processLocal`.
+ *
  * `postgres` runs where Postgres is installed (or scripts/test.sh started
  * the suite's cluster): each journal "directory" is a schema of its own in
  * a database this test file made in the test cluster (test/helpers/
@@ -20,6 +24,7 @@ import { test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { JOURNAL_FILE, openJournal } from "../../src/journal/open.ts";
+import { openMemoryJournal } from "../../src/journal/memory.ts";
 import type { Durability, Journal } from "../../src/journal/journal.ts";
 import type { HolderInfo, Lease } from "../../src/journal/runs.ts";
 import { Kysely, sql } from "kysely";
@@ -40,6 +45,8 @@ export interface Backend {
   tamperSchemaVersion?(dir: string, version: number): void;
   /** Reads the stored schema version without going through the journal. */
   readSchemaVersion?(dir: string): number;
+  /** Only this process can open it (the in-memory journal): tests of two processes sharing it do not apply. */
+  processLocal?: boolean;
   /** The `--journal` URL (ATOMIC_JOURNAL) that opens the journal of `dir`, for backends other processes reach by URL. */
   journalUrl?(dir: string): Promise<string>;
 }
@@ -84,7 +91,32 @@ const postgres: Backend = {
   journalUrl: postgresUrlFor,
 };
 
-const ALL: Backend[] = postgresInstalled() ? [sqlite, postgres] : [sqlite];
+/**
+ * The in-memory journal (src/journal/memory.ts). A directory stands for one journal that lives as long as this
+ * test file: opening the directory again (a second process, a reopen after close) gives the same data, as a
+ * file would; `close()` of a handle ends that handle only.
+ */
+const inMemory = new Map<string, Promise<Journal>>();
+const memory: Backend = {
+  name: "memory",
+  processLocal: true,
+  async open(dir) {
+    let journal = inMemory.get(dir);
+    if (!journal) inMemory.set(dir, (journal = openMemoryJournal()));
+    const target = await journal;
+    let closed = false;
+    return new Proxy(target, {
+      get(t, key) {
+        if (key === "close") return async () => void (closed = true);
+        if (closed && typeof key === "string" && key !== "location") throw new Error(`the journal at ${t.location} is closed`);
+        const value = Reflect.get(t, key, t) as unknown;
+        return typeof value === "function" ? value.bind(t) : value;
+      },
+    });
+  },
+};
+
+const ALL: Backend[] = postgresInstalled() ? [sqlite, postgres, memory] : [sqlite, memory];
 
 function selected(): Backend[] {
   const wanted = process.env.ATOMIC_TEST_BACKENDS?.split(",").map((s) => s.trim()).filter(Boolean);

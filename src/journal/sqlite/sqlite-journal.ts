@@ -56,6 +56,9 @@ import { openReadOnlyDatabase, readOnlyRefusal } from "./read-only.ts";
 import { fileChanged, fileIdentity, type FileIdentity } from "./file-identity.ts";
 import type { JournalTables } from "./tables.ts";
 
+/** The path that opens a journal in this process's memory (../memory.ts). */
+export const MEMORY = ":memory:";
+
 /** How often at most an append takes the journal file's size (ms). */
 const SIZE_TAKEN_MS = 50;
 
@@ -126,7 +129,7 @@ export class SqliteJournal implements Journal {
     let query: KyselyQuery | undefined;
     try {
       db = new Database(path, { create: true, readwrite: true });
-      const opened = fileIdentity(path);
+      const opened = path === MEMORY ? undefined : fileIdentity(path);
       const busyTimeoutMs = Math.trunc(opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS);
       db.run(`pragma busy_timeout = ${busyTimeoutMs}`);
       // Before any pragma that writes: a foreign or newer database must stay untouched.
@@ -323,6 +326,12 @@ export class SqliteJournal implements Journal {
  * handler, so the switch is retried here, within the busy timeout.
  */
 async function configure(db: Database, path: string, durability: Durability, busyTimeoutMs: number): Promise<void> {
+  if (path === MEMORY) {
+    // One connection, nothing to survive: no log to share, no fsync (memory.ts).
+    db.run("pragma foreign_keys = on");
+    db.run("pragma synchronous = off");
+    return;
+  }
   const mode = await retryBusy(() => db.query<{ journal_mode: string }, []>("pragma journal_mode = wal").get()?.journal_mode, busyTimeoutMs);
   if (mode !== "wal") {
     throw new StorageError(
