@@ -48,6 +48,8 @@ export interface StepStartedPayload extends StepIdentity {
   requestedAt?: number;
   /** With `queued`: the queue it waits on when only worker hosts can run it (StageExecutor.hostQueue). */
   hostQueue?: string;
+  /** A stage attempt: the runner it runs with (shell, openai, claude...), for /metrics labels. */
+  runner?: string;
   /** ctx.ask: the prompt this attempt opened. */
   promptId?: string;
   question?: string;

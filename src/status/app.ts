@@ -170,10 +170,11 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
 
   // `{ ok, version }`; the one route without authentication.
   app.get("/healthz", (c) => c.json({ ok: true, version: VERSION }));
-  // Prometheus text: atomic_runs{status}, atomic_stages_started_total, atomic_stages_completed_total, atomic_stages_failed_total, atomic_journal_appends_total.
+  // OpenMetrics text (status/metrics.ts lists the metrics): runs by status, stage counts, tokens and cost, durations, queue waits.
   app.get("/metrics", async (c) => {
-    c.header("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    return c.body(await source.metrics.render());
+    const body = await source.metrics.render();
+    c.header("Content-Type", source.metrics.contentType);
+    return c.body(body);
   });
 
   // The local service beside this server (`atomic serve`): `{ state: "active" | "standby" | "stopped", pid, active, duties, recovery }`,

@@ -1,14 +1,28 @@
 /**
- * `/metrics` in the Prometheus text format (version 0.0.4).
+ * `/metrics` in the OpenMetrics text format, through prom-client
+ * (status/metric-set.ts declares the metrics):
  *
  * - `atomic_runs{status}`: root runs by the status a user sees (running,
  *   paused and crashed are told apart through the lease).
  * - `atomic_stages_started_total`, `..._completed_total`,
  *   `..._failed_total`: stage attempts started, stages completed, stage
  *   attempts failed, over every run (children included).
+ * - `atomic_tokens_total{workflow,runner,model,kind}`,
+ *   `atomic_cost_usd_total{workflow,runner,model}`,
+ *   `atomic_model_turns_total`: the usage of every stage attempt (the
+ *   checkpoint's, a failed attempt's, a cancelled one's), the same sums
+ *   `atomic show` makes.
+ * - `atomic_stage_duration_seconds{workflow,runner,outcome}` and
+ *   `atomic_stage_queue_wait_seconds{workflow,runner}`: histograms from
+ *   the attempts' start and end records.
+ * - `atomic_questions_waiting`, `atomic_worker_slots{host,state}`: read
+ *   at each scrape (open prompts of live runs; live worker hosts).
  * - `atomic_journal_appends_total`: events appended to the journal (the sum
  *   of every run's last seq).
- * A pool queue depth gauge joins these once the worker pool has a queue.
+ *
+ * The journal is the source: runs are driven by other processes (`atomic
+ * run`, the service's spawned runs, worker hosts), and whatever serves
+ * /metrics reads what they recorded.
  *
  * Work per scrape follows what changed since the previous one and the
  * runs still open, not the number of runs: the journal numbers every
@@ -16,7 +30,7 @@
  * (JournalViews.changesSince), and this keeps the last number it saw (the
  * cursor), each run's last seq and stored status, and the counters. A
  * scrape reads the runs that changed and the events they appended since
- * (folded into the stage counters); then each open run (running or
+ * (folded into the counters); then each open run (running or
  * awaiting input, at any depth): its row, for the events it appended
  * without a change number (a step's records are not changes), and for a
  * root its lease (its shown status moves with time, without any change to
@@ -26,13 +40,15 @@
  * what happened, and a counter never goes down).
  */
 
-import { EVENT, type CheckpointPayload, type StepIdentity } from "../engine/journal-events.ts";
+import { EVENT, type CheckpointPayload, type StepStartedPayload } from "../engine/journal-events.ts";
 import { shownStatus } from "../journal/run-status.ts";
 import type { Journal } from "../journal/journal.ts";
-import { RUN_STATUSES, type RunStatus, type ShownStatus } from "../journal/runs.ts";
+import { RUN_STATUSES, type JournalEvent, type RunStatus, type ShownStatus } from "../journal/runs.ts";
 import type { RunChange } from "../journal/views.ts";
 import type { RunId } from "../shared/ids.ts";
-import type { StageResult } from "../sdk/types.ts";
+import type { StageResult, Usage } from "../sdk/types.ts";
+import { shownHostState } from "../journal/fleet-view.ts";
+import { MetricSet } from "./metric-set.ts";
 
 const SHOWN: readonly ShownStatus[] = [...RUN_STATUSES, "paused", "crashed"];
 /** Stored statuses whose shown status depends on the lease (and the clock). */
@@ -43,13 +59,14 @@ const EVENTS_PAGE = 2000;
 export class JournalMetrics {
   private cursor = 0;
   /** Per run: the last seq folded into the counters; for roots also the stored status counted in `roots`. */
-  private readonly seen = new Map<string, { lastSeq: number; status: RunStatus | null }>();
+  private readonly seen = new Map<string, { lastSeq: number; status: RunStatus | null; workflow: string }>();
+  /** Stage attempts started and not yet ended (run, key): their runner and when the workflow queued them. */
+  private readonly attempts = new Map<string, { runner: string; requestedAt?: number }>();
+  private readonly set = new MetricSet();
   /** Root runs by stored status (live ones are looked at on every scrape). */
   private readonly roots = new Map<RunStatus, number>();
   /** Runs whose stored status is open (LIVE), at any depth: true for a root. */
   private readonly open = new Map<RunId, boolean>();
-  private readonly stages = { started: 0, completed: 0, failed: 0 };
-  private appends = 0;
   private scraping: Promise<string> | undefined;
 
   constructor(private readonly journal: Journal) {}
@@ -69,6 +86,7 @@ export class JournalMetrics {
     }
     const now = Date.now();
     const byStatus = new Map<ShownStatus, number>(SHOWN.map((st) => [st, LIVE.has(st as RunStatus) ? 0 : (this.roots.get(st as RunStatus) ?? 0)]));
+    let questions = 0;
     for (const [id, root] of this.open) {
       const run = await this.journal.getRun(id);
       if (!run) continue;
@@ -77,27 +95,23 @@ export class JournalMetrics {
       if (!root) continue;
       const shown = shownStatus(run, await this.journal.getLease(run.id), now);
       byStatus.set(shown, (byStatus.get(shown) ?? 0) + 1);
+      if (run.status === "awaiting_input") questions += (await this.journal.messages.prompts(id, "open")).length;
     }
-    const appends = this.appends;
+    for (const s of SHOWN) this.set.runs.set({ status: s }, byStatus.get(s) ?? 0);
+    this.set.questions.set(questions);
+    this.set.workerSlots.reset();
+    for (const host of (await this.journal.fleet?.hosts()) ?? []) {
+      const state = shownHostState(host);
+      if (state === "stopped" || state === "lost") continue;
+      this.set.workerSlots.set({ host: host.hostId, state: "busy" }, host.busy);
+      this.set.workerSlots.set({ host: host.hostId, state: "free" }, Math.max(0, host.slots - host.busy));
+    }
+    return this.set.render();
+  }
 
-    const lines = [
-      "# HELP atomic_runs Root runs by status.",
-      "# TYPE atomic_runs gauge",
-      ...SHOWN.map((s) => `atomic_runs{status="${s}"} ${byStatus.get(s) ?? 0}`),
-      "# HELP atomic_stages_started_total Stage attempts started.",
-      "# TYPE atomic_stages_started_total counter",
-      `atomic_stages_started_total ${this.stages.started}`,
-      "# HELP atomic_stages_completed_total Stages completed.",
-      "# TYPE atomic_stages_completed_total counter",
-      `atomic_stages_completed_total ${this.stages.completed}`,
-      "# HELP atomic_stages_failed_total Stage attempts failed.",
-      "# TYPE atomic_stages_failed_total counter",
-      `atomic_stages_failed_total ${this.stages.failed}`,
-      "# HELP atomic_journal_appends_total Events appended to the journal.",
-      "# TYPE atomic_journal_appends_total counter",
-      `atomic_journal_appends_total ${appends}`,
-    ];
-    return `${lines.join("\n")}\n`;
+  /** The content type of what `render` returns (OpenMetrics). */
+  get contentType(): string {
+    return this.set.contentType;
   }
 
   /** Folds one changed run in: its new events, and (a root) its stored status. */
@@ -109,13 +123,14 @@ export class JournalMetrics {
       this.seen.delete(change.id);
       return;
     }
+    if (!prev) this.seen.set(change.id, { lastSeq: 0, status: null, workflow: "" });
     const after = await this.fold(change.id, prev?.lastSeq ?? 0, change.lastSeq);
     const root = change.parentId === null;
     if (root && prev?.status) this.roots.set(prev.status, (this.roots.get(prev.status) ?? 0) - 1);
     if (root) this.roots.set(change.status, (this.roots.get(change.status) ?? 0) + 1);
     if (LIVE.has(change.status)) this.open.set(change.id, root);
     else this.open.delete(change.id);
-    this.seen.set(change.id, { lastSeq: after, status: root ? change.status : null });
+    this.seen.set(change.id, { lastSeq: after, status: root ? change.status : null, workflow: this.seen.get(change.id)!.workflow });
   }
 
   /** Folds the run's events after `from` up to `to` into the counters; returns the last seq folded. */
@@ -124,18 +139,53 @@ export class JournalMetrics {
     while (after < to) {
       const events = await this.journal.readEvents(id, after, EVENTS_PAGE);
       if (events.length === 0) break;
-      for (const e of events) this.count(e.type, e.payload);
+      for (const e of events) this.count(id, e);
       after = events.at(-1)!.seq;
     }
-    this.appends += after - from;
+    this.set.appends.inc(after - from);
     return after;
   }
 
-  private count(type: string, payload: unknown): void {
-    const p = payload as (StepIdentity & Partial<CheckpointPayload>) | null;
-    if (p?.kind !== "stage") return;
-    if (type === EVENT.stepStarted) this.stages.started++;
-    else if (type === EVENT.stepFailed) this.stages.failed++;
-    else if (type === EVENT.checkpoint && (p.result as StageResult | undefined)?.status === "completed") this.stages.completed++;
+  private count(runId: RunId, e: JournalEvent): void {
+    const seen = this.seen.get(runId);
+    if (e.type === EVENT.runStarted) {
+      if (seen) seen.workflow = String((e.payload as { workflow?: unknown } | null)?.workflow ?? "");
+      return;
+    }
+    const workflow = seen?.workflow || "unknown";
+    if (e.type === EVENT.usageRecorded) {
+      const u = e.payload as { stageKey: string; usage: Usage };
+      // A cancelled attempt's usage: its attempt ends here (the run stopped; a resume starts a new one).
+      const id = `${runId}\u0000${u.stageKey}`;
+      this.addUsage(workflow, this.attempts.get(id)?.runner, u.usage);
+      this.attempts.delete(id);
+      return;
+    }
+    const p = e.payload as (StepStartedPayload & Partial<CheckpointPayload> & { usage?: Usage; startedAt?: number }) | null;
+    if (p?.kind !== "stage" || e.key === null) return;
+    const id = `${runId}\u0000${e.key}`;
+    if (e.type === EVENT.stepStarted) {
+      this.set.stagesStarted.inc();
+      this.attempts.set(id, { runner: p.runner ?? "unknown", ...(p.queued ? { requestedAt: p.requestedAt ?? e.at } : {}) });
+      return;
+    }
+    if (e.type !== EVENT.stepFailed && e.type !== EVENT.checkpoint) return;
+    const attempt = this.attempts.get(id);
+    this.attempts.delete(id);
+    const result = p.result as StageResult | undefined;
+    const runner = attempt?.runner ?? result?.runner ?? "unknown";
+    const usage = e.type === EVENT.checkpoint ? result?.usage : p.usage;
+    if (usage) this.addUsage(workflow, runner, usage);
+    const outcome = e.type === EVENT.stepFailed ? "failed" : result?.status === "completed" ? "completed" : "failed";
+    if (e.type === EVENT.stepFailed) this.set.stagesFailed.inc();
+    else if (outcome === "completed") this.set.stagesCompleted.inc();
+    if (typeof p.startedAt === "number" && p.startedAt > 0) {
+      this.set.stageDuration.observe({ workflow, runner, outcome }, Math.max(0, e.at - p.startedAt) / 1000);
+      if (attempt?.requestedAt !== undefined && p.startedAt >= attempt.requestedAt) this.set.queueWait.observe({ workflow, runner }, (p.startedAt - attempt.requestedAt) / 1000);
+    }
+  }
+
+  private addUsage(workflow: string, runner: string | undefined, usage: Usage): void {
+    this.set.addUsage({ workflow, runner: runner ?? "unknown", model: usage.model ?? "unknown" }, usage);
   }
 }

@@ -87,7 +87,7 @@ describe("status API", () => {
 
       const metrics = await st.req("/metrics");
       expect(metrics.status).toBe(200);
-      expect(metrics.headers.get("content-type")).toContain("text/plain");
+      expect(metrics.headers.get("content-type")).toContain("application/openmetrics-text");
       const text = await metrics.text();
       const value = (name: string) => Number(new RegExp(`^${name.replace(/[{}"]/g, "\\$&")} (\\d+)$`, "m").exec(text)?.[1]);
       expect(value('atomic_runs{status="completed"}')).toBe(1);

@@ -247,7 +247,7 @@ async function runAttempt(
     type: EVENT.stepStarted,
     key: position,
     // requestedAt: when the workflow started the attempt (before admission let it go): queued since then.
-    payload: { ...step, attempt, artifactDir, workId: request.workId, ...(queued ? { queued, requestedAt: timing.startedAt } : {}), ...(hostQueue ? { hostQueue } : {}) },
+    payload: { ...step, attempt, artifactDir, workId: request.workId, runner: request.runner, ...(queued ? { queued, requestedAt: timing.startedAt } : {}), ...(hostQueue ? { hostQueue } : {}) },
     // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
     durable: false,
     ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
