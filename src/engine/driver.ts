@@ -14,6 +14,7 @@
  * bad request leaves the journal as it was.
  */
 
+import type { Clock } from "./clock.ts";
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { AppendEntry } from "../journal/append.ts";
@@ -55,6 +56,8 @@ export interface DriverOptions {
   config?: AtomicConfig;
   /** Who asked for this drive, recorded with a resume ("service": src/service/ recovers or wakes the run). */
   drivenBy?: "service";
+  /** The time ctx.sleep reads and waits on (./clock.ts): the wall clock unless given (the test kit's virtual one). */
+  clock?: Clock;
 }
 
 export interface NewRunRequest {
@@ -239,6 +242,7 @@ export class RootRun {
       join(opts.home, "artifacts"),
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
+    if (opts.clock) tree.clock = opts.clock;
     const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir(opts.home);
     tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
     const keeper = new LeaseKeeper(

@@ -16,6 +16,7 @@
  * renewal or the pool): the run stays resumable once storage is back.
  */
 
+import { WALL_CLOCK, type Clock } from "./clock.ts";
 import type { AppendEntry } from "../journal/append.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { Lease } from "../journal/runs.ts";
@@ -55,6 +56,8 @@ export class RunTree implements MailTree {
 
   /** Runners, models, prices and admission limits (the driver sets it; empty: defaults). */
   config: AtomicConfig = {};
+  /** What durable timers (ctx.sleep) read: the wall clock unless the driver was given another (../clock.ts). */
+  clock: Clock = WALL_CLOCK;
   /** When agent stages may start (sessions per run and per user, host pressure); the driver sets it, with the slot store. */
   admission!: Admission;
   /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */

@@ -32,7 +32,14 @@ export interface StageSetup {
   valibot?: GenericSchema;
 }
 
-export async function prepareStage(name: string, opts: TaskOptions, definition: WorkflowDefinition, config: AtomicConfig): Promise<StageSetup> {
+export async function prepareStage(
+  name: string,
+  opts: TaskOptions,
+  definition: WorkflowDefinition,
+  config: AtomicConfig,
+  /** The executor answers this stage itself (StageExecutor.answers): its runner's key and program are not needed. */
+  answered?: (stage: { name: string; runner: string }) => boolean,
+): Promise<StageSetup> {
   if (opts.shell === undefined && opts.prompt === undefined) {
     throw new StepFailedError(name, `stage "${name}" needs a shell command or a prompt`, { code: "bad_step" });
   }
@@ -56,7 +63,7 @@ export async function prepareStage(name: string, opts: TaskOptions, definition: 
   }
   if (opts.prompt === undefined) throw fail({ code: "bad_step", message: `the ${runner} runner needs a prompt` });
   const model = opts.model ?? definition.model ?? config.model;
-  const problem = checkRunner(runner, config, model);
+  const problem = answered?.({ name, runner }) ? undefined : checkRunner(runner, config, model);
   if (problem) throw fail(problem);
   let schema: Record<string, unknown> | undefined;
   try {

@@ -29,6 +29,12 @@ export interface StageExecutor {
    * that queue): recorded with its start, so readers can say why it waits (journal/fleet-view.ts).
    */
   hostQueue?(request: StageRequest): string | undefined;
+  /**
+   * True when this executor answers the stage itself rather than with its
+   * runner (the test kit's scripted agents, src/testing/): the runner's own
+   * requirements (an API key, a program on PATH) are then not checked.
+   */
+  answers?(stage: { name: string; runner: string }): boolean;
   /** A stage is about to be recorded and executed: start whatever is slow to start (it must not throw). */
   prepare?(): void;
   /** Apply a control revision (pause/unpause) wherever stages run; resolves once it is acknowledged. */

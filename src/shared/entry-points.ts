@@ -31,6 +31,7 @@ export const ENTRY_POINTS = [
   "journal/postgres/postgres-journal.ts",
   "journal/postgres/pg-listings.ts",
   "runners/json-schema-ajv.ts",
+  "testing/kit.ts",
 ] as const;
 
 export type EntryPoint = Exclude<(typeof ENTRY_POINTS)[number], "main.ts">;

@@ -17,7 +17,7 @@ const ROOT = join(import.meta.dir, "..", "..");
 const LAYERS: readonly (readonly string[])[] = [
   ["main.ts"],
   ["cli"],
-  ["service"],
+  ["service", "testing"],
   ["status", "fleet"],
   ["engine", "pool"],
   ["journal", "intercom", "runners", "workflows"],

@@ -11,6 +11,8 @@
  * as the wall clock says its time has come. The live wait is a timer
  * (monotonic), so a clock jump during it changes nothing.
  *
+ * The clock is the tree's (../clock.ts): the wall clock, or a test's virtual one.
+ *
  * A sleep that stops before its wake-up time (Ctrl-C, a crash, the time
  * budget) is shown as waiting until then (run-report.ts), not completed.
  */
@@ -18,7 +20,6 @@
 import { StepFailedError } from "../../shared/errors.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
-import { abortableDelay } from "./delay.ts";
 
 export async function runSleep(exec: RunExecution, ms: number, name: string): Promise<void> {
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
@@ -31,18 +32,18 @@ export async function runSleep(exec: RunExecution, ms: number, name: string): Pr
   let left: number;
   if (recorded?.checkpoint) {
     const { wakeAt } = recorded.checkpoint.result as { wakeAt: number };
-    left = remainingMs(wakeAt, ms, Date.now());
+    left = remainingMs(wakeAt, ms, exec.tree.clock.now());
     if (left > 0) exec.assertMayStart(scope);
   } else {
     exec.assertMayStart(scope);
-    const wakeAt = Date.now() + ms;
+    const wakeAt = exec.tree.clock.now() + ms;
     await exec.tree.append({ runId: exec.runId, type: EVENT.checkpoint, key: position, payload: { ...step, result: { wakeAt } } });
     left = ms;
   }
   if (left > 0) {
     exec.tree.observer({ type: "step_started", runId: exec.runId, position, kind: "sleep", name, attempt: 1, at: Date.now() });
     try {
-      await abortableDelay(left, exec.stepSignal(scope));
+      await exec.tree.clock.delay(left, exec.stepSignal(scope));
     } catch {
       throw exec.stepStopError(scope);
     }

@@ -74,7 +74,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   const opts = inheritFromEarlier(name, asked);
   // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
   exec.tree.executor.prepare?.();
-  const setup = await prepareStage(name, opts, exec.definition, exec.tree.config);
+  const setup = await prepareStage(name, opts, exec.definition, exec.tree.config, exec.tree.executor.answers?.bind(exec.tree.executor));
   const cwd = opts.cwd ?? process.cwd();
   if (opts.queue !== undefined && !QUEUE_NAME.test(opts.queue)) {
     throw new StepFailedError(name, `stage "${name}": queue ${JSON.stringify(opts.queue)} is not a queue name`, {

@@ -1,0 +1,107 @@
+/**
+ * `testRun(workflow, options)`: runs a workflow to its end in this process
+ * with the engine `atomic run` uses (engine/driver.ts), on a journal in
+ * memory (journal/memory.ts), with agents and shell stages scripted
+ * (./scripted-executor.ts), questions answered from the options, and a
+ * virtual clock (./virtual-clock.ts). With `crashAt`, the first drive stops
+ * where the named stage or step starts, as a killed process would leave
+ * the run, and a second drive resumes it: the steps say which were
+ * replayed, so a test can check the workflow's own idempotency.
+ *
+ * Everything it makes (the journal, a private home for the stages'
+ * files) is gone when it resolves. docs/design/testing.md explains the
+ * parts; docs/guides/testing-workflows.md is the user's guide.
+ */
+
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { RootRun } from "../engine/driver.ts";
+import type { EngineEvent } from "../engine/observer.ts";
+import type { RunOutcome } from "../engine/run-execution.ts";
+import { validateInputs } from "../engine/inputs.ts";
+import { openMemoryJournal } from "../journal/memory.ts";
+import type { RunRecord } from "../journal/runs.ts";
+import { isWorkflow } from "../sdk/workflow.ts";
+import type { WorkflowDefinition } from "../sdk/types.ts";
+import { UsageError } from "../shared/errors.ts";
+import { removeTree } from "../shared/remove-tree.ts";
+import { matchKey } from "./matching.ts";
+import { ScriptedExecutor } from "./scripted-executor.ts";
+import { VirtualClock } from "./virtual-clock.ts";
+import type { TestRunOptions, TestRunResult, TestStep } from "./types.ts";
+
+export async function testRun(workflow: WorkflowDefinition, options: TestRunOptions = {}): Promise<TestRunResult> {
+  if (!isWorkflow(workflow)) {
+    throw new UsageError("no_workflow", "testRun needs a workflow (the default export of a workflow file)", {
+      hint: 'import wf from "./my-workflow.ts"; then: await testRun(wf, { ... })',
+    });
+  }
+  const inputs = validateInputs(workflow.inputs ?? {}, options.inputs ?? {}, workflow.name);
+  const home = mkdtempSync(join(tmpdir(), "atomic-test-"));
+  const journal = await openMemoryJournal();
+  const clock = new VirtualClock(options.startAt ?? Date.now());
+  const steps: TestStep[] = [];
+  let drive = 1;
+  let crashed = false;
+  let root: RootRun | undefined;
+  let root0: RunRecord | undefined;
+  const asks = new Map<string, string>();
+
+  const crash = (): boolean => {
+    if (drive !== 1 || !root) return false;
+    if (!crashed) {
+      crashed = true;
+      root.stop("interrupted");
+    }
+    return true;
+  };
+  const crashHere = (name: string): boolean => {
+    if (drive !== 1) return false;
+    if (crashed) return true;
+    return options.crashAt !== undefined && matchKey({ [options.crashAt]: true }, name) !== undefined && crash();
+  };
+  const executor = new ScriptedExecutor(options, crashHere);
+
+  const observer = (e: EngineEvent): void => {
+    if (e.type === "step_started") {
+      if (e.kind === "ask") asks.set(`${e.runId}\u0000${e.position}`, e.name);
+      if (e.kind !== "stage") crashHere(e.name);
+    } else if (e.type === "step_ended") {
+      steps.push({ kind: e.kind, name: e.name, status: e.status, replayed: e.replayed, runId: e.runId, drive });
+      if (e.kind !== "stage" && e.status === "completed" && !e.replayed) crashHere(e.name);
+    } else if (e.type === "prompt" && e.state === "open") {
+      const name = asks.get(`${e.runId}\u0000${e.position}`);
+      const answer = matchKey(options.answers, name, e.question)?.[1];
+      // No answer scripted: the run parks awaiting input, as it would with nobody to answer.
+      if (answer === undefined) root?.stop("interrupted");
+      // Written before the step reads its prompt back, so it never waits for a poll.
+      else void journal.messages.answerPrompt(e.rootId as RunRecord["id"], e.promptId, answer, "test").catch(() => root?.stop("interrupted"));
+    }
+  };
+
+  const driverOpts = { journal, home, observer, config: {}, executor, clock };
+  try {
+    root = await RootRun.start(driverOpts, { definition: workflow, workflowPath: `test:${workflow.name}`, digest: "test", inputs });
+    let outcome: RunOutcome = await root.run();
+    if (crashed && outcome.status === "interrupted") {
+      drive = 2;
+      root0 = await journal.getRun(root.runId);
+      root = await RootRun.resume(driverOpts, root0!, workflow, "test");
+      outcome = await root.run();
+    }
+    return {
+      runId: outcome.runId,
+      status: outcome.status,
+      outputs: outcome.outputs ?? null,
+      ...(outcome.error ? { error: { code: outcome.error.code, message: outcome.error.message, ...(outcome.error.hint ? { hint: outcome.error.hint } : {}) } } : {}),
+      steps,
+      stages: executor.stages,
+      crashed,
+      virtualMs: clock.skipped,
+    };
+  } finally {
+    await journal.close();
+    removeTree(home);
+  }
+}

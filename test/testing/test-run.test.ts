@@ -1,0 +1,119 @@
+/**
+ * testRun (src/testing/test-run.ts) from source: scripted agents (replies,
+ * tool calls, usage, errors, provider failures), stubbed and real shell
+ * stages, answers, the virtual clock and a crash then resume. The same
+ * through `atomic test` and the binary is test/testing/atomic-test.test.ts.
+ */
+
+import { expect, test } from "bun:test";
+import { workflow, v } from "../../src/sdk/index.ts";
+import { testRun } from "../../src/testing/test-run.ts";
+
+const DAY = 86_400_000;
+
+const review = workflow({
+  name: "review",
+  inputs: { topic: v.string() },
+  async run(ctx) {
+    const draft = await ctx.task("draft", { prompt: `write about ${ctx.inputs.topic}` });
+    const critique = await ctx.task("critique", { prompt: `criticise: ${draft.text}` });
+    const count = await ctx.tool("count", { text: draft.text }, () => draft.text.length);
+    await ctx.sleep(30 * DAY, "cool-off");
+    const go = await ctx.ask("Publish it?", { name: "publish", choices: ["yes", "no"] });
+    const stamp = await ctx.shell("stamp", "date +%s");
+    return { draft: draft.text, critique: critique.text, count, go, stamp: stamp.text.trim() };
+  },
+});
+
+test("two scripted agents, a 30-day sleep, an answer and a stubbed shell stage complete at once", async () => {
+  const result = await testRun(review, {
+    inputs: { topic: "tides" },
+    agents: {
+      draft: [{ text: "Tides rise.", toolCalls: [{ name: "read", input: { path: "notes.md" }, output: "moon" }], usage: { inputTokens: 120, outputTokens: 8, costMicroUsd: 42 } }],
+      "crit*": "Too short.",
+    },
+    answers: { publish: "yes" },
+    shell: { stamp: { stdout: "1700000000\n" } },
+  });
+  expect(result.status).toBe("completed");
+  expect(result.outputs).toEqual({ draft: "Tides rise.", critique: "Too short.", count: 11, go: "yes", stamp: "1700000000" });
+  expect(result.steps.map((s) => [s.kind, s.name, s.replayed])).toEqual([
+    ["stage", "draft", false],
+    ["stage", "critique", false],
+    ["tool", "count", false],
+    ["sleep", "cool-off", false],
+    ["ask", "publish", false],
+    ["stage", "stamp", false],
+  ]);
+  expect(result.virtualMs).toBe(30 * DAY);
+  expect(result.stages.draft!.usage).toMatchObject({ inputTokens: 120, outputTokens: 8, costMicroUsd: 42, turns: 1 });
+  expect(result.stages.draft!.transcript).toContain("## tool read");
+  expect(result.stages.draft!.transcript).toContain("write about tides");
+  expect(result.stages.critique!.transcript).toContain("criticise: Tides rise.");
+  expect(result.crashed).toBe(false);
+});
+
+test("a crash at a stage, then resume: what was recorded is replayed, the crashed stage runs again", async () => {
+  let toolRuns = 0;
+  const wf = workflow({
+    name: "crashy",
+    async run(ctx) {
+      const a = await ctx.task("first", { prompt: "one" });
+      const n = await ctx.tool("side-effect", {}, () => ++toolRuns);
+      await ctx.sleep(7 * DAY);
+      const b = await ctx.task("second", { prompt: "two" });
+      return { a: a.text, b: b.text, n };
+    },
+  });
+  const result = await testRun(wf, { agents: { first: "A", second: "B" }, crashAt: "second" });
+  expect(result.crashed).toBe(true);
+  expect(result.status).toBe("completed");
+  expect(result.outputs).toEqual({ a: "A", b: "B", n: 1 });
+  expect(toolRuns).toBe(1);
+  const second = result.steps.filter((s) => s.drive === 2).map((s) => [s.kind, s.name, s.replayed]);
+  expect(second).toEqual([
+    ["stage", "first", true],
+    ["tool", "side-effect", true],
+    ["sleep", "sleep", true],
+    ["stage", "second", false],
+  ]);
+  expect(result.stages.second!.attempts).toBe(1);
+  expect(result.stages.first!.attempts).toBe(1);
+});
+
+test("errors and provider failures fail the stage as a real runner's would; a real shell stage runs", async () => {
+  const wf = workflow({
+    name: "fails",
+    async run(ctx) {
+      const real = await ctx.shell("echo", ["echo", "real"]);
+      try {
+        await ctx.task("flaky", { prompt: "x" });
+      } catch (err) {
+        return { real: real.text.trim(), error: String((err as Error).message) };
+      }
+      return { real: real.text.trim(), error: null };
+    },
+  });
+  const limited = await testRun(wf, { agents: { flaky: [{ providerError: "rate_limit" }] } });
+  expect(limited.status).toBe("completed");
+  expect(limited.outputs).toMatchObject({ real: "real" });
+  expect(String((limited.outputs as { error: string }).error)).toContain("provider_rate_limit");
+  expect(limited.stages.flaky!.error?.code).toBe("provider_rate_limit");
+  const broken = await testRun(wf, { agents: { flaky: [{ error: "no idea" }] } });
+  expect(broken.stages.flaky!.error).toEqual({ code: "agent_error", message: "no idea" });
+});
+
+test("a question nobody answers parks the run awaiting input", async () => {
+  const wf = workflow({
+    name: "asks",
+    async run(ctx) {
+      return { a: await ctx.ask("Which?") };
+    },
+  });
+  const result = await testRun(wf, {});
+  expect(result.status).toBe("awaiting_input");
+});
+
+test("a workflow that is not one is refused in one sentence", async () => {
+  await expect(testRun({} as never)).rejects.toThrow("testRun needs a workflow");
+});
