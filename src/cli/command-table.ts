@@ -42,6 +42,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic workers --journal postgres://atomic@db:5432/atomic", "atomic workers --all --json | jq -c 'select(.state == \"lost\")'"],
     load: () => import("./commands/workers.ts").then((m) => m.default),
   },
+  test: {
+    summary: "run workflow tests (*.test.ts) with Bun's test runner and atomic/testing, nothing to install",
+    examples: ["atomic test", "atomic test review.test.ts", "atomic test tests/ -t crash"],
+    load: () => import("./commands/test.ts").then((m) => m.default),
+  },
   gc: {
     summary: "delete old finished runs and their artifacts; shrink the journal",
     examples: ["atomic gc --dry-run", "atomic gc --older-than 7d", "atomic gc --older-than 90d --status failed,crashed --force"],
