@@ -41,6 +41,8 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   contention: { load: () => import("./contention.ts").then((m) => m.default), usesBinary: true, timeoutMs: 400_000 },
   postgres: { load: () => import("./postgres.ts").then((m) => m.default), usesBinary: false },
   "postgres-recovery": { load: () => import("./postgres-recovery.ts").then((m) => m.default), usesBinary: true },
+  // Two outages of a local Postgres: one waits out the 15 s retry window.
+  "postgres-outage": { load: () => import("./postgres-outage.ts").then((m) => m.default), usesBinary: true },
   "pg-claims": { load: () => import("./pg-claims.ts").then((m) => m.default), usesBinary: false },
   artifacts: { load: () => import("./artifacts.ts").then((m) => m.default), usesBinary: false },
   // Six runs of 600 stages of `sleep 0.2` (30, 15 and 10 s of sleeping each, twice) and hosts started in between.

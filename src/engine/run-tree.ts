@@ -140,7 +140,13 @@ export class RunTree implements MailTree {
     const fault = changed ?? writeStopped(err);
     if (!fault) return false;
     if (!this.storageFault) {
-      const hint = !changed ? `free space on its disk (or make the home writable again), then resume the run: atomic resume ${this.lease.rootId}` : fault.hint;
+      // The hint of a backend that gave up waiting (stopsRun: Postgres names its server); the embedded journal's causes otherwise.
+      const resume = `atomic resume ${this.lease.rootId}`;
+      const hint = changed
+        ? fault.hint
+        : fault.stopsRun && fault.hint
+          ? `${fault.hint}: ${resume}`
+          : `free space on its disk (or make the home writable again), then resume the run: ${resume}`;
       this.storageFault = new StorageError("storage_unavailable", fault.message, { ...(hint ? { hint } : {}), cause: fault });
       this.stop("lease_lost");
     }
@@ -150,6 +156,8 @@ export class RunTree implements MailTree {
   stop(reason: StopReason): void {
     if (this.stopReason) return;
     this.stopReason = reason;
+    // Interrupted (SIGTERM, Ctrl-C): the process ends soon, so an unreachable journal is not waited for.
+    if (reason === "interrupted") this.journal.stopWaiting?.();
     this.controller.abort(reason);
     this.setPaused(false);
   }

@@ -135,6 +135,14 @@ export interface Journal {
    */
   storageFault(): StorageError | undefined;
 
+  /**
+   * The process is stopping (SIGTERM, Ctrl-C): a storage that cannot be
+   * reached is not waited for any more, so the process ends at once and
+   * the run stays resumable. Absent where nothing is waited for (the
+   * embedded journal's waits are its busy timeout).
+   */
+  stopWaiting?(): void;
+
   close(): Promise<void>;
 }
 

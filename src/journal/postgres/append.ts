@@ -151,9 +151,12 @@ async function callWithRetry(conn: PgConnection, lease: Lease, batch: string, ca
       if (state === "AT001") throw new LeaseLostError(lease.rootId, lease.epoch);
       // 23505 on the batch id: the first call of this batch was still in flight (see the file note).
       const batchClash = state === "23505" && /append_batches/.test(String((err as { constraint?: unknown }).constraint ?? (err as Error).message));
-      const retry = batchClash || state === "40001" || state === "40P01" || isConnectionLoss(err) || isConnectionLoss((err as { cause?: unknown }).cause);
-      if (!retry || conn.closed || Date.now() >= deadline) throw conn.mapError(err);
-      await Bun.sleep(backoffDelay(RECONNECT_BACKOFF, attempt));
+      const lost = isConnectionLoss(err) ? err : isConnectionLoss((err as { cause?: unknown }).cause) ? (err as { cause?: unknown }).cause : undefined;
+      // A lost connection: within the outage's window (connection.ts); a clash or a conflict: a few times, quickly.
+      const retry = lost !== undefined ? conn.mayRetry(lost) : (batchClash || state === "40001" || state === "40P01") && !conn.closed && Date.now() < deadline;
+      if (!retry) throw conn.mapError(err);
+      if (lost !== undefined) await conn.backoff(attempt);
+      else await Bun.sleep(backoffDelay(RECONNECT_BACKOFF, attempt));
     }
   }
 }

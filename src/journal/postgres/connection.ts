@@ -20,7 +20,19 @@
  * whole function again (up to 5 times); anything else rolls back and
  * throws. Connection loss before COMMIT was sent means the transaction
  * did not happen: retried with backoff within `retryMs`, then
- * `storage_unavailable`. Loss while COMMIT is under way leaves the outcome
+ * `storage_unavailable`.
+ *
+ * The retry window is the outage's, not each statement's (`mayRetry`): it
+ * starts at the first lost connection of this journal and ends `retryMs`
+ * later for every statement, whenever each began (a write that began when
+ * the window was nearly over gets what is left of it, not a window of its
+ * own), and a success anywhere ends the outage. So a run whose database
+ * stays away stops `retryMs` after the first failure plus the statement
+ * under way then, whatever number of writes it had queued.
+ * An outage that lasts ANNOUNCE_AFTER_MS is told on stderr (one line, and
+ * one when the server answers again), so a person or a service log sees
+ * why nothing moves. `stopRetrying` ends the window at once (the process is stopping:
+ * SIGTERM or Ctrl-C during an outage must not wait for it). Loss while COMMIT is under way leaves the outcome
  * unknown: `storage_unavailable` at once (the append path resolves that
  * itself with batch ids, append.ts).
  */
@@ -30,6 +42,7 @@ import { AtomicError, StorageError } from "../../shared/errors.ts";
 import { backoffDelay, type Backoff } from "../../shared/backoff.ts";
 import type { PostgresTarget } from "./url.ts";
 import { readEnv } from "../../shared/config/environment.ts";
+import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** bigint (int8) and numeric (sums) as JS numbers: every value here (ms times, counters, tokens) fits in 2^53. */
 const TYPES = {
@@ -47,6 +60,8 @@ export const RECONNECT_BACKOFF: Backoff = { firstMs: 100, maxMs: 2_000, jitter: 
 /** After a serialization failure or deadlock: the other transaction is done in milliseconds. */
 const CONFLICT_BACKOFF: Backoff = { firstMs: 10, maxMs: 200, jitter: 0.5 };
 const MAX_CONFLICT_RETRIES = 5;
+/** An outage is told on stderr once it lasted this long: a server restart is usually over sooner and goes unmentioned. */
+const ANNOUNCE_AFTER_MS = 2_000;
 
 /** How long writes retry after the connection was lost: ATOMIC_JOURNAL_RETRY_MS, or its default (JOURNAL_RETRY_MS, with its reason). */
 const DEFAULT_RETRY_MS = readEnv("ATOMIC_JOURNAL_RETRY_MS");
@@ -63,6 +78,14 @@ export class PgConnection {
   /** How every connection of this journal connects (the pool's, and a listener's of its own). */
   private readonly clientConfig: pg.ClientConfig;
   #closed = false;
+  /** When this journal first lost its connection in the current outage (undefined: no outage now). */
+  #lostSince: number | undefined;
+  /** Whether this outage was told on stderr (once it lasted ANNOUNCE_AFTER_MS). */
+  #announced = false;
+  /** Set by stopRetrying: no statement is tried again after a lost connection. */
+  #noRetries = false;
+  /** Wakes the backoff sleeps when stopRetrying is called. */
+  #wake = new AbortController();
 
   constructor(
     readonly target: PostgresTarget,
@@ -105,6 +128,58 @@ export class PgConnection {
     return this.#closed;
   }
 
+  /** Whether the connection is lost now (a statement failed on it and none has succeeded since). */
+  get inOutage(): boolean {
+    return this.#lostSince !== undefined;
+  }
+
+  /**
+   * Whether a statement that failed with `err` may be tried again: a lost
+   * connection, within the outage's window (see the file note), while the
+   * journal is open and retries are allowed.
+   */
+  mayRetry(err: unknown): boolean {
+    if (!isConnectionLoss(err)) return false;
+    const now = Date.now();
+    this.#lostSince ??= now;
+    const retry = !this.#closed && !this.#noRetries && now < this.#lostSince + this.retryMs;
+    if (retry && !this.#announced && now - this.#lostSince >= ANNOUNCE_AFTER_MS) {
+      this.#announced = true;
+      const left = Math.max(1, Math.round((this.#lostSince + this.retryMs - now) / 1000));
+      writeStderr(`atomic: the journal's Postgres at ${this.target.host}:${this.target.port} is unreachable (${describe(err)}); retrying for up to ${left} s more\n`);
+    }
+    return retry;
+  }
+
+  /** A statement went through: the outage, if there was one, is over. */
+  recovered(): void {
+    if (this.#lostSince === undefined) return;
+    if (this.#announced) writeStderr(`atomic: the journal's Postgres at ${this.target.host}:${this.target.port} is reachable again\n`);
+    this.#lostSince = undefined;
+    this.#announced = false;
+  }
+
+  /** Waits before the next attempt after a lost connection: the backoff, cut short by the window's end or stopRetrying. */
+  async backoff(attempt: number): Promise<void> {
+    const left = this.#lostSince === undefined ? Infinity : this.#lostSince + this.retryMs - Date.now();
+    const ms = Math.max(0, Math.min(backoffDelay(RECONNECT_BACKOFF, attempt), left));
+    if (this.#wake.signal.aborted) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake.signal.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  /** No more retries after a lost connection (the process is stopping); a statement that fails from now on fails at once. */
+  stopRetrying(): void {
+    this.#noRetries = true;
+    this.#wake.abort();
+  }
+
   /** One statement on any pooled client (reads, single-statement writes). */
   async query<R extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string): Promise<R[]> {
     return this.withClient(async (c) => (await c.query<R>(name ? { name, text, values } : { text, values })).rows);
@@ -112,19 +187,19 @@ export class PgConnection {
 
   /** A pooled client for `fn`, retried on a lost connection within retryMs when `fn` may run again (`idempotent`). */
   async withClient<T>(fn: (c: Client) => Promise<T>, idempotent = true): Promise<T> {
-    const deadline = Date.now() + this.retryMs;
     for (let attempt = 0; ; attempt++) {
       let client: Client | undefined;
       try {
         client = await this.pool.connect();
         const out = await fn(client);
         client.release();
+        this.recovered();
         return out;
       } catch (err) {
         const lost = isConnectionLoss(err);
         client?.release(lost ? (err as Error) : undefined);
-        if (!lost || !idempotent || this.#closed || Date.now() >= deadline) throw this.mapError(err);
-        await Bun.sleep(backoffDelay(RECONNECT_BACKOFF, attempt));
+        if (!this.mayRetry(err) || !idempotent) throw this.mapError(err);
+        await this.backoff(attempt);
       }
     }
   }
@@ -165,8 +240,9 @@ export class PgConnection {
   mapError(err: unknown): unknown {
     if (err instanceof AtomicError) return err;
     if (isConnectionLoss(err)) {
-      return new StorageError("storage_unavailable", `lost the connection to the journal's Postgres at ${this.target.location} for more than ${Math.round(this.retryMs / 1000)} s (${describe(err)})`, {
-        hint: "check that Postgres is up and reachable, then resume the run",
+      const how = this.#noRetries ? "while this process was stopping" : `for more than ${Math.round(this.retryMs / 1000)} s`;
+      return new StorageError("storage_unavailable", `lost the connection to the journal's Postgres at ${this.target.location} ${how} (${describe(err)})`, {
+        hint: `check that the Postgres server at ${this.target.host}:${this.target.port} is up and reachable from this machine, then resume the run`,
         cause: err,
         stopsRun: true,
       });

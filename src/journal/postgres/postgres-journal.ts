@@ -35,7 +35,6 @@
 
 import type { StorageError } from "../../shared/errors.ts";
 import { UsageError } from "../../shared/errors.ts";
-import { backoffDelay } from "../../shared/backoff.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { AppendEntry, AppendOutcome } from "../append.ts";
 import type { AcquireOptions, Durability, Journal, ListRunsFilter } from "../journal.ts";
@@ -48,7 +47,7 @@ import type { ScheduleStore } from "../schedules.ts";
 import { appendEntries } from "./append.ts";
 import { PgArtifactStore } from "./artifacts.ts";
 import type { ArtifactStore } from "../../artifacts/store.ts";
-import { PgConnection, RECONNECT_BACKOFF, isConnectionLoss } from "./connection.ts";
+import { PgConnection } from "./connection.ts";
 import * as leases from "./leases.ts";
 import { LATEST_SCHEMA_VERSION, migrate, readVersion, refuseIfTooNew } from "./migrations.ts";
 import { openError } from "./open-errors.ts";
@@ -204,6 +203,11 @@ export class PostgresJournal implements Journal {
     return new PgArtifactStore(session(this.conn), this.location, opts.maxFileBytes);
   }
 
+  /** The process is stopping: a lost connection is not waited for any more (connection.ts, stopRetrying). */
+  stopWaiting(): void {
+    this.conn.stopRetrying();
+  }
+
   /** Nothing to stat: a server that went away shows as storage_unavailable on the next write. */
   storageFault(): StorageError | undefined {
     return undefined;
@@ -217,13 +221,14 @@ export class PostgresJournal implements Journal {
 
   /** A Kysely read, retried on a lost connection (reads have no effects), its failures mapped. */
   async #read<T>(fn: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + this.conn.retryMs;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await fn();
+        const out = await fn();
+        this.conn.recovered();
+        return out;
       } catch (err) {
-        if (!isConnectionLoss(err) || this.conn.closed || Date.now() >= deadline) throw this.conn.mapError(err);
-        await Bun.sleep(backoffDelay(RECONNECT_BACKOFF, attempt));
+        if (!this.conn.mayRetry(err)) throw this.conn.mapError(err);
+        await this.conn.backoff(attempt);
       }
     }
   }

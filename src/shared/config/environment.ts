@@ -143,7 +143,7 @@ export const VARIABLES = {
     audience: "user",
     type: "milliseconds",
     default: String(JOURNAL_RETRY_MS),
-    description: "How long Postgres journal writes retry after the connection was lost before the run stops (resumably) with storage_unavailable. Keep it below the run lease (30 s).",
+    description: "How long a Postgres journal's statements retry after the connection was lost, counted from the first loss of the outage for every statement of the process, before the run stops (resumably) with storage_unavailable. Keep it below the run lease (30 s).",
     parse: positiveMs(JOURNAL_RETRY_MS),
   }),
   ATOMIC_HOST_LOST_MS: variable({

@@ -1,0 +1,120 @@
+/**
+ * A Postgres outage under a workflow of tool steps and parallel shell
+ * stages (fixtures/pg-outage.ts), the server stopped (`pg_ctl stop -m
+ * immediate`) in the middle and kept down until atomic has exited:
+ * - left alone, the run stops with storage_unavailable and the Postgres
+ *   hint (the server's address, the journal URL shown the same way in
+ *   every mention, the resume command), after the retry window of the whole
+ *   outage (ATOMIC_JOURNAL_RETRY_MS, short here), not one per write;
+ * - SIGTERM during the outage (the default 15 s window) ends the process
+ *   without waiting the window out: the error says it stopped while
+ *   stopping, so the window was not used up;
+ * and in both cases, once the server is back, `atomic resume` completes the
+ * run with only the steps that were in flight run again.
+ * "Stopped before the outage ended" holds by construction: the server is
+ * started again only after the process exited. Durations are never
+ * asserted; bench/postgres-outage.ts measures them.
+ */
+
+import { afterAll, afterEach, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { createDatabase, postgresInstalled, startCluster, type Cluster } from "../helpers/postgres.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+
+const WORKFLOW = join(import.meta.dir, "fixtures", "pg-outage.ts");
+const ROUNDS = 12;
+let cluster: Cluster | undefined;
+
+afterEach(async () => {
+  await killSpawned();
+  removeTempDirs();
+});
+afterAll(() => cluster?.stop());
+
+async function setup(extra: Record<string, string> = {}) {
+  cluster ??= await startCluster();
+  const url = await createDatabase(cluster, `outage_${Math.random().toString(36).slice(2, 10)}`);
+  const root = makeTempDir("atomic-pg-outage-");
+  const home = join(root, "home");
+  const out = join(root, "out");
+  mkdirSync(out);
+  const env = { ATOMIC_JOURNAL: url, OUT_DIR: out, ROUNDS: String(ROUNDS), ...extra };
+  const effects = () => (existsSync(join(out, "effects.txt")) ? readFileSync(join(out, "effects.txt"), "utf8").split("\n").filter(Boolean) : []);
+  return { url, home, env, effects };
+}
+
+function counts(lines: string[]): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const l of lines) m.set(l, (m.get(l) ?? 0) + 1);
+  return m;
+}
+
+type Watcher = ReturnType<typeof lineWatcher>;
+
+/** Runs the workflow, stops the server after a few rounds, calls `during` (while the server is down), and returns what the process said, with the server started again. */
+async function outage(s: Awaited<ReturnType<typeof setup>>, during: (proc: ReturnType<typeof spawnAtomic>, err: Watcher) => Promise<void> = async () => {}) {
+  const proc = spawnAtomic(["run", WORKFLOW], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const err = lineWatcher(proc.stderr);
+  const id = /started run (\S+)/.exec(await out.waitFor(/^started run /))![1]!;
+  await waitUntil(() => s.effects().length >= 9, 60_000, "three rounds");
+  cluster!.stopServer();
+  let code: number;
+  try {
+    await during(proc, err);
+    code = await proc.exited;
+  } finally {
+    cluster!.startServer();
+  }
+  await waitUntil(() => out.ended && err.ended, 10_000, "the end of its output");
+  return { id, code, said: `${out.text()}\n${err.text()}`, before: counts(s.effects()) };
+}
+
+/** The Postgres hint: the server's address, the journal's URL unredacted (it has no password), the resume command; nothing of SQLite's. */
+function expectPostgresHint(said: string, url: string, id: string) {
+  const u = new URL(url);
+  expect(said).toContain(`lost the connection to the journal's Postgres at postgres://${u.username}@${u.host}${u.pathname}`);
+  expect(said).toContain(`hint: check that the Postgres server at ${u.host} is up and reachable from this machine, then resume the run: atomic resume ${id}`);
+  expect(said).not.toContain("[redacted]");
+  expect(said).not.toMatch(/free space|writable again/);
+}
+
+/** Resume completes; only steps in flight when the server went away ran again (one round at most: two shell stages and a tool step). */
+async function expectResumeCompletes(s: Awaited<ReturnType<typeof setup>>, id: string, before: Map<string, number>) {
+  const resumed = await runAtomic(["resume", id], { home: s.home, env: s.env, timeoutMs: 90_000 });
+  expect(resumed.stderr).toBe("");
+  expect(resumed.code).toBe(0);
+  expect(resumed.stdout).toContain(`"total": ${(ROUNDS * (ROUNDS + 1)) / 2}`);
+  const after = counts(s.effects());
+  expect(after.size).toBe(ROUNDS * 3);
+  expect([...after.values()].filter((n) => n > 1).length).toBeLessThanOrEqual(3);
+  for (const [key, n] of before) expect(after.get(key)).toBeLessThanOrEqual(n + 1);
+}
+
+test.skipIf(!postgresInstalled())("postgres down mid-run: the run stops with storage_unavailable and the Postgres hint; resume completes it once the server is back", async () => {
+  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "5000" });
+  const r = await outage(s);
+  expect(r.code).not.toBe(0);
+  expect(r.said).toMatch(/for more than 5 s/);
+  expect(r.said).toMatch(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d s more/);
+  expectPostgresHint(r.said, s.url, r.id);
+  await expectResumeCompletes(s, r.id, r.before);
+}, 150_000);
+
+test.skipIf(!postgresInstalled())("SIGTERM during a postgres outage ends the process without waiting out the retry window; resume completes the run", async () => {
+  const s = await setup();
+  const r = await outage(s, async (proc, err) => {
+    // Two seconds into the outage atomic says it is waiting for the server (connection.ts): then SIGTERM.
+    await err.waitFor(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d+ s more/);
+    proc.kill("SIGTERM");
+  });
+  expect(r.code).not.toBe(0);
+  expect(r.said).toMatch(/SIGTERM: stopping run/);
+  // The window (15 s) was not used up: the process stopped waiting when told to.
+  expect(r.said).toContain("while this process was stopping");
+  expect(r.said).not.toMatch(/for more than \d+ s/);
+  expectPostgresHint(r.said, s.url, r.id);
+  await expectResumeCompletes(s, r.id, r.before);
+}, 150_000);
