@@ -33,6 +33,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   "agent-loop": { load: () => import("./agent-loop.ts").then((m) => m.default), usesBinary: true },
   // 10,000 stages of `sleep 0.05` on 4 workers: two minutes of sleeping at the least.
   "shell-fanout": { load: () => import("./shell-fanout.ts").then((m) => m.default), usesBinary: true, timeoutMs: 600_000 },
+  testrun: { load: () => import("./testrun.ts").then((m) => m.default), usesBinary: true },
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
