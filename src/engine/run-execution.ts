@@ -89,6 +89,8 @@ export class RunExecution {
       outcome = this.blockedByBudget(this.outcomeOf(err));
     }
     this.budget.close();
+    // A failure caused by a damaged journal file is not the run's failure: the run stops resumably (crashed) instead.
+    tree.checkStorage();
     if (tree.stopReason !== "lease_lost") {
       // Interrupted while the journal takes no writes (Ctrl-C on a full disk): the end raises the fault below.
       await this.recordEnd(outcome).catch((err: unknown) => {

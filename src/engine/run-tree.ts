@@ -31,6 +31,7 @@ import type { MailTree } from "./mail/mail-tree.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
 import type { Admission } from "./admission.ts";
 import { writeStopped } from "../journal/sqlite/storage-errors.ts";
+import { TRUNCATED_HINT, truncatedHint } from "../journal/sqlite/file-identity.ts";
 import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./budget.ts";
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
@@ -122,10 +123,24 @@ export class RunTree implements MailTree {
   checkStorage(): StorageError | undefined {
     const fault = this.storageFault ?? this.journal.storageFault();
     if (fault && !this.storageFault) {
-      this.storageFault = fault;
+      this.storageFault = fault.hint === TRUNCATED_HINT ? new StorageError("storage_unavailable", fault.message, { hint: this.hintFor(fault, true), cause: fault }) : fault;
       this.stop("lease_lost");
     }
-    return fault;
+    return this.storageFault;
+  }
+
+  /**
+   * What to tell about a journal that stopped taking writes: a truncated or
+   * damaged file what resume does with what it still holds; a backend that
+   * gave up waiting (stopsRun: Postgres names its server) its own hint; a
+   * deleted or replaced file its own; the embedded journal's disk otherwise.
+   */
+  private hintFor(fault: StorageError, changed: boolean): string | undefined {
+    const resume = `atomic resume ${this.lease.rootId}`;
+    if (fault.hint === TRUNCATED_HINT || /is damaged or was truncated/.test(fault.message)) return truncatedHint(resume);
+    if (changed) return fault.hint;
+    if (fault.stopsRun && fault.hint) return `${fault.hint}: ${resume}`;
+    return `free space on its disk (or make the home writable again), then resume the run: ${resume}`;
   }
 
   /**
@@ -140,13 +155,7 @@ export class RunTree implements MailTree {
     const fault = changed ?? writeStopped(err);
     if (!fault) return false;
     if (!this.storageFault) {
-      // The hint of a backend that gave up waiting (stopsRun: Postgres names its server); the embedded journal's causes otherwise.
-      const resume = `atomic resume ${this.lease.rootId}`;
-      const hint = changed
-        ? fault.hint
-        : fault.stopsRun && fault.hint
-          ? `${fault.hint}: ${resume}`
-          : `free space on its disk (or make the home writable again), then resume the run: ${resume}`;
+      const hint = this.hintFor(fault, changed !== undefined);
       this.storageFault = new StorageError("storage_unavailable", fault.message, { ...(hint ? { hint } : {}), cause: fault });
       this.stop("lease_lost");
     }

@@ -12,7 +12,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { CAN_LOOP, CAN_MOUNT, mountLoopExt4, mountTmpfs, unmountAll } from "../helpers/mounts.ts";
@@ -25,6 +25,7 @@ afterAll(async () => {
 });
 
 const SWAP = fixture("journal-swap.ts");
+const FANOUT = fixture("journal-fanout.ts");
 /** Far below the run's lease (30 s): the run must stop on the fault, not on its lease running out. */
 const PROMPTLY_MS = 20_000;
 
@@ -127,11 +128,42 @@ if (CAN_MOUNT) {
     const [stdout, stderr, code] = await run.out;
     expect(code).toBe(1);
     expect(stdout + stderr).not.toMatch(/database is locked|worker_lost|lease_lost/);
-    // The live view calls the stage what `atomic show` calls it.
+    // The live view calls the stage what `atomic show` calls it; a stage failed by the damaged file (I/O errors,
+    // on a busy machine before the periodic check saw the file) is stopped too, never retried nor failed.
     expect(stdout).toMatch(/stage work stopped in /);
+    expect(stdout).not.toMatch(/stage work (failed|retrying)/);
     expect(finalError(stderr).message).toMatch(/^the journal file .*atomic\.db was truncated \(from \d+ to 0 bytes\) while this process was using it\.$/);
     await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
   });
+
+  for (const to of ["zero", "half"] as const) {
+    e2eTest(`atomic.db truncated to ${to} during a fan-out: the run is crashed, its hint says what resume does, and resume completes it`, async () => {
+      const home = makeTempDir();
+      const dir = makeTempDir();
+      const proc = spawnAtomic(["run", FANOUT, "--input", `dir=${dir}`], { home });
+      const out = Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      await waitUntil(() => readdirSync(dir).filter((f) => f.startsWith("started-")).length >= 2, 30_000, "the fan-out to start");
+      const db = join(home, "atomic.db");
+      truncateSync(db, to === "zero" ? 0 : Math.floor(statSync(db).size / 2));
+      const [stdout, stderr, code] = await out;
+      expect(code).toBe(1);
+      expect(stdout).not.toMatch(/run \S+ (completed|failed)/);
+      const id = runIdOf(stdout)!;
+      const err = finalError(stderr);
+      expect(err.message).toMatch(/^the journal (file|at) .*atomic\.db (was truncated|is damaged or was truncated)/);
+      expect(err.hint).toContain(`resume the run: atomic resume ${id} reads what atomic.db and its -wal file still hold`);
+      expect(err.hint).not.toMatch(/went with the old file|free space/);
+      await waitUntil(() => processesWithHome(home).length === 0, 10_000, "every process of the run to exit");
+      // Its true state: resumable, not failed.
+      const runs = await runAtomic(["runs", "--json"], { home });
+      expect(JSON.parse(runs.stdout.split("\n")[0]!).status).toBe("crashed");
+      writeFileSync(join(dir, "gate"), "");
+      const r = await runAtomic(["resume", id], { home });
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      expect(JSON.parse(/\{[\s\S]*\}/.exec(r.stdout)![0]).texts).toEqual(Array.from({ length: 6 }, (_, i) => `done-${i}`));
+    });
+  }
 }
 
 if (CAN_LOOP) {

@@ -142,8 +142,12 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     if (toFile) result = fileResult(result, setup.isAgent ? request.agent?.output : result.outputPath);
     exec.budget.settle(liveId, result.usage);
     if (result.status === "completed") break;
+    // A journal file truncated, deleted or replaced under the stage fails it with I/O errors before the periodic
+    // check sees the file: look now, so the stage is stopped (the run stays resumable), not retried nor failed.
+    tree.checkStorage();
     if (result.status === "cancelled" || signal.aborted) {
-      emitEnded(exec, position, name, result, false);
+      // Failed because the run was stopping (its journal file damaged, say): shown as stopped, as it is recorded.
+      emitEnded(exec, position, name, result.status === "cancelled" ? result : { ...result, status: "cancelled" }, false);
       // What a cancelled agent spent still counts (totals are the sum of every attempt's usage).
       if (result.usage && (result.usage.turns > 0 || result.usage.costMicroUsd > 0) && tree.stopReason !== "lease_lost") {
         await tree

@@ -53,6 +53,16 @@ function identityAt(path: string): FileIdentity {
 const HINT =
   "the run's record went with the old file: put the original atomic.db (with its -wal file) back and resume the run, or start it again; never delete or replace the journal while a run uses it";
 
+/**
+ * A truncated file keeps its -wal file, where the latest records are until
+ * a checkpoint: resume reads what both still hold. `resume` is the command
+ * with the run's id when the caller knows it (engine/run-tree.ts).
+ */
+export function truncatedHint(resume = "atomic resume RUN"): string {
+  return `resume the run: ${resume} reads what atomic.db and its -wal file still hold and runs again only the steps whose records are gone (if the run's own record is gone, it says so: start the run again then); never truncate the journal while a run uses it`;
+}
+export const TRUNCATED_HINT = truncatedHint();
+
 /** An error when the file at `path` is no longer `opened` (deleted or replaced); undefined while it is. */
 export function fileChanged(path: string, opened: FileIdentity): StorageError | undefined {
   let now: FileIdentity;
@@ -71,7 +81,7 @@ export function fileChanged(path: string, opened: FileIdentity): StorageError | 
     return new StorageError(
       "storage_unavailable",
       `the journal file ${path} was truncated (from ${opened.size} to ${now.size} bytes) while this process was using it`,
-      { hint: HINT },
+      { hint: TRUNCATED_HINT },
     );
   }
   return new StorageError("storage_unavailable", `the journal file ${path} was replaced by another file while this process was using it`, { hint: HINT });
