@@ -19,6 +19,7 @@ import { BUN, ROOT, atomicBin, fmt, killSpawned, killSpawnedNow, printResult, re
 const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean; timeoutMs?: number }> = {
   startup: { load: () => import("./startup.ts").then((m) => m.default), usesBinary: true },
   sequential: { load: () => import("./sequential.ts").then((m) => m.default), usesBinary: false },
+  tracing: { load: () => import("./tracing.ts").then((m) => m.default), usesBinary: true },
   fanout: { load: () => import("./fanout.ts").then((m) => m.default), usesBinary: false },
   children: { load: () => import("./children.ts").then((m) => m.default), usesBinary: false },
   resume: { load: () => import("./resume.ts").then((m) => m.default), usesBinary: true },

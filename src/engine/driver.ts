@@ -40,6 +40,7 @@ import { RunExecution, type RunOutcome } from "./run-execution.ts";
 import { RunTree, type StopReason } from "./run-tree.ts";
 import { InProcessExecutor, type StageExecutor } from "../runners/stage-executor.ts";
 import { LeaseKeeper } from "./lease-keeper.ts";
+import { loadTracer, type Tracer } from "./tracing/tracing.ts";
 import { reviveInputs } from "./inputs.ts";
 
 export const DEFAULT_LEASE_MS = 30_000;
@@ -107,7 +108,7 @@ export class RootRun {
     const origin = req.seed?.origin ?? req.origin;
     const copies = (req.seed?.events ?? []).map((e) => seedEntry(runId, e, req.seed!));
     const cursor = new ReplayCursor(runId, copies.map((c, i) => ({ runId, seq: i + 2, type: c.type, key: c.key ?? null, idempotencyKey: null, payload: c.payload, at: c.at ?? 0 })));
-    const root = RootRun.create(opts, lease, acquiredAt, req.definition, req.inputs, cursor, null);
+    const root = RootRun.create(await traced(opts), lease, acquiredAt, req.definition, req.inputs, cursor, null);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
@@ -186,7 +187,10 @@ export class RootRun {
     }
     // Inputs are stored as JSON: a v.date() input is a Date again, as it was on the first run.
     const inputs = reviveInputs(definition.inputs ?? {}, run.inputs as Record<string, unknown>);
-    const root = RootRun.create(opts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
+    const tracedOpts = await traced(opts);
+    // The drive before this one was lost (the run still reads running): the spans it left open end now.
+    if (tracedOpts.tracer && (run.status === "running" || run.status === "awaiting_input")) tracedOpts.tracer.recover(run.id, run.workflowName, events);
+    const root = RootRun.create(tracedOpts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
     const limits = limitsOf(budget);
@@ -224,7 +228,7 @@ export class RootRun {
   }
 
   private static create(
-    opts: DriverOptions,
+    opts: DriverOptions & { tracer?: Tracer },
     lease: Lease,
     acquiredAt: number,
     definition: WorkflowDefinition,
@@ -243,6 +247,7 @@ export class RootRun {
     );
     tree.config = opts.config ?? loadConfig({ home: opts.home }).config;
     if (opts.clock) tree.clock = opts.clock;
+    tree.tracer = opts.tracer;
     const slotsDir = tree.config.admission?.slotsDir ?? defaultSlotsDir(opts.home);
     tree.admission = new Admission(tree.config.admission ?? {}, () => openAdmissionSlots(slotsDir));
     const keeper = new LeaseKeeper(
@@ -286,6 +291,8 @@ export class RootRun {
         if (this.tree.stagesExecuted) endRunProcesses(this.runId);
         await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
       }
+      // The drive's spans go out before the process may exit (bounded: a receiver that is down does not hold it).
+      await this.tree.tracer?.flush();
     }
     return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;
   }
@@ -420,4 +427,19 @@ export function assertResumable(run: RunRecord): void {
       hint: "start a new run with: atomic run <workflow file>",
     });
   }
+}
+
+/** The options with traces, when they are on: the observer also feeds the tracer (tracing/tracing.ts). */
+async function traced(opts: DriverOptions): Promise<DriverOptions & { tracer?: Tracer }> {
+  const tracer = await loadTracer();
+  if (!tracer) return opts;
+  const show = opts.observer;
+  return {
+    ...opts,
+    tracer,
+    observer: (event) => {
+      show(event);
+      tracer.observe(event);
+    },
+  };
 }

@@ -8,6 +8,7 @@ import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunStatus } from "../journal/runs.ts";
 import type { StepKind } from "./journal-events.ts";
+import type { ModelCall } from "../runners/types.ts";
 
 export type EngineEvent =
   | { type: "run_started"; runId: string; parentId: string | null; workflow: string; resumed: boolean; at: number }
@@ -42,8 +43,22 @@ export type EngineEvent =
       at: number;
     }
   | { type: "stage_output"; runId: string; position: string; name: string; stream: "stdout" | "stderr"; text: string }
-  /** A running agent stage reported usage (a delta: one model turn, or a CLI agent's step). */
-  | { type: "stage_usage"; runId: string; position: string; name: string; usage: Partial<Usage> }
+  /** A running agent stage reported usage (a delta: one model turn, or a CLI agent's step), and the model call it is of when the runner knows it. */
+  | { type: "stage_usage"; runId: string; position: string; name: string; usage: Partial<Usage>; call?: ModelCall; at: number }
+  /** A running agent stage's own tool call started or ended (the agent's tools, not ctx.tool). */
+  | { type: "stage_tool"; runId: string; position: string; name: string; tool: string; callId?: string; state: "started" | "ended"; ok?: boolean; at: number }
+  /** One attempt of a stage ended (a retried attempt too; step_ended says how the stage ended). */
+  | {
+      type: "attempt_ended";
+      runId: string;
+      position: string;
+      name: string;
+      attempt: number;
+      status: "completed" | "failed" | "cancelled";
+      error?: { code: string; message: string };
+      usage?: Usage;
+      at: number;
+    }
   /** A stage waits to start (admission: agent sessions busy, host under pressure; the run is paused), and why; also a child workflow held by a pause (kind "child"). */
   | { type: "step_waiting"; runId: string; position: string; kind?: "stage" | "child"; name: string; reason: string; at: number }
   | { type: "log"; runId: string; message: string; at: number }

@@ -25,6 +25,7 @@ import { EVENT } from "./journal-events.ts";
 import type { GroupCommitWriter } from "../journal/group-commit.ts";
 import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.ts";
 import type { EngineObserver } from "./observer.ts";
+import type { Tracer } from "./tracing/types.ts";
 import type { StageExecutor } from "../runners/stage-executor.ts";
 import { TreeMail } from "./tree-mail.ts";
 import type { MailTree } from "./mail/mail-tree.ts";
@@ -61,6 +62,8 @@ export class RunTree implements MailTree {
   clock: Clock = WALL_CLOCK;
   /** When agent stages may start (sessions per run and per user, host pressure); the driver sets it, with the slot store. */
   admission!: Admission;
+  /** Traces, when they are on (tracing/tracing.ts): the stage step starts each attempt's span through it. */
+  tracer: Tracer | undefined;
   /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */
   budget: BudgetLedger;
   /** Live agent stage attempts, with the ledger they spend against: wrapped up when it runs out. */

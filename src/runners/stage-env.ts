@@ -18,7 +18,8 @@
  *   its own provider (each adapter lists them); only those pass.
  * - Last, the stage's identity (ATOMIC_RUN_ID, ATOMIC_STAGE, ATOMIC_STAGE_KEY,
  *   ATOMIC_ATTEMPT) and the token of this process's group guard
- *   (ATOMIC_GUARD: shell/group-guard.ts), which the stage cannot override.
+ *   (ATOMIC_GUARD: shell/group-guard.ts), which the stage cannot override;
+ *   with traces on, TRACEPARENT (the attempt's span).
  */
 
 import type { StageRequest } from "./types.ts";
@@ -30,7 +31,7 @@ import { KEPT_FROM_STAGES, childEnv, passThroughValue, type VariableName } from 
 const WITHHELD: ReadonlySet<string> = new Set(KEPT_FROM_STAGES);
 
 export function stageEnv(
-  request: Pick<StageRequest, "env" | "runId" | "stageName" | "stageKey" | "attempt">,
+  request: Pick<StageRequest, "env" | "runId" | "stageName" | "stageKey" | "attempt" | "traceparent">,
   credentials: readonly string[] = [],
 ): Record<string, string> {
   const env = inheritedEnv(credentials);
@@ -40,7 +41,10 @@ export function stageEnv(
       if (mine !== undefined) env[k] = mine;
     } else env[k] = v;
   }
-  return Object.assign(env, stageMarker(request), { ATOMIC_STAGE: request.stageName, [GUARD_ENV]: guardToken } satisfies Partial<Record<VariableName, string>>);
+  Object.assign(env, stageMarker(request), { ATOMIC_STAGE: request.stageName, [GUARD_ENV]: guardToken } satisfies Partial<Record<VariableName, string>>);
+  // The stage attempt's span (traces on): the stage's own OpenTelemetry spans nest under it.
+  if (request.traceparent) env.TRACEPARENT = request.traceparent;
+  return env;
 }
 
 /** The variables of stageEnv that only this attempt of this stage carries, and every process it starts inherits (process-tree.ts finds them by it). */

@@ -60,6 +60,8 @@ export interface StageRequest {
    * (openai: conversation.json there; pi: its session file).
    */
   continueFrom?: { sessionId?: string; artifactDir: string; fork: boolean };
+  /** W3C trace context of the stage attempt's span, when traces are on: the stage's processes get it as TRACEPARENT. */
+  traceparent?: string;
 }
 
 export interface AgentOptions {
@@ -88,9 +90,24 @@ export type RunnerEvent =
   /** `skipped`: bytes of this stream the pool's live cap left out here (src/pool/event-batcher.ts); the stage's logs keep them. */
   | { type: "output"; stream: "stdout" | "stderr"; text: string; skipped?: number }
   | { type: "text_delta"; text: string; skipped?: number }
-  | { type: "tool_start"; name: string; id?: string }
-  | { type: "tool_end"; name: string; id?: string; ok: boolean }
-  | { type: "usage"; usage: Partial<Usage> };
+  /** `at`: when the tool started or ended (the pool delivers events in batches, later). */
+  | { type: "tool_start"; name: string; id?: string; at?: number }
+  | { type: "tool_end"; name: string; id?: string; ok: boolean; at?: number }
+  /** `call`: the model call this usage is of, when the runner made it itself (the openai runner). */
+  | { type: "usage"; usage: Partial<Usage>; call?: ModelCall };
+
+/** One model call, as the traces show it (GenAI `chat` spans: docs/design/observability.md). */
+export interface ModelCall {
+  startedAt: number;
+  endedAt: number;
+  /** gen_ai.provider.name: the protocol the runner spoke ("openai"). */
+  provider: string;
+  requestModel?: string;
+  responseModel?: string;
+  finishReasons: string[];
+  /** Calls retried before this one answered (rate limits, unavailable). */
+  retries: number;
+}
 
 export interface RunnerHandle {
   readonly result: Promise<StageResult>;

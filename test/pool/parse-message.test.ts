@@ -38,6 +38,7 @@ const fullRequest = {
   initialMessages: [{ id: "m1", text: "go" }],
   agent: { tools: ["read"], maxTurns: 3 },
   continueFrom: { sessionId: "s", artifactDir: "/b", fork: false },
+  traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 } satisfies Required<StageRequest>;
 const request = {
   runId: "run_1",

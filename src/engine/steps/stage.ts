@@ -127,6 +127,8 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       throw signal.aborted ? exec.stepStopError(scope) : err;
     });
     const liveId = `${exec.runId}:${position}:${attempt}`;
+    // Traces on: the attempt's span starts now (attempt_ended ends it), and its processes get its context (TRACEPARENT).
+    if (tree.tracer) request.traceparent = tree.tracer.stageAttempt(request, exec.definition.name);
     try {
       // Known secrets never reach the workflow or the journal in a stage's text or error (shared/secrets.ts).
       result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, timing));
@@ -134,6 +136,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       if (setup.isAgent) result = { ...result, runner: setup.runner, ...(setup.model !== undefined ? { model: setup.model } : {}), ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}) };
     } catch (err) {
       exec.budget.settle(liveId, undefined);
+      tree.observer({ type: "attempt_ended", runId: exec.runId, position, name, attempt, status: "cancelled", error: { code: "stopped", message: err instanceof Error ? err.message : String(err) }, at: Date.now() });
       throw err;
     } finally {
       ticket.release();
@@ -141,6 +144,17 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     result = checkStructured(setup, opts.schema !== undefined, result);
     if (toFile) result = fileResult(result, setup.isAgent ? request.agent?.output : result.outputPath);
     exec.budget.settle(liveId, result.usage);
+    tree.observer({
+      type: "attempt_ended",
+      runId: exec.runId,
+      position,
+      name,
+      attempt,
+      status: signal.aborted && result.status !== "completed" ? "cancelled" : result.status,
+      ...(result.error ? { error: { code: result.error.code, message: result.error.message } } : {}),
+      ...(result.usage ? { usage: result.usage } : {}),
+      at: Date.now(),
+    });
     if (result.status === "completed") break;
     // A journal file truncated, deleted or replaced under the stage fails it with I/O errors before the periodic
     // check sees the file: look now, so the stage is stopped (the run stays resumable), not retried nor failed.
@@ -273,7 +287,10 @@ async function runAttempt(
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
       } else if (event.type === "usage") {
         exec.budget.addLive(liveId, event.usage);
-        tree.observer({ type: "stage_usage", runId: exec.runId, position, name, usage: event.usage });
+        tree.observer({ type: "stage_usage", runId: exec.runId, position, name, usage: event.usage, ...(event.call ? { call: event.call } : {}), at: Date.now() });
+      } else if (event.type === "tool_start" || event.type === "tool_end") {
+        const state = event.type === "tool_start" ? "started" : "ended";
+        tree.observer({ type: "stage_tool", runId: exec.runId, position, name, tool: event.name, ...(event.id ? { callId: event.id } : {}), state, ...(event.type === "tool_end" ? { ok: event.ok } : {}), at: event.at ?? Date.now() });
       }
     });
   } finally {

@@ -32,6 +32,7 @@ export const StageRequestSchema = v.object({
   protocol: v.optional(v.number()),
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
   continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),
+  traceparent: v.optional(v.string()),
   /** Agent stages: AgentOptions (src/runners/types.ts); plain data, checked by the runner. */
   agent: v.optional(
     v.object({
@@ -95,9 +96,23 @@ export const RunnerEventSchema = v.variant("type", [
   v.object({ type: v.literal("started"), pid: v.optional(v.number()), sessionId: v.optional(v.string()), at: v.optional(v.number()) }),
   v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("text_delta"), text: v.string(), skipped: v.optional(v.number()) }),
-  v.object({ type: v.literal("tool_start"), name: v.string(), id: v.optional(v.string()) }),
-  v.object({ type: v.literal("tool_end"), name: v.string(), id: v.optional(v.string()), ok: v.boolean() }),
-  v.object({ type: v.literal("usage"), usage: v.record(v.string(), v.unknown()) }),
+  v.object({ type: v.literal("tool_start"), name: v.string(), id: v.optional(v.string()), at: v.optional(v.number()) }),
+  v.object({ type: v.literal("tool_end"), name: v.string(), id: v.optional(v.string()), ok: v.boolean(), at: v.optional(v.number()) }),
+  v.object({
+    type: v.literal("usage"),
+    usage: v.record(v.string(), v.unknown()),
+    call: v.optional(
+      v.object({
+        startedAt: v.number(),
+        endedAt: v.number(),
+        provider: v.string(),
+        requestModel: v.optional(v.string()),
+        responseModel: v.optional(v.string()),
+        finishReasons: v.array(v.string()),
+        retries: v.number(),
+      }),
+    ),
+  }),
 ]);
 
 export const DeliveryModeSchema = v.picklist(["steer", "followUp", "interrupt"]);

@@ -42,7 +42,7 @@ import { redact } from "../../shared/secrets.ts";
 import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { schemaValidator, type JsonSchema } from "../json-schema.ts";
-import type { DeliveryMode, RunnerEvent, StageRequest } from "../types.ts";
+import type { DeliveryMode, ModelCall, RunnerEvent, StageRequest } from "../types.ts";
 import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
 import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
 import { rateLimitsFor } from "../rate-limits.ts";
@@ -288,6 +288,8 @@ export class AgentLoop {
   /** preparing → calling: the model call; undefined when an interrupt or the wrap-up aborted it (back to preparing). */
   private async call(client: ChatClient, toolBox: ToolBox): Promise<ChatTurn | undefined> {
     this.startCall();
+    const startedAt = Date.now();
+    let retries = 0;
     const req = this.request;
     const agent = req.agent ?? {};
     const toolsJson = this.wrapping ? (this.wrapToolsJson ??= this.toolsJson([])) : (this.toolsJsonAll ??= this.toolsJson(toolBox.specs()));
@@ -307,6 +309,7 @@ export class AgentLoop {
           if (this.stopKind) ctl.abort(this.stopKind);
         },
         onRetry: (err, attempt, delay) => {
+          retries++;
           this.files.diag(`retry ${attempt} in ${delay} ms after ${err.code}: ${err.message}`);
           this.files.section(`(retrying: ${err.message})`);
         },
@@ -314,7 +317,7 @@ export class AgentLoop {
       // The request is on its way: the files are written while the provider answers, not after.
       this.files.flush();
       const turn = await reply;
-      this.countUsage(turn, messagesJson);
+      this.countUsage(turn, messagesJson, { startedAt, endedAt: Date.now(), provider: "openai", ...(req.model ? { requestModel: req.model } : {}), ...(turn.model ? { responseModel: turn.model } : {}), finishReasons: turn.finishReason ? [turn.finishReason] : [], retries });
       return turn;
     } catch (err) {
       // Aborted by interrupt or wrap-up (a string reason; a timeout's is not, and it was retried). A stop ends the loop (run()).
@@ -352,10 +355,10 @@ export class AgentLoop {
       } else if (this.wrapping) {
         ({ ok, output } = { ok: false, output: "error: no tools during the wrap-up turn" });
       } else {
-        this.onEvent({ type: "tool_start", name: call.name, id: call.id });
+        this.onEvent({ type: "tool_start", name: call.name, id: call.id, at: Date.now() });
         ({ ok, output } = await toolBox.run(call.name, call.arguments, signal));
         if (signal.aborted || this.stopKind) break; // interrupted mid-tool: this call is unfinished
-        this.onEvent({ type: "tool_end", name: call.name, id: call.id, ok });
+        this.onEvent({ type: "tool_end", name: call.name, id: call.id, ok, at: Date.now() });
       }
       this.files.tool(call.name, call.arguments, output, ok);
       this.messages.push({ role: "tool", tool_call_id: call.id, content: output });
@@ -438,7 +441,7 @@ export class AgentLoop {
   }
 
   /** `messagesJson`: the history as sent this turn (for an estimate when the provider reports no usage). */
-  private countUsage(turn: ChatTurn, messagesJson: string): void {
+  private countUsage(turn: ChatTurn, messagesJson: string, call: ModelCall): void {
     const model = turn.model ?? this.request.model;
     let delta: Partial<Usage>;
     if (turn.usage) {
@@ -450,7 +453,7 @@ export class AgentLoop {
     delta.turns = 1;
     if (model) delta.model = model;
     this.usage = addUsage(this.usage, delta);
-    this.onEvent({ type: "usage", usage: delta });
+    this.onEvent({ type: "usage", usage: delta, call });
   }
 
   // ---------------------------------------------------------------- results (each ends the loop)

@@ -159,6 +159,7 @@ export const VARIABLES = {
   ATOMIC_STAGE: stage("The stage's name."),
   ATOMIC_STAGE_KEY: stage("The stage's key in its run (unique within the run)."),
   ATOMIC_ATTEMPT: stage("The attempt number of this run of the stage (1, then 2 on a retry)."),
+  TRACEPARENT: stage("With traces on: the W3C trace context of the stage attempt's span, so the stage's own OpenTelemetry spans (an agent CLI's) nest under it."),
 
   // --- credentials ---
   OPENAI_API_KEY: credential("The key of the OpenAI-compatible endpoint (the openai runner, `atomic doctor --check-endpoint`; codex, opencode and pi read it too). Unset for a local endpoint."),
@@ -194,6 +195,27 @@ export const VARIABLES = {
   OPENCODE_CONFIG: external("path", "opencode's settings file (`atomic doctor`).", "$XDG_CONFIG_HOME/opencode/opencode.json"),
   OPENCODE_CONFIG_CONTENT: external("JSON", "opencode's inline settings: atomic adds its provider to them for opencode stages (a stage's `env` may set its own)."),
   PI_CODING_AGENT_DIR: external("path", "The pi CLI's settings directory (`atomic doctor`).", "~/.pi/agent"),
+  // OpenTelemetry's own variables (docs/guides/observability.md): set, traces go out over OTLP/HTTP.
+  OTEL_EXPORTER_OTLP_ENDPOINT: external("URL", "OpenTelemetry: the OTLP/HTTP base URL traces go to (`/v1/traces` is added); set, traces are on."),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: external("URL", "OpenTelemetry: the OTLP/HTTP URL of traces, as it is (wins over OTEL_EXPORTER_OTLP_ENDPOINT); set, traces are on."),
+  OTEL_EXPORTER_OTLP_PROTOCOL: external("http/protobuf | http/json", "OpenTelemetry: the OTLP encoding of traces.", "http/protobuf"),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: external("http/protobuf | http/json", "OpenTelemetry: the OTLP encoding of traces (wins over OTEL_EXPORTER_OTLP_PROTOCOL)."),
+  OTEL_EXPORTER_OTLP_HEADERS: variable({
+    audience: "credential",
+    type: "key=value,…",
+    description: "OpenTelemetry: headers of every OTLP request (an API key of Honeycomb, Grafana Cloud…): kept from stages, redacted.",
+    keptFromStages: true,
+    parse: text,
+  }),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: variable({ audience: "credential", type: "key=value,…", description: "OpenTelemetry: headers of the OTLP trace requests: kept from stages, redacted.", keptFromStages: true, parse: text }),
+  OTEL_EXPORTER_OTLP_TIMEOUT: external("milliseconds", "OpenTelemetry: how long one OTLP export may take.", "10000"),
+  OTEL_TRACES_EXPORTER: external("otlp | none", "OpenTelemetry: `none` turns traces off; `otlp` turns them on (to http://localhost:4318 without an endpoint)."),
+  OTEL_SDK_DISABLED: external("true | false", "OpenTelemetry: `true` turns traces off."),
+  OTEL_SERVICE_NAME: external("text", "OpenTelemetry: `service.name` of the traces.", "atomic"),
+  OTEL_RESOURCE_ATTRIBUTES: external("key=value,…", "OpenTelemetry: more resource attributes of the traces (`deployment.environment.name=prod`)."),
+  OTEL_TRACES_SAMPLER: external("sampler name", "OpenTelemetry: `always_on`, `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off`, `parentbased_traceidratio`.", "parentbased_always_on"),
+  OTEL_TRACES_SAMPLER_ARG: external("number", "OpenTelemetry: the ratio of the `traceidratio` samplers (0 to 1).", "1"),
+  OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: external("true | false", "OpenTelemetry: `true` puts stage prompts and answers into the spans (`gen_ai.input.messages`, `gen_ai.output.messages`); off, no content leaves atomic."),
 
   // --- hand-offs between atomic's own processes ---
   ATOMIC_POOL_CONFIG: variable({

@@ -1,0 +1,117 @@
+/**
+ * The OpenTelemetry SDK as atomic sets it up when traces are on (imported
+ * only then, through ./otel-tracer.ts): a tracer provider with
+ *
+ * - the resource from OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+ *   (service.name defaults to "atomic");
+ * - the sampler OTEL_TRACES_SAMPLER names (default parentbased_always_on);
+ * - ids that can be chosen per span (./trace-ids.ts derives them from run
+ *   ids), random otherwise;
+ * - a batch processor and the OTLP/HTTP exporter of the protocol asked
+ *   for (protobuf or JSON), which reads its endpoint, headers and timeout
+ *   from the standard variables itself; an export that fails is one
+ *   warning on stderr per process, and the run goes on.
+ */
+
+import type { Attributes } from "@opentelemetry/api";
+import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
+import { OTLPTraceExporter as ProtobufExporter } from "@opentelemetry/exporter-trace-otlp-proto";
+import { OTLPTraceExporter as JsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  RandomIdGenerator,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type IdGenerator,
+  type ReadableSpan,
+  type Sampler,
+  type SpanExporter,
+} from "@opentelemetry/sdk-trace";
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import { readEnv } from "../../shared/config/environment.ts";
+import { VERSION } from "../../shared/version.ts";
+import type { TraceSettings } from "./types.ts";
+
+/** Random ids, unless the next span's are set (`next`), for the span about to start. */
+export class ChosenIds implements IdGenerator {
+  private readonly random = new RandomIdGenerator();
+  nextTraceId: string | undefined;
+  nextSpanId: string | undefined;
+
+  generateTraceId(): string {
+    const id = this.nextTraceId ?? this.random.generateTraceId();
+    this.nextTraceId = undefined;
+    return id;
+  }
+
+  generateSpanId(): string {
+    const id = this.nextSpanId ?? this.random.generateSpanId();
+    this.nextSpanId = undefined;
+    return id;
+  }
+}
+
+let warned = false;
+
+/** Says once per process, on stderr, that traces could not be sent. */
+export function exportFailed(why: string): void {
+  if (warned) return;
+  warned = true;
+  process.stderr.write(`warning: traces could not be sent to the OTLP receiver (${why}); runs go on without them (hint: check OTEL_EXPORTER_OTLP_ENDPOINT).\n`);
+}
+
+/** An exporter that says once that exports fail (a receiver down, a bad key). */
+class WarnOnce implements SpanExporter {
+  constructor(private readonly inner: SpanExporter) {}
+
+  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.inner.export(spans, (result) => {
+      if (result.code !== ExportResultCode.SUCCESS) exportFailed(result.error?.message?.split("\n")[0] ?? "no answer");
+      done(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
+  }
+}
+
+function samplerFromEnv(): Sampler {
+  const name = readEnv("OTEL_TRACES_SAMPLER")?.trim().toLowerCase() ?? "parentbased_always_on";
+  const arg = Number(readEnv("OTEL_TRACES_SAMPLER_ARG") ?? "1");
+  const ratio = Number.isFinite(arg) && arg >= 0 && arg <= 1 ? arg : 1;
+  switch (name) {
+    case "always_on":
+      return new AlwaysOnSampler();
+    case "always_off":
+      return new AlwaysOffSampler();
+    case "traceidratio":
+      return new TraceIdRatioBasedSampler(ratio);
+    case "parentbased_always_off":
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case "parentbased_traceidratio":
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+export function createProvider(settings: TraceSettings, ids: ChosenIds): TracerProvider {
+  const defaults: Attributes = { [ATTR_SERVICE_NAME]: "atomic", [ATTR_SERVICE_VERSION]: VERSION };
+  const resource = resourceFromAttributes(defaults).merge(detectResources({ detectors: [envDetector] }));
+  const exporter = settings.protocol === "http/json" ? new JsonExporter() : new ProtobufExporter();
+  return new TracerProvider({
+    resource,
+    sampler: samplerFromEnv(),
+    idGenerator: ids,
+    spanProcessors: [new BatchSpanProcessor({ exporter: new WarnOnce(exporter), scheduledDelayMillis: 1000 })],
+  });
+}

@@ -1,0 +1,202 @@
+/**
+ * A local OTLP/HTTP trace receiver for tests: real HTTP on 127.0.0.1
+ * (Bun.serve on a free port) taking `POST /v1/traces` in both encodings,
+ * protobuf (read with the OpenTelemetry JS transformer's own protobuf
+ * reader, walking the trace service's message numbers) and JSON (the OTLP
+ * JSON mapping). Every span arrives as a `ReceivedSpan` (ids in hex,
+ * attributes as plain values) in `spans`, an `Arrivals` to wait on.
+ */
+
+import { join } from "node:path";
+import { Arrivals } from "./arrivals.ts";
+import { ROOT } from "./atomic.ts";
+
+export interface ReceivedSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  attributes: Record<string, unknown>;
+  statusCode: number;
+  statusMessage: string;
+  events: string[];
+  /** The resource's attributes (service.name ...). */
+  resource: Record<string, unknown>;
+  encoding: "protobuf" | "json";
+}
+
+export interface OtlpReceiver {
+  url: string;
+  spans: Arrivals<ReceivedSpan>;
+  requests: number;
+  close(): Promise<void>;
+}
+
+interface Reader {
+  pos: number;
+  isAtEnd(): boolean;
+  readTag(): { fieldNumber: number; wireType: number };
+  readVarint(): number;
+  readBytes(): Uint8Array;
+  readString(): string;
+  skip(wireType: number): void;
+}
+type ReaderClass = new (buf: Uint8Array) => Reader;
+
+/** The transformer's reader: not among the package's exports, so it is loaded by its file. */
+const { ProtobufReader } = (await import(join(ROOT, "node_modules/@opentelemetry/otlp-transformer/dist/common/protobuf/protobuf-reader.mjs"))) as { ProtobufReader: ReaderClass };
+
+export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+  const spans = new Arrivals<ReceivedSpan>();
+  const state = { requests: 0 };
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      const path = new URL(req.url).pathname;
+      if (req.method !== "POST" || path !== "/v1/traces") return new Response("not found", { status: 404 });
+      state.requests++;
+      const body = new Uint8Array(await req.arrayBuffer());
+      const json = (req.headers.get("content-type") ?? "").includes("json");
+      const got = json ? fromJson(JSON.parse(new TextDecoder().decode(body))) : fromProtobuf(body);
+      for (const s of got) spans.add(s);
+      return json ? Response.json({}) : new Response(new Uint8Array(), { headers: { "content-type": "application/x-protobuf" } });
+    },
+  });
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    spans,
+    get requests() {
+      return state.requests;
+    },
+    close: async () => {
+      await server.stop(true);
+    },
+  };
+}
+
+// ---------------------------------------------------------------- protobuf (opentelemetry/proto/trace/v1)
+
+function hex(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString("hex");
+}
+
+/** Fields of a message: each field number's values (sub-messages as readers). */
+function fields(buf: Uint8Array, onField: (n: number, wireType: number, r: Reader) => void): void {
+  const r = new ProtobufReader(buf);
+  while (!r.isAtEnd()) {
+    const { fieldNumber, wireType } = r.readTag();
+    const before = r.pos;
+    onField(fieldNumber, wireType, r);
+    if (r.pos === before) r.skip(wireType);
+  }
+}
+
+function anyValue(buf: Uint8Array): unknown {
+  let value: unknown;
+  fields(buf, (n, _w, r) => {
+    if (n === 1) value = r.readString();
+    else if (n === 2) value = r.readVarint() !== 0;
+    else if (n === 3) value = r.readVarint();
+    else if (n === 5) {
+      const values: unknown[] = [];
+      fields(r.readBytes(), (m, _w2, r2) => {
+        if (m === 1) values.push(anyValue(r2.readBytes()));
+      });
+      value = values;
+    }
+  });
+  return value;
+}
+
+function keyValue(buf: Uint8Array, into: Record<string, unknown>): void {
+  let key = "";
+  let value: unknown;
+  fields(buf, (n, _w, r) => {
+    if (n === 1) key = r.readString();
+    else if (n === 2) value = anyValue(r.readBytes());
+  });
+  into[key] = value;
+}
+
+function fromProtobuf(body: Uint8Array): ReceivedSpan[] {
+  const out: ReceivedSpan[] = [];
+  fields(body, (n, _w, r) => {
+    if (n !== 1) return;
+    const resource: Record<string, unknown> = {};
+    const scopeSpans: Uint8Array[] = [];
+    fields(r.readBytes(), (m, _w2, r2) => {
+      if (m === 1) fields(r2.readBytes(), (k, _w3, r3) => k === 1 && keyValue(r3.readBytes(), resource));
+      else if (m === 2) scopeSpans.push(r2.readBytes());
+    });
+    for (const ss of scopeSpans) {
+      fields(ss, (m, _w2, r2) => {
+        if (m !== 2) return;
+        const span: ReceivedSpan = { traceId: "", spanId: "", parentSpanId: "", name: "", attributes: {}, statusCode: 0, statusMessage: "", events: [], resource, encoding: "protobuf" };
+        fields(r2.readBytes(), (f, _w3, r3) => {
+          if (f === 1) span.traceId = hex(r3.readBytes());
+          else if (f === 2) span.spanId = hex(r3.readBytes());
+          else if (f === 4) span.parentSpanId = hex(r3.readBytes());
+          else if (f === 5) span.name = r3.readString();
+          else if (f === 9) keyValue(r3.readBytes(), span.attributes);
+          else if (f === 11) fields(r3.readBytes(), (g, _w4, r4) => g === 2 && span.events.push(r4.readString()));
+          else if (f === 15) {
+            fields(r3.readBytes(), (g, _w4, r4) => {
+              if (g === 2) span.statusMessage = r4.readString();
+              else if (g === 3) span.statusCode = r4.readVarint();
+            });
+          }
+        });
+        out.push(span);
+      });
+    }
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- JSON
+
+interface JsonAny {
+  stringValue?: string;
+  boolValue?: boolean;
+  intValue?: string | number;
+  doubleValue?: number;
+  arrayValue?: { values?: JsonAny[] };
+}
+
+function jsonValue(v: JsonAny): unknown {
+  if (v.stringValue !== undefined) return v.stringValue;
+  if (v.boolValue !== undefined) return v.boolValue;
+  if (v.intValue !== undefined) return Number(v.intValue);
+  if (v.doubleValue !== undefined) return v.doubleValue;
+  if (v.arrayValue) return (v.arrayValue.values ?? []).map(jsonValue);
+  return undefined;
+}
+
+function jsonAttributes(list: { key: string; value: JsonAny }[] | undefined): Record<string, unknown> {
+  return Object.fromEntries((list ?? []).map((kv) => [kv.key, jsonValue(kv.value)]));
+}
+
+function fromJson(body: any): ReceivedSpan[] {
+  const out: ReceivedSpan[] = [];
+  for (const rs of body.resourceSpans ?? []) {
+    const resource = jsonAttributes(rs.resource?.attributes);
+    for (const ss of rs.scopeSpans ?? []) {
+      for (const s of ss.spans ?? []) {
+        out.push({
+          traceId: s.traceId,
+          spanId: s.spanId,
+          parentSpanId: s.parentSpanId ?? "",
+          name: s.name,
+          attributes: jsonAttributes(s.attributes),
+          statusCode: s.status?.code ?? 0,
+          statusMessage: s.status?.message ?? "",
+          events: (s.events ?? []).map((e: { name: string }) => e.name),
+          resource,
+          encoding: "json",
+        });
+      }
+    }
+  }
+  return out;
+}
