@@ -18,6 +18,7 @@ import { BUN, ROOT, atomicBin, fmt, killSpawned, killSpawnedNow, printResult, re
 /** Each benchmark; `timeoutMs` where it needs longer than BENCH_TIMEOUT_MS. */
 const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean; timeoutMs?: number }> = {
   startup: { load: () => import("./startup.ts").then((m) => m.default), usesBinary: true },
+  check: { load: () => import("./check.ts").then((m) => m.default), usesBinary: true },
   sequential: { load: () => import("./sequential.ts").then((m) => m.default), usesBinary: false },
   tracing: { load: () => import("./tracing.ts").then((m) => m.default), usesBinary: true },
   fanout: { load: () => import("./fanout.ts").then((m) => m.default), usesBinary: false },

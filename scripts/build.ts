@@ -17,6 +17,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { ENTRY_POINTS } from "../src/shared/entry-points.ts";
+import { embeddedTypescriptModule } from "./types/embed.ts";
 
 const root = join(import.meta.dir, "..");
 const { values, positionals } = parseArgs({ args: process.argv.slice(2), options: { target: { type: "string" } }, allowPositionals: true });
@@ -38,7 +39,19 @@ function commit(): string {
 
 let result: Bun.BuildOutput;
 try {
+  // The SDK's declarations and the TypeScript compiler for init, types and check (scripts/types/embed.ts).
+  const version = (JSON.parse(await Bun.file(join(root, "package.json")).text()) as { version: string }).version;
+  const typescriptModule = embeddedTypescriptModule(target, scratch, version);
   result = await Bun.build({
+    plugins: [
+      {
+        name: "atomic-build-typescript",
+        setup(build) {
+          build.onResolve({ filter: /^atomic-build:typescript$/ }, () => ({ path: "typescript", namespace: "atomic-build" }));
+          build.onLoad({ filter: /.*/, namespace: "atomic-build" }, () => ({ contents: typescriptModule, loader: "ts" }));
+        },
+      },
+    ],
     // Each a bundle of its own in the binary (src/shared/entry-points.ts says why).
     entrypoints: ENTRY_POINTS.map((f) => join(root, "src", f)),
     // Bundles keep their paths under src/ (importEntry finds them there). Named, not inferred: Bun 1.4.4 infers

@@ -70,6 +70,8 @@ async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]
   const known = new Set<string>();
   const needsValue = new Set<string>();
   const positionals = Object.entries(defs).filter(([, def]) => def.type === "positional").map(([key]) => key);
+  // A positional whose value hint ends in "…" (`FILE…`) takes any number of values.
+  const variadic = Object.values(defs).some((def) => def.type === "positional" && "valueHint" in def && def.valueHint?.endsWith("…"));
   let positionalCount = 0;
   for (const [key, def] of Object.entries(defs)) {
     if (def.type === "positional") continue;
@@ -87,7 +89,7 @@ async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]
     if (arg === "--") break;
     const m = /^--?([^=]+)/.exec(arg);
     if (!m || arg === "-" || /^-\d/.test(arg)) {
-      if (++positionalCount > positionals.length) {
+      if (++positionalCount > positionals.length && !variadic) {
         throw new AtomicError("extra_argument", `unexpected argument ${JSON.stringify(arg)} for atomic ${name}`, "usage", {
           hint: `see atomic ${name} --help`,
         });

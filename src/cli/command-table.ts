@@ -98,6 +98,21 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic workflows", "atomic workflows --inputs ./review.ts", "atomic workflows loop-until-done --source"],
     load: () => import("./commands/workflows.ts").then((m) => m.default),
   },
+  init: {
+    summary: "set up a project: the SDK's types, a tsconfig.json and an example workflow",
+    examples: ["atomic init", "atomic init my-workflows"],
+    load: () => import("./commands/init.ts").then((m) => m.default),
+  },
+  check: {
+    summary: "type-check workflow files with the compiler in the binary and check each is a workflow",
+    examples: ["atomic check .atomic/workflows/summarize.ts", "atomic check .atomic/workflows/*.ts"],
+    load: () => import("./commands/check.ts").then((m) => m.default),
+  },
+  types: {
+    summary: "rewrite .atomic/types/atomic.d.ts with this atomic's SDK declarations (after an upgrade)",
+    examples: ["atomic types"],
+    load: () => import("./commands/types.ts").then((m) => m.default),
+  },
   doctor: { summary: "say which runners (agents) are usable here and why not", examples: ["atomic doctor", "atomic doctor --check-endpoint"], load: () => import("./commands/doctor.ts").then((m) => m.default) },
   version: { summary: "print the version", examples: ["atomic version", "atomic --version --json"], load: () => import("./commands/version.ts").then((m) => m.default) },
   completion: {

@@ -134,6 +134,12 @@ export function topHelp(commands: Record<string, CommandHelp>, style: Style): st
   ].join("\n");
 }
 
+/** `FILE`, `[DIR]`, or the value hint (`FILE…` for any number of values). */
+function positionalLabel(key: string, d: ArgDef): string {
+  const label = ("valueHint" in d && d.valueHint) || key.toUpperCase();
+  return d.required === false ? `[${label}]` : label;
+}
+
 export async function commandHelp(name: string, help: CommandHelp, cmd: CommandDef<ArgsDef>, style: Style): Promise<string> {
   const defs = ((typeof cmd.args === "function" ? await cmd.args() : cmd.args) ?? {}) as Record<string, ArgDef>;
   const entries = Object.entries(defs);
@@ -141,10 +147,10 @@ export async function commandHelp(name: string, help: CommandHelp, cmd: CommandD
   const options = entries.filter(([, d]) => d.type !== "positional");
   const usage = [
     `atomic ${name}`,
-    ...positionals.map(([key, d]) => (d.required === false ? `[${key.toUpperCase()}]` : key.toUpperCase())),
+    ...positionals.map(([key, d]) => positionalLabel(key, d)),
     ...(options.length ? ["[options]"] : []),
   ].join(" ");
-  const argRows: Row[] = positionals.map(([key, d]) => [key.toUpperCase(), d.description ?? ""]);
+  const argRows: Row[] = positionals.map(([key, d]) => [("valueHint" in d && d.valueHint) || key.toUpperCase(), d.description ?? ""]);
   const optRows: Row[] = options.map(([key, d]) => [optionLabel(key, d), d.description ?? ""]);
   const w = labelWidth(argRows, optRows, GLOBAL_ROWS);
   const out = [`atomic ${name}: ${help.summary}`, "", style.bold("USAGE"), `  ${usage}`];

@@ -68,6 +68,12 @@ export function fileDigest(path: string): string {
 
 export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
   if (file.startsWith(BUILTIN_PREFIX)) return loadBuiltin(file.slice(BUILTIN_PREFIX.length));
+  const path = checkWorkflowPath(file);
+  return { definition: await importWorkflow(path, file), path, digest: fileDigest(path) };
+}
+
+/** The absolute path of a workflow file; a usage error when it is missing, not a file or not TypeScript or JavaScript. */
+export function checkWorkflowPath(file: string): string {
   const path = resolve(file);
   if (!existsSync(path)) {
     const near = file.includes("/") ? [] : closeMatches(file, workflowNames(), 3);
@@ -85,7 +91,7 @@ export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
       hint: `a workflow file ends in ${WORKFLOW_EXTENSIONS.join(", ")}`,
     });
   }
-  return { definition: await importWorkflow(path, file), path, digest: fileDigest(path) };
+  return path;
 }
 
 /** A builtin by name, recorded as `builtin:<name>` with the digest of its embedded source. */
@@ -138,5 +144,5 @@ function loadError(file: string, err: unknown): UsageError {
 function lineFromStack(e: Error, file: string): string {
   const path = resolve(file);
   const m = e.stack?.split("\n").find((l) => l.includes(path))?.match(/:(\d+):(\d+)\)?$/);
-  return m ? ` at line ${m[1]}` : "";
+  return m ? ` at line ${m[1]}, column ${m[2]}` : "";
 }

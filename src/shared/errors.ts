@@ -256,9 +256,18 @@ export function errorInfo(value: unknown): ErrorInfo {
     const raw = (err as Error & { code?: unknown }).code;
     info = { name: err.name, code: typeof raw === "string" ? raw : "error", message: redact(err.message) };
   }
-  const thrown = userError(err);
+  const thrown = userError(err) ?? misuse(err);
   const place = thrown && userPlace(thrown);
   return place ? { ...info, at: formatPlace(place), stack: thrown.stack && redact(thrown.stack) } : info;
+}
+
+/**
+ * atomic's refusal of a ctx call the user's code made with bad arguments
+ * (`ctx.sleep("x")`, a stage without a name): its stack points into the
+ * user's file at that very call, which is where the fix goes.
+ */
+function misuse(err: Error): Error | undefined {
+  return err instanceof AtomicError && /^bad_/.test(err.code) ? err : undefined;
 }
 
 /**

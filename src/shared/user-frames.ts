@@ -12,7 +12,9 @@
 import { join } from "node:path";
 
 const OWN_ROOT = join(import.meta.dir, "..");
-const FRAME = /\(?((?:\/|[A-Za-z]:\\)[^():]+):(\d+)(?::(\d+))?\)?\s*$/;
+// An absolute path right after "at " or "(": inside the binary atomic's own frames are source-mapped to relative
+// paths (`src/engine/…`), which must not read as a user's file (a "/engine/…" inside them).
+const FRAME = /(?:^at |\()((?:\/|[A-Za-z]:\\)[^():]+):(\d+)(?::(\d+))?\)?\s*$/;
 
 export interface SourcePlace {
   file: string;

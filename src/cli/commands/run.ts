@@ -12,6 +12,8 @@ import { readFileSync } from "node:fs";
 import { RootRun } from "../../engine/driver.ts";
 import { parseInputPairs } from "../../engine/inputs.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
+import { BUILTIN_PREFIX } from "../../engine/builtins.ts";
+import { checkWorkflows, reportChecks } from "../project/check.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
 import { newRunId, parseRunKey, parseRunRef, type RunId } from "../../shared/ids.ts";
@@ -45,6 +47,7 @@ export default defineCommand({
     ...BUDGET_ARGS,
     detach: { type: "boolean", description: "record the run and leave it to the service (atomic serve), printing its id at once" },
     serve: { type: "boolean", description: "serve the status page while the run runs" },
+    check: { type: "boolean", description: "check the workflow first, as atomic check does; start nothing if it fails" },
     ...SERVE_ARGS,
   },
   async run({ args }) {
@@ -59,6 +62,8 @@ export default defineCommand({
       throw new UsageError("bad_flag", "--detach and --serve do not go together: a detached run is driven by the service", { hint: "the service's page (atomic serve) shows it" });
     }
     const file = resolveWorkflowArg(args.file);
+    // Builtins ship checked; a file is checked before anything is recorded (a failed check exits 1).
+    if (args.check && !file.startsWith(BUILTIN_PREFIX)) reportChecks(s, (await checkWorkflows([file])).filter((r) => r.errors.length > 0));
     // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
     // steps never use a stage (ctx.tool only) pays for no coordinator and no worker.
     const keyed = args.id !== undefined;

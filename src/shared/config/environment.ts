@@ -178,6 +178,7 @@ export const VARIABLES = {
   PATH: external("path list", "Where runners' programs are found (`runners.<name>.path` names one directly); the process group guard gets only this."),
   XDG_RUNTIME_DIR: external("path", "The user's runtime directory: `$XDG_RUNTIME_DIR/atomic` holds agent session slots and long socket paths when it is an absolute 0700 directory of the user's.", "`$ATOMIC_HOME/run`"),
   XDG_CONFIG_HOME: external("path", "Where opencode's settings are looked for (`atomic doctor`).", "~/.config"),
+  XDG_CACHE_HOME: external("path", "`$XDG_CACHE_HOME/atomic` holds the TypeScript compiler `atomic check` unpacks from the binary on first use.", "~/.cache"),
   NO_COLOR: external("any", "Set and not empty: no colours, as `--no-color`."),
   TERM: external("text", "`dumb`: no colours and no live views (`atomic run`, `atomic runs --watch`)."),
   COLUMNS: external("whole number", "The width tables are laid out for, when it is not the terminal's.", "the terminal's width"),
