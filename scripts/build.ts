@@ -45,10 +45,9 @@ try {
   result = await Bun.build({
     plugins: [
       {
-        name: "atomic-build-typescript",
+        name: "atomic-build-embeds",
         setup(build) {
-          build.onResolve({ filter: /^atomic-build:typescript$/ }, () => ({ path: "typescript", namespace: "atomic-build" }));
-          build.onLoad({ filter: /.*/, namespace: "atomic-build" }, () => ({ contents: typescriptModule, loader: "ts" }));
+          build.onLoad({ filter: /[\\/]src[\\/]cli[\\/]project[\\/]build-embeds\.ts$/ }, () => ({ contents: typescriptModule, loader: "ts" }));
         },
       },
     ],

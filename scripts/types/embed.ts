@@ -1,9 +1,9 @@
 /**
  * What scripts/build.ts embeds in the binary for `atomic init`, `atomic
- * types` and `atomic check`: the virtual module `atomic-build:typescript`
- * (src/cli/project/embedded.ts reads it), whose exports are the paths of
- * files embedded with `with { type: "file" }`, so no process pays to load
- * them until a command reads one:
+ * types` and `atomic check`: the source that replaces
+ * src/cli/project/build-embeds.ts in the build, whose exports are the
+ * paths of files embedded with `with { type: "file" }`, so no process pays
+ * to load them until a command reads one:
  *
  * - `declarations`: the SDK's declarations as one file (declarations.ts);
  * - `compiler`: the TypeScript compiler (the native `tsc` of the typescript
@@ -47,7 +47,7 @@ export function typescriptVersion(): string {
   return (JSON.parse(readFileSync(join(MODULES, "typescript", "package.json"), "utf8")) as { version: string }).version;
 }
 
-/** Writes the embedded files to `scratch` and returns the virtual module's source. */
+/** Writes the embedded files to `scratch` and returns the module's source. */
 export function embeddedTypescriptModule(target: string, scratch: string, atomicVersion: string): string {
   const declarations = join(scratch, "atomic.d.ts");
   writeFileSync(declarations, sdkDeclarations(atomicVersion));

@@ -18,11 +18,8 @@ import { dirname, join } from "node:path";
 import { readEnv } from "../../shared/config/environment.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { isCompiled } from "../../shared/self-exec.ts";
+import * as embeds from "./build-embeds.ts";
 
-interface EmbeddedModule {
-  declarations: string;
-  compiler: { exe: string; files: string; version: string; sha256: string } | null;
-}
 
 /** A compiler ready to run: its executable and the folder whose node_modules/@types a check reads. */
 export interface Compiler {
@@ -33,14 +30,14 @@ export interface Compiler {
 
 const SOURCE_ROOT = join(import.meta.dir, "..", "..", "..");
 
-async function embedded(): Promise<EmbeddedModule | undefined> {
-  if (!isCompiled()) return undefined;
-  return (await import("atomic-build:typescript")) as EmbeddedModule;
+/** What the binary embeds; undefined when run from source. */
+function embedded(): { declarations: string; compiler: typeof embeds.compiler } | undefined {
+  return isCompiled() && embeds.declarations !== null ? { declarations: embeds.declarations, compiler: embeds.compiler } : undefined;
 }
 
 /** The SDK's declarations (the text of `.atomic/types/atomic.d.ts`). */
 export async function sdkDeclarations(): Promise<string> {
-  const e = await embedded();
+  const e = embedded();
   if (e) return Bun.file(e.declarations).text();
   const r = Bun.spawnSync([process.execPath, join(SOURCE_ROOT, "scripts", "types", "declarations.ts")], { stdout: "pipe", stderr: "pipe" });
   if (r.exitCode !== 0) throw new Error(`could not generate the SDK's declarations: ${r.stderr.toString()}`);
@@ -97,7 +94,7 @@ function intact(dir: string, sha256: string): boolean {
 
 /** The compiler, unpacked once to the cache; a clear error when this build carries none. */
 export async function compiler(): Promise<Compiler> {
-  const e = await embedded();
+  const e = embedded();
   if (!e) {
     const pkg = join(SOURCE_ROOT, "node_modules", "@typescript", `typescript-${process.platform}-${process.arch}`, "lib", "tsc");
     return { tsc: pkg, typesRoot: SOURCE_ROOT, version: "source" };
