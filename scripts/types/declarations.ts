@@ -27,6 +27,7 @@ const ROOT = join(import.meta.dir, "..", "..");
 /** Each public module name and its entry under src/. Adding a module is one line here. */
 export const PUBLIC_MODULES: Record<string, string> = {
   atomic: "sdk/index.ts",
+  "atomic/testing": "testing/index.ts",
 };
 
 /** Packages the SDK's declarations import, and the bundled declarations file each ships. */

@@ -9,7 +9,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, runAtomic } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, makeTempDir, runCommand, unprivilegedRunner } from "./support.ts";
@@ -58,6 +58,17 @@ e2eTest("init in an empty directory: declarations, tsconfig and example; the pro
   const bad = await runCommand([TSC, "--noEmit"], { cwd: dir });
   expect(bad.code).not.toBe(0);
   expect(bad.stdout).toContain(`.atomic/workflows/broken.ts(${line},11): error TS2322: Type 'number' is not assignable to type 'string'.`);
+  rmSync(join(dir, ".atomic/workflows/broken.ts"));
+
+  // "atomic/testing" resolves from the same file: testRun's options are typed (crashAt is a stage or step name)
+  const testing = 'import { testRun } from "atomic/testing";\nimport summarize from "./.atomic/workflows/summarize.ts";\n';
+  writeFileSync(join(dir, "uses-testing.ts"), `${testing}export const run = testRun(summarize, { inputs: { file: "README.md" }, agents: { summarize: "{}" }, crashAt: "summarize" });\n`);
+  const typed = await runCommand([TSC, "--noEmit"], { cwd: dir });
+  expect(typed.stdout + typed.stderr).toBe("");
+  writeFileSync(join(dir, "uses-testing.ts"), `${testing}export const run = testRun(summarize, { crashAt: 3 });\n`);
+  const mistyped = await runCommand([TSC, "--noEmit"], { cwd: dir });
+  expect(mistyped.stdout).toMatch(/uses-testing\.ts\(3,\d+\): error TS2322: Type 'number' is not assignable to type 'string'/);
+  rmSync(join(dir, "uses-testing.ts"));
 
   // a misuse of the SDK's types is flagged too: a stage option that does not exist
   writeFileSync(join(dir, "misuse.ts"), 'import { workflow } from "atomic";\nexport default workflow({ name: "m", async run(ctx) { return ctx.task("s", { promt: "hi" }); } });\n');
