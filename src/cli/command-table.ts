@@ -47,6 +47,16 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic test", "atomic test review.test.ts", "atomic test tests/ -t crash"],
     load: () => import("./commands/test.ts").then((m) => m.default),
   },
+  export: {
+    summary: "write a run's journal as a portable JSON file (stdout), for atomic replay",
+    examples: ["atomic export 01m8rf > run.json"],
+    load: () => import("./commands/export.ts").then((m) => m.default),
+  },
+  replay: {
+    summary: "replay recorded runs (ids or exported files) against the current code; report the first divergence of each",
+    examples: ["atomic replay run.json", "atomic replay 01m8rf 01m8rg --workflow ./review.ts", "atomic replay runs/*.json --workflow ./review.ts --json"],
+    load: () => import("./commands/replay.ts").then((m) => m.default),
+  },
   gc: {
     summary: "delete old finished runs and their artifacts; shrink the journal",
     examples: ["atomic gc --dry-run", "atomic gc --older-than 7d", "atomic gc --older-than 90d --status failed,crashed --force"],

@@ -74,6 +74,8 @@ export interface NewRunRequest {
   origin?: RunOrigin;
   /** A fork's reused results (fork.ts): copied into the new run before it starts, replayed like a resume's. */
   seed?: ForkSeed;
+  /** Replay only (ReplayCursor.beyondHistory): called, and may throw, where the seed's history ends and a step would run live. */
+  beyondHistory?: ReplayCursor["beyondHistory"];
 }
 
 /** A root run being driven by this process. */
@@ -108,6 +110,7 @@ export class RootRun {
     const origin = req.seed?.origin ?? req.origin;
     const copies = (req.seed?.events ?? []).map((e) => seedEntry(runId, e, req.seed!));
     const cursor = new ReplayCursor(runId, copies.map((c, i) => ({ runId, seq: i + 2, type: c.type, key: c.key ?? null, idempotencyKey: null, payload: c.payload, at: c.at ?? 0 })));
+    cursor.beyondHistory = req.beyondHistory;
     const root = RootRun.create(await traced(opts), lease, acquiredAt, req.definition, req.inputs, cursor, null);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);

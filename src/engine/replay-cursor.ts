@@ -66,6 +66,13 @@ export class ReplayCursor {
    */
   divergence: NondeterminismError | undefined;
 
+  /**
+   * Called when the workflow asks for a step that has no recorded result
+   * (it would run live now): a replay that must run nothing live (`atomic
+   * replay`, src/testing/replay.ts) stops the run there.
+   */
+  beyondHistory: ((position: string, step: StepIdentity) => void) | undefined;
+
   constructor(readonly runId: string, events: readonly JournalEvent[] = []) {
     for (const e of events) {
       if (e.key === null) continue;
@@ -95,6 +102,7 @@ export class ReplayCursor {
     if (!rec) {
       // A group stood here in the first run: fail now, before this step runs and is recorded.
       if (this.groups.has(position)) throw this.diverged(position, describeStep(identity(request)), GROUP);
+      this.beyondHistory?.(position, identity(request));
       return undefined;
     }
     const recorded = rec.checkpoint ?? rec.started;
@@ -104,6 +112,7 @@ export class ReplayCursor {
       throw this.diverged(position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
     }
     if (rec.checkpoint) this.pendingCheckpoints--;
+    else this.beyondHistory?.(position, identity(request, recorded));
     return rec;
   }
 

@@ -5,3 +5,4 @@
 
 export { testRun } from "./test-run.ts";
 export type * from "./types.ts";
+export type { RunExport } from "./run-export.ts";

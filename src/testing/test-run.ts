@@ -13,7 +13,7 @@
  * parts; docs/guides/testing-workflows.md is the user's guide.
  */
 
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RootRun } from "../engine/driver.ts";
@@ -29,6 +29,8 @@ import { removeTree } from "../shared/remove-tree.ts";
 import { matchKey } from "./matching.ts";
 import { ScriptedExecutor } from "./scripted-executor.ts";
 import { VirtualClock } from "./virtual-clock.ts";
+import { parseExport, type RunExport } from "./run-export.ts";
+import { replayExport } from "./replay.ts";
 import type { TestRunOptions, TestRunResult, TestStep } from "./types.ts";
 
 export async function testRun(workflow: WorkflowDefinition, options: TestRunOptions = {}): Promise<TestRunResult> {
@@ -37,6 +39,7 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
       hint: 'import wf from "./my-workflow.ts"; then: await testRun(wf, { ... })',
     });
   }
+  if (options.replay !== undefined) return replayed(workflow, options.replay);
   const inputs = validateInputs(workflow.inputs ?? {}, options.inputs ?? {}, workflow.name);
   const home = mkdtempSync(join(tmpdir(), "atomic-test-"));
   const journal = await openMemoryJournal();
@@ -104,4 +107,34 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
     await journal.close();
     removeTree(home);
   }
+}
+
+/** `testRun(wf, { replay })`: the recorded run replayed against `workflow` (./replay.ts). */
+async function replayed(workflow: WorkflowDefinition, source: string | RunExport): Promise<TestRunResult> {
+  let exported: RunExport;
+  if (typeof source === "string") {
+    let text: string;
+    try {
+      text = readFileSync(source, "utf8");
+    } catch (err) {
+      throw new UsageError("not_an_export", `cannot read the run export ${source} (${(err as NodeJS.ErrnoException).code ?? String(err)})`, { hint: "make one with: atomic export RUN > run.json" });
+    }
+    exported = parseExport(text, source);
+  } else {
+    exported = source;
+  }
+  const steps: TestStep[] = [];
+  const report = await replayExport(workflow, exported, (e) => {
+    if (e.type === "step_ended" && e.replayed) steps.push({ kind: e.kind, name: e.name, status: e.status, replayed: true, runId: exported.run.id, drive: 1 });
+  });
+  return {
+    runId: exported.run.id,
+    status: report.result === "ok" ? "replayed" : "diverged",
+    outputs: null,
+    ...(report.divergence ? { error: { code: "nondeterminism", message: report.divergence.message, ...(report.divergence.hint ? { hint: report.divergence.hint } : {}) } } : {}),
+    steps,
+    stages: {},
+    crashed: false,
+    virtualMs: 0,
+  };
 }

@@ -5,6 +5,7 @@
  */
 
 import type { Usage } from "../sdk/types.ts";
+import type { RunExport } from "./run-export.ts";
 
 /** A scripted tool call of an agent reply: shown as the runner shows one (started, ended) and written to the transcript. */
 export interface ScriptedToolCall {
@@ -57,6 +58,13 @@ export interface TestRunOptions {
   messages?: Record<string, string | string[]>;
   /** Crash the run when the stage or step of this name (or pattern) starts, then resume it: the steps of the resumed drive say what was replayed. */
   crashAt?: string;
+  /**
+   * Replay a recorded run (`atomic export RUN > run.json`: the file's path, or
+   * its parsed contents) against this workflow instead of running it: its
+   * inputs are the run's, nothing runs live, and `status` is "replayed" (every
+   * recorded step matched) or "diverged" (`error` names the first step that did not).
+   */
+  replay?: string | RunExport;
   /** The time the virtual clock starts at (ms since the epoch; default now). */
   startAt?: number;
 }

@@ -25,7 +25,7 @@ const SKIPPED = /(^|\/)(node_modules|\.[^/]+)\//;
 export default defineCommand({
   meta: { name: "test", description: "Run workflow tests (*.test.ts) with Bun's test runner, atomic/testing included" },
   args: {
-    paths: { type: "positional", description: "test files or directories (default: the current directory)", required: false },
+    paths: { type: "positional", valueHint: "FILES|DIR…", description: "test files or directories (default: the current directory)", required: false },
     testNamePattern: { type: "string", alias: "t", description: "run only the tests whose name matches this regular expression" },
     timeout: { type: "string", description: "per-test timeout in ms (bun test's default: 5000)" },
   },
