@@ -70,6 +70,12 @@ export class MetricSet {
     buckets: WAIT_BUCKETS,
     registers: [this.registry],
   });
+  readonly providerErrors = new Counter({
+    name: "atomic_provider_errors_total",
+    help: "Stage attempts failed by their model provider (error codes provider_*), by runner and code.",
+    labelNames: ["provider", "code"],
+    registers: [this.registry],
+  });
   readonly questions = new Gauge({ name: "atomic_questions_waiting", help: "ctx.ask questions waiting for an answer.", registers: [this.registry] });
   readonly workerSlots = new Gauge({
     name: "atomic_worker_slots",

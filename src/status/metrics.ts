@@ -15,6 +15,8 @@
  * - `atomic_stage_duration_seconds{workflow,runner,outcome}` and
  *   `atomic_stage_queue_wait_seconds{workflow,runner}`: histograms from
  *   the attempts' start and end records.
+ * - `atomic_provider_errors_total{provider,code}`: attempts failed by
+ *   their provider (provider_auth, provider_rate_limit...), by runner.
  * - `atomic_questions_waiting`, `atomic_worker_slots{host,state}`: read
  *   at each scrape (open prompts of live runs; live worker hosts).
  * - `atomic_journal_appends_total`: events appended to the journal (the sum
@@ -177,7 +179,11 @@ export class JournalMetrics {
     const usage = e.type === EVENT.checkpoint ? result?.usage : p.usage;
     if (usage) this.addUsage(workflow, runner, usage);
     const outcome = e.type === EVENT.stepFailed ? "failed" : result?.status === "completed" ? "completed" : "failed";
-    if (e.type === EVENT.stepFailed) this.set.stagesFailed.inc();
+    if (e.type === EVENT.stepFailed) {
+      this.set.stagesFailed.inc();
+      const code = (p as { error?: { code?: unknown } }).error?.code;
+      if (typeof code === "string" && code.startsWith("provider_")) this.set.providerErrors.inc({ provider: runner, code });
+    }
     else if (outcome === "completed") this.set.stagesCompleted.inc();
     if (typeof p.startedAt === "number" && p.startedAt > 0) {
       this.set.stageDuration.observe({ workflow, runner, outcome }, Math.max(0, e.at - p.startedAt) / 1000);

@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { EVENT } from "../../src/engine/journal-events.ts";
 import type { AppendEntry } from "../../src/journal/append.ts";
 import type { Journal } from "../../src/journal/journal.ts";
+import type { Usage } from "../../src/sdk/types.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { thisProcessHolder } from "../../src/shared/process-info.ts";
 
@@ -24,6 +25,8 @@ export interface SeedOptions {
   artifactsDir?: string;
   /** When the run started (ms); the stages start 1 ms apart and take 100 ms each, overlapping like a fan-out. */
   at?: number;
+  /** Each stage's runner (recorded with its start) and usage (in its result), as an agent stage's. */
+  agent?: { runner: string; usage: Usage };
 }
 
 export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunId> {
@@ -60,14 +63,21 @@ export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunI
       writeFileSync(join(artifactDir, "stdout.log"), `output of ${name}\n`);
       writeFileSync(join(artifactDir, "stderr.log"), "");
     }
-    const result = { status: "completed", text: `output of ${name}\n`, exitCode: 0, outputPath: join(artifactDir, "stdout.log"), errorPath: join(artifactDir, "stderr.log") };
+    const result = {
+      status: "completed",
+      text: `output of ${name}\n`,
+      exitCode: 0,
+      outputPath: join(artifactDir, "stdout.log"),
+      errorPath: join(artifactDir, "stderr.log"),
+      ...(opts.agent ? { usage: opts.agent.usage, runner: opts.agent.runner } : {}),
+    };
     entries.push(
       {
         runId,
         type: EVENT.stepStarted,
         key,
         at: started,
-        payload: { ...step, attempt: 1, artifactDir },
+        payload: { ...step, attempt: 1, artifactDir, ...(opts.agent ? { runner: opts.agent.runner } : {}) },
         stage: { key, path: name, name, kind: "stage", state: "running", attempt: 1 },
       },
       {

@@ -63,6 +63,7 @@ e2eTest("after a mixed run, /metrics counts the tokens and cost atomic show tota
     // stages: prep, flaky x2, inner; one failed attempt
     expect(sum(samples, "atomic_stages_started_total", {})).toBe(4);
     expect(sum(samples, "atomic_stages_failed_total", {})).toBe(1);
+    expect(sum(samples, "atomic_provider_errors_total", { provider: "openai", code: "provider_auth" })).toBe(1);
     expect(sum(samples, "atomic_stage_duration_seconds_count", { workflow: "mixed", runner: "shell" })).toBe(1);
     expect(sum(samples, "atomic_stage_duration_seconds_count", { workflow: "mixed", runner: "openai", outcome: "failed" })).toBe(1);
     expect(sum(samples, "atomic_stage_duration_seconds_count", { workflow: "mixed", runner: "openai", outcome: "completed" })).toBe(1);

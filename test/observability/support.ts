@@ -1,10 +1,13 @@
 /**
- * Shared pieces of the observability tests: reading `/metrics` samples.
- * A sample line of the OpenMetrics text is `name{label="value",...} number`;
- * comments (`# HELP`, `# TYPE`, `# EOF`) are skipped. (A maintained
- * Prometheus text parser is requested as a dev dependency; this reads
- * only the sample lines the tests look at.)
+ * Shared pieces of the observability tests: reading `/metrics` samples
+ * with parse-prometheus-text-format (a maintained Prometheus text parser).
+ * It reads OpenMetrics counters as a family named with `_total` (the
+ * sample's name), which is the name the tests ask for. It folds a
+ * histogram's series together without their labels, so histogram counts
+ * are read from their `_count` sample lines (`histogramCounts`).
  */
+
+import parse from "parse-prometheus-text-format";
 
 export interface Sample {
   name: string;
@@ -15,12 +18,24 @@ export interface Sample {
 const LINE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/;
 const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
 
+/** Every counter and gauge sample: one per family and label set. */
 export function parseMetrics(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const family of parse(text)) {
+    if (family.type === "HISTOGRAM" || family.type === "SUMMARY") continue;
+    for (const m of family.metrics as { value: string; labels?: Record<string, string> }[]) samples.push({ name: family.name, labels: m.labels ?? {}, value: Number(m.value) });
+  }
+  return [...samples, ...histogramCounts(text)];
+}
+
+/** The `_count` samples of histograms (name_count{labels} n), read from their lines. */
+function histogramCounts(text: string): Sample[] {
   const samples: Sample[] = [];
   for (const line of text.split("\n")) {
     if (line === "" || line.startsWith("#")) continue;
     const m = LINE.exec(line);
     if (!m) throw new Error(`not a sample line: ${line}`);
+    if (!m[1]!.endsWith("_count")) continue;
     const labels: Record<string, string> = {};
     for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]!] = l[2]!;
     samples.push({ name: m[1]!, labels, value: Number(m[3]) });
