@@ -7,6 +7,7 @@ bash scripts/setup.sh
 bash scripts/install-chromium.sh
 bash scripts/install-agents.sh
 bash scripts/install-faketime.sh
+bash scripts/install-bubblewrap.sh
 bash scripts/install-postgres.sh
 bash scripts/install-shells.sh
 echo "type-checking..."

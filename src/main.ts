@@ -39,6 +39,7 @@ const ROLES: Record<string, { entry: EntryPoint; main: string }> = {
   "--internal-pool-coordinator": { entry: "pool/coordinator.ts", main: "coordinatorMain" },
   "--internal-workflow-worker": { entry: "pool/worker.ts", main: "workerMain" },
   "--internal-intercom-broker": { entry: "intercom/broker.ts", main: "brokerMain" },
+  "--internal-sandbox-net": { entry: "runners/sandbox/net-init.ts", main: "netInitMain" },
 };
 
 // Before anything else: no other process of this user may read this one's environment or memory

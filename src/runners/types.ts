@@ -16,6 +16,7 @@
 
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ModelPrice } from "../shared/config/schema.ts";
+import type { SandboxSpec } from "../shared/sandbox-option.ts";
 
 export type DeliveryMode = "steer" | "followUp" | "interrupt";
 
@@ -62,6 +63,8 @@ export interface StageRequest {
   continueFrom?: { sessionId?: string; artifactDir: string; fork: boolean };
   /** W3C trace context of the stage attempt's span, when traces are on: the stage's processes get it as TRACEPARENT. */
   traceparent?: string;
+  /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store (docs/design/sandbox.md). */
+  sandbox?: SandboxSpec & { hidden: string[] };
 }
 
 export interface AgentOptions {

@@ -13,6 +13,7 @@
  */
 
 import type { GenericSchema, InferOutput } from "valibot";
+import type { SandboxOption } from "../shared/sandbox-option.ts";
 
 export type InputSchemas = Record<string, GenericSchema>;
 export type InputsOf<S extends InputSchemas> = { [K in keyof S]: InferOutput<S[K]> };
@@ -147,6 +148,19 @@ export interface TaskOptions {
    * the step before it starts (code `bad_continue`).
    */
   continueFrom?: StageResult;
+  /**
+   * Runs the stage's processes in a sandbox (Linux, bubblewrap;
+   * docs/guides/security.md): the cwd writable, the rest of the system
+   * read-only, the home hidden but what `read` / `write` name (absolute or
+   * `~/…`, each must exist), credentials never visible, a network of its
+   * own (`"none"`, `"provider"`: only the model provider, through atomic's
+   * proxy, plus `hosts`; `"open"`) and a PID namespace: nothing the stage
+   * starts outlives it. `true`: the defaults (network "none" for a shell
+   * stage, "provider" for an agent); `"off"`: none. Absent: the workflow's
+   * `sandbox`, else the config's. Where bubblewrap cannot make one, the
+   * step fails before the stage starts (`bad_sandbox`).
+   */
+  sandbox?: SandboxOption;
   /**
    * With `continueFrom`: branch off the earlier session instead of adding
    * to it, so the earlier stage's session stays as it was and two forks can
@@ -367,6 +381,8 @@ export interface WorkflowConfig<I extends InputSchemas, O> {
   /** Default runner and model of this workflow's prompt stages. */
   runner?: string;
   model?: string;
+  /** Default `sandbox` of this workflow's stages (TaskOptions.sandbox); checked when the workflow loads. */
+  sandbox?: SandboxOption;
   budget?: BudgetOptions;
   /**
    * false: the local service (`atomic serve`) never resumes a crashed run of this workflow on its own; a

@@ -5,6 +5,7 @@
  */
 
 import { UsageError } from "../shared/errors.ts";
+import { resolveSandbox } from "../shared/sandbox-option.ts";
 import {
   WORKFLOW_BRAND,
   type InputSchemas,
@@ -34,6 +35,10 @@ export function workflow<I extends InputSchemas = {}, O = unknown>(
   }
   if (typeof config.run !== "function") {
     throw new UsageError("bad_workflow", `workflow ${config.name} has no run(ctx) function`);
+  }
+  if (config.sandbox !== undefined) {
+    const { problem } = resolveSandbox([{ value: config.sandbox, where: `workflow ${config.name}` }], false);
+    if (problem) throw new UsageError("bad_sandbox", problem.message, { hint: problem.hint });
   }
   return Object.freeze({ ...config, [WORKFLOW_BRAND]: true as const });
 }

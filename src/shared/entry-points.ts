@@ -32,6 +32,7 @@ export const ENTRY_POINTS = [
   "journal/postgres/pg-listings.ts",
   "runners/json-schema-ajv.ts",
   "testing/kit.ts",
+  "runners/sandbox/net-init.ts",
 ] as const;
 
 export type EntryPoint = Exclude<(typeof ENTRY_POINTS)[number], "main.ts">;

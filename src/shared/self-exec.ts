@@ -20,6 +20,7 @@ export const ROLE = {
   coordinator: "--internal-pool-coordinator",
   worker: "--internal-workflow-worker",
   broker: "--internal-intercom-broker",
+  sandboxNet: "--internal-sandbox-net",
 } as const;
 
 /** Reads and removes this process's role configuration (undefined when there is none). */

@@ -4,10 +4,12 @@
  * password) and whether it answers, where stage files go for other hosts
  * (the artifact store: a shared directory must be one this user may write
  * to), the default runner and model, admission limits and
- * the host's pressure right now. It contacts no provider unless asked
+ * the host's pressure right now, and whether a stage sandbox works here
+ * (bubblewrap found and tried). It contacts no provider unless asked
  * (`--check-endpoint` lists the openai endpoint's models, with a short
  * timeout). Exit code 0 when the default runner, the journal and the
- * artifact store are usable, 1 otherwise.
+ * artifact store are usable (and the sandbox, when the config asks for
+ * one), 1 otherwise.
  */
 
 import { existsSync } from "node:fs";
@@ -22,6 +24,7 @@ import { describeArtifactStore } from "../../artifacts/select.ts";
 import { session } from "../session.ts";
 import { AGENT_NEEDS, versionNumber } from "../../runners/cli-agents/tested-versions.ts";
 import { readEnv } from "../../shared/config/environment.ts";
+import { bwrapPath, sandboxProblem } from "../../runners/sandbox/bwrap.ts";
 
 interface RunnerReport {
   runner: string;
@@ -96,8 +99,9 @@ export default defineCommand({
     const defaultUsable = runners.find((r) => r.runner === def)?.usable ?? false;
     const journal = await describeJournal({ home: s.globals.home, journalUrl: s.globals.journal });
     const artifacts = describeArtifactStore(config, !!s.globals.journal?.trim());
+    const sandbox = sandboxReport(config);
     if (s.globals.json) {
-      s.json({ configFiles: files, journal, artifacts, defaultRunner: def, defaultModel: model ?? null, defaultUsable, runners, admission, budget: config.budget ?? null });
+      s.json({ configFiles: files, journal, artifacts, sandbox, defaultRunner: def, defaultModel: model ?? null, defaultUsable, runners, admission, budget: config.budget ?? null });
     } else {
       const st = s.style;
       s.result(`${st.bold("config")}     ${files.length ? files.join(", ") : "(none: defaults)"}`);
@@ -105,6 +109,8 @@ export default defineCommand({
       if (!journal.ok && journal.hint) s.result(`      ${st.dim(`hint: ${journal.hint}`)}`);
       s.result(`${st.bold("artifacts")}  ${artifacts.location ? `${artifacts.location} ` : ""}${artifacts.ok ? st.dim(`(${artifacts.detail})`) : st.red(`(${artifacts.problem})`)}`);
       if (!artifacts.ok && artifacts.hint) s.result(`      ${st.dim(`hint: ${artifacts.hint}`)}`);
+      s.result(`${st.bold("sandbox")}    ${sandbox.usable ? `${st.green("works here")} ${st.dim(`(${sandbox.bwrap}, ${sandbox.version}; config default: ${sandbox.configDefault})`)}` : st.red(`(${sandbox.problem})`)}`);
+      if (!sandbox.usable && sandbox.hint) s.result(`      ${st.dim(`hint: ${sandbox.hint}`)}`);
       s.result(`${st.bold("default")}    runner ${def}${defaultUsable ? "" : st.red(" (not usable here)")}, model ${model ?? st.dim("(none set)")}`);
       s.result(st.bold("runners"));
       for (const r of runners) {
@@ -125,9 +131,19 @@ export default defineCommand({
       s.result(`  host: load per CPU ${admission.loadPerCpu}, free memory ${admission.freeMemoryMb} MB${pressure.reason ? st.yellow(`; stage starts are paced: ${pressure.reason}`) : ""}`);
       if (config.budget) s.result(`${st.bold("budget")}     ${JSON.stringify(config.budget)}`);
     }
-    s.exitCode = defaultUsable && journal.ok && artifacts.ok ? 0 : 1;
+    // A sandbox the config asks for must work here; one nobody asks for is only reported.
+    s.exitCode = defaultUsable && journal.ok && artifacts.ok && (sandbox.usable || sandbox.configDefault === "off") ? 0 : 1;
   },
 });
+
+/** Whether bubblewrap can make a sandbox here (tried for real: runners/sandbox/bwrap.ts), and the config's default. */
+function sandboxReport(config: AtomicConfig): { usable: boolean; bwrap: string | null; version: string | null; problem?: string; hint?: string; configDefault: string } {
+  const problem = sandboxProblem();
+  const bwrap = bwrapPath() ?? null;
+  const version = bwrap ? Bun.spawnSync([bwrap, "--version"]).stdout.toString("utf8").trim() || null : null;
+  const configDefault = config.sandbox === undefined || config.sandbox === "off" ? "off" : JSON.stringify(config.sandbox);
+  return { usable: !problem, bwrap, version, ...(problem ? { problem: problem.message, hint: problem.hint } : {}), configDefault };
+}
 
 async function openaiReport(config: AtomicConfig, probe: boolean): Promise<RunnerReport> {
   const base = openaiBaseUrl(config);

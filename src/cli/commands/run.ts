@@ -27,6 +27,8 @@ import { loadConfig } from "../../shared/config/load.ts";
 import type { AtomicConfig } from "../../shared/config/schema.ts";
 import type { BudgetOptions, WorkflowDefinition } from "../../sdk/types.ts";
 import { checkRunner, defaultRunner } from "../../runners/agent-setup.ts";
+import { resolveSandbox } from "../../shared/sandbox-option.ts";
+import { sandboxProblem } from "../../runners/sandbox/bwrap.ts";
 import { session } from "../session.ts";
 import { SERVE_ARGS, startCliServer } from "../status-server.ts";
 import { createRunView, type RunView } from "../view/run-view.ts";
@@ -131,8 +133,25 @@ export function checkedConfig(s: CliSession, definition: WorkflowDefinition, bud
     const problem = checkRunner(runner, config, definition.model ?? config.model);
     if (problem) throw new UsageError(problem.code, `workflow ${definition.name}: ${problem.message}`, { hint: problem.hint });
   }
+  checkSandboxes(definition, config);
   warnIfUnpriced(s, config, definition, budget);
   return config;
+}
+
+/**
+ * The workflow's and the config's `sandbox`, before the run starts (exit 2, nothing written): a path that does
+ * not exist, or a sandbox asked for where bubblewrap cannot make one (a stage's own option is checked when it starts).
+ */
+function checkSandboxes(definition: WorkflowDefinition, config: AtomicConfig): void {
+  for (const setting of [
+    { value: definition.sandbox, where: `workflow ${definition.name}` },
+    { value: config.sandbox, where: "the config file" },
+  ]) {
+    const { spec, problem } = resolveSandbox([setting], false);
+    if (problem) throw new UsageError("bad_sandbox", problem.message, { hint: problem.hint });
+    const unavailable = spec ? sandboxProblem() : undefined;
+    if (unavailable) throw new UsageError("bad_sandbox", `${setting.where} asks for a sandbox, but ${unavailable.message}`, { hint: unavailable.hint });
+  }
 }
 
 function announce(s: CliSession, view: RunView, server: StatusServer, runId: string): void {

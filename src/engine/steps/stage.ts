@@ -33,6 +33,7 @@ import { faultPoint } from "../../shared/fault-points.ts";
 import type { StageResult, TaskOptions } from "../../sdk/types.ts";
 import type { StageRequest } from "../../runners/types.ts";
 import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
+import { stageSandbox } from "../stage-sandbox.ts";
 import type { Scope } from "../scope.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
@@ -83,6 +84,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     });
   }
   const continueFrom = continuation(name, opts, setup.runner, getRunner(setup.runner));
+  const sandbox = stageSandbox(name, opts, exec.definition, exec.tree.config, setup.isAgent, exec.tree.artifactsDir);
   if (opts.reads !== undefined && !setup.isAgent) throw new StepFailedError(name, `stage "${name}": reads attaches files to an agent's prompt; a shell stage has none`, { code: "bad_step" });
   const prompt = opts.reads !== undefined && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
   const toFile = opts.output === "file";
@@ -110,6 +112,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       ...(setup.model !== undefined ? { model: setup.model } : {}),
       ...(setup.agent ? { agent: toFile ? { ...setup.agent, output: outputFile(artifactDir) } : setup.agent } : {}),
       ...(continueFrom ? { continueFrom } : {}),
+      ...(sandbox ? { sandbox } : {}),
       cwd,
       ...(opts.cwd !== undefined ? { cwdOption: opts.cwd } : {}),
       ...(opts.queue !== undefined && opts.queue !== DEFAULT_QUEUE ? { queue: opts.queue } : {}),

@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 5;
+export const POOL_PROTOCOL_VERSION = 6;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -33,6 +33,16 @@ export const StageRequestSchema = v.object({
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
   continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),
   traceparent: v.optional(v.string()),
+  /** Version 6: a worker that dropped it would run the stage unsandboxed. */
+  sandbox: v.optional(
+    v.object({
+      network: v.picklist(["none", "provider", "open"]),
+      read: v.array(v.string()),
+      write: v.array(v.string()),
+      hosts: v.array(v.string()),
+      hidden: v.array(v.string()),
+    }),
+  ),
   /** Agent stages: AgentOptions (src/runners/types.ts); plain data, checked by the runner. */
   agent: v.optional(
     v.object({

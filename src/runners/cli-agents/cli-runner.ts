@@ -44,6 +44,8 @@ import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } fr
 import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
 import { stageEnv, stageMarker } from "../stage-env.ts";
+import { sandboxed } from "../sandbox/launch.ts";
+import { cliSandboxFiles } from "./sandbox-files.ts";
 import { rateLimitsFor, type SharedRateLimits } from "../rate-limits.ts";
 import { Machine } from "../../shared/state-machine.ts";
 import { SESSION_EVENTS, SESSION_STATES, SESSION_TRANSITIONS, type SessionEvent, type SessionState } from "./cli-session-state.ts";
@@ -345,10 +347,13 @@ class CliSession {
     this.state.text = "";
     this.state.process = {};
     const ctx = this.context();
+    const env = { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) };
+    // A sandboxed stage: the whole CLI process runs inside bubblewrap (runners/sandbox/launch.ts).
+    const box = sandboxed(req, [binary, ...args], env, req.sandbox ? cliSandboxFiles(this.adapter.kind, req, env) : {});
     const proc = new AgentProcess(
-      binary,
-      args,
-      { cwd: req.cwd, env: { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) }, marker: stageMarker(req) },
+      box.argv[0]!,
+      box.argv.slice(1),
+      { cwd: req.cwd, env: box.env, marker: stageMarker(req) },
       (line) => {
         this.files.raw(line);
         let rec: unknown;
@@ -381,6 +386,7 @@ class CliSession {
     if (this.phase.is(SESSION_STATES.stopping)) proc.stop();
     return proc.ended.finally(() => {
       this.proc = undefined;
+      box.close();
     });
   }
 

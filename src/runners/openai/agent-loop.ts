@@ -51,6 +51,7 @@ import { ProviderError, oneLine } from "./provider-errors.ts";
 import { STRUCTURED_TOOL, checkStructured, structuredSpec } from "./structured-output.ts";
 import { ToolBox, enabledTools, type ToolName } from "./tools.ts";
 import { stageEnv } from "../stage-env.ts";
+import { sandboxEndpoints } from "../sandbox/launch.ts";
 import { readEnv } from "../../shared/config/environment.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
@@ -235,7 +236,7 @@ export class AgentLoop {
     let toolBox: ToolBox;
     try {
       toolNames = enabledTools(agent.tools);
-      toolBox = new ToolBox(req.cwd, toolNames, stageEnv(req));
+      toolBox = new ToolBox(req.cwd, toolNames, stageEnv(req), req.sandbox ? { sandbox: req.sandbox, endpoints: sandboxEndpoints(agent.baseUrl ?? CONFIG_DEFAULTS.openai.baseUrl) } : undefined);
       this.tools = toolBox;
     } catch (err) {
       return this.result("failed", "bad_tools", (err as Error).message);

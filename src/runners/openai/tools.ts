@@ -24,6 +24,8 @@ import { inheritedEnv } from "../stage-env.ts";
 import { ConfinedFs, ToolRefused, requireFile, type DirEntry } from "./confined-fs.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
 import { childProcess } from "../../shared/lazy-builtins.ts";
+import { sandboxed, type Sandboxed } from "../sandbox/launch.ts";
+import type { StageRequest } from "../types.ts";
 
 export { ToolRefused };
 
@@ -89,6 +91,8 @@ export class ToolBox {
     readonly enabled: readonly ToolName[],
     /** The `bash` tool's environment: the stage's (runners/stage-env.ts), never atomic's own credentials. */
     private readonly env: Record<string, string> = inheritedEnv(),
+    /** The stage's sandbox: each `bash` command runs inside it (runners/sandbox/launch.ts), the provider's endpoint reachable. */
+    private readonly box?: { sandbox: NonNullable<StageRequest["sandbox"]>; endpoints: string[] },
   ) {
     this.fs = new ConfinedFs(cwd);
   }
@@ -220,7 +224,15 @@ export class ToolBox {
   private bash(command: string, timeoutArg: number | undefined, signal: AbortSignal): Promise<string> {
     const timeoutMs = Math.min(BASH_MAX_MS, Math.max(1, timeoutArg ?? BASH_DEFAULT_MS));
     return new Promise((resolvePromise) => {
-      const child = spawnWithUserUmask(() => childProcess().spawn("/bin/sh", ["-c", command], { cwd: this.cwd, env: this.env, detached: true, stdio: ["ignore", "pipe", "pipe"] }));
+      let sandbox: Sandboxed;
+      try {
+        sandbox = sandboxed({ cwd: this.cwd, ...(this.box ? { sandbox: this.box.sandbox } : {}) }, ["/bin/sh", "-c", command], this.env, { endpoints: this.box?.endpoints ?? [] });
+      } catch (e) {
+        resolvePromise(`error: ${(e as Error).message}`);
+        return;
+      }
+      const [program, ...args] = sandbox.argv;
+      const child = spawnWithUserUmask(() => childProcess().spawn(program!, args, { cwd: this.cwd, env: sandbox.env, detached: true, stdio: ["ignore", "pipe", "pipe"] }));
       const pid = child.pid;
       if (pid !== undefined) {
         trackGroup(pid);
@@ -248,6 +260,7 @@ export class ToolBox {
       });
       child.on("close", (code) => {
         clearTimeout(timer);
+        sandbox.close();
         signal.removeEventListener("abort", onAbort);
         if (pid !== undefined) {
           untrackGroup(pid);

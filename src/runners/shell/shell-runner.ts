@@ -24,6 +24,7 @@ import { OutputFiles } from "./output-files.ts";
 import { stageEnv } from "../stage-env.ts";
 import { killGroup, trackGroup, untrackGroup } from "./process-groups.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
+import { sandboxed, type Sandboxed } from "../sandbox/launch.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 const KILL_GRACE_MS = 2_000;
@@ -44,12 +45,16 @@ export class ShellRunner implements Runner {
     let spawnError: Error | undefined;
     let exited = false;
     let pid: number | undefined;
+    let box: Sandboxed | undefined;
     try {
       // The argv form runs the program itself, no shell: each element is one argument, as is (sdk/shell.ts).
       const argv = request.argv ?? ["/bin/sh", "-c", request.command ?? ""];
-      child = spawnWithUserUmask(() => Bun.spawn(argv, {
+      // A sandboxed stage runs inside bubblewrap (runners/sandbox/launch.ts); its group is bwrap's.
+      const sandbox = sandboxed(request, argv, stageEnv(request));
+      box = sandbox;
+      child = spawnWithUserUmask(() => Bun.spawn(sandbox.argv, {
         cwd: request.cwd,
-        env: stageEnv(request),
+        env: sandbox.env,
         detached: true,
         stdin: "pipe",
         stdout: output.stdout.fd,
@@ -91,6 +96,7 @@ export class ShellRunner implements Runner {
         settled = true;
         if (timer) clearTimeout(timer);
         if (pid !== undefined) untrackGroup(pid);
+        box?.close();
         stdin.close();
         const text = output.drain(TEXT_LIMIT);
         const base = { text, exitCode, outputPath, errorPath };

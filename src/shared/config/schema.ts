@@ -15,6 +15,7 @@
 import { isAbsolute } from "node:path";
 import * as v from "valibot";
 import { AGE_EXAMPLES, parseAge } from "../age.ts";
+import { checkSandboxOption, type SandboxOption } from "../sandbox-option.ts";
 
 /** The artifact store's chunk (artifacts/store.ts CHUNK_BYTES), the smallest per-file cap: shared/ imports nothing above it. */
 const CHUNK_BYTES = 256 * 1024;
@@ -174,6 +175,14 @@ export const ConfigSchema = v.message(
     retention: section(RetentionSchema, "What the service deletes daily; absent, nothing is."),
     artifacts: section(ArtifactsSchema, "Where stage files go, and their cap.", ARTIFACTS_HINT),
     service: section(ServiceSchema, "The local service (`atomic serve`)."),
+    sandbox: key(
+      v.custom<SandboxOption>((x) => checkSandboxOption(x, "sandbox") === undefined),
+      {
+        type: '"off", true, or an object with network ("none", "provider" or "open"), read and write (arrays of paths, absolute or ~/…) and hosts (an array of host:port)',
+        default: '"off"',
+        description: "Sandbox of every stage that names none itself, nor its workflow (shell stages too): see docs/guides/security.md.",
+      },
+    ),
   }),
   "a JSON object",
 );

@@ -1,0 +1,37 @@
+/**
+ * Which sandbox a stage gets (docs/design/sandbox.md), decided in the root
+ * before its first attempt: the stage's `sandbox` option, else its
+ * workflow's, else the config's; none: no sandbox. A bad option, a path
+ * that does not exist, or a sandbox asked for where bubblewrap cannot make
+ * one fails the step here, before anything is recorded or started, with
+ * one sentence and a hint (code `bad_sandbox`): a stage that asked for a
+ * sandbox never runs without one.
+ */
+
+import { homedir } from "node:os";
+import { resolve } from "node:path";
+import type { TaskOptions, WorkflowDefinition } from "../sdk/types.ts";
+import type { AtomicConfig } from "../shared/config/schema.ts";
+import { readEnv } from "../shared/config/environment.ts";
+import { StepFailedError } from "../shared/errors.ts";
+import { resolveSandbox } from "../shared/sandbox-option.ts";
+import { sandboxProblem } from "../runners/sandbox/bwrap.ts";
+import type { StageRequest } from "../runners/types.ts";
+
+export function stageSandbox(name: string, opts: TaskOptions, definition: WorkflowDefinition, config: AtomicConfig, isAgent: boolean, artifactsDir: string): StageRequest["sandbox"] {
+  const { spec, problem } = resolveSandbox(
+    [
+      { value: opts.sandbox, where: `stage "${name}"` },
+      { value: definition.sandbox, where: `workflow ${definition.name}` },
+      { value: config.sandbox, where: "the config file" },
+    ],
+    isAgent,
+  );
+  const fail = (p: { message: string; hint: string }) => new StepFailedError(name, p.message, { code: "bad_sandbox", hint: p.hint });
+  if (problem) throw fail(problem);
+  if (!spec) return undefined;
+  const unavailable = sandboxProblem();
+  if (unavailable) throw fail({ message: `stage "${name}": ${unavailable.message}`, hint: unavailable.hint });
+  const home = resolve(readEnv("ATOMIC_HOME") ?? resolve(homedir(), ".atomic"));
+  return { ...spec, hidden: [...new Set([home, artifactsDir])] };
+}

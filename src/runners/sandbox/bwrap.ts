@@ -1,0 +1,115 @@
+/**
+ * Bubblewrap (bwrap), found and tried at run time, and the command line
+ * that puts one stage process inside it (docs/design/sandbox.md).
+ *
+ * `sandboxProblem()` says why no sandbox can be made here, in one sentence
+ * with the fix (bwrap not on PATH; bwrap there but unable to make its
+ * namespaces, as when unprivileged user namespaces are off), or nothing.
+ * It tries bwrap once per process and remembers the answer.
+ *
+ * `bwrapArgs` builds, in this order (a later mount lies over an earlier):
+ * the whole system read-only; fresh /dev, /proc (of a new PID namespace)
+ * and an empty /tmp; the user's home (both $HOME and the account's), the
+ * atomic home and the artifact store replaced by empty directories; then
+ * what the stage may see: `read` paths read-only, `write` paths, the cwd
+ * and the runner's own files writable; last, every credential path that a
+ * visible path would show is covered again. Every namespace is new (user,
+ * PID, IPC, UTS, cgroup, network; the network only stays shared for
+ * `network: "open"`), and the sandbox dies with its parent: when the
+ * stage's first process ends, bwrap's init ends and the kernel kills
+ * whatever the stage left behind.
+ */
+
+import { existsSync, statSync } from "node:fs";
+import { userInfo } from "node:os";
+import { join, sep } from "node:path";
+import { CREDENTIAL_PATHS, type SandboxProblem, type SandboxSpec } from "../../shared/sandbox-option.ts";
+
+const INSTALL_HINT = 'install bubblewrap (Debian, Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap), or set sandbox: "off" on the stage';
+const USERNS_HINT =
+  'enable unprivileged user namespaces (sudo sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0), or set sandbox: "off" on the stage';
+
+let tried: { bwrap?: string; problem?: SandboxProblem; path: string | undefined } | undefined;
+
+/** bwrap's path on PATH, or undefined. */
+export function bwrapPath(): string | undefined {
+  return Bun.which("bwrap", { PATH: process.env.PATH ?? "" }) ?? undefined;
+}
+
+/** Why a stage cannot be sandboxed here, or undefined when bwrap works (tried once per PATH). */
+export function sandboxProblem(): SandboxProblem | undefined {
+  const path = process.env.PATH;
+  if (tried && tried.path === path) return tried.problem;
+  const bwrap = bwrapPath();
+  let problem: SandboxProblem | undefined;
+  if (!bwrap) {
+    problem = { message: "bubblewrap (bwrap) is not installed on this machine (nor on PATH), so the stage cannot be sandboxed", hint: INSTALL_HINT };
+  } else {
+    const r = Bun.spawnSync([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "/bin/true"], { stdout: "ignore", stderr: "pipe" });
+    if (r.exitCode !== 0) {
+      const why = r.stderr.toString("utf8").trim().split("\n")[0]?.replace(/^bwrap: /, "") || `exit code ${r.exitCode}`;
+      problem = { message: `bubblewrap cannot create a sandbox here (${why}), so the stage cannot be sandboxed`, hint: USERNS_HINT };
+    }
+  }
+  tried = { ...(bwrap ? { bwrap } : {}), ...(problem ? { problem } : {}), path };
+  return problem;
+}
+
+export interface SandboxLayout {
+  spec: SandboxSpec;
+  cwd: string;
+  /** Paths hidden besides the user's home: the atomic home, the artifact store. */
+  hidden: readonly string[];
+  /** The runner's own files the stage writes (its artifact directory, a CLI's state directory). */
+  writable?: readonly string[];
+  /** The runner's own files the stage reads (an earlier session, the CLI's auth file). */
+  readable?: readonly string[];
+  /** Credential paths this stage may see after all (the CLI's own auth file). */
+  allowed?: readonly string[];
+  /** The user's home as the stage's environment names it. */
+  home: string;
+  /** Extra environment set inside. */
+  setenv?: Record<string, string>;
+}
+
+/** The bwrap arguments (without bwrap itself) that run `argv` sandboxed as `layout` says. */
+export function bwrapArgs(layout: SandboxLayout, argv: readonly string[]): string[] {
+  const { spec } = layout;
+  const a: string[] = ["--unshare-all", ...(spec.network === "open" ? ["--share-net"] : []), "--die-with-parent"];
+  a.push("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp");
+  const homes = [...new Set([layout.home, accountHome()].filter((h): h is string => !!h && h !== "/" && existsSync(h)))];
+  const hidden = [...homes, ...layout.hidden.filter((p) => existsSync(p))];
+  for (const dir of hidden) a.push("--tmpfs", dir);
+  const visible: string[] = [];
+  const bind = (flag: string, p: string) => {
+    if (!existsSync(p)) return;
+    a.push(flag, p, p);
+    visible.push(p);
+  };
+  for (const p of layout.readable ?? []) bind("--ro-bind", p);
+  for (const p of spec.read) bind("--ro-bind", p);
+  for (const p of layout.writable ?? []) bind("--bind", p);
+  for (const p of spec.write) bind("--bind", p);
+  bind("--bind", layout.cwd);
+  // A visible path must not show a credential path under it (read: ["~"] shows the home, not its keys).
+  const allowed = new Set(layout.allowed ?? []);
+  for (const home of homes) {
+    for (const c of CREDENTIAL_PATHS) {
+      const p = join(home, c);
+      if (allowed.has(p) || !existsSync(p) || !visible.some((v) => p === v || p.startsWith(v + sep))) continue;
+      if (statSync(p).isDirectory()) a.push("--tmpfs", p);
+      else a.push("--ro-bind", "/dev/null", p);
+    }
+  }
+  for (const [k, v] of Object.entries({ TMPDIR: "/tmp", ...layout.setenv })) a.push("--setenv", k, v);
+  a.push("--chdir", layout.cwd, "--", ...argv);
+  return a;
+}
+
+function accountHome(): string | undefined {
+  try {
+    return userInfo().homedir;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * Stage sandboxes through the real binary and real bubblewrap
+ * (scripts/install-bubblewrap.sh): a shell stage and the openai loop's
+ * `bash` tool (scripted by the fake provider) try to read a planted key in
+ * a fake ~/.ssh and a file of the atomic home, write outside the cwd
+ * (a system directory, another directory, through a symlink), reach a
+ * loopback server that is not the provider, and leave a background
+ * process behind. Each is refused and the stage's own work succeeds; with
+ * `network: "provider"` the provider is reached and the other port is
+ * not. The same probe without a sandbox succeeds, so the probe is not
+ * vacuous. A real pi (test/agents) runs whole inside the sandbox:
+ * test/runners/sandbox-pi.test.ts.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAtomic } from "../helpers/atomic.ts";
+import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
+import { sandboxWorld } from "../helpers/sandbox-world.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir } from "./support.ts";
+
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+const WORKFLOW = fixture("sandboxed.ts");
+
+async function run(w: ReturnType<typeof sandboxWorld>, inputs: Record<string, string>, env: Record<string, string> = {}) {
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`])], { home: w.home, cwd: w.cwd, env: { ...w.env, ...env } });
+  const last = r.stdout.trim().split("\n").at(-1) ?? "";
+  const result = last.startsWith("{") ? JSON.parse(last) : {};
+  return { ...r, outputs: result.outputs, error: result.error as { code: string; message: string; hint?: string } | undefined };
+}
+
+function expectContained(out: string, w: ReturnType<typeof sandboxWorld>) {
+  expect(out).toContain("SSH=denied");
+  expect(out).toContain("ATOMIC_HOME=denied");
+  expect(out).toContain("SYSTEM=denied");
+  expect(out).toContain("OTHER_PORT=denied");
+  expect(out).toContain("WORK=done");
+  expect(w.escaped()).toEqual([]);
+  expect(w.visits()).toBe(0);
+  // The stage has ended: its PID namespace with it, the setsid'd sleep too.
+  expect(w.leftovers()).toEqual([]);
+  expect(readFileSync(join(w.cwd, "result.txt"), "utf8")).toBe("done\n");
+}
+
+e2eTest("a sandboxed shell stage: the key, the atomic home, writes outside the cwd, another port and a background process are refused; its work succeeds", async () => {
+  const w = sandboxWorld();
+  try {
+    const r = await run(w, { shell: w.probe, sandbox: JSON.stringify({ read: ["~/.gitconfig"] }) });
+    expect(r.code).toBe(0);
+    expect(r.outputs.status).toBe("completed");
+    expectContained(r.outputs.text, w);
+    // what the stage named is readable
+    expect(r.outputs.text).toContain("GITCONFIG=read");
+  } finally {
+    w.close();
+  }
+});
+
+e2eTest('the same probe with sandbox: "off" reaches everything (the probe is not vacuous); the config\'s sandbox applies to a stage that names none', async () => {
+  const w = sandboxWorld();
+  try {
+    const open = await run(w, { shell: w.probe, sandbox: JSON.stringify("off") });
+    expect(open.code).toBe(0);
+    for (const seen of ["SSH=read", "ATOMIC_HOME=read", "SYSTEM=written", "OTHER_PORT=reached"]) expect(open.outputs.text).toContain(seen);
+    expect(w.escaped().length).toBe(3);
+    w.close();
+    for (const f of w.escaped()) rmSync(f);
+    w.resetVisits();
+    // config.json: { "sandbox": true } sandboxes a shell stage without an option of its own
+    writeFileSync(join(w.home, "config.json"), JSON.stringify({ sandbox: true }));
+    const boxed = await run(w, { shell: w.probe, sandbox: "" });
+    expect(boxed.code).toBe(0);
+    expect(boxed.outputs.text).toContain("GITCONFIG=hidden");
+    expectContained(boxed.outputs.text, w);
+  } finally {
+    w.close();
+  }
+});
+
+e2eTest('the openai loop\'s bash tool runs sandboxed: with network "provider" it reaches the provider and nothing else', async () => {
+  const w = sandboxWorld();
+  let providerUrl = "";
+  const command = () => `${w.probe}\necho PROVIDER=$(curl -s -m 5 -o /dev/null -w '%{http_code}' ${providerUrl}/models)`;
+  const fake = await startFakeOpenAI((req, i) => (i === 0 ? toolCall("bash", { command: command() }) : text("finished")));
+  providerUrl = fake.url;
+  try {
+    const r = await run(w, { prompt: "probe", sandbox: JSON.stringify({ network: "provider" }) }, { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" });
+    expect(r.code).toBe(0);
+    expect(r.outputs).toMatchObject({ status: "completed", text: "finished" });
+    const tool = String(fake.requests[1]!.body.messages.find((m) => m.role === "tool")!.content);
+    expect(tool).toMatch(/exit code 0/);
+    expectContained(tool, w);
+    // the provider answered through atomic's gate (any HTTP status: the connection was made)
+    expect(tool).toMatch(/PROVIDER=[1-5]\d\d/);
+  } finally {
+    w.close();
+    await fake.close();
+  }
+});
+
+// ---------------------------------------------------------------- bad input and a machine without a sandbox
+
+/** A workflow file in a temp dir with `sandbox` as its workflow-wide option. */
+function workflowWith(sandbox: unknown): string {
+  const file = join(makeTempDir("atomic-sbx-wf-"), "wf.ts");
+  writeFileSync(file, `import { workflow } from "atomic";\nexport default workflow({ name: "wide", sandbox: ${JSON.stringify(sandbox)}, async run(ctx) { await ctx.task("s", { shell: "touch ran" }); } });\n`);
+  return file;
+}
+
+/** A directory whose `bwrap` fails as bwrap does where unprivileged user namespaces are off, for PATH. */
+function brokenBwrap(): string {
+  const dir = makeTempDir("atomic-sbx-bin-");
+  writeFileSync(join(dir, "bwrap"), "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n", { mode: 0o755 });
+  return dir;
+}
+
+const NO_BWRAP_PATH = "/nonexistent-bin";
+
+e2eTest("bad sandbox options of a workflow: one sentence and a hint, exit 2, no run and nothing started", async () => {
+  const w = sandboxWorld();
+  try {
+    const cases: [unknown, RegExp, Record<string, string>][] = [
+      [{ network: "everywhere" }, /workflow wide: sandbox network "everywhere" is not one of none, provider, open/, {}],
+      [{ read: [".gitconfig"] }, /sandbox read path "\.gitconfig" is relative/, {}],
+      [{ read: ["~/missing-file"] }, /sandbox read path ~\/missing-file does not exist/, {}],
+      [{ read: ["~/.ssh"] }, /holds credentials/, {}],
+      [true, /workflow wide asks for a sandbox, but bubblewrap \(bwrap\) is not installed/, { PATH: `${NO_BWRAP_PATH}:/usr/bin/env-free` }],
+      [true, /bubblewrap cannot create a sandbox here \(setting up uid map: Permission denied\)/, { PATH: `${brokenBwrap()}:${process.env.PATH}` }],
+    ];
+    for (const [sandbox, message, env] of cases) {
+      const r = await runAtomic(["run", workflowWith(sandbox)], { home: w.home, cwd: w.cwd, env: { ...w.env, ...env } });
+      expect(r.code).toBe(2);
+      const lines = r.stderr.trim().split("\n");
+      expect(lines[0]).toMatch(/^error: /);
+      expect(lines[0]).toMatch(message);
+      expect(lines[1]).toMatch(/^hint: /);
+      expect(lines.length).toBe(2);
+      expect(existsSync(join(w.cwd, "ran"))).toBe(false);
+    }
+    expect((await runAtomic(["runs", "--json"], { home: w.home })).stdout.trim()).toBe("");
+  } finally {
+    w.close();
+  }
+});
+
+e2eTest("a stage that asks for a sandbox where bwrap is missing or broken fails before it starts; sandbox: \"off\" runs there", async () => {
+  const w = sandboxWorld();
+  try {
+    const bin = makeTempDir("atomic-sbx-path-");
+    // PATH without bwrap, but with sh and touch for the stage
+    for (const tool of ["sh", "touch"]) symlinkSync(Bun.which(tool)!, join(bin, tool));
+    const missing = await run(w, { shell: "touch ran", sandbox: "true" }, { PATH: bin });
+    expect(missing.code).toBe(1);
+    expect(missing.error).toMatchObject({ code: "bad_sandbox", message: 'stage "work": bubblewrap (bwrap) is not installed on this machine (nor on PATH), so the stage cannot be sandboxed' });
+    expect(missing.error!.hint).toMatch(/^install bubblewrap \(Debian, Ubuntu: sudo apt-get install bubblewrap/);
+    const broken = await run(w, { shell: "touch ran", sandbox: "true" }, { PATH: `${brokenBwrap()}:${bin}` });
+    expect(broken.code).toBe(1);
+    expect(broken.error!.message).toMatch(/bubblewrap cannot create a sandbox here \(setting up uid map: Permission denied\)/);
+    expect(broken.error!.hint).toMatch(/^enable unprivileged user namespaces/);
+    const bad = await run(w, { shell: "touch ran", sandbox: JSON.stringify({ network: "lan" }) });
+    expect(bad.code).toBe(1);
+    expect(bad.error).toMatchObject({ code: "bad_sandbox", message: 'stage "work": sandbox network "lan" is not one of none, provider, open' });
+    expect(existsSync(join(w.cwd, "ran"))).toBe(false);
+    const off = await run(w, { shell: "touch ran", sandbox: JSON.stringify("off") }, { PATH: bin });
+    expect(off.code).toBe(0);
+    expect(existsSync(join(w.cwd, "ran"))).toBe(true);
+  } finally {
+    w.close();
+  }
+});
+
+e2eTest("atomic doctor says whether the sandbox works here", async () => {
+  const home = makeTempDir("atomic-sbx-doctor-");
+  const works = await runAtomic(["doctor", "--json"], { home });
+  expect(JSON.parse(works.stdout).sandbox).toMatchObject({ usable: true, bwrap: expect.stringMatching(/bwrap$/), version: expect.stringMatching(/^bubblewrap /) });
+  expect((await runAtomic(["doctor"], { home })).stdout).toMatch(/^sandbox +works here/m);
+  const missing = await runAtomic(["doctor"], { home, env: { PATH: NO_BWRAP_PATH } });
+  expect(missing.stdout).toMatch(/^sandbox +\(bubblewrap \(bwrap\) is not installed/m);
+  expect(missing.stdout).toMatch(/hint: install bubblewrap/);
+  const broken = await runAtomic(["doctor", "--json"], { home, env: { PATH: `${brokenBwrap()}:${process.env.PATH}` } });
+  expect(JSON.parse(broken.stdout).sandbox).toMatchObject({ usable: false, problem: expect.stringMatching(/setting up uid map/), hint: expect.stringMatching(/user namespaces/) });
+});
