@@ -81,9 +81,10 @@ async function checkMixedTrace(otlp: OtlpReceiver, runId: string, prepOut: strin
   expect(run.resource["service.name"]).toBe("atomic-test");
   expect(run.resource["deployment.environment.name"]).toBe("ci");
   for (const s of [prep, flaky1, flaky2, childStep]) expect(s.parentSpanId).toBe(run.spanId);
-  // the quick ctx.tool step is counted on the run's span, not a span of its own
-  expect(all.some((s) => s.name === "tool note")).toBe(false);
-  expect(run.attributes["atomic.steps.short"]).toBe(1);
+  // the ctx.tool step: counted on the run's span when it was quick (under 25 ms), else a span of its own under the run
+  const noteSpans = all.filter((s) => s.name === "tool note");
+  expect(noteSpans.length + Number(run.attributes["atomic.steps.short"] ?? 0)).toBe(1);
+  for (const s of noteSpans) expect(s.parentSpanId).toBe(run.spanId);
   expect(child.parentSpanId).toBe(childStep.spanId);
   expect(inner.parentSpanId).toBe(child.spanId);
   // the shell stage got its own span's context
