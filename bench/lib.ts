@@ -298,12 +298,14 @@ export async function runInProcess(
   home: string,
   wf: LoadedWorkflow,
   rawInputs: Record<string, unknown>,
+  /** Pin the run to its code as `atomic run` does (default); false: the run records none (bench/sequential.ts compares). */
+  pin = true,
 ): Promise<EngineRun> {
   const inputs = validateInputs(wf.definition.inputs ?? {}, rawInputs, wf.path);
   const t0 = performance.now();
   const root = await RootRun.start(
     { journal, home, observer: () => {} },
-    { definition: wf.definition, workflowPath: wf.path, digest: wf.digest, inputs },
+    { definition: wf.definition, workflowPath: wf.path, digest: wf.digest, ...(pin && wf.code ? { code: wf.code } : {}), inputs },
   );
   const outcome = await root.run();
   return { runId: root.runId, outcome, ms: performance.now() - t0 };

@@ -7,10 +7,14 @@
  * Target (FULL, the default durability): at least 0.6 of raw, i.e. one
  * fsync per step and little else. NORMAL is reported for information.
  * The journal's write transactions are counted to show the commits per step.
+ * The same run without its pinned code (engine/pinned-code.ts: the files
+ * stored at the start) alternates with them, to show what pinning costs
+ * (issue 26: at most 5 %), and the collection of the code at load is timed.
  */
 
 import { join } from "node:path";
 import type { Durability } from "../src/journal/journal.ts";
+import { collectCode } from "../src/engine/pinned-code.ts";
 import {
   RawCommits,
   alternate,
@@ -23,6 +27,7 @@ import {
   runInProcess,
   spread,
   tempDir,
+  timed,
   type Bench,
   type Result,
 } from "./lib.ts";
@@ -55,7 +60,14 @@ async function measure(durability: Durability): Promise<Result> {
           inAppend.push(tx.appendMs);
           return run.ms;
         },
+        unpinned: async () => {
+          const run = await runInProcess(journal, home, wf, { steps: STEPS }, false);
+          expectStatus(run, "completed");
+          return run.ms;
+        },
       });
+      const collect = await timed(() => collectCode(wf.path));
+      const pinCost = median(samples.engine) / median(samples.unpinned) - 1;
       const rawRate = STEPS / (median(samples.raw) / 1000);
       const engineRate = STEPS / (median(samples.engine) / 1000);
       const ratio = engineRate / rawRate;
@@ -76,6 +88,8 @@ async function measure(durability: Durability): Promise<Result> {
             `${fmt((median(samples.raw) / STEPS) * 1000, 1)} µs)`,
           `journal write transactions per run: ${txPerRun} (${fmt(txPerRun / STEPS, 3)} per step; ` +
             "the 4 extra: lease acquire, run_started, status_changed, lease release)",
+          `pinned code: the run ${fmt(median(samples.engine))} ms with it, ${fmt(median(samples.unpinned))} ms without ` +
+            `(${pinCost >= 0 ? "+" : ""}${fmt(pinCost * 100, 1)} %; target at most +5 %); collecting it at load ${fmt(collect, 2)} ms`,
           ...(full ? [] : ["informational: the 0.6 target applies to FULL"]),
         ],
       };

@@ -8,7 +8,8 @@
 import { existsSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { RootRun, type NewRunRequest } from "../engine/driver.ts";
-import { loadWorkflowFile, type LoadedWorkflow } from "../engine/loader.ts";
+import { loadPinnedWorkflow, loadWorkflowFile, type LoadedWorkflow } from "../engine/loader.ts";
+import { shortVersion } from "../engine/pinned-code.ts";
 import { recordedPlace } from "../engine/run-place.ts";
 import type { JournalEvent, RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
@@ -61,8 +62,14 @@ export async function loadRecorded(
       s.info(where.cwd !== undefined ? `running in ${cwd} (--cwd)` : `running in ${cwd}, where run ${run.id} ran`);
     }
   }
-  return loadWorkflowFile(file).catch((err: unknown) => {
+  return loadWorkflowFile(file).catch(async (err: unknown) => {
     if (where.workflow === undefined && err instanceof UsageError && err.code === "workflow_not_found") {
+      // The file is gone: the new run gets the code the recorded one was pinned to (engine/pinned-code.ts).
+      const pinned = await loadPinnedWorkflow(await s.journal(), s.globals.home, run.workflowDigest, file);
+      if (pinned) {
+        s.info(`${file} no longer exists: running the code run ${run.id} was pinned to (${shortVersion(run.workflowDigest)})`);
+        return pinned;
+      }
       throw new UsageError(err.code, `workflow file ${file} does not exist any more (run ${run.id} ran from it)`, {
         hint: "if it moved, name it with --workflow FILE",
       });
@@ -85,7 +92,7 @@ export async function startAndDrive(
   const view = createRunView(s);
   const root = await RootRun.start(
     { journal, home: s.globals.home, observer: view.observer, config, ...leaseOption(args.leaseMs), executor: choice },
-    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, runId: newRunId(), ...(budget ? { budget } : {}), ...req },
+    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), runId: newRunId(), ...(budget ? { budget } : {}), ...req },
   );
   await driveRun(s, root, view);
 }

@@ -15,6 +15,7 @@
  */
 
 import type { Clock } from "./clock.ts";
+import type { PinnedCode } from "./pinned-code.ts";
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { AppendEntry } from "../journal/append.ts";
@@ -59,12 +60,17 @@ export interface DriverOptions {
   drivenBy?: "service";
   /** The time ctx.sleep reads and waits on (./clock.ts): the wall clock unless given (the test kit's virtual one). */
   clock?: Clock;
+  /** `resume --upgrade`: the run moves from its pinned code to the current file (recorded with the resume). */
+  upgraded?: boolean;
 }
 
 export interface NewRunRequest {
   definition: WorkflowDefinition;
   workflowPath: string;
+  /** The code version (pinned-code.ts), or a builtin's digest. */
   digest: string;
+  /** The code to pin the run to (loader.ts): stored before the run is recorded. */
+  code?: PinnedCode;
   inputs: Record<string, unknown>;
   /** Budget flags (`--max-cost` ...): over the workflow's budget, over config's. */
   budget?: BudgetOptions;
@@ -116,6 +122,8 @@ export class RootRun {
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
     try {
+      // The run's code, stored before the run that names it (pinned-code.ts): resume finds it whatever became of the file.
+      if (req.code) await opts.journal.code.put(req.code.files, Date.now());
       await root.tree.append({
         runId,
         type: EVENT.runStarted,
@@ -166,8 +174,11 @@ export class RootRun {
     digest: string,
     /** Budget flags of `atomic resume` (`--max-cost N` ...): over what the run recorded. */
     budgetOverride?: BudgetOptions,
-    /** The workflow file loaded (another one than recorded: `resume --workflow`) and the directory it runs in. */
-    place?: { path: string; cwd: string },
+    /**
+     * The workflow file loaded (another one than recorded: `resume --workflow`), the directory it runs in, and
+     * the code it loaded when that is not the code the run is pinned to (`--upgrade`): stored before the resume is.
+     */
+    place?: { path: string; cwd: string; code?: PinnedCode | undefined },
     /**
      * The run's events as the caller read them before the lease (`atomic resume` needs them to find the
      * workflow): only those appended since are read again. A journal is append-only, seqs gapless.
@@ -207,9 +218,11 @@ export class RootRun {
       digest,
       digestChanged: digest !== run.workflowDigest,
       ...(place ? { path: place.path, cwd: place.cwd } : {}),
+      ...(opts.upgraded ? { upgraded: true } : {}),
       ...(budget ? { budget } : {}),
       ...(opts.drivenBy ? { drivenBy: opts.drivenBy } : {}),
     };
+    if (place?.code && digest !== run.workflowDigest) await opts.journal.code.put(place.code.files, Date.now());
     await root.tree.append({
       runId: run.id,
       type: EVENT.runResumed,
@@ -223,7 +236,9 @@ export class RootRun {
       opts.observer({
         type: "warning",
         runId: run.id,
-        message: "the workflow file changed since this run started; replay checks that the recorded steps still match",
+        message: opts.upgraded
+          ? "the run moves to the current workflow file (--upgrade); replay checks that the recorded steps still match"
+          : "the workflow file changed since this run started; replay checks that the recorded steps still match",
         at: Date.now(),
       });
     }

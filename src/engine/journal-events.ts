@@ -87,6 +87,8 @@ export interface RunResumedPayload {
   cwd?: string;
   /** "service": the local service (`atomic serve`) started this drive to recover or wake the run (src/service/). */
   drivenBy?: "service";
+  /** `resume --upgrade`: from this drive on the run runs the current file (its digest is that file's code version). */
+  upgraded?: boolean;
 }
 
 export const EVENT = {

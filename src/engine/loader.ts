@@ -7,9 +7,12 @@
  * transpiles the file at import time; its relative imports resolve as
  * usual. The file's default export must be a workflow.
  *
- * The digest (sha256 of the file's text) is recorded with the run; resume
- * compares it and lets replay decide whether a changed file is still
- * consistent. Files the workflow imports are not part of the digest.
+ * A file's digest is its code version (pinned-code.ts): the sha256 of the
+ * manifest of the file and every local module it imports. The run records
+ * it with that code, and a later drive loads the pinned code back
+ * (`loadPinnedWorkflow`) unless it is told to move the run to the current
+ * file (`resume --upgrade`, `--workflow`). Runs recorded before pinning
+ * hold the sha256 of the file alone and load the file as it is now.
  *
  * `builtin:<name>` names a workflow shipped in the binary (builtins.ts):
  * the reference a run of a builtin records, so resume finds it again.
@@ -23,6 +26,8 @@ import type { WorkflowDefinition } from "../sdk/types.ts";
 import { AtomicError, UsageError, ensureError } from "../shared/errors.ts";
 import { closeMatches } from "../shared/close-matches.ts";
 import { BUILTIN_PREFIX, builtinDigest, builtinNames, builtinSource, withBuiltinFile } from "./builtins.ts";
+import type { Journal } from "../journal/journal.ts";
+import { collectCode, materializeCode, shortVersion, storedCode, type PinnedCode } from "./pinned-code.ts";
 
 /** The names `atomic run NAME` accepts here: the builtins and the files in .atomic/workflows/. */
 function workflowNames(): string[] {
@@ -60,6 +65,8 @@ export interface LoadedWorkflow {
   definition: WorkflowDefinition;
   path: string;
   digest: string;
+  /** A file's code, to pin a new run to (a builtin has none: it is part of the binary). */
+  code?: PinnedCode;
 }
 
 export function fileDigest(path: string): string {
@@ -69,7 +76,23 @@ export function fileDigest(path: string): string {
 export async function loadWorkflowFile(file: string): Promise<LoadedWorkflow> {
   if (file.startsWith(BUILTIN_PREFIX)) return loadBuiltin(file.slice(BUILTIN_PREFIX.length));
   const path = checkWorkflowPath(file);
-  return { definition: await importWorkflow(path, file), path, digest: fileDigest(path) };
+  const definition = await importWorkflow(path, file);
+  const code = collectCode(path);
+  return { definition, path, digest: code.version, code };
+}
+
+/**
+ * The workflow a run is pinned to (its code version `version`, recorded
+ * from the file `recordedPath`), loaded from a copy of the pinned files;
+ * undefined when the run's code is not pinned. `path` stays the recorded one.
+ */
+export async function loadPinnedWorkflow(journal: Journal, home: string, version: string, recordedPath: string): Promise<LoadedWorkflow | undefined> {
+  if (recordedPath.startsWith(BUILTIN_PREFIX)) return undefined;
+  const stored = await storedCode(journal, version);
+  if (!stored) return undefined;
+  const entry = materializeCode(home, version, stored.code.manifest, stored.byPath, recordedPath);
+  const definition = await importWorkflow(entry, `${recordedPath} (pinned ${shortVersion(version)})`);
+  return { definition, path: recordedPath, digest: version, code: stored.code };
 }
 
 /** The absolute path of a workflow file; a usage error when it is missing, not a file or not TypeScript or JavaScript. */

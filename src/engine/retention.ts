@@ -79,6 +79,8 @@ export interface GcReport {
   artifactBytes: number;
   /** Artifact directories of no run in the journal (left by a gc that was stopped), removed with their files. */
   orphanDirs: number;
+  /** Pinned code files no remaining run uses, deleted from the journal (not on a dry run; engine/pinned-code.ts). */
+  codeFiles: number;
   /** Runs selected but kept because a driver holds them now. */
   kept: RunId[];
   /** The journal's size before and after giving space back (not on a dry run). */
@@ -112,6 +114,7 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
     artifactFiles: 0,
     artifactBytes: 0,
     orphanDirs: 0,
+    codeFiles: 0,
     kept: [],
     deleted: [],
   };
@@ -151,6 +154,7 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
     }
   }
   await sweepOrphans(journal, home, before, report);
+  if (!report.dryRun) report.codeFiles = await sweepCode(journal, home, before);
   if (!report.dryRun) report.storage = await journal.retention.reclaim({ rewrite: !(await anyLive(journal)) });
   return report;
 }
@@ -194,6 +198,26 @@ async function sweepOrphans(journal: Journal, home: string, before: number, repo
     report.artifactFiles += files.files;
     report.artifactBytes += files.bytes;
   }
+}
+
+/**
+ * Pinned code that no remaining run uses goes with the last run that used it: its files in the journal
+ * (stored before `before`, so the code of a run starting now stays), and the copies resumes made of it
+ * under the home (engine/pinned-code.ts).
+ */
+async function sweepCode(journal: Journal, home: string, before: number): Promise<number> {
+  const deleted = await journal.code.sweep(before);
+  const root = join(home, "code");
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return deleted;
+  }
+  const versions = names.filter((n) => /^[0-9a-f]{64}$/.test(n));
+  const stored = await journal.code.get(versions);
+  for (const version of versions) if (!stored.has(version)) removeTree(join(root, version));
+  return deleted;
 }
 
 // ---------------------------------------------------------------- the service's daily duty

@@ -13,6 +13,7 @@
  * - ./views.ts: reads for the status server (`Journal.views`);
  * - ./retention.ts: deleting finished runs (`Journal.retention`);
  * - ./schedules.ts and ./fleet.ts: schedules and worker hosts;
+ * - ./code.ts: the workflow code each run is pinned to;
  * - ../artifacts/store.ts: the artifact store a shared journal offers.
  *
  * A backend (sqlite/, postgres/) is a folder implementing `Journal`;
@@ -30,6 +31,7 @@ import type { MessageStore } from "./messages.ts";
 import type { RunRetention } from "./retention.ts";
 import type { HolderInfo, JournalEvent, Lease, RunRecord, RunStatus } from "./runs.ts";
 import type { ScheduleStore } from "./schedules.ts";
+import type { CodeStore } from "./code.ts";
 import type { JournalViews } from "./views.ts";
 import type { WorkQueue } from "./work-queue.ts";
 
@@ -116,6 +118,8 @@ export interface Journal {
   readonly retention: RunRetention;
   /** Schedules (`atomic schedule`, the service's scheduler): the contract is ./schedules.ts. */
   readonly schedules: ScheduleStore;
+  /** The workflow code runs are pinned to (./code.ts): stored once per file, kept while a run uses it. */
+  readonly code: CodeStore;
   /** Worker hosts (./fleet.ts): only on a journal that several machines share. */
   readonly fleet?: FleetStore;
 

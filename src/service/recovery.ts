@@ -8,9 +8,10 @@
  * runs nobody has finished) and starts a drive for each due one, oldest
  * first, up to `maxRuns` drives at once; the rest wait for a free slot.
  * Before it starts a drive it checks what the drive needs: the recorded
- * directory and workflow file must exist (else the run is left for a
- * person with that sentence: give-up.ts); a changed file (its digest
- * differs) is noted and driven, and replay decides whether it still fits
+ * directory must exist, and the workflow file too for a run not pinned to
+ * its code (engine/pinned-code.ts; else the run is left for a person with
+ * that sentence: give-up.ts). A pinned run resumes its pinned code whatever
+ * became of the file; an unpinned one whose file changed is noted and driven, and replay decides whether it still fits
  * the journal: a file that no longer does fails the drive with the step
  * that differs, and the service leaves the run crashed with that sentence.
  *
@@ -32,6 +33,7 @@ import type { Journal } from "../journal/journal.ts";
 import type { RunRecord } from "../journal/runs.ts";
 import { BUILTIN_PREFIX } from "../engine/builtins.ts";
 import { fileDigest } from "../engine/loader.ts";
+import { pinnedManifest } from "../engine/pinned-code.ts";
 import type { RunId } from "../shared/ids.ts";
 import { CANDIDATE_STATUSES, DueRuns, type DueReason } from "./due-runs.ts";
 import { Drive, type DriveEnd } from "./drives.ts";
@@ -158,12 +160,14 @@ export class RecoveryDuty implements Duty {
   }
 
   private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string, crashesSeen: number): Promise<void> {
-    const problem = placeProblem(recordedCwd, path);
+    // A run pinned to its code (engine/pinned-code.ts) needs nothing of its file: the resume loads the pinned copy.
+    const pinned = (await pinnedManifest(this.journal, digest)) !== undefined;
+    const problem = placeProblem(recordedCwd, path, pinned);
     if (problem) {
       await this.leave(run.id, problem);
       return;
     }
-    if (!path.startsWith(BUILTIN_PREFIX) && currentDigest(path) !== digest) {
+    if (!pinned && !path.startsWith(BUILTIN_PREFIX) && currentDigest(path) !== digest) {
       this.sayOnce(run.id, `digest:${digest}`, `run ${run.id}: its workflow file ${path} changed since the run started; replay checks that the recorded steps still match`);
     }
     const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl, durability: this.service.durability });
@@ -259,9 +263,9 @@ const WHY: Record<DueReason, string> = {
 };
 
 /** Why a drive could not start in the run's recorded place, in one sentence; undefined when it can. */
-function placeProblem(cwd: string | undefined, path: string): string | undefined {
+function placeProblem(cwd: string | undefined, path: string, pinned: boolean): string | undefined {
   if (cwd !== undefined && !(existsSync(cwd) && statSync(cwd).isDirectory())) return `the directory it ran in, ${cwd}, no longer exists`;
-  if (path.startsWith(BUILTIN_PREFIX)) return undefined;
+  if (pinned || path.startsWith(BUILTIN_PREFIX)) return undefined;
   if (!existsSync(path)) return `its workflow file ${path} no longer exists`;
   if (currentDigest(path) === undefined) return `its workflow file ${path} cannot be read`;
   return undefined;

@@ -14,6 +14,7 @@
  * the root is not live (crashed, or stopped waiting).
  */
 
+import { shortVersion } from "../engine/pinned-code.ts";
 import { leaseExpiry, shownEnd, shownStatus } from "../journal/run-status.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { Lease, RunRecord, RunStatus, ShownStatus } from "../journal/runs.ts";
@@ -23,6 +24,8 @@ import type { StageCounts, UsageTotals } from "./totals.ts";
 export interface RunSummary {
   id: string;
   workflow: string;
+  /** The code version the run is pinned to, short (engine/pinned-code.ts); "" for a child run (its root's). */
+  code: string;
   status: ShownStatus;
   storedStatus: RunStatus;
   createdAt: number;
@@ -92,6 +95,7 @@ export class RunSummaries {
     const summary: RunSummary = {
       id: run.id,
       workflow: run.workflowName,
+      code: run.workflowDigest ? shortVersion(run.workflowDigest) : "",
       status,
       storedStatus: run.status,
       createdAt: run.createdAt,

@@ -156,6 +156,8 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
       "alter table atomic.work_items drop column queue, drop column protocol; drop index atomic.work_leased_by_expiry; " +
         "drop table atomic.worker_hosts, atomic.fleet_up, atomic.fleet_down, atomic.fleet_holds",
     );
+    // ... nor pinned code (version 11).
+    await admin.query("drop table atomic.code_files");
     await admin.query("update atomic.meta set value = '2' where key = 'schema_version'");
 
     const j = await open(db);
@@ -167,6 +169,7 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     const schedule = { name: "n", cron: "0 3 * * *", timezone: null, workflow: "builtin:x", inputs: {}, cwd: "/", overlap: "skip", catchUp: "skip", createdAt: 1 } as const;
     expect(await j.schedules.add(schedule)).toBe(true);
     expect((await j.schedules.list()).map((x) => x.name)).toEqual(["n"]);
+    expect(await j.code.sweep(Date.now())).toBe(0);
   });
 
   test("postgres: a schema holding another program's tables is refused, nothing added to it", async () => {

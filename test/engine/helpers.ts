@@ -176,6 +176,9 @@ class CrashableJournal implements Journal {
   get schedules() {
     return this.inner.schedules;
   }
+  get code() {
+    return this.inner.code;
+  }
   /** The message store; its lease-holder writes fail after a crash like appends do. */
   get messages(): MessageStore {
     const inner = this.inner.messages;

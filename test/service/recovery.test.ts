@@ -107,7 +107,7 @@ test("a drive outlives its service: the service SIGKILLed, the drive finishes th
   await waitUntil(() => drivesOf(s).length === 0, 30_000, "the drive to exit");
 }, T);
 
-test("a run whose workflow file was deleted stays crashed, with the reason in runs and show; the service does not try again", async () => {
+test("a run whose workflow file was deleted: the service recovers it from the code it is pinned to", async () => {
   const s = newSetup();
   const dir = makeTempDir("atomic-service-wf-");
   const file = join(dir, "recoverable.ts");
@@ -117,24 +117,16 @@ test("a run whose workflow file was deleted stays crashed, with the reason in ru
   await run.out.waitFor(/at the gate/);
   await kill9(run.proc);
   rmSync(file);
+  writeFileSync(s.gateFile, "open");
   const service = startService(s);
-  await service.log.waitFor(/"type":"run_left"/);
-  const shown = await show(s, runId);
-  expect(shown.status).toBe("crashed");
-  expect(shown.run.error?.code).toBe("recovery_stopped");
-  expect(shown.run.error?.message).toBe(`the service stopped recovering this run: its workflow file ${file} no longer exists`);
-  const runs = await runAtomic(["--home", s.home, "runs"], { home: s.home, env: { COLUMNS: "300" } });
-  expect(runs.stdout).toContain(`its workflow file ${file} no longer exists`);
-  const listed = JSON.parse((await runAtomic(["--home", s.home, "--json", "runs"], { home: s.home })).stdout.split("\n")[0]!);
-  expect([listed.status, listed.error.code]).toEqual(["crashed", "recovery_stopped"]);
-  // A later scan passes it over: no drive was ever started.
-  await service.log.waitFor(/"type":"service_active"/);
-  await twoScansLater(service);
-  expect(service.events("drive_started")).toEqual([]);
-  expect(service.events("run_left").length).toBe(1);
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+  expect(service.events("drive_started").map((e) => e.runId)).toEqual([runId]);
+  expect(service.events("run_left")).toEqual([]);
 }, T);
 
-test("a workflow file edited so that it no longer replays: the run is left crashed with the step that differs", async () => {
+test("a workflow file edited so that it no longer replays: the service resumes the code the run started with", async () => {
   const s = newSetup();
   const dir = makeTempDir("atomic-service-wf-");
   const file = join(dir, "recoverable.ts");
@@ -146,15 +138,11 @@ test("a workflow file edited so that it no longer replays: the run is left crash
   writeFileSync(file, readFileSync(file, "utf8").replace('step("b", 2)', 'step("bee", 2)'));
   writeFileSync(s.gateFile, "open");
   const service = startService(s);
-  await service.log.waitFor(/"type":"run_left"/, 60_000);
-  const shown = await show(s, runId);
-  expect(shown.status).toBe("crashed");
-  expect(shown.run.error?.code).toBe("recovery_stopped");
-  expect(shown.run.error?.message).toContain("the service stopped recovering this run: its workflow file no longer replays consistently (run ");
-  expect(shown.run.error?.message).toContain('the workflow now asks for tool "bee", the journal recorded tool "b"');
-  expect(service.events("drive_started").length).toBe(1);
-  // Nothing after the divergence ran: c never did.
-  expect(countsByStep(s, runId)).toMatchObject({ a: 1, b: 1, c: 0 });
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
+  // The edit is not the run's code: no note that the file changed.
+  expect(service.events("note").filter((e) => String(e.message).includes("changed since the run started"))).toEqual([]);
 }, T);
 
 test("ctx.ask answered while nothing drives the run: the service continues it with the answer", async () => {

@@ -75,6 +75,7 @@ function describe(r: GcReport): string[] {
     lines.push(`${r.storage.measured ?? "journal file"}: ${formatBytes(r.storage.bytesBefore)} before, ${formatBytes(r.storage.bytesAfter)} after (${formatBytes(freed)} freed)`);
     if (r.storage.note) lines.push(`note: ${r.storage.note}`);
   }
+  if (r.codeFiles) lines.push(`deleted ${n(r.codeFiles)} pinned code file${r.codeFiles === 1 ? "" : "s"} no remaining run uses`);
   if (r.orphanDirs) lines.push(`(${n(r.orphanDirs)} of the artifact directories belonged to no run in the journal)`);
   if (r.kept.length) lines.push(`kept ${n(r.kept.length)} run${r.kept.length === 1 ? "" : "s"} a driver holds now: ${r.kept.join(", ")}`);
   return lines;

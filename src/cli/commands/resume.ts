@@ -1,14 +1,17 @@
 /**
- * `atomic resume RUN [--workflow FILE] [--cwd DIR]`: continue a run; recorded
- * steps replay from the journal. It runs in the directory the run started in
- * (run-place.ts), and says so when that is not where resume was typed;
- * `--workflow` names the workflow file when it moved, `--cwd` another directory.
+ * `atomic resume RUN [--upgrade] [--workflow FILE] [--cwd DIR]`: continue a
+ * run; recorded steps replay from the journal. It runs the code the run is
+ * pinned to (engine/pinned-code.ts), whatever became of the file since;
+ * `--upgrade` moves the run to the workflow file as it is now (recorded
+ * steps replay against it), `--workflow` to another file. It runs in the
+ * directory the run started in (run-place.ts), and says so when that is not
+ * where resume was typed; `--cwd` names another directory.
  */
 
 import { defineCommand } from "citty";
 import { resolve } from "node:path";
 import { RootRun, assertResumable } from "../../engine/driver.ts";
-import { loadWorkflowFile } from "../../engine/loader.ts";
+import { loadPinnedWorkflow, loadWorkflowFile } from "../../engine/loader.ts";
 import { checkRunDir, recordedPlace } from "../../engine/run-place.ts";
 import { driveRun } from "../drive.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
@@ -25,7 +28,8 @@ export default defineCommand({
   meta: { name: "resume", description: "Continue an interrupted, crashed, failed or blocked run (--max-cost N raises a used-up budget)" },
   args: {
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
-    workflow: { type: "string", description: "the run's workflow file, when it moved since the run started" },
+    workflow: { type: "string", description: "run this workflow file instead of the code the run is pinned to (it moved)" },
+    upgrade: { type: "boolean", description: "move the run to its workflow file as it is now (recorded steps replay against it)" },
     cwd: { type: "string", description: "run the rest in this directory instead of the one the run started in" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     detach: { type: "boolean", description: "record the resume (a raised budget too) and leave the run to the service (atomic serve)" },
@@ -35,6 +39,11 @@ export default defineCommand({
   async run({ args }) {
     const s = session();
     const run = await s.findRun(args.run);
+    if (args.upgrade && run.status === "completed") {
+      throw new UsageError("already_completed", `run ${run.id} already completed; there is nothing to move to the current file`, {
+        hint: `start it again on the current file: atomic rerun ${run.id}`,
+      });
+    }
     assertResumable(run);
     const journal = await s.journal();
     // A home this user may only read: that is why nothing can be resumed here, whatever else is wrong.
@@ -46,14 +55,18 @@ export default defineCommand({
     const cwd = args.cwd !== undefined ? resolve(args.cwd) : place.cwd;
     if (cwd !== undefined) checkRunDir(run.id, cwd);
     const file = args.workflow !== undefined ? resolve(args.workflow) : place.path;
-    const loaded = await loadWorkflowFile(file).catch((err: unknown) => {
-      if (args.workflow === undefined && err instanceof UsageError && err.code === "workflow_not_found") {
-        throw new UsageError(err.code, `workflow file ${file} does not exist any more (run ${run.id} started from it)`, {
-          hint: `if it moved, name it: atomic resume ${run.id} --workflow FILE`,
-        });
-      }
-      throw err;
-    });
+    // The code the run is pinned to, unless told to move it to a file as it is now.
+    const pinned = args.workflow === undefined && !args.upgrade ? await loadPinnedWorkflow(journal, s.globals.home, run.workflowDigest, place.path) : undefined;
+    const loaded =
+      pinned ??
+      (await loadWorkflowFile(file).catch((err: unknown) => {
+        if (args.workflow === undefined && err instanceof UsageError && err.code === "workflow_not_found") {
+          throw new UsageError(err.code, `workflow file ${file} does not exist any more (run ${run.id} started from it)`, {
+            hint: `if it moved, name it: atomic resume ${run.id} --workflow FILE`,
+          });
+        }
+        throw err;
+      }));
     const pool = executorOption(s, args);
     const budget = budgetOption(args);
     const view = createRunView(s);
@@ -65,12 +78,12 @@ export default defineCommand({
     }
     warnIfUnpriced(s, loadConfig({ home: s.globals.home }).config, loaded.definition, budget);
     const root = await RootRun.resume(
-      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs), ...pool, ...drivenBy() },
+      { journal, home: s.globals.home, observer: view.observer, ...leaseOption(args.leaseMs), ...pool, ...drivenBy(), ...(args.upgrade ? { upgraded: true } : {}) },
       run,
       loaded.definition,
       loaded.digest,
       budget,
-      { path: loaded.path, cwd: process.cwd() },
+      { path: loaded.path, cwd: process.cwd(), code: pinned ? undefined : loaded.code },
       events,
     );
     if (args.detach) {

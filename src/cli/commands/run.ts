@@ -90,7 +90,7 @@ export default defineCommand({
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = createRunView(s);
       const opts = { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice };
-      const req = { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, inputs, runId, ...(budget ? { budget } : {}) };
+      const req = { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), inputs, runId, ...(budget ? { budget } : {}) };
       if (keyed) {
         const start = await startOrAttach(opts, req);
         if (start.kind === "existing") {

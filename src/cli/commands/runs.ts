@@ -13,6 +13,7 @@
 
 import { parseAge } from "../../shared/age.ts";
 import { defineCommand } from "citty";
+import { shortVersion } from "../../engine/pinned-code.ts";
 import { RECOVERY_STOPPED } from "../../service/due-runs.ts";
 import { crashCause, shownEnd, shownStatus } from "../../journal/run-status.ts";
 import type { Journal, ListRunsFilter } from "../../journal/journal.ts";
@@ -95,6 +96,8 @@ export default defineCommand({
         { header: "STAGES", cells: rows.map((r) => stageCountsText(r.stages)), drop: 3.5 },
         { header: "TOKENS", cells: rows.map((r) => tokens(r.usage)), drop: 5 },
         { header: "COST", cells: rows.map((r) => (r.usage ? formatCost(r.usage) : "-")), drop: 4 },
+        // The code version the run is pinned to, short (engine/pinned-code.ts): runs of the same code share it.
+        { header: "CODE", cells: rows.map((r) => (r.run.workflowDigest ? shortVersion(r.run.workflowDigest) : "-")), drop: 5.5 },
         {
           header: "",
           cells: rows.map((r) => crashNote(r)),

@@ -1,4 +1,9 @@
-/** `atomic show RUN`: a run's status, inputs, outputs, errors and steps with timings. */
+/**
+ * `atomic show RUN`: a run's status, inputs, outputs, errors and steps with
+ * timings. `--code`: the code the run is pinned to instead (its workflow
+ * file and local modules as they were when it started or was last moved
+ * with `resume --upgrade`: engine/pinned-code.ts).
+ */
 
 import { defineCommand } from "citty";
 import { buildRunReport, type RunReport, type StepReport } from "../../engine/run-report.ts";
@@ -12,17 +17,27 @@ import { formatCost } from "../../runners/usage.ts";
 import type { Usage } from "../../sdk/types.ts";
 import { hostLabel } from "../../shared/process-info.ts";
 import type { RunOrigin } from "../../engine/fork.ts";
+import { BUILTIN_PREFIX } from "../../engine/builtins.ts";
+import { pinnedFiles, pinnedManifest, shortVersion } from "../../engine/pinned-code.ts";
+import type { Journal } from "../../journal/journal.ts";
+import type { RunRecord } from "../../journal/runs.ts";
+import { UsageError } from "../../shared/errors.ts";
 
 export default defineCommand({
   meta: { name: "show", description: "Show a run: stages, outputs, errors, timings" },
   args: {
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
     all: { type: "boolean", description: "list every tool step too (default: counted)" },
+    code: { type: "boolean", description: "print the code the run is pinned to (its workflow file and local modules)" },
   },
   async run({ args }) {
     const s = session();
     const run = await s.findRun(args.run);
     const journal = await s.journal();
+    if (args.code) {
+      await printCode(s, journal, run);
+      return;
+    }
     const report = (await buildRunReport(journal, run.id))!;
     await explainQueueWaits(journal, report);
     if (s.globals.json) {
@@ -32,6 +47,30 @@ export default defineCommand({
     printReport(s, report, 0, args.all === true);
   },
 });
+
+async function printCode(s: CliSession, journal: Journal, run: RunRecord): Promise<void> {
+  if (run.parentId !== null) {
+    throw new UsageError("not_pinned", `run ${run.id} is a child run; its code is its root run's`, { hint: `atomic show ${run.rootId} --code` });
+  }
+  const manifest = await pinnedManifest(journal, run.workflowDigest);
+  if (!manifest) {
+    throw new UsageError("not_pinned", `run ${run.id} holds no pinned code (${run.workflowPath.startsWith(BUILTIN_PREFIX) ? "a builtin is part of the binary" : "it was recorded by an atomic that did not pin code"})`, {
+      hint: run.workflowPath.startsWith(BUILTIN_PREFIX) ? `see it with: atomic workflows ${run.workflowPath.slice(BUILTIN_PREFIX.length)}` : `its file: ${run.workflowPath}`,
+    });
+  }
+  const files = await pinnedFiles(journal, manifest);
+  const decoder = new TextDecoder();
+  if (s.globals.json) {
+    s.json({ type: "code", runId: run.id, version: run.workflowDigest, path: run.workflowPath, entry: manifest.entry, files: [...files].map(([path, content]) => ({ path, digest: manifest.files[path], text: decoder.decode(content) })) });
+    return;
+  }
+  s.result(`code ${shortVersion(run.workflowDigest)} of ${run.workflowPath} (${files.size} file${files.size === 1 ? "" : "s"}, paths relative to its directory)`);
+  for (const [path, content] of files) {
+    s.result(s.style.dim(`--- ${path}`));
+    const text = decoder.decode(content);
+    s.result(text.endsWith("\n") ? text.slice(0, -1) : text);
+  }
+}
 
 function printReport(s: CliSession, report: RunReport, depth: number, all: boolean): void {
   const st = s.style;

@@ -363,6 +363,17 @@ export const MIGRATIONS: readonly PgMigration[] = [
     // Replaces upsert_stage only (upsert-stage-v10.ts says what and why).
     statements: [UPSERT_STAGE_V10],
   },
+  {
+    version: 11,
+    name: "pinned code: each workflow file a run uses, stored once by its digest (../code.ts)",
+    statements: [
+      `create table code_files (
+        digest text primary key,
+        content bytea not null,
+        stored_at bigint not null
+      )`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -21,6 +21,7 @@
  * - retention.ts: deleting finished trees (locks, the database clock's
  *   judgement of a lease), VACUUM outside transactions.
  * - schedules.ts: schedules, the tick claim as a compare-and-set.
+ * - code.ts: the workflow code runs are pinned to.
  * - artifacts.ts: the artifact store (stage files in chunks, capped), so
  *   every host reads what a worker host ran.
  * - open-errors.ts: why opening failed, in one sentence and a hint.
@@ -55,6 +56,8 @@ import { PgViews, getRun, readEvents } from "./reads.ts";
 import { importEntry } from "../../shared/entry-points.ts";
 import { PgRetention } from "./retention.ts";
 import { PgScheduleStore } from "./schedules.ts";
+import { PgCodeStore } from "./code.ts";
+import type { CodeStore } from "../code.ts";
 import { PgFleet } from "./fleet.ts";
 import type { FleetStore } from "../fleet.ts";
 import { makeStores, session } from "./stores.ts";
@@ -89,6 +92,7 @@ export class PostgresJournal implements Journal {
   readonly messages: MessageStore;
   readonly retention: RunRetention;
   readonly schedules: ScheduleStore;
+  readonly code: CodeStore;
   readonly fleet: FleetStore;
   #listings: Promise<Listings> | undefined;
   #closed = false;
@@ -104,6 +108,7 @@ export class PostgresJournal implements Journal {
     this.messages = stores.messages;
     this.retention = new PgRetention(conn);
     this.schedules = new PgScheduleStore(session(conn));
+    this.code = new PgCodeStore(session(conn));
     this.fleet = new PgFleet(session(conn), conn, conn.target.schema);
   }
 

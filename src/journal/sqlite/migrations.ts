@@ -454,6 +454,17 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`drop table work_ops`.execute(db);
     },
   },
+  {
+    version: 11,
+    name: "pinned code: each workflow file a run uses, stored once by its digest (../code.ts)",
+    async up(db) {
+      await sql`create table code_files (
+        digest text primary key,
+        content blob not null,
+        stored_at integer not null
+      ) strict, without rowid`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -43,6 +43,8 @@ import { SqliteViews } from "./views.ts";
 import { SqliteRetention } from "./retention.ts";
 import { SqliteScheduleStore } from "./schedules.ts";
 import type { ScheduleStore } from "../schedules.ts";
+import { SqliteCodeStore } from "./code.ts";
+import type { CodeStore } from "../code.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
@@ -110,11 +112,13 @@ export class SqliteJournal implements Journal {
     this.sqliteRetention = new SqliteRetention(db, statements, location, (fn) => this.#run(fn));
     this.retention = this.sqliteRetention;
     this.schedules = new SqliteScheduleStore(db, (fn) => this.#run(fn));
+    this.code = new SqliteCodeStore(db, (fn) => this.#run(fn));
   }
 
   readonly retention: RunRetention;
   private readonly sqliteRetention: SqliteRetention;
   readonly schedules: ScheduleStore;
+  readonly code: CodeStore;
 
   readonly views: JournalViews;
   private readonly sqliteViews: SqliteViews;

@@ -220,6 +220,7 @@
         h("span", { class: "mono", text: run.id }),
         h("span", { text: `started ${fmtTime(run.createdAt)}` }),
         h("span", { id: "run-duration", text: fmtDuration(run.durationMs) }),
+        run.code ? h("span", { id: "run-code", class: "mono", title: "the code version this run is pinned to (atomic show RUN --code prints it)", text: `code ${run.code}` }) : null,
         run.parentId ? h("span", {}, "child of ", h("a", { class: "mono", href: `/runs/${run.parentId}`, text: run.parentId })) : null,
         run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null,
         run.origin ? h("span", { id: "run-origin" }, `${run.origin.kind} of `, h("a", { class: "mono", href: `/runs/${run.origin.runId}`, text: run.origin.runId }),
