@@ -9,7 +9,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, runAtomic } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, makeTempDir, runCommand, unprivilegedRunner } from "./support.ts";
@@ -205,4 +205,23 @@ e2eTest("errors thrown by workflow code name the user's file, line and column", 
   const load = await atomic(["run", "top-level.ts"]);
   expect(expectOneSentenceError(load.stderr).message).toMatch(/^could not load top-level\.ts at line 6, column \d+: /);
   expect(load.code).toBe(2);
+});
+
+e2eTest("the unpacked compiler: two first checks at once both succeed; an altered copy is unpacked again, never run", async () => {
+  const dir = makeTempDir();
+  const home = makeTempDir("atomic-check-home-");
+  const check = () => runAtomic(["check", "sound.ts"], { home: join(home, ".atomic"), cwd: dir, env: { HOME: home, XDG_CACHE_HOME: join(home, "cache") } });
+  writeFileSync(join(dir, "sound.ts"), 'import { workflow } from "atomic";\nexport default workflow({ name: "sound", async run() { return {}; } });\n');
+  const both = await Promise.all([check(), check()]);
+  for (const r of both) expect([r.code, r.stdout]).toEqual([0, "ok: workflow sound (no inputs)\n"]);
+  const cache = join(home, "cache", "atomic");
+  const unpacked = readdirSync(cache).filter((f) => f.startsWith("typescript-"));
+  expect(unpacked).toHaveLength(1); // no half-written or leftover folder
+  const tsc = join(cache, unpacked[0]!, "tsc");
+  const marker = join(dir, "ran");
+  writeFileSync(tsc, `#!/bin/sh\ntouch ${marker}\n`);
+  const again = await check();
+  expect([again.code, again.stdout]).toEqual([0, "ok: workflow sound (no inputs)\n"]);
+  expect(existsSync(marker)).toBe(false);
+  expect(statSync(tsc).size).toBeGreaterThan(1_000_000);
 });

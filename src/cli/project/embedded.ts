@@ -123,7 +123,19 @@ export async function compiler(): Promise<Compiler> {
     const digest = sha256(join(scratch, "tsc"), join(scratch, "files.json.gz"));
     if (digest !== c.sha256) throw new Error(`the unpacked compiler's hash ${digest} is not the embedded ${c.sha256}`);
     writeFileSync(join(scratch, "sha256"), `${digest} ${stamp(join(scratch, "tsc"))}`);
-    rmSync(dir, { recursive: true, force: true });
+    // Another process may have unpacked it meanwhile: its copy is as good, and may be in use, so it stays.
+    // A damaged copy is moved aside first (a rename, so no process ever sees half of a folder).
+    if (intact(dir, c.sha256)) {
+      rmSync(scratch, { recursive: true, force: true });
+      return { tsc, typesRoot: dir, version: c.version };
+    }
+    const aside = `${scratch}.damaged`;
+    try {
+      renameSync(dir, aside);
+    } catch {
+      // there was none
+    }
+    rmSync(aside, { recursive: true, force: true });
     renameSync(scratch, dir);
   } catch (err) {
     rmSync(scratch, { recursive: true, force: true });
