@@ -83,7 +83,16 @@ e2eTest('the same probe with sandbox: "off" reaches everything (the probe is not
 e2eTest('the openai loop\'s bash tool runs sandboxed: with network "provider" it reaches the provider and nothing else', async () => {
   const w = sandboxWorld();
   let providerUrl = "";
-  const command = () => `${w.probe}\necho PROVIDER=$(curl -s -m 5 -o /dev/null -w '%{http_code}' ${providerUrl}/models)`;
+  // Through the proxy itself (HTTP_PROXY inside): the provider in absolute form passes, another port is refused
+  // with 403 in absolute form and as a CONNECT tunnel.
+  const command = () =>
+    [
+      w.probe,
+      `echo PROVIDER=$(curl -s -m 5 -o /dev/null -w '%{http_code}' ${providerUrl}/models)`,
+      `echo VIA_PROXY=$(curl -s -m 5 -o /dev/null -w '%{http_code}' --noproxy '' -x "$HTTP_PROXY" ${providerUrl}/models)`,
+      `echo PROXY_OTHER=$(curl -s -m 5 -o /dev/null -w '%{http_code}' --noproxy '' -x "$HTTP_PROXY" http://127.0.0.1:${w.otherPort}/)`,
+      `curl -s -m 5 -o /dev/null -p --noproxy '' -x "$HTTP_PROXY" http://127.0.0.1:${w.otherPort}/ && echo TUNNEL_OTHER=open || echo TUNNEL_OTHER=refused`,
+    ].join("\n");
   const fake = await startFakeOpenAI((req, i) => (i === 0 ? toolCall("bash", { command: command() }) : text("finished")));
   providerUrl = fake.url;
   try {
@@ -95,6 +104,11 @@ e2eTest('the openai loop\'s bash tool runs sandboxed: with network "provider" it
     expectContained(tool, w);
     // the provider answered through atomic's gate (any HTTP status: the connection was made)
     expect(tool).toMatch(/PROVIDER=[1-5]\d\d/);
+    expect(tool).toMatch(/VIA_PROXY=[1-5]\d\d/);
+    expect(tool).not.toMatch(/VIA_PROXY=403/);
+    expect(tool).toContain("PROXY_OTHER=403");
+    expect(tool).toContain("TUNNEL_OTHER=refused");
+    expect(w.visits()).toBe(0);
   } finally {
     w.close();
     await fake.close();

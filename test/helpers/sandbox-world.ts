@@ -48,6 +48,7 @@ export function sandboxWorld() {
     cwd,
     env: { HOME: user },
     probe,
+    otherPort: other.port,
     visits: () => visits,
     resetVisits: () => void (visits = 0),
     leftovers: () => pidsRunning(["sleep", marker]),
