@@ -448,8 +448,9 @@ export function assertResumable(run: RunRecord): void {
 }
 
 /** The options with traces, when they are on: the observer also feeds the tracer (tracing/tracing.ts). */
-async function traced(opts: DriverOptions): Promise<DriverOptions & { tracer?: Tracer }> {
-  const tracer = await loadTracer();
+async function traced(given: DriverOptions): Promise<DriverOptions & { tracer?: Tracer }> {
+  const opts = { ...given, config: given.config ?? loadConfig({ home: given.home }).config };
+  const tracer = await loadTracer(opts.config.telemetry);
   if (!tracer) return opts;
   const show = opts.observer;
   return {

@@ -13,6 +13,7 @@
  * - kill -9 during a stage, then resume: still one trace; the lost drive's
  *   span and its abandoned attempt are ended by the resume, the resumed
  *   drive is a child of the first.
+ * - the config file's `telemetry` keys do the same as the variables;
  * - unconfigured: nothing is sent; a receiver that is down: one warning,
  *   the run completes; a malformed endpoint: one warning, the run completes.
  */
@@ -219,5 +220,18 @@ e2eTest("unconfigured, nothing is sent; a receiver that is down or a malformed e
     const r = await runAtomic(["run", MIXED, "--json"], { home, env });
     expect(r.code).toBe(0);
     expect(r.stderr.trim()).toBe('warning: OTEL_EXPORTER_OTLP_ENDPOINT is not an http(s) URL ("localhost:4318"), so traces are off (hint: e.g. http://localhost:4318).');
+  });
+});
+
+e2eTest("the config file's telemetry keys turn traces on when no OTEL_* variable is set", async () => {
+  await withParts(async (fake, otlp) => {
+    const home = makeTempDir();
+    writeFileSync(join(home, "config.json"), JSON.stringify({ telemetry: { otlpEndpoint: otlp.url, protocol: "http/json", serviceName: "from-config", resourceAttributes: { team: "infra" } } }));
+    const r = await runAtomic(["run", MIXED, "--json"], { home, env: { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" } });
+    expect(r.code).toBe(0);
+    const run = await span(otlp, "invoke_workflow mixed");
+    expect(run.encoding).toBe("json");
+    expect(run.resource).toMatchObject({ "service.name": "from-config", team: "infra" });
+    expect(run.attributes["atomic.run.id"]).toBe(runIdOf(r.stdout));
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Whether traces are on, and the tracer when they are. Off unless the
  * standard OpenTelemetry variables ask for them (OTEL_EXPORTER_OTLP_ENDPOINT,
- * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp), and
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp) or the
+ * config file's `telemetry.otlpEndpoint` (the variables win), and
  * then nothing of the OpenTelemetry SDK is loaded: the tracer
  * (./otel-tracer.ts) is imported on first use only. Bad settings are one
  * warning on stderr, and traces stay off; the run goes on.
@@ -10,7 +11,8 @@
  * engine's observer into it, and flushes it when a drive ends.
  */
 
-import { readEnv, type EnvSource } from "../../shared/config/environment.ts";
+import { readEnv, setEnv, type EnvSource, type VariableName } from "../../shared/config/environment.ts";
+import type { TelemetryConfig } from "../../shared/config/schema.ts";
 import type { TraceSettings, Tracer } from "./types.ts";
 
 export type { Tracer } from "./types.ts";
@@ -47,9 +49,31 @@ function isHttpUrl(text: string): boolean {
 
 let loading: Promise<Tracer | undefined> | undefined;
 
-/** This process's tracer, or undefined when traces are off (the SDK is then never imported). */
-export function loadTracer(): Promise<Tracer | undefined> {
+/**
+ * The config file's `telemetry` keys, as the OpenTelemetry variables they
+ * stand for, each only where the variable is unset (the variables win):
+ * the SDK's exporter reads its settings from the environment.
+ */
+export function applyTelemetryConfig(config: TelemetryConfig | undefined): void {
+  if (!config) return;
+  const pairs = (o: Record<string, string> | undefined) => (o ? Object.entries(o).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join(",") : undefined);
+  const values: [VariableName, string | undefined][] = [
+    ["OTEL_EXPORTER_OTLP_ENDPOINT", readEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") ? undefined : config.otlpEndpoint],
+    ["OTEL_EXPORTER_OTLP_PROTOCOL", config.protocol],
+    ["OTEL_EXPORTER_OTLP_HEADERS", pairs(config.headers)],
+    ["OTEL_SERVICE_NAME", config.serviceName],
+    ["OTEL_RESOURCE_ATTRIBUTES", pairs(config.resourceAttributes)],
+    ["OTEL_TRACES_SAMPLER", config.sampler],
+    ["OTEL_TRACES_SAMPLER_ARG", config.samplerArg === undefined ? undefined : String(config.samplerArg)],
+    ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", config.captureMessageContent === undefined ? undefined : String(config.captureMessageContent)],
+  ];
+  for (const [name, value] of values) if (value !== undefined && readEnv(name) === undefined) setEnv(name, value);
+}
+
+/** This process's tracer, or undefined when traces are off (the SDK is then never imported); `config`: the config file's `telemetry`. */
+export function loadTracer(config?: TelemetryConfig): Promise<Tracer | undefined> {
   loading ??= (async () => {
+    applyTelemetryConfig(config);
     const settings = traceSettings();
     if (!settings) return undefined;
     if ("warning" in settings) {

@@ -159,6 +159,28 @@ const ServiceSchema = object({
   }),
 });
 
+const TELEMETRY_HINT = 'see "Traces" in docs/guides/observability.md';
+const TelemetrySchema = object({
+  otlpEndpoint: key(
+    v.pipe(
+      v.string(),
+      v.check((s) => /^https?:\/\/./.test(s)),
+    ),
+    { type: "an http(s) URL", default: "none: traces are off", description: "OTLP/HTTP base URL traces go to (`/v1/traces` is added); set, traces are on. OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT win over it.", hint: TELEMETRY_HINT },
+  ),
+  protocol: key(v.picklist(["http/protobuf", "http/json"]), { type: '"http/protobuf" or "http/json"', default: "http/protobuf", description: "The OTLP encoding (OTEL_EXPORTER_OTLP_PROTOCOL wins).", hint: TELEMETRY_HINT }),
+  headers: key(record(v.string()), { type: "an object of strings", description: "Headers of every OTLP request, e.g. an API key (OTEL_EXPORTER_OTLP_HEADERS wins; better kept there than in a file).", hint: TELEMETRY_HINT }),
+  serviceName: key(text(), { type: "a string", default: "atomic", description: "`service.name` of the traces (OTEL_SERVICE_NAME wins)." }),
+  resourceAttributes: key(record(v.string()), { type: "an object of strings", description: "More resource attributes of the traces (OTEL_RESOURCE_ATTRIBUTES wins)." }),
+  sampler: key(v.picklist(["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"]), {
+    type: "a sampler name (always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio)",
+    default: "parentbased_always_on",
+    description: "Which traces are kept (OTEL_TRACES_SAMPLER wins).",
+  }),
+  samplerArg: key(v.pipe(v.number(), v.minValue(0), v.maxValue(1)), { type: "a number from 0 to 1", default: "1", description: "The ratio of the traceidratio samplers (OTEL_TRACES_SAMPLER_ARG wins)." }),
+  captureMessageContent: key(v.boolean(), { type: "true or false", default: "false", description: "Stage prompts and questions go into the spans (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT wins)." }),
+});
+
 const section = <S extends v.GenericSchema>(schema: S, description: string, hint?: string) => key(schema, { type: "an object", description, ...(hint ? { hint } : {}) });
 const byName = <S extends v.GenericSchema>(entry: S, name: string, description: string) =>
   key(record(v.message(entry, "an object")), { type: "an object", description: `${description} (keys: ${name}).` });
@@ -175,6 +197,7 @@ export const ConfigSchema = v.message(
     retention: section(RetentionSchema, "What the service deletes daily; absent, nothing is."),
     artifacts: section(ArtifactsSchema, "Where stage files go, and their cap.", ARTIFACTS_HINT),
     service: section(ServiceSchema, "The local service (`atomic serve`)."),
+    telemetry: section(TelemetrySchema, "OpenTelemetry traces over OTLP/HTTP; the standard OTEL_* variables win over each key.", TELEMETRY_HINT),
     sandbox: key(
       v.custom<SandboxOption>((x) => checkSandboxOption(x, "sandbox") === undefined),
       {
@@ -194,6 +217,7 @@ export type AdmissionConfig = v.InferOutput<typeof AdmissionSchema>;
 export type BudgetConfig = v.InferOutput<typeof BudgetSchema>;
 export type RetentionConfig = v.InferOutput<typeof RetentionSchema>;
 export type ArtifactsConfig = v.InferOutput<typeof ArtifactsSchema>;
+export type TelemetryConfig = v.InferOutput<typeof TelemetrySchema>;
 
 /** One documented key: its dotted path (`<name>` for a key of the user's choosing) and what the schema says of it. */
 export interface DescribedKey extends KeyInfo {
