@@ -76,8 +76,14 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
     } else if (e.type === "prompt" && e.state === "open") {
       const name = asks.get(`${e.runId}\u0000${e.position}`);
       const answer = matchKey(options.answers, name, e.question)?.[1];
-      // No answer scripted: the run parks awaiting input, as it would with nobody to answer.
-      if (answer === undefined) root?.stop("interrupted");
+      // No answer scripted: a question with a deadline times out (the clock moves on to it, the step's next look
+      // finds it past); one without parks the run awaiting input, as it would with nobody to answer.
+      if (answer === undefined) {
+        void journal.messages.getPrompt(e.rootId as RunRecord["id"], e.promptId).then(
+          (p) => (p?.deadline ? clock.advanceTo(p.deadline) : root?.stop("interrupted")),
+          () => root?.stop("interrupted"),
+        );
+      }
       // Written before the step reads its prompt back, so it never waits for a poll.
       else void journal.messages.answerPrompt(e.rootId as RunRecord["id"], e.promptId, answer, "test").catch(() => root?.stop("interrupted"));
     }

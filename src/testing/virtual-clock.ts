@@ -18,6 +18,11 @@ export class VirtualClock implements Clock {
     return Math.round(this.start + this.skipped + (performance.now() - this.realStart));
   }
 
+  /** Moves the time on to `t` (a question's deadline), if it is not past already. */
+  advanceTo(t: number): void {
+    this.skipped += Math.max(0, t - this.now());
+  }
+
   async delay(ms: number, signal: AbortSignal): Promise<void> {
     if (signal.aborted) throw signal.reason;
     this.skipped += Math.max(0, ms);

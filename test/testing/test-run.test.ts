@@ -117,3 +117,21 @@ test("a question nobody answers parks the run awaiting input", async () => {
 test("a workflow that is not one is refused in one sentence", async () => {
   await expect(testRun({} as never)).rejects.toThrow("testRun needs a workflow");
 });
+
+test("a question with a deadline and no answer times out on the virtual clock", async () => {
+  const wf = workflow({
+    name: "deadline",
+    async run(ctx) {
+      try {
+        return { a: await ctx.ask("Ship it?", { name: "ship", timeoutMs: 7 * DAY }) };
+      } catch (err) {
+        return { timedOut: (err as { code?: string }).code };
+      }
+    },
+  });
+  const result = await testRun(wf, {});
+  expect(result.status).toBe("completed");
+  expect(result.outputs).toEqual({ timedOut: "ask_timeout" });
+  expect(result.virtualMs).toBeGreaterThanOrEqual(7 * DAY);
+  expect(result.steps.map((s) => [s.kind, s.name, s.status])).toEqual([["ask", "ship", "failed"]]);
+});

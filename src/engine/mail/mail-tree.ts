@@ -6,6 +6,7 @@
  * RunTree implements this.
  */
 
+import type { Clock } from "../clock.ts";
 import type { Journal } from "../../journal/journal.ts";
 import type { Lease } from "../../journal/runs.ts";
 import type { StageExecutor } from "../../runners/stage-executor.ts";
@@ -19,6 +20,8 @@ export interface MailTree {
   readonly executor: StageExecutor;
   /** Root of per-run artifact directories (`$ATOMIC_HOME/artifacts`). */
   readonly artifactsDir: string;
+  /** What question deadlines are measured on (../clock.ts). */
+  readonly clock: Clock;
   /** The tree's lease is lost: everything stops. */
   stop(reason: "lease_lost"): void;
 }

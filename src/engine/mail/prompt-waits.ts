@@ -65,7 +65,7 @@ export class PromptWaits {
       const prompt = await journal.messages.getPrompt(this.rootId, promptId);
       if (!prompt) throw new Error(`internal: prompt ${promptId} of run ${this.rootId} is not in the journal`);
       if (prompt.state !== "open") return prompt;
-      const now = Date.now();
+      const now = this.tree.clock.now();
       if (deadline !== null && now >= deadline) {
         const after = await journal.messages.timeOutPrompt(lease, this.rootId, promptId);
         if (after && after.state !== "open") return after;

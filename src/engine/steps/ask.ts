@@ -62,7 +62,7 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
     // Waited for again: only the status says so (the question and its start are recorded).
     if (runFirst) entries.push(statusEntry(exec.runId, "running", "awaiting_input", `question ${promptId} waits for an answer`));
   } else {
-    const deadline = opts.timeoutMs ? startedAt + opts.timeoutMs : null;
+    const deadline = opts.timeoutMs ? tree.clock.now() + opts.timeoutMs : null;
     entries.push({
       runId: exec.runId,
       type: EVENT.stepStarted,
