@@ -82,7 +82,7 @@ e2eTest("a workflow file that throws while loading: the sentence names the line,
   writeFileSync(file, 'import { workflow } from "atomic";\nconst x = 1;\nthrow new RangeError("top-level boom " + x);\nexport default workflow({ name: "tl", async run() {} });\n');
   const plain = await runAtomic(["run", file], { home });
   expect(plain.code).toBe(2);
-  expect(expectOneSentenceError(plain.stderr).message).toMatch(/^could not load \S*toplevel\.ts at line 3: top-level boom 1\.$/);
+  expect(expectOneSentenceError(plain.stderr).message).toMatch(/^could not load \S*toplevel\.ts at line 3, column 11: top-level boom 1\.$/);
   const verbose = await runAtomic(["run", file, "--verbose"], { home });
   expect(verbose.code).toBe(2);
   expect(verbose.stderr).toContain("RangeError: top-level boom 1\n");
