@@ -115,6 +115,7 @@ export class BudgetLedger {
   /** Whether this ledger or an ancestor has a time budget (steps watch the signals above only then). */
   readonly timed: boolean;
   private exhaustedNotified = false;
+  private readonly exhaustedListeners = new Set<() => void>();
   /** Called once when this ledger (or an ancestor) becomes exhausted. */
   onExhausted: (() => void) | undefined;
 
@@ -179,6 +180,22 @@ export class BudgetLedger {
 
   get limited(): boolean {
     return this.limits !== undefined || (this.parent?.limited ?? false);
+  }
+
+  /** Whether spending (cost or tokens) is limited here or above: a stage's result may use the budget up. */
+  get spendingLimited(): boolean {
+    const l = this.limits;
+    return (l !== undefined && (l.maxCostMicroUsd !== undefined || l.maxTokens !== undefined)) || (this.parent?.spendingLimited ?? false);
+  }
+
+  /** Calls `fn` once, when this ledger or an ancestor is used up (at once if it is); returns the way to stop listening. */
+  whenExhausted(fn: () => void): () => void {
+    if (this.exhausted()) {
+      fn();
+      return () => {};
+    }
+    this.exhaustedListeners.add(fn);
+    return () => this.exhaustedListeners.delete(fn);
   }
 
   /** Spending of this subtree, recorded and live. */
@@ -280,6 +297,8 @@ export class BudgetLedger {
 
   private notifyDown(): void {
     this.onExhausted?.();
+    for (const fn of [...this.exhaustedListeners]) fn();
+    this.exhaustedListeners.clear();
     for (const c of this.children) c.notifyDown();
   }
 

@@ -116,8 +116,13 @@ export class RunExecution {
    */
   private blockedByBudget(outcome: RunOutcome): RunOutcome {
     if (outcome.status !== "failed" || this.cursor.divergence) return outcome;
-    if (outcome.error?.code === "budget_exceeded") return { ...outcome, status: "blocked" };
     const why = this.budget.exhausted();
+    if (outcome.error?.code === "budget_exceeded") {
+      // Said when a stage was refused; the stages running then have settled since: the amount spent is the final one, as `show` sums it.
+      const own = `run ${this.runId}: `;
+      const refused = outcome.error.message.startsWith(own) && outcome.error.message.endsWith("; no new stage starts");
+      return { ...outcome, status: "blocked", ...(refused && why ? { error: { ...outcome.error, message: `${own}${why}; no new stage starts` } } : {}) };
+    }
     if (!why) return outcome;
     return {
       runId: this.runId,

@@ -91,7 +91,11 @@ export class RunTree implements MailTree {
       (runId, message) => this.observer({ type: "warning", runId, message, at: Date.now() }),
       initial,
     );
-    ledger.onExhausted = () => this.wrapUpExhausted();
+    ledger.onExhausted = () => {
+      this.wrapUpExhausted();
+      // The run's own budget is used up: the pool claims nothing more (queued stages are taken off the queue: steps/stage.ts).
+      if (this.budget.exhausted()) this.executor.budgetCounted?.(undefined, true);
+    };
     this.budget = ledger;
     return ledger;
   }

@@ -85,6 +85,8 @@ export interface WorkDispatch {
   status(workId: string): Promise<void>;
   /** The root cancelled `workId` and no worker runs it. */
   cancelQueued(workId: string): void;
+  /** The root counted the result of budgeted `workId` (or its budget ran out: none): claims held for it go on, or stop for good when `exhausted`. */
+  budgetCounted(workId: string | undefined, exhausted: boolean): void;
 }
 
 /**

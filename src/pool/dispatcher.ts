@@ -20,6 +20,15 @@
  *   taken off the queue under the coordinator's own id and settled as
  *   cancelled; one a claim holds at that moment is settled when its claim
  *   comes back (give()).
+ * - Budgets (a run's own pool only; StageRequest.budgeted): once the result
+ *   of an item of a run with a cost or token budget is committed, nothing
+ *   more is claimed (not in that commit, not by dispatch) until the root
+ *   has counted it (`budgetCounted`); a root whose budget ran out says so
+ *   and nothing of the drive is claimed any more. So no stage starts after
+ *   the result that used the budget up; what overshoots is what was
+ *   running then (docs/guides/durability.md). A result the root never
+ *   counts (its commit failed and is sent again, say) holds claims at most
+ *   BUDGET_HOLD_MS.
  * - Three claim transactions failing in a row (the journal refuses writes)
  *   make the pool fail with storage_unavailable rather than spin; after one
  *   or two, the claim is tried again after a short wait.
@@ -43,6 +52,8 @@ type CompleteMessage = Extract<FromWorker, { type: "complete" }>;
 const MAX_CLAIM_FAILURES = 3;
 /** The wait before claiming again after a failed claim: 200 ms, then 400 (a third failure ends the pool). */
 const CLAIM_BACKOFF: Backoff = { firstMs: 200, maxMs: 400 };
+/** The longest claims wait for the root to count a budgeted result (it answers in milliseconds; this only ends a wait nobody will end). */
+const BUDGET_HOLD_MS = 10_000;
 /** The worker id under which the coordinator itself takes a cancelled item off the queue. */
 const SETTLER_ID = "coordinator";
 
@@ -56,7 +67,38 @@ export class Dispatcher implements WorkDispatch {
   /** Workers' results heard this turn, committed together at its end (commitHeard). */
   private heard: { slot: WorkerSlot; msg: CompleteMessage; done: () => void }[] = [];
 
+  /** Budgeted items whose committed results the root has not counted yet, with when they were committed. */
+  private readonly uncounted = new Map<string, number>();
+  /** The root's budget ran out: nothing more of the drive is claimed. */
+  private budgetSpent = false;
+
   constructor(private readonly core: CoordinatorCore) {}
+
+  /** Whether claims wait for the root's budget (see the file note). */
+  private claimsHeld(): boolean {
+    if (this.budgetSpent) return true;
+    const now = Date.now();
+    for (const [id, at] of this.uncounted) {
+      if (now - at < BUDGET_HOLD_MS) return true;
+      this.uncounted.delete(id);
+      this.core.log(`the root never counted the budgeted result of ${id}: claiming again`);
+    }
+    return false;
+  }
+
+  budgetCounted(workId: string | undefined, exhausted: boolean): void {
+    if (exhausted) this.budgetSpent = true;
+    if (workId) this.uncounted.delete(workId);
+    if (!this.claimsHeld()) void this.dispatch();
+  }
+
+  /** A result of a budgeted item is about to be committed: claims wait until the root counted it. */
+  private holdForBudget(slot: WorkerSlot, msg: CompleteMessage): void {
+    if (this.core.hostId !== undefined || !slot.owns(msg.ref)) return; // worker hosts serve many roots, none of which counts here
+    if ((slot.item?.descriptor as StageRequest | undefined)?.budgeted !== true) return;
+    this.uncounted.set(msg.ref.workId, Date.now());
+    setTimeout(() => void (this.core.shuttingDown ? undefined : this.dispatch()), BUDGET_HOLD_MS + 10).unref();
+  }
 
   async dispatch(): Promise<void> {
     if (!this.core.attached) return; // the coordinator dispatches once the journal is open
@@ -70,7 +112,7 @@ export class Dispatcher implements WorkDispatch {
       do {
         this.redispatch = false;
         for (;;) {
-          if (this.core.paused) break;
+          if (this.core.paused || this.claimsHeld()) break;
           const idle = workers.idle();
           if (idle.length === 0) break;
           // Every idle worker gets an item from one transaction; the starts go out after it commits (give()).
@@ -133,12 +175,13 @@ export class Dispatcher implements WorkDispatch {
   private commitOf(slot: WorkerSlot, msg: CompleteMessage): WorkCommit {
     const { config, claimScope } = this.core;
     const result = msg.result as StageResult;
+    this.holdForBudget(slot, msg);
     return {
       fence: { id: msg.ref.workId, workerId: slot.id, generation: msg.ref.generation, epoch: msg.ref.epoch },
       outcome: { state: result.status === "completed" ? "completed" : "failed", result },
       op: { id: msg.opId, digest: String(Bun.hash(JSON.stringify(result))) },
       // The worker is free once this commits: its next item is leased in the same transaction (one per stage, not two).
-      ...(slot.owns(msg.ref) && !this.core.paused ? { claimNext: { leaseMs: config.leaseMs, root: claimScope } } : {}),
+      ...(slot.owns(msg.ref) && !this.core.paused && !this.claimsHeld() ? { claimNext: { leaseMs: config.leaseMs, root: claimScope } } : {}),
     };
   }
 

@@ -195,6 +195,11 @@ export class PoolExecutor implements StageExecutor {
     }
   }
 
+  /** The root counted a budgeted result, or its budget ran out: the coordinator's claims wait for this (dispatcher.ts). */
+  budgetCounted(workId: string | undefined, exhausted: boolean): void {
+    this.send({ type: "budget_counted", ...(workId ? { workId } : {}), exhausted });
+  }
+
   /** Apply control revision `rev` on every worker; resolves when the coordinator acknowledged it (or it is not running). */
   async applyControl(rev: number, paused: boolean): Promise<void> {
     this.control = { rev, paused };

@@ -25,6 +25,7 @@
  * 500 no-op stages; agent stages settle hundreds of milliseconds apart.
  */
 
+import { CANCEL_IF_QUEUED } from "../runners/stage-executor.ts";
 import type { RunnerEvent } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import type { CoordinatorCore, RootLink } from "./coordinator-core.ts";
@@ -69,8 +70,9 @@ export class RootChannel implements RootLink {
       case "cancel_work": {
         this.handlers.attach();
         const slot = workers.running(msg.workId);
-        if (slot) slot.send({ type: "cancel", workId: msg.workId, reason: msg.reason });
-        else dispatcher.cancelQueued(msg.workId);
+        if (slot) {
+          if (msg.reason !== CANCEL_IF_QUEUED) slot.send({ type: "cancel", workId: msg.workId, reason: msg.reason });
+        } else dispatcher.cancelQueued(msg.workId);
         break;
       }
       case "deliver": {
@@ -87,6 +89,9 @@ export class RootChannel implements RootLink {
         break;
       case "control":
         this.handlers.control(msg.rev, msg.paused);
+        break;
+      case "budget_counted":
+        dispatcher.budgetCounted(msg.workId, msg.exhausted);
         break;
       case "shutdown":
         this.handlers.shutdown("the run ended");

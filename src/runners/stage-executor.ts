@@ -14,6 +14,12 @@ import type { StageResult } from "../sdk/types.ts";
 import { getRunner } from "./registry.ts";
 import type { DeliveryMode, RunnerEvent, RunnerHandle, StageRequest } from "./types.ts";
 
+/**
+ * The abort reason that cancels a queued stage only: one a worker already
+ * runs goes on (the budget ran out: what runs may finish, nothing more starts).
+ */
+export const CANCEL_IF_QUEUED = "cancel-if-queued: the budget is used up";
+
 export interface StageExecutor {
   /** True when stages go through the work queue: the stage step enqueues `request.workId` with its start record. */
   readonly queued: boolean;
@@ -47,6 +53,12 @@ export interface StageExecutor {
   deliver?(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running">;
   /** The budget ran out: give a running agent stage its one wrap-up turn (RunnerHandle.wrapUp). */
   wrapUp?(stage: { runId: string; stageKey: string }, text: string): Promise<void>;
+  /**
+   * The root counted the result of a budgeted attempt (StageRequest.budgeted: `workId`), or its
+   * budget ran out (no `workId`): a pool that held its claims for it goes on, or, `exhausted`,
+   * claims nothing more of this drive.
+   */
+  budgetCounted?(workId: string | undefined, exhausted: boolean): void;
   close(): Promise<void>;
 }
 

@@ -48,6 +48,13 @@ export interface StageRequest {
   /** The work queue item carrying this request, when it runs on the worker pool. */
   workId?: string;
   /**
+   * The run tree has a cost or token budget: once this item's result is
+   * committed the pool claims no other item of the drive until the root has
+   * counted that result (StageExecutor.budgetCounted), so no stage starts
+   * after the spending that used the budget up (docs/design/pool.md).
+   */
+  budgeted?: boolean;
+  /**
    * Messages sent to this stage before it started, in order: delivered
    * before anything else (a shell stage: written to stdin first; an agent:
    * a first user-context block, "Messages received before you started").

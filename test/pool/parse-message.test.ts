@@ -35,6 +35,7 @@ const fullRequest = {
   timeoutMs: 1000,
   artifactDir: "/a",
   workId: "work_1",
+  budgeted: true,
   initialMessages: [{ id: "m1", text: "go" }],
   agent: { tools: ["read"], maxTurns: 3 },
   continueFrom: { sessionId: "s", artifactDir: "/b", fork: false },
@@ -69,6 +70,8 @@ const samples: [v.GenericSchema, unknown][] = [
   [FromWorkerSchema, { type: "events", ref, events: [{ type: "output", stream: "stdout", text: "x" }, { type: "usage", usage: { inputTokens: 3 } }] }],
   [FromCoordinatorSchema, { type: "work_done", items: [{ workId: "work_1", result: { ...result, workerId: "w1", generation: 1 } }] }],
   [ToCoordinatorSchema, { type: "work_ready" }],
+  [ToCoordinatorSchema, { type: "budget_counted", workId: "work_1", exhausted: false }],
+  [ToCoordinatorSchema, { type: "budget_counted", exhausted: true }],
 ];
 
 describe("pool message parsing", () => {

@@ -32,6 +32,7 @@ import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
 import type { StageResult, TaskOptions } from "../../sdk/types.ts";
 import type { StageRequest } from "../../runners/types.ts";
+import { CANCEL_IF_QUEUED } from "../../runners/stage-executor.ts";
 import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
 import { stageSandbox } from "../stage-sandbox.ts";
 import type { Scope } from "../scope.ts";
@@ -121,6 +122,8 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
       artifactDir,
       workId: newId("work"),
+      // Its result may use the budget up: the pool claims nothing more until the root counted it (pool/dispatcher.ts).
+      ...(tree.executor.budgetCounted && exec.budget.spendingLimited ? { budgeted: true } : {}),
     };
     // On the pool, the work item is enqueued in the same commit as the attempt's start record.
     exec.assertMayStart(scope);
@@ -140,6 +143,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     } catch (err) {
       exec.budget.settle(liveId, undefined);
       tree.observer({ type: "attempt_ended", runId: exec.runId, position, name, attempt, status: "cancelled", error: { code: "stopped", message: err instanceof Error ? err.message : String(err) }, at: Date.now() });
+      budgetCounted(exec, request);
       throw err;
     } finally {
       ticket.release();
@@ -158,6 +162,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       ...(result.usage ? { usage: result.usage } : {}),
       at: Date.now(),
     });
+    budgetCounted(exec, request);
     if (result.status === "completed") break;
     // A journal file truncated, deleted or replaced under the stage fails it with I/O errors before the periodic
     // check sees the file: look now, so the stage is stopped (the run stays resumable), not retried nor failed.
@@ -238,6 +243,11 @@ function argvOf(name: string, shell: TaskOptions["shell"]): string[] | undefined
   return [...(shell as string[])];
 }
 
+/** A budgeted attempt's usage is in the ledger: the pool may claim again, unless the run's budget is used up (pool/dispatcher.ts). */
+function budgetCounted(exec: RunExecution, request: StageRequest): void {
+  if (request.budgeted) exec.tree.executor.budgetCounted?.(request.workId, exec.tree.budget.exhausted() !== undefined);
+}
+
 /** One attempt, once admitted: its start record, then its execution. */
 async function runAttempt(
   exec: RunExecution,
@@ -282,7 +292,11 @@ async function runAttempt(
     // The records above may have taken a while (or the process was stopped meanwhile): the lease must still hold.
     exec.assertMayStart(scope);
     tree.stagesExecuted = true;
-    return await tree.executor.execute(request, signal, (event) => {
+    // Still queued when the budget runs out: taken off the queue, never started (one a worker runs goes on, even if
+    // its start has not reached this process yet: CANCEL_IF_QUEUED).
+    const budgetStop = new AbortController();
+    const stopListening = request.budgeted ? exec.budget.whenExhausted(() => began || budgetStop.abort(CANCEL_IF_QUEUED)) : () => {};
+    const result = await tree.executor.execute(request, request.budgeted ? AbortSignal.any([signal, budgetStop.signal]) : signal, (event) => {
       if (event.type === "started") {
         if (queued && !began) record = running(exec, request, event.at ?? Date.now(), timing);
         began = true;
@@ -296,6 +310,12 @@ async function runAttempt(
         tree.observer({ type: "stage_tool", runId: exec.runId, position, name, tool: event.name, ...(event.id ? { callId: event.id } : {}), state, ...(event.type === "tool_end" ? { ok: event.ok } : {}), at: event.at ?? Date.now() });
       }
     });
+    stopListening();
+    if (budgetStop.signal.aborted && result.status === "cancelled" && !signal.aborted) {
+      emitEnded(exec, position, name, { ...result, status: "cancelled" }, false);
+      exec.budget.assertMayStart(); // throws: the budget is used up
+    }
+    return result;
   } finally {
     // Ended before its start was recorded: its checkpoint or failure record says when it started.
     if (record) clearTimeout(record);

@@ -29,6 +29,7 @@ export const StageRequestSchema = v.object({
   timeoutMs: v.optional(v.number()),
   artifactDir: v.string(),
   workId: v.optional(v.string()),
+  budgeted: v.optional(v.boolean()),
   protocol: v.optional(v.number()),
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
   continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),

@@ -32,6 +32,12 @@ export const ToCoordinatorSchema = v.variant("type", [
   ControlSchema,
   /** Where is this item? Answered by `work_status` (after its `work_done`, when it is settled and that was never sent). */
   v.object({ type: v.literal("work_status"), workId: v.string() }),
+  /**
+   * The root counted the result of a budgeted item (StageRequest.budgeted; `workId`), or its budget ran out
+   * while stages ran (no `workId`): claims go on once every committed budgeted result is counted, unless
+   * `exhausted` (then no item of this drive is claimed any more).
+   */
+  v.object({ type: v.literal("budget_counted"), workId: v.optional(v.string()), exhausted: v.boolean() }),
   /** The run is over: stop every worker and exit. */
   v.object({ type: v.literal("shutdown") }),
 ]);
