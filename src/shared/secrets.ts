@@ -15,6 +15,16 @@
  * - it is the status token of a home the process was told about
  *   (`addSecretsOfHome`, by openJournal), or of $ATOMIC_HOME.
  *
+ * Besides known values, text that looks like a credential is redacted by
+ * pattern (PATTERNS): API keys of the `sk-…` form (OpenAI, Anthropic,
+ * OpenRouter), GitHub tokens, AWS access key ids, the token after
+ * `Bearer `, the value after `api_key=` / `apikey:` / `access_token=` /
+ * `client_secret=` / `password=`, and private-key blocks (PEM and
+ * OpenSSH): a stage that prints a key it should not have found, or a
+ * provider error that echoes one, does not carry it into the journal, the
+ * logs or the workflow. Each pattern wants a long enough value, so short
+ * examples ("sk-test") stay readable.
+ *
  * Values shorter than MIN_SECRET_LENGTH are not redacted: replacing "pw"
  * in every line would mangle more than it hides. Redaction replaces the
  * exact value (and its percent-encoded form, as it appears in a URL); a
@@ -72,24 +82,42 @@ export function addSecretsOfHome(home: string | undefined): void {
   }
 }
 
-/** `text` with every known secret value replaced by [redacted]. */
-export function redact(text: string): string {
-  const list = currentNeedles();
-  if (list.length === 0 || text.length < MIN_SECRET_LENGTH) return text;
+/** Credentials by their look (see the header): each regex and what its match becomes. */
+const PATTERNS: readonly [RegExp, string][] = [
+  [/-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----[\s\S]*?(?:-----END \1PRIVATE KEY-----|$)/g, REDACTED],
+  [/\bsk-[A-Za-z0-9][A-Za-z0-9_-]{19,}/g, REDACTED],
+  [/\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})/g, REDACTED],
+  [/\bAKIA[0-9A-Z]{16}\b/g, REDACTED],
+  [/\b(Bearer\s+)[A-Za-z0-9._~+/-]{16,}=*/gi, `$1${REDACTED}`],
+  [/\b((?:api[_-]?key|access[_-]?token|client[_-]?secret|password)["']?\s*[:=]\s*["']?)[^\s"'&,;]{8,}/gi, `$1${REDACTED}`],
+];
+/** A cheap first look: text without any of these holds no pattern's match. */
+const MAYBE = /sk-|gh[pousr]_|github_pat_|AKIA|bearer|api[_-]?key|access[_-]?token|client[_-]?secret|password|PRIVATE KEY/i;
+
+function redactPatterns(text: string): string {
+  if (!MAYBE.test(text)) return text;
   let out = text;
-  for (const n of list) if (out.includes(n)) out = out.replaceAll(n, REDACTED);
+  for (const [re, by] of PATTERNS) out = out.replace(re, by);
   return out;
 }
 
-/** True when this process knows any secret value (everything else is a no-op then). */
-export function secretsKnown(): boolean {
-  return currentNeedles().length > 0;
+/** `text` with every known secret value, and whatever looks like a credential (PATTERNS), replaced by [redacted]. */
+export function redact(text: string): string {
+  if (text.length < MIN_SECRET_LENGTH) return text;
+  let out = text;
+  for (const n of currentNeedles()) if (out.includes(n)) out = out.replaceAll(n, REDACTED);
+  return redactPatterns(out);
 }
 
-/** True when `text` holds a known secret (callers that copy structures only when they must). */
+/** True when redaction can change anything: always, since credentials are also recognised by their look. */
+export function secretsKnown(): boolean {
+  return true;
+}
+
+/** True when `text` holds a known secret or something that looks like one (callers that copy structures only when they must). */
 export function holdsSecret(text: string): boolean {
   for (const n of currentNeedles()) if (text.includes(n)) return true;
-  return false;
+  return MAYBE.test(text) && redactPatterns(text) !== text;
 }
 
 /**
@@ -98,7 +126,6 @@ export function holdsSecret(text: string): boolean {
  * copies nothing.
  */
 export function redactValue<T>(value: T): T {
-  if (currentNeedles().length === 0) return value;
   return walk(value) as T;
 }
 

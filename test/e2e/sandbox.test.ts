@@ -54,6 +54,11 @@ e2eTest("a sandboxed shell stage: the key, the atomic home, writes outside the c
     expectContained(r.outputs.text, w);
     // what the stage named is readable
     expect(r.outputs.text).toContain("GITCONFIG=read");
+    // a key the stage prints anyway (one in its cwd) is redacted by its look from the result and the logs
+    writeFileSync(join(w.cwd, "id_test"), readFileSync(join(w.user, ".ssh", "id_ed25519")));
+    const leak = await run(w, { shell: "cat id_test", sandbox: "true" });
+    expect(leak.outputs.text).toBe("[redacted]\n");
+    expect(leak.stdout).not.toContain("PRIVATE KEY");
   } finally {
     w.close();
   }

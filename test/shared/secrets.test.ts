@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { REDACTED, addSecret, addSecretsOfUrl, redact, redactValue } from "../../src/shared/secrets.ts";
+import { REDACTED, addSecret, addSecretsOfUrl, holdsSecret, redact, redactValue } from "../../src/shared/secrets.ts";
 import { stageEnv } from "../../src/runners/stage-env.ts";
 
 afterEach(removeTempDirs);
@@ -84,4 +84,22 @@ console.log(redact(process.env.ATOMIC_JOURNAL + " | lost the connection to the j
   expect(await said("postgres://me:hunter2-long-secret@127.0.0.1:5999/app")).toBe(
     `postgres://me:${REDACTED}@127.0.0.1:5999/app | lost the connection to the journal's Postgres at postgres://me@127.0.0.1:5999/app (connect ECONNREFUSED 127.0.0.1:5999)`,
   );
+});
+
+test("credentials are also redacted by their look: sk- keys, GitHub and AWS ids, bearer tokens, api_key= values, private-key blocks; short examples stay", () => {
+  const pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----";
+  const cases: [string, string][] = [
+    ["key sk-proj-abcdefghijklmnopqrstuvwxyz012345 end", `key ${REDACTED} end`],
+    ["sk-ant-api03-abcdefghijklmnopqrstuvwxyz", REDACTED],
+    ["ghp_abcdefghijklmnopqrstuvwxyz0123456789 and AKIAABCDEFGHIJKLMNOP", `${REDACTED} and ${REDACTED}`],
+    ["Authorization: Bearer abcdefghijklmnopqrstuvwxyz.0123", `Authorization: Bearer ${REDACTED}`],
+    ["curl -d api_key=abcd1234efgh5678 https://x", `curl -d api_key=${REDACTED} https://x`],
+    ['{"password": "hunter2hunter2", "user": "me"}', `{"password": "${REDACTED}", "user": "me"}`],
+    [`found:\n${pem}\nafter`, `found:\n${REDACTED}\nafter`],
+    ["sk-test and Bearer short and api_key=x and inputTokens: 12345678", "sk-test and Bearer short and api_key=x and inputTokens: 12345678"],
+  ];
+  for (const [text, want] of cases) expect(redact(text)).toBe(want);
+  expect(holdsSecret("nothing here")).toBe(false);
+  expect(holdsSecret(pem)).toBe(true);
+  expect(redactValue({ out: [pem], n: 1 })).toEqual({ out: [REDACTED], n: 1 });
 });
