@@ -225,3 +225,18 @@ e2eTest("the unpacked compiler: two first checks at once both succeed; an altere
   expect(existsSync(marker)).toBe(false);
   expect(statSync(tsc).size).toBeGreaterThan(1_000_000);
 });
+
+e2eTest("every builtin's source (Bun, process and node: APIs included) passes atomic check; a browser global does not", async () => {
+  const dir = makeTempDir();
+  const atomic = atomicIn(dir);
+  const names = (await atomic(["workflows", "--json"])).stdout.trim().split("\n").map((l) => JSON.parse(l) as { name: string; builtin: boolean }).filter((w) => w.builtin).map((w) => w.name);
+  expect(names.length).toBeGreaterThan(5);
+  for (const name of names) writeFileSync(join(dir, `${name}.ts`), (await atomic(["workflows", name, "--source"])).stdout);
+  const r = await atomic(["check", ...names.map((n) => `${n}.ts`)]);
+  expect(r.stderr).toBe("");
+  expect(r.stdout.trim().split("\n").map((l) => l.replace(/ \(.*$/, ""))).toEqual(names.map((n) => `ok: workflow ${n}`));
+  writeFileSync(join(dir, "browser.ts"), 'import { workflow } from "atomic";\nexport default workflow({ name: "b", async run() { return { t: document.title }; } });\n');
+  const browser = await atomic(["check", "browser.ts"]);
+  expect(browser.stdout).toMatch(/^browser\.ts:2:\d+: Cannot find name 'document'/);
+  expect(browser.code).toBe(1);
+});

@@ -34,10 +34,15 @@ export interface CheckResult {
   summary?: string;
 }
 
-/** tsc's command-line form of the options `atomic init` writes. */
+/**
+ * tsc's command-line form of the options `atomic init` writes, but for the library: ESNext alone, as the Bun
+ * types declare the web globals Bun has (`fetch`, `Blob`, `AbortSignal`; the DOM library `init` names for a
+ * project without them would also admit `document`, which no workflow has) and parsing the DOM library's 2.3 MB
+ * took a good part of a check's time.
+ */
 function compilerFlags(): string[] {
   const flags: string[] = [];
-  for (const [key, value] of Object.entries(COMPILER_OPTIONS)) {
+  for (const [key, value] of Object.entries({ ...COMPILER_OPTIONS, lib: ["ESNext"] })) {
     if (key === "noEmit") continue;
     flags.push(`--${key}`);
     if (value !== true) flags.push(Array.isArray(value) ? value.join(",") : String(value));
