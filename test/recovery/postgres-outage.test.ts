@@ -10,7 +10,10 @@
  *   without waiting the window out: the error says it stopped while
  *   stopping, so the window was not used up;
  * and in both cases, once the server is back, `atomic resume` completes the
- * run with only the steps that were in flight run again.
+ * run with only the steps that were in flight run again;
+ * - `atomic serve` says the server is unreachable, reports its failed scans
+ *   (each at its own interval), goes on standby, and is active again once
+ *   the server is back.
  * "Stopped before the outage ended" holds by construction: the server is
  * started again only after the process exited. Durations are never
  * asserted; bench/postgres-outage.ts measures them.
@@ -118,3 +121,28 @@ test.skipIf(!postgresInstalled())("SIGTERM during a postgres outage ends the pro
   expectPostgresHint(r.said, s.url, r.id);
   await expectResumeCompletes(s, r.id, r.before);
 }, 150_000);
+
+test.skipIf(!postgresInstalled())("the service during a postgres outage: says the server is unreachable and waits on standby, then takes its duties again once it is back", async () => {
+  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
+  const proc = spawnAtomic(["serve", "--port", "0"], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const err = lineWatcher(proc.stderr);
+  try {
+    await out.waitFor(/this service is active/);
+    cluster!.stopServer();
+    try {
+      await err.waitFor(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d s more/);
+      // Past the retry window: each duty says what failed and tries again later (its own interval: no spinning).
+      await err.waitFor(/recovery scan failed: lost the connection to the journal's Postgres at postgres:\/\/\S+ for more than 3 s .*; retrying/);
+      await out.waitFor(/this service lost its lease and waits on standby/);
+    } finally {
+      cluster!.startServer();
+    }
+    await err.waitFor(/the journal's Postgres at \S+ is reachable again/);
+    await waitUntil(() => out.lines.filter((l) => /this service is active/.test(l)).length >= 2, 30_000, "the service active again");
+  } finally {
+    proc.kill("SIGTERM");
+  }
+  expect(await proc.exited).toBe(0);
+  expect(err.text()).not.toContain("[redacted]");
+}, 120_000);
