@@ -13,9 +13,11 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic } from "../helpers/atomic.ts";
+import { atomicBin, runAtomic } from "../helpers/atomic.ts";
+import { createOtherUser, otherUsersSupported, removeOtherUsers } from "../helpers/other-user.ts";
+import { pidsRunning } from "../helpers/processes.ts";
 import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { sandboxWorld } from "../helpers/sandbox-world.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir } from "./support.ts";
@@ -201,4 +203,41 @@ e2eTest("atomic doctor says whether the sandbox works here", async () => {
   expect(missing.stdout).toMatch(/hint: install bubblewrap/);
   const broken = await runAtomic(["doctor", "--json"], { home, env: { PATH: `${brokenBwrap()}:${process.env.PATH}` } });
   expect(JSON.parse(broken.stdout).sandbox).toMatchObject({ usable: false, problem: expect.stringMatching(/setting up uid map/), hint: expect.stringMatching(/user namespaces/) });
+});
+
+e2eTest("as a normal user (unprivileged user namespaces): the sandbox works the same", async () => {
+  if (!otherUsersSupported()) return;
+  const other = await createOtherUser();
+  try {
+    const theirs = makeTempDir("atomic-sbx-user-");
+    mkdirSync(join(theirs, ".ssh"));
+    writeFileSync(join(theirs, ".ssh", "id_ed25519"), "their key\n");
+    mkdirSync(join(theirs, "work"));
+    // The binary and the workflow where that user can read them (the checkout may sit in a folder only we can enter).
+    const bin = join(theirs, "atomic");
+    copyFileSync(atomicBin(), bin);
+    chmodSync(bin, 0o755);
+    copyFileSync(WORKFLOW, join(theirs, "sandboxed.ts"));
+    for (const p of [theirs, join(theirs, ".ssh"), join(theirs, ".ssh", "id_ed25519"), join(theirs, "work"), join(theirs, "sandboxed.ts")]) chownSync(p, other.uid, other.uid);
+    const marker = String(8_000_000 + Math.floor(Math.random() * 1_000_000));
+    const escape = `/var/tmp/atomic-sandbox-user-${marker}`;
+    const probe = [
+      `cat ~/.ssh/id_ed25519 >/dev/null 2>&1 && echo SSH=read || echo SSH=denied`,
+      `echo x > ${escape} 2>/dev/null && echo SYSTEM=written || echo SYSTEM=denied`,
+      `setsid sleep ${marker} >/dev/null 2>&1 < /dev/null &`,
+      `echo done > result.txt && echo WORK=done`,
+    ].join("\n");
+    const env = ["env", `HOME=${theirs}`, `ATOMIC_HOME=${join(theirs, "home")}`, `TMPDIR=${theirs}`, "NO_COLOR=1", `PATH=${process.env.PATH}`];
+    const cmd = [...env, "sh", "-c", `cd "$HOME/work" && exec "$@"`, "sh", bin, "run", join(theirs, "sandboxed.ts"), "--json", "--workers", "1", "--input", `shell=${probe}`, "--input", "sandbox=true"];
+    const r = await other.run(cmd, { timeoutMs: 60_000 });
+    expect(r.code).toBe(0);
+    const outputs = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+    expect(outputs.status).toBe("completed");
+    for (const seen of ["SSH=denied", "SYSTEM=denied", "WORK=done"]) expect(outputs.text).toContain(seen);
+    expect(existsSync(escape)).toBe(false);
+    expect(pidsRunning(["sleep", marker])).toEqual([]);
+    expect(statSync(join(theirs, "work", "result.txt")).uid).toBe(other.uid);
+  } finally {
+    await removeOtherUsers();
+  }
 });
