@@ -40,7 +40,7 @@ export interface StageExecutor {
    * runner (the test kit's scripted agents, src/testing/): the runner's own
    * requirements (an API key, a program on PATH) are then not checked.
    */
-  answers?(stage: { name: string; runner: string }): boolean;
+  answers?(stage: { name: string; runner: string; runId: string }): boolean;
   /** A stage is about to be recorded and executed: start whatever is slow to start (it must not throw). */
   prepare?(): void;
   /** Apply a control revision (pause/unpause) wherever stages run; resolves once it is acknowledged. */

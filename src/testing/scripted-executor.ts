@@ -35,19 +35,22 @@ export class ScriptedExecutor implements StageExecutor {
     private readonly opts: TestRunOptions,
     /** Called when a stage matching crashAt starts; returns true when this drive crashes there. */
     private readonly crashHere: (name: string) => boolean,
+    /** A stage's path through child workflows (`summarize/report`), as `atomic send` and `logs --stage` name it. */
+    private readonly pathOf: (runId: string, stageName: string) => string = (_, name) => name,
   ) {}
 
-  answers(stage: { name: string; runner: string }): boolean {
-    return stage.runner !== "shell" && matchKey(this.opts.agents, stage.name) !== undefined;
+  answers(stage: { name: string; runner: string; runId: string }): boolean {
+    return stage.runner !== "shell" && matchKey(this.opts.agents, this.pathOf(stage.runId, stage.name), stage.name) !== undefined;
   }
 
   async execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult> {
-    const messages = matchKey(this.opts.messages, request.stageName, request.stageKey)?.[1];
+    const path = this.pathOf(request.runId, request.stageName);
+    const messages = matchKey(this.opts.messages, path, request.stageName)?.[1];
     if (messages !== undefined) {
       const list = Array.isArray(messages) ? messages : [messages];
       request = { ...request, initialMessages: [...(request.initialMessages ?? []), ...list.map((text, i) => ({ id: `test-${i + 1}`, text }))] };
     }
-    if (this.crashHere(request.stageName)) {
+    if (this.crashHere(path)) {
       onEvent({ type: "started", at: Date.now() });
       // The process "dies" here: nothing of this attempt is ever reported.
       return new Promise((resolve) => {
@@ -60,7 +63,7 @@ export class ScriptedExecutor implements StageExecutor {
     let transcript: string;
     if (request.runner === "shell") {
       const command = request.command ?? request.argv?.join(" ") ?? "";
-      const stub = matchKey(this.opts.shell, request.stageName, request.stageKey, command)?.[1];
+      const stub = matchKey(this.opts.shell, path, request.stageName, command)?.[1];
       if (stub) {
         result = stubShell(request, stub, onEvent);
         transcript = `$ ${command}\n${stub.stdout ?? ""}${stub.stderr ?? ""}`;
@@ -69,7 +72,7 @@ export class ScriptedExecutor implements StageExecutor {
         transcript = `$ ${command}\n${result.text}`;
       }
     } else {
-      const scripted = matchKey(this.opts.agents, request.stageName, request.stageKey);
+      const scripted = matchKey(this.opts.agents, path, request.stageName);
       if (scripted) {
         const [key, script] = scripted;
         const replies = typeof script === "string" ? [script] : script;
@@ -82,7 +85,7 @@ export class ScriptedExecutor implements StageExecutor {
         transcript = readTranscript(result) ?? `${request.prompt ?? ""}\n\n${result.text}`;
       }
     }
-    this.note(request, result, transcript);
+    this.note(request, path, result, transcript);
     return result;
   }
 
@@ -94,12 +97,12 @@ export class ScriptedExecutor implements StageExecutor {
     await this.real.close();
   }
 
-  private note(request: StageRequest, result: StageResult, transcript: string): void {
+  private note(request: StageRequest, path: string, result: StageResult, transcript: string): void {
     const id = `${request.runId}\u0000${request.stageKey}`;
     let name = this.stageNames.get(id);
     if (!name) {
-      name = request.stageName;
-      for (let i = 2; Object.hasOwn(this.stages, name); i++) name = `${request.stageName}#${i}`;
+      name = path;
+      for (let i = 2; Object.hasOwn(this.stages, name); i++) name = `${path}#${i}`;
       this.stageNames.set(id, name);
     }
     const before = this.stages[name];

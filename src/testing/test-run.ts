@@ -64,11 +64,15 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
     if (crashed) return true;
     return options.crashAt !== undefined && matchKey({ [options.crashAt]: true }, name) !== undefined && crash();
   };
-  const executor = new ScriptedExecutor(options, crashHere);
+  // Each child run's path (its boundary steps' names from the root), so stages are named as `atomic send` names them.
+  const prefixes = new Map<string, string>();
+  const pathOf = (runId: string, name: string) => (prefixes.has(runId) ? `${prefixes.get(runId)}/${name}` : name);
+  const executor = new ScriptedExecutor(options, crashHere, pathOf);
 
   const observer = (e: EngineEvent): void => {
     if (e.type === "step_started") {
       if (e.kind === "ask") asks.set(`${e.runId}\u0000${e.position}`, e.name);
+      if (e.kind === "child" && e.childRunId) prefixes.set(e.childRunId, pathOf(e.runId, e.name));
       if (e.kind !== "stage") crashHere(e.name);
     } else if (e.type === "step_ended") {
       steps.push({ kind: e.kind, name: e.name, status: e.status, replayed: e.replayed, runId: e.runId, drive });

@@ -48,7 +48,7 @@ export interface ShellStub {
 
 export interface TestRunOptions {
   inputs?: Record<string, unknown>;
-  /** Scripted agents by stage name or glob pattern (`review-*`); a stage no pattern matches runs its real runner. */
+  /** Scripted agents by stage name, path through child workflows (`summarize/report`) or glob pattern (`review-*`); a stage none matches runs its real runner. */
   agents?: Record<string, string | AgentReply[]>;
   /** Shell stages stubbed by stage name, or a glob pattern of the stage name or its command; others run for real. */
   shell?: Record<string, ShellStub>;

@@ -136,3 +136,24 @@ test("a question with a deadline and no answer times out on the virtual clock", 
   expect(result.virtualMs).toBeGreaterThan(6 * DAY);
   expect(result.steps.map((s) => [s.kind, s.name, s.status])).toEqual([["ask", "ship", "failed"]]);
 });
+
+test("stages of child workflows are scripted and reported by their path", async () => {
+  const child = workflow({
+    name: "summarize",
+    async run(ctx) {
+      return { text: (await ctx.task("report", { prompt: "sum up" })).text };
+    },
+  });
+  const wf = workflow({
+    name: "parent",
+    async run(ctx) {
+      const a = await ctx.task("report", { prompt: "top" });
+      const b = await ctx.workflow(child, {});
+      return { a: a.text, b: b.text };
+    },
+  });
+  const result = await testRun(wf, { agents: { report: "top-level", "summarize/report": "nested" } });
+  expect(result.status).toBe("completed");
+  expect(result.outputs).toEqual({ a: "top-level", b: "nested" });
+  expect(Object.keys(result.stages).sort()).toEqual(["report", "summarize/report"]);
+});

@@ -76,7 +76,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   const opts = inheritFromEarlier(name, asked);
   // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
   exec.tree.executor.prepare?.();
-  const setup = await prepareStage(name, opts, exec.definition, exec.tree.config, exec.tree.executor.answers?.bind(exec.tree.executor));
+  const setup = await prepareStage(name, opts, exec.definition, exec.tree.config, (stage) => exec.tree.executor.answers?.({ ...stage, runId: exec.runId }) ?? false);
   const cwd = opts.cwd ?? process.cwd();
   if (opts.queue !== undefined && !QUEUE_NAME.test(opts.queue)) {
     throw new StepFailedError(name, `stage "${name}": queue ${JSON.stringify(opts.queue)} is not a queue name`, {
