@@ -67,6 +67,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic runs", "atomic runs --status crashed,failed --since 2h", "atomic runs --workflow review --json"],
     load: () => import("./commands/runs.ts").then((m) => m.default),
   },
+  usage: {
+    summary: "tokens and cost over runs, by workflow, stage, model, runner or day",
+    examples: ["atomic usage", "atomic usage --by model --since 7d", "atomic usage --by day --json"],
+    load: () => import("./commands/usage.ts").then((m) => m.default),
+  },
   show: {
     summary: "show a run: stages, outputs, errors, timings",
     examples: ["atomic show 01m8rf", "atomic show 01m8rf --json | jq .run.outputs"],
