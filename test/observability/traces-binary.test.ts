@@ -56,9 +56,20 @@ function runIdOf(stdout: string): string {
   return JSON.parse(stdout.trim().split("\n").at(-1)!).runId as string;
 }
 
-/** Waits for the span named `name` (and matching `extra`), sent by now or still to come. */
-function span(otlp: OtlpReceiver, name: string, extra: (s: ReceivedSpan) => boolean = () => true): Promise<ReceivedSpan> {
-  return otlp.spans.first((s) => s.name === name && extra(s));
+/** Waits for the span named `name` (and matching `extra`), sent by now or still to come; after 20 s, fails naming what did arrive. */
+async function span(otlp: OtlpReceiver, name: string, extra: (s: ReceivedSpan) => boolean = () => true): Promise<ReceivedSpan> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const got = otlp.spans.items.map((s) => `${s.name} ${JSON.stringify(s.attributes["atomic.attempt"] ?? "")} lost=${s.attributes["atomic.lost"] ?? ""} resumed=${s.attributes["atomic.resumed"] ?? ""}`);
+      reject(new Error(`no span ${name} (matching) arrived; got:\n${got.join("\n")}`));
+    }, 20_000);
+  });
+  try {
+    return await Promise.race([otlp.spans.first((s) => s.name === name && extra(s)), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function checkMixedTrace(otlp: OtlpReceiver, runId: string, prepOut: string) {
