@@ -18,7 +18,7 @@
  * docs/design/types-and-check.md describes the whole.
  */
 
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 
@@ -34,6 +34,13 @@ export const PUBLIC_MODULES: Record<string, string> = {
 const PACKAGES: Record<string, string> = {
   valibot: "node_modules/valibot/dist/index.d.mts",
 };
+
+/**
+ * Declarations a workflow's test needs beside the SDK's, kept as they are (each already declares its module):
+ * `bun:test`, which `atomic test` provides, from the Bun types the project depends on. The files they import
+ * by relative paths become internal modules `atomic/_/<path under node_modules>`.
+ */
+const AMBIENT = ["node_modules/bun-types/test.d.ts"];
 
 /** The internal module name of an emitted file (`sdk/types.d.ts` → `atomic/_/sdk/types`). */
 function internalName(relPath: string): string {
@@ -108,13 +115,34 @@ export function sdkDeclarations(version: string): string {
         throw new Error(`${pkg}'s declarations import ${JSON.stringify(spec)}; embed it too`);
       })));
     }
+    // The ambient files, and the files of their package they import.
+    const ambient: string[] = [];
+    const packageQueue: string[] = [];
+    const packageRenamer = (fromRel: string) => (spec: string) => {
+      if (!spec.startsWith(".")) throw new Error(`${fromRel} imports ${JSON.stringify(spec)}; embed it too`);
+      const base = join(dirname(join(ROOT, fromRel)), spec);
+      const file = [`${base}.d.ts`, join(base, "index.d.ts"), base].find((f) => existsSync(f) && f.endsWith(".d.ts"));
+      if (!file) throw new Error(`${fromRel} imports ${JSON.stringify(spec)}, which has no declarations file`);
+      const rel = relative(ROOT, file);
+      const name = `atomic/_/${relative("node_modules", rel).replace(/(\/index)?\.d\.ts$/, "")}`;
+      if (!internal.has(name) && !packageQueue.includes(rel)) packageQueue.push(rel);
+      return name;
+    };
+    for (const rel of AMBIENT) ambient.push(asModuleBody(readFileSync(join(ROOT, rel), "utf8"), packageRenamer(rel)));
+    while (packageQueue.length) {
+      const rel = packageQueue.shift()!;
+      const name = `atomic/_/${relative("node_modules", rel).replace(/(\/index)?\.d\.ts$/, "")}`;
+      if (internal.has(name)) continue;
+      internal.set(name, "");
+      internal.set(name, block(name, asModuleBody(readFileSync(join(ROOT, rel), "utf8"), packageRenamer(rel))));
+    }
     const header = [
       `// The declarations of atomic's SDK (atomic ${version}), generated from its source when the binary was built.`,
       "// Written by `atomic init`; `atomic types` rewrites it after an upgrade. Do not edit: changes are overwritten.",
-      `// Public modules: ${Object.keys(PUBLIC_MODULES).map((n) => JSON.stringify(n)).join(", ")}. The "atomic/_/…" modules are internal.`,
+      `// Public modules: ${Object.keys(PUBLIC_MODULES).map((n) => JSON.stringify(n)).join(", ")}, and "bun:test" for workflow tests (from Bun's types). The "atomic/_/…" modules are internal.`,
       "",
     ].join("\n");
-    return `${header}\n${out.join("\n")}\n${[...internal.values()].join("\n")}`;
+    return `${header}\n${out.join("\n")}\n${ambient.join("\n")}\n${[...internal.values()].join("\n")}`;
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }

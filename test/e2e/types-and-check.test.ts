@@ -45,14 +45,20 @@ e2eTest("init in an empty directory: declarations, tsconfig and example; the pro
   expect(r.stdout).toContain("wrote .atomic/types/atomic.d.ts");
   expect(r.stdout).toContain("wrote tsconfig.json");
   expect(r.stdout).toContain("wrote .atomic/workflows/summarize.ts");
+  expect(r.stdout).toContain("wrote .atomic/workflows/summarize.test.ts");
   const dts = readFileSync(join(dir, ".atomic/types/atomic.d.ts"), "utf8");
   expect(dts).toContain('declare module "atomic" {');
   // files of the user's project: the user's umask, not atomic's private one
   expect(statSync(join(dir, "tsconfig.json")).mode & 0o044).toBe(0o044);
 
+  // the project's tsc passes on the example and its test (bun:test and atomic/testing come from the one file)
   const ok = await runCommand([TSC, "--noEmit"], { cwd: dir });
   expect(ok.stdout + ok.stderr).toBe("");
   expect(ok.code).toBe(0);
+  // and the example's test passes, run by the binary alone
+  const tested = await atomic(["test", ".atomic/workflows"]);
+  expect(tested.stdout + tested.stderr).toContain(" 1 pass");
+  expect(tested.code).toBe(0);
 
   const line = breakExample(dir, ".atomic/workflows/broken.ts");
   const bad = await runCommand([TSC, "--noEmit"], { cwd: dir });

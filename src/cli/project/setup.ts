@@ -8,8 +8,9 @@
  *   "atomic"` is what resolves the import, as the binary's "atomic" module
  *   does at run time: engine/loader.ts) and the workflows; an existing one
  *   is never touched: the lines to add are printed instead;
- * - `.atomic/workflows/summarize.ts`: an example agent workflow, written
- *   only when no file of that name exists.
+ * - `.atomic/workflows/summarize.ts`: an example agent workflow, and its
+ *   test `summarize.test.ts` (atomic/testing), each written only when no
+ *   file of that name exists.
  */
 
 import { accessSync, chmodSync, constants, existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -19,9 +20,12 @@ import { UsageError, ensureError } from "../../shared/errors.ts";
 import { sdkDeclarations } from "./embedded.ts";
 // The file's text, not the module (the bundler embeds it verbatim).
 import example from "./example-workflow.ts" with { type: "text" };
+// @ts-expect-error -- a text import: the bundler gives the file's text, though the module has no default export
+import exampleTest from "./example-workflow.test.ts" with { type: "text" };
 
 export const DECLARATIONS_PATH = join(".atomic", "types", "atomic.d.ts");
 export const EXAMPLE_PATH = join(".atomic", "workflows", "summarize.ts");
+export const EXAMPLE_TEST_PATH = join(".atomic", "workflows", "summarize.test.ts");
 
 /** The compiler options `atomic init` writes, and `atomic check` uses. */
 export const COMPILER_OPTIONS = {
@@ -94,10 +98,16 @@ export async function initProject(target: string): Promise<SetupReport> {
     write(dir, "tsconfig.json", tsconfigText());
     report.wrote.push({ path: "tsconfig.json", what: 'resolves "atomic" to the declarations' });
   }
-  if (existsSync(join(dir, EXAMPLE_PATH))) report.kept.push({ path: EXAMPLE_PATH, what: "exists; left as it is" });
-  else {
-    write(dir, EXAMPLE_PATH, example as unknown as string);
-    report.wrote.push({ path: EXAMPLE_PATH, what: "an example agent workflow" });
+  const examples = [
+    { path: EXAMPLE_PATH, text: example as unknown as string, what: "an example agent workflow" },
+    { path: EXAMPLE_TEST_PATH, text: (exampleTest as unknown as string).replace('"./example-workflow.ts"', '"./summarize.ts"'), what: "its test (atomic test .atomic/workflows)" },
+  ];
+  for (const e of examples) {
+    if (existsSync(join(dir, e.path))) report.kept.push({ path: e.path, what: "exists; left as it is" });
+    else {
+      write(dir, e.path, e.text);
+      report.wrote.push({ path: e.path, what: e.what });
+    }
   }
   return report;
 }
