@@ -1,5 +1,6 @@
 /**
- * Clock jumps (issue 13 item 10, lease part), with libfaketime (Debian's
+ * Clock jumps (issue 13 item 10, lease part) and skewed clocks (issue 27
+ * N1: resume never takes over a live local driver), with libfaketime (Debian's
  * `faketime`; scripts/test.sh installs it): a stepped wall clock neither
  * makes a live run's driver give up its lease nor makes `atomic runs` call
  * it crashed. The driver's own deadline is monotonic (lease-keeper.ts) and
@@ -78,6 +79,46 @@ if (LIB) {
     expect(code).toBe(0);
     expect(stdout).toMatch(/"text": "done"/);
   });
+}
+
+/**
+ * Ownership does not depend on the clocks agreeing (issue 27 N1): a driver
+ * alive on this host is never taken over by `resume`, whichever of the two
+ * clocks is off, and `runs` says the same (running). The lease is short
+ * (3 s) so that the minute of skew makes it look long expired.
+ */
+for (const [who, driverOffset, resumeOffset] of [
+  ["the driver's clock a minute behind, resume on the true clock", "-1m", "+0"],
+  ["the driver on the true clock, resume with its clock a minute ahead", "+0", "+1m"],
+] as const) {
+  if (!LIB) break;
+  e2eTest(`${who}: resume refuses to take over the live driver, runs shows it running, and the run completes`, async () => {
+    const home = makeTempDir();
+    const dir = makeTempDir();
+    const run = spawnAtomic(["run", fixture("journal-swap.ts"), "--input", `dir=${dir}`, "--input", `home=${home}`, "--lease-ms", "3000"], {
+      home,
+      env: fakeClock(join(makeTempDir(), "offset"), driverOffset),
+    });
+    const out = Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text()]);
+    await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
+    const id = await runIdIn(home);
+    const skewed = fakeClock(join(makeTempDir(), "offset"), resumeOffset);
+    const resumed = await runAtomic(["resume", id], { home, env: skewed });
+    expect(resumed.code).toBe(2);
+    expect(resumed.stderr).toContain(`run ${id} is being driven by another process`);
+    expect(await statusOf(home, skewed)).toBe("running");
+    writeFileSync(join(dir, "gate"), "");
+    const code = await run.exited;
+    const [stdout, stderr] = await out;
+    expect(stderr).not.toMatch(/lease/);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/"text": "done"/);
+  });
+}
+
+async function runIdIn(home: string): Promise<string> {
+  const r = await runAtomic(["runs", "--json"], { home });
+  return JSON.parse(r.stdout.trim().split("\n")[0]!).id;
 }
 
 /** The lease's renewedAt as recorded (the journal read directly, read-only). */

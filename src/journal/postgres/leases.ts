@@ -23,7 +23,7 @@
 
 import { LeaseHeldError, LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import { isLocalHolderDead } from "../../shared/process-info.ts";
+import { isLocalHolderDead, isLocalHolderRunning } from "../../shared/process-info.ts";
 import type { AcquireOptions } from "../journal.ts";
 import type { HolderInfo, Lease } from "../runs.ts";
 import type { PgConnection } from "./connection.ts";
@@ -59,7 +59,9 @@ export async function acquireLease(conn: PgConnection, rootId: RunId, holder: Ho
           });
           return leaseFromRow(renewed.rows[0]!);
         }
-        const free = row.released === 1 || row.renewed_at + row.timeout_ms < row.now || isLocalHolderDead({ host: row.host, pid: row.pid, pidStart: row.pid_start });
+        // Expired by the database's clock, yet held by a process of this host that visibly still runs: not free (sqlite/leases.ts).
+        const local = { host: row.host, pid: row.pid, pidStart: row.pid_start };
+        const free = row.released === 1 || (row.renewed_at + row.timeout_ms < row.now && !isLocalHolderRunning(local)) || isLocalHolderDead(local);
         if (!free && !opts.force) throw new LeaseHeldError(rootId, { holderId: row.holder_id, host: row.host, pid: row.pid });
         const taken = await c.query<LeaseRow>({
           name: "lease-takeover",

@@ -22,7 +22,7 @@
 
 import { LeaseHeldError, LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
-import { isLocalHolderDead } from "../../shared/process-info.ts";
+import { isLocalHolderDead, isLocalHolderRunning } from "../../shared/process-info.ts";
 import type { AcquireOptions } from "../journal.ts";
 import type { HolderInfo, Lease } from "../runs.ts";
 import { writeTransaction, type Statements } from "./statements.ts";
@@ -59,11 +59,19 @@ export function acquireLease(s: Statements, rootId: RunId, holder: HolderInfo, o
   });
 }
 
-/** Released, expired, or held by a process of this host that no longer exists. */
+/**
+ * Released, expired, or held by a process of this host that no longer
+ * exists. Expired by the clocks, but held by a process of this host that
+ * visibly still runs (same pid and start time, not stopped): not free,
+ * whatever the clocks say (its renewals carry its own clock, which may
+ * differ from ours; it fences itself by a monotonic deadline); `runs`
+ * judges the same way (../run-status.ts).
+ */
 function isFree(row: LeasesTable, now: number): boolean {
   if (row.released) return true;
-  if (row.renewed_at + row.timeout_ms < now) return true;
-  return isLocalHolderDead({ host: row.host, pid: row.pid, pidStart: row.pid_start });
+  const holder = { host: row.host, pid: row.pid, pidStart: row.pid_start };
+  if (row.renewed_at + row.timeout_ms < now) return !isLocalHolderRunning(holder);
+  return isLocalHolderDead(holder);
 }
 
 export function renewLease(s: Statements, lease: Lease): Lease {
