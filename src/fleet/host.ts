@@ -179,7 +179,9 @@ export class WorkerHost implements CoordinatorCore {
     // Its files are shipped under the directory the root recorded (every reader looks it up by that).
     const key = this.store ? artifactKeyOf(item.rootId, request.artifactDir) : undefined;
     if (this.store && key) this.shippers.set(item.id, shipStageFiles(artifactDir, this.store, key, { intervalMs: SHIP_INTERVAL_MS }));
-    return { ...moved, cwd, artifactDir };
+    // A sandboxed stage must not see this host's home either (the root named only its own).
+    const sandbox = moved.sandbox ? { sandbox: { ...moved.sandbox, hidden: [...new Set([...moved.sandbox.hidden, this.opts.home])] } } : {};
+    return { ...moved, ...sandbox, cwd, artifactDir };
   }
 
   /** SIGTERM: drain (no new claims; `graceMs` for the running stages); a second one stops at once. */
