@@ -111,7 +111,7 @@ export async function compiler(): Promise<Compiler> {
   mkdirSync(dirname(dir), { recursive: true });
   const scratch = mkdtempSync(`${dir}.unpacking-`);
   try {
-    await Bun.write(join(scratch, "tsc"), Bun.file(c.exe));
+    writeFileSync(join(scratch, "tsc"), Bun.zstdDecompressSync(new Uint8Array(await Bun.file(c.exe).arrayBuffer())));
     chmodSync(join(scratch, "tsc"), 0o755);
     const packed = new Uint8Array(await Bun.file(c.files).arrayBuffer());
     writeFileSync(join(scratch, "files.json.gz"), packed);
