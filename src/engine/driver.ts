@@ -16,6 +16,7 @@
 
 import type { Clock } from "./clock.ts";
 import type { PinnedCode } from "./pinned-code.ts";
+import { recordEnvironment } from "./run-environment.ts";
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { AppendEntry } from "../journal/append.ts";
@@ -140,6 +141,8 @@ export class RootRun {
           ...(origin ? { origin } : {}),
           // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.
           ...(req.definition.recover === false ? { recover: false } : {}),
+          // The environment the workflow sees, without secrets' values: resumes give it back (run-environment.ts).
+          ...recordEnvironment(config),
         },
         newRun: {
           rootId: runId,
@@ -223,6 +226,7 @@ export class RootRun {
       ...(opts.drivenBy ? { drivenBy: opts.drivenBy } : {}),
     };
     if (place?.code && digest !== run.workflowDigest) await opts.journal.code.put(place.code.files, Date.now());
+    if (opts.upgraded && digest !== run.workflowDigest) root.tree.upgradedFrom = run.workflowDigest;
     await root.tree.append({
       runId: run.id,
       type: EVENT.runResumed,

@@ -107,6 +107,8 @@ export class ReplayCursor {
     }
     const recorded = rec.checkpoint ?? rec.started;
     if (recorded && !sameStep(recorded, request)) {
+      // Started, never completed (it failed, or ran when the process died): it runs again as the code asks now.
+      if (!rec.checkpoint && fixedStep(recorded, request)) return { attempts: rec.attempts };
       const step = identity(request, recorded);
       const argsOnly = recorded.kind === step.kind && recorded.name === step.name;
       throw this.diverged(position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
@@ -208,6 +210,16 @@ function topLevelIndex(position: string): number {
     n = n * 10 + digit;
   }
   return n;
+}
+
+/**
+ * The same stage or tool step with other arguments, at a position where it
+ * never completed: fix-and-continue (a failing stage fixed in the file, then
+ * `resume --upgrade`). A child run keeps its recorded run id and inputs, so
+ * a child step is held to its recorded arguments.
+ */
+function fixedStep(recorded: StepIdentity, request: StepRequest): boolean {
+  return recorded.kind === request.kind && recorded.name === request.name && (request.kind === "stage" || request.kind === "tool");
 }
 
 function sameStep(recorded: StepIdentity, request: StepRequest): boolean {

@@ -199,6 +199,7 @@ export class RunExecution {
           error: outcome.error ?? null,
           endedAt: Date.now(),
           clearControl: true,
+          ...(this.cursor.divergence && this.tree.upgradedFrom !== undefined && this.runId === this.tree.lease.rootId ? { workflowDigest: this.tree.upgradedFrom } : {}),
         },
       });
     } catch (err) {

@@ -50,6 +50,12 @@ export class RunTree implements MailTree {
   leaseHeld: () => boolean = () => true;
   /** Set once a stage of this tree was handed to the executor (its processes may outlive it: driver.ts). */
   stagesExecuted = false;
+  /**
+   * `resume --upgrade` to other code: the code version the run was pinned to before. A drive that then
+   * diverges from the journal gives the run its old version back (run-execution.ts recordEnd), so a plain
+   * resume runs the code the history was recorded with again.
+   */
+  upgradedFrom: string | undefined;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
 

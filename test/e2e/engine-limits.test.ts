@@ -67,7 +67,8 @@ e2eTest("--max-duration 5s stops a looping shell stage: blocked (exit 3), no sta
   expect(shown.run.status).toBe("blocked");
   expect(shown.run.error!.code).toBe("budget_exceeded");
 
-  const resumed = await runAtomic(["resume", id, "--max-duration", "1m", "--json"], { home, env: { E2E_DIR: dir } });
+  // The stage loops while E2E_LOOP is set: the run started with it, this drive sets it empty.
+  const resumed = await runAtomic(["resume", id, "--max-duration", "1m", "--json", "--env", "E2E_LOOP="], { home });
   expect(resumed.code).toBe(0);
   expect(JSON.parse(resumed.stdout.trim().split("\n").at(-1)!).outputs).toEqual({ done: true });
   expect(existsSync(join(dir, "after"))).toBe(true);

@@ -45,7 +45,7 @@ e2eTest("a v.date() input takes an ISO date, and the workflow gets a Date, also 
   expect(failed.code).toBe(1);
   const id = (await listRuns(home))[0]!.id as string;
   writeFileSync(gate, "");
-  const resumed = await runAtomic(["resume", id, "--json"], { home, env: { GATE: gate } });
+  const resumed = await runAtomic(["resume", id, "--json"], { home });
   expect(resumed.code).toBe(0);
   expect(JSON.parse(resumed.stdout.trim().split("\n").at(-1)!)).toMatchObject({ outputs: { isDate: true, iso: "2026-12-01T00:00:00.000Z" } });
 });

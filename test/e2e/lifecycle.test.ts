@@ -154,10 +154,11 @@ e2eTest("a root killed with SIGKILL shows as crashed before its lease expires, a
   expect(show.stdout).toMatch(/^status\s+crashed$/m);
   expect(show.stdout).toContain(`resume with: atomic resume ${id}`);
 
-  // resuming when its workflow file is gone is a usage error that writes nothing
+  // moving it to its workflow file as it is now (--upgrade) when the file is gone is a usage error that writes nothing
+  // (a plain resume runs the code the run is pinned to: test/e2e/pinned-code.test.ts)
   const before = journalCounts(home);
   renameSync(workflowFile, `${workflowFile}.moved`);
-  const resume = await runAtomic(["resume", id], { home });
+  const resume = await runAtomic(["resume", id, "--upgrade"], { home });
   expect(resume.code).toBe(2);
   expect(expectOneSentenceError(resume.stderr).message).toMatch(/waits\.ts does not exist/);
   expect(journalCounts(home)).toEqual(before);
@@ -177,7 +178,7 @@ e2eTest("a crashed run resumes at once and completes; finished stages are not re
   expect((await statusOf(home, id)).status).toBe("crashed");
 
   const dir = makeTempDir();
-  const resumed = await runAtomic(["resume", id], { home, env: { E2E_DIR: dir, E2E_SLEEP: "0" } });
+  const resumed = await runAtomic(["resume", id, "--env", `E2E_DIR=${dir}`, "--env", "E2E_SLEEP=0"], { home });
   expect(resumed.stderr).toBe("");
   expect(resumed.code).toBe(0);
   expect(resumed.stdout).toContain(`resumed run ${id}`);
@@ -206,7 +207,7 @@ e2eTest("Ctrl-C once: exit 130, the resume command, the stage is gone, runs says
   expect(runs.stdout).toMatch(new RegExp(`^${id}\\s+interrupted\\s`, "m"));
 
   const dir = makeTempDir();
-  const resumed = await runAtomic(["resume", id.slice(0, 12)], { home, env: { E2E_DIR: dir, E2E_SLEEP: "0" } });
+  const resumed = await runAtomic(["resume", id.slice(0, 12), "--env", `E2E_DIR=${dir}`, "--env", "E2E_SLEEP=0"], { home });
   expect(resumed.stderr).toBe("");
   expect(resumed.code).toBe(0);
   expect(resumed.stdout).toContain('"waited": "woke"');
@@ -228,7 +229,7 @@ e2eTest("Ctrl-C twice: exits at once with 130 and leaves no stage process", asyn
   // nobody drives it any more; it is resumable
   expect((await statusOf(home, id)).status).toBe("crashed");
   const dir = makeTempDir();
-  const resumed = await runAtomic(["resume", id], { home, env: { E2E_DIR: dir, E2E_SLEEP: "0" } });
+  const resumed = await runAtomic(["resume", id, "--env", `E2E_DIR=${dir}`, "--env", "E2E_SLEEP=0"], { home });
   expect(resumed.code).toBe(0);
   expect(resumed.stdout).toContain('"waited": "woke"');
 });

@@ -128,3 +128,26 @@ e2eTest("the workflow file deleted: resume runs the pinned copy, a rerun too; gc
   expect(last.stdout).toContain("deleted 3 pinned code files no remaining run uses");
   expect(readdirSync(join(home, "code"))).toEqual([]);
 });
+
+e2eTest("fix-and-continue: a failing stage fixed in the file, resume --upgrade completes without running the recorded stage again", async () => {
+  const home = makeTempDir();
+  const project = makeTempDir("atomic-pinned-");
+  const wf = join(project, "fix.ts");
+  const count = join(project, "one.count");
+  const source = (second: string) =>
+    `import { workflow } from "atomic";\nexport default workflow({ name: "fix", async run(ctx) {\n` +
+    `  await ctx.shell("one", "echo ran >> ${count}");\n  const two = await ctx.shell("two", ${JSON.stringify(second)});\n  return { two: two.text.trim() };\n} });\n`;
+  writeFileSync(wf, source("echo broken >&2; exit 3"));
+  const failed = await runAtomic(["--json", "run", wf], { home, cwd: project });
+  expect(failed.code).toBe(1);
+  const id = JSON.parse(failed.stdout.split("\n")[0]!).runId as string;
+  writeFileSync(wf, source("echo fixed"));
+  // Without --upgrade the run is still on the code that fails.
+  expect((await runAtomic(["resume", id], { home })).code).toBe(1);
+  const fixed = await runAtomic(["--json", "resume", id, "--upgrade"], { home });
+  expect(fixed.code).toBe(0);
+  expect(outputsOf(fixed.stdout)).toEqual({ two: "fixed" });
+  expect(readFileSync(count, "utf8")).toBe("ran\n");
+  // From now on the run is pinned to the fixed code.
+  expect((await runAtomic(["show", id, "--code"], { home })).stdout).toContain('ctx.shell("two", "echo fixed")');
+});

@@ -141,16 +141,17 @@ describe("nondeterminism", () => {
     });
   });
 
-  test("a stage recorded as started (but not finished) is checked too", async () => {
+  test("a stage recorded as started but never finished runs again with the code's new arguments; another stage there is checked", async () => {
     await withEngine(async (fx) => {
       const first = await fx.run(workflow({ name: "det-stage", run: (ctx) => ctx.shell("build", "exit 1") }));
       expect(first.status).toBe("failed");
-      const out = await fx.resumeRun(first.runId, workflow({ name: "det-stage", run: (ctx) => ctx.shell("build", "echo other command") }));
-      expect(out.error?.code).toBe("nondeterminism");
-      expect(out.error?.message).toContain("at step 0");
+      // Fix-and-continue: the same stage with other arguments is not a divergence, it never completed.
       const changedName = await fx.resumeRun(first.runId, workflow({ name: "det-stage", run: (ctx) => ctx.shell("compile", "exit 1") }));
       expect(changedName.error?.message).toContain('asks for stage "compile"');
       expect(changedName.error?.message).toContain('recorded stage "build"');
+      const out = await fx.resumeRun(first.runId, workflow({ name: "det-stage", run: async (ctx) => (await ctx.shell("build", "echo fixed")).text.trim() }));
+      expect(out.status).toBe("completed");
+      expect(out.outputs).toBe("fixed");
     });
   });
 

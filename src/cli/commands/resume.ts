@@ -13,6 +13,7 @@ import { resolve } from "node:path";
 import { RootRun, assertResumable } from "../../engine/driver.ts";
 import { loadPinnedWorkflow, loadWorkflowFile } from "../../engine/loader.ts";
 import { checkRunDir, recordedPlace } from "../../engine/run-place.ts";
+import { applyRecordedEnvironment, recordedEnvironment } from "../../engine/run-environment.ts";
 import { driveRun } from "../drive.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
@@ -22,7 +23,8 @@ import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { announceDetached, requireService } from "../detach.ts";
-import { takeEnv } from "../../shared/config/environment.ts";
+import { setAnyEnv, takeEnv } from "../../shared/config/environment.ts";
+import { repeatedFlag } from "../globals.ts";
 
 export default defineCommand({
   meta: { name: "resume", description: "Continue an interrupted, crashed, failed or blocked run (--max-cost N raises a used-up budget)" },
@@ -30,6 +32,7 @@ export default defineCommand({
     run: { type: "positional", description: "run id (or a unique prefix)", required: true },
     workflow: { type: "string", description: "run this workflow file instead of the code the run is pinned to (it moved)" },
     upgrade: { type: "boolean", description: "move the run to its workflow file as it is now (recorded steps replay against it)" },
+    env: { type: "string", valueHint: "NAME=VALUE", description: "for this drive, a variable other than the one the run started with; repeat the flag for more" },
     cwd: { type: "string", description: "run the rest in this directory instead of the one the run started in" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     detach: { type: "boolean", description: "record the resume (a raised budget too) and leave the run to the service (atomic serve)" },
@@ -51,6 +54,11 @@ export default defineCommand({
     const events = await journal.readEvents(run.id);
     // The service reads the choice the run recorded when it started (src/service/due-runs.ts), not the file.
     if (args.detach) await requireService(journal, { name: run.workflowName, recover: (events[0]?.payload as { recover?: unknown } | undefined)?.recover !== false });
+    // The workflow sees the environment the run started with, secrets from this process (run-environment.ts).
+    const overrides = envOverrides(repeatedFlag(s.rawArgs, "env"));
+    const environment = recordedEnvironment(events[0]?.payload);
+    if (environment) applyRecordedEnvironment(run.id, { ...environment, env: { ...environment.env, ...overrides } }, loadConfig({ home: s.globals.home }).config);
+    else for (const [name, value] of Object.entries(overrides)) setAnyEnv(name, value);
     const place = recordedPlace(run, events);
     const cwd = args.cwd !== undefined ? resolve(args.cwd) : place.cwd;
     if (cwd !== undefined) checkRunDir(run.id, cwd);
@@ -95,6 +103,20 @@ export default defineCommand({
     await driveRun(s, root, view);
   },
 });
+
+/** `--env NAME=VALUE` flags, checked: a name a shell would take, then `=`. */
+function envOverrides(pairs: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    const name = eq > 0 ? pair.slice(0, eq) : "";
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      throw new UsageError("bad_flag", `--env ${JSON.stringify(pair)} is not NAME=VALUE`, { hint: "for example --env LOG_LEVEL=debug" });
+    }
+    out[name] = pair.slice(eq + 1);
+  }
+  return out;
+}
 
 /** A drive the local service started (src/service/drives.ts) says so in its run_resumed event. */
 function drivenBy(): { drivenBy?: "service" } {

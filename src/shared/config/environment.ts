@@ -287,6 +287,16 @@ export function setEnv(name: VariableName, value: string | undefined): void {
   else process.env[name] = value;
 }
 
+/** Whether atomic itself reads or sets `name` (it is in the registry above). */
+export function isRegistered(name: string): boolean {
+  return Object.hasOwn(VARIABLES, name);
+}
+
+/** Sets a variable of the user's choosing (`resume --env NAME=VALUE`) for the workflow and every child started later. */
+export function setAnyEnv(name: string, value: string): void {
+  process.env[name] = value;
+}
+
 /** Reads `name` and removes it from this process's environment, so no child inherits it. */
 export function takeEnv(name: VariableName): string | undefined {
   const value = process.env[name];
@@ -317,4 +327,37 @@ export function childEnv(set: Partial<Record<VariableName, string | undefined>> 
     else env[k] = v;
   }
   return env;
+}
+
+/**
+ * A copy of this process's environment without the names `leave` accepts:
+ * what a run records of it when it starts (engine/run-environment.ts).
+ */
+export function environmentSnapshot(leave: (name: string) => boolean): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !leave(k)) env[k] = v;
+  return env;
+}
+
+/**
+ * Makes `recorded` this process's environment (engine/run-environment.ts):
+ * every name outside it is removed unless `keep` accepts it (kept with this
+ * process's value), every name in it set. From then on a read of a name
+ * this process lacks asks `missing` for the error to throw (undefined: the
+ * read is undefined, as usual). Children started later (stages, pool
+ * workers: `childEnv`) inherit the result.
+ */
+export function pinEnvironment(recorded: Readonly<Record<string, string>>, keep: (name: string) => boolean, missing: (name: string) => Error | undefined): void {
+  for (const k of Object.keys(process.env)) if (!(k in recorded) && !keep(k)) delete process.env[k];
+  for (const [k, v] of Object.entries(recorded)) if (!keep(k)) process.env[k] = v;
+  const env = process.env;
+  process.env = new Proxy(env, {
+    get(target, name, receiver) {
+      if (typeof name === "string" && !(name in target)) {
+        const err = missing(name);
+        if (err) throw err;
+      }
+      return Reflect.get(target, name, receiver) as unknown;
+    },
+  });
 }

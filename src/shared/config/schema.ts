@@ -198,6 +198,11 @@ export const ConfigSchema = v.message(
     artifacts: section(ArtifactsSchema, "Where stage files go, and their cap.", ARTIFACTS_HINT),
     service: section(ServiceSchema, "The local service (`atomic serve`)."),
     telemetry: section(TelemetrySchema, "OpenTelemetry traces over OTLP/HTTP; the standard OTEL_* variables win over each key.", TELEMETRY_HINT),
+    secretVariables: key(v.array(v.pipe(v.string(), v.nonEmpty())), {
+      type: "an array of variable names",
+      default: "none beyond the names holding KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL",
+      description: "More environment variables a run never records (docs/guides/changing-workflows.md): a resumed run takes them from its own environment.",
+    }),
     sandbox: key(
       v.custom<SandboxOption>((x) => checkSandboxOption(x, "sandbox") === undefined),
       {
