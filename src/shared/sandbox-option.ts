@@ -17,6 +17,7 @@
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute, join, normalize, sep } from "node:path";
+import { systemValue } from "./config/environment.ts";
 
 export const SANDBOX_NETWORKS = ["none", "provider", "open"] as const;
 export type SandboxNetwork = (typeof SANDBOX_NETWORKS)[number];
@@ -98,7 +99,7 @@ export function checkSandboxOption(value: unknown, where: string): SandboxProble
 }
 
 /** The home a stage's `~` means: $HOME, else the user's home. */
-export function userHome(env: Record<string, string | undefined> = process.env): string {
+export function userHome(env: Record<string, string | undefined> = { HOME: systemValue("HOME") }): string {
   return env.HOME || homedir();
 }
 

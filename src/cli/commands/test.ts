@@ -13,6 +13,7 @@ import { defineCommand } from "citty";
 import { existsSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { UsageError } from "../../shared/errors.ts";
+import { childEnv } from "../../shared/config/environment.ts";
 import { removeTree } from "../../shared/remove-tree.ts";
 import { isCompiled } from "../../shared/self-exec.ts";
 import { session } from "../session.ts";
@@ -48,7 +49,7 @@ export default defineCommand({
       const child = Bun.spawn([process.execPath, "test", "--preload", kit.preload, ...flags, ...files], {
         stdio: ["inherit", "inherit", "inherit"],
         // Compiled, this binary is Bun's CLI when BUN_BE_BUN is set; from source process.execPath is bun already.
-        env: { ...process.env, ...(isCompiled() ? { BUN_BE_BUN: "1" } : {}) },
+        env: { ...childEnv(), ...(isCompiled() ? { BUN_BE_BUN: "1" } : {}) },
       });
       const forward = (sig: NodeJS.Signals) => child.kill(sig);
       process.on("SIGINT", forward);

@@ -24,6 +24,7 @@ import { existsSync, statSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join, sep } from "node:path";
 import { CREDENTIAL_PATHS, type SandboxProblem, type SandboxSpec } from "../../shared/sandbox-option.ts";
+import { systemValue } from "../../shared/config/environment.ts";
 
 const INSTALL_HINT = 'install bubblewrap (Debian, Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap), or set sandbox: "off" on the stage';
 const USERNS_HINT =
@@ -33,12 +34,12 @@ let tried: { bwrap?: string; problem?: SandboxProblem; path: string | undefined 
 
 /** bwrap's path on PATH, or undefined. */
 export function bwrapPath(): string | undefined {
-  return Bun.which("bwrap", { PATH: process.env.PATH ?? "" }) ?? undefined;
+  return Bun.which("bwrap", { PATH: systemValue("PATH") ?? "" }) ?? undefined;
 }
 
 /** Why a stage cannot be sandboxed here, or undefined when bwrap works (tried once per PATH). */
 export function sandboxProblem(): SandboxProblem | undefined {
-  const path = process.env.PATH;
+  const path = systemValue("PATH");
   if (tried && tried.path === path) return tried.problem;
   const bwrap = bwrapPath();
   let problem: SandboxProblem | undefined;

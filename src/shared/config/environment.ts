@@ -309,6 +309,11 @@ export function passThroughValue(name: string): string | undefined {
   return process.env[name];
 }
 
+/** A variable of the system that atomic reads as every program does (where to find programs, the user's home). */
+export function systemValue(name: "PATH" | "HOME"): string | undefined {
+  return process.env[name];
+}
+
 /** The names with `keptFromStages` (credentials and atomic's internal configuration). */
 export const KEPT_FROM_STAGES: readonly VariableName[] = (Object.keys(VARIABLES) as VariableName[]).filter((n) => (VARIABLES[n] as Variable<unknown>).keptFromStages === true);
 
