@@ -15,7 +15,7 @@
  */
 
 import type { Clock } from "./clock.ts";
-import type { PinnedCode } from "./pinned-code.ts";
+import { storedCode, type PinnedCode } from "./pinned-code.ts";
 import { recordEnvironment } from "./run-environment.ts";
 import { join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
@@ -226,7 +226,12 @@ export class RootRun {
       ...(opts.drivenBy ? { drivenBy: opts.drivenBy } : {}),
     };
     if (place?.code && digest !== run.workflowDigest) await opts.journal.code.put(place.code.files, Date.now());
-    if (opts.upgraded && digest !== run.workflowDigest) root.tree.upgradedFrom = run.workflowDigest;
+    if (opts.upgraded && digest !== run.workflowDigest) {
+      root.tree.upgradedFrom = run.workflowDigest;
+      // The code the history was recorded with, to name a diverging step's call site in it (upgrade.ts).
+      const before = await storedCode(opts.journal, run.workflowDigest).catch(() => undefined);
+      if (before) root.tree.upgradedFromCode = new Map([...before.byPath].map(([p, c]) => [p, new TextDecoder().decode(c)]));
+    }
     await root.tree.append({
       runId: run.id,
       type: EVENT.runResumed,

@@ -120,6 +120,8 @@ export const EVENT = {
    * its error, until someone resumes it (src/service/give-up.ts).
    */
   recoveryStopped: "recovery_stopped",
+  /** ctx.patched / ctx.deprecatePatch reached new ground: { patchId } (no event key: it takes no replay position; ./steps/patch.ts). */
+  patchRecorded: "patch_recorded",
 } as const;
 
 /** `tool "fetch"`; with `withArgs` (when only the arguments differ) the digest too, so the two sides read differently. */

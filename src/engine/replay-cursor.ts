@@ -59,6 +59,8 @@ export class ReplayCursor {
   /** Positions of groups (ctx.parallel/chain): proper prefixes of recorded positions. Groups record nothing themselves. */
   private readonly groups = new Set<string>();
   private pendingCheckpoints = 0;
+  /** The patch ids the history holds markers of (ctx.patched: ./steps/patch.ts). */
+  readonly patches = new Set<string>();
   /**
    * The first divergence found. Sticky: every later claim raises it again and
    * so does assertFullyReplayed, so workflow code that catches it (or a group
@@ -75,6 +77,7 @@ export class ReplayCursor {
 
   constructor(readonly runId: string, events: readonly JournalEvent[] = []) {
     for (const e of events) {
+      if (e.type === EVENT.patchRecorded) this.patches.add((e.payload as { patchId: string }).patchId);
       if (e.key === null) continue;
       if (e.type === EVENT.checkpoint) {
         this.entry(e.key).checkpoint = e.payload as CheckpointPayload;

@@ -34,6 +34,8 @@ import { runChild } from "./steps/child.ts";
 import { runGroup } from "./steps/group.ts";
 import { runSend } from "./steps/send.ts";
 import { runAsk } from "./steps/ask.ts";
+import { runPatched } from "./steps/patch.ts";
+import { upgradeDivergence } from "./upgrade.ts";
 import { resumeHint, type BudgetLedger } from "./budget.ts";
 
 export interface RunOutcome {
@@ -48,6 +50,10 @@ export class RunExecution {
   readonly ctx: WorkflowContext;
   /** What this run spends against: the tree's root ledger, or a child run's own under its parent's (child.ts sets it). */
   budget: BudgetLedger;
+  /** Patch ids ctx.patched / ctx.deprecatePatch asked in this drive (steps/patch.ts). */
+  readonly patchesAsked = new Set<string>();
+  /** Their markers' appends, awaited before the run records its end (a failed one fails the run). */
+  readonly patchWrites: Promise<unknown>[] = [];
 
   constructor(
     readonly tree: RunTree,
@@ -82,6 +88,7 @@ export class RunExecution {
     let outcome: RunOutcome;
     try {
       const value = await inScope(this.rootScope, () => this.definition.run(this.ctx));
+      await Promise.all(this.patchWrites);
       if (tree.stopReason) throw tree.stoppedError();
       this.cursor.assertFullyReplayed();
       outcome = { runId: this.runId, status: "completed", outputs: this.validateOutputs(storedValue(value, "the workflow")) };
@@ -141,7 +148,9 @@ export class RunExecution {
     // A divergence from the journal decides how the run ends, whatever the
     // workflow code (a try/catch, a ctx.exit) or a group did with the error.
     if (this.cursor.divergence && !tree.stopReason) {
-      return { runId: this.runId, status: "failed", error: errorInfo(this.cursor.divergence) };
+      const info = errorInfo(this.cursor.divergence);
+      const error = tree.upgradedFrom !== undefined ? upgradeDivergence(info, this.cursor.divergence, tree.lease.rootId, tree.upgradedFromCode) : info;
+      return { runId: this.runId, status: "failed", error };
     }
     if (err instanceof ExitSignal) {
       let outputs: unknown;
@@ -268,6 +277,10 @@ export class RunExecution {
       sleep: (ms, name) => runSleep(exec, ms, name ?? "sleep"),
       send: (stagePath, text, opts) => runSend(exec, stagePath, text, opts ?? {}),
       ask: (question, opts) => runAsk(exec, question, opts ?? {}),
+      patched: (id) => runPatched(exec, id, false),
+      deprecatePatch(id) {
+        runPatched(exec, id, true);
+      },
       exit(opts = {}) {
         throw new ExitSignal(opts.status ?? "completed", opts.reason, opts.outputs);
       },

@@ -56,6 +56,8 @@ export class RunTree implements MailTree {
    * resume runs the code the history was recorded with again.
    */
   upgradedFrom: string | undefined;
+  /** With `upgradedFrom`: the files of that code by path relative to the workflow's directory, to name where a step was called. */
+  upgradedFromCode: ReadonlyMap<string, string> | undefined;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
 

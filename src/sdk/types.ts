@@ -357,6 +357,26 @@ export interface WorkflowContext<I = Record<string, unknown>> {
   ask(question: string, opts?: AskOptions): Promise<string>;
   /** Ends the run now with the given status and outputs. */
   exit(opts?: ExitOptions): never;
+  /**
+   * Whether this run takes the code path of the change named `id`:
+   * `if (ctx.patched("new-review")) { new code } else { old code }`.
+   * True for a run that reaches the call on new ground (a new run, or a
+   * resumed run past its recorded steps), which records a marker for `id`
+   * (once per run), and for a replay of a history holding that marker;
+   * false while a resumed run replays history recorded without it, so runs
+   * started before the change replay the old path and later ones the new.
+   * Synchronous; the marker takes no replay position, so adding the call
+   * shifts no step. Calling it twice with one id in a run fails the run
+   * (`patch_id_reused`): give each change its own id.
+   */
+  patched(id: string): boolean;
+  /**
+   * Once no run that took the old path of the change `id` remains, the
+   * `else` branch goes and `ctx.patched(id)` becomes `ctx.deprecatePatch(id)`:
+   * it records the marker on new ground as `patched` does and replays any
+   * history, with or without the marker.
+   */
+  deprecatePatch(id: string): void;
 }
 
 /** Limits of a run (and its child runs). When one is used up no new stage starts, live agent stages get one wrap-up turn, and the run ends `blocked` (budget_exceeded). */

@@ -92,6 +92,15 @@ e2eTest("resume --upgrade moves the run to the edited file: the changed stage is
   expect(r.code).toBe(1);
   expect(r.stderr).toContain("the run moves to the current workflow file (--upgrade)");
   expect(r.stderr).toContain('replayed differently at step 1: the workflow now asks for stage "prepare" with arguments digest');
+  // The call site in both versions, and the ways on.
+  expect(r.stderr).toMatch(/\(now called at flow\.ts:14:\d+; recorded from flow\.ts:14 of the pinned code\)\n/);
+  expect(r.stderr).toContain(
+    `hint: wrap the change in if (ctx.patched("some-id")) { new code } else { old code }, fork the run from before the step: atomic fork ${id} --at prepare, or resume it without --upgrade: it keeps the code it is pinned to\n`,
+  );
+  // The failed upgrade left the run on its pinned code: a plain resume completes it with the old code.
+  const plain = await runAtomic(["--json", "resume", id], { home });
+  expect(plain.code).toBe(0);
+  expect(outputsOf(plain.stdout)).toEqual({ first: "old", prepare: "prepare-old", second: "old-yes", third: "three" });
 });
 
 e2eTest("the workflow file deleted: resume runs the pinned copy, a rerun too; gc takes the code away with the last run", async () => {
@@ -150,4 +159,30 @@ e2eTest("fix-and-continue: a failing stage fixed in the file, resume --upgrade c
   expect(readFileSync(count, "utf8")).toBe("ran\n");
   // From now on the run is pinned to the fixed code.
   expect((await runAtomic(["show", id, "--code"], { home })).stdout).toContain('ctx.shell("two", "echo fixed")');
+});
+
+e2eTest("with ctx.patched around the changes, resume --upgrade replays the recorded old path and takes the new branch past it", async () => {
+  const home = makeTempDir();
+  const { project, id, promptId } = await parkedRun(home);
+  writeFileSync(
+    join(project, "flow.ts"),
+    `import { workflow } from "atomic";
+export default workflow({
+  name: "pinned",
+  async run(ctx) {
+    const first = await ctx.tool("first", {}, () => "old");
+    const prepare = ctx.patched("prepare-v2") ? await ctx.shell("prepare", "echo prepare-v2") : await ctx.shell("prepare", "echo prepare-old");
+    const answer = await ctx.ask("go on?");
+    const second = ctx.patched("second-v2") ? await ctx.shell("second", \`echo v2-\${answer}\`) : await ctx.shell("second", \`echo old-\${answer}\`);
+    return { first, prepare: prepare.text.trim(), second: second.text.trim(), third: "deleted" };
+  },
+});
+`,
+  );
+  await runAtomic(["answer", id, promptId, "yes"], { home });
+  const r = await runAtomic(["--json", "resume", id, "--upgrade"], { home });
+  expect(r.code).toBe(0);
+  expect(outputsOf(r.stdout)).toEqual({ first: "old", prepare: "prepare-old", second: "v2-yes", third: "deleted" });
+  const events = JSON.parse((await runAtomic(["--json", "show", id], { home })).stdout);
+  expect(events.run.status).toBe("completed");
 });
