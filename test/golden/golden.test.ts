@@ -207,7 +207,7 @@ async function showJson(home: string, runId: string) {
 // ---------------------------------------------------------------------------
 
 test("the golden journals are committed", () => {
-  expect(GOLDENS.map((g) => g.name).sort()).toEqual(["basic", "child", "child-in-flight"]);
+  expect(GOLDENS.map((g) => g.name).sort()).toEqual(["basic", "child", "child-in-flight", "patched", "patched-before"]);
   for (const g of GOLDENS) {
     expect(g.format).toBe(1);
     expect(existsSync(resolve(ROOT, g.workflow))).toBe(true);
@@ -323,4 +323,42 @@ test("basic: a changed workflow file asking for another step at a recorded posit
   await expectNondeterminism(l, r, [
     `run ${l.rootId} replayed differently at step 2.1.0: the workflow now asks for tool "rate", the journal recorded tool "score"`,
   ]);
+});
+
+// ctx.patched / ctx.deprecatePatch (issue 26): each case replays a committed history.
+
+test("patched-before: history recorded without the marker replays the old branch of patched.ts (ctx.patched is false), nothing re-run", async () => {
+  const g = golden("patched-before");
+  const l = await load(g, "test/golden/workflows/patched.ts");
+  const r = await resume(l);
+  if (r.code !== 0) throw new Error(`resume exited ${r.code}:\n${r.stderr}`);
+  expect(r.lines.at(-1)!.outputs).toEqual({ path: "old", summary: "NOTES ON PATCHES" });
+  expect(sideEffects(l.sideFile)).toEqual([]);
+  // Replaying history records no marker.
+  const events = (await readAll(l.home, [l.rootId])).get(l.rootId)!;
+  expect(events.filter((e) => e.type === EVENT.patchRecorded)).toEqual([]);
+});
+
+test("patched: history holding the marker replays the new branch, of patched.ts and of patched-deprecated.ts (ctx.deprecatePatch)", async () => {
+  const g = golden("patched");
+  expect(g.outputs).toEqual({ path: "new", summary: "DEEP NOTES ON PATCHES" });
+  for (const workflow of ["test/golden/workflows/patched.ts", "test/golden/workflows/patched-deprecated.ts"]) {
+    const l = await load(g, workflow);
+    const r = await resume(l);
+    if (r.code !== 0) throw new Error(`${workflow}: resume exited ${r.code}:\n${r.stderr}`);
+    expect(r.lines.at(-1)!.outputs).toEqual(g.outputs);
+    expect(sideEffects(l.sideFile)).toEqual([]);
+    // The marker is recorded once: replay adds none.
+    const events = (await readAll(l.home, [l.rootId])).get(l.rootId)!;
+    expect(events.filter((e) => e.type === EVENT.patchRecorded).length).toBe(1);
+  }
+});
+
+test("patched: a copy without its marker replayed against patched.ts takes the old branch and diverges at the new branch's step", async () => {
+  const copy = edited(golden("patched"), (c) => {
+    c.runs[0]!.events = c.runs[0]!.events.filter((e) => e.type !== EVENT.patchRecorded).map((e, i) => ({ ...e, seq: i + 1 }));
+  });
+  const l = await load(copy, "test/golden/workflows/patched.ts");
+  const r = await resume(l, false);
+  await expectNondeterminism(l, r, [`run ${l.rootId} replayed differently at step 0: the workflow now asks for tool "fetch", the journal recorded tool "fetch-v2"`]);
 });

@@ -78,6 +78,18 @@ export const GOLDENS: GoldenSpec[] = [
     inputs: ["goal=ship"],
     faultPoints: "after-checkpoint:4",
   },
+  {
+    name: "patched",
+    description: "ctx.patched(\"v2\") on a new run: the marker, then the new branch's tool steps; complete",
+    workflow: "test/golden/workflows/patched.ts",
+    inputs: ["topic=patches"],
+  },
+  {
+    name: "patched-before",
+    description: "the code before the ctx.patched(\"v2\") change: no marker, the old branch's tool steps; complete",
+    workflow: "test/golden/workflows/patched-before.ts",
+    inputs: ["topic=patches"],
+  },
 ];
 
 function atomic(home: string, args: string[], env: Record<string, string> = {}) {
@@ -99,13 +111,19 @@ async function dump(home: string, rootId: RunId): Promise<GoldenRun[]> {
     const out: GoldenRun[] = [];
     for (const r of runs) {
       const { lastSeq: _l, control: _c, controlRev: _r, updatedAt: _u, ...run } = r;
-      const events = (await journal.readEvents(r.id)).map(({ runId: _id, ...e }) => e);
+      // The recording machine's environment stays out of the committed file (a run without one resumes in its own).
+      const events = (await journal.readEvents(r.id)).map(({ runId: _id, ...e }) => (e.type === "run_started" ? { ...e, payload: withoutEnvironment(e.payload) } : e));
       out.push({ run, events });
     }
     return out;
   } finally {
     await journal.close();
   }
+}
+
+function withoutEnvironment(payload: unknown): unknown {
+  const { env: _env, secrets: _secrets, ...rest } = payload as Record<string, unknown>;
+  return rest;
 }
 
 export async function record(spec: GoldenSpec): Promise<GoldenJournal> {
