@@ -10,10 +10,16 @@
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { Style } from "./style.ts";
 
+/** atomic's own error classes: a refused ctx call says where it was made, not which class refused it. */
+const INTERNAL = new Set([
+  "AtomicError", "BudgetExceededError", "CancelledError", "IllegalTransition", "IntercomError", "LeaseHeldError", "LeaseLostError",
+  "NondeterminismError", "ProviderError", "SchemaProblem", "StepFailedError", "StorageError", "ToolRefused", "UnsafeArtifactError", "UsageError",
+]);
+
 export function failureSentence(info: ErrorInfo): string {
   if (!info.at) return info.message;
   const thrown = /^([A-Z]\w*): /.exec(info.stack ?? "")?.[1];
-  return `${info.message} (${thrown && thrown !== "Error" ? `${thrown} ` : ""}at ${info.at})`;
+  return `${info.message} (${thrown && thrown !== "Error" && !INTERNAL.has(thrown) ? `${thrown} ` : ""}at ${info.at})`;
 }
 
 /** The lines under the sentence: stderr's last lines, and the stack with --verbose. */

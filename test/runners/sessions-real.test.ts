@@ -148,7 +148,8 @@ agentTest("gemini: continueFrom resumes the session (-r); a fork is refused befo
   const calls = s.fake.calls.length;
   const refused = await runAtomic(["run", WORKFLOW, "--workers", "1", "--inputs-json", inputsFile(s.h, s.defaults)], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(refused.code).toBe(1);
-  expect(refused.stderr).toContain('failed: stage "forked": the gemini runner cannot fork a session\nhint: leave fork out to continue the session itself\n');
+  // The sentence names the call site in the workflow file (" (at sessions.ts:17:73)").
+  expect(refused.stderr).toMatch(/failed: stage "forked": the gemini runner cannot fork a session \(at [^)]*sessions\.ts:\d+:\d+\)\nhint: leave fork out to continue the session itself\n/);
   expect(s.fake.calls.length).toBe(calls + 1); // only the first stage's call
   s.fake.assertOnlyFake();
 });

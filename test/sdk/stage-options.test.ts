@@ -93,12 +93,12 @@ e2eTest("a missing reads file and continueFrom of a shell stage fail the step be
     writeFileSync(join(cwd, "notes.md"), "the notes\n");
     const missing = await runAtomic(["run", WORKFLOW, "--input", "bad=missing-read", "--workers", "1"], { home, cwd, env });
     expect(missing.code).toBe(1);
-    // The sentence may say where in the workflow the call was (" (StepFailedError at file:line:col)").
-    expect(missing.stderr).toMatch(/failed: stage "reader": reads: cannot read nowhere\.md: no such file( \(StepFailedError at [^)]+\))?\nhint: create the file before the stage, or leave it out of reads\n/);
+    // The sentence may say where in the workflow the call was (" (at file:line:col)").
+    expect(missing.stderr).toMatch(/failed: stage "reader": reads: cannot read nowhere\.md: no such file( \(at [^)]+\))?\nhint: create the file before the stage, or leave it out of reads\n/);
     expect(missing.stderr).not.toMatch(STACK_LINE);
     const shell = await runAtomic(["run", WORKFLOW, "--input", "bad=shell-continue", "--workers", "1"], { home, cwd, env });
     expect(shell.code).toBe(1);
-    expect(shell.stderr).toMatch(/failed: stage "next": continueFrom needs the result of an earlier agent stage \(it has no transcript\)( \(StepFailedError at [^)]+\))?\nhint: pass what ctx\.task returned for an agent stage\n/);
+    expect(shell.stderr).toMatch(/failed: stage "next": continueFrom needs the result of an earlier agent stage \(it has no transcript\)( \(at [^)]+\))?\nhint: pass what ctx\.task returned for an agent stage\n/);
     expect(shell.stderr).not.toMatch(STACK_LINE);
     expect(requests.length).toBe(0);
   });
@@ -122,7 +122,7 @@ e2eTest("continueFrom and fork inherit the earlier stage's runner, model and cwd
     const bad = await runAtomic(["run", inherit, "--input", "bad=true"], { home, cwd, env });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(
-      /failed: stage "other": continueFrom: the earlier stage ran on the openai runner, this one asks for claude; a session continues only on its own runner( \(StepFailedError at [^)]+inherit\.ts:10:\d+\))?\nhint: leave runner out \(it runs on openai\), or start a new session without continueFrom\n/,
+      /failed: stage "other": continueFrom: the earlier stage ran on the openai runner, this one asks for claude; a session continues only on its own runner( \(at [^)]+inherit\.ts:10:\d+\))?\nhint: leave runner out \(it runs on openai\), or start a new session without continueFrom\n/,
     );
     expect(bad.stderr).not.toMatch(STACK_LINE);
     expect(requests.length).toBe(count + 1);

@@ -8,7 +8,8 @@
  * unchanged. See docs/design/sandbox.md.
  */
 
-import { dirname, join } from "node:path";
+import { closeSync, openSync, readSync, realpathSync } from "node:fs";
+import { dirname, join, sep } from "node:path";
 import type { StageRequest } from "../types.ts";
 import { ROLE, isCompiled, selfCommand } from "../../shared/self-exec.ts";
 import { userHome } from "../../shared/sandbox-option.ts";
@@ -45,7 +46,8 @@ export function sandboxed(request: Pick<StageRequest, "sandbox" | "cwd">, argv: 
   let inner = [...argv];
   const setenv: Record<string, string> = {};
   const writable = [...(files.writable ?? [])];
-  const readable = [...(files.readable ?? [])];
+  // The program itself stays visible wherever it is installed (under the hidden home, /tmp, a checkout).
+  const readable = [...(files.readable ?? []), ...programFiles(argv[0], env.PATH)];
   if (sandbox.network === "provider") {
     gate = openProviderGate([...sandbox.hosts, ...(files.endpoints ?? [])]);
     inner = [...selfCommand(ROLE.sandboxNet, gate.dir, String(PROXY_PORT), gate.loopbackPorts.join(",")), "--", ...argv];
@@ -66,4 +68,54 @@ export function sandboxed(request: Pick<StageRequest, "sandbox" | "cwd">, argv: 
 /** The endpoints (host:port) of the provider URLs given (unparsable or absent ones left out). */
 export function sandboxEndpoints(...urls: (string | undefined)[]): string[] {
   return urls.map((u) => (u ? endpointOf(u) : undefined)).filter((e): e is string => e !== undefined);
+}
+
+/**
+ * What running `program` needs to see, read-only: its file, or the whole
+ * `node_modules` tree it is installed in (a CLI's script and its packages;
+ * `.bin/` links point into it), and the same for the interpreter its `#!`
+ * line names (`#!/usr/bin/env node` resolved on PATH). Without these a CLI
+ * installed under the home or /tmp, both hidden, is "not found" (exit 127).
+ */
+export function programFiles(program: string | undefined, path: string | undefined, depth = 0): string[] {
+  if (!program) return [];
+  const found = program.includes("/") ? program : Bun.which(program, { PATH: path ?? "" });
+  if (!found) return [];
+  let real: string;
+  try {
+    real = realpathSync(found);
+  } catch {
+    return [];
+  }
+  const files = new Set([found, real].map(installRoot));
+  const interpreter = depth === 0 ? shebang(real) : undefined;
+  if (interpreter) for (const p of programFiles(interpreter, path, depth + 1)) files.add(p);
+  return [...files];
+}
+
+/** The outermost `node_modules` folder holding `file`, or the file itself. */
+function installRoot(file: string): string {
+  const parts = file.split(sep);
+  const i = parts.indexOf("node_modules");
+  return i > 0 ? parts.slice(0, i + 1).join(sep) : file;
+}
+
+/** The interpreter a script's `#!` line runs (through `env`: the program it names), or undefined. */
+function shebang(file: string): string | undefined {
+  let head = "";
+  try {
+    const fd = openSync(file, "r");
+    try {
+      const buf = Buffer.alloc(256);
+      head = buf.toString("utf8", 0, readSync(fd, buf, 0, 256, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
+  if (!head.startsWith("#!")) return undefined;
+  const words = head.slice(2).split("\n")[0]!.trim().split(/\s+/);
+  if (words[0]?.endsWith("/env")) return words.slice(1).find((w) => !w.startsWith("-"));
+  return words[0];
 }
