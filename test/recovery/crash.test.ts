@@ -158,14 +158,16 @@ async function crashAndResume(label: string, crash: Crash): Promise<CrashResult>
   const runId = started.find((e) => e.type === "run_started" && e.parentId === null)?.runId;
   if (!runId) throw new Error(`no run_started line before the kill:\n${out.text()}`);
 
+  // A resumed run sees the environment it started with (CRASH_HOLD_AT too): its drives hold nowhere.
+  const NO_HOLD = ["--env", "CRASH_HOLD_AT=-1"];
   const crashes = [await snapshot(home, runId, sideFile)];
   for (const faults of crash.resumeFaults ?? []) {
-    const r = await runAtomic(atomicArgs(home, ["--quiet", "resume", runId]), { home, env: { ATOMIC_FAULT_POINTS: faults } });
+    const r = await runAtomic(atomicArgs(home, ["--quiet", "resume", runId, ...NO_HOLD]), { home, env: { ATOMIC_FAULT_POINTS: faults } });
     if (r.code !== 137) throw new Error(`resume with ${faults} was not killed (exit ${r.code}):\n${r.stderr}`);
     crashes.push(await snapshot(home, runId, sideFile));
   }
 
-  const resumed = await runAtomic(atomicArgs(home, ["--quiet", "resume", runId]), { home });
+  const resumed = await runAtomic(atomicArgs(home, ["--quiet", "resume", runId, ...NO_HOLD]), { home });
   if (resumed.code !== 0) throw new Error(`resume exited ${resumed.code}:\n${resumed.stderr}`);
   const final = await show(home, runId);
   const effects = sideEffects(sideFile);
