@@ -92,11 +92,13 @@ async function load(g: GoldenJournal, workflow = g.workflow): Promise<Loaded> {
     // The root's own end is what replay must record again.
     const kept = isRoot && last?.type === EVENT.statusChanged ? events.slice(0, -1) : events;
     for (const e of kept) {
+      // A recorded cwd of "." is the checkout the journal was recorded in (record.ts): this one.
+      const payload = e.type === EVENT.runStarted && (e.payload as { cwd?: string }).cwd === "." ? { ...(e.payload as object), cwd: ROOT } : e.payload;
       const entry: AppendEntry = {
         runId: run.id,
         type: e.type,
         key: e.key,
-        payload: e.payload,
+        payload,
         idempotencyKey: e.idempotencyKey,
         at: e.at,
         expectedSeq: e.seq - 1,
