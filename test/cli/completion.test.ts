@@ -10,14 +10,15 @@
  * unknown shell is one sentence and a hint.
  */
 
-import { beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { atomicBin, childEnv, ROOT, runAtomic } from "../helpers/atomic.ts";
-import { makeTempDir } from "../helpers/temp.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 const home = makeTempDir();
 const dir = makeTempDir();
+afterAll(removeTempDirs);
 let runId = "";
 
 beforeAll(async () => {
