@@ -104,17 +104,12 @@ export function resolveForkPoint(runId: RunId, events: readonly JournalEvent[], 
 }
 
 /** The seed of a fork of `runId` at `at`: the recorded results the new run reuses. */
-export function forkSeed(runId: RunId, events: readonly JournalEvent[], stageRows: readonly StageRow[], at: string): ForkSeed {
-  const point = resolveForkPoint(runId, events, at);
-  const reused = new Set<string>();
-  for (const step of stepsOf(events).values()) {
-    if (step.checkpointSeq !== undefined && step.checkpointSeq < point.fromSeq) reused.add(step.position);
-  }
-  // Per reused position: its last start record before its checkpoint, and the checkpoint.
+/** Per position of `positions`: its last start record before its checkpoint, and the checkpoint, in journal order. */
+export function recordedResults(events: readonly JournalEvent[], positions: ReadonlySet<string>): JournalEvent[] {
   const lastStart = new Map<string, JournalEvent>();
   const copied: JournalEvent[] = [];
   for (const e of events) {
-    if (e.key === null || !reused.has(e.key)) continue;
+    if (e.key === null || !positions.has(e.key)) continue;
     if (e.type === EVENT.stepStarted) lastStart.set(e.key, e);
     else if (e.type === EVENT.checkpoint) {
       const start = lastStart.get(e.key);
@@ -122,7 +117,16 @@ export function forkSeed(runId: RunId, events: readonly JournalEvent[], stageRow
       copied.push(e);
     }
   }
-  copied.sort((a, b) => a.seq - b.seq);
+  return copied.sort((a, b) => a.seq - b.seq);
+}
+
+export function forkSeed(runId: RunId, events: readonly JournalEvent[], stageRows: readonly StageRow[], at: string): ForkSeed {
+  const point = resolveForkPoint(runId, events, at);
+  const reused = new Set<string>();
+  for (const step of stepsOf(events).values()) {
+    if (step.checkpointSeq !== undefined && step.checkpointSeq < point.fromSeq) reused.add(step.position);
+  }
+  const copied = recordedResults(events, reused);
   const stages = new Map<string, StageRow>();
   for (const row of stageRows) if (row.runId === runId && reused.has(row.key)) stages.set(row.key, row);
   return { origin: { kind: "fork", runId, at: { position: point.position, name: point.name } }, events: copied, stages };

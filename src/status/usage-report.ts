@@ -11,20 +11,15 @@
 
 import { EVENT, type StepStartedPayload } from "../engine/journal-events.ts";
 import type { Journal } from "../journal/journal.ts";
+import type { StageUsage } from "../journal/stage-index.ts";
 import type { RunId } from "../shared/ids.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 
 export const USAGE_GROUPINGS = ["workflow", "stage", "model", "runner", "day"] as const;
 export type UsageGrouping = (typeof USAGE_GROUPINGS)[number];
 
-export interface UsageSums {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  costMicroUsd: number;
-  turns: number;
-}
+/** The summable fields, as the stage index keeps them per stage. */
+export type UsageSums = StageUsage;
 
 export interface UsageGroup extends UsageSums {
   key: string;

@@ -15,7 +15,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RootRun } from "../engine/driver.ts";
-import type { ForkSeed } from "../engine/fork.ts";
+import { recordedResults, type ForkSeed } from "../engine/fork.ts";
 import { EVENT } from "../engine/journal-events.ts";
 import { reviveInputs } from "../engine/inputs.ts";
 import type { EngineObserver } from "../engine/observer.ts";
@@ -104,17 +104,5 @@ export async function replayExport(workflow: WorkflowDefinition, exported: RunEx
 /** Every recorded result of the run: each checkpointed position's last start record and its checkpoint, in journal order. */
 function replaySeed(runId: JournalEvent["runId"], events: readonly JournalEvent[]): ForkSeed {
   const checkpointed = new Set(events.filter((e) => e.type === EVENT.checkpoint && e.key !== null).map((e) => e.key!));
-  const lastStart = new Map<string, JournalEvent>();
-  const copied: JournalEvent[] = [];
-  for (const e of events) {
-    if (e.key === null || !checkpointed.has(e.key)) continue;
-    if (e.type === EVENT.stepStarted) lastStart.set(e.key, e);
-    else if (e.type === EVENT.checkpoint) {
-      const start = lastStart.get(e.key);
-      if (start) copied.push(start);
-      copied.push(e);
-    }
-  }
-  copied.sort((a, b) => a.seq - b.seq);
-  return { origin: { kind: "fork", runId }, events: copied, stages: new Map() };
+  return { origin: { kind: "fork", runId }, events: recordedResults(events, checkpointed), stages: new Map() };
 }
