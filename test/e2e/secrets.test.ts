@@ -59,7 +59,8 @@ const ENV_WORKFLOW = `{
     const given = await ctx.shell("given", 'printf %s "$PGPASSWORD"', { env: { PGPASSWORD: "chosen-by-the-workflow" } });
     const leak = await ctx.shell("leak", "printenv OPENAI_API_KEY", { env: { OPENAI_API_KEY: true } });
     // The environment of its starter's group guard (a shell: /proc shows it to the stage, as it shows root's everything), once it runs.
-    const guard = await ctx.shell("guard", "until grep -qs ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ; do sleep 0.05; done; for f in $(grep -l ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ 2>/dev/null); do tr '\\\\0' '\\\\n' < $f; done");
+    // Other tests' guards may exit between grep and tr: a vanished /proc file is skipped, not a failure.
+    const guard = await ctx.shell("guard", "until grep -qs ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ; do sleep 0.05; done; for f in $(grep -l ATOMIC_GUARD_NEEDLE= /proc/[0-9]*/environ 2>/dev/null); do tr '\\\\0' '\\\\n' < $f 2>/dev/null; done; true");
     return { plain: plain.outputPath, named: named.text.split(" ")[0], given: given.text, leak: leak.text, leakOut: leak.outputPath, guard: guard.outputPath };
   },
 }`;
