@@ -32,6 +32,13 @@ afterEach(async () => {
   removeTempDirs();
 });
 
+/**
+ * The `wait` stage running, as its driver prints it. On a loaded machine a stage may sit queued for a worker for a
+ * long while (it failed once at 30 s in a full fresh-clone run); waiting here first, with room, leaves the page's
+ * own check to say only whether the page follows the run (it must show the stage within seconds of it starting).
+ */
+const waitStarted = (out: { waitFor(re: RegExp, timeoutMs?: number): Promise<string> }) => out.waitFor(/^\s+\S+ wait started/, 90_000);
+
 const runStatusIs = (status: string) => (s: string) => document.body.dataset.runStatus === s;
 
 describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
@@ -88,7 +95,8 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
-      await page.waitForSelector('svg.graph g.node[data-name="wait"][data-status="running"]', { timeout: 30_000 });
+      await waitStarted(run.out);
+      await page.waitForSelector('svg.graph g.node[data-name="wait"][data-status="running"]', { timeout: 15_000 });
       await page.click("#btn-pause");
       await page.waitForFunction(runStatusIs("paused"), "paused", { timeout: 15_000 });
       expect(await page.textContent("#btn-pause")).toBe("Unpause");
@@ -130,7 +138,8 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       for (const [signal, status] of [["SIGKILL", "crashed"], ["SIGINT", "interrupted"]] as const) {
         const run = await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]);
         await page.goto(`${url}runs/${run.id}`);
-        await page.waitForSelector('svg.graph g.node[data-name="wait"][data-status="running"]', { timeout: 30_000 });
+        await waitStarted(run.out);
+        await page.waitForSelector('svg.graph g.node[data-name="wait"][data-status="running"]', { timeout: 15_000 });
         expect(await page.isVisible("#resume")).toBe(false);
         run.proc.kill(signal);
         await run.proc.exited;
