@@ -93,6 +93,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   answer: { summary: "answer a question a run asked (ctx.ask)", examples: ["atomic answer 01m8rf q2rgm5mf yes"], load: () => import("./commands/answer.ts").then((m) => m.default) },
   inbox: { summary: "list a run's messages per stage and its questions", examples: ["atomic inbox 01m8rf"], load: () => import("./commands/inbox.ts").then((m) => m.default) },
   sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
+  mcp: {
+    summary: "an MCP server over stdio for agents that operate atomic (runs, workflows, transcripts, messages, control)",
+    examples: ["atomic mcp", "claude mcp add atomic -- atomic mcp"],
+    load: () => import("./commands/mcp.ts").then((m) => m.default),
+  },
   serve: {
     summary: "the local service: the status page and API, and runs recovered and woken by themselves",
     examples: ["atomic serve", "atomic serve --port 8080 --open", "atomic serve --max-runs 8", "atomic serve --no-recover", "atomic serve --no-schedules"],

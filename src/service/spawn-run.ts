@@ -24,6 +24,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { EVENT } from "../engine/journal-events.ts";
 import { loadWorkflowFile } from "../engine/loader.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { RunRecord } from "../journal/runs.ts";
@@ -63,10 +64,28 @@ export function spawnRunDriver(start: DetachedStart): SpawnedRun {
   mkdirSync(inputsDir, { recursive: true, mode: 0o700 });
   const inputsFile = join(inputsDir, `${start.runId}.json`);
   writeFileSync(inputsFile, JSON.stringify(start.inputs), { mode: 0o600 });
-  const logPath = join(logs, `${start.runId}.log`);
+  const spawned = spawnDetached(start, ["run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile, ...(start.leaveToService ? ["--detach"] : [])]);
+  // The inputs file has served once the child read it; gone with the child at the latest.
+  void spawned.exited.then(() => rmSync(inputsFile, { force: true }));
+  return spawned;
+}
+
+/**
+ * `atomic resume <run id>` in a detached child, as spawnRunDriver starts
+ * runs: with `--detach` when the service's recovery duty is to drive it,
+ * else the child drives it. The child runs the rest where the run started
+ * (resume reads the recorded directory), so `cwd` only places the child.
+ */
+export function spawnResumeDriver(start: { runId: RunId; cwd: string; home: string; journalUrl?: string; leaveToService: boolean }): SpawnedRun {
+  mkdirSync(serviceDir(start.home, "logs"), { recursive: true, mode: 0o700 });
+  return spawnDetached(start, ["resume", start.runId, ...(start.leaveToService ? ["--detach"] : [])]);
+}
+
+function spawnDetached(start: { runId: RunId; cwd: string; home: string; journalUrl?: string }, argv: string[]): SpawnedRun {
+  const logPath = serviceDir(start.home, "logs", `${start.runId}.log`);
   const log = openSync(logPath, "a", 0o600);
   const env = childEnv({ ATOMIC_HOME: start.home, NO_COLOR: "1", ATOMIC_JOURNAL: start.journalUrl || undefined });
-  const [cmd, ...args] = selfCommand("run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile, ...(start.leaveToService ? ["--detach"] : []));
+  const [cmd, ...args] = selfCommand(argv[0]!, ...argv.slice(1));
   let child;
   try {
     child = spawn(cmd!, args, { cwd: start.cwd, env, detached: true, stdio: ["ignore", log, log] });
@@ -77,8 +96,6 @@ export function spawnRunDriver(start: DetachedStart): SpawnedRun {
     child.once("exit", (code) => resolve(code));
     child.once("error", () => resolve(null));
   });
-  // The inputs file has served once the child read it; gone with the child at the latest.
-  void exited.then(() => rmSync(inputsFile, { force: true }));
   child.unref();
   return { logPath, pid: child.pid, exited };
 }
@@ -112,6 +129,27 @@ export async function awaitRecorded(journal: Journal, runId: RunId, spawned: Spa
       return { failed: lastError(spawned.logPath) ?? `the run's process exited with code ${exitCode} before recording it` };
     }
     if (Date.now() > deadline) return { failed: `the run's process did not record run ${runId} within ${timeoutMs / 1000}s (see ${spawned.logPath})` };
+    await Bun.sleep(25);
+  }
+}
+
+/**
+ * Waits until the spawned `atomic resume` recorded its `run_resumed` (after
+ * `afterSeq`, the run's last event before it), or exited without: then the
+ * last line of its log says why (the same sentence `atomic resume` prints).
+ */
+export async function awaitResumed(journal: Journal, runId: RunId, afterSeq: number, spawned: SpawnedRun, timeoutMs = 30_000): Promise<{ resumed: true } | { failed: string }> {
+  let exitCode: number | null | undefined;
+  void spawned.exited.then((code) => (exitCode = code === null ? -1 : code));
+  const deadline = Date.now() + timeoutMs;
+  const resumed = async () => (await journal.readEvents(runId, afterSeq)).some((e) => e.type === EVENT.runResumed);
+  for (;;) {
+    if (await resumed()) return { resumed: true };
+    if (exitCode !== undefined) {
+      if (await resumed()) return { resumed: true };
+      return { failed: lastError(spawned.logPath) ?? `the resuming process exited with code ${exitCode} before resuming the run` };
+    }
+    if (Date.now() > deadline) return { failed: `the resuming process did not resume run ${runId} within ${timeoutMs / 1000}s (see ${spawned.logPath})` };
     await Bun.sleep(25);
   }
 }

@@ -52,7 +52,8 @@ export function childEnv(extra: Record<string, string | undefined> = {}): Record
  */
 const TEST_CONFIG = join(import.meta.dir, "test-config.json");
 
-function environment(opts: AtomicOptions): Record<string, string> {
+/** The environment a spawned atomic gets (for clients that spawn the binary themselves, such as an MCP client's transport). */
+export function environment(opts: AtomicOptions): Record<string, string> {
   // ATOMIC_TEST_JOURNAL=postgres: the home's journal is a schema in the test cluster (test/helpers/postgres.ts).
   const journal = journalUrlForHome(opts.home);
   // The test cluster's admin URL (its superuser password) is the tests' own, not the binary's: the binary gets

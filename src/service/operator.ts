@@ -1,0 +1,128 @@
+/**
+ * What a person or an agent operating atomic does to runs, one
+ * implementation of each action for every front end that is not the CLI's
+ * own foreground drive: `atomic mcp` (cli/mcp/), and the page and the
+ * terminal console where they act the same way.
+ *
+ * Each action is the code its CLI command and the status API already use:
+ * listing and showing through the status server's read model
+ * (status/source.ts), pause, unpause, cancel, messages and answers through
+ * status/control.ts (the journal, then intercom to a live driver), starting
+ * through the service's RunStarter (a builtin or registered name, or a path
+ * under an allowed directory), and resuming through a detached
+ * `atomic resume` (spawn-run.ts): left to the service when one runs with
+ * recovery, else driven by that child. Bad input fails with the UsageError
+ * the CLI raises for it (its code, sentence and hint).
+ */
+
+import { assertResumable } from "../engine/driver.ts";
+import { isDriven } from "../engine/messaging.ts";
+import type { Journal } from "../journal/journal.ts";
+import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
+import { UsageError } from "../shared/errors.ts";
+import { journalControl, type ControlAction, type StatusControl } from "../status/control.ts";
+import { StatusSource, type Miss } from "../status/source.ts";
+import { RunStarter, type StartAnswer, type StartRequest } from "./run-starter.ts";
+import { awaitResumed, leaveToService, spawnResumeDriver } from "./spawn-run.ts";
+import { activeService } from "./service-lease.ts";
+
+export interface OperatorOptions {
+  journal: Journal;
+  home: string;
+  /** Where registered workflow names are looked up and started runs run. */
+  cwd: string;
+  journalUrl?: string | undefined;
+}
+
+export interface ResumeAnswer {
+  runId: string;
+  /** "service": the local service drives it now; "process": a detached `atomic resume` does. */
+  drivenBy: "service" | "process";
+  logPath: string;
+}
+
+export class Operator {
+  readonly source: StatusSource;
+  readonly control: StatusControl;
+  private readonly starter: RunStarter;
+
+  constructor(private readonly opts: OperatorOptions) {
+    this.source = new StatusSource(opts.journal);
+    this.control = journalControl(opts.journal, { home: opts.home });
+    this.starter = new RunStarter({ journal: opts.journal, home: opts.home, cwd: opts.cwd, journalUrl: opts.journalUrl, recover: true });
+  }
+
+  /** A run by full id or unique prefix, or the CLI's error. */
+  async run(ref: string): Promise<RunRecord> {
+    const found = await this.source.findRun(ref);
+    if ("miss" in found) throw missError(found);
+    return found;
+  }
+
+  async list(q: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined }) {
+    if (q.status !== undefined && !(RUN_STATUSES as readonly string[]).includes(q.status)) {
+      throw new UsageError("bad_status", `status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(q.status)}`, { hint: "leave it out to list every run" });
+    }
+    return this.source.listRuns({ status: q.status as RunStatus | undefined, limit: q.limit ?? 20, offset: q.offset ?? 0 });
+  }
+
+  /** A run with its steps (the page's and `atomic show --json`'s report), without the page's graph layout. */
+  async show(ref: string) {
+    const { run, report, totals } = await this.source.detail(await this.run(ref));
+    return { run, totals, report };
+  }
+
+  start(req: StartRequest): Promise<StartAnswer> {
+    return this.starter.start(req);
+  }
+
+  async setControl(ref: string, action: ControlAction) {
+    const run = await this.run(ref);
+    return this.control.control(run, action);
+  }
+
+  async send(ref: string, body: { stage: string; text: string; mode?: string | undefined; sticky?: boolean | undefined }) {
+    return this.control.message(await this.run(ref), body);
+  }
+
+  async answer(ref: string, body: { question: string; answer: string }) {
+    return this.control.answer(await this.run(ref), body);
+  }
+
+  /** A stage's output from byte offsets (its transcript for an agent), as GET …/transcript answers. */
+  async transcript(ref: string, stage: string, q: { attempt?: number | undefined; stdout?: number | undefined; stderr?: number | undefined }) {
+    const t = await this.source.transcript(await this.run(ref), stage, { attempt: q.attempt, stdout: q.stdout ?? 0, stderr: q.stderr ?? 0, turns: true });
+    if ("miss" in t) throw missError(t);
+    return t;
+  }
+
+  /** Continue a stopped run (crashed, interrupted, failed, blocked) as `atomic resume` does, in a detached process. */
+  async resume(ref: string): Promise<ResumeAnswer> {
+    const run = await this.run(ref);
+    assertResumable(run);
+    if (await isDriven(this.opts.journal, run.id)) {
+      throw new UsageError("run_live", `run ${run.id} is being driven now; there is nothing to resume`, { hint: "pause or cancel it instead, or wait until it stops" });
+    }
+    const first = (await this.opts.journal.readEvents(run.id, 0, 1))[0];
+    const recover = (first?.payload as { recover?: unknown } | undefined)?.recover !== false;
+    const toService = await leaveToService(this.opts.journal, recover && (await activeService(this.opts.journal)) !== undefined, { recover });
+    const spawned = spawnResumeDriver({
+      runId: run.id,
+      cwd: this.opts.cwd,
+      home: this.opts.home,
+      ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
+      leaveToService: toService,
+    });
+    const done = await awaitResumed(this.opts.journal, run.id, run.lastSeq, spawned);
+    if ("failed" in done) throw new UsageError("resume_failed", `run ${run.id} did not resume: ${done.failed}`, { hint: `the resuming process's output is in ${spawned.logPath}` });
+    return { runId: run.id, drivenBy: toService ? "service" : "process", logPath: spawned.logPath };
+  }
+
+  close(): Promise<void> {
+    return this.source.close();
+  }
+}
+
+function missError(m: Miss): UsageError {
+  return new UsageError(m.miss === "ambiguous" ? "ambiguous_run" : m.miss, m.message, { hint: m.hint ?? "list runs with: atomic runs" });
+}
