@@ -4,7 +4,7 @@
  * sentence, a hint and an exit code (a stack trace only with --verbose).
  *
  * Exit codes: 0 completed, 1 failed, 2 usage error, 3 blocked,
- * 4 cancelled, 130 interrupted.
+ * 4 cancelled, 5 skipped, 130 interrupted.
  */
 
 import { runCommand, type ArgsDef, type CommandDef } from "citty";

@@ -24,6 +24,8 @@ export const EXIT_CODE: Record<RunStatus, number> = {
   failed: 1,
   blocked: 3,
   cancelled: 4,
+  // ctx.exit({ status: "skipped" }): ended well with nothing done, told apart from completed.
+  skipped: 5,
   interrupted: 130,
   // Parked on a ctx.ask: blocked on a person; answer, then resume.
   awaiting_input: 3,
@@ -75,8 +77,9 @@ export function printOutcome(s: CliSession, outcome: RunOutcome): void {
   }
   const st = s.style;
   const line = `run ${outcome.runId} ${colorFor(st, outcome.status)(outcome.status)}`;
-  if (outcome.status === "completed") {
-    s.info(line);
+  // Skipped (ctx.exit) ended as well as completed did: its reason is no error.
+  if (outcome.status === "completed" || outcome.status === "skipped") {
+    s.info(outcome.status === "skipped" && outcome.error ? `${line}: ${outcome.error.message}` : line);
     if (outcome.outputs !== undefined && outcome.outputs !== null) s.result(JSON.stringify(outcome.outputs, null, 2));
     s.info(st.dim(`inspect it with: atomic show ${outcome.runId}`));
     return;

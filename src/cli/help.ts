@@ -64,7 +64,7 @@ const VALUE_HINTS: Record<string, string> = {
   catchUp: "POLICY",
 };
 
-const EXIT_CODES = "Exit codes: 0 completed, 1 failed, 2 usage error, 3 blocked, 4 cancelled, 130 interrupted.";
+const EXIT_CODES = "Exit codes: 0 completed, 1 failed, 2 usage error, 3 blocked, 4 cancelled, 5 skipped, 130 interrupted.";
 
 export function kebab(s: string): string {
   return s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

@@ -30,6 +30,8 @@ export function colorFor(style: Style, status: string): (s: string) => string {
   switch (status) {
     case "completed":
       return style.green;
+    case "skipped":
+      return style.dim;
     case "failed":
     case "crashed":
       return style.red;

@@ -39,7 +39,7 @@ import type { ArtifactStore } from "../artifacts/store.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
 
 /** Ended by themselves: gc's default selection, and all the service's retention deletes. */
-export const FINISHED_STATUSES = ["completed", "cancelled", "failed"] as const;
+export const FINISHED_STATUSES = ["completed", "cancelled", "failed", "skipped"] as const;
 /** Could still continue (`atomic resume`, an answer): selectable only with force. */
 export const RESUMABLE_STATUSES = ["blocked", "interrupted", "crashed", "awaiting_input"] as const;
 export type GcStatus = (typeof FINISHED_STATUSES)[number] | (typeof RESUMABLE_STATUSES)[number];

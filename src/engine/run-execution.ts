@@ -21,7 +21,7 @@ import type { RunStatus } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { AtomicError, CancelledError, LeaseLostError, StepFailedError, errorInfo, type ErrorInfo } from "../shared/errors.ts";
 import { ExitSignal } from "../sdk/workflow.ts";
-import type { StepSpec, WorkflowContext, WorkflowDefinition } from "../sdk/types.ts";
+import type { ExitStatus, StepSpec, WorkflowContext, WorkflowDefinition } from "../sdk/types.ts";
 import { EVENT, type StatusChangedPayload } from "./journal-events.ts";
 import type { ReplayCursor } from "./replay-cursor.ts";
 import type { RunTree } from "./run-tree.ts";
@@ -282,12 +282,21 @@ export class RunExecution {
         runPatched(exec, id, true);
       },
       exit(opts = {}) {
-        throw new ExitSignal(opts.status ?? "completed", opts.reason, opts.outputs);
+        const status = opts.status ?? "completed";
+        if (!(EXIT_STATUSES as readonly unknown[]).includes(status)) {
+          throw new AtomicError("bad_exit_status", `ctx.exit status ${JSON.stringify(status)} is not one of ${EXIT_STATUSES.join(", ")}`, "terminal", {
+            hint: 'for example ctx.exit({ status: "skipped", reason: "nothing to do" })',
+          });
+        }
+        throw new ExitSignal(status, opts.reason, opts.outputs);
       },
     };
     return ctx;
   }
 }
+
+/** What ctx.exit accepts, in the order its refusal lists them. */
+const EXIT_STATUSES: readonly ExitStatus[] = ["completed", "failed", "cancelled", "skipped", "blocked"];
 
 /** ctx.tool without options: one frozen object, not a new one per call (a replayed step allocates little else). */
 const NO_TOOL_OPTIONS: Parameters<typeof runTool>[4] = Object.freeze({});

@@ -23,16 +23,19 @@ export const RUN_STATUSES = [
   "blocked",
   "interrupted",
   "awaiting_input",
+  "skipped",
 ] as const;
 /**
  * Stored status. "crashed" is derived on read: running (or awaiting_input)
  * + lease expired or holder dead. "awaiting_input": a ctx.ask waits for an
  * answer (driven or parked; resumable, and a resumed run waits again).
+ * "skipped": the workflow decided there was nothing to do (ctx.exit), ended
+ * like "completed"; "blocked" (a budget, or ctx.exit) is resumable.
  */
 export type RunStatus = (typeof RUN_STATUSES)[number];
 export type ShownStatus = RunStatus | "crashed" | "paused";
 
-export const TERMINAL_STATUSES: readonly RunStatus[] = ["completed", "cancelled"];
+export const TERMINAL_STATUSES: readonly RunStatus[] = ["completed", "cancelled", "skipped"];
 
 export interface RunRecord {
   id: RunId;

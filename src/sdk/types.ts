@@ -238,8 +238,16 @@ export interface ParallelOptions {
   failFast?: boolean;
 }
 
+/**
+ * How `ctx.exit` ends a run: completed (exit code 0), failed (1), blocked
+ * (3: resumable with `atomic resume` once what blocks it is resolved),
+ * cancelled (4), skipped (5: nothing to do; a parent's `ctx.workflow` gets
+ * the outputs as from a completed child).
+ */
+export type ExitStatus = "completed" | "failed" | "cancelled" | "skipped" | "blocked";
+
 export interface ExitOptions {
-  status?: "completed" | "failed" | "cancelled";
+  status?: ExitStatus;
   reason?: string;
   outputs?: unknown;
 }

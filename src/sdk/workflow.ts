@@ -8,6 +8,7 @@ import { UsageError } from "../shared/errors.ts";
 import { resolveSandbox } from "../shared/sandbox-option.ts";
 import {
   WORKFLOW_BRAND,
+  type ExitStatus,
   type InputSchemas,
   type WorkflowConfig,
   type WorkflowDefinition,
@@ -54,7 +55,7 @@ export function isWorkflow(value: unknown): value is WorkflowDefinition {
  */
 export class ExitSignal {
   constructor(
-    readonly status: "completed" | "failed" | "cancelled",
+    readonly status: ExitStatus,
     readonly reason: string | undefined,
     readonly outputs: unknown,
   ) {}

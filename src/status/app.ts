@@ -184,7 +184,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   // ---------------------------------------------------------------- runs
 
   // Root runs, newest first: `{ runs, total, limit, offset }`. `status`: one stored status (running, completed, failed,
-  // cancelled, blocked, interrupted, awaiting_input).
+  // cancelled, blocked, interrupted, awaiting_input, skipped).
   app.get("/api/runs", async (c) => {
     const status = c.req.query("status");
     if (status !== undefined && status !== "" && !(RUN_STATUSES as readonly string[]).includes(status)) {

@@ -57,7 +57,7 @@ export interface RunListPage {
 }
 
 /** Stored statuses of runs nobody drives. */
-const ENDED: ReadonlySet<string> = new Set(["completed", "failed", "cancelled", "interrupted", "blocked"]);
+const ENDED: ReadonlySet<string> = new Set(["completed", "failed", "cancelled", "interrupted", "blocked", "skipped"]);
 
 export class RunSummaries {
   constructor(private readonly journal: Journal) {}

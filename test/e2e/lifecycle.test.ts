@@ -1,6 +1,7 @@
 /**
  * How runs end, through the real binary, and the exit code each ending
- * gives: 1 failed (a stage exits 1; ctx.exit failed), 4 cancelled (from
+ * gives: 1 failed (a stage exits 1; ctx.exit failed or with an unknown
+ * status), 3 blocked and 5 skipped (ctx.exit), 4 cancelled (from
  * another process, live or crashed), 130 interrupted (Ctrl-C once: graceful
  * and resumable; twice: at once), and a root killed with SIGKILL shows as
  * crashed while its lease is still valid and resumes at once.
@@ -90,6 +91,46 @@ e2eTest("ctx.exit({ status: 'failed' }) ends the run failed with exit 1 and its 
   expect(r.stderr).toContain(`run ${id} failed: the check decided to stop`);
   expect(r.stderr).not.toMatch(STACK_LINE);
   expect(await statusOf(home, id)).toMatchObject({ status: "failed" });
+});
+
+e2eTest("ctx.exit skipped: exit 5, its reason and outputs; show says reason, runs lists it skipped", async () => {
+  const home = makeTempDir();
+  const r = await runAtomic(["run", fixture("exit-as.ts"), "--input", "status=skipped"], { home });
+  expect(r.code).toBe(5);
+  const id = startedRunId(r.stdout);
+  expect(r.stdout).toContain(`run ${id} skipped: nothing to do`);
+  expect(r.stdout).toContain('"checked": true');
+  expect(await statusOf(home, id)).toMatchObject({ status: "skipped", outputs: { checked: true } });
+  const show = await runAtomic(["show", id], { home });
+  expect(show.stdout).toMatch(/status\s+skipped\n/);
+  expect(show.stdout).toMatch(/reason\s+nothing to do\n/);
+  expect(show.stdout).not.toMatch(/^error/m);
+  const runs = await runAtomic(["runs", "--status", "skipped"], { home });
+  expect(runs.stdout).toMatch(new RegExp(`${id}\\s+skipped\\s+exit-as`));
+  const json = await runAtomic(["run", fixture("exit-as.ts"), "--input", "status=skipped", "--json"], { home });
+  expect(parseNdjson(json.stdout).at(-1)).toMatchObject({ type: "result", status: "skipped", exitCode: 5 });
+});
+
+e2eTest("ctx.exit blocked: exit 3, its reason and the resume command; show and runs say blocked", async () => {
+  const home = makeTempDir();
+  const r = await runAtomic(["run", fixture("exit-as.ts"), "--input", "status=blocked", "--input", "reason=waiting for the vendor"], { home });
+  expect(r.code).toBe(3);
+  const id = startedRunId(r.stdout);
+  expect(r.stderr).toContain(`run ${id} blocked: waiting for the vendor\nresume with: atomic resume ${id}`);
+  expect(await statusOf(home, id)).toMatchObject({ status: "blocked" });
+  const show = await runAtomic(["show", id], { home });
+  expect(show.stdout).toMatch(/status\s+blocked\n/);
+  expect(show.stdout).toMatch(/reason\s+waiting for the vendor\n/);
+});
+
+e2eTest("ctx.exit with an unknown status fails the run in one sentence naming the statuses, with a hint", async () => {
+  const home = makeTempDir();
+  const r = await runAtomic(["run", fixture("exit-as.ts"), "--input", "status=done"], { home });
+  expect(r.code).toBe(1);
+  const id = startedRunId(r.stdout);
+  expect(r.stderr).toContain(`run ${id} failed: ctx.exit status "done" is not one of completed, failed, cancelled, skipped, blocked`);
+  expect(r.stderr).toContain('hint: for example ctx.exit({ status: "skipped", reason: "nothing to do" })');
+  expect(r.stderr).not.toMatch(STACK_LINE);
 });
 
 e2eTest("workflow code that throws fails the run with exit 1 and its message, no stack trace", async () => {

@@ -64,7 +64,7 @@ test("a key of the wrong type is named by its dotted path, with what it must be 
     [{ admission: { slotsDir: 1 } }, "admission.slotsDir", "a string"],
     [{ budget: { warnAtPercent: null } }, "budget.warnAtPercent", "a number, at least 0"],
     [{ retention: { olderThan: "soon" } }, "retention.olderThan", "an age like 90m, 12h, 30d or 2w"],
-    [{ retention: { olderThan: "30d", status: ["running"] } }, "retention.status", "an array of completed, cancelled, failed"],
+    [{ retention: { olderThan: "30d", status: ["running"] } }, "retention.status", "an array of completed, cancelled, failed, skipped"],
     [{ service: { workflowDirs: "/srv" } }, "service.workflowDirs", "an array of directory paths"],
     [{ service: { workflowDirs: [""] } }, "service.workflowDirs", "an array of directory paths"],
   ];

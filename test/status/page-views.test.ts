@@ -9,7 +9,9 @@
  * - the timeline shows the time a stage waited for admission apart from
  *   the time it ran, and a bar for each attempt;
  * - an agent stage's transcript is a conversation: the user's prompt, the
- *   assistant's turns with their tokens and cost, tool calls collapsed.
+ *   assistant's turns with their tokens and cost, tool calls collapsed;
+ * - a run that ended through ctx.exit skipped or blocked shows its status
+ *   and its reason as a notice, and the runs list filters by it.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
@@ -115,6 +117,36 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect(await page.textContent('.panel .attempt[data-attempt="1"]')).toMatch(/^failed: queued \S+, ran \S+$/);
       expect(await page.textContent('.panel .attempt[data-attempt="2"]')).toMatch(/^completed: queued \S+, ran \S+$/);
       await page.screenshot({ path: join(ARTIFACTS, "timeline-queued.png"), fullPage: true });
+      expect(errors).toEqual([]);
+    } finally {
+      await closePageAndServer(page, server);
+    }
+  }, 120_000);
+
+  test("ctx.exit skipped and blocked: their badges, the reason as a notice, the status filter and the API", async () => {
+    const home = makeTempDir();
+    const exitAs = join(import.meta.dir, "..", "e2e", "fixtures", "exit-as.ts");
+    const skipped = await startRun(home, exitAs, ["status=skipped", "reason=nothing changed upstream"]);
+    expect(await skipped.proc.exited).toBe(5);
+    const blocked = await startRun(home, exitAs, ["status=blocked", "reason=waiting for the vendor"]);
+    expect(await blocked.proc.exited).toBe(3);
+    const { proc: server, url, login } = await startServe(home);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      for (const [run, status, reason] of [[skipped, "skipped", "nothing changed upstream"], [blocked, "blocked", "waiting for the vendor"]] as const) {
+        await page.goto(`${url}runs/${run.id}`);
+        await page.waitForFunction((st) => document.body.dataset.runStatus === st, status, { timeout: 30_000 });
+        expect(await page.textContent(`.badge.s-${status}`)).toBe(status);
+        expect(await page.textContent("p.notice")).toBe(reason);
+        expect(await page.$$("p.error")).toHaveLength(0);
+      }
+      await page.screenshot({ path: join(ARTIFACTS, "exit-blocked.png"), fullPage: true });
+      await page.goto(`${url}?status=skipped`);
+      await page.waitForSelector(`td .badge.s-skipped`);
+      expect(await page.$$eval("table.runs tbody tr", (rows) => rows.length)).toBe(1);
+      const api = await page.evaluate(async () => (await fetch("api/runs?status=skipped")).json());
+      expect((api as { runs: { id: string; status: string }[] }).runs.map((r) => [r.id, r.status])).toEqual([[skipped.id, "skipped"]]);
       expect(errors).toEqual([]);
     } finally {
       await closePageAndServer(page, server);

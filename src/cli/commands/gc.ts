@@ -1,5 +1,5 @@
 /**
- * `atomic gc [--older-than 30d] [--status completed,cancelled,failed] [--dry-run] [--force]`:
+ * `atomic gc [--older-than 30d] [--status completed,cancelled,failed,skipped] [--dry-run] [--force]`:
  * delete old runs (journal rows and artifacts) and give the journal's space
  * back. What may go is engine/retention.ts's rule: finished runs by default;
  * runs that could still continue only with --force (and only when named by

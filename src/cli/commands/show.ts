@@ -94,7 +94,9 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   if (report.origin) line("from", originText(report.origin));
   line("inputs", JSON.stringify(run.inputs));
   if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
-  if (run.error) {
+  // The reason a run that did not fail gave to ctx.exit (skipped, blocked, cancelled) is no error.
+  if (run.error?.code === "exit" && run.status !== "failed") line("reason", run.error.message);
+  else if (run.error) {
     line("error", st.red(`${failureSentence(run.error)}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
     for (const detail of failureDetail(run.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);
   }

@@ -107,7 +107,8 @@ export async function runChild(
   const childExec = new RunExecution(tree, childId, child, inputs, depth, cursor, recorded ? "running" : null, exec.runId);
   childExec.budget = exec.budget.child(childId, child.budget, spentBefore);
   const outcome = await childExec.execute();
-  if (outcome.status !== "completed") {
+  // A child that skipped (ctx.exit) ended well: its parent gets its outputs as from a completed one.
+  if (outcome.status !== "completed" && outcome.status !== "skipped") {
     tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "child", name, status: "failed", replayed: false, at: Date.now() });
     if (tree.stopReason) throw tree.stoppedError();
     throw new StepFailedError(name, `child workflow "${name}" (${childId}) ${outcome.status}: ${outcome.error?.message ?? "no reason given"}`, {

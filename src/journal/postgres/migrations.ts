@@ -374,6 +374,14 @@ export const MIGRATIONS: readonly PgMigration[] = [
       )`,
     ],
   },
+  {
+    version: 12,
+    name: "skipped run status (ctx.exit)",
+    statements: [
+      `alter table runs drop constraint runs_status_check`,
+      `alter table runs add constraint runs_status_check check (status in ('running', 'completed', 'failed', 'cancelled', 'blocked', 'interrupted', 'awaiting_input', 'skipped'))`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

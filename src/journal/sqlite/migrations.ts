@@ -465,6 +465,47 @@ export const MIGRATIONS: readonly Migration[] = [
       ) strict, without rowid`.execute(db);
     },
   },
+  {
+    version: 12,
+    name: "skipped run status (ctx.exit)",
+    rebuildsTables: true,
+    async up(db) {
+      // The runs table again, with "skipped" in its status CHECK (columns of versions 3 and 5, in order), its rows
+      // copied and its indexes made again.
+      await sql`create table runs_v12 (
+        id text primary key,
+        root_id text not null,
+        parent_id text references runs (id),
+        parent_key text,
+        depth integer not null default 0,
+        workflow_name text not null,
+        workflow_path text not null,
+        workflow_digest text not null,
+        inputs text,
+        status text not null check (status in ('running', 'completed', 'failed', 'cancelled', 'blocked', 'interrupted', 'awaiting_input', 'skipped')),
+        outputs text,
+        error text,
+        created_at integer not null,
+        updated_at integer not null,
+        ended_at integer,
+        last_seq integer not null default 0,
+        control text,
+        control_rev integer not null default 0,
+        control_ack integer not null default 0,
+        change_seq integer not null default 0
+      ) strict`.execute(db);
+      const columns = sql.raw(
+        "id, root_id, parent_id, parent_key, depth, workflow_name, workflow_path, workflow_digest, inputs, status, outputs, error, created_at, updated_at, ended_at, last_seq, control, control_rev, control_ack, change_seq",
+      );
+      await sql`insert into runs_v12 (${columns}) select ${columns} from runs`.execute(db);
+      await sql`drop table runs`.execute(db);
+      await sql`alter table runs_v12 rename to runs`.execute(db);
+      await sql`create index runs_roots_by_created on runs (created_at desc, id desc) where parent_id is null`.execute(db);
+      await sql`create index runs_roots_by_status on runs (status, created_at desc, id desc) where parent_id is null`.execute(db);
+      await sql`create index runs_by_parent on runs (parent_id, created_at desc, id desc) where parent_id is not null`.execute(db);
+      await sql`create index runs_by_change on runs (change_seq)`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -21,7 +21,7 @@ import { checkSandboxOption, type SandboxOption } from "../sandbox-option.ts";
 const CHUNK_BYTES = 256 * 1024;
 
 /** The finished statuses retention may delete: never a run that could still continue. */
-export const RETENTION_STATUSES = ["completed", "cancelled", "failed"] as const;
+export const RETENTION_STATUSES = ["completed", "cancelled", "failed", "skipped"] as const;
 
 export const CONFIG_DEFAULTS = {
   runner: "openai",

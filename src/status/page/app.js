@@ -10,7 +10,7 @@
 // done when it is not. Stages waiting for admission are counted apart.
 "use strict";
 (() => {
-  const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted").split(" ");
+  const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted skipped").split(" ");
   const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api } = window.atomic;
   const { graphSvg, renderTimeline, legend, countsText } = window.atomic.views;
   const { createActions } = window.atomic.actions;
@@ -233,7 +233,8 @@
       for (const { step, path } of index.values()) {
         if (step.queueWait) notices.append(h("p", { class: "notice queue-wait", "data-stage": path, text: `${path}: ${step.queueWait}` }));
       }
-      if (run.errorInfo) notices.append(h("p", { class: "error", text: `${run.errorInfo.message}${run.errorInfo.hint ? `\nhint: ${run.errorInfo.hint}` : ""}` }));
+      // A reason given to ctx.exit by a run that did not fail (skipped, blocked, cancelled) is a notice, not an error.
+      if (run.errorInfo) notices.append(h("p", { class: run.errorInfo.code === "exit" && run.status !== "failed" ? "notice" : "error", text: `${run.errorInfo.message}${run.errorInfo.hint ? `\nhint: ${run.errorInfo.hint}` : ""}` }));
     }
 
     function renderTotals(run, t, waiting) {
