@@ -410,21 +410,36 @@ agentTest(
 agentTest(
   "a stage that times out while its run goes on: its Bash tool's processes (a process group of their own) end with it",
   async () => {
-    const s = await setup();
-    const dir = makeTempDir("atomic-claude-timeout-");
-    const pidFile = join(dir, "sleep.pid");
-    s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
-    const gate = join(dir, "go");
-    const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs: 60_000 /* for claude to reach its tool on a busy machine: the stage must time out while the tool runs, so the test idles the rest of it */, after: `touch ${join(dir, "after")}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
-    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start");
-    const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
-    await waitUntil(() => existsSync(join(dir, "after")), AGENT_STEP_LIMIT_MS, "the stage to time out and the next step to start");
-    // The run is still going (its next step waits for us): the timed-out stage's processes are gone already.
-    await waitUntil(() => !isLive(sleepPid), AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
-    expect(stageLeftovers(s).map(cmdline)).toEqual([]);
-    writeFileSync(gate, "");
-    expect(await proc.exited).not.toBe(0);
-    await done(s);
+    // The stage must time out while its tool runs. A short timeout first (claude reaches its tool in a few
+    // seconds); if the stage timed out before the tool started (a busy machine), the attempt proves nothing,
+    // is let finish, and the next one gives claude four times as long. Nothing waits on a clock but the stage.
+    for (let timeoutMs = 10_000; ; timeoutMs *= 4) {
+      const s = await setup();
+      const dir = makeTempDir("atomic-claude-timeout-");
+      const pidFile = join(dir, "sleep.pid");
+      const after = join(dir, "after");
+      s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
+      const gate = join(dir, "go");
+      const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs, after: `touch ${after}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
+      const toolStarted = () => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "";
+      await waitUntil(() => toolStarted() || existsSync(after), AGENT_STEP_LIMIT_MS, "the tool to start (or the stage to time out first)");
+      if (!toolStarted()) {
+        expect(timeoutMs).toBeLessThan(AGENT_STEP_LIMIT_MS); // claude never reached its tool, even with the longest timeout
+        writeFileSync(gate, "");
+        await proc.exited;
+        await done(s);
+        continue;
+      }
+      const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+      await waitUntil(() => existsSync(after), AGENT_STEP_LIMIT_MS, "the stage to time out and the next step to start");
+      // The run is still going (its next step waits for us): the timed-out stage's processes are gone already.
+      await waitUntil(() => !isLive(sleepPid), AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
+      expect(stageLeftovers(s).map(cmdline)).toEqual([]);
+      writeFileSync(gate, "");
+      expect(await proc.exited).not.toBe(0);
+      await done(s);
+      return;
+    }
   },
   AGENT_TEST_LIMIT_MS,
 );
