@@ -10,7 +10,8 @@
  * Order is asserted (markers, recorded times), never a duration.
  */
 
-import { expect, test } from "bun:test";
+import { expect } from "bun:test";
+import { concurrentTest } from "../helpers/concurrent.ts";
 import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
@@ -37,7 +38,7 @@ import {
 serviceCleanup();
 const T = 120_000;
 
-test("kill -9 of a run's driver while the service runs: the service resumes it; outputs as uninterrupted; no recorded step ran again", async () => {
+concurrentTest("kill -9 of a run's driver while the service runs: the service resumes it; outputs as uninterrupted; no recorded step ran again", async () => {
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
@@ -60,7 +61,7 @@ test("kill -9 of a run's driver while the service runs: the service resumes it; 
   expect(list.runs.find((r: { id: string }) => r.id === runId).recovered).toBe(1);
 }, T);
 
-test("the service killed and restarted in between: the restarted service resumes the run; no recorded step ran again", async () => {
+concurrentTest("the service killed and restarted in between: the restarted service resumes the run; no recorded step ran again", async () => {
   const s = newSetup();
   const first = startService(s);
   await first.log.waitFor(/"type":"service_active"/);
@@ -90,7 +91,7 @@ test("the service killed and restarted in between: the restarted service resumes
   expect(second.events("drive_started").map((e) => e.runId)).toEqual([runId]);
 }, T);
 
-test("a drive outlives its service: the service SIGKILLed, the drive finishes the run by itself", async () => {
+concurrentTest("a drive outlives its service: the service SIGKILLed, the drive finishes the run by itself", async () => {
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
@@ -107,7 +108,7 @@ test("a drive outlives its service: the service SIGKILLed, the drive finishes th
   await waitUntil(() => drivesOf(s).length === 0, 30_000, "the drive to exit");
 }, T);
 
-test("a run whose workflow file was deleted: the service recovers it from the code it is pinned to", async () => {
+concurrentTest("a run whose workflow file was deleted: the service recovers it from the code it is pinned to", async () => {
   const s = newSetup();
   const dir = makeTempDir("atomic-service-wf-");
   const file = join(dir, "recoverable.ts");
@@ -126,7 +127,7 @@ test("a run whose workflow file was deleted: the service recovers it from the co
   expect(service.events("run_left")).toEqual([]);
 }, T);
 
-test("a workflow file edited so that it no longer replays: the service resumes the code the run started with", async () => {
+concurrentTest("a workflow file edited so that it no longer replays: the service resumes the code the run started with", async () => {
   const s = newSetup();
   const dir = makeTempDir("atomic-service-wf-");
   const file = join(dir, "recoverable.ts");
@@ -145,7 +146,7 @@ test("a workflow file edited so that it no longer replays: the service resumes t
   expect(service.events("note").filter((e) => String(e.message).includes("changed since the run started"))).toEqual([]);
 }, T);
 
-test("ctx.ask answered while nothing drives the run: the service continues it with the answer", async () => {
+concurrentTest("ctx.ask answered while nothing drives the run: the service continues it with the answer", async () => {
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
@@ -167,7 +168,7 @@ test("ctx.ask answered while nothing drives the run: the service continues it wi
   expect([e.get(`${runId}:0`), e.get(`${runId}:1`), e.get(`${runId}:3`)]).toEqual([1, 1, 1]);
 }, T);
 
-test("a drive that waits for an answer is parked (no process waits), and the answer wakes the run again", async () => {
+concurrentTest("a drive that waits for an answer is parked (no process waits), and the answer wakes the run again", async () => {
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
@@ -189,7 +190,7 @@ test("a drive that waits for an answer is parked (no process waits), and the ans
   expect(service.events("drive_started").map((e) => e.reason)).toEqual(["crashed", "answered"]);
 }, T);
 
-test("ctx.sleep(3000) with its driver gone: the service continues the run at its wake-up time, not before", async () => {
+concurrentTest("ctx.sleep(3000) with its driver gone: the service continues the run at its wake-up time, not before", async () => {
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
@@ -211,7 +212,7 @@ test("ctx.sleep(3000) with its driver gone: the service continues the run at its
   expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 0, c: 1 });
 }, T);
 
-test("two services on one home: one is active, the other says which; only one drives the recovered run; the standby takes over when the active one dies", async () => {
+concurrentTest("two services on one home: one is active, the other says which; only one drives the recovered run; the standby takes over when the active one dies", async () => {
   const s = newSetup();
   const a = startService(s);
   await a.log.waitFor(/"type":"service_active"/);
@@ -240,7 +241,7 @@ test("two services on one home: one is active, the other says which; only one dr
   expect(countsByStep(s, secondId)).toEqual({ a: 1, b: 1, gate: 2, c: 1 });
 }, T);
 
-test("SIGTERM of the service stops the runs it drives resumably; a new service continues them", async () => {
+concurrentTest("SIGTERM of the service stops the runs it drives resumably; a new service continues them", async () => {
   const s = newSetup();
   const first = startService(s);
   await first.log.waitFor(/"type":"service_active"/);
@@ -262,7 +263,7 @@ test("SIGTERM of the service stops the runs it drives resumably; a new service c
   expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 3, c: 1 });
 }, T);
 
-test("run --detach returns the run id at once and leaves the run to the service; without a service it refuses before writing", async () => {
+concurrentTest("run --detach returns the run id at once and leaves the run to the service; without a service it refuses before writing", async () => {
   const s = newSetup();
   writeFileSync(s.gateFile, "open");
   const args = ["--home", s.home, "run", FIXTURE, "--detach", "--input", `sideFile=${s.sideFile}`, "--input", `gateFile=${s.gateFile}`];
@@ -282,7 +283,7 @@ test("run --detach returns the run id at once and leaves the run to the service;
   expect(service.events("drive_started").map((e) => e.runId)).toEqual([runId]);
 }, T);
 
-test("a workflow with recover: false is not recovered: its crashed run waits for a person", async () => {
+concurrentTest("a workflow with recover: false is not recovered: its crashed run waits for a person", async () => {
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
@@ -304,7 +305,7 @@ test("a workflow with recover: false is not recovered: its crashed run waits for
   expect((await runAtomic(["--home", s.home, "--json", "runs"], { home: s.home })).stdout.trim().split("\n").length).toBe(1);
 }, T);
 
-test("a run whose driver crashes on every drive is tried three times with back-off, then left for a person with the reason", async () => {
+concurrentTest("a run whose driver crashes on every drive is tried three times with back-off, then left for a person with the reason", async () => {
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
@@ -323,7 +324,7 @@ test("a run whose driver crashes on every drive is tried three times with back-o
   expect(countsByStep(s, runId)).toMatchObject({ a: 1, b: 1 });
 }, T);
 
-test("the crash streak survives a restart of the service: the journal shows the drives that crashed", async () => {
+concurrentTest("the crash streak survives a restart of the service: the journal shows the drives that crashed", async () => {
   const s = newSetup();
   const first = startService(s);
   await first.log.waitFor(/"type":"service_active"/);

@@ -4,7 +4,9 @@
  * what the journal and the side-effect file hold. The drives a service
  * starts are detached from it (they outlive a SIGKILLed service, as they
  * should), so the cleanup after each test kills every process that carries
- * the test's home, not only the ones the test spawned.
+ * the test's home, not only the ones the test spawned. Tests that each keep
+ * to their own home run concurrently (test/helpers/concurrent.ts); the cleanup then waits
+ * until the last of them ended.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -14,19 +16,25 @@ import type { Subprocess } from "bun";
 import { killSpawned, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { isLive, processEnvironments } from "../helpers/processes.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { whenIdle } from "../helpers/concurrent.ts";
 
 export const FIXTURE = join(import.meta.dir, "fixtures", "recoverable.ts");
 export const NO_RECOVERY = join(import.meta.dir, "fixtures", "no-recovery.ts");
 
 const homes: string[] = [];
 
-/** Registers the per-test cleanup; call once at the top of a test file. */
+/**
+ * Registers the cleanup after each test (with concurrent tests, test/helpers/concurrent.ts: once none of
+ * them is still running); call once at the top of a test file.
+ */
 export function serviceCleanup(): void {
-  afterEach(async () => {
-    await killSpawned();
-    for (const home of homes) await killHome(home);
-    removeTempDirs();
-  });
+  afterEach(
+    whenIdle(async () => {
+      await killSpawned();
+      for (const home of homes) await killHome(home);
+      removeTempDirs();
+    }),
+  );
   afterAll(() => {
     for (const home of homes) {
       expect(processesWithHome(home)).toEqual([]);
