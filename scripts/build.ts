@@ -48,6 +48,10 @@ try {
         name: "atomic-build-embeds",
         setup(build) {
           build.onLoad({ filter: /[\\/]src[\\/]cli[\\/]project[\\/]build-embeds\.ts$/ }, () => ({ contents: typescriptModule, loader: "ts" }));
+          // ink loads React's devtools only when DEV=true and the optional react-devtools-core is installed (it is
+          // not); the bundler still follows that import, so it resolves to a module that exports nothing.
+          build.onResolve({ filter: /^react-devtools-core$/ }, () => ({ path: "react-devtools-core", namespace: "atomic-absent" }));
+          build.onLoad({ filter: /.*/, namespace: "atomic-absent" }, () => ({ contents: "export default undefined;", loader: "js" }));
         },
       },
     ],

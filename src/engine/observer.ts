@@ -87,6 +87,8 @@ export type EngineEvent =
       choices: string[] | null;
       state: "open" | "answered" | "timed_out";
       answer?: string;
+      /** Who answered ("cli", "status-page", "terminal", …), once answered. */
+      by?: string | null;
       at: number;
     };
 

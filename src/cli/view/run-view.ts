@@ -1,7 +1,9 @@
 /**
  * How `atomic run` / `atomic resume` show progress, chosen once:
  * - `tree`  (stdout is a terminal): a live tree of stages with status and
- *   elapsed time, redrawn in place ~10 times a second;
+ *   elapsed time, redrawn in place ~10 times a second; when stdin is a
+ *   terminal too, a ctx.ask question is answered right there
+ *   (inline-answers.ts);
  * - `lines` (not a terminal): one plain line per stage start and end;
  * - `json`  (--json): every engine event as one NDJSON line;
  * - `quiet` (--quiet): nothing until the result.
@@ -18,6 +20,7 @@ import { failureDetail, failureSentence } from "../failure.ts";
 import { queueWait, queueWaitText } from "../../journal/fleet-view.ts";
 import { watchHosts } from "./host-watch.ts";
 import { readEnv } from "../../shared/config/environment.ts";
+import { inlineAnswers, type InlineAnswers } from "./inline-answers.ts";
 
 export interface RunView {
   observer: EngineObserver;
@@ -159,7 +162,10 @@ function treeView(s: CliSession): RunView {
   const hosts = watchHosts(s, () => model.hostQueued(), (list, now) => model.setHosts(list, now));
   let drawn = 0;
   const notes: string[] = [];
+  // While a question is on the screen below the tree, the tree is not redrawn (notes wait).
+  let held = false;
   const draw = () => {
+    if (held) return;
     const rows = Math.max(5, (process.stdout.rows || 40) - 2);
     const lines = model.render(style, Date.now());
     const shown = lines.length > rows ? [style.dim(`… ${lines.length - rows + 1} more above`), ...lines.slice(-rows + 1)] : lines;
@@ -171,11 +177,24 @@ function treeView(s: CliSession): RunView {
   };
   const timer = setInterval(draw, 100);
   timer.unref();
+  const asks: InlineAnswers | undefined = process.stdin.isTTY
+    ? inlineAnswers(s, {
+        print(line) {
+          notes.push(line);
+          draw();
+        },
+        hold(on) {
+          held = on;
+          draw();
+        },
+      })
+    : undefined;
   return {
     observer(e) {
       if (e.type === "warning") notes.push(`${style.yellow("warning:")} ${e.message}`);
       else if (e.type === "log") notes.push(e.message);
       else if (e.type === "paused" || e.type === "unpaused") notes.push(`run ${e.type}`);
+      else if (e.type === "prompt" && asks) asks.onPrompt(e);
       else if (e.type === "prompt") notes.push(promptLine(e, style));
       else {
         model.apply(e);
@@ -185,6 +204,7 @@ function treeView(s: CliSession): RunView {
     close() {
       hosts.stop();
       clearInterval(timer);
+      asks?.close();
       draw();
     },
     note(line) {

@@ -134,7 +134,7 @@ async function record(
     },
   ];
   await Promise.all(entries.map((e) => tree.append(e)));
-  tree.observer({ type: "prompt", runId: exec.runId, rootId: tree.lease.rootId, position, promptId: answered.id, question: answered.question, choices: answered.choices, state: "answered", answer: result.answer, at: Date.now() });
+  tree.observer({ type: "prompt", runId: exec.runId, rootId: tree.lease.rootId, position, promptId: answered.id, question: answered.question, choices: answered.choices, state: "answered", answer: result.answer, by: answered.answeredBy, at: Date.now() });
   tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name: step.name, status: "completed", replayed: false, at: Date.now() });
   return result.answer;
 }

@@ -180,6 +180,7 @@ export const VARIABLES = {
   XDG_CONFIG_HOME: external("path", "Where opencode's settings are looked for (`atomic doctor`).", "~/.config"),
   XDG_CACHE_HOME: external("path", "`$XDG_CACHE_HOME/atomic` holds the TypeScript compiler `atomic check` unpacks from the binary on first use.", "~/.cache"),
   NO_COLOR: external("any", "Set and not empty: no colours, as `--no-color`."),
+  FORCE_COLOR: external("0 to 3", "Read by the terminal UI library of `atomic tui` and of questions answered in `atomic run`; atomic sets it to 0 there when colours are off (`NO_COLOR`, `--no-color`)."),
   TERM: external("text", "`dumb`: no colours and no live views (`atomic run`, `atomic runs --watch`)."),
   COLUMNS: external("whole number", "The width tables are laid out for, when it is not the terminal's.", "the terminal's width"),
   PGHOST: external("host", "The Postgres host when the journal URL names none."),

@@ -1,0 +1,96 @@
+/**
+ * A real terminal for tests of full-screen and interactive commands: a
+ * private tmux server (its own socket in a temp dir, never the user's
+ * server) running one command in a window of a given size. Tests type with
+ * `keys`/`type` and read the screen with `screen()`; `waitFor` polls the
+ * screen until it shows what is awaited (no fixed sleeps). The pane stays
+ * after its command exits (remain-on-exit), so the last screen can still be
+ * read, under a last line `[exit N]` with the command's exit status. `killTmux()` (afterEach) ends every server
+ * a test started, whether it passed or not.
+ */
+
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { environment, atomicBin, type AtomicOptions } from "./atomic.ts";
+import { makeTempDir } from "./temp.ts";
+
+const servers = new Set<Tmux>();
+
+export class Tmux {
+  private constructor(
+    private readonly socket: string,
+    readonly cols: number,
+    readonly rows: number,
+  ) {}
+
+  /** Starts `atomic ARGS` (dist/atomic, with the test environment of `opts`) in a COLSxROWS terminal. */
+  static atomic(args: string[], opts: AtomicOptions & { cols: number; rows: number }): Tmux {
+    return Tmux.start([atomicBin(), ...args], { env: environment(opts), cwd: opts.cwd ?? process.cwd(), cols: opts.cols, rows: opts.rows });
+  }
+
+  static start(command: string[], opts: { env: Record<string, string>; cwd: string; cols: number; rows: number }): Tmux {
+    const dir = makeTempDir("atomic-tmux-");
+    const conf = join(dir, "tmux.conf");
+    writeFileSync(conf, "set -g remain-on-exit on\nset -g status off\nset -g default-terminal xterm-256color\n");
+    const t = new Tmux(join(dir, "sock"), opts.cols, opts.rows);
+    servers.add(t);
+    const env = { ...opts.env, TERM: "xterm-256color" };
+    delete (env as Record<string, string | undefined>).TMUX;
+    t.run(["-f", conf, "new-session", "-d", "-s", "t", "-x", String(opts.cols), "-y", String(opts.rows), "-c", opts.cwd, "--", "sh", "-c", '"$@"; echo "[exit $?]"', "sh", ...command], env);
+    return t;
+  }
+
+  private run(args: string[], env?: Record<string, string>): string {
+    const r = Bun.spawnSync(["tmux", "-S", this.socket, ...args], { stdout: "pipe", stderr: "pipe", ...(env ? { env } : {}) });
+    if (r.exitCode !== 0) throw new Error(`tmux ${args.join(" ")}: ${r.stderr.toString().trim()}`);
+    return r.stdout.toString();
+  }
+
+  /** The screen as text (`escapes`: with its colour and style escapes). */
+  screen(escapes = false): string {
+    return this.run(["capture-pane", "-p", ...(escapes ? ["-e"] : []), "-t", "t"]);
+  }
+
+  /** Keys by tmux name (Enter, Down, C-c, …) or literal words. */
+  keys(...keys: string[]): void {
+    this.run(["send-keys", "-t", "t", ...keys]);
+  }
+
+  /** Literal text, typed. */
+  type(text: string): void {
+    this.run(["send-keys", "-t", "t", "-l", text]);
+  }
+
+  resize(cols: number, rows: number): void {
+    this.run(["resize-window", "-t", "t", "-x", String(cols), "-y", String(rows)]);
+  }
+
+  /** Polls the screen until `want` matches it; the error shows the last screen. */
+  async waitFor(want: RegExp | string | ((screen: string) => boolean), timeoutMs = 30_000): Promise<string> {
+    const test = typeof want === "function" ? want : typeof want === "string" ? (s: string) => s.includes(want) : (s: string) => want.test(s);
+    const deadline = Date.now() + timeoutMs;
+    let last = "";
+    for (;;) {
+      last = this.screen();
+      if (test(last)) return last;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${String(want)} on the terminal; it shows:\n${last}`);
+      await Bun.sleep(50);
+    }
+  }
+
+  /** Waits for the command to end; its exit status. */
+  async exited(timeoutMs = 30_000): Promise<number> {
+    const screen = await this.waitFor(/\[exit \d+\]/, timeoutMs);
+    return Number(/\[exit (\d+)\]/.exec(screen)![1]);
+  }
+
+  kill(): void {
+    servers.delete(this);
+    Bun.spawnSync(["tmux", "-S", this.socket, "kill-server"], { stdout: "ignore", stderr: "ignore" });
+  }
+}
+
+/** Ends every tmux server a test started (afterEach). */
+export function killTmux(): void {
+  for (const t of [...servers]) t.kill();
+}
