@@ -30,6 +30,7 @@ import { matchesPath } from "../intercom/addresses.ts";
 import { LeaseLostError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { EVENT } from "./journal-events.ts";
+import { LivePublisher } from "../intercom/live.ts";
 import { BrokerLink } from "./mail/broker-link.ts";
 import { DeliveryPump } from "./mail/delivery-pump.ts";
 import { MAIL_POLL_MS, PromptWaits } from "./mail/prompt-waits.ts";
@@ -44,6 +45,7 @@ export class TreeMail {
   private readonly delivery: DeliveryPump;
   private readonly prompts: PromptWaits;
   private link: BrokerLink | undefined;
+  private live: LivePublisher | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private closed = false;
 
@@ -196,8 +198,20 @@ export class TreeMail {
     });
   }
 
+  /**
+   * A sink for the live events of a stage attempt that runs in this process (an in-process executor:
+   * pool workers publish their own, intercom/live.ts). Made on first use, closed with the tree's mail.
+   */
+  livePublisher(runId: string, stage: string, attempt: number): (event: { type: string }) => void {
+    if (this.closed) return () => {};
+    this.live ??= new LivePublisher(this.home);
+    return this.live.stage(runId, stage, attempt);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    this.live?.close();
+    this.live = undefined;
     clearInterval(this.timer);
     this.timer = undefined;
     this.link?.close();

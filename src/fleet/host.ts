@@ -123,6 +123,7 @@ export class WorkerHost implements CoordinatorCore {
       retireGraceMs: 10_000,
       maxGenerations: MAX_GENERATIONS,
       logDir,
+      home: opts.home,
     };
     this.claimScope = { queues: opts.queues, protocol: POOL_PROTOCOL_VERSION };
     this.root = new HostLink(this.fleet, (line) => this.log(line));

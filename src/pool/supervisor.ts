@@ -102,7 +102,7 @@ export class Supervisor implements WorkerPool {
       stdin: "ignore",
       stdout: "ignore",
       stderr: Bun.file(logPath),
-      env: childEnv({ ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs), ATOMIC_WORK_LEASE_MS: String(config.leaseMs) }),
+      env: childEnv({ ATOMIC_HEARTBEAT_MS: String(config.heartbeatMs), ATOMIC_WORK_LEASE_MS: String(config.leaseMs), ATOMIC_LIVE_HOME: config.home }),
       serialization: "json",
       ipc: (raw) => {
         const msg = parseMessage(FromWorkerSchema, raw, `worker ${id}`);

@@ -41,6 +41,7 @@ import { WorkLeaseDeadline } from "./work-lease-deadline.ts";
 import { trace } from "./trace.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
 import { readEnv, setEnv } from "../shared/config/environment.ts";
+import { LivePublisher } from "../intercom/live.ts";
 
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
@@ -69,6 +70,9 @@ export async function workerMain(argv: string[]): Promise<void> {
   pinEnvironment();
   const heartbeatMs = readEnv("ATOMIC_HEARTBEAT_MS");
   const deadline = new WorkLeaseDeadline(readEnv("ATOMIC_WORK_LEASE_MS"));
+  // Live events (model deltas, tool calls) go straight to watchers through the broker, not through the root (intercom/live.ts).
+  const liveHome = readEnv("ATOMIC_LIVE_HOME");
+  const live = liveHome ? new LivePublisher(liveHome) : undefined;
   let running: Running | undefined;
   /** The item whose result is being committed (its stage has ended; no receipt yet). */
   let committing: Running["ref"] | undefined;
@@ -145,10 +149,12 @@ export async function workerMain(argv: string[]): Promise<void> {
     const ref = { workId: msg.workId, generation: msg.generation, epoch: msg.epoch };
     const request = msg.request as StageRequest;
     const batcher = new EventBatcher(250, (events) => send({ type: "events", ref, events }));
+    const publish = live?.stage(request.runId, request.stageKey, request.attempt);
     let handle: RunnerHandle;
     let report: ReturnType<typeof setTimeout> | undefined;
     try {
       handle = getRunner(request.runner).start(request, (event) => {
+        publish?.(event);
         if (event.type === "started") {
           trace("spawned", ref.workId);
           const started: FromWorker = { type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) };

@@ -94,15 +94,26 @@ export interface AgentOptions {
   pricing?: Record<string, ModelPrice>;
 }
 
+/** Characters of a tool call's arguments or result a live event carries (the transcript keeps them whole). */
+export const TOOL_TEXT_CAP = 2000;
+
+/** `text` cut to TOOL_TEXT_CAP characters, saying so. */
+export function capToolText(text: string): string {
+  return text.length <= TOOL_TEXT_CAP ? text : `${text.slice(0, TOOL_TEXT_CAP)}… (${text.length - TOOL_TEXT_CAP} more characters)`;
+}
+
 export type RunnerEvent =
   /** `at`: when the stage started (set by the worker that runs it, so the root tells queued time from running time). */
   | { type: "started"; pid?: number; sessionId?: string; at?: number }
   /** `skipped`: bytes of this stream the pool's live cap left out here (src/pool/event-batcher.ts); the stage's logs keep them. */
   | { type: "output"; stream: "stdout" | "stderr"; text: string; skipped?: number }
   | { type: "text_delta"; text: string; skipped?: number }
-  /** `at`: when the tool started or ended (the pool delivers events in batches, later). */
-  | { type: "tool_start"; name: string; id?: string; at?: number }
-  | { type: "tool_end"; name: string; id?: string; ok: boolean; at?: number }
+  /**
+   * `at`: when the tool started or ended (the pool delivers events in batches, later). `input`: its
+   * arguments, `output`: its result, each cut to TOOL_TEXT_CAP characters, where the runner sees them (for live views).
+   */
+  | { type: "tool_start"; name: string; id?: string; at?: number; input?: string }
+  | { type: "tool_end"; name: string; id?: string; ok: boolean; at?: number; output?: string }
   /** `call`: the model call this usage is of, when the runner made it itself (the openai runner). */
   | { type: "usage"; usage: Partial<Usage>; call?: ModelCall };
 

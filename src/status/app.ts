@@ -250,6 +250,39 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     });
   });
 
+  // Server-sent events of one stage (`:stage` as for its transcript): `event: journal` (its journal events and its run's
+  // status, each with the seq as id), `event: ready` after the catch-up, then `event: live` (model deltas, tool calls,
+  // usage; not stored, no id). Resume with `Last-Event-ID` or `?cursor=` (a seq); `?from=now` starts at the end.
+  app.get("/api/runs/:id/stages/:stage/stream", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    const lastId = c.req.header("last-event-id");
+    const cursorText = lastId || c.req.query("cursor");
+    const fromText = c.req.query("from");
+    let from: "start" | "now" | number;
+    if (cursorText) {
+      if (!/^\d{1,15}$/.test(cursorText.trim())) {
+        return fail(c, 400, "bad_cursor", `${lastId ? "Last-Event-ID" : "cursor"} ${JSON.stringify(cursorText.slice(0, 80))} is not a stage stream cursor`, "use the id of an event this stream sent");
+      }
+      from = Number(cursorText.trim());
+    } else if (fromText === undefined || fromText === "start" || fromText === "now") {
+      from = fromText ?? "start";
+    } else {
+      return fail(c, 400, "bad_from", `from must be "start" or "now", got ${JSON.stringify(fromText)}`);
+    }
+    const body = await source.stageStream(run, c.req.param("stage"), from, c.req.raw.signal);
+    if ("miss" in body) return respondMiss(c, body);
+    if ("error" in body) return fail(c, 400, "bad_cursor", body.error, "reconnect without Last-Event-ID to start over");
+    (c.env as { timeout?: (req: Request, seconds: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
+    return new Response(body, {
+      headers: {
+        "Content-Type": "text/event-stream; charset=utf-8",
+        "Cache-Control": "no-cache, no-transform",
+        "X-Accel-Buffering": "no",
+      },
+    });
+  });
+
   // A stage's output from byte offsets, at most 256 KiB per stream: `{ stdout, stderr, live, attempt, attempts, agent }`.
   // `:stage` is a position, a path through child runs or a name; `turns=1` adds per-call usage of a finished attempt.
   app.get("/api/runs/:id/stages/:stage/transcript", async (c) => {

@@ -73,7 +73,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   addSecret(token); // redacted from what this process logs and prints (shared/secrets.ts)
   // Stages that ran on worker hosts: their files in the artifact store (artifacts/select.ts).
   const artifacts = artifactStoreFor(opts.journal, loadConfig({ home: opts.home }).config);
-  const source = new StatusSource(opts.journal, { ...(opts.stream ? { stream: opts.stream } : {}), artifacts });
+  const source = new StatusSource(opts.journal, { ...(opts.stream ? { stream: opts.stream } : {}), artifacts, home: opts.home });
   const control = journalControl(opts.journal, { home: opts.home });
   let app: ReturnType<typeof createStatusApp> | undefined;
   let server: ReturnType<typeof Bun.serve>;

@@ -14,6 +14,9 @@ import type { ErrorInfo } from "../shared/errors.ts";
 import { parseRunRef } from "../shared/ids.ts";
 import { buildRunGraph, type RunGraph } from "./graph.ts";
 import { JournalMetrics } from "./metrics.ts";
+import { LiveHub } from "./live-hub.ts";
+import { checkStageCursor, openStageStream } from "./stage-stream.ts";
+import type { RunId } from "../shared/ids.ts";
 import { StreamHub, DEFAULT_STREAM_OPTIONS, type StreamOptions } from "./stream-hub.ts";
 import { RunSummaries, type RunListPage, type RunListQuery, type RunSummary } from "./summaries.ts";
 import { reportTotals, type RunTotals } from "./totals.ts";
@@ -74,6 +77,10 @@ export class StatusSource {
   readonly summaries: RunSummaries;
   readonly metrics: JournalMetrics;
   readonly streams: StreamHub;
+  /** The live stage events (model deltas, tool calls) from the broker of `home`; none without a home. */
+  readonly live: LiveHub;
+  private readonly stageStreams = new Set<() => void>();
+  private readonly streamOpts: StreamOptions;
   private readonly listCache = new Map<string, { at: number; body: Promise<string> }>();
   private readonly listCacheMs: number;
   /** Where the files of stages that ran on other hosts are (artifacts/select.ts); undefined: only local files. */
@@ -83,13 +90,15 @@ export class StatusSource {
 
   constructor(
     readonly journal: Journal,
-    opts: { stream?: Partial<StreamOptions>; listCacheMs?: number; artifacts?: ArtifactStore | undefined } = {},
+    opts: { stream?: Partial<StreamOptions>; listCacheMs?: number; artifacts?: ArtifactStore | undefined; home?: string } = {},
   ) {
     this.listCacheMs = opts.listCacheMs ?? 100;
     this.artifacts = opts.artifacts;
     this.summaries = new RunSummaries(journal);
     this.metrics = new JournalMetrics(journal);
-    this.streams = new StreamHub(journal, { ...DEFAULT_STREAM_OPTIONS, ...opts.stream });
+    this.streamOpts = { ...DEFAULT_STREAM_OPTIONS, ...opts.stream };
+    this.streams = new StreamHub(journal, this.streamOpts);
+    this.live = new LiveHub(opts.home);
   }
 
   /** A run by full id or unique prefix (a root wins over its own children, as in the CLI). */
@@ -223,7 +232,35 @@ export class StatusSource {
     return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr }, live, q.turns === true, files);
   }
 
+  /**
+   * The server-sent events of one stage (stage-stream.ts): `stage` as for `transcript`; `from` a seq of the
+   * stage's run (Last-Event-ID), "start" or "now"; a Miss, or `{ error }` for a cursor that cannot resume.
+   */
+  async stageStream(run: RunRecord, stage: string, from: "start" | "now" | number, signal?: AbortSignal): Promise<ReadableStream<Uint8Array> | Miss | { error: string }> {
+    const report = await buildRunReport(this.journal, run.id);
+    if (!report) return { miss: "unknown_run", message: `no run with id ${run.id}` };
+    const found = findStep(report, stage);
+    if ("miss" in found) return found;
+    if (found.step.kind !== "stage") {
+      return { miss: "no_output", message: `step ${JSON.stringify(stage)} is a ${found.step.kind} step; only stages have a stream`, hint: "name a stage" };
+    }
+    const runId = found.runId as RunId;
+    const known = runId === run.id ? run.lastSeq : 0;
+    if (typeof from === "number") {
+      const problem = await checkStageCursor(this.journal, runId, known, from);
+      if (problem) return { error: problem };
+    }
+    const target = { runId, position: found.step.position, name: found.step.name };
+    const { stream, stop } = openStageStream(this.journal, this.live, target, from, known, this.streamOpts, signal);
+    this.stageStreams.add(stop);
+    signal?.addEventListener("abort", () => this.stageStreams.delete(stop), { once: true });
+    return stream;
+  }
+
   async close(drain = false): Promise<void> {
+    for (const stop of this.stageStreams) stop();
+    this.stageStreams.clear();
+    this.live.close();
     await this.streams.close(drain);
   }
 }

@@ -296,7 +296,10 @@ async function runAttempt(
     // its start has not reached this process yet: CANCEL_IF_QUEUED).
     const budgetStop = new AbortController();
     const stopListening = request.budgeted ? exec.budget.whenExhausted(() => began || budgetStop.abort(CANCEL_IF_QUEUED)) : () => {};
+    // Queued stages publish their live events where they run (the pool's workers); in-process ones here.
+    const publish = tree.executor.queued ? undefined : tree.mail.livePublisher(exec.runId, position, attempt);
     const result = await tree.executor.execute(request, request.budgeted ? AbortSignal.any([signal, budgetStop.signal]) : signal, (event) => {
+      publish?.(event);
       if (event.type === "started") {
         if (queued && !began) record = running(exec, request, event.at ?? Date.now(), timing);
         began = true;

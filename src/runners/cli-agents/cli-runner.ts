@@ -41,6 +41,7 @@ import type { StageResult, Usage } from "../../sdk/types.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { schemaValidator } from "../json-schema.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
+import { capToolText } from "../types.ts";
 import { addUsage, emptyUsage } from "../usage.ts";
 import { AgentProcess, type ProcessEnd } from "./agent-process.ts";
 import { stageEnv, stageMarker } from "../stage-env.ts";
@@ -416,7 +417,8 @@ class CliSession {
       },
       tool: (name, detail, ok) => {
         this.files.assistantTool(name, detail, ok === undefined ? "" : ok ? "ok" : "failed", ok !== false);
-        this.onEvent(ok === undefined ? { type: "tool_start", name } : { type: "tool_end", name, ok });
+        const text = detail ? capToolText(detail) : undefined;
+        this.onEvent(ok === undefined ? { type: "tool_start", name, ...(text ? { input: text } : {}) } : { type: "tool_end", name, ok, ...(text ? { output: text } : {}) });
       },
       usage: (delta) => {
         this.usage = addUsage(this.usage, delta);

@@ -43,6 +43,7 @@ import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { schemaValidator, type JsonSchema } from "../json-schema.ts";
 import type { DeliveryMode, ModelCall, RunnerEvent, StageRequest } from "../types.ts";
+import { capToolText } from "../types.ts";
 import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
 import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
 import { rateLimitsFor } from "../rate-limits.ts";
@@ -356,10 +357,10 @@ export class AgentLoop {
       } else if (this.wrapping) {
         ({ ok, output } = { ok: false, output: "error: no tools during the wrap-up turn" });
       } else {
-        this.onEvent({ type: "tool_start", name: call.name, id: call.id, at: Date.now() });
+        this.onEvent({ type: "tool_start", name: call.name, id: call.id, at: Date.now(), input: capToolText(call.arguments) });
         ({ ok, output } = await toolBox.run(call.name, call.arguments, signal));
         if (signal.aborted || this.stopKind) break; // interrupted mid-tool: this call is unfinished
-        this.onEvent({ type: "tool_end", name: call.name, id: call.id, ok, at: Date.now() });
+        this.onEvent({ type: "tool_end", name: call.name, id: call.id, ok, at: Date.now(), output: capToolText(output) });
       }
       this.files.tool(call.name, call.arguments, output, ok);
       this.messages.push({ role: "tool", tool_call_id: call.id, content: output });

@@ -246,6 +246,13 @@ export const VARIABLES = {
     description: "A pool worker's heartbeat period, from its coordinator's configuration.",
     parse: positiveMs(WORKER_HEARTBEAT_MS),
   }),
+  ATOMIC_LIVE_HOME: variable({
+    audience: "internal",
+    type: "path",
+    default: "none (no live events)",
+    description: "The home whose intercom broker a pool worker publishes its stages' live events to (model deltas, tool calls), from its coordinator's configuration.",
+    parse: text,
+  }),
   ATOMIC_WORK_LEASE_MS: variable({
     audience: "internal",
     type: "milliseconds",

@@ -1,0 +1,201 @@
+/**
+ * Live stage events over the broker: the one source of model deltas, tool
+ * calls, output and usage for `atomic attach`, the status server's streams
+ * and the page (docs/design/live-events.md).
+ *
+ * - Publishing: the process where a stage's runner runs (a pool worker, or
+ *   the root for in-process stages) hands each runner event to a
+ *   `LivePublisher`. Events are coalesced per stage attempt for at most
+ *   LIVE_FLUSH_MS and sent as one frame to the group `live:<run id>` of the
+ *   stage's own run. Nothing is stored: a frame nobody listens to is
+ *   dropped by the broker (no session), and a publisher with no broker sends
+ *   nothing. The journal keeps the durable record (the stage's transcript
+ *   and log files keep all text); live events are only a faster view of it.
+ * - The publisher never starts a broker: a watcher does (attach, serve).
+ *   While none runs the publisher looks for the broker's socket at most
+ *   every SOCKET_CHECK_MS and connects as soon as one appears.
+ * - Subscribing: a `LiveSubscriber` registers a session of its own in the
+ *   groups of the runs it watches and gets every batch sent to them.
+ *
+ * Events are the runner's events (runners/types.ts RunnerEvent) as plain
+ * JSON plus `at`, the publisher's clock when the event reached it; this
+ * file does not know their shapes (the runners sit beside it, docs/design/layers.md).
+ */
+
+import { existsSync, statSync } from "node:fs";
+import { IntercomClient, groupAddress } from "./client.ts";
+import { intercomPaths } from "./paths.ts";
+
+/** How long a stage's events wait for company before they go out. */
+export const LIVE_FLUSH_MS = 8;
+/** How long events wait for a connection to a broker that just appeared. */
+const CONNECT_WAIT_MS = 2_000;
+/** How often a publisher without a broker looks for its socket (on a timer, and at most this often on an event). */
+const SOCKET_CHECK_MS = 250;
+const SOCKET_CHECK_ON_EVENT_MS = 20;
+/** Characters of text per frame (the rest of a burst goes in the next frame). */
+const MAX_FRAME_TEXT = 256 * 1024;
+
+/** One live event: a runner event (`type` and its fields) and when it was published. */
+export interface LiveEvent {
+  type: string;
+  at: number;
+  [field: string]: unknown;
+}
+
+/** What one frame carries: events of one stage attempt, in order. */
+export interface LiveBatch {
+  live: 1;
+  runId: string;
+  stage: string;
+  attempt: number;
+  events: LiveEvent[];
+}
+
+export function liveGroup(runId: string): string {
+  return `live:${runId}`;
+}
+
+/** A frame body that is a live batch, or undefined. */
+export function asLiveBatch(body: unknown): LiveBatch | undefined {
+  const b = body as Partial<LiveBatch> | null;
+  if (!b || b.live !== 1 || typeof b.runId !== "string" || typeof b.stage !== "string" || typeof b.attempt !== "number" || !Array.isArray(b.events)) return undefined;
+  return b as LiveBatch;
+}
+
+interface Pending {
+  batch: LiveBatch;
+  since: number;
+  chars: number;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+export class LivePublisher {
+  private readonly client: IntercomClient;
+  private readonly pending = new Map<string, Pending>();
+  private socketSeen = 0;
+  private lastCheck = 0;
+  private closed = false;
+  private readonly checker: ReturnType<typeof setInterval>;
+
+  constructor(private readonly home: string) {
+    this.client = new IntercomClient({ home, role: "live", spawn: false, reconnect: true });
+    this.client.start();
+    // A broker that appears (someone attaches) is joined within this period, before the stage's next words.
+    this.checker = setInterval(() => this.client.isOpen || this.lookForBroker(), SOCKET_CHECK_MS);
+    this.checker.unref?.();
+  }
+
+  /** A sink for one stage attempt's runner events. */
+  stage(runId: string, stage: string, attempt: number): (event: { type: string }) => void {
+    const key = `${runId}\u0000${stage}\u0000${attempt}`;
+    return (event) => this.push(key, runId, stage, attempt, event);
+  }
+
+  private push(key: string, runId: string, stage: string, attempt: number, event: { type: string }): void {
+    if (this.closed) return;
+    if (!this.client.isOpen) {
+      this.lookForBroker();
+      if (this.client.state !== "connecting") return; // no broker: nobody watches
+    }
+    let p = this.pending.get(key);
+    if (!p) {
+      p = { batch: { live: 1, runId, stage, attempt, events: [] }, since: Date.now(), chars: 0, timer: undefined };
+      this.pending.set(key, p);
+    }
+    const text = (event as { text?: unknown }).text;
+    const chars = typeof text === "string" ? text.length : 0;
+    const last = p.batch.events.at(-1);
+    if (chars > 0 && last && last.type === event.type && event.type === "text_delta" && !(event as { skipped?: number }).skipped) {
+      last.text = (last.text as string) + (text as string); // consecutive deltas: one event (keeps the first one's time)
+    } else {
+      p.batch.events.push({ ...event, at: Date.now() });
+    }
+    p.chars += chars;
+    if (p.chars >= MAX_FRAME_TEXT || event.type === "started") this.flush(key);
+    else p.timer ??= setTimeout(() => this.flush(key), LIVE_FLUSH_MS);
+  }
+
+  private flush(key: string): void {
+    const p = this.pending.get(key);
+    if (!p) return;
+    clearTimeout(p.timer);
+    if (!this.client.isOpen && this.client.state === "connecting" && Date.now() - p.since < CONNECT_WAIT_MS && !this.closed) {
+      p.timer = setTimeout(() => this.flush(key), LIVE_FLUSH_MS); // a broker just appeared: keep them for it
+      return;
+    }
+    this.pending.delete(key);
+    if (!this.client.isOpen) return;
+    // No receipt needed: "no session" (nobody watches) and a lost broker are both fine.
+    this.client.send(groupAddress(liveGroup(p.batch.runId)), p.batch).catch(() => {});
+  }
+
+  private lookForBroker(): void {
+    const now = Date.now();
+    if (now - this.lastCheck < SOCKET_CHECK_ON_EVENT_MS) return;
+    this.lastCheck = now;
+    try {
+      const socket = intercomPaths(this.home).socket;
+      if (!existsSync(socket)) return;
+      const ino = statSync(socket).ino;
+      if (ino !== this.socketSeen || this.client.state === "backoff") {
+        this.socketSeen = ino;
+        this.client.nudge();
+      }
+    } catch {
+      // the home is going away; nothing to publish to
+    }
+  }
+
+  /** Sends what is pending and closes the connection. */
+  close(): void {
+    if (this.closed) return;
+    for (const key of [...this.pending.keys()]) this.flush(key);
+    this.closed = true;
+    clearInterval(this.checker);
+    this.client.close();
+  }
+}
+
+/** Registers in the live groups of some runs and hands every batch sent to them to `onBatch`. */
+export class LiveSubscriber {
+  private readonly client: IntercomClient;
+  private readonly name = `live-watch:${process.pid}:${Math.random().toString(36).slice(2, 10)}`;
+  private runs: string[] = [];
+
+  constructor(home: string, onBatch: (batch: LiveBatch) => void, opts: { role?: string; onState?: (open: boolean) => void } = {}) {
+    this.client = new IntercomClient({
+      home,
+      role: opts.role ?? "watch",
+      spawn: true,
+      reconnect: true,
+      onMessage: (msg) => {
+        const batch = asLiveBatch(msg.body);
+        if (batch) onBatch(batch);
+      },
+      onState: (c) => opts.onState?.(c.to === "open"),
+    });
+  }
+
+  /**
+   * Starts (or changes) what it watches: at most 32 runs (the broker's groups per session). Resolves once
+   * the broker has the subscription, or after `waitMs` when no broker can be reached (it goes on trying).
+   */
+  async watch(runIds: string[], waitMs = 3_000): Promise<void> {
+    this.runs = [...new Set(runIds)].slice(0, 32);
+    const registered = this.client.register(this.name, this.runs.map(liveGroup), "watch").catch(() => {});
+    if (this.client.state === "idle") this.client.start();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
+    await Promise.race([Promise.all([registered, this.client.whenOpen()]).catch(() => {}), late]);
+    clearTimeout(timer);
+  }
+
+  get watching(): readonly string[] {
+    return this.runs;
+  }
+
+  close(): void {
+    this.client.close();
+  }
+}
