@@ -17,7 +17,8 @@ import { newRunId } from "../shared/ids.ts";
 import { driveRun } from "./drive.ts";
 import { POOL_ARGS, executorOption } from "./pool-options.ts";
 import { BUDGET_ARGS, budgetOption } from "./budget-options.ts";
-import { checkedConfig, leaseOption } from "./commands/run.ts";
+import { checkedConfig, leaseOption, runKeyOption } from "./commands/run.ts";
+import { announceDetached, requireService } from "./detach.ts";
 import type { CliSession } from "./session.ts";
 import { createRunView } from "./view/run-view.ts";
 
@@ -25,6 +26,8 @@ export const NEW_RUN_ARGS = {
   workflow: { type: "string", valueHint: "FILE", description: "the run's workflow file, when it moved since the run ran" },
   cwd: { type: "string", valueHint: "DIR", description: "run in this directory instead of the one the run ran in" },
   leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
+  id: { type: "string", description: "the new run's id, chosen by you (it must not exist yet)" },
+  detach: { type: "boolean", description: "record the new run and leave it to the service (atomic serve), printing its id at once" },
   ...POOL_ARGS,
   ...BUDGET_ARGS,
 } as const;
@@ -81,7 +84,7 @@ export async function loadRecorded(
 /** Starts the new run and drives it to its end, as `atomic run` does. */
 export async function startAndDrive(
   s: CliSession,
-  args: Record<string, unknown> & { leaseMs?: string },
+  args: Record<string, unknown> & { leaseMs?: string; id?: string; detach?: boolean },
   loaded: LoadedWorkflow,
   req: Pick<NewRunRequest, "inputs" | "origin" | "seed">,
 ): Promise<void> {
@@ -89,10 +92,21 @@ export async function startAndDrive(
   const choice = executorOption(s, args as Parameters<typeof executorOption>[1]).executor;
   const config = checkedConfig(s, loaded.definition, budget);
   const journal = await s.journal();
+  const runId = args.id !== undefined ? runKeyOption(args.id) : newRunId();
+  if (args.id !== undefined && (await journal.getRun(runId))) {
+    throw new UsageError("run_id_conflict", `a run with id ${runId} exists already`, { hint: "choose another --id, or leave it out for a new one" });
+  }
+  if (args.detach) await requireService(journal, { name: loaded.definition.name, recover: loaded.definition.recover !== false });
   const view = createRunView(s);
   const root = await RootRun.start(
     { journal, home: s.globals.home, observer: view.observer, config, ...leaseOption(args.leaseMs), executor: choice },
-    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), runId: newRunId(), ...(budget ? { budget } : {}), ...req },
+    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), runId, ...(budget ? { budget } : {}), ...req },
   );
+  if (args.detach) {
+    view.close();
+    await root.detach();
+    announceDetached(s, root.runId);
+    return;
+  }
   await driveRun(s, root, view);
 }

@@ -15,15 +15,23 @@
  * the CLI raises for it (its code, sentence and hint).
  */
 
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { BUILTIN_PREFIX, builtinNames } from "../engine/builtins.ts";
 import { assertResumable } from "../engine/driver.ts";
+import { forkSeed } from "../engine/fork.ts";
+import { describeInputs } from "../engine/inputs.ts";
+import { loadWorkflowFile } from "../engine/loader.ts";
+import { resolveWorkflowName } from "../engine/workflow-names.ts";
 import { isDriven } from "../engine/messaging.ts";
 import type { Journal } from "../journal/journal.ts";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
+import { newRunId } from "../shared/ids.ts";
 import { journalControl, type ControlAction, type StatusControl } from "../status/control.ts";
 import { StatusSource, type Miss } from "../status/source.ts";
 import { RunStarter, type StartAnswer, type StartRequest } from "./run-starter.ts";
-import { awaitResumed, leaveToService, spawnResumeDriver } from "./spawn-run.ts";
+import { awaitRecorded, awaitResumed, spawnNewRunFrom, spawnResumeDriver } from "./spawn-run.ts";
 import { activeService } from "./service-lease.ts";
 
 export interface OperatorOptions {
@@ -32,6 +40,24 @@ export interface OperatorOptions {
   /** Where registered workflow names are looked up and started runs run. */
   cwd: string;
   journalUrl?: string | undefined;
+  /** Whether the service beside this operator (if any) recovers runs: then new and resumed runs are left to it. Default true. */
+  recover?: boolean;
+}
+
+export interface NewRunAnswer {
+  runId: string;
+  /** The run it reruns or forks. */
+  from: string;
+  drivenBy: "service" | "process";
+}
+
+export interface WorkflowEntry {
+  name: string;
+  source: "builtin" | "registered";
+  description: string | null;
+  inputs: ReturnType<typeof describeInputs>;
+  /** Why a registered file does not load (the others still list). */
+  error: string | null;
 }
 
 export interface ResumeAnswer {
@@ -49,7 +75,7 @@ export class Operator {
   constructor(private readonly opts: OperatorOptions) {
     this.source = new StatusSource(opts.journal);
     this.control = journalControl(opts.journal, { home: opts.home });
-    this.starter = new RunStarter({ journal: opts.journal, home: opts.home, cwd: opts.cwd, journalUrl: opts.journalUrl, recover: true });
+    this.starter = new RunStarter({ journal: opts.journal, home: opts.home, cwd: opts.cwd, journalUrl: opts.journalUrl, recover: opts.recover ?? true });
   }
 
   /** A run by full id or unique prefix, or the CLI's error. */
@@ -103,9 +129,7 @@ export class Operator {
     if (await isDriven(this.opts.journal, run.id)) {
       throw new UsageError("run_live", `run ${run.id} is being driven now; there is nothing to resume`, { hint: "pause or cancel it instead, or wait until it stops" });
     }
-    const first = (await this.opts.journal.readEvents(run.id, 0, 1))[0];
-    const recover = (first?.payload as { recover?: unknown } | undefined)?.recover !== false;
-    const toService = await leaveToService(this.opts.journal, recover && (await activeService(this.opts.journal)) !== undefined, { recover });
+    const toService = await this.toService(await this.recordedRecover(run));
     const spawned = spawnResumeDriver({
       runId: run.id,
       cwd: this.opts.cwd,
@@ -114,8 +138,72 @@ export class Operator {
       leaveToService: toService,
     });
     const done = await awaitResumed(this.opts.journal, run.id, run.lastSeq, spawned);
-    if ("failed" in done) throw new UsageError("resume_failed", `run ${run.id} did not resume: ${done.failed}`, { hint: `the resuming process's output is in ${spawned.logPath}` });
+    if ("failed" in done) throw new UsageError("resume_refused", done.failed, { hint: `the resuming process's output is in ${spawned.logPath}` });
     return { runId: run.id, drivenBy: toService ? "service" : "process", logPath: spawned.logPath };
+  }
+
+  /** A new run of the run's workflow with its inputs, `changes` over them, as `atomic rerun` (in a detached process). */
+  async rerun(ref: string, changes?: Record<string, unknown>): Promise<NewRunAnswer> {
+    return this.newRunFrom("rerun", await this.run(ref), { inputs: changes });
+  }
+
+  /** A new run that reuses the run's recorded results before step `at` and goes live there, as `atomic fork --at`. */
+  async fork(ref: string, at: string): Promise<NewRunAnswer> {
+    if (!at.trim()) throw new UsageError("bad_flag", "atomic fork needs --at STEP", { hint: "name the step to go live at, e.g. review or #3 (show_run lists the steps)" });
+    const run = await this.run(ref);
+    // A step that is not there is refused here, with fork's own sentence, before anything starts.
+    if (!run.parentId) forkSeed(run.id, await this.opts.journal.readEvents(run.id), await this.opts.journal.messages.stages(run.id), at.trim());
+    return this.newRunFrom("fork", run, { at: at.trim() });
+  }
+
+  private async newRunFrom(kind: "rerun" | "fork", run: RunRecord, what: { inputs?: Record<string, unknown> | undefined; at?: string }): Promise<NewRunAnswer> {
+    if (run.parentId) throw new UsageError("not_root", `run ${run.id} is a child workflow run`, { hint: `${kind} its root run instead: atomic ${kind} ${run.rootId}` });
+    const recover = await this.recordedRecover(run);
+    const toService = await this.toService(recover);
+    const runId = newRunId();
+    const spawned = spawnNewRunFrom({
+      kind,
+      from: run.id,
+      runId,
+      ...what,
+      cwd: this.opts.cwd,
+      home: this.opts.home,
+      ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
+      leaveToService: toService,
+    });
+    const recorded = await awaitRecorded(this.opts.journal, runId, spawned);
+    // The child is the CLI command itself: its refusal (bad inputs, a moved file) is the sentence it printed.
+    if ("failed" in recorded) throw new UsageError(`${kind}_refused`, recorded.failed, { hint: `the ${kind}'s output is in ${spawned.logPath}` });
+    return { runId, from: run.id, drivenBy: toService ? "service" : "process" };
+  }
+
+  /** Whether the run recorded that the service may drive it (`recover: false` opts out). */
+  private async recordedRecover(run: RunRecord): Promise<boolean> {
+    const first = (await this.opts.journal.readEvents(run.rootId, 0, 1))[0];
+    return (first?.payload as { recover?: unknown } | undefined)?.recover !== false;
+  }
+
+  private async toService(recover: boolean): Promise<boolean> {
+    return (this.opts.recover ?? true) && recover && (await activeService(this.opts.journal)) !== undefined;
+  }
+
+  /** The workflows a start may name: the builtins and the registered files of the directory, each with its inputs. */
+  async workflows(): Promise<WorkflowEntry[]> {
+    const dir = join(this.opts.cwd, ".atomic", "workflows");
+    const registered = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)) : [];
+    const names = [...new Set([...registered, ...builtinNames()])].sort();
+    const out: WorkflowEntry[] = [];
+    for (const name of names) {
+      const source = registered.includes(name) ? "registered" : "builtin";
+      try {
+        const path = resolveWorkflowName(name, this.opts.cwd);
+        const { definition } = await loadWorkflowFile(path ?? `${BUILTIN_PREFIX}${name}`);
+        out.push({ name, source, description: definition.description ?? null, inputs: describeInputs(definition.inputs ?? {}), error: null });
+      } catch (err) {
+        out.push({ name, source, description: null, inputs: [], error: (err as Error).message });
+      }
+    }
+    return out;
   }
 
   close(): Promise<void> {

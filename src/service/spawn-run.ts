@@ -81,6 +81,39 @@ export function spawnResumeDriver(start: { runId: RunId; cwd: string; home: stri
   return spawnDetached(start, ["resume", start.runId, ...(start.leaveToService ? ["--detach"] : [])]);
 }
 
+/**
+ * `atomic rerun <run> --id <new id>` (with `--inputs-json`, the inputs to
+ * change) or `atomic fork <run> --at STEP --id <new id>` in a detached
+ * child, as spawnRunDriver starts runs; the child loads the old run's
+ * workflow in its recorded directory, so `cwd` only places the child.
+ */
+export function spawnNewRunFrom(start: {
+  kind: "rerun" | "fork";
+  from: RunId;
+  runId: RunId;
+  inputs?: Record<string, unknown> | undefined;
+  at?: string | undefined;
+  cwd: string;
+  home: string;
+  journalUrl?: string;
+  leaveToService: boolean;
+}): SpawnedRun {
+  mkdirSync(serviceDir(start.home, "logs"), { recursive: true, mode: 0o700 });
+  const argv = [start.kind, start.from, "--id", start.runId];
+  let inputsFile: string | undefined;
+  if (start.kind === "fork") argv.push("--at", start.at ?? "");
+  else if (start.inputs && Object.keys(start.inputs).length > 0) {
+    mkdirSync(serviceDir(start.home, "inputs"), { recursive: true, mode: 0o700 });
+    inputsFile = serviceDir(start.home, "inputs", `${start.runId}.json`);
+    writeFileSync(inputsFile, JSON.stringify(start.inputs), { mode: 0o600 });
+    argv.push("--inputs-json", inputsFile);
+  }
+  if (start.leaveToService) argv.push("--detach");
+  const spawned = spawnDetached(start, argv);
+  if (inputsFile) void spawned.exited.then(() => rmSync(inputsFile, { force: true }));
+  return spawned;
+}
+
 function spawnDetached(start: { runId: RunId; cwd: string; home: string; journalUrl?: string }, argv: string[]): SpawnedRun {
   const logPath = serviceDir(start.home, "logs", `${start.runId}.log`);
   const log = openSync(logPath, "a", 0o600);

@@ -23,7 +23,7 @@
 import { Hono, type Context } from "hono";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
 import { UnsafeArtifactError } from "../artifacts/stage-logs.ts";
-import { AtomicError } from "../shared/errors.ts";
+import { AtomicError, UsageError } from "../shared/errors.ts";
 import { VERSION } from "../shared/version.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
 import { pageAsset, pageHtml } from "./page.ts";
@@ -34,9 +34,17 @@ import { parseCursor } from "./stream-cursor.ts";
 import { scheduleViews } from "./schedules.ts";
 import type { StartAt } from "./tree-feed.ts";
 
-/** What starts a posted run (service/run-starter.ts); it throws AtomicErrors whose codes map to statuses (startStatus). */
+/**
+ * What starts runs for the API: a posted run, a resume, a rerun, a fork
+ * (service/operator.ts, the actions `atomic mcp` uses too). Refusals are
+ * UsageErrors whose codes map to statuses (startStatus).
+ */
 export interface RunStarting {
   start(req: { workflow: string; inputs: Record<string, unknown>; id?: string }): Promise<{ runId: string; created: boolean; status: string }>;
+  resume(runId: string): Promise<{ runId: string; drivenBy: string }>;
+  rerun(runId: string, inputs?: Record<string, unknown>): Promise<{ runId: string; from: string }>;
+  fork(runId: string, at: string): Promise<{ runId: string; from: string }>;
+  workflows(): Promise<unknown[]>;
 }
 
 export interface StatusAppOptions {
@@ -335,9 +343,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   // Starting a run from code (the service only): `{ "workflow", "inputs"?, "id"? }`; 201 `{ runId, created, status, url }`,
   // 200 when a run of that id exists and asked for the same. Keyed by `id` when given (engine/keyed-start.ts).
   app.post("/api/runs", async (c) => {
-    if (!starter) {
-      return fail(c, 501, "not_a_service", "this server does not start runs", "start runs through atomic serve (the service), or with atomic run");
-    }
+    if (!starter) return notAService(c);
     const body = jsonBody(c);
     const req = startRequest(body);
     if (typeof req === "string") return fail(c, 400, "bad_body", req, 'send {"workflow": "<builtin or registered name, or a path>", "inputs": {...}, "id": "<optional run id>"}');
@@ -349,6 +355,59 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       if (err instanceof AtomicError && err.disposition === "usage") return fail(c, startStatus(err.code), err.code, err.message, err.hint);
       throw err;
     }
+  });
+
+  const notAService = (c: Context) => fail(c, 501, "not_a_service", "this server does not start runs", "start runs through atomic serve (the service), or with atomic run");
+  /** A starter action on one run: the UsageErrors the CLI raises, answered with their status. */
+  const runAction = (act: (s: RunStarting, run: RunRecord, body: unknown) => Promise<unknown>, created: 201 | 202) => async (c: Context) => {
+    if (!starter) return notAService(c);
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    const body = jsonBody(c);
+    try {
+      const answer = await act(starter, run, body === NOT_JSON ? {} : body);
+      source.invalidate();
+      return c.json(answer, created);
+    } catch (err) {
+      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, startStatus(err.code), err.code, err.message, err.hint);
+      throw err;
+    }
+  };
+  // The workflows a start may name, with their inputs (for the page's start form): `{ workflows: [{ name, source, description, inputs, error }] }`.
+  app.get("/api/workflows", async (c) => (starter ? c.json({ workflows: await starter.workflows() }) : notAService(c)));
+  // Continue a crashed, interrupted, failed or blocked run, as `atomic resume` (the service drives it): 202 `{ runId, drivenBy }`.
+  app.post("/api/runs/:id/resume", runAction((s, run) => s.resume(run.id), 202));
+  // A new run of the run's workflow, as `atomic rerun`; `{ "inputs"?: {...} }` changes some inputs: 201 `{ runId, from }`.
+  app.post("/api/runs/:id/rerun", runAction((s, run, body) => s.rerun(run.id, objectField(body, "inputs")), 201));
+  // A new run going live at a step, as `atomic fork --at`: `{ "at": "<step name or #position>" }`; 201 `{ runId, from }`.
+  app.post("/api/runs/:id/fork", runAction((s, run, body) => s.fork(run.id, stringField(body, "at")), 201));
+  // One action over several runs: `{ "action": "cancel" | "resume", "runs": ["<id>", ...] }`; 200 `{ action, results: [{ runId, ok, error? }] }`.
+  app.post("/api/runs/bulk", async (c) => {
+    const body = jsonBody(c);
+    const { action, runs } = (body && typeof body === "object" ? body : {}) as { action?: unknown; runs?: unknown };
+    if (action !== "cancel" && action !== "resume") return fail(c, 400, "unknown_action", `action must be cancel or resume, got ${JSON.stringify(action)}`, 'send {"action": "cancel", "runs": ["<run id>", ...]}');
+    if (!Array.isArray(runs) || runs.some((r) => typeof r !== "string")) return fail(c, 400, "bad_body", '"runs" must be a list of run ids', 'send {"action": "cancel", "runs": ["<run id>", ...]}');
+    if (runs.length === 0) return fail(c, 400, "no_runs", "no runs were selected, so there is nothing to " + action, "select runs in the list, or name them in \"runs\"");
+    if (runs.length > 500) return fail(c, 400, "too_many_runs", `at most 500 runs at once, got ${runs.length}`, "send them in smaller batches");
+    if (action === "resume" && !starter) return notAService(c);
+    const results = [];
+    for (const id of runs as string[]) {
+      const found = await source.findRun(id);
+      if ("miss" in found) {
+        results.push({ runId: id, ok: false, error: { code: found.miss, message: found.message } });
+        continue;
+      }
+      try {
+        if (action === "cancel") await control.control(found, "cancel");
+        else await starter!.resume(found.id);
+        results.push({ runId: found.id, ok: true });
+      } catch (err) {
+        if (!(err instanceof AtomicError && err.disposition === "usage")) throw err;
+        results.push({ runId: found.id, ok: false, error: { code: err.code, message: err.message, ...(err.hint ? { hint: err.hint } : {}) } });
+      }
+    }
+    source.invalidate();
+    return c.json({ action, results });
   });
 
   // The schedules: `{ schedules: [{ name, cron, timezone, workflow, inputs, cwd, overlap, catchUp, paused, nextTickAt, ... }] }`.
@@ -389,9 +448,23 @@ function startRequest(body: unknown): { workflow: string; inputs: Record<string,
 
 function startStatus(code: string): Status {
   if (code === "workflow_not_allowed") return 403;
-  if (code === "workflow_not_found") return 404;
-  if (code === "run_id_conflict") return 409;
+  if (code === "workflow_not_found" || code === "unknown_step") return 404;
+  if (["run_id_conflict", "already_completed", "run_cancelled", "run_live", "not_root", "no_service", "recovery_opted_out"].includes(code)) return 409;
   return 400;
+}
+
+/** `body[key]` when it is an object (else a UsageError naming it); undefined when absent. */
+function objectField(body: unknown, key: string): Record<string, unknown> | undefined {
+  const value = body && typeof body === "object" ? (body as Record<string, unknown>)[key] : undefined;
+  if (value === undefined) return undefined;
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw new UsageError("bad_body", `"${key}" must be an object`, { hint: `send {"${key}": {"name": "value"}}` });
+  return value as Record<string, unknown>;
+}
+
+function stringField(body: unknown, key: string): string {
+  const value = body && typeof body === "object" ? (body as Record<string, unknown>)[key] : undefined;
+  if (typeof value !== "string" || !value.trim()) throw new UsageError("bad_body", `the body needs "${key}" as a non-empty string`, { hint: `send {"${key}": "review"} (a step's name, or its position as #3)` });
+  return value;
 }
 
 const NOT_JSON = Symbol("not JSON");

@@ -1,8 +1,8 @@
 /**
  * The web page's assets, embedded in the binary as text (no files next to
  * it, no CDN: the machine may be offline): one HTML shell for the run list
- * and the run page, five scripts (helpers, graph and timeline, the run
- * page's actions, the agent conversation, the pages), one style sheet. Hand-written, no build step. The HTML never carries the
+ * and the run page, six scripts (helpers, graph and timeline, the run
+ * page's actions, the agent conversation, the console's starting actions, the pages), one style sheet. Hand-written, no build step. The HTML never carries the
  * status token: the page's requests are authenticated by the session cookie
  * (auth.ts).
  */
@@ -15,6 +15,7 @@ import domJs from "./page/dom.js" with { type: "text" };
 import viewsJs from "./page/views.js" with { type: "text" };
 import actionsJs from "./page/actions.js" with { type: "text" };
 import conversationJs from "./page/conversation.js" with { type: "text" };
+import operateJs from "./page/operate.js" with { type: "text" };
 
 // Imported as text, the HTML is a string (bun-types declares *.html as an HTMLBundle for Bun.serve routes).
 const html = htmlBundle as unknown as string;
@@ -36,6 +37,7 @@ const ASSETS: Record<string, PageAsset> = {
   "views.js": asset(viewsJs, JS),
   "actions.js": asset(actionsJs, JS),
   "conversation.js": asset(conversationJs, JS),
+  "operate.js": asset(operateJs, JS),
   "app.js": asset(appJs, JS),
   "style.css": asset(css, "text/css; charset=utf-8"),
 };
@@ -48,6 +50,7 @@ const SHELL = html
   .replace("__VIEWS_JS__", href("views.js"))
   .replace("__ACTIONS_JS__", href("actions.js"))
   .replace("__CONVERSATION_JS__", href("conversation.js"))
+  .replace("__OPERATE_JS__", href("operate.js"))
   .replace("__APP_JS__", href("app.js"))
   .replace("__STYLE_CSS__", href("style.css"))
   .replace("<body>", `<body data-statuses="${RUN_STATUSES.join(" ")}">`);

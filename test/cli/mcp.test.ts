@@ -79,19 +79,20 @@ describe("atomic mcp", () => {
   test("tools/list: every tool, annotated", async () => {
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(
-      ["answer_question", "cancel_run", "list_runs", "list_workflows", "pause_run", "read_transcript", "resume_run", "send_message", "show_run", "start_run", "unpause_run"].sort(),
+      ["answer_question", "cancel_run", "fork_run", "list_runs", "list_workflows", "pause_run", "read_transcript", "rerun_run", "resume_run", "send_message", "show_run", "start_run", "unpause_run"].sort(),
     );
     const by = Object.fromEntries(tools.map((t) => [t.name, t]));
     expect(tools.filter((t) => t.annotations?.destructiveHint).map((t) => t.name)).toEqual(["cancel_run"]);
     for (const name of ["list_runs", "show_run", "read_transcript", "list_workflows"]) expect(by[name]!.annotations?.readOnlyHint).toBe(true);
-    for (const name of ["start_run", "resume_run", "cancel_run", "send_message"]) expect(by[name]!.annotations?.readOnlyHint).toBe(false);
+    for (const name of ["start_run", "resume_run", "rerun_run", "fork_run", "cancel_run", "send_message"]) expect(by[name]!.annotations?.readOnlyHint).toBe(false);
     expect(by.show_run!.inputSchema.required).toEqual(["run"]);
   });
 
   test("start a registered workflow, answer its questions, message its shell stage, pause, unpause, cancel", async () => {
-    const wf = await ok<{ builtins: string[]; registered: string[] }>("list_workflows");
-    expect(wf.registered).toEqual(["interact"]);
-    expect(wf.builtins.length).toBeGreaterThan(0);
+    const { workflows } = await ok<{ workflows: { name: string; source: string; inputs: { name: string; type: string; required: boolean }[] }[] }>("list_workflows");
+    expect(workflows.filter((w) => w.source === "registered").map((w) => w.name)).toEqual(["interact"]);
+    expect(workflows.find((w) => w.name === "interact")!.inputs.map((i) => [i.name, i.type, i.required])).toEqual([["gate", "string", false], ["skip", "boolean", false]]);
+    expect(workflows.filter((w) => w.source === "builtin").length).toBeGreaterThan(0);
 
     const started = await ok<{ runId: string; created: boolean }>("start_run", { workflow: "interact", inputs: { gate } });
     expect(started.created).toBe(true);
@@ -130,6 +131,16 @@ describe("atomic mcp", () => {
     writeFileSync(gate, "");
     await waitUntil(async () => (await show(id)).run.status === "completed", 30_000, "completed");
     expect(await refused("resume_run", { run: id })).toBe(`error: run ${id} already completed; there is nothing to resume\nhint: see its outputs with: atomic show ${id}`);
+
+    // rerun (an input changed) and fork (live at a step): new runs that name where they came from
+    const rerun = await ok<{ runId: string; from: string }>("rerun_run", { run: id, inputs: { skip: true } });
+    expect(rerun.from).toBe(id);
+    await waitUntil(async () => (await show(rerun.runId)).run.status === "completed", 30_000, "rerun completed");
+    const fork = await ok<{ runId: string }>("fork_run", { run: rerun.runId, at: "wait" });
+    await waitUntil(async () => (await show(fork.runId)).run.status === "completed", 30_000, "fork completed");
+    expect((await show(fork.runId)).run).toMatchObject({ origin: { kind: "fork", runId: rerun.runId } });
+    expect(await refused("fork_run", { run: id, at: "nope" })).toStartWith(`error: run ${id} has no step "nope"`);
+    expect(await refused("rerun_run", { run: id, inputs: { skip: "maybe" } })).toStartWith('error: input "skip" ');
 
     expect(await refused("show_run", { run: "zzzzzzzzzz" })).toStartWith("error: no run with id zzzzzzzzzz");
     expect(await refused("start_run", { workflow: "nope" })).toStartWith('error: there is no builtin or registered workflow named "nope"');

@@ -34,8 +34,8 @@ export async function closeBrowser(): Promise<void> {
 }
 
 /** `atomic serve`, with the login URL it printed and the page's clean address. */
-export async function startServe(home: string, env?: Record<string, string>, args: string[] = []) {
-  const proc = spawnAtomic(["serve", "--port", "0", ...args], { home, ...(env ? { env } : {}) });
+export async function startServe(home: string, env?: Record<string, string>, args: string[] = [], cwd?: string) {
+  const proc = spawnAtomic(["serve", "--port", "0", ...args], { home, ...(env ? { env } : {}), ...(cwd ? { cwd } : {}) });
   const out = lineWatcher(proc.stdout);
   const login = (await out.waitFor(/^status page: /)).slice("status page: ".length).trim();
   const url = login.replace(/\?token=[0-9a-f]+$/, "");

@@ -1,7 +1,7 @@
 /**
  * `atomic mcp`: an MCP server over stdio for coding agents that operate
  * atomic (list and show runs, start workflows, read transcripts, send,
- * answer, pause, unpause, cancel, resume). The tools are in src/cli/mcp/;
+ * answer, pause, unpause, cancel, resume, rerun, fork). The tools are in src/cli/mcp/;
  * each is an action of src/service/operator.ts. A client runs it as a
  * stdio server, e.g. `claude mcp add atomic -- atomic mcp`.
  */
@@ -20,7 +20,7 @@ export default defineCommand({
     const op = new Operator({ journal, home: s.globals.home, cwd, journalUrl: s.globals.journal });
     const { serveMcp } = await import("../mcp/server.ts");
     try {
-      await serveMcp(op, cwd);
+      await serveMcp(op);
     } finally {
       await op.close();
     }

@@ -11,7 +11,7 @@ import { UsageError } from "../../shared/errors.ts";
 import { SERVICE_DUTIES } from "../../service/duties.ts";
 import { DEFAULT_MAX_RUNS } from "../../service/recovery.ts";
 import { Service, type ServiceLogEvent } from "../../service/service.ts";
-import { RunStarter } from "../../service/run-starter.ts";
+import { Operator } from "../../service/operator.ts";
 import { session, type CliSession } from "../session.ts";
 import { SERVE_ARGS, openLoginInBrowser, startCliServer, untilSignal } from "../status-server.ts";
 
@@ -30,7 +30,8 @@ export default defineCommand({
     // Listen for Ctrl-C before the URL is printed: whoever reads it may stop us at once.
     const stopRequested = untilSignal();
     const journal = await s.journal();
-    const starter = new RunStarter({ journal, home: s.globals.home, cwd: process.cwd(), journalUrl: s.globals.journal, recover: args.recover !== false });
+    // Starts, resumes, reruns and forks for the API and the page: the actions `atomic mcp` takes too.
+    const starter = new Operator({ journal, home: s.globals.home, cwd: process.cwd(), journalUrl: s.globals.journal, recover: args.recover !== false });
     const server = await startCliServer(s, args, starter);
     const service = new Service(
       {

@@ -18,10 +18,10 @@ import { VERSION } from "../../shared/version.ts";
 import { TOOLS, argumentProblem } from "./tools.ts";
 
 const INSTRUCTIONS =
-  "Operate atomic, a durable workflow engine: list and show runs, start workflows, read a stage's transcript, message stages, answer questions, pause, unpause, cancel and resume runs. Run ids may be shortened to a unique prefix.";
+  "Operate atomic, a durable workflow engine: list and show runs, start workflows, read a stage's transcript, message stages, answer questions, pause, unpause, cancel, resume, rerun and fork runs. Run ids may be shortened to a unique prefix.";
 
 /** Serves MCP on stdin/stdout until stdin ends. */
-export async function serveMcp(op: Operator, cwd: string): Promise<void> {
+export async function serveMcp(op: Operator): Promise<void> {
   const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
   const listed = TOOLS.map((t) => ({
     name: t.name,
@@ -37,7 +37,7 @@ export async function serveMcp(op: Operator, cwd: string): Promise<void> {
     const parsed = v.safeParse(t.schema, req.params.arguments ?? {});
     if (!parsed.success) return refusal(argumentProblem(t, parsed.issues), "see the tool's input schema (tools/list)");
     try {
-      const value = await t.call(op, parsed.output, cwd);
+      const value = await t.call(op, parsed.output);
       return { content: [{ type: "text", text: JSON.stringify(value, null, 2) }], structuredContent: value as Record<string, unknown> };
     } catch (err) {
       if (err instanceof AtomicError && err.disposition === "usage") return refusal(err.message, err.hint);

@@ -12,10 +12,7 @@
  * hint, never a stack trace.
  */
 
-import { existsSync, readdirSync } from "node:fs";
-import { join } from "node:path";
 import * as v from "valibot";
-import { builtinNames } from "../../engine/builtins.ts";
 import type { Operator } from "../../service/operator.ts";
 
 export interface ToolAnnotations {
@@ -31,7 +28,7 @@ export interface Tool<S extends v.GenericSchema = v.GenericSchema> {
   description: string;
   schema: S;
   annotations: ToolAnnotations;
-  call(op: Operator, args: v.InferOutput<S>, cwd: string): Promise<unknown>;
+  call(op: Operator, args: v.InferOutput<S>): Promise<unknown>;
 }
 
 const RUN = v.pipe(v.string(), v.minLength(1), v.description("run id, or a unique prefix of one"));
@@ -79,14 +76,11 @@ export const TOOLS: Tool[] = [
   }),
   tool({
     name: "list_workflows",
-    description: "The workflows start_run can start by name: the builtins and the files in .atomic/workflows/ of the directory atomic mcp runs in (a local file wins over a builtin of its name).",
+    description:
+      "The workflows start_run can start by name, each with its inputs (name, type, required, default, range, description): the builtins and the files in .atomic/workflows/ of the directory atomic mcp runs in (a local file wins over a builtin of its name).",
     schema: v.object({}),
     annotations: read("List workflows"),
-    call: async (_op, _a, cwd) => {
-      const dir = join(cwd, ".atomic", "workflows");
-      const registered = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)).sort() : [];
-      return { builtins: builtinNames(), registered };
-    },
+    call: async (op) => ({ workflows: await op.workflows() }),
   }),
   tool({
     name: "start_run",
@@ -148,6 +142,21 @@ export const TOOLS: Tool[] = [
     schema: run,
     annotations: change("Resume a run", false),
     call: (op, a) => op.resume(a.run),
+  }),
+  tool({
+    name: "rerun_run",
+    description: "Start a new run of a run's workflow with its inputs, `inputs` changing some, as atomic rerun. The new run records which run it reruns.",
+    schema: v.object({ run: RUN, inputs: v.optional(v.record(v.string(), v.unknown())) }),
+    annotations: change("Rerun a run", false),
+    call: (op, a) => op.rerun(a.run, a.inputs),
+  }),
+  tool({
+    name: "fork_run",
+    description:
+      "Start a new run that reuses a run's recorded results before step `at` and goes live there, as atomic fork --at: `at` is a step's name or its position as show_run gives it (#3, #4.1.0).",
+    schema: v.object({ run: RUN, at: v.pipe(v.string(), v.minLength(1), v.description("the step to go live at")) }),
+    annotations: change("Fork a run from a step", false),
+    call: (op, a) => op.fork(a.run, a.at),
   }),
 ];
 

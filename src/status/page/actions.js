@@ -7,7 +7,7 @@
 // - send a message to a stage (POST .../messages): stage path (a datalist
 //   of the run's stages; a pattern like review/* works too), text, mode;
 // - for a crashed or interrupted run, the `atomic resume <id>` command to
-//   copy (resuming needs a process that drives the run: the server has none).
+//   copy (the Resume button of operate.js has the service drive it instead).
 //
 // Pause, unpause and cancel are the head's buttons (app.js). The page is
 // re-rendered on every journal event: these forms are made once and only

@@ -15,6 +15,7 @@
   const { graphSvg, renderTimeline, legend, countsText } = window.atomic.views;
   const { createActions } = window.atomic.actions;
   const { renderConversation } = window.atomic.conversation;
+  const { startForm, bulkBar, runActions, forkButton } = window.atomic.operate;
 
   /** "11 done, 1 failed, 2 running" over the stages that started; "none started" before the first. */
   function stageSummary(st, waiting = 0) {
@@ -54,14 +55,22 @@
     const prev = h("button", { class: "btn", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
     const next = h("button", { class: "btn", text: "older →", onclick: () => { offset += limit; sync(); load(); } });
     const problem = h("div");
+    // Ticked runs (by id), kept across reloads of the list while they are on it.
+    const picked = new Set();
+    const pickAll = h("input", { type: "checkbox", id: "pick-all", "aria-label": "select every run on this page", onchange: () => {
+      for (const r of rows()) { if (pickAll.checked) picked.add(r.id); else picked.delete(r.id); }
+      render();
+    } });
+    const starting = startForm();
+    const bulk = bulkBar(() => [...picked], () => { picked.clear(); load(); });
     // The schedules (read-only: atomic schedule changes them), shown when there are any.
     const schedBody = h("tbody");
     const schedCard = h("div", { class: "card", id: "schedules", hidden: true },
       h("h2", { text: "schedules" }),
       h("table", { class: "runs schedules" }, h("thead", {}, h("tr", {}, ["schedule", "cron", "workflow", "state", "next tick", "last run"].map((c) => h("th", { text: c })))), schedBody));
-    fill($main, h("div", { class: "card" },
-      h("div", { class: "toolbar" }, select, search, count), problem,
-      h("table", { class: "runs" }, h("thead", {}, h("tr", {}, ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
+    fill($main, starting.form, h("div", { class: "card" },
+      h("div", { class: "toolbar" }, select, search, count, starting.button), bulk, problem,
+      h("table", { class: "runs" }, h("thead", {}, h("tr", {}, h("th", {}, pickAll), ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
       h("div", { class: "pager" }, prev, next)), schedCard);
 
     async function loadSchedules() {
@@ -104,18 +113,27 @@
       }
       timer = setTimeout(load, document.visibilityState === "visible" ? 2000 : 10000);
     }
+    function rows() {
+      if (!data) return [];
+      const q = query.trim().toLowerCase();
+      return data.runs.filter((r) => !q || r.workflow.toLowerCase().includes(q) || r.id.includes(q));
+    }
     function render() {
       if (!data) return;
-      const q = query.trim().toLowerCase();
-      const rows = data.runs.filter((r) => !q || r.workflow.toLowerCase().includes(q) || r.id.includes(q));
+      const shown = rows();
+      for (const id of [...picked]) if (!data.runs.some((r) => r.id === id)) picked.delete(id);
+      pickAll.checked = shown.length > 0 && shown.every((r) => picked.has(r.id));
       count.textContent = `${data.total} run${data.total === 1 ? "" : "s"}`;
       prev.disabled = offset === 0;
       next.disabled = offset + limit >= data.total;
       clear(body);
-      if (rows.length === 0) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted", text: data.total ? "no run matches the filter" : "no runs yet: start one with atomic run <workflow file>" })));
-      for (const r of rows) {
+      if (shown.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted", text: data.total ? "no run matches the filter" : "no runs yet: start one with atomic run <workflow file>" })));
+      for (const r of shown) {
         const st = r.stages;
+        const pick = h("input", { type: "checkbox", class: "pick", "data-run": r.id, "aria-label": `select ${r.id}`, onchange: () => { if (pick.checked) picked.add(r.id); else picked.delete(r.id); } });
+        pick.checked = picked.has(r.id);
         body.append(h("tr", { "data-run": r.id },
+          h("td", { "data-label": "select" }, pick),
           h("td", { "data-label": "run" }, h("a", { class: "mono", href: `/runs/${r.id}`, text: r.id })),
           h("td", { "data-label": "workflow", text: r.workflow }),
           h("td", { "data-label": "status" }, badge(r.status), r.recovered ? h("span", { class: "muted recovered", title: `the service resumed this run ${r.recovered} time${r.recovered === 1 ? "" : "s"}`, text: " recovered" }) : null),
@@ -148,7 +166,8 @@
     const panel = h("div", { class: "panel", id: "panel" }, h("p", { class: "muted", text: "Click a stage to see its details and output." }));
     const io = h("div");
     const actions = createActions(runId, schedule);
-    fill($main, head, notices, actions.element,
+    const starts = runActions(runId);
+    fill($main, head, notices, starts.element, actions.element,
       h("div", { class: "card" }, totals),
       h("div", { class: "layout" },
         h("div", {}, h("div", { class: "card" }, h("h2", { text: "Stage graph" }), graphWrap, legend()),
@@ -184,6 +203,7 @@
       renderHead(run);
       renderTotals(run, detail.totals, (detail.report.waiting || []).length);
       actions.update(detail);
+      starts.update(detail);
       drawGraph();
       renderTimeline(gantt, run, index, selected, select);
       renderPanel();
@@ -313,6 +333,7 @@
         h("dl", {}, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
         step.error ? h("p", { class: "error", text: step.error.message }) : null,
         step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
+        report.run.id === runId && !detail.run.parentId ? forkButton(runId, step, live(detail.run.status)) : null,
         step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), conv, stdout, stderr] : null);
       if (step.kind === "stage") {
         if (fresh) Object.assign(out, { key, stdout: 0, stderr: 0, turns: null, conv: false });
