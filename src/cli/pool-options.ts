@@ -6,6 +6,7 @@
  * heartbeats).
  */
 
+import { loadConfig } from "../shared/config/load.ts";
 import { availableParallelism } from "node:os";
 import type { DriverOptions } from "../engine/driver.ts";
 import { InProcessExecutor } from "../runners/stage-executor.ts";
@@ -48,6 +49,7 @@ export function executorOption(
           rootEpoch: lease.epoch,
           workers,
           leaseMs,
+          ...workerStart(s.globals.home),
           ...(s.globals.journal ? { journalUrl: s.globals.journal } : {}),
           ...(queues ? { queues } : {}),
         });
@@ -74,4 +76,10 @@ function wholeNumber(flag: string, text: string, min: number, max: number): numb
     throw new UsageError("bad_flag", `${flag} must be between ${min}${why} and ${max}, got ${n}`, { hint: `for example ${flag} ${Math.max(min, flag === "--workers" ? 4 : min)}` });
   }
   return n;
+}
+
+/** The config's timeouts.workerStartMs, for a pool or a worker host (absent: their default). */
+export function workerStart(home: string): { startupTimeoutMs?: number } {
+  const ms = loadConfig({ home }).config.timeouts?.workerStartMs;
+  return ms === undefined ? {} : { startupTimeoutMs: ms };
 }

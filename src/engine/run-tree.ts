@@ -37,8 +37,6 @@ import { BudgetLedger, WRAP_UP_TEXT, type BudgetLimits, type Spent } from "./bud
 
 export type StopReason = "interrupted" | "cancelled" | "lease_lost";
 
-export const MAX_CHILD_DEPTH = 3;
-
 export class RunTree implements MailTree {
   private readonly controller = new AbortController();
   stopReason: StopReason | undefined;

@@ -31,6 +31,7 @@
  * host says so in its log and its row (`refused`).
  */
 
+import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import type { FleetStore, HostState } from "../journal/fleet.ts";
@@ -75,6 +76,8 @@ export interface HostOptions {
   queues: string[];
   workdir: string;
   leaseMs?: number;
+  /** How long a spawned worker gets to say it is ready (config timeouts.workerStartMs; its default otherwise). */
+  startupTimeoutMs?: number;
   /** How long running stages get to finish after SIGTERM (ms). */
   graceMs: number;
   log?: (line: string) => void;
@@ -122,6 +125,7 @@ export class WorkerHost implements CoordinatorCore {
       heartbeatMs: HEARTBEAT_MS,
       retireGraceMs: 10_000,
       maxGenerations: MAX_GENERATIONS,
+      startupTimeoutMs: opts.startupTimeoutMs ?? CONFIG_DEFAULTS.timeouts.workerStartMs,
       logDir,
       home: opts.home,
     };

@@ -21,10 +21,10 @@ import { tryLock, unlock } from "./spawn-lock.ts";
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import { PROCESS_MARKERS } from "../shared/run-processes.ts";
 import { childEnv } from "../shared/config/environment.ts";
+import { loadConfig } from "../shared/config/load.ts";
+import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 
 export const BROKER_ROLE = ROLE.broker;
-/** How long a starter waits for a broker to answer. */
-const START_TIMEOUT_MS = 10_000;
 const POLL_MS = 25;
 const MAX_LOG_BYTES = 1024 * 1024;
 
@@ -62,7 +62,9 @@ export async function connectBroker(home: string, opts: ConnectOptions = {}): Pr
     if (opts.spawn === false) throw err;
   }
   ensurePrivateDirs(paths);
-  const deadline = Date.now() + START_TIMEOUT_MS;
+  // How long a starter waits for a broker to answer: the config's timeouts.brokerStartMs (read only when one must start).
+  const startTimeoutMs = loadConfig({ home }).config.timeouts?.brokerStartMs ?? CONFIG_DEFAULTS.timeouts.brokerStartMs;
+  const deadline = Date.now() + startTimeoutMs;
   let spawned: { pid: number; exited: () => boolean } | undefined;
   for (;;) {
     const lock = tryLock(paths.lockFile);
@@ -80,12 +82,12 @@ export async function connectBroker(home: string, opts: ConnectOptions = {}): Pr
       } finally {
         unlock(lock);
       }
-      throw unavailable(`the intercom broker did not start${spawned?.exited() ? " (it exited)" : ""}; its log: ${paths.logFile}${logTail(paths.logFile)}`);
+      throw unavailable(`the intercom broker did not start${spawned?.exited() ? " (it exited)" : ` within ${startTimeoutMs} ms`}; its log: ${paths.logFile}${logTail(paths.logFile)}`);
     }
     // Someone else is starting it: wait for it to answer, or for the lock to go (then try ourselves).
     const link = await Link.open(paths.socket, role, opts.handlers).catch(() => undefined);
     if (link) return link;
-    if (Date.now() > deadline) throw unavailable(`the intercom broker did not start within ${START_TIMEOUT_MS} ms; its log: ${paths.logFile}${logTail(paths.logFile)}`);
+    if (Date.now() > deadline) throw unavailable(`the intercom broker did not start within ${startTimeoutMs} ms; its log: ${paths.logFile}${logTail(paths.logFile)}`);
     await Bun.sleep(POLL_MS);
   }
 }

@@ -5,7 +5,8 @@
  * The lock is a file created exclusively (O_EXCL) holding its owner's pid,
  * host, time and a random token. It is stale when its owner is a process of
  * this host that no longer exists, or when it is older than STALE_MS (a
- * spawner waits at most a few seconds for its broker). Breaking a stale
+ * spawner waits for its broker at most timeouts.brokerStartMs, at most 10
+ * minutes). Breaking a stale
  * lock renames it aside first and deletes it only if it still holds what
  * was judged stale, so two breakers cannot delete a fresh lock taken in
  * between; a lock taken by mistake that way is put back.
@@ -16,7 +17,7 @@
 import { linkSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { hostId, isPidAlive } from "../shared/process-info.ts";
 
-export const STALE_MS = 15_000;
+export const STALE_MS = 11 * 60_000;
 
 export interface SpawnLock {
   file: string;

@@ -26,7 +26,7 @@ import type { StallMonitor } from "./stall-monitor.ts";
 import type { WorkerSlot } from "./worker-slot.ts";
 
 /** What the parts read of a pool's configuration (a run's pool: CoordinatorConfig; a worker host: its options). */
-export type PoolSettings = Pick<CoordinatorConfig, "workers" | "leaseMs" | "heartbeatMs" | "retireGraceMs" | "maxGenerations" | "logDir" | "home">;
+export type PoolSettings = Pick<CoordinatorConfig, "workers" | "leaseMs" | "heartbeatMs" | "retireGraceMs" | "maxGenerations" | "startupTimeoutMs" | "logDir" | "home">;
 
 export interface CoordinatorCore {
   readonly config: PoolSettings;

@@ -51,6 +51,7 @@ import { Machine } from "../shared/state-machine.ts";
 import { oncePerTick } from "../shared/once-per-tick.ts";
 import { POOL_EVENTS, POOL_STATES, POOL_TRANSITIONS, type PoolEvent, type PoolState } from "./pool-executor-state.ts";
 import { backoffDelay, type Backoff } from "../shared/backoff.ts";
+import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
@@ -79,6 +80,8 @@ export interface PoolOptions {
   journalUrl?: string;
   workers: number;
   leaseMs?: number;
+  /** How long a spawned worker gets to say it is ready (config timeouts.workerStartMs; its default otherwise). */
+  startupTimeoutMs?: number;
   /** Only items of these queues (a shared journal: worker hosts serve the rest). */
   queues?: string[];
 }
@@ -311,6 +314,7 @@ export class PoolExecutor implements StageExecutor {
       heartbeatMs: HEARTBEAT_MS,
       retireGraceMs: 10_000,
       maxGenerations: MAX_GENERATIONS,
+      startupTimeoutMs: this.opts.startupTimeoutMs ?? CONFIG_DEFAULTS.timeouts.workerStartMs,
       logDir: this.logDir,
       ...(this.opts.queues ? { queues: this.opts.queues } : {}),
     };

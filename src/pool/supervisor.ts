@@ -16,7 +16,7 @@
  *   Extending a lease that fails MAX_RENEW_FAILURES times in a row makes
  *   the pool fail (storage_unavailable) rather than keep a slot busy on a
  *   lease nobody can write. A worker that does not send `ready` within
- *   STARTUP_TIMEOUT_MS is killed.
+ *   its startup timeout (config timeouts.workerStartMs) is killed.
  * - A worker that reports it could not send its result (`commit_failed`)
  *   loses its item the same way.
  * - A lost worker (exited, or not answering): its stage's process group
@@ -46,7 +46,6 @@ import { WorkerSlot, logTail } from "./worker-slot.ts";
 import { childEnv } from "../shared/config/environment.ts";
 
 const SWEEP_MS = 500;
-const STARTUP_TIMEOUT_MS = 15_000;
 const CONTROL_ACK_TIMEOUT_MS = 5_000;
 const MAX_STARTUP_FAILURES = 3;
 const MAX_RENEW_FAILURES = 3;
@@ -281,8 +280,8 @@ export class Supervisor implements WorkerPool {
     const stalled = stall.stalledMs;
     const pingTimeout = Math.max(500, Math.min(2_000, config.leaseMs / 2));
     for (const slot of [...this.slots.values()]) {
-      if (slot.state === "starting" && now - slot.spawnedAt > STARTUP_TIMEOUT_MS) {
-        this.core.log(`worker ${slot.id} did not start within ${STARTUP_TIMEOUT_MS} ms`);
+      if (slot.state === "starting" && now - slot.spawnedAt > this.core.config.startupTimeoutMs) {
+        this.core.log(`worker ${slot.id} did not start within ${this.core.config.startupTimeoutMs} ms`);
         slot.proc.kill("SIGKILL");
         continue;
       }

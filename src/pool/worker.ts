@@ -263,6 +263,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     running.handle.cancel("worker stopping");
     setTimeout(() => exit(0), RECEIPT_TIMEOUT_MS).unref();
   });
+  faultPoint("worker-before-ready");
   send({ type: "ready", version: POOL_PROTOCOL_VERSION, workerId, pid: process.pid });
   log(`ready (pid ${process.pid})`);
   await new Promise(() => {}); // runs until told to exit

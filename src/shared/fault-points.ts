@@ -8,11 +8,14 @@
  * arms `before-checkpoint` to fire on its 5th hit and `after-checkpoint` on
  * its 12th; `name:*` fires on every hit (a fault that persists, with
  * `throw`). `ATOMIC_FAULT_ACTION` is `kill` (default: SIGKILL this process,
- * like a power cut) or `throw`. Counting is per process.
+ * like a power cut), `throw`, or `hang` (the process blocks for good, like
+ * one stuck in a system call, until something kills it). Counting is per
+ * process.
  */
 
 import { writeStderr } from "./raw-stderr.ts";
 import { readEnv } from "./config/environment.ts";
+import { sleepSync } from "./sleep-sync.ts";
 
 const EVERY_HIT = 0;
 const armed = parse(readEnv("ATOMIC_FAULT_POINTS"));
@@ -35,7 +38,12 @@ export function faultPoint(name: string): void {
   const count = (hits.get(name) ?? 0) + 1;
   hits.set(name, count);
   if (count !== target && target !== EVERY_HIT) return;
-  if (readEnv("ATOMIC_FAULT_ACTION") === "throw") throw new Error(`fault point ${name} fired`);
+  const action = readEnv("ATOMIC_FAULT_ACTION");
+  if (action === "throw") throw new Error(`fault point ${name} fired`);
+  if (action === "hang") {
+    writeStderr(`[fault] ${name} #${count}: hanging\n`);
+    for (;;) sleepSync(60_000);
+  }
   writeStderr(`[fault] ${name} #${count}: SIGKILL\n`);
   process.kill(process.pid, "SIGKILL");
 }

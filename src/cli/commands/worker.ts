@@ -18,6 +18,7 @@ import { AGE_EXAMPLES, parseAge } from "../../shared/age.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { hostId } from "../../shared/process-info.ts";
 import { session } from "../session.ts";
+import { workerStart } from "../pool-options.ts";
 
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
@@ -49,7 +50,7 @@ export default defineCommand({
     const journal = await s.journal();
     const fleet = journal.fleet;
     if (!fleet) throw new UsageError("needs_shared_journal", "this journal cannot be shared by worker hosts", { hint: "use a Postgres journal" });
-    const host = new WorkerHost({ journal: journal as typeof journal & { fleet: typeof fleet }, home: s.globals.home, hostId: hostId(), slots, queues, workdir, graceMs, leaseMs });
+    const host = new WorkerHost({ journal: journal as typeof journal & { fleet: typeof fleet }, home: s.globals.home, hostId: hostId(), slots, queues, workdir, graceMs, leaseMs, ...workerStart(s.globals.home) });
     process.on("SIGTERM", () => host.drain());
     process.on("SIGINT", () => host.stop("SIGINT"));
     await host.start();

@@ -6,7 +6,7 @@
  * run id (in the same commit as the child's `run_started`), a checkpoint
  * records its outputs. On resume a finished child returns its outputs; an
  * unfinished one resumes under the recorded id, replaying its own steps.
- * Depth is limited to MAX_CHILD_DEPTH below the root.
+ * Depth is limited to the config's maxChildDepth (default 3, at most 10) below the root.
  */
 
 import { AtomicError, StepFailedError } from "../../shared/errors.ts";
@@ -18,7 +18,7 @@ import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { validateInputs } from "../inputs.ts";
 import { ReplayCursor } from "../replay-cursor.ts";
 import { RunExecution } from "../run-execution.ts";
-import { MAX_CHILD_DEPTH } from "../run-tree.ts";
+import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
 import { digestArgs } from "../values.ts";
 import { limitsOf, recordedSpending, type Spent } from "../budget.ts";
 
@@ -45,10 +45,11 @@ export async function runChild(
   }
   await exec.startGate(scope, { kind: "child", position, name });
   const depth = exec.depth + 1;
-  if (depth > MAX_CHILD_DEPTH) {
-    throw new StepFailedError(name, `child workflow "${name}" would run at depth ${depth}; the limit is ${MAX_CHILD_DEPTH}`, {
+  const maxDepth = tree.config.maxChildDepth ?? CONFIG_DEFAULTS.maxChildDepth;
+  if (depth > maxDepth) {
+    throw new StepFailedError(name, `child workflow "${name}" would run at depth ${depth}; the limit is ${maxDepth}`, {
       code: "child_depth",
-      hint: "flatten the workflow: call the deeper workflow's steps directly",
+      hint: "flatten the workflow (call the deeper workflow's steps directly), or raise maxChildDepth in the config (at most 10)",
     });
   }
   let inputs: Record<string, unknown>;

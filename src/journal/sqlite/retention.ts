@@ -3,7 +3,7 @@
  *
  * Deleting a tree: the run ids are found by walking down from the root
  * through `runs_by_parent` (runs has no index by root: a tree is at most
- * MAX_CHILD_DEPTH levels deep), then every table that refers to a run is
+ * maxChildDepth levels deep, at most 10), then every table that refers to a run is
  * cleared by those ids or by the root id, each through an index, and the
  * runs rows go last (one statement: SQLite checks the parent references at
  * its end). One BEGIN IMMEDIATE transaction per tree, run synchronously:

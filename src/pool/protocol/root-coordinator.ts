@@ -85,6 +85,8 @@ export const CoordinatorConfigSchema = v.object({
   /** How long a retired (unresponsive) worker gets to exit before SIGKILL. */
   retireGraceMs: v.number(),
   maxGenerations: v.number(),
+  /** How long a spawned worker gets to say it is ready (config timeouts.workerStartMs). */
+  startupTimeoutMs: v.number(),
   logDir: v.string(),
   /** Only items of these queues (a shared journal: worker hosts serve the others); absent: every item of the drive. */
   queues: v.optional(v.array(v.string())),

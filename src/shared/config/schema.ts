@@ -43,7 +43,13 @@ export const CONFIG_DEFAULTS = {
   retention: { status: RETENTION_STATUSES },
   /** A runaway stage cannot fill the database, and 64 MiB of a log's tail is plenty. */
   artifacts: { maxFileBytes: 64 * 1024 * 1024 },
+  timeouts: { brokerStartMs: 30_000, workerStartMs: 30_000 },
+  maxChildDepth: 3,
 } as const;
+
+/** The bounds of the start timeouts and of maxChildDepth: a value outside them is refused when the config is read. */
+export const START_TIMEOUT_RANGE = { min: 1_000, max: 600_000 } as const;
+export const MAX_CHILD_DEPTH_LIMIT = 10;
 
 /** What the reference page and the loader's messages say of a key. */
 export interface KeyInfo {
@@ -151,6 +157,18 @@ const ArtifactsSchema = object({
   }),
 });
 
+const startTimeout = (description: string, dflt: number) =>
+  key(v.pipe(v.number(), v.integer(), v.minValue(START_TIMEOUT_RANGE.min), v.maxValue(START_TIMEOUT_RANGE.max)), {
+    type: `a whole number from ${START_TIMEOUT_RANGE.min} to ${START_TIMEOUT_RANGE.max}`,
+    unit: "milliseconds",
+    default: String(dflt),
+    description,
+  });
+const TimeoutsSchema = object({
+  brokerStartMs: startTimeout("How long a command that needs the intercom broker (send, answer, sessions, the status page's actions) waits for one it started to answer.", D.timeouts.brokerStartMs),
+  workerStartMs: startTimeout("How long a starting worker process (a run's pool or `atomic worker`) gets to say it is ready before it is killed and started again (three failures in a row fail the pool: worker_startup_failed).", D.timeouts.workerStartMs),
+});
+
 const ServiceSchema = object({
   workflowDirs: key(v.array(v.pipe(v.string(), v.nonEmpty())), {
     type: "an array of directory paths",
@@ -197,6 +215,13 @@ export const ConfigSchema = v.message(
     retention: section(RetentionSchema, "What the service deletes daily; absent, nothing is."),
     artifacts: section(ArtifactsSchema, "Where stage files go, and their cap.", ARTIFACTS_HINT),
     service: section(ServiceSchema, "The local service (`atomic serve`)."),
+    timeouts: section(TimeoutsSchema, "How long starting processes are waited for."),
+    maxChildDepth: key(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_CHILD_DEPTH_LIMIT)), {
+      type: `a whole number from 1 to ${MAX_CHILD_DEPTH_LIMIT}`,
+      unit: "levels",
+      default: String(D.maxChildDepth),
+      description: "How deep child runs (`ctx.workflow`) may nest below the root; a deeper one fails its step (child_depth).",
+    }),
     telemetry: section(TelemetrySchema, "OpenTelemetry traces over OTLP/HTTP; the standard OTEL_* variables win over each key.", TELEMETRY_HINT),
     secretVariables: key(v.array(v.pipe(v.string(), v.nonEmpty())), {
       type: "an array of variable names",
