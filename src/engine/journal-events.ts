@@ -55,6 +55,8 @@ export interface StepStartedPayload extends StepIdentity {
   question?: string;
   choices?: string[] | null;
   deadline?: number | null;
+  /** An agent's ask_user question: the tool call it answers and the conversation it continues (steps/agent-asks.ts). */
+  extra?: Record<string, unknown>;
 }
 
 export interface StepFailedPayload extends StepIdentity {

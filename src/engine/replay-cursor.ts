@@ -121,6 +121,12 @@ export class ReplayCursor {
     return rec;
   }
 
+  /** What was recorded at `position`, without claiming it (a stage looks for the questions its agent asked: steps/agent-asks.ts). */
+  peek(position: string): Recorded | undefined {
+    const rec = this.find(position, topLevelIndex(position));
+    return rec && !rec.claimed && (rec.checkpoint !== undefined || rec.started !== undefined) ? rec : undefined;
+  }
+
   /** A ctx.parallel / ctx.chain asks for `position`: a single step recorded there means the code changed. */
   claimGroup(position: string, kind: string): void {
     if (this.divergence) throw this.divergence;

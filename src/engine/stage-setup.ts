@@ -18,7 +18,7 @@ import type { AtomicConfig } from "../shared/config/schema.ts";
 import { getRunner } from "../runners/registry.ts";
 import { agentOptions, checkRunner, defaultRunner } from "../runners/agent-setup.ts";
 import { isValibotSchema, toJsonSchema } from "../runners/json-schema.ts";
-import { enabledTools } from "../runners/openai/tools.ts";
+import { RUN_TOOL_NAMES, enabledTools } from "../runners/openai/tools.ts";
 import type { AgentOptions } from "../runners/types.ts";
 import { storedValue } from "./values.ts";
 
@@ -72,6 +72,14 @@ export async function prepareStage(
   } catch (err) {
     if (err instanceof AtomicError) throw fail(err);
     throw fail({ code: "bad_tools", message: (err as Error).message, hint: "leave tools out to allow all of them" });
+  }
+  const runTools = runner === "openai" ? [] : (opts.tools?.filter((t) => (RUN_TOOL_NAMES as readonly string[]).includes(t)) ?? []);
+  if (runTools.length) {
+    throw fail({
+      code: "bad_tools",
+      message: `${runTools.join(", ")}: only the openai runner has ${runTools.length > 1 ? "these tools" : "this tool"} so far; the ${runner} runner does not`,
+      hint: 'run the stage with runner: "openai", or ask with ctx.ask between stages',
+    });
   }
   const agent = agentOptions(runner, config, {
     ...(opts.tools ? { tools: opts.tools } : {}),

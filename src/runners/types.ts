@@ -68,6 +68,12 @@ export interface StageRequest {
    * (openai: conversation.json there; pi: its session file).
    */
   continueFrom?: { sessionId?: string; artifactDir: string; fork: boolean };
+  /**
+   * The stage parked on its agent's `ask_user` call and the person answered:
+   * the attempt continues `continueFrom`'s conversation with `text` as that
+   * call's result, instead of a new prompt (engine/steps/agent-asks.ts).
+   */
+  answer?: { callId: string; text: string };
   /** W3C trace context of the stage attempt's span, when traces are on: the stage's processes get it as TRACEPARENT. */
   traceparent?: string;
   /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store (docs/design/sandbox.md). */

@@ -69,6 +69,12 @@ export interface StageResult {
   runner?: string;
   model?: string;
   cwd?: string;
+  /**
+   * Internal, never seen by a workflow: the attempt ended to park the stage
+   * on its agent's `ask_user` call (the stage asks the person and goes on
+   * with the answer as the call's result).
+   */
+  askUser?: { callId: string; question: string; choices?: string[] };
 }
 
 /** A shell stage's command: shell code (a string, e.g. from `sh\`…\``), or argv (an array: no shell). */
@@ -97,6 +103,9 @@ export interface TaskOptions {
    * agents: the same names, mapped to the CLI's own tools (claude: Read,
    * Write, Edit, Glob, Grep, Bash; other names pass unchanged); `[]`: no
    * tools where the CLI allows it.
+   * `ask_user` (openai runner, granted only by name): the agent asks a
+   * person a question and the stage parks on it like ctx.ask
+   * (docs/guides/messages-and-humans.md).
    */
   tools?: string[];
   /**

@@ -39,6 +39,7 @@ const fullRequest = {
   initialMessages: [{ id: "m1", text: "go" }],
   agent: { tools: ["read"], maxTurns: 3 },
   continueFrom: { sessionId: "s", artifactDir: "/b", fork: false },
+  answer: { callId: "call_1", text: "yes" },
   traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
   sandbox: { network: "provider", read: ["/home/u/.gitconfig"], write: [], hosts: ["api.example.com:443"], hidden: ["/home/u/.atomic"] },
 } satisfies Required<StageRequest>;
@@ -65,6 +66,7 @@ const samples: [v.GenericSchema, unknown][] = [
   [ToWorkerSchema, { type: "shutdown" }],
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result }],
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, status: "failed", exitCode: null, error: { code: "exit_code", message: "exited with code 1" } } }],
+  [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, status: "failed", exitCode: null, error: { code: "ask_user", message: "waiting" }, askUser: { callId: "c", question: "ok?", choices: ["yes", "no"] } } }],
   [FromWorkerSchema, { type: "started", ref, pgid: 123 }],
   [FromWorkerSchema, { type: "heartbeat", opId: "w1:5", refs: [ref, ref] }],
   [FromWorkerSchema, { type: "events", ref, events: [{ type: "output", stream: "stdout", text: "x" }, { type: "usage", usage: { inputTokens: 3 } }] }],

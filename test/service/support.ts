@@ -175,3 +175,9 @@ export function countsByStep(s: Setup, runId: string): Record<string, number> {
 }
 
 export const UNINTERRUPTED = { sum: 6, answer: "" };
+
+/** Starts a run of another workflow file, driven by this process (`atomic run --json`). */
+export function spawnRunOf(s: Setup, file: string, env: Record<string, string> = {}) {
+  const proc = spawnAtomic(["--home", s.home, "--json", "run", file], { home: s.home, env });
+  return { proc, out: lineWatcher(proc.stdout) };
+}

@@ -21,6 +21,7 @@ import type { AskOptions } from "../../sdk/types.ts";
 import type { AppendEntry } from "../../journal/append.ts";
 import type { PromptRecord } from "../../journal/prompts.ts";
 import type { RunExecution } from "../run-execution.ts";
+import type { Scope } from "../scope.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { checkText } from "../messaging.ts";
 import { digestArgs } from "../values.ts";
@@ -33,15 +34,43 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
   const scope = exec.scope();
   const position = scope.nextPosition();
   const step: StepIdentity = { kind: "ask", name, args: digestArgs({ question, choices }) };
+  return (await askAt(exec, scope, position, step, question, choices, opts.timeoutMs)).answer;
+}
+
+/** An answered question: the answer, and what the asker recorded with it (`extra`). */
+export interface Answered {
+  answer: string;
+  extra: Record<string, unknown>;
+}
+
+/**
+ * The question asked at `position` (ctx.ask, or an agent's ask_user tool:
+ * steps/agent-asks.ts): replayed when its answer is checkpointed, else
+ * recorded (or found recorded) and waited for. `extra` is recorded with the
+ * question and its answer, and given back on replay.
+ */
+export async function askAt(
+  exec: RunExecution,
+  scope: Scope,
+  position: string,
+  step: StepIdentity,
+  question: string,
+  choices: string[] | null,
+  timeoutMs: number | undefined,
+  extra: Record<string, unknown> = {},
+): Promise<Answered> {
+  const { name } = step;
   const recorded = exec.cursor.claim(position, step);
   const { tree } = exec;
   const rootId = tree.lease.rootId;
   if (recorded?.checkpoint) {
     tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name, status: "completed", replayed: true, at: Date.now() });
-    return (recorded.checkpoint.result as { answer: string }).answer;
+    const result = recorded.checkpoint.result as { answer: string; extra?: Record<string, unknown> };
+    return { answer: result.answer, extra: result.extra ?? {} };
   }
   await exec.startGate(scope);
-  checkQuestion(name, question, choices, opts.timeoutMs);
+  checkQuestion(name, question, choices, timeoutMs);
+  const opts = { timeoutMs };
 
   // The question recorded by an earlier driver, unless it timed out (then it is asked anew).
   let prompt: PromptRecord | undefined;
@@ -53,7 +82,7 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
   const startedAt = Date.now();
   if (prompt?.state === "answered") {
     // Answered while no process drove the run: recorded now, no waiting.
-    return record(exec, position, step, prompt, startedAt, false);
+    return { answer: await record(exec, position, step, prompt, startedAt, false, [], extra), extra };
   }
   const promptId = prompt?.id ?? newPromptId();
   const { runFirst, treeFirst } = tree.mail.promptOpened(exec.runId, promptId);
@@ -67,7 +96,7 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
       runId: exec.runId,
       type: EVENT.stepStarted,
       key: position,
-      payload: { ...step, attempt: (recorded?.attempts ?? 0) + 1, promptId, question, choices, deadline },
+      payload: { ...step, attempt: (recorded?.attempts ?? 0) + 1, promptId, question, choices, deadline, ...(Object.keys(extra).length ? { extra } : {}) },
       prompt: { id: promptId, question, choices, deadline },
       ...(runFirst ? { patch: { status: "awaiting_input" as const } } : {}),
     });
@@ -108,7 +137,7 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
       hint: `resume to ask again: atomic resume ${rootId}`,
     });
   }
-  return record(exec, position, step, answered, startedAt, runLast, back);
+  return { answer: await record(exec, position, step, answered, startedAt, runLast, back, extra), extra };
 }
 
 /** Checkpoints the answer (with the status back to running when no question of the run is open any more). */
@@ -120,9 +149,10 @@ async function record(
   startedAt: number,
   runLast: boolean,
   before: AppendEntry[] = [],
+  extra: Record<string, unknown> = {},
 ): Promise<string> {
   const { tree } = exec;
-  const result = { promptId: answered.id, answer: answered.answer!, answeredBy: answered.answeredBy, answeredAt: answered.answeredAt };
+  const result = { promptId: answered.id, answer: answered.answer!, answeredBy: answered.answeredBy, answeredAt: answered.answeredAt, ...(Object.keys(extra).length ? { extra } : {}) };
   const entries = [
     ...before,
     {

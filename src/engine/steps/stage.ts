@@ -24,6 +24,10 @@
  * The time budget (budget.ts) cancels a running attempt through its signal:
  * a shell stage at the limit, an agent stage a grace after its wrap-up
  * turn; the step then raises BudgetExceededError (the run ends blocked).
+ *
+ * An agent's ask_user call ends its attempt with `askUser`: the stage parks
+ * on the question like ctx.ask and its next attempt continues the
+ * conversation with the answer (agent-asks.ts).
  */
 
 import { DEFAULT_QUEUE } from "../../journal/fleet.ts";
@@ -44,6 +48,7 @@ import { newId } from "../../shared/ids.ts";
 import { checkArgv } from "../../sdk/shell.ts";
 import { tailLines } from "../../artifacts/stage-logs.ts";
 import { getRunner } from "../../runners/registry.ts";
+import { AgentAsks } from "./agent-asks.ts";
 import { attachReads, continuation, fileResult, identityExtras, inheritFromEarlier, outputFile } from "../stage-options.ts";
 
 /** A worker queue's name (TaskOptions.queue). */
@@ -91,6 +96,9 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   const toFile = opts.output === "file";
 
   const { tree } = exec;
+  // Its agent's ask_user questions (agent-asks.ts): one recorded by an earlier driver is where the stage goes on.
+  const asks = new AgentAsks(exec, scope, position, name);
+  let parked = setup.isAgent ? await asks.recorded() : undefined;
   const retries = Math.max(0, opts.retries ?? 0);
   let attempt = recorded?.attempts ?? 0;
   let failures = 0;
@@ -112,7 +120,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       ...(prompt !== undefined ? { prompt } : {}),
       ...(setup.model !== undefined ? { model: setup.model } : {}),
       ...(setup.agent ? { agent: toFile ? { ...setup.agent, output: outputFile(artifactDir) } : setup.agent } : {}),
-      ...(continueFrom ? { continueFrom } : {}),
+      ...(parked ? { continueFrom: parked.continueFrom, answer: parked.answer } : continueFrom ? { continueFrom } : {}),
       ...(sandbox ? { sandbox } : {}),
       cwd,
       ...(opts.cwd !== undefined ? { cwdOption: opts.cwd } : {}),
@@ -147,6 +155,22 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       throw err;
     } finally {
       ticket.release();
+    }
+    if (result.askUser && !signal.aborted) {
+      // The agent asked the person: its usage so far is recorded, the stage parks on the question, then goes on.
+      exec.budget.settle(liveId, result.usage);
+      tree.observer({ type: "attempt_ended", runId: exec.runId, position, name, attempt, status: "completed", ...(result.usage ? { usage: result.usage } : {}), at: Date.now() });
+      budgetCounted(exec, request);
+      if (result.usage && (result.usage.turns > 0 || result.usage.costMicroUsd > 0)) {
+        await tree.append({
+          runId: exec.runId,
+          type: EVENT.usageRecorded,
+          payload: { stageKey: position, name, attempt, usage: result.usage },
+          stage: { ...tree.mail.stageEntry(exec.runId, position, name, "running", attempt), usage: result.usage },
+        });
+      }
+      parked = await asks.park(result, artifactDir);
+      continue;
     }
     result = checkStructured(setup, opts.schema !== undefined, result);
     if (toFile) result = fileResult(result, setup.isAgent ? request.agent?.output : result.outputPath);

@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 6;
+export const POOL_PROTOCOL_VERSION = 7;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -33,6 +33,8 @@ export const StageRequestSchema = v.object({
   protocol: v.optional(v.number()),
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
   continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),
+  /** Version 7: the answer to the agent's ask_user call the stage parked on (a worker that dropped it would lose it). */
+  answer: v.optional(v.object({ callId: v.string(), text: v.string() })),
   traceparent: v.optional(v.string()),
   /** Version 6: a worker that dropped it would run the stage unsandboxed. */
   sandbox: v.optional(
@@ -101,6 +103,7 @@ export const StageResultSchema = v.object({
   eventsPath: v.optional(v.string()),
   workerId: v.optional(v.string()),
   generation: v.optional(v.number()),
+  askUser: v.optional(v.object({ callId: v.string(), question: v.string(), choices: v.optional(v.array(v.string())) })),
 });
 
 export const RunnerEventSchema = v.variant("type", [

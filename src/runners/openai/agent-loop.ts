@@ -30,6 +30,13 @@
  *   nextTurn   calling | running_tools → preparing
  *   end        any but ended → ended
  *
+ * ask_user (a tool granted by name): the call is not run here. The turn's
+ * earlier calls are answered, the later ones dropped, the conversation is
+ * saved and the loop ends with the result `askUser`: the stage parks on
+ * the question like ctx.ask (engine/steps/agent-asks.ts) and its next
+ * attempt continues this conversation with the answer as the call's result
+ * (`request.answer`).
+ *
  * The wrap-up (the run's budget is used up) is a flag over these states:
  * the next call is made without tools (only `structured_output`, when the
  * task has a schema) and its answer ends the stage as completed.
@@ -50,7 +57,7 @@ import { rateLimitsFor } from "../rate-limits.ts";
 import { History, type ChatMessage } from "./history.ts";
 import { ProviderError, oneLine } from "./provider-errors.ts";
 import { STRUCTURED_TOOL, checkStructured, structuredSpec } from "./structured-output.ts";
-import { ToolBox, enabledTools, type ToolName } from "./tools.ts";
+import { ToolBox, askUserArgs, enabledTools, type ToolName } from "./tools.ts";
 import { stageEnv } from "../stage-env.ts";
 import { sandboxEndpoints } from "../sandbox/launch.ts";
 import { readEnv } from "../../shared/config/environment.ts";
@@ -101,6 +108,8 @@ export class AgentLoop {
   private structured: { value: unknown } | undefined;
   private corrections = 0;
   private lastIssues: string[] = [];
+  /** The agent asked the person (ask_user): the loop ends and the stage parks on it. */
+  private asked: { callId: string; question: string; choices?: string[] } | undefined;
   private tools: ToolBox | undefined;
   private readonly schema: JsonSchema | undefined;
   /** The schema's check (ajv, loaded with the stage's first schema). */
@@ -262,10 +271,21 @@ export class AgentLoop {
       for (const m of earlier) if (m.role !== "system") this.messages.push(m);
       this.files.section(`(continuing the conversation of ${req.continueFrom.artifactDir}: ${earlier.length} messages)`);
     }
-    const prompt = firstPrompt(req.prompt ?? "", req.initialMessages);
-    this.messages.push({ role: "user", content: prompt });
     this.files.section(`${req.stageName} (openai, ${req.model})`);
-    this.files.section("User", prompt);
+    if (req.answer) {
+      // Parked on ask_user, answered: the answer is that call's result; what was sent meanwhile follows it.
+      this.messages.push({ role: "tool", tool_call_id: req.answer.callId, content: req.answer.text });
+      this.files.section("Answer (ask_user)", req.answer.text);
+      if (req.initialMessages?.length) {
+        const text = firstPrompt("", req.initialMessages);
+        this.messages.push({ role: "user", content: text });
+        this.files.section("Messages", text);
+      }
+    } else {
+      const prompt = firstPrompt(req.prompt ?? "", req.initialMessages);
+      this.messages.push({ role: "user", content: prompt });
+      this.files.section("User", prompt);
+    }
     return { client, toolBox, maxTurns: agent.maxTurns ?? DEFAULT_MAX_TURNS };
   }
 
@@ -354,6 +374,17 @@ export class AgentLoop {
       let ok: boolean;
       if (call.name === STRUCTURED_TOOL && this.schema) {
         ({ ok, output } = this.acceptStructured(call.arguments));
+      } else if (call.name === "ask_user" && toolBox.enabled.includes("ask_user") && !this.wrapping) {
+        const asked = askUserArgs(call.arguments);
+        if ("question" in asked) {
+          // Not answered here: the stage parks on it and the next attempt answers it (request.answer).
+          this.asked = { callId: call.id, ...asked };
+          this.onEvent({ type: "tool_start", name: call.name, id: call.id, at: Date.now() });
+          this.files.section("Question (ask_user)", asked.question + (asked.choices ? `\nchoices: ${asked.choices.join(" | ")}` : ""));
+          answered.add(call.id);
+          break;
+        }
+        ({ ok, output } = { ok: false, output: asked.refused });
       } else if (this.wrapping) {
         ({ ok, output } = { ok: false, output: "error: no tools during the wrap-up turn" });
       } else {
@@ -373,8 +404,9 @@ export class AgentLoop {
       assistant.tool_calls = assistant.tool_calls!.filter((c) => answered.has(c.id));
       if (assistant.tool_calls.length === 0) delete assistant.tool_calls;
       this.messages.changed(assistant);
-      if (!this.structured && this.corrections <= MAX_CORRECTIONS) this.files.section(`(dropped ${turn.toolCalls.length - answered.size} unfinished tool call(s))`);
+      if (!this.structured && !this.asked && this.corrections <= MAX_CORRECTIONS) this.files.section(`(dropped ${turn.toolCalls.length - answered.size} unfinished tool call(s))`);
     }
+    if (this.asked) return this.parked(this.asked);
     if (this.structured) return this.completed();
     if (this.corrections > MAX_CORRECTIONS) return this.structuredFailure();
     if (this.wrapping) return this.schema ? this.structuredFailure() : this.completed();
@@ -481,6 +513,11 @@ export class AgentLoop {
     } catch {
       // a later continueFrom says the file is missing
     }
+  }
+
+  /** The loop ends on an ask_user call (its conversation saved, that call last): the stage parks on the question. */
+  private parked(asked: { callId: string; question: string; choices?: string[] }): StageResult {
+    return { ...this.result("failed", "ask_user", `waiting for an answer to: ${oneLine(asked.question).slice(0, 200)}`), askUser: asked };
   }
 
   private structuredFailure(): StageResult {

@@ -1,6 +1,7 @@
 /**
  * The openai runner's tool set, confined to the stage's working directory:
- * read, write, edit, list, grep, bash.
+ * read, write, edit, list, grep, bash; and `ask_user`, granted only by name,
+ * which the agent loop answers by parking the stage (agent-loop.ts).
  *
  * Confinement of the file tools is confined-fs.ts: every path and every
  * entry a tool visits is resolved to its real path (symlinks included) and
@@ -30,7 +31,9 @@ import type { StageRequest } from "../types.ts";
 export { ToolRefused };
 
 export const TOOL_NAMES = ["read", "write", "edit", "list", "grep", "bash"] as const;
-export type ToolName = (typeof TOOL_NAMES)[number];
+/** Tools that reach people and the run, granted only by name in the task's `tools` (agent-loop.ts answers them). */
+export const RUN_TOOL_NAMES = ["ask_user"] as const;
+export type ToolName = (typeof TOOL_NAMES)[number] | (typeof RUN_TOOL_NAMES)[number];
 
 const RESULT_CAP = 32 * 1024;
 /** Bytes a `read` call returns: with its paging note it fits in one tool result. */
@@ -73,6 +76,15 @@ export const TOOL_SPECS: Record<ToolName, { description: string; parameters: Rec
   bash: {
     description: "Run a shell command in the working directory. Returns exit code, stdout and stderr. Optional timeout_ms (default 120000).",
     parameters: { type: "object", properties: { command: { type: "string" }, timeout_ms: { type: "integer" } }, required: ["command"] },
+  },
+  ask_user: {
+    description:
+      "Ask the person running this workflow a question and wait for the answer; the answer is this tool's result. The stage waits (for hours if need be, across restarts) until someone answers. Give choices when the answer is one of a few options.",
+    parameters: {
+      type: "object",
+      properties: { question: { type: "string" }, choices: { type: "array", items: { type: "string" } } },
+      required: ["question"],
+    },
   },
 };
 
@@ -160,6 +172,8 @@ export class ToolBox {
         return this.grep(str(a, "pattern"), typeof a.path === "string" ? a.path : ".");
       case "bash":
         return this.bash(str(a, "command"), num(a, "timeout_ms"), signal);
+      case "ask_user":
+        throw new Error("ask_user is answered by the stage (it parks), not run as a command");
     }
   }
 
@@ -308,10 +322,35 @@ function cap(text: string): string {
   return text.length > RESULT_CAP ? `${text.slice(0, RESULT_CAP)}\n… (${text.length - RESULT_CAP} more characters cut)` : text;
 }
 
-/** The task's `tools` option as tool names; throws on a name the runner does not have. */
+/** The task's `tools` option as tool names (absent: the file and shell tools); throws on a name the runner does not have. */
 export function enabledTools(requested: string[] | undefined): ToolName[] {
   if (requested === undefined) return [...TOOL_NAMES];
-  const unknown = requested.filter((t) => !(TOOL_NAMES as readonly string[]).includes(t));
-  if (unknown.length) throw new Error(`unknown tool(s) ${unknown.join(", ")}; the openai runner has ${TOOL_NAMES.join(", ")}`);
+  const known: readonly string[] = [...TOOL_NAMES, ...RUN_TOOL_NAMES];
+  const unknown = requested.filter((t) => !known.includes(t));
+  if (unknown.length) throw new Error(`unknown tool(s) ${unknown.join(", ")}; the openai runner has ${known.join(", ")}`);
   return requested as ToolName[];
+}
+
+const MAX_CHOICES = 50;
+
+/** An ask_user call's arguments, checked: the question and choices, or why they are refused (the model is told and may try again). */
+export function askUserArgs(rawArgs: string): { question: string; choices?: string[] } | { refused: string } {
+  let a: unknown;
+  try {
+    a = JSON.parse(rawArgs || "{}");
+  } catch {
+    return { refused: `error: the arguments of ask_user are not JSON: ${rawArgs.slice(0, 200)}` };
+  }
+  const { question, choices } = (typeof a === "object" && a !== null ? a : {}) as { question?: unknown; choices?: unknown };
+  if (typeof question !== "string" || question.trim() === "") return { refused: "error: ask_user needs a non-empty question" };
+  if (question.length > 8192) return { refused: "error: the question is longer than 8192 characters; ask a shorter one" };
+  if (choices === undefined || choices === null) return { question };
+  const ok =
+    Array.isArray(choices) &&
+    choices.length > 0 &&
+    choices.length <= MAX_CHOICES &&
+    choices.every((c) => typeof c === "string" && c.trim() !== "" && c.length <= 200) &&
+    new Set(choices).size === choices.length;
+  if (!ok) return { refused: `error: ask_user choices must be 1 to ${MAX_CHOICES} distinct non-empty strings of at most 200 characters` };
+  return { question, choices: choices as string[] };
 }
