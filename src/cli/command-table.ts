@@ -85,6 +85,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   pause: { summary: "pause a live run: no new step starts", examples: ["atomic pause 01m8rf"], load: () => import("./commands/pause.ts").then((m) => m.default) },
   unpause: { summary: "let a paused run go on", examples: ["atomic unpause 01m8rf"], load: () => import("./commands/unpause.ts").then((m) => m.default) },
   cancel: { summary: "cancel a run (live or not)", examples: ["atomic cancel 01m8rf", "atomic cancel 01m8rf --wait 60"], load: () => import("./commands/cancel.ts").then((m) => m.default) },
+  attach: {
+    summary: "sit with a running stage: its conversation, live, and a line to steer it",
+    examples: ["atomic attach 01m8rf review", "atomic attach 01m8rf", "atomic attach 01m8rf review --json | jq -c 'select(.type == \"text\")'"],
+    load: () => import("./commands/attach.ts").then((m) => m.default),
+  },
   send: {
     summary: "send a message to a stage (live now, or before it starts)",
     examples: ['atomic send 01m8rf review "focus on the tests"', 'atomic send 01m8rf "review/*" "stop and summarize" --mode interrupt'],

@@ -5,6 +5,7 @@
 
 import { join } from "node:path";
 import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
+import { makeTempDir } from "../helpers/temp.ts";
 
 export const CHAT = join(import.meta.dir, "fixtures", "chat.ts");
 
@@ -28,7 +29,8 @@ export function get(s: Served, path: string, headers: Record<string, string> = {
 
 /** Starts a run of the chat fixture in the foreground (`--json`); resolves with its id once it started. */
 export async function startChat(home: string, env: Record<string, string>, extra: string[] = []) {
-  const proc = spawnAtomic(["--home", home, "--json", "run", CHAT, ...extra], { home, env });
+  // The stage's cwd: a directory of its own (its list tool shows what is there).
+  const proc = spawnAtomic(["--home", home, "--json", "run", CHAT, ...extra], { home, env, cwd: makeTempDir("atomic-live-cwd-") });
   const out = lineWatcher(proc.stdout);
   const line = await out.waitFor(/"runId":"[0-9a-z]+"/);
   return { proc, out, runId: /"runId":"([0-9a-z]+)"/.exec(line)![1]! };

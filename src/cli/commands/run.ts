@@ -4,7 +4,7 @@
  * in this process for the run's lifetime (started before the run, so a
  * busy port stops everything before anything is written). With `--id KEY`
  * the start is idempotent (engine/keyed-start.ts): when a run of that id exists
- * already, this command follows it (cli/attach.ts) instead.
+ * already, this command follows it (cli/follow-keyed.ts) instead.
  */
 
 import { defineCommand } from "citty";
@@ -18,7 +18,7 @@ import { UsageError } from "../../shared/errors.ts";
 import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
 import { newRunId, parseRunKey, parseRunRef, type RunId } from "../../shared/ids.ts";
 import { startOrAttach } from "../../engine/keyed-start.ts";
-import { attachRun } from "../attach.ts";
+import { followKeyedRun } from "../follow-keyed.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
@@ -98,7 +98,7 @@ export default defineCommand({
           view.close();
           // Detached: the existing run is the answer (its id); following it is for a terminal that waits.
           if (args.detach) announceDetached(s, start.run.id);
-          else await attachRun(s, start.run);
+          else await followKeyedRun(s, start.run);
           return;
         }
         root = start.root;

@@ -16,7 +16,7 @@ import type { CliSession } from "./session.ts";
 const POLL_MS = 250;
 const LIVE: readonly ShownStatus[] = ["running", "paused", "awaiting_input"];
 
-export async function attachRun(s: CliSession, first: RunRecord): Promise<void> {
+export async function followKeyedRun(s: CliSession, first: RunRecord): Promise<void> {
   const journal = await s.journal();
   let run = first;
   let status = shownStatus(run, await journal.getLease(run.rootId));

@@ -1,0 +1,260 @@
+/**
+ * What feeds `atomic attach`'s model (view/attach-model.ts): the stages to
+ * follow, the conversation so far (each stage's transcript), then live:
+ * the stage's live events from the broker (intercom/live.ts), and, polled
+ * from the journal every POLL_MS, its attempts and end (a worker lost, the
+ * next attempt), the run's end, the delivery states of messages to it and
+ * the run's open questions. It also sends what the person types: a
+ * message (steer, followUp, interrupt) or an answer, through the same code
+ * as `atomic send` and `atomic answer`.
+ *
+ * Nothing here changes the stage: attaching and detaching are reads and a
+ * broker subscription.
+ */
+
+import { EVENT } from "../engine/journal-events.ts";
+import { answerPrompt, isDriven, notifyDriver, sendMessage } from "../engine/messaging.ts";
+import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
+import { LiveSubscriber, type LiveBatch } from "../intercom/live.ts";
+import type { Journal } from "../journal/journal.ts";
+import type { JournalEvent, RunRecord } from "../journal/runs.ts";
+import { UsageError } from "../shared/errors.ts";
+import type { RunId } from "../shared/ids.ts";
+import { StatusSource } from "../status/source.ts";
+import { isStageEvent } from "../status/stage-stream.ts";
+import { AttachModel, type StageRef } from "./view/attach-model.ts";
+
+const POLL_MS = 150;
+/** Without STAGE: how often the run's report is read again for stages that started. */
+const RESCAN_MS = 1_000;
+
+interface Found extends StageRef {
+  step: StepReport;
+  live: boolean;
+}
+
+/** Every stage of a report, depth first, with its own run and its path of names. */
+function stagesOf(report: RunReport, prefix = ""): Found[] {
+  const out: Found[] = [];
+  const live = report.status === "running" || report.status === "paused";
+  for (const step of report.steps) {
+    const path = prefix ? `${prefix}/${step.name}` : step.name;
+    if (step.kind === "stage") out.push({ runId: report.run.id, position: step.position, path, name: step.name, step, live });
+    if (step.child) out.push(...stagesOf(step.child, path));
+  }
+  return out;
+}
+
+const isActive = (f: Found) => f.live && (f.step.status === "running" || f.step.status === "queued" || f.step.status === "waiting");
+
+export class AttachFeed {
+  readonly model = new AttachModel();
+  private readonly subscriber: LiveSubscriber;
+  private readonly seqs = new Map<string, number>();
+  /** Live events of a stage wait here until its transcript was read; those older than the read are dropped. */
+  private readonly early = new Map<string, { readAt?: number; batches: LiveBatch[] }>();
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private lastScan = 0;
+  private closed = false;
+  private runEnded: string | undefined;
+  private readonly prompts = new Set<string>();
+  /** Called once the run, or the one stage followed, ended. */
+  onEnded: (status: string) => void = () => {};
+
+  private constructor(
+    private readonly journal: Journal,
+    private readonly home: string,
+    readonly root: RunRecord,
+    /** The stage asked for, or undefined: every active stage. */
+    private readonly only: string | undefined,
+  ) {
+    this.subscriber = new LiveSubscriber(home, (b) => this.onBatch(b), { role: "attach" });
+  }
+
+  /**
+   * Resolves what to follow and reads the conversation so far. Throws a UsageError for a stage the run
+   * does not have, or when the run has no stage to follow.
+   */
+  static async open(journal: Journal, home: string, run: RunRecord, stage: string | undefined): Promise<AttachFeed> {
+    const root = run.parentId ? ((await journal.getRun(run.rootId)) ?? run) : run;
+    const feed = new AttachFeed(journal, home, root, stage);
+    const report = await buildRunReport(journal, run.id);
+    if (!report) throw new UsageError("unknown_run", `no run with id ${run.id}`, { hint: "list runs with: atomic runs" });
+    const stages = stagesOf(report);
+    let targets: Found[];
+    if (stage !== undefined) {
+      const exact = stages.filter((f) => f.runId === run.id && f.position === stage);
+      const byPath = stages.filter((f) => f.path === stage);
+      const byName = stages.filter((f) => f.name === stage);
+      targets = exact.length ? exact : byPath.length ? byPath : byName;
+      if (targets.length === 0) {
+        const names = [...new Set(stages.map((f) => f.path))];
+        throw new UsageError("unknown_stage", `run ${run.id} has no stage ${JSON.stringify(stage)}`, {
+          hint: names.length ? `its stages: ${names.slice(0, 8).join(", ")}${names.length > 8 ? ", …" : ""}` : "it has not started a stage yet; attach without STAGE to follow the stages as they start",
+        });
+      }
+      if (targets.length > 1) {
+        throw new UsageError("ambiguous_stage", `${targets.length} stages of run ${run.id} are named ${JSON.stringify(stage)}`, { hint: `name one by its path: ${targets.map((t) => t.path).join(", ")}` });
+      }
+    } else {
+      targets = stages.filter(isActive);
+      if (targets.length === 0 && !(report.status === "running" || report.status === "paused")) {
+        throw new UsageError("run_ended", `run ${run.id} is ${report.status}: no stage of it is running`, { hint: `attach to one of its stages to read its conversation: atomic attach ${run.id} STAGE` });
+      }
+    }
+    for (const t of targets) await feed.add(t);
+    return feed;
+  }
+
+  /** Follows one more stage: subscribes, reads its transcript, says how it stands. */
+  private async add(f: Found): Promise<void> {
+    if (!this.model.follow(f)) return;
+    const key = AttachModel.key(f);
+    this.early.set(key, { batches: [] });
+    await this.subscriber.watch([...new Set(this.model.followed.map((r) => r.runId))]);
+    const attempt = Math.max(1, f.step.attempts);
+    if (f.step.status === "running") this.model.markStarted(f, attempt);
+    const ended = !f.live || f.step.status === "completed" || f.step.status === "failed" || f.step.status === "stopped";
+    this.model.add(f, { kind: "attached", status: f.live ? f.step.status : `${f.step.status} (run ${this.root.status})`, attempt, live: !ended });
+    const readAt = Date.now();
+    const text = await this.transcript(f, attempt);
+    if (text) this.model.add(f, { kind: "transcript", text, attempt });
+    const early = this.early.get(key)!;
+    this.early.delete(key);
+    for (const b of early.batches) this.deliver(b, readAt);
+    if (ended) this.model.add(f, { kind: "state", state: "ended", attempt, status: f.step.status, text: `the stage ended: ${f.step.status}` });
+    // The journal from here on: its events after what the report was built from.
+    if (!this.seqs.has(f.runId)) {
+      const run = await this.journal.getRun(f.runId as RunId);
+      this.seqs.set(f.runId, run?.lastSeq ?? 0);
+    }
+  }
+
+  private async transcript(f: Found, attempt: number): Promise<string> {
+    const run = await this.journal.getRun(f.runId as RunId);
+    if (!run) return "";
+    const source = new StatusSource(this.journal);
+    let text = "";
+    let offset = 0;
+    for (let i = 0; i < 64; i++) {
+      const t = await source.transcript(run, f.position, { attempt, stdout: offset, stderr: 0 }).catch(() => undefined);
+      if (!t || "miss" in t) break;
+      text += t.stdout.text;
+      if (!t.stdout.more) break;
+      offset = t.stdout.next;
+    }
+    return text;
+  }
+
+  /** Starts the live part (the journal poll); the broker subscription is up already. */
+  start(): void {
+    this.tick();
+  }
+
+  private onBatch(b: LiveBatch): void {
+    const key = AttachModel.key({ runId: b.runId, position: b.stage });
+    const early = this.early.get(key);
+    if (early) early.batches.push(b);
+    else this.deliver(b, 0);
+  }
+
+  private deliver(b: LiveBatch, after: number): void {
+    const ref = { runId: b.runId, position: b.stage };
+    if (!this.model.has(ref)) return;
+    for (const e of b.events) if (e.at >= after) this.model.addLive(ref, b.attempt, e);
+  }
+
+  private tick(): void {
+    if (this.closed) return;
+    void this.poll()
+      .catch(() => {}) // a busy journal: the next tick reads again
+      .finally(() => {
+        if (!this.closed) this.timer = setTimeout(() => this.tick(), POLL_MS);
+      });
+  }
+
+  private async poll(): Promise<void> {
+    for (const [runId, seq] of this.seqs) {
+      const events = await this.journal.readEvents(runId as RunId, seq, 500);
+      for (const e of events) this.onJournal(e);
+      if (events.length) this.seqs.set(runId, events.at(-1)!.seq);
+    }
+    await this.pollMessages();
+    if (this.only === undefined && !this.runEnded && Date.now() - this.lastScan >= RESCAN_MS) {
+      this.lastScan = Date.now();
+      const report = await buildRunReport(this.journal, this.root.id);
+      for (const f of report ? stagesOf(report).filter(isActive) : []) if (!this.model.has(f)) await this.add(f);
+    }
+  }
+
+  private onJournal(e: JournalEvent): void {
+    const p = (e.payload ?? {}) as Record<string, unknown>;
+    if (e.runId === this.root.id && e.type === EVENT.statusChanged && typeof p.to === "string" && p.to !== "running") {
+      this.runEnded = p.to;
+      for (const ref of this.model.active) this.model.add(ref, { kind: "state", state: "ended", attempt: 0, status: p.to, text: `the run ended: ${p.to}` });
+      this.onEnded(p.to);
+      return;
+    }
+    for (const ref of this.model.followed) {
+      if (ref.runId !== e.runId || !isStageEvent(e, ref.position)) continue;
+      const attempt = typeof p.attempt === "number" ? p.attempt : 1;
+      if (e.type === EVENT.stepStarted && e.key === ref.position) {
+        this.model.add(ref, { kind: "state", state: "attempt_started", attempt, text: `attempt ${attempt} started` });
+      } else if (e.type === EVENT.stepFailed && e.key === ref.position) {
+        const error = (p.error ?? {}) as { code?: string; message?: string };
+        const lost = error.code === "worker_lost";
+        this.model.add(ref, { kind: "state", state: lost ? "worker_lost" : "attempt_failed", attempt, text: lost ? `worker lost: ${error.message ?? "its worker went away"}; the stage's next attempt follows` : `attempt ${attempt} failed: ${error.message ?? error.code ?? "unknown error"}` });
+      } else if (e.type === EVENT.checkpoint && e.key === ref.position) {
+        const status = String((p.result as { status?: string } | undefined)?.status ?? "completed");
+        this.model.add(ref, { kind: "state", state: "ended", attempt, status, text: `the stage ended: ${status}` });
+        if (this.only !== undefined) this.onEnded(status);
+      }
+    }
+  }
+
+  private async pollMessages(): Promise<void> {
+    const { messages, deliveries } = await this.journal.messages.messagesOf(this.root.id as RunId);
+    const byId = new Map(messages.map((m) => [m.id, m]));
+    for (const ref of this.model.followed) {
+      for (const d of deliveries) {
+        if (d.stagePath !== ref.path) continue;
+        const m = byId.get(d.messageId);
+        if (!m) continue;
+        this.model.add(ref, { kind: "message", id: m.id, mode: m.mode, text: m.text, state: d.state, ...(d.reason ? { reason: d.reason } : {}), mine: this.model.sent.has(m.id) });
+      }
+    }
+    const focus = this.model.focus;
+    if (!focus) return;
+    for (const q of await this.journal.messages.prompts(this.root.id as RunId, "open")) {
+      if (this.prompts.has(q.id)) continue;
+      this.prompts.add(q.id);
+      const choices = q.choices?.length ? ` (${q.choices.join(" / ")})` : "";
+      this.model.add(focus, { kind: "notice", text: `question ${q.id}: ${q.question}${choices}; answer with /answer ${q.id} TEXT` });
+    }
+  }
+
+  /** Sends a message to the focused stage: what the journal recorded (the delivery state follows from the poll). */
+  async send(text: string, mode: "steer" | "followUp" | "interrupt"): Promise<void> {
+    const ref = this.model.focus;
+    if (!ref) throw new UsageError("no_stage", "no stage is followed now", { hint: "wait for a stage to start, or /detach" });
+    const sent = await sendMessage(this.journal, { run: this.root, target: ref.path, text, mode, sender: "attach" });
+    this.model.sent.add(sent.messageId);
+    const d = sent.deliveries.find((x) => x.stage === ref.path);
+    this.model.add(ref, { kind: "message", id: sent.messageId, mode, text, state: d?.state ?? "queued", mine: true });
+    if (await isDriven(this.journal, this.root.id as RunId)) await notifyDriver(this.home, this.root.id as RunId, { type: "mail", messageId: sent.messageId });
+    await this.pollMessages();
+  }
+
+  async answer(question: string, text: string): Promise<void> {
+    const result = await answerPrompt(this.journal, this.root, question, text, "attach");
+    if (result.status === "answered" && (await isDriven(this.journal, result.runId))) await notifyDriver(this.home, result.runId, { type: "poke" }, 1_000);
+    const ref = this.model.focus;
+    if (ref) this.model.add(ref, { kind: "answer", question: result.promptId, status: result.status, text: String(result.prompt.answer ?? text) });
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.subscriber.close();
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * `atomic attach` through the real binary, on a real terminal (tmux) and with --json, against the fake
+ * provider: the conversation so far, then live text and tool calls; a typed steer, a /followup and an
+ * /interrupt reach the model in the same conversation (the provider's request log shows them); the view
+ * survives a SIGKILL of the stage's worker and follows the attempt started again; a finished stage prints
+ * its transcript and says it ended; an unknown run or stage is one sentence and a hint.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { makeTempDir } from "../helpers/temp.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { killSpawned, lineWatcher, processesMatching, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { killTmux, Tmux } from "../helpers/tmux.ts";
+import { startFakeOpenAI, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
+import { startChat } from "./support.ts";
+
+afterEach(async () => {
+  killTmux();
+  await cleanupWhenIdle();
+});
+afterAll(async () => {
+  killTmux();
+  await killSpawned();
+  await cleanupNow();
+});
+
+const said = (req: RecordedRequest, text: string) => req.body.messages.some((m) => m.role === "user" && typeof m.content === "string" && m.content.includes(text));
+
+e2eTest("attach on a terminal: live text and tools; a steer, a followup and an interrupt reach the model", async () => {
+  const gates = [0, 1, 2].map(() => Promise.withResolvers<void>());
+  const replies: Reply[] = [
+    { text: "Looking around. ", toolCalls: [{ name: "list", arguments: {} }], hold: gates[0]!.promise, usage: { prompt: 11, completion: 4 } },
+    { text: "Steered by you.", hold: gates[1]!.promise },
+    { text: "never finished", hold: gates[2]!.promise },
+    { text: "Bye now." },
+  ];
+  const fake = await startFakeOpenAI((_req, i) => replies[Math.min(i, replies.length - 1)]!);
+  const home = makeTempDir("atomic-attach-home-");
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+  try {
+    const run = await startChat(home, env, ["--workers", "1"]);
+    await fake.requestMatching();
+    const t = Tmux.atomic(["attach", run.runId, "chat"], { home, env, cols: 120, rows: 40 });
+    await t.waitFor("attached to chat");
+    // A steer while the first call is out: the loop takes it into its next call.
+    t.type("use the README");
+    t.keys("Enter");
+    await t.waitFor(/you \(steer\) use the README .*\[delivered/);
+    gates[0]!.resolve();
+    await t.waitFor("⚙ list");
+    await t.waitFor("Looking around.");
+    const second = await fake.requestMatching((r) => said(r, "use the README"));
+    expect(second.body.messages.some((m) => m.role === "tool")).toBe(true); // the same conversation, after the tool call
+    t.type("/followup then summarize");
+    t.keys("Enter");
+    await t.waitFor(/you \(followUp\) then summarize .*\[delivered/);
+    gates[1]!.resolve();
+    await t.waitFor("Steered by you.");
+    await fake.requestMatching((r) => said(r, "then summarize"));
+    t.type("/interrupt stop now");
+    t.keys("Enter");
+    const last = await fake.requestMatching((r) => said(r, "stop now"));
+    expect(said(last, "then summarize")).toBe(true);
+    expect(fake.requests[2]!.aborted).toBe(true); // the held call was ended by the interrupt
+    await t.waitFor("Bye now.");
+    await t.waitFor("the stage ended: completed");
+    expect(await t.exited()).toBe(0);
+    expect(await run.proc.exited).toBe(0);
+    gates[2]!.resolve();
+
+    // Attaching to the stage now that it ended: the transcript, and that it ended.
+    const after = await runAtomic(["attach", run.runId, "chat"], { home, env });
+    expect(after.code).toBe(0);
+    expect(after.stdout).toContain("the conversation so far");
+    expect(after.stdout).toContain("Bye now.");
+    expect(after.stdout).toContain("the stage ended: completed");
+  } finally {
+    await fake.close();
+  }
+});
+
+e2eTest("attach --json follows a stage through a SIGKILL of its worker; bad runs and stages are refused", async () => {
+  const gate = Promise.withResolvers<void>();
+  let calls = 0;
+  const fake = await startFakeOpenAI(() => (++calls === 1 ? { text: ["first ", "words"], paceMs: 100, hold: new Promise(() => {}) } : { text: ["second ", "try"], hold: gate.promise }));
+  const home = makeTempDir("atomic-attach-json-");
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+  try {
+    const run = await startChat(home, env, ["--workers", "1"]);
+    await fake.requestMatching();
+    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home, env });
+    const out = lineWatcher(attach.stdout);
+    await out.waitFor(/"type":"attached"/);
+    const [worker] = processesMatching(home, "--internal-workflow-worker");
+    expect(worker).toBeDefined();
+    process.kill(worker!, "SIGKILL");
+    await out.waitFor(/"type":"state".*"state":"worker_lost"/);
+    await fake.requestMatching((r) => r !== fake.requests[0]);
+    gate.resolve();
+    await out.waitFor(/"type":"text".*"text":"try"|"text":"second try"/);
+    await out.waitFor(/"type":"ended"/);
+    expect(await attach.exited).toBe(0);
+    const lines = out.lines.map((l) => JSON.parse(l) as { type: string; text?: string; stage: string; path: string });
+    expect(lines[0]).toMatchObject({ type: "attached", stage: "0", path: "chat" });
+    expect(lines.filter((l) => l.type === "text").map((l) => l.text).join("")).toContain("second try");
+    expect(await run.proc.exited).toBe(0);
+
+    const unknown = await runAtomic(["attach", "zzzzzzzz"], { home, env });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("no run with id zzzzzzzz");
+    expect(unknown.stderr).toContain("another journal");
+    const noStage = await runAtomic(["attach", run.runId, "nope"], { home, env });
+    expect(noStage.code).toBe(2);
+    expect(noStage.stderr).toContain('has no stage "nope"');
+    expect(noStage.stderr).toContain("chat");
+    const ended = await runAtomic(["attach", run.runId], { home, env });
+    expect(ended.code).toBe(2);
+    expect(ended.stderr).toContain("no stage of it is running");
+  } finally {
+    await fake.close();
+  }
+});
