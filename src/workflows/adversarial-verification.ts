@@ -12,7 +12,11 @@
  * by a stage of its own; still invalid, it makes the round indeterminate:
  * the same candidate is verified again, and two indeterminate rounds in a
  * row end the run failed. A valid round accepts when no finding is a veto
- * and the mean score is at least accept_mean; otherwise a consolidate
+ * and the mean score is at least accept_mean; with `quorum` (a fraction in
+ * (0, 1], e.g. 0.66) it accepts instead when at least that fraction of the
+ * verifiers approve (a verifier approves when its score is at least
+ * accept_mean and none of its findings is a veto or blocking: a veto is
+ * then one verifier's disapproval, not the whole round's); otherwise a consolidate
  * stage merges the findings into a repair plan and a repair stage rewrites
  * the candidate, at most max_repairs times. Not accepted then: the run
  * ends failed, with the remaining work in its outputs.
@@ -69,6 +73,13 @@ export default workflow({
       ["task fit: the answer does what the task asks", "evidence: its claims are backed by facts, sources or checks", "completeness: nothing the task needs is missing"],
     ),
     accept_mean: v.optional(v.pipe(v.number(), v.minValue(1), v.maxValue(20), v.description("lowest mean score (1-20) that accepts")), 14),
+    quorum: v.optional(
+      v.pipe(
+        v.number(),
+        v.check((q) => q > 0 && q <= 1, "the quorum is a fraction of the verifiers above 0 and at most 1, such as 0.66"),
+        v.description("fraction of verifiers that must approve (score at least accept_mean, no veto or blocking finding); default: no veto and the mean at least accept_mean"),
+      ),
+    ),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
     verifier_runner: optionalText("runner of the verify and consolidate stages (default: runner)"),
@@ -82,13 +93,22 @@ export default workflow({
       v.description("the last valid round's scores per criterion"),
     ),
     repairs: v.number(),
+    approvals: v.pipe(v.number(), v.description("verifiers of the last valid round that approved (score at least accept_mean, no veto or blocking finding)")),
+    verifiers: v.pipe(v.number(), v.description("verifiers of the last valid round")),
+    quorum_needed: v.pipe(v.nullable(v.number()), v.description("approvals the quorum needs (null without quorum)")),
     remaining_work: v.pipe(v.array(v.string()), v.description("the veto and blocking findings of the last valid round")),
     candidate: v.pipe(v.string(), v.description("candidate.md")),
     report: v.pipe(v.string(), v.description("verification.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
   async run(ctx) {
-    const { task, verifier_count, max_repairs, accept_mean } = ctx.inputs;
+    const { task, verifier_count, max_repairs, accept_mean, quorum } = ctx.inputs;
+    // The approvals a quorum needs of n verifiers (0.66 of 3: 2); null without a quorum.
+    const needed = (n: number) => (quorum === undefined ? null : Math.ceil(quorum * n - 1e-9));
+    const accepts = (rows: Row[], roundMean: number, vetoes: number) => {
+      const need = needed(rows.length);
+      return need === null ? vetoes === 0 && roundMean >= accept_mean : approvalsOf(rows, accept_mean) >= need;
+    };
     const worker = { runner: ctx.inputs.runner, model: ctx.inputs.model };
     const verifier = { runner: ctx.inputs.verifier_runner ?? worker.runner, model: ctx.inputs.verifier_model ?? worker.model };
     const criteria = ctx.inputs.criteria.map((text, i, all) => {
@@ -155,9 +175,10 @@ export default workflow({
       const scores = rows.flatMap((r) => (r.verdict ? [r.verdict.score] : []));
       const roundMean = mean(scores);
       const vetoes = rows.flatMap((r) => r.verdict?.findings.filter((f) => f.severity === "veto") ?? []);
-      const decision = !valid ? "indeterminate" : vetoes.length === 0 && roundMean >= accept_mean ? "accepted" : repairs < max_repairs ? "repair" : "rejected";
+      const decision = !valid ? "indeterminate" : accepts(rows, roundMean, vetoes.length) ? "accepted" : repairs < max_repairs ? "repair" : "rejected";
+      const approvals = approvalsOf(rows, accept_mean);
       await ctx.tool(`write-round-${nn}`, { round }, () =>
-        Bun.write(`${dir}/round-${nn}.json`, JSON.stringify({ round, repairs_before: repairs, verdicts: rows, mean: roundMean, vetoes: vetoes.length, accept_mean, decision }, null, 2) + "\n"),
+        Bun.write(`${dir}/round-${nn}.json`, JSON.stringify({ round, repairs_before: repairs, verdicts: rows, mean: roundMean, vetoes: vetoes.length, accept_mean, approvals, quorum: quorum ?? null, quorum_needed: needed(rows.length), decision }, null, 2) + "\n"),
       );
       if (!valid) {
         indeterminate++;
@@ -166,7 +187,7 @@ export default workflow({
         return ctx.exit({
           status: "failed",
           reason: `rounds ${round - 1} and ${round} were indeterminate: verifiers gave invalid answers twice in a row`,
-          outputs: outputs(last, repairs, false, candidatePath, reportPath, dir),
+          outputs: outputs(last, repairs, false, candidatePath, reportPath, dir, accept_mean, needed),
         });
       }
       indeterminate = 0;
@@ -194,13 +215,20 @@ export default workflow({
       });
     }
 
-    const approved = vetoOf(last) === 0 && last!.mean >= accept_mean;
-    await ctx.tool("write-report", {}, () => Bun.write(reportPath, report(last, repairs, approved, accept_mean)));
-    const out = outputs(last, repairs, approved, candidatePath, reportPath, dir);
+    const approved = accepts(last!.rows, last!.mean, vetoOf(last));
+    await ctx.tool("write-report", {}, () => Bun.write(reportPath, report(last, repairs, approved, accept_mean, undefined, needed)));
+    const out = outputs(last, repairs, approved, candidatePath, reportPath, dir, accept_mean, needed);
     if (approved) return out;
-    return ctx.exit({ status: "failed", reason: `not accepted after ${repairs} repair(s): mean ${last!.mean} (bar ${accept_mean}), ${vetoOf(last)} veto(es)`, outputs: out });
+    const need = needed(last!.rows.length);
+    const why = need === null ? `mean ${last!.mean} (bar ${accept_mean}), ${vetoOf(last)} veto(es)` : `${out.approvals} of ${out.verifiers} verifiers approved, the quorum of ${quorum} needs ${need}`;
+    return ctx.exit({ status: "failed", reason: `not accepted after ${repairs} repair(s): ${why}`, outputs: out });
   },
 });
+
+/** Verifiers that approve: a score at least the bar and no veto or blocking finding. */
+function approvalsOf(rows: Row[], bar: number): number {
+  return rows.filter((r) => r.verdict && r.verdict.score >= bar && !r.verdict.findings.some((f) => f.severity !== "note")).length;
+}
 
 function vetoOf(last: { rows: Row[] } | undefined): number {
   return (last?.rows ?? []).reduce((n, r) => n + (r.verdict?.findings.filter((f) => f.severity === "veto").length ?? 0), 0);
@@ -219,11 +247,24 @@ function remainingWork(last: { rows: Row[] } | undefined): string[] {
   return (last?.rows ?? []).flatMap((r) => (r.verdict?.findings ?? []).filter((f) => f.severity !== "note").map((f) => `${r.criterion_id} [${f.severity}]: ${f.finding}`));
 }
 
-function outputs(last: { rows: Row[]; mean: number } | undefined, repairs: number, approved: boolean, candidate: string, report: string, dir: string) {
-  return { approved, mean_score: last?.mean ?? 0, score_table: scoreTable(last), repairs, remaining_work: remainingWork(last), candidate, report, dir };
+function outputs(last: { rows: Row[]; mean: number } | undefined, repairs: number, approved: boolean, candidate: string, report: string, dir: string, bar: number, needed: (n: number) => number | null) {
+  const rows = last?.rows ?? [];
+  return {
+    approved,
+    mean_score: last?.mean ?? 0,
+    score_table: scoreTable(last),
+    repairs,
+    approvals: approvalsOf(rows, bar),
+    verifiers: rows.length,
+    quorum_needed: last ? needed(rows.length) : null,
+    remaining_work: remainingWork(last),
+    candidate,
+    report,
+    dir,
+  };
 }
 
-function report(last: { rows: Row[]; mean: number } | undefined, repairs: number, approved: boolean, bar: number, why?: string): string {
+function report(last: { rows: Row[]; mean: number } | undefined, repairs: number, approved: boolean, bar: number, why?: string, needed?: (n: number) => number | null): string {
   const table = scoreTable(last)
     .map((t) => `| ${t.criterion_id} | ${t.scores.join(", ")} | ${t.mean} | ${t.vetoes} |`)
     .join("\n");
@@ -232,6 +273,7 @@ function report(last: { rows: Row[]; mean: number } | undefined, repairs: number
     `# Verification: ${approved ? "approved" : "not approved"}\n\n` +
     (why ? `${why}.\n\n` : "") +
     `Mean score ${last?.mean ?? 0} (bar ${bar}) after ${repairs} repair(s).\n\n` +
+    (last && needed?.(last.rows.length) != null ? `${approvalsOf(last.rows, bar)} of ${last.rows.length} verifiers approved; the quorum needs ${needed(last.rows.length)}.\n\n` : "") +
     `| criterion | scores | mean | vetoes |\n|---|---|---|---|\n${table}\n\n` +
     `## Remaining work\n\n${remaining.length ? remaining.map((r) => `- ${r}`).join("\n") : "None."}\n`
   );

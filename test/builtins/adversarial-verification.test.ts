@@ -8,7 +8,9 @@
  * and resume re-runs no recorded stage and ends with the uninterrupted
  * run's outputs and files. Also: two indeterminate rounds in a row end the
  * run failed; a rejected answer with no repairs left ends failed with the
- * remaining work.
+ * remaining work; a quorum of verifiers reached (accepted despite one
+ * veto) and missed (failed, naming the approvals), and a quorum outside
+ * (0, 1] refused in one sentence before anything runs.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -90,6 +92,9 @@ e2eTest(
           { criterion_id: "completeness", scores: [17, 17], mean: 17, vetoes: 0 },
         ],
         repairs: 1,
+        approvals: 4,
+        verifiers: 6,
+        quorum_needed: null,
         remaining_work: ["completeness [blocking]: add an index", "completeness [blocking]: add an index"],
         candidate: `${dir}/candidate.md`,
         report: `${dir}/verification.md`,
@@ -183,6 +188,46 @@ e2eTest("a token budget used up: no stage starts after it, the run ends blocked;
     expect(resumed.code).toBe(0);
     expect(s.counts.get("work")).toBeUndefined();
     expect(JSON.parse(resumed.stdout.trim().split("\n").at(-1)!).outputs).toMatchObject({ approved: true, mean_score: 16.33, repairs: 1 });
+  } finally {
+    await s.close();
+  }
+});
+
+e2eTest("quorum: 2 of 3 verifiers approving reach 0.66 despite a veto; 0.9 needs all 3 and is missed; a quorum outside (0, 1] is refused in one sentence", async () => {
+  // verifiers 1 and 2 approve (18, no finding); verifier 3 vetoes
+  const s = await scriptedServer(stageOf, (stage) => {
+    if (stage === "work") return text("draft");
+    return stage.endsWith("-3") ? verdict("accuracy", 6, [{ finding: "the date is wrong", severity: "veto" }]) : verdict("accuracy", 18);
+  });
+  try {
+    const base = ["task=t", "model=fake-model", "verifier_count=3", "criteria=accuracy", "max_repairs=0"];
+    const reached = homeAndCwd();
+    const r = await runBuiltin("adversarial-verification", [...base, "quorum=0.66"], s, reached.home, reached.cwd);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.outputs).toMatchObject({ approved: true, approvals: 2, verifiers: 3, quorum_needed: 2, mean_score: 14, repairs: 0 });
+    const dir = `${reached.cwd}/.atomic/runs/adversarial-verification-${r.runId}`;
+    expect(JSON.parse(artifacts(dir)["round-01.json"]!)).toMatchObject({ vetoes: 1, approvals: 2, quorum: 0.66, quorum_needed: 2, decision: "accepted" });
+    expect(artifacts(dir)["verification.md"]).toContain("2 of 3 verifiers approved; the quorum needs 2.");
+
+    s.counts.clear();
+    const missed = homeAndCwd();
+    const m = await runBuiltin("adversarial-verification", [...base, "quorum=0.9"], s, missed.home, missed.cwd);
+    expect(m.code).toBe(1);
+    expect(m.status).toBe("failed");
+    expect(m.outputs).toMatchObject({ approved: false, approvals: 2, verifiers: 3, quorum_needed: 3, remaining_work: ["accuracy [veto]: the date is wrong"] });
+    expect(Object.fromEntries(s.counts)).toEqual({ work: 1, "verify-01-accuracy-1": 1, "verify-01-accuracy-2": 1, "verify-01-accuracy-3": 1 });
+
+    s.counts.clear();
+    for (const q of ["0", "1.5", "-0.2"]) {
+      const bad = homeAndCwd();
+      const b = await runAtomic(["run", "adversarial-verification", ...base.flatMap((i) => ["--input", i]), "--input", `quorum=${q}`], { home: bad.home, cwd: bad.cwd, env: s.env });
+      expect(b.code).toBe(2);
+      expect(b.stderr).toBe(
+        `error: input "quorum" is invalid: the quorum is a fraction of the verifiers above 0 and at most 1, such as 0.66.\nhint: list the workflow's inputs with: atomic workflows --inputs adversarial-verification\n`,
+      );
+    }
+    expect(s.server.requests.length).toBe(8); // nothing ran for the refused quorums
   } finally {
     await s.close();
   }
