@@ -34,6 +34,9 @@ import { LivePublisher } from "../intercom/live.ts";
 import { BrokerLink } from "./mail/broker-link.ts";
 import { DeliveryPump } from "./mail/delivery-pump.ts";
 import { MAIL_POLL_MS, PromptWaits } from "./mail/prompt-waits.ts";
+import { StageTools, type ToolStage } from "./mail/stage-tools.ts";
+import { StageToolsClient } from "../intercom/stage-tools.ts";
+import { setRunToolsPort } from "../runners/run-tools.ts";
 import type { DriverRequest } from "./mail/requests.ts";
 import { answerPrompt, deliveryStates, sendMessage } from "./messaging.ts";
 import type { MailTree } from "./mail/mail-tree.ts";
@@ -44,6 +47,7 @@ export class TreeMail {
   private readonly prefixes = new Map<string, string>();
   private readonly delivery: DeliveryPump;
   private readonly prompts: PromptWaits;
+  private readonly tools: StageTools;
   private link: BrokerLink | undefined;
   private live: LivePublisher | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -52,6 +56,21 @@ export class TreeMail {
   constructor(private readonly tree: MailTree) {
     this.delivery = new DeliveryPump(tree);
     this.prompts = new PromptWaits(tree);
+    this.tools = new StageTools(tree, () => this.pump());
+  }
+
+  /**
+   * An attempt granted run tools (message, ask_agent, reply) starts: its credential. The tree joins the broker now
+   * (the stage's calls come through it), and stages this process runs itself reach it through the same port.
+   */
+  mintStageToken(stage: ToolStage): string {
+    this.start();
+    setRunToolsPort(new StageToolsClient(this.home));
+    return this.tools.mint(stage);
+  }
+
+  revokeStageToken(token: string): void {
+    this.tools.revoke(token);
   }
 
   /** The atomic home: the tree's artifacts live in $ATOMIC_HOME/artifacts (driver.ts). */
@@ -251,6 +270,8 @@ export class TreeMail {
         this.prompts.wake();
         this.delivery.kick();
         return { ok: true };
+      case "stage_tool":
+        return this.tools.handle(r.token, r.tool, r.args);
     }
   }
 }

@@ -34,6 +34,8 @@ import type { StageResult } from "../sdk/types.ts";
 import { ensureError } from "../shared/errors.ts";
 import { faultPoint } from "../shared/fault-points.ts";
 import { POOL_PROTOCOL_VERSION, assertNever, parseMessage } from "./protocol/common.ts";
+import { StageToolsClient } from "../intercom/stage-tools.ts";
+import { setRunToolsPort } from "../runners/run-tools.ts";
 import { ToWorkerSchema, type FromWorker, type ToWorker } from "./protocol/coordinator-worker.ts";
 import { EventBatcher } from "./event-batcher.ts";
 import { pinEnvironment } from "../runners/stage-env.ts";
@@ -73,6 +75,8 @@ export async function workerMain(argv: string[]): Promise<void> {
   // Live events (model deltas, tool calls) go straight to watchers through the broker, not through the root (intercom/live.ts).
   const liveHome = readEnv("ATOMIC_LIVE_HOME");
   const live = liveHome ? new LivePublisher(liveHome) : undefined;
+  // The run tools (message, ask_agent, reply) of its stages reach their run's driver through the broker.
+  if (liveHome) setRunToolsPort(new StageToolsClient(liveHome));
   let running: Running | undefined;
   /** The item whose result is being committed (its stage has ended; no receipt yet). */
   let committing: Running["ref"] | undefined;

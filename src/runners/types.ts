@@ -74,6 +74,12 @@ export interface StageRequest {
    * call's result, instead of a new prompt (engine/steps/agent-asks.ts).
    */
   answer?: { callId: string; text: string };
+  /**
+   * The run tools (message, ask_agent, reply: runners/run-tools.ts): the
+   * run's root to ask, the attempt's credential, and the names of the
+   * stage's group siblings (`ctx.parallel(…, { group: true })`).
+   */
+  runTools?: { rootId: string; token: string; siblings?: string[] };
   /** W3C trace context of the stage attempt's span, when traces are on: the stage's processes get it as TRACEPARENT. */
   traceparent?: string;
   /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store (docs/design/sandbox.md). */

@@ -103,9 +103,11 @@ export interface TaskOptions {
    * agents: the same names, mapped to the CLI's own tools (claude: Read,
    * Write, Edit, Glob, Grep, Bash; other names pass unchanged); `[]`: no
    * tools where the CLI allows it.
-   * `ask_user` (openai runner, granted only by name): the agent asks a
-   * person a question and the stage parks on it like ctx.ask
-   * (docs/guides/messages-and-humans.md).
+   * Granted only by name (openai runner; docs/guides/messages-and-humans.md):
+   * `ask_user` (the agent asks a person; the stage parks on it like
+   * ctx.ask), `message` (to another stage of the run, started or not),
+   * `ask_agent` (ask a running stage and wait for its `reply`; brings
+   * `reply`), `reply`.
    */
   tools?: string[];
   /**
@@ -245,6 +247,12 @@ export interface ParallelOptions {
   concurrency?: number;
   /** Stop starting new steps after the first failure and fail at once (default true). */
   failFast?: boolean;
+  /**
+   * The steps are a group of agents that work together: each agent stage
+   * given as data is told its siblings' names, to address them with its
+   * run tools (`message`, `ask_agent`, `reply`; docs/guides/messages-and-humans.md).
+   */
+  group?: boolean;
 }
 
 /**

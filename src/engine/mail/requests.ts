@@ -10,6 +10,9 @@
  *   (recorded in the journal first, like `atomic answer`).
  * - `{ type: "poke" }`: look at the journal now (an answer was recorded by
  *   another process).
+ * - `{ type: "stage_tool", token, tool, args }`: a stage's agent calls a run
+ *   tool (message, ask_agent, reply) with its attempt's credential; the
+ *   reply is the tool's result `{ ok, output }` (stage-tools.ts).
  *
  * To `<root id>:<stage path>` (a running stage's session): a message to that
  * stage, either plain text or `{ text, mode?, id? }`; it is recorded, then
@@ -27,6 +30,7 @@ export const RootRequestSchema = v.variant("type", [
   v.object({ type: v.literal("mail"), messageId: v.optional(v.string()) }),
   v.object({ type: v.literal("answer"), promptId: v.string(), answer: v.string(), by: v.optional(v.string()) }),
   v.object({ type: v.literal("poke") }),
+  v.object({ type: v.literal("stage_tool"), token: v.string(), tool: v.string(), args: v.record(v.string(), v.unknown()) }),
 ]);
 export type RootRequest = v.InferOutput<typeof RootRequestSchema>;
 

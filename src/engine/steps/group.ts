@@ -9,6 +9,8 @@
  * cancels running ones (their stages are killed; finished steps keep their
  * checkpoints), waits for them to settle, and rejects with that failure.
  * Without it every step runs and a combined error names each failure.
+ * With `group: true` each agent stage given as data is told its siblings'
+ * names (its run tools address them: runners/run-tools.ts).
  * The group itself records nothing: its steps do (it still claims its
  * position, so replay notices a group swapped for a single step or back).
  */
@@ -38,6 +40,8 @@ export async function runGroup(
   const group = new AbortController();
   const signal = AbortSignal.any([scope.signal, group.signal]);
 
+  // group: the data steps' names, told to each agent of the group (its siblings, to address by name).
+  const siblings = opts.group === true ? steps.flatMap((st) => (st && typeof st === "object" && typeof st.name === "string" ? [st.name] : [])) : undefined;
   const results = new Array<unknown>(steps.length);
   const failures: { index: number; error: Error }[] = [];
   let exit: ExitSignal | undefined;
@@ -52,7 +56,7 @@ export async function runGroup(
         if (typeof spec === "function") return await spec();
         if (spec && typeof spec === "object" && typeof spec.name === "string") {
           const { name, ...task } = spec;
-          return await runStage(exec, name, task);
+          return await runStage(exec, name, task, siblings?.filter((n) => n !== name));
         }
         throw new StepFailedError(kind, `step ${index} of ctx.${kind} is neither a function nor { name, shell | prompt }`, {
           code: "bad_step",

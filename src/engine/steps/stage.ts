@@ -49,6 +49,8 @@ import { checkArgv } from "../../sdk/shell.ts";
 import { tailLines } from "../../artifacts/stage-logs.ts";
 import { getRunner } from "../../runners/registry.ts";
 import { AgentAsks } from "./agent-asks.ts";
+import { enabledTools } from "../../runners/openai/tools.ts";
+import { RUN_TOOLS } from "../../runners/run-tools.ts";
 import { attachReads, continuation, fileResult, identityExtras, inheritFromEarlier, outputFile } from "../stage-options.ts";
 
 /** A worker queue's name (TaskOptions.queue). */
@@ -56,7 +58,8 @@ const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 const INFRA_ATTEMPTS = 3;
 
-export async function runStage(exec: RunExecution, name: string, asked: TaskOptions): Promise<StageResult> {
+/** `siblings`: the names of the stage's group (ctx.parallel with `group: true`), for its run tools. */
+export async function runStage(exec: RunExecution, name: string, asked: TaskOptions, siblings?: string[]): Promise<StageResult> {
   const scope = exec.scope();
   const position = scope.nextPosition();
   const runner = asked.runner ?? (asked.shell !== undefined ? "shell" : "agent");
@@ -99,6 +102,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   // Its agent's ask_user questions (agent-asks.ts): one recorded by an earlier driver is where the stage goes on.
   const asks = new AgentAsks(exec, scope, position, name);
   let parked = setup.isAgent ? await asks.recorded() : undefined;
+  const runTools = setup.runner === "openai" ? enabledTools(setup.agent?.tools).filter((t) => (RUN_TOOLS as readonly string[]).includes(t)) : [];
   const retries = Math.max(0, opts.retries ?? 0);
   let attempt = recorded?.attempts ?? 0;
   let failures = 0;
@@ -141,6 +145,9 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       throw signal.aborted ? exec.stepStopError(scope) : err;
     });
     const liveId = `${exec.runId}:${position}:${attempt}`;
+    // Run tools (message, ask_agent, reply): this attempt's credential, refused once it ends (mail/stage-tools.ts).
+    const token = runTools.length ? tree.mail.mintStageToken({ runId: exec.runId, stageKey: position, path: tree.mail.pathOf(exec.runId, name), name, attempt, tools: runTools }) : undefined;
+    if (token) request.runTools = { rootId: tree.lease.rootId, token, ...(siblings?.length ? { siblings } : {}) };
     // Traces on: the attempt's span starts now (attempt_ended ends it), and its processes get its context (TRACEPARENT).
     if (tree.tracer) request.traceparent = tree.tracer.stageAttempt(request, exec.definition.name);
     try {
@@ -155,6 +162,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       throw err;
     } finally {
       ticket.release();
+      if (token) tree.mail.revokeStageToken(token);
     }
     if (result.askUser && !signal.aborted) {
       // The agent asked the person: its usage so far is recorded, the stage parks on the question, then goes on.

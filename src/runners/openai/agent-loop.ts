@@ -246,7 +246,7 @@ export class AgentLoop {
     let toolBox: ToolBox;
     try {
       toolNames = enabledTools(agent.tools);
-      toolBox = new ToolBox(req.cwd, toolNames, stageEnv(req), req.sandbox ? { sandbox: req.sandbox, endpoints: sandboxEndpoints(agent.baseUrl ?? CONFIG_DEFAULTS.openai.baseUrl) } : undefined);
+      toolBox = new ToolBox(req.cwd, toolNames, stageEnv(req), req.sandbox ? { sandbox: req.sandbox, endpoints: sandboxEndpoints(agent.baseUrl ?? CONFIG_DEFAULTS.openai.baseUrl) } : undefined, req.runTools);
       this.tools = toolBox;
     } catch (err) {
       return this.result("failed", "bad_tools", (err as Error).message);
@@ -262,7 +262,8 @@ export class AgentLoop {
       requestTimeoutMs: agent.requestTimeoutMs ?? CONFIG_DEFAULTS.openai.requestTimeoutMs,
       rateLimits: rateLimitsFor(req.artifactDir),
     });
-    const system = agent.system ?? defaultSystem(req.cwd, toolNames, this.schema !== undefined);
+    let system = agent.system ?? defaultSystem(req.cwd, toolNames, this.schema !== undefined);
+    if (req.runTools?.siblings?.length) system += `\nYou work beside other agents of this run, in a group: ${req.runTools.siblings.join(", ")}; address them by these names.`;
     this.messages.push({ role: "system", content: system });
     if (req.continueFrom) {
       const earlier = readConversation(req.continueFrom.artifactDir);

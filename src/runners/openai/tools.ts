@@ -1,7 +1,9 @@
 /**
  * The openai runner's tool set, confined to the stage's working directory:
- * read, write, edit, list, grep, bash; and `ask_user`, granted only by name,
- * which the agent loop answers by parking the stage (agent-loop.ts).
+ * read, write, edit, list, grep, bash; and, granted only by name,
+ * `ask_user` (the agent loop answers it by parking the stage: agent-loop.ts)
+ * and the run tools message, ask_agent, reply (runners/run-tools.ts: the
+ * call goes to the run's driver through the port).
  *
  * Confinement of the file tools is confined-fs.ts: every path and every
  * entry a tool visits is resolved to its real path (symlinks included) and
@@ -27,12 +29,13 @@ import { spawnWithUserUmask } from "../../shared/private-files.ts";
 import { childProcess } from "../../shared/lazy-builtins.ts";
 import { sandboxed, type Sandboxed } from "../sandbox/launch.ts";
 import type { StageRequest } from "../types.ts";
+import { RUN_TOOLS, RUN_TOOL_SPECS, runToolsPort, type RunTool } from "../run-tools.ts";
 
 export { ToolRefused };
 
 export const TOOL_NAMES = ["read", "write", "edit", "list", "grep", "bash"] as const;
 /** Tools that reach people and the run, granted only by name in the task's `tools` (agent-loop.ts answers them). */
-export const RUN_TOOL_NAMES = ["ask_user"] as const;
+export const RUN_TOOL_NAMES = ["ask_user", ...RUN_TOOLS] as const;
 export type ToolName = (typeof TOOL_NAMES)[number] | (typeof RUN_TOOL_NAMES)[number];
 
 const RESULT_CAP = 32 * 1024;
@@ -45,6 +48,7 @@ const BASH_DEFAULT_MS = 120_000;
 const BASH_MAX_MS = 600_000;
 
 export const TOOL_SPECS: Record<ToolName, { description: string; parameters: Record<string, unknown> }> = {
+  ...RUN_TOOL_SPECS,
   read: {
     description: `Read a text file in the working directory: at most ${READ_CAP} bytes a call, from the byte offset given (default 0); a longer file's result ends with the offset to read on from.`,
     parameters: {
@@ -105,6 +109,8 @@ export class ToolBox {
     private readonly env: Record<string, string> = inheritedEnv(),
     /** The stage's sandbox: each `bash` command runs inside it (runners/sandbox/launch.ts), the provider's endpoint reachable. */
     private readonly box?: { sandbox: NonNullable<StageRequest["sandbox"]>; endpoints: string[] },
+    /** The run tools' root and credential (runners/run-tools.ts). */
+    private readonly runTools?: StageRequest["runTools"],
   ) {
     this.fs = new ConfinedFs(cwd);
   }
@@ -125,6 +131,12 @@ export class ToolBox {
       args = parsed as Record<string, unknown>;
     } catch {
       return { ok: false, output: `error: the arguments of ${name} are not a JSON object: ${rawArgs.slice(0, 200)}` };
+    }
+    if ((RUN_TOOLS as readonly string[]).includes(name)) {
+      const port = runToolsPort();
+      if (!port || !this.runTools) return { ok: false, output: `error: ${name} cannot reach the run from here (no run link for this stage)` };
+      const outcome = await port.call(this.runTools, name as RunTool, args, signal);
+      return { ok: outcome.ok, output: cap(outcome.output) };
     }
     try {
       const output = await this.dispatch(name as ToolName, args, signal);
@@ -174,6 +186,10 @@ export class ToolBox {
         return this.bash(str(a, "command"), num(a, "timeout_ms"), signal);
       case "ask_user":
         throw new Error("ask_user is answered by the stage (it parks), not run as a command");
+      case "message":
+      case "ask_agent":
+      case "reply":
+        throw new Error(`${name} is a run tool, answered by the run`);
     }
   }
 
@@ -328,7 +344,8 @@ export function enabledTools(requested: string[] | undefined): ToolName[] {
   const known: readonly string[] = [...TOOL_NAMES, ...RUN_TOOL_NAMES];
   const unknown = requested.filter((t) => !known.includes(t));
   if (unknown.length) throw new Error(`unknown tool(s) ${unknown.join(", ")}; the openai runner has ${known.join(", ")}`);
-  return requested as ToolName[];
+  // Who may ask may be asked: ask_agent brings reply.
+  return (requested.includes("ask_agent") && !requested.includes("reply") ? [...requested, "reply"] : requested) as ToolName[];
 }
 
 const MAX_CHOICES = 50;

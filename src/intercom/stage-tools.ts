@@ -1,0 +1,59 @@
+/**
+ * The stage side of the run tools (message, ask_agent, reply): each call
+ * is an intercom ask to the run's root session (`<root id>`), with the
+ * stage attempt's credential; the driver's reply is the tool's result
+ * (engine/mail/stage-tools.ts acts on it).
+ *
+ * The client starts the broker when none runs (a root only joins one that
+ * runs, within a poll tick of its socket appearing), so while the root has
+ * not joined yet the ask finds no session: it is tried again for up to
+ * JOIN_WAIT_MS. Any failure is a tool result saying so in one sentence,
+ * never a rejection: the agent reads it and goes on.
+ */
+
+import { IntercomClient } from "./client.ts";
+import { MAX_ASK_TIMEOUT_MS } from "./protocol/index.ts";
+
+/** How long a call waits for the root to join a broker it just started. */
+const JOIN_WAIT_MS = 10_000;
+const RETRY_MS = 100;
+/** What the root may take on top of the tool's own wait (a journal write, a delivery pass). */
+const MARGIN_MS = 15_000;
+
+interface Link {
+  rootId: string;
+  token: string;
+}
+
+export class StageToolsClient {
+  private client: Promise<IntercomClient> | undefined;
+
+  constructor(private readonly home: string) {}
+
+  async call(link: Link, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: boolean; output: string }> {
+    const waitS = tool === "ask_agent" && typeof args.timeout_s === "number" ? args.timeout_s : 0;
+    const deadline = Date.now() + JOIN_WAIT_MS;
+    for (;;) {
+      if (signal.aborted) return { ok: false, output: "error: the stage was stopped before the run answered" };
+      try {
+        const client = await (this.client ??= IntercomClient.connect({ home: this.home, role: "stage-tools", reconnect: true }).catch((err: unknown) => {
+          this.client = undefined;
+          throw err;
+        }));
+        const { reply } = await client.ask(link.rootId, { type: "stage_tool", token: link.token, tool, args }, Math.min(MAX_ASK_TIMEOUT_MS, waitS * 1000 + MARGIN_MS));
+        const body = (reply ?? {}) as { ok?: boolean; output?: string; error?: { message?: string } };
+        if (typeof body.output === "string") return { ok: body.ok === true, output: body.output };
+        return { ok: false, output: `error: ${body.error?.message ?? "the run gave no answer"}` };
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        const retry = (code === "no_session" || code === "intercom_unavailable") && Date.now() < deadline;
+        if (!retry) return { ok: false, output: `error: the run could not be reached (${(err as Error).message}); try again later` };
+        await new Promise((r) => setTimeout(r, RETRY_MS));
+      }
+    }
+  }
+
+  close(): void {
+    void this.client?.then((c) => c.close()).catch(() => {});
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * The run tools of the openai runner (docs/guides/messages-and-humans.md),
+ * through the real binary, stages on pool workers, the fake provider
+ * scripting the calls: `message` to a stage that has not started yet (it
+ * gets it before its first turn) and to a path that can never exist (one
+ * sentence); `ask_agent` to a finished stage (one sentence), and between
+ * two siblings of a `ctx.parallel(…, { group: true })`: the question
+ * reaches the other agent as a message and its `reply` is the asker's
+ * tool result. A stage credential used with another run is refused.
+ */
+
+import { expect, test } from "bun:test";
+import { join } from "node:path";
+import { runAtomic } from "../helpers/atomic.ts";
+import { startFakeOpenAI, text, type RecordedRequest, type Script } from "../helpers/fake-openai.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { StageTools } from "../../src/engine/mail/stage-tools.ts";
+import type { MailTree } from "../../src/engine/mail/mail-tree.ts";
+
+const FIXTURE = join(import.meta.dir, "fixtures", "run-tools.ts");
+const usage = { prompt: 10, completion: 5 };
+type Messages = RecordedRequest["body"]["messages"];
+
+const firstUser = (m: Messages) => String(m.find((x) => x.role === "user")?.content ?? "");
+const toolResults = (m: Messages) => m.filter((x) => x.role === "tool").map((x) => String(x.content));
+
+async function runFixture(script: Script, mode: string) {
+  const server = await startFakeOpenAI(script);
+  const home = makeTempDir("atomic-run-tools-");
+  try {
+    const r = await runAtomic(["--home", home, "--json", "run", FIXTURE, "--input", `mode=${mode}`], { home, env: { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" } });
+    const out = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const ended = out.find((e) => e.type === "run_ended") as { outputs?: Record<string, string>; status?: string } | undefined;
+    return { r, ended, requests: server.requests };
+  } finally {
+    await server.close();
+    removeTempDirs();
+  }
+}
+
+test("message reaches a stage that has not started yet; a path that can never exist and ask_agent to a finished stage are refused in one sentence", async () => {
+  const script: Script = (req) => {
+    const m = req.body.messages;
+    const prompt = firstUser(m);
+    const results = toolResults(m);
+    if (prompt.startsWith("write")) {
+      if (results.length) return text(results.join(" | "));
+      return { toolCalls: [{ id: "m1", name: "message", arguments: { to: "reader", text: "the secret is 42" } }, { id: "m2", name: "message", arguments: { to: "writer/inner", text: "x" } }], usage };
+    }
+    if (results.length) return text(`${prompt} | ${results.join(" | ")}`);
+    return { toolCalls: [{ id: "a1", name: "ask_agent", arguments: { to: "writer", question: "still there?" } }], usage };
+  };
+  const { r, ended } = await runFixture(script, "message");
+  expect(r.code).toBe(0);
+  const { writer, reader } = ended!.outputs!;
+  const [sent, refused] = writer!.split(" | ");
+  expect(sent).toStartWith("sent to reader (queued until it starts); note: no stage reader has started in run ");
+  expect(refused).toStartWith("error: ");
+  expect(refused).toContain("writer/inner");
+  // The reader got the message before its first turn, and asking the finished writer was refused.
+  expect(reader).toContain("the secret is 42");
+  expect(reader).toContain("error: stage writer has finished, so it cannot answer; use its result, or ask a stage that runs");
+}, 120_000);
+
+test("ask_agent between two group siblings: the question arrives as a message, the reply is the asker's tool result", async () => {
+  let askSeen!: () => void;
+  const asked = new Promise<void>((resolve) => (askSeen = resolve));
+  const script: Script = (req) => {
+    const m = req.body.messages;
+    const prompt = firstUser(m);
+    const results = toolResults(m);
+    if (prompt.startsWith("ask")) {
+      if (results.length) return text(`asker got: ${results[0]}`);
+      askSeen();
+      return { toolCalls: [{ id: "q1", name: "ask_agent", arguments: { to: "answerer", question: "what is 6*7?", timeout_s: 120 } }], usage };
+    }
+    if (results.some((t) => t.startsWith("your answer went to"))) return text(`answerer: ${results.at(-1)}`);
+    const question = m.map((x) => String(x.content ?? "")).find((c) => c.includes("Question a"));
+    const id = question ? /Question (a[0-9a-f]+) from stage asker/.exec(question)?.[1] : undefined;
+    if (id) return { toolCalls: [{ id: "r1", name: "reply", arguments: { id, text: "42" } }], usage };
+    // Busy until the question comes (a steer message, injected before its next turn).
+    return { toolCalls: [{ id: `l${results.length}`, name: "list", arguments: {} }], usage, hold: results.length === 0 ? asked : undefined, paceMs: 50 };
+  };
+  const { r, ended, requests } = await runFixture(script, "group");
+  expect(r.code).toBe(0);
+  expect(ended!.outputs).toEqual({ asker: "asker got: 42", answerer: "answerer: your answer went to stage asker" });
+  // Each sibling was told the other's name.
+  const system = (p: string) => String(requests.find((q) => firstUser(q.body.messages).startsWith(p))!.body.messages[0]!.content);
+  expect(system("answer")).toContain("in a group: asker;");
+  expect(system("ask")).toContain("in a group: answerer;");
+}, 120_000);
+
+test("a stage credential used with another run is refused in one sentence; an ended attempt's too", async () => {
+  const tree = { lease: { rootId: "runB" } } as unknown as MailTree;
+  const tools = new StageTools(tree, async () => {});
+  expect(await tools.handle("runA.abc", "message", { to: "x", text: "y" })).toEqual({ ok: false, output: "error: this stage credential belongs to run runA, not to run runB; a stage can reach only its own run" });
+  const token = tools.mint({ runId: "runB" as never, stageKey: "0", path: "s", name: "s", attempt: 1, tools: ["message"] });
+  tools.revoke(token);
+  expect(await tools.handle(token, "message", { to: "x", text: "y" })).toEqual({ ok: false, output: "error: this stage credential is not valid any more (its attempt of run runB ended)" });
+});
