@@ -4,6 +4,7 @@
  * the durable record. Observers must be cheap and must not throw.
  */
 
+import type { DeliveryState } from "../journal/delivery-states.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunStatus } from "../journal/runs.ts";
@@ -64,14 +65,14 @@ export type EngineEvent =
   | { type: "log"; runId: string; message: string; at: number }
   | { type: "paused" | "unpaused"; runId: string; at: number }
   | { type: "warning"; runId: string; message: string; at: number }
-  /** A message reached a stage (before its first turn, or live), or can no longer reach it. */
+  /** A delivery of a message to a stage changed state (src/journal/delivery-states.ts). */
   | {
       type: "message";
       runId: string;
       position: string;
       stage: string;
       messageId: string;
-      state: "delivered" | "undeliverable";
+      state: DeliveryState;
       live: boolean;
       reason?: string;
       at: number;

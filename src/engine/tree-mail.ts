@@ -52,6 +52,8 @@ export class TreeMail {
   private live: LivePublisher | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
   private closed = false;
+  /** The chain of receipt and attempt-end writes (inOrder). */
+  private receipts: Promise<void> = Promise.resolve();
 
   constructor(private readonly tree: MailTree) {
     this.delivery = new DeliveryPump(tree);
@@ -146,8 +148,34 @@ export class TreeMail {
     if (bound > 0) this.delivery.kick();
   }
 
-  /** The attempt ended (any way): no more live delivery to it. */
-  ended(runId: RunId, stageKey: string): void {
+  /** The stage's runner reports that a model request carried the message `messageId`: its delivery is received. */
+  received(runId: RunId, stageKey: string, attempt: number, messageId: string): void {
+    this.inOrder(async () => {
+      const n = await this.tree.journal.messages.confirm(this.tree.lease, { runId, stageKey, attempt }, [messageId]);
+      if (n.length > 0) this.tree.observer({ type: "message", runId, position: stageKey, stage: this.stagePath(runId, stageKey), messageId, state: "received", live: true, at: Date.now() });
+    });
+  }
+
+  /**
+   * The attempt ended (any way): no more live delivery to it, and what it
+   * was handed without a receipt is receipt-unverified (after the receipts
+   * its runner reported: they are taken in order).
+   */
+  ended(runId: RunId, stageKey: string, attempt: number, runner: string): void {
+    const reason =
+      runner === "openai"
+        ? "the stage ended before a model request carried it"
+        : runner === "shell"
+          ? "a shell stage's stdin: nothing confirms the command read it"
+          : `the ${runner} runner cannot confirm that the model saw it`;
+    const path = this.delivery.liveStage(runId, stageKey)?.path;
+    // A tree that never saw mail has nothing handed to this attempt: no write.
+    if (this.delivery.mailSeen) this.inOrder(async () => {
+      const ids = await this.tree.journal.messages.endAttempt(this.tree.lease, { runId, stageKey, attempt }, reason);
+      for (const messageId of ids) {
+        this.tree.observer({ type: "message", runId, position: stageKey, stage: path ?? stageKey, messageId, state: "receipt-unverified", live: true, reason, at: Date.now() });
+      }
+    });
     const stage = this.delivery.stageEnded(runId, stageKey);
     if (!stage) return;
     this.link?.stageEnded(stage.path);
@@ -164,6 +192,18 @@ export class TreeMail {
   /** The root run recorded how it ended; a run that can never go on settles what is still queued. */
   async runEnded(status: RunStatus): Promise<void> {
     if (TERMINAL_STATUSES.includes(status)) await this.settleAll(`the run ${status} before the stage received it`);
+  }
+
+  /** Receipts and attempt ends, one after another (a receipt must land before its attempt's end); errors as settleAll's. */
+  private inOrder(op: () => Promise<void>): void {
+    this.receipts = this.receipts.then(op).catch((err) => {
+      if (err instanceof LeaseLostError) this.tree.stop("lease_lost");
+      // otherwise: left delivered; `atomic inbox` shows it so
+    });
+  }
+
+  private stagePath(runId: RunId, stageKey: string): string {
+    return this.delivery.liveStage(runId, stageKey)?.path ?? stageKey;
   }
 
   private async settleAll(reason: string, prefix?: string): Promise<void> {
@@ -236,6 +276,7 @@ export class TreeMail {
     this.link?.close();
     this.link = undefined;
     await this.delivery.close();
+    await this.receipts;
     this.prompts.wake();
   }
 

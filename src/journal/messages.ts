@@ -5,9 +5,9 @@
  *
  * Messages: one row per sent message (id unique per root run, with a digest
  * of what was sent so a reused id with other content is refused). A
- * message has one delivery per stage it goes to; a delivery moves
- *   queued → delivered | undeliverable (with a reason)
- * and never back. A queued delivery is either bound to a stage that has
+ * message has one delivery per stage it goes to; its states (queued,
+ * delivered, received, receipt-unverified, session-replaced,
+ * stage-terminal, undeliverable) and their moves are ./delivery-states.ts. A queued delivery is either bound to a stage that has
  * started (run id + stage key) or waits for the first stage with its path
  * to start. A sticky message also reaches every stage that starts later and
  * matches its pattern (its deliveries are made when those stages start).
@@ -33,8 +33,8 @@ export const MAX_MESSAGE_TEXT = 64 * 1024;
 export const MESSAGE_MODES = ["steer", "followUp", "interrupt"] as const;
 export type MessageMode = (typeof MESSAGE_MODES)[number];
 
-export const DELIVERY_STATES = ["queued", "delivered", "undeliverable"] as const;
-export type DeliveryState = (typeof DELIVERY_STATES)[number];
+export { DELIVERY_STATES, type DeliveryState } from "./delivery-states.ts";
+import type { DeliveryState } from "./delivery-states.ts";
 
 export interface MessageRecord {
   rootId: RunId;
@@ -146,8 +146,9 @@ export interface MessageStore {
    * index, binds and delivers its queued messages (by path or bound to
    * it), makes and delivers the deliveries of matching sticky messages, and
    * appends `event(fresh)` when anything was delivered — one transaction.
-   * Returns every message delivered to this stage so far, in delivery order
-   * (a fresh attempt receives its predecessors' messages too).
+   * Returns every message handed to this stage so far, in delivery order:
+   * a fresh attempt receives its predecessors' messages too, and their
+   * deliveries become session-replaced (the reason names both attempts).
    */
   claimForStage(
     lease: Lease,
@@ -167,9 +168,19 @@ export interface MessageStore {
    */
   settle(
     lease: Lease,
-    changes: { seq: number; state: "delivered" | "undeliverable"; attempt?: number; reason?: string }[],
+    changes: { seq: number; state: "delivered" | "stage-terminal" | "undeliverable"; attempt?: number; reason?: string }[],
     events: (changed: number[]) => AppendEntry[],
   ): Promise<number[]>;
+  /**
+   * `confirm`: the attempt's runner reports that a model request carried
+   * these messages: their deliveries to it become received. Returns the ids
+   * that changed.
+   * `endAttempt`: a stage attempt ended: what was handed to it and is still only
+   * delivered becomes receipt-unverified with `reason` (its runner could
+   * not confirm the model saw it). Returns the message ids that changed.
+   */
+  confirm(lease: Lease, stage: { runId: RunId; stageKey: string; attempt: number }, messageIds: string[]): Promise<string[]>;
+  endAttempt(lease: Lease, stage: { runId: RunId; stageKey: string; attempt: number }, reason: string): Promise<string[]>;
   /** Every queued delivery of the root (under `pathPrefix` if given) becomes undeliverable with `reason`. Returns how many. */
   settleAll(lease: Lease, rootId: RunId, reason: string, pathPrefix?: string): Promise<number>;
   /** Closes an open prompt as timed out; returns the prompt as it is after (answered, if an answer won the race). */

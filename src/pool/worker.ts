@@ -233,7 +233,7 @@ export async function workerMain(argv: string[]): Promise<void> {
         break;
       case "deliver": {
         const live = running?.ref.workId === msg.workId ? running : undefined;
-        if (live) void live.handle.send(msg.message.text, msg.mode);
+        if (live) void live.handle.send(msg.message.text, msg.mode, msg.message.id);
         send({ type: "deliver_result", workId: msg.workId, messageId: msg.message.id, delivered: live !== undefined });
         break;
       }

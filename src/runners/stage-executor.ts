@@ -89,7 +89,7 @@ export class InProcessExecutor implements StageExecutor {
     const handle = this.running.get(`${stage.runId}\u0000${stage.stageKey}`);
     if (!handle) return "not_running";
     try {
-      await handle.send(message.text, mode);
+      await handle.send(message.text, mode, message.id);
     } catch {
       return "not_running"; // it ended between the lookup and the write
     }

@@ -126,6 +126,8 @@ export type RunnerEvent =
    */
   | { type: "tool_start"; name: string; id?: string; at?: number; input?: string }
   | { type: "tool_end"; name: string; id?: string; ok: boolean; at?: number; output?: string }
+  /** A model request carried the message with this id (the openai runner: the model saw it): its delivery becomes received. */
+  | { type: "message_received"; id: string }
   /** `call`: the model call this usage is of, when the runner made it itself (the openai runner). */
   | { type: "usage"; usage: Partial<Usage>; call?: ModelCall };
 
@@ -144,7 +146,8 @@ export interface ModelCall {
 
 export interface RunnerHandle {
   readonly result: Promise<StageResult>;
-  send(message: string, mode: DeliveryMode): Promise<void>;
+  /** `id`: the message's id, for a runner that reports receipts (message_received). */
+  send(message: string, mode: DeliveryMode, id?: string): Promise<void>;
   /** End the current turn; for a shell stage, SIGINT to its process group. */
   interrupt(): void;
   /** End the stage now: the whole process group is killed; result settles "cancelled". */

@@ -289,8 +289,12 @@ export interface SendReceipt {
   runId: string;
   /** The stage path or pattern, relative to that root run. */
   target: string;
-  /** Per stage: queued (not started yet, or waiting for live delivery), delivered, undeliverable. */
-  deliveries: { stage: string; state: "queued" | "delivered" | "undeliverable" }[];
+  /**
+   * Per stage, as when the receipt was made: queued (not started yet, or waiting for live delivery), delivered (handed
+   * to the stage), received (the model saw it), receipt-unverified (handed; the runner cannot confirm the model saw it),
+   * session-replaced (a retry replaced the session it went to), stage-terminal (the stage had ended), undeliverable.
+   */
+  deliveries: { stage: string; state: "queued" | "delivered" | "received" | "receipt-unverified" | "session-replaced" | "stage-terminal" | "undeliverable" }[];
 }
 
 export interface AskOptions {

@@ -76,12 +76,42 @@ for (const backend of BACKENDS) {
       expect(again).toMatchObject([{ messageId: "m1", fresh: false }]);
       expect((await j.readEvents(rootId)).length).toBe(before + 1);
       const { deliveries } = await j.messages.messagesOf(rootId);
-      expect(deliveries).toMatchObject([{ messageId: "m1", state: "delivered", runId: rootId, stageKey: "3", attempt: 1 }]);
+      // ... and the delivery to the first attempt's session is session-replaced (delivery-states.ts), naming both attempts.
+      expect(deliveries).toMatchObject([
+        { messageId: "m1", state: "session-replaced", runId: rootId, stageKey: "3", attempt: 1, reason: "the session of attempt 1 was replaced by attempt 2, which was given the message again" },
+      ]);
       // Both attempts' stages are in the index, running (the claim records them).
       expect((await j.messages.stages(rootId)).map((s) => [s.key, s.path, s.state])).toEqual([
         ["3", "build", "running"],
         ["4", "build", "running"],
       ]);
+    });
+
+    test(`${backend.name}: delivery states past delivered: a receipt makes received, an attempt's end receipt-unverified, each only from delivered`, async () => {
+      const j = await journal();
+      const { rootId, lease } = await startRoot(j);
+      await j.messages.enqueue(message(rootId, "seen", "build"), toPath("build"));
+      await j.messages.enqueue(message(rootId, "unseen", "build"), toPath("build"));
+      const stage = { runId: rootId, stageKey: "3", path: "build", name: "build", attempt: 1 };
+      expect((await j.messages.claimForStage(lease, stage, () => false, stageEvent(rootId, "3"))).map((m) => m.messageId)).toEqual(["seen", "unseen"]);
+      const at = { runId: rootId, stageKey: "3", attempt: 1 };
+      // a receipt for another attempt changes nothing
+      expect(await j.messages.confirm(lease, { ...at, attempt: 2 }, ["seen"])).toEqual([]);
+      expect(await j.messages.confirm(lease, at, ["seen"])).toEqual(["seen"]);
+      expect(await j.messages.confirm(lease, at, ["seen"])).toEqual([]);
+      expect(await j.messages.endAttempt(lease, at, "the test runner cannot confirm that the model saw it")).toEqual(["unseen"]);
+      // a late receipt does not undo the end; a second end changes nothing
+      expect(await j.messages.confirm(lease, at, ["unseen"])).toEqual([]);
+      expect(await j.messages.endAttempt(lease, at, "again")).toEqual([]);
+      const { deliveries } = await j.messages.messagesOf(rootId);
+      expect(deliveries.map((d) => [d.messageId, d.state, d.reason])).toEqual([
+        ["seen", "received", null],
+        ["unseen", "receipt-unverified", "the test runner cannot confirm that the model saw it"],
+      ]);
+      // a retry replaces both sessions and is handed both again
+      const retry = await j.messages.claimForStage(lease, { ...stage, attempt: 2 }, () => false, stageEvent(rootId, "3"));
+      expect(retry.map((m) => [m.messageId, m.fresh])).toEqual([["seen", false], ["unseen", false]]);
+      expect((await j.messages.messagesOf(rootId)).deliveries.map((d) => d.state)).toEqual(["session-replaced", "session-replaced"]);
     });
 
     test(`${backend.name}: dedup by message id; the same id with other content is refused; nothing is written for a refusal`, async () => {

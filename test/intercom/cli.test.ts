@@ -22,6 +22,7 @@ import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../
 import { expectOneSentenceError, parseNdjson, startedRunId } from "../e2e/support.ts";
 import { alive, brokerPidOf, cleanupHomes, newHome, signal } from "./support.ts";
 import { IntercomClient } from "../../src/intercom/client.ts";
+import { inOrder, startFakeOpenAI, text } from "../helpers/fake-openai.ts";
 
 const FIXTURES = join(import.meta.dir, "fixtures");
 const MAIL = join(FIXTURES, "mail.ts");
@@ -93,7 +94,37 @@ describe("atomic send, inbox, sessions", () => {
     await out.waitFor(/"heard": "got:hello there"/);
     expect(readerLines(c)).toEqual(["hello there"]);
     const after = await cli(c, ["inbox", id]);
-    expect(after.stdout).toMatch(/delivered\s+msg_\S+ .*hello there/);
+    expect(after.stdout).toMatch(/receipt-unverified\s+msg_\S+ .*hello there .*a shell stage's stdin: nothing confirms the command read it/);
+  });
+
+  test("delivery states: an openai stage's message is received (the model saw it); a retried stage's is session-replaced", async () => {
+    const c = setup();
+    const server = await startFakeOpenAI(inOrder(text("done")));
+    try {
+      const env = { ...c.env, ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+      const proc = spawnAtomic(["run", join(FIXTURES, "delivery-states.ts"), "--workers", "2"], { home: c.home, env });
+      const out = lineWatcher(proc.stdout);
+      const id = startedRunId(await out.waitFor(/^started run /));
+      await out.waitFor(/stage gate started/);
+      for (const [stage, text] of [["agent", "hello agent"], ["flaky", "hello flaky"]] as const) {
+        expect((await runAtomic(["send", id, stage, text], { home: c.home, env })).code).toBe(0);
+      }
+      writeFileSync(c.gate, "");
+      expect(await proc.exited).toBe(0);
+      // the model's one request carried the message
+      expect(JSON.stringify(server.requests[0]!.body)).toContain("hello agent");
+      const box = JSON.parse((await runAtomic(["inbox", id, "--json"], { home: c.home, env })).stdout) as { stages: { stage: string; messages: { text: string; state: string; attempt: number; reason: string | null }[] }[] };
+      const byStage = Object.fromEntries(box.stages.map((s) => [s.stage, s.messages.map((m) => ({ text: m.text, state: m.state, attempt: m.attempt, reason: m.reason }))]));
+      expect(byStage).toEqual({
+        agent: [{ text: "hello agent", state: "received", attempt: 1, reason: null }],
+        flaky: [{ text: "hello flaky", state: "session-replaced", attempt: 1, reason: "the session of attempt 1 was replaced by attempt 2, which was given the message again" }],
+      });
+      const listed = await runAtomic(["inbox", id], { home: c.home, env });
+      expect(listed.stdout).toMatch(/received\s+msg_\S+ .*hello agent/);
+      expect(listed.stdout).toMatch(/session-replaced\s+msg_\S+ .*hello flaky .*attempt 2, which was given the message again/);
+    } finally {
+      await server.close();
+    }
   });
 
   test("a message to a stage nothing has started is queued with a warning naming close matches; refused once the run ended", async () => {
@@ -188,7 +219,7 @@ describe("crashes", () => {
     expect(resumed.stdout).toContain('"heard": "got:survives"');
     expect(readerLines(c)).toEqual(["survives"]);
     const box = JSON.parse((await cli(c, ["inbox", id, "--json"])).stdout) as { stages: { messages: { state: string }[] }[] };
-    expect(box.stages[0]!.messages.map((m) => m.state)).toEqual(["delivered"]);
+    expect(box.stages[0]!.messages.map((m) => m.state)).toEqual(["receipt-unverified"]);
   });
 
   test("the broker killed with SIGKILL while messages are queued: the next client starts a new one; the messages arrive when their stages start", async () => {

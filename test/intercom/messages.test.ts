@@ -73,10 +73,12 @@ describe("messages to stages", () => {
       expect(out.status).toBe("completed");
       expect((out.outputs as StageResult).text).toBe("got:hello before start\n");
       const box = await inbox(fx.journal, await fx.getRun(driven.runId));
-      expect(box.stages).toMatchObject([{ stage: "reader", messages: [{ id: sent.messageId, state: "delivered", attempt: 1 }] }]);
+      // a shell stage reads its stdin without a receipt: once it ended, the delivery is receipt-unverified
+      const SHELL = "a shell stage's stdin: nothing confirms the command read it";
+      expect(box.stages).toMatchObject([{ stage: "reader", messages: [{ id: sent.messageId, state: "receipt-unverified", attempt: 1, reason: SHELL }] }]);
       const events = (await fx.journalEvents(driven.runId)).filter((e) => e.type.startsWith("message"));
       expect(events).toMatchObject([{ type: "messages_delivered", payload: { stagePath: "reader", messageIds: [sent.messageId], beforeStart: true } }]);
-      expect(fx.eventsOf("message")).toMatchObject([{ stage: "reader", state: "delivered", live: false }]);
+      expect(fx.eventsOf("message")).toMatchObject([{ stage: "reader", state: "delivered", live: false }, { stage: "reader", state: "receipt-unverified", reason: SHELL }]);
     });
   });
 
@@ -132,8 +134,8 @@ describe("messages to stages", () => {
       expect(out.outputs).toEqual({ s: "got:to every reviewer\n", t: "got:to every reviewer\n" });
       const box = await inbox(fx.journal, await fx.getRun(driven.runId));
       expect(box.stages.map((s) => [s.stage, s.messages.map((m) => m.state)])).toEqual([
-        ["review/security", ["delivered"]],
-        ["review/style", ["delivered"]],
+        ["review/security", ["receipt-unverified"]],
+        ["review/style", ["receipt-unverified"]],
       ]);
       expect(box.sticky).toMatchObject([{ target: "review/*" }]);
     });
@@ -157,7 +159,7 @@ describe("messages to stages", () => {
       expect(resumed.status).toBe("completed");
       expect((resumed.outputs as StageResult).text).toBe("got:exactly once\n");
       const box = await inbox(fx.journal, await fx.getRun(first.runId));
-      expect(box.stages).toMatchObject([{ stage: "reader", messages: [{ id: sent.messageId, state: "delivered" }] }]);
+      expect(box.stages).toMatchObject([{ stage: "reader", messages: [{ id: sent.messageId, state: "receipt-unverified" }] }]);
       const claims = (await fx.journalEvents(first.runId)).filter((e) => e.type === "messages_delivered");
       expect(claims).toHaveLength(1);
     });

@@ -1,4 +1,9 @@
-/** `atomic inbox RUN`: messages per stage (queued, delivered, undeliverable), sticky messages, and questions. */
+/**
+ * `atomic inbox RUN`: messages per stage with their delivery states
+ * (queued, delivered, received, receipt-unverified, session-replaced,
+ * stage-terminal, undeliverable: src/journal/delivery-states.ts) and
+ * reasons, sticky messages, and questions.
+ */
 
 import { defineCommand } from "citty";
 import { inbox } from "../../engine/messaging.ts";
@@ -23,9 +28,9 @@ export default defineCommand({
     for (const stage of box.stages) {
       s.result(st.bold(stage.stage));
       for (const m of stage.messages) {
-        const state = m.state === "undeliverable" ? st.red(m.state) : m.state === "queued" ? st.yellow(m.state) : st.green(m.state);
+        const state = (m.state === "undeliverable" || m.state === "stage-terminal" ? st.red : m.state === "received" || m.state === "delivered" ? st.green : st.yellow)(m.state);
         const extra = [m.mode !== "steer" ? m.mode : "", m.sticky ? "sticky" : "", m.attempt ? `attempt ${m.attempt}` : "", m.reason ?? ""].filter(Boolean).join(", ");
-        s.result(`  ${state.padEnd(13)} ${m.id}  ${st.dim(formatTime(m.sentAt))}  ${preview(m.text)}${extra ? st.dim(`  (${extra})`) : ""}`);
+        s.result(`  ${state.padEnd(18)} ${m.id}  ${st.dim(formatTime(m.sentAt))}  ${preview(m.text)}${extra ? st.dim(`  (${extra})`) : ""}`);
       }
     }
     if (box.sticky.length > 0) {

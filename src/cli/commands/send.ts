@@ -59,6 +59,5 @@ export default defineCommand({
 
 function describe(d: DeliveryView): string {
   if (d.state === "queued") return d.started ? "queued (the stage's driver delivers it shortly)" : "queued (the stage has not started; it gets the message before its first turn)";
-  if (d.state === "undeliverable") return `undeliverable${d.reason ? `: ${d.reason}` : ""}`;
-  return "delivered";
+  return `${d.state}${d.reason ? `: ${d.reason}` : ""}`;
 }

@@ -138,8 +138,8 @@ function linesView(s: CliSession): RunView {
           print(promptLine(e, st));
           break;
         case "message":
-          if (e.state === "undeliverable") print(`  message ${e.messageId} to ${e.stage} undeliverable${e.reason ? `: ${e.reason}` : ""}`);
-          else print(`  message ${e.messageId} delivered to ${e.stage}${e.live ? "" : " before it started"}`);
+          if (e.state === "delivered") print(`  message ${e.messageId} delivered to ${e.stage}${e.live ? "" : " before it started"}`);
+          else print(`  message ${e.messageId} to ${e.stage} ${e.state}${e.reason ? `: ${e.reason}` : ""}`);
           break;
         case "stage_output":
         case "stage_usage":

@@ -5,7 +5,7 @@
  *   when its start is recorded and removes it when it ends).
  * - A pass (`pump`) reads the journal's queued deliveries of the tree and
  *   hands each whose stage runs to the executor (`deliver`), in order, then
- *   records the outcomes in one fenced settle: delivered, or undeliverable
+ *   records the outcomes in one fenced settle: delivered, or stage-terminal
  *   when the stage has finished for good. A delivery whose stage stopped or
  *   failed stays queued for the stage's next attempt; one the executor
  *   could not take is retried at the next pass.
@@ -30,7 +30,7 @@ export interface LiveStage {
   attempt: number;
 }
 
-type Change = { seq: number; state: "delivered" | "undeliverable"; attempt?: number; reason?: string };
+type Change = { seq: number; state: "delivered" | "stage-terminal"; attempt?: number; reason?: string };
 
 export function stageId(runId: string, stageKey: string): string {
   return `${runId}\u0000${stageKey}`;
@@ -58,6 +58,11 @@ export class DeliveryPump {
 
   stageRunning(stage: LiveStage): void {
     this.live.set(stageId(stage.runId, stage.stageKey), stage);
+  }
+
+  /** The running attempt of this stage, if it is live. */
+  liveStage(runId: RunId, stageKey: string): LiveStage | undefined {
+    return this.live.get(stageId(runId, stageKey));
   }
 
   /** The attempt ended: no more live delivery to it. Returns it (undefined if it was not live). */
@@ -130,7 +135,7 @@ export class DeliveryPump {
       byseq.set(d.seq, d);
       const stage = this.live.get(stageId(d.runId, d.stageKey));
       if (!stage) {
-        if (finished.has(stageId(d.runId, d.stageKey))) changes.push({ seq: d.seq, state: "undeliverable", reason: `stage ${d.stagePath} finished before the message arrived` });
+        if (finished.has(stageId(d.runId, d.stageKey))) changes.push({ seq: d.seq, state: "stage-terminal", reason: `stage ${d.stagePath} finished before the message arrived` });
         continue; // stopped or failed: its next attempt receives it
       }
       if (!executor.deliver) continue;

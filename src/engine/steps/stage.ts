@@ -335,6 +335,8 @@ async function runAttempt(
       if (event.type === "started") {
         if (queued && !began) record = running(exec, request, event.at ?? Date.now(), timing);
         began = true;
+      } else if (event.type === "message_received") {
+        tree.mail.received(exec.runId, position, attempt, event.id);
       } else if (event.type === "output") {
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
       } else if (event.type === "usage") {
@@ -354,7 +356,7 @@ async function runAttempt(
   } finally {
     // Ended before its start was recorded: its checkpoint or failure record says when it started.
     if (record) clearTimeout(record);
-    tree.mail.ended(exec.runId, position);
+    tree.mail.ended(exec.runId, position, attempt, request.runner);
     tree.agentEnded(liveId);
   }
 }

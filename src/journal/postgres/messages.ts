@@ -30,6 +30,7 @@
  * as SQLite does, whatever the database's collation.
  */
 
+import { HANDED_STATES, deliveryStatesFrom, sqlStates } from "../delivery-states.ts";
 import { LeaseLostError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { judgeLateAnswer, messageDigest, refuseOverLimits, refuseReusedId } from "../message-rules.ts";
@@ -154,11 +155,20 @@ export class PgMessageStore implements MessageStore {
       );
       for (const r of claimed) fresh.add(r.seq);
       for (const r of await this.insertSticky(q, lease.rootId, stage, matches, "delivered")) fresh.add(r);
+      if (stage.attempt > 1) {
+        const replace = deliveryStatesFrom("replace");
+        await q(
+          `update deliveries set state = '${replace.to}', settled_at = ${NOW_MS},
+                  reason = 'the session of attempt ' || attempt || ' was replaced by attempt ' || $3::int || ', which was given the message again'
+            where run_id = $1 and stage_key = $2 and attempt < $3::int and state in (${sqlStates(replace.from)})`,
+          [stage.runId, stage.stageKey, stage.attempt],
+        );
+      }
       const mail: StageMail[] = (
         await q<MailRow>(
           `select d.seq, d.message_id, m.text, m.mode, m.sender
              from deliveries d join messages m on m.root_id = d.root_id and m.id = d.message_id
-            where d.run_id = $1 and d.stage_key = $2 and d.state = 'delivered'
+            where d.run_id = $1 and d.stage_key = $2 and d.state in (${sqlStates(HANDED_STATES)})
             order by d.seq`,
           [stage.runId, stage.stageKey],
         )
@@ -195,7 +205,7 @@ export class PgMessageStore implements MessageStore {
 
   async settle(
     lease: Lease,
-    changes: { seq: number; state: "delivered" | "undeliverable"; attempt?: number; reason?: string }[],
+    changes: { seq: number; state: "delivered" | "stage-terminal" | "undeliverable"; attempt?: number; reason?: string }[],
     events: (changed: number[]) => AppendEntry[],
   ): Promise<number[]> {
     if (changes.length === 0) return [];
@@ -211,6 +221,33 @@ export class PgMessageStore implements MessageStore {
       const changed = changes.filter((c) => done.has(c.seq)).map((c) => c.seq);
       if (changed.length > 0) for (const entry of events(changed)) await this.writes.appendInTransaction(q, lease, entry);
       return changed;
+    });
+  }
+
+  async confirm(lease: Lease, stage: { runId: RunId; stageKey: string; attempt: number }, messageIds: string[]): Promise<string[]> {
+    const confirm = deliveryStatesFrom("confirm");
+    return this.fenced(lease, async (q) => {
+      const rows = await q<{ message_id: string }>(
+        `update deliveries set state = '${confirm.to}', settled_at = ${NOW_MS}
+          where run_id = $1 and stage_key = $2 and attempt = $3 and message_id = any($4::text[]) and state in (${sqlStates(confirm.from)})
+          returning message_id`,
+        [stage.runId, stage.stageKey, stage.attempt, messageIds],
+      );
+      return rows.map((r) => r.message_id);
+    });
+  }
+
+  async endAttempt(lease: Lease, stage: { runId: RunId; stageKey: string; attempt: number }, reason: string): Promise<string[]> {
+    if (!(await this.hasMail(lease.rootId))) return [];
+    const end = deliveryStatesFrom("end");
+    return this.fenced(lease, async (q) => {
+      const rows = await q<{ message_id: string }>(
+        `update deliveries set state = '${end.to}', reason = $1, settled_at = ${NOW_MS}
+          where run_id = $2 and stage_key = $3 and attempt = $4 and state in (${sqlStates(end.from)})
+          returning message_id`,
+        [reason, stage.runId, stage.stageKey, stage.attempt],
+      );
+      return rows.map((r) => r.message_id);
     });
   }
 

@@ -382,6 +382,15 @@ export const MIGRATIONS: readonly PgMigration[] = [
       `alter table runs add constraint runs_status_check check (status in ('running', 'completed', 'failed', 'cancelled', 'blocked', 'interrupted', 'awaiting_input', 'skipped'))`,
     ],
   },
+  {
+    version: 13,
+    name: "delivery states: received, receipt-unverified, session-replaced, stage-terminal (../delivery-states.ts)",
+    statements: [
+      `alter table deliveries drop constraint deliveries_state_check`,
+      `alter table deliveries add constraint deliveries_state_check check (state in ('queued', 'delivered', 'received', 'receipt-unverified', 'session-replaced', 'stage-terminal', 'undeliverable'))`,
+      `update deliveries set state = 'stage-terminal' where state = 'undeliverable' and reason like 'stage % finished before the message arrived'`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

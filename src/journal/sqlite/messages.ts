@@ -18,6 +18,7 @@
  * to stages through another.
  */
 
+import { HANDED_STATES, deliveryStatesFrom, sqlStates } from "../delivery-states.ts";
 import type { Database, Statement } from "bun:sqlite";
 import { LeaseLostError } from "../../shared/errors.ts";
 import { judgeLateAnswer, messageDigest, refuseOverLimits, refuseReusedId } from "../message-rules.ts";
@@ -65,6 +66,9 @@ export class SqliteMessageStore implements MessageStore {
   private readonly bindQueued: Statement<unknown, [runId: string, stageKey: string, rootId: string, path: string]>;
   private readonly insertDelivered: Statement<unknown, [string, string, string, string, string, number, number]>;
   private readonly mailOfStage: Statement<Mail, [runId: string, stageKey: string]>;
+  private readonly replaceEarlier: Statement<unknown, [now: number, runId: string, stageKey: string, attempt: number]>;
+  private readonly confirmOne: Statement<unknown, [now: number, runId: string, stageKey: string, attempt: number, messageId: string]>;
+  private readonly endDelivered: Statement<{ message_id: string }, [reason: string, now: number, runId: string, stageKey: string, attempt: number]>;
   private readonly queuedBound: Statement<LiveRow, [rootId: string]>;
   private readonly settleOne: Statement<unknown, [state: string, attempt: number | null, reason: string | null, now: number, seq: number]>;
   private readonly settleRoot: Statement<unknown, [reason: string, now: number, rootId: string]>;
@@ -120,8 +124,25 @@ export class SqliteMessageStore implements MessageStore {
     this.mailOfStage = db.prepare(
       `select d.seq, d.message_id, m.text, m.mode, m.sender
          from deliveries d join messages m on m.root_id = d.root_id and m.id = d.message_id
-        where d.run_id = ? and d.stage_key = ? and d.state = 'delivered'
+        where d.run_id = ? and d.stage_key = ? and d.state in (${sqlStates(HANDED_STATES)})
         order by d.seq`,
+    );
+    const replace = deliveryStatesFrom("replace");
+    this.replaceEarlier = db.prepare(
+      `update deliveries set state = '${replace.to}', settled_at = ?1,
+              reason = 'the session of attempt ' || attempt || ' was replaced by attempt ' || ?4 || ', which was given the message again'
+        where run_id = ?2 and stage_key = ?3 and attempt < ?4 and state in (${sqlStates(replace.from)})`,
+    );
+    const confirm = deliveryStatesFrom("confirm");
+    this.confirmOne = db.prepare(
+      `update deliveries set state = '${confirm.to}', settled_at = ?1
+        where run_id = ?2 and stage_key = ?3 and attempt = ?4 and message_id = ?5 and state in (${sqlStates(confirm.from)})`,
+    );
+    const end = deliveryStatesFrom("end");
+    this.endDelivered = db.prepare(
+      `update deliveries set state = '${end.to}', reason = ?1, settled_at = ?2
+        where run_id = ?3 and stage_key = ?4 and attempt = ?5 and state in (${sqlStates(end.from)})
+        returning message_id`,
     );
     this.queuedBound = db.prepare(
       `select d.*, m.text, m.mode, m.sender
@@ -220,6 +241,7 @@ export class SqliteMessageStore implements MessageStore {
         const { changes, lastInsertRowid } = this.insertDelivered.run(lease.rootId, m.id, stage.path, stage.runId, stage.stageKey, stage.attempt, now);
         if (changes > 0) fresh.add(Number(lastInsertRowid));
       }
+      if (stage.attempt > 1) this.replaceEarlier.run(now, stage.runId, stage.stageKey, stage.attempt);
       const mail: StageMail[] = this.mailOfStage.all(stage.runId, stage.stageKey).map((r) => ({
         deliverySeq: r.seq,
         messageId: r.message_id,
@@ -250,7 +272,7 @@ export class SqliteMessageStore implements MessageStore {
 
   async settle(
     lease: Lease,
-    changes: { seq: number; state: "delivered" | "undeliverable"; attempt?: number; reason?: string }[],
+    changes: { seq: number; state: "delivered" | "stage-terminal" | "undeliverable"; attempt?: number; reason?: string }[],
     events: (changed: number[]) => AppendEntry[],
   ): Promise<number[]> {
     if (changes.length === 0) return [];
@@ -262,6 +284,18 @@ export class SqliteMessageStore implements MessageStore {
       if (changed.length > 0) for (const entry of events(changed)) this.appendFenced(lease, entry, now);
       return changed;
     });
+  }
+
+  async confirm(lease: Lease, stage: { runId: RunId; stageKey: string; attempt: number }, messageIds: string[]): Promise<string[]> {
+    return this.fenced(lease, () => {
+      const now = Date.now();
+      return messageIds.filter((id) => this.confirmOne.run(now, stage.runId, stage.stageKey, stage.attempt, id).changes > 0);
+    });
+  }
+
+  async endAttempt(lease: Lease, stage: { runId: RunId; stageKey: string; attempt: number }, reason: string): Promise<string[]> {
+    if (!(await this.guard(() => this.anyMessage.get(lease.rootId)))) return [];
+    return this.fenced(lease, () => this.endDelivered.all(reason, Date.now(), stage.runId, stage.stageKey, stage.attempt).map((r) => r.message_id));
   }
 
   async settleAll(lease: Lease, rootId: RunId, reason: string, pathPrefix?: string): Promise<number> {

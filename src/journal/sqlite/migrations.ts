@@ -506,6 +506,37 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`create index runs_by_change on runs (change_seq)`.execute(db);
     },
   },
+  {
+    version: 13,
+    name: "delivery states: received, receipt-unverified, session-replaced, stage-terminal (../delivery-states.ts)",
+    async up(db) {
+      // SQLite cannot alter a CHECK: the table again with the new states (columns of version 3, in order), its rows
+      // copied ("finished before the message arrived" was stage-terminal), its indexes made again. No table refers to it.
+      await sql`create table deliveries_v13 (
+        seq integer primary key,
+        root_id text not null,
+        message_id text not null,
+        stage_path text not null,
+        run_id text,
+        stage_key text,
+        state text not null check (state in ('queued', 'delivered', 'received', 'receipt-unverified', 'session-replaced', 'stage-terminal', 'undeliverable')),
+        attempt integer,
+        reason text,
+        created_at integer not null,
+        settled_at integer
+      ) strict`.execute(db);
+      const columns = sql.raw("seq, root_id, message_id, stage_path, run_id, stage_key, state, attempt, reason, created_at, settled_at");
+      await sql`insert into deliveries_v13 (${columns}) select ${columns} from deliveries`.execute(db);
+      await sql`update deliveries_v13 set state = 'stage-terminal' where state = 'undeliverable' and reason like 'stage % finished before the message arrived'`.execute(db);
+      await sql`drop table deliveries`.execute(db);
+      await sql`alter table deliveries_v13 rename to deliveries`.execute(db);
+      await sql`create unique index deliveries_once on deliveries (root_id, message_id, stage_path, coalesce(run_id, ''), coalesce(stage_key, ''))`.execute(db);
+      await sql`create index deliveries_queued_by_path on deliveries (root_id, stage_path) where state = 'queued'`.execute(db);
+      await sql`create index deliveries_queued_bound on deliveries (root_id, seq) where state = 'queued' and stage_key is not null`.execute(db);
+      await sql`create index deliveries_by_stage on deliveries (run_id, stage_key, seq) where stage_key is not null`.execute(db);
+      await sql`create index deliveries_by_root on deliveries (root_id, seq)`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -112,6 +112,7 @@ export const RunnerEventSchema = v.variant("type", [
   v.object({ type: v.literal("started"), pid: v.optional(v.number()), sessionId: v.optional(v.string()), at: v.optional(v.number()) }),
   v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("text_delta"), text: v.string(), skipped: v.optional(v.number()) }),
+  v.object({ type: v.literal("message_received"), id: v.string() }),
   v.object({ type: v.literal("tool_start"), name: v.string(), id: v.optional(v.string()), at: v.optional(v.number()), input: v.optional(v.string()) }),
   v.object({ type: v.literal("tool_end"), name: v.string(), id: v.optional(v.string()), ok: v.boolean(), at: v.optional(v.number()), output: v.optional(v.string()) }),
   v.object({

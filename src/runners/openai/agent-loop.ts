@@ -89,13 +89,21 @@ interface Setup {
   maxTurns: number;
 }
 
+/** A message waiting to go into the history (`id`: reported as received once a model request carries it). */
+interface Queued {
+  text: string;
+  id?: string;
+}
+
 export class AgentLoop {
   private state: LoopState = LoopState.Idle;
   private readonly files: AgentFiles;
   private readonly messages = new History();
-  private readonly steer: string[] = [];
-  private readonly follow: string[] = [];
-  private readonly interrupts: string[] = [];
+  private readonly steer: Queued[] = [];
+  private readonly follow: Queued[] = [];
+  private readonly interrupts: Queued[] = [];
+  /** Ids of messages in the history that no model request has carried yet: received once one answers. */
+  private uncarried: string[] = [];
   /** The current attempt of the model call (calling), then the turn's tools (running_tools). */
   private turnAbort: AbortController | undefined;
   private stopKind: StopKind | undefined;
@@ -170,12 +178,13 @@ export class AgentLoop {
 
   // ---------------------------------------------------------------- control (any time)
 
-  async send(text: string, mode: DeliveryMode): Promise<void> {
+  async send(text: string, mode: DeliveryMode, id?: string): Promise<void> {
     if (this.state === LoopState.Ended) throw new Error("the stage has ended");
-    if (mode === "steer") this.steer.push(text);
-    else if (mode === "followUp") this.follow.push(text);
+    const message = { text, ...(id ? { id } : {}) };
+    if (mode === "steer") this.steer.push(message);
+    else if (mode === "followUp") this.follow.push(message);
     else {
-      this.interrupts.push(text);
+      this.interrupts.push(message);
       this.abortTurn("interrupt");
     }
   }
@@ -231,6 +240,7 @@ export class AgentLoop {
       if (ended) return ended;
       const turn = await this.call(setup.client, setup.toolBox);
       if (!turn) continue; // aborted for an interrupt or the wrap-up
+      this.confirmCarried();
       const assistant = this.recordReply(turn);
       const outcome = turn.toolCalls.length > 0 ? await this.answerTools(turn, assistant, setup.toolBox) : await this.afterAnswer();
       if (outcome) return outcome;
@@ -272,6 +282,8 @@ export class AgentLoop {
       for (const m of earlier) if (m.role !== "system") this.messages.push(m);
       this.files.section(`(continuing the conversation of ${req.continueFrom.artifactDir}: ${earlier.length} messages)`);
     }
+    // Messages sent before this attempt go into its first request: received once a model call answers it.
+    this.uncarried.push(...(req.initialMessages ?? []).map((m) => m.id));
     this.files.section(`${req.stageName} (openai, ${req.model})`);
     if (req.answer) {
       // Parked on ask_user, answered: the answer is that call's result; what was sent meanwhile follows it.
@@ -448,12 +460,19 @@ export class AgentLoop {
     },
   };
 
-  private inject(queue: string[], mode: DeliveryMode): void {
+  private inject(queue: Queued[], mode: DeliveryMode): void {
     while (queue.length) {
-      const text = queue.shift()!;
+      const { text, id } = queue.shift()!;
       this.messages.push({ role: "user", content: text });
       this.files.section(`Message (${mode})`, text);
+      if (id) this.uncarried.push(id);
     }
+  }
+
+  /** A model call answered: every message in its request was seen by the model. */
+  private confirmCarried(): void {
+    for (const id of this.uncarried) this.onEvent({ type: "message_received", id });
+    this.uncarried = [];
   }
 
   /** The request's `tools` (the given ones, then structured_output when the task has a schema), serialized; undefined: none. */

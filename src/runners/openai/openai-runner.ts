@@ -51,7 +51,7 @@ export class OpenAIRunner implements Runner {
     onEvent({ type: "started" });
     return {
       result,
-      send: (message, mode) => loop.send(message, mode),
+      send: (message, mode, id) => loop.send(message, mode, id),
       interrupt: () => loop.interruptTurn(),
       cancel: (reason) => loop.stop("cancelled", reason ?? "cancelled"),
       wrapUp: (text) => loop.wrapUp(text),
