@@ -90,6 +90,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic attach 01m8rf review", "atomic attach 01m8rf", "atomic attach 01m8rf review --json | jq -c 'select(.type == \"text\")'"],
     load: () => import("./commands/attach.ts").then((m) => m.default),
   },
+  token: {
+    summary: "mint a read-only token for one run's status API and event streams",
+    examples: ["atomic token --run 01m8rf --read-only --ttl 1h"],
+    load: () => import("./commands/token.ts").then((m) => m.default),
+  },
   send: {
     summary: "send a message to a stage (live now, or before it starts)",
     examples: ['atomic send 01m8rf review "focus on the tests"', 'atomic send 01m8rf "review/*" "stop and summarize" --mode interrupt'],

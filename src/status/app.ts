@@ -28,6 +28,7 @@ import { VERSION } from "../shared/version.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
 import { pageAsset, pageHtml } from "./page.ts";
 import { isPagePath, signInPage, StatusAuth } from "./auth.ts";
+import { checkRunToken, looksLikeRunToken, runOfPath } from "./run-tokens.ts";
 import type { HostPolicy } from "./security.ts";
 import type { Miss, StatusSource } from "./source.ts";
 import { parseCursor } from "./stream-cursor.ts";
@@ -116,6 +117,22 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       if (auth.isToken(login)) return auth.login(c);
       c.header("Cache-Control", "no-store");
       return c.html(signInPage("bad_link"), 403);
+    }
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "")?.[1];
+    if (bearer && looksLikeRunToken(bearer)) {
+      // A run token (run-tokens.ts): reads of its own run tree, nothing else.
+      const checked = checkRunToken(token, bearer);
+      const mint = "mint one with: atomic token --run ID --read-only --ttl 1h";
+      if ("refused" in checked) {
+        return checked.refused === "expired" ? fail(c, 403, "token_expired", "this run token has expired", mint) : fail(c, 403, "wrong_token", "this run token is not valid on this server", mint);
+      }
+      if (!reading) return fail(c, 403, "read_only_token", "this token can only read: it cannot send, answer or control anything", "use the status token for that");
+      const ref = runOfPath(path);
+      const found = ref === undefined ? undefined : await source.findRun(ref);
+      if (!found || "miss" in found || found.rootId !== checked.rootId) {
+        return fail(c, 403, "run_token_scope", `this token can read run ${checked.rootId} only`, `its API is under /api/runs/${checked.rootId}`);
+      }
+      return next();
     }
     const caller = auth.caller(c);
     if (caller === "wrong") return fail(c, 403, "wrong_token", "the status token is wrong", "use the token in $ATOMIC_HOME/status-token");
