@@ -14,10 +14,8 @@ import { killTmux, Tmux } from "../helpers/tmux.ts";
 import { startFakeOpenAI, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { startChat } from "./support.ts";
 
-afterEach(async () => {
-  killTmux();
-  await cleanupWhenIdle();
-});
+// Not killTmux() after each test: the tests run concurrently (each kills its own server when done).
+afterEach(cleanupWhenIdle);
 afterAll(async () => {
   killTmux();
   await killSpawned();
@@ -37,10 +35,12 @@ e2eTest("attach on a terminal: live text and tools; a steer, a followup and an i
   const fake = await startFakeOpenAI((_req, i) => replies[Math.min(i, replies.length - 1)]!);
   const home = makeTempDir("atomic-attach-home-");
   const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+  let tmux: Tmux | undefined;
   try {
     const run = await startChat(home, env, ["--workers", "1"]);
     await fake.requestMatching();
     const t = Tmux.atomic(["attach", run.runId, "chat"], { home, env, cols: 120, rows: 40 });
+    tmux = t;
     await t.waitFor("attached to chat");
     // A steer while the first call is out: the loop takes it into its next call.
     t.type("use the README");
@@ -75,6 +75,7 @@ e2eTest("attach on a terminal: live text and tools; a steer, a followup and an i
     expect(after.stdout).toContain("Bye now.");
     expect(after.stdout).toContain("the stage ended: completed");
   } finally {
+    tmux?.kill();
     await fake.close();
   }
 });
