@@ -1,20 +1,30 @@
 /**
- * generate-and-filter: many candidate answers in parallel, a filter stage
- * that drops duplicates and weak ones and keeps a shortlist, and an
- * optional judge stage that orders the shortlist with a rationale.
+ * generate-and-filter: many candidate answers in parallel, filters that
+ * gather evidence about them, and an agent stage that chooses the final
+ * shortlist from that evidence.
  *
  *   atomic run generate-and-filter --input prompt="Name our CLI tool" --input num_candidates=6
  *
+ * The filters: checks in code (an empty answer; the same text as an earlier
+ * candidate, case and spacing aside), then a filter stage that drops
+ * duplicates and weak candidates with a reason each and proposes a
+ * shortlist. Its answer is checked: a path that is not a candidate's, or
+ * one named twice, is dropped; an empty or unusable answer falls back to
+ * the first candidates.
+ *
+ * The choice: with use_judge (the default) the judge stage sees every
+ * candidate with the filters' evidence (the checks, the filter's proposal
+ * and its reasons) and chooses the final shortlist, best first, with its
+ * rationale; it may keep a candidate the filter dropped. Its answer is
+ * checked the same way and an unusable one is asked again once; still
+ * unusable, the filter's shortlist stands (`chosen_by` says which).
+ *
  * Artifacts, under <cwd>/.atomic/runs/generate-and-filter-<run id>/:
  * candidate-N.md (one per candidate that answered), filter.json (the
- * shortlist, what was discarded and why, paths the filter named that do not
- * exist), shortlist.md (the final order, each candidate in full).
- *
- * The filter's answer is checked: a path that is not a candidate's, or
- * one named twice, is dropped; an empty or unusable answer falls back to
- * the first candidates. A judge naming paths outside the shortlist is
- * ignored for those; shortlisted candidates it leaves out keep their place
- * after the ones it ordered.
+ * checks, the filter's proposal and what it discarded and why, paths it
+ * named that do not exist, the judge's choice or why it was not used, the
+ * final shortlist and every candidate left out with its reasons),
+ * shortlist.md (the final order, each candidate in full).
  */
 import { workflow, v } from "atomic";
 
@@ -26,16 +36,17 @@ const Filtered = v.object({
   shortlist: v.array(v.string()),
   discarded: v.array(v.object({ path: v.string(), reason: v.string() })),
 });
-const Judged = v.object({ order: v.array(v.string()), rationale: v.string() });
+const Chosen = v.object({ shortlist: v.array(v.string()), rationale: v.string() });
+const squeeze = (t: string) => t.trim().replace(/\s+/g, " ").toLowerCase();
 
 export default workflow({
   name: "generate-and-filter",
-  description: "Generate candidates in parallel, filter them to a shortlist, optionally have a judge order it",
+  description: "Generate candidates in parallel, filter them with evidence, have a judge choose the shortlist",
   inputs: {
     prompt: v.pipe(v.string(), v.minLength(1), v.description("what to generate")),
     num_candidates: count(2, 20, 8, "candidates generated"),
     shortlist_size: count(1, 10, 3, "most candidates kept"),
-    use_judge: v.optional(v.pipe(v.boolean(), v.description("order the shortlist with a judge stage")), true),
+    use_judge: v.optional(v.pipe(v.boolean(), v.description("a judge stage chooses the final shortlist from the filters' evidence (else the filter's shortlist stands)")), true),
     max_concurrency: count(1, 12, 4, "most candidate stages at once"),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
@@ -44,8 +55,9 @@ export default workflow({
   },
   outputs: v.object({
     shortlist: v.pipe(v.array(v.string()), v.description("the shortlisted candidate files, best first")),
-    discarded: v.array(v.object({ path: v.string(), reason: v.string() })),
-    rationale: v.pipe(v.string(), v.description("the judge's rationale (empty without a judge)")),
+    discarded: v.pipe(v.array(v.object({ path: v.string(), reason: v.string() })), v.description("every candidate left out, with the filters' reasons")),
+    rationale: v.pipe(v.string(), v.description("the judge's rationale (empty when the judge did not choose)")),
+    chosen_by: v.pipe(v.picklist(["judge", "filter", "first candidates"]), v.description("who chose the final shortlist")),
     shortlist_file: v.pipe(v.string(), v.description("shortlist.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
@@ -75,6 +87,18 @@ export default workflow({
       for (const [file, text] of Object.entries(candidates)) await Bun.write(`${dir}/${file}`, text);
     });
 
+    // The checks in code: an empty answer, or the same text as an earlier candidate.
+    const checks: { path: string; reason: string }[] = [];
+    names.forEach((n, i) => {
+      if (squeeze(candidates[n]!) === "") checks.push({ path: n, reason: "an empty answer" });
+      else {
+        const same = names.slice(0, i).find((m) => squeeze(candidates[m]!) === squeeze(candidates[n]!));
+        if (same) checks.push({ path: n, reason: `the same text as ${same}` });
+      }
+    });
+    const checksText = checks.length ? `\n\nChecks found:\n${checks.map((c) => `- ${c.path}: ${c.reason}`).join("\n")}` : "";
+    const all = names.map((n) => `## ${n}\n${candidates[n]}`).join("\n\n");
+
     const filter = await ctx.task("filter", {
       ...judge,
       tools: [],
@@ -82,41 +106,73 @@ export default workflow({
       failureMode: "return",
       prompt:
         `You are the filter. Drop duplicates and weak candidates; keep at most ${shortlist_size}, best first, by file name. ` +
-        `Say why each dropped one was discarded.\n\nTask:\n${prompt}\n\n` +
-        names.map((n) => `## ${n}\n${candidates[n]}`).join("\n\n"),
+        `Say why each dropped one was discarded.\n\nTask:\n${prompt}${checksText}\n\n${all}`,
     });
     const filtered = filter.status === "completed" ? v.safeParse(Filtered, filter.structured) : undefined;
-    const named = filtered?.success ? filtered.output.shortlist.map((p) => p.slice(p.lastIndexOf("/") + 1)) : [];
-    const missing = named.filter((p) => !(p in candidates));
-    let shortlist = [...new Set(named.filter((p) => p in candidates))].slice(0, shortlist_size);
-    const fallback = shortlist.length === 0;
-    if (fallback) shortlist = names.slice(0, shortlist_size);
-    const discarded = filtered?.success ? filtered.output.discarded.filter((d) => !shortlist.includes(d.path)) : [];
+    /** The candidates a list names, each once, at most shortlist_size; and the names that are no candidate's. */
+    const usable = (paths: string[]) => {
+      const bare = paths.map((p) => p.slice(p.lastIndexOf("/") + 1));
+      return { kept: [...new Set(bare.filter((p) => p in candidates))].slice(0, shortlist_size), missing: bare.filter((p) => !(p in candidates)) };
+    };
+    const proposal = usable(filtered?.success ? filtered.output.shortlist : []);
+    const missing = proposal.missing;
+    const fallback = proposal.kept.length === 0;
+    let shortlist = fallback ? names.slice(0, shortlist_size) : proposal.kept;
+    const filterDiscarded = filtered?.success ? filtered.output.discarded : [];
+    let chosen_by: "judge" | "filter" | "first candidates" = fallback ? "first candidates" : "filter";
 
     let rationale = "";
-    if (use_judge && shortlist.length > 1) {
-      const judged = await ctx.task("judge", {
-        ...judge,
-        tools: [],
-        schema: Judged,
-        failureMode: "return",
-        prompt:
-          `You are the judge. Order these shortlisted candidates best first, by file name, and give your rationale.\n\nTask:\n${prompt}\n\n` +
-          shortlist.map((n) => `## ${n}\n${candidates[n]}`).join("\n\n"),
-      });
-      const parsed = judged.status === "completed" ? v.safeParse(Judged, judged.structured) : undefined;
-      if (parsed?.success) {
-        const ordered = [...new Set(parsed.output.order.filter((p) => shortlist.includes(p)))];
-        shortlist = [...ordered, ...shortlist.filter((p) => !ordered.includes(p))];
-        rationale = parsed.output.rationale;
+    let judged: { shortlist: string[] | null; rationale: string; error: string | null; missing: string[] } | null = null;
+    if (use_judge) {
+      const evidence =
+        `The filter proposed: ${shortlist.join(", ")}${fallback ? " (its answer was unusable: these are the first candidates)" : ""}.` +
+        (filterDiscarded.length ? `\nIt discarded:\n${filterDiscarded.map((d) => `- ${d.path}: ${d.reason}`).join("\n")}` : "") +
+        checksText;
+      const ask = (again?: string) =>
+        ctx.task(again ? "judge-again" : "judge", {
+          ...judge,
+          tools: [],
+          schema: Chosen,
+          failureMode: "return",
+          prompt:
+            `You are the judge${again ? `, asked again: your previous answer could not be used (${again})` : ""}. ` +
+            `Choose the final shortlist of at most ${shortlist_size} candidates, best first, by file name, from the filters' evidence and the candidates themselves, and give your rationale; ` +
+            `you may keep a candidate the filter dropped.\n\nTask:\n${prompt}\n\nEvidence:\n${evidence}\n\n${all}`,
+        });
+      const check = (r: { status: string; structured?: unknown; error?: { message: string } }) => {
+        if (r.status !== "completed") return { shortlist: null, rationale: "", error: r.error?.message ?? `the stage ${r.status}`, missing: [] };
+        const parsed = v.safeParse(Chosen, r.structured);
+        if (!parsed.success) return { shortlist: null, rationale: "", error: `not a choice: ${parsed.issues[0].message}`, missing: [] };
+        const picked = usable(parsed.output.shortlist);
+        if (picked.kept.length === 0) return { shortlist: null, rationale: parsed.output.rationale, error: `it named no candidate (${parsed.output.shortlist.join(", ") || "none"})`, missing: picked.missing };
+        return { shortlist: picked.kept, rationale: parsed.output.rationale, error: null, missing: picked.missing };
+      };
+      judged = check(await ask());
+      if (judged.error) {
+        const first = judged.error;
+        judged = check(await ask(first));
+        if (judged.error) judged = { ...judged, error: `${first}; asked again: ${judged.error}` };
+      }
+      if (judged.shortlist) {
+        shortlist = judged.shortlist;
+        rationale = judged.rationale;
+        chosen_by = "judge";
       }
     }
+    // Every candidate left out, with the filters' reasons.
+    const discarded = names
+      .filter((n) => !shortlist.includes(n))
+      .map((path) => {
+        const reasons = [...checks.filter((c) => c.path === path).map((c) => c.reason), ...filterDiscarded.filter((d) => d.path === path).map((d) => d.reason)];
+        return { path, reason: reasons.length ? reasons.join("; ") : `not chosen by the ${chosen_by === "judge" ? "judge" : "filter"}` };
+      });
     const shortlistFile = `${dir}/shortlist.md`;
     await ctx.tool("write-shortlist", shortlist, async () => {
-      await Bun.write(`${dir}/filter.json`, JSON.stringify({ shortlist, discarded, missing, fallback, filter_error: filter.error ?? null }, null, 2) + "\n");
+      const filterPart = { proposal: fallback ? [] : proposal.kept, discarded: filterDiscarded, missing, fallback, error: filter.error?.message ?? (filtered && !filtered.success ? `not a filter answer: ${filtered.issues[0].message}` : null) };
+      await Bun.write(`${dir}/filter.json`, JSON.stringify({ checks, filter: filterPart, judge: judged, chosen_by, shortlist, discarded }, null, 2) + "\n");
       const body = shortlist.map((n, i) => `## ${i + 1}. ${n}\n\n${candidates[n]}\n`).join("\n");
       await Bun.write(shortlistFile, `# Shortlist\n\n${rationale ? `${rationale}\n\n` : ""}${body}`);
     });
-    return { shortlist: shortlist.map((n) => `${dir}/${n}`), discarded, rationale, shortlist_file: shortlistFile, dir };
+    return { shortlist: shortlist.map((n) => `${dir}/${n}`), discarded, rationale, chosen_by, shortlist_file: shortlistFile, dir };
   },
 });
