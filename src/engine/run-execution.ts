@@ -30,6 +30,7 @@ import { storedValue } from "./values.ts";
 import { runTool } from "./steps/tool.ts";
 import { runStage } from "./steps/stage.ts";
 import { runSleep } from "./steps/sleep.ts";
+import { MAX_TAGS, tagProblem } from "../shared/tags.ts";
 import { runChild } from "./steps/child.ts";
 import { runGroup } from "./steps/group.ts";
 import { runSend } from "./steps/send.ts";
@@ -277,6 +278,7 @@ export class RunExecution {
       sleep: (ms, name) => runSleep(exec, ms, name ?? "sleep"),
       send: (stagePath, text, opts) => runSend(exec, stagePath, text, opts ?? {}),
       ask: (question, opts) => runAsk(exec, question, opts ?? {}),
+      tag: (key, value) => runTag(exec, key, value),
       patched: (id) => runPatched(exec, id, false),
       deprecatePatch(id) {
         runPatched(exec, id, true);
@@ -293,6 +295,20 @@ export class RunExecution {
     };
     return ctx;
   }
+}
+
+/** ctx.tag: an upsert on the root run's tags (journal/tags.ts), checked as `--tag` is; not a step. */
+async function runTag(exec: RunExecution, key: unknown, value: unknown): Promise<void> {
+  const problem = tagProblem(key, value);
+  if (problem) throw new AtomicError("bad_tag", `ctx.tag: ${problem}`, "terminal", { hint: 'for example ctx.tag("team", "search")' });
+  const k = key as string;
+  const rootId = exec.tree.lease.rootId;
+  const current = (await exec.tree.journal.tags.of([rootId])).get(rootId) ?? {};
+  if (current[k] === value) return;
+  if (!Object.hasOwn(current, k) && Object.keys(current).length >= MAX_TAGS) {
+    throw new AtomicError("too_many_tags", `ctx.tag: a run has at most ${MAX_TAGS} tags; ${k} would be one more`, "terminal", { hint: "keep the ones you filter on" });
+  }
+  await exec.tree.journal.tags.set(rootId, { [k]: value as string }, Date.now());
 }
 
 /** What ctx.exit accepts, in the order its refusal lists them. */

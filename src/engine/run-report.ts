@@ -93,6 +93,8 @@ export interface RunReport {
   questions?: { id: string; question: string; choices: string[] | null; deadline: number | null }[];
   run: RunRecord;
   status: ShownStatus;
+  /** A root run's tags (journal/tags.ts), when it has any. */
+  tags?: Record<string, string>;
   /** Where the run came from: the run it reruns or forks (fork.ts), from its run_started. */
   origin?: RunOrigin;
   leaseExpiresAt?: number;
@@ -290,7 +292,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
       }
     }
   }
-  const report: RunReport = { run, status, steps: list, ...(origin ? { origin } : {}) };
+  const tags = run.parentId === null ? (await journal.tags.of([run.id])).get(run.id) : undefined;
+  const report: RunReport = { run, status, steps: list, ...(origin ? { origin } : {}), ...(tags ? { tags } : {}) };
   if (waiting.size > 0 && (status === "running" || status === "paused")) report.waiting = [...waiting.values()];
   const open = (await journal.messages.prompts(run.rootId, "open")).filter((p) => p.runId === run.id);
   if (open.length > 0) report.questions = open.map((p) => ({ id: p.id, question: p.question, choices: p.choices, deadline: p.deadline }));

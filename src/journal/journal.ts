@@ -32,6 +32,7 @@ import type { RunRetention } from "./retention.ts";
 import type { HolderInfo, JournalEvent, Lease, RunRecord, RunStatus } from "./runs.ts";
 import type { ScheduleStore } from "./schedules.ts";
 import type { CodeStore } from "./code.ts";
+import type { RunTagStore } from "./tags.ts";
 import type { JournalViews } from "./views.ts";
 import type { WorkQueue } from "./work-queue.ts";
 
@@ -49,6 +50,8 @@ export interface ListRunsFilter {
   workflowName?: string;
   /** Runs created at or after this time (ms since the epoch). */
   createdSince?: number;
+  /** Runs with every one of these tags (./tags.ts). */
+  tags?: Readonly<Record<string, string>>;
   /** Root runs only (default true). */
   rootsOnly?: boolean;
   parentId?: RunId;
@@ -120,6 +123,8 @@ export interface Journal {
   readonly schedules: ScheduleStore;
   /** The workflow code runs are pinned to (./code.ts): stored once per file, kept while a run uses it. */
   readonly code: CodeStore;
+  /** Tags of root runs (./tags.ts). */
+  readonly tags: RunTagStore;
   /** Worker hosts (./fleet.ts): only on a journal that several machines share. */
   readonly fleet?: FleetStore;
 

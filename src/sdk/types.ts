@@ -384,6 +384,18 @@ export interface WorkflowContext<I = Record<string, unknown>> {
    * checkpointed): a resumed run asks again with a fresh timeout.
    */
   ask(question: string, opts?: AskOptions): Promise<string>;
+  /**
+   * Tags the run (its root run, from a child workflow): `key=value`, shown
+   * by `atomic runs`, `atomic show` and the status page, and filtered on
+   * (`atomic runs --tag key=value`). Setting a key again replaces its
+   * value. A key is 1 to 64 letters, digits or `_ . - /`; a value at most
+   * 256 printable characters; a run has at most 32 tags.
+   *
+   * Failure semantics: not a step (it takes no replay position): the tag
+   * is written when the call is reached, and again on replay to the same
+   * value. A bad tag fails the run (`bad_tag`).
+   */
+  tag(key: string, value: string): Promise<void>;
   /** Ends the run now with the given status and outputs. */
   exit(opts?: ExitOptions): never;
   /**

@@ -28,6 +28,7 @@ import type { Journal } from "../journal/journal.ts";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 import { newRunId } from "../shared/ids.ts";
+import { parseTagPairs } from "../shared/tags.ts";
 import { journalControl, type ControlAction, type StatusControl } from "../status/control.ts";
 import { StatusSource, type Miss } from "../status/source.ts";
 import { RunStarter, type StartAnswer, type StartRequest } from "./run-starter.ts";
@@ -85,11 +86,12 @@ export class Operator {
     return found;
   }
 
-  async list(q: { status?: string | undefined; limit?: number | undefined; offset?: number | undefined }) {
+  async list(q: { status?: string | undefined; tags?: Record<string, string> | undefined; limit?: number | undefined; offset?: number | undefined }) {
+    const tags = parseTagPairs(Object.entries(q.tags ?? {}).map(([k, v]) => `${k}=${v}`), "tag");
     if (q.status !== undefined && !(RUN_STATUSES as readonly string[]).includes(q.status)) {
       throw new UsageError("bad_status", `status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(q.status)}`, { hint: "leave it out to list every run" });
     }
-    return this.source.listRuns({ status: q.status as RunStatus | undefined, limit: q.limit ?? 20, offset: q.offset ?? 0 });
+    return this.source.listRuns({ status: q.status as RunStatus | undefined, tags, limit: q.limit ?? 20, offset: q.offset ?? 0 });
   }
 
   /** A run with its steps (the page's and `atomic show --json`'s report), without the page's graph layout. */

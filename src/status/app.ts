@@ -24,6 +24,7 @@ import { Hono, type Context } from "hono";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
 import { UnsafeArtifactError } from "../artifacts/stage-logs.ts";
 import { AtomicError, UsageError } from "../shared/errors.ts";
+import { parseTagPairs } from "../shared/tags.ts";
 import { VERSION } from "../shared/version.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
 import { pageAsset, pageHtml } from "./page.ts";
@@ -209,7 +210,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   // ---------------------------------------------------------------- runs
 
   // Root runs, newest first: `{ runs, total, limit, offset }`. `status`: one stored status (running, completed, failed,
-  // cancelled, blocked, interrupted, awaiting_input, skipped).
+  // cancelled, blocked, interrupted, awaiting_input, skipped); `tag=KEY=VALUE` (repeatable): runs with every tag.
   app.get("/api/runs", async (c) => {
     const status = c.req.query("status");
     if (status !== undefined && status !== "" && !(RUN_STATUSES as readonly string[]).includes(status)) {
@@ -219,7 +220,14 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     const offset = intParam(c, "offset", 0, 0, 1_000_000_000);
     if (typeof limit === "string") return fail(c, 400, "bad_paging", limit);
     if (typeof offset === "string") return fail(c, 400, "bad_paging", offset);
-    const body = await source.listRunsJson({ status: status ? (status as RunStatus) : undefined, limit, offset });
+    let tags: Record<string, string>;
+    try {
+      tags = parseTagPairs(c.req.queries("tag") ?? [], "tag");
+    } catch (err) {
+      if (err instanceof AtomicError) return fail(c, 400, err.code, err.message, "for example ?tag=team=search (repeat for runs with every tag)");
+      throw err;
+    }
+    const body = await source.listRunsJson({ status: status ? (status as RunStatus) : undefined, tags, limit, offset });
     return c.body(body, 200, { "Content-Type": "application/json" });
   });
 

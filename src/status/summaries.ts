@@ -39,12 +39,16 @@ export interface RunSummary {
   control: string | null;
   /** For a crashed run: when its lease expired (or would have). */
   leaseExpiresAt?: number;
+  /** The run's tags (journal/tags.ts), when it has any (the run list only). */
+  tags?: Record<string, string>;
   /** How many times the local service serving this list resumed the run since it started (`atomic serve`). */
   recovered?: number;
 }
 
 export interface RunListQuery {
   status?: RunStatus | undefined;
+  /** Runs with every one of these tags. */
+  tags?: Readonly<Record<string, string>> | undefined;
   limit: number;
   offset: number;
 }
@@ -63,14 +67,19 @@ export class RunSummaries {
   constructor(private readonly journal: Journal) {}
 
   async list(q: RunListQuery): Promise<RunListPage> {
-    const filter = q.status ? { status: q.status } : {};
+    const filter = { ...(q.status ? { status: q.status } : {}), ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}) };
     const [runs, total] = await Promise.all([
       this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset }),
       this.journal.countRuns(filter),
     ]);
-    const tallies = await this.tallies(runs);
+    const [tallies, tags] = await Promise.all([this.tallies(runs), this.journal.tags.of(runs.map((r) => r.id))]);
     const out: RunSummary[] = [];
-    for (const run of runs) out.push(await this.summarize(run, tallies.get(run.id) ?? []));
+    for (const run of runs) {
+      const summary = await this.summarize(run, tallies.get(run.id) ?? []);
+      const t = tags.get(run.id);
+      if (t) summary.tags = t;
+      out.push(summary);
+    }
     return { runs: out, total, limit: q.limit, offset: q.offset };
   }
 

@@ -99,6 +99,8 @@ describe("atomic mcp", () => {
     const id = started.runId;
     const listed = await ok<{ runs: { id: string; workflow: string }[] }>("list_runs", {});
     expect(listed.runs.map((r) => [r.id, r.workflow])).toContainEqual([id, "interact"]);
+    expect((await ok<{ runs: unknown[] }>("list_runs", { tags: { team: "nobody" } })).runs).toEqual([]);
+    expect(await refused("list_runs", { tags: { "bad key": "x" } })).toStartWith('error: tag "bad key=x": tag key "bad key" must be');
 
     const question = async (text: string) =>
       waitUntil(async () => (await show(id)).report.questions?.find((q) => q.question === text), 30_000, `question ${text}`);

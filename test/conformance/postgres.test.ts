@@ -156,8 +156,8 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
       "alter table atomic.work_items drop column queue, drop column protocol; drop index atomic.work_leased_by_expiry; " +
         "drop table atomic.worker_hosts, atomic.fleet_up, atomic.fleet_down, atomic.fleet_holds",
     );
-    // ... nor pinned code (version 11).
-    await admin.query("drop table atomic.code_files");
+    // ... nor pinned code (version 11), nor run tags (14).
+    await admin.query("drop table atomic.code_files; drop table atomic.run_tags");
     await admin.query("update atomic.meta set value = '2' where key = 'schema_version'");
 
     const j = await open(db);
@@ -170,6 +170,9 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
     expect(await j.schedules.add(schedule)).toBe(true);
     expect((await j.schedules.list()).map((x) => x.name)).toEqual(["n"]);
     expect(await j.code.sweep(Date.now())).toBe(0);
+    const { rootId: tagged } = await startRoot(j, "tagged");
+    await j.tags.set(tagged, { team: "search" }, 1);
+    expect(await j.countRuns({ tags: { team: "search" } })).toBe(1);
   });
 
   test("postgres: a schema holding another program's tables is refused, nothing added to it", async () => {

@@ -176,6 +176,9 @@ class CrashableJournal implements Journal {
   get schedules() {
     return this.inner.schedules;
   }
+  get tags() {
+    return this.inner.tags;
+  }
   get code() {
     return this.inner.code;
   }

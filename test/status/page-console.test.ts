@@ -11,13 +11,15 @@
  * - bulk Cancel of three selected runs after a confirmation naming the
  *   count, and bulk Resume of cancelled runs refused run by run with the
  *   CLI's sentence;
+ * - the tag filter of the run list (runs tagged with `atomic run --tag`
+ *   and ctx.tag);
  * - Resume of a crashed run (its driver killed) from its page.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, processesWithHome, waitUntil } from "../helpers/atomic.ts";
+import { killSpawned, processesWithHome, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { FIXTURES, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
 
@@ -71,6 +73,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       await Promise.all([page.waitForURL(/\/runs\/[0-9a-z]+$/, { timeout: 30_000 }), page.click("#start-go")]);
       const first = runIdOf(page.url());
       await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 60_000 });
+      expect(await page.textContent("#run-tags")).toBe("topic=durability");
       expect((await detail(first)).run.outputs).toEqual({ topic: "durability", count: 3, mode: "slow", said: "first durability / second 3" });
 
       // Rerun with one input changed
@@ -112,7 +115,18 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
     try {
       const runs = [];
       for (let i = 0; i < 3; i++) runs.push(await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]));
+      const tagged = await runAtomic(["run", join(FIXTURES, "console.ts"), "--input", "topic=tags", "--tag", "team=search"], { home });
+      expect(tagged.code).toBe(0);
       await signIn(page, login, url);
+      // the tag filter asks the server for runs with every tag typed
+      await page.fill("#tag-filter", "team=search topic=tags");
+      await page.press("#tag-filter", "Enter");
+      await page.waitForFunction(() => (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }).document.querySelectorAll("tr[data-run]").length === 1, undefined, { timeout: 15_000 });
+      expect(await page.$$eval("tr[data-run] .tag", (els) => els.map((e) => e.textContent))).toEqual(["team=search", "topic=tags"]);
+      expect(page.url()).toBe(`${url}?tag=team%3Dsearch+topic%3Dtags`);
+      await page.fill("#tag-filter", "");
+      await page.press("#tag-filter", "Enter");
+      await page.waitForSelector(`tr[data-run="${runs[2]!.id}"]`, { timeout: 15_000 });
       await page.click("#bulk-cancel");
       expect(await page.textContent("#bulk-result")).toBe("select runs first");
       for (const r of runs) await page.check(`input.pick[data-run="${r.id}"]`);

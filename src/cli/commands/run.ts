@@ -21,6 +21,7 @@ import { startOrAttach } from "../../engine/keyed-start.ts";
 import { followKeyedRun } from "../follow-keyed.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
+import { parseTagPairs } from "../../shared/tags.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
 import { loadConfig } from "../../shared/config/load.ts";
@@ -43,6 +44,7 @@ export default defineCommand({
     file: { type: "positional", description: "workflow file (.ts), the name of one in .atomic/workflows/, or a builtin's name (atomic workflows lists them)", required: true },
     input: { type: "string", description: "an input; repeat the flag for more inputs (an array input takes it several times)" },
     inputsJson: { type: "string", description: "a JSON file with the inputs" },
+    tag: { type: "string", valueHint: "KEY=VALUE", description: "tag the run (atomic runs --tag finds it); repeat the flag for more" },
     id: { type: "string", description: "the run's id, chosen by you: a second start with this id gets the existing run (same inputs) or is refused (other inputs)" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     ...POOL_ARGS,
@@ -68,6 +70,7 @@ export default defineCommand({
     if (args.check && !file.startsWith(BUILTIN_PREFIX)) reportChecks(s, (await checkWorkflows([file])).filter((r) => r.errors.length > 0));
     // The worker pool starts with the run's first stage (the stage step asks for it), not here: a run whose
     // steps never use a stage (ctx.tool only) pays for no coordinator and no worker.
+    const tags = parseTagPairs(repeatedFlag(s.rawArgs, "tag"));
     const keyed = args.id !== undefined;
     const runId = keyed ? runKeyOption(args.id!) : newRunId();
     let root: RootRun | undefined;
@@ -106,6 +109,7 @@ export default defineCommand({
         root = await RootRun.start(opts, req);
       }
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
+      if (Object.keys(tags).length > 0) await journal.tags.set(root.runId, tags, Date.now());
       if (args.detach) {
         await root.detach();
         announceDetached(s, root.runId);

@@ -13,6 +13,8 @@
 
 import { parseAge } from "../../shared/age.ts";
 import { defineCommand } from "citty";
+import { parseTagPairs } from "../../shared/tags.ts";
+import { repeatedFlag } from "../globals.ts";
 import { shortVersion } from "../../engine/pinned-code.ts";
 import { RECOVERY_STOPPED } from "../../service/due-runs.ts";
 import { crashCause, shownEnd, shownStatus } from "../../journal/run-status.ts";
@@ -44,6 +46,7 @@ export default defineCommand({
     workflow: { type: "string", description: "only runs of the workflow of this name" },
     since: { type: "string", description: "only runs started since an ISO date or time, or an age like 90m, 2h, 7d" },
     limit: { type: "string", description: "how many (default 20)" },
+    tag: { type: "string", valueHint: "KEY=VALUE", description: "only runs with this tag; repeat the flag for runs with every one" },
     watch: { type: "boolean", description: "redraw the list live until Ctrl-C" },
   },
   async run({ args }) {
@@ -57,11 +60,13 @@ export default defineCommand({
     if (args.workflow !== undefined && args.workflow.trim() === "") {
       throw new UsageError("bad_flag", "--workflow needs a workflow name", { hint: "the names are in the WORKFLOW column of atomic runs" });
     }
+    const tags = parseTagPairs(repeatedFlag(s.rawArgs, "tag"));
+    const tagged = Object.keys(tags).length > 0;
     const journal = await s.journal();
     if (args.watch) {
-      if (args.workflow !== undefined || since !== undefined || (wanted && (wanted.length > 1 || !isStored(wanted[0]!)))) {
+      if (args.workflow !== undefined || since !== undefined || tagged || (wanted && (wanted.length > 1 || !isStored(wanted[0]!)))) {
         throw new UsageError("bad_flag", "--watch takes only --limit and a single stored --status", {
-          hint: `drop --watch to filter by ${args.workflow !== undefined ? "--workflow" : since !== undefined ? "--since" : "that status"}`,
+          hint: `drop --watch to filter by ${args.workflow !== undefined ? "--workflow" : since !== undefined ? "--since" : tagged ? "--tag" : "that status"}`,
         });
       }
       const { watchRuns } = await import("../view/runs-watch.ts");
@@ -71,14 +76,18 @@ export default defineCommand({
       ...(wanted ? { statuses: [...new Set(wanted.flatMap((w) => STORED_FOR[w]))] } : {}),
       ...(args.workflow !== undefined ? { workflowName: args.workflow } : {}),
       ...(since !== undefined ? { createdSince: since } : {}),
+      ...(tagged ? { tags } : {}),
     };
     const rows = await selectRuns(journal, filter, wanted, limit);
+    const tagsOf = await journal.tags.of(rows.map((r) => r.run.id));
     if (s.globals.json) {
-      for (const r of rows) s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, crashCause: r.crashCause, stages: r.stages, usage: r.usage });
+      for (const r of rows) {
+        s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, crashCause: r.crashCause, stages: r.stages, usage: r.usage, tags: tagsOf.get(r.run.id) ?? {} });
+      }
       return;
     }
     if (rows.length === 0) {
-      const filtered = wanted !== undefined || args.workflow !== undefined || since !== undefined;
+      const filtered = wanted !== undefined || args.workflow !== undefined || since !== undefined || tagged;
       if (filtered) s.info("no runs match; see every run with: atomic runs");
       else s.info("no runs yet; start one with: atomic run <workflow file>");
       return;
@@ -98,6 +107,8 @@ export default defineCommand({
         { header: "COST", cells: rows.map((r) => (r.usage ? formatCost(r.usage) : "-")), drop: 4 },
         // The code version the run is pinned to, short (engine/pinned-code.ts): runs of the same code share it.
         { header: "CODE", cells: rows.map((r) => (r.run.workflowDigest ? shortVersion(r.run.workflowDigest) : "-")), drop: 5.5 },
+        // Only when some run has tags: a list without any keeps its width.
+        ...(tagsOf.size > 0 ? [{ header: "TAGS", cells: rows.map((r) => tagsText(tagsOf.get(r.run.id))), shrink: { min: 8 }, drop: 5.7 }] : []),
         {
           header: "",
           cells: rows.map((r) => crashNote(r)),
@@ -110,6 +121,11 @@ export default defineCommand({
     for (const line of lines) s.result(line);
   },
 });
+
+/** `team=search env=prod`, or empty. */
+export function tagsText(tags: Readonly<Record<string, string>> | undefined): string {
+  return Object.entries(tags ?? {}).map(([k, v]) => `${k}=${v}`).join(" ");
+}
 
 interface Row {
   run: Awaited<ReturnType<Journal["listRuns"]>>[number];

@@ -92,6 +92,7 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   line("started", `${formatTime(run.createdAt)} (${formatDuration(end - run.createdAt)})`);
   if (depth === 0 && run.workflowPath) line("file", run.workflowPath);
   if (report.origin) line("from", originText(report.origin));
+  if (report.tags) line("tags", Object.entries(report.tags).map(([k, v]) => `${k}=${v}`).join(" "));
   line("inputs", JSON.stringify(run.inputs));
   if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
   // The reason a run that did not fail gave to ctx.exit (skipped, blocked, cancelled) is no error.

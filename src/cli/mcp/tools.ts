@@ -44,9 +44,10 @@ const change = (title: string, idempotent: boolean): ToolAnnotations => ({ title
 export const TOOLS: Tool[] = [
   tool({
     name: "list_runs",
-    description: "List root runs, newest first, with status, stage counts, duration and cost. Filter by status; page with limit and offset.",
+    description: "List root runs, newest first, with status, stage counts, duration, cost and tags. Filter by status and tags (every tag must match); page with limit and offset.",
     schema: v.object({
       status: v.optional(v.pipe(v.string(), v.description("running, completed, failed, cancelled, blocked, interrupted or awaiting_input"))),
+      tags: v.optional(v.pipe(v.record(v.string(), v.string()), v.description('runs with every one of these tags, e.g. {"team": "search"}'))),
       limit: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(500))),
       offset: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
     }),

@@ -391,6 +391,20 @@ export const MIGRATIONS: readonly PgMigration[] = [
       `update deliveries set state = 'stage-terminal' where state = 'undeliverable' and reason like 'stage % finished before the message arrived'`,
     ],
   },
+  {
+    version: 14,
+    name: "run tags (../tags.ts): key=value labels on root runs, found by key and value",
+    statements: [
+      `create table run_tags (
+        run_id text not null,
+        key text not null,
+        value text not null,
+        set_at bigint not null,
+        primary key (run_id, key)
+      )`,
+      `create index run_tags_by_value on run_tags (key, value, run_id)`,
+    ],
+  },
 ];
 
 export const LATEST_SCHEMA_VERSION = MIGRATIONS.at(-1)!.version;

@@ -56,5 +56,10 @@ function filtered(db: Db, filter: ListRunsFilter) {
   if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
   if (filter.workflowName !== undefined) q = q.where("workflow_name", "=", filter.workflowName);
   if (filter.createdSince !== undefined) q = q.where("created_at", ">=", filter.createdSince);
+  for (const [key, value] of Object.entries(filter.tags ?? {})) {
+    q = q.where(({ exists, selectFrom }) =>
+      exists(selectFrom("run_tags").select("run_tags.run_id").whereRef("run_tags.run_id", "=", "runs.id").where("run_tags.key", "=", key).where("run_tags.value", "=", value)),
+    );
+  }
   return q;
 }

@@ -57,6 +57,8 @@ import { importEntry } from "../../shared/entry-points.ts";
 import { PgRetention } from "./retention.ts";
 import { PgScheduleStore } from "./schedules.ts";
 import { PgCodeStore } from "./code.ts";
+import { PgTagStore } from "./tags.ts";
+import type { RunTagStore } from "../tags.ts";
 import type { CodeStore } from "../code.ts";
 import { PgFleet } from "./fleet.ts";
 import type { FleetStore } from "../fleet.ts";
@@ -93,6 +95,7 @@ export class PostgresJournal implements Journal {
   readonly retention: RunRetention;
   readonly schedules: ScheduleStore;
   readonly code: CodeStore;
+  readonly tags: RunTagStore;
   readonly fleet: FleetStore;
   #listings: Promise<Listings> | undefined;
   #closed = false;
@@ -109,6 +112,7 @@ export class PostgresJournal implements Journal {
     this.retention = new PgRetention(conn);
     this.schedules = new PgScheduleStore(session(conn));
     this.code = new PgCodeStore(session(conn));
+    this.tags = new PgTagStore(session(conn));
     this.fleet = new PgFleet(session(conn), conn, conn.target.schema);
   }
 

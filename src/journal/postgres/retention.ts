@@ -67,6 +67,7 @@ const TREE_TABLES: readonly (readonly [table: string, by: "root" | "ids", where:
   ["artifact_files", "root", "root_id = $1"],
   ["events", "ids", "run_id = any($1::text[])"],
   ["leases", "root", "run_id = $1"],
+  ["run_tags", "root", "run_id = $1"],
   ["runs", "ids", "id = any($1::text[])"],
 ];
 

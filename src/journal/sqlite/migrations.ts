@@ -537,6 +537,20 @@ export const MIGRATIONS: readonly Migration[] = [
       await sql`create index deliveries_by_root on deliveries (root_id, seq)`.execute(db);
     },
   },
+  {
+    version: 14,
+    name: "run tags (../tags.ts): key=value labels on root runs, found by key and value",
+    async up(db) {
+      await sql`create table run_tags (
+        run_id text not null,
+        key text not null,
+        value text not null,
+        set_at integer not null,
+        primary key (run_id, key)
+      ) strict, without rowid`.execute(db);
+      await sql`create index run_tags_by_value on run_tags (key, value, run_id)`.execute(db);
+    },
+  },
 ];
 
 /** Applies pending migrations in one IMMEDIATE transaction (the dialect begins transactions that way). */

@@ -48,6 +48,7 @@ const TREE_TABLES: readonly (readonly [table: string, by: "root" | "ids", where:
   ["stage_index", "root", "root_id = ?"],
   ["events", "ids", "run_id in (select value from json_each(?))"],
   ["leases", "root", "run_id = ?"],
+  ["run_tags", "root", "run_id = ?"],
   ["runs", "ids", "id in (select value from json_each(?))"],
 ];
 

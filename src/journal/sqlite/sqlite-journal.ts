@@ -44,6 +44,8 @@ import { SqliteRetention } from "./retention.ts";
 import { SqliteScheduleStore } from "./schedules.ts";
 import type { ScheduleStore } from "../schedules.ts";
 import { SqliteCodeStore } from "./code.ts";
+import { SqliteTagStore } from "./tags.ts";
+import type { RunTagStore } from "../tags.ts";
 import type { CodeStore } from "../code.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
@@ -113,12 +115,14 @@ export class SqliteJournal implements Journal {
     this.retention = this.sqliteRetention;
     this.schedules = new SqliteScheduleStore(db, (fn) => this.#run(fn));
     this.code = new SqliteCodeStore(db, (fn) => this.#run(fn));
+    this.tags = new SqliteTagStore(db, (fn) => this.#run(fn));
   }
 
   readonly retention: RunRetention;
   private readonly sqliteRetention: SqliteRetention;
   readonly schedules: ScheduleStore;
   readonly code: CodeStore;
+  readonly tags: RunTagStore;
 
   readonly views: JournalViews;
   private readonly sqliteViews: SqliteViews;

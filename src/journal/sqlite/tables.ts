@@ -153,8 +153,16 @@ export interface PromptsTable {
   answered_at: number | null;
 }
 
+export interface RunTagsTable {
+  run_id: string;
+  key: string;
+  value: string;
+  set_at: number;
+}
+
 export interface JournalTables {
   meta: MetaTable;
+  run_tags: RunTagsTable;
   runs: RunsTable;
   events: EventsTable;
   leases: LeasesTable;

@@ -39,6 +39,7 @@
     let status = STATUSES.includes(params.get("status")) ? params.get("status") : "";
     let offset = Math.max(0, Number(params.get("offset")) || 0);
     let query = params.get("q") || "";
+    let tagFilter = params.get("tag") || "";
     const limit = 50;
     let data = null;
     let timer = 0;
@@ -50,6 +51,9 @@
     select.value = status;
     const search = h("input", { type: "search", placeholder: "filter by workflow or id", value: query, "aria-label": "filter",
       oninput: () => { query = search.value; sync(); render(); } });
+    // Server-side: runs with every tag typed ("team=search env=prod").
+    const tagInput = h("input", { type: "search", id: "tag-filter", placeholder: "tags: team=search", value: tagFilter, "aria-label": "filter by tags",
+      onchange: () => { tagFilter = tagInput.value.trim(); offset = 0; sync(); load(); } });
     const count = h("span", { class: "muted" });
     const body = h("tbody");
     const prev = h("button", { class: "btn", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
@@ -69,7 +73,7 @@
       h("h2", { text: "schedules" }),
       h("table", { class: "runs schedules" }, h("thead", {}, h("tr", {}, ["schedule", "cron", "workflow", "state", "next tick", "last run"].map((c) => h("th", { text: c })))), schedBody));
     fill($main, starting.form, h("div", { class: "card" },
-      h("div", { class: "toolbar" }, select, search, count, starting.button), bulk, problem,
+      h("div", { class: "toolbar" }, select, search, tagInput, count, starting.button), bulk, problem,
       h("table", { class: "runs" }, h("thead", {}, h("tr", {}, h("th", {}, pickAll), ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
       h("div", { class: "pager" }, prev, next)), schedCard);
 
@@ -97,12 +101,14 @@
       if (status) p.set("status", status);
       if (offset) p.set("offset", String(offset));
       if (query) p.set("q", query);
+      if (tagFilter) p.set("tag", tagFilter);
       history.replaceState(null, "", `/${p.toString() ? `?${p}` : ""}`);
     }
     async function load() {
       clearTimeout(timer);
       try {
-        data = await api(`/api/runs?limit=${limit}&offset=${offset}${status ? `&status=${status}` : ""}`);
+        const tags = tagFilter.split(/\s+/).filter(Boolean).map((t) => `&tag=${encodeURIComponent(t)}`).join("");
+        data = await api(`/api/runs?limit=${limit}&offset=${offset}${status ? `&status=${status}` : ""}${tags}`);
         void loadSchedules();
         clear(problem);
         setConn("live", "live");
@@ -135,7 +141,7 @@
         body.append(h("tr", { "data-run": r.id },
           h("td", { "data-label": "select" }, pick),
           h("td", { "data-label": "run" }, h("a", { class: "mono", href: `/runs/${r.id}`, text: r.id })),
-          h("td", { "data-label": "workflow", text: r.workflow }),
+          h("td", { "data-label": "workflow" }, r.workflow, r.tags ? h("span", { class: "tags" }, Object.entries(r.tags).map(([k, v]) => h("span", { class: "tag", "data-tag": `${k}=${v}`, text: `${k}=${v}` }))) : null),
           h("td", { "data-label": "status" }, badge(r.status), r.recovered ? h("span", { class: "muted recovered", title: `the service resumed this run ${r.recovered} time${r.recovered === 1 ? "" : "s"}`, text: " recovered" }) : null),
           h("td", { "data-label": "started", text: fmtTime(r.createdAt) }),
           h("td", { "data-label": "duration", text: fmtDuration(r.durationMs) }),
@@ -241,6 +247,7 @@
         h("span", { text: `started ${fmtTime(run.createdAt)}` }),
         h("span", { id: "run-duration", text: fmtDuration(run.durationMs) }),
         run.code ? h("span", { id: "run-code", class: "mono", title: "the code version this run is pinned to (atomic show RUN --code prints it)", text: `code ${run.code}` }) : null,
+        detail.report.tags ? h("span", { id: "run-tags", class: "tags" }, Object.entries(detail.report.tags).map(([k, v]) => h("span", { class: "tag", text: `${k}=${v}` }))) : null,
         run.parentId ? h("span", {}, "child of ", h("a", { class: "mono", href: `/runs/${run.parentId}`, text: run.parentId })) : null,
         run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null,
         run.origin ? h("span", { id: "run-origin" }, `${run.origin.kind} of `, h("a", { class: "mono", href: `/runs/${run.origin.runId}`, text: run.origin.runId }),
