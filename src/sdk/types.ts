@@ -453,6 +453,11 @@ export interface WorkflowConfig<I extends InputSchemas, O> {
   recover?: boolean;
   /** Valibot schema the return value must satisfy. */
   outputs?: GenericSchema<unknown, O>;
+  /**
+   * The stages the workflow runs, in order, for `atomic workflows NAME` (documentation only: nothing checks
+   * them against the run). A name may hold a placeholder, such as `judge-<criterion>`.
+   */
+  stages?: { name: string; description: string }[];
   run(ctx: WorkflowContext<InputsOf<I>>): Promise<O>;
 }
 

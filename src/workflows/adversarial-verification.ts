@@ -101,6 +101,12 @@ export default workflow({
     report: v.pipe(v.string(), v.description("verification.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "work", description: "the worker answers the task (candidate.md)" },
+    { name: "verify-NN-<criterion>-K", description: "verifier K of a criterion attacks the candidate in round NN, all at once; -again when its answer was unusable" },
+    { name: "consolidate-NN", description: "merges a rejected round's findings into a repair plan" },
+    { name: "repair-NN", description: "the worker rewrites the candidate from the plan" },
+  ],
   async run(ctx) {
     const { task, verifier_count, max_repairs, accept_mean, quorum } = ctx.inputs;
     // The approvals a quorum needs of n verifiers (0.66 of 3: 2); null without a quorum.

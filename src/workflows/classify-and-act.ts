@@ -54,6 +54,11 @@ export default workflow({
     classification: v.pipe(v.string(), v.description("classification.json")),
     action: v.pipe(v.string(), v.description("action.md")),
   }),
+  stages: [
+    { name: "classify", description: "classifies the prompt into one of the categories, with its confidence" },
+    { name: "choose-category", description: "a question to you when the category is unknown or the confidence low" },
+    { name: "act", description: "acts on the prompt with the tools of its category" },
+  ],
   async run(ctx) {
     const { prompt, categories, confidence_threshold } = ctx.inputs;
     const actor = { runner: ctx.inputs.runner, model: ctx.inputs.model };

@@ -82,6 +82,14 @@ export default workflow({
     context: v.pipe(v.string(), v.description("design-context.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "output-type, brief, references", description: "the interview: questions to you (references only when none were given)" },
+    { name: "design-system, analysis, patterns", description: "three analysis stages over the brief and the references (design-context.md)" },
+    { name: "generate-NN", description: "writes preview.html in round NN" },
+    { name: "screenshot-NN", description: "a shell stage: headless Chromium screenshots the preview" },
+    { name: "review-NN, steer-NN", description: "questions to you: accept, steer (what to change) or discard" },
+    { name: "export", description: "writes spec.html once accepted" },
+  ],
   async run(ctx) {
     const { prompt } = ctx.inputs;
     const designer = { runner: ctx.inputs.runner, model: ctx.inputs.model };

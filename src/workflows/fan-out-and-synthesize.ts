@@ -48,6 +48,11 @@ export default workflow({
     synthesis: v.pipe(v.string(), v.description("synthesis.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "plan", description: "partitions the prompt (partition-plan.json)" },
+    { name: "branch-NN-<slug>", description: "one stage per partition, all at once" },
+    { name: "synthesize", description: "merges the branches (synthesis.md)" },
+  ],
   async run(ctx) {
     const { prompt, max_branches, max_concurrency } = ctx.inputs;
     const lead = { runner: ctx.inputs.runner, model: ctx.inputs.model };

@@ -61,6 +61,11 @@ export default workflow({
     shortlist_file: v.pipe(v.string(), v.description("shortlist.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "candidate-N", description: "the candidates, all at once" },
+    { name: "filter", description: "drops duplicates and weak candidates with reasons, proposes a shortlist" },
+    { name: "judge", description: "chooses the final shortlist from the filters' evidence (use_judge); judge-again when its answer was unusable" },
+  ],
   async run(ctx) {
     const { prompt, num_candidates, shortlist_size, use_judge, max_concurrency } = ctx.inputs;
     const maker = { runner: ctx.inputs.runner, model: ctx.inputs.model };

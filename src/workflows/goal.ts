@@ -88,6 +88,12 @@ export default workflow({
     ledger: v.pipe(v.string(), v.description("goal-ledger.json")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "orchestrator-NN", description: "turn NN: works toward the objective in the worktree and reports" },
+    { name: "review-NN-<completion|evidence|risk>", description: "three reviewers of the turn, all at once" },
+    { name: "verify-NN", description: "re-verifies the low-confidence blocking findings of turn NN" },
+    { name: "pull-request", description: "pushes the branch and opens a pull request (create_pr)" },
+  ],
   async run(ctx) {
     const { objective, max_turns } = ctx.inputs;
     const lead = { runner: ctx.inputs.runner, model: ctx.inputs.model };

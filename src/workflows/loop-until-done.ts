@@ -57,6 +57,11 @@ export default workflow({
     ledger: v.pipe(v.string(), v.description("progress-ledger.json")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "work-NN", description: "iteration NN works on the prompt" },
+    { name: "evaluate-NN", description: "judges whether it is done, with the remaining work" },
+    { name: "complete", description: "writes the completion summary once done" },
+  ],
   async run(ctx) {
     const { prompt, max_iterations } = ctx.inputs;
     const worker = { runner: ctx.inputs.runner, model: ctx.inputs.model };

@@ -71,6 +71,14 @@ export default workflow({
     ledger: v.pipe(v.string(), v.description("ralph-ledger.json")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "refine-NN", description: "loop NN refines the question" },
+    { name: "research-NN", description: "researches it (research/NN-<date>.md)" },
+    { name: "implement-NN", description: "implements in the worktree" },
+    { name: "review-NN-a, review-NN-b", description: "two reviewers, all at once" },
+    { name: "consolidate-NN", description: "merges the findings of a loop not approved" },
+    { name: "pull-request", description: "pushes the branch and opens a pull request (create_pr)" },
+  ],
   async run(ctx) {
     const { prompt, max_loops } = ctx.inputs;
     const lead = { runner: ctx.inputs.runner, model: ctx.inputs.model };

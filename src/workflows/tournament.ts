@@ -111,6 +111,11 @@ export default workflow({
     scores: v.pipe(v.string(), v.description("scores.json")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
+  stages: [
+    { name: "attempt-N", description: "the attempts, all at once, read-only" },
+    { name: "judge-<criterion>", description: "one judge per criterion, all at once, scores every attempt 1-10; -again when its answer was unusable" },
+    { name: "reduce", description: "combines the scores into the ranking and orders tied attempts; reduce-again when its ranking was unusable" },
+  ],
   async run(ctx) {
     const { prompt, num_attempts, max_concurrency, models } = ctx.inputs;
     const judge = { runner: ctx.inputs.judge_runner ?? ctx.inputs.runner, model: ctx.inputs.judge_model ?? ctx.inputs.model };

@@ -28,6 +28,25 @@ test("every builtin source imports nothing but the SDK", () => {
   }
 });
 
+e2eTest("every builtin: atomic workflows NAME shows its inputs, outputs and stages; each stage name it declares is one its source starts", async () => {
+  const home = makeTempDir("atomic-bi-home-");
+  const cwd = makeTempDir("atomic-bi-cwd-");
+  const names = readdirSync(join(import.meta.dir, "../../src/workflows")).map((f) => f.replace(/\.ts$/, ""));
+  expect(names.length).toBe(9);
+  for (const name of names) {
+    const json = JSON.parse((await runAtomic(["workflows", name, "--json"], { home, cwd })).stdout) as { inputs: unknown[]; outputs: unknown[]; stages: { name: string; description: string }[] };
+    expect({ name, inputs: json.inputs.length > 0, outputs: json.outputs.length > 0, stages: json.stages.length > 0 }).toEqual({ name, inputs: true, outputs: true, stages: true });
+    const source = readFileSync(join(import.meta.dir, "../../src/workflows", `${name}.ts`), "utf8");
+    for (const declared of json.stages.flatMap((st) => st.name.split(", "))) {
+      // the literal part of the name, before a number or a placeholder (judge-<criterion>, verify-NN-…)
+      const prefix = declared.split(/-(?:NN|N|K|<)/)[0]!;
+      expect({ name, declared, found: source.includes(`"${prefix}`) || source.includes(`\`${prefix}`) }).toEqual({ name, declared, found: true });
+    }
+  }
+  const text = await runAtomic(["workflows", "tournament"], { home, cwd });
+  expect(text.stdout).toMatch(/\nstages:\n {2}attempt-N {2}the attempts, all at once, read-only\n {2}judge-<criterion> {2}one judge per criterion/);
+});
+
 e2eTest("atomic workflows lists the builtins; NAME shows inputs with ranges and outputs; --source prints the embedded file", async () => {
   const home = makeTempDir("atomic-bi-home-");
   const cwd = makeTempDir("atomic-bi-cwd-");

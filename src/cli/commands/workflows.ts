@@ -3,7 +3,8 @@
  * current directory and the builtins shipped in the binary (a local file of
  * a builtin's name wins over it, and the list says so).
  * `atomic workflows NAME` (or `--inputs NAME`, a file or a builtin) lists
- * one workflow's inputs (type, default, range) and outputs;
+ * one workflow's inputs (type, default, range), outputs and the stages it
+ * declares (WorkflowConfig.stages);
  * `atomic workflows NAME --source` prints a builtin's source.
  */
 
@@ -86,7 +87,7 @@ async function showOne(s: CliSession, target: string): Promise<void> {
   const outputs = describeOutputs(definition);
   const builtin = path.startsWith(BUILTIN_PREFIX);
   if (s.globals.json) {
-    return s.json({ name: definition.name, description: definition.description ?? null, inputs, ...(outputs.length ? { outputs } : {}), ...(builtin ? { builtin } : {}) });
+    return s.json({ name: definition.name, description: definition.description ?? null, inputs, ...(outputs.length ? { outputs } : {}), ...(definition.stages?.length ? { stages: definition.stages } : {}), ...(builtin ? { builtin } : {}) });
   }
   s.result(`${definition.name}${definition.description ? `: ${definition.description}` : ""}${builtin ? s.style.dim("  (builtin)") : ""}`);
   if (inputs.length === 0) s.result("  (no inputs)");
@@ -98,6 +99,10 @@ async function showOne(s: CliSession, target: string): Promise<void> {
   if (outputs.length) {
     s.result("outputs:");
     for (const o of outputs) s.result(`  ${o.name}: ${o.type}${o.description ? `  ${o.description}` : ""}`);
+  }
+  if (definition.stages?.length) {
+    s.result("stages:");
+    for (const st of definition.stages) s.result(`  ${st.name}  ${st.description}`);
   }
 }
 
