@@ -79,7 +79,7 @@ export interface StageRequest {
    * run's root to ask, the attempt's credential, and the names of the
    * stage's group siblings (`ctx.parallel(…, { group: true })`).
    */
-  runTools?: { rootId: string; token: string; siblings?: string[] };
+  runTools?: { rootId: string; token: string; home: string; siblings?: string[] };
   /** W3C trace context of the stage attempt's span, when traces are on: the stage's processes get it as TRACEPARENT. */
   traceparent?: string;
   /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store (docs/design/sandbox.md). */

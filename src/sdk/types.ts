@@ -103,7 +103,7 @@ export interface TaskOptions {
    * agents: the same names, mapped to the CLI's own tools (claude: Read,
    * Write, Edit, Glob, Grep, Bash; other names pass unchanged); `[]`: no
    * tools where the CLI allows it.
-   * Granted only by name (openai runner; docs/guides/messages-and-humans.md):
+   * Granted only by name (openai runner; claude but ask_user; docs/guides/messages-and-humans.md):
    * `ask_user` (the agent asks a person; the stage parks on it like
    * ctx.ask), `message` (to another stage of the run, started or not),
    * `ask_agent` (ask a running stage and wait for its `reply`; brings

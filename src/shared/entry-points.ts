@@ -33,6 +33,7 @@ export const ENTRY_POINTS = [
   "runners/json-schema-ajv.ts",
   "testing/kit.ts",
   "runners/sandbox/net-init.ts",
+  "pool/stage-mcp.ts",
   "cli/tui/entry.ts",
 ] as const;
 

@@ -21,6 +21,7 @@ export const ROLE = {
   worker: "--internal-workflow-worker",
   broker: "--internal-intercom-broker",
   sandboxNet: "--internal-sandbox-net",
+  stageMcp: "--internal-stage-mcp",
 } as const;
 
 /** Reads and removes this process's role configuration (undefined when there is none). */

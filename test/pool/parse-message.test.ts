@@ -40,7 +40,7 @@ const fullRequest = {
   agent: { tools: ["read"], maxTurns: 3 },
   continueFrom: { sessionId: "s", artifactDir: "/b", fork: false },
   answer: { callId: "call_1", text: "yes" },
-  runTools: { rootId: "run_0", token: "run_0.t", siblings: ["a", "b"] },
+  runTools: { rootId: "run_0", token: "run_0.t", home: "/h", siblings: ["a", "b"] },
   traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
   sandbox: { network: "provider", read: ["/home/u/.gitconfig"], write: [], hosts: ["api.example.com:443"], hidden: ["/home/u/.atomic"] },
 } satisfies Required<StageRequest>;

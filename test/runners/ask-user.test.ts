@@ -77,7 +77,7 @@ test("ask_user granted to a CLI runner's stage: refused before it starts, in one
   writeFileSync(join(s.home, "config.json"), JSON.stringify({ runners: { claude: { path: "/bin/true" } } }), { mode: 0o600 });
   const r = await runAtomic(["--home", s.home, "run", join(import.meta.dir, "fixtures", "ask-user-cli.ts")], { home: s.home });
   expect(r.code).toBe(1);
-  expect(r.stderr).toContain('stage "plan": ask_user: only the openai runner has this tool so far; the claude runner does not');
+  expect(r.stderr).toContain('stage "plan": ask_user: the claude runner does not have this tool (ask_user: the openai runner only)');
   expect(r.stderr).toContain('hint: run the stage with runner: "openai", or ask with ctx.ask between stages');
 });
 

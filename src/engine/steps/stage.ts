@@ -102,7 +102,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   // Its agent's ask_user questions (agent-asks.ts): one recorded by an earlier driver is where the stage goes on.
   const asks = new AgentAsks(exec, scope, position, name);
   let parked = setup.isAgent ? await asks.recorded() : undefined;
-  const runTools = setup.runner === "openai" ? enabledTools(setup.agent?.tools).filter((t) => (RUN_TOOLS as readonly string[]).includes(t)) : [];
+  const runTools = setup.isAgent && setup.agent?.tools ? enabledTools(setup.agent.tools.filter((t) => (RUN_TOOLS as readonly string[]).includes(t))) : [];
   const retries = Math.max(0, opts.retries ?? 0);
   let attempt = recorded?.attempts ?? 0;
   let failures = 0;
@@ -147,7 +147,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     const liveId = `${exec.runId}:${position}:${attempt}`;
     // Run tools (message, ask_agent, reply): this attempt's credential, refused once it ends (mail/stage-tools.ts).
     const token = runTools.length ? tree.mail.mintStageToken({ runId: exec.runId, stageKey: position, path: tree.mail.pathOf(exec.runId, name), name, attempt, tools: runTools }) : undefined;
-    if (token) request.runTools = { rootId: tree.lease.rootId, token, ...(siblings?.length ? { siblings } : {}) };
+    if (token) request.runTools = { rootId: tree.lease.rootId, token, home: tree.mail.home, ...(siblings?.length ? { siblings } : {}) };
     // Traces on: the attempt's span starts now (attempt_ended ends it), and its processes get its context (TRACEPARENT).
     if (tree.tracer) request.traceparent = tree.tracer.stageAttempt(request, exec.definition.name);
     try {

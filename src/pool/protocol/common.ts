@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 8;
+export const POOL_PROTOCOL_VERSION = 9;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -35,8 +35,8 @@ export const StageRequestSchema = v.object({
   continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),
   /** Version 7: the answer to the agent's ask_user call the stage parked on (a worker that dropped it would lose it). */
   answer: v.optional(v.object({ callId: v.string(), text: v.string() })),
-  /** Version 8: the run tools' root and credential (a worker that dropped them would refuse every message the agent sends). */
-  runTools: v.optional(v.object({ rootId: v.string(), token: v.string(), siblings: v.optional(v.array(v.string())) })),
+  /** Version 8: the run tools' root and credential; 9: the home whose broker carries them (a worker that dropped them would refuse every message the agent sends). */
+  runTools: v.optional(v.object({ rootId: v.string(), token: v.string(), home: v.string(), siblings: v.optional(v.array(v.string())) })),
   traceparent: v.optional(v.string()),
   /** Version 6: a worker that dropped it would run the stage unsandboxed. */
   sandbox: v.optional(

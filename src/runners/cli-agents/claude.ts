@@ -22,13 +22,17 @@
  * Tools: atomic's names map to Claude's own (TOOL_MAP); `--tools` makes
  * exactly those available and `--allowedTools` lets them run without a
  * permission prompt; `tools: []` is `--tools ""` (none). A tool Claude
- * refused (`permission_denials`) is a warning on the stage.
+ * refused (`permission_denials`) is a warning on the stage. The run tools
+ * (message, ask_agent, reply) are the stage MCP server's
+ * (stage-mcp-config.ts), allowed as mcp__atomic__<tool>.
  */
 
 import { classifyHttpError } from "../openai/provider-errors.ts";
 import { fromExclusive, priced, usdToMicro } from "../usage.ts";
 import type { AdapterContext, CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, arr, pricing, oneLine, warnRefusedTool, type Rec } from "./records.ts";
+import { RUN_TOOLS } from "../run-tools.ts";
+import { STAGE_MCP_NAME, claudeMcpConfig, stageMcpServer } from "./stage-mcp-config.ts";
 
 /** atomic's tool names -> Claude Code's ("list" is Glob: Claude has no directory-listing tool of its own). Other names pass through unchanged. */
 export const TOOL_MAP: Readonly<Record<string, string>> = { read: "Read", write: "Write", edit: "Edit", list: "Glob", grep: "Grep", bash: "Bash" };
@@ -51,12 +55,16 @@ export const claude: CliAdapter = {
     // A fork gets a new session id from claude (its init record says which).
     if (a.fork) args.push("--fork-session");
     if (req.model) args.push("--model", req.model);
-    const tools = req.agent?.tools;
+    // Run tools (message, ask_agent, reply) come from the stage MCP server, not from claude's own tools.
+    const mcp = stageMcpServer(req);
+    const tools = req.agent?.tools?.filter((t) => !(RUN_TOOLS as readonly string[]).includes(t));
     if (tools) {
       const names = [...new Set(tools.map((t) => TOOL_MAP[t] ?? t))];
+      const allowed = [...names, ...(mcp?.tools.map((t) => `mcp__${STAGE_MCP_NAME}__${t}`) ?? [])];
       args.push("--tools", names.join(","));
-      if (names.length) args.push("--allowedTools", names.join(","));
+      if (allowed.length) args.push("--allowedTools", allowed.join(","));
     }
+    if (mcp) args.push("--mcp-config", claudeMcpConfig(req, mcp));
     if (req.agent?.maxTurns) args.push("--max-turns", String(req.agent.maxTurns));
     if (req.agent?.schema) args.push("--json-schema", JSON.stringify(req.agent.schema));
     if (req.agent?.system) args.push("--append-system-prompt", req.agent.system);

@@ -253,6 +253,12 @@ export const VARIABLES = {
     description: "The home whose intercom broker a pool worker publishes its stages' live events to (model deltas, tool calls), from its coordinator's configuration.",
     parse: text,
   }),
+  ATOMIC_STAGE_TOOLS: variable({
+    audience: "internal",
+    type: "text",
+    description: "The stage MCP server's link to its run (home, root id, credential, granted run tools), from the agent CLI's MCP configuration; removed at once.",
+    parse: text,
+  }),
   ATOMIC_WORK_LEASE_MS: variable({
     audience: "internal",
     type: "milliseconds",

@@ -1,0 +1,52 @@
+/**
+ * The stage MCP server: how an agent CLI's stage (claude, codex) gets the
+ * run tools (message, ask_agent, reply: runners/run-tools.ts). The CLI
+ * starts it over stdio from the MCP configuration atomic gives it for the
+ * stage (runners/cli-agents/stage-mcp-config.ts); its link to the run
+ * (home, root id, the attempt's credential, the granted tools) comes in
+ * ATOMIC_STAGE_TOOLS, removed from its environment at once. Each call goes
+ * to the run's driver like the openai runner's (intercom/stage-tools.ts);
+ * the driver's answer is the result, an error result when it refuses.
+ * Stdout carries only the protocol. It ends when the CLI closes stdin.
+ */
+
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import * as v from "valibot";
+import { StageToolsClient } from "../intercom/stage-tools.ts";
+import { RUN_TOOLS, RUN_TOOL_SPECS, type RunTool } from "../runners/run-tools.ts";
+import { takeEnv } from "../shared/config/environment.ts";
+import { writeStderr } from "../shared/raw-stderr.ts";
+import { VERSION } from "../shared/version.ts";
+
+const LinkSchema = v.object({ home: v.string(), rootId: v.string(), token: v.string(), tools: v.array(v.picklist(RUN_TOOLS)) });
+
+export async function stageMcpMain(): Promise<void> {
+  const parsed = v.safeParse(LinkSchema, JSON.parse(takeEnv("ATOMIC_STAGE_TOOLS") ?? "null"));
+  if (!parsed.success) {
+    writeStderr("error: the stage MCP server needs its link to the run (ATOMIC_STAGE_TOOLS); it is started by atomic for an agent stage\n");
+    process.exit(2);
+  }
+  const link = parsed.output;
+  const client = new StageToolsClient(link.home);
+  const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: "Reach the other stages of this workflow run: message them, ask a running one and wait for its answer, reply to a question asked of you." });
+  const tools = link.tools.map((name) => ({ name, description: RUN_TOOL_SPECS[name].description, inputSchema: RUN_TOOL_SPECS[name].parameters as { type: "object" } }));
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
+    const name = req.params.name as RunTool;
+    if (!link.tools.includes(name)) return { isError: true, content: [{ type: "text", text: `error: there is no tool ${JSON.stringify(req.params.name)}; the tools are ${link.tools.join(", ")}` }] };
+    const outcome = await client.call(link, name, (req.params.arguments ?? {}) as Record<string, unknown>, extra.signal);
+    return { ...(outcome.ok ? {} : { isError: true }), content: [{ type: "text", text: outcome.output }] };
+  });
+  const ended = new Promise<void>((resolve) => {
+    process.stdin.once("end", resolve);
+    process.stdin.once("close", resolve);
+    server.onclose = resolve;
+  });
+  await server.connect(new StdioServerTransport());
+  await ended;
+  client.close();
+  await server.close();
+  process.exit(0);
+}
