@@ -28,6 +28,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   pool: { load: () => import("./pool.ts").then((m) => m.default), usesBinary: true },
   output: { load: () => import("./output.ts").then((m) => m.default), usesBinary: true },
   intercom: { load: () => import("./intercom.ts").then((m) => m.default), usesBinary: false },
+  "attach-latency": { load: () => import("./attach-latency.ts").then((m) => m.default), usesBinary: true },
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
   "status-scale": { load: () => import("./status-scale.ts").then((m) => m.default), usesBinary: false },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
