@@ -82,6 +82,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic logs 01m8rf --stage list", "atomic logs 01m8rf --follow", "atomic logs 01m8rf --stage summarize/report --no-stderr"],
     load: () => import("./commands/logs.ts").then((m) => m.default),
   },
+  tui: {
+    summary: "the full-screen terminal console: runs, stage trees, conversations, questions answered inline",
+    examples: ["atomic tui", "atomic tui --status running", "atomic tui 01m8rf", "atomic run ./review.ts --tui"],
+    load: () => import("./commands/tui.ts").then((m) => m.default),
+  },
   pause: { summary: "pause a live run: no new step starts", examples: ["atomic pause 01m8rf"], load: () => import("./commands/pause.ts").then((m) => m.default) },
   unpause: { summary: "let a paused run go on", examples: ["atomic unpause 01m8rf"], load: () => import("./commands/unpause.ts").then((m) => m.default) },
   cancel: { summary: "cancel a run (live or not)", examples: ["atomic cancel 01m8rf", "atomic cancel 01m8rf --wait 60"], load: () => import("./commands/cancel.ts").then((m) => m.default) },

@@ -32,7 +32,8 @@ export const EXIT_CODE: Record<RunStatus, number> = {
   running: 1,
 };
 
-export async function driveRun(s: CliSession, root: RootRun, view: RunView): Promise<void> {
+/** `beforeResult`: awaited before the result is printed (the console of `--tui` closes first). */
+export async function driveRun(s: CliSession, root: RootRun, view: RunView, opts: { beforeResult?: () => Promise<void> } = {}): Promise<void> {
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;
@@ -64,6 +65,7 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView): Pro
     process.off("SIGTERM", onSignal);
     view.close();
   }
+  await opts.beforeResult?.();
   printOutcome(s, outcome);
   s.exitCode = EXIT_CODE[outcome.status];
   // Ctrl-C while a question waits parks the run awaiting input; the process still ends as interrupted.

@@ -62,8 +62,8 @@ function field(body: unknown, key: string, type: "string" | "boolean", required:
   return value;
 }
 
-/** Control through the journal. Errors are UsageErrors (not_root, not_running, already_ended, and those of messages and answers). */
-export function journalControl(journal: Journal, opts: { home?: string } = {}): StatusControl {
+/** Control through the journal, as `opts.by` ("status-page" unless said: "tui"). Errors are UsageErrors (not_root, not_running, already_ended, and those of messages and answers). */
+export function journalControl(journal: Journal, opts: { home?: string; by?: string } = {}): StatusControl {
   return {
     async message(run, body) {
       const sent = await sendMessage(journal, {
@@ -73,7 +73,7 @@ export function journalControl(journal: Journal, opts: { home?: string } = {}): 
         mode: field(body, "mode", "string", false) as string | undefined,
         sticky: field(body, "sticky", "boolean", false) === true,
         id: field(body, "id", "string", false) as string | undefined,
-        sender: "status-page",
+        sender: opts.by ?? "status-page",
         warnUnknown: true,
       });
       if (!opts.home || !sent.deliveries.some((d) => d.state === "queued" && d.started) || !(await isDriven(journal, sent.runId))) return sent;
@@ -82,7 +82,7 @@ export function journalControl(journal: Journal, opts: { home?: string } = {}): 
       return { ...sent, deliveries: told ?? (await settledStates(journal, sent.runId, sent.messageId, 2_000)) };
     },
     async answer(run, body) {
-      const result = await answerPrompt(journal, run, field(body, "question", "string", true) as string, field(body, "answer", "string", true) as string, "status-page");
+      const result = await answerPrompt(journal, run, field(body, "question", "string", true) as string, field(body, "answer", "string", true) as string, opts.by ?? "status-page");
       if (opts.home && result.status === "answered" && (await isDriven(journal, result.runId))) await notifyDriver(opts.home, result.runId, { type: "poke" }, 1_000);
       return { runId: result.runId, question: result.promptId, status: result.status, answer: result.prompt.answer };
     },

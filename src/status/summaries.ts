@@ -49,6 +49,8 @@ export interface RunListQuery {
   status?: RunStatus | undefined;
   /** Runs with every one of these tags. */
   tags?: Readonly<Record<string, string>> | undefined;
+  /** Runs of the workflow of this name. */
+  workflow?: string | undefined;
   limit: number;
   offset: number;
 }
@@ -67,7 +69,7 @@ export class RunSummaries {
   constructor(private readonly journal: Journal) {}
 
   async list(q: RunListQuery): Promise<RunListPage> {
-    const filter = { ...(q.status ? { status: q.status } : {}), ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}) };
+    const filter = { ...(q.status ? { status: q.status } : {}), ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}), ...(q.workflow ? { workflowName: q.workflow } : {}) };
     const [runs, total] = await Promise.all([
       this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset }),
       this.journal.countRuns(filter),

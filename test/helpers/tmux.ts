@@ -51,6 +51,11 @@ export class Tmux {
     return this.run(["capture-pane", "-p", ...(escapes ? ["-e"] : []), "-t", "t"]);
   }
 
+  /** Everything the terminal printed outside the alternate screen, the scrollback included. */
+  history(): string {
+    return this.run(["capture-pane", "-p", "-S", "-", "-t", "t"]);
+  }
+
   /** Keys by tmux name (Enter, Down, C-c, …) or literal words. */
   keys(...keys: string[]): void {
     this.run(["send-keys", "-t", "t", ...keys]);
@@ -78,10 +83,15 @@ export class Tmux {
     }
   }
 
-  /** Waits for the command to end; its exit status. */
+  /** Waits for the command to end; its exit status (its last line may have scrolled off the screen). */
   async exited(timeoutMs = 30_000): Promise<number> {
-    const screen = await this.waitFor(/\[exit \d+\]/, timeoutMs);
-    return Number(/\[exit (\d+)\]/.exec(screen)![1]);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const m = /\[exit (\d+)\]/.exec(this.history());
+      if (m) return Number(m[1]);
+      if (Date.now() > deadline) throw new Error(`the command did not end in ${timeoutMs / 1000} s; the terminal shows:\n${this.screen()}`);
+      await Bun.sleep(50);
+    }
   }
 
   kill(): void {

@@ -23,6 +23,7 @@ import { createRunView } from "../view/run-view.ts";
 import { leaseOption } from "./run.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { announceDetached, requireService } from "../detach.ts";
+import { CONSOLE_VIEW, TUI_ARGS, driveInConsole, requireTerminal } from "../tui-run.ts";
 import { setAnyEnv, takeEnv } from "../../shared/config/environment.ts";
 import { repeatedFlag } from "../globals.ts";
 
@@ -36,6 +37,7 @@ export default defineCommand({
     cwd: { type: "string", description: "run the rest in this directory instead of the one the run started in" },
     leaseMs: { type: "string", description: "lease timeout in ms (default 30000)" },
     detach: { type: "boolean", description: "record the resume (a raised budget too) and leave the run to the service (atomic serve)" },
+    ...TUI_ARGS,
     ...POOL_ARGS,
     ...BUDGET_ARGS,
   },
@@ -48,6 +50,10 @@ export default defineCommand({
       });
     }
     assertResumable(run);
+    if (args.tui) {
+      if (args.detach) throw new UsageError("bad_flag", "--tui does not go with --detach", { hint: "atomic tui shows any run, detached ones too" });
+      requireTerminal(s, "atomic resume --tui");
+    }
     const journal = await s.journal();
     // A home this user may only read: that is why nothing can be resumed here, whatever else is wrong.
     journal.assertWritable?.();
@@ -77,7 +83,7 @@ export default defineCommand({
       }));
     const pool = executorOption(s, args);
     const budget = budgetOption(args);
-    const view = createRunView(s);
+    const view = args.tui ? CONSOLE_VIEW : createRunView(s);
     const here = process.cwd();
     // Shell stages, relative paths and the project's config mean what they meant when the run started.
     if (cwd !== undefined && cwd !== here) {
@@ -100,7 +106,8 @@ export default defineCommand({
       announceDetached(s, root.runId);
       return;
     }
-    await driveRun(s, root, view);
+    if (args.tui) await driveInConsole(s, root);
+    else await driveRun(s, root, view);
   },
 });
 

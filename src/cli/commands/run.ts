@@ -37,6 +37,7 @@ import type { CliSession } from "../session.ts";
 import type { StatusServer } from "../../status/server.ts";
 import { exit, out } from "../output.ts";
 import { announceDetached, requireService } from "../detach.ts";
+import { CONSOLE_VIEW, TUI_ARGS, driveInConsole, requireTerminal } from "../tui-run.ts";
 
 export default defineCommand({
   meta: { name: "run", description: "Run a workflow file" },
@@ -52,6 +53,7 @@ export default defineCommand({
     detach: { type: "boolean", description: "record the run and leave it to the service (atomic serve), printing its id at once" },
     serve: { type: "boolean", description: "serve the status page while the run runs" },
     check: { type: "boolean", description: "check the workflow first, as atomic check does; start nothing if it fails" },
+    ...TUI_ARGS,
     ...SERVE_ARGS,
   },
   async run({ args }) {
@@ -64,6 +66,10 @@ export default defineCommand({
     }
     if (args.detach && args.serve) {
       throw new UsageError("bad_flag", "--detach and --serve do not go together: a detached run is driven by the service", { hint: "the service's page (atomic serve) shows it" });
+    }
+    if (args.tui) {
+      if (args.detach || args.serve) throw new UsageError("bad_flag", `--tui does not go with --${args.detach ? "detach" : "serve"}`, { hint: "atomic tui shows any run, detached or served" });
+      requireTerminal(s, "atomic run --tui");
     }
     const file = resolveWorkflowArg(args.file);
     // Builtins ship checked; a file is checked before anything is recorded (a failed check exits 1).
@@ -91,7 +97,7 @@ export default defineCommand({
       const journal = await s.journal();
       if (args.detach) await requireService(journal, { name: loaded.definition.name, recover: loaded.definition.recover !== false });
       server = args.serve ? await startCliServer(s, args) : undefined;
-      const view = createRunView(s);
+      const view = args.tui ? CONSOLE_VIEW : createRunView(s);
       const opts = { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice };
       const req = { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), inputs, runId, ...(budget ? { budget } : {}) };
       if (keyed) {
@@ -116,7 +122,8 @@ export default defineCommand({
         return;
       }
       if (server) announce(s, view, server, root.runId);
-      await driveRun(s, root, view);
+      if (args.tui) await driveInConsole(s, root);
+      else await driveRun(s, root, view);
     } finally {
       startedOrRefused();
       // The page gets the run's last events before the server goes.

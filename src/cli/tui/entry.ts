@@ -6,3 +6,5 @@
  */
 
 export { showInlineQuestion } from "./inline.ts";
+export { runConsole, type ConsoleOptions } from "./console.ts";
+export { ConsoleData } from "./console-data.ts";

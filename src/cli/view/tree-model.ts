@@ -46,7 +46,8 @@ interface RunNode {
   toolsRunning: Map<string, string>;
 }
 
-const SYMBOL: Record<string, string> = {
+/** A status as one symbol (the console's stage tree uses the same: cli/tui/format.ts). */
+export const SYMBOL: Record<string, string> = {
   queued: "○",
   running: "◐",
   completed: "✓",
@@ -211,6 +212,7 @@ export class TreeModel {
   }
 }
 
-function compact(n: number): string {
+/** A token count in few characters (12.3k, 1.2M). */
+export function compact(n: number): string {
   return n >= 1_000_000 ? `${(n / 1_000_000).toFixed(1)}M` : n >= 1_000 ? `${(n / 1_000).toFixed(1)}k` : String(n);
 }

@@ -1,0 +1,157 @@
+/**
+ * What `atomic tui` reads and does, without any drawing: the run list
+ * (status/summaries.ts through StatusSource, filtered by status and
+ * workflow), a run's detail (its report, totals and open questions), a
+ * stage's conversation (status/transcript.ts), and the actions, each
+ * through the code the CLI and the status page use: pause, unpause and
+ * cancel (status/control.ts), answers and messages (engine/messaging.ts,
+ * recorded as by "tui"), resume and rerun (this binary's own `atomic
+ * resume` / `atomic rerun`, started in the background so the run outlives
+ * the console; `--detach` to the service when one runs).
+ */
+
+import { closeSync, mkdirSync, openSync } from "node:fs";
+import { join } from "node:path";
+import type { Journal } from "../../journal/journal.ts";
+import type { RunRecord, RunStatus } from "../../journal/runs.ts";
+import type { RunReport, StepReport } from "../../engine/run-report.ts";
+import { StatusSource, type RunDetail } from "../../status/source.ts";
+import type { RunListPage } from "../../status/summaries.ts";
+import { journalControl, type ControlAction } from "../../status/control.ts";
+import { activeService } from "../../service/service-lease.ts";
+import { selfCommand } from "../../shared/self-exec.ts";
+import { UsageError } from "../../shared/errors.ts";
+
+/** One row of a run's stage tree: a step, or a child run's step under its boundary, with its depth. */
+export interface StageRow {
+  /** The run the step belongs to (a child run's id for its steps). */
+  runId: string;
+  position: string;
+  depth: number;
+  step: StepReport;
+}
+
+export interface OpenQuestion {
+  runId: string;
+  id: string;
+  question: string;
+  choices: string[] | null;
+}
+
+export interface Conversation {
+  text: string;
+  live: boolean;
+  /** Why there is none (not a stage, no output yet). */
+  none?: string;
+}
+
+/** The rows of a report's tree: steps in order, a child run's steps indented under the step that started it. */
+export function stageRows(report: RunReport, depth = 0, into: StageRow[] = []): StageRow[] {
+  for (const step of report.steps) {
+    into.push({ runId: report.run.id, position: step.position, depth, step });
+    if (step.child) stageRows(step.child, depth + 1, into);
+  }
+  return into;
+}
+
+/** Open questions of a run and of its child runs. */
+export function openQuestions(report: RunReport, into: OpenQuestion[] = []): OpenQuestion[] {
+  for (const q of report.questions ?? []) into.push({ runId: report.run.id, id: q.id, question: q.question, choices: q.choices });
+  for (const step of report.steps) if (step.child) openQuestions(step.child, into);
+  return into;
+}
+
+/** The last `max` characters of the conversation shown for a stage. */
+const KEEP_CHARS = 64 * 1024;
+
+export class ConsoleData {
+  readonly source: StatusSource;
+  private readonly control;
+
+  constructor(
+    readonly journal: Journal,
+    private readonly home: string,
+  ) {
+    this.source = new StatusSource(journal, { listCacheMs: 0 });
+    this.control = journalControl(journal, { home, by: "tui" });
+  }
+
+  runs(filter: { status?: RunStatus | undefined; workflow?: string | undefined }, limit: number): Promise<RunListPage> {
+    return this.source.listRuns({ status: filter.status, workflow: filter.workflow, limit, offset: 0 });
+  }
+
+  async run(id: string): Promise<RunRecord> {
+    const run = await this.journal.getRun(id as RunRecord["id"]);
+    if (!run) throw new UsageError("unknown_run", `no run with id ${id}`);
+    return run;
+  }
+
+  async detail(id: string): Promise<RunDetail> {
+    return this.source.detail(await this.run(id));
+  }
+
+  /** A stage's conversation so far (the end of it): an agent's transcript, else its output. */
+  async conversation(runId: string, position: string): Promise<Conversation> {
+    const t = await this.source.transcript(await this.run(runId), position, { stdout: 0, stderr: 0 });
+    if ("miss" in t) return { text: "", live: false, none: t.message };
+    let text = t.stdout.text;
+    if (t.stdout.more) {
+      const size = t.stdout.size;
+      const tail = await this.source.transcript(await this.run(runId), position, { stdout: Math.max(0, size - KEEP_CHARS), stderr: t.stderr.size });
+      if (!("miss" in tail)) text = tail.stdout.text;
+    }
+    if (!t.agent && t.stderr.text.trim()) text += `${text ? "\n" : ""}${t.stderr.text}`;
+    if (!text.trim()) return { text: "", live: t.live, none: t.live ? "no output yet" : "it wrote no output" };
+    return { text: text.length > KEEP_CHARS ? text.slice(-KEEP_CHARS) : text, live: t.live };
+  }
+
+  /** Pause, unpause or cancel: a sentence saying what was done. */
+  async act(runId: string, action: ControlAction): Promise<string> {
+    const r = await this.control.control(await this.run(runId), action);
+    if (r.result === "cancelled") return `run ${runId} cancelled`;
+    if (r.result === "ended_otherwise") return `run ${runId} had already ended`;
+    return `${action} of run ${runId} requested`;
+  }
+
+  async answer(q: OpenQuestion, text: string): Promise<string> {
+    const r = await this.control.answer(await this.run(q.runId), { question: q.id, answer: text });
+    return r.status === "answered" ? `question ${q.id} answered: ${JSON.stringify(text)}` : `question ${q.id} was already answered: ${JSON.stringify(r.answer)}`;
+  }
+
+  async message(runId: string, stage: string, text: string): Promise<string> {
+    const sent = await this.control.message(await this.run(runId), { stage, text });
+    const states = [...new Set(sent.deliveries.map((d) => d.state))].join(", ");
+    return `message ${sent.messageId} to ${stage}: ${states || "recorded"}`;
+  }
+
+  /**
+   * `atomic resume RUN` or `atomic rerun RUN`, driven apart from this console: left to the service when one
+   * runs (`--detach`), else by a background `atomic` process of its own whose output goes to a log file in the
+   * home. A sentence saying which.
+   */
+  async drive(command: "resume" | "rerun", runId: string): Promise<string> {
+    const service = command === "resume" && (await activeService(this.journal));
+    const dir = join(this.home, "tui");
+    mkdirSync(dir, { recursive: true });
+    const log = join(dir, `${command}-${runId}.log`);
+    const fd = openSync(log, "a");
+    try {
+      const proc = Bun.spawn(selfCommand(command, runId, ...(service ? ["--detach"] : ["--quiet"])), { stdin: "ignore", stdout: fd, stderr: fd, detached: true });
+      proc.unref();
+      if (service) {
+        const code = await proc.exited;
+        return code === 0 ? `run ${runId} resumed: left to the service` : `atomic resume ${runId} failed (exit ${code}); see ${log}`;
+      }
+      // A refusal (nothing to resume, a workflow file gone) comes at once; a drive goes on after the console.
+      const early = await Promise.race([proc.exited, Bun.sleep(1500).then(() => undefined)]);
+      if (early !== undefined && early !== 0) return `atomic ${command} ${runId} failed (exit ${early}); see ${log}`;
+      return `atomic ${command} ${runId} runs in the background (pid ${proc.pid}; output in ${log})`;
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.source.close();
+  }
+}

@@ -1,0 +1,364 @@
+/**
+ * `atomic tui`: the full-screen console (ink, in the terminal's alternate
+ * screen). Two screens: the run list (filter by status with `s`, by
+ * workflow with `w`) and a run (its stage tree with status, elapsed time,
+ * tokens and cost, and the selected stage's conversation). What is shown is
+ * read from the journal by ConsoleData (console-data.ts) and read again
+ * every REFRESH_MS, so runs driven by any process move live; every action
+ * goes through the code the CLI and the status page use. Layout is ink's
+ * (flexbox): panes side by side from WIDE_COLS columns, stacked below;
+ * below MIN_COLS x MIN_ROWS the console says so in one sentence.
+ * Keys are listed by `?` and in docs/guides/terminal-console.md.
+ */
+
+import { createElement as h, useCallback, useEffect, useRef, useState, type ReactNode } from "react";
+import { Box, Text, render, useApp, useInput, useWindowSize } from "ink";
+import { TextInput } from "@inkjs/ui";
+import type { RunStatus } from "../../journal/runs.ts";
+import type { RunListPage } from "../../status/summaries.ts";
+import type { RunDetail } from "../../status/source.ts";
+import { makeStyle, type Style } from "../style.ts";
+import { ConsoleData, openQuestions, stageRows, type Conversation, type OpenQuestion, type StageRow } from "./console-data.ts";
+import { fit, runHeading, runLine, runsHeader, stageLine } from "./format.ts";
+import { Question } from "./question.ts";
+
+export const MIN_COLS = 60;
+export const MIN_ROWS = 16;
+const WIDE_COLS = 140;
+const REFRESH_MS = 500;
+/** The status filter `s` steps through (undefined: every run). */
+const STATUS_FILTERS: (RunStatus | undefined)[] = [undefined, "running", "awaiting_input", "failed", "completed", "interrupted", "cancelled"];
+const RUN_LIMIT = 500;
+
+type Mode = { kind: "none" } | { kind: "answer"; q: OpenQuestion } | { kind: "message"; stage: string; runId: string } | { kind: "workflow" } | { kind: "confirm"; what: "cancel"; runId: string } | { kind: "help" };
+
+export interface ConsoleOptions {
+  data: ConsoleData;
+  color: boolean;
+  /** Open on this run. */
+  runId?: string;
+  filter?: { status?: RunStatus | undefined; workflow?: string | undefined };
+  /** Said once in the status line at start. */
+  note?: string;
+}
+
+/** Everything a frame is drawn from (the bench draws frames from it without a terminal). */
+export interface ConsoleFrame {
+  screen: "runs" | "run";
+  filter: { status?: RunStatus | undefined; workflow?: string | undefined };
+  runs?: RunListPage;
+  runIndex: number;
+  detail?: RunDetail;
+  stageIndex: number;
+  conversation?: Conversation;
+  /** Lines scrolled up from the conversation's end. */
+  scroll: number;
+  focus: "tree" | "conversation";
+  mode: Mode;
+  flash?: string;
+}
+
+/** The rows of the open run's tree (cached per detail object). */
+const rowsCache = new WeakMap<RunDetail, StageRow[]>();
+export function rowsOf(detail: RunDetail | undefined): StageRow[] {
+  if (!detail) return [];
+  let rows = rowsCache.get(detail);
+  if (!rows) rowsCache.set(detail, (rows = stageRows(detail.report)));
+  return rows;
+}
+
+/** `lines` cut into pieces of at most `width` columns. */
+function wrapLines(text: string, width: number): string[] {
+  const out: string[] = [];
+  for (const line of text.replace(/\r/g, "").split("\n")) {
+    if (Bun.stringWidth(line) <= width) {
+      out.push(line);
+      continue;
+    }
+    let piece = "";
+    for (const ch of line) {
+      if (Bun.stringWidth(piece + ch) > width) {
+        out.push(piece);
+        piece = "";
+      }
+      piece += ch;
+    }
+    out.push(piece);
+  }
+  return out;
+}
+
+/** The window of `count` items of `total` that keeps `selected` in sight. */
+function windowOf(selected: number, total: number, count: number): [number, number] {
+  if (total <= count) return [0, total];
+  const start = Math.min(Math.max(0, selected - Math.floor(count / 2)), total - count);
+  return [start, start + count];
+}
+
+function lines(list: string[]): ReactNode[] {
+  return list.map((l, i) => h(Text, { key: i, wrap: "truncate-end" }, l || " "));
+}
+
+function hints(f: ConsoleFrame): string {
+  if (f.mode.kind === "answer") return "Esc: back without answering";
+  if (f.mode.kind === "message" || f.mode.kind === "workflow") return "Enter: send · Esc: back";
+  if (f.mode.kind === "confirm") return "y: yes · any other key: no";
+  if (f.screen === "runs") return "↑/↓ select · Enter open · s status · w workflow · p pause · c cancel · r resume · R rerun · ? help · q quit";
+  return "↑/↓ stage · Tab conversation · a answer · m message · p pause · c cancel · r resume · R rerun · Esc runs · ? help · q quit";
+}
+
+const HELP = [
+  "The run list",
+  "  ↑/↓ or j/k  select a run          Enter  open it",
+  "  s  next status filter             w  filter by workflow (empty: all)",
+  "The run (its stage tree and the selected stage's conversation)",
+  "  ↑/↓ or j/k  select a stage        Tab  scroll the conversation (↑/↓, PgUp/PgDn, End)",
+  "  a  answer its open question       m  message the selected stage",
+  "  Esc  back to the run list",
+  "Both",
+  "  p  pause / unpause   c  cancel (asks first)   r  resume   R  rerun   q  quit",
+  "",
+  "Press any key to close this help.",
+];
+
+/** One frame of the console for a terminal of `cols` x `rows`. */
+export interface ViewProps {
+  f: ConsoleFrame;
+  cols: number;
+  rows: number;
+  st: Style;
+  color: boolean;
+  onAnswer(q: OpenQuestion, text: string): void;
+  onText(text: string): void;
+}
+
+export function ConsoleView({ f, cols, rows, st, color, onAnswer, onText }: ViewProps) {
+  if (cols < MIN_COLS || rows < MIN_ROWS) {
+    return h(Text, { wrap: "wrap" }, `The terminal is ${cols}x${rows}, too small for atomic tui: make it at least ${MIN_COLS}x${MIN_ROWS} (q quits).`);
+  }
+  const now = Date.now();
+  const filterText = `status: ${f.filter.status ?? "all"} · workflow: ${f.filter.workflow ?? "all"}`;
+  const title = f.screen === "runs" ? `atomic tui · ${f.runs ? `${f.runs.total} run(s)` : "reading runs…"} · ${filterText}` : `atomic tui · run ${f.detail?.run.id ?? "…"}`;
+  const head = h(Text, { key: "head", wrap: "truncate-end" }, st.bold(fit(title, cols)));
+  const flash = h(Text, { key: "flash", wrap: "truncate-end" }, f.flash ? st.yellow(f.flash) : " ");
+  const foot = h(Text, { key: "foot", wrap: "truncate-end" }, st.dim(hints(f)));
+  const bodyRows = rows - 3;
+  let body: ReactNode;
+  if (f.mode.kind === "help") body = h(Box, { flexDirection: "column", height: bodyRows }, ...lines(HELP));
+  else if (f.screen === "runs") body = runsBody(f, cols, bodyRows, st, onText);
+  else body = runBody(f, cols, bodyRows, st, color, now, onAnswer, onText);
+  return h(Box, { flexDirection: "column", width: cols, height: rows }, head, body, flash, foot);
+}
+
+function runsBody(f: ConsoleFrame, cols: number, height: number, st: Style, onText: (text: string) => void): ReactNode {
+  const list = f.runs?.runs ?? [];
+  const out: ReactNode[] = [h(Text, { key: "h", wrap: "truncate-end" }, runsHeader(st, cols))];
+  if (f.runs && list.length === 0) out.push(h(Text, { key: "none" }, f.filter.status || f.filter.workflow ? "no run matches the filter (s, w change it)" : "no runs yet; start one with: atomic run <workflow file>"));
+  const [a, b] = windowOf(f.runIndex, list.length, height - 1 - (f.mode.kind === "workflow" ? 1 : 0));
+  for (let i = a; i < b; i++) {
+    const line = runLine(st, list[i]!, cols - 2);
+    out.push(h(Text, { key: list[i]!.id, wrap: "truncate-end", inverse: i === f.runIndex }, `${i === f.runIndex ? "›" : " "} ${line}`));
+  }
+  if (f.mode.kind === "workflow") out.push(h(Box, { key: "wf" }, h(Text, null, "workflow: "), h(TextInput, { placeholder: "a workflow name, empty for all", onSubmit: onText })));
+  return h(Box, { flexDirection: "column", height }, ...out);
+}
+
+function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color: boolean, now: number, onAnswer: (q: OpenQuestion, text: string) => void, onText: (text: string) => void): ReactNode {
+  const d = f.detail;
+  if (!d) return h(Box, { height }, h(Text, null, "reading the run…"));
+  const rows = rowsOf(d);
+  const questions = openQuestions(d.report);
+  const top: ReactNode[] = [h(Text, { key: "run", wrap: "truncate-end" }, runHeading(st, d.run, cols))];
+  if (questions.length) top.push(h(Text, { key: "q", wrap: "truncate-end" }, st.yellow(fit(`${questions.length} open question(s): ${questions[0]!.question} (a answers)`, cols))));
+  const rest = height - top.length;
+  const wide = cols >= WIDE_COLS;
+  const treeHeight = wide ? rest : Math.max(4, Math.floor(rest * 0.45));
+  const treeWidth = wide ? Math.floor(cols * 0.45) : cols;
+  const convWidth = wide ? cols - treeWidth - 1 : cols;
+  const convHeight = wide ? rest : rest - treeHeight;
+  const treeLines: ReactNode[] = [];
+  if (rows.length === 0) treeLines.push(h(Text, { key: "none" }, "no steps yet"));
+  const [a, b] = windowOf(f.stageIndex, rows.length, treeHeight);
+  for (let i = a; i < b; i++) {
+    const selected = i === f.stageIndex;
+    treeLines.push(h(Text, { key: `${rows[i]!.runId}/${rows[i]!.position}`, wrap: "truncate-end", inverse: selected && f.focus === "tree" }, `${selected ? "›" : " "} ${stageLine(st, rows[i]!, now, treeWidth - 2)}`));
+  }
+  const tree = h(Box, { key: "tree", flexDirection: "column", width: treeWidth, height: treeHeight }, ...treeLines);
+  let pane: ReactNode;
+  if (f.mode.kind === "answer") {
+    const q = f.mode.q;
+    pane = h(Question, { q: { id: q.id, question: q.question, choices: q.choices, from: `run ${q.runId}` }, color, onAnswer: (text: string) => onAnswer(q, text) });
+  } else {
+    pane = conversationPane(f, rows[f.stageIndex], convWidth, convHeight - (f.mode.kind === "message" ? 1 : 0), st);
+  }
+  const paneBox = h(
+    Box,
+    { key: "pane", flexDirection: "column", width: convWidth, height: convHeight },
+    pane,
+    f.mode.kind === "message" ? h(Box, { key: "msg" }, h(Text, null, `message to ${f.mode.stage}: `), h(TextInput, { placeholder: "text, Enter sends", onSubmit: onText })) : null,
+  );
+  const panes = wide ? h(Box, { flexDirection: "row", gap: 1 }, tree, paneBox) : h(Box, { flexDirection: "column" }, tree, paneBox);
+  return h(Box, { flexDirection: "column", height }, ...top, panes);
+}
+
+function conversationPane(f: ConsoleFrame, row: StageRow | undefined, width: number, height: number, st: Style): ReactNode {
+  const title = row ? `── ${row.step.name} (${row.step.status})${f.conversation?.live ? " live" : ""} ` : "── ";
+  const head = h(Text, { key: "t", wrap: "truncate-end", bold: f.focus === "conversation" }, st.dim(fit(title.padEnd(width, "─"), width)));
+  const c = f.conversation;
+  if (!row || !c) return h(Box, { flexDirection: "column", height }, head, h(Text, { key: "n" }, row ? "reading…" : "select a stage"));
+  if (c.none) return h(Box, { flexDirection: "column", height }, head, h(Text, { key: "n", wrap: "truncate-end" }, st.dim(c.none)));
+  const all = wrapLines(c.text.replace(/\n+$/, ""), width);
+  const show = height - 1;
+  const end = Math.max(show, all.length - f.scroll);
+  const shown = all.slice(Math.max(0, end - show), end);
+  return h(Box, { flexDirection: "column", height }, head, ...lines(shown));
+}
+
+/** Runs the console until `q` (or the caller's `stop`): resolves when it is closed. */
+export async function runConsole(opts: ConsoleOptions & { onQuit?: () => void }): Promise<void> {
+  const app = render(h(ConsoleApp, opts), { exitOnCtrlC: false, patchConsole: false, interactive: true, alternateScreen: true });
+  await app.waitUntilExit();
+}
+
+function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
+  const { data } = opts;
+  const st = makeStyle(opts.color);
+  const { exit } = useApp();
+  const { columns: cols, rows } = useWindowSize();
+  const [f, setF] = useState<ConsoleFrame>(() => ({
+    screen: opts.runId ? "run" : "runs",
+    filter: opts.filter ?? {},
+    runIndex: 0,
+    stageIndex: 0,
+    scroll: 0,
+    focus: "tree",
+    mode: { kind: "none" },
+    ...(opts.note ? { flash: opts.note } : {}),
+  }));
+  const [runId, setRunId] = useState<string | undefined>(opts.runId);
+  const frame = useRef(f);
+  frame.current = f;
+  // A patch, or a function of the frame as it is then (keys that arrive together each see the one before).
+  const update = useCallback((patch: Partial<ConsoleFrame> | ((old: ConsoleFrame) => Partial<ConsoleFrame>)) => setF((old) => ({ ...old, ...(typeof patch === "function" ? patch(old) : patch) })), []);
+  const say = useCallback((p: Promise<string>) => void p.then((flash) => update({ flash }), (err: unknown) => update({ flash: err instanceof Error ? err.message : String(err) })), [update]);
+
+  // Live data: the list on the list screen, the run and its selected stage's conversation on the run screen.
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const tick = async () => {
+      const cur = frame.current;
+      try {
+        if (cur.screen === "runs") {
+          const runs = await data.runs(cur.filter, RUN_LIMIT);
+          if (!stopped) update({ runs, runIndex: Math.min(frame.current.runIndex, Math.max(0, runs.runs.length - 1)) });
+        } else if (runId) {
+          const detail = await data.detail(runId);
+          const row = rowsOf(detail)[Math.min(frame.current.stageIndex, Math.max(0, rowsOf(detail).length - 1))];
+          const conversation = row && row.step.kind === "stage" ? await data.conversation(row.runId, row.position) : row ? { text: "", live: false, none: `a ${row.step.kind} step has no conversation` } : undefined;
+          if (!stopped) update({ detail, ...(conversation ? { conversation } : {}) });
+        }
+      } catch (err) {
+        if (!stopped) update({ flash: err instanceof Error ? err.message : String(err) });
+      }
+      if (!stopped) timer = setTimeout(() => void tick(), REFRESH_MS);
+    };
+    void tick();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [data, runId, f.screen, f.filter, f.stageIndex, update]);
+
+  const quit = () => {
+    opts.onQuit?.();
+    exit();
+  };
+  const selectedRun = (): string | undefined => (f.screen === "run" ? runId : f.runs?.runs[f.runIndex]?.id);
+
+  const act = (input: string, target: string | undefined) => {
+    if (!target) return;
+    const status = f.screen === "run" ? f.detail?.run.status : f.runs?.runs[f.runIndex]?.status;
+    if (input === "p") say(data.act(target, status === "paused" ? "unpause" : "pause"));
+    else if (input === "c") update({ mode: { kind: "confirm", what: "cancel", runId: target }, flash: `cancel run ${target}? y cancels it, any other key does not` });
+    else if (input === "r") say(data.drive("resume", target));
+    else if (input === "R") say(data.drive("rerun", target));
+  };
+
+  useInput(
+    (input, key) => {
+      if (f.mode.kind === "help") return update({ mode: { kind: "none" } });
+      if (f.mode.kind === "confirm") {
+        const m = f.mode;
+        update({ mode: { kind: "none" } });
+        if (input === "y") say(data.act(m.runId, "cancel"));
+        else update({ flash: "not cancelled" });
+        return;
+      }
+      if (f.mode.kind !== "none") {
+        if (key.escape) update({ mode: { kind: "none" } });
+        return;
+      }
+      if (input === "q" || (key.ctrl && input === "c")) return quit();
+      if (cols < MIN_COLS || rows < MIN_ROWS) return;
+      if (input === "?") return update({ mode: { kind: "help" } });
+      if (f.screen === "runs") {
+        const n = f.runs?.runs.length ?? 0;
+        if (key.downArrow || input === "j") update((o) => ({ runIndex: Math.min(n - 1, o.runIndex + 1) }));
+        else if (key.upArrow || input === "k") update((o) => ({ runIndex: Math.max(0, o.runIndex - 1) }));
+        else if (key.pageDown) update((o) => ({ runIndex: Math.min(n - 1, o.runIndex + rows - 5) }));
+        else if (key.pageUp) update((o) => ({ runIndex: Math.max(0, o.runIndex - (rows - 5)) }));
+        else if (key.return && n > 0) {
+          setRunId(f.runs!.runs[f.runIndex]!.id);
+          update({ screen: "run", stageIndex: 0, scroll: 0, focus: "tree", flash: "" });
+          setF((old) => {
+            const { detail: _d, conversation: _c, ...rest } = old;
+            return rest;
+          });
+        } else if (input === "s") {
+          const i = STATUS_FILTERS.indexOf(f.filter.status);
+          update({ filter: { ...f.filter, status: STATUS_FILTERS[(i + 1) % STATUS_FILTERS.length] }, runIndex: 0 });
+        } else if (input === "w") update({ mode: { kind: "workflow" } });
+        else act(input, selectedRun());
+        return;
+      }
+      const n = rowsOf(f.detail).length;
+      if (key.escape || key.backspace) {
+        setF((old) => {
+          const { detail: _d, conversation: _c, ...rest } = old;
+          return { ...rest, screen: "runs", mode: { kind: "none" }, flash: "" };
+        });
+        setRunId(undefined);
+      } else if (key.tab) update({ focus: f.focus === "tree" ? "conversation" : "tree", scroll: 0 });
+      else if (f.focus === "conversation" && (key.upArrow || input === "k")) update((o) => ({ scroll: o.scroll + 1 }));
+      else if (f.focus === "conversation" && (key.downArrow || input === "j")) update((o) => ({ scroll: Math.max(0, o.scroll - 1) }));
+      else if (f.focus === "conversation" && key.pageUp) update((o) => ({ scroll: o.scroll + rows - 5 }));
+      else if (f.focus === "conversation" && key.pageDown) update((o) => ({ scroll: Math.max(0, o.scroll - (rows - 5)) }));
+      else if (f.focus === "conversation" && key.end) update({ scroll: 0 });
+      else if (key.downArrow || input === "j") update((o) => ({ stageIndex: Math.min(n - 1, o.stageIndex + 1), scroll: 0, conversation: undefined }));
+      else if (key.upArrow || input === "k") update((o) => ({ stageIndex: Math.max(0, o.stageIndex - 1), scroll: 0, conversation: undefined }));
+      else if (input === "a") {
+        const q = f.detail ? openQuestions(f.detail.report)[0] : undefined;
+        update(q ? { mode: { kind: "answer", q } } : { flash: "no open question in this run" });
+      } else if (input === "m") {
+        const row = rowsOf(f.detail)[f.stageIndex];
+        if (!row || row.step.kind !== "stage") update({ flash: "select a stage to message" });
+        else update({ mode: { kind: "message", stage: row.step.name, runId: row.runId } });
+      } else act(input, selectedRun());
+    },
+    { isActive: true },
+  );
+
+  const onAnswer = (q: OpenQuestion, text: string) => {
+    update({ mode: { kind: "none" }, flash: `sending the answer to ${q.id}…` });
+    say(data.answer(q, text));
+  };
+  // Text fields (a workflow filter, a message): their Enter sends here, where the frame is known.
+  const onText = (text: string) => {
+    const m = f.mode;
+    update({ mode: { kind: "none" } });
+    if (m.kind === "workflow") update({ filter: { ...f.filter, workflow: text.trim() || undefined }, runIndex: 0 });
+    else if (m.kind === "message" && text.trim()) say(data.message(m.runId, m.stage, text));
+  };
+  return h(ConsoleView, { f, cols, rows, st, color: opts.color, onAnswer, onText });
+}

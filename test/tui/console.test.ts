@@ -1,0 +1,108 @@
+/**
+ * `atomic tui` in a real terminal (tmux, the real binary): the run list
+ * filtered by workflow, a run opened, a stage's conversation, a question
+ * answered inline, a run cancelled; 80x24 with NO_COLOR, 200x60 with
+ * colours and panes side by side, a resize to a terminal too small and
+ * back; `atomic run --tui` driving a run under the console; and the
+ * console refused off a terminal. Waits are on what the screen shows;
+ * every tmux server and run ends after each test, passed or failed.
+ */
+
+import { afterEach, expect, test } from "bun:test";
+import { join } from "node:path";
+import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { Tmux } from "../helpers/tmux.ts";
+import { cleanup, newHome } from "./support.ts";
+
+const DEMO = join(import.meta.dir, "fixtures", "console.ts");
+const ASKS = join(import.meta.dir, "fixtures", "asks.ts");
+const COLOUR = /\x1b\[[0-9;]*(3[0-7]|38;[0-9;]+|9[0-7])m/;
+
+afterEach(cleanup);
+
+/** A run of the demo driven by a process of its own (not on a terminal), parked on its question. */
+async function parkedDemo(home: string, id: string) {
+  const proc = spawnAtomic(["run", DEMO, "--id", id], { home });
+  await lineWatcher(proc.stdout).waitFor(/question \S+: deploy where\?/);
+  return proc;
+}
+
+test("80x24, NO_COLOR: filter to a run, open it, read a stage, answer its question, cancel it", async () => {
+  const home = newHome();
+  const driver = await parkedDemo(home, "demo-1");
+  const other = spawnAtomic(["run", ASKS, "--id", "other-1"], { home });
+  await lineWatcher(other.stdout).waitFor(/question \S+: ship it\?/);
+  const t = Tmux.atomic(["tui"], { home, cols: 80, rows: 24 });
+  await t.waitFor(/demo-1[\s\S]*other-1|other-1[\s\S]*demo-1/);
+  t.keys("w");
+  await t.waitFor("a workflow name, empty for all");
+  t.type("console-demo");
+  await t.waitFor("workflow: console-demo");
+  t.keys("Enter");
+  await t.waitFor("1 run(s) · status: all · workflow: console-demo");
+  t.keys("Enter");
+  // The first stage is selected: its conversation (the shell stage's output) is in the pane.
+  let screen = await t.waitFor("compiling the parser");
+  expect(screen).toContain("1 open question(s): deploy where?");
+  t.keys("a");
+  await t.waitFor("❯ staging");
+  t.keys("Down");
+  await t.waitFor("❯ production");
+  t.keys("Enter");
+  await t.waitFor(/question \S+ answered: "production"/);
+  await t.waitFor("◐ deploy");
+  t.keys("Down", "Down");
+  await t.waitFor("deploying to production");
+  t.keys("c");
+  await t.waitFor("cancel run demo-1? y cancels it");
+  t.keys("y");
+  screen = await t.waitFor("demo-1 cancelled");
+  expect(screen).not.toContain("The terminal is");
+  expect(await driver.exited).toBe(4);
+  expect(t.screen(true)).not.toMatch(COLOUR);
+  t.keys("q");
+  expect(await t.exited()).toBe(0);
+}, 90_000);
+
+test("200x60 with colours: panes side by side; too small a terminal says so, and the console comes back", async () => {
+  const home = newHome();
+  await parkedDemo(home, "demo-2");
+  const t = Tmux.atomic(["tui", "demo-2"], { home, cols: 200, rows: 60, env: { NO_COLOR: undefined } });
+  // The stage tree and the conversation on the same lines.
+  const screen = await t.waitFor(/› ✓ build.*── build \(completed\)/);
+  expect(screen).toContain("compiling the parser");
+  expect(t.screen(true)).toMatch(COLOUR);
+  t.resize(50, 10);
+  await t.waitFor((screen) => screen.replace(/\s+/g, " ").includes("The terminal is 50x10, too small for atomic tui: make it at least 60x16 (q quits)."));
+  t.resize(200, 60);
+  await t.waitFor(/› ✓ build.*── build \(completed\)/);
+  t.keys("q");
+  expect(await t.exited()).toBe(0);
+}, 90_000);
+
+test("atomic run --tui drives the run under the console; q stops it resumably and the result follows", async () => {
+  const home = newHome();
+  const t = Tmux.atomic(["run", DEMO, "--id", "demo-3", "--tui"], { home, cols: 80, rows: 24 });
+  await t.waitFor("driving run demo-3 here");
+  await t.waitFor("1 open question(s): deploy where?");
+  t.keys("a");
+  await t.waitFor("❯ staging");
+  t.keys("Enter");
+  await t.waitFor("◐ deploy");
+  t.keys("q");
+  const status = await t.exited();
+  const printed = t.history();
+  expect(printed).toContain("run demo-3 interrupted");
+  expect(printed.replace(/\s+/g, " ")).toContain("resume with: atomic resume demo-3");
+  expect(status).toBe(130);
+}, 90_000);
+
+test("off a terminal the console says it needs one (exit 2), for tui and run --tui alike", async () => {
+  const home = newHome();
+  for (const args of [["tui"], ["run", DEMO, "--tui"]]) {
+    const r = await runAtomic(args, { home });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("needs a terminal on its standard input and output");
+    expect(r.stderr).toContain("hint: in a pipe or a script use atomic runs");
+  }
+});
