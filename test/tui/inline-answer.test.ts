@@ -25,8 +25,12 @@ test("a picker and a line answer the run's questions in its own terminal (80x24,
   t.keys("Down");
   t.keys("Enter");
   await t.waitFor(/question \S+ answered: "no"/);
-  await t.waitFor("why?");
+  const next = await t.waitFor("why?");
+  // The answered question's picker is gone from the screen: only the line saying it was answered stays.
+  expect(next).not.toContain("later");
+  expect(next).not.toContain("sending");
   t.type("because it is friday");
+  await t.waitFor("> because it is friday");
   t.keys("Enter");
   const end = await t.waitFor(/run inline-1 completed/);
   expect(end).toContain('"because it is friday"');
@@ -52,6 +56,7 @@ test("a question answered first from atomic answer leaves the terminal saying so
   expect(again.code).toBe(2);
   expect(again.stderr).toContain(`question ${open.id} of run inline-2 was already answered with "later"`);
   t.type("ok");
+  await t.waitFor("> ok");
   t.keys("Enter");
   await t.waitFor(/run inline-2 completed/);
   expect(await t.exited()).toBe(0);

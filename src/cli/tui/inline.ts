@@ -16,6 +16,8 @@ export interface InlineQuestion {
   close(): void;
 }
 
+const Gone = () => null;
+
 export function showInlineQuestion(q: QuestionView, opts: { color: boolean; onAnswer(text: string): void; onInterrupt(): void }): InlineQuestion {
   // The caller's status lines reach the component through this setter (set once it is mounted).
   let pending: { line: string | undefined; disabled: boolean } = { line: undefined, disabled: false };
@@ -42,6 +44,8 @@ export function showInlineQuestion(q: QuestionView, opts: { color: boolean; onAn
       setShown?.(pending);
     },
     close() {
+      // Unmounting writes the last frame again: an empty one first, so nothing of the question stays.
+      app.rerender(h(Gone));
       app.clear();
       app.unmount();
     },
