@@ -33,6 +33,7 @@ import { checkRunToken, looksLikeRunToken, runOfPath } from "./run-tokens.ts";
 import type { HostPolicy } from "./security.ts";
 import type { Miss, StatusSource } from "./source.ts";
 import { parseCursor } from "./stream-cursor.ts";
+import { inbox } from "../engine/messaging.ts";
 import { scheduleViews } from "./schedules.ts";
 import type { StartAt } from "./tree-feed.ts";
 
@@ -236,6 +237,14 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     const run = await runOf(c);
     if (run instanceof Response) return run;
     return c.json(await source.detail(run));
+  });
+
+  // The run tree's messages per stage with their delivery states and reasons, and its questions: what `atomic inbox
+  // RUN --json` prints (`{ runId, stages: [{ stage, messages: [{ id, text, state, reason, attempt, ... }] }], sticky, prompts }`).
+  app.get("/api/runs/:id/inbox", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    return c.json(await inbox(source.journal, run));
   });
 
   // The run's journal events after a seq: `{ events, lastSeq, next, more }`.

@@ -11,14 +11,15 @@
  * - an agent stage's transcript is a conversation: the user's prompt, the
  *   assistant's turns with their tokens and cost, tool calls collapsed;
  * - a run that ended through ctx.exit skipped or blocked shows its status
- *   and its reason as a notice, and the runs list filters by it.
+ *   and its reason as a notice, and the runs list filters by it;
+ * - a stage's panel lists its messages with their delivery states.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned } from "../helpers/atomic.ts";
-import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
+import { killSpawned, runAtomic } from "../helpers/atomic.ts";
+import { inOrder, startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
 
@@ -150,6 +151,43 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       await closePageAndServer(page, server);
+    }
+  }, 120_000);
+
+  test("a stage's panel lists its messages with their delivery states and reasons", async () => {
+    const home = makeTempDir();
+    const dir = makeTempDir();
+    const gate = join(dir, "gate");
+    const fixtureFile = join(import.meta.dir, "..", "intercom", "fixtures", "delivery-states.ts");
+    const fake = await startFakeOpenAI(inOrder(text("done")));
+    const env = { GATE_FILE: gate, OUT_DIR: dir, ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+    const run = await startRun(home, fixtureFile, [], { env });
+    await run.out.waitFor(/stage gate started/);
+    for (const [stage, message] of [["agent", "hello agent"], ["flaky", "hello flaky"]] as const) {
+      expect((await runAtomic(["send", run.id, stage, message], { home, env })).code).toBe(0);
+    }
+    writeFileSync(gate, "");
+    expect(await run.proc.exited).toBe(0);
+    const { proc: server, url, login } = await startServe(home);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      await page.waitForFunction(completed, undefined, { timeout: 30_000 });
+      for (const [stage, state, reason] of [
+        ["agent", "received", null],
+        ["flaky", "session-replaced", " (the session of attempt 1 was replaced by attempt 2, which was given the message again)"],
+      ] as const) {
+        await page.click(`svg.graph g.node[data-name="${stage}"]`);
+        await page.waitForSelector(`#stage-messages li.msg[data-state="${state}"]`);
+        expect(await page.textContent(`#stage-messages li.msg .badge`)).toBe(state);
+        expect(await page.textContent(`#stage-messages li.msg`)).toBe(`${state} hello ${stage}${reason ?? ""}`);
+      }
+      await page.screenshot({ path: join(ARTIFACTS, "stage-messages.png"), fullPage: true });
+      expect(errors).toEqual([]);
+    } finally {
+      await closePageAndServer(page, server);
+      await fake.close();
     }
   }, 120_000);
 

@@ -341,11 +341,30 @@
         step.error ? h("p", { class: "error", text: step.error.message }) : null,
         step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
         report.run.id === runId && !detail.run.parentId ? forkButton(runId, step, live(detail.run.status)) : null,
+        step.kind === "stage" ? h("div", { id: "stage-messages" }) : null,
         step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), conv, stdout, stderr] : null);
       if (step.kind === "stage") {
+        loadMessages(path);
         if (fresh) Object.assign(out, { key, stdout: 0, stderr: 0, turns: null, conv: false });
         loadOutput(report.run.id, step, key);
       }
+    }
+
+    // The messages sent to this stage, each with its delivery state and why (src/journal/delivery-states.ts).
+    async function loadMessages(path) {
+      let box;
+      try {
+        box = await api(`/api/runs/${runId}/inbox`);
+      } catch {
+        return; // the panel shows the rest; the next render tries again
+      }
+      const list = panel.querySelector("#stage-messages");
+      const mine = box.stages.find((s) => s.stage === path);
+      if (!list || !mine) return;
+      fill(list, h("div", { class: "muted", text: "messages" }), h("ul", { class: "messages" }, mine.messages.map((m) =>
+        h("li", { class: "msg", "data-id": m.id, "data-state": m.state },
+          h("span", { class: `badge d-${m.state}`, text: m.state }), " ", h("span", { text: m.text }),
+          m.reason ? h("span", { class: "muted", text: ` (${m.reason})` }) : null))));
     }
 
     async function loadOutput(ownerRun, step, key) {
