@@ -20,7 +20,7 @@ import { join } from "node:path";
 // Each import is the file's text, not the module (the bundler embeds it verbatim).
 import adversarialVerification from "../workflows/adversarial-verification.ts" with { type: "text" };
 import classifyAndAct from "../workflows/classify-and-act.ts" with { type: "text" };
-import design from "../workflows/design.ts" with { type: "text" };
+import openClaudeDesign from "../workflows/open-claude-design.ts" with { type: "text" };
 import fanOutAndSynthesize from "../workflows/fan-out-and-synthesize.ts" with { type: "text" };
 import generateAndFilter from "../workflows/generate-and-filter.ts" with { type: "text" };
 import goal from "../workflows/goal.ts" with { type: "text" };
@@ -31,23 +31,29 @@ import tournament from "../workflows/tournament.ts" with { type: "text" };
 const SOURCES: Record<string, string> = {
   "adversarial-verification": adversarialVerification as unknown as string,
   "classify-and-act": classifyAndAct as unknown as string,
-  design: design as unknown as string,
   "fan-out-and-synthesize": fanOutAndSynthesize as unknown as string,
   "generate-and-filter": generateAndFilter as unknown as string,
   goal: goal as unknown as string,
   "loop-until-done": loopUntilDone as unknown as string,
+  "open-claude-design": openClaudeDesign as unknown as string,
   ralph: ralph as unknown as string,
   tournament: tournament as unknown as string,
 };
 
+/** Other names of a builtin (the name it had before it took the reference's). */
+export const BUILTIN_ALIASES: Record<string, string> = { design: "open-claude-design" };
+
 export const BUILTIN_PREFIX = "builtin:";
 
+/** The builtins' own names (not their aliases). */
 export function builtinNames(): string[] {
   return Object.keys(SOURCES).sort();
 }
 
+/** A builtin's source, by its name or an alias. */
 export function builtinSource(name: string): string | undefined {
-  return Object.hasOwn(SOURCES, name) ? SOURCES[name] : undefined;
+  const own = Object.hasOwn(BUILTIN_ALIASES, name) ? BUILTIN_ALIASES[name]! : name;
+  return Object.hasOwn(SOURCES, own) ? SOURCES[own] : undefined;
 }
 
 export function builtinDigest(name: string): string {

@@ -10,11 +10,15 @@
  * file by file. SIGKILL at a random stage boundary or open question and
  * resume re-runs no recorded stage and ends with the same outputs and
  * files. Without Chromium the review goes on without screenshots and says
- * why; discard ends the run cancelled without a spec.
+ * why; discard ends the run cancelled without a spec. The builtin's name
+ * is open-claude-design; `design` is its alias (both run here). A local
+ * HTML reference page is visited in Chromium (reference-NN.png, a real PNG
+ * of it, named to the designer), and an accepted design's files go to the
+ * repository under specs/design/<run id>/, or the specs_dir given.
  */
 
 import { afterAll, afterEach, describe, expect } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { inflateSync } from "node:zlib";
 import { runAtomic } from "../helpers/atomic.ts";
 import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
@@ -84,6 +88,38 @@ function png(bytes: Buffer): { width: number; height: number; first: number[] } 
 const FULL = { "design-system": 2, analysis: 1, patterns: 1, "generate-01": 1, "generate-02": 1, export: 1 };
 
 describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
+  heavyTest(
+    "a local HTML reference screenshotted as a real PNG and named to the designer; accepted at once, its files under the specs_dir given",
+    async () => {
+      const s = await scriptedServer(stageOf, answers);
+      try {
+        const { home, cwd } = homeAndCwd();
+        writeFileSync(`${cwd}/ref.html`, page("#cc3333", "Their pricing"));
+        const r = await drive(
+          ["run", "open-claude-design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=ref.html", "--input", "specs_dir=docs/designs"],
+          s,
+          home,
+          cwd,
+          (q) => (q.question.startsWith("Review the design") ? "accept" : reply("")(q)),
+        );
+        expect(r.stderr).toBe("");
+        expect(r.code).toBe(0);
+        const dir = `${cwd}/.atomic/runs/open-claude-design-${r.runId}`;
+        expect(r.outputs).toMatchObject({ decision: "accepted", rounds: 1, reference_screenshots: [`${dir}/reference-01.png`], specs: `${cwd}/docs/designs/${r.runId}` });
+        expect(png(Buffer.from(await Bun.file(`${dir}/reference-01.png`).arrayBuffer()))).toEqual({ width: 1280, height: 800, first: [0xcc, 0x33, 0x33] });
+        const generate = s.server.requests.map((q) => q.body.messages.find((m) => m.role === "user")!.content ?? "").find((p) => p.startsWith("You are the designer (round 1)"))!;
+        expect(generate).toContain(`Screenshots of the reference pages (1280x800 PNG): ${dir}/reference-01.png`);
+        const files = artifacts(dir);
+        expect(Object.keys(files)).toEqual(["brief.json", "design-context.md", "preview.html", "reference-01.png", "review.json", "screenshot-01.png", "spec.html"]);
+        expect(artifacts(`${cwd}/docs/designs/${r.runId}`)).toEqual(files);
+        expect(existsSync(`${cwd}/specs`)).toBe(false);
+      } finally {
+        await s.close();
+      }
+    },
+    120_000,
+  );
+
   // heavy: atomic starts Chromium for every round's screenshot
   heavyTest(
     "interview answered, references read, analysis in parallel, screenshots are PNGs of each preview, steer then accept exports spec.html; SIGKILL and resume",
@@ -110,19 +146,23 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
           "What should change in the desi",
           "Review the design (round 2): s",
         ].map((q) => q.slice(0, 30)));
-        const dir = `${cwd}/.atomic/runs/design-${r.runId}`;
+        const dir = `${cwd}/.atomic/runs/open-claude-design-${r.runId}`;
         expect(r.outputs).toEqual({
           decision: "accepted",
           rounds: 2,
           preview: `${dir}/preview.html`,
           screenshot: `${dir}/screenshot-02.png`,
           context: `${dir}/design-context.md`,
+          reference_screenshots: [],
           dir,
           spec: `${dir}/spec.html`,
+          specs: `${cwd}/specs/design/${r.runId}`,
         });
         expect(r.answered[3]).toContain(`screenshot ${dir}/screenshot-01.png; page ${dir}/preview.html`);
 
         const files = artifacts(dir);
+        // the accepted design's files, also in the repository under specs/design/<run id>/
+        expect(artifacts(`${cwd}/specs/design/${r.runId}`)).toEqual(files);
         expect(Object.keys(files)).toEqual(["brief.json", "design-context.md", "preview.html", "review.json", "screenshot-01.png", "screenshot-02.png", "spec.html"]);
         expect(files["preview.html"]).toBe(page("#33cc66", "Pricing"));
         expect(files["spec.html"]).toBe(page("#ffffff", "Spec"));
@@ -156,7 +196,7 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         expect(png(Buffer.from(await Bun.file(`${dir}/screenshot-02.png`).arrayBuffer()))).toEqual({ width: 1280, height: 800, first: [0x33, 0xcc, 0x66] });
 
         const same = (runId: string, at: string) => {
-          const f = artifacts(`${at}/.atomic/runs/design-${runId}`);
+          const f = artifacts(`${at}/.atomic/runs/open-claude-design-${runId}`);
           delete f["screenshot-01.png"];
           delete f["screenshot-02.png"];
           return normalized(f, runId, at);
@@ -192,7 +232,7 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         for (const shot of ["screenshot-01", "screenshot-02"]) {
           expect({ shot, attempts: show.steps.find((st) => st.name === shot)!.attempts }).toEqual({ shot, attempts: 1 });
         }
-        const kdir = `${k.cwd}/.atomic/runs/design-${resumed.runId}`;
+        const kdir = `${k.cwd}/.atomic/runs/open-claude-design-${resumed.runId}`;
         expect(png(Buffer.from(await Bun.file(`${kdir}/screenshot-02.png`).arrayBuffer()))).toEqual({ width: 1280, height: 800, first: [0x33, 0xcc, 0x66] });
       } finally {
         await refs.stop(true);
@@ -219,15 +259,16 @@ e2eTest("without Chromium the review says why and goes on; discard ends the run 
     expect(r.code).toBe(4);
     expect(r.answered).toHaveLength(3);
     expect(r.answered[2]).toContain("no screenshot: /nonexistent/chrome (the chromium input) is not an executable program; page ");
-    const dir = `${cwd}/.atomic/runs/design-${r.runId}`;
-    expect(r.outputs).toMatchObject({ decision: "discarded", rounds: 1, screenshot: null, spec: null });
+    const dir = `${cwd}/.atomic/runs/open-claude-design-${r.runId}`;
+    expect(r.outputs).toMatchObject({ decision: "discarded", rounds: 1, screenshot: null, spec: null, specs: null });
     expect(Object.keys(artifacts(dir))).toEqual(["brief.json", "design-context.md", "preview.html", "review.json"]);
+    expect(existsSync(`${cwd}/specs`)).toBe(false);
     expect(s.counts.get("export")).toBeUndefined();
 
     // ATOMIC_CHROMIUM names it when the input does not
     const e = homeAndCwd();
     const viaEnv = await drive(
-      ["run", "design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=none.md"],
+      ["run", "open-claude-design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=none.md"],
       { ...s, env: { ...s.env, ATOMIC_CHROMIUM: "/nonexistent/env-chrome" } },
       e.home,
       e.cwd,

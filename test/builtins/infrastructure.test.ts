@@ -58,7 +58,7 @@ e2eTest("atomic workflows lists the builtins; NAME shows inputs with ranges and 
   expect(list.stdout).toMatch(/generate-and-filter\s+Generate candidates in parallel/);
   expect(list.stdout).toMatch(/adversarial-verification\s+Answer a task, have verifiers attack/);
   expect(list.stdout).toMatch(/tournament\s+Run attempts in parallel, score them with one judge per criterion/);
-  expect(list.stdout).toMatch(/design\s+Interview, analyse, generate an HTML preview/);
+  expect(list.stdout).toMatch(/open-claude-design\s+Interview, analyse, generate an HTML preview.*\(also: design\)/);
   expect(list.stdout).toMatch(/goal\s+Pursue an objective in turns on a git branch/);
   expect(list.stdout).toMatch(/ralph\s+Research, implement and review in loops/);
   const one = await runAtomic(["workflows", "fan-out-and-synthesize"], { home, cwd });

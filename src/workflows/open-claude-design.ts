@@ -1,13 +1,17 @@
 /**
- * design: from a brief to a reviewed HTML design and its specification,
- * with a person in the loop.
+ * open-claude-design (also `design`): from a brief to a reviewed HTML
+ * design and its specification, with a person in the loop.
  *
- *   atomic run design --input prompt="A pricing page for our CLI" --input references=https://example.com --input references=docs/brand.md
+ *   atomic run open-claude-design --input prompt="A pricing page for our CLI" --input references=https://example.com --input references=docs/brand.md
  *
  * 1. Interview (ctx.ask): the output type (a choice), additions to the
  *    brief, and the references when none were given as input.
  * 2. References: each URL is fetched and each file read (the first 20,000
- *    characters; one that cannot be read is noted, not fatal).
+ *    characters; one that cannot be read is noted, not fatal). Each local
+ *    HTML page (a readable .html/.htm file) is visited in headless Chromium
+ *    once it is found (step 4): a shell stage reference-NN takes a 1280x800
+ *    screenshot of it (reference-NN.png, NN its place in the references),
+ *    and the designer is told where they are.
  * 3. Three analysis stages in parallel: design-system (where this project's
  *    design system is: tokens, theme files, components; structured),
  *    analysis (audience, goals, content, constraints) and patterns (layout
@@ -27,10 +31,13 @@
  * how to install one. As root, Chromium runs with --no-sandbox (its
  * sandbox refuses root); as any other user, sandboxed.
  *
- * Artifacts, under <cwd>/.atomic/runs/design-<run id>/: brief.json (the
- * interview's answers and the references), design-context.md,
- * preview.html (the latest round's), screenshot-NN.png (one per round),
- * review.json (each round's decision and feedback) and spec.html.
+ * Artifacts, under <cwd>/.atomic/runs/open-claude-design-<run id>/:
+ * brief.json (the interview's answers and the references),
+ * reference-NN.png, design-context.md, preview.html (the latest round's),
+ * screenshot-NN.png (one per round), review.json (each round's decision
+ * and feedback) and spec.html. An accepted design is also written to the
+ * repository: every one of those files under <cwd>/<specs_dir>/<run id>/
+ * (specs_dir: specs/design unless given).
  */
 import { workflow, v, sh } from "atomic";
 
@@ -62,11 +69,12 @@ function htmlOf(text: string): string {
 }
 
 export default workflow({
-  name: "design",
-  description: "Interview, analyse, generate an HTML preview, review its screenshot with a person, export a spec",
+  name: "open-claude-design",
+  description: "Interview, analyse, generate an HTML preview, review its screenshot with a person, export a spec (also: design)",
   inputs: {
     prompt: v.pipe(v.string(), v.minLength(1), v.description("what to design")),
     references: v.optional(v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.maxLength(10), v.description("URLs or files to draw from (asked for when none)")), []),
+    specs_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description("where an accepted design's files go, relative to the working directory (the repository)")), "specs/design"),
     chromium: optionalText("the Chromium (or Chrome) binary for screenshots (default: $ATOMIC_CHROMIUM, else found on PATH)"),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
@@ -79,12 +87,15 @@ export default workflow({
     preview: v.pipe(v.string(), v.description("preview.html")),
     screenshot: v.pipe(v.nullable(v.string()), v.description("the last round's screenshot (null without Chromium)")),
     spec: v.pipe(v.nullable(v.string()), v.description("spec.html (null when discarded)")),
+    specs: v.pipe(v.nullable(v.string()), v.description("<specs_dir>/<run id>: the accepted design's files in the repository (null when discarded)")),
+    reference_screenshots: v.pipe(v.array(v.string()), v.description("reference-NN.png of each local HTML reference")),
     context: v.pipe(v.string(), v.description("design-context.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
   stages: [
     { name: "output-type, brief, references", description: "the interview: questions to you (references only when none were given)" },
     { name: "design-system, analysis, patterns", description: "three analysis stages over the brief and the references (design-context.md)" },
+    { name: "reference-NN", description: "a shell stage: headless Chromium screenshots a local HTML reference" },
     { name: "generate-NN", description: "writes preview.html in round NN" },
     { name: "screenshot-NN", description: "a shell stage: headless Chromium screenshots the preview" },
     { name: "review-NN, steer-NN", description: "questions to you: accept, steer (what to change) or discard" },
@@ -94,7 +105,7 @@ export default workflow({
     const { prompt } = ctx.inputs;
     const designer = { runner: ctx.inputs.runner, model: ctx.inputs.model };
     const analyst = { runner: ctx.inputs.analyst_runner ?? designer.runner, model: ctx.inputs.analyst_model ?? designer.model };
-    const dir = await ctx.tool("artifact-dir", {}, () => `${process.cwd()}/.atomic/runs/design-${ctx.runId}`);
+    const dir = await ctx.tool("artifact-dir", {}, () => `${process.cwd()}/.atomic/runs/open-claude-design-${ctx.runId}`);
 
     // 1. interview
     const outputType = await ctx.ask(`What should this design produce? Brief: ${prompt.slice(0, 300)}`, { choices: OUTPUT_TYPES, name: "output-type" });
@@ -179,6 +190,26 @@ export default workflow({
     });
     const browser = found.path;
     if (!browser) ctx.log(`design: ${found.missing}; the review goes on without screenshots.`);
+    /** A shell stage: headless Chromium's 1280x800 screenshot of a file:// page into png. */
+    const capture = (name: string, page: string, png: string, chromium: string) =>
+      ctx.shell(
+        name,
+        sh`profile=$(mktemp -d) && trap 'rm -rf "$profile"' EXIT && set -- --headless --disable-gpu --hide-scrollbars --user-data-dir="$profile" --window-size=1280,800 --screenshot=${png} ${`file://${encodeURI(page)}`} && if [ "$(id -u)" = 0 ]; then set -- --no-sandbox "$@"; fi && ${chromium} "$@" && test -s ${png}`,
+        { timeoutMs: 120_000, failureMode: "return" },
+      );
+    // The local HTML references, visited in Chromium.
+    const referenceShots: string[] = [];
+    if (browser) {
+      for (const [i, r] of collected.entries()) {
+        if (r.error !== null || /^https?:\/\//i.test(r.reference) || !/\.html?$/i.test(r.reference)) continue;
+        const nn = String(i + 1).padStart(2, "0");
+        const png = `${dir}/reference-${nn}.png`;
+        const shot = await capture(`reference-${nn}`, r.reference.startsWith("/") ? r.reference : `${process.cwd()}/${r.reference}`, png, browser);
+        if (shot.status === "completed") referenceShots.push(png);
+        else ctx.log(`design: the screenshot of ${r.reference} failed (${shot.error?.message ?? `exit ${shot.exitCode}`})`);
+      }
+    }
+    const shotsText = referenceShots.length ? `\n\nScreenshots of the reference pages (1280x800 PNG): ${referenceShots.join(", ")}` : "";
     const previewPath = `${dir}/preview.html`;
     const reviews: { round: number; decision: string; feedback: string | null; screenshot: string | null }[] = [];
     let html = "";
@@ -190,7 +221,7 @@ export default workflow({
         tools: [],
         prompt:
           `You are the designer (round ${round}). Write preview.html: one self-contained HTML page (inline CSS, no build step) showing the design. ` +
-          `Answer with the page only.\n\n${context}` +
+          `Answer with the page only.\n\n${context}${shotsText}` +
           (html ? `\n\nYour previous preview:\n${html}\n\nThe reviewer asked for these changes:\n${feedback}` : ""),
       });
       html = htmlOf(generated.text);
@@ -199,11 +230,7 @@ export default workflow({
       let why = browser ? "" : found.missing;
       if (browser) {
         const png = `${dir}/screenshot-${nn}.png`;
-        const shot = await ctx.shell(
-          `screenshot-${nn}`,
-          sh`profile=$(mktemp -d) && trap 'rm -rf "$profile"' EXIT && set -- --headless --disable-gpu --hide-scrollbars --user-data-dir="$profile" --window-size=1280,800 --screenshot=${png} ${`file://${encodeURI(previewPath)}`} && if [ "$(id -u)" = 0 ]; then set -- --no-sandbox "$@"; fi && ${browser} "$@" && test -s ${png}`,
-          { timeoutMs: 120_000, failureMode: "return" },
-        );
+        const shot = await capture(`screenshot-${nn}`, previewPath, png, browser);
         if (shot.status === "completed") screenshot = png;
         else why = `the screenshot failed (${shot.error?.message ?? `exit ${shot.exitCode}`}; see ${shot.errorPath ?? shot.outputPath})`;
       }
@@ -215,9 +242,9 @@ export default workflow({
       feedback = decision === "steer" ? await ctx.ask(`What should change in the design (round ${round})?`, { name: `steer-${nn}` }) : "";
       reviews.push({ round, decision, feedback: feedback || null, screenshot });
       await ctx.tool(`write-review-${nn}`, { round, decision }, () => Bun.write(`${dir}/review.json`, JSON.stringify(reviews, null, 2) + "\n"));
-      const outputs = { rounds: round, preview: previewPath, screenshot, context: contextPath, dir };
+      const outputs = { rounds: round, preview: previewPath, screenshot, context: contextPath, reference_screenshots: referenceShots, dir };
       if (decision === "discard") {
-        return ctx.exit({ status: "cancelled", reason: `the design was discarded at review round ${round}`, outputs: { decision: "discarded", ...outputs, spec: null } });
+        return ctx.exit({ status: "cancelled", reason: `the design was discarded at review round ${round}`, outputs: { decision: "discarded", ...outputs, spec: null, specs: null } });
       }
       if (decision === "accept") {
         const spec = await ctx.task("export", {
@@ -230,7 +257,13 @@ export default workflow({
         });
         const specPath = `${dir}/spec.html`;
         await ctx.tool("write-spec", {}, () => Bun.write(specPath, htmlOf(spec.text)));
-        return { decision: "accepted", ...outputs, spec: specPath };
+        // The accepted design's files, in the repository.
+        const specs = await ctx.tool("write-specs", { specs_dir: ctx.inputs.specs_dir }, async () => {
+          const to = `${ctx.inputs.specs_dir.startsWith("/") ? "" : `${process.cwd()}/`}${ctx.inputs.specs_dir}/${ctx.runId}`;
+          for (const name of new Bun.Glob("*").scanSync({ cwd: dir })) await Bun.write(`${to}/${name}`, Bun.file(`${dir}/${name}`));
+          return to;
+        });
+        return { decision: "accepted", ...outputs, spec: specPath, specs };
       }
     }
   },
