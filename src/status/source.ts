@@ -73,6 +73,28 @@ export interface Miss {
   hint?: string;
 }
 
+/**
+ * How many times the local service recovered a run: its drives (run_resumed
+ * by the service) that continued what another drive had started. A drive
+ * right after the run was recorded or resumed elsewhere (nothing happened
+ * in between but the results a fork copied) is the first drive of a run left to the service (`run
+ * --detach`, a schedule's tick, a start from the API or the page, `resume
+ * --detach`), not a recovery.
+ */
+export function recoveries(events: readonly JournalEvent[]): number {
+  let n = 0;
+  for (let i = 1; i < events.length; i++) {
+    const e = events[i]!;
+    if (e.type !== EVENT.runResumed || (e.payload as { drivenBy?: unknown }).drivenBy !== "service") continue;
+    // What the previous drive did, leaving out the results a fork copied in (engine/fork.ts: `reusedFrom`).
+    let j = i - 1;
+    while (j > 0 && (events[j]!.payload as { reusedFrom?: unknown } | null)?.reusedFrom !== undefined) j--;
+    const before = events[j]!.type;
+    if (before !== EVENT.runStarted && before !== EVENT.runResumed) n++;
+  }
+  return n;
+}
+
 export class StatusSource {
   readonly summaries: RunSummaries;
   readonly metrics: JournalMetrics;
@@ -122,13 +144,19 @@ export class StatusSource {
     return this.withRecovered(await this.summaries.list(q));
   }
 
-  /** Marks the runs the service of this process drove (the run list's "recovered" tag). */
-  private withRecovered(page: RunListPage): RunListPage {
+  /**
+   * Marks the runs the service of this process recovered (the run list's
+   * "recovered" tag): of the runs it drove, those a drive of theirs
+   * continued after another driver had stopped (recoveries below), not a
+   * run it started (a schedule's, a posted one) nor one a person left to it.
+   */
+  private async withRecovered(page: RunListPage): Promise<RunListPage> {
     const service = this.service;
     if (!service) return page;
     for (const run of page.runs) {
-      const drives = service.drivesOf(run.id);
-      if (drives) run.recovered = drives;
+      if (!service.drivesOf(run.id)) continue;
+      const n = recoveries(await this.journal.readEvents(run.id as RunId));
+      if (n) run.recovered = n;
     }
     return page;
   }
@@ -190,11 +218,7 @@ export class StatusSource {
 
   private async recoveredByService(run: RunRecord): Promise<number> {
     if (run.parentId !== null) return 0;
-    let n = 0;
-    for (const e of await this.journal.readEvents(run.id)) {
-      if (e.type === EVENT.runResumed && (e.payload as { drivenBy?: unknown }).drivenBy === "service") n++;
-    }
-    return n;
+    return recoveries(await this.journal.readEvents(run.id));
   }
 
   async events(run: RunRecord, after: number, limit: number): Promise<EventsPage> {

@@ -7,7 +7,8 @@
  *   shows the server's sentence inline; the run completes with the inputs
  *   typed;
  * - Rerun with an edited input, then Fork from a step picked on the graph:
- *   each a new run that names the run it came from;
+ *   each a new run that names the run it came from; none of them labelled
+ *   "recovered" (the service drove them from their start);
  * - bulk Cancel of three selected runs after a confirmation naming the
  *   count, and bulk Resume of cancelled runs refused run by run with the
  *   CLI's sentence;
@@ -98,6 +99,10 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       expect(forkDetail.run.origin).toMatchObject({ kind: "fork", runId: rerun, at: { name: "second" } });
       expect(forkDetail.run.outputs.said).toBe("first speed / second 3");
       await page.waitForSelector("#run-origin", { timeout: 5_000 });
+      // Runs the service started (left to it) are not labelled recovered, on their pages nor in the list.
+      expect(await page.$("#run-recovered")).toBeNull();
+      const list = (await page.evaluate(async () => (await fetch("/api/runs")).json())) as { runs: { id: string; recovered?: number }[] };
+      expect(list.runs.filter((r) => [first, rerun, fork].includes(r.id)).map((r) => r.recovered)).toEqual([undefined, undefined, undefined]);
       // The one refused start is the browser's only complaint.
       expect(errors).toEqual(["Failed to load resource: the server responded with a status of 400 (Bad Request)"]);
     } finally {

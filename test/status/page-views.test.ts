@@ -211,7 +211,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await page.waitForSelector("#conversation .turn-usage", { timeout: 15_000 });
       expect(await page.$$eval("#conversation .msg", (els) => els.map((e) => e.getAttribute("data-role")))).toEqual(["user", "assistant", "assistant", "note"]);
       expect(await page.textContent("#conversation .msg.user .text")).toBe("check the files");
-      expect(await page.$$eval("#conversation .turn-usage", (els) => els.map((e) => e.textContent))).toEqual(["120 in · 7 out · $0.0012", "200 in · 12 out · $0.0020"]);
+      expect(await page.$$eval("#conversation .turn-usage", (els) => els.map((e) => e.textContent))).toEqual(["120 in · 7 out · $0.0012", "200 in · 12 out · $0.002"]);
       // the model's own "## Summary" stays its text
       expect(await page.locator("#conversation .msg.assistant").nth(1).locator(".text").textContent()).toContain("## Summary\nnothing to fix");
       // the tool call: collapsed, its result shown on a click

@@ -45,11 +45,14 @@
     if (m < 60) return `${m}m${String(Math.floor(sec % 60)).padStart(2, "0")}s`;
     return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, "0")}m`;
   }
+  // Times as the CLI prints them (cli/style.ts formatTime), with the zone said: UTC, the same on every machine.
   function fmtTime(ms) {
-    return ms ? new Date(ms).toLocaleString([], { dateStyle: "short", timeStyle: "medium" }) : "";
+    return ms ? `${new Date(ms).toISOString().replace("T", " ").slice(0, 19)} UTC` : "";
   }
+  // Money as the CLI prints it (runners/usage.ts formatCost): a small cost keeps its digits, never "$0.0000".
   function fmtCost(micro) {
-    return `$${(micro / 1e6).toFixed(micro < 10000 ? 4 : 2)}`;
+    const usd = micro / 1e6;
+    return usd === 0 ? "$0" : usd < 0.01 ? `$${usd.toFixed(6).replace(/0+$/, "")}` : `$${usd.toFixed(4)}`;
   }
   function fmtTokens(u) {
     const n = u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;

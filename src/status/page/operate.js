@@ -65,7 +65,7 @@
     const about = h("p", { class: "muted", id: "start-about" });
     const fields = h("div", { id: "start-fields", class: "fields" });
     const key = h("input", { id: "start-id", placeholder: "optional: your own run id (a second start with it gets the same run)", "aria-label": "run id" });
-    const result = h("p", { id: "start-result", class: "error", role: "status", hidden: true });
+    const result = h("p", { id: "start-result", role: "status", hidden: true });
     const submit = h("button", { class: "btn", id: "start-go", type: "submit", text: "Start" });
     const form = h("form", { class: "card start", id: "start-form", hidden: true, onsubmit: (ev) => { ev.preventDefault(); start(); } },
       h("h2", { text: "Start a run" }), select, about, fields, key, h("div", { class: "send-row" }, submit), result);
@@ -85,6 +85,7 @@
         show();
       } catch (err) {
         result.hidden = false;
+        result.className = "error";
         result.textContent = problemText(err);
       }
     }
@@ -97,6 +98,7 @@
         go((await post("/api/runs", body)).runId);
       } catch (err) {
         result.hidden = false;
+        result.className = "error";
         result.textContent = problemText(err);
       } finally {
         submit.disabled = false;
@@ -136,7 +138,7 @@
 
   /** Resume and Rerun for a run that stopped or ended (root runs only); updated on every render. */
   function runActions(runId) {
-    const result = h("p", { id: "run-action-result", class: "error", role: "status", hidden: true });
+    const result = h("p", { id: "run-action-result", role: "status", hidden: true });
     const resume = h("button", { class: "btn", id: "btn-resume", type: "button", text: "Resume", hidden: true, onclick: () => act(() => post(`/api/runs/${runId}/resume`, {}), resume, false) });
     const inputs = h("textarea", { id: "rerun-inputs", rows: 4, "aria-label": "inputs (JSON)" });
     const rerunGo = h("button", { class: "btn", id: "rerun-go", type: "submit", text: "Start the rerun" });
@@ -154,6 +156,7 @@
         if (navigate) go(r.runId);
       } catch (err) {
         result.hidden = false;
+        result.className = "error";
         result.textContent = problemText(err);
       } finally {
         button.disabled = false;
@@ -163,6 +166,7 @@
       let parsed;
       try { parsed = JSON.parse(inputs.value || "{}"); } catch {
         result.hidden = false;
+        result.className = "error";
         result.textContent = "the inputs are not JSON\nhint: for example {\"topic\": \"durability\"}";
         return;
       }
