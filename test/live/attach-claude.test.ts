@@ -1,0 +1,79 @@
+/**
+ * `atomic attach --json` on a stage of the real Claude Code CLI (test/agents, pinned version) pointed at the
+ * fake Anthropic provider (as test/runners/claude-real.test.ts): the tool call shows live with its
+ * arguments, a steer written to attach's stdin while the tool runs reaches the model in the same
+ * conversation, and claude's answer shows as text before the stage's end.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { AGENT_STEP_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
+import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
+import { processesWithEnv } from "../helpers/processes.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { cleanupNow, cleanupWhenIdle, startedRunId } from "../e2e/support.ts";
+
+const WF = join(import.meta.dir, "..", "runners", "fixtures", "claude-stage.ts");
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+agentTest("attach to a claude stage: its tool call live, a steer from attach reaches the model, its answer", async () => {
+  const fake = await startFakeAnthropic();
+  const home = makeTempDir("atomic-attach-claude-home-");
+  const user = makeTempDir("atomic-attach-claude-user-");
+  for (const d of [".config", ".cache", ".local/share", ".local/state"]) mkdirSync(join(user, d), { recursive: true });
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: agentBin("claude") } } }));
+  const marker = `m${crypto.randomUUID().slice(0, 8)}`;
+  const env = {
+    HOME: user,
+    XDG_CONFIG_HOME: join(user, ".config"),
+    XDG_CACHE_HOME: join(user, ".cache"),
+    XDG_DATA_HOME: join(user, ".local/share"),
+    XDG_STATE_HOME: join(user, ".local/state"),
+    ANTHROPIC_BASE_URL: fake.url,
+    ANTHROPIC_API_KEY: "sk-ant-fake",
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    DISABLE_AUTOUPDATER: "1",
+    DISABLE_TELEMETRY: "1",
+    DISABLE_ERROR_REPORTING: "1",
+    CLAUDE_CODE_MAX_RETRIES: "2",
+    CLAUDE_TEST_MARKER: marker,
+    ...fake.proxyEnv(),
+  };
+  const dir = makeTempDir("atomic-attach-claude-gate-");
+  try {
+    const wait = `touch ${join(dir, "started")}; while [ ! -e ${join(dir, "go")} ]; do sleep 0.1; done; echo released`;
+    fake.push(toolUse("Bash", { command: wait, description: "wait" }), text("answer after the steer"));
+    const inputs = join(dir, "inputs.json");
+    writeFileSync(inputs, JSON.stringify({ prompt: "work", tools: JSON.stringify(["bash"]) }));
+    const run = spawnAtomic(["run", WF, "--inputs-json", inputs], { home, env });
+    const runId = startedRunId(await lineWatcher(run.stdout).waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
+    const attach = spawnAtomic(["--json", "attach", runId, "ask"], { home, env });
+    const out = lineWatcher(attach.stdout);
+    await out.waitFor(/"type":"attached"/, AGENT_STEP_LIMIT_MS);
+    await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
+    // The tool call was streamed (attach may have subscribed after it: then the transcript has it).
+    await out.waitFor(/"type":"(tool|transcript)".*Bash/, AGENT_STEP_LIMIT_MS);
+    attach.stdin.write("STEER-FROM-ATTACH\n");
+    attach.stdin.flush();
+    await out.waitFor(/"type":"message".*"state":"delivered"/, AGENT_STEP_LIMIT_MS);
+    writeFileSync(join(dir, "go"), "");
+    await out.waitFor(/"type":"text".*answer after the steer/, AGENT_STEP_LIMIT_MS);
+    await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
+    expect(await attach.exited).toBe(0);
+    expect(await run.exited).toBe(0);
+    expect(JSON.stringify(fake.calls[1]!.body.messages)).toContain("STEER-FROM-ATTACH");
+    fake.assertOnlyFake();
+  } finally {
+    for (const pid of processesWithEnv("CLAUDE_TEST_MARKER", marker)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // it ended between the listing and the kill
+      }
+    }
+    await fake.close();
+  }
+});
