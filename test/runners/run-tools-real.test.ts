@@ -10,20 +10,26 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
-import { claudeHome } from "../helpers/agent-homes.ts";
+import { claudeHome, type AgentHome } from "../helpers/agent-homes.ts";
 import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
+import { startFakeOpenAI, text as oaText } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
+
+async function runFixture(h: AgentHome, runner: string, mode = "message", env: Record<string, string> = {}) {
+  const args = ["run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--json", "--input", `runner=${runner}`, "--input", `mode=${mode}`];
+  const r = await runAtomic(args, { home: h.home, env: { ...h.env, ...env }, timeoutMs: AGENT_TEST_LIMIT_MS });
+  return { r, result: parseNdjson(r.stdout).at(-1) as { outputs?: Record<string, string> } };
+}
 
 agentTest("claude: message to a stage not started yet, through the stage MCP server", async () => {
   const fake = await startFakeAnthropic();
   try {
     fake.push(toolUse("mcp__atomic__message", { to: "reader", text: "the secret is 42" }), text("told the reader"));
     const h = claudeHome(fake);
-    const r = await runAtomic(["run", join(import.meta.dir, "fixtures", "claude-run-tools.ts"), "--json"], { home: h.home, env: h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
-    const result = parseNdjson(r.stdout).at(-1) as { outputs?: { writer: string; reader: string } };
+    const { r, result } = await runFixture(h, "claude");
     expect(r.code).toBe(0);
     expect(result.outputs).toEqual({ writer: "told the reader", reader: "the secret is 42\n" });
     // The tool's result (where the message went) reached the model as claude's tool_result.
@@ -36,3 +42,34 @@ agentTest("claude: message to a stage not started yet, through the stage MCP ser
     await fake.close();
   }
 });
+
+agentTest(
+  "claude asks an openai sibling of its group (ask_agent through the stage MCP server); the sibling's reply is the tool result",
+  async () => {
+    const fake = await startFakeAnthropic();
+    const asked = fake.callMatching();
+    const openai = await startFakeOpenAI((req) => {
+      const m = req.body.messages;
+      const results = m.filter((x) => x.role === "tool").map((x) => String(x.content));
+      if (results.some((t) => t.startsWith("your answer went to"))) return oaText(`answerer: ${results.at(-1)}`);
+      const id = m.map((x) => /Question (a[0-9a-f]+) from stage asker/.exec(String(x.content ?? ""))?.[1]).find(Boolean);
+      if (id) return { toolCalls: [{ id: "r1", name: "reply", arguments: { id, text: "42" } }] };
+      // Busy until the question comes (a steer message, injected before its next turn): held until claude asks.
+      return { toolCalls: [{ id: `l${results.length}`, name: "list", arguments: {} }], hold: results.length === 0 ? asked : undefined, paceMs: 100 };
+    });
+    try {
+      fake.push(toolUse("mcp__atomic__ask_agent", { to: "answerer", question: "what is 6*7?", timeout_s: 300 }), text("asker done"));
+      const h = claudeHome(fake);
+      const { r, result } = await runFixture(h, "claude", "ask", { ATOMIC_OPENAI_BASE_URL: openai.url, OPENAI_API_KEY: "sk-test" });
+      expect(r.code).toBe(0);
+      expect(result.outputs).toEqual({ asker: "asker done", answerer: "answerer: your answer went to stage asker" });
+      // The reply reached claude as the ask_agent call's result.
+      expect(JSON.stringify(fake.calls[1]!.body.messages)).toContain("42");
+      fake.assertOnlyFake();
+    } finally {
+      await fake.close();
+      await openai.close();
+    }
+  },
+  300_000,
+);
