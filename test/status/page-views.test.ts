@@ -12,7 +12,8 @@
  *   assistant's turns with their tokens and cost, tool calls collapsed;
  * - a run that ended through ctx.exit skipped or blocked shows its status
  *   and its reason as a notice, and the runs list filters by it;
- * - a stage's panel lists its messages with their delivery states.
+ * - a stage's panel lists its messages with their delivery states, and
+ *   flags an agent stage whose output is empty.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
@@ -187,6 +188,39 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       await closePageAndServer(page, server);
+      await fake.close();
+    }
+  }, 120_000);
+
+  test("an agent stage whose output is empty is flagged with a warning: the run's output, show, the stage's panel", async () => {
+    const home = makeTempDir();
+    const dir = makeTempDir();
+    const file = join(dir, "empty-answer.ts");
+    writeFileSync(file, 'import { workflow } from "atomic";\nexport default workflow({ name: "empty-answer", async run(ctx) { return (await ctx.task("quiet", { prompt: "say nothing", model: "fake-model" })).text; } });\n');
+    const fake = await startFakeOpenAI(inOrder(text("")));
+    const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+    try {
+      const r = await runAtomic(["run", file], { home, env });
+      expect(r.code).toBe(0);
+      const id = /started run ([0-9a-z]{18})/.exec(r.stdout)![1]!;
+      const warning = `the stage's output is empty (${join(home, "artifacts", id, "0-quiet", "attempt-1")}`;
+      expect(r.stderr).toContain(`warning: stage quiet: ${warning}`);
+      const show = await runAtomic(["show", id], { home });
+      expect(show.stdout).toContain(`warning: ${warning}`);
+      const { proc: server, url, login } = await startServe(home);
+      const { page, errors } = await newPage();
+      try {
+        await signIn(page, login, url);
+        await page.goto(`${url}runs/${id}`);
+        await page.waitForFunction(completed, undefined, { timeout: 30_000 });
+        await page.click('svg.graph g.node[data-name="quiet"]');
+        await page.waitForSelector("p.stage-warning");
+        expect(await page.textContent("p.stage-warning")).toStartWith(`warning: ${warning}`);
+        expect(errors).toEqual([]);
+      } finally {
+        await closePageAndServer(page, server);
+      }
+    } finally {
       await fake.close();
     }
   }, 120_000);

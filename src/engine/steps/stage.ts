@@ -245,6 +245,12 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       stderr,
     });
   }
+  if (setup.isAgent && result.status === "completed" && result.structured === undefined && result.text.trim() === "") {
+    // An agent that answered nothing: flagged (show, the page, the run's output), not failed; the workflow decides.
+    const warning = `the stage's output is empty (${result.outputPath})`;
+    result = { ...result, warnings: [...(result.warnings ?? []), warning] };
+    tree.observer({ type: "warning", runId: exec.runId, message: `stage ${name}: ${warning}`, at: Date.now() });
+  }
   faultPoint("before-checkpoint");
   await tree.append({
     runId: exec.runId,

@@ -339,6 +339,7 @@
         h("h2", {}, h("span", { id: "stage-name", text: step.name }), " ", badge(step.status)),
         h("dl", {}, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", {}, v)])),
         step.error ? h("p", { class: "error", text: step.error.message }) : null,
+        (step.warnings || []).map((w) => h("p", { class: "notice stage-warning", text: `warning: ${w}` })),
         step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
         report.run.id === runId && !detail.run.parentId ? forkButton(runId, step, live(detail.run.status)) : null,
         step.kind === "stage" ? h("div", { id: "stage-messages" }) : null,
