@@ -16,7 +16,9 @@
  *    their findings into findings-NN.md, which the next loop works from.
  * Approved: with create_pr, the branch is pushed and a pull request opened
  * (gh, or glab). Not approved after max_loops: the run fails with the last
- * findings. The worktree is removed at the end; the branch keeps the commits.
+ * findings; with create_pr the pull request is opened all the same, its
+ * title marked "[needs a person]" and its body the escalation evidence (each
+ * reviewer's objections of the last loop and the consolidated findings). The worktree is removed at the end; the branch keeps the commits.
  *
  *   atomic run ralph --input prompt="Make the parser accept trailing commas" \
  *     --input acceptance_criteria="the parser tests pass" --input max_loops=4
@@ -52,7 +54,7 @@ export default workflow({
     max_loops: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(50), v.description("most research/implement/review loops")), 10),
     base_branch: optionalText("branch the work starts from (default: the current one)"),
     git_worktree_dir: optionalText("where the worktree goes (default <cwd>/.atomic/worktrees/ralph-<run id>)"),
-    create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when approved (gh or glab)")), false),
+    create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when approved (gh or glab); not approved after max_loops, one marked as needing a person with the reviewers' objections")), false),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
     reviewer_a_runner: optionalText("runner of the first reviewer (default: runner)"),
@@ -178,11 +180,23 @@ export default workflow({
       await save(`ledger-${nn}`);
     }
 
-    if (ledger.approved && ctx.inputs.create_pr) {
-      const pr = await wt.pullRequest("pull-request", {
-        title: `ralph: ${oneLine(prompt)}`,
-        body: `${prompt}\n\nApproved by both reviewers after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId}; see ${ledgerPath}.`,
-      });
+    if (ctx.inputs.create_pr) {
+      const last = ledger.loops.at(-1);
+      const objections = (last?.reviews ?? [])
+        .filter((r) => !r.approved)
+        .map((r) => `### Reviewer ${r.reviewer.toUpperCase()}\n\n${r.findings.map((f) => `- ${f}`).join("\n") || (r.valid ? "(no findings given)" : "(no valid review)")}`)
+        .join("\n\n");
+      const pr = await wt.pullRequest(
+        "pull-request",
+        ledger.approved
+          ? { title: `ralph: ${oneLine(prompt)}`, body: `${prompt}\n\nApproved by both reviewers after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId}; see ${ledgerPath}.` }
+          : {
+              title: `[needs a person] ralph: ${oneLine(prompt)}`,
+              body:
+                `${prompt}\n\n**Needs a person:** the reviewers did not approve after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId} (max_loops ${max_loops}); see ${ledgerPath}.\n\n` +
+                `## Escalation evidence: the reviewers' objections (loop ${last?.loop ?? 0})\n\n${objections}\n\n## Consolidated findings\n\n${findings || "(none)"}\n`,
+            },
+      );
       ledger.pull_request = pr.ok ? pr.url : null;
       if (!pr.ok) ctx.log(`no pull request: ${pr.error}`);
       await save("ledger-final");

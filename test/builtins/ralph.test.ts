@@ -7,7 +7,8 @@
  * new notes are attached to loop 2's implementation (reads); both approve
  * in loop 2: the branch is pushed and glab opens a merge request; the
  * worktree is removed. Every artifact is checked file by file. One loop
- * without approval fails with the findings. SIGKILLed at a random stage
+ * without approval fails with the findings and still opens the merge
+ * request, titled "[needs a person]", the reviewers' objections in its body. SIGKILLed at a random stage
  * and resumed: no recorded stage re-runs, outputs and files unchanged.
  */
 
@@ -133,8 +134,17 @@ e2eTest(
       expect(one.git("log", "--format=%s", `release..atomic/ralph-${f.runId}`)).toBe("ralph loop 1: Accept trailing commas");
       expect(JSON.parse(artifacts(`${one.dir}/.atomic/runs/ralph-${f.runId}`)["ralph-ledger.json"]!)).toMatchObject({ base: "release", worktree: custom });
       expect(f.status).toBe("failed");
-      expect(f.outputs).toMatchObject({ approved: false, loops: 1, findings: "- trailing commas still fail", pull_request: null });
-      expect(one.ghCalls()).toEqual([]);
+      // not approved: the pull request is opened all the same, marked as needing a person, with the objections as evidence
+      expect(f.outputs).toMatchObject({ approved: false, loops: 1, findings: "- trailing commas still fail", pull_request: "https://github.example/acme/project/pull/7" });
+      const [escalation, ...others] = one.ghCalls();
+      expect(others).toEqual([]);
+      expect(escalation!.slice(0, 8)).toEqual(["mr", "create", "--source-branch", `atomic/ralph-${f.runId}`, "--target-branch", "release", "--title", "[needs a person] ralph: Accept trailing commas"]);
+      const body = escalation![9]!;
+      expect(body).toContain(`**Needs a person:** the reviewers did not approve after 1 loop(s) of atomic run ${f.runId} (max_loops 1)`);
+      expect(body).toContain("## Escalation evidence: the reviewers' objections (loop 1)\n\n### Reviewer B\n\n- trailing commas still fail");
+      expect(body).not.toContain("### Reviewer A");
+      expect(body).toContain("## Consolidated findings\n\n- trailing commas still fail");
+      expect(one.git("--git-dir", one.origin, "rev-parse", `atomic/ralph-${f.runId}`)).toBe(one.git("rev-parse", `atomic/ralph-${f.runId}`));
 
       // a base branch that does not exist: one sentence, nothing asked of the model
       const before = s.server.requests.length;
