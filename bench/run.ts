@@ -30,6 +30,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   intercom: { load: () => import("./intercom.ts").then((m) => m.default), usesBinary: false },
   "attach-latency": { load: () => import("./attach-latency.ts").then((m) => m.default), usesBinary: true },
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
+  tui: { load: () => import("./tui.ts").then((m) => m.default), usesBinary: true },
   "status-scale": { load: () => import("./status-scale.ts").then((m) => m.default), usesBinary: false },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
   "agent-stages": { load: () => import("./agent-stages.ts").then((m) => m.default), usesBinary: true },

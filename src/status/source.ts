@@ -238,8 +238,10 @@ export class StatusSource {
     run: RunRecord,
     stage: string,
     q: { attempt?: number | undefined; stdout: number; stderr: number; turns?: boolean },
+    /** The run's report when the caller has just read it (the console reads it for its tree anyway). */
+    known?: RunReport,
   ): Promise<Transcript | Miss> {
-    const report = await buildRunReport(this.journal, run.id);
+    const report = known ?? (await buildRunReport(this.journal, run.id));
     if (!report) return { miss: "unknown_run", message: `no run with id ${run.id}` };
     const found = findStep(report, stage);
     if ("miss" in found) return found;

@@ -15,8 +15,10 @@ import { join } from "node:path";
 import type { Journal } from "../../journal/journal.ts";
 import type { RunRecord, RunStatus } from "../../journal/runs.ts";
 import type { RunReport, StepReport } from "../../engine/run-report.ts";
-import { StatusSource, type RunDetail } from "../../status/source.ts";
-import type { RunListPage } from "../../status/summaries.ts";
+import { StatusSource } from "../../status/source.ts";
+import type { RunListPage, RunSummary } from "../../status/summaries.ts";
+import { buildRunReport } from "../../engine/run-report.ts";
+import { reportTotals, type RunTotals } from "../../status/totals.ts";
 import { journalControl, type ControlAction } from "../../status/control.ts";
 import { activeService } from "../../service/service-lease.ts";
 import { selfCommand } from "../../shared/self-exec.ts";
@@ -36,6 +38,13 @@ export interface OpenQuestion {
   id: string;
   question: string;
   choices: string[] | null;
+}
+
+/** A run as the console shows it: its line (with the report's counts), its report and totals. */
+export interface RunDetail {
+  run: RunSummary;
+  report: RunReport;
+  totals: RunTotals;
 }
 
 export interface Conversation {
@@ -86,18 +95,23 @@ export class ConsoleData {
     return run;
   }
 
+  /** The run's report and totals (as the status page's detail has them, without its graph, read every refresh). */
   async detail(id: string): Promise<RunDetail> {
-    return this.source.detail(await this.run(id));
+    const run = await this.run(id);
+    const report = (await buildRunReport(this.journal, run.id)) ?? { run, status: run.status, steps: [] };
+    const totals = reportTotals(report);
+    const summary = await this.source.summaries.summarize(report.run, []);
+    return { run: { ...summary, status: report.status, stages: totals.stages, usage: totals.usage }, report, totals };
   }
 
-  /** A stage's conversation so far (the end of it): an agent's transcript, else its output. */
-  async conversation(runId: string, position: string): Promise<Conversation> {
-    const t = await this.source.transcript(await this.run(runId), position, { stdout: 0, stderr: 0 });
+  /** A stage's conversation so far (the end of it): an agent's transcript, else its output. `report`: the run's, when just read. */
+  async conversation(runId: string, position: string, report?: RunReport): Promise<Conversation> {
+    const t = await this.source.transcript(await this.run(runId), position, { stdout: 0, stderr: 0 }, report);
     if ("miss" in t) return { text: "", live: false, none: t.message };
     let text = t.stdout.text;
     if (t.stdout.more) {
       const size = t.stdout.size;
-      const tail = await this.source.transcript(await this.run(runId), position, { stdout: Math.max(0, size - KEEP_CHARS), stderr: t.stderr.size });
+      const tail = await this.source.transcript(await this.run(runId), position, { stdout: Math.max(0, size - KEEP_CHARS), stderr: t.stderr.size }, report);
       if (!("miss" in tail)) text = tail.stdout.text;
     }
     if (!t.agent && t.stderr.text.trim()) text += `${text ? "\n" : ""}${t.stderr.text}`;

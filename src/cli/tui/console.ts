@@ -16,9 +16,8 @@ import { Box, Text, render, useApp, useInput, useWindowSize } from "ink";
 import { TextInput } from "@inkjs/ui";
 import type { RunStatus } from "../../journal/runs.ts";
 import type { RunListPage } from "../../status/summaries.ts";
-import type { RunDetail } from "../../status/source.ts";
 import { makeStyle, type Style } from "../style.ts";
-import { ConsoleData, openQuestions, stageRows, type Conversation, type OpenQuestion, type StageRow } from "./console-data.ts";
+import { ConsoleData, openQuestions, stageRows, type Conversation, type OpenQuestion, type RunDetail, type StageRow } from "./console-data.ts";
 import { fit, runHeading, runLine, runsHeader, stageLine } from "./format.ts";
 import { Question } from "./question.ts";
 
@@ -95,8 +94,18 @@ function windowOf(selected: number, total: number, count: number): [number, numb
   return [start, start + count];
 }
 
-function lines(list: string[]): ReactNode[] {
-  return list.map((l, i) => h(Text, { key: i, wrap: "truncate-end" }, l || " "));
+/**
+ * Lines as few ink nodes: one Text for the lines before the selected one, one for it (inverse when `mark`),
+ * one for the rest (a node per line made a 60-row frame cost a millisecond per row: bench/tui.ts).
+ */
+function lines(list: string[], selected = -1, mark = false): ReactNode[] {
+  const text = (key: string, part: string[], inverse = false) => h(Text, { key, wrap: "truncate-end", inverse }, part.map((l) => l || " ").join("\n"));
+  if (selected < 0 || selected >= list.length) return list.length ? [text("all", list)] : [];
+  const out: ReactNode[] = [];
+  if (selected > 0) out.push(text("before", list.slice(0, selected)));
+  out.push(text("selected", [list[selected]!], mark));
+  if (selected < list.length - 1) out.push(text("after", list.slice(selected + 1)));
+  return out;
 }
 
 function hints(f: ConsoleFrame): string {
@@ -155,10 +164,9 @@ function runsBody(f: ConsoleFrame, cols: number, height: number, st: Style, onTe
   const out: ReactNode[] = [h(Text, { key: "h", wrap: "truncate-end" }, runsHeader(st, cols))];
   if (f.runs && list.length === 0) out.push(h(Text, { key: "none" }, f.filter.status || f.filter.workflow ? "no run matches the filter (s, w change it)" : "no runs yet; start one with: atomic run <workflow file>"));
   const [a, b] = windowOf(f.runIndex, list.length, height - 1 - (f.mode.kind === "workflow" ? 1 : 0));
-  for (let i = a; i < b; i++) {
-    const line = runLine(st, list[i]!, cols - 2);
-    out.push(h(Text, { key: list[i]!.id, wrap: "truncate-end", inverse: i === f.runIndex }, `${i === f.runIndex ? "›" : " "} ${line}`));
-  }
+  const shown: string[] = [];
+  for (let i = a; i < b; i++) shown.push(`${i === f.runIndex ? "›" : " "} ${runLine(st, list[i]!, cols - 2)}`);
+  out.push(...lines(shown, f.runIndex - a, true));
   if (f.mode.kind === "workflow") out.push(h(Box, { key: "wf" }, h(Text, null, "workflow: "), h(TextInput, { placeholder: "a workflow name, empty for all", onSubmit: onText })));
   return h(Box, { flexDirection: "column", height }, ...out);
 }
@@ -176,13 +184,10 @@ function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color
   const treeWidth = wide ? Math.floor(cols * 0.45) : cols;
   const convWidth = wide ? cols - treeWidth - 1 : cols;
   const convHeight = wide ? rest : rest - treeHeight;
-  const treeLines: ReactNode[] = [];
-  if (rows.length === 0) treeLines.push(h(Text, { key: "none" }, "no steps yet"));
   const [a, b] = windowOf(f.stageIndex, rows.length, treeHeight);
-  for (let i = a; i < b; i++) {
-    const selected = i === f.stageIndex;
-    treeLines.push(h(Text, { key: `${rows[i]!.runId}/${rows[i]!.position}`, wrap: "truncate-end", inverse: selected && f.focus === "tree" }, `${selected ? "›" : " "} ${stageLine(st, rows[i]!, now, treeWidth - 2)}`));
-  }
+  const shown: string[] = [];
+  for (let i = a; i < b; i++) shown.push(`${i === f.stageIndex ? "›" : " "} ${stageLine(st, rows[i]!, now, treeWidth - 2)}`);
+  const treeLines = rows.length === 0 ? [h(Text, { key: "none" }, "no steps yet")] : lines(shown, f.stageIndex - a, f.focus === "tree");
   const tree = h(Box, { key: "tree", flexDirection: "column", width: treeWidth, height: treeHeight }, ...treeLines);
   let pane: ReactNode;
   if (f.mode.kind === "answer") {
@@ -255,7 +260,7 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
         } else if (runId) {
           const detail = await data.detail(runId);
           const row = rowsOf(detail)[Math.min(frame.current.stageIndex, Math.max(0, rowsOf(detail).length - 1))];
-          const conversation = row && row.step.kind === "stage" ? await data.conversation(row.runId, row.position) : row ? { text: "", live: false, none: `a ${row.step.kind} step has no conversation` } : undefined;
+          const conversation = row && row.step.kind === "stage" ? await data.conversation(row.runId, row.position, row.runId === runId ? detail.report : undefined) : row ? { text: "", live: false, none: `a ${row.step.kind} step has no conversation` } : undefined;
           if (!stopped) update({ detail, ...(conversation ? { conversation } : {}) });
         }
       } catch (err) {
