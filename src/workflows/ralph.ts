@@ -4,7 +4,9 @@
  * 1. refine: sharpen the research question for this loop (from the task,
  *    the criteria and what the reviewers found last loop);
  * 2. research: answer it from the files (read-only tools); the notes go to
- *    research/NN-<date>.md (the date fixed by a recorded step);
+ *    research/NN-<date>.md (the date fixed by a recorded step) and into the
+ *    repository as <notes_dir>/NN-<date>.md (specs/research unless given),
+ *    committed with the loop's implementation;
  * 3. implement: the orchestrator changes the code, given the research
  *    notes and the last loop's consolidated findings as attached files
  *    (`reads`); its changes are committed on the run's branch;
@@ -54,6 +56,7 @@ export default workflow({
     max_loops: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(50), v.description("most research/implement/review loops")), 10),
     base_branch: optionalText("branch the work starts from (default: the current one)"),
     git_worktree_dir: optionalText("where the worktree goes (default <cwd>/.atomic/worktrees/ralph-<run id>)"),
+    notes_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description("where each loop's research notes are committed in the repository (relative to its root)")), "specs/research"),
     create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when approved (gh or glab); not approved after max_loops, one marked as needing a person with the reviewers' objections")), false),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
@@ -121,7 +124,10 @@ export default workflow({
       });
       const notes = `${dir}/research/${nn}-${date}.md`;
       await ctx.tool(`notes-${nn}`, { notes }, async () => {
-        await Bun.write(notes, `# Research, loop ${i} (${date})\n\nQuestion: ${question}\n\n${await Bun.file(research.outputPath).text()}`);
+        const text = `# Research, loop ${i} (${date})\n\nQuestion: ${question}\n\n${await Bun.file(research.outputPath).text()}`;
+        await Bun.write(notes, text);
+        // Also in the repository (committed with the loop's implementation).
+        await Bun.write(`${wt.path}/${ctx.inputs.notes_dir}/${nn}-${date}.md`, text);
         return notes;
       });
       const implemented = await ctx.task(`implement-${nn}`, {

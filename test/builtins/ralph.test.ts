@@ -88,6 +88,15 @@ e2eTest(
       });
       expect(existsSync(`${repo.dir}/.atomic/worktrees/ralph-${r.runId}`)).toBe(false);
       expect(repo.git("--git-dir", repo.origin, "rev-parse", branch)).toBe(commits[0]!.slice(0, 40));
+      // each loop's research notes are committed in the repository, under specs/research/
+      const noteNames = (r.outputs.notes as string[]).map((n) => n.slice(n.lastIndexOf("/") + 1));
+      const runFiles = artifacts(`${repo.dir}/.atomic/runs/ralph-${r.runId}`);
+      expect(noteNames).toHaveLength(2);
+      for (const [k, name] of noteNames.entries()) {
+        expect(repo.git("show", `${branch}:specs/research/${name}`)).toBe(runFiles[`research/${name}`]!.trimEnd());
+        // in loop k+1's own commit (commits are newest first)
+        expect(repo.git("show", "--name-only", "--format=", commits[commits.length - 1 - k]!.slice(0, 40)).split("\n")).toContain(`specs/research/${name}`);
+      }
       const [call, ...more] = repo.ghCalls();
       expect(more).toEqual([]);
       expect(call!.slice(0, 8)).toEqual(["mr", "create", "--source-branch", branch, "--target-branch", "main", "--title", "ralph: Accept trailing commas"]);
