@@ -191,7 +191,9 @@ export class AttachFeed {
     const p = (e.payload ?? {}) as Record<string, unknown>;
     if (e.runId === this.root.id && e.type === EVENT.statusChanged && typeof p.to === "string" && p.to !== "running") {
       this.runEnded = p.to;
-      for (const ref of this.model.active) this.model.add(ref, { kind: "state", state: "ended", attempt: 0, status: p.to, text: `the run ended: ${p.to}` });
+      const active = this.model.active;
+      const focus = this.model.focus;
+      for (const ref of active.length ? active : focus ? [focus] : []) this.model.add(ref, { kind: "state", state: "ended", attempt: 0, status: p.to, text: `the run ended: ${p.to}` });
       this.onEnded(p.to);
       return;
     }

@@ -12,6 +12,7 @@ import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 import { killSpawned, lineWatcher, processesMatching, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { killTmux, Tmux } from "../helpers/tmux.ts";
 import { startFakeOpenAI, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
+import { join } from "node:path";
 import { startChat } from "./support.ts";
 
 // Not killTmux() after each test: the tests run concurrently (each kills its own server when done).
@@ -118,6 +119,39 @@ e2eTest("attach --json follows a stage through a SIGKILL of its worker; bad runs
     expect(ended.code).toBe(2);
     expect(ended.stderr).toContain("no stage of it is running");
   } finally {
+    await fake.close();
+  }
+});
+
+e2eTest("attach without STAGE follows the run's active stages; Tab switches, and a line goes to the stage shown", async () => {
+  const gate = Promise.withResolvers<void>();
+  const fake = await startFakeOpenAI((req) => ({ text: said(req, "left side") ? "left done" : "right done", hold: gate.promise }));
+  const home = makeTempDir("atomic-attach-pair-");
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+  let tmux: Tmux | undefined;
+  try {
+    const proc = spawnAtomic(["--json", "run", join(import.meta.dir, "fixtures", "pair.ts"), "--workers", "2"], { home, env, cwd: makeTempDir("atomic-live-cwd-") });
+    const out = lineWatcher(proc.stdout);
+    const runId = /"runId":"([0-9a-z]+)"/.exec(await out.waitFor(/"runId":"[0-9a-z]+"/))![1]!;
+    await fake.requestMatching((r) => said(r, "left side"));
+    await fake.requestMatching((r) => said(r, "right side"));
+    const t = Tmux.atomic(["attach", runId], { home, env, cols: 120, rows: 30 });
+    tmux = t;
+    const first = await t.waitFor(/attached to (left|right)/);
+    const other = /attached to left/.test(first) ? "right" : "left";
+    t.keys("Tab");
+    await t.waitFor(`following ${other}`);
+    t.type("only for the other one");
+    t.keys("Enter");
+    await t.waitFor(/you \(steer\) only for the other one .*\[(delivered|queued)/);
+    const inbox = JSON.parse((await runAtomic(["inbox", runId, "--json"], { home, env })).stdout) as { stages: { stage: string; messages: { text: string }[] }[] };
+    expect(inbox.stages.map((st) => st.stage)).toEqual([other]);
+    gate.resolve();
+    await t.waitFor("the run ended: completed");
+    expect(await t.exited()).toBe(0);
+    expect(await proc.exited).toBe(0);
+  } finally {
+    tmux?.kill();
     await fake.close();
   }
 });
