@@ -17,6 +17,11 @@
  *   also every matching stage that starts later. A pattern that matches no
  *   such stage (and is not sticky) is refused, naming close matches.
  * A stage that finished cannot receive anything: refused.
+ * From `atomic send` (checkNames), a path or pattern whose last segment is
+ * a plain name is first checked against the stage names the run's pinned
+ * code spells out (stage-names.ts): a name no path of the workflow can reach
+ * is refused (nothing is recorded); when the workflow builds names at run
+ * time, it is accepted with a warning.
  *
  * Live delivery is the run's driver's job (tree-mail.ts): it polls the
  * journal, and a notification through intercom only makes it look sooner.
@@ -35,6 +40,8 @@ import { closeMatches } from "../shared/close-matches.ts";
 import { isPattern, literalPrefix, matchesPath, parseStagePath } from "../intercom/addresses.ts";
 import { IntercomClient } from "../intercom/client.ts";
 import { isLocalHolderDead } from "../shared/process-info.ts";
+import { pinnedFiles, pinnedManifest } from "./pinned-code.ts";
+import { scanStageNames, type StageNames } from "./stage-names.ts";
 
 export interface SendRequest {
   /** The run the path is relative to: a root run, or a child run (its stages' paths are then relative to it). */
@@ -52,6 +59,18 @@ export interface SendRequest {
    * broker's relay do not pay per message.
    */
   warnUnknown?: boolean;
+  /**
+   * Check the target's last name against the stage names of the run's
+   * pinned code first (`atomic send`): refused when no path of the workflow
+   * can reach it, a warning when the workflow builds names at run time.
+   */
+  checkNames?: boolean;
+  /**
+   * A builtin's embedded source by name, for checkNames on a run of a
+   * builtin (given by the caller: builtins.ts embeds the workflows, which
+   * the SDK's declarations must not reach through this file).
+   */
+  builtinSource?: (name: string) => string | undefined;
 }
 
 export interface SendResult {
@@ -100,6 +119,7 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
   const lookup = pattern
     ? { prefix: literalPrefix(target) }
     : { paths: segments.map((_, i) => segments.slice(0, i + 1).join("/")) };
+  const proven = req.checkNames === true ? await checkProvable(journal, req.run, rootId, target, req.builtinSource) : undefined;
   let result;
   try {
     result = await journal.messages.enqueue(
@@ -112,7 +132,7 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
   }
   const started = new Set(result.deliveries.filter((d) => d.stageKey !== null).map((d) => d.seq));
   const future = req.warnUnknown === true && !pattern && result.deliveries.some((d) => d.stageKey === null && d.state === "queued");
-  const warning = future ? await unknownStageWarning(journal, rootId, target) : undefined;
+  const warning = proven?.warning ?? (future && proven?.known !== true ? await unknownStageWarning(journal, rootId, target) : undefined);
   return {
     runId: rootId,
     messageId: result.message.id,
@@ -122,6 +142,53 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
     deliveries: result.deliveries.map((d) => view(d, started.has(d.seq))),
     ...(warning ? { warning } : {}),
   };
+}
+
+/**
+ * The last segment of `target` against the stage names of the run's pinned
+ * code: refused (usage error) when the code proves no stage has that name
+ * and the run has not had one; `known` when it does; a warning when the code
+ * builds names at run time. Nothing is said for a glob segment, or a run
+ * whose code has no source (a run older than pinning).
+ */
+async function checkProvable(journal: Journal, run: RunRecord, rootId: RunId, target: string, builtin?: (name: string) => string | undefined): Promise<{ known?: boolean; warning?: string } | undefined> {
+  const last = target.split("/").at(-1)!;
+  if (isPattern(last)) return undefined;
+  const scanned = await codeStageNames(journal, run, builtin);
+  if (!scanned || scanned.names.has(last)) return scanned ? { known: true } : undefined;
+  const stages = await journal.messages.stages(rootId);
+  if (stages.some((s) => s.path === target)) return { known: true };
+  // A path through a stage: the journal's own refusal says so more precisely (plan).
+  if (stages.some((s) => s.kind === "stage" && target.startsWith(`${s.path}/`))) return undefined;
+  if (scanned.computed) {
+    return { warning: `the workflow of run ${rootId} builds stage names at run time, and none of those it spells out is ${last}; the message waits for a stage ${target} to start` };
+  }
+  const near = closeMatches(last, scanned.names);
+  throw new UsageError("no_such_stage", `run ${rootId} has no stage ${target}: no stage of its workflow is named ${last}`, {
+    hint: near.length ? `did you mean: ${near.join(", ")}` : `its stages: ${[...scanned.names].slice(0, 8).join(", ")}`,
+  });
+}
+
+/**
+ * The stage names of a run's code: a builtin's embedded source (one
+ * self-contained file), or the code the run is pinned to; undefined when
+ * there is no source (a run older than pinning) or it names no stage.
+ */
+async function codeStageNames(journal: Journal, run: RunRecord, builtin?: (name: string) => string | undefined): Promise<StageNames | undefined> {
+  let sources: string[];
+  if (run.workflowPath.startsWith("builtin:")) {
+    const source = builtin?.(run.workflowPath.slice("builtin:".length));
+    if (source === undefined) return undefined;
+    sources = [source];
+  } else {
+    const manifest = await pinnedManifest(journal, run.workflowDigest);
+    if (!manifest) return undefined;
+    const files = await pinnedFiles(journal, manifest);
+    const decoder = new TextDecoder();
+    sources = [...files].filter(([path]) => /\.[cm]?[jt]sx?$/.test(path)).map(([, content]) => decoder.decode(content));
+  }
+  const scanned = scanStageNames(sources);
+  return scanned.names.size > 0 || scanned.computed ? scanned : undefined;
 }
 
 /**

@@ -26,6 +26,7 @@ import { inOrder, startFakeOpenAI, text } from "../helpers/fake-openai.ts";
 
 const FIXTURES = join(import.meta.dir, "fixtures");
 const MAIL = join(FIXTURES, "mail.ts");
+const MAIL_COMPUTED = join(FIXTURES, "mail-computed.ts");
 const ASKS = join(FIXTURES, "asks.ts");
 const ASKS_WHY = join(FIXTURES, "asks-why.ts");
 
@@ -127,19 +128,26 @@ describe("atomic send, inbox, sessions", () => {
     }
   });
 
-  test("a message to a stage nothing has started is queued with a warning naming close matches; refused once the run ended", async () => {
+  test("a stage name no path of the workflow can reach is refused with close matches, nothing recorded; a provable future stage is accepted silently", async () => {
     const c = setup();
     const { proc, id } = await start(c, MAIL, /stage gate started/);
-    const typo = await cli(c, ["send", id, "gaet", "x", "--json"]);
-    expect(typo.code).toBe(0);
-    const receipt = JSON.parse(typo.stdout) as { warning?: string; deliveries: unknown[] };
-    expect(receipt.deliveries).toEqual([{ stage: "gaet", state: "queued", started: false }]);
-    expect(receipt.warning).toMatch(/^no stage gaet has started in run \S+; the message waits .* \(close matches: gate\)$/);
-    const human = await cli(c, ["send", id, "gaet", "y"]);
-    expect(human.code).toBe(0);
-    expect(human.stderr).toMatch(/^warning: no stage gaet has started in run \S+; .*close matches: gate\)\n$/);
-    // a future stage with no close match: the run's stages so far are named instead
-    expect((await cli(c, ["send", id, "reader", "hello"])).stderr).toMatch(/warning: no stage reader has started .*its stages so far: gate\)/);
+    const typo = await cli(c, ["send", id, "gaet", "x"]);
+    expect(typo.code).toBe(2);
+    expect(expectOneSentenceError(typo.stderr)).toMatchObject({
+      message: expect.stringMatching(/^run \S+ has no stage gaet: no stage of its workflow is named gaet/),
+      hint: "did you mean: gate",
+    });
+    // a nested path is judged by its last segment
+    expect(expectOneSentenceError((await cli(c, ["send", id, "sub/raeder", "x"])).stderr).hint).toBe("did you mean: reader");
+    // nothing was recorded
+    const inbox = await cli(c, ["inbox", id, "--json"]);
+    expect(inbox.stdout).not.toContain("gaet");
+    expect(inbox.stdout).not.toContain("raeder");
+    // a stage the code names that has not started yet: queued, no warning
+    const reader = await cli(c, ["send", id, "reader", "hello"]);
+    expect(reader.code).toBe(0);
+    expect(reader.stderr).toBe("");
+    expect(reader.stdout).toMatch(/reader\s+queued \(the stage has not started/);
     // a stage that has started: no warning
     expect((await cli(c, ["send", id, "gate", "hi"])).stderr).toBe("");
     writeFileSync(c.gate, "");
@@ -148,6 +156,21 @@ describe("atomic send, inbox, sessions", () => {
     const late = await cli(c, ["send", id, "gaet", "z"]);
     expect(late.code).toBe(2);
     expect(expectOneSentenceError(late.stderr)).toMatchObject({ message: expect.stringContaining("has no stage gaet"), hint: expect.stringContaining("gate") });
+  });
+
+  test("a workflow that builds stage names at run time: an unknown name is accepted with a warning (close matches of the started stages)", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL_COMPUTED, /stage gate started/);
+    const sent = await cli(c, ["send", id, "lint-src", "x", "--json"]);
+    expect(sent.code).toBe(0);
+    const receipt = JSON.parse(sent.stdout) as { warning?: string; deliveries: unknown[] };
+    expect(receipt.deliveries).toEqual([{ stage: "lint-src", state: "queued", started: false }]);
+    expect(receipt.warning).toMatch(/^the workflow of run \S+ builds stage names at run time, and none of those it spells out is lint-src; the message waits/);
+    const human = await cli(c, ["send", id, "lint-lib", "y"]);
+    expect(human.code).toBe(0);
+    expect(human.stderr).toMatch(/^warning: the workflow of run \S+ builds stage names at run time/);
+    writeFileSync(c.gate, "");
+    expect(await proc.exited).toBe(0);
   });
 
   test("sessions is right on its first call, which starts the broker: the live run and its running stage, with their roles", async () => {

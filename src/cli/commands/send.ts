@@ -11,6 +11,7 @@
 
 import { defineCommand } from "citty";
 import { isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView } from "../../engine/messaging.ts";
+import { builtinSource } from "../../engine/builtins.ts";
 import { session } from "../session.ts";
 
 const LIVE_WAIT_MS = 2_000;
@@ -38,6 +39,8 @@ export default defineCommand({
       ...(args.id !== undefined ? { id: args.id } : {}),
       sender: "cli",
       warnUnknown: true,
+      checkNames: true,
+      builtinSource,
     });
     let deliveries = sent.deliveries;
     const waiting = deliveries.some((d) => d.state === "queued" && d.started);
