@@ -17,7 +17,10 @@
  * expressions) is proven. Anything else (a variable, a template literal with
  * expressions, a spread or a non-literal step array) means the workflow builds
  * names at run time: `computed` is then true and any name may exist, so the
- * sender is warned, not refused.
+ * sender is warned, not refused. So does a stage method called in a way the
+ * scan cannot follow: destructured (`const { task } = ctx; task(…)`) or by a
+ * computed key (`ctx[method](…)`): a false refusal of a real stage is worse
+ * than a missed typo.
  *
  * Builtin workflows are scanned the same way: each is one self-contained
  * source file embedded in the binary (builtins.ts). A run recorded before
@@ -37,6 +40,7 @@ export interface StageNames {
 
 const NAMED_BY_FIRST_ARGUMENT = new Set(["task", "shell"]);
 const STEP_ARRAYS = new Set(["parallel", "chain"]);
+const STAGE_METHODS = new Set([...NAMED_BY_FIRST_ARGUMENT, ...STEP_ARRAYS]);
 
 let transpiler: Bun.Transpiler | undefined;
 
@@ -61,7 +65,14 @@ export function scanStageNames(sources: Iterable<string>): StageNames {
       CallExpression(node) {
         const call = node as unknown as AnyNode;
         const callee = call.callee as AnyNode;
-        if (callee.type !== "MemberExpression" || callee.computed) return;
+        // A stage method called other than as `x.task(…)` (destructured: `task(…)`, bound, or `ctx[m](…)`)
+        // may name any stage: the scan cannot prove the names, so it stays permissive.
+        if (callee.type === "Identifier" && STAGE_METHODS.has(callee.name as string)) out.computed = true;
+        if (callee.type !== "MemberExpression") return;
+        if (callee.computed) {
+          if (literalString(callee.property as AnyNode) === undefined || STAGE_METHODS.has(literalString(callee.property as AnyNode)!)) out.computed = true;
+          return;
+        }
         const method = (callee.property as AnyNode).name as string | undefined;
         const args = call.arguments as AnyNode[];
         if (method && NAMED_BY_FIRST_ARGUMENT.has(method)) name(args[0]);

@@ -2,7 +2,8 @@
  * The stage-name scan over a few source shapes: literal names of task,
  * shell and parallel/chain steps (TypeScript types stripped), names built
  * at run time (template literals with expressions, variables, step arrays
- * that are not literals), and a file that does not parse.
+ * that are not literals, stage methods destructured or called by a computed
+ * key), and a file that does not parse.
  */
 
 import { describe, expect, test } from "bun:test";
@@ -33,6 +34,8 @@ describe("scanStageNames", () => {
       "export default async (ctx: any, name: string) => { await ctx.task(name, { prompt: 'p' }); }",
       "export default async (ctx: any, steps: any[]) => { await ctx.parallel(steps); }",
       "export default async (ctx: any, n: string) => { await ctx.parallel([{ name: n, prompt: 'p' }]); }",
+      "export default async (ctx: any) => { const { task } = ctx; await task('hidden', { prompt: 'p' }); }",
+      "export default async (ctx: any, m: string) => { await ctx[m]('hidden', 'x'); }",
     ]) {
       const scanned = scanStageNames([src, "export const s = (ctx: any) => ctx.shell('fixed', 'x');"]);
       expect(scanned.computed).toBe(true);
