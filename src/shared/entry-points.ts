@@ -12,7 +12,9 @@
  * the coordinator about 110 KB; Kysely (290 KB, migrations and run
  * listings only) loads in the processes that need it, when they do; so
  * does ajv with the JSON Schema converter (about 165 KB), in processes
- * that run a stage with a structured-output schema.
+ * that run a stage with a structured-output schema; the MCP SDK (with its
+ * own ajv) in the stage MCP server and `atomic mcp`; ink and React in the
+ * terminal console.
  *
  * Inside the binary the entry points keep their paths under src/, next to
  * main.ts (`Bun.main`); from source they are files under src/.
@@ -35,6 +37,7 @@ export const ENTRY_POINTS = [
   "runners/sandbox/net-init.ts",
   "pool/stage-mcp.ts",
   "cli/tui/entry.ts",
+  "cli/mcp/server.ts",
 ] as const;
 
 export type EntryPoint = Exclude<(typeof ENTRY_POINTS)[number], "main.ts">;

@@ -8,6 +8,7 @@
 
 import { defineCommand } from "citty";
 import { Operator } from "../../service/operator.ts";
+import { importEntry } from "../../shared/entry-points.ts";
 import { session } from "../session.ts";
 
 export default defineCommand({
@@ -18,7 +19,8 @@ export default defineCommand({
     const journal = await s.journal();
     const cwd = process.cwd();
     const op = new Operator({ journal, home: s.globals.home, cwd, journalUrl: s.globals.journal });
-    const { serveMcp } = await import("../mcp/server.ts");
+    // The MCP SDK (with its ajv) is a bundle of its own: no other command loads it (shared/entry-points.ts).
+    const { serveMcp } = (await importEntry("cli/mcp/server.ts")) as typeof import("../mcp/server.ts");
     try {
       await serveMcp(op);
     } finally {

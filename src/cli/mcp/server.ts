@@ -1,7 +1,8 @@
 /**
  * The MCP server of `atomic mcp`, over stdio, built on the MCP SDK's
  * low-level `Server` (the high-level one takes zod schemas; atomic's are
- * valibot, converted to JSON Schema by @valibot/to-json-schema). It answers
+ * valibot, converted to JSON Schema by the stage-schema converter, a bundle
+ * of its own loaded on first use: runners/json-schema.ts). It answers
  * `tools/list` from the tool table (tools.ts) and `tools/call` by checking
  * the arguments and calling the tool. Stdout carries only the protocol;
  * nothing else in this process may write there.
@@ -10,8 +11,8 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
+import { toJsonSchema } from "../../runners/json-schema.ts";
 import type { Operator } from "../../service/operator.ts";
 import { AtomicError } from "../../shared/errors.ts";
 import { VERSION } from "../../shared/version.ts";
@@ -23,13 +24,15 @@ const INSTRUCTIONS =
 /** Serves MCP on stdin/stdout until stdin ends. */
 export async function serveMcp(op: Operator): Promise<void> {
   const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS });
-  const listed = TOOLS.map((t) => ({
-    name: t.name,
-    title: t.annotations.title,
-    description: t.description,
-    inputSchema: inputSchema(t.schema),
-    annotations: t.annotations,
-  }));
+  const listed = await Promise.all(
+    TOOLS.map(async (t) => ({
+      name: t.name,
+      title: t.annotations.title,
+      description: t.description,
+      inputSchema: await inputSchema(t.schema),
+      annotations: t.annotations,
+    })),
+  );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
   server.setRequestHandler(CallToolRequestSchema, async (req): Promise<CallToolResult> => {
     const t = TOOLS.find((x) => x.name === req.params.name);
@@ -55,8 +58,8 @@ export async function serveMcp(op: Operator): Promise<void> {
   await server.close();
 }
 
-function inputSchema(schema: v.GenericSchema): { type: "object"; [k: string]: unknown } {
-  const { $schema: _drop, ...json } = toJsonSchema(schema, { errorMode: "ignore" }) as Record<string, unknown>;
+async function inputSchema(schema: v.GenericSchema): Promise<{ type: "object"; [k: string]: unknown }> {
+  const { $schema: _drop, ...json } = await toJsonSchema(schema);
   return { ...json, type: "object" };
 }
 
