@@ -91,10 +91,10 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.goto(url);
       const row = page.locator(`tr[data-run="${run.id}"]`);
       await row.waitFor();
-      expect(await row.locator("td").allTextContents()).toEqual([run.id, "pipeline", "completed", expect.any(String), expect.any(String), "6 done", ""]);
-      await page.selectOption("select", "failed");
+      expect(await row.locator("td").allTextContents()).toEqual(["", run.id, "pipeline", "completed", expect.any(String), expect.any(String), "6 done", ""]); // first: the bulk-action checkbox
+      await page.selectOption('select[aria-label="status"]', "failed");
       await page.waitForFunction(() => document.querySelector("tbody td")?.textContent === "no run matches the filter" || document.querySelector("tbody td")?.textContent?.startsWith("no runs yet"));
-      await page.selectOption("select", "");
+      await page.selectOption('select[aria-label="status"]', "");
       await row.waitFor();
       await page.screenshot({ path: join(ARTIFACTS, "list.png") });
       expect(errors).toEqual([]);

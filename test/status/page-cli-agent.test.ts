@@ -53,7 +53,7 @@ describe.skipIf(!HAVE_CHROMIUM)("a CLI agent's transcript on the status page", (
       expect(await page.$$eval("#conversation .msg", (els) => els.map((e) => e.getAttribute("data-role")))).toEqual(["user", "assistant", "assistant", "note", "assistant", "note"]);
       expect((await page.textContent("#conversation .msg.user .text"))!.trim()).toBe("look at the files");
       // pi's cost per call from its price table: 1200×1 + 70×2, 1500×1 + 80×2, 2000×1 + 120×2 micro-dollars
-      expect(await page.$$eval("#conversation .turn-usage", (els) => els.map((e) => e.textContent))).toEqual(["1200 in · 70 out · $0.0013", "1500 in · 80 out · $0.0017", "2000 in · 120 out · $0.0022"]);
+      expect(await page.$$eval("#conversation .turn-usage", (els) => els.map((e) => e.textContent))).toEqual(["1200 in · 70 out · $0.00134", "1500 in · 80 out · $0.00166", "2000 in · 120 out · $0.00224"]);
       expect(await page.$$eval("#conversation .msg.assistant .who", (els) => els.map((e) => e.textContent))).toEqual(["assistant · turn 1", "assistant · turn 2", "assistant · turn 3"]);
       // each call's tool in its turn: one collapsed block (its start and end folded)
       const tool = page.locator("#conversation .msg.assistant").nth(0).locator('details.tool-call[data-tool="bash"]');
