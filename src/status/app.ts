@@ -35,7 +35,6 @@ import type { Miss, StatusSource } from "./source.ts";
 import { parseCursor } from "./stream-cursor.ts";
 import { inbox } from "../engine/messaging.ts";
 import { scheduleViews } from "./schedules.ts";
-import type { StartAt } from "./tree-feed.ts";
 
 /**
  * What starts runs for the API: a posted run, a resume, a rerun, a fork
@@ -70,6 +69,35 @@ function fail(c: Context, status: Status, code: string, message: string, hint?: 
 }
 
 /** A whole number from a query parameter, or an error message. */
+/**
+ * Where an event stream starts: the cursor of `Last-Event-ID` (or `?cursor=`), read by `parse`, else `?from=`
+ * ("start", the default, or "now"); a 400 response for what is neither.
+ */
+function streamStart<T>(c: Context, parse: (text: string) => T | undefined, kind: string): T | "start" | "now" | Response {
+  const lastId = c.req.header("last-event-id");
+  const cursorText = lastId || c.req.query("cursor");
+  if (cursorText) {
+    const cursor = parse(cursorText);
+    if (cursor !== undefined) return cursor;
+    return fail(c, 400, "bad_cursor", `${lastId ? "Last-Event-ID" : "cursor"} ${JSON.stringify(cursorText.slice(0, 80))} is not a ${kind}`, "use the id of an event this stream sent");
+  }
+  const fromText = c.req.query("from");
+  if (fromText === undefined || fromText === "start" || fromText === "now") return fromText ?? "start";
+  return fail(c, 400, "bad_from", `from must be "start" or "now", got ${JSON.stringify(fromText)}`);
+}
+
+/** A server-sent event stream response; no idle timeout (the heartbeat keeps it alive, and a stream may be quiet for long). */
+function eventStream(c: Context, body: ReadableStream<Uint8Array>): Response {
+  (c.env as { timeout?: (req: Request, seconds: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
+  return new Response(body, {
+    headers: {
+      "Content-Type": "text/event-stream; charset=utf-8",
+      "Cache-Control": "no-cache, no-transform",
+      "X-Accel-Buffering": "no",
+    },
+  });
+}
+
 function intParam(c: Context, name: string, dflt: number, min: number, max: number): number | string {
   const raw = c.req.query(name);
   if (raw === undefined || raw === "") return dflt;
@@ -263,33 +291,14 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.get("/api/runs/:id/stream", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
-    const lastId = c.req.header("last-event-id");
-    const cursorText = lastId || c.req.query("cursor");
-    const fromText = c.req.query("from");
-    let from: StartAt;
-    if (cursorText) {
-      const cursor = parseCursor(cursorText);
-      if (!cursor) return fail(c, 400, "bad_cursor", `${lastId ? "Last-Event-ID" : "cursor"} ${JSON.stringify(cursorText.slice(0, 80))} is not a stream cursor`, "use the id of an event this stream sent");
-      from = cursor;
-    } else if (fromText === undefined || fromText === "start" || fromText === "now") {
-      from = fromText ?? "start";
-    } else {
-      return fail(c, 400, "bad_from", `from must be "start" or "now", got ${JSON.stringify(fromText)}`);
-    }
+    const from = streamStart(c, parseCursor, "stream cursor");
+    if (from instanceof Response) return from;
     const body = await source.streams.open(run.id, from, c.req.raw.signal);
     if ("error" in body) {
       if (body.stopping) return fail(c, 503, "stopping", body.error);
       return fail(c, 400, "bad_cursor", body.error, "reconnect without Last-Event-ID to start over");
     }
-    // No idle timeout for this connection: the heartbeat keeps it alive, and a stream may be quiet for long.
-    (c.env as { timeout?: (req: Request, seconds: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
-    return new Response(body, {
-      headers: {
-        "Content-Type": "text/event-stream; charset=utf-8",
-        "Cache-Control": "no-cache, no-transform",
-        "X-Accel-Buffering": "no",
-      },
-    });
+    return eventStream(c, body);
   });
 
   // Server-sent events of one stage (`:stage` as for its transcript): `event: journal` (its journal events and its run's
@@ -298,31 +307,12 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.get("/api/runs/:id/stages/:stage/stream", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
-    const lastId = c.req.header("last-event-id");
-    const cursorText = lastId || c.req.query("cursor");
-    const fromText = c.req.query("from");
-    let from: "start" | "now" | number;
-    if (cursorText) {
-      if (!/^\d{1,15}$/.test(cursorText.trim())) {
-        return fail(c, 400, "bad_cursor", `${lastId ? "Last-Event-ID" : "cursor"} ${JSON.stringify(cursorText.slice(0, 80))} is not a stage stream cursor`, "use the id of an event this stream sent");
-      }
-      from = Number(cursorText.trim());
-    } else if (fromText === undefined || fromText === "start" || fromText === "now") {
-      from = fromText ?? "start";
-    } else {
-      return fail(c, 400, "bad_from", `from must be "start" or "now", got ${JSON.stringify(fromText)}`);
-    }
+    const from = streamStart(c, (text) => (/^\d{1,15}$/.test(text.trim()) ? Number(text.trim()) : undefined), "stage stream cursor");
+    if (from instanceof Response) return from;
     const body = await source.stageStream(run, c.req.param("stage"), from, c.req.raw.signal);
     if ("miss" in body) return respondMiss(c, body);
     if ("error" in body) return fail(c, 400, "bad_cursor", body.error, "reconnect without Last-Event-ID to start over");
-    (c.env as { timeout?: (req: Request, seconds: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
-    return new Response(body, {
-      headers: {
-        "Content-Type": "text/event-stream; charset=utf-8",
-        "Cache-Control": "no-cache, no-transform",
-        "X-Accel-Buffering": "no",
-      },
-    });
+    return eventStream(c, body);
   });
 
   // A stage's output from byte offsets, at most 256 KiB per stream: `{ stdout, stderr, live, attempt, attempts, agent }`.

@@ -16,7 +16,6 @@
  * group); `groupAlive` ignores zombies (in this container init reaps late).
  */
 
-import { test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
@@ -24,26 +23,14 @@ import type { Subprocess } from "bun";
 import { atomicBin, childEnv, killSpawned, runAtomic, waitUntil, type RunResult } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { heavyTestLimits } from "../helpers/heavy.ts";
+import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
 
 export const FIXTURES = join(import.meta.dir, "fixtures");
 export const fixture = (name: string) => join(FIXTURES, name);
 
-let inFlight = 0;
-
-/** A test that runs concurrently with the file's other e2e tests. */
+/** A test that runs concurrently with the file's other e2e tests (test/helpers/concurrent.ts). */
 export function e2eTest(name: string, fn: () => Promise<void>, timeoutMs = 60_000): void {
-  test.concurrent(
-    name,
-    async () => {
-      inFlight++;
-      try {
-        await fn();
-      } finally {
-        inFlight--;
-      }
-    },
-    timeoutMs,
-  );
+  concurrentTest(name, fn, timeoutMs);
 }
 
 /**
@@ -57,9 +44,7 @@ export function heavyTest(name: string, fn: () => Promise<void>, limitMs: number
 }
 
 /** afterEach: clean up once no test of this file is still running. */
-export async function cleanupWhenIdle(): Promise<void> {
-  if (inFlight === 0) await cleanupNow();
-}
+export const cleanupWhenIdle = whenIdle(() => cleanupNow());
 
 export async function cleanupNow(): Promise<void> {
   const groups = [...stageGroups];

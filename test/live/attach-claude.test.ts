@@ -6,10 +6,11 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { AGENT_STEP_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
+import { AGENT_STEP_LIMIT_MS, agentTest } from "../helpers/agents.ts";
+import { claudeHome } from "../helpers/agent-homes.ts";
 import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
 import { processesWithEnv } from "../helpers/processes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -21,27 +22,9 @@ afterAll(cleanupNow);
 
 agentTest("attach to a claude stage: its tool call live, a steer from attach reaches the model, its answer", async () => {
   const fake = await startFakeAnthropic();
-  const home = makeTempDir("atomic-attach-claude-home-");
-  const user = makeTempDir("atomic-attach-claude-user-");
-  for (const d of [".config", ".cache", ".local/share", ".local/state"]) mkdirSync(join(user, d), { recursive: true });
-  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: agentBin("claude") } } }));
+  const { home, env: agentEnv } = claudeHome(fake);
   const marker = `m${crypto.randomUUID().slice(0, 8)}`;
-  const env = {
-    HOME: user,
-    XDG_CONFIG_HOME: join(user, ".config"),
-    XDG_CACHE_HOME: join(user, ".cache"),
-    XDG_DATA_HOME: join(user, ".local/share"),
-    XDG_STATE_HOME: join(user, ".local/state"),
-    ANTHROPIC_BASE_URL: fake.url,
-    ANTHROPIC_API_KEY: "sk-ant-fake",
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-    DISABLE_AUTOUPDATER: "1",
-    DISABLE_TELEMETRY: "1",
-    DISABLE_ERROR_REPORTING: "1",
-    CLAUDE_CODE_MAX_RETRIES: "2",
-    CLAUDE_TEST_MARKER: marker,
-    ...fake.proxyEnv(),
-  };
+  const env = { ...agentEnv, CLAUDE_TEST_MARKER: marker };
   const dir = makeTempDir("atomic-attach-claude-gate-");
   try {
     const wait = `touch ${join(dir, "started")}; while [ ! -e ${join(dir, "go")} ]; do sleep 0.1; done; echo released`;

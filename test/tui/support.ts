@@ -5,6 +5,7 @@
  */
 
 import { killSpawned, processesWithHome, waitUntil } from "../helpers/atomic.ts";
+import { isLive } from "../helpers/processes.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { killTmux } from "../helpers/tmux.ts";
 
@@ -14,15 +15,6 @@ export function newHome(): string {
   const home = makeTempDir("atomic-tui-");
   homes.add(home);
   return home;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export async function cleanup(): Promise<void> {
@@ -37,7 +29,7 @@ export async function cleanup(): Promise<void> {
         // gone already
       }
     }
-    await waitUntil(() => pids.every((p) => !alive(p)), 10_000, `processes of ${home} to end`);
+    await waitUntil(() => pids.every((p) => !isLive(p)), 10_000, `processes of ${home} to end`);
   }
   homes.clear();
   removeTempDirs();

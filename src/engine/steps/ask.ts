@@ -25,8 +25,8 @@ import type { Scope } from "../scope.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { checkText } from "../messaging.ts";
 import { digestArgs } from "../values.ts";
+import { MAX_CHOICES, validChoices } from "../../shared/question-choices.ts";
 
-const MAX_CHOICES = 50;
 
 export async function runAsk(exec: RunExecution, question: string, opts: AskOptions): Promise<string> {
   const name = opts.name ?? (typeof question === "string" && question.trim() ? question.trim().replace(/\s+/g, " ").slice(0, 60) : "ask");
@@ -180,13 +180,7 @@ function checkQuestion(name: string, question: unknown, choices: unknown, timeou
     throw new StepFailedError(name, "ctx.ask needs a non-empty question", { code: "bad_step" });
   }
   if (choices !== null) {
-    const ok =
-      Array.isArray(choices) &&
-      choices.length > 0 &&
-      choices.length <= MAX_CHOICES &&
-      choices.every((c) => typeof c === "string" && c.trim() !== "" && c.length <= 200) &&
-      new Set(choices).size === choices.length;
-    if (!ok) {
+    if (!validChoices(choices)) {
       throw new StepFailedError(name, `ctx.ask choices must be 1 to ${MAX_CHOICES} distinct non-empty strings`, { code: "bad_step" });
     }
   }

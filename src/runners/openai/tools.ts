@@ -30,6 +30,7 @@ import { childProcess } from "../../shared/lazy-builtins.ts";
 import { sandboxed, type Sandboxed } from "../sandbox/launch.ts";
 import type { StageRequest } from "../types.ts";
 import { RUN_TOOLS, RUN_TOOL_SPECS, runToolsPort, type RunTool } from "../run-tools.ts";
+import { MAX_CHOICES, MAX_CHOICE_LENGTH, validChoices } from "../../shared/question-choices.ts";
 
 export { ToolRefused };
 
@@ -348,7 +349,6 @@ export function enabledTools(requested: string[] | undefined): ToolName[] {
   return (requested.includes("ask_agent") && !requested.includes("reply") ? [...requested, "reply"] : requested) as ToolName[];
 }
 
-const MAX_CHOICES = 50;
 
 /** An ask_user call's arguments, checked: the question and choices, or why they are refused (the model is told and may try again). */
 export function askUserArgs(rawArgs: string): { question: string; choices?: string[] } | { refused: string } {
@@ -362,12 +362,8 @@ export function askUserArgs(rawArgs: string): { question: string; choices?: stri
   if (typeof question !== "string" || question.trim() === "") return { refused: "error: ask_user needs a non-empty question" };
   if (question.length > 8192) return { refused: "error: the question is longer than 8192 characters; ask a shorter one" };
   if (choices === undefined || choices === null) return { question };
-  const ok =
-    Array.isArray(choices) &&
-    choices.length > 0 &&
-    choices.length <= MAX_CHOICES &&
-    choices.every((c) => typeof c === "string" && c.trim() !== "" && c.length <= 200) &&
-    new Set(choices).size === choices.length;
-  if (!ok) return { refused: `error: ask_user choices must be 1 to ${MAX_CHOICES} distinct non-empty strings of at most 200 characters` };
-  return { question, choices: choices as string[] };
+  if (!validChoices(choices)) {
+    return { refused: `error: ask_user choices must be 1 to ${MAX_CHOICES} distinct non-empty strings of at most ${MAX_CHOICE_LENGTH} characters` };
+  }
+  return { question, choices };
 }
