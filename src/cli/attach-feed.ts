@@ -118,7 +118,12 @@ export class AttachFeed {
     this.model.add(f, { kind: "attached", status: f.live ? f.step.status : `${f.step.status} (run ${this.root.status})`, attempt, live: !ended });
     const readAt = Date.now();
     const text = await this.transcript(f, attempt);
-    if (text) this.model.add(f, { kind: "transcript", text, attempt });
+    if (text) {
+      this.model.add(f, { kind: "transcript", text, attempt });
+      // A transcript means the attempt's runner had started, even while the journal still says queued (a worker's
+      // events reach it in batches): a second start of this attempt is then a worker lost, not the first.
+      this.model.markStarted(f, attempt);
+    }
     const early = this.early.get(key)!;
     this.early.delete(key);
     for (const b of early.batches) this.deliver(b, readAt);
