@@ -26,7 +26,7 @@ export interface ResponsesUsage {
 
 export interface ResponsesReply {
   text?: string | string[];
-  calls?: { name?: string; args: Record<string, unknown> }[];
+  calls?: { name?: string; namespace?: string; args: Record<string, unknown> }[];
   usage?: ResponsesUsage;
   /** An HTTP error instead of a stream. */
   status?: number;
@@ -78,7 +78,7 @@ function events(reply: ResponsesReply): string[] {
   }
   for (const c of reply.calls ?? []) {
     const n = ++seq;
-    const item = { type: "function_call", id: `fc_${n}`, call_id: `call_${n}`, name: c.name ?? "exec_command", arguments: JSON.stringify(c.args), status: "completed" };
+    const item = { type: "function_call", id: `fc_${n}`, call_id: `call_${n}`, name: c.name ?? "exec_command", ...(c.namespace ? { namespace: c.namespace } : {}), arguments: JSON.stringify(c.args), status: "completed" };
     items.push(item);
     out.push(ev({ type: "response.output_item.added", output_index: items.length - 1, item: { ...item, arguments: "", status: "in_progress" } } as { type: string }));
     out.push(ev({ type: "response.output_item.done", output_index: items.length - 1, item } as { type: string }));

@@ -3,14 +3,18 @@
  * pinned versions) against its fake provider (docs/design/stage-tools.md):
  * claude calls mcp__atomic__message to a stage that has not started yet;
  * the stage MCP server carries it to the run's driver, the tool's result
- * reaches the model, and the next stage reads the message on its stdin.
+ * reaches the model, and the next stage reads the message on its stdin;
+ * claude asks an openai sibling; codex asks a claude sibling (ask_agent
+ * between two real CLIs, the reply through claude's own stage MCP server).
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
-import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
-import { claudeHome, type AgentHome } from "../helpers/agent-homes.ts";
+import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
+import { PRICES, claudeHome, codexHome, type AgentHome } from "../helpers/agent-homes.ts";
+import { startFakeResponses, say } from "../helpers/fake-responses.ts";
 import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
 import { startFakeOpenAI, text as oaText } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
@@ -18,9 +22,9 @@ import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
 
-async function runFixture(h: AgentHome, runner: string, mode = "message", env: Record<string, string> = {}) {
-  const args = ["run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--json", "--input", `runner=${runner}`, "--input", `mode=${mode}`];
-  const r = await runAtomic(args, { home: h.home, env: { ...h.env, ...env }, timeoutMs: AGENT_TEST_LIMIT_MS });
+async function runFixture(h: AgentHome, runner: string, mode = "message", env: Record<string, string> = {}, answerer = "openai", timeoutMs = AGENT_TEST_LIMIT_MS) {
+  const args = ["run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--json", "--input", `runner=${runner}`, "--input", `mode=${mode}`, "--input", `answerer=${answerer}`];
+  const r = await runAtomic(args, { home: h.home, env: { ...h.env, ...env }, timeoutMs });
   return { r, result: parseNdjson(r.stdout).at(-1) as { outputs?: Record<string, string> } };
 }
 
@@ -72,4 +76,43 @@ agentTest(
     }
   },
   300_000,
+);
+
+agentTest(
+  "codex asks a claude sibling (ask_agent and reply, each through its CLI's stage MCP server); the reply is codex's tool result",
+  async () => {
+    const anthropic = await startFakeAnthropic();
+    const responses = await startFakeResponses();
+    try {
+      // claude, the answerer: busy with a cheap tool until the question comes (a steer, taken after a tool call),
+      // then replies through mcp__atomic__reply and ends. Bounded: a question that never comes ends the stage.
+      let polls = 0;
+      const answerer = (req: { body: { messages: unknown[] } }) => {
+        const seen = JSON.stringify(req.body.messages);
+        if (seen.includes("your answer went to stage asker")) return text("replied");
+        const id = /Question (a[0-9a-f]+) from stage asker/.exec(seen)?.[1];
+        if (id) return toolUse("mcp__atomic__reply", { id, text: "42" });
+        if (++polls > 300) return text("no question came");
+        return { ...toolUse("Glob", { pattern: "nothing-*.none" }), hold: Bun.sleep(100) };
+      };
+      anthropic.push(...Array.from({ length: 305 }, () => answerer));
+      responses.push({ calls: [{ namespace: "mcp__atomic", name: "ask_agent", args: { to: "answerer", question: "what is 6*7?", timeout_s: 60 } }] }, say("asker done"));
+      const h = codexHome(responses);
+      const c = claudeHome(anthropic);
+      writeFileSync(join(h.home, "config.json"), JSON.stringify({ runners: { codex: { path: agentBin("codex") }, claude: { path: agentBin("claude") } }, pricing: PRICES }));
+      const { r, result } = await runFixture(h, "codex", "ask", { ...c.env, ...h.env }, "claude", 150_000);
+      expect(r.code).toBe(0);
+      expect(result.outputs).toEqual({ asker: "asker done", answerer: "replied" });
+      // codex was offered the server's tools as its namespace, and the reply came back as the call's output.
+      expect(JSON.stringify(responses.calls[0]!.body.tools)).toContain('"mcp__atomic"');
+      const output = (responses.calls[1]!.body.input as { type: string; output?: unknown }[]).find((i) => i.type === "function_call_output");
+      expect(JSON.stringify(output?.output)).toContain("42");
+      anthropic.assertOnlyFake();
+      responses.assertOnlyFake();
+    } finally {
+      await anthropic.close();
+      await responses.close();
+    }
+  },
+  180_000,
 );

@@ -28,6 +28,10 @@
  *   once, and then there is nothing to warn about); with `tools: []` a call of the shell
  *   is answered "unsupported call: exec_command" to the model and reported
  *   in no event of `--json`, so nothing can be said about it.
+ * - Run tools (message, ask_agent, reply): the stage MCP server, added by
+ *   `-c mcp_servers.atomic.*` overrides (stage-mcp-config.ts) with its link
+ *   in codex's environment; codex offers them to the model as the
+ *   namespace `mcp__atomic` and reports each call as an mcp_tool_call item.
  */
 
 import { readFileSync } from "node:fs";
@@ -39,6 +43,7 @@ import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
 import { readEnv } from "../../shared/config/environment.ts";
+import { codexMcpArgs, stageMcpServer } from "./stage-mcp-config.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 const WRITING_TOOLS = ["write", "edit", "bash"];
@@ -65,10 +70,13 @@ export const codex: CliAdapter = {
     if (tools?.length === 0) flags.push(...NO_TOOLS);
     if (req.model) flags.push("-m", req.model);
     if (a.schemaFile) flags.push("--output-schema", a.schemaFile);
+    const mcp = stageMcpServer(req);
+    if (mcp) flags.push(...codexMcpArgs(mcp));
     if (!a.resume || !a.sessionId) return ["exec", ...flags, "-"];
     // `exec fork` starts a new thread from the old one (thread.started names it), with the same option order as resume.
     return ["exec", ...flags, a.fork ? "fork" : "resume", a.sessionId, "-"];
   },
+  env: (req) => stageMcpServer(req)?.env ?? {},
   onRecord(rec, ctx) {
     const s = ctx.state;
     switch (rec.type) {

@@ -5,8 +5,9 @@
  * stage-MCP role (pool/stage-mcp.ts, docs/design/stage-tools.md). Its link
  * to the run (the attempt's credential among it) goes in the server's
  * environment, never on a command line: for claude in a 0600 file in the
- * attempt's artifact directory (`--mcp-config FILE`); the user's own CLI
- * configuration is never written.
+ * attempt's artifact directory (`--mcp-config FILE`); for codex in codex's
+ * own environment, which codex hands to the server it names
+ * (`env_vars`). The user's own CLI configuration is never written.
  */
 
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -38,7 +39,7 @@ export function stageMcpServer(req: StageRequest): StageMcpServer | undefined {
   const tools = grantedRunTools(req.agent?.tools);
   if (!link || tools.length === 0) return undefined;
   const [command, ...args] = selfCommand(ROLE.stageMcp);
-  return { command: command!, args, env: { ATOMIC_STAGE_TOOLS: JSON.stringify({ home: link.home, rootId: link.rootId, token: link.token, tools }) }, tools };
+  return { command: command!, args, env: { [STAGE_MCP_LINK]: JSON.stringify({ home: link.home, rootId: link.rootId, token: link.token, tools }) }, tools };
 }
 
 /** Claude's `--mcp-config` file for the stage (0600, in the attempt's artifact directory). */
@@ -49,3 +50,27 @@ export function claudeMcpConfig(req: StageRequest, server: StageMcpServer): stri
   writeFileSync(file, JSON.stringify(config), { mode: 0o600 });
   return file;
 }
+
+/** The variable that carries the server's link (pool/stage-mcp.ts takes it). */
+export const STAGE_MCP_LINK = "ATOMIC_STAGE_TOOLS";
+
+/**
+ * codex's `-c` overrides that add the server for this run of codex (values are TOML; a JSON string or array of
+ * strings is one). codex exec's approval policy is "never", under which an MCP tool call is refused ("requires
+ * approval") unless its server's tools are approved by default. A call waits as long as the tool does (ask_agent
+ * up to its timeout), not codex's 60 s default; the server starts within codex's startup wait on a loaded machine.
+ */
+export function codexMcpArgs(server: StageMcpServer): string[] {
+  const key = `mcp_servers.${STAGE_MCP_NAME}`;
+  return [
+    `${key}.command=${JSON.stringify(server.command)}`,
+    `${key}.args=${JSON.stringify(server.args)}`,
+    `${key}.env_vars=${JSON.stringify(Object.keys(server.env))}`,
+    `${key}.default_tools_approval_mode="approve"`,
+    `${key}.startup_timeout_sec=60`,
+    `${key}.tool_timeout_sec=${TOOL_WAIT_S}`,
+  ].flatMap((c) => ["-c", c]);
+}
+
+/** How long a CLI lets one run tool call wait (ask_agent's timeout is the driver's to keep): a day. */
+export const TOOL_WAIT_S = 86_400;
