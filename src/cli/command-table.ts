@@ -106,6 +106,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     load: () => import("./commands/send.ts").then((m) => m.default),
   },
   answer: { summary: "answer a question a run asked (ctx.ask)", examples: ["atomic answer 01m8rf q2rgm5mf yes"], load: () => import("./commands/answer.ts").then((m) => m.default) },
+  diff: {
+    summary: "print the diff of a stage's git worktree against its base (workspace: \"worktree\")",
+    examples: ["atomic diff 01m8rf fix", "atomic diff 01m8rf fix --stat"],
+    load: () => import("./commands/diff.ts").then((m) => m.default),
+  },
   inbox: { summary: "list a run's messages per stage and its questions", examples: ["atomic inbox 01m8rf"], load: () => import("./commands/inbox.ts").then((m) => m.default) },
   sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
   mcp: {

@@ -57,6 +57,8 @@ export interface StepStartedPayload extends StepIdentity {
   deadline?: number | null;
   /** An agent's ask_user question: the tool call it answers and the conversation it continues (steps/agent-asks.ts). */
   extra?: Record<string, unknown>;
+  /** A stage attempt in a git worktree (engine/stage-workspace.ts): where, on which branch, from which base. */
+  workspace?: { repo: string; path: string; cwd: string; branch: string; base: string; baseCommit: string };
 }
 
 export interface StepFailedPayload extends StepIdentity {

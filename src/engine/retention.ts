@@ -25,6 +25,7 @@
  * (`<cwd>/.atomic/runs/…`) are the user's and stay.
  */
 
+import { removeRunWorktrees } from "./stage-workspace.ts";
 import { removeTree } from "../shared/remove-tree.ts";
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -63,6 +64,8 @@ export interface GcOptions {
    * its rows), after the rows committed, as the local ones do.
    */
   artifacts?: ArtifactStore | undefined;
+  /** Also delete the branches (and base refs) of the deleted runs' stage worktrees (engine/stage-workspace.ts); kept by default. */
+  worktreeBranches?: boolean;
 }
 
 export interface GcReport {
@@ -86,6 +89,9 @@ export interface GcReport {
   /** The journal's size before and after giving space back (not on a dry run). */
   storage?: ReclaimReport;
   deleted: RunId[];
+  /** The deleted runs' stage worktrees removed (their paths), and the branches deleted (with worktreeBranches). */
+  worktrees: string[];
+  branches: string[];
 }
 
 /** Stored statuses whose runs may show one of `statuses` ("crashed" is a running or awaiting run without a driver). */
@@ -117,6 +123,8 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
     codeFiles: 0,
     kept: [],
     deleted: [],
+    worktrees: [],
+    branches: [],
   };
   const stored = storedStatuses(opts.statuses);
   let afterId: RunId | undefined;
@@ -146,6 +154,10 @@ export async function collectGarbage(journal: Journal, home: string, opts: GcOpt
         report.rows += n;
       }
       for (const id of deleted.runIds) {
+        // Its stages' worktrees first: their list is in its artifact directory.
+        const trees = await removeRunWorktrees(join(home, "artifacts"), id, { branches: opts.worktreeBranches === true, dryRun: report.dryRun });
+        report.worktrees.push(...trees.worktrees);
+        report.branches.push(...trees.branches);
         const files = removeTree(join(home, "artifacts", id), { dryRun: report.dryRun });
         const stored = opts.artifacts && !opts.artifacts.deletedWithRuns ? await opts.artifacts.deleteRun(candidate.id, id, { dryRun: report.dryRun }) : { files: 0, bytes: 0 };
         report.artifactFiles += files.files + stored.files;

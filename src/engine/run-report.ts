@@ -86,6 +86,8 @@ export interface StepReport {
   warnings?: string[];
   /** A fork's step whose recorded result was copied from this run (fork.ts), not run again. */
   reusedFrom?: string;
+  /** A stage's git worktree, as its start record says (engine/stage-workspace.ts). */
+  workspace?: { repo: string; path: string; cwd: string; branch: string; base: string; baseCommit: string };
 }
 
 export interface RunReport {
@@ -173,6 +175,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         step.endedAt = null;
         delete step.error;
         if (p.artifactDir) step.artifactDir = p.artifactDir;
+        if (p.workspace) step.workspace = p.workspace;
         if (p.childRunId) step.childRunId = p.childRunId;
         if (p.childRunId) childDriveHosts.set(p.childRunId, driveHost);
         if (p.queued && p.hostQueue) step.hostQueue = p.hostQueue;

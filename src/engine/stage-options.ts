@@ -39,6 +39,7 @@ export const READ_TOTAL_LIMIT = 256 * 1024;
 export function identityExtras(opts: TaskOptions): Record<string, unknown> {
   const extras: Record<string, unknown> = {};
   if (opts.reads?.length) extras.reads = opts.reads;
+  if (opts.workspace !== undefined) extras.workspace = opts.workspace;
   if (opts.continueFrom) extras.continueFrom = { session: opts.continueFrom.sessionId ?? earlierDir(opts.continueFrom) ?? null, fork: opts.fork === true };
   return extras;
 }

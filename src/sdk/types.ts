@@ -75,7 +75,33 @@ export interface StageResult {
    * with the answer as the call's result).
    */
   askUser?: { callId: string; question: string; choices?: string[] };
+  /** A stage with `workspace: "worktree"`: its worktree, branch, the commits it made and its diff against the base. */
+  workspace?: StageWorkspace;
 }
+
+/**
+ * A stage's git worktree (TaskOptions.workspace), as its result records it:
+ * where it is, its branch, the base it started from, the commits on the
+ * branch since the base (what the stage left uncommitted is committed last
+ * by atomic: `auto`), the files changed and the diff (`diff` capped at
+ * 64 KiB, `diffTruncated` then; the whole diff is in `diffPath`).
+ */
+export interface StageWorkspace {
+  repo: string;
+  path: string;
+  branch: string;
+  base: string;
+  baseCommit: string;
+  head: string;
+  commits: { sha: string; subject: string; auto?: boolean }[];
+  files: { path: string; status: string }[];
+  diff: string;
+  diffTruncated?: boolean;
+  diffPath: string;
+}
+
+/** `"worktree"`: a git worktree of the stage's own, on a new branch from the run's current commit; or name the base and branch. */
+export type WorkspaceOption = "worktree" | { worktree: { base?: string; branch?: string } };
 
 /** A shell stage's command: shell code (a string, e.g. from `sh\`…\``), or argv (an array: no shell). */
 export type ShellCommand = string | readonly string[];
@@ -173,6 +199,17 @@ export interface TaskOptions {
    */
   sandbox?: SandboxOption;
   /**
+   * Runs the stage in a git worktree of its own (docs/guides/worktrees.md):
+   * `"worktree"`, or `{ worktree: { base?, branch? } }`. The worktree is
+   * made from the repository of the stage's cwd, on a new branch
+   * (default `atomic/<run id>/<position>-<stage>`) from `base` (default:
+   * the checkout's current commit, which must have no uncommitted changes),
+   * and the stage runs in it (in the same subdirectory as its cwd). A
+   * resumed attempt reuses it; `atomic gc` removes it with the run (the
+   * branch stays). The result's `workspace` holds the commits and the diff.
+   */
+  workspace?: WorkspaceOption;
+  /**
    * With `continueFrom`: branch off the earlier session instead of adding
    * to it, so the earlier stage's session stays as it was and two forks can
    * go different ways (claude `--fork-session`, codex `exec fork`, opencode
@@ -253,6 +290,8 @@ export interface ParallelOptions {
    * run tools (`message`, `ask_agent`, `reply`; docs/guides/messages-and-humans.md).
    */
   group?: boolean;
+  /** Each stage given as data that names no workspace of its own gets this one (`"worktree"`: a worktree each). */
+  workspace?: WorkspaceOption;
 }
 
 /**

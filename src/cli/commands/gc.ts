@@ -30,6 +30,7 @@ export default defineCommand({
     status: { type: "string", description: `statuses to delete, comma-separated (default ${FINISHED_STATUSES.join(",")}); ${RESUMABLE_STATUSES.join(", ")} need --force` },
     dryRun: { type: "boolean", description: "say what would be deleted, delete nothing" },
     force: { type: "boolean", description: "also delete runs that could still continue (never one a driver holds now)" },
+    deleteBranches: { type: "boolean", description: "also delete the branches of the deleted runs' stage worktrees (kept by default)" },
   },
   async run({ args }) {
     const s = session();
@@ -41,7 +42,7 @@ export default defineCommand({
     const statuses = args.status === undefined ? (args.force ? GC_STATUSES : FINISHED_STATUSES) : parseStatuses(args.status, args.force === true);
     const journal = await s.journal();
     const artifacts = artifactStoreFor(journal, loadConfig({ home: s.globals.home }).config);
-    const report = await collectGarbage(journal, s.globals.home, { olderThanMs, statuses, dryRun: args.dryRun === true, artifacts });
+    const report = await collectGarbage(journal, s.globals.home, { olderThanMs, statuses, dryRun: args.dryRun === true, artifacts, worktreeBranches: args.deleteBranches === true });
     if (s.globals.json) s.json({ type: "gc", ...report });
     else for (const line of describe(report)) s.result(line);
   },
@@ -75,6 +76,7 @@ function describe(r: GcReport): string[] {
     lines.push(`${r.storage.measured ?? "journal file"}: ${formatBytes(r.storage.bytesBefore)} before, ${formatBytes(r.storage.bytesAfter)} after (${formatBytes(freed)} freed)`);
     if (r.storage.note) lines.push(`note: ${r.storage.note}`);
   }
+  if (r.worktrees.length) lines.push(`${r.dryRun ? "would remove" : "removed"} ${n(r.worktrees.length)} stage worktree${r.worktrees.length === 1 ? "" : "s"}${r.branches.length ? ` and ${n(r.branches.length)} branch${r.branches.length === 1 ? "" : "es"}` : " (their branches stay)"}`);
   if (r.codeFiles) lines.push(`deleted ${n(r.codeFiles)} pinned code file${r.codeFiles === 1 ? "" : "s"} no remaining run uses`);
   if (r.orphanDirs) lines.push(`(${n(r.orphanDirs)} of the artifact directories belonged to no run in the journal)`);
   if (r.kept.length) lines.push(`kept ${n(r.kept.length)} run${r.kept.length === 1 ? "" : "s"} a driver holds now: ${r.kept.join(", ")}`);

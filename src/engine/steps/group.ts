@@ -56,7 +56,9 @@ export async function runGroup(
         if (typeof spec === "function") return await spec();
         if (spec && typeof spec === "object" && typeof spec.name === "string") {
           const { name, ...task } = spec;
-          return await runStage(exec, name, task, siblings?.filter((n) => n !== name));
+          // workspace: the group's, for a stage naming none of its own.
+          const own = opts.workspace !== undefined && task.workspace === undefined ? { ...task, workspace: opts.workspace } : task;
+          return await runStage(exec, name, own, siblings?.filter((n) => n !== name));
         }
         throw new StepFailedError(kind, `step ${index} of ctx.${kind} is neither a function nor { name, shell | prompt }`, {
           code: "bad_step",

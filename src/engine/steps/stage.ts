@@ -31,6 +31,7 @@
  */
 
 import { DEFAULT_QUEUE } from "../../journal/fleet.ts";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
@@ -39,6 +40,7 @@ import type { StageRequest } from "../../runners/types.ts";
 import { CANCEL_IF_QUEUED } from "../../runners/stage-executor.ts";
 import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
 import { stageSandbox } from "../stage-sandbox.ts";
+import { openWorkspace, rememberWorkspace, settleWorkspace, workspaceEntry, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
 import type { Scope } from "../scope.ts";
 import type { RunExecution } from "../run-execution.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
@@ -85,7 +87,6 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   // Let the executor warm up (the pool boots its processes) while this stage is being recorded.
   exec.tree.executor.prepare?.();
   const setup = await prepareStage(name, opts, exec.definition, exec.tree.config, (stage) => exec.tree.executor.answers?.({ ...stage, runId: exec.runId }) ?? false);
-  const cwd = opts.cwd ?? process.cwd();
   if (opts.queue !== undefined && !QUEUE_NAME.test(opts.queue)) {
     throw new StepFailedError(name, `stage "${name}": queue ${JSON.stringify(opts.queue)} is not a queue name`, {
       code: "bad_step",
@@ -93,8 +94,17 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     });
   }
   const continueFrom = continuation(name, opts, setup.runner, getRunner(setup.runner));
-  const sandbox = stageSandbox(name, opts, exec.definition, exec.tree.config, setup.isAgent, exec.tree.artifactsDir);
+  let sandbox = stageSandbox(name, opts, exec.definition, exec.tree.config, setup.isAgent, exec.tree.artifactsDir);
   if (opts.reads !== undefined && !setup.isAgent) throw new StepFailedError(name, `stage "${name}": reads attaches files to an agent's prompt; a shell stage has none`, { code: "bad_step" });
+  workspaceOption(name, opts.workspace);
+  // Its worktree (stage-workspace.ts): opened, or found again by a resumed attempt; the stage runs in it.
+  const ws = opts.workspace !== undefined ? await openWorkspace(name, position, exec.runId, opts.workspace, opts.cwd ?? process.cwd()) : undefined;
+  if (ws) {
+    rememberWorkspace(exec.tree.artifactsDir, exec.runId, ws);
+    // Its commits write to the repository's git directory: writable in a sandbox too.
+    if (sandbox) sandbox = { ...sandbox, write: [...sandbox.write, ws.gitDir] };
+  }
+  const cwd = ws?.cwd ?? opts.cwd ?? process.cwd();
   const prompt = opts.reads !== undefined && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
   const toFile = opts.output === "file";
 
@@ -108,12 +118,14 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   let failures = 0;
   let infraFailures = 0;
   let result!: StageResult;
+  let lastArtifactDir = "";
   /** When the attempt really started: on the pool, when a worker took it (it waited in the queue until then). */
   const timing = { startedAt: 0 };
   for (;;) {
     attempt++;
     const artifactDir = join(tree.artifactsDir, exec.runId, `${position}-${slug(name)}`, `attempt-${attempt}`);
     timing.startedAt = Date.now();
+    lastArtifactDir = artifactDir;
     const request: StageRequest = {
       runId: exec.runId,
       stageKey: position,
@@ -127,7 +139,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       ...(parked ? { continueFrom: parked.continueFrom, answer: parked.answer } : continueFrom ? { continueFrom } : {}),
       ...(sandbox ? { sandbox } : {}),
       cwd,
-      ...(opts.cwd !== undefined ? { cwdOption: opts.cwd } : {}),
+      ...(ws ? { cwdOption: ws.cwd } : opts.cwd !== undefined ? { cwdOption: opts.cwd } : {}),
       ...(opts.queue !== undefined && opts.queue !== DEFAULT_QUEUE ? { queue: opts.queue } : {}),
       ...(tree.executor.protocol !== undefined ? { protocol: tree.executor.protocol } : {}),
       ...(opts.env ? { env: opts.env } : {}),
@@ -152,9 +164,9 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     if (tree.tracer) request.traceparent = tree.tracer.stageAttempt(request, exec.definition.name);
     try {
       // Known secrets never reach the workflow or the journal in a stage's text or error (shared/secrets.ts).
-      result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, timing));
+      result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, timing, ws ? { workspace: workspaceEntry(ws) } : {}));
       // What a continuing stage inherits (stage-options.ts inheritFromEarlier).
-      if (setup.isAgent) result = { ...result, runner: setup.runner, ...(setup.model !== undefined ? { model: setup.model } : {}), ...(opts.cwd !== undefined ? { cwd: opts.cwd } : {}) };
+      if (setup.isAgent) result = { ...result, runner: setup.runner, ...(setup.model !== undefined ? { model: setup.model } : {}), ...(ws ? { cwd: ws.cwd } : opts.cwd !== undefined ? { cwd: opts.cwd } : {}) };
     } catch (err) {
       exec.budget.settle(liveId, undefined);
       tree.observer({ type: "attempt_ended", runId: exec.runId, position, name, attempt, status: "cancelled", error: { code: "stopped", message: err instanceof Error ? err.message : String(err) }, at: Date.now() });
@@ -245,6 +257,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       stderr,
     });
   }
+  if (ws) result = { ...result, workspace: await settled(name, ws, lastArtifactDir) };
   if (setup.isAgent && result.status === "completed" && result.structured === undefined && result.text.trim() === "") {
     // An agent that answered nothing: flagged (show, the page, the run's output), not failed; the workflow decides.
     const warning = `the stage's output is empty (${result.outputPath})`;
@@ -266,6 +279,19 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   faultPoint("after-checkpoint");
   emitEnded(exec, position, name, result, false);
   return result;
+}
+
+/** The stage's worktree after its last attempt: its leftovers committed, its commits and diff (a git failure fails the step). */
+async function settled(name: string, ws: WorkspaceRecord, artifactDir: string): Promise<StageResult["workspace"]> {
+  try {
+    mkdirSync(artifactDir, { recursive: true });
+    return await settleWorkspace(ws, name, join(artifactDir, "workspace.diff"));
+  } catch (err) {
+    throw new StepFailedError(name, `stage "${name}": its worktree ${ws.path} could not be settled: ${err instanceof Error ? err.message : String(err)}`, {
+      code: "workspace_failed",
+      hint: `look at it with: git -C ${ws.path} status`,
+    });
+  }
 }
 
 /** The argv form's array (checked: refused before anything is recorded), or undefined for a command string. */
@@ -297,6 +323,8 @@ async function runAttempt(
   request: StageRequest,
   liveId: string,
   timing: { startedAt: number },
+  /** More for the start record (the stage's worktree). */
+  recordExtra: Record<string, unknown>,
 ): Promise<StageResult> {
   const { tree } = exec;
   const { stageKey: position, stageName: name, attempt, artifactDir } = request;
@@ -316,7 +344,7 @@ async function runAttempt(
     type: EVENT.stepStarted,
     key: position,
     // requestedAt: when the workflow started the attempt (before admission let it go): queued since then.
-    payload: { ...step, attempt, artifactDir, workId: request.workId, runner: request.runner, ...(queued ? { queued, requestedAt: timing.startedAt } : {}), ...(hostQueue ? { hostQueue } : {}) },
+    payload: { ...step, ...recordExtra, attempt, artifactDir, workId: request.workId, runner: request.runner, ...(queued ? { queued, requestedAt: timing.startedAt } : {}), ...(hostQueue ? { hostQueue } : {}) },
     // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
     durable: false,
     ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),

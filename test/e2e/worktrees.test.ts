@@ -1,0 +1,184 @@
+/**
+ * Stages in git worktrees (issue 30; docs/guides/worktrees.md), through
+ * dist/atomic on real repositories in temp dirs: three parallel stages
+ * editing the same file get three branches and three diffs while the
+ * checkout stays untouched; a driver killed with SIGKILL mid-stage is
+ * resumed in the same worktree; `atomic diff` prints a stage's diff;
+ * `atomic gc` removes the worktrees and keeps the branches unless asked;
+ * bad input (no repository, a dirty checkout, an unknown base, a branch that
+ * exists) is one sentence and leaves no worktree, branch or ref behind.
+ */
+
+import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, groupAlive, makeTempDir, stagePid } from "./support.ts";
+
+afterEach(cleanupWhenIdle);
+afterAll(cleanupNow);
+
+const WORKFLOW = fixture("worktrees.ts");
+
+interface Ws {
+  path: string;
+  branch: string;
+  baseCommit: string;
+  head: string;
+  commits: { sha: string; subject: string; auto?: boolean }[];
+  files: { path: string; status: string }[];
+  diff: string;
+  diffPath: string;
+  pwd: string;
+}
+
+function git(cwd: string, ...args: string[]): string {
+  const r = Bun.spawnSync(["git", ...args], { cwd, stdout: "pipe", stderr: "pipe", env: { ...process.env, LC_ALL: "C" } });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+  return r.stdout.toString();
+}
+
+/** A repository with one commit (shared.txt: "base") on branch main. */
+export function makeRepo(): string {
+  const repo = makeTempDir("atomic-wt-repo-");
+  git(repo, "init", "-q", "-b", "main");
+  writeFileSync(join(repo, "shared.txt"), "base\n");
+  git(repo, "add", "shared.txt");
+  git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base");
+  return repo;
+}
+
+async function lastRunId(home: string): Promise<string> {
+  const r = await runAtomic(["runs", "--json", "--limit", "1"], { home });
+  return (JSON.parse(r.stdout.trim().split("\n")[0]!) as { id: string }).id;
+}
+
+/** What the checkout and the repository hold of atomic: its branches, base refs and worktrees. */
+function traces(repo: string) {
+  return {
+    branches: git(repo, "branch", "--list", "--format=%(refname:short)", "atomic/*").trim(),
+    refs: git(repo, "for-each-ref", "refs/atomic-base/").trim(),
+    worktrees: git(repo, "worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ")).length,
+  };
+}
+
+e2eTest("three parallel stages editing the same file: three branches, three diffs, the checkout untouched; atomic diff; gc keeps the branches", async () => {
+  const home = makeTempDir();
+  const repo = makeRepo();
+  const out = join(makeTempDir(), "out.json");
+  const head = git(repo, "rev-parse", "HEAD").trim();
+  const r = await runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=three"], { home, cwd: repo });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  const [one, two, three] = JSON.parse(readFileSync(out, "utf8")) as Ws[];
+  const id = await lastRunId(home);
+  // the checkout: same commit, same file, nothing uncommitted
+  expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
+  expect(readFileSync(join(repo, "shared.txt"), "utf8")).toBe("base\n");
+  expect(git(repo, "status", "--porcelain")).toBe("");
+  // three branches and worktrees, each stage ran in its own
+  expect(new Set([one!.branch, two!.branch, three!.branch]).size).toBe(3);
+  for (const [ws, name] of [[one!, "one"], [two!, "two"], [three!, "three"]] as const) {
+    expect(ws.branch).toMatch(new RegExp(`^atomic/${id}/[0-9.]+-${name}$`));
+    expect(ws.baseCommit).toBe(head);
+    expect(ws.pwd).toBe(ws.path);
+    expect(readFileSync(join(ws.path, "shared.txt"), "utf8")).toBe(`${name} was here\n`);
+    expect(git(repo, "rev-parse", ws.branch).trim()).toBe(ws.head);
+    expect(ws.diff).toContain(`-base\n+${name} was here\n`);
+    expect(readFileSync(ws.diffPath, "utf8")).toBe(ws.diff);
+  }
+  // one committed itself; two's and three's edits were committed by atomic
+  expect(one!.commits.map((c) => [c.subject, c.auto === true])).toEqual([["one edits shared", false]]);
+  expect(two!.commits.map((c) => [c.subject, c.auto === true])).toEqual([["atomic: what stage two left uncommitted", true]]);
+  expect(three!.files).toEqual([
+    { path: "added.txt", status: "A" },
+    { path: "shared.txt", status: "M" },
+  ]);
+
+  const diff = await runAtomic(["diff", id, "two"], { home });
+  expect(diff.code).toBe(0);
+  expect(diff.stdout).toBe(two!.diff);
+  const stat = await runAtomic(["diff", id, "three", "--stat"], { home });
+  expect(stat.code).toBe(0);
+  expect(stat.stdout).toMatch(/added\.txt +\| 1 \+\n shared\.txt \| 2 \+-\n 2 files changed, 2 insertions\(\+\), 1 deletion\(-\)/);
+  const unknown = await runAtomic(["diff", id, "four"], { home });
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toContain(`run ${id} has no stage named "four"`);
+
+  // gc: the worktrees go, the branches stay (atomic diff reads the branch then)
+  const gc = await runAtomic(["gc", "--older-than", "0s", "--json"], { home });
+  expect(gc.code).toBe(0);
+  expect((JSON.parse(gc.stdout) as { worktrees: string[] }).worktrees.sort()).toEqual([one!.path, two!.path, three!.path].sort());
+  for (const ws of [one!, two!, three!]) expect(existsSync(ws.path)).toBe(false);
+  expect(traces(repo)).toMatchObject({ worktrees: 1 });
+  expect(traces(repo).branches.split("\n").length).toBe(3);
+});
+
+e2eTest("a driver killed with SIGKILL mid-stage: the resumed attempt works on in the same worktree; gc --delete-branches removes the branch too", async () => {
+  const home = makeTempDir();
+  const repo = makeRepo();
+  const dir = makeTempDir();
+  const out = join(dir, "out.json");
+  const env = { E2E_DIR: dir };
+  const proc = spawnAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=hold"], { home, cwd: repo, env });
+  const pgid = await stagePid(dir, "hold");
+  const ready = join(dir, "hold.ready");
+  const path = (await waitUntil(() => existsSync(ready) && readFileSync(ready, "utf8").trim(), 30_000, "the stage to start")) as string;
+  proc.kill("SIGKILL");
+  await proc.exited;
+  process.kill(-pgid, "SIGKILL");
+  await waitUntil(() => !groupAlive(pgid), 10_000, "the stage's process group to end");
+  expect(readFileSync(join(path, "shared.txt"), "utf8")).toBe("base\nbefore the kill\n");
+
+  writeFileSync(join(dir, "hold.go"), "");
+  const id = await lastRunId(home);
+  const resumed = await runAtomic(["resume", id], { home, cwd: repo, env });
+  expect(resumed.code).toBe(0);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as Ws[];
+  // the same worktree, with what the killed attempt left in it
+  expect(ws!.path).toBe(path);
+  expect(ws!.pwd).toBe(path);
+  expect(ws!.diff).toContain("+before the kill\n+before the kill\n+after the resume\n");
+  expect(git(repo, "status", "--porcelain")).toBe("");
+  expect(traces(repo)).toMatchObject({ worktrees: 2, branches: ws!.branch });
+
+  const gc = await runAtomic(["gc", "--older-than", "0s", "--delete-branches"], { home });
+  expect(gc.code).toBe(0);
+  expect(gc.stdout).toContain("removed 1 stage worktree and 1 branch");
+  expect(traces(repo)).toEqual({ branches: "", refs: "", worktrees: 1 });
+});
+
+e2eTest("bad workspaces fail in one sentence and leave no worktree, branch or ref behind", async () => {
+  const home = makeTempDir();
+  const out = join(makeTempDir(), "out.json");
+  const run = (cwd: string, workspace?: unknown) =>
+    runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=bad", ...(workspace !== undefined ? ["--input", `workspace=${JSON.stringify(workspace)}`] : [])], { home, cwd });
+  const expectRefused = (r: { code: number; stderr: string }, message: string, hint: RegExp) => {
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(message);
+    expect(r.stderr).toMatch(hint);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  };
+
+  const notRepo = makeTempDir();
+  expectRefused(await run(notRepo), `stage "bad": workspace "worktree" needs a git repository, and ${notRepo} is not in one`, /hint: .*git init/);
+
+  const repo = makeRepo();
+  writeFileSync(join(repo, "shared.txt"), "edited\n");
+  writeFileSync(join(repo, "new.txt"), "new\n");
+  expectRefused(await run(repo), `stage "bad": the checkout ${repo} has uncommitted changes that the worktree would leave out: shared.txt, new.txt`, /hint: commit or stash them first/);
+  expectRefused(await run(repo, { worktree: { base: "nope" } }), `stage "bad": base "nope" is not a commit of ${repo}`, /hint: name a branch, tag or commit that exists/);
+  expectRefused(await run(repo, { worktree: { branch: "main" } }), `stage "bad": branch main already exists in ${repo}`, /hint: name another branch/);
+  expectRefused(await run(repo, { worktree: { branch: "a..b" } }), `stage "bad": "a..b" is not a valid branch name`, /hint: /);
+  expectRefused(await run(repo, "sandbox"), 'stage "bad": workspace "sandbox" is not a workspace', /hint: write workspace: "worktree"/);
+  expect(traces(repo)).toEqual({ branches: "", refs: "", worktrees: 1 });
+  expect(readFileSync(join(repo, "shared.txt"), "utf8")).toBe("edited\n");
+
+  // an explicit base is taken as it is: the uncommitted edits stay in the checkout, the stage runs from the commit
+  const ok = await run(repo, { worktree: { base: "main", branch: "try/one" } });
+  expect(ok.code).toBe(0);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as Ws[];
+  expect(ws!.branch).toBe("try/one");
+  expect(readFileSync(join(ws!.path, "shared.txt"), "utf8")).toBe("base\n");
+  expect(ws!.commits).toEqual([]);
+});
