@@ -35,6 +35,7 @@ import { runChild } from "./steps/child.ts";
 import { runGroup } from "./steps/group.ts";
 import { runSend } from "./steps/send.ts";
 import { runAsk } from "./steps/ask.ts";
+import { runMerge } from "./steps/merge.ts";
 import { runPatched } from "./steps/patch.ts";
 import { upgradeDivergence } from "./upgrade.ts";
 import { resumeHint, type BudgetLedger } from "./budget.ts";
@@ -278,6 +279,7 @@ export class RunExecution {
       sleep: (ms, name) => runSleep(exec, ms, name ?? "sleep"),
       send: (stagePath, text, opts) => runSend(exec, stagePath, text, opts ?? {}),
       ask: (question, opts) => runAsk(exec, question, opts ?? {}),
+      merge: (stages, opts) => runMerge(exec, stages, opts),
       tag: (key, value) => runTag(exec, key, value),
       patched: (id) => runPatched(exec, id, false),
       deprecatePatch(id) {

@@ -336,6 +336,24 @@ export interface SendReceipt {
   deliveries: { stage: string; state: "queued" | "delivered" | "received" | "receipt-unverified" | "session-replaced" | "stage-terminal" | "undeliverable" }[];
 }
 
+export interface MergeOptions {
+  /** The branch to merge into: it must exist and be checked out nowhere (the checkout's files would fall behind it). */
+  into: string;
+  /** `merge` (default): a merge commit per branch; `squash`: one plain commit per branch. */
+  strategy?: "merge" | "squash";
+  /** Step name shown in `atomic show` (default "merge into <branch>"). */
+  name?: string;
+}
+
+/**
+ * What ctx.merge did: `ok` and the target's new commit, or the first branch
+ * that conflicted with its files and hunks (conflict markers), the target
+ * unchanged and nothing merged.
+ */
+export type MergeResult =
+  | { ok: true; into: string; head: string; merged: { branch: string; commit: string }[] }
+  | { ok: false; into: string; head: string; merged: []; conflict: { branch: string; commit: string; files: { path: string; hunks: string }[] } };
+
 export interface AskOptions {
   /** The answer must be one of these (checked by `atomic answer`). */
   choices?: string[];
@@ -423,6 +441,20 @@ export interface WorkflowContext<I = Record<string, unknown>> {
    * checkpointed): a resumed run asks again with a fresh timeout.
    */
   ask(question: string, opts?: AskOptions): Promise<string>;
+  /**
+   * Merges stage branches (results of stages with `workspace: "worktree"`,
+   * or branch names) into the branch `into`, in a temporary worktree: no
+   * checkout changes. A conflict is a result (`ok: false`: the branch, its
+   * files and hunks; `into` unchanged, nothing half-merged), for the
+   * workflow to hand to an agent. A target checked out anywhere (the
+   * user's checkout too), a branch that does not exist or a stage without a
+   * worktree fails the step (`bad_merge`) before anything changes.
+   *
+   * Failure semantics: a step; its result is checkpointed and replayed,
+   * and a merge run again after a crash finds its own commits
+   * (`Atomic-Merge:` trailer) instead of merging twice.
+   */
+  merge(stages: (StageResult | string)[], opts: MergeOptions): Promise<MergeResult>;
   /**
    * Tags the run (its root run, from a child workflow): `key=value`, shown
    * by `atomic runs`, `atomic show` and the status page, and filtered on

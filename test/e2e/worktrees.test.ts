@@ -182,3 +182,63 @@ e2eTest("bad workspaces fail in one sentence and leave no worktree, branch or re
   expect(readFileSync(join(ws!.path, "shared.txt"), "utf8")).toBe("base\n");
   expect(ws!.commits).toEqual([]);
 });
+
+e2eTest("ctx.merge: two clean branches merge; a conflicting one is reported with its hunks and nothing is half-merged; the checkout stays untouched", async () => {
+  const home = makeTempDir();
+  const repo = makeRepo();
+  const out = join(makeTempDir(), "out.json");
+  git(repo, "branch", "integrate", "main");
+  git(repo, "branch", "conflicts", "main");
+  const head = git(repo, "rev-parse", "main").trim();
+  const r = await runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=merge"], { home, cwd: repo });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  const { clean, conflicting, branches } = JSON.parse(readFileSync(out, "utf8")) as {
+    clean: { ok: boolean; head: string; merged: { branch: string }[] };
+    conflicting: { ok: boolean; head: string; merged: unknown[]; conflict: { branch: string; files: { path: string; hunks: string }[] } };
+    branches: string[];
+  };
+  expect(clean.ok).toBe(true);
+  expect(clean.merged.map((m) => m.branch)).toEqual([branches[0]!, branches[1]!]);
+  expect(git(repo, "rev-parse", "integrate").trim()).toBe(clean.head);
+  expect(git(repo, "show", "integrate:a.txt")).toBe("a\n");
+  expect(git(repo, "show", "integrate:b.txt")).toBe("b\n");
+  expect(git(repo, "log", "--format=%s", "integrate").split("\n").filter(Boolean)).toEqual([`atomic: merge ${branches[1]} into integrate`, `atomic: merge ${branches[0]} into integrate`, "atomic: what stage b left uncommitted", "atomic: what stage a left uncommitted", "base"]);
+  // b and c merged in the temporary worktree, a conflicted there: the target did not move at all
+  expect(conflicting.ok).toBe(false);
+  expect(conflicting.conflict.branch).toBe(branches[0]!);
+  expect(conflicting.conflict.files.map((f) => f.path)).toEqual(["a.txt"]);
+  expect(conflicting.conflict.files[0]!.hunks).toContain(`++<<<<<<< HEAD\n +c\n++=======\n+ a\n++>>>>>>> ${branches[0]}\n`);
+  expect(conflicting.head).toBe(head);
+  expect(git(repo, "rev-parse", "conflicts").trim()).toBe(head);
+  // the checkout: untouched; no temporary worktree left (main's and the three stages')
+  expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
+  expect(git(repo, "status", "--porcelain")).toBe("");
+  expect(traces(repo).worktrees).toBe(4);
+});
+
+e2eTest("ctx.merge into a branch checked out elsewhere, or one that does not exist, is refused in one sentence; nothing changes", async () => {
+  const home = makeTempDir();
+  const repo = makeRepo();
+  const out = join(makeTempDir(), "out.json");
+  const head = git(repo, "rev-parse", "main").trim();
+  const run = (into: string) => runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=merge-into", "--input", `into=${into}`], { home, cwd: repo });
+  const main = await run("main");
+  expect(main.code).toBe(1);
+  expect(main.stderr).toContain(`ctx.merge: branch main is checked out in ${repo}, and merging into it would leave that checkout's files behind its branch`);
+  expect(main.stderr).toMatch(/hint: merge into a branch of its own/);
+  const other = makeTempDir("atomic-wt-other-");
+  git(repo, "worktree", "add", "-q", "-b", "elsewhere", join(other, "co"), "main");
+  const elsewhere = await run("elsewhere");
+  expect(elsewhere.code).toBe(1);
+  expect(elsewhere.stderr).toContain(`ctx.merge: branch elsewhere is checked out in ${join(other, "co")}`);
+  const missing = await run("nope");
+  expect(missing.code).toBe(1);
+  expect(missing.stderr).toContain(`ctx.merge: branch nope does not exist in ${repo}`);
+  for (const r of [main, elsewhere, missing]) expect(r.stderr).not.toMatch(/\n\s+at /);
+  expect(git(repo, "rev-parse", "main").trim()).toBe(head);
+  expect(git(repo, "rev-parse", "elsewhere").trim()).toBe(head);
+  expect(git(repo, "status", "--porcelain")).toBe("");
+  // main's, the other checkout's and one stage worktree per run: no temporary merge worktree
+  expect(traces(repo).worktrees).toBe(5);
+});
