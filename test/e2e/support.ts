@@ -34,6 +34,15 @@ export function e2eTest(name: string, fn: () => Promise<void>, timeoutMs = 60_00
 }
 
 /**
+ * An e2eTest of what no journal decides (the pool's processes, pipes and logs, in a file that scripts/test.sh
+ * runs again on the Postgres journal): it runs on the suite's first pass only, not again on its Postgres pass
+ * (ATOMIC_TEST_JOURNAL=postgres), where it would check the same thing a second time.
+ */
+export function journalFreeTest(name: string, fn: () => Promise<void>, timeoutMs = 60_000): void {
+  if (process.env.ATOMIC_TEST_JOURNAL !== "postgres") e2eTest(name, fn, timeoutMs);
+}
+
+/**
  * A test that starts a heavy process (a real agent CLI, a browser, a Postgres cluster): concurrent with the
  * file's other tests, but it waits for one of the machine's heavy slots first; `limitMs` is its own limit,
  * counted from the moment it holds its slot (test/helpers/heavy.ts).

@@ -2,10 +2,12 @@
  * Worker hosts end to end: `atomic worker` processes (the real binary)
  * sharing one Postgres journal with a root that has no workers of its own
  * (`--workers 0`), or has some. Side effects are counted (each stage
- * execution appends a line), results read back from the run.
+ * execution appends a line), results read back from the run. The tests
+ * run concurrently (test/helpers/concurrent.ts), each with a database and
+ * host ids of its own: most of their time is spent waiting on the hosts.
  */
 
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, expect } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
@@ -13,6 +15,7 @@ import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.t
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { expectOneSentenceError } from "../e2e/support.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
 import { FIXTURES, marks, startHost, stopHosts } from "./support.ts";
 import { POOL_PROTOCOL_VERSION } from "../../src/pool/protocol/common.ts";
 
@@ -26,11 +29,13 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.close();
 });
-afterEach(async () => {
-  await stopHosts();
-  await killSpawned();
-  removeTempDirs();
-});
+afterEach(
+  whenIdle(async () => {
+    await stopHosts();
+    await killSpawned();
+    removeTempDirs();
+  }),
+);
 
 const agentEnv = () => ({ OPENAI_API_KEY: "sk-test", ATOMIC_OPENAI_BASE_URL: server.url });
 
@@ -38,142 +43,140 @@ async function journalUrl(): Promise<string> {
   return freshDatabase("fleet");
 }
 
-describe("worker hosts", () => {
-  test("a stage's queue: only a host serving it runs it; the root's own workers take the default queue", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const file = join(dir, "marks");
-    await startHost({ url, id: "cpu", slots: 2 });
-    await startHost({ url, id: "gpu", slots: 2, queues: ["gpu"] });
-    const r = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=6", "--input", "queue=gpu", "--input", `marks=${file}`], {
-      home: join(dir, "root"),
-    });
-    expect(r.code).toBe(0);
-    expect(new Set(marks(file).map((l) => l.split(" ")[1]))).toEqual(new Set(["gpu"]));
-    // With workers of its own, the root's pool and the cpu host share the default queue; the gpu host takes none.
-    const file2 = join(dir, "marks2");
-    const r2 = await runAtomic(["run", WF, "--journal", url, "--workers", "2", "--input", "shells=8", "--input", `marks=${file2}`], { home: join(dir, "root2") });
-    expect(r2.code).toBe(0);
-    expect(marks(file2).length).toBe(8);
-    expect(marks(file2).some((l) => l.endsWith(" gpu"))).toBe(false);
-  }, 90_000);
+concurrentTest("worker hosts > a stage's queue: only a host serving it runs it; the root's own workers take the default queue", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const file = join(dir, "marks");
+  await startHost({ url, id: "cpu", slots: 2 });
+  await startHost({ url, id: "gpu", slots: 2, queues: ["gpu"] });
+  const r = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=6", "--input", "queue=gpu", "--input", `marks=${file}`], {
+    home: join(dir, "root"),
+  });
+  expect(r.code).toBe(0);
+  expect(new Set(marks(file).map((l) => l.split(" ")[1]))).toEqual(new Set(["gpu"]));
+  // With workers of its own, the root's pool and the cpu host share the default queue; the gpu host takes none.
+  const file2 = join(dir, "marks2");
+  const r2 = await runAtomic(["run", WF, "--journal", url, "--workers", "2", "--input", "shells=8", "--input", `marks=${file2}`], { home: join(dir, "root2") });
+  expect(r2.code).toBe(0);
+  expect(marks(file2).length).toBe(8);
+  expect(marks(file2).some((l) => l.endsWith(" gpu"))).toBe(false);
+}, 90_000);
 
-  test("a stage's cwd resolves on the host: relative to --workdir; an absolute one missing there fails naming the host", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const host = await startHost({ url, id: "far", slots: 1 });
-    mkdirSync(join(host.workdir, "sub"));
-    const ok = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--json", "--input", "shells=1", "--input", "cwd=sub", "--input", `marks=${join(dir, "m")}`], {
-      home: join(dir, "root"),
-    });
-    expect(ok.code).toBe(0);
-    expect(ok.stdout).toContain(`out-s0 ${join(host.workdir, "sub")}`);
-    const missing = join(dir, "not-on-that-host");
-    const bad = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", `cwd=${missing}`, "--input", `marks=${join(dir, "m")}`], {
-      home: join(dir, "root2"),
-    });
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain(`its cwd ${missing} does not exist on host far`);
-    expect(bad.stderr).not.toContain("    at ");
-  }, 60_000);
+concurrentTest("worker hosts > a stage's cwd resolves on the host: relative to --workdir; an absolute one missing there fails naming the host", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const host = await startHost({ url, id: "far", slots: 1 });
+  mkdirSync(join(host.workdir, "sub"));
+  const ok = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--json", "--input", "shells=1", "--input", "cwd=sub", "--input", `marks=${join(dir, "m")}`], {
+    home: join(dir, "root"),
+  });
+  expect(ok.code).toBe(0);
+  expect(ok.stdout).toContain(`out-s0 ${join(host.workdir, "sub")}`);
+  const missing = join(dir, "not-on-that-host");
+  const bad = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", `cwd=${missing}`, "--input", `marks=${join(dir, "m")}`], {
+    home: join(dir, "root2"),
+  });
+  expect(bad.code).toBe(1);
+  expect(bad.stderr).toContain(`its cwd ${missing} does not exist on host far`);
+  expect(bad.stderr).not.toContain("    at ");
+}, 60_000);
 
-  test("--workers 0 without a shared journal is refused in one sentence", async () => {
-    const dir = makeTempDir("atomic-fleet-");
-    const r = await runAtomic(["run", WF, "--workers", "0", "--input", `marks=${join(dir, "m")}`], { home: join(dir, "root") });
+concurrentTest("worker hosts > --workers 0 without a shared journal is refused in one sentence", async () => {
+  const dir = makeTempDir("atomic-fleet-");
+  const r = await runAtomic(["run", WF, "--workers", "0", "--input", `marks=${join(dir, "m")}`], { home: join(dir, "root") });
+  expect(r.code).toBe(2);
+  expect(r.stderr).toContain("--workers 0 leaves stages to worker hosts, which need a shared Postgres journal");
+  const w = await runAtomic(["worker"], { home: join(dir, "w"), env: { ATOMIC_JOURNAL: undefined } });
+  expect(w.code).toBe(2);
+  expect(w.stderr).toContain("atomic worker runs stages from a shared Postgres journal");
+}, 30_000);
+
+concurrentTest("worker hosts > bad worker flags and a bad queue name are one sentence and a hint; nothing is written", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const cases: [string[], RegExp][] = [
+    [["--slots", "0"], /^--slots must be a whole number from 1 to 256, got "0"$/],
+    [["--slots", "many"], /^--slots must be a whole number from 1 to 256, got "many"$/],
+    [["--queues", " , "], /^--queues needs at least one queue name$/],
+    [["--queues", "default,gpu one"], /^--queues: "gpu one" is not a queue name$/],
+    [["--workdir", join(dir, "missing")], /^--workdir .*missing is not a directory$/],
+    [["--grace", "soon"], /^--grace "soon" is not an age$/],
+    [["--work-lease-ms", "100"], /^--work-lease-ms must be a whole number from 2000 to 86400000, got "100"$/],
+  ];
+  for (const [flags, sentence] of cases) {
+    const home = join(dir, `w-${flags.join("-").replace(/[^a-z0-9-]/gi, "")}`);
+    const r = await runAtomic(["worker", ...flags], { home, env: { ATOMIC_JOURNAL: url } });
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain("--workers 0 leaves stages to worker hosts, which need a shared Postgres journal");
-    const w = await runAtomic(["worker"], { home: join(dir, "w"), env: { ATOMIC_JOURNAL: undefined } });
-    expect(w.code).toBe(2);
-    expect(w.stderr).toContain("atomic worker runs stages from a shared Postgres journal");
-  }, 30_000);
+    const { message, hint } = expectOneSentenceError(r.stderr);
+    expect(message.replace(/\.$/, "")).toMatch(sentence);
+    expect(hint).toBeDefined();
+    expect(existsSync(home)).toBe(false);
+  }
+  // No host registered itself (the journal was never opened).
+  const db = new URL(url).pathname.slice(1);
+  expect(await adminQueryIn(db, ["select count(*)::int as n from pg_tables where schemaname = 'atomic' and tablename = 'worker_hosts'"])).toEqual([{ n: 0 }]);
+  // A stage naming a queue that cannot be one: the run fails in one sentence naming the stage, before anything is enqueued.
+  const bad = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "queue=gpu one", "--input", `marks=${join(dir, "m")}`], {
+    home: join(dir, "root"),
+  });
+  expect(bad.code).toBe(1);
+  expect(bad.stderr).toContain('stage "s0": queue "gpu one" is not a queue name');
+  expect(bad.stderr).not.toContain("    at ");
+  expect(await adminQueryIn(db, ["select count(*)::int as n from atomic.work_items"])).toEqual([{ n: 0 }]);
+}, 60_000);
 
-  test("bad worker flags and a bad queue name are one sentence and a hint; nothing is written", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const cases: [string[], RegExp][] = [
-      [["--slots", "0"], /^--slots must be a whole number from 1 to 256, got "0"$/],
-      [["--slots", "many"], /^--slots must be a whole number from 1 to 256, got "many"$/],
-      [["--queues", " , "], /^--queues needs at least one queue name$/],
-      [["--queues", "default,gpu one"], /^--queues: "gpu one" is not a queue name$/],
-      [["--workdir", join(dir, "missing")], /^--workdir .*missing is not a directory$/],
-      [["--grace", "soon"], /^--grace "soon" is not an age$/],
-      [["--work-lease-ms", "100"], /^--work-lease-ms must be a whole number from 2000 to 86400000, got "100"$/],
-    ];
-    for (const [flags, sentence] of cases) {
-      const home = join(dir, `w-${flags.join("-").replace(/[^a-z0-9-]/gi, "")}`);
-      const r = await runAtomic(["worker", ...flags], { home, env: { ATOMIC_JOURNAL: url } });
-      expect(r.code).toBe(2);
-      const { message, hint } = expectOneSentenceError(r.stderr);
-      expect(message.replace(/\.$/, "")).toMatch(sentence);
-      expect(hint).toBeDefined();
-      expect(existsSync(home)).toBe(false);
-    }
-    // No host registered itself (the journal was never opened).
-    const db = new URL(url).pathname.slice(1);
-    expect(await adminQueryIn(db, ["select count(*)::int as n from pg_tables where schemaname = 'atomic' and tablename = 'worker_hosts'"])).toEqual([{ n: 0 }]);
-    // A stage naming a queue that cannot be one: the run fails in one sentence naming the stage, before anything is enqueued.
-    const bad = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "queue=gpu one", "--input", `marks=${join(dir, "m")}`], {
-      home: join(dir, "root"),
-    });
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain('stage "s0": queue "gpu one" is not a queue name');
-    expect(bad.stderr).not.toContain("    at ");
-    expect(await adminQueryIn(db, ["select count(*)::int as n from atomic.work_items"])).toEqual([{ n: 0 }]);
-  }, 60_000);
+concurrentTest("worker hosts > SIGTERM drains: the running stage finishes, nothing new is claimed; with the grace over, the stage moves to another host", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const file = join(dir, "marks");
+  const first = await startHost({ url, id: "first", slots: 1, grace: "30s" });
+  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", "sleep=1", "--input", `marks=${file}`], { home: join(dir, "root") });
+  await waitUntil(() => first.log.text().includes("reclaimed") || first.processes().length > 2, 30_000, "a stage running on the first host");
+  first.proc.kill("SIGTERM");
+  expect(await first.exited).toBe(0);
+  // The stage it ran finished there; the other waits for a host.
+  expect(marks(file)).toEqual([expect.stringMatching(/^s\d first$/)]);
+  expect(first.log.text()).toContain("draining");
+  const second = await startHost({ url, id: "second", slots: 1, grace: "0.2s" });
+  expect(await run.exited).toBe(0);
+  expect(marks(file).length).toBe(2);
+  expect(marks(file)[1]).toEndWith(" second");
+  void second;
+}, 90_000);
 
-  test("SIGTERM drains: the running stage finishes, nothing new is claimed; with the grace over, the stage moves to another host", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const file = join(dir, "marks");
-    const first = await startHost({ url, id: "first", slots: 1, grace: "30s" });
-    const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", "sleep=1", "--input", `marks=${file}`], { home: join(dir, "root") });
-    await waitUntil(() => first.log.text().includes("reclaimed") || first.processes().length > 2, 30_000, "a stage running on the first host");
-    first.proc.kill("SIGTERM");
-    expect(await first.exited).toBe(0);
-    // The stage it ran finished there; the other waits for a host.
-    expect(marks(file)).toEqual([expect.stringMatching(/^s\d first$/)]);
-    expect(first.log.text()).toContain("draining");
-    const second = await startHost({ url, id: "second", slots: 1, grace: "0.2s" });
-    expect(await run.exited).toBe(0);
-    expect(marks(file).length).toBe(2);
-    expect(marks(file)[1]).toEndWith(" second");
-    void second;
-  }, 90_000);
+concurrentTest("worker hosts > a grace that runs out interrupts the stage and releases it to another host", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const file = join(dir, "marks");
+  const quick = await startHost({ url, id: "quick", slots: 1, grace: "0.3s" });
+  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "sleep=3", "--input", `marks=${file}`], { home: join(dir, "root") });
+  await waitUntil(() => quick.processes().length > 2, 30_000, "the stage running");
+  quick.proc.kill("SIGTERM");
+  expect(await quick.exited).toBe(0);
+  expect(quick.log.text()).toContain("the drain's grace is over");
+  expect(marks(file)).toEqual([]);
+  await startHost({ url, id: "other", slots: 1 });
+  expect(await run.exited).toBe(0);
+  expect(marks(file)).toEqual(["s0 other"]);
+}, 90_000);
 
-  test("a grace that runs out interrupts the stage and releases it to another host", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const file = join(dir, "marks");
-    const quick = await startHost({ url, id: "quick", slots: 1, grace: "0.3s" });
-    const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "sleep=3", "--input", `marks=${file}`], { home: join(dir, "root") });
-    await waitUntil(() => quick.processes().length > 2, 30_000, "the stage running");
-    quick.proc.kill("SIGTERM");
-    expect(await quick.exited).toBe(0);
-    expect(quick.log.text()).toContain("the drain's grace is over");
-    expect(marks(file)).toEqual([]);
-    await startHost({ url, id: "other", slots: 1 });
-    expect(await run.exited).toBe(0);
-    expect(marks(file)).toEqual(["s0 other"]);
-  }, 90_000);
-
-  test("a host refuses work of another pool protocol, says so, and leaves it queued", async () => {
-    const url = await journalUrl();
-    const host = await startHost({ url, id: "old", slots: 1 });
-    const db = new URL(url).pathname.slice(1);
-    // An item a root of another version enqueued (its lease is live: only the protocol keeps the host off it).
-    await adminQueryIn(db, [
-      `insert into atomic.leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms, released)
-         select 'root_skew', 'h', 'x', 1, 0, 1, (extract(epoch from now()) * 1000)::bigint, 600000, 0`,
-      `insert into atomic.work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation, epoch, ready_at, created_at, updated_at)
-         values ('work_skew', 'root_skew', 'root_skew', 1, '0', 1, '{"protocol": 999, "runner": "shell"}', 'ready', 1, 0, 0, 0, 0)`,
-    ]).catch((err) => {
-      throw new Error(`seeding the skewed item: ${err}`);
-    });
-    await host.log.waitFor(/refusing stages of pool protocol 999/, 20_000);
-    const rows = await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_skew'"]);
-    expect(rows[0]).toEqual({ state: "ready" });
-  }, 60_000);
-});
+concurrentTest("worker hosts > a host refuses work of another pool protocol, says so, and leaves it queued", async () => {
+  const url = await journalUrl();
+  const host = await startHost({ url, id: "old", slots: 1 });
+  const db = new URL(url).pathname.slice(1);
+  // An item a root of another version enqueued (its lease is live: only the protocol keeps the host off it).
+  await adminQueryIn(db, [
+    `insert into atomic.leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms, released)
+       select 'root_skew', 'h', 'x', 1, 0, 1, (extract(epoch from now()) * 1000)::bigint, 600000, 0`,
+    `insert into atomic.work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation, epoch, ready_at, created_at, updated_at)
+       values ('work_skew', 'root_skew', 'root_skew', 1, '0', 1, '{"protocol": 999, "runner": "shell"}', 'ready', 1, 0, 0, 0, 0)`,
+  ]).catch((err) => {
+    throw new Error(`seeding the skewed item: ${err}`);
+  });
+  await host.log.waitFor(/refusing stages of pool protocol 999/, 20_000);
+  const rows = await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_skew'"]);
+  expect(rows[0]).toEqual({ state: "ready" });
+}, 60_000);
 
 function cmdline(pid: number): string {
   try {
@@ -183,30 +186,28 @@ function cmdline(pid: number): string {
   }
 }
 
-describe("worker hosts: a schema migrated past what a host knows", () => {
-  test("a running host that sees a newer schema claims nothing, says so, and claims again once it is its own", async () => {
-    const url = await journalUrl();
-    const host = await startHost({ url, id: "older", slots: 1 });
-    const db = new URL(url).pathname.slice(1);
-    const current = ((await adminQueryIn(db, ["select value from atomic.meta where key = 'schema_version'"]))[0] as { value: string }).value;
-    await adminQueryIn(db, ["update atomic.meta set value = '999' where key = 'schema_version'"]);
-    await host.log.waitFor(/refusing all stages: the journal's schema is version 999, newer than version \d+ that this worker/, 20_000);
-    // A stage a (newer) root enqueued meanwhile stays queued.
-    await adminQueryIn(db, [
-      `insert into atomic.leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms, released)
-         select 'root_new', 'h', 'x', 1, 0, 1, (extract(epoch from now()) * 1000)::bigint, 600000, 0`,
-      `insert into atomic.work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation, epoch, ready_at, created_at, updated_at)
-         values ('work_new', 'root_new', 'root_new', 1, '0', 1, '{"protocol": ${POOL_PROTOCOL_VERSION}, "runner": "shell", "argv": ["true"]}', 'ready', 1, 0, 0, 0, 0)`,
-    ]);
-    // Several claim polls (one a second, beside its heartbeats): the host heartbeat 3 s after the insert, or later.
-    const inserted = Date.now();
-    const beatAt = async () => Number((await adminQueryIn(db, ["select heartbeat_at from atomic.worker_hosts where host_id = 'older'"]))[0]?.heartbeat_at ?? 0);
-    await waitUntil(async () => (await beatAt()) >= inserted + 3_000, 30_000, "a heartbeat of the host 3 s after the insert");
-    expect(await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"])).toEqual([{ state: "ready" }]);
-    await adminQueryIn(db, [`update atomic.meta set value = '${current}' where key = 'schema_version'`]);
-    await waitUntil(async () => (await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"]))[0]?.state !== "ready", 20_000, "the host to claim again");
-  }, 60_000);
-});
+concurrentTest("worker hosts: a schema migrated past what a host knows > a running host that sees a newer schema claims nothing, says so, and claims again once it is its own", async () => {
+  const url = await journalUrl();
+  const host = await startHost({ url, id: "older", slots: 1 });
+  const db = new URL(url).pathname.slice(1);
+  const current = ((await adminQueryIn(db, ["select value from atomic.meta where key = 'schema_version'"]))[0] as { value: string }).value;
+  await adminQueryIn(db, ["update atomic.meta set value = '999' where key = 'schema_version'"]);
+  await host.log.waitFor(/refusing all stages: the journal's schema is version 999, newer than version \d+ that this worker/, 20_000);
+  // A stage a (newer) root enqueued meanwhile stays queued.
+  await adminQueryIn(db, [
+    `insert into atomic.leases (run_id, holder_id, host, pid, pid_start, epoch, renewed_at, timeout_ms, released)
+       select 'root_new', 'h', 'x', 1, 0, 1, (extract(epoch from now()) * 1000)::bigint, 600000, 0`,
+    `insert into atomic.work_items (id, root_id, run_id, root_epoch, stage_key, attempt, descriptor, state, generation, epoch, ready_at, created_at, updated_at)
+       values ('work_new', 'root_new', 'root_new', 1, '0', 1, '{"protocol": ${POOL_PROTOCOL_VERSION}, "runner": "shell", "argv": ["true"]}', 'ready', 1, 0, 0, 0, 0)`,
+  ]);
+  // Several claim polls (one a second, beside its heartbeats): the host heartbeat 3 s after the insert, or later.
+  const inserted = Date.now();
+  const beatAt = async () => Number((await adminQueryIn(db, ["select heartbeat_at from atomic.worker_hosts where host_id = 'older'"]))[0]?.heartbeat_at ?? 0);
+  await waitUntil(async () => (await beatAt()) >= inserted + 3_000, 30_000, "a heartbeat of the host 3 s after the insert");
+  expect(await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"])).toEqual([{ state: "ready" }]);
+  await adminQueryIn(db, [`update atomic.meta set value = '${current}' where key = 'schema_version'`]);
+  await waitUntil(async () => (await adminQueryIn(db, ["select state from atomic.work_items where id = 'work_new'"]))[0]?.state !== "ready", 20_000, "the host to claim again");
+}, 60_000);
 
 /** Statements in another database of the test cluster, as its superuser (the last one's rows). */
 async function adminQueryIn(database: string, statements: string[]): Promise<Record<string, unknown>[]> {
@@ -224,132 +225,126 @@ async function adminQueryIn(database: string, statements: string[]): Promise<Rec
   }
 }
 
-describe("worker hosts: messages and control from any machine", () => {
-  test("a steer reaches a stage running on a host; a message queued for a later stage reaches it there", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const host = await startHost({ url, id: "mail", slots: 1 });
-    const home = join(dir, "root");
-    const run = spawnAtomic(["run", join(FIXTURES, "mail.ts"), "--journal", url, "--workers", "0", "--json"], { home });
-    const out = lineWatcher(run.stdout);
-    const started = await out.waitFor(/"type":"step_started".*"name":"live"|"name":"live".*"type":"step_started"/, 30_000);
-    const runId = JSON.parse(started).runId as string;
-    await waitUntil(() => host.processes().length > 2, 30_000, "the live stage running on the host");
-    // From another machine's point of view: another home, the same journal.
-    const other = join(dir, "elsewhere");
-    const queued = await runAtomic(["send", runId, "later", "for later", "--journal", url], { home: other });
-    expect(queued.code).toBe(0);
-    const live = await runAtomic(["send", runId, "live", "hello host", "--journal", url], { home: other });
-    expect(live.code).toBe(0);
-    expect(await run.exited).toBe(0);
-    const result = out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result");
-    expect(result.outputs).toEqual(["got:hello host", "got:for later"]);
-  }, 90_000);
+concurrentTest("worker hosts: messages and control from any machine > a steer reaches a stage running on a host; a message queued for a later stage reaches it there", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const host = await startHost({ url, id: "mail", slots: 1 });
+  const home = join(dir, "root");
+  const run = spawnAtomic(["run", join(FIXTURES, "mail.ts"), "--journal", url, "--workers", "0", "--json"], { home });
+  const out = lineWatcher(run.stdout);
+  const started = await out.waitFor(/"type":"step_started".*"name":"live"|"name":"live".*"type":"step_started"/, 30_000);
+  const runId = JSON.parse(started).runId as string;
+  await waitUntil(() => host.processes().length > 2, 30_000, "the live stage running on the host");
+  // From another machine's point of view: another home, the same journal.
+  const other = join(dir, "elsewhere");
+  const queued = await runAtomic(["send", runId, "later", "for later", "--journal", url], { home: other });
+  expect(queued.code).toBe(0);
+  const live = await runAtomic(["send", runId, "live", "hello host", "--journal", url], { home: other });
+  expect(live.code).toBe(0);
+  expect(await run.exited).toBe(0);
+  const result = out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result");
+  expect(result.outputs).toEqual(["got:hello host", "got:for later"]);
+}, 90_000);
 
-  test("atomic cancel from another machine stops a stage running on a host", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const file = join(dir, "marks");
-    const host = await startHost({ url, id: "busy", slots: 1 });
-    const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`], { home: join(dir, "root") });
-    const out = lineWatcher(run.stdout);
-    const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
-    await waitUntil(() => marks(file).includes("long-started"), 30_000, "the long stage running");
-    const sleeping = () => host.processes().filter((p) => cmdline(p).includes("sleep 30"));
-    expect(sleeping().length).toBeGreaterThan(0);
-    const c = await runAtomic(["cancel", runId, "--journal", url], { home: join(dir, "elsewhere") });
-    expect(c.code).toBe(0);
-    expect(await run.exited).toBe(4);
-    // The stage's processes on the host ended, and nothing after it ran.
-    await waitUntil(() => sleeping().length === 0, 15_000, "the stage's processes on the host to end");
-    expect(marks(file)).toEqual(["long-started"]);
-  }, 90_000);
+concurrentTest("worker hosts: messages and control from any machine > atomic cancel from another machine stops a stage running on a host", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const file = join(dir, "marks");
+  const host = await startHost({ url, id: "busy", slots: 1 });
+  const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`], { home: join(dir, "root") });
+  const out = lineWatcher(run.stdout);
+  const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
+  await waitUntil(() => marks(file).includes("long-started"), 30_000, "the long stage running");
+  const sleeping = () => host.processes().filter((p) => cmdline(p).includes("sleep 30"));
+  expect(sleeping().length).toBeGreaterThan(0);
+  const c = await runAtomic(["cancel", runId, "--journal", url], { home: join(dir, "elsewhere") });
+  expect(c.code).toBe(0);
+  expect(await run.exited).toBe(4);
+  // The stage's processes on the host ended, and nothing after it ran.
+  await waitUntil(() => sleeping().length === 0, 15_000, "the stage's processes on the host to end");
+  expect(marks(file)).toEqual(["long-started"]);
+}, 90_000);
 
-  test("pause holds a run's next stage off every host; unpause lets it run", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const file = join(dir, "marks");
-    await startHost({ url, id: "p", slots: 1 });
-    const gate = join(dir, "gate");
-    const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`, "--input", `gate=${gate}`], {
-      home: join(dir, "root"),
-    });
-    const out = lineWatcher(run.stdout);
-    const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
-    await waitUntil(() => marks(file).includes("long-started"), 30_000, "the long stage running");
-    const other = join(dir, "elsewhere");
-    expect((await runAtomic(["pause", runId, "--journal", url], { home: other })).code).toBe(0);
-    writeFileSync(gate, "");
-    await waitUntil(() => marks(file).includes("long-ended"), 30_000, "the running stage to finish (pause lets it)");
-    // Paused: the next stage reached its start and is held there.
-    await out.waitFor(/"type":"step_waiting".*"name":"next".*"reason":"the run is paused"/, 30_000);
-    expect(marks(file)).toEqual(["long-started", "long-ended"]);
-    expect((await runAtomic(["unpause", runId, "--journal", url], { home: other })).code).toBe(0);
-    expect(await run.exited).toBe(0);
-    expect(marks(file)).toEqual(["long-started", "long-ended", "next"]);
-  }, 90_000);
-});
+concurrentTest("worker hosts: messages and control from any machine > pause holds a run's next stage off every host; unpause lets it run", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const file = join(dir, "marks");
+  await startHost({ url, id: "p", slots: 1 });
+  const gate = join(dir, "gate");
+  const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`, "--input", `gate=${gate}`], {
+    home: join(dir, "root"),
+  });
+  const out = lineWatcher(run.stdout);
+  const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
+  await waitUntil(() => marks(file).includes("long-started"), 30_000, "the long stage running");
+  const other = join(dir, "elsewhere");
+  expect((await runAtomic(["pause", runId, "--journal", url], { home: other })).code).toBe(0);
+  writeFileSync(gate, "");
+  await waitUntil(() => marks(file).includes("long-ended"), 30_000, "the running stage to finish (pause lets it)");
+  // Paused: the next stage reached its start and is held there.
+  await out.waitFor(/"type":"step_waiting".*"name":"next".*"reason":"the run is paused"/, 30_000);
+  expect(marks(file)).toEqual(["long-started", "long-ended"]);
+  expect((await runAtomic(["unpause", runId, "--journal", url], { home: other })).code).toBe(0);
+  expect(await run.exited).toBe(0);
+  expect(marks(file)).toEqual(["long-started", "long-ended", "next"]);
+}, 90_000);
 
-describe("worker hosts: what a local stage shows, a remote one shows", () => {
-  test("live output reaches the root while the stage runs on a host; usage and cost add up as on a local run", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    await startHost({ url, id: "talker", slots: 3, env: agentEnv() });
-    const gate = join(dir, "gate");
-    const home = join(dir, "root");
-    const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });
-    const out = lineWatcher(run.stdout);
-    // The first line arrives while the stage still runs (it waits for the gate).
-    await out.waitFor(/"type":"stage_output".*tick-one|tick-one.*"type":"stage_output"/, 30_000);
-    expect(out.text()).not.toContain("tick-two");
-    writeFileSync(gate, "");
-    expect(await run.exited).toBe(0);
-    const remote = out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result");
-    expect(remote.outputs[0]).toBe("tick-one\ntick-two");
-    // The same workflow with the root's own workers: the same usage, to the token and cent.
-    const local = await runAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "2", "--json", "--input", `gate=${gate}`], {
-      home: join(dir, "root2"),
-      env: agentEnv(),
-    });
-    expect(local.code).toBe(0);
-    const localId = local.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((e) => e.type === "result").runId;
-    const usageOf = async (id: string, h: string) => {
-      const r = await runAtomic(["runs", "--json", "--journal", url], { home: h });
-      const row = r.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((x) => x.id === id);
-      return row.usage as Record<string, number>;
-    };
-    const a = await usageOf(remote.runId, home);
-    const b = await usageOf(localId, join(dir, "root2"));
-    expect(a).toEqual(b);
-    // Two agent stages of the fake model, 10 prompt and 5 completion tokens each.
-    expect(a.inputTokens ?? a.input).toBe(20);
-  }, 90_000);
-});
+concurrentTest("worker hosts: what a local stage shows, a remote one shows > live output reaches the root while the stage runs on a host; usage and cost add up as on a local run", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  await startHost({ url, id: "talker", slots: 3, env: agentEnv() });
+  const gate = join(dir, "gate");
+  const home = join(dir, "root");
+  const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });
+  const out = lineWatcher(run.stdout);
+  // The first line arrives while the stage still runs (it waits for the gate).
+  await out.waitFor(/"type":"stage_output".*tick-one|tick-one.*"type":"stage_output"/, 30_000);
+  expect(out.text()).not.toContain("tick-two");
+  writeFileSync(gate, "");
+  expect(await run.exited).toBe(0);
+  const remote = out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result");
+  expect(remote.outputs[0]).toBe("tick-one\ntick-two");
+  // The same workflow with the root's own workers: the same usage, to the token and cent.
+  const local = await runAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "2", "--json", "--input", `gate=${gate}`], {
+    home: join(dir, "root2"),
+    env: agentEnv(),
+  });
+  expect(local.code).toBe(0);
+  const localId = local.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((e) => e.type === "result").runId;
+  const usageOf = async (id: string, h: string) => {
+    const r = await runAtomic(["runs", "--json", "--journal", url], { home: h });
+    const row = r.stdout.split("\n").filter(Boolean).map((l) => JSON.parse(l)).find((x) => x.id === id);
+    return row.usage as Record<string, number>;
+  };
+  const a = await usageOf(remote.runId, home);
+  const b = await usageOf(localId, join(dir, "root2"));
+  expect(a).toEqual(b);
+  // Two agent stages of the fake model, 10 prompt and 5 completion tokens each.
+  expect(a.inputTokens ?? a.input).toBe(20);
+}, 90_000);
 
-describe("worker hosts: stage files", () => {
-  test("atomic logs and logs --follow on the root's machine read a remote stage's output from the artifact store", async () => {
-    const url = await journalUrl();
-    const dir = makeTempDir("atomic-fleet-");
-    const host = await startHost({ url, id: "files", slots: 3, env: agentEnv() });
-    const gate = join(dir, "gate");
-    const home = join(dir, "root");
-    const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });
-    const out = lineWatcher(run.stdout);
-    const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
-    await out.waitFor(/tick-one/, 30_000);
-    // Following from a third machine while the stage still runs on the host.
-    const follow = spawnAtomic(["logs", runId, "--stage", "talk", "--follow", "--journal", url], { home: join(dir, "third") });
-    const followed = lineWatcher(follow.stdout);
-    await followed.waitFor(/tick-one/, 30_000);
-    writeFileSync(gate, "");
-    await followed.waitFor(/tick-two/, 30_000);
-    expect(await run.exited).toBe(0);
-    expect(await follow.exited).toBe(0);
-    // The files exist only on the host; logs on the root's machine reads them from the store.
-    const logs = await runAtomic(["logs", runId, "--stage", "talk", "--journal", url], { home });
-    expect(logs.code).toBe(0);
-    expect(logs.stdout).toBe("tick-one\ntick-two\n");
-    expect(logs.stderr).toBe("");
-    void host;
-  }, 90_000);
-});
+concurrentTest("worker hosts: stage files > atomic logs and logs --follow on the root's machine read a remote stage's output from the artifact store", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  const host = await startHost({ url, id: "files", slots: 3, env: agentEnv() });
+  const gate = join(dir, "gate");
+  const home = join(dir, "root");
+  const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });
+  const out = lineWatcher(run.stdout);
+  const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
+  await out.waitFor(/tick-one/, 30_000);
+  // Following from a third machine while the stage still runs on the host.
+  const follow = spawnAtomic(["logs", runId, "--stage", "talk", "--follow", "--journal", url], { home: join(dir, "third") });
+  const followed = lineWatcher(follow.stdout);
+  await followed.waitFor(/tick-one/, 30_000);
+  writeFileSync(gate, "");
+  await followed.waitFor(/tick-two/, 30_000);
+  expect(await run.exited).toBe(0);
+  expect(await follow.exited).toBe(0);
+  // The files exist only on the host; logs on the root's machine reads them from the store.
+  const logs = await runAtomic(["logs", runId, "--stage", "talk", "--journal", url], { home });
+  expect(logs.code).toBe(0);
+  expect(logs.stdout).toBe("tick-one\ntick-two\n");
+  expect(logs.stderr).toBe("");
+  void host;
+}, 90_000);

@@ -5,7 +5,9 @@
  * Stage commands write marker files into a per-test directory ($D): the
  * worker that runs them (`$PPID` of the stage's shell), the stage's own
  * pid (it leads its process group), and a gate file the test creates to
- * let a stage finish. Nothing here asserts a duration.
+ * let a stage finish. Nothing here asserts a duration. scripts/test.sh runs
+ * the file again on the Postgres journal; the tests of the pool's pipes and
+ * processes that no journal call decides (journalFreeTest) run once.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -15,7 +17,7 @@ import { BUN, ROOT, lineWatcher, processesWithHome, runAtomic, spawnAtomic, wait
 import { journalUrlForHome } from "../helpers/postgres.ts";
 import { openJournal } from "../../src/journal/open.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
+import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive, journalFreeTest } from "../e2e/support.ts";
 import { alive, lastRun, show, stage } from "./support.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
@@ -300,7 +302,7 @@ e2eTest("200 stages over 4 workers: each ran exactly once", async () => {
   expect(logs.filter((f) => /^w\d+-[0-9a-z]+\.log$/.test(f)).length).toBe(4);
 }, 150_000);
 
-e2eTest("live stage output flows worker → coordinator → root (--json shows it)", async () => {
+journalFreeTest("live stage output flows worker → coordinator → root (--json shows it)", async () => {
   const home = makeTempDir();
   const r = await runAtomic(["run", ONE, "--input", "command=echo one; echo two >&2; echo three", "--json"], { home });
   expect(r.code).toBe(0);
@@ -310,7 +312,7 @@ e2eTest("live stage output flows worker → coordinator → root (--json shows i
   expect(output.filter((e) => e.stream === "stderr").map((e) => e.text).join("")).toBe("two\n");
 });
 
-e2eTest("live output is capped per batch (64 Ki characters), says what it skipped; the stage's log keeps everything", async () => {
+journalFreeTest("live output is capped per batch (64 Ki characters), says what it skipped; the stage's log keeps everything", async () => {
   const home = makeTempDir();
   // 5 MB to stderr (its log keeps it all), a short stdout (the result's text: `show` stays small).
   const command = "head -c 5000000 /dev/zero | tr '\\0' x | fold -w 99 >&2; echo last-line";
@@ -417,7 +419,7 @@ e2eTest("a run whose steps never use a stage (ctx.tool only) starts no coordinat
   expect(existsSync(join(home, "artifacts", result.runId, "worker-logs"))).toBe(false);
 });
 
-e2eTest("from source (bun src/main.ts) the coordinator and workers are the same file re-run in their roles", async () => {
+journalFreeTest("from source (bun src/main.ts) the coordinator and workers are the same file re-run in their roles", async () => {
   const home = makeTempDir();
   // The stage names its worker's command line and that worker's parent's (the coordinator).
   const command = "ps -o args= -p $PPID; ps -o args= -p $(ps -o ppid= -p $PPID)";
@@ -431,7 +433,7 @@ e2eTest("from source (bun src/main.ts) the coordinator and workers are the same 
   expect(coordinator).toMatch(new RegExp(`^${BUN} ${main} --internal-pool-coordinator$`));
 });
 
-e2eTest("worker ids are unique across pools: the pool's index for display, then random, never the pid", async () => {
+journalFreeTest("worker ids are unique across pools: the pool's index for display, then random, never the pid", async () => {
   const home = makeTempDir();
   const ids: string[] = [];
   for (let i = 0; i < 2; i++) {
@@ -446,7 +448,7 @@ e2eTest("worker ids are unique across pools: the pool's index for display, then 
   expect(new Set(ids).size).toBe(ids.length);
 });
 
-e2eTest("--in-process runs stages in the root (no pool processes)", async () => {
+journalFreeTest("--in-process runs stages in the root (no pool processes)", async () => {
   const home = makeTempDir();
   const r = await runAtomic(["run", ONE, "--input", "command=echo $PPID", "--in-process", "--json"], { home });
   expect(r.code).toBe(0);
