@@ -87,8 +87,8 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic tui", "atomic tui --status running", "atomic tui 01m8rf", "atomic run ./review.ts --tui"],
     load: () => import("./commands/tui.ts").then((m) => m.default),
   },
-  pause: { summary: "pause a live run: no new step starts", examples: ["atomic pause 01m8rf"], load: () => import("./commands/pause.ts").then((m) => m.default) },
-  unpause: { summary: "let a paused run go on", examples: ["atomic unpause 01m8rf"], load: () => import("./commands/unpause.ts").then((m) => m.default) },
+  pause: { summary: "pause a live run (no new step starts), or one stage of it", examples: ["atomic pause 01m8rf", "atomic pause 01m8rf review/security"], load: () => import("./commands/pause.ts").then((m) => m.default) },
+  unpause: { summary: "let a paused run, or a paused stage, go on", examples: ["atomic unpause 01m8rf", "atomic unpause 01m8rf review/security"], load: () => import("./commands/unpause.ts").then((m) => m.default) },
   cancel: { summary: "cancel a run (live or not)", examples: ["atomic cancel 01m8rf", "atomic cancel 01m8rf --wait 60"], load: () => import("./commands/cancel.ts").then((m) => m.default) },
   attach: {
     summary: "sit with a running stage: its conversation, live, and a line to steer it",

@@ -22,6 +22,7 @@ import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { AppendEntry } from "../journal/append.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { Lease, RunRecord } from "../journal/runs.ts";
+import { parseControl, pausedStages } from "../journal/run-control.ts";
 import type { StageIndexEntry } from "../journal/stage-index.ts";
 import type { ForkSeed, RunOrigin } from "./fork.ts";
 import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
@@ -209,6 +210,8 @@ export class RootRun {
     if (tracedOpts.tracer && (run.status === "running" || run.status === "awaiting_input")) tracedOpts.tracer.recover(run.id, run.workflowName, events);
     const root = RootRun.create(tracedOpts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
     root.appliedControlRev = run.controlRev;
+    // Stages paused under an earlier drive stay paused (the control values its drivers applied).
+    for (const path of pausedStages(events.filter((e) => e.type === EVENT.controlApplied && e.runId === run.id).map((e) => String((e.payload as { action?: unknown }).action ?? "")))) root.pauseStage(path);
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
     const limits = limitsOf(budget);
     const spent = limits && (limits.maxCostMicroUsd !== undefined || limits.maxTokens !== undefined) ? await recordedSpending(opts.journal, run.id, events) : undefined;
@@ -353,10 +356,17 @@ export class RootRun {
 
   /**
    * Applies a new control revision from another process: cancel stops the
-   * run; pause/unpause gate new steps here and on every worker. Once
+   * run; pause/unpause gate new steps here and on every worker; a stage's
+   * pause/unpause (run-control.ts) gates that stage's attempts and holds its
+   * running agent after its turn. Once
    * applied everywhere, the revision is recorded as acknowledged
    * (runs.controlAck), which is what `atomic pause` waits for.
    */
+  /** A stage paused under an earlier drive of the run. */
+  pauseStage(path: string): void {
+    this.tree.setStagePaused(path, true);
+  }
+
   private async pollControl(): Promise<void> {
     if (this.applyingControl) return;
     this.applyingControl = true;
@@ -364,13 +374,15 @@ export class RootRun {
       const run = await this.tree.journal.getRun(this.runId);
       if (!run || run.controlRev <= this.appliedControlRev) return;
       const rev = run.controlRev;
-      if (run.control === "cancel") {
+      const request = parseControl(run.control);
+      if (request.run === "cancel") {
         this.tree.stop("cancelled");
         this.appliedControlRev = rev;
         return;
       }
-      const paused = run.control === "pause";
+      const paused = request.run === "pause";
       this.tree.setPaused(paused);
+      if (request.stage) this.tree.setStagePaused(request.stage.path, request.stage.paused);
       await this.tree.executor.applyControl?.(rev, paused);
       this.appliedControlRev = rev;
       await this.tree.append({

@@ -151,7 +151,12 @@ export async function sendMessage(journal: Journal, req: SendRequest): Promise<S
  * builds names at run time. Nothing is said for a glob segment, or a run
  * whose code has no source (a run older than pinning).
  */
-async function checkProvable(journal: Journal, run: RunRecord, rootId: RunId, target: string, builtin?: (name: string) => string | undefined): Promise<{ known?: boolean; warning?: string } | undefined> {
+/**
+ * A target whose last name no path of the run's code can reach is refused
+ * (close matches); one the code builds at run time gets a warning. Used by
+ * `atomic send` and `atomic pause RUN STAGE`.
+ */
+export async function checkProvable(journal: Journal, run: RunRecord, rootId: RunId, target: string, builtin?: (name: string) => string | undefined): Promise<{ known?: boolean; warning?: string } | undefined> {
   const last = target.split("/").at(-1)!;
   if (isPattern(last)) return undefined;
   const scanned = await codeStageNames(journal, run, builtin);

@@ -106,7 +106,7 @@ export interface RunReport {
   leaseRenewedAt?: number;
   holder?: { holderId: string; host: string; pid: number };
   steps: StepReport[];
-  /** Stages waiting to start (admission), and why: only while the run is live. */
+  /** Stages waiting to start (admission, a paused stage) or, paused, after a turn, and why: only while the run is live. */
   waiting?: { position: string; name: string; reason: string; since: number }[];
 }
 
@@ -133,8 +133,10 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     if (e.type === EVENT.runStarted || e.type === EVENT.runResumed) driveHost = (e.payload as { host?: string }).host ?? driveHost;
     if (e.type === EVENT.runStarted) origin = (e.payload as { origin?: RunOrigin }).origin;
     if (e.type === EVENT.stageWaiting) {
-      const w = e.payload as { stageKey: string; name: string; reason: string };
-      waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
+      // `over`: a running stage that waited (paused after its turn) goes on.
+      const w = e.payload as { stageKey: string; name: string; reason: string; over?: boolean };
+      if (w.over) waiting.delete(w.stageKey);
+      else waiting.set(w.stageKey, { position: w.stageKey, name: w.name, reason: w.reason, since: waiting.get(w.stageKey)?.since ?? e.at });
       continue;
     }
     if (e.type === EVENT.stageRunning) {
@@ -156,7 +158,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
     }
     if (e.key === null) continue;
     const queuedAt = e.type === EVENT.stepStarted ? waiting.get(e.key)?.since : undefined;
-    if (e.type === EVENT.stepStarted) waiting.delete(e.key);
+    if (e.type === EVENT.stepStarted || e.type === EVENT.checkpoint || e.type === EVENT.stepFailed) waiting.delete(e.key);
     const p = e.payload as StepStartedPayload;
     let step = steps.get(e.key);
     const at = e.type === EVENT.stepStarted && typeof p.startedAt === "number" ? p.startedAt : e.at;

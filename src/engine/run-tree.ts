@@ -58,6 +58,11 @@ export class RunTree implements MailTree {
   upgradedFromCode: ReadonlyMap<string, string> | undefined;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
+  /**
+   * Paused stages by path from the root (`atomic pause RUN STAGE`): one that has not started waits at its
+   * start; a running agent stage whose runner can hold (RunnerHandle.hold) waits after its current turn.
+   */
+  private readonly stageGates = new Map<string, { promise: Promise<void>; open: () => void }>();
 
   /** Messages to this tree's stages and its open questions (intercom). */
   readonly mail: TreeMail = new TreeMail(this);
@@ -73,7 +78,7 @@ export class RunTree implements MailTree {
   /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */
   budget: BudgetLedger;
   /** Live agent stage attempts, with the ledger they spend against: wrapped up when it runs out. */
-  private readonly liveAgents = new Map<string, { runId: string; stageKey: string; ledger: BudgetLedger; wrapped: boolean }>();
+  private readonly liveAgents = new Map<string, { runId: string; stageKey: string; path: string; ledger: BudgetLedger; wrapped: boolean }>();
 
   constructor(
     readonly journal: Journal,
@@ -107,8 +112,8 @@ export class RunTree implements MailTree {
   }
 
   /** An agent stage attempt runs: it is wrapped up if its ledger runs out while it does. */
-  agentStarted(id: string, runId: string, stageKey: string, ledger: BudgetLedger): void {
-    this.liveAgents.set(id, { runId, stageKey, ledger, wrapped: false });
+  agentStarted(id: string, runId: string, stageKey: string, path: string, ledger: BudgetLedger): void {
+    this.liveAgents.set(id, { runId, stageKey, path, ledger, wrapped: false });
     if (ledger.exhausted()) this.wrapUpExhausted();
   }
 
@@ -182,6 +187,7 @@ export class RunTree implements MailTree {
     if (reason === "interrupted") this.journal.stopWaiting?.();
     this.controller.abort(reason);
     this.setPaused(false);
+    for (const path of [...this.stageGates.keys()]) this.setStagePaused(path, false);
   }
 
   get paused(): boolean {
@@ -205,6 +211,35 @@ export class RunTree implements MailTree {
   /** Resolves at once unless the run is paused; then when it is unpaused or stopped. */
   async whilePaused(): Promise<void> {
     while (this.pauseGate) await this.pauseGate.promise;
+  }
+
+  stagePaused(path: string): boolean {
+    return this.stageGates.has(path);
+  }
+
+  /** Pause or unpause the stage at `path`: its live agent attempts are told to hold after their turn, or to go on. */
+  setStagePaused(path: string, paused: boolean): void {
+    if (paused === this.stagePaused(path)) return;
+    if (paused) {
+      let open!: () => void;
+      const promise = new Promise<void>((resolve) => (open = resolve));
+      this.stageGates.set(path, { promise, open });
+    } else {
+      const gate = this.stageGates.get(path);
+      this.stageGates.delete(path);
+      gate?.open();
+    }
+    for (const a of this.liveAgents.values()) if (a.path === path) this.holdStage(a, paused);
+  }
+
+  /** Tell a running attempt of a stage to hold after its turn, or to go on (a runner that cannot hold goes on). */
+  holdStage(stage: { runId: string; stageKey: string }, paused: boolean): void {
+    void this.executor.holdStage?.({ runId: stage.runId, stageKey: stage.stageKey }, paused).catch(() => {});
+  }
+
+  /** Resolves at once unless the stage at `path` is paused; then when it is unpaused or the tree stopped. */
+  async whileStagePaused(path: string): Promise<void> {
+    for (let gate = this.stageGates.get(path); gate; gate = this.stageGates.get(path)) await gate.promise;
   }
 
   /** The error a step raises when it may not start or was stopped. */

@@ -151,6 +151,12 @@ export class FleetExecutor implements StageExecutor {
     if (workId) await this.down(workId, { type: "wrap_up", workId, text }).catch(() => {});
   }
 
+  async holdStage(stage: { runId: string; stageKey: string }, held: boolean): Promise<void> {
+    await this.o.local?.holdStage(stage, held);
+    const workId = this.find(stage);
+    if (workId) await this.down(workId, { type: "hold", workId, held }).catch(() => {});
+  }
+
   async applyControl(rev: number, paused: boolean): Promise<void> {
     await Promise.all([this.o.local?.applyControl(rev, paused), this.o.fleet.hold(this.o.rootId, paused).catch(() => {})]);
   }

@@ -325,7 +325,7 @@ export class WorkerHost implements CoordinatorCore {
       const slot = this.workers.running(m.workId);
       if (!msg || !slot) continue;
       if (msg.type === "cancel_work") slot.send({ type: "cancel", workId: m.workId, reason: msg.reason });
-      else if (msg.type === "deliver" || msg.type === "wrap_up") slot.send(msg);
+      else if (msg.type === "deliver" || msg.type === "wrap_up" || msg.type === "hold") slot.send(msg);
     }
   }
 

@@ -17,6 +17,7 @@
 
 import { isLocalHolderDead, isLocalHolderRunning } from "../shared/process-info.ts";
 import type { Lease, RunRecord, ShownStatus } from "./runs.ts";
+import { runPausedBy } from "./run-control.ts";
 
 export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date.now()): ShownStatus {
   // Awaiting input: parked (its driver stopped and gave the lease back) or driven and waiting; crashed if its driver died.
@@ -27,7 +28,7 @@ export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date
   if (run.status !== "running") return run.status;
   if (!lease) return "crashed";
   if (isLocalHolderDead(lease) || expired(lease, now)) return "crashed";
-  return run.control === "pause" ? "paused" : "running";
+  return runPausedBy(run.control) ? "paused" : "running";
 }
 
 /**

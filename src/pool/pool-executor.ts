@@ -198,6 +198,13 @@ export class PoolExecutor implements StageExecutor {
     }
   }
 
+  /** The stage was paused or unpaused: the worker running it tells its runner (RunnerHandle.hold). */
+  async holdStage(stage: { runId: string; stageKey: string }, held: boolean): Promise<void> {
+    for (const [workId, w] of this.waiting) {
+      if (w.request.runId === stage.runId && w.request.stageKey === stage.stageKey) this.send({ type: "hold", workId, held });
+    }
+  }
+
   /** The root counted a budgeted result, or its budget ran out: the coordinator's claims wait for this (dispatcher.ts). */
   budgetCounted(workId: string | undefined, exhausted: boolean): void {
     this.send({ type: "budget_counted", ...(workId ? { workId } : {}), exhausted });

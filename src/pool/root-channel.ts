@@ -82,6 +82,7 @@ export class RootChannel implements RootLink {
         break;
       }
       case "wrap_up":
+      case "hold":
         workers.running(msg.workId)?.send(msg);
         break;
       case "work_status":

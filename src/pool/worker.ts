@@ -240,6 +240,9 @@ export async function workerMain(argv: string[]): Promise<void> {
       case "wrap_up":
         if (running?.ref.workId === msg.workId) running.handle.wrapUp?.(msg.text);
         break;
+      case "hold":
+        if (running?.ref.workId === msg.workId) running.handle.hold?.(msg.held);
+        break;
       case "ping":
         send({ type: "pong", nonce: msg.nonce, holds: holds() ?? null });
         break;

@@ -43,10 +43,11 @@ function redacting(runner: Runner): Runner {
       const handle = runner.start(request, (event) => onEvent(redactValue(event)));
       return {
         result: handle.result.then(redactValue),
-        send: (message, mode) => handle.send(message, mode),
+        send: (message, mode, id) => handle.send(message, mode, id),
         interrupt: () => handle.interrupt(),
         cancel: (reason) => handle.cancel(reason),
         ...(handle.wrapUp ? { wrapUp: (text: string) => handle.wrapUp!(text) } : {}),
+        ...(handle.hold ? { hold: (held: boolean) => handle.hold!(held) } : {}),
       };
     },
   };

@@ -53,6 +53,8 @@ export interface StageExecutor {
   deliver?(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running">;
   /** The budget ran out: give a running agent stage its one wrap-up turn (RunnerHandle.wrapUp). */
   wrapUp?(stage: { runId: string; stageKey: string }, text: string): Promise<void>;
+  /** The stage was paused (or unpaused): its running attempt holds after its current turn, or goes on (RunnerHandle.hold). */
+  holdStage?(stage: { runId: string; stageKey: string }, held: boolean): Promise<void>;
   /**
    * The root counted the result of a budgeted attempt (StageRequest.budgeted: `workId`), or its
    * budget ran out (no `workId`): a pool that held its claims for it goes on, or, `exhausted`,
@@ -98,6 +100,10 @@ export class InProcessExecutor implements StageExecutor {
 
   async wrapUp(stage: { runId: string; stageKey: string }, text: string): Promise<void> {
     this.running.get(`${stage.runId}\u0000${stage.stageKey}`)?.wrapUp?.(text);
+  }
+
+  async holdStage(stage: { runId: string; stageKey: string }, held: boolean): Promise<void> {
+    this.running.get(`${stage.runId}\u0000${stage.stageKey}`)?.hold?.(held);
   }
 
   async close(): Promise<void> {}

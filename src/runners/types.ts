@@ -128,6 +128,8 @@ export type RunnerEvent =
   | { type: "tool_end"; name: string; id?: string; ok: boolean; at?: number; output?: string }
   /** A model request carried the message with this id (the openai runner: the model saw it): its delivery becomes received. */
   | { type: "message_received"; id: string }
+  /** The agent waits after its turn because its stage is paused (true), or goes on (false): RunnerHandle.hold. */
+  | { type: "held"; held: boolean }
   /** `call`: the model call this usage is of, when the runner made it itself (the openai runner). */
   | { type: "usage"; usage: Partial<Usage>; call?: ModelCall };
 
@@ -158,6 +160,13 @@ export interface RunnerHandle {
    * what it has. Runners without turns (shell) do not implement it.
    */
   wrapUp?(text: string): void;
+  /**
+   * The stage was paused (true) or unpaused (false): the agent finishes the
+   * turn it is in and takes no next one until unpaused, saying so with a
+   * `held` event each way. Runners whose turns run inside another program
+   * (the CLI agents, shell) do not implement it: their attempt goes on.
+   */
+  hold?(held: boolean): void;
 }
 
 export interface Runner {

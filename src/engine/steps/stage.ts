@@ -149,6 +149,8 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       // Its result may use the budget up: the pool claims nothing more until the root counted it (pool/dispatcher.ts).
       ...(tree.executor.budgetCounted && exec.budget.spendingLimited ? { budgeted: true } : {}),
     };
+    // Paused (atomic pause RUN STAGE): the attempt does not start until the stage is unpaused.
+    await whileStagePaused(exec, scope, position, name);
     // On the pool, the work item is enqueued in the same commit as the attempt's start record.
     exec.assertMayStart(scope);
     exec.budget.assertMayStart();
@@ -353,7 +355,8 @@ async function runAttempt(
   });
   tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, ...(queued ? { queued } : {}), ...(hostQueue ? { hostQueue } : {}), at: timing.startedAt });
   await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
-  if (setup.isAgent) tree.agentStarted(liveId, exec.runId, position, exec.budget);
+  const path = tree.mail.pathOf(exec.runId, name);
+  if (setup.isAgent) tree.agentStarted(liveId, exec.runId, position, path, exec.budget);
   try {
     // The records above may have taken a while (or the process was stopped meanwhile): the lease must still hold.
     exec.assertMayStart(scope);
@@ -369,6 +372,10 @@ async function runAttempt(
       if (event.type === "started") {
         if (queued && !began) record = running(exec, request, event.at ?? Date.now(), timing);
         began = true;
+        // Paused while it was on its way to its runner: told now that it runs.
+        if (setup.isAgent && tree.stagePaused(path)) tree.holdStage(request, true);
+      } else if (event.type === "held") {
+        heldAfterTurn(exec, position, name, path, event.held);
       } else if (event.type === "message_received") {
         tree.mail.received(exec.runId, position, attempt, event.id);
       } else if (event.type === "output") {
@@ -420,6 +427,31 @@ function running(exec: RunExecution, request: StageRequest, at: number, timing: 
       })
       .catch(() => {}); // visibility only: a lost record leaves the attempt shown queued until it ends
   }, RUNNING_RECORD_AFTER_MS);
+}
+
+/** Paused (`atomic pause RUN STAGE`): the attempt waits to start until unpaused; the wait is recorded and shown. */
+async function whileStagePaused(exec: RunExecution, scope: Scope, position: string, name: string): Promise<void> {
+  const { tree } = exec;
+  const path = tree.mail.pathOf(exec.runId, name);
+  if (!tree.stagePaused(path)) return;
+  recordWaiting(exec, position, name, `the stage is paused: atomic unpause ${tree.lease.rootId} ${path}`);
+  await tree.whileStagePaused(path);
+  exec.assertMayStart(scope);
+}
+
+/** A running agent stage holds after its turn (paused), or goes on: recorded as a wait (progress) and shown. */
+function heldAfterTurn(exec: RunExecution, position: string, name: string, path: string, held: boolean): void {
+  if (held) {
+    recordWaiting(exec, position, name, `paused after its turn: atomic unpause ${exec.tree.lease.rootId} ${path}`);
+    return;
+  }
+  void exec.tree.append({ runId: exec.runId, type: EVENT.stageWaiting, payload: { stageKey: position, name, reason: "", over: true }, durable: false }).catch(() => {});
+}
+
+function recordWaiting(exec: RunExecution, position: string, name: string, reason: string): void {
+  exec.tree.observer({ type: "step_waiting", runId: exec.runId, position, kind: "stage", name, reason, at: Date.now() });
+  // visibility only: a lost record changes nothing
+  void exec.tree.append({ runId: exec.runId, type: EVENT.stageWaiting, payload: { stageKey: position, name, reason }, durable: false }).catch(() => {});
 }
 
 /** Waits for admission; a wait is recorded (progress, not a result) and shown live. */

@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 9;
+export const POOL_PROTOCOL_VERSION = 10;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -113,6 +113,7 @@ export const RunnerEventSchema = v.variant("type", [
   v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("text_delta"), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("message_received"), id: v.string() }),
+  v.object({ type: v.literal("held"), held: v.boolean() }),
   v.object({ type: v.literal("tool_start"), name: v.string(), id: v.optional(v.string()), at: v.optional(v.number()), input: v.optional(v.string()) }),
   v.object({ type: v.literal("tool_end"), name: v.string(), id: v.optional(v.string()), ok: v.boolean(), at: v.optional(v.number()), output: v.optional(v.string()) }),
   v.object({
@@ -148,6 +149,8 @@ export const DeliverSchema = v.object({
 });
 /** The run's budget ran out: the running agent stage gets one wrap-up turn with `text`. */
 export const WrapUpSchema = v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string() });
+/** The stage was paused (held) or unpaused: the running agent stage holds after its turn, or goes on. */
+export const HoldSchema = v.object({ type: v.literal("hold"), workId: v.string(), held: v.boolean() });
 /** Control revision `rev`: paused or not, acknowledged with `control_ack`. */
 export const ControlSchema = v.object({ type: v.literal("control"), rev: v.number(), paused: v.boolean() });
 

@@ -10,7 +10,7 @@
  */
 
 import * as v from "valibot";
-import { ControlSchema, DeliverSchema, RunnerEventSchema, StageRequestSchema, StageResultSchema, WorkRefSchema, WrapUpSchema } from "./common.ts";
+import { ControlSchema, DeliverSchema, RunnerEventSchema, StageRequestSchema, StageResultSchema, WorkRefSchema, WrapUpSchema, HoldSchema } from "./common.ts";
 
 // ---------------------------------------------------------------- coordinator → worker
 
@@ -31,6 +31,7 @@ export const ToWorkerSchema = v.variant("type", [
   v.object({ type: v.literal("cancel"), workId: v.string(), reason: v.string() }),
   DeliverSchema,
   WrapUpSchema,
+  HoldSchema,
   v.object({ type: v.literal("ping"), nonce: v.number() }),
   ControlSchema,
   /** The answer to a request with an operation id. */

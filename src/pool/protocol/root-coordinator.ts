@@ -16,7 +16,7 @@
  */
 
 import * as v from "valibot";
-import { ControlSchema, DeliverSchema, RunnerEventSchema, StageResultSchema, WrapUpSchema } from "./common.ts";
+import { ControlSchema, DeliverSchema, RunnerEventSchema, StageResultSchema, WrapUpSchema, HoldSchema } from "./common.ts";
 
 // ---------------------------------------------------------------- root → coordinator
 
@@ -28,6 +28,7 @@ export const ToCoordinatorSchema = v.variant("type", [
   /** A message for a running stage. */
   DeliverSchema,
   WrapUpSchema,
+  HoldSchema,
   /** Answered by `control_ack` once every worker applied it. */
   ControlSchema,
   /** Where is this item? Answered by `work_status` (after its `work_done`, when it is settled and that was never sent). */

@@ -125,6 +125,8 @@ export class AgentLoop {
   /** The tools are the same every turn (only the wrap-up turn differs): serialized once each. */
   private toolsJsonAll: string | undefined;
   private wrapToolsJson: string | undefined;
+  /** The stage is paused (hold): the loop waits in preparing, before its next model call, until released or stopped. */
+  private holdGate: { promise: Promise<void>; open: () => void } | undefined;
 
   constructor(
     private readonly request: StageRequest,
@@ -199,10 +201,26 @@ export class AgentLoop {
     this.abortTurn("wrap_up");
   }
 
+  hold(held: boolean): void {
+    if (held === (this.holdGate !== undefined) || this.state === LoopState.Ended) return;
+    if (held) {
+      let open!: () => void;
+      const promise = new Promise<void>((resolve) => (open = resolve));
+      this.holdGate = { promise, open };
+    } else this.release();
+  }
+
+  private release(): void {
+    const gate = this.holdGate;
+    this.holdGate = undefined;
+    gate?.open();
+  }
+
   stop(kind: StopKind, message: string): void {
     if (this.stopKind || this.state === LoopState.Ended) return;
     this.stopKind = kind;
     this.stopMessage = message;
+    this.release();
     this.abortTurn(kind);
     this.tools?.cancel();
   }
@@ -236,6 +254,7 @@ export class AgentLoop {
     if ("status" in setup) return setup;
     this.begin();
     for (;;) {
+      await this.whileHeld();
       const ended = this.prepare(setup.maxTurns);
       if (ended) return ended;
       const turn = await this.call(setup.client, setup.toolBox);
@@ -245,6 +264,14 @@ export class AgentLoop {
       const outcome = turn.toolCalls.length > 0 ? await this.answerTools(turn, assistant, setup.toolBox) : await this.afterAnswer();
       if (outcome) return outcome;
     }
+  }
+
+  /** Paused: no next model call until unpaused or stopped; said with a `held` event each way. */
+  private async whileHeld(): Promise<void> {
+    if (!this.holdGate || this.stopKind) return;
+    this.onEvent({ type: "held", held: true });
+    while (this.holdGate && !this.stopKind) await this.holdGate.promise;
+    this.onEvent({ type: "held", held: false });
   }
 
   /** The client, the tools and the first two messages; a result when the stage cannot start. */

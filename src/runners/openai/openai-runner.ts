@@ -21,6 +21,8 @@
  * wrapUp (budget used up) aborts the turn in flight like interrupt and
  * makes one last call without tools (only `structured_output`, when the
  * task has a schema); its answer ends the stage as completed.
+ * hold (the stage paused: `atomic pause RUN STAGE`) lets the turn in flight
+ * end, its tools answered, and makes no next model call until unpaused.
  *
  * Sessions: every stage leaves its whole conversation in conversation.json
  * (its attempt's artifact directory); a stage with `continueFrom` starts
@@ -55,6 +57,7 @@ export class OpenAIRunner implements Runner {
       interrupt: () => loop.interruptTurn(),
       cancel: (reason) => loop.stop("cancelled", reason ?? "cancelled"),
       wrapUp: (text) => loop.wrapUp(text),
+      hold: (held) => loop.hold(held),
     };
   }
 }
