@@ -9,13 +9,16 @@
  * structured output asked for in the prompt, provider errors mapped to the
  * shared codes (a 500 that outlasts gemini's retries too, with
  * `general.maxAttempts` 2), a broken stream's message kept. Every test checks that
- * gemini connected nowhere but the fake.
+ * gemini connected nowhere but the fake. gemini runs as one process
+ * (agent-homes.ts), but for the tests that stop it (an interrupt, cancel,
+ * Ctrl-C): they run it relaunched in a child of its own, as on a machine
+ * with memory to spare.
  */
 
 import { expect } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { geminiHome } from "../helpers/agent-homes.ts";
+import { geminiHome, relaunching } from "../helpers/agent-homes.ts";
 import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
 import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
 import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, shownStage, type Outputs } from "../helpers/real-agent-stage.ts";
@@ -158,7 +161,7 @@ agentTest("gemini: a tool the stage did not allow, called anyway, is refused by 
 });
 
 agentTest("gemini: atomic send interrupt ends the turn in flight, then resumes the session with the message", async () => {
-  const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 }));
+  const s = relaunching(await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 })));
   const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("replanned");
@@ -170,7 +173,7 @@ for (const how of ["cancel", "SIGINT"] as const) {
   agentTest(
     `gemini: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end, SIGTERM before SIGKILL`,
     async () => {
-      const s = await setup();
+      const s = relaunching(await setup());
       await cancelDuringTool(s, (command) => shell(command), how);
       s.fake.assertOnlyFake();
     },
