@@ -111,6 +111,11 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
     examples: ["atomic diff 01m8rf fix", "atomic diff 01m8rf fix --stat"],
     load: () => import("./commands/diff.ts").then((m) => m.default),
   },
+  review: {
+    summary: "approve or comment on a stage's diff that a run waits to have reviewed (ctx.review)",
+    examples: ["atomic review 01m8rf fix --approve", "atomic review 01m8rf fix --comment src/app.ts:12 \"handle the empty list\""],
+    load: () => import("./commands/review.ts").then((m) => m.default),
+  },
   inbox: { summary: "list a run's messages per stage and its questions", examples: ["atomic inbox 01m8rf"], load: () => import("./commands/inbox.ts").then((m) => m.default) },
   sessions: { summary: "list intercom sessions: live runs and their running stages", examples: ["atomic sessions", "atomic sessions --run 01m8rf"], load: () => import("./commands/sessions.ts").then((m) => m.default) },
   mcp: {

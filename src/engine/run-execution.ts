@@ -36,6 +36,7 @@ import { runGroup } from "./steps/group.ts";
 import { runSend } from "./steps/send.ts";
 import { runAsk } from "./steps/ask.ts";
 import { runMerge } from "./steps/merge.ts";
+import { runReview } from "./steps/review.ts";
 import { runPatched } from "./steps/patch.ts";
 import { upgradeDivergence } from "./upgrade.ts";
 import { resumeHint, type BudgetLedger } from "./budget.ts";
@@ -280,6 +281,7 @@ export class RunExecution {
       send: (stagePath, text, opts) => runSend(exec, stagePath, text, opts ?? {}),
       ask: (question, opts) => runAsk(exec, question, opts ?? {}),
       merge: (stages, opts) => runMerge(exec, stages, opts),
+      review: (stage, opts) => runReview(exec, stage, opts ?? {}),
       tag: (key, value) => runTag(exec, key, value),
       patched: (id) => runPatched(exec, id, false),
       deprecatePatch(id) {

@@ -153,11 +153,11 @@ export async function settleWorkspace(ws: WorkspaceRecord, stageName: string, di
     await gitOk(ws.path, [...(await identity(ws.path)), "commit", "--quiet", "--no-verify", "-m", `atomic: what stage ${stageName} left uncommitted`]);
     autoSha = (await gitOk(ws.path, ["rev-parse", "HEAD"])).trim();
   }
-  return describeWorkspace(ws, diffPath, autoSha);
+  return { stage: stageName, ...(await describeWorkspace(ws, diffPath, autoSha)) };
 }
 
 /** The commits, files and diff of a worktree's branch since its base (read where the branch is: the repository). */
-export async function describeWorkspace(ws: Pick<WorkspaceRecord, "repo" | "path" | "branch" | "base" | "baseCommit">, diffPath: string, autoSha?: string): Promise<StageWorkspace> {
+export async function describeWorkspace(ws: Pick<WorkspaceRecord, "repo" | "path" | "branch" | "base" | "baseCommit">, diffPath: string, autoSha?: string): Promise<Omit<StageWorkspace, "stage">> {
   const head = (await gitOk(ws.repo, ["rev-parse", `refs/heads/${ws.branch}`])).trim();
   const log = await gitOk(ws.repo, ["log", "--reverse", "--format=%H%x09%s", `${ws.baseCommit}..${head}`]);
   const commits = log

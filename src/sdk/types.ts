@@ -87,6 +87,8 @@ export interface StageResult {
  * 64 KiB, `diffTruncated` then; the whole diff is in `diffPath`).
  */
 export interface StageWorkspace {
+  /** The stage's name (what `atomic diff` and `atomic review` take). */
+  stage: string;
   repo: string;
   path: string;
   branch: string;
@@ -354,6 +356,18 @@ export type MergeResult =
   | { ok: true; into: string; head: string; merged: { branch: string; commit: string }[] }
   | { ok: false; into: string; head: string; merged: []; conflict: { branch: string; commit: string; files: { path: string; hunks: string }[] } };
 
+export interface ReviewOptions {
+  /** Give up after this long without a review: the step fails with code "ask_timeout". */
+  timeoutMs?: number;
+  /** Step name shown in `atomic show` (default "review <stage>"). */
+  name?: string;
+}
+
+/** A review's outcome: approved, or the reviewer's comments (`file`/`line` absent: about the whole change). */
+export type ReviewResult =
+  | { approved: true; by: string | null }
+  | { approved: false; by: string | null; comments: { file?: string; line?: number; text: string }[] };
+
 export interface AskOptions {
   /** The answer must be one of these (checked by `atomic answer`). */
   choices?: string[];
@@ -455,6 +469,20 @@ export interface WorkflowContext<I = Record<string, unknown>> {
    * (`Atomic-Merge:` trailer) instead of merging twice.
    */
   merge(stages: (StageResult | string)[], opts: MergeOptions): Promise<MergeResult>;
+  /**
+   * Asks a person to review a stage's diff (a stage run with `workspace:
+   * "worktree"`) and waits, durably, like ctx.ask: the run shows
+   * `awaiting_input` until `atomic review RUN STAGE --approve` or
+   * `--comment FILE:LINE TEXT` (or `atomic answer` with "approve" or a
+   * comment) answers. Resolves to `{ approved: true }` or the comments, which
+   * the workflow can send back to the stage (`continueFrom`). A stage
+   * without a worktree fails the step (`bad_review`).
+   *
+   * Failure semantics: those of ctx.ask (the question recorded before the
+   * wait, the answer checkpointed; a review given while no process drives
+   * the run is used on resume).
+   */
+  review(stage: StageResult, opts?: ReviewOptions): Promise<ReviewResult>;
   /**
    * Tags the run (its root run, from a child workflow): `key=value`, shown
    * by `atomic runs`, `atomic show` and the status page, and filtered on

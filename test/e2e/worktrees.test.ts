@@ -242,3 +242,76 @@ e2eTest("ctx.merge into a branch checked out elsewhere, or one that does not exi
   // main's, the other checkout's and one stage worktree per run: no temporary merge worktree
   expect(traces(repo).worktrees).toBe(5);
 });
+
+/** Waits until the run has an open question whose text contains `text`. */
+async function openQuestion(home: string, id: string, text: string): Promise<void> {
+  await waitUntil(
+    async () => {
+      const r = await runAtomic(["inbox", id, "--json"], { home });
+      const box = JSON.parse(r.stdout || "{}") as { prompts?: { state: string; question: string }[] };
+      return (box.prompts ?? []).some((p) => p.state === "open" && p.question.includes(text));
+    },
+    30_000,
+    `an open question about ${text}`,
+  );
+}
+
+e2eTest("ctx.review parks until atomic review: comments reach the workflow, a review given while no process drives the run is used on resume", async () => {
+  const home = makeTempDir();
+  const repo = makeRepo();
+  const out = join(makeTempDir(), "out.json");
+  const proc = spawnAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=review"], { home, cwd: repo });
+  const id = await waitUntil(async () => {
+    const r = await runAtomic(["runs", "--json", "--limit", "1"], { home });
+    return r.stdout.trim() ? (JSON.parse(r.stdout.trim().split("\n")[0]!) as { id: string }).id : false;
+  }, 30_000, "the run to exist") as string;
+  await openQuestion(home, id, "-edit: see it with");
+  const status = await runAtomic(["runs", "--json", "--limit", "1"], { home });
+  expect((JSON.parse(status.stdout.trim()) as { status: string }).status).toBe("awaiting_input");
+  // bad input first: neither flag, a comment without FILE:LINE
+  const neither = await runAtomic(["review", id, "edit"], { home });
+  expect(neither.code).toBe(2);
+  expect(neither.stderr).toContain("atomic review needs either --approve or --comment FILE:LINE TEXT");
+  const noLine = await runAtomic(["review", id, "edit", "--comment", "shared.txt", "x"], { home });
+  expect(noLine.code).toBe(2);
+  expect(noLine.stderr).toContain('--comment "shared.txt" is not FILE:LINE');
+
+  const comment = await runAtomic(["review", id, "edit", "--comment", "shared.txt:1", "say more"], { home });
+  expect(comment.stderr).toBe("");
+  expect(comment.code).toBe(0);
+  expect(comment.stdout).toContain(`stage edit of run ${id}: commented on shared.txt:1`);
+  // the workflow got the comment: its fix stage ran and asks for the second review; the driver dies meanwhile
+  await openQuestion(home, id, "-fix: see it with");
+  proc.kill("SIGKILL");
+  await proc.exited;
+  const approve = await runAtomic(["review", id, "fix", "--approve"], { home });
+  expect(approve.code).toBe(0);
+  expect(approve.stdout).toContain("no process drives the run; continue it with: atomic resume");
+  const resumed = await runAtomic(["resume", id], { home, cwd: repo });
+  expect(resumed.code).toBe(0);
+  expect(JSON.parse(readFileSync(out, "utf8"))).toEqual([
+    { approved: false, by: "cli", comments: [{ file: "shared.txt", line: 1, text: "say more" }] },
+    { approved: true, by: "cli" },
+  ]);
+  const fixBranch = git(repo, "branch", "--list", "--format=%(refname:short)", "atomic/*-fix").trim();
+  expect(git(repo, "show", `${fixBranch}:notes.txt`)).toBe("shared.txt:1 say more\n");
+  const late = await runAtomic(["review", id, "edit", "--approve"], { home });
+  expect(late.code).toBe(2);
+  expect(late.stderr).toContain(`stage edit of run ${id} is not waiting for a review`);
+});
+
+e2eTest("a review of a stage without a worktree is refused: by ctx.review in the run, by atomic review on the command line", async () => {
+  const home = makeTempDir();
+  const repo = makeRepo();
+  const out = join(makeTempDir(), "out.json");
+  const r = await runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=review-plain"], { home, cwd: repo });
+  expect(r.code).toBe(1);
+  expect(r.stderr).toContain("ctx.review: the stage has no git worktree, so it has no diff to review");
+  expect(r.stderr).toMatch(/hint: run the stage with workspace: "worktree"/);
+  const id = await lastRunId(home);
+  const cli = await runAtomic(["review", id, "plain", "--approve"], { home });
+  expect(cli.code).toBe(2);
+  expect(cli.stderr).toContain(`stage plain of run ${id} has no git worktree, so it has no diff to show or review`);
+  const diff = await runAtomic(["diff", id, "plain"], { home });
+  expect(diff.code).toBe(2);
+});

@@ -41,6 +41,8 @@ export async function runAsk(exec: RunExecution, question: string, opts: AskOpti
 export interface Answered {
   answer: string;
   extra: Record<string, unknown>;
+  /** Who answered (cli, the page, intercom), when recorded. */
+  by?: string | null;
 }
 
 /**
@@ -65,8 +67,8 @@ export async function askAt(
   const rootId = tree.lease.rootId;
   if (recorded?.checkpoint) {
     tree.observer({ type: "step_ended", runId: exec.runId, position, kind: "ask", name, status: "completed", replayed: true, at: Date.now() });
-    const result = recorded.checkpoint.result as { answer: string; extra?: Record<string, unknown> };
-    return { answer: result.answer, extra: result.extra ?? {} };
+    const result = recorded.checkpoint.result as { answer: string; extra?: Record<string, unknown>; answeredBy?: string | null };
+    return { answer: result.answer, extra: result.extra ?? {}, by: result.answeredBy ?? null };
   }
   await exec.startGate(scope);
   checkQuestion(name, question, choices, timeoutMs);
@@ -82,7 +84,7 @@ export async function askAt(
   const startedAt = Date.now();
   if (prompt?.state === "answered") {
     // Answered while no process drove the run: recorded now, no waiting.
-    return { answer: await record(exec, position, step, prompt, startedAt, false, [], extra), extra };
+    return { answer: await record(exec, position, step, prompt, startedAt, false, [], extra), extra, by: prompt.answeredBy };
   }
   const promptId = prompt?.id ?? newPromptId();
   const { runFirst, treeFirst } = tree.mail.promptOpened(exec.runId, promptId);
@@ -137,7 +139,7 @@ export async function askAt(
       hint: `resume to ask again: atomic resume ${rootId}`,
     });
   }
-  return { answer: await record(exec, position, step, answered, startedAt, runLast, back, extra), extra };
+  return { answer: await record(exec, position, step, answered, startedAt, runLast, back, extra), extra, by: answered.answeredBy };
 }
 
 /** Checkpoints the answer (with the status back to running when no question of the run is open any more). */
