@@ -18,6 +18,9 @@ import type { RunView } from "./view/run-view.ts";
 import { err, onStdoutClosed } from "./output.ts";
 import { failureDetail, failureSentence } from "./failure.ts";
 import { setEnv } from "../shared/config/environment.ts";
+import { chainEnd } from "../engine/chain.ts";
+import { LeaseHeldError } from "../shared/errors.ts";
+import type { RunId } from "../shared/ids.ts";
 
 export const EXIT_CODE: Record<RunStatus, number> = {
   completed: 0,
@@ -33,7 +36,8 @@ export const EXIT_CODE: Record<RunStatus, number> = {
 };
 
 /** `beforeResult`: awaited before the result is printed (the console of `--tui` closes first). */
-export async function driveRun(s: CliSession, root: RootRun, view: RunView, opts: { beforeResult?: () => Promise<void> } = {}): Promise<void> {
+export async function driveRun(s: CliSession, first: RootRun, view: RunView, opts: { beforeResult?: () => Promise<void> } = {}): Promise<void> {
+  let root = first;
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;
@@ -59,6 +63,17 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView, opts
   let outcome: RunOutcome;
   try {
     outcome = await root.run();
+    // ctx.continueAsNew: the chain is followed to its end; the last run's outcome is the drive's.
+    while (outcome.continuedAs && signals === 0) {
+      const next = await chained(s, view, root, outcome.continuedAs);
+      if ("outcome" in next) {
+        outcome = next.outcome;
+        break;
+      }
+      root = next.root;
+      setEnv("ATOMIC_ROOT_RUN_ID", root.runId);
+      outcome = await root.run();
+    }
   } finally {
     undoClosed();
     process.off("SIGINT", onSignal);
@@ -70,6 +85,29 @@ export async function driveRun(s: CliSession, root: RootRun, view: RunView, opts
   s.exitCode = EXIT_CODE[outcome.status];
   // Ctrl-C while a question waits parks the run awaiting input; the process still ends as interrupted.
   if (root.stopReason === "interrupted" && outcome.status === "awaiting_input") s.exitCode = 130;
+}
+
+/**
+ * The next run of a chain, to drive: the one the hand-over started, or a resume of it. One that ended
+ * already (it continued in turn, or completed) is followed through its record; one another process drives
+ * ends this drive with the command that watches it.
+ */
+async function chained(s: CliSession, view: RunView, root: RootRun, next: RunId): Promise<{ root: RootRun } | { outcome: RunOutcome }> {
+  if (s.globals.json) s.json({ type: "continued", runId: root.runId, continuedAs: next });
+  else view.note(`run ${root.runId} continued as run ${next}`);
+  let driven: RootRun | undefined;
+  try {
+    driven = await root.continuation(next);
+  } catch (e) {
+    if (!(e instanceof LeaseHeldError)) throw e;
+    return { outcome: { runId: next, status: "interrupted", error: { name: "LeaseHeld", code: "lease_held", message: `run ${next}, which continues run ${root.runId}, is driven by another process`, hint: `follow it with: atomic show ${next}` } } };
+  }
+  if (driven) return { root: driven };
+  const journal = await s.journal();
+  const record = await journal.getRun(next);
+  const end = record ? await chainEnd(journal, record) : undefined;
+  if (!end) throw new Error(`run ${next}, which continues run ${root.runId}, is not in the journal`);
+  return { outcome: { runId: end.id, status: end.status, ...(end.outputs !== null ? { outputs: end.outputs } : {}), ...(end.error ? { error: end.error } : {}) } };
 }
 
 export function printOutcome(s: CliSession, outcome: RunOutcome): void {

@@ -31,6 +31,7 @@ export function colorFor(style: Style, status: string): (s: string) => string {
     case "completed":
       return style.green;
     case "skipped":
+    case "continued":
       return style.dim;
     case "failed":
     case "crashed":

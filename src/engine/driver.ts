@@ -15,13 +15,16 @@
  */
 
 import type { Clock } from "./clock.ts";
-import { storedCode, type PinnedCode } from "./pinned-code.ts";
+import { collectCode, storedCode, type PinnedCode } from "./pinned-code.ts";
+import { codeLoading, type LoadedCode } from "./code-loading.ts";
+import { checkedInputs } from "./steps/continue-as-new.ts";
+import { faultPoint } from "../shared/fault-points.ts";
 import { recordEnvironment } from "./run-environment.ts";
-import { join } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { AppendEntry } from "../journal/append.ts";
 import type { Journal } from "../journal/journal.ts";
-import type { Lease, RunRecord } from "../journal/runs.ts";
+import { TERMINAL_STATUSES, type Lease, type RunRecord } from "../journal/runs.ts";
 import { parseControl, pausedStages } from "../journal/run-control.ts";
 import type { StageIndexEntry } from "../journal/stage-index.ts";
 import type { ForkSeed, RunOrigin } from "./fork.ts";
@@ -82,6 +85,8 @@ export interface NewRunRequest {
   origin?: RunOrigin;
   /** A fork's reused results (fork.ts): copied into the new run before it starts, replayed like a resume's. */
   seed?: ForkSeed;
+  /** ctx.continueAsNew: the run this one continues (recorded in its `run_started`; driver.ts handOver). */
+  continuedFrom?: RunId;
   /** Replay only (ReplayCursor.beyondHistory): called, and may throw, where the seed's history ends and a step would run live. */
   beyondHistory?: ReplayCursor["beyondHistory"];
 }
@@ -94,6 +99,14 @@ export class RootRun {
   private applyingControl = false;
   /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
   private appliedControlRev = 0;
+
+  /** ctx.continueAsNew: the next run of the chain, started by this drive's hand-over (not yet driven: run() it). */
+  successor: RootRun | undefined;
+  /** The options this drive was made with, and its workflow file and budget: a hand-over starts the next run with them. */
+  private given!: DriverOptions;
+  private workflowPath = "";
+  private digest = "";
+  private budgetOptions: BudgetOptions | undefined;
 
   private constructor(
     readonly runId: RunId,
@@ -120,6 +133,7 @@ export class RootRun {
     const cursor = new ReplayCursor(runId, copies.map((c, i) => ({ runId, seq: i + 2, type: c.type, key: c.key ?? null, idempotencyKey: null, payload: c.payload, at: c.at ?? 0 })));
     cursor.beyondHistory = req.beyondHistory;
     const root = RootRun.create(await traced(opts), lease, acquiredAt, req.definition, req.inputs, cursor, null);
+    root.chainWith(opts, req.workflowPath, req.digest);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
     root.setBudget(budget);
@@ -140,6 +154,7 @@ export class RootRun {
           host: lease.host,
           ...(budget ? { budget } : {}),
           ...(origin ? { origin } : {}),
+          ...(req.continuedFrom ? { continuedFrom: req.continuedFrom } : {}),
           // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.
           ...(req.definition.recover === false ? { recover: false } : {}),
           // The environment the workflow sees, without secrets' values: resumes give it back (run-environment.ts).
@@ -209,6 +224,7 @@ export class RootRun {
     // The drive before this one was lost (the run still reads running): the spans it left open end now.
     if (tracedOpts.tracer && (run.status === "running" || run.status === "awaiting_input")) tracedOpts.tracer.recover(run.id, run.workflowName, events);
     const root = RootRun.create(tracedOpts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
+    root.chainWith(opts, place?.path ?? run.workflowPath, digest);
     root.appliedControlRev = run.controlRev;
     // Stages paused under an earlier drive stay paused (the control values its drivers applied).
     for (const path of pausedStages(events.filter((e) => e.type === EVENT.controlApplied && e.runId === run.id).map((e) => String((e.payload as { action?: unknown }).action ?? "")))) root.pauseStage(path);
@@ -294,8 +310,91 @@ export class RootRun {
 
   /** The run's budget for this drive (`spent`: what earlier drives recorded). */
   private setBudget(budget: BudgetOptions | undefined, spent?: { costMicroUsd: number; tokens: number }): void {
+    this.budgetOptions = budget;
     this.execution.budget = this.tree.newLedger(limitsOf(budget), spent);
   }
+
+  /** What a hand-over needs (ctx.continueAsNew): the options to start the next run with, and the workflow file. */
+  private chainWith(opts: DriverOptions, workflowPath: string, digest: string): void {
+    this.given = opts;
+    this.workflowPath = workflowPath;
+    this.digest = digest;
+    this.tree.handOver = (inputs) => this.handOver(inputs);
+  }
+
+  /**
+   * ctx.continueAsNew: the hand-over to the next run of the chain, crash-safe in three writes. (1) The
+   * hand-over is recorded in this run (`continued_as_new { next, inputs }`); a resumed run whose history
+   * holds it replays to the same call and hands over to that run, never a second one. (2) The next run is
+   * started (`run_started` with `continuedFrom`), on the workflow file as it is now (this run's code if the
+   * file is gone or does not load), with this run's budget flags and tags; unless it exists already (a
+   * resume of a hand-over cut short after it). (3) The caller records this run's end (completed, continued).
+   * The next run holds its lease from (2) on: `successor`, which the caller drives next; after a resume that
+   * found it existing there is none, and the caller resumes it by id.
+   */
+  private async handOver(inputs: Record<string, unknown>): Promise<RunId> {
+    const { journal } = this.tree;
+    const recorded = this.execution.cursor.continuedAs;
+    const next = (recorded?.next as RunId | undefined) ?? newRunId();
+    const nextInputs = recorded?.inputs ?? inputs;
+    if (!recorded) await this.tree.append({ runId: this.runId, type: EVENT.continuedAsNew, payload: { next, inputs: nextInputs } });
+    faultPoint("continue-as-new-recorded");
+    if (await journal.getRun(next)) return next;
+    const loaded = await this.currentCode();
+    const checked = checkedInputs(loaded.definition.inputs ?? {}, nextInputs, loaded.definition.name);
+    this.successor = await RootRun.start(this.given, {
+      definition: loaded.definition,
+      workflowPath: loaded.path,
+      digest: loaded.digest,
+      ...(loaded.code ? { code: loaded.code } : {}),
+      inputs: reviveInputs(loaded.definition.inputs ?? {}, checked),
+      runId: next,
+      continuedFrom: this.runId,
+      ...(this.budgetOptions ? { budget: this.budgetOptions } : {}),
+    });
+    const tags = (await journal.tags.of([this.runId])).get(this.runId);
+    if (tags && Object.keys(tags).length > 0) await journal.tags.set(next, tags, Date.now());
+    faultPoint("continue-as-new-started");
+    return next;
+  }
+
+  /**
+   * The drive of the next run of the chain (`next`) once this one ended continued: the successor this
+   * drive's hand-over started; else (a resumed hand-over found it started already) that run resumed by id
+   * with this drive's options, on its pinned code, here and in this environment (the chain's). Undefined
+   * when it ended already (its record says how). Throws LeaseHeldError when another process drives it.
+   */
+  async continuation(next: RunId): Promise<RootRun | undefined> {
+    if (this.successor) return this.successor;
+    const { journal } = this.tree;
+    const run = await journal.getRun(next);
+    if (!run || TERMINAL_STATUSES.includes(run.status)) return undefined;
+    const events = await journal.readEvents(next);
+    const loader = codeLoading.loader;
+    if (!loader) throw new Error(`run ${next} continues run ${this.runId}, and this process cannot load workflow code to resume it`);
+    const loaded = (await loader.pinned(journal, this.given.home, run.workflowDigest, run.workflowPath)) ?? (await loader.file(run.workflowPath));
+    return RootRun.resume(this.given, run, loaded.definition, loaded.digest, undefined, { path: loaded.path, cwd: process.cwd() }, events);
+  }
+
+  /** The workflow file as it is now (loaded from a pinned copy when it changed: an import is cached per path), else this run's code. */
+  private async currentCode(): Promise<LoadedCode> {
+    const mine = { definition: this.execution.definition, path: this.workflowPath, digest: this.digest };
+    const loader = codeLoading.loader;
+    try {
+      // A builtin is part of the binary; the test kit's workflows have no file.
+      if (!isAbsolute(this.workflowPath) || !loader) return mine;
+      const code = collectCode(this.workflowPath);
+      if (code.version === mine.digest) return mine;
+      await this.tree.journal.code.put(code.files, Date.now());
+      const loaded = await loader.pinned(this.tree.journal, this.given.home, code.version, this.workflowPath);
+      return loaded ?? mine;
+    } catch (err) {
+      this.tree.observer({ type: "warning", runId: this.runId, message: `the next run keeps this run's code: ${errorInfo(err).message}`, at: Date.now() });
+      return mine;
+    }
+  }
+
+
 
   /**
    * Execute the workflow to its end (or stop), then release the lease. A

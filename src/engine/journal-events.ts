@@ -77,7 +77,10 @@ export interface StatusChangedPayload {
   to: RunStatus;
   reason?: string;
   error?: ErrorInfo;
+  /** ctx.continueAsNew: the run that continues this one (this run ended completed, its error CONTINUED_CODE). */
+  continuedAs?: string;
 }
+export { CONTINUED_CODE } from "../journal/runs.ts";
 
 export interface RunResumedPayload {
   holderId: string;
@@ -126,6 +129,11 @@ export const EVENT = {
   recoveryStopped: "recovery_stopped",
   /** ctx.patched / ctx.deprecatePatch reached new ground: { patchId } (no event key: it takes no replay position; ./steps/patch.ts). */
   patchRecorded: "patch_recorded",
+  /**
+   * ctx.continueAsNew: the run hands over to run `next` with `inputs` ({ next, inputs }; no event key). Recorded
+   * before the next run starts, so a resumed hand-over continues as that run, never a second one (driver.ts).
+   */
+  continuedAsNew: "continued_as_new",
 } as const;
 
 /** `tool "fetch"`; with `withArgs` (when only the arguments differ) the digest too, so the two sides read differently. */

@@ -28,6 +28,7 @@ import { closeMatches } from "../shared/close-matches.ts";
 import { BUILTIN_PREFIX, builtinDigest, builtinNames, builtinSource, withBuiltinFile } from "./builtins.ts";
 import type { Journal } from "../journal/journal.ts";
 import { collectCode, materializeCode, shortVersion, storedCode, type PinnedCode } from "./pinned-code.ts";
+import { codeLoading } from "./code-loading.ts";
 
 /** The names `atomic run NAME` accepts here: the builtins and the files in .atomic/workflows/. */
 function workflowNames(): string[] {
@@ -94,6 +95,9 @@ export async function loadPinnedWorkflow(journal: Journal, home: string, version
   const definition = await importWorkflow(entry, `${recordedPath} (pinned ${shortVersion(version)})`);
   return { definition, path: recordedPath, digest: version, code: stored.code };
 }
+
+// The driver loads a chain's next run through these (code-loading.ts).
+codeLoading.loader = { file: loadWorkflowFile, pinned: loadPinnedWorkflow };
 
 /** The absolute path of a workflow file; a usage error when it is missing, not a file or not TypeScript or JavaScript. */
 export function checkWorkflowPath(file: string): string {

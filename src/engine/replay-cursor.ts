@@ -61,6 +61,8 @@ export class ReplayCursor {
   private pendingCheckpoints = 0;
   /** The patch ids the history holds markers of (ctx.patched: ./steps/patch.ts). */
   readonly patches = new Set<string>();
+  /** The hand-over the history recorded (ctx.continueAsNew: ./steps/continue-as-new.ts), if any. */
+  continuedAs: { next: string; inputs: Record<string, unknown> } | undefined;
   /**
    * The first divergence found. Sticky: every later claim raises it again and
    * so does assertFullyReplayed, so workflow code that catches it (or a group
@@ -78,6 +80,7 @@ export class ReplayCursor {
   constructor(readonly runId: string, events: readonly JournalEvent[] = []) {
     for (const e of events) {
       if (e.type === EVENT.patchRecorded) this.patches.add((e.payload as { patchId: string }).patchId);
+      else if (e.type === EVENT.continuedAsNew) this.continuedAs = e.payload as { next: string; inputs: Record<string, unknown> };
       if (e.key === null) continue;
       if (e.type === EVENT.checkpoint) {
         this.entry(e.key).checkpoint = e.payload as CheckpointPayload;

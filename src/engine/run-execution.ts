@@ -20,9 +20,9 @@ import * as v from "valibot";
 import type { RunStatus } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
 import { AtomicError, CancelledError, LeaseLostError, StepFailedError, errorInfo, type ErrorInfo } from "../shared/errors.ts";
-import { ExitSignal } from "../sdk/workflow.ts";
+import { ContinueAsNewSignal, ExitSignal } from "../sdk/workflow.ts";
 import type { ExitStatus, StepSpec, WorkflowContext, WorkflowDefinition } from "../sdk/types.ts";
-import { EVENT, type StatusChangedPayload } from "./journal-events.ts";
+import { CONTINUED_CODE, EVENT, type StatusChangedPayload } from "./journal-events.ts";
 import type { ReplayCursor } from "./replay-cursor.ts";
 import type { RunTree } from "./run-tree.ts";
 import { Scope, currentScope, inScope } from "./scope.ts";
@@ -38,6 +38,7 @@ import { runAsk } from "./steps/ask.ts";
 import { runMerge } from "./steps/merge.ts";
 import { runReview } from "./steps/review.ts";
 import { runPatched } from "./steps/patch.ts";
+import { runContinueAsNew } from "./steps/continue-as-new.ts";
 import { upgradeDivergence } from "./upgrade.ts";
 import { resumeHint, type BudgetLedger } from "./budget.ts";
 
@@ -46,6 +47,8 @@ export interface RunOutcome {
   status: RunStatus;
   outputs?: unknown;
   error?: ErrorInfo;
+  /** ctx.continueAsNew: the run of the chain that continues this one (this one ended; driver.ts handOver). */
+  continuedAs?: RunId;
 }
 
 export class RunExecution {
@@ -96,7 +99,9 @@ export class RunExecution {
       this.cursor.assertFullyReplayed();
       outcome = { runId: this.runId, status: "completed", outputs: this.validateOutputs(storedValue(value, "the workflow")) };
     } catch (err) {
-      outcome = this.blockedByBudget(this.outcomeOf(err));
+      // ctx.continueAsNew: the hand-over (recorded, the next run started) unless the drive is stopping or replay diverged.
+      const handOver = err instanceof ContinueAsNewSignal && !tree.stopReason && !this.cursor.divergence && tree.handOver;
+      outcome = handOver ? await this.continued(handOver, (err as ContinueAsNewSignal).inputs) : this.blockedByBudget(this.outcomeOf(err instanceof ContinueAsNewSignal && tree.stopReason ? tree.stoppedError() : err));
     }
     this.budget.close();
     // A failure caused by a damaged journal file is not the run's failure: the run stops resumably (crashed) instead.
@@ -144,6 +149,21 @@ export class RunExecution {
         hint: resumeHint(this.tree.lease.rootId, why),
       },
     };
+  }
+
+  /** The run ended by continuing as `next`: completed, with the link (an error code `show` and `runs` read as "continued"). */
+  private async continued(handOver: NonNullable<RunTree["handOver"]>, inputs: Record<string, unknown>): Promise<RunOutcome> {
+    try {
+      const next = await handOver(inputs);
+      return {
+        runId: this.runId,
+        status: "completed",
+        continuedAs: next,
+        error: { name: "ContinuedAsNew", code: CONTINUED_CODE, message: `continued as run ${next}` },
+      };
+    } catch (err) {
+      return this.outcomeOf(err);
+    }
   }
 
   private outcomeOf(err: unknown): RunOutcome {
@@ -200,6 +220,7 @@ export class RunExecution {
   private async recordEnd(outcome: RunOutcome): Promise<void> {
     const payload: StatusChangedPayload = { from: "running", to: outcome.status };
     if (outcome.error) payload.error = outcome.error;
+    if (outcome.continuedAs) payload.continuedAs = outcome.continuedAs;
     try {
       await this.tree.append({
         runId: this.runId,
@@ -287,6 +308,7 @@ export class RunExecution {
       deprecatePatch(id) {
         runPatched(exec, id, true);
       },
+      continueAsNew: (inputs) => runContinueAsNew(exec, inputs),
       exit(opts = {}) {
         const status = opts.status ?? "completed";
         if (!(EXIT_STATUSES as readonly unknown[]).includes(status)) {

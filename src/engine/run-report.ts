@@ -6,6 +6,7 @@
  * directory) for timelines, and a stage's usage when its runner reported one.
  */
 
+import { isContinued, predecessorIn, successorIn } from "./chain.ts";
 import type { RunOrigin } from "./fork.ts";
 import { stageLogPath } from "../artifacts/stage-logs.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
@@ -99,6 +100,9 @@ export interface RunReport {
   tags?: Record<string, string>;
   /** Where the run came from: the run it reruns or forks (fork.ts), from its run_started. */
   origin?: RunOrigin;
+  /** A run of a chain (ctx.continueAsNew, chain.ts): the run it continues, and the run that continued it. */
+  continuedFrom?: RunId;
+  continuedAs?: RunId;
   leaseExpiresAt?: number;
   /** A crashed run: why (run-status.ts crashCause). */
   crashCause?: "driver_gone" | "lease_expired";
@@ -299,6 +303,10 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   }
   const tags = run.parentId === null ? (await journal.tags.of([run.id])).get(run.id) : undefined;
   const report: RunReport = { run, status, steps: list, ...(origin ? { origin } : {}), ...(tags ? { tags } : {}) };
+  const continuedFrom = run.parentId === null ? predecessorIn(events) : undefined;
+  const continuedAs = isContinued(run) ? successorIn(events) : undefined;
+  if (continuedFrom) report.continuedFrom = continuedFrom;
+  if (continuedAs) report.continuedAs = continuedAs;
   if (waiting.size > 0 && (status === "running" || status === "paused")) report.waiting = [...waiting.values()];
   const open = (await journal.messages.prompts(run.rootId, "open")).filter((p) => p.runId === run.id);
   if (open.length > 0) report.questions = open.map((p) => ({ id: p.id, question: p.question, choices: p.choices, deadline: p.deadline }));

@@ -20,6 +20,7 @@ import { WALL_CLOCK, type Clock } from "./clock.ts";
 import type { AppendEntry } from "../journal/append.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { Lease } from "../journal/runs.ts";
+import type { RunId } from "../shared/ids.ts";
 import { redactValue, secretsKnown } from "../shared/secrets.ts";
 import { EVENT } from "./journal-events.ts";
 import type { GroupCommitWriter } from "../journal/group-commit.ts";
@@ -56,6 +57,11 @@ export class RunTree implements MailTree {
   upgradedFrom: string | undefined;
   /** With `upgradedFrom`: the files of that code by path relative to the workflow's directory, to name where a step was called. */
   upgradedFromCode: ReadonlyMap<string, string> | undefined;
+  /**
+   * ctx.continueAsNew of the root run: records the hand-over, starts the next run of the chain and answers
+   * its id (the driver sets it: driver.ts handOver). Throws when the next run cannot start (the run fails).
+   */
+  handOver: ((inputs: Record<string, unknown>) => Promise<RunId>) | undefined;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
   /**

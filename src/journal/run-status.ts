@@ -5,6 +5,8 @@
  * to pause (control "pause") is shown as "paused": no new step starts. A
  * run waiting for an answer (ctx.ask) shows "awaiting_input" whether its
  * driver waits with it or stopped and parked it; "crashed" if the driver died.
+ * A run that ended by continuing as a new run (ctx.continueAsNew) shows
+ * "continued".
  *
  * Clocks: a lease's expiry is the holder's wall clock (renewedAt) against
  * ours, so a clock stepped on either side would flip a live run to
@@ -16,7 +18,7 @@
  */
 
 import { isLocalHolderDead, isLocalHolderRunning } from "../shared/process-info.ts";
-import type { Lease, RunRecord, ShownStatus } from "./runs.ts";
+import { CONTINUED_CODE, type Lease, type RunRecord, type ShownStatus } from "./runs.ts";
 import { runPausedBy } from "./run-control.ts";
 
 export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date.now()): ShownStatus {
@@ -25,6 +27,7 @@ export function shownStatus(run: RunRecord, lease: Lease | undefined, now = Date
     if (lease && (expired(lease, now) || isLocalHolderDead(lease))) return "crashed";
     return "awaiting_input";
   }
+  if (run.status === "completed" && run.error?.code === CONTINUED_CODE) return "continued";
   if (run.status !== "running") return run.status;
   if (!lease) return "crashed";
   if (isLocalHolderDead(lease) || expired(lease, now)) return "crashed";

@@ -31,9 +31,14 @@ export const RUN_STATUSES = [
  * answer (driven or parked; resumable, and a resumed run waits again).
  * "skipped": the workflow decided there was nothing to do (ctx.exit), ended
  * like "completed"; "blocked" (a budget, or ctx.exit) is resumable.
+ * "continued" is derived too: completed with the error code CONTINUED_CODE
+ * (ctx.continueAsNew; the next run of its chain goes on).
  */
 export type RunStatus = (typeof RUN_STATUSES)[number];
-export type ShownStatus = RunStatus | "crashed" | "paused";
+export type ShownStatus = RunStatus | "crashed" | "paused" | "continued";
+
+/** The error code of a run that ended by continuing as a new run (ctx.continueAsNew): stored completed, shown `continued`. */
+export const CONTINUED_CODE = "continued_as_new";
 
 export const TERMINAL_STATUSES: readonly RunStatus[] = ["completed", "cancelled", "skipped"];
 

@@ -517,6 +517,22 @@ export interface WorkflowContext<I = Record<string, unknown>> {
    * history, with or without the marker.
    */
   deprecatePatch(id: string): void;
+  /**
+   * Ends this run's history and continues the workflow as a new run with
+   * `inputs` (checked against the workflow's inputs), in the same chain:
+   * the new run starts from the workflow file as it is now (the code this
+   * run is pinned to if the file is gone or does not load), with this run's
+   * environment, budget flags and tags; the two are linked both ways
+   * (`atomic show`), this run shows as `continued`, and `atomic run` and
+   * `atomic resume` follow the chain to its end. A workflow that loops for
+   * weeks keeps each run's journal bounded by calling it every N rounds.
+   * Only a root run can continue as new (a child workflow fails with
+   * `bad_continue_as_new`).
+   *
+   * Failure semantics: the hand-over is recorded before the new run starts,
+   * so a crash at any point of it resumes to exactly one new run.
+   */
+  continueAsNew(inputs: Partial<I>): never;
 }
 
 /** Limits of a run (and its child runs). When one is used up no new stage starts, live agent stages get one wrap-up turn, and the run ends `blocked` (budget_exceeded). */

@@ -60,3 +60,15 @@ export class ExitSignal {
     readonly outputs: unknown,
   ) {}
 }
+
+/**
+ * Thrown by `ctx.continueAsNew(inputs)`: the run ends its history here and
+ * the engine continues the workflow as a new run of the same chain with
+ * `inputs`. An ExitSignal, so a parallel group stops and re-raises it as it
+ * does `ctx.exit`; workflow code should not catch it.
+ */
+export class ContinueAsNewSignal extends ExitSignal {
+  constructor(readonly inputs: Record<string, unknown>) {
+    super("completed", undefined, undefined);
+  }
+}

@@ -103,6 +103,13 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
       root = await RootRun.resume(driverOpts, root0!, workflow, "test");
       outcome = await root.run();
     }
+    // ctx.continueAsNew: the chain is followed to its end, as `atomic run` follows it.
+    for (let next = outcome.continuedAs; next; next = outcome.continuedAs) {
+      const following: RootRun | undefined = await root!.continuation(next);
+      if (!following) break;
+      root = following;
+      outcome = await following.run();
+    }
     return {
       runId: outcome.runId,
       status: outcome.status,

@@ -157,3 +157,22 @@ test("stages of child workflows are scripted and reported by their path", async 
   expect(result.outputs).toEqual({ a: "top-level", b: "nested" });
   expect(Object.keys(result.stages).sort()).toEqual(["report", "summarize/report"]);
 });
+
+test("a workflow that continues as new runs its chain to the end; the steps name each run, the result is the last run's", async () => {
+  const counter = workflow({
+    name: "counter",
+    inputs: { n: v.number(), sum: v.optional(v.number(), 0) },
+    async run(ctx) {
+      const sum = ctx.inputs.sum + (await ctx.tool(`add-${ctx.inputs.n}`, ctx.inputs.n, () => ctx.inputs.n));
+      if (ctx.inputs.n > 1) ctx.continueAsNew({ n: ctx.inputs.n - 1, sum });
+      return { sum };
+    },
+  });
+  const result = await testRun(counter, { inputs: { n: 4 } });
+  expect(result.status).toBe("completed");
+  expect(result.outputs).toEqual({ sum: 10 });
+  const tools = result.steps.filter((s) => s.kind === "tool");
+  expect(tools.map((s) => s.name)).toEqual(["add-4", "add-3", "add-2", "add-1"]);
+  expect(new Set(tools.map((s) => s.runId)).size).toBe(4);
+  expect(tools.at(-1)!.runId).toBe(result.runId);
+});

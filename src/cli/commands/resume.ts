@@ -15,6 +15,7 @@ import { loadPinnedWorkflow, loadWorkflowFile } from "../../engine/loader.ts";
 import { checkRunDir, recordedPlace } from "../../engine/run-place.ts";
 import { applyRecordedEnvironment, recordedEnvironment } from "../../engine/run-environment.ts";
 import { driveRun } from "../drive.ts";
+import { chainEnd, isContinued } from "../../engine/chain.ts";
 import { POOL_ARGS, executorOption } from "../pool-options.ts";
 import { BUDGET_ARGS, budgetOption, warnIfUnpriced } from "../budget-options.ts";
 import { loadConfig } from "../../shared/config/load.ts";
@@ -43,7 +44,10 @@ export default defineCommand({
   },
   async run({ args }) {
     const s = session();
-    const run = await s.findRun(args.run);
+    const asked = await s.findRun(args.run);
+    // A run that continued as new (ctx.continueAsNew): what is left to resume is the last run of its chain.
+    const run = isContinued(asked) ? await chainEnd(await s.journal(), asked) : asked;
+    if (run !== asked) s.info(s.style.dim(`run ${asked.id} continued as new; the last run of its chain is ${run.id}`));
     if (args.upgrade && run.status === "completed") {
       throw new UsageError("already_completed", `run ${run.id} already completed; there is nothing to move to the current file`, {
         hint: `start it again on the current file: atomic rerun ${run.id}`,

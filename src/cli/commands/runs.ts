@@ -28,13 +28,14 @@ import { RunSummaries } from "../../status/summaries.ts";
 import { stageCountsText, type StageCounts, type UsageTotals } from "../../status/totals.ts";
 import { formatCost } from "../../runners/usage.ts";
 
-const SHOWN_STATUSES: readonly ShownStatus[] = [...RUN_STATUSES, "crashed", "paused"];
+const SHOWN_STATUSES: readonly ShownStatus[] = [...RUN_STATUSES, "crashed", "paused", "continued"];
 
 /** The stored statuses a shown status can come from. */
 const STORED_FOR: Record<ShownStatus, readonly RunStatus[]> = {
   ...(Object.fromEntries(RUN_STATUSES.map((x) => [x, [x]])) as Record<RunStatus, RunStatus[]>),
   crashed: ["running", "awaiting_input"],
   paused: ["running"],
+  continued: ["completed"],
 };
 
 const PAGE = 200;
@@ -166,8 +167,10 @@ async function selectRuns(journal: Journal, filter: ListRunsFilter, wanted: read
   return rows;
 }
 
-/** Why a crashed run is crashed: the service's reason when it left the run for a person, else what happened to its driver. */
+/** Why a crashed run is crashed (the service's reason when it left the run for a person, else what happened to its driver); which run continued a continued one. */
 function crashNote(r: Row): string {
+  // A run of a chain (ctx.continueAsNew) names the run that continues it: "continued as run <id>".
+  if (r.status === "continued") return r.run.error?.message ?? "";
   if (r.status !== "crashed") return "";
   if (r.run.error?.code === RECOVERY_STOPPED) return r.run.error.message;
   if (r.leaseExpiresAt === undefined) return "";

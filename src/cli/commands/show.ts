@@ -92,12 +92,16 @@ function printReport(s: CliSession, report: RunReport, depth: number, all: boole
   line("started", `${formatTime(run.createdAt)} (${formatDuration(end - run.createdAt)})`);
   if (depth === 0 && run.workflowPath) line("file", run.workflowPath);
   if (report.origin) line("from", originText(report.origin));
+  // A chain of runs (ctx.continueAsNew): each names its neighbours.
+  if (report.continuedFrom) line("continues", `run ${report.continuedFrom}`);
+  if (report.continuedAs) line("next", `continued as run ${report.continuedAs}`);
   if (report.tags) line("tags", Object.entries(report.tags).map(([k, v]) => `${k}=${v}`).join(" "));
   line("inputs", JSON.stringify(run.inputs));
   if (run.outputs !== null && run.outputs !== undefined) line("outputs", JSON.stringify(run.outputs));
   // The reason a run that did not fail gave to ctx.exit (skipped, blocked, cancelled) is no error.
   if (run.error?.code === "exit" && run.status !== "failed") line("reason", run.error.message);
-  else if (run.error) {
+  // A continued run's "error" only names the next run of its chain (shown above): no error.
+  else if (run.error && report.status !== "continued") {
     line("error", st.red(`${failureSentence(run.error)}${run.error.hint ? ` (hint: ${run.error.hint})` : ""}`));
     for (const detail of failureDetail(run.error, st, s.globals.verbose, `${pad}          `)) s.result(detail);
   }

@@ -86,7 +86,11 @@ function linesView(s: CliSession): RunView {
       }
       switch (e.type) {
         case "run_started":
-          if (!e.parentId) rootId ??= e.runId;
+          // The root run (one at a time: a chain's next run, ctx.continueAsNew, starts once the one before ended).
+          if (!e.parentId) {
+            rootId = e.runId;
+            replayed = 0;
+          }
           print(`${e.resumed ? "resumed" : "started"} run ${e.runId} (${e.workflow})${e.parentId ? ` as a child of ${e.parentId}` : ""}`);
           break;
         case "step_started":

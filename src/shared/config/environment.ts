@@ -378,5 +378,10 @@ export function pinEnvironment(recorded: Readonly<Record<string, string>>, keep:
       }
       return Reflect.get(target, name, receiver) as unknown;
     },
+    // Straight to the real environment: through the proxy (Reflect.set's default receiver) a second write of a
+    // variable redefines it with a partial descriptor, which process.env refuses.
+    set(target, name, value) {
+      return Reflect.set(target, name, value);
+    },
   });
 }
