@@ -22,7 +22,7 @@ import { RUN_TOOL_NAMES, enabledTools } from "../runners/openai/tools.ts";
 import { RUN_TOOLS } from "../runners/run-tools.ts";
 
 /** CLI runners whose stages get the run tools through the stage MCP server (runners/cli-agents/stage-mcp-config.ts). */
-const MCP_RUNNERS: readonly string[] = ["claude", "codex"];
+const MCP_RUNNERS: readonly string[] = ["claude", "codex", "opencode"];
 import type { AgentOptions } from "../runners/types.ts";
 import { storedValue } from "./values.ts";
 

@@ -16,7 +16,8 @@ import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
 import { PRICES, claudeHome, codexHome, type AgentHome } from "../helpers/agent-homes.ts";
 import { startFakeResponses, say } from "../helpers/fake-responses.ts";
 import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
-import { startFakeOpenAI, text as oaText } from "../helpers/fake-openai.ts";
+import { startFakeOpenAI, text as oaText, toolCall as oaToolCall } from "../helpers/fake-openai.ts";
+import { chatAgentSetup, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -44,6 +45,26 @@ agentTest("claude: message to a stage not started yet, through the stage MCP ser
     fake.assertOnlyFake();
   } finally {
     await fake.close();
+  }
+});
+
+agentTest("opencode: message to a stage not started yet, through the stage MCP server (its tool atomic_message)", async () => {
+  const trap = startNetworkTrap();
+  const openai = await startFakeOpenAI((req) =>
+    req.body.messages.some((m) => m.role === "tool") ? oaText("told the reader") : oaToolCall("atomic_message", { to: "reader", text: "the secret is 42" }),
+  );
+  try {
+    const s = chatAgentSetup("opencode", openai.url, { trap });
+    const { r, result } = await runFixture({ home: s.home, dir: s.cwd, env: s.env }, "opencode", "message", {}, "openai", 150_000);
+    expect(r.code).toBe(0);
+    expect(result.outputs).toEqual({ writer: "told the reader", reader: "the secret is 42\n" });
+    const last = openai.requests.at(-1)!.body.messages;
+    expect(JSON.stringify(last.filter((m) => m.role === "tool"))).toContain("sent to reader (queued until it starts)");
+    expect(JSON.stringify(openai.requests[0]!.body.tools)).toContain("atomic_message");
+    expect(trap.strays).toEqual([]);
+  } finally {
+    trap.stop();
+    await openai.close();
   }
 });
 

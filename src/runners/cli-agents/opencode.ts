@@ -27,7 +27,10 @@
  * - `tools` (atomic's names) becomes opencode's `tools` map: every opencode
  *   tool not named is switched off (`tools: []`: all of them). A model that
  *   calls one anyway gets opencode's "invalid" tool ("Model tried to call
- *   unavailable tool 'bash'"): a warning on the stage (records.ts).
+ *   unavailable tool 'bash'"): a warning on the stage (records.ts);
+ * - the run tools (message, ask_agent, reply): the stage MCP server as the
+ *   local MCP server `atomic` (`mcp.atomic`, its link in its `environment`;
+ *   stage-mcp-config.ts), whose tools opencode names `atomic_<tool>`.
  * Steer and followUp are queued and delivered by resuming the session
  * (`-s`) when the run ends; interrupt kills the run and resumes with the
  * message (opencode run takes no input while it runs).
@@ -39,6 +42,7 @@ import type { CliAdapter } from "./cli-runner.ts";
 import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
 import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool, type Rec } from "./records.ts";
 import { readEnv } from "../../shared/config/environment.ts";
+import { STAGE_MCP_NAME, opencodeMcpEntry, stageMcpServer } from "./stage-mcp-config.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
 const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit: "edit", list: "glob", grep: "grep", bash: "bash" };
@@ -47,7 +51,7 @@ const OPENCODE_TOOLS = ["bash", "edit", "glob", "grep", "read", "skill", "task",
 /** Broken steps in a row after which opencode's endless retry is stopped. */
 const MAX_BROKEN_STEPS = 3;
 
-export function opencodeConfig(req: Pick<StageRequest, "agent">, existing: string | undefined): string {
+export function opencodeConfig(req: Pick<StageRequest, "agent" | "runTools">, existing: string | undefined): string {
   let base: Rec = {};
   try {
     base = obj(existing ? JSON.parse(existing) : {});
@@ -61,6 +65,8 @@ export function opencodeConfig(req: Pick<StageRequest, "agent">, existing: strin
     const allowed = new Set(tools.map((t) => TOOL_NAMES[t] ?? t));
     out.tools = { ...obj(base.tools), ...Object.fromEntries(OPENCODE_TOOLS.map((t) => [t, allowed.has(t)])) };
   }
+  const mcp = stageMcpServer(req);
+  if (mcp) out.mcp = { ...obj(base.mcp), [STAGE_MCP_NAME]: opencodeMcpEntry(mcp) };
   return JSON.stringify(out);
 }
 

@@ -7,7 +7,9 @@
  * environment, never on a command line: for claude in a 0600 file in the
  * attempt's artifact directory (`--mcp-config FILE`); for codex in codex's
  * own environment, which codex hands to the server it names
- * (`env_vars`). The user's own CLI configuration is never written.
+ * (`env_vars`); for opencode in the server's entry of the configuration
+ * atomic hands it in OPENCODE_CONFIG_CONTENT. The user's own CLI
+ * configuration is never written.
  */
 
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -34,7 +36,7 @@ export function grantedRunTools(tools: readonly string[] | undefined): RunTool[]
 }
 
 /** The stage's MCP server, when it was granted run tools and has a link to its run. */
-export function stageMcpServer(req: StageRequest): StageMcpServer | undefined {
+export function stageMcpServer(req: Pick<StageRequest, "agent" | "runTools">): StageMcpServer | undefined {
   const link = req.runTools;
   const tools = grantedRunTools(req.agent?.tools);
   if (!link || tools.length === 0) return undefined;
@@ -74,3 +76,11 @@ export function codexMcpArgs(server: StageMcpServer): string[] {
 
 /** How long a CLI lets one run tool call wait (ask_agent's timeout is the driver's to keep): a day. */
 export const TOOL_WAIT_S = 86_400;
+
+/**
+ * opencode's `mcp.atomic` entry (a local server; opencode names its tools atomic_<tool>). Its `timeout` (5 s by
+ * default) bounds every request to the server, tool calls among them: a call waits as long as the tool does.
+ */
+export function opencodeMcpEntry(server: StageMcpServer): Record<string, unknown> {
+  return { type: "local", command: [server.command, ...server.args], environment: server.env, enabled: true, timeout: TOOL_WAIT_S * 1000 };
+}
