@@ -23,6 +23,11 @@ import { RUN_TOOLS } from "../runners/run-tools.ts";
 
 /** CLI runners whose stages get the run tools through the stage MCP server (runners/cli-agents/stage-mcp-config.ts). */
 const MCP_RUNNERS: readonly string[] = ["claude", "codex", "opencode"];
+/** Why the other CLI runners have no stage MCP server (docs/design/stage-tools.md). */
+const NO_BRIDGE: Readonly<Record<string, string>> = {
+  gemini: "gemini takes MCP servers only from its own settings files, which atomic does not write",
+  pi: "pi has no MCP client",
+};
 import type { AgentOptions } from "../runners/types.ts";
 import { storedValue } from "./values.ts";
 
@@ -83,7 +88,7 @@ export async function prepareStage(
   if (runTools.length) {
     throw fail({
       code: "bad_tools",
-      message: `${runTools.join(", ")}: the ${runner} runner does not have ${runTools.length > 1 ? "these tools" : "this tool"} (${runTools.includes("ask_user") ? "ask_user: the openai runner only" : `run tools: ${["openai", ...MCP_RUNNERS].join(", ")}`})`,
+      message: `${runTools.join(", ")}: the ${runner} runner does not have ${runTools.length > 1 ? "these tools" : "this tool"} (${runTools.includes("ask_user") ? "ask_user: the openai runner only" : `${NO_BRIDGE[runner] ? `${NO_BRIDGE[runner]}; ` : ""}run tools: ${["openai", ...MCP_RUNNERS].join(", ")}`})`,
       hint: 'run the stage with runner: "openai", or ask with ctx.ask between stages',
     });
   }

@@ -8,7 +8,7 @@
  * between two real CLIs, the reply through claude's own stage MCP server).
  */
 
-import { afterAll, afterEach, expect } from "bun:test";
+import { afterAll, afterEach, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
@@ -18,6 +18,7 @@ import { startFakeResponses, say } from "../helpers/fake-responses.ts";
 import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
 import { startFakeOpenAI, text as oaText, toolCall as oaToolCall } from "../helpers/fake-openai.ts";
 import { chatAgentSetup, startNetworkTrap } from "../helpers/chat-agents.ts";
+import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -66,6 +67,19 @@ agentTest("opencode: message to a stage not started yet, through the stage MCP s
     trap.stop();
     await openai.close();
   }
+});
+
+test("gemini and pi have no stage MCP server: a stage granted a run tool is refused before it starts, in one sentence", async () => {
+  const home = makeTempDir("atomic-run-tools-home-");
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { gemini: { path: "/bin/true" } } }));
+  const { r, result } = await runFixture({ home, dir: home, env: {} }, "gemini", "message", {}, "openai", 60_000);
+  expect(r.code).toBe(1);
+  const error = (result as { error?: { code: string; message: string; hint: string } }).error!;
+  expect(error.code).toBe("bad_tools");
+  expect(error.message).toBe(
+    'stage "writer": message: the gemini runner does not have this tool (gemini takes MCP servers only from its own settings files, which atomic does not write; run tools: openai, claude, codex, opencode)',
+  );
+  expect(error.hint).toBe('run the stage with runner: "openai", or ask with ctx.ask between stages');
 });
 
 agentTest(
