@@ -50,6 +50,13 @@ export interface ListRunsFilter {
   workflowName?: string;
   /** Runs created at or after this time (ms since the epoch). */
   createdSince?: number;
+  /** Runs created before this time (ms since the epoch). */
+  createdBefore?: number;
+  /**
+   * Runs whose id, workflow name, inputs, outputs or error contain this
+   * text, ignoring ASCII case (./run-search.ts says how it is matched).
+   */
+  text?: string;
   /** Runs with every one of these tags (./tags.ts). */
   tags?: Readonly<Record<string, string>>;
   /** Root runs only (default true). */

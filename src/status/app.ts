@@ -21,10 +21,10 @@
  */
 
 import { Hono, type Context } from "hono";
-import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
+import type { RunRecord } from "../journal/runs.ts";
+import { isQueryProblem, readRunListQuery } from "./run-query.ts";
 import { UnsafeArtifactError } from "../artifacts/stage-logs.ts";
 import { AtomicError, UsageError } from "../shared/errors.ts";
-import { parseTagPairs } from "../shared/tags.ts";
 import { VERSION } from "../shared/version.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
 import { pageAsset, pageHtml } from "./page.ts";
@@ -238,25 +238,15 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
 
   // ---------------------------------------------------------------- runs
 
-  // Root runs, newest first: `{ runs, total, limit, offset }`. `status`: one stored status (running, completed, failed,
-  // cancelled, blocked, interrupted, awaiting_input, skipped); `tag=KEY=VALUE` (repeatable): runs with every tag.
+  // Root runs, newest first: `{ runs, total, limit, offset }`, searched in the journal. `status`: one stored status
+  // (running, completed, failed, cancelled, blocked, interrupted, awaiting_input, skipped); `workflow`: runs of the
+  // workflow of that name; `q`: text in the id, workflow, inputs, outputs or error (any case); `since` and `until`:
+  // started at or after, and before, an ISO date or time or an age (`2h`, `7d`); `tag=KEY=VALUE` (repeatable): runs
+  // with every tag. `limit` (1 to 500, default 50) and `offset` page through what matches; `total` counts it all.
   app.get("/api/runs", async (c) => {
-    const status = c.req.query("status");
-    if (status !== undefined && status !== "" && !(RUN_STATUSES as readonly string[]).includes(status)) {
-      return fail(c, 400, "bad_status", `status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(status)}`);
-    }
-    const limit = intParam(c, "limit", 50, 1, 500);
-    const offset = intParam(c, "offset", 0, 0, 1_000_000_000);
-    if (typeof limit === "string") return fail(c, 400, "bad_paging", limit);
-    if (typeof offset === "string") return fail(c, 400, "bad_paging", offset);
-    let tags: Record<string, string>;
-    try {
-      tags = parseTagPairs(c.req.queries("tag") ?? [], "tag");
-    } catch (err) {
-      if (err instanceof AtomicError) return fail(c, 400, err.code, err.message, "for example ?tag=team=search (repeat for runs with every tag)");
-      throw err;
-    }
-    const body = await source.listRunsJson({ status: status ? (status as RunStatus) : undefined, tags, limit, offset });
+    const q = readRunListQuery({ one: (name) => c.req.query(name), all: (name) => c.req.queries(name) ?? [] });
+    if (isQueryProblem(q)) return fail(c, 400, q.code, q.message, q.hint);
+    const body = await source.listRunsJson(q);
     return c.body(body, 200, { "Content-Type": "application/json" });
   });
 

@@ -16,7 +16,7 @@
 
 import { shortVersion } from "../engine/pinned-code.ts";
 import { leaseExpiry, shownEnd, shownStatus } from "../journal/run-status.ts";
-import type { Journal } from "../journal/journal.ts";
+import type { Journal, ListRunsFilter } from "../journal/journal.ts";
 import type { Lease, RunRecord, RunStatus, ShownStatus } from "../journal/runs.ts";
 import type { StageTally } from "../journal/views.ts";
 import type { StageCounts, UsageTotals } from "./totals.ts";
@@ -51,6 +51,12 @@ export interface RunListQuery {
   tags?: Readonly<Record<string, string>> | undefined;
   /** Runs of the workflow of this name. */
   workflow?: string | undefined;
+  /** Runs whose id, workflow, inputs, outputs or error contain this text (journal/run-search.ts). */
+  text?: string | undefined;
+  /** Runs created at or after this time (ms since the epoch). */
+  since?: number | undefined;
+  /** Runs created before this time. */
+  until?: number | undefined;
   limit: number;
   offset: number;
 }
@@ -69,7 +75,14 @@ export class RunSummaries {
   constructor(private readonly journal: Journal) {}
 
   async list(q: RunListQuery): Promise<RunListPage> {
-    const filter = { ...(q.status ? { status: q.status } : {}), ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}), ...(q.workflow ? { workflowName: q.workflow } : {}) };
+    const filter: ListRunsFilter = {
+      ...(q.status ? { status: q.status } : {}),
+      ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}),
+      ...(q.workflow ? { workflowName: q.workflow } : {}),
+      ...(q.text?.trim() ? { text: q.text } : {}),
+      ...(q.since !== undefined ? { createdSince: q.since } : {}),
+      ...(q.until !== undefined ? { createdBefore: q.until } : {}),
+    };
     const [runs, total] = await Promise.all([
       this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset }),
       this.journal.countRuns(filter),

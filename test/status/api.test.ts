@@ -167,6 +167,23 @@ describe("status API", () => {
       const bad = await st.req("/api/runs?status=sleepy");
       expect(bad.status).toBe(400);
       expect((await json(bad)).error).toMatchObject({ code: "bad_status" });
+
+      // the search, in the journal: text in outputs, any case, the workflow, a time range, together
+      const ids = async (q: string) => (await json<RunListPage>(await st.req(`/api/runs?${q}`))).runs.map((r) => r.id);
+      expect(await ids("q=CHILD-REPORT")).toEqual([reviewId]);
+      expect(await ids("workflow=breaks")).toEqual([failedId]);
+      expect(await ids("q=child-report&workflow=breaks")).toEqual([]);
+      expect(await ids("since=1h")).toEqual([failedId, reviewId]);
+      expect(await ids("until=1h")).toEqual([]);
+      expect(await ids(`since=${new Date(Date.now() - 3_600_000).toISOString()}&until=1s&q=${reviewId.slice(0, 12)}`)).toEqual([reviewId]);
+      expect((await json<RunListPage>(await st.req("/api/runs?q=review&limit=1"))).total).toBe(1);
+      const badTime = await st.req("/api/runs?since=yesterday");
+      expect(badTime.status).toBe(400);
+      expect((await json(badTime)).error).toEqual({ code: "bad_time", message: 'since "yesterday" is neither a date nor an age', hint: "use an ISO date or time (2026-12-01, 2026-12-01T09:30Z) or an age like 90m, 2h, 7d" });
+      const backwards = await st.req("/api/runs?since=1h&until=2h");
+      expect((await json(backwards)).error).toMatchObject({ code: "bad_time", message: "until must be later than since" });
+      const long = await st.req(`/api/runs?q=${"x".repeat(201)}`);
+      expect((await json(long)).error).toMatchObject({ code: "bad_query" });
     });
   });
 

@@ -11,7 +11,7 @@
  * age: a number and s, m, h, d or w (`90m`, `2h`, `7d`).
  */
 
-import { parseAge } from "../../shared/age.ts";
+import { INSTANT_EXAMPLES, parseInstant } from "../../shared/age.ts";
 import { defineCommand } from "citty";
 import { parseTagPairs } from "../../shared/tags.ts";
 import { repeatedFlag } from "../globals.ts";
@@ -193,17 +193,11 @@ function parseStatuses(text: string): ShownStatus[] {
   return parts as ShownStatus[];
 }
 
-const ISO = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2})?)?$/;
-
 /** --since: an age (`2h`: runs started in the last two hours) or an ISO date (midnight UTC) or date-time. */
 export function parseSince(text: string, now = Date.now()): number {
-  const age = parseAge(text);
-  if (age !== undefined) return now - age;
-  const at = ISO.test(text.trim()) ? Date.parse(text.trim().replace(" ", "T")) : NaN;
-  if (!Number.isNaN(at)) return at;
-  throw new UsageError("bad_flag", `--since ${JSON.stringify(text)} is neither a date nor an age`, {
-    hint: "use an ISO date or time (2026-12-01, 2026-12-01T09:30Z) or an age like 90m, 2h, 7d",
-  });
+  const at = parseInstant(text, now);
+  if (at !== undefined) return at;
+  throw new UsageError("bad_flag", `--since ${JSON.stringify(text)} is neither a date nor an age`, { hint: `use ${INSTANT_EXAMPLES}` });
 }
 
 function tokens(u: UsageTotals | null): string {

@@ -10,6 +10,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import type pg from "pg";
 import type { ListRunsFilter } from "../journal.ts";
 import type { RunRecord } from "../runs.ts";
+import { SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
 import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
 
 type Db = Kysely<JournalTables>;
@@ -56,6 +57,14 @@ function filtered(db: Db, filter: ListRunsFilter) {
   if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
   if (filter.workflowName !== undefined) q = q.where("workflow_name", "=", filter.workflowName);
   if (filter.createdSince !== undefined) q = q.where("created_at", ">=", filter.createdSince);
+  if (filter.createdBefore !== undefined) q = q.where("created_at", "<", filter.createdBefore);
+  const needles = filter.text === undefined ? undefined : searchNeedles(filter.text);
+  if (needles) {
+    const has = (column: string, needle: string) => sql<boolean>`strpos(lower(coalesce(${sql.ref(`runs.${column}`)}, '')), lower(cast(${needle} as text))) > 0`;
+    const plain = SEARCHED_COLUMNS.plain.map((c) => has(c, needles.plain));
+    const json = SEARCHED_COLUMNS.json.map((c) => has(c, needles.json));
+    q = q.where(({ or }) => or([...plain, ...json]));
+  }
   for (const [key, value] of Object.entries(filter.tags ?? {})) {
     q = q.where(({ exists, selectFrom }) =>
       exists(selectFrom("run_tags").select("run_tags.run_id").whereRef("run_tags.run_id", "=", "runs.id").where("run_tags.key", "=", key).where("run_tags.value", "=", value)),

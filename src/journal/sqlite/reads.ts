@@ -9,6 +9,7 @@ import { sql, type Kysely } from "kysely";
 import type { RunId } from "../../shared/ids.ts";
 import type { ListRunsFilter } from "../journal.ts";
 import type { RunRecord } from "../runs.ts";
+import { SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
 import { runFromRow, type JournalTables } from "./tables.ts";
 
 type Db = Kysely<JournalTables>;
@@ -58,6 +59,14 @@ function filtered(db: Db, filter: ListRunsFilter) {
   if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
   if (filter.workflowName !== undefined) q = q.where("workflow_name", "=", filter.workflowName);
   if (filter.createdSince !== undefined) q = q.where("created_at", ">=", filter.createdSince);
+  if (filter.createdBefore !== undefined) q = q.where("created_at", "<", filter.createdBefore);
+  const needles = filter.text === undefined ? undefined : searchNeedles(filter.text);
+  if (needles) {
+    const has = (column: string, needle: string) => sql<boolean>`instr(lower(coalesce(${sql.ref(`runs.${column}`)}, '')), lower(cast(${needle} as text))) > 0`;
+    const plain = SEARCHED_COLUMNS.plain.map((c) => has(c, needles.plain));
+    const json = SEARCHED_COLUMNS.json.map((c) => has(c, needles.json));
+    q = q.where(({ or }) => or([...plain, ...json]));
+  }
   for (const [key, value] of Object.entries(filter.tags ?? {})) {
     q = q.where(({ exists, selectFrom }) =>
       exists(selectFrom("run_tags").select("run_tags.run_id").whereRef("run_tags.run_id", "=", "runs.id").where("run_tags.key", "=", key).where("run_tags.value", "=", value)),

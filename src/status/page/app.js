@@ -38,26 +38,37 @@
     const params = new URLSearchParams(location.search);
     let status = STATUSES.includes(params.get("status")) ? params.get("status") : "";
     let offset = Math.max(0, Number(params.get("offset")) || 0);
-    let query = params.get("q") || "";
-    let tagFilter = params.get("tag") || "";
+    // The search runs in the journal (GET /api/runs): text, workflow, time range and tags, with paging over what matches.
+    const filters = { q: params.get("q") || "", workflow: params.get("workflow") || "", since: params.get("since") || "", until: params.get("until") || "", tag: params.get("tag") || "" };
     const limit = 50;
     let data = null;
     let timer = 0;
+    let typing = 0;
+    let loads = 0;
     fill($crumbs, "runs");
     document.title = "atomic: runs";
 
     const select = h("select", { "aria-label": "status", onchange: () => { status = select.value; offset = 0; sync(); load(); } },
       h("option", { value: "", text: "all statuses" }), STATUSES.map((st) => h("option", { value: st, text: st })));
     select.value = status;
-    const search = h("input", { type: "search", placeholder: "filter by workflow or id", value: query, "aria-label": "filter",
-      oninput: () => { query = search.value; sync(); render(); } });
-    // Server-side: runs with every tag typed ("team=search env=prod").
-    const tagInput = h("input", { type: "search", id: "tag-filter", placeholder: "tags: team=search", value: tagFilter, "aria-label": "filter by tags",
-      onchange: () => { tagFilter = tagInput.value.trim(); offset = 0; sync(); load(); } });
+    /** A search field of the toolbar: the list reloads from the first page a moment after typing stops, or on Enter. */
+    const field = (name, attrs) => {
+      const el = h("input", { type: "search", value: filters[name], ...attrs, oninput: () => { clearTimeout(typing); typing = setTimeout(apply, 350); },
+        onkeydown: (e) => { if (e.key === "Enter") { clearTimeout(typing); apply(); } } });
+      const apply = () => { const v = el.value.trim(); if (v === filters[name]) return; filters[name] = v; offset = 0; sync(); load(); };
+      return el;
+    };
+    const search = field("q", { id: "run-search", placeholder: "search id, workflow, inputs, outputs, errors", "aria-label": "search runs" });
+    const workflowInput = field("workflow", { id: "workflow-filter", class: "narrow", placeholder: "workflow", "aria-label": "filter by workflow" });
+    const sinceInput = field("since", { id: "since-filter", class: "narrow", placeholder: "since: 2h, 2026-12-01", "aria-label": "started since (an age or an ISO date or time)" });
+    const untilInput = field("until", { id: "until-filter", class: "narrow", placeholder: "until", "aria-label": "started before (an age or an ISO date or time)" });
+    // Runs with every tag typed ("team=search env=prod").
+    const tagInput = field("tag", { id: "tag-filter", class: "narrow", placeholder: "tags: team=search", "aria-label": "filter by tags" });
     const count = h("span", { class: "muted" });
     const body = h("tbody");
-    const prev = h("button", { class: "btn", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
-    const next = h("button", { class: "btn", text: "older →", onclick: () => { offset += limit; sync(); load(); } });
+    const pageInfo = h("span", { class: "muted", id: "page-info" });
+    const prev = h("button", { class: "btn", id: "page-newer", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
+    const next = h("button", { class: "btn", id: "page-older", text: "older →", onclick: () => { offset += limit; sync(); load(); } });
     const problem = h("div");
     // Ticked runs (by id), kept across reloads of the list while they are on it.
     const picked = new Set();
@@ -73,9 +84,9 @@
       h("h2", { text: "schedules" }),
       h("table", { class: "runs schedules" }, h("thead", {}, h("tr", {}, ["schedule", "cron", "workflow", "state", "next tick", "last run"].map((c) => h("th", { text: c })))), schedBody));
     fill($main, starting.form, h("div", { class: "card" },
-      h("div", { class: "toolbar" }, select, search, tagInput, count, starting.button), bulk, problem,
+      h("div", { class: "toolbar" }, select, search, workflowInput, sinceInput, untilInput, tagInput, count, starting.button), bulk, problem,
       h("table", { class: "runs" }, h("thead", {}, h("tr", {}, h("th", {}, pickAll), ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
-      h("div", { class: "pager" }, prev, next)), schedCard);
+      h("div", { class: "pager" }, prev, pageInfo, next)), schedCard);
 
     async function loadSchedules() {
       try {
@@ -100,29 +111,33 @@
       const p = new URLSearchParams();
       if (status) p.set("status", status);
       if (offset) p.set("offset", String(offset));
-      if (query) p.set("q", query);
-      if (tagFilter) p.set("tag", tagFilter);
+      for (const [k, v] of Object.entries(filters)) if (v) p.set(k, v);
       history.replaceState(null, "", `/${p.toString() ? `?${p}` : ""}`);
     }
     async function load() {
       clearTimeout(timer);
       try {
-        const tags = tagFilter.split(/\s+/).filter(Boolean).map((t) => `&tag=${encodeURIComponent(t)}`).join("");
-        data = await api(`/api/runs?limit=${limit}&offset=${offset}${status ? `&status=${status}` : ""}${tags}`);
+        const q = new URLSearchParams({ limit: String(limit), offset: String(offset) });
+        if (status) q.set("status", status);
+        for (const k of ["q", "workflow", "since", "until"]) if (filters[k]) q.set(k, filters[k]);
+        for (const t of filters.tag.split(/\s+/).filter(Boolean)) q.append("tag", t);
+        const asked = ++loads;
+        const got = await api(`/api/runs?${q}`);
+        if (asked !== loads) return; // a later search was sent meanwhile: its answer is the one to show
+        data = got;
         void loadSchedules();
         clear(problem);
         setConn("live", "live");
         render();
       } catch (err) {
-        fill(problem, h("p", { class: "error", text: err.message }));
-        setConn("reconnecting", "down");
+        // A search the server refuses (a time it cannot read) is said under the toolbar; the list stays as it was.
+        fill(problem, h("p", { class: "error", id: "list-problem", text: `${err.message}${err.hint ? ` (${err.hint})` : ""}` }));
+        if (err.status !== 400) setConn("reconnecting", "down");
       }
       timer = setTimeout(load, document.visibilityState === "visible" ? 2000 : 10000);
     }
     function rows() {
-      if (!data) return [];
-      const q = query.trim().toLowerCase();
-      return data.runs.filter((r) => !q || r.workflow.toLowerCase().includes(q) || r.id.includes(q));
+      return data ? data.runs : [];
     }
     function render() {
       if (!data) return;
@@ -131,9 +146,11 @@
       pickAll.checked = shown.length > 0 && shown.every((r) => picked.has(r.id));
       count.textContent = `${data.total} run${data.total === 1 ? "" : "s"}`;
       prev.disabled = offset === 0;
+      const pages = Math.max(1, Math.ceil(data.total / limit));
+      pageInfo.textContent = `page ${Math.min(pages, Math.floor(offset / limit) + 1)} of ${pages}`;
       next.disabled = offset + limit >= data.total;
       clear(body);
-      if (shown.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted", text: data.total ? "no run matches the filter" : "no runs yet: start one with atomic run <workflow file>" })));
+      if (shown.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted", text: status || Object.values(filters).some(Boolean) ? "no run matches the filter" : "no runs yet: start one with atomic run <workflow file>" })));
       for (const r of shown) {
         const st = r.stages;
         const pick = h("input", { type: "checkbox", class: "pick", "data-run": r.id, "aria-label": `select ${r.id}`, onchange: () => { if (pick.checked) picked.add(r.id); else picked.delete(r.id); } });
