@@ -26,27 +26,15 @@
 
 import { AtomicError } from "../shared/errors.ts";
 import { holdsSecret } from "../shared/secrets.ts";
-import { CREDENTIAL_VARIABLES, environmentSnapshot, isRegistered, pinEnvironment } from "../shared/config/environment.ts";
+import { environmentSnapshot, pinEnvironment } from "../shared/config/environment.ts";
+import { isAtomicSetting, isSecretName as secretName, type RecordedEnvironment } from "../shared/recorded-env.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
 
-/** What `run_started` records of the environment. */
-export interface RecordedEnvironment {
-  env: Record<string, string>;
-  /** The secret-named variables the run's process had (names only). */
-  secrets: string[];
-}
-
-const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL/i;
-const CREDENTIALS = new Set<string>(CREDENTIAL_VARIABLES);
+export type { RecordedEnvironment } from "../shared/recorded-env.ts";
 
 /** Whether a run never records `name`'s value. */
 export function isSecretName(name: string, config?: Pick<AtomicConfig, "secretVariables">): boolean {
-  return SECRET_NAME.test(name) || CREDENTIALS.has(name) || (config?.secretVariables?.includes(name) ?? false);
-}
-
-/** atomic's own settings: the driving process's, never recorded nor replaced. */
-function isAtomicSetting(name: string): boolean {
-  return name.startsWith("ATOMIC_") || isRegistered(name);
+  return secretName(name, config?.secretVariables);
 }
 
 /** A URL with a password in it: user:password@ after the scheme. */

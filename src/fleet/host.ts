@@ -4,7 +4,9 @@
  * journal's queue (the contract: ../journal/fleet.ts). The pool's parts are
  * the run pool's (supervisor.ts, dispatcher.ts, worker.ts): only whose items
  * are claimed (HostClaimScope), the way to the roots (host-link.ts) and
- * where a stage's files and cwd are (localize) differ.
+ * where a stage's files and cwd are (localize) differ. A stage gets the
+ * environment its run recorded when it started, over this host's own
+ * (prepare, localize; runners/stage-env.ts), as the run's own workers do.
  *
  * Lifecycle:
  *   running ──SIGTERM──▶ draining ──(idle, or grace over)──▶ stopped
@@ -57,8 +59,11 @@ import { artifactStoreFor } from "../artifacts/select.ts";
 import { artifactKeyOf, type ArtifactStore } from "../artifacts/store.ts";
 import { shipStageFiles, type StageShipper } from "../artifacts/shipper.ts";
 import { loadConfig } from "../shared/config/load.ts";
+import { recordedEnvironment, type RecordedEnvironment } from "../engine/run-environment.ts";
 
 const POLL_MS = 1_000;
+/** How many runs' recorded environments a host keeps (the oldest read goes first). */
+const RUN_ENVS_KEPT = 256;
 const REAP_MS = 500;
 const SKEW_CHECK_MS = 5_000;
 /** The most a stopping host waits for each of its last writes. */
@@ -108,6 +113,10 @@ export class WorkerHost implements CoordinatorCore {
   private readonly outbox: Outbox;
   /** Where stage files go for every machine to read (none: they stay in this host's home). */
   private readonly store: ArtifactStore | undefined;
+  /** The environment each run recorded when it started (null: none recorded), by root run id: read once per run. */
+  private readonly runEnvs = new Map<RunId, RecordedEnvironment | null>();
+  /** The config's secret-named variables: a stage keeps this host's values of them, as of every secret. */
+  private readonly secretVariables: readonly string[];
   /** The stages whose files are being shipped, by work id. */
   private readonly shippers = new Map<string, StageShipper>();
   private stopped!: () => void;
@@ -134,7 +143,25 @@ export class WorkerHost implements CoordinatorCore {
     this.workers = new Supervisor(this);
     this.dispatcher = new Dispatcher(this);
     this.outbox = new Outbox(opts.home, opts.journal.work, this.fleet, (line) => this.log(line));
-    this.store = artifactStoreFor(opts.journal, loadConfig({ home: opts.home }).config);
+    const { config } = loadConfig({ home: opts.home });
+    this.store = artifactStoreFor(opts.journal, config);
+    this.secretVariables = config.secretVariables ?? [];
+  }
+
+  /**
+   * The environment the item's run recorded when it started, read once per run (its first event): its stages
+   * get it over this host's own (runners/stage-env.ts), as the run's own workers do and a resume does. Not
+   * readable now (the database away): the stage runs with this host's environment, and the next item tries again.
+   */
+  prepare(item: WorkItem): Promise<void> | undefined {
+    if (this.runEnvs.has(item.rootId)) return undefined;
+    return this.journal.readEvents(item.rootId, 0, 1).then(
+      ([first]) => {
+        if (this.runEnvs.size >= RUN_ENVS_KEPT) this.runEnvs.delete(this.runEnvs.keys().next().value!);
+        this.runEnvs.set(item.rootId, recordedEnvironment(first?.payload) ?? null);
+      },
+      (err: unknown) => this.log(`run ${item.rootId}'s environment not read (its stage runs with this host's): ${ensureError(err).message}`),
+    );
   }
 
   /** The stage's last live events reach its root, and its last bytes the store, before its result is committed. */
@@ -186,7 +213,9 @@ export class WorkerHost implements CoordinatorCore {
     if (this.store && key) this.shippers.set(item.id, shipStageFiles(artifactDir, this.store, key, { intervalMs: SHIP_INTERVAL_MS }));
     // A sandboxed stage must not see this host's home either (the root named only its own).
     const sandbox = moved.sandbox ? { sandbox: { ...moved.sandbox, hidden: [...new Set([...moved.sandbox.hidden, this.opts.home])] } } : {};
-    return { ...moved, ...sandbox, cwd, artifactDir };
+    const recorded = this.runEnvs.get(item.rootId);
+    const runEnv = recorded ? { runEnv: { env: recorded.env, secrets: [...recorded.secrets, ...this.secretVariables] } } : {};
+    return { ...moved, ...sandbox, ...runEnv, cwd, artifactDir };
   }
 
   /** SIGTERM: drain (no new claims; `graceMs` for the running stages); a second one stops at once. */

@@ -51,6 +51,11 @@ export interface CoordinatorCore {
    * all (the item fails with that sentence). Absent: as enqueued.
    */
   localize?(item: WorkItem): StageRequest | { refused: string };
+  /**
+   * What `localize` needs of a claimed item and must read first (a worker host: the run's recorded
+   * environment, once per run), awaited before the item is started; undefined when there is nothing to read.
+   */
+  prepare?(item: WorkItem): Promise<void> | undefined;
   /** Worker ids end in `@<hostId>` on a worker host (the root tells where a stage ran from its result's worker id). */
   readonly hostId?: string;
   /** A worker's result for `workId` is about to be committed (a worker host ships the stage's last files first). Never throws. */

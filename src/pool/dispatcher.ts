@@ -326,6 +326,9 @@ export class Dispatcher implements WorkDispatch {
    * went away is handed back. True when the start message was sent.
    */
   private async give(slot: WorkerSlot, item: WorkItem, receipt?: Receipt): Promise<boolean> {
+    // A worker host reads what the item's run recorded once per run (its environment); nothing to wait for after.
+    const reading = this.core.prepare?.(item);
+    if (reading) await reading;
     if (this.startIfFree(slot, item, receipt)) return true;
     if (this.cancelled.delete(item.id)) {
       await this.settleCancelled(slot.id, item);

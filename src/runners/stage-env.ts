@@ -4,7 +4,8 @@
  * agents all start with `stageEnv(request, …)`.
  *
  * - Everything of the process that starts the stage (a worker, or the root
- *   with --in-process) passes through, except the credential variables of
+ *   with --in-process) passes through (on a worker host, with the run's
+ *   recorded environment over it: `runEnv`, shared/recorded-env.ts), except the credential variables of
  *   shared/secrets.ts (provider keys, the journal URL, PGPASSWORD, the
  *   status token) and atomic's internal configuration variables: a prompt
  *   injection that runs `env` must not find the key atomic talks to its
@@ -25,16 +26,18 @@
 import type { StageRequest } from "./types.ts";
 import { guardToken } from "./shell/group-guard.ts";
 import { GUARD_ENV } from "../shared/run-processes.ts";
+import { overRecorded } from "../shared/recorded-env.ts";
 import { KEPT_FROM_STAGES, childEnv, passThroughValue, type VariableName } from "../shared/config/environment.ts";
 
 /** Credentials and atomic's internal configuration (the registry's keptFromStages). */
 const WITHHELD: ReadonlySet<string> = new Set(KEPT_FROM_STAGES);
 
 export function stageEnv(
-  request: Pick<StageRequest, "env" | "runId" | "stageName" | "stageKey" | "attempt" | "traceparent">,
+  request: Pick<StageRequest, "env" | "runId" | "stageName" | "stageKey" | "attempt" | "traceparent" | "runEnv">,
   credentials: readonly string[] = [],
 ): Record<string, string> {
-  const env = inheritedEnv(credentials);
+  // On a worker host, the run's recorded environment over the host's (its settings and secrets stay the host's).
+  const env = request.runEnv ? overRecorded(inheritedEnv(credentials), request.runEnv) : inheritedEnv(credentials);
   for (const [k, v] of Object.entries(request.env ?? {})) {
     if (v === true) {
       const mine = passThroughValue(k);

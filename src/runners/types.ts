@@ -82,6 +82,12 @@ export interface StageRequest {
   runTools?: { rootId: string; token: string; home: string; siblings?: string[] };
   /** W3C trace context of the stage attempt's span, when traces are on: the stage's processes get it as TRACEPARENT. */
   traceparent?: string;
+  /**
+   * On a worker host: the environment the stage's run recorded when it started (its secrets' names only),
+   * which the stage gets over the host's own (runners/stage-env.ts); the host reads it from the journal.
+   * A root's own stages inherit it from the root, whose environment is the run's already.
+   */
+  runEnv?: { env: Record<string, string>; secrets: string[] };
   /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store (docs/design/sandbox.md). */
   sandbox?: SandboxSpec & { hidden: string[] };
 }

@@ -42,6 +42,7 @@ const fullRequest = {
   answer: { callId: "call_1", text: "yes" },
   runTools: { rootId: "run_0", token: "run_0.t", home: "/h", siblings: ["a", "b"] },
   traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+  runEnv: { env: { LANG: "C.UTF-8" }, secrets: ["API_KEY"] },
   sandbox: { network: "provider", read: ["/home/u/.gitconfig"], write: [], hosts: ["api.example.com:443"], hidden: ["/home/u/.atomic"] },
 } satisfies Required<StageRequest>;
 const request = {

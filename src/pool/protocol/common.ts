@@ -38,6 +38,8 @@ export const StageRequestSchema = v.object({
   /** Version 8: the run tools' root and credential; 9: the home whose broker carries them (a worker that dropped them would refuse every message the agent sends). */
   runTools: v.optional(v.object({ rootId: v.string(), token: v.string(), home: v.string(), siblings: v.optional(v.array(v.string())) })),
   traceparent: v.optional(v.string()),
+  /** A worker host's stage: its run's recorded environment (added by the host, between it and its own workers). */
+  runEnv: v.optional(v.object({ env: v.record(v.string(), v.string()), secrets: v.array(v.string()) })),
   /** Version 6: a worker that dropped it would run the stage unsandboxed. */
   sandbox: v.optional(
     v.object({
