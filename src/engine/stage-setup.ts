@@ -19,7 +19,7 @@ import { getRunner } from "../runners/registry.ts";
 import { agentOptions, checkRunner, defaultRunner } from "../runners/agent-setup.ts";
 import { isValibotSchema, toJsonSchema } from "../runners/json-schema.ts";
 import { RUN_TOOL_NAMES, enabledTools } from "../runners/openai/tools.ts";
-import { RUN_TOOLS } from "../runners/run-tools.ts";
+import { STAGE_MCP_TOOLS } from "../runners/run-tools.ts";
 
 /** CLI runners whose stages get the run tools through the stage MCP server (runners/cli-agents/stage-mcp-config.ts). */
 const MCP_RUNNERS: readonly string[] = ["claude", "codex", "opencode"];
@@ -82,13 +82,13 @@ export async function prepareStage(
     if (err instanceof AtomicError) throw fail(err);
     throw fail({ code: "bad_tools", message: (err as Error).message, hint: "leave tools out to allow all of them" });
   }
-  // The CLIs with the stage MCP bridge get the run tools; ask_user (it parks the stage) is the openai loop's only.
-  const bridged: readonly string[] = MCP_RUNNERS.includes(runner) ? RUN_TOOLS : [];
+  // The CLIs with the stage MCP bridge get the run tools and ask_user through it; the others have none of them.
+  const bridged: readonly string[] = MCP_RUNNERS.includes(runner) ? STAGE_MCP_TOOLS : [];
   const runTools = runner === "openai" ? [] : (opts.tools?.filter((t) => (RUN_TOOL_NAMES as readonly string[]).includes(t) && !bridged.includes(t)) ?? []);
   if (runTools.length) {
     throw fail({
       code: "bad_tools",
-      message: `${runTools.join(", ")}: the ${runner} runner does not have ${runTools.length > 1 ? "these tools" : "this tool"} (${runTools.includes("ask_user") ? "ask_user: the openai runner only" : `${NO_BRIDGE[runner] ? `${NO_BRIDGE[runner]}; ` : ""}run tools: ${["openai", ...MCP_RUNNERS].join(", ")}`})`,
+      message: `${runTools.join(", ")}: the ${runner} runner does not have ${runTools.length > 1 ? "these tools" : "this tool"} (${NO_BRIDGE[runner] ? `${NO_BRIDGE[runner]}; ` : ""}runners with them: ${["openai", ...MCP_RUNNERS].join(", ")})`,
       hint: 'run the stage with runner: "openai", or ask with ctx.ask between stages',
     });
   }

@@ -1,6 +1,7 @@
 /**
- * The stage MCP server: how an agent CLI's stage (claude, codex) gets the
- * run tools (message, ask_agent, reply: runners/run-tools.ts). The CLI
+ * The stage MCP server: how an agent CLI's stage (claude, codex, opencode)
+ * gets the run tools (message, ask_agent, reply: runners/run-tools.ts) and
+ * ask_user (the call waits in the run's driver until a person answers). The CLI
  * starts it over stdio from the MCP configuration atomic gives it for the
  * stage (runners/cli-agents/stage-mcp-config.ts); its link to the run
  * (home, root id, the attempt's credential, the granted tools) comes in
@@ -15,12 +16,12 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import * as v from "valibot";
 import { StageToolsClient } from "../intercom/stage-tools.ts";
-import { RUN_TOOLS, RUN_TOOL_SPECS, type RunTool } from "../runners/run-tools.ts";
+import { ASK_USER_SPEC, RUN_TOOL_SPECS, STAGE_MCP_TOOLS, type StageMcpTool } from "../runners/run-tools.ts";
 import { takeEnv } from "../shared/config/environment.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
 import { VERSION } from "../shared/version.ts";
 
-const LinkSchema = v.object({ home: v.string(), rootId: v.string(), token: v.string(), tools: v.array(v.picklist(RUN_TOOLS)) });
+const LinkSchema = v.object({ home: v.string(), rootId: v.string(), token: v.string(), tools: v.array(v.picklist(STAGE_MCP_TOOLS)) });
 
 export async function stageMcpMain(): Promise<void> {
   const parsed = v.safeParse(LinkSchema, JSON.parse(takeEnv("ATOMIC_STAGE_TOOLS") ?? "null"));
@@ -30,11 +31,12 @@ export async function stageMcpMain(): Promise<void> {
   }
   const link = parsed.output;
   const client = new StageToolsClient(link.home);
-  const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: "Reach the other stages of this workflow run: message them, ask a running one and wait for its answer, reply to a question asked of you." });
-  const tools = link.tools.map((name) => ({ name, description: RUN_TOOL_SPECS[name].description, inputSchema: RUN_TOOL_SPECS[name].parameters as { type: "object" } }));
+  const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: "Reach the other stages of this workflow run (message them, ask a running one and wait for its answer, reply to a question asked of you) and the person running it (ask_user)." });
+  const specOf = (name: StageMcpTool) => (name === "ask_user" ? ASK_USER_SPEC : RUN_TOOL_SPECS[name]);
+  const tools = link.tools.map((name) => ({ name, description: specOf(name).description, inputSchema: specOf(name).parameters as { type: "object" } }));
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
-    const name = req.params.name as RunTool;
+    const name = req.params.name as StageMcpTool;
     if (!link.tools.includes(name)) return { isError: true, content: [{ type: "text", text: `error: there is no tool ${JSON.stringify(req.params.name)}; the tools are ${link.tools.join(", ")}` }] };
     const outcome = await client.call(link, name, (req.params.arguments ?? {}) as Record<string, unknown>, extra.signal);
     return { ...(outcome.ok ? {} : { isError: true }), content: [{ type: "text", text: outcome.output }] };

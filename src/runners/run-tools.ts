@@ -17,6 +17,23 @@ import type { StageRequest } from "./types.ts";
 export const RUN_TOOLS = ["message", "ask_agent", "reply"] as const;
 export type RunTool = (typeof RUN_TOOLS)[number];
 
+/**
+ * What the stage MCP server serves a CLI agent: the run tools and ask_user. The openai loop answers ask_user
+ * itself by parking the stage; a CLI's call waits in the driver instead (engine/mail/stage-tools.ts).
+ */
+export const STAGE_MCP_TOOLS = [...RUN_TOOLS, "ask_user"] as const;
+export type StageMcpTool = (typeof STAGE_MCP_TOOLS)[number];
+
+export const ASK_USER_SPEC = {
+  description:
+    "Ask the person running this workflow a question and wait for the answer; the answer is this tool's result. The stage waits (for hours if need be, across restarts) until someone answers. Give choices when the answer is one of a few options.",
+  parameters: {
+    type: "object",
+    properties: { question: { type: "string" }, choices: { type: "array", items: { type: "string" } } },
+    required: ["question"],
+  },
+};
+
 /** The longest ask_agent waits for the sibling's reply (the broker's longest ask is 10 minutes). */
 export const ASK_AGENT_MAX_S = 540;
 export const ASK_AGENT_DEFAULT_S = 120;

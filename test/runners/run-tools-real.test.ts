@@ -11,7 +11,7 @@
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
 import { PRICES, claudeHome, codexHome, type AgentHome } from "../helpers/agent-homes.ts";
 import { startFakeResponses, say } from "../helpers/fake-responses.ts";
@@ -19,6 +19,7 @@ import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts"
 import { startFakeOpenAI, text as oaText, toolCall as oaToolCall } from "../helpers/fake-openai.ts";
 import { chatAgentSetup, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { makeTempDir } from "../helpers/temp.ts";
+import { runIdOf } from "../service/support.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -77,9 +78,42 @@ test("gemini and pi have no stage MCP server: a stage granted a run tool is refu
   const error = (result as { error?: { code: string; message: string; hint: string } }).error!;
   expect(error.code).toBe("bad_tools");
   expect(error.message).toBe(
-    'stage "writer": message: the gemini runner does not have this tool (gemini takes MCP servers only from its own settings files, which atomic does not write; run tools: openai, claude, codex, opencode)',
+    'stage "writer": message: the gemini runner does not have this tool (gemini takes MCP servers only from its own settings files, which atomic does not write; runners with them: openai, claude, codex, opencode)',
   );
   expect(error.hint).toBe('run the stage with runner: "openai", or ask with ctx.ask between stages');
+});
+
+agentTest("claude asks the person (ask_user through the stage MCP server): the run awaits input, atomic answer answers, the answer is the tool result", async () => {
+  const fake = await startFakeAnthropic();
+  try {
+    // The second call's last tool_result is the ask_user call's result: the answer.
+    fake.push(toolUse("mcp__atomic__ask_user", { question: "Deploy to production?", choices: ["yes", "no"] }), (req) => {
+      const blocks = (req.body.messages as { content: unknown }[]).flatMap((m) => (Array.isArray(m.content) ? m.content : [])) as { type: string; content?: unknown }[];
+      const result = blocks.filter((b) => b.type === "tool_result").at(-1)?.content;
+      const answer = typeof result === "string" ? result : ((result ?? []) as { text?: string }[]).map((c) => c.text ?? "").join("");
+      return text(`deploying: ${answer}`);
+    });
+    const h = claudeHome(fake);
+    const args = ["--home", h.home, "--json", "run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--input", "runner=claude", "--input", "mode=user"];
+    const proc = spawnAtomic(args, { home: h.home, env: h.env });
+    const out = lineWatcher(proc.stdout);
+    try {
+      const runId = await runIdOf(out);
+      await out.waitFor(/Deploy to production\?/);
+      const inbox = JSON.parse((await runAtomic(["--home", h.home, "--json", "inbox", runId], { home: h.home, env: h.env })).stdout);
+      expect(inbox.prompts.map((p: { question: string; choices: string[]; state: string }) => [p.question, p.choices, p.state])).toEqual([["Deploy to production?", ["yes", "no"], "open"]]);
+      expect((await runAtomic(["--home", h.home, "answer", runId, inbox.prompts[0].id, "yes"], { home: h.home, env: h.env })).code).toBe(0);
+      expect(await proc.exited).toBe(0);
+    } finally {
+      proc.kill("SIGKILL");
+    }
+    const result = parseNdjson(out.lines.join("\n")).at(-1) as { outputs?: Record<string, string> };
+    expect(result.outputs).toEqual({ asker: "deploying: yes" });
+    expect(fake.calls.length).toBe(2);
+    fake.assertOnlyFake();
+  } finally {
+    await fake.close();
+  }
 });
 
 agentTest(

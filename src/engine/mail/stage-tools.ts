@@ -19,6 +19,11 @@
  *   or absent stage, a stage without the reply tool, the asker itself: an
  *   error result at once. A stage that ends while asked answers nothing:
  *   the asker is told.
+ * - ask_user (a CLI agent's, through the stage MCP server): the stage's
+ *   `ask` records the question exactly like ctx.ask (steps/agent-asks.ts)
+ *   and the call waits until a person answers; the answer is its result.
+ *   The call's own id (`_call`) joins a repeated ask (the broker's asks
+ *   time out after 10 minutes) to the same question.
  */
 
 import { randomBytes } from "node:crypto";
@@ -28,6 +33,7 @@ import { AtomicError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { sendMessage } from "../messaging.ts";
 import type { MailTree } from "./mail-tree.ts";
+import { askUserArgs } from "../../runners/openai/tools.ts";
 
 export interface ToolStage {
   runId: RunId;
@@ -36,6 +42,8 @@ export interface ToolStage {
   name: string;
   attempt: number;
   tools: readonly string[];
+  /** ask_user for a CLI agent: the question recorded and waited for like ctx.ask; resolves with the answer. */
+  ask?: (question: string, choices: string[] | undefined) => Promise<string>;
 }
 
 interface Pending {
@@ -51,6 +59,8 @@ const fail = (output: string): Outcome => ({ ok: false, output: `error: ${output
 export class StageTools {
   private readonly tokens = new Map<string, ToolStage>();
   private readonly pending = new Map<string, Pending>();
+  /** ask_user calls waiting for a person, by token and call id. */
+  private readonly asking = new Map<string, Promise<Outcome>>();
 
   constructor(
     private readonly tree: MailTree,
@@ -95,6 +105,8 @@ export class StageTools {
           return await this.askAgent(stage, str(args.to), str(args.question), args.timeout_s);
         case "reply":
           return this.reply(stage, str(args.id), str(args.text));
+        case "ask_user":
+          return await this.askUser(token, stage, args);
         default:
           return fail(`there is no run tool named ${JSON.stringify(tool)}`);
       }
@@ -135,6 +147,22 @@ export class StageTools {
     const text = `Question ${id} from stage ${stage.path}: ${question}\n(Answer it with your reply tool: id "${id}" and your answer.)`;
     await sendMessage(this.tree.journal, { run: run!, target: live.name, text, mode: "steer", sender: `stage ${stage.path}` });
     await this.pump();
+    return answered;
+  }
+
+  private askUser(token: string, stage: ToolStage, args: Record<string, unknown>): Promise<Outcome> {
+    const key = `${token}:${str(args._call)}`;
+    const waiting = this.asking.get(key);
+    if (waiting) return waiting;
+    const checked = askUserArgs(JSON.stringify({ question: args.question, choices: args.choices }));
+    if ("refused" in checked) return Promise.resolve({ ok: false, output: checked.refused });
+    if (!stage.ask) return Promise.resolve(fail("this stage cannot ask a person from here"));
+    const answered = stage.ask(checked.question, checked.choices).then(
+      (answer): Outcome => ({ ok: true, output: answer }),
+      (err: unknown): Outcome => fail(`the question was not answered: ${err instanceof Error ? err.message : String(err)}`),
+    );
+    this.asking.set(key, answered);
+    void answered.finally(() => setTimeout(() => this.asking.delete(key), 15 * 60_000).unref());
     return answered;
   }
 

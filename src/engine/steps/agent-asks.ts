@@ -18,6 +18,14 @@
  * (an open one is waited for again under its prompt id). Work done after
  * an answer but not checkpointed is redone from that answer, like any
  * unfinished attempt.
+ *
+ * A CLI agent (claude, codex, opencode) asks through the stage MCP server
+ * and its call waits (`live`): the question is recorded at the same
+ * positions, the run is awaiting_input, and the answer is the call's
+ * result while the CLI keeps running (a CLI's session cannot be continued
+ * inside a tool call). After a crash the stage's attempt starts again and
+ * its agent's n-th question gets the n-th recorded answer (or waits again
+ * for it) instead of asking anew.
  */
 
 import type { StageResult } from "../../sdk/types.ts";
@@ -78,6 +86,14 @@ export class AgentAsks {
     const callId = got.callId ?? extra.callId;
     const artifactDir = got.artifactDir ?? extra.artifactDir;
     return { continueFrom: { artifactDir, fork: false }, answer: { callId, text: answered.answer } };
+  }
+
+  /** A CLI agent's question, its call waiting: recorded (or found recorded) like any other; resolves with the answer. */
+  async live(question: string, choices: string[] | undefined): Promise<string> {
+    this.count++;
+    const position = this.keyOf(this.count);
+    const step: StepIdentity = { kind: "ask", name: `${this.stageName}: ask_user`, args: digestArgs({ stage: this.position, n: position }) };
+    return (await askAt(this.exec, this.scope, position, step, question, choices ?? null, undefined)).answer;
   }
 
   private keyOf(n: number): string {

@@ -52,7 +52,7 @@ import { tailLines } from "../../artifacts/stage-logs.ts";
 import { getRunner } from "../../runners/registry.ts";
 import { AgentAsks } from "./agent-asks.ts";
 import { enabledTools } from "../../runners/openai/tools.ts";
-import { RUN_TOOLS } from "../../runners/run-tools.ts";
+import { RUN_TOOLS, STAGE_MCP_TOOLS } from "../../runners/run-tools.ts";
 import { attachReads, continuation, fileResult, identityExtras, inheritFromEarlier, outputFile } from "../stage-options.ts";
 
 /** A worker queue's name (TaskOptions.queue). */
@@ -111,8 +111,11 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   const { tree } = exec;
   // Its agent's ask_user questions (agent-asks.ts): one recorded by an earlier driver is where the stage goes on.
   const asks = new AgentAsks(exec, scope, position, name);
-  let parked = setup.isAgent ? await asks.recorded() : undefined;
-  const runTools = setup.isAgent && setup.agent?.tools ? enabledTools(setup.agent.tools.filter((t) => (RUN_TOOLS as readonly string[]).includes(t))) : [];
+  // The openai loop parks on ask_user; a CLI agent's call waits in the driver (agent-asks.ts live), granted with the run tools.
+  const cli = setup.runner !== "openai";
+  let parked = setup.isAgent && !cli ? await asks.recorded() : undefined;
+  const served: readonly string[] = cli ? STAGE_MCP_TOOLS : RUN_TOOLS;
+  const runTools = setup.isAgent && setup.agent?.tools ? enabledTools(setup.agent.tools.filter((t) => served.includes(t))) : [];
   const retries = Math.max(0, opts.retries ?? 0);
   let attempt = recorded?.attempts ?? 0;
   let failures = 0;
@@ -160,7 +163,8 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     });
     const liveId = `${exec.runId}:${position}:${attempt}`;
     // Run tools (message, ask_agent, reply): this attempt's credential, refused once it ends (mail/stage-tools.ts).
-    const token = runTools.length ? tree.mail.mintStageToken({ runId: exec.runId, stageKey: position, path: tree.mail.pathOf(exec.runId, name), name, attempt, tools: runTools }) : undefined;
+    const ask = cli && runTools.includes("ask_user") ? { ask: (q: string, c: string[] | undefined) => asks.live(q, c) } : {};
+    const token = runTools.length ? tree.mail.mintStageToken({ runId: exec.runId, stageKey: position, path: tree.mail.pathOf(exec.runId, name), name, attempt, tools: runTools, ...ask }) : undefined;
     if (token) request.runTools = { rootId: tree.lease.rootId, token, home: tree.mail.home, ...(siblings?.length ? { siblings } : {}) };
     // Traces on: the attempt's span starts now (attempt_ended ends it), and its processes get its context (TRACEPARENT).
     if (tree.tracer) request.traceparent = tree.tracer.stageAttempt(request, exec.definition.name);

@@ -31,7 +31,7 @@ import { classifyHttpError } from "../openai/provider-errors.ts";
 import { fromExclusive, priced, usdToMicro } from "../usage.ts";
 import type { AdapterContext, CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, arr, pricing, oneLine, warnRefusedTool, type Rec } from "./records.ts";
-import { RUN_TOOLS } from "../run-tools.ts";
+import { STAGE_MCP_TOOLS } from "../run-tools.ts";
 import { STAGE_MCP_NAME, claudeMcpConfig, stageMcpServer } from "./stage-mcp-config.ts";
 
 /** atomic's tool names -> Claude Code's ("list" is Glob: Claude has no directory-listing tool of its own). Other names pass through unchanged. */
@@ -57,7 +57,7 @@ export const claude: CliAdapter = {
     if (req.model) args.push("--model", req.model);
     // Run tools (message, ask_agent, reply) come from the stage MCP server, not from claude's own tools.
     const mcp = stageMcpServer(req);
-    const tools = req.agent?.tools?.filter((t) => !(RUN_TOOLS as readonly string[]).includes(t));
+    const tools = req.agent?.tools?.filter((t) => !(STAGE_MCP_TOOLS as readonly string[]).includes(t));
     if (tools) {
       const names = [...new Set(tools.map((t) => TOOL_MAP[t] ?? t))];
       const allowed = [...names, ...(mcp?.tools.map((t) => `mcp__${STAGE_MCP_NAME}__${t}`) ?? [])];

@@ -15,7 +15,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROLE, selfCommand } from "../../shared/self-exec.ts";
-import { RUN_TOOLS, type RunTool } from "../run-tools.ts";
+import { STAGE_MCP_TOOLS, type StageMcpTool } from "../run-tools.ts";
 import type { StageRequest } from "../types.ts";
 
 /** The MCP server's name in the CLI's configuration: claude calls its tools mcp__atomic__<tool>. */
@@ -25,12 +25,12 @@ export interface StageMcpServer {
   command: string;
   args: string[];
   env: Record<string, string>;
-  tools: RunTool[];
+  tools: StageMcpTool[];
 }
 
-/** The run tools granted by the task's `tools` (ask_agent brings reply). */
-export function grantedRunTools(tools: readonly string[] | undefined): RunTool[] {
-  const granted = (tools ?? []).filter((t): t is RunTool => (RUN_TOOLS as readonly string[]).includes(t));
+/** The run tools and ask_user granted by the task's `tools` (ask_agent brings reply). */
+export function grantedRunTools(tools: readonly string[] | undefined): StageMcpTool[] {
+  const granted = (tools ?? []).filter((t): t is StageMcpTool => (STAGE_MCP_TOOLS as readonly string[]).includes(t));
   if (granted.includes("ask_agent") && !granted.includes("reply")) granted.push("reply");
   return granted;
 }

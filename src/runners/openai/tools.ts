@@ -29,7 +29,7 @@ import { spawnWithUserUmask } from "../../shared/private-files.ts";
 import { childProcess } from "../../shared/lazy-builtins.ts";
 import { sandboxed, type Sandboxed } from "../sandbox/launch.ts";
 import type { StageRequest } from "../types.ts";
-import { RUN_TOOLS, RUN_TOOL_SPECS, runToolsPort, type RunTool } from "../run-tools.ts";
+import { ASK_USER_SPEC, RUN_TOOLS, RUN_TOOL_SPECS, runToolsPort, type RunTool } from "../run-tools.ts";
 import { MAX_CHOICES, MAX_CHOICE_LENGTH, validChoices } from "../../shared/question-choices.ts";
 
 export { ToolRefused };
@@ -82,15 +82,7 @@ export const TOOL_SPECS: Record<ToolName, { description: string; parameters: Rec
     description: "Run a shell command in the working directory. Returns exit code, stdout and stderr. Optional timeout_ms (default 120000).",
     parameters: { type: "object", properties: { command: { type: "string" }, timeout_ms: { type: "integer" } }, required: ["command"] },
   },
-  ask_user: {
-    description:
-      "Ask the person running this workflow a question and wait for the answer; the answer is this tool's result. The stage waits (for hours if need be, across restarts) until someone answers. Give choices when the answer is one of a few options.",
-    parameters: {
-      type: "object",
-      properties: { question: { type: "string" }, choices: { type: "array", items: { type: "string" } } },
-      required: ["question"],
-    },
-  },
+  ask_user: ASK_USER_SPEC,
 };
 
 export interface ToolOutcome {
