@@ -32,13 +32,13 @@
 
 import { join } from "node:path";
 import type { WorkItem } from "../journal/work-queue.ts";
-import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import { killGroup } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, StageRequest } from "../runners/types.ts";
 import { ensureError } from "../shared/errors.ts";
 import { newWorkerId } from "../shared/ids.ts";
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import type { CoordinatorCore, WorkerPool } from "./coordinator-core.ts";
+import { resultOf } from "./dispatcher.ts";
 import { assertNever, parseMessage } from "./protocol/common.ts";
 import { FromWorkerSchema, type FromWorker } from "./protocol/coordinator-worker.ts";
 import { killStagesOfWorker } from "./reap.ts";
@@ -216,9 +216,14 @@ export class Supervisor implements WorkerPool {
     killStagesOfWorker(slot.id);
     if (slot.alive && slot.state !== "retired") this.retire(slot);
     const request = item.descriptor as StageRequest;
+    // The failure, should this be the last generation, carries the log's tail in the journal itself: the
+    // root's work_status can find the item failed before this call's answer comes back, and sends what the
+    // journal holds (dispatcher.ts status()); both must say the same.
+    const tail = logTail(slot.logPath);
     const message =
       `stage "${request.stageName}" lost its worker ${slot.id} (${why}) at generation ${item.generation}; ` +
-      `worker log: ${slot.logPath}`;
+      `worker log: ${slot.logPath}; gave up after ${config.maxGenerations} generations` +
+      (tail ? `\n--- last ${Math.min(8, Math.ceil(tail.length / 1024))} KiB of ${slot.logPath} ---\n${tail}` : "");
     try {
       const receipt = await journal.work.release(fence, config.maxGenerations, {
         name: "WorkerRetryLimit",
@@ -227,19 +232,7 @@ export class Supervisor implements WorkerPool {
       });
       if (receipt.status !== "committed") return;
       if (receipt.item.state === "failed") {
-        const tail = logTail(slot.logPath);
-        this.core.root.done(item.id, {
-          status: "failed",
-          text: "",
-          exitCode: null,
-          outputPath: join(request.artifactDir, STDOUT_LOG),
-          workerId: slot.id,
-          generation: item.generation,
-          error: {
-            code: "worker_retry_limit",
-            message: `${message}; gave up after ${config.maxGenerations} generations${tail ? `\n--- last ${Math.min(8, Math.ceil(tail.length / 1024))} KiB of ${slot.logPath} ---\n${tail}` : ""}`,
-          },
-        });
+        this.core.root.done(item.id, { ...resultOf(receipt.item), workerId: slot.id, generation: item.generation });
       } else {
         this.core.log(`work ${item.id} released at generation ${receipt.item.generation}`);
         void this.core.dispatcher.dispatch();
