@@ -102,7 +102,7 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   },
   send: {
     summary: "send a message to a stage (live now, or before it starts)",
-    examples: ['atomic send 01m8rf review "focus on the tests"', 'atomic send 01m8rf "review/*" "stop and summarize" --mode interrupt'],
+    examples: ['atomic send 01m8rf review "focus on the tests"', 'atomic send 01m8rf "review/*" "stop and summarize" --mode interrupt', 'atomic send 01m8rf review "match this layout" --attach mock.png --attach notes.md'],
     load: () => import("./commands/send.ts").then((m) => m.default),
   },
   answer: { summary: "answer a question a run asked (ctx.ask)", examples: ["atomic answer 01m8rf q2rgm5mf yes"], load: () => import("./commands/answer.ts").then((m) => m.default) },

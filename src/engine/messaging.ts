@@ -100,15 +100,20 @@ export interface DeliveryView {
 const MESSAGE_ID = /^[A-Za-z0-9._:@-]{1,200}$/;
 
 /** Checks and records a message; throws a UsageError (nothing recorded) for anything a sender got wrong. */
-export async function sendMessage(journal: Journal, req: SendRequest): Promise<SendResult> {
-  const text = checkText(req.text, "message");
-  const mode = checkMode(req.mode);
-  const id = req.id ?? newId("msg");
+/** A message id as given (`--id`), or refused: up to 200 letters, digits and . _ : @ - */
+export function checkMessageId(id: string): string {
   if (!MESSAGE_ID.test(id)) {
     throw new UsageError("bad_message_id", `message id ${JSON.stringify(id.slice(0, 80))} is not valid`, {
       hint: "use up to 200 letters, digits and . _ : @ -",
     });
   }
+  return id;
+}
+
+export async function sendMessage(journal: Journal, req: SendRequest): Promise<SendResult> {
+  const text = checkText(req.text, "message");
+  const mode = checkMode(req.mode);
+  const id = checkMessageId(req.id ?? newId("msg"));
   const rootId = req.run.rootId;
   const relative = parseStagePath(req.target);
   const prefix = req.run.parentId ? await childPrefix(journal, req.run) : "";

@@ -91,15 +91,16 @@ export async function cancelDuringTool<R>(s: RealStage<R>, toolCall: (command: s
 }
 
 /** Runs the stage, sends `text` with `mode` once the CLI's first model call arrived, then `afterSend()`; the run must end well. */
-export async function sendMidTurn(s: RealStage<any>, inputs: Record<string, unknown>, text: string, mode: "followUp" | "steer" | "interrupt", afterSend = () => {}): Promise<Outputs> {
+/** `sendArgs`: more arguments of `atomic send` (--attach FILE). The outputs carry the run's id. */
+export async function sendMidTurn(s: RealStage<any>, inputs: Record<string, unknown>, text: string, mode: "followUp" | "steer" | "interrupt", afterSend = () => {}, sendArgs: string[] = []): Promise<Outputs & { runId: string }> {
   const proc = spawnAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env });
   const out = lineWatcher(proc.stdout);
   const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
   await untilEvent(s.fake.callMatching(), "the CLI's first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS });
-  expect((await runAtomic(["send", started.runId, "ask", text, "--mode", mode], { home: s.h.home, env: s.h.env })).code).toBe(0);
+  expect((await runAtomic(["send", started.runId, "ask", text, "--mode", mode, ...sendArgs], { home: s.h.home, env: s.h.env, cwd: s.cwd })).code).toBe(0);
   afterSend();
   expect(await proc.exited).toBe(0);
-  return JSON.parse(out.lines.at(-1)!).outputs as Outputs;
+  return { ...(JSON.parse(out.lines.at(-1)!).outputs as Outputs), runId: started.runId as string };
 }
 
 /** A run's stage as a user sees it: `atomic show` (text) and the stage's transcript.md (and the artifact directory it is in). */

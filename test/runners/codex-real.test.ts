@@ -11,7 +11,7 @@
  */
 
 import { afterAll, expect } from "bun:test";
-import { existsSync, readFileSync, readdirSync, rmdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
@@ -53,18 +53,26 @@ agentTest("codex: a text reply after a tool call; usage exact with cache reads a
   s.fake.assertOnlyFake();
 });
 
-agentTest("codex: atomic send followUp is queued until the turn ends, then delivered by resuming the thread; usage counted once across the resume", async () => {
+agentTest("codex: atomic send followUp (with an attached file) is queued until the turn ends, then delivered by resuming the thread; receipt-unverified; usage counted once across the resume", async () => {
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   const s = await setup({ ...say("first answer", { input: 100, cached: 0, output: 10 }), hold: held }, say("second answer", { input: 250, cached: 100, cacheWrite: 30, output: 15 }));
-  const outputs = await sendMidTurn(s, { prompt: "start" }, "also check the docs", "followUp", release);
+  writeFileSync(join(s.cwd, "spec.md"), "the docs live in docs/\n");
+  const outputs = await sendMidTurn(s, { prompt: "start" }, "also check the docs", "followUp", release, ["--attach", "spec.md"]);
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("second answer");
   expect(s.fake.calls.length).toBe(2);
-  // the resumed thread carries the first exchange and the message
+  // the resumed thread carries the first exchange and the message, with the attached file's copy and contents
   const second = JSON.stringify(s.fake.calls[1]!.body.input);
   expect(second).toContain("first answer");
-  expect(userTexts(s.fake.calls[1]!.body).at(-1)).toBe("also check the docs");
+  const copy = join(s.h.home, "artifacts", outputs.runId, "attachments");
+  const [messageDir] = readdirSync(copy);
+  const delivered = userTexts(s.fake.calls[1]!.body).at(-1)!;
+  expect(delivered.startsWith(`also check the docs\n\nAttached files (1): ${join(copy, messageDir!, "spec.md")}`)).toBe(true);
+  expect(delivered).toContain(`<file path="${join(copy, messageDir!, "spec.md")}">\nthe docs live in docs/\n`);
+  // codex says nothing of having read a message: the delivery ends receipt-unverified, with why
+  const box = JSON.parse((await runAtomic(["inbox", outputs.runId, "--json"], { home: s.h.home, env: s.h.env })).stdout) as { stages: { stage: string; messages: { id: string; state: string; reason: string | null }[] }[] };
+  expect(box.stages).toMatchObject([{ stage: "ask", messages: [{ id: messageDir, state: "receipt-unverified", reason: expect.any(String) }] }]);
   // codex reports 350/100/30/25 after the resume (a running total); the stage records each turn once
   expect(outputs.usage).toMatchObject({ inputTokens: 220, cacheReadTokens: 100, cacheWriteTokens: 30, outputTokens: 25, turns: 2, model: "m" });
   s.fake.assertOnlyFake();

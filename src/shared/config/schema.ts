@@ -42,7 +42,7 @@ export const CONFIG_DEFAULTS = {
   budget: { warnAtPercent: 80 },
   retention: { status: RETENTION_STATUSES },
   /** A runaway stage cannot fill the database, and 64 MiB of a log's tail is plenty. */
-  artifacts: { maxFileBytes: 64 * 1024 * 1024 },
+  artifacts: { maxFileBytes: 64 * 1024 * 1024, maxAttachmentBytes: 10 * 1024 * 1024 },
   timeouts: { brokerStartMs: 30_000, workerStartMs: 30_000 },
   maxChildDepth: 3,
 } as const;
@@ -154,6 +154,12 @@ const ArtifactsSchema = object({
     default: String(D.artifacts.maxFileBytes),
     description: "Cap of each stage file: past it the head is dropped and the tail kept.",
     hint: ARTIFACTS_HINT,
+  }),
+  maxAttachmentBytes: key(v.pipe(v.number(), v.integer(), v.minValue(1)), {
+    type: "a whole number of bytes, at least 1",
+    unit: "bytes",
+    default: String(D.artifacts.maxAttachmentBytes),
+    description: "Cap of each file attached to a message (`atomic send … --attach FILE`); a larger one is refused.",
   }),
 });
 

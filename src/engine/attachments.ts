@@ -1,0 +1,94 @@
+/**
+ * Files attached to a message (`atomic send RUN STAGE TEXT --attach FILE`):
+ * each is checked (a readable regular file, at most `artifacts.maxAttachmentBytes`),
+ * copied into the run's artifacts (`artifacts/<root run>/attachments/<message
+ * id>/<name>`, so the stage reads the file as it was when sent, and `gc`
+ * removes it with the run), and delivered as `reads` are to a stage's prompt:
+ * the message's text names each copy and carries a text file's contents in a
+ * <file> block, cut where the message's size cap (64 KiB) would be passed; a
+ * binary file is named only (an agent with file tools reads the copy).
+ */
+
+import { copyFileSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+import { MAX_MESSAGE_TEXT } from "../journal/messages.ts";
+import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
+import { UsageError } from "../shared/errors.ts";
+import { formatBytes } from "../shared/format-bytes.ts";
+
+export interface AttachmentFile {
+  /** As the user named it. */
+  given: string;
+  /** Its absolute path. */
+  source: string;
+  bytes: number;
+}
+
+export interface Attached {
+  /** Where the copies are (one directory per message). */
+  dir: string;
+  /** The message's text with the attachments delivered in it. */
+  text: string;
+}
+
+/** Checks every file before anything is copied or sent: one sentence and a hint for the first that cannot go. */
+export function checkAttachments(files: readonly string[], cwd: string, maxBytes: number = CONFIG_DEFAULTS.artifacts.maxAttachmentBytes): AttachmentFile[] {
+  return files.map((given) => {
+    const source = resolve(cwd, given);
+    let size: number;
+    try {
+      const st = statSync(source);
+      if (st.isDirectory()) {
+        throw new UsageError("bad_attachment", `cannot attach ${given}: it is a directory`, { hint: "attach its files one by one (--attach FILE for each), or an archive of it" });
+      }
+      if (!st.isFile()) throw new UsageError("bad_attachment", `cannot attach ${given}: it is not a regular file`, { hint: "attach a regular file" });
+      size = st.size;
+    } catch (err) {
+      if (err instanceof UsageError) throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new UsageError("bad_attachment", `cannot attach ${given}: ${code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : (err as Error).message}`, {
+        hint: "check the path (relative paths are taken from the current directory)",
+      });
+    }
+    if (size > maxBytes) {
+      throw new UsageError("bad_attachment", `cannot attach ${given}: it is ${formatBytes(size)}, more than the attachment cap of ${formatBytes(maxBytes)}`, {
+        hint: "attach a smaller file, or raise artifacts.maxAttachmentBytes in config.json",
+      });
+    }
+    return { given, source, bytes: size };
+  });
+}
+
+/** Copies the files into the run's artifacts and returns the text to send; `undo()` the copies if the send is refused. */
+export function attach(artifactsRoot: string, rootId: string, messageId: string, text: string, files: readonly AttachmentFile[]): Attached {
+  // A message id may be made of dots only ("..", messaging.ts): the directory's name never is.
+  const dir = join(artifactsRoot, rootId, "attachments", /^\.+$/.test(messageId) ? `dots-${messageId}` : messageId);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const copies: { name: string; path: string; file: AttachmentFile }[] = [];
+  const used = new Set<string>();
+  for (const file of files) {
+    let name = basename(file.source);
+    for (let n = 2; used.has(name); n++) name = `${n}-${basename(file.source)}`;
+    used.add(name);
+    const path = join(dir, name);
+    copyFileSync(file.source, path);
+    copies.push({ name, path, file });
+  }
+  const head = `${text}\n\nAttached files (${copies.length}): ${copies.map((c) => c.path).join(", ")}`;
+  let room = MAX_MESSAGE_TEXT - Buffer.byteLength(head) - 200 * copies.length;
+  const blocks = copies.map((c) => {
+    const bytes = readFileSync(c.path);
+    if (bytes.includes(0)) return `<file path="${c.path}" bytes="${bytes.length}">\n(binary: read it from ${c.path})\n</file>`;
+    const kept = bytes.subarray(0, Math.max(0, room));
+    room -= kept.length;
+    const cut = bytes.length - kept.length;
+    const note = cut > 0 ? `\n(cut: ${cut} of ${bytes.length} bytes left out; the whole file is ${c.path})` : "";
+    return `<file path="${c.path}">\n${kept.toString("utf8")}${note}\n</file>`;
+  });
+  return { dir, text: `${head}\n\n${blocks.join("\n\n")}` };
+}
+
+/** The copies of a message that was not sent. */
+export function removeAttached(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
