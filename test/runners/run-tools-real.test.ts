@@ -5,7 +5,9 @@
  * the stage MCP server carries it to the run's driver, the tool's result
  * reaches the model, and the next stage reads the message on its stdin;
  * claude asks an openai sibling; codex asks a claude sibling (ask_agent
- * between two real CLIs, the reply through claude's own stage MCP server).
+ * between two real CLIs, the reply through claude's own stage MCP server);
+ * claude asks the person (ask_user) and the root is killed while it waits;
+ * opencode messages; gemini and pi refuse the tools in one sentence.
  */
 
 import { afterAll, afterEach, expect, test } from "bun:test";
@@ -19,7 +21,7 @@ import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts"
 import { startFakeOpenAI, text as oaText, toolCall as oaToolCall } from "../helpers/fake-openai.ts";
 import { chatAgentSetup, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { runIdOf } from "../service/support.ts";
+import { kill9, runIdOf, startService, untilStatus } from "../service/support.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -83,38 +85,44 @@ test("gemini and pi have no stage MCP server: a stage granted a run tool is refu
   expect(error.hint).toBe('run the stage with runner: "openai", or ask with ctx.ask between stages');
 });
 
-agentTest("claude asks the person (ask_user through the stage MCP server): the run awaits input, atomic answer answers, the answer is the tool result", async () => {
-  const fake = await startFakeAnthropic();
-  try {
-    // The second call's last tool_result is the ask_user call's result: the answer.
-    fake.push(toolUse("mcp__atomic__ask_user", { question: "Deploy to production?", choices: ["yes", "no"] }), (req) => {
-      const blocks = (req.body.messages as { content: unknown }[]).flatMap((m) => (Array.isArray(m.content) ? m.content : [])) as { type: string; content?: unknown }[];
+agentTest(
+  "claude asks the person (ask_user through the stage MCP server); kill -9 of the root while it waits; atomic answer with the service running: the answer is the tool result",
+  async () => {
+    const fake = await startFakeAnthropic();
+    // Each call: the answer, once a tool_result holds it; else the question (the attempt after the crash asks again).
+    const reply = (req: { body: { messages: { content: unknown }[] } }) => {
+      const blocks = req.body.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])) as { type: string; content?: unknown }[];
       const result = blocks.filter((b) => b.type === "tool_result").at(-1)?.content;
-      const answer = typeof result === "string" ? result : ((result ?? []) as { text?: string }[]).map((c) => c.text ?? "").join("");
-      return text(`deploying: ${answer}`);
-    });
+      if (result === undefined) return toolUse("mcp__atomic__ask_user", { question: "Deploy to production?", choices: ["yes", "no"] });
+      return text(`deploying: ${typeof result === "string" ? result : (result as { text?: string }[]).map((c) => c.text ?? "").join("")}`);
+    };
+    fake.push(...Array.from({ length: 6 }, () => reply));
     const h = claudeHome(fake);
-    const args = ["--home", h.home, "--json", "run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--input", "runner=claude", "--input", "mode=user"];
-    const proc = spawnAtomic(args, { home: h.home, env: h.env });
-    const out = lineWatcher(proc.stdout);
+    const s = { home: h.home, sideFile: "", gateFile: "" };
+    const service = startService(s, [], h.env);
     try {
-      const runId = await runIdOf(out);
-      await out.waitFor(/Deploy to production\?/);
+      await service.log.waitFor(/"type":"service_active"/);
+      const proc = spawnAtomic(["--home", h.home, "--json", "run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--input", "runner=claude", "--input", "mode=user"], { home: h.home, env: h.env });
+      const run = { proc, out: lineWatcher(proc.stdout) };
+      const runId = await runIdOf(run.out);
+      await run.out.waitFor(/Deploy to production\?/);
+      await kill9(run.proc);
       const inbox = JSON.parse((await runAtomic(["--home", h.home, "--json", "inbox", runId], { home: h.home, env: h.env })).stdout);
       expect(inbox.prompts.map((p: { question: string; choices: string[]; state: string }) => [p.question, p.choices, p.state])).toEqual([["Deploy to production?", ["yes", "no"], "open"]]);
       expect((await runAtomic(["--home", h.home, "answer", runId, inbox.prompts[0].id, "yes"], { home: h.home, env: h.env })).code).toBe(0);
-      expect(await proc.exited).toBe(0);
+      const done = await untilStatus(s, runId, "completed", 120_000);
+      expect(done.run.outputs).toEqual({ asker: "deploying: yes" });
+      // The answer reached claude as the ask_user call's result (the last call's tool_result), asked once of the person.
+      expect(JSON.stringify(fake.calls.at(-1)!.body.messages)).toContain("yes");
+      fake.assertOnlyFake();
     } finally {
-      proc.kill("SIGKILL");
+      service.proc.kill("SIGTERM");
+      await service.proc.exited;
+      await fake.close();
     }
-    const result = parseNdjson(out.lines.join("\n")).at(-1) as { outputs?: Record<string, string> };
-    expect(result.outputs).toEqual({ asker: "deploying: yes" });
-    expect(fake.calls.length).toBe(2);
-    fake.assertOnlyFake();
-  } finally {
-    await fake.close();
-  }
-});
+  },
+  180_000,
+);
 
 agentTest(
   "claude asks an openai sibling of its group (ask_agent through the stage MCP server); the sibling's reply is the tool result",
