@@ -35,6 +35,8 @@ import type { Miss, StatusSource } from "./source.ts";
 import { parseCursor } from "./stream-cursor.ts";
 import { inbox } from "../engine/messaging.ts";
 import { scheduleViews } from "./schedules.ts";
+import { USAGE_GROUPINGS, usageReport, type UsageGrouping } from "./usage-report.ts";
+import { INSTANT_EXAMPLES, parseInstant } from "../shared/age.ts";
 
 /**
  * What starts runs for the API: a posted run, a resume, a rerun, a fork
@@ -210,6 +212,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.get("/", page);
   // The page of one run (full id or unique prefix); `?token=` signs in as on `/`.
   app.get("/runs/:id", page);
+  // The cost page: tokens and money by workflow, stage, model or runner (`?by=`), a bar per day, since a time (`?since=`), as `atomic usage`.
+  app.get("/usage", page);
   // The page's scripts and style sheet (embedded in the binary), with an ETag.
   app.get("/assets/:file", (c) => {
     const asset = pageAsset(c.req.param("file"));
@@ -422,6 +426,19 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     }
     source.invalidate();
     return c.json({ action, results });
+  });
+
+  // Tokens (cache included) and money over root runs, as `atomic usage --json` prints them: `{ by, since, runs, groups,
+  // total, topRuns }`. `by`: workflow (default), stage, model, runner or day (UTC); `since`: an ISO date or time or an
+  // age (`7d`); `workflow`: one workflow's runs. The same sums as `atomic show`, to the token and the micro-dollar.
+  app.get("/api/usage", async (c) => {
+    const by = (c.req.query("by") ?? "workflow").trim().toLowerCase() || "workflow";
+    if (!(USAGE_GROUPINGS as readonly string[]).includes(by)) return fail(c, 400, "bad_grouping", `by ${JSON.stringify(by.slice(0, 40))} is not a grouping`, `use one of ${USAGE_GROUPINGS.join(", ")}`);
+    const sinceText = c.req.query("since")?.trim();
+    const since = sinceText ? parseInstant(sinceText) : undefined;
+    if (sinceText && since === undefined) return fail(c, 400, "bad_time", `since ${JSON.stringify(sinceText.slice(0, 80))} is neither a date nor an age`, `use ${INSTANT_EXAMPLES}`);
+    const workflow = c.req.query("workflow")?.trim();
+    return c.json(await usageReport(source.journal, { by: by as UsageGrouping, ...(since !== undefined ? { since } : {}), ...(workflow ? { workflow } : {}) }));
   });
 
   // The schedules: `{ schedules: [{ name, cron, timezone, workflow, inputs, cwd, overlap, catchUp, paused, nextTickAt, ... }] }`.

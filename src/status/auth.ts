@@ -33,7 +33,7 @@ export type Caller = "bearer" | "cookie" | "missing" | "wrong";
 
 /** Pages a browser navigates to (the rest is JSON, event streams, assets and metrics). */
 export function isPagePath(path: string): boolean {
-  return path === "/" || /^\/runs\/[^/]+\/?$/.test(path);
+  return path === "/" || path === "/usage" || /^\/runs\/[^/]+\/?$/.test(path);
 }
 
 function equal(a: string, b: string): boolean {

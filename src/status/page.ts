@@ -1,8 +1,8 @@
 /**
  * The web page's assets, embedded in the binary as text (no files next to
  * it, no CDN: the machine may be offline): one HTML shell for the run list
- * and the run page, six scripts (helpers, graph and timeline, the run
- * page's actions, the agent conversation, the console's starting actions, the pages), one style sheet. Hand-written, no build step. The HTML never carries the
+ * and the run page, seven scripts (helpers, graph and timeline, the run
+ * page's actions, the agent conversation, the console's starting actions, the cost page, the pages), one style sheet. Hand-written, no build step. The HTML never carries the
  * status token: the page's requests are authenticated by the session cookie
  * (auth.ts).
  */
@@ -16,6 +16,7 @@ import viewsJs from "./page/views.js" with { type: "text" };
 import actionsJs from "./page/actions.js" with { type: "text" };
 import conversationJs from "./page/conversation.js" with { type: "text" };
 import operateJs from "./page/operate.js" with { type: "text" };
+import usageJs from "./page/usage.js" with { type: "text" };
 
 // Imported as text, the HTML is a string (bun-types declares *.html as an HTMLBundle for Bun.serve routes).
 const html = htmlBundle as unknown as string;
@@ -38,6 +39,7 @@ const ASSETS: Record<string, PageAsset> = {
   "actions.js": asset(actionsJs, JS),
   "conversation.js": asset(conversationJs, JS),
   "operate.js": asset(operateJs, JS),
+  "usage.js": asset(usageJs, JS),
   "app.js": asset(appJs, JS),
   "style.css": asset(css, "text/css; charset=utf-8"),
 };
@@ -51,6 +53,7 @@ const SHELL = html
   .replace("__ACTIONS_JS__", href("actions.js"))
   .replace("__CONVERSATION_JS__", href("conversation.js"))
   .replace("__OPERATE_JS__", href("operate.js"))
+  .replace("__USAGE_JS__", href("usage.js"))
   .replace("__APP_JS__", href("app.js"))
   .replace("__STYLE_CSS__", href("style.css"))
   .replace("<body>", `<body data-statuses="${RUN_STATUSES.join(" ")}">`);

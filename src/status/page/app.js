@@ -45,7 +45,7 @@
     let timer = 0;
     let typing = 0;
     let loads = 0;
-    fill($crumbs, "runs");
+    fill($crumbs, h("span", { text: "runs" }), " · ", h("a", { href: "/usage", id: "nav-usage", text: "cost" }));
     document.title = "atomic: runs";
 
     const select = h("select", { "aria-label": "status", onchange: () => { status = select.value; offset = 0; sync(); load(); } },
@@ -464,5 +464,6 @@
   // Generated ids and callers' keys (a-z 0-9 . _ -: src/shared/ids.ts).
   const m = /^\/runs\/([0-9a-z._-]+)\/?$/.exec(location.pathname);
   if (m) runPage(m[1]);
+  else if (location.pathname === "/usage") window.atomic.usage.usagePage($main, $crumbs);
   else listPage();
 })();
