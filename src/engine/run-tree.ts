@@ -190,7 +190,10 @@ export class RunTree implements MailTree {
     if (this.stopReason) return;
     this.stopReason = reason;
     // Interrupted (SIGTERM, Ctrl-C): the process ends soon, so an unreachable journal is not waited for.
-    if (reason === "interrupted") this.journal.stopWaiting?.();
+    if (reason === "interrupted") {
+      this.journal.stopWaiting?.();
+      this.executor.stopWaiting?.();
+    }
     this.controller.abort(reason);
     this.setPaused(false);
     for (const path of [...this.stageGates.keys()]) this.setStagePaused(path, false);

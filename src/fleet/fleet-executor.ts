@@ -161,6 +161,11 @@ export class FleetExecutor implements StageExecutor {
     await Promise.all([this.o.local?.applyControl(rev, paused), this.o.fleet.hold(this.o.rootId, paused).catch(() => {})]);
   }
 
+  /** The root is stopping: its own pool stops waiting for the journal too (the fleet's reads are the root's journal's). */
+  stopWaiting(): void {
+    this.o.local?.stopWaiting();
+  }
+
   async close(): Promise<void> {
     this.hearing.fire(HEARING_EVENTS.close);
     clearInterval(this.timer);

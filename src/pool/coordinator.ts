@@ -80,6 +80,8 @@ class Coordinator implements CoordinatorCore {
   /** Set by attach(), before any item can be claimed (nothing is dispatched until then). */
   journal!: Journal;
   private attaching: Promise<void> | undefined;
+  /** The root is stopping (`stop_waiting`): a lost connection to the journal is not waited for. */
+  private stopWaiting = false;
   private leaseWatch: ReturnType<typeof setInterval> | undefined;
 
   constructor(readonly config: CoordinatorConfig) {
@@ -92,6 +94,10 @@ class Coordinator implements CoordinatorCore {
       attach: () => this.attach(),
       control: (rev, paused) => void this.applyControl(rev, paused),
       shutdown: (why) => this.shutdown(why),
+      stopWaiting: () => {
+        this.stopWaiting = true;
+        if (this.attached) this.journal.stopWaiting?.();
+      },
     });
   }
 
@@ -118,6 +124,7 @@ class Coordinator implements CoordinatorCore {
     this.attaching = openJournal({ home: c.home, durability: "normal", ...(c.journalUrl ? { journalUrl: c.journalUrl } : {}) }).then(
       (journal) => {
         this.journal = journal;
+        if (this.stopWaiting) journal.stopWaiting?.();
         this.attached = true;
         this.leaseWatch = setInterval(() => void this.watchRootLease(), ROOT_LEASE_CHECK_MS);
         void this.dispatcher.dispatch();

@@ -210,6 +210,11 @@ export class PoolExecutor implements StageExecutor {
     this.send({ type: "budget_counted", ...(workId ? { workId } : {}), exhausted });
   }
 
+  /** The root is stopping: the coordinator's journal statements stop waiting out an outage too. */
+  stopWaiting(): void {
+    if (this.machine.is(POOL_STATES.starting, POOL_STATES.running)) this.send({ type: "stop_waiting" });
+  }
+
   /** Apply control revision `rev` on every worker; resolves when the coordinator acknowledged it (or it is not running). */
   async applyControl(rev: number, paused: boolean): Promise<void> {
     this.control = { rev, paused };

@@ -40,6 +40,8 @@ export interface RootHandlers {
   attach(): void;
   control(rev: number, paused: boolean): void;
   shutdown(why: string): void;
+  /** The root is stopping: the journal is not waited for any more (connection.ts, stopRetrying). */
+  stopWaiting(): void;
 }
 
 export class RootChannel implements RootLink {
@@ -96,6 +98,9 @@ export class RootChannel implements RootLink {
         break;
       case "shutdown":
         this.handlers.shutdown("the run ended");
+        break;
+      case "stop_waiting":
+        this.handlers.stopWaiting();
         break;
       default:
         assertNever(msg);

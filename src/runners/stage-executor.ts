@@ -61,6 +61,11 @@ export interface StageExecutor {
    * claims nothing more of this drive.
    */
   budgetCounted?(workId: string | undefined, exhausted: boolean): void;
+  /**
+   * The root is stopping (SIGTERM, Ctrl-C): other processes of this executor that wait for an unreachable
+   * journal stop waiting, as the root does (Journal.stopWaiting), so the stages' results come back at once.
+   */
+  stopWaiting?(): void;
   close(): Promise<void>;
 }
 

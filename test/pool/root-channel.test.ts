@@ -26,7 +26,7 @@ afterEach(() => {
 });
 
 function channel(): RootChannel {
-  return new RootChannel({} as CoordinatorCore, { attach() {}, control() {}, shutdown() {} });
+  return new RootChannel({} as CoordinatorCore, { attach() {}, control() {}, shutdown() {}, stopWaiting() {} });
 }
 
 const result = (text: string) => ({ status: "completed", text, workerId: "w1", generation: 1 }) as unknown as StageResult;

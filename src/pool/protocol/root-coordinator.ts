@@ -41,6 +41,8 @@ export const ToCoordinatorSchema = v.variant("type", [
   v.object({ type: v.literal("budget_counted"), workId: v.optional(v.string()), exhausted: v.boolean() }),
   /** The run is over: stop every worker and exit. */
   v.object({ type: v.literal("shutdown") }),
+  /** The root is stopping (SIGTERM, Ctrl-C): journal statements that lost their connection fail at once, not after the retry window. */
+  v.object({ type: v.literal("stop_waiting") }),
 ]);
 export type ToCoordinator = v.InferOutput<typeof ToCoordinatorSchema>;
 
