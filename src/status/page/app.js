@@ -185,6 +185,14 @@
     const notices = h("div");
     const totals = h("div", { class: "totals" });
     const graphWrap = h("div", { class: "graph-wrap", id: "graph" });
+    /** The graph's zoom the reader chose; null: fitted to the frame. */
+    let graphZoom = null;
+    const zoomLabel = h("span", { class: "muted", id: "zoom-level" });
+    const zoomBar = h("div", { class: "zoom" },
+      h("button", { class: "btn", id: "zoom-out", title: "zoom out (Ctrl+wheel)", "aria-label": "zoom out", text: "−", onclick: () => zoomBy(1 / 1.25) }),
+      h("button", { class: "btn", id: "zoom-fit", title: "fit the graph to the frame", text: "fit", onclick: () => { graphZoom = null; drawGraph(); } }),
+      h("button", { class: "btn", id: "zoom-in", title: "zoom in (Ctrl+wheel)", "aria-label": "zoom in", text: "+", onclick: () => zoomBy(1.25) }),
+      zoomLabel);
     const gantt = h("div", { class: "gantt", id: "timeline" });
     const panel = h("div", { class: "panel", id: "panel" }, h("p", { class: "muted", text: "Click a stage to see its details and output." }));
     const io = h("div");
@@ -193,7 +201,7 @@
     fill($main, head, notices, starts.element, actions.element,
       h("div", { class: "card" }, totals),
       h("div", { class: "layout" },
-        h("div", {}, h("div", { class: "card" }, h("h2", { text: "Stage graph" }), graphWrap, legend()),
+        h("div", {}, h("div", { class: "card" }, h("div", { class: "graph-head" }, h("h2", { text: "Stage graph" }), zoomBar), graphWrap, legend()),
           h("div", { class: "card" }, h("h2", { text: "Timeline" }), gantt)),
         h("div", { class: "card", id: "stage-card" }, h("h2", { text: "Stage" }), panel)),
       io);
@@ -238,9 +246,48 @@
       window.atomicRender = { count: rendered, firstMs: rendered === 1 ? ms : window.atomicRender.firstMs, lastMs: ms, nodes: detail.graph.nodeCount };
     }
 
+    // The graph pans and zooms inside its frame, never clipped: it starts fitted to the frame's width (not below a
+    // quarter of its size; wider than that, the frame scrolls); −, + and Ctrl+wheel zoom, dragging the background pans.
     function drawGraph() {
-      fill(graphWrap, graphSvg(detail.graph, selected, select, drawGraph));
+      const svg = graphSvg(detail.graph, selected, select, drawGraph);
+      const W = Number(svg.getAttribute("width")), H = Number(svg.getAttribute("height"));
+      const fit = Math.max(0.25, Math.min(1, (graphWrap.clientWidth - 2) / W));
+      const z = graphZoom ?? fit;
+      svg.setAttribute("width", String(Math.round(W * z)));
+      svg.setAttribute("height", String(Math.round(H * z)));
+      svg.dataset.zoom = String(z);
+      const { scrollLeft, scrollTop } = graphWrap;
+      fill(graphWrap, svg);
+      graphWrap.scrollLeft = scrollLeft;
+      graphWrap.scrollTop = scrollTop;
+      zoomLabel.textContent = `${Math.round(z * 100)}%`;
     }
+    function zoomBy(factor) {
+      const svg = graphWrap.querySelector("svg.graph");
+      const current = svg ? Number(svg.dataset.zoom) : 1;
+      graphZoom = Math.min(3, Math.max(0.25, current * factor));
+      drawGraph();
+    }
+    graphWrap.addEventListener("wheel", (ev) => {
+      if (!ev.ctrlKey && !ev.metaKey) return;
+      ev.preventDefault();
+      zoomBy(ev.deltaY < 0 ? 1.2 : 1 / 1.2);
+    }, { passive: false });
+    let drag = null;
+    graphWrap.addEventListener("pointerdown", (ev) => {
+      if (ev.button !== 0 || ev.target.closest(".node, .fanout")) return;
+      drag = { x: ev.clientX, y: ev.clientY, left: graphWrap.scrollLeft, top: graphWrap.scrollTop };
+      graphWrap.setPointerCapture(ev.pointerId);
+      graphWrap.classList.add("panning");
+    });
+    graphWrap.addEventListener("pointermove", (ev) => {
+      if (!drag) return;
+      graphWrap.scrollLeft = drag.left - (ev.clientX - drag.x);
+      graphWrap.scrollTop = drag.top - (ev.clientY - drag.y);
+    });
+    const endDrag = () => { drag = null; graphWrap.classList.remove("panning"); };
+    graphWrap.addEventListener("pointerup", endDrag);
+    graphWrap.addEventListener("pointercancel", endDrag);
 
     function indexReport(report, prefix, depth) {
       for (const step of report.steps) {
