@@ -88,8 +88,8 @@ export interface StageRequest {
    * A root's own stages inherit it from the root, whose environment is the run's already.
    */
   runEnv?: { env: Record<string, string>; secrets: string[] };
-  /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store (docs/design/sandbox.md). */
-  sandbox?: SandboxSpec & { hidden: string[] };
+  /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store; `channels`: atomic's own sockets shown read-only inside (docs/design/sandbox.md). */
+  sandbox?: SandboxSpec & { hidden: string[]; channels?: string[] };
 }
 
 export interface AgentOptions {

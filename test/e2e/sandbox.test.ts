@@ -197,10 +197,17 @@ e2eTest("atomic doctor says whether the sandbox works here", async () => {
   const home = makeTempDir("atomic-sbx-doctor-");
   const works = await runAtomic(["doctor", "--json"], { home });
   expect(JSON.parse(works.stdout).sandbox).toMatchObject({ usable: true, bwrap: expect.stringMatching(/bwrap$/), version: expect.stringMatching(/^bubblewrap /) });
-  expect((await runAtomic(["doctor"], { home })).stdout).toMatch(/^sandbox +works here/m);
+  const said = (await runAtomic(["doctor"], { home })).stdout;
+  expect(said).toMatch(/^sandbox +works here .*config default: off\)$/m);
+  expect(said).toContain("stages run unsandboxed unless they or their workflow ask for a sandbox");
   const missing = await runAtomic(["doctor"], { home, env: { PATH: NO_BWRAP_PATH } });
   expect(missing.stdout).toMatch(/^sandbox +\(bubblewrap \(bwrap\) is not installed/m);
   expect(missing.stdout).toMatch(/hint: install bubblewrap/);
+  // a config that asks for a sandbox that cannot be had here: exit code 1 and what it means for the stages
+  writeFileSync(join(home, "config.json"), JSON.stringify({ sandbox: true }));
+  const asked = await runAtomic(["doctor"], { home, env: { PATH: NO_BWRAP_PATH } });
+  expect(asked.stdout).toContain("every stage that names no sandbox of its own fails here: the config asks for one");
+  expect(asked.code).toBe(1);
   const broken = await runAtomic(["doctor", "--json"], { home, env: { PATH: `${brokenBwrap()}:${process.env.PATH}` } });
   expect(JSON.parse(broken.stdout).sandbox).toMatchObject({ usable: false, problem: expect.stringMatching(/setting up uid map/), hint: expect.stringMatching(/user namespaces/) });
 });

@@ -27,18 +27,18 @@ import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
 
-async function runFixture(h: AgentHome, runner: string, mode = "message", env: Record<string, string> = {}, answerer = "openai", timeoutMs = AGENT_TEST_LIMIT_MS) {
-  const args = ["run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--json", "--input", `runner=${runner}`, "--input", `mode=${mode}`, "--input", `answerer=${answerer}`];
+async function runFixture(h: AgentHome, runner: string, mode = "message", env: Record<string, string> = {}, answerer = "openai", timeoutMs = AGENT_TEST_LIMIT_MS, sandbox = false) {
+  const args = ["run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--json", "--input", `runner=${runner}`, "--input", `mode=${mode}`, "--input", `answerer=${answerer}`, "--input", `sandbox=${sandbox}`];
   const r = await runAtomic(args, { home: h.home, env: { ...h.env, ...env }, timeoutMs });
   return { r, result: parseNdjson(r.stdout).at(-1) as { outputs?: Record<string, string> } };
 }
 
-agentTest("claude: message to a stage not started yet, through the stage MCP server", async () => {
+agentTest("claude in a sandbox: message to a stage not started yet, through the stage MCP server (inside the sandbox, the broker's socket shown to it)", async () => {
   const fake = await startFakeAnthropic();
   try {
     fake.push(toolUse("mcp__atomic__message", { to: "reader", text: "the secret is 42" }), text("told the reader"));
     const h = claudeHome(fake);
-    const { r, result } = await runFixture(h, "claude");
+    const { r, result } = await runFixture(h, "claude", "message", {}, "openai", AGENT_TEST_LIMIT_MS, true);
     expect(r.code).toBe(0);
     expect(result.outputs).toEqual({ writer: "told the reader", reader: "the secret is 42\n" });
     // The tool's result (where the message went) reached the model as claude's tool_result.

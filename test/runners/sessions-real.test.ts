@@ -7,10 +7,13 @@
  * continuation of a continuation carries the whole chain; output: "file"
  * keeps the answer in the attempt's output.md. The same with opencode
  * (-s, --fork) and pi (a copy of the earlier session file) against the
- * fake Chat Completions provider.
+ * fake Chat Completions provider. Every stage here runs in a sandbox (the
+ * config's `sandbox: true`): each CLI's state directory is writable
+ * inside, so its sessions last from one stage to the next; the same
+ * resumes without a sandbox: the *-real tests of each CLI.
  */
 
-import { existsSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
@@ -39,10 +42,17 @@ const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 
 async function runSessions(s: RealStage<any>, extra: Record<string, unknown> = {}) {
+  sandboxed(s.h.home);
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...extra })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
+}
+
+/** The atomic home's config with `sandbox: true`: every stage of the run sandboxed. */
+function sandboxed(home: string): void {
+  const file = join(home, "config.json");
+  writeFileSync(file, JSON.stringify({ ...(existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : {}), sandbox: true }));
 }
 
 /** Checks what every model call carried, given each call's user and assistant texts in order. */
@@ -114,6 +124,7 @@ for (const kind of ["opencode", "pi"] as const) {
     });
     servers.push(server);
     const s = chatAgentSetup(kind, server.url, { trap });
+    sandboxed(s.home);
     const inputs = join(s.cwd, "..", `inputs-${kind}.json`);
     writeFileSync(inputs, JSON.stringify({ runner: kind, model: MODEL }));
     const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
@@ -134,6 +145,7 @@ for (const kind of ["opencode", "pi"] as const) {
 
 agentTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
   const s = await gemini(geminiSay(ANSWERS[0]!), geminiSay(ANSWERS[2]!), geminiSay(ANSWERS[3]!), geminiSay(ANSWERS[4]!));
+  sandboxed(s.h.home);
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, bad: "no-fork" })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);

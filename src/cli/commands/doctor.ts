@@ -111,6 +111,7 @@ export default defineCommand({
       if (!artifacts.ok && artifacts.hint) s.result(`      ${st.dim(`hint: ${artifacts.hint}`)}`);
       s.result(`${st.bold("sandbox")}    ${sandbox.usable ? `${st.green("works here")} ${st.dim(`(${sandbox.bwrap}, ${sandbox.version}; config default: ${sandbox.configDefault})`)}` : st.red(`(${sandbox.problem})`)}`);
       if (!sandbox.usable && sandbox.hint) s.result(`      ${st.dim(`hint: ${sandbox.hint}`)}`);
+      s.result(`      ${sandbox.usable || sandbox.configDefault === "off" ? st.dim(sandbox.stages) : st.yellow(sandbox.stages)}`);
       s.result(`${st.bold("default")}    runner ${def}${defaultUsable ? "" : st.red(" (not usable here)")}, model ${model ?? st.dim("(none set)")}`);
       s.result(st.bold("runners"));
       for (const r of runners) {
@@ -136,13 +137,22 @@ export default defineCommand({
   },
 });
 
-/** Whether bubblewrap can make a sandbox here (tried for real: runners/sandbox/bwrap.ts), and the config's default. */
-function sandboxReport(config: AtomicConfig): { usable: boolean; bwrap: string | null; version: string | null; problem?: string; hint?: string; configDefault: string } {
+/**
+ * Whether bubblewrap can make a sandbox here (tried for real: runners/sandbox/bwrap.ts), the config's setting
+ * and what that means for the stages that name no setting of their own (nor their workflow).
+ */
+function sandboxReport(config: AtomicConfig): { usable: boolean; bwrap: string | null; version: string | null; problem?: string; hint?: string; configDefault: string; stages: string } {
   const problem = sandboxProblem();
   const bwrap = bwrapPath() ?? null;
   const version = bwrap ? Bun.spawnSync([bwrap, "--version"]).stdout.toString("utf8").trim() || null : null;
   const configDefault = config.sandbox === undefined || config.sandbox === "off" ? "off" : JSON.stringify(config.sandbox);
-  return { usable: !problem, bwrap, version, ...(problem ? { problem: problem.message, hint: problem.hint } : {}), configDefault };
+  const stages =
+    configDefault === "off"
+      ? "stages run unsandboxed unless they or their workflow ask for a sandbox"
+      : problem
+        ? "every stage that names no sandbox of its own fails here: the config asks for one"
+        : "every stage that names no sandbox of its own runs sandboxed, shell stages too";
+  return { usable: !problem, bwrap, version, ...(problem ? { problem: problem.message, hint: problem.hint } : {}), configDefault, stages };
 }
 
 async function openaiReport(config: AtomicConfig, probe: boolean): Promise<RunnerReport> {

@@ -39,7 +39,7 @@ import type { StageResult, TaskOptions } from "../../sdk/types.ts";
 import type { StageRequest } from "../../runners/types.ts";
 import { CANCEL_IF_QUEUED } from "../../runners/stage-executor.ts";
 import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
-import { stageSandbox } from "../stage-sandbox.ts";
+import { stageChannels, stageSandbox } from "../stage-sandbox.ts";
 import { openWorkspace, rememberWorkspace, settleWorkspace, workspaceEntry, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
 import type { Scope } from "../scope.ts";
 import type { RunExecution } from "../run-execution.ts";
@@ -166,6 +166,8 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     const ask = cli && runTools.includes("ask_user") ? { ask: (q: string, c: string[] | undefined) => asks.live(q, c) } : {};
     const token = runTools.length ? tree.mail.mintStageToken({ runId: exec.runId, stageKey: position, path: tree.mail.pathOf(exec.runId, name), name, attempt, tools: runTools, ...ask }) : undefined;
     if (token) request.runTools = { rootId: tree.lease.rootId, token, home: tree.mail.home, ...(siblings?.length ? { siblings } : {}) };
+    // A sandboxed stage reaches its run through the broker's socket, made visible inside (stage-sandbox.ts).
+    if (token && request.sandbox) request.sandbox = { ...request.sandbox, channels: await stageChannels(tree.mail.home) };
     // Traces on: the attempt's span starts now (attempt_ended ends it), and its processes get its context (TRACEPARENT).
     if (tree.tracer) request.traceparent = tree.tracer.stageAttempt(request, exec.definition.name);
     try {

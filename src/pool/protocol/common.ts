@@ -48,6 +48,7 @@ export const StageRequestSchema = v.object({
       write: v.array(v.string()),
       hosts: v.array(v.string()),
       hidden: v.array(v.string()),
+      channels: v.optional(v.array(v.string())),
     }),
   ),
   /** Agent stages: AgentOptions (src/runners/types.ts); plain data, checked by the runner. */

@@ -32,6 +32,11 @@
  *   `-c mcp_servers.atomic.*` overrides (stage-mcp-config.ts) with its link
  *   in codex's environment; codex offers them to the model as the
  *   namespace `mcp__atomic` and reports each call as an mcp_tool_call item.
+ * - Inside atomic's sandbox (docs/design/sandbox.md) codex runs with its own
+ *   sandbox off (`-s danger-full-access`): nested, it needs a helper binary
+ *   it may not create everywhere; atomic's sandbox confines the shell tool
+ *   instead, with the cwd read-only for read-only tools (the same
+ *   "Read-only file system", the same warning).
  */
 
 import { readFileSync } from "node:fs";
@@ -65,7 +70,8 @@ export const codex: CliAdapter = {
   promptOnStdin: true,
   args(req, a) {
     const tools = req.agent?.tools;
-    const sandbox = readOnly(req) ? "read-only" : "workspace-write";
+    // Inside atomic's sandbox codex's own is off: atomic's walls (the cwd read-only for read-only tools) hold instead.
+    const sandbox = req.sandbox ? "danger-full-access" : readOnly(req) ? "read-only" : "workspace-write";
     const flags = ["--json", "-C", req.cwd, "-s", sandbox, "--skip-git-repo-check"];
     if (tools?.length === 0) flags.push(...NO_TOOLS);
     if (req.model) flags.push("-m", req.model);
@@ -133,8 +139,8 @@ export const codex: CliAdapter = {
   },
 };
 
-/** Tools named, none of them writing: codex's read-only sandbox. */
-function readOnly(req: StageRequest): boolean {
+/** Tools named, none of them writing: codex's read-only sandbox (inside atomic's: the cwd bound read-only). */
+export function readOnly(req: Pick<StageRequest, "agent">): boolean {
   const tools = req.agent?.tools;
   return tools !== undefined && !tools.some((t) => WRITING_TOOLS.includes(t));
 }

@@ -9,10 +9,11 @@
  *
  * `bwrapArgs` builds, in this order (a later mount lies over an earlier):
  * the whole system read-only; fresh /dev, /proc (of a new PID namespace)
- * and an empty /tmp; the user's home (both $HOME and the account's), the
+ * and an empty /tmp (and TMPDIR at its own path); the user's home (both $HOME and the account's), the
  * atomic home and the artifact store replaced by empty directories; then
  * what the stage may see: `read` paths read-only, `write` paths, the cwd
- * and the runner's own files writable; last, every credential path that a
+ * and the runner's own files writable, a CLI's auth file among them
+ * read-only again; last, every credential path that a
  * visible path would show is covered again. Every namespace is new (user,
  * PID, IPC, UTS, cgroup, network; the network only stays shared for
  * `network: "open"`), and the sandbox dies with its parent: when the
@@ -20,9 +21,9 @@
  * whatever the stage left behind.
  */
 
-import { existsSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { userInfo } from "node:os";
-import { join, sep } from "node:path";
+import { isAbsolute, join, normalize, sep } from "node:path";
 import { CREDENTIAL_PATHS, type SandboxProblem, type SandboxSpec } from "../../shared/sandbox-option.ts";
 import { systemValue } from "../../shared/config/environment.ts";
 
@@ -67,8 +68,14 @@ export interface SandboxLayout {
   readable?: readonly string[];
   /** Credential paths this stage may see after all (the CLI's own auth file). */
   allowed?: readonly string[];
+  /** Paths inside a writable one bound read-only again (the CLI's auth file in its state directory). */
+  readOnly?: readonly string[];
   /** The user's home as the stage's environment names it. */
   home: string;
+  /** The cwd read-only (a CLI agent whose tools only read). */
+  cwdReadOnly?: boolean;
+  /** The stage's TMPDIR: an empty directory at the same path inside (else /tmp). */
+  tmpdir?: string;
   /** Extra environment set inside. */
   setenv?: Record<string, string>;
 }
@@ -81,17 +88,30 @@ export function bwrapArgs(layout: SandboxLayout, argv: readonly string[]): strin
   const homes = [...new Set([layout.home, accountHome()].filter((h): h is string => !!h && h !== "/" && existsSync(h)))];
   const hidden = [...homes, ...layout.hidden.filter((p) => existsSync(p))];
   for (const dir of hidden) a.push("--tmpfs", dir);
+  // TMPDIR keeps its path, empty and private like /tmp (a program that compares its files' paths with it, as
+  // codex does, sees what it sees outside), unless it is / or holds, or lies in, a path the stage sees.
+  const shown = [layout.cwd, ...spec.read, ...spec.write, ...(layout.readable ?? []), ...(layout.writable ?? [])];
+  const overlaps = (t: string) => shown.some((p) => p === t || p.startsWith(t + sep) || t.startsWith(p + sep));
+  const tmp = layout.tmpdir && isAbsolute(layout.tmpdir) ? normalize(layout.tmpdir).replace(/(.)\/+$/, "$1") : undefined;
+  const tmpdir = tmp && tmp !== "/" && tmp !== "/tmp" && !overlaps(tmp) ? tmp : "/tmp";
+  if (tmpdir !== "/tmp") a.push("--tmpfs", tmpdir);
   const visible: string[] = [];
+  const covered = ["/tmp", ...hidden];
   const bind = (flag: string, p: string) => {
     if (!existsSync(p)) return;
-    a.push(flag, p, p);
-    visible.push(p);
+    // bwrap cannot mount onto a symbolic link: the real path is bound, and a link that lies in an emptied
+    // directory (the home, /tmp) is made again there; elsewhere the read-only system still holds it.
+    const real = realpathSync(p);
+    a.push(flag, real, real);
+    visible.push(p, real);
+    if (real !== p && lstatSync(p).isSymbolicLink() && covered.some((c) => p.startsWith(c + sep))) a.push("--symlink", readlinkSync(p), p);
   };
   for (const p of layout.readable ?? []) bind("--ro-bind", p);
   for (const p of spec.read) bind("--ro-bind", p);
   for (const p of layout.writable ?? []) bind("--bind", p);
   for (const p of spec.write) bind("--bind", p);
-  bind("--bind", layout.cwd);
+  bind(layout.cwdReadOnly ? "--ro-bind" : "--bind", layout.cwd);
+  for (const p of layout.readOnly ?? []) if (visible.some((v) => p.startsWith(v + sep))) bind("--ro-bind", p);
   // A visible path must not show a credential path under it (read: ["~"] shows the home, not its keys).
   const allowed = new Set(layout.allowed ?? []);
   for (const home of homes) {
@@ -102,7 +122,7 @@ export function bwrapArgs(layout: SandboxLayout, argv: readonly string[]): strin
       else a.push("--ro-bind", "/dev/null", p);
     }
   }
-  for (const [k, v] of Object.entries({ TMPDIR: "/tmp", ...layout.setenv })) a.push("--setenv", k, v);
+  for (const [k, v] of Object.entries({ TMPDIR: tmpdir, ...layout.setenv })) a.push("--setenv", k, v);
   a.push("--chdir", layout.cwd, "--", ...argv);
   return a;
 }

@@ -32,6 +32,10 @@ export interface RunnerFiles {
   readable?: readonly string[];
   /** Credential paths this stage may see after all (its CLI's auth file). */
   allowed?: readonly string[];
+  /** Paths inside a writable one that stay read-only (the CLI's auth file in its state directory). */
+  readOnly?: readonly string[];
+  /** The cwd read-only (a CLI whose tools only read). */
+  cwdReadOnly?: boolean;
   /** The model provider's endpoints (host:port) besides the stage's own `hosts`. */
   endpoints?: readonly string[];
 }
@@ -46,23 +50,29 @@ export function sandboxed(request: Pick<StageRequest, "sandbox" | "cwd">, argv: 
   let inner = [...argv];
   const setenv: Record<string, string> = {};
   const writable = [...(files.writable ?? [])];
-  // The program itself stays visible wherever it is installed (under the hidden home, /tmp, a checkout).
-  const readable = [...(files.readable ?? []), ...programFiles(argv[0], env.PATH)];
+  // The program itself stays visible wherever it is installed (under the hidden home, /tmp, a checkout); so does
+  // atomic (the helper below, the stage MCP server a CLI starts) and its channels to the stage (the broker's socket).
+  const readable = [...(files.readable ?? []), ...programFiles(argv[0], env.PATH), ...(sandbox.channels ?? [])];
+  if (sandbox.channels?.length) readable.push(...atomicFiles());
   if (sandbox.network === "provider") {
     gate = openProviderGate([...sandbox.hosts, ...(files.endpoints ?? [])]);
     inner = [...selfCommand(ROLE.sandboxNet, gate.dir, String(PROXY_PORT), gate.loopbackPorts.join(",")), "--", ...argv];
     writable.push(gate.dir);
-    // The helper is this binary (from source: bun and src/), which may live in the hidden home.
-    readable.push(process.execPath, ...(isCompiled() ? [] : [join(dirname(import.meta.dir), "..")]));
+    readable.push(...atomicFiles());
     const proxy = `http://127.0.0.1:${PROXY_PORT}`;
     const loopback = "127.0.0.1,localhost,::1";
     Object.assign(setenv, { HTTPS_PROXY: proxy, HTTP_PROXY: proxy, https_proxy: proxy, http_proxy: proxy, ALL_PROXY: proxy, NO_PROXY: loopback, no_proxy: loopback });
   }
   const args = bwrapArgs(
-    { spec: sandbox, cwd: request.cwd, hidden: sandbox.hidden, writable, readable, ...(files.allowed ? { allowed: files.allowed } : {}), home: userHome(env), setenv },
+    { spec: sandbox, cwd: request.cwd, hidden: sandbox.hidden, writable, readable, ...(files.allowed ? { allowed: files.allowed } : {}), ...(files.readOnly ? { readOnly: files.readOnly } : {}), ...(files.cwdReadOnly ? { cwdReadOnly: true } : {}), home: userHome(env), ...(env.TMPDIR ? { tmpdir: env.TMPDIR } : {}), setenv },
     inner,
   );
   return { argv: [bwrapPath()!, ...args], env, close: () => gate?.close() };
+}
+
+/** This binary (from source: bun and src/), which may live in the hidden home. */
+function atomicFiles(): string[] {
+  return [process.execPath, ...(isCompiled() ? [] : [join(dirname(import.meta.dir), "..")])];
 }
 
 /** The endpoints (host:port) of the provider URLs given (unparsable or absent ones left out). */

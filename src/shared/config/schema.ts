@@ -239,7 +239,7 @@ export const ConfigSchema = v.message(
       {
         type: '"off", true, or an object with network ("none", "provider" or "open"), read and write (arrays of paths, absolute or ~/…) and hosts (an array of host:port)',
         default: '"off"',
-        description: "Sandbox of every stage that names none itself, nor its workflow (shell stages too): see docs/guides/security.md.",
+        description: "Sandbox of every stage that names none itself, nor its workflow (shell stages too): see docs/guides/sandboxing.md.",
       },
     ),
   }),
