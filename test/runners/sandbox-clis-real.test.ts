@@ -1,5 +1,5 @@
 /**
- * The real claude, codex and gemini CLIs (test/agents) inside a stage
+ * The real codex and gemini CLIs (test/agents) inside a stage
  * sandbox (`sandbox: true`: network "provider"), through dist/atomic and real bubblewrap, against their fake providers on the
  * host's loopback (reached through atomic's provider gate). Each fake
  * scripts one shell tool call of a probe: read a planted key in the CLI's
@@ -7,17 +7,17 @@
  * stage's work in the cwd. The probe's output, sent back to the fake as
  * the tool's result, says each escape was refused and the work was done;
  * the key never reaches the provider. The same probe with `sandbox: "off"`
- * reads the key (the probe is not vacuous). A claude stage's run tools
- * through its MCP server inside the sandbox: run-tools-real.test.ts; pi:
- * sandbox-pi.test.ts.
+ * reads the key (the probe is not vacuous). claude inside a sandbox: its
+ * run tools through its MCP server (run-tools-real.test.ts) and its
+ * sessions (sessions-real.test.ts; claude's own permission check refuses
+ * this probe's shell as obfuscated); pi: sandbox-pi.test.ts.
  */
 
 import { expect } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { agentTest } from "../helpers/agents.ts";
-import { claudeHome, codexHome, geminiHome } from "../helpers/agent-homes.ts";
-import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
+import { codexHome, geminiHome } from "../helpers/agent-homes.ts";
 import { say, shell, startFakeResponses } from "../helpers/fake-responses.ts";
 import { say as geminiSay, shell as geminiShell, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { realStages, runStage, type RealStage } from "../helpers/real-agent-stage.ts";
@@ -32,16 +32,18 @@ function world(s: RealStage<unknown>) {
   writeFileSync(join(s.h.home, "planted-secret"), "atomic-home-secret\n");
   const outside = join(s.h.dir, "outside");
   mkdirSync(outside);
-  const probe = [
-    `cat "$HOME/.ssh/id_ed25519" 2>/dev/null && echo SSH=read || echo SSH=denied`,
-    `cat "${s.h.home}/planted-secret" >/dev/null 2>&1 && echo ATOMIC_HOME=read || echo ATOMIC_HOME=denied`,
-    `echo x > "${outside}/escaped" 2>/dev/null && echo OUTSIDE=written || echo OUTSIDE=denied`,
-    `echo done > result.txt && echo WORK=done`,
-  ].join("; ");
+  // Each outcome is printed in capitals and lowered by tr, so what the CLI sends back (the tool's result, in
+  // lower case) is told apart from the command itself (which it sends back too).
+  const probe = `{ ${[
+    `(cat "$HOME/.ssh/id_ed25519" 2>/dev/null && echo SSH=READ || echo SSH=DENIED)`,
+    `(cat "${s.h.home}/planted-secret" >/dev/null 2>&1 && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED)`,
+    `(echo x > "${outside}/escaped" 2>/dev/null && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED)`,
+    `(echo done > result.txt && echo WORK=DONE)`,
+  ].join("; ")}; } | tr A-Z a-z`;
   return {
     probe,
     check(said: string) {
-      for (const seen of ["SSH=denied", "ATOMIC_HOME=denied", "OUTSIDE=denied", "WORK=done"]) expect(said).toContain(seen);
+      for (const seen of ["ssh=denied", "atomic_home=denied", "outside=denied", "work=done"]) expect(said).toContain(seen);
       expect(said).not.toContain("planted-sandbox-key");
       expect(existsSync(join(outside, "escaped"))).toBe(false);
       expect(readFileSync(join(s.cwd, "result.txt"), "utf8")).toBe("done\n");
@@ -52,19 +54,8 @@ function world(s: RealStage<unknown>) {
 /** What the CLI sent the provider after the tool ran (the tool's result among it). */
 const secondCall = (s: RealStage<unknown>) => JSON.stringify(s.fake.calls[1]!.body);
 
-const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
 const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
-
-agentTest("claude in a sandbox: its Bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds", async () => {
-  const s = await claude();
-  const w = world(s);
-  s.fake.push(toolUse("Bash", { command: w.probe, description: "probe" }), text("probed"));
-  const { outputs } = await runStage(s, { prompt: "probe", sandbox: "true" });
-  expect(outputs).toMatchObject({ status: "completed", text: "probed" });
-  w.check(secondCall(s));
-  s.fake.assertOnlyFake();
-});
 
 agentTest("codex in a sandbox: its shell cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; unsandboxed it reads the key", async () => {
   const s = await codex();

@@ -49,9 +49,9 @@ import type { CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
 import { readEnv } from "../../shared/config/environment.ts";
 import { codexMcpArgs, stageMcpServer } from "./stage-mcp-config.ts";
+import { readOnly } from "./codex-tools.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
-const WRITING_TOOLS = ["write", "edit", "bash"];
 /** What a write in the read-only sandbox (Landlock, a read-only bind) says. */
 const SANDBOX_REFUSED = /Read-only file system|Operation not permitted|Permission denied/;
 /** `-c` overrides that leave codex no tool that acts (request_user_input stays: it has no user in exec mode). */
@@ -139,11 +139,6 @@ export const codex: CliAdapter = {
   },
 };
 
-/** Tools named, none of them writing: codex's read-only sandbox (inside atomic's: the cwd bound read-only). */
-export function readOnly(req: Pick<StageRequest, "agent">): boolean {
-  const tools = req.agent?.tools;
-  return tools !== undefined && !tools.some((t) => WRITING_TOOLS.includes(t));
-}
 
 /** The top-level `model = "…"` of codex's config.toml (before any [table]). */
 function configuredModel(req: StageRequest): string | undefined {

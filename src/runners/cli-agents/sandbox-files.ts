@@ -19,7 +19,7 @@ import type { StageRequest } from "../types.ts";
 import type { RunnerFiles } from "../sandbox/launch.ts";
 import { sandboxEndpoints } from "../sandbox/launch.ts";
 import { userHome } from "../../shared/sandbox-option.ts";
-import { readOnly as codexReadOnly } from "./codex.ts";
+import { readOnly as codexReadOnly } from "./codex-tools.ts";
 
 interface CliFiles {
   /** State directories and files, writable (created when missing, so what the CLI writes there lasts). */
