@@ -10,7 +10,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import type pg from "pg";
 import type { ListRunsFilter } from "../journal.ts";
 import type { RunRecord } from "../runs.ts";
-import { SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
+import { likePattern, SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
 import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
 
 type Db = Kysely<JournalTables>;
@@ -60,7 +60,7 @@ function filtered(db: Db, filter: ListRunsFilter) {
   if (filter.createdBefore !== undefined) q = q.where("created_at", "<", filter.createdBefore);
   const needles = filter.text === undefined ? undefined : searchNeedles(filter.text);
   if (needles) {
-    const has = (column: string, needle: string) => sql<boolean>`strpos(lower(coalesce(${sql.ref(`runs.${column}`)}, '')), lower(cast(${needle} as text))) > 0`;
+    const has = (column: string, needle: string) => sql<boolean>`${sql.ref(`runs.${column}`)} ilike ${likePattern(needle)}`;
     const plain = SEARCHED_COLUMNS.plain.map((c) => has(c, needles.plain));
     const json = SEARCHED_COLUMNS.json.map((c) => has(c, needles.json));
     q = q.where(({ or }) => or([...plain, ...json]));

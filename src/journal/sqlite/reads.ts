@@ -9,7 +9,7 @@ import { sql, type Kysely } from "kysely";
 import type { RunId } from "../../shared/ids.ts";
 import type { ListRunsFilter } from "../journal.ts";
 import type { RunRecord } from "../runs.ts";
-import { SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
+import { likePattern, SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
 import { runFromRow, type JournalTables } from "./tables.ts";
 
 type Db = Kysely<JournalTables>;
@@ -62,7 +62,7 @@ function filtered(db: Db, filter: ListRunsFilter) {
   if (filter.createdBefore !== undefined) q = q.where("created_at", "<", filter.createdBefore);
   const needles = filter.text === undefined ? undefined : searchNeedles(filter.text);
   if (needles) {
-    const has = (column: string, needle: string) => sql<boolean>`instr(lower(coalesce(${sql.ref(`runs.${column}`)}, '')), lower(cast(${needle} as text))) > 0`;
+    const has = (column: string, needle: string) => sql<boolean>`${sql.ref(`runs.${column}`)} like ${likePattern(needle)} escape '\\'`;
     const plain = SEARCHED_COLUMNS.plain.map((c) => has(c, needles.plain));
     const json = SEARCHED_COLUMNS.json.map((c) => has(c, needles.json));
     q = q.where(({ or }) => or([...plain, ...json]));
