@@ -25,7 +25,7 @@ import { GroupCommitWriter } from "../journal/group-commit.ts";
 import type { AppendEntry } from "../journal/append.ts";
 import type { Journal } from "../journal/journal.ts";
 import { TERMINAL_STATUSES, type Lease, type RunRecord } from "../journal/runs.ts";
-import { parseControl, pausedStages } from "../journal/run-control.ts";
+import { parseControl, pausedStages, runPausedBy } from "../journal/run-control.ts";
 import type { StageIndexEntry } from "../journal/stage-index.ts";
 import type { ForkSeed, RunOrigin } from "./fork.ts";
 import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
@@ -226,6 +226,9 @@ export class RootRun {
     const root = RootRun.create(tracedOpts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
     root.chainWith(opts, place?.path ?? run.workflowPath, digest);
     root.appliedControlRev = run.controlRev;
+    // A run paused under an earlier drive stays paused (its control value is kept below, a cancel or a
+    // stage request is cleared): the revision counts as applied, so nothing else would close the gate.
+    if (runPausedBy(run.control)) root.tree.setPaused(true);
     // Stages paused under an earlier drive stay paused (the control values its drivers applied).
     for (const path of pausedStages(events.filter((e) => e.type === EVENT.controlApplied && e.runId === run.id).map((e) => String((e.payload as { action?: unknown }).action ?? "")))) root.pauseStage(path);
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
@@ -255,7 +258,7 @@ export class RootRun {
       runId: run.id,
       type: EVENT.runResumed,
       payload,
-      patch: { status: "running", endedAt: null, error: null, workflowDigest: digest, clearControl: true },
+      patch: { status: "running", endedAt: null, error: null, workflowDigest: digest, clearControl: !runPausedBy(run.control) },
       // Progress only, committed without waiting for the disk: lost to a power cut, the run reads as before
       // this resume, which by then has recorded nothing durable (its first durable commit syncs this too).
       durable: false,

@@ -123,3 +123,33 @@ test("a paused stage stays paused across kill -9 of the root and a resume", asyn
     await server.close();
   }
 }, 120_000);
+
+test("a paused run stays paused across kill -9 of the root and a resume", async () => {
+  const home = newHome();
+  const out = join(home, "out");
+  Bun.spawnSync(["mkdir", "-p", out]);
+  // The first drive's model call never answers; the resumed drive's does.
+  const server = await startFakeOpenAI((_req, i) => (i === 0 ? { hold: new Promise(() => {}) } : text("done")));
+  try {
+    const env = { OUT_DIR: out, ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const cli = (args: string[]) => runAtomic(args, { home, env });
+    const proc = spawnAtomic(["run", FIXTURE, "--workers", "1"], { home, env });
+    const id = startedRunId(await lineWatcher(proc.stdout).waitFor(/^started run /));
+    await server.requestMatching();
+    expect((await cli(["pause", id])).code).toBe(0);
+    proc.kill("SIGKILL");
+    await proc.exited;
+    const resumed = spawnAtomic(["resume", id, "--json"], { home, env });
+    const lines = lineWatcher(resumed.stdout);
+    // The resumed drive closes its gate again before any step starts, and says so.
+    await lines.waitFor(/"type":"paused"/);
+    expect(server.requests.length).toBe(1);
+    expect((await cli(["runs"])).stdout.split("\n").find((l) => l.startsWith(id))).toMatch(/\bpaused\b/);
+    expect((await cli(["unpause", id])).code).toBe(0);
+    expect(await resumed.exited).toBe(0);
+    expect(readFileSync(join(out, "later"), "utf8")).toBe("ran\n");
+    expect(server.requests.length).toBe(2);
+  } finally {
+    await server.close();
+  }
+}, 120_000);
