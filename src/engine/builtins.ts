@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 // Each import is the file's text, not the module (the bundler embeds it verbatim).
 import adversarialVerification from "../workflows/adversarial-verification.ts" with { type: "text" };
+import bestOfN from "../workflows/best-of-n.ts" with { type: "text" };
 import classifyAndAct from "../workflows/classify-and-act.ts" with { type: "text" };
 import openClaudeDesign from "../workflows/open-claude-design.ts" with { type: "text" };
 import fanOutAndSynthesize from "../workflows/fan-out-and-synthesize.ts" with { type: "text" };
@@ -30,6 +31,7 @@ import tournament from "../workflows/tournament.ts" with { type: "text" };
 
 const SOURCES: Record<string, string> = {
   "adversarial-verification": adversarialVerification as unknown as string,
+  "best-of-n": bestOfN as unknown as string,
   "classify-and-act": classifyAndAct as unknown as string,
   "fan-out-and-synthesize": fanOutAndSynthesize as unknown as string,
   "generate-and-filter": generateAndFilter as unknown as string,

@@ -37,6 +37,7 @@ import { runSend } from "./steps/send.ts";
 import { runAsk } from "./steps/ask.ts";
 import { runMerge } from "./steps/merge.ts";
 import { runReview } from "./steps/review.ts";
+import { runBestOf } from "./steps/best-of.ts";
 import { runPatched } from "./steps/patch.ts";
 import { runContinueAsNew } from "./steps/continue-as-new.ts";
 import { upgradeDivergence } from "./upgrade.ts";
@@ -303,6 +304,7 @@ export class RunExecution {
       ask: (question, opts) => runAsk(exec, question, opts ?? {}),
       merge: (stages, opts) => runMerge(exec, stages, opts),
       review: (stage, opts) => runReview(exec, stage, opts ?? {}),
+      bestOf: (n, spec, opts) => runBestOf(exec, n, spec, opts),
       tag: (key, value) => runTag(exec, key, value),
       patched: (id) => runPatched(exec, id, false),
       deprecatePatch(id) {

@@ -356,6 +356,40 @@ export type MergeResult =
   | { ok: true; into: string; head: string; merged: { branch: string; commit: string }[] }
   | { ok: false; into: string; head: string; merged: []; conflict: { branch: string; commit: string; files: { path: string; hunks: string }[] } };
 
+/**
+ * ctx.bestOf's judge: a function given the candidates that finished (their
+ * results, `workspace` holding each diff) returning the index of the best;
+ * or an agent stage (`{ name?, prompt, runner?, model?, … }`) whose prompt
+ * is followed by each candidate's output and diff and which answers with
+ * the winner's number.
+ */
+export type BestOfJudge = ((candidates: StageResult[]) => number | Promise<number>) | ({ name?: string } & TaskOptions);
+
+export interface BestOfOptions {
+  judge: BestOfJudge;
+  /**
+   * A cost budget the candidates share: with it they run one after another,
+   * and a candidate starts only while those before it cost less than
+   * `maxCostUsd` together (the run's own budget still applies on top).
+   */
+  budget?: { maxCostUsd: number };
+  /** The branch the winner is merged into (default `atomic/<run id>/<name>`, made from the candidates' base). */
+  into?: string;
+}
+
+export interface BestOfResult {
+  /** The index of the winner in `candidates`. */
+  winner: number;
+  /** The candidates that ran (finished or failed), in order. */
+  candidates: StageResult[];
+  /** How many were never started, the budget being used up. */
+  skipped: number;
+  /** The judge's reason (an agent judge's), if it gave one. */
+  reason?: string;
+  /** The winner's merge into `into`. */
+  merge: MergeResult;
+}
+
 export interface ReviewOptions {
   /** Give up after this long without a review: the step fails with code "ask_timeout". */
   timeoutMs?: number;
@@ -483,6 +517,20 @@ export interface WorkflowContext<I = Record<string, unknown>> {
    * the run is used on resume).
    */
   review(stage: StageResult, opts?: ReviewOptions): Promise<ReviewResult>;
+  /**
+   * Best of n: the stage `spec` (`{ name, prompt | shell, … }`) run n times,
+   * as `<name>-1` … `<name>-n`, each in a git worktree of its own (told
+   * which candidate it is: `ATOMIC_CANDIDATE`, and a line after an agent's
+   * prompt); a judge picks one of those that finished; the winner's branch
+   * is merged into `into` (ctx.merge); the others' branches stay for
+   * inspection. With `budget`, the candidates run one after another and one
+   * starts only while the earlier ones cost less than the budget. n < 2 or
+   * no judge fails the step (`bad_step`) before anything starts.
+   *
+   * Failure semantics: each part is a step of its own (stages, the judge's
+   * choice, the merge), checkpointed and replayed.
+   */
+  bestOf(n: number, spec: StepSpec & { name: string }, opts: BestOfOptions): Promise<BestOfResult>;
   /**
    * Tags the run (its root run, from a child workflow): `key=value`, shown
    * by `atomic runs`, `atomic show` and the status page, and filtered on

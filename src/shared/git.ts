@@ -11,8 +11,8 @@
  * fresh machine or CI may have none.
  */
 
-import { execFile } from "node:child_process";
 import { childEnv } from "./config/environment.ts";
+import { childProcess } from "./lazy-builtins.ts";
 
 export interface GitOutput {
   code: number;
@@ -40,7 +40,8 @@ const ENV = { GIT_TERMINAL_PROMPT: "0", LC_ALL: "C", GIT_OPTIONAL_LOCKS: "0" };
 /** Runs git; never throws for git's own failure (a missing program does). */
 export function git(cwd: string, args: string[]): Promise<GitOutput> {
   return new Promise((resolve, reject) => {
-    execFile("git", args, { cwd, env: { ...childEnv(), ...ENV }, maxBuffer: 512 * 1024 * 1024, encoding: "utf8" }, (err, stdout, stderr) => {
+    // node:child_process loaded on first use (lazy-builtins.ts): most processes never run git.
+    childProcess().execFile("git", args, { cwd, env: { ...childEnv(), ...ENV }, maxBuffer: 512 * 1024 * 1024, encoding: "utf8" }, (err, stdout, stderr) => {
       if (err && typeof (err as { code?: unknown }).code === "string") return reject(err); // ENOENT: no git, or no such cwd
       resolve({ code: err ? Number((err as { code?: unknown }).code ?? 1) : 0, stdout, stderr });
     });

@@ -187,7 +187,7 @@ e2eTest("workflows lists .atomic/workflows/ of the cwd; --inputs lists a file's 
   const rows = text.stdout.trim().split("\n");
   // the local files, then the builtins
   expect(rows[3]).toMatch(/^builtin workflows/);
-  expect(rows.slice(4).map((r) => r.trim().split(/\s+/)[0])).toEqual(["adversarial-verification", "classify-and-act", "fan-out-and-synthesize", "generate-and-filter", "goal", "loop-until-done", "open-claude-design", "ralph", "tournament"]);
+  expect(rows.slice(4).map((r) => r.trim().split(/\s+/)[0])).toEqual(["adversarial-verification", "best-of-n", "classify-and-act", "fan-out-and-synthesize", "generate-and-filter", "goal", "loop-until-done", "open-claude-design", "ralph", "tournament"]);
   expect(rows[0]).toMatch(/^\.atomic\/workflows\/broken\.ts\s+cannot load: .*does not export a workflow/);
   expect(rows[1]).toMatch(/^\.atomic\/workflows\/fails\.ts\s+fails$/);
   expect(rows[2]).toMatch(/^\.atomic\/workflows\/typed\.ts\s+typed\s+Echo typed inputs$/);

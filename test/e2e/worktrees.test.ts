@@ -315,3 +315,51 @@ e2eTest("a review of a stage without a worktree is refused: by ctx.review in the
   const diff = await runAtomic(["diff", id, "plain"], { home });
   expect(diff.code).toBe(2);
 });
+
+e2eTest("ctx.bestOf: 3 candidates under a budget that allows 2: the third never starts, the judge's choice is merged, the loser's branch stays; n < 2 and no judge are refused", async () => {
+  const { startFakeOpenAI, text, toolCall } = await import("../helpers/fake-openai.ts");
+  const server = await startFakeOpenAI((req) => {
+    const first = req.body.messages.find((m) => m.role === "user")!.content ?? "";
+    const n = /candidate (\d) of/.exec(String(first))?.[1] ?? "?";
+    if (req.body.messages.at(-1)!.role === "user") return toolCall("write", { path: "answer.txt", content: `candidate ${n}\n` }, { usage: { prompt: 10, completion: 1, cost: 0.01 } });
+    return text("done", { prompt: 1, completion: 1, cost: 0 });
+  });
+  try {
+    const home = makeTempDir();
+    const repo = makeRepo();
+    const out = join(makeTempDir(), "out.json");
+    const env = { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const r = await runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=best", "--input", "budget=0.015"], { home, cwd: repo, env });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const best = JSON.parse(readFileSync(out, "utf8")) as { winner: number; skipped: number; branches: string[]; merge: { ok: boolean; into: string; head: string } };
+    const id = await lastRunId(home);
+    expect(best.skipped).toBe(1);
+    expect(best.branches.map((b) => b.replace(/^.*\/[0-9.]+-/, ""))).toEqual(["try-1", "try-2"]);
+    expect(best.winner).toBe(1);
+    // the third never started: no request of it reached the provider, no branch of it exists
+    expect(server.requests.some((q) => JSON.stringify(q.body.messages).includes("candidate 3 of 3"))).toBe(false);
+    expect(git(repo, "branch", "--list", "--format=%(refname:short)", "atomic/*").trim().split("\n").sort()).toEqual([...best.branches, `atomic/${id}/try`].sort());
+    // the winner merged into the run's own branch; the loser's branch kept as it was; the checkout untouched
+    expect(best.merge).toMatchObject({ ok: true, into: `atomic/${id}/try` });
+    expect(git(repo, "show", `atomic/${id}/try:answer.txt`)).toBe("candidate 2\n");
+    expect(git(repo, "show", `${best.branches[0]}:answer.txt`)).toBe("candidate 1\n");
+    expect(git(repo, "status", "--porcelain")).toBe("");
+    expect(existsSync(join(repo, "answer.txt"))).toBe(false);
+
+    for (const [inputs, message] of [
+      [["--input", "mode=best", "--input", "n=1"], "ctx.bestOf: n must be a whole number from 2 to 16, got 1"],
+      [["--input", "mode=best-nojudge"], "ctx.bestOf: needs a judge: a function returning the best candidate's index, or an agent stage { prompt, … }"],
+    ] as const) {
+      const before = server.requests.length;
+      const bad = await runAtomic(["run", WORKFLOW, "--input", `out=${out}`, ...inputs], { home, cwd: repo, env });
+      expect(bad.code).toBe(1);
+      expect(bad.stderr).toContain(message);
+      expect(bad.stderr).toMatch(/\nhint: /);
+      expect(server.requests.length).toBe(before);
+    }
+    expect(git(repo, "branch", "--list", "--format=%(refname:short)", "atomic/*").trim().split("\n").length).toBe(3);
+  } finally {
+    await server.close();
+  }
+});
