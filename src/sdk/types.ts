@@ -520,7 +520,7 @@ export interface WorkflowContext<I = Record<string, unknown>> {
   /**
    * Best of n: the stage `spec` (`{ name, prompt | shell, … }`) run n times,
    * as `<name>-1` … `<name>-n`, each in a git worktree of its own (told
-   * which candidate it is: `ATOMIC_CANDIDATE`, and a line after an agent's
+   * which candidate it is: `BEST_OF_CANDIDATE`, and a line after an agent's
    * prompt); a judge picks one of those that finished; the winner's branch
    * is merged into `into` (ctx.merge); the others' branches stay for
    * inspection. With `budget`, the candidates run one after another and one

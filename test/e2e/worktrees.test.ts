@@ -203,7 +203,10 @@ e2eTest("ctx.merge: two clean branches merge; a conflicting one is reported with
   expect(git(repo, "rev-parse", "integrate").trim()).toBe(clean.head);
   expect(git(repo, "show", "integrate:a.txt")).toBe("a\n");
   expect(git(repo, "show", "integrate:b.txt")).toBe("b\n");
-  expect(git(repo, "log", "--format=%s", "integrate").split("\n").filter(Boolean)).toEqual([`atomic: merge ${branches[1]} into integrate`, `atomic: merge ${branches[0]} into integrate`, "atomic: what stage b left uncommitted", "atomic: what stage a left uncommitted", "base"]);
+  // the merges on top, in order; the stages' own commits (of one second, so in either order) under them
+  const log = git(repo, "log", "--format=%s", "integrate").split("\n").filter(Boolean);
+  expect(log.slice(0, 2)).toEqual([`atomic: merge ${branches[1]} into integrate`, `atomic: merge ${branches[0]} into integrate`]);
+  expect(log.slice(2).sort()).toEqual(["atomic: what stage a left uncommitted", "atomic: what stage b left uncommitted", "base"]);
   // b and c merged in the temporary worktree, a conflicted there: the target did not move at all
   expect(conflicting.ok).toBe(false);
   expect(conflicting.conflict.branch).toBe(branches[0]!);

@@ -53,7 +53,7 @@ export async function runBestOf(exec: RunExecution, n: number, spec: StepSpec & 
       ...task,
       workspace: task.workspace ?? "worktree",
       failureMode: "return",
-      env: { ...task.env, ATOMIC_CANDIDATE: String(i) },
+      env: { ...task.env, BEST_OF_CANDIDATE: String(i) },
       ...(task.prompt !== undefined ? { prompt: `${task.prompt}\n\n(You are candidate ${i} of ${n}: others work on the same task independently; one of you will be chosen.)` } : {}),
     });
     results[k] = r;
