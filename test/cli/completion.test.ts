@@ -66,7 +66,7 @@ test("bash: the script registers with complete and completes commands, flags, va
   expect(registered.trim()).toBe("complete -o default -F _atomic atomic");
   expect(await bashComplete("atomic", "ru")).toEqual(["run", "runs"]);
   // a global flag's value is not the command
-  expect(await bashComplete("atomic", "--home", "somewhere", "re")).toEqual(["replay", "rerun", "resume"]);
+  expect(await bashComplete("atomic", "--home", "somewhere", "re")).toEqual(["replay", "rerun", "resume", "review"]);
   expect(await bashComplete("atomic", "run", "x.ts", "--max-")).toEqual(["--max-cost", "--max-duration", "--max-tokens"]);
   expect(await bashComplete("atomic", "--durability", "")).toEqual(["full", "normal"]);
   expect(await bashComplete("atomic", "send", "r", "s", "t", "--mode", "")).toEqual(["followUp", "interrupt", "steer"]);
