@@ -32,7 +32,7 @@ e2eTest("every builtin: atomic workflows NAME shows its inputs, outputs and stag
   const home = makeTempDir("atomic-bi-home-");
   const cwd = makeTempDir("atomic-bi-cwd-");
   const names = readdirSync(join(import.meta.dir, "../../src/workflows")).map((f) => f.replace(/\.ts$/, ""));
-  expect(names.length).toBe(9);
+  expect(names.length).toBe(10);
   for (const name of names) {
     const json = JSON.parse((await runAtomic(["workflows", name, "--json"], { home, cwd })).stdout) as { inputs: unknown[]; outputs: unknown[]; stages: { name: string; description: string }[] };
     expect({ name, inputs: json.inputs.length > 0, outputs: json.outputs.length > 0, stages: json.stages.length > 0 }).toEqual({ name, inputs: true, outputs: true, stages: true });

@@ -131,7 +131,7 @@ concurrentTest("worker hosts > SIGTERM drains: the running stage finishes, nothi
   const file = join(dir, "marks");
   const first = await startHost({ url, id: "first", slots: 1, grace: "30s" });
   const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", "sleep=1", "--input", `marks=${file}`], { home: join(dir, "root") });
-  await waitUntil(() => first.log.text().includes("reclaimed") || first.processes().length > 2, 30_000, "a stage running on the first host");
+  await waitUntil(() => first.log.text().includes("reclaimed") || first.processes().length > 2, 60_000, "a stage running on the first host");
   first.proc.kill("SIGTERM");
   expect(await first.exited).toBe(0);
   // The stage it ran finished there; the other waits for a host.
@@ -150,7 +150,7 @@ concurrentTest("worker hosts > a grace that runs out interrupts the stage and re
   const file = join(dir, "marks");
   const quick = await startHost({ url, id: "quick", slots: 1, grace: "0.3s" });
   const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "sleep=3", "--input", `marks=${file}`], { home: join(dir, "root") });
-  await waitUntil(() => quick.processes().length > 2, 30_000, "the stage running");
+  await waitUntil(() => quick.processes().length > 2, 60_000, "the stage running");
   quick.proc.kill("SIGTERM");
   expect(await quick.exited).toBe(0);
   expect(quick.log.text()).toContain("the drain's grace is over");
@@ -234,7 +234,7 @@ concurrentTest("worker hosts: messages and control from any machine > a steer re
   const out = lineWatcher(run.stdout);
   const started = await out.waitFor(/"type":"step_started".*"name":"live"|"name":"live".*"type":"step_started"/, 30_000);
   const runId = JSON.parse(started).runId as string;
-  await waitUntil(() => host.processes().length > 2, 30_000, "the live stage running on the host");
+  await waitUntil(() => host.processes().length > 2, 60_000, "the live stage running on the host");
   // From another machine's point of view: another home, the same journal.
   const other = join(dir, "elsewhere");
   const queued = await runAtomic(["send", runId, "later", "for later", "--journal", url], { home: other });
