@@ -13,7 +13,7 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import pg from "pg";
@@ -152,7 +152,12 @@ describe("fleet harness", () => {
         // marker in its environment (found by its process group, and in netns mode by its namespace).
         a.spawn(["sh", "-c", "sleep 1000 & setsid sleep 1001 & (sleep 1002 &) ; (env -u ATOMIC_TEST_FLEET_HOST sleep 1003 &) ; wait"]);
         const other = b.spawn(["sleep", "1004"]);
-        const tree = (await waitUntil(() => (a.processes().length >= 5 ? a.processes() : undefined), 10_000, "the host's process tree"))!;
+        // Settled: the shell and its four sleeps, each exec'd (a subshell forked on its way to one is transient).
+        const settled = (pids: number[]) => {
+          const lines = pids.map(commandLine).sort();
+          return lines.length === 5 && lines[0]!.startsWith("sh ") && lines.slice(1).join(",") === "sleep 1000,sleep 1001,sleep 1002,sleep 1003";
+        };
+        const tree = (await waitUntil(() => (settled(a.processes()) ? a.processes() : undefined), 10_000, "the host's process tree"))!;
         expect(tree.length).toBe(5);
         const killed = await a.killAll();
         expect(killed.sort()).toEqual(tree.sort());
@@ -284,3 +289,12 @@ describe("fleet harness", () => {
     expect(err).toContain("hosts run as processes on loopback");
   });
 });
+
+/** A process's command line, its arguments joined by spaces ("" once it is gone). */
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((a) => a !== "").join(" ");
+  } catch {
+    return "";
+  }
+}
