@@ -291,13 +291,13 @@ describe("malformed requests to a driver", () => {
       null,
       ["mail"],
     ];
-    for (const body of bad) expect((await client.ask(id, body, 5_000)).reply).toMatchObject(refused);
+    for (const body of bad) expect((await client.ask(id, body, 30_000)).reply).toMatchObject(refused);
     // Not asked (no reply expected): ignored all the same.
     await client.send(id, { type: "answer", promptId: qid, answer: 5 });
     expect(await statusOf(c, id)).toBe("awaiting_input");
     const box = JSON.parse((await cli(c, ["inbox", id, "--json"])).stdout) as { prompts: { id: string; state: string; answer: string | null }[] };
     expect(box.prompts).toMatchObject([{ id: qid, state: "open", answer: null }]);
-    expect((await client.ask(id, { type: "answer", promptId: qid, answer: "because" }, 5_000)).reply).toEqual({ ok: true, status: "answered" });
+    expect((await client.ask(id, { type: "answer", promptId: qid, answer: "because" }, 30_000)).reply).toEqual({ ok: true, status: "answered" });
     expect(await proc.exited).toBe(0);
     await out.waitFor(/"answer": "because"/);
     const stderr = await new Response(proc.stderr).text();
@@ -311,11 +311,11 @@ describe("malformed requests to a driver", () => {
     const client = await brokerClient(c, id);
     await waitUntil(async () => (await client.list()).some((x) => x.name === `${id}:gate`), 20_000, "the stage's session");
     for (const body of [{ text: "hi", mode: "sideways" }, { text: 5 }, { mode: "steer" }, 3]) {
-      expect((await client.ask(`${id}:gate`, body, 5_000)).reply).toMatchObject(refused);
+      expect((await client.ask(`${id}:gate`, body, 30_000)).reply).toMatchObject(refused);
     }
     const box = JSON.parse((await cli(c, ["inbox", id, "--json"])).stdout) as { stages: unknown[] };
     expect(box.stages).toEqual([]);
-    const ok = (await client.ask(`${id}:gate`, { text: "hello", mode: "followUp" }, 5_000)).reply as { ok: boolean; messageId: string };
+    const ok = (await client.ask(`${id}:gate`, { text: "hello", mode: "followUp" }, 30_000)).reply as { ok: boolean; messageId: string };
     expect(ok).toMatchObject({ ok: true, messageId: expect.stringMatching(/^msg_/) });
     expect((await cli(c, ["send", id, "reader", "line"])).code).toBe(0); // the next stage reads one line
     writeFileSync(c.gate, "");
