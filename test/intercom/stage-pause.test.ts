@@ -95,20 +95,8 @@ test("pause RUN STAGE: a stage not started waits at its start; a running openai 
 }, 120_000);
 
 test("a paused stage stays paused across kill -9 of the root and a resume", async () => {
-  const home = newHome();
-  const out = join(home, "out");
-  Bun.spawnSync(["mkdir", "-p", out]);
-  // The first drive's model call never answers; the resumed drive's does.
-  const server = await startFakeOpenAI((_req, i) => (i === 0 ? { hold: new Promise(() => {}) } : text("done")));
+  const { out, server, cli, env, home, id } = await pausedThenKilled((id) => ["pause", id, "later"]);
   try {
-    const env = { OUT_DIR: out, ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
-    const cli = (args: string[]) => runAtomic(args, { home, env });
-    const proc = spawnAtomic(["run", FIXTURE, "--workers", "1"], { home, env });
-    const id = startedRunId(await lineWatcher(proc.stdout).waitFor(/^started run /));
-    await server.requestMatching();
-    expect((await cli(["pause", id, "later"])).code).toBe(0);
-    proc.kill("SIGKILL");
-    await proc.exited;
     const resumed = spawnAtomic(["resume", id], { home, env });
     const atStart = await waitUntil(async () => {
       const report = JSON.parse((await cli(["show", id, "--json"])).stdout) as { waiting?: Waiting[] };
@@ -125,20 +113,8 @@ test("a paused stage stays paused across kill -9 of the root and a resume", asyn
 }, 120_000);
 
 test("a paused run stays paused across kill -9 of the root and a resume", async () => {
-  const home = newHome();
-  const out = join(home, "out");
-  Bun.spawnSync(["mkdir", "-p", out]);
-  // The first drive's model call never answers; the resumed drive's does.
-  const server = await startFakeOpenAI((_req, i) => (i === 0 ? { hold: new Promise(() => {}) } : text("done")));
+  const { out, server, cli, env, home, id } = await pausedThenKilled((id) => ["pause", id]);
   try {
-    const env = { OUT_DIR: out, ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
-    const cli = (args: string[]) => runAtomic(args, { home, env });
-    const proc = spawnAtomic(["run", FIXTURE, "--workers", "1"], { home, env });
-    const id = startedRunId(await lineWatcher(proc.stdout).waitFor(/^started run /));
-    await server.requestMatching();
-    expect((await cli(["pause", id])).code).toBe(0);
-    proc.kill("SIGKILL");
-    await proc.exited;
     const resumed = spawnAtomic(["resume", id, "--json"], { home, env });
     const lines = lineWatcher(resumed.stdout);
     // The resumed drive closes its gate again before any step starts, and says so.
@@ -153,3 +129,28 @@ test("a paused run stays paused across kill -9 of the root and a resume", async 
     await server.close();
   }
 }, 120_000);
+
+/**
+ * A run of the fixture whose first model call never answers (a resumed drive's does), paused by `pause(id)`
+ * and then its root killed with SIGKILL: what the resume tests start from. The caller closes `server`.
+ */
+async function pausedThenKilled(pause: (id: string) => string[]) {
+  const home = newHome();
+  const out = join(home, "out");
+  Bun.spawnSync(["mkdir", "-p", out]);
+  const server = await startFakeOpenAI((_req, i) => (i === 0 ? { hold: new Promise(() => {}) } : text("done")));
+  const env = { OUT_DIR: out, ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+  const cli = (args: string[]) => runAtomic(args, { home, env });
+  try {
+    const proc = spawnAtomic(["run", FIXTURE, "--workers", "1"], { home, env });
+    const id = startedRunId(await lineWatcher(proc.stdout).waitFor(/^started run /));
+    await server.requestMatching();
+    expect((await cli(pause(id))).code).toBe(0);
+    proc.kill("SIGKILL");
+    await proc.exited;
+    return { home, out, server, env, cli, id };
+  } catch (e) {
+    await server.close();
+    throw e;
+  }
+}
