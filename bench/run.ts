@@ -37,6 +37,8 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   "agent-loop": { load: () => import("./agent-loop.ts").then((m) => m.default), usesBinary: true },
   // 10,000 stages of `sleep 0.05` on 4 workers: two minutes of sleeping at the least.
   "shell-fanout": { load: () => import("./shell-fanout.ts").then((m) => m.default), usesBinary: true, timeoutMs: 600_000 },
+  // Two chains of a continue-as-new loop (20,000 and 200,000 steps), ten resumes, and the 200,000 again killed three times.
+  "continue-as-new": { load: () => import("./continue-as-new.ts").then((m) => m.default), usesBinary: true, timeoutMs: 1_200_000 },
   testrun: { load: () => import("./testrun.ts").then((m) => m.default), usesBinary: true },
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },

@@ -368,7 +368,10 @@ export class RootRun {
    * when it ended already (its record says how). Throws LeaseHeldError when another process drives it.
    */
   async continuation(next: RunId): Promise<RootRun | undefined> {
-    if (this.successor) return this.successor;
+    // Handed on once: this drive no longer holds it, so a chain's ended runs are not kept alive by their successors.
+    const started = this.successor;
+    this.successor = undefined;
+    if (started) return started;
     const { journal } = this.tree;
     const run = await journal.getRun(next);
     if (!run || TERMINAL_STATUSES.includes(run.status)) return undefined;

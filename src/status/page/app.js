@@ -316,6 +316,9 @@
         run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null,
         run.origin ? h("span", { id: "run-origin" }, `${run.origin.kind} of `, h("a", { class: "mono", href: `/runs/${run.origin.runId}`, text: run.origin.runId }),
           run.origin.at ? ` at #${run.origin.at.position} (${run.origin.at.name})` : "") : null,
+        // A chain of runs (ctx.continueAsNew): the run this one continues, and the run that continued it.
+        detail.report.continuedFrom ? h("span", { id: "run-continues" }, "continues ", h("a", { class: "mono", href: `/runs/${detail.report.continuedFrom}`, text: detail.report.continuedFrom })) : null,
+        detail.report.continuedAs ? h("span", { id: "run-continued-as" }, "continued as ", h("a", { class: "mono", href: `/runs/${detail.report.continuedAs}`, text: detail.report.continuedAs })) : null,
         run.recoveredByService ? h("span", { id: "run-recovered", text: `recovered by the service ${run.recoveredByService === 1 ? "once" : `${run.recoveredByService} times`}` }) : null);
       fill(head, h("div", {}, h("h1", { text: run.workflow }), meta), controls);
       clear(notices);
