@@ -59,17 +59,19 @@ count() {
 }
 # Test files run one after another (each file's tests may run concurrently inside it): spawned binaries and
 # SQLite fsyncs made files run all in parallel flaky on 2 cores. The whole suite (no arguments) has one
-# exception, a second lane beside the first: the worker-host (fleet) files below, the journal-conformance and
-# the Postgres-outage files mostly wait (on 2 s leases, a database stopped and started, hosts killed and
-# reclaimed; measured alone on the 2-core machine: test/fleet/ whole, its Chromium test included, 76
-# CPU-seconds in 176 s, fleet/host-crash 19 in 115 s, postgres-outage 6 in 30 s; against test/service/ 39 in
-# 60 s, test/intercom/ 29 in 33 s, the crash tests 38 in 28 s). They run one after another in a bun process of
-# their own, started as soon as the binary and the cluster are there (they need no agent CLI), while the other
-# files run. None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium: it stays in the main
-# lane, as does any file not named here), so the heavy tests' bound (test/helpers/heavy.ts, per bun process)
-# still holds. Its output follows the main lane's.
+# exception, a second lane beside the first: the files named below mostly wait (on 2 s leases, a database
+# stopped and started, hosts killed and reclaimed, schedule ticks, sleeps and deadlines; measured alone on the
+# 2-core machine: test/fleet/ whole, its Chromium test included, 76 CPU-seconds in 176 s, fleet/host-crash 19 in
+# 115 s, postgres-outage 6 in 30 s, schedule-cli 6 in 16 s, the five small ones 1-4 in 5-6 s each; against
+# test/service/ 39 in 60 s, test/intercom/ 29 in 33 s, the crash tests 38 in 28 s). They run one after another
+# in a bun process of their own, started as soon as the binary and the cluster are there (they need no agent
+# CLI), while the other files run. None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium:
+# it stays in the main lane, as does any file not named here), so the heavy tests' bound (test/helpers/heavy.ts,
+# per bun process) still holds. Its output follows the main lane's.
 lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts
-  test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts)
+  test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
+  test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
+  test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts)
 lane_ignored=("${lane[@]/%\//\/**}")
 if [ "$#" -eq 0 ]; then
   node_modules/.bin/bun test --timeout 120000 "${lane[@]}" >"$lane_log" 2>&1 &
@@ -90,7 +92,7 @@ if [ "$#" -eq 0 ]; then
   lane_status=0
   wait "$lane_pid" || lane_status=$?
   lane_pid=""
-  echo "the fleet, conformance and Postgres-outage files (run beside the others):"
+  echo "the second lane (fleet, conformance, Postgres-outage and other waiting files, run beside the others):"
   cat "$lane_log"
   [ "$lane_status" -eq 0 ] || status=1
   keep_failures "default journal" "$log"
