@@ -19,6 +19,13 @@
  *   one a host runs gets `cancel_work` down; deliver and wrap-up go down to
  *   the host that runs the item; pause holds the root's items for every
  *   host.
+ * - Budgets (StageRequest.budgeted): a host's commit of a budgeted result
+ *   holds claims of this root (the `result:` claim hold, ../journal/fleet.ts)
+ *   until the root counted it (`budgetCounted`: the hold goes, or becomes
+ *   `spent` when the budget is used up). A stage stopped because the budget
+ *   ran out (CANCEL_IF_QUEUED) is taken off the queue if nobody claimed it,
+ *   now or whenever it is ready again (its host lost); one a host runs goes
+ *   on. A drive clears the budget holds an earlier drive of its root left.
  *
  * How it hears of remote stages (idle, connecting, listening, polling,
  * closed) and its syncs (idle, syncing, pending) are two explicit state
@@ -29,7 +36,7 @@ import { join } from "node:path";
 import { DEFAULT_QUEUE, type FleetStore } from "../journal/fleet.ts";
 import { hostOfWorker } from "../journal/fleet-view.ts";
 import type { WorkItem, WorkQueue } from "../journal/work-queue.ts";
-import type { StageExecutor } from "../runners/stage-executor.ts";
+import { CANCEL_IF_QUEUED, type StageExecutor } from "../runners/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -85,6 +92,10 @@ export class FleetExecutor implements StageExecutor {
   readonly protocol = POOL_PROTOCOL_VERSION;
   private readonly waiting = new Map<string, Waiting>();
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
+  /** Items stopped because the budget ran out: settled as cancelled whenever they are found ready. */
+  private readonly cancelIfQueued = new Set<string>();
+  /** An earlier drive's budget holds of this root, cleared before this drive's first stage waits. */
+  private holdsCleared: Promise<void> | undefined;
   private readonly hearing = new Machine<HearingState, HearingEvent>("the fleet executor's listener", HEARING_TRANSITIONS, HEARING_STATES.idle);
   private readonly syncs = new Machine<SyncState, SyncEvent>("the fleet executor's sync", SYNC_TRANSITIONS, SYNC_STATES.idle);
   /** The LISTEN connection (listening). */
@@ -106,12 +117,23 @@ export class FleetExecutor implements StageExecutor {
 
   prepare(): void {
     this.o.local?.prepare();
+    this.clearHolds();
     this.watch();
+  }
+
+  /** A result of a budgeted stage was counted: its claim hold goes (and the `spent` one comes), then the root's own pool goes on. */
+  budgetCounted(workId: string | undefined, exhausted: boolean): void {
+    void this.o.fleet
+      .budgetCounted(this.o.rootId, workId, exhausted)
+      .catch(() => {}) // the database is away: the result's hold ends by itself (RESULT_HOLD_MS)
+      .finally(() => this.o.local?.budgetCounted(workId, exhausted));
   }
 
   async execute(request: StageRequest, signal: AbortSignal, onEvent: (event: RunnerEvent) => void): Promise<StageResult> {
     const workId = request.workId;
     if (!workId) throw new Error("internal: a queued stage needs a work item id");
+    this.clearHolds();
+    await this.holdsCleared;
     this.watch();
     const remote = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent }));
     this.wakeHosts();
@@ -169,7 +191,7 @@ export class FleetExecutor implements StageExecutor {
   async close(): Promise<void> {
     this.hearing.fire(HEARING_EVENTS.close);
     clearInterval(this.timer);
-    await Promise.all([this.o.local?.close(), this.listener?.close(), this.o.fleet.hold(this.o.rootId, false).catch(() => {})]);
+    await Promise.all([this.o.local?.close(), this.listener?.close(), this.o.fleet.releaseHolds(this.o.rootId, "all").catch(() => {})]);
   }
 
   // ---------------------------------------------------------------- internals
@@ -189,9 +211,21 @@ export class FleetExecutor implements StageExecutor {
     return !isHostWorker(item?.workerId);
   }
 
-  /** One item the root stops: settled here when nobody claimed it (no local pool to do it), else cancelled where it runs. */
+  private clearHolds(): void {
+    this.holdsCleared ??= this.o.fleet.releaseHolds(this.o.rootId, "budget").catch(() => {});
+  }
+
+  /**
+   * One item the root stops: settled here when nobody claimed it (no local pool to do it), else cancelled where it
+   * runs; stopped because the budget ran out, one that runs goes on (and one the local pool holds is its to settle).
+   */
   private async cancel(workId: string, reason: string): Promise<void> {
     try {
+      if (reason === CANCEL_IF_QUEUED) {
+        this.cancelIfQueued.add(workId);
+        await this.settleIfReady(workId);
+        return;
+      }
       if (!this.o.local) {
         const item = await this.o.work.claimItem(workId, SETTLER_ID, this.o.leaseMs);
         if (item) return await this.settleCancelled(item);
@@ -201,6 +235,12 @@ export class FleetExecutor implements StageExecutor {
     } catch {
       // the database is away: the stage's end (or the lease's) still comes through the queue
     }
+  }
+
+  /** Settles an item stopped by the budget if it is ready (nobody claimed it, or its host was lost and it came back). */
+  private async settleIfReady(workId: string): Promise<void> {
+    const item = await this.o.work.claimItem(workId, SETTLER_ID, this.o.leaseMs);
+    if (item) await this.settleCancelled(item);
   }
 
   private async settleCancelled(item: WorkItem): Promise<void> {
@@ -287,6 +327,10 @@ export class FleetExecutor implements StageExecutor {
           code: "worker_retry_limit",
           message: `the stage's worker host stopped renewing its lease ${MAX_GENERATIONS} times (crashed or cut off)`,
         }, rootId);
+      }
+      for (const workId of this.cancelIfQueued) {
+        if (this.waiting.has(workId)) await this.settleIfReady(workId);
+        else this.cancelIfQueued.delete(workId);
       }
       const settled = await fleet.settled([...this.waiting.keys()]);
       for (const item of settled) this.waiting.get(item.id)?.resolve(resultOf(item));

@@ -9,8 +9,17 @@
  * - Queues: every work item has one (its request's `queue`, "default" when
  *   the stage named none). A host claims only the items of the queues it
  *   serves and of the pool protocol it speaks (HostClaimScope), any root's,
- *   as long as that root's lease holds and the root is not paused (a hold).
+ *   as long as that root's lease holds and no claim hold holds the root.
  *   A root's own pool claims its items of the default queue only.
+ * - Claim holds, by root and kind: `paused` (the run is paused: hosts claim
+ *   nothing of it); `result:<work id>` (a host committed the result of a
+ *   stage of a run with a spending limit, StageRequest.budgeted: no host,
+ *   nor the root's own pool, claims more of that root until the root
+ *   counted it and said whether its budget is used up, or for at most ten
+ *   seconds); `spent` (the budget is used up: nothing more of the drive is
+ *   claimed). So no stage starts on a host after the result that used a
+ *   budget up; what overshoots is what was running then. A drive clears
+ *   its root's budget holds when it starts and every hold when it ends.
  * - Hosts: one row each, refreshed by its heartbeat (every second): what
  *   `atomic workers` lists and what tells a root that no live host serves
  *   a queue. Silence is judged by the database clock.
@@ -124,8 +133,15 @@ export interface FleetStore {
   downFor(workIds: readonly string[]): Promise<DownMessage[]>;
   /** Deletes the messages for these items (they ended) and any older than an hour. */
   dropDown(workIds: readonly string[]): Promise<void>;
-  /** Pauses (holds) or unpauses a root's items for every host. */
+  /** Pauses (holds) or unpauses a root's items for every host (the `paused` claim hold). */
   hold(rootId: RunId, paused: boolean): Promise<void>;
+  /**
+   * The root counted the budgeted result of `workId` (its `result:` hold goes), or its budget ran out
+   * (`exhausted`: the `spent` hold comes, in the same statement); hosts are woken.
+   */
+  budgetCounted(rootId: RunId, workId: string | undefined, exhausted: boolean): Promise<void>;
+  /** Deletes a root's claim holds: the budget's (`spent`, `result:…`; a new drive starts) or all of them (the drive ended). */
+  releaseHolds(rootId: RunId, which: "budget" | "all"): Promise<void>;
   /** Wakes hosts (new ready items). */
   wakeHosts(): Promise<void>;
   /** Wakes the drivers of these roots (their items settled). */

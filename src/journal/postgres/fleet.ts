@@ -1,7 +1,9 @@
 /**
  * Worker hosts on Postgres: the contract is ../fleet.ts; the tables are
  * migration 6's (worker_hosts, fleet_up, fleet_down, fleet_holds; the work
- * items' generated `queue` and `protocol` columns).
+ * items' generated `queue` and `protocol` columns), with migration 15's
+ * kinds of claim holds. A budgeted result's hold is written by the commit
+ * itself (work-queue.ts), in the statement that settles the item.
  *
  * Notifications: channel names are identifiers of the whole database, not
  * of a schema, so each is derived from the journal's schema (one database
@@ -198,9 +200,26 @@ export class PgFleet implements FleetStore {
   async hold(rootId: RunId, paused: boolean): Promise<void> {
     await this.db.run((q) =>
       paused
-        ? q(`insert into fleet_holds (root_id, at) values ($1, ${NOW_MS}) on conflict (root_id) do nothing`, [rootId])
-        : q(`with d as (delete from fleet_holds where root_id = $1) select pg_notify($2, '')`, [rootId, this.hostsChannel]),
+        ? q(`insert into fleet_holds (root_id, kind, at) values ($1, 'paused', ${NOW_MS}) on conflict do nothing`, [rootId])
+        : q(`with d as (delete from fleet_holds where root_id = $1 and kind = 'paused') select pg_notify($2, '')`, [rootId, this.hostsChannel]),
     );
+  }
+
+  async budgetCounted(rootId: RunId, workId: string | undefined, exhausted: boolean): Promise<void> {
+    // One statement: the root is never without a hold between the result's and the spent budget's.
+    await this.db.run((q) =>
+      q(
+        `with s as (insert into fleet_holds (root_id, kind, at) select $1, 'spent', ${NOW_MS} where $3 on conflict do nothing),
+              d as (delete from fleet_holds where root_id = $1 and kind = 'result:' || $2)
+         select pg_notify($4, '')`,
+        [rootId, workId ?? "", exhausted, this.hostsChannel],
+      ),
+    );
+  }
+
+  async releaseHolds(rootId: RunId, which: "budget" | "all"): Promise<void> {
+    const kinds = which === "all" ? "" : "and kind <> 'paused'";
+    await this.db.run((q) => q(`with d as (delete from fleet_holds where root_id = $1 ${kinds}) select pg_notify($2, '')`, [rootId, this.hostsChannel]));
   }
 
   async wakeHosts(): Promise<void> {

@@ -18,6 +18,8 @@
  * so that only a run's creation and patches take change numbers, not every
  * append, and drops the events' foreign key to runs. Version 10 replaces
  * upsert_stage (upsert-stage-v10.ts): a stage's row only moves forward.
+ * Version 15 gives worker hosts' claim holds a kind (../fleet.ts); it has no
+ * SQLite counterpart either.
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -403,6 +405,16 @@ export const MIGRATIONS: readonly PgMigration[] = [
         primary key (run_id, key)
       )`,
       `create index run_tags_by_value on run_tags (key, value, run_id)`,
+    ],
+  },
+  {
+    version: 15,
+    name: "claim holds by kind (../fleet.ts): a paused root, a budget used up, a budgeted result its root has not counted yet",
+    statements: [
+      // The rows so far are pauses; a root may now hold several kinds at once (paused, spent, result:<work id>).
+      `alter table fleet_holds add column kind text not null default 'paused'`,
+      `alter table fleet_holds drop constraint fleet_holds_pkey`,
+      `alter table fleet_holds add primary key (root_id, kind)`,
     ],
   },
 ];

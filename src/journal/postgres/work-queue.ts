@@ -53,6 +53,8 @@ type Op = { id: string; digest: string };
 /** What work_ops keeps for a committed operation (as the SQLite queue does: the item is rebuilt on a retry). */
 const COMMITTED_RECEIPT = JSON.stringify({ status: "committed" });
 const UNIQUE_VIOLATION = "23505";
+/** The longest a budgeted result's claim hold holds (its root counts it in milliseconds; this only ends a hold nobody ends). */
+export const RESULT_HOLD_MS = 10_000;
 
 /** Positional parameters of one statement: `p.add(v)` is "$n". */
 class Params {
@@ -235,11 +237,15 @@ export class PgWorkQueue implements WorkQueue {
                       lease_expires_at = null, updated_at = ${NOW_MS}
                 where id = ${id} and worker_id = ${worker} and generation = ${generation} and epoch = ${epoch}
                   and state = 'leased' and not exists (select 1 from seen)
-                returning id)`,
+                returning id, root_id, ${BUDGETED_ON_HOST} as held)`,
       `op_row as (insert into work_ops (op_id, work_id, digest, receipt, at)
                   select ${opId}, id, ${p.add(op.digest)}, ${p.add(COMMITTED_RECEIPT)}, ${NOW_MS} from fin)`,
+      // A worker host's budgeted result: no host claims more of its root until the root counted it (../fleet.ts).
+      `result_hold as (insert into fleet_holds (root_id, kind, at) select root_id, 'result:' || id, ${NOW_MS} from fin where held
+                       on conflict do nothing)`,
     ];
-    if (claimNext) ctes.push(claimCtes(p, [fence.workerId], claimNext.leaseMs, claimNext.root, "exists (select 1 from fin)"));
+    // The hold above is not visible to this statement's own claim: that claim passes over its root itself.
+    if (claimNext) ctes.push(claimCtes(p, [fence.workerId], claimNext.leaseMs, claimNext.root, "exists (select 1 from fin)", "fin"));
     // A commit's receipt names no item (CompletionReceipt): whether it committed is all `fin` says.
     const rows = await q<{ seen: OpRow | null; fin: boolean; cur: WorkRow | null; next: ClaimedRow[] | null }>(
       `with ${ctes.join(",\n")}
@@ -274,7 +280,7 @@ type OpRow = { digest: string; work_id: string };
  * stale. `gate` is an extra condition on the whole claim (completeAndClaim:
  * only after a first commit).
  */
-function claimCtes(p: Params, workerIds: readonly string[], leaseMs: number, root: ClaimFilter | undefined, gate: string | undefined): string {
+function claimCtes(p: Params, workerIds: readonly string[], leaseMs: number, root: ClaimFilter | undefined, gate: string | undefined, committed?: string): string {
   const workers = p.add(workerIds);
   const limit = p.add(workerIds.length);
   const lease = p.add(leaseMs);
@@ -289,15 +295,16 @@ function claimCtes(p: Params, workerIds: readonly string[], leaseMs: number, roo
     const queues = root.queues ? `and queue = any(${p.add(root.queues)}::text[])` : "";
     return `picked as (
         select id, row_number() over (order by ready_at, id) as n, true as live from (
-          select id, ready_at from work_items
+          select id, ready_at from work_items w
            where state = 'ready' and root_id = ${rootId} and root_epoch = ${epoch} ${queues} and ${holds(rootId, epoch)} ${gated}
+             and ${notHeld("w.root_id", ["spent", "result"], committed)}
            order by ready_at, id limit ${limit} for update skip locked) c),
       ${leaseCte(workers, lease)}`;
   }
-  // A host's claim (../fleet.ts): its queues and protocol, no paused root's item.
+  // A host's claim (../fleet.ts): its queues and protocol, no item of a root a claim hold of any kind holds.
   const host = root
     ? `and w.queue = any(${p.add(root.queues)}::text[]) and w.protocol = ${p.add(root.protocol)}
-       and not exists (select 1 from fleet_holds h where h.root_id = w.root_id)`
+       and ${notHeld("w.root_id", ["paused", "spent", "result"], committed)}`
     : "";
   return `picked as (
       select id, live, row_number() over (partition by live order by ready_at, id) as n from (
@@ -305,6 +312,27 @@ function claimCtes(p: Params, workerIds: readonly string[], leaseMs: number, roo
          where w.state = 'ready' ${host} ${gated}
          order by w.ready_at, w.id limit ${limit} for update of w skip locked) c),
     ${leaseCte(workers, lease)}`;
+}
+
+/**
+ * Whether a work item was committed by a worker host's worker (`…@<host id>`) for a run with a spending limit
+ * (StageRequest.budgeted): its commit holds claims of its root's items (../fleet.ts, claim holds).
+ */
+const BUDGETED_ON_HOST = `(position('@' in worker_id) > 0 and coalesce((descriptor::jsonb)->>'budgeted', '') = 'true')`;
+
+/**
+ * No claim hold of these kinds holds the item's root (../fleet.ts): `paused`, `spent`, or `result`
+ * (`result:<work id>`, for at most RESULT_HOLD_MS: a root that never counts it holds nothing for long).
+ * `committed` names the commit CTE of the same statement (completeAndClaim), whose hold this statement cannot see.
+ */
+function notHeld(rootId: string, kinds: readonly ("paused" | "spent" | "result")[], committed: string | undefined): string {
+  const fixed = kinds.filter((k) => k !== "result").map((k) => `'${k}'`);
+  const conds = [
+    ...(fixed.length ? [`h.kind in (${fixed.join(", ")})`] : []),
+    ...(kinds.includes("result") ? [`(h.kind like 'result:%' and h.at > ${NOW_MS} - ${RESULT_HOLD_MS})`] : []),
+  ];
+  const own = committed ? ` and not exists (select 1 from ${committed} f where f.held and f.root_id = ${rootId})` : "";
+  return `not exists (select 1 from fleet_holds h where h.root_id = ${rootId} and (${conds.join(" or ")}))${own}`;
 }
 
 /** Leases the picked live rows (the n-th to the n-th worker); abandons the others. */
