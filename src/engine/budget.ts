@@ -8,7 +8,9 @@
  * workflow, config and `--max-*` flags; they are recorded in the run's
  * `run_started` (or `run_resumed`) payload, so a resume keeps them unless
  * it overrides them. A child run spends against its own limits (from its
- * workflow) and every ancestor's: a ledger is a node in a tree.
+ * workflow) and every ancestor's: a ledger is a node in a tree. A run of a
+ * chain (ctx.continueAsNew) starts its ledger with what the runs before it
+ * spent (`chainSpent` in its `run_started`; driver.ts handOver).
  *
  * Spending: a stage's final usage is recorded in the journal with its
  * result (checkpoint, or step_failed for a failed attempt) and settled

@@ -37,7 +37,7 @@ import { defaultSlotsDir, loadConfig } from "../shared/config/load.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
 import { openAdmissionSlots } from "../journal/open.ts";
 import { Admission } from "./admission.ts";
-import { limitsOf, mergeBudgets, recordedSpending } from "./budget.ts";
+import { limitsOf, mergeBudgets, recordedSpending, type Spent } from "./budget.ts";
 import type { JournalEvent } from "../journal/runs.ts";
 import { EVENT, type RunResumedPayload } from "./journal-events.ts";
 import type { EngineObserver } from "./observer.ts";
@@ -87,6 +87,8 @@ export interface NewRunRequest {
   seed?: ForkSeed;
   /** ctx.continueAsNew: the run this one continues (recorded in its `run_started`; driver.ts handOver). */
   continuedFrom?: RunId;
+  /** ctx.continueAsNew: what the chain's runs before this one spent (recorded in its `run_started`): its budget counts it. */
+  chainSpent?: Spent;
   /** Replay only (ReplayCursor.beyondHistory): called, and may throw, where the seed's history ends and a step would run live. */
   beyondHistory?: ReplayCursor["beyondHistory"];
 }
@@ -107,6 +109,8 @@ export class RootRun {
   private workflowPath = "";
   private digest = "";
   private budgetOptions: BudgetOptions | undefined;
+  /** Whether this drive's ledger holds everything the chain spent up to this run's end (a resume loads it only under a cost or token cap). */
+  private spentKnown = true;
 
   private constructor(
     readonly runId: RunId,
@@ -136,7 +140,7 @@ export class RootRun {
     root.chainWith(opts, req.workflowPath, req.digest);
     const config = root.tree.config;
     const budget = mergeBudgets(config.budget, req.definition.budget, req.budget);
-    root.setBudget(budget);
+    root.setBudget(budget, req.chainSpent);
     try {
       // The run's code, stored before the run that names it (pinned-code.ts): resume finds it whatever became of the file.
       if (req.code) await opts.journal.code.put(req.code.files, Date.now());
@@ -155,6 +159,7 @@ export class RootRun {
           ...(budget ? { budget } : {}),
           ...(origin ? { origin } : {}),
           ...(req.continuedFrom ? { continuedFrom: req.continuedFrom } : {}),
+          ...(req.chainSpent && (req.chainSpent.costMicroUsd > 0 || req.chainSpent.tokens > 0) ? { chainSpent: req.chainSpent } : {}),
           // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.
           ...(req.definition.recover === false ? { recover: false } : {}),
           // The environment the workflow sees, without secrets' values: resumes give it back (run-environment.ts).
@@ -233,8 +238,10 @@ export class RootRun {
     for (const path of pausedStages(events.filter((e) => e.type === EVENT.controlApplied && e.runId === run.id).map((e) => String((e.payload as { action?: unknown }).action ?? "")))) root.pauseStage(path);
     const budget = mergeBudgets(recordedBudget(events) ?? mergeBudgets(root.tree.config.budget, definition.budget), budgetOverride);
     const limits = limitsOf(budget);
-    const spent = limits && (limits.maxCostMicroUsd !== undefined || limits.maxTokens !== undefined) ? await recordedSpending(opts.journal, run.id, events) : undefined;
-    root.setBudget(budget, spent);
+    // A cost or token cap counts what the whole chain spent (ctx.continueAsNew): the runs before this one, then this one.
+    const spent = limits && (limits.maxCostMicroUsd !== undefined || limits.maxTokens !== undefined) ? addSpent(chainSpentIn(events), await recordedSpending(opts.journal, run.id, events)) : undefined;
+    root.setBudget(budget, spent ?? chainSpentIn(events));
+    root.spentKnown = spent !== undefined;
     const payload: RunResumedPayload & { budget?: BudgetOptions } = {
       holderId: holder.holderId,
       host: holder.host,
@@ -345,6 +352,8 @@ export class RootRun {
     if (await journal.getRun(next)) return next;
     const loaded = await this.currentCode();
     const checked = checkedInputs(loaded.definition.inputs ?? {}, nextInputs, loaded.definition.name);
+    // The chain's spending so far, which the next run's cost and token caps count on from.
+    const chainSpent = this.spentKnown ? this.execution.budget.total() : addSpent(chainSpentIn(await journal.readEvents(this.runId, 0, 1)), await recordedSpending(journal, this.runId));
     this.successor = await RootRun.start(this.given, {
       definition: loaded.definition,
       workflowPath: loaded.path,
@@ -353,6 +362,7 @@ export class RootRun {
       inputs: reviveInputs(loaded.definition.inputs ?? {}, checked),
       runId: next,
       continuedFrom: this.runId,
+      chainSpent,
       ...(this.budgetOptions ? { budget: this.budgetOptions } : {}),
     });
     const tags = (await journal.tags.of([this.runId])).get(this.runId);
@@ -541,6 +551,17 @@ function startedProcesses(e: JournalEvent): boolean {
 }
 
 /** The budget a run recorded: its last resume's, else its start's. */
+/** What the chain's runs before this one spent, as its `run_started` recorded it (ctx.continueAsNew; none for a run that continues nothing). */
+function chainSpentIn(events: readonly JournalEvent[]): Spent {
+  const first = events[0];
+  const recorded = first?.type === EVENT.runStarted ? (first.payload as { chainSpent?: Partial<Spent> }).chainSpent : undefined;
+  return { costMicroUsd: recorded?.costMicroUsd ?? 0, tokens: recorded?.tokens ?? 0 };
+}
+
+function addSpent(a: Spent, b: Spent): Spent {
+  return { costMicroUsd: a.costMicroUsd + b.costMicroUsd, tokens: a.tokens + b.tokens };
+}
+
 function recordedBudget(events: readonly JournalEvent[]): BudgetOptions | undefined {
   let budget: BudgetOptions | undefined;
   for (const e of events) {
