@@ -32,6 +32,8 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   status: { load: () => import("./status.ts").then((m) => m.default), usesBinary: true },
   tui: { load: () => import("./tui.ts").then((m) => m.default), usesBinary: true },
   "status-scale": { load: () => import("./status-scale.ts").then((m) => m.default), usesBinary: false },
+  // Seeds 101,000 runs (about a minute) before it measures.
+  "status-100k": { load: () => import("./status-100k.ts").then((m) => m.default), usesBinary: false, timeoutMs: 420_000 },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
   "agent-stages": { load: () => import("./agent-stages.ts").then((m) => m.default), usesBinary: true },
   "agent-loop": { load: () => import("./agent-loop.ts").then((m) => m.default), usesBinary: true },

@@ -22,6 +22,7 @@
  */
 
 import type { ErrorInfo } from "../shared/errors.ts";
+import type { AppendLatencyRecord } from "./append-latency.ts";
 import type { RunStatus } from "../journal/runs.ts";
 
 export type StepKind = "tool" | "stage" | "child" | "sleep" | "send" | "ask";
@@ -79,6 +80,8 @@ export interface StatusChangedPayload {
   error?: ErrorInfo;
   /** ctx.continueAsNew: the run that continues this one (this run ended completed, its error CONTINUED_CODE). */
   continuedAs?: string;
+  /** A root's end of a drive: how long the drive's journal appends took (engine/append-latency.ts). */
+  appendLatency?: AppendLatencyRecord;
 }
 export { CONTINUED_CODE } from "../journal/runs.ts";
 

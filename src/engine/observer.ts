@@ -10,10 +10,12 @@ import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunStatus } from "../journal/runs.ts";
 import type { StepKind } from "./journal-events.ts";
 import type { ModelCall } from "../runners/types.ts";
+import type { AppendLatencyRecord } from "./append-latency.ts";
 
 export type EngineEvent =
   | { type: "run_started"; runId: string; parentId: string | null; workflow: string; resumed: boolean; at: number }
-  | { type: "run_ended"; runId: string; status: RunStatus; error?: ErrorInfo; outputs?: unknown; at: number }
+  /** `appendLatency`: a root's, how long the drive's journal appends took (engine/append-latency.ts). */
+  | { type: "run_ended"; runId: string; status: RunStatus; error?: ErrorInfo; outputs?: unknown; appendLatency?: AppendLatencyRecord; at: number }
   | {
       type: "step_started";
       runId: string;

@@ -121,7 +121,8 @@ export class RunExecution {
       const fault = tree.checkStorage();
       if (fault) throw fault;
     }
-    tree.observer({ type: "run_ended", ...outcome, at: Date.now() });
+    const appendLatency = this.runId === tree.lease.rootId ? tree.appendLatency.record() : undefined;
+    tree.observer({ type: "run_ended", ...outcome, ...(appendLatency ? { appendLatency } : {}), at: Date.now() });
     return outcome;
   }
 
@@ -222,6 +223,8 @@ export class RunExecution {
     const payload: StatusChangedPayload = { from: "running", to: outcome.status };
     if (outcome.error) payload.error = outcome.error;
     if (outcome.continuedAs) payload.continuedAs = outcome.continuedAs;
+    const latency = this.runId === this.tree.lease.rootId ? this.tree.appendLatency.record() : undefined;
+    if (latency) payload.appendLatency = latency;
     try {
       await this.tree.append({
         runId: this.runId,

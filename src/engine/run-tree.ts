@@ -18,6 +18,7 @@
 
 import { WALL_CLOCK, type Clock } from "./clock.ts";
 import type { AppendEntry } from "../journal/append.ts";
+import { AppendLatency } from "./append-latency.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { Lease } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
@@ -260,11 +261,16 @@ export class RunTree implements MailTree {
     );
   }
 
+  /** How long this drive's appends took (recorded with the root's end record). */
+  readonly appendLatency = new AppendLatency();
+
   /** Append one entry through the group-commit writer; fails loudly on anything but "appended". */
   async append(entry: AppendEntry): Promise<number> {
     let outcome: Awaited<ReturnType<GroupCommitWriter["append"]>>;
     try {
+      const t0 = performance.now();
       outcome = await this.writer.append(redactEntry(entry));
+      this.appendLatency.observe(performance.now() - t0);
     } catch (err) {
       if (this.storageFailed(err)) throw this.stoppedError();
       throw err;

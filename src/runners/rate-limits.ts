@@ -99,15 +99,16 @@ export class SharedRateLimits {
   /**
    * Waits until a call to `key` may go; returns the release to call once the
    * provider's answer has started (a no-op outside the calm). Rejects with
-   * the signal's reason when it is aborted.
+   * the signal's reason when it is aborted. `waited` is told each wait's
+   * milliseconds (for the call's rate-limit wait: ModelCall.rateLimitWaitMs).
    */
-  async acquire(key: string, signal?: AbortSignal): Promise<() => void> {
+  async acquire(key: string, signal?: AbortSignal, waited?: (ms: number) => void): Promise<() => void> {
     for (let lockWaits = 0; ; ) {
       signal?.throwIfAborted();
       const now = Date.now();
       const s = this.read(key);
       if (s.until > now) {
-        await sleep(Math.min(s.until - now, 5_000), signal);
+        await timedSleep(Math.min(s.until - now, 5_000), signal, waited);
         continue;
       }
       if (s.calmUntil <= now) return () => {};
@@ -120,7 +121,7 @@ export class SharedRateLimits {
         }
         return () => rmSync(lock, { force: true });
       }
-      await sleep(backoffDelay(LOCK_BACKOFF, lockWaits++), signal);
+      await timedSleep(backoffDelay(LOCK_BACKOFF, lockWaits++), signal, waited);
     }
   }
 
@@ -145,6 +146,15 @@ export class SharedRateLimits {
     } catch {
       return { until: 0, calmUntil: 0 };
     }
+  }
+}
+
+async function timedSleep(ms: number, signal: AbortSignal | undefined, waited: ((ms: number) => void) | undefined): Promise<void> {
+  const t0 = Date.now();
+  try {
+    await sleep(ms, signal);
+  } finally {
+    waited?.(Date.now() - t0);
   }
 }
 

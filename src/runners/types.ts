@@ -150,6 +150,14 @@ export interface ModelCall {
   finishReasons: string[];
   /** Calls retried before this one answered (rate limits, unavailable). */
   retries: number;
+  /** The error codes of the retried calls, in order (provider_rate_limit, provider_unavailable...). */
+  retriedCodes?: string[];
+  /**
+   * Milliseconds this call waited for rate limits: the host's shared
+   * back-off before it (runners/rate-limits.ts) and the back-off after each
+   * of its own 429s. Absent when it did not wait.
+   */
+  rateLimitWaitMs?: number;
 }
 
 export interface RunnerHandle {

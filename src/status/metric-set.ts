@@ -16,6 +16,7 @@
 
 import { Counter, Gauge, Histogram, Registry, type OpenMetricsContentType } from "prom-client";
 import type { Usage } from "../sdk/types.ts";
+import { APPEND_BUCKETS, type AppendLatencyRecord } from "../engine/append-latency.ts";
 
 /** Stage durations and queue waits, in seconds. */
 const DURATION_BUCKETS = [0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600];
@@ -76,6 +77,30 @@ export class MetricSet {
     labelNames: ["provider", "code"],
     registers: [this.registry],
   });
+  readonly providerRetries = new Counter({
+    name: "atomic_provider_retries_total",
+    help: "Model calls retried after a provider error (hidden by the retry), by runner and code.",
+    labelNames: ["provider", "code"],
+    registers: [this.registry],
+  });
+  readonly rateLimitWaits = new Counter({
+    name: "atomic_rate_limit_waits_total",
+    help: "Model calls that waited for their provider's rate limit (shared back-off or their own 429s), by runner.",
+    labelNames: ["provider"],
+    registers: [this.registry],
+  });
+  readonly rateLimitWaitSeconds = new Counter({
+    name: "atomic_rate_limit_wait_seconds_total",
+    help: "Time model calls spent waiting for their provider's rate limit, by runner.",
+    labelNames: ["provider"],
+    registers: [this.registry],
+  });
+  readonly appendLatency = new Histogram({
+    name: "atomic_journal_append_seconds",
+    help: "Journal appends of run drives, from a step handing its record over to its commit (recorded when a drive ends).",
+    buckets: [...APPEND_BUCKETS],
+    registers: [this.registry],
+  });
   readonly questions = new Gauge({ name: "atomic_questions_waiting", help: "ctx.ask questions waiting for an answer.", registers: [this.registry] });
   readonly workerSlots = new Gauge({
     name: "atomic_worker_slots",
@@ -98,6 +123,28 @@ export class MetricSet {
     sum.tokens.cache_write += usage.cacheWriteTokens ?? 0;
     sum.costMicroUsd += usage.costMicroUsd ?? 0;
     this.turns.inc({ workflow: key.workflow, runner: key.runner, model: key.model }, usage.turns ?? 0);
+  }
+
+  /**
+   * Adds a drive's append histogram (exact bucket counts and sum). The
+   * histogram takes single observations: each bucket's appends are observed
+   * at one value inside that bucket, the values chosen so that they add up
+   * to the recorded sum (each bucket's share raised from its lower bound
+   * towards its upper one, the slowest, past the last bound, taking what
+   * is left).
+   */
+  addAppendLatency(r: AppendLatencyRecord): void {
+    const slower = r.count - r.buckets.reduce((a, b) => a + b, 0);
+    const groups = [...r.buckets.map((n, i) => ({ n, lo: i === 0 ? 0 : APPEND_BUCKETS[i - 1]!, hi: APPEND_BUCKETS[i]! })), { n: slower, lo: APPEND_BUCKETS.at(-1)!, hi: Infinity }];
+    const tiny = 1e-9;
+    let slack = r.sumMs / 1000 - groups.reduce((a, g) => a + g.n * (g.lo + tiny), 0);
+    for (const g of groups) {
+      if (g.n <= 0) continue;
+      const take = Math.max(0, Math.min(slack, g.n * (g.hi - g.lo - 2 * tiny)));
+      slack -= take;
+      const v = g.lo + tiny + take / g.n;
+      for (let k = 0; k < g.n; k++) this.appendLatency.observe(v);
+    }
   }
 
   /** Renders every metric; token and cost counters are set from the exact sums first. */

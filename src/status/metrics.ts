@@ -17,6 +17,15 @@
  *   the attempts' start and end records.
  * - `atomic_provider_errors_total{provider,code}`: attempts failed by
  *   their provider (provider_auth, provider_rate_limit...), by runner.
+ * - `atomic_provider_retries_total{provider,code}`,
+ *   `atomic_rate_limit_waits_total{provider}`,
+ *   `atomic_rate_limit_wait_seconds_total{provider}`: what attempts went
+ *   through at their provider without failing (the `providerWaits` of
+ *   their end records: model calls retried, calls that waited for a rate
+ *   limit and how long).
+ * - `atomic_journal_append_seconds`: a histogram of the journal appends of
+ *   run drives (the `appendLatency` of a root's end record; a drive killed
+ *   before its end adds nothing).
  * - `atomic_questions_waiting`, `atomic_worker_slots{host,state}`: read
  *   at each scrape (open prompts of live runs; live worker hosts).
  * - `atomic_journal_appends_total`: events appended to the journal (the sum
@@ -42,7 +51,8 @@
  * what happened, and a counter never goes down).
  */
 
-import { EVENT, type CheckpointPayload, type StepStartedPayload } from "../engine/journal-events.ts";
+import { EVENT, type CheckpointPayload, type StatusChangedPayload, type StepStartedPayload } from "../engine/journal-events.ts";
+import type { ProviderWaitsRecord } from "../engine/steps/provider-waits.ts";
 import { shownStatus } from "../journal/run-status.ts";
 import type { Journal } from "../journal/journal.ts";
 import { RUN_STATUSES, type JournalEvent, type RunStatus, type ShownStatus } from "../journal/runs.ts";
@@ -154,12 +164,19 @@ export class JournalMetrics {
       if (seen) seen.workflow = String((e.payload as { workflow?: unknown } | null)?.workflow ?? "");
       return;
     }
+    if (e.type === EVENT.statusChanged) {
+      const latency = (e.payload as StatusChangedPayload | null)?.appendLatency;
+      if (latency && Array.isArray(latency.buckets)) this.set.addAppendLatency(latency);
+      return;
+    }
     const workflow = seen?.workflow || "unknown";
     if (e.type === EVENT.usageRecorded) {
       const u = e.payload as { stageKey: string; usage: Usage };
       // A cancelled attempt's usage: its attempt ends here (the run stopped; a resume starts a new one).
       const id = `${runId}\u0000${u.stageKey}`;
-      this.addUsage(workflow, this.attempts.get(id)?.runner, u.usage);
+      const runner = this.attempts.get(id)?.runner;
+      this.addUsage(workflow, runner, u.usage);
+      this.addWaits(runner ?? "unknown", (e.payload as { providerWaits?: ProviderWaitsRecord }).providerWaits);
       this.attempts.delete(id);
       return;
     }
@@ -178,6 +195,7 @@ export class JournalMetrics {
     const runner = attempt?.runner ?? result?.runner ?? "unknown";
     const usage = e.type === EVENT.checkpoint ? result?.usage : p.usage;
     if (usage) this.addUsage(workflow, runner, usage);
+    this.addWaits(runner, (p as { providerWaits?: ProviderWaitsRecord }).providerWaits);
     const outcome = e.type === EVENT.stepFailed ? "failed" : result?.status === "completed" ? "completed" : "failed";
     if (e.type === EVENT.stepFailed) {
       this.set.stagesFailed.inc();
@@ -189,6 +207,16 @@ export class JournalMetrics {
       this.set.stageDuration.observe({ workflow, runner, outcome }, Math.max(0, e.at - p.startedAt) / 1000);
       if (attempt?.requestedAt !== undefined && p.startedAt >= attempt.requestedAt) this.set.queueWait.observe({ workflow, runner }, (p.startedAt - attempt.requestedAt) / 1000);
     }
+  }
+
+  /** What an attempt waited for and retried at its provider (engine/steps/provider-waits.ts). */
+  private addWaits(runner: string, w: ProviderWaitsRecord | undefined): void {
+    if (!w) return;
+    if (w.rateLimitWaits > 0) {
+      this.set.rateLimitWaits.inc({ provider: runner }, w.rateLimitWaits);
+      this.set.rateLimitWaitSeconds.inc({ provider: runner }, w.rateLimitWaitMs / 1000);
+    }
+    for (const [code, n] of Object.entries(w.retried ?? {})) if (n > 0) this.set.providerRetries.inc({ provider: runner, code }, n);
   }
 
   private addUsage(workflow: string, runner: string | undefined, usage: Usage): void {

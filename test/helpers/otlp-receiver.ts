@@ -34,6 +34,8 @@ export interface OtlpReceiver {
 
 interface Reader {
   pos: number;
+  /** The message's bytes (the reader's own field: it has no method for doubles). */
+  _buf: Uint8Array;
   isAtEnd(): boolean;
   readTag(): { fieldNumber: number; wireType: number };
   readVarint(): number;
@@ -98,7 +100,11 @@ function anyValue(buf: Uint8Array): unknown {
     if (n === 1) value = r.readString();
     else if (n === 2) value = r.readVarint() !== 0;
     else if (n === 3) value = r.readVarint();
-    else if (n === 5) {
+    else if (n === 4) {
+      // double_value: fixed64, little-endian
+      value = new DataView(r._buf.buffer, r._buf.byteOffset + r.pos, 8).getFloat64(0, true);
+      r.pos += 8;
+    } else if (n === 5) {
       const values: unknown[] = [];
       fields(r.readBytes(), (m, _w2, r2) => {
         if (m === 1) values.push(anyValue(r2.readBytes()));

@@ -4,8 +4,9 @@
  * run's openai stage): `atomic serve` reads the journal the run wrote from
  * another process, and its token and cost counters equal `atomic show`'s
  * totals exactly; stage counts, duration histograms (by workflow and
- * runner) and runs by status agree with what happened; labels carry no
- * run id. The body is OpenMetrics text (it ends with `# EOF`).
+ * runner) and runs by status agree with what happened; a 429 the retry
+ * hid is a retry and a rate-limit wait, not an error; the drive's journal
+ * appends are in the append histogram; labels carry no run id. The body is OpenMetrics text (it ends with `# EOF`).
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -26,6 +27,8 @@ e2eTest("after a mixed run, /metrics counts the tokens and cost atomic show tota
       toolCall("list", {}, { usage: { prompt: 100, completion: 10, cached: 40, cost: 0.000123 } }),
       { status: 401, body: '{"error":{"message":"bad key"}}' },
       text("retried", { prompt: 200, completion: 20, cost: 0.000456 }),
+      // the child's call: rate-limited once (Retry-After: 1 s), then answered
+      { status: 429, headers: { "retry-after": "1" }, body: '{"error":{"message":"slow down"}}' },
       text("from the child", { prompt: 7, completion: 3, cost: 0.000018 }),
     ),
   );
@@ -64,6 +67,18 @@ e2eTest("after a mixed run, /metrics counts the tokens and cost atomic show tota
     expect(sum(samples, "atomic_stages_started_total", {})).toBe(4);
     expect(sum(samples, "atomic_stages_failed_total", {})).toBe(1);
     expect(sum(samples, "atomic_provider_errors_total", { provider: "openai", code: "provider_auth" })).toBe(1);
+    // the 429 a retry hid: counted as a retry, not as an error; the call waited at least the Retry-After
+    expect(sum(samples, "atomic_provider_errors_total", { code: "provider_rate_limit" })).toBe(0);
+    expect(sum(samples, "atomic_provider_retries_total", { provider: "openai", code: "provider_rate_limit" })).toBe(1);
+    expect(sum(samples, "atomic_rate_limit_waits_total", { provider: "openai" })).toBe(1);
+    expect(sum(samples, "atomic_rate_limit_wait_seconds_total", { provider: "openai" })).toBeGreaterThanOrEqual(1);
+    // the drive's journal appends, timed: some of the events appended, each in one bucket
+    const appended = sum(samples, "atomic_journal_appends_total", {});
+    const timed = sum(samples, "atomic_journal_append_seconds_count", {});
+    expect(timed).toBeGreaterThan(0);
+    expect(timed).toBeLessThan(appended);
+    expect(sum(samples, "atomic_journal_append_seconds_bucket", { le: "+Inf" })).toBe(timed);
+    expect(sum(samples, "atomic_journal_append_seconds_sum", {})).toBeGreaterThan(0);
     expect(sum(samples, "atomic_stage_duration_seconds_count", { workflow: "mixed", runner: "shell" })).toBe(1);
     expect(sum(samples, "atomic_stage_duration_seconds_count", { workflow: "mixed", runner: "openai", outcome: "failed" })).toBe(1);
     expect(sum(samples, "atomic_stage_duration_seconds_count", { workflow: "mixed", runner: "openai", outcome: "completed" })).toBe(1);

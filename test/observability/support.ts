@@ -3,8 +3,9 @@
  * with parse-prometheus-text-format (a maintained Prometheus text parser).
  * It reads OpenMetrics counters as a family named with `_total` (the
  * sample's name), which is the name the tests ask for. It folds a
- * histogram's series together without their labels, so histogram counts
- * are read from their `_count` sample lines (`histogramCounts`).
+ * histogram's series together without their labels, so histograms are
+ * read from their `_count`, `_sum` and `_bucket` sample lines
+ * (`histogramSamples`).
  */
 
 import parse from "parse-prometheus-text-format";
@@ -25,17 +26,17 @@ export function parseMetrics(text: string): Sample[] {
     if (family.type === "HISTOGRAM" || family.type === "SUMMARY") continue;
     for (const m of family.metrics as { value: string; labels?: Record<string, string> }[]) samples.push({ name: family.name, labels: m.labels ?? {}, value: Number(m.value) });
   }
-  return [...samples, ...histogramCounts(text)];
+  return [...samples, ...histogramSamples(text)];
 }
 
-/** The `_count` samples of histograms (name_count{labels} n), read from their lines. */
-function histogramCounts(text: string): Sample[] {
+/** The `_count`, `_sum` and `_bucket` samples of histograms (name_count{labels} n), read from their lines. */
+function histogramSamples(text: string): Sample[] {
   const samples: Sample[] = [];
   for (const line of text.split("\n")) {
     if (line === "" || line.startsWith("#")) continue;
     const m = LINE.exec(line);
     if (!m) throw new Error(`not a sample line: ${line}`);
-    if (!m[1]!.endsWith("_count")) continue;
+    if (!/_(count|sum|bucket)$/.test(m[1]!)) continue;
     const labels: Record<string, string> = {};
     for (const l of (m[2] ?? "").matchAll(LABEL)) labels[l[1]!] = l[2]!;
     samples.push({ name: m[1]!, labels, value: Number(m[3]) });

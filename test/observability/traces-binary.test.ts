@@ -31,18 +31,22 @@ afterAll(cleanupNow);
 
 const MIXED = join(import.meta.dir, "fixtures", "mixed.ts");
 
-/** The fake provider's script for one mixed run: flaky (a paid tool turn, then 401), its retry, the child's stage. */
-function mixedScript() {
+/**
+ * The fake provider's script for one mixed run: flaky (a paid tool turn, then 401), its retry, the child's stage
+ * (`rateLimited`: its call first answered 429 with Retry-After: 1, then retried).
+ */
+function mixedScript(rateLimited = false) {
   return inOrder(
     toolCall("list", {}, { usage: { prompt: 100, completion: 10, cached: 40, cost: 0.000123 } }),
     { status: 401, body: '{"error":{"message":"bad key"}}' },
     text("retried", { prompt: 200, completion: 20, cost: 0.000456 }),
+    ...(rateLimited ? [{ status: 429, headers: { "retry-after": "1" }, body: '{"error":{"message":"slow down"}}' }] : []),
     text("from the child", { prompt: 7, completion: 3, cost: 0.000018 }),
   );
 }
 
-async function withParts(fn: (fake: FakeOpenAI, otlp: OtlpReceiver) => Promise<void>) {
-  const fake = await startFakeOpenAI(mixedScript());
+async function withParts(fn: (fake: FakeOpenAI, otlp: OtlpReceiver) => Promise<void>, rateLimited = false) {
+  const fake = await startFakeOpenAI(mixedScript(rateLimited));
   const otlp = await startOtlpReceiver();
   try {
     await fn(fake, otlp);
@@ -72,7 +76,7 @@ async function span(otlp: OtlpReceiver, name: string, extra: (s: ReceivedSpan) =
   }
 }
 
-async function checkMixedTrace(otlp: OtlpReceiver, runId: string, prepOut: string) {
+async function checkMixedTrace(otlp: OtlpReceiver, runId: string, prepOut: string, rateLimited = false) {
   const run = await span(otlp, "invoke_workflow mixed");
   const child = await span(otlp, "invoke_workflow mixed-child");
   const prep = await span(otlp, "shell prep");
@@ -123,6 +127,15 @@ async function checkMixedTrace(otlp: OtlpReceiver, runId: string, prepOut: strin
   expect(c1.attributes).toMatchObject({ ...genai, "gen_ai.response.finish_reasons": ["tool_calls"], "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 10, "gen_ai.usage.cache_read.input_tokens": 40, "gen_ai.usage.cache_creation.input_tokens": 0, "atomic.cost_micro_usd": 123 });
   expect(c2.attributes).toMatchObject({ ...genai, "gen_ai.response.finish_reasons": ["stop"], "gen_ai.usage.input_tokens": 200, "gen_ai.usage.output_tokens": 20, "gen_ai.usage.cache_read.input_tokens": 0, "atomic.cost_micro_usd": 456 });
   expect(c3.attributes).toMatchObject({ ...genai, "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3, "atomic.cost_micro_usd": 18 });
+  if (rateLimited) {
+    // the child's call met a 429 (Retry-After: 1 s), waited at least that long, and was retried
+    expect(c3.attributes).toMatchObject({ "atomic.call.retries": 1, "atomic.call.retried_codes": ["provider_rate_limit"] });
+    expect(Number(c3.attributes["atomic.rate_limit.wait_ms"])).toBeGreaterThanOrEqual(1000);
+  } else expect(c3.attributes["atomic.rate_limit.wait_ms"]).toBeUndefined();
+  // the drive's journal appends, timed (the metric's histogram has the same count: metrics-binary.test.ts)
+  expect(Number(run.attributes["atomic.journal.appends"])).toBeGreaterThan(0);
+  expect(Number(run.attributes["atomic.journal.append_ms.sum"])).toBeGreaterThan(0);
+  expect(Number(run.attributes["atomic.journal.append_ms.max"])).toBeLessThanOrEqual(Number(run.attributes["atomic.journal.append_ms.sum"]));
   // attempt totals on the stage span
   expect(flaky2.attributes).toMatchObject({ "gen_ai.usage.input_tokens": 200, "gen_ai.usage.output_tokens": 20, "atomic.cost_micro_usd": 456 });
 }
@@ -141,9 +154,9 @@ e2eTest("a mixed run is one trace over OTLP/HTTP protobuf: GenAI spans with the 
     expect(r.code).toBe(0);
     expect(r.stderr).toBe("");
     const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
-    await checkMixedTrace(otlp, out.runId, out.outputs.prep);
+    await checkMixedTrace(otlp, out.runId, out.outputs.prep, true);
     expect(otlp.spans.items.every((s) => s.encoding === "protobuf")).toBe(true);
-  });
+  }, true);
 });
 
 e2eTest("OTEL_EXPORTER_OTLP_PROTOCOL=http/json sends the same trace as JSON to the traces endpoint", async () => {

@@ -38,6 +38,7 @@ import { faultPoint } from "../../shared/fault-points.ts";
 import type { StageResult, TaskOptions } from "../../sdk/types.ts";
 import type { StageRequest } from "../../runners/types.ts";
 import { CANCEL_IF_QUEUED } from "../../runners/stage-executor.ts";
+import { ProviderWaits } from "./provider-waits.ts";
 import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
 import { stageChannels, stageSandbox } from "../stage-sandbox.ts";
 import { openWorkspace, rememberWorkspace, settleWorkspace, workspaceEntry, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
@@ -123,11 +124,12 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
   let result!: StageResult;
   let lastArtifactDir = "";
   /** When the attempt really started: on the pool, when a worker took it (it waited in the queue until then). */
-  const timing = { startedAt: 0 };
+  const timing: AttemptTiming = { startedAt: 0, waits: new ProviderWaits() };
   for (;;) {
     attempt++;
     const artifactDir = join(tree.artifactsDir, exec.runId, `${position}-${slug(name)}`, `attempt-${attempt}`);
     timing.startedAt = Date.now();
+    timing.waits = new ProviderWaits();
     lastArtifactDir = artifactDir;
     const request: StageRequest = {
       runId: exec.runId,
@@ -193,7 +195,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
         await tree.append({
           runId: exec.runId,
           type: EVENT.usageRecorded,
-          payload: { stageKey: position, name, attempt, usage: result.usage },
+          payload: { stageKey: position, name, attempt, usage: result.usage, ...timing.waits.field() },
           stage: { ...tree.mail.stageEntry(exec.runId, position, name, "running", attempt), usage: result.usage },
         });
       }
@@ -228,7 +230,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
           .append({
             runId: exec.runId,
             type: EVENT.usageRecorded,
-            payload: { stageKey: position, name, attempt, usage: result.usage },
+            payload: { stageKey: position, name, attempt, usage: result.usage, ...timing.waits.field() },
             stage: { ...tree.mail.stageEntry(exec.runId, position, name, "running", attempt), usage: result.usage },
           })
           .catch(() => {});
@@ -241,7 +243,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
       type: EVENT.stepFailed,
       key: position,
       // startedAt: when a worker started it (a short attempt's stage_running is never written).
-      payload: { ...step, attempt, startedAt: timing.startedAt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}) },
+      payload: { ...step, attempt, startedAt: timing.startedAt, error: { name: "StageFailed", ...result.error }, ...(result.usage ? { usage: result.usage } : {}), ...timing.waits.field() },
       // Its work item, should no worker have settled it (the pool was lost): no later pool may run it.
       ...(tree.executor.queued && request.workId ? { abandonWork: request.workId } : {}),
       // The stage index keeps the stage's usage too: the run list sums it without reading events.
@@ -277,7 +279,7 @@ export async function runStage(exec: RunExecution, name: string, asked: TaskOpti
     runId: exec.runId,
     type: EVENT.checkpoint,
     key: position,
-    payload: { ...step, result, startedAt: timing.startedAt },
+    payload: { ...step, result, startedAt: timing.startedAt, ...timing.waits.field() },
     stage: {
       ...tree.mail.stageEntry(exec.runId, position, name, "finished", attempt),
       outcome: result.status === "completed" ? "completed" : "failed",
@@ -330,7 +332,7 @@ async function runAttempt(
   setup: StageSetup,
   request: StageRequest,
   liveId: string,
-  timing: { startedAt: number },
+  timing: AttemptTiming,
   /** More for the start record (the stage's worktree). */
   recordExtra: Record<string, unknown>,
 ): Promise<StageResult> {
@@ -388,6 +390,7 @@ async function runAttempt(
         tree.observer({ type: "stage_output", runId: exec.runId, position, name, stream: event.stream, text: event.text });
       } else if (event.type === "usage") {
         exec.budget.addLive(liveId, event.usage);
+        if (event.call) timing.waits.add(event.call);
         tree.observer({ type: "stage_usage", runId: exec.runId, position, name, usage: event.usage, ...(event.call ? { call: event.call } : {}), at: Date.now() });
       } else if (event.type === "tool_start" || event.type === "tool_end") {
         const state = event.type === "tool_start" ? "started" : "ended";
@@ -416,6 +419,12 @@ async function runAttempt(
  * record less per stage (bench/pool.ts).
  */
 const RUNNING_RECORD_AFTER_MS = 100;
+
+/** When the attempt really started (on the pool, when a worker took it), and what it waited for at its provider. */
+interface AttemptTiming {
+  startedAt: number;
+  waits: ProviderWaits;
+}
 
 /** A queued attempt started on its worker: shown live, its timing starts now, recorded (progress only) if it is still running a moment later. */
 function running(exec: RunExecution, request: StageRequest, at: number, timing: { startedAt: number }): ReturnType<typeof setTimeout> {

@@ -178,6 +178,9 @@ export class OtelTracer implements Tracer {
         if (!run) return;
         run.span.setAttribute("atomic.run.status", e.status);
         if (run.short > 0) run.span.setAttribute("atomic.steps.short", run.short);
+        if (e.appendLatency) {
+          run.span.setAttributes({ "atomic.journal.appends": e.appendLatency.count, "atomic.journal.append_ms.sum": e.appendLatency.sumMs, "atomic.journal.append_ms.max": e.appendLatency.maxMs });
+        }
         if (FAILED_RUN.has(e.status)) run.span.setStatus({ code: SpanStatusCode.ERROR, message: e.error?.message ?? e.status });
         if (e.error) run.span.setAttribute("error.type", e.error.code ?? e.error.name);
         run.span.end(e.at);
@@ -328,6 +331,8 @@ export class OtelTracer implements Tracer {
           ...(requestModel ? { [ATTR_GEN_AI_REQUEST_MODEL]: requestModel } : {}),
           ...(responseModel ? { [ATTR_GEN_AI_RESPONSE_MODEL]: responseModel } : {}),
           ...(call ? { [ATTR_GEN_AI_RESPONSE_FINISH_REASONS]: call.finishReasons, "atomic.call.retries": call.retries } : {}),
+          ...(call?.retriedCodes?.length ? { "atomic.call.retried_codes": call.retriedCodes } : {}),
+          ...(call?.rateLimitWaitMs ? { "atomic.rate_limit.wait_ms": call.rateLimitWaitMs } : {}),
           ...usageAttributes(e.usage),
         },
       },

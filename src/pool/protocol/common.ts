@@ -131,6 +131,8 @@ export const RunnerEventSchema = v.variant("type", [
         responseModel: v.optional(v.string()),
         finishReasons: v.array(v.string()),
         retries: v.number(),
+        retriedCodes: v.optional(v.pipe(v.array(v.pipe(v.string(), v.maxLength(64))), v.maxLength(100))),
+        rateLimitWaitMs: v.optional(v.pipe(v.number(), v.minValue(0))),
       }),
     ),
   }),

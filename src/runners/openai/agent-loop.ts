@@ -352,6 +352,9 @@ export class AgentLoop {
     this.startCall();
     const startedAt = Date.now();
     let retries = 0;
+    const retriedCodes: string[] = [];
+    const waitedBefore = client.rateLimitWaitedMs;
+    let backoffMs = 0;
     const req = this.request;
     const agent = req.agent ?? {};
     const toolsJson = this.wrapping ? (this.wrapToolsJson ??= this.toolsJson([])) : (this.toolsJsonAll ??= this.toolsJson(toolBox.specs()));
@@ -372,6 +375,8 @@ export class AgentLoop {
         },
         onRetry: (err, attempt, delay) => {
           retries++;
+          retriedCodes.push(err.code);
+          if (err.code === "provider_rate_limit") backoffMs += delay;
           this.files.diag(`retry ${attempt} in ${delay} ms after ${err.code}: ${err.message}`);
           this.files.section(`(retrying: ${err.message})`);
         },
@@ -379,7 +384,7 @@ export class AgentLoop {
       // The request is on its way: the files are written while the provider answers, not after.
       this.files.flush();
       const turn = await reply;
-      this.countUsage(turn, messagesJson, { startedAt, endedAt: Date.now(), provider: "openai", ...(req.model ? { requestModel: req.model } : {}), ...(turn.model ? { responseModel: turn.model } : {}), finishReasons: turn.finishReason ? [turn.finishReason] : [], retries });
+      this.countUsage(turn, messagesJson, { startedAt, endedAt: Date.now(), provider: "openai", ...(req.model ? { requestModel: req.model } : {}), ...(turn.model ? { responseModel: turn.model } : {}), finishReasons: turn.finishReason ? [turn.finishReason] : [], retries, ...(retries ? { retriedCodes } : {}), ...rateLimitWait(client.rateLimitWaitedMs - waitedBefore + backoffMs) });
       return turn;
     } catch (err) {
       // Aborted by interrupt or wrap-up (a string reason; a timeout's is not, and it was retried). A stop ends the loop (run()).
@@ -624,4 +629,9 @@ function defaultSystem(cwd: string, tools: readonly string[], structured: boolea
   ];
   if (structured) lines.push(`Give the final result by calling the ${STRUCTURED_TOOL} tool.`);
   return lines.join("\n");
+}
+
+/** A model call's rate-limit wait, when it waited at all (ModelCall.rateLimitWaitMs). */
+function rateLimitWait(ms: number): { rateLimitWaitMs?: number } {
+  return ms > 0 ? { rateLimitWaitMs: ms } : {};
 }

@@ -101,6 +101,8 @@ const TIMED_OUT = Object.freeze({ name: "TimeoutError", message: "timed out" });
 export class ChatClient {
   readonly url: string;
   private readonly headers: Record<string, string>;
+  /** Milliseconds waited so far for the shared rate limits before calls (the caller takes differences). */
+  rateLimitWaitedMs = 0;
 
   constructor(private readonly endpoint: ChatEndpoint) {
     this.url = `${endpoint.baseUrl.replace(/\/+$/, "")}/chat/completions`;
@@ -123,7 +125,7 @@ export class ChatClient {
     const key = limits?.key(this.endpoint.baseUrl, body.model);
     let release = () => {};
     try {
-      if (limits && key) release = await limits.acquire(key, signal);
+      if (limits && key) release = await limits.acquire(key, signal, (ms) => (this.rateLimitWaitedMs += ms));
       res = await fetch(this.url, { method: "POST", headers: this.headers, body: body.json, signal });
     } catch (err) {
       release();
