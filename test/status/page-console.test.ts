@@ -6,7 +6,7 @@
  *   from the input schema; a refused start (a required input left empty)
  *   shows the server's sentence inline; the run completes with the inputs
  *   typed;
- * - Rerun with an edited input, then Fork from a step picked on the graph:
+ * - Rerun with an edited input, then Fork from a step picked on the timeline:
  *   each a new run that names the run it came from; none of them labelled
  *   "recovered" (the service drove them from their start);
  * - bulk Cancel of three selected runs after a confirmation naming the
@@ -15,6 +15,11 @@
  * - the tag filter of the run list (runs tagged with `atomic run --tag`
  *   and ctx.tag);
  * - Resume of a crashed run (its driver killed) from its page.
+ *
+ * At each step of these flows (the form with its refusal, the rerun
+ * editor, the picked step with its Fork button, the forked run, the tag
+ * filter, the bulk results, the crashed run's Resume) the page fits a
+ * laptop's 1400x900 and a phone's 390x844 (layout-check.ts).
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
@@ -23,8 +28,9 @@ import { join } from "node:path";
 import { killSpawned, processesWithHome, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { FIXTURES, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { checkLayout } from "./layout-check.ts";
 
-declare const document: { body: { dataset: Record<string, string | undefined> } };
+declare const document: { body: { dataset: Record<string, string | undefined> }; querySelector(s: string): { textContent: string } | null };
 
 beforeAll(launchBrowser);
 afterAll(closeBrowser);
@@ -51,7 +57,7 @@ interface Detail {
 }
 
 describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
-  test("start from the form (a refusal inline), rerun with an edited input, fork from a step on the graph", async () => {
+  test("start from the form (a refusal inline), rerun with an edited input, fork from a step on the timeline; each fits both screens", async () => {
     const home = makeTempDir();
     homes.push(home);
     const { proc: server, url, login } = await startServe(home, undefined, [], project());
@@ -68,6 +74,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       await page.click("#start-go");
       await page.waitForSelector("#start-result:not([hidden])", { timeout: 15_000 });
       expect(await page.textContent("#start-result")).toBe('input "topic" is required\nhint: pass it with --input topic=VALUE');
+      await checkLayout(page, "start-form");
       await page.fill("#start-input-topic", "durability");
       await page.fill("#start-input-count", "3");
       await page.selectOption("#start-input-mode", "slow");
@@ -82,6 +89,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       const inputs = JSON.parse(await page.inputValue("#rerun-inputs")) as Record<string, unknown>;
       expect(inputs).toEqual({ topic: "durability", count: 3, mode: "slow" });
       await page.fill("#rerun-inputs", JSON.stringify({ ...inputs, topic: "speed" }));
+      await checkLayout(page, "rerun");
       await Promise.all([page.waitForURL((u) => /\/runs\/[0-9a-z]+$/.test(u.pathname) && !u.pathname.endsWith(first), { timeout: 30_000 }), page.click("#rerun-go")]);
       const rerun = runIdOf(page.url());
       await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 60_000 });
@@ -89,8 +97,11 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       expect(rerunDetail.run.outputs.said).toBe("first speed / second 3");
       expect(rerunDetail.run.origin).toMatchObject({ kind: "rerun", runId: first });
 
-      // Fork at the step picked on the graph
-      await page.click('svg.graph g.node[data-name="second"]');
+      // Fork at the step picked on the timeline (the graph's nodes pick the same way: page-layout.test.ts)
+      await page.click('#timeline .row[data-name="second"]');
+      await page.waitForFunction(() => document.querySelector("#stage-name")?.textContent === "second", undefined, { timeout: 15_000 });
+      await page.waitForSelector("#btn-fork", { timeout: 15_000 });
+      await checkLayout(page, "fork-step");
       page.once("dialog", (d) => void d.accept());
       await Promise.all([page.waitForURL((u) => /\/runs\/[0-9a-z]+$/.test(u.pathname) && !u.pathname.endsWith(rerun), { timeout: 30_000 }), page.click("#btn-fork")]);
       const fork = runIdOf(page.url());
@@ -99,6 +110,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       expect(forkDetail.run.origin).toMatchObject({ kind: "fork", runId: rerun, at: { name: "second" } });
       expect(forkDetail.run.outputs.said).toBe("first speed / second 3");
       await page.waitForSelector("#run-origin", { timeout: 5_000 });
+      await checkLayout(page, "forked-run");
       // Runs the service started (left to it) are not labelled recovered, on their pages nor in the list.
       expect(await page.$("#run-recovered")).toBeNull();
       const list = (await page.evaluate(async () => (await fetch("/api/runs")).json())) as { runs: { id: string; recovered?: number }[] };
@@ -129,6 +141,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       await page.waitForFunction(() => (globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }).document.querySelectorAll("tr[data-run]").length === 1, undefined, { timeout: 15_000 });
       expect(await page.$$eval("tr[data-run] .tag", (els) => els.map((e) => e.textContent))).toEqual(["team=search", "topic=tags"]);
       expect(page.url()).toBe(`${url}?tag=team%3Dsearch+topic%3Dtags`);
+      await checkLayout(page, "tag-filter");
       await page.fill("#tag-filter", "");
       await page.press("#tag-filter", "Enter");
       await page.waitForSelector(`tr[data-run="${runs[2]!.id}"]`, { timeout: 15_000 });
@@ -147,6 +160,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       await page.click("#bulk-resume");
       await page.waitForFunction(() => /^resumed 0 of 2/.test((globalThis as unknown as { document: { querySelector(s: string): { textContent: string } | null } }).document.querySelector("#bulk-result")?.textContent ?? ""), undefined, { timeout: 30_000 });
       expect(await page.textContent("#bulk-result")).toContain(`${runs[0]!.id}: run ${runs[0]!.id} was cancelled and cannot be resumed`);
+      await checkLayout(page, "bulk-result");
 
       // Resume from the run's page: a run whose driver was killed
       const crashed = await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]);
@@ -155,6 +169,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       await crashed.proc.exited;
       await page.goto(`${url}runs/${crashed.id}`);
       await page.waitForFunction(runStatusIs("crashed"), "crashed", { timeout: 60_000 });
+      await checkLayout(page, "resume");
       await page.click("#btn-resume");
       await page.waitForFunction(runStatusIs("running"), "running", { timeout: 30_000 });
       expect(await page.isVisible("#btn-resume")).toBe(false);

@@ -12,15 +12,13 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Page } from "playwright-core";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
+import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
+import { checkLayout } from "./layout-check.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> }; querySelector(s: string): unknown };
-interface Box { left: number; right: number; width: number }
-interface El { getBoundingClientRect(): Box; parentElement: El | null; tagName: string; id: string; className: unknown; scrollWidth: number; clientWidth: number }
-declare const window: { innerWidth: number; getComputedStyle(e: El): { overflowX: string; display: string; position: string } };
+interface El { getBoundingClientRect(): { width: number }; clientWidth: number }
 
 beforeAll(launchBrowser);
 afterAll(closeBrowser);
@@ -28,41 +26,6 @@ afterEach(async () => {
   await killSpawned();
   removeTempDirs();
 });
-
-/** Elements of main that stick out of the screen or of their container (a scrolling frame's content excepted). */
-function overflows(page: Page): Promise<string[]> {
-  return page.evaluate(() => {
-    const found: string[] = [];
-    const name = (e: El) => `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ""}${typeof e.className === "string" && e.className ? `.${e.className.split(" ").join(".")}` : ""}`;
-    const scrolls = (e: El) => ["auto", "scroll", "hidden"].includes(window.getComputedStyle(e).overflowX);
-    const walk = (e: El, inScroller: boolean) => {
-      const box = e.getBoundingClientRect();
-      const style = window.getComputedStyle(e);
-      if (style.display !== "none" && box.width > 0 && !inScroller) {
-        if (box.right > window.innerWidth + 0.5) found.push(`${name(e)} reaches ${Math.round(box.right)} px, past the screen's ${window.innerWidth}`);
-        const parent = e.parentElement;
-        if (parent && parent.tagName !== "BODY" && parent.tagName !== "HTML") {
-          const pb = parent.getBoundingClientRect();
-          if (box.right > pb.right + 0.5 || box.left < pb.left - 0.5) found.push(`${name(e)} (${Math.round(box.left)}-${Math.round(box.right)}) sticks out of ${name(parent)} (${Math.round(pb.left)}-${Math.round(pb.right)})`);
-        }
-      }
-      const kids = (e as unknown as { children: ArrayLike<El> }).children;
-      const inner = inScroller || scrolls(e);
-      for (let i = 0; i < kids.length; i++) walk(kids[i]!, inner);
-    };
-    walk(document.querySelector("main") as El, false);
-    return found.slice(0, 10);
-  });
-}
-
-async function checkLayout(page: Page, what: string): Promise<void> {
-  for (const [w, h] of [[1400, 900], [390, 844]] as const) {
-    await page.setViewportSize({ width: w, height: h });
-    await page.evaluate(() => new Promise((r) => (globalThis as unknown as { requestAnimationFrame(f: () => void): void }).requestAnimationFrame(() => r(null))));
-    await page.screenshot({ path: join(ARTIFACTS, `layout-${what}-${w}x${h}.png`), fullPage: true });
-    expect({ what, w, problems: await overflows(page) }).toEqual({ what, w, problems: [] });
-  }
-}
 
 describe.skipIf(!HAVE_CHROMIUM)("the console's layout in Chromium", () => {
   test("list, run page and cost page fit 1400x900 and 390x844; the graph fits, zooms and pans", async () => {

@@ -187,14 +187,17 @@
     const rows = [];
     for (const [id, e] of index) if (e.step.kind !== "tool") rows.push({ id, ...e });
     const now = Date.now();
-    const t0 = run.createdAt;
+    // A bar never starts before the axis (a worker host's clock may run a little behind).
+    let t0 = run.createdAt;
     let t1 = run.endedAt || (live(run.status) ? now : run.updatedAt);
-    for (const r of rows) for (const [, b] of bars(r.step, now)) t1 = Math.max(t1, b);
+    for (const r of rows) for (const [a, b] of bars(r.step, now)) { t0 = Math.min(t0, a); t1 = Math.max(t1, b); }
     const span = Math.max(1, t1 - t0);
     fill(gantt, h("div", { class: "axis" }, [0, 0.25, 0.5, 0.75, 1].map((f) => h("span", { text: fmtDuration(span * f) }))));
     const MAX = 400;
     for (const r of rows.slice(0, MAX)) {
       const track = h("div", { class: "track" });
+      // A fork's reused step ran in the run it came from, before this one: no bar, a note instead.
+      if (r.step.reusedFrom) track.append(h("span", { class: "reused muted", text: "reused", title: `its result was copied from run ${r.step.reusedFrom}` }));
       for (const [a, b, status, label, attempt] of bars(r.step, now)) {
         const queued = status === "queued";
         const bar = h("div", { class: queued ? "bar queued" : `bar b-${status}`, "data-attempt": attempt, "data-state": status,
@@ -214,6 +217,7 @@
   /** [from, to, state, label, attempt] per bar: each attempt's queued time (if any), then its running time. */
   function bars(step, now) {
     const list = [];
+    if (step.reusedFrom) return list;
     if (step.attemptLog && step.attemptLog.length) {
       for (const a of step.attemptLog) {
         if (a.queuedAt && a.queuedAt < a.startedAt) list.push([a.queuedAt, a.startedAt, "queued", `attempt ${a.attempt}`, a.attempt]);
