@@ -9,7 +9,7 @@
 import { isContinued, predecessorIn, successorIn } from "./chain.ts";
 import type { RunOrigin } from "./fork.ts";
 import { stageLogPath } from "../artifacts/stage-logs.ts";
-import type { StageResult, Usage } from "../sdk/types.ts";
+import type { StageCleanup, StageResult, Usage } from "../sdk/types.ts";
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { crashCause, leaseExpiry, shownStatus } from "../journal/run-status.ts";
@@ -85,6 +85,8 @@ export interface StepReport {
   wakeAt?: number;
   /** A stage's warnings (a tool its agent refused). */
   warnings?: string[];
+  /** Processes of the stage that outlived its cleanup (worker_cleanup_unconfirmed), named, found and killed by its worker. */
+  cleanup?: StageCleanup;
   /** A fork's step whose recorded result was copied from this run (fork.ts), not run again. */
   reusedFrom?: string;
   /** A stage's git worktree, as its start record says (engine/stage-workspace.ts). */
@@ -238,6 +240,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
           if (r.error) step.error = { name: "StageFailed", ...r.error };
           if (r.usage) step.usage = addUsage(step.usage, r.usage);
           if (r.warnings?.length) step.warnings = r.warnings;
+          if (r.cleanup) step.cleanup = r.cleanup;
         } else if (p.kind === "sleep") {
           step.status = "completed";
           const wakeAt = (c.result as { wakeAt?: unknown } | undefined)?.wakeAt;

@@ -44,6 +44,7 @@ import { trace } from "./trace.ts";
 import { writeStderr } from "../shared/raw-stderr.ts";
 import { readEnv, setEnv } from "../shared/config/environment.ts";
 import { LivePublisher } from "../intercom/live.ts";
+import { leftoverCheck, withCleanup } from "./leftovers.ts";
 
 interface Running {
   ref: { workId: string; generation: number; epoch: number };
@@ -197,7 +198,8 @@ export async function workerMain(argv: string[]): Promise<void> {
         if (stopping) exit(0);
         return;
       }
-      const status = await commit(ref, result, pending);
+      // Anything of the attempt that left its process group and outlived the runner's cleanup: named and killed.
+      const status = await commit(ref, withCleanup(result, await leftoverCheck(request, workerId)), pending);
       if (status !== "committed") log(`commit of work ${ref.workId} (generation ${ref.generation}, epoch ${ref.epoch}) refused: ${status}`);
       if (stopping) exit(0);
     });

@@ -77,6 +77,18 @@ export interface StageResult {
   askUser?: { callId: string; question: string; choices?: string[] };
   /** A stage with `workspace: "worktree"`: its worktree, branch, the commits it made and its diff against the base. */
   workspace?: StageWorkspace;
+  /** Processes of the stage that outlived its cleanup (they had left its process group), found and killed by its worker. */
+  cleanup?: StageCleanup;
+}
+
+/**
+ * `worker_cleanup_unconfirmed`: the processes of a stage attempt its runner's
+ * cleanup left running, each with its pid, command line and whether the
+ * worker saw it end after SIGKILL. The stage's result stands.
+ */
+export interface StageCleanup {
+  code: "worker_cleanup_unconfirmed";
+  survivors: { pid: number; command: string; ended: boolean }[];
 }
 
 /**

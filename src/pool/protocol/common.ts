@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 10;
+export const POOL_PROTOCOL_VERSION = 11;
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -109,6 +109,13 @@ export const StageResultSchema = v.object({
   workerId: v.optional(v.string()),
   generation: v.optional(v.number()),
   askUser: v.optional(v.object({ callId: v.string(), question: v.string(), choices: v.optional(v.array(v.string())) })),
+  /** Version 11: the processes that outlived the stage's cleanup (pool/leftovers.ts); an older peer would drop them. */
+  cleanup: v.optional(
+    v.object({
+      code: v.literal("worker_cleanup_unconfirmed"),
+      survivors: v.array(v.object({ pid: v.number(), command: v.string(), ended: v.boolean() })),
+    }),
+  ),
 });
 
 export const RunnerEventSchema = v.variant("type", [

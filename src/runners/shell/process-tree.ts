@@ -122,3 +122,66 @@ export function signalProcesses(refs: Iterable<ProcRef>, signal: NodeJS.Signals)
     }
   }
 }
+
+/**
+ * The processes whose environment holds every `marker` pair, with their
+ * command lines: environments are read first, so a scan of a machine with
+ * nothing left behind reads one file per process and nothing else.
+ */
+export function markedProcesses(marker: Record<string, string>): (ProcRef & { command: string })[] {
+  const needles = Object.entries(marker).map(([k, v]) => Buffer.from(`${k}=${v}\0`));
+  if (needles.length === 0) return [];
+  const skip = spared();
+  const out: (ProcRef & { command: string })[] = [];
+  for (const pid of allPids()) {
+    if (skip.has(pid)) continue;
+    try {
+      const env = readFileSync(`/proc/${pid}/environ`);
+      if (!needles.every((n) => env.includes(n))) continue;
+      const s = readStat(pid);
+      if (!s || s.state === "Z") continue;
+      out.push({ pid, start: s.start, command: commandLine(pid) });
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return out;
+}
+
+/** A process's command line, its arguments joined by spaces (capped at 200 characters); "" once it is gone. */
+function commandLine(pid: number): string {
+  try {
+    const line = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim();
+    return line.length > 200 ? `${line.slice(0, 199)}…` : line;
+  } catch {
+    return "";
+  }
+}
+
+/** PF_EXITING (include/linux/sched.h): the process is in its exit. */
+const PF_EXITING = 0x4;
+/** SIGKILL's bit in /proc/PID/status's pending-signal masks. */
+const SIGKILL_BIT = 1n << 8n;
+
+/**
+ * The process is on its way out: gone, a zombie, in its exit (PF_EXITING),
+ * or with a SIGKILL pending (the kernel marks every thread of a process a
+ * SIGKILL was sent to before the process runs again). A process a group
+ * kill just reached is dying, not a survivor of it.
+ */
+export function dying(ref: ProcRef): boolean {
+  try {
+    const stat = readFileSync(`/proc/${ref.pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (fields[19] !== ref.start || fields[0] === "Z" || fields[0] === "X") return true;
+    if (Number(fields[6]) & PF_EXITING) return true;
+    const status = readFileSync(`/proc/${ref.pid}/status`, "utf8");
+    for (const key of ["SigPnd", "ShdPnd"]) {
+      const hex = new RegExp(`^${key}:\\s*([0-9a-f]+)$`, "m").exec(status)?.[1];
+      if (hex && BigInt(`0x${hex}`) & SIGKILL_BIT) return true;
+    }
+    return false;
+  } catch {
+    return true;
+  }
+}

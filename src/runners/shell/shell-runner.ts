@@ -95,7 +95,12 @@ export class ShellRunner implements Runner {
         if (settled) return;
         settled = true;
         if (timer) clearTimeout(timer);
-        if (pid !== undefined) untrackGroup(pid);
+        // Bun may settle `exited` before it calls onExit: the group goes here too, before the result is seen
+        // (a worker then checks that nothing of the stage is left: pool/leftovers.ts).
+        if (pid !== undefined) {
+          killGroup(pid, "SIGKILL");
+          untrackGroup(pid);
+        }
         box?.close();
         stdin.close();
         const text = output.drain(TEXT_LIMIT);
