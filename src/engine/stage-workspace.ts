@@ -18,8 +18,10 @@
  *
  * Reuse: a worktree already at the directory on the branch is the stage's
  * own (a resumed attempt, after kill -9): used as it is, uncommitted work
- * included. A branch that exists with its base ref (its worktree removed)
- * gets its worktree back. A branch that exists without one is the user's:
+ * included. A branch that exists with its base ref is an earlier stage's
+ * (one that named the same branch: a follow-up turn, the next turn of a
+ * loop): the stage works on in that stage's worktree while it is there, and
+ * gets a worktree back when gc removed it. A branch that exists without one is the user's:
  * refused. Every refusal happens before anything is made; a `git worktree
  * add` that fails takes its base ref back, so a refused step leaves no
  * worktree, branch or ref behind.
@@ -97,6 +99,9 @@ export async function openWorkspace(name: string, position: string, runId: strin
   const branchExists = (await git(repo, ["rev-parse", "--verify", "-q", `refs/heads/${branch}`])).code === 0;
   if (branchExists) {
     if (!recordedBase) throw refuse(name, `branch ${branch} already exists in ${repo}`, "name another branch (workspace: { worktree: { branch } }) or delete that one: git branch -D " + branch);
+    // An earlier stage's worktree of this branch, still there: the stage goes on in it (a follow-up turn, the next turn of a loop).
+    const earlier = await atomicWorktreeOf(repo, gitDir, branch);
+    if (earlier) return { ...record(recordedBase, opt.base ?? recordedBase), path: earlier, cwd: join(earlier, prefix) };
     await addWorktree(name, repo, path, ["worktree", "add", "--quiet", path, branch], undefined);
     return record(recordedBase, opt.base ?? recordedBase);
   }
@@ -119,6 +124,18 @@ export async function openWorkspace(name: string, position: string, runId: strin
   await gitOk(repo, ["update-ref", baseRef, baseCommit]);
   await addWorktree(name, repo, path, ["worktree", "add", "--quiet", "-b", branch, path, baseCommit], baseRef);
   return record(baseCommit, opt.base ?? baseCommit);
+}
+
+/** The directory of one of atomic's worktrees (under `<git dir>/atomic-worktrees/`) that has `branch` checked out, if any. */
+async function atomicWorktreeOf(repo: string, gitDir: string, branch: string): Promise<string | undefined> {
+  const list = await gitOk(repo, ["worktree", "list", "--porcelain", "-z"]);
+  const mine = join(gitDir, "atomic-worktrees") + "/";
+  let dir: string | undefined;
+  for (const field of list.split("\0")) {
+    if (field.startsWith("worktree ")) dir = field.slice("worktree ".length);
+    else if (field === `branch refs/heads/${branch}` && dir?.startsWith(mine) && existsSync(dir)) return dir;
+  }
+  return undefined;
 }
 
 async function addWorktree(name: string, repo: string, path: string, args: string[], madeRef: string | undefined): Promise<void> {

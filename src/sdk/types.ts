@@ -407,12 +407,22 @@ export interface ReviewOptions {
   timeoutMs?: number;
   /** Step name shown in `atomic show` (default "review <stage>"). */
   name?: string;
+  /**
+   * Send requested changes back to the stage: each request is a follow-up
+   * turn of the stage's agent session (`continueFrom`), named
+   * `<stage>-revise-<n>`, in the same worktree on the same branch, its
+   * prompt the reviewer's comments; then its diff is reviewed again, until
+   * approved or after `rounds` follow-ups (default 3; the last comments are
+   * then returned). Needs an agent stage. `prompt`: words put before the
+   * comments (default: "The reviewer of your change asks for changes:").
+   */
+  revise?: boolean | { rounds?: number; prompt?: string };
 }
 
-/** A review's outcome: approved, or the reviewer's comments (`file`/`line` absent: about the whole change). */
+/** A review's outcome: approved, or the reviewer's comments (`file`/`line` absent: about the whole change). With `revise`, `stage` is the reviewed stage's last result (its last follow-up's, or the stage's own). */
 export type ReviewResult =
-  | { approved: true; by: string | null }
-  | { approved: false; by: string | null; comments: { file?: string; line?: number; text: string }[] };
+  | { approved: true; by: string | null; stage?: StageResult }
+  | { approved: false; by: string | null; comments: { file?: string; line?: number; text: string }[]; stage?: StageResult };
 
 export interface AskOptions {
   /** The answer must be one of these (checked by `atomic answer`). */
@@ -520,9 +530,12 @@ export interface WorkflowContext<I = Record<string, unknown>> {
    * "worktree"`) and waits, durably, like ctx.ask: the run shows
    * `awaiting_input` until `atomic review RUN STAGE --approve` or
    * `--comment FILE:LINE TEXT` (or `atomic answer` with "approve" or a
-   * comment) answers. Resolves to `{ approved: true }` or the comments, which
-   * the workflow can send back to the stage (`continueFrom`). A stage
-   * without a worktree fails the step (`bad_review`).
+   * comment, or the console's diff view) answers. Resolves to `{ approved:
+   * true }` or the comments, which the workflow can send back to the stage
+   * (`continueFrom`), or which `revise` sends back itself: a follow-up turn
+   * of the stage with the comments, reviewed again until approved. A stage
+   * without a worktree, or `revise` of one that is not an agent's, fails
+   * the step (`bad_review`).
    *
    * Failure semantics: those of ctx.ask (the question recorded before the
    * wait, the answer checkpointed; a review given while no process drives

@@ -37,6 +37,7 @@ import { inbox } from "../engine/messaging.ts";
 import { scheduleViews } from "./schedules.ts";
 import { USAGE_GROUPINGS, usageReport, type UsageGrouping } from "./usage-report.ts";
 import { INSTANT_EXAMPLES, parseInstant } from "../shared/age.ts";
+import { stageDiffView } from "./stage-diff.ts";
 
 /**
  * What starts runs for the API: a posted run, a resume, a rerun, a fork
@@ -335,6 +336,20 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     return c.json(result);
   });
 
+  // A stage's worktree diff for the review view (stage-diff.ts), what `atomic diff RUN STAGE` prints, read into
+  // `{ branch, baseCommit, live, files: [{ path, status, additions, deletions, hunks: [{ header, lines: [{ kind, old?,
+  // new?, html }] }] }], truncated, review: { question, text } | null }`; each line's code coloured (escaped HTML).
+  app.get("/api/runs/:id/stages/:stage/diff", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    try {
+      return c.json(await stageDiffView(source.journal, run, c.req.param("stage")));
+    } catch (err) {
+      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, httpStatusOf(err.code), err.code, err.message, err.hint);
+      throw err;
+    }
+  });
+
   // ---------------------------------------------------------------- control and (later) intercom
 
   // `{"action": "pause" | "unpause" | "cancel"}` on a root run: 202 `{ runId, action, result }`.
@@ -463,6 +478,23 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.post("/api/runs/:id/messages", intercom("message"));
   // An answer to a `ctx.ask` question, as `atomic answer`: `{ "question", "answer" }`.
   app.post("/api/runs/:id/answers", intercom("answer"));
+
+  // The verdict on a stage's open review (ctx.review), as `atomic review`: `{ "approve": true }` or `{ "comments": [{ "file"?,
+  // "line"?, "text" }] }` (a line of the diff's new side); `{ runId, question, status, answer }`.
+  app.post("/api/runs/:id/stages/:stage/review", async (c) => {
+    const run = await runOf(c);
+    if (run instanceof Response) return run;
+    const body = jsonBody(c);
+    if (body === NOT_JSON) return fail(c, 400, "bad_body", 'the body must be JSON like {"approve": true} or {"comments": [{"file": "src/app.ts", "line": 12, "text": "..."}]}');
+    try {
+      const outcome = await control.review(run, c.req.param("stage"), body);
+      source.invalidate();
+      return c.json(outcome);
+    } catch (err) {
+      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, httpStatusOf(err.code), err.code, err.message, err.hint);
+      throw err;
+    }
+  });
 
   return app;
 }

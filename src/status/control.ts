@@ -4,13 +4,16 @@
  * row, which its driver polls). POST /api/runs/:id/messages and /answers:
  * a message to a stage and an answer to a ctx.ask question, through the
  * same code as `atomic send` and `atomic answer` (recorded in the journal;
- * a live driver is told through intercom when the home is known). These
+ * a live driver is told through intercom when the home is known). POST
+ * /api/runs/:id/stages/:stage/review: the verdict on a stage's diff, as
+ * `atomic review` (engine/stage-review.ts). These
  * are the status server's only writes; everything else it does is reading.
  */
 
 import { cancelRun } from "../engine/cancel.ts";
 import { answerPrompt, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
 import { setRunPaused } from "../engine/pause.ts";
+import { answerReview, type Verdict } from "../engine/stage-review.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
@@ -42,12 +45,14 @@ export interface StatusControl {
   message(run: RunRecord, body: unknown): Promise<SendResult>;
   /** Body `{ question, answer }`. */
   answer(run: RunRecord, body: unknown): Promise<AnswerOutcome>;
+  /** The verdict on a stage's open review (ctx.review), as `atomic review`: body `{ approve: true }` or `{ comments: [{ file?, line?, text }] }`. */
+  review(run: RunRecord, stage: string, body: unknown): Promise<AnswerOutcome>;
 }
 
 /** The HTTP status of a refused message or answer: 404 nothing to address, 409 not now, 400 bad input. */
 export function httpStatusOf(code: string): 400 | 404 | 409 {
-  if (["no_such_stage", "no_match", "not_a_stage", "unknown_prompt", "unknown_run"].includes(code)) return 404;
-  if (["stage_finished", "run_ended", "queue_full", "sticky_limit", "message_id_conflict", "already_answered", "prompt_closed"].includes(code)) return 409;
+  if (["no_such_stage", "no_match", "not_a_stage", "unknown_prompt", "unknown_run", "unknown_stage"].includes(code)) return 404;
+  if (["stage_finished", "run_ended", "queue_full", "sticky_limit", "message_id_conflict", "already_answered", "prompt_closed", "no_review"].includes(code)) return 409;
   return 400;
 }
 
@@ -60,6 +65,23 @@ function field(body: unknown, key: string, type: "string" | "boolean", required:
     });
   }
   return value;
+}
+
+/** A review's body read: `{ approve: true }`, or `{ comments: [{ file?, line?, text }] }`; anything else is one sentence. */
+function verdictOf(body: unknown): Verdict {
+  const b = body && typeof body === "object" && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
+  const hint = 'send {"approve": true}, or {"comments": [{"file": "src/app.ts", "line": 12, "text": "handle the empty list"}]}';
+  if (b.approve === true && b.comments === undefined) return { approve: true };
+  if (b.approve === undefined && Array.isArray(b.comments)) {
+    const comments = b.comments.map((c: unknown) => {
+      const x = c && typeof c === "object" && !Array.isArray(c) ? (c as Record<string, unknown>) : undefined;
+      const ok = x && typeof x.text === "string" && (x.file === undefined || (typeof x.file === "string" && x.file !== "")) && (x.line === undefined || (x.file !== undefined && Number.isSafeInteger(x.line) && (x.line as number) > 0));
+      if (!ok) throw new UsageError("bad_body", "each comment is { text } or { file, line?, text } with a positive whole line number", { hint });
+      return { ...(x.file !== undefined ? { file: x.file as string } : {}), ...(x.line !== undefined ? { line: x.line as number } : {}), text: x.text as string };
+    });
+    return { comments };
+  }
+  throw new UsageError("bad_body", "a review is an approval or a request for changes with comments", { hint });
 }
 
 /** Control through the journal, as `opts.by` ("status-page" unless said: "tui"). Errors are UsageErrors (not_root, not_running, already_ended, and those of messages and answers). */
@@ -83,6 +105,11 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
     },
     async answer(run, body) {
       const result = await answerPrompt(journal, run, field(body, "question", "string", true) as string, field(body, "answer", "string", true) as string, opts.by ?? "status-page");
+      if (opts.home && result.status === "answered" && (await isDriven(journal, result.runId))) await notifyDriver(opts.home, result.runId, { type: "poke" }, 1_000);
+      return { runId: result.runId, question: result.promptId, status: result.status, answer: result.prompt.answer };
+    },
+    async review(run, stage, body) {
+      const result = await answerReview(journal, run, stage, verdictOf(body), opts.by ?? "status-page");
       if (opts.home && result.status === "answered" && (await isDriven(journal, result.runId))) await notifyDriver(opts.home, result.runId, { type: "poke" }, 1_000);
       return { runId: result.runId, question: result.promptId, status: result.status, answer: result.prompt.answer };
     },

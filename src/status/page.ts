@@ -1,8 +1,10 @@
 /**
  * The web page's assets, embedded in the binary as text (no files next to
  * it, no CDN: the machine may be offline): one HTML shell for the run list
- * and the run page, seven scripts (helpers, graph and timeline, the run
- * page's actions, the agent conversation, the console's starting actions, the cost page, the pages), one style sheet. Hand-written, no build step. The HTML never carries the
+ * and the run page, eight scripts (helpers, graph and timeline, the run
+ * page's actions, the agent conversation, the console's starting actions,
+ * the cost page, the review of a stage's diff, the pages), two style sheets
+ * (the page's, and highlight.js's colours for the diff's code). Hand-written, no build step. The HTML never carries the
  * status token: the page's requests are authenticated by the session cookie
  * (auth.ts).
  */
@@ -17,6 +19,9 @@ import actionsJs from "./page/actions.js" with { type: "text" };
 import conversationJs from "./page/conversation.js" with { type: "text" };
 import operateJs from "./page/operate.js" with { type: "text" };
 import usageJs from "./page/usage.js" with { type: "text" };
+import reviewJs from "./page/review.js" with { type: "text" };
+import hljsLight from "highlight.js/styles/github.css" with { type: "text" };
+import hljsDark from "highlight.js/styles/github-dark.css" with { type: "text" };
 
 // Imported as text, the HTML is a string (bun-types declares *.html as an HTMLBundle for Bun.serve routes).
 const html = htmlBundle as unknown as string;
@@ -40,8 +45,11 @@ const ASSETS: Record<string, PageAsset> = {
   "conversation.js": asset(conversationJs, JS),
   "operate.js": asset(operateJs, JS),
   "usage.js": asset(usageJs, JS),
+  "review.js": asset(reviewJs, JS),
   "app.js": asset(appJs, JS),
   "style.css": asset(css, "text/css; charset=utf-8"),
+  // highlight.js's GitHub colours for the diff's code (review.js), light and dark as the page is.
+  "highlight.css": asset(`${hljsLight}\n@media (prefers-color-scheme: dark) {\n${hljsDark}\n}\n`, "text/css; charset=utf-8"),
 };
 
 /** `/assets/<name>?v=<digest>`: a new binary's assets are never read from an old cache. */
@@ -54,6 +62,8 @@ const SHELL = html
   .replace("__CONVERSATION_JS__", href("conversation.js"))
   .replace("__OPERATE_JS__", href("operate.js"))
   .replace("__USAGE_JS__", href("usage.js"))
+  .replace("__REVIEW_JS__", href("review.js"))
+  .replace("__HIGHLIGHT_CSS__", href("highlight.css"))
   .replace("__APP_JS__", href("app.js"))
   .replace("__STYLE_CSS__", href("style.css"))
   .replace("<body>", `<body data-statuses="${RUN_STATUSES.join(" ")}">`);

@@ -279,6 +279,12 @@ e2eTest("ctx.review parks until atomic review: comments reach the workflow, a re
   expect(noLine.code).toBe(2);
   expect(noLine.stderr).toContain('--comment "shared.txt" is not FILE:LINE');
 
+  const notShown = await runAtomic(["review", id, "edit", "--comment", "shared.txt:7", "x"], { home });
+  expect(notShown.code).toBe(2);
+  expect(notShown.stderr).toContain("line 7 of shared.txt is not a line the diff of stage edit shows");
+  const otherFile = await runAtomic(["review", id, "edit", "--comment", "README:1", "x"], { home });
+  expect(otherFile.code).toBe(2);
+  expect(otherFile.stderr).toContain("README is not a file the diff of stage edit changes");
   const comment = await runAtomic(["review", id, "edit", "--comment", "shared.txt:1", "say more"], { home });
   expect(comment.stderr).toBe("");
   expect(comment.code).toBe(0);
@@ -317,6 +323,11 @@ e2eTest("a review of a stage without a worktree is refused: by ctx.review in the
   expect(cli.stderr).toContain(`stage plain of run ${id} has no git worktree, so it has no diff to show or review`);
   const diff = await runAtomic(["diff", id, "plain"], { home });
   expect(diff.code).toBe(2);
+  // revise sends comments to a follow-up turn of the stage's agent session: a shell stage has none
+  const shell = await runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=revise-shell"], { home, cwd: repo });
+  expect(shell.code).toBe(1);
+  expect(shell.stderr).toContain("ctx.review: revise sends the comments to a follow-up turn of the stage's agent session, and stage shelled is not an agent stage");
+  expect(shell.stderr).toMatch(/hint: review an agent stage/);
 });
 
 e2eTest("ctx.bestOf: 3 candidates under a budget that allows 2: the third never starts, the judge's choice is merged, the loser's branch stays; n < 2 and no judge are refused", async () => {

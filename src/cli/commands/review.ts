@@ -4,15 +4,17 @@
  * worktree. The verdict is recorded in the journal like `atomic answer`'s
  * answer (shared/review-answer.ts says its form); the run's driver goes on
  * at once, and a run nobody drives uses it when resumed. A stage without a
- * worktree, or with no review open, is refused in one sentence.
+ * worktree, with no review open, or a comment on a line the diff does not
+ * show, is refused in one sentence (engine/stage-review.ts checks it, as for
+ * the console).
  */
 
 import { defineCommand } from "citty";
-import { answerPrompt, isDriven, notifyDriver } from "../../engine/messaging.ts";
+import { isDriven, notifyDriver } from "../../engine/messaging.ts";
+import { answerReview, type Verdict } from "../../engine/stage-review.ts";
 import { UsageError } from "../../shared/errors.ts";
-import { approvalAnswer, commentAnswer, parseFileLine, reviewPrefix } from "../../shared/review-answer.ts";
+import { parseFileLine } from "../../shared/review-answer.ts";
 import { session } from "../session.ts";
-import { stageWorkspace } from "../stage-workspace.ts";
 
 export default defineCommand({
   meta: { name: "review", description: "Approve or comment on a stage's diff that a run waits to have reviewed (ctx.review)" },
@@ -29,27 +31,22 @@ export default defineCommand({
     if (approve === (args.comment !== undefined)) {
       throw new UsageError("bad_flag", "atomic review needs either --approve or --comment FILE:LINE TEXT", { hint: `for example: atomic review ${args.run} ${args.stage} --comment src/app.ts:12 "handle the empty list"` });
     }
-    let answer: string;
+    let verdict: Verdict;
     if (approve) {
       if (args.text !== undefined) throw new UsageError("bad_flag", "--approve takes no text", { hint: "to comment, use --comment FILE:LINE TEXT" });
-      answer = approvalAnswer();
+      verdict = { approve: true };
     } else {
       const at = parseFileLine(args.comment!);
       if (!at) throw new UsageError("bad_flag", `--comment ${JSON.stringify(args.comment)} is not FILE:LINE`, { hint: 'name the file and line the comment is about, e.g. --comment src/app.ts:12 "handle the empty list"' });
       if (args.text === undefined || args.text.trim() === "") throw new UsageError("bad_flag", "--comment needs the comment's text after it", { hint: `for example: atomic review ${args.run} ${args.stage} --comment ${args.comment} "handle the empty list"` });
-      answer = commentAnswer([{ ...at, text: args.text.trim() }]);
+      verdict = { comments: [{ ...at, text: args.text }] };
     }
     const run = await s.findRun(args.run);
     const journal = await s.journal();
-    const ws = await stageWorkspace(journal, run.id, args.stage);
-    const open = (await journal.messages.prompts(run.rootId, "open")).filter((p) => p.question.startsWith(`${reviewPrefix(ws.branch)}:`));
-    if (open.length === 0) {
-      throw new UsageError("no_review", `stage ${args.stage} of run ${run.id} is not waiting for a review`, { hint: "a workflow asks for one with ctx.review(stage); see the run's questions with: atomic inbox " + run.rootId });
-    }
-    const result = await answerPrompt(journal, run, open[0]!.id, answer, "cli");
+    const result = await answerReview(journal, run, args.stage, verdict, "cli");
     const driven = await isDriven(journal, result.runId);
     if (driven && result.status === "answered") await notifyDriver(s.globals.home, result.runId, { type: "poke" }, 1_000);
-    if (s.globals.json) return s.json({ runId: result.runId, stage: args.stage, question: result.promptId, status: result.status, answer: JSON.parse(answer) as unknown, driven });
+    if (s.globals.json) return s.json({ runId: result.runId, stage: args.stage, question: result.promptId, status: result.status, answer: JSON.parse(result.answer) as unknown, driven });
     s.result(`stage ${args.stage} of run ${result.runId}: ${approve ? "approved" : `commented on ${args.comment}`}`);
     if (!driven) s.info(`no process drives the run; continue it with: atomic resume ${result.runId}`);
   },

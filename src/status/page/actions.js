@@ -34,7 +34,18 @@
     return out;
   }
 
-  function createActions(runId, refresh) {
+  /** The stage (its path) whose diff a review question is about: the one whose branch the question names. */
+  function reviewedStage(report, question, prefix = "") {
+    for (const step of report.steps) {
+      const path = prefix ? `${prefix}/${step.name}` : step.name;
+      if (step.workspace && question.startsWith(`Review the diff of branch ${step.workspace.branch}:`)) return path;
+      const inner = step.child ? reviewedStage(step.child, question, path) : null;
+      if (inner) return inner;
+    }
+    return null;
+  }
+
+  function createActions(runId, refresh, openDiff) {
     const questions = h("div", { id: "questions" });
     const cards = new Map();
     const resume = h("div", { id: "resume", hidden: true });
@@ -69,7 +80,7 @@
       }
     }
 
-    function questionCard(q) {
+    function questionCard(q, reviewed) {
       const problem = h("p", { class: "error", hidden: true });
       const answer = async (value, buttons) => {
         for (const b of buttons) b.disabled = true;
@@ -98,6 +109,7 @@
         h("h2", { text: "The run asks" }),
         h("p", { class: "question-text", text: q.question }),
         q.deadline ? h("p", { class: "muted", text: `unanswered, it times out at ${new Date(q.deadline).toLocaleTimeString()}` }) : null,
+        reviewed ? h("p", {}, h("button", { class: "btn review-open", type: "button", "data-stage": reviewed, text: `Review the diff of ${reviewed}`, onclick: () => openDiff(reviewed) })) : null,
         controls, problem,
         h("p", { class: "muted", text: `or: atomic answer ${q.runId} ${q.id} "…"` }));
       return card;
@@ -110,7 +122,7 @@
       const open = live ? questionsOf(detail.report) : [];
       const ids = new Set(open.map((q) => q.id));
       for (const [id, card] of cards) if (!ids.has(id)) { card.remove(); cards.delete(id); }
-      for (const q of open) if (!cards.has(q.id)) { const c = questionCard(q); cards.set(q.id, c); questions.append(c); }
+      for (const q of open) if (!cards.has(q.id)) { const c = questionCard(q, reviewedStage(detail.report, q.question)); cards.set(q.id, c); questions.append(c); }
 
       form.hidden = !live;
       if (live) {

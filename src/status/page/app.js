@@ -16,6 +16,7 @@
   const { createActions } = window.atomic.actions;
   const { renderConversation } = window.atomic.conversation;
   const { startForm, bulkBar, runActions, forkButton } = window.atomic.operate;
+  const { createReview } = window.atomic.review;
 
   /** "11 done, 1 failed, 2 running" over the stages that started; "none started" before the first. */
   function stageSummary(st, waiting = 0) {
@@ -196,9 +197,10 @@
     const gantt = h("div", { class: "gantt", id: "timeline" });
     const panel = h("div", { class: "panel", id: "panel" }, h("p", { class: "muted", text: "Click a stage to see its details and output." }));
     const io = h("div");
-    const actions = createActions(runId, schedule);
+    const review = createReview(runId, schedule);
+    const actions = createActions(runId, schedule, (stage) => review.show(stage));
     const starts = runActions(runId);
-    fill($main, head, notices, starts.element, actions.element,
+    fill($main, head, notices, starts.element, actions.element, review.element,
       h("div", { class: "card" }, totals),
       h("div", { class: "layout" },
         h("div", {}, h("div", { class: "card" }, h("div", { class: "graph-head" }, h("h2", { text: "Stage graph" }), zoomBar), graphWrap, legend()),
@@ -234,6 +236,7 @@
       renderHead(run);
       renderTotals(run, detail.totals, (detail.report.waiting || []).length);
       actions.update(detail);
+      review.update(detail);
       starts.update(detail);
       drawGraph();
       renderTimeline(gantt, run, index, selected, select);
@@ -409,6 +412,7 @@
         (step.warnings || []).map((w) => h("p", { class: "notice stage-warning", text: `warning: ${w}` })),
         step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
         report.run.id === runId && !detail.run.parentId ? forkButton(runId, step, live(detail.run.status)) : null,
+        step.workspace ? h("button", { class: "btn", id: "btn-diff", type: "button", text: "Diff and review", onclick: () => review.show(path) }) : null,
         step.kind === "stage" ? h("div", { id: "stage-messages" }) : null,
         step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), conv, stdout, stderr] : null);
       if (step.kind === "stage") {
