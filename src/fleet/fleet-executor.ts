@@ -16,7 +16,9 @@
  *   only if no worker host holds or settled the item; otherwise the host's
  *   outcome is awaited (the local pool never ran it).
  * - Cancel: an item nobody claimed yet is settled here (without `local`),
- *   one a host runs gets `cancel_work` down; deliver and wrap-up go down to
+ *   one a host runs gets `cancel_work` down (a cancel that cannot reach the
+ *   journal, down past its retry window, ends the root's wait at once:
+ *   the drive is stopping, and the host's result waits in its outbox); deliver and wrap-up go down to
  *   the host that runs the item; pause holds the root's items for every
  *   host.
  * - Budgets (StageRequest.budgeted): a host's commit of a budgeted result
@@ -80,6 +82,17 @@ export interface FleetExecutorOptions {
   leaseMs: number;
   /** The root's own pool, when it has workers (`--workers N`). */
   local?: PoolExecutor;
+}
+
+/** A stage the root stopped while the journal was unreachable: its end on its host is not known here. */
+function unreachable(request: StageRequest, err: unknown): StageResult {
+  return {
+    status: "cancelled",
+    text: "",
+    exitCode: null,
+    outputPath: join(request.artifactDir, STDOUT_LOG),
+    error: { code: "storage_unavailable", message: `stopped while the journal was unreachable (${err instanceof Error ? err.message : String(err)})` },
+  };
 }
 
 /** Whether a worker id is a worker host's (host.ts: `<worker>@<host id>`). */
@@ -232,8 +245,11 @@ export class FleetExecutor implements StageExecutor {
       }
       await this.down(workId, { type: "cancel_work", workId, reason });
       this.wake();
-    } catch {
-      // the database is away: the stage's end (or the lease's) still comes through the queue
+    } catch (err) {
+      // The database is away (past its retry window): nothing can reach the host nor hear of the stage's end, so
+      // the root stops waiting for it (its drive is stopping too; the host's result waits in the host's outbox).
+      const w = this.waiting.get(workId);
+      w?.resolve(unreachable(w.request, err));
     }
   }
 
