@@ -18,7 +18,8 @@
  * the reference a run of a builtin records, so resume finds it again.
  */
 
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { registeredWorkflowFiles } from "./workflow-names.ts";
 import { extname, join, resolve } from "node:path";
 import * as sdk from "../sdk/index.ts";
 import { isWorkflow } from "../sdk/workflow.ts";
@@ -33,7 +34,7 @@ import { codeLoading } from "./code-loading.ts";
 /** The names `atomic run NAME` accepts here: the builtins and the files in .atomic/workflows/. */
 function workflowNames(): string[] {
   const dir = join(process.cwd(), ".atomic", "workflows");
-  const local = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)) : [];
+  const local = registeredWorkflowFiles(dir).map((f) => f.slice(0, -3));
   return [...local, ...builtinNames()];
 }
 

@@ -4,7 +4,7 @@
  * builtin's name. A registered workflow wins over a builtin of the same name.
  */
 
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { BUILTIN_PREFIX, builtinSource } from "./builtins.ts";
 
@@ -29,4 +29,12 @@ export function resolveWorkflowName(name: string, cwd: string): string | undefin
 
 export function localWorkflowPath(name: string): string {
   return join(".atomic", "workflows", name.endsWith(".ts") ? name : `${name}.ts`);
+}
+
+/**
+ * The workflow files of a `.atomic/workflows/` directory, sorted: its `.ts` files but the tests beside
+ * them (`*.test.ts`, `*.spec.ts`, as `atomic init` writes one), which are no workflows.
+ */
+export function registeredWorkflowFiles(dir: string): string[] {
+  return existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".ts") && !/\.(test|spec)\.ts$/.test(f)).sort() : [];
 }

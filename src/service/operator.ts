@@ -15,14 +15,13 @@
  * the CLI raises for it (its code, sentence and hint).
  */
 
-import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { BUILTIN_PREFIX, builtinNames } from "../engine/builtins.ts";
 import { assertResumable } from "../engine/driver.ts";
 import { forkSeed } from "../engine/fork.ts";
 import { describeInputs } from "../engine/inputs.ts";
 import { loadWorkflowFile } from "../engine/loader.ts";
-import { resolveWorkflowName } from "../engine/workflow-names.ts";
+import { registeredWorkflowFiles, resolveWorkflowName } from "../engine/workflow-names.ts";
 import { isDriven } from "../engine/messaging.ts";
 import type { Journal } from "../journal/journal.ts";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
@@ -192,7 +191,7 @@ export class Operator {
   /** The workflows a start may name: the builtins and the registered files of the directory, each with its inputs. */
   async workflows(): Promise<WorkflowEntry[]> {
     const dir = join(this.opts.cwd, ".atomic", "workflows");
-    const registered = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".ts")).map((f) => f.slice(0, -3)) : [];
+    const registered = registeredWorkflowFiles(dir).map((f) => f.slice(0, -3));
     const names = [...new Set([...registered, ...builtinNames()])].sort();
     const out: WorkflowEntry[] = [];
     for (const name of names) {

@@ -59,6 +59,9 @@ e2eTest("init in an empty directory: declarations, tsconfig and example; the pro
   const tested = await atomic(["test", ".atomic/workflows"]);
   expect(tested.stdout + tested.stderr).toContain(" 1 pass");
   expect(tested.code).toBe(0);
+  // the example's test beside it is no workflow: `atomic workflows` lists the example alone
+  const listed = (await atomic(["--json", "workflows"])).stdout.trim().split("\n").map((l) => JSON.parse(l) as { file: string | null; error: string | null });
+  expect(listed.filter((w) => w.file !== null)).toEqual([expect.objectContaining({ file: ".atomic/workflows/summarize.ts", error: null })]);
 
   const line = breakExample(dir, ".atomic/workflows/broken.ts");
   const bad = await runCommand([TSC, "--noEmit"], { cwd: dir });

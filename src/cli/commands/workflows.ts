@@ -9,7 +9,6 @@
  */
 
 import { defineCommand } from "citty";
-import { existsSync, readdirSync } from "node:fs";
 import { basename, join, relative } from "node:path";
 import { describeInputs } from "../../engine/inputs.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
@@ -19,7 +18,7 @@ import { UsageError } from "../../shared/errors.ts";
 import type { WorkflowDefinition } from "../../sdk/types.ts";
 import { session, type CliSession } from "../session.ts";
 import { out } from "../output.ts";
-import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
+import { registeredWorkflowFiles, resolveWorkflowArg } from "../../engine/workflow-names.ts";
 
 export default defineCommand({
   meta: { name: "workflows", description: "List workflows (.atomic/workflows/ and the builtins), or one workflow's inputs and outputs" },
@@ -44,7 +43,7 @@ export default defineCommand({
     }
     if (target !== undefined) return showOne(s, target);
     const dir = args.dir ?? join(process.cwd(), ".atomic", "workflows");
-    const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".ts")).sort() : [];
+    const files = registeredWorkflowFiles(dir);
     const found = [];
     for (const f of files) {
       const path = join(dir, f);
