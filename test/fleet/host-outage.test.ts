@@ -5,6 +5,7 @@
  * again later on the same port):
  * - the root stops with storage_unavailable and the Postgres hint, as a
  *   root with its own workers does (test/recovery/postgres-outage.test.ts);
+ *   SIGTERM during the outage ends it without waiting out the window;
  * - the host keeps going: its stages finish, and their results, which the
  *   journal cannot take, wait in its outbox; SIGTERM then ends it (exit 0)
  *   without waiting for the journal;
@@ -84,6 +85,41 @@ test("postgres down under a worker host: the root stops with the Postgres hint; 
   } finally {
     if (!restarted) cluster.startServer();
   }
+}, 150_000);
+
+test("SIGTERM to a root with --workers 0 during a postgres outage ends it without waiting out the retry window; once back, resume completes", async () => {
+  const url = await createDatabase(cluster, `ho_${Math.random().toString(36).slice(2, 8)}`);
+  const dir = makeTempDir("atomic-host-outage-");
+  const file = join(dir, "marks");
+  const home = join(dir, "root");
+  const host = await startHost({ url, id: "near", slots: 2 });
+  // The default retry window (15 s): SIGTERM must not wait it out.
+  const run = spawnAtomic(["run", WF, "--workers", "0", "--input", "shells=2", "--input", "sleep=3", "--input", `marks=${file}`], { home, env: { ATOMIC_JOURNAL: url } });
+  const out = lineWatcher(run.stdout);
+  const err = lineWatcher(run.stderr);
+  const id = /started run (\S+)/.exec(await out.waitFor(/^started run /, 30_000))![1]!;
+  await waitUntil(() => host.processes().filter(isSleeping).length === 2, 30_000, "both stages running on the host");
+  cluster.stopServer();
+  try {
+    // Two seconds into the outage the root says it is waiting for the server: then SIGTERM.
+    await err.waitFor(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d+ s more/, 30_000);
+    run.kill("SIGTERM");
+    expect(await run.exited).not.toBe(0);
+    await waitUntil(() => err.ended && out.ended, 10_000, "the root's last words");
+    const said = `${out.text()}\n${err.text()}`;
+    expect(said).toMatch(/SIGTERM: stopping run/);
+    // The window was not used up: the root stopped waiting when told to.
+    expect(said).toContain("while this process was stopping");
+    expect(said).not.toMatch(/for more than \d+ s/);
+    expect(said).toContain(`then resume the run: atomic resume ${id}`);
+  } finally {
+    cluster.startServer();
+  }
+  const resumed = await runAtomic(["resume", id, "--json"], { home, env: { ATOMIC_JOURNAL: url }, timeoutMs: 90_000 });
+  expect(resumed.code).toBe(0);
+  const result = resumed.stdout.trim().split("\n").map((l) => JSON.parse(l)).find((e) => e.type === "result");
+  expect(result.outputs.map((x: string) => x.split(" ")[0])).toEqual(["out-s0", "out-s1"]);
+  for (const n of counts(marks(file)).values()) expect(n).toBeLessThanOrEqual(2);
 }, 150_000);
 
 function isSleeping(pid: number): boolean {
