@@ -8,7 +8,7 @@
 export * as v from "valibot";
 export { workflow, isWorkflow, ExitSignal } from "./workflow.ts";
 export { sh, quoteShell, type ShellValue } from "./shell.ts";
-export { openWorktree, type Worktree, type WorktreeOptions } from "./git.ts";
+export { baseBranch, openPullRequest, type PullRequest } from "./git.ts";
 export { writeFileAtomic } from "./files.ts";
 export type * from "./types.ts";
 export { AtomicError, StepFailedError, CancelledError, NonRetryableError } from "../shared/errors.ts";

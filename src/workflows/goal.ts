@@ -1,8 +1,10 @@
 /**
- * goal: pursue an objective over turns, in a git worktree of its own, until
+ * goal: pursue an objective over turns, on a git branch of its own, until
  * reviewers agree that the acceptance criteria are met. Each turn an
  * orchestrator stage works (turn 2 on continues the previous turn's agent
- * session: `continueFrom`), its changes are committed on the run's branch,
+ * session: `continueFrom`) in the branch's worktree (`workspace`: the
+ * first turn makes it, each later turn names the same branch and works on
+ * in it), what it changed is committed on the branch when the turn ends,
  * and three reviewers judge the work in parallel: completion (are the
  * criteria met?), evidence (is each claim backed by files, tests, output?)
  * and risk (what could break?). Each returns a verdict and findings, each
@@ -19,7 +21,7 @@
  * - blocked: the same blocker (its text, case and punctuation aside) in
  *   three turns running;
  * - needs_human: max_turns turns without either.
- * The worktree is removed at the end; the branch keeps every turn's commit.
+ * The branch keeps every turn's commits; `atomic gc` removes the worktree.
  *
  *   atomic run goal --input objective="Add a --json flag to the CLI" \
  *     --input acceptance_criteria=$'--json prints one JSON object\nthe tests pass' --input max_turns=5
@@ -29,11 +31,12 @@
  * receipt with its commit, reviews, re-verifications and blockers), and
  * turn-NN.md (the orchestrator's report of each turn).
  *
- * Durability: the artifact directory, the worktree and the branch are
- * fixed by recorded steps, every stage and commit is one, so a resumed run
- * continues the same ledger on the same branch and re-runs nothing recorded.
+ * Durability: the artifact directory is fixed by a recorded step, the
+ * branch by the run's id; every turn (its commit with it) is a stage, so a
+ * resumed run continues the same ledger on the same branch and re-runs
+ * nothing recorded.
  */
-import { workflow, v, openWorktree, writeFileAtomic, type WorkflowContext } from "atomic";
+import { workflow, v, baseBranch, openPullRequest, writeFileAtomic, type WorkflowContext } from "atomic";
 
 const optionalText = (what: string) => v.optional(v.pipe(v.string(), v.description(what)));
 const LOW_CONFIDENCE = 0.7;
@@ -71,7 +74,6 @@ export default workflow({
     acceptance_criteria: v.pipe(v.string(), v.minLength(1), v.description("one requirement per line (R1, R2, …)")),
     max_turns: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(50), v.description("most orchestrator turns")), 10),
     base_branch: optionalText("branch the work starts from (default: the current one)"),
-    git_worktree_dir: optionalText("where the worktree goes (default <cwd>/.atomic/worktrees/goal-<run id>)"),
     create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when complete (gh or glab)")), false),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
@@ -102,8 +104,11 @@ export default workflow({
     const criteria = requirements.map((r) => `${r.id}: ${r.text}`).join("\n");
     const dir = await ctx.tool("artifact-dir", {}, () => `${process.cwd()}/.atomic/runs/goal-${ctx.runId}`);
     const ledgerPath = `${dir}/goal-ledger.json`;
-    const wt = await openWorktree(ctx, { name: "goal", base: ctx.inputs.base_branch, dir: ctx.inputs.git_worktree_dir });
-    const ledger = { objective, requirements, status: "active" as string, branch: wt.branch, base: wt.base, worktree: wt.path, turns: [] as Turn[], blockers: [] as string[], pull_request: null as string | null };
+    // Every turn on the run's branch, in its worktree (the first turn makes both, from base_branch or the checkout's commit).
+    const branch = `atomic/goal-${ctx.runId}`;
+    const workspace = { worktree: { branch, ...(ctx.inputs.base_branch ? { base: ctx.inputs.base_branch } : {}) } };
+    const base = await baseBranch(ctx, "goal", ctx.inputs.base_branch);
+    const ledger = { objective, requirements, status: "active" as string, branch, base, worktree: null as string | null, turns: [] as Turn[], blockers: [] as string[], pull_request: null as string | null };
     const saveLedger = (step: string) => ctx.tool(step, { status: ledger.status, turns: ledger.turns.length }, () => writeFileAtomic(ledgerPath, JSON.stringify(ledger, null, 2) + "\n"));
 
     let previous: Awaited<ReturnType<typeof ctx.task>> | undefined;
@@ -113,7 +118,8 @@ export default workflow({
       const open = ledger.turns.at(-1);
       const orchestrator = await ctx.task(`orchestrator-${nn}`, {
         ...lead,
-        cwd: wt.path,
+        cwd: process.cwd(),
+        workspace,
         ...(previous ? { continueFrom: previous } : {}),
         prompt: previous
           ? `Turn ${t} of at most ${max_turns}. The reviewers' blockers on your last turn:\n${list(open?.blockers ?? [])}\n\n` +
@@ -123,12 +129,15 @@ export default workflow({
             `three reviewers judge each turn.\n\nObjective:\n${objective}\n\nAcceptance criteria:\n${criteria}\n\n` +
             `End each turn with a report: what you changed, and how it meets each requirement (by id).`,
       });
-      const commit = await wt.commit(`commit-${nn}`, `goal turn ${t}: ${oneLine(objective)}`);
+      const ws = orchestrator.workspace!;
+      const commit = ws.head;
+      const here = orchestrator.cwd ?? ws.path;
+      ledger.worktree = ws.path;
       const answers = (await ctx.parallel(
         REVIEWERS.map((r) => ({
           name: `review-${nn}-${r.id}`,
           ...reviewer,
-          cwd: wt.path,
+          cwd: here,
           tools: ["read", "list", "grep"],
           schema: Review,
           failureMode: "return" as const,
@@ -149,7 +158,7 @@ export default workflow({
       });
       const blocking = reviews.flatMap((r) => r.findings.filter((f) => f.severity === "blocking"));
       const doubtful = blocking.filter((f) => f.confidence < LOW_CONFIDENCE);
-      const reverified = doubtful.length ? await recheck(ctx, nn, t, { ...reviewer, cwd: wt.path }, doubtful, criteria) : [];
+      const reverified = doubtful.length ? await recheck(ctx, nn, t, { ...reviewer, cwd: here }, doubtful, criteria) : [];
       const dismissed = new Set(reverified.filter((r) => !r.confirmed).map((r) => r.finding));
       const blockers = [...new Set(blocking.filter((f) => !dismissed.has(f.finding)).map((f) => f.finding))];
       ledger.turns.push({ turn: t, receipt: { report: orchestrator.text, file: `turn-${nn}.md`, commit }, reviews, reverified, blockers });
@@ -167,7 +176,10 @@ export default workflow({
     }
 
     if (ledger.status === "complete" && ctx.inputs.create_pr) {
-      const pr = await wt.pullRequest("pull-request", {
+      const pr = await openPullRequest(ctx, "pull-request", {
+        cwd: ledger.worktree!,
+        branch,
+        base,
         title: `goal: ${oneLine(objective)}`,
         body: `${objective}\n\nAcceptance criteria:\n${criteria}\n\nReached in ${ledger.turns.length} turn(s) by atomic run ${ctx.runId}; see ${ledgerPath}.`,
       });
@@ -175,11 +187,10 @@ export default workflow({
       if (!pr.ok) ctx.log(`no pull request: ${pr.error}`);
       await saveLedger("ledger-final");
     }
-    await wt.remove("remove-worktree");
     const outputs = {
       status: ledger.status as "complete" | "blocked" | "needs_human",
       turns: ledger.turns.length,
-      branch: wt.branch,
+      branch,
       commits: [...new Set(ledger.turns.map((t) => t.receipt.commit))],
       blockers: ledger.blockers,
       pull_request: ledger.pull_request,

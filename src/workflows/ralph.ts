@@ -1,6 +1,9 @@
 /**
- * ralph: research, implement, review, in loops, in a git worktree of its
- * own, until two independent reviewers both approve. Each loop:
+ * ralph: research, implement, review, in loops, on a git branch of its
+ * own, until two independent reviewers both approve. The research and
+ * implement stages run in the branch's worktree (`workspace`: the first
+ * makes it, from base_branch or the checkout's commit; the others name the
+ * same branch and work on in it). Each loop:
  * 1. refine: sharpen the research question for this loop (from the task,
  *    the criteria and what the reviewers found last loop);
  * 2. research: answer it from the files (read-only tools); the notes go to
@@ -9,7 +12,7 @@
  *    committed with the loop's implementation;
  * 3. implement: the orchestrator changes the code, given the research
  *    notes and the last loop's consolidated findings as attached files
- *    (`reads`); its changes are committed on the run's branch;
+ *    (`reads`); what it changed is committed on the branch when it ends;
  * 4. review: two reviewers in parallel, independently (each its own runner
  *    and model when reviewer_a_* / reviewer_b_* say so), each answering
  *    {approved, findings[]}; an invalid answer is re-asked by the runner,
@@ -20,7 +23,7 @@
  * (gh, or glab). Not approved after max_loops: the run fails with the last
  * findings; with create_pr the pull request is opened all the same, its
  * title marked "[needs a person]" and its body the escalation evidence (each
- * reviewer's objections of the last loop and the consolidated findings). The worktree is removed at the end; the branch keeps the commits.
+ * reviewer's objections of the last loop and the consolidated findings). The branch keeps the commits; `atomic gc` removes the worktree.
  *
  *   atomic run ralph --input prompt="Make the parser accept trailing commas" \
  *     --input acceptance_criteria="the parser tests pass" --input max_loops=4
@@ -31,7 +34,7 @@
  * (consolidated, when not approved), ralph-ledger.json (every loop,
  * written atomically).
  */
-import { workflow, v, openWorktree, writeFileAtomic } from "atomic";
+import { workflow, v, baseBranch, openPullRequest, writeFileAtomic } from "atomic";
 
 const optionalText = (what: string) => v.optional(v.pipe(v.string(), v.description(what)));
 const Question = v.object({ question: v.pipe(v.string(), v.minLength(1)) });
@@ -55,7 +58,6 @@ export default workflow({
     acceptance_criteria: v.optional(v.pipe(v.string(), v.description("what the reviewers check, one per line")), ""),
     max_loops: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(50), v.description("most research/implement/review loops")), 10),
     base_branch: optionalText("branch the work starts from (default: the current one)"),
-    git_worktree_dir: optionalText("where the worktree goes (default <cwd>/.atomic/worktrees/ralph-<run id>)"),
     notes_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description("where each loop's research notes are committed in the repository (relative to its root)")), "specs/research"),
     create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when approved (gh or glab); not approved after max_loops, one marked as needing a person with the reviewers' objections")), false),
     runner: optionalText("runner of every stage (default: the configured one)"),
@@ -94,8 +96,11 @@ export default workflow({
     const criteria = ctx.inputs.acceptance_criteria.trim() || "(none given: judge by the task)";
     const dir = await ctx.tool("artifact-dir", {}, () => `${process.cwd()}/.atomic/runs/ralph-${ctx.runId}`);
     const ledgerPath = `${dir}/ralph-ledger.json`;
-    const wt = await openWorktree(ctx, { name: "ralph", base: ctx.inputs.base_branch, dir: ctx.inputs.git_worktree_dir });
-    const ledger = { task: prompt, acceptance_criteria: criteria, branch: wt.branch, base: wt.base, worktree: wt.path, approved: false, loops: [] as Loop[], pull_request: null as string | null };
+    // The research and implement stages on the run's branch, in its worktree (the first stage makes both).
+    const branch = `atomic/ralph-${ctx.runId}`;
+    const workspace = { worktree: { branch, ...(ctx.inputs.base_branch ? { base: ctx.inputs.base_branch } : {}) } };
+    const base = await baseBranch(ctx, "ralph", ctx.inputs.base_branch);
+    const ledger = { task: prompt, acceptance_criteria: criteria, branch, base, worktree: null as string | null, approved: false, loops: [] as Loop[], pull_request: null as string | null };
     const save = (step: string) => ctx.tool(step, { loops: ledger.loops.length, approved: ledger.approved }, () => writeFileAtomic(ledgerPath, JSON.stringify(ledger, null, 2) + "\n"));
 
     let findings = "";
@@ -117,35 +122,39 @@ export default workflow({
       const date = await ctx.tool(`date-${nn}`, {}, () => new Date().toISOString().slice(0, 10));
       const research = await ctx.task(`research-${nn}`, {
         ...lead,
-        cwd: wt.path,
+        cwd: process.cwd(),
+        workspace,
         tools: ["read", "list", "grep"],
         output: "file",
         prompt: `You research loop ${i}'s question from the files here; answer with notes the implementer can act on (facts, file paths, open points).\n\nQuestion:\n${question}\n\nTask:\n${prompt}`,
       });
+      const worktree = research.cwd ?? research.workspace!.path;
+      ledger.worktree = research.workspace!.path;
       const notes = `${dir}/research/${nn}-${date}.md`;
       await ctx.tool(`notes-${nn}`, { notes }, async () => {
         const text = `# Research, loop ${i} (${date})\n\nQuestion: ${question}\n\n${await Bun.file(research.outputPath).text()}`;
         await Bun.write(notes, text);
         // Also in the repository (committed with the loop's implementation).
-        await Bun.write(`${wt.path}/${ctx.inputs.notes_dir}/${nn}-${date}.md`, text);
+        await Bun.write(`${ledger.worktree}/${ctx.inputs.notes_dir}/${nn}-${date}.md`, text);
         return notes;
       });
       const implemented = await ctx.task(`implement-${nn}`, {
         ...lead,
-        cwd: wt.path,
+        cwd: process.cwd(),
+        workspace,
         reads: findingsFile ? [notes, findingsFile] : [notes],
         prompt:
           `You are the orchestrator of loop ${i} of at most ${max_loops}: implement the task in this directory (a git worktree; your changes are committed after this loop), ` +
           `guided by the attached research notes${findingsFile ? " and the reviewers' findings on the last loop" : ""}. End with a report of what you changed.\n\n` +
           `Task:\n${prompt}\n\nAcceptance criteria:\n${criteria}`,
       });
-      const commit = await wt.commit(`commit-${nn}`, `ralph loop ${i}: ${oneLine(prompt)}`);
+      const commit = implemented.workspace!.head;
       const answers = (await ctx.parallel(
         reviewers.map((r) => ({
           name: `review-${nn}-${r.id}`,
           runner: r.runner,
           model: r.model,
-          cwd: wt.path,
+          cwd: worktree,
           tools: ["read", "list", "grep"],
           schema: Review,
           failureMode: "return" as const,
@@ -192,11 +201,15 @@ export default workflow({
         .filter((r) => !r.approved)
         .map((r) => `### Reviewer ${r.reviewer.toUpperCase()}\n\n${r.findings.map((f) => `- ${f}`).join("\n") || (r.valid ? "(no findings given)" : "(no valid review)")}`)
         .join("\n\n");
-      const pr = await wt.pullRequest(
+      const pr = await openPullRequest(
+        ctx,
         "pull-request",
         ledger.approved
-          ? { title: `ralph: ${oneLine(prompt)}`, body: `${prompt}\n\nApproved by both reviewers after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId}; see ${ledgerPath}.` }
+          ? { cwd: ledger.worktree!, branch, base, title: `ralph: ${oneLine(prompt)}`, body: `${prompt}\n\nApproved by both reviewers after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId}; see ${ledgerPath}.` }
           : {
+              cwd: ledger.worktree!,
+              branch,
+              base,
               title: `[needs a person] ralph: ${oneLine(prompt)}`,
               body:
                 `${prompt}\n\n**Needs a person:** the reviewers did not approve after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId} (max_loops ${max_loops}); see ${ledgerPath}.\n\n` +
@@ -207,11 +220,10 @@ export default workflow({
       if (!pr.ok) ctx.log(`no pull request: ${pr.error}`);
       await save("ledger-final");
     }
-    await wt.remove("remove-worktree");
     const outputs = {
       approved: ledger.approved,
       loops: ledger.loops.length,
-      branch: wt.branch,
+      branch,
       commits: [...new Set(ledger.loops.map((l) => l.commit))],
       notes: ledger.loops.map((l) => l.notes),
       findings,

@@ -4,7 +4,7 @@
  * repository. Turn 2's orchestrator resumes turn 1's codex thread
  * (continueFrom: `codex exec resume`) in the run's worktree, the reviewers
  * answer through --output-schema, each turn's file is committed on the
- * branch, and the run ends complete with the worktree removed.
+ * branch, and the run ends complete, every turn in one worktree of the branch.
  */
 
 import { existsSync, readdirSync, rmdirSync } from "node:fs";
@@ -53,9 +53,11 @@ e2eTest("goal with the real codex CLI: the orchestrator's thread resumed across 
   expect(r.code).toBe(0);
   const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
   expect(out).toMatchObject({ status: "complete", turns: 2, blockers: [], pull_request: null });
-  expect(repo.git("log", "--format=%s", `main..${out.branch}`).split("\n")).toEqual(["goal turn 2: Add the feature", "goal turn 1: Add the feature"]);
+  expect(repo.git("log", "--format=%s", `main..${out.branch}`).split("\n")).toEqual(["atomic: what stage orchestrator-02 left uncommitted", "atomic: what stage orchestrator-01 left uncommitted"]);
   expect(repo.git("show", `${out.branch}:turn-2.txt`)).toBe("work of turn 2");
-  expect(existsSync(`${repo.dir}/.atomic/worktrees/goal-${JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId}`)).toBe(false);
+  // every turn in one worktree of the branch, in the git directory; the checkout untouched
+  expect(repo.git("worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("branch "))).toEqual(["branch refs/heads/main", `branch refs/heads/${out.branch}`]);
+  expect(repo.git("status", "--porcelain", "--untracked-files=no")).toBe("");
   // turn 2 resumed turn 1's thread: its first request carries turn 1's prompt, the tool's output and the report
   const turn2 = s.fake.calls.find((c) => /^Turn 2 of at most/.test(userTexts(c.body).at(-1) ?? ""))!;
   expect(userTexts(turn2.body).some((t) => t.startsWith("You are the orchestrator of a goal, turn 1 "))).toBe(true);

@@ -4,8 +4,9 @@
  * blocker is handed to turn 2, whose orchestrator continues turn 1's
  * session (its request carries turn 1's conversation); an invalid review
  * is re-asked; a low-confidence blocking finding is re-verified and
- * dismissed; two "complete" verdicts end it complete; the worktree is made
- * and removed, each turn committed on the branch, the branch pushed and gh
+ * dismissed; two "complete" verdicts end it complete; every turn works in
+ * one worktree of the run's branch (the first turn's), each turn's work is
+ * committed on the branch when it ends, the branch pushed and gh
  * called with the expected arguments; goal-ledger.json checked field by
  * field. The same blocker three turns running ends it blocked, the turn
  * limit needs_human. SIGKILLed at a random stage and resumed: no recorded
@@ -13,7 +14,6 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync } from "node:fs";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -73,7 +73,8 @@ e2eTest(
       const dir = `${repo.dir}/.atomic/runs/goal-${r.runId}`;
       const branch = `atomic/goal-${r.runId}`;
       const commits = repo.git("log", "--format=%H %s", `main..${branch}`).split("\n");
-      expect(commits.map((c) => c.slice(41))).toEqual(["goal turn 2: Add the feature", "goal turn 1: Add the feature"]);
+      // each turn's work committed by atomic when the turn ended
+      expect(commits.map((c) => c.slice(41))).toEqual(["atomic: what stage orchestrator-02 left uncommitted", "atomic: what stage orchestrator-01 left uncommitted"]);
       expect(repo.git("show", `${branch}:turn-1.txt`)).toBe("work of turn 1");
       expect(repo.git("show", `${branch}:turn-2.txt`)).toBe("work of turn 2");
       expect(r.outputs).toEqual({
@@ -86,10 +87,12 @@ e2eTest(
         ledger: `${dir}/goal-ledger.json`,
         dir,
       });
-      // the worktree was made, and is gone; the branch is pushed
-      const worktree = `${repo.dir}/.atomic/worktrees/goal-${r.runId}`;
-      expect(existsSync(worktree)).toBe(false);
-      expect(repo.git("worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree "))).toEqual([`worktree ${repo.dir}`]);
+      // one worktree for every turn, the first turn's, in the git directory (gc removes it); the checkout untouched; the branch is pushed
+      const listed = repo.git("worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ") || l.startsWith("branch "));
+      const worktree = listed[2]!.slice("worktree ".length);
+      expect(worktree).toMatch(new RegExp(`^${repo.dir}/\\.git/atomic-worktrees/${r.runId}/[0-9.]+-orchestrator-01$`));
+      expect(listed).toEqual([`worktree ${repo.dir}`, "branch refs/heads/main", `worktree ${worktree}`, `branch refs/heads/${branch}`]);
+      expect(repo.git("status", "--porcelain", "--untracked-files=no")).toBe("");
       expect(repo.git("--git-dir", repo.origin, "rev-parse", branch)).toBe(commits[0]!.slice(0, 40));
       const [call, ...more] = repo.ghCalls();
       expect(more).toEqual([]);
@@ -143,7 +146,7 @@ e2eTest(
       expect(blockedRepo.ghCalls()).toEqual([]);
       const blockedLedger = JSON.parse(artifacts(`${blockedRepo.dir}/.atomic/runs/goal-${b.runId}`)["goal-ledger.json"]!);
       expect(blockedLedger.status).toBe("blocked");
-      expect(existsSync(`${blockedRepo.dir}/.atomic/worktrees/goal-${b.runId}`)).toBe(false);
+      expect(blockedRepo.git("log", "--format=%s", `main..atomic/goal-${b.runId}`).split("\n")).toHaveLength(3);
 
       // a different blocker each turn: the turn limit, needs_human
       s.setAnswers(answers("limit"));
@@ -183,7 +186,7 @@ e2eTest("goal and ralph outside a git repository, and out-of-range inputs, are r
     for (const name of ["goal", "ralph"]) {
       const r = await runAtomic(["run", name, "--input", name === "goal" ? "objective=x" : "prompt=x", "--input", "acceptance_criteria=y", "--input", "model=fake-model"], { home, cwd, env: s.env });
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain(`failed: ${name}: could not make a git worktree: not a git repository: ${cwd}\nhint: run it in a git repository with at least one commit, and name an existing base_branch\n`);
+      expect(r.stderr).toContain(`failed: ${name}: ${cwd} is not in a git repository with a commit, and its work goes on a git branch of its own\nhint: run it in a git repository with at least one commit, and name an existing base_branch\n`);
       expect(r.stderr).not.toMatch(STACK_LINE);
     }
     expect(s.server.requests.length).toBe(0);

@@ -5,15 +5,14 @@
  * dated note (output: "file"), the implementation is committed, reviewer B
  * (its own model) does not approve, so the consolidated findings and the
  * new notes are attached to loop 2's implementation (reads); both approve
- * in loop 2: the branch is pushed and glab opens a merge request; the
- * worktree is removed. Every artifact is checked file by file. One loop
+ * in loop 2: the branch is pushed and glab opens a merge request; every
+ * research and implement stage worked in one worktree of the run's branch. Every artifact is checked file by file. One loop
  * without approval fails with the findings and still opens the merge
  * request, titled "[needs a person]", the reviewers' objections in its body. SIGKILLed at a random stage
  * and resumed: no recorded stage re-runs, outputs and files unchanged.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync } from "node:fs";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -71,7 +70,8 @@ e2eTest(
       const dir = `${repo.dir}/.atomic/runs/ralph-${r.runId}`;
       const branch = `atomic/ralph-${r.runId}`;
       const commits = repo.git("log", "--format=%H %s", `main..${branch}`).split("\n");
-      expect(commits.map((c) => c.slice(41))).toEqual(["ralph loop 2: Accept trailing commas", "ralph loop 1: Accept trailing commas"]);
+      // each loop's implementation (its notes with it) committed by atomic when the implement stage ended
+      expect(commits.map((c) => c.slice(41))).toEqual(["atomic: what stage implement-02 left uncommitted", "atomic: what stage implement-01 left uncommitted"]);
       expect(repo.git("show", `${branch}:parser.txt`)).toBe("parser v2");
       const date = new Date().toISOString().slice(0, 10);
       const notes = [`${dir}/research/01-${date}.md`, `${dir}/research/02-${date}.md`];
@@ -86,7 +86,12 @@ e2eTest(
         ledger: `${dir}/ralph-ledger.json`,
         dir,
       });
-      expect(existsSync(`${repo.dir}/.atomic/worktrees/ralph-${r.runId}`)).toBe(false);
+      // one worktree for every research and implement stage, the first one's, in the git directory (gc removes it)
+      const listed = repo.git("worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ") || l.startsWith("branch "));
+      expect(listed).toHaveLength(4);
+      expect(listed[2]).toMatch(new RegExp(`^worktree ${repo.dir}/\\.git/atomic-worktrees/${r.runId}/[0-9.]+-research-01$`));
+      expect(listed[3]).toBe(`branch refs/heads/${branch}`);
+      expect(repo.git("status", "--porcelain", "--untracked-files=no")).toBe("");
       expect(repo.git("--git-dir", repo.origin, "rev-parse", branch)).toBe(commits[0]!.slice(0, 40));
       // each loop's research notes are committed in the repository, under specs/research/
       const noteNames = (r.outputs.notes as string[]).map((n) => n.slice(n.lastIndexOf("/") + 1));
@@ -134,14 +139,14 @@ e2eTest(
       // one loop, not approved: failed with the findings, no merge request
       s.counts.clear();
       const one = gitRepo("glab");
-      const custom = `${makeTempDir("atomic-ralph-wt-")}/tree`;
       one.git("branch", "release");
-      const f = await inRepo(s, one, (home) => runBuiltin("ralph", [...INPUTS, "max_loops=1", `git_worktree_dir=${custom}`, "base_branch=release"], s, home, one.dir));
+      const f = await inRepo(s, one, (home) => runBuiltin("ralph", [...INPUTS, "max_loops=1", "base_branch=release"], s, home, one.dir));
       expect(f.code).toBe(1);
-      // the worktree where it was asked to be, from the base asked for, gone at the end
-      expect(existsSync(custom)).toBe(false);
-      expect(one.git("log", "--format=%s", `release..atomic/ralph-${f.runId}`)).toBe("ralph loop 1: Accept trailing commas");
-      expect(JSON.parse(artifacts(`${one.dir}/.atomic/runs/ralph-${f.runId}`)["ralph-ledger.json"]!)).toMatchObject({ base: "release", worktree: custom });
+      // the branch from the base asked for
+      expect(one.git("log", "--format=%s", `release..atomic/ralph-${f.runId}`)).toBe("atomic: what stage implement-01 left uncommitted");
+      const oneLedger = JSON.parse(artifacts(`${one.dir}/.atomic/runs/ralph-${f.runId}`)["ralph-ledger.json"]!);
+      expect(oneLedger.base).toBe("release");
+      expect(oneLedger.worktree).toMatch(new RegExp(`^${one.dir}/\\.git/atomic-worktrees/${f.runId}/[0-9.]+-research-01$`));
       expect(f.status).toBe("failed");
       // not approved: the pull request is opened all the same, marked as needing a person, with the objections as evidence
       expect(f.outputs).toMatchObject({ approved: false, loops: 1, findings: "- trailing commas still fail", pull_request: "https://github.example/acme/project/pull/7" });
@@ -159,7 +164,7 @@ e2eTest(
       const before = s.server.requests.length;
       const nobase = await runAtomic(["run", "ralph", "--input", "prompt=x", "--input", "base_branch=nope", "--input", "model=fake-model"], { home: makeTempDir("atomic-ralph-home-"), cwd: one.dir, env: s.env });
       expect(nobase.code).toBe(1);
-      expect(nobase.stderr).toContain(`ralph: could not make a git worktree: no branch or commit named nope in ${one.dir}\n`);
+      expect(nobase.stderr).toContain(`ralph: there is no branch or commit named nope in ${one.dir}, and its work goes on a git branch of its own\n`);
       expect(s.server.requests.length).toBe(before);
 
       const order = Object.keys(COUNTS);
