@@ -13,7 +13,9 @@
  *   slots, `--max-cost 1`: what ran is the stages that reached the cap and
  *   at most one more per other slot (those running then, which finish:
  *   a "cancel if queued" does not stop a stage a host runs).
- * In both, the blocking message, `show` and the stream agree on the amount.
+ * In both, the warning comes at its fraction, before the cap, and the
+ * blocking message, `show`, the stream and the fake server agree on the
+ * amount.
  */
 
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
@@ -39,7 +41,7 @@ afterEach(
 );
 afterAll(() => removeTempDirs());
 
-type Event = { type: string; runId?: string; status?: string; result?: { usage?: { costMicroUsd?: number } }; error?: { message: string } };
+type Event = { type: string; runId?: string; message?: string; status?: string; result?: { usage?: { costMicroUsd?: number } }; error?: { message: string } };
 
 async function cappedOnHosts(o: { stages: number; concurrency: number; hosts: number; slots: number; priceUsd: number; capUsd: number }) {
   const server = await startFakeOpenAI(() => ({ text: "ok", usage: { prompt: 10, completion: 1, cost: o.priceUsd }, hold: Bun.sleep(50) }));
@@ -54,7 +56,20 @@ async function cappedOnHosts(o: { stages: number; concurrency: number; hosts: nu
     const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Event);
     const cap = Math.round(o.capUsd * 1_000_000);
     const price = Math.round(o.priceUsd * 1_000_000);
-    const spent = events.filter((e) => e.type === "step_ended").reduce((sum, e) => sum + (e.result?.usage?.costMicroUsd ?? 0), 0);
+    // Walk the stream: spending is what ended stages recorded; the cap is reached at the step_ended that got it there.
+    let spent = 0;
+    let capAt = -1;
+    let warnAt = -1;
+    events.forEach((e, i) => {
+      if (e.type === "warning" && /has used \d+% of its cost budget/.test(e.message ?? "") && warnAt < 0) warnAt = i;
+      if (e.type !== "step_ended") return;
+      spent += e.result?.usage?.costMicroUsd ?? 0;
+      if (capAt < 0 && spent >= cap) capAt = i;
+    });
+    // The warning came at its fraction (80 %), before the cap.
+    expect(capAt).toBeGreaterThan(-1);
+    expect(warnAt).toBeGreaterThan(-1);
+    expect(warnAt).toBeLessThan(capAt);
     const reaching = Math.ceil(cap / price);
     // Each stage's prompt names it: how many stages called the model (a wrap-up turn is a second call of the same stage).
     const stagesRan = new Set(server.requests.map((q) => q.body.messages.find((m) => m.role === "user")!.content)).size;
