@@ -21,7 +21,7 @@ import { RootRun } from "../src/engine/driver.ts";
 import { validateInputs } from "../src/engine/inputs.ts";
 import { loadWorkflowFile, type LoadedWorkflow } from "../src/engine/loader.ts";
 import type { EngineObserver } from "../src/engine/observer.ts";
-import type { RunOutcome } from "../src/engine/run-execution.ts";
+import type { RunOutcome } from "../src/engine/step-run.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
 import type { Durability, Journal } from "../src/journal/journal.ts";
 import { ROOT, atomicBin as buildAtomicBin } from "../scripts/binary.ts";

@@ -163,8 +163,8 @@ export const COMMANDS: Record<string, CommandHelp & { load: Loader }> = {
   completion: {
     summary: "print a shell completion script (bash, zsh or fish)",
     examples: ["atomic completion bash > ~/.local/share/bash-completion/completions/atomic", "atomic completion zsh > ~/.zfunc/_atomic", "atomic completion fish > ~/.config/fish/completions/atomic.fish"],
-    // A deliberate circle of files: completion describes every command of this table, itself too (test/structure/layers.test.ts).
-    load: () => import("./commands/completion.ts").then((m) => m.default),
+    // Completion describes every command of this table, itself too: it is handed the table, and never imports it.
+    load: () => import("./commands/completion.ts").then((m) => m.completionCommand(COMMANDS)),
   },
 };
 

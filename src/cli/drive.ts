@@ -9,7 +9,7 @@
  */
 
 import type { RootRun } from "../engine/driver.ts";
-import type { RunOutcome } from "../engine/run-execution.ts";
+import type { RunOutcome } from "../engine/step-run.ts";
 import type { RunStatus } from "../journal/runs.ts";
 import { killAllGroups } from "../runners/shell/process-groups.ts";
 import type { CliSession } from "./session.ts";

@@ -8,18 +8,18 @@
  * validated outputs, failed with the error, or interrupted/cancelled when
  * the tree was stopped. A lost lease writes nothing more.
  *
- * A deliberate circle of files: each `ctx` method is a step in ./steps/
- * that receives this execution (its cursor, scope, budget and tree), and
- * steps/child.ts makes a RunExecution for the child workflow, whose `ctx`
- * calls the steps again. The steps are this class's methods kept in files
- * of their own; nothing outside engine/ sees the circle
- * (docs/design/layers.md, test/structure/layers.test.ts).
+ * Direction of dependencies: each `ctx` method is a step in ./steps/ that
+ * receives this execution as a StepRun (step-run.ts: its cursor, scope,
+ * budget and tree). This file wires the steps into `ctx`; the steps know
+ * only the StepRun type, and steps/child.ts makes the child workflow's run
+ * through `childRun`. So run-execution.ts -> steps/ -> step-run.ts, and no
+ * step imports this file (docs/design/layers.md).
  */
 
 import * as v from "valibot";
 import type { RunStatus } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
-import { AtomicError, CancelledError, LeaseLostError, StepFailedError, errorInfo, type ErrorInfo } from "../shared/errors.ts";
+import { AtomicError, CancelledError, LeaseLostError, StepFailedError, errorInfo } from "../shared/errors.ts";
 import { ContinueAsNewSignal, ExitSignal } from "../sdk/workflow.ts";
 import type { ExitStatus, StepSpec, WorkflowContext, WorkflowDefinition } from "../sdk/types.ts";
 import { CONTINUED_CODE, EVENT, type StatusChangedPayload } from "./journal-events.ts";
@@ -42,17 +42,9 @@ import { runPatched } from "./steps/patch.ts";
 import { runContinueAsNew } from "./steps/continue-as-new.ts";
 import { upgradeDivergence } from "./upgrade.ts";
 import { resumeHint, type BudgetLedger } from "./budget.ts";
+import type { RunOutcome, StepRun } from "./step-run.ts";
 
-export interface RunOutcome {
-  runId: RunId;
-  status: RunStatus;
-  outputs?: unknown;
-  error?: ErrorInfo;
-  /** ctx.continueAsNew: the run of the chain that continues this one (this one ended; driver.ts handOver). */
-  continuedAs?: RunId;
-}
-
-export class RunExecution {
+export class RunExecution implements StepRun {
   readonly rootScope: Scope;
   readonly ctx: WorkflowContext;
   /** What this run spends against: the tree's root ledger, or a child run's own under its parent's (child.ts sets it). */
@@ -80,6 +72,11 @@ export class RunExecution {
   /** The scope the calling code runs in (a parallel branch, or the run's top level). */
   scope(): Scope {
     return currentScope(this, this.rootScope);
+  }
+
+  /** A child workflow's run in this tree, under this run (steps/child.ts sets its budget and executes it). */
+  childRun(runId: RunId, definition: WorkflowDefinition, inputs: Record<string, unknown>, depth: number, cursor: ReplayCursor, previousStatus: RunStatus | null): RunExecution {
+    return new RunExecution(this.tree, runId, definition, inputs, depth, cursor, previousStatus, this.runId);
   }
 
   async execute(): Promise<RunOutcome> {

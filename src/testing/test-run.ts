@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RootRun } from "../engine/driver.ts";
 import type { EngineEvent } from "../engine/observer.ts";
-import type { RunOutcome } from "../engine/run-execution.ts";
+import type { RunOutcome } from "../engine/step-run.ts";
 import { validateInputs } from "../engine/inputs.ts";
 import { openMemoryJournal } from "../journal/memory.ts";
 import type { RunRecord } from "../journal/runs.ts";

@@ -29,7 +29,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { RootRun, type DriverOptions } from "../../src/engine/driver.ts";
 import { validateInputs } from "../../src/engine/inputs.ts";
 import type { EngineEvent } from "../../src/engine/observer.ts";
-import type { RunOutcome } from "../../src/engine/run-execution.ts";
+import type { RunOutcome } from "../../src/engine/step-run.ts";
 import type { StopReason } from "../../src/engine/run-tree.ts";
 import { InProcessExecutor, type StageExecutor } from "../../src/runners/stage-executor.ts";
 import { EVENT } from "../../src/engine/journal-events.ts";

@@ -1,7 +1,6 @@
 /**
  * The layering of src/ (docs/design/layers.md) holds: no import runs back
- * up, and no files import each other in a loop except the deliberate
- * recursions named below (DELIBERATE). The imports are read by the TypeScript compiler
+ * up, and no files import each other in a loop. The imports are read by the TypeScript compiler
  * (./import-graph.ts), type-only ones included. The checks themselves are
  * tried first on small made-up graphs, so a check that found nothing is
  * known to be able to find something.
@@ -27,21 +26,6 @@ const LAYERS: readonly (readonly string[])[] = [
 
 /** What src/ may import from outside it: the package's own manifest (shared/version.ts reads the version). */
 const OUTSIDE = (path: string) => path === "package.json";
-
-/**
- * Circles kept on purpose, each with why. A circle found must lie wholly
- * inside one of these (a file that joins it from elsewhere fails).
- */
-const DELIBERATE: readonly { files: (path: string) => boolean; why: string }[] = [
-  {
-    files: (p) => p === "src/engine/run-execution.ts" || p.startsWith("src/engine/steps/"),
-    why: "each ctx method is a step in engine/steps/ that takes the RunExecution; steps/child.ts makes the child workflow's RunExecution (engine/run-execution.ts says so)",
-  },
-  {
-    files: (p) => p === "src/cli/command-table.ts" || p === "src/cli/commands/completion.ts" || p.startsWith("src/cli/completion/"),
-    why: "the command table loads each command lazily, and `atomic completion` reads the table to describe every command, itself too",
-  },
-];
 
 const edge = (from: string, to: string): ImportEdge => ({ from, to, typeOnly: false });
 
@@ -86,7 +70,7 @@ describe("the checks", () => {
 
 describe("src/", () => {
   test(
-    "no import runs back up the layers, and every circle of files is a deliberate one",
+    "no import runs back up the layers, and no files import each other in a loop",
     async () => {
       const edges = await readImports(ROOT);
       // The reading saw the tree: files of every layer, and type-only imports among them.
@@ -97,8 +81,7 @@ describe("src/", () => {
       const back = backArrows(edges, LAYERS, OUTSIDE).map((b) => `${b.from} -> ${b.to}${b.typeOnly ? " (type)" : ""}: ${b.why}`);
       expect(back).toEqual([]);
 
-      const loose = circles(edges).filter((group) => !DELIBERATE.some((d) => group.every(d.files)));
-      expect(loose).toEqual([]);
+      expect(circles(edges)).toEqual([]);
     },
     180_000,
   );

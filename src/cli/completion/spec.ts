@@ -7,13 +7,24 @@
  * plus the global flags. The bash, zsh and fish scripts are rendered from
  * this one description, so a new command or flag completes everywhere
  * without anyone writing it down twice.
+ *
+ * Direction: the command table is handed in (`completionSpec(commands)`),
+ * never imported. The table lists `atomic completion` among its commands
+ * and builds that command with itself (command-table.ts), so the files
+ * depend one way only: command-table.ts -> commands/completion.ts ->
+ * completion/*.ts (docs/design/layers.md).
  */
 
-import type { ArgsDef } from "citty";
+import type { ArgsDef, CommandDef } from "citty";
 import { builtinNames } from "../../engine/builtins.ts";
-import { COMMANDS } from "../command-table.ts";
 import { BOOL_FLAGS, GLOBAL_HELP, VALUE_FLAGS } from "../globals.ts";
-import { kebab } from "../help.ts";
+import { kebab, type CommandHelp } from "../help.ts";
+
+/** What completion reads of a command of the table: its summary, and its citty definition (loaded on demand). */
+export interface DescribedCommand extends Pick<CommandHelp, "summary"> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each command has its own args type
+  load: () => Promise<CommandDef<any>>;
+}
 
 export interface FlagSpec {
   /** Without dashes: "max-cost". */
@@ -60,9 +71,10 @@ function positionalKind(command: string, key: string): PositionalSpec {
   return { name: key, kind: "other" };
 }
 
-export async function completionSpec(): Promise<CompletionSpec> {
+/** The completion spec of `table`: every command of it, in its order, with the global flags and the builtin workflows. */
+export async function completionSpec(table: Readonly<Record<string, DescribedCommand>>): Promise<CompletionSpec> {
   const commands: CommandSpec[] = [];
-  for (const [name, entry] of Object.entries(COMMANDS)) {
+  for (const [name, entry] of Object.entries(table)) {
     const cmd = await entry.load();
     const defs: ArgsDef = (typeof cmd.args === "function" ? await cmd.args() : cmd.args) ?? {};
     const flags: FlagSpec[] = [];

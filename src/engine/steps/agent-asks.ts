@@ -30,7 +30,7 @@
 
 import type { StageResult } from "../../sdk/types.ts";
 import type { StageRequest } from "../../runners/types.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import type { Scope } from "../scope.ts";
 import type { StepIdentity } from "../journal-events.ts";
 import { digestArgs } from "../values.ts";
@@ -52,7 +52,7 @@ export class AgentAsks {
   private count = 0;
 
   constructor(
-    private readonly exec: RunExecution,
+    private readonly exec: StepRun,
     private readonly scope: Scope,
     private readonly position: string,
     private readonly stageName: string,

@@ -20,7 +20,7 @@ import { StepFailedError } from "../../shared/errors.ts";
 import type { AskOptions } from "../../sdk/types.ts";
 import type { AppendEntry } from "../../journal/append.ts";
 import type { PromptRecord } from "../../journal/prompts.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import type { Scope } from "../scope.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { checkText } from "../messaging.ts";
@@ -28,7 +28,7 @@ import { digestArgs } from "../values.ts";
 import { MAX_CHOICES, validChoices } from "../../shared/question-choices.ts";
 
 
-export async function runAsk(exec: RunExecution, question: string, opts: AskOptions): Promise<string> {
+export async function runAsk(exec: StepRun, question: string, opts: AskOptions): Promise<string> {
   const name = opts.name ?? (typeof question === "string" && question.trim() ? question.trim().replace(/\s+/g, " ").slice(0, 60) : "ask");
   const choices = opts.choices ?? null;
   const scope = exec.scope();
@@ -52,7 +52,7 @@ export interface Answered {
  * question and its answer, and given back on replay.
  */
 export async function askAt(
-  exec: RunExecution,
+  exec: StepRun,
   scope: Scope,
   position: string,
   step: StepIdentity,
@@ -144,7 +144,7 @@ export async function askAt(
 
 /** Checkpoints the answer (with the status back to running when no question of the run is open any more). */
 async function record(
-  exec: RunExecution,
+  exec: StepRun,
   position: string,
   step: StepIdentity,
   answered: PromptRecord,

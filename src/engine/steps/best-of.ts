@@ -19,7 +19,7 @@
 import type { BestOfOptions, BestOfResult, StageResult, StepSpec, TaskOptions } from "../../sdk/types.ts";
 import { StepFailedError } from "../../shared/errors.ts";
 import { git, gitOk } from "../../shared/git.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import { runGroup } from "./group.ts";
 import { runMerge } from "./merge.ts";
 import { runStage } from "./stage.ts";
@@ -29,7 +29,7 @@ const MAX_CANDIDATES = 16;
 /** What a candidate's output and diff may take in an agent judge's prompt, each. */
 const JUDGE_DIFF_CAP = 24 * 1024;
 
-export async function runBestOf(exec: RunExecution, n: number, spec: StepSpec & { name: string }, opts: BestOfOptions): Promise<BestOfResult> {
+export async function runBestOf(exec: StepRun, n: number, spec: StepSpec & { name: string }, opts: BestOfOptions): Promise<BestOfResult> {
   const name = spec && typeof spec === "object" && typeof spec.name === "string" ? spec.name : "best-of";
   const bad = (message: string, hint: string) => new StepFailedError(name, `ctx.bestOf: ${message}`, { code: "bad_step", hint });
   if (!Number.isInteger(n) || n < 2 || n > MAX_CANDIDATES) throw bad(`n must be a whole number from 2 to ${MAX_CANDIDATES}, got ${String(n)}`, "with one candidate there is nothing to choose: run the stage itself");

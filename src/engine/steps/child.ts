@@ -17,13 +17,13 @@ import type { WorkflowDefinition } from "../../sdk/types.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { validateInputs } from "../inputs.ts";
 import { ReplayCursor } from "../replay-cursor.ts";
-import { RunExecution } from "../run-execution.ts";
 import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
 import { digestArgs } from "../values.ts";
+import type { StepRun } from "../step-run.ts";
 import { limitsOf, recordedSpending, type Spent } from "../budget.ts";
 
 export async function runChild(
-  exec: RunExecution,
+  exec: StepRun,
   child: WorkflowDefinition,
   rawInputs: Record<string, unknown>,
   label: string | undefined,
@@ -105,7 +105,7 @@ export async function runChild(
   }
   tree.observer({ type: "step_started", runId: exec.runId, position, kind: "child", name, attempt: 1, childRunId: childId, at: startedAt });
   tree.mail.setChildPrefix(childId, exec.runId, name);
-  const childExec = new RunExecution(tree, childId, child, inputs, depth, cursor, recorded ? "running" : null, exec.runId);
+  const childExec = exec.childRun(childId, child, inputs, depth, cursor, recorded ? "running" : null);
   childExec.budget = exec.budget.child(childId, child.budget, spentBefore);
   const outcome = await childExec.execute();
   // A child that skipped (ctx.exit) ended well: its parent gets its outputs as from a completed one.

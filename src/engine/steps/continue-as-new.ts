@@ -17,9 +17,9 @@ import { AtomicError, UsageError } from "../../shared/errors.ts";
 import { ContinueAsNewSignal } from "../../sdk/workflow.ts";
 import { validateInputs } from "../inputs.ts";
 import { storedValue } from "../values.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 
-export function runContinueAsNew(exec: RunExecution, inputs: unknown): never {
+export function runContinueAsNew(exec: StepRun, inputs: unknown): never {
   if (exec.parentId !== null) {
     throw new AtomicError("bad_continue_as_new", `ctx.continueAsNew ends a root run's history, and run ${exec.runId} is a child workflow run`, "terminal", {
       hint: "return from the child workflow and call ctx.continueAsNew in the root workflow",

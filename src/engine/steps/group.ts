@@ -18,12 +18,12 @@
 import { CancelledError, StepFailedError, ensureError } from "../../shared/errors.ts";
 import type { ParallelOptions, StepSpec } from "../../sdk/types.ts";
 import { ExitSignal } from "../../sdk/workflow.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import { inScope } from "../scope.ts";
 import { runStage } from "./stage.ts";
 
 export async function runGroup(
-  exec: RunExecution,
+  exec: StepRun,
   kind: "parallel" | "chain",
   steps: StepSpec[],
   opts: ParallelOptions,

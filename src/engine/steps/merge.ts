@@ -15,13 +15,13 @@
 
 import type { MergeOptions, MergeResult, StageResult } from "../../sdk/types.ts";
 import { StepFailedError } from "../../shared/errors.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import { mergeBranches } from "../branch-merge.ts";
 import { runTool } from "./tool.ts";
 
 const STRATEGIES = ["merge", "squash"] as const;
 
-export async function runMerge(exec: RunExecution, stages: readonly (StageResult | string)[], opts: MergeOptions): Promise<MergeResult> {
+export async function runMerge(exec: StepRun, stages: readonly (StageResult | string)[], opts: MergeOptions): Promise<MergeResult> {
   const into = opts?.into;
   const name = opts?.name ?? (typeof into === "string" ? `merge into ${into}` : "merge");
   const bad = (message: string, hint: string) => new StepFailedError(name, `ctx.merge: ${message}`, { code: "bad_merge", hint });

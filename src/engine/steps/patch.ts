@@ -22,9 +22,9 @@
 
 import { AtomicError } from "../../shared/errors.ts";
 import { EVENT } from "../journal-events.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 
-export function runPatched(exec: RunExecution, id: unknown, deprecated: boolean): boolean {
+export function runPatched(exec: StepRun, id: unknown, deprecated: boolean): boolean {
   const what = deprecated ? "ctx.deprecatePatch" : "ctx.patched";
   if (typeof id !== "string" || id.length === 0 || id.length > 200) {
     throw new AtomicError("bad_patch_id", `${what} needs a non-empty id of at most 200 characters, got ${JSON.stringify(id)}`, "terminal", {

@@ -20,7 +20,7 @@ import { join, relative } from "node:path";
 import type { ReviewOptions, ReviewResult, StageResult } from "../../sdk/types.ts";
 import { StepFailedError } from "../../shared/errors.ts";
 import { readReview, reviewQuestion, type ReviewComment } from "../../shared/review-answer.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import { digestArgs } from "../values.ts";
 import { askAt } from "./ask.ts";
 import { runStage } from "./stage.ts";
@@ -28,7 +28,7 @@ import { runStage } from "./stage.ts";
 const DEFAULT_ROUNDS = 3;
 const DEFAULT_ASK = "The reviewer of your change asks for changes:";
 
-export async function runReview(exec: RunExecution, stage: StageResult, opts: ReviewOptions = {}): Promise<ReviewResult> {
+export async function runReview(exec: StepRun, stage: StageResult, opts: ReviewOptions = {}): Promise<ReviewResult> {
   const ws = stage && typeof stage === "object" ? stage.workspace : undefined;
   const name = opts.name ?? (ws ? `review ${ws.stage}` : "review");
   if (!ws) {
@@ -53,7 +53,7 @@ export async function runReview(exec: RunExecution, stage: StageResult, opts: Re
   }
 }
 
-async function askReview(exec: RunExecution, stage: StageResult, name: string, timeoutMs: number | undefined): Promise<ReviewResult> {
+async function askReview(exec: StepRun, stage: StageResult, name: string, timeoutMs: number | undefined): Promise<ReviewResult> {
   const ws = stage.workspace!;
   const scope = exec.scope();
   const position = scope.nextPosition();

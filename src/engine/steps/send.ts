@@ -17,12 +17,12 @@ import { parseRunRef } from "../../shared/ids.ts";
 import { splitAddress } from "../../intercom/addresses.ts";
 import { IntercomClient } from "../../intercom/client.ts";
 import type { SendOptions, SendReceipt } from "../../sdk/types.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { sendMessage } from "../messaging.ts";
 import { digestArgs } from "../values.ts";
 
-export async function runSend(exec: RunExecution, address: string, text: string, opts: SendOptions): Promise<SendReceipt> {
+export async function runSend(exec: StepRun, address: string, text: string, opts: SendOptions): Promise<SendReceipt> {
   const scope = exec.scope();
   const position = scope.nextPosition();
   const mode = opts.mode ?? "steer";

@@ -18,10 +18,10 @@
  */
 
 import { StepFailedError } from "../../shared/errors.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 
-export async function runSleep(exec: RunExecution, ms: number, name: string): Promise<void> {
+export async function runSleep(exec: StepRun, ms: number, name: string): Promise<void> {
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
     throw new StepFailedError(name, `ctx.sleep needs a non-negative number of milliseconds, got ${String(ms)}`, { code: "bad_step" });
   }

@@ -43,7 +43,7 @@ import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.t
 import { stageChannels, stageSandbox } from "../stage-sandbox.ts";
 import { openWorkspace, rememberWorkspace, settleWorkspace, workspaceEntry, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
 import type { Scope } from "../scope.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { redactValue } from "../../shared/secrets.ts";
 import { digestArgs, slug } from "../values.ts";
@@ -62,7 +62,7 @@ const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const INFRA_ATTEMPTS = 3;
 
 /** `siblings`: the names of the stage's group (ctx.parallel with `group: true`), for its run tools. */
-export async function runStage(exec: RunExecution, name: string, asked: TaskOptions, siblings?: string[]): Promise<StageResult> {
+export async function runStage(exec: StepRun, name: string, asked: TaskOptions, siblings?: string[]): Promise<StageResult> {
   const scope = exec.scope();
   const position = scope.nextPosition();
   const runner = asked.runner ?? (asked.shell !== undefined ? "shell" : "agent");
@@ -318,13 +318,13 @@ function argvOf(name: string, shell: TaskOptions["shell"]): string[] | undefined
 }
 
 /** A budgeted attempt's usage is in the ledger: the pool may claim again, unless the run's budget is used up (pool/dispatcher.ts). */
-function budgetCounted(exec: RunExecution, request: StageRequest): void {
+function budgetCounted(exec: StepRun, request: StageRequest): void {
   if (request.budgeted) exec.tree.executor.budgetCounted?.(request.workId, exec.tree.budget.exhausted() !== undefined);
 }
 
 /** One attempt, once admitted: its start record, then its execution. */
 async function runAttempt(
-  exec: RunExecution,
+  exec: StepRun,
   scope: Scope,
   /** The branch's signal and the time budget's (agents: after their grace). */
   signal: AbortSignal,
@@ -427,7 +427,7 @@ interface AttemptTiming {
 }
 
 /** A queued attempt started on its worker: shown live, its timing starts now, recorded (progress only) if it is still running a moment later. */
-function running(exec: RunExecution, request: StageRequest, at: number, timing: { startedAt: number }): ReturnType<typeof setTimeout> {
+function running(exec: StepRun, request: StageRequest, at: number, timing: { startedAt: number }): ReturnType<typeof setTimeout> {
   const { stageKey: position, stageName: name, attempt } = request;
   timing.startedAt = at;
   exec.tree.observer({ type: "step_running", runId: exec.runId, position, name, attempt, at });
@@ -445,7 +445,7 @@ function running(exec: RunExecution, request: StageRequest, at: number, timing: 
 }
 
 /** Paused (`atomic pause RUN STAGE`): the attempt waits to start until unpaused; the wait is recorded and shown. */
-async function whileStagePaused(exec: RunExecution, scope: Scope, position: string, name: string): Promise<void> {
+async function whileStagePaused(exec: StepRun, scope: Scope, position: string, name: string): Promise<void> {
   const { tree } = exec;
   const path = tree.mail.pathOf(exec.runId, name);
   if (!tree.stagePaused(path)) return;
@@ -455,7 +455,7 @@ async function whileStagePaused(exec: RunExecution, scope: Scope, position: stri
 }
 
 /** A running agent stage holds after its turn (paused), or goes on: recorded as a wait (progress) and shown. */
-function heldAfterTurn(exec: RunExecution, position: string, name: string, path: string, held: boolean): void {
+function heldAfterTurn(exec: StepRun, position: string, name: string, path: string, held: boolean): void {
   if (held) {
     recordWaiting(exec, position, name, `paused after its turn: atomic unpause ${exec.tree.lease.rootId} ${path}`);
     return;
@@ -463,14 +463,14 @@ function heldAfterTurn(exec: RunExecution, position: string, name: string, path:
   void exec.tree.append({ runId: exec.runId, type: EVENT.stageWaiting, payload: { stageKey: position, name, reason: "", over: true }, durable: false }).catch(() => {});
 }
 
-function recordWaiting(exec: RunExecution, position: string, name: string, reason: string): void {
+function recordWaiting(exec: StepRun, position: string, name: string, reason: string): void {
   exec.tree.observer({ type: "step_waiting", runId: exec.runId, position, kind: "stage", name, reason, at: Date.now() });
   // visibility only: a lost record changes nothing
   void exec.tree.append({ runId: exec.runId, type: EVENT.stageWaiting, payload: { stageKey: position, name, reason }, durable: false }).catch(() => {});
 }
 
 /** Waits for admission; a wait is recorded (progress, not a result) and shown live. */
-async function admit(exec: RunExecution, signal: AbortSignal, position: string, name: string, agent: boolean) {
+async function admit(exec: StepRun, signal: AbortSignal, position: string, name: string, agent: boolean) {
   const { tree } = exec;
   return tree.admission.admit(agent, signal, (reason) => {
     const at = Date.now();
@@ -481,7 +481,7 @@ async function admit(exec: RunExecution, signal: AbortSignal, position: string, 
   });
 }
 
-function emitEnded(exec: RunExecution, position: string, name: string, result: StageResult, replayed: boolean, stderr: string[] = []) {
+function emitEnded(exec: StepRun, position: string, name: string, result: StageResult, replayed: boolean, stderr: string[] = []) {
   exec.tree.observer({
     type: "step_ended",
     runId: exec.runId,

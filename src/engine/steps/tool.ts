@@ -30,7 +30,7 @@ import { StepFailedError, NonRetryableError, ensureError, errorInfo } from "../.
 import { faultPoint } from "../../shared/fault-points.ts";
 import { backoffDelay } from "../../shared/backoff.ts";
 import type { ToolCallInfo, ToolOptions } from "../../sdk/types.ts";
-import type { RunExecution } from "../run-execution.ts";
+import type { StepRun } from "../step-run.ts";
 import type { Scope } from "../scope.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
 import { argsHash, formatDigest, storedValue } from "../values.ts";
@@ -53,7 +53,7 @@ interface ToolRecord {
  * failure) still reach the caller as a rejected promise, never as a throw.
  */
 export function runTool(
-  exec: RunExecution,
+  exec: StepRun,
   name: string,
   args: unknown,
   fn: (info: ToolCallInfo) => unknown,
@@ -79,7 +79,7 @@ export function runTool(
 
 /** A step the journal has no checkpoint for: run `fn` (with retries) and record its outcome. */
 async function runLive(
-  exec: RunExecution,
+  exec: StepRun,
   scope: Scope,
   position: string,
   step: StepIdentity,
@@ -175,7 +175,7 @@ function notRetriedBecause(err: unknown): string | undefined {
  * without waiting for the disk. The writer keeps the order, so it lands
  * before the step's checkpoint; lost, it changes nothing but the display.
  */
-function recordProgress(exec: RunExecution, entry: Parameters<RunExecution["tree"]["append"]>[0]): void {
+function recordProgress(exec: StepRun, entry: Parameters<StepRun["tree"]["append"]>[0]): void {
   void exec.tree.append({ ...entry, durable: false }).catch(() => {});
 }
 
@@ -185,7 +185,7 @@ function recordProgress(exec: RunExecution, entry: Parameters<RunExecution["tree
  * ABANDON_GRACE_MS after the step's signal aborted when `fn` ignores it.
  */
 async function callOnce(
-  exec: RunExecution,
+  exec: StepRun,
   name: string,
   fn: (info: ToolCallInfo) => unknown,
   info: { idempotencyKey: string; attempt: number; signal: AbortSignal },
@@ -238,7 +238,7 @@ function settle(record: ToolRecord, name: string, opts: ToolOptions): unknown {
 }
 
 function emitEnded(
-  exec: RunExecution,
+  exec: StepRun,
   position: string,
   name: string,
   status: "completed" | "failed",
