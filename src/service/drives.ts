@@ -43,8 +43,11 @@ const TAIL_BYTES = 64 * 1024;
 
 /** How a drive ended, as the service reads it. */
 export type DriveEnd =
-  /** The run recorded how this drive ended (completed, failed, blocked, cancelled, interrupted, awaiting input). */
-  | { kind: "ended"; status: string; code: number }
+  /**
+   * The run recorded how this drive ended (completed, failed, blocked, cancelled, interrupted, awaiting input);
+   * `lastRunId` when the drive followed a chain (ctx.continueAsNew) and its end is that of a later run.
+   */
+  | { kind: "ended"; status: string; code: number; lastRunId?: RunId }
   /** The child refused before driving (a usage error: its message says why; lease_held: someone else drives it). */
   | { kind: "refused"; errorCode: string; message: string; code: number }
   /** The child died without saying how its run ended: a crash of its driver. */
@@ -83,7 +86,10 @@ export class Drive {
       this.child.once("error", () => resolve({ kind: "crashed", code: null, signal: null }));
       this.child.once("close", (code, signal) => {
         const last = signal === null ? lastOutcomeLine(this.logPath, from) : undefined;
-        if (last?.type === "result" && typeof last.status === "string") resolve({ kind: "ended", status: last.status, code: code ?? 0 });
+        if (last?.type === "result" && typeof last.status === "string") {
+          const lastRunId = typeof last.runId === "string" && last.runId !== req.runId ? (last.runId as RunId) : undefined;
+          resolve({ kind: "ended", status: last.status, code: code ?? 0, ...(lastRunId ? { lastRunId } : {}) });
+        }
         else if (last?.type === "error") resolve({ kind: "refused", errorCode: last.code ?? "error", message: last.message ?? "the drive was refused", code: code ?? 2 });
         else resolve({ kind: "crashed", code, signal });
       });
@@ -113,6 +119,8 @@ export class Drive {
 
 interface OutcomeLine {
   type?: string;
+  /** A result's run: the chain's last when the drive followed one. */
+  runId?: unknown;
   status?: string;
   code?: string;
   message?: string;

@@ -203,8 +203,15 @@ export class RecoveryDuty implements Duty {
     if (end.kind === "ended") {
       entry.crashesInARow = 0;
       this.retryAt.delete(runId);
-      this.service.log({ type: "drive_ended", runId, status: end.status, message: `run ${runId} ${end.status}` });
-      if (end.status === "failed") await this.leaveIfDiverged(runId);
+      // A chain (ctx.continueAsNew) is driven as one: the drive's end is its last run's.
+      const last = end.lastRunId;
+      this.service.log({
+        type: "drive_ended",
+        runId,
+        status: end.status,
+        ...(last ? { lastRunId: last, message: `run ${runId} continued as new; its chain ended with run ${last} ${end.status}` } : { message: `run ${runId} ${end.status}` }),
+      });
+      if (end.status === "failed") await this.leaveIfDiverged(last ?? runId);
     } else if (end.kind === "refused") {
       entry.crashesInARow = 0;
       if (HARMLESS_REFUSALS.has(end.errorCode)) {

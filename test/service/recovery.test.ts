@@ -353,3 +353,24 @@ async function recordedWakeAt(s: ReturnType<typeof newSetup>, runId: string): Pr
     await journal.close();
   }
 }
+
+concurrentTest("a chain of runs (ctx.continueAsNew) is recovered as one: the service's drive follows the hand-over, and its end names the chain's last run", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const run = startRun(s, "chain");
+  const firstId = await runIdOf(run.out);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  writeFileSync(s.gateFile, "open");
+  const ended = JSON.parse(await service.log.waitFor(/"type":"drive_ended"/, 60_000)) as { runId: string; status: string; lastRunId?: string; message: string };
+  expect(ended.runId).toBe(firstId);
+  expect(ended.status).toBe("completed");
+  expect(ended.lastRunId).toBeDefined();
+  expect(ended.message).toBe(`run ${firstId} continued as new; its chain ended with run ${ended.lastRunId} completed`);
+  expect((await show(s, firstId)).status).toBe("continued");
+  const last = await show(s, ended.lastRunId!);
+  expect(last.status).toBe("completed");
+  expect(last.run.outputs).toEqual(UNINTERRUPTED);
+  expect(service.events("drive_started").map((e) => e.runId)).toEqual([firstId]);
+}, T);
