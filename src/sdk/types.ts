@@ -208,8 +208,10 @@ export interface TaskOptions {
    * proxy, plus `hosts`; `"open"`) and a PID namespace: nothing the stage
    * starts outlives it. `true`: the defaults (network "none" for a shell
    * stage, "provider" for an agent); `"off"`: none. Absent: the workflow's
-   * `sandbox`, else the config's. Where bubblewrap cannot make one, the
-   * step fails before the stage starts (`bad_sandbox`).
+   * `sandbox`, else the config's, else the default: an agent stage is
+   * sandboxed (network "provider"), a shell stage is not. Where bubblewrap
+   * cannot make one, the step fails before the stage starts
+   * (`bad_sandbox`), the default's too: set `"off"` to run unsandboxed.
    */
   sandbox?: SandboxOption;
   /**

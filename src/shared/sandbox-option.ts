@@ -11,7 +11,10 @@
  * `network`, `read` and `write` (paths: absolute, or `~/…` in the user's
  * home; each must exist), `hosts` (more `host:port` the provider network
  * may reach). The nearest setting wins as a whole: the stage's, else the
- * workflow's, else the config's; none of them: no sandbox.
+ * workflow's, else the config's; none of them: the default, a sandbox with
+ * the provider network for an agent stage (marked `byDefault`, so the error
+ * where bubblewrap cannot make one says how to turn the default off) and
+ * none for a shell stage.
  */
 
 import { existsSync } from "node:fs";
@@ -104,16 +107,18 @@ export function userHome(env: Record<string, string | undefined> = { HOME: syste
 }
 
 /**
- * The sandbox a stage gets, from the nearest setting that has one (see the header), or undefined for none.
- * Paths are expanded and must exist; a credential path is refused. Throws nothing: a problem is returned.
+ * The sandbox a stage gets, from the nearest setting that has one, else the default (see the header), or
+ * undefined for none. Paths are expanded and must exist; a credential path is refused. Throws nothing: a
+ * problem is returned.
  */
 export function resolveSandbox(
   settings: readonly { value: unknown; where: string }[],
   agent: boolean,
   home = userHome(),
-): { spec?: SandboxSpec; problem?: SandboxProblem } {
+): { spec?: SandboxSpec; problem?: SandboxProblem; byDefault?: true } {
   const chosen = settings.find((s) => s.value !== undefined);
-  if (!chosen || chosen.value === "off") return {};
+  if (!chosen) return agent ? { spec: { network: "provider", read: [], write: [], hosts: [] }, byDefault: true } : {};
+  if (chosen.value === "off") return {};
   const problem = checkSandboxOption(chosen.value, chosen.where);
   if (problem) return { problem };
   const o = (chosen.value === true ? {} : chosen.value) as Exclude<SandboxOption, "off" | true>;

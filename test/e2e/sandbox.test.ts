@@ -8,7 +8,9 @@
  * process behind. Each is refused and the stage's own work succeeds; with
  * `network: "provider"` the provider is reached and the other port is
  * not. The same probe without a sandbox succeeds, so the probe is not
- * vacuous. A real pi (test/agents) runs whole inside the sandbox:
+ * vacuous. An agent stage names no sandbox in most tests here: agent
+ * stages are sandboxed by default; one of them works in a git worktree,
+ * writing and committing there while the rest stays out of reach. A real pi (test/agents) runs whole inside the sandbox:
  * test/runners/sandbox-pi.test.ts.
  */
 
@@ -87,7 +89,7 @@ e2eTest('the same probe with sandbox: "off" reaches everything (the probe is not
   }
 });
 
-e2eTest('the openai loop\'s bash tool runs sandboxed: with network "provider" it reaches the provider and nothing else', async () => {
+e2eTest('the openai loop\'s bash tool runs sandboxed by default: with network "provider" it reaches the provider and nothing else', async () => {
   const w = sandboxWorld();
   let providerUrl = "";
   // Through the proxy itself (HTTP_PROXY inside): the provider in absolute form passes, another port is refused
@@ -103,7 +105,8 @@ e2eTest('the openai loop\'s bash tool runs sandboxed: with network "provider" it
   const fake = await startFakeOpenAI((req, i) => (i === 0 ? toolCall("bash", { command: command() }) : text("finished")));
   providerUrl = fake.url;
   try {
-    const r = await run(w, { prompt: "probe", sandbox: JSON.stringify({ network: "provider" }) }, { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" });
+    // No sandbox option anywhere: an agent stage's default is { network: "provider" }.
+    const r = await run(w, { prompt: "probe", sandbox: "" }, { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" });
     expect(r.code).toBe(0);
     expect(r.outputs).toMatchObject({ status: "completed", text: "finished" });
     const tool = String(fake.requests[1]!.body.messages.find((m) => m.role === "tool")!.content);
@@ -116,6 +119,48 @@ e2eTest('the openai loop\'s bash tool runs sandboxed: with network "provider" it
     expect(tool).toContain("PROXY_OTHER=403");
     expect(tool).toContain("TUNNEL_OTHER=refused");
     expect(w.visits()).toBe(0);
+  } finally {
+    w.close();
+    await fake.close();
+  }
+});
+
+e2eTest("an agent stage in a worktree, sandboxed by default: it writes and commits in its worktree; the key, the atomic home, the checkout and the rest stay out of reach", async () => {
+  const w = sandboxWorld();
+  const git = (...args: string[]) => {
+    const r = Bun.spawnSync(["git", ...args], { cwd: w.cwd, stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+    return r.stdout.toString();
+  };
+  // The cwd is a repository (its symlink out committed): the stage works in a worktree of it.
+  git("init", "-q", "-b", "main");
+  git("add", "-A");
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base");
+  const command = [
+    w.probe,
+    `git add result.txt && git -c user.name=agent -c user.email=agent@example.com commit -q -m "agent work" && echo COMMIT=done`,
+    `echo x > "${w.cwd}/in-checkout" 2>/dev/null; echo WHERE=$(pwd)`,
+  ].join("\n");
+  const fake = await startFakeOpenAI((req, i) => (i === 0 ? toolCall("bash", { command }) : text("finished")));
+  try {
+    const r = await run(w, { prompt: "work", sandbox: "", worktree: "true" }, { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" });
+    expect(r.code).toBe(0);
+    expect(r.outputs).toMatchObject({ status: "completed", text: "finished" });
+    const tool = String(fake.requests[1]!.body.messages.find((m) => m.role === "tool")!.content);
+    for (const seen of ["SSH=denied", "ATOMIC_HOME=denied", "SYSTEM=denied", "OTHER_PORT=denied", "WORK=done", "COMMIT=done"]) expect(tool).toContain(seen);
+    expect(w.escaped()).toEqual([]);
+    expect(w.visits()).toBe(0);
+    expect(w.leftovers()).toEqual([]);
+    // it ran in its worktree, and its commit is on its branch: the diff shows its file
+    const ws = r.outputs.workspace as { path: string; branch: string; commits: { subject: string }[]; files: { path: string }[] };
+    expect(tool).toContain(`WHERE=${ws.path}`);
+    expect(ws.commits.map((c) => c.subject)).toEqual(["agent work"]);
+    expect(ws.files.map((f) => f.path)).toEqual(["result.txt"]);
+    expect(git("show", `${ws.branch}:result.txt`)).toBe("done\n");
+    // the checkout is untouched: nothing written there, not through its path either
+    expect(existsSync(join(w.cwd, "result.txt"))).toBe(false);
+    expect(existsSync(join(w.cwd, "in-checkout"))).toBe(false);
+    expect(git("status", "--porcelain")).toBe("");
   } finally {
     w.close();
     await fake.close();
@@ -188,6 +233,27 @@ e2eTest("a stage that asks for a sandbox where bwrap is missing or broken fails 
     const off = await run(w, { shell: "touch ran", sandbox: JSON.stringify("off") }, { PATH: bin });
     expect(off.code).toBe(0);
     expect(existsSync(join(w.cwd, "ran"))).toBe(true);
+    // An agent stage that names no sandbox gets the default one: there it fails too, saying so and how to turn it
+    // off; the provider is never asked. sandbox: "off" in the config runs it (unsandboxed, as asked).
+    const fake = await startFakeOpenAI(() => text("fine"));
+    try {
+      const agentEnv = { PATH: bin, ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+      const byDefault = await run(w, { prompt: "hi", sandbox: "" }, agentEnv);
+      expect(byDefault.code).toBe(1);
+      expect(byDefault.error).toMatchObject({ code: "bad_sandbox", message: 'stage "work": agent stages run in a sandbox by default, but bubblewrap (bwrap) is not installed on this machine (nor on PATH)' });
+      expect(byDefault.error!.hint).toMatch(/^install bubblewrap \(Debian, Ubuntu: sudo apt-get install bubblewrap.*\), or set sandbox: "off" \(on the stage, its workflow or in the config file\) to run agent stages unsandboxed$/);
+      const brokenDefault = await run(w, { prompt: "hi", sandbox: "" }, { ...agentEnv, PATH: `${brokenBwrap()}:${bin}` });
+      expect(brokenDefault.error!.message).toBe('stage "work": agent stages run in a sandbox by default, but bubblewrap cannot create a sandbox here (setting up uid map: Permission denied)');
+      expect(brokenDefault.error!.hint).toMatch(/^enable unprivileged user namespaces .*, or set sandbox: "off" \(on the stage, its workflow or in the config file\) to run agent stages unsandboxed$/);
+      expect(fake.requests.length).toBe(0);
+      writeFileSync(join(w.home, "config.json"), JSON.stringify({ sandbox: "off" }));
+      const optedOut = await run(w, { prompt: "hi", sandbox: "" }, agentEnv);
+      expect(optedOut.code).toBe(0);
+      expect(optedOut.outputs).toMatchObject({ status: "completed", text: "fine" });
+      expect(fake.requests.length).toBe(1);
+    } finally {
+      await fake.close();
+    }
   } finally {
     w.close();
   }
@@ -198,11 +264,20 @@ e2eTest("atomic doctor says whether the sandbox works here", async () => {
   const works = await runAtomic(["doctor", "--json"], { home });
   expect(JSON.parse(works.stdout).sandbox).toMatchObject({ usable: true, bwrap: expect.stringMatching(/bwrap$/), version: expect.stringMatching(/^bubblewrap /) });
   const said = (await runAtomic(["doctor"], { home })).stdout;
-  expect(said).toMatch(/^sandbox +works here .*config default: off\)$/m);
-  expect(said).toContain("stages run unsandboxed unless they or their workflow ask for a sandbox");
-  const missing = await runAtomic(["doctor"], { home, env: { PATH: NO_BWRAP_PATH } });
+  expect(said).toMatch(/^sandbox +works here .*config default: default\)$/m);
+  expect(said).toContain("agent stages run sandboxed (network: provider) unless they or their workflow say otherwise; shell stages run unsandboxed");
+  // without bubblewrap the agent stages' default cannot be had: exit code 1, and how to turn it off
+  // (a key set: the default runner is usable, so the exit code is the sandbox's to decide)
+  const missing = await runAtomic(["doctor"], { home, env: { PATH: NO_BWRAP_PATH, OPENAI_API_KEY: "sk-test" } });
   expect(missing.stdout).toMatch(/^sandbox +\(bubblewrap \(bwrap\) is not installed/m);
   expect(missing.stdout).toMatch(/hint: install bubblewrap/);
+  expect(missing.stdout).toContain('agent stages that name no sandbox fail here (they are sandboxed by default); set sandbox: "off" in the config to run them unsandboxed');
+  expect(missing.code).toBe(1);
+  writeFileSync(join(home, "config.json"), JSON.stringify({ sandbox: "off" }));
+  const off = await runAtomic(["doctor"], { home, env: { PATH: NO_BWRAP_PATH, OPENAI_API_KEY: "sk-test" } });
+  expect(off.stdout).toMatch(/^sandbox +\(bubblewrap/m);
+  expect(off.stdout).toContain("stages run unsandboxed unless they or their workflow ask for a sandbox");
+  expect(off.code).toBe(0);
   // a config that asks for a sandbox that cannot be had here: exit code 1 and what it means for the stages
   writeFileSync(join(home, "config.json"), JSON.stringify({ sandbox: true }));
   const asked = await runAtomic(["doctor"], { home, env: { PATH: NO_BWRAP_PATH } });

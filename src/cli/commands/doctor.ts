@@ -132,26 +132,31 @@ export default defineCommand({
       s.result(`  host: load per CPU ${admission.loadPerCpu}, free memory ${admission.freeMemoryMb} MB${pressure.reason ? st.yellow(`; stage starts are paced: ${pressure.reason}`) : ""}`);
       if (config.budget) s.result(`${st.bold("budget")}     ${JSON.stringify(config.budget)}`);
     }
-    // A sandbox the config asks for must work here; one nobody asks for is only reported.
+    // A sandbox the config asks for, or the agent stages' default, must work here: else those stages fail.
     s.exitCode = defaultUsable && journal.ok && artifacts.ok && (sandbox.usable || sandbox.configDefault === "off") ? 0 : 1;
   },
 });
 
 /**
  * Whether bubblewrap can make a sandbox here (tried for real: runners/sandbox/bwrap.ts), the config's setting
- * and what that means for the stages that name no setting of their own (nor their workflow).
+ * ("default" when it names none: agent stages sandboxed, shell stages not) and what that means for the stages
+ * that name no setting of their own (nor their workflow).
  */
 function sandboxReport(config: AtomicConfig): { usable: boolean; bwrap: string | null; version: string | null; problem?: string; hint?: string; configDefault: string; stages: string } {
   const problem = sandboxProblem();
   const bwrap = bwrapPath() ?? null;
   const version = bwrap ? Bun.spawnSync([bwrap, "--version"]).stdout.toString("utf8").trim() || null : null;
-  const configDefault = config.sandbox === undefined || config.sandbox === "off" ? "off" : JSON.stringify(config.sandbox);
+  const configDefault = config.sandbox === undefined ? "default" : config.sandbox === "off" ? "off" : JSON.stringify(config.sandbox);
   const stages =
     configDefault === "off"
       ? "stages run unsandboxed unless they or their workflow ask for a sandbox"
-      : problem
-        ? "every stage that names no sandbox of its own fails here: the config asks for one"
-        : "every stage that names no sandbox of its own runs sandboxed, shell stages too";
+      : configDefault === "default"
+        ? problem
+          ? 'agent stages that name no sandbox fail here (they are sandboxed by default); set sandbox: "off" in the config to run them unsandboxed'
+          : "agent stages run sandboxed (network: provider) unless they or their workflow say otherwise; shell stages run unsandboxed"
+        : problem
+          ? "every stage that names no sandbox of its own fails here: the config asks for one"
+          : "every stage that names no sandbox of its own runs sandboxed, shell stages too";
   return { usable: !problem, bwrap, version, ...(problem ? { problem: problem.message, hint: problem.hint } : {}), configDefault, stages };
 }
 

@@ -238,8 +238,8 @@ export const ConfigSchema = v.message(
       v.custom<SandboxOption>((x) => checkSandboxOption(x, "sandbox") === undefined),
       {
         type: '"off", true, or an object with network ("none", "provider" or "open"), read and write (arrays of paths, absolute or ~/…) and hosts (an array of host:port)',
-        default: '"off"',
-        description: "Sandbox of every stage that names none itself, nor its workflow (shell stages too): see docs/guides/sandboxing.md.",
+        default: "none set: agent stages sandboxed (network provider), shell stages not",
+        description: 'Sandbox of every stage that names none itself, nor its workflow (shell stages too; "off" turns the agent stages\' default off): see docs/guides/sandboxing.md.',
       },
     ),
   }),
