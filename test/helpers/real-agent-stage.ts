@@ -80,7 +80,7 @@ export async function cancelDuringTool<R>(s: RealStage<R>, toolCall: (command: s
   const sleep = ["sleep", String(600 + Math.floor(Math.random() * 100_000))];
   const started = join(s.cwd, "started");
   const termed = join(s.cwd, "termed");
-  s.fake.push(toolCall(`trap 'touch ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`));
+  s.fake.push(toolCall(`trap ': > ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`));
   const { proc, runId } = await startStage(s, { prompt: "work" }, ["--workers", "1"]);
   await untilEvent(waitUntil(() => existsSync(started) && pidsRunning(sleep).length > 0, AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS });
   if (how === "cancel") expect((await runAtomic(["cancel", runId], { home: s.h.home, env: s.h.env })).code).toBe(0);

@@ -20,7 +20,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
@@ -29,6 +29,7 @@ import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 import { shownStage } from "../helpers/real-agent-stage.ts";
+import { pidsRunning } from "../helpers/processes.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
 const KINDS: ChatAgent[] = ["opencode", "pi"];
@@ -76,6 +77,33 @@ async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extr
 }
 
 const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
+
+agentTest("opencode in its default sandbox (no sandbox option): its bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds", async () => {
+  const KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted-opencode-key\n-----END OPENSSH PRIVATE KEY-----\n";
+  let probe = "";
+  const s = await server((req) => (hasToolResult(req) ? text("probed") : toolCall("bash", shellArgs("opencode", probe))));
+  const { home, cwd, env } = chatAgentSetup("opencode", s.url, { trap });
+  mkdirSync(join(env.HOME!, ".ssh"));
+  writeFileSync(join(env.HOME!, ".ssh", "id_ed25519"), KEY);
+  writeFileSync(join(home, "planted-secret"), "atomic-home-secret\n");
+  const outside = makeTempDir("atomic-opencode-outside-");
+  // Outcomes in capitals, lowered by tr: the tool's result is told apart from the command, which is sent back too.
+  probe = `{ ${[
+    `(cat "$HOME/.ssh/id_ed25519" 2>/dev/null && echo SSH=READ || echo SSH=DENIED)`,
+    `(cat "${home}/planted-secret" >/dev/null 2>&1 && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED)`,
+    `(echo x > "${outside}/escaped" 2>/dev/null && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED)`,
+    `(echo done > result.txt && echo WORK=DONE)`,
+  ].join("; ")}; } | tr A-Z a-z`;
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", "runner=opencode", "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["probe"])}`], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
+  expect(r.code).toBe(0);
+  const [stage] = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as { status: string; text: string }[];
+  expect(stage).toMatchObject({ status: "completed", text: "probed" });
+  const said = String(s.requests[1]!.body.messages.find((m) => m.role === "tool")!.content);
+  for (const seen of ["ssh=denied", "atomic_home=denied", "outside=denied", "work=done"]) expect(said).toContain(seen);
+  expect(JSON.stringify(s.requests.map((q) => q.body))).not.toContain("planted-opencode-key");
+  expect(existsSync(join(outside, "escaped"))).toBe(false);
+  expect(readFileSync(join(cwd, "result.txt"), "utf8")).toBe("done\n");
+});
 
 for (const kind of KINDS) {
   agentTest(
@@ -263,36 +291,30 @@ for (const kind of KINDS) {
   );
 }
 
-const isLive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return !/^State:\s+Z/m.test(readFileSync(`/proc/${pid}/status`, "utf8"));
-  } catch {
-    return false;
-  }
-};
-
 for (const kind of KINDS) {
   for (const how of ["atomic cancel", "Ctrl-C (SIGINT) of atomic run"] as const) {
     agentTest(
       `${kind}: ${how} with a long-running bash tool: no process of the stage is left`,
       async () => {
-        const dir = makeTempDir(`atomic-${kind}-cancel-`);
-        const pidFile = join(dir, "sleep.pid");
+        // The stage runs in its default sandbox (a pid namespace of its own, so `$!` would mislead): the marker is
+        // a file in the cwd, and the sleep is found by its command line (a length of its own).
+        const sleep = ["sleep", String(600 + Math.floor(Math.random() * 100_000))];
         const never = new Promise<void>(() => {});
-        const s = await server((req) => (hasToolResult(req) ? { text: "never", hold: never } : toolCall("bash", shellArgs(kind, `sleep 600 & echo $! > ${pidFile}; wait`))));
+        const s = await server((req) => (hasToolResult(req) ? { text: "never", hold: never } : toolCall("bash", shellArgs(kind, `${sleep.join(" ")} & echo started > started; wait`))));
         const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap });
+        const marker = join(cwd, "started");
         const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["work"])}`], { home, cwd, env });
         const out = lineWatcher(proc.stdout);
         const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
-        // the tool's pid file is the marker (polled: it is written by a process of the CLI's own)
-        await untilEvent(waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS });
-        const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
-        expect(isLive(sleepPid)).toBe(true);
+        // the marker is polled: it is written by a process of the CLI's own
+        await untilEvent(waitUntil(() => existsSync(marker) && readFileSync(marker, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS });
+        // (the marker is written right after the fork, maybe before the forked shell has exec'd the sleep)
+        await waitUntil(() => pidsRunning(sleep).length > 0, AGENT_STEP_LIMIT_MS, "the tool's sleep to run");
+        expect(pidsRunning(sleep).length).toBe(1);
         if (how === "atomic cancel") expect((await runAtomic(["cancel", started.runId], { home, env })).code).toBe(0);
         else proc.kill("SIGINT");
         await proc.exited;
-        await waitUntil(() => !isLive(sleepPid), AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
+        await waitUntil(() => pidsRunning(sleep).length === 0, AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
       },
     );
   }

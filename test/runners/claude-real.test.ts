@@ -4,6 +4,11 @@
  * (test/helpers/fake-anthropic.ts) with its own HOME and XDG directories,
  * its non-essential traffic off and every other connection sent to the
  * fake's trap: each test fails if claude tried to reach anything else.
+ * claude runs in atomic's default sandbox (agent stages are sandboxed: /tmp
+ * and the home hidden, a PID namespace of its own), so a tool's markers go
+ * in the stage's cwd (a temp dir of the test's, the same path inside and
+ * out) and its `sleep` is found by its command line (a length of its own),
+ * not by the `$!` it sees inside.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -12,7 +17,7 @@ import { join } from "node:path";
 import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
 import { httpError, startFakeAnthropic, streamError, text, toolUse, type FakeAnthropic } from "../helpers/fake-anthropic.ts";
-import { isLive, processesWithEnv } from "../helpers/processes.ts";
+import { isLive, pidsRunning, processesWithEnv } from "../helpers/processes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { getRunner } from "../../src/runners/registry.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../../src/runners/types.ts";
@@ -27,6 +32,8 @@ interface Setup {
   home: string;
   env: Record<string, string>;
   marker: string;
+  /** The stage's cwd: where its tools' markers go (the sandbox shows it at the same path). */
+  cwd: string;
 }
 
 /** A fresh fake provider, atomic home and claude HOME (XDG dirs inside it). */
@@ -53,12 +60,12 @@ async function setup(): Promise<Setup> {
     CLAUDE_TEST_MARKER: marker,
     ...fake.proxyEnv(),
   };
-  return { fake, home, env, marker };
+  return { fake, home, env, marker, cwd: makeTempDir("atomic-claude-cwd-") };
 }
 
 async function run(s: Setup, inputs: Record<string, string>, extra: string[] = []) {
   const args = ["run", WF, "--json", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`]), ...extra];
-  const r = await runAtomic(args, { home: s.home, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
+  const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   const lines = parseNdjson(r.stdout);
   return { ...r, result: lines.at(-1) as { runId: string; outputs?: Record<string, any>; status?: string } | undefined };
 }
@@ -115,7 +122,7 @@ agentTest(
   "a tool call: tools named in atomic's terms reach claude as its own; Bash runs; usage summed over both model calls",
   async () => {
     const s = await setup();
-    const dir = makeTempDir("atomic-claude-tool-");
+    const dir = s.cwd;
     const file = join(dir, "made-by-bash");
     s.fake.push(toolUse("Bash", { command: `touch ${file}`, description: "make a file" }, { input: 100, output: 7, cacheRead: 50, cacheWrite: 20 }), text("made it", { input: 120, output: 9, cacheRead: 60 }));
     const r = await run(s, { prompt: "make the file", tools: JSON.stringify(["bash", "read", "list", "grep"]) });
@@ -147,7 +154,7 @@ agentTest(
   "a tool claude refused is a warning on the stage: in the transcript and in show",
   async () => {
     const s = await setup();
-    const dir = makeTempDir("atomic-claude-deny-");
+    const dir = s.cwd;
     s.fake.push(toolUse("Write", { file_path: join(dir, "x.txt"), content: "nope" }), text("could not write"));
     const r = await run(s, { prompt: "write it" }); // claude's default tools and permissions: Write needs an approval nobody can give
     expect(r.code).toBe(0);
@@ -244,7 +251,7 @@ agentTest(
 async function start(s: Setup, inputs: Record<string, string | number>, extra: string[] = []) {
   const json = join(makeTempDir("atomic-claude-inputs-"), "inputs.json");
   writeFileSync(json, JSON.stringify(inputs));
-  const proc = spawnAtomic(["run", WF, "--inputs-json", json, ...extra], { home: s.home, env: s.env });
+  const proc = spawnAtomic(["run", WF, "--inputs-json", json, ...extra], { home: s.home, cwd: s.cwd, env: s.env });
   const out = lineWatcher(proc.stdout);
   const runId = startedRunId(await out.waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
   return { proc, out, runId };
@@ -292,7 +299,7 @@ agentTest(
   "steer: a message written while a tool runs reaches the model in the same turn",
   async () => {
     const s = await setup();
-    const dir = makeTempDir("atomic-claude-steer-");
+    const dir = s.cwd;
     s.fake.push(toolUse("Bash", { command: waitFor(dir, "go"), description: "wait" }), text("steered answer"));
     const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
     await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
@@ -313,7 +320,7 @@ agentTest(
   "interrupt: the running tool is stopped, the message is the next turn, the stage completes with its answer",
   async () => {
     const s = await setup();
-    const dir = makeTempDir("atomic-claude-int-");
+    const dir = s.cwd;
     s.fake.push(toolUse("Bash", { command: waitFor(dir, "never"), description: "wait" }), text("new direction taken", { input: 7, output: 3 }));
     const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["bash"]) });
     await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
@@ -332,6 +339,20 @@ agentTest(
 function stageLeftovers(s: Setup): number[] {
   const stage = new Set(processesWithEnv("ATOMIC_STAGE", "ask"));
   return processesWithEnv("CLAUDE_TEST_MARKER", s.marker).filter((pid) => stage.has(pid) && !cmdline(pid).startsWith(atomicBin()));
+}
+
+/** A `sleep` of a length no other process has: found by its command line from outside the stage's PID namespace. */
+const uniqueSleep = (): string[] => ["sleep", String(600 + Math.floor(Math.random() * 1_000_000))];
+
+/**
+ * The host PID of the one process running `argv` (the tool's `$!` is its PID inside the sandbox's namespace), once
+ * it runs it: the marker is written right after the fork, maybe before the forked shell has exec'd the sleep.
+ */
+async function onlyPid(argv: string[]): Promise<number> {
+  await waitUntil(() => pidsRunning(argv).length > 0, AGENT_STEP_LIMIT_MS, `${argv.join(" ")} to run`);
+  const pids = pidsRunning(argv);
+  expect(pids).toHaveLength(1);
+  return pids[0]!;
 }
 
 function cmdline(pid: number): string {
@@ -372,15 +393,16 @@ for (const [how, extra] of [
     `${how} with a long-running Bash tool: no process of the stage is left (the tool's own process group included), SIGTERM before SIGKILL`,
     async () => {
       const s = await setup();
-      const dir = makeTempDir("atomic-claude-cancel-");
-      const pidFile = join(dir, "sleep.pid");
-      const termed = join(dir, "termed");
-      // The tool's shell notes the SIGTERM of the grace period (a SIGKILL at once would leave no note), then waits on.
-      s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
+      const started = join(s.cwd, "started");
+      const termed = join(s.cwd, "termed");
+      const sleep = uniqueSleep();
+      // The tool's shell notes the SIGTERM of the grace period with a builtin (a SIGKILL at once would leave no note), then
+      // waits on: in the sandbox the grace ends when claude does (its PID namespace goes with it).
+      s.fake.push(toolUse("Bash", { command: `trap ': > ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`, description: "wait" }));
       // Claude's own tool name passes through unchanged.
       const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, [...extra]);
-      await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start");
-      const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+      await waitUntil(() => existsSync(started), AGENT_STEP_LIMIT_MS, "the tool to start");
+      const sleepPid = await onlyPid(sleep);
       expect(isLive(sleepPid)).toBe(true);
       if (how.startsWith("atomic cancel")) expect((await runAtomic(["cancel", runId], { home: s.home, env: s.env })).code).toBe(0);
       else proc.kill("SIGINT");
@@ -415,13 +437,14 @@ agentTest(
     // is let finish, and the next one gives claude four times as long. Nothing waits on a clock but the stage.
     for (let timeoutMs = 10_000; ; timeoutMs *= 4) {
       const s = await setup();
-      const dir = makeTempDir("atomic-claude-timeout-");
-      const pidFile = join(dir, "sleep.pid");
+      const dir = s.cwd;
+      const started = join(dir, "started");
       const after = join(dir, "after");
-      s.fake.push(toolUse("Bash", { command: `sleep 600 & echo $! > ${pidFile}; wait`, description: "wait" }));
+      const sleep = uniqueSleep();
+      s.fake.push(toolUse("Bash", { command: `${sleep.join(" ")} & touch ${started}; wait`, description: "wait" }));
       const gate = join(dir, "go");
       const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs, after: `touch ${after}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
-      const toolStarted = () => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "";
+      const toolStarted = () => existsSync(started);
       await waitUntil(() => toolStarted() || existsSync(after), AGENT_STEP_LIMIT_MS, "the tool to start (or the stage to time out first)");
       if (!toolStarted()) {
         expect(timeoutMs).toBeLessThan(AGENT_STEP_LIMIT_MS); // claude never reached its tool, even with the longest timeout
@@ -430,7 +453,7 @@ agentTest(
         await done(s);
         continue;
       }
-      const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+      const sleepPid = await onlyPid(sleep);
       await waitUntil(() => existsSync(after), AGENT_STEP_LIMIT_MS, "the stage to time out and the next step to start");
       // The run is still going (its next step waits for us): the timed-out stage's processes are gone already.
       await waitUntil(() => !isLive(sleepPid), AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
@@ -495,13 +518,13 @@ agentTest(
   "a worker whose coordinator is gone ends its running claude stage with the grace period (SIGTERM first), leaving nothing",
   async () => {
     const s = await setup();
-    const dir = makeTempDir("atomic-claude-lost-");
-    const pidFile = join(dir, "sleep.pid");
-    const termed = join(dir, "termed");
-    s.fake.push(toolUse("Bash", { command: `trap 'touch ${termed}' TERM; sleep 600 & echo $! > ${pidFile}; wait; wait`, description: "wait" }));
+    const started = join(s.cwd, "started");
+    const termed = join(s.cwd, "termed");
+    const sleep = uniqueSleep();
+    s.fake.push(toolUse("Bash", { command: `trap ': > ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`, description: "wait" }));
     const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, ["--workers", "1"]);
-    await waitUntil(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start");
-    const sleepPid = Number(readFileSync(pidFile, "utf8").trim());
+    await waitUntil(() => existsSync(started), AGENT_STEP_LIMIT_MS, "the tool to start");
+    const sleepPid = await onlyPid(sleep);
     const coordinator = processesMatching(s.home, "--internal-pool-coordinator");
     expect(coordinator).toHaveLength(1);
     process.kill(coordinator[0]!, "SIGKILL");

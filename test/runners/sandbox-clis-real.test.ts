@@ -1,25 +1,30 @@
 /**
- * The real codex and gemini CLIs (test/agents) inside a stage
- * sandbox (`sandbox: true`: network "provider"), through dist/atomic and real bubblewrap, against their fake providers on the
+ * The real claude, codex and gemini CLIs (test/agents) inside a stage
+ * sandbox (`sandbox: true`, or the default of an agent stage: network "provider"), through dist/atomic and real bubblewrap, against their fake providers on the
  * host's loopback (reached through atomic's provider gate). Each fake
  * scripts one shell tool call of a probe: read a planted key in the CLI's
  * ~/.ssh and a file of the atomic home, write outside the cwd, then do the
  * stage's work in the cwd. The probe's output, sent back to the fake as
  * the tool's result, says each escape was refused and the work was done;
  * the key never reaches the provider. The same probe with `sandbox: "off"`
- * reads the key (the probe is not vacuous). claude inside a sandbox: its
- * run tools through its MCP server (run-tools-real.test.ts) and its
- * sessions (sessions-real.test.ts; claude's own permission check refuses
- * this probe's shell as obfuscated); pi: sandbox-pi.test.ts.
+ * reads the key (the probe is not vacuous). claude's own permission
+ * check refuses that probe's shell as obfuscated (a pipe into tr), so
+ * claude runs a plain one with the permission atomic gives for
+ * `tools: ["bash"]` (--allowedTools Bash), its outcomes read from the
+ * tool_result block alone. claude inside a sandbox besides: its run tools
+ * through its MCP server (run-tools-real.test.ts) and its sessions
+ * (sessions-real.test.ts); opencode: chat-agents-real.test.ts; pi:
+ * sandbox-pi.test.ts.
  */
 
 import { expect } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { agentTest } from "../helpers/agents.ts";
-import { codexHome, geminiHome } from "../helpers/agent-homes.ts";
+import { claudeHome, codexHome, geminiHome } from "../helpers/agent-homes.ts";
 import { say, shell, startFakeResponses } from "../helpers/fake-responses.ts";
 import { say as geminiSay, shell as geminiShell, startFakeGemini } from "../helpers/fake-gemini.ts";
+import { startFakeAnthropic, text as claudeText, toolUse } from "../helpers/fake-anthropic.ts";
 import { realStages, runStage, type RealStage } from "../helpers/real-agent-stage.ts";
 
 const KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted-sandbox-key\n-----END OPENSSH PRIVATE KEY-----\n";
@@ -56,6 +61,7 @@ const secondCall = (s: RealStage<unknown>) => JSON.stringify(s.fake.calls[1]!.bo
 
 const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
+const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
 
 agentTest("codex in a sandbox: its shell cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; unsandboxed it reads the key", async () => {
   const s = await codex();
@@ -81,3 +87,38 @@ agentTest("gemini in a sandbox: its shell tool cannot read ~/.ssh nor the atomic
   w.check(secondCall(s));
   s.fake.assertOnlyFake();
 });
+
+agentTest("claude in its default sandbox (no sandbox option): its Bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; unsandboxed it reads the key", async () => {
+  const s = await claude();
+  world(s); // the planted key and secret, the directory outside
+  const outside = join(s.h.dir, "outside");
+  // One command a line, no pipe: claude's own check lets these run under --allowedTools Bash.
+  const probe = [
+    `cat "$HOME/.ssh/id_ed25519" && echo SSH=READ || echo SSH=DENIED`,
+    `cat "${s.h.home}/planted-secret" && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED`,
+    `echo x > "${outside}/escaped" && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED`,
+    `echo done > result.txt && echo WORK=DONE`,
+  ].join("\n");
+  s.fake.push(toolUse("Bash", { command: probe, description: "probe" }), claudeText("probed"));
+  const { outputs } = await runStage(s, { prompt: "probe", tools: JSON.stringify(["bash"]) });
+  expect(outputs).toMatchObject({ status: "completed", text: "probed" });
+  const result = toolResult(s, 1);
+  for (const seen of ["SSH=DENIED", "ATOMIC_HOME=DENIED", "OUTSIDE=DENIED", "WORK=DONE"]) expect(result).toContain(seen);
+  expect(JSON.stringify(s.fake.calls.map((c) => c.body))).not.toContain("planted-sandbox-key");
+  expect(existsSync(join(outside, "escaped"))).toBe(false);
+  expect(readFileSync(join(s.cwd, "result.txt"), "utf8")).toBe("done\n");
+  // the probe is not vacuous: with sandbox "off" the same command reads the key
+  s.fake.push(toolUse("Bash", { command: probe, description: "probe" }), claudeText("read"));
+  const off = await runStage(s, { prompt: "probe again", tools: JSON.stringify(["bash"]), sandbox: JSON.stringify("off") });
+  expect(off.outputs.status).toBe("completed");
+  expect(toolResult(s, 3)).toContain("planted-sandbox-key");
+  expect(toolResult(s, 3)).toContain("SSH=READ");
+  expect(existsSync(join(outside, "escaped"))).toBe(true);
+  s.fake.assertOnlyFake();
+});
+
+/** The text of the tool_result block claude sent in its `call`-th request (its tool's output alone, not the command). */
+function toolResult(s: RealStage<unknown>, call: number): string {
+  const blocks = (s.fake.calls[call]!.body as { messages: { content: unknown }[] }).messages.at(-1)!.content as { type: string; content?: unknown }[];
+  return JSON.stringify(blocks.find((b) => b.type === "tool_result")?.content ?? "");
+}

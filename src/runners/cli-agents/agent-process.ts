@@ -12,6 +12,13 @@
  * variables), then, after a grace period, SIGKILL to all of them and to
  * what was found again (a process re-parented when the agent died). When
  * the agent exits, whatever it left behind gets the same treatment.
+ *
+ * A sandboxed agent (`sandboxed`: the process is bubblewrap) is stopped the
+ * same way but for bwrap itself, which gets no SIGTERM: its death would
+ * end the sandbox at once (its init dies with it, and the kernel kills
+ * the whole PID namespace), leaving the processes inside no grace. They
+ * get the SIGTERM; bwrap ends when the agent does, and what the agent left
+ * inside ends with the namespace (docs/design/sandbox.md).
  */
 
 import type { ChildProcess } from "node:child_process";
@@ -40,15 +47,18 @@ export class AgentProcess {
   private exited = false;
   /** Environment pairs only this stage's processes carry (see process-tree.ts). */
   private readonly marker: Record<string, string>;
+  /** The process is bubblewrap, the agent inside it (see the header). */
+  private readonly sandboxed: boolean;
 
   constructor(
     binary: string,
     args: string[],
-    opts: { cwd: string; env: Record<string, string | undefined>; marker?: Record<string, string> },
+    opts: { cwd: string; env: Record<string, string | undefined>; marker?: Record<string, string>; sandboxed?: boolean },
     onLine: (line: string) => void,
     onStderr: (text: string) => void,
   ) {
     this.marker = opts.marker ?? {};
+    this.sandboxed = opts.sandboxed ?? false;
     this.child = spawnWithUserUmask(() => childProcess().spawn(binary, args, { cwd: opts.cwd, env: opts.env as NodeJS.ProcessEnv, detached: true, stdio: ["pipe", "pipe", "pipe"] }));
     this.pid = this.child.pid;
     if (this.pid !== undefined) {
@@ -120,7 +130,8 @@ export class AgentProcess {
     this.stopping = true;
     const first = this.others();
     if (this.exited && first.length === 0) return; // the agent ended and left nothing behind
-    this.killGroup("SIGTERM");
+    // The group holds bwrap too when sandboxed: then only the processes inside get the SIGTERM (see the header).
+    if (!this.sandboxed) this.killGroup("SIGTERM");
     signalProcesses(first, "SIGTERM");
     const until = Date.now() + KILL_GRACE_MS;
     trackStop(

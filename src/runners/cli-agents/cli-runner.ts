@@ -354,7 +354,7 @@ class CliSession {
     const proc = new AgentProcess(
       box.argv[0]!,
       box.argv.slice(1),
-      { cwd: req.cwd, env: box.env, marker: stageMarker(req) },
+      { cwd: req.cwd, env: box.env, marker: stageMarker(req), sandboxed: req.sandbox !== undefined },
       (line) => {
         this.files.raw(line);
         let rec: unknown;
