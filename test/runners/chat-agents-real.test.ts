@@ -87,19 +87,26 @@ agentTest("opencode in its default sandbox (no sandbox option): its bash tool ca
   writeFileSync(join(env.HOME!, ".ssh", "id_ed25519"), KEY);
   writeFileSync(join(home, "planted-secret"), "atomic-home-secret\n");
   const outside = makeTempDir("atomic-opencode-outside-");
-  // Outcomes in capitals, lowered by tr: the tool's result is told apart from the command, which is sent back too.
-  probe = `{ ${[
-    `(cat "$HOME/.ssh/id_ed25519" 2>/dev/null && echo SSH=READ || echo SSH=DENIED)`,
-    `(cat "${home}/planted-secret" >/dev/null 2>&1 && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED)`,
-    `(echo x > "${outside}/escaped" 2>/dev/null && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED)`,
-    `(echo done > result.txt && echo WORK=DONE)`,
-  ].join("; ")}; } | tr A-Z a-z`;
+  // The probe is a script in the cwd (as a hostile file of a repository would be): opencode's own permission check
+  // stops a command that names a path outside its directory (external_directory: "ask", which a headless run
+  // cannot answer; atomic passes opencode no permission settings), so the command names none and the sandbox is
+  // what the script meets.
+  writeFileSync(
+    join(cwd, "probe.sh"),
+    [
+      `cat "$HOME/.ssh/id_ed25519" 2>/dev/null && echo SSH=READ || echo SSH=DENIED`,
+      `cat "${home}/planted-secret" >/dev/null 2>&1 && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED`,
+      `echo x > "${outside}/escaped" 2>/dev/null && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED`,
+      `echo done > result.txt && echo WORK=DONE`,
+    ].join("\n"),
+  );
+  probe = "sh probe.sh";
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", "runner=opencode", "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["probe"])}`], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.code).toBe(0);
   const [stage] = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as { status: string; text: string }[];
   expect(stage).toMatchObject({ status: "completed", text: "probed" });
   const said = String(s.requests[1]!.body.messages.find((m) => m.role === "tool")!.content);
-  for (const seen of ["ssh=denied", "atomic_home=denied", "outside=denied", "work=done"]) expect(said).toContain(seen);
+  for (const seen of ["SSH=DENIED", "ATOMIC_HOME=DENIED", "OUTSIDE=DENIED", "WORK=DONE"]) expect(said).toContain(seen);
   expect(JSON.stringify(s.requests.map((q) => q.body))).not.toContain("planted-opencode-key");
   expect(existsSync(join(outside, "escaped"))).toBe(false);
   expect(readFileSync(join(cwd, "result.txt"), "utf8")).toBe("done\n");
