@@ -163,7 +163,8 @@ for (const from of ["binary", "source"] as const) {
           name: "peek",
           async run(ctx) {
             const shell = await ctx.shell("peek", ${JSON.stringify(`. ${join(dir, "peek.sh")}`)});
-            await ctx.task("agent", { prompt: "look around", model: "fake-model" });
+            // unsandboxed: the sandbox (the default of an agent stage) would hide peek.sh, and this is about the worker
+            await ctx.task("agent", { prompt: "look around", model: "fake-model", sandbox: "off" });
             return { shell: shell.outputPath };
           },
         }`,

@@ -161,7 +161,8 @@ e2eTest("a CLI agent gets the credentials its adapter names (claude: ANTHROPIC_A
       await ctx.task("asks", { prompt: "hi", runner: "claude", model: "m", env: { PGPASSWORD: true } });
     },
   }`);
-  const r = await runAtomic(["run", wf, "--workers", "1"], { home, env: { ...SECRET_ENV, FAKE_AGENT_DIR: dir } });
+  // The stages run in their default sandbox: the fake's log directory (and the fake) are their cwd, the one place they may write.
+  const r = await runAtomic(["run", wf, "--workers", "1"], { home, cwd: dir, env: { ...SECRET_ENV, FAKE_AGENT_DIR: dir } });
   expect(r.code).toBe(0);
   const seen = readFileSync(join(dir, "log.jsonl"), "utf8")
     .trim()

@@ -31,7 +31,8 @@ agentTest("attach to a claude stage: its tool call live, a steer from attach rea
     fake.push(toolUse("Bash", { command: wait, description: "wait" }), text("answer after the steer"));
     const inputs = join(dir, "inputs.json");
     writeFileSync(inputs, JSON.stringify({ prompt: "work", tools: JSON.stringify(["bash"]) }));
-    const run = spawnAtomic(["run", WF, "--inputs-json", inputs], { home, env });
+    // The stage's cwd is the marker directory: claude runs in its default sandbox, where /tmp is its own.
+    const run = spawnAtomic(["run", WF, "--inputs-json", inputs], { home, cwd: dir, env });
     const runId = startedRunId(await lineWatcher(run.stdout).waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
     const attach = spawnAtomic(["--json", "attach", runId, "ask"], { home, env });
     const out = lineWatcher(attach.stdout);

@@ -36,7 +36,8 @@ e2eTest("a claude stage on a pool worker: binary and extra args from config, usa
   const dir = makeTempDir("atomic-cli-dir-");
   writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: join(bin, "fake-claude"), args: ["--permission-mode", "acceptEdits"] } } }));
   const env = { FAKE_AGENT_DIR: dir };
-  const r = await runAtomic(["run", join(FIX, "agent.ts"), "--workers", "1", "--json", "--input", "runner=claude", "--input", "prompt=review it"], { home, env });
+  // The stage runs in its default sandbox: the fake's log directory is its cwd, the one place it may write.
+  const r = await runAtomic(["run", join(FIX, "agent.ts"), "--workers", "1", "--json", "--input", "runner=claude", "--input", "prompt=review it"], { home, cwd: dir, env });
   expect(r.code).toBe(0);
   const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
   expect(result.outputs.text).toBe("Done: review it");
