@@ -46,7 +46,8 @@ agentTest("codex: a text reply after a tool call; usage exact with cache reads a
   // what codex sent: the prompt, its shell tool, the tool's output on the second call
   expect(userTexts(s.fake.calls[0]!.body)).toContain("write out.txt");
   expect((s.fake.calls[0]!.body.tools as any[]).map((t) => t.name)).toContain("exec_command");
-  expect(JSON.stringify(s.fake.calls[0]!.body.input)).toContain(`<entry access=\\"write\\"><path>${s.cwd}</path>`); // workspace-write
+  // inside atomic's sandbox (the default for an agent stage) codex's own is off: atomic's confines its shell
+  expect(JSON.stringify(s.fake.calls[0]!.body.input)).toContain("`sandbox_mode` is `danger-full-access`");
   expect(JSON.stringify(s.fake.calls[1]!.body.input)).toContain("function_call_output");
   const show = await runAtomic(["show", runId], { home: s.h.home, env: s.h.env });
   expect(show.stdout).toMatch(/150 in \+ 220 cached \+ 50 cache writes, 28 out/);
@@ -129,14 +130,20 @@ agentTest("codex: a 500 that codex's own retry survives: its 'Reconnecting...' e
 });
 
 agentTest("codex: tools in atomic's terms: read-only tools give a read-only sandbox; tools: [] leaves codex no shell", async () => {
-  const s = await setup(say("looked"), say("answered"));
+  const s = await setup(say("looked"), say("answered"), say("looked again"));
   const readOnly = await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "list"]) });
   expect(readOnly.outputs.status).toBe("completed");
   const none = await runStage(s, { prompt: "just answer", tools: JSON.stringify([]) });
   expect(none.outputs.status).toBe("completed");
-  const [first, second] = s.fake.calls.map((c) => c.body);
-  // codex tells the model its permissions: no write access to the cwd in a read-only sandbox
-  expect(JSON.stringify(first.input)).not.toContain(`<entry access=\\"write\\"><path>${s.cwd}</path>`);
+  // without atomic's sandbox, codex's own: read-only, or workspace-write with a writing tool
+  const unboxed = await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "list"]), sandbox: JSON.stringify("off") });
+  expect(unboxed.outputs.status).toBe("completed");
+  const [first, second, third] = s.fake.calls.map((c) => c.body);
+  // inside atomic's sandbox codex's own is off (the cwd is read-only there: the next test); outside, codex tells the
+  // model its permissions: no write access to the cwd in its read-only sandbox
+  expect(JSON.stringify(first.input)).toContain("`sandbox_mode` is `danger-full-access`");
+  expect(JSON.stringify(third.input)).toContain("`sandbox_mode` is `read-only`");
+  expect(JSON.stringify(third.input)).not.toContain(`<entry access=\\"write\\"><path>${s.cwd}</path>`);
   expect((first.tools as any[]).map((t) => t.name)).toContain("exec_command");
   expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("exec_command");
   expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("web_search");
