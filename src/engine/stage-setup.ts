@@ -21,12 +21,11 @@ import { isValibotSchema, toJsonSchema } from "../runners/json-schema.ts";
 import { RUN_TOOL_NAMES, enabledTools } from "../runners/openai/tools.ts";
 import { STAGE_MCP_TOOLS } from "../runners/run-tools.ts";
 
-/** CLI runners whose stages get the run tools through the stage MCP server (runners/cli-agents/stage-mcp-config.ts). */
-const MCP_RUNNERS: readonly string[] = ["claude", "codex", "opencode"];
-/** Why the other CLI runners have no stage MCP server (docs/design/stage-tools.md). */
+/** CLI runners whose stages get the run tools through the stage MCP server, or pi's extension (runners/cli-agents/stage-mcp-config.ts). */
+const MCP_RUNNERS: readonly string[] = ["claude", "codex", "opencode", "pi"];
+/** Why the other CLI runners have no bridge (docs/design/stage-tools.md). */
 const NO_BRIDGE: Readonly<Record<string, string>> = {
-  gemini: "gemini takes MCP servers only from its own settings files, which atomic does not write",
-  pi: "pi has no MCP client",
+  gemini: "outside its ACP mode, which the gemini runner does not use, gemini takes MCP servers only from its own settings files, which atomic does not write",
 };
 import type { AgentOptions } from "../runners/types.ts";
 import { storedValue } from "./values.ts";

@@ -10,13 +10,11 @@
  * JOIN_WAIT_MS. Any failure is a tool result saying so in one sentence,
  * never a rejection: the agent reads it and goes on.
  *
- * ask_user (a CLI agent's, through the stage MCP server) waits for a
- * person, longer than the broker's longest ask: the call carries an id of
- * its own (`args._call`) and is asked again under it when an ask times
- * out; the driver keeps one question per id, so nothing is asked twice.
+ * ask_user (a CLI agent's) is answered at once: the driver notes the
+ * question and the stage parks on it once the agent's turn has ended
+ * (engine/mail/stage-tools.ts), so no call waits for a person.
  */
 
-import { randomUUID } from "node:crypto";
 import { IntercomClient } from "./client.ts";
 import { MAX_ASK_TIMEOUT_MS } from "./protocol/index.ts";
 
@@ -38,9 +36,7 @@ export class StageToolsClient {
 
   async call(link: Link, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: boolean; output: string }> {
     const waitS = tool === "ask_agent" && typeof args.timeout_s === "number" ? args.timeout_s : 0;
-    const askUser = tool === "ask_user";
-    if (askUser) args = { ...args, _call: randomUUID() };
-    let deadline = Date.now() + JOIN_WAIT_MS;
+    const deadline = Date.now() + JOIN_WAIT_MS;
     for (;;) {
       if (signal.aborted) return { ok: false, output: "error: the stage was stopped before the run answered" };
       try {
@@ -48,18 +44,13 @@ export class StageToolsClient {
           this.client = undefined;
           throw err;
         }));
-        const timeoutMs = askUser ? MAX_ASK_TIMEOUT_MS : Math.min(MAX_ASK_TIMEOUT_MS, waitS * 1000 + MARGIN_MS);
+        const timeoutMs = Math.min(MAX_ASK_TIMEOUT_MS, waitS * 1000 + MARGIN_MS);
         const { reply } = await client.ask(link.rootId, { type: "stage_tool", token: link.token, tool, args }, timeoutMs);
         const body = (reply ?? {}) as { ok?: boolean; output?: string; error?: { message?: string } };
         if (typeof body.output === "string") return { ok: body.ok === true, output: body.output };
         return { ok: false, output: `error: ${body.error?.message ?? "the run gave no answer"}` };
       } catch (err) {
         const code = (err as { code?: string }).code;
-        // Nobody answered yet: the same question is waited for again (a root that went away is given time to come back).
-        if (askUser && code === "timeout") {
-          deadline = Date.now() + JOIN_WAIT_MS;
-          continue;
-        }
         const retry = (code === "no_session" || code === "intercom_unavailable") && Date.now() < deadline;
         if (!retry) return { ok: false, output: `error: the run could not be reached (${(err as Error).message}); try again later` };
         await new Promise((r) => setTimeout(r, RETRY_MS));

@@ -14,26 +14,16 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import * as v from "valibot";
 import { StageToolsClient } from "../intercom/stage-tools.ts";
-import { ASK_USER_SPEC, RUN_TOOL_SPECS, STAGE_MCP_TOOLS, type StageMcpTool } from "../runners/run-tools.ts";
-import { takeEnv } from "../shared/config/environment.ts";
-import { writeStderr } from "../shared/raw-stderr.ts";
+import { stageToolSpec, type StageMcpTool } from "../runners/run-tools.ts";
 import { VERSION } from "../shared/version.ts";
-
-const LinkSchema = v.object({ home: v.string(), rootId: v.string(), token: v.string(), tools: v.array(v.picklist(STAGE_MCP_TOOLS)) });
+import { takeStageToolsLink } from "./stage-tools-link.ts";
 
 export async function stageMcpMain(): Promise<void> {
-  const parsed = v.safeParse(LinkSchema, JSON.parse(takeEnv("ATOMIC_STAGE_TOOLS") ?? "null"));
-  if (!parsed.success) {
-    writeStderr("error: the stage MCP server needs its link to the run (ATOMIC_STAGE_TOOLS); it is started by atomic for an agent stage\n");
-    process.exit(2);
-  }
-  const link = parsed.output;
+  const link = takeStageToolsLink("the stage MCP server");
   const client = new StageToolsClient(link.home);
   const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: "Reach the other stages of this workflow run (message them, ask a running one and wait for its answer, reply to a question asked of you) and the person running it (ask_user)." });
-  const specOf = (name: StageMcpTool) => (name === "ask_user" ? ASK_USER_SPEC : RUN_TOOL_SPECS[name]);
-  const tools = link.tools.map((name) => ({ name, description: specOf(name).description, inputSchema: specOf(name).parameters as { type: "object" } }));
+  const tools = link.tools.map((name) => ({ name, description: stageToolSpec(name).description, inputSchema: stageToolSpec(name).parameters as { type: "object" } }));
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const name = req.params.name as StageMcpTool;

@@ -75,3 +75,8 @@ export const RUN_TOOL_SPECS: Record<RunTool, { description: string; parameters: 
     parameters: { type: "object", properties: { id: { type: "string" }, text: { type: "string" } }, required: ["id", "text"] },
   },
 };
+
+/** A stage MCP tool's description and JSON Schema, as the stage MCP server and pi's extension offer it. */
+export function stageToolSpec(name: StageMcpTool): { description: string; parameters: Record<string, unknown> } {
+  return name === "ask_user" ? ASK_USER_SPEC : RUN_TOOL_SPECS[name];
+}

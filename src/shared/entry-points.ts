@@ -36,6 +36,7 @@ export const ENTRY_POINTS = [
   "testing/kit.ts",
   "runners/sandbox/net-init.ts",
   "pool/stage-mcp.ts",
+  "pool/stage-tool-call.ts",
   "cli/tui/entry.ts",
   "cli/mcp/server.ts",
 ] as const;

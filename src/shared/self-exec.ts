@@ -22,6 +22,7 @@ export const ROLE = {
   broker: "--internal-intercom-broker",
   sandboxNet: "--internal-sandbox-net",
   stageMcp: "--internal-stage-mcp",
+  stageTool: "--internal-stage-tool",
 } as const;
 
 /** Reads and removes this process's role configuration (undefined when there is none). */

@@ -71,13 +71,13 @@ test("ask_user parks the stage; kill -9 of the root; answered with atomic answer
   }
 }, 120_000);
 
-test("ask_user granted to a pi stage (no stage MCP server): refused before it starts, in one sentence with a hint", async () => {
+test("ask_user granted to a gemini stage (no stage MCP server): refused before it starts, in one sentence with a hint", async () => {
   const s = newSetup();
   mkdirSync(s.home, { recursive: true, mode: 0o700 });
-  writeFileSync(join(s.home, "config.json"), JSON.stringify({ runners: { pi: { path: "/bin/true" } } }), { mode: 0o600 });
+  writeFileSync(join(s.home, "config.json"), JSON.stringify({ runners: { gemini: { path: "/bin/true" } } }), { mode: 0o600 });
   const r = await runAtomic(["--home", s.home, "run", join(import.meta.dir, "fixtures", "ask-user-cli.ts")], { home: s.home });
   expect(r.code).toBe(1);
-  expect(r.stderr).toContain('stage "plan": ask_user: the pi runner does not have this tool (pi has no MCP client; runners with them: openai, claude, codex, opencode)');
+  expect(r.stderr).toContain('stage "plan": ask_user: the gemini runner does not have this tool (outside its ACP mode, which the gemini runner does not use, gemini takes MCP servers only from its own settings files, which atomic does not write; runners with them: openai, claude, codex, opencode, pi)');
   expect(r.stderr).toContain('hint: run the stage with runner: "openai", or ask with ctx.ask between stages');
 });
 

@@ -6,8 +6,12 @@
  * reaches the model, and the next stage reads the message on its stdin;
  * claude asks an openai sibling; codex asks a claude sibling (ask_agent
  * between two real CLIs, the reply through claude's own stage MCP server);
- * claude asks the person (ask_user) and the root is killed while it waits;
- * opencode messages; gemini and pi refuse the tools in one sentence.
+ * claude and pi ask the person (ask_user): the call tells the CLI to end
+ * its turn, the stage parks with the CLI gone, the root is killed, the
+ * answer resumes the CLI's session;
+ * opencode messages; pi messages and asks an openai sibling through
+ * atomic's pi extension (pi has no MCP client); gemini refuses the tools
+ * in one sentence.
  */
 
 import { afterAll, afterEach, expect, test } from "bun:test";
@@ -72,7 +76,31 @@ agentTest("opencode: message to a stage not started yet, through the stage MCP s
   }
 });
 
-test("gemini and pi have no stage MCP server: a stage granted a run tool is refused before it starts, in one sentence", async () => {
+agentTest("pi in a sandbox: message to a stage not started yet, through atomic's pi extension (its tool message; the credential not in pi's shell)", async () => {
+  const trap = startNetworkTrap();
+  // The first turn messages the reader and runs a shell command printing whether the stage's link reached pi's shell.
+  const openai = await startFakeOpenAI((req) => {
+    const results = req.body.messages.filter((m) => m.role === "tool");
+    if (results.length === 0) return { toolCalls: [{ id: "m1", name: "message", arguments: { to: "reader", text: "the secret is 42" } }, { id: "b1", name: "bash", arguments: { command: "echo link=${ATOMIC_STAGE_TOOLS:-none}" } }] };
+    return oaText("told the reader");
+  });
+  try {
+    const s = chatAgentSetup("pi", openai.url, { trap });
+    const { r, result } = await runFixture({ home: s.home, dir: s.cwd, env: s.env }, "pi", "message", {}, "openai", 150_000, true);
+    expect(r.code).toBe(0);
+    expect(result.outputs).toEqual({ writer: "told the reader", reader: "the secret is 42\n" });
+    const tools = JSON.stringify(openai.requests.at(-1)!.body.messages.filter((m) => m.role === "tool"));
+    expect(tools).toContain("sent to reader (queued until it starts)");
+    expect(tools).toContain("link=none");
+    expect(openai.requests[0]!.body.tools!.map((t) => t.function.name)).toContain("message");
+    expect(trap.strays).toEqual([]);
+  } finally {
+    trap.stop();
+    await openai.close();
+  }
+});
+
+test("gemini has no stage MCP server: a stage granted a run tool is refused before it starts, in one sentence", async () => {
   const home = makeTempDir("atomic-run-tools-home-");
   writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { gemini: { path: "/bin/true" } } }));
   const { r, result } = await runFixture({ home, dir: home, env: {} }, "gemini", "message", {}, "openai", 60_000);
@@ -80,45 +108,91 @@ test("gemini and pi have no stage MCP server: a stage granted a run tool is refu
   const error = (result as { error?: { code: string; message: string; hint: string } }).error!;
   expect(error.code).toBe("bad_tools");
   expect(error.message).toBe(
-    'stage "writer": message: the gemini runner does not have this tool (gemini takes MCP servers only from its own settings files, which atomic does not write; runners with them: openai, claude, codex, opencode)',
+    'stage "writer": message: the gemini runner does not have this tool (outside its ACP mode, which the gemini runner does not use, gemini takes MCP servers only from its own settings files, which atomic does not write; runners with them: openai, claude, codex, opencode, pi)',
   );
   expect(error.hint).toBe('run the stage with runner: "openai", or ask with ctx.ask between stages');
 });
 
+/** The asker's model: asks once; told to end its turn, ends it; given the answer as the next message, goes on with it. */
+function askerTurn(conversation: string): "ask" | "wait" | { answer: string } {
+  const answer = /The person answered your question: ([a-z]+)/.exec(conversation)?.[1];
+  if (answer) return { answer };
+  return conversation.includes("waits for a person") ? "wait" : "ask";
+}
+
+/**
+ * The asker asks the person through its CLI; the call is answered at once and the CLI ends its turn; the stage
+ * parks (the CLI gone); the root is killed (-9); `atomic answer` with the service running; the stage resumes the
+ * CLI's session with the answer. The model is called three times in all: nothing before the question is redone.
+ */
+async function askUserAcrossKill(h: AgentHome, runner: string, calls: () => number) {
+  const s = { home: h.home, sideFile: "", gateFile: "" };
+  const service = startService(s, [], h.env);
+  try {
+    await service.log.waitFor(/"type":"service_active"/);
+    const proc = spawnAtomic(["--home", h.home, "--json", "run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--input", `runner=${runner}`, "--input", "mode=user"], { home: h.home, env: h.env });
+    const out = lineWatcher(proc.stdout);
+    const runId = await runIdOf(out);
+    await out.waitFor(/Deploy to production\?/);
+    // Parked: the attempt that asked has ended (its CLI with it) before the question was recorded.
+    expect(calls()).toBe(2);
+    await kill9(proc);
+    const inbox = JSON.parse((await runAtomic(["--home", h.home, "--json", "inbox", runId], { home: h.home, env: h.env })).stdout);
+    expect(inbox.prompts.map((p: { question: string; choices: string[]; state: string }) => [p.question, p.choices, p.state])).toEqual([["Deploy to production?", ["yes", "no"], "open"]]);
+    expect((await runAtomic(["--home", h.home, "answer", runId, inbox.prompts[0].id, "yes"], { home: h.home, env: h.env })).code).toBe(0);
+    const done = await untilStatus(s, runId, "completed", 120_000);
+    expect(done.run.outputs).toEqual({ asker: "deploying: yes" });
+    expect(calls()).toBe(3);
+  } finally {
+    service.proc.kill("SIGTERM");
+    await service.proc.exited;
+  }
+}
+
 agentTest(
-  "claude asks the person (ask_user through the stage MCP server); kill -9 of the root while it waits; atomic answer with the service running: the answer is the tool result",
+  "claude asks the person (ask_user through the stage MCP server): the CLI ends its turn and the stage parks; kill -9 of the root; atomic answer: claude's session resumes with the answer",
   async () => {
     const fake = await startFakeAnthropic();
-    // Each call: the answer, once a tool_result holds it; else the question (the attempt after the crash asks again).
-    const reply = (req: { body: { messages: { content: unknown }[] } }) => {
-      const blocks = req.body.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])) as { type: string; content?: unknown }[];
-      const result = blocks.filter((b) => b.type === "tool_result").at(-1)?.content;
-      if (result === undefined) return toolUse("mcp__atomic__ask_user", { question: "Deploy to production?", choices: ["yes", "no"] });
-      return text(`deploying: ${typeof result === "string" ? result : (result as { text?: string }[]).map((c) => c.text ?? "").join("")}`);
+    const reply = (req: { body: { messages: unknown[] } }) => {
+      const turn = askerTurn(JSON.stringify(req.body.messages));
+      if (turn === "ask") return toolUse("mcp__atomic__ask_user", { question: "Deploy to production?", choices: ["yes", "no"] });
+      return text(turn === "wait" ? "waiting for the person" : `deploying: ${turn.answer}`);
     };
-    fake.push(...Array.from({ length: 6 }, () => reply));
-    const h = claudeHome(fake);
-    const s = { home: h.home, sideFile: "", gateFile: "" };
-    const service = startService(s, [], h.env);
+    fake.push(...Array.from({ length: 3 }, () => reply));
     try {
-      await service.log.waitFor(/"type":"service_active"/);
-      const proc = spawnAtomic(["--home", h.home, "--json", "run", join(import.meta.dir, "fixtures", "cli-run-tools.ts"), "--input", "runner=claude", "--input", "mode=user"], { home: h.home, env: h.env });
-      const run = { proc, out: lineWatcher(proc.stdout) };
-      const runId = await runIdOf(run.out);
-      await run.out.waitFor(/Deploy to production\?/);
-      await kill9(run.proc);
-      const inbox = JSON.parse((await runAtomic(["--home", h.home, "--json", "inbox", runId], { home: h.home, env: h.env })).stdout);
-      expect(inbox.prompts.map((p: { question: string; choices: string[]; state: string }) => [p.question, p.choices, p.state])).toEqual([["Deploy to production?", ["yes", "no"], "open"]]);
-      expect((await runAtomic(["--home", h.home, "answer", runId, inbox.prompts[0].id, "yes"], { home: h.home, env: h.env })).code).toBe(0);
-      const done = await untilStatus(s, runId, "completed", 120_000);
-      expect(done.run.outputs).toEqual({ asker: "deploying: yes" });
-      // The answer reached claude as the ask_user call's result (the last call's tool_result), asked once of the person.
-      expect(JSON.stringify(fake.calls.at(-1)!.body.messages)).toContain("yes");
+      await askUserAcrossKill(claudeHome(fake), "claude", () => fake.calls.length);
+      // The last call is the same conversation: the question, its result, then the answer as a user message.
+      const last = JSON.stringify(fake.calls.at(-1)!.body.messages);
+      expect(last).toContain("mcp__atomic__ask_user");
+      expect(last).toContain("waits for a person");
+      expect(last).toContain("The person answered your question: yes");
       fake.assertOnlyFake();
     } finally {
-      service.proc.kill("SIGTERM");
-      await service.proc.exited;
       await fake.close();
+    }
+  },
+  180_000,
+);
+
+agentTest(
+  "pi asks the person (ask_user through atomic's pi extension): the stage parks with pi gone; kill -9 of the root; atomic answer: pi's session resumes with the answer",
+  async () => {
+    const trap = startNetworkTrap();
+    const openai = await startFakeOpenAI((req) => {
+      const turn = askerTurn(JSON.stringify(req.body.messages));
+      if (turn === "ask") return oaToolCall("ask_user", { question: "Deploy to production?", choices: ["yes", "no"] });
+      return oaText(turn === "wait" ? "waiting for the person" : `deploying: ${turn.answer}`);
+    });
+    try {
+      const s = chatAgentSetup("pi", openai.url, { trap });
+      await askUserAcrossKill({ home: s.home, dir: s.cwd, env: s.env }, "pi", () => openai.requests.length);
+      const last = openai.requests.at(-1)!.body.messages;
+      expect(last.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant", "user"]);
+      expect(JSON.stringify(last.at(-1)!.content)).toContain("The person answered your question: yes");
+      expect(trap.strays).toEqual([]);
+    } finally {
+      trap.stop();
+      await openai.close();
     }
   },
   180_000,

@@ -19,11 +19,13 @@
  *   or absent stage, a stage without the reply tool, the asker itself: an
  *   error result at once. A stage that ends while asked answers nothing:
  *   the asker is told.
- * - ask_user (a CLI agent's, through the stage MCP server): the stage's
- *   `ask` records the question exactly like ctx.ask (steps/agent-asks.ts)
- *   and the call waits until a person answers; the answer is its result.
- *   The call's own id (`_call`) joins a repeated ask (the broker's asks
- *   time out after 10 minutes) to the same question.
+ * - ask_user (a CLI agent's, through the stage MCP server or pi's
+ *   extension): the call does not wait for the person. The stage's `asked`
+ *   notes the question for the attempt and the result tells the agent to
+ *   end its turn; when the turn has ended the stage parks on the question
+ *   exactly like the openai loop's (steps/agent-asks.ts), the CLI gone, and
+ *   the answer comes as the next message of the resumed session. One
+ *   question per attempt: a second is refused, saying to end the turn.
  */
 
 import { randomBytes } from "node:crypto";
@@ -42,8 +44,8 @@ export interface ToolStage {
   name: string;
   attempt: number;
   tools: readonly string[];
-  /** ask_user for a CLI agent: the question recorded and waited for like ctx.ask; resolves with the answer. */
-  ask?: (question: string, choices: string[] | undefined) => Promise<string>;
+  /** ask_user for a CLI agent: notes the attempt's question (the stage parks on it when the turn ends); a refusal when it has one. */
+  asked?: (question: string, choices: string[] | undefined) => string | undefined;
 }
 
 interface Pending {
@@ -54,13 +56,15 @@ interface Pending {
 
 type Outcome = { ok: boolean; output: string };
 
+/** ask_user's result for a CLI agent: the question waits for a person while the CLI is gone (steps/agent-asks.ts). */
+export const ASKED =
+  "Your question is recorded and waits for a person. End your turn now: make no more tool calls and do no more work. This conversation goes on when the person has answered: the answer comes as the next message.";
+
 const fail = (output: string): Outcome => ({ ok: false, output: `error: ${output}` });
 
 export class StageTools {
   private readonly tokens = new Map<string, ToolStage>();
   private readonly pending = new Map<string, Pending>();
-  /** ask_user calls waiting for a person, by token and call id. */
-  private readonly asking = new Map<string, Promise<Outcome>>();
 
   constructor(
     private readonly tree: MailTree,
@@ -106,7 +110,7 @@ export class StageTools {
         case "reply":
           return this.reply(stage, str(args.id), str(args.text));
         case "ask_user":
-          return await this.askUser(token, stage, args);
+          return this.askUser(stage, args);
         default:
           return fail(`there is no run tool named ${JSON.stringify(tool)}`);
       }
@@ -150,20 +154,13 @@ export class StageTools {
     return answered;
   }
 
-  private askUser(token: string, stage: ToolStage, args: Record<string, unknown>): Promise<Outcome> {
-    const key = `${token}:${str(args._call)}`;
-    const waiting = this.asking.get(key);
-    if (waiting) return waiting;
+  private askUser(stage: ToolStage, args: Record<string, unknown>): Outcome {
     const checked = askUserArgs(JSON.stringify({ question: args.question, choices: args.choices }));
-    if ("refused" in checked) return Promise.resolve({ ok: false, output: checked.refused });
-    if (!stage.ask) return Promise.resolve(fail("this stage cannot ask a person from here"));
-    const answered = stage.ask(checked.question, checked.choices).then(
-      (answer): Outcome => ({ ok: true, output: answer }),
-      (err: unknown): Outcome => fail(`the question was not answered: ${err instanceof Error ? err.message : String(err)}`),
-    );
-    this.asking.set(key, answered);
-    void answered.finally(() => setTimeout(() => this.asking.delete(key), 15 * 60_000).unref());
-    return answered;
+    if ("refused" in checked) return { ok: false, output: checked.refused };
+    if (!stage.asked) return fail("this stage cannot ask a person from here");
+    const refused = stage.asked(checked.question, checked.choices);
+    if (refused) return fail(refused);
+    return { ok: true, output: ASKED };
   }
 
   private reply(stage: ToolStage, id: string, text: string): Outcome {

@@ -19,13 +19,13 @@
  * an answer but not checkpointed is redone from that answer, like any
  * unfinished attempt.
  *
- * A CLI agent (claude, codex, opencode) asks through the stage MCP server
- * and its call waits (`live`): the question is recorded at the same
- * positions, the run is awaiting_input, and the answer is the call's
- * result while the CLI keeps running (a CLI's session cannot be continued
- * inside a tool call). After a crash the stage's attempt starts again and
- * its agent's n-th question gets the n-th recorded answer (or waits again
- * for it) instead of asking anew.
+ * A CLI agent (claude, codex, opencode, pi) asks through the stage MCP
+ * server or pi's extension. A CLI's session cannot be continued inside one
+ * of its tool calls, so the call does not wait: its result tells the agent
+ * to end its turn, and the attempt that ends then parks the same way, with
+ * the CLI's session id recorded beside the directory. No CLI and no worker
+ * stay while the person takes their time; the next attempt resumes that
+ * session (the CLI's resume flag) with the answer as its next message.
  */
 
 import type { StageResult } from "../../sdk/types.ts";
@@ -45,6 +45,8 @@ export interface ParkedAnswer {
 interface Recorded {
   callId: string;
   artifactDir: string;
+  /** A CLI agent's session, resumed by id (claude, codex, gemini, opencode; pi's is a file in artifactDir). */
+  sessionId?: string;
 }
 
 /** The questions a stage's agent asked, in order: the next one's number and the answer to go on from. */
@@ -76,7 +78,7 @@ export class AgentAsks {
   park(result: StageResult, artifactDir: string): Promise<ParkedAnswer> {
     const asked = result.askUser!;
     this.count++;
-    return this.ask(this.keyOf(this.count), asked.question, asked.choices ?? null, { callId: asked.callId, artifactDir });
+    return this.ask(this.keyOf(this.count), asked.question, asked.choices ?? null, { callId: asked.callId, artifactDir, ...(result.sessionId ? { sessionId: result.sessionId } : {}) });
   }
 
   private async ask(position: string, question: string, choices: string[] | null, extra: Recorded): Promise<ParkedAnswer> {
@@ -85,15 +87,8 @@ export class AgentAsks {
     const got = answered.extra as Partial<Recorded>;
     const callId = got.callId ?? extra.callId;
     const artifactDir = got.artifactDir ?? extra.artifactDir;
-    return { continueFrom: { artifactDir, fork: false }, answer: { callId, text: answered.answer } };
-  }
-
-  /** A CLI agent's question, its call waiting: recorded (or found recorded) like any other; resolves with the answer. */
-  async live(question: string, choices: string[] | undefined): Promise<string> {
-    this.count++;
-    const position = this.keyOf(this.count);
-    const step: StepIdentity = { kind: "ask", name: `${this.stageName}: ask_user`, args: digestArgs({ stage: this.position, n: position }) };
-    return (await askAt(this.exec, this.scope, position, step, question, choices ?? null, undefined)).answer;
+    const sessionId = got.sessionId ?? extra.sessionId;
+    return { continueFrom: { artifactDir, fork: false, ...(sessionId ? { sessionId } : {}) }, answer: { callId, text: answered.answer } };
   }
 
   private keyOf(n: number): string {

@@ -27,7 +27,9 @@
  *
  * An agent's ask_user call ends its attempt with `askUser`: the stage parks
  * on the question like ctx.ask and its next attempt continues the
- * conversation with the answer (agent-asks.ts).
+ * conversation with the answer (agent-asks.ts). A CLI agent's call is
+ * answered at once, telling it to end its turn; the attempt that ends after
+ * it is taken as ending with `askUser` (the session's id kept to resume).
  */
 
 import { DEFAULT_QUEUE } from "../../journal/fleet.ts";
@@ -112,9 +114,9 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
   const { tree } = exec;
   // Its agent's ask_user questions (agent-asks.ts): one recorded by an earlier driver is where the stage goes on.
   const asks = new AgentAsks(exec, scope, position, name);
-  // The openai loop parks on ask_user; a CLI agent's call waits in the driver (agent-asks.ts live), granted with the run tools.
+  // The openai loop parks on ask_user itself; a CLI agent's call is noted by the driver and parks the stage once its turn ends.
   const cli = setup.runner !== "openai";
-  let parked = setup.isAgent && !cli ? await asks.recorded() : undefined;
+  let parked = setup.isAgent ? await asks.recorded() : undefined;
   const served: readonly string[] = cli ? STAGE_MCP_TOOLS : RUN_TOOLS;
   const runTools = setup.isAgent && setup.agent?.tools ? enabledTools(setup.agent.tools.filter((t) => served.includes(t))) : [];
   const retries = Math.max(0, opts.retries ?? 0);
@@ -165,7 +167,13 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
     });
     const liveId = `${exec.runId}:${position}:${attempt}`;
     // Run tools (message, ask_agent, reply): this attempt's credential, refused once it ends (mail/stage-tools.ts).
-    const ask = cli && runTools.includes("ask_user") ? { ask: (q: string, c: string[] | undefined) => asks.live(q, c) } : {};
+    let asked: { question: string; choices?: string[] } | undefined;
+    const noteAsk = (question: string, choices: string[] | undefined) => {
+      if (asked) return `your question "${asked.question.slice(0, 80)}" already waits for a person; end your turn now, its answer comes as the next message`;
+      asked = { question, ...(choices ? { choices } : {}) };
+      return undefined;
+    };
+    const ask = cli && runTools.includes("ask_user") ? { asked: noteAsk } : {};
     const token = runTools.length ? tree.mail.mintStageToken({ runId: exec.runId, stageKey: position, path: tree.mail.pathOf(exec.runId, name), name, attempt, tools: runTools, ...ask }) : undefined;
     if (token) request.runTools = { rootId: tree.lease.rootId, token, home: tree.mail.home, ...(siblings?.length ? { siblings } : {}) };
     // A sandboxed stage reaches its run through the broker's socket, made visible inside (stage-sandbox.ts).
@@ -186,6 +194,8 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
       ticket.release();
       if (token) tree.mail.revokeStageToken(token);
     }
+    // A CLI agent asked the person during this attempt (mail/stage-tools.ts): the turn it ended is where the stage parks.
+    if (asked && result.status === "completed" && !result.askUser) result = { ...result, askUser: { callId: "", ...asked } };
     if (result.askUser && !signal.aborted) {
       // The agent asked the person: its usage so far is recorded, the stage parks on the question, then goes on.
       exec.budget.settle(liveId, result.usage);

@@ -25,6 +25,9 @@
  * - success is read from the agent's final event (an error result that
  *   exits 0 is a failure; a missing final event is a failure naming the
  *   exit code), never from the exit code alone;
+ * - answer (the stage parked on the agent's ask_user, whose call told it to
+ *   end its turn): the first process resumes continueFrom's session with
+ *   the person's answer as the message;
  * - cancel ends the process group and every other process of the stage
  *   (agent-process.ts: SIGTERM, a grace period, then SIGKILL);
  * - the stage's fate (open to messages, wrapping up, stopping, ended) is
@@ -270,7 +273,8 @@ class CliSession {
     if (!binary) return this.result("failed", "runner_not_found", `no ${this.adapter.kind} binary was resolved for this stage`);
     let schemaFile: string | undefined;
     const schema = req.agent?.schema;
-    let message = firstPrompt(req.prompt ?? "", req.initialMessages);
+    // Parked on the agent's ask_user (engine/steps/agent-asks.ts): the session resumes with the person's answer as its message.
+    let message = firstPrompt(req.answer ? `The person answered your question: ${req.answer.text}` : (req.prompt ?? ""), req.initialMessages);
     if (schema) {
       this.files.ensureDir();
       schemaFile = join(req.artifactDir, "schema.json");

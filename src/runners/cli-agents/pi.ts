@@ -35,7 +35,10 @@
  *
  * Tools: `--tools` (atomic's names mapped to pi's) or `--no-tools`; a model
  * that calls a tool left out gets "Tool bash not found", which is a warning
- * on the stage (records.ts warnRefusedTool).
+ * on the stage (records.ts warnRefusedTool). The run tools and ask_user
+ * (message, ask_agent, reply) come from atomic's extension, `-e FILE`
+ * (stage-mcp-config.ts piExtension), under their own names, which `--tools`
+ * lets through as it does pi's.
  */
 
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
@@ -43,6 +46,7 @@ import { join } from "node:path";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
+import { piExtension, piExtensionEnv, stageMcpServer } from "./stage-mcp-config.ts";
 import { num, str, obj, arr, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool } from "./records.ts";
 
 const BARRIER = "atomic-turn-end";
@@ -63,7 +67,10 @@ export const pi: CliAdapter = {
   canFork: true,
   sessionInFile: true,
   messagesJoinTurn: true,
-  env: () => ({ PI_SKIP_VERSION_CHECK: "1" }),
+  env: (req) => {
+    const tools = stageMcpServer(req);
+    return { PI_SKIP_VERSION_CHECK: "1", ...(tools ? piExtensionEnv(tools) : {}) };
+  },
   args(req) {
     const session = join(req.artifactDir, "pi-session.jsonl");
     // continueFrom: this stage opens a copy of the earlier stage's session file (made before its first process), so the earlier one
@@ -77,6 +84,7 @@ export const pi: CliAdapter = {
     if (req.model) args.push("--model", req.model);
     if (req.agent?.tools) args.push(...(req.agent.tools.length ? ["--tools", piTools(req.agent.tools).join(",")] : ["--no-tools"]));
     if (req.agent?.system) args.push("--append-system-prompt", req.agent.system);
+    if (stageMcpServer(req)) args.push("-e", piExtension(req));
     return args;
   },
   userTurn: (message) => [JSON.stringify({ type: "get_state", id: "atomic-session" }), JSON.stringify({ type: "prompt", message })],

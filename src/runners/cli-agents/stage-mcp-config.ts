@@ -8,15 +8,21 @@
  * attempt's artifact directory (`--mcp-config FILE`); for codex in codex's
  * own environment, which codex hands to the server it names
  * (`env_vars`); for opencode in the server's entry of the configuration
- * atomic hands it in OPENCODE_CONFIG_CONTENT. The user's own CLI
+ * atomic hands it in OPENCODE_CONFIG_CONTENT. pi has no MCP client: an
+ * extension of pi's (pi-run-tools.ts, written into the attempt's artifact
+ * directory, `-e FILE`) registers the tools and makes each call through
+ * this binary in its stage-tool role, the link and the tools in pi's
+ * environment, which the extension clears. The user's own CLI
  * configuration is never written.
  */
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROLE, selfCommand } from "../../shared/self-exec.ts";
-import { STAGE_MCP_TOOLS, type StageMcpTool } from "../run-tools.ts";
+import { STAGE_MCP_TOOLS, stageToolSpec, type StageMcpTool } from "../run-tools.ts";
 import type { StageRequest } from "../types.ts";
+// The file's text, not the module (the bundler embeds it verbatim).
+import piRunToolsText from "./pi-run-tools.ts" with { type: "text" };
 
 /** The MCP server's name in the CLI's configuration: claude calls its tools mcp__atomic__<tool>. */
 export const STAGE_MCP_NAME = "atomic";
@@ -83,4 +89,19 @@ export const TOOL_WAIT_S = 86_400;
  */
 export function opencodeMcpEntry(server: StageMcpServer): Record<string, unknown> {
   return { type: "local", command: [server.command, ...server.args], environment: server.env, enabled: true, timeout: TOOL_WAIT_S * 1000 };
+}
+
+/** pi's extension file for the stage (its text is pi-run-tools.ts), in the attempt's artifact directory. */
+export function piExtension(req: StageRequest): string {
+  mkdirSync(req.artifactDir, { recursive: true, mode: 0o700 });
+  const file = join(req.artifactDir, "atomic-run-tools.ts");
+  writeFileSync(file, piRunToolsText as unknown as string, { mode: 0o600 });
+  return file;
+}
+
+/** pi's environment for the extension: the link, and the tools with the command that makes one call. */
+export function piExtensionEnv(server: StageMcpServer): Record<string, string> {
+  const [command, ...args] = selfCommand(ROLE.stageTool);
+  const tools = server.tools.map((name) => ({ name, ...stageToolSpec(name) }));
+  return { ...server.env, ATOMIC_PI_TOOLS: JSON.stringify({ command, args, tools }) };
 }
