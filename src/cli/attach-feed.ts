@@ -8,11 +8,17 @@
  * message (steer, followUp, interrupt) or an answer, through the same code
  * as `atomic send` and `atomic answer`.
  *
+ * A stage a worker host runs whose host is gone (lost: silent longer than
+ * ATOMIC_HOST_LOST_MS, or stopped) gets a notice saying so, read from the
+ * host registry when the stage is added and every RESCAN_MS: its attempt
+ * waits for the host's lease to run out, then the next attempt follows.
+ *
  * Nothing here changes the stage: attaching and detaching are reads and a
  * broker subscription.
  */
 
 import { EVENT } from "../engine/journal-events.ts";
+import { shownHostState } from "../journal/fleet-view.ts";
 import { answerPrompt, isDriven, notifyDriver, sendMessage } from "../engine/messaging.ts";
 import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
 import { LiveSubscriber, type LiveBatch } from "../intercom/live.ts";
@@ -58,6 +64,9 @@ export class AttachFeed {
   private closed = false;
   private runEnded: string | undefined;
   private readonly prompts = new Set<string>();
+  /** Gone hosts already said, by stage, attempt and host. */
+  private readonly hostsSaid = new Set<string>();
+  private lastHostCheck = 0;
   /** Called once the run, or the one stage followed, ended. */
   onEnded: (status: string) => void = () => {};
 
@@ -103,6 +112,7 @@ export class AttachFeed {
       }
     }
     for (const t of targets) await feed.add(t);
+    await feed.checkHosts().catch(() => {}); // the registry unreadable now: the next poll reads it again
     return feed;
   }
 
@@ -185,6 +195,7 @@ export class AttachFeed {
       if (events.length) this.seqs.set(runId, events.at(-1)!.seq);
     }
     await this.pollMessages();
+    if (Date.now() - this.lastHostCheck >= RESCAN_MS) await this.checkHosts();
     if (this.only === undefined && !this.runEnded && Date.now() - this.lastScan >= RESCAN_MS) {
       this.lastScan = Date.now();
       const report = await buildRunReport(this.journal, this.root.id);
@@ -216,6 +227,32 @@ export class AttachFeed {
         this.model.add(ref, { kind: "state", state: "ended", attempt, status, text: `the stage ended: ${status}` });
         if (this.only !== undefined) this.onEnded(status);
       }
+    }
+  }
+
+  /** A followed stage whose attempt a worker host holds, and that host is gone: one notice per attempt and host. */
+  private async checkHosts(): Promise<void> {
+    this.lastHostCheck = Date.now();
+    const fleet = this.journal.fleet;
+    const active = this.model.active;
+    if (!fleet || active.length === 0) return;
+    const work = (await fleet.hostWork()).filter((w) => w.rootId === this.root.id);
+    if (work.length === 0) return;
+    const hosts = new Map((await fleet.hosts()).map((h) => [h.hostId, h]));
+    for (const ref of active) {
+      const w = work.find((x) => x.runId === ref.runId && x.stageKey === ref.position);
+      if (!w) continue;
+      const host = hosts.get(w.hostId);
+      const state = host ? shownHostState(host) : "lost";
+      if (state !== "lost" && state !== "stopped") continue;
+      const said = `${ref.runId}:${ref.position}:${w.attempt}:${w.hostId}`;
+      if (this.hostsSaid.has(said)) continue;
+      this.hostsSaid.add(said);
+      const how = state === "stopped" ? "stopped" : `silent for ${Math.round((host?.silentMs ?? 0) / 1000)} s`;
+      this.model.add(ref, {
+        kind: "notice",
+        text: `worker host ${w.hostId}, which runs attempt ${w.attempt} of this stage, is gone (${how}); once its lease runs out the stage's next attempt starts elsewhere and this view follows it (hint: atomic workers lists the hosts)`,
+      });
     }
   }
 

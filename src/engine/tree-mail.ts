@@ -68,6 +68,7 @@ export class TreeMail {
   mintStageToken(stage: ToolStage): string {
     this.start();
     setRunToolsPort(new StageToolsClient(this.home));
+    this.tree.executor.serveStageTools?.((token, tool, args) => this.tools.handle(token, tool, args));
     return this.tools.mint(stage);
   }
 

@@ -38,7 +38,7 @@ import { join } from "node:path";
 import { DEFAULT_QUEUE, type FleetStore } from "../journal/fleet.ts";
 import { hostOfWorker } from "../journal/fleet-view.ts";
 import type { WorkItem, WorkQueue } from "../journal/work-queue.ts";
-import { CANCEL_IF_QUEUED, type StageExecutor } from "../runners/stage-executor.ts";
+import { CANCEL_IF_QUEUED, type StageExecutor, type StageToolsHandler } from "../runners/stage-executor.ts";
 import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
 import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -120,7 +120,24 @@ export class FleetExecutor implements StageExecutor {
     this.o.fleet.wakeHosts().catch(() => {});
   });
 
+  /** The driver's side of its stages' run tool calls (StageExecutor.serveStageTools), once a stage was granted one. */
+  private stageTools: StageToolsHandler | undefined;
+
   constructor(private readonly o: FleetExecutorOptions) {}
+
+  serveStageTools(handle: StageToolsHandler): void {
+    this.stageTools = handle;
+  }
+
+  /** A host's stage called a run tool (tools-relay.ts): the driver acts, and its result goes down to the item. */
+  private stageToolCall(call: { workId: string; callId: string; token: string; tool: string; args: Record<string, unknown> }): void {
+    const handle = this.stageTools;
+    const outcome = handle ? handle(call.token, call.tool, call.args) : Promise.resolve({ ok: false, output: "error: this run's driver serves no run tools" });
+    void outcome
+      .catch((err: unknown) => ({ ok: false, output: `error: ${err instanceof Error ? err.message : String(err)}` }))
+      .then((o) => this.down(call.workId, { type: "stage_tool_result", callId: call.callId, ok: o.ok, output: o.output }))
+      .catch(() => {}); // the database away: the host's call ends with its stage
+  }
 
   /** The root's own pool serves the default queue only, and only with workers (`--workers N`). */
   hostQueue(request: StageRequest): string | undefined {
@@ -334,6 +351,8 @@ export class FleetExecutor implements StageExecutor {
           }
         } else if (msg?.type === "deliver_result") {
           this.deliveries.get(`${msg.workId}\u0000${msg.messageId}`)?.(msg.delivered);
+        } else if (msg?.type === "stage_tool_call") {
+          this.stageToolCall(msg);
         }
       }
       if (Date.now() - this.lastReap >= POLL_MS / 2) {

@@ -38,6 +38,8 @@ export class HostLink implements RootLink {
   constructor(
     private readonly fleet: FleetStore,
     private readonly log: (line: string) => void,
+    /** An item ended (its result is committed): what the host keeps for it goes. */
+    private readonly ended: (workId: string) => void = () => {},
   ) {}
 
   /** `workId` belongs to `rootId` (called when it is claimed). */
@@ -72,6 +74,7 @@ export class HostLink implements RootLink {
   }
 
   done(workId: string, _result: StageResult): void {
+    this.ended(workId);
     const rootId = this.roots.get(workId);
     if (!rootId || this.answered.has(workId)) return;
     this.answered.add(workId);

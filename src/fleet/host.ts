@@ -35,7 +35,8 @@
 
 import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 import { existsSync, mkdirSync, statSync } from "node:fs";
-import { isAbsolute, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { intercomPaths } from "../intercom/paths.ts";
 import type { FleetStore, HostState } from "../journal/fleet.ts";
 import type { HostClaimScope } from "../journal/work-queue.ts";
 import { LATEST_SCHEMA_VERSION } from "../journal/postgres/migrations.ts";
@@ -54,6 +55,7 @@ import { ToCoordinatorSchema } from "../pool/protocol/root-coordinator.ts";
 import { StallMonitor } from "../pool/stall-monitor.ts";
 import { Supervisor } from "../pool/supervisor.ts";
 import { HostLink } from "./host-link.ts";
+import { ToolsRelay } from "./tools-relay.ts";
 import { Outbox, type Outcome } from "./outbox.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
 import { artifactKeyOf, type ArtifactStore } from "../artifacts/store.ts";
@@ -119,6 +121,8 @@ export class WorkerHost implements CoordinatorCore {
   private readonly secretVariables: readonly string[];
   /** The stages whose files are being shipped, by work id. */
   private readonly shippers = new Map<string, StageShipper>();
+  /** Its stages' run tool calls, carried to their roots (tools-relay.ts). */
+  private readonly relay: ToolsRelay;
   private stopped!: () => void;
   readonly done = new Promise<void>((r) => (this.stopped = r));
 
@@ -139,7 +143,8 @@ export class WorkerHost implements CoordinatorCore {
       home: opts.home,
     };
     this.claimScope = { queues: opts.queues, protocol: POOL_PROTOCOL_VERSION };
-    this.root = new HostLink(this.fleet, (line) => this.log(line));
+    this.relay = new ToolsRelay(opts.home, this.fleet, (line) => this.log(line));
+    this.root = new HostLink(this.fleet, (line) => this.log(line), (workId) => this.relay.ended(workId));
     this.workers = new Supervisor(this);
     this.dispatcher = new Dispatcher(this);
     this.outbox = new Outbox(opts.home, opts.journal.work, this.fleet, (line) => this.log(line));
@@ -215,7 +220,18 @@ export class WorkerHost implements CoordinatorCore {
     const sandbox = moved.sandbox ? { sandbox: { ...moved.sandbox, hidden: [...new Set([...moved.sandbox.hidden, this.opts.home])] } } : {};
     const recorded = this.runEnvs.get(item.rootId);
     const runEnv = recorded ? { runEnv: { env: recorded.env, secrets: [...recorded.secrets, ...this.secretVariables] } } : {};
-    return { ...moved, ...sandbox, ...runEnv, cwd, artifactDir };
+    // Run tools: through this host's broker, relayed to the root; a sandboxed stage is shown this host's broker socket instead.
+    const relayed = this.relay.localize(item.id, item.rootId, { ...moved, ...sandbox, ...runEnv, cwd, artifactDir });
+    const viaHost = relayed.runTools !== undefined && relayed.runTools.home !== moved.runTools?.home;
+    if (viaHost && relayed.sandbox?.channels?.length) relayed.sandbox = { ...relayed.sandbox, channels: [this.brokerDir()] };
+    return relayed;
+  }
+
+  /** This host's broker's socket directory, made now (a sandbox binds it before the broker may have started). */
+  private brokerDir(): string {
+    const dir = dirname(intercomPaths(this.opts.home).socket);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return dir;
   }
 
   /** SIGTERM: drain (no new claims; `graceMs` for the running stages); a second one stops at once. */
@@ -249,6 +265,7 @@ export class WorkerHost implements CoordinatorCore {
       await this.listener?.close();
       // What the outbox still holds stays on disk: the next start of this host commits it.
       this.outbox.close();
+      this.relay.close();
       // Best effort, briefly: a host stopping because its database is away does not wait for it.
       await within(STOP_WRITE_MS, this.heartbeat(true).catch(() => {}));
       await within(STOP_WRITE_MS, this.journal.close().catch(() => {}));
@@ -355,6 +372,7 @@ export class WorkerHost implements CoordinatorCore {
       if (!msg || !slot) continue;
       if (msg.type === "cancel_work") slot.send({ type: "cancel", workId: m.workId, reason: msg.reason });
       else if (msg.type === "deliver" || msg.type === "wrap_up" || msg.type === "hold") slot.send(msg);
+      else if (msg.type === "stage_tool_result") this.relay.result(msg.callId, { ok: msg.ok, output: msg.output });
     }
   }
 

@@ -102,6 +102,8 @@ export class RootChannel implements RootLink {
       case "stop_waiting":
         this.handlers.stopWaiting();
         break;
+      case "stage_tool_result":
+        break; // worker hosts only (fleet/tools-relay.ts): a run's own pool reaches its driver through the broker
       default:
         assertNever(msg);
     }

@@ -20,6 +20,9 @@ import type { DeliveryMode, RunnerEvent, RunnerHandle, StageRequest } from "./ty
  */
 export const CANCEL_IF_QUEUED = "cancel-if-queued: the budget is used up";
 
+/** The driver's side of a run tool call (engine/mail/stage-tools.ts): the stage's credential, the tool, its arguments. */
+export type StageToolsHandler = (token: string, tool: string, args: Record<string, unknown>) => Promise<{ ok: boolean; output: string }>;
+
 export interface StageExecutor {
   /** True when stages go through the work queue: the stage step enqueues `request.workId` with its start record. */
   readonly queued: boolean;
@@ -61,6 +64,12 @@ export interface StageExecutor {
    * claims nothing more of this drive.
    */
   budgetCounted?(workId: string | undefined, exhausted: boolean): void;
+  /**
+   * The run's driver acts on its stages' run tool calls (message, ask_agent, reply, ask_user); an executor
+   * whose stages cannot reach the driver's intercom session (worker hosts: fleet/tools-relay.ts) carries
+   * their calls to `handle` and the results back.
+   */
+  serveStageTools?(handle: StageToolsHandler): void;
   /**
    * The root is stopping (SIGTERM, Ctrl-C): other processes of this executor that wait for an unreachable
    * journal stop waiting, as the root does (Journal.stopWaiting), so the stages' results come back at once.

@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 11;
+export const POOL_PROTOCOL_VERSION = 12; // 12: worker hosts relay their stages' run tool calls (stage_tool_call, stage_tool_result)
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({

@@ -41,6 +41,8 @@ export const ToCoordinatorSchema = v.variant("type", [
   v.object({ type: v.literal("budget_counted"), workId: v.optional(v.string()), exhausted: v.boolean() }),
   /** The run is over: stop every worker and exit. */
   v.object({ type: v.literal("shutdown") }),
+  /** Worker hosts only: the driver's result of a stage's run tool call (`stage_tool_call`; fleet/tools-relay.ts). */
+  v.object({ type: v.literal("stage_tool_result"), callId: v.string(), ok: v.boolean(), output: v.string() }),
   /** The root is stopping (SIGTERM, Ctrl-C): journal statements that lost their connection fail at once, not after the retry window. */
   v.object({ type: v.literal("stop_waiting") }),
 ]);
@@ -69,6 +71,8 @@ export const FromCoordinatorSchema = v.variant("type", [
    */
   v.object({ type: v.literal("work_status"), workId: v.string(), state: v.picklist(["running", "queued", "done", "gone"]) }),
   v.object({ type: v.literal("control_ack"), rev: v.number() }),
+  /** Worker hosts only: a stage's run tool call for the driver, relayed (fleet/tools-relay.ts); answered by `stage_tool_result`. */
+  v.object({ type: v.literal("stage_tool_call"), workId: v.string(), callId: v.string(), token: v.string(), tool: v.string(), args: v.record(v.string(), v.unknown()) }),
   /** The coordinator cannot go on (journal unavailable, ...): every outstanding stage is lost. */
   v.object({ type: v.literal("fatal"), code: v.string(), message: v.string() }),
 ]);

@@ -1,0 +1,54 @@
+/**
+ * `atomic attach` to a stage whose worker host is gone: the host runs the
+ * run's one long stage and is killed (-9, every process of it); attach says
+ * in one notice that the host is gone and that the stage's next attempt
+ * follows once the host's lease runs out, and goes on following the stage.
+ * Nothing is changed: the stage's lease and attempt are the root's to
+ * handle.
+ */
+
+import { afterEach, beforeAll, expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { killSpawned, lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { runIdOf } from "../service/support.ts";
+import { FIXTURES, startHost, stopHosts } from "./support.ts";
+
+beforeAll(async () => {
+  await testPostgres();
+});
+afterEach(async () => {
+  await stopHosts();
+  await killSpawned();
+  removeTempDirs();
+});
+
+test("attach to a stage on a worker host that is gone: one notice naming the host, and the view goes on", async () => {
+  const url = await freshDatabase("attach_host");
+  const dir = makeTempDir("atomic-attach-host-");
+  const marks = join(dir, "marks");
+  const host = await startHost({ url, id: "faraway", slots: 1 });
+  const home = join(dir, "root");
+  // The stage waits for a gate that never opens; the default lease (30 s) outlasts the test.
+  const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--workers", "0", "--json", "--input", `marks=${marks}`, "--input", `gate=${join(dir, "never")}`], { home, env: { ATOMIC_JOURNAL: url } });
+  const runId = await runIdOf(lineWatcher(run.stdout));
+  await waitUntil(() => existsSync(marks) && readFileSync(marks, "utf8").includes("long-started"), 60_000, "the stage to start on the host");
+  host.kill();
+  await host.exited;
+  const attach = spawnAtomic(["--json", "attach", runId, "long"], { home, env: { ATOMIC_JOURNAL: url, ATOMIC_HOST_LOST_MS: "500" } });
+  const out = lineWatcher(attach.stdout);
+  await out.waitFor(/"type":"attached"/, 30_000);
+  const notice = JSON.parse(await out.waitFor(/"type":"notice".*worker host faraway/, 30_000)) as { text: string; path: string };
+  expect(notice.path).toBe("long");
+  expect(notice.text).toMatch(
+    /^worker host faraway, which runs attempt 1 of this stage, is gone \(silent for \d+ s\); once its lease runs out the stage's next attempt starts elsewhere and this view follows it \(hint: atomic workers lists the hosts\)$/,
+  );
+  // Still following: detaching is the person's, and says so (a command on stdin is read once attach reads commands).
+  attach.stdin.write("/detach\n");
+  attach.stdin.flush();
+  expect(await attach.exited).toBe(0);
+  expect(out.lines.some((l) => l.includes('"type":"detached"'))).toBe(true);
+  expect(out.lines.filter((l) => l.includes("worker host faraway")).length).toBe(1);
+}, 120_000);
