@@ -33,6 +33,8 @@ const REPS = 5;
 const TARGET = 1.2;
 const KILLS = 3;
 const FLOW = join(WORKFLOWS, "continues.ts");
+/** Longest one `atomic run` or `resume` of the whole loop may take (minutes on a busy 2-CPU machine). */
+const RUN_TIMEOUT_MS = 600_000;
 
 /** The loop's outputs, computed here. */
 function expected(total: number): { done: number; sum: number } {
@@ -94,7 +96,7 @@ const bench: Bench = {
       const made: Record<number, Awaited<ReturnType<typeof runWithPeakRss>>> = {};
       const first: Record<number, string> = {};
       for (const n of [SMALL, LARGE]) {
-        made[n] = await runWithPeakRss([bin, "--quiet", "run", FLOW, "--input", `total=${n}`, "--input", `every=${EVERY}`, "--input", "gate=true"], closed(homes[n]!));
+        made[n] = await runWithPeakRss([bin, "--quiet", "run", FLOW, "--input", `total=${n}`, "--input", `every=${EVERY}`, "--input", "gate=true"], closed(homes[n]!), RUN_TIMEOUT_MS);
         if (made[n]!.code !== 1) throw new Error(`atomic run of ${n} steps exited ${made[n]!.code}, expected 1 (failed at the gate): ${made[n]!.stderr.slice(-500)}`);
         first[n] = expectChain(homes[n]!, n, "failed");
       }
@@ -114,7 +116,7 @@ const bench: Bench = {
       const runRss = made[LARGE]!.peakRssMb / made[SMALL]!.peakRssMb;
 
       // The uninterrupted outputs: the large chain's gate opened.
-      const opened = await runTimed([bin, "--quiet", "resume", first[LARGE]!], { env: binaryEnv(homes[LARGE]!), capture: true, timeoutMs: 300_000 });
+      const opened = await runTimed([bin, "--quiet", "resume", first[LARGE]!], { env: binaryEnv(homes[LARGE]!), capture: true, timeoutMs: RUN_TIMEOUT_MS });
       if (opened.code !== 0) throw new Error(`atomic resume with the gate open exited ${opened.code}: ${opened.stderr.slice(-500)}`);
       const uninterrupted = lastOutputs(homes[LARGE]!);
       if (JSON.stringify(uninterrupted) !== JSON.stringify(expected(LARGE))) throw new Error(`the loop ended with ${JSON.stringify(uninterrupted)}, expected ${JSON.stringify(expected(LARGE))}`);
@@ -129,7 +131,7 @@ const bench: Bench = {
       for (let k = 0; k <= KILLS; k++) {
         const at = kill();
         const cmd = k === 0 ? start : [bin, "--quiet", "resume", firstKilled];
-        const r = await runTimed(cmd, { env: binaryEnv(killedHome, k < KILLS ? { ATOMIC_FAULT_POINTS: `after-checkpoint:${at}` } : {}), capture: true, timeoutMs: 600_000 });
+        const r = await runTimed(cmd, { env: binaryEnv(killedHome, k < KILLS ? { ATOMIC_FAULT_POINTS: `after-checkpoint:${at}` } : {}), capture: true, timeoutMs: RUN_TIMEOUT_MS });
         killedMs += r.ms;
         if (k === 0) firstKilled = chain(killedHome)[0]!.id;
         if (k < KILLS) {

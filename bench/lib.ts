@@ -507,13 +507,15 @@ export const GNU_TIME = "/usr/bin/time";
 export async function runWithPeakRss(
   cmd: string[],
   env: Record<string, string>,
+  /** Killed after this long (runTimed's default otherwise). */
+  timeoutMs?: number,
 ): Promise<{ ms: number; code: number | null; peakRssMb: number; how: string; stderr: string }> {
   if (existsSync(GNU_TIME)) {
     // GNU time writes its report to a file of its own (-o): the command's stderr stays separate.
     const dir = tempDir("atomic-bench-time-");
     try {
       const report = join(dir, "time.txt");
-      const r = await runTimed([GNU_TIME, "-v", "-o", report, ...cmd], { env, capture: true });
+      const r = await runTimed([GNU_TIME, "-v", "-o", report, ...cmd], { env, capture: true, ...(timeoutMs ? { timeoutMs } : {}) });
       const text = readFileSync(report, "utf8");
       const m = /Maximum resident set size \(kbytes\): (\d+)/.exec(text);
       return { ms: r.ms, code: r.code, peakRssMb: m ? Number(m[1]) / 1024 : NaN, how: "/usr/bin/time -v", stderr: r.stderr };
