@@ -22,18 +22,13 @@
  */
 
 import { join } from "node:path";
-import { EVENT } from "../src/engine/journal-events.ts";
-import type { Journal } from "../src/journal/journal.ts";
-import type { Lease } from "../src/journal/runs.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
-import { newRunId, type RunId } from "../src/shared/ids.ts";
-import { thisProcessHolder } from "../src/shared/process-info.ts";
-import { JournalMetrics } from "../src/status/metrics.ts";
 import { isQueryProblem, readRunListQuery } from "../src/status/run-query.ts";
 import { StatusSource } from "../src/status/source.ts";
 import type { RunListQuery } from "../src/status/summaries.ts";
 import { seedRun } from "../test/helpers/seed-runs.ts";
 import { alternate, fmt, median, removeTempDir, spread, tempDir, TMPFS, type Bench, type Result } from "./lib.ts";
+import { closeLiveScrape, openLiveScrape, scrapeMs, type LiveScrape } from "./live-scrape.ts";
 
 const SMALL = 1_000;
 const LARGE = 100_000;
@@ -45,13 +40,9 @@ const SCRAPES = 100;
 const SCRAPE_REPS = 5;
 const DAY = 86_400_000;
 
-interface Subject {
+interface Subject extends LiveScrape {
   runs: number;
-  journal: Journal;
   source: StatusSource;
-  metrics: JournalMetrics;
-  live: { runId: RunId; lease: Lease };
-  ticks: number;
   /** A run id's tail: a text found in that run alone. */
   rare: string;
   firstScrapeMs: number;
@@ -84,22 +75,12 @@ async function subject(dir: string, runs: number, now: number): Promise<Subject>
     if (i % 100 === 0) await journal.tags.set(id, { team: i % 200 === 0 ? "search" : "infra" }, now);
     if (i === Math.floor(runs / 2)) rare = id.slice(-10);
   }
-  const runId = newRunId();
-  const lease = await journal.acquireLease(runId, thisProcessHolder("bench"), { timeoutMs: 600_000 });
-  await journal.append(lease, [
-    {
-      runId,
-      type: EVENT.runStarted,
-      payload: {},
-      newRun: { rootId: runId, parentId: null, parentKey: null, depth: 0, workflowName: "live", workflowPath: "/bench/live.ts", workflowDigest: "bench", inputs: {} },
-    },
-  ]);
+  const live = await openLiveScrape(journal);
   const source = new StatusSource(journal);
-  const metrics = new JournalMetrics(journal);
   const t0 = performance.now();
-  await metrics.render(); // the first scrape reads everything once
+  await live.metrics.render(); // the first scrape reads everything once
   const firstScrapeMs = performance.now() - t0;
-  return { runs, journal, source, metrics, live: { runId, lease }, ticks: 0, rare, firstScrapeMs };
+  return { ...live, runs, source, rare, firstScrapeMs };
 }
 
 /** A query string read as GET /api/runs reads it. */
@@ -128,18 +109,6 @@ async function searchMs(s: Subject, text: string): Promise<number> {
   return median(times);
 }
 
-/** Mean ms per steady-state scrape (one appended event before each; the append is not timed). */
-async function scrapeMs(s: Subject): Promise<number> {
-  let total = 0;
-  for (let i = 0; i < SCRAPES; i++) {
-    await s.journal.append(s.live.lease, [{ runId: s.live.runId, type: "bench_tick", payload: { i: s.ticks++ } }]);
-    const t0 = performance.now();
-    await s.metrics.render();
-    total += performance.now() - t0;
-  }
-  return total / SCRAPES;
-}
-
 const bench: Bench = {
   name: "status-100k",
   title: `the console's server side at ${fmt(LARGE, 0)} runs: run search and /metrics (baseline: ${fmt(SMALL, 0)} runs)`,
@@ -165,9 +134,9 @@ const bench: Bench = {
       const slowest = names.reduce((a, b) => (median(bySearch[b]!.large) > median(bySearch[a]!.large) ? b : a));
       const searchValue = median(bySearch[slowest]!.large);
 
-      await scrapeMs(small); // warm-up
-      await scrapeMs(large);
-      const scrapes = await alternate(SCRAPE_REPS, { small: () => scrapeMs(small), large: () => scrapeMs(large) });
+      await scrapeMs(small, SCRAPES); // warm-up
+      await scrapeMs(large, SCRAPES);
+      const scrapes = await alternate(SCRAPE_REPS, { small: () => scrapeMs(small, SCRAPES), large: () => scrapeMs(large, SCRAPES) });
       const check = await large.metrics.render();
       if (!check.includes(`atomic_runs{status="completed"} ${LARGE - LARGE / 10}`)) throw new Error(`the ${fmt(LARGE, 0)}-run scrape counts wrong`);
       const scrapeLarge = median(scrapes.large);
@@ -199,10 +168,7 @@ const bench: Bench = {
         },
       ];
     } finally {
-      for (const s of subjects) {
-        await s.journal.releaseLease(s.live.lease).catch(() => {});
-        await s.journal.close();
-      }
+      for (const s of subjects) await closeLiveScrape(s);
       for (const d of dirs) removeTempDir(d);
     }
   },

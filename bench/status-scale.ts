@@ -24,16 +24,11 @@
  */
 
 import { join } from "node:path";
-import { EVENT } from "../src/engine/journal-events.ts";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
-import type { Journal } from "../src/journal/journal.ts";
-import type { Lease } from "../src/journal/runs.ts";
-import { newRunId, type RunId } from "../src/shared/ids.ts";
-import { thisProcessHolder } from "../src/shared/process-info.ts";
-import { JournalMetrics } from "../src/status/metrics.ts";
 import { RunSummaries } from "../src/status/summaries.ts";
 import { seedRun } from "../test/helpers/seed-runs.ts";
 import { alternate, fmt, median, removeTempDir, spread, tempDir, TMPFS, type Bench, type Result } from "./lib.ts";
+import { closeLiveScrape, openLiveScrape, scrapeMs, type LiveScrape } from "./live-scrape.ts";
 
 const SMALL = 1_000;
 const LARGE = 10_000;
@@ -43,43 +38,17 @@ const REPS = 7;
 const METRICS_TARGET = 1.5;
 const LIST_TARGET = 2;
 
-interface Subject {
+interface Subject extends LiveScrape {
   runs: number;
-  journal: Journal;
-  metrics: JournalMetrics;
   summaries: RunSummaries;
-  live: { runId: RunId; lease: Lease };
-  ticks: number;
 }
 
 async function subject(dir: string, runs: number): Promise<Subject> {
   const journal = await SqliteJournal.open(join(dir, "atomic.db"), { durability: "normal" });
   for (let i = 0; i < runs; i++) await seedRun(journal, { stages: 3, workflow: `wf-${i % 7}`, status: i % 10 === 0 ? "failed" : "completed" });
-  const runId = newRunId();
-  const lease = await journal.acquireLease(runId, thisProcessHolder("bench"), { timeoutMs: 600_000 });
-  await journal.append(lease, [
-    {
-      runId,
-      type: EVENT.runStarted,
-      payload: {},
-      newRun: { rootId: runId, parentId: null, parentKey: null, depth: 0, workflowName: "live", workflowPath: "/bench/live.ts", workflowDigest: "bench", inputs: {} },
-    },
-  ]);
-  const metrics = new JournalMetrics(journal);
-  await metrics.render(); // the first scrape reads everything once
-  return { runs, journal, metrics, summaries: new RunSummaries(journal), live: { runId, lease }, ticks: 0 };
-}
-
-/** Mean ms per steady-state scrape (one appended event before each; the append is not timed). */
-async function scrapeMs(s: Subject): Promise<number> {
-  let total = 0;
-  for (let i = 0; i < SCRAPES; i++) {
-    await s.journal.append(s.live.lease, [{ runId: s.live.runId, type: "bench_tick", payload: { i: s.ticks++ } }]);
-    const t0 = performance.now();
-    await s.metrics.render();
-    total += performance.now() - t0;
-  }
-  return total / SCRAPES;
+  const live = await openLiveScrape(journal);
+  await live.metrics.render(); // the first scrape reads everything once
+  return { ...live, runs, summaries: new RunSummaries(journal) };
 }
 
 async function listMs(s: Subject): Promise<number> {
@@ -105,9 +74,9 @@ const bench: Bench = {
       subjects.push(await subject(dirs[0]!, SMALL), await subject(dirs[1]!, LARGE));
       const [small, large] = subjects as [Subject, Subject];
       // warm-up
-      await scrapeMs(small);
-      await scrapeMs(large);
-      const scrapes = await alternate(REPS, { small: () => scrapeMs(small), large: () => scrapeMs(large) });
+      await scrapeMs(small, SCRAPES);
+      await scrapeMs(large, SCRAPES);
+      const scrapes = await alternate(REPS, { small: () => scrapeMs(small, SCRAPES), large: () => scrapeMs(large, SCRAPES) });
       const lists = await alternate(REPS, { small: () => listMs(small), large: () => listMs(large) });
       const everyRun = await alternate(3, { small: () => listEveryRunMs(small), large: () => listEveryRunMs(large) });
       const check = await large.metrics.render();
@@ -141,10 +110,7 @@ const bench: Bench = {
         },
       ];
     } finally {
-      for (const s of subjects) {
-        await s.journal.releaseLease(s.live.lease).catch(() => {});
-        await s.journal.close();
-      }
+      for (const s of subjects) await closeLiveScrape(s);
       for (const d of dirs) removeTempDir(d);
     }
   },
