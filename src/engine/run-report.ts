@@ -16,6 +16,7 @@ import { crashCause, leaseExpiry, shownStatus } from "../journal/run-status.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { RunRecord, ShownStatus } from "../journal/runs.ts";
 import { hostOfWorker } from "../journal/fleet-view.ts";
+import { pausedStages } from "../journal/run-control.ts";
 import {
   EVENT,
   type CheckpointPayload,
@@ -114,6 +115,8 @@ export interface RunReport {
   steps: StepReport[];
   /** Stages waiting to start (admission, a paused stage) or, paused, after a turn, and why: only while the run is live. */
   waiting?: { position: string; name: string; reason: string; since: number }[];
+  /** A live root run's paused stages (atomic pause RUN STAGE), by path, as its driver applied the requests. */
+  pausedStages?: string[];
 }
 
 export async function buildRunReport(journal: Journal, runId: RunId, opts: { depth?: number; driveHost?: string } = {}): Promise<RunReport | undefined> {
@@ -134,8 +137,10 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   // it: the lease's last holder.
   let driveHost = opts.driveHost ?? lease?.host;
   const childDriveHosts = new Map<string, string | undefined>();
+  const applied: string[] = [];
   for (const e of events) {
     lastEventAt = Math.max(lastEventAt, e.at);
+    if (e.type === EVENT.controlApplied) applied.push(String((e.payload as { action?: unknown }).action ?? ""));
     if (e.type === EVENT.runStarted || e.type === EVENT.runResumed) driveHost = (e.payload as { host?: string }).host ?? driveHost;
     if (e.type === EVENT.runStarted) origin = (e.payload as { origin?: RunOrigin }).origin;
     if (e.type === EVENT.stageWaiting) {
@@ -311,6 +316,8 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
   if (continuedFrom) report.continuedFrom = continuedFrom;
   if (continuedAs) report.continuedAs = continuedAs;
   if (waiting.size > 0 && (status === "running" || status === "paused")) report.waiting = [...waiting.values()];
+  const paused = run.parentId === null && (status === "running" || status === "paused" || status === "awaiting_input") ? pausedStages(applied) : undefined;
+  if (paused?.size) report.pausedStages = [...paused];
   const open = (await journal.messages.prompts(run.rootId, "open")).filter((p) => p.runId === run.id);
   if (open.length > 0) report.questions = open.map((p) => ({ id: p.id, question: p.question, choices: p.choices, deadline: p.deadline }));
   const expiry = leaseExpiry(lease);

@@ -103,9 +103,10 @@ export class Operator {
     return this.starter.start(req);
   }
 
-  async setControl(ref: string, action: ControlAction) {
+  /** `stage`: that stage only (its path from the root run), as atomic pause RUN STAGE. */
+  async setControl(ref: string, action: ControlAction, stage?: string) {
     const run = await this.run(ref);
-    return this.control.control(run, action);
+    return this.control.control(run, action, stage);
   }
 
   async send(ref: string, body: { stage: string; text: string; mode?: string | undefined; sticky?: boolean | undefined }) {

@@ -352,7 +352,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
 
   // ---------------------------------------------------------------- control and (later) intercom
 
-  // `{"action": "pause" | "unpause" | "cancel"}` on a root run: 202 `{ runId, action, result }`.
+  // `{"action": "pause" | "unpause" | "cancel"}` on a root run: 202 `{ runId, action, result }`; with `"stage": PATH`,
+  // pause or unpause that stage only (atomic pause RUN STAGE).
   app.post("/api/runs/:id/control", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;
@@ -363,8 +364,10 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       const hint = action === "resume" ? "use unpause to let a paused run go on; a stopped run is continued with atomic resume" : undefined;
       return fail(c, 400, "unknown_action", `action must be one of ${CONTROL_ACTIONS.join(", ")}, got ${JSON.stringify(action)}`, hint);
     }
+    const stage = (body as { stage?: unknown } | null)?.stage;
+    if (stage !== undefined && (typeof stage !== "string" || stage === "")) return fail(c, 400, "bad_body", "stage must be a stage's path from the root run", 'send {"action": "pause", "stage": "review/security"}');
     try {
-      const outcome = await control.control(run, action);
+      const outcome = await control.control(run, action, stage);
       source.invalidate();
       return c.json(outcome, 202);
     } catch (err) {

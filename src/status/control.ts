@@ -12,7 +12,8 @@
 
 import { cancelRun } from "../engine/cancel.ts";
 import { answerPrompt, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
-import { setRunPaused } from "../engine/pause.ts";
+import { setRunPaused, setStagePaused } from "../engine/pause.ts";
+import { builtinSource } from "../engine/builtins.ts";
 import { answerReview, type Verdict } from "../engine/stage-review.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { RunRecord } from "../journal/runs.ts";
@@ -28,6 +29,7 @@ export function isControlAction(value: unknown): value is ControlAction {
 export interface ControlOutcome {
   runId: string;
   action: ControlAction;
+  stage?: string;
   /** "requested": the driver will act on it; "cancelled": done here (nobody drove the run). */
   result: "requested" | "cancelled" | "ended_otherwise";
 }
@@ -40,7 +42,8 @@ export interface AnswerOutcome {
 }
 
 export interface StatusControl {
-  control(run: RunRecord, action: ControlAction): Promise<ControlOutcome>;
+  /** `stage`: pause or unpause that stage only (its path from the root run), as `atomic pause RUN STAGE`. */
+  control(run: RunRecord, action: ControlAction, stage?: string): Promise<ControlOutcome>;
   /** Body `{ stage, text, mode?, sticky?, id? }`. UsageErrors for bad input (httpStatusOf maps their codes). */
   message(run: RunRecord, body: unknown): Promise<SendResult>;
   /** Body `{ question, answer }`. */
@@ -113,7 +116,12 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
       if (opts.home && result.status === "answered" && (await isDriven(journal, result.runId))) await notifyDriver(opts.home, result.runId, { type: "poke" }, 1_000);
       return { runId: result.runId, question: result.promptId, status: result.status, answer: result.prompt.answer };
     },
-    async control(run, action) {
+    async control(run, action, stage) {
+      if (stage !== undefined) {
+        if (action === "cancel") throw new UsageError("bad_body", "cancel stops the whole run; it takes no stage", { hint: 'send {"action": "cancel"} without "stage", or pause the stage: {"action": "pause", "stage": "..."}' });
+        await setStagePaused(journal, run, stage, action === "pause", builtinSource);
+        return { runId: run.id, action, stage, result: "requested" };
+      }
       if (action === "cancel") {
         const { result } = await cancelRun(journal, run, 0);
         return { runId: run.id, action, result };

@@ -113,6 +113,15 @@ describe("atomic mcp", () => {
     const t = await ok<{ stdout: { text: string }; live: boolean }>("read_transcript", { run: id, stage: "listen" });
     expect(t.stdout.text).toBe("listening\nheard: hello over mcp\n");
 
+    // One stage only (atomic pause RUN STAGE): the run stays running, the report names the paused stage.
+    expect(await ok("pause_run", { run: id, stage: "wait" })).toMatchObject({ runId: id, action: "pause", stage: "wait", result: "requested" });
+    const pausedOnly = await ok<Shown & { report: { pausedStages?: string[] } }>("show_run", { run: id });
+    expect([pausedOnly.run.status, pausedOnly.report.pausedStages]).toEqual(["running", ["wait"]]);
+    expect(await refused("pause_run", { run: id, stage: "wiat" })).toBe(`error: run ${id} has no stage wiat: no stage of its workflow is named wiat\nhint: did you mean: wait`);
+    await ok("unpause_run", { run: id, stage: "wait" });
+    expect((await ok<Shown & { report: { pausedStages?: string[] } }>("show_run", { run: id })).report.pausedStages).toBeUndefined();
+    expect(await refused("unpause_run", { run: id, stage: "wait" })).toBe(`error: stage wait of run ${id} is not paused\nhint: pause it with: atomic pause ${id} wait`);
+
     await ok("pause_run", { run: id });
     await waitUntil(async () => (await show(id)).run.status === "paused", 30_000, "paused");
     await ok("unpause_run", { run: id });

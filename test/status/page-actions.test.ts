@@ -16,7 +16,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned } from "../helpers/atomic.ts";
+import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
 
@@ -119,6 +119,40 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       await page.waitForFunction(runStatusIs("cancelled"), "cancelled", { timeout: 30_000 });
       await asking.proc.exited;
       expect(await page.$(".question")).toBeNull();
+      expect(errors).toEqual([]);
+    } finally {
+      writeFileSync(gate, "");
+      await closePageAndServer(page, server);
+    }
+  }, 120_000);
+
+  test("one stage is paused and unpaused from its panel (atomic pause RUN STAGE); the run goes on running", async () => {
+    const home = makeTempDir();
+    const gate = join(makeTempDir(), "gate");
+    const { proc: server, url, login } = await startServe(home);
+    const run = await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      await waitStarted(run.out);
+      await page.click('svg.graph g.node[data-name="wait"][data-status="running"]', { timeout: 15_000 });
+      await page.waitForSelector("#btn-stage-pause", { timeout: 15_000 });
+      expect(await page.textContent("#btn-stage-pause")).toBe("Pause stage");
+      await page.click("#btn-stage-pause");
+      await page.waitForFunction(() => document.querySelector("#btn-stage-pause")?.textContent === "Unpause stage", undefined, { timeout: 15_000 });
+      // The stage's pause is its driver's (recorded, acknowledged); the run itself is not paused.
+      const shown = await runAtomic(["show", run.id, "--json"], { home });
+      expect((JSON.parse(shown.stdout) as { pausedStages?: string[] }).pausedStages).toEqual(["wait"]);
+      expect(await page.evaluate(() => document.body.dataset.runStatus)).toBe("running");
+      expect(await page.textContent("#btn-pause")).toBe("Pause");
+      await page.click("#btn-stage-pause");
+      await page.waitForFunction(() => document.querySelector("#btn-stage-pause")?.textContent === "Pause stage", undefined, { timeout: 15_000 });
+      expect((JSON.parse((await runAtomic(["show", run.id, "--json"], { home })).stdout) as { pausedStages?: string[] }).pausedStages).toBeUndefined();
+      writeFileSync(gate, "");
+      await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 30_000 });
+      expect(await run.proc.exited).toBe(0);
+      await page.waitForSelector("#btn-stage-pause", { state: "detached", timeout: 15_000 });
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");

@@ -118,17 +118,18 @@ export const TOOLS: Tool[] = [
   }),
   tool({
     name: "pause_run",
-    description: "Pause a live run: no new step starts; running stages go on. unpause_run lets it go on.",
-    schema: run,
-    annotations: change("Pause a run", true),
-    call: (op, a) => op.setControl(a.run, "pause"),
+    description:
+      "Pause a live run: no new step starts; running stages go on. With `stage` (a stage's path from the root run), that stage only: it starts no attempt, and an openai agent running it stops after its current turn (a CLI agent or shell attempt runs to its end; a retry waits). unpause_run lets it go on.",
+    schema: v.object({ run: RUN, stage: v.optional(v.pipe(v.string(), v.minLength(1), v.description("a stage's path from the root run: pause that stage only"))) }),
+    annotations: change("Pause a run or one stage", true),
+    call: (op, a) => op.setControl(a.run, "pause", a.stage),
   }),
   tool({
     name: "unpause_run",
-    description: "Let a paused run go on.",
-    schema: run,
-    annotations: change("Unpause a run", true),
-    call: (op, a) => op.setControl(a.run, "unpause"),
+    description: "Let a paused run go on; with `stage`, let that paused stage go on.",
+    schema: v.object({ run: RUN, stage: v.optional(v.pipe(v.string(), v.minLength(1), v.description("a paused stage's path from the root run"))) }),
+    annotations: change("Unpause a run or one stage", true),
+    call: (op, a) => op.setControl(a.run, "unpause", a.stage),
   }),
   tool({
     name: "cancel_run",

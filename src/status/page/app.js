@@ -354,12 +354,19 @@
       if (kids.length) io.append(h("div", { class: "card" }, kids));
     }
 
-    async function control(action) {
+    // A stage of a live root run that has not ended: pause or unpause it alone (atomic pause RUN STAGE).
+    function stagePauseButton(step, path) {
+      if (step.kind !== "stage" || detail.run.parentId || !live(detail.run.status) || step.status === "completed" || step.status === "failed") return null;
+      const paused = (detail.report.pausedStages || []).includes(path);
+      return h("button", { class: "btn", id: "btn-stage-pause", type: "button", text: paused ? "Unpause stage" : "Pause stage", onclick: () => control(paused ? "unpause" : "pause", path) });
+    }
+
+    async function control(action, stage) {
       try {
         await api(`/api/runs/${runId}/control`, {
           method: "POST",
           headers: { "content-type": "application/json", accept: "application/json" },
-          body: JSON.stringify({ action }),
+          body: JSON.stringify(stage === undefined ? { action } : { action, stage }),
         });
         schedule();
       } catch (err) {
@@ -412,6 +419,7 @@
         (step.warnings || []).map((w) => h("p", { class: "notice stage-warning", text: `warning: ${w}` })),
         step.kind === "tool" && step.result !== undefined ? h("pre", { class: "json", text: JSON.stringify(step.result, null, 2) }) : null,
         report.run.id === runId && !detail.run.parentId ? forkButton(runId, step, live(detail.run.status)) : null,
+        stagePauseButton(step, path),
         step.workspace ? h("button", { class: "btn", id: "btn-diff", type: "button", text: "Diff and review", onclick: () => review.show(path) }) : null,
         step.kind === "stage" ? h("div", { id: "stage-messages" }) : null,
         step.kind === "stage" ? [h("div", { class: "muted", text: "output" }), conv, stdout, stderr] : null);
