@@ -12,6 +12,7 @@
  */
 
 import { workflow, v } from "atomic";
+import { closableGate } from "./gate.ts";
 
 export default workflow({
   name: "bench-agents",
@@ -34,17 +35,7 @@ export default workflow({
     } else {
       for (let i = 0; i < n; i++) chars += (await stage(i)).text.length;
     }
-    if (gate) {
-      await ctx.tool(
-        "gate",
-        null,
-        () => {
-          if (process.env.ATOMIC_BENCH_GATE === "closed") throw new Error("the gate is closed (ATOMIC_BENCH_GATE=closed)");
-          return true;
-        },
-        { retries: 0 },
-      );
-    }
+    if (gate) await closableGate(ctx);
     return { n, chars };
   },
 });

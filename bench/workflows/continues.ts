@@ -15,6 +15,7 @@
  */
 
 import { workflow, v } from "atomic";
+import { closableGate } from "./gate.ts";
 
 export default workflow({
   name: "bench-continues",
@@ -35,17 +36,7 @@ export default workflow({
       sum += await ctx.tool("step", i, () => (i * i) % 7);
     }
     if (done < total) ctx.continueAsNew({ total, every, done, sum, gate });
-    if (gate) {
-      await ctx.tool(
-        "gate",
-        null,
-        () => {
-          if (process.env.ATOMIC_BENCH_GATE === "closed") throw new Error("the gate is closed (ATOMIC_BENCH_GATE=closed)");
-          return true;
-        },
-        { retries: 0 },
-      );
-    }
+    if (gate) await closableGate(ctx);
     return { done, sum };
   },
 });

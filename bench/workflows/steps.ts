@@ -13,6 +13,7 @@
  */
 
 import { workflow, v } from "atomic";
+import { closableGate } from "./gate.ts";
 
 const noop = () => undefined;
 
@@ -26,17 +27,7 @@ export default workflow({
   async run(ctx) {
     const { steps, gate } = ctx.inputs;
     for (let i = 0; i < steps; i++) await ctx.tool("noop", i, noop);
-    if (gate) {
-      await ctx.tool(
-        "gate",
-        null,
-        () => {
-          if (process.env.ATOMIC_BENCH_GATE === "closed") throw new Error("the gate is closed (ATOMIC_BENCH_GATE=closed)");
-          return true;
-        },
-        { retries: 0 },
-      );
-    }
+    if (gate) await closableGate(ctx);
     return { steps };
   },
 });
