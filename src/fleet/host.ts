@@ -20,7 +20,9 @@
  *   ones still running then are cancelled and their items released (the
  *   next generation, on another host); then stopped.
  * - stopped: workers and stage process groups killed, the row marked
- *   stopped, the journal closed, exit 0. Stopping at once (SIGINT, a second
+ *   stopped, the journal closed, exit 0. Once the grace is over (or at
+ *   once) an unreachable journal is not waited for (Journal.stopWaiting):
+ *   releases and the last heartbeat fail at once, their leases run out. Stopping at once (SIGINT, a second
  *   SIGTERM) leaves the items leased: their leases run out and another host
  *   reclaims them.
  * - Losing the database: stages go on; heartbeats, renewals and commits
@@ -247,6 +249,8 @@ export class WorkerHost implements CoordinatorCore {
       const busy = this.workers.busy();
       if (busy.length > 0 && performance.now() < until) return;
       clearInterval(check);
+      // From here on an unreachable journal is not waited for: the releases below fail at once (their leases run out).
+      this.journal.stopWaiting?.();
       void this.releaseBusy().finally(() => this.stop("drained"));
     }, 100);
   }
@@ -257,17 +261,17 @@ export class WorkerHost implements CoordinatorCore {
     this.shuttingDown = true;
     this.state = "stopped";
     this.log(`stopping: ${why}`);
+    this.journal.stopWaiting?.();
     for (const t of this.timers) clearInterval(t);
     this.stall.stop();
     const exited = this.workers.killAll();
     void (async () => {
       await exited;
-      await this.listener?.close();
       // What the outbox still holds stays on disk: the next start of this host commits it.
       this.outbox.close();
       this.relay.close();
       // Best effort, briefly: a host stopping because its database is away does not wait for it.
-      await within(STOP_WRITE_MS, this.heartbeat(true).catch(() => {}));
+      await within(STOP_WRITE_MS, Promise.all([this.listener?.close().catch(() => {}), this.heartbeat(true).catch(() => {})]));
       await within(STOP_WRITE_MS, this.journal.close().catch(() => {}));
       this.stopped();
     })();
