@@ -415,10 +415,19 @@ export interface ReviewOptions {
    * `<stage>-revise-<n>`, in the same worktree on the same branch, its
    * prompt the reviewer's comments; then its diff is reviewed again, until
    * approved or after `rounds` follow-ups (default 3; the last comments are
-   * then returned). Needs an agent stage. `prompt`: words put before the
+   * then returned). Needs an agent stage, unless `to`. `prompt`: words put before the
    * comments (default: "The reviewer of your change asks for changes:").
+   *
+   * `to`: send them to a named next stage instead, given as a stage spec
+   * (`{ name, runner?, model?, tools?, … }`, as ctx.bestOf takes one): the
+   * n-th request runs it as `<name>-<n>` in the reviewed stage's worktree
+   * on its branch, the comments its prompt (default words: "The reviewer
+   * of this change asks for changes:"), the first in a new agent session,
+   * each later one continuing the previous one's. Any stage can be
+   * reviewed so. `to` must not name `prompt`, `shell`, `continueFrom`,
+   * `fork`, `workspace` or `cwd` (the review gives them): `bad_review`.
    */
-  revise?: boolean | { rounds?: number; prompt?: string };
+  revise?: boolean | { rounds?: number; prompt?: string; to?: Omit<TaskOptions, "prompt" | "shell" | "continueFrom" | "fork" | "workspace" | "cwd"> & { name: string } };
 }
 
 /** A review's outcome: approved, or the reviewer's comments (`file`/`line` absent: about the whole change). With `revise`, `stage` is the reviewed stage's last result (its last follow-up's, or the stage's own). */
