@@ -17,7 +17,7 @@ import { newRunId } from "../shared/ids.ts";
 import { driveRun } from "./drive.ts";
 import { POOL_ARGS, executorOption } from "./pool-options.ts";
 import { BUDGET_ARGS, budgetOption } from "./budget-options.ts";
-import { checkedConfig, leaseOption, runKeyOption } from "./commands/run.ts";
+import { checkedConfig, leaseOption, runKeyOption, startedByOfThisProcess } from "./commands/run.ts";
 import { announceDetached, requireService } from "./detach.ts";
 import type { CliSession } from "./session.ts";
 import { createRunView } from "./view/run-view.ts";
@@ -100,7 +100,7 @@ export async function startAndDrive(
   const view = createRunView(s);
   const root = await RootRun.start(
     { journal, home: s.globals.home, observer: view.observer, config, ...leaseOption(args.leaseMs), executor: choice },
-    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), runId, ...(budget ? { budget } : {}), ...req },
+    { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), runId, ...(budget ? { budget } : {}), startedBy: startedByOfThisProcess(), ...req },
   );
   if (args.detach) {
     view.close();

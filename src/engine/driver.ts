@@ -28,6 +28,7 @@ import { TERMINAL_STATUSES, type Lease, type RunRecord } from "../journal/runs.t
 import { parseControl, pausedStages, runPausedBy } from "../journal/run-control.ts";
 import type { StageIndexEntry } from "../journal/stage-index.ts";
 import type { ForkSeed, RunOrigin } from "./fork.ts";
+import type { StartedBy } from "../journal/run-origin.ts";
 import { LeaseLostError, UsageError, errorInfo } from "../shared/errors.ts";
 import { newRunId, type RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
@@ -84,6 +85,8 @@ export interface NewRunRequest {
   runId?: RunId;
   /** The run this one reruns (`atomic rerun`), recorded in its `run_started`. */
   origin?: RunOrigin;
+  /** How the run was started (journal/run-origin.ts), recorded in its `run_started`. */
+  startedBy?: StartedBy;
   /** A fork's reused results (fork.ts): copied into the new run before it starts, replayed like a resume's. */
   seed?: ForkSeed;
   /** ctx.continueAsNew: the run this one continues (recorded in its `run_started`; driver.ts handOver). */
@@ -159,6 +162,7 @@ export class RootRun {
           host: lease.host,
           ...(budget ? { budget } : {}),
           ...(origin ? { origin } : {}),
+          ...(req.startedBy ? { startedBy: req.startedBy } : {}),
           ...(req.continuedFrom ? { continuedFrom: req.continuedFrom } : {}),
           ...(req.chainSpent && (req.chainSpent.costMicroUsd > 0 || req.chainSpent.tokens > 0) ? { chainSpent: req.chainSpent } : {}),
           // The service reads this, not the file (src/service/recovery.ts): a workflow that opted out stays out.

@@ -32,6 +32,7 @@ import type { RunRetention } from "./retention.ts";
 import type { HolderInfo, JournalEvent, Lease, RunRecord, RunStatus } from "./runs.ts";
 import type { ScheduleStore } from "./schedules.ts";
 import type { CodeStore } from "./code.ts";
+import type { RunOriginFilter } from "./run-origin.ts";
 import type { RunTagStore } from "./tags.ts";
 import type { JournalViews } from "./views.ts";
 import type { WorkQueue } from "./work-queue.ts";
@@ -59,6 +60,8 @@ export interface ListRunsFilter {
   text?: string;
   /** Runs with every one of these tags (./tags.ts). */
   tags?: Readonly<Record<string, string>>;
+  /** Runs of this origin (./run-origin.ts says what each selects). */
+  origin?: RunOriginFilter;
   /** Root runs only (default true). */
   rootsOnly?: boolean;
   parentId?: RunId;

@@ -83,6 +83,7 @@ export class RunStarter {
     const existing = await this.opts.journal.getRun(runId);
     if (existing) return answer(checked(existing, loaded.definition.name, inputs), false);
     const spawned = spawnRunDriver({
+      startedBy: "api",
       workflow: loaded.path,
       inputs,
       runId,

@@ -32,6 +32,7 @@ export class ScheduleDuty implements Duty {
       },
       async start(s, runId) {
         const spawned = spawnRunDriver({
+          startedBy: "schedule",
           workflow: s.workflow,
           inputs: s.inputs,
           runId,

@@ -44,6 +44,8 @@ export interface DetachedStart {
   journalUrl?: string;
   /** Record the run and leave it to the service's recovery duty (`run --detach`), instead of driving it in the child. */
   leaveToService: boolean;
+  /** How the run was started: recorded in its run_started (journal/run-origin.ts), through ATOMIC_STARTED_BY. */
+  startedBy: "api" | "schedule";
 }
 
 export interface SpawnedRun {
@@ -64,7 +66,7 @@ export function spawnRunDriver(start: DetachedStart): SpawnedRun {
   mkdirSync(inputsDir, { recursive: true, mode: 0o700 });
   const inputsFile = join(inputsDir, `${start.runId}.json`);
   writeFileSync(inputsFile, JSON.stringify(start.inputs), { mode: 0o600 });
-  const spawned = spawnDetached(start, ["run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile, ...(start.leaveToService ? ["--detach"] : [])]);
+  const spawned = spawnDetached({ ...start, env: { ATOMIC_STARTED_BY: start.startedBy } }, ["run", start.workflow, "--id", start.runId, "--inputs-json", inputsFile, ...(start.leaveToService ? ["--detach"] : [])]);
   // The inputs file has served once the child read it; gone with the child at the latest.
   void spawned.exited.then(() => rmSync(inputsFile, { force: true }));
   return spawned;
@@ -109,15 +111,15 @@ export function spawnNewRunFrom(start: {
     argv.push("--inputs-json", inputsFile);
   }
   if (start.leaveToService) argv.push("--detach");
-  const spawned = spawnDetached(start, argv);
+  const spawned = spawnDetached({ ...start, env: { ATOMIC_STARTED_BY: "api" } }, argv);
   if (inputsFile) void spawned.exited.then(() => rmSync(inputsFile, { force: true }));
   return spawned;
 }
 
-function spawnDetached(start: { runId: RunId; cwd: string; home: string; journalUrl?: string }, argv: string[]): SpawnedRun {
+function spawnDetached(start: { runId: RunId; cwd: string; home: string; journalUrl?: string; env?: { ATOMIC_STARTED_BY: string } }, argv: string[]): SpawnedRun {
   const logPath = serviceDir(start.home, "logs", `${start.runId}.log`);
   const log = openSync(logPath, "a", 0o600);
-  const env = childEnv({ ATOMIC_HOME: start.home, NO_COLOR: "1", ATOMIC_JOURNAL: start.journalUrl || undefined });
+  const env = childEnv({ ATOMIC_HOME: start.home, NO_COLOR: "1", ATOMIC_JOURNAL: start.journalUrl || undefined, ...start.env });
   const [cmd, ...args] = selfCommand(argv[0]!, ...argv.slice(1));
   let child;
   try {

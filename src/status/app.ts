@@ -247,7 +247,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   // (running, completed, failed, cancelled, blocked, interrupted, awaiting_input, skipped); `workflow`: runs of the
   // workflow of that name; `q`: text in the id, workflow, inputs, outputs or error (any case); `since` and `until`:
   // started at or after, and before, an ISO date or time or an age (`2h`, `7d`); `tag=KEY=VALUE` (repeatable): runs
-  // with every tag. `limit` (1 to 500, default 50) and `offset` page through what matches; `total` counts it all.
+  // with every tag; `origin`: how runs came to be (schedule, api, cli, rerun, fork, recovery; docs/guides/observability.md
+  // "Runs by origin"). `limit` (1 to 500, default 50) and `offset` page through what matches; `total` counts it all.
   app.get("/api/runs", async (c) => {
     const q = readRunListQuery({ one: (name) => c.req.query(name), all: (name) => c.req.queries(name) ?? [] });
     if (isQueryProblem(q)) return fail(c, 400, q.code, q.message, q.hint);

@@ -9,6 +9,7 @@
  * (auth.ts).
  */
 
+import { RUN_ORIGINS } from "../journal/run-origin.ts";
 import { RUN_STATUSES } from "../journal/runs.ts";
 import htmlBundle from "./page/index.html" with { type: "text" };
 import css from "./page/style.css" with { type: "text" };
@@ -66,7 +67,7 @@ const SHELL = html
   .replace("__HIGHLIGHT_CSS__", href("highlight.css"))
   .replace("__APP_JS__", href("app.js"))
   .replace("__STYLE_CSS__", href("style.css"))
-  .replace("<body>", `<body data-statuses="${RUN_STATUSES.join(" ")}">`);
+  .replace("<body>", `<body data-statuses="${RUN_STATUSES.join(" ")}" data-origins="${RUN_ORIGINS.join(" ")}">`);
 
 export function pageAsset(name: string): PageAsset | undefined {
   return Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;

@@ -7,6 +7,7 @@
 import { INSTANT_EXAMPLES, parseInstant } from "../shared/age.ts";
 import { AtomicError } from "../shared/errors.ts";
 import { parseTagPairs } from "../shared/tags.ts";
+import { badOriginMessage, isRunOrigin, type RunOriginFilter } from "../journal/run-origin.ts";
 import { MAX_SEARCH_TEXT } from "../journal/run-search.ts";
 import { RUN_STATUSES, type RunStatus } from "../journal/runs.ts";
 import type { RunListQuery } from "./summaries.ts";
@@ -67,7 +68,10 @@ export function readRunListQuery(p: QueryParams, now = Date.now()): RunListQuery
     return { code: "bad_time", message: "until must be later than since", hint: "for example ?since=2026-12-01&until=2026-12-02" };
   }
   const workflow = p.one("workflow")?.trim() ?? "";
+  const origin = p.one("origin")?.trim() ?? "";
+  if (origin && !isRunOrigin(origin)) return { code: "bad_origin", message: badOriginMessage(origin), hint: "for example ?origin=schedule" };
   return {
+    ...(origin ? { origin: origin as RunOriginFilter } : {}),
     ...(status ? { status: status as RunStatus } : {}),
     ...(Object.keys(tags).length > 0 ? { tags } : {}),
     ...(workflow ? { workflow } : {}),

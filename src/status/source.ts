@@ -171,7 +171,7 @@ export class StatusSource {
    * this server clears the cache, so its effect shows at once.
    */
   listRunsJson(q: RunListQuery, now = Date.now()): Promise<string> {
-    const key = JSON.stringify([q.status, q.limit, q.offset, q.tags ?? {}, q.workflow, q.text, q.since, q.until]);
+    const key = JSON.stringify([q.status, q.limit, q.offset, q.tags ?? {}, q.workflow, q.text, q.since, q.until, q.origin]);
     const hit = this.listCache.get(key);
     if (hit && now - hit.at < this.listCacheMs) return hit.body;
     const body = this.listRuns(q).then((page) => JSON.stringify(page));

@@ -19,6 +19,7 @@ import { leaseExpiry, shownEnd, shownStatus } from "../journal/run-status.ts";
 import type { Journal, ListRunsFilter } from "../journal/journal.ts";
 import type { Lease, RunRecord, RunStatus, ShownStatus } from "../journal/runs.ts";
 import type { StageTally } from "../journal/views.ts";
+import type { RunOriginFilter } from "../journal/run-origin.ts";
 import type { StageCounts, UsageTotals } from "./totals.ts";
 
 export interface RunSummary {
@@ -47,6 +48,8 @@ export interface RunSummary {
 
 export interface RunListQuery {
   status?: RunStatus | undefined;
+  /** Runs of this origin (journal/run-origin.ts). */
+  origin?: RunOriginFilter | undefined;
   /** Runs with every one of these tags. */
   tags?: Readonly<Record<string, string>> | undefined;
   /** Runs of the workflow of this name. */
@@ -79,6 +82,7 @@ export class RunSummaries {
       ...(q.status ? { status: q.status } : {}),
       ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}),
       ...(q.workflow ? { workflowName: q.workflow } : {}),
+      ...(q.origin ? { origin: q.origin } : {}),
       ...(q.text?.trim() ? { text: q.text } : {}),
       ...(q.since !== undefined ? { createdSince: q.since } : {}),
       ...(q.until !== undefined ? { createdBefore: q.until } : {}),

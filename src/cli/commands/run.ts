@@ -14,6 +14,8 @@ import { parseInputPairs } from "../../engine/inputs.ts";
 import { loadWorkflowFile } from "../../engine/loader.ts";
 import { BUILTIN_PREFIX } from "../../engine/builtins.ts";
 import { checkWorkflows, reportChecks } from "../project/check.ts";
+import type { StartedBy } from "../../journal/run-origin.ts";
+import { takeEnv } from "../../shared/config/environment.ts";
 import { UsageError } from "../../shared/errors.ts";
 import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
 import { newRunId, parseRunKey, parseRunRef, type RunId } from "../../shared/ids.ts";
@@ -99,7 +101,7 @@ export default defineCommand({
       server = args.serve ? await startCliServer(s, args) : undefined;
       const view = args.tui ? CONSOLE_VIEW : createRunView(s);
       const opts = { journal, home: s.globals.home, observer: view.observer, config, ...lease, executor: choice };
-      const req = { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), inputs, runId, ...(budget ? { budget } : {}) };
+      const req = { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), inputs, runId, ...(budget ? { budget } : {}), startedBy: startedByOfThisProcess() };
       if (keyed) {
         const start = await startOrAttach(opts, req);
         if (start.kind === "existing") {
@@ -205,4 +207,18 @@ export function readInputsJson(file: string): Record<string, unknown> {
     // fall through to the error below
   }
   throw new UsageError("bad_input", `the inputs file ${file} is not a JSON object`, { hint: 'write it as {"key": value, ...}' });
+}
+
+let startedBy: StartedBy | undefined;
+/**
+ * How the run this command starts was started (journal/run-origin.ts): the
+ * service's ATOMIC_STARTED_BY for the `atomic run` child it spawns (taken
+ * from the environment on first use, so nothing this process starts
+ * inherits it), else `cli`.
+ */
+export function startedByOfThisProcess(): StartedBy {
+  if (startedBy) return startedBy;
+  const given = takeEnv("ATOMIC_STARTED_BY");
+  startedBy = given === "api" || given === "schedule" ? given : "cli";
+  return startedBy;
 }

@@ -1,5 +1,5 @@
 /**
- * `atomic runs [--status S] [--workflow NAME] [--since WHEN] [--limit N] [--watch]`:
+ * `atomic runs [--status S] [--workflow NAME] [--since WHEN] [--origin O] [--tag K=V] [--limit N] [--watch]`:
  * list root runs, newest first; a run nobody drives any more shows as
  * crashed. --watch redraws the list live (with stages and cost) until Ctrl-C.
  *
@@ -13,6 +13,7 @@
 
 import { INSTANT_EXAMPLES, parseInstant } from "../../shared/age.ts";
 import { defineCommand } from "citty";
+import { badOriginMessage, isRunOrigin, RUN_ORIGINS } from "../../journal/run-origin.ts";
 import { parseTagPairs } from "../../shared/tags.ts";
 import { repeatedFlag } from "../globals.ts";
 import { shortVersion } from "../../engine/pinned-code.ts";
@@ -47,6 +48,7 @@ export default defineCommand({
     workflow: { type: "string", description: "only runs of the workflow of this name" },
     since: { type: "string", description: "only runs started since an ISO date or time, or an age like 90m, 2h, 7d" },
     limit: { type: "string", description: "how many (default 20)" },
+    origin: { type: "string", description: `only runs of this origin (${RUN_ORIGINS.join(", ")})` },
     tag: { type: "string", valueHint: "KEY=VALUE", description: "only runs with this tag; repeat the flag for runs with every one" },
     watch: { type: "boolean", description: "redraw the list live until Ctrl-C" },
   },
@@ -61,13 +63,15 @@ export default defineCommand({
     if (args.workflow !== undefined && args.workflow.trim() === "") {
       throw new UsageError("bad_flag", "--workflow needs a workflow name", { hint: "the names are in the WORKFLOW column of atomic runs" });
     }
+    const origin = args.origin?.trim();
+    if (origin !== undefined && !isRunOrigin(origin)) throw new UsageError("bad_flag", `--${badOriginMessage(origin)}`, { hint: "for example --origin schedule" });
     const tags = parseTagPairs(repeatedFlag(s.rawArgs, "tag"));
     const tagged = Object.keys(tags).length > 0;
     const journal = await s.journal();
     if (args.watch) {
-      if (args.workflow !== undefined || since !== undefined || tagged || (wanted && (wanted.length > 1 || !isStored(wanted[0]!)))) {
+      if (args.workflow !== undefined || since !== undefined || tagged || origin !== undefined || (wanted && (wanted.length > 1 || !isStored(wanted[0]!)))) {
         throw new UsageError("bad_flag", "--watch takes only --limit and a single stored --status", {
-          hint: `drop --watch to filter by ${args.workflow !== undefined ? "--workflow" : since !== undefined ? "--since" : tagged ? "--tag" : "that status"}`,
+          hint: `drop --watch to filter by ${args.workflow !== undefined ? "--workflow" : since !== undefined ? "--since" : tagged ? "--tag" : origin !== undefined ? "--origin" : "that status"}`,
         });
       }
       const { watchRuns } = await import("../view/runs-watch.ts");
@@ -78,6 +82,7 @@ export default defineCommand({
       ...(args.workflow !== undefined ? { workflowName: args.workflow } : {}),
       ...(since !== undefined ? { createdSince: since } : {}),
       ...(tagged ? { tags } : {}),
+      ...(origin !== undefined ? { origin } : {}),
     };
     const rows = await selectRuns(journal, filter, wanted, limit);
     const tagsOf = await journal.tags.of(rows.map((r) => r.run.id));
@@ -88,7 +93,7 @@ export default defineCommand({
       return;
     }
     if (rows.length === 0) {
-      const filtered = wanted !== undefined || args.workflow !== undefined || since !== undefined || tagged;
+      const filtered = wanted !== undefined || args.workflow !== undefined || since !== undefined || tagged || origin !== undefined;
       if (filtered) s.info("no runs match; see every run with: atomic runs");
       else s.info("no runs yet; start one with: atomic run <workflow file>");
       return;

@@ -181,6 +181,7 @@ async function trigger(s: CliSession, schedule: ScheduleRecord): Promise<void> {
   const journal = await s.journal();
   const runId = triggerRunId(schedule.name, Date.now());
   const spawned = spawnRunDriver({
+    startedBy: "schedule",
     workflow: schedule.workflow,
     inputs: schedule.inputs,
     runId,

@@ -234,6 +234,13 @@ export const VARIABLES = {
     keptFromStages: true,
     parse: text,
   }),
+  ATOMIC_STARTED_BY: variable({
+    audience: "internal",
+    type: "api | schedule",
+    description: "Set by the service for the `atomic run` child that records a run posted to its API or a schedule's tick: how the run was started (`runs --origin`). The child removes it from its environment at once.",
+    keptFromStages: true,
+    parse: text,
+  }),
   ATOMIC_ROOT_RUN_ID: variable({ audience: "internal", type: "run id", description: "Set by the process that drives a run; every process it starts inherits it, so a later resume or the drive's end finds them in /proc.", parse: text }),
   ATOMIC_WORKER_ID: variable({ audience: "internal", type: "worker id", description: "A pool worker's id, inherited by its stages, so its coordinator can find them if the worker is lost.", parse: text }),
   ATOMIC_GUARD: variable({ audience: "internal", type: "token", description: "The token of the process group guard of the process that started a stage, in the stage's environment.", parse: text }),

@@ -11,6 +11,7 @@
 "use strict";
 (() => {
   const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted skipped").split(" ");
+  const ORIGINS = (document.body.dataset.origins || "schedule api cli rerun fork recovery").split(" ");
   const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api } = window.atomic;
   const { graphSvg, renderTimeline, legend, countsText } = window.atomic.views;
   const { createActions } = window.atomic.actions;
@@ -40,7 +41,7 @@
     let status = STATUSES.includes(params.get("status")) ? params.get("status") : "";
     let offset = Math.max(0, Number(params.get("offset")) || 0);
     // The search runs in the journal (GET /api/runs): text, workflow, time range and tags, with paging over what matches.
-    const filters = { q: params.get("q") || "", workflow: params.get("workflow") || "", since: params.get("since") || "", until: params.get("until") || "", tag: params.get("tag") || "" };
+    const filters = { q: params.get("q") || "", workflow: params.get("workflow") || "", since: params.get("since") || "", until: params.get("until") || "", tag: params.get("tag") || "", origin: ORIGINS.includes(params.get("origin")) ? params.get("origin") : "" };
     const limit = 50;
     let data = null;
     let timer = 0;
@@ -52,6 +53,10 @@
     const select = h("select", { "aria-label": "status", onchange: () => { status = select.value; offset = 0; sync(); load(); } },
       h("option", { value: "", text: "all statuses" }), STATUSES.map((st) => h("option", { value: st, text: st })));
     select.value = status;
+    // How runs were started (journal/run-origin.ts says what each selects).
+    const originSelect = h("select", { id: "origin-filter", "aria-label": "origin", onchange: () => { filters.origin = originSelect.value; offset = 0; sync(); load(); } },
+      h("option", { value: "", text: "all origins" }), ORIGINS.map((o) => h("option", { value: o, text: o })));
+    originSelect.value = filters.origin;
     /** A search field of the toolbar: the list reloads from the first page a moment after typing stops, or on Enter. */
     const field = (name, attrs) => {
       const el = h("input", { type: "search", value: filters[name], ...attrs, oninput: () => { clearTimeout(typing); typing = setTimeout(apply, 350); },
@@ -85,7 +90,7 @@
       h("h2", { text: "schedules" }),
       h("table", { class: "runs schedules" }, h("thead", {}, h("tr", {}, ["schedule", "cron", "workflow", "state", "next tick", "last run"].map((c) => h("th", { text: c })))), schedBody));
     fill($main, starting.form, h("div", { class: "card" },
-      h("div", { class: "toolbar" }, select, search, workflowInput, sinceInput, untilInput, tagInput, count, starting.button), bulk, problem,
+      h("div", { class: "toolbar" }, select, originSelect, search, workflowInput, sinceInput, untilInput, tagInput, count, starting.button), bulk, problem,
       h("table", { class: "runs" }, h("thead", {}, h("tr", {}, h("th", {}, pickAll), ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
       h("div", { class: "pager" }, prev, pageInfo, next)), schedCard);
 
@@ -120,7 +125,7 @@
       try {
         const q = new URLSearchParams({ limit: String(limit), offset: String(offset) });
         if (status) q.set("status", status);
-        for (const k of ["q", "workflow", "since", "until"]) if (filters[k]) q.set(k, filters[k]);
+        for (const k of ["q", "workflow", "since", "until", "origin"]) if (filters[k]) q.set(k, filters[k]);
         for (const t of filters.tag.split(/\s+/).filter(Boolean)) q.append("tag", t);
         const asked = ++loads;
         const got = await api(`/api/runs?${q}`);
