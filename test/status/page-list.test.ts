@@ -95,4 +95,31 @@ describe.skipIf(!HAVE_CHROMIUM)("the run list's search in Chromium", () => {
       await closePageAndServer(page, server);
     }
   }, 120_000);
+
+  test("the origin filter: the list shows the runs of the origin picked, and the address keeps it", async () => {
+    const home = makeTempDir();
+    const first = await runAtomic(["run", join(FIXTURES, "console.ts"), "--input", "topic=origin"], { home });
+    expect(first.code).toBe(0);
+    const started = /run ([0-9a-z]{18})/.exec(first.stderr + first.stdout)![1]!;
+    const rerun = await runAtomic(["rerun", started], { home });
+    expect(rerun.code).toBe(0);
+    const again = /atomic show (\S+)/.exec(rerun.stdout)![1]!;
+    const { proc: server, url, login } = await startServe(home);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      await rowsAre(page, [again, started]);
+      await page.selectOption("#origin-filter", "rerun");
+      await rowsAre(page, [again]);
+      expect(page.url()).toBe(`${url}?origin=rerun`);
+      await page.selectOption("#origin-filter", "cli");
+      await rowsAre(page, [started]);
+      await page.goto(`${url}?origin=rerun`);
+      await rowsAre(page, [again]);
+      expect(await page.inputValue("#origin-filter")).toBe("rerun");
+      expect(errors).toEqual([]);
+    } finally {
+      await closePageAndServer(page, server);
+    }
+  }, 120_000);
 });
