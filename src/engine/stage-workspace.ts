@@ -122,7 +122,10 @@ export async function openWorkspace(name: string, position: string, runId: strin
     }
   }
   await gitOk(repo, ["update-ref", baseRef, baseCommit]);
-  await addWorktree(name, repo, path, ["worktree", "add", "--quiet", "-b", branch, path, baseCommit], baseRef);
+  // The branch first, then its worktree: a `worktree add` that makes no branch may be run again when it meets
+  // another stage's worktree half made (src/shared/git.ts). A crash between the two resumes as "branch exists".
+  await gitOk(repo, ["branch", branch, baseCommit]);
+  await addWorktree(name, repo, path, ["worktree", "add", "--quiet", path, branch], { ref: baseRef, branch });
   return record(baseCommit, opt.base ?? baseCommit);
 }
 
@@ -138,10 +141,14 @@ async function atomicWorktreeOf(repo: string, gitDir: string, branch: string): P
   return undefined;
 }
 
-async function addWorktree(name: string, repo: string, path: string, args: string[], madeRef: string | undefined): Promise<void> {
+/** Adds the worktree; when git refuses, takes back what this stage just made (`made`: its base ref and branch). */
+async function addWorktree(name: string, repo: string, path: string, args: string[], made: { ref: string; branch: string } | undefined): Promise<void> {
   const out = await git(repo, args);
   if (out.code === 0) return;
-  if (madeRef) await git(repo, ["update-ref", "-d", madeRef]);
+  if (made) {
+    await git(repo, ["branch", "-D", made.branch]);
+    await git(repo, ["update-ref", "-d", made.ref]);
+  }
   await git(repo, ["worktree", "prune"]);
   throw refuse(name, `git could not make its worktree: ${lastWords(out)}`, `see git worktree list in ${repo}`);
 }
