@@ -53,6 +53,16 @@ test("80x24, NO_COLOR: filter to a run, open it, read a stage, answer its questi
   await t.waitFor("◐ deploy");
   t.keys("Down", "Down");
   await t.waitFor("deploying to production");
+  // P pauses the selected stage alone (atomic pause RUN STAGE), and unpauses it.
+  const pausedStages = async () => (JSON.parse((await runAtomic(["show", "demo-1", "--json"], { home })).stdout) as { pausedStages?: string[] }).pausedStages;
+  t.keys("P");
+  await t.waitFor("stage deploy of run demo-1 paused");
+  expect(await pausedStages()).toEqual(["deploy"]);
+  await t.waitFor("◐ deploy (paused)");
+  t.keys("P");
+  await t.waitFor("stage deploy of run demo-1 unpaused");
+  expect(await pausedStages()).toBeUndefined();
+  await t.waitFor(/◐ deploy {2,}/);
   t.keys("c");
   await t.waitFor("cancel run demo-1? y cancels it");
   t.keys("y");

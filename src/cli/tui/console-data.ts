@@ -127,6 +127,12 @@ export class ConsoleData {
     return `${action} of run ${runId} requested`;
   }
 
+  /** Pause or unpause one stage (its path from the root run), as atomic pause RUN STAGE: a sentence saying what was done. */
+  async pauseStage(rootId: string, path: string, paused: boolean): Promise<string> {
+    await this.control.control(await this.run(rootId), paused ? "pause" : "unpause", path);
+    return paused ? `stage ${path} of run ${rootId} paused` : `stage ${path} of run ${rootId} unpaused`;
+  }
+
   async answer(q: OpenQuestion, text: string): Promise<string> {
     const r = await this.control.answer(await this.run(q.runId), { question: q.id, answer: text });
     return r.status === "answered" ? `question ${q.id} answered: ${JSON.stringify(text)}` : `question ${q.id} was already answered: ${JSON.stringify(r.answer)}`;

@@ -66,6 +66,18 @@ export function rowsOf(detail: RunDetail | undefined): StageRow[] {
   return rows;
 }
 
+/** The path from the root run of the row at `index`: the names of the rows it is nested in (child workflows), then its own. */
+function stagePath(rows: StageRow[], index: number): string {
+  const names = [rows[index]!.step.name];
+  for (let i = index - 1, depth = rows[index]!.depth; i >= 0 && depth > 0; i--) {
+    if (rows[i]!.depth < depth) {
+      names.unshift(rows[i]!.step.name);
+      depth = rows[i]!.depth;
+    }
+  }
+  return names.join("/");
+}
+
 /** `lines` cut into pieces of at most `width` columns. */
 function wrapLines(text: string, width: number): string[] {
   const out: string[] = [];
@@ -113,7 +125,7 @@ function hints(f: ConsoleFrame): string {
   if (f.mode.kind === "message" || f.mode.kind === "workflow") return "Enter: send · Esc: back";
   if (f.mode.kind === "confirm") return "y: yes · any other key: no";
   if (f.screen === "runs") return "↑/↓ select · Enter open · s status · w workflow · p pause · c cancel · r resume · R rerun · ? help · q quit";
-  return "↑/↓ stage · Tab conversation · a answer · m message · p pause · c cancel · r resume · R rerun · Esc runs · ? help · q quit";
+  return "↑/↓ stage · Tab conversation · a answer · m message · p pause · P pause stage · c cancel · r resume · R rerun · Esc runs · ? help · q quit";
 }
 
 const HELP = [
@@ -125,7 +137,8 @@ const HELP = [
   "  a  answer its open question       m  message the selected stage",
   "  Esc  back to the run list",
   "Both",
-  "  p  pause / unpause   c  cancel (asks first)   r  resume   R  rerun   q  quit",
+  "  p  pause / unpause   P  pause / unpause the selected stage alone",
+  "  c  cancel (asks first)   r  resume   R  rerun   q  quit",
   "",
   "Press any key to close this help.",
 ];
@@ -186,7 +199,8 @@ function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color
   const convHeight = wide ? rest : rest - treeHeight;
   const [a, b] = windowOf(f.stageIndex, rows.length, treeHeight);
   const shown: string[] = [];
-  for (let i = a; i < b; i++) shown.push(`${i === f.stageIndex ? "›" : " "} ${stageLine(st, rows[i]!, now, treeWidth - 2)}`);
+  const paused = new Set(f.detail?.report.pausedStages ?? []);
+  for (let i = a; i < b; i++) shown.push(`${i === f.stageIndex ? "›" : " "} ${stageLine(st, rows[i]!, now, treeWidth - 2, paused.size > 0 && paused.has(stagePath(rows, i)))}`);
   const treeLines = rows.length === 0 ? [h(Text, { key: "none" }, "no steps yet")] : lines(shown, f.stageIndex - a, f.focus === "tree");
   const tree = h(Box, { key: "tree", flexDirection: "column", width: treeWidth, height: treeHeight }, ...treeLines);
   let pane: ReactNode;
@@ -345,6 +359,15 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
       else if (input === "a") {
         const q = f.detail ? openQuestions(f.detail.report)[0] : undefined;
         update(q ? { mode: { kind: "answer", q } } : { flash: "no open question in this run" });
+      } else if (input === "P") {
+        // The selected stage alone (atomic pause RUN STAGE): paused, or unpaused when it is.
+        const rows = rowsOf(f.detail);
+        const row = rows[f.stageIndex];
+        if (!row || row.step.kind !== "stage" || !f.detail) update({ flash: "select a stage to pause" });
+        else {
+          const path = stagePath(rows, f.stageIndex);
+          say(data.pauseStage(f.detail.run.id, path, !(f.detail.report.pausedStages ?? []).includes(path)));
+        }
       } else if (input === "m") {
         const row = rowsOf(f.detail)[f.stageIndex];
         if (!row || row.step.kind !== "stage") update({ flash: "select a stage to message" });

@@ -61,11 +61,11 @@ export function runHeading(st: Style, r: RunSummary, width: number): string {
   return fitted.replace(r.status, colorFor(st, r.status)(r.status)).replace(r.workflow, st.bold(r.workflow));
 }
 
-/** A step of a run's tree: symbol, name (indented under its child run), status, elapsed, tokens and cost. */
-export function stageLine(st: Style, row: StageRow, now: number, width: number): string {
+/** A step of a run's tree: symbol, name (indented under its child run; "(paused)" when paused alone), status, elapsed, tokens and cost. */
+export function stageLine(st: Style, row: StageRow, now: number, width: number, paused = false): string {
   const s = row.step;
   const sym = colorFor(st, s.status)(SYMBOL[s.status] ?? (s.status === "waiting" ? "…" : "•"));
-  const label = `${"  ".repeat(row.depth)}${s.kind === "stage" ? s.name : `${s.kind} ${s.name}`}`;
+  const label = `${"  ".repeat(row.depth)}${s.kind === "stage" ? s.name : `${s.kind} ${s.name}`}${paused ? " (paused)" : ""}`;
   const elapsed = s.startedAt === null || s.status === "queued" ? s.status : formatDuration((s.endedAt ?? now) - s.startedAt);
   const attempts = s.attempts > 1 ? ` ×${s.attempts}` : "";
   const right = `${elapsed}${attempts}${s.usage ? `  ${usageText(s.usage)}` : ""}`;
