@@ -282,8 +282,9 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     return c.json(await source.events(run, after, limit));
   });
 
-  // Server-sent events of the run and its child runs (`event: journal`, then `event: ready` after the catch-up). Resume
-  // with `Last-Event-ID` or `?cursor=`; `?from=now` starts at the end.
+  // Server-sent events of the run and its child runs (`event: journal`, then `event: ready` after the catch-up, then
+  // also `event: live`: their stages' model deltas, tool calls, usage; not stored, no id). Resume with `Last-Event-ID`
+  // or `?cursor=`; `?from=now` starts at the end.
   app.get("/api/runs/:id/stream", async (c) => {
     const run = await runOf(c);
     if (run instanceof Response) return run;

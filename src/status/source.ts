@@ -119,8 +119,8 @@ export class StatusSource {
     this.summaries = new RunSummaries(journal);
     this.metrics = new JournalMetrics(journal);
     this.streamOpts = { ...DEFAULT_STREAM_OPTIONS, ...opts.stream };
-    this.streams = new StreamHub(journal, this.streamOpts);
     this.live = new LiveHub(opts.home);
+    this.streams = new StreamHub(journal, this.streamOpts, this.live);
   }
 
   /** A run by full id or unique prefix (a root wins over its own children, as in the CLI). */

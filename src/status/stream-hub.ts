@@ -6,6 +6,7 @@
 
 import type { Journal } from "../journal/journal.ts";
 import type { RunId } from "../shared/ids.ts";
+import type { LiveHub } from "./live-hub.ts";
 import { TreeFeed, type FeedClient, type FeedOptions, type StartAt } from "./tree-feed.ts";
 
 export interface StreamOptions extends FeedOptions {
@@ -30,6 +31,8 @@ export class StreamHub {
   constructor(
     private readonly journal: Journal,
     readonly opts: StreamOptions = DEFAULT_STREAM_OPTIONS,
+    /** The server's live subscription: streams carry their runs' live events too (none without it). */
+    private readonly live?: LiveHub,
   ) {}
 
   /**
@@ -71,9 +74,15 @@ export class StreamHub {
   private feed(runId: RunId): Promise<TreeFeed> {
     let feed = this.feeds.get(runId);
     if (!feed) {
-      feed = TreeFeed.open(this.journal, runId, this.opts, () => {
-        if (this.feeds.get(runId) === feed) this.feeds.delete(runId);
-      });
+      feed = TreeFeed.open(
+        this.journal,
+        runId,
+        this.opts,
+        () => {
+          if (this.feeds.get(runId) === feed) this.feeds.delete(runId);
+        },
+        this.live,
+      );
       this.feeds.set(runId, feed);
       feed.catch(() => this.feeds.delete(runId));
     }

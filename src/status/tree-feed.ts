@@ -20,6 +20,13 @@
  * tree moved, or every `settledEvery` ticks (a resumed grandchild may move
  * while its ancestors are quiet).
  *
+ * Live events (model deltas, tool calls, usage, output: intercom/live.ts)
+ * of every run of the tree, the root's and each child's from when the feed
+ * learns of it, go to the clients that have had their `ready`, as
+ * `event: live` without an id: they are not stored, so a client that
+ * reconnects gets the journal events it missed but not these (a stage's
+ * transcript has their text), as on a stage's stream (stage-stream.ts).
+ *
  * A client whose backlog grows past its limit is dropped: it reconnects
  * with its last id and catches up from the journal, so a slow reader never
  * holds memory hostage.
@@ -29,6 +36,8 @@ import { EVENT, type StatusChangedPayload, type StepStartedPayload } from "../en
 import type { Journal } from "../journal/journal.ts";
 import type { JournalEvent } from "../journal/runs.ts";
 import type { RunId } from "../shared/ids.ts";
+import type { LiveBatch } from "../intercom/live.ts";
+import type { LiveHub } from "./live-hub.ts";
 import { formatCursor, type TreeCursor } from "./stream-cursor.ts";
 
 export interface FeedClient {
@@ -71,6 +80,8 @@ export class TreeFeed {
   private current: Promise<void> = Promise.resolve();
   private wake: (() => void) | undefined;
   private idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The live subscriptions of the tree's runs, ended with the feed. */
+  private readonly unlisten: (() => void)[] = [];
   closed = false;
 
   private constructor(
@@ -78,12 +89,14 @@ export class TreeFeed {
     readonly rootId: RunId,
     private readonly opts: FeedOptions,
     private readonly onClosed: (feed: TreeFeed) => void,
+    private readonly live: LiveHub | undefined,
   ) {}
 
-  /** A feed positioned at the journal's current end for `rootId` and its children. */
-  static async open(journal: Journal, rootId: RunId, opts: FeedOptions, onClosed: (feed: TreeFeed) => void): Promise<TreeFeed> {
-    const feed = new TreeFeed(journal, rootId, opts, onClosed);
-    feed.register(rootId, "");
+  /** A feed positioned at the journal's current end for `rootId` and its children (with `live`, their live events too). */
+  static async open(journal: Journal, rootId: RunId, opts: FeedOptions, onClosed: (feed: TreeFeed) => void, live?: LiveHub): Promise<TreeFeed> {
+    const feed = new TreeFeed(journal, rootId, opts, onClosed, live);
+    // The root's live events are subscribed before any client joins (a child's, from when the feed learns of it).
+    await feed.register(rootId, "");
     await feed.poll(true, () => {});
     feed.armIdleClose();
     void feed.loop();
@@ -133,6 +146,7 @@ export class TreeFeed {
     for (const c of [...this.clients, ...this.joins.map((j) => j.client)]) c.close();
     this.clients.clear();
     this.joins = [];
+    for (const un of this.unlisten.splice(0)) un();
     this.onClosed(this);
   }
 
@@ -238,7 +252,7 @@ export class TreeFeed {
     run.seq = e.seq;
     const p = e.payload as Partial<StepStartedPayload & StatusChangedPayload> | null;
     if ((e.type === EVENT.stepStarted || e.type === EVENT.checkpoint) && p?.kind === "child" && typeof p.childRunId === "string") {
-      if (!this.byId.has(p.childRunId)) this.register(p.childRunId as RunId, run.path === "" ? String(run.children++) : `${run.path}.${run.children++}`);
+      if (!this.byId.has(p.childRunId)) void this.register(p.childRunId as RunId, run.path === "" ? String(run.children++) : `${run.path}.${run.children++}`);
     } else if (e.type === EVENT.statusChanged && p?.to) {
       run.ended = p.to !== "running";
     } else if (e.type === EVENT.runResumed) {
@@ -246,12 +260,30 @@ export class TreeFeed {
     }
   }
 
-  private register(runId: RunId, path: string): void {
+  private register(runId: RunId, path: string): Promise<void> {
     const run: FeedRun = { runId, path, seq: 0, children: 0, ended: false };
     this.runs.push(run);
     this.byId.set(runId, run);
     this.byPath.set(path, run);
     this.paths.push(path);
+    if (!this.live) return Promise.resolve();
+    return this.live.listen(runId, (b) => this.onLive(b, path)).then((un) => {
+      if (this.closed) un();
+      else this.unlisten.push(un);
+    });
+  }
+
+  /** A live batch of one of the tree's runs, to the clients past their catch-up (no id: not resumable). */
+  private onLive(b: LiveBatch, path: string): void {
+    if (this.closed || this.clients.size === 0) return;
+    const bytes = encoder.encode(`event: live\ndata: ${JSON.stringify({ runId: b.runId, path, stage: b.stage, attempt: b.attempt, events: b.events })}\n\n`);
+    this.lastWrite = Date.now();
+    for (const c of this.clients) {
+      if (!c.write(bytes)) {
+        this.clients.delete(c);
+        c.close();
+      }
+    }
   }
 
   private armIdleClose(): void {
