@@ -24,6 +24,7 @@ import { loadWorkflowFile } from "../engine/loader.ts";
 import { registeredWorkflowFiles, resolveWorkflowName } from "../engine/workflow-names.ts";
 import { isDriven } from "../engine/messaging.ts";
 import type { Journal } from "../journal/journal.ts";
+import { badOriginMessage, isRunOrigin } from "../journal/run-origin.ts";
 import { RUN_STATUSES, type RunRecord, type RunStatus } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 import { newRunId } from "../shared/ids.ts";
@@ -85,12 +86,13 @@ export class Operator {
     return found;
   }
 
-  async list(q: { status?: string | undefined; tags?: Record<string, string> | undefined; limit?: number | undefined; offset?: number | undefined }) {
+  async list(q: { status?: string | undefined; origin?: string | undefined; tags?: Record<string, string> | undefined; limit?: number | undefined; offset?: number | undefined }) {
     const tags = parseTagPairs(Object.entries(q.tags ?? {}).map(([k, v]) => `${k}=${v}`), "tag");
     if (q.status !== undefined && !(RUN_STATUSES as readonly string[]).includes(q.status)) {
       throw new UsageError("bad_status", `status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(q.status)}`, { hint: "leave it out to list every run" });
     }
-    return this.source.listRuns({ status: q.status as RunStatus | undefined, tags, limit: q.limit ?? 20, offset: q.offset ?? 0 });
+    if (q.origin !== undefined && !isRunOrigin(q.origin)) throw new UsageError("bad_origin", badOriginMessage(q.origin), { hint: "leave it out to list every run" });
+    return this.source.listRuns({ status: q.status as RunStatus | undefined, origin: q.origin, tags, limit: q.limit ?? 20, offset: q.offset ?? 0 });
   }
 
   /** A run with its steps (the page's and `atomic show --json`'s report), without the page's graph layout. */

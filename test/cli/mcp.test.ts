@@ -100,6 +100,9 @@ describe("atomic mcp", () => {
     const listed = await ok<{ runs: { id: string; workflow: string }[] }>("list_runs", {});
     expect(listed.runs.map((r) => [r.id, r.workflow])).toContainEqual([id, "interact"]);
     expect((await ok<{ runs: unknown[] }>("list_runs", { tags: { team: "nobody" } })).runs).toEqual([]);
+    expect((await ok<{ runs: { id: string }[] }>("list_runs", { origin: "api" })).runs.map((r) => r.id)).toContain(id);
+    expect((await ok<{ runs: unknown[] }>("list_runs", { origin: "schedule" })).runs).toEqual([]);
+    expect(await refused("list_runs", { origin: "page" })).toStartWith('error: origin must be one of schedule, api, cli, rerun, fork, recovery, got "page"');
     expect(await refused("list_runs", { tags: { "bad key": "x" } })).toStartWith('error: tag "bad key=x": tag key "bad key" must be');
 
     const question = async (text: string) =>

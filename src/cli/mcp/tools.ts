@@ -14,6 +14,7 @@
 
 import * as v from "valibot";
 import type { Operator } from "../../service/operator.ts";
+import { RUN_ORIGINS } from "../../journal/run-origin.ts";
 
 export interface ToolAnnotations {
   title: string;
@@ -44,9 +45,10 @@ const change = (title: string, idempotent: boolean): ToolAnnotations => ({ title
 export const TOOLS: Tool[] = [
   tool({
     name: "list_runs",
-    description: "List root runs, newest first, with status, stage counts, duration, cost and tags. Filter by status and tags (every tag must match); page with limit and offset.",
+    description: "List root runs, newest first, with status, stage counts, duration, cost and tags. Filter by status, origin and tags (every tag must match); page with limit and offset.",
     schema: v.object({
       status: v.optional(v.pipe(v.string(), v.description("running, completed, failed, cancelled, blocked, interrupted or awaiting_input"))),
+      origin: v.optional(v.pipe(v.string(), v.description(`how runs came to be: ${RUN_ORIGINS.join(", ")}`))),
       tags: v.optional(v.pipe(v.record(v.string(), v.string()), v.description('runs with every one of these tags, e.g. {"team": "search"}'))),
       limit: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(500))),
       offset: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
