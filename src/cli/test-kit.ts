@@ -3,7 +3,7 @@
  * process is this binary acting as Bun's own CLI (`BUN_BE_BUN=1`), which
  * runs Bun's test runner but cannot import the modules bundled in the
  * binary. So they are written out first: every bundle and chunk under
- * `/$bunfs/root/` is copied into a private temporary directory, its
+ * `/$bunfs/root/` (and each file they import as text) is copied into a private temporary directory, its
  * absolute imports pointed there, and a preload script registers
  * "atomic" and "atomic/testing" as modules backed by the test kit's
  * bundle (src/testing/kit.ts), as the loader registers "atomic" for a
@@ -36,7 +36,15 @@ export function writeTestKit(): TestKit {
   if (isCompiled()) {
     const root = join(dir, "root");
     for (const name of readdirSync(BUNFS, { recursive: true }) as string[]) {
-      if (!name.endsWith(".js")) continue;
+      if (!name.endsWith(".js")) {
+        // A file a bundle imports by its path (pi's run-tools extension, imported as text); not the executable
+        // itself, listed there under its own name with no extension.
+        if (/\.\w+$/.test(name)) {
+          mkdirSync(dirname(join(root, name)), { recursive: true });
+          writeFileSync(join(root, name), readFileSync(BUNFS + name));
+        }
+        continue;
+      }
       const text = readFileSync(BUNFS + name, "utf8")
         // The copy has no bytecode beside it: the pragma would make Bun look for it.
         .replace(/^\/\/ @bun @bytecode/, "// @bun")
