@@ -22,6 +22,13 @@ import { chainEnd } from "../engine/chain.ts";
 import { LeaseHeldError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 
+/**
+ * A run that failed because its workflow code called the SDK wrongly (a patch id used twice, continueAsNew with
+ * inputs the workflow refuses or from a child run) ends the command with exit 2, a usage error: the author's input
+ * was bad, as `atomic check` would say, rather than a step failing. The run is recorded failed all the same.
+ */
+const SDK_MISUSE = new Set(["bad_patch_id", "patch_id_reused", "bad_continue_inputs", "bad_continue_as_new"]);
+
 export const EXIT_CODE: Record<RunStatus, number> = {
   completed: 0,
   failed: 1,
@@ -82,7 +89,7 @@ export async function driveRun(s: CliSession, first: RootRun, view: RunView, opt
   }
   await opts.beforeResult?.();
   printOutcome(s, outcome);
-  s.exitCode = EXIT_CODE[outcome.status];
+  s.exitCode = outcome.status === "failed" && SDK_MISUSE.has(outcome.error?.code ?? "") ? 2 : EXIT_CODE[outcome.status];
   // Ctrl-C while a question waits parks the run awaiting input; the process still ends as interrupted.
   if (root.stopReason === "interrupted" && outcome.status === "awaiting_input") s.exitCode = 130;
 }

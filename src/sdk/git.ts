@@ -18,6 +18,7 @@
 
 import { readFileSync } from "node:fs";
 import { StepFailedError } from "../shared/errors.ts";
+import { git as runGit } from "../shared/git.ts";
 import { sh } from "./shell.ts";
 import type { StageResult, WorkflowContext } from "./types.ts";
 
@@ -28,14 +29,15 @@ import type { StageResult, WorkflowContext } from "./types.ts";
  * not exist, it fails the step in one sentence before any stage starts.
  */
 export async function baseBranch(ctx: WorkflowContext<any>, who: string, named: string | undefined): Promise<string> {
-  const found = await ctx.tool("base-branch", { named: named ?? null }, () => {
-    const git = (...args: string[]) => {
-      const r = Bun.spawnSync(["git", ...args], { cwd: process.cwd(), stdout: "pipe", stderr: "ignore", env: { ...process.env, LC_ALL: "C" } });
-      return r.exitCode === 0 ? r.stdout.toString().trim() : undefined;
+  const found = await ctx.tool("base-branch", { named: named ?? null }, async () => {
+    const cwd = process.cwd();
+    const read = async (...args: string[]) => {
+      const r = await runGit(cwd, args).catch(() => undefined); // no git at all reads as no repository
+      return r?.code === 0 ? r.stdout.trim() : undefined;
     };
-    if (git("rev-parse", "--verify", "-q", "HEAD^{commit}") === undefined) return { problem: `${process.cwd()} is not in a git repository with a commit` };
-    if (named) return git("rev-parse", "--verify", "-q", `${named}^{commit}`) === undefined ? { problem: `there is no branch or commit named ${named} in ${process.cwd()}` } : { base: named };
-    return { base: git("rev-parse", "--abbrev-ref", "HEAD") ?? "HEAD" };
+    if ((await read("rev-parse", "--verify", "-q", "HEAD^{commit}")) === undefined) return { problem: `${cwd} is not in a git repository with a commit` };
+    if (named) return (await read("rev-parse", "--verify", "-q", `${named}^{commit}`)) === undefined ? { problem: `there is no branch or commit named ${named} in ${cwd}` } : { base: named };
+    return { base: (await read("rev-parse", "--abbrev-ref", "HEAD")) ?? "HEAD" };
   });
   if ("problem" in found) {
     throw new StepFailedError("base-branch", `${who}: ${found.problem}, and its work goes on a git branch of its own`, {

@@ -114,14 +114,14 @@ for (const [point, hit] of [
   }, 120_000);
 }
 
-e2eTest("continueAsNew with inputs the workflow refuses, or in a child workflow: the run fails with one sentence and no next run is made", async () => {
+e2eTest("continueAsNew with inputs the workflow refuses, or in a child workflow: the run fails with one sentence, exit 2, and no next run is made", async () => {
   const home = makeTempDir();
   const bad = await runAtomic(["run", FLOW, "--input", "total=3", "--input", "every=1", "--input", "mode=bad"], { home });
-  expect(bad.code).toBe(1);
+  expect(bad.code).toBe(2); // the workflow's misuse of the SDK: a usage error (src/cli/drive.ts)
   expect(bad.stderr).toContain('ctx.continueAsNew: input "total" is invalid');
   expect(bad.stderr).toContain("hint: pass the inputs the workflow declares");
   const child = await runAtomic(["run", FLOW, "--input", "total=3", "--input", "every=1", "--input", "mode=child"], { home });
-  expect(child.code).toBe(1);
+  expect(child.code).toBe(2);
   expect(child.stderr).toContain("ctx.continueAsNew ends a root run's history");
   const runs = await chainRuns(home);
   expect(runs.map((x) => x.status)).toEqual(["failed", "failed"]);

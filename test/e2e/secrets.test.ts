@@ -7,9 +7,10 @@
 
 import { afterAll, afterEach, expect } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
-import { chmodSync, existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BUN, ROOT, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { writeFakeCli } from "../helpers/fake-cli.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { inOrder, startFakeOpenAI, text, toolCall, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "./support.ts";
@@ -149,9 +150,7 @@ e2eTest("the openai runner's bash tool sees no key; a stage that names it does; 
 
 e2eTest("a CLI agent gets the credentials its adapter names (claude: ANTHROPIC_API_KEY), none of the others", async () => {
   const dir = makeTempDir("atomic-secrets-agent-");
-  const bin = join(dir, "fake-claude");
-  writeFileSync(bin, `#!/bin/sh\nexec ${JSON.stringify(BUN)} ${JSON.stringify(join(ROOT, "test", "runners", "fixtures", "fake-agent.ts"))} claude "$@"\n`);
-  chmodSync(bin, 0o755);
+  const bin = writeFakeCli(dir, "claude");
   const home = makeTempDir("atomic-secrets-home-");
   writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: bin } } }));
   const wf = workflowFile(`{

@@ -6,24 +6,20 @@
  */
 
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
+import { writeFakeCli } from "../helpers/fake-cli.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
-const FAKE = join(FIX, "fake-agent.ts");
 let bin: string;
 
 beforeAll(() => {
   bin = mkdtempSync(join(tmpdir(), "atomic-fake-bin-"));
-  for (const kind of ["claude", "pi"]) {
-    const path = join(bin, `fake-${kind}`);
-    writeFileSync(path, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(FAKE)} ${kind} "$@"\n`);
-    chmodSync(path, 0o755);
-  }
+  for (const kind of ["claude", "pi"]) writeFakeCli(bin, kind);
 });
 afterEach(cleanupWhenIdle);
 afterAll(async () => {

@@ -3,7 +3,8 @@
  * then replayed (`atomic replay`) against the workflow changed compatibly
  * (passes, exit 0) and incompatibly (exit 1, naming the step of each run);
  * `testRun(wf, { replay })` reads the same files. Bad input: a file that
- * is not an export, a run whose workflow file is gone.
+ * is not an export, a file that is not there, a run whose workflow file
+ * is gone.
  */
 
 import { afterEach, expect, test } from "bun:test";
@@ -90,13 +91,17 @@ test("testRun replays an exported file: replayed, or diverged naming the step", 
   expect(d.error?.message).toContain('at step 2: the workflow now asks for sleep "rest"');
 });
 
-test("bad input: not an export, a workflow file gone, nothing written", async () => {
+test("bad input: not an export, no such file, a workflow file gone, nothing written", async () => {
   const { dir, home, files } = await recordThree();
   writeFileSync(join(dir, "other.json"), JSON.stringify({ hello: 1 }));
   const notExport = await runAtomic(["replay", "other.json"], { home, cwd: dir });
   expect(notExport.code).toBe(2);
   expect(notExport.stderr).toContain("other.json is not an atomic run export");
   expect(notExport.stderr).toContain("hint: make one with: atomic export RUN > run.json");
+  const missing = await runAtomic(["replay", "nowhere.json"], { home, cwd: dir });
+  expect(missing.code).toBe(2);
+  expect(missing.stderr).toContain("nowhere.json is not a file");
+  expect(missing.stderr).toContain("hint: write one with: atomic export RUN > run.json");
   rmSync(join(dir, "pricing.ts"));
   const gone = await runAtomic(["replay", files[0]!], { home, cwd: dir });
   expect(gone.code).toBe(2);

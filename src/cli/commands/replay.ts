@@ -52,6 +52,10 @@ export default defineCommand({
 /** A file written by `atomic export`, or a run of the journal. */
 async function readRun(s: CliSession, ref: string): Promise<RunExport> {
   if (existsSync(ref) && statSync(ref).isFile()) return parseExport(readFileSync(ref, "utf8"), ref);
+  // A name that is a path or a .json file's was meant as an export, not as a run id.
+  if (/[/\\]|\.json$/i.test(ref)) {
+    throw new UsageError("no_such_file", `${ref} is not a file`, { hint: "write one with: atomic export RUN > run.json (atomic runs lists the runs)" });
+  }
   const run = await s.findRun(ref);
   if (run.parentId) throw new UsageError("not_root", `run ${run.id} is a child workflow run`, { hint: `replay its root run: atomic replay ${run.rootId}` });
   return exportRun(await s.journal(), run);

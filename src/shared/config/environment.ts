@@ -260,6 +260,12 @@ export const VARIABLES = {
     description: "The home whose intercom broker a pool worker publishes its stages' live events to (model deltas, tool calls), from its coordinator's configuration.",
     parse: text,
   }),
+  ATOMIC_PI_TOOLS: variable({
+    audience: "internal",
+    type: "text",
+    description: "What pi's run-tools extension registers and how it calls this binary for each tool (JSON), from the stage's pi process; the extension removes it as it loads.",
+    parse: text,
+  }),
   ATOMIC_STAGE_TOOLS: variable({
     audience: "internal",
     type: "text",
