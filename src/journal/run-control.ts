@@ -34,6 +34,13 @@ export function stageControl(runPaused: boolean, path: string, paused: boolean):
   return `${runPaused ? "pause;" : ""}stage-${paused ? "pause" : "unpause"}:${path}`;
 }
 
+/** A control value as people read it ("pause requested", "pause of stage review requested"), or undefined for none. */
+export function controlText(value: string | null | undefined): string | undefined {
+  const c = parseControl(value);
+  const parts = [...(c.run ? [c.run] : []), ...(c.stage ? [`${c.stage.paused ? "pause" : "unpause"} of stage ${c.stage.path}`] : [])];
+  return parts.length ? `${parts.join(", ")} requested` : value ? `${value} requested` : undefined;
+}
+
 /** The run itself is (asked to be) paused. */
 export function runPausedBy(value: string | null | undefined): boolean {
   return parseControl(value).run === "pause";

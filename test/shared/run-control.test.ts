@@ -1,7 +1,7 @@
 /** The control row's values (src/journal/run-control.ts): run actions, stage requests carrying the run's pause, and the paused stages they leave. */
 
 import { expect, test } from "bun:test";
-import { parseControl, pausedStages, runPausedBy, stageControl } from "../../src/journal/run-control.ts";
+import { controlText, parseControl, pausedStages, runPausedBy, stageControl } from "../../src/journal/run-control.ts";
 import { shownStatus } from "../../src/journal/run-status.ts";
 
 test("run actions, stage requests and the run's pause carried with them", () => {
@@ -27,4 +27,11 @@ test("a live run whose row carries a stage request while the run is paused still
   const run = { status: "running", control: stageControl(true, "x", true) } as Parameters<typeof shownStatus>[0];
   expect(shownStatus(run, lease as Parameters<typeof shownStatus>[1])).toBe("paused");
   expect(shownStatus({ ...run, control: stageControl(false, "x", true) }, lease as Parameters<typeof shownStatus>[1])).toBe("running");
+});
+
+test("a control value as people read it", () => {
+  expect(controlText("pause")).toBe("pause requested");
+  expect(controlText("stage-pause:review/fix")).toBe("pause of stage review/fix requested");
+  expect(controlText("pause;stage-unpause:deploy")).toBe("pause, unpause of stage deploy requested");
+  expect(controlText(null)).toBeUndefined();
 });

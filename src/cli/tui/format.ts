@@ -5,6 +5,7 @@
  * live tree (status/totals.ts, view/tree-model.ts, runners/usage.ts).
  */
 
+import { controlText } from "../../journal/run-control.ts";
 import { formatCost } from "../../runners/usage.ts";
 import { stageCountsText } from "../../status/totals.ts";
 import type { RunSummary } from "../../status/summaries.ts";
@@ -56,7 +57,7 @@ export function runsHeader(st: Style, width: number): string {
 
 /** A run's heading: workflow, id, status, duration, stage counts, usage. */
 export function runHeading(st: Style, r: RunSummary, width: number): string {
-  const text = `${r.workflow} ${r.id} ${r.status} · ${formatDuration(r.durationMs)} · ${stageCountsText(r.stages)}${r.usage ? ` · ${usageText(r.usage)}` : ""}${r.control ? ` · ${r.control} requested` : ""}`;
+  const text = `${r.workflow} ${r.id} ${r.status} · ${formatDuration(r.durationMs)} · ${stageCountsText(r.stages)}${r.usage ? ` · ${usageText(r.usage)}` : ""}${r.control ? ` · ${controlText(r.control)}` : ""}`;
   const fitted = fit(text, width);
   return fitted.replace(r.status, colorFor(st, r.status)(r.status)).replace(r.workflow, st.bold(r.workflow));
 }
