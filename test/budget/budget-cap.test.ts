@@ -20,12 +20,12 @@ import { runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "../e2e/support.ts";
 import { startFakeOpenAI } from "../helpers/fake-openai.ts";
+import { type BudgetEvent, walkBudget } from "../helpers/budget-stream.ts";
 
 const FIX = join(import.meta.dir, "fixtures");
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
 
-type Event = { type: string; name?: string; message?: string; status?: string; result?: { usage?: { costMicroUsd?: number } }; error?: { message: string } };
 
 async function capped(opts: { stages: number; concurrency: number; workers: number; priceUsd: number; capUsd: number }) {
   const server = await startFakeOpenAI(() => ({ text: "ok", usage: { prompt: 10, completion: 1, cost: opts.priceUsd }, hold: Bun.sleep(50) }));
@@ -35,19 +35,11 @@ async function capped(opts: { stages: number; concurrency: number; workers: numb
     const args = ["run", join(FIX, "budget-fanout.ts"), "--input", `n=${opts.stages}`, "--input", `concurrency=${opts.concurrency}`];
     const r = await runAtomic([...args, "--workers", String(opts.workers), "--max-cost", String(opts.capUsd), "--json"], { home, env });
     expect(r.code).toBe(3);
-    const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Event);
+    const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as BudgetEvent);
     const cap = Math.round(opts.capUsd * 1_000_000);
 
     // Walk the stream: spending is what ended stages recorded; the cap is reached at the step_ended that got it there.
-    let spent = 0;
-    let capAt = -1;
-    let warnAt = -1;
-    events.forEach((e, i) => {
-      if (e.type === "warning" && /has used \d+% of its cost budget/.test(e.message ?? "") && warnAt < 0) warnAt = i;
-      if (e.type !== "step_ended") return;
-      spent += e.result?.usage?.costMicroUsd ?? 0;
-      if (capAt < 0 && spent >= cap) capAt = i;
-    });
+    const { spent, capAt, warnAt } = walkBudget(events, cap);
     expect(capAt).toBeGreaterThan(-1);
     // The warning came at its fraction (80 %), before the cap.
     expect(warnAt).toBeGreaterThan(-1);

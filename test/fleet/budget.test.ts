@@ -26,6 +26,7 @@ import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
 import { startHost, stopHosts } from "./support.ts";
+import { type BudgetEvent, walkBudget } from "../helpers/budget-stream.ts";
 
 const FANOUT = join(import.meta.dir, "..", "budget", "fixtures", "budget-fanout.ts");
 
@@ -41,7 +42,6 @@ afterEach(
 );
 afterAll(() => removeTempDirs());
 
-type Event = { type: string; runId?: string; message?: string; status?: string; result?: { usage?: { costMicroUsd?: number } }; error?: { message: string } };
 
 async function cappedOnHosts(o: { stages: number; concurrency: number; hosts: number; slots: number; priceUsd: number; capUsd: number }) {
   const server = await startFakeOpenAI(() => ({ text: "ok", usage: { prompt: 10, completion: 1, cost: o.priceUsd }, hold: Bun.sleep(50) }));
@@ -53,19 +53,11 @@ async function cappedOnHosts(o: { stages: number; concurrency: number; hosts: nu
     const args = ["run", FANOUT, "--journal", url, "--workers", "0", "--input", `n=${o.stages}`, "--input", `concurrency=${o.concurrency}`];
     const r = await runAtomic([...args, "--max-cost", String(o.capUsd), "--json"], { home, env });
     expect(r.code).toBe(3);
-    const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Event);
+    const events = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as BudgetEvent);
     const cap = Math.round(o.capUsd * 1_000_000);
     const price = Math.round(o.priceUsd * 1_000_000);
     // Walk the stream: spending is what ended stages recorded; the cap is reached at the step_ended that got it there.
-    let spent = 0;
-    let capAt = -1;
-    let warnAt = -1;
-    events.forEach((e, i) => {
-      if (e.type === "warning" && /has used \d+% of its cost budget/.test(e.message ?? "") && warnAt < 0) warnAt = i;
-      if (e.type !== "step_ended") return;
-      spent += e.result?.usage?.costMicroUsd ?? 0;
-      if (capAt < 0 && spent >= cap) capAt = i;
-    });
+    const { spent, capAt, warnAt } = walkBudget(events, cap);
     // The warning came at its fraction (80 %), before the cap.
     expect(capAt).toBeGreaterThan(-1);
     expect(warnAt).toBeGreaterThan(-1);
