@@ -37,7 +37,6 @@ import { inbox } from "../engine/messaging.ts";
 import { scheduleViews } from "./schedules.ts";
 import { USAGE_GROUPINGS, usageReport, type UsageGrouping } from "./usage-report.ts";
 import { INSTANT_EXAMPLES, parseInstant } from "../shared/age.ts";
-import { stageDiffView } from "./stage-diff.ts";
 
 /**
  * What starts runs for the API: a posted run, a resume, a rerun, a fork
@@ -345,6 +344,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     const run = await runOf(c);
     if (run instanceof Response) return run;
     try {
+      // Loaded on first use: highlight.js takes tens of ms to load, and every `atomic run` serves this app.
+      const { stageDiffView } = await import("./stage-diff.ts");
       return c.json(await stageDiffView(source.journal, run, c.req.param("stage")));
     } catch (err) {
       if (err instanceof AtomicError && err.disposition === "usage") return fail(c, httpStatusOf(err.code), err.code, err.message, err.hint);
