@@ -10,10 +10,13 @@
  * fake Chat Completions provider. Every stage here runs in a sandbox (the
  * config's `sandbox: true`): each CLI's state directory is writable
  * inside, so its sessions last from one stage to the next; the same
- * resumes without a sandbox: the *-real tests of each CLI.
+ * resumes without a sandbox: the *-real tests of each CLI. A pi stage
+ * continued or forked without naming its runner inherits pi, its model and
+ * its (relative) cwd, in a workflow whose default runner is shell; naming
+ * another runner is refused with both named.
  */
 
-import { existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
@@ -28,6 +31,7 @@ import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "sdk", "fixtures", "sessions.ts");
+const INHERIT = join(import.meta.dir, "..", "sdk", "fixtures", "inherit.ts");
 /** In the order of the stages: first, forked, second, third, filed. */
 const ANSWERS = ["noted: 42", "bye", "you gave 42", "still 42", "# The report\nall good\n"];
 
@@ -142,6 +146,39 @@ for (const kind of ["opencode", "pi"] as const) {
     expectChains(stageCalls.slice(0, 4).map(texts));
   });
 }
+
+agentTest("pi: continueFrom and fork without runner inherit pi, its model and cwd from the earlier stage; another runner is refused naming both", async () => {
+  const server = await startFakeOpenAI((req) => chatText(PROMPTS[partsText(req.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim()] ?? "unexpected"));
+  servers.push(server);
+  const s = chatAgentSetup("pi", server.url, { trap });
+  mkdirSync(join(s.cwd, "sub"));
+  // The workflow's default runner is shell and only the first stage names pi and its model: the others inherit both.
+  const inputs = join(s.cwd, "..", "inputs-inherit.json");
+  writeFileSync(inputs, JSON.stringify({ runner: "pi", model: MODEL }));
+  const r = await runAtomic(["run", INHERIT, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
+  expect({ stderr: r.stderr, code: r.code, out: r.stdout.slice(-2000) }).toMatchObject({ stderr: "", code: 0 });
+  const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+  expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye"]);
+  expect(out.ran).toEqual(["pi", MODEL, "sub", "pi", MODEL, "sub"]);
+  // Every model call came from pi with the first stage's model, the continued ones carrying the earlier conversation.
+  expect(server.requests.map((q) => q.body.model)).toEqual(["m", "m", "m"]);
+  const texts = (req: RecordedRequest) => req.body.messages.map((m) => partsText(m.content).trim()).filter((t) => KNOWN.has(t));
+  expect(server.requests.map(texts)).toEqual([
+    ["Remember the number 42."],
+    ["Remember the number 42.", "noted: 42", "Which number did I give you?"],
+    ["Remember the number 42.", "noted: 42", "Which number did I give you?", "you gave 42", "Forget it; say bye."],
+  ]);
+  // pi ran in the first stage's cwd each time: its system prompt names it.
+  for (const q of server.requests) expect(JSON.stringify(q.body.messages[0])).toContain(join(s.cwd, "sub"));
+  const count = server.requests.length;
+  writeFileSync(inputs, JSON.stringify({ runner: "pi", model: MODEL, bad: true, other: "claude" }));
+  const bad = await runAtomic(["run", INHERIT, "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
+  expect(bad.code).toBe(1);
+  expect(bad.stderr).toMatch(
+    /failed: stage "other": continueFrom: the earlier stage ran on the pi runner, this one asks for claude; a session continues only on its own runner \(at [^)]+inherit\.ts:10:\d+\)\nhint: leave runner out \(it runs on pi\), or start a new session without continueFrom\n/,
+  );
+  expect(server.requests.length).toBe(count + 1); // the first stage only: the refused one started no CLI
+});
 
 agentTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
   const s = await gemini(geminiSay(ANSWERS[0]!), geminiSay(ANSWERS[2]!), geminiSay(ANSWERS[3]!), geminiSay(ANSWERS[4]!));

@@ -34,7 +34,7 @@
 
 import { DEFAULT_QUEUE } from "../../journal/fleet.ts";
 import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
 import type { StageResult, TaskOptions } from "../../sdk/types.ts";
@@ -107,7 +107,8 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
     // Its commits write to the repository's git directory: writable in a sandbox too.
     if (sandbox) sandbox = { ...sandbox, write: [...sandbox.write, ws.gitDir] };
   }
-  const cwd = ws?.cwd ?? opts.cwd ?? process.cwd();
+  // Absolute: a relative `cwd` is the run's directory's, and a sandbox (bwrap --chdir, its binds) resolves none.
+  const cwd = resolve(ws?.cwd ?? opts.cwd ?? process.cwd());
   const prompt = opts.reads !== undefined && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
   const toFile = opts.output === "file";
 
