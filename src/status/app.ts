@@ -374,7 +374,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       source.invalidate();
       return c.json(outcome, 202);
     } catch (err) {
-      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, 409, err.code, err.message, err.hint);
+      if (err instanceof AtomicError && err.disposition === "usage") return fail(c, httpStatusOf(err.code), err.code, err.message, err.hint);
       throw err;
     }
   });

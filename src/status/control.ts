@@ -52,10 +52,12 @@ export interface StatusControl {
   review(run: RunRecord, stage: string, body: unknown): Promise<AnswerOutcome>;
 }
 
-/** The HTTP status of a refused message or answer: 404 nothing to address, 409 not now, 400 bad input. */
+/** The HTTP status of a refused control, message or answer: 404 nothing to address, 409 not now, 400 bad input. */
 export function httpStatusOf(code: string): 400 | 404 | 409 {
   if (["no_such_stage", "no_match", "not_a_stage", "unknown_prompt", "unknown_run", "unknown_stage"].includes(code)) return 404;
-  if (["stage_finished", "run_ended", "queue_full", "sticky_limit", "message_id_conflict", "already_answered", "prompt_closed", "no_review"].includes(code)) return 409;
+  const notNow = ["stage_finished", "run_ended", "queue_full", "sticky_limit", "message_id_conflict", "already_answered", "prompt_closed", "no_review"];
+  // pause, unpause and cancel (engine/pause.ts, engine/cancel.ts)
+  if ([...notNow, "not_running", "not_root", "already_ended", "stage_ended", "not_paused"].includes(code)) return 409;
   return 400;
 }
 
