@@ -13,17 +13,27 @@
  * 3. implement: the orchestrator changes the code, given the research
  *    notes and the last loop's consolidated findings as attached files
  *    (`reads`); what it changed is committed on the branch when it ends;
- * 4. review: two reviewers in parallel, independently (each its own runner
+ * 4. qa (with qa_command): the end-to-end check runs in the worktree in a
+ *    terminal of its own (a recorded step, qa-NN): what it printed is kept
+ *    as an asciicast v2 recording, qa-NN/terminal.cast (asciinema plays
+ *    it), and the screenshots it saves in $ATOMIC_QA_DIR (qa-NN/, one PNG
+ *    per step of the check, e.g. taken with playwright) are its step
+ *    screenshots; the reviewers are told its exit code and last output, and
+ *    a loop whose check fails is not approved;
+ * 5. review: two reviewers in parallel, independently (each its own runner
  *    and model when reviewer_a_* / reviewer_b_* say so), each answering
  *    {approved, findings[]}; an invalid answer is re-asked by the runner,
  *    and one that stays invalid counts as not approved;
- * 5. approved only when both approve; otherwise a consolidate stage merges
+ * 6. approved only when both approve (and the check passed); otherwise a consolidate stage merges
  *    their findings into findings-NN.md, which the next loop works from.
  * Approved: with create_pr, the branch is pushed and a pull request opened
  * (gh, or glab). Not approved after max_loops: the run fails with the last
  * findings; with create_pr the pull request is opened all the same, its
  * title marked "[needs a person]" and its body the escalation evidence (each
- * reviewer's objections of the last loop and the consolidated findings). The branch keeps the commits; `atomic gc` removes the worktree.
+ * reviewer's objections of the last loop and the consolidated findings).
+ * Either pull request's body ends with the last loop's QA evidence: the
+ * check's exit code, its terminal recording and its step screenshots,
+ * linked by their paths in the run's artifacts. The branch keeps the commits; `atomic gc` removes the worktree.
  *
  *   atomic run ralph --input prompt="Make the parser accept trailing commas" \
  *     --input acceptance_criteria="the parser tests pass" --input max_loops=4
@@ -31,14 +41,26 @@
  * Artifacts, under <cwd>/.atomic/runs/ralph-<run id>/: research/NN-<date>.md
  * (each loop's question and notes), implementation-NN.md (the
  * orchestrator's report), reviews-NN.json (both reviews), findings-NN.md
- * (consolidated, when not approved), ralph-ledger.json (every loop,
+ * (consolidated, when not approved), qa-NN/ (terminal.cast and the
+ * check's screenshots), ralph-ledger.json (every loop,
  * written atomically).
  */
-import { workflow, v, baseBranch, openPullRequest, writeFileAtomic } from "atomic";
+import { workflow, v, baseBranch, openPullRequest, writeFileAtomic, recordTerminal, quoteShell } from "atomic";
 
 const optionalText = (what: string) => v.optional(v.pipe(v.string(), v.description(what)));
 const Question = v.object({ question: v.pipe(v.string(), v.minLength(1)) });
 const Review = v.object({ approved: v.boolean(), findings: v.array(v.string()) });
+
+interface Qa {
+  command: string;
+  exit_code: number;
+  /** The asciicast v2 recording of its terminal. */
+  cast: string;
+  /** The PNGs it saved in $ATOMIC_QA_DIR, in name order. */
+  screenshots: string[];
+  /** Its last 4,000 characters of output, terminal escapes removed. */
+  tail: string;
+}
 
 interface Loop {
   loop: number;
@@ -46,6 +68,7 @@ interface Loop {
   notes: string;
   commit: string;
   reviews: { reviewer: string; approved: boolean; findings: string[]; valid: boolean }[];
+  qa: Qa | null;
   approved: boolean;
   findings: string | null;
 }
@@ -59,6 +82,8 @@ export default workflow({
     max_loops: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(50), v.description("most research/implement/review loops")), 10),
     base_branch: optionalText("branch the work starts from (default: the current one)"),
     notes_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description("where each loop's research notes are committed in the repository (relative to its root)")), "specs/research"),
+    qa_command: optionalText("the end-to-end check, a shell command run in the worktree after each implementation; its screenshots (PNGs saved in $ATOMIC_QA_DIR) and a terminal recording become the QA evidence"),
+    qa_timeout: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(7200), v.description("seconds the end-to-end check may take")), 600),
     create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when approved (gh or glab); not approved after max_loops, one marked as needing a person with the reviewers' objections")), false),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
@@ -75,6 +100,10 @@ export default workflow({
     notes: v.pipe(v.array(v.string()), v.description("the research notes")),
     findings: v.pipe(v.string(), v.description("the last consolidated findings (empty when approved)")),
     pull_request: v.nullable(v.string()),
+    qa: v.pipe(
+      v.nullable(v.object({ command: v.string(), exit_code: v.number(), cast: v.string(), screenshots: v.array(v.string()), tail: v.string() })),
+      v.description("the last loop's end-to-end check: exit code, terminal recording (asciicast v2), step screenshots (null without qa_command)"),
+    ),
     ledger: v.pipe(v.string(), v.description("ralph-ledger.json")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
@@ -82,6 +111,7 @@ export default workflow({
     { name: "refine-NN", description: "loop NN refines the question" },
     { name: "research-NN", description: "researches it (research/NN-<date>.md)" },
     { name: "implement-NN", description: "implements in the worktree" },
+    { name: "qa-NN", description: "runs the end-to-end check (qa_command), recording its terminal and keeping its screenshots" },
     { name: "review-NN-a, review-NN-b", description: "two reviewers, all at once" },
     { name: "consolidate-NN", description: "merges the findings of a loop not approved" },
     { name: "pull-request", description: "pushes the branch and opens a pull request (create_pr)" },
@@ -101,6 +131,19 @@ export default workflow({
     const workspace = { worktree: { branch, ...(ctx.inputs.base_branch ? { base: ctx.inputs.base_branch } : {}) } };
     const base = await baseBranch(ctx, "ralph", ctx.inputs.base_branch);
     const ledger = { task: prompt, acceptance_criteria: criteria, branch, base, worktree: null as string | null, approved: false, loops: [] as Loop[], pull_request: null as string | null };
+    /** The end-to-end check in the worktree's terminal, recorded (the recording's folder, qaDir, is made first); its screenshots are the PNGs it leaves in qaDir. */
+    const endToEnd = (command: string, qaDir: string, nn: string) =>
+      ctx.tool(`qa-${nn}`, { command }, async ({ signal }): Promise<Qa> => {
+        const rec = await recordTerminal(`ATOMIC_QA_DIR=${quoteShell(qaDir)}; export ATOMIC_QA_DIR; ${command}`, {
+          cwd: ledger.worktree!,
+          castPath: `${qaDir}/terminal.cast`,
+          title: `ralph ${ctx.runId}, loop ${Number(nn)}: ${command}`,
+          timeoutMs: ctx.inputs.qa_timeout * 1000,
+          signal,
+        });
+        const screenshots = [...new Bun.Glob("**/*.png").scanSync({ cwd: qaDir })].sort().map((n) => `${qaDir}/${n}`);
+        return { command, exit_code: rec.exitCode, cast: rec.cast, screenshots, tail: Bun.stripANSI(rec.output).replaceAll("\r\n", "\n").slice(-4000) };
+      });
     const save = (step: string) => ctx.tool(step, { loops: ledger.loops.length, approved: ledger.approved }, () => writeFileAtomic(ledgerPath, JSON.stringify(ledger, null, 2) + "\n"));
 
     let findings = "";
@@ -149,6 +192,7 @@ export default workflow({
           `Task:\n${prompt}\n\nAcceptance criteria:\n${criteria}`,
       });
       const commit = implemented.workspace!.head;
+      const qa = ctx.inputs.qa_command ? await endToEnd(ctx.inputs.qa_command, `${dir}/qa-${nn}`, nn) : null;
       const answers = (await ctx.parallel(
         reviewers.map((r) => ({
           name: `review-${nn}-${r.id}`,
@@ -160,7 +204,8 @@ export default workflow({
           failureMode: "return" as const,
           prompt:
             `You are reviewer ${r.id.toUpperCase()} of loop ${i}, one of two who judge independently. Read the files here (commit ${commit}); approve only if the task is done ` +
-            `and every criterion is met, else list what is missing or wrong.\n\nTask:\n${prompt}\n\nAcceptance criteria:\n${criteria}\n\nThe implementer's report:\n${implemented.text}`,
+            `and every criterion is met, else list what is missing or wrong.\n\nTask:\n${prompt}\n\nAcceptance criteria:\n${criteria}\n\nThe implementer's report:\n${implemented.text}` +
+            (qa ? `\n\nThe end-to-end check (${qa.command}) exited ${qa.exit_code}${qa.screenshots.length ? ` and saved ${qa.screenshots.length} screenshot(s)` : ""}; its last output:\n${qa.tail}` : ""),
         })),
         { failFast: false },
       )) as { status: string; structured?: unknown }[];
@@ -169,8 +214,8 @@ export default workflow({
         const r = p?.success ? p.output : { approved: false, findings: ["the reviewer gave no valid answer"] };
         return { reviewer: reviewers[k]!.id, ...r, valid: p?.success === true };
       });
-      const approved = reviews.every((r) => r.approved);
-      const entry: Loop = { loop: i, question, notes, commit, reviews, approved, findings: null };
+      const approved = reviews.every((r) => r.approved) && (qa === null || qa.exit_code === 0);
+      const entry: Loop = { loop: i, question, notes, commit, reviews, qa, approved, findings: null };
       await ctx.tool(`write-loop-${nn}`, {}, async () => {
         await Bun.write(`${dir}/implementation-${nn}.md`, implemented.text);
         await Bun.write(`${dir}/reviews-${nn}.json`, JSON.stringify(reviews, null, 2) + "\n");
@@ -181,7 +226,8 @@ export default workflow({
           tools: [],
           prompt:
             `You consolidate the two reviewers' findings on loop ${i} into one deduplicated list of what the next loop must fix, most important first.\n\n` +
-            reviews.map((r) => `Reviewer ${r.reviewer.toUpperCase()} (${r.approved ? "approved" : "not approved"}):\n${r.findings.map((f) => `- ${f}`).join("\n") || "(no findings)"}`).join("\n\n"),
+            reviews.map((r) => `Reviewer ${r.reviewer.toUpperCase()} (${r.approved ? "approved" : "not approved"}):\n${r.findings.map((f) => `- ${f}`).join("\n") || "(no findings)"}`).join("\n\n") +
+            (qa && qa.exit_code !== 0 ? `\n\nThe end-to-end check (${qa.command}) failed with exit code ${qa.exit_code}; its last output:\n${qa.tail}` : ""),
         });
         findings = merged.text;
         findingsFile = `${dir}/findings-${nn}.md`;
@@ -201,11 +247,12 @@ export default workflow({
         .filter((r) => !r.approved)
         .map((r) => `### Reviewer ${r.reviewer.toUpperCase()}\n\n${r.findings.map((f) => `- ${f}`).join("\n") || (r.valid ? "(no findings given)" : "(no valid review)")}`)
         .join("\n\n");
+      const evidence = last?.qa ? qaEvidence(last.loop, last.qa) : "";
       const pr = await openPullRequest(
         ctx,
         "pull-request",
         ledger.approved
-          ? { cwd: ledger.worktree!, branch, base, title: `ralph: ${oneLine(prompt)}`, body: `${prompt}\n\nApproved by both reviewers after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId}; see ${ledgerPath}.` }
+          ? { cwd: ledger.worktree!, branch, base, title: `ralph: ${oneLine(prompt)}`, body: `${prompt}\n\nApproved by both reviewers after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId}; see ${ledgerPath}.${evidence}` }
           : {
               cwd: ledger.worktree!,
               branch,
@@ -213,7 +260,7 @@ export default workflow({
               title: `[needs a person] ralph: ${oneLine(prompt)}`,
               body:
                 `${prompt}\n\n**Needs a person:** the reviewers did not approve after ${ledger.loops.length} loop(s) of atomic run ${ctx.runId} (max_loops ${max_loops}); see ${ledgerPath}.\n\n` +
-                `## Escalation evidence: the reviewers' objections (loop ${last?.loop ?? 0})\n\n${objections}\n\n## Consolidated findings\n\n${findings || "(none)"}\n`,
+                `## Escalation evidence: the reviewers' objections (loop ${last?.loop ?? 0})\n\n${objections}\n\n## Consolidated findings\n\n${findings || "(none)"}\n${evidence}`,
             },
       );
       ledger.pull_request = pr.ok ? pr.url : null;
@@ -228,6 +275,7 @@ export default workflow({
       notes: ledger.loops.map((l) => l.notes),
       findings,
       pull_request: ledger.pull_request,
+      qa: ledger.loops.at(-1)?.qa ?? null,
       ledger: ledgerPath,
       dir,
     };
@@ -239,4 +287,18 @@ export default workflow({
 function oneLine(text: string): string {
   const line = text.split("\n")[0]!.trim();
   return line.length > 60 ? `${line.slice(0, 57)}...` : line;
+}
+
+/** The pull request's QA evidence: the check's outcome, its terminal recording and its step screenshots, linked by path. */
+function qaEvidence(loop: number, qa: Qa): string {
+  const link = (path: string) => `[${path.slice(path.lastIndexOf("/") + 1)}](${encodeURI(path)})`;
+  const shots = qa.screenshots.length
+    ? qa.screenshots.map((p, k) => `${k + 1}. ${link(p)}`).join("\n")
+    : "(the check saved no screenshots in $ATOMIC_QA_DIR)";
+  return (
+    `\n\n## QA evidence (loop ${loop})\n\n` +
+    `The end-to-end check \`${qa.command}\` ${qa.exit_code === 0 ? "passed" : `failed (exit code ${qa.exit_code})`}.\n\n` +
+    `Terminal recording (asciicast v2; \`asciinema play\` replays it): ${link(qa.cast)}\n\n` +
+    `Screenshots of its steps:\n\n${shots}\n`
+  );
 }

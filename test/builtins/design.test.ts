@@ -19,10 +19,10 @@
 
 import { afterAll, afterEach, describe, expect } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
-import { inflateSync } from "node:zlib";
 import { runAtomic } from "../helpers/atomic.ts";
 import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, heavyTest } from "../e2e/support.ts";
+import { png } from "./png.ts";
 import { artifacts, drive, homeAndCwd, normalized, pick, scriptedServer, withoutRecorded, type Question } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -65,25 +65,6 @@ const reply = (refs: string) => (q: Question): string => {
   if (q.question.startsWith("Review the design (round 2)")) return "accept";
   throw new Error(`unexpected question ${q.question}`);
 };
-
-/** A PNG's width, height and first pixel (any filter type leaves the first pixel of the first row as it is). */
-function png(bytes: Buffer): { width: number; height: number; first: number[] } {
-  expect([...bytes.subarray(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-  let at = 8;
-  const idat: Buffer[] = [];
-  let width = 0;
-  let height = 0;
-  while (at < bytes.length) {
-    const length = bytes.readUInt32BE(at);
-    const type = bytes.toString("latin1", at + 4, at + 8);
-    const data = bytes.subarray(at + 8, at + 8 + length);
-    if (type === "IHDR") [width, height] = [data.readUInt32BE(0), data.readUInt32BE(4)];
-    if (type === "IDAT") idat.push(data);
-    at += 12 + length;
-  }
-  const raw = inflateSync(Buffer.concat(idat));
-  return { width, height, first: [raw[1]!, raw[2]!, raw[3]!] };
-}
 
 const FULL = { "design-system": 2, analysis: 1, patterns: 1, "generate-01": 1, "generate-02": 1, export: 1 };
 

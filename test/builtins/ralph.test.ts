@@ -83,6 +83,7 @@ e2eTest(
         notes,
         findings: "",
         pull_request: "https://github.example/acme/project/pull/7",
+        qa: null,
         ledger: `${dir}/ralph-ledger.json`,
         dir,
       });

@@ -159,6 +159,7 @@ export const VARIABLES = {
   ATOMIC_STAGE: stage("The stage's name."),
   ATOMIC_STAGE_KEY: stage("The stage's key in its run (unique within the run)."),
   ATOMIC_ATTEMPT: stage("The attempt number of this run of the stage (1, then 2 on a retry)."),
+  ATOMIC_QA_DIR: stage("For the end-to-end check of the builtin `ralph` (its `qa_command`): the folder where the check saves its screenshots, one PNG per step; they go to the pull request as QA evidence."),
   TRACEPARENT: stage("With traces on: the W3C trace context of the stage attempt's span, so the stage's own OpenTelemetry spans (an agent CLI's) nest under it."),
 
   // --- credentials ---
