@@ -14,16 +14,15 @@
  * the agent exits, whatever it left behind gets the same treatment.
  *
  * A sandboxed agent (`sandboxed`: the process is bubblewrap) is stopped the
- * same way but for bwrap itself, which gets no SIGTERM: its death would
- * end the sandbox at once (its init dies with it, and the kernel kills
- * the whole PID namespace), leaving the processes inside no grace. They
- * get the SIGTERM; bwrap ends when the agent does, and what the agent left
- * inside ends with the namespace (docs/design/sandbox.md).
+ * same way but for bwrap itself, which gets no SIGTERM (shell/stage-stop.ts
+ * says why); bwrap ends when the agent does, and what the agent left inside
+ * ends with the namespace (docs/design/sandbox.md).
  */
 
 import type { ChildProcess } from "node:child_process";
-import { killGroup, trackGroup, trackStop, untrackGroup } from "../shell/process-groups.ts";
-import { signalProcesses, stageProcesses, stillRunning, type ProcRef } from "../shell/process-tree.ts";
+import { killGroup, trackGroup, untrackGroup } from "../shell/process-groups.ts";
+import { stageProcesses, type ProcRef } from "../shell/process-tree.ts";
+import { stopWithGrace } from "../shell/stage-stop.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
 import { childProcess } from "../../shared/lazy-builtins.ts";
 
@@ -32,8 +31,6 @@ export interface ProcessEnd {
   signal: NodeJS.Signals | null;
   spawnError?: string;
 }
-
-const KILL_GRACE_MS = 2_000;
 
 /** The agent processes of this process that have not ended: a later turn's process is never taken for what an earlier one left. */
 const liveAgents = new Set<number>();
@@ -119,34 +116,11 @@ export class AgentProcess {
     this.child.stdin?.end();
   }
 
-  /**
-   * SIGTERM to the group and the stage's other processes, SIGKILL to what
-   * is left after a grace period. The grace ends early once the agent has
-   * exited and nothing of the stage is left (checked every 100 ms), so an
-   * exiting worker (which waits for it: trackStop) is not held up.
-   */
+  /** SIGTERM to the group (not to bwrap: see the header) and the stage's other processes, SIGKILL after a grace period (stage-stop.ts). */
   stop(): void {
     if (this.stopping) return;
     this.stopping = true;
-    const first = this.others();
-    if (this.exited && first.length === 0) return; // the agent ended and left nothing behind
-    // The group holds bwrap too when sandboxed: then only the processes inside get the SIGTERM (see the header).
-    if (!this.sandboxed) this.killGroup("SIGTERM");
-    signalProcesses(first, "SIGTERM");
-    const until = Date.now() + KILL_GRACE_MS;
-    trackStop(
-      new Promise<void>((resolve) => {
-        const tick = () => {
-          const left = [...first, ...this.others()].filter(stillRunning);
-          if (this.exited && left.length === 0) return resolve();
-          if (Date.now() < until) return void setTimeout(tick, 100).unref();
-          this.killGroup("SIGKILL");
-          signalProcesses(left, "SIGKILL");
-          resolve();
-        };
-        setTimeout(tick, 100).unref();
-      }),
-    );
+    stopWithGrace({ pid: this.pid, sandboxed: this.sandboxed, exited: () => this.exited, others: () => this.others() });
   }
 
   private others(): ProcRef[] {

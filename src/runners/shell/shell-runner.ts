@@ -8,7 +8,8 @@
  * sends SIGINT to the group first); messages sent before the stage started
  * (request.initialMessages) are written before anything else. interrupt()
  * sends SIGINT to the group; cancel and timeout send SIGTERM, then SIGKILL
- * after a grace period.
+ * after a grace period (stage-stop.ts; in a sandbox the SIGTERM goes to the
+ * processes inside, not to bwrap, so the stage's traps run).
  *
  * Success is exit code 0. The result's `text` is stdout, capped at
  * TEXT_LIMIT bytes (the journal keeps the text; the file keeps everything).
@@ -25,9 +26,10 @@ import { stageEnv } from "../stage-env.ts";
 import { killGroup, trackGroup, untrackGroup } from "./process-groups.ts";
 import { spawnWithUserUmask } from "../../shared/private-files.ts";
 import { sandboxed, type Sandboxed } from "../sandbox/launch.ts";
+import { stageProcesses } from "./process-tree.ts";
+import { stopWithGrace } from "./stage-stop.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
-const KILL_GRACE_MS = 2_000;
 
 export class ShellRunner implements Runner {
   readonly kind = "shell";
@@ -77,12 +79,13 @@ export class ShellRunner implements Runner {
 
     if (child) output.follow();
 
+    const inSandbox = request.sandbox !== undefined;
     const stop = (reason: "cancelled" | "timeout", message: string) => {
       if (stopReason || pid === undefined) return;
       stopReason = reason;
       cancelMessage = message;
-      killGroup(pid, "SIGTERM");
-      setTimeout(() => killGroup(pid, "SIGKILL"), KILL_GRACE_MS).unref();
+      // Unsandboxed, the group is the stage; sandboxed, bwrap leads it and its descendants are the stage (stage-stop.ts).
+      stopWithGrace({ pid, sandboxed: inSandbox, exited: () => exited, others: () => (inSandbox ? stageProcesses(pid) : []) });
     };
     const timer =
       request.timeoutMs && request.timeoutMs > 0
