@@ -160,14 +160,19 @@ e2eTest("a worker that stops answering (SIGSTOP) is replaced; continued (SIGCONT
   const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2", "--work-lease-ms", "2000"], { home });
   const worker1 = await pidFile(`${d}/worker1.pid`);
   const stage1 = await pidFile(`${d}/stage1.pid`);
-  kill(worker1, "SIGSTOP");
-  const worker2 = await pidFile(`${d}/worker2.pid`);
-  expect(worker2).not.toBe(worker1);
-  await waitUntil(() => !groupAlive(stage1), 10_000, "the stopped worker's stage to be killed");
-  kill(worker1, "SIGCONT");
   const run = await lastRun(home);
   const log = join(home, "artifacts", run.id, "worker-logs", "coordinator.log");
-  await waitUntil(() => existsSync(log) && /refused a stale commit from worker \S+ for work/.test(readFileSync(log, "utf8")), 20_000, "the stale commit to be refused");
+  const logSays = (re: RegExp) => existsSync(log) && re.test(readFileSync(log, "utf8"));
+  kill(worker1, "SIGSTOP");
+  // Lost: its stage killed and its item given back. It is continued at once: a retired worker is SIGKILLed
+  // 10 s after it was lost (the pool's retire grace), and a worker started on a loaded machine can take longer
+  // than that to run the second attempt. Continued before the release, its commit could still win the item.
+  await waitUntil(() => logSays(/work \S+ released at generation 2/), 30_000, "the stopped worker's item to be released");
+  await waitUntil(() => !groupAlive(stage1), 10_000, "the stopped worker's stage to be killed");
+  kill(worker1, "SIGCONT");
+  await waitUntil(() => logSays(/refused a stale commit from worker \S+ for work/), 20_000, "the stale commit to be refused");
+  const worker2 = await pidFile(`${d}/worker2.pid`);
+  expect(worker2).not.toBe(worker1);
   writeFileSync(`${d}/gate`, "");
   expect(await proc.exited).toBe(0);
   const report = await show(home, run.id);
