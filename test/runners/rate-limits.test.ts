@@ -10,7 +10,7 @@ import { afterEach, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT, killSpawned } from "../helpers/atomic.ts";
-import { lineWatcher } from "../helpers/atomic.ts";
+import { lineWatcher, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { rateLimitsFor } from "../../src/runners/rate-limits.ts";
 
@@ -46,10 +46,10 @@ test("a back-off recorded by one process holds back another's call until it ends
   const release = await limits.acquire(key);
   expect(Date.now()).toBeGreaterThanOrEqual(until);
   // The calm: this process holds the key's lock; the other one's call waits for its release.
-  const waiter = other(home, `console.log("waiting"); const release = await limits.acquire(key); console.log("got"); release();`);
+  // It says "held" after each wait for the lock: twice means it found the lock held twice in a row.
+  const waiter = other(home, `const release = await limits.acquire(key, undefined, () => console.log("held")); console.log("got"); release();`);
   const out = lineWatcher(waiter.stdout as ReadableStream<Uint8Array>);
-  await out.waitFor(/waiting/);
-  await Bun.sleep(300);
+  await waitUntil(() => out.lines.filter((l) => l === "held").length >= 2, 30_000, "the other process to find the lock held twice");
   expect(out.lines).not.toContain("got");
   release();
   await out.waitFor(/got/);
