@@ -82,7 +82,9 @@ const bench: Bench = {
       const base: ConsoleFrame = { screen: "run", filter: {}, runIndex: 0, stageIndex: 250, scroll: 0, focus: "tree", mode: { kind: "none" } };
       const runRead = (id: string) => async () => {
         const detail = await data.detail(id);
-        const conversation = await data.conversation(id, id === large ? "0.250.0" : "0.2.0", detail.report);
+        // The pane's text as its attach feed first reads it: the stage's transcript.
+        const t = await data.source.transcript(await data.run(id), id === large ? "0.250.0" : "0.2.0", { stdout: 0, stderr: 0 }, detail.report);
+        const conversation = "miss" in t ? { text: "", live: false, none: t.message } : { text: t.stdout.text, live: t.live };
         return { detail, conversation };
       };
       await redraws(3, runRead(large), base); // warm-up

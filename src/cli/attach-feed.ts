@@ -82,14 +82,16 @@ export class AttachFeed {
 
   /**
    * Resolves what to follow and reads the conversation so far. Throws a UsageError for a stage the run
-   * does not have, or when the run has no stage to follow.
+   * does not have, or when the run has no stage to follow. `pathPrefix`: for a child run, the path of the
+   * step that started it (messages address stages by their path from the root).
    */
-  static async open(journal: Journal, home: string, run: RunRecord, stage: string | undefined): Promise<AttachFeed> {
+  static async open(journal: Journal, home: string, run: RunRecord, stage: string | undefined, opts: { pathPrefix?: string } = {}): Promise<AttachFeed> {
     const root = run.parentId ? ((await journal.getRun(run.rootId)) ?? run) : run;
     const feed = new AttachFeed(journal, home, root, stage);
     const report = await buildRunReport(journal, run.id);
     if (!report) throw new UsageError("unknown_run", `no run with id ${run.id}`, { hint: "list runs with: atomic runs" });
-    const stages = stagesOf(report);
+    // A child run's stages are addressed from the root: their paths start with the step that started the child.
+    const stages = stagesOf(report, opts.pathPrefix ?? "");
     let targets: Found[];
     if (stage !== undefined) {
       const exact = stages.filter((f) => f.runId === run.id && f.position === stage);

@@ -18,6 +18,7 @@ import { createInterface, type Interface } from "node:readline";
 import type { AttachFeed } from "./attach-feed.ts";
 import type { Style } from "./style.ts";
 import type { AttachItem, StageRef } from "./view/attach-model.ts";
+import { renderItem } from "./view/attach-lines.ts";
 
 export const ATTACH_HELP = [
   "type a line and Enter: steer the current turn",
@@ -58,11 +59,6 @@ export function parseAttachLine(line: string): AttachCommand | string {
     default:
       return `unknown command ${cmd}; /help lists them (a line starting with // is sent as a steer without its first /)`;
   }
-}
-
-function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 export class AttachTerminal {
@@ -173,35 +169,9 @@ export class AttachTerminal {
 
   /** One model item, as lines (text deltas go to the streaming line). */
   private render(ref: StageRef, item: AttachItem): void {
-    const st = this.style;
-    switch (item.kind) {
-      case "attached":
-        return this.print([st.bold(`attached to ${ref.path} (stage ${ref.position} of run ${ref.runId}, attempt ${item.attempt}, ${item.status})`) + st.dim(item.live ? " — type to steer, /help" : "")]);
-      case "transcript":
-        return this.print([st.dim("── the conversation so far ──"), ...item.text.replace(/\n+$/, "").split("\n"), st.dim("── live ──")]);
-      case "text":
-        return this.stream(item.text);
-      case "output":
-        return this.stream(item.stream === "stderr" ? st.red(item.text) : item.text);
-      case "tool":
-        if (item.state === "started") return this.print([st.blue(`⚙ ${item.name}`) + (item.input ? ` ${oneLine(item.input, 200)}` : "")]);
-        return this.print([st.dim(`  ↳ ${item.ok === false ? st.red("failed") : "ok"}${item.output ? `: ${oneLine(item.output, 200)}` : ""}`)]);
-      case "usage": {
-        const cost = item.costMicroUsd ? `, $${(item.costMicroUsd / 1e6).toFixed(6)}` : "";
-        return this.print([st.dim(`· turn: ${item.inputTokens} in, ${item.outputTokens} out${cost}`)]);
-      }
-      case "state":
-        return this.print([item.state === "worker_lost" || item.state === "attempt_failed" ? st.yellow(`── ${item.text} ──`) : st.bold(`── ${item.text} ──`)]);
-      case "message": {
-        const who = item.mine ? "you" : "message";
-        const state = `[${item.state}${item.reason ? `: ${item.reason}` : ""}]`;
-        return this.print([`${st.green(`→ ${who} (${item.mode})`)} ${oneLine(item.text, 200)} ${st.dim(`${item.id} ${state}`)}`]);
-      }
-      case "answer":
-        return this.print([st.green(`→ answer to ${item.question}: ${item.text}`) + st.dim(` [${item.status}]`)]);
-      case "notice":
-        return this.print([st.yellow(item.text)]);
-    }
+    const r = renderItem(ref, item, this.style);
+    if ("stream" in r) this.stream(r.stream);
+    else this.print(r.lines);
   }
 
   // ---------------------------------------------------------------- the live region

@@ -2,10 +2,10 @@
  * What `atomic tui` reads and does, without any drawing: the run list
  * (status/summaries.ts through StatusSource, filtered by status and
  * workflow), a run's detail (its report, totals and open questions), a
- * stage's conversation (status/transcript.ts), and the actions, each
- * through the code the CLI and the status page use: pause, unpause and
- * cancel (status/control.ts), answers and messages (engine/messaging.ts,
- * recorded as by "tui"), resume and rerun (this binary's own `atomic
+ * stage's attach feed (cli/attach-feed.ts: its conversation, live, and
+ * what is typed to it), and the actions, each through the code the CLI and
+ * the status page use: pause, unpause and cancel (status/control.ts),
+ * answers (engine/messaging.ts, recorded as by "tui"), resume and rerun (this binary's own `atomic
  * resume` / `atomic rerun`, started in the background so the run outlives
  * the console; `--detach` to the service when one runs).
  */
@@ -23,6 +23,7 @@ import { journalControl, type ControlAction } from "../../status/control.ts";
 import { activeService } from "../../service/service-lease.ts";
 import { selfCommand } from "../../shared/self-exec.ts";
 import { UsageError } from "../../shared/errors.ts";
+import { AttachFeed } from "../attach-feed.ts";
 
 /** One row of a run's stage tree: a step, or a child run's step under its boundary, with its depth. */
 export interface StageRow {
@@ -70,9 +71,6 @@ export function openQuestions(report: RunReport, into: OpenQuestion[] = []): Ope
   return into;
 }
 
-/** The last `max` characters of the conversation shown for a stage. */
-const KEEP_CHARS = 64 * 1024;
-
 export class ConsoleData {
   readonly source: StatusSource;
   private readonly control;
@@ -104,19 +102,16 @@ export class ConsoleData {
     return { run: { ...summary, status: report.status, stages: totals.stages, usage: totals.usage }, report, totals };
   }
 
-  /** A stage's conversation so far (the end of it): an agent's transcript, else its output. `report`: the run's, when just read. */
-  async conversation(runId: string, position: string, report?: RunReport): Promise<Conversation> {
-    const t = await this.source.transcript(await this.run(runId), position, { stdout: 0, stderr: 0 }, report);
-    if ("miss" in t) return { text: "", live: false, none: t.message };
-    let text = t.stdout.text;
-    if (t.stdout.more) {
-      const size = t.stdout.size;
-      const tail = await this.source.transcript(await this.run(runId), position, { stdout: Math.max(0, size - KEEP_CHARS), stderr: t.stderr.size }, report);
-      if (!("miss" in tail)) text = tail.stdout.text;
-    }
-    if (!t.agent && t.stderr.text.trim()) text += `${text ? "\n" : ""}${t.stderr.text}`;
-    if (!text.trim()) return { text: "", live: t.live, none: t.live ? "no output yet" : "it wrote no output" };
-    return { text: text.length > KEEP_CHARS ? text.slice(-KEEP_CHARS) : text, live: t.live };
+  /**
+   * The attach view of one stage, for the stage pane: its conversation so far, then live (model text,
+   * tool calls, usage, attempts, messages and their delivery states), and what is typed into it sent
+   * as `atomic attach` sends it. `path`: the stage's path from the root run. The caller closes it.
+   */
+  async attach(runId: string, position: string, path: string): Promise<AttachFeed> {
+    const cut = path.lastIndexOf("/");
+    const feed = await AttachFeed.open(this.journal, this.home, await this.run(runId), position, { pathPrefix: cut > 0 ? path.slice(0, cut) : "" });
+    feed.start();
+    return feed;
   }
 
   /** Pause, unpause or cancel: a sentence saying what was done. */
@@ -136,12 +131,6 @@ export class ConsoleData {
   async answer(q: OpenQuestion, text: string): Promise<string> {
     const r = await this.control.answer(await this.run(q.runId), { question: q.id, answer: text });
     return r.status === "answered" ? `question ${q.id} answered: ${JSON.stringify(text)}` : `question ${q.id} was already answered: ${JSON.stringify(r.answer)}`;
-  }
-
-  async message(runId: string, stage: string, text: string): Promise<string> {
-    const sent = await this.control.message(await this.run(runId), { stage, text });
-    const states = [...new Set(sent.deliveries.map((d) => d.state))].join(", ");
-    return `message ${sent.messageId} to ${stage}: ${states || "recorded"}`;
   }
 
   /**

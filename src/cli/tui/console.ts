@@ -5,7 +5,12 @@
  * tokens and cost, and the selected stage's conversation). What is shown is
  * read from the journal by ConsoleData (console-data.ts) and read again
  * every REFRESH_MS, so runs driven by any process move live; every action
- * goes through the code the CLI and the status page use. Layout is ink's
+ * goes through the code the CLI and the status page use. The stage pane is
+ * `atomic attach` on the selected stage (its AttachFeed, drawn by
+ * view/attach-lines.ts): the conversation so far, then model text as it
+ * streams, tool calls, usage, attempts and messages with their delivery
+ * state; `m` types into it as attach's input line does (a steer, or
+ * /followup, /interrupt, /answer). Layout is ink's
  * (flexbox): panes side by side from WIDE_COLS columns, stacked below;
  * below MIN_COLS x MIN_ROWS the console says so in one sentence.
  * Keys are listed by `?` and in docs/guides/terminal-console.md.
@@ -19,12 +24,17 @@ import type { RunListPage } from "../../status/summaries.ts";
 import { makeStyle, type Style } from "../style.ts";
 import { ConsoleData, openQuestions, stageRows, type Conversation, type OpenQuestion, type RunDetail, type StageRow } from "./console-data.ts";
 import { fit, runHeading, runLine, runsHeader, stageLine } from "./format.ts";
+import type { AttachFeed } from "../attach-feed.ts";
+import { ATTACH_HELP, parseAttachLine } from "../attach-terminal.ts";
+import { AttachPaneText } from "../view/attach-lines.ts";
 import { Question } from "./question.ts";
 
 export const MIN_COLS = 60;
 export const MIN_ROWS = 16;
 const WIDE_COLS = 140;
 const REFRESH_MS = 500;
+/** At most one redraw per this many ms for the stage pane's live text (deltas come every few ms). */
+const PANE_FRAME_MS = 40;
 /** The status filter `s` steps through (undefined: every run). */
 const STATUS_FILTERS: (RunStatus | undefined)[] = [undefined, "running", "awaiting_input", "failed", "completed", "interrupted", "cancelled"];
 const RUN_LIMIT = 500;
@@ -122,10 +132,11 @@ function lines(list: string[], selected = -1, mark = false): ReactNode[] {
 
 function hints(f: ConsoleFrame): string {
   if (f.mode.kind === "answer") return "Esc: back without answering";
-  if (f.mode.kind === "message" || f.mode.kind === "workflow") return "Enter: send · Esc: back";
+  if (f.mode.kind === "message") return "Enter: send (a steer; /followup TEXT, /interrupt, /answer ID TEXT, /help) · Esc: back";
+  if (f.mode.kind === "workflow") return "Enter: send · Esc: back";
   if (f.mode.kind === "confirm") return "y: yes · any other key: no";
   if (f.screen === "runs") return "↑/↓ select · Enter open · s status · w workflow · p pause · c cancel · r resume · R rerun · ? help · q quit";
-  return "↑/↓ stage · Tab conversation · a answer · m message · p pause · P pause stage · c cancel · r resume · R rerun · Esc runs · ? help · q quit";
+  return "↑/↓ stage · Tab conversation · a answer · m steer/message · p pause · P pause stage · c cancel · r resume · R rerun · Esc runs · ? help · q quit";
 }
 
 const HELP = [
@@ -134,7 +145,8 @@ const HELP = [
   "  s  next status filter             w  filter by workflow (empty: all)",
   "The run (its stage tree and the selected stage's conversation)",
   "  ↑/↓ or j/k  select a stage        Tab  scroll the conversation (↑/↓, PgUp/PgDn, End)",
-  "  a  answer its open question       m  message the selected stage",
+  "  a  answer its open question       m  type to the selected stage (as atomic attach):",
+  ...ATTACH_HELP.filter((l) => !l.startsWith("/detach") && !l.startsWith("Tab")).map((l) => `       ${l}`),
   "  Esc  back to the run list",
   "Both",
   "  p  pause / unpause   P  pause / unpause the selected stage alone",
@@ -214,7 +226,7 @@ function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color
     Box,
     { key: "pane", flexDirection: "column", width: convWidth, height: convHeight },
     pane,
-    f.mode.kind === "message" ? h(Box, { key: "msg" }, h(Text, null, `message to ${f.mode.stage}: `), h(TextInput, { placeholder: "text, Enter sends", onSubmit: onText })) : null,
+    f.mode.kind === "message" ? h(Box, { key: "msg" }, h(Text, null, `to ${f.mode.stage}: `), h(TextInput, { placeholder: "a steer, or /followup TEXT, /interrupt", onSubmit: onText })) : null,
   );
   const panes = wide ? h(Box, { flexDirection: "row", gap: 1 }, tree, paneBox) : h(Box, { flexDirection: "column" }, tree, paneBox);
   return h(Box, { flexDirection: "column", height }, ...top, panes);
@@ -272,10 +284,9 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
           const runs = await data.runs(cur.filter, RUN_LIMIT);
           if (!stopped) update({ runs, runIndex: Math.min(frame.current.runIndex, Math.max(0, runs.runs.length - 1)) });
         } else if (runId) {
+          // The selected stage's conversation comes from its attach feed (below), live; this reads the tree.
           const detail = await data.detail(runId);
-          const row = rowsOf(detail)[Math.min(frame.current.stageIndex, Math.max(0, rowsOf(detail).length - 1))];
-          const conversation = row && row.step.kind === "stage" ? await data.conversation(row.runId, row.position, row.runId === runId ? detail.report : undefined) : row ? { text: "", live: false, none: `a ${row.step.kind} step has no conversation` } : undefined;
-          if (!stopped) update({ detail, ...(conversation ? { conversation } : {}) });
+          if (!stopped) update({ detail });
         }
       } catch (err) {
         if (!stopped) update({ flash: err instanceof Error ? err.message : String(err) });
@@ -287,7 +298,57 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
       stopped = true;
       clearTimeout(timer);
     };
-  }, [data, runId, f.screen, f.filter, f.stageIndex, update]);
+  }, [data, runId, f.screen, f.filter, update]);
+
+  // The stage pane: the selected stage's attach feed, opened when it is selected, closed when another is.
+  const rows0 = f.screen === "run" ? rowsOf(f.detail) : [];
+  const row0 = rows0[Math.min(f.stageIndex, Math.max(0, rows0.length - 1))];
+  const rowPath = row0 ? stagePath(rows0, Math.min(f.stageIndex, rows0.length - 1)) : "";
+  const paneKey = row0 ? `${row0.runId}\u0000${row0.position}\u0000${row0.step.kind}` : "";
+  const feedRef = useRef<AttachFeed | undefined>(undefined);
+  useEffect(() => {
+    if (!row0) return;
+    if (row0.step.kind !== "stage") {
+      update({ conversation: { text: "", live: false, none: `a ${row0.step.kind} step has no conversation` } });
+      return;
+    }
+    let closed = false;
+    let feed: AttachFeed | undefined;
+    let pane: AttachPaneText | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const show = () => {
+      timer = undefined;
+      if (closed || !feed || !pane) return;
+      const ref = pane.ref;
+      const text = pane.value;
+      const live = !feed.model.ended(ref);
+      update({ conversation: text.trim() ? { text, live } : { text: "", live, none: live ? "no output yet" : "it wrote no output" } });
+    };
+    const later = () => {
+      timer ??= setTimeout(show, PANE_FRAME_MS);
+    };
+    void data.attach(row0.runId, row0.position, rowPath).then(
+      (opened) => {
+        if (closed) return opened.close();
+        feed = opened;
+        feedRef.current = opened;
+        const ref = opened.model.focus!;
+        pane = new AttachPaneText(opened.model, ref, makeStyle(false), later);
+        show();
+      },
+      (err: unknown) => {
+        if (!closed) update({ conversation: { text: "", live: false, none: err instanceof Error ? err.message : String(err) } });
+      },
+    );
+    return () => {
+      closed = true;
+      clearTimeout(timer);
+      pane?.close();
+      feed?.close();
+      if (feedRef.current === feed) feedRef.current = undefined;
+    };
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- the key names the stage; a new detail object of the same stage keeps its feed
+  }, [data, paneKey, update]);
 
   const quit = () => {
     opts.onQuit?.();
@@ -381,12 +442,23 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
     update({ mode: { kind: "none" }, flash: `sending the answer to ${q.id}…` });
     say(data.answer(q, text));
   };
+  // A line typed to the selected stage, as attach's input line: a steer, or a command.
+  const typed = (line: string) => {
+    const cmd = parseAttachLine(line.startsWith("//") ? line.slice(1) : line);
+    const feed = feedRef.current;
+    if (typeof cmd === "string") return update({ flash: cmd });
+    if (cmd.kind === "help") return update({ mode: { kind: "help" } });
+    if (cmd.kind === "none" || cmd.kind === "detach") return;
+    if (!feed) return update({ flash: "the stage's conversation is still being read; try again" });
+    const sent = cmd.kind === "send" ? feed.send(cmd.text, cmd.mode).then(() => `${cmd.mode} sent to ${feed.model.focus?.path ?? "the stage"}`) : feed.answer(cmd.question, cmd.text).then(() => `answer to ${cmd.question} sent`);
+    say(sent);
+  };
   // Text fields (a workflow filter, a message): their Enter sends here, where the frame is known.
   const onText = (text: string) => {
     const m = f.mode;
     update({ mode: { kind: "none" } });
     if (m.kind === "workflow") update({ filter: { ...f.filter, workflow: text.trim() || undefined }, runIndex: 0 });
-    else if (m.kind === "message" && text.trim()) say(data.message(m.runId, m.stage, text));
+    else if (m.kind === "message") typed(text);
   };
   return h(ConsoleView, { f, cols, rows, st, color: opts.color, onAnswer, onText });
 }
