@@ -14,7 +14,7 @@
  */
 
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { heavyTest } from "../e2e/support.ts";
 
 /**
@@ -30,13 +30,18 @@ export const AGENT_STEP_LIMIT_MS = 300_000;
  */
 export const AGENT_TEST_LIMIT_MS = 900_000;
 
-export const AGENTS_DIR = join(import.meta.dir, "..", "agents");
+/**
+ * Where the CLIs are installed: test/agents (the pinned versions), or the folder
+ * ATOMIC_TEST_AGENTS names (`bash scripts/install-agents.sh --newest DIR`: each CLI's
+ * newest release), so the same real-CLI tests run against either set.
+ */
+export const AGENTS_DIR = process.env.ATOMIC_TEST_AGENTS ? resolve(process.env.ATOMIC_TEST_AGENTS) : join(import.meta.dir, "..", "agents");
 export type AgentCli = "claude" | "codex" | "gemini" | "opencode" | "pi";
 
 /** The path of a real agent CLI's binary; throws with the command that installs them when it is missing. */
 export function agentBin(name: AgentCli): string {
   const bin = join(AGENTS_DIR, "node_modules", ".bin", name);
-  if (!existsSync(bin)) throw new Error(`the real ${name} CLI is not installed; run: bash scripts/install-agents.sh`);
+  if (!existsSync(bin)) throw new Error(`the real ${name} CLI is not installed in ${AGENTS_DIR}; run: bash scripts/install-agents.sh${process.env.ATOMIC_TEST_AGENTS ? ` --newest ${AGENTS_DIR}` : ""}`);
   return bin;
 }
 

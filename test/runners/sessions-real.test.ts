@@ -14,6 +14,14 @@
  * continued or forked without naming its runner inherits pi, its model and
  * its (relative) cwd, in a workflow whose default runner is shell; naming
  * another runner is refused with both named.
+ *
+ * Usage through sessions: every call of the fake answers the same usage,
+ * so each stage's usage is exactly one call's, whichever way its CLI counts
+ * (per call, per process, or running totals that go on across resumes and
+ * forks: claude from 2.1.277, codex), in show, runs, usage (the cost page's
+ * API) and the budget (caps one token and one micro-dollar above the run's
+ * true spending are never reached). Run against the newest CLIs with
+ * ATOMIC_TEST_AGENTS (test/helpers/agents.ts).
  */
 
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
@@ -29,11 +37,33 @@ import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.
 import { say as geminiSay, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
+import { capsAbove, expectRunUsage, times, type Ledger } from "../helpers/usage-sums.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "sdk", "fixtures", "sessions.ts");
 const INHERIT = join(import.meta.dir, "..", "sdk", "fixtures", "inherit.ts");
 /** In the order of the stages: first, forked, second, third, filed. */
 const ANSWERS = ["noted: 42", "bye", "you gave 42", "still 42", "# The report\nall good\n"];
+const STAGES = ["first", "forked", "second", "third", "filed"];
+
+/**
+ * What each call of the fakes answers, and one call in atomic's ledger: input excludes cache reads and
+ * writes; claude prices its calls from its own table, which changes with its version (2.1.197: 530
+ * micro-dollars a call, 2.1.332: 404), so its stages must each cost what its first did; from the
+ * config's (agent-homes.ts PRICES) for codex and gemini, from the CLI's models file (chat-agents.ts:
+ * 1 in, 2 out, 0.5 cache read) for opencode and pi.
+ */
+const CALL = {
+  claude: { input: 11, cacheRead: 100, cacheWrite: 40, output: 7 },
+  codex: { input: 157, cached: 100, cacheWrite: 40, output: 7 },
+  gemini: { prompt: 117, cached: 100, output: 7 },
+  chat: { prompt: 117, cached: 100, completion: 7 },
+};
+const LEDGER: Record<string, Ledger> = {
+  claude: { inputTokens: 11, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: NaN },
+  codex: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: 34 + 50 + 120 + 70 },
+  gemini: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 25 + 28 },
+  chat: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
+};
 
 const DAEMON_DIR = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
 const daemonDirWasThere = existsSync(DAEMON_DIR);
@@ -45,12 +75,15 @@ const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
 const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 
-async function runSessions(s: RealStage<any>, extra: Record<string, unknown> = {}) {
+async function runSessions(s: RealStage<any>, each: Ledger, extra: Record<string, unknown> = {}) {
   sandboxed(s.h.home);
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...extra })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
+  const args = ["run", WORKFLOW, "--json", "--workers", "1", ...capsAbove(times(each, STAGES.length)), "--inputs-json", inputsFile(s.h, { ...s.defaults, ...extra })];
+  const r = await runAtomic(args, { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
-  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
+  const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  await expectRunUsage(s.h.home, end.runId, STAGES, each);
+  return end.outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
 }
 
 /** The atomic home's config with `sandbox: true`: every stage of the run sandboxed. */
@@ -82,8 +115,8 @@ function expectOutputs(out: Awaited<ReturnType<typeof runSessions>>) {
 const KNOWN = new Set(["Remember the number 42.", "Which number did I give you?", "Forget it; say bye.", "And once more?", ...ANSWERS]);
 
 agentTest("claude: continueFrom resumes the earlier session (--resume), fork branches it (--fork-session)", async () => {
-  const s = await claude(...ANSWERS.map((a) => text(a)));
-  const out = await runSessions(s);
+  const s = await claude(...ANSWERS.map((a) => text(a, CALL.claude)));
+  const out = await runSessions(s, LEDGER.claude!);
   expectOutputs(out);
   // claude's messages: content blocks, with its own reminders among them: keep the workflow's texts
   const texts = (body: any) =>
@@ -93,8 +126,8 @@ agentTest("claude: continueFrom resumes the earlier session (--resume), fork bra
 });
 
 agentTest("codex: continueFrom resumes the thread (exec resume), fork branches it (exec fork)", async () => {
-  const s = await codex(...ANSWERS.map((a) => say(a)));
-  const out = await runSessions(s);
+  const s = await codex(...ANSWERS.map((a) => say(a, CALL.codex)));
+  const out = await runSessions(s, LEDGER.codex!);
   expectOutputs(out);
   const texts = (body: any) =>
     (body.input as any[]).filter((i) => i.type === "message").flatMap((i) => (i.content as any[]).map((c) => String(c.text ?? "").trim())).filter((t) => KNOWN.has(t));
@@ -124,17 +157,19 @@ for (const kind of ["opencode", "pi"] as const) {
   agentTest(`${kind}: continueFrom continues the earlier session, fork branches it (${kind === "pi" ? "a copy of its session file" : "-s with --fork"})`, async () => {
     const server = await startFakeOpenAI((req) => {
       const ask = partsText(req.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim();
-      return chatText(PROMPTS[ask] ?? "A title"); // opencode also asks for a session title
+      return PROMPTS[ask] ? chatText(PROMPTS[ask], CALL.chat) : chatText("A title", { prompt: 0, completion: 0 }); // a call that is no stage's work, if the CLI made one
     });
     servers.push(server);
     const s = chatAgentSetup(kind, server.url, { trap });
     sandboxed(s.home);
     const inputs = join(s.cwd, "..", `inputs-${kind}.json`);
     writeFileSync(inputs, JSON.stringify({ runner: kind, model: MODEL }));
-    const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
+    const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", ...capsAbove(times(LEDGER.chat!, STAGES.length)), "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
-    const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+    const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+    await expectRunUsage(s.home, end.runId, STAGES, LEDGER.chat!);
+    const out = end.outputs;
     expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
     if (kind === "opencode") {
       expect(out.sessions[1]).toBe(out.sessions[0]);
@@ -181,12 +216,15 @@ agentTest("pi: continueFrom and fork without runner inherit pi, its model and cw
 });
 
 agentTest("gemini: continueFrom resumes the session (-r); a fork is refused before the stage starts, in one sentence", async () => {
-  const s = await gemini(geminiSay(ANSWERS[0]!), geminiSay(ANSWERS[2]!), geminiSay(ANSWERS[3]!), geminiSay(ANSWERS[4]!));
+  const s = await gemini(...[0, 2, 3, 4].map((i) => geminiSay(ANSWERS[i]!, CALL.gemini)));
   sandboxed(s.h.home);
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, bad: "no-fork" })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
+  const stages = STAGES.filter((n) => n !== "forked");
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", ...capsAbove(times(LEDGER.gemini!, stages.length)), "--inputs-json", inputsFile(s.h, { ...s.defaults, bad: "no-fork" })], { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
-  const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
+  const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
+  await expectRunUsage(s.h.home, end.runId, stages, LEDGER.gemini!);
+  const out = end.outputs;
   expect(out.texts).toEqual(["noted: 42", "you gave 42", null, "still 42"]);
   expect(out.sessions[1]).toBe(out.sessions[0]);
   const texts = (body: any) => (body.contents as any[]).flatMap((c) => (c.parts as any[]).map((p) => String(p.text ?? "").trim())).filter((t) => KNOWN.has(t));

@@ -12,12 +12,17 @@
  * follows it. A later process resumes the session with `--resume <id>`.
  *
  * Usage: each `result` carries `modelUsage[model]` and `total_cost_usd`
- * as running totals of the PROCESS (they restart at 0 in a resumed
- * process), while `result.usage` and `num_turns` cover the last user turn
- * only and `usage` is all zeros after Claude's non-streaming fallback. So
- * tokens and cost are taken from modelUsage as deltas against the last
- * result of the same process (per model: Claude also calls small models
- * for side tasks); `result.usage` only when modelUsage is missing.
+ * as running totals, while `result.usage` and `num_turns` cover the last
+ * user turn only and `usage` is all zeros after Claude's non-streaming
+ * fallback. So tokens and cost are taken from modelUsage as deltas against
+ * the last result of the same process (per model: Claude also calls small
+ * models for side tasks); `result.usage` only when modelUsage is missing.
+ * Where the totals start differs by version: up to 2.1.276 at 0 in every
+ * process; from 2.1.277 a `--resume`d or forked process starts at the
+ * resumed session's totals. The adapter does not go by the version: the
+ * first result of each process shows which (carriesSession), and the
+ * session's totals before it are the ones the continued stage left
+ * (session-totals.ts).
  *
  * Tools: atomic's names map to Claude's own (TOOL_MAP); `--tools` makes
  * exactly those available and `--allowedTools` lets them run without a
@@ -31,6 +36,7 @@ import { classifyHttpError } from "../openai/provider-errors.ts";
 import { fromExclusive, priced, usdToMicro } from "../usage.ts";
 import type { AdapterContext, CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, arr, pricing, oneLine, warnRefusedTool, type Rec } from "./records.ts";
+import { minus, plus, restarted, type Totals } from "./session-totals.ts";
 import { STAGE_MCP_TOOLS } from "../run-tools.ts";
 import { STAGE_MCP_NAME, claudeMcpConfig, stageMcpServer } from "./stage-mcp-config.ts";
 
@@ -137,10 +143,9 @@ function onResult(rec: Rec, ctx: AdapterContext): void {
   s.final = { ok: false, code: "agent_error", message: `claude reported ${subtype === "success" ? "an error" : subtype}${words ? `: ${words}` : ""}` };
 }
 
-/** Adds what this result adds to the process's running totals (see the header). */
+/** Adds what this result adds to the running totals (see the header). */
 function recordUsage(rec: Rec, ctx: AdapterContext): void {
   const s = ctx.state;
-  const prev = (s.process.modelUsage ??= {}) as Record<string, number[]>;
   const turns = Math.max(1, num(rec.num_turns));
   const models = Object.entries(obj(rec.modelUsage));
   if (!models.length) {
@@ -153,16 +158,39 @@ function recordUsage(rec: Rec, ctx: AdapterContext): void {
     report(ctx, s.model ?? ctx.request.model, tokens, cost, turns);
     return;
   }
+  // Cost in micro-dollars before the difference: sums of the deltas stay exact.
+  const figures = (m: Rec) => [num(m.inputTokens), num(m.cacheReadInputTokens), num(m.cacheCreationInputTokens), num(m.outputTokens), usdToMicro(num(m.costUSD))];
+  // The process's first result says whether its totals went on from the resumed session's (the header).
+  const prev = (s.process.modelUsage ??= carriesSession(rec, models, figures, ctx) ? structuredClone(s.session) : {}) as Totals;
   models.forEach(([key, value], i) => {
     const m = obj(value);
-    // Cost in micro-dollars before the difference: sums of the deltas stay exact.
-    const now = [num(m.inputTokens), num(m.cacheReadInputTokens), num(m.cacheCreationInputTokens), num(m.outputTokens), usdToMicro(num(m.costUSD))];
-    const before = prev[key] ?? [0, 0, 0, 0, 0];
+    const now = figures(m);
+    const d = minus(now, prev[key]);
     prev[key] = now;
-    const d = now.map((x, j) => Math.max(0, x - before[j]!));
+    s.session[key] = plus(s.session[key], d);
     if (d.every((x) => x === 0) && i > 0) return;
     report(ctx, modelName(key), d.slice(0, 4), typeof m.costUSD === "number" ? d[4]! / 1_000_000 : undefined, i === 0 ? turns : 0);
   });
+}
+
+/**
+ * Whether this (first) result's modelUsage starts from the session's totals
+ * before the process (Claude Code from 2.1.277 on --resume and
+ * --fork-session) rather than from 0 (before it). `result.usage` is the last
+ * user turn's own count: the main model's total less it is what the process
+ * carried over. When that count is all zeros (Claude's non-streaming
+ * fallback) the totals tell: a count that restarted is below the session's.
+ */
+function carriesSession(rec: Rec, models: [string, unknown][], figures: (m: Rec) => number[], ctx: AdapterContext): boolean {
+  const before = ctx.state.session;
+  const known = models.filter(([key]) => before[key]?.some((x) => x > 0));
+  if (!known.length) return false;
+  const u = obj(rec.usage);
+  const turn = [num(u.input_tokens), num(u.cache_read_input_tokens), num(u.cache_creation_input_tokens), num(u.output_tokens)];
+  const main = known.find(([key]) => modelName(key) === ctx.state.model) ?? known[0]!;
+  const base = before[main[0]]!.slice(0, 4);
+  if (turn.some((x) => x > 0)) return minus(figures(obj(main[1])).slice(0, 4), turn).every((x, i) => x >= base[i]!);
+  return known.every(([key, m]) => !restarted(figures(obj(m)), before[key]));
 }
 
 function report(ctx: AdapterContext, model: string | undefined, [input, cacheRead, cacheWrite, output]: number[], costUsd: number | undefined, turns: number): void {

@@ -53,6 +53,7 @@ import { cliSandboxFiles } from "./sandbox-files.ts";
 import { rateLimitsFor, type SharedRateLimits } from "../rate-limits.ts";
 import { Machine } from "../../shared/state-machine.ts";
 import { SESSION_EVENTS, SESSION_STATES, SESSION_TRANSITIONS, type SessionEvent, type SessionState } from "./cli-session-state.ts";
+import { readTotals, writeTotals, type Totals } from "./session-totals.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 
@@ -67,8 +68,14 @@ export interface TurnState {
   structured?: unknown;
   /** The adapter's own notes about the current process (running totals to take deltas from); emptied when a process starts. */
   process: Record<string, unknown>;
-  /** The adapter's own notes for the whole stage, across processes (codex's running totals span resumes; the last error seen). */
+  /** The adapter's own notes for the whole stage, across processes (the model codex's config names; the last error seen). */
   memo: Record<string, unknown>;
+  /**
+   * The session's usage so far in the CLI's own figures (session-totals.ts):
+   * the continued stage's when the stage starts, kept up to date by the
+   * adapter, left in the attempt's directory for a stage that continues this one.
+   */
+  session: Totals;
 }
 
 export interface AdapterContext {
@@ -172,7 +179,7 @@ export class CliAgentRunner implements Runner {
 /** One stage of a CLI agent; its life is the machine of cli-session-state.ts. */
 class CliSession {
   private readonly files: AgentFiles;
-  private readonly state: TurnState = { text: "", process: {}, memo: {} };
+  private readonly state: TurnState;
   private readonly phase = new Machine<SessionState, SessionEvent>("a CLI agent session", SESSION_TRANSITIONS, SESSION_STATES.open);
   private readonly warnings: string[] = [];
   /** Stream adapters: user turns written whose end event has not come yet. */
@@ -192,6 +199,7 @@ class CliSession {
   ) {
     this.files = new AgentFiles(request.artifactDir);
     this.usage = emptyUsage(request.model);
+    this.state = { text: "", process: {}, memo: {}, session: readTotals(request.continueFrom?.artifactDir) };
     if (request.continueFrom?.sessionId) this.state.sessionId = request.continueFrom.sessionId;
     else if (adapter.assignsSession) this.state.sessionId = crypto.randomUUID();
   }
@@ -481,6 +489,11 @@ class CliSession {
     this.phase.fire(SESSION_EVENTS.end);
     if (status !== "completed") this.files.section("Outcome", `${status}${message ? `: ${message}` : ""}`);
     const text = this.state.text.length > TEXT_LIMIT ? this.state.text.slice(0, TEXT_LIMIT) : this.state.text;
+    try {
+      writeTotals(this.request.artifactDir, this.state.session);
+    } catch (err) {
+      this.files.diag(`could not keep the session's usage totals: ${(err as Error).message}`);
+    }
     return {
       status,
       text,

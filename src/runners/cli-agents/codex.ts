@@ -8,8 +8,12 @@
  *   (after it, codex exits 2). The prompt is read from stdin (`-`).
  * - No input while running: messages are queued and delivered by resuming.
  * - `turn.completed.usage` is a running total for the thread, across
- *   resumes: the stage records the difference from the last total seen.
- *   input_tokens includes cached and cache-written tokens.
+ *   `exec resume` and `exec fork` (a fork's count goes on from its parent's):
+ *   the stage records the difference from the thread's last total, its own
+ *   or, for its first turn, the one the continued stage left
+ *   (session-totals.ts). A total below the last one is a count that
+ *   restarted and is taken whole. input_tokens includes cached and
+ *   cache-written tokens.
  * - `error` records are not final ("Reconnecting... 1/5" comes before
  *   codex's own retry); `turn.failed` is, and its message is classified
  *   (agent-errors.ts).
@@ -50,6 +54,7 @@ import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
 import { readEnv } from "../../shared/config/environment.ts";
 import { codexMcpArgs, stageMcpServer } from "./stage-mcp-config.ts";
 import { readOnly } from "./codex-tools.ts";
+import { minus, restarted } from "./session-totals.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 /** What a write in the read-only sandbox (Landlock, a read-only bind) says. */
@@ -111,9 +116,11 @@ export const codex: CliAdapter = {
       case "turn.completed": {
         const u = obj(rec.usage);
         const totals = TOTALS.map((k) => num(u[k]));
-        const prev = (s.memo.codexTotals as number[] | undefined) ?? TOTALS.map(() => 0);
-        s.memo.codexTotals = totals;
-        const [input, cached, written, output] = totals.map((t, i) => Math.max(0, t - prev[i]!)) as [number, number, number, number];
+        // The thread's totals before this turn: this stage's last, else the continued stage's (session-totals.ts).
+        const prev = s.session.thread;
+        s.session.thread = totals;
+        // A count below the last one restarted (a codex that counts per process): it is this turn's own.
+        const [input, cached, written, output] = (restarted(totals, prev) ? totals : minus(totals, prev)) as [number, number, number, number];
         const model = ctx.request.model ?? (s.memo.codexModel as string | undefined) ?? configuredModel(ctx.request);
         if (model) s.memo.codexModel = model;
         ctx.usage({ ...priced(fromInclusive(input, cached, output, written), model, pricing(ctx)), turns: 1, ...(model ? { model } : {}) });
