@@ -7,11 +7,15 @@
  * 1. Interview (ctx.ask): the output type (a choice), additions to the
  *    brief, and the references when none were given as input.
  * 2. References: each URL is fetched and each file read (the first 20,000
- *    characters; one that cannot be read is noted, not fatal). Each local
- *    HTML page (a readable .html/.htm file) is visited in headless Chromium
- *    once it is found (step 4): a shell stage reference-NN takes a 1280x800
- *    screenshot of it (reference-NN.png, NN its place in the references),
- *    and the designer is told where they are.
+ *    characters; one that cannot be read is noted, not fatal). Each URL and
+ *    each local HTML page (a .html/.htm file) is visited in headless
+ *    Chromium once it is found (step 4), by a recorded step reference-NN
+ *    (capturePage, playwright-core): a full-page screenshot
+ *    (reference-NN-full.png, NN its place in the references) and a scroll
+ *    sequence of 1280x800 viewports from the top (reference-NN-scroll-MM.png,
+ *    at most 6); the designer is told where they are. A page that does not
+ *    load is said in one sentence with a hint (the run's log, the designer's
+ *    prompt, brief.json and the outputs) and the design goes on without it.
  * 3. Three analysis stages in parallel: design-system (where this project's
  *    design system is: tokens, theme files, components; structured),
  *    analysis (audience, goals, content, constraints) and patterns (layout
@@ -33,13 +37,13 @@
  *
  * Artifacts, under <cwd>/.atomic/runs/open-claude-design-<run id>/:
  * brief.json (the interview's answers and the references),
- * reference-NN.png, design-context.md, preview.html (the latest round's),
+ * reference-NN-full.png and reference-NN-scroll-MM.png, design-context.md, preview.html (the latest round's),
  * screenshot-NN.png (one per round), review.json (each round's decision
  * and feedback) and spec.html. An accepted design is also written to the
  * repository: every one of those files under <cwd>/<specs_dir>/<run id>/
  * (specs_dir: specs/design unless given).
  */
-import { workflow, v, sh } from "atomic";
+import { workflow, v, sh, capturePage, type PageCapture } from "atomic";
 
 const optionalText = (what: string) => v.optional(v.pipe(v.string(), v.description(what)));
 
@@ -88,14 +92,17 @@ export default workflow({
     screenshot: v.pipe(v.nullable(v.string()), v.description("the last round's screenshot (null without Chromium)")),
     spec: v.pipe(v.nullable(v.string()), v.description("spec.html (null when discarded)")),
     specs: v.pipe(v.nullable(v.string()), v.description("<specs_dir>/<run id>: the accepted design's files in the repository (null when discarded)")),
-    reference_screenshots: v.pipe(v.array(v.string()), v.description("reference-NN.png of each local HTML reference")),
+    reference_screenshots: v.pipe(
+      v.array(v.object({ reference: v.string(), full: v.nullable(v.string()), scroll: v.array(v.string()), error: v.nullable(v.string()) })),
+      v.description("each URL or local HTML reference visited in Chromium: its full-page PNG and scroll sequence, or why it did not load"),
+    ),
     context: v.pipe(v.string(), v.description("design-context.md")),
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
   stages: [
     { name: "output-type, brief, references", description: "the interview: questions to you (references only when none were given)" },
     { name: "design-system, analysis, patterns", description: "three analysis stages over the brief and the references (design-context.md)" },
-    { name: "reference-NN", description: "a shell stage: headless Chromium screenshots a local HTML reference" },
+    { name: "reference-NN", description: "headless Chromium visits a URL or local HTML reference: a full-page screenshot and a scroll sequence" },
     { name: "generate-NN", description: "writes preview.html in round NN" },
     { name: "screenshot-NN", description: "a shell stage: headless Chromium screenshots the preview" },
     { name: "review-NN, steer-NN", description: "questions to you: accept, steer (what to change) or discard" },
@@ -197,19 +204,28 @@ export default workflow({
         sh`profile=$(mktemp -d) && trap 'rm -rf "$profile"' EXIT && set -- --headless --disable-gpu --hide-scrollbars --user-data-dir="$profile" --window-size=1280,800 --screenshot=${png} ${`file://${encodeURI(page)}`} && if [ "$(id -u)" = 0 ]; then set -- --no-sandbox "$@"; fi && ${chromium} "$@" && test -s ${png}`,
         { timeoutMs: 120_000, failureMode: "return" },
       );
-    // The local HTML references, visited in Chromium.
-    const referenceShots: string[] = [];
+    // The references that are pages (URLs, local HTML files), visited in Chromium.
+    const referenceShots: { reference: string; full: string | null; scroll: string[]; error: string | null }[] = [];
     if (browser) {
       for (const [i, r] of collected.entries()) {
-        if (r.error !== null || /^https?:\/\//i.test(r.reference) || !/\.html?$/i.test(r.reference)) continue;
+        if (!/^https?:\/\//i.test(r.reference) && !/\.html?$/i.test(r.reference)) continue;
         const nn = String(i + 1).padStart(2, "0");
-        const png = `${dir}/reference-${nn}.png`;
-        const shot = await capture(`reference-${nn}`, r.reference.startsWith("/") ? r.reference : `${process.cwd()}/${r.reference}`, png, browser);
-        if (shot.status === "completed") referenceShots.push(png);
-        else ctx.log(`design: the screenshot of ${r.reference} failed (${shot.error?.message ?? `exit ${shot.exitCode}`})`);
+        const shot = await ctx.tool(`reference-${nn}`, { reference: r.reference }, (): Promise<PageCapture> => capturePage(r.reference, { chromium: browser, dir, name: `reference-${nn}` }), {
+          retries: 0,
+          failureMode: "return",
+        });
+        if (shot.ok) referenceShots.push({ reference: r.reference, full: shot.value.full, scroll: shot.value.scroll, error: null });
+        else {
+          referenceShots.push({ reference: r.reference, full: null, scroll: [], error: shot.error.message });
+          ctx.log(`design: ${shot.error.message}`);
+        }
       }
+      await ctx.tool("write-references", {}, () => Bun.write(`${dir}/references.json`, JSON.stringify(referenceShots, null, 2) + "\n"));
     }
-    const shotsText = referenceShots.length ? `\n\nScreenshots of the reference pages (1280x800 PNG): ${referenceShots.join(", ")}` : "";
+    const shotsText = referenceShots.length
+      ? `\n\nScreenshots of the references (a full page, then a scroll sequence of 1280x800 viewports from the top):\n` +
+        referenceShots.map((r) => `- ${r.reference}: ${r.full ? `${r.full}; scroll: ${r.scroll.join(", ")}` : `not captured: ${r.error}`}`).join("\n")
+      : "";
     const previewPath = `${dir}/preview.html`;
     const reviews: { round: number; decision: string; feedback: string | null; screenshot: string | null }[] = [];
     let html = "";

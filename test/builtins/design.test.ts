@@ -12,9 +12,13 @@
  * files. Without Chromium the review goes on without screenshots and says
  * why; discard ends the run cancelled without a spec. The builtin's name
  * is open-claude-design; `design` is its alias (both run here). A local
- * HTML reference page is visited in Chromium (reference-NN.png, a real PNG
- * of it, named to the designer), and an accepted design's files go to the
- * repository under specs/design/<run id>/, or the specs_dir given.
+ * HTML reference page (served by no one: a file) and a page served by the
+ * test are visited in Chromium: a full-page PNG as long as the page and a
+ * scroll sequence of 1280x800 PNGs (real PNGs of each part of the page),
+ * named to the designer; a reference URL that does not load is said in one
+ * sentence with a hint and the design goes on; an accepted design's files
+ * go to the repository under specs/design/<run id>/, or the specs_dir
+ * given.
  */
 
 import { afterAll, afterEach, describe, expect } from "bun:test";
@@ -22,7 +26,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { runAtomic } from "../helpers/atomic.ts";
 import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, heavyTest } from "../e2e/support.ts";
-import { png } from "./png.ts";
+import { png, pngFile } from "./png.ts";
 import { artifacts, drive, homeAndCwd, normalized, pick, scriptedServer, withoutRecorded, type Question } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
@@ -70,14 +74,21 @@ const FULL = { "design-system": 2, analysis: 1, patterns: 1, "generate-01": 1, "
 
 describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
   heavyTest(
-    "a local HTML reference screenshotted as a real PNG and named to the designer; accepted at once, its files under the specs_dir given",
+    "references visited in Chromium: a local page and a served one captured full-page and as a scroll sequence (real PNGs), a URL that does not load said in one sentence; accepted at once, its files under the specs_dir given",
     async () => {
       const s = await scriptedServer(stageOf, answers);
+      // Two bands, red then blue, each 1000px high: the full page shows both, the scroll sequence one viewport each.
+      const long = `<!doctype html>\n<html><head><title>Their pricing</title></head><body style="margin:0"><div style="height:1000px;background:#cc3333"></div><div style="height:1000px;background:#3333cc"></div></body></html>\n`;
+      const site = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(page("#33cc99", "A gallery"), { headers: { "content-type": "text/html" } }) });
+      const closed = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") });
+      const dead = `http://127.0.0.1:${closed.port}/pricing`;
+      await closed.stop(true);
       try {
         const { home, cwd } = homeAndCwd();
-        writeFileSync(`${cwd}/ref.html`, page("#cc3333", "Their pricing"));
+        writeFileSync(`${cwd}/ref.html`, long);
+        const url = `http://127.0.0.1:${site.port}/gallery`;
         const r = await drive(
-          ["run", "open-claude-design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=ref.html", "--input", "specs_dir=docs/designs"],
+          ["run", "open-claude-design", "--input", "prompt=a pricing page", "--input", "model=fake-model", "--input", "references=ref.html", "--input", `references=${url}`, "--input", `references=${dead}`, "--input", "specs_dir=docs/designs"],
           s,
           home,
           cwd,
@@ -86,15 +97,37 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         expect(r.stderr).toBe("");
         expect(r.code).toBe(0);
         const dir = `${cwd}/.atomic/runs/open-claude-design-${r.runId}`;
-        expect(r.outputs).toMatchObject({ decision: "accepted", rounds: 1, reference_screenshots: [`${dir}/reference-01.png`], specs: `${cwd}/docs/designs/${r.runId}` });
-        expect(png(Buffer.from(await Bun.file(`${dir}/reference-01.png`).arrayBuffer()))).toEqual({ width: 1280, height: 800, first: [0xcc, 0x33, 0x33] });
+        const deadSentence = `the reference ${dead} did not load (net::ERR_CONNECTION_REFUSED at ${dead}); check the address (is the site up, the file there?) or leave it out.`;
+        const shots = [
+          { reference: "ref.html", full: `${dir}/reference-01-full.png`, scroll: [`${dir}/reference-01-scroll-01.png`, `${dir}/reference-01-scroll-02.png`, `${dir}/reference-01-scroll-03.png`], error: null },
+          { reference: url, full: `${dir}/reference-02-full.png`, scroll: [`${dir}/reference-02-scroll-01.png`], error: null },
+          { reference: dead, full: null, scroll: [], error: deadSentence },
+        ];
+        expect(r.outputs).toMatchObject({ decision: "accepted", rounds: 1, reference_screenshots: shots, specs: `${cwd}/docs/designs/${r.runId}` });
+        // the page that did not load, in the run's output: one sentence, no stack
+        expect(r.stdout).toContain(`design: ${deadSentence}`);
+        // real PNGs of each part: the full page is as long as the page; the scroll sequence one viewport apart (the last one at the bottom)
+        expect(await pngFile(`${dir}/reference-01-full.png`)).toEqual({ width: 1280, height: 2000, first: [0xcc, 0x33, 0x33] });
+        expect(await pngFile(`${dir}/reference-01-scroll-01.png`)).toEqual({ width: 1280, height: 800, first: [0xcc, 0x33, 0x33] });
+        expect(await pngFile(`${dir}/reference-01-scroll-02.png`)).toEqual({ width: 1280, height: 800, first: [0xcc, 0x33, 0x33] });
+        expect(await pngFile(`${dir}/reference-01-scroll-03.png`)).toEqual({ width: 1280, height: 800, first: [0x33, 0x33, 0xcc] });
+        expect(await pngFile(`${dir}/reference-02-full.png`)).toEqual({ width: 1280, height: 800, first: [0x33, 0xcc, 0x99] });
         const generate = s.server.requests.map((q) => q.body.messages.find((m) => m.role === "user")!.content ?? "").find((p) => p.startsWith("You are the designer (round 1)"))!;
-        expect(generate).toContain(`Screenshots of the reference pages (1280x800 PNG): ${dir}/reference-01.png`);
+        expect(generate).toContain(
+          `Screenshots of the references (a full page, then a scroll sequence of 1280x800 viewports from the top):\n` +
+            `- ref.html: ${shots[0]!.full}; scroll: ${shots[0]!.scroll.join(", ")}\n- ${url}: ${shots[1]!.full}; scroll: ${shots[1]!.scroll[0]}\n- ${dead}: not captured: ${deadSentence}`,
+        );
         const files = artifacts(dir);
-        expect(Object.keys(files)).toEqual(["brief.json", "design-context.md", "preview.html", "reference-01.png", "review.json", "screenshot-01.png", "spec.html"]);
+        expect(Object.keys(files)).toEqual([
+          "brief.json", "design-context.md", "preview.html",
+          "reference-01-full.png", "reference-01-scroll-01.png", "reference-01-scroll-02.png", "reference-01-scroll-03.png",
+          "reference-02-full.png", "reference-02-scroll-01.png", "references.json", "review.json", "screenshot-01.png", "spec.html",
+        ]);
+        expect(JSON.parse(files["references.json"]!)).toEqual(shots);
         expect(artifacts(`${cwd}/docs/designs/${r.runId}`)).toEqual(files);
         expect(existsSync(`${cwd}/specs`)).toBe(false);
       } finally {
+        await site.stop(true);
         await s.close();
       }
     },
@@ -134,7 +167,7 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
           preview: `${dir}/preview.html`,
           screenshot: `${dir}/screenshot-02.png`,
           context: `${dir}/design-context.md`,
-          reference_screenshots: [],
+          reference_screenshots: [{ reference: url, full: `${dir}/reference-02-full.png`, scroll: [`${dir}/reference-02-scroll-01.png`], error: null }],
           dir,
           spec: `${dir}/spec.html`,
           specs: `${cwd}/specs/design/${r.runId}`,
@@ -144,7 +177,7 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         const files = artifacts(dir);
         // the accepted design's files, also in the repository under specs/design/<run id>/
         expect(artifacts(`${cwd}/specs/design/${r.runId}`)).toEqual(files);
-        expect(Object.keys(files)).toEqual(["brief.json", "design-context.md", "preview.html", "review.json", "screenshot-01.png", "screenshot-02.png", "spec.html"]);
+        expect(Object.keys(files)).toEqual(["brief.json", "design-context.md", "preview.html", "reference-02-full.png", "reference-02-scroll-01.png", "references.json", "review.json", "screenshot-01.png", "screenshot-02.png", "spec.html"]);
         expect(files["preview.html"]).toBe(page("#33cc66", "Pricing"));
         expect(files["spec.html"]).toBe(page("#ffffff", "Spec"));
         const brief = JSON.parse(files["brief.json"]!);
@@ -178,8 +211,7 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
 
         const same = (runId: string, at: string) => {
           const f = artifacts(`${at}/.atomic/runs/open-claude-design-${runId}`);
-          delete f["screenshot-01.png"];
-          delete f["screenshot-02.png"];
+          for (const png of ["screenshot-01.png", "screenshot-02.png", "reference-02-full.png", "reference-02-scroll-01.png"]) delete f[png];
           return normalized(f, runId, at);
         };
         const at = pick("design", [
