@@ -84,8 +84,13 @@ lane_ignored=("${lane[@]/%\//\/**}")
 # the first pass and would run the same again: they are left out of this one.
 # This Postgres pass runs in the second lane's process chain, after its files: the main lane (1,041 s at b720172,
 # bound by the real agent CLIs) outlasts the second lane (372 s) and the Postgres pass (238 s) together, which
-# before ran alone after it. Neither starts an agent CLI or a browser, so the heavy tests' bound still holds, and
-# at most two bun test processes run beside the main lane's at any time (one at a time in the chain).
+# before ran alone after it; at most two bun test processes run at once (one at a time in the chain). The heavy
+# tests' bound (test/helpers/heavy.ts) is per bun process: so the chain starts no agent CLI and no browser, and
+# the pass's files that drive one (they import the browser or agent helpers: the service's status-page tests)
+# run on the Postgres journal after the main lane, by themselves.
+pg_files=(test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts
+  test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts)
+mapfile -t pg_heavy < <(grep -rlE 'browser-support|helpers/agents|helpers/heavy' --include='*.test.ts' "${pg_files[@]}" | sort)
 journal_free=(
   test/intercom/broker.test.ts test/intercom/framing.test.ts test/intercom/addresses.test.ts
   test/pool/parse-message.test.ts test/pool/pool-executor-state.test.ts test/pool/event-batcher.test.ts
@@ -99,9 +104,8 @@ second_lane() {
   echo "$s" >"$lane_status"
   s=0
   ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 \
-    "${journal_free[@]/#/--path-ignore-patterns=}" \
-    test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts \
-    test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts >"$pg_log" 2>&1 || s=$?
+    "${journal_free[@]/#/--path-ignore-patterns=}" "${pg_heavy[@]/#/--path-ignore-patterns=}" \
+    "${pg_files[@]}" >"$pg_log" 2>&1 || s=$?
   echo "$s" >"$pg_status"
 }
 if [ "$#" -eq 0 ]; then
@@ -135,6 +139,13 @@ if [ "$#" -eq 0 ]; then
   count "$log"
   count "$lane_log"
   count "$pg_log"
+  if [ "${#pg_heavy[@]}" -gt 0 ]; then
+    echo "the Postgres pass's browser tests, after the main lane:"
+    ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 "${pg_heavy[@]}" 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    keep_failures "postgres journal" "$log"
+    count "$log"
+  fi
 else
   node_modules/.bin/bun test --timeout 120000 "$@" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
