@@ -4,9 +4,17 @@
  * memory (journal/memory.ts), with agents and shell stages scripted
  * (./scripted-executor.ts), questions answered from the options, and a
  * virtual clock (./virtual-clock.ts). With `crashAt`, the first drive stops
- * where the named stage or step starts, as a killed process would leave
- * the run, and a second drive resumes it: the steps say which were
+ * as a killed process would leave the run, and a second drive resumes it:
+ * at a stage, when it starts (the stage never reports back); at another
+ * step (a `ctx.tool`), after its function returned and before its
+ * checkpoint is written, the window a tool's idempotency key is for, so
+ * the resumed run calls the function again. The steps say which were
  * replayed, so a test can check the workflow's own idempotency.
+ *
+ * Stages no script matches run their real runner with the configuration
+ * `atomic run` would give them in this directory (.atomic/config.json, the
+ * file ATOMIC_CONFIG names, ATOMIC_RUNNER, ATOMIC_MODEL and
+ * ATOMIC_OPENAI_BASE_URL), not the atomic home's: a test's home is its own.
  *
  * Everything it makes (the journal, a private home for the stages'
  * files) is gone when it resolves. docs/design/testing.md explains the
@@ -17,6 +25,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RootRun } from "../engine/driver.ts";
+import { EVENT } from "../engine/journal-events.ts";
 import type { EngineEvent } from "../engine/observer.ts";
 import type { RunOutcome } from "../engine/step-run.ts";
 import { validateInputs } from "../engine/inputs.ts";
@@ -24,6 +33,7 @@ import { openMemoryJournal } from "../journal/memory.ts";
 import type { RunRecord } from "../journal/runs.ts";
 import { isWorkflow } from "../sdk/workflow.ts";
 import type { WorkflowDefinition } from "../sdk/types.ts";
+import { loadConfig } from "../shared/config/load.ts";
 import { UsageError } from "../shared/errors.ts";
 import { removeTree } from "../shared/remove-tree.ts";
 import { matchKey } from "./matching.ts";
@@ -43,6 +53,7 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
   const inputs = validateInputs(workflow.inputs ?? {}, options.inputs ?? {}, workflow.name);
   const home = mkdtempSync(join(tmpdir(), "atomic-test-"));
   const journal = await openMemoryJournal();
+  const config = loadConfig({ home }).config;
   const clock = new VirtualClock(options.startAt ?? Date.now());
   const steps: TestStep[] = [];
   let drive = 1;
@@ -64,6 +75,17 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
     if (crashed) return true;
     return options.crashAt !== undefined && matchKey({ [options.crashAt]: true }, name) !== undefined && crash();
   };
+  // The step (run and position) whose checkpoint the crash loses: the first drive "dies" before writing it.
+  let lost: string | undefined;
+  const append = journal.append.bind(journal);
+  journal.append = async (lease, entries) => {
+    if (lost === undefined) return append(lease, entries);
+    const kept = entries.filter((e) => !(e.type === EVENT.checkpoint && `${e.runId}\u0000${e.key}` === lost));
+    if (kept.length === entries.length) return append(lease, entries);
+    const outcomes = kept.length > 0 ? await append(lease, kept) : [];
+    // The lost entry looks written to the drive that wrote it, as it would to a process killed right after.
+    return entries.map((e) => (kept.includes(e) ? outcomes[kept.indexOf(e)]! : { status: "appended" as const, seq: -1 }));
+  };
   // Each child run's path (its boundary steps' names from the root), so stages are named as `atomic send` names them.
   const prefixes = new Map<string, string>();
   const pathOf = (runId: string, name: string) => (prefixes.has(runId) ? `${prefixes.get(runId)}/${name}` : name);
@@ -73,7 +95,7 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
     if (e.type === "step_started") {
       if (e.kind === "ask") asks.set(`${e.runId}\u0000${e.position}`, e.name);
       if (e.kind === "child" && e.childRunId) prefixes.set(e.childRunId, pathOf(e.runId, e.name));
-      if (e.kind !== "stage") crashHere(e.name);
+      if (e.kind !== "stage" && !crashed && crashHere(e.name)) lost = `${e.runId}\u0000${e.position}`;
     } else if (e.type === "step_ended") {
       steps.push({ kind: e.kind, name: e.name, status: e.status, replayed: e.replayed, runId: e.runId, drive });
       if (e.kind !== "stage" && e.status === "completed" && !e.replayed) crashHere(e.name);
@@ -93,7 +115,7 @@ export async function testRun(workflow: WorkflowDefinition, options: TestRunOpti
     }
   };
 
-  const driverOpts = { journal, home, observer, config: {}, executor, clock };
+  const driverOpts = { journal, home, observer, config, executor, clock };
   try {
     root = await RootRun.start(driverOpts, { definition: workflow, workflowPath: `test:${workflow.name}`, digest: "test", inputs });
     let outcome: RunOutcome = await root.run();

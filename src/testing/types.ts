@@ -48,7 +48,7 @@ export interface ShellStub {
 
 export interface TestRunOptions {
   inputs?: Record<string, unknown>;
-  /** Scripted agents by stage name, path through child workflows (`summarize/report`) or glob pattern (`review-*`); a stage none matches runs its real runner. */
+  /** Scripted agents by stage name, path through child workflows (`summarize/report`) or glob pattern (`review-*`); a stage none matches runs its real runner, configured as `atomic run` would in this directory. */
   agents?: Record<string, string | AgentReply[]>;
   /** Shell stages stubbed by stage name, or a glob pattern of the stage name or its command; others run for real. */
   shell?: Record<string, ShellStub>;
@@ -56,7 +56,11 @@ export interface TestRunOptions {
   answers?: Record<string, string>;
   /** Messages delivered to stages before they start, by stage name or pattern. */
   messages?: Record<string, string | string[]>;
-  /** Crash the run when the stage or step of this name (or pattern) starts, then resume it: the steps of the resumed drive say what was replayed. */
+  /**
+   * Crash the run at the stage or step of this name (or pattern), then resume it: a stage when it starts; a
+   * `ctx.tool` step after its function returned, before its checkpoint (it runs again, with the same idempotency
+   * key). The steps of the resumed drive say what was replayed.
+   */
   crashAt?: string;
   /**
    * Replay a recorded run (`atomic export RUN > run.json`: the file's path, or

@@ -1,13 +1,16 @@
 /**
  * testRun (src/testing/test-run.ts) from source: scripted agents (replies,
- * tool calls, usage, errors, provider failures), stubbed and real shell
- * stages, answers, the virtual clock and a crash then resume. The same
- * through `atomic test` and the binary is test/testing/atomic-test.test.ts.
+ * tool calls, usage, errors, provider failures, timeouts), stubbed and
+ * real shell stages, a real agent runner (openai, against the fake
+ * provider), messages, answers, the virtual clock and a crash then resume
+ * (at a stage, and inside a tool step). The same through `atomic test` and
+ * the binary is test/testing/atomic-test.test.ts.
  */
 
 import { expect, test } from "bun:test";
 import { workflow, v } from "../../src/sdk/index.ts";
 import { testRun } from "../../src/testing/test-run.ts";
+import { startFakeOpenAI, text, type RecordedRequest } from "../helpers/fake-openai.ts";
 
 const DAY = 86_400_000;
 
@@ -79,6 +82,64 @@ test("a crash at a stage, then resume: what was recorded is replayed, the crashe
   ]);
   expect(result.stages.second!.attempts).toBe(1);
   expect(result.stages.first!.attempts).toBe(1);
+});
+
+test("a crash at a tool step lands between its function's end and its checkpoint: the resumed run calls it again, with the same idempotency key", async () => {
+  const calls: string[] = [];
+  const wf = workflow({
+    name: "charge",
+    async run(ctx) {
+      const receipt = await ctx.tool("charge", { cents: 500 }, ({ idempotencyKey }) => (calls.push(idempotencyKey), `receipt-${calls.length}`));
+      const after = await ctx.tool("after", {}, () => "done");
+      return { receipt, after };
+    },
+  });
+  const result = await testRun(wf, { crashAt: "charge" });
+  expect(result.crashed).toBe(true);
+  expect(result.status).toBe("completed");
+  expect(result.outputs).toEqual({ receipt: "receipt-2", after: "done" });
+  expect(calls).toHaveLength(2);
+  expect(calls[1]).toBe(calls[0]!);
+  expect(result.steps.map((s) => [s.drive, s.name, s.replayed])).toEqual([
+    [1, "charge", false],
+    [2, "charge", false],
+    [2, "after", false],
+  ]);
+});
+
+test("a stage no script matches runs its real runner, configured as atomic run would (ATOMIC_OPENAI_BASE_URL); messages reach real and scripted stages; a scripted timeout", async () => {
+  const server = await startFakeOpenAI(() => text("from the provider"));
+  const saved = { url: process.env.ATOMIC_OPENAI_BASE_URL, key: process.env.OPENAI_API_KEY };
+  process.env.ATOMIC_OPENAI_BASE_URL = server.url;
+  process.env.OPENAI_API_KEY = "sk-test";
+  try {
+    const wf = workflow({
+      name: "mixed",
+      async run(ctx) {
+        const scripted = await ctx.task("scripted", { prompt: "one" });
+        const live = await ctx.task("live", { runner: "openai", model: "fake-model", prompt: "two" });
+        const slow = await ctx.task("slow", { prompt: "three", timeoutMs: DAY, failureMode: "return" });
+        return { scripted: scripted.text, live: live.text, slow: slow.error?.code ?? null };
+      },
+    });
+    const result = await testRun(wf, { agents: { scripted: "A", slow: [{ timeout: true }] }, messages: { scripted: "hello there", live: ["steer one"] } });
+    expect(result.status).toBe("completed");
+    expect(result.outputs).toEqual({ scripted: "A", live: "from the provider", slow: "timeout" });
+    expect(server.requests).toHaveLength(1);
+    const user = (r: RecordedRequest) => r.body.messages.filter((m) => m.role === "user").map((m) => m.content);
+    expect(user(server.requests[0]!)).toEqual(["Messages received before you started:\n- steer one\n\ntwo"]);
+    expect(server.requests[0]!.body.model).toBe("fake-model");
+    expect(result.stages.live).toMatchObject({ runner: "openai", status: "completed", text: "from the provider" });
+    expect(result.stages.live!.transcript).toContain("steer one");
+    expect(result.stages.scripted!.transcript).toContain("## message\n\nhello there");
+    expect(result.stages.slow!.error?.code).toBe("timeout");
+  } finally {
+    for (const [k, v] of [["ATOMIC_OPENAI_BASE_URL", saved.url], ["OPENAI_API_KEY", saved.key]] as const) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+    await server.close();
+  }
 });
 
 test("errors and provider failures fail the stage as a real runner's would; a real shell stage runs", async () => {
