@@ -28,6 +28,7 @@ import { UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { StatusSource } from "../status/source.ts";
 import { isStageEvent } from "../status/stage-stream.ts";
+import { takesNoInputWhileRunning } from "../runners/cli-agents/adapters.ts";
 import { AttachModel, type StageRef } from "./view/attach-model.ts";
 
 const POLL_MS = 150;
@@ -128,6 +129,12 @@ export class AttachFeed {
     if (f.step.status === "running") this.model.markStarted(f, attempt);
     const ended = !f.live || f.step.status === "completed" || f.step.status === "failed" || f.step.status === "stopped";
     this.model.add(f, { kind: "attached", status: f.live ? f.step.status : `${f.step.status} (run ${this.root.status})`, attempt, live: !ended });
+    if (!ended && takesNoInputWhileRunning(f.step.runner)) {
+      this.model.add(f, {
+        kind: "notice",
+        text: `${f.step.runner} takes no input while its turn runs: a steer or /followup typed here waits for the turn's end, then resumes its session with it; /interrupt ends the turn first`,
+      });
+    }
     const readAt = Date.now();
     const text = await this.transcript(f, attempt);
     if (text) {

@@ -92,6 +92,8 @@ export interface StepReport {
   reusedFrom?: string;
   /** A stage's git worktree, as its start record says (engine/stage-workspace.ts). */
   workspace?: { repo: string; path: string; cwd: string; branch: string; base: string; baseCommit: string };
+  /** A stage's runner, as its last start record says. */
+  runner?: string;
 }
 
 export interface RunReport {
@@ -189,6 +191,7 @@ export async function buildRunReport(journal: Journal, runId: RunId, opts: { dep
         delete step.error;
         if (p.artifactDir) step.artifactDir = p.artifactDir;
         if (p.workspace) step.workspace = p.workspace;
+        if (typeof p.runner === "string") step.runner = p.runner;
         if (p.childRunId) step.childRunId = p.childRunId;
         if (p.childRunId) childDriveHosts.set(p.childRunId, driveHost);
         if (p.queued && p.hostQueue) step.hostQueue = p.hostQueue;

@@ -24,3 +24,8 @@ import { opencode } from "./opencode.ts";
 import { pi } from "./pi.ts";
 
 export const ADAPTERS: readonly CliAdapter[] = [claude, codex, gemini, opencode, pi];
+
+/** Runners that take no input while a turn runs: a steer or followUp waits for the turn's end and resumes the session. */
+export function takesNoInputWhileRunning(runner: string | undefined): boolean {
+  return ADAPTERS.some((a) => a.kind === runner && a.delivery === "resume");
+}
