@@ -71,7 +71,7 @@ count() {
 # CLI), while the other files run. None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium:
 # it stays in the main lane, as does any file not named here), so the heavy tests' bound (test/helpers/heavy.ts,
 # per bun process) still holds.
-lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts
+lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts test/fleet/fleet-recovery.test.ts
   test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
   test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts)

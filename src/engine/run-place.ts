@@ -9,7 +9,9 @@
  * that names another workflow file (`--workflow FILE`: the file moved)
  * records it (`run_resumed.path`), so the next resume finds it; replay still
  * checks that the recorded steps match the file. Older runs recorded no
- * directory: they resume where resume is typed, as before.
+ * directory: they resume where resume is typed, as before. Each drive
+ * records its host too: a run belongs to the host of its last drive for the
+ * service's recovery (service/host-scope.ts).
  */
 
 import { existsSync, statSync } from "node:fs";
@@ -22,18 +24,22 @@ export interface RunPlace {
   cwd: string | undefined;
   /** The workflow file: the last one a resume named, else the one it started with. */
   path: string;
+  /** The host of its last drive (run_started or run_resumed); undefined for runs recorded before it was. */
+  host: string | undefined;
 }
 
 export function recordedPlace(run: RunRecord, events: readonly JournalEvent[]): RunPlace {
   let cwd: string | undefined;
   let path = run.workflowPath;
+  let host: string | undefined;
   for (const e of events) {
     if (e.type !== EVENT.runStarted && e.type !== EVENT.runResumed) continue;
-    const p = e.payload as { cwd?: unknown; path?: unknown };
+    const p = e.payload as { cwd?: unknown; path?: unknown; host?: unknown };
     if (typeof p.cwd === "string") cwd = p.cwd;
+    if (typeof p.host === "string") host = p.host;
     if (e.type === EVENT.runResumed && typeof p.path === "string") path = p.path;
   }
-  return { cwd, path };
+  return { cwd, path, host };
 }
 
 /** Refuses a recorded directory that is gone (or is not a directory) in one sentence with a hint. */

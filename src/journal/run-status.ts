@@ -8,10 +8,12 @@
  * A run that ended by continuing as a new run (ctx.continueAsNew) shows
  * "continued".
  *
- * Clocks: a lease's expiry is the holder's wall clock (renewedAt) against
- * ours, so a clock stepped on either side would flip a live run to
- * "crashed". A holder on this host that is visibly the same process (pid
- * and start time) and not stopped is trusted over the clocks: it drives
+ * Clocks: on Postgres a lease's expiry is judged by the database's clock,
+ * which wrote its renewedAt and is read with it (Lease.readAt); on SQLite
+ * it is the holder's wall clock (renewedAt) against ours, so a clock
+ * stepped on either side would flip a live run to "crashed". A holder on
+ * this host that is visibly the same process (pid and start time) and not
+ * stopped is trusted over the clocks: it drives
  * the run (it fences itself by a monotonic deadline, engine/lease-keeper.ts).
  * For a holder on another host, or a stopped one (SIGSTOP: resume may take
  * it over once its lease expired), the expiry decides as before.
@@ -43,9 +45,12 @@ export function leaseLive(lease: Lease | undefined, now = Date.now()): boolean {
   return lease !== undefined && !isLocalHolderDead(lease) && !expired(lease, now);
 }
 
-/** Past its expiry by this host's clock, unless its holder visibly still runs here. */
+/**
+ * Past its expiry, unless its holder visibly still runs here: by the journal's clock where it has one
+ * (Postgres: the database's, which also wrote renewedAt), else by this host's.
+ */
 function expired(lease: Lease, now: number): boolean {
-  return lease.renewedAt + lease.timeoutMs < now && !isLocalHolderRunning(lease);
+  return lease.renewedAt + lease.timeoutMs < (lease.readAt ?? now) && !isLocalHolderRunning(lease);
 }
 
 /** When the lease of a crashed run expired (or would have), for display. */

@@ -89,6 +89,12 @@ export interface Lease extends HolderInfo {
   epoch: number;
   renewedAt: number;
   timeoutMs: number;
+  /**
+   * The journal's clock when this lease was read, where the journal has a clock of its own (Postgres: the
+   * database's, the one that judges expiry there); expiry is judged against it instead of this host's
+   * wall clock (run-status.ts).
+   */
+  readAt?: number;
 }
 
 /** What a new run's first event carries: the runs row is created from it. */

@@ -15,6 +15,12 @@
  * the journal: a file that no longer does fails the drive with the step
  * that differs, and the service leaves the run crashed with that sentence.
  *
+ * On a journal several hosts share, each host's service recovers its own
+ * host's runs, and the runs of a host whose service is gone are adopted by
+ * one other service (host-scope.ts); a run adopted that needs what only
+ * its host has (its directory, an unpinned file) stays crashed for that
+ * host, said once in the log, instead of being left for a person.
+ *
  * A drive whose process dies without saying how its run ended is a crash
  * of that run's driver. Back-off per run after each: BACKOFF_MS[n-1]
  * before the next drive; after MAX_CRASHES crashes in a row (drives this
@@ -35,9 +41,12 @@ import { BUILTIN_PREFIX } from "../engine/builtins.ts";
 import { fileDigest } from "../engine/loader.ts";
 import { pinnedManifest } from "../engine/pinned-code.ts";
 import type { RunId } from "../shared/ids.ts";
+import type { RunPlace } from "../engine/run-place.ts";
 import { CANDIDATE_STATUSES, DueRuns, type DueReason } from "./due-runs.ts";
 import { Drive, type DriveEnd } from "./drives.ts";
 import { leaveForAPerson } from "./give-up.ts";
+import { HostScope } from "./host-scope.ts";
+import { hostLabel } from "../shared/process-info.ts";
 import type { Duty, DutyStopReason, ServiceOptions } from "./service.ts";
 
 export const DEFAULT_MAX_RUNS = 4;
@@ -78,9 +87,12 @@ export class RecoveryDuty implements Duty {
   private readonly said = new Set<string>();
   /** Scans finished since the service started (GET /api/service): a run a scan passed over was looked at and left. */
   private scans = 0;
+  /** Which runs are this service's to recover on a journal several hosts share (host-scope.ts). */
+  private readonly scope: HostScope;
 
   constructor(private readonly service: ServiceOptions) {
     this.due = new DueRuns(service.journal);
+    this.scope = new HostScope(service.journal);
   }
 
   private get journal(): Journal {
@@ -97,7 +109,7 @@ export class RecoveryDuty implements Duty {
   }
 
   describe(): unknown {
-    return { maxRuns: this.service.maxRuns, driving: this.drives.size, scans: this.scans, runs: this.recovered() };
+    return { maxRuns: this.service.maxRuns, driving: this.drives.size, scans: this.scans, adoptedHosts: this.scope.adoptedHosts(), runs: this.recovered() };
   }
 
   start(): void {
@@ -109,6 +121,8 @@ export class RecoveryDuty implements Duty {
     this.active = false;
     clearTimeout(this.timer);
     await this.scanning;
+    // The hosts this service recovered for are free for another service at once.
+    await this.scope.releaseAll();
     // On standby the drives already started go on: their runs' leases fence them. At shutdown they end resumably.
     if (reason === "shutdown") await Promise.all([...this.drives.values()].map((d) => d.stop()));
   }
@@ -130,6 +144,7 @@ export class RecoveryDuty implements Duty {
   private async scan(): Promise<void> {
     const candidates = await this.journal.listRuns({ statuses: CANDIDATE_STATUSES, limit: 10_000 });
     this.due.retain(new Set(candidates.map((r) => r.id)));
+    this.scope.beginScan();
     const now = Date.now();
     // Oldest first: a run waiting longest gets the next free slot.
     for (const run of candidates.reverse()) {
@@ -146,6 +161,9 @@ export class RecoveryDuty implements Duty {
         if (verdict.why === "opted_out") this.sayOnce(run.id, "opted_out", `run ${run.id} crashed; its workflow opted out of recovery (recover: false): resume it with atomic resume ${run.id}`);
         continue;
       }
+      // A run of another host is its service's, or an adopter's (host-scope.ts).
+      const scope = await this.scope.scopeOf(verdict.place.host);
+      if (scope === "theirs") continue;
       if (verdict.at > now) {
         this.sayOnce(run.id, `sleep:${verdict.at}`, `run ${run.id} sleeps; the service resumes it at ${new Date(verdict.at).toISOString()}`);
         continue;
@@ -155,14 +173,21 @@ export class RecoveryDuty implements Duty {
         await this.leave(run.id, `its driver crashed ${verdict.crashesInARow} times in a row under the service`);
         continue;
       }
-      await this.launch(run, verdict.reason, verdict.place.cwd, verdict.place.path, verdict.digest, verdict.crashesInARow);
+      await this.launch(run, verdict.reason, verdict.place, verdict.digest, verdict.crashesInARow, scope === "adopted");
     }
   }
 
-  private async launch(run: RunRecord, reason: DueReason, recordedCwd: string | undefined, path: string, digest: string, crashesSeen: number): Promise<void> {
+  private async launch(run: RunRecord, reason: DueReason, place: RunPlace, digest: string, crashesSeen: number, adopted: boolean): Promise<void> {
+    const { cwd: recordedCwd, path } = place;
     // A run pinned to its code (engine/pinned-code.ts) needs nothing of its file: the resume loads the pinned copy.
     const pinned = (await pinnedManifest(this.journal, digest)) !== undefined;
     const problem = placeProblem(recordedCwd, path, pinned);
+    if (problem && adopted) {
+      // What is missing here may be there: the run stays crashed for its own host's service (or a resume there).
+      const host = hostLabel(place.host ?? "");
+      this.sayOnce(run.id, `adopted:${problem}`, `run ${run.id} of host ${host} stays crashed: it cannot be recovered on this host, as ${problem} here; host ${host}'s service recovers it when it runs again, or resume it there`);
+      return;
+    }
     if (problem) {
       await this.leave(run.id, problem);
       return;
@@ -180,7 +205,8 @@ export class RecoveryDuty implements Duty {
     entry.pid = drive.pid;
     delete entry.leftBecause;
     this.runs.set(run.id, entry);
-    this.service.log({ type: "drive_started", runId: run.id, reason, pid: drive.pid, message: `${WHY[reason]}: resuming run ${run.id} (process ${drive.pid}, log ${drive.logPath})` });
+    const of = adopted ? ` of host ${hostLabel(place.host ?? "")}, whose service is gone,` : "";
+    this.service.log({ type: "drive_started", runId: run.id, reason, pid: drive.pid, ...(adopted ? { host: place.host } : {}), message: `${WHY[reason]}: resuming run ${run.id}${of} (process ${drive.pid}, log ${drive.logPath})` });
     void drive.done.then((end) => this.ended(run.id, drive, end));
   }
 

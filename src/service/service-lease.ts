@@ -1,31 +1,39 @@
 /**
- * The service lease: which of the services on one journal is the active one.
+ * The service lease: which of the services of one host is the active one.
  *
- * It is an ordinary journal lease (Journal.acquireLease), on a key no run
- * can have (SERVICE_LEASE_KEY: run ids are lower-case base32, never with a
- * colon), so every backend that keeps run leases keeps this one with the
- * same guarantees: one holder at a time, taken over when it expired or its
- * holder (a process of this host) is gone, fenced by its epoch. Leases have
- * no foreign key to runs (a root's lease is taken before its first event).
+ * Each host has its own (serviceLeaseKey: the host's identity, so on a
+ * shared Postgres every host can have an active service; host-scope.ts
+ * says which runs each one recovers). It is an ordinary journal lease
+ * (Journal.acquireLease), on a key no run can have (run ids are lower-case
+ * base32, never with a colon), so every backend that keeps run leases keeps
+ * this one with the same guarantees: one holder at a time, taken over when
+ * it expired or its holder (a process of this host) is gone, fenced by its
+ * epoch. Leases have no foreign key to runs (a root's lease is taken before
+ * its first event).
  *
  * The active service renews every RENEW_MS and counts as gone after
  * LEASE_MS without a renewal; a service on standby tries to take the lease
  * every POLL_MS, so a killed service on this host is replaced within about
- * a second, one on another host within LEASE_MS. A service that cannot
- * renew in time (a stalled process, a journal it cannot reach) steps down
- * to standby before another can take over: its duties stop acting, and the
- * runs' own leases fence every drive it started.
+ * a second. A service that cannot renew in time (a stalled process, a
+ * journal it cannot reach) steps down to standby before another can take
+ * over: its duties stop acting, and the runs' own leases fence every drive
+ * it started.
  */
 
 import type { Journal } from "../journal/journal.ts";
 import type { Lease } from "../journal/runs.ts";
 import { LeaseHeldError, LeaseLostError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
-import { hostLabel, isLocalHolderDead, thisProcessHolder } from "../shared/process-info.ts";
+import { hostId, hostLabel, thisProcessHolder } from "../shared/process-info.ts";
+import { leaseLive } from "../journal/run-status.ts";
 
-export const SERVICE_LEASE_KEY = "service:local" as RunId;
-const LEASE_MS = 10_000;
-const RENEW_MS = 2_000;
+/** The lease of the services of a host (this one by default). */
+export function serviceLeaseKey(host = hostId()): RunId {
+  return `service:${host}` as RunId;
+}
+
+export const LEASE_MS = 10_000;
+export const RENEW_MS = 2_000;
 const POLL_MS = 1_000;
 
 export interface ServiceHolder {
@@ -95,13 +103,13 @@ export class ServiceLease {
   private async tryAcquire(): Promise<void> {
     const me = thisProcessHolder();
     try {
-      this.lease = await this.journal.acquireLease(SERVICE_LEASE_KEY, me, { timeoutMs: LEASE_MS });
+      this.lease = await this.journal.acquireLease(serviceLeaseKey(), me, { timeoutMs: LEASE_MS });
       this.renewedAt = performance.now();
       this.holder = { pid: me.pid, host: me.host, hostLabel: hostLabel(me.host), self: true };
       this.on.onActive();
     } catch (err) {
       if (!(err instanceof LeaseHeldError)) return; // the journal is busy or away: try again at the next poll
-      const now = await this.journal.getLease(SERVICE_LEASE_KEY).catch(() => undefined);
+      const now = await this.journal.getLease(serviceLeaseKey()).catch(() => undefined);
       const seen = now ? { pid: now.pid, host: now.host, hostLabel: hostLabel(now.host), self: false } : undefined;
       const changed = !this.holder || !seen || this.holder.pid !== seen.pid || this.holder.host !== seen.host;
       this.holder = seen;
@@ -110,10 +118,8 @@ export class ServiceLease {
   }
 }
 
-/** Whether an active service holds the lease of this journal now (for `run --detach`), and which. */
+/** Whether an active service of this host holds its lease now (for `run --detach`), and which. */
 export async function activeService(journal: Journal): Promise<Lease | undefined> {
-  const lease = await journal.getLease(SERVICE_LEASE_KEY);
-  if (!lease) return undefined;
-  if (isLocalHolderDead(lease) || lease.renewedAt + lease.timeoutMs < Date.now()) return undefined;
-  return lease;
+  const lease = await journal.getLease(serviceLeaseKey());
+  return leaseLive(lease) ? lease : undefined;
 }

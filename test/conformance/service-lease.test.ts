@@ -1,12 +1,12 @@
 /**
  * The service lease (src/service/service-lease.ts) on every journal backend:
- * a lease under SERVICE_LEASE_KEY, a key no run has, is taken, refused to a
+ * a lease under serviceLeaseKey(), a key no run has, is taken, refused to a
  * second holder, renewed and released like a run's lease (leases have no
  * foreign key to runs), and retention never sees it (it lists runs only).
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
-import { SERVICE_LEASE_KEY } from "../../src/service/service-lease.ts";
+import { serviceLeaseKey } from "../../src/service/service-lease.ts";
 import { LeaseHeldError } from "../../src/shared/errors.ts";
 import type { Journal } from "../../src/journal/journal.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -26,16 +26,16 @@ for (const backend of BACKENDS) {
       open.push(j);
       const other = await backend.open(dir); // another process's connection
       open.push(other);
-      const lease = await j.acquireLease(SERVICE_LEASE_KEY, liveHolder("svc"), { timeoutMs: 10_000 });
+      const lease = await j.acquireLease(serviceLeaseKey(), liveHolder("svc"), { timeoutMs: 10_000 });
       expect(lease.epoch).toBe(1);
-      expect(await j.getRun(SERVICE_LEASE_KEY)).toBeUndefined();
-      await expect(other.acquireLease(SERVICE_LEASE_KEY, liveHolder("svc2"), { timeoutMs: 10_000 })).rejects.toBeInstanceOf(LeaseHeldError);
+      expect(await j.getRun(serviceLeaseKey())).toBeUndefined();
+      await expect(other.acquireLease(serviceLeaseKey(), liveHolder("svc2"), { timeoutMs: 10_000 })).rejects.toBeInstanceOf(LeaseHeldError);
       const renewed = await j.renewLease(lease);
       expect(renewed.epoch).toBe(1);
-      expect((await other.getLease(SERVICE_LEASE_KEY))?.holderId).toBe(lease.holderId);
+      expect((await other.getLease(serviceLeaseKey()))?.holderId).toBe(lease.holderId);
       expect(await other.retention.candidates({ statuses: ["running", "completed"], before: Date.now() + 60_000, limit: 10 })).toEqual([]);
       await j.releaseLease(renewed);
-      const next = await other.acquireLease(SERVICE_LEASE_KEY, liveHolder("svc2"), { timeoutMs: 10_000 });
+      const next = await other.acquireLease(serviceLeaseKey(), liveHolder("svc2"), { timeoutMs: 10_000 });
       expect(next.epoch).toBe(2);
       await other.releaseLease(next);
     });

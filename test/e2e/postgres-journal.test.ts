@@ -322,7 +322,7 @@ e2eTest(
     };
     const first = serve(s.home);
     await first.log.waitFor(/"type":"service_active"/);
-    // Another home (its own runtime files), the same Postgres journal: the service lease is the journal's.
+    // Another home (its own runtime files), the same Postgres journal and host: the service lease is the host's.
     const second = serve(join(s.home, "..", "home2"));
     await second.log.waitFor(/"type":"service_standby"/);
     expect((await at(["list"])).stdout).toMatch(/^nightly\s+/m);

@@ -11,7 +11,7 @@ import { writeFileSync } from "node:fs";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { journalUrlForHome } from "../helpers/postgres.ts";
 import { openJournal } from "../../src/journal/open.ts";
-import { SERVICE_LEASE_KEY } from "../../src/service/service-lease.ts";
+import { serviceLeaseKey } from "../../src/service/service-lease.ts";
 import { countsByStep, drivesOf, kill9, newSetup, runIdOf, serviceCleanup, show, startRun, startService, twoScansLater, untilStatus } from "./support.ts";
 
 serviceCleanup();
@@ -33,7 +33,7 @@ test("serve --no-recover --no-schedules: the page, no recovery; a crashed run st
   const crashedAt = Date.now();
   const journal = await openJournal({ home: s.home, durability: "full", journalUrl: journalUrlForHome(s.home) });
   try {
-    await waitUntil(async () => ((await journal.getLease(SERVICE_LEASE_KEY))?.renewedAt ?? 0) > crashedAt, 30_000, "the service to renew its lease");
+    await waitUntil(async () => ((await journal.getLease(serviceLeaseKey()))?.renewedAt ?? 0) > crashedAt, 30_000, "the service to renew its lease");
   } finally {
     await journal.close();
   }

@@ -107,6 +107,7 @@ export async function releaseLease(conn: PgConnection, lease: Lease): Promise<vo
 
 /** The current lease, or undefined when nobody holds it (never taken, or released). */
 export async function getLease(conn: PgConnection, rootId: RunId): Promise<Lease | undefined> {
-  const rows = await conn.query<LeaseRow>("select * from leases where run_id = $1 and released = 0", [rootId], "lease-get");
-  return rows[0] ? leaseFromRow(rows[0]) : undefined;
+  const rows = await conn.query<LeaseRow>(`select *, ${NOW_MS} as now from leases where run_id = $1 and released = 0`, [rootId], "lease-get-now");
+  // With the database clock's reading: expiry is judged by it (run-status.ts), not by the reader's clock.
+  return rows[0] ? { ...leaseFromRow(rows[0]), readAt: Number(rows[0].now) } : undefined;
 }
