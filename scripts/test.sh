@@ -82,8 +82,8 @@ lane_ignored=("${lane[@]/%\//\/**}")
 # themselves there. Files in those folders that never open a journal (the intercom broker and its framing and
 # addresses; the pool's message parsing, state table, output batching and root channel, in this process) ran on
 # the first pass and would run the same again: they are left out of this one.
-# This Postgres pass runs in the second lane's process chain, after its files: the main lane (1,041 s at b720172,
-# bound by the real agent CLIs) outlasts the second lane (372 s) and the Postgres pass (238 s) together, which
+# This Postgres pass runs in the second lane's process chain, after its files: the main lane (1,041 s at b720172)
+# outlasts the second lane (372 s) and the Postgres pass (238 s) together, which
 # before ran alone after it; at most two bun test processes run at once (one at a time in the chain). The heavy
 # tests' bound (test/helpers/heavy.ts) is per bun process: so the chain starts no agent CLI and no browser, and
 # the pass's files that drive one (they import the browser or agent helpers: the service's status-page tests)
