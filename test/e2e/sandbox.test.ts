@@ -33,7 +33,7 @@ async function run(w: ReturnType<typeof sandboxWorld>, inputs: Record<string, st
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`])], { home: w.home, cwd: w.cwd, env: { ...w.env, ...env } });
   const last = r.stdout.trim().split("\n").at(-1) ?? "";
   const result = last.startsWith("{") ? JSON.parse(last) : {};
-  return { ...r, outputs: result.outputs, error: result.error as { code: string; message: string; hint?: string } | undefined };
+  return { ...r, runId: String(result.runId ?? result.id), outputs: result.outputs, error: result.error as { code: string; message: string; hint?: string } | undefined };
 }
 
 function expectContained(out: string, w: ReturnType<typeof sandboxWorld>) {
@@ -184,6 +184,30 @@ function brokenBwrap(): string {
 }
 
 const NO_BWRAP_PATH = "/nonexistent-bin";
+
+e2eTest("a provider host that does not resolve: the stage is told so in one sentence and a hint (the proxy's answer and its stderr); nothing is left behind", async () => {
+  const w = sandboxWorld();
+  try {
+    // .invalid never resolves (RFC 2606); HTTPS asks the proxy for a tunnel, HTTP sends it the request.
+    const host = "no-such-host.invalid";
+    const shell = [`curl -sS -m 20 https://${host}/ 2>&1 | tail -1`, `curl -s -m 20 -o body.txt http://${host}/`, "exit 3"].join("; ");
+    const r = await run(w, { shell, sandbox: JSON.stringify({ network: "provider", hosts: [`${host}:443`, `${host}:80`] }) });
+    expect(r.outputs.status).toBe("failed");
+    const sentence = `atomic sandbox: the provider host ${host} cannot be resolved on this machine (getaddrinfo `;
+    const hint = "; hint: check the provider's base URL (or the stage's sandbox hosts) and this machine's DNS";
+    // curl shows the tunnel's 502; the plain request gets the sentence as its body
+    expect(r.outputs.text).toMatch(/CONNECT tunnel failed, response 502/);
+    const body = readFileSync(join(w.cwd, "body.txt"), "utf8");
+    expect(body).toContain(sentence);
+    expect(body).toContain(hint);
+    // on the stage's stderr once per host, where its failure and atomic logs find it
+    const logs = await runAtomic(["logs", r.runId, "--stage", "work"], { home: w.home, cwd: w.cwd, env: w.env });
+    expect(logs.stdout.split(sentence).length - 1).toBe(1);
+    expect(w.leftovers()).toEqual([]);
+  } finally {
+    w.close();
+  }
+}, 90_000);
 
 e2eTest("bad sandbox options of a workflow: one sentence and a hint, exit 2, no run and nothing started", async () => {
   const w = sandboxWorld();

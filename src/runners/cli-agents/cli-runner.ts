@@ -362,7 +362,7 @@ class CliSession {
     const ctx = this.context();
     const env = { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) };
     // A sandboxed stage: the whole CLI process runs inside bubblewrap (runners/sandbox/launch.ts).
-    const box = sandboxed(req, [binary, ...args], env, req.sandbox ? cliSandboxFiles(this.adapter.kind, req, env) : {});
+    const box = sandboxed(req, [binary, ...args], env, req.sandbox ? cliSandboxFiles(this.adapter.kind, req, env) : {}, (sentence) => this.files.diag(sentence));
     const proc = new AgentProcess(
       box.argv[0]!,
       box.argv.slice(1),

@@ -248,8 +248,13 @@ export class ToolBox {
     const timeoutMs = Math.min(BASH_MAX_MS, Math.max(1, timeoutArg ?? BASH_DEFAULT_MS));
     return new Promise((resolvePromise) => {
       let sandbox: Sandboxed;
+      let out = "";
+      let err = "";
       try {
-        sandbox = sandboxed({ cwd: this.cwd, ...(this.box ? { sandbox: this.box.sandbox } : {}) }, ["/bin/sh", "-c", command], this.env, { endpoints: this.box?.endpoints ?? [] });
+        // A provider the gate cannot reach is named in the tool's result (its stderr part) for the model to read.
+        sandbox = sandboxed({ cwd: this.cwd, ...(this.box ? { sandbox: this.box.sandbox } : {}) }, ["/bin/sh", "-c", command], this.env, { endpoints: this.box?.endpoints ?? [] }, (sentence) => {
+          if (err.length < RESULT_CAP) err += `${sentence}\n`;
+        });
       } catch (e) {
         resolvePromise(`error: ${(e as Error).message}`);
         return;
@@ -261,8 +266,6 @@ export class ToolBox {
         trackGroup(pid);
         this.running.add(pid);
       }
-      let out = "";
-      let err = "";
       let timedOut = false;
       child.stdout?.on("data", (c: Buffer) => {
         if (out.length < RESULT_CAP) out += c.toString("utf8");

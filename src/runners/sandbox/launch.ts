@@ -40,8 +40,12 @@ export interface RunnerFiles {
   endpoints?: readonly string[];
 }
 
-/** `argv` with `env`, sandboxed as the request says (or unchanged); throws with the sentence when no sandbox can be made here. */
-export function sandboxed(request: Pick<StageRequest, "sandbox" | "cwd">, argv: readonly string[], env: Record<string, string>, files: RunnerFiles = {}): Sandboxed {
+/**
+ * `argv` with `env`, sandboxed as the request says (or unchanged); throws with the sentence when no sandbox can be made
+ * here. `onProblem` hears what the provider gate told the stage about a provider it could not reach (a host that does
+ * not resolve): the runner writes it where the stage's own errors go.
+ */
+export function sandboxed(request: Pick<StageRequest, "sandbox" | "cwd">, argv: readonly string[], env: Record<string, string>, files: RunnerFiles = {}, onProblem?: (sentence: string) => void): Sandboxed {
   const sandbox = request.sandbox;
   if (!sandbox) return { argv: [...argv], env, close() {} };
   const problem = sandboxProblem();
@@ -55,7 +59,7 @@ export function sandboxed(request: Pick<StageRequest, "sandbox" | "cwd">, argv: 
   const readable = [...(files.readable ?? []), ...programFiles(argv[0], env.PATH), ...(sandbox.channels ?? [])];
   if (sandbox.channels?.length) readable.push(...atomicFiles());
   if (sandbox.network === "provider") {
-    gate = openProviderGate([...sandbox.hosts, ...(files.endpoints ?? [])]);
+    gate = openProviderGate([...sandbox.hosts, ...(files.endpoints ?? [])], onProblem);
     inner = [...selfCommand(ROLE.sandboxNet, gate.dir, String(PROXY_PORT), gate.loopbackPorts.join(",")), "--", ...argv];
     writable.push(gate.dir);
     readable.push(...atomicFiles());

@@ -16,6 +16,11 @@
  *
  * The HTTP parsing is node:http's; this file only decides and pipes. The
  * gate lives as long as the stage's process and is closed with it.
+ *
+ * An allowed host that does not resolve here (names are resolved outside,
+ * by the gate: inside there is no DNS) is answered 502 with one sentence and
+ * a hint, which is also handed to `onProblem` once per host (the runner
+ * writes it to the stage's stderr, so the stage's failure quotes it).
  */
 
 import { mkdtempSync } from "node:fs";
@@ -26,6 +31,8 @@ import { join } from "node:path";
 import { removeTree } from "../../shared/remove-tree.ts";
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
+/** getaddrinfo's answers for a name that does not resolve (or not now). */
+const UNRESOLVED = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_NONAME", "EAI_FAIL"]);
 
 export interface ProviderGate {
   /** The socket directory (bound into the sandbox at the same path). */
@@ -56,8 +63,19 @@ function split(endpoint: string): { host: string; port: number } {
  * socket is bound and listening when listen() returns (Bun and Node both),
  * so a stage started right after connects into its backlog.
  */
-export function openProviderGate(endpoints: readonly string[]): ProviderGate {
+export function openProviderGate(endpoints: readonly string[], onProblem: (sentence: string) => void = () => {}): ProviderGate {
   const dir = mkdtempSync(join(tmpdir(), "atomic-net-"));
+  const told = new Set<string>();
+  /** What the stage is told of a failed connection: a sentence of ours for a name that does not resolve. */
+  const why = (host: string, e: Error & { code?: string }): string => {
+    if (!UNRESOLVED.has(e.code ?? "")) return `atomic sandbox: ${e.message}`;
+    const sentence = `atomic sandbox: the provider host ${host} cannot be resolved on this machine (${e.message}); hint: check the provider's base URL (or the stage's sandbox hosts) and this machine's DNS`;
+    if (!told.has(host)) {
+      told.add(host);
+      onProblem(sentence);
+    }
+    return sentence;
+  };
   const allowed = new Set(endpoints.map((e) => e.toLowerCase()));
   const servers: (Server | HttpServer)[] = [];
   const sockets = new Set<Socket>();
@@ -86,7 +104,7 @@ export function openProviderGate(endpoints: readonly string[]): ProviderGate {
     });
     upstream.on("error", (e) => {
       if (!res.headersSent) res.writeHead(502);
-      res.end(`atomic sandbox: ${e.message}\n`);
+      res.end(`${why(target.hostname, e)}\n`);
     });
     req.pipe(upstream);
   });
@@ -105,7 +123,10 @@ export function openProviderGate(endpoints: readonly string[]): ProviderGate {
       client.pipe(upstream);
     });
     track(upstream);
-    upstream.on("error", () => client.end("HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"));
+    upstream.on("error", (e) => {
+      const body = Buffer.from(`${why(host, e)}\n`);
+      client.end(`HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    });
   });
   servers.push(proxy);
 

@@ -17,7 +17,7 @@
 
 import { STDERR_LOG, STDOUT_LOG } from "../../artifacts/stage-logs.ts";
 import type { Subprocess } from "bun";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { StageResult } from "../../sdk/types.ts";
 import type { DeliveryMode, Runner, RunnerEvent, RunnerHandle, StageRequest } from "../types.ts";
@@ -52,7 +52,8 @@ export class ShellRunner implements Runner {
       // The argv form runs the program itself, no shell: each element is one argument, as is (sdk/shell.ts).
       const argv = request.argv ?? ["/bin/sh", "-c", request.command ?? ""];
       // A sandboxed stage runs inside bubblewrap (runners/sandbox/launch.ts); its group is bwrap's.
-      const sandbox = sandboxed(request, argv, stageEnv(request));
+      // What the provider gate tells the stage of a provider it cannot reach goes to its stderr too (quoted by its failure).
+      const sandbox = sandboxed(request, argv, stageEnv(request), {}, (sentence) => noteOnStderr(output.stderr.fd, sentence));
       box = sandbox;
       child = spawnWithUserUmask(() => Bun.spawn(sandbox.argv, {
         cwd: request.cwd,
@@ -178,6 +179,15 @@ function stageStdin(child: Subprocess<"pipe", number, number> | undefined): { wr
       }
     },
   };
+}
+
+/** A line of atomic's own on the stage's stderr file, where the stage's next write goes (the stage shares the descriptor's offset). */
+function noteOnStderr(fd: number, sentence: string): void {
+  try {
+    writeSync(fd, `${sentence}\n`);
+  } catch {
+    // the stage has ended and its file is closed
+  }
 }
 
 function asLine(text: string): string {
