@@ -132,7 +132,7 @@ e2eTest("rerun runs the workflow again with the same inputs, and with --input ov
   expect(lines(out)).toHaveLength(12);
 });
 
-e2eTest("rerun of a run whose workflow file moved runs the code the run was pinned to (and says so); with --workflow, the moved file runs", async () => {
+e2eTest("rerun and fork of a run whose workflow file moved run the code the run was pinned to (and say so); with --workflow, the moved file runs", async () => {
   const home = makeTempDir();
   const project = makeTempDir();
   const wf = join(project, "effects.ts");
@@ -147,9 +147,13 @@ e2eTest("rerun of a run whose workflow file moved runs the code the run was pinn
   expect(pinned.code).toBe(0);
   expect(pinned.stdout + pinned.stderr).toContain(`${wf} no longer exists: running the code run ${id} was pinned to (`);
   expect(lines(out)).toHaveLength(8);
+  const forked = await runAtomic(["fork", id, "--at", "three"], { home });
+  expect(forked.code).toBe(0);
+  expect(forked.stdout + forked.stderr).toContain(`${wf} no longer exists: running the code run ${id} was pinned to (`);
+  expect(lines(out)).toHaveLength(10); // "three" and "four" ran again, from the pinned code
   const again = await runAtomic(["rerun", id, "--workflow", moved], { home });
   expect(again.code).toBe(0);
-  expect(lines(out)).toHaveLength(12);
+  expect(lines(out)).toHaveLength(14);
 });
 
 e2eTest("fork reuses a finished child workflow and a parallel group before STEP; a group named by its position runs again whole", async () => {

@@ -2,7 +2,8 @@
  * The run page follows a chain of runs (ctx.continueAsNew, issue 26): each
  * run's page links the run it continues and the run that continued it, so
  * the chain can be walked both ways; the list shows the ended runs of the
- * chain as `continued`. Headless Chromium against the real binary.
+ * chain as `continued`; the page shows the short version of the code the
+ * run is pinned to. Headless Chromium against the real binary.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
@@ -26,7 +27,8 @@ describe.skipIf(!HAVE_CHROMIUM)("a chain of runs on the status page", () => {
     const r = await runAtomic(["--json", "run", CONTINUES, "--input", "total=6", "--input", "every=2"], { home });
     expect(r.code).toBe(0);
     const listed = await runAtomic(["--json", "runs", "--workflow", "continues"], { home });
-    const [third, second, first] = listed.stdout.trim().split("\n").map((l) => (JSON.parse(l) as { id: string }).id);
+    const runs = listed.stdout.trim().split("\n").map((l) => JSON.parse(l) as { id: string; workflowDigest: string });
+    const [third, second, first] = runs.map((r) => r.id);
     expect(first && second && third).toBeTruthy();
     const { proc: server, url, login } = await startServe(home);
     const { page, errors } = await newPage();
@@ -40,6 +42,8 @@ describe.skipIf(!HAVE_CHROMIUM)("a chain of runs on the status page", () => {
       expect(await page.textContent("#run-continues")).toBe(`continues ${first}`);
       expect(await page.getAttribute("#run-continues a", "href")).toBe(`/runs/${first}`);
       expect(await page.textContent("#run-continued-as")).toBe(`continued as ${third}`);
+      // The short version of the code the run is pinned to (atomic show RUN --code prints it).
+      expect(await page.textContent("#run-code")).toBe(`code ${runs[1]!.workflowDigest.slice(0, 10)}`);
 
       // Forward to the chain's last run: it names the run it continues and nothing after it.
       await page.click("#run-continued-as a");
