@@ -6,7 +6,8 @@
  * sentence); `ask_agent` to a finished stage (one sentence), and between
  * two siblings of a `ctx.parallel(…, { group: true })`: the question
  * reaches the other agent as a message and its `reply` is the asker's
- * tool result. A stage credential used with another run is refused.
+ * tool result; a sibling that does not answer within `timeout_s` (one
+ * sentence). A stage credential used with another run is refused.
  */
 
 import { expect, test } from "bun:test";
@@ -88,6 +89,27 @@ test("ask_agent between two group siblings: the question arrives as a message, t
   const system = (p: string) => String(requests.find((q) => firstUser(q.body.messages).startsWith(p))!.body.messages[0]!.content);
   expect(system("answer")).toContain("in a group: asker;");
   expect(system("ask")).toContain("in a group: answerer;");
+}, 120_000);
+
+test("ask_agent to a sibling that does not answer in time: the asker's tool result says so in one sentence, and the run goes on", async () => {
+  const askerDone = Promise.withResolvers<void>();
+  const script: Script = (req) => {
+    const m = req.body.messages;
+    const results = toolResults(m);
+    if (firstUser(m).startsWith("ask")) {
+      if (results.length) {
+        askerDone.resolve();
+        return text(`asker got: ${results[0]}`);
+      }
+      return { toolCalls: [{ id: "q1", name: "ask_agent", arguments: { to: "answerer", question: "what is 6*7?", timeout_s: 1 } }], usage };
+    }
+    // The answerer is busy until the asker has given up, and never replies.
+    return { ...text("answerer done"), hold: askerDone.promise };
+  };
+  const { r, ended } = await runFixture(script, "group");
+  expect(r.code).toBe(0);
+  expect(ended!.outputs!.asker).toMatch(/^asker got: error: stage answerer did not answer question a[0-9a-f]+ within 1 s; go on without it, or ask again with a longer timeout_s$/);
+  expect(ended!.outputs!.answerer).toBe("answerer done");
 }, 120_000);
 
 test("a stage credential used with another run is refused in one sentence; an ended attempt's too", async () => {
