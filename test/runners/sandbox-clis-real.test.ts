@@ -3,8 +3,10 @@
  * sandbox (`sandbox: true`, or the default of an agent stage: network "provider"), through dist/atomic and real bubblewrap, against their fake providers on the
  * host's loopback (reached through atomic's provider gate). Each fake
  * scripts one shell tool call of a probe: read a planted key in the CLI's
- * ~/.ssh and a file of the atomic home, write outside the cwd, then do the
- * stage's work in the cwd. The probe's output, sent back to the fake as
+ * ~/.ssh and a file of the atomic home, write outside the cwd (directly and
+ * through a symlink in the cwd that points out), connect to a loopback
+ * server that is not the provider, leave a daemonized process behind, then
+ * do the stage's work in the cwd. The probe's output, sent back to the fake as
  * the tool's result, says each escape was refused and the work was done;
  * the key never reaches the provider. The same probe with `sandbox: "off"`
  * reads the key (the probe is not vacuous). claude's own permission
@@ -17,8 +19,8 @@
  * sandbox-pi.test.ts.
  */
 
-import { expect } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { afterEach, expect } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { agentTest } from "../helpers/agents.ts";
 import { claudeHome, codexHome, geminiHome } from "../helpers/agent-homes.ts";
@@ -26,6 +28,13 @@ import { say, shell, startFakeResponses } from "../helpers/fake-responses.ts";
 import { say as geminiSay, shell as geminiShell, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { startFakeAnthropic, text as claudeText, toolUse } from "../helpers/fake-anthropic.ts";
 import { realStages, runStage, type RealStage } from "../helpers/real-agent-stage.ts";
+import { pidsRunning } from "../helpers/processes.ts";
+
+/** What a world leaves to end after its test: its loopback server, a daemonized sleep of a probe that got out. */
+const closers: (() => void)[] = [];
+afterEach(() => {
+  for (const close of closers.splice(0)) close();
+});
 
 const KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted-sandbox-key\n-----END OPENSSH PRIVATE KEY-----\n";
 
@@ -37,20 +46,35 @@ function world(s: RealStage<unknown>) {
   writeFileSync(join(s.h.home, "planted-secret"), "atomic-home-secret\n");
   const outside = join(s.h.dir, "outside");
   mkdirSync(outside);
+  symlinkSync(outside, join(s.cwd, "link-out"));
+  let visits = 0;
+  const other = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => (visits++, new Response("reached")) });
+  const marker = String(6_000_000 + Math.floor(Math.random() * 1_000_000));
+  closers.push(() => {
+    other.stop(true);
+    for (const pid of pidsRunning(["sleep", marker])) process.kill(pid, "SIGKILL");
+  });
   // Each outcome is printed in capitals and lowered by tr, so what the CLI sends back (the tool's result, in
   // lower case) is told apart from the command itself (which it sends back too).
   const probe = `{ ${[
     `(cat "$HOME/.ssh/id_ed25519" 2>/dev/null && echo SSH=READ || echo SSH=DENIED)`,
     `(cat "${s.h.home}/planted-secret" >/dev/null 2>&1 && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED)`,
     `(echo x > "${outside}/escaped" 2>/dev/null && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED)`,
+    `(echo x > link-out/via-link 2>/dev/null && echo LINK=WRITTEN || echo LINK=DENIED)`,
+    `(curl -s -m 5 -o /dev/null --noproxy '*' http://127.0.0.1:${other.port}/ && echo OTHER_PORT=REACHED || echo OTHER_PORT=DENIED)`,
+    `(setsid sleep ${marker} >/dev/null 2>&1 < /dev/null &)`,
     `(echo done > result.txt && echo WORK=DONE)`,
   ].join("; ")}; } | tr A-Z a-z`;
   return {
     probe,
     check(said: string) {
-      for (const seen of ["ssh=denied", "atomic_home=denied", "outside=denied", "work=done"]) expect(said).toContain(seen);
+      for (const seen of ["ssh=denied", "atomic_home=denied", "outside=denied", "link=denied", "other_port=denied", "work=done"]) expect(said).toContain(seen);
       expect(said).not.toContain("planted-sandbox-key");
       expect(existsSync(join(outside, "escaped"))).toBe(false);
+      expect(existsSync(join(outside, "via-link"))).toBe(false);
+      expect(visits).toBe(0);
+      // the stage has ended, its PID namespace with it: the daemonized sleep too
+      expect(pidsRunning(["sleep", marker])).toEqual([]);
       expect(readFileSync(join(s.cwd, "result.txt"), "utf8")).toBe("done\n");
     },
   };
@@ -63,7 +87,7 @@ const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
 
-agentTest("codex in a sandbox: its shell cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; unsandboxed it reads the key", async () => {
+agentTest("codex in a sandbox: its shell cannot read ~/.ssh nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds; unsandboxed it reads the key", async () => {
   const s = await codex();
   const w = world(s);
   s.fake.push(shell(w.probe), say("probed"));
@@ -78,7 +102,7 @@ agentTest("codex in a sandbox: its shell cannot read ~/.ssh nor the atomic home,
   s.fake.assertOnlyFake();
 });
 
-agentTest("gemini in a sandbox: its shell tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds", async () => {
+agentTest("gemini in a sandbox: its shell tool cannot read ~/.ssh nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds", async () => {
   const s = await gemini();
   const w = world(s);
   s.fake.push(geminiShell(w.probe), geminiSay("probed"));
