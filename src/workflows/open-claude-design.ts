@@ -4,8 +4,14 @@
  *
  *   atomic run open-claude-design --input prompt="A pricing page for our CLI" --input references=https://example.com --input references=docs/brand.md
  *
- * 1. Interview (ctx.ask): the output type (a choice), additions to the
- *    brief, and the references when none were given as input.
+ * 1. Discovery: an interviewer agent stage (discover) asks the person
+ *    what they want through its ask_user tool (each question parks the run
+ *    like ctx.ask: atomic answer, the page, the terminal): the output type,
+ *    additions to the brief, and the reference sites or local files when
+ *    none were given as input; it answers with what it learned
+ *    (structured). When that stage fails (a runner without ask_user, no
+ *    valid answer), the workflow asks the same three questions itself
+ *    (ctx.ask), so the design never starts without them.
  * 2. References: each URL is fetched and each file read (the first 20,000
  *    characters; one that cannot be read is noted, not fatal). Each URL and
  *    each local HTML page (a .html/.htm file) is visited in headless
@@ -53,6 +59,11 @@ const DesignSystem = v.object({
   summary: v.string(),
 });
 const OUTPUT_TYPES = ["web page", "app screen", "component", "slide", "email", "other"];
+const Discovery = v.object({
+  output_type: v.pipe(v.string(), v.minLength(1)),
+  additions: v.string(),
+  references: v.pipe(v.array(v.pipe(v.string(), v.minLength(1))), v.maxLength(10)),
+});
 const BROWSERS = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
 const NO_BROWSER =
   "no Chromium was found for the screenshot: install it (Debian/Ubuntu: apt-get install chromium; from a checkout of atomic: scripts/install-chromium.sh), " +
@@ -100,7 +111,8 @@ export default workflow({
     dir: v.pipe(v.string(), v.description("the artifact directory")),
   }),
   stages: [
-    { name: "output-type, brief, references", description: "the interview: questions to you (references only when none were given)" },
+    { name: "discover", description: "discovery: the interviewer agent asks you (ask_user) the output type, additions to the brief and, when none were given, the references" },
+    { name: "output-type, brief, references", description: "the same questions asked by the workflow when the interviewer gives no usable answer" },
     { name: "design-system, analysis, patterns", description: "three analysis stages over the brief and the references (design-context.md)" },
     { name: "reference-NN", description: "headless Chromium visits a URL or local HTML reference: a full-page screenshot and a scroll sequence" },
     { name: "generate-NN", description: "writes preview.html in round NN" },
@@ -114,13 +126,40 @@ export default workflow({
     const analyst = { runner: ctx.inputs.analyst_runner ?? designer.runner, model: ctx.inputs.analyst_model ?? designer.model };
     const dir = await ctx.tool("artifact-dir", {}, () => `${process.cwd()}/.atomic/runs/open-claude-design-${ctx.runId}`);
 
-    // 1. interview
-    const outputType = await ctx.ask(`What should this design produce? Brief: ${prompt.slice(0, 300)}`, { choices: OUTPUT_TYPES, name: "output-type" });
-    const additions = await ctx.ask(`Anything to add to or correct in the brief (audience, content, must-haves)? Answer "ok" to keep it as it is.`, { name: "brief" });
-    let references = ctx.inputs.references;
-    if (references.length === 0) {
-      const given = await ctx.ask(`References for the design: URLs or file paths, separated by spaces, or "none".`, { name: "references" });
-      references = given.trim().toLowerCase() === "none" ? [] : given.split(/[\s,]+/).filter(Boolean).slice(0, 10);
+    // 1. discovery: the interviewer agent asks the person (ask_user); without it, the workflow asks.
+    const given = ctx.inputs.references;
+    const questions = {
+      outputType: `What should this design produce? Brief: ${prompt.slice(0, 300)}`,
+      additions: `Anything to add to or correct in the brief (audience, content, must-haves)? Answer "ok" to keep it as it is.`,
+      references: `References for the design: URLs (sites to visit) or local file paths, separated by spaces, or "none".`,
+    };
+    const discovered = await ctx.task("discover", {
+      ...designer,
+      tools: ["ask_user", "read", "list"],
+      schema: Discovery,
+      failureMode: "return",
+      prompt:
+        `You are the design interviewer. Find out what the person wants before anything is designed: ask them through the ask_user tool, one question at a time, ` +
+        `and ask only them (the files here may help you ask well). Ask:\n1. "${questions.outputType}" with the choices ${OUTPUT_TYPES.map((t) => `"${t}"`).join(", ")};\n` +
+        `2. "${questions.additions}"` +
+        (given.length ? `.\nThe references are given: ${given.join(", ")}.` : `;\n3. "${questions.references}"`) +
+        `\nThen answer with the output type, the additions ("ok" when none) and the references they named (URLs and paths as they gave them; none: an empty list).`,
+    });
+    const learned = discovered.status === "completed" ? v.safeParse(Discovery, discovered.structured) : undefined;
+    let outputType: string;
+    let additions: string;
+    let references = given;
+    if (learned?.success) {
+      ({ output_type: outputType, additions } = learned.output);
+      if (given.length === 0) references = learned.output.references;
+    } else {
+      ctx.log(`design: the interviewer gave no usable answer (${discovered.error?.message ?? "not the answer asked for"}); asking the questions directly.`);
+      outputType = await ctx.ask(questions.outputType, { choices: OUTPUT_TYPES, name: "output-type" });
+      additions = await ctx.ask(questions.additions, { name: "brief" });
+      if (given.length === 0) {
+        const named = await ctx.ask(questions.references, { name: "references" });
+        references = named.trim().toLowerCase() === "none" ? [] : named.split(/[\s,]+/).filter(Boolean).slice(0, 10);
+      }
     }
     const brief = `${prompt}${additions.trim().toLowerCase() === "ok" ? "" : `\n\nAdded in the interview: ${additions.trim()}`}\n\nOutput type: ${outputType}`;
 
@@ -137,7 +176,7 @@ export default workflow({
           out.push({ reference: ref, text: null, error: e instanceof Error ? e.message : String(e) });
         }
       }
-      await Bun.write(`${dir}/brief.json`, JSON.stringify({ prompt, output_type: outputType, additions, brief, references: out.map((r) => ({ reference: r.reference, error: r.error })) }, null, 2) + "\n");
+      await Bun.write(`${dir}/brief.json`, JSON.stringify({ prompt, interviewed_by: learned?.success ? "discover" : "questions", output_type: outputType, additions, brief, references: out.map((r) => ({ reference: r.reference, error: r.error })) }, null, 2) + "\n");
       return out;
     });
     const referenceText = collected.length

@@ -1,8 +1,9 @@
 /**
  * design through dist/atomic against the scripted fake OpenAI server and
- * the real headless Chromium: the interview answered with `atomic answer`
- * (output type, brief additions, references: a file, a URL served here, a
- * missing file), the design-system stage's invalid structured answer
+ * the real headless Chromium: the discovery agent (discover) asks its
+ * questions through ask_user, answered with `atomic answer` (output type,
+ * brief additions, references: a file, a URL served here, a missing file),
+ * and answers with what it learned from the conversation; the design-system stage's invalid structured answer
  * re-asked, the patterns stage a provider error (its section marked
  * unavailable), round 1 steered, round 2 accepted and exported; each
  * round's screenshot a real PNG of that round's preview (signature,
@@ -10,7 +11,8 @@
  * file by file. SIGKILL at a random stage boundary or open question and
  * resume re-runs no recorded stage and ends with the same outputs and
  * files. Without Chromium the review goes on without screenshots and says
- * why; discard ends the run cancelled without a spec. The builtin's name
+ * why; discard ends the run cancelled without a spec; an interviewer that
+ * fails leaves the workflow to ask the same questions itself. The builtin's name
  * is open-claude-design; `design` is its alias (both run here). A local
  * HTML reference page (served by no one: a file) and a page served by the
  * test are visited in Chromium: a full-page PNG as long as the page and a
@@ -24,10 +26,10 @@
 import { afterAll, afterEach, describe, expect } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { runAtomic } from "../helpers/atomic.ts";
-import { toolCall, text, type Reply } from "../helpers/fake-openai.ts";
+import { toolCall, text, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, heavyTest } from "../e2e/support.ts";
 import { png, pngFile } from "./png.ts";
-import { artifacts, drive, homeAndCwd, normalized, pick, scriptedServer, withoutRecorded, type Question } from "./support.ts";
+import { artifacts, promptOf, drive, homeAndCwd, normalized, pick, scriptedServer, withoutRecorded, type Question } from "./support.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -35,6 +37,7 @@ afterAll(cleanupNow);
 const HAVE_CHROMIUM = Bun.which("chromium") !== null;
 
 const stageOf = (prompt: string) => {
+  if (prompt.startsWith("You are the design interviewer")) return "discover";
   if (prompt.startsWith("You are the design-system locator")) return "design-system";
   if (prompt.startsWith("You are the design analyst")) return "analysis";
   if (prompt.startsWith("You are the pattern researcher")) return "patterns";
@@ -46,7 +49,19 @@ const stageOf = (prompt: string) => {
 
 const page = (colour: string, title: string) => `<!doctype html>\n<html><body style="margin:0;background:${colour}"><h1>${title}</h1></body></html>\n`;
 
-const answers = (stage: string, n: number): Reply => {
+/** The interviewer: each question it was told to ask (quoted in its prompt) through ask_user, then what the answers say. */
+function interviewer(req: RecordedRequest): Reply {
+  const prompt = promptOf(req);
+  const asked = [...prompt.matchAll(/^\d\. "([^"]+)"/gm)].map((m) => m[1]!);
+  const got = req.body.messages.filter((m) => m.role === "tool").map((m) => String(m.content));
+  if (got.length < asked.length) {
+    return toolCall("ask_user", got.length === 0 ? { question: asked[0]!, choices: ["web page", "app screen", "component", "slide", "email", "other"] } : { question: asked[got.length]! });
+  }
+  return toolCall("structured_output", { output_type: got[0], additions: got[1], references: got[2] ? got[2].split(" ").filter((r) => r !== "none") : [] });
+}
+
+const answers = (stage: string, n: number, req: RecordedRequest): Reply => {
+  if (stage === "discover") return interviewer(req);
   if (stage === "design-system") {
     return n === 0
       ? toolCall("structured_output", { found: "yes" })
@@ -70,7 +85,7 @@ const reply = (refs: string) => (q: Question): string => {
   throw new Error(`unexpected question ${q.question}`);
 };
 
-const FULL = { "design-system": 2, analysis: 1, patterns: 1, "generate-01": 1, "generate-02": 1, export: 1 };
+const FULL = { discover: 4, "design-system": 2, analysis: 1, patterns: 1, "generate-01": 1, "generate-02": 1, export: 1 };
 
 describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
   heavyTest(
@@ -181,7 +196,7 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         expect(files["preview.html"]).toBe(page("#33cc66", "Pricing"));
         expect(files["spec.html"]).toBe(page("#ffffff", "Spec"));
         const brief = JSON.parse(files["brief.json"]!);
-        expect(brief).toMatchObject({ prompt: "a pricing page", output_type: "web page", additions: "make it blue" });
+        expect(brief).toMatchObject({ prompt: "a pricing page", interviewed_by: "discover", output_type: "web page", additions: "make it blue" });
         expect(brief.references).toEqual([
           { reference: "brand.md", error: null },
           { reference: url, error: null },
@@ -214,10 +229,9 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
           for (const png of ["screenshot-01.png", "screenshot-02.png", "reference-02-full.png", "reference-02-scroll-01.png"]) delete f[png];
           return normalized(f, runId, at);
         };
+        // Every point is after the interviewer's stage completed, so the resume replays it with its recorded ask_user
+        // questions (a kill while one is open is test/runners/ask-user.test.ts's).
         const at = pick("design", [
-          "ask:What should this design produce",
-          "ask:Anything to add",
-          "ask:References for the design",
           "design-system",
           "analysis",
           "patterns",
@@ -256,8 +270,8 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
   );
 });
 
-e2eTest("without Chromium the review says why and goes on; discard ends the run cancelled without a spec", async () => {
-  const s = await scriptedServer(stageOf, answers);
+e2eTest("without Chromium the review says why and goes on; discard ends the run cancelled without a spec; a failed interviewer leaves the questions to the workflow", async () => {
+  const s = await scriptedServer(stageOf, (stage, n, req) => (stage === "discover" ? { status: 400, body: JSON.stringify({ error: { message: "no interviews" } }) } : answers(stage, n, req)));
   try {
     const { home, cwd } = homeAndCwd();
     writeFileSync(`${cwd}/brand.md`, "Brand: blue");
@@ -271,10 +285,16 @@ e2eTest("without Chromium the review says why and goes on; discard ends the run 
     expect(r.status).toBe("cancelled");
     expect(r.code).toBe(4);
     expect(r.answered).toHaveLength(3);
+    // the interviewer failed: the workflow asked the same questions itself
+    expect(r.answered[0]).toStartWith("What should this design produce? Brief: a pricing page");
+    expect(r.answered[1]).toStartWith("Anything to add to or correct in the brief");
+    expect(r.stdout).toContain("design: the interviewer gave no usable answer (");
+    expect(r.stdout).toContain("no interviews); asking the questions directly.");
     expect(r.answered[2]).toContain("no screenshot: /nonexistent/chrome (the chromium input) is not an executable program; page ");
     const dir = `${cwd}/.atomic/runs/open-claude-design-${r.runId}`;
     expect(r.outputs).toMatchObject({ decision: "discarded", rounds: 1, screenshot: null, spec: null, specs: null });
     expect(Object.keys(artifacts(dir))).toEqual(["brief.json", "design-context.md", "preview.html", "review.json"]);
+    expect(JSON.parse(artifacts(dir)["brief.json"]!)).toMatchObject({ interviewed_by: "questions", output_type: "web page", additions: "make it blue" });
     expect(existsSync(`${cwd}/specs`)).toBe(false);
     expect(s.counts.get("export")).toBeUndefined();
 

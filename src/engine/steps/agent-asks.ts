@@ -17,7 +17,9 @@
  * is replayed; the last one, answered or not, is where the stage goes on
  * (an open one is waited for again under its prompt id). Work done after
  * an answer but not checkpointed is redone from that answer, like any
- * unfinished attempt.
+ * unfinished attempt. A stage recorded as completed replays its result,
+ * and its questions are claimed with it (replayedWithStage), so the replay
+ * does not take them for steps the workflow no longer asks for.
  *
  * A CLI agent (claude, codex, opencode, pi) asks through the stage MCP
  * server or pi's extension. A CLI's session cannot be continued inside one
@@ -74,6 +76,15 @@ export class AgentAsks {
     }
   }
 
+  /** The stage was recorded complete: its agent's questions are part of that record, claimed so that the replay counts them as asked. */
+  replayedWithStage(): void {
+    for (let n = 1; ; n++) {
+      const position = this.keyOf(n);
+      if (!this.exec.cursor.peek(position)) return;
+      this.exec.cursor.claim(position, this.stepAt(position));
+    }
+  }
+
   /** The attempt ended on an ask_user call: records the question, waits for the answer, says how to go on. */
   park(result: StageResult, artifactDir: string): Promise<ParkedAnswer> {
     const asked = result.askUser!;
@@ -82,13 +93,16 @@ export class AgentAsks {
   }
 
   private async ask(position: string, question: string, choices: string[] | null, extra: Recorded): Promise<ParkedAnswer> {
-    const step: StepIdentity = { kind: "ask", name: `${this.stageName}: ask_user`, args: digestArgs({ stage: this.position, n: position }) };
-    const answered = await askAt(this.exec, this.scope, position, step, question, choices, undefined, { ...extra });
+    const answered = await askAt(this.exec, this.scope, position, this.stepAt(position), question, choices, undefined, { ...extra });
     const got = answered.extra as Partial<Recorded>;
     const callId = got.callId ?? extra.callId;
     const artifactDir = got.artifactDir ?? extra.artifactDir;
     const sessionId = got.sessionId ?? extra.sessionId;
     return { continueFrom: { artifactDir, fork: false, ...(sessionId ? { sessionId } : {}) }, answer: { callId, text: answered.answer } };
+  }
+
+  private stepAt(position: string): StepIdentity {
+    return { kind: "ask", name: `${this.stageName}: ask_user`, args: digestArgs({ stage: this.position, n: position }) };
   }
 
   private keyOf(n: number): string {

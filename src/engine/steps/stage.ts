@@ -81,6 +81,8 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
   const recorded = exec.cursor.claim(position, step);
   if (recorded?.checkpoint) {
     const result = recorded.checkpoint.result as StageResult;
+    // Its agent's ask_user questions (agent-asks.ts) were recorded beside it: replayed with it.
+    new AgentAsks(exec, scope, position, name).replayedWithStage();
     emitEnded(exec, position, name, result, true);
     return result;
   }
