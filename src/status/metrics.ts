@@ -61,6 +61,10 @@ import type { RunId } from "../shared/ids.ts";
 import type { StageResult, Usage } from "../sdk/types.ts";
 import { shownHostState } from "../journal/fleet-view.ts";
 import { MetricSet } from "./metric-set.ts";
+import type { Registry } from "prom-client";
+
+/** Every metric with its values, as prom-client lists them (a histogram's values name their `_bucket`, `_sum` or `_count` series). */
+export type MetricsSnapshot = Awaited<ReturnType<Registry["getMetricsAsJSON"]>>;
 
 const SHOWN: readonly ShownStatus[] = [...RUN_STATUSES, "paused", "crashed"];
 /** Stored statuses whose shown status depends on the lease (and the clock). */
@@ -119,6 +123,12 @@ export class JournalMetrics {
       this.set.workerSlots.set({ host: host.hostId, state: "free" }, Math.max(0, host.slots - host.busy));
     }
     return this.set.render();
+  }
+
+  /** Every metric's current values (what `render` prints), for the OTLP export (./otlp-metrics-export.ts). */
+  async snapshot(): Promise<MetricsSnapshot> {
+    await this.render();
+    return this.set.registry.getMetricsAsJSON();
   }
 
   /** The content type of what `render` returns (OpenMetrics). */

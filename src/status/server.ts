@@ -6,8 +6,12 @@
  * request turns it off for its own connection (app.ts), and streams send a
  * heartbeat comment every few seconds anyway (for proxies in between).
  *
- * Stopping: event streams end first (with `drain`, after the journal's
- * latest events went out), then the listener closes.
+ * The `/metrics` instruments also go out over OTLP when the OpenTelemetry
+ * variables ask for it (./otlp-metrics.ts).
+ *
+ * Stopping: the OTLP metrics send their last values, event streams end
+ * (with `drain`, after the journal's latest events went out), then the
+ * listener closes.
  */
 
 import type { Journal } from "../journal/journal.ts";
@@ -20,6 +24,7 @@ import { StatusSource } from "./source.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
 import { loadConfig } from "../shared/config/load.ts";
 import type { StreamOptions } from "./stream-hub.ts";
+import { startOtlpMetrics } from "./otlp-metrics.ts";
 
 export const DEFAULT_PORT = 4317;
 export const DEFAULT_HOST = "127.0.0.1";
@@ -72,7 +77,8 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   const { token, path: tokenPath } = loadOrCreateToken(opts.home);
   addSecret(token); // redacted from what this process logs and prints (shared/secrets.ts)
   // Stages that ran on worker hosts: their files in the artifact store (artifacts/select.ts).
-  const artifacts = artifactStoreFor(opts.journal, loadConfig({ home: opts.home }).config);
+  const { config } = loadConfig({ home: opts.home });
+  const artifacts = artifactStoreFor(opts.journal, config);
   const source = new StatusSource(opts.journal, { ...(opts.stream ? { stream: opts.stream } : {}), artifacts, home: opts.home });
   const control = journalControl(opts.journal, { home: opts.home });
   let app: ReturnType<typeof createStatusApp> | undefined;
@@ -95,6 +101,8 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   const bound = server.port ?? port;
   const hosts = new HostPolicy(host, bound);
   app = createStatusApp({ source, control, token, hosts, ...(opts.starter ? { starter: opts.starter } : {}) });
+  // The same metrics over OTLP, when the OTEL_* variables (or the config's telemetry) ask for them.
+  const otlp = await startOtlpMetrics(source.metrics, config.telemetry);
   let stopped: Promise<void> | undefined;
   return {
     url: hosts.url("/"),
@@ -106,6 +114,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
     source,
     stop(drain = false) {
       stopped ??= (async () => {
+        await otlp?.stop();
         await source.close(drain);
         await server.stop(true);
       })();

@@ -32,7 +32,7 @@ export interface OtlpReceiver {
   close(): Promise<void>;
 }
 
-interface Reader {
+export interface Reader {
   pos: number;
   /** The message's bytes (the reader's own field: it has no method for doubles). */
   _buf: Uint8Array;
@@ -84,7 +84,7 @@ function hex(bytes: Uint8Array): string {
 }
 
 /** Fields of a message: each field number's values (sub-messages as readers). */
-function fields(buf: Uint8Array, onField: (n: number, wireType: number, r: Reader) => void): void {
+export function fields(buf: Uint8Array, onField: (n: number, wireType: number, r: Reader) => void): void {
   const r = new ProtobufReader(buf);
   while (!r.isAtEnd()) {
     const { fieldNumber, wireType } = r.readTag();
@@ -115,7 +115,7 @@ function anyValue(buf: Uint8Array): unknown {
   return value;
 }
 
-function keyValue(buf: Uint8Array, into: Record<string, unknown>): void {
+export function keyValue(buf: Uint8Array, into: Record<string, unknown>): void {
   let key = "";
   let value: unknown;
   fields(buf, (n, _w, r) => {
@@ -162,7 +162,7 @@ function fromProtobuf(body: Uint8Array): ReceivedSpan[] {
 
 // ---------------------------------------------------------------- JSON
 
-interface JsonAny {
+export interface JsonAny {
   stringValue?: string;
   boolValue?: boolean;
   intValue?: string | number;
@@ -179,7 +179,7 @@ function jsonValue(v: JsonAny): unknown {
   return undefined;
 }
 
-function jsonAttributes(list: { key: string; value: JsonAny }[] | undefined): Record<string, unknown> {
+export function jsonAttributes(list: { key: string; value: JsonAny }[] | undefined): Record<string, unknown> {
   return Object.fromEntries((list ?? []).map((kv) => [kv.key, jsonValue(kv.value)]));
 }
 

@@ -13,11 +13,9 @@
  *   warning on stderr per process, and the run goes on.
  */
 
-import type { Attributes } from "@opentelemetry/api";
 import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { OTLPTraceExporter as ProtobufExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { OTLPTraceExporter as JsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { detectResources, envDetector, resourceFromAttributes } from "@opentelemetry/resources";
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
@@ -31,9 +29,8 @@ import {
   type Sampler,
   type SpanExporter,
 } from "@opentelemetry/sdk-trace";
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
 import { readEnv } from "../../shared/config/environment.ts";
-import { VERSION } from "../../shared/version.ts";
+import { atomicResource } from "./otel-resource.ts";
 import type { TraceSettings } from "./types.ts";
 
 /** Random ids, unless the next span's are set (`next`), for the span about to start. */
@@ -105,8 +102,7 @@ function samplerFromEnv(): Sampler {
 }
 
 export function createProvider(settings: TraceSettings, ids: ChosenIds): TracerProvider {
-  const defaults: Attributes = { [ATTR_SERVICE_NAME]: "atomic", [ATTR_SERVICE_VERSION]: VERSION };
-  const resource = resourceFromAttributes(defaults).merge(detectResources({ detectors: [envDetector] }));
+  const resource = atomicResource();
   const exporter = settings.protocol === "http/json" ? new JsonExporter() : new ProtobufExporter();
   return new TracerProvider({
     resource,

@@ -38,7 +38,8 @@ export function traceSettings(env?: EnvSource): TraceSettings | { warning: strin
   return { protocol, captureContent: readEnv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", env)?.toLowerCase() === "true" };
 }
 
-function isHttpUrl(text: string): boolean {
+/** Whether `text` is an http(s) URL (OTLP/HTTP endpoints). */
+export function isHttpUrl(text: string): boolean {
   try {
     const url = new URL(text);
     return url.protocol === "http:" || url.protocol === "https:";

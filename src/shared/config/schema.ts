@@ -190,7 +190,7 @@ const TelemetrySchema = object({
       v.string(),
       v.check((s) => /^https?:\/\/./.test(s)),
     ),
-    { type: "an http(s) URL", default: "none: traces are off", description: "OTLP/HTTP base URL traces go to (`/v1/traces` is added); set, traces are on. OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT win over it.", hint: TELEMETRY_HINT },
+    { type: "an http(s) URL", default: "none: traces are off", description: "OTLP/HTTP base URL traces go to (`/v1/traces` is added), and the status server's metrics (`/v1/metrics`); set, both are on. OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT win over it.", hint: TELEMETRY_HINT },
   ),
   protocol: key(v.picklist(["http/protobuf", "http/json"]), { type: '"http/protobuf" or "http/json"', default: "http/protobuf", description: "The OTLP encoding (OTEL_EXPORTER_OTLP_PROTOCOL wins).", hint: TELEMETRY_HINT }),
   headers: key(record(v.string()), { type: "an object of strings", description: "Headers of every OTLP request, e.g. an API key (OTEL_EXPORTER_OTLP_HEADERS wins; better kept there than in a file).", hint: TELEMETRY_HINT }),
