@@ -209,6 +209,12 @@ export class WorkerHost implements CoordinatorCore {
     const request = item.descriptor as StageRequest;
     const cwd = request.cwdOption === undefined ? this.opts.workdir : isAbsolute(request.cwdOption) ? request.cwdOption : resolve(this.opts.workdir, request.cwdOption);
     if (!isDirectory(cwd)) {
+      // A stage's worktree is made by the run's root, in the repository of the root's machine (engine/stage-workspace.ts).
+      if (request.cwdOption?.includes(`/atomic-worktrees/${request.runId}/`)) {
+        return {
+          refused: `stage "${request.stageName}": its worktree ${cwd} was made where the run's root runs, and host ${this.hostId} does not have it (worktrees are made by the root; run such a stage on the root's own workers, in a queue they serve, or on a host that shares the repository at the same path)`,
+        };
+      }
       return { refused: `stage "${request.stageName}": its cwd ${cwd} does not exist on host ${this.hostId}` };
     }
     // The root's artifact directory is <its home>/artifacts/<run id>/<stage>/<attempt>: the same path under ours.

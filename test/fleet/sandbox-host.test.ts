@@ -7,11 +7,12 @@
  */
 
 import { afterEach, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, runAtomic } from "../helpers/atomic.ts";
+import { killSpawned, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
-import { removeTempDirs } from "../helpers/temp.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
 import { startHost, stopHosts } from "./support.ts";
 
@@ -44,4 +45,31 @@ test("a sandboxed stage on a worker host sees neither the host's atomic home nor
   const outputs = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs;
   for (const seen of ["HOST_HOME=denied", "ROOT_HOME=denied", "WORK=done"]) expect(outputs.text).toContain(seen);
   expect(readFileSync(join(host.workdir, "result.txt"), "utf8")).toBe("done\n");
+}, 90_000);
+
+test("a stage in a worktree on a host that does not have the root's worktree fails in one sentence naming the host and what to do", async () => {
+  const url = await freshDatabase("fleet");
+  const repo = makeTempDir("atomic-fleet-wt-");
+  const git = (...args: string[]) => execFileSync("git", args, { cwd: repo, stdio: ["ignore", "pipe", "pipe"] }).toString();
+  git("init", "-q", "-b", "main");
+  writeFileSync(join(repo, "shared.txt"), "base\n");
+  git("add", "-A");
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base");
+  const out = join(makeTempDir(), "out.json");
+  const home = makeTempDir();
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${out}`, "--input", "mode=bad"], { home, cwd: repo });
+  // The root made the worktree (and listed it for gc: it is whole) and queued the stage; no host has claimed it yet.
+  // Another machine would not have it.
+  const made = await waitUntil(() => {
+    const runs = existsSync(join(home, "artifacts")) ? readdirSync(join(home, "artifacts")) : [];
+    const list = runs.map((r) => join(home, "artifacts", r, "worktrees.jsonl")).find((f) => existsSync(f) && readFileSync(f, "utf8").endsWith("\n"));
+    return list ? (JSON.parse(readFileSync(list, "utf8").split("\n")[0]!) as { path: string }).path : undefined;
+  }, 30_000, "the root to make the worktree") as string;
+  rmSync(made, { recursive: true, force: true });
+  await startHost({ url, id: "elsewhere", slots: 1 });
+  expect(await root.exited).toBe(1);
+  const stderr = await new Response(root.stderr).text();
+  expect(stderr).toContain(`stage "bad": its worktree ${made} was made where the run's root runs, and host elsewhere does not have it (worktrees are made by the root;`);
+  expect(stderr).not.toContain("    at ");
+  expect(existsSync(out)).toBe(false);
 }, 90_000);
