@@ -17,6 +17,7 @@ import { AtomicError, StepFailedError } from "../shared/errors.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
 import { getRunner } from "../runners/registry.ts";
 import { agentOptions, checkRunner, defaultRunner } from "../runners/agent-setup.ts";
+import { untestedVersion } from "../runners/cli-agents/installed-version.ts";
 import { isValibotSchema, toJsonSchema } from "../runners/json-schema.ts";
 import { RUN_TOOL_NAMES, enabledTools } from "../runners/openai/tools.ts";
 import { STAGE_MCP_TOOLS } from "../runners/run-tools.ts";
@@ -38,6 +39,8 @@ export interface StageSetup {
   isAgent: boolean;
   /** The task's valibot schema: the root checks the final structured value with it. */
   valibot?: GenericSchema;
+  /** The CLI's installed version is one the tests have not covered (runners/cli-agents/installed-version.ts). */
+  versionWarning?: string;
 }
 
 export async function prepareStage(
@@ -71,7 +74,8 @@ export async function prepareStage(
   }
   if (opts.prompt === undefined) throw fail({ code: "bad_step", message: `the ${runner} runner needs a prompt` });
   const model = opts.model ?? definition.model ?? config.model;
-  const problem = answered?.({ name, runner }) ? undefined : checkRunner(runner, config, model);
+  const scripted = answered?.({ name, runner }) === true;
+  const problem = scripted ? undefined : checkRunner(runner, config, model);
   if (problem) throw fail(problem);
   let schema: Record<string, unknown> | undefined;
   try {
@@ -99,11 +103,13 @@ export async function prepareStage(
     ...(opts.maxTurns !== undefined ? { maxTurns: opts.maxTurns } : {}),
     ...(opts.system ? { system: opts.system } : {}),
   });
+  const versionWarning = !scripted && agent.binary ? untestedVersion(runner, agent.binary) : undefined;
   return {
     runner,
     ...(model ? { model } : {}),
     agent,
     isAgent: true,
+    ...(versionWarning ? { versionWarning } : {}),
     ...(opts.schema !== undefined && isValibotSchema(opts.schema) ? { valibot: opts.schema as GenericSchema } : {}),
   };
 }

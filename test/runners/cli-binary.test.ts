@@ -2,11 +2,13 @@
  * CLI agents and `atomic doctor` through the real binary: a claude stage
  * on a pool worker with the binary path and extra args from config.json
  * (the fake CLI), its usage in `show`; doctor's report of usable and
- * unusable runners (with hints); budget flags refused when malformed.
+ * unusable runners (with hints); budget flags refused when malformed; a CLI
+ * installed at a version the tests have not covered (an npm package's
+ * version) gets one warning line per run, kept in `show`.
  */
 
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
@@ -43,6 +45,32 @@ e2eTest("a claude stage on a pool worker: binary and extra args from config, usa
   expect(argv).toEqual(expect.arrayContaining(["--model", "fake-model"]));
   const show = await runAtomic(["show", result.runId], { home });
   expect(show.stdout).toMatch(/usage\s+10 in \+ 3,000 cached \+ 200 cache writes, 50 out, 2 turns, \$0\.0123/);
+});
+
+e2eTest("a CLI at a version the tests have not covered: one warning line at the start of the run, naming the tested version, and in show", async () => {
+  const home = makeTempDir("atomic-cli-home-");
+  const dir = makeTempDir("atomic-cli-dir-");
+  // The fake claude installed as npm installs Claude Code: node_modules/.bin/claude -> the package, whose package.json says its version.
+  const pkg = join(dir, "node_modules", "@anthropic-ai", "claude-code");
+  mkdirSync(pkg, { recursive: true });
+  mkdirSync(join(dir, "node_modules", ".bin"));
+  writeFileSync(join(pkg, "package.json"), JSON.stringify({ name: "@anthropic-ai/claude-code", version: "2.0.1" }));
+  renameSync(writeFakeCli(dir, "claude"), join(pkg, "cli"));
+  symlinkSync(join(pkg, "cli"), join(dir, "node_modules", ".bin", "claude"));
+  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: join(dir, "node_modules", ".bin", "claude") } } }));
+  const r = await runAtomic(["run", join(FIX, "two-agents.ts"), "--workers", "1"], { home, cwd: dir, env: { FAKE_AGENT_DIR: dir } });
+  const said = "the claude CLI here is version 2.0.1, which atomic's tests have not covered (tested: 2.1.197";
+  // One line on stderr for the two stages, before anything else is said there.
+  expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: `warning: ${said}); its usage figures and events may differ\n` });
+  const json = await runAtomic(["run", join(FIX, "two-agents.ts"), "--workers", "1", "--json"], { home, cwd: dir, env: { FAKE_AGENT_DIR: dir } });
+  expect(json.stderr).toBe(""); // --json: the warning is an event of the stream
+  const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l));
+  expect(events.filter((e) => e.type === "warning").map((e) => e.message.slice(0, said.length))).toEqual([said]);
+  // The warning comes before the first stage starts.
+  expect(events.findIndex((e) => e.type === "warning")).toBeLessThan(events.findIndex((e) => e.type === "step_started"));
+  const runId = JSON.parse(json.stdout.trim().split("\n").at(-1)!).runId;
+  const show = await runAtomic(["show", runId], { home });
+  expect(show.stdout.split(said).length - 1).toBe(1); // on the first stage of the CLI
 });
 
 e2eTest("doctor: which runners are usable here and why not", async () => {

@@ -34,7 +34,9 @@ interface RunnerReport {
   hint?: string;
   /** CLI agents: the version found, the tested one, and what the CLI needs. */
   version?: string;
+  /** The pinned version the tests run by default; testedVersions: every version they passed with. */
   testedVersion?: string;
+  testedVersions?: string[];
   tested?: boolean;
   needs?: { keys: readonly string[]; keysSet: string[]; settings: string; settingsFound: boolean; note: string };
 }
@@ -62,8 +64,9 @@ export default defineCommand({
       const about: Partial<RunnerReport> = needs
         ? {
             ...(version ? { version } : {}),
-            testedVersion: needs.tested,
-            ...(found.path ? { tested: version === needs.tested } : {}),
+            testedVersion: needs.tested[0]!,
+            testedVersions: [...needs.tested],
+            ...(found.path ? { tested: version !== undefined && needs.tested.includes(version) } : {}),
             needs: { keys: needs.keys, keysSet: needs.keys.filter((k) => !!readEnv(k)), settings: needs.settings(), settingsFound: existsSync(needs.settings()), note: needs.note },
           }
         : {};
@@ -119,7 +122,7 @@ export default defineCommand({
         s.result(`  ${mark} ${r.runner.padEnd(9)} ${r.usable ? st.dim(r.detail) : r.problem}`);
         if (!r.usable && r.hint) s.result(`      ${st.dim(`hint: ${r.hint}`)}`);
         if (r.usable && r.testedVersion) {
-          s.result(`      ${r.tested ? `version ${r.version}: the tested version` : st.yellow(`version ${r.version ?? "unknown"}: untested (atomic was tested with ${r.testedVersion})`)}`);
+          s.result(`      ${r.tested ? `version ${r.version}: the tested version` : st.yellow(`version ${r.version ?? "unknown"}: untested (atomic was tested with ${(r.testedVersions ?? [r.testedVersion]).join(", ")})`)}`);
         }
         if (r.usable && r.needs) {
           const n = r.needs;

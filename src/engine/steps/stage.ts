@@ -98,6 +98,9 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
       hint: "letters, digits, '.', '_' and '-', at most 64, e.g. queue: \"gpu\"",
     });
   }
+  // A CLI at a version the tests have not covered: one warning line per run tree, the first time (show keeps it on this stage).
+  const versionNote = setup.versionWarning !== undefined && firstWarning(exec, setup.versionWarning) ? setup.versionWarning : undefined;
+  if (versionNote) exec.tree.observer({ type: "warning", runId: exec.runId, message: versionNote, at: Date.now() });
   const continueFrom = continuation(name, opts, setup.runner, getRunner(setup.runner));
   let sandbox = stageSandbox(name, opts, exec.definition, exec.tree.config, setup.isAgent, exec.tree.artifactsDir);
   if (opts.reads !== undefined && !setup.isAgent) throw new StepFailedError(name, `stage "${name}": reads attaches files to an agent's prompt; a shell stage has none`, { code: "bad_step" });
@@ -188,6 +191,7 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
       result = redactValue(await runAttempt(exec, scope, signal, step, setup, request, liveId, timing, ws ? { workspace: workspaceEntry(ws) } : {}));
       // What a continuing stage inherits (stage-options.ts inheritFromEarlier).
       if (setup.isAgent) result = { ...result, runner: setup.runner, ...(setup.model !== undefined ? { model: setup.model } : {}), ...(ws ? { cwd: ws.cwd } : opts.cwd !== undefined ? { cwd: opts.cwd } : {}) };
+      if (versionNote) result = { ...result, warnings: [...(result.warnings ?? []), versionNote] };
     } catch (err) {
       exec.budget.settle(liveId, undefined);
       tree.observer({ type: "attempt_ended", runId: exec.runId, position, name, attempt, status: "cancelled", error: { code: "stopped", message: err instanceof Error ? err.message : String(err) }, at: Date.now() });
@@ -318,6 +322,16 @@ async function settled(name: string, ws: WorkspaceRecord, artifactDir: string): 
 }
 
 /** The argv form's array (checked: refused before anything is recorded), or undefined for a command string. */
+/** Warnings given once per run tree (a CLI's untested version). */
+const warnedOnce = new WeakMap<object, Set<string>>();
+function firstWarning(exec: StepRun, warning: string): boolean {
+  const seen = warnedOnce.get(exec.tree) ?? new Set<string>();
+  warnedOnce.set(exec.tree, seen);
+  if (seen.has(warning)) return false;
+  seen.add(warning);
+  return true;
+}
+
 function argvOf(name: string, shell: TaskOptions["shell"]): string[] | undefined {
   if (!Array.isArray(shell)) return undefined;
   const problem = checkArgv(shell);
