@@ -224,7 +224,7 @@ export async function workerMain(argv: string[]): Promise<void> {
   process.on("message", (raw: unknown) => {
     const msg = parseMessage(ToWorkerSchema, raw, "coordinator");
     if (!msg) return;
-    deadline.heard();
+    if (msg.type !== "receipt") deadline.heard(); // a receipt tells the deadline itself (work-lease-deadline.ts)
     switch (msg.type) {
       case "start":
         if (msg.receipt) receipts.get(msg.receipt.opId)?.(msg.receipt.status);
