@@ -1,6 +1,6 @@
 /**
  * capturePage: visits a page in headless Chromium (driven by playwright-core,
- * loaded on first use so a workflow that never captures pays nothing) and
+ * a bundle of its own loaded on first use, src/sdk/playwright.ts, so a workflow that never captures pays nothing) and
  * saves what a person looking at it would see: one full-page PNG (the whole
  * document, however long) and a scroll sequence, viewport-sized PNGs from
  * the top down, one viewport apart, at most `scrollSteps` of them.
@@ -17,6 +17,7 @@
 import { mkdirSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
+import { importEntry } from "../shared/entry-points.ts";
 
 export interface CaptureOptions {
   /** The Chromium (or Chrome) program. */
@@ -77,7 +78,7 @@ export async function capturePage(target: string, opts: CaptureOptions): Promise
   const width = opts.width ?? 1280;
   const height = opts.height ?? 800;
   const steps = opts.scrollSteps ?? 6;
-  const { chromium } = await import("playwright-core");
+  const { chromium } = (await importEntry("sdk/playwright.ts")) as unknown as typeof import("./playwright.ts");
   let browser: Awaited<ReturnType<typeof chromium.launch>>;
   try {
     browser = await chromium.launch({

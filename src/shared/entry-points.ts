@@ -14,7 +14,8 @@
  * does ajv with the JSON Schema converter (about 165 KB), in processes
  * that run a stage with a structured-output schema; the MCP SDK (with its
  * own ajv) in the stage MCP server and `atomic mcp`; ink and React in the
- * terminal console.
+ * terminal console; playwright-core (about 18 MB, with its own ajv) where
+ * a workflow captures a page in Chromium.
  *
  * Inside the binary the entry points keep their paths under src/, next to
  * main.ts (`Bun.main`); from source they are files under src/.
@@ -39,6 +40,7 @@ export const ENTRY_POINTS = [
   "pool/stage-tool-call.ts",
   "cli/tui/entry.ts",
   "cli/mcp/server.ts",
+  "sdk/playwright.ts",
 ] as const;
 
 export type EntryPoint = Exclude<(typeof ENTRY_POINTS)[number], "main.ts">;
