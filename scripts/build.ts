@@ -38,7 +38,7 @@ function commit(): string {
 }
 
 /**
- * playwright-core (the design builtin's browser, src/sdk/browser.ts) goes into the binary as one file bundled
+ * playwright-core (the design builtin's browser, src/sdk/playwright.ts) goes into the binary as one file bundled
  * apart, embedded as a file and imported from the binary's own file system when a page is first captured: no
  * bytecode and no source map of it, which bundled with the rest cost 18.2 MB of the binary's 154.9 (measured
  * 6 December 2026: 4.0 MB of its code, the rest bytecode and map). Bytecode speeds a process's start-up, which
