@@ -3,7 +3,8 @@
  * the binary: each one found, with its path and version, whether that is
  * the version atomic was tested with, and what it needs (the credential
  * variables, set or not, and its settings file, found or absent); a CLI of
- * another version is reported as untested.
+ * another version is reported as untested; one that does not answer
+ * --version has the version its install names.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -52,12 +53,20 @@ agentTest(
     const other = join(user, "opencode-next");
     writeFileSync(other, "#!/bin/sh\necho 1.19.0\n");
     chmodSync(other, 0o755);
-    writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { opencode: { path: other } } }));
+    // A pi that does not answer --version (as a node CLI on a busy host may not within doctor's 15 s): its version
+    // is the one its install names.
+    const pkg = join(user, "lib", "node_modules", "@mariozechner", "pi-coding-agent");
+    mkdirSync(join(pkg, "dist"), { recursive: true });
+    writeFileSync(join(pkg, "package.json"), JSON.stringify({ name: "@mariozechner/pi-coding-agent", version: "0.73.1" }));
+    writeFileSync(join(pkg, "dist", "cli.js"), "#!/bin/sh\nexit 1\n");
+    chmodSync(join(pkg, "dist", "cli.js"), 0o755);
+    writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { opencode: { path: other }, pi: { path: join(pkg, "dist", "cli.js") } } }));
     const text = await runAtomic(["doctor"], { home, env, timeoutMs: AGENT_STEP_LIMIT_MS });
     expect(text.stdout).toMatch(/ok\s+opencode\s+\S*opencode-next \(1\.19\.0\)/);
     expect(text.stdout).toContain("version 1.19.0: untested (atomic was tested with 1.18.33)");
     expect(text.stdout).toContain(`settings ${join(user, "opencode.json")} (found)`);
     expect(text.stdout).toMatch(/version 0\.73\.1: the tested version/);
+    expect(text.stdout).toContain("--version gave no answer within 15 s or failed; its install says 0.73.1");
   },
   AGENT_TEST_LIMIT_MS,
 );

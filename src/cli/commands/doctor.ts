@@ -23,6 +23,7 @@ import { describeJournal } from "../../journal/open.ts";
 import { describeArtifactStore } from "../../artifacts/select.ts";
 import { session } from "../session.ts";
 import { AGENT_NEEDS, versionNumber } from "../../runners/cli-agents/tested-versions.ts";
+import { installedVersion } from "../../runners/cli-agents/installed-version.ts";
 import { readEnv } from "../../shared/config/environment.ts";
 import { bwrapPath, sandboxProblem } from "../../runners/sandbox/bwrap.ts";
 
@@ -59,8 +60,11 @@ export default defineCommand({
       const problem = checkRunner(kind, config, model);
       const found = findBinary(kind, config);
       const needs = AGENT_NEEDS[kind];
-      const line = lines[i]!;
-      const version = versionNumber(line);
+      // A CLI that did not answer --version in time (seconds for a node-based one on a busy host) still has the
+      // version its install names; the detail says it did not answer.
+      const installed = found.path && !lines[i] ? installedVersion(kind, found.path) : undefined;
+      const line = lines[i] || (installed ? `--version gave no answer within 15 s or failed; its install says ${installed}` : "");
+      const version = versionNumber(lines[i]!) ?? installed;
       const about: Partial<RunnerReport> = needs
         ? {
             ...(version ? { version } : {}),
