@@ -20,6 +20,7 @@ import type { Journal, ListRunsFilter } from "../journal/journal.ts";
 import type { Lease, RunRecord, RunStatus, ShownStatus } from "../journal/runs.ts";
 import type { StageTally } from "../journal/views.ts";
 import type { RunOriginFilter } from "../journal/run-origin.ts";
+import { runOrigins } from "./run-origins.ts";
 import type { StageCounts, UsageTotals } from "./totals.ts";
 
 export interface RunSummary {
@@ -42,6 +43,8 @@ export interface RunSummary {
   leaseExpiresAt?: number;
   /** The run's tags (journal/tags.ts), when it has any (the run list only). */
   tags?: Record<string, string>;
+  /** How the run was started and whether the service recovered it (./run-origins.ts; the run list only). */
+  origins?: RunOriginFilter[];
   /** How many times the local service serving this list resumed the run since it started (`atomic serve`). */
   recovered?: number;
 }
@@ -91,12 +94,13 @@ export class RunSummaries {
       this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset }),
       this.journal.countRuns(filter),
     ]);
-    const [tallies, tags] = await Promise.all([this.tallies(runs), this.journal.tags.of(runs.map((r) => r.id))]);
+    const [tallies, tags, origins] = await Promise.all([this.tallies(runs), this.journal.tags.of(runs.map((r) => r.id)), runOrigins(this.journal, runs, filter)]);
     const out: RunSummary[] = [];
     for (const run of runs) {
       const summary = await this.summarize(run, tallies.get(run.id) ?? []);
       const t = tags.get(run.id);
       if (t) summary.tags = t;
+      summary.origins = origins.get(run.id) ?? [];
       out.push(summary);
     }
     return { runs: out, total, limit: q.limit, offset: q.offset };

@@ -93,6 +93,15 @@ test("runs by origin: cli, rerun, fork, schedule, api through GET /api/runs?orig
     expect([origin, await byApi(origin)]).toEqual([origin, ids.sort()]);
     expect([origin, await byCli(origin)]).toEqual([origin, ids.sort()]);
   }
+  // Each run's origin in the list: the page's `origins`, the ORIGIN column and `origins` of atomic runs.
+  const all = (await (await get("")).json()) as { runs: { id: string; origins: string[] }[] };
+  const shown = Object.fromEntries(all.runs.map((r) => [r.id, r.origins]));
+  expect(shown).toEqual({ [cli]: ["cli"], [rerun]: ["rerun"], [fork]: ["fork"], [scheduled]: ["schedule"], [api]: ["api"] });
+  const json = (await at(["runs", "--json"])).stdout.trim().split("\n").map((l) => JSON.parse(l) as { id: string; origins: string[] });
+  expect(Object.fromEntries(json.map((r) => [r.id, r.origins]))).toEqual(shown);
+  const table = (await runAtomic(["runs"], { home, cwd: dir, env: { COLUMNS: "250" } })).stdout.split("\n");
+  expect(table[0]).toMatch(/\bORIGIN\b/);
+  for (const [id, origins] of Object.entries(shown)) expect(table.find((l) => l.startsWith(id))).toMatch(new RegExp(`\\s${origins[0]}\\s`));
   // With the other filters: both must hold.
   expect(await (await get(`origin=cli&status=failed`)).json()).toMatchObject({ runs: [], total: 0 });
 

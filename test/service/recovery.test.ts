@@ -59,6 +59,7 @@ concurrentTest("kill -9 of a run's driver while the service runs: the service re
   expect(api.run.recoveredByService).toBe(1);
   const list = await serviceApi(service, "/api/runs");
   expect(list.runs.find((r: { id: string }) => r.id === runId).recovered).toBe(1);
+  expect(list.runs.find((r: { id: string }) => r.id === runId).origins).toEqual(["cli", "recovery"]);
   // Searchable by origin (journal/run-origin.ts): started by the command, recovered by the service.
   for (const origin of ["recovery", "cli"]) expect((await serviceApi(service, `/api/runs?origin=${origin}`)).runs.map((r: { id: string }) => r.id)).toEqual([runId]);
   expect((await serviceApi(service, "/api/runs?origin=api")).runs).toEqual([]);
@@ -287,6 +288,7 @@ concurrentTest("run --detach returns the run id at once and leaves the run to th
   // The service's first drive of a run left to it is not a recovery (journal/run-origin.ts).
   expect((await serviceApi(service, "/api/runs?origin=recovery")).runs).toEqual([]);
   expect((await serviceApi(service, "/api/runs?origin=cli")).runs.map((r: { id: string }) => r.id)).toEqual([runId]);
+  expect((await serviceApi(service, "/api/runs")).runs.find((r: { id: string }) => r.id === runId).origins).toEqual(["cli"]);
 }, T);
 
 concurrentTest("a workflow with recover: false is not recovered: its crashed run waits for a person", async () => {

@@ -91,7 +91,7 @@
       h("table", { class: "runs schedules" }, h("thead", {}, h("tr", {}, ["schedule", "cron", "workflow", "state", "next tick", "last run"].map((c) => h("th", { text: c })))), schedBody));
     fill($main, starting.form, h("div", { class: "card" },
       h("div", { class: "toolbar" }, select, originSelect, search, workflowInput, sinceInput, untilInput, tagInput, count, starting.button), bulk, problem,
-      h("table", { class: "runs" }, h("thead", {}, h("tr", {}, h("th", {}, pickAll), ["run", "workflow", "status", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
+      h("table", { class: "runs" }, h("thead", {}, h("tr", {}, h("th", {}, pickAll), ["run", "workflow", "status", "origin", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
       h("div", { class: "pager" }, prev, pageInfo, next)), schedCard);
 
     async function loadSchedules() {
@@ -156,7 +156,7 @@
       pageInfo.textContent = `page ${Math.min(pages, Math.floor(offset / limit) + 1)} of ${pages}`;
       next.disabled = offset + limit >= data.total;
       clear(body);
-      if (shown.length === 0) body.append(h("tr", {}, h("td", { colspan: 8, class: "muted", text: status || Object.values(filters).some(Boolean) ? "no run matches the filter" : "no runs yet: start one with atomic run <workflow file>" })));
+      if (shown.length === 0) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted", text: status || Object.values(filters).some(Boolean) ? "no run matches the filter" : "no runs yet: start one with atomic run <workflow file>" })));
       for (const r of shown) {
         const st = r.stages;
         const pick = h("input", { type: "checkbox", class: "pick", "data-run": r.id, "aria-label": `select ${r.id}`, onchange: () => { if (pick.checked) picked.add(r.id); else picked.delete(r.id); } });
@@ -166,6 +166,8 @@
           h("td", { "data-label": "run" }, h("a", { class: "mono", href: `/runs/${r.id}`, text: r.id })),
           h("td", { "data-label": "workflow" }, r.workflow, r.tags ? h("span", { class: "tags" }, Object.entries(r.tags).map(([k, v]) => h("span", { class: "tag", "data-tag": `${k}=${v}`, text: `${k}=${v}` }))) : null),
           h("td", { "data-label": "status" }, badge(r.status), r.recovered ? h("span", { class: "muted recovered", title: `the service resumed this run ${r.recovered} time${r.recovered === 1 ? "" : "s"}`, text: " recovered" }) : null),
+          // How it was started, and "recovery" once the service recovered it (status/run-origins.ts).
+          h("td", { "data-label": "origin", class: "origin", text: r.origins && r.origins.length ? r.origins.join(", ") : "" }),
           h("td", { "data-label": "started", text: fmtTime(r.createdAt) }),
           h("td", { "data-label": "duration", text: fmtDuration(r.durationMs) }),
           h("td", { "data-label": "stages", text: stageSummary(st) }),
