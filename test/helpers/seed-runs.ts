@@ -27,6 +27,8 @@ export interface SeedOptions {
   at?: number;
   /** Each stage's runner (recorded with its start) and usage (in its result), as an agent stage's. */
   agent?: { runner: string; usage: Usage };
+  /** The local service recovered the run while its first stage ran: a run_resumed by the service after that stage's start. */
+  recovered?: boolean;
 }
 
 export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunId> {
@@ -80,6 +82,7 @@ export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunI
         payload: { ...step, attempt: 1, artifactDir, ...(opts.agent ? { runner: opts.agent.runner } : {}) },
         stage: { key, path: name, name, kind: "stage", state: "running", attempt: 1 },
       },
+      ...(opts.recovered && i === 0 ? [{ runId, type: EVENT.runResumed, at: started + 50, payload: { drivenBy: "service" } }] : []),
       {
         runId,
         type: EVENT.checkpoint,
