@@ -74,7 +74,7 @@ count() {
 lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts test/fleet/fleet-recovery.test.ts
   test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
-  test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts)
+  test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts test/recovery/sleep-clocks.test.ts)
 lane_ignored=("${lane[@]/%\//\/**}")
 # The whole suite (no arguments) also runs the crash, double-resume, golden-journal, pool-crash, pool, intercom,
 # service (recovery, schedules, retention, the service lease) and fork/rerun tests again, on the Postgres journal

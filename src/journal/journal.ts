@@ -162,6 +162,14 @@ export interface Journal {
    */
   stopWaiting?(): void;
 
+  /**
+   * The journal's own clock (ms since the epoch), for times that hosts with
+   * different clocks must agree on (a durable sleep's wake-up: engine/steps/sleep.ts).
+   * Present where the journal has one every host reads (Postgres: the
+   * database's); absent where its times come from the writers' own clocks.
+   */
+  clockNow?(): Promise<number>;
+
   close(): Promise<void>;
 }
 

@@ -46,8 +46,8 @@ interface Facts {
   lastSeq: number;
   recover: boolean;
   lastDriveByService: boolean;
-  /** The wake-up time of a sleep that is the run's last step. */
-  sleepUntil: number | undefined;
+  /** The wake-up time of a sleep that is the run's last step (and on the journal's clock, if recorded). */
+  sleepUntil: { wakeAt: number; journalWakeAt?: number } | undefined;
   place: RunPlace;
   /** How many drives of the service in a row ended without recording how (crashes), as the journal shows them. */
   crashesInARow: number;
@@ -70,7 +70,11 @@ export class DueRuns {
     for (const id of this.facts.keys()) if (!ids.has(id)) this.facts.delete(id);
   }
 
-  async verdict(run: RunRecord, now = Date.now()): Promise<Verdict> {
+  /**
+   * `journalNow`: the journal's clock read at `now` where it has one (Postgres): a sleep that recorded its
+   * wake-up on it (engine/steps/sleep.ts) is due by that clock, whatever this host's says.
+   */
+  async verdict(run: RunRecord, now = Date.now(), journalNow?: number): Promise<Verdict> {
     let reason: DueReason | undefined;
     if (run.status === "running") {
       const lease = await this.journal.getLease(run.id);
@@ -87,7 +91,9 @@ export class DueRuns {
     const facts = await this.factsOf(run);
     if (!facts.recover) return { due: false, why: "opted_out" };
     if (reason === "service_stopped" && !facts.lastDriveByService) return { due: false };
-    const at = facts.sleepUntil !== undefined && reason !== "answered" ? Math.max(now, facts.sleepUntil - WAKE_AHEAD_MS) : now;
+    const sleep = facts.sleepUntil;
+    const until = sleep?.journalWakeAt !== undefined && journalNow !== undefined ? now + (sleep.journalWakeAt - journalNow) : sleep?.wakeAt;
+    const at = until !== undefined && reason !== "answered" ? Math.max(now, until - WAKE_AHEAD_MS) : now;
     return { due: true, reason, at, place: facts.place, digest: run.workflowDigest, crashesInARow: facts.crashesInARow };
   }
 
@@ -160,12 +166,15 @@ function serviceCrashes(events: readonly JournalEvent[]): number {
 /** Events that are not steps: looking back for the run's last step, they are passed over. */
 const NOT_STEPS: ReadonlySet<string> = new Set([EVENT.statusChanged, EVENT.runResumed, EVENT.controlApplied, EVENT.recoveryStopped, EVENT.usageRecorded]);
 
-function sleepingUntil(events: readonly JournalEvent[]): number | undefined {
+function sleepingUntil(events: readonly JournalEvent[]): { wakeAt: number; journalWakeAt?: number } | undefined {
   for (let i = events.length - 1; i >= 0; i--) {
     const e = events[i]!;
     if (NOT_STEPS.has(e.type)) continue;
-    const p = e.payload as { kind?: unknown; result?: { wakeAt?: unknown } };
-    if (e.type === EVENT.checkpoint && p.kind === "sleep" && typeof p.result?.wakeAt === "number") return p.result.wakeAt;
+    const p = e.payload as { kind?: unknown; result?: { wakeAt?: unknown; journalWakeAt?: unknown } };
+    if (e.type === EVENT.checkpoint && p.kind === "sleep" && typeof p.result?.wakeAt === "number") {
+      const onJournal = p.result.journalWakeAt;
+      return { wakeAt: p.result.wakeAt, ...(typeof onJournal === "number" ? { journalWakeAt: onJournal } : {}) };
+    }
     return undefined;
   }
   return undefined;

@@ -146,6 +146,8 @@ export class RecoveryDuty implements Duty {
     this.due.retain(new Set(candidates.map((r) => r.id)));
     this.scope.beginScan();
     const now = Date.now();
+    // Sleeps recorded on the journal's clock wake by it (due-runs.ts), not by this host's.
+    const journalNow = this.journal.clockNow ? await this.journal.clockNow() : undefined;
     // Oldest first: a run waiting longest gets the next free slot.
     for (const run of candidates.reverse()) {
       if (!this.active) return;
@@ -156,7 +158,7 @@ export class RecoveryDuty implements Duty {
         continue;
       }
       if ((this.retryAt.get(run.id) ?? 0) > now) continue;
-      const verdict = await this.due.verdict(run, now);
+      const verdict = await this.due.verdict(run, now, journalNow);
       if (!verdict.due) {
         if (verdict.why === "opted_out") this.sayOnce(run.id, "opted_out", `run ${run.id} crashed; its workflow opted out of recovery (recover: false): resume it with atomic resume ${run.id}`);
         continue;

@@ -111,3 +111,9 @@ export async function getLease(conn: PgConnection, rootId: RunId): Promise<Lease
   // With the database clock's reading: expiry is judged by it (run-status.ts), not by the reader's clock.
   return rows[0] ? { ...leaseFromRow(rows[0]), readAt: Number(rows[0].now) } : undefined;
 }
+
+/** The database clock, the one that judges leases here (and a durable sleep's wake-up: engine/steps/sleep.ts). */
+export async function databaseNow(conn: PgConnection): Promise<number> {
+  const rows = await conn.query<{ now: number }>(`select ${NOW_MS} as now`, [], "clock-now");
+  return Number(rows[0]!.now);
+}

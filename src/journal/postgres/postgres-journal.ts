@@ -163,6 +163,10 @@ export class PostgresJournal implements Journal {
     return leases.getLease(this.conn, rootId);
   }
 
+  clockNow(): Promise<number> {
+    return leases.databaseNow(this.conn);
+  }
+
   append(lease: Lease, entries: AppendEntry[]): Promise<AppendOutcome[]> {
     return appendEntries(this.conn, this.durability, lease, entries);
   }
