@@ -3,11 +3,13 @@
  *
  * The service is a list of duties (duties.ts): recovery and waking of runs
  * (recovery.ts), and whatever else registers there (schedules). A duty acts
- * on the journal only while this process is the active service, which a
- * lease decides (service-lease.ts): of two services on one journal, one is
- * active and the other waits on standby, saying which one is active, and
- * takes over when that one's lease ends (at once when it was a process of
- * this host that is gone, else when the lease expires).
+ * on the journal only while this process is the active service of its
+ * host, which a lease decides (service-lease.ts): of two services on one
+ * host, one is active and the other waits on standby, saying which one is
+ * active, and takes over when that one's lease ends (at once when it was a
+ * process of this host that is gone, else when the lease expires). On a
+ * journal several hosts share, each host has an active service; which runs
+ * each recovers is host-scope.ts's.
  *
  * States:
  *   standby ──(service lease acquired)──▶ active ──(lease lost)──▶ standby
