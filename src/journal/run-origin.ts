@@ -42,18 +42,3 @@ export function badOriginMessage(text: string): string {
 /** The id prefix of the runs a schedule starts (service/scheduler.ts tickRunId). */
 export const SCHEDULED_ID_PREFIX = "sched-";
 
-
-/**
- * How a run was started, read from its `run_started` payload as the origin
- * filter reads it (./run-origin-sql.ts): rerun or fork when it names the run
- * it came from, else its `startedBy`, else `schedule` for a schedule's id;
- * undefined when nothing recorded says (a run older than `startedBy`, a
- * continueAsNew).
- */
-export function startOrigin(runId: string, started: unknown): Exclude<RunOriginFilter, "recovery"> | undefined {
-  const p = (started ?? {}) as { origin?: { kind?: unknown } | null; startedBy?: unknown };
-  if (p.origin) return p.origin.kind === "rerun" || p.origin.kind === "fork" ? p.origin.kind : undefined;
-  if (p.startedBy === "cli" || p.startedBy === "api" || p.startedBy === "schedule") return p.startedBy;
-  if (p.startedBy === undefined && runId.startsWith(SCHEDULED_ID_PREFIX)) return "schedule";
-  return undefined;
-}

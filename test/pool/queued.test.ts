@@ -148,7 +148,7 @@ e2eTest(
     expect(counts).toMatchObject({ total: 8, completed: 0, running: 2, queued: 6, stopped: 0 });
     // the table says the same in words
     const table = await runAtomic(["runs"], { home, env: { COLUMNS: "200" } });
-    expect(table.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+STARTED\s+DURATION\s+STAGES\s+TOKENS\s+COST/m);
+    expect(table.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+ORIGIN\s+STARTED\s+DURATION\s+STAGES\s+TOKENS\s+COST/m);
     expect(table.stdout).toContain("0 done, 2 running, 6 queued");
 
     // /api/runs of the real server (the page's run list)

@@ -91,7 +91,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.goto(url);
       const row = page.locator(`tr[data-run="${run.id}"]`);
       await row.waitFor();
-      expect(await row.locator("td").allTextContents()).toEqual(["", run.id, "pipeline", "completed", expect.any(String), expect.any(String), "6 done", ""]); // first: the bulk-action checkbox
+      expect(await row.locator("td").allTextContents()).toEqual(["", run.id, "pipeline", "completed", "cli", expect.any(String), expect.any(String), "6 done", ""]); // first: the bulk-action checkbox; then id, workflow, status, origin, started, duration
       await page.selectOption('select[aria-label="status"]', "failed");
       await page.waitForFunction(() => document.querySelector("tbody td")?.textContent === "no run matches the filter" || document.querySelector("tbody td")?.textContent?.startsWith("no runs yet"));
       await page.selectOption('select[aria-label="status"]', "");
