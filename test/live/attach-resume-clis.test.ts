@@ -41,6 +41,9 @@ async function steerThroughAttach(opts: { home: string; env: Record<string, stri
   attach.stdin.write(`${STEER}\n`);
   attach.stdin.flush();
   await out.waitFor(new RegExp(`"type":"message".*"mode":"steer".*"text":"${STEER}"`), AGENT_STEP_LIMIT_MS);
+  // The turn is let go only once the runner holds the steer (delivered): released when it is merely queued in the
+  // journal, the turn could end before the message reached the stage, which then ended with it undeliverable.
+  await out.waitFor(/"type":"message".*"state":"delivered"/, AGENT_STEP_LIMIT_MS);
   opts.release();
   await out.waitFor(/"type":"text".*second answer/, AGENT_STEP_LIMIT_MS);
   await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
