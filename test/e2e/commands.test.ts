@@ -57,7 +57,7 @@ e2eTest("run examples/review.ts end to end, then runs, show, logs and id prefixe
   // runs: text and --json list the root run only
   const runs = await runAtomic(["runs"], { home });
   expect(runs.code).toBe(0);
-  expect(runs.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+STARTED\s+DURATION/);
+  expect(runs.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+ORIGIN\s+STARTED\s+DURATION/);
   expect(runs.stdout).toMatch(new RegExp(`^${id}\\s+completed\\s+review\\s`, "m"));
   const listed = await listRuns(home);
   expect(listed).toHaveLength(1);

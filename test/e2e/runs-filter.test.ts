@@ -90,7 +90,7 @@ e2eTest("--status takes shown statuses, --workflow and --since filter, an empty 
 e2eTest("runs fits the terminal: columns dropped and names elided when COLUMNS or the terminal is narrow", async () => {
   const { home, crashed } = await mixedHome();
   const wide = await runAtomic(["runs"], { home, env: { COLUMNS: "200" } });
-  expect(wide.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+STARTED\s+DURATION\s+STAGES\s+TOKENS\s+COST\s+CODE$/m);
+  expect(wide.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+ORIGIN\s+STARTED\s+DURATION\s+STAGES\s+TOKENS\s+COST\s+CODE$/m);
   expect(wide.stdout).toContain("a-workflow-with-a-rather-long-name");
   expect(wide.stdout).toMatch(new RegExp(`^${crashed}\\s+crashed\\s+waits\\s.*driver process gone$`, "m"));
   for (const width of [80, 60, 40]) {
