@@ -9,7 +9,7 @@
  */
 
 import { Arrivals } from "./arrivals.ts";
-import { fields, jsonAttributes, keyValue, type JsonAny, type Reader } from "./otlp-receiver.ts";
+import { fields, jsonAttributes, keyValue, serveOtlp, type JsonAny, type Reader } from "./otlp-receiver.ts";
 
 export interface ReceivedPoint {
   metric: string;
@@ -44,29 +44,14 @@ export interface OtlpMetricsReceiver {
 
 export async function startOtlpMetricsReceiver(): Promise<OtlpMetricsReceiver> {
   const exports = new Arrivals<MetricExport>();
-  const state = { requests: 0 };
-  const server = Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    async fetch(req) {
-      const path = new URL(req.url).pathname;
-      if (req.method !== "POST" || path !== "/v1/metrics") return new Response("not found", { status: 404 });
-      state.requests++;
-      const body = new Uint8Array(await req.arrayBuffer());
-      const json = (req.headers.get("content-type") ?? "").includes("json");
-      for (const e of json ? fromJson(JSON.parse(new TextDecoder().decode(body))) : fromProtobuf(body)) exports.add(e);
-      return json ? Response.json({}) : new Response(new Uint8Array(), { headers: { "content-type": "application/x-protobuf" } });
-    },
-  });
+  const endpoint = serveOtlp("/v1/metrics", exports, { json: fromJson, protobuf: fromProtobuf });
   return {
-    url: `http://127.0.0.1:${server.port}`,
+    url: endpoint.url,
     exports,
     get requests() {
-      return state.requests;
+      return endpoint.requests;
     },
-    close: async () => {
-      await server.stop(true);
-    },
+    close: () => endpoint.close(),
   };
 }
 

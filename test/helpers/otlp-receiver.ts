@@ -48,32 +48,46 @@ type ReaderClass = new (buf: Uint8Array) => Reader;
 /** The transformer's reader: not among the package's exports, so it is loaded by its file. */
 const { ProtobufReader } = (await import(join(ROOT, "node_modules/@opentelemetry/otlp-transformer/dist/common/protobuf/protobuf-reader.mjs"))) as { ProtobufReader: ReaderClass };
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
-  const spans = new Arrivals<ReceivedSpan>();
+/** A local OTLP/HTTP endpoint: `POST <path>` in either encoding, each request decoded by `decode` into `into`. */
+export function serveOtlp<T>(
+  path: string,
+  into: Arrivals<T>,
+  decode: { json: (body: JsonAny) => T[]; protobuf: (body: Uint8Array) => T[] },
+): { url: string; readonly requests: number; close(): Promise<void> } {
   const state = { requests: 0 };
   const server = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
     async fetch(req) {
-      const path = new URL(req.url).pathname;
-      if (req.method !== "POST" || path !== "/v1/traces") return new Response("not found", { status: 404 });
+      if (req.method !== "POST" || new URL(req.url).pathname !== path) return new Response("not found", { status: 404 });
       state.requests++;
       const body = new Uint8Array(await req.arrayBuffer());
       const json = (req.headers.get("content-type") ?? "").includes("json");
-      const got = json ? fromJson(JSON.parse(new TextDecoder().decode(body))) : fromProtobuf(body);
-      for (const s of got) spans.add(s);
+      for (const item of json ? decode.json(JSON.parse(new TextDecoder().decode(body))) : decode.protobuf(body)) into.add(item);
       return json ? Response.json({}) : new Response(new Uint8Array(), { headers: { "content-type": "application/x-protobuf" } });
     },
   });
   return {
     url: `http://127.0.0.1:${server.port}`,
-    spans,
     get requests() {
       return state.requests;
     },
     close: async () => {
       await server.stop(true);
     },
+  };
+}
+
+export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+  const spans = new Arrivals<ReceivedSpan>();
+  const endpoint = serveOtlp("/v1/traces", spans, { json: fromJson, protobuf: fromProtobuf });
+  return {
+    url: endpoint.url,
+    spans,
+    get requests() {
+      return endpoint.requests;
+    },
+    close: () => endpoint.close(),
   };
 }
 
