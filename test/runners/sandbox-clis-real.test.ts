@@ -11,15 +11,17 @@
  * the key never reaches the provider. The same probe with `sandbox: "off"`
  * reads the key (the probe is not vacuous). claude's own permission
  * check refuses that probe's shell as obfuscated (a pipe into tr), so
- * claude runs a plain one with the permission atomic gives for
+ * claude runs a plain one (the same escapes, one a line) with the permission atomic gives for
  * `tools: ["bash"]` (--allowedTools Bash), its outcomes read from the
- * tool_result block alone. claude inside a sandbox besides: its run tools
+ * tool_result block alone; unsandboxed, the same lines read the key, write
+ * through the link and reach the port (the daemonized sleep is ended then
+ * by the runner's own cleanup, which finds it by the stage's marker). claude inside a sandbox besides: its run tools
  * through its MCP server (run-tools-real.test.ts) and its sessions
  * (sessions-real.test.ts); opencode: chat-agents-real.test.ts; pi:
  * sandbox-pi.test.ts.
  */
 
-import { afterEach, expect } from "bun:test";
+import { afterAll, expect } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { agentTest } from "../helpers/agents.ts";
@@ -30,9 +32,13 @@ import { startFakeAnthropic, text as claudeText, toolUse } from "../helpers/fake
 import { realStages, runStage, type RealStage } from "../helpers/real-agent-stage.ts";
 import { pidsRunning } from "../helpers/processes.ts";
 
-/** What a world leaves to end after its test: its loopback server, a daemonized sleep of a probe that got out. */
+/**
+ * What a world leaves to end: its loopback server, a daemonized sleep of a probe that got out. Ended after the
+ * file's tests, not after each: the tests run concurrently, and an afterEach of one would stop another's server
+ * while its probe runs (making "cannot reach the port" hold for the wrong reason).
+ */
 const closers: (() => void)[] = [];
-afterEach(() => {
+afterAll(() => {
   for (const close of closers.splice(0)) close();
 });
 
@@ -67,6 +73,9 @@ function world(s: RealStage<unknown>) {
   ].join("; ")}; } | tr A-Z a-z`;
   return {
     probe,
+    otherPort: other.port,
+    marker,
+    visits: () => visits,
     check(said: string) {
       for (const seen of ["ssh=denied", "atomic_home=denied", "outside=denied", "link=denied", "other_port=denied", "work=done"]) expect(said).toContain(seen);
       expect(said).not.toContain("planted-sandbox-key");
@@ -112,32 +121,42 @@ agentTest("gemini in a sandbox: its shell tool cannot read ~/.ssh nor the atomic
   s.fake.assertOnlyFake();
 });
 
-agentTest("claude in its default sandbox (no sandbox option): its Bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; unsandboxed it reads the key", async () => {
+agentTest("claude in its default sandbox (no sandbox option): its Bash tool cannot read ~/.ssh nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds; unsandboxed it reads the key", async () => {
   const s = await claude();
-  world(s); // the planted key and secret, the directory outside
+  const w = world(s); // the planted key and secret, the directory outside and its link, the other port, the marker
   const outside = join(s.h.dir, "outside");
   // One command a line, no pipe: claude's own check lets these run under --allowedTools Bash.
   const probe = [
     `cat "$HOME/.ssh/id_ed25519" && echo SSH=READ || echo SSH=DENIED`,
     `cat "${s.h.home}/planted-secret" && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED`,
     `echo x > "${outside}/escaped" && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED`,
+    `echo x > link-out/via-link && echo LINK=WRITTEN || echo LINK=DENIED`,
+    `curl -sS -m 30 -o /dev/null --noproxy 127.0.0.1 http://127.0.0.1:${w.otherPort}/ && echo OTHER_PORT=REACHED || echo OTHER_PORT=DENIED`,
+    `nohup setsid sleep ${w.marker} > /dev/null 2>&1 < /dev/null & echo BACKGROUND=STARTED`,
     `echo done > result.txt && echo WORK=DONE`,
   ].join("\n");
   s.fake.push(toolUse("Bash", { command: probe, description: "probe" }), claudeText("probed"));
   const { outputs } = await runStage(s, { prompt: "probe", tools: JSON.stringify(["bash"]) });
   expect(outputs).toMatchObject({ status: "completed", text: "probed" });
   const result = toolResult(s, 1);
-  for (const seen of ["SSH=DENIED", "ATOMIC_HOME=DENIED", "OUTSIDE=DENIED", "WORK=DONE"]) expect(result).toContain(seen);
+  for (const seen of ["SSH=DENIED", "ATOMIC_HOME=DENIED", "OUTSIDE=DENIED", "LINK=DENIED", "OTHER_PORT=DENIED", "BACKGROUND=STARTED", "WORK=DONE"]) expect(result).toContain(seen);
   expect(JSON.stringify(s.fake.calls.map((c) => c.body))).not.toContain("planted-sandbox-key");
   expect(existsSync(join(outside, "escaped"))).toBe(false);
+  expect(existsSync(join(outside, "via-link"))).toBe(false);
+  expect(w.visits()).toBe(0);
+  // the stage has ended, its PID namespace with it: the daemonized sleep too
+  expect(pidsRunning(["sleep", w.marker])).toEqual([]);
   expect(readFileSync(join(s.cwd, "result.txt"), "utf8")).toBe("done\n");
   // the probe is not vacuous: with sandbox "off" the same command reads the key
   s.fake.push(toolUse("Bash", { command: probe, description: "probe" }), claudeText("read"));
   const off = await runStage(s, { prompt: "probe again", tools: JSON.stringify(["bash"]), sandbox: JSON.stringify("off") });
   expect(off.outputs.status).toBe("completed");
   expect(toolResult(s, 3)).toContain("planted-sandbox-key");
-  expect(toolResult(s, 3)).toContain("SSH=READ");
+  // (unsandboxed, the runner's own cleanup ends the daemonized sleep: agent-process.ts finds it by the stage's marker)
+  for (const seen of ["SSH=READ", "LINK=WRITTEN", "OTHER_PORT=REACHED", "BACKGROUND=STARTED"]) expect(toolResult(s, 3)).toContain(seen);
   expect(existsSync(join(outside, "escaped"))).toBe(true);
+  expect(w.visits()).toBe(1);
+
   s.fake.assertOnlyFake();
 });
 
