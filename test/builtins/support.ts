@@ -177,10 +177,17 @@ export async function drive(args: string[], s: Scripted, home: string, cwd: stri
   void proc.exited.then(() => (exited = true));
   const answered: string[] = [];
   let killed = false;
+  // The inbox is asked (a spawn of the binary, 60-100 CPU-ms) when the run printed something since the last
+  // look (a question opening prints its `prompt` event), and at least once a second in case one came without
+  // a line; asked every 100 ms instead, it cost more CPU than the run it watched.
+  let linesSeen = -1;
+  let lookedAt = 0;
   while (!exited && !killed) {
     if (killAt && !askKill && (s.counts.get(killAt) ?? 0) > 0) killed = true;
     const id = runId();
-    if (!killed && id) {
+    if (!killed && id && (out.lines.length !== linesSeen || Date.now() - lookedAt >= 1_000)) {
+      linesSeen = out.lines.length;
+      lookedAt = Date.now();
       const box = await runAtomic(["inbox", id, "--json"], { home, env: s.env });
       const open = box.code === 0 ? (JSON.parse(box.stdout) as { prompts: Question[] }).prompts.find((p) => p.state === "open") : undefined;
       if (open && askKill !== undefined && open.question.includes(askKill)) killed = true;

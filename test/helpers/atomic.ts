@@ -145,14 +145,20 @@ export function lineWatcher(stream: ReadableStream<Uint8Array>) {
   };
 }
 
-/** Poll `cond` until it is truthy (no fixed sleeps in tests). */
+/**
+ * Poll `cond` until it is truthy (no fixed sleeps in tests). The pause after a check is four times what the
+ * check took, at least 20 ms and at most 500 ms, so a wait spends about a fifth of its time checking: a
+ * cheap check (a file, a variable) is polled every 20 ms, while one that spawns the binary (`atomic show`,
+ * 60-100 CPU-ms), scans /proc or asks a service no longer takes most of a core for the whole wait.
+ */
 export async function waitUntil<T>(cond: () => T | Promise<T>, timeoutMs = 30_000, what = "condition"): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
+    const checked = Date.now();
     const v = await cond();
     if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
+    await Bun.sleep(Math.min(500, Math.max(20, 4 * (Date.now() - checked))));
   }
 }
 
