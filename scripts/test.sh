@@ -80,8 +80,9 @@ lane_ignored=("${lane[@]/%\//\/**}")
 # service (recovery, schedules, retention, the service lease) and fork/rerun tests again, on the Postgres journal
 # (every home a schema in the suite's cluster: test/helpers/postgres.ts); pool tests of SQLite's write lock skip
 # themselves there. Files in those folders that never open a journal (the intercom broker and its framing and
-# addresses; the pool's message parsing, state table, output batching, root channel and lease-deadline rule, in this process) ran on
-# the first pass and would run the same again: they are left out of this one.
+# addresses; the pool's message parsing, state table, output batching, root channel and lease-deadline rule, in this process)
+# or open a SQLite one of their own whatever the pass (the scheduler's decisions) ran on the first pass and would
+# run the same again: they are left out of this one.
 # This Postgres pass runs in the second lane's process chain, after its files: the main lane (1,041 s at b720172)
 # outlasts the second lane (372 s) and the Postgres pass (238 s) together, which
 # before ran alone after it; at most two bun test processes run at once (one at a time in the chain). The heavy
@@ -95,6 +96,7 @@ journal_free=(
   test/intercom/broker.test.ts test/intercom/framing.test.ts test/intercom/addresses.test.ts
   test/pool/parse-message.test.ts test/pool/pool-executor-state.test.ts test/pool/event-batcher.test.ts
   test/pool/root-channel.test.ts test/pool/pool-executor.test.ts test/pool/lease-deadline-rule.test.ts
+  test/service/scheduler.test.ts
 )
 # second_lane: the waiting files, then the Postgres pass; each one's exit status goes to a file of its own.
 # (set -e holds in it too: a failing pass must not end the chain, so each status is caught.)
