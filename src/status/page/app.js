@@ -349,8 +349,8 @@
         cell(String(t.attempts), "attempts"),
         cell(String(t.childRuns), "child runs"),
         cell(fmtDuration(run.durationMs), "duration", "t-duration"),
-        t.usage ? cell(fmtCost(t.usage.costMicroUsd), "cost") : null,
-        t.usage ? cell(fmtTokens(t.usage), "tokens") : null);
+        t.usage ? cell(fmtCost(t.usage.costMicroUsd), "cost", "t-cost") : null,
+        t.usage ? cell(fmtTokens(t.usage), "tokens", "t-tokens") : null);
     }
 
     function renderIo(run) {
@@ -403,7 +403,7 @@
       // The host of a worker id is an identity ("name/machine/boot/pidns", or a --host-id): its name part is shown.
       if (step.ranOn) rows.push(["host", h("span", { id: "stage-host", text: `${step.ranOn.host.split("/")[0]}${step.ranOn.remote ? " (worker host)" : " (the root's machine)"}` })]);
       if (step.queueWait) rows.push(["waiting", h("span", { id: "stage-queue-wait", text: step.queueWait })]);
-      if (step.usage) rows.push(["usage", `${fmtTokens(step.usage)} tokens, ${fmtCost(step.usage.costMicroUsd)}`]);
+      if (step.usage) rows.push(["usage", h("span", { id: "stage-usage", text: `${fmtTokens(step.usage)} tokens, ${fmtCost(step.usage.costMicroUsd)}` })]);
       if (step.childRunId) rows.push(["child run", h("a", { class: "mono", href: `/runs/${step.childRunId}`, text: step.childRunId })]);
       for (const a of step.attemptLog || []) {
         const queued = a.queuedAt && a.queuedAt < a.startedAt ? `queued ${fmtDuration(a.startedAt - a.queuedAt)}, ` : "";
