@@ -9,6 +9,11 @@
  * in the stage's cwd (a temp dir of the test's, the same path inside and
  * out) and its `sleep` is found by its command line (a length of its own),
  * not by the `$!` it sees inside.
+ *
+ * Every stage names its model (MODEL): claude's default model, and with it
+ * the prices of its own cost figure, changes with its version. The file
+ * passes with the pinned claude and with the newest one tried
+ * (ATOMIC_TEST_AGENTS, test/helpers/agents.ts).
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -24,6 +29,12 @@ import type { RunnerEvent, RunnerHandle, StageRequest } from "../../src/runners/
 import { cleanupNow, cleanupWhenIdle, parseNdjson, startedRunId } from "../e2e/support.ts";
 
 const WF = join(import.meta.dir, "fixtures", "claude-stage.ts");
+/**
+ * The model every stage names: one that the pinned claude (2.1.197, whose default it is) and 2.1.332 (whose
+ * default is claude-opus-5-5) both price from their own table at the opus-4 family's list prices: $5/M input,
+ * $25/M output, $0.5/M cache reads, $6.25/M cache writes.
+ */
+const MODEL = "claude-opus-4-8";
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
 
@@ -64,7 +75,7 @@ async function setup(): Promise<Setup> {
 }
 
 async function run(s: Setup, inputs: Record<string, string>, extra: string[] = []) {
-  const args = ["run", WF, "--json", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`]), ...extra];
+  const args = ["run", WF, "--json", ...Object.entries({ model: MODEL, ...inputs }).flatMap(([k, v]) => ["--input", `${k}=${v}`]), ...extra];
   const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   const lines = parseNdjson(r.stdout);
   return { ...r, result: lines.at(-1) as { runId: string; outputs?: Record<string, any>; status?: string } | undefined };
@@ -109,10 +120,35 @@ agentTest(
     const system = JSON.stringify(s.fake.calls[0]!.body.system);
     expect(system).toContain("SYSTEM-NOTE: be brief");
     expect(system).toContain("Claude");
-    // opus-4 family prices (claude's table): 11 in × $5/M + 3 out × $25/M + 5 cache reads × $0.5/M + 2 writes × $6.25/M = $0.00014500
+    // MODEL's prices (claude's table): 11 in × $5/M + 3 out × $25/M + 5 cache reads × $0.5/M + 2 writes × $6.25/M = $0.00014500
     expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, costMicroUsd: 145, turns: 1, model: "claude-opus-4-8" }); // modelUsage's key without its "[1m]" context tag
     expect(s.fake.calls).toHaveLength(1);
     expect(userText(s.fake.calls[0]!.body)).toContain("say hello");
+    await done(s);
+  },
+  AGENT_TEST_LIMIT_MS,
+);
+
+agentTest(
+  "a model claude has no price for: the stage says unpriced, never a guess or $0 (claude 2.1.332 marks its guess costBasis unknown)",
+  async () => {
+    const s = await setup();
+    s.fake.push(text("Hello", { input: 11, output: 3, cacheRead: 5, cacheWrite: 2 }));
+    const r = await run(s, { prompt: "say hello", model: "claude-nonesuch-1" });
+    expect(r.code).toBe(0);
+    const usage = r.result!.outputs!.usage;
+    expect(usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, model: "claude-nonesuch-1" });
+    const report = JSON.parse((await runAtomic(["show", r.result!.runId, "--json"], { home: s.home, env: s.env })).stdout);
+    const events = readFileSync(join(report.steps.find((x: any) => x.name === "ask").artifactDir, "events.jsonl"), "utf8");
+    if (events.includes('"costBasis"')) {
+      // claude says whether it knew the price: it did not, and the config has none
+      expect(events).toContain('"costBasis":"unknown"');
+      expect(usage).toMatchObject({ costMicroUsd: 0, unpriced: true });
+      expect(await show(s, r.result!.runId)).toContain("unpriced");
+    } else {
+      // 2.1.197 prices a model it does not know as its default one and does not say so: taken as reported
+      expect(usage.costMicroUsd).toBe(145);
+    }
     await done(s);
   },
   AGENT_TEST_LIMIT_MS,
@@ -128,8 +164,11 @@ agentTest(
     const r = await run(s, { prompt: "make the file", tools: JSON.stringify(["bash", "read", "list", "grep"]) });
     expect(r.code).toBe(0);
     expect(existsSync(file)).toBe(true);
-    expect(s.fake.calls[0]!.body.tools.map((t: any) => t.name).sort()).toEqual(["Bash", "Glob", "Grep", "Read"]);
-    const result = s.fake.calls[1]!.body.messages.at(-1).content.find((b: any) => b.type === "tool_result");
+    // 2.1.332 adds a placeholder that keeps its deferred tool loading on ("never call this tool"): not a tool one can use
+    const offered = s.fake.calls[0]!.body.tools.map((t: any) => t.name).filter((n: string) => n !== "DeferredToolPlaceholder");
+    expect(offered.sort()).toEqual(["Bash", "Glob", "Grep", "Read"]);
+    // (2.1.332 may put a message of its own after the tool's result)
+    const result = s.fake.calls[1]!.body.messages.flatMap((m: any) => (Array.isArray(m.content) ? m.content : [])).find((b: any) => b.type === "tool_result");
     expect(result.is_error).toBeFalsy();
     expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 220, outputTokens: 16, cacheReadTokens: 110, cacheWriteTokens: 20, turns: 2 });
     await done(s);
@@ -179,8 +218,11 @@ const RETRIES = (n: number, reply: ReturnType<typeof httpError>) => Array.from({
 
 for (const [name, replies, code, words] of [
   ["401", RETRIES(3, httpError(401, "authentication_error", "invalid x-api-key")), "provider_auth", /HTTP 401\): Invalid API key/],
-  ["400", [httpError(400, "invalid_request_error", "max_tokens: 99999999 is greater than the maximum")], "provider_bad_request", /HTTP 400\): .*max_tokens: 99999999 is greater than the maximum/],
-  ["429 with Retry-After", RETRIES(3, httpError(429, "rate_limit_error", "slow down please", { "retry-after": "3" })), "provider_rate_limit", /HTTP 429\): .*slow down please; claude retried 2 time\(s\), the last after 3000 ms/],
+  // A 400 that lasts: 2.1.197 gives up at once; 2.1.332 sends the request up to 5 more times, each without one
+  // more of its beta features (headers, then its deferred tools), and ends as 2.1.197 does when none helped.
+  ["400", RETRIES(10, httpError(400, "invalid_request_error", "max_tokens: 99999999 is greater than the maximum")), "provider_bad_request", /HTTP 400\): .*max_tokens: 99999999 is greater than the maximum/],
+  // The wait is checked below: Retry-After, plus jitter in 2.1.332.
+  ["429 with Retry-After", RETRIES(3, httpError(429, "rate_limit_error", "slow down please", { "retry-after": "3" })), "provider_rate_limit", /HTTP 429\): .*slow down please; claude retried 2 time\(s\), the last after \d+ ms/],
   ["500 that outlasts claude's retries", RETRIES(3, httpError(500, "api_error", "the fake broke")), "provider_unavailable", /HTTP 500\): .*the fake broke/],
   ["an error inside the stream (and the non-streaming fallback overloaded)", RETRIES(4, streamError("overloaded_error", "Overloaded right now")), "provider_unavailable", /HTTP 529\): .*Overloaded right now/],
 ] as const) {
@@ -196,6 +238,10 @@ for (const [name, replies, code, words] of [
       expect(err.code).toBe(code);
       expect(err.message).toMatch(words);
       expect(err.message).toContain("(claude exited with status 1)");
+      // claude honours Retry-After (3 s here) and adds up to a quarter of it as jitter from 2.1.332 on (3,451 and
+      // 3,718 ms seen; 2.1.197 waits exactly 3,000)
+      const waited = /the last after (\d+) ms/.exec(err.message)?.[1];
+      if (name.startsWith("429")) expect(Number(waited)).toBeWithin(3000, 3751);
       await done(s);
     },
     AGENT_TEST_LIMIT_MS,
@@ -250,7 +296,7 @@ agentTest(
 /** `atomic run` in the background; its run id from the "started run" line. */
 async function start(s: Setup, inputs: Record<string, string | number>, extra: string[] = []) {
   const json = join(makeTempDir("atomic-claude-inputs-"), "inputs.json");
-  writeFileSync(json, JSON.stringify(inputs));
+  writeFileSync(json, JSON.stringify({ model: MODEL, ...inputs }));
   const proc = spawnAtomic(["run", WF, "--inputs-json", json, ...extra], { home: s.home, cwd: s.cwd, env: s.env });
   const out = lineWatcher(proc.stdout);
   const runId = startedRunId(await out.waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
@@ -441,15 +487,18 @@ agentTest(
       const started = join(dir, "started");
       const after = join(dir, "after");
       const sleep = uniqueSleep();
-      s.fake.push(toolUse("Bash", { command: `${sleep.join(" ")} & touch ${started}; wait`, description: "wait" }));
+      // Not a command that starts with a long sleep: claude 2.1.332 blocks those ("Blocked: sleep N followed by: …").
+      s.fake.push(toolUse("Bash", { command: `cd ${dir}; ${sleep.join(" ")} & touch ${started}; wait`, description: "wait" }));
       const gate = join(dir, "go");
-      const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs, after: `touch ${after}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
+      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs, after: `touch ${after}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
       const toolStarted = () => existsSync(started);
       await waitUntil(() => toolStarted() || existsSync(after), AGENT_STEP_LIMIT_MS, "the tool to start (or the stage to time out first)");
       if (!toolStarted()) {
         expect(timeoutMs).toBeLessThan(AGENT_STEP_LIMIT_MS); // claude never reached its tool, even with the longest timeout
         writeFileSync(gate, "");
         await proc.exited;
+        // It timed out (a stage that ended otherwise, say with its tool refused, is not a slow start)
+        expect((await stageError(s, runId)).code).toBe("timeout");
         await done(s);
         continue;
       }
@@ -468,7 +517,7 @@ agentTest(
 );
 
 agentTest(
-  "resume by session id: a message that comes after claude's stdin was closed resumes the session (--resume); usage restarts per process and is summed",
+  "resume by session id: a message that comes after claude's stdin was closed resumes the session (--resume); usage is each call's once, however the resumed process counts",
   async () => {
     const s = await setup();
     // The runner in this process, so the message can come in the moment after the turn's end closed stdin.
@@ -483,6 +532,7 @@ agentTest(
       stageName: "ask",
       attempt: 1,
       runner: "claude",
+      model: MODEL,
       prompt: "first question",
       cwd: dir,
       artifactDir: join(dir, "artifacts"),
@@ -507,7 +557,8 @@ agentTest(
     const second = s.fake.calls[1]!.body;
     expect(userText(second)).toContain("first question");
     expect(userText(second)).toContain("LATE-MESSAGE");
-    // The resumed process's modelUsage starts again at 0: 100+7 in, 10+3 out; $0.00125 + $0.00011
+    // The resumed process's modelUsage starts again at 0 (up to 2.1.276) or at the session's totals (from 2.1.277):
+    // either way each call counts once: 100+7 in, 10+3 out; $0.00125 + $0.00011
     expect(r.usage).toMatchObject({ inputTokens: 107, outputTokens: 13, cacheReadTokens: 1000, costMicroUsd: 1360, turns: 2 });
     await done(s);
   },

@@ -47,9 +47,8 @@ const STAGES = ["first", "forked", "second", "third", "filed"];
 
 /**
  * What each call of the fakes answers, and one call in atomic's ledger: input excludes cache reads and
- * writes; claude prices its calls from its own table, which changes with its version (2.1.197: 530
- * micro-dollars a call, 2.1.332: 404), so its stages must each cost what its first did; from the
- * config's (agent-homes.ts PRICES) for codex and gemini, from the CLI's models file (chat-agents.ts:
+ * writes; claude prices its calls from its own table, for a model it names (CLAUDE_MODEL: its default
+ * model changes with its version, and its prices with it); from the config's (agent-homes.ts PRICES) for codex and gemini, from the CLI's models file (chat-agents.ts:
  * 1 in, 2 out, 0.5 cache read) for opencode and pi.
  */
 const CALL = {
@@ -59,7 +58,8 @@ const CALL = {
   chat: { prompt: 117, cached: 100, completion: 7 },
 };
 const LEDGER: Record<string, Ledger> = {
-  claude: { inputTokens: 11, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: NaN },
+  // 11 × $5/M + 100 × $0.5/M + 40 × $6.25/M + 7 × $25/M
+  claude: { inputTokens: 11, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: 55 + 50 + 250 + 175 },
   codex: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: 34 + 50 + 120 + 70 },
   gemini: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 25 + 28 },
   chat: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
@@ -71,7 +71,9 @@ afterAll(() => {
   if (!daemonDirWasThere && existsSync(DAEMON_DIR) && readdirSync(DAEMON_DIR).length === 0) rmdirSync(DAEMON_DIR);
 });
 
-const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
+/** A model the pinned claude (2.1.197) and 2.1.332 both price from their tables at the same list prices. */
+const CLAUDE_MODEL = "claude-opus-4-8";
+const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude", model: CLAUDE_MODEL });
 const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 

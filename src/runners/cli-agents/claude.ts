@@ -1,7 +1,7 @@
 /**
  * The Claude Code adapter (`claude` runner): its flags, its records mapped
  * onto ours, its final event. See adapters.ts and docs/design/runners.md ("Verified
- * against the real CLIs"; tested with @anthropic-ai/claude-code 2.1.197).
+ * against the real CLIs"; tested with @anthropic-ai/claude-code 2.1.197 and 2.1.332).
  *
  * `claude -p --output-format stream-json --verbose --input-format stream-json --session-id <uuid>`:
  * the prompt and every later user turn are JSON lines on stdin (so a prompt
@@ -17,6 +17,8 @@
  * fallback. So tokens and cost are taken from modelUsage as deltas against
  * the last result of the same process (per model: Claude also calls small
  * models for side tasks); `result.usage` only when modelUsage is missing.
+ * A cost claude guessed for a model it has no price for is not taken
+ * (knowsPrice).
  * Where the totals start differs by version: up to 2.1.276 at 0 in every
  * process; from 2.1.277 a `--resume`d or forked process starts at the
  * resumed session's totals. The adapter does not go by the version: the
@@ -169,9 +171,19 @@ function recordUsage(rec: Rec, ctx: AdapterContext): void {
     prev[key] = now;
     s.session[key] = plus(s.session[key], d);
     if (d.every((x) => x === 0) && i > 0) return;
-    report(ctx, modelName(key), d.slice(0, 4), typeof m.costUSD === "number" ? d[4]! / 1_000_000 : undefined, i === 0 ? turns : 0);
+    report(ctx, modelName(key), d.slice(0, 4), knowsPrice(m) ? d[4]! / 1_000_000 : undefined, i === 0 ? turns : 0);
   });
 }
+
+/**
+ * Whether claude's `costUSD` for a model is a price it knows. For a model
+ * missing from its table claude still reports a cost, at its default model's
+ * prices: 2.1.332 marks that figure `costBasis: "unknown"` (a known price is
+ * "list"); then the config's price table prices the tokens, or the stage is
+ * marked unpriced, never charged a guess. 2.1.197 says nothing of the kind,
+ * so its guess is taken as reported (docs/design/runners.md).
+ */
+const knowsPrice = (m: Rec) => typeof m.costUSD === "number" && m.costBasis !== "unknown";
 
 /**
  * Whether this (first) result's modelUsage starts from the session's totals

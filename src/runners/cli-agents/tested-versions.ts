@@ -27,7 +27,7 @@ const home = (env?: EnvSource) => readEnv("HOME", env) ?? homedir();
 const xdgConfig = (env?: EnvSource) => readEnv("XDG_CONFIG_HOME", env) ?? join(home(env), ".config");
 
 export const AGENT_NEEDS: Record<string, AgentNeeds> = {
-  claude: { tested: ["2.1.197"], keys: ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"], settings: (env) => join(readEnv("CLAUDE_CONFIG_DIR", env) ?? join(home(env), ".claude"), "settings.json"), note: "or `claude login`" },
+  claude: { tested: ["2.1.197", "2.1.332"], keys: ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"], settings: (env) => join(readEnv("CLAUDE_CONFIG_DIR", env) ?? join(home(env), ".claude"), "settings.json"), note: "or `claude login`" },
   codex: { tested: ["0.171.0"], keys: ["OPENAI_API_KEY"], settings: (env) => join(readEnv("CODEX_HOME", env) ?? join(home(env), ".codex"), "config.toml"), note: "or `codex login`; the provider and model in config.toml" },
   gemini: { tested: ["0.61.0"], keys: ["GEMINI_API_KEY", "GOOGLE_API_KEY"], settings: (env) => join(home(env), ".gemini", "settings.json"), note: "with GOOGLE_GEMINI_BASE_URL, settings.json must select gemini-api-key auth" },
   opencode: { tested: ["1.18.33"], keys: ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY"], settings: (env) => readEnv("OPENCODE_CONFIG", env) ?? join(xdgConfig(env), "opencode", "opencode.json"), note: "the provider's key, or apiKey in the config's provider entry; model as provider/model" },
