@@ -566,6 +566,32 @@ agentTest(
 );
 
 agentTest(
+  "continueFrom without the earlier attempt's files (its stage ran on another worker host): the continued stage is charged its own call only",
+  async () => {
+    const s = await setup();
+    const call = { input: 11, output: 7, cacheRead: 100, cacheWrite: 40 };
+    s.fake.push(text("noted: 42", call), text("you gave 42", call));
+    const dir = makeTempDir("atomic-claude-continue-");
+    const stage = (name: string, extra: Partial<StageRequest>) =>
+      getRunner("claude").start(
+        { runId: "run-continue", stageKey: name, stageName: name, attempt: 1, runner: "claude", model: MODEL, cwd: dir, artifactDir: join(dir, name), env: { ...s.env, TMPDIR: dir }, agent: { binary: agentBin("claude") }, prompt: "", ...extra },
+        () => {},
+      ).result;
+    const first = await stage("first", { prompt: "Remember the number 42." });
+    expect(first.status).toBe("completed");
+    // The earlier attempt's directory is not here: no session totals to start from.
+    const second = await stage("second", { prompt: "Which number did I give you?", continueFrom: { sessionId: first.sessionId!, artifactDir: join(dir, "on-another-host"), fork: false } });
+    expect(second.status).toBe("completed");
+    expect(userText(s.fake.calls[1]!.body)).toContain("Remember the number 42.");
+    // one call: 11 × $5/M + 7 × $25/M + 100 × $0.5/M + 40 × $6.25/M, whether claude's totals went on from the
+    // resumed session's (from 2.1.277; 2.1.332 also says what each result added) or started at 0 (2.1.197)
+    for (const r of [first, second]) expect(r.usage).toMatchObject({ inputTokens: 11, outputTokens: 7, cacheReadTokens: 100, cacheWriteTokens: 40, costMicroUsd: 530, turns: 1 });
+    await done(s);
+  },
+  AGENT_TEST_LIMIT_MS,
+);
+
+agentTest(
   "a worker whose coordinator is gone ends its running claude stage with the grace period (SIGTERM first), leaving nothing",
   async () => {
     const s = await setup();

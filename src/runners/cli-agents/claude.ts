@@ -21,10 +21,11 @@
  * (knowsPrice).
  * Where the totals start differs by version: up to 2.1.276 at 0 in every
  * process; from 2.1.277 a `--resume`d or forked process starts at the
- * resumed session's totals. The adapter does not go by the version: the
- * first result of each process shows which (carriesSession), and the
- * session's totals before it are the ones the continued stage left
- * (session-totals.ts).
+ * resumed session's totals. The adapter does not go by the version: a
+ * result that says what it added (`model_usage_since_last_result`, 2.1.332)
+ * is taken as it is; otherwise the first result of each process shows
+ * which (carriesSession), and the session's totals before it are the ones
+ * the continued stage left (session-totals.ts).
  *
  * Tools: atomic's names map to Claude's own (TOOL_MAP); `--tools` makes
  * exactly those available and `--allowedTools` lets them run without a
@@ -162,13 +163,24 @@ function recordUsage(rec: Rec, ctx: AdapterContext): void {
   }
   // Cost in micro-dollars before the difference: sums of the deltas stay exact.
   const figures = (m: Rec) => [num(m.inputTokens), num(m.cacheReadInputTokens), num(m.cacheCreationInputTokens), num(m.outputTokens), usdToMicro(num(m.costUSD))];
-  // The process's first result says whether its totals went on from the resumed session's (the header).
-  const prev = (s.process.modelUsage ??= carriesSession(rec, models, figures, ctx) ? structuredClone(s.session) : {}) as Totals;
-  models.forEach(([key, value], i) => {
-    const m = obj(value);
-    const now = figures(m);
-    const d = minus(now, prev[key]);
-    prev[key] = now;
+  const own = rec.model_usage_since_last_result;
+  let added: [string, Rec, number[]][];
+  if (typeof own === "object" && own !== null && !Array.isArray(own)) {
+    // What this result added, as claude counts it (2.1.332): no totals from before the process are needed.
+    added = Object.entries(own).map(([key, m]) => [key, obj(m), figures(obj(m))]);
+    s.process.modelUsage = Object.fromEntries(models.map(([key, m]) => [key, figures(obj(m))]));
+    if (!added.length) added = [[s.model ?? models[0]![0], {}, [0, 0, 0, 0, 0]]];
+  } else {
+    // The process's first result says whether its totals went on from the resumed session's (the header).
+    const prev = (s.process.modelUsage ??= carriesSession(rec, models, figures, ctx) ? structuredClone(s.session) : {}) as Totals;
+    added = models.map(([key, value]) => {
+      const now = figures(obj(value));
+      const d = minus(now, prev[key]);
+      prev[key] = now;
+      return [key, obj(value), d];
+    });
+  }
+  added.forEach(([key, m, d], i) => {
     s.session[key] = plus(s.session[key], d);
     if (d.every((x) => x === 0) && i > 0) return;
     report(ctx, modelName(key), d.slice(0, 4), knowsPrice(m) ? d[4]! / 1_000_000 : undefined, i === 0 ? turns : 0);
