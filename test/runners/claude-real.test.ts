@@ -130,7 +130,7 @@ agentTest(
 );
 
 agentTest(
-  "a model claude has no price for: the stage says unpriced, never a guess or $0 (claude 2.1.332 marks its guess costBasis unknown)",
+  "a model claude has no price for: the stage is unpriced, not $0, when claude says its cost is a guess (2.1.332: costBasis unknown)",
   async () => {
     const s = await setup();
     s.fake.push(text("Hello", { input: 11, output: 3, cacheRead: 5, cacheWrite: 2 }));
