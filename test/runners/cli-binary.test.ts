@@ -59,7 +59,7 @@ e2eTest("a CLI at a version the tests have not covered: one warning line at the 
   symlinkSync(join(pkg, "cli"), join(dir, "node_modules", ".bin", "claude"));
   writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { claude: { path: join(dir, "node_modules", ".bin", "claude") } } }));
   const r = await runAtomic(["run", join(FIX, "two-agents.ts"), "--workers", "1"], { home, cwd: dir, env: { FAKE_AGENT_DIR: dir } });
-  const said = "the claude CLI here is version 2.0.1, which atomic's tests have not covered (tested: 2.1.197";
+  const said = "the claude CLI here is version 2.0.1, which atomic's tests have not covered (tested: 2.1.197, 2.1.332";
   // One line on stderr for the two stages, before anything else is said there.
   expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: `warning: ${said}); its usage figures and events may differ\n` });
   const json = await runAtomic(["run", join(FIX, "two-agents.ts"), "--workers", "1", "--json"], { home, cwd: dir, env: { FAKE_AGENT_DIR: dir } });
