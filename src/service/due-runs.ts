@@ -27,7 +27,7 @@
 
 import { shownStatus } from "../journal/run-status.ts";
 import type { Journal } from "../journal/journal.ts";
-import type { JournalEvent, RunRecord } from "../journal/runs.ts";
+import type { JournalEvent, Lease, RunRecord } from "../journal/runs.ts";
 import { EVENT } from "../engine/journal-events.ts";
 import { recordedPlace, type RunPlace } from "../engine/run-place.ts";
 import type { RunId } from "../shared/ids.ts";
@@ -74,13 +74,14 @@ export class DueRuns {
    * `journalNow`: the journal's clock read at `now` where it has one (Postgres): a sleep that recorded its
    * wake-up on it (engine/steps/sleep.ts) is due by that clock, whatever this host's says.
    */
-  async verdict(run: RunRecord, now = Date.now(), journalNow?: number): Promise<Verdict> {
+  async verdict(run: RunRecord, now = Date.now(), journalNow?: number, leaseRead?: { lease: Lease | undefined }): Promise<Verdict> {
     let reason: DueReason | undefined;
+    const leaseOf = async () => (leaseRead ? leaseRead.lease : await this.journal.getLease(run.id));
     if (run.status === "running") {
-      const lease = await this.journal.getLease(run.id);
+      const lease = await leaseOf();
       if (shownStatus(run, lease, now) === "crashed") reason = "crashed";
     } else if (run.status === "awaiting_input") {
-      const lease = await this.journal.getLease(run.id);
+      const lease = await leaseOf();
       const nobody = !lease || shownStatus(run, lease, now) === "crashed";
       if (nobody && (await this.answered(run, now, (await this.factsOf(run)).checkpointed))) reason = "answered";
     } else if (run.status === "interrupted") {
@@ -95,6 +96,20 @@ export class DueRuns {
     const until = sleep?.journalWakeAt !== undefined && journalNow !== undefined ? now + (sleep.journalWakeAt - journalNow) : sleep?.wakeAt;
     const at = until !== undefined && reason !== "answered" ? Math.max(now, until - WAKE_AHEAD_MS) : now;
     return { due: true, reason, at, place: facts.place, digest: run.workflowDigest, crashesInARow: facts.crashesInARow };
+  }
+
+  /**
+   * The verdict again on the run as it is now, for a run a scan found due on the record it listed: that
+   * record may be older than the lease the verdict read (a drive that ended since recorded its end, then
+   * released its lease, and the run looks abandoned; a service that left the run for a person since). The
+   * lease is read first, then the run: a drive records its end before it releases its lease, so a lease
+   * found released or dead here comes with the run's end, if it ended, in the record read after it.
+   */
+  async confirm(runId: RunId, now = Date.now(), journalNow?: number): Promise<{ run: RunRecord; verdict: Verdict } | undefined> {
+    const lease = await this.journal.getLease(runId);
+    const run = await this.journal.getRun(runId);
+    if (!run) return undefined;
+    return { run, verdict: await this.verdict(run, now, journalNow, { lease }) };
   }
 
   /**

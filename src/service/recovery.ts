@@ -170,12 +170,16 @@ export class RecoveryDuty implements Duty {
         this.sayOnce(run.id, `sleep:${verdict.at}`, `run ${run.id} sleeps; the service resumes it at ${new Date(verdict.at).toISOString()}`);
         continue;
       }
-      if (!this.runs.has(run.id) && verdict.crashesInARow >= MAX_CRASHES) {
+      // Judged again on the run as it is now (due-runs.ts confirm): the listed record may predate a drive's end.
+      const current = await this.due.confirm(run.id, now, journalNow);
+      const sure = current?.verdict;
+      if (!current || !sure?.due || sure.at > now) continue;
+      if (!this.runs.has(run.id) && sure.crashesInARow >= MAX_CRASHES) {
         // Crashed that often under an earlier service (this one has not driven it yet): a person's now.
-        await this.leave(run.id, `its driver crashed ${verdict.crashesInARow} times in a row under the service`);
+        await this.leave(run.id, `its driver crashed ${sure.crashesInARow} times in a row under the service`);
         continue;
       }
-      await this.launch(run, verdict.reason, verdict.place, verdict.digest, verdict.crashesInARow, scope === "adopted");
+      await this.launch(current.run, sure.reason, sure.place, sure.digest, sure.crashesInARow, scope === "adopted");
     }
   }
 
@@ -224,8 +228,21 @@ export class RecoveryDuty implements Duty {
     void drive.stop().finally(() => this.parking.delete(run.id));
   }
 
+  /**
+   * A drive ended: how, said and acted on (back-off, left for a person). The drive stays in `drives` until
+   * that is done, so a scan meanwhile does not see the run without a drive and start another one.
+   */
   private async ended(runId: RunId, drive: Drive, end: DriveEnd): Promise<void> {
-    this.drives.delete(runId);
+    try {
+      await this.settle(runId, drive, end);
+    } finally {
+      this.drives.delete(runId);
+    }
+    // A slot is free: the next due run need not wait for the next scan.
+    if (this.active && !this.scanning) this.schedule(0);
+  }
+
+  private async settle(runId: RunId, drive: Drive, end: DriveEnd): Promise<void> {
     const entry = this.runs.get(runId)!;
     entry.pid = undefined;
     if (end.kind === "ended") {
@@ -259,8 +276,6 @@ export class RecoveryDuty implements Duty {
         this.service.log({ type: "drive_crashed", runId, crashes: entry.crashesInARow, message: `the driver of run ${runId} crashed (${how}); trying again in ${wait / 1000} s` });
       }
     }
-    // A slot is free: the next due run need not wait for the next scan.
-    if (this.active && !this.scanning) this.schedule(0);
   }
 
   /**
