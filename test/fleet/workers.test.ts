@@ -19,7 +19,7 @@ import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { startWorkerHost } from "../helpers/worker-hosts.ts";
 import pg from "pg";
 import { cleanupNow, spawnInPty } from "../e2e/support.ts";
-import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
+import { HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
 
 declare const document: {
   body: { dataset: Record<string, string | undefined> };
@@ -158,7 +158,7 @@ export default workflow({ name: "hold", async run(ctx) { await ctx.task("hold", 
 
   describe.skipIf(!HAVE_CHROMIUM)("in Chromium", () => {
     beforeAll(launchBrowser);
-    afterAll(closeBrowser);
+    afterAll(releaseBrowser);
 
     test("a stage waiting for a queue no live host serves says why (run, show, page) until a host of it runs it; then where it ran", async () => {
       const journal = await freshDatabase("wui");

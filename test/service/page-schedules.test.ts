@@ -8,13 +8,13 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
 import { COUNT } from "./sched-support.ts";
 
 declare const document: { querySelector(selector: string): { textContent: string | null; hidden?: boolean } | null; body: { dataset: Record<string, string | undefined> } };
 
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 afterEach(async () => {
   await killSpawned();
   removeTempDirs();

@@ -6,12 +6,12 @@
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
-import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
+import { HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
 import { kill9, newSetup, runIdOf, serviceCleanup, startRun, untilStatus } from "./support.ts";
 
 serviceCleanup();
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 
 describe.skipIf(!HAVE_CHROMIUM)("the page and the service", () => {
   test("a run the service recovered is tagged in the run list and says so on its page", async () => {

@@ -1,15 +1,32 @@
 /**
  * Shared pieces of the status page's Chromium tests: one headless Chromium
- * (Debian's /usr/bin/chromium through playwright-core) per test file,
- * `atomic serve` with its login URL, signing in through it, `atomic run`
- * of a fixture, and a page that collects script errors.
+ * (Debian's /usr/bin/chromium through playwright-core) per `bun test`
+ * process, `atomic serve` with its login URL, signing in through it,
+ * `atomic run` of a fixture, and a page that collects script errors.
+ *
+ * bun runs a process's test files one after another with one module
+ * registry, so the Chromium the first file launches serves the files after
+ * it (launched again only if it went away): a launch costs about 3
+ * CPU-seconds on this project's 2-core machine, once per file before, and
+ * the suite has fourteen such files. Each test's page is a
+ * browser context of its own (`newPage`: no cookie or storage crosses from
+ * one test to the next), and a file's `releaseBrowser` closes what it left
+ * open. bun test runs no exit handler (playwright-core's would kill the
+ * browser and remove its profile), so each launch puts everything it
+ * writes (playwright's profile and artifact folders, Chromium's own temp
+ * files: TMPDIR during the launch) in one folder, and a watcher
+ * (`watchOwner`) kills the browser's process group and removes that folder
+ * once the process is gone. (Chromium also quits by itself when its
+ * DevTools pipe closes, measured with the test process SIGKILLed.)
  */
 
 import { expect } from "bun:test";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { ROOT, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
+import { watchOwner } from "../helpers/postgres.ts";
 
 export const CHROMIUM = "/usr/bin/chromium";
 export const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -18,19 +35,48 @@ export const FIXTURES = join(import.meta.dir, "fixtures");
 
 let browser: Browser | undefined;
 
+/** The process's Chromium, launched on first use (and again if it went away). */
 export async function launchBrowser(): Promise<void> {
   if (!HAVE_CHROMIUM) return;
   mkdirSync(ARTIFACTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    // playwright gives every launch a fresh, empty profile directory of its own
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  if (browser?.isConnected()) return;
+  const dir = mkdtempSync(join(tmpdir(), "atomic-chromium-"));
+  const outer = process.env.TMPDIR;
+  process.env.TMPDIR = dir;
+  try {
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      // playwright gives every launch a fresh, empty profile directory of its own
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+  } finally {
+    if (outer === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = outer;
+  }
+  // The browser leads a process group of its own (playwright starts it detached); "0": none found, nothing to kill.
+  watchOwner(process.pid, ["sh", "-c", '[ "$1" -gt 1 ] && kill -KILL -- "-$1" 2>/dev/null; sleep 1; rm -rf -- "$0"', dir, String(browserGroup(dir))]);
 }
 
-export async function closeBrowser(): Promise<void> {
-  await browser?.close();
-  browser = undefined;
+/** The process group of the Chromium whose profile is under `dir` (its main process leads it), or 0. */
+function browserGroup(dir: string): number {
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(`--user-data-dir=${dir}/`)) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const pgid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+      if (pgid === Number(entry)) return pgid;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return 0;
+}
+
+/** The end of a test file: the pages it left open are closed (each with its context); the browser stays for the next file. */
+export async function releaseBrowser(): Promise<void> {
+  if (!browser?.isConnected()) return;
+  await Promise.all(browser.contexts().map((c) => c.close()));
 }
 
 /** `atomic serve`, with the login URL it printed and the page's clean address. */

@@ -19,7 +19,7 @@ import { openJournal } from "../../src/journal/open.ts";
 import { killSpawned } from "../helpers/atomic.ts";
 import { seedRun } from "../helpers/seed-runs.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, nodeStatuses, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, nodeStatuses, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
 
 // Callbacks given to page.evaluate()/waitForFunction() run in the browser, where these exist.
 declare const document: {
@@ -31,7 +31,7 @@ declare const document: {
 declare const window: Record<string, unknown>;
 
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 
 afterEach(async () => {
   await killSpawned();

@@ -13,7 +13,7 @@ import { runAtomic } from "../helpers/atomic.ts";
 import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> } };
 
@@ -23,7 +23,7 @@ const trap = startNetworkTrap();
 beforeAll(launchBrowser);
 afterEach(cleanupWhenIdle);
 afterAll(async () => {
-  await closeBrowser();
+  await releaseBrowser();
   await cleanupNow();
   trap.stop();
   expect(trap.strays).toEqual([]);

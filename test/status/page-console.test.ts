@@ -27,13 +27,13 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, processesWithHome, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { FIXTURES, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { FIXTURES, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
 import { checkLayout } from "./layout-check.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> }; querySelector(s: string): { textContent: string } | null };
 
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 const homes: string[] = [];
 afterEach(async () => {
   await killSpawned();

@@ -14,14 +14,14 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
+import { HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
 import { checkLayout } from "./layout-check.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> }; querySelector(s: string): unknown };
 interface El { getBoundingClientRect(): { width: number }; clientWidth: number }
 
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 afterEach(async () => {
   await killSpawned();
   removeTempDirs();

@@ -15,12 +15,12 @@ import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { FIXTURES, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
+import { FIXTURES, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
 
 declare const document: { querySelectorAll(s: string): Iterable<{ getAttribute(name: string): string | null }> };
 
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 afterEach(async () => {
   await killSpawned();
   removeTempDirs();

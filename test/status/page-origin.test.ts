@@ -8,10 +8,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
+import { HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
 
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 afterEach(async () => {
   await killSpawned();
   removeTempDirs();

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, makeTempDir } from "../e2e/support.ts";
 import { inOrder, startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
-import { HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
+import { HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> }; querySelector(selector: string): { textContent: string | null } | null };
 
@@ -25,7 +25,7 @@ const CONTINUED = join(import.meta.dir, "fixtures", "continued.ts");
 beforeAll(launchBrowser);
 afterEach(cleanupWhenIdle);
 afterAll(async () => {
-  await closeBrowser();
+  await releaseBrowser();
   await cleanupNow();
 });
 

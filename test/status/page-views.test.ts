@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { inOrder, startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, closeBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
 
 declare const document: {
   body: { dataset: Record<string, string | undefined> };
@@ -31,7 +31,7 @@ declare const document: {
 };
 
 beforeAll(launchBrowser);
-afterAll(closeBrowser);
+afterAll(releaseBrowser);
 afterEach(async () => {
   await killSpawned();
   removeTempDirs();
