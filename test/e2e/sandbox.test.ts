@@ -19,6 +19,7 @@ import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync
 import { join } from "node:path";
 import { atomicBin, runAtomic } from "../helpers/atomic.ts";
 import { createOtherUser, otherUsersSupported, removeOtherUsers } from "../helpers/other-user.ts";
+import { withoutUserNamespaces } from "../helpers/no-user-namespaces.ts";
 import { pidsRunning } from "../helpers/processes.ts";
 import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { sandboxWorld } from "../helpers/sandbox-world.ts";
@@ -29,8 +30,8 @@ afterAll(cleanupNow);
 
 const WORKFLOW = fixture("sandboxed.ts");
 
-async function run(w: ReturnType<typeof sandboxWorld>, inputs: Record<string, string>, env: Record<string, string> = {}) {
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`])], { home: w.home, cwd: w.cwd, env: { ...w.env, ...env } });
+async function run(w: ReturnType<typeof sandboxWorld>, inputs: Record<string, string>, env: Record<string, string> = {}, wrap?: string[]) {
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", ...Object.entries(inputs).flatMap(([k, v]) => ["--input", `${k}=${v}`])], { home: w.home, cwd: w.cwd, env: { ...w.env, ...env }, ...(wrap ? { wrap } : {}) });
   const last = r.stdout.trim().split("\n").at(-1) ?? "";
   const result = last.startsWith("{") ? JSON.parse(last) : {};
   return { ...r, runId: String(result.runId ?? result.id), outputs: result.outputs, error: result.error as { code: string; message: string; hint?: string } | undefined };
@@ -309,6 +310,40 @@ e2eTest("atomic doctor says whether the sandbox works here", async () => {
   expect(asked.code).toBe(1);
   const broken = await runAtomic(["doctor", "--json"], { home, env: { PATH: `${brokenBwrap()}:${process.env.PATH}` } });
   expect(JSON.parse(broken.stdout).sandbox).toMatchObject({ usable: false, problem: expect.stringMatching(/setting up uid map/), hint: expect.stringMatching(/user namespaces/) });
+});
+
+e2eTest("where user namespaces are off for real (their limit reached for atomic's processes, test/helpers/no-user-namespaces.ts): the real bwrap fails, a stage that asks for a sandbox fails with the sentence and the hint, as does an agent stage's default; sandbox: \"off\" runs; doctor says so", async () => {
+  const wrap = withoutUserNamespaces();
+  // A machine that lets no process make a user namespace has them off already: the fake bwrap above stands for it.
+  if (!wrap) return;
+  const w = sandboxWorld();
+  try {
+    const sentence = "bubblewrap cannot create a sandbox here (Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC))";
+    const asked = await run(w, { shell: "touch ran", sandbox: "true" }, {}, wrap);
+    expect(asked.code).toBe(1);
+    expect(asked.error).toMatchObject({ code: "bad_sandbox", message: `stage "work": ${sentence}, so the stage cannot be sandboxed` });
+    expect(asked.error!.hint).toBe('raise the limit of user namespaces (sudo sysctl user.max_user_namespaces=15000; 0 turns them off), or set sandbox: "off" on the stage');
+    expect(existsSync(join(w.cwd, "ran"))).toBe(false);
+    const fake = await startFakeOpenAI(() => text("fine"));
+    try {
+      const byDefault = await run(w, { prompt: "hi", sandbox: "" }, { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" }, wrap);
+      expect(byDefault.error).toMatchObject({ code: "bad_sandbox", message: `stage "work": agent stages run in a sandbox by default, but ${sentence}` });
+      expect(byDefault.error!.hint).toMatch(/^raise the limit of user namespaces .*, or set sandbox: "off" \(on the stage, its workflow or in the config file\) to run agent stages unsandboxed$/);
+      expect(fake.requests.length).toBe(0);
+    } finally {
+      await fake.close();
+    }
+    const off = await run(w, { shell: "touch ran", sandbox: JSON.stringify("off") }, {}, wrap);
+    expect(off.code).toBe(0);
+    expect(existsSync(join(w.cwd, "ran"))).toBe(true);
+    const doctor = await runAtomic(["doctor", "--json"], { home: w.home, env: { ...w.env, OPENAI_API_KEY: "sk-test" }, wrap });
+    expect(JSON.parse(doctor.stdout).sandbox).toMatchObject({ usable: false, problem: `${sentence}, so the stage cannot be sandboxed`, hint: expect.stringMatching(/^raise the limit of user namespaces/) });
+    expect(doctor.code).toBe(1);
+    // outside that process tree the machine is as it was: the same doctor finds the sandbox working
+    expect(JSON.parse((await runAtomic(["doctor", "--json"], { home: w.home, env: w.env })).stdout).sandbox.usable).toBe(true);
+  } finally {
+    w.close();
+  }
 });
 
 e2eTest("as a normal user (unprivileged user namespaces): the sandbox works the same", async () => {

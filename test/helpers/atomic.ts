@@ -35,6 +35,8 @@ export interface AtomicOptions {
   stdin?: string;
   /** Run `bun src/main.ts` instead of the compiled binary. */
   fromSource?: boolean;
+  /** A command that runs the binary's command line given after it (test/helpers/no-user-namespaces.ts). */
+  wrap?: readonly string[];
 }
 
 /** This process's environment with `extra` over it (an undefined value removes the variable), without NODE_ENV (bun test sets it). */
@@ -89,7 +91,7 @@ export async function runAtomic(args: string[], opts: AtomicOptions): Promise<Ru
 
 export function spawnAtomic(args: string[], opts: AtomicOptions): Subprocess<"pipe", "pipe", "pipe"> {
   const command = opts.fromSource ? [BUN, join(ROOT, "src", "main.ts")] : [atomicBin()];
-  const proc = Bun.spawn([...command, ...args], {
+  const proc = Bun.spawn([...(opts.wrap ?? []), ...command, ...args], {
     cwd: opts.cwd ?? ROOT,
     env: environment(opts),
     stdin: opts.stdin !== undefined ? new Blob([opts.stdin]) : "pipe",

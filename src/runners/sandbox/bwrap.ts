@@ -30,6 +30,9 @@ import { systemValue } from "../../shared/config/environment.ts";
 const INSTALL_HINT = 'install bubblewrap (Debian, Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap), or set sandbox: "off" on the stage';
 const USERNS_HINT =
   'enable unprivileged user namespaces (sudo sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 also sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0), or set sandbox: "off" on the stage';
+/** bwrap's ENOSPC: the count of user namespaces is at its limit (0 where they are turned off by `user.max_user_namespaces`, the way RHEL does). */
+const USERNS_LIMIT_HINT =
+  'raise the limit of user namespaces (sudo sysctl user.max_user_namespaces=15000; 0 turns them off), or set sandbox: "off" on the stage';
 
 let tried: { bwrap?: string; problem?: SandboxProblem; path: string | undefined } | undefined;
 
@@ -50,7 +53,7 @@ export function sandboxProblem(): SandboxProblem | undefined {
     const r = Bun.spawnSync([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "/bin/true"], { stdout: "ignore", stderr: "pipe" });
     if (r.exitCode !== 0) {
       const why = r.stderr.toString("utf8").trim().split("\n")[0]?.replace(/^bwrap: /, "") || `exit code ${r.exitCode}`;
-      problem = { message: `bubblewrap cannot create a sandbox here (${why}), so the stage cannot be sandboxed`, hint: USERNS_HINT };
+      problem = { message: `bubblewrap cannot create a sandbox here (${why}), so the stage cannot be sandboxed`, hint: /ENOSPC|max_\S*namespaces/.test(why) ? USERNS_LIMIT_HINT : USERNS_HINT };
     }
   }
   tried = { ...(bwrap ? { bwrap } : {}), ...(problem ? { problem } : {}), path };
