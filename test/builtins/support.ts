@@ -159,11 +159,12 @@ export interface Driven extends Finished {
  * with `answer(question)` through `atomic answer`. `killAt` SIGKILLs it when
  * that stage's first request arrives (the request is held), or, as
  * `ask:<text>`, when a question containing <text> is open (unanswered).
+ * `workers`: the run's --workers (1 for a run whose stages start a real agent CLI).
  */
-export async function drive(args: string[], s: Scripted, home: string, cwd: string, answer: (q: Question) => string, killAt?: string): Promise<Driven> {
+export async function drive(args: string[], s: Scripted, home: string, cwd: string, answer: (q: Question) => string, killAt?: string, workers = 2): Promise<Driven> {
   const askKill = killAt?.startsWith("ask:") ? killAt.slice(4) : undefined;
   if (killAt && !askKill) s.holdStage = killAt;
-  const proc = spawnAtomic(["--json", ...args, "--workers", "2"], { home, cwd, env: s.env });
+  const proc = spawnAtomic(["--json", ...args, "--workers", String(workers)], { home, cwd, env: s.env });
   const out = lineWatcher(proc.stdout);
   const stderr = new Response(proc.stderr).text();
   const runId = () => {

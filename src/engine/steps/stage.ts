@@ -202,7 +202,13 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
       if (token) tree.mail.revokeStageToken(token);
     }
     // A CLI agent asked the person during this attempt (mail/stage-tools.ts): the turn it ended is where the stage parks.
-    if (asked && result.status === "completed" && !result.askUser) result = { ...result, askUser: { callId: "", ...asked } };
+    // In a stage with a schema, that turn's last words ("waiting for the person") are no answer: a CLI without native
+    // structured output (pi, opencode) fails them as not JSON, and the stage parks all the same.
+    const endedOnQuestion = result.status === "completed" || (!!asked && result.error?.code === "structured_output_invalid");
+    if (asked && endedOnQuestion && !result.askUser) {
+      const { error: _notAnAnswer, ...ended } = result;
+      result = { ...ended, status: "completed", askUser: { callId: "", ...asked } };
+    }
     if (result.askUser && !signal.aborted) {
       // The agent asked the person: its usage so far is recorded, the stage parks on the question, then goes on.
       exec.budget.settle(liveId, result.usage);
