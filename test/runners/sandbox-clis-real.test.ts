@@ -3,7 +3,7 @@
  * sandbox (`sandbox: true`, or the default of an agent stage: network "provider"), through dist/atomic and real bubblewrap, against their fake providers on the
  * host's loopback (reached through atomic's provider gate). Each fake
  * scripts one shell tool call of a probe: read a planted key in the CLI's
- * ~/.ssh and a file of the atomic home, write outside the cwd (directly and
+ * ~/.ssh, another CLI's auth file and a file of the atomic home, write outside the cwd (directly and
  * through a symlink in the cwd that points out), connect to a loopback
  * server that is not the provider, leave a daemonized process behind, then
  * do the stage's work in the cwd. The probe's output, sent back to the fake as
@@ -44,11 +44,16 @@ afterAll(() => {
 
 const KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted-sandbox-key\n-----END OPENSSH PRIVATE KEY-----\n";
 
-/** Plants the key and a secret of the atomic home; the probe that tries them, writes outside the cwd, then works. */
-function world(s: RealStage<unknown>) {
+/**
+ * Plants the key, another CLI's auth file (`otherAuth`, under the home) and a secret of the atomic home; the probe
+ * that tries them, writes outside the cwd, then works.
+ */
+function world(s: RealStage<unknown>, otherAuth: string) {
   const home = s.h.env.HOME!;
   mkdirSync(join(home, ".ssh"), { recursive: true });
   writeFileSync(join(home, ".ssh", "id_ed25519"), KEY);
+  mkdirSync(join(home, otherAuth, ".."), { recursive: true });
+  writeFileSync(join(home, otherAuth), '{"token":"other-cli-token"}\n');
   writeFileSync(join(s.h.home, "planted-secret"), "atomic-home-secret\n");
   const outside = join(s.h.dir, "outside");
   mkdirSync(outside);
@@ -65,6 +70,7 @@ function world(s: RealStage<unknown>) {
   const probe = `{ ${[
     `(cat "$HOME/.ssh/id_ed25519" 2>/dev/null && echo SSH=READ || echo SSH=DENIED)`,
     `(cat "${s.h.home}/planted-secret" >/dev/null 2>&1 && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED)`,
+    `(cat "$HOME/${otherAuth}" >/dev/null 2>&1 && echo OTHER_AUTH=READ || echo OTHER_AUTH=DENIED)`,
     `(echo x > "${outside}/escaped" 2>/dev/null && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED)`,
     `(echo x > link-out/via-link 2>/dev/null && echo LINK=WRITTEN || echo LINK=DENIED)`,
     `(curl -s -m 5 -o /dev/null --noproxy '*' http://127.0.0.1:${other.port}/ && echo OTHER_PORT=REACHED || echo OTHER_PORT=DENIED)`,
@@ -77,8 +83,9 @@ function world(s: RealStage<unknown>) {
     marker,
     visits: () => visits,
     check(said: string) {
-      for (const seen of ["ssh=denied", "atomic_home=denied", "outside=denied", "link=denied", "other_port=denied", "work=done"]) expect(said).toContain(seen);
+      for (const seen of ["ssh=denied", "atomic_home=denied", "other_auth=denied", "outside=denied", "link=denied", "other_port=denied", "work=done"]) expect(said).toContain(seen);
       expect(said).not.toContain("planted-sandbox-key");
+      expect(said).not.toContain("other-cli-token");
       expect(existsSync(join(outside, "escaped"))).toBe(false);
       expect(existsSync(join(outside, "via-link"))).toBe(false);
       expect(visits).toBe(0);
@@ -96,9 +103,9 @@ const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 const gemini = realStages(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 const claude = realStages(startFakeAnthropic, claudeHome, { runner: "claude" });
 
-agentTest("codex in a sandbox: its shell cannot read ~/.ssh nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds; unsandboxed it reads the key", async () => {
+agentTest("codex in a sandbox: its shell cannot read ~/.ssh, another CLI's auth file nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds; unsandboxed it reads the key", async () => {
   const s = await codex();
-  const w = world(s);
+  const w = world(s, ".claude/.credentials.json");
   s.fake.push(shell(w.probe), say("probed"));
   const { outputs } = await runStage(s, { prompt: "probe", sandbox: "true" });
   expect(outputs).toMatchObject({ status: "completed", text: "probed" });
@@ -111,9 +118,9 @@ agentTest("codex in a sandbox: its shell cannot read ~/.ssh nor the atomic home,
   s.fake.assertOnlyFake();
 });
 
-agentTest("gemini in a sandbox: its shell tool cannot read ~/.ssh nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds", async () => {
+agentTest("gemini in a sandbox: its shell tool cannot read ~/.ssh, another CLI's auth file nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds", async () => {
   const s = await gemini();
-  const w = world(s);
+  const w = world(s, ".codex/auth.json");
   s.fake.push(geminiShell(w.probe), geminiSay("probed"));
   const { outputs } = await runStage(s, { prompt: "probe", tools: JSON.stringify(["read", "bash"]), sandbox: "true" });
   expect(outputs).toMatchObject({ status: "completed", text: "probed" });
@@ -121,9 +128,9 @@ agentTest("gemini in a sandbox: its shell tool cannot read ~/.ssh nor the atomic
   s.fake.assertOnlyFake();
 });
 
-agentTest("claude in its default sandbox (no sandbox option): its Bash tool cannot read ~/.ssh nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds; unsandboxed it reads the key", async () => {
+agentTest("claude in its default sandbox (no sandbox option): its Bash tool cannot read ~/.ssh, another CLI's auth file nor the atomic home, write outside the cwd (directly or through a symlink), reach another loopback port, nor leave a process behind; its work succeeds; unsandboxed it reads the key", async () => {
   const s = await claude();
-  const w = world(s); // the planted key and secret, the directory outside and its link, the other port, the marker
+  const w = world(s, ".codex/auth.json"); // the planted key, codex's auth file and the secret, the directory outside and its link, the other port, the marker
   const outside = join(s.h.dir, "outside");
   // One command a line, no pipe: claude's own check lets these run under --allowedTools Bash. The link is written
   // from inside it: claude 2.1.332 refuses a path that resolves through a symlink out of the cwd before running
@@ -131,6 +138,7 @@ agentTest("claude in its default sandbox (no sandbox option): its Bash tool cann
   const probe = [
     `cat "$HOME/.ssh/id_ed25519" && echo SSH=READ || echo SSH=DENIED`,
     `cat "${s.h.home}/planted-secret" && echo ATOMIC_HOME=READ || echo ATOMIC_HOME=DENIED`,
+    `cat "$HOME/.codex/auth.json" && echo OTHER_AUTH=READ || echo OTHER_AUTH=DENIED`,
     `echo x > "${outside}/escaped" && echo OUTSIDE=WRITTEN || echo OUTSIDE=DENIED`,
     `(cd link-out && echo x > via-link) && echo LINK=WRITTEN || echo LINK=DENIED`,
     `curl -sS -m 30 -o /dev/null --noproxy 127.0.0.1 http://127.0.0.1:${w.otherPort}/ && echo OTHER_PORT=REACHED || echo OTHER_PORT=DENIED`,
@@ -141,8 +149,9 @@ agentTest("claude in its default sandbox (no sandbox option): its Bash tool cann
   const { outputs } = await runStage(s, { prompt: "probe", tools: JSON.stringify(["bash"]) });
   expect(outputs).toMatchObject({ status: "completed", text: "probed" });
   const result = toolResult(s, 1);
-  for (const seen of ["SSH=DENIED", "ATOMIC_HOME=DENIED", "OUTSIDE=DENIED", "LINK=DENIED", "OTHER_PORT=DENIED", "BACKGROUND=STARTED", "WORK=DONE"]) expect(result).toContain(seen);
+  for (const seen of ["SSH=DENIED", "ATOMIC_HOME=DENIED", "OTHER_AUTH=DENIED", "OUTSIDE=DENIED", "LINK=DENIED", "OTHER_PORT=DENIED", "BACKGROUND=STARTED", "WORK=DONE"]) expect(result).toContain(seen);
   expect(JSON.stringify(s.fake.calls.map((c) => c.body))).not.toContain("planted-sandbox-key");
+  expect(JSON.stringify(s.fake.calls.map((c) => c.body))).not.toContain("other-cli-token");
   expect(existsSync(join(outside, "escaped"))).toBe(false);
   expect(existsSync(join(outside, "via-link"))).toBe(false);
   expect(w.visits()).toBe(0);
@@ -155,7 +164,7 @@ agentTest("claude in its default sandbox (no sandbox option): its Bash tool cann
   expect(off.outputs.status).toBe("completed");
   expect(toolResult(s, 3)).toContain("planted-sandbox-key");
   // (unsandboxed, the runner's own cleanup ends the daemonized sleep: agent-process.ts finds it by the stage's marker)
-  for (const seen of ["SSH=READ", "LINK=WRITTEN", "OTHER_PORT=REACHED", "BACKGROUND=STARTED"]) expect(toolResult(s, 3)).toContain(seen);
+  for (const seen of ["SSH=READ", "OTHER_AUTH=READ", "LINK=WRITTEN", "OTHER_PORT=REACHED", "BACKGROUND=STARTED"]) expect(toolResult(s, 3)).toContain(seen);
   expect(existsSync(join(outside, "escaped"))).toBe(true);
   expect(w.visits()).toBe(1);
 
