@@ -21,15 +21,16 @@
  * each one and the process group it leads, so a stage's group goes with its
  * leader even where a member dropped its environment.
  *
- * The starter writes one byte when it has stages again ("1") and when it
- * has none ("0"; after ENDED_REPORT_MS, and only if none started meanwhile),
- * so a pool of short stages wakes its guard about twice in all, not once
- * or twice per stage (a write and a wake-up of another process per stage
- * cost about a tenth of a 500-stage fan-out's CPU on 2 cores, measured with
- * bench/pool.ts). A guard whose last byte was "0" exits without looking:
- * the starter's stages were all gone. One that reads end-of-file after "1"
- * looks; if it was "1" only because the last "0" was still due, it finds
- * nothing.
+ * The starter writes a line when it has stages again ("1") and when it
+ * has none ("0", at once: its last stage's group was just killed). A guard
+ * whose last line was "0" exits without looking: the starter's stages were
+ * all gone. One that reads end-of-file after "1" looks. A worker is
+ * SIGKILLed by its coordinator when its run is over, mostly within
+ * milliseconds of its last stage's end: the look, a grep over every
+ * process's environment (40-60 CPU-ms on a busy 2-core machine, a tenth of
+ * a small run's CPU), was made for nothing at the end of nearly every run
+ * while "0" waited 250 ms to save a fan-out of short stages a write and a
+ * wake-up per stage (a few microseconds each).
  *
  * The guard starts with the first stage (a run without stages starts none)
  * and is started again if it goes away. A stage process that both left its
@@ -41,9 +42,6 @@
 import type { Subprocess } from "bun";
 import { GUARD_ENV } from "../../shared/run-processes.ts";
 import { readEnv, type VariableName } from "../../shared/config/environment.ts";
-
-/** How long "no stages" waits before it is reported (one started meanwhile cancels the report). */
-const ENDED_REPORT_MS = 250;
 
 /** This process's token: its pid and 8 random bytes (hex), so no other starter's stages match it. */
 export const guardToken = `${process.pid}-${Buffer.from(crypto.getRandomValues(new Uint8Array(8))).toString("hex")}`;
@@ -67,23 +65,15 @@ const GUARD_SCRIPT = [
 let guard: Subprocess<"pipe", "ignore", "ignore"> | undefined;
 /** What the guard was told last ("1": stages may be live). */
 let told: "0" | "1" = "0";
-let endedReport: ReturnType<typeof setTimeout> | undefined;
 
 /** A stage process of this process's is about to start (or has): the guard must know before this process can die. */
 export function guardStarted(): void {
-  clearTimeout(endedReport);
-  endedReport = undefined;
   tell("1");
 }
 
-/** This process has no live stage any more: reported after ENDED_REPORT_MS unless one starts meanwhile. */
+/** This process has no live stage any more (the last one's group was killed). */
 export function guardIdle(): void {
-  if (told === "0" || endedReport !== undefined) return;
-  endedReport = setTimeout(() => {
-    endedReport = undefined;
-    tell("0");
-  }, ENDED_REPORT_MS);
-  endedReport.unref();
+  tell("0");
 }
 
 function tell(state: "0" | "1"): void {
