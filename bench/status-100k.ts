@@ -13,11 +13,12 @@
  *    Target: at most 200 ms (the ratio printed is figure ÷ 200 ms); the
  *    same searches at 1,000 runs are the baseline.
  * 2. Run search by origin (`origin=recovery`, `schedule`; every 500th
- *    run was recovered by the service): the same measure, apart from the
- *    searches above because these read events of every candidate run (the
- *    `run_started` of each, or its `run_resumed` events: journal/run-origin-sql.ts)
- *    where the others read the runs table and its indexes. Target: at most
- *    200 ms.
+ *    run was recovered by the service, none was started by a schedule):
+ *    the same measure, apart from the searches above because these read
+ *    the origin the journal stores on each run (journal/run-origin-sql.ts)
+ *    through indexes of their own; before it was stored they read each
+ *    candidate run's events (561 and 1,333 ms at 100,000 runs). Target:
+ *    at most 200 ms.
  * 3. `/metrics` (JournalMetrics.render) in its steady state (one live run
  *    appends an event before each scrape, as on a busy machine). Target:
  *    at most 50 ms per scrape, and flat in the number of runs: 100,000 ÷
@@ -59,7 +60,7 @@ const ORIGIN_SEARCHES: Record<string, string> = {
   "origin recovery": "origin=recovery",
   "origin schedule": "origin=schedule",
 };
-/** Fewer samples of the origin searches: each takes about a second at 100,000 runs today. */
+/** Fewer samples of the origin searches: each took about a second at 100,000 runs when they read events. */
 const ORIGIN_REPS = 3;
 
 /** The searches, as query strings of GET /api/runs. */

@@ -20,12 +20,15 @@
  * still match `rerun`, `fork` and `recovery`. A run a continueAsNew started
  * records no `startedBy` either.
  *
- * The SQL of each origin: ./run-origin-sql.ts.
+ * The journal stores both on the run's row when it records those events
+ * (RunRecord.origin, .recovered): ./run-origin-sql.ts.
  */
 
 /** The origins a run list can be filtered by, in the order help and errors list them. */
 export const RUN_ORIGINS = ["schedule", "api", "cli", "rerun", "fork", "recovery"] as const;
 export type RunOriginFilter = (typeof RUN_ORIGINS)[number];
+/** The origins that say how a run was started (all but `recovery`, which any run may also be). */
+export type StartOrigin = Exclude<RunOriginFilter, "recovery">;
 
 /** How a new run was started, recorded as `startedBy` in its run_started. */
 export type StartedBy = "cli" | "api" | "schedule";

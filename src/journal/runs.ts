@@ -14,6 +14,7 @@
 import type { ErrorInfo } from "../shared/errors.ts";
 import type { HolderId, RunId } from "../shared/ids.ts";
 import type { ProcessIdentity } from "../shared/process-info.ts";
+import type { StartOrigin } from "./run-origin.ts";
 
 export const RUN_STATUSES = [
   "running",
@@ -65,6 +66,10 @@ export interface RunRecord {
   controlRev: number;
   /** The highest control revision the run's driver has applied (and every worker acknowledged). */
   controlAck: number;
+  /** How the run was started (./run-origin.ts), null when nothing recorded says; set by the journal from its run_started. */
+  origin: StartOrigin | null;
+  /** The service recovered the run at least once (./run-origin.ts); set by the journal from its run_resumed events. */
+  recovered: boolean;
 }
 
 export interface JournalEvent {

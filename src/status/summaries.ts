@@ -94,13 +94,13 @@ export class RunSummaries {
       this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset }),
       this.journal.countRuns(filter),
     ]);
-    const [tallies, tags, origins] = await Promise.all([this.tallies(runs), this.journal.tags.of(runs.map((r) => r.id)), runOrigins(this.journal, runs, filter)]);
+    const [tallies, tags] = await Promise.all([this.tallies(runs), this.journal.tags.of(runs.map((r) => r.id))]);
     const out: RunSummary[] = [];
     for (const run of runs) {
       const summary = await this.summarize(run, tallies.get(run.id) ?? []);
       const t = tags.get(run.id);
       if (t) summary.tags = t;
-      summary.origins = origins.get(run.id) ?? [];
+      summary.origins = runOrigins(run);
       out.push(summary);
     }
     return { runs: out, total, limit: q.limit, offset: q.offset };

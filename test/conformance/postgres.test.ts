@@ -3,7 +3,7 @@
  * (`?schema=`, default `atomic`) that keep installations apart, a schema
  * written by a newer atomic refused and left untouched, a schema holding
  * someone else's tables refused, an older schema migrated with its runs
- * kept, the migration lock, lease expiry judged by
+ * kept (and their origins filled from their events), the migration lock, lease expiry judged by
  * the database's clock (a process whose clock runs two hours ahead cannot
  * take a live lease), a remote holder never presumed dead, sslmode=prefer
  * on one connection (with and without TLS on the server), batch receipts
@@ -156,13 +156,19 @@ describe.skipIf(!postgresInstalled())("postgres journal", () => {
       "alter table atomic.work_items drop column queue, drop column protocol; drop index atomic.work_leased_by_expiry; " +
         "drop table atomic.worker_hosts, atomic.fleet_up, atomic.fleet_down, atomic.fleet_holds",
     );
-    // ... nor pinned code (version 11), nor run tags (14).
+    // ... nor pinned code (version 11), nor run tags (14), nor run origins (16): its run's start says the API started it.
     await admin.query("drop table atomic.code_files; drop table atomic.run_tags");
+    await admin.query(
+      "drop trigger runs_origin_from_event on atomic.events; drop function atomic.runs_origin_from_event(); " +
+        "drop index atomic.runs_roots_by_origin, atomic.runs_roots_recovered; alter table atomic.runs drop column origin, drop column recovered",
+    );
+    await admin.query(`update atomic.events set payload = '{"startedBy":"api"}' where run_id = $1 and seq = 1`, [rootId]);
     await admin.query("update atomic.meta set value = '2' where key = 'schema_version'");
 
     const j = await open(db);
     expect((await admin.query("select value from atomic.meta where key = 'schema_version'")).rows[0]).toEqual({ value: String(LATEST_SCHEMA_VERSION) });
     expect((await j.getRun(rootId))?.status).toBe("completed");
+    expect((await j.listRuns({ origin: "api" })).map((r) => [r.id, r.origin, r.recovered])).toEqual([[rootId, "api", false]]);
     const before = (await j.views.changesSince(0, 10)).at(-1)!.change;
     expect((await j.retention.deleteTree(rootId, () => true))?.runIds).toEqual([rootId]);
     expect((await j.views.changesSince(before, 10)).map((c) => [c.id, c.deleted])).toEqual([[rootId, true]]);

@@ -10,6 +10,7 @@
  * service recovers a run (recovery.test.ts).
  */
 
+import { pgJson, sqliteJson, startOriginSql, type JsonText } from "../../src/journal/run-origin-sql.ts";
 import { afterEach, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { copyFileSync, mkdirSync } from "node:fs";
@@ -29,17 +30,23 @@ afterEach(async () => {
 
 const idOf = (stdout: string) => /atomic show (\S+)/.exec(stdout)![1]!;
 
-/** Removes `startedBy` from a run's run_started, as runs recorded before it was look. */
+/**
+ * Removes `startedBy` from a run's run_started, as runs recorded before it was look, and the run's stored origin
+ * with it, as the migration that stores origins (journal/run-origin-sql.ts) fills it from such an event.
+ */
 async function asRecordedBefore(home: string, runId: string): Promise<void> {
+  const field = (json: JsonText) => startOriginSql("e.payload", "e.run_id", json);
   const url = journalUrlForHome(home);
   if (url) {
     const schema = new URL(url).searchParams.get("schema")!;
     await adminQuery(`update "${schema}".events set payload = (payload::jsonb - 'startedBy')::text where run_id = $1 and seq = 1`, [runId]);
+    await adminQuery(`update "${schema}".runs set origin = (select ${field(pgJson)} from "${schema}".events e where e.run_id = runs.id and e.seq = 1) where id = $1`, [runId]);
     return;
   }
   const db = new Database(join(home, "atomic.db"));
   try {
     db.run("update events set payload = json_remove(payload, '$.startedBy') where run_id = ? and seq = 1", [runId]);
+    db.run(`update runs set origin = (select ${field(sqliteJson)} from events e where e.run_id = runs.id and e.seq = 1) where id = ?`, [runId]);
   } finally {
     db.close();
   }

@@ -87,10 +87,9 @@ export default defineCommand({
     };
     const rows = await selectRuns(journal, filter, wanted, limit);
     const tagsOf = await journal.tags.of(rows.map((r) => r.run.id));
-    const originsOf = await runOrigins(journal, rows.map((r) => r.run), filter);
     if (s.globals.json) {
       for (const r of rows) {
-        s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, crashCause: r.crashCause, stages: r.stages, usage: r.usage, tags: tagsOf.get(r.run.id) ?? {}, origins: originsOf.get(r.run.id) ?? [] });
+        s.json({ ...r.run, status: r.status, storedStatus: r.run.status, leaseExpiresAt: r.leaseExpiresAt, crashCause: r.crashCause, stages: r.stages, usage: r.usage, tags: tagsOf.get(r.run.id) ?? {}, origins: runOrigins(r.run) });
       }
       return;
     }
@@ -108,7 +107,7 @@ export default defineCommand({
         { header: "STATUS", cells: rows.map((r) => r.status), color: (i, t) => colorFor(st, rows[i]!.status)(t) },
         { header: "WORKFLOW", cells: rows.map((r) => r.run.workflowName), shrink: { min: 8 } },
         // How the run was started (schedule, api, cli, rerun, fork) and "recovery" once the service recovered it.
-        { header: "ORIGIN", cells: rows.map((r) => originText(originsOf.get(r.run.id))), drop: 5.2 },
+        { header: "ORIGIN", cells: rows.map((r) => originText(runOrigins(r.run))), drop: 5.2 },
         { header: "STARTED", cells: rows.map((r) => formatTime(r.run.createdAt)), drop: 2 },
         { header: "DURATION", cells: rows.map((r) => formatDuration(shownEnd(r.run, r.status, r.lease, now) - r.run.createdAt)), drop: 3 },
         // Dropped after tokens and cost, before the duration, when the terminal is narrow.

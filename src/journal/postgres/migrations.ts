@@ -19,7 +19,8 @@
  * append, and drops the events' foreign key to runs. Version 10 replaces
  * upsert_stage (upsert-stage-v10.ts): a stage's row only moves forward.
  * Version 15 gives worker hosts' claim holds a kind (../fleet.ts); it has no
- * SQLite counterpart either.
+ * SQLite counterpart either. Version 16 stores each run's origin on its row
+ * (../run-origin-sql.ts), as SQLite's version 15 does.
  * Host-wide admission slots are not here: they are per host by design
  * (../admission-slots.ts) and stay in a local file.
  * Column types: text for ids and JSON (the exact text JSON.stringify made,
@@ -42,6 +43,7 @@ import { sqlState } from "./connection.ts";
 import { APPEND_FUNCTIONS } from "./append-sql.ts";
 import { APPEND_FUNCTIONS_V8, APPEND_FUNCTIONS_V9 } from "./append-sql-v8.ts";
 import { UPSERT_STAGE_V10 } from "./upsert-stage-v10.ts";
+import { drivenByServiceSql, pgJson, recoveredSql, startOriginSql } from "../run-origin-sql.ts";
 
 export interface PgMigration {
   version: number;
@@ -415,6 +417,31 @@ export const MIGRATIONS: readonly PgMigration[] = [
       `alter table fleet_holds add column kind text not null default 'paused'`,
       `alter table fleet_holds drop constraint fleet_holds_pkey`,
       `alter table fleet_holds add primary key (root_id, kind)`,
+    ],
+  },
+  {
+    version: 16,
+    name: "run origins stored on runs (../run-origin-sql.ts): how each run was started, whether the service recovered it",
+    statements: [
+      // Filled for the runs already recorded from their events, then kept by a trigger on events (the file says why).
+      `alter table runs add column origin text, add column recovered integer not null default 0`,
+      `update runs set origin = s.origin from (select e.run_id, ${startOriginSql("e.payload", "e.run_id", pgJson)} as origin
+        from events e where e.seq = 1 and e.type = 'run_started') s where s.run_id = runs.id and s.origin is not null`,
+      `update runs set recovered = 1 where exists (select 1 from events r where r.run_id = runs.id and r.type = 'run_resumed'
+        and ${drivenByServiceSql("r.payload", pgJson)} and ${recoveredSql("r.run_id", "r.seq", pgJson)})`,
+      `create index runs_roots_by_origin on runs (origin, created_at desc, id desc) where parent_id is null and origin is not null`,
+      `create index runs_roots_recovered on runs (created_at desc, id desc) where parent_id is null and recovered = 1`,
+      `create function runs_origin_from_event() returns trigger language plpgsql as $fn$
+      begin
+        if new.seq = 1 and new.type = 'run_started' then
+          update runs set origin = ${startOriginSql("new.payload", "new.run_id", pgJson)} where id = new.run_id;
+        elsif new.type = 'run_resumed' and ${drivenByServiceSql("new.payload", pgJson)} then
+          update runs set recovered = 1 where id = new.run_id and recovered = 0 and ${recoveredSql("new.run_id", "new.seq", pgJson)};
+        end if;
+        return null;
+      end $fn$`,
+      `create trigger runs_origin_from_event after insert on events for each row
+        when (new.seq = 1 or new.type = 'run_resumed') execute function runs_origin_from_event()`,
     ],
   },
 ];

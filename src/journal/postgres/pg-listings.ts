@@ -10,7 +10,7 @@ import { Kysely, PostgresDialect, sql } from "kysely";
 import type pg from "pg";
 import type { ListRunsFilter } from "../journal.ts";
 import type { RunRecord } from "../runs.ts";
-import { originCondition, type JsonField } from "../run-origin-sql.ts";
+import { originCondition } from "../run-origin-sql.ts";
 import { likePattern, SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
 import { runFromRow, type JournalTables } from "../sqlite/tables.ts";
 
@@ -66,7 +66,7 @@ function filtered(db: Db, filter: ListRunsFilter) {
     const json = SEARCHED_COLUMNS.json.map((c) => has(c, needles.json));
     q = q.where(({ or }) => or([...plain, ...json]));
   }
-  if (filter.origin !== undefined) q = q.where(originCondition(filter.origin, pgField));
+  if (filter.origin !== undefined) q = q.where(sql<boolean>`${sql.raw(originCondition(filter.origin))}`);
   for (const [key, value] of Object.entries(filter.tags ?? {})) {
     q = q.where(({ exists, selectFrom }) =>
       exists(selectFrom("run_tags").select("run_tags.run_id").whereRef("run_tags.run_id", "=", "runs.id").where("run_tags.key", "=", key).where("run_tags.value", "=", value)),
@@ -74,6 +74,3 @@ function filtered(db: Db, filter: ListRunsFilter) {
   }
   return q;
 }
-
-/** A field of a JSON text column (journal/run-origin.ts). */
-const pgField: JsonField = (column, path) => sql`(${sql.ref(column)}::jsonb #>> ${`{${path.join(",")}}`})`;

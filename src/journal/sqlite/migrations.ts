@@ -18,6 +18,7 @@
 import { sql, type Kysely } from "kysely";
 import { StorageError } from "../../shared/errors.ts";
 import { LATEST_SCHEMA_VERSION, refuseIfTooNew } from "./schema-version.ts";
+import { drivenByServiceSql, recoveredSql, sqliteJson, startOriginSql } from "../run-origin-sql.ts";
 
 /** Migrations see an untyped database: the table types describe the newest schema only. */
 type AnyDb = Kysely<Record<string, never>>;
@@ -549,6 +550,26 @@ export const MIGRATIONS: readonly Migration[] = [
         primary key (run_id, key)
       ) strict, without rowid`.execute(db);
       await sql`create index run_tags_by_value on run_tags (key, value, run_id)`.execute(db);
+    },
+  },
+  {
+    version: 15,
+    name: "run origins stored on runs (../run-origin-sql.ts): how each run was started, whether the service recovered it",
+    async up(db) {
+      // Filled for the runs already recorded from their events, then kept by triggers on events (the file says why).
+      await sql`alter table runs add column origin text`.execute(db);
+      await sql`alter table runs add column recovered integer not null default 0`.execute(db);
+      await sql.raw(`update runs set origin = (select ${startOriginSql("s.payload", "runs.id", sqliteJson)}
+        from events s where s.run_id = runs.id and s.seq = 1 and s.type = 'run_started')`).execute(db);
+      await sql.raw(`update runs set recovered = 1 where exists (select 1 from events r where r.run_id = runs.id and r.type = 'run_resumed'
+        and ${drivenByServiceSql("r.payload", sqliteJson)} and ${recoveredSql("r.run_id", "r.seq", sqliteJson)})`).execute(db);
+      await sql`create index runs_roots_by_origin on runs (origin, created_at desc, id desc) where parent_id is null and origin is not null`.execute(db);
+      await sql`create index runs_roots_recovered on runs (created_at desc, id desc) where parent_id is null and recovered = 1`.execute(db);
+      await sql.raw(`create trigger runs_origin_on_start after insert on events when new.seq = 1 and new.type = 'run_started'
+        begin update runs set origin = ${startOriginSql("new.payload", "new.run_id", sqliteJson)} where id = new.run_id; end`).execute(db);
+      await sql.raw(`create trigger runs_recovered_on_resume after insert on events
+        when new.type = 'run_resumed' and ${drivenByServiceSql("new.payload", sqliteJson)}
+        begin update runs set recovered = 1 where id = new.run_id and recovered = 0 and ${recoveredSql("new.run_id", "new.seq", sqliteJson)}; end`).execute(db);
     },
   },
 ];

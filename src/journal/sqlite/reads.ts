@@ -9,7 +9,7 @@ import { sql, type Kysely } from "kysely";
 import type { RunId } from "../../shared/ids.ts";
 import type { ListRunsFilter } from "../journal.ts";
 import type { RunRecord } from "../runs.ts";
-import { originCondition, type JsonField } from "../run-origin-sql.ts";
+import { originCondition } from "../run-origin-sql.ts";
 import { likePattern, SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
 import { runFromRow, type JournalTables } from "./tables.ts";
 
@@ -68,7 +68,7 @@ function filtered(db: Db, filter: ListRunsFilter) {
     const json = SEARCHED_COLUMNS.json.map((c) => has(c, needles.json));
     q = q.where(({ or }) => or([...plain, ...json]));
   }
-  if (filter.origin !== undefined) q = q.where(originCondition(filter.origin, sqliteField));
+  if (filter.origin !== undefined) q = q.where(sql<boolean>`${sql.raw(originCondition(filter.origin))}`);
   for (const [key, value] of Object.entries(filter.tags ?? {})) {
     q = q.where(({ exists, selectFrom }) =>
       exists(selectFrom("run_tags").select("run_tags.run_id").whereRef("run_tags.run_id", "=", "runs.id").where("run_tags.key", "=", key).where("run_tags.value", "=", value)),
@@ -76,6 +76,3 @@ function filtered(db: Db, filter: ListRunsFilter) {
   }
   return q;
 }
-
-/** A field of a JSON text column (journal/run-origin.ts). */
-const sqliteField: JsonField = (column, path) => sql`json_extract(${sql.ref(column)}, ${"$." + path.join(".")})`;

@@ -9,7 +9,7 @@ import type { Database } from "bun:sqlite";
 import { StorageError } from "../../shared/errors.ts";
 
 /** The version the last of MIGRATIONS (migrations.ts) brings a journal to; a test checks they agree. */
-export const LATEST_SCHEMA_VERSION = 14;
+export const LATEST_SCHEMA_VERSION = 15;
 
 /**
  * The schema version of an open database, read without writing anything.

@@ -12,6 +12,7 @@ import type { ErrorInfo } from "../../shared/errors.ts";
 import type { HolderId, RunId } from "../../shared/ids.ts";
 import type { DeliveryRecord, DeliveryState, MessageMode, MessageRecord } from "../messages.ts";
 import type { PromptRecord, PromptState } from "../prompts.ts";
+import type { StartOrigin } from "../run-origin.ts";
 import type { JournalEvent, Lease, RunRecord, RunStatus } from "../runs.ts";
 import type { StageRow, StageState } from "../stage-index.ts";
 import type { WorkItem, WorkState } from "../work-queue.ts";
@@ -43,6 +44,9 @@ export interface RunsTable {
   control_ack: number;
   /** Increases with every change of the row, across the journal (../views.ts, JournalViews). */
   change_seq: number;
+  /** How the run was started and whether the service recovered it (0/1), kept by triggers (../run-origin-sql.ts). */
+  origin: string | null;
+  recovered: number;
 }
 
 export interface EventsTable {
@@ -207,6 +211,8 @@ export function runFromRow(row: RunsTable): RunRecord {
     control: row.control,
     controlRev: row.control_rev,
     controlAck: row.control_ack,
+    origin: row.origin as StartOrigin | null,
+    recovered: Number(row.recovered) === 1,
   };
 }
 
