@@ -8,17 +8,22 @@
  *   a resumed run opens its pull request against the same branch;
  * - `openPullRequest`: pushes the branch to `origin` and opens a pull
  *   request with whichever of `gh` / `glab` is installed, as a shell stage
- *   (values quoted with `sh`), journaled like any stage.
+ *   (values quoted with `sh`), journaled like any stage;
+ * - `commitFiles`: copies files (a run's artifacts, e.g. QA evidence) into
+ *   the branch's checkout and commits them there, as a recorded step, so a
+ *   pull request can link them by their place in the repository.
  *
  * Failure semantics: `baseBranch` fails the step in one sentence outside a
- * git repository or with a base that does not exist; `openPullRequest`
- * never throws: a pull request that could not be opened
- * is a result with `ok: false` and git's or the CLI's last words.
+ * git repository or with a base that does not exist; `openPullRequest` and
+ * `commitFiles` never throw: a pull request that could not be opened or
+ * files that could not be committed are a result with `ok: false` and
+ * git's or the CLI's last words.
  */
 
-import { readFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 import { StepFailedError } from "../shared/errors.ts";
-import { git as runGit } from "../shared/git.ts";
+import { git as runGit, gitOk, identity } from "../shared/git.ts";
 import { sh } from "./shell.ts";
 import type { StageResult, WorkflowContext } from "./types.ts";
 
@@ -71,6 +76,43 @@ else echo "neither gh nor glab is installed" >&2; exit 3; fi`,
   const lines = r.text.trim().split("\n");
   if (r.status !== "completed") return { ok: false, error: lastLine(r) || r.error?.message || "failed" };
   return { ok: true, tool: lines[0]!, url: lines.at(-1)! };
+}
+
+export interface CommitFiles {
+  /** A checkout of the branch (a stage's worktree: `result.workspace.path`). */
+  cwd: string;
+  /** The files to commit (absolute paths), each kept at its place relative to `base`. */
+  files: string[];
+  base: string;
+  /** Where they go, relative to the checkout's root. */
+  into: string;
+  message: string;
+}
+
+/**
+ * Copies `files` into the checkout under `into` and commits them on its branch (the user's git identity if
+ * configured, else atomic's), as the recorded step `step`: the committed paths, relative to the repository's
+ * root. Run again (a resume) it copies the same files and commits nothing new.
+ */
+export async function commitFiles(ctx: WorkflowContext<any>, step: string, c: CommitFiles): Promise<{ ok: true; paths: string[] } | { ok: false; error: string }> {
+  const done = await ctx.tool(
+    step,
+    { files: c.files, into: c.into },
+    async () => {
+      const paths = c.files.map((f) => join(c.into, relative(c.base, f)));
+      for (const [k, f] of c.files.entries()) {
+        const to = join(c.cwd, paths[k]!);
+        mkdirSync(dirname(to), { recursive: true });
+        copyFileSync(f, to);
+      }
+      await gitOk(c.cwd, ["add", "--", ...paths]);
+      const staged = await runGit(c.cwd, ["diff", "--cached", "--quiet", "--", ...paths]);
+      if (staged.code !== 0) await gitOk(c.cwd, [...(await identity(c.cwd)), "commit", "--quiet", "--no-verify", "-m", c.message, "--", ...paths]);
+      return paths;
+    },
+    { failureMode: "return", retries: 0 },
+  );
+  return done.ok ? { ok: true, paths: done.value } : { ok: false, error: done.error.message };
 }
 
 /** The last line a failed shell stage wrote to stderr (git's reason). */

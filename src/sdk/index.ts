@@ -8,7 +8,7 @@
 export * as v from "valibot";
 export { workflow, isWorkflow, ExitSignal } from "./workflow.ts";
 export { sh, quoteShell, type ShellValue } from "./shell.ts";
-export { baseBranch, openPullRequest, type PullRequest } from "./git.ts";
+export { baseBranch, commitFiles, openPullRequest, type CommitFiles, type PullRequest } from "./git.ts";
 export { writeFileAtomic } from "./files.ts";
 export { capturePage, pageUrl, PageCaptureError, type CaptureOptions, type PageCapture } from "./browser.ts";
 export { recordTerminal, type TerminalRecording, type TerminalRecordingOptions } from "./terminal-recording.ts";

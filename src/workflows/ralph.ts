@@ -32,8 +32,14 @@
  * title marked "[needs a person]" and its body the escalation evidence (each
  * reviewer's objections of the last loop and the consolidated findings).
  * Either pull request's body ends with the last loop's QA evidence: the
- * check's exit code, its terminal recording and its step screenshots,
- * linked by their paths in the run's artifacts. The branch keeps the commits; `atomic gc` removes the worktree.
+ * check's exit code, its terminal recording and its step screenshots. So
+ * that a reviewer can open them, they are committed on the branch under
+ * <qa_dir>/<run id>/loop-NN/ (specs/qa unless given) before it is pushed,
+ * and linked as ../blob/<branch>/<path>, which resolves from the pull
+ * request's page (GitHub /pull/N, GitLab /-/merge_requests/N) to the file
+ * on the branch; the path is the link's text. If git refuses the commit,
+ * the body says why and links the paths in the run's artifacts instead.
+ * The branch keeps the commits; `atomic gc` removes the worktree.
  *
  *   atomic run ralph --input prompt="Make the parser accept trailing commas" \
  *     --input acceptance_criteria="the parser tests pass" --input max_loops=4
@@ -45,7 +51,7 @@
  * check's screenshots), ralph-ledger.json (every loop,
  * written atomically).
  */
-import { workflow, v, baseBranch, openPullRequest, writeFileAtomic, recordTerminal, quoteShell } from "atomic";
+import { workflow, v, baseBranch, commitFiles, openPullRequest, writeFileAtomic, recordTerminal, quoteShell } from "atomic";
 
 const optionalText = (what: string) => v.optional(v.pipe(v.string(), v.description(what)));
 const Question = v.object({ question: v.pipe(v.string(), v.minLength(1)) });
@@ -84,6 +90,7 @@ export default workflow({
     notes_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description("where each loop's research notes are committed in the repository (relative to its root)")), "specs/research"),
     qa_command: optionalText("the end-to-end check, a shell command run in the worktree after each implementation; its screenshots (PNGs saved in $ATOMIC_QA_DIR) and a terminal recording become the QA evidence"),
     qa_timeout: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(7200), v.description("seconds the end-to-end check may take")), 600),
+    qa_dir: v.optional(v.pipe(v.string(), v.minLength(1), v.description("where the last loop's QA evidence is committed on the branch for the pull request (relative to the repository's root)")), "specs/qa"),
     create_pr: v.optional(v.pipe(v.boolean(), v.description("open a pull request when approved (gh or glab); not approved after max_loops, one marked as needing a person with the reviewers' objections")), false),
     runner: optionalText("runner of every stage (default: the configured one)"),
     model: optionalText("model of every stage"),
@@ -114,6 +121,7 @@ export default workflow({
     { name: "qa-NN", description: "runs the end-to-end check (qa_command), recording its terminal and keeping its screenshots" },
     { name: "review-NN-a, review-NN-b", description: "two reviewers, all at once" },
     { name: "consolidate-NN", description: "merges the findings of a loop not approved" },
+    { name: "qa-evidence", description: "commits the last loop's QA evidence on the branch for the pull request (create_pr with qa_command)" },
     { name: "pull-request", description: "pushes the branch and opens a pull request (create_pr)" },
   ],
   async run(ctx) {
@@ -247,7 +255,20 @@ export default workflow({
         .filter((r) => !r.approved)
         .map((r) => `### Reviewer ${r.reviewer.toUpperCase()}\n\n${r.findings.map((f) => `- ${f}`).join("\n") || (r.valid ? "(no findings given)" : "(no valid review)")}`)
         .join("\n\n");
-      const evidence = last?.qa ? qaEvidence(last.loop, last.qa) : "";
+      let evidence = "";
+      if (last?.qa) {
+        const nn = String(last.loop).padStart(2, "0");
+        const qaDir = `${dir}/qa-${nn}`;
+        const committed = await commitFiles(ctx, "qa-evidence", {
+          cwd: ledger.worktree!,
+          files: [last.qa.cast, ...last.qa.screenshots],
+          base: qaDir,
+          into: `${ctx.inputs.qa_dir}/${ctx.runId}/loop-${nn}`,
+          message: `atomic: QA evidence of ralph run ${ctx.runId}, loop ${last.loop}`,
+        });
+        if (!committed.ok) ctx.log(`ralph: the QA evidence could not be committed on ${branch} (${committed.error}); the pull request links its paths in the run's artifacts`);
+        evidence = qaEvidence(last.loop, last.qa, committed.ok ? { branch, paths: committed.paths } : { error: committed.error });
+      }
       const pr = await openPullRequest(
         ctx,
         "pull-request",
@@ -289,15 +310,29 @@ function oneLine(text: string): string {
   return line.length > 60 ? `${line.slice(0, 57)}...` : line;
 }
 
-/** The pull request's QA evidence: the check's outcome, its terminal recording and its step screenshots, linked by path. */
-function qaEvidence(loop: number, qa: Qa): string {
-  const link = (path: string) => `[${path.slice(path.lastIndexOf("/") + 1)}](${encodeURI(path)})`;
+/**
+ * The pull request's QA evidence: the check's outcome, its terminal recording and its step screenshots. Committed on
+ * the branch: each linked as ../blob/<branch>/<path> (from the pull request's page to the file on the branch, on
+ * GitHub and GitLab alike), its repository path as the text. Not committed: linked by their paths in the run's artifacts.
+ */
+function qaEvidence(loop: number, qa: Qa, committed: { branch: string; paths: string[] } | { error: string }): string {
+  const files = [qa.cast, ...qa.screenshots];
+  const link = (path: string) => {
+    if ("error" in committed) return `[${path.slice(path.lastIndexOf("/") + 1)}](${encodeURI(path)})`;
+    const inRepo = committed.paths[files.indexOf(path)]!;
+    return `[${inRepo}](${encodeURI(`../blob/${committed.branch}/${inRepo}`)})`;
+  };
   const shots = qa.screenshots.length
     ? qa.screenshots.map((p, k) => `${k + 1}. ${link(p)}`).join("\n")
     : "(the check saved no screenshots in $ATOMIC_QA_DIR)";
+  const where =
+    "error" in committed
+      ? `The evidence could not be committed on the branch (${committed.error}); these are its paths on the machine that ran the run.\n\n`
+      : `The evidence is committed on this branch under \`${committed.paths[0]!.slice(0, committed.paths[0]!.lastIndexOf("/"))}/\`.\n\n`;
   return (
     `\n\n## QA evidence (loop ${loop})\n\n` +
     `The end-to-end check \`${qa.command}\` ${qa.exit_code === 0 ? "passed" : `failed (exit code ${qa.exit_code})`}.\n\n` +
+    where +
     `Terminal recording (asciicast v2; \`asciinema play\` replays it): ${link(qa.cast)}\n\n` +
     `Screenshots of its steps:\n\n${shots}\n`
   );

@@ -7,9 +7,10 @@
  * told the check's outcome; reviewer B does not approve and max_loops is
  * 1, so the pull request (a fake gh) is opened marked as needing a person,
  * its body the reviewers' objections and the QA evidence: the recording and
- * both step screenshots (real PNGs of each step), linked by their paths in
- * the run's artifacts. The research notes are committed in the repository
- * under the notes_dir given.
+ * both step screenshots (real PNGs of each step), committed on the pushed
+ * branch under specs/qa/<run id>/loop-01/ and linked there
+ * (../blob/<branch>/<path>, from the pull request's page). The research
+ * notes are committed in the repository under the notes_dir given.
  */
 
 import { afterAll, afterEach, describe, expect } from "bun:test";
@@ -99,11 +100,20 @@ describe.skipIf(!HAVE_CHROMIUM)("ralph QA evidence with Chromium", () => {
         expect(call![call!.indexOf("--title") + 1]).toBe("[needs a person] ralph: A counter page");
         const body = call![call!.indexOf("--body") + 1]!;
         expect(body).toContain("## Escalation evidence: the reviewers' objections (loop 1)\n\n### Reviewer B\n\n- the button has no label for screen readers");
+        const qaInRepo = `specs/qa/${r.runId}/loop-01`;
+        const link = (name: string) => `[${qaInRepo}/${name}](../blob/${branch}/${qaInRepo}/${name})`;
         expect(body).toContain(
           `## QA evidence (loop 1)\n\nThe end-to-end check \`${check}\` passed.\n\n` +
-            `Terminal recording (asciicast v2; \`asciinema play\` replays it): [terminal.cast](${qa}/terminal.cast)\n\n` +
-            `Screenshots of its steps:\n\n1. [step-01-opened.png](${shots[0]})\n2. [step-02-clicked.png](${shots[1]})\n`,
+            `The evidence is committed on this branch under \`${qaInRepo}/\`.\n\n` +
+            `Terminal recording (asciicast v2; \`asciinema play\` replays it): ${link("terminal.cast")}\n\n` +
+            `Screenshots of its steps:\n\n1. ${link("step-01-opened.png")}\n2. ${link("step-02-clicked.png")}\n`,
         );
+        // the evidence is on the pushed branch, byte for byte the run's files
+        for (const f of ["terminal.cast", "step-01-opened.png", "step-02-clicked.png"]) {
+          const pushed = Bun.spawnSync(["git", "--git-dir", repo.origin, "show", `${branch}:${qaInRepo}/${f}`]).stdout;
+          expect(Buffer.compare(Buffer.from(pushed), Buffer.from(await Bun.file(`${qa}/${f}`).bytes()))).toBe(0);
+        }
+        expect(repo.git("log", "-1", "--format=%s", branch)).toBe(`atomic: QA evidence of ralph run ${r.runId}, loop 1`);
         expect(r.outputs.pull_request).toBe("https://github.example/acme/project/pull/7");
         // the research notes are committed in the repository, under notes_dir
         const date = new Date().toISOString().slice(0, 10);

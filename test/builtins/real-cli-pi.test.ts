@@ -218,10 +218,10 @@ heavyTest("goal on pi: one turn writes feature.txt with pi's shell, three review
   expect(call!.slice(0, 6)).toEqual(["pr", "create", "--base", "main", "--head", branch]);
 }, LIMIT);
 
-heavyTest("ralph on pi: one loop (refine, research, implement with pi's shell, the QA check recorded, two approvals), notes committed, gh opens the pull request", async () => {
+heavyTest("ralph on pi: one loop (refine, research, implement with pi's shell, the QA check recorded, two approvals), notes and QA evidence committed, gh opens the pull request", async () => {
   const repo = gitRepo();
   const p = { ...piRun(repo.env), cwd: repo.dir };
-  const r = await run("ralph", ["prompt=Accept trailing commas", "max_loops=1", "create_pr=true", "qa_command=echo qa-passed"], p);
+  const r = await run("ralph", ["prompt=Accept trailing commas", "max_loops=1", "create_pr=true", "qa_command=echo qa-passed", "qa_dir=evidence"], p);
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   expect(countsOf("ralph")).toEqual({ "refine-01": 1, "research-01": 1, "implement-01": 2, "review-01-a": 1, "review-01-b": 1 });
@@ -237,7 +237,10 @@ heavyTest("ralph on pi: one loop (refine, research, implement with pi's shell, t
   expect(existsSync(out.qa.cast)).toBe(true);
   const [call] = repo.ghCalls();
   expect(call!.slice(0, 6)).toEqual(["pr", "create", "--base", "main", "--head", branch]);
-  expect(call!.join(" ")).toContain("QA evidence (loop 1)");
+  // the QA evidence committed on the pushed branch under qa_dir, linked there from the pull request
+  const cast = `evidence/${r.runId}/loop-01/terminal.cast`;
+  expect(call!.join(" ")).toContain(`Terminal recording (asciicast v2; \`asciinema play\` replays it): [${cast}](../blob/${branch}/${cast})`);
+  expect(repo.git("--git-dir", repo.origin, "show", `${branch}:${cast}`)).toContain("qa-passed");
 }, LIMIT);
 
 heavyTest("open-claude-design on pi: the interviewer asks through pi's ask_user (answered with atomic answer), three analyses, one round accepted, the spec under specs/design", async () => {
