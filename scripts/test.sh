@@ -76,7 +76,7 @@ lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
   test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts test/recovery/sleep-clocks.test.ts)
 lane_ignored=("${lane[@]/%\//\/**}")
-# The whole suite (no arguments) also runs the crash, double-resume, golden-journal, pool-crash, pool, intercom,
+# The whole suite (no arguments) also runs the crash, double-resume, clock-jump, golden-journal, pool-crash, pool, intercom,
 # service (recovery, schedules, retention, the service lease) and fork/rerun tests again, on the Postgres journal
 # (every home a schema in the suite's cluster: test/helpers/postgres.ts); pool tests of SQLite's write lock skip
 # themselves there. Files in those folders that never open a journal (the intercom broker and its framing and
@@ -89,7 +89,7 @@ lane_ignored=("${lane[@]/%\//\/**}")
 # tests' bound (test/helpers/heavy.ts) is per bun process: so the chain starts no agent CLI and no browser, and
 # the pass's files that drive one (they import the browser or agent helpers: the service's status-page tests)
 # run on the Postgres journal after the main lane, by themselves.
-pg_files=(test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts
+pg_files=(test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts test/recovery/clock-jump.test.ts
   test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts)
 mapfile -t pg_heavy < <(grep -rlE 'browser-support|helpers/agents|helpers/heavy' --include='*.test.ts' "${pg_files[@]}" | sort)
 journal_free=(

@@ -7,7 +7,9 @@
  * its renewals are fenced by epoch, not by time; `runs` trusts a live,
  * running holder on this host (same pid and start time) over the clocks
  * (journal/run-status.ts). Through dist/atomic; the root's clock is moved
- * through FAKETIME_TIMESTAMP_FILE while it runs.
+ * through FAKETIME_TIMESTAMP_FILE while it runs. On SQLite and, in the
+ * Postgres pass (ATOMIC_TEST_JOURNAL=postgres), on Postgres, where the
+ * database's clock writes and judges leases.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -16,12 +18,17 @@ import { join } from "node:path";
 import { removeStaleFaketimeSegments } from "../helpers/faketime.ts";
 import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, makeTempDir } from "../e2e/support.ts";
+import { journalOf } from "../helpers/postgres.ts";
+import { openJournal } from "../../src/journal/open.ts";
 
 afterEach(cleanupWhenIdle);
 afterAll(async () => {
   await cleanupNow();
   removeStaleFaketimeSegments();
 });
+
+/** The Postgres pass (ATOMIC_TEST_JOURNAL=postgres): every home's journal is a schema in the test cluster. */
+const onPostgres = process.env.ATOMIC_TEST_JOURNAL === "postgres";
 
 const LIB = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1"].find((p) => existsSync(p));
 
@@ -61,14 +68,21 @@ if (LIB) {
     const out = Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text()]);
     await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
     writeFileSync(clock, "-10m\n");
-    // Renewed under the stepped-back clock: the lease row says it was last renewed ten minutes ago.
-    await waitUntil(async () => Date.now() - 5 * 60_000 > (await leaseRenewedAt(home)), 20_000, "a renewal under the stepped-back clock");
+    if (onPostgres) {
+      // Postgres writes renewals with the database's clock: renewals after the step show the driver went on.
+      const stepped = Date.now();
+      await waitUntil(async () => (await leaseRenewedAt(home)) > stepped + 1_000, 20_000, "a renewal under the stepped-back clock");
+    } else {
+      // Renewed under the stepped-back clock: the lease row says it was last renewed ten minutes ago.
+      await waitUntil(async () => Date.now() - 5 * 60_000 > (await leaseRenewedAt(home)), 20_000, "a renewal under the stepped-back clock");
+    }
     expect(await statusOf(home)).toBe("running");
     writeFileSync(clock, "+10m\n");
+    const steppedAhead = Date.now();
     // Renewed under the stepped-forward clock, then again a lease's length (3 s) later: renewals go on.
     const ahead = (await waitUntil(async () => {
       const at = await leaseRenewedAt(home);
-      return at > Date.now() + 5 * 60_000 ? at : 0;
+      return (onPostgres ? at > steppedAhead + 1_000 : at > Date.now() + 5 * 60_000) ? at : 0;
     }, 20_000, "a renewal under the stepped-forward clock"))!;
     await waitUntil(async () => (await leaseRenewedAt(home)) >= ahead + 3_000, 20_000, "renewals a lease's length after the step");
     expect(await statusOf(home)).toBe("running");
@@ -121,8 +135,20 @@ async function runIdIn(home: string): Promise<string> {
   return JSON.parse(r.stdout.trim().split("\n")[0]!).id;
 }
 
-/** The lease's renewedAt as recorded (the journal read directly, read-only). */
+/**
+ * The lease's renewedAt as recorded: on SQLite the journal file read directly, read-only (the driver's wall
+ * clock wrote it); on Postgres through the journal (the database's clock wrote it).
+ */
 async function leaseRenewedAt(home: string): Promise<number> {
+  if (onPostgres) {
+    const journal = await openJournal({ home, durability: "full", ...journalOf(home) });
+    try {
+      const [run] = await journal.listRuns({ limit: 1 });
+      return (run && (await journal.getLease(run.id))?.renewedAt) ?? Date.now();
+    } finally {
+      await journal.close();
+    }
+  }
   const { Database } = await import("bun:sqlite");
   const db = new Database(join(home, "atomic.db"), { readonly: true });
   try {
