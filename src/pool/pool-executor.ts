@@ -64,6 +64,8 @@ const MAX_POOLS = 10;
 /** Before a fresh pool starts: 250 ms, doubling per pool started, at most 2 s (a pool that keeps dying does not spin). */
 const RESTART_BACKOFF: Backoff = { firstMs: 250, maxMs: 2_000, jitter: 0.2 };
 const CONTROL_TIMEOUT_MS = 15_000;
+/** Batches of live events kept per item whose execute() has not registered yet (about 250 ms each). */
+const MAX_EARLY_BATCHES = 64;
 const DELIVER_TIMEOUT_MS = 5_000;
 /**
  * The least time a coordinator gets to answer a work_status: its answer may
@@ -129,6 +131,14 @@ export class PoolExecutor implements StageExecutor {
   private readonly controlWaiters = new Map<number, () => void>();
   /** Results that arrived before their stage's execute() registered (the item is enqueued a moment earlier). */
   private readonly early = new Map<string, StageResult>();
+  /**
+   * Live events that arrived before their stage's execute() registered, in
+   * batches, handed to it when it does: a worker may start the item (its
+   * `started`, the stage's first output) while the root is still writing the
+   * attempt's records (a pool coming up on a resumed run claims the item at
+   * once). Dropped, they left the stage "queued" for as long as it ran.
+   */
+  private readonly earlyEvents = new Map<string, RunnerEvent[][]>();
   /** Pending live deliveries by work id and message id. */
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
@@ -153,12 +163,16 @@ export class PoolExecutor implements StageExecutor {
     }
     if (!this.machine.is(POOL_STATES.running)) return this.lostResult(request, this.lost ?? CLOSED);
     // The item was committed to the queue before this call: a fast worker may already have finished it.
+    const earlyEvents = this.earlyEvents.get(workId) ?? [];
+    this.earlyEvents.delete(workId);
     const early = this.early.get(workId);
     if (early) {
       this.early.delete(workId);
+      for (const batch of earlyEvents) for (const e of batch) onEvent(e);
       return early;
     }
     const result = new Promise<StageResult>((resolve) => this.waiting.set(workId, { request, resolve, onEvent, heardAt: Date.now() }));
+    for (const batch of earlyEvents) for (const e of batch) onEvent(e);
     const onAbort = () => this.send({ type: "cancel_work", workId, reason: String(signal.reason ?? "cancelled") });
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
@@ -286,6 +300,7 @@ export class PoolExecutor implements StageExecutor {
       this.ready = undefined;
       this.lost = undefined;
       this.early.clear(); // results of the lost pool's items: their stages already failed
+      this.earlyEvents.clear();
       await this.start(true);
       if (this.control?.paused) this.send({ type: "control", ...this.control });
     })().finally(() => {
@@ -397,9 +412,15 @@ export class PoolExecutor implements StageExecutor {
 
   private liveEvents(workId: string, events: RunnerEvent[]): void {
     const w = this.waiting.get(workId);
-    if (!w) return;
-    w.heardAt = Date.now();
     // Capped here too: whatever a coordinator sends, the root takes in at most one batch's worth per stage.
+    if (!w) {
+      // Its execute() has not registered yet: kept for it (the first batches; `started` is in the first).
+      const kept = this.earlyEvents.get(workId) ?? [];
+      if (kept.length < MAX_EARLY_BATCHES) kept.push(capEvents(events));
+      this.earlyEvents.set(workId, kept);
+      return;
+    }
+    w.heardAt = Date.now();
     for (const e of capEvents(events)) w.onEvent(e);
   }
 

@@ -3,8 +3,9 @@
  * filtered by workflow, a run opened, a stage's conversation, a question
  * answered inline, a run cancelled; 80x24 with NO_COLOR, 200x60 with
  * colours and panes side by side, a resize to a terminal too small and
- * back; `atomic run --tui` driving a run under the console; and the
- * console refused off a terminal. Waits are on what the screen shows;
+ * back; `atomic run --tui` driving a run under the console, and `atomic
+ * resume --tui` driving the run it stopped on; and the console refused off
+ * a terminal. Waits are on what the screen shows;
  * every tmux server and run ends after each test, passed or failed.
  */
 
@@ -116,3 +117,29 @@ test("off a terminal the console says it needs one (exit 2), for tui and run --t
     expect(r.stderr).toContain("hint: in a pipe or a script use atomic runs");
   }
 });
+
+test("atomic resume --tui drives the interrupted run on under the console: the stopped stage runs again", async () => {
+  const home = newHome();
+  const first = Tmux.atomic(["run", DEMO, "--id", "demo-4", "--tui"], { home, cols: 80, rows: 24 });
+  await first.waitFor("1 open question(s): deploy where?");
+  first.keys("a");
+  await first.waitFor("❯ staging");
+  first.keys("Enter");
+  await first.waitFor("◐ deploy");
+  first.keys("Down", "Down");
+  await first.waitFor("deploying to staging");
+  first.keys("q");
+  expect(await first.exited()).toBe(130);
+  const t = Tmux.atomic(["resume", "demo-4", "--tui"], { home, cols: 80, rows: 24 });
+  await t.waitFor("driving run demo-4 here");
+  t.keys("Down", "Down");
+  // Its second attempt runs (not left queued): the console shows it running and its output.
+  await t.waitFor(/── deploy \(running\)[\s\S]*deploying to staging/);
+  expect(t.screen()).toMatch(/› ◐ deploy .*×2/);
+  t.keys("c");
+  await t.waitFor("cancel run demo-4? y cancels it");
+  t.keys("y");
+  await t.waitFor("demo-4 cancelled");
+  t.keys("q");
+  expect(await t.exited()).toBe(4);
+}, 90_000);
