@@ -23,6 +23,17 @@
  * own (the message holds a list: the root takes several alike). A window
  * that held results back to send them in batches served bench/pool.ts's
  * 500 no-op stages; agent stages settle hundreds of milliseconds apart.
+ *
+ * A second done() for an item comes within seconds of the first: a
+ * worker's `complete` retried before its receipt arrived, or a
+ * `work_status` the root sent before it read the `work_done`. So the
+ * answered ids are kept in two generations, the current one and the one
+ * before, which is dropped every ANSWERED_KEEP_MS: memory stays bounded
+ * over a long-lived coordinator (a worker host's, or one of a fan-out of
+ * 10,000 stages: 100 bytes or so an item otherwise) while a duplicate
+ * within minutes still sends nothing. One later still is harmless: the
+ * root keeps a result nobody waits for until its pool ends
+ * (pool-executor.ts, `early`).
  */
 
 import { CANCEL_IF_QUEUED } from "../runners/stage-executor.ts";
@@ -34,6 +45,8 @@ import { assertNever, parseMessage } from "./protocol/common.ts";
 import { ToCoordinatorSchema, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
 
 const EVENT_BATCH_MS = 250;
+/** How long an answered item is remembered at least (at most twice that). */
+export const ANSWERED_KEEP_MS = 5 * 60_000;
 
 export interface RootHandlers {
   /** Opens the journal the first time the root has work for the pool; later calls do nothing. */
@@ -46,13 +59,18 @@ export interface RootHandlers {
 
 export class RootChannel implements RootLink {
   private readonly events = new Map<string, EventBatcher>();
-  /** Items whose `work_done` was sent or is about to be (ids only: a few bytes per stage of the run). */
-  private readonly answered = new Set<string>();
+  /** Items whose `work_done` was sent or is about to be, since `rotatedAt`; and those of the generation before. */
+  private answered = new Set<string>();
+  private answeredBefore = new Set<string>();
+  private rotatedAt: number;
 
   constructor(
     private readonly core: CoordinatorCore,
     private readonly handlers: RootHandlers,
-  ) {}
+    private readonly now: () => number = Date.now,
+  ) {
+    this.rotatedAt = now();
+  }
 
   listen(): void {
     process.on("message", (raw: unknown) => {
@@ -135,10 +153,20 @@ export class RootChannel implements RootLink {
    * ordered and loses nothing, so the root has it.
    */
   done(workId: string, result: StageResult): void {
-    if (this.answered.has(workId)) return;
+    if (this.answered.has(workId) || this.answeredBefore.has(workId)) return;
+    if (this.now() - this.rotatedAt >= ANSWERED_KEEP_MS) {
+      this.answeredBefore = this.answered;
+      this.answered = new Set();
+      this.rotatedAt = this.now();
+    }
     this.answered.add(workId);
     const events = this.events.get(workId)?.take() ?? [];
     this.events.delete(workId);
     this.send({ type: "work_done", items: [{ workId, result, ...(events.length > 0 ? { events } : {}) }] });
+  }
+
+  /** How many answered items are remembered (for tests). */
+  remembered(): number {
+    return this.answered.size + this.answeredBefore.size;
   }
 }

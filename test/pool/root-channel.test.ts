@@ -7,7 +7,7 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import type { CoordinatorCore } from "../../src/pool/coordinator-core.ts";
 import type { FromCoordinator } from "../../src/pool/protocol/root-coordinator.ts";
-import { RootChannel } from "../../src/pool/root-channel.ts";
+import { ANSWERED_KEEP_MS, RootChannel } from "../../src/pool/root-channel.ts";
 import type { StageResult } from "../../src/sdk/types.ts";
 
 let sent: FromCoordinator[] = [];
@@ -25,8 +25,8 @@ afterEach(() => {
   else delete (process as { connected?: boolean }).connected;
 });
 
-function channel(): RootChannel {
-  return new RootChannel({} as CoordinatorCore, { attach() {}, control() {}, shutdown() {}, stopWaiting() {} });
+function channel(now?: () => number): RootChannel {
+  return new RootChannel({} as CoordinatorCore, { attach() {}, control() {}, shutdown() {}, stopWaiting() {} }, now);
 }
 
 const result = (text: string) => ({ status: "completed", text, workerId: "w1", generation: 1 }) as unknown as StageResult;
@@ -46,4 +46,19 @@ test("a result keeps its place among the other messages to the root", () => {
   root.send({ type: "control_ack", rev: 1 });
   root.done("b", result("b"));
   expect(doneIds()).toEqual([["a"], "control_ack", ["b"]]);
+});
+
+test("answered items are remembered for a while, not for the coordinator's whole life", () => {
+  let now = 0;
+  const root = channel(() => now);
+  for (let i = 0; i < 100; i++) root.done(`a${i}`, result("a"));
+  now += ANSWERED_KEEP_MS; // a new generation starts with the next result; the first is still remembered
+  root.done("b", result("b"));
+  root.done("a7", result("late duplicate"));
+  expect(root.remembered()).toBe(101);
+  now += ANSWERED_KEEP_MS; // the first generation goes
+  root.done("c", result("c"));
+  root.done("b", result("late duplicate"));
+  expect(root.remembered()).toBe(2);
+  expect(doneIds()).toEqual([...Array.from({ length: 100 }, (_, i) => [`a${i}`]), ["b"], ["c"]]);
 });
