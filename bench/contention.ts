@@ -17,9 +17,17 @@
  *
  * "Quiet" means without our two hogs: the machine is shared, and what else
  * runs is shown by the load averages in the notes.
+ *
+ * On Postgres a step is one round trip (one statement, its own commit:
+ * journal/postgres/append-sql-v8.ts), so each step wakes two processes, the
+ * server's backend and ours, and on a busy host each wake-up waits for a
+ * CPU. For information, the floor under that: the same count of raw
+ * single-row commits through pg from this process, one connection, quiet
+ * vs busy the same way (no engine, no process start).
  */
 
 import { join } from "node:path";
+import pg from "pg";
 import { createDatabase, startCluster } from "../test/helpers/postgres.ts";
 import {
   WORKFLOWS,
@@ -95,6 +103,46 @@ async function measure(bin: string, name: string, journal: () => Promise<string 
   };
 }
 
+/** `STEPS` single-row commits in sequence through one pg connection, ms. */
+async function rawCommits(client: pg.Client): Promise<number> {
+  const t0 = performance.now();
+  for (let i = 0; i < STEPS; i++) await client.query({ name: "insert", text: "insert into steps (n) values ($1)", values: [i] });
+  return performance.now() - t0;
+}
+
+async function rawFloor(url: string): Promise<Result> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query("create table steps (id bigserial primary key, n integer not null)");
+    const loads: string[] = [loadAverage()];
+    const quiet: number[] = [];
+    const busy: number[] = [];
+    await rawCommits(client); // warm-up
+    for (let i = 0; i < REPS; i++) {
+      quiet.push(await rawCommits(client));
+      const h = hogs();
+      try {
+        busy.push(await rawCommits(client));
+      } finally {
+        await h.stop();
+      }
+    }
+    loads.push(loadAverage());
+    return {
+      bench: "contention",
+      label: `floor: ${fmt(STEPS, 0)} raw single-row commits through pg on the same Postgres with ${HOGS} CPU-bound processes beside it`,
+      value: median(busy),
+      unit: "ms",
+      baseline: { label: "the same commits without them", value: median(quiet), unit: "ms" },
+      ratio: { value: median(busy) / median(quiet), meaning: "busy ÷ quiet" },
+      notes: [`busy: ${spread(busy)}`, `quiet: ${spread(quiet)}`, `load average before ${loads[0]}, after ${loads[1]} (2 CPUs, shared)`],
+    };
+  } finally {
+    await client.end();
+  }
+}
+
 const bench: Bench = {
   name: "contention",
   title: `${fmt(STEPS, 0)} sequential steps beside ${HOGS} CPU hogs vs quiet, on SQLite and on Postgres`,
@@ -106,6 +154,7 @@ const bench: Bench = {
       let n = 0;
       // A database of its own for every run, as a fresh home is for SQLite.
       results.push(await measure(bin, "Postgres", () => createDatabase(cluster, `contention${n++}`)));
+      results.push(await rawFloor(await createDatabase(cluster, "contention_raw")));
     } finally {
       cluster.stop();
     }
