@@ -28,6 +28,7 @@ import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent } from "../help
 import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
+import { startOtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.ts";
 import { shownStage } from "../helpers/real-agent-stage.ts";
 import { pidsRunning } from "../helpers/processes.ts";
 
@@ -66,8 +67,9 @@ interface StageOut {
   error: { code: string; message: string } | null;
 }
 
-async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}): Promise<StageOut[] & { home: string; env: Record<string, string>; runId: string }> {
-  const { home, cwd, env } = chatAgentSetup(kind, s.url, { trap, ...setup });
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}, moreEnv: Record<string, string> = {}): Promise<StageOut[] & { home: string; env: Record<string, string>; runId: string }> {
+  const { home, cwd, env: setupEnv } = chatAgentSetup(kind, s.url, { trap, ...setup });
+  const env = { ...setupEnv, ...moreEnv };
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
@@ -114,13 +116,26 @@ agentTest("opencode in its default sandbox (no sandbox option): its bash tool ca
 
 for (const kind of KINDS) {
   agentTest(
-    `${kind}: a 300 KiB prompt through stdin, unchanged; a bash tool call, then the answer; usage and cost exactly the provider's`,
+    `${kind}: a 300 KiB prompt through stdin, unchanged; a bash tool call (its shell has the stage span's TRACEPARENT), then the answer; usage and cost exactly the provider's`,
     async () => {
       const prompt = `TOOL please ${"x".repeat(300 * 1024)}`;
       const s = await server((req) =>
-        hasToolResult(req) ? text("all done", { prompt: 100, completion: 7, cached: 30 }) : toolCall("bash", shellArgs(kind, "echo hi-from-tool"), { usage: { prompt: 10, completion: 5 } }),
+        hasToolResult(req)
+          ? text("all done", { prompt: 100, completion: 7, cached: 30 })
+          : toolCall("bash", shellArgs(kind, 'echo hi-from-tool "traceparent=$TRACEPARENT"'), { usage: { prompt: 10, completion: 5 } }),
       );
-      const [stage] = await runStages(kind, s, [prompt]);
+      // Traces on, to a local receiver: the CLI, and the shell its tool runs, get the stage attempt's span as TRACEPARENT.
+      const otlp = await startOtlpReceiver();
+      let stage: StageOut | undefined;
+      let stageSpan: ReceivedSpan;
+      try {
+        [stage] = await runStages(kind, s, [prompt], [], {}, { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url });
+        // The run has exited, its spans flushed: the stage's is among them.
+        stageSpan = otlp.spans.items.find((x) => x.name === "invoke_agent s0")!;
+        expect(stageSpan).toBeDefined();
+      } finally {
+        await otlp.close();
+      }
       expect(stage!.error).toBeNull();
       expect(stage!).toMatchObject({ status: "completed", text: "all done" });
       // input excludes cache reads (10 + 70); cost from the CLI's own price table: (80×1 + 12×2 + 30×0.5) per million
@@ -129,7 +144,7 @@ for (const kind of KINDS) {
       expect(s.requests.length).toBe(2);
       expect(userTexts(s.requests[0]!).at(-1)!.trimEnd()).toBe(prompt);
       const tool = s.requests[1]!.body.messages.find((m) => m.role === "tool")!;
-      expect(String(tool.content)).toContain("hi-from-tool");
+      expect(String(tool.content)).toContain(`hi-from-tool traceparent=00-${stageSpan.traceId}-${stageSpan.spanId}-01`);
     },
   );
 
