@@ -14,8 +14,10 @@ import { afterAll, expect } from "bun:test";
 import { existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
-import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
-import { codexHome } from "../helpers/agent-homes.ts";
+import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
+import { getRunner } from "../../src/runners/registry.ts";
+import type { StageRequest } from "../../src/runners/types.ts";
+import { PRICES, codexHome } from "../helpers/agent-homes.ts";
 import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
 import { cancelDuringTool, realStages, runStage, sendMidTurn, shownStage } from "../helpers/real-agent-stage.ts";
 
@@ -76,6 +78,26 @@ agentTest("codex: atomic send followUp (with an attached file) is queued until t
   expect(box.stages).toMatchObject([{ stage: "ask", messages: [{ id: messageDir, state: "receipt-unverified", reason: expect.any(String) }] }]);
   // codex reports 350/100/30/25 after the resume (a running total); the stage records each turn once
   expect(outputs.usage).toMatchObject({ inputTokens: 220, cacheReadTokens: 100, cacheWriteTokens: 30, outputTokens: 25, turns: 2, model: "m" });
+  s.fake.assertOnlyFake();
+});
+
+agentTest("codex: continueFrom without the earlier attempt's files (its stage ran on another worker host): the thread's total before the turn comes from codex's session file; the continued stage is charged its own call only", async () => {
+  const call = { input: 157, cached: 100, cacheWrite: 40, output: 7 };
+  const s = await setup(say("noted: 42", call), say("you gave 42", call));
+  const stage = (name: string, extra: Partial<StageRequest>) =>
+    getRunner("codex").start(
+      { runId: "run-continue", stageKey: name, stageName: name, attempt: 1, runner: "codex", cwd: s.cwd, artifactDir: join(s.h.dir, name), env: { ...s.h.env, TMPDIR: s.h.dir }, agent: { binary: agentBin("codex"), pricing: PRICES }, prompt: "", ...extra },
+      () => {},
+    ).result;
+  const first = await stage("first", { prompt: "Remember the number 42." });
+  expect(first.status).toBe("completed");
+  // The earlier attempt's directory is not here: codex's running total (314 input tokens after the second call) has to
+  // be taken from the total its session file had when the turn started.
+  const second = await stage("second", { prompt: "Which number did I give you?", continueFrom: { sessionId: first.sessionId!, artifactDir: join(s.h.dir, "on-another-host"), fork: false } });
+  expect(second.status).toBe("completed");
+  expect(JSON.stringify(s.fake.calls[1]!.body.input)).toContain("noted: 42");
+  // input = prompt − cached − written; priced from the config's table: 17×2 + 7×10 + 100×0.5 + 40×3
+  for (const r of [first, second]) expect(r.usage).toMatchObject({ inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: 274, turns: 1 });
   s.fake.assertOnlyFake();
 });
 

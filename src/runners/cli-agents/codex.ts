@@ -11,7 +11,9 @@
  *   `exec resume` and `exec fork` (a fork's count goes on from its parent's):
  *   the stage records the difference from the thread's last total, its own
  *   or, for its first turn, the one the continued stage left
- *   (session-totals.ts). A total below the last one is a count that
+ *   (session-totals.ts), or, when that stage left none here (it ran on
+ *   another worker host), the one codex's session file shows
+ *   (codex-rollout.ts). A total below the last one is a count that
  *   restarted and is taken whole. input_tokens includes cached and
  *   cache-written tokens.
  * - `error` records are not final ("Reconnecting... 1/5" comes before
@@ -55,6 +57,7 @@ import { readEnv } from "../../shared/config/environment.ts";
 import { codexMcpArgs, stageMcpServer } from "./stage-mcp-config.ts";
 import { readOnly } from "./codex-tools.ts";
 import { minus, restarted } from "./session-totals.ts";
+import { totalsBeforeLastTurn } from "./codex-rollout.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 /** What a write in the read-only sandbox (Landlock, a read-only bind) says. */
@@ -116,8 +119,9 @@ export const codex: CliAdapter = {
       case "turn.completed": {
         const u = obj(rec.usage);
         const totals = TOTALS.map((k) => num(u[k]));
-        // The thread's totals before this turn: this stage's last, else the continued stage's (session-totals.ts).
-        const prev = s.session.thread;
+        // The thread's totals before this turn: this stage's last, else the continued stage's (session-totals.ts),
+        // else, for a continued thread whose earlier stage left none here, codex's own session file (codex-rollout.ts).
+        const prev = s.session.thread ?? (ctx.request.continueFrom && s.sessionId ? totalsBeforeLastTurn(codexHome(ctx.request), s.sessionId, TOTALS) : undefined);
         s.session.thread = totals;
         // A count below the last one restarted (a codex that counts per process): it is this turn's own.
         const [input, cached, written, output] = (restarted(totals, prev) ? totals : minus(totals, prev)) as [number, number, number, number];
@@ -147,12 +151,16 @@ export const codex: CliAdapter = {
 };
 
 
+/** codex's home: the stage's CODEX_HOME, else atomic's, else ~/.codex. */
+function codexHome(req: StageRequest): string {
+  const env = req.env ?? {};
+  return (typeof env.CODEX_HOME === "string" ? env.CODEX_HOME : undefined) ?? readEnv("CODEX_HOME") ?? join(homedir(), ".codex");
+}
+
 /** The top-level `model = "…"` of codex's config.toml (before any [table]). */
 function configuredModel(req: StageRequest): string | undefined {
-  const env = req.env ?? {};
-  const home = (typeof env.CODEX_HOME === "string" ? env.CODEX_HOME : undefined) ?? readEnv("CODEX_HOME") ?? join(homedir(), ".codex");
   try {
-    const top = readFileSync(join(home, "config.toml"), "utf8").split(/^\s*\[/m)[0]!;
+    const top = readFileSync(join(codexHome(req), "config.toml"), "utf8").split(/^\s*\[/m)[0]!;
     return /^\s*model\s*=\s*"([^"]+)"/m.exec(top)?.[1];
   } catch {
     return undefined;
