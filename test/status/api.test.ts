@@ -297,7 +297,7 @@ describe("status API", () => {
     });
   });
 
-  test("POSTs need the token: 401 without, 403 wrong; a message or answer without its fields is 400; bad control is 400", async () => {
+  test("POSTs need the token: 401 without, 403 wrong; a message or answer without its fields is 400; bad control and bad bulk actions are 400", async () => {
     await withRuns(async ({ st, reviewId }) => {
       const none = await st.post(`/api/runs/${reviewId}/control`, { action: "pause" }, null);
       expect(none.status).toBe(401);
@@ -332,6 +332,16 @@ describe("status API", () => {
       const child = await st.post(`/api/runs/${d.report.steps.at(-1)!.childRunId}/control`, { action: "pause" });
       expect(child.status).toBe(409);
       expect((await json(child)).error.code).toBe("not_root");
+      // Bulk actions: an empty selection, an unknown action and a body without runs are refused in one sentence; a
+      // run that cannot take the action (finished) or does not exist fails alone, the others go on.
+      const empty = await st.post("/api/runs/bulk", { action: "cancel", runs: [] });
+      expect([empty.status, (await json(empty)).error]).toEqual([400, { code: "no_runs", message: "no runs were selected, so there is nothing to cancel", hint: 'select runs in the list, or name them in "runs"' }]);
+      const unknown = await st.post("/api/runs/bulk", { action: "delete", runs: [reviewId] });
+      expect([unknown.status, (await json(unknown)).error.code]).toEqual([400, "unknown_action"]);
+      expect((await json(await st.post("/api/runs/bulk", { action: "cancel" }))).error.code).toBe("bad_body");
+      expect((await st.post("/api/runs/bulk", { action: "cancel", runs: [reviewId] }, null)).status).toBe(401);
+      const mixed = await json<{ results: { runId: string; ok: boolean; error?: { code: string } }[] }>(await st.post("/api/runs/bulk", { action: "cancel", runs: [reviewId, "0000000000zzzzzzzz"] }));
+      expect(mixed.results.map((r) => [r.runId, r.ok, r.error?.code])).toEqual([[reviewId, false, "already_ended"], ["0000000000zzzzzzzz", false, "unknown_run"]]);
     });
   });
 
