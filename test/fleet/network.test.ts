@@ -7,7 +7,8 @@
  * stage. The cut-off host stops its own stage once its lease deadline
  * passes, another host runs it, exactly one result is applied, and when the
  * network heals the cut-off host's late commit is refused and it goes on
- * claiming as before.
+ * claiming as before; with traces on at the root, its next stage joins the
+ * run's trace (its span a child of the run's, its TRACEPARENT that span).
  */
 
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -16,6 +17,8 @@ import { join } from "node:path";
 import { lineWatcher, waitUntil } from "../helpers/atomic.ts";
 import { makeFleet, type Fleet, type FleetHost } from "../helpers/fleet.ts";
 import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
+import { startOtlpReceiver } from "../helpers/otlp-receiver.ts";
+import { traceIdOf } from "../../src/engine/tracing/trace-ids.ts";
 import { counts, FIXTURES, marks } from "./support.ts";
 
 const LEASE = 3_000;
@@ -50,9 +53,9 @@ function worker(host: FleetHost, extra: string[] = []) {
   return { proc, log };
 }
 
-function run(host: FleetHost, wf: string, inputs: string[]) {
+function run(host: FleetHost, wf: string, inputs: string[], env: Record<string, string> = {}) {
   const proc = host.spawnAtomic(["run", join(FIXTURES, wf), "--workers", "0", "--json", "--work-lease-ms", String(LEASE), ...inputs.flatMap((i) => ["--input", i])], {
-    env: { ATOMIC_JOURNAL: host.postgresUrl, ...agentEnv() },
+    env: { ATOMIC_JOURNAL: host.postgresUrl, ...agentEnv(), ...env },
   });
   const out = lineWatcher(proc.stdout);
   const err = lineWatcher(proc.stderr);
@@ -117,10 +120,24 @@ describe(`worker hosts on a network of their own`, () => {
     // Healed, host a claims again: a second run's stage may go to either host and completes.
     wb.proc.kill("SIGTERM");
     await wb.proc.exited;
-    const again = run(root, "one.ts", [`marks=${join(fleet.dir, "after-heal")}`, "seconds=0"]);
-    const second = await again.result();
-    expect(second?.status).toBe("completed");
-    expect(second.outputs).toBe("done-by a");
+    // With traces on at the root (a receiver on the fleet's network): the stage on host a joins the run's trace,
+    // its span a child of the run's, and its process there got that span as TRACEPARENT.
+    const otlp = await startOtlpReceiver(new URL(fleet.postgresUrl).hostname);
+    try {
+      const afterHeal = join(fleet.dir, "after-heal");
+      const again = run(root, "one.ts", [`marks=${afterHeal}`, "seconds=0"], { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url });
+      const second = await again.result();
+      expect(second?.status).toBe("completed");
+      expect(second.outputs).toBe("done-by a");
+      // The run has exited, its spans flushed.
+      const runSpan = otlp.spans.items.find((x) => x.name === "invoke_workflow fleet-one");
+      const stageSpan = otlp.spans.items.find((x) => x.name === "shell only");
+      expect(runSpan?.traceId).toBe(traceIdOf(second.runId));
+      expect([stageSpan?.traceId, stageSpan?.parentSpanId]).toEqual([runSpan!.traceId, runSpan!.spanId]);
+      expect(marks(afterHeal)).toContain(`traceparent a 00-${runSpan!.traceId}-${stageSpan!.spanId}-01`);
+    } finally {
+      await otlp.close();
+    }
     wa.proc.kill("SIGTERM");
     await wa.proc.exited;
   }, 180_000);

@@ -53,10 +53,11 @@ export function serveOtlp<T>(
   path: string,
   into: Arrivals<T>,
   decode: { json: (body: JsonAny) => T[]; protobuf: (body: Uint8Array) => T[] },
+  hostname = "127.0.0.1",
 ): { url: string; readonly requests: number; close(): Promise<void> } {
   const state = { requests: 0 };
   const server = Bun.serve({
-    hostname: "127.0.0.1",
+    hostname,
     port: 0,
     async fetch(req) {
       if (req.method !== "POST" || new URL(req.url).pathname !== path) return new Response("not found", { status: 404 });
@@ -68,7 +69,7 @@ export function serveOtlp<T>(
     },
   });
   return {
-    url: `http://127.0.0.1:${server.port}`,
+    url: `http://${hostname}:${server.port}`,
     get requests() {
       return state.requests;
     },
@@ -78,9 +79,10 @@ export function serveOtlp<T>(
   };
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** A trace receiver on `hostname` (where other machines of a test fleet reach it: test/helpers/fleet.ts). */
+export async function startOtlpReceiver(hostname = "127.0.0.1"): Promise<OtlpReceiver> {
   const spans = new Arrivals<ReceivedSpan>();
-  const endpoint = serveOtlp("/v1/traces", spans, { json: fromJson, protobuf: fromProtobuf });
+  const endpoint = serveOtlp("/v1/traces", spans, { json: fromJson, protobuf: fromProtobuf }, hostname);
   return {
     url: endpoint.url,
     spans,
