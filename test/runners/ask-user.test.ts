@@ -7,14 +7,16 @@
  * `atomic answer` answers it while `atomic serve` runs; the service
  * continues the run and the answer reaches the model as the ask_user
  * call's result (the fake provider's request log), in the same
- * conversation, the prompt not sent again. In process: a malformed call is
+ * conversation, the prompt not sent again. With no person reachable (off
+ * a terminal, no service), the run says how to answer; stopped, it is
+ * parked awaiting_input and says how to answer and resume. In process: a malformed call is
  * refused to the model (which goes on), and an ungranted one is unknown.
  */
 
 import { expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type RecordedRequest, type Script } from "../helpers/fake-openai.ts";
 import { closeStage, openStage, runStage, stageRequest, type OpenAIStage } from "../helpers/openai-stage.ts";
 import { kill9, newSetup, runIdOf, serviceCleanup, spawnRunOf, startService, untilStatus } from "../service/support.ts";
@@ -71,6 +73,43 @@ test("ask_user parks the stage; kill -9 of the root; answered with atomic answer
   }
 }, 120_000);
 
+test("ask_user with no person reachable (no terminal, no service): the stage parks and says how to answer; answered, resume continues it", async () => {
+  const server = await startFakeOpenAI(asking);
+  try {
+    const env = { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const s = newSetup();
+    // Off a terminal (pipes), with no service running: nobody can be asked in place.
+    const run = spawnAtomic(["--home", s.home, "run", FIXTURE, "--id", "ask-nobody-1"], { home: s.home, env });
+    const out = lineWatcher(run.stdout);
+    const asked = await out.waitFor(/question (\S+): Deploy to production\? \[yes\/no\]/);
+    const id = /question (\S+):/.exec(asked)![1]!;
+    await out.waitFor(literal(`answer with: atomic answer ask-nobody-1 ${id} <answer>`));
+    const shown = await runAtomic(["--home", s.home, "show", "ask-nobody-1"], { home: s.home });
+    expect(shown.stdout).toMatch(/status\s+awaiting_input/);
+    expect(shown.stdout).toMatch(literal(`${id}: Deploy to production? [yes/no]; answer with: atomic answer ask-nobody-1 ${id} <answer>`));
+    // Stopped while it waits: the run is parked on the question and says how to answer it and go on.
+    run.kill("SIGINT");
+    const code = await run.exited;
+    const said = (await new Response(run.stderr).text()).replace(/\s+/g, " ");
+    expect(code).toBe(130); // Ctrl-C's status, whatever the run's
+    expect(said).toContain("run ask-nobody-1 awaiting_input");
+    expect(said).toContain("see its open questions with: atomic inbox ask-nobody-1");
+    expect(said).toContain("answer with: atomic answer ask-nobody-1 <question id> <answer>, then resume with: atomic resume ask-nobody-1");
+    expect(server.requests.length).toBe(1); // parked: no model call meanwhile
+    const answered = await runAtomic(["--home", s.home, "answer", "ask-nobody-1", id, "no"], { home: s.home });
+    expect(answered.code).toBe(0);
+    const resumed = await runAtomic(["--home", s.home, "resume", "ask-nobody-1"], { home: s.home, env });
+    expect(resumed.code).toBe(0);
+    const done = JSON.parse((await runAtomic(["--home", s.home, "show", "ask-nobody-1", "--json"], { home: s.home })).stdout) as { run: { outputs: unknown } };
+    expect(done.run.outputs).toEqual({ text: "deploying: the answer was no" });
+    // The answer is the ask_user call's result, in the same conversation.
+    expect(server.requests.length).toBe(2);
+    expect(shape(server.requests[1]!.body.messages.slice(-1))).toEqual([["tool", "call_ask", "no"]]);
+  } finally {
+    await server.close();
+  }
+}, 120_000);
+
 test("ask_user granted to a gemini stage (no stage MCP server): refused before it starts, in one sentence with a hint", async () => {
   const s = newSetup();
   mkdirSync(s.home, { recursive: true, mode: 0o700 });
@@ -82,6 +121,10 @@ test("ask_user granted to a gemini stage (no stage MCP server): refused before i
 });
 
 describe_inProcess();
+
+function literal(text: string): RegExp {
+  return new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+}
 
 function shape(messages: RecordedRequest["body"]["messages"]) {
   return messages.map((m) =>
