@@ -42,6 +42,7 @@ const ROLES: Record<string, { entry: EntryPoint; main: string }> = {
   "--internal-sandbox-net": { entry: "runners/sandbox/net-init.ts", main: "netInitMain" },
   "--internal-stage-mcp": { entry: "pool/stage-mcp.ts", main: "stageMcpMain" },
   "--internal-stage-tool": { entry: "pool/stage-tool-call.ts", main: "stageToolCallMain" },
+  "--internal-capture-page": { entry: "sdk/capture-role.ts", main: "capturePageMain" },
 };
 
 // Before anything else: no other process of this user may read this one's environment or memory

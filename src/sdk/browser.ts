@@ -35,6 +35,10 @@ export interface CaptureOptions {
   scrollSteps?: number;
   /** How long the page may take to load (default 30 s). */
   timeoutMs?: number;
+  /** An HTTP proxy for the page's requests (loopback bypasses it), e.g. a sandbox's provider gate. */
+  proxy?: string;
+  /** Chromium's own sandbox (default: on unless this process is root); off inside atomic's sandbox, which contains it. */
+  chromiumSandbox?: boolean;
 }
 
 export interface PageCapture {
@@ -84,7 +88,8 @@ export async function capturePage(target: string, opts: CaptureOptions): Promise
     browser = await chromium.launch({
       executablePath: opts.chromium,
       args: ["--disable-gpu", "--hide-scrollbars", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-      chromiumSandbox: process.getuid?.() !== 0,
+      chromiumSandbox: opts.chromiumSandbox ?? process.getuid?.() !== 0,
+      ...(opts.proxy ? { proxy: { server: opts.proxy, bypass: "127.0.0.1,localhost,[::1]" } } : {}),
       timeout: 60_000,
     });
   } catch (e) {

@@ -11,6 +11,7 @@ export { sh, quoteShell, type ShellValue } from "./shell.ts";
 export { baseBranch, commitFiles, openPullRequest, type CommitFiles, type PullRequest } from "./git.ts";
 export { writeFileAtomic } from "./files.ts";
 export { capturePage, pageUrl, PageCaptureError, type CaptureOptions, type PageCapture } from "./browser.ts";
+export { captureInSandbox, type SandboxedCapture } from "./capture-stage.ts";
 export { recordTerminal, type TerminalRecording, type TerminalRecordingOptions } from "./terminal-recording.ts";
 export type * from "./types.ts";
 export { AtomicError, StepFailedError, CancelledError, NonRetryableError } from "../shared/errors.ts";

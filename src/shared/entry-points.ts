@@ -41,6 +41,7 @@ export const ENTRY_POINTS = [
   "cli/tui/entry.ts",
   "cli/mcp/server.ts",
   "sdk/playwright.ts",
+  "sdk/capture-role.ts",
 ] as const;
 
 export type EntryPoint = Exclude<(typeof ENTRY_POINTS)[number], "main.ts">;

@@ -23,6 +23,7 @@ export const ROLE = {
   sandboxNet: "--internal-sandbox-net",
   stageMcp: "--internal-stage-mcp",
   stageTool: "--internal-stage-tool",
+  capturePage: "--internal-capture-page",
 } as const;
 
 /** Reads and removes this process's role configuration (undefined when there is none). */

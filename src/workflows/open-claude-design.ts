@@ -15,8 +15,11 @@
  * 2. References: each URL is fetched and each file read (the first 20,000
  *    characters; one that cannot be read is noted, not fatal). Each URL and
  *    each local HTML page (a .html/.htm file) is visited in headless
- *    Chromium once it is found (step 4), by a recorded step reference-NN
- *    (capturePage, playwright-core): a full-page screenshot
+ *    Chromium once it is found (step 4), by a shell stage reference-NN in a
+ *    sandbox (captureInSandbox: network only to the URL's own host, or
+ *    none and the file's directory read-only; the artifact directory
+ *    writable; journaled, so a resumed run does not visit it again;
+ *    capturePage through playwright-core inside): a full-page screenshot
  *    (reference-NN-full.png, NN its place in the references) and a scroll
  *    sequence of 1280x800 viewports from the top (reference-NN-scroll-MM.png,
  *    at most 6); the designer is told where they are. A page that does not
@@ -49,7 +52,7 @@
  * repository: every one of those files under <cwd>/<specs_dir>/<run id>/
  * (specs_dir: specs/design unless given).
  */
-import { workflow, v, sh, capturePage, type PageCapture } from "atomic";
+import { workflow, v, sh, captureInSandbox } from "atomic";
 
 const optionalText = (what: string) => v.optional(v.pipe(v.string(), v.description(what)));
 
@@ -114,7 +117,7 @@ export default workflow({
     { name: "discover", description: "discovery: the interviewer agent asks you (ask_user) the output type, additions to the brief and, when none were given, the references" },
     { name: "output-type, brief, references", description: "the same questions asked by the workflow when the interviewer gives no usable answer" },
     { name: "design-system, analysis, patterns", description: "three analysis stages over the brief and the references (design-context.md)" },
-    { name: "reference-NN", description: "headless Chromium visits a URL or local HTML reference: a full-page screenshot and a scroll sequence" },
+    { name: "reference-NN", description: "a sandboxed shell stage: headless Chromium visits a URL (only its host reachable) or local HTML reference: a full-page screenshot and a scroll sequence" },
     { name: "generate-NN", description: "writes preview.html in round NN" },
     { name: "screenshot-NN", description: "a shell stage: headless Chromium screenshots the preview" },
     { name: "review-NN, steer-NN", description: "questions to you: accept, steer (what to change) or discard" },
@@ -249,14 +252,11 @@ export default workflow({
       for (const [i, r] of collected.entries()) {
         if (!/^https?:\/\//i.test(r.reference) && !/\.html?$/i.test(r.reference)) continue;
         const nn = String(i + 1).padStart(2, "0");
-        const shot = await ctx.tool(`reference-${nn}`, { reference: r.reference }, (): Promise<PageCapture> => capturePage(r.reference, { chromium: browser, dir, name: `reference-${nn}` }), {
-          retries: 0,
-          failureMode: "return",
-        });
+        const shot = await captureInSandbox(ctx, `reference-${nn}`, r.reference, { chromium: browser, dir });
         if (shot.ok) referenceShots.push({ reference: r.reference, full: shot.value.full, scroll: shot.value.scroll, error: null });
         else {
-          referenceShots.push({ reference: r.reference, full: null, scroll: [], error: shot.error.message });
-          ctx.log(`design: ${shot.error.message}`);
+          referenceShots.push({ reference: r.reference, full: null, scroll: [], error: shot.error });
+          ctx.log(`design: ${shot.error}`);
         }
       }
       await ctx.tool("write-references", {}, () => Bun.write(`${dir}/references.json`, JSON.stringify(referenceShots, null, 2) + "\n"));

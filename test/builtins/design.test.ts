@@ -17,7 +17,9 @@
  * HTML reference page (served by no one: a file) and a page served by the
  * test are visited in Chromium: a full-page PNG as long as the page and a
  * scroll sequence of 1280x800 PNGs (real PNGs of each part of the page),
- * named to the designer; a reference URL that does not load is said in one
+ * named to the designer, each by a sandboxed stage that reaches only its
+ * reference's host (a stylesheet the pages ask of another local server is
+ * never requested); a reference URL that does not load is said in one
  * sentence with a hint and the design goes on; an accepted design's files
  * go to the repository under specs/design/<run id>/, or the specs_dir
  * given.
@@ -93,8 +95,12 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
     async () => {
       const s = await scriptedServer(stageOf, answers);
       // Two bands, red then blue, each 1000px high: the full page shows both, the scroll sequence one viewport each.
-      const long = `<!doctype html>\n<html><head><title>Their pricing</title></head><body style="margin:0"><div style="height:1000px;background:#cc3333"></div><div style="height:1000px;background:#3333cc"></div></body></html>\n`;
-      const site = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(page("#33cc99", "A gallery"), { headers: { "content-type": "text/html" } }) });
+      // A host no reference names: the pages ask it for a stylesheet, which their sandbox does not let them reach.
+      const elsewhere: string[] = [];
+      const tracker = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (req) => (elsewhere.push(new URL(req.url).pathname), new Response("", { headers: { "content-type": "text/css" } })) });
+      const foreign = (from: string) => `<link rel="stylesheet" href="http://127.0.0.1:${tracker.port}/${from}.css">`;
+      const long = `<!doctype html>\n<html><head><title>Their pricing</title>${foreign("from-file")}</head><body style="margin:0"><div style="height:1000px;background:#cc3333"></div><div style="height:1000px;background:#3333cc"></div></body></html>\n`;
+      const site = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(page("#33cc99", "A gallery").replace("<html>", `<html><head>${foreign("from-site")}</head>`), { headers: { "content-type": "text/html" } }) });
       const closed = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") });
       const dead = `http://127.0.0.1:${closed.port}/pricing`;
       await closed.stop(true);
@@ -112,7 +118,12 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         expect(r.stderr).toBe("");
         expect(r.code).toBe(0);
         const dir = `${cwd}/.atomic/runs/open-claude-design-${r.runId}`;
-        const deadSentence = `the reference ${dead} did not load (net::ERR_CONNECTION_REFUSED at ${dead}); check the address (is the site up, the file there?) or leave it out.`;
+        // each reference reached only its own host (or, a file, none): the pages' requests elsewhere never arrived
+        expect(elsewhere).toEqual([]);
+        // Through the sandbox's tunnel to the named port, a port nobody listens on reads as an empty response or a
+        // socket closed (which of the two is a race of the tunnel's close): one sentence with the hint either way.
+        const deadSentence = (r.outputs.reference_screenshots as { error: string | null }[])[2]!.error!;
+        expect(deadSentence).toMatch(new RegExp(`^the reference ${dead} did not load \\(net::ERR_(EMPTY_RESPONSE|SOCKET_NOT_CONNECTED) at ${dead}\\); check the address \\(is the site up, the file there\\?\\) or leave it out\\.$`));
         const shots = [
           { reference: "ref.html", full: `${dir}/reference-01-full.png`, scroll: [`${dir}/reference-01-scroll-01.png`, `${dir}/reference-01-scroll-02.png`, `${dir}/reference-01-scroll-03.png`], error: null },
           { reference: url, full: `${dir}/reference-02-full.png`, scroll: [`${dir}/reference-02-scroll-01.png`], error: null },
@@ -142,6 +153,7 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         expect(artifacts(`${cwd}/docs/designs/${r.runId}`)).toEqual(files);
         expect(existsSync(`${cwd}/specs`)).toBe(false);
       } finally {
+        await tracker.stop(true);
         await site.stop(true);
         await s.close();
       }
