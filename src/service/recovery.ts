@@ -27,7 +27,9 @@
  * service started; a drive that ends any other way ends the streak) the run
  * is left for a person, with the exit and the log file in the sentence.
  * A restarted service takes the streak up from the journal (a drive of the
- * service that recorded no end crashed: due-runs.ts).
+ * service that recorded no end crashed: due-runs.ts). A drive that stopped
+ * because the journal was unreachable (storage_unavailable) is tried again
+ * after the longest back-off, and never left for a person for it.
  *
  * A drive whose run has waited PARK_AFTER_MS for an answer to `ctx.ask` is
  * stopped (the run parks, resumable): a question nobody answers for a day
@@ -57,6 +59,8 @@ const BACKOFF_MS = [1_000, 5_000];
 export const PARK_AFTER_MS = 10_000;
 /** Refusals that mean the drive was not needed (someone else drives the run, or it ended meanwhile), not a problem of the run. */
 const HARMLESS_REFUSALS = new Set(["lease_held", "already_completed", "run_cancelled", "not_root"]);
+/** A drive that stopped because the journal was unreachable: the run is tried again, never left for a person. */
+const STORAGE_UNAVAILABLE = "storage_unavailable";
 
 /** A run this service drove, for the page (which runs the service recovered) and `serve --json`. */
 export interface RecoveredRun {
@@ -257,6 +261,11 @@ export class RecoveryDuty implements Duty {
         ...(last ? { lastRunId: last, message: `run ${runId} continued as new; its chain ended with run ${last} ${end.status}` } : { message: `run ${runId} ${end.status}` }),
       });
       if (end.status === "failed") await this.leaveIfDiverged(last ?? runId);
+    } else if (end.kind === "refused" && end.errorCode === STORAGE_UNAVAILABLE) {
+      // The journal went away under the drive (a Postgres outage): not the run's fault; tried again after a back-off.
+      const wait = BACKOFF_MS.at(-1)!;
+      this.retryAt.set(runId, Date.now() + wait);
+      this.service.log({ type: "drive_stopped", runId, code: end.errorCode, message: `the drive of run ${runId} stopped: ${end.message}; trying again in ${wait / 1000} s` });
     } else if (end.kind === "refused") {
       entry.crashesInARow = 0;
       if (HARMLESS_REFUSALS.has(end.errorCode)) {

@@ -162,6 +162,45 @@ for (const [i, plan] of PLANS.entries()) {
   }, 150_000);
 }
 
+test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run the service drives (FC_SEED=${SEED}): the drive stops, the service waits, and once the server is back it drives the run to completion`, async () => {
+  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
+  const proc = spawnAtomic(["--json", "serve", "--port", "0"], { home: s.home, env: s.env });
+  const out = lineWatcher(proc.stdout);
+  const events = (type: string) => out.lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.type === type);
+  let before: Map<string, number>;
+  let id: string;
+  try {
+    await out.waitFor(/"type":"service_active"/);
+    const detached = await runAtomic(["run", WORKFLOW, "--detach"], { home: s.home, env: s.env });
+    expect(detached.code).toBe(0);
+    id = detached.stdout.split("\n")[0]!.trim();
+    await waitUntil(() => s.effects().length >= PLANS[0]!.after, 60_000, `${PLANS[0]!.after} side effects`);
+    cluster!.stopServer();
+    try {
+      // The drive stops with the journal away; the service keeps the run for later (it cannot even record otherwise).
+      await out.waitFor(/"type":"drive_(crashed|stopped|refused|ended)"/, 60_000).catch((err: Error) => {
+        const log = join(s.home, "service", "logs", `${id}.log`);
+        throw new Error(`${err.message}\nthe drive's log:\n${existsSync(log) ? readFileSync(log, "utf8") : "(none)"}`);
+      });
+      before = counts(s.effects());
+    } finally {
+      cluster!.startServer();
+    }
+    await waitUntil(async () => (await runAtomic(["runs", "--json"], { home: s.home, env: s.env })).stdout.includes('"status":"completed"'), 90_000, "the run completed by the service").catch(async (err: Error) => {
+      const runs = await runAtomic(["runs", "--json"], { home: s.home, env: s.env });
+      throw new Error(`${err.message}\nruns: ${runs.stdout}${runs.stderr}\nservice: ${out.lines.filter((l) => !l.includes("service_error")).join("\n")}`);
+    });
+  } finally {
+    proc.kill("SIGTERM");
+  }
+  expect(await proc.exited).toBe(0);
+  expect(events("run_left")).toEqual([]);
+  expect(events("drive_started").filter((e) => e.runId === id).length).toBe(2);
+  const after = counts(s.effects());
+  expect(after.size).toBe(ROUNDS * 3);
+  for (const [key, n] of before!) expect(after.get(key)).toBeLessThanOrEqual(n + 1);
+}, 150_000);
+
 test.skipIf(!postgresInstalled())("the service during a postgres outage: says the server is unreachable and waits on standby, then takes its duties again once it is back", async () => {
   const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
   const proc = spawnAtomic(["serve", "--port", "0"], { home: s.home, env: s.env });
