@@ -33,7 +33,7 @@
  */
 
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import type { StageWorkspace, WorkspaceOption } from "../sdk/types.ts";
 import { StepFailedError } from "../shared/errors.ts";
 import { git, gitOk, identity, lastWords } from "../shared/git.ts";
@@ -260,4 +260,28 @@ export async function removeRunWorktrees(artifactsDir: string, runId: string, op
     if (!opts.dryRun) await git(repo, ["worktree", "prune"]);
   }
   return out;
+}
+
+/**
+ * What a worker host needs to open the stage's worktree in its own checkout (fleet/host-workspace.ts): the
+ * repository's shared remote (`origin`, else the first one), the base commit, the branch and the cwd's
+ * subdirectory. Undefined when the repository has no remote: no other machine can share its commits.
+ */
+export async function workspaceIdentity(ws: WorkspaceRecord): Promise<{ remote: { name: string; url: string }; baseCommit: string; branch: string; prefix: string } | undefined> {
+  const names = (await git(ws.repo, ["remote"])).stdout.split("\n").filter((n) => n !== "");
+  const name = names.includes("origin") ? "origin" : names[0];
+  if (name === undefined) return undefined;
+  const url = (await git(ws.repo, ["remote", "get-url", name])).stdout.trim();
+  if (url === "") return undefined;
+  return { remote: { name, url }, baseCommit: ws.baseCommit, branch: ws.branch, prefix: relative(ws.path, ws.cwd) };
+}
+
+/**
+ * A worker host ran the stage in its own worktree and pushed the branch (at `head`) to the shared remote:
+ * the root's worktree takes those commits (fetched, then a fast-forward), so settling it, `atomic diff`
+ * and ctx.merge read them here as if the stage had run here. Throws GitError when git refuses.
+ */
+export async function takePushed(ws: WorkspaceRecord, pushed: { url: string; branch: string; head: string }): Promise<void> {
+  await gitOk(ws.path, ["fetch", "--quiet", "--no-tags", pushed.url, `refs/heads/${pushed.branch}`]);
+  await gitOk(ws.path, ["merge", "--ff-only", "--quiet", pushed.head]);
 }

@@ -64,10 +64,14 @@ import { artifactKeyOf, type ArtifactStore } from "../artifacts/store.ts";
 import { shipStageFiles, type StageShipper } from "../artifacts/shipper.ts";
 import { loadConfig } from "../shared/config/load.ts";
 import { recordedEnvironment, type RecordedEnvironment } from "../engine/run-environment.ts";
+import type { StageResult } from "../sdk/types.ts";
+import { type HostWorkspace, openHostWorkspace, pushHostWorkspace } from "./host-workspace.ts";
 
 const POLL_MS = 1_000;
 /** How many runs' recorded environments a host keeps (the oldest read goes first). */
 const RUN_ENVS_KEPT = 256;
+/** Worktree stages remembered (their worktree in this host's checkout, by work id), the oldest forgotten first. */
+const WORKSPACES_KEPT = 1024;
 const REAP_MS = 500;
 const SKEW_CHECK_MS = 5_000;
 /** The most a stopping host waits for each of its last writes. */
@@ -84,6 +88,8 @@ export interface HostOptions {
   slots: number;
   queues: string[];
   workdir: string;
+  /** This host's checkout of the runs' repository (`--repo`): worktree stages get their worktree there (host-workspace.ts). */
+  repo?: string;
   leaseMs?: number;
   /** How long a spawned worker gets to say it is ready (config timeouts.workerStartMs; its default otherwise). */
   startupTimeoutMs?: number;
@@ -98,6 +104,8 @@ export class WorkerHost implements CoordinatorCore {
   readonly claimScope: HostClaimScope;
   readonly root: HostLink;
   readonly workers: Supervisor;
+  /** Worktree stages' worktrees in this host's checkout (or why not), by work id: opened in prepare, pushed in finish. */
+  private readonly workspaces = new Map<string, HostWorkspace | string>();
   readonly dispatcher: Dispatcher;
   readonly journal: Journal & { fleet: FleetStore };
   readonly hostId: string;
@@ -161,6 +169,19 @@ export class WorkerHost implements CoordinatorCore {
    * readable now (the database away): the stage runs with this host's environment, and the next item tries again.
    */
   prepare(item: WorkItem): Promise<void> | undefined {
+    const request = item.descriptor as StageRequest;
+    const repo = this.opts.repo;
+    // A worktree stage, and this host has a checkout: its worktree is opened there first (host-workspace.ts).
+    const opening = request.workspace && repo ? openHostWorkspace(repo, this.hostId, { ...request, workspace: request.workspace }).then((hw) => {
+          if (this.workspaces.size >= WORKSPACES_KEPT) this.workspaces.delete(this.workspaces.keys().next().value!);
+          this.workspaces.set(item.id, hw);
+        })
+      : undefined;
+    const reading = this.readEnvironment(item);
+    return opening || reading ? Promise.all([opening, reading]).then(() => {}) : undefined;
+  }
+
+  private readEnvironment(item: WorkItem): Promise<void> | undefined {
     if (this.runEnvs.has(item.rootId)) return undefined;
     return this.journal.readEvents(item.rootId, 0, 1).then(
       ([first]) => {
@@ -169,6 +190,22 @@ export class WorkerHost implements CoordinatorCore {
       },
       (err: unknown) => this.log(`run ${item.rootId}'s environment not read (its stage runs with this host's): ${ensureError(err).message}`),
     );
+  }
+
+  /**
+   * A stage run in this host's own worktree: what it left is committed and its branch pushed to the shared
+   * remote before its result is committed (the result names the pushed head; a refused push fails the stage).
+   */
+  async finish(workId: string, result: StageResult): Promise<StageResult> {
+    // Kept (not deleted): a result sent again finishes the same (nothing more to commit, the push already done).
+    const own = this.workspaces.get(workId);
+    if (!own || typeof own === "string" || result.status === "cancelled") return result;
+    try {
+      return { ...result, pushed: await pushHostWorkspace(own, own.ws.branch) };
+    } catch (err) {
+      const message = `its branch ${own.ws.branch} could not be pushed from host ${this.hostId} to ${own.url}: ${ensureError(err).message}`;
+      return { ...result, status: "failed", error: { code: "workspace_failed", message } };
+    }
   }
 
   /** The stage's last live events reach its root, and its last bytes the store, before its result is committed. */
@@ -207,12 +244,17 @@ export class WorkerHost implements CoordinatorCore {
   localize(item: WorkItem): StageRequest | { refused: string } {
     this.root.track(item.id, item.rootId);
     const request = item.descriptor as StageRequest;
-    const cwd = request.cwdOption === undefined ? this.opts.workdir : isAbsolute(request.cwdOption) ? request.cwdOption : resolve(this.opts.workdir, request.cwdOption);
+    const own = this.workspaces.get(item.id);
+    if (typeof own === "string") {
+      this.workspaces.delete(item.id);
+      return { refused: own };
+    }
+    const cwd = own ? own.ws.cwd : request.cwdOption === undefined ? this.opts.workdir : isAbsolute(request.cwdOption) ? request.cwdOption : resolve(this.opts.workdir, request.cwdOption);
     if (!isDirectory(cwd)) {
       // A stage's worktree is made by the run's root, in the repository of the root's machine (engine/stage-workspace.ts).
       if (request.cwdOption?.includes(`/atomic-worktrees/${request.runId}/`)) {
         return {
-          refused: `stage "${request.stageName}": its worktree ${cwd} was made where the run's root runs, and host ${this.hostId} does not have it (worktrees are made by the root; run such a stage on the root's own workers, in a queue they serve, or on a host that shares the repository at the same path)`,
+          refused: `stage "${request.stageName}": its worktree ${cwd} was made where the run's root runs, and host ${this.hostId} does not have it (${request.workspace ? `start the host with a checkout of ${request.workspace.remote.url}: atomic worker --repo DIR` : "the run's repository has no remote a host could share; run such a stage on the root's own workers, in a queue they serve"}, or on a host that shares the repository at the same path)`,
         };
       }
       return { refused: `stage "${request.stageName}": its cwd ${cwd} does not exist on host ${this.hostId}` };
@@ -229,6 +271,8 @@ export class WorkerHost implements CoordinatorCore {
     const recorded = this.runEnvs.get(item.rootId);
     const runEnv = recorded ? { runEnv: { env: recorded.env, secrets: [...recorded.secrets, ...this.secretVariables] } } : {};
     // Run tools: through this host's broker, relayed to the root; a sandboxed stage is shown this host's broker socket instead.
+    // Its worktree's commits write to the checkout's git directory: writable in a sandbox too.
+    if (own && sandbox.sandbox) sandbox.sandbox = { ...sandbox.sandbox, write: [...sandbox.sandbox.write, own.ws.gitDir] };
     const relayed = this.relay.localize(item.id, item.rootId, { ...moved, ...sandbox, ...runEnv, cwd, artifactDir });
     const viaHost = relayed.runTools !== undefined && relayed.runTools.home !== moved.runTools?.home;
     if (viaHost && relayed.sandbox?.channels?.length) relayed.sandbox = { ...relayed.sandbox, channels: [this.brokerDir()] };

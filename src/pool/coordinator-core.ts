@@ -60,6 +60,8 @@ export interface CoordinatorCore {
   readonly hostId?: string;
   /** A worker's result for `workId` is about to be committed (a worker host ships the stage's last files first). Never throws. */
   beforeCommit?(workId: string): Promise<void>;
+  /** A worker's result for `workId` as it is committed (a worker host pushes the branch of a stage run in its own worktree). Never throws. */
+  finish?(workId: string, result: StageResult): Promise<StageResult>;
   /**
    * Where a result goes that the journal did not take (a worker host's
    * outbox, ../fleet/outbox.ts): true when it was kept, and the worker is

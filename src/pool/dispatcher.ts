@@ -217,8 +217,9 @@ export class Dispatcher implements WorkDispatch {
   }
 
   /** A worker host's commit: alone, after flushing its link, and kept in its outbox if the journal refuses it. */
-  private async commitAlone(slot: WorkerSlot, msg: CompleteMessage): Promise<void> {
+  private async commitAlone(slot: WorkerSlot, heard: CompleteMessage): Promise<void> {
     const { journal } = this.core;
+    const msg = this.core.finish && slot.owns(heard.ref) ? { ...heard, result: await this.core.finish(heard.ref.workId, heard.result as StageResult) } : heard;
     const commit = this.commitOf(slot, msg);
     const { fence, outcome, op } = commit;
     let committed: WorkCommitted;

@@ -90,6 +90,12 @@ export interface StageRequest {
   runEnv?: { env: Record<string, string>; secrets: string[] };
   /** The stage's sandbox, resolved in the root (absent: none); `hidden`: the atomic home and artifact store; `channels`: atomic's own sockets shown read-only inside (docs/design/sandbox.md). */
   sandbox?: SandboxSpec & { hidden: string[]; channels?: string[] };
+  /**
+   * A worktree stage (`workspace: "worktree"`): the repository's shared remote (its name and URL in the root's
+   * checkout), the base commit, the branch and the cwd's subdirectory in the checkout. A worker host given a
+   * checkout (`atomic worker --repo`) opens the worktree there (fleet/host-workspace.ts; docs/design/worktrees.md).
+   */
+  workspace?: { remote: { name: string; url: string }; baseCommit: string; branch: string; prefix: string };
 }
 
 export interface AgentOptions {

@@ -77,6 +77,11 @@ export interface StageResult {
   askUser?: { callId: string; question: string; choices?: string[] };
   /** A stage with `workspace: "worktree"`: its worktree, branch, the commits it made and its diff against the base. */
   workspace?: StageWorkspace;
+  /**
+   * Internal, never seen by a workflow: a worker host ran the stage in a worktree of its own checkout and
+   * pushed the branch (its head) to the shared remote at `url`; the root fetches it before it settles.
+   */
+  pushed?: { url: string; branch: string; head: string };
   /** Processes of the stage that outlived its cleanup (they had left its process group), found and killed by its worker. */
   cleanup?: StageCleanup;
 }

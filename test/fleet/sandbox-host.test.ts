@@ -69,7 +69,7 @@ test("a stage in a worktree on a host that does not have the root's worktree fai
   await startHost({ url, id: "elsewhere", slots: 1 });
   expect(await root.exited).toBe(1);
   const stderr = await new Response(root.stderr).text();
-  expect(stderr).toContain(`stage "bad": its worktree ${made} was made where the run's root runs, and host elsewhere does not have it (worktrees are made by the root;`);
+  expect(stderr).toContain(`stage "bad": its worktree ${made} was made where the run's root runs, and host elsewhere does not have it (the run's repository has no remote a host could share;`);
   expect(stderr).not.toContain("    at ");
   expect(existsSync(out)).toBe(false);
 }, 90_000);

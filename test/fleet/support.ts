@@ -38,6 +38,8 @@ export interface HostOptions {
   grace?: string;
   env?: Record<string, string>;
   home?: string;
+  /** The host's checkout of the runs' repository (`--repo`). */
+  repo?: string;
 }
 
 const hosts = new Set<TestHost>();
@@ -50,6 +52,7 @@ export async function startHost(o: HostOptions): Promise<TestHost> {
   if (o.queues) args.push("--queues", o.queues.join(","));
   if (o.leaseMs) args.push("--work-lease-ms", String(o.leaseMs));
   if (o.grace) args.push("--grace", o.grace);
+  if (o.repo) args.push("--repo", o.repo);
   const proc = spawnAtomic(args, { home, env: { ATOMIC_JOURNAL: o.url, ...o.env } });
   const log = lineWatcher(proc.stderr);
   void new Response(proc.stdout).text();

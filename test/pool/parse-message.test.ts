@@ -44,6 +44,7 @@ const fullRequest = {
   traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
   runEnv: { env: { LANG: "C.UTF-8" }, secrets: ["API_KEY"] },
   sandbox: { network: "provider", read: ["/home/u/.gitconfig"], write: [], hosts: ["api.example.com:443"], hidden: ["/home/u/.atomic"] },
+  workspace: { remote: { name: "origin", url: "git@example.com:u/r.git" }, baseCommit: "0123abcd", branch: "atomic/run_1/0.3-build", prefix: "src" },
 } satisfies Required<StageRequest>;
 const request = {
   runId: "run_1",
@@ -69,6 +70,7 @@ const samples: [v.GenericSchema, unknown][] = [
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result }],
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, status: "failed", exitCode: null, error: { code: "exit_code", message: "exited with code 1" } } }],
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, status: "failed", exitCode: null, error: { code: "ask_user", message: "waiting" }, askUser: { callId: "c", question: "ok?", choices: ["yes", "no"] } } }],
+  [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, pushed: { url: "git@example.com:u/r.git", branch: "atomic/run_1/0.3-build", head: "89abcdef" } } }],
   [FromWorkerSchema, { type: "started", ref, pgid: 123 }],
   [FromWorkerSchema, { type: "heartbeat", opId: "w1:5", refs: [ref, ref] }],
   [FromWorkerSchema, { type: "events", ref, events: [{ type: "output", stream: "stdout", text: "x" }, { type: "usage", usage: { inputTokens: 3 } }] }],

@@ -1,5 +1,5 @@
 /**
- * `atomic worker --journal postgres://… [--slots N] [--queues default,gpu] [--workdir DIR] [--grace 30s]`:
+ * `atomic worker --journal postgres://… [--slots N] [--queues default,gpu] [--workdir DIR] [--repo DIR] [--grace 30s]`:
  * this machine becomes a worker host (src/fleet/host.ts) until SIGTERM
  * (drain: running stages get the grace period, then are interrupted and
  * released) or SIGINT / a second SIGTERM (stop at once; their leases run
@@ -16,6 +16,7 @@ import { WorkerHost } from "../../fleet/host.ts";
 import { DEFAULT_WORK_LEASE_MS, MIN_WORK_LEASE_MS } from "../../pool/pool-executor.ts";
 import { AGE_EXAMPLES, parseAge } from "../../shared/age.ts";
 import { UsageError } from "../../shared/errors.ts";
+import { git } from "../../shared/git.ts";
 import { hostId } from "../../shared/process-info.ts";
 import { session } from "../session.ts";
 import { workerStart } from "../pool-options.ts";
@@ -28,6 +29,7 @@ export default defineCommand({
     slots: { type: "string", valueHint: "N", description: "stages run at once (default min(4, CPUs))" },
     queues: { type: "string", valueHint: "LIST", description: `queues served, comma-separated (default ${DEFAULT_QUEUE})` },
     workdir: { type: "string", valueHint: "DIR", description: "where stages without an absolute cwd run (default: the current directory)" },
+    repo: { type: "string", valueHint: "DIR", description: "this machine's checkout of the runs' repository: worktree stages get their worktree there, and push its branch to the shared remote" },
     grace: { type: "string", valueHint: "AGE", description: `how long running stages may finish after SIGTERM (default 30s; ${AGE_EXAMPLES})` },
     workLeaseMs: { type: "string", valueHint: "MS", description: `how long a stage's lease lasts without a heartbeat (default ${DEFAULT_WORK_LEASE_MS})` },
   },
@@ -45,12 +47,13 @@ export default defineCommand({
     if (!existsSync(workdir) || !statSync(workdir).isDirectory()) {
       throw new UsageError("bad_flag", `--workdir ${workdir} is not a directory`, { hint: "create it, or name another with --workdir DIR" });
     }
+    const repo = args.repo === undefined ? undefined : await checkoutAt(resolve(args.repo));
     const graceMs = args.grace === undefined ? 30_000 : parseAge(args.grace);
     if (graceMs === undefined) throw new UsageError("bad_flag", `--grace ${JSON.stringify(args.grace)} is not an age`, { hint: `use an age like ${AGE_EXAMPLES}` });
     const journal = await s.journal();
     const fleet = journal.fleet;
     if (!fleet) throw new UsageError("needs_shared_journal", "this journal cannot be shared by worker hosts", { hint: "use a Postgres journal" });
-    const host = new WorkerHost({ journal: journal as typeof journal & { fleet: typeof fleet }, home: s.globals.home, hostId: hostId(), slots, queues, workdir, graceMs, leaseMs, ...workerStart(s.globals.home) });
+    const host = new WorkerHost({ journal: journal as typeof journal & { fleet: typeof fleet }, home: s.globals.home, hostId: hostId(), slots, queues, workdir, ...(repo ? { repo } : {}), graceMs, leaseMs, ...workerStart(s.globals.home) });
     process.on("SIGTERM", () => host.drain());
     process.on("SIGINT", () => host.stop("SIGINT"));
     await host.start();
@@ -76,4 +79,11 @@ function parseQueues(text: string | undefined): string[] {
     if (!QUEUE_NAME.test(q)) throw new UsageError("bad_flag", `--queues: ${JSON.stringify(q)} is not a queue name`, { hint: "letters, digits, '.', '_' and '-', at most 64" });
   }
   return queues;
+}
+
+/** `--repo`: the top of the git checkout at `dir` (a usage error when it is none). */
+async function checkoutAt(dir: string): Promise<string> {
+  const top = await git(dir, ["rev-parse", "--show-toplevel"]).catch(() => undefined);
+  if (!top || top.code !== 0) throw new UsageError("bad_flag", `--repo ${dir} is not a git checkout`, { hint: "name a clone of the runs' repository: git clone URL DIR, then --repo DIR" });
+  return top.stdout.trim();
 }

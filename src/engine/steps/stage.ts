@@ -43,7 +43,7 @@ import { CANCEL_IF_QUEUED } from "../../runners/stage-executor.ts";
 import { ProviderWaits } from "./provider-waits.ts";
 import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
 import { stageChannels, stageSandbox } from "../stage-sandbox.ts";
-import { openWorkspace, rememberWorkspace, settleWorkspace, workspaceEntry, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
+import { openWorkspace, rememberWorkspace, settleWorkspace, takePushed, workspaceEntry, workspaceIdentity, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
 import type { Scope } from "../scope.ts";
 import type { StepRun } from "../step-run.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
@@ -112,6 +112,8 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
     // Its commits write to the repository's git directory: writable in a sandbox too.
     if (sandbox) sandbox = { ...sandbox, write: [...sandbox.write, ws.gitDir] };
   }
+  // Its repository as another machine would name it: a worker host opens the worktree in its own checkout (fleet/host-workspace.ts).
+  const wsIdentity = ws ? await workspaceIdentity(ws) : undefined;
   // Absolute: a relative `cwd` is the run's directory's, and a sandbox (bwrap --chdir, its binds) resolves none.
   const cwd = resolve(ws?.cwd ?? opts.cwd ?? process.cwd());
   const prompt = opts.reads !== undefined && opts.prompt !== undefined ? attachReads(name, opts.prompt, opts.reads, cwd) : opts.prompt;
@@ -153,6 +155,7 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
       ...(sandbox ? { sandbox } : {}),
       cwd,
       ...(ws ? { cwdOption: ws.cwd } : opts.cwd !== undefined ? { cwdOption: opts.cwd } : {}),
+      ...(wsIdentity ? { workspace: wsIdentity } : {}),
       ...(opts.queue !== undefined && opts.queue !== DEFAULT_QUEUE ? { queue: opts.queue } : {}),
       ...(tree.executor.protocol !== undefined ? { protocol: tree.executor.protocol } : {}),
       ...(opts.env ? { env: opts.env } : {}),
@@ -290,7 +293,14 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
       stderr,
     });
   }
-  if (ws) result = { ...result, workspace: await settled(name, ws, lastArtifactDir) };
+  if (ws) {
+    // Run on a worker host, in its own checkout: its branch, pushed to the shared remote, comes into this worktree first.
+    const { pushed, ...rest } = result;
+    result = { ...rest, workspace: await settled(name, ws, lastArtifactDir, pushed) };
+  } else if (result.pushed) {
+    const { pushed: _none, ...rest } = result;
+    result = rest;
+  }
   if (setup.isAgent && result.status === "completed" && result.structured === undefined && result.text.trim() === "") {
     // An agent that answered nothing: flagged (show, the page, the run's output), not failed; the workflow decides.
     const warning = `the stage's output is empty (${result.outputPath})`;
@@ -315,9 +325,10 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
 }
 
 /** The stage's worktree after its last attempt: its leftovers committed, its commits and diff (a git failure fails the step). */
-async function settled(name: string, ws: WorkspaceRecord, artifactDir: string): Promise<StageResult["workspace"]> {
+async function settled(name: string, ws: WorkspaceRecord, artifactDir: string, pushed: StageResult["pushed"]): Promise<StageResult["workspace"]> {
   try {
     mkdirSync(artifactDir, { recursive: true });
+    if (pushed) await takePushed(ws, pushed);
     return await settleWorkspace(ws, name, join(artifactDir, "workspace.diff"));
   } catch (err) {
     throw new StepFailedError(name, `stage "${name}": its worktree ${ws.path} could not be settled: ${err instanceof Error ? err.message : String(err)}`, {

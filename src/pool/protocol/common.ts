@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 12; // 12: worker hosts relay their stages' run tool calls (stage_tool_call, stage_tool_result)
+export const POOL_PROTOCOL_VERSION = 13; // 13: a worktree stage names its repository, so a worker host opens the worktree in its own checkout (workspace, pushed)
 
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
@@ -40,6 +40,8 @@ export const StageRequestSchema = v.object({
   traceparent: v.optional(v.string()),
   /** A worker host's stage: its run's recorded environment (added by the host, between it and its own workers). */
   runEnv: v.optional(v.object({ env: v.record(v.string(), v.string()), secrets: v.array(v.string()) })),
+  /** Version 13: a worktree stage's repository, so a worker host opens the worktree in its own checkout (fleet/host-workspace.ts). */
+  workspace: v.optional(v.object({ remote: v.object({ name: v.string(), url: v.string() }), baseCommit: v.string(), branch: v.string(), prefix: v.string() })),
   /** Version 6: a worker that dropped it would run the stage unsandboxed. */
   sandbox: v.optional(
     v.object({
@@ -109,6 +111,8 @@ export const StageResultSchema = v.object({
   workerId: v.optional(v.string()),
   generation: v.optional(v.number()),
   askUser: v.optional(v.object({ callId: v.string(), question: v.string(), choices: v.optional(v.array(v.string())) })),
+  /** Version 13: a worker host ran the stage in its own worktree and pushed its branch to the shared remote (fleet/host-workspace.ts). */
+  pushed: v.optional(v.object({ url: v.string(), branch: v.string(), head: v.string() })),
   /** Version 11: the processes that outlived the stage's cleanup (pool/leftovers.ts); an older peer would drop them. */
   cleanup: v.optional(
     v.object({

@@ -1,0 +1,96 @@
+/**
+ * Worktree stages on a worker host that has its own checkout of the runs'
+ * repository (`atomic worker --repo DIR`; docs/design/worktrees.md, "On a
+ * worker host"): the host opens each stage's worktree in its checkout at
+ * the root's base commit, pushes the branch to the shared remote after the
+ * stage, and the root fetches it into its own worktree before settling, so
+ * the results, `atomic diff` and the root's branches show the host's work.
+ * A host whose checkout has another remote refuses the stage in one sentence.
+ */
+
+import { afterEach, beforeAll, expect, test } from "bun:test";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { killSpawned, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { fixture } from "../e2e/support.ts";
+import { startHost, stopHosts } from "./support.ts";
+
+beforeAll(async () => {
+  await testPostgres();
+});
+afterEach(async () => {
+  await stopHosts();
+  await killSpawned();
+  removeTempDirs();
+});
+
+const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] }).toString();
+
+/** A bare "origin", the root's clone with one commit pushed, and the host's own clone of it. */
+function repositories(): { origin: string; root: string; host: string; base: string } {
+  const origin = makeTempDir("atomic-origin-");
+  git(origin, "init", "-q", "--bare", "-b", "main");
+  const root = makeTempDir("atomic-root-repo-");
+  git(root, "clone", "-q", origin, ".");
+  writeFileSync(join(root, "shared.txt"), "base\n");
+  git(root, "add", "-A");
+  git(root, "commit", "-q", "-m", "base");
+  git(root, "push", "-q", "origin", "HEAD:main");
+  const host = makeTempDir("atomic-host-repo-");
+  git(host, "clone", "-q", origin, ".");
+  return { origin, root, host, base: git(root, "rev-parse", "HEAD").trim() };
+}
+
+test("three worktree stages run on a host in its own checkout; their branches come back to the root's repository", async () => {
+  const url = await freshDatabase("fleet");
+  const repos = repositories();
+  await startHost({ url, id: "remote", slots: 3, repo: repos.host });
+  const out = join(makeTempDir(), "out.json");
+  const home = makeTempDir();
+  const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${out}`, "--input", "mode=three"], { home, cwd: repos.root });
+  expect(r.code).toBe(0);
+  const results = JSON.parse(readFileSync(out, "utf8")) as { branch: string; path: string; baseCommit: string; head: string; files: { path: string }[]; commits: { subject: string }[]; diff: string; pwd: string }[];
+  expect(results).toHaveLength(3);
+  for (const [i, who] of ["one", "two", "three"].entries()) {
+    const w = results[i]!;
+    // It ran on the host, in a worktree of the host's checkout ...
+    expect(w.pwd.startsWith(join(repos.host, ".git", "atomic-worktrees") + "/")).toBe(true);
+    // ... and its commits are in the root's repository, on its branch, in the root's worktree and on the shared remote.
+    expect(w.baseCommit).toBe(repos.base);
+    expect(w.path.startsWith(join(repos.root, ".git", "atomic-worktrees") + "/")).toBe(true);
+    expect(w.diff).toContain(`+${who} was here`);
+    expect(w.commits.length).toBe(1);
+    expect(git(repos.root, "rev-parse", `refs/heads/${w.branch}`).trim()).toBe(w.head);
+    expect(readFileSync(join(w.path, "shared.txt"), "utf8")).toBe(`${who} was here\n`);
+    expect(git(repos.origin, "rev-parse", `refs/heads/${w.branch}`).trim()).toBe(w.head);
+  }
+  expect(results[0]!.commits[0]!.subject).toBe("one edits shared");
+  expect(results[2]!.files.map((f) => f.path).sort()).toEqual(["added.txt", "shared.txt"]);
+  // The root's checkout is untouched.
+  expect(readFileSync(join(repos.root, "shared.txt"), "utf8")).toBe("base\n");
+  expect(git(repos.root, "status", "--porcelain")).toBe("");
+  // atomic diff reads the root's worktree: the host's change.
+  const runId = JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
+  const diff = await runAtomic(["diff", runId, "two", "--journal", url], { home, cwd: repos.root });
+  expect(diff.code).toBe(0);
+  expect(diff.stdout).toContain("+two was here");
+}, 120_000);
+
+test("a host whose checkout has another remote refuses a worktree stage in one sentence", async () => {
+  const url = await freshDatabase("fleet");
+  const repos = repositories();
+  git(repos.host, "remote", "set-url", "origin", "https://example.invalid/other.git");
+  await startHost({ url, id: "other", slots: 1, repo: repos.host });
+  const out = join(makeTempDir(), "out.json");
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${out}`, "--input", "mode=bad"], { home: makeTempDir(), cwd: repos.root });
+  expect(await root.exited).toBe(1);
+  const stderr = await new Response(root.stderr).text();
+  expect(stderr).toContain(`stage "bad": host other's checkout ${repos.host} has no remote ${repos.origin}, the run's repository (add it there with: git -C ${repos.host} remote add origin ${repos.origin})`);
+  expect(stderr).not.toContain("    at ");
+  expect(existsSync(out)).toBe(false);
+  // Nothing was made in the host's checkout.
+  expect(git(repos.host, "branch", "--list", "atomic/*")).toBe("");
+}, 90_000);
