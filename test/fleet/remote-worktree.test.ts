@@ -79,6 +79,28 @@ test("three worktree stages run on a host in its own checkout; their branches co
   expect(diff.stdout).toContain("+two was here");
 }, 120_000);
 
+test("ctx.merge of stages that ran on a host merges their branches in the root's repository", async () => {
+  const url = await freshDatabase("fleet");
+  const repos = repositories();
+  git(repos.root, "branch", "integrate", "main");
+  git(repos.root, "branch", "conflicts", "main");
+  const head = git(repos.root, "rev-parse", "main").trim();
+  await startHost({ url, id: "merger", slots: 3, repo: repos.host });
+  const out = join(makeTempDir(), "out.json");
+  const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${out}`, "--input", "mode=merge"], { home: makeTempDir(), cwd: repos.root });
+  expect(r.code).toBe(0);
+  const { clean, conflicting, branches } = JSON.parse(readFileSync(out, "utf8")) as { clean: { ok: boolean; head: string }; conflicting: { ok: boolean; head: string; conflict: { files: { path: string }[] } }; branches: string[] };
+  expect(clean.ok).toBe(true);
+  expect(git(repos.root, "rev-parse", "integrate").trim()).toBe(clean.head);
+  expect(git(repos.root, "show", "integrate:a.txt")).toBe("a\n");
+  expect(git(repos.root, "show", "integrate:b.txt")).toBe("b\n");
+  expect(conflicting.ok).toBe(false);
+  expect(conflicting.conflict.files.map((f) => f.path)).toEqual(["a.txt"]);
+  expect(git(repos.root, "rev-parse", "conflicts").trim()).toBe(head);
+  // Each branch was made on the host (in its checkout) and is on the shared remote.
+  for (const b of branches) expect(git(repos.host, "rev-parse", `refs/heads/${b}`).trim()).toBe(git(repos.origin, "rev-parse", `refs/heads/${b}`).trim());
+}, 120_000);
+
 test("a host whose checkout has another remote refuses a worktree stage in one sentence", async () => {
   const url = await freshDatabase("fleet");
   const repos = repositories();
@@ -93,4 +115,25 @@ test("a host whose checkout has another remote refuses a worktree stage in one s
   expect(existsSync(out)).toBe(false);
   // Nothing was made in the host's checkout.
   expect(git(repos.host, "branch", "--list", "atomic/*")).toBe("");
+}, 90_000);
+
+test("a base commit that is not on the shared remote is refused by the host in one sentence; --repo that is no checkout is a usage error", async () => {
+  const url = await freshDatabase("fleet");
+  const repos = repositories();
+  // A commit of the root's that was never pushed: the host cannot get it.
+  writeFileSync(join(repos.root, "shared.txt"), "local only\n");
+  git(repos.root, "commit", "-q", "-am", "local only");
+  const base = git(repos.root, "rev-parse", "HEAD").trim();
+  await startHost({ url, id: "behind", slots: 1, repo: repos.host });
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=bad"], { home: makeTempDir(), cwd: repos.root });
+  expect(await root.exited).toBe(1);
+  const stderr = await new Response(root.stderr).text();
+  expect(stderr).toContain(`stage "bad": its base commit ${base.slice(0, 12)} is not in host behind's checkout ${repos.host} nor on its remote ${repos.origin} (push it from the run's repository first: git push origin HEAD)`);
+  expect(git(repos.host, "branch", "--list", "atomic/*")).toBe("");
+
+  const notRepo = makeTempDir();
+  const r = await runAtomic(["worker", "--repo", notRepo], { home: makeTempDir(), env: { ATOMIC_JOURNAL: url } });
+  expect(r.code).toBe(2);
+  expect(r.stderr).toContain(`--repo ${notRepo} is not a git checkout`);
+  expect(r.stderr).not.toContain("    at ");
 }, 90_000);
