@@ -4,14 +4,15 @@
  * answered inline, a run cancelled; 80x24 with NO_COLOR, 200x60 with
  * colours and panes side by side, a resize to a terminal too small and
  * back; `atomic run --tui` driving a run under the console, and `atomic
- * resume --tui` driving the run it stopped on; and the console refused off
- * a terminal. Waits are on what the screen shows;
+ * resume --tui` driving the run it stopped on; the run list filtered by
+ * status, `r` resuming and `R` rerunning the selected run in the
+ * background; and the console refused off a terminal. Waits are on what the screen shows;
  * every tmux server and run ends after each test, passed or failed.
  */
 
 import { afterEach, expect, test } from "bun:test";
 import { join } from "node:path";
-import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { Tmux } from "../helpers/tmux.ts";
 import { cleanup, newHome } from "./support.ts";
 
@@ -142,4 +143,44 @@ test("atomic resume --tui drives the interrupted run on under the console: the s
   await t.waitFor("demo-4 cancelled");
   t.keys("q");
   expect(await t.exited()).toBe(4);
+}, 90_000);
+
+test("the run list filtered by status; r resumes the selected run in the background, R reruns it", async () => {
+  const home = newHome();
+  const driver = spawnAtomic(["run", DEMO, "--id", "demo-5"], { home });
+  const watch = lineWatcher(driver.stdout);
+  await watch.waitFor(/question \S+: deploy where\?/);
+  const inbox = JSON.parse((await runAtomic(["inbox", "demo-5", "--json"], { home })).stdout) as { prompts: { id: string; state: string }[] };
+  expect((await runAtomic(["answer", "demo-5", inbox.prompts.find((p) => p.state === "open")!.id, "staging"], { home })).code).toBe(0);
+  await watch.waitFor(/stage deploy started/);
+  driver.kill("SIGINT");
+  expect(await driver.exited).toBe(130);
+  const status = async (id: string) => (JSON.parse((await runAtomic(["show", id, "--json"], { home })).stdout) as { run: { status: string } }).run.status;
+  expect(await status("demo-5")).toBe("interrupted");
+  const t = Tmux.atomic(["tui"], { home, cols: 80, rows: 24 });
+  await t.waitFor("demo-5");
+  for (const shown of ["running", "awaiting_input", "failed", "completed", "interrupted"]) {
+    t.keys("s");
+    await t.waitFor(`status: ${shown}`);
+  }
+  await t.waitFor(/1 run\(s\) · status: interrupted/);
+  t.keys("r");
+  await t.waitFor((screen) => screen.replace(/\s+/g, " ").includes("atomic resume demo-5 runs in the background"));
+  await waitUntil(async () => (await status("demo-5")) === "running", 30_000, "demo-5 to run again");
+  // Back to every run (past "cancelled"): the resumed run, cancelled from the list, then run anew.
+  t.keys("s");
+  await t.waitFor("status: cancelled");
+  t.keys("s");
+  await t.waitFor(/1 run\(s\) · status: all/);
+  t.keys("c");
+  await t.waitFor("cancel run demo-5? y cancels it");
+  t.keys("y");
+  await waitUntil(async () => (await status("demo-5")) === "cancelled", 30_000, "demo-5 to be cancelled");
+  t.keys("R");
+  await t.waitFor((screen) => screen.replace(/\s+/g, " ").includes("atomic rerun demo-5 runs in the background"));
+  // `atomic runs --json`: one run per line.
+  const runs = async () => (await runAtomic(["runs", "--json"], { home })).stdout.split("\n").filter((l) => l.includes("console-demo")).length;
+  await waitUntil(async () => (await runs()) === 2, 30_000, "the rerun to start a second run");
+  t.keys("q");
+  expect(await t.exited()).toBe(0);
 }, 90_000);
