@@ -16,6 +16,7 @@
  */
 
 import { writeSync } from "node:fs";
+import { systemValue } from "../shared/config/environment.ts";
 import { capturePage, type CaptureOptions } from "./browser.ts";
 
 export interface CaptureJob {
@@ -30,7 +31,7 @@ export async function capturePageMain(argv: string[]): Promise<void> {
   let line: string;
   try {
     const job = JSON.parse(argv[0] ?? "") as CaptureJob;
-    const proxy = process.env.HTTPS_PROXY ?? process.env.HTTP_PROXY;
+    const proxy = systemValue("HTTPS_PROXY") ?? systemValue("HTTP_PROXY");
     const opts: CaptureOptions = { chromium: job.chromium, dir: job.dir, name: job.name, cwd: job.cwd, chromiumSandbox: false, ...(proxy ? { proxy } : {}) };
     line = JSON.stringify({ ok: true, capture: await capturePage(job.target, opts) });
   } catch (e) {

@@ -343,8 +343,8 @@ export function passThroughValue(name: string): string | undefined {
   return process.env[name];
 }
 
-/** A variable of the system that atomic reads as every program does (where to find programs, the user's home). */
-export function systemValue(name: "PATH" | "HOME"): string | undefined {
+/** A variable of the system that atomic reads as every program does (where to find programs, the user's home, the HTTP proxy to go through). */
+export function systemValue(name: "PATH" | "HOME" | "HTTPS_PROXY" | "HTTP_PROXY"): string | undefined {
   return process.env[name];
 }
 
