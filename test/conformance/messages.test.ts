@@ -260,8 +260,8 @@ describe("sqlite: schema version 3", () => {
       const ddl = raw.query<{ sql: string }, []>("select sql from sqlite_master where name = 'runs'").get()!.sql;
       expect(ddl).toContain("awaiting_input");
       const indexes = raw.query<{ name: string }, []>("select name from sqlite_master where type = 'index' and tbl_name = 'runs' and name not like 'sqlite_%' order by name").all();
-      // (runs_by_change: schema version 5)
-      expect(indexes.map((i) => i.name)).toEqual(["runs_by_change", "runs_by_parent", "runs_roots_by_created", "runs_roots_by_status"]);
+      // (runs_by_change: schema version 5; runs_roots_by_origin and runs_roots_recovered: version 15)
+      expect(indexes.map((i) => i.name)).toEqual(["runs_by_change", "runs_by_parent", "runs_roots_by_created", "runs_roots_by_origin", "runs_roots_by_status", "runs_roots_recovered"]);
     } finally {
       raw.close();
     }

@@ -22,6 +22,7 @@ import type { AppendEntry } from "../../src/journal/append.ts";
 import type { FleetStore } from "../../src/journal/fleet.ts";
 import type { Journal } from "../../src/journal/journal.ts";
 import { openJournal } from "../../src/journal/open.ts";
+import { LATEST_SCHEMA_VERSION } from "../../src/journal/postgres/migrations.ts";
 import { RESULT_HOLD_MS } from "../../src/journal/postgres/work-queue.ts";
 import type { Lease } from "../../src/journal/runs.ts";
 import type { HostClaimScope, WorkFence, WorkItem } from "../../src/journal/work-queue.ts";
@@ -147,10 +148,14 @@ describe.if(postgres !== undefined)("postgres: claim holds", () => {
     await db.query("alter table atomic.fleet_holds drop constraint fleet_holds_pkey, drop column kind");
     await db.query("alter table atomic.fleet_holds add primary key (root_id)");
     await db.query("insert into atomic.fleet_holds (root_id, at) values ($1, 0)", [a.rootId]);
+    // ...and without what later versions added (16: run origins on runs), so that every step from 14 runs again.
+    await db.query("drop trigger runs_origin_from_event on atomic.events");
+    await db.query("drop function atomic.runs_origin_from_event()");
+    await db.query("alter table atomic.runs drop column origin, drop column recovered");
     await db.query("update atomic.meta set value = '14' where key = 'schema_version'");
 
     const j = await journalAt(url);
-    expect((await db.query("select value from atomic.meta where key = 'schema_version'")).rows).toEqual([{ value: "15" }]);
+    expect((await db.query("select value from atomic.meta where key = 'schema_version'")).rows).toEqual([{ value: String(LATEST_SCHEMA_VERSION) }]);
     expect((await db.query("select root_id, kind from atomic.fleet_holds")).rows).toEqual([{ root_id: a.rootId, kind: "paused" }]);
     expect(await j.work.claim("w1@h1", LEASE_MS, HOST)).toBeUndefined();
     await j.fleet.hold(a.rootId, false);
