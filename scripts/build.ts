@@ -13,7 +13,7 @@
  * --json`).
  */
 
-import { mkdirSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { ENTRY_POINTS } from "../src/shared/entry-points.ts";
@@ -44,6 +44,25 @@ function commit(): string {
  * 6 December 2026: 4.0 MB of its code, the rest bytecode and map). Bytecode speeds a process's start-up, which
  * never loads it; its errors reach users as capturePage's one-sentence messages, not its own stack frames.
  */
+const PLAYWRIGHT_JSON_READ = /require\(import_path\d*\.default\.join\(packageRoot, "(package|browsers)\.json"\)\)/g;
+
+/**
+ * playwright-core reads its package.json and browsers.json at load time with `require(join(packageRoot, …))`,
+ * packageRoot derived from __dirname, which the bundler fixes to the build machine's node_modules: a binary run
+ * anywhere else (or in a sandbox that hides that path) failed on its first page capture. Both files are put
+ * into the bundle as literals instead.
+ */
+const playwrightJsonInlined: Bun.BunPlugin = {
+  name: "atomic-playwright-json",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]playwright-core[\\/]lib[\\/][^\\/]+\.js$/ }, async ({ path }) => {
+      const code = await Bun.file(path).text();
+      const inlined = code.replace(PLAYWRIGHT_JSON_READ, (_all, name: string) => `(${readFileSync(join(root, "node_modules", "playwright-core", `${name}.json`), "utf8")})`);
+      return { contents: inlined, loader: "js" };
+    });
+  },
+};
+
 async function embeddedPlaywrightModule(scratch: string): Promise<string> {
   const out = join(scratch, "playwright");
   const built = await Bun.build({
@@ -53,11 +72,13 @@ async function embeddedPlaywrightModule(scratch: string): Promise<string> {
     format: "esm",
     minify: true,
     define: { "process.env.NODE_ENV": '"production"' },
+    plugins: [playwrightJsonInlined],
   });
   if (!built.success || built.outputs.length !== 1) {
     for (const log of built.logs) console.error(log);
     throw new Error(`bundling playwright-core gave ${built.outputs.length} files, not one`);
   }
+  if (/packageRoot,\s*"(package|browsers)\.json"/.test(await built.outputs[0]!.text())) throw new Error("playwright-core still reads its package.json or browsers.json from node_modules at run time");
   const file = JSON.stringify(built.outputs[0]!.path);
   return `import path from ${file} with { type: "file" };\nconst m = await import(path);\nexport const { chromium, firefox, webkit, devices, errors, selectors, request } = m;\nexport default m.default;\n`;
 }
