@@ -11,20 +11,16 @@
 import { afterEach, beforeAll, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { makeTempDir } from "../helpers/temp.ts";
 import { runIdOf } from "../service/support.ts";
-import { FIXTURES, startHost, stopHosts } from "./support.ts";
+import { FIXTURES, cleanUpHosts, startHost } from "./support.ts";
 
 beforeAll(async () => {
   await testPostgres();
 });
-afterEach(async () => {
-  await stopHosts();
-  await killSpawned();
-  removeTempDirs();
-});
+afterEach(cleanUpHosts);
 
 test("attach to a stage on a worker host that is gone: one notice naming the host, and the view goes on", async () => {
   const url = await freshDatabase("attach_host");

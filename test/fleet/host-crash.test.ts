@@ -13,10 +13,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createDatabase, freshDatabase, startCluster, testPostgres, type Cluster } from "../helpers/postgres.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { FIXTURES, counts, marks, startHost, stopHosts, type TestHost } from "./support.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { FIXTURES, cleanUpHosts, counts, marks, startHost, type TestHost } from "./support.ts";
 
 const WF = join(FIXTURES, "fleet.ts");
 const LEASE = 2_000;
@@ -25,11 +25,7 @@ const STAGES = 12;
 beforeAll(async () => {
   await testPostgres();
 });
-afterEach(async () => {
-  await stopHosts();
-  await killSpawned();
-  removeTempDirs();
-});
+afterEach(cleanUpHosts);
 
 interface Outcome {
   code: number;

@@ -22,10 +22,10 @@
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createDatabase, startCluster, type Cluster } from "../helpers/postgres.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { FIXTURES, counts, marks, startHost, stopHosts } from "./support.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { FIXTURES, cleanUpHosts, counts, marks, startHost } from "./support.ts";
 
 const WF = join(FIXTURES, "fleet.ts");
 let cluster: Cluster;
@@ -33,11 +33,7 @@ let cluster: Cluster;
 beforeAll(async () => {
   cluster = await startCluster();
 });
-afterEach(async () => {
-  await stopHosts();
-  await killSpawned();
-  removeTempDirs();
-});
+afterEach(cleanUpHosts);
 afterAll(() => cluster.stop());
 
 test("postgres down under a worker host: the root stops with the Postgres hint; the host's results wait in its outbox, SIGTERM ends it; once back, resume completes", async () => {

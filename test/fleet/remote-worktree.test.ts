@@ -12,20 +12,16 @@ import { afterEach, beforeAll, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { makeTempDir } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
-import { startHost, stopHosts } from "./support.ts";
+import { cleanUpHosts, startHost } from "./support.ts";
 
 beforeAll(async () => {
   await testPostgres();
 });
-afterEach(async () => {
-  await stopHosts();
-  await killSpawned();
-  removeTempDirs();
-});
+afterEach(cleanUpHosts);
 
 const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] }).toString();
 

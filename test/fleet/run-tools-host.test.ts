@@ -10,11 +10,11 @@
 
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
-import { killSpawned, runAtomic } from "../helpers/atomic.ts";
+import { runAtomic } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type FakeOpenAI, type RecordedRequest, type Script } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { startHost, stopHosts } from "./support.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { cleanUpHosts, startHost } from "./support.ts";
 
 const FIXTURE = join(import.meta.dir, "..", "runners", "fixtures", "run-tools.ts");
 const usage = { prompt: 10, completion: 5 };
@@ -31,11 +31,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await server.close();
 });
-afterEach(async () => {
-  await stopHosts();
-  await killSpawned();
-  removeTempDirs();
-});
+afterEach(cleanUpHosts);
 
 const agentEnv = () => ({ OPENAI_API_KEY: "sk-test", ATOMIC_OPENAI_BASE_URL: server.url });
 

@@ -10,20 +10,18 @@ import { afterEach, beforeAll, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { makeTempDir } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
-import { startHost, stopHosts } from "./support.ts";
+import { cleanUpHosts, startHost } from "./support.ts";
 
 beforeAll(async () => {
   await testPostgres();
 });
 const outside: string[] = [];
 afterEach(async () => {
-  await stopHosts();
-  await killSpawned();
-  removeTempDirs();
+  await cleanUpHosts();
   for (const d of outside.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 

@@ -13,8 +13,8 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
-import { makeTempDir } from "../helpers/temp.ts";
+import { killSpawned, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 export interface TestHost {
   id: string;
@@ -84,6 +84,13 @@ export async function stopHosts(): Promise<void> {
   for (const h of hosts) h.kill();
   await Promise.all([...hosts].map((h) => h.exited));
   hosts.clear();
+}
+
+/** A fleet test's afterEach: its hosts, then every other process it spawned, then its temp directories. */
+export async function cleanUpHosts(): Promise<void> {
+  await stopHosts();
+  await killSpawned();
+  removeTempDirs();
 }
 
 function hostProcesses(home: string, id: string): number[] {
