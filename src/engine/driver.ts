@@ -441,8 +441,10 @@ export class RootRun {
         if (this.tree.stagesExecuted) endRunProcesses(this.runId);
         await this.tree.journal.releaseLease(this.tree.lease).catch(() => {});
       }
-      // The drive's spans go out before the process may exit (bounded: a receiver that is down does not hold it).
-      await this.tree.tracer?.flush();
+      // The drive's spans go out before the process may exit (bounded: a receiver that is down does not hold it);
+      // those that did not get through are counted in the journal, for /metrics (journal/counters.ts).
+      const dropped = (await this.tree.tracer?.flush()) ?? 0;
+      if (dropped > 0) await this.tree.journal.counters.add("trace_spans_dropped", dropped).catch(() => {});
     }
     return this.tree.stopReason === "lease_lost" ? this.lostOutcome() : outcome;
   }

@@ -34,6 +34,7 @@ import type { ScheduleStore } from "./schedules.ts";
 import type { CodeStore } from "./code.ts";
 import type { RunOriginFilter } from "./run-origin.ts";
 import type { RunTagStore } from "./tags.ts";
+import type { JournalCounters } from "./counters.ts";
 import type { JournalViews } from "./views.ts";
 import type { WorkQueue } from "./work-queue.ts";
 
@@ -135,6 +136,8 @@ export interface Journal {
   readonly code: CodeStore;
   /** Tags of root runs (./tags.ts). */
   readonly tags: RunTagStore;
+  /** Counters of the whole journal, not of a run (./counters.ts). */
+  readonly counters: JournalCounters;
   /** Worker hosts (./fleet.ts): only on a journal that several machines share. */
   readonly fleet?: FleetStore;
 

@@ -101,6 +101,11 @@ export class MetricSet {
     buckets: [...APPEND_BUCKETS],
     registers: [this.registry],
   });
+  readonly spansDropped = new Counter({
+    name: "atomic_trace_spans_dropped_total",
+    help: "Spans run drives ended that did not reach their OTLP receiver (queue full, export failed, or unsent when the drive ended).",
+    registers: [this.registry],
+  });
   readonly questions = new Gauge({ name: "atomic_questions_waiting", help: "ctx.ask questions waiting for an answer.", registers: [this.registry] });
   readonly workerSlots = new Gauge({
     name: "atomic_worker_slots",

@@ -30,6 +30,9 @@
  *   at each scrape (open prompts of live runs; live worker hosts).
  * - `atomic_journal_appends_total`: events appended to the journal (the sum
  *   of every run's last seq).
+ * - `atomic_trace_spans_dropped_total`: spans that drives ended and did not
+ *   get to their OTLP receiver, as the drives counted them in the journal
+ *   (journal/counters.ts), read at each scrape.
  *
  * The journal is the source: runs are driven by other processes (`atomic
  * run`, the service's spawned runs, worker hosts), and whatever serves
@@ -115,6 +118,9 @@ export class JournalMetrics {
     }
     for (const s of SHOWN) this.set.runs.set({ status: s }, byStatus.get(s) ?? 0);
     this.set.questions.set(questions);
+    const counters = await this.journal.counters.read();
+    this.set.spansDropped.reset();
+    this.set.spansDropped.inc(counters.trace_spans_dropped);
     this.set.workerSlots.reset();
     for (const host of (await this.journal.fleet?.hosts()) ?? []) {
       const state = shownHostState(host);

@@ -179,6 +179,9 @@ class CrashableJournal implements Journal {
   get tags() {
     return this.inner.tags;
   }
+  get counters() {
+    return this.inner.counters;
+  }
   get code() {
     return this.inner.code;
   }

@@ -10,9 +10,13 @@
  * - a batch processor and the OTLP/HTTP exporter of the protocol asked
  *   for (protobuf or JSON), which reads its endpoint, headers and timeout
  *   from the standard variables itself; an export that fails is one
- *   warning on stderr per process, and the run goes on.
+ *   warning on stderr per process, and the run goes on;
+ * - a tally of the spans handed to that processor and of those the
+ *   receiver took (`SpanTally`): the difference is what was dropped (the
+ *   queue full, an export failed, or not sent when the last flush gave up).
  */
 
+import { TraceFlags, type Context } from "@opentelemetry/api";
 import { ExportResultCode, type ExportResult } from "@opentelemetry/core";
 import { OTLPTraceExporter as ProtobufExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { OTLPTraceExporter as JsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
@@ -27,7 +31,9 @@ import {
   type IdGenerator,
   type ReadableSpan,
   type Sampler,
+  type Span,
   type SpanExporter,
+  type SpanProcessor,
 } from "@opentelemetry/sdk-trace";
 import { readEnv } from "../../shared/config/environment.ts";
 import { atomicResource } from "./otel-resource.ts";
@@ -61,13 +67,48 @@ export function exportFailed(why: string): void {
   process.stderr.write(`warning: traces could not be sent to the OTLP receiver (${why}); runs go on without them (hint: check OTEL_EXPORTER_OTLP_ENDPOINT).\n`);
 }
 
-/** An exporter that says once that exports fail (a receiver down, a bad key). */
+/** Sampled spans this process ended (`ended`, handed to the batch processor) and those its receiver took (`sent`). */
+export interface SpanTally {
+  ended: number;
+  sent: number;
+}
+
+/** The batch processor, counting the sampled spans handed to it (those it may export). */
+class Counted implements SpanProcessor {
+  constructor(
+    private readonly inner: SpanProcessor,
+    private readonly tally: SpanTally,
+  ) {}
+
+  onStart(span: Span, parent: Context): void {
+    this.inner.onStart(span, parent);
+  }
+
+  onEnd(span: ReadableSpan): void {
+    if (span.spanContext().traceFlags & TraceFlags.SAMPLED) this.tally.ended++;
+    this.inner.onEnd(span);
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush();
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+}
+
+/** An exporter that says once that exports fail (a receiver down, a bad key), and counts the spans sent. */
 class WarnOnce implements SpanExporter {
-  constructor(private readonly inner: SpanExporter) {}
+  constructor(
+    private readonly inner: SpanExporter,
+    private readonly tally: SpanTally,
+  ) {}
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
     this.inner.export(spans, (result) => {
-      if (result.code !== ExportResultCode.SUCCESS) exportFailed(result.error?.message?.split("\n")[0] ?? "no answer");
+      if (result.code === ExportResultCode.SUCCESS) this.tally.sent += spans.length;
+      else exportFailed(result.error?.message?.split("\n")[0] ?? "no answer");
       done(result);
     });
   }
@@ -101,13 +142,13 @@ function samplerFromEnv(): Sampler {
   }
 }
 
-export function createProvider(settings: TraceSettings, ids: ChosenIds): TracerProvider {
+export function createProvider(settings: TraceSettings, ids: ChosenIds, tally: SpanTally): TracerProvider {
   const resource = atomicResource();
   const exporter = settings.protocol === "http/json" ? new JsonExporter() : new ProtobufExporter();
   return new TracerProvider({
     resource,
     sampler: samplerFromEnv(),
     idGenerator: ids,
-    spanProcessors: [new BatchSpanProcessor({ exporter: new WarnOnce(exporter), scheduledDelayMillis: 1000 })],
+    spanProcessors: [new Counted(new BatchSpanProcessor({ exporter: new WarnOnce(exporter, tally), scheduledDelayMillis: 1000 }), tally)],
   });
 }

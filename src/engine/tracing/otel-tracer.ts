@@ -46,7 +46,7 @@ import type { StageRequest } from "../../runners/types.ts";
 import type { Usage } from "../../sdk/types.ts";
 import { EVENT, type StepStartedPayload } from "../journal-events.ts";
 import type { EngineEvent } from "../observer.ts";
-import { ChosenIds, createProvider, exportFailed } from "./otel-setup.ts";
+import { ChosenIds, createProvider, exportFailed, type SpanTally } from "./otel-setup.ts";
 import { runSpanIdOf, stageSpanIdOf, traceIdOf } from "./trace-ids.ts";
 import type { TraceSettings, Tracer } from "./types.ts";
 
@@ -69,6 +69,9 @@ interface Attempt extends Open {
 
 export class OtelTracer implements Tracer {
   private readonly ids = new ChosenIds();
+  private readonly tally: SpanTally = { ended: 0, sent: 0 };
+  /** Spans already reported dropped by a flush. */
+  private dropped = 0;
   private readonly provider: TracerProvider;
   private readonly tracer: OtelApiTracer;
   private readonly runs = new Map<string, Open & { rootId: string; short: number }>();
@@ -80,7 +83,7 @@ export class OtelTracer implements Tracer {
   private readonly attempts = new Map<string, Attempt>();
 
   constructor(private readonly settings: TraceSettings) {
-    this.provider = createProvider(settings, this.ids);
+    this.provider = createProvider(settings, this.ids, this.tally);
     this.tracer = this.provider.getTracer("atomic");
   }
 
@@ -156,7 +159,7 @@ export class OtelTracer implements Tracer {
     drive.end(lastAt);
   }
 
-  async flush(): Promise<void> {
+  async flush(): Promise<number> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const sent = await Promise.race([
       this.provider.forceFlush().then(
@@ -167,6 +170,12 @@ export class OtelTracer implements Tracer {
     ]);
     clearTimeout(timer);
     if (!sent) exportFailed(`no answer within ${FLUSH_MS / 1000} s`);
+    // What was ended and not taken by the receiver by now is lost: dropped from a full queue, refused, or still
+    // on its way when the process exits (a batch that gets through later only lowers the next flush's figure).
+    const lost = this.tally.ended - this.tally.sent - this.dropped;
+    if (lost <= 0) return 0;
+    this.dropped += lost;
+    return lost;
   }
 
   private handle(e: EngineEvent): void {

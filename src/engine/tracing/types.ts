@@ -15,8 +15,11 @@ export interface Tracer {
   stageAttempt(request: StageRequest, workflow: string): string | undefined;
   /** A run whose driver was lost is resumed: the spans it left open are ended, as lost, from its events. */
   recover(runId: string, workflow: string, events: readonly JournalEvent[]): void;
-  /** Sends what is pending; bounded in time (a receiver that is down does not hold the process). */
-  flush(): Promise<void>;
+  /**
+   * Sends what is pending; bounded in time (a receiver that is down does not hold the process). Returns how many
+   * spans ended in this process since the last flush did not reach the receiver (dropped).
+   */
+  flush(): Promise<number>;
 }
 
 export interface TraceSettings {

@@ -59,6 +59,8 @@ import { PgScheduleStore } from "./schedules.ts";
 import { PgCodeStore } from "./code.ts";
 import { PgTagStore } from "./tags.ts";
 import type { RunTagStore } from "../tags.ts";
+import { PgCounters } from "./counters.ts";
+import type { JournalCounters } from "../counters.ts";
 import type { CodeStore } from "../code.ts";
 import { PgFleet } from "./fleet.ts";
 import type { FleetStore } from "../fleet.ts";
@@ -96,6 +98,7 @@ export class PostgresJournal implements Journal {
   readonly schedules: ScheduleStore;
   readonly code: CodeStore;
   readonly tags: RunTagStore;
+  readonly counters: JournalCounters;
   readonly fleet: FleetStore;
   #listings: Promise<Listings> | undefined;
   #closed = false;
@@ -113,6 +116,7 @@ export class PostgresJournal implements Journal {
     this.schedules = new PgScheduleStore(session(conn));
     this.code = new PgCodeStore(session(conn));
     this.tags = new PgTagStore(session(conn));
+    this.counters = new PgCounters(session(conn));
     this.fleet = new PgFleet(session(conn), conn, conn.target.schema);
   }
 

@@ -46,6 +46,8 @@ import type { ScheduleStore } from "../schedules.ts";
 import { SqliteCodeStore } from "./code.ts";
 import { SqliteTagStore } from "./tags.ts";
 import type { RunTagStore } from "../tags.ts";
+import { SqliteCounters } from "./counters.ts";
+import type { JournalCounters } from "../counters.ts";
 import type { CodeStore } from "../code.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
 import { appendEntries } from "./append.ts";
@@ -116,6 +118,7 @@ export class SqliteJournal implements Journal {
     this.schedules = new SqliteScheduleStore(db, (fn) => this.#run(fn));
     this.code = new SqliteCodeStore(db, (fn) => this.#run(fn));
     this.tags = new SqliteTagStore(db, (fn) => this.#run(fn));
+    this.counters = new SqliteCounters(db, (fn) => this.#run(fn));
   }
 
   readonly retention: RunRetention;
@@ -123,6 +126,7 @@ export class SqliteJournal implements Journal {
   readonly schedules: ScheduleStore;
   readonly code: CodeStore;
   readonly tags: RunTagStore;
+  readonly counters: JournalCounters;
 
   readonly views: JournalViews;
   private readonly sqliteViews: SqliteViews;
