@@ -279,9 +279,12 @@ export async function workspaceIdentity(ws: WorkspaceRecord): Promise<{ remote: 
 /**
  * A worker host ran the stage in its own worktree and pushed the branch (at `head`) to the shared remote:
  * the root's worktree takes those commits (fetched, then a fast-forward), so settling it, `atomic diff`
- * and ctx.merge read them here as if the stage had run here. Throws GitError when git refuses.
+ * and ctx.merge read them here as if the stage had run here. Taken after every attempt that pushed (a retry
+ * here goes on from them) and again when settling. Throws GitError when git refuses.
  */
 export async function takePushed(ws: WorkspaceRecord, pushed: { url: string; branch: string; head: string }): Promise<void> {
+  // Taken already (after the attempt that pushed it, then again when settling): nothing to fetch.
+  if ((await git(ws.path, ["merge-base", "--is-ancestor", pushed.head, "HEAD"])).code === 0) return;
   await gitOk(ws.path, ["fetch", "--quiet", "--no-tags", pushed.url, `refs/heads/${pushed.branch}`]);
   await gitOk(ws.path, ["merge", "--ff-only", "--quiet", pushed.head]);
 }

@@ -8,15 +8,19 @@
  * that repository opens the same branch at the same base there, with the
  * root's rules (engine/stage-workspace.ts): found again by a resumed
  * attempt, refused in one sentence when the checkout has no remote of that
- * URL or no way to get the base commit. After the stage, what it left
- * uncommitted is committed and the branch is pushed to the shared remote;
- * the result names the pushed head (`pushed`), and the root fetches it into
- * its own worktree before it settles the stage.
+ * URL or no way to get the base commit. When the shared remote already
+ * has the branch (an earlier attempt of the stage ran on another host, or
+ * on this one before its worktree went, and pushed), the stage goes on from
+ * there: the branch is fetched and the checkout's branch made or
+ * fast-forwarded to it first. After the stage, what it left uncommitted is
+ * committed and the branch is pushed to the shared remote; the result names
+ * the pushed head (`pushed`), and the root fetches it into its own worktree.
  */
 
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { StageRequest } from "../runners/types.ts";
-import { openWorkspace, type WorkspaceRecord } from "../engine/stage-workspace.ts";
+import { BASE_REF_PREFIX, openWorkspace, type WorkspaceRecord } from "../engine/stage-workspace.ts";
 import { git, gitOk, identity, lastWords } from "../shared/git.ts";
 
 type Asked = NonNullable<StageRequest["workspace"]>;
@@ -58,12 +62,58 @@ export async function openHostWorkspace(repo: string, hostId: string, request: S
       return `${stage}: its base commit ${asked.baseCommit.slice(0, 12)} is not in host ${hostId}'s checkout ${repo} nor on its remote ${asked.remote.url}${fetched.code !== 0 ? ` (${lastWords(fetched)})` : ""} (push it from the run's repository first: git push ${asked.remote.name} HEAD)`;
     }
   }
+  const taken = await takeRemoteBranch(repo, remote, asked.branch, asked.baseCommit).catch((err: unknown) => (err instanceof Error ? err.message : String(err)));
+  if (taken !== undefined) return `${stage}: its branch ${asked.branch} on ${asked.remote.url} could not be taken into host ${hostId}'s checkout ${repo}: ${taken}`;
   try {
     const ws = await openWorkspace(request.stageName, request.stageKey, request.runId, { worktree: { base: asked.baseCommit, branch: asked.branch } }, repo);
     return { ws: { ...ws, cwd: join(ws.path, asked.prefix) }, remote, url: asked.remote.url };
   } catch (err) {
     return `${err instanceof Error ? err.message : String(err)} (on host ${hostId}, in its checkout ${repo})`;
   }
+}
+
+/**
+ * The branch as the shared remote has it, taken into the checkout: made there (with its base ref, so
+ * openWorkspace finds it as the stage's own) when missing, fast-forwarded when behind (in the worktree that
+ * has it checked out, if any). A checkout ahead of the remote (this host's own unpushed commits) is left as it
+ * is; one that diverged is too, as is a remote branch not grown from the base (another branch of that name):
+ * their push then fails the attempt. Undefined when done (or nothing to do); else git's words.
+ */
+async function takeRemoteBranch(repo: string, remote: string, branch: string, baseCommit: string): Promise<string | undefined> {
+  const listed = await git(repo, ["ls-remote", "--heads", remote, `refs/heads/${branch}`]);
+  // Not reachable now: the stage starts from what this checkout has, and its push says what went wrong.
+  if (listed.code !== 0) return undefined;
+  const remoteHead = listed.stdout.split(/\s/)[0] ?? "";
+  if (remoteHead === "") return undefined;
+  const local = (await git(repo, ["rev-parse", "--verify", "-q", `refs/heads/${branch}`])).stdout.trim();
+  if (local === remoteHead) return undefined;
+  if ((await git(repo, ["cat-file", "-e", `${remoteHead}^{commit}`])).code !== 0) {
+    const fetched = await git(repo, ["fetch", "--quiet", "--no-tags", remote, `refs/heads/${branch}`]);
+    if (fetched.code !== 0) return lastWords(fetched);
+    if ((await git(repo, ["cat-file", "-e", `${remoteHead}^{commit}`])).code !== 0) return `the fetch did not bring ${remoteHead.slice(0, 12)}`;
+  }
+  // Not grown from the stage's base: some other branch of that name (its push then says so).
+  if ((await git(repo, ["merge-base", "--is-ancestor", baseCommit, remoteHead])).code !== 0) return undefined;
+  if (local === "") {
+    // The base ref first, as openWorkspace does: a branch with it is atomic's.
+    await gitOk(repo, ["update-ref", BASE_REF_PREFIX + branch, baseCommit]);
+    await gitOk(repo, ["update-ref", `refs/heads/${branch}`, remoteHead, ""]);
+    return undefined;
+  }
+  if ((await git(repo, ["merge-base", "--is-ancestor", local, remoteHead])).code !== 0) return undefined;
+  const checkedOut = await worktreeWith(repo, branch);
+  const moved = checkedOut ? await git(checkedOut, ["merge", "--ff-only", "--quiet", remoteHead]) : await git(repo, ["update-ref", `refs/heads/${branch}`, remoteHead, local]);
+  return moved.code === 0 ? undefined : lastWords(moved);
+}
+
+/** The worktree of the checkout that has `branch` checked out, if any. */
+async function worktreeWith(repo: string, branch: string): Promise<string | undefined> {
+  let dir: string | undefined;
+  for (const field of (await gitOk(repo, ["worktree", "list", "--porcelain", "-z"])).split("\0")) {
+    if (field.startsWith("worktree ")) dir = field.slice("worktree ".length);
+    else if (field === `branch refs/heads/${branch}` && dir !== undefined && existsSync(dir)) return dir;
+  }
+  return undefined;
 }
 
 /** After the stage: its leftovers committed, the branch pushed; what the result says was pushed. Throws GitError when git refuses. */

@@ -6,13 +6,16 @@
  * stage, and the root fetches it into its own worktree before settling, so
  * the results, `atomic diff` and the root's branches show the host's work.
  * A host whose checkout has another remote refuses the stage in one sentence.
+ * A stage retried elsewhere goes on from what its earlier attempts pushed:
+ * on another host (fetched from the remote) and on the root's own workers
+ * (the root takes each pushed attempt into its worktree at once).
  */
 
 import { afterEach, beforeAll, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
@@ -133,3 +136,55 @@ test("a base commit that is not on the shared remote is refused by the host in o
   expect(r.stderr).toContain(`--repo ${notRepo} is not a git checkout`);
   expect(r.stderr).not.toContain("    at ");
 }, 90_000);
+
+/** Lines of a file, none when it is missing. */
+const lines = (file: string) => (existsSync(file) ? readFileSync(file, "utf8").split("\n").filter((l) => l !== "") : []);
+
+test("a stage retried on another host, then on the root's own workers, goes on from the commits of every earlier attempt", async () => {
+  const url = await freshDatabase("fleet");
+  const repos = repositories();
+  const second = makeTempDir("atomic-host-repo-");
+  git(second, "clone", "-q", repos.origin, ".");
+  const dir = makeTempDir();
+  const home = makeTempDir();
+  const out = join(makeTempDir(), "out.json");
+  const first = await startHost({ url, id: "first", slots: 1, repo: repos.host, grace: "60s" });
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${out}`, "--input", "mode=relay", "--input", `dir=${dir}`], { home, cwd: repos.root });
+  void new Response(root.stderr).text();
+  const runId = JSON.parse(await lineWatcher(root.stdout).waitFor(/"runId"/, 30_000)).runId as string;
+  // Attempt 1 on host "first": it commits, then the host drains (no more claims) and the attempt fails.
+  await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to run");
+  first.proc.kill("SIGTERM");
+  const other = await startHost({ url, id: "second", slots: 1, repo: second, grace: "60s" });
+  writeFileSync(join(dir, "go-1"), "");
+  expect(await first.exited).toBe(0);
+  // Attempt 2 on host "second": it starts from attempt 1's commit (fetched from the shared remote).
+  await waitUntil(() => existsSync(join(dir, "ready-2")), 60_000, "attempt 2 to run on the second host");
+  other.proc.kill("SIGTERM");
+  writeFileSync(join(dir, "go-2"), "");
+  expect(await other.exited).toBe(0);
+  // The root took attempt 2's commits into its own worktree as soon as the attempt ended ...
+  const branch = await waitUntil(() => git(repos.root, "for-each-ref", "--format=%(refname:strip=2)", "refs/atomic-base/").trim(), 10_000, "the root's worktree branch");
+  await waitUntil(() => git(repos.root, "log", "--format=%s", branch).startsWith("attempt 2\n"), 30_000, "the root to take attempt 2's commits");
+  // ... so when it dies and its resume runs attempt 3 on its own workers, that attempt starts from them too.
+  for (const pid of processesWithHome(home)) process.kill(pid, "SIGKILL");
+  await root.exited;
+  writeFileSync(join(dir, "go-3"), "");
+  const resumed = await runAtomic(["resume", runId, "--journal", url, "--workers", "1"], { home, cwd: repos.root });
+  expect(resumed.stderr).not.toContain("    at ");
+  expect(resumed.code).toBe(0);
+
+  const where = lines(join(dir, "attempts"));
+  expect(where).toHaveLength(3);
+  expect(where[0]!.startsWith(join(repos.host, ".git", "atomic-worktrees") + "/")).toBe(true);
+  expect(where[1]!.startsWith(join(second, ".git", "atomic-worktrees") + "/")).toBe(true);
+  expect(where[2]!.startsWith(join(repos.root, ".git", "atomic-worktrees") + "/")).toBe(true);
+  // Each attempt started from the commits of every attempt before it.
+  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
+  expect(lines(join(dir, "log-3"))).toEqual(["attempt 2", "attempt 1", "base"]);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[]; diff: string }[];
+  expect(ws!.branch).toBe(branch);
+  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
+  expect(ws!.diff).toContain("+attempt 1\n+attempt 2\n+attempt 3\n");
+  expect(git(repos.root, "rev-parse", `refs/heads/${branch}`).trim()).toBe(ws!.head);
+}, 180_000);

@@ -225,6 +225,8 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
           stage: { ...tree.mail.stageEntry(exec.runId, position, name, "running", attempt), usage: result.usage },
         });
       }
+      // Its turn ran on a worker host: what it pushed comes into this worktree now (the next turn may run here).
+      if (ws && result.pushed) await takeHostCommits(name, ws, result.pushed);
       parked = await asks.park(result, artifactDir);
       continue;
     }
@@ -275,6 +277,9 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
       // The stage index keeps the stage's usage too: the run list sums it without reading events.
       stage: { ...tree.mail.stageEntry(exec.runId, position, name, "failed", attempt), ...(result.usage ? { usage: result.usage } : {}) },
     });
+    // The failed attempt ran on a worker host: its pushed commits come into this worktree now, so a retry on the
+    // root's own workers goes on from them (one on another host fetches them from the remote: fleet/host-workspace.ts).
+    if (ws && result.pushed) await takeHostCommits(name, ws, result.pushed);
     const code = result.error?.code ?? "failed";
     // worker_retry_limit already is the pool's retries running out: not retried again here.
     if (isInfraCode(code) && code !== "worker_retry_limit" && ++infraFailures < INFRA_ATTEMPTS) continue;
@@ -324,11 +329,23 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
   return result;
 }
 
+/** A worker host's attempt pushed the stage's branch: its commits fetched into this worktree (a git failure fails the step). */
+async function takeHostCommits(name: string, ws: WorkspaceRecord, pushed: NonNullable<StageResult["pushed"]>): Promise<void> {
+  try {
+    await takePushed(ws, pushed);
+  } catch (err) {
+    throw new StepFailedError(name, `stage "${name}": its worktree ${ws.path} could not take the commits a worker host pushed: ${err instanceof Error ? err.message : String(err)}`, {
+      code: "workspace_failed",
+      hint: `look at it with: git -C ${ws.path} status`,
+    });
+  }
+}
+
 /** The stage's worktree after its last attempt: its leftovers committed, its commits and diff (a git failure fails the step). */
 async function settled(name: string, ws: WorkspaceRecord, artifactDir: string, pushed: StageResult["pushed"]): Promise<StageResult["workspace"]> {
+  if (pushed) await takeHostCommits(name, ws, pushed);
   try {
     mkdirSync(artifactDir, { recursive: true });
-    if (pushed) await takePushed(ws, pushed);
     return await settleWorkspace(ws, name, join(artifactDir, "workspace.diff"));
   } catch (err) {
     throw new StepFailedError(name, `stage "${name}": its worktree ${ws.path} could not be settled: ${err instanceof Error ? err.message : String(err)}`, {
