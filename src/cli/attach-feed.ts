@@ -1,7 +1,8 @@
 /**
  * What feeds `atomic attach`'s model (view/attach-model.ts): the stages to
  * follow, the conversation so far (each stage's transcript), then live:
- * the stage's live events from the broker (intercom/live.ts), and, polled
+ * the stage's live events from the broker (intercom/live.ts) and, for a
+ * stage on a worker host, relayed over the shared journal, and, polled
  * from the journal every POLL_MS, its attempts and end (a worker lost, the
  * next attempt), the run's end, the delivery states of messages to it and
  * the run's open questions. It also sends what the person types: a
@@ -78,7 +79,8 @@ export class AttachFeed {
     /** The stage asked for, or undefined: every active stage. */
     private readonly only: string | undefined,
   ) {
-    this.subscriber = new LiveSubscriber(home, (b) => this.onBatch(b), { role: "attach" });
+    // Stages on worker hosts: their live events relayed over the shared journal (intercom/live-remote.ts).
+    this.subscriber = new LiveSubscriber(home, (b) => this.onBatch(b), { role: "attach", remote: journal.fleet?.liveChannel });
   }
 
   /**

@@ -15,7 +15,8 @@
  *   poll (every POLL_MS) says there may be work; heartbeats its row every
  *   HEARTBEAT_MS; reaps expired leases of every host every REAP_MS (a
  *   crashed host's items go to the next generation within a second of
- *   their expiry); reads messages down for the items it runs.
+ *   their expiry); reads messages down for the items it runs; relays the
+ *   live events of runs a watcher elsewhere asks for (live-relay.ts).
  * - draining: no new claim; running stages get `graceMs` to finish; the
  *   ones still running then are cancelled and their items released (the
  *   next generation, on another host); then stopped.
@@ -57,6 +58,7 @@ import { ToCoordinatorSchema } from "../pool/protocol/root-coordinator.ts";
 import { StallMonitor } from "../pool/stall-monitor.ts";
 import { Supervisor } from "../pool/supervisor.ts";
 import { HostLink } from "./host-link.ts";
+import { LiveRelay } from "./live-relay.ts";
 import { ToolsRelay } from "./tools-relay.ts";
 import { Outbox, type Outcome } from "./outbox.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
@@ -133,6 +135,8 @@ export class WorkerHost implements CoordinatorCore {
   private readonly shippers = new Map<string, StageShipper>();
   /** Its stages' run tool calls, carried to their roots (tools-relay.ts). */
   private readonly relay: ToolsRelay;
+  /** Live events of the runs a watcher elsewhere asks for (live-relay.ts). */
+  private readonly liveRelay: LiveRelay;
   private stopped!: () => void;
   readonly done = new Promise<void>((r) => (this.stopped = r));
 
@@ -154,6 +158,7 @@ export class WorkerHost implements CoordinatorCore {
     };
     this.claimScope = { queues: opts.queues, protocol: POOL_PROTOCOL_VERSION };
     this.relay = new ToolsRelay(opts.home, this.fleet, (line) => this.log(line));
+    this.liveRelay = new LiveRelay(opts.home, this.fleet.liveChannel, (line) => this.log(line));
     this.root = new HostLink(this.fleet, (line) => this.log(line), (workId) => this.relay.ended(workId));
     this.workers = new Supervisor(this);
     this.dispatcher = new Dispatcher(this);
@@ -232,6 +237,7 @@ export class WorkerHost implements CoordinatorCore {
     this.timers.push(setInterval(() => void this.checkSkew(), SKEW_CHECK_MS));
     void this.listen();
     void this.checkSkew();
+    this.liveRelay.start();
     this.log(`ready: host ${this.hostId}, ${this.opts.slots} slot(s), queues ${this.opts.queues.join(",")}, lease ${this.config.leaseMs} ms`);
   }
 
@@ -314,6 +320,7 @@ export class WorkerHost implements CoordinatorCore {
     this.journal.stopWaiting?.();
     for (const t of this.timers) clearInterval(t);
     this.stall.stop();
+    this.liveRelay.close();
     const exited = this.workers.killAll();
     void (async () => {
       await exited;

@@ -15,7 +15,9 @@
  *   While none runs the publisher looks for the broker's socket at most
  *   every SOCKET_CHECK_MS and connects as soon as one appears.
  * - Subscribing: a `LiveSubscriber` registers a session of its own in the
- *   groups of the runs it watches and gets every batch sent to them.
+ *   groups of the runs it watches and gets every batch sent to them; given
+ *   a shared journal's live channel it also gets the batches worker hosts
+ *   relay for those runs (live-remote.ts).
  *
  * Events are the runner's events (runners/types.ts RunnerEvent) as plain
  * JSON plus `at`, the publisher's clock when the event reached it; this
@@ -23,7 +25,12 @@
  */
 
 import { existsSync, statSync } from "node:fs";
+import type { LiveChannelOpener } from "../shared/live-channel.ts";
 import { IntercomClient, groupAddress } from "./client.ts";
+import { asLiveBatch, liveGroup, type LiveBatch } from "./live-batch.ts";
+import { RemoteLiveWatcher } from "./live-remote.ts";
+
+export { asLiveBatch, liveGroup, type LiveBatch, type LiveEvent } from "./live-batch.ts";
 import { intercomPaths } from "./paths.ts";
 
 /** How long a stage's events wait for company before they go out. */
@@ -35,33 +42,6 @@ const SOCKET_CHECK_MS = 250;
 const SOCKET_CHECK_ON_EVENT_MS = 20;
 /** Characters of text per frame (the rest of a burst goes in the next frame). */
 const MAX_FRAME_TEXT = 256 * 1024;
-
-/** One live event: a runner event (`type` and its fields) and when it was published. */
-export interface LiveEvent {
-  type: string;
-  at: number;
-  [field: string]: unknown;
-}
-
-/** What one frame carries: events of one stage attempt, in order. */
-export interface LiveBatch {
-  live: 1;
-  runId: string;
-  stage: string;
-  attempt: number;
-  events: LiveEvent[];
-}
-
-export function liveGroup(runId: string): string {
-  return `live:${runId}`;
-}
-
-/** A frame body that is a live batch, or undefined. */
-export function asLiveBatch(body: unknown): LiveBatch | undefined {
-  const b = body as Partial<LiveBatch> | null;
-  if (!b || b.live !== 1 || typeof b.runId !== "string" || typeof b.stage !== "string" || typeof b.attempt !== "number" || !Array.isArray(b.events)) return undefined;
-  return b as LiveBatch;
-}
 
 interface Pending {
   batch: LiveBatch;
@@ -162,8 +142,11 @@ export class LiveSubscriber {
   private readonly client: IntercomClient;
   private readonly name = `live-watch:${process.pid}:${Math.random().toString(36).slice(2, 10)}`;
   private runs: string[] = [];
+  private readonly remote: RemoteLiveWatcher | undefined;
 
-  constructor(home: string, onBatch: (batch: LiveBatch) => void, opts: { role?: string; onState?: (open: boolean) => void } = {}) {
+  /** `remote`: a shared journal's live channel, for the runs' stages on worker hosts (live-remote.ts). */
+  constructor(home: string, onBatch: (batch: LiveBatch) => void, opts: { role?: string; onState?: (open: boolean) => void; remote?: LiveChannelOpener } = {}) {
+    this.remote = opts.remote ? new RemoteLiveWatcher(opts.remote, home, onBatch) : undefined;
     this.client = new IntercomClient({
       home,
       role: opts.role ?? "watch",
@@ -187,7 +170,8 @@ export class LiveSubscriber {
     if (this.client.state === "idle") this.client.start();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
-    await Promise.race([Promise.all([registered, this.client.whenOpen()]).catch(() => {}), late]);
+    const remote = this.remote?.watch(this.runs);
+    await Promise.race([Promise.all([registered, this.client.whenOpen(), remote]).catch(() => {}), late]);
     clearTimeout(timer);
   }
 
@@ -196,6 +180,7 @@ export class LiveSubscriber {
   }
 
   close(): void {
+    this.remote?.close();
     this.client.close();
   }
 }

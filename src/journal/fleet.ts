@@ -45,6 +45,7 @@
  */
 
 import type { ErrorInfo } from "../shared/errors.ts";
+import type { LiveChannelOpener } from "../shared/live-channel.ts";
 import type { RunId } from "../shared/ids.ts";
 import type { WorkItem } from "./work-queue.ts";
 
@@ -156,4 +157,10 @@ export interface FleetStore {
    * again later (and polls meanwhile).
    */
   listen(onWake: (wake: FleetWake) => void, opts: { root?: RunId; onLost?: (err: Error) => void }): Promise<{ close(): Promise<void> }>;
+  /**
+   * Live stage events across machines (shared/live-channel.ts): watchers'
+   * asks and hosts' relayed events as notifications on a connection of its
+   * own, never stored.
+   */
+  liveChannel: LiveChannelOpener;
 }

@@ -119,7 +119,7 @@ export class StatusSource {
     this.summaries = new RunSummaries(journal);
     this.metrics = new JournalMetrics(journal);
     this.streamOpts = { ...DEFAULT_STREAM_OPTIONS, ...opts.stream };
-    this.live = new LiveHub(opts.home);
+    this.live = new LiveHub(opts.home, journal.fleet?.liveChannel);
     this.streams = new StreamHub(journal, this.streamOpts, this.live);
   }
 

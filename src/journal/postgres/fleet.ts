@@ -8,7 +8,9 @@
  * Notifications: channel names are identifiers of the whole database, not
  * of a schema, so each is derived from the journal's schema (one database
  * may hold many journals): `atomic_h_<hash>` for hosts, `atomic_r_<hash>`
- * for roots with the root id as payload. A NOTIFY is delivered at its
+ * for roots with the root id as payload; `atomic_l_<hash>` for live events
+ * hosts relay and `atomic_w_<hash>` for watchers' asks for them (notifications
+ * only: nothing is written). A NOTIFY is delivered at its
  * transaction's commit, so a reader woken by it sees the rows it announces.
  *
  * Reaping is one UPDATE: rows locked by the statement, the fence (state
@@ -18,6 +20,7 @@
  */
 
 import type { ErrorInfo } from "../../shared/errors.ts";
+import { LIVE_BODY_MAX, type LiveChannel, type LiveChannelHandlers, type LiveChannelOpener } from "../../shared/live-channel.ts";
 import type { RunId } from "../../shared/ids.ts";
 import type { DownMessage, FleetStore, FleetWake, HostInfo, HostRecord, HostWork, QueueDemand } from "../fleet.ts";
 import type { WorkItem } from "../work-queue.ts";
@@ -48,6 +51,10 @@ interface HostRow {
 export class PgFleet implements FleetStore {
   readonly hostsChannel: string;
   readonly rootsChannel: string;
+  /** Live events: relayed bodies, and watchers' asks (a JSON array of run ids). */
+  readonly liveChannelName: string;
+  readonly watchChannel: string;
+  readonly liveChannel: LiveChannelOpener = (h) => this.openLive(h);
 
   constructor(
     private readonly db: PgSession,
@@ -57,6 +64,8 @@ export class PgFleet implements FleetStore {
     const tag = Bun.hash(schema).toString(36);
     this.hostsChannel = `atomic_h_${tag}`;
     this.rootsChannel = `atomic_r_${tag}`;
+    this.liveChannelName = `atomic_l_${tag}`;
+    this.watchChannel = `atomic_w_${tag}`;
   }
 
   async heartbeat(h: HostInfo): Promise<void> {
@@ -272,6 +281,58 @@ export class PgFleet implements FleetStore {
       throw this.conn.mapError(err);
     }
     return {
+      close: async () => {
+        if (closed) return;
+        closed = true;
+        await client.end().catch(() => {});
+      },
+    };
+  }
+
+  /** One connection of its own: it listens for what the handlers want and sends the channel's notifications. */
+  private async openLive(h: LiveChannelHandlers): Promise<LiveChannel> {
+    const client = this.conn.newClient();
+    let closed = false;
+    const lost = (err: Error) => {
+      if (closed) return;
+      closed = true;
+      client.end().catch(() => {});
+      h.onLost?.(err);
+    };
+    client.on("error", lost);
+    client.on("end", () => lost(new Error("the live events' connection ended")));
+    client.on("notification", (n) => {
+      if (n.channel === this.liveChannelName && n.payload) h.onBody?.(n.payload);
+      else if (n.channel === this.watchChannel && n.payload && h.onWatch) {
+        try {
+          const runs = JSON.parse(n.payload) as unknown;
+          if (Array.isArray(runs)) h.onWatch(runs.filter((r): r is string => typeof r === "string"));
+        } catch {
+          // not an ask of this version: ignored
+        }
+      }
+    });
+    try {
+      await client.connect();
+      if (h.onBody) await client.query(`listen "${this.liveChannelName}"`);
+      if (h.onWatch) await client.query(`listen "${this.watchChannel}"`);
+    } catch (err) {
+      closed = true;
+      await client.end().catch(() => {});
+      throw this.conn.mapError(err);
+    }
+    const notify = async (channel: string, body: string) => {
+      if (closed) throw new Error("the live events' connection is closed");
+      if (Buffer.byteLength(body) > LIVE_BODY_MAX) throw new Error(`a live body of more than ${LIVE_BODY_MAX} bytes`);
+      await client.query("select pg_notify($1, $2)", [channel, body]);
+    };
+    return {
+      publish: (body) => notify(this.liveChannelName, body),
+      watch: async (runIds) => {
+        const runs: string[] = [];
+        for (const r of runIds) if (JSON.stringify([...runs, r]).length <= LIVE_BODY_MAX) runs.push(r);
+        if (runs.length) await notify(this.watchChannel, JSON.stringify(runs));
+      },
       close: async () => {
         if (closed) return;
         closed = true;

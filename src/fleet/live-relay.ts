@@ -1,0 +1,193 @@
+/**
+ * A worker host's relay of live stage events (docs/design/live-events.md,
+ * "Worker hosts"): the stages this host runs publish their model deltas,
+ * tool calls and output on the broker of the host's home; a watcher on
+ * another machine (attach, a status server's streams) asks for the runs it
+ * watches over the shared journal's live channel (intercom/live-remote.ts),
+ * and this relay forwards those runs' batches there.
+ *
+ * - Demand only: with no ask heard for WATCH_KEEP_MS the relay holds no
+ *   broker subscription and sends nothing; a host nobody watches pays one
+ *   idle LISTEN.
+ * - Bounded: one notification in flight at a time, at most MAX_PER_SECOND;
+ *   batches of a stage attempt that arrive meanwhile are merged (their text
+ *   deltas joined), and a stage attempt's waiting text beyond
+ *   MAX_PENDING_CHARS is left out, counted as `skipped` (the stage's
+ *   transcript and logs keep it). Bodies fit the channel (splitBatch).
+ * - Not stored: these are notifications, never journal events; a watcher
+ *   that was away reads the text from the stage's files.
+ * - A lost connection is opened again after a back-off (asks heard before
+ *   it stay until they run out; watchers ask again every WATCH_RENEW_MS).
+ */
+
+import { LiveSubscriber, type LiveBatch } from "../intercom/live.ts";
+import { WATCH_KEEP_MS, WATCH_RENEW_MS, liveHomeKey, splitBatch } from "../intercom/live-remote.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
+import { ensureError } from "../shared/errors.ts";
+import type { LiveChannel, LiveChannelOpener } from "../shared/live-channel.ts";
+
+/** Notifications a host sends per second at most. */
+export const MAX_PER_SECOND = 100;
+/** Text of one stage attempt waiting to be relayed, at most (characters). */
+export const MAX_PENDING_CHARS = 64 * 1024;
+const REOPEN: Backoff = { firstMs: 250, maxMs: 5_000, jitter: 0.2 };
+
+export class LiveRelay {
+  private channel: LiveChannel | undefined;
+  private opening = false;
+  private failures = 0;
+  private retry: ReturnType<typeof setTimeout> | undefined;
+  /** Runs asked for, and until when. */
+  private readonly asked = new Map<string, number>();
+  private subscriber: LiveSubscriber | undefined;
+  private readonly pending = new Map<string, LiveBatch>();
+  private pumping = false;
+  private window = { start: 0, sent: 0 };
+  private readonly key: string;
+  private readonly sweep: ReturnType<typeof setInterval>;
+  private closed = false;
+
+  constructor(
+    private readonly home: string,
+    private readonly open: LiveChannelOpener,
+    private readonly log: (line: string) => void,
+  ) {
+    this.key = liveHomeKey(home);
+    this.sweep = setInterval(() => this.forget(), WATCH_RENEW_MS);
+    this.sweep.unref?.();
+  }
+
+  start(): void {
+    if (this.closed || this.channel || this.opening) return;
+    this.opening = true;
+    this.open({
+      onWatch: (runs) => this.heard(runs),
+      onLost: (err) => {
+        this.channel = undefined;
+        this.log(`live events' channel lost (${err.message}); listening again`);
+        this.later();
+      },
+    }).then(
+      (channel) => {
+        this.opening = false;
+        this.failures = 0;
+        if (this.closed) void channel.close();
+        else this.channel = channel;
+        void this.pump();
+      },
+      (err: unknown) => {
+        this.opening = false;
+        if (this.failures === 0) this.log(`live events' channel not opened (${ensureError(err).message}); trying again`);
+        this.later();
+      },
+    );
+  }
+
+  private later(): void {
+    if (this.closed || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      this.start();
+    }, backoffDelay(REOPEN, this.failures++));
+    this.retry.unref?.();
+  }
+
+  private heard(runs: string[]): void {
+    const until = Date.now() + WATCH_KEEP_MS;
+    let added = false;
+    for (const r of runs) {
+      if (!this.asked.has(r)) added = true;
+      this.asked.set(r, until);
+    }
+    if (added) this.subscribe();
+  }
+
+  private forget(): void {
+    const now = Date.now();
+    let gone = false;
+    for (const [r, until] of this.asked) {
+      if (until < now) {
+        this.asked.delete(r);
+        gone = true;
+      }
+    }
+    if (gone) this.subscribe();
+  }
+
+  /** The broker subscription follows the asks: the newest 32 runs (a session's groups), none when none is asked for. */
+  private subscribe(): void {
+    if (this.closed) return;
+    const runs = [...this.asked.entries()].sort((a, b) => b[1] - a[1]).map(([r]) => r).slice(0, 32);
+    if (runs.length === 0) {
+      this.subscriber?.close();
+      this.subscriber = undefined;
+      return;
+    }
+    this.subscriber ??= new LiveSubscriber(this.home, (b) => this.take(b), { role: "relay" });
+    void this.subscriber.watch(runs);
+  }
+
+  private take(b: LiveBatch): void {
+    if (!this.asked.has(b.runId) || this.closed) return;
+    const key = `${b.runId}\u0000${b.stage}\u0000${b.attempt}`;
+    const p = this.pending.get(key);
+    if (!p) this.pending.set(key, { ...b, events: [...b.events] });
+    else {
+      for (const e of b.events) {
+        const last = p.events.at(-1);
+        if (last && last.type === "text_delta" && e.type === "text_delta" && typeof last.text === "string" && typeof e.text === "string") last.text += e.text;
+        else p.events.push(e);
+      }
+      bound(p);
+    }
+    void this.pump();
+  }
+
+  /** One notification at a time, in order of the stage attempts' first waiting batch. */
+  private async pump(): Promise<void> {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (this.channel && this.pending.size > 0 && !this.closed) {
+        const [key, batch] = this.pending.entries().next().value!;
+        this.pending.delete(key);
+        for (const body of splitBatch(batch, this.key)) {
+          const now = Date.now();
+          if (now - this.window.start >= 1_000) this.window = { start: now, sent: 0 };
+          if (this.window.sent >= MAX_PER_SECOND) await Bun.sleep(this.window.start + 1_000 - now);
+          this.window.sent++;
+          const channel = this.channel;
+          if (!channel) break;
+          await channel.publish(body).catch(() => {}); // a lost connection says so through onLost
+        }
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    clearInterval(this.sweep);
+    clearTimeout(this.retry);
+    this.subscriber?.close();
+    void this.channel?.close();
+    this.channel = undefined;
+    this.pending.clear();
+  }
+}
+
+/** Leaves out a waiting batch's oldest text beyond MAX_PENDING_CHARS, counted as skipped on the delta that stays. */
+function bound(b: LiveBatch): void {
+  let chars = 0;
+  for (const e of b.events) if (typeof e.text === "string") chars += e.text.length;
+  let over = chars - MAX_PENDING_CHARS;
+  for (const e of b.events) {
+    if (over <= 0) break;
+    if (typeof e.text !== "string" || e.text.length === 0) continue;
+    const cut = Math.min(over, e.text.length);
+    e.text = e.text.slice(cut);
+    e.skipped = ((e.skipped as number | undefined) ?? 0) + cut;
+    over -= cut;
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Live model deltas of a stage on a worker host reach watchers elsewhere
+ * (docs/design/live-events.md, "Worker hosts"): the root runs in one home
+ * with no workers of its own, a host (`atomic worker`, its own home) runs
+ * the openai stage against the fake provider streaming slowly, `atomic
+ * attach --json` runs in a third home and `atomic serve` in the root's.
+ * Both see the stage's text deltas while its turn goes on: the provider
+ * answers with text and a tool call until the test has seen the text in
+ * both places, and only then ends the turn.
+ */
+
+import { afterEach, beforeAll, expect, test } from "bun:test";
+import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
+import { startFakeOpenAI } from "../helpers/fake-openai.ts";
+import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { get, serve, startChat } from "../live/support.ts";
+import { sseReader } from "../status/support.ts";
+import { cleanUpHosts, startHost } from "./support.ts";
+
+beforeAll(async () => {
+  await testPostgres();
+});
+afterEach(cleanUpHosts);
+
+test("attach and the stage stream show live deltas of a stage on a worker host before its turn ends", async () => {
+  let seen = false;
+  // Text and a tool call (the turn goes on) until the test saw the text live; then the turn's last words.
+  const fake = await startFakeOpenAI(() => (seen ? { text: "All done." } : { text: ["tick ", "tock "], paceMs: 200, toolCalls: [{ name: "list", arguments: {} }] }));
+  const url = await freshDatabase("attach_live");
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test", ATOMIC_JOURNAL: url };
+  try {
+    await startHost({ url, id: "faraway", slots: 1, env });
+    const home = makeTempDir("atomic-live-root-");
+    const served = await serve(home, env);
+    const run = await startChat(home, env, ["--workers", "0"]);
+    await fake.requestMatching();
+
+    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: makeTempDir("atomic-live-elsewhere-"), env });
+    const out = lineWatcher(attach.stdout);
+    await out.waitFor(/"type":"attached"/, 30_000);
+    const res = await get(served, `/api/runs/${run.runId}/stages/chat/stream`);
+    expect(res.status).toBe(200);
+    const sse = sseReader(res.body!);
+    await sse.until((m) => m.event === "ready");
+
+    // Live, not the transcript read at attach: a `text` line, and a `live` SSE message with a text delta.
+    const line = JSON.parse(await out.waitFor(/"type":"text".*tick/, 60_000)) as { path: string; text: string };
+    expect(line.path).toBe("chat");
+    const live = await sse.until(
+      (m) => m.event === "live" && (JSON.parse(m.data) as { events: { type: string; text?: string }[] }).events.some((e) => e.type === "text_delta" && e.text?.includes("tick")),
+      60_000,
+    );
+    expect(live.length).toBeGreaterThan(0);
+    // The turn has not ended: only now does the provider answer without a tool call.
+    expect(out.lines.some((l) => l.includes('"type":"ended"'))).toBe(false);
+    seen = true;
+    const ended = JSON.parse(await out.waitFor(/"type":"ended"/, 60_000)) as { status: string };
+    expect(ended.status).toBe("completed");
+    expect(await attach.exited).toBe(0);
+    expect(await run.proc.exited).toBe(0);
+    await sse.cancel();
+    served.proc.kill("SIGTERM");
+    await served.proc.exited;
+  } finally {
+    await fake.close();
+  }
+}, 120_000);
