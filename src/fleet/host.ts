@@ -68,6 +68,7 @@ import { loadConfig } from "../shared/config/load.ts";
 import { recordedEnvironment, type RecordedEnvironment } from "../engine/run-environment.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { type HostWorkspace, openHostWorkspace, pushHostWorkspace } from "./host-workspace.ts";
+import { sweepHostWorktrees } from "./host-worktree-sweep.ts";
 
 const POLL_MS = 1_000;
 /** How many runs' recorded environments a host keeps (the oldest read goes first). */
@@ -75,6 +76,10 @@ const RUN_ENVS_KEPT = 256;
 /** Worktree stages remembered (their worktree in this host's checkout, by work id), the oldest forgotten first. */
 const WORKSPACES_KEPT = 1024;
 const REAP_MS = 500;
+/** How often an idle host with a checkout looks for ended runs' worktrees to remove (also at start and after each stage). */
+const WORKTREE_SWEEP_MS = 10 * 60_000;
+/** The run statuses whose worktrees a host removes (a failed run resumed later gets its branch back from the remote). */
+const ENDED_STATUSES: readonly string[] = ["completed", "failed", "cancelled", "skipped"];
 const SKEW_CHECK_MS = 5_000;
 /** The most a stopping host waits for each of its last writes. */
 const STOP_WRITE_MS = 2_000;
@@ -108,6 +113,8 @@ export class WorkerHost implements CoordinatorCore {
   readonly workers: Supervisor;
   /** Worktree stages' worktrees in this host's checkout (or why not), by work id: opened in prepare, pushed in finish. */
   private readonly workspaces = new Map<string, HostWorkspace | string>();
+  /** A sweep of ended runs' worktrees under way (host-worktree-sweep.ts): one at a time. */
+  private sweeping: Promise<void> | undefined;
   readonly dispatcher: Dispatcher;
   readonly journal: Journal & { fleet: FleetStore };
   readonly hostId: string;
@@ -205,6 +212,8 @@ export class WorkerHost implements CoordinatorCore {
     // Kept (not deleted): a result sent again finishes the same (nothing more to commit, the push already done).
     const own = this.workspaces.get(workId);
     if (!own || typeof own === "string" || result.status === "cancelled") return result;
+    // Earlier runs that ended meanwhile: their worktrees go now that this stage is done with the checkout.
+    queueMicrotask(() => this.sweepWorktrees());
     try {
       return { ...result, pushed: await pushHostWorkspace(own, own.ws.branch) };
     } catch (err) {
@@ -235,6 +244,10 @@ export class WorkerHost implements CoordinatorCore {
     this.timers.push(setInterval(() => void this.reap(), REAP_MS));
     this.timers.push(setInterval(() => this.poll(), POLL_MS));
     this.timers.push(setInterval(() => void this.checkSkew(), SKEW_CHECK_MS));
+    if (this.opts.repo) {
+      this.timers.push(setInterval(() => this.sweepWorktrees(), WORKTREE_SWEEP_MS));
+      this.sweepWorktrees();
+    }
     void this.listen();
     void this.checkSkew();
     this.liveRelay.start();
@@ -371,6 +384,33 @@ export class WorkerHost implements CoordinatorCore {
       if (final) throw err;
       this.log(`heartbeat not recorded: ${ensureError(err).message}`);
     }
+  }
+
+  /** Removes the worktrees of ended (or deleted) runs from this host's checkout (host-worktree-sweep.ts). */
+  private sweepWorktrees(): void {
+    const repo = this.opts.repo;
+    if (!repo || this.sweeping || this.shuttingDown) return;
+    const ended = async (runId: string) => {
+      try {
+        const run = await this.journal.getRun(runId as RunId);
+        return run === undefined || ENDED_STATUSES.includes(run.status);
+      } catch {
+        return false; // the journal away: asked again at the next sweep
+      }
+    };
+    const used = this.workers.busy().flatMap((slot) => {
+      const own = this.workspaces.get(slot.item!.id);
+      return own && typeof own !== "string" ? [own.ws.path] : [];
+    });
+    const inUse = (path: string) => used.some((p) => p === path || p.startsWith(`${path}/`));
+    this.sweeping = sweepHostWorktrees(repo, ended, inUse)
+      .then((swept) => {
+        if (swept.worktrees.length === 0) return;
+        const branches = swept.branches.length ? ` and ${swept.branches.length} branch(es) the remote has` : "";
+        this.log(`removed ${swept.worktrees.length} worktree(s)${branches} of ended runs from ${repo}`);
+      })
+      .catch((err: unknown) => this.log(`the worktrees of ended runs in ${repo} were not removed: ${ensureError(err).message}`))
+      .finally(() => (this.sweeping = undefined));
   }
 
   private async reap(): Promise<void> {

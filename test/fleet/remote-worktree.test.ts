@@ -188,3 +188,35 @@ test("a stage retried on another host, then on the root's own workers, goes on f
   expect(ws!.diff).toContain("+attempt 1\n+attempt 2\n+attempt 3\n");
   expect(git(repos.root, "rev-parse", `refs/heads/${branch}`).trim()).toBe(ws!.head);
 }, 180_000);
+
+test("a host removes the worktrees of ended runs from its checkout, with their branches the remote has", async () => {
+  const url = await freshDatabase("fleet");
+  const repos = repositories();
+  const home = makeTempDir();
+  const made = () => git(repos.host, "worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ")).length - 1;
+  const atomicBranches = () => git(repos.host, "branch", "--list", "--format=%(refname:short)", "atomic/*").split("\n").filter((b) => b !== "");
+  const run = async () => {
+    const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=three"], { home, cwd: repos.root });
+    expect(r.code).toBe(0);
+    return JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
+  };
+  const host = await startHost({ url, id: "sweeper", slots: 3, repo: repos.host });
+  const first = await run();
+  expect(made()).toBe(3);
+  // The next run's stages end: the first run has ended, so its worktrees and (pushed) branches go from the host's checkout.
+  const second = await run();
+  await waitUntil(() => !existsSync(join(repos.host, ".git", "atomic-worktrees", first)), 30_000, "the first run's worktrees to go");
+  expect(made()).toBe(3);
+  expect(atomicBranches().every((b) => b.startsWith(`atomic/${second}/`))).toBe(true);
+  expect(git(repos.host, "for-each-ref", `refs/atomic-base/atomic/${first}/`, `refs/remotes/origin/atomic/${first}/`)).toBe("");
+  // ... while the remote and the root's repository keep them.
+  expect(git(repos.origin, "branch", "--list", `atomic/${first}/*`).split("\n").filter((b) => b.trim() !== "")).toHaveLength(3);
+  expect(git(repos.root, "worktree", "list").split("\n").filter((l) => l.includes(`/atomic-worktrees/${first}/`))).toHaveLength(3);
+  // A host started again removes what ended while it was away.
+  host.proc.kill("SIGTERM");
+  expect(await host.exited).toBe(0);
+  await startHost({ url, id: "sweeper", slots: 1, repo: repos.host });
+  await waitUntil(() => !existsSync(join(repos.host, ".git", "atomic-worktrees", second)), 30_000, "the second run's worktrees to go");
+  expect(made()).toBe(0);
+  expect(atomicBranches()).toEqual([]);
+}, 120_000);
