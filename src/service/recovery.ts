@@ -33,7 +33,11 @@
  *
  * A drive whose run has waited PARK_AFTER_MS for an answer to `ctx.ask` is
  * stopped (the run parks, resumable): a question nobody answers for a day
- * holds no process and no slot, and its answer wakes the run again.
+ * holds no process and no slot, and its answer wakes the run again. Only a
+ * question the drive asked itself counts, timed on this host's clock from
+ * the scan that first saw it: until the drive records its resume, the run
+ * still reads awaiting input, as it was when it parked, however long ago
+ * it asked (the drive that brings the answer must not be stopped for it).
  */
 
 import { existsSync, statSync } from "node:fs";
@@ -86,6 +90,8 @@ export class RecoveryDuty implements Duty {
   private readonly retryAt = new Map<RunId, number>();
   /** Drives being stopped because their run waits for an answer (parkIfWaiting). */
   private readonly parking = new Set<RunId>();
+  /** Per drive: the run's last seq when it started, and the question it asked, as the scans saw it (parkIfWaiting). */
+  private readonly waits = new Map<RunId, DriveWait>();
   private readonly due: DueRuns;
   /** Things said once per run and cause (opted out, sleeping until ...), so the log does not repeat every scan. */
   private readonly said = new Set<string>();
@@ -207,6 +213,7 @@ export class RecoveryDuty implements Duty {
     }
     const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl, durability: this.service.durability });
     this.drives.set(run.id, drive);
+    this.waits.set(run.id, { fromSeq: run.lastSeq });
     // A run this service has not driven yet starts from the crashes the journal shows (drives of an earlier service).
     const entry = this.runs.get(run.id) ?? { runId: run.id, reason, drives: 0, lastStartedAt: 0, pid: undefined, crashesInARow: crashesSeen };
     entry.reason = reason;
@@ -223,10 +230,19 @@ export class RecoveryDuty implements Duty {
   /**
    * A drive whose run has waited for an answer for PARK_AFTER_MS is stopped (SIGTERM: the run parks,
    * awaiting input, resumable), so a question nobody answers for hours holds no process and no slot;
-   * the answer wakes the run again (due-runs.ts).
+   * the answer wakes the run again (due-runs.ts). The wait is one this drive recorded (the run changed
+   * since it started), timed from the first scan that saw it: a run that still reads as it did when the
+   * drive started is a drive not yet resumed (on a busy host that takes seconds), whatever its record's age.
    */
   private parkIfWaiting(run: RunRecord, drive: Drive, now: number): void {
-    if (run.status !== "awaiting_input" || now - run.updatedAt < PARK_AFTER_MS || this.parking.has(run.id)) return;
+    const wait = this.waits.get(run.id);
+    if (!wait || this.parking.has(run.id)) return;
+    if (run.status !== "awaiting_input" || run.lastSeq <= wait.fromSeq) {
+      delete wait.asked;
+      return;
+    }
+    wait.asked ??= now;
+    if (now - wait.asked < PARK_AFTER_MS) return;
     this.parking.add(run.id);
     this.service.log({ type: "drive_parked", runId: run.id, message: `run ${run.id} waits for an answer; its drive stops until the answer comes` });
     void drive.stop().finally(() => this.parking.delete(run.id));
@@ -241,6 +257,7 @@ export class RecoveryDuty implements Duty {
       await this.settle(runId, drive, end);
     } finally {
       this.drives.delete(runId);
+      this.waits.delete(runId);
     }
     // A slot is free: the next due run need not wait for the next scan.
     if (this.active && !this.scanning) this.schedule(0);
@@ -314,6 +331,12 @@ export class RecoveryDuty implements Duty {
   }
 }
 
+
+/** What the scans saw of a drive's run: its last seq when the drive started; since when (this host's clock) a scan saw it wait for an answer after that. */
+interface DriveWait {
+  fromSeq: number;
+  asked?: number;
+}
 
 const WHY: Record<DueReason, string> = {
   crashed: "nobody drives it (its driver is gone, or it was left to the service)",

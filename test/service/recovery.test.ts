@@ -16,6 +16,7 @@ import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
+import { PARK_AFTER_MS } from "../../src/service/recovery.ts";
 import {
   FIXTURE,
   NO_RECOVERY,
@@ -154,18 +155,29 @@ concurrentTest("ctx.ask answered while nothing drives the run: the service conti
   const s = newSetup();
   const service = startService(s);
   await service.log.waitFor(/"type":"service_active"/);
-  const run = startRun(s, "ask");
+  const dir = makeTempDir("atomic-service-cwd-");
+  const run = startRun(s, "ask", FIXTURE, {}, dir);
   const runId = await runIdOf(run.out);
   await run.out.waitFor(/"kind":"ask"/);
+  const asked = Date.now();
   await kill9(run.proc);
   // Parked on its question, with no driver: the service waits for the answer, it does not spin a drive.
   const inbox = JSON.parse((await runAtomic(["--home", s.home, "--json", "inbox", runId], { home: s.home })).stdout);
   const promptId = (inbox.prompts ?? inbox.questions)[0].id as string;
   await twoScansLater(service);
   expect(service.events("drive_started")).toEqual([]);
+  // The question is older than a drive may wait for an answer before the service parks it, and the drive
+  // that brings the answer is slow to start (as on a busy machine): scans pass while the run still reads as
+  // parked, and the service does not stop that drive for it (it would die of the SIGTERM: a crash).
+  await waitUntil(() => Date.now() - asked > PARK_AFTER_MS, PARK_AFTER_MS + 5_000, "the question to be older than the park time");
+  writeFileSync(join(dir, "hold-load"), "");
   const answered = await runAtomic(["--home", s.home, "answer", runId, promptId, "yes"], { home: s.home });
   expect(answered.code).toBe(0);
+  await service.log.waitFor(/"type":"drive_started"/);
+  await twoScansLater(service);
+  rmSync(join(dir, "hold-load"));
   const done = await untilStatus(s, runId, "completed");
+  expect(service.events("drive_crashed")).toEqual([]);
   expect(done.run.outputs).toEqual({ sum: 6, answer: "yes" });
   expect(service.events("drive_started").map((e) => [e.runId, e.reason])).toEqual([[runId, "answered"]]);
   const e = sideEffects(s);

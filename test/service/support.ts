@@ -117,10 +117,10 @@ export async function twoScansLater(service: ServiceProc): Promise<void> {
 }
 
 /** Starts a run of the fixture, driven by this process (`atomic run --json`). */
-export function startRun(s: Setup, mode: string, file = FIXTURE, env: Record<string, string> = {}) {
+export function startRun(s: Setup, mode: string, file = FIXTURE, env: Record<string, string> = {}, cwd?: string) {
   const proc = spawnAtomic(
     ["--home", s.home, "--json", "run", file, "--input", `sideFile=${s.sideFile}`, "--input", `gateFile=${s.gateFile}`, "--input", `mode=${mode}`],
-    { home: s.home, env },
+    { home: s.home, env, ...(cwd ? { cwd } : {}) },
   );
   return { proc, out: lineWatcher(proc.stdout) };
 }
