@@ -6,7 +6,8 @@
  * attach --json` runs in a third home and `atomic serve` in the root's.
  * Both see the stage's text deltas while its turn goes on: the provider
  * answers with text and a tool call until the test has seen the text in
- * both places, and only then ends the turn.
+ * both places, and only then ends the turn. The attach's lost-host
+ * threshold is set below the heartbeat: the live host is never said gone.
  */
 
 import { afterEach, beforeAll, expect, test } from "bun:test";
@@ -36,7 +37,8 @@ test("attach and the stage stream show live deltas of a stage on a worker host b
     const run = await startChat(home, env, ["--workers", "0"]);
     await fake.requestMatching();
 
-    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: makeTempDir("atomic-live-elsewhere-"), env });
+    // A lost-host threshold below the heartbeat counts as its least (two heartbeats): the live host is never said gone.
+    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: makeTempDir("atomic-live-elsewhere-"), env: { ...env, ATOMIC_HOST_LOST_MS: "1" } });
     const out = lineWatcher(attach.stdout);
     await out.waitFor(/"type":"attached"/, 30_000);
     const res = await get(served, `/api/runs/${run.runId}/stages/chat/stream`);
@@ -58,6 +60,7 @@ test("attach and the stage stream show live deltas of a stage on a worker host b
     const ended = JSON.parse(await out.waitFor(/"type":"ended"/, 60_000)) as { status: string };
     expect(ended.status).toBe("completed");
     expect(await attach.exited).toBe(0);
+    expect(out.lines.filter((l) => l.includes("worker host faraway"))).toEqual([]);
     expect(await run.proc.exited).toBe(0);
     await sse.cancel();
     served.proc.kill("SIGTERM");

@@ -99,10 +99,10 @@ export default workflow({ name: "hold", async run(ctx) { await ctx.task("hold", 
     await a.gone();
     expect(rowOf((await workers(journal)).text, "wui-a")).toMatch(/^wui-a\s+stopped\s/);
 
-    // SIGKILL: its row stays "running" but it falls silent: lost after the threshold (1 s here), its item still leased
+    // SIGKILL: its row stays "running" but it falls silent: lost after the threshold (2 s here, the least), its item still leased
     b.proc.kill("SIGKILL");
     await b.gone();
-    const env = { ATOMIC_HOST_LOST_MS: "1000" };
+    const env = { ATOMIC_HOST_LOST_MS: "2000" };
     const lost = await waitUntil(async () => (await workers(journal, { json: true, env })).hosts.find((h) => h.hostId === "wui-b" && h.state === "lost"), 30_000, "host b lost").then((h) => h!);
     expect(lost.storedState).toBe("running");
     expect(lost.workers.map((w) => w.runId)).toEqual([runId]);

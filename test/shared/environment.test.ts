@@ -82,6 +82,8 @@ test("readEnv parses, applies the registry's default, and counts a value that do
   expect(readEnv("ATOMIC_HOST_LOST_MS", { ATOMIC_HOST_LOST_MS: "2500" })).toBe(2500);
   expect(readEnv("ATOMIC_HOST_LOST_MS", { ATOMIC_HOST_LOST_MS: "soon" })).toBe(10_000);
   expect(readEnv("ATOMIC_HOST_LOST_MS", { ATOMIC_HOST_LOST_MS: "-5" })).toBe(10_000);
+  // Below two heartbeats a live host would show lost between them: the least is 2 s.
+  expect(readEnv("ATOMIC_HOST_LOST_MS", { ATOMIC_HOST_LOST_MS: "100" })).toBe(2_000);
   expect(readEnv("ATOMIC_HOME", { ATOMIC_HOME: "" })).toBeUndefined();
   expect(readEnv("ATOMIC_HOST_ID", { ATOMIC_HOST_ID: "  box-1 " })).toBe("box-1");
   expect(readEnv("ATOMIC_VERBOSE", { ATOMIC_VERBOSE: "1" })).toBe(true);

@@ -77,6 +77,11 @@ const stage = (description: string) => variable({ audience: "stage", type: "text
 export const JOURNAL_RETRY_MS = 15_000;
 /** A host silent for longer than this (and not stopped) is shown lost: ten missed heartbeats of one second. */
 export const HOST_LOST_AFTER_MS = 10_000;
+/**
+ * ATOMIC_HOST_LOST_MS at least: two heartbeats of a host (one second each). Below that a live host's
+ * silence between two heartbeats would show it lost, and `atomic attach` would say it is gone.
+ */
+export const HOST_LOST_MIN_MS = 2_000;
 /** A worker's heartbeat to its coordinator, unless the coordinator hands it another. */
 export const WORKER_HEARTBEAT_MS = 1_000;
 /** The lease of a work item on a worker, unless the coordinator hands it another: a worker silent this long is presumed lost. */
@@ -150,8 +155,8 @@ export const VARIABLES = {
     audience: "user",
     type: "milliseconds",
     default: String(HOST_LOST_AFTER_MS),
-    description: "A worker host silent for longer than this is shown lost (`atomic workers`, `atomic show`): for a fleet whose heartbeats are known to lag.",
-    parse: positiveMs(HOST_LOST_AFTER_MS),
+    description: `A worker host silent for longer than this is shown lost (\`atomic workers\`, \`atomic show\`, \`atomic attach\`): for a fleet whose heartbeats are known to lag. At least ${HOST_LOST_MIN_MS} (two heartbeats): a smaller value counts as ${HOST_LOST_MIN_MS}.`,
+    parse: (raw) => Math.max(HOST_LOST_MIN_MS, positiveMs(HOST_LOST_AFTER_MS)(raw)),
   }),
 
   // --- set for stages ---
