@@ -99,11 +99,14 @@ if (LIB) {
  * Ownership does not depend on the clocks agreeing (issue 27 N1): a driver
  * alive on this host is never taken over by `resume`, whichever of the two
  * clocks is off, and `runs` says the same (running). The lease is short
- * (3 s) so that the minute of skew makes it look long expired.
+ * (3 s) so that the minute of skew makes it look long expired (or, with
+ * the driver ahead, valid a minute longer than it is).
  */
 for (const [who, driverOffset, resumeOffset] of [
   ["the driver's clock a minute behind, resume on the true clock", "-1m", "+0"],
   ["the driver on the true clock, resume with its clock a minute ahead", "+0", "+1m"],
+  ["the driver's clock a minute ahead, resume on the true clock", "+1m", "+0"],
+  ["the driver on the true clock, resume with its clock a minute behind", "+0", "-1m"],
 ] as const) {
   if (!LIB) break;
   e2eTest(`${who}: resume refuses to take over the live driver, runs shows it running, and the run completes`, async () => {
