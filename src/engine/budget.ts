@@ -152,8 +152,11 @@ export class BudgetLedger {
 
   private timeRanOut(limit: number): void {
     const why = timeBudgetUsedUp(limit);
+    const spentFirst = this.exhaustedNotified;
     this.timeUpOwn.abort(new BudgetExceededError(`run ${this.runId}: ${why}; running steps were stopped`, this.rootRunId()));
     this.check();
+    // A spending cap ran out first: told again, so the agents it wrapped up have their call in flight aborted now.
+    if (spentFirst) this.notifyDown();
     this.graceTimer = setTimeout(() => this.graceOverOwn.abort(this.timeUp.reason), agentGraceMs(limit));
     this.graceTimer.unref?.();
   }

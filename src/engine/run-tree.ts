@@ -29,6 +29,7 @@ import { CancelledError, LeaseLostError, StorageError } from "../shared/errors.t
 import type { EngineObserver } from "./observer.ts";
 import type { Tracer } from "./tracing/types.ts";
 import type { StageExecutor } from "../runners/stage-executor.ts";
+import type { WrapUpReason } from "../runners/types.ts";
 import { TreeMail } from "./tree-mail.ts";
 import type { MailTree } from "./mail/mail-tree.ts";
 import type { AtomicConfig } from "../shared/config/schema.ts";
@@ -85,7 +86,7 @@ export class RunTree implements MailTree {
   /** The root run's budget ledger; child runs hang theirs under it (budget.ts). */
   budget: BudgetLedger;
   /** Live agent stage attempts, with the ledger they spend against: wrapped up when it runs out. */
-  private readonly liveAgents = new Map<string, { runId: string; stageKey: string; path: string; ledger: BudgetLedger; wrapped: boolean }>();
+  private readonly liveAgents = new Map<string, { runId: string; stageKey: string; path: string; ledger: BudgetLedger; wrapped: WrapUpReason | undefined }>();
 
   constructor(
     readonly journal: Journal,
@@ -120,7 +121,7 @@ export class RunTree implements MailTree {
 
   /** An agent stage attempt runs: it is wrapped up if its ledger runs out while it does. */
   agentStarted(id: string, runId: string, stageKey: string, path: string, ledger: BudgetLedger): void {
-    this.liveAgents.set(id, { runId, stageKey, path, ledger, wrapped: false });
+    this.liveAgents.set(id, { runId, stageKey, path, ledger, wrapped: undefined });
     if (ledger.exhausted()) this.wrapUpExhausted();
   }
 
@@ -128,12 +129,20 @@ export class RunTree implements MailTree {
     this.liveAgents.delete(id);
   }
 
-  /** Every live agent stage whose ledger (or an ancestor's) is used up gets one wrap-up turn. */
+  /**
+   * Every live agent stage whose ledger (or an ancestor's) is used up is
+   * wrapped up, saying which limit ran out: a spending cap lets its model
+   * call in flight finish (its usage is recorded), the time limit aborts it
+   * (docs/design/engine.md, Budgets). One wrapped up for spending is
+   * wrapped up again when the time runs out too.
+   */
   private wrapUpExhausted(): void {
     for (const a of this.liveAgents.values()) {
-      if (a.wrapped || !a.ledger.exhausted()) continue;
-      a.wrapped = true;
-      void this.executor.wrapUp?.({ runId: a.runId, stageKey: a.stageKey }, WRAP_UP_TEXT);
+      if (a.wrapped === "time" || !a.ledger.exhausted()) continue;
+      const reason: WrapUpReason = a.ledger.timeUpError() ? "time" : "spending";
+      if (a.wrapped === reason) continue;
+      a.wrapped = reason;
+      void this.executor.wrapUp?.({ runId: a.runId, stageKey: a.stageKey }, WRAP_UP_TEXT, reason);
     }
   }
 

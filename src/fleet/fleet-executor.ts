@@ -39,7 +39,7 @@ import { DEFAULT_QUEUE, type FleetStore } from "../journal/fleet.ts";
 import { hostOfWorker } from "../journal/fleet-view.ts";
 import type { WorkItem, WorkQueue } from "../journal/work-queue.ts";
 import { CANCEL_IF_QUEUED, type StageExecutor, type StageToolsHandler } from "../runners/stage-executor.ts";
-import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
+import type { DeliveryMode, RunnerEvent, StageRequest, WrapUpReason } from "../runners/types.ts";
 import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { isInfraCode } from "../shared/errors.ts";
@@ -197,10 +197,10 @@ export class FleetExecutor implements StageExecutor {
     }
   }
 
-  async wrapUp(stage: { runId: string; stageKey: string }, text: string): Promise<void> {
-    await this.o.local?.wrapUp(stage, text);
+  async wrapUp(stage: { runId: string; stageKey: string }, text: string, reason: WrapUpReason): Promise<void> {
+    await this.o.local?.wrapUp(stage, text, reason);
     const workId = this.find(stage);
-    if (workId) await this.down(workId, { type: "wrap_up", workId, text }).catch(() => {});
+    if (workId) await this.down(workId, { type: "wrap_up", workId, text, reason }).catch(() => {});
   }
 
   async holdStage(stage: { runId: string; stageKey: string }, held: boolean): Promise<void> {

@@ -37,7 +37,7 @@ import type { Subprocess } from "bun";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { join } from "node:path";
 import type { StageExecutor } from "../runners/stage-executor.ts";
-import type { DeliveryMode, RunnerEvent, StageRequest } from "../runners/types.ts";
+import type { DeliveryMode, RunnerEvent, StageRequest, WrapUpReason } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { FromCoordinatorSchema, type CoordinatorConfig, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
@@ -205,10 +205,10 @@ export class PoolExecutor implements StageExecutor {
     return delivered ? "delivered" : "not_running";
   }
 
-  /** The budget ran out: the stage's worker gives its agent one wrap-up turn. */
-  async wrapUp(stage: { runId: string; stageKey: string }, text: string): Promise<void> {
+  /** The budget ran out: the stage's worker wraps its agent up. */
+  async wrapUp(stage: { runId: string; stageKey: string }, text: string, reason: WrapUpReason): Promise<void> {
     for (const [workId, w] of this.waiting) {
-      if (w.request.runId === stage.runId && w.request.stageKey === stage.stageKey) this.send({ type: "wrap_up", workId, text });
+      if (w.request.runId === stage.runId && w.request.stageKey === stage.stageKey) this.send({ type: "wrap_up", workId, text, reason });
     }
   }
 

@@ -240,7 +240,7 @@ export async function workerMain(argv: string[]): Promise<void> {
         break;
       }
       case "wrap_up":
-        if (running?.ref.workId === msg.workId) running.handle.wrapUp?.(msg.text);
+        if (running?.ref.workId === msg.workId) running.handle.wrapUp?.(msg.text, msg.reason);
         break;
       case "hold":
         if (running?.ref.workId === msg.workId) running.handle.hold?.(msg.held);

@@ -14,7 +14,7 @@ import { UsageError } from "../shared/errors.ts";
 import { ShellRunner } from "./shell/shell-runner.ts";
 import { OpenAIRunner } from "./openai/openai-runner.ts";
 import { cliAgentRunners } from "./cli-agents/index.ts";
-import type { Runner } from "./types.ts";
+import type { Runner, WrapUpReason } from "./types.ts";
 import { redactValue } from "../shared/secrets.ts";
 
 const runners = new Map<string, Runner>(
@@ -46,7 +46,7 @@ function redacting(runner: Runner): Runner {
         send: (message, mode, id) => handle.send(message, mode, id),
         interrupt: () => handle.interrupt(),
         cancel: (reason) => handle.cancel(reason),
-        ...(handle.wrapUp ? { wrapUp: (text: string) => handle.wrapUp!(text) } : {}),
+        ...(handle.wrapUp ? { wrapUp: (text: string, reason?: WrapUpReason) => handle.wrapUp!(text, reason) } : {}),
         ...(handle.hold ? { hold: (held: boolean) => handle.hold!(held) } : {}),
       };
     },

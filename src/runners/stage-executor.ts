@@ -12,7 +12,7 @@
 
 import type { StageResult } from "../sdk/types.ts";
 import { getRunner } from "./registry.ts";
-import type { DeliveryMode, RunnerEvent, RunnerHandle, StageRequest } from "./types.ts";
+import type { DeliveryMode, RunnerEvent, RunnerHandle, StageRequest, WrapUpReason } from "./types.ts";
 
 /**
  * The abort reason that cancels a queued stage only: one a worker already
@@ -54,8 +54,8 @@ export interface StageExecutor {
    * or ended); the engine then keeps the message queued.
    */
   deliver?(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode): Promise<"delivered" | "not_running">;
-  /** The budget ran out: give a running agent stage its one wrap-up turn (RunnerHandle.wrapUp). */
-  wrapUp?(stage: { runId: string; stageKey: string }, text: string): Promise<void>;
+  /** The budget ran out: wrap up a running agent stage (RunnerHandle.wrapUp; `reason`: which limit). */
+  wrapUp?(stage: { runId: string; stageKey: string }, text: string, reason: WrapUpReason): Promise<void>;
   /** The stage was paused (or unpaused): its running attempt holds after its current turn, or goes on (RunnerHandle.hold). */
   holdStage?(stage: { runId: string; stageKey: string }, held: boolean): Promise<void>;
   /**
@@ -112,8 +112,8 @@ export class InProcessExecutor implements StageExecutor {
     return "delivered";
   }
 
-  async wrapUp(stage: { runId: string; stageKey: string }, text: string): Promise<void> {
-    this.running.get(`${stage.runId}\u0000${stage.stageKey}`)?.wrapUp?.(text);
+  async wrapUp(stage: { runId: string; stageKey: string }, text: string, reason: WrapUpReason): Promise<void> {
+    this.running.get(`${stage.runId}\u0000${stage.stageKey}`)?.wrapUp?.(text, reason);
   }
 
   async holdStage(stage: { runId: string; stageKey: string }, held: boolean): Promise<void> {

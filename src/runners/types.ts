@@ -20,6 +20,9 @@ import type { SandboxSpec } from "../shared/sandbox-option.ts";
 
 export type DeliveryMode = "steer" | "followUp" | "interrupt";
 
+/** Which limit of the run's budget ran out (RunnerHandle.wrapUp): a cost or token cap, or the duration. */
+export type WrapUpReason = "spending" | "time";
+
 export interface StageRequest {
   /** Run and stage identity, for logs and environment variables. */
   runId: string;
@@ -175,11 +178,16 @@ export interface RunnerHandle {
   /** End the stage now: the whole process group is killed; result settles "cancelled". */
   cancel(reason?: string): void;
   /**
-   * The run's budget is used up: give the agent one last turn with `text`
-   * (no more tools where the runner can say so), then end the stage with
-   * what it has. Runners without turns (shell) do not implement it.
+   * The run's budget is used up: the agent finishes what it is doing and
+   * the stage ends with what it has. `reason` says which limit:
+   * "spending" (a cost or token cap) lets a model call in flight finish,
+   * so its usage is recorded, and runs no tool and no new call after it;
+   * "time" (the duration limit) aborts the call in flight and gives the
+   * agent one last turn with `text`, without tools (docs/design/engine.md,
+   * Budgets). CLI agents finish the turn they are in either way. Runners
+   * without turns (shell) do not implement it.
    */
-  wrapUp?(text: string): void;
+  wrapUp?(text: string, reason?: WrapUpReason): void;
   /**
    * The stage was paused (true) or unpaused (false): the agent finishes the
    * turn it is in and takes no next one until unpaused, saying so with a

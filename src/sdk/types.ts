@@ -624,7 +624,7 @@ export interface WorkflowContext<I = Record<string, unknown>> {
   continueAsNew(inputs: Partial<I>): never;
 }
 
-/** Limits of a run (and its child runs). When one is used up no new stage starts, live agent stages get one wrap-up turn, and the run ends `blocked` (budget_exceeded). */
+/** Limits of a run (and its child runs). When one is used up no new stage starts, live agent stages are wrapped up (a cost or token cap: the model call in flight finishes and counts, no tool or call follows), and the run ends `blocked` (budget_exceeded). */
 export interface BudgetOptions {
   maxCostUsd?: number;
   maxTokens?: number;

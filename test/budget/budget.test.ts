@@ -109,15 +109,15 @@ describe("budgets", () => {
     });
   });
 
-  test("used up during a parallel group: every live agent stage gets its wrap-up turn, none is cancelled, nothing new starts", async () => {
+  test("used up during a parallel group: a live stage's call in flight finishes and is counted, no tool runs, no call or stage starts after", async () => {
     await withEngine(async (fx) => {
       configure(fx, { budget: { maxCostUsd: 0.001 } });
-      const never = new Promise<unknown>(() => {});
+      // b's call is in flight when a's reply uses the budget up; it is let go only then.
+      const capReached = deferred<void>();
       server.setScript((req) => {
         const first = req.body.messages.find((m) => m.role === "user")!.content!;
-        if (!req.body.tools) return text(`${first}: wrapped`, { prompt: 5, completion: 1, cost: 0.0001 });
-        if (first === "a" && req.body.messages.at(-1)!.role === "user") return { toolCalls: [{ name: "list", arguments: {} }], usage: { prompt: 10, completion: 1, cost: 0.002 } };
-        return { text: "never", hold: never };
+        if (first === "a") return { toolCalls: [{ name: "list", arguments: {} }], usage: { prompt: 10, completion: 1, cost: 0.002 } };
+        return { text: `${first}: done`, usage: { prompt: 5, completion: 1, cost: 0.0001 }, hold: capReached.promise };
       });
       const wf = workflow({
         name: "parallel-budget",
@@ -125,7 +125,11 @@ describe("budgets", () => {
           return ctx.parallel([{ name: "a", prompt: "a" }, { name: "b", prompt: "b" }, { name: "c", prompt: "c" }], { concurrency: 2 });
         },
       });
-      const out = await fx.run(wf, {}, opts());
+      const driven = await fx.start(wf, {}, opts());
+      fx.onEvent((e) => {
+        if (e.type === "stage_usage" && e.name === "a") capReached.resolve();
+      });
+      const out = await driven.run();
       expect(out.status).toBe("blocked");
       expect(out.error!.code).toBe("budget_exceeded");
       const report = (await buildRunReport(fx.journal, out.runId))!;
@@ -133,8 +137,13 @@ describe("budgets", () => {
         ["a", "completed"],
         ["b", "completed"],
       ]);
-      expect(server.requests.some((q) => q.body.messages.find((m) => m.role === "user")!.content === "c")).toBe(false);
-      expect(reportTotals(report).usage!.costMicroUsd).toBe(2000 + 100 + 100);
+      // One call each: a's tool was not run (no second call of a), no wrap-up call, c never started.
+      expect(server.requests.map((q) => q.body.messages.find((m) => m.role === "user")!.content).sort()).toEqual(["a", "b"]);
+      expect(server.requests.some((q) => q.aborted)).toBe(false);
+      // What the provider billed is what was recorded: b's call, finished after the cap, included.
+      expect(reportTotals(report).usage!.costMicroUsd).toBe(2000 + 100);
+      expect(server.billed.costMicroUsd).toBe(2000 + 100);
+      expect(report.steps.find((x) => x.name === "b")!.usage!.costMicroUsd).toBe(100);
     });
   });
 

@@ -40,7 +40,7 @@ import type { AcquireOptions, Journal, ListRunsFilter } from "../../src/journal/
 import type { MessageStore } from "../../src/journal/messages.ts";
 import type { HolderInfo, JournalEvent, Lease, RunRecord } from "../../src/journal/runs.ts";
 import { killAllGroups, killGroup, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
-import type { DeliveryMode, RunnerEvent, StageRequest } from "../../src/runners/types.ts";
+import type { DeliveryMode, RunnerEvent, StageRequest, WrapUpReason } from "../../src/runners/types.ts";
 import { LeaseLostError, StorageError } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import type { WorkflowDefinition } from "../../src/sdk/types.ts";
@@ -128,8 +128,8 @@ class TrackingExecutor implements StageExecutor {
   deliver(stage: { runId: string; stageKey: string }, message: { id: string; text: string }, mode: DeliveryMode) {
     return this.inner.deliver(stage, message, mode);
   }
-  wrapUp(stage: { runId: string; stageKey: string }, text: string) {
-    return this.inner.wrapUp(stage, text);
+  wrapUp(stage: { runId: string; stageKey: string }, text: string, reason: WrapUpReason) {
+    return this.inner.wrapUp(stage, text, reason);
   }
   close() {
     return this.inner.close();

@@ -16,7 +16,9 @@
  * the SSE grammar: CR line ends, comments, no newline at all), optionally
  * followed by one chunk repeated until the client goes away (`repeat`, a
  * runaway provider; sent as the client reads, so the server's memory stays
- * flat too). Every request is recorded (body, headers, bytes sent),
+ * flat too). What it billed is summed (`billed`: the scripted usage of
+ * every reply it began, as a provider charges a call it took even when the
+ * client goes away before the end). Every request is recorded (body, headers, bytes sent),
  * `requestMatching` resolves when one that matches has arrived (an event
  * to wait on, not a poll), and the server counts requests in flight
  * (`maxConcurrent`).
@@ -88,6 +90,8 @@ export interface FakeOpenAI {
   requests: RecordedRequest[];
   inFlight: number;
   maxConcurrent: number;
+  /** What the replies begun so far charged: integer micro-dollars (`usage.cost`) and tokens (prompt + completion). */
+  billed: { costMicroUsd: number; tokens: number };
   setScript(script: Script): void;
   /** The first request (recorded so far or still to come) that `match` accepts. */
   requestMatching(match?: (req: RecordedRequest) => boolean): Promise<RecordedRequest>;
@@ -113,6 +117,7 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
   let current = script;
   let count = 0;
   const state = { inFlight: 0, maxConcurrent: 0 };
+  const billed = { costMicroUsd: 0, tokens: 0 };
   const arrivals = new Arrivals<RecordedRequest>();
   const requests = arrivals.items;
   const encoder = new TextEncoder();
@@ -152,6 +157,10 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
       if (req.signal.aborted) {
         release();
         return new Response("aborted", { status: 499 });
+      }
+      if (reply.usage && !reply.status) {
+        billed.costMicroUsd += Math.round((reply.usage.cost ?? 0) * 1_000_000);
+        billed.tokens += reply.usage.prompt + reply.usage.completion;
       }
       if (reply.status && reply.repeat === undefined) {
         release();
@@ -193,6 +202,7 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
     url: `http://${hostname}:${server.port}/v1`,
     port: server.port!,
     requests,
+    billed,
     get inFlight() {
       return state.inFlight;
     },

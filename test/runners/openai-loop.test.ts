@@ -2,7 +2,9 @@
  * The openai agent loop's state machine (src/runners/openai/agent-loop.ts):
  * the { from, to } sequence of its transitions for a turn with a tool call
  * interrupted mid-tool, an interrupted model call, a corrective re-prompt,
- * the wrap-up turn and a cancel; and a transition refused outside the
+ * the two wrap-ups (a spending cap: the call in flight finishes, no tool
+ * runs, no new call; the time limit: the call in flight is aborted, then
+ * the wrap-up turn) and a cancel; and a transition refused outside the
  * state it starts from. Against the fake server, the loop in this process.
  */
 
@@ -78,14 +80,36 @@ test("an interrupted model call goes back to preparing; a plain answer to a sche
   await expect(second.loop.send("late", "steer")).rejects.toThrow("the stage has ended");
 });
 
-test("the wrap-up aborts the call in flight; the wrap-up turn's answer ends the loop", async () => {
-  stage.server.setScript((_req, i) => (i === 0 ? { ...toolCall("list", {}), hold: new Promise(() => {}) } : text("wrapped up")));
+test("the time wrap-up aborts the call in flight (not counted, and said so); the wrap-up turn's answer ends the loop", async () => {
+  stage.server.setScript((_req, i) => (i === 0 ? { ...toolCall("list", {}), hold: new Promise(() => {}) } : text("wrapped up", { prompt: 7, completion: 3 })));
   const { loop, transitions, result } = start(stageRequest(stage));
   await waitUntil(() => stage.server.requests.length === 1, "the first call");
-  loop.wrapUp("Budget used up: answer now.");
-  expect((await result).text).toBe("wrapped up");
+  loop.wrapUp("Budget used up: answer now.", "time");
+  const r = await result;
+  expect(r.text).toBe("wrapped up");
   expect(transitions).toEqual(["idle→preparing", "preparing→calling", "calling→preparing", "preparing→calling", "calling→ended"]);
+  expect(stage.server.requests[0]!.aborted).toBe(true);
   expect(stage.server.requests[1]!.body.tools).toBeUndefined();
+  expect(r.usage).toMatchObject({ inputTokens: 7, outputTokens: 3, turns: 1 });
+  expect(r.warnings).toEqual(["1 model call(s) aborted mid-reply (interrupt or time budget) are not counted in the usage: the provider reported none for them"]);
+});
+
+test("the spending wrap-up lets the call in flight finish and counts it; its tools do not run and no call follows", async () => {
+  const release = deferred<void>();
+  stage.server.setScript(() => ({ ...toolCall("list", {}), text: "looking", usage: { prompt: 11, completion: 4, cost: 0.0003 }, hold: release.promise }));
+  const { loop, transitions, result, events } = start(stageRequest(stage));
+  await waitUntil(() => stage.server.requests.length === 1, "the first call");
+  loop.wrapUp("Budget used up: answer now.", "spending");
+  release.resolve();
+  const r = await result;
+  expect(r.status).toBe("completed");
+  expect(r.text).toBe("looking");
+  expect(transitions).toEqual(["idle→preparing", "preparing→calling", "calling→running_tools", "running_tools→ended"]);
+  expect(stage.server.requests).toHaveLength(1);
+  expect(stage.server.requests[0]!.aborted).toBe(false);
+  expect(events.some((e) => e.type === "tool_start")).toBe(false);
+  expect(r.usage).toMatchObject({ inputTokens: 11, outputTokens: 4, costMicroUsd: 300, turns: 1 });
+  expect(r.warnings).toBeUndefined();
 });
 
 test("a transition outside the state it starts from is refused (a bug, not a state)", async () => {

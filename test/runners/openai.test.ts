@@ -371,11 +371,25 @@ describe("delivery modes", () => {
     expect(msgs.at(-1)).toMatchObject({ role: "user", content: "never mind" });
   });
 
-  test("wrap-up: the request in flight is aborted and one last call without tools ends the stage", async () => {
+  test("wrap-up for a spending cap: the running tool is killed, no call follows, the stage ends with what the agent said", async () => {
+    server.setScript(inOrder({ ...toolCall("bash", { command: "sleep 60 & sleep 60" }), text: "checking", usage: { prompt: 10, completion: 5, cost: 0.0002 } }, text("never asked")));
+    const { handle, result, events } = run(request());
+    await waitUntil(() => events.some((e) => e.type === "tool_start"), "bash to start");
+    await waitUntil(() => liveGroupCount() === 1, "bash group");
+    handle.wrapUp!("Budget used up: answer now with what you have.", "spending");
+    const r = await result;
+    expect(r.status).toBe("completed");
+    expect(r.text).toBe("checking");
+    expect(server.requests).toHaveLength(1);
+    expect(r.usage).toMatchObject({ inputTokens: 10, outputTokens: 5, costMicroUsd: 200, turns: 1 });
+    await waitUntil(() => liveGroupCount() === 0, "no group left");
+  });
+
+  test("wrap-up for the time limit: the request in flight is aborted and one last call without tools ends the stage", async () => {
     server.setScript((req, i) => (i === 0 ? { ...toolCall("list", {}), hold: new Promise(() => {}) } : text("wrapped up")));
     const { handle, result } = run(request());
     await waitUntil(() => server.requests.length === 1, "first request");
-    handle.wrapUp!("Budget used up: answer now with what you have.");
+    handle.wrapUp!("Budget used up: answer now with what you have.", "time");
     const r = await result;
     expect(r.status).toBe("completed");
     expect(r.text).toBe("wrapped up");

@@ -164,7 +164,7 @@ export const DeliverSchema = v.object({
   mode: DeliveryModeSchema,
 });
 /** The run's budget ran out: the running agent stage gets one wrap-up turn with `text`. */
-export const WrapUpSchema = v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string() });
+export const WrapUpSchema = v.object({ type: v.literal("wrap_up"), workId: v.string(), text: v.string(), reason: v.picklist(["spending", "time"]) });
 /** The stage was paused (held) or unpaused: the running agent stage holds after its turn, or goes on. */
 export const HoldSchema = v.object({ type: v.literal("hold"), workId: v.string(), held: v.boolean() });
 /** Control revision `rev`: paused or not, acknowledged with `control_ack`. */

@@ -8,7 +8,7 @@
  *   prompt, once), the turn limit is checked, and the next call starts.
  *   Nothing runs here that could be aborted, and nothing here waits.
  * - calling: one model call in flight: its attempts and the waits between
- *   them (chat-client.ts retries). An interrupt or the wrap-up aborts it
+ *   them (chat-client.ts retries). An interrupt or a time wrap-up aborts it
  *   (its partial reply is dropped) and the loop goes back to preparing;
  *   a stop (cancel, the stage's timeout) aborts it and ends the loop. A
  *   reply that asks for tools moves to running_tools; one that does not
@@ -16,7 +16,7 @@
  *   corrective re-prompt, messages that came during the call, a follow-up.
  * - running_tools: the reply's tool calls are answered one at a time, the
  *   turn's AbortController standing for the running tool: an interrupt,
- *   the wrap-up or a stop abort it, and the calls left unanswered are
+ *   a wrap-up or a stop abort it, and the calls left unanswered are
  *   dropped from the history (every call there needs an answer). Then
  *   back to preparing, or the end (structured output accepted, or given
  *   up; the wrap-up turn's tools answered).
@@ -37,9 +37,20 @@
  * attempt continues this conversation with the answer as the call's result
  * (`request.answer`).
  *
- * The wrap-up (the run's budget is used up) is a flag over these states:
- * the next call is made without tools (only `structured_output`, when the
- * task has a schema) and its answer ends the stage as completed.
+ * The wrap-up (the run's budget is used up) is a flag over these states,
+ * with the limit that ran out (docs/design/engine.md, Budgets):
+ * - spending (a cost or token cap): the call in flight is left to finish,
+ *   so what the provider billed for it is counted and recorded; a running
+ *   tool is aborted, no tool of its reply runs (each is answered with a
+ *   refusal; `structured_output` is still accepted), a paused stage is
+ *   released, and no new call starts: the stage ends as completed with
+ *   what the agent said last (failed structured_output_invalid when the
+ *   task has a schema and no value was given).
+ * - time (the duration limit): the call in flight is aborted, and the next
+ *   call is made without tools (only `structured_output`, when the task
+ *   has a schema); its answer ends the stage as completed. What an aborted
+ *   call cost is unknown (the provider sends usage at the end of its
+ *   reply): it is not counted, and the result says so in a warning.
  */
 
 import { readFileSync, writeFileSync } from "node:fs";
@@ -49,7 +60,7 @@ import { redact } from "../../shared/secrets.ts";
 import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
 import { schemaValidator, type JsonSchema } from "../json-schema.ts";
-import type { DeliveryMode, ModelCall, RunnerEvent, StageRequest } from "../types.ts";
+import type { DeliveryMode, ModelCall, RunnerEvent, StageRequest, WrapUpReason } from "../types.ts";
 import { capToolText } from "../types.ts";
 import { addUsage, emptyUsage, estimateTokens, fromInclusive, priced } from "../usage.ts";
 import { ChatClient, callWithRetries, requestJson, type ChatTurn } from "./chat-client.ts";
@@ -108,7 +119,10 @@ export class AgentLoop {
   private turnAbort: AbortController | undefined;
   private stopKind: StopKind | undefined;
   private stopMessage = "";
-  private wrap: { text: string; sent: boolean } | undefined;
+  /** The budget ran out (wrapUp): which limit, and whether the time wrap-up's prompt went into the history. */
+  private wrap: { text: string; sent: boolean; reason: WrapUpReason } | undefined;
+  /** Model calls aborted mid-reply (interrupt, time wrap-up): the provider reported no usage for them. */
+  private uncounted = 0;
   /** This turn is the wrap-up turn (the wrap-up was asked for before it started). */
   private wrapping = false;
   private usage: Usage;
@@ -195,10 +209,21 @@ export class AgentLoop {
     this.abortTurn("interrupt");
   }
 
-  wrapUp(text: string): void {
-    if (this.state === LoopState.Ended || this.wrap) return;
-    this.wrap = { text, sent: false };
-    this.abortTurn("wrap_up");
+  wrapUp(text: string, reason: WrapUpReason): void {
+    if (this.state === LoopState.Ended || this.wrap?.reason === "time" || this.wrap?.reason === reason) return;
+    if (this.wrap) this.wrap.reason = reason; // spending first, then the time: the call in flight is aborted now
+    else this.wrap = { text, sent: false, reason };
+    if (reason === "time") this.abortTurn("wrap_up");
+    else {
+      // The call in flight finishes (what it cost is counted); a running tool is aborted; a paused stage ends.
+      if (this.state === LoopState.RunningTools) this.abortTurn("wrap_up");
+      this.release();
+    }
+  }
+
+  /** A spending cap ran out: no tool runs and no new call starts. */
+  private get spent(): boolean {
+    return this.wrap?.reason === "spending";
   }
 
   hold(held: boolean): void {
@@ -254,7 +279,9 @@ export class AgentLoop {
     if ("status" in setup) return setup;
     this.begin();
     for (;;) {
+      if (this.spent && !this.stopKind) return this.wrappedUp();
       await this.whileHeld();
+      if (this.spent && !this.stopKind) return this.wrappedUp();
       const ended = this.prepare(setup.maxTurns);
       if (ended) return ended;
       const turn = await this.call(setup.client, setup.toolBox);
@@ -335,7 +362,7 @@ export class AgentLoop {
     if (this.stopKind) return this.stopped();
     this.inject(this.interrupts, "interrupt");
     this.inject(this.steer, "steer");
-    this.wrapping = this.wrap !== undefined;
+    this.wrapping = this.wrap?.reason === "time";
     if (this.wrap && !this.wrap.sent) {
       this.wrap.sent = true;
       this.messages.push({ role: "user", content: this.wrap.text });
@@ -389,7 +416,8 @@ export class AgentLoop {
     } catch (err) {
       // Aborted by interrupt or wrap-up (a string reason; a timeout's is not, and it was retried). A stop ends the loop (run()).
       if (!this.stopKind && ac?.signal.aborted && typeof ac.signal.reason === "string") {
-        this.files.section(`(turn ${ac.signal.reason === "wrap_up" ? "ended for the wrap-up" : "interrupted"})`);
+        this.uncounted++;
+        this.files.section(`(turn ${ac.signal.reason === "wrap_up" ? "ended for the wrap-up" : "interrupted"}: the provider reported no usage for it, so it is not counted)`);
         this.nextTurn();
         return undefined;
       }
@@ -419,7 +447,7 @@ export class AgentLoop {
       let ok: boolean;
       if (call.name === STRUCTURED_TOOL && this.schema) {
         ({ ok, output } = this.acceptStructured(call.arguments));
-      } else if (call.name === "ask_user" && toolBox.enabled.includes("ask_user") && !this.wrapping) {
+      } else if (call.name === "ask_user" && toolBox.enabled.includes("ask_user") && !this.wrapping && !this.spent) {
         const asked = askUserArgs(call.arguments);
         if ("question" in asked) {
           // Not answered here: the stage parks on it and the next attempt answers it (request.answer).
@@ -432,6 +460,8 @@ export class AgentLoop {
         ({ ok, output } = { ok: false, output: asked.refused });
       } else if (this.wrapping) {
         ({ ok, output } = { ok: false, output: "error: no tools during the wrap-up turn" });
+      } else if (this.spent) {
+        ({ ok, output } = { ok: false, output: "error: not run: the run's budget is used up" });
       } else {
         this.onEvent({ type: "tool_start", name: call.name, id: call.id, at: Date.now(), input: capToolText(call.arguments) });
         ({ ok, output } = await toolBox.run(call.name, call.arguments, signal));
@@ -455,12 +485,14 @@ export class AgentLoop {
     if (this.structured) return this.completed();
     if (this.corrections > MAX_CORRECTIONS) return this.structuredFailure();
     if (this.wrapping) return this.schema ? this.structuredFailure() : this.completed();
+    if (this.spent) return this.wrappedUp();
     this.nextTurn();
     return undefined;
   }
 
   /** calling, a reply without tool calls: the end, or back to preparing (undefined). */
   private async afterAnswer(): Promise<StageResult | undefined> {
+    if (this.spent) return this.wrappedUp();
     if (this.schema && !this.structured && !this.wrapping) {
       if (++this.corrections > MAX_CORRECTIONS) return this.structuredFailure();
       const text = `Your answer must be given by calling the ${STRUCTURED_TOOL} tool with a value matching its schema. Call it now.`;
@@ -557,6 +589,12 @@ export class AgentLoop {
     return { ...this.result("completed"), ...(structured !== undefined ? { structured } : {}), ...(outputPath ? { outputPath } : {}) };
   }
 
+  /** A spending cap ran out: the stage ends with what the agent has, no further call made. */
+  private wrappedUp(): Promise<StageResult> | StageResult {
+    this.files.section("(the run's budget is used up: no tool runs and no new call starts)");
+    return this.schema && !this.structured ? this.structuredFailure() : this.completed();
+  }
+
   private saveConversation(): void {
     if (this.messages.length === 0) return;
     try {
@@ -598,6 +636,7 @@ export class AgentLoop {
       transcriptPath: this.files.transcriptPath,
       eventsPath: this.files.eventsPath,
       usage: this.usage,
+      ...(this.uncounted ? { warnings: [`${this.uncounted} model call(s) aborted mid-reply (interrupt or time budget) are not counted in the usage: the provider reported none for them`] } : {}),
       ...(code && status !== "completed" ? { error: { code, message: message ?? code } } : {}),
     };
   }

@@ -18,9 +18,12 @@
  * - interrupt: the HTTP request in flight is aborted (or the running tool
  *   killed), tool calls not yet answered are dropped from the history,
  *   then the message is delivered and a new turn starts.
- * wrapUp (budget used up) aborts the turn in flight like interrupt and
- * makes one last call without tools (only `structured_output`, when the
- * task has a schema); its answer ends the stage as completed.
+ * wrapUp (budget used up), for a cost or token cap, lets the call in
+ * flight finish (its usage is counted), runs no tool and makes no new
+ * call: the stage ends with what the agent said. For the time limit it
+ * aborts the call in flight like interrupt and makes one last call without
+ * tools (only `structured_output`, when the task has a schema); its answer
+ * ends the stage as completed (agent-loop.ts).
  * hold (the stage paused: `atomic pause RUN STAGE`) lets the turn in flight
  * end, its tools answered, and makes no next model call until unpaused.
  *
@@ -56,7 +59,7 @@ export class OpenAIRunner implements Runner {
       send: (message, mode, id) => loop.send(message, mode, id),
       interrupt: () => loop.interruptTurn(),
       cancel: (reason) => loop.stop("cancelled", reason ?? "cancelled"),
-      wrapUp: (text) => loop.wrapUp(text),
+      wrapUp: (text, reason) => loop.wrapUp(text, reason ?? "spending"),
       hold: (held) => loop.hold(held),
     };
   }
