@@ -4,7 +4,9 @@
  * prompt, one assistant turn per model call with its tokens and cost, the
  * tool call collapsed with its outcome, a warning as a note. The stage is
  * run by the real pi CLI (test/agents) against the fake Chat Completions
- * provider; pi's own price table gives the cost.
+ * provider; pi's own price table gives the cost. The stage's usage and the
+ * run's on the page are what the fake billed, and what `show`, `runs` and
+ * `usage` give (the journal's sums), to the token and the micro-dollar.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
@@ -13,6 +15,7 @@ import { runAtomic } from "../helpers/atomic.ts";
 import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
+import { expectRunUsage } from "../helpers/usage-sums.ts";
 import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startServe } from "./browser-support.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> } };
@@ -42,6 +45,10 @@ describe.skipIf(!HAVE_CHROMIUM)("a CLI agent's transcript on the status page", (
     const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", "runner=pi", "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["look at the files"])}`, "--input", `tools=${JSON.stringify(["bash"])}`], { home, cwd, env, timeoutMs: 150_000 });
     expect(r.code).toBe(0);
     const runId = JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
+    // What the fake billed (pi prices it from its table: 1 micro-dollar an input token, 2 an output token) is what
+    // show, runs and usage give.
+    const billed = { inputTokens: 1200 + 1500 + 2000, outputTokens: 70 + 80 + 120, cacheReadTokens: 0, cacheWriteTokens: 0, costMicroUsd: 1340 + 1660 + 2240 };
+    await expectRunUsage(home, runId, ["s0"], billed);
     const { proc: server, url, login } = await startServe(home, env);
     const { page, errors } = await newPage();
     try {
@@ -55,6 +62,10 @@ describe.skipIf(!HAVE_CHROMIUM)("a CLI agent's transcript on the status page", (
       // pi's cost per call from its price table: 1200×1 + 70×2, 1500×1 + 80×2, 2000×1 + 120×2 micro-dollars
       expect(await page.$$eval("#conversation .turn-usage", (els) => els.map((e) => e.textContent))).toEqual(["1200 in · 70 out · $0.00134", "1500 in · 80 out · $0.00166", "2000 in · 120 out · $0.00224"]);
       expect(await page.$$eval("#conversation .msg.assistant .who", (els) => els.map((e) => e.textContent))).toEqual(["assistant · turn 1", "assistant · turn 2", "assistant · turn 3"]);
+      // The stage's usage and the run's, as the page formats them: the same sums.
+      expect(await page.textContent("#stage-usage")).toBe("4970 tokens, $0.00524");
+      expect(await page.textContent("#t-tokens b")).toBe("4970");
+      expect(await page.textContent("#t-cost b")).toBe("$0.00524");
       // each call's tool in its turn: one collapsed block (its start and end folded)
       const tool = page.locator("#conversation .msg.assistant").nth(0).locator('details.tool-call[data-tool="bash"]');
       expect(await page.locator("#conversation details.tool-call").count()).toBe(2);

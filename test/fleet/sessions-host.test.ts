@@ -1,0 +1,109 @@
+/**
+ * Sessions continued and forked across worker hosts (`atomic worker`, the
+ * real binary, a shared Postgres journal, a root without workers of its
+ * own): host "ha" serves queue a, host "hb" queue b, and every stage of
+ * the workflow continues (or forks) one that ran on the other host
+ * (fixtures/sessions-across.ts). With the openai runner against the fake
+ * OpenAI-compatible server, and with the real pi CLI (test/agents) against
+ * the fake Chat Completions provider: each continued call carries the
+ * conversation it continues, and the run records each call once: `show`,
+ * `runs` and `usage` give what the fake billed, to the token and the
+ * micro-dollar (docs/design/budgets.md, Exact usage).
+ */
+
+import { copyFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { runAtomic } from "../helpers/atomic.ts";
+import { agentTest } from "../helpers/agents.ts";
+import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
+import { startFakeOpenAI, text, type FakeOpenAI, type RecordedRequest } from "../helpers/fake-openai.ts";
+import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { expectRunUsage, type Ledger } from "../helpers/usage-sums.ts";
+import { cleanUpHosts, FIXTURES, startHost } from "./support.ts";
+
+const WORKFLOW = join(FIXTURES, "sessions-across.ts");
+const STAGES = ["first", "forked", "second", "third"];
+const PROMPTS: Record<string, string> = {
+  "Remember the number 42.": "noted: 42",
+  "Forget it; say bye.": "bye",
+  "Which number did I give you?": "you gave 42",
+  "And once more?": "still 42",
+};
+/** What every call of the fake answers, and one call in atomic's ledger (openai: the fake's cost; pi: its price table, 1 in, 2 out, 0.5 cache read). */
+const CALL = { prompt: 117, cached: 100, completion: 7, cost: 0.000081 };
+const LEDGER: Record<"openai" | "pi", Ledger> = {
+  openai: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 81 },
+  pi: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
+};
+
+const trap = startNetworkTrap();
+beforeAll(async () => {
+  await testPostgres();
+});
+afterEach(cleanUpHosts);
+afterAll(() => {
+  trap.stop();
+  removeTempDirs();
+});
+
+const partsText = (content: unknown) => (typeof content === "string" ? content : ((content as { text?: string }[] | null) ?? []).map((p) => p.text ?? "").join(""));
+const lastAsk = (req: RecordedRequest) => partsText(req.body.messages.filter((m) => m.role === "user").at(-1)?.content).trim();
+
+function fakeFor(): Promise<FakeOpenAI> {
+  // Answers each stage's prompt; a call that is no stage's work (a CLI's own, if it made one) costs nothing.
+  return startFakeOpenAI((req) => (PROMPTS[lastAsk(req)] ? text(PROMPTS[lastAsk(req)]!, CALL) : text("A title", { prompt: 0, completion: 0 })));
+}
+
+async function acrossHosts(kind: "openai" | "pi", server: FakeOpenAI, s: { home: string; cwd: string; env: Record<string, string> }) {
+  const url = await freshDatabase(`fsess${kind}`);
+  for (const [id, queue] of [["ha", "a"], ["hb", "b"]] as const) {
+    const home = makeTempDir(`atomic-host-${id}-`);
+    copyFileSync(join(s.home, "config.json"), join(home, "config.json"));
+    await startHost({ url, id, slots: 1, queues: [queue], workdir: s.cwd, home, env: s.env });
+  }
+  const r = await runAtomic(["run", WORKFLOW, "--journal", url, "--workers", "0", "--json", "--input", `runner=${kind}`, "--input", `model=${kind === "pi" ? MODEL : "fake-model"}`], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 600_000 });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { runId: string; outputs: { texts: string[] } };
+  expect(end.outputs.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
+  const env = { ...s.env, ATOMIC_JOURNAL: url };
+  // Each continuation ran on the other host than the stage it continues.
+  const shown = JSON.parse((await runAtomic(["show", end.runId, "--json"], { home: s.home, env })).stdout) as { steps: { name: string; ranOn?: { host: string } }[] };
+  expect(Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]))).toEqual({ first: "ha", forked: "hb", second: "hb", third: "ha" });
+  // Each call carried the conversation it continues.
+  const calls = server.requests.filter((q) => Object.hasOwn(PROMPTS, lastAsk(q)));
+  expect(calls.map(lastAsk)).toEqual(Object.keys(PROMPTS));
+  const said = (q: RecordedRequest) => JSON.stringify(q.body.messages);
+  expect(said(calls[1]!)).toContain("noted: 42");
+  expect(said(calls[2]!)).toContain("noted: 42");
+  expect(said(calls[2]!)).not.toContain("bye");
+  expect(said(calls[3]!)).toContain("you gave 42");
+  // Each call recorded once: every view gives what the fake billed.
+  await expectRunUsage(s.home, end.runId, STAGES, LEDGER[kind], env);
+}
+
+test("openai: a conversation continued and forked across hosts carries its messages and records each call once", async () => {
+  const server = await fakeFor();
+  try {
+    const home = makeTempDir("atomic-fleet-sessions-");
+    const cwd = makeTempDir("atomic-fleet-sessions-cwd-");
+    const config = join(home, "config.json");
+    await Bun.write(config, "{}");
+    await acrossHosts("openai", server, { home, cwd, env: { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" } });
+    expect(server.billed.costMicroUsd).toBe(4 * 81);
+  } finally {
+    await server.close();
+  }
+}, 120_000);
+
+agentTest("pi: a session continued and forked across hosts (a copy of its session file) records each call once", async () => {
+  const server = await fakeFor();
+  try {
+    await acrossHosts("pi", server, chatAgentSetup("pi", server.url, { trap }));
+  } finally {
+    await server.close();
+  }
+  expect(trap.strays).toEqual([]);
+});
