@@ -17,7 +17,11 @@
  * - longer than the work lease: the host stops its own stage at its lease
  *   deadline and, once the server is back, reclaims the item (the next
  *   generation) and runs it again: the stage is retried, its side effect
- *   (past the gate) still happens once.
+ *   (past the gate) still happens once;
+ * - no outage but every connection of the database ended
+ *   (`pg_terminate_backend`: the host's pool and its LISTEN connection, the
+ *   root's) mid-stage, at a result's commit and after the next claim: the
+ *   run completes, each stage once.
  * In every case the journal URL's password is never printed (the cluster's
  * URLs carry one) and the host's process is the one started first.
  * Durations are never asserted.
@@ -26,6 +30,7 @@
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import pg from "pg";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createDatabase, startCluster, type Cluster } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -151,6 +156,31 @@ test("an outage longer than the work lease: the host stops its own stage at the 
   s.open("s0");
   await expectCompletedOnce(s, 1);
   expect(s.started()).toEqual(["s0", "s0"]);
+}, 150_000);
+
+test("every connection terminated mid-stage, at a result's commit and after the next claim: the run completes, each stage once", async () => {
+  const s = await setup(2, { slots: 1 });
+  const admin = new pg.Client({ connectionString: cluster.adminUrl });
+  await admin.connect();
+  const db = new URL(s.url).pathname.slice(1);
+  const terminate = async () =>
+    (await admin.query<{ n: number }>("select count(*)::int as n from (select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()) t", [db])).rows[0]!.n;
+  try {
+    await waitUntil(() => s.started().length === 1, 60_000, "a first stage running on the host");
+    const first = s.started()[0]!;
+    const next = first === "s0" ? "s1" : "s0";
+    expect(await terminate()).toBeGreaterThan(0);
+    s.open(first);
+    await waitUntil(() => s.traced("complete").length === 1, 30_000, "the first result at the host coordinator");
+    await terminate();
+    await waitUntil(() => s.started().length === 2, 60_000, "the next stage claimed");
+    expect(await terminate()).toBeGreaterThan(0);
+    s.open(next);
+    await expectCompletedOnce(s, 2);
+    expect(s.started()).toEqual([first, next]);
+  } finally {
+    await admin.end();
+  }
 }, 150_000);
 
 /** Everything the host's workers logged (their logs are files in its home). */
