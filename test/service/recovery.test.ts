@@ -220,11 +220,13 @@ concurrentTest("ctx.sleep(3000) with its driver gone: the service continues the 
   const wakeAt = await recordedWakeAt(s, runId);
   const woke = Number([...sideEffects(s).keys()].find((k) => k.startsWith("woke "))!.slice(5));
   expect(woke).toBeGreaterThanOrEqual(wakeAt);
-  // The service said when it would resume it, then did.
+  // One drive. When the service saw the run asleep, it said when it would resume it, then did; on a busy
+  // machine its first look after the kill can come within a second of the wake-up (the sleep is 3 s), and
+  // then there is nothing to wait for and nothing to say.
+  expect(service.events("drive_started").map((e) => [e.runId, e.reason])).toEqual([[runId, "crashed"]]);
   const noted = service.log.lines.findIndex((l) => l.includes("sleeps; the service resumes it at"));
   const started = service.log.lines.findIndex((l) => l.includes('"type":"drive_started"'));
-  expect(noted).toBeGreaterThanOrEqual(0);
-  expect(started).toBeGreaterThan(noted);
+  if (noted >= 0) expect(started).toBeGreaterThan(noted);
   expect(countsByStep(s, runId)).toEqual({ a: 1, b: 1, gate: 0, c: 1 });
 }, T);
 
