@@ -6,7 +6,8 @@
  * back; `atomic run --tui` driving a run under the console, and `atomic
  * resume --tui` driving the run it stopped on; the run list filtered by
  * status, `r` resuming and `R` rerunning the selected run in the
- * background; and the console refused off a terminal. Waits are on what the screen shows;
+ * background, and `r` leaving it to the service when one runs; and the
+ * console refused off a terminal. Waits are on what the screen shows;
  * every tmux server and run ends after each test, passed or failed.
  */
 
@@ -183,4 +184,34 @@ test("the run list filtered by status; r resumes the selected run in the backgro
   await waitUntil(async () => (await runs()) === 2, 30_000, "the rerun to start a second run");
   t.keys("q");
   expect(await t.exited()).toBe(0);
+}, 90_000);
+
+test("with the service running, r leaves the interrupted run to the service", async () => {
+  const home = newHome();
+  const driver = spawnAtomic(["run", DEMO, "--id", "demo-6"], { home });
+  const watch = lineWatcher(driver.stdout);
+  await watch.waitFor(/question \S+: deploy where\?/);
+  const inbox = JSON.parse((await runAtomic(["inbox", "demo-6", "--json"], { home })).stdout) as { prompts: { id: string; state: string }[] };
+  expect((await runAtomic(["answer", "demo-6", inbox.prompts.find((p) => p.state === "open")!.id, "staging"], { home })).code).toBe(0);
+  await watch.waitFor(/stage deploy started/);
+  driver.kill("SIGINT");
+  expect(await driver.exited).toBe(130);
+  const status = async () => (JSON.parse((await runAtomic(["show", "demo-6", "--json"], { home })).stdout) as { run: { status: string } }).run.status;
+  expect(await status()).toBe("interrupted");
+  // The service, once it holds its lease (it says it is active).
+  const service = spawnAtomic(["--json", "serve", "--port", "0"], { home });
+  await lineWatcher(service.stdout).waitFor(/"type":"service_active"/, 30_000);
+  const t = Tmux.atomic(["tui"], { home, cols: 80, rows: 24 });
+  await t.waitFor("demo-6");
+  t.keys("r");
+  await t.waitFor((screen) => screen.replace(/\s+/g, " ").includes("run demo-6 resumed: left to the service"));
+  await waitUntil(async () => (await status()) === "running", 30_000, "demo-6 to run again under the service");
+  t.keys("c");
+  await t.waitFor("cancel run demo-6? y cancels it");
+  t.keys("y");
+  await waitUntil(async () => (await status()) === "cancelled", 30_000, "demo-6 to be cancelled");
+  t.keys("q");
+  expect(await t.exited()).toBe(0);
+  service.kill("SIGTERM");
+  expect(await service.exited).toBe(0);
 }, 90_000);
