@@ -4,22 +4,26 @@
  * own): host "ha" serves queue a, host "hb" queue b, and every stage of
  * the workflow continues (or forks) one that ran on the other host
  * (fixtures/sessions-across.ts). With the openai runner against the fake
- * OpenAI-compatible server, and with the real pi CLI (test/agents) against
- * the fake Chat Completions provider: each continued call carries the
+ * OpenAI-compatible server, with the real pi CLI (test/agents) against
+ * the fake Chat Completions provider, and with the real gemini CLI (-r; it
+ * cannot fork) against the fake Gemini API: each continued call carries the
  * conversation it continues, and the run records each call once: `show`,
  * `runs` and `usage` give what the fake billed, to the token and the
  * micro-dollar (docs/design/budgets.md, Exact usage).
  */
 
-import { copyFileSync } from "node:fs";
+import { copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
 import { agentTest } from "../helpers/agents.ts";
+import { geminiHome } from "../helpers/agent-homes.ts";
+import { say, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeOpenAI, text, type FakeOpenAI, type RecordedRequest } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { whenIdle } from "../helpers/concurrent.ts";
 import { expectRunUsage, type Ledger } from "../helpers/usage-sums.ts";
 import { cleanUpHosts, FIXTURES, startHost } from "./support.ts";
 
@@ -33,16 +37,19 @@ const PROMPTS: Record<string, string> = {
 };
 /** What every call of the fake answers, and one call in atomic's ledger (openai: the fake's cost; pi: its price table, 1 in, 2 out, 0.5 cache read). */
 const CALL = { prompt: 117, cached: 100, completion: 7, cost: 0.000081 };
-const LEDGER: Record<"openai" | "pi", Ledger> = {
+const LEDGER: Record<"openai" | "pi" | "gemini", Ledger> = {
   openai: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 81 },
   pi: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
+  // gemini: the config's prices (agent-homes.ts PRICES)
+  gemini: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 25 + 28 },
 };
 
 const trap = startNetworkTrap();
 beforeAll(async () => {
   await testPostgres();
 });
-afterEach(cleanUpHosts);
+// The real-CLI tests run side by side (heavy slots): cleaned up once none runs.
+afterEach(whenIdle(cleanUpHosts));
 afterAll(() => {
   trap.stop();
   removeTempDirs();
@@ -56,22 +63,31 @@ function fakeFor(): Promise<FakeOpenAI> {
   return startFakeOpenAI((req) => (PROMPTS[lastAsk(req)] ? text(PROMPTS[lastAsk(req)]!, CALL) : text("A title", { prompt: 0, completion: 0 })));
 }
 
-async function acrossHosts(kind: "openai" | "pi", server: FakeOpenAI, s: { home: string; cwd: string; env: Record<string, string> }) {
+/** Runs the workflow with its stages on hosts ha and hb; checks where each ran, its answers and the run's usage. */
+async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: string; env: Record<string, string> }, model: string, fork: boolean): Promise<void> {
   const url = await freshDatabase(`fsess${kind}`);
   for (const [id, queue] of [["ha", "a"], ["hb", "b"]] as const) {
     const home = makeTempDir(`atomic-host-${id}-`);
     copyFileSync(join(s.home, "config.json"), join(home, "config.json"));
     await startHost({ url, id, slots: 1, queues: [queue], workdir: s.cwd, home, env: s.env });
   }
-  const r = await runAtomic(["run", WORKFLOW, "--journal", url, "--workers", "0", "--json", "--input", `runner=${kind}`, "--input", `model=${kind === "pi" ? MODEL : "fake-model"}`], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 600_000 });
+  const args = ["run", WORKFLOW, "--journal", url, "--workers", "0", "--json", "--input", `runner=${kind}`, "--input", `model=${model}`, "--input", `fork=${fork}`];
+  const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 600_000 });
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
-  const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { runId: string; outputs: { texts: string[] } };
-  expect(end.outputs.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
+  const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { runId: string; outputs: { texts: (string | null)[] } };
+  expect(end.outputs.texts).toEqual(["noted: 42", "you gave 42", fork ? "bye" : null, "still 42"]);
   const env = { ...s.env, ATOMIC_JOURNAL: url };
   // Each continuation ran on the other host than the stage it continues.
   const shown = JSON.parse((await runAtomic(["show", end.runId, "--json"], { home: s.home, env })).stdout) as { steps: { name: string; ranOn?: { host: string } }[] };
-  expect(Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]))).toEqual({ first: "ha", forked: "hb", second: "hb", third: "ha" });
+  expect(Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]))).toEqual({ first: "ha", ...(fork ? { forked: "hb" } : {}), second: "hb", third: "ha" });
+  // Each call recorded once: every view gives what the fake billed.
+  await expectRunUsage(s.home, end.runId, fork ? STAGES : STAGES.filter((n) => n !== "forked"), LEDGER[kind], env);
+}
+
+/** The openai runner or pi, against the fake Chat Completions server: also what each call carried. */
+async function acrossHosts(kind: "openai" | "pi", server: FakeOpenAI, s: { home: string; cwd: string; env: Record<string, string> }) {
+  await runAcross(kind, s, kind === "pi" ? MODEL : "fake-model", true);
   // Each call carried the conversation it continues.
   const calls = server.requests.filter((q) => Object.hasOwn(PROMPTS, lastAsk(q)));
   expect(calls.map(lastAsk)).toEqual(Object.keys(PROMPTS));
@@ -80,8 +96,6 @@ async function acrossHosts(kind: "openai" | "pi", server: FakeOpenAI, s: { home:
   expect(said(calls[2]!)).toContain("noted: 42");
   expect(said(calls[2]!)).not.toContain("bye");
   expect(said(calls[3]!)).toContain("you gave 42");
-  // Each call recorded once: every view gives what the fake billed.
-  await expectRunUsage(s.home, end.runId, STAGES, LEDGER[kind], env);
 }
 
 test("openai: a conversation continued and forked across hosts carries its messages and records each call once", async () => {
@@ -106,4 +120,22 @@ agentTest("pi: a session continued and forked across hosts (a copy of its sessio
     await server.close();
   }
   expect(trap.strays).toEqual([]);
+});
+
+agentTest("gemini: a session resumed across hosts (-r) records each call once", async () => {
+  const fake = await startFakeGemini();
+  try {
+    fake.push(...["noted: 42", "you gave 42", "still 42"].map((answer) => say(answer, { prompt: 117, cached: 100, output: 7 })));
+    const h = geminiHome(fake);
+    const cwd = join(h.dir, "work");
+    mkdirSync(cwd);
+    await runAcross("gemini", { home: h.home, cwd, env: h.env }, "gemini-2.5-flash", false);
+    // Each call carried the conversation it resumes.
+    const said = fake.calls.slice(0, 3).map((c) => JSON.stringify(c.body));
+    expect(said[1]).toContain("noted: 42");
+    expect(said[2]).toContain("you gave 42");
+    fake.assertOnlyFake();
+  } finally {
+    await fake.close();
+  }
 });
