@@ -102,11 +102,8 @@ export function codexHome(fake: FakeProvider<unknown>): AgentHome {
 
 /**
  * gemini: ~/.gemini/settings.json (API-key auth, which GOOGLE_GEMINI_BASE_URL needs; no usage statistics, no update checks).
- * GEMINI_CLI_NO_RELAUNCH: when half the machine's memory is more than node's default heap (here 12 of 24 GB),
- * gemini starts itself again as a child node process with that heap, a second start (this machine: 3.4 against
- * 2.0 CPU-seconds for `gemini --version`). With the variable it runs as one process, as on a machine of 8 GB or
- * less; the tests of the relaunched process tree (cancel, Ctrl-C and an interrupt in gemini-real.test.ts) take
- * the variable out again (`relaunching`).
+ * atomic's gemini adapter itself starts gemini with GEMINI_CLI_NO_RELAUNCH (one process, not a second start of
+ * itself): the home leaves it out, so that the tests see what atomic sets.
  */
 export function geminiHome(fake: FakeProvider<unknown>): AgentHome {
   const h = baseHome("gemini", fake);
@@ -120,14 +117,8 @@ export function geminiHome(fake: FakeProvider<unknown>): AgentHome {
       telemetry: { enabled: false },
     }),
   );
-  Object.assign(h.env, { GOOGLE_GEMINI_BASE_URL: fake.url, GEMINI_API_KEY: "fake-gemini-key", GEMINI_CLI_NO_RELAUNCH: "true" });
+  Object.assign(h.env, { GOOGLE_GEMINI_BASE_URL: fake.url, GEMINI_API_KEY: "fake-gemini-key" });
   return h;
-}
-
-/** The home of `geminiHome` with gemini's own relaunch left on (as on a machine with memory to spare). */
-export function relaunching<T extends { h: AgentHome }>(s: T): T {
-  delete s.h.env.GEMINI_CLI_NO_RELAUNCH;
-  return s;
 }
 
 /** A workflow's inputs as a JSON file (a 300 KiB prompt cannot be an argv element of atomic either). */

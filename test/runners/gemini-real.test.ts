@@ -9,16 +9,15 @@
  * structured output asked for in the prompt, provider errors mapped to the
  * shared codes (a 500 that outlasts gemini's retries too, with
  * `general.maxAttempts` 2), a broken stream's message kept. Every test checks that
- * gemini connected nowhere but the fake. gemini runs as one process
- * (agent-homes.ts), but for the tests that stop it (an interrupt, cancel,
- * Ctrl-C): they run it relaunched in a child of its own, as on a machine
- * with memory to spare.
+ * gemini connected nowhere but the fake. gemini runs as one process (atomic
+ * sets GEMINI_CLI_NO_RELAUNCH): its tool's shell has one gemini among its
+ * ancestors, not a second one that gemini started of itself.
  */
 
 import { expect } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { geminiHome, relaunching } from "../helpers/agent-homes.ts";
+import { geminiHome } from "../helpers/agent-homes.ts";
 import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
 import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
 import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, shownStage, type Outputs } from "../helpers/real-agent-stage.ts";
@@ -31,11 +30,18 @@ const userTexts = (body: any): string[] =>
   (body.contents as any[]).filter((c) => c.role === "user").flatMap((c) => (c.parts as any[]).map((p) => String(p.text ?? ""))).filter((t) => t && !t.startsWith("<session_context>"));
 
 agentTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m", async () => {
-  const s = await setup(shell("echo hi > out.txt; echo done", { prompt: 150, cached: 50, output: 7 }), say(["Hel", "lo"], { prompt: 300, cached: 200, output: 20 }));
+  // The tool's shell also runs a script that counts the gemini processes among its ancestors (node processes whose
+  // command lines hold gemini's `-o stream-json`; a script, since gemini refuses a command with a command substitution).
+  const s = await setup(shell("echo hi > out.txt; sh ancestors.sh > geminis.txt; echo done", { prompt: 150, cached: 50, output: 7 }), say(["Hel", "lo"], { prompt: 300, cached: 200, output: 20 }));
+  writeFileSync(
+    join(s.cwd, "ancestors.sh"),
+    'p=$PPID; n=0\nwhile [ "$p" -gt 1 ]; do\n  [ "$(cat /proc/$p/comm)" = node ] && tr "\\0" " " < /proc/$p/cmdline | grep -q -- "-o stream-json" && n=$((n + 1))\n  p=$(cut -d")" -f2 /proc/$p/stat | cut -d" " -f3)\ndone\necho $n\n',
+  );
   const outputs = await runStage(s, { prompt: "write out.txt" });
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("Hello");
   expect(readFileSync(join(s.cwd, "out.txt"), "utf8")).toBe("hi\n");
+  expect(readFileSync(join(s.cwd, "geminis.txt"), "utf8")).toBe("1\n");
   expect(outputs.sessionId).toMatch(/^[0-9a-f-]{36}$/);
   expect(outputs.usage).toMatchObject({ inputTokens: 200, cacheReadTokens: 250, outputTokens: 27, turns: 1, model: "gemini-2.5-flash" });
   // 200×1 + 27×4 + 250×0.25
@@ -161,7 +167,7 @@ agentTest("gemini: a tool the stage did not allow, called anyway, is refused by 
 });
 
 agentTest("gemini: atomic send interrupt ends the turn in flight, then resumes the session with the message", async () => {
-  const s = relaunching(await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 })));
+  const s = await setup({ ...say("never"), hold: new Promise(() => {}) }, say("replanned", { prompt: 80, output: 6 }));
   const outputs = await sendMidTurn(s, { prompt: "start" }, "change of plan", "interrupt");
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("replanned");
@@ -173,7 +179,7 @@ for (const how of ["cancel", "SIGINT"] as const) {
   agentTest(
     `gemini: ${how === "cancel" ? "atomic cancel" : "Ctrl-C (SIGINT) of atomic run"} with a long-running shell tool: the tool's processes end, SIGTERM before SIGKILL`,
     async () => {
-      const s = relaunching(await setup());
+      const s = await setup();
       await cancelDuringTool(s, (command) => shell(command), how);
       s.fake.assertOnlyFake();
     },
