@@ -18,11 +18,16 @@
  * would do it twice); the result carries the survivors
  * (`StageResult.cleanup`) and a warning, which `show`, `show --json` and
  * the status page display.
+ *
+ * The scan reads every process's environment (2-4 ms of CPU with some 200
+ * processes on the machine), so it runs only for an attempt that made a
+ * stage environment at all (runners/stage-env.ts `markerHandedOut`): an
+ * agent stage whose tools started no command skips it.
  */
 
 import type { StageCleanup, StageResult } from "../sdk/types.ts";
 import { dying, markedProcesses, signalProcesses, stillRunning } from "../runners/shell/process-tree.ts";
-import { stageMarker } from "../runners/stage-env.ts";
+import { markerHandedOut, stageMarker } from "../runners/stage-env.ts";
 import { stopsSettled } from "../runners/shell/process-groups.ts";
 import type { StageRequest } from "../runners/types.ts";
 import { WORKER_ENV } from "../shared/run-processes.ts";
@@ -33,6 +38,8 @@ const CONFIRM_MS = 1_000;
 /** The survivors of `request`'s attempt run by worker `workerId`, killed; undefined when none. */
 export async function leftoverCheck(request: StageRequest, workerId: string): Promise<StageCleanup | undefined> {
   await stopsSettled();
+  // No environment of this attempt was made (an agent stage that ran no command): no process carries its marker.
+  if (!markerHandedOut(request)) return undefined;
   // One the runner's cleanup reached (its group's SIGKILL) may not have ended yet: it is dying, not a survivor.
   const found = markedProcesses({ ...stageMarker(request), [WORKER_ENV]: workerId } as Record<string, string>).filter((p) => !dying(p));
   if (found.length === 0) return undefined;

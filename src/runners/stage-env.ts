@@ -44,10 +44,34 @@ export function stageEnv(
       if (mine !== undefined) env[k] = mine;
     } else env[k] = v;
   }
+  const key = attemptKey(request);
+  handedOut.delete(key);
+  handedOut.add(key);
+  if (handedOut.size > HANDED_OUT_LIMIT) handedOut.delete(handedOut.values().next().value!);
   Object.assign(env, stageMarker(request), { ATOMIC_STAGE: request.stageName, [GUARD_ENV]: guardToken } satisfies Partial<Record<VariableName, string>>);
   // The stage attempt's span (traces on): the stage's own OpenTelemetry spans nest under it.
   if (request.traceparent) env.TRACEPARENT = request.traceparent;
   return env;
+}
+
+/** The attempts whose marker stageEnv has put in an environment in this process, oldest first (bounded: see markerHandedOut). */
+const handedOut = new Set<string>();
+/** A worker runs one attempt at a time and asks right after it; the bound only keeps a process that never asks (the root running stages in process) from growing. */
+const HANDED_OUT_LIMIT = 1_000;
+
+function attemptKey(request: Pick<StageRequest, "runId" | "stageKey" | "attempt">): string {
+  return `${request.runId}\u0000${request.stageKey}\u0000${request.attempt}`;
+}
+
+/**
+ * Whether a process of this attempt can exist: only an environment made by
+ * stageEnv carries the attempt's marker, so an attempt that never asked for
+ * one (an agent stage whose tools started no command) left no process
+ * behind. Forgets the attempt. The worker's check for leftovers
+ * (pool/leftovers.ts) scans /proc only when this is true.
+ */
+export function markerHandedOut(request: Pick<StageRequest, "runId" | "stageKey" | "attempt">): boolean {
+  return handedOut.delete(attemptKey(request));
 }
 
 /** The variables of stageEnv that only this attempt of this stage carries, and every process it starts inherits (process-tree.ts finds them by it). */

@@ -310,7 +310,7 @@ export class AgentLoop {
     let toolBox: ToolBox;
     try {
       toolNames = enabledTools(agent.tools);
-      toolBox = new ToolBox(req.cwd, toolNames, stageEnv(req), req.sandbox ? { sandbox: req.sandbox, endpoints: sandboxEndpoints(agent.baseUrl ?? CONFIG_DEFAULTS.openai.baseUrl) } : undefined, req.runTools);
+      toolBox = new ToolBox(req.cwd, toolNames, () => stageEnv(req), req.sandbox ? { sandbox: req.sandbox, endpoints: sandboxEndpoints(agent.baseUrl ?? CONFIG_DEFAULTS.openai.baseUrl) } : undefined, req.runTools);
       this.tools = toolBox;
     } catch (err) {
       return this.result("failed", "bad_tools", (err as Error).message);

@@ -94,12 +94,16 @@ export interface ToolOutcome {
 export class ToolBox {
   private readonly fs: ConfinedFs;
   private readonly running = new Set<number>();
+  private env: Record<string, string> | undefined;
 
   constructor(
     readonly cwd: string,
     readonly enabled: readonly ToolName[],
-    /** The `bash` tool's environment: the stage's (runners/stage-env.ts), never atomic's own credentials. */
-    private readonly env: Record<string, string> = inheritedEnv(),
+    /**
+     * The `bash` tool's environment: the stage's (runners/stage-env.ts), never atomic's own credentials. Made at
+     * the first command, so a stage that runs none makes no environment (and its worker skips the leftover scan).
+     */
+    private readonly makeEnv: () => Record<string, string> = inheritedEnv,
     /** The stage's sandbox: each `bash` command runs inside it (runners/sandbox/launch.ts), the provider's endpoint reachable. */
     private readonly box?: { sandbox: NonNullable<StageRequest["sandbox"]>; endpoints: string[] },
     /** The run tools' root and credential (runners/run-tools.ts). */
@@ -252,7 +256,7 @@ export class ToolBox {
       let err = "";
       try {
         // A provider the gate cannot reach is named in the tool's result (its stderr part) for the model to read.
-        sandbox = sandboxed({ cwd: this.cwd, ...(this.box ? { sandbox: this.box.sandbox } : {}) }, ["/bin/sh", "-c", command], this.env, { endpoints: this.box?.endpoints ?? [] }, (sentence) => {
+        sandbox = sandboxed({ cwd: this.cwd, ...(this.box ? { sandbox: this.box.sandbox } : {}) }, ["/bin/sh", "-c", command], (this.env ??= this.makeEnv()), { endpoints: this.box?.endpoints ?? [] }, (sentence) => {
           if (err.length < RESULT_CAP) err += `${sentence}\n`;
         });
       } catch (e) {
