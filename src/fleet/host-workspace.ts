@@ -45,6 +45,8 @@ export interface HostWorkspace {
   /** The remote (in the host's checkout) the branch is pushed to, and its URL as the root named it. */
   remote: string;
   url: string;
+  /** The stage's name (atomic's commit of what it left names it). */
+  stage: string;
 }
 
 /** Opens (or finds again) the stage's worktree in the host's checkout `repo`; a string is the one-sentence refusal. */
@@ -66,7 +68,7 @@ export async function openHostWorkspace(repo: string, hostId: string, request: S
   if (taken !== undefined) return `${stage}: its branch ${asked.branch} on ${asked.remote.url} could not be taken into host ${hostId}'s checkout ${repo}: ${taken}`;
   try {
     const ws = await openWorkspace(request.stageName, request.stageKey, request.runId, { worktree: { base: asked.baseCommit, branch: asked.branch } }, repo);
-    return { ws: { ...ws, cwd: join(ws.path, asked.prefix) }, remote, url: asked.remote.url };
+    return { ws: { ...ws, cwd: join(ws.path, asked.prefix) }, remote, url: asked.remote.url, stage: request.stageName };
   } catch (err) {
     return `${err instanceof Error ? err.message : String(err)} (on host ${hostId}, in its checkout ${repo})`;
   }
@@ -117,11 +119,11 @@ async function worktreeWith(repo: string, branch: string): Promise<string | unde
 }
 
 /** After the stage: its leftovers committed, the branch pushed; what the result says was pushed. Throws GitError when git refuses. */
-export async function pushHostWorkspace(hw: HostWorkspace, stageName: string): Promise<{ url: string; branch: string; head: string }> {
+export async function pushHostWorkspace(hw: HostWorkspace): Promise<{ url: string; branch: string; head: string }> {
   const { ws } = hw;
   await gitOk(ws.path, ["add", "-A"]);
   if ((await git(ws.path, ["diff", "--cached", "--quiet"])).code === 1) {
-    await gitOk(ws.path, [...(await identity(ws.path)), "commit", "--quiet", "--no-verify", "-m", `atomic: what stage ${stageName} left uncommitted`]);
+    await gitOk(ws.path, [...(await identity(ws.path)), "commit", "--quiet", "--no-verify", "-m", `atomic: what stage ${hw.stage} left uncommitted`]);
   }
   const head = (await gitOk(ws.path, ["rev-parse", "HEAD"])).trim();
   await gitOk(ws.path, ["push", "--quiet", hw.remote, `${head}:refs/heads/${ws.branch}`]);

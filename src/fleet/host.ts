@@ -215,7 +215,7 @@ export class WorkerHost implements CoordinatorCore {
     // Earlier runs that ended meanwhile: their worktrees go now that this stage is done with the checkout.
     queueMicrotask(() => this.sweepWorktrees());
     try {
-      return { ...result, pushed: await pushHostWorkspace(own, own.ws.branch) };
+      return { ...result, pushed: await pushHostWorkspace(own) };
     } catch (err) {
       const message = `its branch ${own.ws.branch} could not be pushed from host ${this.hostId} to ${own.url}: ${ensureError(err).message}`;
       return { ...result, status: "failed", error: { code: "workspace_failed", message } };

@@ -9,22 +9,40 @@
  * A stage retried elsewhere goes on from what its earlier attempts pushed:
  * on another host (fetched from the remote) and on the root's own workers
  * (the root takes each pushed attempt into its worktree at once).
+ * The hosts run on the machines of a test fleet, each in a network
+ * namespace of its own (where this machine allows them) that reaches the
+ * fleet's Postgres and nothing of the root's; the repositories are shared
+ * through the filesystem, as a git server would share them.
  */
 
-import { afterEach, beforeAll, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { makeFleet, type Fleet } from "../helpers/fleet.ts";
+import { createDatabase, withDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
 import { cleanUpHosts, startHost } from "./support.ts";
 
+// Two machines, each on a network of its own where this machine allows it (test/helpers/fleet.ts); the root runs here.
+let fleet: Fleet;
 beforeAll(async () => {
-  await testPostgres();
-});
+  fleet = await makeFleet({ hosts: 2 });
+}, 60_000);
+afterAll(async () => {
+  await fleet?.destroy();
+}, 60_000);
 afterEach(cleanUpHosts);
+
+let databases = 0;
+/** A fresh journal in the fleet's Postgres: its URL for the root here, and `machine(i)` for a host on the fleet's machine i. */
+async function journal() {
+  const name = `wt_${process.pid}_${++databases}`;
+  const url = await createDatabase(fleet.cluster!, name);
+  return { url, machine: (i: number) => ({ url: withDatabase(fleet.hosts[i]!.postgresUrl, name), on: fleet.hosts[i]! }) };
+}
 
 const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] }).toString();
 
@@ -44,9 +62,11 @@ function repositories(): { origin: string; root: string; host: string; base: str
 }
 
 test("three worktree stages run on a host in its own checkout; their branches come back to the root's repository", async () => {
-  const url = await freshDatabase("fleet");
+  const { url, machine } = await journal();
   const repos = repositories();
-  await startHost({ url, id: "remote", slots: 3, repo: repos.host });
+  const host = await startHost({ ...machine(0), id: "remote", slots: 3, repo: repos.host });
+  // Another machine: a network namespace of its own (where the fleet could make one).
+  if (fleet.mode === "netns") expect(readlinkSync(`/proc/${host.proc.pid}/ns/net`)).not.toBe(readlinkSync("/proc/self/ns/net"));
   const out = join(makeTempDir(), "out.json");
   const home = makeTempDir();
   const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${out}`, "--input", "mode=three"], { home, cwd: repos.root });
@@ -79,12 +99,12 @@ test("three worktree stages run on a host in its own checkout; their branches co
 }, 120_000);
 
 test("ctx.merge of stages that ran on a host merges their branches in the root's repository", async () => {
-  const url = await freshDatabase("fleet");
+  const { url, machine } = await journal();
   const repos = repositories();
   git(repos.root, "branch", "integrate", "main");
   git(repos.root, "branch", "conflicts", "main");
   const head = git(repos.root, "rev-parse", "main").trim();
-  await startHost({ url, id: "merger", slots: 3, repo: repos.host });
+  await startHost({ ...machine(0), id: "merger", slots: 3, repo: repos.host });
   const out = join(makeTempDir(), "out.json");
   const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${out}`, "--input", "mode=merge"], { home: makeTempDir(), cwd: repos.root });
   expect(r.code).toBe(0);
@@ -101,10 +121,10 @@ test("ctx.merge of stages that ran on a host merges their branches in the root's
 }, 120_000);
 
 test("a host whose checkout has another remote refuses a worktree stage in one sentence", async () => {
-  const url = await freshDatabase("fleet");
+  const { url, machine } = await journal();
   const repos = repositories();
   git(repos.host, "remote", "set-url", "origin", "https://example.invalid/other.git");
-  await startHost({ url, id: "other", slots: 1, repo: repos.host });
+  await startHost({ ...machine(0), id: "other", slots: 1, repo: repos.host });
   const out = join(makeTempDir(), "out.json");
   const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${out}`, "--input", "mode=bad"], { home: makeTempDir(), cwd: repos.root });
   expect(await root.exited).toBe(1);
@@ -117,13 +137,13 @@ test("a host whose checkout has another remote refuses a worktree stage in one s
 }, 90_000);
 
 test("a base commit that is not on the shared remote is refused by the host in one sentence; --repo that is no checkout is a usage error", async () => {
-  const url = await freshDatabase("fleet");
+  const { url, machine } = await journal();
   const repos = repositories();
   // A commit of the root's that was never pushed: the host cannot get it.
   writeFileSync(join(repos.root, "shared.txt"), "local only\n");
   git(repos.root, "commit", "-q", "-am", "local only");
   const base = git(repos.root, "rev-parse", "HEAD").trim();
-  await startHost({ url, id: "behind", slots: 1, repo: repos.host });
+  await startHost({ ...machine(0), id: "behind", slots: 1, repo: repos.host });
   const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=bad"], { home: makeTempDir(), cwd: repos.root });
   expect(await root.exited).toBe(1);
   const stderr = await new Response(root.stderr).text();
@@ -141,21 +161,21 @@ test("a base commit that is not on the shared remote is refused by the host in o
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, "utf8").split("\n").filter((l) => l !== "") : []);
 
 test("a stage retried on another host, then on the root's own workers, goes on from the commits of every earlier attempt", async () => {
-  const url = await freshDatabase("fleet");
+  const { url, machine } = await journal();
   const repos = repositories();
   const second = makeTempDir("atomic-host-repo-");
   git(second, "clone", "-q", repos.origin, ".");
   const dir = makeTempDir();
   const home = makeTempDir();
   const out = join(makeTempDir(), "out.json");
-  const first = await startHost({ url, id: "first", slots: 1, repo: repos.host, grace: "60s" });
+  const first = await startHost({ ...machine(0), id: "first", slots: 1, repo: repos.host, grace: "60s" });
   const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${out}`, "--input", "mode=relay", "--input", `dir=${dir}`], { home, cwd: repos.root });
   void new Response(root.stderr).text();
   const runId = JSON.parse(await lineWatcher(root.stdout).waitFor(/"runId"/, 30_000)).runId as string;
   // Attempt 1 on host "first": it commits, then the host drains (no more claims) and the attempt fails.
   await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to run");
   first.proc.kill("SIGTERM");
-  const other = await startHost({ url, id: "second", slots: 1, repo: second, grace: "60s" });
+  const other = await startHost({ ...machine(1), id: "second", slots: 1, repo: second, grace: "60s" });
   writeFileSync(join(dir, "go-1"), "");
   expect(await first.exited).toBe(0);
   // Attempt 2 on host "second": it starts from attempt 1's commit (fetched from the shared remote).
@@ -190,7 +210,7 @@ test("a stage retried on another host, then on the root's own workers, goes on f
 }, 180_000);
 
 test("a host removes the worktrees of ended runs from its checkout, with their branches the remote has", async () => {
-  const url = await freshDatabase("fleet");
+  const { url, machine } = await journal();
   const repos = repositories();
   const home = makeTempDir();
   const made = () => git(repos.host, "worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ")).length - 1;
@@ -200,7 +220,7 @@ test("a host removes the worktrees of ended runs from its checkout, with their b
     expect(r.code).toBe(0);
     return JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
   };
-  const host = await startHost({ url, id: "sweeper", slots: 3, repo: repos.host });
+  const host = await startHost({ ...machine(0), id: "sweeper", slots: 3, repo: repos.host });
   const first = await run();
   expect(made()).toBe(3);
   // The next run's stages end: the first run has ended, so its worktrees and (pushed) branches go from the host's checkout.
@@ -215,8 +235,61 @@ test("a host removes the worktrees of ended runs from its checkout, with their b
   // A host started again removes what ended while it was away.
   host.proc.kill("SIGTERM");
   expect(await host.exited).toBe(0);
-  await startHost({ url, id: "sweeper", slots: 1, repo: repos.host });
+  await startHost({ ...machine(0), id: "sweeper", slots: 1, repo: repos.host });
   await waitUntil(() => !existsSync(join(repos.host, ".git", "atomic-worktrees", second)), 30_000, "the second run's worktrees to go");
   expect(made()).toBe(0);
   expect(atomicBranches()).toEqual([]);
 }, 120_000);
+
+test("kill -9 of a host mid-stage: started again, it finds the stage's worktree with the killed attempt's commit, and the stage completes", async () => {
+  const { url, machine } = await journal();
+  const repos = repositories();
+  const dir = makeTempDir();
+  const hostHome = makeTempDir();
+  const out = join(makeTempDir(), "out.json");
+  const start = () => startHost({ ...machine(0), id: "crashing", slots: 1, repo: repos.host, leaseMs: 2_000, home: hostHome });
+  const host = await start();
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--work-lease-ms", "2000", "--input", `out=${out}`, "--input", "mode=relay", "--input", `dir=${dir}`], { home: makeTempDir(), cwd: repos.root });
+  void new Response(root.stdout).text();
+  const stderr = new Response(root.stderr).text();
+  await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "the stage to commit on the host");
+  host.kill();
+  await host.exited;
+  writeFileSync(join(dir, "go-2"), "");
+  writeFileSync(join(dir, "go-3"), "");
+  await start();
+  expect(await root.exited).toBe(0);
+  expect(await stderr).not.toContain("    at ");
+  // Every run of the stage was in the same worktree of the host's checkout, found again after the kill with the commit in it.
+  const where = lines(join(dir, "attempts"));
+  expect(where).toHaveLength(3);
+  expect(new Set(where).size).toBe(1);
+  expect(where[0]!.startsWith(join(repos.host, ".git", "atomic-worktrees") + "/")).toBe(true);
+  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[] }[];
+  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
+  expect(git(repos.root, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
+  expect(git(repos.origin, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
+}, 120_000);
+
+test("a sandboxed stage in a worktree on a host commits in its worktree and writes nowhere else", async () => {
+  const { url, machine } = await journal();
+  const repos = repositories();
+  // Outside /tmp (a sandbox's /tmp is its own, which would hide a write there anyway): /var/tmp, read-only inside.
+  const dir = mkdtempSync("/var/tmp/atomic-wt-sbx-");
+  try {
+    await startHost({ ...machine(0), id: "boxing", slots: 1, repo: repos.host });
+    const out = join(makeTempDir(), "out.json");
+    const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--input", `out=${out}`, "--input", "mode=boxed", "--input", `dir=${dir}`], { home: makeTempDir(), cwd: repos.root });
+    expect(r.stderr).not.toContain("    at ");
+    expect(r.code).toBe(0);
+    const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; pwd: string; commits: { subject: string }[]; files: { path: string }[] }[];
+    expect(ws!.pwd.startsWith(join(repos.host, ".git", "atomic-worktrees") + "/")).toBe(true);
+    expect(ws!.commits.map((c) => c.subject)).toEqual(["boxed commit", "atomic: what stage boxed left uncommitted"]);
+    expect(ws!.files.map((f) => f.path)).toEqual(["boxed.txt", "left.txt"]);
+    expect(git(repos.origin, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
+    expect(existsSync(join(dir, "escape"))).toBe(false);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 90_000);

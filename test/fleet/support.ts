@@ -1,8 +1,9 @@
 /**
  * Worker hosts for the fleet tests: `atomic worker` processes (the real
  * binary), each with a home and host id of its own, on this machine's
- * loopback (the network-namespace harness, test/helpers/fleet.ts, puts
- * them behind links of their own where a test cuts them off).
+ * loopback, or (`on`) on a machine of a test fleet (test/helpers/fleet.ts:
+ * a network namespace of its own where this machine allows them, reaching
+ * the fleet's Postgres over a link of its own).
  *
  * `host.processes()` are every process of the host: those carrying its home
  * (the host coordinator and its workers) and the stages its workers started
@@ -13,6 +14,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import type { FleetHost } from "../helpers/fleet.ts";
 import { killSpawned, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
@@ -40,6 +42,8 @@ export interface HostOptions {
   home?: string;
   /** The host's checkout of the runs' repository (`--repo`). */
   repo?: string;
+  /** The fleet machine to start it on (its network; `url` as that machine reaches the journal). */
+  on?: FleetHost;
 }
 
 const hosts = new Set<TestHost>();
@@ -53,7 +57,7 @@ export async function startHost(o: HostOptions): Promise<TestHost> {
   if (o.leaseMs) args.push("--work-lease-ms", String(o.leaseMs));
   if (o.grace) args.push("--grace", o.grace);
   if (o.repo) args.push("--repo", o.repo);
-  const proc = spawnAtomic(args, { home, env: { ATOMIC_JOURNAL: o.url, ...o.env } });
+  const proc = o.on ? o.on.spawnAtomic(args, { env: { ATOMIC_HOME: home, ATOMIC_HOST_ID: o.id, ATOMIC_JOURNAL: o.url, ...o.env } }) : spawnAtomic(args, { home, env: { ATOMIC_JOURNAL: o.url, ...o.env } });
   const log = lineWatcher(proc.stderr);
   void new Response(proc.stdout).text();
   const host: TestHost = {
