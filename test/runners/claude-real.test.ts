@@ -21,9 +21,11 @@ import { existsSync, readdirSync, readFileSync, writeFileSync, mkdirSync } from 
 import { join } from "node:path";
 import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
+import { withinLimit } from "../helpers/heavy.ts";
 import { httpError, startFakeAnthropic, streamError, text, toolUse, type FakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { isLive, pidsRunning, processesWithEnv } from "../helpers/processes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
+import { startOtlpReceiver } from "../helpers/otlp-receiver.ts";
 import { getRunner } from "../../src/runners/registry.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../../src/runners/types.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson, startedRunId } from "../e2e/support.ts";
@@ -125,6 +127,34 @@ agentTest(
     expect(s.fake.calls).toHaveLength(1);
     expect(userText(s.fake.calls[0]!.body)).toContain("say hello");
     await done(s);
+  },
+  AGENT_TEST_LIMIT_MS,
+);
+
+agentTest(
+  "traces on: claude gets its own OpenTelemetry settings, and its interaction span nests under the stage's invoke_agent span",
+  async () => {
+    const s = await setup();
+    const otlp = await startOtlpReceiver();
+    try {
+      s.fake.push(text("Hello from the fake", { input: 11, output: 3 }));
+      const r = await runAtomic(["run", WF, "--json", "--input", `model=${MODEL}`, "--input", "prompt=say hello"], {
+        home: s.home,
+        cwd: s.cwd,
+        env: { ...s.env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url },
+        timeoutMs: AGENT_TEST_LIMIT_MS,
+      });
+      expect(r.code).toBe(0);
+      const stage = await otlp.spans.first((x) => x.name === "invoke_agent ask");
+      // claude's own span (sent by claude, not atomic), a child of the stage attempt's span in the run's trace
+      // (claude flushes its spans before it exits, so they are in by the time the run ends; bounded for a clear failure)
+      const own = await withinLimit(otlp.spans.first((x) => x.name === "claude_code.interaction"), 20_000, "claude's claude_code.interaction span");
+      expect(own.resource["service.name"]).not.toBe("atomic");
+      expect([own.traceId, own.parentSpanId]).toEqual([stage.traceId, stage.spanId]);
+      await done(s);
+    } finally {
+      await otlp.close();
+    }
   },
   AGENT_TEST_LIMIT_MS,
 );

@@ -20,6 +20,8 @@ import type { StageRequest } from "../../src/runners/types.ts";
 import { PRICES, codexHome } from "../helpers/agent-homes.ts";
 import { httpError, say, shell, startFakeResponses, streamFailure, type ResponsesReply } from "../helpers/fake-responses.ts";
 import { cancelDuringTool, realStages, runStage, sendMidTurn, shownStage } from "../helpers/real-agent-stage.ts";
+import { startOtlpReceiver } from "../helpers/otlp-receiver.ts";
+import { withinLimit } from "../helpers/heavy.ts";
 
 // codex makes /tmp/codex-daemon-<uid> whatever TMPDIR says; one these tests made (and left empty) goes with them.
 const DAEMON_DIR = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
@@ -54,6 +56,23 @@ agentTest("codex: a text reply after a tool call; usage exact with cache reads a
   const show = await runAtomic(["show", runId], { home: s.h.home, env: s.h.env });
   expect(show.stdout).toMatch(/150 in \+ 220 cached \+ 50 cache writes, 28 out/);
   s.fake.assertOnlyFake();
+});
+
+agentTest("codex: traces on, codex sends its own spans to the same receiver, nested under the stage's invoke_agent span", async () => {
+  const s = await setup(say(["Hel", "lo"], { input: 30, output: 2 }));
+  const otlp = await startOtlpReceiver();
+  try {
+    s.h.env.OTEL_EXPORTER_OTLP_ENDPOINT = otlp.url;
+    const { outputs } = await runStage(s, { prompt: "say hello" });
+    expect(outputs.status).toBe("completed");
+    const stage = await otlp.spans.first((x) => x.name === "invoke_agent ask");
+    // codex's spans (its service name, not atomic's) in the run's trace, the outermost a child of the stage's span
+    const own = await withinLimit(otlp.spans.first((x) => x.resource["service.name"] !== "atomic" && x.parentSpanId === stage.spanId), 20_000, "a span of codex's under the stage's");
+    expect(own.traceId).toBe(stage.traceId);
+    s.fake.assertOnlyFake();
+  } finally {
+    await otlp.close();
+  }
 });
 
 agentTest("codex: atomic send followUp (with an attached file) is queued until the turn ends, then delivered by resuming the thread; receipt-unverified; usage counted once across the resume", async () => {

@@ -33,6 +33,12 @@
  * refused (`permission_denials`) is a warning on the stage. The run tools
  * (message, ask_agent, reply) are the stage MCP server's
  * (stage-mcp-config.ts), allowed as mcp__atomic__<tool>.
+ *
+ * Traces: with atomic's traces on (the stage has a TRACEPARENT), claude's
+ * own OpenTelemetry traces are turned on too (`claudeTraceEnv`): its
+ * `claude_code.interaction` span continues the TRACEPARENT it is given
+ * (claude -p does), under the stage's span, and goes to the same OTLP
+ * endpoint (the OTEL_EXPORTER_OTLP_* variables pass through).
  */
 
 import { classifyHttpError } from "../openai/provider-errors.ts";
@@ -51,8 +57,24 @@ const userLine = (message: string) => JSON.stringify({ type: "user", message: { 
 /** Claude names the context-window variant of a model in brackets ("claude-opus-4-8[1m]"); prices are per model. */
 const modelName = (key: string) => key.replace(/\[[^\]]*\]$/, "");
 
+/**
+ * Claude Code's settings for exporting its spans (its "enhanced telemetry" beta traces), each only where the
+ * stage's environment does not set it already; none when atomic's traces are off.
+ */
+export function claudeTraceEnv(base: Readonly<Record<string, string>>): Record<string, string> {
+  if (!base.TRACEPARENT) return {};
+  const wanted: Record<string, string> = {
+    CLAUDE_CODE_ENABLE_TELEMETRY: "1",
+    CLAUDE_CODE_ENHANCED_TELEMETRY_BETA: "1",
+    OTEL_TRACES_EXPORTER: "otlp",
+    ...(base.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ? {} : { OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" }),
+  };
+  return Object.fromEntries(Object.entries(wanted).filter(([k]) => base[k] === undefined));
+}
+
 export const claude: CliAdapter = {
   kind: "claude",
+  env: (_req, base) => claudeTraceEnv(base),
   credentials: ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
   delivery: "stream",
   assignsSession: true,

@@ -148,8 +148,8 @@ export interface CliAdapter {
    * (claude), each message written is a turn with an end event of its own.
    */
   readonly messagesJoinTurn?: boolean;
-  /** Variables added to the agent's environment (settings the CLI reads only from there). */
-  env?(req: StageRequest): Record<string, string>;
+  /** Variables added to the agent's environment (settings the CLI reads only from there); `base`: the stage's environment without them. */
+  env?(req: StageRequest, base: Readonly<Record<string, string>>): Record<string, string>;
 }
 
 export class CliAgentRunner implements Runner {
@@ -360,7 +360,8 @@ class CliSession {
     this.state.text = "";
     this.state.process = {};
     const ctx = this.context();
-    const env = { ...stageEnv(req, this.adapter.credentials), ...this.adapter.env?.(req) };
+    const base = stageEnv(req, this.adapter.credentials);
+    const env = { ...base, ...this.adapter.env?.(req, base) };
     // A sandboxed stage: the whole CLI process runs inside bubblewrap (runners/sandbox/launch.ts).
     const box = sandboxed(req, [binary, ...args], env, req.sandbox ? cliSandboxFiles(this.adapter.kind, req, env) : {}, (sentence) => this.files.diag(sentence));
     const proc = new AgentProcess(

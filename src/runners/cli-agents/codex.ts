@@ -43,6 +43,12 @@
  *   it may not create everywhere; atomic's sandbox confines the shell tool
  *   instead, with the cwd read-only for read-only tools (the same
  *   "Read-only file system", the same warning).
+ * - Traces: with atomic's traces on (the stage has a TRACEPARENT), codex
+ *   sends its own spans to the same OTLP/HTTP traces endpoint
+ *   (`-c otel.trace_exporter=…`, codexTraceArgs) and continues the
+ *   TRACEPARENT it inherits, so they nest under the stage's span.
+ *   OTEL_EXPORTER_OTLP_HEADERS are not passed (they would be on its
+ *   command line): a receiver that needs them does not get codex's spans.
  */
 
 import { readFileSync } from "node:fs";
@@ -65,6 +71,16 @@ const SANDBOX_REFUSED = /Read-only file system|Operation not permitted|Permissio
 /** `-c` overrides that leave codex no tool that acts (request_user_input stays: it has no user in exec mode). */
 const NO_TOOLS = ["features.shell_tool=false", "features.unified_exec=false", 'web_search="disabled"', "features.multi_agent=false", "features.goals=false", "tools.view_image=false"].flatMap((c) => ["-c", c]);
 
+/** codex's `otel.trace_exporter` for the OTLP endpoint atomic's traces go to (none when it has no http(s) endpoint). */
+export function codexTraceArgs(): string[] {
+  const traces = readEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")?.trim();
+  const base = readEnv("OTEL_EXPORTER_OTLP_ENDPOINT")?.trim();
+  const endpoint = traces || (base ? `${base.replace(/\/+$/, "")}/v1/traces` : undefined);
+  if (!endpoint || !/^https?:\/\//.test(endpoint)) return [];
+  const protocol = (readEnv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") ?? readEnv("OTEL_EXPORTER_OTLP_PROTOCOL"))?.trim() === "http/json" ? "json" : "binary";
+  return ["-c", `otel.trace_exporter={otlp-http={endpoint=${JSON.stringify(endpoint)},protocol="${protocol}"}}`];
+}
+
 /** The running totals of the thread, in the order of `turn.completed.usage`'s fields we read. */
 const TOTALS = ["input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens"] as const;
 
@@ -86,6 +102,7 @@ export const codex: CliAdapter = {
     if (a.schemaFile) flags.push("--output-schema", a.schemaFile);
     const mcp = stageMcpServer(req);
     if (mcp) flags.push(...codexMcpArgs(mcp));
+    if (req.traceparent) flags.push(...codexTraceArgs());
     if (!a.resume || !a.sessionId) return ["exec", ...flags, "-"];
     // `exec fork` starts a new thread from the old one (thread.started names it), with the same option order as resume.
     return ["exec", ...flags, a.fork ? "fork" : "resume", a.sessionId, "-"];

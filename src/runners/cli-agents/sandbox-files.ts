@@ -8,7 +8,8 @@
  * attempt's artifact directory writable and an earlier session's
  * read-only, and its provider's endpoints: the CLI's default hosts and any
  * base URL its environment or config names (codex's config.toml,
- * opencode's config, pi's models.json). Each CLI's directories follow its
+ * opencode's config, pi's models.json), and with traces on (a TRACEPARENT)
+ * the OTLP endpoint its own spans go to. Each CLI's directories follow its
  * own environment variables, as the stage's environment (not atomic's)
  * sets them.
  */
@@ -134,8 +135,14 @@ export function cliSandboxFiles(kind: string, req: Pick<StageRequest, "artifactD
     readable: [...(req.continueFrom ? [req.continueFrom.artifactDir] : []), ...(f?.config?.(env, home) ?? []).filter((p) => existsSync(p))],
     readOnly: auth,
     allowed: [...auth, ...(f?.ownState?.(env, home) ?? [])],
-    endpoints: f?.endpoints(env, home) ?? [],
+    endpoints: [...(f?.endpoints(env, home) ?? []), ...otlpEndpoints(env)],
     // codex's own sandbox is off inside atomic's (codex.ts): its read-only tools get a read-only cwd here.
     ...(kind === "codex" && codexReadOnly(req) ? { cwdReadOnly: true } : {}),
   };
+}
+
+/** With traces on, the OTLP/HTTP endpoint of the stage's environment: a CLI that sends its own spans reaches it. */
+function otlpEndpoints(env: Record<string, string | undefined>): string[] {
+  if (!env.TRACEPARENT) return [];
+  return sandboxEndpoints(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT);
 }
