@@ -16,7 +16,7 @@
 import { expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { atomicBin, childEnv, lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { atomicBin, environment, lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { trackHomes } from "../helpers/homes.ts";
 import { processEnvironments } from "../helpers/processes.ts";
@@ -54,9 +54,10 @@ test("kill -9 of the whole process group mid fan-out, then resume: never two cop
   trackHome(home);
   const side = join(home, "side");
   const gate = join(home, "gate");
-  // A process group of its own (detached: setsid), as a terminal gives a foreground job.
+  // A process group of its own (detached: setsid), as a terminal gives a foreground job; the environment the
+  // resume below gets too (spawnAtomic), so both use the same journal (the Postgres pass: a schema of the cluster).
   const root = Bun.spawn([atomicBin(), "run", FIXTURE, "--input", `side=${side}`, "--input", `gate=${gate}`, "--workers", "3", "--json"], {
-    env: childEnv({ NO_COLOR: "1", ATOMIC_HOME: home }),
+    env: environment({ home }),
     stdin: "ignore",
     stdout: "pipe",
     stderr: "ignore",
@@ -91,7 +92,12 @@ test("kill -9 of the whole process group mid fan-out, then resume: never two cop
     await waitUntil(() => {
       seen.push(copies(runId));
       return STAGES.every((n) => lines(side).includes(`${n}:2:start`));
-    }, 30_000, "the resumed stages to run");
+    }, 30_000, "the resumed stages to run").catch(async (err: unknown) => {
+      // What the resume said, so a failure shows whether it refused, failed or was still starting.
+      resume.kill("SIGKILL");
+      const [o, e, c] = await resumed;
+      throw new Error(`${(err as Error).message}; side file: ${lines(side).join(" ")}; resume exit ${c}, stdout: ${o.slice(-1500)} stderr: ${e.slice(-1500)}`);
+    });
     seen.push(copies(runId));
     for (const look of seen) for (const n of STAGES) expect(look[n]?.length ?? 0).toBeLessThanOrEqual(1);
     expect(seen.at(-1)).toEqual({ s1: ["2"], s2: ["2"], s3: ["2"] });
