@@ -57,6 +57,7 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, "0")}m`;
 }
 
+/** A time as every surface prints it (the status page's dom.js too): UTC, with the zone said, so that a time read on one machine means the same on another. */
 export function formatTime(ms: number): string {
-  return new Date(ms).toISOString().replace("T", " ").slice(0, 19);
+  return `${new Date(ms).toISOString().replace("T", " ").slice(0, 19)} UTC`;
 }

@@ -6,7 +6,8 @@
  * - text in inputs and outputs (any case), the workflow, a time range and
  *   tags, each kept in the address so a reload shows the same search;
  * - a time the server cannot read is said under the toolbar, with its hint;
- * - the pager says which page of how many.
+ * - the pager says which page of how many;
+ * - a run's start reads the same as in `atomic show` (UTC, the zone said).
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
@@ -57,6 +58,11 @@ describe.skipIf(!HAVE_CHROMIUM)("the run list's search in Chromium", () => {
       await signIn(page, login, url);
       await rowsAre(page, [shipped, caching, durable]);
       expect(await page.textContent("#page-info")).toBe("page 1 of 1");
+      // A time reads the same on the page and in the CLI, its zone said.
+      const shown = await runAtomic(["show", durable], { home });
+      const cliStarted = /^\s*started\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC) \(/m.exec(shown.stdout)?.[1];
+      expect(cliStarted).toBeDefined();
+      expect(await page.textContent(`tr[data-run="${durable}"] td[data-label="started"]`)).toBe(cliStarted!);
 
       await search(page, "#run-search", "DURABILITY"); // an input, any case
       await rowsAre(page, [durable]);

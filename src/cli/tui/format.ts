@@ -36,7 +36,7 @@ function usageText(u: Pick<Usage, "inputTokens" | "outputTokens" | "cacheReadTok
 function runColumns(width: number): { tail: boolean; started: boolean; workflow: number } {
   const tail = width >= 110;
   const started = width >= 140;
-  const fixed = 18 + 1 + 14 + 1 + (started ? 20 : 0) + (tail ? 1 + 8 + 1 + 22 + 1 + 18 : 0);
+  const fixed = 18 + 1 + 14 + 1 + (started ? 24 : 0) + (tail ? 1 + 8 + 1 + 22 + 1 + 18 : 0);
   return { tail, started, workflow: Math.max(8, width - fixed) };
 }
 

@@ -39,7 +39,7 @@ export async function watchRuns(s: CliSession, journal: Journal, filter: { statu
       const page = await summaries.list({ status: filter.status, limit: filter.limit, offset: 0 });
       const lines = renderRows(s, page.runs);
       const text = lines.join("\n");
-      const stamp = formatTime(Date.now()).slice(11);
+      const stamp = formatTime(Date.now()).slice(11, 19);
       if (s.globals.json) {
         if (text !== last) s.json({ type: "runs", at: Date.now(), total: page.total, runs: page.runs });
       } else if (tty) {
