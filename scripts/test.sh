@@ -65,7 +65,8 @@ count() {
 # exception, a second lane beside the first: the files named below mostly wait (on 2 s leases, a database
 # stopped and started, hosts killed and reclaimed, schedule ticks, sleeps and deadlines; measured alone on the
 # 2-core machine: test/fleet/ whole, its Chromium test included, 76 CPU-seconds in 176 s, fleet/host-crash 19 in
-# 115 s, postgres-outage 6 in 30 s, schedule-cli 6 in 16 s, the five small ones 1-4 in 5-6 s each; against
+# 115 s, postgres-outage 6 in 30 s, schedule-cli 6 in 16 s, the five small ones 1-4 in 5-6 s each; the host outages,
+# remote worktrees, fleet budgets and the service's clock skew wait on gates, outages and leases too; against
 # test/service/ 39 in 60 s, test/intercom/ 29 in 33 s, the crash tests 38 in 28 s). They run one after another
 # in a bun process of their own, started as soon as the binary and the cluster are there (they need no agent
 # CLI), while the other files run. None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium:
@@ -74,7 +75,9 @@ count() {
 lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts test/fleet/fleet-recovery.test.ts
   test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
-  test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts test/recovery/sleep-clocks.test.ts)
+  test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts test/recovery/sleep-clocks.test.ts
+  test/fleet/host-outage.test.ts test/fleet/host-outage-points.test.ts test/fleet/remote-worktree.test.ts test/fleet/budget.test.ts
+  test/service/clock-skew.test.ts)
 lane_ignored=("${lane[@]/%\//\/**}")
 # The whole suite (no arguments) also runs the crash, double-resume, clock-jump, golden-journal, pool-crash, pool, intercom,
 # service (recovery, schedules, retention, the service lease) and fork/rerun tests again, on the Postgres journal
