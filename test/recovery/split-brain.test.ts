@@ -14,10 +14,9 @@
  */
 
 import { expect, test } from "bun:test";
-import { Database } from "bun:sqlite";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { trackHomes } from "../helpers/homes.ts";
 import { processesWithEnv } from "../helpers/processes.ts";
@@ -47,7 +46,9 @@ test("a root stopped past its lease, resumed elsewhere, then continued: it does 
   const s = setup("split");
   const first = spawnAtomic([...s.args, "--lease-ms", "1000", "--workers", "3", "--json"], { home: s.home });
   const firstErr = new Response(first.stderr).text();
-  const firstOut = new Response(first.stdout).text();
+  // Its output line by line: the run's id (its first line) is needed while it is stopped.
+  const firstOut = lineWatcher(first.stdout);
+  const runId = (JSON.parse(await firstOut.waitFor(/"runId"/)) as { runId: string }).runId;
   await waitUntil(() => ["s1", "s2", "s3"].every((n) => lines(s.side).includes(`stage:${n}:1:start`)), 30_000, "the fan-out's stages to run");
   process.kill(first.pid, "SIGSTOP");
   try {
@@ -59,13 +60,13 @@ test("a root stopped past its lease, resumed elsewhere, then continued: it does 
     const beforeTakeover = lines(s.side).length;
 
     // The resume takes over and runs the fan-out again (its stages wait at the gate)...
-    const resume = spawnAtomic(["resume", "--json", "--workers", "3", runIdOf(s.home)], { home: s.home });
+    const resume = spawnAtomic(["resume", "--json", "--workers", "3", runId], { home: s.home });
     const resumed = Promise.all([new Response(resume.stdout).text(), new Response(resume.stderr).text(), resume.exited]);
     await waitUntil(() => ["s1", "s2", "s3"].every((n) => lines(s.side).includes(`stage:${n}:2:start`)), 30_000, "the resumed stages to run");
     // ... while the first root wakes: it stops, naming the resume.
     process.kill(first.pid, "SIGCONT");
     expect(await first.exited).toBe(130);
-    const result = JSON.parse((await firstOut).trim().split("\n").pop()!);
+    const result = JSON.parse(await firstOut.waitFor(/^\{"type":"result"/));
     expect(result.status).toBe("interrupted");
     expect(result.error.code).toBe("lease_lost");
     expect(result.error.message).toMatch(new RegExp(`another process drives it now \\(root-\\S+, pid ${resume.pid} on `));
@@ -97,12 +98,3 @@ test("a root stopped past its lease, resumed elsewhere, then continued: it does 
     }
   }
 });
-
-function runIdOf(home: string): string {
-  const db = new Database(join(home, "atomic.db"), { readonly: true });
-  try {
-    return db.query<{ id: string }, []>("select id from runs where parent_id is null").get()!.id;
-  } finally {
-    db.close();
-  }
-}
