@@ -10,6 +10,7 @@ import { afterAll, afterEach, expect } from "bun:test";
 import { openJournal } from "../../src/journal/open.ts";
 import { atomicBin, lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { seedRun } from "../helpers/seed-runs.ts";
+import { journalOf } from "../helpers/postgres.ts";
 import {
   HAS_SCRIPT,
   cleanupNow,
@@ -33,7 +34,8 @@ const DAY = 86_400_000;
 /** A home with a completed run three days old ("old"), a failed one ("fresh") and a crashed run of waits.ts. */
 async function mixedHome(): Promise<{ home: string; crashed: string }> {
   const home = makeTempDir();
-  const journal = await openJournal({ home, durability: "normal" });
+  // The journal the binary uses for this home (a schema of the test cluster in the Postgres pass).
+  const journal = await openJournal({ home, durability: "normal", ...journalOf(home) });
   await seedRun(journal, { workflow: "old", stages: 1, at: Date.now() - 3 * DAY });
   await seedRun(journal, { workflow: "a-workflow-with-a-rather-long-name", stages: 1, status: "failed" });
   await journal.close();
