@@ -103,10 +103,11 @@ e2eTest("runs fits the terminal: columns dropped and names elided when COLUMNS o
     for (const line of lines) expect({ width, line, fits: line.length <= width }).toEqual({ width, line, fits: true });
     expect(r.stdout).toMatch(new RegExp(`^${crashed}\\s+crashed`, "m"));
   }
-  const sixty = await runAtomic(["runs"], { home, env: { COLUMNS: "60" } });
-  expect(sixty.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+STARTED$/m);
-  expect(sixty.stdout).toMatch(/ a-workf\S*… /);
-  expect(sixty.stdout).not.toContain("a-workflow-with-a-rather-long-name");
+  // 64 columns: the start (its zone said) is kept, the workflow's name elided to make room.
+  const narrow = await runAtomic(["runs"], { home, env: { COLUMNS: "64" } });
+  expect(narrow.stdout).toMatch(/^RUN\s+STATUS\s+WORKFLOW\s+STARTED$/m);
+  expect(narrow.stdout).toMatch(/ a-workf\S*… .* UTC$/m);
+  expect(narrow.stdout).not.toContain("a-workflow-with-a-rather-long-name");
   // Off a terminal without COLUMNS, nothing is cut.
   const piped = await runAtomic(["runs"], { home, env: { COLUMNS: undefined } });
   expect(piped.stdout).toContain("a-workflow-with-a-rather-long-name");
