@@ -202,7 +202,7 @@ describe("through fetch", () => {
     await waitUntil(() => tcp.closed.includes(1), "the interrupted connection is dropped");
     const transcript = readFileSync(result.transcriptPath!, "utf8");
     expect(transcript).toContain("first half");
-    expect(transcript).toContain("(turn interrupted)");
+    expect(transcript).toContain("(turn interrupted: the provider reported no usage for it, so it is not counted)");
   });
 
   test("a stage cancelled before its first call sends nothing", async () => {
