@@ -19,6 +19,7 @@
  * that row.
  */
 
+import type pg from "pg";
 import type { ErrorInfo } from "../../shared/errors.ts";
 import { LIVE_BODY_MAX, type LiveChannel, type LiveChannelHandlers, type LiveChannelOpener } from "../../shared/live-channel.ts";
 import type { RunId } from "../../shared/ids.ts";
@@ -258,29 +259,51 @@ export class PgFleet implements FleetStore {
   }
 
   async listen(onWake: (wake: FleetWake) => void, opts: { root?: RunId; onLost?: (err: Error) => void }): Promise<{ close(): Promise<void> }> {
+    const conn = await this.listening(
+      [opts.root ? this.rootsChannel : this.hostsChannel],
+      (n) => {
+        if (n.channel === this.hostsChannel) onWake({ kind: "hosts" });
+        else if (n.channel === this.rootsChannel && n.payload && (!opts.root || n.payload === opts.root)) onWake({ kind: "root", rootId: n.payload as RunId });
+      },
+      opts.onLost,
+      "the listening connection ended",
+    );
+    return { close: conn.close };
+  }
+
+  /**
+   * A connection of its own that LISTENs on `channels`. A lost connection
+   * (an error, or its end) is ended once and reported to `onLost`; after
+   * that, and after `close`, `isClosed()` is true.
+   */
+  private async listening(
+    channels: string[],
+    onNotification: (n: pg.Notification) => void,
+    onLost: ((err: Error) => void) | undefined,
+    endedMessage: string,
+  ): Promise<{ client: pg.Client; isClosed(): boolean; close(): Promise<void> }> {
     const client = this.conn.newClient();
     let closed = false;
     const lost = (err: Error) => {
       if (closed) return;
       closed = true;
       client.end().catch(() => {});
-      opts.onLost?.(err);
+      onLost?.(err);
     };
     client.on("error", lost);
-    client.on("end", () => lost(new Error("the listening connection ended")));
-    client.on("notification", (n) => {
-      if (n.channel === this.hostsChannel) onWake({ kind: "hosts" });
-      else if (n.channel === this.rootsChannel && n.payload && (!opts.root || n.payload === opts.root)) onWake({ kind: "root", rootId: n.payload as RunId });
-    });
+    client.on("end", () => lost(new Error(endedMessage)));
+    client.on("notification", onNotification);
     try {
       await client.connect();
-      await client.query(opts.root ? `listen "${this.rootsChannel}"` : `listen "${this.hostsChannel}"`);
+      for (const channel of channels) await client.query(`listen "${channel}"`);
     } catch (err) {
       closed = true;
       await client.end().catch(() => {});
       throw this.conn.mapError(err);
     }
     return {
+      client,
+      isClosed: () => closed,
       close: async () => {
         if (closed) return;
         closed = true;
@@ -291,38 +314,25 @@ export class PgFleet implements FleetStore {
 
   /** One connection of its own: it listens for what the handlers want and sends the channel's notifications. */
   private async openLive(h: LiveChannelHandlers): Promise<LiveChannel> {
-    const client = this.conn.newClient();
-    let closed = false;
-    const lost = (err: Error) => {
-      if (closed) return;
-      closed = true;
-      client.end().catch(() => {});
-      h.onLost?.(err);
-    };
-    client.on("error", lost);
-    client.on("end", () => lost(new Error("the live events' connection ended")));
-    client.on("notification", (n) => {
-      if (n.channel === this.liveChannelName && n.payload) h.onBody?.(n.payload);
-      else if (n.channel === this.watchChannel && n.payload && h.onWatch) {
-        try {
-          const runs = JSON.parse(n.payload) as unknown;
-          if (Array.isArray(runs)) h.onWatch(runs.filter((r): r is string => typeof r === "string"));
-        } catch {
-          // not an ask of this version: ignored
+    const channels = [...(h.onBody ? [this.liveChannelName] : []), ...(h.onWatch ? [this.watchChannel] : [])];
+    const { client, isClosed, close } = await this.listening(
+      channels,
+      (n) => {
+        if (n.channel === this.liveChannelName && n.payload) h.onBody?.(n.payload);
+        else if (n.channel === this.watchChannel && n.payload && h.onWatch) {
+          try {
+            const runs = JSON.parse(n.payload) as unknown;
+            if (Array.isArray(runs)) h.onWatch(runs.filter((r): r is string => typeof r === "string"));
+          } catch {
+            // not an ask of this version: ignored
+          }
         }
-      }
-    });
-    try {
-      await client.connect();
-      if (h.onBody) await client.query(`listen "${this.liveChannelName}"`);
-      if (h.onWatch) await client.query(`listen "${this.watchChannel}"`);
-    } catch (err) {
-      closed = true;
-      await client.end().catch(() => {});
-      throw this.conn.mapError(err);
-    }
+      },
+      h.onLost,
+      "the live events' connection ended",
+    );
     const notify = async (channel: string, body: string) => {
-      if (closed) throw new Error("the live events' connection is closed");
+      if (isClosed()) throw new Error("the live events' connection is closed");
       if (Buffer.byteLength(body) > LIVE_BODY_MAX) throw new Error(`a live body of more than ${LIVE_BODY_MAX} bytes`);
       await client.query("select pg_notify($1, $2)", [channel, body]);
     };
@@ -333,11 +343,7 @@ export class PgFleet implements FleetStore {
         for (const r of runIds) if (JSON.stringify([...runs, r]).length <= LIVE_BODY_MAX) runs.push(r);
         if (runs.length) await notify(this.watchChannel, JSON.stringify(runs));
       },
-      close: async () => {
-        if (closed) return;
-        closed = true;
-        await client.end().catch(() => {});
-      },
+      close,
     };
   }
 }
