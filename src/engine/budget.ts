@@ -22,7 +22,9 @@
  * Exhausted (any limit reached, here or above): no new stage starts (the
  * stage step throws BudgetExceededError, and the run ends `blocked` with
  * `budget_exceeded`); every live agent stage under the exhausted ledger
- * gets one wrap-up turn. A warning is emitted once per limit when
+ * is wrapped up (docs/design/budgets.md: for a cost or token cap the model
+ * call in flight finishes and no new one starts; the time limit aborts it
+ * and gives one wrap-up turn). A warning is emitted once per limit when
  * `warnAtPercent` of it is used.
  *
  * The time budget also ends what is running (`timeUp`, `graceOver`): at

@@ -73,7 +73,7 @@ export async function runGroup(
         return;
       }
       failures.push({ index, error: ensureError(err) });
-      // A used-up budget stops new steps but not running ones: live agent stages finish their wrap-up turn.
+      // A used-up budget stops new steps but not running ones: live agent stages finish their wrap-up.
       const budget = (err as { code?: unknown } | null)?.code === "budget_exceeded";
       if (failFast && !budget && !group.signal.aborted) group.abort(ensureError(err));
     }
