@@ -65,7 +65,8 @@ agentTest("codex: traces on, codex sends its own spans to the same receiver, nes
     s.h.env.OTEL_EXPORTER_OTLP_ENDPOINT = otlp.url;
     const { outputs } = await runStage(s, { prompt: "say hello" });
     expect(outputs.status).toBe("completed");
-    const stage = await otlp.spans.first((x) => x.name === "invoke_agent ask");
+    // Bounded: a span that never arrives fails the test here instead of holding the lane until the agent-test limit.
+    const stage = await withinLimit(otlp.spans.first((x) => x.name === "invoke_agent ask"), 30_000, "the stage's invoke_agent span");
     // codex's spans (its service name, not atomic's) in the run's trace, the outermost a child of the stage's span
     const own = await withinLimit(otlp.spans.first((x) => x.resource["service.name"] !== "atomic" && x.parentSpanId === stage.spanId), 20_000, "a span of codex's under the stage's");
     expect(own.traceId).toBe(stage.traceId);
