@@ -56,22 +56,25 @@ keep_failures() {
 }
 passed=0
 failed=0
+# Each pass writes bun's JUnit report (every file's and every test's wall time) to test-artifacts/times/; the end of
+# the run prints each pass's slowest files from them (scripts/test-times.ts), the figures the lanes are balanced by.
+times=test-artifacts/times
+rm -rf "$times"
+mkdir -p "$times"
+junit() { echo "--reporter=junit" "--reporter-outfile=$times/$1.xml"; }
 count() {
   passed=$((passed + $(grep -Eo '^ *[0-9]+ pass$' "$1" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
   failed=$((failed + $(grep -Eo '^ *[0-9]+ fail$' "$1" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
 }
 # Test files run one after another (each file's tests may run concurrently inside it): spawned binaries and
 # SQLite fsyncs made files run all in parallel flaky on 2 cores. The whole suite (no arguments) has one
-# exception, a second lane beside the first: the files named below mostly wait (on 2 s leases, a database
-# stopped and started, hosts killed and reclaimed, schedule ticks, sleeps and deadlines; measured alone on the
-# 2-core machine: test/fleet/ whole, its Chromium test included, 76 CPU-seconds in 176 s, fleet/host-crash 19 in
-# 115 s, postgres-outage 6 in 30 s, schedule-cli 6 in 16 s, the five small ones 1-4 in 5-6 s each; the host outages,
-# remote worktrees, fleet budgets and the service's clock skew wait on gates, outages and leases too; against
-# test/service/ 39 in 60 s, test/intercom/ 29 in 33 s, the crash tests 38 in 28 s). They run one after another
-# in a bun process of their own, started as soon as the binary and the cluster are there (they need no agent
-# CLI), while the other files run. None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium:
-# it stays in the main lane, as does any file not named here), so the heavy tests' bound (test/helpers/heavy.ts,
-# per bun process) still holds.
+# exception, a second lane beside the first: the files named below mostly wait (leases, deadlines, gates, a
+# database stopped and started, hosts killed and reclaimed; their measured CPU over wall time, and the rule for
+# moving a file here: docs/design/testing.md "The project's suite: lanes"). They run one after another in a bun
+# process of their own, started as soon as the binary and the cluster are there (they need no agent CLI), while
+# the other files run. None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium: it stays in
+# the main lane, as does any file not named here), so the heavy tests' bound (test/helpers/heavy.ts, per bun
+# process) still holds.
 lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts test/fleet/fleet-recovery.test.ts
   test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
@@ -105,10 +108,10 @@ journal_free=(
 # (set -e holds in it too: a failing pass must not end the chain, so each status is caught.)
 second_lane() {
   local s=0
-  node_modules/.bin/bun test --timeout 120000 "${lane[@]}" >"$lane_log" 2>&1 || s=$?
+  node_modules/.bin/bun test --timeout 120000 $(junit lane) "${lane[@]}" >"$lane_log" 2>&1 || s=$?
   echo "$s" >"$lane_status"
   s=0
-  ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 \
+  ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 $(junit postgres) \
     "${journal_free[@]/#/--path-ignore-patterns=}" "${pg_heavy[@]/#/--path-ignore-patterns=}" \
     "${pg_files[@]}" >"$pg_log" 2>&1 || s=$?
   echo "$s" >"$pg_status"
@@ -127,7 +130,7 @@ if [ "$agents_status" -ne 0 ]; then
 fi
 set +e
 if [ "$#" -eq 0 ]; then
-  node_modules/.bin/bun test --timeout 120000 "${lane_ignored[@]/#/--path-ignore-patterns=}" 2>&1 | tee "$log"
+  node_modules/.bin/bun test --timeout 120000 $(junit main) "${lane_ignored[@]/#/--path-ignore-patterns=}" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   echo "waiting for the second lane and the Postgres pass, which ran beside the main lane..."
   wait "$lane_pid"
@@ -146,18 +149,20 @@ if [ "$#" -eq 0 ]; then
   count "$pg_log"
   if [ "${#pg_heavy[@]}" -gt 0 ]; then
     echo "the Postgres pass's browser tests, after the main lane:"
-    ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 "${pg_heavy[@]}" 2>&1 | tee "$log"
+    ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 $(junit postgres-browser) "${pg_heavy[@]}" 2>&1 | tee "$log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     keep_failures "postgres journal" "$log"
     count "$log"
   fi
 else
-  node_modules/.bin/bun test --timeout 120000 "$@" 2>&1 | tee "$log"
+  node_modules/.bin/bun test --timeout 120000 $(junit main) "$@" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   keep_failures "default journal" "$log"
   count "$log"
 fi
 set -e
+echo "each test file's wall time (all of them, and every test's: $times/*.xml):"
+node_modules/.bin/bun scripts/test-times.ts "$times"/*.xml || true
 if [ -s "$failures" ]; then
   echo "what the failing tests printed last (at most 80 lines a pass):"
   cat "$failures.context"
