@@ -7,13 +7,15 @@
  * stderr to broker.log) and wait until it answers; without the lock, wait
  * for whoever holds it. So processes racing to start it end with one
  * broker (and the broker itself exits when it finds another answering).
+ * No broker is started for a home that no longer exists (removed while a
+ * reconnecting client ran): its directory is not made again.
  *
  * From source (`bun src/main.ts`, tests) the binary is bun and the entry
  * file must follow; compiled, `process.execPath` is atomic itself.
  */
 
 import { spawn } from "node:child_process";
-import { closeSync, openSync, readFileSync, statSync, truncateSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, statSync, truncateSync } from "node:fs";
 import { AtomicError } from "../shared/errors.ts";
 import { Link, unavailable, type LinkHandlers } from "./link.ts";
 import { ensurePrivateDirs, intercomPaths, type IntercomPaths } from "./paths.ts";
@@ -61,6 +63,9 @@ export async function connectBroker(home: string, opts: ConnectOptions = {}): Pr
   } catch (err) {
     if (opts.spawn === false) throw err;
   }
+  // A home removed under a running process (a reconnecting client of `serve`'s page, `attach` or a worker host's
+  // relays whose broker left with the home) is not made again just to hold a broker nobody else will use.
+  if (!existsSync(home)) throw unavailable(`the home ${home} no longer exists, so no intercom broker is started for it`);
   ensurePrivateDirs(paths);
   // How long a starter waits for a broker to answer: the config's timeouts.brokerStartMs (read only when one must start).
   const startTimeoutMs = loadConfig({ home }).config.timeouts?.brokerStartMs ?? CONFIG_DEFAULTS.timeouts.brokerStartMs;

@@ -89,6 +89,19 @@ export async function runAtomic(args: string[], opts: AtomicOptions): Promise<Ru
   return { code, stdout, stderr };
 }
 
+/**
+ * The JSON a command printed on stdout. When there is none (the command
+ * failed, or was killed at runAtomic's timeout), the error says so with the
+ * exit code and stderr, instead of JSON.parse's "Unexpected end of input".
+ */
+export function jsonOf<T = unknown>(r: RunResult): T {
+  try {
+    return JSON.parse(r.stdout) as T;
+  } catch {
+    throw new Error(`no JSON on stdout (exit ${r.code}); stdout: ${JSON.stringify(r.stdout.slice(0, 500))}; stderr: ${JSON.stringify(r.stderr.slice(-2000))}`);
+  }
+}
+
 export function spawnAtomic(args: string[], opts: AtomicOptions): Subprocess<"pipe", "pipe", "pipe"> {
   const command = opts.fromSource ? [BUN, join(ROOT, "src", "main.ts")] : [atomicBin()];
   const proc = Bun.spawn([...(opts.wrap ?? []), ...command, ...args], {

@@ -19,7 +19,7 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { statSync, writeFileSync, existsSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { IntercomClient } from "../../src/intercom/client.ts";
 import { encodeFrame } from "../../src/intercom/framing.ts";
@@ -198,12 +198,27 @@ describe("broker lifecycle", () => {
     const home = newHome();
     const paths = intercomPaths(home);
     const gone = Bun.spawnSync(["true"]).pid;
-    const { mkdirSync } = await import("node:fs");
     mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
     writeFileSync(paths.lockFile, JSON.stringify({ pid: gone, host: (await import("../../src/shared/process-info.ts")).hostId(), at: Date.now(), token: "old" }));
     const c = await client(home);
     expect((await c.status()).pid).toBe(brokerPidOf(home)!);
     expect(existsSync(paths.lockFile)).toBe(false);
+  });
+
+  test("a reconnecting client whose home was removed starts no broker there: the home is not made again", async () => {
+    const home = join(newHome(), "home");
+    mkdirSync(home);
+    const states: string[] = [];
+    const keeper = await client(home, { reconnect: true, backoff: { firstMs: 50, maxMs: 100 }, onState: (c) => states.push(c.to) });
+    const old = brokerPidOf(home)!;
+    rmSync(home, { recursive: true });
+    // The broker leaves once its socket is gone; the client tries again (connecting), and that try ends.
+    await waitUntil(() => !alive(old), 10_000, "the broker to leave with its home");
+    await waitUntil(() => states.lastIndexOf("connecting") > 0 && states.lastIndexOf("connecting") < states.length - 1, 20_000, "a reconnect attempt to end");
+    expect(states.at(-1)).toBe("backoff");
+    expect(keeper.isOpen).toBe(false);
+    expect(existsSync(home)).toBe(false);
+    expect(brokersOf(home)).toEqual([]);
   });
 
   test("a client that must not start a broker says so when none runs", async () => {

@@ -8,7 +8,7 @@
 
 import { afterEach, expect, test } from "bun:test";
 import { join } from "node:path";
-import { runAtomic, waitUntil } from "../helpers/atomic.ts";
+import { jsonOf, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { trackHomes } from "../helpers/homes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { expectOneSentenceError, listRuns } from "../e2e/support.ts";
@@ -54,25 +54,25 @@ test("schedule add, list, show, pause, unpause, trigger and delete", async () =>
   expect(list.stdout).toMatch(/^hourly\s+0 \* \* \* \*\s+UTC\s+/m);
   expect(list.stdout).toMatch(/^weekdays\s+0 9 \* \* 1-5\s+Europe\/Berlin\s+/m);
 
-  const show = JSON.parse((await at(["show", "weekdays", "--json"])).stdout) as Shown;
+  const show = jsonOf(await at(["show", "weekdays", "--json"])) as Shown;
   expect(show).toMatchObject({ name: "weekdays", cron: "0 9 * * 1-5", timezone: "Europe/Berlin", paused: false, overlap: "buffer-one", catchUp: "skip", inputs: { log, tag: "sched", sleepMs: 0 }, lastRunId: null });
   expect(new Intl.DateTimeFormat("en-GB", { timeZone: "Europe/Berlin", hour: "2-digit", minute: "2-digit" }).format(show.nextTickAt!)).toBe("09:00");
   expect((await at(["show", "weekdays"])).stdout).toMatch(/^next tick \d{4}-\d\d-\d\d 09:00:00 Europe\/Berlin$/m);
 
   expect((await at(["pause", "weekdays"])).code).toBe(0);
-  const paused = JSON.parse((await at(["show", "weekdays", "--json"])).stdout) as Shown;
+  const paused = jsonOf(await at(["show", "weekdays", "--json"])) as Shown;
   expect(paused).toMatchObject({ paused: true, nextTickAt: null });
   expect((await at(["unpause", "weekdays"])).code).toBe(0);
-  expect((JSON.parse((await at(["show", "weekdays", "--json"])).stdout) as Shown).paused).toBe(false);
+  expect((jsonOf(await at(["show", "weekdays", "--json"])) as Shown).paused).toBe(false);
 
   // trigger: one run now, in the directory the schedule was added in, without a service.
   const trigger = await at(["trigger", "weekdays", "--json"]);
   expect(trigger.code).toBe(0);
-  const { runId } = JSON.parse(trigger.stdout) as { runId: string };
+  const { runId } = jsonOf(trigger) as { runId: string };
   expect(runId).toMatch(/^sched-weekdays-trigger-\d{8}t\d{6}\.\d{3}z$/);
   await waitUntil(async () => (await listRuns(home)).some((r) => r.id === runId && r.status === "completed"), 30_000, "the triggered run to complete");
   expect(effects(log)).toEqual(["sched"]);
-  expect((JSON.parse((await at(["show", "weekdays", "--json"])).stdout) as Shown).lastRunId).toBe(runId);
+  expect((jsonOf(await at(["show", "weekdays", "--json"])) as Shown).lastRunId).toBe(runId);
 
   const deleted = await at(["delete", "weekdays"]);
   expect(deleted.code).toBe(0);
@@ -80,7 +80,7 @@ test("schedule add, list, show, pause, unpause, trigger and delete", async () =>
   const gone = await at(["show", "weekdays"]);
   expect(gone.code).toBe(2);
   expect(expectOneSentenceError(gone.stderr).message).toBe("there is no schedule named weekdays.");
-  expect(((JSON.parse((await at(["list", "--json"])).stdout) as { schedules: Shown[] }).schedules).map((s) => s.name)).toEqual(["hourly"]);
+  expect(((jsonOf(await at(["list", "--json"])) as { schedules: Shown[] }).schedules).map((s) => s.name)).toEqual(["hourly"]);
   expect((await listRuns(home)).map((r) => r.id)).toEqual([runId]);
 });
 
@@ -109,7 +109,7 @@ test("schedule add refuses a bad cron, an unknown time zone, an unknown workflow
     expect(e.message).toMatch(message);
     expect(e.hint).toBeDefined();
   }
-  expect(((JSON.parse((await at(["list", "--json"])).stdout) as { schedules: Shown[] }).schedules).map((s) => s.name)).toEqual(["taken"]);
+  expect(((jsonOf(await at(["list", "--json"])) as { schedules: Shown[] }).schedules).map((s) => s.name)).toEqual(["taken"]);
 });
 
 test("two services on one home start each tick exactly once; --no-schedules starts none", async () => {
@@ -118,7 +118,7 @@ test("two services on one home start each tick exactly once; --no-schedules star
 
   // A service without schedules: two ticks pass (the second one due, then two whole scans of its recovery duty), nothing starts.
   const idle = await startServe({ home, cwd: dir }, ["--no-schedules"]);
-  const { nextTickAt } = JSON.parse((await runAtomic(["schedule", "show", "every2", "--json"], { home, cwd: dir })).stdout) as Shown;
+  const { nextTickAt } = jsonOf(await runAtomic(["schedule", "show", "every2", "--json"], { home, cwd: dir })) as Shown;
   await waitUntil(() => Date.now() > nextTickAt! + 2_000, 30_000, "two ticks to be due");
   await counterGrows(idle, (st) => st.recovery.scans, 3, "two more recovery scans");
   expect(await listRuns(home)).toEqual([]);
