@@ -1,7 +1,8 @@
 /**
  * The temp-dir helper's removal (temp.ts): a process still running with a
  * removed directory in its environment is killed and fails the removal,
- * named by its command line; an intercom broker is killed without failing;
+ * named by its command line; one that ends by itself meanwhile (its parent
+ * was just killed) does not; an intercom broker is killed without failing;
  * a process naming another directory (even one sharing the name's prefix)
  * is left alone.
  */
@@ -13,7 +14,7 @@ import type { Subprocess } from "bun";
 import { isLive } from "./processes.ts";
 import { makeTempDir, removeTempDir, removeTempDirs } from "./temp.ts";
 
-const started: Subprocess[] = [];
+const started: Subprocess<"pipe", "pipe", "inherit">[] = [];
 
 afterEach(async () => {
   for (const p of started) p.kill("SIGKILL");
@@ -23,7 +24,7 @@ afterEach(async () => {
 });
 
 /** A shell that waits on its stdin (no child of its own), with `env` and extra arguments on its command line. */
-function waiting(env: Record<string, string>, ...args: string[]): Subprocess {
+function waiting(env: Record<string, string>, ...args: string[]): Subprocess<"pipe", "pipe", "inherit"> {
   const p = Bun.spawn(["sh", "-c", "read line", "sh", ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdin: "pipe" });
   started.push(p);
   return p;
@@ -38,12 +39,21 @@ test("a process left running under a removed dir is killed, and the removal fail
   expect(isLive(p.pid)).toBe(false);
   expect(await p.exited).not.toBe(0);
   expect(existsSync(dir)).toBe(false);
-});
+}, 30_000);
 
 test("a path list naming the dir counts too (PATH=dir/bin:…)", () => {
   const dir = makeTempDir();
   const p = waiting({ PATH: `${join(dir, "bin")}:${process.env.PATH ?? ""}` });
   expect(() => removeTempDirs()).toThrow(`pid ${p.pid} under ${dir}`);
+}, 30_000);
+
+test("a process that ends by itself while removal waits (its parent was just killed) fails nothing", async () => {
+  const dir = makeTempDir();
+  // It ends when its stdin closes, as a coordinator ends when its root is gone.
+  const p = waiting({ ATOMIC_HOME: join(dir, "home") });
+  p.stdin.end();
+  removeTempDir(dir);
+  expect(existsSync(dir)).toBe(false);
 });
 
 test("an intercom broker of the dir is killed without failing the removal", async () => {

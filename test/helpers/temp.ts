@@ -7,12 +7,16 @@
  * removed (`ATOMIC_HOME` under it, most often) would outlive its test and
  * could write there again: a reconnecting intercom client, for one, starts
  * a broker that recreates `home/intercom` in a directory already gone. So
- * removal first looks for such processes (one pass over /proc), kills them
- * and waits until they are gone, removes the directories, and then fails
- * the test that owned them, naming each process's command line. Intercom
- * brokers are killed without failing the test: a broker is detached by
- * design and would exit on its own within a second of its socket going.
- * Processes a SIGKILL is already ending are left to finish.
+ * removal first looks for such processes (one pass over /proc). Intercom
+ * brokers are killed at once without failing the test: a broker is
+ * detached by design and would exit on its own within a second of its
+ * socket going. The others get a few seconds to end by themselves (a
+ * coordinator, its workers and their guard end once the root the test
+ * killed is gone; processes a SIGKILL is already ending are not counted);
+ * those still running then are killed, and once they are gone the
+ * directories are removed and the test that owned them fails, naming each
+ * process's command line. Nothing is removed while one of them runs, so
+ * none can write there again after the removal.
  */
 
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,7 +25,8 @@ import { join } from "node:path";
 import { ROLE } from "../../src/shared/self-exec.ts";
 import { isLive, processesUnder, type ProcessUnder } from "./processes.ts";
 
-/** How long removal waits for the processes it killed to be gone. */
+/** How long the processes found get to end by themselves (their parent was just killed), then to die once killed. */
+const END_BY_THEMSELVES_MS = 5_000;
 const KILLED_GONE_MS = 10_000;
 const created = new Set<string>();
 
@@ -56,19 +61,28 @@ export async function withTempDir<T>(cb: (dir: string) => Promise<T> | T): Promi
 }
 
 function remove(dirs: string[]): void {
-  const left = processesUnder(dirs);
-  killAndWait(left);
+  const found = processesUnder(dirs);
+  const brokers = found.filter((p) => p.cmdline.includes(ROLE.broker));
+  killAndWait(brokers);
+  const outlived = stillRunning(found.filter((p) => !brokers.includes(p)), END_BY_THEMSELVES_MS);
+  killAndWait(outlived);
   for (const dir of dirs) {
     rmSync(dir, { recursive: true, force: true });
     created.delete(dir);
   }
-  const outlived = left.filter((p) => !p.cmdline.includes(ROLE.broker));
   if (outlived.length > 0) {
     throw new Error(
       `${outlived.length} process(es) still ran with a temp dir of this test in their environment when it was removed (killed now):\n` +
         outlived.map((p) => `  pid ${p.pid} under ${p.dir}: ${p.cmdline}`).join("\n"),
     );
   }
+}
+
+/** Those of `procs` still live after up to `ms` (at once when none is). */
+function stillRunning(procs: ProcessUnder[], ms: number): ProcessUnder[] {
+  const deadline = Date.now() + ms;
+  while (procs.some((p) => isLive(p.pid)) && Date.now() < deadline) Bun.sleepSync(10);
+  return procs.filter((p) => isLive(p.pid));
 }
 
 function killAndWait(procs: ProcessUnder[]): void {
@@ -79,6 +93,5 @@ function killAndWait(procs: ProcessUnder[]): void {
       // gone meanwhile
     }
   }
-  const deadline = Date.now() + KILLED_GONE_MS;
-  while (procs.some((p) => isLive(p.pid)) && Date.now() < deadline) Bun.sleepSync(5);
+  stillRunning(procs, KILLED_GONE_MS);
 }
