@@ -33,7 +33,7 @@
  */
 
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join, relative } from "node:path";
+import { dirname, join } from "node:path";
 import type { StageWorkspace, WorkspaceOption } from "../sdk/types.ts";
 import { StepFailedError } from "../shared/errors.ts";
 import { git, gitOk, identity, lastWords } from "../shared/git.ts";
@@ -171,13 +171,20 @@ async function uncommitted(cwd: string): Promise<string[]> {
 
 /** After the stage: commits what it left uncommitted, then says what it changed (the whole diff written to `diffPath`). */
 export async function settleWorkspace(ws: WorkspaceRecord, stageName: string, diffPath: string): Promise<StageWorkspace> {
-  await gitOk(ws.path, ["add", "-A"]);
-  let autoSha: string | undefined;
-  if ((await git(ws.path, ["diff", "--cached", "--quiet"])).code === 1) {
-    await gitOk(ws.path, [...(await identity(ws.path)), "commit", "--quiet", "--no-verify", "-m", `atomic: what stage ${stageName} left uncommitted`]);
-    autoSha = (await gitOk(ws.path, ["rev-parse", "HEAD"])).trim();
-  }
+  const autoSha = await commitLeftovers(ws.path, `atomic: what stage ${stageName} left uncommitted`);
   return { stage: stageName, ...(await describeWorkspace(ws, diffPath, autoSha)) };
+}
+
+/**
+ * What a stage left uncommitted in the worktree `path` (untracked files too, not ignored ones), committed by
+ * atomic with `message` (the user's identity if configured, no hooks); the commit, or undefined when nothing
+ * was left. Throws GitError when git refuses.
+ */
+export async function commitLeftovers(path: string, message: string): Promise<string | undefined> {
+  await gitOk(path, ["add", "-A"]);
+  if ((await git(path, ["diff", "--cached", "--quiet"])).code !== 1) return undefined;
+  await gitOk(path, [...(await identity(path)), "commit", "--quiet", "--no-verify", "-m", message]);
+  return (await gitOk(path, ["rev-parse", "HEAD"])).trim();
 }
 
 /** The commits, files and diff of a worktree's branch since its base (read where the branch is: the repository). */
@@ -260,31 +267,4 @@ export async function removeRunWorktrees(artifactsDir: string, runId: string, op
     if (!opts.dryRun) await git(repo, ["worktree", "prune"]);
   }
   return out;
-}
-
-/**
- * What a worker host needs to open the stage's worktree in its own checkout (fleet/host-workspace.ts): the
- * repository's shared remote (`origin`, else the first one), the base commit, the branch and the cwd's
- * subdirectory. Undefined when the repository has no remote: no other machine can share its commits.
- */
-export async function workspaceIdentity(ws: WorkspaceRecord): Promise<{ remote: { name: string; url: string }; baseCommit: string; branch: string; prefix: string } | undefined> {
-  const names = (await git(ws.repo, ["remote"])).stdout.split("\n").filter((n) => n !== "");
-  const name = names.includes("origin") ? "origin" : names[0];
-  if (name === undefined) return undefined;
-  const url = (await git(ws.repo, ["remote", "get-url", name])).stdout.trim();
-  if (url === "") return undefined;
-  return { remote: { name, url }, baseCommit: ws.baseCommit, branch: ws.branch, prefix: relative(ws.path, ws.cwd) };
-}
-
-/**
- * A worker host ran the stage in its own worktree and pushed the branch (at `head`) to the shared remote:
- * the root's worktree takes those commits (fetched, then a fast-forward), so settling it, `atomic diff`
- * and ctx.merge read them here as if the stage had run here. Taken after every attempt that pushed (a retry
- * here goes on from them) and again when settling. Throws GitError when git refuses.
- */
-export async function takePushed(ws: WorkspaceRecord, pushed: { url: string; branch: string; head: string }): Promise<void> {
-  // Taken already (after the attempt that pushed it, then again when settling): nothing to fetch.
-  if ((await git(ws.path, ["merge-base", "--is-ancestor", pushed.head, "HEAD"])).code === 0) return;
-  await gitOk(ws.path, ["fetch", "--quiet", "--no-tags", pushed.url, `refs/heads/${pushed.branch}`]);
-  await gitOk(ws.path, ["merge", "--ff-only", "--quiet", pushed.head]);
 }

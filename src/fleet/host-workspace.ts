@@ -20,8 +20,8 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { StageRequest } from "../runners/types.ts";
-import { BASE_REF_PREFIX, openWorkspace, type WorkspaceRecord } from "../engine/stage-workspace.ts";
-import { git, gitOk, identity, lastWords } from "../shared/git.ts";
+import { BASE_REF_PREFIX, commitLeftovers, openWorkspace, type WorkspaceRecord } from "../engine/stage-workspace.ts";
+import { git, gitOk, lastWords } from "../shared/git.ts";
 
 type Asked = NonNullable<StageRequest["workspace"]>;
 
@@ -121,10 +121,7 @@ async function worktreeWith(repo: string, branch: string): Promise<string | unde
 /** After the stage: its leftovers committed, the branch pushed; what the result says was pushed. Throws GitError when git refuses. */
 export async function pushHostWorkspace(hw: HostWorkspace): Promise<{ url: string; branch: string; head: string }> {
   const { ws } = hw;
-  await gitOk(ws.path, ["add", "-A"]);
-  if ((await git(ws.path, ["diff", "--cached", "--quiet"])).code === 1) {
-    await gitOk(ws.path, [...(await identity(ws.path)), "commit", "--quiet", "--no-verify", "-m", `atomic: what stage ${hw.stage} left uncommitted`]);
-  }
+  await commitLeftovers(ws.path, `atomic: what stage ${hw.stage} left uncommitted`);
   const head = (await gitOk(ws.path, ["rev-parse", "HEAD"])).trim();
   await gitOk(ws.path, ["push", "--quiet", hw.remote, `${head}:refs/heads/${ws.branch}`]);
   return { url: hw.url, branch: ws.branch, head };

@@ -209,6 +209,44 @@ test("a stage retried on another host, then on the root's own workers, goes on f
   expect(git(repos.root, "rev-parse", `refs/heads/${branch}`).trim()).toBe(ws!.head);
 }, 180_000);
 
+test("an attempt on the root's own workers commits and is killed (kill -9); the retry on a host goes on from its commit", async () => {
+  const { url, machine } = await journal();
+  const repos = repositories();
+  const dir = makeTempDir();
+  const home = makeTempDir();
+  const out = join(makeTempDir(), "out.json");
+  // Attempt 1 on the root's own worker: it commits, then the root and everything it started are killed.
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "1", "--json", "--input", `out=${out}`, "--input", "mode=relay", "--input", `dir=${dir}`], { home, cwd: repos.root });
+  void new Response(root.stderr).text();
+  const runId = JSON.parse(await lineWatcher(root.stdout).waitFor(/"runId"/, 30_000)).runId as string;
+  await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to commit on the root's worker");
+  for (const pid of processesWithHome(home)) process.kill(pid, "SIGKILL");
+  await root.exited;
+  await waitUntil(() => processesWithHome(home).length === 0, 10_000, "the root's processes to end");
+  const branch = git(repos.root, "for-each-ref", "--format=%(refname:strip=2)", "refs/atomic-base/").trim();
+  expect(git(repos.root, "log", "--format=%s", branch)).toBe("attempt 1\nbase\n");
+  // Nothing of it is on the shared remote yet.
+  expect(git(repos.origin, "branch", "--list", branch)).toBe("");
+  // The resumed run has no workers of its own: attempt 2 runs on the host, in its own checkout.
+  await startHost({ ...machine(0), id: "taker", slots: 1, repo: repos.host });
+  writeFileSync(join(dir, "go-2"), "");
+  writeFileSync(join(dir, "go-3"), "");
+  const resumed = await runAtomic(["resume", runId, "--journal", url, "--workers", "0"], { home, cwd: repos.root });
+  expect(resumed.stderr).not.toContain("    at ");
+  expect(resumed.code).toBe(0);
+
+  const where = lines(join(dir, "attempts"));
+  expect(where).toHaveLength(3);
+  expect(where[0]!.startsWith(join(repos.root, ".git", "atomic-worktrees") + "/")).toBe(true);
+  expect(where[1]!.startsWith(join(repos.host, ".git", "atomic-worktrees") + "/")).toBe(true);
+  // The host's attempt started from the killed attempt's commit, which the root pushed before it.
+  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[] }[];
+  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
+  expect(git(repos.root, "rev-parse", `refs/heads/${branch}`).trim()).toBe(ws!.head);
+  expect(git(repos.origin, "rev-parse", `refs/heads/${branch}`).trim()).toBe(ws!.head);
+}, 180_000);
+
 test("a host removes the worktrees of ended runs from its checkout, with their branches the remote has", async () => {
   const { url, machine } = await journal();
   const repos = repositories();

@@ -43,7 +43,8 @@ import { CANCEL_IF_QUEUED } from "../../runners/stage-executor.ts";
 import { ProviderWaits } from "./provider-waits.ts";
 import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.ts";
 import { stageChannels, stageSandbox } from "../stage-sandbox.ts";
-import { openWorkspace, rememberWorkspace, settleWorkspace, takePushed, workspaceEntry, workspaceIdentity, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
+import { openWorkspace, rememberWorkspace, settleWorkspace, workspaceEntry, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
+import { shareWorkspace, takePushed, workspaceIdentity } from "../workspace-remote.ts";
 import type { Scope } from "../scope.ts";
 import type { StepRun } from "../step-run.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
@@ -174,6 +175,11 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
     const ticket = await admit(exec, signal, position, name, setup.isAgent).catch((err: unknown) => {
       throw signal.aborted ? exec.stepStopError(scope) : err;
     });
+    // A worker host may take this attempt: it goes on from what earlier ones left here (workspace-remote.ts).
+    if (ws && wsIdentity && tree.executor.queued && tree.journal.fleet) {
+      const unshared = await shareWorkspace(ws, wsIdentity, name);
+      if (unshared) tree.observer({ type: "warning", runId: exec.runId, message: `stage ${name}: its worktree's work is not on ${wsIdentity.remote.url}, so a worker host that takes attempt ${attempt} starts without it: ${unshared}`, at: Date.now() });
+    }
     const liveId = `${exec.runId}:${position}:${attempt}`;
     // Run tools (message, ask_agent, reply): this attempt's credential, refused once it ends (mail/stage-tools.ts).
     let asked: { question: string; choices?: string[] } | undefined;
