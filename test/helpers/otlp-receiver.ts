@@ -5,6 +5,9 @@
  * reader, walking the trace service's message numbers) and JSON (the OTLP
  * JSON mapping). Every span arrives as a `ReceivedSpan` (ids in hex,
  * attributes as plain values) in `spans`, an `Arrivals` to wait on.
+ * With `requireHeader`, a request without that header and value is
+ * refused (401) and counted in `refused`, as a hosted receiver refuses
+ * one without its API key.
  */
 
 import { join } from "node:path";
@@ -29,6 +32,8 @@ export interface OtlpReceiver {
   url: string;
   spans: Arrivals<ReceivedSpan>;
   requests: number;
+  /** Requests refused for want of the required header. */
+  refused: number;
   close(): Promise<void>;
 }
 
@@ -48,19 +53,30 @@ type ReaderClass = new (buf: Uint8Array) => Reader;
 /** The transformer's reader: not among the package's exports, so it is loaded by its file. */
 const { ProtobufReader } = (await import(join(ROOT, "node_modules/@opentelemetry/otlp-transformer/dist/common/protobuf/protobuf-reader.mjs"))) as { ProtobufReader: ReaderClass };
 
+/** A header a receiver requires on every request (an API key). */
+export interface RequiredHeader {
+  name: string;
+  value: string;
+}
+
 /** A local OTLP/HTTP endpoint: `POST <path>` in either encoding, each request decoded by `decode` into `into`. */
 export function serveOtlp<T>(
   path: string,
   into: Arrivals<T>,
   decode: { json: (body: JsonAny) => T[]; protobuf: (body: Uint8Array) => T[] },
   hostname = "127.0.0.1",
-): { url: string; readonly requests: number; close(): Promise<void> } {
-  const state = { requests: 0 };
+  requireHeader?: RequiredHeader,
+): { url: string; readonly requests: number; readonly refused: number; close(): Promise<void> } {
+  const state = { requests: 0, refused: 0 };
   const server = Bun.serve({
     hostname,
     port: 0,
     async fetch(req) {
       if (req.method !== "POST" || new URL(req.url).pathname !== path) return new Response("not found", { status: 404 });
+      if (requireHeader && req.headers.get(requireHeader.name) !== requireHeader.value) {
+        state.refused++;
+        return new Response("missing or wrong API key", { status: 401 });
+      }
       state.requests++;
       const body = new Uint8Array(await req.arrayBuffer());
       const json = (req.headers.get("content-type") ?? "").includes("json");
@@ -73,21 +89,27 @@ export function serveOtlp<T>(
     get requests() {
       return state.requests;
     },
+    get refused() {
+      return state.refused;
+    },
     close: async () => {
       await server.stop(true);
     },
   };
 }
 
-/** A trace receiver on `hostname` (where other machines of a test fleet reach it: test/helpers/fleet.ts). */
-export async function startOtlpReceiver(hostname = "127.0.0.1"): Promise<OtlpReceiver> {
+/** A trace receiver on `hostname` (where other machines of a test fleet reach it: test/helpers/fleet.ts), refusing requests without `requireHeader`. */
+export async function startOtlpReceiver(hostname = "127.0.0.1", requireHeader?: RequiredHeader): Promise<OtlpReceiver> {
   const spans = new Arrivals<ReceivedSpan>();
-  const endpoint = serveOtlp("/v1/traces", spans, { json: fromJson, protobuf: fromProtobuf }, hostname);
+  const endpoint = serveOtlp("/v1/traces", spans, { json: fromJson, protobuf: fromProtobuf }, hostname, requireHeader);
   return {
     url: endpoint.url,
     spans,
     get requests() {
       return endpoint.requests;
+    },
+    get refused() {
+      return endpoint.refused;
     },
     close: () => endpoint.close(),
   };

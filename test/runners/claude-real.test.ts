@@ -132,16 +132,20 @@ agentTest(
 );
 
 agentTest(
-  "traces on: claude gets its own OpenTelemetry settings, and its interaction span nests under the stage's invoke_agent span",
+  "traces on: claude gets its own OpenTelemetry settings and the receiver's API key, and its interaction span nests under the stage's invoke_agent span",
   async () => {
     const s = await setup();
-    const otlp = await startOtlpReceiver();
+    // a receiver that refuses a request without its key, as a hosted one does
+    const key = { name: "x-api-key", value: "otlp-key-claude-5b1e" };
+    const otlp = await startOtlpReceiver("127.0.0.1", key);
     try {
-      s.fake.push(text("Hello from the fake", { input: 11, output: 3 }));
-      const r = await runAtomic(["run", WF, "--json", "--input", `model=${MODEL}`, "--input", "prompt=say hello"], {
+      // claude's Bash looks for the key in its environment (spelled in two halves: the command's own line does not hold it)
+      const look = 'k=otlp-key-; k="${k}claude-5b1e"; echo "variables with the key: $(env | grep -c -- "$k")"';
+      s.fake.push(toolUse("Bash", { command: look, description: "look" }, { input: 11, output: 3 }), text("Hello from the fake", { input: 11, output: 3 }));
+      const r = await runAtomic(["run", WF, "--json", "--input", `model=${MODEL}`, "--input", "prompt=say hello", "--input", `tools=${JSON.stringify(["bash"])}`], {
         home: s.home,
         cwd: s.cwd,
-        env: { ...s.env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url },
+        env: { ...s.env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_HEADERS: `${key.name}=${key.value}` },
         timeoutMs: AGENT_TEST_LIMIT_MS,
       });
       expect(r.code).toBe(0);
@@ -151,6 +155,9 @@ agentTest(
       const own = await withinLimit(otlp.spans.first((x) => x.name === "claude_code.interaction"), 20_000, "claude's claude_code.interaction span");
       expect(own.resource["service.name"]).not.toBe("atomic");
       expect([own.traceId, own.parentSpanId]).toEqual([stage.traceId, stage.spanId]);
+      expect(otlp.refused).toBe(0);
+      // claude keeps its OTEL_* settings from its Bash: the key is not there
+      expect(JSON.stringify(s.fake.calls[1]!.body.messages)).toContain("variables with the key: 0");
       await done(s);
     } finally {
       await otlp.close();

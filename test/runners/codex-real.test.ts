@@ -11,7 +11,7 @@
  */
 
 import { afterAll, expect } from "bun:test";
-import { existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
@@ -58,11 +58,22 @@ agentTest("codex: a text reply after a tool call; usage exact with cache reads a
   s.fake.assertOnlyFake();
 });
 
-agentTest("codex: traces on, codex sends its own spans to the same receiver, nested under the stage's invoke_agent span", async () => {
-  const s = await setup(say(["Hel", "lo"], { input: 30, output: 2 }));
-  const otlp = await startOtlpReceiver();
+agentTest("codex: traces on, codex sends its own spans to the same receiver, nested under the stage's invoke_agent span; the receiver's API key reaches codex's exporter, not its command line nor its shell", async () => {
+  // a receiver that refuses a request without its key, as a hosted one does
+  const key = { name: "x-api-key", value: "otlp-key-codex-7f3a" };
+  // codex's shell counts its ancestors (codex among them) with the key on their command line, and looks for it in its own
+  // environment; the key is spelled in two halves so that this command's own line does not hold it
+  const look =
+    'k=otlp-key-; k="${k}codex-7f3a"; p=$$; n=0; while [ "$p" -gt 1 ]; do tr "\\0" " " < /proc/$p/cmdline | grep -q -- "$k" && n=$((n + 1)); p=$(cut -d")" -f2 /proc/$p/stat | cut -d" " -f3); done; ' +
+    'echo "command lines with the key: $n, variables with it: $(env | grep -c -- "$k"), private: ${CODEX_TEST_PRIVATE:-unset}"';
+  const s = await setup(shell(look, { input: 30, output: 2 }), say(["Hel", "lo"], { input: 30, output: 2 }));
+  // the user's own exclusions stay: atomic adds its names to them
+  appendFileSync(join(s.h.env.CODEX_HOME!, "config.toml"), '[shell_environment_policy]\nexclude = ["CODEX_TEST_PRIVATE"]\n');
+  const otlp = await startOtlpReceiver("127.0.0.1", key);
   try {
     s.h.env.OTEL_EXPORTER_OTLP_ENDPOINT = otlp.url;
+    s.h.env.OTEL_EXPORTER_OTLP_HEADERS = `${key.name}=${key.value}`;
+    s.h.env.CODEX_TEST_PRIVATE = "private-value";
     const { outputs } = await runStage(s, { prompt: "say hello" });
     expect(outputs.status).toBe("completed");
     // Bounded: a span that never arrives fails the test here instead of holding the lane until the agent-test limit.
@@ -70,6 +81,8 @@ agentTest("codex: traces on, codex sends its own spans to the same receiver, nes
     // codex's spans (its service name, not atomic's) in the run's trace, the outermost a child of the stage's span
     const own = await withinLimit(otlp.spans.first((x) => x.resource["service.name"] !== "atomic" && x.parentSpanId === stage.spanId), 20_000, "a span of codex's under the stage's");
     expect(own.traceId).toBe(stage.traceId);
+    expect(otlp.refused).toBe(0);
+    expect(JSON.stringify(s.fake.calls[1]!.body.input)).toContain("command lines with the key: 0, variables with it: 0, private: unset");
     s.fake.assertOnlyFake();
   } finally {
     await otlp.close();

@@ -38,7 +38,9 @@
  * own OpenTelemetry traces are turned on too (`claudeTraceEnv`): its
  * `claude_code.interaction` span continues the TRACEPARENT it is given
  * (claude -p does), under the stage's span, and goes to the same OTLP
- * endpoint (the OTEL_EXPORTER_OTLP_* variables pass through).
+ * endpoint (the OTEL_EXPORTER_OTLP_* variables pass through; the header
+ * variables, credentials kept from stages, are added back for claude
+ * alone: otlp-headers.ts).
  */
 
 import { classifyHttpError } from "../openai/provider-errors.ts";
@@ -48,6 +50,7 @@ import { num, str, obj, arr, pricing, oneLine, warnRefusedTool, type Rec } from 
 import { minus, plus, restarted, type Totals } from "./session-totals.ts";
 import { STAGE_MCP_TOOLS } from "../run-tools.ts";
 import { STAGE_MCP_NAME, claudeMcpConfig, stageMcpServer } from "./stage-mcp-config.ts";
+import { otlpHeaderEnv } from "./otlp-headers.ts";
 
 /** atomic's tool names -> Claude Code's ("list" is Glob: Claude has no directory-listing tool of its own). Other names pass through unchanged. */
 export const TOOL_MAP: Readonly<Record<string, string>> = { read: "Read", write: "Write", edit: "Edit", list: "Glob", grep: "Grep", bash: "Bash" };
@@ -68,6 +71,7 @@ export function claudeTraceEnv(base: Readonly<Record<string, string>>): Record<s
     CLAUDE_CODE_ENHANCED_TELEMETRY_BETA: "1",
     OTEL_TRACES_EXPORTER: "otlp",
     ...(base.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ? {} : { OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" }),
+    ...otlpHeaderEnv(base.TRACEPARENT),
   };
   return Object.fromEntries(Object.entries(wanted).filter(([k]) => base[k] === undefined));
 }

@@ -46,9 +46,13 @@
  * - Traces: with atomic's traces on (the stage has a TRACEPARENT), codex
  *   sends its own spans to the same OTLP/HTTP traces endpoint
  *   (`-c otel.trace_exporter=…`, codexTraceArgs) and continues the
- *   TRACEPARENT it inherits, so they nest under the stage's span.
- *   OTEL_EXPORTER_OTLP_HEADERS are not passed (they would be on its
- *   command line): a receiver that needs them does not get codex's spans.
+ *   TRACEPARENT it inherits, so they nest under the stage's span. The
+ *   OTLP headers (an API key) go in codex's environment, not on its
+ *   command line (otlp-headers.ts): codex's exporter reads
+ *   OTEL_EXPORTER_OTLP_HEADERS itself and adds them to the endpoint's.
+ *   codex's shell tool does not inherit them: their names join the
+ *   `shell_environment_policy.exclude` of codex's config.toml (a `-c` of
+ *   names, no values).
  */
 
 import { readFileSync } from "node:fs";
@@ -64,6 +68,7 @@ import { codexMcpArgs, stageMcpServer } from "./stage-mcp-config.ts";
 import { readOnly } from "./codex-tools.ts";
 import { minus, restarted } from "./session-totals.ts";
 import { totalsBeforeLastTurn } from "./codex-rollout.ts";
+import { otlpHeaderEnv } from "./otlp-headers.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 /** What a write in the read-only sandbox (Landlock, a read-only bind) says. */
@@ -102,12 +107,12 @@ export const codex: CliAdapter = {
     if (a.schemaFile) flags.push("--output-schema", a.schemaFile);
     const mcp = stageMcpServer(req);
     if (mcp) flags.push(...codexMcpArgs(mcp));
-    if (req.traceparent) flags.push(...codexTraceArgs());
+    if (req.traceparent) flags.push(...codexTraceArgs(), ...shellExcludeArgs(req, Object.keys(otlpHeaderEnv(req.traceparent))));
     if (!a.resume || !a.sessionId) return ["exec", ...flags, "-"];
     // `exec fork` starts a new thread from the old one (thread.started names it), with the same option order as resume.
     return ["exec", ...flags, a.fork ? "fork" : "resume", a.sessionId, "-"];
   },
-  env: (req) => stageMcpServer(req)?.env ?? {},
+  env: (req) => ({ ...stageMcpServer(req)?.env, ...otlpHeaderEnv(req.traceparent) }),
   onRecord(rec, ctx) {
     const s = ctx.state;
     switch (rec.type) {
@@ -174,12 +179,24 @@ function codexHome(req: StageRequest): string {
   return (typeof env.CODEX_HOME === "string" ? env.CODEX_HOME : undefined) ?? readEnv("CODEX_HOME") ?? join(homedir(), ".codex");
 }
 
-/** The top-level `model = "…"` of codex's config.toml (before any [table]). */
-function configuredModel(req: StageRequest): string | undefined {
+/** codex's config.toml, parsed; empty when there is none or it is not TOML (codex then says so itself). */
+function codexConfig(req: StageRequest): Record<string, unknown> {
   try {
-    const top = readFileSync(join(codexHome(req), "config.toml"), "utf8").split(/^\s*\[/m)[0]!;
-    return /^\s*model\s*=\s*"([^"]+)"/m.exec(top)?.[1];
+    return obj(Bun.TOML.parse(readFileSync(join(codexHome(req), "config.toml"), "utf8")));
   } catch {
-    return undefined;
+    return {};
   }
+}
+
+/** The top-level `model = "…"` of codex's config.toml. */
+function configuredModel(req: StageRequest): string | undefined {
+  return str(codexConfig(req).model);
+}
+
+/** `-c` keeping `names` from the environment of codex's shell tool, besides what config.toml's `shell_environment_policy.exclude` keeps (a `-c` replaces the list). */
+function shellExcludeArgs(req: StageRequest, names: string[]): string[] {
+  if (names.length === 0) return [];
+  const configured = obj(codexConfig(req).shell_environment_policy).exclude;
+  const theirs = Array.isArray(configured) ? configured.filter((x): x is string => typeof x === "string") : [];
+  return ["-c", `shell_environment_policy.exclude=${JSON.stringify([...theirs, ...names])}`];
 }

@@ -213,11 +213,11 @@ export const VARIABLES = {
   OTEL_EXPORTER_OTLP_HEADERS: variable({
     audience: "credential",
     type: "key=value,…",
-    description: "OpenTelemetry: headers of every OTLP request (an API key of Honeycomb, Grafana Cloud…): kept from stages, redacted.",
+    description: "OpenTelemetry: headers of every OTLP request (an API key of Honeycomb, Grafana Cloud…): kept from stages (but for the claude and codex CLIs' own spans, in their environment), redacted.",
     keptFromStages: true,
     parse: text,
   }),
-  OTEL_EXPORTER_OTLP_TRACES_HEADERS: variable({ audience: "credential", type: "key=value,…", description: "OpenTelemetry: headers of the OTLP trace requests: kept from stages, redacted.", keptFromStages: true, parse: text }),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: variable({ audience: "credential", type: "key=value,…", description: "OpenTelemetry: headers of the OTLP trace requests: kept from stages (but for the claude and codex CLIs' own spans, in their environment), redacted.", keptFromStages: true, parse: text }),
   OTEL_EXPORTER_OTLP_METRICS_HEADERS: variable({ audience: "credential", type: "key=value,…", description: "OpenTelemetry: headers of the OTLP metric requests: kept from stages, redacted.", keptFromStages: true, parse: text }),
   OTEL_EXPORTER_OTLP_TIMEOUT: external("milliseconds", "OpenTelemetry: how long one OTLP export may take.", "10000"),
   OTEL_TRACES_EXPORTER: external("otlp | none", "OpenTelemetry: `none` turns traces off; `otlp` turns them on (to http://localhost:4318 without an endpoint)."),
