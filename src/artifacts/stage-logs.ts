@@ -5,7 +5,13 @@
  * - agent stages write `transcript.md` (their readable output),
  *   `events.jsonl` (raw events) and, only when there is something to say,
  *   `stderr.log`;
- * - a stage with `output: "file"` writes its answer to `output.md`.
+ * - a stage with `output: "file"` writes its answer to `output.md`;
+ * - an agent stage leaves the state a later stage continues from
+ *   (`continueFrom`), SESSION_FILES: the openai runner's
+ *   `conversation.json`, a CLI stage's `session-usage.json`, pi's
+ *   `pi-session.jsonl`. A worker host ships them to the artifact store when
+ *   the attempt ends, and a host continuing it fetches them
+ *   (./session-files.ts).
  *
  * Readers (`atomic logs`, the status page, run reports) ask `stageLogPath`
  * which file holds a stream, so an agent stage's transcript reads like a
@@ -35,6 +41,14 @@ export const EVENTS_LOG = "events.jsonl";
 export const TURNS_LOG = "turns.jsonl";
 /** The answer file of a stage whose `output` is "file" (engine/stage-options.ts). */
 export const OUTPUT_FILE = "output.md";
+/** The openai runner's whole conversation, secrets redacted (runners/openai/agent-loop.ts). */
+export const CONVERSATION_FILE = "conversation.json";
+/** A CLI session's usage totals as the stage last saw them (runners/cli-agents/session-totals.ts). */
+export const SESSION_USAGE_FILE = "session-usage.json";
+/** pi's session file, opened with `--session` (runners/cli-agents/pi.ts). */
+export const PI_SESSION_FILE = "pi-session.jsonl";
+/** What a stage that continues this attempt reads (the runners rewrite them whole: shipped once, when the attempt ends). */
+export const SESSION_FILES: readonly string[] = [CONVERSATION_FILE, SESSION_USAGE_FILE, PI_SESSION_FILE];
 
 export type LogStream = "stdout" | "stderr";
 

@@ -62,8 +62,9 @@ import { LiveRelay } from "./live-relay.ts";
 import { ToolsRelay } from "./tools-relay.ts";
 import { Outbox, type Outcome } from "./outbox.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
-import { artifactKeyOf, type ArtifactStore } from "../artifacts/store.ts";
+import { artifactKeyOf, type ArtifactKey, type ArtifactStore } from "../artifacts/store.ts";
 import { shipStageFiles, type StageShipper } from "../artifacts/shipper.ts";
+import { sessionHere, shipSessionFiles } from "../artifacts/session-files.ts";
 import { loadConfig } from "../shared/config/load.ts";
 import { recordedEnvironment, type RecordedEnvironment } from "../engine/run-environment.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -138,8 +139,10 @@ export class WorkerHost implements CoordinatorCore {
   private readonly runEnvs = new Map<RunId, RecordedEnvironment | null>();
   /** The config's secret-named variables: a stage keeps this host's values of them, as of every secret. */
   private readonly secretVariables: readonly string[];
-  /** The stages whose files are being shipped, by work id. */
-  private readonly shippers = new Map<string, StageShipper>();
+  /** The stages whose files are being shipped, by work id: the shipper, and the attempt's directory here and its key (its session files go at the end). */
+  private readonly shippers = new Map<string, { files: StageShipper; dir: string; key: ArtifactKey }>();
+  /** Continued stages: where this host reads the earlier attempt's session (or why it cannot), by work id; found in prepare (session-files.ts). */
+  private readonly sessions = new Map<string, string | { refused: string }>();
   /** Its stages' run tool calls, carried to their roots (tools-relay.ts). */
   private readonly relay: ToolsRelay;
   /** Live events of the runs a watcher elsewhere asks for (live-relay.ts). */
@@ -190,7 +193,31 @@ export class WorkerHost implements CoordinatorCore {
         })
       : undefined;
     const reading = this.readEnvironment(item);
-    return opening || reading ? Promise.all([opening, reading]).then(() => {}) : undefined;
+    const session = this.findSession(item);
+    return opening || reading || session ? Promise.all([opening, reading, session]).then(() => {}) : undefined;
+  }
+
+  /**
+   * A stage continuing an earlier attempt (`continueFrom`) that ran on another machine: its session files, fetched
+   * from the artifact store into this host's artifacts directory (artifacts/session-files.ts). A store that fails
+   * refuses the stage with that sentence rather than let it start a new session.
+   */
+  private findSession(item: WorkItem): Promise<void> | undefined {
+    const earlier = (item.descriptor as StageRequest).continueFrom;
+    if (!earlier) return undefined;
+    return sessionHere(earlier.artifactDir, item.rootId, this.store, join(this.opts.home, "artifacts")).then(
+      (dir) => {
+        if (this.sessions.size >= WORKSPACES_KEPT) this.sessions.delete(this.sessions.keys().next().value!);
+        this.sessions.set(item.id, dir);
+      },
+      (err: unknown) => {
+        const name = (item.descriptor as StageRequest).stageName;
+        const where = this.store?.location ?? "the artifact store";
+        this.sessions.set(item.id, {
+          refused: `stage "${name}": the session it continues ran on another machine, and host ${this.hostId} could not fetch it from ${where}: ${ensureError(err).message} (run it again once the store answers, or on the host that ran the earlier stage)`,
+        });
+      },
+    );
   }
 
   private readEnvironment(item: WorkItem): Promise<void> | undefined {
@@ -226,10 +253,9 @@ export class WorkerHost implements CoordinatorCore {
   async beforeCommit(workId: string): Promise<void> {
     const shipper = this.shippers.get(workId);
     this.shippers.delete(workId);
-    await Promise.all([
-      this.root.flush(workId),
-      shipper?.stop({ timeoutMs: SHIP_STOP_MS }).catch((err: unknown) => this.log(`files of work ${workId} not all shipped: ${ensureError(err).message}`)),
-    ]);
+    // The session files (a later stage may continue this one on another machine) go whole, once the stage wrote its last.
+    const shipped = shipper ? shipper.files.stop({ timeoutMs: SHIP_STOP_MS }).then(() => shipSessionFiles(shipper.dir, this.store!, shipper.key, { timeoutMs: SHIP_STOP_MS })) : undefined;
+    await Promise.all([this.root.flush(workId), shipped?.catch((err: unknown) => this.log(`files of work ${workId} not all shipped: ${ensureError(err).message}`))]);
   }
 
   keepUncommitted(item: { id: string; rootId: RunId }, fence: WorkFence, outcome: Outcome, op: { id: string; digest: string }): boolean {
@@ -260,7 +286,7 @@ export class WorkerHost implements CoordinatorCore {
   }
 
   /** A stage's request as it runs here: its files under this host's home, its cwd on this host. */
-  localize(item: WorkItem): StageRequest | { refused: string } {
+  localize(item: WorkItem): StageRequest | { refused: string; code?: string } {
     this.root.track(item.id, item.rootId);
     const request = item.descriptor as StageRequest;
     const own = this.workspaces.get(item.id);
@@ -268,6 +294,10 @@ export class WorkerHost implements CoordinatorCore {
       this.workspaces.delete(item.id);
       return { refused: own };
     }
+    // A continued stage reads the earlier attempt's session where prepare found it on this machine.
+    const session = this.sessions.get(item.id);
+    this.sessions.delete(item.id);
+    if (typeof session === "object") return { ...session, code: "session_unavailable" };
     const cwd = own ? own.ws.cwd : request.cwdOption === undefined ? this.opts.workdir : isAbsolute(request.cwdOption) ? request.cwdOption : resolve(this.opts.workdir, request.cwdOption);
     if (!isDirectory(cwd)) {
       // A stage's worktree is made by the run's root, in the repository of the root's machine (engine/stage-workspace.ts).
@@ -284,7 +314,8 @@ export class WorkerHost implements CoordinatorCore {
     const moved = JSON.parse(JSON.stringify(request).replaceAll(JSON.stringify(request.artifactDir).slice(1, -1), JSON.stringify(artifactDir).slice(1, -1))) as StageRequest;
     // Its files are shipped under the directory the root recorded (every reader looks it up by that).
     const key = this.store ? artifactKeyOf(item.rootId, request.artifactDir) : undefined;
-    if (this.store && key) this.shippers.set(item.id, shipStageFiles(artifactDir, this.store, key, { intervalMs: SHIP_INTERVAL_MS }));
+    if (this.store && key) this.shippers.set(item.id, { files: shipStageFiles(artifactDir, this.store, key, { intervalMs: SHIP_INTERVAL_MS }), dir: artifactDir, key });
+    const continued = session && moved.continueFrom ? { continueFrom: { ...moved.continueFrom, artifactDir: session } } : {};
     // A sandboxed stage must not see this host's home either (the root named only its own).
     const sandbox = moved.sandbox ? { sandbox: { ...moved.sandbox, hidden: [...new Set([...moved.sandbox.hidden, this.opts.home])] } } : {};
     const recorded = this.runEnvs.get(item.rootId);
@@ -292,7 +323,7 @@ export class WorkerHost implements CoordinatorCore {
     // Run tools: through this host's broker, relayed to the root; a sandboxed stage is shown this host's broker socket instead.
     // Its worktree's commits write to the checkout's git directory: writable in a sandbox too.
     if (own && sandbox.sandbox) sandbox.sandbox = { ...sandbox.sandbox, write: [...sandbox.sandbox.write, own.ws.gitDir] };
-    const relayed = this.relay.localize(item.id, item.rootId, { ...moved, ...sandbox, ...runEnv, cwd, artifactDir });
+    const relayed = this.relay.localize(item.id, item.rootId, { ...moved, ...continued, ...sandbox, ...runEnv, cwd, artifactDir });
     const viaHost = relayed.runTools !== undefined && relayed.runTools.home !== moved.runTools?.home;
     if (viaHost && relayed.sandbox?.channels?.length) relayed.sandbox = { ...relayed.sandbox, channels: [this.brokerDir()] };
     return relayed;
@@ -434,7 +465,7 @@ export class WorkerHost implements CoordinatorCore {
     for (const [workId, shipper] of this.shippers) {
       if (this.workers.running(workId)) continue;
       this.shippers.delete(workId);
-      void shipper.stop({ timeoutMs: SHIP_STOP_MS }).catch(() => {});
+      void shipper.files.stop({ timeoutMs: SHIP_STOP_MS }).catch(() => {});
     }
     void this.dispatcher.dispatch();
     void this.readDown();

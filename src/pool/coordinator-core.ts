@@ -48,9 +48,9 @@ export interface CoordinatorCore {
   /**
    * A claimed item's request as it runs here (a worker host puts its files
    * under its own home and resolves its cwd), or why it cannot run here at
-   * all (the item fails with that sentence). Absent: as enqueued.
+   * all (the item fails with that sentence, and `code`: default bad_cwd). Absent: as enqueued.
    */
-  localize?(item: WorkItem): StageRequest | { refused: string };
+  localize?(item: WorkItem): StageRequest | { refused: string; code?: string };
   /**
    * What `localize` needs of a claimed item and must read first (a worker host: the run's recorded
    * environment, once per run), awaited before the item is started; undefined when there is nothing to read.

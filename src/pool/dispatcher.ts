@@ -355,7 +355,7 @@ export class Dispatcher implements WorkDispatch {
     const local = this.core.localize ? this.core.localize(item) : (item.descriptor as StageRequest);
     if ("refused" in local) {
       // It cannot run here (its cwd does not exist on this host): it fails with that sentence, and the slot stays free.
-      void this.settleFailed(slot.id, item, { code: "bad_cwd", message: local.refused }).finally(() => void this.dispatch());
+      void this.settleFailed(slot.id, item, { code: local.code ?? "bad_cwd", message: local.refused }).finally(() => void this.dispatch());
       return true;
     }
     slot.assign(item, performance.now(), this.core.stall.stalledMs);

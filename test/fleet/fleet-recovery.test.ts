@@ -18,6 +18,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSyn
 import { join } from "node:path";
 import { atomicBin, lineWatcher, waitUntil } from "../helpers/atomic.ts";
 import { makeFleet, type Fleet, type FleetHost } from "../helpers/fleet.ts";
+import { hiding } from "./support.ts";
 
 const FIXTURE = join(import.meta.dir, "..", "service", "fixtures", "recoverable.ts");
 
@@ -40,7 +41,7 @@ afterAll(async () => {
  */
 function serve(host: FleetHost, hide?: string) {
   const argv = [atomicBin(), "--json", "serve", "--port", "0"];
-  const hidden = hide ? ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs -o size=64k hidden "$0" && exec "$@"', hide, ...argv] : argv;
+  const hidden = hide ? [...hiding([hide]), ...argv] : argv;
   const proc = host.spawn(hidden, { env: { ATOMIC_JOURNAL: host.postgresUrl } });
   const log = lineWatcher(proc.stdout);
   void new Response(proc.stderr).text();

@@ -10,6 +10,13 @@
  * conversation it continues, and the run records each call once: `show`,
  * `runs` and `usage` give what the fake billed, to the token and the
  * micro-dollar (docs/design/budgets.md, Exact usage).
+ *
+ * Each host runs in a mount namespace without the other's home, where a
+ * stage's session files are (openai's conversation.json, pi's session file,
+ * session-usage.json): they reach the other host through the artifact
+ * store (src/artifacts/session-files.ts), as between separate machines.
+ * gemini keeps its sessions in its own home (~/.gemini, HOME here), which
+ * both hosts share: docs/guides/postgres-and-worker-hosts.md says why.
  */
 
 import { copyFileSync, mkdirSync } from "node:fs";
@@ -66,10 +73,11 @@ function fakeFor(): Promise<FakeOpenAI> {
 /** Runs the workflow with its stages on hosts ha and hb; checks where each ran, its answers and the run's usage. */
 async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: string; env: Record<string, string> }, model: string, fork: boolean): Promise<void> {
   const url = await freshDatabase(`fsess${kind}`);
-  for (const [id, queue] of [["ha", "a"], ["hb", "b"]] as const) {
-    const home = makeTempDir(`atomic-host-${id}-`);
-    copyFileSync(join(s.home, "config.json"), join(home, "config.json"));
-    await startHost({ url, id, slots: 1, queues: [queue], workdir: s.cwd, home, env: s.env });
+  const homes = { ha: makeTempDir("atomic-host-ha-"), hb: makeTempDir("atomic-host-hb-") };
+  for (const [id, queue, other] of [["ha", "a", "hb"], ["hb", "b", "ha"]] as const) {
+    copyFileSync(join(s.home, "config.json"), join(homes[id], "config.json"));
+    // Each host without the other's home (where a stage's session files are written): the session travels through the artifact store.
+    await startHost({ url, id, slots: 1, queues: [queue], workdir: s.cwd, home: homes[id], env: s.env, hide: [homes[other]] });
   }
   const args = ["run", WORKFLOW, "--journal", url, "--workers", "0", "--json", "--input", `runner=${kind}`, "--input", `model=${model}`, "--input", `fork=${fork}`];
   const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 600_000 });

@@ -44,6 +44,18 @@ export interface HostOptions {
   repo?: string;
   /** The fleet machine to start it on (its network; `url` as that machine reaches the journal). */
   on?: FleetHost;
+  /** Directories this host does not have (other hosts' homes): see `hiding`. */
+  hide?: string[];
+}
+
+/**
+ * A command prefix that runs a process (and all it starts) in a mount namespace of its own with an empty tmpfs
+ * over each of `dirs`: on one test machine, a host that does not share those directories with the others, as a
+ * separate machine would not.
+ */
+export function hiding(dirs: readonly string[]): string[] {
+  const mounts = dirs.map((_, i) => `mount -t tmpfs -o size=64k hidden "$${i}"`).join(" && ");
+  return ["unshare", "--mount", "--propagation", "private", "sh", "-c", `${mounts} && shift ${dirs.length - 1} && exec "$@"`, ...dirs];
 }
 
 const hosts = new Set<TestHost>();
@@ -57,7 +69,8 @@ export async function startHost(o: HostOptions): Promise<TestHost> {
   if (o.leaseMs) args.push("--work-lease-ms", String(o.leaseMs));
   if (o.grace) args.push("--grace", o.grace);
   if (o.repo) args.push("--repo", o.repo);
-  const proc = o.on ? o.on.spawnAtomic(args, { env: { ATOMIC_HOME: home, ATOMIC_HOST_ID: o.id, ATOMIC_JOURNAL: o.url, ...o.env } }) : spawnAtomic(args, { home, env: { ATOMIC_JOURNAL: o.url, ...o.env } });
+  const wrap = o.hide?.length ? { wrap: hiding(o.hide) } : {};
+  const proc = o.on ? o.on.spawnAtomic(args, { env: { ATOMIC_HOME: home, ATOMIC_HOST_ID: o.id, ATOMIC_JOURNAL: o.url, ...o.env } }) : spawnAtomic(args, { home, ...wrap, env: { ATOMIC_JOURNAL: o.url, ...o.env } });
   const log = lineWatcher(proc.stderr);
   void new Response(proc.stdout).text();
   const host: TestHost = {

@@ -142,6 +142,15 @@ describe("parsing and usage normalization", () => {
     expect(logOf(dir)[0]!.argv![logOf(dir)[0]!.argv!.indexOf("--session") + 1]).toEndWith("/pi-session.jsonl");
     expect(r.sessionId).toBe("01a2312b-pi-session");
   });
+
+  test("pi: continuing a session whose file is not on this machine fails saying so, and starts no new session", async () => {
+    const gone = join(makeTempDir("atomic-pi-gone-"), "run-cli", "1-first", "attempt-1");
+    const { handle, dir } = start("pi", "ok", {}, { continueFrom: { artifactDir: gone, fork: false } });
+    const r = await handle.result;
+    expect(r.status).toBe("failed");
+    expect(r.error).toEqual({ code: "bad_continue", message: `continueFrom: the earlier stage left no pi session (${gone}/pi-session.jsonl does not exist): continue a stage that the pi runner ran` });
+    expect(logOf(dir)).toEqual([]);
+  });
 });
 
 describe("success from the final event", () => {

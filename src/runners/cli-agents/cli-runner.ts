@@ -38,7 +38,7 @@
  * final text is parsed. Either way the value is checked against the schema.
  */
 
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { StageResult, Usage } from "../../sdk/types.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
@@ -114,8 +114,8 @@ export interface CliAdapter {
   readonly nativeSchema: boolean;
   /** The CLI can fork a session (continueFrom with fork: true); every adapter can continue one. */
   readonly canFork?: boolean;
-  /** continueFrom opens the earlier stage's session file (pi), not a session id. */
-  readonly sessionInFile?: boolean;
+  /** continueFrom opens the earlier stage's session file of this name in its artifact directory (pi), not a session id. */
+  readonly sessionFile?: string;
   /**
    * The credential variables (shared/secrets.ts) this CLI reads to reach its
    * own provider: the only ones of atomic's environment its process gets
@@ -160,7 +160,7 @@ export class CliAgentRunner implements Runner {
   }
 
   get sessions(): { fork: boolean; byId: boolean } {
-    return { fork: this.adapter.canFork === true, byId: !this.adapter.sessionInFile };
+    return { fork: this.adapter.canFork === true, byId: !this.adapter.sessionFile };
   }
 
   start(request: StageRequest, onEvent: (event: RunnerEvent) => void): RunnerHandle {
@@ -279,6 +279,12 @@ class CliSession {
     const req = this.request;
     const binary = req.agent?.binary;
     if (!binary) return this.result("failed", "runner_not_found", `no ${this.adapter.kind} binary was resolved for this stage`);
+    // A session kept in a file: a missing one is said, never replaced by a new session that forgot the conversation.
+    const sessionFile = this.adapter.sessionFile;
+    if (sessionFile && req.continueFrom && !existsSync(join(req.artifactDir, sessionFile)) && !existsSync(join(req.continueFrom.artifactDir, sessionFile))) {
+      const path = join(req.continueFrom.artifactDir, sessionFile);
+      return this.result("failed", "bad_continue", `continueFrom: the earlier stage left no ${this.adapter.kind} session (${path} does not exist): continue a stage that the ${this.adapter.kind} runner ran`);
+    }
     let schemaFile: string | undefined;
     const schema = req.agent?.schema;
     // Parked on the agent's ask_user (engine/steps/agent-asks.ts): the session resumes with the person's answer as its message.

@@ -43,6 +43,7 @@
 
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { PI_SESSION_FILE } from "../../artifacts/stage-logs.ts";
 import { fromExclusive, priced } from "../usage.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts";
@@ -65,17 +66,17 @@ export const pi: CliAdapter = {
   assignsSession: false,
   nativeSchema: false,
   canFork: true,
-  sessionInFile: true,
+  sessionFile: PI_SESSION_FILE,
   messagesJoinTurn: true,
   env: (req) => {
     const tools = stageMcpServer(req);
     return { PI_SKIP_VERSION_CHECK: "1", ...(tools ? piExtensionEnv(tools) : {}) };
   },
   args(req) {
-    const session = join(req.artifactDir, "pi-session.jsonl");
+    const session = join(req.artifactDir, PI_SESSION_FILE);
     // continueFrom: this stage opens a copy of the earlier stage's session file (made before its first process), so the earlier one
     // stays as it was: a continuation and a fork are the same here.
-    const earlier = req.continueFrom ? join(req.continueFrom.artifactDir, "pi-session.jsonl") : undefined;
+    const earlier = req.continueFrom ? join(req.continueFrom.artifactDir, PI_SESSION_FILE) : undefined;
     if (earlier && !existsSync(session) && existsSync(earlier)) {
       mkdirSync(req.artifactDir, { recursive: true });
       copyFileSync(earlier, session);

@@ -22,11 +22,10 @@
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { SESSION_USAGE_FILE } from "../../artifacts/stage-logs.ts";
 
 /** Per key, the figures in the adapter's order (e.g. input, cache read, cache write, output, cost in micro-dollars). */
 export type Totals = Record<string, number[]>;
-
-export const SESSION_USAGE_FILE = "session-usage.json";
 
 /** The totals an earlier attempt left (none: it left no file, or one this version cannot read). */
 export function readTotals(artifactDir: string | undefined): Totals {

@@ -55,6 +55,7 @@
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { CONVERSATION_FILE } from "../../artifacts/stage-logs.ts";
 import type { StageResult, Usage } from "../../sdk/types.ts";
 import { redact } from "../../shared/secrets.ts";
 import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
@@ -595,11 +596,12 @@ export class AgentLoop {
     return this.schema && !this.structured ? this.structuredFailure() : this.completed();
   }
 
+  /** The conversation a later stage continues (continueFrom) or forks: every message, secrets redacted. A write that fails costs only that. */
   private saveConversation(): void {
     if (this.messages.length === 0) return;
     try {
       this.files.ensureDir();
-      writeFileSync(join(this.request.artifactDir, CONVERSATION), redact(this.messages.toJson()));
+      writeFileSync(join(this.request.artifactDir, CONVERSATION_FILE), redact(this.messages.toJson()));
     } catch {
       // a later continueFrom says the file is missing
     }
@@ -642,11 +644,8 @@ export class AgentLoop {
   }
 }
 
-/** The conversation a later stage continues (continueFrom) or forks: every message, secrets redacted. A write that fails costs only that. */
-export const CONVERSATION = "conversation.json";
-
 function readConversation(dir: string): ChatMessage[] | string {
-  const path = join(dir, CONVERSATION);
+  const path = join(dir, CONVERSATION_FILE);
   try {
     const parsed = JSON.parse(readFileSync(path, "utf8")) as unknown;
     if (Array.isArray(parsed) && parsed.every((m) => typeof m === "object" && m !== null && typeof (m as ChatMessage).role === "string")) return parsed as ChatMessage[];
