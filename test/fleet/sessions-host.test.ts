@@ -4,7 +4,7 @@
  * own): host "ha" serves queue a, host "hb" queue b, and every stage of
  * the workflow continues (or forks) one that ran on the other host
  * (fixtures/sessions-across.ts). With the openai runner against the fake
- * OpenAI-compatible server, with the real pi CLI (test/agents) against
+ * OpenAI-compatible server, with the real pi and opencode CLIs (test/agents) against
  * the fake Chat Completions provider, and with the real gemini CLI (-r; it
  * cannot fork) against the fake Gemini API: each continued call carries the
  * conversation it continues, and the run records each call once: `show`,
@@ -15,8 +15,10 @@
  * stage's session files are (openai's conversation.json, pi's session file,
  * session-usage.json): they reach the other host through the artifact
  * store (src/artifacts/session-files.ts), as between separate machines.
- * gemini keeps its sessions in its own home (~/.gemini, HOME here), which
- * both hosts share: docs/guides/postgres-and-worker-hosts.md says why.
+ * opencode (-s, --fork) and gemini (-r) resume by session id from their own
+ * store in the user's home (opencode's data directory, ~/.gemini), which
+ * both hosts share here: docs/design/runners.md, "Sessions between
+ * machines", says why.
  */
 
 import { copyFileSync, mkdirSync } from "node:fs";
@@ -44,9 +46,11 @@ const PROMPTS: Record<string, string> = {
 };
 /** What every call of the fake answers, and one call in atomic's ledger (openai: the fake's cost; pi: its price table, 1 in, 2 out, 0.5 cache read). */
 const CALL = { prompt: 117, cached: 100, completion: 7, cost: 0.000081 };
-const LEDGER: Record<"openai" | "pi" | "gemini", Ledger> = {
+const LEDGER: Record<"openai" | "pi" | "opencode" | "gemini", Ledger> = {
   openai: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 81 },
   pi: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
+  // opencode: the same price table as pi (chat-agents.ts)
+  opencode: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
   // gemini: the config's prices (agent-homes.ts PRICES)
   gemini: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 25 + 28 },
 };
@@ -93,9 +97,9 @@ async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: stri
   await expectRunUsage(s.home, end.runId, fork ? STAGES : STAGES.filter((n) => n !== "forked"), LEDGER[kind], env);
 }
 
-/** The openai runner or pi, against the fake Chat Completions server: also what each call carried. */
-async function acrossHosts(kind: "openai" | "pi", server: FakeOpenAI, s: { home: string; cwd: string; env: Record<string, string> }) {
-  await runAcross(kind, s, kind === "pi" ? MODEL : "fake-model", true);
+/** The openai runner, pi or opencode, against the fake Chat Completions server: also what each call carried. */
+async function acrossHosts(kind: "openai" | "pi" | "opencode", server: FakeOpenAI, s: { home: string; cwd: string; env: Record<string, string> }) {
+  await runAcross(kind, s, kind === "openai" ? "fake-model" : MODEL, true);
   // Each call carried the conversation it continues.
   const calls = server.requests.filter((q) => Object.hasOwn(PROMPTS, lastAsk(q)));
   expect(calls.map(lastAsk)).toEqual(Object.keys(PROMPTS));
@@ -124,6 +128,16 @@ agentTest("pi: a session continued and forked across hosts (a copy of its sessio
   const server = await fakeFor();
   try {
     await acrossHosts("pi", server, chatAgentSetup("pi", server.url, { trap }));
+  } finally {
+    await server.close();
+  }
+  expect(trap.strays).toEqual([]);
+});
+
+agentTest("opencode: a session continued (-s) and forked (--fork) across hosts records each call once", async () => {
+  const server = await fakeFor();
+  try {
+    await acrossHosts("opencode", server, chatAgentSetup("opencode", server.url, { trap }));
   } finally {
     await server.close();
   }
