@@ -1,6 +1,9 @@
 /**
- * Files attached to a message (`atomic send RUN STAGE TEXT --attach FILE`):
- * each is checked (a readable regular file, at most `artifacts.maxAttachmentBytes`),
+ * Files attached to a message (`atomic send RUN STAGE TEXT --attach FILE`;
+ * `attachments` of POST /api/runs/:id/messages, which the page's form
+ * sends; `attach` of an agent's `message` tool, read where the stage runs,
+ * artifacts/tool-attachments.ts): each is checked (a readable regular file,
+ * or a named base64 content, at most `artifacts.maxAttachmentBytes`),
  * copied into the run's artifacts (`artifacts/<root run>/attachments/<message
  * id>/<name>`, so the stage reads the file as it was when sent, and `gc`
  * removes it with the run), and delivered as `reads` are to a stage's prompt:
@@ -9,7 +12,7 @@
  * binary file is named only (an agent with file tools reads the copy).
  */
 
-import { copyFileSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { MAX_MESSAGE_TEXT } from "../journal/messages.ts";
 import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
@@ -17,10 +20,10 @@ import { UsageError } from "../shared/errors.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
 
 export interface AttachmentFile {
-  /** As the user named it. */
+  /** As the user named it (a path, or the name a content came with). */
   given: string;
-  /** Its absolute path. */
-  source: string;
+  /** Its absolute path, or its bytes (sent by the page or a stage's message tool). */
+  source: string | Buffer;
   bytes: number;
 }
 
@@ -59,6 +62,34 @@ export function checkAttachments(files: readonly string[], cwd: string, maxBytes
   });
 }
 
+/**
+ * Attachments sent as contents, `[{ name, data }]` (`data` base64): the page's form, the HTTP API and a stage's
+ * message tool. `what` names the field in the sentences (`"attachments"`). One sentence and a hint for the first
+ * that cannot go.
+ */
+export function attachmentContents(list: unknown, maxBytes: number = CONFIG_DEFAULTS.artifacts.maxAttachmentBytes, what = "attachments"): AttachmentFile[] {
+  const hint = `send "${what}": [{"name": "notes.md", "data": "<the file's bytes in base64>"}]`;
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) throw new UsageError("bad_attachment", `"${what}" must be a list of {name, data}`, { hint });
+  return list.map((item: unknown, i) => {
+    const x = item && typeof item === "object" && !Array.isArray(item) ? (item as Record<string, unknown>) : {};
+    const name = x.name;
+    if (typeof name !== "string" || name.trim() === "" || /[/\\\0]/.test(name) || /^\.+$/.test(name)) {
+      throw new UsageError("bad_attachment", `attachment ${i + 1} needs a file name ("name") without slashes`, { hint });
+    }
+    if (typeof x.data !== "string" || !BASE64.test(x.data)) throw new UsageError("bad_attachment", `cannot attach ${name}: its "data" is not base64`, { hint });
+    const bytes = Buffer.from(x.data, "base64");
+    if (bytes.length > maxBytes) {
+      throw new UsageError("bad_attachment", `cannot attach ${name}: it is ${formatBytes(bytes.length)}, more than the attachment cap of ${formatBytes(maxBytes)}`, {
+        hint: "attach a smaller file, or raise artifacts.maxAttachmentBytes in config.json",
+      });
+    }
+    return { given: name, source: bytes, bytes: bytes.length };
+  });
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
 /** Copies the files into the run's artifacts and returns the text to send; `undo()` the copies if the send is refused. */
 export function attach(artifactsRoot: string, rootId: string, messageId: string, text: string, files: readonly AttachmentFile[]): Attached {
   // A message id may be made of dots only ("..", messaging.ts): the directory's name never is.
@@ -67,11 +98,13 @@ export function attach(artifactsRoot: string, rootId: string, messageId: string,
   const copies: { name: string; path: string; file: AttachmentFile }[] = [];
   const used = new Set<string>();
   for (const file of files) {
-    let name = basename(file.source);
-    for (let n = 2; used.has(name); n++) name = `${n}-${basename(file.source)}`;
+    const base = typeof file.source === "string" ? basename(file.source) : file.given;
+    let name = base;
+    for (let n = 2; used.has(name); n++) name = `${n}-${base}`;
     used.add(name);
     const path = join(dir, name);
-    copyFileSync(file.source, path);
+    if (typeof file.source === "string") copyFileSync(file.source, path);
+    else writeFileSync(path, file.source, { mode: 0o600 });
     copies.push({ name, path, file });
   }
   const head = `${text}\n\nAttached files (${copies.length}): ${copies.map((c) => c.path).join(", ")}`;

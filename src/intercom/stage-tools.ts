@@ -10,11 +10,17 @@
  * JOIN_WAIT_MS. Any failure is a tool result saying so in one sentence,
  * never a rejection: the agent reads it and goes on.
  *
+ * The message tool's `attach` (file paths) is read here, where the stage
+ * runs, from the stage's working directory (`cwd` of the link): the call
+ * carries the files' contents as `attachments`
+ * (artifacts/tool-attachments.ts), or is answered at once with why not.
+ *
  * ask_user (a CLI agent's) is answered at once: the driver notes the
  * question and the stage parks on it once the agent's turn has ended
  * (engine/mail/stage-tools.ts), so no call waits for a person.
  */
 
+import { readToolAttachments } from "../artifacts/tool-attachments.ts";
 import { IntercomClient } from "./client.ts";
 import { MAX_ASK_TIMEOUT_MS } from "./protocol/index.ts";
 
@@ -27,6 +33,8 @@ const MARGIN_MS = 15_000;
 interface Link {
   rootId: string;
   token: string;
+  /** The stage's working directory: where the message tool's `attach` paths are read from. */
+  cwd?: string;
 }
 
 export class StageToolsClient {
@@ -34,7 +42,14 @@ export class StageToolsClient {
 
   constructor(private readonly home: string) {}
 
-  async call(link: Link, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: boolean; output: string }> {
+  async call(link: Link, tool: string, given: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: boolean; output: string }> {
+    let args = given;
+    if (tool === "message" && given.attach !== undefined) {
+      const { attach, ...rest } = given;
+      const files = link.cwd === undefined ? { refused: "this stage cannot attach files (its working directory is not known here)" } : readToolAttachments(attach, link.cwd);
+      if ("refused" in files) return { ok: false, output: `error: ${files.refused}` };
+      args = { ...rest, attachments: files };
+    }
     const waitS = tool === "ask_agent" && typeof args.timeout_s === "number" ? args.timeout_s : 0;
     const deadline = Date.now() + JOIN_WAIT_MS;
     for (;;) {

@@ -42,7 +42,7 @@ export type RunToolsLink = NonNullable<StageRequest["runTools"]>;
 
 export interface RunToolsPort {
   /** One tool call of the stage `link` names; resolves with the tool's result (an error result on any failure, never a rejection). */
-  call(link: RunToolsLink, tool: RunTool, args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: boolean; output: string }>;
+  call(link: RunToolsLink & { cwd?: string }, tool: RunTool, args: Record<string, unknown>, signal: AbortSignal): Promise<{ ok: boolean; output: string }>;
 }
 
 let port: RunToolsPort | undefined;
@@ -59,8 +59,12 @@ export function runToolsPort(): RunToolsPort | undefined {
 export const RUN_TOOL_SPECS: Record<RunTool, { description: string; parameters: Record<string, unknown> }> = {
   message: {
     description:
-      "Send a message to another stage of this workflow run, by its name (its path, e.g. 'review' or 'build/test') or a pattern ('review-*'). A stage that has not started yet gets it before its first turn. Returns who it was delivered to, or why it cannot be.",
-    parameters: { type: "object", properties: { to: { type: "string" }, text: { type: "string" } }, required: ["to", "text"] },
+      "Send a message to another stage of this workflow run, by its name (its path, e.g. 'review' or 'build/test') or a pattern ('review-*'). A stage that has not started yet gets it before its first turn. attach: files of your working directory to send with it (the other stage gets a copy to read). Returns who it was delivered to, or why it cannot be.",
+    parameters: {
+      type: "object",
+      properties: { to: { type: "string" }, text: { type: "string" }, attach: { type: "array", items: { type: "string" }, description: "paths of files in your working directory" } },
+      required: ["to", "text"],
+    },
   },
   ask_agent: {
     description: `Ask another running stage of this run (by name) a question and wait for its answer, at most timeout_s seconds (default ${ASK_AGENT_DEFAULT_S}, at most ${ASK_AGENT_MAX_S}). The other agent sees it as a message and answers with its reply tool.`,

@@ -11,7 +11,7 @@
  * 503 journal unavailable; 400 also for a request without a Host header
  * (there is nothing to check), 413 for a body over MAX_BODY_BYTES (by its
  * Content-Length before reading, or once that many bytes of a chunked body
- * arrived). A browser asking for a page without a session
+ * arrived; a message's body may also hold one attachment's cap in base64). A browser asking for a page without a session
  * gets a short HTML page (401) saying how to sign in.
  * No CORS headers: other origins cannot read anything. Every answer carries
  * a strict Content-Security-Policy (scripts and styles only from here).
@@ -26,6 +26,7 @@ import { isQueryProblem, readRunListQuery } from "./run-query.ts";
 import { UnsafeArtifactError } from "../artifacts/stage-logs.ts";
 import { AtomicError, UsageError } from "../shared/errors.ts";
 import { VERSION } from "../shared/version.ts";
+import { formatBytes } from "../shared/format-bytes.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
 import { pageAsset, pageHtml } from "./page.ts";
 import { isPagePath, signInPage, StatusAuth } from "./auth.ts";
@@ -114,6 +115,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   const { source, control, token, hosts, starter } = opts;
   const auth = new StatusAuth(token, hosts);
   const app = new Hono();
+  // A message may carry attachments (base64 in its JSON): room for one file at the cap, besides the text.
+  const messageBodyBytes = MAX_BODY_BYTES + Math.ceil(control.maxAttachmentBytes / 3) * 4;
 
   const secure = (c: Context) => {
     c.header("X-Content-Type-Options", "nosniff");
@@ -178,9 +181,13 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       const problem = auth.originProblem(c, caller);
       if (problem) return fail(c, 403, "forbidden_origin", problem, "use the status page itself, or send the bearer token without an Origin header");
       // The body is read here, capped, before any route looks at the run: a route never reads more.
-      const body = await cappedBody(c.req.raw);
+      const message = c.req.method === "POST" && MESSAGES_PATH.test(path);
+      const body = await cappedBody(c.req.raw, message ? messageBodyBytes : MAX_BODY_BYTES);
       if (body === TOO_LARGE) {
         c.header("Connection", "close"); // the rest of the body is not read
+        if (message) {
+          return fail(c, 413, "body_too_large", `the message and its attachments are over ${formatBytes(messageBodyBytes)} (the attachment cap of ${formatBytes(control.maxAttachmentBytes)}, in base64, and the text)`, "attach fewer or smaller files, or raise artifacts.maxAttachmentBytes in config.json");
+        }
         return fail(c, 413, "body_too_large", `the request body is over ${MAX_BODY_BYTES / 1024} KiB`, "controls, messages and answers are short JSON; send a shorter text");
       }
       bodies.set(c.req.raw, body);
@@ -480,7 +487,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       throw err;
     }
   };
-  // A message to a stage, as `atomic send`: `{ "stage", "text", "mode"?, "sticky"?, "id"? }`; 202 with the deliveries.
+  // A message to a stage, as `atomic send`: `{ "stage", "text", "mode"?, "sticky"?, "id"?, "attachments"? }`
+  // (`attachments: [{ "name", "data" }]`, data base64, as `--attach`); 202 with the deliveries.
   app.post("/api/runs/:id/messages", intercom("message"));
   // An answer to a `ctx.ask` question, as `atomic answer`: `{ "question", "answer" }`.
   app.post("/api/runs/:id/answers", intercom("answer"));
@@ -541,10 +549,12 @@ const TOO_LARGE = Symbol("too large");
 /** Request bodies as read (capped) by the authentication middleware. */
 const bodies = new WeakMap<Request, Uint8Array>();
 
-/** The body's bytes, or TOO_LARGE (over MAX_BODY_BYTES: by Content-Length without reading, or counted while reading). */
-async function cappedBody(req: Request): Promise<Uint8Array | typeof TOO_LARGE> {
+const MESSAGES_PATH = /^\/api\/runs\/[^/]+\/messages$/;
+
+/** The body's bytes, or TOO_LARGE (over `limit`: by Content-Length without reading, or counted while reading). */
+async function cappedBody(req: Request, limit: number): Promise<Uint8Array | typeof TOO_LARGE> {
   const declared = req.headers.get("content-length");
-  if (declared !== null && !(Number(declared) <= MAX_BODY_BYTES)) return TOO_LARGE;
+  if (declared !== null && !(Number(declared) <= limit)) return TOO_LARGE;
   if (!req.body) return new Uint8Array(0);
   const reader = req.body.getReader();
   const parts: Uint8Array[] = [];
@@ -553,7 +563,7 @@ async function cappedBody(req: Request): Promise<Uint8Array | typeof TOO_LARGE> 
     const { value, done } = await reader.read();
     if (done) break;
     size += value.byteLength;
-    if (size > MAX_BODY_BYTES) {
+    if (size > limit) {
       void reader.cancel().catch(() => {});
       return TOO_LARGE;
     }

@@ -2,7 +2,9 @@
  * POST /api/runs/:id/control: pause, unpause or cancel a run from the page,
  * through the same code as `atomic pause|unpause|cancel` (the run's control
  * row, which its driver polls). POST /api/runs/:id/messages and /answers:
- * a message to a stage and an answer to a ctx.ask question, through the
+ * a message to a stage (with attachments as contents, copied into the
+ * run's artifacts as `--attach` does: engine/attachments.ts) and an answer
+ * to a ctx.ask question, through the
  * same code as `atomic send` and `atomic answer` (recorded in the journal;
  * a live driver is told through intercom when the home is known). POST
  * /api/runs/:id/stages/:stage/review: the verdict on a stage's diff, as
@@ -11,7 +13,11 @@
  */
 
 import { cancelRun } from "../engine/cancel.ts";
-import { answerPrompt, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
+import { join } from "node:path";
+import { attach, attachmentContents, removeAttached } from "../engine/attachments.ts";
+import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
+import { newId } from "../shared/ids.ts";
+import { answerPrompt, checkMessageId, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
 import { setRunPaused, setStagePaused } from "../engine/pause.ts";
 import { builtinSource } from "../engine/builtins.ts";
 import { answerReview, type Verdict } from "../engine/stage-review.ts";
@@ -44,8 +50,14 @@ export interface AnswerOutcome {
 export interface StatusControl {
   /** `stage`: pause or unpause that stage only (its path from the root run), as `atomic pause RUN STAGE`. */
   control(run: RunRecord, action: ControlAction, stage?: string): Promise<ControlOutcome>;
-  /** Body `{ stage, text, mode?, sticky?, id? }`. UsageErrors for bad input (httpStatusOf maps their codes). */
-  message(run: RunRecord, body: unknown): Promise<SendResult>;
+  /**
+   * Body `{ stage, text, mode?, sticky?, id?, attachments? }` (`attachments: [{ name, data }]`, data base64: copied
+   * into the run's artifacts and delivered as `atomic send --attach` does). UsageErrors for bad input (httpStatusOf
+   * maps their codes).
+   */
+  message(run: RunRecord, body: unknown): Promise<SendResult & { attachmentsDir?: string }>;
+  /** The most bytes one attached file may have (`artifacts.maxAttachmentBytes`): the messages route's body may hold it. */
+  readonly maxAttachmentBytes: number;
   /** Body `{ question, answer }`. */
   answer(run: RunRecord, body: unknown): Promise<AnswerOutcome>;
   /** The verdict on a stage's open review (ctx.review), as `atomic review`: body `{ approve: true }` or `{ comments: [{ file?, line?, text }] }`. */
@@ -89,24 +101,43 @@ function verdictOf(body: unknown): Verdict {
   throw new UsageError("bad_body", "a review is an approval or a request for changes with comments", { hint });
 }
 
-/** Control through the journal, as `opts.by` ("status-page" unless said: "tui"). Errors are UsageErrors (not_root, not_running, already_ended, and those of messages and answers). */
-export function journalControl(journal: Journal, opts: { home?: string; by?: string } = {}): StatusControl {
+/**
+ * Control through the journal, as `opts.by` ("status-page" unless said: "tui"). Errors are UsageErrors (not_root,
+ * not_running, already_ended, and those of messages and answers). Attachments need `opts.home` (their copies go
+ * under its artifacts).
+ */
+export function journalControl(journal: Journal, opts: { home?: string; by?: string; maxAttachmentBytes?: number } = {}): StatusControl {
+  const maxAttachmentBytes = opts.maxAttachmentBytes ?? CONFIG_DEFAULTS.artifacts.maxAttachmentBytes;
   return {
+    maxAttachmentBytes,
     async message(run, body) {
-      const sent = await sendMessage(journal, {
-        run,
-        target: field(body, "stage", "string", true) as string,
-        text: field(body, "text", "string", true) as string,
-        mode: field(body, "mode", "string", false) as string | undefined,
-        sticky: field(body, "sticky", "boolean", false) === true,
-        id: field(body, "id", "string", false) as string | undefined,
-        sender: opts.by ?? "status-page",
-        warnUnknown: true,
-      });
-      if (!opts.home || !sent.deliveries.some((d) => d.state === "queued" && d.started) || !(await isDriven(journal, sent.runId))) return sent;
+      const target = field(body, "stage", "string", true) as string;
+      const text = field(body, "text", "string", true) as string;
+      const files = attachmentContents(body && typeof body === "object" ? (body as Record<string, unknown>).attachments : undefined, maxAttachmentBytes);
+      if (files.length && !opts.home) throw new UsageError("bad_attachment", "this server cannot keep attachments (it has no atomic home)", { hint: "send the message without attachments, or with atomic send --attach" });
+      const id = (field(body, "id", "string", false) as string | undefined) ?? newId("msg");
+      const attached = files.length ? attach(join(opts.home!, "artifacts"), run.rootId, checkMessageId(id), text, files) : undefined;
+      let sent: SendResult;
+      try {
+        sent = await sendMessage(journal, {
+          run,
+          target,
+          text: attached?.text ?? text,
+          mode: field(body, "mode", "string", false) as string | undefined,
+          sticky: field(body, "sticky", "boolean", false) === true,
+          id,
+          sender: opts.by ?? "status-page",
+          warnUnknown: true,
+        });
+      } catch (err) {
+        if (attached) removeAttached(attached.dir);
+        throw err;
+      }
+      const withFiles = attached ? { ...sent, attachmentsDir: attached.dir } : sent;
+      if (!opts.home || !sent.deliveries.some((d) => d.state === "queued" && d.started) || !(await isDriven(journal, sent.runId))) return withFiles;
       const reply = await notifyDriver(opts.home, sent.runId, { type: "mail", messageId: sent.messageId });
       const told = reply?.deliveries as DeliveryView[] | undefined;
-      return { ...sent, deliveries: told ?? (await settledStates(journal, sent.runId, sent.messageId, 2_000)) };
+      return { ...withFiles, deliveries: told ?? (await settledStates(journal, sent.runId, sent.messageId, 2_000)) };
     },
     async answer(run, body) {
       const result = await answerPrompt(journal, run, field(body, "question", "string", true) as string, field(body, "answer", "string", true) as string, opts.by ?? "status-page");

@@ -8,10 +8,15 @@
  * reaches the other agent as a message and its `reply` is the asker's
  * tool result; a sibling that does not answer within `timeout_s` (one
  * sentence). A stage credential used with another run is refused.
+ * `message` with files attached (`attach`): read in the stage's working
+ * directory, copied into the run's artifacts, delivered in the message; a
+ * file outside that directory (a link pointing out included), a missing
+ * one and a directory are refused in one sentence each, nothing sent.
  */
 
 import { expect, test } from "bun:test";
-import { join } from "node:path";
+import { mkdirSync, readFileSync, readdirSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
 import { runAtomic } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type RecordedRequest, type Script } from "../helpers/fake-openai.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -25,13 +30,29 @@ type Messages = RecordedRequest["body"]["messages"];
 const firstUser = (m: Messages) => String(m.find((x) => x.role === "user")?.content ?? "");
 const toolResults = (m: Messages) => m.filter((x) => x.role === "tool").map((x) => String(x.content));
 
-async function runFixture(script: Script, mode: string) {
+/** The writer stage makes `calls`, then answers with their results joined by " | "; every other stage is `other`. */
+function writerScript(calls: { id: string; name: string; arguments: Record<string, unknown> }[], other: (prompt: string, results: string[]) => ReturnType<typeof text> | { toolCalls: typeof calls; usage: typeof usage }): Script {
+  return (req) => {
+    const m = req.body.messages;
+    const prompt = firstUser(m);
+    const results = toolResults(m);
+    if (prompt.startsWith("write")) return results.length ? text(results.join(" | ")) : { toolCalls: calls, usage };
+    return other(prompt, results);
+  };
+}
+
+async function runFixture(script: Script, mode: string, opts: { cwd?: string; onEnd?: (home: string, runId: string) => void } = {}) {
   const server = await startFakeOpenAI(script);
   const home = makeTempDir("atomic-run-tools-");
   try {
-    const r = await runAtomic(["--home", home, "--json", "run", FIXTURE, "--input", `mode=${mode}`], { home, env: { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" } });
+    const r = await runAtomic(["--home", home, "--json", "run", FIXTURE, "--input", `mode=${mode}`], {
+      home,
+      env: { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" },
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
+    });
     const out = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
-    const ended = out.find((e) => e.type === "run_ended") as { outputs?: Record<string, string>; status?: string } | undefined;
+    const ended = out.find((e) => e.type === "run_ended") as { runId?: string; outputs?: Record<string, string>; status?: string } | undefined;
+    if (ended?.runId) opts.onEnd?.(home, ended.runId);
     return { r, ended, requests: server.requests };
   } finally {
     await server.close();
@@ -40,17 +61,10 @@ async function runFixture(script: Script, mode: string) {
 }
 
 test("message reaches a stage that has not started yet; a path that can never exist and ask_agent to a finished stage are refused in one sentence", async () => {
-  const script: Script = (req) => {
-    const m = req.body.messages;
-    const prompt = firstUser(m);
-    const results = toolResults(m);
-    if (prompt.startsWith("write")) {
-      if (results.length) return text(results.join(" | "));
-      return { toolCalls: [{ id: "m1", name: "message", arguments: { to: "reader", text: "the secret is 42" } }, { id: "m2", name: "message", arguments: { to: "writer/inner", text: "x" } }], usage };
-    }
-    if (results.length) return text(`${prompt} | ${results.join(" | ")}`);
-    return { toolCalls: [{ id: "a1", name: "ask_agent", arguments: { to: "writer", question: "still there?" } }], usage };
-  };
+  const script = writerScript(
+    [{ id: "m1", name: "message", arguments: { to: "reader", text: "the secret is 42" } }, { id: "m2", name: "message", arguments: { to: "writer/inner", text: "x" } }],
+    (prompt, results) => (results.length ? text(`${prompt} | ${results.join(" | ")}`) : { toolCalls: [{ id: "a1", name: "ask_agent", arguments: { to: "writer", question: "still there?" } }], usage }),
+  );
   const { r, ended } = await runFixture(script, "message");
   expect(r.code).toBe(0);
   const { writer, reader } = ended!.outputs!;
@@ -61,6 +75,50 @@ test("message reaches a stage that has not started yet; a path that can never ex
   // The reader got the message before its first turn, and asking the finished writer was refused.
   expect(reader).toContain("the secret is 42");
   expect(reader).toContain("error: stage writer has finished, so it cannot answer; use its result, or ask a stage that runs");
+}, 120_000);
+
+test("message with files attached: read in the stage's directory, copied into the run's artifacts, delivered in the message; files outside it, missing or a directory refused", async () => {
+  const project = makeTempDir("atomic-run-tools-project-");
+  const outside = makeTempDir("atomic-run-tools-outside-");
+  writeFileSync(join(project, "notes.md"), "# Notes\nthe header must be blue\n");
+  writeFileSync(join(project, "mock.png"), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 13]));
+  mkdirSync(join(project, "sub"));
+  writeFileSync(join(outside, "secret.txt"), "not yours\n");
+  symlinkSync(join(outside, "secret.txt"), join(project, "link.txt"));
+  const out = relative(realpathSync(project), realpathSync(join(outside, "secret.txt")));
+  const call = (id: string, attach: string[]) => ({ id, name: "message", arguments: { to: "reader", text: `files ${id}`, attach } });
+  const script = writerScript([call("m1", ["notes.md", "mock.png"]), call("m2", ["notes.md", join(outside, "secret.txt")]), call("m3", ["link.txt"]), call("m4", ["missing.md"]), call("m5", ["sub"])], (prompt) => text(prompt));
+  let copies: string[] = [];
+  let dirs: string[] = [];
+  let sameBytes = false;
+  const { r, ended } = await runFixture(script, "attach", {
+    cwd: project,
+    onEnd: (home, runId) => {
+      const root = join(home, "artifacts", runId, "attachments");
+      dirs = readdirSync(root);
+      copies = dirs.flatMap((d) => readdirSync(join(root, d)).map((f) => join(root, d, f)));
+      sameBytes = copies.every((c) => readFileSync(c).equals(readFileSync(join(project, c.split("/").at(-1)!))));
+    },
+  });
+  expect(r.code).toBe(0);
+  const [sent, ...refused] = ended!.outputs!.writer!.split(" | ");
+  expect(sent).toStartWith("sent to reader (queued until it starts), with notes.md, mock.png attached; note: ");
+  expect(refused).toEqual([
+    `error: cannot attach ${join(outside, "secret.txt")}: it is outside your working directory (${out}); attach only files in it`,
+    `error: cannot attach link.txt: it is outside your working directory (${out}); attach only files in it`,
+    "error: cannot attach missing.md: no such file in your working directory",
+    "error: cannot attach sub: it is a directory; attach its files one by one",
+  ]);
+  // One message went, with its two copies, byte for byte; the refused calls left nothing.
+  expect(dirs).toHaveLength(1);
+  expect(copies.map((c) => c.split("/").at(-1)).sort()).toEqual(["mock.png", "notes.md"]);
+  expect(sameBytes).toBe(true);
+  const reader = ended!.outputs!.reader!;
+  expect(reader).toContain("files m1");
+  expect(reader).toContain(`<file path="${copies.find((c) => c.endsWith("notes.md"))}">\n# Notes\nthe header must be blue\n`);
+  expect(reader).toContain(`(binary: read it from ${copies.find((c) => c.endsWith("mock.png"))})`);
+  expect(reader).not.toContain("not yours");
+  expect(reader).not.toContain("files m2");
 }, 120_000);
 
 test("ask_agent between two group siblings: the question arrives as a message, the reply is the asker's tool result", async () => {

@@ -7,7 +7,8 @@
  *   `atomic logs` shows that file, both answer one `unsafe_artifact` error;
  * - a request without a Host header (raw TCP, HTTP/1.0) gets 400 JSON, not
  *   Bun's error page with source lines;
- * - request bodies over 64 KiB get 413 with the JSON error shape, by
+ * - request bodies over 64 KiB get 413 with the JSON error shape (a message's
+ *   over its attachment cap in base64 and 64 KiB, in its own sentence), by
  *   Content-Length and when chunked, and the server keeps serving.
  */
 
@@ -116,6 +117,15 @@ e2eTest("a request without a Host header gets 400 JSON; bodies over 64 KiB get 4
     const chunked = await rawHttp(port, `${head}Transfer-Encoding: chunked\r\n\r\n`, [...Array.from({ length: 8 }, () => chunk), "1\r\nx\r\n"]);
     expect(chunked).toStartWith("HTTP/1.1 413");
     expect(bodyOf(chunked)).toMatchObject({ error: { code: "body_too_large" } });
+    // a message's body may hold an attachment at the cap (artifacts.maxAttachmentBytes, 10 MiB) in base64: past that, its own sentence
+    const message = await rawHttp(port, `${head.replace("/control", "/messages")}Content-Length: ${20 * 1024 * 1024}\r\n\r\n`);
+    expect(message).toStartWith("HTTP/1.1 413");
+    expect(bodyOf(message)).toMatchObject({
+      error: { code: "body_too_large", message: expect.stringMatching(/^the message and its attachments are over 13\.4 MiB \(the attachment cap of 10(\.0)? MiB, in base64, and the text\)$/), hint: expect.stringContaining("artifacts.maxAttachmentBytes") },
+    });
+    const padded70 = JSON.stringify({ stage: "nope", text: "x".repeat(70 * 1024) });
+    const read = await fetch(`${url}api/runs/${runId}/messages`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: padded70 });
+    expect(read.status).not.toBe(413);
     // just under the cap is read and judged on its content (a finished run cannot be paused)
     const padded = JSON.stringify({ action: "pause", pad: "x".repeat(60 * 1024) });
     const ok = await fetch(`${url}api/runs/${runId}/control`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: padded });

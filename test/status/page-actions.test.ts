@@ -6,7 +6,9 @@
  * - answering from the page (a choice button, then the text box of a
  *   question without choices) lets a run waiting on ctx.ask go on;
  * - a message sent from the page's form reaches a running shell stage on
- *   its stdin;
+ *   its stdin, with the files chosen in the form attached (copied into the
+ *   run's artifacts, in the message as `atomic send --attach` puts them);
+ *   a file over the attachment cap is refused in one sentence, nothing sent;
  * - Pause, Unpause and Cancel change the run's state, also of a run
  *   waiting for an answer;
  * - a crashed run (its driver killed) and an interrupted one (Ctrl-C) show
@@ -14,7 +16,7 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -42,8 +44,9 @@ const waitStarted = (out: { waitFor(re: RegExp, timeoutMs?: number): Promise<str
 const runStatusIs = (status: string) => (s: string) => document.body.dataset.runStatus === s;
 
 describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
-  test("questions are answered from the page and a message reaches a running shell stage's stdin", async () => {
+  test("questions are answered from the page and a message reaches a running shell stage's stdin, with files attached", async () => {
     const home = makeTempDir();
+    writeFileSync(join(home, "config.json"), JSON.stringify({ artifacts: { maxAttachmentBytes: 1024 } }));
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, "interact.ts", []);
     const { page, errors } = await newPage();
@@ -71,8 +74,33 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       await page.fill("#msg-stage", "listen");
       await page.fill("#msg-text", "hello from the page");
       expect(await page.$$eval("#msg-mode option", (os) => os.map((o) => (o as unknown as { value: string }).value))).toEqual(["steer", "followUp", "interrupt"]);
+      // a file over the cap (1 KiB here): one sentence and a hint on the form, nothing sent, the text kept
+      await page.setInputFiles("#msg-files", [{ name: "big.txt", mimeType: "text/plain", buffer: Buffer.from("x".repeat(4096)) }]);
+      await page.click("#msg-send");
+      await page.waitForSelector("#msg-result.error");
+      expect(await page.textContent("#msg-result")).toBe("cannot attach big.txt: it is 4.0 KiB, more than the attachment cap of 1.0 KiB\nhint: attach a smaller file, or raise artifacts.maxAttachmentBytes in config.json");
+      expect(await page.inputValue("#msg-text")).toBe("hello from the page");
+      expect(existsSync(join(home, "artifacts", run.id, "attachments"))).toBe(false);
+      const notes = Buffer.from("# Notes\nthe header must be blue\n");
+      const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13]);
+      await page.setInputFiles("#msg-files", [
+        { name: "notes.md", mimeType: "text/markdown", buffer: notes },
+        { name: "mock.png", mimeType: "image/png", buffer: png },
+      ]);
       await page.click("#msg-send");
       await page.waitForFunction(() => document.querySelector("#msg-result")?.textContent?.startsWith("sent to listen"), undefined, { timeout: 15_000 });
+      expect(await page.textContent("#msg-result")).toEndWith(", with notes.md, mock.png attached");
+      // the copies in the run's artifacts, byte for byte; the message as recorded carries them as --attach does
+      const [dir, ...more] = readdirSync(join(home, "artifacts", run.id, "attachments"));
+      expect(more).toEqual([]);
+      const copies = join(home, "artifacts", run.id, "attachments", dir!);
+      expect(readFileSync(join(copies, "notes.md")).equals(notes)).toBe(true);
+      expect(readFileSync(join(copies, "mock.png")).equals(png)).toBe(true);
+      const box = JSON.parse((await runAtomic(["inbox", run.id, "--json"], { home })).stdout) as { stages: { stage: string; messages: { id: string; text: string }[] }[] };
+      const sent = box.stages.find((st) => st.stage === "listen")!.messages;
+      expect(sent.map((m) => m.id)).toEqual([dir!]);
+      expect(sent[0]!.text).toStartWith(`hello from the page\n\nAttached files (2): ${join(copies, "notes.md")}, ${join(copies, "mock.png")}`);
+      expect(sent[0]!.text).toContain(`<file path="${join(copies, "notes.md")}">\n# Notes\nthe header must be blue\n`);
       await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 30_000 });
       expect(await run.proc.exited).toBe(0);
       await page.click('svg.graph g.node[data-name="listen"]');
@@ -80,7 +108,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(await page.isVisible("#send-form")).toBe(false); // nothing to send to once the run ended
       const detail = (await page.evaluate(async (id) => (await fetch(`/api/runs/${id}`)).json(), run.id)) as { run: { outputs: unknown } };
       expect(detail.run.outputs).toEqual({ ship: "yes", why: "the tests pass", heard: "listening\nheard: hello from the page" });
-      expect(errors).toEqual([]);
+      expect(errors).toEqual(["Failed to load resource: the server responded with a status of 400 (Bad Request)"]); // the file over the cap
     } finally {
       await closePageAndServer(page, server);
     }

@@ -11,6 +11,7 @@ import type { Journal } from "../../journal/journal.ts";
 import type { Lease } from "../../journal/runs.ts";
 import type { StageExecutor } from "../../runners/stage-executor.ts";
 import type { EngineObserver } from "../observer.ts";
+import type { AtomicConfig } from "../../shared/config/schema.ts";
 
 export interface MailTree {
   readonly journal: Journal;
@@ -20,6 +21,8 @@ export interface MailTree {
   readonly executor: StageExecutor;
   /** Root of per-run artifact directories (`$ATOMIC_HOME/artifacts`). */
   readonly artifactsDir: string;
+  /** The run's configuration (the attachment cap of the message tool). */
+  readonly config: AtomicConfig;
   /** What question deadlines are measured on (../clock.ts). */
   readonly clock: Clock;
   /** The tree's lease is lost: everything stops. */

@@ -12,6 +12,10 @@
  * - message: `sendMessage` exactly as `atomic send` and ctx.send (the
  *   journal first; the delivery rules: future stages, patterns, caps,
  *   dedup; a path that can never exist is refused naming close matches).
+ *   Files the agent attached (`attach`) come as their contents, read where
+ *   the stage runs (artifacts/tool-attachments.ts): copied into the run's
+ *   artifacts and delivered in the message as `atomic send --attach` does
+ *   (../attachments.ts), the copies removed when the message is refused.
  * - ask_agent: the question goes to a running stage as a steer message
  *   naming a question id; the asker's call waits (in memory: a question
  *   between two live agents needs both alive) until that stage's agent
@@ -34,6 +38,8 @@ import { closeMatches } from "../../shared/close-matches.ts";
 import { AtomicError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { sendMessage } from "../messaging.ts";
+import { attach, attachmentContents, removeAttached } from "../attachments.ts";
+import { newId } from "../../shared/ids.ts";
 import type { MailTree } from "./mail-tree.ts";
 import { askUserArgs } from "../../runners/openai/tools.ts";
 
@@ -104,7 +110,7 @@ export class StageTools {
     try {
       switch (tool) {
         case "message":
-          return await this.message(stage, str(args.to), str(args.text));
+          return await this.message(stage, str(args.to), str(args.text), args.attachments);
         case "ask_agent":
           return await this.askAgent(stage, str(args.to), str(args.question), args.timeout_s);
         case "reply":
@@ -120,13 +126,22 @@ export class StageTools {
     }
   }
 
-  private async message(stage: ToolStage, to: string, text: string): Promise<Outcome> {
+  private async message(stage: ToolStage, to: string, text: string, attachments: unknown): Promise<Outcome> {
     const run = await this.tree.journal.getRun(stage.runId);
     if (!run) return fail(`run ${stage.runId} is not in the journal`);
-    const sent = await sendMessage(this.tree.journal, { run, target: to, text, sender: `stage ${stage.path}`, warnUnknown: true });
+    const files = attachmentContents(attachments, this.tree.config.artifacts?.maxAttachmentBytes, "attach");
+    const id = newId("msg");
+    const attached = files.length ? attach(this.tree.artifactsDir, this.rootId, id, text, files) : undefined;
+    let sent;
+    try {
+      sent = await sendMessage(this.tree.journal, { run, target: to, text: attached?.text ?? text, id, sender: `stage ${stage.path}`, warnUnknown: true });
+    } catch (err) {
+      if (attached) removeAttached(attached.dir);
+      throw err;
+    }
     await this.pump();
     const where = sent.deliveries.map((d) => `${d.stage} (${d.state === "queued" && !d.started ? "queued until it starts" : d.state})`);
-    const head = where.length ? `sent to ${where.join(", ")}` : `sent; it waits for the first stage ${sent.target} to start`;
+    const head = `${where.length ? `sent to ${where.join(", ")}` : `sent; it waits for the first stage ${sent.target} to start`}${attached ? `, with ${files.map((f) => f.given).join(", ")} attached` : ""}`;
     return { ok: true, output: sent.warning ? `${head}; note: ${sent.warning}` : head };
   }
 

@@ -51,7 +51,7 @@ const OPENCODE_TOOLS = ["bash", "edit", "glob", "grep", "read", "skill", "task",
 /** Broken steps in a row after which opencode's endless retry is stopped. */
 const MAX_BROKEN_STEPS = 3;
 
-export function opencodeConfig(req: Pick<StageRequest, "agent" | "runTools">, existing: string | undefined): string {
+export function opencodeConfig(req: Pick<StageRequest, "agent" | "runTools" | "cwd">, existing: string | undefined): string {
   let base: Rec = {};
   try {
     base = obj(existing ? JSON.parse(existing) : {});

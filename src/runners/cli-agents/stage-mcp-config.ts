@@ -42,12 +42,12 @@ export function grantedRunTools(tools: readonly string[] | undefined): StageMcpT
 }
 
 /** The stage's MCP server, when it was granted run tools and has a link to its run. */
-export function stageMcpServer(req: Pick<StageRequest, "agent" | "runTools">): StageMcpServer | undefined {
+export function stageMcpServer(req: Pick<StageRequest, "agent" | "runTools" | "cwd">): StageMcpServer | undefined {
   const link = req.runTools;
   const tools = grantedRunTools(req.agent?.tools);
   if (!link || tools.length === 0) return undefined;
   const [command, ...args] = selfCommand(ROLE.stageMcp);
-  return { command: command!, args, env: { [STAGE_MCP_LINK]: JSON.stringify({ home: link.home, rootId: link.rootId, token: link.token, tools }) }, tools };
+  return { command: command!, args, env: { [STAGE_MCP_LINK]: JSON.stringify({ home: link.home, rootId: link.rootId, token: link.token, tools, cwd: req.cwd }) }, tools };
 }
 
 /** Claude's `--mcp-config` file for the stage (0600, in the attempt's artifact directory). */

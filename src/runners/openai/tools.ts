@@ -132,7 +132,7 @@ export class ToolBox {
     if ((RUN_TOOLS as readonly string[]).includes(name)) {
       const port = runToolsPort();
       if (!port || !this.runTools) return { ok: false, output: `error: ${name} cannot reach the run from here (no run link for this stage)` };
-      const outcome = await port.call(this.runTools, name as RunTool, args, signal);
+      const outcome = await port.call({ ...this.runTools, cwd: this.cwd }, name as RunTool, args, signal);
       return { ok: outcome.ok, output: cap(outcome.output) };
     }
     try {

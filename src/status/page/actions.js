@@ -5,7 +5,8 @@
 //   choices as buttons; a question without choices gets a text box (one
 //   with choices accepts nothing else, so no box is offered there);
 // - send a message to a stage (POST .../messages): stage path (a datalist
-//   of the run's stages; a pattern like review/* works too), text, mode;
+//   of the run's stages; a pattern like review/* works too), text, mode,
+//   files to attach (sent as base64 in the JSON, as `atomic send --attach`);
 // - for a crashed or interrupted run, the `atomic resume <id>` command to
 //   copy (the Resume button of operate.js has the service drive it instead).
 //
@@ -56,10 +57,20 @@
       h("option", { value: "steer", text: "steer (into the current turn)" }),
       h("option", { value: "followUp", text: "followUp (after the answer)" }),
       h("option", { value: "interrupt", text: "interrupt (stop the turn, then deliver)" }));
+    const files = h("input", { id: "msg-files", type: "file", multiple: true, "aria-label": "attach files" });
     const result = h("p", { id: "msg-result", class: "muted", role: "status" });
     const send = h("button", { class: "btn", id: "msg-send", type: "submit", text: "Send" });
     const form = h("form", { id: "send-form", class: "card send", hidden: true, onsubmit: (ev) => { ev.preventDefault(); sendMessage(); } },
-      h("h2", { text: "Message a stage" }), h("div", { class: "send-row" }, stage, mode), text, h("div", { class: "send-row" }, send, result), stages);
+      h("h2", { text: "Message a stage" }), h("div", { class: "send-row" }, stage, mode), text,
+      h("label", { class: "send-files muted" }, "attach files ", files), h("div", { class: "send-row" }, send, result), stages);
+
+    /** A file's bytes in base64 (the API's `attachments: [{ name, data }]`). */
+    async function base64Of(file) {
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      let binary = "";
+      for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+      return btoa(binary);
+    }
     const root = h("div", { class: "actions" }, questions, resume, form);
 
     async function sendMessage() {
@@ -67,10 +78,13 @@
       result.className = "muted";
       result.textContent = "sending…";
       try {
-        const r = await post(`/api/runs/${runId}/messages`, { stage: stage.value.trim(), text: text.value, mode: mode.value });
+        const chosen = Array.from(files.files || []);
+        const attachments = await Promise.all(chosen.map(async (f) => ({ name: f.name, data: await base64Of(f) })));
+        const r = await post(`/api/runs/${runId}/messages`, { stage: stage.value.trim(), text: text.value, mode: mode.value, ...(attachments.length ? { attachments } : {}) });
         const where = r.deliveries.map((d) => `${d.stage} (${d.state}${d.state === "queued" && !d.started ? ", before it starts" : ""})`).join(", ");
-        result.textContent = `sent to ${where || r.target}`;
+        result.textContent = `sent to ${where || r.target}${chosen.length ? `, with ${chosen.map((f) => f.name).join(", ")} attached` : ""}`;
         text.value = "";
+        files.value = "";
         refresh();
       } catch (err) {
         result.className = "error";
