@@ -6,6 +6,8 @@
  *   1 running"), never a total the workflow has not reached;
  * - a fan-out of 30 shards is one box with its counts, opened and closed
  *   by a click, and stays open across live updates;
+ * - hosts (the run's driver, a stage's) read as their names, the recorded
+ *   identity on hover;
  * - the timeline shows the time a stage waited for admission apart from
  *   the time it ran, and a bar for each attempt;
  * - an agent stage's transcript is a conversation: the user's prompt, the
@@ -18,6 +20,7 @@
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { inOrder, startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
@@ -88,6 +91,36 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await closePageAndServer(page, server);
     }
   }, 150_000);
+
+  test("hosts read as names with the full identity on hover: the run's driver and a stage's host, as in show", async () => {
+    const home = makeTempDir();
+    const gate = join(makeTempDir(), "gate");
+    const { proc: server, url, login } = await startServe(home);
+    const run = await startRun(home, "fanout.ts", [`gate=${gate}`, "n=3"]);
+    const { page, errors } = await newPage();
+    try {
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${run.id}`);
+      // shard-1 waits for the gate: the run is driven (it has a holder) while the page is looked at
+      await page.waitForFunction(() => document.querySelector('svg.graph g.node[data-name="shard-1"]')?.getAttribute("data-status") === "running", undefined, { timeout: 60_000 });
+      const shown = JSON.parse((await runAtomic(["show", run.id, "--json"], { home })).stdout) as { holder: { host: string; pid: number }; steps: { name: string; ranOn?: { host: string } }[] };
+      // the recorded host is an identity (hostname/machine/boot/pid namespace): only its name is for reading
+      expect(shown.holder.host.startsWith(`${hostname()}/`)).toBe(true);
+      await page.waitForSelector("#run-holder");
+      expect(await page.textContent("#run-holder")).toBe(`driven by pid ${shown.holder.pid} on ${hostname()}`);
+      expect(await page.getAttribute("#run-holder .host", "title")).toBe(`host ${shown.holder.host}`);
+      expect((await runAtomic(["show", run.id], { home })).stdout).toContain(`pid ${shown.holder.pid} on ${hostname()}`);
+      // a stage's host: the same name, the identity on hover
+      await page.click('svg.graph g.node[data-name="prepare"]');
+      await page.waitForSelector("#stage-host");
+      expect(await page.textContent("#stage-host")).toBe(`${hostname()} (the root's machine)`);
+      expect(await page.getAttribute("#stage-host .host", "title")).toBe(`host ${shown.steps.find((x) => x.name === "prepare")!.ranOn!.host}`);
+      expect(errors).toEqual([]);
+    } finally {
+      writeFileSync(gate, "");
+      await closePageAndServer(page, server);
+    }
+  }, 120_000);
 
   test("the timeline shows queued time apart from running time, and each attempt", async () => {
     const home = makeTempDir();

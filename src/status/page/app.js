@@ -12,7 +12,7 @@
 (() => {
   const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted skipped").split(" ");
   const ORIGINS = (document.body.dataset.origins || "schedule api cli rerun fork recovery").split(" ");
-  const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api } = window.atomic;
+  const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api, hostName } = window.atomic;
   const { graphSvg, renderTimeline, legend, countsText } = window.atomic.views;
   const { createActions } = window.atomic.actions;
   const { renderConversation } = window.atomic.conversation;
@@ -323,7 +323,7 @@
         run.code ? h("span", { id: "run-code", class: "mono", title: "the code version this run is pinned to (atomic show RUN --code prints it)", text: `code ${run.code}` }) : null,
         detail.report.tags ? h("span", { id: "run-tags", class: "tags" }, Object.entries(detail.report.tags).map(([k, v]) => h("span", { class: "tag", text: `${k}=${v}` }))) : null,
         run.parentId ? h("span", {}, "child of ", h("a", { class: "mono", href: `/runs/${run.parentId}`, text: run.parentId })) : null,
-        run.holder ? h("span", { text: `driven by pid ${run.holder.pid} on ${run.holder.host}` }) : null,
+        run.holder ? h("span", { id: "run-holder" }, `driven by pid ${run.holder.pid} on `, hostName(run.holder.host)) : null,
         run.origin ? h("span", { id: "run-origin" }, `${run.origin.kind} of `, h("a", { class: "mono", href: `/runs/${run.origin.runId}`, text: run.origin.runId }),
           run.origin.at ? ` at #${run.origin.at.position} (${run.origin.at.name})` : "") : null,
         // A chain of runs (ctx.continueAsNew): the run this one continues, and the run that continued it.
@@ -400,8 +400,8 @@
       const rows = [["path", path], ["kind", step.kind], ["position", step.position], ["attempts", String(step.attempts)],
         ["started", fmtTime(step.startedAt)], ["took", took]];
       if (step.exitCode !== undefined && step.exitCode !== null) rows.push(["exit code", String(step.exitCode)]);
-      // The host of a worker id is an identity ("name/machine/boot/pidns", or a --host-id): its name part is shown.
-      if (step.ranOn) rows.push(["host", h("span", { id: "stage-host", text: `${step.ranOn.host.split("/")[0]}${step.ranOn.remote ? " (worker host)" : " (the root's machine)"}` })]);
+      // The host of a worker id is an identity ("name/machine/boot/pidns", or a --host-id): its name part is shown, the whole on hover.
+      if (step.ranOn) rows.push(["host", h("span", { id: "stage-host" }, hostName(step.ranOn.host), step.ranOn.remote ? " (worker host)" : " (the root's machine)")]);
       if (step.queueWait) rows.push(["waiting", h("span", { id: "stage-queue-wait", text: step.queueWait })]);
       if (step.usage) rows.push(["usage", h("span", { id: "stage-usage", text: `${fmtTokens(step.usage)} tokens, ${fmtCost(step.usage.costMicroUsd)}` })]);
       if (step.childRunId) rows.push(["child run", h("a", { class: "mono", href: `/runs/${step.childRunId}`, text: step.childRunId })]);

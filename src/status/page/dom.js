@@ -77,9 +77,18 @@
     return body;
   }
 
+  /**
+   * A host as people read it: the hostname part of a recorded identity
+   * ("name/machine/boot/pidns", src/shared/process-info.ts hostLabel), the
+   * whole of a --host-id; the full identity on hover.
+   */
+  function hostName(id, attrs = {}) {
+    return h("span", { ...attrs, class: "host", title: `host ${id}`, text: id.split("/")[0] || id });
+  }
+
   function clip(text, n) {
     return text.length > n ? `${text.slice(0, Math.max(1, n - 1))}…` : text;
   }
 
-  window.atomic = { h, s, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api, clip };
+  window.atomic = { h, s, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api, clip, hostName };
 })();
