@@ -17,7 +17,7 @@ import { FleetExecutor } from "../fleet/fleet-executor.ts";
 import type { CliSession } from "./session.ts";
 
 export const POOL_ARGS = {
-  workers: { type: "string", description: "worker processes for stages (default min(4, CPUs))" },
+  workers: { type: "string", description: "worker processes for stages, started as stages wait (default min(4, CPUs))" },
   inProcess: { type: "boolean", description: "run stages inside this process instead of on workers (debugging)" },
   workLeaseMs: { type: "string", description: `how long a silent worker keeps its stage, in ms (default ${DEFAULT_WORK_LEASE_MS}, at least ${MIN_WORK_LEASE_MS})` },
 } as const;

@@ -80,6 +80,8 @@ export interface WorkerPool {
   running(workId: string): WorkerSlot | undefined;
   /** Stop giving `slot` work and replace its process. */
   retire(slot: WorkerSlot): void;
+  /** `stages` wait for workers (queued or running): start workers up to that many (at most the configured number). */
+  want(stages: number): void;
 }
 
 /** What the other parts ask of the dispatcher (dispatcher.ts). */

@@ -4,7 +4,8 @@
  * and recovers work from lost ones. This file is the process entry and
  * wires the parts (coordinator-core.ts lists them):
  *
- * - Start: it spawns its workers at once (supervisor.ts) and opens the
+ * - Start: it spawns its first worker at once (more as the root's
+ *   `work_ready` says stages wait: supervisor.ts) and opens the
  *   journal meanwhile (the root starts a pool with its run's first stage,
  *   so the run is recorded by then); dispatch (dispatcher.ts) begins once
  *   the journal is open, whether or not the root's first `work_ready` came
@@ -105,11 +106,11 @@ class Coordinator implements CoordinatorCore {
     this.root.listen();
     process.on("SIGINT", () => {}); // Ctrl-C is the root's to handle
     process.on("SIGTERM", () => this.shutdown("SIGTERM"));
-    this.workers.start();
+    this.workers.start(1);
     this.attach();
     const { workers, logDir, leaseMs } = this.config;
     this.root.send({ type: "ready", version: POOL_PROTOCOL_VERSION, pid: process.pid, workers, logDir });
-    this.log(`ready: ${workers} worker(s), lease ${leaseMs} ms`);
+    this.log(`ready: up to ${workers} worker(s), started as stages wait, lease ${leaseMs} ms`);
   }
 
   /**

@@ -125,8 +125,8 @@ export class PoolExecutor implements StageExecutor {
   private restarting: Promise<void> | undefined;
   /** The last control revision applied: a fresh pool gets it too. */
   private control: { rev: number; paused: boolean } | undefined;
-  /** Tells the coordinator that items are ready: once per burst (a fan-out of 500 stages sends a few messages, not 500). */
-  private readonly nudge = oncePerTick(() => this.send({ type: "work_ready" }));
+  /** Tells the coordinator that items are ready, and how many stages wait on it: once per burst (a fan-out of 500 stages sends a few messages, not 500). */
+  private readonly nudge = oncePerTick(() => this.send({ type: "work_ready", stages: this.waiting.size }));
   private readonly waiting = new Map<string, Waiting>();
   private readonly controlWaiters = new Map<number, () => void>();
   /** Results that arrived before their stage's execute() registered (the item is enqueued a moment earlier). */

@@ -85,6 +85,7 @@ export class RootChannel implements RootLink {
     switch (msg.type) {
       case "work_ready":
         this.handlers.attach(); // the first time: dispatches once the journal is open
+        workers.want(msg.stages);
         void dispatcher.dispatch();
         break;
       case "cancel_work": {

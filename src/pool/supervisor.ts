@@ -2,6 +2,14 @@
  * Worker supervision: spawning the pool's workers, reading what they send,
  * and the liveness sweep that finds the ones that stopped working.
  *
+ * - A root's pool starts one worker with the coordinator (for the run's
+ *   first stage) and more as the root's `work_ready` says stages wait
+ *   (`want`), up to its configured number: a worker costs a process start
+ *   (about 0.08 CPU-seconds on a 2-core machine) and memory, and most runs
+ *   of a few sequential stages never need a second. Workers once started
+ *   stay until the pool ends. A worker host starts all of its slots at once
+ *   (it serves every root's queue and hears of no single root's stages).
+ *
  * - Each worker is a WorkerSlot (worker-slot.ts, the state machine). Its
  *   stderr goes to `<logDir>/<id>.log`; its IPC messages are validated
  *   here and routed: `complete` to the dispatcher, live events to the
@@ -72,10 +80,20 @@ export class Supervisor implements WorkerPool {
 
   constructor(private readonly core: CoordinatorCore) {}
 
-  /** Spawns the configured number of workers and starts the sweep. */
-  start(): void {
+  /**
+   * Starts the sweep and `initial` workers: a root's pool one (its first stage's; more as `want` asks), a worker
+   * host all of its configured number (it serves every root's queue).
+   */
+  start(initial = this.core.config.workers): void {
     this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_MS);
-    for (let i = 0; i < this.core.config.workers; i++) this.spawn();
+    for (let i = 0; i < Math.min(initial, this.core.config.workers); i++) this.spawn();
+  }
+
+  /** Workers up to `stages` (at most the configured number): a stage queued beside busy workers gets one of its own. */
+  want(stages: number): void {
+    if (this.core.shuttingDown) return;
+    const live = [...this.slots.values()].filter((s) => s.state === "starting" || s.state === "idle" || s.state === "busy").length;
+    for (let i = live; i < Math.min(stages, this.core.config.workers); i++) this.spawn();
   }
 
   idle(): WorkerSlot[] {

@@ -216,17 +216,21 @@ e2eTest("no process of a run carries its configuration, home, key or token on it
   const home = join(makeTempDir("atomic-secrets-"), "home-ARGV-MARKER-4242");
   const dir = makeTempDir("atomic-secrets-mark-");
   const started = join(dir, "started");
+  // Two stages at once, so the pool runs both its workers (it starts a second only for a stage that waits).
   const wf = workflowFile(`{
     name: "argv",
     async run(ctx) {
-      await ctx.shell("wait", ${JSON.stringify(`touch ${started}; sleep 30`)});
+      await ctx.parallel([
+        { name: "wait", shell: ${JSON.stringify(`touch ${started}; sleep 30`)} },
+        { name: "beside", shell: ${JSON.stringify(`touch ${started}-beside; sleep 30`)} },
+      ]);
     },
   }`);
   const env = { ...SECRET_ENV, ATOMIC_HOME: undefined, ATOMIC_INTERCOM_IDLE_MS: "1000" };
   const proc = spawnAtomic(["run", wf, "--home", home, "--workers", "2", "--serve", "--port", "0"], { home, env });
   let broker: number | undefined;
   try {
-    await waitUntil(() => existsSync(started), 30_000, "the stage to start");
+    await waitUntil(() => existsSync(started) && existsSync(`${started}-beside`), 30_000, "both stages to start");
     const token = readFileSync(join(home, "status-token"), "utf8").trim();
     // A message to the stage starts the intercom broker for this home.
     const runId = lastJson((await runAtomic(["runs", "--json", "--home", home], { home, env })).stdout).id as string;
@@ -237,7 +241,7 @@ e2eTest("no process of a run carries its configuration, home, key or token on it
     const lines = [proc.pid, ...pids].map((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " "));
     expect(lines.some((l) => l.includes("--internal-pool-coordinator"))).toBe(true);
     expect(lines.filter((l) => l.includes("--internal-workflow-worker"))).toHaveLength(2);
-    expect(lines.some((l) => l.includes("sleep 30"))).toBe(true);
+    expect(lines.filter((l) => l.includes("sleep 30")).length).toBeGreaterThanOrEqual(2);
     expect(lines.filter((l) => l.includes("--internal-intercom-broker"))).toHaveLength(1);
     for (const line of lines.slice(1)) {
       expect(line).not.toContain("ARGV-MARKER");

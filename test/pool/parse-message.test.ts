@@ -75,7 +75,7 @@ const samples: [v.GenericSchema, unknown][] = [
   [FromWorkerSchema, { type: "heartbeat", opId: "w1:5", refs: [ref, ref] }],
   [FromWorkerSchema, { type: "events", ref, events: [{ type: "output", stream: "stdout", text: "x" }, { type: "usage", usage: { inputTokens: 3 } }] }],
   [FromCoordinatorSchema, { type: "work_done", items: [{ workId: "work_1", result: { ...result, workerId: "w1", generation: 1 } }] }],
-  [ToCoordinatorSchema, { type: "work_ready" }],
+  [ToCoordinatorSchema, { type: "work_ready", stages: 2 }],
   [ToCoordinatorSchema, { type: "budget_counted", workId: "work_1", exhausted: false }],
   [ToCoordinatorSchema, { type: "budget_counted", exhausted: true }],
 ];

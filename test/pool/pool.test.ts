@@ -442,9 +442,13 @@ journalFreeTest("worker ids are unique across pools: the pool's index for displa
   const home = makeTempDir();
   const ids: string[] = [];
   for (let i = 0; i < 2; i++) {
-    const r = await runAtomic(["run", ONE, "--input", "command=true", "--workers", "2", "--json"], { home });
-    expect(r.code).toBe(0);
-    const result = JSON.parse(r.stdout.trim().split("\n").pop()!);
+    // two stages at once (each waits for its gate file until both run), so each pool starts both its workers
+    const d = makeTempDir();
+    const proc = spawnAtomic(["run", join(FIX, "gated-fanout.ts"), "--input", `dir=${d}`, "--input", "n=2", "--workers", "2", "--json"], { home });
+    await waitUntil(() => existsSync(join(d, "g0.started")) && existsSync(join(d, "g1.started")), 60_000, "both stages to run");
+    for (const g of ["g0", "g1"]) writeFileSync(join(d, `go-${g}`), "");
+    expect(await proc.exited).toBe(0);
+    const result = JSON.parse((await new Response(proc.stdout).text()).trim().split("\n").pop()!);
     const logs = readdirSync(join(home, "artifacts", result.runId, "worker-logs")).filter((f) => f !== "coordinator.log");
     ids.push(...logs.map((f) => f.replace(/\.log$/, "")));
   }

@@ -21,8 +21,12 @@ import { ControlSchema, DeliverSchema, RunnerEventSchema, StageResultSchema, Wra
 // ---------------------------------------------------------------- root → coordinator
 
 export const ToCoordinatorSchema = v.variant("type", [
-  /** New items are on the queue (the first one also makes the coordinator open the journal). */
-  v.object({ type: v.literal("work_ready") }),
+  /**
+   * New items are on the queue (the first one also makes the coordinator open the journal). `stages`: how many
+   * stages the root now waits for on this pool (queued or running), so the coordinator starts workers up to that
+   * many (at most its configured number): a one-stage run starts no second worker.
+   */
+  v.object({ type: v.literal("work_ready"), stages: v.pipe(v.number(), v.integer(), v.minValue(0)) }),
   /** Stop one stage (cancel, Ctrl-C, failFast): its result comes back as "cancelled". */
   v.object({ type: v.literal("cancel_work"), workId: v.string(), reason: v.string() }),
   /** A message for a running stage. */
