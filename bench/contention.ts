@@ -21,14 +21,16 @@
  * On Postgres a step is one round trip (one statement, its own commit:
  * journal/postgres/append-sql-v8.ts), so each step wakes two processes, the
  * server's backend and ours, and on a busy host each wake-up waits for a
- * CPU. For information, the floor under that: the same count of raw
- * single-row commits through pg from this process, one connection, quiet
- * vs busy the same way (no engine, no process start).
+ * CPU. For information, the floor under that, quiet vs busy the same way
+ * (no engine, no process start): the same count of raw single-row commits
+ * through pg from this process, one connection; and the same from pgbench
+ * (libpq, C, prepared), the least any client can do per step.
  */
 
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
-import { createDatabase, startCluster } from "../test/helpers/postgres.ts";
+import { binDir, createDatabase, startCluster } from "../test/helpers/postgres.ts";
 import {
   WORKFLOWS,
   atomicBin,
@@ -75,32 +77,43 @@ async function sequential(bin: string, journal: string | undefined): Promise<num
   }
 }
 
-async function measure(bin: string, name: string, journal: () => Promise<string | undefined>): Promise<Result> {
+/** Runs `once` alternately without and with the hogs (after one warm-up), REPS times each: the figures and the load averages. */
+async function alternate(once: () => Promise<number>): Promise<{ quiet: number[]; busy: number[]; loads: string[] }> {
   const loads: string[] = [loadAverage()];
   const quiet: number[] = [];
   const busy: number[] = [];
-  await sequential(bin, await journal()); // warm-up
+  await once(); // warm-up
   for (let i = 0; i < REPS; i++) {
-    quiet.push(await sequential(bin, await journal()));
+    quiet.push(await once());
     const h = hogs();
     try {
-      busy.push(await sequential(bin, await journal()));
+      busy.push(await once());
     } finally {
       await h.stop();
     }
   }
   loads.push(loadAverage());
-  const ratio = median(busy) / median(quiet);
+  return { quiet, busy, loads };
+}
+
+/** A result of `alternate`: the busy median against the quiet one; `target` only for the engine's own figures. */
+function busyVsQuiet(label: string, baseline: string, m: Awaited<ReturnType<typeof alternate>>, target: boolean): Result {
+  const ratio = median(m.busy) / median(m.quiet);
   return {
     bench: "contention",
-    label: `${fmt(STEPS, 0)} sequential steps on ${name} with ${HOGS} CPU-bound processes beside it, whole \`atomic run\``,
-    value: median(busy),
+    label,
+    value: median(m.busy),
     unit: "ms",
-    baseline: { label: "the same run without them", value: median(quiet), unit: "ms" },
+    baseline: { label: baseline, value: median(m.quiet), unit: "ms" },
     ratio: { value: ratio, meaning: "busy ÷ quiet" },
-    target: { text: `ratio <= ${TARGET}`, ok: ratio <= TARGET },
-    notes: [`busy: ${spread(busy)}`, `quiet: ${spread(quiet)}`, `load average before ${loads[0]}, after ${loads[1]} (2 CPUs, shared)`],
+    ...(target ? { target: { text: `ratio <= ${TARGET}`, ok: ratio <= TARGET } } : {}),
+    notes: [`busy: ${spread(m.busy)}`, `quiet: ${spread(m.quiet)}`, `load average before ${m.loads[0]}, after ${m.loads[1]} (2 CPUs, shared)`],
   };
+}
+
+async function measure(bin: string, name: string, journal: () => Promise<string | undefined>): Promise<Result> {
+  const m = await alternate(async () => sequential(bin, await journal()));
+  return busyVsQuiet(`${fmt(STEPS, 0)} sequential steps on ${name} with ${HOGS} CPU-bound processes beside it, whole \`atomic run\``, "the same run without them", m, true);
 }
 
 /** `STEPS` single-row commits in sequence through one pg connection, ms. */
@@ -115,32 +128,31 @@ async function rawFloor(url: string): Promise<Result> {
   await client.connect();
   try {
     await client.query("create table steps (id bigserial primary key, n integer not null)");
-    const loads: string[] = [loadAverage()];
-    const quiet: number[] = [];
-    const busy: number[] = [];
-    await rawCommits(client); // warm-up
-    for (let i = 0; i < REPS; i++) {
-      quiet.push(await rawCommits(client));
-      const h = hogs();
-      try {
-        busy.push(await rawCommits(client));
-      } finally {
-        await h.stop();
-      }
-    }
-    loads.push(loadAverage());
-    return {
-      bench: "contention",
-      label: `floor: ${fmt(STEPS, 0)} raw single-row commits through pg on the same Postgres with ${HOGS} CPU-bound processes beside it`,
-      value: median(busy),
-      unit: "ms",
-      baseline: { label: "the same commits without them", value: median(quiet), unit: "ms" },
-      ratio: { value: median(busy) / median(quiet), meaning: "busy ÷ quiet" },
-      notes: [`busy: ${spread(busy)}`, `quiet: ${spread(quiet)}`, `load average before ${loads[0]}, after ${loads[1]} (2 CPUs, shared)`],
-    };
+    const m = await alternate(() => rawCommits(client));
+    return busyVsQuiet(`floor: ${fmt(STEPS, 0)} raw single-row commits through pg on the same Postgres with ${HOGS} CPU-bound processes beside it`, "the same commits without them", m, false);
   } finally {
     await client.end();
   }
+}
+
+/**
+ * The floor of any client: the same `STEPS` single-row commits from
+ * pgbench (C, libpq, one connection, prepared), its own latency average
+ * times `STEPS` (its start and connection left out).
+ */
+async function pgbenchFloor(url: string, home: string): Promise<Result | undefined> {
+  const dir = binDir();
+  if (!dir) return undefined;
+  const script = join(home, "insert.sql");
+  writeFileSync(script, "insert into steps (n) values (1);\n");
+  const once = async () => {
+    const r = await runTimed([join(dir, "pgbench"), "-n", "-c", "1", "-t", String(STEPS), "-M", "prepared", "-f", script, url], { capture: true });
+    const latency = /latency average = ([\d.]+) ms/.exec(r.stdout);
+    if (r.code !== 0 || !latency) throw new Error(`pgbench exited ${r.code}: ${(r.stderr || r.stdout).slice(-500)}`);
+    return Number(latency[1]) * STEPS;
+  };
+  const m = await alternate(once);
+  return busyVsQuiet(`floor: ${fmt(STEPS, 0)} single-row commits from pgbench (libpq, prepared) on the same Postgres with ${HOGS} CPU-bound processes beside it`, "the same commits without them", m, false);
 }
 
 const bench: Bench = {
@@ -154,7 +166,15 @@ const bench: Bench = {
       let n = 0;
       // A database of its own for every run, as a fresh home is for SQLite.
       results.push(await measure(bin, "Postgres", () => createDatabase(cluster, `contention${n++}`)));
-      results.push(await rawFloor(await createDatabase(cluster, "contention_raw")));
+      const raw = await createDatabase(cluster, "contention_raw");
+      results.push(await rawFloor(raw));
+      const home = tempDir("atomic-bench-contention-pgbench-");
+      try {
+        const floor = await pgbenchFloor(raw, home);
+        if (floor) results.push(floor);
+      } finally {
+        removeTempDir(home);
+      }
     } finally {
       cluster.stop();
     }

@@ -55,7 +55,8 @@ export interface Cluster {
   startServer(): void;
 }
 
-function binDir(): string | undefined {
+/** The installed server's programs (initdb, pg_ctl, pgbench), newest major version first. */
+export function binDir(): string | undefined {
   for (const v of ["17", "16", "15", "14", "13"]) {
     const dir = `/usr/lib/postgresql/${v}/bin`;
     if (existsSync(join(dir, "initdb"))) return dir;
