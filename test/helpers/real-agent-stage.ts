@@ -53,10 +53,10 @@ function runArgs(s: RealStage<unknown>, inputs: Record<string, unknown>): string
   return ["run", WORKFLOW, "--json", "--workers", "1", "--inputs-json", inputsFile(s.h, { ...s.defaults, ...inputs })];
 }
 
-export async function runStage(s: RealStage<any>, inputs: Record<string, unknown>): Promise<{ runId: string; outputs: Outputs }> {
+export async function runStage(s: RealStage<any>, inputs: Record<string, unknown>): Promise<{ runId: string; outputs: Outputs; stderr: string }> {
   const r = await runAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
-  return { runId: result.runId, outputs: result.outputs };
+  return { runId: result.runId, outputs: result.outputs, stderr: r.stderr };
 }
 
 /** Starts the stage's run (for tests that signal or cancel it). */

@@ -74,8 +74,14 @@ agentTest("codex: traces on, codex sends its own spans to the same receiver, nes
     s.h.env.OTEL_EXPORTER_OTLP_ENDPOINT = otlp.url;
     s.h.env.OTEL_EXPORTER_OTLP_HEADERS = `${key.name}=${key.value}`;
     s.h.env.CODEX_TEST_PRIVATE = "private-value";
-    const { outputs } = await runStage(s, { prompt: "say hello" });
+    // The drive's last flush may wait for this receiver as long as an export may take (else 3 s): on a busy
+    // machine a drive starved of CPU needs longer than 3 s to send its last batch. (The stage's span that once
+    // never came was in a batch the processor's timer had sent while the run ended: the drive did not wait for
+    // its answer and exited without it, silently; otel-setup.ts now waits for it.)
+    s.h.env.OTEL_EXPORTER_OTLP_TIMEOUT = "120000";
+    const { outputs, stderr } = await runStage(s, { prompt: "say hello" });
     expect(outputs.status).toBe("completed");
+    expect(stderr).not.toContain("traces could not be sent");
     // Bounded: a span that never arrives fails the test here instead of holding the lane until the agent-test limit.
     const stage = await withinLimit(otlp.spans.first((x) => x.name === "invoke_agent ask"), 30_000, "the stage's invoke_agent span");
     // codex's spans (its service name, not atomic's) in the run's trace, the outermost a child of the stage's span

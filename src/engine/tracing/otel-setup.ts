@@ -98,19 +98,38 @@ class Counted implements SpanProcessor {
   }
 }
 
-/** An exporter that says once that exports fail (a receiver down, a bad key), and counts the spans sent. */
+/**
+ * An exporter that says once that exports fail (a receiver down, a bad key),
+ * counts the spans sent, and knows the exports still waiting for their
+ * answer (`answered()`): the batch processor's forceFlush sends what is
+ * queued but does not wait for a batch its timer already handed over, so a
+ * drive that ended while that batch was on its way exited without it
+ * (and without a warning).
+ */
 class WarnOnce implements SpanExporter {
+  private readonly inFlight = new Set<Promise<void>>();
+
   constructor(
     private readonly inner: SpanExporter,
     private readonly tally: SpanTally,
   ) {}
 
   export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    let settle!: () => void;
+    const answer = new Promise<void>((resolve) => (settle = resolve));
+    this.inFlight.add(answer);
     this.inner.export(spans, (result) => {
+      this.inFlight.delete(answer);
+      settle();
       if (result.code === ExportResultCode.SUCCESS) this.tally.sent += spans.length;
       else exportFailed(result.error?.message?.split("\n")[0] ?? "no answer");
       done(result);
     });
+  }
+
+  /** Resolves once every export started so far has had its answer (or failed). */
+  async answered(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
   shutdown(): Promise<void> {
@@ -142,13 +161,37 @@ function samplerFromEnv(): Sampler {
   }
 }
 
-export function createProvider(settings: TraceSettings, ids: ChosenIds, tally: SpanTally): TracerProvider {
+/** A drive's last flush waits this long at most when no export timeout is set: a receiver that is down does not hold the drive's end. */
+const FLUSH_MS = 3_000;
+
+/**
+ * How long a drive's last flush may wait for its receiver: the export timeout
+ * the user set (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT,
+ * in ms), for a receiver known to be slow to answer; else FLUSH_MS.
+ */
+export function flushLimitMs(): number {
+  for (const set of [readEnv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"), readEnv("OTEL_EXPORTER_OTLP_TIMEOUT")]) {
+    const ms = Number(set?.trim());
+    if (set !== undefined && Number.isFinite(ms) && ms > 0) return ms;
+  }
+  return FLUSH_MS;
+}
+
+/** The provider, and `flush()`: sends what is queued and waits until every batch sent so far has its answer (unbounded: the caller bounds it). */
+export function createProvider(settings: TraceSettings, ids: ChosenIds, tally: SpanTally): { provider: TracerProvider; flush(): Promise<void> } {
   const resource = atomicResource();
-  const exporter = settings.protocol === "http/json" ? new JsonExporter() : new ProtobufExporter();
-  return new TracerProvider({
+  const exporter = new WarnOnce(settings.protocol === "http/json" ? new JsonExporter() : new ProtobufExporter(), tally);
+  const provider = new TracerProvider({
     resource,
     sampler: samplerFromEnv(),
     idGenerator: ids,
-    spanProcessors: [new Counted(new BatchSpanProcessor({ exporter: new WarnOnce(exporter, tally), scheduledDelayMillis: 1000 }), tally)],
+    spanProcessors: [new Counted(new BatchSpanProcessor({ exporter, scheduledDelayMillis: 1000 }), tally)],
   });
+  return {
+    provider,
+    flush: async () => {
+      await provider.forceFlush().catch(() => {});
+      await exporter.answered();
+    },
+  };
 }

@@ -24,7 +24,6 @@
  */
 
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, trace, type Attributes, type Context, type Span, type Tracer as OtelApiTracer } from "@opentelemetry/api";
-import type { TracerProvider } from "@opentelemetry/sdk-trace";
 import {
   ATTR_GEN_AI_AGENT_NAME,
   ATTR_GEN_AI_INPUT_MESSAGES,
@@ -46,12 +45,10 @@ import type { StageRequest } from "../../runners/types.ts";
 import type { Usage } from "../../sdk/types.ts";
 import { EVENT, type StepStartedPayload } from "../journal-events.ts";
 import type { EngineEvent } from "../observer.ts";
-import { ChosenIds, createProvider, exportFailed, type SpanTally } from "./otel-setup.ts";
+import { ChosenIds, createProvider, exportFailed, flushLimitMs, type SpanTally } from "./otel-setup.ts";
 import { runSpanIdOf, stageSpanIdOf, traceIdOf } from "./trace-ids.ts";
 import type { TraceSettings, Tracer } from "./types.ts";
 
-/** A drive that loses its receiver still ends: a flush waits this long at most. */
-const FLUSH_MS = 3_000;
 const FAILED_RUN = new Set(["failed", "blocked", "cancelled", "interrupted"]);
 /** A ctx.tool attempt shorter than this gets no span (the tool step's TOOL_VISIBLE_AFTER_MS, steps/tool.ts). */
 const SHORT_TOOL_MS = 25;
@@ -72,7 +69,8 @@ export class OtelTracer implements Tracer {
   private readonly tally: SpanTally = { ended: 0, sent: 0 };
   /** Spans already reported dropped by a flush. */
   private dropped = 0;
-  private readonly provider: TracerProvider;
+  /** Sends what is queued and waits for the answers to every batch sent (otel-setup.ts). */
+  private readonly flushAll: () => Promise<void>;
   private readonly tracer: OtelApiTracer;
   private readonly runs = new Map<string, Open & { rootId: string; short: number }>();
   /** ctx.tool steps started and not ended yet: a span only if they turn out long, retried or failed. */
@@ -83,8 +81,9 @@ export class OtelTracer implements Tracer {
   private readonly attempts = new Map<string, Attempt>();
 
   constructor(private readonly settings: TraceSettings) {
-    this.provider = createProvider(settings, this.ids, this.tally);
-    this.tracer = this.provider.getTracer("atomic");
+    const setup = createProvider(settings, this.ids, this.tally);
+    this.flushAll = setup.flush;
+    this.tracer = setup.provider.getTracer("atomic");
   }
 
   readonly observe = (event: EngineEvent): void => {
@@ -160,16 +159,15 @@ export class OtelTracer implements Tracer {
   }
 
   async flush(): Promise<number> {
+    // A drive that loses its receiver still ends: the flush is bounded (otel-setup.ts).
+    const limitMs = flushLimitMs();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const sent = await Promise.race([
-      this.provider.forceFlush().then(
-        () => true,
-        () => true,
-      ),
-      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), FLUSH_MS))),
+      this.flushAll().then(() => true),
+      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), limitMs))),
     ]);
     clearTimeout(timer);
-    if (!sent) exportFailed(`no answer within ${FLUSH_MS / 1000} s`);
+    if (!sent) exportFailed(`no answer within ${limitMs / 1000} s`);
     // What was ended and not taken by the receiver by now is lost: dropped from a full queue, refused, or still
     // on its way when the process exits (a batch that gets through later only lowers the next flush's figure).
     const lost = this.tally.ended - this.tally.sent - this.dropped;
