@@ -78,7 +78,12 @@ const spawned = new Set<Subprocess>();
 
 export async function runAtomic(args: string[], opts: AtomicOptions): Promise<RunResult> {
   const proc = spawnAtomic(args, opts);
-  const timer = setTimeout(() => proc.kill("SIGKILL"), opts.timeoutMs ?? 60_000);
+  const limitMs = opts.timeoutMs ?? 60_000;
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    proc.kill("SIGKILL");
+  }, limitMs);
   const [stdout, stderr, code] = await Promise.all([
     new Response(proc.stdout as ReadableStream).text(),
     new Response(proc.stderr as ReadableStream).text(),
@@ -86,7 +91,8 @@ export async function runAtomic(args: string[], opts: AtomicOptions): Promise<Ru
   ]);
   clearTimeout(timer);
   spawned.delete(proc);
-  return { code, stdout, stderr };
+  // Said where a failing test shows it: a command this helper killed printed nothing for another reason.
+  return { code, stdout, stderr: killed ? `${stderr}[killed by the test's runAtomic after ${limitMs} ms]\n` : stderr };
 }
 
 /**
