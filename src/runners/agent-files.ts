@@ -199,6 +199,15 @@ export class AgentFiles {
     else this.section("Warning", message);
   }
 
+  /**
+   * The attempt completed: its "Outcome" section, after a warning when the agent's final answer is empty (the
+   * engine flags the stage too, steps/stage.ts: show, the page, the run's output).
+   */
+  completed(answer: string, structured: unknown): void {
+    if (structured === undefined && answer.trim() === "") this.warning("the stage's output is empty: the agent's final answer has no text");
+    this.section("Outcome", "completed");
+  }
+
   /** A model call ended with this usage (`turns: 0`: more usage of the call before): its line in turns.jsonl; the next text opens a new section. */
   turnEnded(usage: { inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number; costMicroUsd: number | null; turns: number }): void {
     this.turns.write(`${JSON.stringify(usage)}\n`);

@@ -15,11 +15,12 @@
  * - a run that ended through ctx.exit skipped or blocked shows its status
  *   and its reason as a notice, and the runs list filters by it;
  * - a stage's panel lists its messages with their delivery states, and
- *   flags an agent stage whose output is empty.
+ *   flags an agent stage whose output is empty (so do show, the run's
+ *   output and the attempt's transcript).
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
@@ -240,6 +241,9 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect(r.stderr).toContain(`warning: stage quiet: ${warning}`);
       const show = await runAtomic(["show", id], { home });
       expect(show.stdout).toContain(`warning: ${warning}`);
+      // the attempt's transcript says it too, before its outcome
+      const transcript = readFileSync(join(home, "artifacts", id, "0-quiet", "attempt-1", "transcript.md"), "utf8");
+      expect(transcript).toEndWith("## Warning\n\nthe stage's output is empty: the agent's final answer has no text\n\n## Outcome\n\ncompleted\n\n");
       const { proc: server, url, login } = await startServe(home);
       const { page, errors } = await newPage();
       try {

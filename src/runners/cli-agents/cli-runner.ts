@@ -487,7 +487,7 @@ class CliSession {
     } catch (err) {
       return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`, exitCode);
     }
-    this.files.section("Outcome", "completed");
+    this.files.completed(this.state.text, structured);
     return { ...this.result("completed", undefined, undefined, exitCode), ...(structured !== undefined ? { structured } : {}), ...(outputPath ? { outputPath } : {}) };
   }
 

@@ -586,7 +586,7 @@ export class AgentLoop {
     } catch (err) {
       return this.result("failed", "output_file", `could not write the output file: ${(err as Error).message}`);
     }
-    this.files.section("Outcome", "completed");
+    this.files.completed(text, structured);
     return { ...this.result("completed"), ...(structured !== undefined ? { structured } : {}), ...(outputPath ? { outputPath } : {}) };
   }
 
