@@ -15,6 +15,8 @@
  * fast-forwarded to it first. After the stage, what it left uncommitted is
  * committed and the branch is pushed to the shared remote; the result names
  * the pushed head (`pushed`), and the root fetches it into its own worktree.
+ * A cancelled stage's work goes the same way (its commit says it was
+ * cancelled), so it outlives the worktree the host's sweep removes.
  */
 
 import { existsSync } from "node:fs";
@@ -118,10 +120,13 @@ async function worktreeWith(repo: string, branch: string): Promise<string | unde
   return undefined;
 }
 
-/** After the stage: its leftovers committed, the branch pushed; what the result says was pushed. Throws GitError when git refuses. */
-export async function pushHostWorkspace(hw: HostWorkspace): Promise<{ url: string; branch: string; head: string }> {
+/**
+ * After the stage (`cancelled`: it was stopped, so its work is kept on the remote, not lost with the worktree):
+ * its leftovers committed, the branch pushed; what the result says was pushed. Throws GitError when git refuses.
+ */
+export async function pushHostWorkspace(hw: HostWorkspace, cancelled = false): Promise<{ url: string; branch: string; head: string }> {
   const { ws } = hw;
-  await commitLeftovers(ws.path, `atomic: what stage ${hw.stage} left uncommitted`);
+  await commitLeftovers(ws.path, `atomic: what stage ${hw.stage} left uncommitted${cancelled ? " when it was cancelled" : ""}`);
   const head = (await gitOk(ws.path, ["rev-parse", "HEAD"])).trim();
   await gitOk(ws.path, ["push", "--quiet", hw.remote, `${head}:refs/heads/${ws.branch}`]);
   return { url: hw.url, branch: ws.branch, head };

@@ -69,7 +69,7 @@ import { loadConfig } from "../shared/config/load.ts";
 import { recordedEnvironment, type RecordedEnvironment } from "../engine/run-environment.ts";
 import type { StageResult } from "../sdk/types.ts";
 import { type HostWorkspace, openHostWorkspace, pushHostWorkspace } from "./host-workspace.ts";
-import { sweepHostWorktrees } from "./host-worktree-sweep.ts";
+import { markWorktree, sweepHostWorktrees, type RunState } from "./host-worktree-sweep.ts";
 
 const POLL_MS = 1_000;
 /** How many runs' recorded environments a host keeps (the oldest read goes first). */
@@ -116,6 +116,8 @@ export class WorkerHost implements CoordinatorCore {
   private readonly workspaces = new Map<string, HostWorkspace | string>();
   /** A sweep of ended runs' worktrees under way (host-worktree-sweep.ts): one at a time. */
   private sweeping: Promise<void> | undefined;
+  /** The journal's identity (FleetStore.journalId), read once when first needed: the mark of this host's worktrees. */
+  private journalId: Promise<string> | undefined;
   readonly dispatcher: Dispatcher;
   readonly journal: Journal & { fleet: FleetStore };
   readonly hostId: string;
@@ -187,7 +189,9 @@ export class WorkerHost implements CoordinatorCore {
     const request = item.descriptor as StageRequest;
     const repo = this.opts.repo;
     // A worktree stage, and this host has a checkout: its worktree is opened there first (host-workspace.ts).
-    const opening = request.workspace && repo ? openHostWorkspace(repo, this.hostId, { ...request, workspace: request.workspace }).then((hw) => {
+    const opening = request.workspace && repo ? openHostWorkspace(repo, this.hostId, { ...request, workspace: request.workspace }).then(async (hw) => {
+          // This journal's, with the remote its branch goes to: the sweep of another journal's host leaves it alone.
+          if (typeof hw !== "string") await this.markWorktree(hw);
           if (this.workspaces.size >= WORKSPACES_KEPT) this.workspaces.delete(this.workspaces.keys().next().value!);
           this.workspaces.set(item.id, hw);
         })
@@ -220,6 +224,24 @@ export class WorkerHost implements CoordinatorCore {
     );
   }
 
+  /** The journal's identity, asked again after a failure (the database away). */
+  private ownJournal(): Promise<string> {
+    this.journalId ??= this.fleet.journalId().catch((err: unknown) => {
+      this.journalId = undefined;
+      throw err;
+    });
+    return this.journalId;
+  }
+
+  /** Marks a worktree opened here as this journal's (host-worktree-sweep.ts); unmarked, it is swept only while the journal has its run. */
+  private async markWorktree(hw: HostWorkspace): Promise<void> {
+    try {
+      await markWorktree(hw.ws.path, { journal: await this.ownJournal(), remote: hw.remote });
+    } catch (err) {
+      this.log(`the worktree ${hw.ws.path} was not marked as this journal's: ${ensureError(err).message}`);
+    }
+  }
+
   private readEnvironment(item: WorkItem): Promise<void> | undefined {
     if (this.runEnvs.has(item.rootId)) return undefined;
     return this.journal.readEvents(item.rootId, 0, 1).then(
@@ -238,13 +260,19 @@ export class WorkerHost implements CoordinatorCore {
   async finish(workId: string, result: StageResult): Promise<StageResult> {
     // Kept (not deleted): a result sent again finishes the same (nothing more to commit, the push already done).
     const own = this.workspaces.get(workId);
-    if (!own || typeof own === "string" || result.status === "cancelled") return result;
+    if (!own || typeof own === "string") return result;
     // Earlier runs that ended meanwhile: their worktrees go now that this stage is done with the checkout.
     queueMicrotask(() => this.sweepWorktrees());
+    const cancelled = result.status === "cancelled";
     try {
-      return { ...result, pushed: await pushHostWorkspace(own) };
+      // Cancelled too: what it did is kept on the remote (the root takes it into its worktree), not lost with the worktree.
+      return { ...result, pushed: await pushHostWorkspace(own, cancelled) };
     } catch (err) {
       const message = `its branch ${own.ws.branch} could not be pushed from host ${this.hostId} to ${own.url}: ${ensureError(err).message}`;
+      if (cancelled) {
+        this.log(`stage ${own.stage} was cancelled and ${message}; its work stays in ${own.ws.path}`);
+        return result;
+      }
       return { ...result, status: "failed", error: { code: "workspace_failed", message } };
     }
   }
@@ -421,12 +449,12 @@ export class WorkerHost implements CoordinatorCore {
   private sweepWorktrees(): void {
     const repo = this.opts.repo;
     if (!repo || this.sweeping || this.shuttingDown) return;
-    const ended = async (runId: string) => {
+    const runState = async (runId: string): Promise<RunState> => {
       try {
         const run = await this.journal.getRun(runId as RunId);
-        return run === undefined || ENDED_STATUSES.includes(run.status);
+        return run === undefined ? "gone" : ENDED_STATUSES.includes(run.status) ? "ended" : "live";
       } catch {
-        return false; // the journal away: asked again at the next sweep
+        return "live"; // the journal away: asked again at the next sweep
       }
     };
     const used = this.workers.busy().flatMap((slot) => {
@@ -434,8 +462,10 @@ export class WorkerHost implements CoordinatorCore {
       return own && typeof own !== "string" ? [own.ws.path] : [];
     });
     const inUse = (path: string) => used.some((p) => p === path || p.startsWith(`${path}/`));
-    this.sweeping = sweepHostWorktrees(repo, ended, inUse)
+    this.sweeping = this.ownJournal()
+      .then((journal) => sweepHostWorktrees(repo, journal, runState, inUse))
       .then((swept) => {
+        for (const kept of swept.kept) this.log(`kept the worktree of an ended run ${kept}`);
         if (swept.worktrees.length === 0) return;
         const branches = swept.branches.length ? ` and ${swept.branches.length} branch(es) the remote has` : "";
         this.log(`removed ${swept.worktrees.length} worktree(s)${branches} of ended runs from ${repo}`);

@@ -122,6 +122,12 @@ export interface FleetStore {
   reapExpired(maxGenerations: number, error: ErrorInfo, rootId?: RunId): Promise<WorkItem[]>;
   /** The schema version the journal is at now (a newer atomic may have migrated it since this process opened it). */
   schemaVersion(): Promise<number>;
+  /**
+   * The journal's identity: made once, at random, by the first host that asks (kept in the journal), the same
+   * for every host of this journal whatever address it reaches the database by. A host marks the worktrees it
+   * makes with it, so its sweep removes its own only (fleet/host-worktree-sweep.ts).
+   */
+  journalId(): Promise<string>;
   /** Pool protocols other than `protocol` that ready items of `queues` ask for (a newer or older root). */
   foreignProtocols(queues: readonly string[], protocol: number): Promise<number[]>;
   /** Messages for `rootId`'s driver (it is woken). */

@@ -8,7 +8,10 @@
  * A host whose checkout has another remote refuses the stage in one sentence.
  * A stage retried elsewhere goes on from what its earlier attempts pushed:
  * on another host (fetched from the remote) and on the root's own workers
- * (the root takes each pushed attempt into its worktree at once).
+ * (the root takes each pushed attempt into its worktree at once), and on a
+ * host from an attempt killed on the root (the root pushes first). A host
+ * sweeps only its own journal's worktrees from a shared checkout, and a
+ * cancelled stage's work is pushed, not lost with its worktree.
  * The hosts run on the machines of a test fleet, each in a network
  * namespace of its own (where this machine allows them) that reaches the
  * fleet's Postgres and nothing of the root's; the repositories are shared
@@ -277,6 +280,67 @@ test("a host removes the worktrees of ended runs from its checkout, with their b
   await waitUntil(() => !existsSync(join(repos.host, ".git", "atomic-worktrees", second)), 30_000, "the second run's worktrees to go");
   expect(made()).toBe(0);
   expect(atomicBranches()).toEqual([]);
+}, 120_000);
+
+/** A run of three worktree stages on the journal `url` (hosts take them), from the root's checkout; its id. */
+async function runThree(url: string, root: string, home: string): Promise<string> {
+  const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=three"], { home, cwd: root });
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
+}
+
+test("hosts of two journals share one checkout: each removes only its own journal's worktrees", async () => {
+  const a = await journal();
+  const b = await journal();
+  const repos = repositories();
+  const home = makeTempDir();
+  const worktreesOf = (runId: string) => git(repos.host, "worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ") && l.includes(`/atomic-worktrees/${runId}/`));
+  // Journal a's host runs a run's stages in the checkout, then stops.
+  const ofA = await startHost({ ...a.machine(0), id: "of-a", slots: 3, repo: repos.host });
+  const runOfA = await runThree(a.url, repos.root, makeTempDir());
+  ofA.proc.kill("SIGTERM");
+  expect(await ofA.exited).toBe(0);
+  expect(worktreesOf(runOfA)).toHaveLength(3);
+  // Journal b's host, on the same checkout: its own ended run's worktrees go, journal a's run (unknown to b) stays.
+  const ofB = await startHost({ ...b.machine(1), id: "of-b", slots: 3, repo: repos.host });
+  const first = await runThree(b.url, repos.root, home);
+  await runThree(b.url, repos.root, home);
+  await ofB.log.waitFor(/removed 3 worktree\(s\)/, 30_000);
+  expect(existsSync(join(repos.host, ".git", "atomic-worktrees", first))).toBe(false);
+  expect(worktreesOf(runOfA)).toHaveLength(3);
+  expect(git(repos.host, "branch", "--list", `atomic/${runOfA}/*`).split("\n").filter((l) => l.trim() !== "")).toHaveLength(3);
+  // Journal a's host, started again, removes its own.
+  await startHost({ ...a.machine(0), id: "of-a", slots: 1, repo: repos.host });
+  await waitUntil(() => !existsSync(join(repos.host, ".git", "atomic-worktrees", runOfA)), 30_000, "journal a's worktrees to go");
+}, 180_000);
+
+test("a stage cancelled on a host keeps its work: what it left is committed and pushed, the root takes it, the sweep removes only the worktree", async () => {
+  const { url, machine } = await journal();
+  const repos = repositories();
+  const dir = makeTempDir();
+  const home = makeTempDir();
+  const host = await startHost({ ...machine(0), id: "stopped", slots: 1, repo: repos.host });
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=unfinished", "--input", `dir=${dir}`], { home, cwd: repos.root });
+  const stderr = new Response(root.stderr).text();
+  const runId = JSON.parse(await lineWatcher(root.stdout).waitFor(/"runId"/, 30_000)).runId as string;
+  await waitUntil(() => existsSync(join(dir, "ready")), 60_000, "the stage to leave its work on the host");
+  const cancelled = await runAtomic(["cancel", runId, "--journal", url], { home, cwd: repos.root });
+  expect(cancelled.code).toBe(0);
+  expect(await root.exited).toBe(4);
+  expect(await stderr).not.toContain("    at ");
+  const branch = git(repos.root, "for-each-ref", "--format=%(refname:strip=2)", "refs/atomic-base/").trim();
+  // On the shared remote, on the stage's branch: its own commit, and what it left in a commit that says it was cancelled ...
+  expect(git(repos.origin, "log", "--format=%s", branch)).toBe("atomic: what stage unfinished left uncommitted when it was cancelled\ncommitted part\nbase\n");
+  expect(git(repos.origin, "show", `${branch}:wip.txt`)).toBe("unfinished\n");
+  // ... and in the root's repository, in the stage's worktree there.
+  expect(git(repos.root, "rev-parse", branch).trim()).toBe(git(repos.origin, "rev-parse", branch).trim());
+  // The host, started again, removes the cancelled run's worktree and its branch, which the remote has.
+  host.proc.kill("SIGTERM");
+  expect(await host.exited).toBe(0);
+  await startHost({ ...machine(0), id: "stopped", slots: 1, repo: repos.host });
+  await waitUntil(() => !existsSync(join(repos.host, ".git", "atomic-worktrees", runId)), 30_000, "the cancelled run's worktree to go");
+  expect(git(repos.host, "branch", "--list", branch)).toBe("");
+  expect(git(repos.origin, "show", `${branch}:wip.txt`)).toBe("unfinished\n");
 }, 120_000);
 
 test("kill -9 of a host mid-stage: started again, it finds the stage's worktree with the killed attempt's commit, and the stage completes", async () => {

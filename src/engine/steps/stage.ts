@@ -269,6 +269,12 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
           })
           .catch(() => {});
       }
+      // Stopped on a worker host, which pushed what the stage did (fleet/host.ts finish): kept in this worktree too.
+      if (ws && result.pushed) {
+        await takePushed(ws, result.pushed).catch((err: unknown) =>
+          tree.observer({ type: "warning", runId: exec.runId, message: `stage ${name}: what it did before it was stopped is on ${result.pushed!.url} (branch ${result.pushed!.branch}), not in its worktree ${ws.path}: ${err instanceof Error ? err.message : String(err)}`, at: Date.now() }),
+        );
+      }
       // Stopped by the run (Ctrl-C, cancel), its parallel group, or the time budget (blocked: resumable).
       throw exec.stepStopError(scope);
     }

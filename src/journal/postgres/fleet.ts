@@ -155,6 +155,18 @@ export class PgFleet implements FleetStore {
     return Number(rows[0]?.value ?? 0);
   }
 
+  async journalId(): Promise<string> {
+    // The insert's row, or the one there already (the select does not see a row this statement inserts).
+    const rows = await this.db.run((q) =>
+      q<{ value: string }>(
+        `with made as (insert into meta (key, value) values ('journal_id', $1) on conflict (key) do nothing returning value)
+         select value from made union all select value from meta where key = 'journal_id'`,
+        [crypto.randomUUID()],
+      ),
+    );
+    return rows[0]!.value;
+  }
+
   async foreignProtocols(queues: readonly string[], protocol: number): Promise<number[]> {
     const rows = await this.db.run((q) =>
       q<{ protocol: number }>(
