@@ -10,6 +10,11 @@
  * until it is opened) and the time to its 200 stages drawn are measured
  * and reported (written to test-artifacts/status/render-200.json), not
  * asserted.
+ *
+ * A fan-out of 300 stages stays one box on the graph and one row on the
+ * timeline, readable and inside the page at 1400x900 and 390x844; opened
+ * (from the timeline), every stage is drawn inside the graph's frame, which
+ * scrolls, and each has its timeline row.
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
@@ -18,6 +23,7 @@ import { join } from "node:path";
 import { openJournal } from "../../src/journal/open.ts";
 import { killSpawned } from "../helpers/atomic.ts";
 import { seedRun } from "../helpers/seed-runs.ts";
+import { checkLayout } from "./layout-check.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, nodeStatuses, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
 
@@ -132,6 +138,48 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
+      await closePageAndServer(page, server);
+    }
+  }, 120_000);
+
+  test("a fan-out of 300 stages stays grouped on the graph and the timeline, readable and not clipped; opened, every stage is inside the graph's frame", async () => {
+    const home = makeTempDir();
+    const journal = await openJournal({ home, durability: "normal" });
+    const runId = await seedRun(journal, { stages: 300, workflow: "wide", artifactsDir: join(home, "artifacts") });
+    await journal.close();
+    const { proc: server, url, login } = await startServe(home);
+    const { page, errors } = await newPage(1400, 900);
+    try {
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${runId}`);
+      const fan = page.locator('svg.graph g.fanout[data-label="stage-* 300"]');
+      await fan.waitFor({ timeout: 30_000 });
+      expect(await fan.getAttribute("data-counts")).toBe("300 done");
+      expect(await page.$$("svg.graph g.node[data-status]")).toHaveLength(0);
+      // the timeline: one row for the fan-out, with its counts, not 300 rows of stages
+      expect(await page.$$eval(".gantt .row", (rows) => rows.map((r) => r.textContent))).toEqual(["▸ stage-* 300: 300 done"]);
+      expect(await page.$(".gantt .more")).toBeNull();
+      await checkLayout(page, "fanout-300-closed");
+      // opened from the timeline: the graph draws every stage, the timeline a row each
+      await page.click('.gantt .row.fan[data-label="stage-* 300"]');
+      await page.waitForFunction(() => document.querySelectorAll("svg.graph g.node[data-status]").length === 300, undefined, { timeout: 30_000 });
+      expect(await page.$$(".gantt .row:not(.fan)")).toHaveLength(300);
+      expect(await page.textContent("svg.graph g.fanout.open .fan-head")).toBe("▾ stage-* 300: 300 done");
+      // every stage's box lies inside the drawing, which its frame scrolls: none is cut off
+      const outside = await page.$eval("svg.graph", (svg) => {
+        const r = svg.getBoundingClientRect();
+        return [...svg.querySelectorAll("g.node[data-status]")].filter((n) => {
+          const b = n.getBoundingClientRect();
+          return b.left < r.left - 0.5 || b.right > r.right + 0.5 || b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5;
+        }).length;
+      });
+      expect(outside).toBe(0);
+      await checkLayout(page, "fanout-300-open");
+      // closed from the graph: one row again
+      await page.click("svg.graph g.fanout.open .fan-head");
+      await page.waitForFunction(() => document.querySelectorAll(".gantt .row").length === 1);
+      expect(errors).toEqual([]);
+    } finally {
       await closePageAndServer(page, server);
     }
   }, 120_000);

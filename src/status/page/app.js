@@ -245,8 +245,7 @@
       actions.update(detail);
       review.update(detail);
       starts.update(detail);
-      drawGraph();
-      renderTimeline(gantt, run, index, selected, select);
+      drawShape();
       renderPanel();
       renderIo(run);
       rendered++;
@@ -258,8 +257,13 @@
 
     // The graph pans and zooms inside its frame, never clipped: it starts fitted to the frame's width (not below a
     // quarter of its size; wider than that, the frame scrolls); −, + and Ctrl+wheel zoom, dragging the background pans.
+    // The graph and the timeline: a fan-out opened or closed on either changes both (views.js).
+    function drawShape() {
+      drawGraph();
+      renderTimeline(gantt, detail.run, index, selected, select, drawShape);
+    }
     function drawGraph() {
-      const svg = graphSvg(detail.graph, selected, select, drawGraph);
+      const svg = graphSvg(detail.graph, selected, select, drawShape);
       const W = Number(svg.getAttribute("width")), H = Number(svg.getAttribute("height"));
       const fit = Math.max(0.25, Math.min(1, (graphWrap.clientWidth - 2) / W));
       const z = graphZoom ?? fit;

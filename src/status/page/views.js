@@ -16,7 +16,9 @@
 // The timeline has a row per step and a bar per attempt; the time an
 // attempt waited before it started (queuedAt: for admission, or for a
 // worker of the pool) is a separate,
-// hatched bar in front of it.
+// hatched bar in front of it. A fan-out closed on the graph is one row
+// there too ("▸ shard-* 300: 300 done"), its bar from its first stage's
+// start to its last one's end; clicking it opens the fan-out in both.
 "use strict";
 (() => {
   const { h, s, fill, fmtDuration, badge, live, clip } = window.atomic;
@@ -24,6 +26,8 @@
   const NW = 156, NH = 40, HG = 34, VG = 12, PAD = 10, HEAD = 22, JS = 12, FW = 210, FH = 44;
   const FANOUT_MIN = 5;
   const open = new Set();
+  /** Node id -> its closed fan-out, as the graph was last drawn (the timeline groups their rows the same way). */
+  let closedFans = new Map();
 
   /** Members of a fan-out (a par block of single stages), or null. */
   function fanMembers(b) {
@@ -98,7 +102,7 @@
     } else if (b.fan && !open.has(b.fan.key)) {
       const box = { x, y, w: b.m.w, h: b.m.h, fan: b.fan };
       groups.push(box);
-      for (const n of b.fan.members) pos.set(n.id, { ...box, node: n, hidden: true });
+      for (const n of b.fan.members) { pos.set(n.id, { ...box, node: n, hidden: true }); closedFans.set(n.id, b.fan); }
     } else {
       if (b.fan) groups.push({ x, y, w: b.m.w, h: b.m.h, fan: b.fan, opened: true });
       const inner = b.fan ? { x: x + PAD, y: y + HEAD + PAD } : { x, y };
@@ -107,9 +111,14 @@
     }
   }
 
+  function toggleFan(f, onToggle) {
+    if (open.has(f.key)) open.delete(f.key); else open.add(f.key);
+    onToggle();
+  }
+
   function fanOutSvg(g, onToggle) {
     const f = g.fan;
-    const toggle = () => { if (open.has(f.key)) open.delete(f.key); else open.add(f.key); onToggle(); };
+    const toggle = () => toggleFan(f, onToggle);
     const title = `${f.label}: ${f.counts}`;
     if (g.opened) {
       return s("g", { class: "fanout open", "data-key": f.key, "data-label": f.label, "data-counts": f.counts },
@@ -129,6 +138,7 @@
   function graphSvg(graph, selected, onSelect, onToggle) {
     const select = onSelect;
     const m = measure(graph.root);
+    closedFans = new Map();
     const pos = new Map();
     const groups = [];
     const M = 12;
@@ -181,30 +191,47 @@
 
   // -------------------------------------------------------- timeline
 
-  /** Fills `gantt` with one row per step (tools left out) and a bar per attempt. */
-  function renderTimeline(gantt, run, index, selected, onSelect) {
+  /** Fills `gantt` with one row per step (tools left out; a closed fan-out's stages one row) and a bar per attempt; `onToggle()` when a fan-out's row opens it. */
+  function renderTimeline(gantt, run, index, selected, onSelect, onToggle) {
     const select = onSelect;
     const rows = [];
-    for (const [id, e] of index) if (e.step.kind !== "tool") rows.push({ id, ...e });
+    const fans = new Map();
+    for (const [id, e] of index) {
+      if (e.step.kind === "tool") continue;
+      const fan = closedFans.get(id);
+      if (!fan) { rows.push({ id, ...e }); continue; }
+      let row = fans.get(fan.key);
+      if (!row) {
+        row = { id: fan.key, fan, depth: e.depth, steps: [] };
+        fans.set(fan.key, row);
+        rows.push(row);
+      }
+      row.steps.push(e.step);
+    }
     const now = Date.now();
     // A bar never starts before the axis (a worker host's clock may run a little behind).
     let t0 = run.createdAt;
     let t1 = run.endedAt || (live(run.status) ? now : run.updatedAt);
-    for (const r of rows) for (const [a, b] of bars(r.step, now)) { t0 = Math.min(t0, a); t1 = Math.max(t1, b); }
+    for (const r of rows) for (const [a, b] of rowBars(r, now)) { t0 = Math.min(t0, a); t1 = Math.max(t1, b); }
     const span = Math.max(1, t1 - t0);
     fill(gantt, h("div", { class: "axis" }, [0, 0.25, 0.5, 0.75, 1].map((f) => h("span", { text: fmtDuration(span * f) }))));
     const MAX = 400;
     for (const r of rows.slice(0, MAX)) {
       const track = h("div", { class: "track" });
+      if (r.fan) {
+        for (const [a, b, status] of rowBars(r, now)) track.append(placed(h("div", { class: `bar b-${status}`, title: `${r.fan.label}: ${r.fan.counts}, ${fmtDuration(b - a)} from the first start to the last end` }), a, b, t0, span));
+        const label = h("div", { class: "label", title: `${r.fan.label}: ${r.fan.counts} (click to show each stage)`, text: `▸ ${r.fan.label}: ${r.fan.counts}` });
+        label.style.paddingLeft = `${r.depth * 12}px`;
+        gantt.append(h("div", { class: "row fan", "data-key": r.fan.key, "data-label": r.fan.label, onclick: () => toggleFan(r.fan, onToggle) }, label, track));
+        continue;
+      }
       // A fork's reused step ran in the run it came from, before this one: no bar, a note instead.
       if (r.step.reusedFrom) track.append(h("span", { class: "reused muted", text: "reused", title: `its result was copied from run ${r.step.reusedFrom}` }));
       for (const [a, b, status, label, attempt] of bars(r.step, now)) {
         const queued = status === "queued";
         const bar = h("div", { class: queued ? "bar queued" : `bar b-${status}`, "data-attempt": attempt, "data-state": status,
           title: queued ? `${r.path} ${label}: queued (waiting for admission or a worker) ${fmtDuration(b - a)}` : `${r.path} ${label}: ${status}, ran ${fmtDuration(b - a)}` });
-        bar.style.left = `${((a - t0) / span) * 100}%`;
-        bar.style.width = `${Math.max(0.4, ((b - a) / span) * 100)}%`;
-        track.append(bar);
+        track.append(placed(bar, a, b, t0, span));
       }
       const label = h("div", { class: "label", title: r.path, text: `${r.step.kind === "child" ? "▸ " : ""}${r.step.name}` });
       label.style.paddingLeft = `${r.depth * 12}px`;
@@ -212,6 +239,21 @@
     }
     if (rows.length > MAX) gantt.append(h("p", { class: "more muted", text: `and ${rows.length - MAX} more steps` }));
     if (rows.length === 0) gantt.append(h("p", { class: "muted", text: "No stage has started yet." }));
+  }
+
+  /** `bar` placed on the axis from `a` to `b`. */
+  function placed(bar, a, b, t0, span) {
+    bar.style.left = `${((a - t0) / span) * 100}%`;
+    bar.style.width = `${Math.max(0.4, ((b - a) / span) * 100)}%`;
+    return bar;
+  }
+
+  /** A row's bars: a step's (bars), or a closed fan-out's one bar from its first start to its last end, in the fan-out's state. */
+  function rowBars(r, now) {
+    if (!r.fan) return bars(r.step, now);
+    const all = r.steps.flatMap((st) => bars(st, now));
+    if (all.length === 0) return [];
+    return [[Math.min(...all.map((x) => x[0])), Math.max(...all.map((x) => x[1])), fanStatus(r.fan.members), r.fan.label, 1]];
   }
 
   /** [from, to, state, label, attempt] per bar: each attempt's queued time (if any), then its running time. */
