@@ -12,8 +12,12 @@
  *   nothing. The journal keeps the durable record (the stage's transcript
  *   and log files keep all text); live events are only a faster view of it.
  * - The publisher never starts a broker: a watcher does (attach, serve).
- *   While none runs the publisher looks for the broker's socket at most
- *   every SOCKET_CHECK_MS and connects as soon as one appears.
+ *   While none runs the publisher looks for the broker's socket when it has
+ *   an event to send, at most every SOCKET_CHECK_MS, and connects as soon
+ *   as one appears. No timer: a worker with no stage, or a stage waiting on
+ *   its model, has nothing to send and wakes for nothing (a stat up to
+ *   every 20 ms was an eighth of a streaming worker's JavaScript, a 250 ms
+ *   timer a wake-up of every idle worker; bench/README.md, agent-stages).
  * - Subscribing: a `LiveSubscriber` registers a session of its own in the
  *   groups of the runs it watches and gets every batch sent to them; given
  *   a shared journal's live channel it also gets the batches worker hosts
@@ -24,7 +28,7 @@
  * file does not know their shapes (the runners sit beside it, docs/design/layers.md).
  */
 
-import { existsSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import type { LiveChannelOpener } from "../shared/live-channel.ts";
 import { IntercomClient, groupAddress } from "./client.ts";
 import { asLiveBatch, liveGroup, type LiveBatch } from "./live-batch.ts";
@@ -37,9 +41,8 @@ import { intercomPaths } from "./paths.ts";
 export const LIVE_FLUSH_MS = 8;
 /** How long events wait for a connection to a broker that just appeared. */
 const CONNECT_WAIT_MS = 2_000;
-/** How often a publisher without a broker looks for its socket (on a timer, and at most this often on an event). */
+/** How often, at most, a publisher without a broker looks for its socket (on an event). */
 const SOCKET_CHECK_MS = 250;
-const SOCKET_CHECK_ON_EVENT_MS = 20;
 /** Characters of text per frame (the rest of a burst goes in the next frame). */
 const MAX_FRAME_TEXT = 256 * 1024;
 
@@ -53,17 +56,15 @@ interface Pending {
 export class LivePublisher {
   private readonly client: IntercomClient;
   private readonly pending = new Map<string, Pending>();
+  private readonly socket: string;
   private socketSeen = 0;
   private lastCheck = 0;
   private closed = false;
-  private readonly checker: ReturnType<typeof setInterval>;
 
-  constructor(private readonly home: string) {
+  constructor(home: string) {
+    this.socket = intercomPaths(home).socket;
     this.client = new IntercomClient({ home, role: "live", spawn: false, reconnect: true });
     this.client.start();
-    // A broker that appears (someone attaches) is joined within this period, before the stage's next words.
-    this.checker = setInterval(() => this.client.isOpen || this.lookForBroker(), SOCKET_CHECK_MS);
-    this.checker.unref?.();
   }
 
   /** A sink for one stage attempt's runner events. */
@@ -112,12 +113,11 @@ export class LivePublisher {
 
   private lookForBroker(): void {
     const now = Date.now();
-    if (now - this.lastCheck < SOCKET_CHECK_ON_EVENT_MS) return;
+    if (now - this.lastCheck < SOCKET_CHECK_MS) return;
     this.lastCheck = now;
     try {
-      const socket = intercomPaths(this.home).socket;
-      if (!existsSync(socket)) return;
-      const ino = statSync(socket).ino;
+      const ino = statSync(this.socket, { throwIfNoEntry: false })?.ino;
+      if (ino === undefined) return;
       if (ino !== this.socketSeen || this.client.state === "backoff") {
         this.socketSeen = ino;
         this.client.nudge();
@@ -132,7 +132,6 @@ export class LivePublisher {
     if (this.closed) return;
     for (const key of [...this.pending.keys()]) this.flush(key);
     this.closed = true;
-    clearInterval(this.checker);
     this.client.close();
   }
 }

@@ -28,8 +28,11 @@
  * comes inside a section is written after it. So the n-th Assistant
  * section and the n-th call of turns.jsonl stay in step.
  *
- * Writes are buffered in memory and written synchronously: every 200 ms
- * (what `atomic logs --follow` and the status page see of a live stage),
+ * Writes are buffered in memory and written synchronously: at most 200 ms
+ * after the first write nothing has flushed yet (what `atomic logs
+ * --follow` and the status page see of a live stage; a timer armed by that
+ * write, so a stage waiting on its model with nothing buffered wakes no
+ * one),
  * whenever a file's buffer reaches 16 KiB (memory stays bounded while a
  * stage streams tens of thousands of deltas), when the runner calls
  * `flush()` (the openai runner does right after sending each request: the
@@ -73,6 +76,8 @@ class BufferedFile {
     readonly path: string,
     /** Makes the artifact directory (once) before the first file is created. */
     private readonly ensureDir: () => void,
+    /** Told of every write that stays buffered (arms the owner's flush timer). */
+    private readonly buffered: () => void,
   ) {}
 
   write(text: string): void {
@@ -80,6 +85,7 @@ class BufferedFile {
     this.pending.push(text);
     this.size += text.length;
     if (this.size >= FLUSH_BYTES) this.flush();
+    else this.buffered();
   }
 
   flush(): void {
@@ -123,7 +129,7 @@ export class AgentFiles {
   private readonly events: BufferedFile;
   private readonly stderr: BufferedFile;
   private readonly turns: BufferedFile;
-  private readonly timer: ReturnType<typeof setInterval>;
+  private timer: ReturnType<typeof setTimeout> | undefined;
   private dirMade = false;
   /** True while the transcript's last write was streamed text (a heading starts on a new line). */
   private midText = false;
@@ -139,11 +145,16 @@ export class AgentFiles {
     this.eventsPath = join(artifactDir, EVENTS_LOG);
     this.errorPath = join(artifactDir, STDERR_LOG);
     const ensureDir = () => this.ensureDir();
-    this.transcript = new BufferedFile(this.transcriptPath, ensureDir);
-    this.events = new BufferedFile(this.eventsPath, ensureDir);
-    this.stderr = new BufferedFile(this.errorPath, ensureDir);
-    this.turns = new BufferedFile(join(artifactDir, TURNS_LOG), ensureDir);
-    this.timer = setInterval(() => this.flush(), FLUSH_MS);
+    const buffered = () => this.flushSoon();
+    this.transcript = new BufferedFile(this.transcriptPath, ensureDir, buffered);
+    this.events = new BufferedFile(this.eventsPath, ensureDir, buffered);
+    this.stderr = new BufferedFile(this.errorPath, ensureDir, buffered);
+    this.turns = new BufferedFile(join(artifactDir, TURNS_LOG), ensureDir, buffered);
+  }
+
+  private flushSoon(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => this.flush(), FLUSH_MS);
     this.timer.unref?.();
   }
 
@@ -232,6 +243,8 @@ export class AgentFiles {
   }
 
   flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
     this.transcript.flush();
     this.events.flush();
     this.stderr.flush();
@@ -240,7 +253,7 @@ export class AgentFiles {
 
   /** Writes what is buffered and closes every file (call once the stage's outcome is written). */
   close(): void {
-    clearInterval(this.timer);
+    clearTimeout(this.timer);
     if (this.inAssistant) this.releaseWarnings();
     this.transcript.close();
     this.events.close();

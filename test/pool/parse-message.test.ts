@@ -89,6 +89,27 @@ describe("pool message parsing", () => {
     expect(parseMessage(ToWorkerSchema, { type: "shutdown", note: "x" }, "test")).toEqual({ type: "shutdown" });
   });
 
+  test("a type no option names, or no object at all, is refused with the whole union's message", () => {
+    // The schemas parse the option an input's type names (common.ts byType); what names none reads as v.variant's refusal.
+    const issue = (schema: v.GenericSchema, input: unknown) => {
+      const r = v.safeParse(schema, input);
+      return r.success ? undefined : { message: r.issues[0].message, path: r.issues[0].path?.map((p) => String(p.key)).join(".") };
+    };
+    expect(issue(FromWorkerSchema, { type: "nope" })?.message).toBe(
+      'Invalid type: Expected ("ready" | "started" | "heartbeat" | "events" | "complete" | "pong" | "commit_failed" | "control_ack" | "deliver_result") but received "nope"',
+    );
+    expect(issue(ToCoordinatorSchema, {})?.message).toStartWith('Invalid type: Expected ("work_ready" | "cancel_work"');
+    expect(issue(ToWorkerSchema, null)?.message).toBe("Invalid type: Expected Object but received null");
+    expect(issue(FromWorkerSchema, { type: "events", ref, events: [{ type: "bogus" }] })).toEqual({
+      message: expect.stringMatching(/^Invalid type: Expected \("started" \| "output" \| "text_delta"/),
+      path: "events.0.type",
+    });
+    expect(issue(FromCoordinatorSchema, { type: "work_events", batch: [{ workId: "w", events: [{ type: "usage" }] }] })).toEqual({
+      message: 'Invalid key: Expected "usage" but received undefined',
+      path: "batch.0.events.0.usage",
+    });
+  });
+
   test("a malformed message is dropped with one log line naming where", async () => {
     // The line goes straight to file descriptor 2 (shared/raw-stderr.ts): checked in a process of its own.
     const script = `

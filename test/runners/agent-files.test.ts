@@ -1,7 +1,7 @@
 /**
  * An agent stage's files (src/runners/agent-files.ts): buffered in memory,
- * written when the buffer is full, on the 200 ms timer (a live stage's
- * transcript) and at close; created by their first write; a directory
+ * written when the buffer is full, within 200 ms of a write (a live
+ * stage's transcript: a timer armed by the write) and at close; created by their first write; a directory
  * that cannot be made stops the files, never the stage; a CLI runner's
  * transcript keeps one Assistant section per model call, in step with
  * turns.jsonl.
@@ -36,6 +36,11 @@ test("a live stage's transcript reaches its file on the timer, before the stage 
     await waitUntil(() => existsSync(files.transcriptPath) && readFileSync(files.transcriptPath, "utf8").includes("thinking"), 5_000, "the transcript on disk");
     files.text(" more");
     await waitUntil(() => readFileSync(files.transcriptPath, "utf8").endsWith("thinking more"), 5_000, "the next piece on disk");
+    // The timer is armed by a write that stays buffered, also after a flush the runner asked for.
+    files.text(" and");
+    files.flush();
+    files.text(" more again");
+    await waitUntil(() => readFileSync(files.transcriptPath, "utf8").endsWith("thinking more and more again"), 5_000, "the piece after a flush on disk");
   } finally {
     files.close();
   }

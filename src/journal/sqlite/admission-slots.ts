@@ -34,6 +34,10 @@ export class SqliteAdmissionSlots implements AdmissionSlots {
     this.db = new Database(SqliteAdmissionSlots.file(dir), { create: true });
     this.db.run("pragma busy_timeout = 5000");
     this.db.run("pragma journal_mode = wal");
+    // No fsync per commit: a slot means something only while its holder lives, and after a power loss none does
+    // (WAL keeps the file consistent either way). Otherwise every agent stage costs the root two fsyncs (take,
+    // release), each blocking its event loop (bench/README.md, agent-stages).
+    this.db.run("pragma synchronous = normal");
     this.db.run("create table if not exists slots (id integer primary key autoincrement, pid integer not null, start integer not null, at integer not null)");
   }
 

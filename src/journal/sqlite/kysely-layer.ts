@@ -12,7 +12,7 @@ import { BunSqliteDialect } from "./dialect.ts";
 import type { JournalTables } from "./tables.ts";
 
 export { migrate } from "./migrations.ts";
-export { countRuns, findRuns, getRun, listRuns } from "./reads.ts";
+export { countRuns, findRuns, listRuns } from "./reads.ts";
 
 export function openKysely(db: Database): Kysely<JournalTables> {
   return new Kysely<JournalTables>({ dialect: new BunSqliteDialect(db) });

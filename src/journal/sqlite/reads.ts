@@ -2,11 +2,11 @@
  * Run listings of the SQLite journal, through Kysely: single statements
  * outside any transaction, each seeing the last committed state. Loaded
  * with the Kysely layer (kysely-layer.ts), on first use. The replay path
- * bypasses Kysely: event-reads.ts.
+ * bypasses Kysely: event-reads.ts, and so does a lookup of one run by id
+ * (statements.ts selectRun).
  */
 
 import { sql, type Kysely } from "kysely";
-import type { RunId } from "../../shared/ids.ts";
 import type { ListRunsFilter } from "../journal.ts";
 import type { RunRecord } from "../runs.ts";
 import { originCondition } from "../run-origin-sql.ts";
@@ -14,11 +14,6 @@ import { likePattern, SEARCHED_COLUMNS, searchNeedles } from "../run-search.ts";
 import { runFromRow, type JournalTables } from "./tables.ts";
 
 type Db = Kysely<JournalTables>;
-
-export async function getRun(db: Db, id: RunId): Promise<RunRecord | undefined> {
-  const row = await db.selectFrom("runs").selectAll().where("id", "=", id).executeTakeFirst();
-  return row ? runFromRow(row) : undefined;
-}
 
 /** Runs whose id starts with `prefix`, newest first. LIKE wildcards in the prefix match literally. */
 export async function findRuns(db: Db, prefix: string, limit: number): Promise<RunRecord[]> {

@@ -60,7 +60,7 @@ import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
 import { openReadOnlyDatabase, readOnlyRefusal } from "./read-only.ts";
 import { fileChanged, fileIdentity, type FileIdentity } from "./file-identity.ts";
-import type { JournalTables } from "./tables.ts";
+import { runFromRow, type JournalTables } from "./tables.ts";
 
 /** The path that opens a journal in this process's memory (../memory.ts). */
 export const MEMORY = ":memory:";
@@ -221,7 +221,10 @@ export class SqliteJournal implements Journal {
   }
 
   async getRun(id: RunId): Promise<RunRecord | undefined> {
-    return this.#kyselyRead((q) => q.layer.getRun(q.db, id));
+    return this.#run(() => {
+      const row = this.statements.selectRun.get(id);
+      return row ? runFromRow(row) : undefined;
+    });
   }
 
   async findRuns(prefix: string, limit: number): Promise<RunRecord[]> {

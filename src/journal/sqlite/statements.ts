@@ -19,7 +19,7 @@
  */
 
 import type { Database, SQLQueryBindings, Statement } from "bun:sqlite";
-import type { EventsTable, LeasesTable } from "./tables.ts";
+import type { EventsTable, LeasesTable, RunsTable } from "./tables.ts";
 import { stageRecordMovesRow } from "../stage-index.ts";
 
 type Bind = SQLQueryBindings;
@@ -53,6 +53,8 @@ export class Statements {
   readonly releaseSavepoint: Statement<unknown, []>;
   readonly rollbackToSavepoint: Statement<unknown, []>;
 
+  /** A run's row (SqliteJournal.getRun: the driver's control poll and the engine's run lookups; Kysely compiled it on every call). */
+  readonly selectRun: Statement<RunsTable, [runId: string]>;
   /** The run an entry targets, and in the same lookup the seq its idempotency key already has. */
   readonly selectRunForAppend: Statement<RunForAppend, [runId: string, idempotencyKey: string | null]>;
   readonly selectEvent: Statement<EventsTable, [runId: string, seq: number]>;
@@ -107,6 +109,7 @@ export class Statements {
     this.releaseSavepoint = db.prepare("release entry");
     this.rollbackToSavepoint = db.prepare("rollback to entry");
 
+    this.selectRun = db.prepare("select * from runs where id = ?");
     this.selectRunForAppend = db.prepare(
       `select root_id, last_seq,
               (select seq from events where run_id = ?1 and idempotency_key = ?2) as idem_seq

@@ -11,6 +11,21 @@ import { writeStderr } from "../../shared/raw-stderr.ts";
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
 export const POOL_PROTOCOL_VERSION = 13; // 13: a worktree stage names its repository, so a worker host opens the worktree in its own checkout (workspace, pushed)
 
+/**
+ * A union of object schemas told apart by their `type` literal, parsed by
+ * the one option its input's `type` names (a Map lookup, then valibot's
+ * parse of that option). `v.variant` tries the options in turn and builds
+ * a full issue, message included, for every option whose literal does not
+ * match: for a runner event late in its list that was most of what parsing
+ * a message cost (bench/README.md, agent-stages). An input whose `type`
+ * names no option goes to the whole variant, so its error reads the same.
+ */
+export function byType<const TOptions extends v.ObjectSchema<{ type: v.LiteralSchema<string, undefined> } & v.ObjectEntries, undefined>[]>(options: TOptions) {
+  const all = v.variant("type", options);
+  const option = new Map<unknown, TOptions[number]>(options.map((o) => [o.entries.type.literal, o]));
+  return v.lazy((input): TOptions[number] | typeof all => option.get((input as { type?: unknown } | null | undefined)?.type) ?? all);
+}
+
 /** A StageRequest (src/runners/types.ts): a field added there must be added here, or workers never see it. */
 export const StageRequestSchema = v.object({
   runId: v.string(),
@@ -122,7 +137,7 @@ export const StageResultSchema = v.object({
   ),
 });
 
-export const RunnerEventSchema = v.variant("type", [
+export const RunnerEventSchema = byType([
   v.object({ type: v.literal("started"), pid: v.optional(v.number()), sessionId: v.optional(v.string()), at: v.optional(v.number()) }),
   v.object({ type: v.literal("output"), stream: v.picklist(["stdout", "stderr"]), text: v.string(), skipped: v.optional(v.number()) }),
   v.object({ type: v.literal("text_delta"), text: v.string(), skipped: v.optional(v.number()) }),

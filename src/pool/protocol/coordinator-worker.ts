@@ -10,7 +10,7 @@
  */
 
 import * as v from "valibot";
-import { ControlSchema, DeliverSchema, RunnerEventSchema, StageRequestSchema, StageResultSchema, WorkRefSchema, WrapUpSchema, HoldSchema } from "./common.ts";
+import { byType, ControlSchema, DeliverSchema, RunnerEventSchema, StageRequestSchema, StageResultSchema, WorkRefSchema, WrapUpSchema, HoldSchema } from "./common.ts";
 
 // ---------------------------------------------------------------- coordinator → worker
 
@@ -18,7 +18,7 @@ import { ControlSchema, DeliverSchema, RunnerEventSchema, StageRequestSchema, St
 const ReceiptSchema = v.object({ opId: v.string(), status: v.picklist(["committed", "stale", "op_conflict"]) });
 export type Receipt = v.InferOutput<typeof ReceiptSchema>;
 
-export const ToWorkerSchema = v.variant("type", [
+export const ToWorkerSchema = byType([
   v.object({
     type: v.literal("start"),
     workId: v.string(),
@@ -42,7 +42,7 @@ export type ToWorker = v.InferOutput<typeof ToWorkerSchema>;
 
 // ---------------------------------------------------------------- worker → coordinator
 
-export const FromWorkerSchema = v.variant("type", [
+export const FromWorkerSchema = byType([
   v.object({ type: v.literal("ready"), version: v.number(), workerId: v.string(), pid: v.number() }),
   /** The stage process runs; `pgid` is its process group (killed if this worker is lost). */
   v.object({ type: v.literal("started"), ref: WorkRefSchema, pgid: v.optional(v.number()) }),

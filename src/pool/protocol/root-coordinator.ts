@@ -16,11 +16,11 @@
  */
 
 import * as v from "valibot";
-import { ControlSchema, DeliverSchema, RunnerEventSchema, StageResultSchema, WrapUpSchema, HoldSchema } from "./common.ts";
+import { byType, ControlSchema, DeliverSchema, RunnerEventSchema, StageResultSchema, WrapUpSchema, HoldSchema } from "./common.ts";
 
 // ---------------------------------------------------------------- root → coordinator
 
-export const ToCoordinatorSchema = v.variant("type", [
+export const ToCoordinatorSchema = byType([
   /**
    * New items are on the queue (the first one also makes the coordinator open the journal). `stages`: how many
    * stages the root now waits for on this pool (queued or running), so the coordinator starts workers up to that
@@ -54,7 +54,7 @@ export type ToCoordinator = v.InferOutput<typeof ToCoordinatorSchema>;
 
 // ---------------------------------------------------------------- coordinator → root
 
-export const FromCoordinatorSchema = v.variant("type", [
+export const FromCoordinatorSchema = byType([
   v.object({ type: v.literal("ready"), version: v.number(), pid: v.number(), workers: v.number(), logDir: v.string() }),
   /** The first of its workers is up and idle (sent once): a pool started again after a lost one waits for it. */
   v.object({ type: v.literal("worker_up") }),
