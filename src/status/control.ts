@@ -128,6 +128,9 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
           id,
           sender: opts.by ?? "status-page",
           warnUnknown: true,
+          // a name no path of the workflow can reach is refused with close matches, as `atomic send` does
+          checkNames: true,
+          builtinSource,
         });
       } catch (err) {
         if (attached) removeAttached(attached.dir);

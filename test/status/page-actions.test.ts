@@ -8,7 +8,8 @@
  * - a message sent from the page's form reaches a running shell stage on
  *   its stdin, with the files chosen in the form attached (copied into the
  *   run's artifacts, in the message as `atomic send --attach` puts them);
- *   a file over the attachment cap is refused in one sentence, nothing sent;
+ *   a file over the attachment cap and a stage name the workflow cannot
+ *   reach (with its close match) are refused in one sentence, nothing sent;
  * - Pause, Unpause and Cancel change the run's state, also of a run
  *   waiting for an answer;
  * - a crashed run (its driver killed) and an interrupted one (Ctrl-C) show
@@ -74,6 +75,12 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       await page.fill("#msg-stage", "listen");
       await page.fill("#msg-text", "hello from the page");
       expect(await page.$$eval("#msg-mode option", (os) => os.map((o) => (o as unknown as { value: string }).value))).toEqual(["steer", "followUp", "interrupt"]);
+      // a stage name no path of the workflow can reach: refused with the close match, nothing sent
+      await page.fill("#msg-stage", "lisen");
+      await page.click("#msg-send");
+      await page.waitForSelector("#msg-result.error");
+      expect(await page.textContent("#msg-result")).toMatch(/^run [0-9a-z]{18} has no stage lisen: no stage of its workflow is named lisen\nhint: .*listen/);
+      await page.fill("#msg-stage", "listen");
       // a file over the cap (1 KiB here): one sentence and a hint on the form, nothing sent, the text kept
       await page.setInputFiles("#msg-files", [{ name: "big.txt", mimeType: "text/plain", buffer: Buffer.from("x".repeat(4096)) }]);
       await page.click("#msg-send");
@@ -108,7 +115,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(await page.isVisible("#send-form")).toBe(false); // nothing to send to once the run ended
       const detail = (await page.evaluate(async (id) => (await fetch(`/api/runs/${id}`)).json(), run.id)) as { run: { outputs: unknown } };
       expect(detail.run.outputs).toEqual({ ship: "yes", why: "the tests pass", heard: "listening\nheard: hello from the page" });
-      expect(errors).toEqual(["Failed to load resource: the server responded with a status of 400 (Bad Request)"]); // the file over the cap
+      expect(errors).toEqual(["Failed to load resource: the server responded with a status of 404 (Not Found)", "Failed to load resource: the server responded with a status of 400 (Bad Request)"]); // the typo, the file over the cap
     } finally {
       await closePageAndServer(page, server);
     }
