@@ -24,10 +24,9 @@ import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileS
 import { join } from "node:path";
 import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeFleet, type Fleet } from "../helpers/fleet.ts";
-import { createDatabase, withDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
-import { cleanUpHosts, startHost } from "./support.ts";
+import { cleanUpHosts, fleetJournal, startHost } from "./support.ts";
 
 // Two machines, each on a network of its own where this machine allows it (test/helpers/fleet.ts); the root runs here.
 let fleet: Fleet;
@@ -39,13 +38,7 @@ afterAll(async () => {
 }, 60_000);
 afterEach(cleanUpHosts);
 
-let databases = 0;
-/** A fresh journal in the fleet's Postgres: its URL for the root here, and `machine(i)` for a host on the fleet's machine i. */
-async function journal() {
-  const name = `wt_${process.pid}_${++databases}`;
-  const url = await createDatabase(fleet.cluster!, name);
-  return { url, machine: (i: number) => ({ url: withDatabase(fleet.hosts[i]!.postgresUrl, name), on: fleet.hosts[i]! }) };
-}
+const journal = () => fleetJournal(fleet);
 
 const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] }).toString();
 

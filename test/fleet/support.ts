@@ -14,7 +14,8 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import type { FleetHost } from "../helpers/fleet.ts";
+import type { Fleet, FleetHost } from "../helpers/fleet.ts";
+import { createDatabase, withDatabase } from "../helpers/postgres.ts";
 import { killSpawned, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
@@ -142,3 +143,14 @@ export function counts(lines: readonly string[]): Map<string, number> {
 }
 
 export const FIXTURES = join(import.meta.dir, "fixtures");
+
+let databases = 0;
+/**
+ * A fresh journal in a test fleet's Postgres: its URL for a root on this machine, and `machine(i)` (the URL as
+ * the fleet's machine i reaches it, and the machine) for `startHost` there.
+ */
+export async function fleetJournal(fleet: Fleet) {
+  const name = `fleet_${process.pid}_${++databases}`;
+  const url = await createDatabase(fleet.cluster!, name);
+  return { url, machine: (i: number) => ({ url: withDatabase(fleet.hosts[i]!.postgresUrl, name), on: fleet.hosts[i]! }) };
+}
