@@ -19,15 +19,8 @@ import { getRunner } from "../runners/registry.ts";
 import { agentOptions, checkRunner, defaultRunner } from "../runners/agent-setup.ts";
 import { untestedVersion } from "../runners/cli-agents/installed-version.ts";
 import { isValibotSchema, toJsonSchema } from "../runners/json-schema.ts";
-import { RUN_TOOL_NAMES, enabledTools } from "../runners/openai/tools.ts";
-import { STAGE_MCP_TOOLS } from "../runners/run-tools.ts";
+import { enabledTools } from "../runners/openai/tools.ts";
 
-/** CLI runners whose stages get the run tools through the stage MCP server, or pi's extension (runners/cli-agents/stage-mcp-config.ts). */
-const MCP_RUNNERS: readonly string[] = ["claude", "codex", "opencode", "pi"];
-/** Why the other CLI runners have no bridge (docs/design/stage-tools.md). */
-const NO_BRIDGE: Readonly<Record<string, string>> = {
-  gemini: "outside its ACP mode, which the gemini runner does not use, gemini takes MCP servers only from its own settings files, which atomic does not write",
-};
 import type { AgentOptions } from "../runners/types.ts";
 import { storedValue } from "./values.ts";
 
@@ -85,16 +78,8 @@ export async function prepareStage(
     if (err instanceof AtomicError) throw fail(err);
     throw fail({ code: "bad_tools", message: (err as Error).message, hint: "leave tools out to allow all of them" });
   }
-  // The CLIs with the stage MCP bridge get the run tools and ask_user through it; the others have none of them.
-  const bridged: readonly string[] = MCP_RUNNERS.includes(runner) ? STAGE_MCP_TOOLS : [];
-  const runTools = runner === "openai" ? [] : (opts.tools?.filter((t) => (RUN_TOOL_NAMES as readonly string[]).includes(t) && !bridged.includes(t)) ?? []);
-  if (runTools.length) {
-    throw fail({
-      code: "bad_tools",
-      message: `${runTools.join(", ")}: the ${runner} runner does not have ${runTools.length > 1 ? "these tools" : "this tool"} (${NO_BRIDGE[runner] ? `${NO_BRIDGE[runner]}; ` : ""}runners with them: ${["openai", ...MCP_RUNNERS].join(", ")})`,
-      hint: 'run the stage with runner: "openai", or ask with ctx.ask between stages',
-    });
-  }
+  // Every agent runner has the run tools and ask_user: the openai loop its own, the CLIs through the stage MCP
+  // server or pi's extension (runners/cli-agents/stage-mcp-config.ts).
   const agent = agentOptions(runner, config, {
     ...(opts.tools ? { tools: opts.tools } : {}),
     ...(schema ? { schema } : {}),

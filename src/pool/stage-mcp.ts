@@ -1,5 +1,5 @@
 /**
- * The stage MCP server: how an agent CLI's stage (claude, codex, opencode)
+ * The stage MCP server: how an agent CLI's stage (claude, codex, gemini, opencode)
  * gets the run tools (message, ask_agent, reply: runners/run-tools.ts) and
  * ask_user (the call waits in the run's driver until a person answers). The CLI
  * starts it over stdio from the MCP configuration atomic gives it for the
@@ -23,13 +23,15 @@ export async function stageMcpMain(): Promise<void> {
   const link = takeStageToolsLink("the stage MCP server");
   const client = new StageToolsClient(link.home);
   const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: "Reach the other stages of this workflow run (message them, ask a running one and wait for its answer, reply to a question asked of you) and the person running it (ask_user)." });
-  const tools = link.tools.map((name) => ({ name, description: stageToolSpec(name).description, inputSchema: stageToolSpec(name).parameters as { type: "object" } }));
+  // A tool is served under its own name, or the one its link gives it (gemini's ask_user), and called by that name.
+  const served = (name: StageMcpTool) => link.served?.[name] ?? name;
+  const tools = link.tools.map((name) => ({ name: served(name), description: stageToolSpec(name).description, inputSchema: stageToolSpec(name).parameters as { type: "object" } }));
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
-    const name = req.params.name as StageMcpTool;
-    if (!link.tools.includes(name)) return { isError: true, content: [{ type: "text", text: `error: there is no tool ${JSON.stringify(req.params.name)}; the tools are ${link.tools.join(", ")}` }] };
+    const name = link.tools.find((t) => served(t) === req.params.name);
+    if (!name) return { isError: true, content: [{ type: "text", text: `error: there is no tool ${JSON.stringify(req.params.name)}; the tools are ${link.tools.map(served).join(", ")}` }] };
     const outcome = await client.call(link, name, (req.params.arguments ?? {}) as Record<string, unknown>, extra.signal);
-    return { ...(outcome.ok ? {} : { isError: true }), content: [{ type: "text", text: outcome.output }] };
+    return { ...(outcome.ok ? {} : { isError: true }), content: [{ type: "text", text: outcome.output }], ...(link.structuredText ? { structuredContent: { text: outcome.output } } : {}) };
   });
   const ended = new Promise<void>((resolve) => {
     process.stdin.once("end", resolve);

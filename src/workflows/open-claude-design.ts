@@ -9,7 +9,7 @@
  *    like ctx.ask: atomic answer, the page, the terminal): the output type,
  *    additions to the brief, and the reference sites or local files when
  *    none were given as input; it answers with what it learned
- *    (structured). When that stage fails (a runner without ask_user, no
+ *    (structured). When that stage fails (its agent fails or gives no
  *    valid answer), the workflow asks the same three questions itself
  *    (ctx.ask), so the design never starts without them.
  * 2. References: each URL is fetched and each file read (the first 20,000

@@ -10,21 +10,24 @@
  * its turn, the stage parks with the CLI gone, the root is killed, the
  * answer resumes the CLI's session;
  * opencode messages; pi messages and asks an openai sibling through
- * atomic's pi extension (pi has no MCP client); gemini refuses the tools
- * in one sentence.
+ * atomic's pi extension (pi has no MCP client); gemini, through the server
+ * in a gemini home of the stage's own, messages from a sandbox, asks the
+ * person across a kill -9 and asks an openai sibling, the user's
+ * settings.json (with comments) byte for byte as it was.
  */
 
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
 import { AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
-import { PRICES, claudeHome, codexHome, type AgentHome } from "../helpers/agent-homes.ts";
+import { PRICES, claudeHome, codexHome, geminiHome, type AgentHome } from "../helpers/agent-homes.ts";
+import { say as geminiSay, startFakeGemini, type GeminiReply } from "../helpers/fake-gemini.ts";
+import type { LoggedRequest } from "../helpers/fake-provider.ts";
 import { startFakeResponses, say } from "../helpers/fake-responses.ts";
 import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
 import { startFakeOpenAI, text as oaText, toolCall as oaToolCall } from "../helpers/fake-openai.ts";
 import { chatAgentSetup, startNetworkTrap } from "../helpers/chat-agents.ts";
-import { makeTempDir } from "../helpers/temp.ts";
 import { kill9, runIdOf, startService, untilStatus } from "../service/support.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson } from "../e2e/support.ts";
 
@@ -100,17 +103,59 @@ agentTest("pi in a sandbox: message to a stage not started yet, through atomic's
   }
 });
 
-test("gemini has no stage MCP server: a stage granted a run tool is refused before it starts, in one sentence", async () => {
-  const home = makeTempDir("atomic-run-tools-home-");
-  writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { gemini: { path: "/bin/true" } } }));
-  const { r, result } = await runFixture({ home, dir: home, env: {} }, "gemini", "message", {}, "openai", 60_000);
+/** The gemini user's settings, with comments and an MCP allow-list of their own; the test checks the file is untouched. */
+function geminiUserSettings(h: AgentHome): { file: string; text: string } {
+  const file = join(h.env.HOME!, ".gemini", "settings.json");
+  const text = [
+    "{",
+    "  // API-key auth: GOOGLE_GEMINI_BASE_URL needs it",
+    '  "security": { "auth": { "selectedType": "gemini-api-key" } },',
+    '  "privacy": { "usageStatisticsEnabled": false }, /* no statistics */',
+    '  "general": { "enableAutoUpdate": false, "enableAutoUpdateNotification": false },',
+    '  "telemetry": { "enabled": false },',
+    "  // only these MCP servers: atomic lets its own through for the stage",
+    '  "mcp": { "allowed": ["docs"] }',
+    "}",
+    "",
+  ].join("\n");
+  writeFileSync(file, text);
+  return { file, text };
+}
+
+/** The names of the functions gemini offered the model in a request. */
+const geminiTools = (body: any): string[] => (body.tools as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name));
+
+agentTest("gemini in a sandbox: message to a stage not started yet, through the stage MCP server in its own gemini home (the user's settings.json untouched)", async () => {
+  const fake = await startFakeGemini();
+  try {
+    fake.push({ calls: [{ name: "mcp_atomic_message", args: { to: "reader", text: "the secret is 42" } }] }, geminiSay("told the reader"));
+    const h = geminiHome(fake);
+    const settings = geminiUserSettings(h);
+    const { r, result } = await runFixture(h, "gemini", "message", {}, "openai", AGENT_TEST_LIMIT_MS, true);
+    expect(r.code).toBe(0);
+    expect(result.outputs).toEqual({ writer: "told the reader", reader: "the secret is 42\n" });
+    expect(geminiTools(fake.calls[0]!.body)).toContain("mcp_atomic_message");
+    expect(JSON.stringify(fake.calls[1]!.body.contents)).toContain("sent to reader (queued until it starts)");
+    expect(readFileSync(settings.file, "utf8")).toBe(settings.text);
+    fake.assertOnlyFake();
+  } finally {
+    await fake.close();
+  }
+});
+
+test("gemini with a settings.json that is not JSON: the stage granted a run tool fails in one sentence with a hint, before gemini starts; the file untouched", async () => {
+  const fake = await startFakeGemini();
+  const h = geminiHome(fake);
+  const file = join(h.env.HOME!, ".gemini", "settings.json");
+  writeFileSync(file, '{ "security": { "auth": ');
+  writeFileSync(join(h.home, "config.json"), JSON.stringify({ runners: { gemini: { path: "/bin/false" } } }));
+  const { r, result } = await runFixture(h, "gemini", "message", {}, "openai", 60_000).finally(() => fake.close());
   expect(r.code).toBe(1);
-  const error = (result as { error?: { code: string; message: string; hint: string } }).error!;
-  expect(error.code).toBe("bad_tools");
-  expect(error.message).toBe(
-    'stage "writer": message: the gemini runner does not have this tool (outside its ACP mode, which the gemini runner does not use, gemini takes MCP servers only from its own settings files, which atomic does not write; runners with them: openai, claude, codex, opencode, pi)',
-  );
-  expect(error.hint).toBe('run the stage with runner: "openai", or ask with ctx.ask between stages');
+  expect(fake.requests).toEqual([]);
+  const error = (result as { error?: { code: string; message: string } }).error!;
+  expect(error.code).toBe("bad_config");
+  expect(error.message).toMatch(/^stage "writer" failed: gemini's settings file .*\/\.gemini\/settings\.json cannot be read as JSON with comments \(.+\), so atomic cannot add the stage's run tools to it; fix the file \(gemini reads it too\), or leave ask_user, message and ask_agent out of this stage's tools$/);
+  expect(readFileSync(file, "utf8")).toBe('{ "security": { "auth": ');
 });
 
 /** The asker's model: asks once; told to end its turn, ends it; given the answer as the next message, goes on with it. */
@@ -199,19 +244,54 @@ agentTest(
 );
 
 agentTest(
+  "gemini asks the person (ask_user through the stage MCP server, served as ask_person): the stage parks with gemini gone; kill -9 of the root; atomic answer: gemini's session resumes (-r, from the next attempt's own gemini home) with the answer",
+  async () => {
+    const fake = await startFakeGemini();
+    const reply = (req: LoggedRequest): GeminiReply => {
+      const turn = askerTurn(JSON.stringify((req.body as any).contents));
+      if (turn === "ask") return { calls: [{ name: "mcp_atomic_ask_person", args: { question: "Deploy to production?", choices: ["yes", "no"] } }] };
+      return geminiSay(turn === "wait" ? "waiting for the person" : `deploying: ${turn.answer}`);
+    };
+    fake.push(...Array.from({ length: 3 }, () => reply));
+    try {
+      const h = geminiHome(fake);
+      const settings = geminiUserSettings(h);
+      await askUserAcrossKill(h, "gemini", () => fake.calls.length);
+      // The last call is the same conversation: the question, its result, then the answer as a user message.
+      const last = JSON.stringify((fake.calls.at(-1)!.body as any).contents);
+      // gemini hides an MCP tool named ask_user (its own is always left out with -p): the server's is ask_person.
+      expect(last).toContain("mcp_atomic_ask_person");
+      expect(last).toContain("waits for a person");
+      expect(last).toContain("The person answered your question: yes");
+      expect(readFileSync(settings.file, "utf8")).toBe(settings.text);
+      fake.assertOnlyFake();
+    } finally {
+      await fake.close();
+    }
+  },
+  180_000,
+);
+
+/**
+ * The asker's openai sibling: busy until the question comes (a steer message, injected before its next turn; its
+ * first turn held until `asked`), then replies with `reply` and ends saying where its answer went.
+ */
+function openaiAnswerer(asked: Promise<unknown>) {
+  return startFakeOpenAI((req) => {
+    const m = req.body.messages;
+    const results = m.filter((x) => x.role === "tool").map((x) => String(x.content));
+    if (results.some((t) => t.startsWith("your answer went to"))) return oaText(`answerer: ${results.at(-1)}`);
+    const id = m.map((x) => /Question (a[0-9a-f]+) from stage asker/.exec(String(x.content ?? ""))?.[1]).find(Boolean);
+    if (id) return { toolCalls: [{ id: "r1", name: "reply", arguments: { id, text: "42" } }] };
+    return { toolCalls: [{ id: `l${results.length}`, name: "list", arguments: {} }], hold: results.length === 0 ? asked : undefined, paceMs: 100 };
+  });
+}
+
+agentTest(
   "claude asks an openai sibling of its group (ask_agent through the stage MCP server); the sibling's reply is the tool result",
   async () => {
     const fake = await startFakeAnthropic();
-    const asked = fake.callMatching();
-    const openai = await startFakeOpenAI((req) => {
-      const m = req.body.messages;
-      const results = m.filter((x) => x.role === "tool").map((x) => String(x.content));
-      if (results.some((t) => t.startsWith("your answer went to"))) return oaText(`answerer: ${results.at(-1)}`);
-      const id = m.map((x) => /Question (a[0-9a-f]+) from stage asker/.exec(String(x.content ?? ""))?.[1]).find(Boolean);
-      if (id) return { toolCalls: [{ id: "r1", name: "reply", arguments: { id, text: "42" } }] };
-      // Busy until the question comes (a steer message, injected before its next turn): held until claude asks.
-      return { toolCalls: [{ id: `l${results.length}`, name: "list", arguments: {} }], hold: results.length === 0 ? asked : undefined, paceMs: 100 };
-    });
+    const openai = await openaiAnswerer(fake.callMatching());
     try {
       fake.push(toolUse("mcp__atomic__ask_agent", { to: "answerer", question: "what is 6*7?", timeout_s: 300 }), text("asker done"));
       const h = claudeHome(fake);
@@ -220,6 +300,32 @@ agentTest(
       expect(result.outputs).toEqual({ asker: "asker done", answerer: "answerer: your answer went to stage asker" });
       // The reply reached claude as the ask_agent call's result.
       expect(JSON.stringify(fake.calls[1]!.body.messages)).toContain("42");
+      fake.assertOnlyFake();
+    } finally {
+      await fake.close();
+      await openai.close();
+    }
+  },
+  300_000,
+);
+
+agentTest(
+  "gemini asks an openai sibling of its group (ask_agent through the stage MCP server); the sibling's reply is the tool result",
+  async () => {
+    const fake = await startFakeGemini();
+    const openai = await openaiAnswerer(fake.callMatching());
+    try {
+      fake.push({ calls: [{ name: "mcp_atomic_ask_agent", args: { to: "answerer", question: "what is 6*7?", timeout_s: 300 } }] }, geminiSay("asker done"));
+      const h = geminiHome(fake);
+      const settings = geminiUserSettings(h);
+      const { r, result } = await runFixture(h, "gemini", "ask", { ATOMIC_OPENAI_BASE_URL: openai.url, OPENAI_API_KEY: "sk-test" });
+      expect(r.code).toBe(0);
+      expect(result.outputs).toEqual({ asker: "asker done", answerer: "answerer: your answer went to stage asker" });
+      // The reply reached gemini as the ask_agent call's function response.
+      const response = ((fake.calls[1]!.body as any).contents as any[]).flatMap((c) => c.parts).find((p: any) => p.functionResponse);
+      expect(response.functionResponse.name).toBe("mcp_atomic_ask_agent");
+      expect(JSON.stringify(response.functionResponse.response)).toContain("42");
+      expect(readFileSync(settings.file, "utf8")).toBe(settings.text);
       fake.assertOnlyFake();
     } finally {
       await fake.close();

@@ -52,6 +52,7 @@ import { sandboxed } from "../sandbox/launch.ts";
 import { cliSandboxFiles } from "./sandbox-files.ts";
 import { rateLimitsFor, type SharedRateLimits } from "../rate-limits.ts";
 import { Machine } from "../../shared/state-machine.ts";
+import { AtomicError } from "../../shared/errors.ts";
 import { SESSION_EVENTS, SESSION_STATES, SESSION_TRANSITIONS, type SessionEvent, type SessionState } from "./cli-session-state.ts";
 import { readTotals, writeTotals, type Totals } from "./session-totals.ts";
 
@@ -268,6 +269,8 @@ class CliSession {
     try {
       return await this.loop();
     } catch (err) {
+      // atomic's own sentence (a user's file the adapter could not use: gemini-home.ts) keeps its code and hint.
+      if (err instanceof AtomicError) return this.result("failed", err.code, err.hint ? `${err.message}; ${err.hint}` : err.message);
       return this.result("failed", "runner_failed", (err as Error).message);
     } finally {
       if (timer) clearTimeout(timer);
@@ -369,7 +372,7 @@ class CliSession {
     const base = stageEnv(req, this.adapter.credentials);
     const env = { ...base, ...this.adapter.env?.(req, base) };
     // A sandboxed stage: the whole CLI process runs inside bubblewrap (runners/sandbox/launch.ts).
-    const box = sandboxed(req, [binary, ...args], env, req.sandbox ? cliSandboxFiles(this.adapter.kind, req, env) : {}, (sentence) => this.files.diag(sentence));
+    const box = sandboxed(req, [binary, ...args], env, req.sandbox ? cliSandboxFiles(this.adapter.kind, req, env, base) : {}, (sentence) => this.files.diag(sentence));
     const proc = new AgentProcess(
       box.argv[0]!,
       box.argv.slice(1),

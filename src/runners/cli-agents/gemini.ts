@@ -27,6 +27,12 @@
  *   it offers the model. `tools: []` leaves it none. A model that calls one
  *   anyway gets gemini's "Tool … not found" (a tool_result error of type
  *   tool_not_registered): a warning on the stage (records.ts).
+ * - Run tools (ask_user, message, ask_agent, reply): the stage MCP server
+ *   in the settings of a gemini home of the stage's own (GEMINI_CLI_HOME,
+ *   gemini-home.ts); gemini offers its tools as `mcp_atomic_<tool>`
+ *   (`ask_user` as `mcp_atomic_ask_person`: GEMINI_FIT), and
+ *   the policy file lets the server's tools through (`mcpName`, with a
+ *   `toolName`, which 0.61 requires of every rule).
  * - Exit codes without a final event are explained (GEMINI_EXITS).
  * - Needs, with GOOGLE_GEMINI_BASE_URL, `~/.gemini/settings.json` saying
  *   `{"security":{"auth":{"selectedType":"gemini-api-key"}}}` (else exit 41).
@@ -45,6 +51,8 @@ import { fromInclusive, priced } from "../usage.ts";
 import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
+import { geminiStageHome } from "./gemini-home.ts";
+import { STAGE_MCP_NAME, stageMcpServer, type StageMcpFit } from "./stage-mcp-config.ts";
 
 const GEMINI_EXITS: Record<number, string> = {
   41: "failed to authenticate (exit 41)",
@@ -56,6 +64,15 @@ const GEMINI_EXITS: Record<number, string> = {
   55: "refused an untrusted workspace (exit 55)",
   130: "was cancelled (exit 130)",
 };
+
+/**
+ * The stage MCP server as gemini 0.61 needs it. Run with `-p`, gemini always leaves out its built-in `ask_user` (it
+ * has no one to ask), and with it any MCP tool whose own name is `ask_user` (ToolRegistry.isActiveTool matches a
+ * server's tool by its short name too): the server's is `ask_person` (the model sees mcp_atomic_ask_person). And
+ * gemini parses a result's text as JSON into structuredContent when there is none, failing the call when that is
+ * not an object (a reply of "42"): the server sends `{ text }` as structuredContent itself.
+ */
+const GEMINI_FIT: StageMcpFit = { served: { ask_user: "ask_person" }, structuredText: true };
 
 /** atomic's tool names → gemini 0.61's own. */
 export const GEMINI_TOOLS: Record<string, readonly string[]> = {
@@ -76,7 +93,10 @@ export const gemini: CliAdapter = {
   /** gemini resumes a session (`-r`) but has no way to branch one off. */
   canFork: false,
   promptOnStdin: true,
-  env: () => ({ GEMINI_CLI_NO_RELAUNCH: "true" }),
+  env: (req, base) => {
+    const mcp = stageMcpServer(req, GEMINI_FIT);
+    return { GEMINI_CLI_NO_RELAUNCH: "true", ...(mcp ? { GEMINI_CLI_HOME: geminiStageHome(req, mcp, base) } : {}) };
+  },
   args(req, a) {
     const args = ["-p", "", "-o", "stream-json", "--approval-mode", "yolo", "--skip-trust"];
     if (req.model) args.push("-m", req.model);
@@ -148,11 +168,13 @@ function recordUsage(rec: Record<string, unknown>, ctx: Parameters<CliAdapter["o
   if (byModel.length) ctx.state.model = byModel.at(-1)!.model;
 }
 
-/** A policy file that denies every tool (lowest priority) and allows those `tools` name. */
+/** A policy file that denies every tool (lowest priority) and allows those `tools` name, and the stage MCP server's. */
 function toolPolicy(req: StageRequest, tools: readonly string[]): string {
   const allowed = tools.flatMap((t) => GEMINI_TOOLS[t] ?? []);
   const rules = ['[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 1\n'];
   if (allowed.length) rules.push(`[[rule]]\ntoolName = ${JSON.stringify(allowed)}\ndecision = "allow"\npriority = 100\n`);
+  // gemini 0.61 refuses a policy file whole when a rule has no toolName (its docs say mcpName alone will do).
+  if (stageMcpServer(req, GEMINI_FIT)) rules.push(`[[rule]]\nmcpName = ${JSON.stringify(STAGE_MCP_NAME)}\ntoolName = "*"\ndecision = "allow"\npriority = 100\n`);
   mkdirSync(req.artifactDir, { recursive: true });
   const path = join(req.artifactDir, "gemini-policy.toml");
   writeFileSync(path, rules.join("\n"));

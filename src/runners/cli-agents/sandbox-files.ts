@@ -11,7 +11,9 @@
  * opencode's config, pi's models.json), and with traces on (a TRACEPARENT)
  * the OTLP endpoint its own spans go to. Each CLI's directories follow its
  * own environment variables, as the stage's environment (not atomic's)
- * sets them.
+ * sets them: gemini's are the user's gemini home, though a stage granted
+ * run tools runs gemini with a home of its own (gemini-home.ts), in the
+ * artifact directory, whose entries link to the user's.
  */
 
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
@@ -21,6 +23,7 @@ import type { RunnerFiles } from "../sandbox/launch.ts";
 import { sandboxEndpoints } from "../sandbox/launch.ts";
 import { userHome } from "../../shared/sandbox-option.ts";
 import { readOnly as codexReadOnly } from "./codex-tools.ts";
+import { geminiUserDir } from "./gemini-home.ts";
 
 interface CliFiles {
   /** State directories and files, writable (created when missing, so what the CLI writes there lasts). */
@@ -102,8 +105,8 @@ const FILES: Record<string, CliFiles> = {
     endpoints: (env, home) => [...sandboxEndpoints(env.OPENAI_BASE_URL, ...codexBaseUrls(env.CODEX_HOME || join(home, ".codex"))), "api.openai.com:443", "chatgpt.com:443"],
   },
   gemini: {
-    state: (_env, home) => [join(home, ".gemini")],
-    auth: (_env, home) => [join(home, ".gemini", "oauth_creds.json")],
+    state: (env) => [geminiUserDir(env)],
+    auth: (env) => [join(geminiUserDir(env), "oauth_creds.json")],
     endpoints: (env) => [...sandboxEndpoints(env.GOOGLE_GEMINI_BASE_URL), "generativelanguage.googleapis.com:443", "oauth2.googleapis.com:443"],
   },
   opencode: {
@@ -120,21 +123,24 @@ const FILES: Record<string, CliFiles> = {
   },
 };
 
-/** The files and endpoints of `kind`'s process in a sandbox (with its stage environment `env`). */
-export function cliSandboxFiles(kind: string, req: Pick<StageRequest, "artifactDir" | "continueFrom" | "agent">, env: Record<string, string | undefined>): RunnerFiles {
-  const home = userHome(env);
+/**
+ * The files and endpoints of `kind`'s process in a sandbox: `env` is its environment, `stage` the stage's
+ * before the adapter's additions (its directories are the user's as that one names them).
+ */
+export function cliSandboxFiles(kind: string, req: Pick<StageRequest, "artifactDir" | "continueFrom" | "agent">, env: Record<string, string | undefined>, stage = env): RunnerFiles {
+  const home = userHome(stage);
   const f = FILES[kind];
-  const state = f?.state(env, home) ?? [];
+  const state = f?.state(stage, home) ?? [];
   for (const dir of state) {
     if (!dir.endsWith(".json")) mkdirSync(dir, { recursive: true });
   }
   mkdirSync(req.artifactDir, { recursive: true });
-  const auth = f?.auth(env, home) ?? [];
+  const auth = f?.auth(stage, home) ?? [];
   return {
     writable: [req.artifactDir, ...state],
     readable: [...(req.continueFrom ? [req.continueFrom.artifactDir] : []), ...(f?.config?.(env, home) ?? []).filter((p) => existsSync(p))],
     readOnly: auth,
-    allowed: [...auth, ...(f?.ownState?.(env, home) ?? [])],
+    allowed: [...auth, ...(f?.ownState?.(stage, home) ?? [])],
     endpoints: [...(f?.endpoints(env, home) ?? []), ...otlpEndpoints(env)],
     // codex's own sandbox is off inside atomic's (codex.ts): its read-only tools get a read-only cwd here.
     ...(kind === "codex" && codexReadOnly(req) ? { cwdReadOnly: true } : {}),

@@ -1,6 +1,6 @@
 /**
  * The stage MCP server as an agent CLI's configuration: the run tools a
- * stage was granted (message, ask_agent, reply) reach claude and codex
+ * stage was granted (message, ask_agent, reply) reach claude, codex, gemini and opencode
  * through an MCP server over stdio that the CLI starts, this binary in its
  * stage-MCP role (pool/stage-mcp.ts, docs/design/stage-tools.md). Its link
  * to the run (the attempt's credential among it) goes in the server's
@@ -8,7 +8,9 @@
  * attempt's artifact directory (`--mcp-config FILE`); for codex in codex's
  * own environment, which codex hands to the server it names
  * (`env_vars`); for opencode in the server's entry of the configuration
- * atomic hands it in OPENCODE_CONFIG_CONTENT. pi has no MCP client: an
+ * atomic hands it in OPENCODE_CONFIG_CONTENT; for gemini in the server's
+ * entry of the settings of a gemini home of the stage's own (0600,
+ * gemini-home.ts). pi has no MCP client: an
  * extension of pi's (pi-run-tools.ts, written into the attempt's artifact
  * directory, `-e FILE`) registers the tools and makes each call through
  * this binary in its stage-tool role, the link and the tools in pi's
@@ -41,13 +43,22 @@ export function grantedRunTools(tools: readonly string[] | undefined): StageMcpT
   return granted;
 }
 
+/** How the stage MCP server suits one CLI (gemini's: runners/cli-agents/gemini.ts). */
+export interface StageMcpFit {
+  /** Names the server gives tools instead of their own (a CLI that would hide a tool under its own name). */
+  served?: Partial<Record<StageMcpTool, string>>;
+  /** Each result's text also as `structuredContent: { text }` (a CLI that would read JSON text as structured content). */
+  structuredText?: true;
+}
+
 /** The stage's MCP server, when it was granted run tools and has a link to its run. */
-export function stageMcpServer(req: Pick<StageRequest, "agent" | "runTools" | "cwd">): StageMcpServer | undefined {
+export function stageMcpServer(req: Pick<StageRequest, "agent" | "runTools" | "cwd">, fit: StageMcpFit = {}): StageMcpServer | undefined {
   const link = req.runTools;
   const tools = grantedRunTools(req.agent?.tools);
   if (!link || tools.length === 0) return undefined;
   const [command, ...args] = selfCommand(ROLE.stageMcp);
-  return { command: command!, args, env: { [STAGE_MCP_LINK]: JSON.stringify({ home: link.home, rootId: link.rootId, token: link.token, tools, cwd: req.cwd }) }, tools };
+  const value = { home: link.home, rootId: link.rootId, token: link.token, tools, cwd: req.cwd, ...fit };
+  return { command: command!, args, env: { [STAGE_MCP_LINK]: JSON.stringify(value) }, tools };
 }
 
 /** Claude's `--mcp-config` file for the stage (0600, in the attempt's artifact directory). */
