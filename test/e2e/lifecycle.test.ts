@@ -121,6 +121,8 @@ e2eTest("ctx.exit blocked: exit 3, its reason and the resume command; show and r
   const show = await runAtomic(["show", id], { home });
   expect(show.stdout).toMatch(/status\s+blocked\n/);
   expect(show.stdout).toMatch(/reason\s+waiting for the vendor\n/);
+  const runs = await runAtomic(["runs", "--status", "blocked"], { home });
+  expect(runs.stdout).toMatch(new RegExp(`${id}\\s+blocked\\s+exit-as`));
 });
 
 e2eTest("ctx.exit with an unknown status fails the run in one sentence naming the statuses, with a hint", async () => {
