@@ -41,8 +41,12 @@ import { intercomPaths } from "./paths.ts";
 export const LIVE_FLUSH_MS = 8;
 /** How long events wait for a connection to a broker that just appeared. */
 const CONNECT_WAIT_MS = 2_000;
-/** How often, at most, a publisher without a broker looks for its socket (on an event). */
-const SOCKET_CHECK_MS = 250;
+/**
+ * How often, at most, a publisher without a broker looks for its socket (on an event). Short: events
+ * within this window after a broker appears are dropped (a stat per window is cheap; at 250 ms the
+ * first words of a reply that a watcher's broker just came up for were lost, test/live/run-stream-live.test.ts).
+ */
+const SOCKET_CHECK_MS = 20;
 /** Characters of text per frame (the rest of a burst goes in the next frame). */
 const MAX_FRAME_TEXT = 256 * 1024;
 

@@ -130,8 +130,11 @@ concurrentTest("worker hosts > SIGTERM drains: the running stage finishes, nothi
   const dir = makeTempDir("atomic-fleet-");
   const file = join(dir, "marks");
   const first = await startHost({ url, id: "first", slots: 1, grace: "30s" });
-  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", "sleep=1", "--input", `marks=${file}`], { home: join(dir, "root") });
+  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", "sleep=4", "--input", `marks=${file}`], { home: join(dir, "root") });
+  // Each stage runs 4 s: long enough that the wait below sees the first one running before it ends and the
+  // host claims the second (with 1 s, a busy machine's fresh-clone run once saw the host already on s1).
   await waitUntil(() => first.log.text().includes("reclaimed") || first.processes().length > 2, 60_000, "a stage running on the first host");
+  expect(marks(file)).toEqual([]);
   first.proc.kill("SIGTERM");
   expect(await first.exited).toBe(0);
   // The stage it ran finished there; the other waits for a host.
