@@ -233,7 +233,16 @@ export function startClusterSync(opts: ClusterOptions = {}): Cluster {
     if (opts.tls) run(["chmod", "600", join(dataDir, "server.key")]);
     for (let attempt = 0; ; attempt++) {
       const port = randomPort();
+      const logBefore = readLog(dir, Infinity).length;
       const started = run([join(bin, "pg_ctl"), "-D", dataDir, "-l", join(dir, "log"), "-w", "-t", "60", "-o", `-p ${port}`, "start"], { allowFail: true });
+      // Postgres starts when it can bind at least one of several listen addresses (pg_ctl -w asks over the
+      // socket), so a port another process held on one address left a cluster refusing the tests' 127.0.0.1
+      // (a fleet's sandbox-host test, ECONNREFUSED): every address bound, or another port.
+      if (started.ok && readLog(dir, Infinity).slice(logBefore).includes("could not bind")) {
+        run([join(bin, "pg_ctl"), "-D", dataDir, "-m", "immediate", "-w", "stop"], { allowFail: true });
+        if (attempt >= 7) throw new Error(`pg_ctl start could not bind every listen address:\n${readLog(dir)}`);
+        continue;
+      }
       if (started.ok) {
         cluster.port = port;
         cluster.adminUrl = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
@@ -248,9 +257,9 @@ export function startClusterSync(opts: ClusterOptions = {}): Cluster {
   }
 }
 
-function readLog(dir: string): string {
+function readLog(dir: string, chars = 4000): string {
   try {
-    return readFileSync(join(dir, "log"), "utf8").slice(-4000);
+    return readFileSync(join(dir, "log"), "utf8").slice(-chars);
   } catch {
     return "";
   }
