@@ -183,12 +183,20 @@ test("a stage retried on another host, then on the root's own workers, goes on f
   const branch = await waitUntil(() => git(repos.root, "for-each-ref", "--format=%(refname:strip=2)", "refs/atomic-base/").trim(), 10_000, "the root's worktree branch");
   await waitUntil(() => git(repos.root, "log", "--format=%s", branch).startsWith("attempt 2\n"), 30_000, "the root to take attempt 2's commits");
   // ... so when it dies and its resume runs attempt 3 on its own workers, that attempt starts from them too.
-  for (const pid of processesWithHome(home)) process.kill(pid, "SIGKILL");
+  // The root may be running git for the next attempt (b9cca05): a child listed here can end before its kill.
+  for (const pid of processesWithHome(home)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // ended meanwhile
+    }
+  }
   await root.exited;
   writeFileSync(join(dir, "go-3"), "");
   const resumed = await runAtomic(["resume", runId, "--journal", url, "--workers", "1"], { home, cwd: repos.root });
   expect(resumed.stderr).not.toContain("    at ");
-  expect(resumed.code).toBe(0);
+  // A failure names what the resume said (one fresh-clone run saw exit 1 here, cause not yet known).
+  expect({ code: resumed.code, stderr: resumed.code === 0 ? "" : resumed.stderr.slice(-2000) }).toEqual({ code: 0, stderr: "" });
 
   const where = lines(join(dir, "attempts"));
   expect(where).toHaveLength(3);
