@@ -14,10 +14,12 @@
 
 import { copyFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
+import type { Journal } from "../journal/journal.ts";
 import { MAX_MESSAGE_TEXT } from "../journal/messages.ts";
 import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 import { UsageError } from "../shared/errors.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
+import { checkMessageId, sendMessage, type SendRequest, type SendResult } from "./messaging.ts";
 
 export interface AttachmentFile {
   /** As the user named it (a path, or the name a content came with). */
@@ -124,4 +126,25 @@ export function attach(artifactsRoot: string, rootId: string, messageId: string,
 /** The copies of a message that was not sent. */
 export function removeAttached(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * Sends `req` with `files` attached, the one path of `atomic send`, the page and the message tool: copies them
+ * under `artifactsRoot` (for the run `rootId`, message `req.id`), sends the text that names them, and removes
+ * the copies when the send is refused.
+ */
+export async function sendAttached(
+  journal: Journal,
+  req: SendRequest & { id: string },
+  files: readonly AttachmentFile[],
+  artifactsRoot: string,
+  rootId: string,
+): Promise<{ sent: SendResult; attached: Attached | undefined }> {
+  const attached = files.length ? attach(artifactsRoot, rootId, checkMessageId(req.id), req.text, files) : undefined;
+  try {
+    return { sent: await sendMessage(journal, { ...req, text: attached?.text ?? req.text }), attached };
+  } catch (err) {
+    if (attached) removeAttached(attached.dir);
+    throw err;
+  }
 }

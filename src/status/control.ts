@@ -14,10 +14,10 @@
 
 import { cancelRun } from "../engine/cancel.ts";
 import { join } from "node:path";
-import { attach, attachmentContents, removeAttached } from "../engine/attachments.ts";
+import { attachmentContents, sendAttached } from "../engine/attachments.ts";
 import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 import { newId } from "../shared/ids.ts";
-import { answerPrompt, checkMessageId, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
+import { answerPrompt, isDriven, notifyDriver, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
 import { setRunPaused, setStagePaused } from "../engine/pause.ts";
 import { builtinSource } from "../engine/builtins.ts";
 import { answerReview, type Verdict } from "../engine/stage-review.ts";
@@ -116,26 +116,20 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
       const files = attachmentContents(body && typeof body === "object" ? (body as Record<string, unknown>).attachments : undefined, maxAttachmentBytes);
       if (files.length && !opts.home) throw new UsageError("bad_attachment", "this server cannot keep attachments (it has no atomic home)", { hint: "send the message without attachments, or with atomic send --attach" });
       const id = (field(body, "id", "string", false) as string | undefined) ?? newId("msg");
-      const attached = files.length ? attach(join(opts.home!, "artifacts"), run.rootId, checkMessageId(id), text, files) : undefined;
-      let sent: SendResult;
-      try {
-        sent = await sendMessage(journal, {
-          run,
-          target,
-          text: attached?.text ?? text,
-          mode: field(body, "mode", "string", false) as string | undefined,
-          sticky: field(body, "sticky", "boolean", false) === true,
-          id,
-          sender: opts.by ?? "status-page",
-          warnUnknown: true,
-          // a name no path of the workflow can reach is refused with close matches, as `atomic send` does
-          checkNames: true,
-          builtinSource,
-        });
-      } catch (err) {
-        if (attached) removeAttached(attached.dir);
-        throw err;
-      }
+      const request = {
+        run,
+        target,
+        text,
+        mode: field(body, "mode", "string", false) as string | undefined,
+        sticky: field(body, "sticky", "boolean", false) === true,
+        id,
+        sender: opts.by ?? "status-page",
+        warnUnknown: true,
+        // a name no path of the workflow can reach is refused with close matches, as `atomic send` does
+        checkNames: true,
+        builtinSource,
+      };
+      const { sent, attached } = await sendAttached(journal, request, files, opts.home ? join(opts.home, "artifacts") : "", run.rootId);
       const withFiles = attached ? { ...sent, attachmentsDir: attached.dir } : sent;
       if (!opts.home || !sent.deliveries.some((d) => d.state === "queued" && d.started) || !(await isDriven(journal, sent.runId))) return withFiles;
       const reply = await notifyDriver(opts.home, sent.runId, { type: "mail", messageId: sent.messageId });

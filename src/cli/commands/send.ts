@@ -12,11 +12,11 @@
  */
 
 import { defineCommand } from "citty";
-import { checkMessageId, isDriven, notifyDriver, sendMessage, settledStates, type DeliveryView } from "../../engine/messaging.ts";
+import { checkMessageId, isDriven, notifyDriver, settledStates, type DeliveryView } from "../../engine/messaging.ts";
 import { builtinSource } from "../../engine/builtins.ts";
 import { session } from "../session.ts";
 import { join } from "node:path";
-import { attach, checkAttachments, removeAttached, type Attached } from "../../engine/attachments.ts";
+import { checkAttachments, sendAttached } from "../../engine/attachments.ts";
 import { repeatedFlag } from "../globals.ts";
 import { loadConfig } from "../../shared/config/load.ts";
 import { CONFIG_DEFAULTS } from "../../shared/config/schema.ts";
@@ -44,25 +44,19 @@ export default defineCommand({
     const cap = loadConfig({ home: s.globals.home }).config.artifacts?.maxAttachmentBytes ?? CONFIG_DEFAULTS.artifacts.maxAttachmentBytes;
     const checked = checkAttachments(files, process.cwd(), cap);
     const id = checkMessageId(args.id ?? newId("msg"));
-    const attached: Attached | undefined = checked.length ? attach(join(s.globals.home, "artifacts"), run.rootId, id, args.text, checked) : undefined;
-    let sent;
-    try {
-      sent = await sendMessage(journal, {
-        run,
-        target: args.stage,
-        text: attached?.text ?? args.text,
-        ...(args.mode !== undefined ? { mode: args.mode } : {}),
-        sticky: args.sticky === true,
-        id,
-        sender: "cli",
-        warnUnknown: true,
-        checkNames: true,
-        builtinSource,
-      });
-    } catch (err) {
-      if (attached) removeAttached(attached.dir);
-      throw err;
-    }
+    const request = {
+      run,
+      target: args.stage,
+      text: args.text,
+      ...(args.mode !== undefined ? { mode: args.mode } : {}),
+      sticky: args.sticky === true,
+      id,
+      sender: "cli",
+      warnUnknown: true,
+      checkNames: true,
+      builtinSource,
+    };
+    const { sent, attached } = await sendAttached(journal, request, checked, join(s.globals.home, "artifacts"), run.rootId);
     let deliveries = sent.deliveries;
     const waiting = deliveries.some((d) => d.state === "queued" && d.started);
     if (waiting && (await isDriven(journal, sent.runId))) {

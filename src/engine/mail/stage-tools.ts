@@ -38,7 +38,7 @@ import { closeMatches } from "../../shared/close-matches.ts";
 import { AtomicError } from "../../shared/errors.ts";
 import type { RunId } from "../../shared/ids.ts";
 import { sendMessage } from "../messaging.ts";
-import { attach, attachmentContents, removeAttached } from "../attachments.ts";
+import { attachmentContents, sendAttached } from "../attachments.ts";
 import { newId } from "../../shared/ids.ts";
 import type { MailTree } from "./mail-tree.ts";
 import { askUserArgs } from "../../runners/openai/tools.ts";
@@ -131,14 +131,8 @@ export class StageTools {
     if (!run) return fail(`run ${stage.runId} is not in the journal`);
     const files = attachmentContents(attachments, this.tree.config.artifacts?.maxAttachmentBytes, "attach");
     const id = newId("msg");
-    const attached = files.length ? attach(this.tree.artifactsDir, this.rootId, id, text, files) : undefined;
-    let sent;
-    try {
-      sent = await sendMessage(this.tree.journal, { run, target: to, text: attached?.text ?? text, id, sender: `stage ${stage.path}`, warnUnknown: true });
-    } catch (err) {
-      if (attached) removeAttached(attached.dir);
-      throw err;
-    }
+    const request = { run, target: to, text, id, sender: `stage ${stage.path}`, warnUnknown: true };
+    const { sent, attached } = await sendAttached(this.tree.journal, request, files, this.tree.artifactsDir, this.rootId);
     await this.pump();
     const where = sent.deliveries.map((d) => `${d.stage} (${d.state === "queued" && !d.started ? "queued until it starts" : d.state})`);
     const head = `${where.length ? `sent to ${where.join(", ")}` : `sent; it waits for the first stage ${sent.target} to start`}${attached ? `, with ${files.map((f) => f.given).join(", ")} attached` : ""}`;
