@@ -16,6 +16,7 @@ import { cancelRun } from "../engine/cancel.ts";
 import { join } from "node:path";
 import { attachmentContents, sendAttached } from "../engine/attachments.ts";
 import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
+import { loadConfig } from "../shared/config/load.ts";
 import { newId } from "../shared/ids.ts";
 import { answerPrompt, isDriven, notifyDriver, settledStates, type DeliveryView, type SendResult } from "../engine/messaging.ts";
 import { setRunPaused, setStagePaused } from "../engine/pause.ts";
@@ -106,8 +107,10 @@ function verdictOf(body: unknown): Verdict {
  * not_running, already_ended, and those of messages and answers). Attachments need `opts.home` (their copies go
  * under its artifacts).
  */
-export function journalControl(journal: Journal, opts: { home?: string; by?: string; maxAttachmentBytes?: number } = {}): StatusControl {
-  const maxAttachmentBytes = opts.maxAttachmentBytes ?? CONFIG_DEFAULTS.artifacts.maxAttachmentBytes;
+export function journalControl(journal: Journal, opts: { home?: string; by?: string } = {}): StatusControl {
+  // The home's config.json sets the cap for every door (the page, the API, the tui, MCP), as for `atomic send`.
+  const configured = opts.home !== undefined ? loadConfig({ home: opts.home }).config.artifacts?.maxAttachmentBytes : undefined;
+  const maxAttachmentBytes = configured ?? CONFIG_DEFAULTS.artifacts.maxAttachmentBytes;
   return {
     maxAttachmentBytes,
     async message(run, body) {

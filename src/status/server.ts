@@ -80,7 +80,7 @@ export async function startStatusServer(opts: StatusServerOptions): Promise<Stat
   const { config } = loadConfig({ home: opts.home });
   const artifacts = artifactStoreFor(opts.journal, config);
   const source = new StatusSource(opts.journal, { ...(opts.stream ? { stream: opts.stream } : {}), artifacts, home: opts.home });
-  const control = journalControl(opts.journal, { home: opts.home, ...(config.artifacts?.maxAttachmentBytes !== undefined ? { maxAttachmentBytes: config.artifacts.maxAttachmentBytes } : {}) });
+  const control = journalControl(opts.journal, { home: opts.home });
   let app: ReturnType<typeof createStatusApp> | undefined;
   let server: ReturnType<typeof Bun.serve>;
   try {
