@@ -25,7 +25,9 @@ export async function stageMcpMain(): Promise<void> {
   const server = new Server({ name: "atomic", version: VERSION }, { capabilities: { tools: {} }, instructions: "Reach the other stages of this workflow run (message them, ask a running one and wait for its answer, reply to a question asked of you) and the person running it (ask_user)." });
   // A tool is served under its own name, or the one its link gives it (gemini's ask_user), and called by that name.
   const served = (name: StageMcpTool) => link.served?.[name] ?? name;
-  const tools = link.tools.map((name) => ({ name: served(name), description: stageToolSpec(name).description, inputSchema: stageToolSpec(name).parameters as { type: "object" } }));
+  // A renamed tool says its own name too: prompts (the builtins', the user's) ask for ask_user by that name.
+  const described = (name: StageMcpTool) => (served(name) === name ? "" : `This is the ${name} tool (named ${served(name)} here). `) + stageToolSpec(name).description;
+  const tools = link.tools.map((name) => ({ name: served(name), description: described(name), inputSchema: stageToolSpec(name).parameters as { type: "object" } }));
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
     const name = link.tools.find((t) => served(t) === req.params.name);

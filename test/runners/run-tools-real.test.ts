@@ -261,6 +261,9 @@ agentTest(
       const last = JSON.stringify((fake.calls.at(-1)!.body as any).contents);
       // gemini hides an MCP tool named ask_user (its own is always left out with -p): the server's is ask_person.
       expect(last).toContain("mcp_atomic_ask_person");
+      // ... and says it is ask_user, the name the builtins' and users' prompts ask for.
+      const declared = JSON.stringify((fake.calls.at(-1)!.body as any).tools);
+      expect(declared).toMatch(/mcp_atomic_ask_person[^}]*This is the ask_user tool \(named ask_person here\)/);
       expect(last).toContain("waits for a person");
       expect(last).toContain("The person answered your question: yes");
       expect(readFileSync(settings.file, "utf8")).toBe(settings.text);
