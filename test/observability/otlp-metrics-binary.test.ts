@@ -77,7 +77,9 @@ e2eTest("after a mixed run, atomic serve pushes the /metrics numbers over OTLP/H
     const runId = JSON.parse(run.stdout.trim().split("\n").at(-1)!).runId as string;
     const totals = JSON.parse((await runAtomic(["show", runId, "--json"], { home, env })).stdout).totals.usage;
 
-    const server = await serve(home, { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_METRIC_EXPORT_INTERVAL: "200", OTEL_SERVICE_NAME: "atomic-metrics-test" });
+    // Each export, and the last one at stop, may take as long as the interval (the SDK holds the timeout to it):
+    // 2 s, since 200 ms timed out reading the journal and sending on a busy machine (a warning at stop).
+    const server = await serve(home, { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_METRIC_EXPORT_INTERVAL: "2000", OTEL_SERVICE_NAME: "atomic-metrics-test" });
     const e = await otlp.exports.first((x) => total(x, "atomic_stages_started") > 0);
     const samples = await server.scrape();
     expect(await server.stop()).toBe("");
