@@ -18,6 +18,7 @@ import { commandHelp, kebab, topHelp } from "./help.ts";
 import { startSession, type CliSession } from "./session.ts";
 import { err as writeErr, exit, installOutput, out } from "./output.ts";
 import { setEnv } from "../shared/config/environment.ts";
+import { takeReadyFd } from "../shared/ready-pipe.ts";
 
 /** The binary's command line: runs `argv`, then exits once stdout and stderr have been read. */
 export async function cliMain(argv: readonly string[]): Promise<never> {
@@ -32,6 +33,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     const { globals, rest } = liftGlobals(argv);
     // Read by the lease code of this process, and inherited by the pool's processes (they are this host too).
     if (globals.hostId) setEnv("ATOMIC_HOST_ID", globals.hostId);
+    // A process that started this one may wait on a pipe for it to be ready (a spawned run: recorded); nothing this one starts inherits the name.
+    takeReadyFd();
     s = startSession(globals, rest);
     const [name, ...args] = rest;
     if (name === undefined || name === "--help" || name === "-h" || name === "help") {

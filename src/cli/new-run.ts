@@ -18,6 +18,7 @@ import { driveRun } from "./drive.ts";
 import { POOL_ARGS, executorOption } from "./pool-options.ts";
 import { BUDGET_ARGS, budgetOption } from "./budget-options.ts";
 import { checkedConfig, leaseOption, runKeyOption, startedByOfThisProcess } from "./commands/run.ts";
+import { tellStarter } from "../shared/ready-pipe.ts";
 import { announceDetached, requireService } from "./detach.ts";
 import type { CliSession } from "./session.ts";
 import { createRunView } from "./view/run-view.ts";
@@ -102,6 +103,7 @@ export async function startAndDrive(
     { journal, home: s.globals.home, observer: view.observer, config, ...leaseOption(args.leaseMs), executor: choice },
     { definition: loaded.definition, workflowPath: loaded.path, digest: loaded.digest, ...(loaded.code ? { code: loaded.code } : {}), runId, ...(budget ? { budget } : {}), startedBy: startedByOfThisProcess(), ...req },
   );
+  tellStarter(); // the new run is recorded: a service that spawned this process waits for that (src/service/spawn-run.ts)
   if (args.detach) {
     view.close();
     await root.detach();

@@ -19,6 +19,11 @@
  * the command line (every user can read /proc/<pid>/cmdline): the inputs go
  * in a 0600 file, the home and the journal URL through the environment.
  * The child's output goes to `$ATOMIC_HOME/service/logs/<run id>.log`.
+ *
+ * Waiting for the child (awaitRecorded, awaitResumed): it says on a pipe
+ * when its run is recorded (shared/ready-pipe.ts), so the starter blocks on
+ * that pipe and then reads the journal once; the pipe's end without that
+ * line means the child ended first, and its log says why.
  */
 
 import { spawn } from "node:child_process";
@@ -32,6 +37,8 @@ import type { RunId } from "../shared/ids.ts";
 import { selfCommand } from "../shared/self-exec.ts";
 import { activeService } from "./service-lease.ts";
 import { childEnv } from "../shared/config/environment.ts";
+import { READY_FD, readyLine } from "../shared/ready-pipe.ts";
+import type { Readable } from "node:stream";
 
 export interface DetachedStart {
   /** What `atomic run` takes: a file path or `builtin:NAME`. */
@@ -53,6 +60,8 @@ export interface SpawnedRun {
   pid: number | undefined;
   /** Resolves with the child's exit code (null: killed by a signal). */
   exited: Promise<number | null>;
+  /** What the child said on its ready pipe within `timeoutMs`: "ready" once its run (or resume) is recorded. */
+  ready(timeoutMs: number): Promise<"ready" | "closed" | "timeout">;
 }
 
 export function serviceDir(home: string, ...parts: string[]): string {
@@ -119,11 +128,11 @@ export function spawnNewRunFrom(start: {
 function spawnDetached(start: { runId: RunId; cwd: string; home: string; journalUrl?: string; env?: { ATOMIC_STARTED_BY: string } }, argv: string[]): SpawnedRun {
   const logPath = serviceDir(start.home, "logs", `${start.runId}.log`);
   const log = openSync(logPath, "a", 0o600);
-  const env = childEnv({ ATOMIC_HOME: start.home, NO_COLOR: "1", ATOMIC_JOURNAL: start.journalUrl || undefined, ...start.env });
+  const env = childEnv({ ATOMIC_HOME: start.home, NO_COLOR: "1", ATOMIC_JOURNAL: start.journalUrl || undefined, ATOMIC_READY_FD: String(READY_FD), ...start.env });
   const [cmd, ...args] = selfCommand(argv[0]!, ...argv.slice(1));
   let child;
   try {
-    child = spawn(cmd!, args, { cwd: start.cwd, env, detached: true, stdio: ["ignore", log, log] });
+    child = spawn(cmd!, args, { cwd: start.cwd, env, detached: true, stdio: ["ignore", log, log, "pipe"] });
   } finally {
     closeSync(log);
   }
@@ -132,7 +141,10 @@ function spawnDetached(start: { runId: RunId; cwd: string; home: string; journal
     child.once("error", () => resolve(null));
   });
   child.unref();
-  return { logPath, pid: child.pid, exited };
+  const pipe = child.stdio[READY_FD] as Readable | null;
+  // Nobody reading it keeps this process alive for the child's sake (readyLine's own deadline does, while it waits).
+  (pipe as { unref?: () => void } | null)?.unref?.();
+  return { logPath, pid: child.pid, exited, ready: (timeoutMs) => readyLine(pipe, timeoutMs) };
 }
 
 /**
@@ -151,21 +163,13 @@ export async function leaveToService(journal: Journal, recover: boolean, workflo
  * or exited without: then the last line of its log says why.
  */
 export async function awaitRecorded(journal: Journal, runId: RunId, spawned: SpawnedRun, timeoutMs = 30_000): Promise<RunRecord | { failed: string }> {
-  let exitCode: number | null | undefined;
-  void spawned.exited.then((code) => (exitCode = code === null ? -1 : code));
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const run = await journal.getRun(runId);
-    if (run) return run;
-    if (exitCode !== undefined) {
-      // One more look: the run may have been recorded just before the child ended.
-      const late = await journal.getRun(runId);
-      if (late) return late;
-      return { failed: lastError(spawned.logPath) ?? `the run's process exited with code ${exitCode} before recording it` };
-    }
-    if (Date.now() > deadline) return { failed: `the run's process did not record run ${runId} within ${timeoutMs / 1000}s (see ${spawned.logPath})` };
-    await Bun.sleep(25);
-  }
+  const said = await spawned.ready(timeoutMs);
+  const run = await journal.getRun(runId);
+  if (run) return run;
+  const code = said === "closed" ? await exitWithin(spawned, deadline) : undefined;
+  if (code !== undefined) return { failed: lastError(spawned.logPath) ?? `the run's process exited with code ${code} before recording it` };
+  return { failed: `the run's process did not record run ${runId} within ${timeoutMs / 1000}s (see ${spawned.logPath})` };
 }
 
 /**
@@ -174,18 +178,23 @@ export async function awaitRecorded(journal: Journal, runId: RunId, spawned: Spa
  * last line of its log says why (the same sentence `atomic resume` prints).
  */
 export async function awaitResumed(journal: Journal, runId: RunId, afterSeq: number, spawned: SpawnedRun, timeoutMs = 30_000): Promise<{ resumed: true } | { failed: string }> {
-  let exitCode: number | null | undefined;
-  void spawned.exited.then((code) => (exitCode = code === null ? -1 : code));
   const deadline = Date.now() + timeoutMs;
-  const resumed = async () => (await journal.readEvents(runId, afterSeq)).some((e) => e.type === EVENT.runResumed);
-  for (;;) {
-    if (await resumed()) return { resumed: true };
-    if (exitCode !== undefined) {
-      if (await resumed()) return { resumed: true };
-      return { failed: lastError(spawned.logPath) ?? `the resuming process exited with code ${exitCode} before resuming the run` };
-    }
-    if (Date.now() > deadline) return { failed: `the resuming process did not resume run ${runId} within ${timeoutMs / 1000}s (see ${spawned.logPath})` };
-    await Bun.sleep(25);
+  const said = await spawned.ready(timeoutMs);
+  if ((await journal.readEvents(runId, afterSeq)).some((e) => e.type === EVENT.runResumed)) return { resumed: true };
+  const code = said === "closed" ? await exitWithin(spawned, deadline) : undefined;
+  if (code !== undefined) return { failed: lastError(spawned.logPath) ?? `the resuming process exited with code ${code} before resuming the run` };
+  return { failed: `the resuming process did not resume run ${runId} within ${timeoutMs / 1000}s (see ${spawned.logPath})` };
+}
+
+/** The child closed its pipe without saying it was ready: its exit code (-1: a signal) once it ends, unless that is after `deadline`. */
+async function exitWithin(spawned: SpawnedRun, deadline: number): Promise<number | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - Date.now()))));
+  try {
+    const code = await Promise.race([spawned.exited, late]);
+    return code === undefined ? undefined : (code ?? -1);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -26,6 +26,7 @@ import { UsageError } from "../../shared/errors.ts";
 import { announceDetached, requireService } from "../detach.ts";
 import { CONSOLE_VIEW, TUI_ARGS, driveInConsole, requireTerminal } from "../tui-run.ts";
 import { setAnyEnv, takeEnv } from "../../shared/config/environment.ts";
+import { tellStarter } from "../../shared/ready-pipe.ts";
 import { repeatedFlag } from "../globals.ts";
 
 export default defineCommand({
@@ -104,6 +105,7 @@ export default defineCommand({
       { path: loaded.path, cwd: process.cwd(), code: pinned ? undefined : loaded.code },
       events,
     );
+    tellStarter(); // run_resumed is recorded: a service that spawned this process waits for that (src/service/spawn-run.ts)
     if (args.detach) {
       view.close();
       await root.detach();

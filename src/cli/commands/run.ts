@@ -20,6 +20,7 @@ import { UsageError } from "../../shared/errors.ts";
 import { resolveWorkflowArg } from "../../engine/workflow-names.ts";
 import { newRunId, parseRunKey, parseRunRef, type RunId } from "../../shared/ids.ts";
 import { startOrAttach } from "../../engine/keyed-start.ts";
+import { tellStarter } from "../../shared/ready-pipe.ts";
 import { followKeyedRun } from "../follow-keyed.ts";
 import { driveRun } from "../drive.ts";
 import { repeatedFlag } from "../globals.ts";
@@ -106,6 +107,7 @@ export default defineCommand({
         const start = await startOrAttach(opts, req);
         if (start.kind === "existing") {
           startedOrRefused();
+          tellStarter(); // the run is recorded (by the start that came first)
           view.close();
           // Detached: the existing run is the answer (its id); following it is for a terminal that waits.
           if (args.detach) announceDetached(s, start.run.id);
@@ -117,6 +119,7 @@ export default defineCommand({
         root = await RootRun.start(opts, req);
       }
       startedOrRefused(); // from here on, Ctrl-C is the run's to handle (driveRun)
+      tellStarter(); // the run is recorded: a service that spawned this process waits for that (src/service/spawn-run.ts)
       if (Object.keys(tags).length > 0) await journal.tags.set(root.runId, tags, Date.now());
       if (args.detach) {
         await root.detach();

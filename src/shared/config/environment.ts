@@ -258,6 +258,12 @@ export const VARIABLES = {
   ATOMIC_WORKER_ID: variable({ audience: "internal", type: "worker id", description: "A pool worker's id, inherited by its stages, so its coordinator can find them if the worker is lost.", parse: text }),
   ATOMIC_GUARD: variable({ audience: "internal", type: "token", description: "The token of the process group guard of the process that started a stage, in the stage's environment.", parse: text }),
   ATOMIC_GUARD_NEEDLE: variable({ audience: "internal", type: "text", description: "What the process group guard looks for in /proc/*/environ (`ATOMIC_GUARD=<token>`).", parse: text }),
+  ATOMIC_READY_FD: variable({
+    audience: "internal",
+    type: "file descriptor",
+    description: "The pipe on which a process atomic started (a run or resume the service spawned, an intercom broker) says it is ready: its run recorded, its socket listening (src/shared/ready-pipe.ts). Removed at once.",
+    parse: text,
+  }),
   ATOMIC_DRIVEN_BY: variable({ audience: "internal", type: "service", description: "Set by the local service on the drives it starts; recorded in the run's run_resumed event and removed at once.", parse: text }),
   ATOMIC_HEARTBEAT_MS: variable({
     audience: "internal",
