@@ -3,7 +3,8 @@
  * dist/atomic on real repositories in temp dirs: three parallel stages
  * editing the same file get three branches and three diffs while the
  * checkout stays untouched; a driver killed with SIGKILL mid-stage is
- * resumed in the same worktree; `atomic diff` prints a stage's diff;
+ * resumed in the same worktree (a lock a killed git left there is removed,
+ * one a live git holds is not); `atomic diff` prints a stage's diff;
  * `atomic gc` removes the worktrees and keeps the branches unless asked;
  * bad input (no repository, a dirty checkout, an unknown base, a branch that
  * exists) is one sentence and leaves no worktree, branch or ref behind.
@@ -114,7 +115,8 @@ e2eTest("three parallel stages editing the same file: three branches, three diff
   expect(traces(repo).branches.split("\n").length).toBe(3);
 });
 
-e2eTest("a driver killed with SIGKILL mid-stage: the resumed attempt works on in the same worktree; gc --delete-branches removes the branch too", async () => {
+/** A run of the "hold" stage in a worktree, its driver and stage killed with SIGKILL while the stage waits. */
+async function killedMidStage() {
   const home = makeTempDir();
   const repo = makeRepo();
   const dir = makeTempDir();
@@ -128,6 +130,11 @@ e2eTest("a driver killed with SIGKILL mid-stage: the resumed attempt works on in
   await proc.exited;
   process.kill(-pgid, "SIGKILL");
   await waitUntil(() => !groupAlive(pgid), 10_000, "the stage's process group to end");
+  return { home, repo, dir, out, env, path };
+}
+
+e2eTest("a driver killed with SIGKILL mid-stage: the resumed attempt works on in the same worktree; gc --delete-branches removes the branch too", async () => {
+  const { home, repo, dir, out, env, path } = await killedMidStage();
   expect(readFileSync(join(path, "shared.txt"), "utf8")).toBe("base\nbefore the kill\n");
 
   writeFileSync(join(dir, "hold.go"), "");
@@ -146,6 +153,40 @@ e2eTest("a driver killed with SIGKILL mid-stage: the resumed attempt works on in
   expect(gc.code).toBe(0);
   expect(gc.stdout).toContain("removed 1 stage worktree and 1 branch");
   expect(traces(repo)).toEqual({ branches: "", refs: "", worktrees: 1 });
+});
+
+e2eTest("a lock in the stage's worktree held by a live git stays at the resume (its pid named); once that git is dead, the next resume removes the lock and settles", async () => {
+  const { home, repo, dir, out, env, path } = await killedMidStage();
+  // A git still running in the worktree (an orphan of the killed driver, say) holds its index lock.
+  const lock = join(git(path, "rev-parse", "--absolute-git-dir").trim(), "index.lock");
+  const bin = makeTempDir("atomic-git-bin-");
+  const fifo = join(bin, "release");
+  Bun.spawnSync(["mkfifo", fifo]);
+  writeFileSync(join(bin, "git"), '#!/bin/sh\n: > "$1" && read _ < "$2"\n', { mode: 0o755 });
+  const holder = Bun.spawn([join(bin, "git"), lock, fifo], { cwd: path, stdout: "ignore", stderr: "ignore" });
+  try {
+    await waitUntil(() => existsSync(lock), 10_000, "the live git to take the lock");
+    writeFileSync(join(dir, "hold.go"), "");
+    const id = await lastRunId(home);
+    const kept = await runAtomic(["resume", id], { home, cwd: repo, env });
+    expect(kept.code).not.toBe(0);
+    expect(kept.stderr).toContain(`stage hold: git (pid ${holder.pid}) is still running in its repository, so ${lock} stays in place`);
+    expect(kept.stderr).not.toContain("    at ");
+    expect(existsSync(lock)).toBe(true);
+    // That git is killed in turn: its lock is dead, and the next resume removes it.
+    holder.kill("SIGKILL");
+    await holder.exited;
+    expect(existsSync(lock)).toBe(true);
+    const resumed = await runAtomic(["resume", id], { home, cwd: repo, env });
+    expect({ code: resumed.code, stderr: resumed.code === 0 ? "" : resumed.stderr.slice(-2000) }).toEqual({ code: 0, stderr: "" });
+    expect(resumed.stderr).toContain(`stage hold: removed ${lock}, a lock a killed git left in its worktree (no git process was running there)`);
+    expect(existsSync(lock)).toBe(false);
+    const [ws] = JSON.parse(readFileSync(out, "utf8")) as Ws[];
+    expect(ws!.path).toBe(path);
+    expect(ws!.diff).toContain("+after the resume\n");
+  } finally {
+    holder.kill("SIGKILL");
+  }
 });
 
 e2eTest("bad workspaces fail in one sentence and leave no worktree, branch or ref behind", async () => {

@@ -11,7 +11,9 @@
  * (the root takes each pushed attempt into its worktree at once), and on a
  * host from an attempt killed on the root (the root pushes first). A host
  * sweeps only its own journal's worktrees from a shared checkout, and a
- * cancelled stage's work is pushed, not lost with its worktree.
+ * cancelled stage's work is pushed, not lost with its worktree. A root
+ * killed while its git holds a lock of the stage's worktree: the resume
+ * removes the dead lock and goes on.
  * The hosts run on the machines of a test fleet, each in a network
  * namespace of its own (where this machine allows them) that reaches the
  * fleet's Postgres and nothing of the root's; the repositories are shared
@@ -195,7 +197,7 @@ test("a stage retried on another host, then on the root's own workers, goes on f
   writeFileSync(join(dir, "go-3"), "");
   const resumed = await runAtomic(["resume", runId, "--journal", url, "--workers", "1"], { home, cwd: repos.root });
   expect(resumed.stderr).not.toContain("    at ");
-  // A failure names what the resume said (one fresh-clone run saw exit 1 here, cause not yet known).
+  // A failure names what the resume said (a root killed while its git held the worktree's index lock failed it: the next test).
   expect({ code: resumed.code, stderr: resumed.code === 0 ? "" : resumed.stderr.slice(-2000) }).toEqual({ code: 0, stderr: "" });
 
   const where = lines(join(dir, "attempts"));
@@ -211,6 +213,69 @@ test("a stage retried on another host, then on the root's own workers, goes on f
   expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
   expect(ws!.diff).toContain("+attempt 1\n+attempt 2\n+attempt 3\n");
   expect(git(repos.root, "rev-parse", `refs/heads/${branch}`).trim()).toBe(ws!.head);
+}, 180_000);
+
+/**
+ * A `git` for the root, first on its PATH: its first `git add -A` after the file `hold` appears takes the index lock as
+ * git does (the lock file in the worktree's git directory), writes `hold.held`, and blocks, holding it, until killed;
+ * every other call is the real git's.
+ */
+function holdingGit(hold: string): string {
+  const bin = makeTempDir("atomic-git-bin-");
+  const real = execFileSync("sh", ["-c", "command -v git"]).toString().trim();
+  execFileSync("mkfifo", [`${hold}.fifo`]);
+  const script = [
+    "#!/bin/sh",
+    `if [ "$1" = add ] && [ "$2" = -A ] && rm '${hold}' 2>/dev/null; then`,
+    `  lock="$('${real}' rev-parse --absolute-git-dir)/index.lock"`,
+    `  : > "$lock" && echo "$lock" > '${hold}.held' && read _ < '${hold}.fifo'`,
+    "fi",
+    `exec '${real}' "$@"`,
+  ].join("\n");
+  writeFileSync(join(bin, "git"), `${script}\n`, { mode: 0o755 });
+  return bin;
+}
+
+test("the root killed while its git holds the stage worktree's index lock: the resume removes the dead lock with a warning and the stage goes on", async () => {
+  const { url } = await journal();
+  const repos = repositories();
+  const dir = makeTempDir();
+  const home = makeTempDir();
+  const out = join(makeTempDir(), "out.json");
+  const hold = join(dir, "hold-git");
+  const PATH = `${holdingGit(hold)}:${process.env.PATH}`;
+  // Attempts on the root's own workers; the journal is a fleet's, so before each the root commits and pushes what the last left.
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "1", "--json", "--input", `out=${out}`, "--input", "mode=relay", "--input", `dir=${dir}`], { home, cwd: repos.root, env: { PATH } });
+  void new Response(root.stderr).text();
+  const runId = JSON.parse(await lineWatcher(root.stdout).waitFor(/"runId"/, 30_000)).runId as string;
+  await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to commit");
+  // Attempt 1 fails; before attempt 2 the root's `git add -A` takes the index lock and is killed with the root.
+  writeFileSync(hold, "");
+  writeFileSync(join(dir, "go-1"), "");
+  await waitUntil(() => existsSync(`${hold}.held`), 30_000, "the root's git to hold the index lock");
+  const lock = readFileSync(`${hold}.held`, "utf8").trim();
+  for (const pid of processesWithHome(home)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // ended meanwhile
+    }
+  }
+  await root.exited;
+  await waitUntil(() => processesWithHome(home).length === 0, 10_000, "the root's processes to end");
+  expect(existsSync(lock)).toBe(true);
+  writeFileSync(join(dir, "go-2"), "");
+  writeFileSync(join(dir, "go-3"), "");
+  const resumed = await runAtomic(["resume", runId, "--journal", url, "--workers", "1"], { home, cwd: repos.root });
+  expect(resumed.stderr).not.toContain("    at ");
+  expect({ code: resumed.code, stderr: resumed.code === 0 ? "" : resumed.stderr.slice(-2000) }).toEqual({ code: 0, stderr: "" });
+  expect(resumed.stderr).toContain(`stage relay: removed ${lock}, a lock a killed git left in its worktree (no git process was running there)`);
+  expect(existsSync(lock)).toBe(false);
+  // Attempts 2 and 3 went on from attempt 1's commit, in the worktree the lock was in.
+  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[] }[];
+  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
+  expect(git(repos.root, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
 }, 180_000);
 
 test("an attempt on the root's own workers commits and is killed (kill -9); the retry on a host goes on from its commit", async () => {

@@ -45,6 +45,7 @@ import { checkStructured, prepareStage, type StageSetup } from "../stage-setup.t
 import { stageChannels, stageSandbox } from "../stage-sandbox.ts";
 import { openWorkspace, rememberWorkspace, settleWorkspace, workspaceEntry, workspaceOption, type WorkspaceRecord } from "../stage-workspace.ts";
 import { shareWorkspace, takePushed, workspaceIdentity } from "../workspace-remote.ts";
+import { clearDeadLocks, lockWarnings } from "../worktree-locks.ts";
 import type { Scope } from "../scope.ts";
 import type { StepRun } from "../step-run.ts";
 import { EVENT, type StepIdentity } from "../journal-events.ts";
@@ -110,6 +111,8 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
   const ws = opts.workspace !== undefined ? await openWorkspace(name, position, exec.runId, opts.workspace, opts.cwd ?? process.cwd()) : undefined;
   if (ws) {
     rememberWorkspace(exec.tree.artifactsDir, exec.runId, ws);
+    // A root killed while its git held a lock of this worktree left it: removed when no git is alive to hold it (worktree-locks.ts).
+    for (const message of lockWarnings(name, clearDeadLocks(ws))) exec.tree.observer({ type: "warning", runId: exec.runId, message, at: Date.now() });
     // Its commits write to the repository's git directory: writable in a sandbox too.
     if (sandbox) sandbox = { ...sandbox, write: [...sandbox.write, ws.gitDir] };
   }
