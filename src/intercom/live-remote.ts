@@ -8,9 +8,10 @@
  * until WATCH_KEEP_MS after the last ask. The watcher hands relayed batches
  * to the same place as its broker's.
  *
- * - A relayed body is `{ f, b }`: `f` the relaying home's key (liveHomeKey),
- *   `b` a live batch that fits the channel (splitBatch). A watcher drops
- *   bodies from its own home: its broker brought them already.
+ * - A relayed body is `{ f, bs }`: `f` the relaying home's key
+ *   (liveHomeKey), `bs` live batches, of one or more stage attempts, that
+ *   together fit the channel (packBatches). A watcher drops bodies from its
+ *   own home: its broker brought them already.
  * - A lost connection is opened again after a back-off; what was relayed
  *   meanwhile is missed, as a broker's live events are while one is away
  *   (the journal and the stage's files keep the durable record).
@@ -37,34 +38,49 @@ export function liveHomeKey(home: string): string {
 }
 
 /**
- * A batch as bodies of at most LIVE_BODY_MAX bytes each, in order: events grouped while they fit, a long
- * text cut across bodies, a long tool input or output cut to FIELD_MAX characters.
+ * Batches as bodies of at most LIVE_BODY_MAX bytes each, in order: the
+ * batches of several stage attempts share a body while they fit (a relay
+ * sends what waits for every stage in one notification, not one stage's
+ * after another's), a long text is cut across bodies, a long tool input or
+ * output is cut to FIELD_MAX characters.
  */
-export function splitBatch(batch: LiveBatch, from: string): string[] {
-  const head = { f: from, b: { live: 1, runId: batch.runId, stage: batch.stage, attempt: batch.attempt, events: [] as LiveEvent[] } };
-  const room = LIVE_BODY_MAX - Buffer.byteLength(JSON.stringify(head)) - 1;
+export function packBatches(batches: readonly LiveBatch[], from: string): string[] {
+  const frame = Buffer.byteLength(JSON.stringify({ f: from, bs: [] }));
   const bodies: string[] = [];
-  let events: LiveEvent[] = [];
-  let used = 0;
+  let pieces: LiveBatch[] = [];
+  let used = frame;
+  let open: LiveBatch | undefined; // the piece of the current batch in the body being filled
   const flush = () => {
-    if (events.length) bodies.push(JSON.stringify({ ...head, b: { ...head.b, events } }));
-    events = [];
-    used = 0;
+    if (pieces.length) bodies.push(JSON.stringify({ f: from, bs: pieces }));
+    pieces = [];
+    used = frame;
+    open = undefined;
   };
-  const add = (e: LiveEvent) => {
-    const size = Buffer.byteLength(JSON.stringify(e)) + 1;
-    if (used + size > room) flush();
-    events.push(e);
-    used += size;
-  };
-  for (const e of batch.events) {
-    const fits = Buffer.byteLength(JSON.stringify(e)) + 1 <= room;
-    if (fits) add(e);
-    else if (typeof e.text === "string") {
-      // Six bytes a character at most once escaped: each piece fits whatever it holds.
-      const step = Math.max(1, Math.floor((room - Buffer.byteLength(JSON.stringify({ ...e, text: "" }))) / 6));
-      for (let i = 0; i < e.text.length; i += step) add({ ...e, text: e.text.slice(i, i + step) });
-    } else add(cut(e));
+  for (const batch of batches) {
+    const head: LiveBatch = { live: 1, runId: batch.runId, stage: batch.stage, attempt: batch.attempt, events: [] };
+    const headSize = Buffer.byteLength(JSON.stringify(head)) + 1; // and the comma between pieces
+    /** The most one event may take: alone in a body with its batch's head. */
+    const room = LIVE_BODY_MAX - frame - headSize - 1;
+    const add = (e: LiveEvent) => {
+      const size = Buffer.byteLength(JSON.stringify(e)) + 1;
+      if (used + size + (open ? 0 : headSize) > LIVE_BODY_MAX) flush();
+      if (!open) {
+        open = { ...head, events: [] };
+        pieces.push(open);
+        used += headSize;
+      }
+      open.events.push(e);
+      used += size;
+    };
+    open = undefined;
+    for (const e of batch.events) {
+      if (Buffer.byteLength(JSON.stringify(e)) + 1 <= room) add(e);
+      else if (typeof e.text === "string") {
+        // Six bytes a character at most once escaped: each piece fits whatever it holds.
+        const step = Math.max(1, Math.floor((room - Buffer.byteLength(JSON.stringify({ ...e, text: "" }))) / 6));
+        for (let i = 0; i < e.text.length; i += step) add({ ...e, text: e.text.slice(i, i + step) });
+      } else add(cut(e));
+    }
   }
   flush();
   return bodies;
@@ -80,16 +96,21 @@ function cut(e: LiveEvent): LiveEvent {
   return Buffer.byteLength(JSON.stringify(out)) + 1 <= LIVE_BODY_MAX / 2 ? out : { type: e.type, at: e.at };
 }
 
-/** A relayed body's batch, unless it is not one or comes from `own` home. */
-export function relayedBatch(body: string, own: string): LiveBatch | undefined {
+/** A relayed body's batches, none if it is not one or comes from `own` home (`b`: one batch, as hosts before packBatches sent). */
+export function relayedBatches(body: string, own: string): LiveBatch[] {
   try {
-    const parsed = JSON.parse(body) as { f?: unknown; b?: Partial<LiveBatch> };
-    const b = parsed.b;
-    if (parsed.f === own || !b || b.live !== 1 || typeof b.runId !== "string" || typeof b.stage !== "string" || typeof b.attempt !== "number" || !Array.isArray(b.events)) return undefined;
-    return b as LiveBatch;
+    const parsed = JSON.parse(body) as { f?: unknown; b?: unknown; bs?: unknown };
+    if (parsed.f === own) return [];
+    const all = Array.isArray(parsed.bs) ? parsed.bs : [parsed.b];
+    return all.filter(isBatch);
   } catch {
-    return undefined;
+    return [];
   }
+}
+
+function isBatch(b: unknown): b is LiveBatch {
+  const x = b as Partial<LiveBatch> | null;
+  return typeof x === "object" && x !== null && x.live === 1 && typeof x.runId === "string" && typeof x.stage === "string" && typeof x.attempt === "number" && Array.isArray(x.events);
 }
 
 /** A watcher's side: asks for its runs while it watches them and hands relayed batches of them to `onBatch`. */
@@ -125,8 +146,7 @@ export class RemoteLiveWatcher {
     if (this.channel || this.closed) return Promise.resolve();
     this.opening ??= this.open({
       onBody: (body) => {
-        const b = relayedBatch(body, this.own);
-        if (b && this.runs.has(b.runId)) this.onBatch(b);
+        for (const b of relayedBatches(body, this.own)) if (this.runs.has(b.runId)) this.onBatch(b);
       },
       onLost: () => {
         this.channel = undefined;
