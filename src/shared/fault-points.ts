@@ -8,9 +8,11 @@
  * arms `before-checkpoint` to fire on its 5th hit and `after-checkpoint` on
  * its 12th; `name:*` fires on every hit (a fault that persists, with
  * `throw`). `ATOMIC_FAULT_ACTION` is `kill` (default: SIGKILL this process,
- * like a power cut), `throw`, or `hang` (the process blocks for good, like
- * one stuck in a system call, until something kills it). Counting is per
- * process.
+ * like a power cut), `throw`, `hang` (the process blocks for good, like
+ * one stuck in a system call, until something kills it), or `stop` (the
+ * process SIGSTOPs itself, so a test can act at that exact moment, such as
+ * crash the database, and let it go on with SIGCONT; `[fault] NAME #N:
+ * SIGSTOP` on stderr says when). Counting is per process.
  */
 
 import { writeStderr } from "./raw-stderr.ts";
@@ -43,6 +45,11 @@ export function faultPoint(name: string): void {
   if (action === "hang") {
     writeStderr(`[fault] ${name} #${count}: hanging\n`);
     for (;;) sleepSync(60_000);
+  }
+  if (action === "stop") {
+    writeStderr(`[fault] ${name} #${count}: SIGSTOP\n`);
+    process.kill(process.pid, "SIGSTOP");
+    return;
   }
   writeStderr(`[fault] ${name} #${count}: SIGKILL\n`);
   process.kill(process.pid, "SIGKILL");

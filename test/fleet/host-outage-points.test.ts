@@ -22,6 +22,12 @@
  *   (`pg_terminate_backend`: the host's pool and its LISTEN connection, the
  *   root's) mid-stage, at a result's commit and after the next claim: the
  *   run completes, each stage once.
+ * - the server crashed right after the root enqueued a stage, before any
+ *   host claimed it (the root stopped at that moment by a fault point, the
+ *   server's WAL writer held so nothing else writes the commit out): the
+ *   item is still there after the crash, and a host started then runs it.
+ *   The enqueue used to commit without waiting for the disk, and the root
+ *   then waited for good for an item the database had lost.
  * In every case the journal URL's password is never printed (the cluster's
  * URLs carry one) and the host's process is the one started first.
  * Durations are never asserted.
@@ -32,7 +38,7 @@ import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { createDatabase, startCluster, type Cluster } from "../helpers/postgres.ts";
+import { createDatabase, startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { FIXTURES, cleanUpHosts, counts, marks, startHost, type HostOptions } from "./support.ts";
 
@@ -182,6 +188,65 @@ test("every connection terminated mid-stage, at a result's commit and after the 
     await admin.end();
   }
 }, 150_000);
+
+test("the server crashed right after the root enqueued a stage, before any host claimed it: the work item survives, and a host started after runs it once", async () => {
+  const url = await createDatabase(cluster, `hp_${Math.random().toString(36).slice(2, 8)}`);
+  const dir = makeTempDir("atomic-host-points-");
+  const home = join(dir, "root");
+  // Held for the rest of this server's life: nothing but a commit that waits for the disk writes the log out.
+  const walWriter = serverProcess("walwriter");
+  process.kill(walWriter, "SIGSTOP");
+  const run = spawnAtomic(["run", WF, "--workers", "0", "--json", "--input", "stages=1", "--input", `dir=${dir}`], {
+    home,
+    env: { ATOMIC_JOURNAL: url, ATOMIC_JOURNAL_RETRY_MS: "120000", ATOMIC_FAULT_POINTS: "stage-start-recorded:1", ATOMIC_FAULT_ACTION: "stop" },
+  });
+  const out = lineWatcher(run.stdout);
+  const err = lineWatcher(run.stderr);
+  let stopped = false;
+  try {
+    // The root committed s0's start and its work item, and stopped itself before anything else.
+    await err.waitFor(/^\[fault\] stage-start-recorded #1: SIGSTOP$/, 60_000);
+    stopped = true;
+    // A crash: SIGQUIT to every server process, SIGKILL to those (the held WAL writer) that do not end at once.
+    cluster.stopServer();
+    cluster.startServer();
+  } finally {
+    if (stopped) run.kill("SIGCONT");
+  }
+  const admin = new pg.Client({ connectionString: withDatabase(cluster.adminUrl, new URL(url).pathname.slice(1)) });
+  await admin.connect();
+  try {
+    const items = await admin.query<{ stage_key: string; state: string }>("select stage_key, state from atomic.work_items");
+    expect(items.rows.map((r) => r.state)).toEqual(["ready"]);
+  } finally {
+    await admin.end();
+  }
+  const host = await startHost({ url, id: "h", slots: 1 });
+  await waitUntil(() => marks(join(dir, "started")).length === 1, 60_000, "s0 started on the host");
+  writeFileSync(join(dir, "gate-s0"), "");
+  expect(await run.exited).toBe(0);
+  await waitUntil(() => out.ended && err.ended, 10_000, "the root's output to end");
+  expect(out.lines.map((l) => JSON.parse(l)).find((e) => e.type === "result").outputs).toEqual(["out-s0"]);
+  expect(marks(join(dir, "marks"))).toEqual(["s0 h"]);
+  expect(marks(join(dir, "started"))).toEqual(["s0"]);
+  expect(host.processes()).toContain(host.proc.pid);
+}, 150_000);
+
+/** The pid of one of the cluster's server processes, by its title (`postgres: walwriter`). */
+function serverProcess(title: string): number {
+  const postmaster = Number(readFileSync(join(cluster.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === postmaster && readFileSync(`/proc/${name}/cmdline`, "utf8").includes(title)) return Number(name);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  throw new Error(`no "${title}" process under the cluster's postmaster ${postmaster}`);
+}
 
 /** Everything the host's workers logged (their logs are files in its home). */
 function workerLogs(home: string): string {

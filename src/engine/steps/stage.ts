@@ -431,12 +431,14 @@ async function runAttempt(
     key: position,
     // requestedAt: when the workflow started the attempt (before admission let it go): queued since then.
     payload: { ...step, ...recordExtra, attempt, artifactDir, workId: request.workId, runner: request.runner, ...(queued ? { queued, requestedAt: timing.startedAt } : {}), ...(hostQueue ? { hostQueue } : {}) },
-    // Progress, not a result: losing it to a power cut only re-runs an unfinished stage.
+    // Progress, not a result: losing it to a power cut only re-runs an unfinished stage. (Its work item is another
+    // matter on Postgres, whose server can lose it while this process lives on: ../../journal/postgres/append.ts.)
     durable: false,
     ...(tree.executor.queued ? { work: { id: request.workId!, stageKey: position, attempt, descriptor: request } } : {}),
     // The stage index says queued until the worker starts it (stage_running, or the attempt's end record).
     stage: tree.mail.stageEntry(exec.runId, position, name, queued ? "queued" : "running", attempt),
   });
+  faultPoint("stage-start-recorded");
   tree.observer({ type: "step_started", runId: exec.runId, position, kind: "stage", name, attempt, ...(queued ? { queued } : {}), ...(hostQueue ? { hostQueue } : {}), at: timing.startedAt });
   await tree.mail.running(exec.runId, position, name, attempt, inbox.claimed);
   const path = tree.mail.pathOf(exec.runId, name);

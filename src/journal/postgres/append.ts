@@ -19,6 +19,14 @@
  *
  * Durability: a batch without a durable entry commits with
  * synchronous_commit off; with `--durability normal` every batch does.
+ * Except a batch that enqueues work (a queued stage's start record and its
+ * work item): it always waits for the disk. The server can crash and
+ * restart while this process lives on (a power cut of a SQLite journal's
+ * machine takes its root with it), and the root then waits for the item's
+ * outcome: an item lost with the server's unwritten log would never be
+ * claimed nor settled, and the run would wait for good
+ * (test/fleet/host-outage-points.test.ts, "crashed right after the root
+ * enqueued a stage").
  */
 
 import { LeaseLostError, UsageError, errorInfo } from "../../shared/errors.ts";
@@ -60,7 +68,7 @@ export async function appendEntries(conn: PgConnection, durability: Durability, 
   const encoded = entries.map(encodeEntry);
   const sendable = encoded.flatMap((e) => (e.ok ? [e.value] : []));
   if (sendable.length === 0) return encoded.map((e) => (e as { outcome: AppendOutcome }).outcome);
-  const durable = durability === "full" && entries.some((e) => e.durable !== false);
+  const durable = (durability === "full" && entries.some((e) => e.durable !== false)) || entries.some((e) => e.work !== undefined);
   const batch = crypto.randomUUID();
   const sync = durable ? null : "off";
   const now = Date.now();

@@ -306,7 +306,7 @@ export const VARIABLES = {
     description: "Arms named fault points (src/shared/fault-points.ts): `before-checkpoint:5` fires on the 5th hit, `name:*` on every hit. Not inherited by the intercom broker.",
     parse: text,
   }),
-  ATOMIC_FAULT_ACTION: variable({ audience: "testing", type: "kill | throw | hang", default: "kill", description: "What an armed fault point does: SIGKILL its process (like a power cut), throw, or block the process for good (hang).", parse: text }),
+  ATOMIC_FAULT_ACTION: variable({ audience: "testing", type: "kill | throw | hang | stop", default: "kill", description: "What an armed fault point does: SIGKILL its process (like a power cut), throw, block the process for good (hang), or SIGSTOP it until a SIGCONT (stop).", parse: text }),
   ATOMIC_POOL_TRACE: variable({ audience: "testing", type: "1", description: "`1`: each pool role writes a timing line per event to its log (src/pool/trace.ts).", parse: isOne }),
   ATOMIC_INTERCOM_IDLE_MS: variable({
     audience: "testing",
