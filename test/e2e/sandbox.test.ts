@@ -184,6 +184,61 @@ function brokenBwrap(): string {
   return dir;
 }
 
+e2eTest('read: ["~/"] shows the home but never its credential paths, write names a writable directory, another run\'s artifacts stay hidden, network "open" reaches another port; network "none" keeps an agent\'s bash from the provider too', async () => {
+  const w = sandboxWorld();
+  const fake = await startFakeOpenAI((req, i) => (i === 0 ? toolCall("bash", { command: `curl -s -m 5 -o /dev/null ${fake.url}/models && echo PROVIDER=reached || echo PROVIDER=denied\n${w.probe}` }) : text("finished")));
+  try {
+    // Credentials of every kind in the user's home, a file beside them, a directory to write, and another run's artifacts.
+    const planted = { ".aws/credentials": "aws_secret", ".config/gcloud/credentials.db": "gcloud_secret", ".netrc": "netrc_secret", ".codex/auth.json": "codex_secret", ".config/tool.conf": "visible" };
+    for (const [path, body] of Object.entries(planted)) {
+      mkdirSync(join(w.user, path, ".."), { recursive: true });
+      writeFileSync(join(w.user, path), `${body}\n`);
+    }
+    const shared = makeTempDir("atomic-sbx-shared-");
+    const artifacts = makeTempDir("atomic-sbx-artifacts-");
+    mkdirSync(join(artifacts, "01-another-run"));
+    writeFileSync(join(artifacts, "01-another-run", "output.txt"), "another run's output\n");
+    writeFileSync(join(w.home, "config.json"), JSON.stringify({ artifacts: { dir: artifacts } }));
+    const probe = [
+      w.probe,
+      ...Object.keys(planted).map((path) => `cat "$HOME/${path}" 2>/dev/null || echo "${path}=hidden"`),
+      `echo x > "$HOME/new-file" 2>/dev/null && echo HOME_WRITE=written || echo HOME_WRITE=denied`,
+      `echo x > "${shared}/note" && echo SHARED_WRITE=written`,
+      `cat "${artifacts}/01-another-run/output.txt" 2>/dev/null || echo ARTIFACTS=hidden`,
+    ].join("\n");
+    const open = await run(w, { shell: probe, sandbox: JSON.stringify({ network: "open", read: ["~/"], write: [shared] }) });
+    expect(open.code).toBe(0);
+    const out = open.outputs.text as string;
+    expect(out).toContain("SSH=denied");
+    expect(out).toContain("GITCONFIG=read");
+    expect(out).toContain("visible\n");
+    for (const path of [".aws/credentials", ".config/gcloud/credentials.db", ".netrc", ".codex/auth.json"]) expect(out).toContain(`${path}=hidden`);
+    expect(out).not.toContain("_secret");
+    expect(out).toContain("HOME_WRITE=denied");
+    expect(out).toContain("SHARED_WRITE=written");
+    expect(readFileSync(join(shared, "note"), "utf8")).toBe("x\n");
+    expect(out).toContain("ARTIFACTS=hidden");
+    expect(out).toContain("ATOMIC_HOME=denied");
+    expect(out).toContain("OTHER_PORT=reached");
+    expect(out).toContain("WORK=done");
+    expect(w.escaped()).toEqual([]);
+    expect(w.leftovers()).toEqual([]);
+    expect(existsSync(join(w.user, "new-file"))).toBe(false);
+    w.resetVisits();
+    // network "none" on an agent stage: the runner talks to the provider, its bash tool reaches neither it nor another port.
+    const none = await run(w, { prompt: "probe", sandbox: JSON.stringify({ network: "none" }) }, { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" });
+    expect(none.code).toBe(0);
+    expect(none.outputs).toMatchObject({ status: "completed", text: "finished" });
+    const tool = String(fake.requests[1]!.body.messages.find((m) => m.role === "tool")!.content);
+    expect(tool).toContain("PROVIDER=denied");
+    expectContained(tool, w);
+    expect(fake.requests).toHaveLength(2);
+  } finally {
+    w.close();
+    await fake.close();
+  }
+});
+
 const NO_BWRAP_PATH = "/nonexistent-bin";
 
 e2eTest("a provider host that does not resolve: the stage is told so in one sentence and a hint (the proxy's answer and its stderr); nothing is left behind", async () => {
