@@ -7,21 +7,29 @@ log=$(mktemp)
 lane_log=$(mktemp)
 pg_log=$(mktemp)
 lane_status=$(mktemp)
+main_b_log=$(mktemp)
+main_b_status=$(mktemp)
 pg_status=$(mktemp)
 tsc_log=$(mktemp)
 failures=$(mktemp)
 agents_log=$(mktemp)
 agents_pid=""
 lane_pid=""
+main_b_pid=""
 tsc_pid=""
+# The heavy tests' slots (test/helpers/heavy.ts), shared by every bun test process below: the machine's cores bound
+# the real agent CLIs and clusters they start together, not each process's own.
+heavy_dir=$(mktemp -d)
+export ATOMIC_TEST_HEAVY_SLOTS_DIR="$heavy_dir"
 # One throw-away Postgres cluster for the whole suite (test/helpers/postgres.ts); the tests reuse it through
 # ATOMIC_TEST_POSTGRES_URL, each file in databases of its own. Stopped and removed at exit, whatever happened.
 pg_dir=""
 cleanup() {
-  for pid in "$agents_pid" "$lane_pid" "$tsc_pid"; do
+  for pid in "$agents_pid" "$lane_pid" "$main_b_pid" "$tsc_pid"; do
     if [ -n "$pid" ]; then pkill -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; fi
   done
-  rm -f "$log" "$lane_log" "$pg_log" "$lane_status" "$pg_status" "$tsc_log" "$failures" "$failures.context" "$agents_log"
+  rm -f "$log" "$lane_log" "$pg_log" "$lane_status" "$main_b_log" "$main_b_status" "$pg_status" "$tsc_log" "$failures" "$failures.context" "$agents_log"
+  rm -rf "$heavy_dir"
   if [ -n "$pg_dir" ]; then node_modules/.bin/bun test/helpers/postgres.ts stop "$pg_dir" || true; fi
 }
 trap cleanup EXIT
@@ -66,15 +74,19 @@ count() {
   passed=$((passed + $(grep -Eo '^ *[0-9]+ pass$' "$1" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
   failed=$((failed + $(grep -Eo '^ *[0-9]+ fail$' "$1" | tail -1 | grep -Eo '[0-9]+' || echo 0)))
 }
-# Test files run one after another (each file's tests may run concurrently inside it): spawned binaries and
-# SQLite fsyncs made files run all in parallel flaky on 2 cores. The whole suite (no arguments) has one
-# exception, a second lane beside the first: the files named below mostly wait (leases, deadlines, gates, a
-# database stopped and started, hosts killed and reclaimed; their measured CPU over wall time, and the rule for
-# moving a file here: docs/design/testing.md "The project's suite: lanes"). They run one after another in a bun
-# process of their own, started as soon as the binary and the cluster are there (they need no agent CLI), while
-# the other files run. None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium: it stays in
-# the main lane, as does any file not named here), so the heavy tests' bound (test/helpers/heavy.ts, per bun
-# process) still holds.
+# In a bun test process, test files run one after another (each file's tests may run concurrently inside it):
+# spawned binaries and SQLite fsyncs made files run all in parallel flaky on 2 cores. The whole suite (no
+# arguments) runs three such processes at once (docs/design/testing.md "The project's suite: lanes"):
+# - the second lane: the files named in `lane` mostly wait (leases, deadlines, gates, a database stopped and
+#   started, hosts killed and reclaimed; their measured CPU over wall time, and the rule for moving a file here:
+#   the design file), then the Postgres pass below. It starts as soon as the binary and the cluster are there
+#   (they need no agent CLI). None starts an agent CLI or a browser (fleet/workers.test.ts drives Chromium: it
+#   stays in the main lane, as does any file not named here).
+# - the main lane, every other file, once the agent CLIs are installed, in two processes: the files under
+#   `main_b` in one, all the rest in the other. In one process it left a core idle for its last ~8 minutes,
+#   after the second lane had ended (1,517 s against 1,045 at b826d74). Each half has its share of the real
+#   agent CLIs (runners/ in one, builtins/ in the other); the heavy tests' bound holds across both through the
+#   shared slot folder above (test/helpers/heavy.ts).
 lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts test/fleet/fleet-recovery.test.ts
   test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
@@ -82,6 +94,8 @@ lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.
   test/fleet/host-outage.test.ts test/fleet/host-outage-points.test.ts test/fleet/host-outage-random.test.ts test/fleet/remote-worktree.test.ts test/fleet/budget.test.ts
   test/service/clock-skew.test.ts test/fleet/attach-host.test.ts test/pool/busy-journal.test.ts test/engine/cancel.test.ts)
 lane_ignored=("${lane[@]/%\//\/**}")
+main_b=(test/runners/ test/e2e/)
+main_b_ignored=("${main_b[@]/%\//\/**}")
 # The whole suite (no arguments) also runs the crash, double-resume, clock-jump, golden-journal, pool-crash, pool, intercom,
 # service (recovery, schedules, retention, the service lease) and fork/rerun tests again, on the Postgres journal
 # (every home a schema in the suite's cluster: test/helpers/postgres.ts); pool tests of SQLite's write lock skip
@@ -91,8 +105,7 @@ lane_ignored=("${lane[@]/%\//\/**}")
 # run the same again: they are left out of this one.
 # This Postgres pass runs in the second lane's process chain, after its files: the main lane (1,041 s at b720172)
 # outlasts the second lane (372 s) and the Postgres pass (238 s) together, which
-# before ran alone after it; at most two bun test processes run at once (one at a time in the chain). The heavy
-# tests' bound (test/helpers/heavy.ts) is per bun process: so the chain starts no agent CLI and no browser, and
+# before ran alone after it (one process at a time in the chain). The chain starts no agent CLI and no browser:
 # the pass's files that drive one (they import the browser or agent helpers: the service's status-page tests)
 # run on the Postgres journal after the main lane, by themselves.
 pg_files=(test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts test/recovery/clock-jump.test.ts
@@ -130,21 +143,37 @@ if [ "$agents_status" -ne 0 ]; then
 fi
 set +e
 if [ "$#" -eq 0 ]; then
-  node_modules/.bin/bun test --timeout 120000 $(junit main) "${lane_ignored[@]/#/--path-ignore-patterns=}" 2>&1 | tee "$log"
+  # The main lane's second process (main_b), beside its first; its exit status goes to a file.
+  (
+    s=0
+    node_modules/.bin/bun test --timeout 120000 $(junit main-b) "${lane_ignored[@]/#/--path-ignore-patterns=}" \
+      "${main_b[@]}" >"$main_b_log" 2>&1 || s=$?
+    echo "$s" >"$main_b_status"
+  ) &
+  main_b_pid=$!
+  node_modules/.bin/bun test --timeout 120000 $(junit main) "${lane_ignored[@]/#/--path-ignore-patterns=}" \
+    "${main_b_ignored[@]/#/--path-ignore-patterns=}" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
-  echo "waiting for the second lane and the Postgres pass, which ran beside the main lane..."
+  echo "waiting for the main lane's other process, the second lane and the Postgres pass, which ran beside it..."
+  wait "$main_b_pid"
+  main_b_pid=""
   wait "$lane_pid"
   lane_pid=""
+  echo "the main lane's other process (${main_b[*]}, run beside the others):"
+  cat "$main_b_log"
   echo "the second lane (fleet, conformance, Postgres-outage and other waiting files, run beside the others):"
   cat "$lane_log"
   echo "the same recovery, golden, pool, intercom, service and fork tests on the Postgres journal (run beside the others):"
   cat "$pg_log"
+  [ "$(cat "$main_b_status")" = 0 ] || status=1
   [ "$(cat "$lane_status")" = 0 ] || status=1
   [ "$(cat "$pg_status")" = 0 ] || status=1
   keep_failures "default journal" "$log"
+  keep_failures "default journal" "$main_b_log"
   keep_failures "default journal" "$lane_log"
   keep_failures "postgres journal" "$pg_log"
   count "$log"
+  count "$main_b_log"
   count "$lane_log"
   count "$pg_log"
   if [ "${#pg_heavy[@]}" -gt 0 ]; then
