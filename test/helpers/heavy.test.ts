@@ -12,12 +12,15 @@ import { lineWatcher } from "./atomic.ts";
 import { HEAVY_SLOTS } from "./heavy.ts";
 import { makeTempDir, removeTempDirs } from "./temp.ts";
 
+/** Every holder process started, killed after each test whatever happened (a killed one lets its slot go). */
 const started: Subprocess<"pipe", "pipe", "inherit">[] = [];
 
 afterEach(async () => {
-  for (const p of started) p.kill("SIGKILL");
-  await Promise.all(started.map((p) => p.exited));
-  started.length = 0;
+  const ending = started.splice(0).map((p) => {
+    p.kill("SIGKILL");
+    return p.exited;
+  });
+  await Promise.all(ending);
   removeTempDirs();
 });
 
