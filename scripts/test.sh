@@ -10,6 +10,8 @@ lane_status=$(mktemp)
 main_b_log=$(mktemp)
 main_b_status=$(mktemp)
 pg_status=$(mktemp)
+pg_b_log=$(mktemp)
+pg_b_status=$(mktemp)
 tsc_log=$(mktemp)
 failures=$(mktemp)
 agents_log=$(mktemp)
@@ -28,7 +30,7 @@ cleanup() {
   for pid in "$agents_pid" "$lane_pid" "$main_b_pid" "$tsc_pid"; do
     if [ -n "$pid" ]; then pkill -P "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; fi
   done
-  rm -f "$log" "$lane_log" "$pg_log" "$lane_status" "$main_b_log" "$main_b_status" "$pg_status" "$tsc_log" "$failures" "$failures.context" "$agents_log"
+  rm -f "$log" "$lane_log" "$pg_log" "$lane_status" "$main_b_log" "$main_b_status" "$pg_status" "$pg_b_log" "$pg_b_status" "$tsc_log" "$failures" "$failures.context" "$agents_log"
   rm -rf "$heavy_dir"
   if [ -n "$pg_dir" ]; then node_modules/.bin/bun test/helpers/postgres.ts stop "$pg_dir" || true; fi
 }
@@ -103,11 +105,9 @@ main_b_ignored=("${main_b[@]/%\//\/**}")
 # addresses; the pool's message parsing, state table, output batching, root channel and lease-deadline rule, in this process)
 # or open a SQLite one of their own whatever the pass (the scheduler's decisions) ran on the first pass and would
 # run the same again: they are left out of this one.
-# This Postgres pass runs in the second lane's process chain, after its files: the main lane (1,041 s at b720172)
-# outlasts the second lane (372 s) and the Postgres pass (238 s) together, which
-# before ran alone after it (one process at a time in the chain). The chain starts no agent CLI and no browser:
-# the pass's files that drive one (they import the browser or agent helpers: the service's status-page tests)
-# run on the Postgres journal after the main lane, by themselves.
+# This Postgres pass runs in the process chains beside the main lane's files, in two parts (pg_b below); it
+# starts no agent CLI and no browser: the pass's files that drive one (they import the browser or agent helpers:
+# the service's status-page tests) run on the Postgres journal after the main lane, by themselves.
 pg_files=(test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts test/recovery/clock-jump.test.ts
   test/golden/golden.test.ts test/pool/ test/intercom/ test/service/ test/e2e/fork-rerun.test.ts)
 mapfile -t pg_heavy < <(grep -rlE 'browser-support|helpers/agents|helpers/heavy' --include='*.test.ts' "${pg_files[@]}" | sort)
@@ -117,17 +117,26 @@ journal_free=(
   test/pool/root-channel.test.ts test/pool/pool-executor.test.ts test/pool/lease-deadline-rule.test.ts
   test/service/scheduler.test.ts
 )
-# second_lane: the waiting files, then the Postgres pass; each one's exit status goes to a file of its own.
-# (set -e holds in it too: a failing pass must not end the chain, so each status is caught.)
+# The Postgres pass runs in two parts, for balance (docs/design/testing.md): the single files of `pg_b` (the crash,
+# double-resume, golden and fork tests) after the main lane's files of `main_b`, in that process's chain; the
+# folders and clock-jump in the second lane's chain, after its files.
+pg_b=(test/recovery/crash.test.ts test/recovery/double-resume.test.ts test/recovery/pool-crash.test.ts
+  test/golden/golden.test.ts test/e2e/fork-rerun.test.ts)
+# pg_pass JUNIT-NAME LOG STATUS-FILE ARGS...: a part of the Postgres pass; its exit status goes to STATUS-FILE.
+# (set -e holds in the chains too: a failing pass must not end its chain, so each status is caught.)
+pg_pass() {
+  local name=$1 out=$2 status_file=$3 s=0
+  shift 3
+  ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 $(junit "$name") \
+    "${journal_free[@]/#/--path-ignore-patterns=}" "${pg_heavy[@]/#/--path-ignore-patterns=}" "$@" >"$out" 2>&1 || s=$?
+  echo "$s" >"$status_file"
+}
+# second_lane: the waiting files, then its part of the Postgres pass; each one's exit status goes to a file of its own.
 second_lane() {
   local s=0
   node_modules/.bin/bun test --timeout 120000 $(junit lane) "${lane[@]}" >"$lane_log" 2>&1 || s=$?
   echo "$s" >"$lane_status"
-  s=0
-  ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 $(junit postgres) \
-    "${journal_free[@]/#/--path-ignore-patterns=}" "${pg_heavy[@]/#/--path-ignore-patterns=}" \
-    "${pg_files[@]}" >"$pg_log" 2>&1 || s=$?
-  echo "$s" >"$pg_status"
+  pg_pass postgres "$pg_log" "$pg_status" "${pg_b[@]/#/--path-ignore-patterns=}" "${pg_files[@]}"
 }
 if [ "$#" -eq 0 ]; then
   second_lane &
@@ -143,12 +152,14 @@ if [ "$agents_status" -ne 0 ]; then
 fi
 set +e
 if [ "$#" -eq 0 ]; then
-  # The main lane's second process (main_b), beside its first; its exit status goes to a file.
+  # The main lane's second process (main_b), beside its first, then the Postgres pass's part `pg_b`; each one's
+  # exit status goes to a file.
   (
     s=0
     node_modules/.bin/bun test --timeout 120000 $(junit main-b) "${lane_ignored[@]/#/--path-ignore-patterns=}" \
       "${main_b[@]}" >"$main_b_log" 2>&1 || s=$?
     echo "$s" >"$main_b_status"
+    pg_pass postgres-b "$pg_b_log" "$pg_b_status" "${pg_b[@]}"
   ) &
   main_b_pid=$!
   node_modules/.bin/bun test --timeout 120000 $(junit main) "${lane_ignored[@]/#/--path-ignore-patterns=}" \
@@ -161,6 +172,8 @@ if [ "$#" -eq 0 ]; then
   lane_pid=""
   echo "the main lane's other process (${main_b[*]}, run beside the others):"
   cat "$main_b_log"
+  echo "after it, on the Postgres journal: ${pg_b[*]}"
+  cat "$pg_b_log"
   echo "the second lane (fleet, conformance, Postgres-outage and other waiting files, run beside the others):"
   cat "$lane_log"
   echo "the same recovery, golden, pool, intercom, service and fork tests on the Postgres journal (run beside the others):"
@@ -168,14 +181,17 @@ if [ "$#" -eq 0 ]; then
   [ "$(cat "$main_b_status")" = 0 ] || status=1
   [ "$(cat "$lane_status")" = 0 ] || status=1
   [ "$(cat "$pg_status")" = 0 ] || status=1
+  [ "$(cat "$pg_b_status")" = 0 ] || status=1
   keep_failures "default journal" "$log"
   keep_failures "default journal" "$main_b_log"
   keep_failures "default journal" "$lane_log"
   keep_failures "postgres journal" "$pg_log"
+  keep_failures "postgres journal" "$pg_b_log"
   count "$log"
   count "$main_b_log"
   count "$lane_log"
   count "$pg_log"
+  count "$pg_b_log"
   if [ "${#pg_heavy[@]}" -gt 0 ]; then
     echo "the Postgres pass's browser tests, after the main lane:"
     ATOMIC_TEST_JOURNAL=postgres node_modules/.bin/bun test --timeout 120000 $(junit postgres-browser) "${pg_heavy[@]}" 2>&1 | tee "$log"
