@@ -8,6 +8,11 @@
  * answers with text and a tool call until the test has seen the text in
  * both places, and only then ends the turn. The attach's lost-host
  * threshold is set below the heartbeat: the live host is never said gone.
+ * The host runs in a mount namespace without the root's and the watcher's
+ * homes, as on another machine: nothing reaches them but the journal. (A
+ * network namespace would add nothing: no TCP runs between host and root
+ * but Postgres; the same-machine shortcut to rule out is their brokers'
+ * sockets on a shared filesystem.)
  */
 
 import { afterEach, beforeAll, expect, test } from "bun:test";
@@ -31,14 +36,16 @@ test("attach and the stage stream show live deltas of a stage on a worker host b
   const url = await freshDatabase("attach_live");
   const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test", ATOMIC_JOURNAL: url };
   try {
-    await startHost({ url, id: "faraway", slots: 1, env });
     const home = makeTempDir("atomic-live-root-");
+    const elsewhere = makeTempDir("atomic-live-elsewhere-");
+    // The host sees neither the root's home nor the watcher's (their brokers' sockets): its deltas cross through the journal only.
+    await startHost({ url, id: "faraway", slots: 1, env, hide: [home, elsewhere] });
     const served = await serve(home, env);
     const run = await startChat(home, env, ["--workers", "0"]);
     await fake.requestMatching();
 
     // A lost-host threshold below the heartbeat counts as its least (two heartbeats): the live host is never said gone.
-    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: makeTempDir("atomic-live-elsewhere-"), env: { ...env, ATOMIC_HOST_LOST_MS: "1" } });
+    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: elsewhere, env: { ...env, ATOMIC_HOST_LOST_MS: "1" } });
     const out = lineWatcher(attach.stdout);
     await out.waitFor(/"type":"attached"/, 30_000);
     const res = await get(served, `/api/runs/${run.runId}/stages/chat/stream`);

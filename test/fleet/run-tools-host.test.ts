@@ -10,6 +10,9 @@
  * stage's own there): ask_user parks the stage, answered from another
  * home, and the next attempt resumes gemini's session on the host;
  * ask_agent to an openai sibling on the host.
+ * In the openai tests the host runs without the root's home (a mount
+ * namespace with it hidden): no call can reach the root's broker socket
+ * as it could on one machine, only the journal.
  */
 
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
@@ -60,7 +63,8 @@ function answererTurn(m: Messages, asked: Promise<unknown>): Reply {
 async function runOnHost(mode: string) {
   const url = await freshDatabase("tools");
   const dir = makeTempDir("atomic-fleet-tools-");
-  await startHost({ url, id: "far", slots: 2, env: agentEnv() });
+  // The host does not see the root's home (its broker's socket there): the stages' calls reach the root through the journal only.
+  await startHost({ url, id: "far", slots: 2, env: agentEnv(), hide: [dir] });
   const r = await runAtomic(["run", FIXTURE, "--journal", url, "--workers", "0", "--json", "--input", `mode=${mode}`], { home: join(dir, "root"), env: agentEnv() });
   const out = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
   return { r, ended: out.find((e) => e.type === "run_ended") as { outputs?: Record<string, string> } | undefined };
