@@ -5,8 +5,10 @@
  * the workflow continues (or forks) one that ran on the other host
  * (fixtures/sessions-across.ts). With the openai runner against the fake
  * OpenAI-compatible server, with the real pi and opencode CLIs (test/agents) against
- * the fake Chat Completions provider, and with the real gemini CLI (-r; it
- * cannot fork) against the fake Gemini API: each continued call carries the
+ * the fake Chat Completions provider, with the real gemini CLI (-r; it
+ * cannot fork) against the fake Gemini API, and with the real claude
+ * (--resume, --fork-session) and codex (exec resume, exec fork) against
+ * their fake Anthropic and Responses APIs: each continued call carries the
  * conversation it continues, and the run records each call once: `show`,
  * `runs` and `usage` give what the fake billed, to the token and the
  * micro-dollar (docs/design/budgets.md, Exact usage).
@@ -15,18 +17,25 @@
  * stage's session files are (openai's conversation.json, pi's session file,
  * session-usage.json): they reach the other host through the artifact
  * store (src/artifacts/session-files.ts), as between separate machines.
+ * claude and codex resume by session id from their own store in the
+ * user's home: each host has a user home of its own here (HOME, and
+ * CODEX_HOME), the other's hidden, so the CLI's session file reaches the
+ * other host only as the copy its attempt left (cli-session.jsonl,
+ * src/runners/cli-agents/cli-session-copy.ts).
  * opencode (-s, --fork) and gemini (-r) resume by session id from their own
  * store in the user's home (opencode's data directory, ~/.gemini), which
  * both hosts share here: docs/design/runners.md, "Sessions between
  * machines", says why.
  */
 
-import { copyFileSync, mkdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { runAtomic } from "../helpers/atomic.ts";
 import { agentTest } from "../helpers/agents.ts";
-import { geminiHome } from "../helpers/agent-homes.ts";
+import { claudeHome, codexHome, geminiHome, type AgentHome } from "../helpers/agent-homes.ts";
+import { startFakeAnthropic, text as claudeText } from "../helpers/fake-anthropic.ts";
+import { say as codexSay, startFakeResponses } from "../helpers/fake-responses.ts";
 import { say, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeOpenAI, text, type FakeOpenAI, type RecordedRequest } from "../helpers/fake-openai.ts";
@@ -46,14 +55,20 @@ const PROMPTS: Record<string, string> = {
 };
 /** What every call of the fake answers, and one call in atomic's ledger (openai: the fake's cost; pi: its price table, 1 in, 2 out, 0.5 cache read). */
 const CALL = { prompt: 117, cached: 100, completion: 7, cost: 0.000081 };
-const LEDGER: Record<"openai" | "pi" | "opencode" | "gemini", Ledger> = {
+const LEDGER: Record<"openai" | "pi" | "opencode" | "gemini" | "claude" | "codex", Ledger> = {
   openai: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 81 },
   pi: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
   // opencode: the same price table as pi (chat-agents.ts)
   opencode: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 50 + 14 },
   // gemini: the config's prices (agent-homes.ts PRICES)
   gemini: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 0, outputTokens: 7, costMicroUsd: 17 + 25 + 28 },
+  // claude: its own table for claude-opus-4-8 ($5, $0.5, $6.25 and $25 per million), 11 in, 100 read, 40 written, 7 out
+  claude: { inputTokens: 11, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: 55 + 50 + 250 + 175 },
+  // codex: 157 in of which 100 cached and 40 written, priced from the config (agent-homes.ts PRICES, model m)
+  codex: { inputTokens: 17, cacheReadTokens: 100, cacheWriteTokens: 40, outputTokens: 7, costMicroUsd: 34 + 50 + 120 + 70 },
 };
+/** The answers in the order the stages run (first, forked, second, third): claude's and codex's fakes answer in turn. */
+const IN_TURN = ["noted: 42", "bye", "you gave 42", "still 42"];
 
 const trap = startNetworkTrap();
 beforeAll(async () => {
@@ -74,14 +89,21 @@ function fakeFor(): Promise<FakeOpenAI> {
   return startFakeOpenAI((req) => (PROMPTS[lastAsk(req)] ? text(PROMPTS[lastAsk(req)]!, CALL) : text("A title", { prompt: 0, completion: 0 })));
 }
 
-/** Runs the workflow with its stages on hosts ha and hb; checks where each ran, its answers and the run's usage. */
-async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: string; env: Record<string, string> }, model: string, fork: boolean): Promise<void> {
+type HostId = "ha" | "hb";
+/** Per host, the user's home it runs its CLIs with (`env` over the test's) and the directories only it has. */
+type UserHomes = Record<HostId, { env: Record<string, string>; dirs: string[] }>;
+
+/**
+ * Runs the workflow with its stages on hosts ha and hb; checks where each ran, its answers and the run's usage.
+ * `users`: each host's own user home (claude, codex): each host also lacks the other's.
+ */
+async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: string; env: Record<string, string> }, model: string, fork: boolean, users?: UserHomes): Promise<void> {
   const url = await freshDatabase(`fsess${kind}`);
   const homes = { ha: makeTempDir("atomic-host-ha-"), hb: makeTempDir("atomic-host-hb-") };
   for (const [id, queue, other] of [["ha", "a", "hb"], ["hb", "b", "ha"]] as const) {
     copyFileSync(join(s.home, "config.json"), join(homes[id], "config.json"));
     // Each host without the other's home (where a stage's session files are written): the session travels through the artifact store.
-    await startHost({ url, id, slots: 1, queues: [queue], workdir: s.cwd, home: homes[id], env: s.env, hide: [homes[other]] });
+    await startHost({ url, id, slots: 1, queues: [queue], workdir: s.cwd, home: homes[id], env: { ...s.env, ...users?.[id].env }, hide: [homes[other], ...(users?.[other].dirs ?? [])] });
   }
   const args = ["run", WORKFLOW, "--journal", url, "--workers", "0", "--json", "--input", `runner=${kind}`, "--input", `model=${model}`, "--input", `fork=${fork}`];
   const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 600_000 });
@@ -142,6 +164,68 @@ agentTest("opencode: a session continued (-s) and forked (--fork) across hosts r
     await server.close();
   }
   expect(trap.strays).toEqual([]);
+});
+
+/**
+ * A user home of its own for each host (HOME and the XDG directories, and for codex a CODEX_HOME with the test
+ * home's config.toml), as two machines have: the CLI's own session store is not shared.
+ */
+function ownUserHomes(h: AgentHome): UserHomes {
+  const users = {} as UserHomes;
+  for (const id of ["ha", "hb"] as const) {
+    const dir = join(h.dir, `user-${id}`);
+    const home = join(dir, "home");
+    const env: Record<string, string> = { HOME: home, XDG_CONFIG_HOME: join(home, ".config"), XDG_DATA_HOME: join(home, ".local", "share"), XDG_CACHE_HOME: join(home, ".cache"), XDG_STATE_HOME: join(home, ".local", "state") };
+    for (const d of Object.values(env)) mkdirSync(d, { recursive: true });
+    if (h.env.CODEX_HOME) {
+      env.CODEX_HOME = join(dir, "codex");
+      mkdirSync(env.CODEX_HOME);
+      copyFileSync(join(h.env.CODEX_HOME, "config.toml"), join(env.CODEX_HOME, "config.toml"));
+    }
+    users[id] = { env, dirs: [dir] };
+  }
+  return users;
+}
+
+/** The texts of a model call's body, as a string to look into. */
+const bodyOf = (c: { body: unknown }) => JSON.stringify(c.body);
+
+/** claude or codex, each host with a user home of its own: the CLI's session file travels too (runners/cli-agents/cli-session-copy.ts). */
+async function ownStoreAcross(kind: "claude" | "codex", h: AgentHome, model: string, calls: () => { body: unknown }[]): Promise<void> {
+  const cwd = join(h.dir, "work");
+  mkdirSync(cwd);
+  const users = ownUserHomes(h);
+  await runAcross(kind, { home: h.home, cwd, env: h.env }, model, true, users);
+  // Each continued call carried the conversation it continues, and the fork left it as it was.
+  const said = calls().slice(0, 4).map(bodyOf);
+  expect(said[1]).toContain("noted: 42");
+  expect(said[2]).toContain("noted: 42");
+  expect(said[2]).not.toContain("bye");
+  expect(said[3]).toContain("you gave 42");
+  // Neither host's CLI wrote into the test's own home: each ran with its own.
+  expect(existsSync(join(h.env.HOME!, kind === "claude" ? ".claude" : ".codex"))).toBe(false);
+}
+
+agentTest("claude: a session continued (--resume) and forked (--fork-session) across hosts that do not share a home records each call once", async () => {
+  const fake = await startFakeAnthropic();
+  try {
+    fake.push(...IN_TURN.map((answer) => claudeText(answer, { input: 11, cacheRead: 100, cacheWrite: 40, output: 7 })));
+    await ownStoreAcross("claude", claudeHome(fake), "claude-opus-4-8", () => fake.calls);
+    fake.assertOnlyFake();
+  } finally {
+    await fake.close();
+  }
+});
+
+agentTest("codex: a thread continued (exec resume) and forked (exec fork) across hosts that do not share a home records each call once", async () => {
+  const fake = await startFakeResponses();
+  try {
+    fake.push(...IN_TURN.map((answer) => codexSay(answer, { input: 157, cached: 100, cacheWrite: 40, output: 7 })));
+    await ownStoreAcross("codex", codexHome(fake), "m", () => fake.calls);
+    fake.assertOnlyFake();
+  } finally {
+    await fake.close();
+  }
 });
 
 agentTest("gemini: a session resumed across hosts (-r) records each call once", async () => {

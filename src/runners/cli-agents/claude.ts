@@ -51,6 +51,7 @@ import { minus, plus, restarted, type Totals } from "./session-totals.ts";
 import { STAGE_MCP_TOOLS } from "../run-tools.ts";
 import { STAGE_MCP_NAME, claudeMcpConfig, stageMcpServer } from "./stage-mcp-config.ts";
 import { otlpHeaderEnv } from "./otlp-headers.ts";
+import { claudeSessions } from "./claude-sessions.ts";
 
 /** atomic's tool names -> Claude Code's ("list" is Glob: Claude has no directory-listing tool of its own). Other names pass through unchanged. */
 export const TOOL_MAP: Readonly<Record<string, string>> = { read: "Read", write: "Write", edit: "Edit", list: "Glob", grep: "Grep", bash: "Bash" };
@@ -79,6 +80,7 @@ export function claudeTraceEnv(base: Readonly<Record<string, string>>): Record<s
 export const claude: CliAdapter = {
   kind: "claude",
   env: (_req, base) => claudeTraceEnv(base),
+  sessionStore: claudeSessions,
   credentials: ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"],
   delivery: "stream",
   assignsSession: true,

@@ -8,7 +8,10 @@
  * - continueFrom: the stage starts from the earlier stage's session instead,
  *   its first process resuming it (or, with fork, branching it off into a
  *   new one, whose id the agent's first event names); pi opens a copy of
- *   the earlier session file (pi.ts);
+ *   the earlier session file (pi.ts); claude and codex get the earlier
+ *   attempt's copy of their own session file put back where they look
+ *   first, and every attempt leaves such a copy when it ends
+ *   (cli-session-copy.ts), so the session can continue on another machine;
  * - "stream" adapters (claude with stream-json input, pi rpc) run ONE
  *   process and write user turns and control lines to its stdin: steer goes
  *   in at once (native for pi, best effort for claude), followUp after the
@@ -55,6 +58,7 @@ import { Machine } from "../../shared/state-machine.ts";
 import { AtomicError } from "../../shared/errors.ts";
 import { SESSION_EVENTS, SESSION_STATES, SESSION_TRANSITIONS, type SessionEvent, type SessionState } from "./cli-session-state.ts";
 import { readTotals, writeTotals, type Totals } from "./session-totals.ts";
+import { keepCliSession, restoreCliSession, type CliSessionStore } from "./cli-session-copy.ts";
 
 export const TEXT_LIMIT = 64 * 1024;
 
@@ -117,6 +121,8 @@ export interface CliAdapter {
   readonly canFork?: boolean;
   /** continueFrom opens the earlier stage's session file of this name in its artifact directory (pi), not a session id. */
   readonly sessionFile?: string;
+  /** Where the CLI keeps a session by id in its own store: carried with each attempt to where a continuing stage runs (cli-session-copy.ts). */
+  readonly sessionStore?: CliSessionStore;
   /**
    * The credential variables (shared/secrets.ts) this CLI reads to reach its
    * own provider: the only ones of atomic's environment its process gets
@@ -190,6 +196,8 @@ class CliSession {
   private proc: AgentProcess | undefined;
   private readonly queued: string[] = [];
   private interruptWith: string | undefined;
+  /** The environment of the last agent process started (where the CLI keeps its sessions). */
+  private lastEnv: Record<string, string> | undefined;
   /** Why the session is stopping (set with the move to `stopping`). */
   private stopped: { kind: "cancelled" | "timeout"; message: string } | undefined;
 
@@ -302,6 +310,7 @@ class CliSession {
     }
     this.files.section(`${req.stageName} (${this.adapter.kind}${req.model ? `, ${req.model}` : ""})`);
     this.files.section("User", message);
+    this.restoreSession();
     // continueFrom: the first process resumes (or forks) the earlier stage's session; later ones resume this stage's own.
     let resume = req.continueFrom !== undefined;
     let fork = req.continueFrom?.fork === true;
@@ -369,8 +378,8 @@ class CliSession {
     this.state.text = "";
     this.state.process = {};
     const ctx = this.context();
-    const base = stageEnv(req, this.adapter.credentials);
-    const env = { ...base, ...this.adapter.env?.(req, base) };
+    const { base, env } = this.processEnv();
+    this.lastEnv = env;
     // A sandboxed stage: the whole CLI process runs inside bubblewrap (runners/sandbox/launch.ts).
     const box = sandboxed(req, [binary, ...args], env, req.sandbox ? cliSandboxFiles(this.adapter.kind, req, env, base) : {}, (sentence) => this.files.diag(sentence));
     const proc = new AgentProcess(
@@ -411,6 +420,25 @@ class CliSession {
       this.proc = undefined;
       box.close();
     });
+  }
+
+  /** The agent process's environment: the stage's (`base`), and with the adapter's additions (`env`). */
+  private processEnv(): { base: Record<string, string>; env: Record<string, string> } {
+    const base = stageEnv(this.request, this.adapter.credentials);
+    return { base, env: { ...base, ...this.adapter.env?.(this.request, base) } };
+  }
+
+  /** continueFrom with a CLI that keeps sessions by id: the earlier attempt's copy of the session, where the CLI looks (cli-session-copy.ts). */
+  private restoreSession(): void {
+    const { sessionStore } = this.adapter;
+    const earlier = this.request.continueFrom;
+    if (!sessionStore || !earlier?.sessionId) return;
+    try {
+      const put = restoreCliSession(this.adapter.kind, sessionStore, this.request, this.processEnv().env, earlier.sessionId, earlier.artifactDir);
+      if (put) this.files.diag(`session ${earlier.sessionId} put back from the earlier attempt's copy: ${put}`);
+    } catch (err) {
+      this.files.diag(`could not put back session ${earlier.sessionId} from the earlier attempt's copy: ${(err as Error).message}`);
+    }
   }
 
   /** A stream agent finished a turn: the next queued message is its next turn, else it may exit. */
@@ -503,6 +531,14 @@ class CliSession {
       writeTotals(this.request.artifactDir, this.state.session);
     } catch (err) {
       this.files.diag(`could not keep the session's usage totals: ${(err as Error).message}`);
+    }
+    const { sessionStore } = this.adapter;
+    if (sessionStore && this.lastEnv && this.state.sessionId) {
+      try {
+        keepCliSession(this.adapter.kind, sessionStore, this.request, this.lastEnv, this.state.sessionId, this.request.artifactDir);
+      } catch (err) {
+        this.files.diag(`could not keep a copy of session ${this.state.sessionId}: ${(err as Error).message}`);
+      }
     }
     return {
       status,

@@ -67,7 +67,7 @@ import { readEnv } from "../../shared/config/environment.ts";
 import { codexMcpArgs, stageMcpServer } from "./stage-mcp-config.ts";
 import { readOnly } from "./codex-tools.ts";
 import { minus, restarted } from "./session-totals.ts";
-import { totalsBeforeLastTurn } from "./codex-rollout.ts";
+import { codexSessions, totalsBeforeLastTurn } from "./codex-rollout.ts";
 import { otlpHeaderEnv } from "./otlp-headers.ts";
 
 const TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
@@ -97,6 +97,7 @@ export const codex: CliAdapter = {
   nativeSchema: true,
   canFork: true,
   promptOnStdin: true,
+  sessionStore: codexSessions,
   args(req, a) {
     const tools = req.agent?.tools;
     // Inside atomic's sandbox codex's own is off: atomic's walls (the cwd read-only for read-only tools) hold instead.
