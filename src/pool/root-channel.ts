@@ -25,15 +25,17 @@
  * 500 no-op stages; agent stages settle hundreds of milliseconds apart.
  *
  * A second done() for an item comes within seconds of the first: a
- * worker's `complete` retried before its receipt arrived, or a
- * `work_status` the root sent before it read the `work_done`. So the
- * answered ids are kept in two generations, the current one and the one
- * before, which is dropped every ANSWERED_KEEP_MS: memory stays bounded
- * over a long-lived coordinator (a worker host's, or one of a fan-out of
- * 10,000 stages: 100 bytes or so an item otherwise) while a duplicate
- * within minutes still sends nothing. One later still is harmless: the
- * root keeps a result nobody waits for until its pool ends
- * (pool-executor.ts, `early`).
+ * worker's `complete` retried before its receipt arrived (every 2 s), or a
+ * `work_status` the root sent before it read the `work_done` (the two
+ * cross in the IPC channel). So the answered ids are kept in two
+ * generations, the current one and the one before, which is dropped every
+ * ANSWERED_KEEP_MS (a minute): a coordinator holds the ids of at most its
+ * last two minutes of results, however many stages it runs (about 100
+ * bytes an item: a fan-out of 10,000 short stages held all of them when
+ * the generations were 5 minutes long, bench/README.md "shell-fanout"),
+ * while a duplicate within a minute still sends nothing. One later still
+ * is harmless: the root keeps a result nobody waits for until its pool
+ * ends (pool-executor.ts, `early`).
  */
 
 import { CANCEL_IF_QUEUED } from "../runners/stage-executor.ts";
@@ -46,7 +48,7 @@ import { ToCoordinatorSchema, type FromCoordinator, type ToCoordinator } from ".
 
 const EVENT_BATCH_MS = 250;
 /** How long an answered item is remembered at least (at most twice that). */
-export const ANSWERED_KEEP_MS = 5 * 60_000;
+export const ANSWERED_KEEP_MS = 60_000;
 
 export interface RootHandlers {
   /** Opens the journal the first time the root has work for the pool; later calls do nothing. */
