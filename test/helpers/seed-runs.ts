@@ -1,7 +1,8 @@
 /**
  * Writes finished runs straight into a journal, the way the engine records
  * them (run_started, a stage's step_started and checkpoint with its stage
- * index rows, status_changed),
+ * index rows, status_changed; the stages one fan-out, each branch one stage
+ * or several one after another),
  * without running anything: for status-page tests and benchmarks that need
  * many runs, or one run with many stages, quickly. Stage output files are
  * written under `artifactsDir` when given.
@@ -20,6 +21,8 @@ export interface SeedOptions {
   workflow?: string;
   /** Stages run as one fan-out (ctx.parallel) of this many branches. */
   stages: number;
+  /** Steps in each branch, one after another (default 1): `stage-N`, then `stage-N.2`, `stage-N.3`, … */
+  steps?: number;
   /** How the run ended. */
   status?: "completed" | "failed";
   artifactsDir?: string;
@@ -54,11 +57,12 @@ export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunI
       },
     },
   ];
-  for (let i = 0; i < opts.stages; i++) {
-    const key = `0.${i}.0`;
-    const name = `stage-${i}`;
-    const step = { kind: "stage" as const, name, args: `seed-${i}` };
-    const started = t0 + 1 + i;
+  const steps = opts.steps ?? 1;
+  for (let i = 0; i < opts.stages; i++) for (let j = 0; j < steps; j++) {
+    const key = `0.${i}.${j}`;
+    const name = j === 0 ? `stage-${i}` : `stage-${i}.${j + 1}`;
+    const step = { kind: "stage" as const, name, args: j === 0 ? `seed-${i}` : `seed-${i}-${j}` };
+    const started = t0 + 1 + i + j * 100;
     const artifactDir = join(opts.artifactsDir ?? "/nonexistent", runId, `${key}-${name}`, "attempt-1");
     if (opts.artifactsDir) {
       mkdirSync(artifactDir, { recursive: true });
@@ -82,7 +86,7 @@ export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunI
         payload: { ...step, attempt: 1, artifactDir, ...(opts.agent ? { runner: opts.agent.runner } : {}) },
         stage: { key, path: name, name, kind: "stage", state: "running", attempt: 1 },
       },
-      ...(opts.recovered && i === 0 ? [{ runId, type: EVENT.runResumed, at: started + 50, payload: { drivenBy: "service" } }] : []),
+      ...(opts.recovered && i === 0 && j === 0 ? [{ runId, type: EVENT.runResumed, at: started + 50, payload: { drivenBy: "service" } }] : []),
       {
         runId,
         type: EVENT.checkpoint,
@@ -94,7 +98,7 @@ export async function seedRun(journal: Journal, opts: SeedOptions): Promise<RunI
     );
   }
   const status = opts.status ?? "completed";
-  const endedAt = t0 + 120 + opts.stages;
+  const endedAt = t0 + 120 + opts.stages + (steps - 1) * 100;
   entries.push({
     runId,
     type: EVENT.statusChanged,

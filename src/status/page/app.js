@@ -13,7 +13,7 @@
   const STATUSES = (document.body.dataset.statuses || "running completed failed cancelled blocked interrupted skipped").split(" ");
   const ORIGINS = (document.body.dataset.origins || "schedule api cli rerun fork recovery").split(" ");
   const { h, clear, fill, fmtDuration, fmtTime, fmtCost, fmtTokens, badge, live, api, hostName } = window.atomic;
-  const { graphSvg, renderTimeline, legend, countsText } = window.atomic.views;
+  const { graphSvg, renderTimeline, revealRow, legend, countsText } = window.atomic.views;
   const { createActions } = window.atomic.actions;
   const { renderConversation } = window.atomic.conversation;
   const { startForm, bulkBar, runActions, forkButton } = window.atomic.operate;
@@ -392,6 +392,7 @@
       selected = id;
       out.key = "";
       for (const el of document.querySelectorAll(".node.sel, .row.sel")) el.classList.remove("sel");
+      revealRow(gantt, id);
       for (const el of document.querySelectorAll(`[data-id="${CSS.escape(id)}"]`)) if (!el.classList.contains("group")) el.classList.add("sel");
       renderPanel();
     }

@@ -7,18 +7,27 @@
 // edges are drawn between the right edge of one node and the left edge of
 // the next.
 //
-// A fan-out (a par block of FANOUT_MIN or more single stages) is drawn as
-// one box, "shard-* 30: 28 done, 1 failed, 1 running", until it is clicked
-// open; then its stages are drawn inside a frame whose header closes it
-// again. Which fan-outs are open is kept across re-renders. Edges to and
-// from a closed fan-out's stages end at its box (drawn once per pair).
+// A fan-out (a par block of FANOUT_MIN or more branches, whatever each
+// branch holds: one stage, several steps one after another, a child
+// workflow, a fan-out of its own) is drawn as one box, "shard-* 30: 28
+// done, 1 failed, 1 running" (its branches counted by state: a branch is
+// running while any of its steps runs, failed when one failed, done when
+// all are), until it is clicked open; then its branches are drawn inside
+// a frame whose header closes it again. Which fan-outs are open is kept
+// across re-renders. Edges to and from a closed fan-out's steps end at its
+// box (drawn once per pair); edges inside it are not drawn.
 //
 // The timeline has a row per step and a bar per attempt; the time an
 // attempt waited before it started (queuedAt: for admission, or for a
 // worker of the pool) is a separate,
 // hatched bar in front of it. A fan-out closed on the graph is one row
-// there too ("▸ shard-* 300: 300 done"), its bar from its first stage's
+// there too ("▸ shard-* 300: 300 done"), its bar from its first step's
 // start to its last one's end; clicking it opens the fan-out in both.
+// Up to ROWS_ALL rows are all drawn; more (a fan-out of 1,000 opened) are
+// a list that scrolls in a frame of its own, drawing only the rows in view
+// and a margin around them as it scrolls (each row is ROW_H px high), so
+// every row can be reached and the page stays quick; a step selected on
+// the graph is scrolled into view.
 "use strict";
 (() => {
   const { h, s, fill, fmtDuration, badge, live, clip } = window.atomic;
@@ -28,12 +37,27 @@
   const open = new Set();
   /** Node id -> its closed fan-out, as the graph was last drawn (the timeline groups their rows the same way). */
   let closedFans = new Map();
+  /** Rows up to this many are all drawn; more scroll in a frame (FRAME_H px high, ROW_H px a row as style.css has it) drawn in part. */
+  const ROWS_ALL = 400, ROW_H = 22, FRAME_H = 440, OVERSCAN = 30;
+  /** Per timeline element: its scrolling frame's position and the row selected when it was last drawn (kept across re-renders). */
+  const frames = new WeakMap();
 
-  /** Members of a fan-out (a par block of single stages), or null. */
-  function fanMembers(b) {
+  /** Every step node of a block (joins left out), a child workflow's own steps included. */
+  function stepNodes(b, out = []) {
+    if (b.type === "node") {
+      if (b.node.kind !== "join") out.push(b.node);
+      if (b.node.group) stepNodes(b.node.group.body, out);
+    } else for (const it of b.type === "seq" ? b.items : b.branches) stepNodes(it, out);
+    return out;
+  }
+
+  /** A fan-out's branches (each: its first step, its state, all its steps), or null for a par block of fewer than FANOUT_MIN. */
+  function fanBranches(b) {
     if (b.branches.length < FANOUT_MIN) return null;
-    const nodes = b.branches.map((br) => (br.type === "node" && br.node.kind === "stage" && !br.node.group ? br.node : null));
-    return nodes.every(Boolean) ? nodes : null;
+    return b.branches.map((br) => {
+      const nodes = stepNodes(br);
+      return { head: nodes[0], status: fanStatus(nodes), nodes };
+    }).filter((br) => br.head);
   }
 
   /** "shard-*" for shard-0 … shard-29; "fan-out" when the names share no start. */
@@ -48,10 +72,19 @@
     return [`${c.completed || 0} done`, c.failed ? `${c.failed} failed` : "", c.running ? `${c.running} running` : "", c.queued ? `${c.queued} queued` : "", c.stopped ? `${c.stopped} stopped` : ""].filter(Boolean).join(", ");
   }
 
-  function stateCounts(nodes) {
+  function stateCounts(items) {
     const c = { completed: 0, failed: 0, running: 0, queued: 0, stopped: 0 };
-    for (const n of nodes) c[n.status] = (c[n.status] || 0) + 1;
+    for (const n of items) c[n.status] = (c[n.status] || 0) + 1;
     return countsText(c);
+  }
+
+  /** A fan-out as drawn: named for its branches' first steps, its branches counted by state; members: every step in it. */
+  function fanOut(b, branches) {
+    const heads = branches.map((br) => br.head);
+    // a child workflow's branch counts the child's own steps too
+    const longest = Math.max(...branches.map((br) => br.nodes.length));
+    const shape = heads.every((n) => n.group) ? " (child workflows)" : longest > 1 ? ` (up to ${longest} steps a branch)` : "";
+    return { key: `${b.runId}:${b.position}`, members: branches.flatMap((br) => br.nodes), label: `${fanName(heads)} ${branches.length}`, counts: stateCounts(branches), shape };
   }
 
   function fanStatus(nodes) {
@@ -72,8 +105,8 @@
       b.items.forEach((it, i) => { const m = measure(it); w += m.w + (i ? HG : 0); hh = Math.max(hh, m.h); });
       b.m = { w, h: hh };
     } else {
-      const members = fanMembers(b);
-      b.fan = members ? { key: `${b.runId}:${b.position}`, members, label: `${fanName(members)} ${members.length}`, counts: stateCounts(members) } : null;
+      const branches = fanBranches(b);
+      b.fan = branches && branches.length >= FANOUT_MIN ? fanOut(b, branches) : null;
       if (b.fan && !open.has(b.fan.key)) {
         b.m = { w: FW, h: FH };
         return b.m;
@@ -102,7 +135,7 @@
     } else if (b.fan && !open.has(b.fan.key)) {
       const box = { x, y, w: b.m.w, h: b.m.h, fan: b.fan };
       groups.push(box);
-      for (const n of b.fan.members) { pos.set(n.id, { ...box, node: n, hidden: true }); closedFans.set(n.id, b.fan); }
+      for (const n of b.fan.members) { pos.set(n.id, { ...box, node: n, hidden: true, fan: b.fan }); closedFans.set(n.id, b.fan); }
     } else {
       if (b.fan) groups.push({ x, y, w: b.m.w, h: b.m.h, fan: b.fan, opened: true });
       const inner = b.fan ? { x: x + PAD, y: y + HEAD + PAD } : { x, y };
@@ -119,7 +152,7 @@
   function fanOutSvg(g, onToggle) {
     const f = g.fan;
     const toggle = () => toggleFan(f, onToggle);
-    const title = `${f.label}: ${f.counts}`;
+    const title = `${f.label}${f.shape}: ${f.counts}`;
     if (g.opened) {
       return s("g", { class: "fanout open", "data-key": f.key, "data-label": f.label, "data-counts": f.counts },
         s("rect", { x: g.x, y: g.y, width: g.w, height: g.h, rx: 8 }),
@@ -157,7 +190,7 @@
     const drawn = new Set();
     for (const e of graph.edges) {
       const a = pos.get(e.from), b = pos.get(e.to);
-      if (!a || !b) continue;
+      if (!a || !b || (a.fan && a.fan === b.fan)) continue; // inside one closed fan-out: not drawn
       const x1 = a.x + a.w, y1 = a.y + a.h / 2, x2 = b.x, y2 = b.y + b.h / 2;
       const key = `${x1},${y1},${x2},${y2}`;
       if (drawn.has(key)) continue; // the stages of a closed fan-out share one box
@@ -215,15 +248,13 @@
     for (const r of rows) for (const [a, b] of rowBars(r, now)) { t0 = Math.min(t0, a); t1 = Math.max(t1, b); }
     const span = Math.max(1, t1 - t0);
     fill(gantt, h("div", { class: "axis" }, [0, 0.25, 0.5, 0.75, 1].map((f) => h("span", { text: fmtDuration(span * f) }))));
-    const MAX = 400;
-    for (const r of rows.slice(0, MAX)) {
+    const rowEl = (r, sel) => {
       const track = h("div", { class: "track" });
       if (r.fan) {
         for (const [a, b, status] of rowBars(r, now)) track.append(placed(h("div", { class: `bar b-${status}`, title: `${r.fan.label}: ${r.fan.counts}, ${fmtDuration(b - a)} from the first start to the last end` }), a, b, t0, span));
-        const label = h("div", { class: "label", title: `${r.fan.label}: ${r.fan.counts} (click to show each stage)`, text: `▸ ${r.fan.label}: ${r.fan.counts}` });
+        const label = h("div", { class: "label", title: `${r.fan.label}${r.fan.shape}: ${r.fan.counts} (click to show each branch)`, text: `▸ ${r.fan.label}: ${r.fan.counts}` });
         label.style.paddingLeft = `${r.depth * 12}px`;
-        gantt.append(h("div", { class: "row fan", "data-key": r.fan.key, "data-label": r.fan.label, onclick: () => toggleFan(r.fan, onToggle) }, label, track));
-        continue;
+        return h("div", { class: "row fan", "data-key": r.fan.key, "data-label": r.fan.label, onclick: () => toggleFan(r.fan, onToggle) }, label, track);
       }
       // A fork's reused step ran in the run it came from, before this one: no bar, a note instead.
       if (r.step.reusedFrom) track.append(h("span", { class: "reused muted", text: "reused", title: `its result was copied from run ${r.step.reusedFrom}` }));
@@ -235,16 +266,76 @@
       }
       const label = h("div", { class: "label", title: r.path, text: `${r.step.kind === "child" ? "▸ " : ""}${r.step.name}` });
       label.style.paddingLeft = `${r.depth * 12}px`;
-      gantt.append(h("div", { class: `row${selected === r.id ? " sel" : ""}`, "data-id": r.id, "data-name": r.step.name, onclick: () => select(r.id) }, label, track));
-    }
-    if (rows.length > MAX) gantt.append(h("p", { class: "more muted", text: `and ${rows.length - MAX} more steps` }));
+      return h("div", { class: `row${sel ? " sel" : ""}`, "data-id": r.id, "data-name": r.step.name, onclick: () => select(r.id) }, label, track);
+    };
     if (rows.length === 0) gantt.append(h("p", { class: "muted", text: "No stage has started yet." }));
+    if (rows.length <= ROWS_ALL) {
+      frames.delete(gantt);
+      for (const r of rows) gantt.append(rowEl(r, selected === r.id));
+    } else {
+      gantt.append(...scrollingRows(gantt, rows, rowEl, selected));
+    }
   }
 
-  /** `bar` placed on the axis from `a` to `b`. */
+  /**
+   * More rows than ROWS_ALL: a frame that scrolls, holding a body as tall as every row, with only the rows in view
+   * (and OVERSCAN more each side) drawn, each at its place; redrawn as the frame scrolls. The frame keeps its scroll
+   * position across re-renders; a row selected (here or on the graph: revealRow) out of view is scrolled to.
+   */
+  function scrollingRows(gantt, rows, rowEl, selected) {
+    const kept = frames.get(gantt) || { scrollTop: 0, selected: null };
+    frames.set(gantt, kept);
+    const frame = h("div", { class: "rows-frame", "data-rows": rows.length, tabindex: 0, "aria-label": `${rows.length} timeline rows; scroll to see each` });
+    const body = h("div", { class: "rows-body" });
+    body.style.height = `${rows.length * ROW_H}px`;
+    const note = h("p", { class: "muted rows-note", text: `${rows.length} rows: the list scrolls (${ROWS_ALL} or fewer are all shown at once)` });
+    frame.append(body);
+    let drawn = "";
+    const draw = () => {
+      const view = frame.clientHeight || FRAME_H;
+      const first = Math.max(0, Math.floor(frame.scrollTop / ROW_H) - OVERSCAN);
+      const last = Math.min(rows.length, Math.ceil((frame.scrollTop + view) / ROW_H) + OVERSCAN);
+      if (drawn === `${first}-${last}`) return;
+      drawn = `${first}-${last}`;
+      fill(body, rows.slice(first, last).map((r, i) => {
+        const el = rowEl(r, kept.selected === r.id);
+        el.style.top = `${(first + i) * ROW_H}px`;
+        return el;
+      }));
+    };
+    /** Scrolls a row that is out of view to the middle of the frame. */
+    const reveal = (id) => {
+      kept.selected = id;
+      const at = rows.findIndex((r) => r.id === id);
+      const top = at * ROW_H, view = frame.clientHeight || FRAME_H;
+      if (at >= 0 && (top < frame.scrollTop || top + ROW_H > frame.scrollTop + view)) frame.scrollTop = Math.max(0, top - view / 2);
+      kept.scrollTop = frame.scrollTop;
+      drawn = "";
+      draw();
+    };
+    kept.reveal = reveal;
+    frame.addEventListener("scroll", () => { kept.scrollTop = frame.scrollTop; draw(); }, { passive: true });
+    // after the frame is in the page: the scroll position it had before this render, a new selection shown
+    queueMicrotask(() => {
+      frame.scrollTop = kept.scrollTop;
+      if (selected !== kept.selected) reveal(selected);
+      else { drawn = ""; draw(); }
+    });
+    draw();
+    return [frame, note];
+  }
+
+  /** A step selected on the graph: its timeline row, when the timeline scrolls in a frame, is drawn and scrolled into view. */
+  function revealRow(gantt, id) {
+    const kept = frames.get(gantt);
+    if (kept) kept.reveal(id);
+  }
+
+  /** `bar` placed on the axis from `a` to `b`; a bar at its smallest (0.4% or 2 px) near the end keeps inside the track. */
   function placed(bar, a, b, t0, span) {
-    bar.style.left = `${((a - t0) / span) * 100}%`;
-    bar.style.width = `${Math.max(0.4, ((b - a) / span) * 100)}%`;
+    const width = Math.max(0.4, ((b - a) / span) * 100);
+    bar.style.left = `min(${((a - t0) / span) * 100}%, calc(100% - max(${width}%, 2px)))`;
+    bar.style.width = `${width}%`;
     return bar;
   }
 
@@ -269,5 +360,5 @@
     return list.map(([a, b, st, l, n]) => [a, Math.max(a, b), st, l, n]);
   }
 
-  window.atomic.views = { graphSvg, renderTimeline, legend, countsText };
+  window.atomic.views = { graphSvg, renderTimeline, revealRow, legend, countsText };
 })();
