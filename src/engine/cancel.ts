@@ -1,8 +1,12 @@
 /**
  * Cancelling a run from any process.
  *
- * A live run (its driver holds the lease) is asked through its control row;
- * the driver stops its stages and records "cancelled" itself. A run nobody
+ * A live run (its driver holds the lease) is asked through its control row,
+ * and told over intercom to apply it now (pause.ts does the same); the
+ * driver stops its stages and records "cancelled" itself. The caller waits
+ * for that record on a back-off: the driver is another process, perhaps on
+ * another machine, and the journal notifies nobody of it
+ * (docs/design/processes.md "Waiting for another process"). A run nobody
  * drives (crashed, interrupted, failed, blocked) is cancelled here: take
  * its lease (a dead holder's is taken at once), record "cancelled" on the
  * root and on every unfinished child, abandon its queued work items, and
@@ -17,10 +21,16 @@ import type { RunId } from "../shared/ids.ts";
 import { thisProcessHolder } from "../shared/process-info.ts";
 import { endRunProcesses } from "../shared/run-processes.ts";
 import { EVENT } from "./journal-events.ts";
+import { notifyDriver } from "./messaging.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 
 export type CancelResult = "cancelled" | "requested" | "ended_otherwise";
 
-export async function cancelRun(journal: Journal, run: RunRecord, waitMs: number): Promise<{ result: CancelResult; status: string }> {
+/** How often the run's row is read while its driver stops it; the stages' own stop takes from milliseconds to seconds. */
+const END_BACKOFF: Backoff = { firstMs: 25, maxMs: 500, jitter: 0.2 };
+
+/** `home`: whose intercom broker reaches the driver, to tell it now (none: it finds the request at its next poll). */
+export async function cancelRun(journal: Journal, run: RunRecord, waitMs: number, home?: string): Promise<{ result: CancelResult; status: string }> {
   if (run.parentId) {
     throw new UsageError("not_root", `run ${run.id} is a child workflow run`, { hint: `cancel its root run: atomic cancel ${run.rootId}` });
   }
@@ -39,12 +49,13 @@ export async function cancelRun(journal: Journal, run: RunRecord, waitMs: number
   }
   await journal.requestControl(run.id, "cancel");
   const deadline = Date.now() + waitMs;
-  while (Date.now() < deadline) {
+  if (home && waitMs > 0) await notifyDriver(home, run.id, { type: "control" }, Math.min(waitMs, 5_000), false);
+  for (let look = 0; Date.now() < deadline; look++) {
     const now = await journal.getRun(run.id);
     if (now && now.status !== "running" && now.status !== "awaiting_input") {
       return { result: now.status === "cancelled" ? "cancelled" : "ended_otherwise", status: now.status };
     }
-    await Bun.sleep(100);
+    await Bun.sleep(Math.min(backoffDelay(END_BACKOFF, look), Math.max(0, deadline - Date.now())));
   }
   return { result: "requested", status: "running" };
 }

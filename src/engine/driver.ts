@@ -103,6 +103,8 @@ export class RootRun {
   /** Whether the journal is still the file opened (run-tree.ts checkStorage). */
   private storageTimer: ReturnType<typeof setInterval> | undefined;
   private applyingControl = false;
+  /** The control passes, one after another (the poll's and those asked for over intercom). */
+  private controlPasses: Promise<void> = Promise.resolve();
   /** Control revisions up to this one are applied (a resumed run starts from what its row says). */
   private appliedControlRev = 0;
 
@@ -472,7 +474,9 @@ export class RootRun {
 
   private startBackgroundWork(): void {
     this.keeper.start();
-    this.controlTimer = setInterval(() => void this.pollControl(), CONTROL_POLL_MS);
+    this.controlTimer = setInterval(() => void (this.applyingControl ? undefined : this.controlNow()), CONTROL_POLL_MS);
+    // `atomic pause` asks over intercom (a `control` request: tree-mail.ts) and gets its answer once applied.
+    this.tree.applyControl = () => this.controlNow();
     this.storageTimer = setInterval(() => this.tree.checkStorage(), CONTROL_POLL_MS);
   }
 
@@ -489,8 +493,14 @@ export class RootRun {
     this.tree.setStagePaused(path, true);
   }
 
+  /** A control pass now, after the one running (if any); resolves with the revision applied by then. */
+  private controlNow(): Promise<number> {
+    const pass = this.controlPasses.then(() => this.pollControl());
+    this.controlPasses = pass;
+    return pass.then(() => this.appliedControlRev);
+  }
+
   private async pollControl(): Promise<void> {
-    if (this.applyingControl) return;
     this.applyingControl = true;
     try {
       const run = await this.tree.journal.getRun(this.runId);

@@ -16,6 +16,7 @@
 
 import type { RunRecord } from "../journal/runs.ts";
 import { LeaseHeldError, UsageError } from "../shared/errors.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 import type { RunId } from "../shared/ids.ts";
 import { RootRun, type DriverOptions, type NewRunRequest } from "./driver.ts";
 
@@ -24,6 +25,13 @@ export type KeyedStart = { kind: "started"; root: RootRun } | { kind: "existing"
 /** A start that lost the race sees the winner's run within this long (its lease is taken before its first event). */
 const RACE_WAIT_MS = 5_000;
 
+/**
+ * How often the loser looks for the winner's run meanwhile: the winner is another process, and the journal
+ * tells nobody of a new run (SQLite has no notification across processes; docs/design/processes.md "Waiting
+ * for another process"), so it reads again, from 10 ms on, at most every 500 ms.
+ */
+const RACE_BACKOFF: Backoff = { firstMs: 10, maxMs: 500, jitter: 0.5 };
+
 export async function startOrAttach(opts: DriverOptions, req: NewRunRequest & { runId: RunId }): Promise<KeyedStart> {
   const found = await opts.journal.getRun(req.runId);
   if (found) return { kind: "existing", run: sameRequest(found, req) };
@@ -31,12 +39,12 @@ export async function startOrAttach(opts: DriverOptions, req: NewRunRequest & { 
     return { kind: "started", root: await RootRun.start(opts, req) };
   } catch (err) {
     const deadline = Date.now() + RACE_WAIT_MS;
-    for (;;) {
+    for (let look = 0; ; look++) {
       const run = await opts.journal.getRun(req.runId);
       if (run) return { kind: "existing", run: sameRequest(run, req) };
       // Only a lease held by another start of this key is a race to wait out; anything else is this start's failure.
       if (!(err instanceof LeaseHeldError) || Date.now() > deadline) throw err;
-      await Bun.sleep(50);
+      await Bun.sleep(backoffDelay(RACE_BACKOFF, look));
     }
   }
 }

@@ -425,13 +425,14 @@ export async function isDriven(journal: Journal, rootId: RunId, now = Date.now()
 
 /**
  * Tells a live run's driver to look at the journal now (through intercom,
- * starting the broker if needed), and returns what it replied; undefined
- * when it could not be reached (it finds the news at its next poll anyway).
+ * starting the broker if needed unless `spawn` is false), and returns what
+ * it replied; undefined when it could not be reached (it finds the news at
+ * its next poll anyway).
  */
-export async function notifyDriver(home: string, rootId: RunId, body: Record<string, unknown>, timeoutMs = 2_000): Promise<Record<string, unknown> | undefined> {
+export async function notifyDriver(home: string, rootId: RunId, body: Record<string, unknown>, timeoutMs = 2_000, spawn = true): Promise<Record<string, unknown> | undefined> {
   let client: IntercomClient | undefined;
   try {
-    client = await IntercomClient.connect({ home, role: "cli" });
+    client = await IntercomClient.connect({ home, role: "cli", spawn });
     const { reply } = await client.ask(rootId, body, timeoutMs);
     return reply as Record<string, unknown>;
   } catch {

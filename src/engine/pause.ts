@@ -1,6 +1,10 @@
 /**
  * Pausing a live run, or one stage of it, from any process: the request
- * goes to the run's control row (run-control.ts); the driver polls it.
+ * goes to the run's control row (run-control.ts), and the driver is asked
+ * over intercom to apply it now (a `control` request, mail/requests.ts),
+ * whose answer comes once it is applied everywhere. A driver that cannot
+ * be reached (no broker, on another machine) finds the request at its next
+ * poll of the row; the journal is read then, on a back-off (below).
  * A paused run starts no new step (running ones go on) until "unpause".
  * A paused stage (its path from the root run) starts no attempt, and a
  * running agent stage whose runner can hold (the openai runner) finishes
@@ -14,7 +18,8 @@ import type { RunRecord } from "../journal/runs.ts";
 import { pausedStages, runPausedBy, stageControl } from "../journal/run-control.ts";
 import { UsageError } from "../shared/errors.ts";
 import { isPattern, parseStagePath } from "../intercom/addresses.ts";
-import { checkProvable } from "./messaging.ts";
+import { checkProvable, notifyDriver } from "./messaging.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 import { EVENT } from "./journal-events.ts";
 
 /**
@@ -22,11 +27,24 @@ import { EVENT } from "./journal-events.ts";
  * if that did not happen within `waitMs` (the request stays and is applied
  * when the driver gets to it).
  */
-export async function setRunPaused(journal: Journal, run: RunRecord, paused: boolean, waitMs = 15_000): Promise<boolean> {
+export async function setRunPaused(journal: Journal, run: RunRecord, paused: boolean, wait: AckWait = {}): Promise<boolean> {
   await assertLiveRoot(journal, run, paused);
   const rev = await journal.requestControl(run.id, paused ? "pause" : "unpause");
-  return acknowledged(journal, run, rev, waitMs);
+  return acknowledged(journal, run, rev, wait);
 }
+
+/** How to wait for the driver: `home`, whose intercom broker reaches it (none: the journal only); `waitMs`, 15 s unless said. */
+export interface AckWait {
+  home?: string | undefined;
+  waitMs?: number;
+}
+
+/**
+ * How often the journal is read for the acknowledgement when the driver could not be asked: it is another
+ * process (perhaps on another machine) and the journal notifies nobody of the change (SQLite cannot across
+ * processes; docs/design/processes.md "Waiting for another process"). The driver polls its row every 500 ms.
+ */
+const ACK_BACKOFF: Backoff = { firstMs: 25, maxMs: 500, jitter: 0.2 };
 
 /**
  * Pause or unpause the stage at `stage` (a path from the root run, not a
@@ -40,7 +58,7 @@ export async function setStagePaused(
   stage: string,
   paused: boolean,
   builtinSource?: (name: string) => string | undefined,
-  waitMs = 15_000,
+  wait: AckWait = {},
 ): Promise<boolean> {
   await assertLiveRoot(journal, run, paused, ` ${stage}`);
   const path = parseStagePath(stage);
@@ -64,7 +82,7 @@ export async function setStagePaused(
     }
   }
   const rev = await journal.requestControl(run.id, stageControl(runPausedBy(run.control), path, paused));
-  return acknowledged(journal, run, rev, waitMs);
+  return acknowledged(journal, run, rev, wait);
 }
 
 /** Only a live root run takes pause requests (its driver applies them). */
@@ -82,14 +100,20 @@ async function assertLiveRoot(journal: Journal, run: RunRecord, paused: boolean,
   }
 }
 
-async function acknowledged(journal: Journal, run: RunRecord, rev: number, waitMs: number): Promise<boolean> {
+async function acknowledged(journal: Journal, run: RunRecord, rev: number, wait: AckWait): Promise<boolean> {
+  const waitMs = wait.waitMs ?? 15_000;
   const deadline = Date.now() + waitMs;
-  for (;;) {
+  if (wait.home) {
+    // No broker running: the driver joined none, so none is started just to be told so.
+    const reply = await notifyDriver(wait.home, run.id, { type: "control" }, waitMs, false);
+    if (typeof reply?.applied === "number" && reply.applied >= rev) return true;
+  }
+  for (let look = 0; ; look++) {
     const now = await journal.getRun(run.id);
     if (!now || now.controlAck >= rev) return true;
     if (Date.now() > deadline) return false;
     const live = shownStatus(now, await journal.getLease(run.id));
     if (live !== "running" && live !== "paused") return false;
-    await Bun.sleep(50);
+    await Bun.sleep(Math.min(backoffDelay(ACK_BACKOFF, look), Math.max(0, deadline - Date.now())));
   }
 }

@@ -64,6 +64,8 @@ export class RunTree implements MailTree {
    * its id (the driver sets it: driver.ts handOver). Throws when the next run cannot start (the run fails).
    */
   handOver: ((inputs: Record<string, unknown>) => Promise<RunId>) | undefined;
+  /** Applies the run's control row now (the driver sets it: driver.ts controlNow); the revision applied by then. */
+  applyControl: (() => Promise<number>) | undefined;
   /** While paused no new step starts; running ones go on. Waiters resume on unpause or stop. */
   private pauseGate: { promise: Promise<void>; open: () => void } | undefined;
   /**

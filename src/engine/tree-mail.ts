@@ -312,6 +312,9 @@ export class TreeMail {
         this.prompts.wake();
         this.delivery.kick();
         return { ok: true };
+      case "control":
+        // Not started yet: no control pass to run; the asker looks at the journal instead.
+        return this.tree.applyControl ? { ok: true, applied: await this.tree.applyControl() } : { ok: false };
       case "stage_tool":
         return this.tools.handle(r.token, r.tool, r.args);
     }

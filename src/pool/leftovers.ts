@@ -31,9 +31,17 @@ import { markerHandedOut, stageMarker } from "../runners/stage-env.ts";
 import { stopsSettled } from "../runners/shell/process-groups.ts";
 import type { StageRequest } from "../runners/types.ts";
 import { WORKER_ENV } from "../shared/run-processes.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 
 /** How long the worker waits to see a SIGKILLed survivor gone. */
 const CONFIRM_MS = 1_000;
+
+/**
+ * How often it looks meanwhile. A survivor left the stage's process group and is not this worker's child, so
+ * nothing tells the worker of its end (no wait on another process's exit: Bun has no pidfd); a SIGKILLed process
+ * is usually gone within a millisecond, so the looks start at 1 ms and thin out to one per 100 ms.
+ */
+const GONE_BACKOFF: Backoff = { firstMs: 1, maxMs: 100 };
 
 /** The survivors of `request`'s attempt run by worker `workerId`, killed; undefined when none. */
 export async function leftoverCheck(request: StageRequest, workerId: string): Promise<StageCleanup | undefined> {
@@ -45,7 +53,7 @@ export async function leftoverCheck(request: StageRequest, workerId: string): Pr
   if (found.length === 0) return undefined;
   signalProcesses(found, "SIGKILL");
   const until = Date.now() + CONFIRM_MS;
-  while (found.some(stillRunning) && Date.now() < until) await Bun.sleep(10);
+  for (let look = 0; found.some(stillRunning) && Date.now() < until; look++) await Bun.sleep(Math.min(backoffDelay(GONE_BACKOFF, look), until - Date.now()));
   return {
     code: "worker_cleanup_unconfirmed",
     survivors: found.map((p) => ({ pid: p.pid, command: p.command, ended: !stillRunning(p) })),

@@ -152,14 +152,14 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
     async control(run, action, stage) {
       if (stage !== undefined) {
         if (action === "cancel") throw new UsageError("bad_body", "cancel stops the whole run; it takes no stage", { hint: 'send {"action": "cancel"} without "stage", or pause the stage: {"action": "pause", "stage": "..."}' });
-        await setStagePaused(journal, run, stage, action === "pause", builtinSource);
+        await setStagePaused(journal, run, stage, action === "pause", builtinSource, { home: opts.home });
         return { runId: run.id, action, stage, result: "requested" };
       }
       if (action === "cancel") {
-        const { result } = await cancelRun(journal, run, 0);
+        const { result } = await cancelRun(journal, run, 0, opts.home);
         return { runId: run.id, action, result };
       }
-      await setRunPaused(journal, run, action === "pause");
+      await setRunPaused(journal, run, action === "pause", { home: opts.home });
       return { runId: run.id, action, result: "requested" };
     },
   };

@@ -23,6 +23,10 @@ import { expectOneSentenceError, parseNdjson, startedRunId } from "../e2e/suppor
 import { alive, brokerPidOf, cleanupHomes, newHome, signal } from "./support.ts";
 import { IntercomClient } from "../../src/intercom/client.ts";
 import { inOrder, startFakeOpenAI, text } from "../helpers/fake-openai.ts";
+import { openJournal } from "../../src/journal/open.ts";
+import { notifyDriver } from "../../src/engine/messaging.ts";
+import type { RunId } from "../../src/shared/ids.ts";
+import { journalOf } from "../helpers/postgres.ts";
 
 const FIXTURES = join(import.meta.dir, "fixtures");
 const MAIL = join(FIXTURES, "mail.ts");
@@ -373,5 +377,28 @@ describe("questions", () => {
     expect((await cli(c, ["answer", id, qid, "yes"])).code).toBe(0);
     expect(await again.exited).toBe(0);
     await seen.waitFor(/"answer": "yes"/);
+  });
+});
+
+describe("pause and cancel tell the driver", () => {
+  test("a driver on the broker applies a control request when asked and answers once it is applied; pause, unpause and cancel use it", async () => {
+    const c = setup();
+    const { proc, id } = await start(c, MAIL, /stage gate started/);
+    // `sessions` starts the broker and answers once the live run has joined it.
+    expect(parseNdjson((await cli(c, ["sessions", "--run", id, "--json"])).stdout).some((x) => x.name === id)).toBe(true);
+    const journal = await openJournal({ home: c.home, durability: "full", ...journalOf(c.home) });
+    try {
+      const rev = await journal.requestControl(id as RunId, "pause");
+      expect(await notifyDriver(c.home, id as RunId, { type: "control" }, 10_000, false)).toEqual({ ok: true, applied: rev });
+      // Answered after it was applied: the acknowledgement is in the journal already.
+      expect((await journal.getRun(id as RunId))!.controlAck).toBe(rev);
+    } finally {
+      await journal.close();
+    }
+    expect(await statusOf(c, id)).toBe("paused");
+    expect(JSON.parse((await cli(c, ["unpause", id, "--json"])).stdout)).toEqual({ runId: id, control: "unpause", acknowledged: true });
+    expect(JSON.parse((await cli(c, ["pause", id, "reader", "--json"])).stdout)).toEqual({ runId: id, stage: "reader", control: "pause", acknowledged: true });
+    expect(JSON.parse((await cli(c, ["cancel", id, "--json"])).stdout)).toEqual({ runId: id, result: "cancelled", status: "cancelled" });
+    expect(await proc.exited).toBe(4);
   });
 });

@@ -14,7 +14,7 @@ export default defineCommand({
     const s = session();
     const run = await s.findRun(args.run);
     const waitS = args.wait === undefined ? 30 : Number(args.wait);
-    const { result, status } = await cancelRun(await s.journal(), run, Math.max(0, waitS) * 1000);
+    const { result, status } = await cancelRun(await s.journal(), run, Math.max(0, waitS) * 1000, s.globals.home);
     if (s.globals.json) return s.json({ runId: run.id, result, status });
     if (result === "cancelled") s.result(`run ${run.id} cancelled`);
     else if (result === "ended_otherwise") s.result(`run ${run.id} ended before the cancel took effect: ${status}`);

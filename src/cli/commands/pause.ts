@@ -20,13 +20,13 @@ export default defineCommand({
     const run = await s.findRun(args.run);
     const journal = await s.journal();
     if (args.stage !== undefined) {
-      const applied = await setStagePaused(journal, run, args.stage, true, builtinSource);
+      const applied = await setStagePaused(journal, run, args.stage, true, builtinSource, { home: s.globals.home });
       if (s.globals.json) return s.json({ runId: run.id, stage: args.stage, control: "pause", acknowledged: applied });
       if (applied) s.result(`stage ${args.stage} of run ${run.id} paused: it starts no attempt, and an openai agent running it stops after its current turn`);
       else s.result(`stage ${args.stage} of run ${run.id}: pause requested; the run has not acknowledged it yet`);
       return;
     }
-    const applied = await setRunPaused(journal, run, true);
+    const applied = await setRunPaused(journal, run, true, { home: s.globals.home });
     if (s.globals.json) s.json({ runId: run.id, control: "pause", acknowledged: applied });
     else if (applied) s.result(`run ${run.id} paused`);
     else s.result(`run ${run.id}: pause requested; the run has not acknowledged it yet`);

@@ -16,13 +16,13 @@ export default defineCommand({
     const run = await s.findRun(args.run);
     const journal = await s.journal();
     if (args.stage !== undefined) {
-      const applied = await setStagePaused(journal, run, args.stage, false, builtinSource);
+      const applied = await setStagePaused(journal, run, args.stage, false, builtinSource, { home: s.globals.home });
       if (s.globals.json) return s.json({ runId: run.id, stage: args.stage, control: "unpause", acknowledged: applied });
       if (applied) s.result(`stage ${args.stage} of run ${run.id} unpaused`);
       else s.result(`stage ${args.stage} of run ${run.id}: unpause requested; the run has not acknowledged it yet`);
       return;
     }
-    const applied = await setRunPaused(journal, run, false);
+    const applied = await setRunPaused(journal, run, false, { home: s.globals.home });
     if (s.globals.json) s.json({ runId: run.id, control: "unpause", acknowledged: applied });
     else if (applied) s.result(`run ${run.id} unpaused`);
     else s.result(`run ${run.id}: unpause requested; the run has not acknowledged it yet`);

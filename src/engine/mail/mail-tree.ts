@@ -25,6 +25,8 @@ export interface MailTree {
   readonly config: AtomicConfig;
   /** What question deadlines are measured on (../clock.ts). */
   readonly clock: Clock;
+  /** Applies the run's control row now (a pause another process requested), once the driver has started; the revision applied by then. */
+  readonly applyControl: (() => Promise<number>) | undefined;
   /** The tree's lease is lost: everything stops. */
   stop(reason: "lease_lost"): void;
 }

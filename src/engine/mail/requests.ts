@@ -10,6 +10,9 @@
  *   (recorded in the journal first, like `atomic answer`).
  * - `{ type: "poke" }`: look at the journal now (an answer was recorded by
  *   another process).
+ * - `{ type: "control" }`: apply the run's control row now (a pause or
+ *   unpause was requested there); the reply, once it is applied, carries
+ *   the control revision applied (`applied`), which `atomic pause` waits for.
  * - `{ type: "stage_tool", token, tool, args }`: a stage's agent calls a run
  *   tool (message, ask_agent, reply) with its attempt's credential; the
  *   reply is the tool's result `{ ok, output }` (stage-tools.ts).
@@ -30,6 +33,7 @@ export const RootRequestSchema = v.variant("type", [
   v.object({ type: v.literal("mail"), messageId: v.optional(v.string()) }),
   v.object({ type: v.literal("answer"), promptId: v.string(), answer: v.string(), by: v.optional(v.string()) }),
   v.object({ type: v.literal("poke") }),
+  v.object({ type: v.literal("control") }),
   v.object({ type: v.literal("stage_tool"), token: v.string(), tool: v.string(), args: v.record(v.string(), v.unknown()) }),
 ]);
 export type RootRequest = v.InferOutput<typeof RootRequestSchema>;
