@@ -46,6 +46,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
   sandbox: { load: () => import("./sandbox.ts").then((m) => m.default), usesBinary: false },
+  worktree: { load: () => import("./worktree.ts").then((m) => m.default), usesBinary: false },
   service: { load: () => import("./service.ts").then((m) => m.default), usesBinary: true },
   // 1,000 sequential steps quiet and beside two CPU hogs, 5 pairs, on SQLite and on Postgres.
   contention: { load: () => import("./contention.ts").then((m) => m.default), usesBinary: true, timeoutMs: 400_000 },
