@@ -11,9 +11,12 @@
  * field. The same blocker three turns running ends it blocked, the turn
  * limit needs_human. SIGKILLed at a random stage and resumed: no recorded
  * stage re-runs and the outputs and files equal the uninterrupted run's.
+ * Turn 1 works through bash, sandboxed by default: its write outside the
+ * worktree is refused.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, rmSync } from "node:fs";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -36,6 +39,11 @@ const stageOf = (_first: string, req: RecordedRequest) => {
   return `unknown: ${p.slice(0, 40)}`;
 };
 
+/** Turn 1's work through bash, which also tries to write outside its worktree: goal's agent stages run in the sandbox by default. */
+const ESCAPE = `/var/tmp/atomic-goal-escape-${process.pid}`;
+const TURN_1_BASH = `printf 'work of turn 1\\n' > turn-1.txt && { echo x > ${ESCAPE} 2>/dev/null && echo SYSTEM=written || echo SYSTEM=denied; }`;
+afterAll(() => rmSync(ESCAPE, { force: true }));
+
 const review = (verdict: string, findings: object[] = []) => toolCall("structured_output", { verdict, summary: `${verdict} it is`, findings });
 const blocking = (finding: string, confidence: number, requirements: string[]) => ({ finding, severity: "blocking", confidence, requirements });
 
@@ -43,6 +51,7 @@ const blocking = (finding: string, confidence: number, requirements: string[]) =
 const answers = (mode: "complete" | "blocked" | "limit") => (stage: string, n: number): Reply => {
   const [kind, turn, who] = stage.split("-");
   const t = Number(turn);
+  if (kind === "orchestrator" && t === 1 && n === 0) return toolCall("bash", { command: TURN_1_BASH });
   if (kind === "orchestrator") return n === 0 ? toolCall("write", { path: `turn-${t}.txt`, content: `work of turn ${t}\n` }) : text(`turn ${t}: wrote turn-${t}.txt (R1)`);
   if (kind === "verify") return toolCall("structured_output", { results: [{ index: 0, confirmed: false, reason: "the files show no clash" }] });
   if (kind !== "review") return { status: 500, body: `unexpected stage ${stage}` };
@@ -105,6 +114,9 @@ e2eTest(
       const convo = turn2.body.messages.filter((m) => m.role !== "system");
       expect(convo[0]!.content).toStartWith("You are the orchestrator of a goal, turn 1 of at most 10.");
       expect(convo.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant", "user"]);
+      // turn 1's bash ran in the sandbox (agent stages' default, which goal keeps): its write outside the worktree was refused
+      expect(String(convo[2]!.content)).toContain("SYSTEM=denied");
+      expect(existsSync(ESCAPE)).toBe(false);
       expect(convo[3]!.content).toBe("turn 1: wrote turn-1.txt (R1)");
       expect(convo[4]!.content).toContain("The reviewers' blockers on your last turn:\n- tests are missing\n");
       expect(convo[4]!.content).toContain("Their other findings:\n- no test output shown\n");
