@@ -20,7 +20,7 @@
 
 import { readEnv, type EnvSource } from "../shared/config/environment.ts";
 import type { TelemetryConfig } from "../shared/config/schema.ts";
-import { applyTelemetryConfig, isHttpUrl } from "../engine/tracing/tracing.ts";
+import { applyTelemetryConfig, isHttpUrl, otlpHeadersProblem } from "../engine/tracing/tracing.ts";
 import type { JournalMetrics } from "./metrics.ts";
 // Types only: the module itself (and the SDK with it) is imported when metrics are on.
 import type { OtlpMetricExport, OtlpMetricSettings } from "./otlp-metrics-export.ts";
@@ -48,6 +48,8 @@ export function otlpMetricSettings(env?: EnvSource): OtlpMetricSettings | { warn
   if (protocol !== "http/protobuf" && protocol !== "http/json") {
     return { warning: `OTLP protocol ${JSON.stringify(protocol)} is not supported, so OTLP metrics are off (hint: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf or http/json).` };
   }
+  const headers = otlpHeadersProblem(["OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"], "OTLP metrics", env);
+  if (headers) return { warning: headers };
   const intervalMs = millis("OTEL_METRIC_EXPORT_INTERVAL", DEFAULT_INTERVAL_MS, env);
   if (typeof intervalMs === "string") return { warning: intervalMs };
   const timeoutMs = millis("OTEL_METRIC_EXPORT_TIMEOUT", DEFAULT_TIMEOUT_MS, env);

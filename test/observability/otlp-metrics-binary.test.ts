@@ -131,7 +131,7 @@ e2eTest("http/json to the metrics endpoint says the same, and the last values go
   }
 });
 
-e2eTest("off or misconfigured, nothing is sent: none or no variable is silent; a bad endpoint, a bad interval or a receiver that is down is one warning", async () => {
+e2eTest("off or misconfigured, nothing is sent: none or no variable is silent; a bad endpoint, a bad interval, bad headers or a receiver that is down is one warning", async () => {
   const otlp = await startOtlpMetricsReceiver();
   const down = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
   const closed = `http://127.0.0.1:${down.port}`;
@@ -151,6 +151,8 @@ e2eTest("off or misconfigured, nothing is sent: none or no variable is silent; a
       [{ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: "localhost:4318" }, 'warning: OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is not an http(s) URL ("localhost:4318"), so OTLP metrics are off (hint: e.g. http://localhost:4318).'],
       [{ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_METRIC_EXPORT_INTERVAL: "soon" }, 'warning: OTEL_METRIC_EXPORT_INTERVAL must be a whole number of milliseconds above 0, got "soon", so OTLP metrics are off (hint: e.g. OTEL_METRIC_EXPORT_INTERVAL=60000).'],
       [{ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_METRICS_EXPORTER: "statsd" }, "warning: OTEL_METRICS_EXPORTER=statsd is not an exporter atomic has, so OTLP metrics are off (hint: use otlp, prometheus (the /metrics page) or none)."],
+      // headers that are no name=value list: the warning never shows the value (an API key)
+      [{ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_METRICS_HEADERS: "x-team=infra,sk-secret-key" }, 'warning: OTEL_EXPORTER_OTLP_METRICS_HEADERS is not a list of name=value pairs (its entry 2 has no "="), so OTLP metrics are off (hint: e.g. OTEL_EXPORTER_OTLP_METRICS_HEADERS="x-api-key=KEY,x-team=infra", with % , and spaces in a value written %25 %2C %20).'],
     ];
     for (const [env, warning] of bad) {
       const server = await serve(home, env);

@@ -30,6 +30,7 @@ afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
 
 const MIXED = join(import.meta.dir, "fixtures", "mixed.ts");
+const ONE_SHELL = join(import.meta.dir, "fixtures", "one-shell.ts");
 
 /**
  * The fake provider's script for one mixed run: flaky (a paid tool turn, then 401), its retry, the child's stage
@@ -245,6 +246,42 @@ e2eTest("unconfigured, nothing is sent; a receiver that is down or a malformed e
     expect(r.code).toBe(0);
     expect(r.stderr.trim()).toBe('warning: OTEL_EXPORTER_OTLP_ENDPOINT is not an http(s) URL ("localhost:4318"), so traces are off (hint: e.g. http://localhost:4318).');
   });
+});
+
+e2eTest("OTLP headers that are no name=value list: one warning naming the variable and the entry, never its value; nothing sent, the run completes", async () => {
+  const otlp = await startOtlpReceiver();
+  try {
+    const home = makeTempDir();
+    const cases: [string, string][] = [
+      ["authorization=Bearer%20abc,sk-secret-key", 'its entry 2 has no "="'],
+      ["x-api-key=%zz-secret", "its entry 1 has a value that is not percent-encoded right"],
+      ["bad name=secret", "its entry 1 does not start with a header name"],
+    ];
+    for (const [headers, why] of cases) {
+      const r = await runAtomic(["run", ONE_SHELL], { home, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_HEADERS: headers } });
+      expect(r.code).toBe(0);
+      expect(r.stderr.trim()).toBe(`warning: OTEL_EXPORTER_OTLP_HEADERS is not a list of name=value pairs (${why}), so traces are off (hint: e.g. OTEL_EXPORTER_OTLP_HEADERS="x-api-key=KEY,x-team=infra", with % , and spaces in a value written %25 %2C %20).`);
+      expect(r.stderr).not.toContain("secret");
+    }
+    // the traces variable is read first, and the same way
+    const r = await runAtomic(["run", ONE_SHELL], { home, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_TRACES_HEADERS: "x-team" } });
+    expect(r.code).toBe(0);
+    expect(r.stderr.trim()).toStartWith('warning: OTEL_EXPORTER_OTLP_TRACES_HEADERS is not a list of name=value pairs (its entry 1 has no "=")');
+    expect(otlp.requests).toBe(0);
+    // a good list (spaces around, a value percent-encoded): sent, with the header decoded
+    const keyed = await startOtlpReceiver("127.0.0.1", { name: "x-note", value: "a,b" });
+    try {
+      const ok = await runAtomic(["run", ONE_SHELL], { home, env: { OTEL_EXPORTER_OTLP_ENDPOINT: keyed.url, OTEL_EXPORTER_OTLP_HEADERS: " x-team = infra , x-note=a%2Cb " } });
+      expect(ok.code).toBe(0);
+      expect(ok.stderr).toBe("");
+      await span(keyed, "invoke_workflow one-shell");
+      expect(keyed.refused).toBe(0);
+    } finally {
+      await keyed.close();
+    }
+  } finally {
+    await otlp.close();
+  }
 });
 
 e2eTest("the config file's telemetry keys turn traces on when no OTEL_* variable is set", async () => {

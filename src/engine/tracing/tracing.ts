@@ -4,8 +4,10 @@
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp) or the
  * config file's `telemetry.otlpEndpoint` (the variables win), and
  * then nothing of the OpenTelemetry SDK is loaded: the tracer
- * (./otel-tracer.ts) is imported on first use only. Bad settings are one
- * warning on stderr, and traces stay off; the run goes on.
+ * (./otel-tracer.ts) is imported on first use only. Bad settings (an
+ * endpoint that is no URL, an unknown protocol, headers that are no
+ * name=value list) are one warning on stderr, and traces stay off; the run
+ * goes on.
  *
  * The driver (engine/driver.ts) loads it once per process, tees the
  * engine's observer into it, and flushes it when a drive ends.
@@ -35,7 +37,43 @@ export function traceSettings(env?: EnvSource): TraceSettings | { warning: strin
   if (protocol !== "http/protobuf" && protocol !== "http/json") {
     return { warning: `OTLP protocol ${JSON.stringify(protocol)} is not supported, so traces are off (hint: OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf or http/json).` };
   }
+  const headers = otlpHeadersProblem(["OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"], "traces", env);
+  if (headers) return { warning: headers };
   return { protocol, captureContent: readEnv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", env)?.toLowerCase() === "true" };
+}
+
+/** An HTTP header name (RFC 9110 token). */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/**
+ * Why an OTLP headers variable is not the `name=value,…` list the
+ * OpenTelemetry spec asks for (values percent-encoded), or undefined when
+ * each is. The SDK would drop a bad entry silently and send without it
+ * (a receiver that needs its API key then refuses every batch), so a bad
+ * list turns the export off with one warning instead. The warning names
+ * the variable and the entry's place, never a value: these hold API keys.
+ */
+export function otlpHeadersProblem(names: readonly ("OTEL_EXPORTER_OTLP_HEADERS" | "OTEL_EXPORTER_OTLP_TRACES_HEADERS" | "OTEL_EXPORTER_OTLP_METRICS_HEADERS")[], what: string, env?: EnvSource): string | undefined {
+  for (const name of names) {
+    const entries = (readEnv(name, env) ?? "").split(",");
+    for (let i = 0; i < entries.length; i++) {
+      const entry = entries[i]!.trim();
+      if (entry === "") continue;
+      const eq = entry.indexOf("=");
+      let why: string | undefined;
+      if (eq < 0) why = 'has no "="';
+      else if (!HEADER_NAME.test(entry.slice(0, eq).trim())) why = "does not start with a header name";
+      else {
+        try {
+          decodeURIComponent(entry.slice(eq + 1).trim());
+        } catch {
+          why = "has a value that is not percent-encoded right";
+        }
+      }
+      if (why) return `${name} is not a list of name=value pairs (its entry ${i + 1} ${why}), so ${what} are off (hint: e.g. ${name}="x-api-key=KEY,x-team=infra", with % , and spaces in a value written %25 %2C %20).`;
+    }
+  }
+  return undefined;
 }
 
 /** Whether `text` is an http(s) URL (OTLP/HTTP endpoints). */
