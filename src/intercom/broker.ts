@@ -123,6 +123,15 @@ export interface BrokerOptions {
   log?: (line: string) => void;
 }
 
+/** A `list` that waits for names to be registered (`waitFor`), until `timer` answers it anyway. */
+interface ListWait {
+  conn: Connection;
+  id: string;
+  group: string | undefined;
+  waitFor: string[];
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
 export class Broker {
   readonly paths: IntercomPaths;
   readonly startedAt = Date.now();
@@ -134,6 +143,8 @@ export class Broker {
   private socketIno = 0;
   private stopping = false;
   private readonly counters = { frames: 0, badFrames: 0, sent: 0, asks: 0 };
+  /** `list` frames waiting for names to be registered (`waitFor`): answered when they all are, or at their `waitMs`. */
+  private readonly listWaits = new Set<ListWait>();
   private readonly idleMs: number;
   private readonly log: (line: string) => void;
   private stopped!: () => void;
@@ -255,6 +266,7 @@ export class Broker {
   /** A connection ended: free its names, end its asks, and start the idle clock if it was the last. */
   private forget(conn: Connection): void {
     if (!this.connections.delete(conn)) return;
+    for (const w of this.listWaits) if (w.conn === conn) (clearTimeout(w.timer), this.listWaits.delete(w));
     for (const ask of this.routes.dropPeer(conn)) this.endAsk(ask, ERROR_CODES.sessionGone, `session ${ask.targetName} went away before replying`);
     if (this.connections.size === 0) this.armIdle();
   }
@@ -306,7 +318,9 @@ export class Broker {
         if (this.routes.register(conn, f.name, f.groups, f.role) === "taken") {
           return this.fail(conn, f.id, ERROR_CODES.nameTaken, `the session name ${f.name} is taken by another connection`);
         }
-        return this.ok(conn, f.id, { name: f.name } satisfies Results["register"]);
+        this.ok(conn, f.id, { name: f.name } satisfies Results["register"]);
+        for (const w of this.listWaits) if (w.waitFor.every((n) => this.routes.resolve(n).length > 0)) this.answerList(w);
+        return;
       case "unregister":
         if (this.routes.unregister(conn, f.name) === "not_yours") {
           return this.fail(conn, f.id, ERROR_CODES.notYours, `the session name ${f.name} belongs to another connection`);
@@ -349,8 +363,13 @@ export class Broker {
         }
         return this.ok(conn, f.id, { delivered: true } satisfies Results["reply"]);
       }
-      case "list":
-        return this.ok(conn, f.id, { sessions: this.routes.list(f.group, (p) => ({ pid: p.pid, role: p.role })) } satisfies Results["list"]);
+      case "list": {
+        const wait: ListWait = { conn, id: f.id, group: f.group, waitFor: f.waitFor ?? [], timer: undefined };
+        if (f.waitMs === undefined || wait.waitFor.every((n) => this.routes.resolve(n).length > 0)) return this.answerList(wait);
+        wait.timer = setTimeout(() => this.answerList(wait), f.waitMs);
+        this.listWaits.add(wait);
+        return;
+      }
       case "status":
         return this.ok(conn, f.id, this.info() satisfies Results["status"]);
       default:
@@ -360,6 +379,12 @@ export class Broker {
 
   private endAsk(ask: PendingAsk<Connection>, code: string, message: string): void {
     this.fail(ask.asker, ask.askerId, code, message);
+  }
+
+  private answerList(w: ListWait): void {
+    clearTimeout(w.timer);
+    this.listWaits.delete(w);
+    this.ok(w.conn, w.id, { sessions: this.routes.list(w.group, (p) => ({ pid: p.pid, role: p.role })) } satisfies Results["list"]);
   }
 
   private ok(conn: Connection, id: string, result: unknown): void {

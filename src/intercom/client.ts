@@ -121,8 +121,10 @@ export class IntercomClient {
     await this.live().request("reply", { type: "reply", inReplyTo, body });
   }
 
-  async list(group?: string): Promise<SessionInfo[]> {
-    return (await this.live().request("list", { type: "list", ...(group === undefined ? {} : { group }) })).sessions;
+  /** `wait`: answered once every one of `names` is registered, or after `ms` (the broker waits, not this process). */
+  async list(group?: string, wait?: { names: string[]; ms: number }): Promise<SessionInfo[]> {
+    const frame = { type: "list" as const, ...(group === undefined ? {} : { group }), ...(wait && wait.names.length > 0 ? { waitFor: wait.names, waitMs: Math.max(1, wait.ms) } : {}) };
+    return (await this.live().request("list", frame, frame.waitMs === undefined ? undefined : frame.waitMs + 15_000)).sessions;
   }
 
   async status(): Promise<BrokerInfo> {

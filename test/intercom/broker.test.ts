@@ -246,6 +246,22 @@ describe("broker protocol", () => {
     expect(st.counters.sent).toBeGreaterThanOrEqual(2);
   });
 
+  test("a list waiting for names is answered once they are all registered, or at its waitMs without them", async () => {
+    const home = newHome();
+    const a = await client(home);
+    const b = await client(home);
+    let answered = false;
+    const waiting = a.list("g", { names: ["x", "y"], ms: 60_000 }).then((list) => ((answered = true), list));
+    await b.register("x", ["g"]);
+    // y is not there yet: the broker still holds the answer (a status round trip on the same connection comes back first).
+    await a.status();
+    expect(answered).toBe(false);
+    await b.register("y", ["g"]);
+    expect((await waiting).map((s) => s.name)).toEqual(["x", "y"]);
+    // A name that never comes: the answer at waitMs, with what is there.
+    expect((await a.list("g", { names: ["never"], ms: 50 })).map((s) => s.name)).toEqual(["x", "y"]);
+  });
+
   test("errors: no such session, a taken name, an ask that times out, a target that leaves before replying", async () => {
     const home = newHome();
     const a = await client(home);

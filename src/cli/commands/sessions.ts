@@ -7,13 +7,12 @@
  * Right on the first call: a run's driver never starts the broker; it joins
  * one within a poll tick of its socket appearing. So a listing taken just
  * after this command started the broker would miss them. The journal says
- * which runs are driven now (a live lease); the command waits, up to
- * JOIN_WAIT_MS, until each of those is listed, then answers.
+ * which runs are driven now (a live lease); the command's `list` asks the
+ * broker to answer once each of those has registered, or at JOIN_WAIT_MS.
  */
 
 import { defineCommand } from "citty";
 import { IntercomClient, runGroup } from "../../intercom/client.ts";
-import type { SessionInfo } from "../../intercom/protocol/index.ts";
 import type { Journal } from "../../journal/journal.ts";
 import type { RunRecord } from "../../journal/runs.ts";
 import { isLocalHolderDead } from "../../shared/process-info.ts";
@@ -35,13 +34,8 @@ export default defineCommand({
     const driven = await drivenRoots(await s.journal(), run);
     const client = await IntercomClient.connect({ home: s.globals.home, role: "cli" });
     try {
-      let sessions = await client.list(group);
-      const deadline = Date.now() + JOIN_WAIT_MS;
-      const missing = (list: SessionInfo[]) => driven.some((id) => !list.some((x) => x.name === id));
-      while (missing(sessions) && Date.now() < deadline) {
-        await Bun.sleep(50);
-        sessions = await client.list(group);
-      }
+      // The broker answers once each of them has registered (or at JOIN_WAIT_MS): no asking again meanwhile.
+      const sessions = await client.list(group, { names: driven, ms: JOIN_WAIT_MS });
       const broker = await client.status();
       if (s.globals.json) {
         for (const x of sessions) s.json(x);

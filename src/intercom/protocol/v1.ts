@@ -14,7 +14,10 @@
  *   ask         route `body` to one session and wait (at most
  *               `timeoutMs`) for its `reply`; the reply frame carries it
  *   reply       answer a received ask (`inReplyTo`: the ask's id)
- *   list        sessions, optionally of one group
+ *   list        sessions, optionally of one group; with `waitFor` (names)
+ *               and `waitMs`, answered once every one of those names is
+ *               registered, or when `waitMs` has passed (`atomic sessions`
+ *               waits so for the runs the journal says are driven)
  *   status      the broker's pid, version, uptime, counters
  *
  * Replies (broker → client): `ok` { id, result } or `error` { id, error:
@@ -74,7 +77,14 @@ export const AskSchema = v.object({
   timeoutMs: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_ASK_TIMEOUT_MS)),
 });
 export const ReplySchema = v.object({ v: Version, type: v.literal("reply"), id: Id, inReplyTo: Id, body: v.unknown() });
-export const ListSchema = v.object({ v: Version, type: v.literal("list"), id: Id, group: v.optional(Name) });
+export const ListSchema = v.object({
+  v: Version,
+  type: v.literal("list"),
+  id: Id,
+  group: v.optional(Name),
+  waitFor: v.optional(v.pipe(v.array(Name), v.maxLength(1000))),
+  waitMs: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_ASK_TIMEOUT_MS))),
+});
 export const StatusSchema = v.object({ v: Version, type: v.literal("status"), id: Id });
 
 // The hot frames first: valibot's variant tries the options in order.
