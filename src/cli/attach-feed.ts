@@ -59,8 +59,12 @@ export class AttachFeed {
   readonly model = new AttachModel();
   private readonly subscriber: LiveSubscriber;
   private readonly seqs = new Map<string, number>();
-  /** Live events of a stage wait here until its transcript was read; those older than the read are dropped. */
-  private readonly early = new Map<string, { readAt?: number; batches: LiveBatch[] }>();
+  /**
+   * Live events of a stage wait here until its transcript was read; those older than the read are dropped:
+   * by their `at` when this machine's broker brought them (the same clock), by when they arrived here when a
+   * worker host relayed them (`arrived`: its clock may differ from this one by any amount).
+   */
+  private readonly early = new Map<string, { batches: { b: LiveBatch; arrived?: number }[] }>();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private lastScan = 0;
   private closed = false;
@@ -80,7 +84,7 @@ export class AttachFeed {
     private readonly only: string | undefined,
   ) {
     // Stages on worker hosts: their live events relayed over the shared journal (intercom/live-remote.ts).
-    this.subscriber = new LiveSubscriber(home, (b) => this.onBatch(b), { role: "attach", remote: journal.fleet?.liveChannel });
+    this.subscriber = new LiveSubscriber(home, (b, relayed) => this.onBatch(b, relayed), { role: "attach", remote: journal.fleet?.liveChannel });
   }
 
   /**
@@ -147,7 +151,10 @@ export class AttachFeed {
     }
     const early = this.early.get(key)!;
     this.early.delete(key);
-    for (const b of early.batches) this.deliver(b, readAt);
+    for (const { b, arrived } of early.batches) {
+      if (arrived === undefined) this.deliver(b, readAt);
+      else if (arrived >= readAt) this.deliver(b, 0);
+    }
     if (ended) this.model.add(f, { kind: "state", state: "ended", attempt, status: f.step.status, text: `the stage ended: ${f.step.status}` });
     // The journal from here on: its events after what the report was built from.
     if (!this.seqs.has(f.runId)) {
@@ -177,10 +184,10 @@ export class AttachFeed {
     this.tick();
   }
 
-  private onBatch(b: LiveBatch): void {
+  private onBatch(b: LiveBatch, relayed: boolean): void {
     const key = AttachModel.key({ runId: b.runId, position: b.stage });
     const early = this.early.get(key);
-    if (early) early.batches.push(b);
+    if (early) early.batches.push(relayed ? { b, arrived: Date.now() } : { b });
     else this.deliver(b, 0);
   }
 

@@ -140,7 +140,10 @@ export class LivePublisher {
   }
 }
 
-/** Registers in the live groups of some runs and hands every batch sent to them to `onBatch`. */
+/**
+ * Registers in the live groups of some runs and hands every batch sent to them to `onBatch`; `relayed`: it came
+ * from a worker host over the journal (its events' `at` is another machine's clock).
+ */
 export class LiveSubscriber {
   private readonly client: IntercomClient;
   private readonly name = `live-watch:${process.pid}:${Math.random().toString(36).slice(2, 10)}`;
@@ -148,8 +151,8 @@ export class LiveSubscriber {
   private readonly remote: RemoteLiveWatcher | undefined;
 
   /** `remote`: a shared journal's live channel, for the runs' stages on worker hosts (live-remote.ts). */
-  constructor(home: string, onBatch: (batch: LiveBatch) => void, opts: { role?: string; onState?: (open: boolean) => void; remote?: LiveChannelOpener } = {}) {
-    this.remote = opts.remote ? new RemoteLiveWatcher(opts.remote, home, onBatch) : undefined;
+  constructor(home: string, onBatch: (batch: LiveBatch, relayed: boolean) => void, opts: { role?: string; onState?: (open: boolean) => void; remote?: LiveChannelOpener } = {}) {
+    this.remote = opts.remote ? new RemoteLiveWatcher(opts.remote, home, (b) => onBatch(b, true)) : undefined;
     this.client = new IntercomClient({
       home,
       role: opts.role ?? "watch",
@@ -157,7 +160,7 @@ export class LiveSubscriber {
       reconnect: true,
       onMessage: (msg) => {
         const batch = asLiveBatch(msg.body);
-        if (batch) onBatch(batch);
+        if (batch) onBatch(batch, false);
       },
       onState: (c) => opts.onState?.(c.to === "open"),
     });

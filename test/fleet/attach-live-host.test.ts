@@ -16,12 +16,10 @@
  */
 
 import { afterEach, beforeAll, expect, test } from "bun:test";
-import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { startFakeOpenAI } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { get, serve, startChat } from "../live/support.ts";
-import { sseReader } from "../status/support.ts";
+import { serve, startChat, watchStage } from "../live/support.ts";
 import { cleanUpHosts, startHost } from "./support.ts";
 
 beforeAll(async () => {
@@ -45,13 +43,7 @@ test("attach and the stage stream show live deltas of a stage on a worker host b
     await fake.requestMatching();
 
     // A lost-host threshold below the heartbeat counts as its least (two heartbeats): the live host is never said gone.
-    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: elsewhere, env: { ...env, ATOMIC_HOST_LOST_MS: "1" } });
-    const out = lineWatcher(attach.stdout);
-    await out.waitFor(/"type":"attached"/, 30_000);
-    const res = await get(served, `/api/runs/${run.runId}/stages/chat/stream`);
-    expect(res.status).toBe(200);
-    const sse = sseReader(res.body!);
-    await sse.until((m) => m.event === "ready");
+    const { attach, out, sse } = await watchStage(served, run.runId, "chat", { ...env, ATOMIC_HOST_LOST_MS: "1" }, elsewhere);
 
     // Live, not the transcript read at attach: a `text` line, and a `live` SSE message with a text delta.
     const line = JSON.parse(await out.waitFor(/"type":"text".*tick/, 60_000)) as { path: string; text: string };

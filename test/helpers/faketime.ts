@@ -9,7 +9,9 @@
  * of processes that are gone, so a test leaves nothing in /dev/shm.
  */
 
-import { readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { makeTempDir } from "./temp.ts";
 
 export function removeStaleFaketimeSegments(): void {
   let names: string[];
@@ -28,4 +30,15 @@ export function removeStaleFaketimeSegments(): void {
       rmSync(`/dev/shm/${name}`, { force: true });
     }
   }
+}
+
+/** The library, where Debian installs it (scripts/install-faketime.sh). */
+export const FAKETIME_LIB = ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1"].find((p) => existsSync(p));
+
+/** The environment that runs a process (and what it starts) under libfaketime, `offset` ("-1m", "+90s") from the true clock. */
+export function fakeClock(offset: string): Record<string, string> {
+  if (!FAKETIME_LIB) throw new Error("libfaketime is not installed; run: bash scripts/install-faketime.sh");
+  const file = join(makeTempDir("atomic-clock-"), "offset");
+  writeFileSync(file, `${offset}\n`);
+  return { LD_PRELOAD: FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: "1", FAKETIME_DONT_FAKE_MONOTONIC: "1" };
 }

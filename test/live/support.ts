@@ -6,6 +6,7 @@
 import { join } from "node:path";
 import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
+import { sseReader } from "../status/support.ts";
 
 export const CHAT = join(import.meta.dir, "fixtures", "chat.ts");
 
@@ -34,4 +35,16 @@ export async function startChat(home: string, env: Record<string, string>, extra
   const out = lineWatcher(proc.stdout);
   const line = await out.waitFor(/"runId":"[0-9a-z]+"/);
   return { proc, out, runId: /"runId":"([0-9a-z]+)"/.exec(line)![1]! };
+}
+
+/** `atomic attach RUN STAGE --json` from a home of its own and `serve`'s stream of the stage, once each follows it (attached; ready). */
+export async function watchStage(served: Served, runId: string, stage: string, env: Record<string, string>, home = makeTempDir("atomic-live-elsewhere-")) {
+  const attach = spawnAtomic(["--json", "attach", runId, stage], { home, env });
+  const out = lineWatcher(attach.stdout);
+  await out.waitFor(/"type":"attached"/, 30_000);
+  const res = await get(served, `/api/runs/${runId}/stages/${encodeURIComponent(stage)}/stream`);
+  if (res.status !== 200) throw new Error(`the stage stream answered ${res.status}: ${await res.text()}`);
+  const sse = sseReader(res.body!);
+  await sse.until((m) => m.event === "ready");
+  return { attach, out, sse };
 }
