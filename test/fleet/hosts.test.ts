@@ -17,6 +17,7 @@ import { expectOneSentenceError } from "../e2e/support.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
 import { FIXTURES, marks, startHost, stopHosts } from "./support.ts";
+import { parseMetrics } from "../observability/support.ts";
 import { POOL_PROTOCOL_VERSION } from "../../src/pool/protocol/common.ts";
 
 const WF = join(FIXTURES, "fleet.ts");
@@ -61,6 +62,29 @@ concurrentTest("worker hosts > a stage's queue: only a host serving it runs it; 
   expect(marks(file2).length).toBe(8);
   expect(marks(file2).some((l) => l.endsWith(" gpu"))).toBe(false);
 }, 90_000);
+
+concurrentTest("worker hosts > /metrics of atomic serve on the shared journal: each live host's slots, busy and free, by host id; a stopped host's leave", async () => {
+  const url = await journalUrl();
+  const dir = makeTempDir("atomic-fleet-");
+  await startHost({ url, id: "slots-two", slots: 2 });
+  const three = await startHost({ url, id: "slots-three", slots: 3 });
+  const serve = spawnAtomic(["serve", "--port", "0"], { home: join(dir, "serve"), env: { ATOMIC_JOURNAL: url } });
+  try {
+    const login = new URL((await lineWatcher(serve.stdout).waitFor(/^status page: /)).slice("status page: ".length).trim());
+    const slots = async () => {
+      const res = await fetch(`${login.origin}/metrics`, { headers: { authorization: `Bearer ${login.searchParams.get("token")}` } });
+      expect(res.status).toBe(200);
+      return parseMetrics(await res.text()).filter((s) => s.name === "atomic_worker_slots").map((s) => `${s.labels.host} ${s.labels.state} ${s.value}`).sort();
+    };
+    expect(await slots()).toEqual(["slots-three busy 0", "slots-three free 3", "slots-two busy 0", "slots-two free 2"]);
+    three.proc.kill("SIGTERM");
+    expect(await three.exited).toBe(0);
+    expect(await slots()).toEqual(["slots-two busy 0", "slots-two free 2"]);
+  } finally {
+    serve.kill("SIGINT");
+    await serve.exited;
+  }
+}, 60_000);
 
 concurrentTest("worker hosts > a stage's cwd resolves on the host: relative to --workdir; an absolute one missing there fails naming the host", async () => {
   const url = await journalUrl();
