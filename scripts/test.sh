@@ -93,7 +93,7 @@ lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.
   test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
   test/pool/work-lease-deadline.test.ts test/engine/sleep-exit.test.ts test/e2e/start-timeouts.test.ts test/recovery/sleep-clocks.test.ts
-  test/fleet/host-outage.test.ts test/fleet/host-outage-points.test.ts test/fleet/host-outage-random.test.ts test/fleet/remote-worktree.test.ts test/fleet/budget.test.ts
+  test/fleet/host-outage.test.ts test/fleet/host-outage-points.test.ts test/fleet/host-outage-random.test.ts test/fleet/service-host-outage.test.ts test/fleet/remote-worktree.test.ts test/fleet/budget.test.ts
   test/service/clock-skew.test.ts test/fleet/attach-host.test.ts test/pool/busy-journal.test.ts test/engine/cancel.test.ts)
 lane_ignored=("${lane[@]/%\//\/**}")
 main_b=(test/runners/ test/e2e/)

@@ -59,6 +59,8 @@ export interface DriveRequest {
   home: string;
   journalUrl: string | undefined;
   durability?: Durability | undefined;
+  /** More `atomic resume` flags (the service's `--workers`, `--lease-ms`). */
+  args?: readonly string[];
 }
 
 export class Drive {
@@ -74,7 +76,7 @@ export class Drive {
     const logFd = openSync(this.logPath, "a", 0o600);
     // This drive's output starts here (the file keeps earlier drives' too).
     const from = fstatSync(logFd).size;
-    const [cmd, ...args] = selfCommand("--home", req.home, ...(req.durability ? ["--durability", req.durability] : []), "--json", "resume", req.runId);
+    const [cmd, ...args] = selfCommand("--home", req.home, ...(req.durability ? ["--durability", req.durability] : []), "--json", "resume", req.runId, ...(req.args ?? []));
     const env = childEnv({ ATOMIC_DRIVEN_BY: "service", ...(req.journalUrl !== undefined ? { ATOMIC_JOURNAL: req.journalUrl } : {}) });
     try {
       // Output to a file, not a pipe: a drive whose service dies goes on (a closed pipe would stop it).

@@ -211,7 +211,7 @@ export class RecoveryDuty implements Duty {
     if (!pinned && !path.startsWith(BUILTIN_PREFIX) && currentDigest(path) !== digest) {
       this.sayOnce(run.id, `digest:${digest}`, `run ${run.id}: its workflow file ${path} changed since the run started; replay checks that the recorded steps still match`);
     }
-    const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl, durability: this.service.durability });
+    const drive = new Drive({ runId: run.id, cwd: recordedCwd ?? process.cwd(), home: this.service.home, journalUrl: this.service.journalUrl, durability: this.service.durability, args: this.service.driveArgs ?? [] });
     this.drives.set(run.id, drive);
     this.waits.set(run.id, { fromSeq: run.lastSeq });
     // A run this service has not driven yet starts from the crashes the journal shows (drives of an earlier service).

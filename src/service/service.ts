@@ -38,6 +38,8 @@ export interface ServiceOptions {
   schedules: boolean;
   /** How many runs the service drives at once (`--max-runs`). */
   maxRuns: number;
+  /** `atomic resume` flags for every drive it starts (`--workers`, `--lease-ms` of `atomic serve`). */
+  driveArgs?: readonly string[];
   /** One line for the service's log (stderr, or NDJSON with --json). */
   log: (event: ServiceLogEvent) => void;
 }

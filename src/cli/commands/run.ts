@@ -191,7 +191,7 @@ export function leaseOption(text: string | undefined): { leaseTimeoutMs?: number
   if (text === undefined) return {};
   const n = Number(text);
   if (!Number.isInteger(n) || n < 1000) {
-    throw new UsageError("bad_flag", `--lease-ms must be a whole number of milliseconds of at least 1000, got ${JSON.stringify(text)}`);
+    throw new UsageError("bad_flag", `--lease-ms must be a whole number of milliseconds of at least 1000, got ${JSON.stringify(text)}`, { hint: "for example --lease-ms 30000 (the default)" });
   }
   return { leaseTimeoutMs: n };
 }
