@@ -24,34 +24,26 @@
  * docs/guides/postgres-and-worker-hosts.md). Durations are never asserted.
  */
 
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import fc from "fast-check";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { createDatabase, startCluster, type Cluster } from "../helpers/postgres.ts";
+import { createDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { cleanUpHosts, counts, startHost } from "./support.ts";
+import { OUTAGE_SEED, RIDE_OUT, clusterOfThisFile, counts, startHost } from "./support.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "recovery", "fixtures", "pg-outage.ts");
 const ROUNDS = 8;
-const RIDE_OUT = { journalRetryMs: 120_000, leaseMs: 150_000 };
 /** How long after the server is back a root that has not ended is taken for stuck (the run takes seconds). */
 const STUCK_MS = 120_000;
-let cluster: Cluster;
-
-beforeAll(async () => {
-  cluster = await startCluster();
-});
-afterEach(cleanUpHosts);
-afterAll(() => cluster.stop());
-
-const SEED = Number(process.env.FC_SEED?.trim() || Date.now() % 2 ** 31);
+const cluster = clusterOfThisFile();
+const SEED = OUTAGE_SEED;
 const PLANS = fc.sample(fc.noBias(fc.record({ after: fc.integer({ min: 1, max: ROUNDS * 3 - 6 }), lastsMs: fc.integer({ min: 25_000, max: 80_000 }) })), { seed: SEED, numRuns: 2 });
 
 for (const [i, plan] of PLANS.entries()) {
   test(`a worker host's postgres away for ${plan.lastsMs / 1000} s after ${plan.after} side effects (FC_SEED=${SEED}, case ${i + 1}): the run completes, every stage and side effect once`, async () => {
-    const url = await createDatabase(cluster, `hr_${Math.random().toString(36).slice(2, 8)}`);
+    const url = await createDatabase(cluster(), `hr_${Math.random().toString(36).slice(2, 8)}`);
     const dir = makeTempDir("atomic-host-random-");
     const out = join(dir, "out");
     mkdirSync(out);
@@ -63,12 +55,12 @@ for (const [i, plan] of PLANS.entries()) {
     const said = lineWatcher(run.stdout);
     const err = lineWatcher(run.stderr);
     await waitUntil(() => effects().length >= plan.after, 120_000, `${plan.after} side effects`);
-    cluster.stopServer();
+    cluster().stopServer();
     let back = false;
     const comeBack = () => {
       if (back) return;
       back = true;
-      cluster.startServer();
+      cluster().startServer();
     };
     // The outage's length is what the case is about: the server comes back when it is up (or at once should the root end first).
     const end = setTimeout(comeBack, plan.lastsMs);

@@ -25,34 +25,26 @@
  * asserted.
  */
 
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import fc from "fast-check";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { createDatabase, startCluster, type Cluster } from "../helpers/postgres.ts";
+import { createDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { FIXTURES, cleanUpHosts, counts, marks, startHost } from "./support.ts";
+import { FIXTURES, OUTAGE_SEED, RIDE_OUT, clusterOfThisFile, counts, marks, startHost } from "./support.ts";
 
 const WF = join(FIXTURES, "gated.ts");
-const RIDE_OUT = { journalRetryMs: 120_000, leaseMs: 150_000 };
 /** A service's CPU time over an outage stays below this part of it (one that spun would use a whole core). */
 const MAX_CPU_SHARE = 0.25;
-let cluster: Cluster;
-
-beforeAll(async () => {
-  cluster = await startCluster();
-});
-afterEach(cleanUpHosts);
-afterAll(() => cluster.stop());
-
-const SEED = Number(process.env.FC_SEED?.trim() || Date.now() % 2 ** 31);
+const cluster = clusterOfThisFile();
+const SEED = OUTAGE_SEED;
 const LENGTHS = fc.sample(fc.noBias(fc.integer({ min: 25_000, max: 80_000 })), { seed: SEED, numRuns: 2 });
 
 for (const [i, workers] of [0, 1].entries()) {
   const lastsMs = LENGTHS[i]!;
   test(`the service (--workers ${workers}) and a worker host with postgres away for ${lastsMs / 1000} s mid-stage (FC_SEED=${SEED}): the service backs off and says so, the host keeps its result in its outbox, the run completes with every stage once`, async () => {
-    const url = await createDatabase(cluster, `sh_${Math.random().toString(36).slice(2, 8)}`);
+    const url = await createDatabase(cluster(), `sh_${Math.random().toString(36).slice(2, 8)}`);
     const dir = makeTempDir("atomic-service-host-");
     const home = join(dir, "root");
     const env = { ATOMIC_JOURNAL: url, ATOMIC_JOURNAL_RETRY_MS: String(RIDE_OUT.journalRetryMs) };
@@ -72,7 +64,7 @@ for (const [i, workers] of [0, 1].entries()) {
       const onHost = hostStage(host.processes(), started());
       const cpuBefore = cpuSeconds(serve.pid);
       const downAt = Date.now();
-      cluster.stopServer();
+      cluster().stopServer();
       try {
         writeFileSync(join(dir, `gate-${onHost}`), "");
         await host.log.waitFor(/result of work \S+ kept in the outbox until the journal takes it/, 60_000);
@@ -81,7 +73,7 @@ for (const [i, workers] of [0, 1].entries()) {
         const left = downAt + lastsMs - Date.now();
         if (left > 0) await Bun.sleep(left);
       } finally {
-        cluster.startServer();
+        cluster().startServer();
       }
       const outageCpu = cpuSeconds(serve.pid) - cpuBefore;
       const outageSeconds = (Date.now() - downAt) / 1000;

@@ -11,11 +11,12 @@
  * kill -9 of all of them at once, as a power cut of that machine would be.
  */
 
+import { afterAll, afterEach, beforeAll } from "bun:test";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import type { Fleet, FleetHost } from "../helpers/fleet.ts";
-import { createDatabase, withDatabase } from "../helpers/postgres.ts";
+import { createDatabase, startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
 import { killSpawned, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
@@ -125,6 +126,23 @@ function hostProcesses(home: string, id: string): number[] {
     }
   }
   return pids;
+}
+
+/** Windows and leases longer than the outage tests' outages (25-80 s): a root or a service's drive rides one out. */
+export const RIDE_OUT = { journalRetryMs: 120_000, leaseMs: 150_000 };
+
+/** The seed of a file's random outages: `FC_SEED=<seed>` (printed in the test names) replays them. */
+export const OUTAGE_SEED = Number(process.env.FC_SEED?.trim() || Date.now() % 2 ** 31);
+
+/** A Postgres cluster of the calling file's own (its tests stop and start the server); hosts cleaned up after each test. */
+export function clusterOfThisFile(): () => Cluster {
+  let cluster: Cluster | undefined;
+  beforeAll(async () => {
+    cluster = await startCluster();
+  });
+  afterEach(cleanUpHosts);
+  afterAll(() => cluster?.stop());
+  return () => cluster!;
 }
 
 /** Lines of a marks file (each stage appends one line per execution). */
