@@ -1,7 +1,8 @@
 /**
  * Stages in git worktrees (issue 30; docs/guides/worktrees.md), through
  * dist/atomic on real repositories in temp dirs: three parallel stages
- * editing the same file get three branches and three diffs while the
+ * (shell stages, and agent stages through their sandboxed bash) editing
+ * the same file get three branches and three diffs while the
  * checkout stays untouched; a driver killed with SIGKILL mid-stage is
  * resumed in the same worktree (a lock a killed git left there is removed,
  * one a live git holds is not); `atomic diff` prints a stage's diff;
@@ -11,7 +12,7 @@
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, fixture, groupAlive, makeTempDir, stagePid } from "./support.ts";
@@ -115,6 +116,45 @@ e2eTest("three parallel stages editing the same file: three branches, three diff
   expect(traces(repo).branches.split("\n").length).toBe(3);
 });
 
+e2eTest("three agent stages in parallel worktrees edit the same file through their sandboxed bash: three branches, three diffs, the checkout untouched", async () => {
+  const { startFakeOpenAI, text, toolCall } = await import("../helpers/fake-openai.ts");
+  const escape = `/var/tmp/atomic-agents-escape-${process.pid}`;
+  const server = await startFakeOpenAI((req) => {
+    const name = /you are (\w+)/.exec(String(req.body.messages.find((m) => m.role === "user")!.content))![1]!;
+    const tool = req.body.messages.find((m) => m.role === "tool");
+    // ... and tries to write outside it: refused in the sandbox agent stages get by default
+    if (!tool) return toolCall("bash", { command: `echo "${name} was here" > shared.txt && { echo x > ${escape}-${name} 2>/dev/null || true; } && pwd` });
+    return text(String(tool.content).split("\n").find((l) => l.startsWith("/")) ?? "no pwd");
+  });
+  try {
+    const home = makeTempDir();
+    const repo = makeRepo();
+    const out = join(makeTempDir(), "out.json");
+    const head = git(repo, "rev-parse", "HEAD").trim();
+    const r = await runAtomic(["run", WORKFLOW, "--input", `out=${out}`, "--input", "mode=agents"], { home, cwd: repo, env: { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" } });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const results = JSON.parse(readFileSync(out, "utf8")) as Ws[];
+    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
+    expect(readFileSync(join(repo, "shared.txt"), "utf8")).toBe("base\n");
+    expect(git(repo, "status", "--porcelain")).toBe("");
+    expect(new Set(results.map((ws) => ws.branch)).size).toBe(3);
+    for (const [ws, name] of results.map((ws, i) => [ws, ["one", "two", "three"][i]!] as const)) {
+      expect(ws.baseCommit).toBe(head);
+      // its bash ran in its own worktree
+      expect(ws.pwd).toBe(ws.path);
+      expect(git(repo, "show", `${ws.branch}:shared.txt`)).toBe(`${name} was here\n`);
+      expect(ws.diff).toContain(`-base\n+${name} was here\n`);
+      expect(ws.commits.map((c) => [c.subject, c.auto === true])).toEqual([[`atomic: what stage ${name} left uncommitted`, true]]);
+    }
+    expect(traces(repo)).toMatchObject({ worktrees: 4 });
+    expect(["one", "two", "three"].filter((name) => existsSync(`${escape}-${name}`))).toEqual([]);
+  } finally {
+    for (const name of ["one", "two", "three"]) rmSync(`${escape}-${name}`, { force: true });
+    await server.close();
+  }
+});
+
 /** A run of the "hold" stage in a worktree, its driver and stage killed with SIGKILL while the stage waits. */
 async function killedMidStage() {
   const home = makeTempDir();
@@ -128,7 +168,12 @@ async function killedMidStage() {
   const path = (await waitUntil(() => existsSync(ready) && readFileSync(ready, "utf8").trim(), 30_000, "the stage to start")) as string;
   proc.kill("SIGKILL");
   await proc.exited;
-  process.kill(-pgid, "SIGKILL");
+  // The worker may have ended the stage already, on its driver's death.
+  try {
+    process.kill(-pgid, "SIGKILL");
+  } catch {
+    // ended meanwhile
+  }
   await waitUntil(() => !groupAlive(pgid), 10_000, "the stage's process group to end");
   return { home, repo, dir, out, env, path };
 }
