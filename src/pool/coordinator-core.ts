@@ -58,6 +58,11 @@ export interface CoordinatorCore {
   prepare?(item: WorkItem): Promise<void> | undefined;
   /** Worker ids end in `@<hostId>` on a worker host (the root tells where a stage ran from its result's worker id). */
   readonly hostId?: string;
+  /**
+   * A worker's result for `item` is about to be committed: its session files go to the artifact store first (a
+   * run's own pool on a shared journal, ./shared-sessions.ts); undefined when there is nothing to wait for. Never throws.
+   */
+  shipSession?(item: WorkItem): Promise<void> | undefined;
   /** A worker's result for `workId` is about to be committed (a worker host ships the stage's last files first). Never throws. */
   beforeCommit?(workId: string): Promise<void>;
   /** A worker's result for `workId` as it is committed (a worker host pushes the branch of a stage run in its own worktree). Never throws. */

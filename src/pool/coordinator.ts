@@ -47,6 +47,12 @@ import { Supervisor } from "./supervisor.ts";
 import { takeRoleConfig } from "../shared/self-exec.ts";
 import { writeStopped } from "../journal/sqlite/storage-errors.ts";
 import { isLocalHolderRunning } from "../shared/process-info.ts";
+import { join } from "node:path";
+import type { WorkItem } from "../journal/work-queue.ts";
+import type { StageRequest } from "../runners/types.ts";
+import { artifactStoreFor } from "../artifacts/select.ts";
+import { loadConfig } from "../shared/config/load.ts";
+import { SharedSessions } from "./shared-sessions.ts";
 
 const ROOT_LEASE_CHECK_MS = 500;
 
@@ -84,6 +90,8 @@ class Coordinator implements CoordinatorCore {
   /** The root is stopping (`stop_waiting`): a lost connection to the journal is not waited for. */
   private stopWaiting = false;
   private leaseWatch: ReturnType<typeof setInterval> | undefined;
+  /** On a shared journal: sessions to and from the artifact store (shared-sessions.ts). */
+  private sessions: SharedSessions | undefined;
 
   constructor(readonly config: CoordinatorConfig) {
     this.rootId = config.rootId as RunId;
@@ -125,6 +133,7 @@ class Coordinator implements CoordinatorCore {
     this.attaching = openJournal({ home: c.home, durability: "normal", ...(c.journalUrl ? { journalUrl: c.journalUrl } : {}) }).then(
       (journal) => {
         this.journal = journal;
+        this.sessions = this.sharedSessions(journal);
         if (this.stopWaiting) journal.stopWaiting?.();
         this.attached = true;
         this.leaseWatch = setInterval(() => void this.watchRootLease(), ROOT_LEASE_CHECK_MS);
@@ -133,6 +142,25 @@ class Coordinator implements CoordinatorCore {
       },
       (err: unknown) => this.fatal("worker_lost", `the pool coordinator cannot open the journal: ${ensureError(err).message}`),
     );
+  }
+
+  /** A journal other machines share (it offers an artifact store: Postgres): sessions travel through the store. */
+  private sharedSessions(journal: Journal): SharedSessions | undefined {
+    if (!journal.artifactStore) return undefined;
+    const store = artifactStoreFor(journal, loadConfig({ home: this.config.home }).config);
+    return store ? new SharedSessions(store, join(this.config.home, "artifacts"), (line) => this.log(line)) : undefined;
+  }
+
+  prepare(item: WorkItem): Promise<void> | undefined {
+    return this.sessions?.fetch(item);
+  }
+
+  localize(item: WorkItem): StageRequest | { refused: string; code?: string } {
+    return this.sessions ? this.sessions.localize(item) : (item.descriptor as StageRequest);
+  }
+
+  shipSession(item: WorkItem): Promise<void> | undefined {
+    return this.sessions?.ship(item);
   }
 
   private async watchRootLease(): Promise<void> {

@@ -165,6 +165,12 @@ export class Dispatcher implements WorkDispatch {
    */
   complete(slot: WorkerSlot, msg: CompleteMessage): Promise<void> {
     trace("complete", msg.ref.workId);
+    // A run's own pool on a shared journal: a host on another machine may continue the stage, so its session goes first.
+    const shipping = slot.owns(msg.ref) && slot.item ? this.core.shipSession?.(slot.item) : undefined;
+    return shipping ? shipping.then(() => this.commit(slot, msg)) : this.commit(slot, msg);
+  }
+
+  private commit(slot: WorkerSlot, msg: CompleteMessage): Promise<void> {
     if (this.core.beforeCommit || this.core.keepUncommitted) return this.commitAlone(slot, msg);
     return new Promise<void>((done) => {
       if (this.heard.push({ slot, msg, done }) === 1) setImmediate(() => void this.commitHeard());

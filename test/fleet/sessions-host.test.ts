@@ -146,6 +146,40 @@ test("openai: a conversation continued and forked across hosts carries its messa
   }
 }, 120_000);
 
+test("openai: a conversation continued and forked between the root's own workers and a host of another machine records each call once", async () => {
+  const server = await fakeFor();
+  try {
+    const home = makeTempDir("atomic-fleet-sessions-");
+    const cwd = makeTempDir("atomic-fleet-sessions-cwd-");
+    await Bun.write(join(home, "config.json"), "{}");
+    const env = { ATOMIC_OPENAI_BASE_URL: server.url, OPENAI_API_KEY: "sk-test" };
+    const url = await freshDatabase("fsessroot");
+    // The only host serves queue b, without the root's home (where the root's own workers write their stages' files).
+    await startHost({ url, id: "hb", slots: 1, queues: ["b"], workdir: cwd, env, hide: [home] });
+    // first and third on the root's own worker (the default queue), forked and second on the host.
+    const args = ["run", WORKFLOW, "--journal", url, "--workers", "1", "--json", "--input", "runner=openai", "--input", "queueA=default"];
+    const r = await runAtomic(args, { home, cwd, env, timeoutMs: 120_000 });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!) as { runId: string; outputs: { texts: (string | null)[] } };
+    expect(end.outputs.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
+    const shown = JSON.parse((await runAtomic(["show", end.runId, "--json"], { home, env: { ...env, ATOMIC_JOURNAL: url } })).stdout) as { steps: { name: string; ranOn?: { host: string } }[] };
+    const on = Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]));
+    expect({ forked: on.forked, second: on.second }).toEqual({ forked: "hb", second: "hb" });
+    expect(on.first).not.toBe("hb"); // the root's machine
+    expect(on.third).toBe(on.first);
+    const calls = server.requests.filter((q) => Object.hasOwn(PROMPTS, lastAsk(q)));
+    expect(calls.map(lastAsk)).toEqual(Object.keys(PROMPTS));
+    const said = (q: RecordedRequest) => JSON.stringify(q.body.messages);
+    expect(said(calls[1]!)).toContain("noted: 42");
+    expect(said(calls[2]!)).toContain("noted: 42");
+    expect(said(calls[3]!)).toContain("you gave 42");
+    await expectRunUsage(home, end.runId, STAGES, LEDGER.openai, { ...env, ATOMIC_JOURNAL: url });
+  } finally {
+    await server.close();
+  }
+}, 120_000);
+
 agentTest("pi: a session continued and forked across hosts (a copy of its session file) records each call once", async () => {
   const server = await fakeFor();
   try {
