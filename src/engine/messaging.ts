@@ -39,6 +39,7 @@ import { newId, type RunId } from "../shared/ids.ts";
 import { closeMatches } from "../shared/close-matches.ts";
 import { isPattern, literalPrefix, matchesPath, parseStagePath } from "../intercom/addresses.ts";
 import { IntercomClient } from "../intercom/client.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 import { isLocalHolderDead } from "../shared/process-info.ts";
 import { pinnedFiles, pinnedManifest } from "./pinned-code.ts";
 import { scanStageNames, type StageNames } from "./stage-names.ts";
@@ -442,12 +443,22 @@ export async function notifyDriver(home: string, rootId: RunId, body: Record<str
   }
 }
 
-/** Waits (at most `timeoutMs`) while deliveries of a message to started stages are still queued; returns the states then. */
+/**
+ * How often settledStates reads the journal: it waits for a driver that could not be told (not on a broker, or
+ * on another machine), and the journal notifies nobody of a delivery (SQLite cannot across processes;
+ * docs/design/processes.md "Waiting for another process"). A driver delivers at its next poll (250 ms).
+ */
+const SETTLE_BACKOFF: Backoff = { firstMs: 25, maxMs: 250, jitter: 0.2 };
+
+/**
+ * Waits (at most `timeoutMs`) while deliveries of a message to started stages are still queued; returns the
+ * states then. For a driver that could not be told: one that can answers a `mail` request once they settled.
+ */
 export async function settledStates(journal: Journal, rootId: RunId, messageId: string, timeoutMs: number): Promise<DeliveryView[]> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  for (let look = 0; ; look++) {
     const states = await deliveryStates(journal, rootId, messageId);
     if (!states.some((d) => d.state === "queued" && d.started) || Date.now() >= deadline) return states;
-    await Bun.sleep(50);
+    await Bun.sleep(Math.min(backoffDelay(SETTLE_BACKOFF, look), Math.max(0, deadline - Date.now())));
   }
 }

@@ -38,7 +38,7 @@ import { StageTools, type ToolStage } from "./mail/stage-tools.ts";
 import { StageToolsClient } from "../intercom/stage-tools.ts";
 import { setRunToolsPort } from "../runners/run-tools.ts";
 import type { DriverRequest } from "./mail/requests.ts";
-import { answerPrompt, deliveryStates, sendMessage } from "./messaging.ts";
+import { answerPrompt, deliveryStates, sendMessage, type DeliveryView } from "./messaging.ts";
 import type { MailTree } from "./mail/mail-tree.ts";
 
 export { MAIL_POLL_MS };
@@ -287,6 +287,22 @@ export class TreeMail {
     this.link?.tick();
   }
 
+  /**
+   * The delivery states of a message, once none is queued for a started stage any more or `waitMs` has passed:
+   * each delivery pass (this driver's poll, a stage starting) is a moment one may have changed.
+   */
+  private async settled(messageId: string, waitMs: number): Promise<DeliveryView[]> {
+    const until = Date.now() + waitMs;
+    let states = await deliveryStates(this.tree.journal, this.rootId, messageId);
+    while (states.some((d) => d.state === "queued" && d.started) && Date.now() < until && !this.closed) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([this.delivery.nextPass(), new Promise<void>((resolve) => (timer = setTimeout(resolve, until - Date.now())))]);
+      clearTimeout(timer);
+      states = await deliveryStates(this.tree.journal, this.rootId, messageId);
+    }
+    return states;
+  }
+
   /** A validated request from intercom (mail/requests.ts); the journal stays the source of truth. */
   private async onRequest(req: DriverRequest): Promise<unknown> {
     const { journal } = this.tree;
@@ -301,7 +317,7 @@ export class TreeMail {
       case "mail":
         this.delivery.mailSeen = true;
         await this.pump();
-        return { ok: true, ...(r.messageId !== undefined ? { deliveries: await deliveryStates(journal, this.rootId, r.messageId) } : {}) };
+        return { ok: true, ...(r.messageId !== undefined ? { deliveries: await this.settled(r.messageId, r.waitMs ?? 0) } : {}) };
       case "answer": {
         const run = await journal.getRun(this.rootId);
         const result = await answerPrompt(journal, run!, r.promptId, r.answer, r.by ?? req.from ?? "intercom");

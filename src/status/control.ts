@@ -135,7 +135,7 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
       const { sent, attached } = await sendAttached(journal, request, files, opts.home ? join(opts.home, "artifacts") : "", run.rootId);
       const withFiles = attached ? { ...sent, attachmentsDir: attached.dir } : sent;
       if (!opts.home || !sent.deliveries.some((d) => d.state === "queued" && d.started) || !(await isDriven(journal, sent.runId))) return withFiles;
-      const reply = await notifyDriver(opts.home, sent.runId, { type: "mail", messageId: sent.messageId });
+      const reply = await notifyDriver(opts.home, sent.runId, { type: "mail", messageId: sent.messageId, waitMs: 2_000 }, 4_000);
       const told = reply?.deliveries as DeliveryView[] | undefined;
       return { ...withFiles, deliveries: told ?? (await settledStates(journal, sent.runId, sent.messageId, 2_000)) };
     },

@@ -60,9 +60,10 @@ export default defineCommand({
     let deliveries = sent.deliveries;
     const waiting = deliveries.some((d) => d.state === "queued" && d.started);
     if (waiting && (await isDriven(journal, sent.runId))) {
-      const reply = await notifyDriver(s.globals.home, sent.runId, { type: "mail", messageId: sent.messageId });
+      // The driver answers once the deliveries settled (or at LIVE_WAIT_MS); one it cannot reach is waited for in the journal.
+      const reply = await notifyDriver(s.globals.home, sent.runId, { type: "mail", messageId: sent.messageId, waitMs: LIVE_WAIT_MS }, LIVE_WAIT_MS + 2_000);
       const told = reply?.deliveries as DeliveryView[] | undefined;
-      deliveries = told && !told.some((d) => d.state === "queued" && d.started) ? told : await settledStates(journal, sent.runId, sent.messageId, LIVE_WAIT_MS);
+      deliveries = told ?? (await settledStates(journal, sent.runId, sent.messageId, LIVE_WAIT_MS));
     }
     // Possibly a typo: said on stderr, with the close matches (also in --json, as `warning`).
     if (sent.warning) s.warn(sent.warning);

@@ -40,6 +40,8 @@ export class DeliveryPump {
   private readonly live = new Map<string, LiveStage>();
   private pumping: Promise<void> | undefined;
   private pumpAgain = false;
+  /** Who waits for the end of the next pass (`nextPass`). */
+  private passWaiters: (() => void)[] = [];
   /** Whether the journal has shown this tree any mail (from then on every pass reads the queue). */
   mailSeen = false;
   /** This turn's answer of anyMail(). */
@@ -86,9 +88,15 @@ export class DeliveryPump {
         } while (this.pumpAgain && !this.closed);
       } finally {
         this.pumping = undefined;
+        for (const resolve of this.passWaiters.splice(0)) resolve();
       }
     })();
     return this.pumping;
+  }
+
+  /** Resolves when the next pass (or the one running) has ended: a delivery it made is recorded by then. */
+  nextPass(): Promise<void> {
+    return new Promise((resolve) => this.passWaiters.push(resolve));
   }
 
   kick(): void {
@@ -118,6 +126,7 @@ export class DeliveryPump {
   async close(): Promise<void> {
     this.closed = true;
     await this.pumping?.catch(() => {});
+    for (const resolve of this.passWaiters.splice(0)) resolve();
   }
 
   private async pumpOnce(): Promise<void> {

@@ -4,8 +4,10 @@
  * anything acts on them.
  *
  * To `<root id>` (the run tree's session), a request with a `type`:
- * - `{ type: "mail", messageId? }`: messages were queued in the journal;
- *   deliver now. The reply carries that message's delivery states.
+ * - `{ type: "mail", messageId?, waitMs? }`: messages were queued in the
+ *   journal; deliver now. The reply carries that message's delivery states,
+ *   after up to `waitMs` more of delivery passes while some of them are
+ *   still queued for a stage that has started.
  * - `{ type: "answer", promptId, answer, by? }`: answer a ctx.ask question
  *   (recorded in the journal first, like `atomic answer`).
  * - `{ type: "poke" }`: look at the journal now (an answer was recorded by
@@ -30,7 +32,7 @@ import * as v from "valibot";
 import { MESSAGE_MODES } from "../../journal/messages.ts";
 
 export const RootRequestSchema = v.variant("type", [
-  v.object({ type: v.literal("mail"), messageId: v.optional(v.string()) }),
+  v.object({ type: v.literal("mail"), messageId: v.optional(v.string()), waitMs: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(60_000))) }),
   v.object({ type: v.literal("answer"), promptId: v.string(), answer: v.string(), by: v.optional(v.string()) }),
   v.object({ type: v.literal("poke") }),
   v.object({ type: v.literal("control") }),
