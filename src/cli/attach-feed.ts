@@ -73,8 +73,9 @@ export class AttachFeed {
   /** Gone hosts already said, by stage, attempt and host. */
   private readonly hostsSaid = new Set<string>();
   private lastHostCheck = 0;
-  /** Called once the run, or the one stage followed, ended. */
+  /** Called once the run, or the one stage followed, ended (once: a stage's end and its run's can come in one poll). */
   onEnded: (status: string) => void = () => {};
+  private endSaid = false;
 
   private constructor(
     private readonly journal: Journal,
@@ -221,6 +222,12 @@ export class AttachFeed {
     }
   }
 
+  private ended(status: string): void {
+    if (this.endSaid) return;
+    this.endSaid = true;
+    this.onEnded(status);
+  }
+
   private onJournal(e: JournalEvent): void {
     const p = (e.payload ?? {}) as Record<string, unknown>;
     if (e.runId === this.root.id && e.type === EVENT.statusChanged && typeof p.to === "string" && p.to !== "running") {
@@ -228,7 +235,7 @@ export class AttachFeed {
       const active = this.model.active;
       const focus = this.model.focus;
       for (const ref of active.length ? active : focus ? [focus] : []) this.model.add(ref, { kind: "state", state: "ended", attempt: 0, status: p.to, text: `the run ended: ${p.to}` });
-      this.onEnded(p.to);
+      this.ended(p.to);
       return;
     }
     for (const ref of this.model.followed) {
@@ -243,7 +250,7 @@ export class AttachFeed {
       } else if (e.type === EVENT.checkpoint && e.key === ref.position) {
         const status = String((p.result as { status?: string } | undefined)?.status ?? "completed");
         this.model.add(ref, { kind: "state", state: "ended", attempt, status, text: `the stage ended: ${status}` });
-        if (this.only !== undefined) this.onEnded(status);
+        if (this.only !== undefined) this.ended(status);
       }
     }
   }

@@ -81,6 +81,8 @@ for (const [who, offset] of [
       expectInOrder(liveWords(), "attach's live words");
       expectInOrder(streamed, "the stage stream's live words");
       expect(out.lines.filter((l) => /worker host skewed.*gone/.test(l))).toEqual([]);
+      // Said once, though the stage's end and its run's came together.
+      expect(out.lines.filter((l) => l.includes('"type":"ended"'))).toHaveLength(1);
       await served.proc.exited;
     } finally {
       await fake.close();
