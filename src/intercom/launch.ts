@@ -25,9 +25,16 @@ import { PROCESS_MARKERS } from "../shared/run-processes.ts";
 import { childEnv } from "../shared/config/environment.ts";
 import { loadConfig } from "../shared/config/load.ts";
 import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 
 export const BROKER_ROLE = ROLE.broker;
-const POLL_MS = 25;
+/**
+ * How often a starter tries the broker's socket while the broker comes up: neither the broker (detached, its
+ * output in broker.log) nor another starter holding the spawn lock tells anyone when it listens, so the tries
+ * back off, from 5 ms (a broker listens within some tens of ms) to at most every 100 ms, up to
+ * timeouts.brokerStartMs (docs/design/processes.md "Waiting for another process").
+ */
+const START_BACKOFF: Backoff = { firstMs: 5, maxMs: 100, jitter: 0.2 };
 const MAX_LOG_BYTES = 1024 * 1024;
 
 /** The command that starts a broker for `home` (this binary, or bun + the entry file from source). */
@@ -71,6 +78,7 @@ export async function connectBroker(home: string, opts: ConnectOptions = {}): Pr
   const startTimeoutMs = loadConfig({ home }).config.timeouts?.brokerStartMs ?? CONFIG_DEFAULTS.timeouts.brokerStartMs;
   const deadline = Date.now() + startTimeoutMs;
   let spawned: { pid: number; exited: () => boolean } | undefined;
+  let look = 0;
   for (;;) {
     const lock = tryLock(paths.lockFile);
     if (lock) {
@@ -82,7 +90,7 @@ export async function connectBroker(home: string, opts: ConnectOptions = {}): Pr
           const link = await Link.open(paths.socket, role, opts.handlers).catch(() => undefined);
           if (link) return link;
           if (spawned.exited()) break;
-          await Bun.sleep(POLL_MS);
+          await Bun.sleep(backoffDelay(START_BACKOFF, look++));
         }
       } finally {
         unlock(lock);
@@ -93,7 +101,7 @@ export async function connectBroker(home: string, opts: ConnectOptions = {}): Pr
     const link = await Link.open(paths.socket, role, opts.handlers).catch(() => undefined);
     if (link) return link;
     if (Date.now() > deadline) throw unavailable(`the intercom broker did not start within ${startTimeoutMs} ms; its log: ${paths.logFile}${logTail(paths.logFile)}`);
-    await Bun.sleep(POLL_MS);
+    await Bun.sleep(backoffDelay(START_BACKOFF, look++));
   }
 }
 
