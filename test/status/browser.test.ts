@@ -50,7 +50,10 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
   test("the run page follows a run with a fan-out and a child workflow to its end, live", async () => {
     const home = makeTempDir();
     const { proc: server, url, login } = await startServe(home);
-    const run = await startRun(home, ["pause=0.7"]);
+    // The run waits at its gate stage until the page has seen a stage running: on a busy machine it could
+    // otherwise end before the page is signed in, and the page would read a finished run.
+    const gate = join(home, "gate-open");
+    const run = await startRun(home, ["pause=0.7", `gate=${gate}`]);
     const { page, errors } = await newPage();
     try {
       // before signing in: the sign-in page, no data
@@ -64,15 +67,18 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       // a stage is seen running: the page is following the run, not reading a finished one
       await page.waitForSelector('svg.graph g.node[data-status="running"]', { timeout: 30_000 });
       await page.screenshot({ path: join(ARTIFACTS, "run-live.png"), fullPage: true });
+      writeFileSync(gate, "");
       await page.waitForFunction(() => document.body.dataset.runStatus === "completed", undefined, { timeout: 60_000 });
       expect(await run.proc.exited).toBe(0);
       const statuses = await nodeStatuses(page);
-      expect(statuses).toEqual({ prepare: "completed", lint: "completed", test: "completed", build: "completed", report: "completed", publish: "completed" });
+      expect(statuses).toEqual({ prepare: "completed", lint: "completed", test: "completed", build: "completed", gate: "completed", report: "completed", publish: "completed" });
       expect(await page.$$eval("svg.graph g.group", (els) => els.map((e) => e.textContent))).toEqual([expect.stringContaining("summarize")]);
-      expect(await page.$$eval("svg.graph path.edge", (els) => els.length)).toBe(7);
+      expect(await page.$$eval("svg.graph path.edge", (els) => els.length)).toBe(8);
       expect(await page.evaluate(() => window.noReload)).toBe(true);
-      expect(Number(await page.evaluate(() => document.body.dataset.renders))).toBeGreaterThan(2);
-      expect(await page.textContent("#t-stages b")).toBe("6 done");
+      // Live: it showed a stage running, then the run's end, without a reload. How many updates it drew between
+      // depends on the machine (a busy one coalesces the run's events into one fetch): at least that one.
+      expect(Number(await page.evaluate(() => document.body.dataset.renders))).toBeGreaterThanOrEqual(2);
+      expect(await page.textContent("#t-stages b")).toBe("7 done");
 
       // a stage's output, stdout and stderr
       await page.click('svg.graph g.node[data-name="test"]');
@@ -97,7 +103,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.goto(url);
       const row = page.locator(`tr[data-run="${run.id}"]`);
       await row.waitFor();
-      expect(await row.locator("td").allTextContents()).toEqual(["", run.id, "pipeline", "completed", "cli", expect.any(String), expect.any(String), "6 done", ""]); // first: the bulk-action checkbox; then id, workflow, status, origin, started, duration
+      expect(await row.locator("td").allTextContents()).toEqual(["", run.id, "pipeline", "completed", "cli", expect.any(String), expect.any(String), "7 done", ""]); // first: the bulk-action checkbox; then id, workflow, status, origin, started, duration
       await page.selectOption('select[aria-label="status"]', "failed");
       await page.waitForFunction(() => document.querySelector("tbody td")?.textContent === "no run matches the filter" || document.querySelector("tbody td")?.textContent?.startsWith("no runs yet"));
       await page.selectOption('select[aria-label="status"]', "");
