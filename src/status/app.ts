@@ -67,6 +67,9 @@ type Status = 400 | 401 | 403 | 404 | 409 | 413 | 500 | 501 | 503;
 /** The most bytes a request body may have (controls, messages and answers are small JSON). */
 export const MAX_BODY_BYTES = 64 * 1024;
 
+/** The most runs one bulk action takes (named or matched by a filter). */
+const BULK_MAX = 500;
+
 function fail(c: Context, status: Status, code: string, message: string, hint?: string): Response {
   return c.json({ error: { code, message, ...(hint ? { hint } : {}) } }, status);
 }
@@ -427,17 +430,22 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   app.post("/api/runs/:id/rerun", runAction((s, run, body) => s.rerun(run.id, objectField(body, "inputs")), 201));
   // A new run going live at a step, as `atomic fork --at`: `{ "at": "<step name or #position>" }`; 201 `{ runId, from }`.
   app.post("/api/runs/:id/fork", runAction((s, run, body) => s.fork(run.id, stringField(body, "at")), 201));
-  // One action over several runs: `{ "action": "cancel" | "resume", "runs": ["<id>", ...] }`; 200 `{ action, results: [{ runId, ok, error? }] }`.
+  // One action over several runs: `{ "action": "cancel" | "resume", "runs": ["<id>", ...] }`, or `"filter"` instead of
+  // `"runs"`: the run list's query (`GET /api/runs` without paging, e.g. "status=crashed&workflow=nightly"), for every
+  // run it matches, at most 500; 200 `{ action, results: [{ runId, ok, error? }] }`.
   app.post("/api/runs/bulk", async (c) => {
     const body = jsonBody(c);
-    const { action, runs } = (body && typeof body === "object" ? body : {}) as { action?: unknown; runs?: unknown };
+    const { action, runs, filter } = (body && typeof body === "object" ? body : {}) as { action?: unknown; runs?: unknown; filter?: unknown };
     if (action !== "cancel" && action !== "resume") return fail(c, 400, "unknown_action", `action must be cancel or resume, got ${JSON.stringify(action)}`, 'send {"action": "cancel", "runs": ["<run id>", ...]}');
-    if (!Array.isArray(runs) || runs.some((r) => typeof r !== "string")) return fail(c, 400, "bad_body", '"runs" must be a list of run ids', 'send {"action": "cancel", "runs": ["<run id>", ...]}');
-    if (runs.length === 0) return fail(c, 400, "no_runs", "no runs were selected, so there is nothing to " + action, "select runs in the list, or name them in \"runs\"");
-    if (runs.length > 500) return fail(c, 400, "too_many_runs", `at most 500 runs at once, got ${runs.length}`, "send them in smaller batches");
+    if (runs !== undefined && filter !== undefined) return fail(c, 400, "bad_body", 'send either "runs" or "filter", not both', 'send {"action": "cancel", "filter": "status=crashed"}');
+    const ids = filter === undefined ? runs : await filteredRuns(c, filter, action);
+    if (ids instanceof Response) return ids;
+    if (!Array.isArray(ids) || ids.some((r) => typeof r !== "string")) return fail(c, 400, "bad_body", '"runs" must be a list of run ids', 'send {"action": "cancel", "runs": ["<run id>", ...]}');
+    if (ids.length === 0) return fail(c, 400, "no_runs", "no runs were selected, so there is nothing to " + action, "select runs in the list, or name them in \"runs\"");
+    if (ids.length > BULK_MAX) return fail(c, 400, "too_many_runs", `at most ${BULK_MAX} runs at once, got ${ids.length}`, "send them in smaller batches");
     if (action === "resume" && !starter) return notAService(c);
     const results = [];
-    for (const id of runs as string[]) {
+    for (const id of ids as string[]) {
       const found = await source.findRun(id);
       if ("miss" in found) {
         results.push({ runId: id, ok: false, error: { code: found.miss, message: found.message } });
@@ -455,6 +463,22 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     source.invalidate();
     return c.json({ action, results });
   });
+  /** The ids of every run a bulk action's filter (the run list's query, paging left out) matches, or the refusal. */
+  async function filteredRuns(c: Context, filter: unknown, action: string): Promise<string[] | Response> {
+    const example = 'send {"action": "cancel", "filter": "status=crashed&workflow=nightly"}';
+    if (typeof filter !== "string") return fail(c, 400, "bad_body", '"filter" must be the run list\'s query, a string', example);
+    const params = new URLSearchParams(filter.replace(/^\?/, ""));
+    params.delete("limit");
+    params.delete("offset");
+    // An empty filter would take every run of the journal: a person asks for that by naming what they mean.
+    if ([...params.values()].every((v) => v.trim() === "")) return fail(c, 400, "empty_filter", `the filter names nothing to match, so it would ${action} every run`, example);
+    const q = readRunListQuery({ one: (name) => (name === "limit" ? String(BULK_MAX) : (params.get(name) ?? undefined)), all: (name) => params.getAll(name) });
+    if (isQueryProblem(q)) return fail(c, 400, q.code, q.message, q.hint);
+    const page = await source.listRuns(q);
+    if (page.total === 0) return fail(c, 400, "no_runs", `no runs match the filter, so there is nothing to ${action}`, "change the filter");
+    if (page.total > BULK_MAX) return fail(c, 400, "too_many_runs", `${page.total} runs match the filter; at most ${BULK_MAX} are acted on at once`, "narrow the filter (a status, a workflow, a time range)");
+    return page.runs.map((r) => r.id);
+  }
 
   // Tokens (cache included) and money over root runs, as `atomic usage --json` prints them: `{ by, since, runs, groups,
   // total, topRuns }`. `by`: workflow (default), stage, model, runner or day (UTC); `since`: an ISO date or time or an

@@ -76,21 +76,25 @@
     const prev = h("button", { class: "btn", id: "page-newer", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
     const next = h("button", { class: "btn", id: "page-older", text: "older →", onclick: () => { offset += limit; sync(); load(); } });
     const problem = h("div");
-    // Ticked runs (by id), kept across reloads of the list while they are on it.
+    // Ticked runs (by id), kept across reloads of the list while they are on it; or, once asked for with every run of
+    // this page ticked, every run matching the list's filter (`matching`: that filter's query, dropped when it changes).
     const picked = new Set();
+    let matching = null;
     const pickAll = h("input", { type: "checkbox", id: "pick-all", "aria-label": "select every run on this page", onchange: () => {
       for (const r of rows()) { if (pickAll.checked) picked.add(r.id); else picked.delete(r.id); }
+      if (!pickAll.checked) matching = null;
       render();
     } });
+    const allMatching = h("div", { class: "bulk-all muted", id: "bulk-all", hidden: true });
     const starting = startForm();
-    const bulk = bulkBar(() => [...picked], () => { picked.clear(); load(); });
+    const bulk = bulkBar(() => (matching !== null ? { filter: matching, count: data.total } : { runs: [...picked] }), () => { picked.clear(); matching = null; load(); });
     // The schedules (read-only: atomic schedule changes them), shown when there are any.
     const schedBody = h("tbody");
     const schedCard = h("div", { class: "card", id: "schedules", hidden: true },
       h("h2", { text: "schedules" }),
       h("table", { class: "runs schedules" }, h("thead", {}, h("tr", {}, ["schedule", "cron", "workflow", "state", "next tick", "last run"].map((c) => h("th", { text: c })))), schedBody));
     fill($main, starting.form, h("div", { class: "card" },
-      h("div", { class: "toolbar" }, select, originSelect, search, workflowInput, sinceInput, untilInput, tagInput, count, starting.button), bulk, problem,
+      h("div", { class: "toolbar" }, select, originSelect, search, workflowInput, sinceInput, untilInput, tagInput, count, starting.button), bulk, allMatching, problem,
       h("table", { class: "runs" }, h("thead", {}, h("tr", {}, h("th", {}, pickAll), ["run", "workflow", "status", "origin", "started", "duration", "stages", "cost"].map((c) => h("th", { text: c })))), body),
       h("div", { class: "pager" }, prev, pageInfo, next)), schedCard);
 
@@ -123,10 +127,9 @@
     async function load() {
       clearTimeout(timer);
       try {
-        const q = new URLSearchParams({ limit: String(limit), offset: String(offset) });
-        if (status) q.set("status", status);
-        for (const k of ["q", "workflow", "since", "until", "origin"]) if (filters[k]) q.set(k, filters[k]);
-        for (const t of filters.tag.split(/\s+/).filter(Boolean)) q.append("tag", t);
+        const q = new URLSearchParams(filterQuery());
+        q.set("limit", String(limit));
+        q.set("offset", String(offset));
         const asked = ++loads;
         const got = await api(`/api/runs?${q}`);
         if (asked !== loads) return; // a later search was sent meanwhile: its answer is the one to show
@@ -142,6 +145,14 @@
       }
       timer = setTimeout(load, document.visibilityState === "visible" ? 2000 : 10000);
     }
+    /** The list's filter as the API's query (no paging): what "every run matching the list" means, here and to the server. */
+    function filterQuery() {
+      const q = new URLSearchParams();
+      if (status) q.set("status", status);
+      for (const k of ["q", "workflow", "since", "until", "origin"]) if (filters[k]) q.set(k, filters[k]);
+      for (const t of filters.tag.split(/\s+/).filter(Boolean)) q.append("tag", t);
+      return q.toString();
+    }
     function rows() {
       return data ? data.runs : [];
     }
@@ -150,6 +161,7 @@
       const shown = rows();
       for (const id of [...picked]) if (!data.runs.some((r) => r.id === id)) picked.delete(id);
       pickAll.checked = shown.length > 0 && shown.every((r) => picked.has(r.id));
+      renderAllMatching(shown.length);
       count.textContent = `${data.total} run${data.total === 1 ? "" : "s"}`;
       prev.disabled = offset === 0;
       const pages = Math.max(1, Math.ceil(data.total / limit));
@@ -173,6 +185,17 @@
           h("td", { "data-label": "stages", text: stageSummary(st) }),
           h("td", { "data-label": "cost", text: r.usage ? fmtCost(r.usage.costMicroUsd) : "" })));
       }
+    }
+    /** With this page's runs all ticked and more matching on other pages: offer (or say) every run matching the list. */
+    function renderAllMatching(shown) {
+      const query = filterQuery();
+      if (matching !== null && (matching !== query || !pickAll.checked)) matching = null;
+      allMatching.hidden = !(pickAll.checked && data.total > shown);
+      if (allMatching.hidden) return;
+      const n = `${data.total} run${data.total === 1 ? "" : "s"}`;
+      fill(allMatching, matching !== null
+        ? [`All ${n} matching the list are selected. `, h("button", { class: "btn", id: "bulk-all-clear", type: "button", text: "select this page's only", onclick: () => { matching = null; render(); } })]
+        : [`The ${shown} runs of this page are selected. `, h("button", { class: "btn", id: "bulk-all-pick", type: "button", text: `select all ${n} matching the list`, onclick: () => { matching = query; render(); } })]);
     }
     load();
   }

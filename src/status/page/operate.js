@@ -110,15 +110,19 @@
 
   // ------------------------------------------------------------ bulk actions
 
-  /** Cancel and Resume over the runs whose boxes are ticked (`picked()` gives their ids). */
+  /**
+   * Cancel and Resume over the runs ticked: `picked()` gives `{ runs: [ids] }`, or `{ filter, count }` for every run
+   * matching the list's filter (the server lists them again when it acts).
+   */
   function bulkBar(picked, done) {
     const result = h("span", { id: "bulk-result", class: "muted", role: "status" });
     const act = async (action, verb) => {
-      const runs = picked();
-      if (runs.length === 0) { result.textContent = "select runs first"; return; }
-      if (!confirm(`${verb} ${runs.length} run${runs.length === 1 ? "" : "s"}?`)) return;
+      const chosen = picked();
+      const n = chosen.runs ? chosen.runs.length : chosen.count;
+      if (n === 0) { result.textContent = "select runs first"; return; }
+      if (!confirm(`${verb} ${n} run${n === 1 ? "" : "s"}${chosen.filter !== undefined ? " matching the list" : ""}?`)) return;
       try {
-        const r = await post("/api/runs/bulk", { action, runs });
+        const r = await post("/api/runs/bulk", chosen.runs ? { action, runs: chosen.runs } : { action, filter: chosen.filter });
         const failed = r.results.filter((x) => !x.ok);
         result.className = failed.length ? "error" : "muted";
         result.textContent = `${action === "cancel" ? "cancelled" : "resumed"} ${r.results.length - failed.length} of ${r.results.length}${failed.map((f) => `\n${f.runId}: ${f.error.message}`).join("")}`;
