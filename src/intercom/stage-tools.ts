@@ -22,11 +22,13 @@
 
 import { readToolAttachments } from "../artifacts/tool-attachments.ts";
 import { IntercomClient } from "./client.ts";
+import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 import { MAX_ASK_TIMEOUT_MS } from "./protocol/index.ts";
 
 /** How long a call waits for the root to join a broker it just started. */
 const JOIN_WAIT_MS = 10_000;
-const RETRY_MS = 100;
+/** Tries while the root joins: soon at first (it joins within about a second of its broker starting), then less often. */
+const JOIN_RETRY: Backoff = { firstMs: 25, maxMs: 1_000, jitter: 0.2 };
 /** What the root may take on top of the tool's own wait (a journal write, a delivery pass). */
 const MARGIN_MS = 15_000;
 
@@ -52,7 +54,7 @@ export class StageToolsClient {
     }
     const waitS = tool === "ask_agent" && typeof args.timeout_s === "number" ? args.timeout_s : 0;
     const deadline = Date.now() + JOIN_WAIT_MS;
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
       if (signal.aborted) return { ok: false, output: "error: the stage was stopped before the run answered" };
       try {
         const client = await (this.client ??= IntercomClient.connect({ home: this.home, role: "stage-tools", reconnect: true }).catch((err: unknown) => {
@@ -68,7 +70,7 @@ export class StageToolsClient {
         const code = (err as { code?: string }).code;
         const retry = (code === "no_session" || code === "intercom_unavailable") && Date.now() < deadline;
         if (!retry) return { ok: false, output: `error: the run could not be reached (${(err as Error).message}); try again later` };
-        await new Promise((r) => setTimeout(r, RETRY_MS));
+        await Bun.sleep(Math.min(backoffDelay(JOIN_RETRY, attempt), Math.max(0, deadline - Date.now())));
       }
     }
   }
