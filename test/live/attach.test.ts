@@ -3,7 +3,9 @@
  * provider: the conversation so far, then live text and tool calls; a typed steer, a /followup and an
  * /interrupt reach the model in the same conversation (the provider's request log shows them); the view
  * survives a SIGKILL of the stage's worker and follows the attempt started again; a finished stage prints
- * its transcript and says it ended; an unknown run or stage is one sentence and a hint.
+ * its transcript and says it ended; an unknown run or stage is one sentence and a hint; /help lists the
+ * commands, a malformed /answer or an unknown command is said and sends nothing, /detach leaves the stage
+ * running.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -150,6 +152,43 @@ e2eTest("attach without STAGE follows the run's active stages; Tab switches, and
     await t.waitFor("the run ended: completed");
     expect(await t.exited()).toBe(0);
     expect(await proc.exited).toBe(0);
+  } finally {
+    tmux?.kill();
+    await fake.close();
+  }
+});
+
+e2eTest("attach's /help lists the commands, a malformed or unknown command is said and sends nothing, /detach leaves with the stage going on", async () => {
+  const gate = Promise.withResolvers<void>();
+  const fake = await startFakeOpenAI(() => ({ text: "Done at last.", hold: gate.promise }));
+  const home = makeTempDir("atomic-attach-cmds-");
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+  let tmux: Tmux | undefined;
+  try {
+    const run = await startChat(home, env, ["--workers", "1"]);
+    await fake.requestMatching();
+    const t = Tmux.atomic(["attach", run.runId, "chat"], { home, env, cols: 120, rows: 40 });
+    tmux = t;
+    await t.waitFor("attached to chat");
+    t.type("/help");
+    t.keys("Enter");
+    await t.waitFor("/answer ID TEXT     answer a question of the run");
+    await t.waitFor("/detach             leave (Ctrl-C, Ctrl-D too); the stage goes on");
+    t.type("/answer q1");
+    t.keys("Enter");
+    await t.waitFor("/answer needs a question id and a text: /answer ID TEXT");
+    t.type("/bogus now");
+    t.keys("Enter");
+    await t.waitFor("unknown command /bogus; /help lists them");
+    t.type("/detach");
+    t.keys("Enter");
+    expect(await t.exited()).toBe(0);
+    // Nothing was sent to the stage, which goes on and completes once its call is answered.
+    const inbox = JSON.parse((await runAtomic(["inbox", run.runId, "--json"], { home, env })).stdout) as { stages: { messages: unknown[] }[] };
+    expect(inbox.stages.flatMap((st) => st.messages)).toEqual([]);
+    gate.resolve();
+    expect(await run.proc.exited).toBe(0);
+    expect(fake.requests.length).toBe(1);
   } finally {
     tmux?.kill();
     await fake.close();
