@@ -14,7 +14,9 @@
  *   CLI's sentence;
  * - the tag filter of the run list (runs tagged with `atomic run --tag`
  *   and ctx.tag);
- * - Resume of a crashed run (its driver killed) from its page.
+ * - Resume of a crashed run (its driver killed) from its page, driven by a
+ *   detached atomic resume (a service without recovery; its output named),
+ *   and of a failed run with the service recovering: left to the service.
  *
  * At each step of these flows (the form with its refusal, the rerun
  * editor, the picked step with its Fork button, the forked run, the tag
@@ -172,12 +174,38 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       await checkLayout(page, "resume");
       await page.click("#btn-resume");
       await page.waitForFunction(runStatusIs("running"), "running", { timeout: 30_000 });
+      // A service without recovery does not take the run: a detached atomic resume drives it, its output named.
+      await page.waitForFunction(() => /^resumed by a detached atomic resume; its output: \/.+$/.test(document.querySelector("#run-action-result")?.textContent ?? ""), undefined, { timeout: 30_000 });
       expect(await page.isVisible("#btn-resume")).toBe(false);
       writeFileSync(gate, "");
       await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 60_000 });
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
+      await closePageAndServer(page, server);
+    }
+  }, 180_000);
+  test("Resume of a failed run with the service recovering: left to the service, which drives it to its end", async () => {
+    const home = makeTempDir();
+    homes.push(home);
+    const dir = makeTempDir();
+    const gate = join(dir, "ready");
+    const file = join(dir, "flaky.ts");
+    writeFileSync(file, `import { workflow } from "atomic";\nexport default workflow({ name: "flaky", run: async (ctx) => ({ ok: (await ctx.shell("check", "test -f '${gate}' && echo ready")).text.trim() }) });\n`);
+    const { proc: server, url, login } = await startServe(home);
+    const { page, errors } = await newPage();
+    try {
+      const failed = await startRun(home, file, []);
+      expect(await failed.proc.exited).not.toBe(0);
+      writeFileSync(gate, "");
+      await signIn(page, login, url);
+      await page.goto(`${url}runs/${failed.id}`);
+      await page.waitForFunction(runStatusIs("failed"), "failed", { timeout: 30_000 });
+      await page.click("#btn-resume");
+      await page.waitForFunction(() => document.querySelector("#run-action-result")?.textContent === "resumed: left to the service, which drives it on (and resumes it again should it stop)", undefined, { timeout: 30_000 });
+      await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 60_000 });
+      expect(errors).toEqual([]);
+    } finally {
       await closePageAndServer(page, server);
     }
   }, 180_000);

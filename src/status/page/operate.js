@@ -143,7 +143,13 @@
   /** Resume and Rerun for a run that stopped or ended (root runs only); updated on every render. */
   function runActions(runId) {
     const result = h("p", { id: "run-action-result", role: "status", hidden: true });
-    const resume = h("button", { class: "btn", id: "btn-resume", type: "button", text: "Resume", hidden: true, onclick: () => act(() => post(`/api/runs/${runId}/resume`, {}), resume, false) });
+    // Who drives it on, once resumed: the service (which resumes it again should that drive stop), or a detached
+    // `atomic resume` (a service without recovery; its output file named), as `atomic resume --detach` says.
+    const resume = h("button", { class: "btn", id: "btn-resume", type: "button", text: "Resume", hidden: true, onclick: () => act(() => post(`/api/runs/${runId}/resume`, {}), resume, (r) => {
+      result.hidden = false;
+      result.className = "muted";
+      result.textContent = r.drivenBy === "service" ? "resumed: left to the service, which drives it on (and resumes it again should it stop)" : `resumed by a detached atomic resume; its output: ${r.logPath}`;
+    }) });
     const inputs = h("textarea", { id: "rerun-inputs", rows: 4, "aria-label": "inputs (JSON)" });
     const rerunGo = h("button", { class: "btn", id: "rerun-go", type: "submit", text: "Start the rerun" });
     const rerunForm = h("form", { id: "rerun-form", class: "rerun", hidden: true, onsubmit: (ev) => { ev.preventDefault(); rerun(); } },
@@ -152,12 +158,11 @@
     const element = h("div", { class: "run-actions" }, h("div", { class: "controls" }, resume, rerunBtn), rerunForm, result);
     let inputsShown = false;
 
-    async function act(call, button, navigate) {
+    async function act(call, button, done) {
       button.disabled = true;
       result.hidden = true;
       try {
-        const r = await call();
-        if (navigate) go(r.runId);
+        done(await call());
       } catch (err) {
         result.hidden = false;
         result.className = "error";
@@ -174,7 +179,7 @@
         result.textContent = "the inputs are not JSON\nhint: for example {\"topic\": \"durability\"}";
         return;
       }
-      act(() => post(`/api/runs/${runId}/rerun`, { inputs: parsed }), rerunGo, true);
+      act(() => post(`/api/runs/${runId}/rerun`, { inputs: parsed }), rerunGo, (r) => go(r.runId));
     }
     function update(detail) {
       const run = detail.run;
