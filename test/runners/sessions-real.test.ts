@@ -164,7 +164,7 @@ for (const kind of ["opencode", "pi"] as const) {
     servers.push(server);
     const s = chatAgentSetup(kind, server.url, { trap });
     sandboxed(s.home);
-    const inputs = join(s.cwd, "..", `inputs-${kind}.json`);
+    const inputs = join(s.home, `inputs-${kind}.json`); // beside the run, not in the agent's cwd
     writeFileSync(inputs, JSON.stringify({ runner: kind, model: MODEL }));
     const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", ...capsAbove(times(LEDGER.chat!, STAGES.length)), "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
     expect(r.stderr).toBe("");
@@ -190,7 +190,7 @@ agentTest("pi: continueFrom and fork without runner inherit pi, its model and cw
   const s = chatAgentSetup("pi", server.url, { trap });
   mkdirSync(join(s.cwd, "sub"));
   // The workflow's default runner is shell and only the first stage names pi and its model: the others inherit both.
-  const inputs = join(s.cwd, "..", "inputs-inherit.json");
+  const inputs = join(s.home, "inputs-inherit.json"); // beside the run, not in the agent's cwd
   writeFileSync(inputs, JSON.stringify({ runner: "pi", model: MODEL }));
   const r = await runAtomic(["run", INHERIT, "--json", "--workers", "1", "--inputs-json", inputs], { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect({ stderr: r.stderr, code: r.code, out: r.stdout.slice(-2000) }).toMatchObject({ stderr: "", code: 0 });
