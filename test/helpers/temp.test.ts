@@ -23,10 +23,14 @@ afterEach(async () => {
   removeTempDirs();
 });
 
-/** A shell that waits on its stdin (no child of its own), with `env` and extra arguments on its command line. */
-function waiting(env: Record<string, string>, ...args: string[]): Subprocess<"pipe", "pipe", "inherit"> {
-  const p = Bun.spawn(["sh", "-c", "read line", "sh", ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdin: "pipe" });
+/**
+ * A shell that waits on its stdin (no child of its own), with `env` and extra arguments on its command line; returned
+ * once it has said so, so its environment and command line are the shell's (a fork not yet exec'd shows this process's).
+ */
+async function waiting(env: Record<string, string>, ...args: string[]): Promise<Subprocess<"pipe", "pipe", "inherit">> {
+  const p = Bun.spawn(["sh", "-c", "echo up; read line", "sh", ...args], { env: { PATH: process.env.PATH ?? "", ...env }, stdin: "pipe", stdout: "pipe" });
   started.push(p);
+  await p.stdout.getReader().read();
   return p;
 }
 
@@ -34,23 +38,23 @@ test("a process left running under a removed dir is killed, and the removal fail
   const dir = makeTempDir();
   const home = join(dir, "home");
   mkdirSync(home);
-  const p = waiting({ ATOMIC_HOME: home }, "logs-follow-stand-in");
-  expect(() => removeTempDir(dir)).toThrow(/1 process\(es\) still ran .*\n  pid \d+ under .*: sh -c read line sh logs-follow-stand-in/);
+  const p = await waiting({ ATOMIC_HOME: home }, "logs-follow-stand-in");
+  expect(() => removeTempDir(dir)).toThrow(/1 process\(es\) still ran .*\n  pid \d+ under .*: sh -c echo up; read line sh logs-follow-stand-in/);
   expect(isLive(p.pid)).toBe(false);
   expect(await p.exited).not.toBe(0);
   expect(existsSync(dir)).toBe(false);
 }, 30_000);
 
-test("a path list naming the dir counts too (PATH=dir/bin:…)", () => {
+test("a path list naming the dir counts too (PATH=dir/bin:…)", async () => {
   const dir = makeTempDir();
-  const p = waiting({ PATH: `${join(dir, "bin")}:${process.env.PATH ?? ""}` });
+  const p = await waiting({ PATH: `${join(dir, "bin")}:${process.env.PATH ?? ""}` });
   expect(() => removeTempDirs()).toThrow(`pid ${p.pid} under ${dir}`);
 }, 30_000);
 
 test("a process that ends by itself while removal waits (its parent was just killed) fails nothing", async () => {
   const dir = makeTempDir();
   // It ends when its stdin closes, as a coordinator ends when its root is gone.
-  const p = waiting({ ATOMIC_HOME: join(dir, "home") });
+  const p = await waiting({ ATOMIC_HOME: join(dir, "home") });
   p.stdin.end();
   removeTempDir(dir);
   expect(existsSync(dir)).toBe(false);
@@ -58,15 +62,15 @@ test("a process that ends by itself while removal waits (its parent was just kil
 
 test("an intercom broker of the dir is killed without failing the removal", async () => {
   const dir = makeTempDir();
-  const p = waiting({ ATOMIC_HOME: join(dir, "home") }, "--internal-intercom-broker");
+  const p = await waiting({ ATOMIC_HOME: join(dir, "home") }, "--internal-intercom-broker");
   removeTempDir(dir);
   expect(isLive(p.pid)).toBe(false);
   expect(existsSync(dir)).toBe(false);
 });
 
-test("a process naming another dir, even one whose name starts with this one's, is left alone", () => {
+test("a process naming another dir, even one whose name starts with this one's, is left alone", async () => {
   const dir = makeTempDir();
-  const other = waiting({ ATOMIC_HOME: `${dir}-other/home`, OTHER: `${dir}x` });
+  const other = await waiting({ ATOMIC_HOME: `${dir}-other/home`, OTHER: `${dir}x` });
   removeTempDir(dir);
   expect(isLive(other.pid)).toBe(true);
 });
