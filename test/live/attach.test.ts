@@ -27,6 +27,17 @@ afterAll(async () => {
 
 const said = (req: RecordedRequest, text: string) => req.body.messages.some((m) => m.role === "user" && typeof m.content === "string" && m.content.includes(text));
 
+/** A chat run against `fake` (its first call out) and `atomic attach` to its stage on a terminal (tmux), attached. */
+async function attachedChat(fake: { url: string; requestMatching(): Promise<unknown> }, prefix: string) {
+  const home = makeTempDir(prefix);
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+  const run = await startChat(home, env, ["--workers", "1"]);
+  await fake.requestMatching();
+  const t = Tmux.atomic(["attach", run.runId, "chat"], { home, env, cols: 120, rows: 40 });
+  await t.waitFor("attached to chat");
+  return { home, env, run, t };
+}
+
 e2eTest("attach on a terminal: live text and tools; a steer, a followup and an interrupt reach the model", async () => {
   const gates = [0, 1, 2].map(() => Promise.withResolvers<void>());
   const replies: Reply[] = [
@@ -36,15 +47,10 @@ e2eTest("attach on a terminal: live text and tools; a steer, a followup and an i
     { text: "Bye now." },
   ];
   const fake = await startFakeOpenAI((_req, i) => replies[Math.min(i, replies.length - 1)]!);
-  const home = makeTempDir("atomic-attach-home-");
-  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
   let tmux: Tmux | undefined;
   try {
-    const run = await startChat(home, env, ["--workers", "1"]);
-    await fake.requestMatching();
-    const t = Tmux.atomic(["attach", run.runId, "chat"], { home, env, cols: 120, rows: 40 });
+    const { home, env, run, t } = await attachedChat(fake, "atomic-attach-home-");
     tmux = t;
-    await t.waitFor("attached to chat");
     // A steer while the first call is out: the loop takes it into its next call.
     t.type("use the README");
     t.keys("Enter");
@@ -161,15 +167,10 @@ e2eTest("attach without STAGE follows the run's active stages; Tab switches, and
 e2eTest("attach's /help lists the commands, a malformed or unknown command is said and sends nothing, /detach leaves with the stage going on", async () => {
   const gate = Promise.withResolvers<void>();
   const fake = await startFakeOpenAI(() => ({ text: "Done at last.", hold: gate.promise }));
-  const home = makeTempDir("atomic-attach-cmds-");
-  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
   let tmux: Tmux | undefined;
   try {
-    const run = await startChat(home, env, ["--workers", "1"]);
-    await fake.requestMatching();
-    const t = Tmux.atomic(["attach", run.runId, "chat"], { home, env, cols: 120, rows: 40 });
+    const { home, env, run, t } = await attachedChat(fake, "atomic-attach-cmds-");
     tmux = t;
-    await t.waitFor("attached to chat");
     t.type("/help");
     t.keys("Enter");
     await t.waitFor("/answer ID TEXT     answer a question of the run");

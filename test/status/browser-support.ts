@@ -27,6 +27,9 @@ import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { ROOT, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { watchOwner } from "../helpers/postgres.ts";
+import { seedRun, type SeedOptions } from "../helpers/seed-runs.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { openJournal } from "../../src/journal/open.ts";
 
 export const CHROMIUM = "/usr/bin/chromium";
 export const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -127,4 +130,17 @@ export function nodeStatuses(page: Page): Promise<Record<string, string>> {
   return page.$$eval("svg.graph g.node[data-status]", (els) =>
     Object.fromEntries(els.map((e) => [e.getAttribute("data-name") ?? "", e.getAttribute("data-status") ?? ""])),
   );
+}
+
+/** A new home whose journal holds the runs `seeds` describe, written straight into it (helpers/seed-runs.ts): their ids in order. */
+export async function seededHome(seeds: SeedOptions[]): Promise<{ home: string; runIds: string[] }> {
+  const home = makeTempDir();
+  const journal = await openJournal({ home, durability: "normal" });
+  try {
+    const runIds: string[] = [];
+    for (const seed of seeds) runIds.push(await seedRun(journal, { artifactsDir: join(home, "artifacts"), ...seed }));
+    return { home, runIds };
+  } finally {
+    await journal.close();
+  }
 }

@@ -20,12 +20,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { openJournal } from "../../src/journal/open.ts";
 import { killSpawned } from "../helpers/atomic.ts";
-import { seedRun } from "../helpers/seed-runs.ts";
 import { checkLayout } from "./layout-check.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, nodeStatuses, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, nodeStatuses, seededHome, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
 
 // Callbacks given to page.evaluate()/waitForFunction() run in the browser, where these exist.
 declare const document: {
@@ -149,10 +147,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
   }, 120_000);
 
   test("a fan-out of 300 stages stays grouped on the graph and the timeline, readable and not clipped; opened, every stage is inside the graph's frame", async () => {
-    const home = makeTempDir();
-    const journal = await openJournal({ home, durability: "normal" });
-    const runId = await seedRun(journal, { stages: 300, workflow: "wide", artifactsDir: join(home, "artifacts") });
-    await journal.close();
+    const { home, runIds: [runId] } = await seededHome([{ stages: 300, workflow: "wide" }]);
     const { proc: server, url, login } = await startServe(home);
     const { page, errors } = await newPage(1400, 900);
     try {
@@ -191,10 +186,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
   }, 120_000);
 
   test("first render of a 200-stage graph (measured, reported)", async () => {
-    const home = makeTempDir();
-    const journal = await openJournal({ home, durability: "normal" });
-    const runId = await seedRun(journal, { stages: 200, workflow: "wide", artifactsDir: join(home, "artifacts") });
-    await journal.close();
+    const { home, runIds: [runId] } = await seededHome([{ stages: 200, workflow: "wide" }]);
     const { proc: server, url, login } = await startServe(home);
     const { page, errors } = await newPage();
     try {

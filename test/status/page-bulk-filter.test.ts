@@ -10,12 +10,9 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import { openJournal } from "../../src/journal/open.ts";
 import { killSpawned } from "../helpers/atomic.ts";
-import { seedRun } from "../helpers/seed-runs.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { HAVE_CHROMIUM, closePageAndServer, launchBrowser, newPage, releaseBrowser, signIn, startServe } from "./browser-support.ts";
+import { removeTempDirs } from "../helpers/temp.ts";
+import { HAVE_CHROMIUM, closePageAndServer, launchBrowser, newPage, releaseBrowser, seededHome, signIn, startServe } from "./browser-support.ts";
 import { checkLayout } from "./layout-check.ts";
 
 declare const document: { querySelectorAll(s: string): { length: number }; querySelector(s: string): { textContent: string | null } | null };
@@ -29,12 +26,9 @@ afterEach(async () => {
 
 describe.skipIf(!HAVE_CHROMIUM)("bulk actions over the list's filter", () => {
   test("every run matching the filter, on every page, after a confirmation naming the count; bad filters refused", async () => {
-    const home = makeTempDir();
-    const journal = await openJournal({ home, durability: "normal" });
-    const nightly = new Set<string>();
-    for (let i = 0; i < 55; i++) nightly.add(await seedRun(journal, { stages: 1, workflow: "nightly", artifactsDir: join(home, "artifacts") }));
-    for (let i = 0; i < 2; i++) await seedRun(journal, { stages: 1, workflow: "other", artifactsDir: join(home, "artifacts") });
-    await journal.close();
+    const seeded = await seededHome([...Array.from({ length: 55 }, () => ({ stages: 1, workflow: "nightly" })), { stages: 1, workflow: "other" }, { stages: 1, workflow: "other" }]);
+    const home = seeded.home;
+    const nightly = new Set(seeded.runIds.slice(0, 55));
     const { proc: server, url, login } = await startServe(home);
     const token = /[?&]token=([0-9a-f]+)/.exec(login)![1]!;
     const bulk = async (body: unknown) => {

@@ -17,12 +17,9 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import { openJournal } from "../../src/journal/open.ts";
 import { killSpawned } from "../helpers/atomic.ts";
-import { seedRun } from "../helpers/seed-runs.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { HAVE_CHROMIUM, closePageAndServer, launchBrowser, newPage, releaseBrowser, signIn, startRun, startServe } from "./browser-support.ts";
+import { HAVE_CHROMIUM, closePageAndServer, launchBrowser, newPage, releaseBrowser, seededHome, signIn, startRun, startServe } from "./browser-support.ts";
 import { checkLayout } from "./layout-check.ts";
 
 // Callbacks given to page.evaluate()/waitForFunction() run in the browser, where these exist.
@@ -104,10 +101,7 @@ describe.skipIf(!HAVE_CHROMIUM)("fan-outs on a run's page", () => {
   }, 120_000);
 
   test("a fan-out of 1,000 opened: the timeline scrolls in its frame drawing only the rows in view, and every branch is reached", async () => {
-    const home = makeTempDir();
-    const journal = await openJournal({ home, durability: "normal" });
-    const runId = await seedRun(journal, { stages: 1000, workflow: "wide", artifactsDir: join(home, "artifacts") });
-    await journal.close();
+    const { home, runIds: [runId] } = await seededHome([{ stages: 1000, workflow: "wide" }]);
     const { proc: server, url, login } = await startServe(home);
     const { page, errors } = await newPage(1400, 900);
     try {
