@@ -121,9 +121,9 @@ describe.skipIf(!HAVE_CHROMIUM)("design with Chromium", () => {
         // each reference reached only its own host (or, a file, none): the pages' requests elsewhere never arrived
         expect(elsewhere).toEqual([]);
         // Through the sandbox's tunnel to the named port, a port nobody listens on reads as an empty response or a
-        // socket closed (which of the two is a race of the tunnel's close): one sentence with the hint either way.
+        // socket closed or reset (which one is a race of the tunnel's close): one sentence with the hint each way.
         const deadSentence = (r.outputs.reference_screenshots as { error: string | null }[])[2]!.error!;
-        expect(deadSentence).toMatch(new RegExp(`^the reference ${dead} did not load \\(net::ERR_(EMPTY_RESPONSE|SOCKET_NOT_CONNECTED) at ${dead}\\); check the address \\(is the site up, the file there\\?\\) or leave it out\\.$`));
+        expect(deadSentence).toMatch(new RegExp(`^the reference ${dead} did not load \\(net::ERR_(EMPTY_RESPONSE|SOCKET_NOT_CONNECTED|CONNECTION_RESET) at ${dead}\\); check the address \\(is the site up, the file there\\?\\) or leave it out\\.$`));
         const shots = [
           { reference: "ref.html", full: `${dir}/reference-01-full.png`, scroll: [`${dir}/reference-01-scroll-01.png`, `${dir}/reference-01-scroll-02.png`, `${dir}/reference-01-scroll-03.png`], error: null },
           { reference: url, full: `${dir}/reference-02-full.png`, scroll: [`${dir}/reference-02-scroll-01.png`], error: null },

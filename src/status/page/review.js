@@ -3,7 +3,8 @@
 // ?diff=<stage>: the files it changed, its diff with each line's code
 // coloured by the server (GET .../stages/<stage>/diff; the HTML is
 // highlight.js's, escaped there), a comment on any added or unchanged line
-// (kept here as a draft until sent), and, while a workflow waits on
+// (kept here as a draft until sent; an open box keeps its text when the diff
+// is drawn again), and, while a workflow waits on
 // ctx.review for the stage, "Approve" and "Request changes", which answer
 // that review as `atomic review` does (POST .../stages/<stage>/review).
 // A refusal (an empty comment, a line the diff does not show, no review
@@ -24,6 +25,8 @@
     let again = false;
     /** Draft comments: `${file}:${line}` (or "" for the whole change) → text. */
     const drafts = new Map();
+    /** Comment boxes open and not yet added: `${file}:${line}` → the text typed so far. */
+    const open = new Map();
     const problem = h("p", { class: "error", id: "review-problem", role: "alert", hidden: true });
     const outcome = h("p", { class: "muted", id: "review-result", role: "status" });
     const overall = h("textarea", { id: "review-overall", rows: 2, placeholder: "a comment on the whole change (optional)", "aria-label": "comment on the whole change" });
@@ -67,8 +70,17 @@
       const where = `${file}:${line}`;
       const next = row.nextElementSibling;
       if (next && next.classList.contains("comment-row")) { next.querySelector("textarea").focus(); return; }
-      const text = h("textarea", { class: "comment-text", rows: 2, placeholder: `comment on ${where}`, "aria-label": `comment on ${where}` });
-      text.value = drafts.get(where) || "";
+      if (next && next.classList.contains("draft-row")) next.remove();
+      open.set(where, drafts.get(where) || "");
+      const tr = commentRow(row, where);
+      row.after(tr);
+      tr.querySelector("textarea").focus();
+    }
+
+    /** An open comment box; its text lives in `open`, so a re-render of the diff keeps what was typed. */
+    function commentRow(row, where) {
+      const text = h("textarea", { class: "comment-text", rows: 2, placeholder: `comment on ${where}`, "aria-label": `comment on ${where}`, oninput: () => open.set(where, text.value) });
+      text.value = open.get(where) || "";
       const note = h("span", { class: "comment-problem", role: "alert" });
       const tr = h("tr", { class: "comment-row", "data-line": where },
         h("td", { colspan: 3 },
@@ -77,15 +89,13 @@
             h("button", { class: "btn comment-add", type: "button", text: drafts.has(where) ? "Update comment" : "Add comment", onclick: () => {
               if (!text.value.trim()) { note.textContent = `the comment on ${where} is empty: write what should change there`; return; }
               drafts.set(where, text.value.trim());
+              open.delete(where);
               showDrafts();
               tr.replaceWith(draftRow(where));
             } }),
-            h("button", { class: "btn comment-cancel", type: "button", text: "Cancel", onclick: () => { tr.remove(); if (drafts.has(where)) row.after(draftRow(where)); } }),
+            h("button", { class: "btn comment-cancel", type: "button", text: "Cancel", onclick: () => { open.delete(where); tr.remove(); if (drafts.has(where)) row.after(draftRow(where)); } }),
             note)));
-      const shown = row.nextElementSibling;
-      if (shown && shown.classList.contains("draft-row")) shown.remove();
-      row.after(tr);
-      text.focus();
+      return tr;
     }
 
     /** A draft comment, shown under its line. */
@@ -113,7 +123,8 @@
             code);
           rows.push(row);
           const where = `${f.path}:${l.new}`;
-          if (l.new !== undefined && drafts.has(where)) rows.push(draftRow(where));
+          if (l.new !== undefined && open.has(where)) rows.push(commentRow(row, where));
+          else if (l.new !== undefined && drafts.has(where)) rows.push(draftRow(where));
         }
       }
       return h("div", { class: "diff-file", id: `diff-file-${i}`, "data-path": f.path },
@@ -123,6 +134,7 @@
 
     function render() {
       const reviewing = view.review !== null;
+      const typing = root.contains(document.activeElement) ? document.activeElement.closest("tr.comment-row")?.dataset.line : undefined;
       fill(root,
         h("div", { class: "review-head" },
           h("h2", {}, "Diff of ", h("span", { class: "mono", id: "diff-stage", text: stage })),
@@ -136,6 +148,7 @@
         view.files.map(fileBlock),
         reviewing ? h("div", { class: "review-actions" }, overall, h("div", { class: "send-row" }, approve, changes, outcome), problem) : h("div", {}, outcome, problem));
       showDrafts();
+      if (typing !== undefined) [...root.querySelectorAll("tr.comment-row")].find((tr) => tr.dataset.line === typing)?.querySelector("textarea").focus();
     }
 
     async function load() {
@@ -158,6 +171,7 @@
       if (name === stage) return;
       stage = name;
       drafts.clear();
+      open.clear();
       key = "";
       const url = new URL(location.href);
       if (name) url.searchParams.set("diff", name); else url.searchParams.delete("diff");
