@@ -32,12 +32,15 @@ export interface Recorded {
   started?: StepStartedPayload;
   /** Number of attempts recorded as started. */
   attempts: number;
+  /** The error codes of the attempts recorded as failed, oldest first (a stage's retries go on from them: steps/stage-retries.ts). */
+  failures?: readonly string[];
 }
 
 /** A position's entry: what was recorded there (if anything) and whether the workflow asked for it yet. */
 interface Entry extends Recorded {
   checkpoint: CheckpointPayload | undefined;
   started: StepStartedPayload | undefined;
+  failures: string[];
   claimed: boolean;
   /** Entries in the order they were created (journal order for recorded positions). */
   order: number;
@@ -89,6 +92,8 @@ export class ReplayCursor {
         const rec = this.entry(e.key);
         rec.started = e.payload as StepStartedPayload;
         rec.attempts++;
+      } else if (e.type === EVENT.stepFailed) {
+        this.entry(e.key).failures.push((e.payload as { error?: { code?: string } }).error?.code ?? "failed");
       }
     }
   }
@@ -114,7 +119,7 @@ export class ReplayCursor {
     const recorded = rec.checkpoint ?? rec.started;
     if (recorded && !sameStep(recorded, request)) {
       // Started, never completed (it failed, or ran when the process died): it runs again as the code asks now.
-      if (!rec.checkpoint && fixedStep(recorded, request)) return { attempts: rec.attempts };
+      if (!rec.checkpoint && fixedStep(recorded, request)) return { attempts: rec.attempts, failures: rec.failures };
       const step = identity(request, recorded);
       const argsOnly = recorded.kind === step.kind && recorded.name === step.name;
       throw this.diverged(position, describeStep(step, argsOnly), describeStep(recorded, argsOnly));
@@ -168,7 +173,7 @@ export class ReplayCursor {
     const index = topLevelIndex(position);
     const rec = this.find(position, index);
     if (rec === undefined) {
-      this.put(position, index, { checkpoint: undefined, started: undefined, attempts: 0, claimed: true, order: this.entries++ });
+      this.put(position, index, { checkpoint: undefined, started: undefined, attempts: 0, failures: [], claimed: true, order: this.entries++ });
       return undefined;
     }
     if (rec.claimed) throw new Error(`internal: replay position ${position} claimed twice`);
@@ -181,7 +186,7 @@ export class ReplayCursor {
     const index = topLevelIndex(position);
     let rec = this.find(position, index);
     if (!rec) {
-      rec = { checkpoint: undefined, started: undefined, attempts: 0, claimed: false, order: this.entries++ };
+      rec = { checkpoint: undefined, started: undefined, attempts: 0, failures: [], claimed: false, order: this.entries++ };
       this.put(position, index, rec);
       // "4.1.0" lies in the groups "4" and "4.1"; a top-level position in none.
       if (index < 0) for (let dot = position.indexOf("."); dot !== -1; dot = position.indexOf(".", dot + 1)) this.groups.add(position.slice(0, dot));

@@ -10,7 +10,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, makeTempDir } from "../e2e/support.ts";
 
 const FIXTURE = join(import.meta.dir, "fixtures", "stages.ts");
@@ -86,3 +86,38 @@ for (const faults of FAULTS) {
 for (const stage of ["seq-3", "par-4"]) {
   e2eTest(`pool: root SIGKILLed as ${stage} starts, resumed`, () => crashAndResume({ killAtStarted: stage }), 90_000);
 }
+
+// A stage's retries are durable: the root SIGKILLed between two attempts does not hand the stage its retries again
+// (src/engine/steps/stage-retries.ts). Only after it failed for good does `atomic resume` give it another round.
+e2eTest("pool: a failing stage's retries count the attempts earlier drives recorded; a resume after it failed for good gives a new round", async () => {
+  const home = makeTempDir();
+  const dir = makeTempDir();
+  const tries = join(dir, "tries.txt");
+  const wf = join(dir, "retry-crash.ts");
+  // Attempt 3 holds (until the root's death ends its pool); every other attempt fails at once.
+  await Bun.write(wf, `import { workflow } from "atomic";
+export default workflow({ name: "retry-crash", async run(ctx) {
+  return (await ctx.shell("flaky", 'echo $ATOMIC_ATTEMPT >> ${tries}; if [ "$ATOMIC_ATTEMPT" = 3 ]; then exec sleep 600; fi; exit 1', { retries: 2 })).text;
+} });
+`);
+  const proc = spawnAtomic(["run", wf, "--json", "--workers", "1"], { home });
+  const lines = lineWatcher(proc.stdout);
+  const runId = JSON.parse(await lines.waitFor(/"type":"run_started"/)).runId as string;
+  const attempts = () => (existsSync(tries) ? readFileSync(tries, "utf8").trim().split("\n") : []);
+  // Attempt 3 holds: the two failures before it are recorded.
+  await waitUntil(() => attempts().length === 3, 60_000, "attempt 3 to start");
+  proc.kill("SIGKILL");
+  expect(await proc.exited).toBe(137);
+  expect(attempts()).toEqual(["1", "2", "3"]);
+
+  // Two failures recorded, one attempt lost to the crash: retries: 2 leaves one more attempt, not three.
+  const resumed = await runAtomic(["resume", runId], { home });
+  expect(resumed.code).toBe(1);
+  expect(resumed.stderr).toContain(`stage "flaky" failed`);
+  expect(attempts()).toEqual(["1", "2", "3", "4"]);
+
+  // Failed for good: a person's resume is another round of 1 + 2 retries.
+  const again = await runAtomic(["resume", runId], { home });
+  expect(again.code).toBe(1);
+  expect(attempts()).toEqual(["1", "2", "3", "4", "5", "6", "7"]);
+}, 90_000);

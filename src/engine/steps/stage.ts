@@ -9,7 +9,8 @@
  * numbers its attempts on. A completed stage is checkpointed with its result
  * (text capped, full output in files). A failed attempt is retried
  * `retries` times; an infrastructure fault (worker_lost, ...) is retried up
- * to INFRA_ATTEMPTS times on top. A stage that still fails is recorded as
+ * to 3 attempts on top, counting the failures earlier drives recorded
+ * (stage-retries.ts). A stage that still fails is recorded as
  * `step_failed` and, unless `failureMode: "return"`, fails the run without a
  * checkpoint, so `atomic resume` runs it again.
  *
@@ -35,7 +36,8 @@
 import { DEFAULT_QUEUE } from "../../journal/fleet.ts";
 import { mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { StepFailedError, isInfraCode } from "../../shared/errors.ts";
+import { StepFailedError } from "../../shared/errors.ts";
+import { StageRetries } from "./stage-retries.ts";
 import { faultPoint } from "../../shared/fault-points.ts";
 import type { StageResult, TaskOptions } from "../../sdk/types.ts";
 import type { StageRequest } from "../../runners/types.ts";
@@ -62,8 +64,6 @@ import { attachReads, continuation, fileResult, identityExtras, inheritFromEarli
 
 /** A worker queue's name (TaskOptions.queue). */
 const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-const INFRA_ATTEMPTS = 3;
 
 /** `siblings`: the names of the stage's group (ctx.parallel with `group: true`), for its run tools. */
 export async function runStage(exec: StepRun, name: string, asked: TaskOptions, siblings?: string[]): Promise<StageResult> {
@@ -133,8 +133,7 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
   const runTools = setup.isAgent && setup.agent?.tools ? enabledTools(setup.agent.tools.filter((t) => served.includes(t))) : [];
   const retries = Math.max(0, opts.retries ?? 0);
   let attempt = recorded?.attempts ?? 0;
-  let failures = 0;
-  let infraFailures = 0;
+  const retrying = new StageRetries(retries, recorded?.failures);
   let result!: StageResult;
   let lastArtifactDir = "";
   /** When the attempt really started: on the pool, when a worker took it (it waited in the queue until then). */
@@ -295,10 +294,8 @@ export async function runStage(exec: StepRun, name: string, asked: TaskOptions, 
     // The failed attempt ran on a worker host: its pushed commits come into this worktree now, so a retry on the
     // root's own workers goes on from them (one on another host fetches them from the remote: fleet/host-workspace.ts).
     if (ws && result.pushed) await takeHostCommits(name, ws, result.pushed);
-    const code = result.error?.code ?? "failed";
-    // worker_retry_limit already is the pool's retries running out: not retried again here.
-    if (isInfraCode(code) && code !== "worker_retry_limit" && ++infraFailures < INFRA_ATTEMPTS) continue;
-    if (!isInfraCode(code) && ++failures <= retries) continue;
+    // Its retries (stage-retries.ts) count the failures earlier drives recorded too.
+    if (retrying.again(result.error?.code ?? "failed")) continue;
     break;
   }
 
