@@ -56,7 +56,7 @@ import { DEFAULT_WORK_LEASE_MS, HEARTBEAT_MS, MAX_GENERATIONS } from "../pool/po
 import { POOL_PROTOCOL_VERSION, parseMessage } from "../pool/protocol/common.ts";
 import { ToCoordinatorSchema } from "../pool/protocol/root-coordinator.ts";
 import { StallMonitor } from "../pool/stall-monitor.ts";
-import { Supervisor } from "../pool/supervisor.ts";
+import { SWEEP_MS, Supervisor } from "../pool/supervisor.ts";
 import { HostLink } from "./host-link.ts";
 import { LiveRelay } from "./live-relay.ts";
 import { ToolsRelay } from "./tools-relay.ts";
@@ -108,7 +108,7 @@ export interface HostOptions {
 
 export class WorkerHost implements CoordinatorCore {
   readonly config: PoolSettings;
-  readonly stall = new StallMonitor();
+  readonly stall = new StallMonitor(SWEEP_MS);
   readonly claimScope: HostClaimScope;
   readonly root: HostLink;
   readonly workers: Supervisor;

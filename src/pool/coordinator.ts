@@ -43,7 +43,7 @@ import { POOL_PROTOCOL_VERSION, parseMessage } from "./protocol/common.ts";
 import { CoordinatorConfigSchema, type CoordinatorConfig } from "./protocol/root-coordinator.ts";
 import { RootChannel } from "./root-channel.ts";
 import { StallMonitor } from "./stall-monitor.ts";
-import { Supervisor } from "./supervisor.ts";
+import { SWEEP_MS, Supervisor } from "./supervisor.ts";
 import { takeRoleConfig } from "../shared/self-exec.ts";
 import { writeStopped } from "../journal/sqlite/storage-errors.ts";
 import { isLocalHolderRunning } from "../shared/process-info.ts";
@@ -76,7 +76,7 @@ function safeJson(text: string | undefined): unknown {
 
 class Coordinator implements CoordinatorCore {
   readonly rootId: RunId;
-  readonly stall = new StallMonitor();
+  readonly stall = new StallMonitor(SWEEP_MS);
   readonly root: RootChannel;
   readonly claimScope: ClaimScope;
   readonly workers: Supervisor;

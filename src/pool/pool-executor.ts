@@ -142,7 +142,6 @@ export class PoolExecutor implements StageExecutor {
   /** Pending live deliveries by work id and message id. */
   private readonly deliveries = new Map<string, (delivered: boolean) => void>();
   readonly logDir: string;
-  private reconcileTimer: ReturnType<typeof setInterval> | undefined;
   /** This process's event-loop stalls: an answer that waited behind them is not the coordinator's fault. */
   private stall: StallMonitor | undefined;
 
@@ -346,9 +345,9 @@ export class PoolExecutor implements StageExecutor {
       ...(this.opts.queues ? { queues: this.opts.queues } : {}),
     };
     const logPath = join(this.logDir, "coordinator.log");
-    this.stall = new StallMonitor();
-    this.reconcileTimer = setInterval(() => this.reconcile(config.leaseMs), config.leaseMs);
-    this.reconcileTimer.unref();
+    // The reconcile runs on the stall monitor's timer: its own lateness is the stall it must not charge.
+    this.stall = new StallMonitor(config.leaseMs);
+    this.stall.runs(() => this.reconcile(config.leaseMs));
     // Appended to: the log keeps every coordinator of this drive (a lost one's last words included).
     const logFd = openSync(logPath, "a", 0o600);
     let versionOk = false;
@@ -466,7 +465,6 @@ export class PoolExecutor implements StageExecutor {
   }
 
   private stopReconciling(): void {
-    clearInterval(this.reconcileTimer);
     this.stall?.stop();
   }
 

@@ -14,7 +14,7 @@
  *   stderr goes to `<logDir>/<id>.log`; its IPC messages are validated
  *   here and routed: `complete` to the dispatcher, live events to the
  *   root channel, heartbeats renew its lease in the journal.
- * - The sweep (every 500 ms) looks at each busy worker whose lease is past
+ * - The sweep (every 500 ms, on the stall monitor's timer) looks at each busy worker whose lease is past
  *   due, counting the coordinator's own stalls since the last renewal in
  *   the worker's favour: it pings it. The answer names the work the worker
  *   holds: the same item, generation and epoch keeps it (lease extended);
@@ -53,7 +53,8 @@ import { killStagesOfWorker } from "./reap.ts";
 import { WorkerSlot, logTail } from "./worker-slot.ts";
 import { childEnv } from "../shared/config/environment.ts";
 
-const SWEEP_MS = 500;
+/** The sweep's period, and so the coordinator's stall monitor's (stall-monitor.ts). */
+export const SWEEP_MS = 500;
 const CONTROL_ACK_TIMEOUT_MS = 5_000;
 const MAX_STARTUP_FAILURES = 3;
 const MAX_RENEW_FAILURES = 3;
@@ -75,7 +76,6 @@ export class Supervisor implements WorkerPool {
   private workerUp = false;
   /** Lease extensions after a ping that failed in a row (the journal refused them). */
   private renewFailures = 0;
-  private sweepTimer: ReturnType<typeof setInterval> | undefined;
   private sweeping = false;
 
   constructor(private readonly core: CoordinatorCore) {}
@@ -85,7 +85,7 @@ export class Supervisor implements WorkerPool {
    * host all of its configured number (it serves every root's queue).
    */
   start(initial = this.core.config.workers): void {
-    this.sweepTimer = setInterval(() => void this.sweep(), SWEEP_MS);
+    this.core.stall.runs(() => void this.sweep(), true);
     for (let i = 0; i < Math.min(initial, this.core.config.workers); i++) this.spawn();
   }
 
@@ -381,7 +381,7 @@ export class Supervisor implements WorkerPool {
 
   /** Shutdown: every worker and stage process killed at once; resolves when the workers are reaped. */
   killAll(): Promise<unknown> {
-    clearInterval(this.sweepTimer);
+    this.core.stall.stop();
     for (const slot of this.slots.values()) {
       if (slot.pgid) killGroup(slot.pgid, "SIGKILL");
       slot.proc.kill("SIGKILL");
