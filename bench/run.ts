@@ -45,7 +45,7 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   toolrun: { load: () => import("./toolrun.ts").then((m) => m.default), usesBinary: true },
   logs: { load: () => import("./logs.ts").then((m) => m.default), usesBinary: true },
   "rate-limits": { load: () => import("./rate-limits.ts").then((m) => m.default), usesBinary: true },
-  sandbox: { load: () => import("./sandbox.ts").then((m) => m.default), usesBinary: false },
+  sandbox: { load: () => import("./sandbox.ts").then((m) => m.default), usesBinary: true },
   worktree: { load: () => import("./worktree.ts").then((m) => m.default), usesBinary: false },
   service: { load: () => import("./service.ts").then((m) => m.default), usesBinary: true },
   // 1,000 sequential steps quiet and beside two CPU hogs, 5 pairs, on SQLite and on Postgres.

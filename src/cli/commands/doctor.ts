@@ -150,7 +150,7 @@ export default defineCommand({
  * that name no setting of their own (nor their workflow).
  */
 function sandboxReport(config: AtomicConfig): { usable: boolean; bwrap: string | null; version: string | null; problem?: string; hint?: string; configDefault: string; stages: string } {
-  const problem = sandboxProblem();
+  const problem = sandboxProblem({ fresh: true });
   const bwrap = bwrapPath() ?? null;
   const version = bwrap ? Bun.spawnSync([bwrap, "--version"]).stdout.toString("utf8").trim() || null : null;
   const configDefault = config.sandbox === undefined ? "default" : config.sandbox === "off" ? "off" : JSON.stringify(config.sandbox);

@@ -5,7 +5,14 @@
  * `sandboxProblem()` says why no sandbox can be made here, in one sentence
  * with the fix (bwrap not on PATH; bwrap there but unable to make its
  * namespaces, as when unprivileged user namespaces are off), or nothing.
- * It tries bwrap once per process and remembers the answer.
+ * It tries bwrap once per process and remembers the answer; a working
+ * bwrap is also remembered across processes (`bwrap-works` in the user's
+ * runtime directory), for as long as what the answer depends on holds:
+ * the same bwrap file, boot, user, user namespace and namespace sysctls.
+ * Trying it costs as much as a sandboxed stage's start (a bwrap), and the
+ * root and every worker of every run would pay it again. A stale "works"
+ * can only cost a clearer sentence: the stage's command still runs inside
+ * bwrap or not at all (bwrap's own error then ends it).
  *
  * `bwrapArgs` builds, in this order (a later mount lies over an earlier):
  * the whole system read-only; fresh /dev, /proc (of a new PID namespace)
@@ -21,11 +28,13 @@
  * whatever the stage left behind.
  */
 
-import { existsSync, lstatSync, readlinkSync, realpathSync, statSync } from "node:fs";
-import { userInfo } from "node:os";
-import { isAbsolute, join, normalize, sep } from "node:path";
+import { createHash } from "node:crypto";
+import { existsSync, lstatSync, readFileSync, readlinkSync, realpathSync, statSync, writeFileSync } from "node:fs";
+import { homedir, userInfo } from "node:os";
+import { dirname, isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { CREDENTIAL_PATHS, type SandboxProblem, type SandboxSpec } from "../../shared/sandbox-option.ts";
-import { systemValue } from "../../shared/config/environment.ts";
+import { readEnv, systemValue } from "../../shared/config/environment.ts";
+import { ensurePrivateDir, runtimeDir } from "../../shared/runtime-dir.ts";
 
 const INSTALL_HINT = 'install bubblewrap (Debian, Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap), or set sandbox: "off" on the stage';
 const USERNS_HINT =
@@ -41,23 +50,72 @@ export function bwrapPath(): string | undefined {
   return Bun.which("bwrap", { PATH: systemValue("PATH") ?? "" }) ?? undefined;
 }
 
-/** Why a stage cannot be sandboxed here, or undefined when bwrap works (tried once per PATH). */
-export function sandboxProblem(): SandboxProblem | undefined {
+/**
+ * Why a stage cannot be sandboxed here, or undefined when bwrap works (tried once per PATH, and remembered while it
+ * works; `fresh` tries it again whatever was remembered, as `atomic doctor` does).
+ */
+export function sandboxProblem(opts: { fresh?: boolean } = {}): SandboxProblem | undefined {
   const path = systemValue("PATH");
-  if (tried && tried.path === path) return tried.problem;
+  if (tried && tried.path === path && !opts.fresh) return tried.problem;
   const bwrap = bwrapPath();
   let problem: SandboxProblem | undefined;
   if (!bwrap) {
     problem = { message: "bubblewrap (bwrap) is not installed on this machine (nor on PATH), so the stage cannot be sandboxed", hint: INSTALL_HINT };
-  } else {
+  } else if (opts.fresh || !rememberedWorking(bwrap)) {
     const r = Bun.spawnSync([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "/bin/true"], { stdout: "ignore", stderr: "pipe" });
     if (r.exitCode !== 0) {
       const why = r.stderr.toString("utf8").trim().split("\n")[0]?.replace(/^bwrap: /, "") || `exit code ${r.exitCode}`;
       problem = { message: `bubblewrap cannot create a sandbox here (${why}), so the stage cannot be sandboxed`, hint: /ENOSPC|max_\S*namespaces/.test(why) ? USERNS_LIMIT_HINT : USERNS_HINT };
+    } else {
+      rememberWorking(bwrap);
     }
   }
   tried = { ...(bwrap ? { bwrap } : {}), ...(problem ? { problem } : {}), path };
   return problem;
+}
+
+/** The file that says bwrap worked, and the digest of what that depends on (undefined when it cannot be known). */
+function workingRecord(bwrap: string): { file: string; digest: string } | undefined {
+  const read = (p: string) => {
+    try {
+      return readFileSync(p, "utf8").trim();
+    } catch {
+      return "";
+    }
+  };
+  try {
+    const real = realpathSync(bwrap);
+    const st = statSync(real);
+    const facts = [
+      real, st.ino, st.size, st.mtimeMs, read("/proc/sys/kernel/random/boot_id"), process.getuid?.(), statSync("/proc/self/ns/user").ino,
+      ...["kernel/unprivileged_userns_clone", "user/max_user_namespaces", "kernel/apparmor_restrict_unprivileged_userns"].map((s) => read(`/proc/sys/${s}`)),
+    ];
+    const home = resolve(readEnv("ATOMIC_HOME") ?? resolve(homedir(), ".atomic"));
+    return { file: join(runtimeDir(home), "bwrap-works"), digest: createHash("sha256").update(facts.join("\n")).digest("hex") };
+  } catch {
+    return undefined;
+  }
+}
+
+function rememberedWorking(bwrap: string): boolean {
+  const record = workingRecord(bwrap);
+  if (!record) return false;
+  try {
+    return readFileSync(record.file, "utf8") === record.digest;
+  } catch {
+    return false;
+  }
+}
+
+function rememberWorking(bwrap: string): void {
+  const record = workingRecord(bwrap);
+  if (!record) return;
+  try {
+    ensurePrivateDir(dirname(record.file), "the runtime directory");
+    writeFileSync(record.file, record.digest, { mode: 0o600 });
+  } catch {
+    // not remembered: the next process tries bwrap again
+  }
 }
 
 export interface SandboxLayout {
