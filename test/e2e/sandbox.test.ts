@@ -437,3 +437,32 @@ e2eTest("as a normal user (unprivileged user namespaces): the sandbox works the 
     await removeOtherUsers();
   }
 });
+
+e2eTest("a working bwrap is tried once, not by every run: the next run's root and worker remember it; a changed bwrap is tried again and its failure is the sentence", async () => {
+  const w = sandboxWorld();
+  try {
+    // A bwrap on PATH that notes each call (the check runs /bin/true, a stage its command) and runs the real one.
+    const dir = makeTempDir("atomic-sbx-bin-");
+    const log = join(dir, "calls.log");
+    const wrapper = join(dir, "bwrap");
+    writeFileSync(wrapper, `#!/bin/sh\nfor a; do last="$a"; done\necho "$last" >> ${log}\nexec ${Bun.which("bwrap")} "$@"\n`, { mode: 0o755 });
+    const env = { PATH: `${dir}:${w.env.PATH ?? process.env.PATH}` };
+    const calls = () => (existsSync(log) ? readFileSync(log, "utf8").trim().split("\n") : []);
+    const first = await run(w, { shell: "touch ran", sandbox: "true" }, env);
+    expect(first.code).toBe(0);
+    expect(calls()).toEqual(["/bin/true", "touch ran"]);
+    const second = await run(w, { shell: "touch ran", sandbox: "true" }, env);
+    expect(second.code).toBe(0);
+    expect(calls()).toEqual(["/bin/true", "touch ran", "touch ran"]);
+    // The same path, another bwrap (one that fails as where user namespaces are off): tried again, and refused.
+    rmSync(wrapper);
+    writeFileSync(wrapper, `#!/bin/sh\necho broken >> ${log}\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n`, { mode: 0o755 });
+    const broken = await run(w, { shell: "touch broken", sandbox: "true" }, env);
+    expect(broken.code).toBe(1);
+    expect(broken.error!.message).toMatch(/bubblewrap cannot create a sandbox here \(setting up uid map: Permission denied\)/);
+    expect(calls().at(-1)).toBe("broken");
+    expect(existsSync(join(w.cwd, "broken"))).toBe(false);
+  } finally {
+    w.close();
+  }
+});
