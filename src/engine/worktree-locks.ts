@@ -11,6 +11,12 @@
  * worktree's admin directory (`index.lock`, `HEAD.lock`, `ORIG_HEAD.lock`, …)
  * and those of its branch and base ref in the repository's git directory.
  *
+ * On a worker host (fleet/host-workspace.ts) the same is done in its own
+ * checkout before its fetch of the stage's branch, when the stage comes
+ * back there: the host killed while its git committed, fetched or pushed
+ * for the stage leaves the same locks (and its remote-tracking branch's,
+ * `refs/remotes/<remote>/<branch>.lock`, written by that fetch and push).
+ *
  * Before the stage's attempts, each such lock is looked at: when a live
  * process named git* works in the worktree, or in the repository outside
  * atomic's other worktrees (the places a git that could hold one of these
@@ -33,8 +39,14 @@ export interface WorktreeLocks {
   held?: { locks: string[]; pid?: number };
 }
 
+/**
+ * Where a stage's locks are: its repository, the worktree (none yet on a host that has not opened it) and its
+ * branch; a host also names the remote its fetch and push update a remote-tracking branch of.
+ */
+export type LockPlace = Pick<WorkspaceRecord, "repo" | "gitDir" | "branch"> & { path: string | undefined; remote?: string };
+
 /** Looks at the worktree's locks (see the header); removes those no live git can hold. */
-export function clearDeadLocks(ws: Pick<WorkspaceRecord, "repo" | "gitDir" | "path" | "branch">): WorktreeLocks {
+export function clearDeadLocks(ws: LockPlace): WorktreeLocks {
   const locks = lockFiles(ws);
   if (locks.length === 0) return { removed: [] };
   // Without /proc no process can be asked about: the locks stay, as git itself would leave them.
@@ -56,14 +68,14 @@ export function lockWarnings(stage: string, found: WorktreeLocks): string[] {
   return out;
 }
 
-/** The lock files present that concern the worktree: its admin directory's, its branch's and its base ref's. */
-function lockFiles(ws: Pick<WorkspaceRecord, "gitDir" | "path" | "branch">): string[] {
+/** The lock files present that concern the worktree: its admin directory's, its branch's and its base ref's (and its remote-tracking branch's). */
+function lockFiles(ws: LockPlace): string[] {
   const found: string[] = [];
-  const admin = adminDir(ws.path);
+  const admin = ws.path === undefined ? undefined : adminDir(ws.path);
   if (admin !== undefined) {
     for (const name of safeList(admin)) if (name.endsWith(".lock")) found.push(join(admin, name));
   }
-  for (const ref of [`refs/heads/${ws.branch}`, BASE_REF_PREFIX + ws.branch]) {
+  for (const ref of [`refs/heads/${ws.branch}`, BASE_REF_PREFIX + ws.branch, ...(ws.remote ? [`refs/remotes/${ws.remote}/${ws.branch}`] : [])]) {
     const lock = join(ws.gitDir, `${ref}.lock`);
     if (existsSync(lock)) found.push(lock);
   }
@@ -89,7 +101,7 @@ function safeList(dir: string): string[] {
 }
 
 /** A live process named git* whose working directory is where a git holding one of these locks would run (see the header). */
-function liveGitIn(ws: Pick<WorkspaceRecord, "repo" | "gitDir" | "path">): number | undefined {
+function liveGitIn(ws: LockPlace): number | undefined {
   const inside = (dir: string, top: string) => dir === top || dir.startsWith(top + sep);
   const others = join(ws.gitDir, "atomic-worktrees");
   for (const name of safeList("/proc")) {
@@ -99,7 +111,7 @@ function liveGitIn(ws: Pick<WorkspaceRecord, "repo" | "gitDir" | "path">): numbe
       const stat = readFileSync(`/proc/${name}/stat`, "utf8");
       if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") continue;
       const cwd = readlinkSync(`/proc/${name}/cwd`);
-      if (inside(cwd, ws.path) || ((inside(cwd, ws.repo) || inside(cwd, ws.gitDir)) && !inside(cwd, others))) return Number(name);
+      if ((ws.path !== undefined && inside(cwd, ws.path)) || ((inside(cwd, ws.repo) || inside(cwd, ws.gitDir)) && !inside(cwd, others))) return Number(name);
     } catch {
       // gone meanwhile, or another user's (not ours to hold these locks)
     }

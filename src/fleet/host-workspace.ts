@@ -20,9 +20,10 @@
  */
 
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import type { StageRequest } from "../runners/types.ts";
 import { BASE_REF_PREFIX, commitLeftovers, openWorkspace, type WorkspaceRecord } from "../engine/stage-workspace.ts";
+import { clearDeadLocks, lockWarnings } from "../engine/worktree-locks.ts";
 import { git, gitOk, lastWords } from "../shared/git.ts";
 
 type Asked = NonNullable<StageRequest["workspace"]>;
@@ -49,6 +50,8 @@ export interface HostWorkspace {
   url: string;
   /** The stage's name (atomic's commit of what it left names it). */
   stage: string;
+  /** What opening it found to say (dead locks removed, or held by a live git), for the stage's result. */
+  warnings: string[];
 }
 
 /** Opens (or finds again) the stage's worktree in the host's checkout `repo`; a string is the one-sentence refusal. */
@@ -59,6 +62,10 @@ export async function openHostWorkspace(repo: string, hostId: string, request: S
   if (remote === undefined) {
     return `${stage}: host ${hostId}'s checkout ${repo} has no remote ${asked.remote.url}, the run's repository (add it there with: git -C ${repo} remote add origin ${asked.remote.url})`;
   }
+  // A killed git of this host's (committing, fetching or pushing for this stage) left its locks: gone before the fetch.
+  const gitDir = resolve(repo, (await gitOk(repo, ["rev-parse", "--git-common-dir"])).trim());
+  const found = clearDeadLocks({ repo, gitDir, path: await worktreeWith(repo, asked.branch), branch: asked.branch, remote });
+  const warnings = lockWarnings(`"${request.stageName}" on host ${hostId}`, found);
   const hasBase = async () => (await git(repo, ["cat-file", "-e", `${asked.baseCommit}^{commit}`])).code === 0;
   if (!(await hasBase())) {
     const fetched = await git(repo, ["fetch", "--quiet", "--no-tags", remote]);
@@ -70,7 +77,7 @@ export async function openHostWorkspace(repo: string, hostId: string, request: S
   if (taken !== undefined) return `${stage}: its branch ${asked.branch} on ${asked.remote.url} could not be taken into host ${hostId}'s checkout ${repo}: ${taken}`;
   try {
     const ws = await openWorkspace(request.stageName, request.stageKey, request.runId, { worktree: { base: asked.baseCommit, branch: asked.branch } }, repo);
-    return { ws: { ...ws, cwd: join(ws.path, asked.prefix) }, remote, url: asked.remote.url, stage: request.stageName };
+    return { ws: { ...ws, cwd: join(ws.path, asked.prefix) }, remote, url: asked.remote.url, stage: request.stageName, warnings };
   } catch (err) {
     return `${err instanceof Error ? err.message : String(err)} (on host ${hostId}, in its checkout ${repo})`;
   }

@@ -191,7 +191,11 @@ export class WorkerHost implements CoordinatorCore {
     // A worktree stage, and this host has a checkout: its worktree is opened there first (host-workspace.ts).
     const opening = request.workspace && repo ? openHostWorkspace(repo, this.hostId, { ...request, workspace: request.workspace }).then(async (hw) => {
           // This journal's, with the remote its branch goes to: the sweep of another journal's host leaves it alone.
-          if (typeof hw !== "string") await this.markWorktree(hw);
+          if (typeof hw !== "string") {
+            // Dead locks removed (or held by a live git): in this host's log now, on the stage's result at its end.
+            for (const warning of hw.warnings) this.log(warning);
+            await this.markWorktree(hw);
+          }
           if (this.workspaces.size >= WORKSPACES_KEPT) this.workspaces.delete(this.workspaces.keys().next().value!);
           this.workspaces.set(item.id, hw);
         })
@@ -264,6 +268,7 @@ export class WorkerHost implements CoordinatorCore {
     // Earlier runs that ended meanwhile: their worktrees go now that this stage is done with the checkout.
     queueMicrotask(() => this.sweepWorktrees());
     const cancelled = result.status === "cancelled";
+    if (own.warnings.length > 0) result = { ...result, warnings: [...(result.warnings ?? []), ...own.warnings] };
     try {
       // Cancelled too: what it did is kept on the remote (the root takes it into its worktree), not lost with the worktree.
       return { ...result, pushed: await pushHostWorkspace(own, cancelled) };

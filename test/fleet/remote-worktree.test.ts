@@ -13,7 +13,8 @@
  * sweeps only its own journal's worktrees from a shared checkout, and a
  * cancelled stage's work is pushed, not lost with its worktree. A root
  * killed while its git holds a lock of the stage's worktree: the resume
- * removes the dead lock and goes on.
+ * removes the dead lock and goes on; so does a host killed while its git
+ * holds one, started again.
  * The hosts run on the machines of a test fleet, each in a network
  * namespace of its own (where this machine allows them) that reaches the
  * fleet's Postgres and nothing of the root's; the repositories are shared
@@ -461,3 +462,41 @@ test("a sandboxed stage in a worktree on a host commits in its worktree and writ
     rmSync(dir, { recursive: true, force: true });
   }
 }, 90_000);
+
+test("a host killed while its git holds the stage worktree's index lock (committing what an attempt left): started again, it removes the dead lock before its fetch, with a warning, and the stage goes on", async () => {
+  const { url, machine } = await journal();
+  const repos = repositories();
+  const dir = makeTempDir();
+  const hostHome = makeTempDir();
+  const out = join(makeTempDir(), "out.json");
+  const hold = join(dir, "hold-git");
+  const PATH = `${holdingGit(hold)}:${process.env.PATH}`;
+  const start = () => startHost({ ...machine(0), id: "locked", slots: 1, repo: repos.host, leaseMs: 2_000, home: hostHome, env: { PATH } });
+  const host = await start();
+  const root = spawnAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--work-lease-ms", "2000", "--input", `out=${out}`, "--input", "mode=relay", "--input", `dir=${dir}`], { home: makeTempDir(), cwd: repos.root });
+  void new Response(root.stdout).text();
+  const stderr = new Response(root.stderr).text();
+  await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to commit on the host");
+  // Attempt 1 fails; the host's `git add -A` of what it left takes the worktree's index lock, and the host is killed with it.
+  writeFileSync(hold, "");
+  writeFileSync(join(dir, "go-1"), "");
+  await waitUntil(() => existsSync(`${hold}.held`), 30_000, "the host's git to hold the index lock");
+  const lock = readFileSync(`${hold}.held`, "utf8").trim();
+  expect(lock.startsWith(join(repos.host, ".git", "worktrees") + "/")).toBe(true);
+  host.kill();
+  await host.exited;
+  await waitUntil(() => host.processes().length === 0, 10_000, "the host's processes (its git too) to end");
+  expect(existsSync(lock)).toBe(true);
+  writeFileSync(join(dir, "go-2"), "");
+  writeFileSync(join(dir, "go-3"), "");
+  const again = await start();
+  await again.log.waitFor(/removed .*index\.lock, a lock a killed git left in its worktree \(no git process was running there\)/, 60_000);
+  expect(await root.exited).toBe(0);
+  expect(await stderr).not.toContain("    at ");
+  expect(existsSync(lock)).toBe(false);
+  // Attempts 2 and 3 went on from attempt 1's commit, in the host's worktree the lock was in.
+  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[] }[];
+  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
+  expect(git(repos.origin, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
+}, 180_000);
