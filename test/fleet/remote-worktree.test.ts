@@ -237,6 +237,22 @@ function holdingGit(hold: string): string {
   return bin;
 }
 
+/** Arms the holding git, lets the relay's attempt 1 fail, and waits for the next `git add -A` to hold the index lock: its path. */
+async function lockHeldAfterAttempt1(hold: string, dir: string): Promise<string> {
+  writeFileSync(hold, "");
+  writeFileSync(join(dir, "go-1"), "");
+  await waitUntil(() => existsSync(`${hold}.held`), 30_000, "a git to hold the index lock");
+  return readFileSync(`${hold}.held`, "utf8").trim();
+}
+
+/** The relay's attempts 2 and 3 went on from attempt 1's commit; the branch's head where `repo` has it. */
+function expectRelayed(dir: string, out: string, repo: string): void {
+  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
+  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[] }[];
+  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
+  expect(git(repo, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
+}
+
 test("the root killed while its git holds the stage worktree's index lock: the resume removes the dead lock with a warning and the stage goes on", async () => {
   const { url } = await journal();
   const repos = repositories();
@@ -251,10 +267,7 @@ test("the root killed while its git holds the stage worktree's index lock: the r
   const runId = JSON.parse(await lineWatcher(root.stdout).waitFor(/"runId"/, 30_000)).runId as string;
   await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to commit");
   // Attempt 1 fails; before attempt 2 the root's `git add -A` takes the index lock and is killed with the root.
-  writeFileSync(hold, "");
-  writeFileSync(join(dir, "go-1"), "");
-  await waitUntil(() => existsSync(`${hold}.held`), 30_000, "the root's git to hold the index lock");
-  const lock = readFileSync(`${hold}.held`, "utf8").trim();
+  const lock = await lockHeldAfterAttempt1(hold, dir);
   for (const pid of processesWithHome(home)) {
     try {
       process.kill(pid, "SIGKILL");
@@ -273,10 +286,7 @@ test("the root killed while its git holds the stage worktree's index lock: the r
   expect(resumed.stderr).toContain(`stage relay: removed ${lock}, a lock a killed git left in its worktree (no git process was running there)`);
   expect(existsSync(lock)).toBe(false);
   // Attempts 2 and 3 went on from attempt 1's commit, in the worktree the lock was in.
-  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
-  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[] }[];
-  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
-  expect(git(repos.root, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
+  expectRelayed(dir, out, repos.root);
 }, 180_000);
 
 test("an attempt on the root's own workers commits and is killed (kill -9); the retry on a host goes on from its commit", async () => {
@@ -478,10 +488,7 @@ test("a host killed while its git holds the stage worktree's index lock (committ
   const stderr = new Response(root.stderr).text();
   await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to commit on the host");
   // Attempt 1 fails; the host's `git add -A` of what it left takes the worktree's index lock, and the host is killed with it.
-  writeFileSync(hold, "");
-  writeFileSync(join(dir, "go-1"), "");
-  await waitUntil(() => existsSync(`${hold}.held`), 30_000, "the host's git to hold the index lock");
-  const lock = readFileSync(`${hold}.held`, "utf8").trim();
+  const lock = await lockHeldAfterAttempt1(hold, dir);
   expect(lock.startsWith(join(repos.host, ".git", "worktrees") + "/")).toBe(true);
   host.kill();
   await host.exited;
@@ -495,8 +502,5 @@ test("a host killed while its git holds the stage worktree's index lock (committ
   expect(await stderr).not.toContain("    at ");
   expect(existsSync(lock)).toBe(false);
   // Attempts 2 and 3 went on from attempt 1's commit, in the host's worktree the lock was in.
-  expect(lines(join(dir, "log-2"))).toEqual(["attempt 1", "base"]);
-  const [ws] = JSON.parse(readFileSync(out, "utf8")) as { branch: string; head: string; commits: { subject: string }[] }[];
-  expect(ws!.commits.map((c) => c.subject)).toEqual(["attempt 1", "attempt 2", "attempt 3"]);
-  expect(git(repos.origin, "rev-parse", `refs/heads/${ws!.branch}`).trim()).toBe(ws!.head);
+  expectRelayed(dir, out, repos.origin);
 }, 180_000);
