@@ -14,6 +14,11 @@
  * host registry when the stage is added and every RESCAN_MS: its attempt
  * waits for the host's lease to run out, then the next attempt follows.
  *
+ * A run waiting on a question (awaiting_input: a `ctx.ask`, or an agent's
+ * `ask_user` that parked its stage) has not ended: its stages stay followed,
+ * the question shows with its id, `/answer` answers it and the view follows
+ * the stage's next attempt once the run goes on.
+ *
  * Nothing here changes the stage: attaching and detaching are reads and a
  * broker subscription.
  */
@@ -41,10 +46,13 @@ interface Found extends StageRef {
   live: boolean;
 }
 
+/** A run in one of these is going on (paused, or parked on a question someone may answer here). */
+const goingOn = (status: string) => status === "running" || status === "paused" || status === "awaiting_input";
+
 /** Every stage of a report, depth first, with its own run and its path of names. */
 function stagesOf(report: RunReport, prefix = ""): Found[] {
   const out: Found[] = [];
-  const live = report.status === "running" || report.status === "paused";
+  const live = goingOn(report.status);
   for (const step of report.steps) {
     const path = prefix ? `${prefix}/${step.name}` : step.name;
     if (step.kind === "stage") out.push({ runId: report.run.id, position: step.position, path, name: step.name, step, live });
@@ -117,7 +125,7 @@ export class AttachFeed {
       }
     } else {
       targets = stages.filter(isActive);
-      if (targets.length === 0 && !(report.status === "running" || report.status === "paused")) {
+      if (targets.length === 0 && !goingOn(report.status)) {
         throw new UsageError("run_ended", `run ${run.id} is ${report.status}: no stage of it is running`, { hint: `attach to one of its stages to read its conversation: atomic attach ${run.id} STAGE` });
       }
     }
@@ -230,7 +238,7 @@ export class AttachFeed {
 
   private onJournal(e: JournalEvent): void {
     const p = (e.payload ?? {}) as Record<string, unknown>;
-    if (e.runId === this.root.id && e.type === EVENT.statusChanged && typeof p.to === "string" && p.to !== "running") {
+    if (e.runId === this.root.id && e.type === EVENT.statusChanged && typeof p.to === "string" && !goingOn(p.to)) {
       this.runEnded = p.to;
       const active = this.model.active;
       const focus = this.model.focus;

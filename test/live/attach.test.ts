@@ -5,7 +5,8 @@
  * survives a SIGKILL of the stage's worker and follows the attempt started again; a finished stage prints
  * its transcript and says it ended; an unknown run or stage is one sentence and a hint; /help lists the
  * commands, a malformed /answer or an unknown command is said and sends nothing, /detach leaves the stage
- * running.
+ * running; an agent's ask_user question shows with its id and `/answer ID TEXT` typed in attach answers it
+ * (the model gets it as the call's result).
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -16,6 +17,8 @@ import { killTmux, Tmux } from "../helpers/tmux.ts";
 import { startFakeOpenAI, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { join } from "node:path";
 import { startChat } from "./support.ts";
+
+const ASK_USER = join(import.meta.dir, "..", "runners", "fixtures", "ask-user.ts");
 
 // Not killTmux() after each test: the tests run concurrently (each kills its own server when done).
 afterEach(cleanupWhenIdle);
@@ -190,6 +193,45 @@ e2eTest("attach's /help lists the commands, a malformed or unknown command is sa
     gate.resolve();
     expect(await run.proc.exited).toBe(0);
     expect(fake.requests.length).toBe(1);
+  } finally {
+    tmux?.kill();
+    await fake.close();
+  }
+});
+
+e2eTest("attach shows an agent's ask_user question with its id; /answer typed in attach answers it and the answer is the call's result", async () => {
+  // Asks once; given the answer (the ask_user call's result), says it.
+  const fake = await startFakeOpenAI((req) => {
+    const answer = req.body.messages.find((m) => m.role === "tool" && m.tool_call_id === "call_ask");
+    if (answer) return { text: `deploying: the answer was ${answer.content}` };
+    return { toolCalls: [{ id: "call_ask", name: "ask_user", arguments: { question: "Deploy to production?", choices: ["yes", "no"] } }] };
+  });
+  const home = makeTempDir("atomic-attach-answer-");
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
+  let tmux: Tmux | undefined;
+  try {
+    // Off a terminal, with no service: the run waits on the question, answerable from anywhere.
+    const run = spawnAtomic(["run", ASK_USER, "--workers", "1"], { home, env, cwd: makeTempDir("atomic-live-cwd-") });
+    const out = lineWatcher(run.stdout);
+    const runId = /started run (\S+)/.exec(await out.waitFor(/started run \S+/))![1]!;
+    const id = /question (\S+): Deploy to production\?/.exec(await out.waitFor(/question \S+: Deploy to production\?/))![1]!;
+    const t = Tmux.atomic(["attach", runId, "deploy"], { home, env, cols: 140, rows: 40 });
+    tmux = t;
+    await t.waitFor("attached to deploy");
+    await t.waitFor(`question ${id}: Deploy to production? (yes / no); answer with /answer ${id} TEXT`);
+    t.type(`/answer ${id} yes`);
+    t.keys("Enter");
+    await t.waitFor(new RegExp(`→ answer to ${id}: yes \\[answered`));
+    await t.waitFor("deploying: the answer was yes");
+    await t.waitFor("the stage ended: completed");
+    expect(await t.exited()).toBe(0);
+    expect(await run.exited).toBe(0);
+    // The answer reached the model as the ask_user call's result, in the same conversation.
+    expect(fake.requests.length).toBe(2);
+    expect(fake.requests[1]!.body.messages.at(-1)).toMatchObject({ role: "tool", tool_call_id: "call_ask", content: "yes" });
+    // Recorded as answered from attach.
+    const inbox = JSON.parse((await runAtomic(["inbox", runId, "--json"], { home, env })).stdout) as { prompts: { id: string; answer: string; answeredBy: string }[] };
+    expect(inbox.prompts.find((p) => p.id === id)).toMatchObject({ answer: "yes", answeredBy: "attach" });
   } finally {
     tmux?.kill();
     await fake.close();
