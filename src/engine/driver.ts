@@ -99,9 +99,8 @@ export interface NewRunRequest {
 
 /** A root run being driven by this process. */
 export class RootRun {
+  /** Every CONTROL_POLL_MS: whether the journal is still the file opened (run-tree.ts checkStorage), then the control row. */
   private controlTimer: ReturnType<typeof setInterval> | undefined;
-  /** Whether the journal is still the file opened (run-tree.ts checkStorage). */
-  private storageTimer: ReturnType<typeof setInterval> | undefined;
   private applyingControl = false;
   /** The control passes, one after another (the poll's and those asked for over intercom). */
   private controlPasses: Promise<void> = Promise.resolve();
@@ -474,10 +473,12 @@ export class RootRun {
 
   private startBackgroundWork(): void {
     this.keeper.start();
-    this.controlTimer = setInterval(() => void (this.applyingControl ? undefined : this.controlNow()), CONTROL_POLL_MS);
+    // One timer for both looks, not one each: an idle root wakes once per period for them.
+    this.controlTimer = setInterval(() => {
+      if (!this.tree.checkStorage() && !this.applyingControl) void this.controlNow();
+    }, CONTROL_POLL_MS);
     // `atomic pause` asks over intercom (a `control` request: tree-mail.ts) and gets its answer once applied.
     this.tree.applyControl = () => this.controlNow();
-    this.storageTimer = setInterval(() => this.tree.checkStorage(), CONTROL_POLL_MS);
   }
 
   /**
@@ -533,7 +534,6 @@ export class RootRun {
   private stopBackgroundWork(): void {
     this.keeper.stop();
     clearInterval(this.controlTimer);
-    clearInterval(this.storageTimer);
   }
 }
 
