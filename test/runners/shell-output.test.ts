@@ -5,11 +5,11 @@
  */
 
 import { afterEach, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
 import { ShellRunner, TEXT_LIMIT } from "../../src/runners/shell/shell-runner.ts";
-import { POLL_MS } from "../../src/runners/shell/output-files.ts";
+import { OutputFiles, POLL_MS } from "../../src/runners/shell/output-files.ts";
 import { liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { waitUntil } from "../helpers/atomic.ts";
@@ -72,4 +72,23 @@ test("a background child of the stage is killed when the stage exits; its output
   const child = Number(readFileSync(join(req.cwd, "child.pid"), "utf8"));
   await waitUntil(() => !isLive(child), 10_000, "the stage's background child to end");
   expect(readFileSync(result.outputPath, "utf8")).toBe("now\n");
+});
+
+test("a stage quiet between its writes: the files are only watched meanwhile (no timer, no read), and every write still arrives", async () => {
+  const dir = makeTempDir("atomic-shell-out-");
+  const [out, err] = [join(dir, "out"), join(dir, "err")];
+  let text = "";
+  const files = new OutputFiles(out, err, (stream, t) => (text += `${stream}:${t}`));
+  files.follow();
+  try {
+    for (let i = 0; i < 5; i++) {
+      await waitUntil(() => files.state === "quiet", 10_000, "the follower to go quiet");
+      appendFileSync(i % 2 ? err : out, `w${i}\n`);
+      await waitUntil(() => text.includes(`w${i}`), 10_000, `write ${i} to arrive`);
+    }
+  } finally {
+    files.drain(100);
+  }
+  expect(text).toBe("stdout:w0\nstderr:w1\nstdout:w2\nstderr:w3\nstdout:w4\n");
+  expect(files.state).toBe("idle");
 });
