@@ -10,9 +10,14 @@
  * without approval fails with the findings and still opens the merge
  * request, titled "[needs a person]", the reviewers' objections in its body. SIGKILLed at a random stage
  * and resumed: no recorded stage re-runs, outputs and files unchanged.
+ * Loop 1's implementation works through bash, sandboxed by default (the
+ * agent stages' default, which ralph keeps): in the worktree, it cannot
+ * read the planted ~/.ssh key nor write outside the worktree.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
@@ -41,11 +46,18 @@ const stageOf = (_first: string, req: RecordedRequest) => {
   return `unknown: ${p.slice(0, 40)}`;
 };
 
+/** Loop 1's implementation through bash, which also tries the user's key and a write outside its worktree: ralph's agent stages run in the sandbox by default. */
+const ESCAPE = `/var/tmp/atomic-ralph-escape-${process.pid}`;
+const KEY = "-----BEGIN OPENSSH PRIVATE KEY----- ralph-test-key";
+const IMPLEMENT_1_BASH = `printf 'parser v1\\n' > parser.txt && echo "PWD=$(pwd)" && { cat ~/.ssh/id_ed25519 2>/dev/null && echo SSH=read || echo SSH=denied; } && { echo x > ${ESCAPE} 2>/dev/null && echo SYSTEM=written || echo SYSTEM=denied; }`;
+afterAll(() => rmSync(ESCAPE, { force: true }));
+
 const answers = (stage: string, n: number): Reply => {
   const [kind, loop, who] = stage.split("-");
   const i = Number(loop);
   if (kind === "refine") return i === 1 && n === 0 ? toolCall("structured_output", { question: 7 }) : toolCall("structured_output", { question: `question ${i}` });
   if (kind === "research") return text(`notes of loop ${i}`);
+  if (kind === "implement" && i === 1 && n === 0) return toolCall("bash", { command: IMPLEMENT_1_BASH });
   if (kind === "implement") return n === 0 ? toolCall("write", { path: "parser.txt", content: `parser v${i}\n` }) : text(`implemented v${i}`);
   if (kind === "review") return toolCall("structured_output", i === 1 && who === "b" ? { approved: false, findings: ["trailing commas still fail"] } : { approved: true, findings: [] });
   if (kind === "consolidate") return text("- trailing commas still fail");
@@ -64,6 +76,9 @@ e2eTest(
     const s = await scriptedServer(stageOf, answers);
     try {
       const repo = gitRepo("glab");
+      // A key in the user's home, which a sandboxed stage must not read.
+      mkdirSync(join(repo.env.HOME!, ".ssh"), { recursive: true });
+      writeFileSync(join(repo.env.HOME!, ".ssh", "id_ed25519"), `${KEY}\n`, { mode: 0o600 });
       const r = await inRepo(s, repo, (home) => runBuiltin("ralph", INPUTS, s, home, repo.dir));
       expect(r.code).toBe(0);
       expect(Object.fromEntries(s.counts)).toEqual(COUNTS);
@@ -94,6 +109,14 @@ e2eTest(
       expect(listed[3]).toBe(`branch refs/heads/${branch}`);
       expect(repo.git("status", "--porcelain", "--untracked-files=no")).toBe("");
       expect(repo.git("--git-dir", repo.origin, "rev-parse", branch)).toBe(commits[0]!.slice(0, 40));
+      // loop 1's implementation ran its bash in the worktree, sandboxed by default: no key, no write outside it
+      const implement1 = s.server.requests.filter((q) => stageOf("", q) === "implement-01")[1]!;
+      const bashResult = String(implement1.body.messages.find((m) => m.role === "tool")!.content);
+      expect(bashResult).toContain(`PWD=${listed[2]!.slice("worktree ".length)}`);
+      expect(bashResult).toContain("SSH=denied");
+      expect(bashResult).toContain("SYSTEM=denied");
+      expect(bashResult).not.toContain(KEY);
+      expect(existsSync(ESCAPE)).toBe(false);
       // each loop's research notes are committed in the repository, under specs/research/
       const noteNames = (r.outputs.notes as string[]).map((n) => n.slice(n.lastIndexOf("/") + 1));
       const runFiles = artifacts(`${repo.dir}/.atomic/runs/ralph-${r.runId}`);
