@@ -36,6 +36,8 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   "status-100k": { load: () => import("./status-100k.ts").then((m) => m.default), usesBinary: false, timeoutMs: 420_000 },
   agents: { load: () => import("./agents.ts").then((m) => m.default), usesBinary: true },
   "agent-stages": { load: () => import("./agent-stages.ts").then((m) => m.default), usesBinary: true },
+  // Every process kind left waiting for 60 s, measured from /proc.
+  idle: { load: () => import("./idle.ts").then((m) => m.default), usesBinary: true, timeoutMs: 180_000 },
   "agent-loop": { load: () => import("./agent-loop.ts").then((m) => m.default), usesBinary: true },
   // 10,000 stages of `sleep 0.05` on 4 workers: two minutes of sleeping at the least.
   "shell-fanout": { load: () => import("./shell-fanout.ts").then((m) => m.default), usesBinary: true, timeoutMs: 600_000 },
