@@ -9,10 +9,15 @@
  * JSON columns hold `JSON.stringify` text, so the typed text is compared in
  * its JSON-escaped form there: a quote typed matches a quote stored inside
  * a string. A substring search scans the runs the other filters leave (no
- * index serves `%text%`): on SQLite with 100,000 runs, a first page of 50
- * with its total took about 100 ms for a text found in one run (both
- * statements scan), 45 ms for a common one, measured on a 2-core machine;
- * LIKE was three times faster there than `instr(lower(…))`.
+ * index serves `%text%`), and a console search reads them once: a page
+ * that is not full gives its total without a count (status/summaries.ts),
+ * and a full one was found among the newest runs (sqlite/reads.ts
+ * listRuns), leaving the count as the one pass. On SQLite with 100,000
+ * runs (bench/status-100k.ts, a 2-core machine at load 7), a text in one
+ * run took 57 ms for its first page and total, a text in a seventh of the
+ * runs 107 ms (the count); before, a rare text read the table twice, the
+ * page through the roots' index with a lookup per run (238 ms at load
+ * 13-17). LIKE was three times faster than `instr(lower(…))`.
  */
 
 /** The most characters of text a search takes. */

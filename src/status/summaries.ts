@@ -90,10 +90,11 @@ export class RunSummaries {
       ...(q.since !== undefined ? { createdSince: q.since } : {}),
       ...(q.until !== undefined ? { createdBefore: q.until } : {}),
     };
-    const [runs, total] = await Promise.all([
-      this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset }),
-      this.journal.countRuns(filter),
-    ]);
+    const runs = await this.journal.listRuns({ ...filter, limit: q.limit, offset: q.offset });
+    // A page that is not full ends the list: its end is the total, and the runs are not counted again (a search
+    // for a rare text reads every run once, not twice: journal/run-search.ts).
+    const ended = runs.length < q.limit && (runs.length > 0 || q.offset === 0);
+    const total = ended ? q.offset + runs.length : await this.journal.countRuns(filter);
     const [tallies, tags] = await Promise.all([this.tallies(runs), this.journal.tags.of(runs.map((r) => r.id))]);
     const out: RunSummary[] = [];
     for (const run of runs) {

@@ -9,7 +9,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import type { Journal } from "../../src/journal/journal.ts";
 import { newRunId, type RunId } from "../../src/shared/ids.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { BACKENDS, liveHolder } from "./backends.ts";
+import { BACKENDS, liveHolder, sqlite } from "./backends.ts";
 
 const open: Journal[] = [];
 afterEach(async () => {
@@ -65,3 +65,28 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe("sqlite: a text search past the newest 2,000 roots", () => {
+  test("sqlite: a rare text in an old run, a text in a few runs and one in most, paged as the plain listing orders them", async () => {
+    const j = await sqlite.open(makeTempDir("atomic-search-"), "normal");
+    open.push(j);
+    const all: { id: RunId; mark: string }[] = [];
+    for (let i = 0; i < 2_100; i++) {
+      const mark = i === 5 ? "unique-old" : i % 40 === 0 ? "needle" : "hay";
+      all.push({ id: await run(j, 1_000 + i, "bulk", { n: i, mark }), mark });
+    }
+    const newestFirst = all.reverse();
+    const expected = (mark: string) => newestFirst.filter((r) => r.mark === mark).map((r) => r.id);
+    const ids = async (filter: Parameters<Journal["listRuns"]>[0]) => (await j.listRuns(filter)).map((r) => r.id);
+
+    expect(await ids({ text: "unique-old", limit: 50, offset: 0 })).toEqual([all.find((r) => r.mark === "unique-old")!.id]);
+    expect(await ids({ text: "needle", limit: 50, offset: 0 })).toEqual(expected("needle").slice(0, 50));
+    expect(await ids({ text: "needle", limit: 50, offset: 50 })).toEqual(expected("needle").slice(50));
+    expect(await ids({ text: "needle" })).toEqual(expected("needle"));
+    expect(await ids({ text: "hay", limit: 50, offset: 0 })).toEqual(expected("hay").slice(0, 50));
+    expect(await ids({ text: "hay", limit: 50, offset: 2_000 })).toEqual(expected("hay").slice(2_000, 2_050));
+    expect(await ids({ text: "hay", limit: 50, offset: 2_100 })).toEqual([]);
+    expect(await ids({ text: "unique-old", status: "failed", limit: 50, offset: 0 })).toEqual([]);
+    expect(await j.countRuns({ text: "needle" })).toBe(expected("needle").length);
+  }, 60_000);
+});

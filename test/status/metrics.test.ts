@@ -5,7 +5,8 @@
  * new run and a finished one are folded in from their own events only; a
  * live run whose lease expires shows crashed without any change to the
  * journal (its lease is looked at on every scrape). And the run list takes
- * its stage counts from the stage index: it reads no event at all.
+ * its stage counts from the stage index: it reads no event at all; its total
+ * is the end of a page that is not full, counted only for a full one.
  */
 
 import { afterEach, expect, test } from "bun:test";
@@ -137,6 +138,26 @@ test("the run list counts stages from the stage index, reading no event", async 
   for (const r of page.runs) expect(r.stages.total).toBe(stages.get(r.id)!);
   expect(page.runs.every((r) => r.stages.completed === r.stages.total)).toBe(true);
   expect(calls.get("readEvents") ?? 0).toBe(0);
+});
+
+test("the run list's total: the end of a page that is not full, else counted", async () => {
+  const real = await SqliteJournal.open(join(makeTempDir("atomic-list-"), "atomic.db"), { durability: "normal" });
+  journals.push(real);
+  for (let i = 0; i < 60; i++) await seedRun(real, { stages: 1, workflow: i % 3 === 0 ? "third" : "other" });
+  const { journal, calls } = counted(real);
+  const summaries = new RunSummaries(journal);
+  const total = async (q: { text?: string; limit: number; offset: number }) => {
+    calls.clear();
+    const page = await summaries.list(q);
+    return [page.runs.length, page.total, calls.get("countRuns") ?? 0];
+  };
+  expect(await total({ limit: 50, offset: 0 })).toEqual([50, 60, 1]); // full: counted
+  expect(await total({ limit: 50, offset: 50 })).toEqual([10, 60, 0]); // the last page: its end
+  expect(await total({ text: "third", limit: 50, offset: 0 })).toEqual([20, 20, 0]);
+  expect(await total({ text: "third", limit: 50, offset: 10 })).toEqual([10, 20, 0]);
+  expect(await total({ text: "third", limit: 50, offset: 20 })).toEqual([0, 20, 1]); // past the end: counted
+  expect(await total({ text: "nowhere", limit: 50, offset: 0 })).toEqual([0, 0, 0]);
+  expect(await total({ text: "third", limit: 20, offset: 0 })).toEqual([20, 20, 1]);
 });
 
 test("runs deleted by retention leave the runs gauge at the next scrape; change numbers keep going up past them", async () => {

@@ -29,11 +29,47 @@ export async function findRuns(db: Db, prefix: string, limit: number): Promise<R
   return rows.map(runFromRow);
 }
 
+/**
+ * The newest roots a text search looks through by date before it reads the
+ * whole table instead (listRuns).
+ */
+const SEARCH_PROBE_ROOTS = 2_000;
+
+/**
+ * A page of runs, newest first. A text search over the roots (no index
+ * serves `%text%`) is read in one of two ways, as SQLite alone would not
+ * choose them:
+ * - the newest 2,000 roots, walked by date: enough when they hold the
+ *   page (a text many runs hold), or when there are no more roots;
+ * - else one pass over the table in its own order, sorting only the keys
+ *   of the runs it finds, then the page's rows read by id. Left to itself
+ *   SQLite walks the roots' index by date and looks each run up from
+ *   there until the page is full: for a rare text a lookup of every one
+ *   of 100,000 runs, twice the time of one pass over the table
+ *   (journal/run-search.ts has the figures).
+ */
 export async function listRuns(db: Db, filter: ListRunsFilter = {}): Promise<RunRecord[]> {
-  let q = filtered(db, filter).selectAll().orderBy("created_at", "desc").orderBy("id", "desc");
-  if (filter.limit !== undefined) q = q.limit(filter.limit);
-  if (filter.offset !== undefined) q = q.limit(filter.limit ?? -1).offset(filter.offset);
-  return (await q.execute()).map(runFromRow);
+  const page = <Q extends { limit(n: number): Q; offset(n: number): Q }>(q: Q): Q => {
+    if (filter.offset !== undefined) return q.limit(filter.limit ?? -1).offset(filter.offset);
+    return filter.limit !== undefined ? q.limit(filter.limit) : q;
+  };
+  const newestFirst = (scan: boolean) => filtered(db, filter, scan).orderBy("created_at", "desc").orderBy("id", "desc");
+  if (!searchesRoots(filter)) return (await page(newestFirst(false)).selectAll().execute()).map(runFromRow);
+  const wanted = filter.limit === undefined ? undefined : filter.limit + (filter.offset ?? 0);
+  const edge = await db.selectFrom("runs").select("created_at").where("parent_id", "is", null).orderBy("created_at", "desc").orderBy("id", "desc").offset(SEARCH_PROBE_ROOTS - 1).limit(1).executeTakeFirst();
+  if (wanted !== undefined || !edge) {
+    // Every root at or after the edge's time comes before all older ones: if they hold the page, it is the page.
+    const newest = edge ? newestFirst(false).where("created_at", ">=", edge.created_at) : newestFirst(false);
+    const rows = await page(newest).selectAll().execute();
+    if (!edge || rows.length === filter.limit) return rows.map(runFromRow);
+  }
+  const keys = page(newestFirst(true)).select("id");
+  return (await db.selectFrom("runs").selectAll().where("id", "in", keys).orderBy("created_at", "desc").orderBy("id", "desc").execute()).map(runFromRow);
+}
+
+/** Whether a listing searches the roots for a text (and is better read by one pass over the table: listRuns). */
+function searchesRoots(filter: ListRunsFilter): boolean {
+  return filter.parentId === undefined && (filter.rootsOnly ?? true) && filter.text !== undefined && searchNeedles(filter.text) !== undefined;
 }
 
 export async function countRuns(db: Db, filter: ListRunsFilter = {}): Promise<number> {
@@ -45,11 +81,14 @@ export async function countRuns(db: Db, filter: ListRunsFilter = {}): Promise<nu
 
 /**
  * The runs a filter selects. `rootsOnly` defaults to true, except when
- * `parentId` asks for children (which are never roots).
+ * `parentId` asks for children (which are never roots). `tableScan`: the
+ * roots' indexes are not used (listRuns says when).
  */
-function filtered(db: Db, filter: ListRunsFilter) {
+function filtered(db: Db, filter: ListRunsFilter, tableScan = false) {
   let q = db.selectFrom("runs");
   if (filter.parentId !== undefined) q = q.where("parent_id", "=", filter.parentId);
+  // `+parent_id`: the same test, which the roots' partial indexes do not match, so SQLite reads the table itself
+  else if (tableScan) q = q.where(sql<boolean>`+${sql.ref("parent_id")} is null`);
   else if (filter.rootsOnly ?? true) q = q.where("parent_id", "is", null);
   if (filter.status !== undefined) q = q.where("status", "=", filter.status);
   if (filter.statuses !== undefined) q = q.where("status", "in", filter.statuses.length ? [...filter.statuses] : ["-"]);
