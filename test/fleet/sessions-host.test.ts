@@ -22,10 +22,11 @@
  * CODEX_HOME), the other's hidden, so the CLI's session file reaches the
  * other host only as the copy its attempt left (cli-session.jsonl,
  * src/runners/cli-agents/cli-session-copy.ts).
- * opencode (-s, --fork) and gemini (-r) resume by session id from their own
- * store in the user's home (opencode's data directory, ~/.gemini), which
- * both hosts share here: docs/design/runners.md, "Sessions between
- * machines", says why.
+ * gemini (-r) likewise: each host has a home of its own, and the chats
+ * file travels as cli-session.jsonl (gemini-sessions.ts).
+ * opencode (-s, --fork) resumes by session id from its own database in the
+ * user's data directory, which both hosts share here: docs/design/runners.md,
+ * "Sessions between machines", says why.
  */
 
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
@@ -211,6 +212,12 @@ function ownUserHomes(h: AgentHome): UserHomes {
     const home = join(dir, "home");
     const env: Record<string, string> = { HOME: home, XDG_CONFIG_HOME: join(home, ".config"), XDG_DATA_HOME: join(home, ".local", "share"), XDG_CACHE_HOME: join(home, ".cache"), XDG_STATE_HOME: join(home, ".local", "state") };
     for (const d of Object.values(env)) mkdirSync(d, { recursive: true });
+    // gemini's settings (API-key auth): the user's own on each machine.
+    const gemini = join(h.env.HOME!, ".gemini", "settings.json");
+    if (existsSync(gemini)) {
+      mkdirSync(join(home, ".gemini"));
+      copyFileSync(gemini, join(home, ".gemini", "settings.json"));
+    }
     if (h.env.CODEX_HOME) {
       env.CODEX_HOME = join(dir, "codex");
       mkdirSync(env.CODEX_HOME);
@@ -262,18 +269,20 @@ agentTest("codex: a thread continued (exec resume) and forked (exec fork) across
   }
 });
 
-agentTest("gemini: a session resumed across hosts (-r) records each call once", async () => {
+agentTest("gemini: a session resumed across hosts (-r) that do not share a home records each call once", async () => {
   const fake = await startFakeGemini();
   try {
     fake.push(...["noted: 42", "you gave 42", "still 42"].map((answer) => say(answer, { prompt: 117, cached: 100, output: 7 })));
     const h = geminiHome(fake);
     const cwd = join(h.dir, "work");
     mkdirSync(cwd);
-    await runAcross("gemini", { home: h.home, cwd, env: h.env }, "gemini-2.5-flash", false);
+    await runAcross("gemini", { home: h.home, cwd, env: h.env }, "gemini-2.5-flash", false, ownUserHomes(h));
     // Each call carried the conversation it resumes.
     const said = fake.calls.slice(0, 3).map((c) => JSON.stringify(c.body));
     expect(said[1]).toContain("noted: 42");
     expect(said[2]).toContain("you gave 42");
+    // Neither host's gemini wrote into the test's own home: each ran with its own.
+    expect(existsSync(join(h.env.HOME!, ".gemini", "tmp"))).toBe(false);
     fake.assertOnlyFake();
   } finally {
     await fake.close();

@@ -1,7 +1,7 @@
 /**
  * The copy of a CLI's own session file that travels with an attempt
  * (src/runners/cli-agents/cli-session-copy.ts, with claude-sessions.ts and
- * codex-rollout.ts for where each CLI looks), on files alone: the header
+ * codex-rollout.ts and gemini-sessions.ts for where each CLI looks), on files alone: the header
  * is the stage's to write, so a path out of the CLI's store is not taken,
  * a copy of another session is not put back, the same file in place is
  * left alone and a different one is replaced by the copy. The real CLIs
@@ -14,6 +14,7 @@ import { afterAll, expect, test } from "bun:test";
 import { keepCliSession, restoreCliSession } from "../../src/runners/cli-agents/cli-session-copy.ts";
 import { claudeProjectSlug, claudeSessions } from "../../src/runners/cli-agents/claude-sessions.ts";
 import { codexSessions } from "../../src/runners/cli-agents/codex-rollout.ts";
+import { geminiSessions } from "../../src/runners/cli-agents/gemini-sessions.ts";
 import type { StageRequest } from "../../src/runners/types.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
@@ -84,4 +85,27 @@ test("claude's project name: letters and digits kept, a long path cut at 200 wit
   const slug = claudeProjectSlug(long);
   expect(slug.slice(0, 201)).toBe(`${long.replace(/[^a-zA-Z0-9]/g, "-").slice(0, 200)}-`);
   expect(slug.slice(201)).toMatch(/^[0-9a-z]+$/);
+});
+
+test("gemini's copy goes into the chats of the project gemini has for this cwd, or one made for it with its marker", () => {
+  const w = world();
+  const gem = join(w.env.HOME, ".gemini");
+  const name = `session-2026-12-07T05-40-${ID.slice(0, 8)}.jsonl`;
+  const lines = `{"sessionId":"${ID}","kind":"main"}\n{"$set":{}}\n`;
+  // Where it ran: the project "work" (its marker names the cwd); another session's file with the same 8 first characters is not it.
+  mkdirSync(join(gem, "tmp", "work", "chats"), { recursive: true });
+  writeFileSync(join(gem, "tmp", "work", ".project_root"), w.cwd);
+  writeFileSync(join(gem, "tmp", "work", "chats", `session-2026-12-07T05-39-${ID.slice(0, 8)}.jsonl`), `{"sessionId":"${ID.slice(0, 8)}-other"}\n`);
+  writeFileSync(join(gem, "tmp", "work", "chats", name), lines);
+  keepCliSession("gemini", geminiSessions, w.req, w.env, ID, w.earlier);
+  expect(JSON.parse(readFileSync(join(w.earlier, "cli-session.jsonl"), "utf8").split("\n")[0]!).path).toBe(`tmp/work/chats/${name}`);
+  // Another machine, where a project "work" belongs to another directory: a new one, "work-1", marked as this cwd's.
+  const other = { HOME: join(w.dir, "home-other") };
+  mkdirSync(join(other.HOME, ".gemini", "tmp", "work"), { recursive: true });
+  writeFileSync(join(other.HOME, ".gemini", "tmp", "work", ".project_root"), "/elsewhere/work");
+  expect(restoreCliSession("gemini", geminiSessions, w.req, other, ID, w.earlier)).toBe(join(other.HOME, ".gemini", "tmp", "work-1", "chats", name));
+  expect(readFileSync(join(other.HOME, ".gemini", "tmp", "work-1", ".project_root"), "utf8")).toBe(w.cwd);
+  expect(readFileSync(join(other.HOME, ".gemini", "tmp", "work-1", "chats", name), "utf8")).toBe(lines);
+  // Found there next time: the same file is left alone.
+  expect(restoreCliSession("gemini", geminiSessions, w.req, other, ID, w.earlier)).toBeUndefined();
 });

@@ -3,14 +3,14 @@
  * a stage continuing (or forking) that session can run on another machine
  * (docs/design/runners.md, "Sessions between machines").
  *
- * claude and codex resume a session by id from their own store in the
- * user's home: claude from `$CLAUDE_CONFIG_DIR` (else `~/.claude`)
+ * claude, codex and gemini resume a session by id from their own store in
+ * the user's home (gemini: gemini-sessions.ts): claude from `$CLAUDE_CONFIG_DIR` (else `~/.claude`)
  * `/projects/<the cwd's slug>/<id>.jsonl`, looked up under the cwd it is
  * started in; codex from `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`,
  * found by the id at the end of the name. Each is one JSON-lines file that
  * holds the whole conversation (a copy of it alone, in a home that never
- * saw the session, resumes it; checked with claude 2.1.197 and codex
- * 0.171.0). Where each looks: `claudeSessions` (claude-sessions.ts),
+ * saw the session, resumes it; checked with claude 2.1.197, codex
+ * 0.171.0 and gemini 0.61.0). Where each looks: `claudeSessions` (claude-sessions.ts),
  * `codexSessions` (codex-rollout.ts). Side files are not carried (claude's subagent transcripts and
  * tool outputs it saved aside, codex's SQLite indexes, which it rebuilds
  * from the files).

@@ -52,6 +52,7 @@ import { agentFailure } from "./agent-errors.ts";
 import type { CliAdapter } from "./cli-runner.ts";
 import { num, str, obj, pricing, warnRefusedTool } from "./records.ts";
 import { geminiStageHome } from "./gemini-home.ts";
+import { geminiSessions } from "./gemini-sessions.ts";
 import { STAGE_MCP_NAME, stageMcpServer, type StageMcpFit } from "./stage-mcp-config.ts";
 
 const GEMINI_EXITS: Record<number, string> = {
@@ -92,6 +93,7 @@ export const gemini: CliAdapter = {
   nativeSchema: false,
   /** gemini resumes a session (`-r`) but has no way to branch one off. */
   canFork: false,
+  sessionStore: geminiSessions,
   promptOnStdin: true,
   env: (req, base) => {
     const mcp = stageMcpServer(req, GEMINI_FIT);
