@@ -11,7 +11,7 @@
  *   (it serves every root's queue and hears of no single root's stages).
  *
  * - Each worker is a WorkerSlot (worker-slot.ts, the state machine). Its
- *   stderr goes to `<logDir>/<id>.log`; its IPC messages are validated
+ *   stderr goes to `<logDir>/<id>.log` (a slash of a host's id read as `_`); its IPC messages are validated
  *   here and routed: `complete` to the dispatcher, live events to the
  *   root channel, heartbeats renew its lease in the journal.
  * - The sweep (every 500 ms, on the stall monitor's timer) looks at each busy worker whose lease is past
@@ -114,7 +114,8 @@ export class Supervisor implements WorkerPool {
   private spawn(): WorkerSlot {
     const { config } = this.core;
     const id = `${newWorkerId(++this.workerSeq)}${this.core.hostId ? `@${this.core.hostId}` : ""}`;
-    const logPath = join(config.logDir, `${id}.log`);
+    // A worker host's default identity has slashes in it (hostname/machine id/boot id/pid namespace: shared/process-info.ts).
+    const logPath = join(config.logDir, `${id.replaceAll("/", "_")}.log`);
     const proc = Bun.spawn(selfCommand(ROLE.worker, id), {
       stdin: "ignore",
       stdout: "ignore",

@@ -11,7 +11,7 @@
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, lineWatcher, processesMatching, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { freshDatabase, postgresInstalled } from "../helpers/postgres.ts";
@@ -60,6 +60,19 @@ function workflowFile(source: string): string {
 }
 
 describe.skipIf(!postgresInstalled())("worker hosts seen from the command line and the page", () => {
+  test("a host with the machine's own identity (no --host-id: hostname/machine id/boot id/pid namespace, slashes and all) starts its workers and runs a stage; each worker's log is a file of worker-logs", async () => {
+    const journal = await freshDatabase("wdefault");
+    const host = await startWorkerHost({ journal, slots: 1 });
+    const wf = workflowFile(`import { workflow } from "atomic";
+export default workflow({ name: "one", async run(ctx) { await ctx.task("one", { shell: "echo on-the-host" }); } });`);
+    const r = await runAtomic(["run", wf, "--workers", "0"], { home: makeTempDir(), env: { ATOMIC_JOURNAL: journal } });
+    expect(r.code).toBe(0);
+    const logs = readdirSync(join(host.home, "worker-logs"));
+    expect(logs.length).toBeGreaterThan(0);
+    expect(logs.filter((f) => !/^w\d+-[0-9a-z]+@.+\.log$/.test(f) || f.includes("/"))).toEqual([]);
+    expect(await host.signal("SIGTERM")).toBe(0);
+  });
+
   test("atomic workers: two hosts and what runs on them; SIGTERM shows stopped, SIGKILL lost once silent; --json", async () => {
     const journal = await freshDatabase("wui");
     const marker = `hold-${process.pid}-${Date.now()}`;

@@ -16,7 +16,8 @@ import { makeTempDir } from "./temp.ts";
 
 export interface WorkerHostOptions {
   journal: string;
-  hostId: string;
+  /** Absent: no --host-id, the machine's own identity (hostname/machine id/boot id/pid namespace). */
+  hostId?: string;
   slots?: number;
   queues?: string[];
   /** Extra `atomic worker` flags (--grace, --work-lease-ms …). */
@@ -25,7 +26,7 @@ export interface WorkerHostOptions {
 }
 
 export interface WorkerHostProcess {
-  hostId: string;
+  hostId: string | undefined;
   home: string;
   proc: Subprocess<"pipe", "pipe", "pipe">;
   /** Its log (stderr), line by line. */
@@ -38,7 +39,7 @@ export interface WorkerHostProcess {
 
 export async function startWorkerHost(opts: WorkerHostOptions): Promise<WorkerHostProcess> {
   const home = makeTempDir();
-  const args = ["worker", "--journal", opts.journal, "--host-id", opts.hostId, "--slots", String(opts.slots ?? 1)];
+  const args = ["worker", "--journal", opts.journal, ...(opts.hostId !== undefined ? ["--host-id", opts.hostId] : []), "--slots", String(opts.slots ?? 1)];
   if (opts.queues) args.push("--queues", opts.queues.join(","));
   const proc = spawnAtomic([...args, ...(opts.args ?? [])], { home, cwd: home, ...(opts.env ? { env: opts.env } : {}) });
   const log = lineWatcher(proc.stderr);
@@ -47,7 +48,7 @@ export async function startWorkerHost(opts: WorkerHostOptions): Promise<WorkerHo
   const ready = log.waitFor(/worker host ready: /, 60_000).then(() => void (started = true));
   // A host that exits first (bad flag, no database) fails the start with what it said.
   const exited = proc.exited.then((code) => {
-    if (!started) throw new Error(`atomic worker --host-id ${opts.hostId} exited ${code} before it was ready:\n${log.text()}`);
+    if (!started) throw new Error(`atomic worker --host-id ${opts.hostId ?? "(default)"} exited ${code} before it was ready:\n${log.text()}`);
   });
   ready.catch(() => {});
   exited.catch(() => {});
@@ -63,7 +64,7 @@ export async function startWorkerHost(opts: WorkerHostOptions): Promise<WorkerHo
     },
     async gone(timeoutMs = 30_000) {
       await proc.exited;
-      await waitUntil(() => processesWithHome(home).length === 0, timeoutMs, `the processes of host ${opts.hostId} to end`);
+      await waitUntil(() => processesWithHome(home).length === 0, timeoutMs, `the processes of host ${opts.hostId ?? "(default)"} to end`);
     },
   };
 }
