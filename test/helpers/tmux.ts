@@ -66,6 +66,11 @@ export class Tmux {
     this.run(["send-keys", "-t", "t", "-l", text]);
   }
 
+  /** A tmux format of the pane, e.g. `#{mouse_sgr_flag}` (whether the program asked for SGR mouse reports). */
+  format(fmt: string): string {
+    return this.run(["display-message", "-p", "-t", "t", fmt]).trim();
+  }
+
   resize(cols: number, rows: number): void {
     this.run(["resize-window", "-t", "t", "-x", String(cols), "-y", String(rows)]);
   }

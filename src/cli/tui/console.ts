@@ -13,11 +13,15 @@
  * /followup, /interrupt, /answer). Layout is ink's
  * (flexbox): panes side by side from WIDE_COLS columns, stacked below;
  * below MIN_COLS x MIN_ROWS the console says so in one sentence.
- * Keys are listed by `?` and in docs/guides/terminal-console.md.
+ * Keys are listed by `?` and in docs/guides/terminal-console.md. The mouse
+ * (mouse.ts) clicks a run or a stage to select it (a run clicked again
+ * opens), clicks the conversation to scroll it, and the wheel moves the
+ * selection or scrolls the conversation under it; `hitOf` finds what is
+ * under the pointer from the same layout the frame is drawn with.
  */
 
 import { createElement as h, useCallback, useEffect, useRef, useState, type ReactNode } from "react";
-import { Box, Text, render, useApp, useInput, useWindowSize } from "ink";
+import { Box, Text, render, useApp, useInput, useStdin, useWindowSize } from "ink";
 import { TextInput } from "@inkjs/ui";
 import type { RunStatus } from "../../journal/runs.ts";
 import type { RunListPage } from "../../status/summaries.ts";
@@ -28,6 +32,7 @@ import type { AttachFeed } from "../attach-feed.ts";
 import { ATTACH_HELP, parseAttachLine } from "../attach-terminal.ts";
 import { AttachPaneText } from "../view/attach-lines.ts";
 import { Question } from "./question.ts";
+import { MOUSE_OFF, MOUSE_ON, MouseReader, type MouseEvent } from "./mouse.ts";
 
 export const MIN_COLS = 60;
 export const MIN_ROWS = 16;
@@ -151,6 +156,7 @@ const HELP = [
   "Both",
   "  p  pause / unpause   P  pause / unpause the selected stage alone",
   "  c  cancel (asks first)   r  resume   R  rerun   q  quit",
+  "The mouse: a click selects a run or a step (a run clicked again opens); the wheel moves or scrolls",
   "",
   "Press any key to close this help.",
 ];
@@ -184,11 +190,16 @@ export function ConsoleView({ f, cols, rows, st, color, onAnswer, onText }: View
   return h(Box, { flexDirection: "column", width: cols, height: rows }, head, body, flash, foot);
 }
 
+/** The runs of the list shown in a body of `height` rows (under the title, and the list's header row). */
+function runsWindow(f: ConsoleFrame, height: number): [number, number] {
+  return windowOf(f.runIndex, f.runs?.runs.length ?? 0, height - 1 - (f.mode.kind === "workflow" ? 1 : 0));
+}
+
 function runsBody(f: ConsoleFrame, cols: number, height: number, st: Style, onText: (text: string) => void): ReactNode {
   const list = f.runs?.runs ?? [];
   const out: ReactNode[] = [h(Text, { key: "h", wrap: "truncate-end" }, runsHeader(st, cols))];
   if (f.runs && list.length === 0) out.push(h(Text, { key: "none" }, f.filter.status || f.filter.workflow ? "no run matches the filter (s, w change it)" : "no runs yet; start one with: atomic run <workflow file>"));
-  const [a, b] = windowOf(f.runIndex, list.length, height - 1 - (f.mode.kind === "workflow" ? 1 : 0));
+  const [a, b] = runsWindow(f, height);
   const shown: string[] = [];
   for (let i = a; i < b; i++) shown.push(`${i === f.runIndex ? "›" : " "} ${runLine(st, list[i]!, cols - 2)}`);
   out.push(...lines(shown, f.runIndex - a, true));
@@ -196,20 +207,53 @@ function runsBody(f: ConsoleFrame, cols: number, height: number, st: Style, onTe
   return h(Box, { flexDirection: "column", height }, ...out);
 }
 
-function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color: boolean, now: number, onAnswer: (q: OpenQuestion, text: string) => void, onText: (text: string) => void): ReactNode {
-  const d = f.detail;
-  if (!d) return h(Box, { height }, h(Text, null, "reading the run…"));
-  const rows = rowsOf(d);
+/**
+ * How a run's body of `height` rows is laid out: its heading lines, then the tree and the conversation side by
+ * side (from WIDE_COLS) or stacked, and which rows of the tree are shown ([a, b)).
+ */
+function runLayout(f: ConsoleFrame, d: RunDetail, cols: number, height: number) {
   const questions = openQuestions(d.report);
-  const top: ReactNode[] = [h(Text, { key: "run", wrap: "truncate-end" }, runHeading(st, d.run, cols))];
-  if (questions.length) top.push(h(Text, { key: "q", wrap: "truncate-end" }, st.yellow(fit(`${questions.length} open question(s): ${questions[0]!.question} (a answers)`, cols))));
-  const rest = height - top.length;
+  const topLines = questions.length ? 2 : 1;
+  const rest = height - topLines;
   const wide = cols >= WIDE_COLS;
   const treeHeight = wide ? rest : Math.max(4, Math.floor(rest * 0.45));
   const treeWidth = wide ? Math.floor(cols * 0.45) : cols;
   const convWidth = wide ? cols - treeWidth - 1 : cols;
   const convHeight = wide ? rest : rest - treeHeight;
-  const [a, b] = windowOf(f.stageIndex, rows.length, treeHeight);
+  const [a, b] = windowOf(f.stageIndex, rowsOf(d).length, treeHeight);
+  return { questions, topLines, wide, treeHeight, treeWidth, convWidth, convHeight, a, b };
+}
+
+/** What the pointer at column `x`, row `y` (from 1) is over: a run of the list, a stage of the tree, the conversation. */
+export type Hit = { area: "runs"; index?: number } | { area: "tree"; index?: number } | { area: "conversation" };
+
+export function hitOf(f: ConsoleFrame, cols: number, rows: number, x: number, y: number): Hit | undefined {
+  if (cols < MIN_COLS || rows < MIN_ROWS || f.mode.kind !== "none") return undefined;
+  const height = rows - 3;
+  // Row 1 is the title, then the body; the last two rows are the status line and the keys.
+  if (y < 2 || y > height + 1) return undefined;
+  if (f.screen === "runs") {
+    const [a, b] = runsWindow(f, height);
+    const index = a + (y - 3);
+    return y >= 3 && index < b ? { area: "runs", index } : { area: "runs" };
+  }
+  if (!f.detail) return undefined;
+  const l = runLayout(f, f.detail, cols, height);
+  const treeTop = 2 + l.topLines;
+  if (y < treeTop) return undefined;
+  const inTree = l.wide ? x <= l.treeWidth : y < treeTop + l.treeHeight;
+  if (!inTree) return l.wide && x === l.treeWidth + 1 ? undefined : { area: "conversation" };
+  const index = l.a + (y - treeTop);
+  return y < treeTop + l.treeHeight && index < l.b ? { area: "tree", index } : { area: "tree" };
+}
+
+function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color: boolean, now: number, onAnswer: (q: OpenQuestion, text: string) => void, onText: (text: string) => void): ReactNode {
+  const d = f.detail;
+  if (!d) return h(Box, { height }, h(Text, null, "reading the run…"));
+  const rows = rowsOf(d);
+  const { questions, wide, treeHeight, treeWidth, convWidth, convHeight, a, b } = runLayout(f, d, cols, height);
+  const top: ReactNode[] = [h(Text, { key: "run", wrap: "truncate-end" }, runHeading(st, d.run, cols))];
+  if (questions.length) top.push(h(Text, { key: "q", wrap: "truncate-end" }, st.yellow(fit(`${questions.length} open question(s): ${questions[0]!.question} (a answers)`, cols))));
   const shown: string[] = [];
   const paused = new Set(f.detail?.report.pausedStages ?? []);
   for (let i = a; i < b; i++) shown.push(`${i === f.stageIndex ? "›" : " "} ${stageLine(st, rows[i]!, now, treeWidth - 2, paused.size > 0 && paused.has(stagePath(rows, i)))}`);
@@ -247,8 +291,17 @@ function conversationPane(f: ConsoleFrame, row: StageRow | undefined, width: num
 
 /** Runs the console until `q` (or the caller's `stop`): resolves when it is closed. */
 export async function runConsole(opts: ConsoleOptions & { onQuit?: () => void }): Promise<void> {
-  const app = render(h(ConsoleApp, opts), { exitOnCtrlC: false, patchConsole: false, interactive: true, alternateScreen: true });
-  await app.waitUntilExit();
+  // The mouse reports from the console's start to its end, whatever ends the process (mouse.ts).
+  const mouseOff = () => process.stdout.write(MOUSE_OFF);
+  process.stdout.write(MOUSE_ON);
+  process.once("exit", mouseOff);
+  try {
+    const app = render(h(ConsoleApp, opts), { exitOnCtrlC: false, patchConsole: false, interactive: true, alternateScreen: true });
+    await app.waitUntilExit();
+  } finally {
+    process.off("exit", mouseOff);
+    mouseOff();
+  }
 }
 
 function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
@@ -354,6 +407,45 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
     opts.onQuit?.();
     exit();
   };
+  const openRun = (index: number) => {
+    const run = f.runs?.runs[index];
+    if (!run) return;
+    setRunId(run.id);
+    update({ screen: "run", runIndex: index, stageIndex: 0, scroll: 0, focus: "tree", flash: "" });
+    setF((old) => {
+      const { detail: _d, conversation: _c, ...rest } = old;
+      return rest;
+    });
+  };
+  const selectStage = (index: number) => update((o) => (index === o.stageIndex ? { focus: "tree" } : { stageIndex: index, scroll: 0, conversation: undefined, focus: "tree" }));
+
+  // The mouse: a click selects (a run clicked again opens), the wheel moves the selection or scrolls the conversation.
+  const onMouse = (e: MouseEvent) => {
+    const hit = hitOf(f, cols, rows, e.x, e.y);
+    if (!hit) return;
+    const step = e.kind === "wheel-up" ? -1 : 1;
+    if (hit.area === "runs") {
+      const n = f.runs?.runs.length ?? 0;
+      if (e.kind !== "click") update((o) => ({ runIndex: Math.max(0, Math.min(n - 1, o.runIndex + step)) }));
+      else if (hit.index === f.runIndex) openRun(hit.index);
+      else if (hit.index !== undefined) update({ runIndex: hit.index });
+    } else if (hit.area === "tree") {
+      const n = rowsOf(f.detail).length;
+      if (e.kind !== "click") selectStage(Math.max(0, Math.min(n - 1, f.stageIndex + step)));
+      else if (hit.index !== undefined) selectStage(hit.index);
+    } else if (e.kind === "click") update({ focus: "conversation" });
+    else update((o) => ({ scroll: Math.max(0, o.scroll - step * 3) }));
+  };
+  const mouse = useRef(onMouse);
+  mouse.current = onMouse;
+  const { stdin } = useStdin();
+  useEffect(() => {
+    const reader = new MouseReader((e) => mouse.current(e));
+    const onData = (chunk: string | Buffer) => reader.push(chunk);
+    stdin.on("data", onData);
+    return () => void stdin.off("data", onData);
+  }, [stdin]);
+
   const selectedRun = (): string | undefined => (f.screen === "run" ? runId : f.runs?.runs[f.runIndex]?.id);
 
   const act = (input: string, target: string | undefined) => {
@@ -388,14 +480,8 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
         else if (key.upArrow || input === "k") update((o) => ({ runIndex: Math.max(0, o.runIndex - 1) }));
         else if (key.pageDown) update((o) => ({ runIndex: Math.min(n - 1, o.runIndex + rows - 5) }));
         else if (key.pageUp) update((o) => ({ runIndex: Math.max(0, o.runIndex - (rows - 5)) }));
-        else if (key.return && n > 0) {
-          setRunId(f.runs!.runs[f.runIndex]!.id);
-          update({ screen: "run", stageIndex: 0, scroll: 0, focus: "tree", flash: "" });
-          setF((old) => {
-            const { detail: _d, conversation: _c, ...rest } = old;
-            return rest;
-          });
-        } else if (input === "s") {
+        else if (key.return && n > 0) openRun(f.runIndex);
+        else if (input === "s") {
           const i = STATUS_FILTERS.indexOf(f.filter.status);
           update({ filter: { ...f.filter, status: STATUS_FILTERS[(i + 1) % STATUS_FILTERS.length] }, runIndex: 0 });
         } else if (input === "w") update({ mode: { kind: "workflow" } });
