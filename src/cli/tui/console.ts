@@ -156,7 +156,7 @@ const HELP = [
   "Both",
   "  p  pause / unpause   P  pause / unpause the selected stage alone",
   "  c  cancel (asks first)   r  resume   R  rerun   q  quit",
-  "The mouse: a click selects a run or a step (a run clicked again opens); the wheel moves or scrolls",
+  "  mouse: a click selects (a run clicked again opens), the wheel moves or scrolls",
   "",
   "Press any key to close this help.",
 ];
