@@ -33,6 +33,8 @@ import type { JournalEvent, RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { StatusSource } from "../status/source.ts";
+import { artifactStoreFor } from "../artifacts/select.ts";
+import { loadConfig } from "../shared/config/load.ts";
 import { isStageEvent } from "../status/stage-stream.ts";
 import { takesNoInputWhileRunning } from "../runners/cli-agents/adapters.ts";
 import { AttachModel, type StageRef } from "./view/attach-model.ts";
@@ -66,6 +68,7 @@ const isActive = (f: Found) => f.live && (f.step.status === "running" || f.step.
 export class AttachFeed {
   readonly model = new AttachModel();
   private readonly subscriber: LiveSubscriber;
+  private readonly source: StatusSource;
   private readonly seqs = new Map<string, number>();
   /**
    * Live events of a stage wait here until its transcript was read; those older than the read are dropped:
@@ -94,6 +97,8 @@ export class AttachFeed {
   ) {
     // Stages on worker hosts: their live events relayed over the shared journal (intercom/live-remote.ts).
     this.subscriber = new LiveSubscriber(home, (b, relayed) => this.onBatch(b, relayed), { role: "attach", remote: journal.fleet?.liveChannel });
+    // Their transcripts so far from the artifact store, where the host ships a running stage's files (artifacts/shipper.ts).
+    this.source = new StatusSource(journal, { artifacts: artifactStoreFor(journal, loadConfig({ home }).config) });
   }
 
   /**
@@ -175,11 +180,10 @@ export class AttachFeed {
   private async transcript(f: Found, attempt: number): Promise<string> {
     const run = await this.journal.getRun(f.runId as RunId);
     if (!run) return "";
-    const source = new StatusSource(this.journal);
     let text = "";
     let offset = 0;
     for (let i = 0; i < 64; i++) {
-      const t = await source.transcript(run, f.position, { attempt, stdout: offset, stderr: 0 }).catch(() => undefined);
+      const t = await this.source.transcript(run, f.position, { attempt, stdout: offset, stderr: 0 }).catch(() => undefined);
       if (!t || "miss" in t) break;
       text += t.stdout.text;
       if (!t.stdout.more) break;

@@ -18,6 +18,7 @@
 import { afterEach, beforeAll, expect, test } from "bun:test";
 import { startFakeOpenAI } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
+import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { serve, startChat, watchStage } from "../live/support.ts";
 import { cleanUpHosts, startHost } from "./support.ts";
@@ -64,6 +65,52 @@ test("attach and the stage stream show live deltas of a stage on a worker host b
     await sse.cancel();
     served.proc.kill("SIGTERM");
     await served.proc.exited;
+  } finally {
+    await fake.close();
+  }
+}, 120_000);
+
+test("attach to a stage running on a worker host shows what it said before, then follows it live", async () => {
+  let attached = false;
+  let calls = 0;
+  const shown = Promise.withResolvers<void>();
+  const tick = { text: ["tick "], paceMs: 200, toolCalls: [{ name: "list", arguments: {} }] };
+  // Its first words and a tool call; its next model call waits until attach has shown them; then a tick and a tool
+  // call again (the turn goes on) until attach has shown a tick live.
+  const fake = await startFakeOpenAI(() => {
+    calls++;
+    if (calls === 1) return { text: ["said ", "before ", "attaching"], toolCalls: [{ name: "list", arguments: {} }] };
+    if (calls === 2) return { ...tick, hold: shown.promise };
+    return attached ? { text: "All done." } : tick;
+  });
+  const url = await freshDatabase("attach_so_far");
+  const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test", ATOMIC_JOURNAL: url };
+  try {
+    const home = makeTempDir("atomic-live-root-");
+    const elsewhere = makeTempDir("atomic-live-elsewhere-");
+    await startHost({ url, id: "faraway", slots: 1, env, hide: [home, elsewhere] });
+    const run = await startChat(home, env, ["--workers", "0"]);
+    // The host shipped the first words to the artifact store (another home's `logs --follow` reads them there).
+    const follow = spawnAtomic(["logs", run.runId, "--stage", "chat", "--follow"], { home: makeTempDir("atomic-live-third-"), env });
+    await lineWatcher(follow.stdout).waitFor(/said before attaching/, 60_000);
+    follow.kill("SIGTERM");
+    await follow.exited;
+
+    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: elsewhere, env: { ...env, ATOMIC_HOST_LOST_MS: "1" } });
+    const out = lineWatcher(attach.stdout);
+    // The conversation so far, read when attaching, while the stage still runs on the host.
+    const so = JSON.parse(await out.waitFor(/"type":"transcript"/, 30_000)) as { text: string; path: string };
+    expect(so.path).toBe("chat");
+    expect(so.text).toContain("said before attaching");
+    expect(out.lines.some((l) => l.includes('"type":"ended"'))).toBe(false);
+    shown.resolve();
+    // Then live: a tick relayed from the host after the transcript.
+    await out.waitFor(/"type":"text".*tick/, 60_000);
+    attached = true;
+    const ended = JSON.parse(await out.waitFor(/"type":"ended"/, 60_000)) as { status: string };
+    expect(ended.status).toBe("completed");
+    expect(await attach.exited).toBe(0);
+    expect(await run.proc.exited).toBe(0);
   } finally {
     await fake.close();
   }
