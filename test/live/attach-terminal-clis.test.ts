@@ -6,6 +6,8 @@
  *   attempt); in that attempt its Bash tool call shows live, a line typed while the tool runs is a steer that
  *   reaches the model in the same conversation, and claude's answer and the stage's end show.
  * - pi: its tool call shows live, a typed steer reaches the model (pi's own `steer`), its answer and the end.
+ * - codex (no input while a turn runs): the view says so; a steer typed while its first model call is out is
+ *   delivered, and reaches the model in the same thread resumed once that turn ended.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -13,11 +15,13 @@ import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, processesMatching, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { AGENT_STEP_LIMIT_MS, agentTest } from "../helpers/agents.ts";
-import { claudeHome } from "../helpers/agent-homes.ts";
+import { claudeHome, codexHome } from "../helpers/agent-homes.ts";
 import { chatAgentSetup, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeAnthropic, text, toolUse } from "../helpers/fake-anthropic.ts";
 import { startFakeOpenAI, text as openaiText, toolCall } from "../helpers/fake-openai.ts";
+import { say as codexSay, startFakeResponses } from "../helpers/fake-responses.ts";
 import { processesWithEnv } from "../helpers/processes.ts";
+import { realStages, startStage } from "../helpers/real-agent-stage.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { killTmux, Tmux } from "../helpers/tmux.ts";
 import { cleanupNow, cleanupWhenIdle, startedRunId } from "../e2e/support.ts";
@@ -25,6 +29,7 @@ import { cleanupNow, cleanupWhenIdle, startedRunId } from "../e2e/support.ts";
 const WF_CLAUDE = join(import.meta.dir, "..", "runners", "fixtures", "claude-stage.ts");
 const WF_PI = join(import.meta.dir, "..", "runners", "fixtures", "real-agent.ts");
 const STEER = "STEER-FROM-THE-TERMINAL";
+const codex = realStages(startFakeResponses, codexHome, { runner: "codex" });
 afterEach(cleanupWhenIdle);
 afterAll(async () => {
   killTmux();
@@ -119,5 +124,31 @@ agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer
     tmux?.kill();
     trap.stop();
     await openai.close();
+  }
+});
+
+agentTest("attach on a terminal to a codex stage: it says codex takes no input mid-turn; a typed steer reaches the model when the thread resumes", async () => {
+  const held = Promise.withResolvers<void>();
+  const s = await codex({ ...codexSay("first answer"), hold: held.promise }, codexSay("second answer"));
+  let tmux: Tmux | undefined;
+  try {
+    const { proc, runId } = await startStage(s, { prompt: "start" });
+    await untilEvent(s.fake.callMatching(), "codex's first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS });
+    const t = Tmux.atomic(["attach", runId, "ask"], { home: s.h.home, env: s.h.env, cols: 200, rows: 50 });
+    tmux = t;
+    await t.waitFor("codex takes no input while its turn runs", AGENT_STEP_LIMIT_MS);
+    await steer(t);
+    held.resolve();
+    await t.waitFor("second answer", AGENT_STEP_LIMIT_MS);
+    await t.waitFor("the stage ended: completed", AGENT_STEP_LIMIT_MS);
+    expect(await t.exited(AGENT_STEP_LIMIT_MS)).toBe(0);
+    expect(await proc.exited).toBe(0);
+    const resumed = JSON.stringify(s.fake.calls[1]!.body.input);
+    expect(resumed).toContain("first answer");
+    expect(resumed).toContain(STEER);
+    s.fake.assertOnlyFake();
+  } finally {
+    held.resolve();
+    tmux?.kill();
   }
 });
