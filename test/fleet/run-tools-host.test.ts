@@ -10,9 +10,10 @@
  * stage's own there): ask_user parks the stage, answered from another
  * home, and the next attempt resumes gemini's session on the host;
  * ask_agent to an openai sibling on the host.
- * In the openai tests the host runs without the root's home (a mount
- * namespace with it hidden): no call can reach the root's broker socket
- * as it could on one machine, only the journal.
+ * The host runs without the root's home (a mount namespace with it
+ * hidden; in the gemini tests the user's home, with ~/.gemini, stays as a
+ * host of the same user would have it): no call can reach the root's
+ * broker socket as it could on one machine, only the journal.
  */
 
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
@@ -107,7 +108,7 @@ test("ask_agent between two group siblings on a worker host: the question reache
 /**
  * gemini on a worker host: the host's workers run the real gemini CLI (the user's ~/.gemini and the runner's
  * config as on the root), each stage with run tools in a gemini home of its own on the host, whose stage MCP
- * server reaches the root through the journal (the host's tools relay).
+ * server reaches the root through the journal (the host's tools relay): the root's home is hidden from the host.
  */
 async function geminiOnHost(fake: FakeGemini, dbPrefix: string) {
   const h = geminiHome(fake);
@@ -115,7 +116,7 @@ async function geminiOnHost(fake: FakeGemini, dbPrefix: string) {
   const hostHome = makeTempDir("atomic-host-gemini-");
   copyFileSync(join(h.home, "config.json"), join(hostHome, "config.json"));
   const env = { ...h.env, ...agentEnv() };
-  await startHost({ url, id: "far", slots: 2, home: hostHome, env });
+  await startHost({ url, id: "far", slots: 2, home: hostHome, env, hide: [h.home] });
   const elsewhere = { home: makeTempDir("atomic-fleet-elsewhere-"), env: { ...env, ATOMIC_JOURNAL: url } };
   const run = (mode: string) =>
     spawnAtomic(["--json", "run", GEMINI_FIXTURE, "--journal", url, "--workers", "0", "--input", "runner=gemini", "--input", `mode=${mode}`], { home: h.home, env });
