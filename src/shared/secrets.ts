@@ -109,6 +109,29 @@ export function redact(text: string): string {
   return redactPatterns(out);
 }
 
+/**
+ * `redact` for a text read line by line (a stage's log followed): a
+ * private-key block spans lines, and a line alone holds only part of it.
+ * After a line with its BEGIN (redacted from there), the lines up to its
+ * END are left out (undefined), and the END line keeps what follows END;
+ * so the body of a key never shows, as `redact` of the whole text hides it.
+ */
+export function lineRedactor(): (line: string) => string | undefined {
+  let end: string | undefined;
+  return (line) => {
+    if (end !== undefined) {
+      const at = line.indexOf(end);
+      if (at < 0) return undefined;
+      const rest = line.slice(at + end.length);
+      end = undefined;
+      return rest.trim() === "" ? undefined : redact(rest);
+    }
+    const begin = /-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----/.exec(line);
+    if (begin && !line.includes(`-----END ${begin[1]}PRIVATE KEY-----`, begin.index)) end = `-----END ${begin[1]}PRIVATE KEY-----`;
+    return redact(line);
+  };
+}
+
 /** True when redaction can change anything: always, since credentials are also recognised by their look. */
 export function secretsKnown(): boolean {
   return true;

@@ -59,11 +59,19 @@ e2eTest("a sandboxed shell stage: the key, the atomic home, writes outside the c
     expectContained(r.outputs.text, w);
     // what the stage named is readable
     expect(r.outputs.text).toContain("GITCONFIG=read");
-    // a key the stage prints anyway (one in its cwd) is redacted by its look from the result and the logs
+    // a key the stage prints anyway (one in its cwd) is redacted by its look from the result and the logs; so are
+    // an sk- key, a bearer token and an api_key= value that no configuration names
     writeFileSync(join(w.cwd, "id_test"), readFileSync(join(w.user, ".ssh", "id_ed25519")));
-    const leak = await run(w, { shell: "cat id_test", sandbox: "true" });
-    expect(leak.outputs.text).toBe("[redacted]\n");
-    expect(leak.stdout).not.toContain("PRIVATE KEY");
+    const looks = ["sk-proj-abcdefghijklmnopqrstuvwxyz012345", "Bearer abcdefghijklmnopqrstuvwxyz.0123", "api_key=abcd1234efgh5678"];
+    const leak = await run(w, { shell: `cat id_test && echo 'key ${looks[0]} end' && echo 'Authorization: ${looks[1]}' && echo 'curl -d ${looks[2]}'`, sandbox: "true" });
+    expect(leak.outputs.text).toBe("[redacted]\nkey [redacted] end\nAuthorization: Bearer [redacted]\ncurl -d api_key=[redacted]\n");
+    const logs = await runAtomic(["logs", leak.runId, "--stage", "work"], { home: w.home, env: w.env });
+    expect(logs.stdout).toBe(leak.outputs.text);
+    for (const out of [leak.stdout, logs.stdout]) {
+      expect(out).not.toContain("PRIVATE KEY");
+      expect(out).not.toContain("abcdefghijklmnopqrstuvwxyz");
+      expect(out).not.toContain("abcd1234efgh5678");
+    }
   } finally {
     w.close();
   }

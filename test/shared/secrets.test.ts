@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { BUN, ROOT } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { REDACTED, addSecret, addSecretsOfUrl, holdsSecret, redact, redactValue } from "../../src/shared/secrets.ts";
+import { REDACTED, addSecret, addSecretsOfUrl, holdsSecret, redact, redactValue, lineRedactor } from "../../src/shared/secrets.ts";
 import { stageEnv } from "../../src/runners/stage-env.ts";
 
 afterEach(removeTempDirs);
@@ -102,4 +102,10 @@ test("credentials are also redacted by their look: sk- keys, GitHub and AWS ids,
   expect(holdsSecret("nothing here")).toBe(false);
   expect(holdsSecret(pem)).toBe(true);
   expect(redactValue({ out: [pem], n: 1 })).toEqual({ out: [REDACTED], n: 1 });
+});
+
+test("a text read line by line (atomic logs): a private-key block's lines after its BEGIN are left out up to its END; what follows END stays", () => {
+  const r = lineRedactor();
+  const lines = ["before", "-----BEGIN OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAA", "more body", "-----END OPENSSH PRIVATE KEY----- tail", "-----BEGIN RSA PRIVATE KEY-----", "body", "-----END RSA PRIVATE KEY-----", "after sk-proj-abcdefghijklmnopqrstuvwxyz012345"];
+  expect(lines.map(r)).toEqual(["before", REDACTED, undefined, undefined, " tail", REDACTED, undefined, undefined, `after ${REDACTED}`]);
 });

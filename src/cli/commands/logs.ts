@@ -15,7 +15,7 @@
  * dropped from a file's head are named in one too.
  */
 
-import { redact } from "../../shared/secrets.ts";
+import { lineRedactor } from "../../shared/secrets.ts";
 import { defineCommand } from "citty";
 import { buildRunReport, flattenStages } from "../../engine/run-report.ts";
 import type { Journal } from "../../journal/journal.ts";
@@ -119,7 +119,7 @@ export default defineCommand({
     const journal = await s.journal();
     // Stages that ran on another host: their files in the artifact store, when this process has one (artifacts/select.ts).
     const store = artifactStoreFor(journal, loadConfig({ home: s.globals.home }).config);
-    const tails = new Map<string, { label: string; stream: string; tail: FileTail }>();
+    const tails = new Map<string, { label: string; stream: string; tail: FileTail; redact: ReturnType<typeof lineRedactor> }>();
     const sources = new Map<string, StageFiles>();
     let matchedOnce = false;
     let settleUntil: number | undefined;
@@ -151,7 +151,7 @@ export default defineCommand({
         for (const stream of args.stderr ? (["stdout", "stderr"] as const) : (["stdout"] as const)) {
           const name = await logNameOf(files, stream);
           const key = `${st.artifactDir}\0${name}`;
-          if (!tails.has(key)) tails.set(key, { label: st.path, stream, tail: new FileTail(files, name) });
+          if (!tails.has(key)) tails.set(key, { label: st.path, stream, tail: new FileTail(files, name), redact: lineRedactor() });
         }
       }
       // Following a run that ended: remote stages' last bytes may still be on their way to the store.
@@ -159,8 +159,8 @@ export default defineCommand({
       const settling = settleUntil !== undefined && Date.now() < settleUntil && [...tails.values()].some((t) => t.tail.files.where === "store" && !t.tail.settled);
       const final = !live && !settling;
       const prefix = args.stage === undefined;
-      for (const { label, stream, tail } of tails.values()) {
-        await tail.drain(final, (pieces) => printPieces(s, label, stream, pieces, prefix), (bytes) => {
+      for (const { label, stream, tail, redact } of tails.values()) {
+        await tail.drain(final, (pieces) => printPieces(s, label, stream, pieces, prefix, redact), (bytes) => {
           s.warn(`the first ${formatBytes(bytes)} of the ${stream} of stage ${label} are not kept: the artifact store keeps the last ${formatBytes(store?.maxFileBytes ?? 0)} of a file (artifacts.maxFileBytes); printing from the next whole line`);
         });
         if (stdoutClosed()) return;
@@ -187,10 +187,11 @@ async function stillExists(journal: Journal, id: RunId): Promise<boolean> {
  * prefix or --json the bytes go out as they are (a piece of an overlong
  * line without a newline); otherwise each piece is a line of its own.
  */
-async function printPieces(s: CliSession, label: string, stream: string, pieces: Piece[], prefix: boolean): Promise<void> {
+async function printPieces(s: CliSession, label: string, stream: string, pieces: Piece[], prefix: boolean, redact: ReturnType<typeof lineRedactor>): Promise<void> {
   let text = "";
   for (const { text: written, partial } of pieces) {
-    const line = redact(written); // the stage's files keep everything (shared/secrets.ts)
+    const line = redact(written); // the stage's files keep everything (shared/secrets.ts); a key's body spans lines
+    if (line === undefined) continue;
     if (s.globals.json) text += `${JSON.stringify({ stage: label, stream, line, ...(partial ? { partial: true } : {}) })}\n`;
     else {
       const shown = stream === "stderr" ? s.style.dim(line) : line;
