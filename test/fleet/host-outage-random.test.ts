@@ -22,33 +22,39 @@
  * printed nowhere. Where a lease is shorter than the outage the work runs
  * again instead (host-outage-points.test.ts, "longer than the work lease";
  * docs/guides/postgres-and-worker-hosts.md). Durations are never asserted.
+ * The cases run at once, each on a cluster and with a host of its own
+ * (outage-cases.ts): their outages overlap.
  */
 
-import { expect, test } from "bun:test";
+import { expect } from "bun:test";
 import fc from "fast-check";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { OUTAGE_SEED, RIDE_OUT, clusterOfThisFile, counts, startHost } from "./support.ts";
+import { concurrentTest } from "../helpers/concurrent.ts";
+import { caseHostId, clusterPerCase } from "./outage-cases.ts";
+import { OUTAGE_SEED, RIDE_OUT, counts, startHost } from "./support.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "recovery", "fixtures", "pg-outage.ts");
 const ROUNDS = 8;
 /** How long after the server is back a root that has not ended is taken for stuck (the run takes seconds). */
 const STUCK_MS = 120_000;
-const cluster = clusterOfThisFile();
+const clusterOf = clusterPerCase(2);
 const SEED = OUTAGE_SEED;
 const PLANS = fc.sample(fc.noBias(fc.record({ after: fc.integer({ min: 1, max: ROUNDS * 3 - 6 }), lastsMs: fc.integer({ min: 25_000, max: 80_000 }) })), { seed: SEED, numRuns: 2 });
 
 for (const [i, plan] of PLANS.entries()) {
-  test(`a worker host's postgres away for ${plan.lastsMs / 1000} s after ${plan.after} side effects (FC_SEED=${SEED}, case ${i + 1}): the run completes, every stage and side effect once`, async () => {
+  const cluster = () => clusterOf(i);
+  const hostId = caseHostId(i);
+  concurrentTest(`a worker host's postgres away for ${plan.lastsMs / 1000} s after ${plan.after} side effects (FC_SEED=${SEED}, case ${i + 1}): the run completes, every stage and side effect once`, async () => {
     const url = await createDatabase(cluster(), `hr_${Math.random().toString(36).slice(2, 8)}`);
     const dir = makeTempDir("atomic-host-random-");
     const out = join(dir, "out");
     mkdirSync(out);
     const effects = () => (existsSync(join(out, "effects.txt")) ? readFileSync(join(out, "effects.txt"), "utf8").split("\n").filter(Boolean) : []);
-    const host = await startHost({ url, id: "h", slots: 2, leaseMs: RIDE_OUT.leaseMs, env: { OUT_DIR: out } });
+    const host = await startHost({ url, id: hostId, slots: 2, leaseMs: RIDE_OUT.leaseMs, env: { OUT_DIR: out } });
     const env = { ATOMIC_JOURNAL: url, ATOMIC_JOURNAL_RETRY_MS: String(RIDE_OUT.journalRetryMs), OUT_DIR: out, ROUNDS: String(ROUNDS) };
     const home = join(dir, "root");
     const run = spawnAtomic(["run", WORKFLOW, "--workers", "0", "--json", "--lease-ms", String(RIDE_OUT.leaseMs)], { home, env });
@@ -89,7 +95,7 @@ for (const [i, plan] of PLANS.entries()) {
     const stages = show.steps.filter((x) => x.kind === "stage");
     expect(stages.length).toBe(ROUNDS * 2);
     expect(new Set(stages.map((x) => x.name)).size).toBe(ROUNDS * 2);
-    expect(stages.filter((x) => x.status !== "completed" || x.ranOn?.host !== "h")).toEqual([]);
+    expect(stages.filter((x) => x.status !== "completed" || x.ranOn?.host !== hostId)).toEqual([]);
     // The host rode the outage out (the process started first still runs) and the password appears nowhere.
     expect(host.processes()).toContain(host.proc.pid);
     const password = decodeURIComponent(new URL(url).password);

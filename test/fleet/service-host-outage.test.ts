@@ -22,33 +22,37 @@
  * outbox and commits it once the server is back, the same process; the run
  * completes under one drive of the service, each stage started once, its
  * side effect once, recorded once as completed. Durations are never
- * asserted.
+ * asserted. The two modes run at once, each on a cluster and with a host
+ * of its own (outage-cases.ts): their outages overlap.
  */
 
-import { expect, test } from "bun:test";
+import { expect } from "bun:test";
 import fc from "fast-check";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { createDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { FIXTURES, OUTAGE_SEED, RIDE_OUT, clusterOfThisFile, counts, marks, startHost } from "./support.ts";
+import { concurrentTest } from "../helpers/concurrent.ts";
+import { caseHostId, clusterPerCase } from "./outage-cases.ts";
+import { FIXTURES, OUTAGE_SEED, RIDE_OUT, counts, marks, startHost } from "./support.ts";
 
 const WF = join(FIXTURES, "gated.ts");
 /** A service's CPU time over an outage stays below this part of it (one that spun would use a whole core). */
 const MAX_CPU_SHARE = 0.25;
-const cluster = clusterOfThisFile();
+const clusterOf = clusterPerCase(2);
 const SEED = OUTAGE_SEED;
 const LENGTHS = fc.sample(fc.noBias(fc.integer({ min: 25_000, max: 80_000 })), { seed: SEED, numRuns: 2 });
 
 for (const [i, workers] of [0, 1].entries()) {
   const lastsMs = LENGTHS[i]!;
-  test(`the service (--workers ${workers}) and a worker host with postgres away for ${lastsMs / 1000} s mid-stage (FC_SEED=${SEED}): the service backs off and says so, the host keeps its result in its outbox, the run completes with every stage once`, async () => {
+  const cluster = () => clusterOf(i);
+  concurrentTest(`the service (--workers ${workers}) and a worker host with postgres away for ${lastsMs / 1000} s mid-stage (FC_SEED=${SEED}): the service backs off and says so, the host keeps its result in its outbox, the run completes with every stage once`, async () => {
     const url = await createDatabase(cluster(), `sh_${Math.random().toString(36).slice(2, 8)}`);
     const dir = makeTempDir("atomic-service-host-");
     const home = join(dir, "root");
     const env = { ATOMIC_JOURNAL: url, ATOMIC_JOURNAL_RETRY_MS: String(RIDE_OUT.journalRetryMs) };
-    const host = await startHost({ url, id: "h", slots: 2, leaseMs: RIDE_OUT.leaseMs });
+    const host = await startHost({ url, id: caseHostId(i), slots: 2, leaseMs: RIDE_OUT.leaseMs });
     const serve = spawnAtomic(["--json", "serve", "--port", "0", "--workers", String(workers), "--lease-ms", String(RIDE_OUT.leaseMs)], { home, env });
     const said = lineWatcher(serve.stdout);
     const err = lineWatcher(serve.stderr);

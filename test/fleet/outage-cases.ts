@@ -1,0 +1,34 @@
+/**
+ * The random Postgres outages' cases side by side (service-host-outage,
+ * host-outage-random): each case on a cluster of its own, so its outage
+ * stops only that server, and a file's cases run at once (bun's
+ * `test.concurrent`, helpers/concurrent.ts). An outage is a wait (the
+ * processes that ride it out back off, and the tests assert they do), so
+ * two at once overlap in wall time where one after the other added up
+ * (2 × 25-80 s a file), while each case's length, point and assertions stay
+ * what they were. Each case names its host (`caseHostId`): a host's
+ * processes are found by the worker id in their environment, which must
+ * not match the other case's. Hosts, every other spawned process and the
+ * temp directories are cleaned up once no case is still running.
+ */
+
+import { afterAll, afterEach, beforeAll } from "bun:test";
+import { whenIdle } from "../helpers/concurrent.ts";
+import { startCluster, type Cluster } from "../helpers/postgres.ts";
+import { cleanUpHosts } from "./support.ts";
+
+/** A cluster for each of `cases` concurrent cases: `cluster(i)` is case i's. */
+export function clusterPerCase(cases: number): (i: number) => Cluster {
+  const clusters: Cluster[] = [];
+  beforeAll(async () => {
+    for (let i = 0; i < cases; i++) clusters.push(await startCluster());
+  });
+  afterEach(whenIdle(cleanUpHosts));
+  afterAll(() => {
+    for (const c of clusters) c.stop();
+  });
+  return (i) => clusters[i]!;
+}
+
+/** Case i's host id. */
+export const caseHostId = (i: number): string => `h${i}`;
