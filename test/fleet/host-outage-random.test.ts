@@ -34,7 +34,7 @@ import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomi
 import { createDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { concurrentTest } from "../helpers/concurrent.ts";
-import { caseHostId, clusterPerCase } from "./outage-cases.ts";
+import { caseHostId, clusterPerCase, endOutage } from "./outage-cases.ts";
 import { OUTAGE_SEED, RIDE_OUT, counts, startHost } from "./support.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "recovery", "fixtures", "pg-outage.ts");
@@ -66,7 +66,7 @@ for (const [i, plan] of PLANS.entries()) {
     const comeBack = () => {
       if (back) return;
       back = true;
-      cluster().startServer();
+      endOutage(cluster());
     };
     // The outage's length is what the case is about: the server comes back when it is up (or at once should the root end first).
     const end = setTimeout(comeBack, plan.lastsMs);

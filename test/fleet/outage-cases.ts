@@ -13,6 +13,8 @@
  */
 
 import { afterAll, afterEach, beforeAll } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { whenIdle } from "../helpers/concurrent.ts";
 import { startCluster, type Cluster } from "../helpers/postgres.ts";
 import { cleanUpHosts } from "./support.ts";
@@ -32,3 +34,18 @@ export function clusterPerCase(cases: number): (i: number) => Cluster {
 
 /** Case i's host id. */
 export const caseHostId = (i: number): string => `h${i}`;
+
+/** The server of `cluster` up again after its outage; if it does not start, the error carries the end of its log. */
+export function endOutage(cluster: Cluster): void {
+  try {
+    cluster.startServer();
+  } catch (err) {
+    let log = "";
+    try {
+      log = readFileSync(join(cluster.dir, "log"), "utf8").slice(-3000);
+    } catch {
+      // no log written
+    }
+    throw new Error(`${(err as Error).message}\nthe server's log:\n${log}`);
+  }
+}

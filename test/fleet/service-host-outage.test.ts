@@ -34,7 +34,7 @@ import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomi
 import { createDatabase } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { concurrentTest } from "../helpers/concurrent.ts";
-import { caseHostId, clusterPerCase } from "./outage-cases.ts";
+import { caseHostId, clusterPerCase, endOutage } from "./outage-cases.ts";
 import { FIXTURES, OUTAGE_SEED, RIDE_OUT, counts, marks, startHost } from "./support.ts";
 
 const WF = join(FIXTURES, "gated.ts");
@@ -77,7 +77,7 @@ for (const [i, workers] of [0, 1].entries()) {
         const left = downAt + lastsMs - Date.now();
         if (left > 0) await Bun.sleep(left);
       } finally {
-        cluster().startServer();
+        endOutage(cluster());
       }
       const outageCpu = cpuSeconds(serve.pid) - cpuBefore;
       const outageSeconds = (Date.now() - downAt) / 1000;
