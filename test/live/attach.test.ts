@@ -4,8 +4,8 @@
  * /interrupt reach the model in the same conversation (the provider's request log shows them); the view
  * survives a SIGKILL of the stage's worker and follows the attempt started again; a finished stage prints
  * its transcript and says it ended; an unknown run or stage is one sentence and a hint; /help lists the
- * commands, a malformed /answer or an unknown command is said and sends nothing, /detach leaves the stage
- * running; an agent's ask_user question shows with its id and `/answer ID TEXT` typed in attach answers it
+ * commands, a malformed /answer or an unknown command is said and sends nothing, /detach, Ctrl-D and Ctrl-C
+ * leave the stage running; an agent's ask_user question shows with its id and `/answer ID TEXT` typed in attach answers it
  * (the model gets it as the call's result).
  */
 
@@ -61,6 +61,7 @@ e2eTest("attach on a terminal: live text and tools; a steer, a followup and an i
     gates[0]!.resolve();
     await t.waitFor("⚙ list");
     await t.waitFor("Looking around.");
+    await t.waitFor("· turn: 11 in, 4 out"); // the usage of the turn
     const second = await fake.requestMatching((r) => said(r, "use the README"));
     expect(second.body.messages.some((m) => m.role === "tool")).toBe(true); // the same conversation, after the tool call
     t.type("/followup then summarize");
@@ -167,7 +168,7 @@ e2eTest("attach without STAGE follows the run's active stages; Tab switches, and
   }
 });
 
-e2eTest("attach's /help lists the commands, a malformed or unknown command is said and sends nothing, /detach leaves with the stage going on", async () => {
+e2eTest("attach's /help lists the commands, a malformed or unknown command is said and sends nothing, /detach (Ctrl-D, Ctrl-C) leaves with the stage going on", async () => {
   const gate = Promise.withResolvers<void>();
   const fake = await startFakeOpenAI(() => ({ text: "Done at last.", hold: gate.promise }));
   let tmux: Tmux | undefined;
@@ -187,6 +188,14 @@ e2eTest("attach's /help lists the commands, a malformed or unknown command is sa
     t.type("/detach");
     t.keys("Enter");
     expect(await t.exited()).toBe(0);
+    // Ctrl-D and Ctrl-C leave the same way.
+    for (const key of ["C-d", "C-c"]) {
+      const again = Tmux.atomic(["attach", run.runId, "chat"], { home, env, cols: 120, rows: 40 });
+      await again.waitFor("attached to chat");
+      again.keys(key);
+      expect(await again.exited()).toBe(0);
+      again.kill();
+    }
     // Nothing was sent to the stage, which goes on and completes once its call is answered.
     const inbox = JSON.parse((await runAtomic(["inbox", run.runId, "--json"], { home, env })).stdout) as { stages: { messages: unknown[] }[] };
     expect(inbox.stages.flatMap((st) => st.messages)).toEqual([]);
