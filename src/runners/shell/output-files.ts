@@ -153,7 +153,10 @@ export class OutputFiles {
       this.timer = setInterval(() => this.poll(), POLL_MS);
       return;
     }
-    if (this.poll()) this.flowing(false);
+    // After the caller's turn: the runner says "started" right after follow(), and no output may come before it.
+    queueMicrotask(() => {
+      if (this.following && this.watchers.length > 0 && this.poll()) this.flowing(false);
+    });
   }
 
   /** Reads every POLL_MS (the first at once when `readNow`) until a read finds nothing. */
