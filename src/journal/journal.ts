@@ -77,7 +77,8 @@ export interface Journal {
   readonly location: string;
   /**
    * Throws the backend's storage_readonly refusal when this journal was
-   * opened read-only (a home this process may read but not write), so a
+   * opened read-only or its storage cannot be written now (a home this
+   * process may read but not write, a read-only mount), so a
    * command that will change runs says why before it does anything else.
    * Optional: a backend that is never opened read-only has none.
    */

@@ -102,6 +102,7 @@ export class Operator {
   }
 
   start(req: StartRequest): Promise<StartAnswer> {
+    this.opts.journal.assertWritable?.();
     return this.starter.start(req);
   }
 
@@ -130,6 +131,8 @@ export class Operator {
   async resume(ref: string): Promise<ResumeAnswer> {
     const run = await this.run(ref);
     assertResumable(run);
+    // A home this server may only read: one sentence, before a detached process (and its log) is asked for.
+    this.opts.journal.assertWritable?.();
     if (await isDriven(this.opts.journal, run.id)) {
       throw new UsageError("run_live", `run ${run.id} is being driven now; there is nothing to resume`, { hint: "pause or cancel it instead, or wait until it stops" });
     }
@@ -162,6 +165,7 @@ export class Operator {
 
   private async newRunFrom(kind: "rerun" | "fork", run: RunRecord, what: { inputs?: Record<string, unknown> | undefined; at?: string }): Promise<NewRunAnswer> {
     if (run.parentId) throw new UsageError("not_root", `run ${run.id} is a child workflow run`, { hint: `${kind} its root run instead: atomic ${kind} ${run.rootId}` });
+    this.opts.journal.assertWritable?.();
     const recover = await this.recordedRecover(run);
     const toService = await this.toService(recover);
     const runId = newRunId();

@@ -548,7 +548,7 @@ function startRequest(body: unknown): { workflow: string; inputs: Record<string,
 }
 
 function startStatus(code: string): Status {
-  if (code === "workflow_not_allowed") return 403;
+  if (code === "workflow_not_allowed" || code === "storage_readonly") return 403;
   if (code === "workflow_not_found" || code === "unknown_step") return 404;
   if (["run_id_conflict", "already_completed", "run_cancelled", "run_live", "not_root", "no_service", "recovery_opted_out"].includes(code)) return 409;
   return 400;

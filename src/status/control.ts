@@ -66,7 +66,9 @@ export interface StatusControl {
 }
 
 /** The HTTP status of a refused control, message or answer: 404 nothing to address, 409 not now, 400 bad input. */
-export function httpStatusOf(code: string): 400 | 404 | 409 {
+export function httpStatusOf(code: string): 400 | 403 | 404 | 409 {
+  // a home this server may only read (a viewer without write rights, a read-only mount)
+  if (code === "storage_readonly") return 403;
   if (["no_such_stage", "no_match", "not_a_stage", "unknown_prompt", "unknown_run", "unknown_stage"].includes(code)) return 404;
   const notNow = ["stage_finished", "run_ended", "queue_full", "sticky_limit", "message_id_conflict", "already_answered", "prompt_closed", "no_review"];
   // pause, unpause and cancel (engine/pause.ts, engine/cancel.ts)
@@ -104,7 +106,8 @@ function verdictOf(body: unknown): Verdict {
 
 /**
  * Control through the journal, as `opts.by` ("status-page" unless said: "tui"). Errors are UsageErrors (not_root,
- * not_running, already_ended, and those of messages and answers). Attachments need `opts.home` (their copies go
+ * not_running, already_ended, and those of messages and answers), and the journal's storage_readonly refusal first
+ * on a home this process may only read. Attachments need `opts.home` (their copies go
  * under its artifacts).
  */
 export function journalControl(journal: Journal, opts: { home?: string; by?: string } = {}): StatusControl {
@@ -114,6 +117,7 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
   return {
     maxAttachmentBytes,
     async message(run, body) {
+      journal.assertWritable?.();
       const target = field(body, "stage", "string", true) as string;
       const text = field(body, "text", "string", true) as string;
       const files = attachmentContents(body && typeof body === "object" ? (body as Record<string, unknown>).attachments : undefined, maxAttachmentBytes);
@@ -140,16 +144,19 @@ export function journalControl(journal: Journal, opts: { home?: string; by?: str
       return { ...withFiles, deliveries: told ?? (await settledStates(journal, sent.runId, sent.messageId, 2_000)) };
     },
     async answer(run, body) {
+      journal.assertWritable?.();
       const result = await answerPrompt(journal, run, field(body, "question", "string", true) as string, field(body, "answer", "string", true) as string, opts.by ?? "status-page");
       if (opts.home && result.status === "answered" && (await isDriven(journal, result.runId))) await notifyDriver(opts.home, result.runId, { type: "poke" }, 1_000);
       return { runId: result.runId, question: result.promptId, status: result.status, answer: result.prompt.answer };
     },
     async review(run, stage, body) {
+      journal.assertWritable?.();
       const result = await answerReview(journal, run, stage, verdictOf(body), opts.by ?? "status-page");
       if (opts.home && result.status === "answered" && (await isDriven(journal, result.runId))) await notifyDriver(opts.home, result.runId, { type: "poke" }, 1_000);
       return { runId: result.runId, question: result.promptId, status: result.status, answer: result.prompt.answer };
     },
     async control(run, action, stage) {
+      journal.assertWritable?.();
       if (stage !== undefined) {
         if (action === "cancel") throw new UsageError("bad_body", "cancel stops the whole run; it takes no stage", { hint: 'send {"action": "cancel"} without "stage", or pause the stage: {"action": "pause", "stage": "..."}' });
         await setStagePaused(journal, run, stage, action === "pause", builtinSource, { home: opts.home });

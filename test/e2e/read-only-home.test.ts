@@ -3,7 +3,10 @@
  * `show`, `logs`, `serve`) work on it as they are; commands that change
  * runs (`run`, `resume`, `cancel`, `send`) are refused with one sentence
  * saying the home is read-only and a hint naming what still works, and
- * nothing is written. Two ways a home is read-only: a read-only bind mount
+ * nothing is written. So are the console's actions through the JSON API
+ * of the `atomic serve` on it (start, resume, rerun, fork, cancel, send,
+ * bulk cancel and resume: 403, the same sentence), issue 29; the page
+ * shows that sentence (test/status/page-read-only.test.ts). Two ways a home is read-only: a read-only bind mount
  * (root ignores file modes, not a read-only mount), undone in finally; and
  * a second Unix user reading a home root made and opened to others for
  * reading (directories 0755, files 0644), who runs a copy of the binary
@@ -46,9 +49,36 @@ async function expectReadOnlyHome(home: string, ids: { failed: string; completed
   try {
     const line = await lineWatcher(server.stdout).waitFor(/status page: \S+/, 30_000);
     const { origin, searchParams } = new URL(/status page: (\S+)/.exec(line)![1]!);
-    const api = await fetch(`${origin}/api/runs`, { headers: { authorization: `Bearer ${searchParams.get("token")}` } });
+    const headers = { authorization: `Bearer ${searchParams.get("token")}`, "content-type": "application/json" };
+    const api = await fetch(`${origin}/api/runs`, { headers });
     expect(api.status).toBe(200);
     expect(JSON.stringify(await api.json())).toContain(ids.completed);
+    // every action the console has: refused in the CLI's sentence (403), the server going on serving
+    const readOnly = (error: { code: string; message: string; hint: string }, what: string) => {
+      expect({ what, code: error.code }).toEqual({ what, code: "storage_readonly" });
+      expect(error.message, what).toMatch(/^cannot write the journal at .*: the atomic home .* is read-only for this user, and this command changes runs$/);
+      expect(error.hint, what).toMatch(/reading commands \(runs, show, logs, serve\) work/);
+    };
+    for (const [path, body] of [
+      ["/api/runs", { workflow: "goal", inputs: { goal: "x" } }],
+      [`/api/runs/${ids.failed}/resume`, {}],
+      [`/api/runs/${ids.failed}/rerun`, {}],
+      [`/api/runs/${ids.completed}/fork`, { at: "where" }],
+      [`/api/runs/${ids.failed}/control`, { action: "cancel" }],
+      [`/api/runs/${ids.failed}/messages`, { stage: "where", text: "hello" }],
+    ] as const) {
+      const res = await fetch(`${origin}${path}`, { method: "POST", headers, body: JSON.stringify(body) });
+      const answer = (await res.json()) as { error: { code: string; message: string; hint: string } };
+      expect({ path, status: res.status }).toEqual({ path, status: 403 });
+      readOnly(answer.error, path);
+    }
+    for (const action of ["cancel", "resume"]) {
+      const res = await fetch(`${origin}/api/runs/bulk`, { method: "POST", headers, body: JSON.stringify({ action, runs: [ids.failed] }) });
+      const answer = (await res.json()) as { results: { runId: string; ok: boolean; error: { code: string; message: string; hint: string } }[] };
+      expect(answer.results.map((r) => [r.runId, r.ok])).toEqual([[ids.failed, false]]);
+      readOnly(answer.results[0]!.error, `bulk ${action}`);
+    }
+    expect((await fetch(`${origin}/api/runs/${ids.completed}`, { headers })).status).toBe(200);
   } finally {
     // SIGTERM: runuser passes it on to the server (a SIGKILL would end runuser alone and leave the server running)
     server.kill("SIGTERM");

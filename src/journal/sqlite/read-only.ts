@@ -14,7 +14,7 @@
  */
 
 import { Database, constants } from "bun:sqlite";
-import { existsSync, statSync } from "node:fs";
+import { accessSync, constants as fsConstants, existsSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { StorageError } from "../../shared/errors.ts";
 
@@ -45,6 +45,22 @@ function walSize(path: string): number {
   } catch {
     return 0;
   }
+}
+
+/**
+ * Whether this process may write the journal at `path` and its directory. SQLite opens a file it may only read
+ * without a word (read-only, as on a read-only mount whose -shm it can read), so this is asked as well.
+ */
+export function journalWritable(path: string): boolean {
+  for (const p of [path, dirname(path)]) {
+    try {
+      accessSync(p, fsConstants.W_OK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "EROFS" || code === "EACCES" || code === "EPERM") return false;
+    }
+  }
+  return true;
 }
 
 /** What a write to a journal opened read-only fails with. */

@@ -58,7 +58,7 @@ import { LATEST_SCHEMA_VERSION, readSchemaVersion, refuseIfTooNew } from "./sche
 import { isBusy, retryBusy } from "./busy.ts";
 import { Statements, writeTransaction } from "./statements.ts";
 import { toStorageError } from "./storage-errors.ts";
-import { openReadOnlyDatabase, readOnlyRefusal } from "./read-only.ts";
+import { journalWritable, openReadOnlyDatabase, readOnlyRefusal } from "./read-only.ts";
 import { fileChanged, fileIdentity, type FileIdentity } from "./file-identity.ts";
 import { runFromRow, type JournalTables } from "./tables.ts";
 
@@ -189,7 +189,7 @@ export class SqliteJournal implements Journal {
   readOnly = false;
 
   assertWritable(): void {
-    if (this.readOnly) throw readOnlyRefusal(this.location, undefined);
+    if (this.readOnly || !journalWritable(this.location)) throw readOnlyRefusal(this.location, undefined);
   }
 
   async acquireLease(rootId: RunId, holder: HolderInfo, opts: AcquireOptions): Promise<Lease> {
