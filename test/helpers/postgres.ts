@@ -79,9 +79,23 @@ function run(argv: string[], opts: { allowFail?: boolean } = {}): { ok: boolean;
   return { ok: p.success, output };
 }
 
-/** A port to try: pg_ctl start fails when it is taken, and the start is tried again on another (all synchronous). */
+/**
+ * A port to try: pg_ctl start fails when it is taken, and the start is tried again on another (all synchronous).
+ * Below the kernel's ephemeral range (ip_local_port_range, 32768 up here), which every outgoing connection and
+ * every `port: 0` listener draws from: a cluster stopped for an outage test must find its port free again when
+ * it starts on it again, and one in that range could be taken meanwhile.
+ */
 function randomPort(): number {
-  return 20_000 + Math.floor(Math.random() * 40_000);
+  return 10_000 + Math.floor(Math.random() * (ephemeralLow() - 10_000));
+}
+
+function ephemeralLow(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    return low > 12_000 ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
 }
 
 function pidAlive(pid: number): boolean {
