@@ -21,6 +21,8 @@ const BENCHES: Record<string, { load: () => Promise<Bench>; usesBinary: boolean;
   check: { load: () => import("./check.ts").then((m) => m.default), usesBinary: true },
   sequential: { load: () => import("./sequential.ts").then((m) => m.default), usesBinary: false },
   tracing: { load: () => import("./tracing.ts").then((m) => m.default), usesBinary: true },
+  // Builds a second binary (tracing bypassed) first: about half a minute.
+  "tracing-off": { load: () => import("./tracing-off.ts").then((m) => m.default), usesBinary: true, timeoutMs: 300_000 },
   fanout: { load: () => import("./fanout.ts").then((m) => m.default), usesBinary: false },
   children: { load: () => import("./children.ts").then((m) => m.default), usesBinary: false },
   resume: { load: () => import("./resume.ts").then((m) => m.default), usesBinary: true },

@@ -2,7 +2,9 @@
  * Builds the single binary: `bun scripts/build.ts [OUTFILE] [--target T]`
  * (OUTFILE defaults to dist/atomic; T is one of Bun's compile targets such
  * as bun-linux-arm64, default this machine's). scripts/release.sh builds
- * every platform with it.
+ * every platform with it. `--without-tracing` builds a binary whose
+ * tracing is bypassed (loadTracer answers "off" without reading any
+ * setting): the baseline of bench/tracing-off.ts, never shipped.
  *
  * Flags (see docs/design/platform.md): the binary must not read bunfig.toml
  * or .env from the user's directory (a preload script would run inside
@@ -20,7 +22,7 @@ import { ENTRY_POINTS } from "../src/shared/entry-points.ts";
 import { embeddedTypescriptModule } from "./types/embed.ts";
 
 const root = join(import.meta.dir, "..");
-const { values, positionals } = parseArgs({ args: process.argv.slice(2), options: { target: { type: "string" } }, allowPositionals: true });
+const { values, positionals } = parseArgs({ args: process.argv.slice(2), options: { target: { type: "string" }, "without-tracing": { type: "boolean" } }, allowPositionals: true });
 const outfile = positionals[0] ?? join(root, "dist", "atomic");
 const target = values.target ?? `bun-${process.platform}-${process.arch}`;
 mkdirSync(dirname(outfile), { recursive: true });
@@ -45,6 +47,19 @@ function commit(): string {
  * never loads it; its errors reach users as capturePage's one-sentence messages, not its own stack frames.
  */
 const PLAYWRIGHT_JSON_READ = /require\(import_path\d*\.default\.join\(packageRoot, "(package|browsers)\.json"\)\)/g;
+
+/** `--without-tracing`: engine/tracing/tracing.ts with a loadTracer that reads nothing and answers "off". */
+const tracingBypassed: Bun.BunPlugin = {
+  name: "atomic-without-tracing",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]src[\\/]engine[\\/]tracing[\\/]tracing\.ts$/ }, async ({ path }) => {
+      const code = await Bun.file(path).text();
+      const bypassed = code.replace(/\nexport function loadTracer\([\s\S]*$/, "\nexport function loadTracer(_config?: TelemetryConfig): Promise<Tracer | undefined> {\n  return Promise.resolve(undefined);\n}\n");
+      if (bypassed === code) throw new Error("--without-tracing: engine/tracing/tracing.ts has no loadTracer at its end to replace");
+      return { contents: bypassed, loader: "ts" };
+    });
+  },
+};
 
 /**
  * playwright-core reads its package.json and browsers.json at load time with `require(join(packageRoot, …))`,
@@ -103,6 +118,7 @@ try {
           build.onLoad({ filter: /.*/, namespace: "atomic-playwright" }, () => ({ contents: playwrightModule, loader: "js" }));
         },
       },
+      ...(values["without-tracing"] ? [tracingBypassed] : []),
     ],
     // Each a bundle of its own in the binary (src/shared/entry-points.ts says why).
     entrypoints: ENTRY_POINTS.map((f) => join(root, "src", f)),
