@@ -142,6 +142,10 @@ function describe_inProcess() {
     expect([parked.status, parked.error?.code, parked.askUser]).toEqual(["failed", "ask_user", { callId: "call_ask", question: "Deploy to production?", choices: ["yes", "no"] }]);
     const saved = JSON.parse(readFileSync(join(first.artifactDir, "conversation.json"), "utf8")) as RecordedRequest["body"]["messages"];
     expect(shape(saved.slice(-2))).toEqual([["assistant", "call_list,call_ask"], ["tool", "call_list"]]);
+    // Its transcript reads as waiting for the person, not as a failure.
+    const transcript = readFileSync(parked.transcriptPath!, "utf8");
+    expect(transcript).toContain("waiting for a person's answer to: Deploy to production?");
+    expect(transcript).not.toContain("failed");
     const next = await runStage(stageRequest(stage, { attempt: 2, continueFrom: { artifactDir: first.artifactDir, fork: false }, answer: { callId: "call_ask", text: "no" }, initialMessages: [{ id: "m1", text: "also: be quick" }] }, { tools: ["ask_user", "list"] })).result;
     expect([next.status, next.text]).toEqual(["completed", "deploying: the answer was no"]);
     // The messages sent while it was parked follow the answer.

@@ -609,7 +609,11 @@ export class AgentLoop {
 
   /** The loop ends on an ask_user call (its conversation saved, that call last): the stage parks on the question. */
   private parked(asked: { callId: string; question: string; choices?: string[] }): StageResult {
-    return { ...this.result("failed", "ask_user", `waiting for an answer to: ${oneLine(asked.question).slice(0, 200)}`), askUser: asked };
+    // Not a failure to a reader of the transcript: the stage waits for the person, then goes on (the result's
+    // status is only how the engine is told the attempt ended; askUser says why).
+    const question = oneLine(asked.question).slice(0, 200);
+    this.files.section("Outcome", `waiting for a person's answer to: ${question}`);
+    return { ...this.result("failed", "ask_user", `waiting for an answer to: ${question}`, false), askUser: asked };
   }
 
   private structuredFailure(): StageResult {
@@ -624,8 +628,9 @@ export class AgentLoop {
     return this.result(this.stopKind === "cancelled" ? "cancelled" : "failed", this.stopKind ?? "cancelled", this.stopMessage);
   }
 
-  private result(status: StageResult["status"], code?: string, message?: string): StageResult {
-    if (status !== "completed") this.files.section("Outcome", `${status}${message ? `: ${message}` : ""}`);
+  /** `outcome`: false when the caller wrote the transcript's "Outcome" section itself. */
+  private result(status: StageResult["status"], code?: string, message?: string, outcome = true): StageResult {
+    if (outcome && status !== "completed") this.files.section("Outcome", `${status}${message ? `: ${message}` : ""}`);
     this.end();
     this.saveConversation();
     const text = this.lastText.length > TEXT_LIMIT ? this.lastText.slice(0, TEXT_LIMIT) : this.lastText;
