@@ -10,7 +10,7 @@
  *   (`continueFrom`), SESSION_FILES: the openai runner's
  *   `conversation.json`, a CLI stage's `session-usage.json`, pi's
  *   `pi-session.jsonl`, a copy of claude's, codex's or gemini's own session
- *   file (`cli-session.jsonl`). A worker host ships them to the artifact store when
+ *   file or opencode's export (`cli-session.jsonl`). A worker host ships them to the artifact store when
  *   the attempt ends, and a host continuing it fetches them
  *   (./session-files.ts).
  *
@@ -48,7 +48,7 @@ export const CONVERSATION_FILE = "conversation.json";
 export const SESSION_USAGE_FILE = "session-usage.json";
 /** pi's session file, opened with `--session` (runners/cli-agents/pi.ts). */
 export const PI_SESSION_FILE = "pi-session.jsonl";
-/** A copy of a CLI's own session file (claude, codex, gemini), carried to where a continuing stage runs (runners/cli-agents/cli-session-copy.ts). */
+/** A copy of a CLI's own session (claude's, codex's, gemini's file; opencode's export), carried to where a continuing stage runs (runners/cli-agents/cli-session-copy.ts). */
 export const CLI_SESSION_FILE = "cli-session.jsonl";
 /** What a stage that continues this attempt reads (the runners rewrite them whole: shipped once, when the attempt ends). */
 export const SESSION_FILES: readonly string[] = [CONVERSATION_FILE, SESSION_USAGE_FILE, PI_SESSION_FILE, CLI_SESSION_FILE];

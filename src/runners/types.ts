@@ -72,6 +72,11 @@ export interface StageRequest {
    */
   continueFrom?: { sessionId?: string; artifactDir: string; fork: boolean };
   /**
+   * The attempt's session files travel to other machines (a journal they share offers an artifact store): a CLI
+   * whose session is not a file exports it for them (opencode: cli-agents/opencode-sessions.ts).
+   */
+  sessionsTravel?: boolean;
+  /**
    * The stage parked on its agent's `ask_user` call and the person answered:
    * the attempt continues `continueFrom`'s conversation with `text` as that
    * call's result, instead of a new prompt (engine/steps/agent-asks.ts).

@@ -25,8 +25,9 @@
  * gemini (-r) likewise: each host has a home of its own, and the chats
  * file travels as cli-session.jsonl (gemini-sessions.ts).
  * opencode (-s, --fork) resumes by session id from its own database in the
- * user's data directory, which both hosts share here: docs/design/runners.md,
- * "Sessions between machines", says why.
+ * user's data directory: each host has its own here, and the session
+ * travels as `opencode export`'s output, imported where it is missing
+ * (opencode-sessions.ts).
  */
 
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
@@ -121,8 +122,8 @@ async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: stri
 }
 
 /** The openai runner, pi or opencode, against the fake Chat Completions server: also what each call carried. */
-async function acrossHosts(kind: "openai" | "pi" | "opencode", server: FakeOpenAI, s: { home: string; cwd: string; env: Record<string, string> }) {
-  await runAcross(kind, s, kind === "openai" ? "fake-model" : MODEL, true);
+async function acrossHosts(kind: "openai" | "pi" | "opencode", server: FakeOpenAI, s: { home: string; cwd: string; env: Record<string, string> }, users?: UserHomes) {
+  await runAcross(kind, s, kind === "openai" ? "fake-model" : MODEL, true, users);
   // Each call carried the conversation it continues.
   const calls = server.requests.filter((q) => Object.hasOwn(PROMPTS, lastAsk(q)));
   expect(calls.map(lastAsk)).toEqual(Object.keys(PROMPTS));
@@ -191,10 +192,19 @@ agentTest("pi: a session continued and forked across hosts (a copy of its sessio
   expect(trap.strays).toEqual([]);
 });
 
-agentTest("opencode: a session continued (-s) and forked (--fork) across hosts records each call once", async () => {
+agentTest("opencode: a session continued (-s) and forked (--fork) across hosts that do not share a home records each call once", async () => {
   const server = await fakeFor();
   try {
-    await acrossHosts("opencode", server, chatAgentSetup("opencode", server.url, { trap }));
+    const setup = chatAgentSetup("opencode", server.url, { trap });
+    // Each host with a data directory of its own, its HOME's default (~/.local/share: XDG_DATA_HOME, set, is a variable
+    // the run records and its stages get everywhere); the config and the empty catalogue stay the test's. The session
+    // travels as opencode's export.
+    const { XDG_DATA_HOME: shared, ...env } = setup.env;
+    const users = ownUserHomes({ dir: makeTempDir("atomic-fleet-users-"), env });
+    for (const id of ["ha", "hb"] as const) delete users[id].env.XDG_DATA_HOME;
+    await acrossHosts("opencode", server, { ...setup, env }, users);
+    for (const id of ["ha", "hb"] as const) expect(existsSync(join(users[id].env.HOME!, ".local", "share", "opencode", "opencode.db"))).toBe(true);
+    expect(existsSync(join(shared!, "opencode"))).toBe(false);
   } finally {
     await server.close();
   }
@@ -205,7 +215,7 @@ agentTest("opencode: a session continued (-s) and forked (--fork) across hosts r
  * A user home of its own for each host (HOME and the XDG directories, and for codex a CODEX_HOME with the test
  * home's config.toml), as two machines have: the CLI's own session store is not shared.
  */
-function ownUserHomes(h: AgentHome): UserHomes {
+function ownUserHomes(h: Pick<AgentHome, "dir" | "env">): UserHomes {
   const users = {} as UserHomes;
   for (const id of ["ha", "hb"] as const) {
     const dir = join(h.dir, `user-${id}`);

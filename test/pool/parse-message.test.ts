@@ -39,6 +39,7 @@ const fullRequest = {
   initialMessages: [{ id: "m1", text: "go" }],
   agent: { tools: ["read"], maxTurns: 3 },
   continueFrom: { sessionId: "s", artifactDir: "/b", fork: false },
+  sessionsTravel: true,
   answer: { callId: "call_1", text: "yes" },
   runTools: { rootId: "run_0", token: "run_0.t", home: "/h", siblings: ["a", "b"] },
   traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",

@@ -48,6 +48,8 @@ export const StageRequestSchema = v.object({
   protocol: v.optional(v.number()),
   initialMessages: v.optional(v.array(v.object({ id: v.string(), text: v.string() }))),
   continueFrom: v.optional(v.object({ sessionId: v.optional(v.string()), artifactDir: v.string(), fork: v.boolean() })),
+  /** The session travels (an opencode attempt exports it); a worker that dropped it would export nothing, as before. */
+  sessionsTravel: v.optional(v.boolean()),
   /** Version 7: the answer to the agent's ask_user call the stage parked on (a worker that dropped it would lose it). */
   answer: v.optional(v.object({ callId: v.string(), text: v.string() })),
   /** Version 8: the run tools' root and credential; 9: the home whose broker carries them (a worker that dropped them would refuse every message the agent sends). */

@@ -123,6 +123,11 @@ export interface CliAdapter {
   readonly sessionFile?: string;
   /** Where the CLI keeps a session by id in its own store: carried with each attempt to where a continuing stage runs (cli-session-copy.ts). */
   readonly sessionStore?: CliSessionStore;
+  /** A session that is not one file (opencode's database rows): carried by the CLI's own commands (opencode-sessions.ts). */
+  readonly sessionCommands?: {
+    keep(binary: string, req: StageRequest, env: Readonly<Record<string, string>>, id: string): Promise<string>;
+    restore(binary: string, req: StageRequest, env: Readonly<Record<string, string>>, id: string, earlierDir: string): Promise<string | undefined>;
+  };
   /**
    * The credential variables (shared/secrets.ts) this CLI reads to reach its
    * own provider: the only ones of atomic's environment its process gets
@@ -275,7 +280,9 @@ class CliSession {
     const req = this.request;
     const timer = req.timeoutMs && req.timeoutMs > 0 ? setTimeout(() => this.stop("timeout", `timed out after ${req.timeoutMs} ms`), req.timeoutMs) : undefined;
     try {
-      return await this.loop();
+      const result = await this.loop();
+      await this.keepSessionByCommands(result);
+      return result;
     } catch (err) {
       // atomic's own sentence (a user's file the adapter could not use: gemini-home.ts) keeps its code and hint.
       if (err instanceof AtomicError) return this.result("failed", err.code, err.hint ? `${err.message}; ${err.hint}` : err.message);
@@ -310,7 +317,7 @@ class CliSession {
     }
     this.files.section(`${req.stageName} (${this.adapter.kind}${req.model ? `, ${req.model}` : ""})`);
     this.files.section("User", message);
-    this.restoreSession();
+    await this.restoreSession();
     // continueFrom: the first process resumes (or forks) the earlier stage's session; later ones resume this stage's own.
     let resume = req.continueFrom !== undefined;
     let fork = req.continueFrom?.fork === true;
@@ -429,15 +436,36 @@ class CliSession {
   }
 
   /** continueFrom with a CLI that keeps sessions by id: the earlier attempt's copy of the session, where the CLI looks (cli-session-copy.ts). */
-  private restoreSession(): void {
-    const { sessionStore } = this.adapter;
+  private async restoreSession(): Promise<void> {
+    const { sessionStore, sessionCommands } = this.adapter;
     const earlier = this.request.continueFrom;
+    const binary = this.request.agent?.binary;
+    if (sessionCommands && earlier?.sessionId && binary) {
+      try {
+        const said = await sessionCommands.restore(binary, this.request, this.processEnv().env, earlier.sessionId, earlier.artifactDir);
+        if (said) this.files.diag(said);
+      } catch (err) {
+        this.files.diag(`could not put back session ${earlier.sessionId} from the earlier attempt's copy: ${(err as Error).message}`);
+      }
+    }
     if (!sessionStore || !earlier?.sessionId) return;
     try {
       const put = restoreCliSession(this.adapter.kind, sessionStore, this.request, this.processEnv().env, earlier.sessionId, earlier.artifactDir);
       if (put) this.files.diag(`session ${earlier.sessionId} put back from the earlier attempt's copy: ${put}`);
     } catch (err) {
       this.files.diag(`could not put back session ${earlier.sessionId} from the earlier attempt's copy: ${(err as Error).message}`);
+    }
+  }
+
+  /** A completed attempt whose session travels, of a CLI whose session is not a file: its own export (opencode-sessions.ts). */
+  private async keepSessionByCommands(result: StageResult): Promise<void> {
+    const { sessionCommands } = this.adapter;
+    const binary = this.request.agent?.binary;
+    if (!sessionCommands || !binary || !this.request.sessionsTravel || result.status !== "completed" || !this.lastEnv || !this.state.sessionId) return;
+    try {
+      this.files.diag(await sessionCommands.keep(binary, this.request, this.lastEnv, this.state.sessionId));
+    } catch (err) {
+      this.files.diag(`could not keep a copy of session ${this.state.sessionId}: ${(err as Error).message}`);
     }
   }
 

@@ -57,8 +57,8 @@ interface Header {
   path: string;
 }
 
-/** Session ids as the CLIs make them (a uuid); anything else is not looked for. */
-const SESSION_ID = /^[A-Za-z0-9-]{1,100}$/;
+/** Session ids as the CLIs make them (a uuid; opencode's ses_…); anything else is not looked for. */
+const SESSION_ID = /^[A-Za-z0-9_-]{1,100}$/;
 
 /** Copies the CLI's file of session `id` into `artifactDir` (see the header); nothing when the CLI has none here. */
 export function keepCliSession(cli: string, store: CliSessionStore, req: StageRequest, env: Readonly<Record<string, string>>, id: string, artifactDir: string): void {
@@ -66,19 +66,20 @@ export function keepCliSession(cli: string, store: CliSessionStore, req: StageRe
   const root = store.root(req, env);
   const path = store.find(root, req, id);
   if (!path) return;
+  writeSessionCopy(cli, id, path, readFileSync(join(root, path)), artifactDir);
+}
+
+/** Writes CLI_SESSION_FILE into `artifactDir`: the header naming `cli`, session `id` and `path`, then `body` (aside, then renamed). */
+export function writeSessionCopy(cli: string, id: string, path: string, body: Uint8Array, artifactDir: string): void {
   const header: Header = { atomic: "cli-session", cli, session: id, path };
   const copy = join(artifactDir, CLI_SESSION_FILE);
   mkdirSync(artifactDir, { recursive: true });
-  writeFileSync(`${copy}.part`, Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), readFileSync(join(root, path))]));
+  writeFileSync(`${copy}.part`, Buffer.concat([Buffer.from(`${JSON.stringify(header)}\n`), body]));
   renameSync(`${copy}.part`, copy);
 }
 
-/**
- * Puts the copy of session `id` that the attempt in `earlierDir` left where the CLI looks for it here (see the
- * header). Returns the path written, or undefined: no copy there, a copy of another CLI or session, or the same
- * file in place already.
- */
-export function restoreCliSession(cli: string, store: CliSessionStore, req: StageRequest, env: Readonly<Record<string, string>>, id: string, earlierDir: string): string | undefined {
+/** The copy of session `id` of `cli` that the attempt in `earlierDir` left: its header's path and its body; undefined without one. */
+export function readSessionCopy(cli: string, id: string, earlierDir: string): { path: string; body: Buffer } | undefined {
   if (!SESSION_ID.test(id)) return undefined;
   let bytes: Buffer;
   try {
@@ -94,11 +95,22 @@ export function restoreCliSession(cli: string, store: CliSessionStore, req: Stag
     return undefined;
   }
   if (eol < 0 || header.atomic !== "cli-session" || header.cli !== cli || header.session !== id || typeof header.path !== "string") return undefined;
-  const body = bytes.subarray(eol + 1);
+  return { path: header.path, body: bytes.subarray(eol + 1) };
+}
+
+/**
+ * Puts the copy of session `id` that the attempt in `earlierDir` left where the CLI looks for it here (see the
+ * header). Returns the path written, or undefined: no copy there, a copy of another CLI or session, or the same
+ * file in place already.
+ */
+export function restoreCliSession(cli: string, store: CliSessionStore, req: StageRequest, env: Readonly<Record<string, string>>, id: string, earlierDir: string): string | undefined {
+  const copy = readSessionCopy(cli, id, earlierDir);
+  if (!copy) return undefined;
+  const { body } = copy;
   const root = store.root(req, env);
   const here = store.find(root, req, id);
   if (here && sameBytes(join(root, here), body)) return undefined;
-  const target = join(root, here ?? store.place(root, req, id, header.path));
+  const target = join(root, here ?? store.place(root, req, id, copy.path));
   mkdirSync(dirname(target), { recursive: true });
   writeFileSync(`${target}.atomic-part`, body);
   renameSync(`${target}.atomic-part`, target);

@@ -43,6 +43,7 @@ import { agentFailure, streamedErrorIn, streamFailure } from "./agent-errors.ts"
 import { num, str, obj, pricing, PROVIDER_KEYS, cliProviderError, reportedCost, warnRefusedTool, type Rec } from "./records.ts";
 import { readEnv } from "../../shared/config/environment.ts";
 import { STAGE_MCP_NAME, opencodeMcpEntry, stageMcpServer } from "./stage-mcp-config.ts";
+import { keepOpencodeSession, restoreOpencodeSession } from "./opencode-sessions.ts";
 
 /** atomic's tool names → opencode's (opencode has no `list`: `glob` lists files). */
 const TOOL_NAMES: Record<string, string> = { read: "read", write: "write", edit: "edit", list: "glob", grep: "grep", bash: "bash" };
@@ -77,6 +78,7 @@ export const opencode: CliAdapter = {
   assignsSession: false,
   nativeSchema: false,
   canFork: true,
+  sessionCommands: { keep: keepOpencodeSession, restore: restoreOpencodeSession },
   promptOnStdin: true,
   env(req) {
     return {
