@@ -256,7 +256,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
   // (running, completed, failed, cancelled, blocked, interrupted, awaiting_input, skipped); `workflow`: runs of the
   // workflow of that name; `q`: text in the id, workflow, inputs, outputs or error (any case); `since` and `until`:
   // started at or after, and before, an ISO date or time or an age (`2h`, `7d`); `tag=KEY=VALUE` (repeatable): runs
-  // with every tag; `origin`: how runs came to be (schedule, api, cli, rerun, fork, recovery; docs/guides/observability.md
+  // with every tag; `origin`: how runs came to be (schedule, api, cli, rerun, fork, recovery; docs/guides/console.md
   // "Runs by origin"). `limit` (1 to 500, default 50) and `offset` page through what matches; `total` counts it all.
   app.get("/api/runs", async (c) => {
     const q = readRunListQuery({ one: (name) => c.req.query(name), all: (name) => c.req.queries(name) ?? [] });
