@@ -31,6 +31,8 @@ import { newRunId } from "../shared/ids.ts";
 import { parseTagPairs } from "../shared/tags.ts";
 import { journalControl, type ControlAction, type StatusControl } from "../status/control.ts";
 import { StatusSource, type Miss } from "../status/source.ts";
+import { artifactStoreFor } from "../artifacts/select.ts";
+import { loadConfig } from "../shared/config/load.ts";
 import { RunStarter, type StartAnswer, type StartRequest } from "./run-starter.ts";
 import { awaitRecorded, awaitResumed, spawnNewRunFrom, spawnResumeDriver } from "./spawn-run.ts";
 import { activeService } from "./service-lease.ts";
@@ -74,7 +76,8 @@ export class Operator {
   private readonly starter: RunStarter;
 
   constructor(private readonly opts: OperatorOptions) {
-    this.source = new StatusSource(opts.journal);
+    // Stages that ran on worker hosts: their transcripts in the artifact store (artifacts/select.ts), as the page reads them.
+    this.source = new StatusSource(opts.journal, { artifacts: artifactStoreFor(opts.journal, loadConfig({ home: opts.home }).config), home: opts.home });
     this.control = journalControl(opts.journal, { home: opts.home });
     this.starter = new RunStarter({ journal: opts.journal, home: opts.home, cwd: opts.cwd, journalUrl: opts.journalUrl, recover: opts.recover ?? true });
   }
