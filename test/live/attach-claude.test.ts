@@ -34,10 +34,12 @@ agentTest("attach to a claude stage: its tool call live, a steer from attach rea
     // The stage's cwd is the marker directory: claude runs in its default sandbox, where /tmp is its own.
     const run = spawnAtomic(["run", WF, "--inputs-json", inputs], { home, cwd: dir, env });
     const runId = startedRunId(await lineWatcher(run.stdout).waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
+    // Its tool runs: the stage has started (attaching to a stage not started yet is refused, unknown_stage; on a busy
+    // machine the run may not have reached it when it says it started).
+    await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     const attach = spawnAtomic(["--json", "attach", runId, "ask"], { home, env });
     const out = lineWatcher(attach.stdout);
     await out.waitFor(/"type":"attached"/, AGENT_STEP_LIMIT_MS);
-    await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     // The tool call was streamed (attach may have subscribed after it: then the transcript has it).
     await out.waitFor(/"type":"(tool|transcript)".*Bash/, AGENT_STEP_LIMIT_MS);
     attach.stdin.write("STEER-FROM-ATTACH\n");

@@ -33,10 +33,12 @@ agentTest("attach to a pi stage: its tool call live, a steer from attach reaches
     writeFileSync(inputs, JSON.stringify({ runner: "pi", prompt: "work", tools: JSON.stringify(["bash"]) }));
     const run = spawnAtomic(["run", WF, "--inputs-json", inputs], { home: s.home, env: s.env, cwd: s.cwd });
     const runId = startedRunId(await lineWatcher(run.stdout).waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
+    // Its tool runs: the stage has started (attaching to a stage not started yet is refused, unknown_stage; on a busy
+    // machine the run may not have reached it when it says it started).
+    await waitUntil(() => existsSync(join(s.cwd, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     const attach = spawnAtomic(["--json", "attach", runId, "ask"], { home: s.home, env: s.env });
     const out = lineWatcher(attach.stdout);
     await out.waitFor(/"type":"attached"/, AGENT_STEP_LIMIT_MS);
-    await waitUntil(() => existsSync(join(s.cwd, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     // The tool call was streamed (attach may have subscribed after it: then the transcript has it).
     await out.waitFor(/"type":"(tool|transcript)".*bash/, AGENT_STEP_LIMIT_MS);
     attach.stdin.write("STEER-FROM-ATTACH\n");
