@@ -40,7 +40,8 @@ export interface Recorded {
 interface Entry extends Recorded {
   checkpoint: CheckpointPayload | undefined;
   started: StepStartedPayload | undefined;
-  failures: string[];
+  /** Made at a position's first recorded failure only (most positions have none). */
+  failures?: string[];
   claimed: boolean;
   /** Entries in the order they were created (journal order for recorded positions). */
   order: number;
@@ -93,7 +94,7 @@ export class ReplayCursor {
         rec.started = e.payload as StepStartedPayload;
         rec.attempts++;
       } else if (e.type === EVENT.stepFailed) {
-        this.entry(e.key).failures.push((e.payload as { error?: { code?: string } }).error?.code ?? "failed");
+        (this.entry(e.key).failures ??= []).push((e.payload as { error?: { code?: string } }).error?.code ?? "failed");
       }
     }
   }
@@ -173,7 +174,7 @@ export class ReplayCursor {
     const index = topLevelIndex(position);
     const rec = this.find(position, index);
     if (rec === undefined) {
-      this.put(position, index, { checkpoint: undefined, started: undefined, attempts: 0, failures: [], claimed: true, order: this.entries++ });
+      this.put(position, index, { checkpoint: undefined, started: undefined, attempts: 0, claimed: true, order: this.entries++ });
       return undefined;
     }
     if (rec.claimed) throw new Error(`internal: replay position ${position} claimed twice`);
@@ -186,7 +187,7 @@ export class ReplayCursor {
     const index = topLevelIndex(position);
     let rec = this.find(position, index);
     if (!rec) {
-      rec = { checkpoint: undefined, started: undefined, attempts: 0, failures: [], claimed: false, order: this.entries++ };
+      rec = { checkpoint: undefined, started: undefined, attempts: 0, claimed: false, order: this.entries++ };
       this.put(position, index, rec);
       // "4.1.0" lies in the groups "4" and "4.1"; a top-level position in none.
       if (index < 0) for (let dot = position.indexOf("."); dot !== -1; dot = position.indexOf(".", dot + 1)) this.groups.add(position.slice(0, dot));
