@@ -155,7 +155,9 @@ export class IntercomClient {
         spawn: this.opts.spawn ?? true,
         role: this.opts.role ?? "client",
         handlers: {
-          onMessage: (msg) => this.onMessage(msg),
+          // A reply goes out on the link its ask came in on: an ask can arrive while the names are still
+          // being registered (before `this.link` is set), in the same read as the last register's reply.
+          onMessage: (msg) => this.onMessage(msg, link),
           // connectBroker may open links that fail their hello (and close) before it returns one: their
           // onClose fires while `link` is still unassigned, and this.link is undefined too while connecting,
           // so onLost's `this.link !== link` check passed and a failed attempt counted as losing the
@@ -224,10 +226,15 @@ export class IntercomClient {
     this.timer = setTimeout(() => void this.connectOnce(), delay);
   }
 
-  private onMessage(msg: IncomingMessage): void {
+  private onMessage(msg: IncomingMessage, link: Link | undefined): void {
     const handler = this.opts.onMessage;
     if (!handler) return;
-    handler(msg, msg.ask ? (body) => this.reply(msg.id, body) : noReply);
+    handler(msg, msg.ask ? (body) => this.replyOn(link, msg.id, body) : noReply);
+  }
+
+  private async replyOn(link: Link | undefined, inReplyTo: string, body: unknown): Promise<void> {
+    if (!link?.open) throw unavailable("not connected to the intercom broker");
+    await link.request("reply", { type: "reply", inReplyTo, body });
   }
 
   private settleWaiters(err?: Error): void {
