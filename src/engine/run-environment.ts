@@ -10,9 +10,13 @@
  * so is a variable whose value holds a secret atomic knows or a URL with a
  * password in it (postgres://user:pw@host).
  * atomic's own settings are left out too (ATOMIC_* and every variable
- * atomic reads itself: HOME, PATH, XDG_*, PG*, OTEL_*, the agent CLIs'
- * homes; docs/reference/environment.md lists them): they configure the
- * process that drives the run, which keeps its own.
+ * of the registry in shared/config/environment.ts: HOME, PATH, the XDG
+ * directories atomic reads (runtime, config, cache), PG*, OTEL_*, the
+ * agent CLIs' homes; docs/reference/environment.md lists them): they
+ * configure the process that drives the run, which keeps its own. Other
+ * XDG variables (XDG_DATA_HOME, XDG_STATE_HOME) are the workflow's and are
+ * recorded like any other; a stage on a worker host sees them as the run
+ * did, and its CLI makes the directory there if it is missing.
  *
  * A resume (typed, or the service's recovery, which is `atomic resume`)
  * makes the recorded variables its environment before it loads the
