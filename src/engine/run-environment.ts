@@ -16,7 +16,7 @@
  * configure the process that drives the run, which keeps its own. Other
  * XDG variables (XDG_DATA_HOME, XDG_STATE_HOME) are the workflow's and are
  * recorded like any other; a stage on a worker host sees them as the run
- * did, and its CLI makes the directory there if it is missing.
+ * did (the same path, whether or not it exists there).
  *
  * A resume (typed, or the service's recovery, which is `atomic resume`)
  * makes the recorded variables its environment before it loads the
