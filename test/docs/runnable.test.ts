@@ -10,11 +10,10 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { atomicBin } from "../../scripts/binary.ts";
-import { childEnv } from "../helpers/atomic.ts";
+import { childEnv, TEST_CONFIG } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { consoleSteps, declaredFiles, documentationFiles, outputMatches, parsePage } from "./markdown.ts";
 
-const TEST_CONFIG = join(import.meta.dir, "..", "helpers", "test-config.json");
 const pages = documentationFiles()
   .map(parsePage)
   .filter((p) => p.code.some((c) => c.language === "console"));

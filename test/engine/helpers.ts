@@ -20,6 +20,11 @@
  *   released and the run row stays "running". Each driver has its own
  *   crash switch, so a resume in the same test writes normally.
  *
+ * Each start and resume reads its config as a spawned `atomic run` of the
+ * tests would: the home's and the project's files, then the tests' own
+ * (test/helpers/atomic.ts TEST_CONFIG: stage starts are not paced by the
+ * machine's load, which the suite itself raises).
+ *
  * `withEngine` stops drivers still running, closes the journal and removes
  * the home; `engineAfterEach` (register it with afterEach) fails a test
  * that left a stage process group alive, and removes temp directories.
@@ -45,6 +50,8 @@ import { LeaseLostError, StorageError } from "../../src/shared/errors.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import type { WorkflowDefinition } from "../../src/sdk/types.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { TEST_CONFIG } from "../helpers/atomic.ts";
+import { loadConfig } from "../../src/shared/config/load.ts";
 
 export interface Deferred<T> {
   promise: Promise<T>;
@@ -334,6 +341,9 @@ export async function withEngine<T>(cb: (fx: Engine) => Promise<T>): Promise<T> 
     journal: crashable,
     home,
     observer,
+    // the config a spawned atomic of the tests reads (test/helpers/atomic.ts): the home's and the project's
+    // files, then TEST_CONFIG's (no pacing by load: the suite's own load would pace every start once a second)
+    config: loadConfig({ home, env: { ...process.env, ATOMIC_CONFIG: TEST_CONFIG } }).config,
     ...(opts.leaseTimeoutMs !== undefined ? { leaseTimeoutMs: opts.leaseTimeoutMs } : {}),
     executor: opts.executor ?? new TrackingExecutor(),
   });

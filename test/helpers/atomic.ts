@@ -48,11 +48,12 @@ export function childEnv(extra: Record<string, string | undefined> = {}): Record
 }
 
 /**
- * A config every spawned atomic reads last (ATOMIC_CONFIG): host pressure by load is off, so a machine
- * busy with other work (CI, parallel test files) does not pace stage starts and stretch tests past their
- * timeouts. Tests of pacing configure it themselves (free memory) or pass their own ATOMIC_CONFIG.
+ * A config every atomic of the tests reads last (ATOMIC_CONFIG; the engines the tests drive in their own
+ * process too: test/engine/helpers.ts): host pressure by load is off, so a machine busy with other work
+ * (CI, parallel test files) does not pace stage starts and stretch tests past their timeouts. Tests of
+ * pacing configure it themselves (free memory) or pass their own ATOMIC_CONFIG.
  */
-const TEST_CONFIG = join(import.meta.dir, "test-config.json");
+export const TEST_CONFIG = join(import.meta.dir, "test-config.json");
 
 /** The environment a spawned atomic gets (for clients that spawn the binary themselves, such as an MCP client's transport). */
 export function environment(opts: AtomicOptions): Record<string, string> {

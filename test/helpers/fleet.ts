@@ -59,7 +59,7 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { atomicBin, childEnv } from "./atomic.ts";
+import { atomicBin, childEnv, TEST_CONFIG } from "./atomic.ts";
 import { streamLines } from "./lines.ts";
 import { type Cluster, startCluster, sweepStaleClusters, watchOwner } from "./postgres.ts";
 import { isLive } from "./processes.ts";
@@ -181,7 +181,6 @@ export function namespacesAvailable(): boolean {
 
 // ---------------------------------------------------------------- making one
 
-const TEST_CONFIG = join(import.meta.dir, "test-config.json");
 const live = new Set<Fleet>();
 let watching = false;
 
