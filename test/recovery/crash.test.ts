@@ -283,7 +283,10 @@ test("an uninterrupted run records every step once", async () => {
 });
 
 test("killed between a step's end and its checkpoint: sequential steps", async () => {
-  await batch([faultAt("before-checkpoint", 1), faultAt("before-checkpoint", 4), faultAt("before-checkpoint", 10)], checkSequentialFault);
+  // The first step without a delay ends in the turn its run started: run_started must be on stdout
+  // before it (when --json batched it to the turn's end, this kill lost the line every time).
+  const first: [string, Crash] = ["before-checkpoint:1", { faults: "before-checkpoint:1", delayMs: 0 }];
+  await batch([first, faultAt("before-checkpoint", 4), faultAt("before-checkpoint", 10)], checkSequentialFault);
 });
 
 test("killed between a step's end and its checkpoint: inside the parallel fan-out", async () => {

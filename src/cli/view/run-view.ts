@@ -42,19 +42,29 @@ export function createRunView(s: CliSession): RunView {
  * One line per event, the events of one event-loop turn in one write: a
  * fan-out's events come in bursts, and a write per event woke the reader
  * once per event (a 500-stage fan-out writes 1,500 lines; bench/pool.ts).
- * close() writes what is left.
+ * A run's start and end are written at once, with what was batched before
+ * them: `run_started` carries the id a consumer needs to resume the run,
+ * and a step's function may run, and the process die (kill -9, a power
+ * cut), before the turn ends; the journal has the step events, the reader
+ * would not have the run. close() writes what is left.
  */
 function jsonView(): RunView {
   let lines = "";
+  let scheduled = false;
   const flush = () => {
+    scheduled = false;
     const text = lines;
     lines = "";
     out(text);
   };
   return {
     observer(e) {
-      if (lines === "") setImmediate(flush);
       lines += `${JSON.stringify(e)}\n`;
+      if (e.type === "run_started" || e.type === "run_ended") flush();
+      else if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
     },
     close: flush,
     note() {},
