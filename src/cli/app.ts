@@ -9,6 +9,7 @@
 
 import { runCommand, type ArgsDef, type CommandDef } from "citty";
 import { AtomicError, ensureError, errorInfo } from "../shared/errors.ts";
+import { fileSystemFault } from "../shared/file-system-fault.ts";
 import { redact } from "../shared/secrets.ts";
 import { closeMatches } from "../shared/close-matches.ts";
 import { buildInfo, VERSION } from "../shared/version.ts";
@@ -116,7 +117,7 @@ async function checkFlags(cmd: CommandDef<ArgsDef>, name: string, args: string[]
 }
 
 function reportError(err: unknown, s: CliSession | undefined): number {
-  const e = ensureError(err);
+  const e = fileSystemFault(err) ?? ensureError(err);
   const verbose = s?.globals.verbose ?? process.argv.includes("--verbose");
   const asJson = s?.globals.json ?? false;
   let code: string;

@@ -25,6 +25,7 @@ import type { RunRecord } from "../journal/runs.ts";
 import { isQueryProblem, readRunListQuery } from "./run-query.ts";
 import { UnsafeArtifactError } from "../artifacts/stage-logs.ts";
 import { AtomicError, UsageError } from "../shared/errors.ts";
+import { fileSystemFault } from "../shared/file-system-fault.ts";
 import { VERSION } from "../shared/version.ts";
 import { formatBytes } from "../shared/format-bytes.ts";
 import { isControlAction, CONTROL_ACTIONS, httpStatusOf, type StatusControl } from "./control.ts";
@@ -198,7 +199,8 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     await next();
   });
 
-  app.onError((err, c) => {
+  app.onError((thrown, c) => {
+    const err = fileSystemFault(thrown) ?? thrown;
     if (err instanceof AtomicError && err.disposition === "retryable") return fail(c, 503, err.code, err.message, err.hint);
     process.stderr.write(`status server: ${c.req.method} ${new URL(c.req.url).pathname} failed: ${err.stack ?? err.message}\n`);
     return fail(c, 500, "internal", err.message || "internal error", "this is a bug in atomic; the server's stderr has the details");

@@ -176,7 +176,13 @@ if (CAN_LOOP) {
       await waitUntil(() => existsSync(join(dir, "started")), 30_000, "the stage to start");
       m.breakIt();
       const id = await expectStoppedResumably(home, run, /^the journal at .*atomic\.db (is unavailable|became read-only)/);
-      m.repair();
+      // Before the repair a resume cannot write the home (its pinned code first): the one storage sentence, not "a bug".
+      const early = await runAtomic(["resume", id], { home });
+      expect(early.code).toBe(1);
+      const refused = finalError(early.stderr);
+      expect(refused.message).toMatch(/read-only|unavailable/);
+      expect(refused.hint).toMatch(/writable again/);
+      await m.repair();
       await resumeCompletes(home, dir, id);
     });
   });
