@@ -1,7 +1,8 @@
 /**
  * The run tools through the stage MCP server with a real agent CLI (test/agents,
  * pinned versions) against its fake provider (docs/design/stage-tools.md):
- * claude calls mcp__atomic__message to a stage that has not started yet;
+ * claude calls mcp__atomic__message to a misspelt stage (refused, "did you
+ * mean", nothing recorded), then to a stage that has not started yet;
  * the stage MCP server carries it to the run's driver, the tool's result
  * reaches the model, and the next stage reads the message on its stdin;
  * claude asks an openai sibling; codex asks a claude sibling (ask_agent
@@ -40,16 +41,21 @@ async function runFixture(h: AgentHome, runner: string, mode = "message", env: R
   return { r, result: parseNdjson(r.stdout).at(-1) as { outputs?: Record<string, string> } };
 }
 
-agentTest("claude in a sandbox: message to a stage not started yet, through the stage MCP server (inside the sandbox, the broker's socket shown to it)", async () => {
+agentTest("claude in a sandbox: message to a misspelt stage is refused (did you mean), then to a stage not started yet, through the stage MCP server (inside the sandbox, the broker's socket shown to it)", async () => {
   const fake = await startFakeAnthropic();
   try {
-    fake.push(toolUse("mcp__atomic__message", { to: "reader", text: "the secret is 42" }), text("told the reader"));
+    fake.push(toolUse("mcp__atomic__message", { to: "raeder", text: "to a typo" }), toolUse("mcp__atomic__message", { to: "reader", text: "the secret is 42" }), text("told the reader"));
     const h = claudeHome(fake);
     const { r, result } = await runFixture(h, "claude", "message", {}, "openai", AGENT_TEST_LIMIT_MS, true);
     expect(r.code).toBe(0);
     expect(result.outputs).toEqual({ writer: "told the reader", reader: "the secret is 42\n" });
+    // The misspelt name was refused to the model, naming the close match of the workflow's stages; nothing was recorded.
+    const runId = (result as { runId?: string }).runId!;
+    expect(JSON.stringify(fake.calls[1]!.body.messages)).toContain(`error: run ${runId} has no stage raeder: no stage of its workflow is named raeder (hint: did you mean: reader)`);
+    const inbox = JSON.parse((await runAtomic(["inbox", runId, "--json"], { home: h.home, env: h.env })).stdout) as { stages: { stage: string; messages: { text: string }[] }[] };
+    expect(inbox.stages.flatMap((s) => s.messages.map((m) => `${s.stage}: ${m.text}`))).toEqual(["reader: the secret is 42"]);
     // The tool's result (where the message went) reached the model as claude's tool_result.
-    const second = JSON.stringify(fake.calls[1]!.body.messages);
+    const second = JSON.stringify(fake.calls[2]!.body.messages);
     expect(second).toContain("sent to reader (queued until it starts)");
     // The tools claude was offered include the stage MCP server's, under claude's MCP naming.
     expect(JSON.stringify(fake.calls[0]!.body.tools)).toContain("mcp__atomic__message");

@@ -2,8 +2,8 @@
  * The run tools of the openai runner (docs/guides/messages-and-humans.md),
  * through the real binary, stages on pool workers, the fake provider
  * scripting the calls: `message` to a stage that has not started yet (it
- * gets it before its first turn) and to a path that can never exist (one
- * sentence); `ask_agent` to a finished stage (one sentence), and between
+ * gets it before its first turn), to a path that can never exist and to a
+ * misspelt stage name (one sentence, "did you mean", nothing recorded); `ask_agent` to a finished stage (one sentence), and between
  * two siblings of a `ctx.parallel(…, { group: true })`: the question
  * reaches the other agent as a message and its `reply` is the asker's
  * tool result; a sibling that does not answer within `timeout_s` (one
@@ -41,7 +41,7 @@ function writerScript(calls: { id: string; name: string; arguments: Record<strin
   };
 }
 
-async function runFixture(script: Script, mode: string, opts: { cwd?: string; onEnd?: (home: string, runId: string) => void } = {}) {
+async function runFixture(script: Script, mode: string, opts: { cwd?: string; onEnd?: (home: string, runId: string) => void | Promise<void> } = {}) {
   const server = await startFakeOpenAI(script);
   const home = makeTempDir("atomic-run-tools-");
   try {
@@ -52,7 +52,7 @@ async function runFixture(script: Script, mode: string, opts: { cwd?: string; on
     });
     const out = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
     const ended = out.find((e) => e.type === "run_ended") as { runId?: string; outputs?: Record<string, string>; status?: string } | undefined;
-    if (ended?.runId) opts.onEnd?.(home, ended.runId);
+    if (ended?.runId) await opts.onEnd?.(home, ended.runId);
     return { r, ended, requests: server.requests };
   } finally {
     await server.close();
@@ -60,21 +60,33 @@ async function runFixture(script: Script, mode: string, opts: { cwd?: string; on
   }
 }
 
-test("message reaches a stage that has not started yet; a path that can never exist and ask_agent to a finished stage are refused in one sentence", async () => {
+test("message reaches a stage that has not started yet; a misspelt stage (did you mean), a path that can never exist and ask_agent to a finished stage are refused in one sentence, nothing recorded", async () => {
   const script = writerScript(
-    [{ id: "m1", name: "message", arguments: { to: "reader", text: "the secret is 42" } }, { id: "m2", name: "message", arguments: { to: "writer/inner", text: "x" } }],
+    [
+      { id: "m1", name: "message", arguments: { to: "reader", text: "the secret is 42" } },
+      { id: "m2", name: "message", arguments: { to: "writer/inner", text: "x" } },
+      { id: "m3", name: "message", arguments: { to: "raeder", text: "to a typo" } },
+    ],
     (prompt, results) => (results.length ? text(`${prompt} | ${results.join(" | ")}`) : { toolCalls: [{ id: "a1", name: "ask_agent", arguments: { to: "writer", question: "still there?" } }], usage }),
   );
-  const { r, ended } = await runFixture(script, "message");
+  let inbox = "";
+  const { r, ended } = await runFixture(script, "message", { onEnd: async (home, runId) => void (inbox = (await runAtomic(["inbox", runId, "--json"], { home })).stdout) });
   expect(r.code).toBe(0);
   const { writer, reader } = ended!.outputs!;
-  const [sent, refused] = writer!.split(" | ");
-  expect(sent).toStartWith("sent to reader (queued until it starts); note: no stage reader has started in run ");
+  const [sent, refused, typo] = writer!.split(" | ");
+  // A name the workflow's code has: no warning that the stage has not started yet.
+  expect(sent).toBe("sent to reader (queued until it starts)");
   expect(refused).toStartWith("error: ");
   expect(refused).toContain("writer/inner");
+  // The misspelt name is checked against the stage names of the workflow's code, as `atomic send` does.
+  expect(typo).toBe(`error: run ${ended!.runId} has no stage raeder: no stage of its workflow is named raeder (hint: did you mean: reader)`);
   // The reader got the message before its first turn, and asking the finished writer was refused.
   expect(reader).toContain("the secret is 42");
+  expect(reader).not.toContain("to a typo");
   expect(reader).toContain("error: stage writer has finished, so it cannot answer; use its result, or ask a stage that runs");
+  // Only the message that went is in the run's inbox: the refused ones left nothing.
+  const texts = (JSON.parse(inbox) as { stages: { stage: string; messages: { text: string }[] }[] }).stages.flatMap((s) => s.messages.map((m) => `${s.stage}: ${m.text}`));
+  expect(texts).toEqual(["reader: the secret is 42"]);
 }, 120_000);
 
 test("message with files attached: read in the stage's directory, copied into the run's artifacts, delivered in the message; files outside it, missing or a directory refused", async () => {
@@ -102,7 +114,7 @@ test("message with files attached: read in the stage's directory, copied into th
   });
   expect(r.code).toBe(0);
   const [sent, ...refused] = ended!.outputs!.writer!.split(" | ");
-  expect(sent).toStartWith("sent to reader (queued until it starts), with notes.md, mock.png attached; note: ");
+  expect(sent).toBe("sent to reader (queued until it starts), with notes.md, mock.png attached");
   expect(refused).toEqual([
     `error: cannot attach ${join(outside, "secret.txt")}: it is outside your working directory (${out}); attach only files in it`,
     `error: cannot attach link.txt: it is outside your working directory (${out}); attach only files in it`,

@@ -11,7 +11,8 @@
  *
  * - message: `sendMessage` exactly as `atomic send` and ctx.send (the
  *   journal first; the delivery rules: future stages, patterns, caps,
- *   dedup; a path that can never exist is refused naming close matches).
+ *   dedup; a path that can never exist, or whose last name no stage of
+ *   the run's code has, is refused naming close matches, nothing recorded).
  *   Files the agent attached (`attach`) come as their contents, read where
  *   the stage runs (artifacts/tool-attachments.ts): copied into the run's
  *   artifacts and delivered in the message as `atomic send --attach` does
@@ -131,7 +132,9 @@ export class StageTools {
     if (!run) return fail(`run ${stage.runId} is not in the journal`);
     const files = attachmentContents(attachments, this.tree.config.artifacts?.maxAttachmentBytes, "attach");
     const id = newId("msg");
-    const request = { run, target: to, text, id, sender: `stage ${stage.path}`, warnUnknown: true };
+    // As `atomic send`: a name no stage of the run's pinned code has is refused with close matches, nothing recorded
+    // (no builtin grants run tools, so a builtin's embedded source is not needed: builtins.ts stays out of the SDK's reach).
+    const request = { run, target: to, text, id, sender: `stage ${stage.path}`, warnUnknown: true, checkNames: true };
     const { sent, attached } = await sendAttached(this.tree.journal, request, files, this.tree.artifactsDir, this.rootId);
     await this.pump();
     const where = sent.deliveries.map((d) => `${d.stage} (${d.state === "queued" && !d.started ? "queued until it starts" : d.state})`);
