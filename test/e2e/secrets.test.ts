@@ -7,11 +7,11 @@
 
 import { afterAll, afterEach, expect } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { writeFakeCli } from "../helpers/fake-cli.ts";
-import { makeTempDir } from "../helpers/temp.ts";
+import { filesUnder, makeTempDir } from "../helpers/temp.ts";
 import { inOrder, startFakeOpenAI, text, toolCall, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest } from "./support.ts";
 import { intercomPaths } from "../../src/intercom/paths.ts";
@@ -31,14 +31,6 @@ function workflowFile(body: string): string {
   const file = join(makeTempDir("atomic-secrets-wf-"), "wf.ts");
   writeFileSync(file, `import { workflow } from "atomic";\nexport default workflow(${body});\n`);
   return file;
-}
-
-/** Every file under `dir`, recursively. */
-function filesUnder(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { recursive: true, encoding: "utf8" })
-    .map((f) => join(dir, f))
-    .filter((f) => statSync(f).isFile());
 }
 
 /** The journal's bytes (the database and its WAL), for "never stored" checks. */

@@ -19,7 +19,7 @@
  * none can write there again after the removal.
  */
 
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROLE } from "../../src/shared/self-exec.ts";
@@ -49,6 +49,14 @@ export function removeTempDir(dir: string): void {
 /** Removes every directory `makeTempDir` made and that is still there; throws like `removeTempDir`. */
 export function removeTempDirs(): void {
   remove([...created]);
+}
+
+/** Every regular file under `dir`, recursively (sockets and directories left out; a file gone meanwhile too). */
+export function filesUnder(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .map((f) => join(dir, f))
+    .filter((f) => statSync(f, { throwIfNoEntry: false })?.isFile());
 }
 
 export async function withTempDir<T>(cb: (dir: string) => Promise<T> | T): Promise<T> {

@@ -6,6 +6,10 @@
  *   hint (the server's address, the journal URL shown the same way in
  *   every mention, the resume command), after the retry window of the whole
  *   outage (ATOMIC_JOURNAL_RETRY_MS, short here), not one per write;
+ *   the journal URL carries a password (of a role of the test's own, with
+ *   characters a URL must encode): every mention shows the URL without it,
+ *   and it is nowhere in what atomic printed, stored in the journal or wrote
+ *   in its home (logs included), raw or encoded;
  * - at random points (seeded) with outages of 25-80 s and the default
  *   15 s window: the run stops with storage_unavailable before the outage
  *   ends; SIGTERM during the outage ends the process without waiting the
@@ -26,9 +30,10 @@ import { afterAll, afterEach, expect, test } from "bun:test";
 import fc from "fast-check";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import pg from "pg";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { createDatabase, postgresInstalled, startCluster, type Cluster } from "../helpers/postgres.ts";
-import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { postgresInstalled, startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
+import { filesUnder, makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "pg-outage.ts");
 const ROUNDS = 12;
@@ -40,16 +45,62 @@ afterEach(async () => {
 });
 afterAll(() => cluster?.stop());
 
+/**
+ * A database of its own, owned by a role of its own whose password is in the journal URL: it has characters a URL
+ * must percent-encode (`/`, `@`, `:`), so a leak would show raw or encoded.
+ */
 async function setup(extra: Record<string, string> = {}) {
   cluster ??= await startCluster();
-  const url = await createDatabase(cluster, `outage_${Math.random().toString(36).slice(2, 10)}`);
+  const name = `outage_${Math.random().toString(36).slice(2, 10)}`;
+  const password = `pw/${name}@secret:${crypto.randomUUID()}`;
+  await asAdmin(async (c) => {
+    await c.query(`create role ${name} login password '${password}'`);
+    await c.query(`create database ${name} owner ${name}`);
+  });
+  const u = new URL(withDatabase(cluster.adminUrl, name));
+  u.username = name;
+  u.password = encodeURIComponent(password);
+  const url = u.toString();
   const root = makeTempDir("atomic-pg-outage-");
   const home = join(root, "home");
   const out = join(root, "out");
   mkdirSync(out);
   const env = { ATOMIC_JOURNAL: url, OUT_DIR: out, ROUNDS: String(ROUNDS), ...extra };
   const effects = () => (existsSync(join(out, "effects.txt")) ? readFileSync(join(out, "effects.txt"), "utf8").split("\n").filter(Boolean) : []);
-  return { url, home, env, effects };
+  return { url, password, home, env, effects };
+}
+
+async function asAdmin<T>(fn: (c: pg.Client) => Promise<T>, database = "postgres"): Promise<T> {
+  const c = new pg.Client({ connectionString: withDatabase(cluster!.adminUrl, database) });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+/** The password's forms a leak could take: as given, percent-encoded (as in the URL), and hex (a bytea column read as text). */
+function passwordForms(password: string): string[] {
+  return [password, encodeURIComponent(password), Buffer.from(password).toString("hex")];
+}
+
+/** The password in none of `texts` (what atomic printed), none of the journal's rows, none of the home's files (its logs included). */
+async function expectPasswordNowhere(s: Awaited<ReturnType<typeof setup>>, ...texts: string[]) {
+  const database = new URL(s.url).pathname.slice(1);
+  const rows = await asAdmin(async (c) => {
+    const tables = (await c.query<{ t: string }>("select format('%I.%I', table_schema, table_name) as t from information_schema.tables where table_schema = 'atomic'")).rows;
+    expect(tables.length).toBeGreaterThan(0);
+    const all: string[] = [];
+    for (const { t } of tables) all.push(...(await c.query<{ row: string }>(`select r::text as row from ${t} r`)).rows.map((r) => r.row));
+    return all.join("\n");
+  }, database);
+  const files = filesUnder(s.home);
+  expect(files.length).toBeGreaterThan(0);
+  const where: [string, string][] = [...texts.map((t, i) => [`output ${i + 1}`, t] as [string, string]), ["the journal", rows], ...files.map((f) => [f, readFileSync(f, "latin1")] as [string, string])];
+  for (const form of passwordForms(s.password)) {
+    expect(where.filter(([, text]) => text.includes(form)).map(([name]) => name)).toEqual([]);
+  }
 }
 
 function counts(lines: string[]): Map<string, number> {
@@ -96,17 +147,26 @@ async function outage(s: Awaited<ReturnType<typeof setup>>, during: (proc: Retur
   return { id, code, said: `${out.text()}\n${err.text()}`, before: counts(s.effects()) };
 }
 
-/** The Postgres hint: the server's address, the journal's URL unredacted (it has no password), the resume command; nothing of SQLite's. */
+/**
+ * The Postgres hint: the server's address, the journal's URL without its password (every mention of it the same:
+ * no `[redacted]`, which would hide the address too), the resume command; nothing of SQLite's.
+ */
 function expectPostgresHint(said: string, url: string, id: string) {
   const u = new URL(url);
-  expect(said).toContain(`lost the connection to the journal's Postgres at postgres://${u.username}@${u.host}${u.pathname}`);
+  const shown = `postgres://${u.username}@${u.host}${u.pathname}`;
+  expect(said).toContain(`lost the connection to the journal's Postgres at ${shown}`);
   expect(said).toContain(`hint: check that the Postgres server at ${u.host} is up and reachable from this machine, then resume the run: atomic resume ${id}`);
+  for (const m of said.matchAll(/postgres:\/\/(\S*?)@/g)) expect(m[1]).toBe(u.username);
   expect(said).not.toContain("[redacted]");
   expect(said).not.toMatch(/free space|writable again/);
 }
 
-/** Resume completes; only steps in flight when the server went away ran again (one round at most: two shell stages and a tool step). */
-async function expectResumeCompletes(s: Awaited<ReturnType<typeof setup>>, id: string, before: Map<string, number>) {
+/**
+ * Resume completes; only steps in flight when the server went away ran again (one round at most: two shell stages
+ * and a tool step). The password is then nowhere: not in what the run or the resume said, the journal, the home.
+ */
+async function expectResumeCompletes(s: Awaited<ReturnType<typeof setup>>, r: { id: string; said: string; before: Map<string, number> }) {
+  const { id, before } = r;
   const resumed = await runAtomic(["resume", id], { home: s.home, env: s.env, timeoutMs: 90_000 });
   expect(resumed.stderr).toBe("");
   expect(resumed.code).toBe(0);
@@ -115,6 +175,7 @@ async function expectResumeCompletes(s: Awaited<ReturnType<typeof setup>>, id: s
   expect(after.size).toBe(ROUNDS * 3);
   expect([...after.values()].filter((n) => n > 1).length).toBeLessThanOrEqual(3);
   for (const [key, n] of before) expect(after.get(key)).toBeLessThanOrEqual(n + 1);
+  await expectPasswordNowhere(s, r.said, resumed.stdout);
 }
 
 test.skipIf(!postgresInstalled())("postgres down mid-run: the run stops with storage_unavailable and the Postgres hint; resume completes it once the server is back", async () => {
@@ -124,7 +185,7 @@ test.skipIf(!postgresInstalled())("postgres down mid-run: the run stops with sto
   expect(r.said).toMatch(/for more than 5 s/);
   expect(r.said).toMatch(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d s more/);
   expectPostgresHint(r.said, s.url, r.id);
-  await expectResumeCompletes(s, r.id, r.before);
+  await expectResumeCompletes(s, r);
 }, 150_000);
 
 /**
@@ -158,7 +219,7 @@ for (const [i, plan] of PLANS.entries()) {
       expect(r.said).toMatch(/for more than 15 s/);
     }
     expectPostgresHint(r.said, s.url, r.id);
-    await expectResumeCompletes(s, r.id, r.before);
+    await expectResumeCompletes(s, r);
   }, 150_000);
 }
 
@@ -166,6 +227,7 @@ test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run 
   const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
   const proc = spawnAtomic(["--json", "serve", "--port", "0"], { home: s.home, env: s.env });
   const out = lineWatcher(proc.stdout);
+  const err = lineWatcher(proc.stderr);
   const events = (type: string) => out.lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.type === type);
   let before: Map<string, number>;
   let id: string;
@@ -178,9 +240,9 @@ test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run 
     cluster!.stopServer();
     try {
       // The drive stops with the journal away; the service keeps the run for later (it cannot even record otherwise).
-      await out.waitFor(/"type":"drive_(crashed|stopped|refused|ended)"/, 60_000).catch((err: Error) => {
+      await out.waitFor(/"type":"drive_(crashed|stopped|refused|ended)"/, 60_000).catch((e: Error) => {
         const log = join(s.home, "service", "logs", `${id}.log`);
-        throw new Error(`${err.message}\nthe drive's log:\n${existsSync(log) ? readFileSync(log, "utf8") : "(none)"}`);
+        throw new Error(`${e.message}\nthe drive's log:\n${existsSync(log) ? readFileSync(log, "utf8") : "(none)"}`);
       });
       before = counts(s.effects());
     } finally {
@@ -199,6 +261,8 @@ test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run 
   const after = counts(s.effects());
   expect(after.size).toBe(ROUNDS * 3);
   for (const [key, n] of before!) expect(after.get(key)).toBeLessThanOrEqual(n + 1);
+  await waitUntil(() => out.ended && err.ended, 10_000, "the end of its output");
+  await expectPasswordNowhere(s, out.text(), err.text());
 }, 150_000);
 
 test.skipIf(!postgresInstalled())("the service during a postgres outage: says the server is unreachable and waits on standby, then takes its duties again once it is back", async () => {
@@ -223,5 +287,8 @@ test.skipIf(!postgresInstalled())("the service during a postgres outage: says th
     proc.kill("SIGTERM");
   }
   expect(await proc.exited).toBe(0);
+  await waitUntil(() => out.ended && err.ended, 10_000, "the end of its output");
   expect(err.text()).not.toContain("[redacted]");
+  for (const m of err.text().matchAll(/postgres:\/\/(\S*?)@/g)) expect(m[1]).toBe(new URL(s.url).username);
+  await expectPasswordNowhere(s, out.text(), err.text());
 }, 120_000);
