@@ -8,7 +8,7 @@ import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { UsageError } from "../shared/errors.ts";
 import type { Durability } from "../journal/journal.ts";
-import { readEnv, type EnvSource } from "../shared/config/environment.ts";
+import { invalidEnv, readEnv, type EnvSource } from "../shared/config/environment.ts";
 
 export interface GlobalOptions {
   home: string;
@@ -63,6 +63,10 @@ export function liftGlobals(argv: readonly string[], env?: EnvSource): { globals
   const durability = values.durability ?? readEnv("ATOMIC_DURABILITY", env) ?? "full";
   if (durability !== "full" && durability !== "normal") {
     throw new UsageError("bad_flag", `--durability must be "full" or "normal", got ${JSON.stringify(durability)}`);
+  }
+  const invalid = invalidEnv(env);
+  if (invalid) {
+    throw new UsageError("bad_config", `${invalid.name} must be ${invalid.what}, got ${JSON.stringify(invalid.raw)}`, { hint: `for example ${invalid.name}=${invalid.example}, or unset it` });
   }
   // An empty ATOMIC_HOME is unset, not the current directory.
   const home = resolve(values.home ?? readEnv("ATOMIC_HOME", env) ?? resolve(homedir(), ".atomic"));

@@ -5,7 +5,10 @@
  * Malformed URL, unknown host, refused connection, wrong password, missing
  * database, no permission to create the schema, a schema from a newer
  * atomic, and servers that are not Postgres (an HTTP server, a TCP server
- * that greets like SSH) the test starts on ports of its own.
+ * that greets like SSH) the test starts on ports of its own. A retry window
+ * (ATOMIC_JOURNAL_RETRY_MS) that is not a whole number of milliseconds from
+ * 1 to a day is refused the same way by every command, before anything
+ * connects.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -26,10 +29,10 @@ afterAll(async () => {
 
 const SECRET = "pw-never-shown-4711";
 
-/** `atomic <args>` with the journal URL in ATOMIC_JOURNAL: exit 2, one sentence and a hint, no home made. */
-async function expectRefused(url: string, message: RegExp, hint: RegExp, args = ["runs"]): Promise<void> {
+/** `atomic <args>` with the journal URL in ATOMIC_JOURNAL (and `env`): exit 2, one sentence and a hint, no home made. */
+async function expectRefused(url: string, message: RegExp, hint: RegExp, args = ["runs"], env: Record<string, string> = {}): Promise<void> {
   const home = join(makeTempDir(), "home");
-  const r = await runAtomic(args, { home, env: { ATOMIC_JOURNAL: url } });
+  const r = await runAtomic(args, { home, env: { ATOMIC_JOURNAL: url, ...env } });
   expect({ url, code: r.code }).toEqual({ url, code: 2 });
   const e = expectOneSentenceError(r.stderr);
   expect(e.message).toMatch(message);
@@ -121,4 +124,23 @@ e2eTest("postgres: a server on the port that is not Postgres (HTTP; a TCP server
     const port = new URL(url).port;
     await expectRefused(url, new RegExp(`^the server at 127\\.0\\.0\\.1:${port} does not answer like Postgres \\(.*\\)\\.$`), /is Postgres listening there/);
   }
+});
+
+e2eTest("postgres: an ATOMIC_JOURNAL_RETRY_MS that is not a number, negative, zero or absurdly large is refused by every command; nothing is created", async () => {
+  const db = await freshDatabase("retry");
+  const wrong = new RegExp(`^ATOMIC_JOURNAL_RETRY_MS must be a whole number of milliseconds from 1 to 86400000 \\(a day\\), got "(soon|-5|0|1\\.5|86400001|1e9|9{20})"\\.$`);
+  const hint = /^for example ATOMIC_JOURNAL_RETRY_MS=15000 \(the default\), or unset it$/;
+  for (const value of ["soon", "-5", "0", "1.5", "86400001", "1e9", "9".repeat(20)]) {
+    for (const args of [["run", fixture("waits.ts")], ["runs"], ["serve", "--port", "0"], ["worker", "--host-id", "h1"]]) {
+      await expectRefused(db, wrong, hint, args, { ATOMIC_JOURNAL_RETRY_MS: value });
+    }
+  }
+  // The database was never written: no command reached it (each would have made the journal's schema).
+  const pool = new pg.Pool({ connectionString: db, max: 1 });
+  closers.push(() => pool.end());
+  expect((await pool.query("select count(*)::int as n from pg_namespace where nspname = 'atomic'")).rows[0]).toEqual({ n: 0 });
+  // A whole number in range is taken: the same command with the good password goes on (and makes the schema).
+  const ok = await runAtomic(["runs"], { home: join(makeTempDir(), "home"), env: { ATOMIC_JOURNAL: db, ATOMIC_JOURNAL_RETRY_MS: " 500 " } });
+  expect(ok.stderr).toBe("");
+  expect(ok.code).toBe(0);
 });

@@ -28,7 +28,10 @@
  *
  * A value that does not parse (ATOMIC_HOST_LOST_MS=soon) counts as unset:
  * these are read in processes that have no terminal to complain to. The
- * one exception is ATOMIC_DURABILITY, checked with its flag (cli/globals.ts).
+ * exceptions are checked by every command before it does anything
+ * (cli/globals.ts), so no process of atomic's ever reads a bad one:
+ * ATOMIC_DURABILITY, with its flag, and the variables with a `valid` test
+ * (`invalidEnv`): ATOMIC_JOURNAL_RETRY_MS.
  */
 
 export type Audience = "user" | "stage" | "credential" | "external" | "internal" | "testing";
@@ -46,6 +49,11 @@ export interface Variable<T> {
   /** Kept from stages unless a stage names it (credentials, atomic's internal configuration). */
   keptFromStages?: boolean;
   parse(raw: string | undefined): T;
+  /**
+   * The values a command accepts (`invalidEnv`): `test` for a value that is set (not blank), `what` saying which
+   * they are ("a whole number of …"), `example` one of them. Absent: any value, a bad one counts as unset.
+   */
+  valid?: { test(raw: string): boolean; what: string; example: string };
 }
 
 /** Any text; an empty value is unset. */
@@ -59,6 +67,11 @@ const positiveMs =
     const n = Number(raw);
     return raw && Number.isFinite(n) && n > 0 ? n : fallback;
   };
+/** A whole number of milliseconds from `min` to `max` (blanks around it allowed), else undefined. */
+const wholeMs = (raw: string | undefined, min: number, max: number): number | undefined => {
+  const n = raw !== undefined && /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
+  return n >= min && n <= max ? n : undefined;
+};
 const isOne = (raw: string | undefined): boolean => raw === "1";
 
 function variable<T>(v: Variable<T>): Variable<T> {
@@ -75,6 +88,12 @@ const stage = (description: string) => variable({ audience: "stage", type: "text
  */
 /** Postgres writes retry this long after the connection was lost: less than a run's lease (30 s), so a run whose database stays away stops with storage_unavailable before its lease keeper gives up on it. */
 export const JOURNAL_RETRY_MS = 15_000;
+/**
+ * ATOMIC_JOURNAL_RETRY_MS at most: a day (the longest lease a worker host takes, `--work-lease-ms`). A window
+ * longer than that is a unit or a few zeros too many, not a choice: a run would wait it out, silent, before
+ * saying that its database is gone.
+ */
+export const JOURNAL_RETRY_MAX_MS = 86_400_000;
 /** A host silent for longer than this (and not stopped) is shown lost: ten missed heartbeats of one second. */
 export const HOST_LOST_AFTER_MS = 10_000;
 /**
@@ -148,8 +167,13 @@ export const VARIABLES = {
     audience: "user",
     type: "milliseconds",
     default: String(JOURNAL_RETRY_MS),
-    description: "How long a Postgres journal's statements retry after the connection was lost, counted from the first loss of the outage for every statement of the process, before the run stops (resumably) with storage_unavailable. Keep it below the run lease (30 s).",
-    parse: positiveMs(JOURNAL_RETRY_MS),
+    description: `How long a Postgres journal's statements retry after the connection was lost, counted from the first loss of the outage for every statement of the process, before the run stops (resumably) with storage_unavailable. A whole number from 1 to ${JOURNAL_RETRY_MAX_MS} (a day); any other value is refused by every command. Keep it below the run lease (30 s).`,
+    parse: (raw) => wholeMs(raw, 1, JOURNAL_RETRY_MAX_MS) ?? JOURNAL_RETRY_MS,
+    valid: {
+      test: (raw) => wholeMs(raw, 1, JOURNAL_RETRY_MAX_MS) !== undefined,
+      what: `a whole number of milliseconds from 1 to ${JOURNAL_RETRY_MAX_MS} (a day)`,
+      example: `${JOURNAL_RETRY_MS} (the default)`,
+    },
   }),
   ATOMIC_HOST_LOST_MS: variable({
     audience: "user",
@@ -328,6 +352,16 @@ export function readEnv<N extends VariableName>(name: N, from: EnvSource = proce
 }
 
 /** Sets (or with undefined removes) `name` in this process's environment: every child started later inherits it. */
+/** The first variable with a `valid` test that is set (not blank) to a value it refuses: its name, its value and what it accepts. */
+export function invalidEnv(from: EnvSource = process.env): { name: VariableName; raw: string; what: string; example: string } | undefined {
+  for (const name of Object.keys(VARIABLES) as VariableName[]) {
+    const valid = (VARIABLES[name] as Variable<unknown>).valid;
+    const raw = from[name];
+    if (valid && raw?.trim() && !valid.test(raw)) return { name, raw, what: valid.what, example: valid.example };
+  }
+  return undefined;
+}
+
 export function setEnv(name: VariableName, value: string | undefined): void {
   if (value === undefined) delete process.env[name];
   else process.env[name] = value;
