@@ -24,7 +24,7 @@ import { alive, brokerPidOf, cleanupHomes, newHome, signal } from "./support.ts"
 import { IntercomClient } from "../../src/intercom/client.ts";
 import { inOrder, startFakeOpenAI, text } from "../helpers/fake-openai.ts";
 import { openJournal } from "../../src/journal/open.ts";
-import { notifyDriver } from "../../src/engine/messaging.ts";
+import { notifyDriver, sendMessage } from "../../src/engine/messaging.ts";
 import type { RunId } from "../../src/shared/ids.ts";
 import { journalOf } from "../helpers/postgres.ts";
 
@@ -218,7 +218,15 @@ describe("atomic send, inbox, sessions", () => {
     const reused = await cli(c, ["send", id, "reader", "two", "--id", "mine"]);
     expect(reused.code).toBe(2);
     expect(expectOneSentenceError(reused.stderr).message).toContain("message id mine was already used");
-    for (let i = 1; i < 50; i++) expect((await cli(c, ["send", id, "reader", `m${i}`])).code).toBe(0);
+    // The queue filled to its limit in this process, through the engine function `atomic send` calls (49
+    // binary starts would be the send tested above, again); the 51st goes through the binary and is refused.
+    const journal = await openJournal({ home: c.home, durability: "full", ...journalOf(c.home) });
+    try {
+      const run = (await journal.getRun(id as RunId))!;
+      for (let i = 1; i < 50; i++) expect((await sendMessage(journal, { run, target: "reader", text: `m${i}`, sender: "cli" })).deliveries[0]!.state).toBe("queued");
+    } finally {
+      await journal.close();
+    }
     const full = await cli(c, ["send", id, "reader", "the 51st"]);
     expect(full.code).toBe(2);
     const err = expectOneSentenceError(full.stderr);
