@@ -42,8 +42,8 @@ async function seededHome(): Promise<{ home: string; runId: string }> {
 }
 
 /** Runs atomic, expects exit 2 with one error sentence matching `message`, and returns the parts. */
-async function expectUsageError(args: string[], home: string, message: RegExp, cwd?: string) {
-  const r = await runAtomic(args, { home, ...(cwd ? { cwd } : {}) });
+async function expectUsageError(args: string[], home: string, message: RegExp, cwd?: string, env?: Record<string, string>) {
+  const r = await runAtomic(args, { home, ...(cwd ? { cwd } : {}), ...(env ? { env } : {}) });
   const parts = expectOneSentenceError(r.stderr);
   expect(parts.message).toMatch(message);
   expect(r.stdout).toBe("");
@@ -144,6 +144,15 @@ e2eTest("an unknown option, an unknown command and a missing value are usage err
     expectUsageError(["--home"], home, /--home needs a value/),
     expectUsageError(["--durability", "sometimes", "runs"], home, /--durability must be "full" or "normal"/),
   ]);
+  await expectNothingWritten(home);
+});
+
+e2eTest("a bad ATOMIC_JOURNAL_RETRY_MS is refused on the SQLite journal too: one sentence and a hint, exit 2, nothing written", async () => {
+  const home = makeTempDir();
+  for (const value of ["soon", "-1", "0", "1e99"]) {
+    const parts = await expectUsageError(["run", TYPED, ...GOOD_INPUTS], home, new RegExp(`^ATOMIC_JOURNAL_RETRY_MS must be a whole number of milliseconds from 1 to 86400000 \\(a day\\), got "${value}"\\.$`), undefined, { ATOMIC_JOURNAL_RETRY_MS: value });
+    expect(parts.hint).toBe("for example ATOMIC_JOURNAL_RETRY_MS=15000 (the default), or unset it");
+  }
   await expectNothingWritten(home);
 });
 
