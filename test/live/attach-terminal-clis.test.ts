@@ -4,11 +4,10 @@
  * attach-claude, attach-pi and attach-resume-clis):
  * - claude: the view survives a SIGKILL of the stage's worker (it says "worker lost" and follows the next
  *   attempt); in that attempt its Bash tool call shows live, a line typed while the tool runs is a steer that
- *   reaches the model in the same conversation, and claude's answer and the stage's end show.
- * - pi: its tool call shows live, a typed steer reaches the model (pi's own `steer`), its answer and the end.
- * - codex (no input while a turn runs): the view says so; a steer typed while its first model call is out is
- *   delivered, and reaches the model in the same thread resumed once that turn ended.
- * - gemini and opencode (no input while a turn runs either; sessions resumed by id): the view says so, survives
+ *   reaches the model in the same conversation, a /followup is the turn after, and /interrupt TEXT ends that
+ *   turn, TEXT the next; claude's answers and the stage's end show.
+ * - pi: the same without the worker's death (pi's own `steer`, `follow_up` and `abort`).
+ * - codex, gemini and opencode (no input while a turn runs; sessions resumed by id): the view says so, survives
  *   a SIGKILL of the stage's worker and follows the next attempt; there a typed steer and a /followup wait for
  *   the turn's end and reach the model together in the same session resumed; /interrupt TEXT ends the next
  *   turn at once and resumes the session with TEXT; the answer and the stage's end show.
@@ -26,7 +25,8 @@ import { startFakeOpenAI, text as openaiText, toolCall, type RecordedRequest } f
 import { say as codexSay, startFakeResponses } from "../helpers/fake-responses.ts";
 import { say as geminiSay, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { processesWithEnv } from "../helpers/processes.ts";
-import { realStages, startStage } from "../helpers/real-agent-stage.ts";
+import { realStages, startStage, type RealStage } from "../helpers/real-agent-stage.ts";
+import type { LoggedRequest } from "../helpers/fake-provider.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { killTmux, Tmux } from "../helpers/tmux.ts";
 import { cleanupNow, cleanupWhenIdle, startedRunId } from "../e2e/support.ts";
@@ -106,7 +106,25 @@ async function resumeCliOnTerminal(o: {
   }
 }
 
-agentTest("attach on a terminal to a claude stage: through a SIGKILL of its worker to the next attempt, a typed steer reaches the model", async () => {
+/**
+ * A CLI that takes input while its turn runs (claude, pi), on a terminal, while its tool waits for `go` in `dir`:
+ * a typed steer and a /followup are delivered; once the tool is let go the model gets the steer in that turn
+ * (its answer shows), the followUp is the next turn, held at the provider until `followUpCall` arrived; there
+ * /interrupt TEXT ends that turn and TEXT is the turn after it, whose answer and the stage's end show.
+ */
+async function talkDuringTool(t: Tmux, dir: string, followUpCall: Promise<unknown>): Promise<void> {
+  await steer(t);
+  await typed(t, `/followup ${FOLLOW}`, "followUp", FOLLOW);
+  writeFileSync(join(dir, "go"), "");
+  await t.waitFor("answer after the steer", AGENT_STEP_LIMIT_MS);
+  await untilEvent(followUpCall, "the followUp's turn", { limitMs: AGENT_STEP_LIMIT_MS });
+  await typed(t, `/interrupt ${INTERRUPT}`, "interrupt", INTERRUPT);
+  await t.waitFor("answer after the interrupt", AGENT_STEP_LIMIT_MS);
+  await t.waitFor("the stage ended: completed", AGENT_STEP_LIMIT_MS);
+  expect(await t.exited(AGENT_STEP_LIMIT_MS)).toBe(0);
+}
+
+agentTest("attach on a terminal to a claude stage: through a SIGKILL of its worker to the next attempt; a typed steer reaches the model in its turn, a followUp the next, an interrupt ends that one", async () => {
   const fake = await startFakeAnthropic();
   const { home, env: agentEnv } = claudeHome(fake);
   const marker = `m${crypto.randomUUID().slice(0, 8)}`;
@@ -115,7 +133,14 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
   let tmux: Tmux | undefined;
   try {
     // Attempt 1's model call is held until its worker is killed; attempt 2 runs a Bash tool that waits, then answers.
-    fake.push({ ...text("never said"), hold: new Promise(() => {}) }, toolUse("Bash", { command: waitForGo(dir, "go"), description: "wait" }), text("answer after the steer"));
+    const never = new Promise<void>(() => {});
+    fake.push(
+      { ...text("never said"), hold: never },
+      toolUse("Bash", { command: waitForGo(dir, "go"), description: "wait" }),
+      text("answer after the steer"),
+      { ...text("never said either"), hold: never },
+      text("answer after the interrupt"),
+    );
     const inputs = join(dir, "inputs.json");
     writeFileSync(inputs, JSON.stringify({ prompt: "work", tools: JSON.stringify(["bash"]) }));
     // The stage's cwd is the marker directory: claude runs in its default sandbox, where /tmp is its own.
@@ -131,16 +156,17 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
     await t.waitFor("worker lost: attempt 1 started again on another worker", AGENT_STEP_LIMIT_MS);
     await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     await t.waitFor(/⚙ Bash .*while \[ ! -e/, AGENT_STEP_LIMIT_MS);
-    await steer(t);
-    writeFileSync(join(dir, "go"), "");
-    await t.waitFor("answer after the steer", AGENT_STEP_LIMIT_MS);
-    await t.waitFor("the stage ended: completed", AGENT_STEP_LIMIT_MS);
-    expect(await t.exited(AGENT_STEP_LIMIT_MS)).toBe(0);
+    await talkDuringTool(t, dir, fake.callMatching((r) => JSON.stringify(r.body.messages).includes(FOLLOW)));
     expect(await run.exited).toBe(0);
-    // The steer went into the conversation of the attempt that followed the lost worker, after its tool call.
-    const last = JSON.stringify(fake.calls.at(-1)!.body.messages);
-    expect(last).toContain(STEER);
-    expect(last).toContain("released");
+    // The steer went into the conversation of the attempt that followed the lost worker, after its tool call; the
+    // followUp was the turn after its answer, and the interrupt's text the turn after that, in the same conversation.
+    const said = (n: number) => JSON.stringify(fake.calls[n]!.body.messages);
+    expect(fake.calls).toHaveLength(5);
+    expect(said(2)).toContain(STEER);
+    expect(said(2)).toContain("released");
+    expect(said(2)).not.toContain(FOLLOW);
+    for (const text of [STEER, "answer after the steer", FOLLOW]) expect(said(3)).toContain(text);
+    for (const text of [STEER, "answer after the steer", INTERRUPT]) expect(said(4)).toContain(text);
     fake.assertOnlyFake();
   } finally {
     tmux?.kill();
@@ -155,10 +181,16 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
   }
 });
 
-agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer reaches the model, its answer and the end", async () => {
+agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer reaches the model in its turn, a followUp the next, an interrupt ends that one", async () => {
   const trap = startNetworkTrap();
   let s!: ReturnType<typeof chatAgentSetup>;
-  const openai = await startFakeOpenAI((req) => (req.body.messages.some((m) => m.role === "tool") ? openaiText("answer after the steer") : toolCall("bash", { command: waitForGo(s.cwd, "go") })));
+  const never = new Promise<void>(() => {});
+  const said = (req: RecordedRequest) => JSON.stringify(req.body.messages);
+  const openai = await startFakeOpenAI((req) => {
+    if (said(req).includes(INTERRUPT)) return openaiText("answer after the interrupt");
+    if (said(req).includes(FOLLOW)) return { ...openaiText("never said"), hold: never };
+    return req.body.messages.some((m) => m.role === "tool") ? openaiText("answer after the steer") : toolCall("bash", { command: waitForGo(s.cwd, "go") });
+  });
   let tmux: Tmux | undefined;
   try {
     s = chatAgentSetup("pi", openai.url, { trap });
@@ -171,13 +203,14 @@ agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer
     await t.waitFor("attached to ask", AGENT_STEP_LIMIT_MS);
     await waitUntil(() => existsSync(join(s.cwd, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     await t.waitFor(/⚙ bash .*while \[ ! -e/, AGENT_STEP_LIMIT_MS);
-    await steer(t);
-    writeFileSync(join(s.cwd, "go"), "");
-    await t.waitFor("answer after the steer", AGENT_STEP_LIMIT_MS);
-    await t.waitFor("the stage ended: completed", AGENT_STEP_LIMIT_MS);
-    expect(await t.exited(AGENT_STEP_LIMIT_MS)).toBe(0);
+    await talkDuringTool(t, s.cwd, openai.requestMatching((r) => said(r).includes(FOLLOW)));
     expect(await run.exited).toBe(0);
-    expect(JSON.stringify(openai.requests.at(-1)!.body.messages)).toContain(STEER);
+    // The steer in the tool's turn, the followUp the turn after its answer, the interrupt's text the one after that.
+    const afterTool = openai.requests.find((r) => r.body.messages.some((m) => m.role === "tool"))!;
+    expect(said(afterTool)).toContain(STEER);
+    expect(said(afterTool)).not.toContain(FOLLOW);
+    const last = openai.requests.at(-1)!;
+    for (const text of [STEER, "answer after the steer", FOLLOW, INTERRUPT]) expect(said(last)).toContain(text);
     expect(trap.strays).toEqual([]);
   } finally {
     tmux?.kill();
@@ -186,54 +219,41 @@ agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer
   }
 });
 
-agentTest("attach on a terminal to a codex stage: it says codex takes no input mid-turn; a typed steer reaches the model when the thread resumes", async () => {
-  const held = Promise.withResolvers<void>();
-  const s = await codex({ ...codexSay("first answer"), hold: held.promise }, codexSay("second answer"));
-  let tmux: Tmux | undefined;
-  try {
-    const { proc, runId } = await startStage(s, { prompt: "start" });
-    await untilEvent(s.fake.callMatching(), "codex's first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS });
-    const t = Tmux.atomic(["attach", runId, "ask"], { home: s.h.home, env: s.h.env, cols: 200, rows: 50 });
-    tmux = t;
-    await t.waitFor("codex takes no input while its turn runs", AGENT_STEP_LIMIT_MS);
-    await steer(t);
-    held.resolve();
-    await t.waitFor("second answer", AGENT_STEP_LIMIT_MS);
-    await t.waitFor("the stage ended: completed", AGENT_STEP_LIMIT_MS);
-    expect(await t.exited(AGENT_STEP_LIMIT_MS)).toBe(0);
-    expect(await proc.exited).toBe(0);
-    const resumed = JSON.stringify(s.fake.calls[1]!.body.input);
-    expect(resumed).toContain("first answer");
-    expect(resumed).toContain(STEER);
-    s.fake.assertOnlyFake();
-  } finally {
-    held.resolve();
-    tmux?.kill();
-  }
-});
-
-agentTest("attach on a terminal to a gemini stage: through a SIGKILL of its worker to the next attempt; a steer and a followUp reach the resumed session, an interrupt ends a turn", async () => {
+/**
+ * codex or gemini (a fake provider whose replies are queued, one per model call): attempt 1's call held for ever
+ * until its worker is killed, attempt 2's through a steer, a followUp and an interrupt (resumeCliOnTerminal); the
+ * provider's request log shows each message in the same session. `said` is what a call sent the model.
+ */
+async function queuedResumeCli<R>(runner: "codex" | "gemini", start: (...replies: R[]) => Promise<RealStage<R>>, say: (text: string) => R, said: (call: LoggedRequest) => unknown) {
   const held = Promise.withResolvers<void>();
   const never = new Promise<void>(() => {});
-  const s = await gemini({ ...geminiSay("never said"), hold: never }, { ...geminiSay("first answer"), hold: held.promise }, { ...geminiSay("never said either"), hold: never }, geminiSay("answer after the interrupt"));
+  const s = await start({ ...say("never said"), hold: never }, { ...say("first answer"), hold: held.promise }, { ...say("never said either"), hold: never }, say("answer after the interrupt"));
   try {
     const { proc, runId } = await startStage(s, { prompt: "start" });
-    await untilEvent(s.fake.callMatching(), "gemini's first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS });
+    await untilEvent(s.fake.callMatching(), `${runner}'s first model call`, { proc, limitMs: AGENT_STEP_LIMIT_MS });
     const nth = (n: number) => s.fake.callMatching((r) => s.fake.calls.indexOf(r) === n);
-    await resumeCliOnTerminal({ runner: "gemini", home: s.h.home, env: s.h.env, runId, stage: "ask", arrived: { attempt2: nth(1), resumed: nth(2) }, release: () => held.resolve() });
+    await resumeCliOnTerminal({ runner, home: s.h.home, env: s.h.env, runId, stage: "ask", arrived: { attempt2: nth(1), resumed: nth(2) }, release: () => held.resolve() });
     expect(await proc.exited).toBe(0);
     expect(s.fake.calls.length).toBe(4);
     // The steer and the followUp went in together once attempt 2's turn ended, in its session; the interrupt's text after them.
-    const resumed = JSON.stringify(s.fake.calls[2]!.body.contents);
-    for (const said of ["first answer", STEER, FOLLOW]) expect(resumed).toContain(said);
-    const last = JSON.stringify(s.fake.calls[3]!.body.contents);
-    for (const said of ["first answer", STEER, INTERRUPT]) expect(last).toContain(said);
+    const resumed = JSON.stringify(said(s.fake.calls[2]!));
+    for (const text of ["first answer", STEER, FOLLOW]) expect(resumed).toContain(text);
+    const last = JSON.stringify(said(s.fake.calls[3]!));
+    for (const text of ["first answer", INTERRUPT]) expect(last).toContain(text);
     s.fake.assertOnlyFake();
   } finally {
     held.resolve();
     killStrays(s.h.env.HOME!);
   }
-});
+}
+
+agentTest("attach on a terminal to a codex stage: through a SIGKILL of its worker to the next attempt; a steer and a followUp reach the resumed thread, an interrupt ends a turn", () =>
+  queuedResumeCli("codex", codex, (t) => codexSay(t), (call) => call.body.input),
+);
+
+agentTest("attach on a terminal to a gemini stage: through a SIGKILL of its worker to the next attempt; a steer and a followUp reach the resumed session, an interrupt ends a turn", () =>
+  queuedResumeCli("gemini", gemini, (t) => geminiSay(t), (call) => call.body.contents),
+);
 
 agentTest("attach on a terminal to an opencode stage: through a SIGKILL of its worker to the next attempt; a steer and a followUp reach the resumed session, an interrupt ends a turn", async () => {
   const trap = startNetworkTrap();
