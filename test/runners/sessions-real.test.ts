@@ -19,7 +19,8 @@
  * so each stage's usage is exactly one call's, whichever way its CLI counts
  * (per call, per process, or running totals that go on across resumes and
  * forks: claude from 2.1.277, codex), in show, runs, usage (the cost page's
- * API) and the budget (caps one token and one micro-dollar above the run's
+ * API), the page itself in Chromium (the cost page and the run's page,
+ * helpers/usage-page.ts) and the budget (caps one token and one micro-dollar above the run's
  * true spending are never reached). Run against the newest CLIs with
  * ATOMIC_TEST_AGENTS (test/helpers/agents.ts).
  */
@@ -38,6 +39,8 @@ import { say as geminiSay, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { startFakeAnthropic } from "../helpers/fake-anthropic.ts";
 import { realStages, type RealStage } from "../helpers/real-agent-stage.ts";
 import { capsAbove, expectRunUsage, times, type Ledger } from "../helpers/usage-sums.ts";
+import { expectPageUsage } from "../helpers/usage-page.ts";
+import { releaseBrowser } from "../status/browser-support.ts";
 
 const WORKFLOW = join(import.meta.dir, "..", "sdk", "fixtures", "sessions.ts");
 const INHERIT = join(import.meta.dir, "..", "sdk", "fixtures", "inherit.ts");
@@ -67,7 +70,8 @@ const LEDGER: Record<string, Ledger> = {
 
 const DAEMON_DIR = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
 const daemonDirWasThere = existsSync(DAEMON_DIR);
-afterAll(() => {
+afterAll(async () => {
+  await releaseBrowser();
   if (!daemonDirWasThere && existsSync(DAEMON_DIR) && readdirSync(DAEMON_DIR).length === 0) rmdirSync(DAEMON_DIR);
 });
 
@@ -85,6 +89,7 @@ async function runSessions(s: RealStage<any>, each: Ledger, extra: Record<string
   expect(r.code).toBe(0);
   const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
   await expectRunUsage(s.h.home, end.runId, STAGES, each);
+  await expectPageUsage(s.h.home, end.runId, "sessions", STAGES, each, s.h.env);
   return end.outputs as { texts: string[]; sessions: string[]; filed: { text: string; path: string; content: string } };
 }
 
@@ -171,6 +176,7 @@ for (const kind of ["opencode", "pi"] as const) {
     expect(r.code).toBe(0);
     const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
     await expectRunUsage(s.home, end.runId, STAGES, LEDGER.chat!);
+    await expectPageUsage(s.home, end.runId, "sessions", STAGES, LEDGER.chat!, s.env);
     const out = end.outputs;
     expect(out.texts).toEqual(["noted: 42", "you gave 42", "bye", "still 42"]);
     if (kind === "opencode") {
@@ -226,6 +232,7 @@ agentTest("gemini: continueFrom resumes the session (-r); a fork is refused befo
   expect(r.code).toBe(0);
   const end = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
   await expectRunUsage(s.h.home, end.runId, stages, LEDGER.gemini!);
+  await expectPageUsage(s.h.home, end.runId, "sessions", stages, LEDGER.gemini!, s.h.env);
   const out = end.outputs;
   expect(out.texts).toEqual(["noted: 42", "you gave 42", null, "still 42"]);
   expect(out.sessions[1]).toBe(out.sessions[0]);
