@@ -34,8 +34,13 @@ export function hostId(): string {
   return host;
 }
 
+/** This machine's id (/etc/machine-id), or "" where there is none. */
+export function machineId(): string {
+  return firstLine("/etc/machine-id") || firstLine("/var/lib/dbus/machine-id");
+}
+
 function detectHostId(): string {
-  const machine = firstLine("/etc/machine-id") || firstLine("/var/lib/dbus/machine-id");
+  const machine = machineId();
   const boot = firstLine("/proc/sys/kernel/random/boot_id");
   let pidns = "";
   try {

@@ -457,11 +457,15 @@ class CliSession {
     }
   }
 
-  /** A completed attempt whose session travels, of a CLI whose session is not a file: its own export (opencode-sessions.ts). */
+  /**
+   * An attempt whose session travels, of a CLI whose session is not a file: its own export (opencode-sessions.ts).
+   * A failed attempt's too: a later stage may continue it (failureMode "return"). A cancelled one is not continued
+   * (its stage runs again, from what it continues).
+   */
   private async keepSessionByCommands(result: StageResult): Promise<void> {
     const { sessionCommands } = this.adapter;
     const binary = this.request.agent?.binary;
-    if (!sessionCommands || !binary || !this.request.sessionsTravel || result.status !== "completed" || !this.lastEnv || !this.state.sessionId) return;
+    if (!sessionCommands || !binary || !this.request.sessionsTravel || result.status === "cancelled" || !this.lastEnv || !this.state.sessionId) return;
     try {
       this.files.diag(await sessionCommands.keep(binary, this.request, this.lastEnv, this.state.sessionId));
     } catch (err) {
