@@ -28,17 +28,28 @@
  * user's data directory: each host has its own here, and the session
  * travels as `opencode export`'s output, imported where it is missing
  * (opencode-sessions.ts).
+ *
+ * Failed attempts (fixtures/sessions-retry.ts), with gemini and opencode:
+ * one host alone serves the queue while a stage fails for good (its
+ * result returned) and while the first attempt of a continuation fails,
+ * the fake answering both with an HTTP 400; the stage is paused before
+ * that attempt ends, so its retry waits while that host goes away whole
+ * (SIGKILL) and another comes up; then the retry continues the earlier
+ * stage's session on the other host, a stage continuing the failed one
+ * there carries what it was told (opencode: the failed attempt's export;
+ * without it, "Session not found"), and a stage continuing the retry on
+ * the host that ran it needs no import (opencode-sessions.ts).
  */
 
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { runAtomic } from "../helpers/atomic.ts";
+import { lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { agentTest } from "../helpers/agents.ts";
 import { claudeHome, codexHome, geminiHome, type AgentHome } from "../helpers/agent-homes.ts";
 import { startFakeAnthropic, text as claudeText } from "../helpers/fake-anthropic.ts";
 import { say as codexSay, startFakeResponses } from "../helpers/fake-responses.ts";
-import { say, startFakeGemini } from "../helpers/fake-gemini.ts";
+import { httpError, say, startFakeGemini } from "../helpers/fake-gemini.ts";
 import { chatAgentSetup, MODEL, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeOpenAI, text, type FakeOpenAI, type RecordedRequest } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
@@ -48,6 +59,7 @@ import { expectRunUsage, type Ledger } from "../helpers/usage-sums.ts";
 import { cleanUpHosts, FIXTURES, startHost } from "./support.ts";
 
 const WORKFLOW = join(FIXTURES, "sessions-across.ts");
+const RETRY = join(FIXTURES, "sessions-retry.ts");
 const STAGES = ["first", "forked", "second", "third"];
 const PROMPTS: Record<string, string> = {
   "Remember the number 42.": "noted: 42",
@@ -295,6 +307,132 @@ agentTest("gemini: a session resumed across hosts (-r) that do not share a home 
     expect(existsSync(join(h.env.HOME!, ".gemini", "tmp"))).toBe(false);
     fake.assertOnlyFake();
   } finally {
+    await fake.close();
+  }
+});
+
+/** A scripted failure the fake holds until the stage is paused: `release` lets its 400 go. */
+function heldFailure() {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  return { gate, release };
+}
+
+/**
+ * fixtures/sessions-retry.ts across hosts ha and hb (queue b, one at a time; each with its own user home): `doomed`
+ * (when asked for) and `second`'s first attempt fail on ha, the fake holding the latter's call (`failing`) until `second` is paused;
+ * ha then goes away whole (SIGKILL), hb comes up, `second` is unpaused and retried there, and `third` continues it
+ * there. Checks where each ran, the answers and the usage (each call once); what each call carried is the
+ * caller's to check. Returns the run's id and the environment that names its journal.
+ */
+async function retryAcross(kind: "gemini" | "opencode", s: { home: string; cwd: string; env: Record<string, string> }, model: string, users: UserHomes, failing: { held: () => boolean; release: () => void }, doomed: boolean): Promise<{ runId: string; env: Record<string, string> }> {
+  const url = await freshDatabase(`fretry${kind}`);
+  const homes = { ha: makeTempDir("atomic-host-ha-"), hb: makeTempDir("atomic-host-hb-") };
+  // Host ids of this test's own: a host's kill ends every process whose worker id names it, another test's too.
+  const ids = { ha: `${kind}-a`, hb: `${kind}-b` };
+  const host = (id: HostId, other: HostId) => {
+    copyFileSync(join(s.home, "config.json"), join(homes[id], "config.json"));
+    return startHost({ url, id: ids[id], slots: 1, queues: ["b"], workdir: s.cwd, home: homes[id], env: { ...s.env, ...users[id].env }, hide: [homes[other], ...users[other].dirs] });
+  };
+  const ha = await host("ha", "hb");
+  const env = { ...s.env, ATOMIC_JOURNAL: url };
+  const run = spawnAtomic(["run", RETRY, "--journal", url, "--workers", "0", "--json", "--input", `runner=${kind}`, "--input", `model=${model}`, "--input", `doomed=${doomed}`], { home: s.home, cwd: s.cwd, env: s.env });
+  const out = lineWatcher(run.stdout);
+  const stderr = new Response(run.stderr).text();
+  const { runId } = JSON.parse(await out.waitFor(/"type":"run_started"/, 60_000)) as { runId: string };
+  // second's first attempt made its call: paused before that attempt fails, so its retry waits for the other host.
+  await waitUntil(failing.held, 600_000, "the first attempt's call of stage second");
+  const paused = await runAtomic(["pause", runId, "second"], { home: s.home, env });
+  expect({ code: paused.code, stderr: paused.stderr }).toEqual({ code: 0, stderr: "" });
+  failing.release();
+  const failed = JSON.parse(await out.waitFor(/"type":"attempt_ended".*"name":"second","attempt":1,/, 300_000)) as { status: string; error?: { code: string } };
+  expect(failed).toMatchObject({ status: "failed", error: { code: "provider_bad_request" } });
+  ha.kill();
+  await ha.exited;
+  await host("hb", "ha");
+  const unpaused = await runAtomic(["unpause", runId, "second"], { home: s.home, env });
+  expect({ code: unpaused.code, stderr: unpaused.stderr }).toEqual({ code: 0, stderr: "" });
+  const end = JSON.parse(await out.waitFor(/"type":"result"/, 600_000)) as { status: string; error?: unknown; outputs: { texts: (string | null)[]; doomed: string | null; sessions: (string | null)[] } };
+  // (should it not complete, its stages' logs say what went wrong)
+  const logs = end.status === "completed" ? "" : (await runAtomic(["logs", runId], { home: s.home, env })).stdout.split("\n").slice(-60).join("\n");
+  expect({ status: end.status, error: end.error, logs }).toEqual({ status: "completed", error: undefined, logs: "" });
+  expect({ code: await run.exited, stderr: await stderr }).toEqual({ code: 0, stderr: "" });
+  expect(end.outputs.texts).toEqual(["noted: 42", "you gave 42", "still 42", doomed ? "walrus it was" : null]);
+  expect(end.outputs.doomed).toBe(doomed ? "failed" : null);
+  const [first, second, third, doomedId, after] = end.outputs.sessions;
+  expect([second, third]).toEqual([first, first]); // the retry continued first's session, third went on with it
+  if (doomed) expect(after).toBe(doomedId); // and the failed stage's session went on
+  const shown = JSON.parse((await runAtomic(["show", runId, "--json"], { home: s.home, env })).stdout) as { steps: { name: string; ranOn?: { host: string } }[] };
+  expect(Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]))).toEqual({ first: ids.ha, second: ids.hb, third: ids.hb, ...(doomed ? { doomed: ids.ha, after: ids.hb } : {}) });
+  // Each call recorded once: the failed ones billed nothing.
+  await expectRunUsage(s.home, runId, ["first", "second", "third", ...(doomed ? ["after"] : [])], LEDGER[kind], env);
+  return { runId, env };
+}
+
+agentTest("opencode: a failed attempt retried on another host continues the session there; a stage continuing a failed one on another host carries its conversation", async () => {
+  const failing = heldFailure();
+  let held = false;
+  const asked = new Map<string, number>();
+  const refused = (message: string) => ({ status: 400, body: JSON.stringify({ error: { message } }) });
+  const server = await startFakeOpenAI((req) => {
+    const ask = lastAsk(req);
+    asked.set(ask, (asked.get(ask) ?? 0) + 1);
+    if (ask === "The secret word is walrus.") return refused("scripted failure of doomed");
+    if (ask === "Which number did I give you?" && asked.get(ask) === 1) {
+      held = true;
+      return { ...refused("scripted failure of second's first attempt"), hold: failing.gate };
+    }
+    const answer = { ...PROMPTS, "What was the secret word?": "walrus it was" }[ask];
+    return answer ? text(answer, CALL) : text("A title", { prompt: 0, completion: 0 });
+  });
+  try {
+    const setup = chatAgentSetup("opencode", server.url, { trap });
+    const { XDG_DATA_HOME: _shared, ...env } = setup.env;
+    const users = ownUserHomes({ dir: makeTempDir("atomic-fleet-users-"), env });
+    for (const id of ["ha", "hb"] as const) delete users[id].env.XDG_DATA_HOME;
+    const ran = await retryAcross("opencode", { ...setup, env }, MODEL, users, { held: () => held, release: failing.release }, true);
+    const said = (ask: string) => server.requests.filter((q) => lastAsk(q) === ask).map((q) => JSON.stringify(q.body.messages));
+    // The failed attempt on ha and the retry on hb each carried first's conversation.
+    expect(said("Which number did I give you?")).toHaveLength(2);
+    for (const call of said("Which number did I give you?")) expect(call).toContain("noted: 42");
+    // hb had doomed's session only from its failed attempt's export.
+    expect(said("What was the secret word?")).toHaveLength(1);
+    expect(said("What was the secret word?")[0]).toContain("The secret word is walrus.");
+    expect(said("And once more?")).toHaveLength(1);
+    expect(said("And once more?")[0]).toContain("you gave 42");
+    // Imported where the copy came from another machine's database; third's, exported on hb itself, was not (one opencode start saved).
+    const logs = async (stage: string) => (await runAtomic(["logs", ran.runId, "--stage", stage], { home: setup.home, env: ran.env })).stdout;
+    expect(await logs("doomed")).toMatch(/session \S+ exported for another machine/); // failed, and exported all the same
+    for (const stage of ["second", "after"]) expect(await logs(stage)).toContain("imported from the earlier attempt's copy");
+    expect(await logs("third")).toContain("is in this machine's opencode database already (the earlier attempt exported it from there): not imported");
+  } finally {
+    failing.release();
+    await server.close();
+  }
+  expect(trap.strays).toEqual([]);
+});
+
+// gemini 0.61.0 does not resume a session whose only turn failed ("Invalid session identifier", its chats file put
+// back or not): the failed stage is left out, and its retry is what goes to the other host.
+agentTest("gemini: a failed attempt retried on another host resumes the session there (-r), and a stage resumes the retry's on that host", async () => {
+  const failing = heldFailure();
+  const fake = await startFakeGemini();
+  try {
+    const usage = { prompt: 117, cached: 100, output: 7 };
+    fake.push(say("noted: 42", usage), { ...httpError(400, "INVALID_ARGUMENT", "scripted failure of second's first attempt"), hold: failing.gate }, say("you gave 42", usage), say("still 42", usage));
+    const h = geminiHome(fake);
+    const cwd = join(h.dir, "work");
+    mkdirSync(cwd);
+    // The second model call is second's first attempt's.
+    await retryAcross("gemini", { home: h.home, cwd, env: h.env }, "gemini-2.5-flash", ownUserHomes(h), { held: () => fake.calls.length >= 2, release: failing.release }, false);
+    const said = fake.calls.slice(0, 4).map((c) => JSON.stringify(c.body));
+    // The failed attempt on one host and the retry on the other each carried first's conversation; third carried second's.
+    expect(said[1]).toContain("noted: 42");
+    expect(said[2]).toContain("noted: 42");
+    expect(said[3]).toContain("you gave 42");
+    fake.assertOnlyFake();
+  } finally {
+    failing.release();
     await fake.close();
   }
 });
