@@ -6,7 +6,7 @@
  *   attempt); in that attempt its Bash tool call shows live, a line typed while the tool runs is a steer that
  *   reaches the model in the same conversation, a /followup is the turn after, and /interrupt TEXT ends that
  *   turn, TEXT the next; claude's answers and the stage's end show.
- * - pi: the same without the worker's death (pi's own `steer`, `follow_up` and `abort`).
+ * - pi: the same (pi's own `steer`, `follow_up` and `abort`).
  * - codex, gemini and opencode (no input while a turn runs; sessions resumed by id): the view says so, survives
  *   a SIGKILL of the stage's worker and follows the next attempt; there a typed steer and a /followup wait for
  *   the turn's end and reach the model together in the same session resumed; /interrupt TEXT ends the next
@@ -181,12 +181,14 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
   }
 });
 
-agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer reaches the model in its turn, a followUp the next, an interrupt ends that one", async () => {
+agentTest("attach on a terminal to a pi stage: through a SIGKILL of its worker to the next attempt; a typed steer reaches the model in its turn, a followUp the next, an interrupt ends that one", async () => {
   const trap = startNetworkTrap();
   let s!: ReturnType<typeof chatAgentSetup>;
   const never = new Promise<void>(() => {});
   const said = (req: RecordedRequest) => JSON.stringify(req.body.messages);
+  let killed = false;
   const openai = await startFakeOpenAI((req) => {
+    if (!killed) return { ...openaiText("never said"), hold: never }; // attempt 1's call, out until its worker is killed
     if (said(req).includes(INTERRUPT)) return openaiText("answer after the interrupt");
     if (said(req).includes(FOLLOW)) return { ...openaiText("never said"), hold: never };
     return req.body.messages.some((m) => m.role === "tool") ? openaiText("answer after the steer") : toolCall("bash", { command: waitForGo(s.cwd, "go") });
@@ -196,11 +198,17 @@ agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer
     s = chatAgentSetup("pi", openai.url, { trap });
     const inputs = join(s.cwd, "inputs.json");
     writeFileSync(inputs, JSON.stringify({ runner: "pi", prompt: "work", tools: JSON.stringify(["bash"]) }));
-    const run = spawnAtomic(["run", WF_PI, "--inputs-json", inputs], { home: s.home, env: s.env, cwd: s.cwd });
+    const run = spawnAtomic(["run", WF_PI, "--inputs-json", inputs, "--workers", "1"], { home: s.home, env: s.env, cwd: s.cwd });
     const runId = startedRunId(await lineWatcher(run.stdout).waitFor(/^started run /, AGENT_STEP_LIMIT_MS));
+    await untilEvent(openai.requestMatching(), "pi's first model call", { proc: run, limitMs: AGENT_STEP_LIMIT_MS });
     const t = Tmux.atomic(["attach", runId, "ask"], { home: s.home, env: s.env, cols: 160, rows: 50 });
     tmux = t;
     await t.waitFor("attached to ask", AGENT_STEP_LIMIT_MS);
+    const [worker] = processesMatching(s.home, "--internal-workflow-worker");
+    expect(worker).toBeDefined();
+    killed = true;
+    process.kill(worker!, "SIGKILL");
+    await t.waitFor("worker lost: attempt 1 started again on another worker", AGENT_STEP_LIMIT_MS);
     await waitUntil(() => existsSync(join(s.cwd, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     await t.waitFor(/⚙ bash .*while \[ ! -e/, AGENT_STEP_LIMIT_MS);
     await talkDuringTool(t, s.cwd, openai.requestMatching((r) => said(r).includes(FOLLOW)));
@@ -214,6 +222,7 @@ agentTest("attach on a terminal to a pi stage: its tool call live, a typed steer
     expect(trap.strays).toEqual([]);
   } finally {
     tmux?.kill();
+    if (s) killStrays(s.env.HOME!);
     trap.stop();
     await openai.close();
   }

@@ -2,7 +2,8 @@
  * `atomic attach` through the real binary, on a real terminal (tmux) and with --json, against the fake
  * provider: the conversation so far, then live text and tool calls; a typed steer, a /followup and an
  * /interrupt reach the model in the same conversation (the provider's request log shows them); the view
- * survives a SIGKILL of the stage's worker and follows the attempt started again; a finished stage prints
+ * (on the terminal and --json) survives a SIGKILL of the stage's worker and follows the attempt started
+ * again; a finished stage prints
  * its transcript and says it ended; an unknown run or stage is one sentence and a hint; /help lists the
  * commands, a malformed /answer or an unknown command is said and sends nothing, /detach, Ctrl-D and Ctrl-C
  * leave the stage running; an agent's ask_user question shows with its id and `/answer ID TEXT` typed in attach answers it
@@ -41,9 +42,10 @@ async function attachedChat(fake: { url: string; requestMatching(): Promise<unkn
   return { home, env, run, t };
 }
 
-e2eTest("attach on a terminal: live text and tools; a steer, a followup and an interrupt reach the model", async () => {
+e2eTest("attach on a terminal: through a SIGKILL of the stage's worker to the next attempt; live text and tools; a steer, a followup and an interrupt reach the model", async () => {
   const gates = [0, 1, 2].map(() => Promise.withResolvers<void>());
   const replies: Reply[] = [
+    { text: "never said", hold: new Promise(() => {}) }, // attempt 1's call, out until its worker is killed
     { text: "Looking around. ", toolCalls: [{ name: "list", arguments: {} }], hold: gates[0]!.promise, usage: { prompt: 11, completion: 4 } },
     { text: "Steered by you.", hold: gates[1]!.promise },
     { text: "never finished", hold: gates[2]!.promise },
@@ -54,7 +56,12 @@ e2eTest("attach on a terminal: live text and tools; a steer, a followup and an i
   try {
     const { home, env, run, t } = await attachedChat(fake, "atomic-attach-home-");
     tmux = t;
-    // A steer while the first call is out: the loop takes it into its next call.
+    const [worker] = processesMatching(home, "--internal-workflow-worker");
+    expect(worker).toBeDefined();
+    process.kill(worker!, "SIGKILL");
+    await t.waitFor("worker lost: attempt 1 started again on another worker");
+    await fake.requestMatching((r) => r !== fake.requests[0]); // attempt 2's first call
+    // A steer while that call is out: the loop takes it into its next call.
     t.type("use the README");
     t.keys("Enter");
     await t.waitFor(/you \(steer\) use the README .*\[delivered/);
@@ -74,7 +81,7 @@ e2eTest("attach on a terminal: live text and tools; a steer, a followup and an i
     t.keys("Enter");
     const last = await fake.requestMatching((r) => said(r, "stop now"));
     expect(said(last, "then summarize")).toBe(true);
-    expect(fake.requests[2]!.aborted).toBe(true); // the held call was ended by the interrupt
+    expect(fake.requests[3]!.aborted).toBe(true); // the held call was ended by the interrupt
     await t.waitFor("Bye now.");
     await t.waitFor("the stage ended: completed");
     expect(await t.exited()).toBe(0);
