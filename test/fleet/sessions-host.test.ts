@@ -412,8 +412,8 @@ agentTest("opencode: a failed attempt retried on another host continues the sess
   expect(trap.strays).toEqual([]);
 });
 
-// gemini 0.61.0 does not resume a session whose only turn failed ("Invalid session identifier", its chats file put
-// back or not): the failed stage is left out, and its retry is what goes to the other host.
+// gemini 0.61.0 does not resume a session whose only turn failed ("Invalid session identifier", on the machine that
+// ran it too): the failed stage is left out, and its retry is what goes to the other host.
 agentTest("gemini: a failed attempt retried on another host resumes the session there (-r), and a stage resumes the retry's on that host", async () => {
   const failing = heldFailure();
   const fake = await startFakeGemini();
