@@ -5,7 +5,8 @@
  * mean", nothing recorded), then to a stage that has not started yet;
  * the stage MCP server carries it to the run's driver, the tool's result
  * reaches the model, and the next stage reads the message on its stdin;
- * claude asks an openai sibling; codex asks a claude sibling (ask_agent
+ * claude asks an openai sibling, and a misspelt one and one that does not answer
+ * in time (one sentence each); codex asks a claude sibling (ask_agent
  * between two real CLIs, the reply through claude's own stage MCP server);
  * claude and pi ask the person (ask_user): the call tells the CLI to end
  * its turn, the stage parks with the CLI gone, the root is killed, the
@@ -309,6 +310,36 @@ agentTest(
       expect(result.outputs).toEqual({ asker: "asker done", answerer: "answerer: your answer went to stage asker" });
       // The reply reached claude as the ask_agent call's result.
       expect(JSON.stringify(fake.calls[1]!.body.messages)).toContain("42");
+      fake.assertOnlyFake();
+    } finally {
+      await fake.close();
+      await openai.close();
+    }
+  },
+  300_000,
+);
+
+agentTest(
+  "claude's ask_agent through the stage MCP server: a misspelt sibling is refused at once naming the close match, a sibling that does not answer within timeout_s is said in one sentence; the run goes on",
+  async () => {
+    const fake = await startFakeAnthropic();
+    // The openai sibling stays busy (its one call held) until claude has had both refusals.
+    const openai = await startFakeOpenAI(() => ({ ...oaText("answerer done"), hold: fake.callMatching((r) => fake.calls.indexOf(r) === 2) }));
+    try {
+      fake.push(
+        toolUse("mcp__atomic__ask_agent", { to: "answrer", question: "what is 6*7?", timeout_s: 60 }),
+        toolUse("mcp__atomic__ask_agent", { to: "answerer", question: "what is 6*7?", timeout_s: 1 }),
+        text("asker done"),
+      );
+      const h = claudeHome(fake);
+      const { r, result } = await runFixture(h, "claude", "ask", { ATOMIC_OPENAI_BASE_URL: openai.url, OPENAI_API_KEY: "sk-test" });
+      expect(r.code).toBe(0);
+      expect(result.outputs).toEqual({ asker: "asker done", answerer: "answerer done" });
+      // Each refusal reached claude as its call's result.
+      expect(JSON.stringify(fake.calls[1]!.body.messages)).toContain(
+        "error: no stage answrer has started in this run (did you mean answerer?); ask_agent asks only a running stage: send a message instead, it waits for the stage to start",
+      );
+      expect(JSON.stringify(fake.calls[2]!.body.messages)).toMatch(/error: stage answerer did not answer question a[0-9a-f]+ within 1 s; go on without it, or ask again with a longer timeout_s/);
       fake.assertOnlyFake();
     } finally {
       await fake.close();
