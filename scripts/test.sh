@@ -88,7 +88,8 @@ count() {
 #   `main_b` in one, all the rest in the other. In one process it left a core idle for its last ~8 minutes,
 #   after the second lane had ended (1,517 s against 1,045 at b826d74). Each half has its share of the real
 #   agent CLIs (runners/ in one, builtins/ in the other); the heavy tests' bound holds across both through the
-#   shared slot folder above (test/helpers/heavy.ts).
+#   shared slot folder above (test/helpers/heavy.ts). observability/ (binaries and their receivers, no browser,
+#   no agent CLI) joined main_b when the other process was the longest chain (docs/design/testing.md).
 lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.test.ts test/fleet/network.test.ts test/fleet/fleet-recovery.test.ts
   test/conformance/ test/recovery/postgres-outage.test.ts test/recovery/postgres-faults.test.ts
   test/service/schedule-cli.test.ts test/e2e/durations.test.ts test/recovery/clock-jump.test.ts
@@ -96,7 +97,7 @@ lane=(test/fleet/host-crash.test.ts test/fleet/hosts.test.ts test/fleet/harness.
   test/fleet/host-outage.test.ts test/fleet/host-outage-points.test.ts test/fleet/host-outage-random.test.ts test/fleet/service-host-outage.test.ts test/fleet/remote-worktree.test.ts test/fleet/budget.test.ts
   test/service/clock-skew.test.ts test/fleet/attach-host.test.ts test/pool/busy-journal.test.ts test/engine/cancel.test.ts)
 lane_ignored=("${lane[@]/%\//\/**}")
-main_b=(test/runners/ test/e2e/)
+main_b=(test/runners/ test/e2e/ test/observability/)
 main_b_ignored=("${main_b[@]/%\//\/**}")
 # The whole suite (no arguments) also runs the crash, double-resume, clock-jump, golden-journal, pool-crash, pool, intercom,
 # service (recovery, schedules, retention, the service lease) and fork/rerun tests again, on the Postgres journal
