@@ -30,15 +30,28 @@
  * points it at an empty catalogue instead (5.8 against 9.6 CPU-seconds a
  * start, measured with /usr/bin/time; the stage's answer, usage and cost
  * come from the config as before).
+ * What is left of a start (session 11, measured with getrusage over fresh
+ * homes, interleaved, load 3-5): 4.8 CPU-seconds a start, against 1.4 for
+ * `opencode --version` (loading its 185 MB executable's bundle). Its
+ * plugin SDK install was about 0.4-0.8 of it: before looking at npm,
+ * opencode imports its bundled npm (Arborist) unless the config directory
+ * already holds `node_modules` and a `package-lock.json` naming
+ * `@opencode-ai/plugin`, which is what a machine that once had network has
+ * after its first start. The homes here are made that way (a lock that
+ * names the SDK, no SDK: nothing imports it unless a plugin is
+ * configured): 4.3 against 4.8 CPU-seconds a start. A warm data directory
+ * (its SQLite database migrated, copied from a template) took about 0.3
+ * more off, but making the template costs a start of its own per test
+ * process and a home would no longer show a first start: not done.
  * The suite's fresh-machine timeouts came from starting all of a file's
  * CLIs at once on 2 cores (load 15), not from a first start: their tests
  * are now heavy (heavy.ts, at most one per core) and wait on events within
  * the limits of agents.ts.
  */
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { agentBin } from "./agents.ts";
+import { AGENTS_DIR, agentBin } from "./agents.ts";
 import { makeTempDir } from "./temp.ts";
 
 export type ChatAgent = "opencode" | "pi";
@@ -107,6 +120,14 @@ export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unprice
         },
       }),
     );
+    // Its plugin SDK as a machine that once had network has it: named in the config directory's lock (above).
+    const configDir = join(xdg.XDG_CONFIG_HOME, "opencode");
+    mkdirSync(join(configDir, "node_modules"), { recursive: true });
+    // The version its own install pins: the installed opencode's.
+    const version: string = JSON.parse(readFileSync(join(AGENTS_DIR, "node_modules", "opencode-ai", "package.json"), "utf8")).version;
+    const sdk = { dependencies: { "@opencode-ai/plugin": version } };
+    writeFileSync(join(configDir, "package.json"), JSON.stringify(sdk));
+    writeFileSync(join(configDir, "package-lock.json"), JSON.stringify({ lockfileVersion: 3, requires: true, packages: { "": sdk } }));
     Object.assign(env, {
       OPENCODE_CONFIG: config,
       OPENCODE_DISABLE_MODELS_FETCH: "1",
@@ -115,8 +136,9 @@ export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unprice
       OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
       // An empty models.dev catalogue instead of its built-in snapshot (about 4 CPU-seconds a start, above).
       OPENCODE_MODELS_PATH: catalogue,
-      // At start opencode installs its plugin SDK (@opencode-ai/plugin, ~67 MB with its dependencies) into its
-      // config directory from the npm registry: kept offline (it runs without it), and without retries.
+      // Should opencode still try to install its plugin SDK (@opencode-ai/plugin, ~67 MB with its dependencies)
+      // from the npm registry into its config directory (a newer opencode checking more than the lock above):
+      // kept offline (it runs without it), and without retries.
       npm_config_offline: "true",
       npm_config_registry: "http://127.0.0.1:9/",
       npm_config_fetch_retries: "0",
