@@ -20,7 +20,7 @@ import { Database } from "bun:sqlite";
 import { chmodSync, copyFileSync, existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { atomicBin, childEnv, killSpawned, runAtomic, waitUntil, type RunResult } from "../helpers/atomic.ts";
+import { atomicBin, childEnv, killSpawned, runAtomic, TEST_CONFIG, waitUntil, type RunResult } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { heavyTestLimits } from "../helpers/heavy.ts";
 import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
@@ -145,7 +145,8 @@ interface PtyOptions {
  */
 function ptyCommand(args: string[], opts: PtyOptions): { cmd: string[]; env: Record<string, string | undefined> } {
   const line = ["exec", ...[atomicBin(), ...args].map(shellQuote)].join(" ");
-  return { cmd: ["script", "-qec", line, "/dev/null"], env: { TERM: "xterm-256color", ATOMIC_HOME: opts.home, NO_COLOR: undefined, ...opts.env } };
+  // the tests' config, as runAtomic gives it (test/helpers/atomic.ts: no pacing of stage starts by the suite's load)
+  return { cmd: ["script", "-qec", line, "/dev/null"], env: { TERM: "xterm-256color", ATOMIC_HOME: opts.home, ATOMIC_CONFIG: TEST_CONFIG, NO_COLOR: undefined, ...opts.env } };
 }
 
 export async function runInPty(args: string[], opts: PtyOptions): Promise<RunResult> {
