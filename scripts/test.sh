@@ -116,7 +116,7 @@ journal_free=(
   test/intercom/broker.test.ts test/intercom/framing.test.ts test/intercom/addresses.test.ts
   test/pool/parse-message.test.ts test/pool/pool-executor-state.test.ts test/pool/event-batcher.test.ts
   test/pool/root-channel.test.ts test/pool/pool-executor.test.ts test/pool/lease-deadline-rule.test.ts test/pool/stall-monitor.test.ts
-  test/service/scheduler.test.ts
+  test/service/scheduler.test.ts test/service/commit-watch.test.ts
 )
 # The Postgres pass runs in two parts, for balance (docs/design/testing.md): the single files of `pg_b` (the crash,
 # double-resume, golden and fork tests) after the main lane's files of `main_b`, in that process's chain; the

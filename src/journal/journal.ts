@@ -32,6 +32,7 @@ import type { RunRetention } from "./retention.ts";
 import type { HolderInfo, JournalEvent, Lease, RunRecord, RunStatus } from "./runs.ts";
 import type { ScheduleStore } from "./schedules.ts";
 import type { CodeStore } from "./code.ts";
+import type { CommitWatch } from "./commit-watch.ts";
 import type { RunOriginFilter } from "./run-origin.ts";
 import type { RunTagStore } from "./tags.ts";
 import type { JournalCounters } from "./counters.ts";
@@ -165,6 +166,13 @@ export interface Journal {
    * embedded journal's waits are its busy timeout).
    */
   stopWaiting?(): void;
+
+  /**
+   * Another process's commit, waited for rather than polled (./commit-watch.ts).
+   * Present where that costs no server round trip (the embedded journal's file);
+   * absent elsewhere: callers poll.
+   */
+  readonly commits?: CommitWatch;
 
   /**
    * The journal's own clock (ms since the epoch), for times that hosts with

@@ -7,6 +7,12 @@
  * Every SCAN_MS the duty lists the candidate runs (an indexed read of the
  * runs nobody has finished) and starts a drive for each due one, oldest
  * first, up to `maxRuns` drives at once; the rest wait for a free slot.
+ * A scan that finds none (and no drive of this service still running)
+ * waits instead for another process's commit (journal/commit-watch.ts:
+ * on the embedded journal; Postgres has no such watch and scans on), at
+ * the latest IDLE_SCAN_MS: nothing can become due before some process
+ * writes a run, so an idle service costs almost nothing, and a run that
+ * starts is scanned as soon as it is recorded, then every SCAN_MS again.
  * Before it starts a drive it checks what the drive needs: the recorded
  * directory must exist, and the workflow file too for a run not pinned to
  * its code (engine/pinned-code.ts; else the run is left for a person with
@@ -57,6 +63,8 @@ import type { Duty, DutyStopReason, ServiceOptions } from "./service.ts";
 
 export const DEFAULT_MAX_RUNS = 4;
 const SCAN_MS = 500;
+/** With no run to watch, the scan waits for another process's commit; at the latest it runs after this (waitForCommit). */
+const IDLE_SCAN_MS = 30_000;
 export const MAX_CRASHES = 3;
 const BACKOFF_MS = [1_000, 5_000];
 /** How long a drive may wait for an answer to a question before it is stopped and the run parked. */
@@ -84,6 +92,10 @@ export class RecoveryDuty implements Duty {
   readonly name = "recovery";
   private active = false;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  /** Stops the wait for another process's commit (waitForCommit), while one is armed. */
+  private unwatch: (() => void) | undefined;
+  /** The commit mark the armed wait started from (describe: whether the last scan saw the journal as it is). */
+  private waitMark: number | undefined;
   private scanning: Promise<void> | undefined;
   private readonly drives = new Map<RunId, Drive>();
   private readonly runs = new Map<RunId, RecoveredRun>();
@@ -119,7 +131,9 @@ export class RecoveryDuty implements Duty {
   }
 
   describe(): unknown {
-    return { maxRuns: this.service.maxRuns, driving: this.drives.size, scans: this.scans, adoptedHosts: this.scope.adoptedHosts(), runs: this.recovered() };
+    // Waiting, and nothing committed by another process since the last scan's mark: that scan saw the journal as it is.
+    const waiting = this.waitMark !== undefined && this.markCommits() === this.waitMark;
+    return { maxRuns: this.service.maxRuns, driving: this.drives.size, scans: this.scans, waiting, adoptedHosts: this.scope.adoptedHosts(), runs: this.recovered() };
   }
 
   start(): void {
@@ -130,6 +144,9 @@ export class RecoveryDuty implements Duty {
   async stop(reason: DutyStopReason): Promise<void> {
     this.active = false;
     clearTimeout(this.timer);
+    this.unwatch?.();
+    this.unwatch = undefined;
+    this.waitMark = undefined;
     await this.scanning;
     // The hosts this service recovered for are free for another service at once.
     await this.scope.releaseAll();
@@ -140,18 +157,53 @@ export class RecoveryDuty implements Duty {
   private schedule(ms: number): void {
     if (!this.active) return;
     clearTimeout(this.timer);
+    this.unwatch?.();
+    this.unwatch = undefined;
+    this.waitMark = undefined;
     this.timer = setTimeout(() => {
+      // Taken before the scan reads: a commit made while it reads ends the wait below at once.
+      const mark = this.markCommits();
+      let idle = false;
       this.scanning = this.scan()
+        .then((watching) => {
+          idle = !watching && this.drives.size === 0;
+        })
         .catch((err: unknown) => this.service.log({ type: "service_error", message: `recovery scan failed: ${String((err as Error)?.message ?? err)}; retrying` }))
         .finally(() => {
           this.scanning = undefined;
           this.scans++;
-          this.schedule(SCAN_MS);
+          if (idle && mark !== undefined) this.waitForCommit(mark);
+          else this.schedule(SCAN_MS);
         });
     }, ms);
   }
 
-  private async scan(): Promise<void> {
+  private markCommits(): number | undefined {
+    try {
+      return this.journal.commits?.mark();
+    } catch {
+      return undefined; // the scan meets the same failure and says so
+    }
+  }
+
+  /**
+   * No run to watch: nothing can become due until another process writes (a run starts, or a
+   * crashed one is found only through its run's row, which some process wrote first). So the next
+   * scan waits for the journal's next commit by another process (journal/commit-watch.ts), with
+   * IDLE_SCAN_MS as a floor in case a watch misses one; where commits cannot be watched, the scan
+   * runs every SCAN_MS as before.
+   */
+  private waitForCommit(mark: number): void {
+    if (!this.active) return;
+    const unwatch = this.journal.commits?.after(mark, () => this.schedule(0));
+    if (!unwatch) return this.schedule(SCAN_MS);
+    this.unwatch = unwatch;
+    this.waitMark = mark;
+    this.timer = setTimeout(() => this.schedule(0), IDLE_SCAN_MS);
+  }
+
+  /** Whether the scan found a run to keep an eye on (one nobody has finished): then scans go on every SCAN_MS. */
+  private async scan(): Promise<boolean> {
     const candidates = await this.journal.listRuns({ statuses: CANDIDATE_STATUSES, limit: 10_000 });
     this.due.retain(new Set(candidates.map((r) => r.id)));
     this.scope.beginScan();
@@ -160,7 +212,7 @@ export class RecoveryDuty implements Duty {
     const journalNow = this.journal.clockNow ? await this.journal.clockNow() : undefined;
     // Oldest first: a run waiting longest gets the next free slot.
     for (const run of candidates.reverse()) {
-      if (!this.active) return;
+      if (!this.active) return true;
       if (this.drives.size >= this.service.maxRuns && !this.drives.has(run.id)) continue;
       const driving = this.drives.get(run.id);
       if (driving) {
@@ -191,6 +243,7 @@ export class RecoveryDuty implements Duty {
       }
       await this.launch(current.run, sure.reason, sure.place, sure.digest, sure.crashesInARow, scope === "adopted");
     }
+    return candidates.length > 0;
   }
 
   private async launch(run: RunRecord, reason: DueReason, place: RunPlace, digest: string, crashesSeen: number, adopted: boolean): Promise<void> {

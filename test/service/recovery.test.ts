@@ -16,6 +16,7 @@ import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
+import { journalUrlForHome } from "../helpers/postgres.ts";
 import { PARK_AFTER_MS } from "../../src/service/recovery.ts";
 import {
   FIXTURE,
@@ -64,6 +65,38 @@ concurrentTest("kill -9 of a run's driver while the service runs: the service re
   // Searchable by origin (journal/run-origin.ts): started by the command, recovered by the service.
   for (const origin of ["recovery", "cli"]) expect((await serviceApi(service, `/api/runs?origin=${origin}`)).runs.map((r: { id: string }) => r.id)).toEqual([runId]);
   expect((await serviceApi(service, "/api/runs?origin=api")).runs).toEqual([]);
+}, T);
+
+concurrentTest("an idle service waits for the journal to change: no recovery scans while no run is unfinished; a run started then is scanned at once and recovered", async () => {
+  const s = newSetup();
+  const service = startService(s);
+  await service.log.waitFor(/"type":"service_active"/);
+  const state = () => serviceApi(service, "/api/service");
+  await waitUntil(async () => (await state()).recovery.scans >= 1, 30_000, "the first recovery scan");
+  // The scheduler's passes (one a second) are the positive sign that time went by in the service.
+  const before = await state();
+  await waitUntil(async () => (await state()).schedules.passes >= before.schedules.passes + 3, 30_000, "three schedule passes");
+  const idle = await state();
+  if (journalUrlForHome(s.home)) {
+    // No commit watch on Postgres (src/journal/commit-watch.ts): the scans go on every 500 ms.
+    expect(idle.recovery.scans).toBeGreaterThan(before.recovery.scans);
+  } else {
+    // The service's own lease renewals in between do not wake it.
+    expect(idle.recovery.scans).toBe(before.recovery.scans);
+  }
+  // Another process starts a run (a commit): the duty scans again and watches it from then on, long
+  // before the idle floor of 30 s (src/service/recovery.ts IDLE_SCAN_MS), told by the scheduler's passes.
+  const run = startRun(s, "gate");
+  const runId = await runIdOf(run.out);
+  const passesAtStart = (await state()).schedules.passes as number;
+  await waitUntil(async () => (await state()).recovery.scans > idle.recovery.scans, 30_000, "a recovery scan after the run started");
+  expect((await state()).schedules.passes).toBeLessThan(passesAtStart + 10);
+  await run.out.waitFor(/at the gate/);
+  await kill9(run.proc);
+  writeFileSync(s.gateFile, "open");
+  const done = await untilStatus(s, runId, "completed");
+  expect(done.run.outputs).toEqual(UNINTERRUPTED);
+  expect(service.events("drive_started").map((e) => [e.runId, e.reason])).toEqual([[runId, "crashed"]]);
 }, T);
 
 concurrentTest("the service killed and restarted in between: the restarted service resumes the run; no recorded step ran again", async () => {

@@ -107,13 +107,19 @@ export async function serviceApi(service: ServiceProc, path: string): Promise<an
 
 /**
  * Waits until the recovery duty finished two whole scans that began after
- * this call (GET /api/service counts them): every run a scan would drive was
- * driven by then, so a run still not driven was looked at and left.
+ * this call (GET /api/service counts them), or waits with an up-to-date view
+ * (`waiting`): every run a scan would drive was driven by then, so a run
+ * still not driven was looked at and left.
  */
 export async function twoScansLater(service: ServiceProc): Promise<void> {
-  const scans = async () => (await serviceApi(service, "/api/service")).recovery.scans as number;
-  const from = await scans();
-  await waitUntil(async () => (await scans()) >= from + 3, 30_000, "two more recovery scans");
+  const recovery = async () => (await serviceApi(service, "/api/service")).recovery as { scans: number; waiting: boolean };
+  const from = (await recovery()).scans;
+  // Or the duty waits for the journal to change (src/service/recovery.ts): its last scan found no unfinished
+  // run, and nothing was committed since, so that scan saw the journal as it is now.
+  await waitUntil(async () => {
+    const now = await recovery();
+    return now.waiting || now.scans >= from + 3;
+  }, 30_000, "two more recovery scans");
 }
 
 /** Starts a run of the fixture, driven by this process (`atomic run --json`). */

@@ -50,6 +50,8 @@ import { SqliteCounters } from "./counters.ts";
 import type { JournalCounters } from "../counters.ts";
 import type { CodeStore } from "../code.ts";
 import { SqliteWorkQueue } from "./work-queue.ts";
+import { SqliteCommitWatch } from "./commit-watch.ts";
+import type { CommitWatch } from "../commit-watch.ts";
 import { appendEntries } from "./append.ts";
 import { importEntry } from "../../shared/entry-points.ts";
 import { readEvents } from "./event-reads.ts";
@@ -119,7 +121,10 @@ export class SqliteJournal implements Journal {
     this.code = new SqliteCodeStore(db, (fn) => this.#run(fn));
     this.tags = new SqliteTagStore(db, (fn) => this.#run(fn));
     this.counters = new SqliteCounters(db, (fn) => this.#run(fn));
+    if (location !== MEMORY) this.commits = new SqliteCommitWatch(db, location);
   }
+
+  readonly commits?: CommitWatch;
 
   readonly retention: RunRetention;
   private readonly sqliteRetention: SqliteRetention;
