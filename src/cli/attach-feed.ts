@@ -27,7 +27,8 @@ import { EVENT } from "../engine/journal-events.ts";
 import { shownHostState } from "../journal/fleet-view.ts";
 import { answerPrompt, isDriven, notifyDriver, sendMessage } from "../engine/messaging.ts";
 import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
-import { LiveSubscriber, type LiveBatch } from "../intercom/live.ts";
+import { LiveSubscriber, MARK_EVENT, type LiveBatch } from "../intercom/live.ts";
+import { JOIN_READ_MS, JOIN_READ_POLL_MS, TranscriptJoin } from "./attach-join.ts";
 import type { Journal } from "../journal/journal.ts";
 import type { JournalEvent, RunRecord } from "../journal/runs.ts";
 import { UsageError } from "../shared/errors.ts";
@@ -70,12 +71,8 @@ export class AttachFeed {
   private readonly subscriber: LiveSubscriber;
   private readonly source: StatusSource;
   private readonly seqs = new Map<string, number>();
-  /**
-   * Live events of a stage wait here until its transcript was read; those older than the read are dropped:
-   * by their `at` when this machine's broker brought them (the same clock), by when they arrived here when a
-   * worker host relayed them (`arrived`: its clock may differ from this one by any amount).
-   */
-  private readonly early = new Map<string, { batches: { b: LiveBatch; arrived?: number }[] }>();
+  /** Per followed stage, its live events held until they join its transcript (./attach-join.ts). */
+  private readonly joins = new Map<string, TranscriptJoin>();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private lastScan = 0;
   private closed = false;
@@ -143,9 +140,18 @@ export class AttachFeed {
   private async add(f: Found): Promise<void> {
     if (!this.model.follow(f)) return;
     const key = AttachModel.key(f);
-    this.early.set(key, { batches: [] });
-    await this.subscriber.watch([...new Set(this.model.followed.map((r) => r.runId))]);
     const attempt = Math.max(1, f.step.attempts);
+    const join = new TranscriptJoin(attempt, {
+      deliver: (b, after) => this.deliver(b, after),
+      ask: () => this.subscriber.mark([f.runId]),
+      rest: (from, to) => this.transcriptRange(f, attempt, from, to),
+      more: (text) => this.model.add(f, { kind: "transcript", text, attempt, more: true }),
+      done: () => {
+        if (this.joins.get(key) === join) this.joins.delete(key);
+      },
+    });
+    this.joins.set(key, join);
+    await this.subscriber.watch([...new Set(this.model.followed.map((r) => r.runId))]);
     if (f.step.status === "running") this.model.markStarted(f, attempt);
     const ended = !f.live || f.step.status === "completed" || f.step.status === "failed" || f.step.status === "stopped";
     this.model.add(f, { kind: "attached", status: f.live ? f.step.status : `${f.step.status} (run ${this.root.status})`, attempt, live: !ended });
@@ -156,19 +162,15 @@ export class AttachFeed {
       });
     }
     const readAt = Date.now();
-    const text = await this.transcript(f, attempt);
+    const { text, bytes } = await this.transcript(f, attempt);
     if (text) {
       this.model.add(f, { kind: "transcript", text, attempt });
       // A transcript means the attempt's runner had started, even while the journal still says queued (a worker's
       // events reach it in batches): a second start of this attempt is then a worker lost, not the first.
       this.model.markStarted(f, attempt);
     }
-    const early = this.early.get(key)!;
-    this.early.delete(key);
-    for (const { b, arrived } of early.batches) {
-      if (arrived === undefined) this.deliver(b, readAt);
-      else if (arrived >= readAt) this.deliver(b, 0);
-    }
+    if (ended) join.close();
+    else join.read(bytes, readAt);
     if (ended) this.model.add(f, { kind: "state", state: "ended", attempt, status: f.step.status, text: `the stage ended: ${f.step.status}` });
     // The journal from here on: its events after what the report was built from.
     if (!this.seqs.has(f.runId)) {
@@ -177,19 +179,43 @@ export class AttachFeed {
     }
   }
 
-  private async transcript(f: Found, attempt: number): Promise<string> {
+  /** The attempt's transcript as it is now, and its bytes. */
+  private async transcript(f: Found, attempt: number): Promise<{ text: string; bytes: number }> {
     const run = await this.journal.getRun(f.runId as RunId);
-    if (!run) return "";
     let text = "";
     let offset = 0;
-    for (let i = 0; i < 64; i++) {
+    for (let i = 0; run && i < 64; i++) {
       const t = await this.source.transcript(run, f.position, { attempt, stdout: offset, stderr: 0 }).catch(() => undefined);
       if (!t || "miss" in t) break;
       text += t.stdout.text;
-      if (!t.stdout.more) break;
       offset = t.stdout.next;
+      if (!t.stdout.more) break;
     }
-    return text;
+    return { text, bytes: offset };
+  }
+
+  /**
+   * The attempt's transcript from byte `from` to byte `to` (a mark's), once the file or the artifact store holds
+   * that much (a worker host ships it when it relays the mark); undefined if it does not within JOIN_READ_MS.
+   */
+  private async transcriptRange(f: Found, attempt: number, from: number, to: number): Promise<string | undefined> {
+    const run = await this.journal.getRun(f.runId as RunId);
+    if (!run) return undefined;
+    const until = Date.now() + JOIN_READ_MS;
+    let text = "";
+    let offset = from;
+    while (offset < to && !this.closed) {
+      const t = await this.source.transcript(run, f.position, { attempt, stdout: offset, stderr: 0, stdoutEnd: to }).catch(() => undefined);
+      const got = t && !("miss" in t) ? t.stdout : undefined;
+      if (got && got.next > offset) {
+        text += got.text;
+        offset = got.next;
+        continue;
+      }
+      if (Date.now() >= until) return undefined;
+      await Bun.sleep(JOIN_READ_POLL_MS); // not there yet: the host's shipping of it is on its way
+    }
+    return offset >= to ? text : undefined;
   }
 
   /** Starts the live part (the journal poll); the broker subscription is up already. */
@@ -198,16 +224,15 @@ export class AttachFeed {
   }
 
   private onBatch(b: LiveBatch, relayed: boolean): void {
-    const key = AttachModel.key({ runId: b.runId, position: b.stage });
-    const early = this.early.get(key);
-    if (early) early.batches.push(relayed ? { b, arrived: Date.now() } : { b });
+    const join = this.joins.get(AttachModel.key({ runId: b.runId, position: b.stage }));
+    if (join) join.batch(b, relayed);
     else this.deliver(b, 0);
   }
 
   private deliver(b: LiveBatch, after: number): void {
     const ref = { runId: b.runId, position: b.stage };
     if (!this.model.has(ref)) return;
-    for (const e of b.events) if (e.at >= after) this.model.addLive(ref, b.attempt, e);
+    for (const e of b.events) if (e.at >= after && e.type !== MARK_EVENT) this.model.addLive(ref, b.attempt, e);
   }
 
   private tick(): void {
@@ -336,6 +361,7 @@ export class AttachFeed {
   close(): void {
     this.closed = true;
     clearTimeout(this.timer);
+    for (const join of [...this.joins.values()]) join.close();
     this.subscriber.close();
   }
 }

@@ -31,6 +31,7 @@ import { LeaseLostError } from "../shared/errors.ts";
 import type { RunId } from "../shared/ids.ts";
 import { EVENT } from "./journal-events.ts";
 import { LivePublisher } from "../intercom/live.ts";
+import { transcriptMark } from "../runners/agent-files.ts";
 import { BrokerLink } from "./mail/broker-link.ts";
 import { DeliveryPump } from "./mail/delivery-pump.ts";
 import { MAIL_POLL_MS, PromptWaits } from "./mail/prompt-waits.ts";
@@ -163,6 +164,7 @@ export class TreeMail {
    * its runner reported: they are taken in order).
    */
   ended(runId: RunId, stageKey: string, attempt: number, runner: string): void {
+    this.live?.ended(runId, stageKey, attempt);
     const reason =
       runner === "openai"
         ? "the stage ended before a model request carried it"
@@ -262,10 +264,11 @@ export class TreeMail {
    * A sink for the live events of a stage attempt that runs in this process (an in-process executor:
    * pool workers publish their own, intercom/live.ts). Made on first use, closed with the tree's mail.
    */
-  livePublisher(runId: string, stage: string, attempt: number): (event: { type: string }) => void {
+  livePublisher(runId: string, stage: string, attempt: number, artifactDir: string): (event: { type: string }) => void {
     if (this.closed) return () => {};
     this.live ??= new LivePublisher(this.home);
-    return this.live.stage(runId, stage, attempt);
+    // A watcher's mark (docs/design/live-events.md, "Marks") writes the attempt's transcript to disk first.
+    return this.live.stage(runId, stage, attempt, () => transcriptMark(artifactDir));
   }
 
   async close(): Promise<void> {

@@ -142,7 +142,7 @@ export class WorkerHost implements CoordinatorCore {
   /** The config's secret-named variables: a stage keeps this host's values of them, as of every secret. */
   private readonly secretVariables: readonly string[];
   /** The stages whose files are being shipped, by work id: the shipper, and the attempt's directory here and its key (its session files go at the end). */
-  private readonly shippers = new Map<string, { files: StageShipper; dir: string; key: ArtifactKey }>();
+  private readonly shippers = new Map<string, { files: StageShipper; dir: string; key: ArtifactKey; stage: { runId: string; stageKey: string; attempt: number } }>();
   /** Continued stages: where this host reads the earlier attempt's session (or why it cannot), by work id; found in prepare (session-files.ts). */
   private readonly sessions = new Map<string, string | { refused: string }>();
   /** Its stages' run tool calls, carried to their roots (tools-relay.ts). */
@@ -170,7 +170,7 @@ export class WorkerHost implements CoordinatorCore {
     };
     this.claimScope = { queues: opts.queues, protocol: POOL_PROTOCOL_VERSION };
     this.relay = new ToolsRelay(opts.home, this.fleet, (line) => this.log(line));
-    this.liveRelay = new LiveRelay(opts.home, this.fleet.liveChannel, (line) => this.log(line));
+    this.liveRelay = new LiveRelay(opts.home, this.fleet.liveChannel, (line) => this.log(line), (runId, stage, attempt) => this.shipNow(runId, stage, attempt));
     this.root = new HostLink(this.fleet, (line) => this.log(line), (workId) => this.relay.ended(workId));
     this.workers = new Supervisor(this);
     this.dispatcher = new Dispatcher(this);
@@ -282,6 +282,13 @@ export class WorkerHost implements CoordinatorCore {
     }
   }
 
+  /** A watcher's mark passed through the live relay (live-relay.ts): the attempt's files go to the store now. */
+  private shipNow(runId: string, stageKey: string, attempt: number): void {
+    for (const s of this.shippers.values()) {
+      if (s.stage.runId === runId && s.stage.stageKey === stageKey && s.stage.attempt === attempt) void s.files.flush().catch(() => {}); // the next pass tries again
+    }
+  }
+
   /** The stage's last live events reach its root, and its last bytes the store, before its result is committed. */
   async beforeCommit(workId: string): Promise<void> {
     const shipper = this.shippers.get(workId);
@@ -347,7 +354,10 @@ export class WorkerHost implements CoordinatorCore {
     const moved = JSON.parse(JSON.stringify(request).replaceAll(JSON.stringify(request.artifactDir).slice(1, -1), JSON.stringify(artifactDir).slice(1, -1))) as StageRequest;
     // Its files are shipped under the directory the root recorded (every reader looks it up by that).
     const key = this.store ? artifactKeyOf(item.rootId, request.artifactDir) : undefined;
-    if (this.store && key) this.shippers.set(item.id, { files: shipStageFiles(artifactDir, this.store, key, { intervalMs: SHIP_INTERVAL_MS }), dir: artifactDir, key });
+    if (this.store && key) {
+      const stage = { runId: request.runId, stageKey: request.stageKey, attempt: request.attempt };
+      this.shippers.set(item.id, { files: shipStageFiles(artifactDir, this.store, key, { intervalMs: SHIP_INTERVAL_MS }), dir: artifactDir, key, stage });
+    }
     const continued = session && moved.continueFrom ? { continueFrom: { ...moved.continueFrom, artifactDir: session } } : {};
     // A sandboxed stage must not see this host's home either (the root named only its own).
     const sandbox = moved.sandbox ? { sandbox: { ...moved.sandbox, hidden: [...new Set([...moved.sandbox.hidden, this.opts.home])] } } : {};

@@ -18,13 +18,18 @@
  *   every stage attempt while it fits the channel (packBatches): one per
  *   stage attempt made 20 stages streaming at once wait their turn at 100
  *   a second (p50 239 ms from provider to attach, bench/attach-latency.ts).
+ * - Marks: every ask heard makes the runs' publishers put a mark in each
+ *   stage attempt's stream (intercom/live.ts, LiveSubscriber.mark) once the
+ *   subscription holds; a batch with a mark has its attempt's files shipped
+ *   at once (`onMark`), so a watcher reads the transcript up to the mark
+ *   without waiting for the shipper's next pass.
  * - Not stored: these are notifications, never journal events; a watcher
  *   that was away reads the text from the stage's files.
  * - A lost connection is opened again after a back-off (asks heard before
  *   it stay until they run out; watchers ask again every WATCH_RENEW_MS).
  */
 
-import { LiveSubscriber, type LiveBatch } from "../intercom/live.ts";
+import { LiveSubscriber, MARK_EVENT, type LiveBatch } from "../intercom/live.ts";
 import { WATCH_KEEP_MS, WATCH_RENEW_MS, liveHomeKey, packBatches } from "../intercom/live-remote.ts";
 import { backoffDelay, type Backoff } from "../shared/backoff.ts";
 import { ensureError } from "../shared/errors.ts";
@@ -50,6 +55,8 @@ export class LiveRelay {
   /** Runs asked for, and until when. */
   private readonly asked = new Map<string, number>();
   private subscriber: LiveSubscriber | undefined;
+  /** Resolves once the broker has the subscription's current groups. */
+  private subscribed: Promise<void> = Promise.resolve();
   private readonly pending = new Map<string, LiveBatch>();
   private pumping = false;
   /** When the last notification went out (the next waits MIN_GAP_MS after it). */
@@ -62,6 +69,8 @@ export class LiveRelay {
     private readonly home: string,
     private readonly open: LiveChannelOpener,
     private readonly log: (line: string) => void,
+    /** A stage attempt put a mark in its stream: its files go to the store now, where the watcher reads up to the mark. */
+    private readonly onMark: (runId: string, stage: string, attempt: number) => void = () => {},
   ) {
     this.key = liveHomeKey(home);
     this.sweep = setInterval(() => this.forget(), WATCH_RENEW_MS);
@@ -111,6 +120,11 @@ export class LiveRelay {
       this.asked.set(r, until);
     }
     if (added) this.subscribe();
+    // Every ask marks the runs' streams once this relay follows them (docs/design/live-events.md, "Marks").
+    const subscriber = this.subscriber;
+    void this.subscribed.then(() => {
+      if (!this.closed && subscriber === this.subscriber) subscriber?.mark(runs.filter((r) => this.asked.has(r)));
+    });
   }
 
   private forget(): void {
@@ -135,11 +149,12 @@ export class LiveRelay {
       return;
     }
     this.subscriber ??= new LiveSubscriber(this.home, (b) => this.take(b), { role: "relay" });
-    void this.subscriber.watch(runs);
+    this.subscribed = this.subscriber.watch(runs);
   }
 
   private take(b: LiveBatch): void {
     if (!this.asked.has(b.runId) || this.closed) return;
+    if (b.events.some((e) => e.type === MARK_EVENT)) this.onMark(b.runId, b.stage, b.attempt);
     const key = `${b.runId}\u0000${b.stage}\u0000${b.attempt}`;
     const p = this.pending.get(key);
     if (!p) this.pending.set(key, { ...b, events: [...b.events] });

@@ -176,6 +176,11 @@ export class RemoteLiveWatcher {
     this.retry.unref?.();
   }
 
+  /** Asks now again (a relay marks its runs' streams on every ask: live.ts, LiveSubscriber.mark). */
+  askAgain(): void {
+    void this.ask();
+  }
+
   private async ask(): Promise<void> {
     if (!this.channel || this.runs.size === 0) return;
     await this.channel.watch([...this.runs]).catch(() => {}); // a lost connection says so through onLost

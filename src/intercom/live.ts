@@ -31,10 +31,10 @@
 import { statSync } from "node:fs";
 import type { LiveChannelOpener } from "../shared/live-channel.ts";
 import { IntercomClient, groupAddress } from "./client.ts";
-import { asLiveBatch, liveGroup, type LiveBatch } from "./live-batch.ts";
+import { MARK_EVENT, asLiveBatch, liveGroup, liveMarkGroup, markAskOf, type LiveBatch } from "./live-batch.ts";
 import { RemoteLiveWatcher } from "./live-remote.ts";
 
-export { asLiveBatch, liveGroup, type LiveBatch, type LiveEvent } from "./live-batch.ts";
+export { MARK_EVENT, asLiveBatch, liveGroup, liveMarkGroup, type LiveBatch, type LiveEvent } from "./live-batch.ts";
 import { intercomPaths } from "./paths.ts";
 
 /** How long a stage's events wait for company before they go out. */
@@ -57,9 +57,20 @@ interface Pending {
   timer: ReturnType<typeof setTimeout> | undefined;
 }
 
+/** A stage attempt being published, and how to put its transcript on disk for a mark (its size then). */
+interface Published {
+  runId: string;
+  stage: string;
+  attempt: number;
+  mark: (() => number | undefined) | undefined;
+}
+
 export class LivePublisher {
   private readonly client: IntercomClient;
   private readonly pending = new Map<string, Pending>();
+  private readonly published = new Map<string, Published>();
+  /** The session that hears asks for marks, in the mark groups of the runs published now. */
+  private readonly name = `live-pub:${process.pid}:${Math.random().toString(36).slice(2, 10)}`;
   private readonly socket: string;
   private socketSeen = 0;
   private lastCheck = 0;
@@ -67,14 +78,56 @@ export class LivePublisher {
 
   constructor(home: string) {
     this.socket = intercomPaths(home).socket;
-    this.client = new IntercomClient({ home, role: "live", spawn: false, reconnect: true });
+    this.client = new IntercomClient({
+      home,
+      role: "live",
+      spawn: false,
+      reconnect: true,
+      onMessage: (msg) => {
+        const runId = markAskOf(msg.body);
+        if (runId !== undefined) this.mark((p) => p.runId === runId);
+      },
+      // Connected (a watcher's broker appeared): a mark in every stream, after the events kept meanwhile. A watcher
+      // that asked before this publisher was connected gets its mark without asking again.
+      onState: (c) => {
+        if (c.to === "open") this.mark(() => true);
+      },
+    });
     this.client.start();
   }
 
-  /** A sink for one stage attempt's runner events. */
-  stage(runId: string, stage: string, attempt: number): (event: { type: string }) => void {
+  /**
+   * A sink for one stage attempt's runner events, until `ended`. `mark`: writes the attempt's buffered
+   * transcript to disk and says its size (a watcher's mark, docs/design/live-events.md "Marks").
+   */
+  stage(runId: string, stage: string, attempt: number, mark?: () => number | undefined): (event: { type: string }) => void {
     const key = `${runId}\u0000${stage}\u0000${attempt}`;
+    this.published.set(key, { runId, stage, attempt, mark });
+    this.joinMarkGroups();
     return (event) => this.push(key, runId, stage, attempt, event);
+  }
+
+  /** The stage attempt's events are over: it leaves its run's mark group. */
+  ended(runId: string, stage: string, attempt: number): void {
+    if (this.published.delete(`${runId}\u0000${stage}\u0000${attempt}`)) this.joinMarkGroups();
+  }
+
+  private joinMarkGroups(): void {
+    if (this.closed) return;
+    const runs = new Set([...this.published.values()].map((p) => p.runId));
+    // Registered again on every connection (client.ts): a broker that appears later hears of them then.
+    const done = runs.size ? this.client.register(this.name, [...runs].map(liveMarkGroup), "live") : this.client.unregister(this.name);
+    done.catch(() => {}); // no broker now: nobody asks for marks
+  }
+
+  /** A mark in the stream of each attempt published that `which` takes, at once (after what waits of it). */
+  private mark(which: (p: Published) => boolean): void {
+    for (const [key, p] of this.published) {
+      if (!which(p)) continue;
+      const bytes = p.mark?.();
+      this.push(key, p.runId, p.stage, p.attempt, bytes === undefined ? { type: MARK_EVENT } : ({ type: MARK_EVENT, bytes } as { type: string }));
+      this.flush(key);
+    }
   }
 
   private push(key: string, runId: string, stage: string, attempt: number, event: { type: string }): void {
@@ -183,6 +236,17 @@ export class LiveSubscriber {
 
   get watching(): readonly string[] {
     return this.runs;
+  }
+
+  /**
+   * Asks the publishers of these runs for a mark in each stage attempt's stream (docs/design/live-events.md,
+   * "Marks"): this machine's over its broker, a worker host's through its relay (which marks on every ask).
+   * Nothing comes back but the marks, in the streams: a publisher not connected now misses the ask, so a
+   * watcher that waits for a mark asks again.
+   */
+  mark(runIds: readonly string[]): void {
+    if (this.client.isOpen) for (const r of runIds) this.client.send(groupAddress(liveMarkGroup(r)), { liveMark: 1, runId: r }).catch(() => {}); // no publisher of it: nothing to mark
+    this.remote?.askAgain();
   }
 
   close(): void {

@@ -28,6 +28,7 @@
 import { join } from "node:path";
 import { STDOUT_LOG } from "../artifacts/stage-logs.ts";
 import { getRunner } from "../runners/registry.ts";
+import { transcriptMark } from "../runners/agent-files.ts";
 import { killAllGroups, stopsSettled } from "../runners/shell/process-groups.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
@@ -154,7 +155,8 @@ export async function workerMain(argv: string[]): Promise<void> {
     const ref = { workId: msg.workId, generation: msg.generation, epoch: msg.epoch };
     const request = msg.request as StageRequest;
     const batcher = new EventBatcher(250, (events) => send({ type: "events", ref, events }));
-    const publish = live?.stage(request.runId, request.stageKey, request.attempt);
+    // A watcher's mark (docs/design/live-events.md, "Marks") writes the attempt's transcript to disk first.
+    const publish = live?.stage(request.runId, request.stageKey, request.attempt, () => transcriptMark(request.artifactDir));
     let handle: RunnerHandle;
     let report: ReturnType<typeof setTimeout> | undefined;
     try {
@@ -191,6 +193,7 @@ export async function workerMain(argv: string[]): Promise<void> {
     void handle.result.then(async (result) => {
       trace("exited", ref.workId);
       clearTimeout(report);
+      live?.ended(request.runId, request.stageKey, request.attempt);
       const pending = batcher.take();
       // Free before committing: the coordinator may hand us the next item in the same breath as the receipt.
       if (running?.ref === ref) running = undefined;

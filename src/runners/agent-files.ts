@@ -71,6 +71,8 @@ class BufferedFile {
   private closed = false;
   private pending: string[] = [];
   private size = 0;
+  /** Bytes in the file (what its writes returned). */
+  written = 0;
 
   constructor(
     readonly path: string,
@@ -99,10 +101,16 @@ class BufferedFile {
         this.ensureDir();
         this.fd = openSync(this.path, "w");
       }
-      writeSync(this.fd, text);
+      this.written += writeSync(this.fd, text);
     } catch {
       this.broken = true;
     }
+  }
+
+  /** Bytes in the file once what is buffered is written; undefined when a write failed (the file stopped). */
+  flushed(): number | undefined {
+    this.flush();
+    return this.broken ? undefined : this.written;
   }
 
   close(): void {
@@ -118,6 +126,20 @@ class BufferedFile {
     }
     this.fd = undefined;
   }
+}
+
+/** The files of the attempts running in this process, by artifact directory (for marks: transcriptMark). */
+const open = new Map<string, AgentFiles>();
+
+/**
+ * For a live mark (docs/design/live-events.md, "Marks"): writes the transcript of the attempt whose files are
+ * in `artifactDir` to disk and says its size in bytes; undefined when no attempt of this process writes there
+ * (a shell stage, one that ended) or its transcript stopped (a failed write). Runners write a delta to the
+ * transcript and hand it to their event sink in one synchronous step, so every live event before the mark is
+ * within these bytes and none after it.
+ */
+export function transcriptMark(artifactDir: string): number | undefined {
+  return open.get(artifactDir)?.transcriptBytes();
 }
 
 export class AgentFiles {
@@ -141,6 +163,7 @@ export class AgentFiles {
   private heldWarnings: string[] = [];
 
   constructor(readonly artifactDir: string) {
+    open.set(artifactDir, this);
     this.transcriptPath = join(artifactDir, TRANSCRIPT);
     this.eventsPath = join(artifactDir, EVENTS_LOG);
     this.errorPath = join(artifactDir, STDERR_LOG);
@@ -242,6 +265,11 @@ export class AgentFiles {
     this.stderr.write(line.endsWith("\n") ? line : `${line}\n`);
   }
 
+  /** Writes the transcript's buffered text and says the file's size (undefined: its writes failed). */
+  transcriptBytes(): number | undefined {
+    return this.transcript.flushed();
+  }
+
   flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -253,6 +281,7 @@ export class AgentFiles {
 
   /** Writes what is buffered and closes every file (call once the stage's outcome is written). */
   close(): void {
+    if (open.get(this.artifactDir) === this) open.delete(this.artifactDir);
     clearTimeout(this.timer);
     if (this.inAssistant) this.releaseWarnings();
     this.transcript.close();

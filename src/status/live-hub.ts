@@ -7,7 +7,7 @@
  * live events and streams carry the journal only.
  */
 
-import { LiveSubscriber, type LiveBatch } from "../intercom/live.ts";
+import { LiveSubscriber, MARK_EVENT, type LiveBatch } from "../intercom/live.ts";
 import type { LiveChannelOpener } from "../shared/live-channel.ts";
 
 export type LiveListener = (batch: LiveBatch) => void;
@@ -41,7 +41,10 @@ export class LiveHub {
   }
 
   private dispatch(batch: LiveBatch): void {
-    for (const l of this.listeners.get(batch.runId) ?? []) l(batch);
+    // Marks (attach's, intercom/live.ts) are not the stage's events: streams leave them out.
+    const b = batch.events.some((e) => e.type === MARK_EVENT) ? { ...batch, events: batch.events.filter((e) => e.type !== MARK_EVENT) } : batch;
+    if (b.events.length === 0) return;
+    for (const l of this.listeners.get(b.runId) ?? []) l(b);
   }
 
   close(): void {

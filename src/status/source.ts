@@ -237,7 +237,7 @@ export class StatusSource {
   async transcript(
     run: RunRecord,
     stage: string,
-    q: { attempt?: number | undefined; stdout: number; stderr: number; turns?: boolean },
+    q: { attempt?: number | undefined; stdout: number; stderr: number; stdoutEnd?: number; turns?: boolean },
     /** The run's report when the caller has just read it (the console reads it for its tree anyway). */
     known?: RunReport,
   ): Promise<Transcript | Miss> {
@@ -255,7 +255,7 @@ export class StatusSource {
     }
     const dir = attemptDir(step, attempt);
     const files = dir ? await openStageFiles(dir, report.run.rootId, this.artifacts) : undefined;
-    return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr }, live, q.turns === true, files);
+    return readTranscript(runId, step, attempt, { stdout: q.stdout, stderr: q.stderr, stdoutEnd: q.stdoutEnd }, live, q.turns === true, files);
   }
 
   /**

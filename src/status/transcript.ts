@@ -88,7 +88,8 @@ export async function readTranscript(
   runId: string,
   step: StepReport,
   attempt: number,
-  offsets: { stdout: number; stderr: number },
+  /** Where each stream's read starts; `stdoutEnd`: the stdout read stops there (attach reads up to a mark). */
+  offsets: { stdout: number; stderr: number; stdoutEnd?: number | undefined },
   live: boolean,
   withTurns: boolean,
   files: StageFiles | undefined,
@@ -97,8 +98,8 @@ export async function readTranscript(
   const stillWriting = live && latest && step.status === "running";
   const stdoutName = files ? await logNameOf(files, "stdout") : undefined;
   const agent = stdoutName === TRANSCRIPT;
-  const read = async (stream: "stdout" | "stderr", offset: number): Promise<OutputChunk> =>
-    files ? chunkOf(await files.read(stream === "stdout" ? stdoutName! : await logNameOf(files, stream), offset, MAX_CHUNK), offset, !stillWriting) : emptyChunk(offset);
+  const read = async (stream: "stdout" | "stderr", offset: number, end = Number.POSITIVE_INFINITY): Promise<OutputChunk> =>
+    files ? chunkOf(await files.read(stream === "stdout" ? stdoutName! : await logNameOf(files, stream), offset, Math.max(0, Math.min(MAX_CHUNK, end - offset))), offset, !stillWriting) : emptyChunk(offset);
   const turns = withTurns && agent && !stillWriting ? (recordedTurns(await readSmall(files!, TURNS_LOG)) ?? readTurns(await readSmall(files!, EVENTS_LOG))) : undefined;
   return {
     agent,
@@ -110,7 +111,7 @@ export async function readTranscript(
     attempt,
     attempts: step.attempts,
     live: stillWriting,
-    stdout: await read("stdout", offsets.stdout),
+    stdout: await read("stdout", offsets.stdout, offsets.stdoutEnd),
     stderr: await read("stderr", offsets.stderr),
   };
 }

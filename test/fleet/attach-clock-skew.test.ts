@@ -5,9 +5,10 @@
  * serve` and `atomic attach --json` (a third home) run on the true clock;
  * the host runs the openai stage against the fake provider, each turn
  * streaming five numbered words and a tool call until the test has seen
- * enough. Nothing breaks or reorders: attach's live words and the stage
- * stream's come each once, in the provider's order, none left out between
- * the first and the last; attach never says the host is gone (silence is
+ * enough. Nothing breaks or reorders: attach's words (the transcript so
+ * far, then live) and the stage stream's live words come each once, in
+ * the provider's order, none left out between the first and the last;
+ * attach never says the host is gone (silence is
  * judged by the database's clock); the run completes.
  */
 
@@ -75,10 +76,15 @@ for (const [who, offset] of [
       void sse.cancel();
       served.proc.kill("SIGTERM");
 
-      // From the first word streamed after both watched (w2.0), none lost.
-      expect(liveWords()[0]).toBe(20);
+      // Attach: every word once, in order, from the first (w0.0): the transcript so far, then live from its mark
+      // (docs/design/live-events.md, "Marks"). The stream: from the first word streamed after both watched (w2.0).
+      const shown = out.lines.flatMap((l) => {
+        const x = JSON.parse(l) as { type: string; text?: string };
+        return x.type === "transcript" || x.type === "text" ? words(x.text ?? "") : [];
+      });
+      expect(shown[0]).toBe(0);
+      expectInOrder(shown, "attach's words");
       expect(streamed[0]).toBe(20);
-      expectInOrder(liveWords(), "attach's live words");
       expectInOrder(streamed, "the stage stream's live words");
       expect(out.lines.filter((l) => /worker host skewed.*gone/.test(l))).toEqual([]);
       // Said once, though the stage's end and its run's came together.

@@ -20,7 +20,7 @@ import { startFakeOpenAI } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir } from "../helpers/temp.ts";
-import { serve, startChat, watchStage } from "../live/support.ts";
+import { serve, startChat, watchStage, watchersSeeEveryWordOnce } from "../live/support.ts";
 import { cleanUpHosts, startHost } from "./support.ts";
 
 beforeAll(async () => {
@@ -115,3 +115,13 @@ test("attach to a stage running on a worker host shows what it said before, then
     await fake.close();
   }
 }, 120_000);
+
+test("watchers attaching while a worker host's stage streams fast see its whole text once, in order: the transcript so far, then live", async () => {
+  await watchersSeeEveryWordOnce(async (env) => {
+    const home = makeTempDir("atomic-live-root-");
+    const elsewhere = makeTempDir("atomic-live-elsewhere-");
+    // The host sees neither the root's home nor the watchers': the transcript comes from the store, live events through the journal.
+    await startHost({ url: env.ATOMIC_JOURNAL!, id: "faraway", slots: 1, env, hide: [home, elsewhere] });
+    return { run: await startChat(home, env, ["--workers", "0"]), watcherHome: elsewhere, watcherEnv: { ATOMIC_HOST_LOST_MS: "1" } };
+  }, await freshDatabase("attach_join"));
+}, 180_000);

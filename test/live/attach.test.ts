@@ -7,7 +7,8 @@
  * its transcript and says it ended; an unknown run or stage is one sentence and a hint; /help lists the
  * commands, a malformed /answer or an unknown command is said and sends nothing, /detach, Ctrl-D and Ctrl-C
  * leave the stage running; an agent's ask_user question shows with its id and `/answer ID TEXT` typed in attach answers it
- * (the model gets it as the call's result).
+ * (the model gets it as the call's result); watchers attaching while a stage streams fast see every word once, in
+ * order (transcript so far, then live).
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -17,7 +18,7 @@ import { killSpawned, lineWatcher, processesMatching, runAtomic, spawnAtomic } f
 import { killTmux, Tmux } from "../helpers/tmux.ts";
 import { startFakeOpenAI, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { join } from "node:path";
-import { startChat } from "./support.ts";
+import { startChat, watchersSeeEveryWordOnce } from "./support.ts";
 
 const ASK_USER = join(import.meta.dir, "..", "runners", "fixtures", "ask-user.ts");
 
@@ -252,4 +253,11 @@ e2eTest("attach shows an agent's ask_user question with its id; /answer typed in
     tmux?.kill();
     await fake.close();
   }
+});
+
+e2eTest("watchers attaching while a pool worker's stage streams fast see its whole text once, in order: the transcript so far, then live", async () => {
+  await watchersSeeEveryWordOnce(async (env) => {
+    const home = makeTempDir("atomic-attach-join-");
+    return { run: await startChat(home, env, ["--workers", "1"]), watcherHome: home };
+  });
 });

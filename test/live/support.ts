@@ -4,7 +4,9 @@
  */
 
 import { join } from "node:path";
-import { lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
+import { expect } from "bun:test";
+import { lineWatcher, runAtomic, spawnAtomic } from "../helpers/atomic.ts";
+import { startFakeOpenAI } from "../helpers/fake-openai.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { sseReader } from "../status/support.ts";
 
@@ -47,4 +49,65 @@ export async function watchStage(served: Served, runId: string, stage: string, e
   const sse = sseReader(res.body!);
   await sse.until((m) => m.event === "ready");
   return { attach, out, sse };
+}
+
+/** The numbered words of a text, in order ("w00042" → 42). */
+const words = (text: string) => [...text.matchAll(/w(\d{5})/g)].map((m) => Number(m[1]));
+
+/**
+ * Watchers attaching while the chat stage streams fast see its whole text once, in order: the transcript so far,
+ * then live (docs/design/live-events.md, "Marks"). Each model call streams 100 numbered words, one delta each, over
+ * 600 ms, and asks for a tool (the turn goes on); the first watcher attaches once the stage streams, each next one
+ * once the one before showed live text, and once every one did the next call ends the turn. Then each watcher's
+ * transcript and live text, in the order shown, hold every word of the stage's final transcript once, in order.
+ * `start` starts the run (with `journal`, if any, as ATOMIC_JOURNAL) and says where the watchers run.
+ */
+export async function watchersSeeEveryWordOnce(
+  start: (env: Record<string, string>) => Promise<{ run: Awaited<ReturnType<typeof startChat>>; watcherHome: string; watcherEnv?: Record<string, string> }>,
+  journal?: string,
+): Promise<void> {
+  const WATCHERS = 3;
+  const watchers: { out: ReturnType<typeof lineWatcher>; proc: ReturnType<typeof spawnAtomic> }[] = [];
+  let next = 1;
+  let allLive = false;
+  const fake = await startFakeOpenAI(() => {
+    if (allLive) return { text: "All done." };
+    const chunk = Array.from({ length: 100 }, () => `w${String(next++).padStart(5, "0")} `);
+    return { text: chunk, paceMs: 600, toolCalls: [{ name: "list", arguments: {} }] };
+  });
+  const env: Record<string, string> = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test", ...(journal ? { ATOMIC_JOURNAL: journal } : {}) };
+  try {
+    const { run, watcherHome, watcherEnv } = await start(env);
+    await fake.requestMatching();
+    for (let i = 0; i < WATCHERS; i++) {
+      const proc = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: watcherHome, env: { ...env, ...watcherEnv } });
+      const out = lineWatcher(proc.stdout);
+      watchers.push({ out, proc });
+      await out.waitFor(/"type":"text".*w\d{5}/, 60_000);
+    }
+    allLive = true;
+    for (const w of watchers) {
+      expect((JSON.parse(await w.out.waitFor(/"type":"ended"/, 60_000)) as { status: string }).status).toBe("completed");
+      expect(await w.proc.exited).toBe(0);
+    }
+    expect(await run.proc.exited).toBe(0);
+
+    // The stage's final transcript (read from a home of its own: over a shared journal, from the artifact store).
+    const logs = await runAtomic(["logs", run.runId, "--stage", "chat"], { home: journal ? makeTempDir("atomic-live-third-") : watcherHome, env });
+    expect(logs.code).toBe(0);
+    const final = words(logs.stdout);
+    expect(final).toEqual(Array.from({ length: next - 1 }, (_, i) => i + 1));
+    for (const [i, w] of watchers.entries()) {
+      const items = w.out.lines.map((l) => JSON.parse(l) as { type: string; text?: string });
+      const before = words(items.filter((x) => x.type === "transcript").map((x) => x.text).join(""));
+      const live = words(items.filter((x) => x.type === "text").map((x) => x.text).join(""));
+      // Attached mid-stream: words from the transcript (every watcher but the first saw live text go by first), the rest live.
+      if (i > 0) expect(before.length).toBeGreaterThan(0);
+      expect(live.length).toBeGreaterThan(0);
+      expect({ watcher: i, words: [...before, ...live] }).toEqual({ watcher: i, words: final });
+    }
+  } finally {
+    for (const w of watchers) w.proc.kill("SIGTERM");
+    await fake.close();
+  }
 }

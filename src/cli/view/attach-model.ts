@@ -25,8 +25,11 @@ export interface StageRef {
 
 export type AttachItem =
   | { kind: "attached"; status: string; attempt: number; live: boolean }
-  /** The conversation so far, as the stage's transcript had it. */
-  | { kind: "transcript"; text: string; attempt: number }
+  /**
+   * The conversation so far, as the stage's transcript had it; `more`: what it wrote after that read, up to
+   * the point from which live events follow (cli/attach-join.ts).
+   */
+  | { kind: "transcript"; text: string; attempt: number; more?: true }
   | { kind: "text"; text: string; attempt: number; at: number }
   | { kind: "tool"; state: "started" | "ended"; name: string; id?: string; input?: string; output?: string; ok?: boolean; attempt: number; at: number }
   | { kind: "usage"; inputTokens: number; outputTokens: number; costMicroUsd: number; attempt: number; at: number }

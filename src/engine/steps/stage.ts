@@ -450,7 +450,7 @@ async function runAttempt(
     const budgetStop = new AbortController();
     const stopListening = request.budgeted ? exec.budget.whenExhausted(() => began || budgetStop.abort(CANCEL_IF_QUEUED)) : () => {};
     // Queued stages publish their live events where they run (the pool's workers); in-process ones here.
-    const publish = tree.executor.queued ? undefined : tree.mail.livePublisher(exec.runId, position, attempt);
+    const publish = tree.executor.queued ? undefined : tree.mail.livePublisher(exec.runId, position, attempt, request.artifactDir);
     const result = await tree.executor.execute(request, request.budgeted ? AbortSignal.any([signal, budgetStop.signal]) : signal, (event) => {
       publish?.(event);
       if (event.type === "started") {
