@@ -156,6 +156,15 @@ e2eTest("a bad ATOMIC_JOURNAL_RETRY_MS is refused on the SQLite journal too: one
   await expectNothingWritten(home);
 });
 
+e2eTest("a bad ATOMIC_HOST_LOST_MS is refused the same way: one sentence and a hint, exit 2, nothing written", async () => {
+  const home = makeTempDir();
+  for (const value of ["soon", "1999", "-1", "2.5e3", "86400001"]) {
+    const parts = await expectUsageError(["run", TYPED, ...GOOD_INPUTS], home, new RegExp(`^ATOMIC_HOST_LOST_MS must be a whole number of milliseconds from 2000 \\(two heartbeats\\) to 86400000 \\(a day\\), got "${value}"\\.$`), undefined, { ATOMIC_HOST_LOST_MS: value });
+    expect(parts.hint).toBe("for example ATOMIC_HOST_LOST_MS=10000 (the default), or unset it");
+  }
+  await expectNothingWritten(home);
+});
+
 // ---------------------------------------------------------------- run ids
 
 e2eTest("an unknown run id is refused by show, logs, resume and cancel; nothing written", async () => {

@@ -44,7 +44,7 @@ test("attach and the stage stream show live deltas of a stage on a worker host b
     await fake.requestMatching();
 
     // A lost-host threshold below the heartbeat counts as its least (two heartbeats): the live host is never said gone.
-    const { attach, out, sse } = await watchStage(served, run.runId, "chat", { ...env, ATOMIC_HOST_LOST_MS: "1" }, elsewhere);
+    const { attach, out, sse } = await watchStage(served, run.runId, "chat", { ...env, ATOMIC_HOST_LOST_MS: "2000" }, elsewhere);
 
     // Live, not the transcript read at attach: a `text` line, and a `live` SSE message with a text delta.
     const line = JSON.parse(await out.waitFor(/"type":"text".*tick/, 60_000)) as { path: string; text: string };
@@ -96,7 +96,7 @@ test("attach to a stage running on a worker host shows what it said before, then
     follow.kill("SIGTERM");
     await follow.exited;
 
-    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: elsewhere, env: { ...env, ATOMIC_HOST_LOST_MS: "1" } });
+    const attach = spawnAtomic(["--json", "attach", run.runId, "chat"], { home: elsewhere, env: { ...env, ATOMIC_HOST_LOST_MS: "2000" } });
     const out = lineWatcher(attach.stdout);
     // The conversation so far, read when attaching, while the stage still runs on the host.
     const so = JSON.parse(await out.waitFor(/"type":"transcript"/, 30_000)) as { text: string; path: string };

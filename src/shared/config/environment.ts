@@ -31,7 +31,8 @@
  * exceptions are checked by every command before it does anything
  * (cli/globals.ts), so no process of atomic's ever reads a bad one:
  * ATOMIC_DURABILITY, with its flag, and the variables with a `valid` test
- * (`invalidEnv`): ATOMIC_JOURNAL_RETRY_MS.
+ * (`invalidEnv`): ATOMIC_JOURNAL_RETRY_MS and ATOMIC_HOST_LOST_MS, the
+ * user-facing durations.
  */
 
 export type Audience = "user" | "stage" | "credential" | "external" | "internal" | "testing";
@@ -179,8 +180,13 @@ export const VARIABLES = {
     audience: "user",
     type: "milliseconds",
     default: String(HOST_LOST_AFTER_MS),
-    description: `A worker host silent for longer than this is shown lost (\`atomic workers\`, \`atomic show\`, \`atomic attach\`): for a fleet whose heartbeats are known to lag. At least ${HOST_LOST_MIN_MS} (two heartbeats): a smaller value counts as ${HOST_LOST_MIN_MS}.`,
+    description: `A worker host silent for longer than this is shown lost (\`atomic workers\`, \`atomic show\`, \`atomic attach\`): for a fleet whose heartbeats are known to lag. A whole number from ${HOST_LOST_MIN_MS} (two heartbeats) to ${JOURNAL_RETRY_MAX_MS} (a day); every command refuses another value before it does anything.`,
     parse: (raw) => Math.max(HOST_LOST_MIN_MS, positiveMs(HOST_LOST_AFTER_MS)(raw)),
+    valid: {
+      test: (raw) => wholeMs(raw, HOST_LOST_MIN_MS, JOURNAL_RETRY_MAX_MS) !== undefined,
+      what: `a whole number of milliseconds from ${HOST_LOST_MIN_MS} (two heartbeats) to ${JOURNAL_RETRY_MAX_MS} (a day)`,
+      example: `${HOST_LOST_AFTER_MS} (the default)`,
+    },
   }),
 
   // --- set for stages ---
