@@ -8,9 +8,12 @@
  */
 
 import { expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { workflow, v } from "../../src/sdk/index.ts";
 import { testRun } from "../../src/testing/test-run.ts";
 import { startFakeOpenAI, text, type RecordedRequest } from "../helpers/fake-openai.ts";
+import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 const DAY = 86_400_000;
 
@@ -162,6 +165,30 @@ test("errors and provider failures fail the stage as a real runner's would; a re
   expect(limited.stages.flaky!.error?.code).toBe("provider_rate_limit");
   const broken = await testRun(wf, { agents: { flaky: [{ error: "no idea" }] } });
   expect(broken.stages.flaky!.error).toEqual({ code: "agent_error", message: "no idea" });
+});
+
+test("host pressure never paces a test's stage starts (a config that would hold each start for ten minutes)", async () => {
+  // Free memory is always below 10^12 MB, so `atomic run` with this config would start one stage every 600 s.
+  const file = join(makeTempDir(), "config.json");
+  writeFileSync(file, JSON.stringify({ admission: { minFreeMemoryMb: 1e12, paceMs: 600_000 } }));
+  const saved = process.env.ATOMIC_CONFIG;
+  process.env.ATOMIC_CONFIG = file;
+  try {
+    const wf = workflow({
+      name: "three",
+      async run(ctx) {
+        const [a, b] = await Promise.all([ctx.task("a", { prompt: "a" }), ctx.task("b", { prompt: "b" })]);
+        return { all: `${a.text}${b.text}${(await ctx.task("c", { prompt: "c" })).text}` };
+      },
+    });
+    const result = await testRun(wf, { agents: { a: "1", b: "2", c: "3" } });
+    expect(result.outputs).toEqual({ all: "123" });
+    expect(result.steps.filter((s) => s.kind === "stage" && s.status === "completed").map((s) => s.name).sort()).toEqual(["a", "b", "c"]);
+  } finally {
+    if (saved === undefined) delete process.env.ATOMIC_CONFIG;
+    else process.env.ATOMIC_CONFIG = saved;
+    removeTempDirs();
+  }
 });
 
 test("a question nobody answers parks the run awaiting input", async () => {
