@@ -23,7 +23,7 @@
  * shrank (replaced by something else) is not shipped further.
  *
  * `flush()` ships everything written before it was called (it rejects when
- * the store fails). `stop()` ends the timer, ships the rest and marks every
+ * the store fails); `flush(names)` only those files. `stop()` ends the timer, ships the rest and marks every
  * shipped file complete (readers following it stop); it keeps trying until
  * that worked or `timeoutMs` passed (default: no limit), then rejects with
  * the store's last error, the local files left as they are.
@@ -55,7 +55,8 @@ export interface ShipReport {
 }
 
 export interface StageShipper {
-  flush(): Promise<ShipReport>;
+  /** `only`: these of its files (a mark's transcript, fleet/host.ts), not the others. */
+  flush(only?: readonly string[]): Promise<ShipReport>;
   stop(opts?: { timeoutMs?: number }): Promise<ShipReport>;
   /** The last pass's error while the store is failing; undefined once a pass worked. */
   readonly lastError: Error | undefined;
@@ -73,9 +74,9 @@ export function shipStageFiles(localDir: string, store: ArtifactStore, key: Arti
   let timer: ReturnType<typeof setTimeout> | undefined;
   let stopped = false;
 
-  const ship = async (): Promise<void> => {
+  const ship = async (only: readonly string[] = names): Promise<void> => {
     if (!offsets) offsets = new Map((await store.list(key)).map((f) => [f.name, f.size]));
-    for (const name of names) {
+    for (const name of only) {
       if (stuck.has(name)) continue;
       let fd: number | undefined;
       try {
@@ -112,9 +113,9 @@ export function shipStageFiles(localDir: string, store: ArtifactStore, key: Arti
   };
 
   /** One pass at a time: a caller during a pass waits for it, then runs its own (its bytes may be newer). */
-  const pass = async (): Promise<void> => {
+  const pass = async (only?: readonly string[]): Promise<void> => {
     while (running) await running.catch(() => {});
-    const mine = ship().then(
+    const mine = ship(only?.filter((n) => names.includes(n))).then(
       () => {
         lastError = undefined;
       },
@@ -148,8 +149,8 @@ export function shipStageFiles(localDir: string, store: ArtifactStore, key: Arti
     get lastError() {
       return lastError;
     },
-    async flush() {
-      await pass();
+    async flush(only) {
+      await pass(only);
       return report();
     },
     async stop(stopOpts = {}) {

@@ -41,6 +41,8 @@ import { takesNoInputWhileRunning } from "../runners/cli-agents/adapters.ts";
 import { AttachModel, type StageRef } from "./view/attach-model.ts";
 
 const POLL_MS = 150;
+/** How long a run's report serves the transcript reads of stages catching up to their marks. */
+const REPORT_REUSE_MS = 100;
 /** Without STAGE: how often the run's report is read again for stages that started. */
 const RESCAN_MS = 1_000;
 
@@ -71,6 +73,8 @@ export class AttachFeed {
   private readonly subscriber: LiveSubscriber;
   private readonly source: StatusSource;
   private readonly seqs = new Map<string, number>();
+  /** Recent reads of runs' reports (recentReport). */
+  private readonly reports = new Map<string, { at: number; report: Promise<RunReport | undefined> }>();
   /** Per followed stage, its live events held until they join its transcript (./attach-join.ts). */
   private readonly joins = new Map<string, TranscriptJoin>();
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -205,7 +209,8 @@ export class AttachFeed {
     let text = "";
     let offset = from;
     while (offset < to && !this.closed) {
-      const t = await this.source.transcript(run, f.position, { attempt, stdout: offset, stderr: 0, stdoutEnd: to }).catch(() => undefined);
+      const known = await this.recentReport(run.id);
+      const t = await this.source.transcript(run, f.position, { attempt, stdout: offset, stderr: 0, stdoutEnd: to }, known).catch(() => undefined);
       const got = t && !("miss" in t) ? t.stdout : undefined;
       if (got && got.next > offset) {
         text += got.text;
@@ -216,6 +221,18 @@ export class AttachFeed {
       await Bun.sleep(JOIN_READ_POLL_MS); // not there yet: the host's shipping of it is on its way
     }
     return offset >= to ? text : undefined;
+  }
+
+  /**
+   * The run's report, read at most once per REPORT_REUSE_MS: the stages that catch up at once (each reading its
+   * transcript up to its mark) share one read of the journal instead of one each.
+   */
+  private recentReport(runId: string): Promise<RunReport | undefined> {
+    const hit = this.reports.get(runId);
+    if (hit && Date.now() - hit.at < REPORT_REUSE_MS) return hit.report;
+    const report = buildRunReport(this.journal, runId as RunId).catch(() => undefined);
+    this.reports.set(runId, { at: Date.now(), report });
+    return report;
   }
 
   /** Starts the live part (the journal poll); the broker subscription is up already. */

@@ -64,6 +64,7 @@ import { Outbox, type Outcome } from "./outbox.ts";
 import { artifactStoreFor } from "../artifacts/select.ts";
 import { artifactKeyOf, type ArtifactKey, type ArtifactStore } from "../artifacts/store.ts";
 import { shipStageFiles, type StageShipper } from "../artifacts/shipper.ts";
+import { TRANSCRIPT } from "../artifacts/stage-logs.ts";
 import { sessionHere, shipSessionFiles } from "../artifacts/session-files.ts";
 import { loadConfig } from "../shared/config/load.ts";
 import { recordedEnvironment, type RecordedEnvironment } from "../engine/run-environment.ts";
@@ -282,10 +283,10 @@ export class WorkerHost implements CoordinatorCore {
     }
   }
 
-  /** A watcher's mark passed through the live relay (live-relay.ts): the attempt's files go to the store now. */
+  /** A watcher's mark passed through the live relay (live-relay.ts): the attempt's transcript goes to the store now. */
   private shipNow(runId: string, stageKey: string, attempt: number): void {
     for (const s of this.shippers.values()) {
-      if (s.stage.runId === runId && s.stage.stageKey === stageKey && s.stage.attempt === attempt) void s.files.flush().catch(() => {}); // the next pass tries again
+      if (s.stage.runId === runId && s.stage.stageKey === stageKey && s.stage.attempt === attempt) void s.files.flush([TRANSCRIPT]).catch(() => {}); // the next pass tries again
     }
   }
 

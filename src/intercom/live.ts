@@ -47,6 +47,8 @@ const CONNECT_WAIT_MS = 2_000;
  * first words of a reply that a watcher's broker just came up for were lost, test/live/run-stream-live.test.ts).
  */
 const SOCKET_CHECK_MS = 20;
+/** The least time between two asks for marks of one run (each marks every stage of the run). */
+const MARK_ASK_GAP_MS = 90;
 /** Characters of text per frame (the rest of a burst goes in the next frame). */
 const MAX_FRAME_TEXT = 256 * 1024;
 
@@ -202,6 +204,8 @@ export class LiveSubscriber {
   private readonly name = `live-watch:${process.pid}:${Math.random().toString(36).slice(2, 10)}`;
   private runs: string[] = [];
   private readonly remote: RemoteLiveWatcher | undefined;
+  /** When marks of each run were last asked for. */
+  private readonly marked = new Map<string, number>();
 
   /** `remote`: a shared journal's live channel, for the runs' stages on worker hosts (live-remote.ts). */
   constructor(home: string, onBatch: (batch: LiveBatch, relayed: boolean) => void, opts: { role?: string; onState?: (open: boolean) => void; remote?: LiveChannelOpener } = {}) {
@@ -245,7 +249,12 @@ export class LiveSubscriber {
    * watcher that waits for a mark asks again.
    */
   mark(runIds: readonly string[]): void {
-    if (this.client.isOpen) for (const r of runIds) this.client.send(groupAddress(liveMarkGroup(r)), { liveMark: 1, runId: r }).catch(() => {}); // no publisher of it: nothing to mark
+    // At most one ask a run per MARK_ASK_GAP_MS, however many stages of it wait (each ask marks every stage of the run).
+    const now = Date.now();
+    const due = runIds.filter((r) => now - (this.marked.get(r) ?? 0) >= MARK_ASK_GAP_MS);
+    if (due.length === 0) return;
+    for (const r of due) this.marked.set(r, now);
+    if (this.client.isOpen) for (const r of due) this.client.send(groupAddress(liveMarkGroup(r)), { liveMark: 1, runId: r }).catch(() => {}); // no publisher of it: nothing to mark
     this.remote?.askAgain();
   }
 
