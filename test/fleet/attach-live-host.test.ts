@@ -122,6 +122,6 @@ test("watchers attaching while a worker host's stage streams fast see its whole 
     const elsewhere = makeTempDir("atomic-live-elsewhere-");
     // The host sees neither the root's home nor the watchers': the transcript comes from the store, live events through the journal.
     await startHost({ url: env.ATOMIC_JOURNAL!, id: "faraway", slots: 1, env, hide: [home, elsewhere] });
-    return { run: await startChat(home, env, ["--workers", "0"]), watcherHome: elsewhere, watcherEnv: { ATOMIC_HOST_LOST_MS: "1" } };
+    return { run: await startChat(home, env, ["--workers", "0"]), watcherHome: elsewhere, watcherEnv: { ATOMIC_HOST_LOST_MS: "2000" } };
   }, await freshDatabase("attach_join"));
 }, 180_000);
