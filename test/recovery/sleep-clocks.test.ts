@@ -57,14 +57,16 @@ interface Case {
   driverSkewMs: number;
   /** How early the bound lets the resumed sleep end, before its true wake-up time. */
   earlyMs: number;
+  /** The resume's clock minus the true clock (resumeOffset in ms). */
+  resumeSkewMs: number;
   sleepMs: number;
 }
 
 const cases: Case[] = [
-  { journal: "postgres", who: "the driver on the true clock, the resume a minute ahead", driverOffset: "+0", resumeOffset: "+1m", driverSkewMs: 0, earlyMs: 0, sleepMs: SLEEP_MS },
-  { journal: "postgres", who: "the driver a minute behind, the resume on the true clock", driverOffset: "-1m", resumeOffset: "+0", driverSkewMs: -60_000, earlyMs: 0, sleepMs: SLEEP_MS },
-  { journal: "sqlite", who: "the driver on the true clock, the resume 4 s ahead: early by at most those 4 s", driverOffset: "+0", resumeOffset: "+4", driverSkewMs: 0, earlyMs: 4_000, sleepMs: 12_000 },
-  { journal: "sqlite", who: "the driver on the true clock, the resume ten minutes behind: not early, and no longer than its duration", driverOffset: "+0", resumeOffset: "-10m", driverSkewMs: 0, earlyMs: 0, sleepMs: SLEEP_MS },
+  { journal: "postgres", who: "the driver on the true clock, the resume a minute ahead", driverOffset: "+0", resumeOffset: "+1m", driverSkewMs: 0, earlyMs: 0, resumeSkewMs: 60_000, sleepMs: SLEEP_MS },
+  { journal: "postgres", who: "the driver a minute behind, the resume on the true clock", driverOffset: "-1m", resumeOffset: "+0", driverSkewMs: -60_000, earlyMs: 0, resumeSkewMs: 0, sleepMs: SLEEP_MS },
+  { journal: "sqlite", who: "the driver on the true clock, the resume 4 s ahead: early by at most those 4 s", driverOffset: "+0", resumeOffset: "+4", driverSkewMs: 0, earlyMs: 4_000, resumeSkewMs: 4_000, sleepMs: 12_000 },
+  { journal: "sqlite", who: "the driver on the true clock, the resume ten minutes behind: not early, and no longer than its duration", driverOffset: "+0", resumeOffset: "-10m", driverSkewMs: 0, earlyMs: 0, resumeSkewMs: -600_000, sleepMs: SLEEP_MS },
 ];
 
 for (const c of cases) {
@@ -84,11 +86,20 @@ for (const c of cases) {
     const sleep = await waitUntil(async () => (await show(runId!)).steps.find((s: { kind: string }) => s.kind === "sleep"), 30_000, "the sleep to be recorded");
     run.kill("SIGKILL");
     await run.exited;
+    // The driver's clock was off as the case says (it started the workflow before the kill).
+    const driverClock = Number(readFileSync(`${marks}.clocks`, "utf8").split("\n")[0]);
+    if (c.driverSkewMs < 0) expect(driverClock).toBeLessThanOrEqual(Date.now() + c.driverSkewMs);
     expect(readFileSync(marks, "utf8")).toBe("before\n");
     const trueWake = sleep.wakeAt - c.driverSkewMs;
 
+    const startedAt = Date.now();
     const resumed = await runAtomic(["resume", runId!], { home, env: { ...env, ...fakeClock(c.resumeOffset) } });
     const endedAt = Date.now();
+    // The resume's clock really was off by its offset: the clock it read as it started the workflow lies outside
+    // the true window [startedAt, endedAt] by that much (one-sided, so a slow start never fails it).
+    const resumeClock = Number(readFileSync(`${marks}.clocks`, "utf8").trim().split("\n").at(-1));
+    if (c.resumeSkewMs > 0) expect(resumeClock).toBeGreaterThanOrEqual(startedAt + c.resumeSkewMs);
+    if (c.resumeSkewMs < 0) expect(resumeClock).toBeLessThanOrEqual(endedAt + c.resumeSkewMs);
     expect(resumed.stderr).toBe("");
     expect(resumed.code).toBe(0);
     expect(readFileSync(marks, "utf8")).toBe("before\nwoke\n");
