@@ -131,6 +131,8 @@ export class WorkerHost implements CoordinatorCore {
   private state: HostState = "running";
   private refused: string | null = null;
   private readonly timers: ReturnType<typeof setInterval>[] = [];
+  /** The heartbeat in flight (heartbeat()). */
+  private beating: Promise<void> | undefined;
   private listener: { close(): Promise<void> } | undefined;
   /** Messages down already applied (by seq). */
   private readonly applied = new Set<number>();
@@ -307,7 +309,7 @@ export class WorkerHost implements CoordinatorCore {
     await this.heartbeat();
     this.outbox.start();
     this.workers.start();
-    this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
+    this.timers.push(setInterval(() => void this.heartbeat(false, true), HEARTBEAT_MS));
     this.timers.push(setInterval(() => void this.reap(), REAP_MS));
     this.timers.push(setInterval(() => this.poll(), POLL_MS));
     this.timers.push(setInterval(() => void this.checkSkew(), SKEW_CHECK_MS));
@@ -440,7 +442,25 @@ export class WorkerHost implements CoordinatorCore {
 
   // ---------------------------------------------------------------- duties
 
-  private async heartbeat(final = false): Promise<void> {
+  /**
+   * Records this host's row. Beats go one at a time, so the row ends with the last state sent: the "draining" beat
+   * of a SIGTERM still in flight when the final "stopped" one went out on another connection could commit after it,
+   * leaving a stopped host shown draining with its slots counted (seen under load in test/fleet/hosts.test.ts). A
+   * timer's beat (`tick`) while one is in flight is skipped: the next tick says the same.
+   */
+  private heartbeat(final = false, tick = false): Promise<void> {
+    if (tick && this.beating) return this.beating;
+    const prior = this.beating;
+    const beat = (prior ?? Promise.resolve()).catch(() => {}).then(() => this.beatOnce(final));
+    this.beating = beat;
+    const done = () => {
+      if (this.beating === beat) this.beating = undefined;
+    };
+    beat.then(done, done);
+    return beat;
+  }
+
+  private async beatOnce(final: boolean): Promise<void> {
     try {
       await this.fleet.heartbeat({
         hostId: this.hostId,
