@@ -73,6 +73,12 @@ const wholeMs = (raw: string | undefined, min: number, max: number): number | un
   const n = raw !== undefined && /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
   return n >= min && n <= max ? n : undefined;
 };
+/** A user's duration setting as every command checks it (`invalidEnv`): whole milliseconds from `min` (`minWhy` says why) to a day. */
+const wholeMsSetting = (min: number, minWhy: string, dflt: number): NonNullable<Variable<number>["valid"]> => ({
+  test: (raw) => wholeMs(raw, min, DAY_MS) !== undefined,
+  what: `a whole number of milliseconds from ${min}${minWhy} to ${DAY_MS} (a day)`,
+  example: `${dflt} (the default)`,
+});
 const isOne = (raw: string | undefined): boolean => raw === "1";
 
 function variable<T>(v: Variable<T>): Variable<T> {
@@ -95,6 +101,8 @@ export const JOURNAL_RETRY_MS = 15_000;
  * saying that its database is gone.
  */
 export const JOURNAL_RETRY_MAX_MS = 86_400_000;
+/** The longest duration a user's setting takes (ATOMIC_JOURNAL_RETRY_MS, ATOMIC_HOST_LOST_MS). */
+const DAY_MS = JOURNAL_RETRY_MAX_MS;
 /** A host silent for longer than this (and not stopped) is shown lost: ten missed heartbeats of one second. */
 export const HOST_LOST_AFTER_MS = 10_000;
 /**
@@ -170,11 +178,7 @@ export const VARIABLES = {
     default: String(JOURNAL_RETRY_MS),
     description: `How long a Postgres journal's statements retry after the connection was lost, counted from the first loss of the outage for every statement of the process, before the run stops (resumably) with storage_unavailable. A whole number from 1 to ${JOURNAL_RETRY_MAX_MS} (a day); any other value is refused by every command. Keep it below the run lease (30 s).`,
     parse: (raw) => wholeMs(raw, 1, JOURNAL_RETRY_MAX_MS) ?? JOURNAL_RETRY_MS,
-    valid: {
-      test: (raw) => wholeMs(raw, 1, JOURNAL_RETRY_MAX_MS) !== undefined,
-      what: `a whole number of milliseconds from 1 to ${JOURNAL_RETRY_MAX_MS} (a day)`,
-      example: `${JOURNAL_RETRY_MS} (the default)`,
-    },
+    valid: wholeMsSetting(1, "", JOURNAL_RETRY_MS),
   }),
   ATOMIC_HOST_LOST_MS: variable({
     audience: "user",
@@ -182,11 +186,7 @@ export const VARIABLES = {
     default: String(HOST_LOST_AFTER_MS),
     description: `A worker host silent for longer than this is shown lost (\`atomic workers\`, \`atomic show\`, \`atomic attach\`): for a fleet whose heartbeats are known to lag. A whole number from ${HOST_LOST_MIN_MS} (two heartbeats) to ${JOURNAL_RETRY_MAX_MS} (a day); every command refuses another value before it does anything.`,
     parse: (raw) => Math.max(HOST_LOST_MIN_MS, positiveMs(HOST_LOST_AFTER_MS)(raw)),
-    valid: {
-      test: (raw) => wholeMs(raw, HOST_LOST_MIN_MS, JOURNAL_RETRY_MAX_MS) !== undefined,
-      what: `a whole number of milliseconds from ${HOST_LOST_MIN_MS} (two heartbeats) to ${JOURNAL_RETRY_MAX_MS} (a day)`,
-      example: `${HOST_LOST_AFTER_MS} (the default)`,
-    },
+    valid: wholeMsSetting(HOST_LOST_MIN_MS, " (two heartbeats)", HOST_LOST_AFTER_MS),
   }),
 
   // --- set for stages ---
