@@ -29,6 +29,9 @@ const runStage = async (s: Parameters<typeof runRealStage>[0], inputs: Record<st
 const userTexts = (body: any): string[] =>
   (body.contents as any[]).filter((c) => c.role === "user").flatMap((c) => (c.parts as any[]).map((p) => String(p.text ?? ""))).filter((t) => t && !t.startsWith("<session_context>"));
 
+/** The names of the tools a request offered the model, sorted. */
+const offeredTools = (body: any): string[] => ((body.tools ?? []) as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name)).sort();
+
 agentTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m", async () => {
   // The tool's shell also runs a script that counts the gemini processes among its ancestors (node processes whose
   // command lines hold gemini's `-o stream-json`; a script, since gemini refuses a command with a command substitution).
@@ -47,20 +50,8 @@ agentTest("gemini: a tool call, then text; the session id assigned up front; usa
   // 200×1 + 27×4 + 250×0.25
   expect(outputs.usage!.costMicroUsd).toBe(371);
   expect(userTexts(s.fake.calls[0]!.body)).toContain("write out.txt");
-  expect((s.fake.calls[0]!.body.tools as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name))).toContain("run_shell_command");
+  expect(offeredTools(s.fake.calls[0]!.body)).toContain("run_shell_command");
   expect(s.fake.calls.every((c) => modelOf(c.path) === "gemini-2.5-flash")).toBe(true);
-  s.fake.assertOnlyFake();
-});
-
-agentTest("gemini without a model: the stage records the model that answered (from result.stats.models), priced, not 'auto'", async () => {
-  const s = await setup(say("routed", { prompt: 100, cached: 40, output: 10 }));
-  const outputs = await runStage(s, { prompt: "hi", model: "" });
-  expect(outputs.status).toBe("completed");
-  const answered = modelOf(s.fake.calls[0]!.path);
-  expect(answered).not.toBe("auto");
-  expect(outputs.usage).toMatchObject({ inputTokens: 60, cacheReadTokens: 40, outputTokens: 10, model: answered });
-  expect(outputs.usage!.unpriced).toBeUndefined();
-  expect(outputs.usage!.costMicroUsd).toBeGreaterThan(0);
   s.fake.assertOnlyFake();
 });
 
@@ -79,15 +70,23 @@ agentTest("gemini: atomic send followUp is queued until the turn ends, then deli
   s.fake.assertOnlyFake();
 });
 
-agentTest("gemini: a 300 KiB prompt goes through stdin; structured output asked for in the prompt and parsed", async () => {
-  const s = await setup(say('{"verdict":"bad","score":2}'));
+// One gemini start for three things none of which changes the others (docs/design/testing.md, session 12): no model
+// named, a prompt of 300 KiB with structured output, and `tools: []`.
+agentTest("gemini without a model: the stage records the model that answered (from result.stats.models), priced, not 'auto'; a 300 KiB prompt goes through stdin; structured output asked for in the prompt and parsed; tools: [] offers none", async () => {
+  const s = await setup(say('{"verdict":"bad","score":2}', { prompt: 100, cached: 40, output: 10 }));
   const prompt = `review this: ${"y".repeat(300 * 1024)}`;
-  const outputs = await runStage(s, { prompt, structured: true });
+  const outputs = await runStage(s, { prompt, structured: true, model: "", tools: JSON.stringify([]) });
   expect(outputs.status).toBe("completed");
+  const answered = modelOf(s.fake.calls[0]!.path);
+  expect(answered).not.toBe("auto");
+  expect(outputs.usage).toMatchObject({ inputTokens: 60, cacheReadTokens: 40, outputTokens: 10, model: answered });
+  expect(outputs.usage!.unpriced).toBeUndefined();
+  expect(outputs.usage!.costMicroUsd).toBeGreaterThan(0);
   expect(outputs.structured).toEqual({ verdict: "bad", score: 2 });
   const sent = userTexts(s.fake.calls[0]!.body).join("\n");
   expect(sent).toContain(prompt);
   expect(sent).toContain("Reply with ONLY a JSON value");
+  expect(offeredTools(s.fake.calls[0]!.body)).toEqual([]);
   s.fake.assertOnlyFake();
 });
 
@@ -143,13 +142,10 @@ agentTest(
   },
 );
 
-agentTest("gemini: tools in atomic's terms are mapped to gemini's own; the others are not offered; tools: [] offers none", async () => {
-  const s = await setup(say("looked"), say("answered"));
+agentTest("gemini: tools in atomic's terms are mapped to gemini's own; the others are not offered", async () => {
+  const s = await setup(say("looked"));
   expect((await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "bash"]) })).status).toBe("completed");
-  expect((await runStage(s, { prompt: "just answer", tools: JSON.stringify([]) })).status).toBe("completed");
-  const offered = s.fake.calls.map((c) => ((c.body.tools ?? []) as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name)).sort());
-  expect(offered[0]).toEqual(["grep_search", "list_background_processes", "read_background_output", "read_file", "run_shell_command"]);
-  expect(offered[1]).toEqual([]);
+  expect(offeredTools(s.fake.calls[0]!.body)).toEqual(["grep_search", "list_background_processes", "read_background_output", "read_file", "run_shell_command"]);
   s.fake.assertOnlyFake();
 });
 
