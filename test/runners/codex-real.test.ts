@@ -149,16 +149,19 @@ agentTest("codex: atomic send interrupt ends the turn in flight, then resumes th
   s.fake.assertOnlyFake();
 });
 
-agentTest("codex: structured output through --output-schema; a 300 KiB prompt goes through stdin", async () => {
+// One codex start for three things none of which changes the others (docs/design/testing.md, session 12).
+agentTest("codex: structured output through --output-schema; a 300 KiB prompt goes through stdin; tools: [] leaves codex no shell", async () => {
   const s = await setup(say('{"verdict":"ok","score":3}'));
   const prompt = `review this: ${"x".repeat(300 * 1024)}`;
-  const { outputs } = await runStage(s, { prompt, structured: true });
+  const { outputs } = await runStage(s, { prompt, structured: true, tools: JSON.stringify([]) });
   expect(outputs.status).toBe("completed");
   expect(outputs.structured).toEqual({ verdict: "ok", score: 3 });
   const body = s.fake.calls[0]!.body;
   expect(body.text.format.type).toBe("json_schema");
   expect(Object.keys(body.text.format.schema.properties)).toEqual(["verdict", "score"]);
   expect(userTexts(body)).toContain(prompt);
+  expect((body.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("exec_command");
+  expect((body.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("web_search");
   s.fake.assertOnlyFake();
 });
 
@@ -190,24 +193,20 @@ agentTest("codex: a 500 that codex's own retry survives: its 'Reconnecting...' e
   s.fake.assertOnlyFake();
 });
 
-agentTest("codex: tools in atomic's terms: read-only tools give a read-only sandbox; tools: [] leaves codex no shell", async () => {
-  const s = await setup(say("looked"), say("answered"), say("looked again"));
+agentTest("codex: tools in atomic's terms: read-only tools give a read-only sandbox", async () => {
+  const s = await setup(say("looked"), say("looked again"));
   const readOnly = await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "list"]) });
   expect(readOnly.outputs.status).toBe("completed");
-  const none = await runStage(s, { prompt: "just answer", tools: JSON.stringify([]) });
-  expect(none.outputs.status).toBe("completed");
   // without atomic's sandbox, codex's own: read-only, or workspace-write with a writing tool
-  const unboxed = await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "list"]), sandbox: JSON.stringify("off") });
-  expect(unboxed.outputs.status).toBe("completed");
-  const [first, second, third] = s.fake.calls.map((c) => c.body);
+  const unboxedRun = await runStage(s, { prompt: "look", tools: JSON.stringify(["read", "grep", "list"]), sandbox: JSON.stringify("off") });
+  expect(unboxedRun.outputs.status).toBe("completed");
+  const [boxed, unboxed] = s.fake.calls.map((c) => c.body);
   // inside atomic's sandbox codex's own is off (the cwd is read-only there: the next test); outside, codex tells the
   // model its permissions: no write access to the cwd in its read-only sandbox
-  expect(JSON.stringify(first.input)).toContain("`sandbox_mode` is `danger-full-access`");
-  expect(JSON.stringify(third.input)).toContain("`sandbox_mode` is `read-only`");
-  expect(JSON.stringify(third.input)).not.toContain(`<entry access=\\"write\\"><path>${s.cwd}</path>`);
-  expect((first.tools as any[]).map((t) => t.name)).toContain("exec_command");
-  expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("exec_command");
-  expect((second.tools as any[]).map((t) => t.name ?? t.type)).not.toContain("web_search");
+  expect(JSON.stringify(boxed.input)).toContain("`sandbox_mode` is `danger-full-access`");
+  expect(JSON.stringify(unboxed.input)).toContain("`sandbox_mode` is `read-only`");
+  expect(JSON.stringify(unboxed.input)).not.toContain(`<entry access=\\"write\\"><path>${s.cwd}</path>`);
+  expect((boxed.tools as any[]).map((t) => t.name)).toContain("exec_command");
   s.fake.assertOnlyFake();
 });
 
