@@ -77,9 +77,9 @@ async function setup(): Promise<Setup> {
 }
 
 /** `atomic run --json` of the stage to its end (inputs through a file: a prompt may be longer than an argument can be). */
-async function run(s: Setup, inputs: Record<string, string | boolean>, extra: string[] = []) {
-  const args = ["run", WF, "--json", "--inputs-json", inputsFile({ model: MODEL, ...inputs }), ...extra];
-  const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: AGENT_TEST_LIMIT_MS });
+async function run(s: Setup, inputs: Record<string, string | boolean>, env: Record<string, string> = {}) {
+  const args = ["run", WF, "--json", "--inputs-json", inputsFile({ model: MODEL, ...inputs })];
+  const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: { ...s.env, ...env }, timeoutMs: AGENT_TEST_LIMIT_MS });
   const lines = parseNdjson(r.stdout);
   return { ...r, result: lines.at(-1) as { runId: string; outputs?: Record<string, any>; status?: string } | undefined };
 }
@@ -137,24 +137,29 @@ agentTest(
   AGENT_TEST_LIMIT_MS,
 );
 
+// One claude start for the tool call and traces on: neither changes what the other checks (docs/design/testing.md, session 12).
 agentTest(
-  "traces on: claude gets its own OpenTelemetry settings and the receiver's API key, and its interaction span nests under the stage's invoke_agent span",
+  "a tool call: tools named in atomic's terms reach claude as its own; Bash runs; usage summed over both model calls; traces on: claude gets its own OpenTelemetry settings and the receiver's API key, and its interaction span nests under the stage's invoke_agent span",
   async () => {
     const s = await setup();
     // a receiver that refuses a request without its key, as a hosted one does
     const key = { name: "x-api-key", value: "otlp-key-claude-5b1e" };
     const otlp = await startOtlpReceiver("127.0.0.1", key);
     try {
-      // claude's Bash looks for the key in its environment (spelled in two halves: the command's own line does not hold it)
+      const file = join(s.cwd, "made-by-bash");
+      // claude's Bash also looks for the key in its environment (spelled in two halves: the command's own line does not hold it)
       const look = 'k=otlp-key-; k="${k}claude-5b1e"; echo "variables with the key: $(env | grep -c -- "$k")"';
-      s.fake.push(toolUse("Bash", { command: look, description: "look" }, { input: 11, output: 3 }), text("Hello from the fake", { input: 11, output: 3 }));
-      const r = await runAtomic(["run", WF, "--json", "--input", `model=${MODEL}`, "--input", "prompt=say hello", "--input", `tools=${JSON.stringify(["bash"])}`], {
-        home: s.home,
-        cwd: s.cwd,
-        env: { ...s.env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_HEADERS: `${key.name}=${key.value}` },
-        timeoutMs: AGENT_TEST_LIMIT_MS,
-      });
+      s.fake.push(toolUse("Bash", { command: `touch ${file}; ${look}`, description: "make a file" }, { input: 100, output: 7, cacheRead: 50, cacheWrite: 20 }), text("made it", { input: 120, output: 9, cacheRead: 60 }));
+      const r = await run(s, { prompt: "make the file", tools: JSON.stringify(["bash", "read", "list", "grep"]) }, { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_HEADERS: `${key.name}=${key.value}` });
       expect(r.code).toBe(0);
+      expect(existsSync(file)).toBe(true);
+      // 2.1.332 adds a placeholder that keeps its deferred tool loading on ("never call this tool"): not a tool one can use
+      const offered = s.fake.calls[0]!.body.tools.map((t: any) => t.name).filter((n: string) => n !== "DeferredToolPlaceholder");
+      expect(offered.sort()).toEqual(["Bash", "Glob", "Grep", "Read"]);
+      // (2.1.332 may put a message of its own after the tool's result)
+      const result = s.fake.calls[1]!.body.messages.flatMap((m: any) => (Array.isArray(m.content) ? m.content : [])).find((b: any) => b.type === "tool_result");
+      expect(result.is_error).toBeFalsy();
+      expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 220, outputTokens: 16, cacheReadTokens: 110, cacheWriteTokens: 20, turns: 2 });
       const stage = await otlp.spans.first((x) => x.name === "invoke_agent ask");
       // claude's own span (sent by claude, not atomic), a child of the stage attempt's span in the run's trace
       // (claude flushes its spans before it exits, so they are in by the time the run ends; bounded for a clear failure)
@@ -172,66 +177,33 @@ agentTest(
   AGENT_TEST_LIMIT_MS,
 );
 
+// One claude start for the refused tool and the unpriced model: neither changes what the other checks (docs/design/testing.md, session 12).
 agentTest(
-  "a model claude has no price for: the stage is unpriced, not $0, when claude says its cost is a guess (2.1.332: costBasis unknown)",
-  async () => {
-    const s = await setup();
-    s.fake.push(text("Hello", { input: 11, output: 3, cacheRead: 5, cacheWrite: 2 }));
-    const r = await run(s, { prompt: "say hello", model: "claude-nonesuch-1" });
-    expect(r.code).toBe(0);
-    const usage = r.result!.outputs!.usage;
-    expect(usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, model: "claude-nonesuch-1" });
-    const report = JSON.parse((await runAtomic(["show", r.result!.runId, "--json"], { home: s.home, env: s.env })).stdout);
-    const events = readFileSync(join(report.steps.find((x: any) => x.name === "ask").artifactDir, "events.jsonl"), "utf8");
-    if (events.includes('"costBasis"')) {
-      // claude says whether it knew the price: it did not, and the config has none
-      expect(events).toContain('"costBasis":"unknown"');
-      expect(usage).toMatchObject({ costMicroUsd: 0, unpriced: true });
-      expect(await show(s, r.result!.runId)).toContain("unpriced");
-    } else {
-      // 2.1.197 prices a model it does not know as its default one and does not say so: taken as reported
-      expect(usage.costMicroUsd).toBe(145);
-    }
-    await done(s);
-  },
-  AGENT_TEST_LIMIT_MS,
-);
-
-agentTest(
-  "a tool call: tools named in atomic's terms reach claude as its own; Bash runs; usage summed over both model calls",
+  "a tool claude refused is a warning on the stage: in the transcript and in show; a model claude has no price for: the stage is unpriced, not $0, when claude says its cost is a guess (2.1.332: costBasis unknown)",
   async () => {
     const s = await setup();
     const dir = s.cwd;
-    const file = join(dir, "made-by-bash");
-    s.fake.push(toolUse("Bash", { command: `touch ${file}`, description: "make a file" }, { input: 100, output: 7, cacheRead: 50, cacheWrite: 20 }), text("made it", { input: 120, output: 9, cacheRead: 60 }));
-    const r = await run(s, { prompt: "make the file", tools: JSON.stringify(["bash", "read", "list", "grep"]) });
-    expect(r.code).toBe(0);
-    expect(existsSync(file)).toBe(true);
-    // 2.1.332 adds a placeholder that keeps its deferred tool loading on ("never call this tool"): not a tool one can use
-    const offered = s.fake.calls[0]!.body.tools.map((t: any) => t.name).filter((n: string) => n !== "DeferredToolPlaceholder");
-    expect(offered.sort()).toEqual(["Bash", "Glob", "Grep", "Read"]);
-    // (2.1.332 may put a message of its own after the tool's result)
-    const result = s.fake.calls[1]!.body.messages.flatMap((m: any) => (Array.isArray(m.content) ? m.content : [])).find((b: any) => b.type === "tool_result");
-    expect(result.is_error).toBeFalsy();
-    expect(r.result!.outputs!.usage).toMatchObject({ inputTokens: 220, outputTokens: 16, cacheReadTokens: 110, cacheWriteTokens: 20, turns: 2 });
-    await done(s);
-  },
-  AGENT_TEST_LIMIT_MS,
-);
-
-agentTest(
-  "a tool claude refused is a warning on the stage: in the transcript and in show",
-  async () => {
-    const s = await setup();
-    const dir = s.cwd;
-    s.fake.push(toolUse("Write", { file_path: join(dir, "x.txt"), content: "nope" }), text("could not write"));
-    const r = await run(s, { prompt: "write it" }); // claude's default tools and permissions: Write needs an approval nobody can give
+    // all the usage in the first call, none in the second: the stage's tokens are exactly the first call's
+    s.fake.push(toolUse("Write", { file_path: join(dir, "x.txt"), content: "nope" }, { input: 11, output: 3, cacheRead: 5, cacheWrite: 2 }), text("could not write", { input: 0, output: 0 }));
+    const r = await run(s, { prompt: "write it", model: "claude-nonesuch-1" }); // claude's default tools and permissions: Write needs an approval nobody can give
     expect(r.code).toBe(0);
     expect(existsSync(join(dir, "x.txt"))).toBe(false);
     const out = await show(s, r.result!.runId);
     expect(out).toMatch(/warning: claude refused the tool Write \(\{"file_path":.*\}\); hint: name it in the stage's tools to allow it, e.g. tools: \["write"\]/);
     const step = JSON.parse((await runAtomic(["show", r.result!.runId, "--json"], { home: s.home, env: s.env })).stdout).steps.find((x: any) => x.name === "ask");
     expect(readFileSync(join(step.artifactDir, "transcript.md"), "utf8")).toMatch(/## Warning\s+claude refused the tool Write/);
+    const usage = r.result!.outputs!.usage;
+    expect(usage).toMatchObject({ inputTokens: 11, outputTokens: 3, cacheReadTokens: 5, cacheWriteTokens: 2, model: "claude-nonesuch-1" });
+    const events = readFileSync(join(step.artifactDir, "events.jsonl"), "utf8");
+    if (events.includes('"costBasis"')) {
+      // claude says whether it knew the price: it did not, and the config has none
+      expect(events).toContain('"costBasis":"unknown"');
+      expect(usage).toMatchObject({ costMicroUsd: 0, unpriced: true });
+      expect(out).toContain("unpriced");
+    } else {
+      // 2.1.197 prices a model it does not know as its default one and does not say so: taken as reported
+      expect(usage.costMicroUsd).toBe(145);
+    }
     await done(s);
   },
   AGENT_TEST_LIMIT_MS,
