@@ -20,7 +20,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, atomicBin, environment, processesWithHome, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
@@ -62,7 +62,9 @@ const stepStatus = async (run: string, name: string) => (await show(run)).report
 
 beforeAll(async () => {
   mkdirSync(join(cwd, ".atomic", "workflows"), { recursive: true });
-  copyFileSync(join(ROOT, "test", "status", "fixtures", "interact.ts"), join(cwd, ".atomic", "workflows", "interact.ts"));
+  // Copied into the project's workflows folder; its gate helper's import is made absolute (the copy is elsewhere).
+  const fixture = readFileSync(join(ROOT, "test", "status", "fixtures", "interact.ts"), "utf8").replace("../../helpers/gate.ts", join(ROOT, "test", "helpers", "gate.ts"));
+  writeFileSync(join(cwd, ".atomic", "workflows", "interact.ts"), fixture);
   client = new Client({ name: "atomic-test", version: "1.0.0" });
   await client.connect(new StdioClientTransport({ command: atomicBin(), args: ["mcp"], cwd, env: environment({ home }), stderr: "inherit" }));
 });

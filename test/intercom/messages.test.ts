@@ -23,10 +23,11 @@ import { engineAfterEach, shQuote, waitUntil, withEngine, type Engine } from "..
 import { journalUrlForHome } from "../helpers/postgres.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 afterEach(engineAfterEach);
 
 /** Waits for the file `gate`, so a test can hold a run before its next stage. */
-const gateCommand = (gate: string) => `while [ ! -f ${shQuote(gate)} ]; do sleep 0.02; done; echo open`;
+const gateCommand = (gate: string) => `${untilExists(shQuote(gate))}; echo open`;
 /** Reads `n` lines from stdin and prints each as got:<line>. */
 const reader = (n = 1) => Array.from({ length: n }, () => 'read -r l; echo "got:$l"').join("; ");
 
@@ -88,7 +89,7 @@ describe("messages to stages", () => {
         name: "live-mail",
         async run(ctx) {
           const a = await ctx.shell("talker", `echo ready; ${reader(2)}`);
-          const b = await ctx.shell("worker", `trap 'read -r m; echo "interrupted:$m"; exit 0' INT; echo busy; while true; do sleep 0.02; done`);
+          const b = await ctx.shell("worker", `trap 'read -r m; echo "interrupted:$m"; exit 0' INT; echo busy; while true; do sleep 0.2; done`);
           return { a: a.text, b: b.text };
         },
       });

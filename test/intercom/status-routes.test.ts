@@ -15,6 +15,7 @@ import { engineAfterEach, shQuote, waitUntil, withEngine } from "../engine/helpe
 import { makeTempDir } from "../helpers/temp.ts";
 import { json, statusFixture } from "../status/support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 afterEach(engineAfterEach);
 
 test("POST messages and answers: queued and delivered, answered; refusals are 400, 404 or 409 with their codes", async () => {
@@ -23,7 +24,7 @@ test("POST messages and answers: queued and delivered, answered; refusals are 40
     const wf = workflow({
       name: "page-mail",
       async run(ctx) {
-        await ctx.shell("gate", `while [ ! -f ${shQuote(gate)} ]; do sleep 0.02; done`);
+        await ctx.shell("gate", untilExists(shQuote(gate)));
         const heard = await ctx.shell("reader", 'read -r l; echo "got:$l"');
         const ok = await ctx.ask("ship it?", { choices: ["yes", "no"] });
         return { heard: heard.text.trim(), ok };

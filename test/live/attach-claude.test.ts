@@ -16,6 +16,7 @@ import { processesWithEnv } from "../helpers/processes.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, startedRunId } from "../e2e/support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 const WF = join(import.meta.dir, "..", "runners", "fixtures", "claude-stage.ts");
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -27,7 +28,7 @@ agentTest("attach to a claude stage: its tool call live, a steer from attach rea
   const env = { ...agentEnv, CLAUDE_TEST_MARKER: marker };
   const dir = makeTempDir("atomic-attach-claude-gate-");
   try {
-    const wait = `touch ${join(dir, "started")}; while [ ! -e ${join(dir, "go")} ]; do sleep 0.1; done; echo released`;
+    const wait = `touch ${join(dir, "started")}; ${untilExists(join(dir, "go"))}; echo released`;
     fake.push(toolUse("Bash", { command: wait, description: "wait" }), text("answer after the steer"));
     const inputs = join(dir, "inputs.json");
     writeFileSync(inputs, JSON.stringify({ prompt: "work", tools: JSON.stringify(["bash"]) }));

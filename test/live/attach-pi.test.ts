@@ -15,6 +15,7 @@ import { chatAgentSetup, startNetworkTrap } from "../helpers/chat-agents.ts";
 import { startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle, startedRunId } from "../e2e/support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 const WF = join(import.meta.dir, "..", "runners", "fixtures", "real-agent.ts");
 afterEach(cleanupWhenIdle);
 afterAll(cleanupNow);
@@ -24,7 +25,7 @@ agentTest("attach to a pi stage: its tool call live, a steer from attach reaches
   let s!: ReturnType<typeof chatAgentSetup>;
   const openai = await startFakeOpenAI((req) => {
     if (req.body.messages.some((m) => m.role === "tool")) return text("answer after the steer");
-    const wait = `touch ${join(s.cwd, "started")}; while [ ! -e ${join(s.cwd, "go")} ]; do sleep 0.1; done; echo released`;
+    const wait = `touch ${join(s.cwd, "started")}; ${untilExists(join(s.cwd, "go"))}; echo released`;
     return toolCall("bash", { command: wait });
   });
   try {

@@ -31,6 +31,7 @@ import { makeTempDir } from "../helpers/temp.ts";
 import { killTmux, Tmux } from "../helpers/tmux.ts";
 import { cleanupNow, cleanupWhenIdle, startedRunId } from "../e2e/support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 const WF_CLAUDE = join(import.meta.dir, "..", "runners", "fixtures", "claude-stage.ts");
 const WF_PI = join(import.meta.dir, "..", "runners", "fixtures", "real-agent.ts");
 const STEER = "STEER-FROM-THE-TERMINAL";
@@ -45,7 +46,7 @@ afterAll(async () => {
 });
 
 /** A shell command that says it started (a file in `dir`), then waits for `go` there. */
-const waitForGo = (dir: string, go: string) => `touch ${join(dir, "started")}; while [ ! -e ${join(dir, go)} ]; do sleep 0.1; done; echo released`;
+const waitForGo = (dir: string, go: string) => `touch ${join(dir, "started")}; ${untilExists(join(dir, go))}; echo released`;
 
 /** Types a line on the terminal (a steer, or a command with its text); resolves once the view shows the message delivered to the stage. */
 async function typed(t: Tmux, line: string, mode: "steer" | "followUp" | "interrupt", text: string): Promise<void> {

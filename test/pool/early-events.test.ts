@@ -34,7 +34,7 @@ test("live events of a stage started before its execute() registered reach it wh
     stageName: "deploy",
     attempt: 1,
     runner: "shell",
-    command: "echo deploying to staging; while :; do sleep 0.1; done",
+    command: "echo deploying to staging; while :; do sleep 1; done",
     cwd: home,
     artifactDir: join(home, "artifacts", runId, "0-deploy", "attempt-1"),
     workId,

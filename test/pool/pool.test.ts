@@ -20,6 +20,7 @@ import { makeTempDir } from "../helpers/temp.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive, journalFreeTest } from "../e2e/support.ts";
 import { alive, lastRun, show, stage } from "./support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 const FIX = join(import.meta.dir, "fixtures");
 const ONE = join(FIX, "one-stage.ts");
 const STAGES = join(FIX, "stages.ts");
@@ -155,7 +156,7 @@ e2eTest("a worker that stops answering (SIGSTOP) is replaced; continued (SIGCONT
   const d = makeTempDir();
   const command = [
     `if [ ! -f ${d}/once ]; then touch ${d}/once; echo $$ > ${d}/stage1.pid; echo $PPID > ${d}/worker1.pid; sleep 30;`,
-    `else echo $PPID > ${d}/worker2.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo second; fi`,
+    `else echo $PPID > ${d}/worker2.pid; ${untilExists(`${d}/gate`)}; echo second; fi`,
   ].join(" ");
   const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2", "--work-lease-ms", "2000"], { home });
   const worker1 = await pidFile(`${d}/worker1.pid`);
@@ -184,7 +185,7 @@ e2eTest("a worker that stops answering (SIGSTOP) is replaced; continued (SIGCONT
 e2eTest("the coordinator's own stall (SIGSTOP for twice the lease) is not charged to its worker: it is neither pinged nor replaced", async () => {
   const home = makeTempDir();
   const d = makeTempDir();
-  const command = `echo $PPID > ${d}/worker.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo done`;
+  const command = `echo $PPID > ${d}/worker.pid; ${untilExists(`${d}/gate`)}; echo done`;
   const leaseMs = 2_000;
   const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "1", "--work-lease-ms", String(leaseMs)], { home });
   const worker = await pidFile(`${d}/worker.pid`);
@@ -240,7 +241,7 @@ e2eTest("pause from another process: no new stage starts; unpause: the run finis
   const home = makeTempDir();
   const d = makeTempDir();
   const out = join(d, "effects.txt");
-  const first = `echo $$ > ${d}/first.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo first`;
+  const first = `echo $$ > ${d}/first.pid; ${untilExists(`${d}/gate`)}; echo first`;
   const proc = spawnAtomic(["--json", "run", STAGES, "--input", "n=3", "--input", `out=${out}`, "--input", `firstCommand=${first}`], { home });
   const events = lineWatcher(proc.stdout);
   await pidFile(`${d}/first.pid`);

@@ -20,6 +20,7 @@ import { makeTempDir } from "../helpers/temp.ts";
 import { journalUrlForHome } from "../helpers/postgres.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, groupAlive } from "../e2e/support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 const ONE = join(import.meta.dir, "fixtures", "one-stage.ts");
 
 afterEach(cleanupWhenIdle);
@@ -28,7 +29,7 @@ afterAll(cleanupNow);
 e2eTest("a worker that cannot renew its work lease by its deadline kills its stage and commits nothing", async () => {
   const home = makeTempDir();
   const d = makeTempDir();
-  const command = `echo $$ > ${d}/stage-$$.pid; while [ ! -f ${d}/gate ]; do sleep 0.05; done; echo $$ >> ${d}/ends; echo ok`;
+  const command = `echo $$ > ${d}/stage-$$.pid; ${untilExists(`${d}/gate`)}; echo $$ >> ${d}/ends; echo ok`;
   const proc = spawnAtomic(["run", ONE, "--input", `command=${command}`, "--workers", "2", "--work-lease-ms", "2000", "--json"], { home });
   const first: string = await waitUntil(() => readdirSync(d).find((f) => f.startsWith("stage-")) ?? "", 30_000, "the stage to start");
   const pid = Number(/stage-(\d+)\.pid/.exec(first)![1]);

@@ -30,6 +30,7 @@ import { getRunner } from "../../src/runners/registry.ts";
 import type { RunnerEvent, RunnerHandle, StageRequest } from "../../src/runners/types.ts";
 import { cleanupNow, cleanupWhenIdle, parseNdjson, startedRunId } from "../e2e/support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 const WF = join(import.meta.dir, "fixtures", "claude-stage.ts");
 /**
  * The model every stage names: one that the pinned claude (2.1.197, whose default it is) and 2.1.332 (whose
@@ -322,7 +323,7 @@ async function outputs(s: Setup, runId: string) {
 }
 
 /** The shell command of a tool that says it started, then waits for `gate` to exist. */
-const waitFor = (dir: string, gate: string) => `touch ${join(dir, "started")}; while [ ! -e ${join(dir, gate)} ]; do sleep 0.1; done; echo released`;
+const waitFor = (dir: string, gate: string) => `touch ${join(dir, "started")}; ${untilExists(join(dir, gate))}; echo released`;
 
 agentTest(
   "multi-turn: a followUp is the next user turn of the same claude process; usage is the sum of both turns (result.usage is per turn)",
@@ -483,7 +484,7 @@ agentTest(
       // Not a command that starts with a long sleep: claude 2.1.332 blocks those ("Blocked: sleep N followed by: …").
       s.fake.push(toolUse("Bash", { command: `cd ${dir}; ${sleep.join(" ")} & touch ${started}; wait`, description: "wait" }));
       const gate = join(dir, "go");
-      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs, after: `touch ${after}; while [ ! -e ${gate} ]; do sleep 0.1; done` });
+      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]), timeoutMs, after: `touch ${after}; ${untilExists(gate)}` });
       const toolStarted = () => existsSync(started);
       await waitUntil(() => toolStarted() || existsSync(after), AGENT_STEP_LIMIT_MS, "the tool to start (or the stage to time out first)");
       if (!toolStarted()) {

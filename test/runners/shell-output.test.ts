@@ -15,6 +15,7 @@ import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { waitUntil } from "../helpers/atomic.ts";
 import { isLive } from "../helpers/processes.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 afterEach(() => {
   removeTempDirs();
   expect(liveGroupCount()).toBe(0);
@@ -31,7 +32,7 @@ function outputOf(events: RunnerEvent[], stream: "stdout" | "stderr"): string {
 
 test("output arrives as events while the stage runs, not only at its end", async () => {
   const events: RunnerEvent[] = [];
-  const req = request(`echo first; while [ ! -f go ]; do sleep 0.02; done; echo second`);
+  const req = request(`echo first; ${untilExists("go")}; echo second`);
   // The stage waits for a file this test writes only once "first" has arrived as an event.
   const handle = new ShellRunner().start(req, (e) => {
     events.push(e);

@@ -14,6 +14,7 @@ import { ShellRunner } from "../../src/runners/shell/shell-runner.ts";
 import type { StageRequest } from "../../src/runners/types.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 afterEach(() => removeTempDirs());
 
 async function waitFor(check: () => boolean): Promise<void> {
@@ -59,7 +60,7 @@ test("a stage that does not read never blocks the sender; the rest goes in as it
   const big = "x".repeat(300 * 1024); // far more than a pipe holds
   const want = `${big}\nend\n`;
   // Reads nothing until the file `go` exists, then exactly what was sent.
-  const req = request(`while [ ! -e go ]; do sleep 0.01; done; head -c ${Buffer.byteLength(want)} > got`);
+  const req = request(`${untilExists("go")}; head -c ${Buffer.byteLength(want)} > got`);
   const handle = new ShellRunner().start(req, () => {});
   await handle.send(big, "followUp");
   await handle.send("end", "followUp");
@@ -71,7 +72,7 @@ test("a stage that does not read never blocks the sender; the rest goes in as it
 });
 
 test("a stage that closed its stdin: sending to it throws nothing", async () => {
-  const req = request("exec 0<&-; : > closed; while [ ! -e go ]; do sleep 0.01; done");
+  const req = request(`exec 0<&-; : > closed; ${untilExists("go")}`);
   const handle = new ShellRunner().start(req, () => {});
   await waitFor(() => existsSync(join(req.cwd, "closed")));
   for (let i = 0; i < 100; i++) await handle.send("nobody reads this\n".repeat(100), "followUp");

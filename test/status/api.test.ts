@@ -18,6 +18,7 @@ import { makeTempDir } from "../helpers/temp.ts";
 import { engineAfterEach, shQuote, waitUntil, withEngine, type Engine } from "../engine/helpers.ts";
 import { json, statusFixture, TOKEN, type StatusFixture } from "./support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 afterEach(engineAfterEach);
 
 const summarize = workflow({
@@ -351,7 +352,7 @@ describe("status API", () => {
       const wf = workflow({
         name: "gated",
         async run(ctx) {
-          await ctx.shell("wait", `while [ ! -f ${shQuote(gate)} ]; do sleep 0.02; done; echo released`);
+          await ctx.shell("wait", `${untilExists(shQuote(gate))}; echo released`);
           await ctx.shell("after", "echo after");
         },
       });

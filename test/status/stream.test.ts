@@ -15,6 +15,7 @@ import { makeTempDir } from "../helpers/temp.ts";
 import { engineAfterEach, shQuote, waitUntil, withEngine } from "../engine/helpers.ts";
 import { journalData, sseReader, statusFixture, type JournalMessage, type SseMessage, type StatusFixture } from "./support.ts";
 
+import { untilExists } from "../helpers/gate.ts";
 afterEach(engineAfterEach);
 
 const kid = workflow({
@@ -168,7 +169,7 @@ describe("status event stream", () => {
       const wf = workflow({
         name: "gated",
         async run(ctx) {
-          await ctx.shell("wait", `while [ ! -f ${shQuote(gate)} ]; do sleep 0.02; done`);
+          await ctx.shell("wait", untilExists(shQuote(gate)));
           await ctx.shell("then", "echo then");
         },
       });
