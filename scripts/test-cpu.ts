@@ -27,9 +27,10 @@ const TICK = 100; // clock ticks a second on Linux (USER_HZ)
 function kind(cmdline: string): string {
   if (/chrom/.test(cmdline)) return `chromium${/--type=([a-z-]+)/.exec(cmdline)?.[1]?.replace(/^/, " ") ?? ""}`;
   if (/(^|\/)atomic(\0|$)|dist\/atomic/.test(cmdline)) return "atomic";
+  // bun test before postgres: a test file's name may hold "postgres" (test/recovery/postgres-outage.test.ts).
+  if (/(^|\/)bun(\.exe)?\0test/.test(cmdline)) return "bun test";
   if (/postgres|initdb|pg_ctl/.test(cmdline)) return "postgres";
   if (/test\/agents|opencode|\bpi\b|claude|codex|gemini/.test(cmdline)) return "agent CLIs";
-  if (/(^|\/)bun(\.exe)?\0test/.test(cmdline)) return "bun test";
   if (/(^|\/)bun(\.exe)?\0/.test(cmdline)) return "bun (helpers)";
   if (/tmux|(^|\/)(ba|da|z)?sh\0|bwrap|flock|cat\0/.test(cmdline)) return "tmux, shells";
   return "other";

@@ -12,24 +12,18 @@
  * temp directories are cleaned up once no case is still running.
  */
 
-import { afterAll, afterEach, beforeAll } from "bun:test";
+import { afterEach } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { clusterPerCase as clusters } from "../helpers/case-clusters.ts";
 import { whenIdle } from "../helpers/concurrent.ts";
-import { startCluster, type Cluster } from "../helpers/postgres.ts";
+import type { Cluster } from "../helpers/postgres.ts";
 import { cleanUpHosts } from "./support.ts";
 
-/** A cluster for each of `cases` concurrent cases: `cluster(i)` is case i's. */
+/** A cluster for each of `cases` concurrent cases (helpers/case-clusters.ts), and the hosts cleaned up once none runs. */
 export function clusterPerCase(cases: number): (i: number) => Cluster {
-  const clusters: Cluster[] = [];
-  beforeAll(async () => {
-    for (let i = 0; i < cases; i++) clusters.push(await startCluster());
-  });
   afterEach(whenIdle(cleanUpHosts));
-  afterAll(() => {
-    for (const c of clusters) c.stop();
-  });
-  return (i) => clusters[i]!;
+  return clusters(cases);
 }
 
 /** Case i's host id. */

@@ -24,36 +24,47 @@
  * the outcome in the random ones (a run that outlasted its outage would
  * have found the server back and completed). Durations are never
  * asserted; bench/postgres-outage.ts measures them.
+ *
+ * The six cases run at once, each on a cluster of its own
+ * (helpers/case-clusters.ts): an outage is mostly a wait, so theirs overlap
+ * where one after the other they added up; each case's outage, point,
+ * length and assertions are what they were on a shared cluster.
  */
 
-import { afterAll, afterEach, expect, test } from "bun:test";
+import { afterEach, expect, test } from "bun:test";
 import fc from "fast-check";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { postgresInstalled, startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
+import { clusterPerCase } from "../helpers/case-clusters.ts";
+import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
+import { postgresInstalled, withDatabase, type Cluster } from "../helpers/postgres.ts";
 import { filesUnder, makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "pg-outage.ts");
 const ROUNDS = 12;
-let cluster: Cluster | undefined;
+const CASES = 6;
+const clusterOf = postgresInstalled() ? clusterPerCase(CASES) : () => undefined as never;
+/** Case i of the file (0 to CASES - 1), concurrent with the others; skipped where Postgres is not installed. */
+const outageCase = (name: string, fn: () => Promise<void>, timeoutMs: number) => (postgresInstalled() ? concurrentTest(name, fn, timeoutMs) : test.skip(name, fn));
 
-afterEach(async () => {
-  await killSpawned();
-  removeTempDirs();
-});
-afterAll(() => cluster?.stop());
+afterEach(
+  whenIdle(async () => {
+    await killSpawned();
+    removeTempDirs();
+  }),
+);
 
 /**
  * A database of its own, owned by a role of its own whose password is in the journal URL: it has characters a URL
  * must percent-encode (`/`, `@`, `:`), so a leak would show raw or encoded.
  */
-async function setup(extra: Record<string, string> = {}) {
-  cluster ??= await startCluster();
+async function setup(i: number, extra: Record<string, string> = {}) {
+  const cluster = clusterOf(i);
   const name = `outage_${Math.random().toString(36).slice(2, 10)}`;
   const password = `pw/${name}@secret:${crypto.randomUUID()}`;
-  await asAdmin(async (c) => {
+  await asAdmin(cluster, async (c) => {
     await c.query(`create role ${name} login password '${password}'`);
     await c.query(`create database ${name} owner ${name}`);
   });
@@ -67,11 +78,11 @@ async function setup(extra: Record<string, string> = {}) {
   mkdirSync(out);
   const env = { ATOMIC_JOURNAL: url, OUT_DIR: out, ROUNDS: String(ROUNDS), ...extra };
   const effects = () => (existsSync(join(out, "effects.txt")) ? readFileSync(join(out, "effects.txt"), "utf8").split("\n").filter(Boolean) : []);
-  return { url, password, home, env, effects };
+  return { cluster, url, password, home, env, effects };
 }
 
-async function asAdmin<T>(fn: (c: pg.Client) => Promise<T>, database = "postgres"): Promise<T> {
-  const c = new pg.Client({ connectionString: withDatabase(cluster!.adminUrl, database) });
+async function asAdmin<T>(cluster: Cluster, fn: (c: pg.Client) => Promise<T>, database = "postgres"): Promise<T> {
+  const c = new pg.Client({ connectionString: withDatabase(cluster.adminUrl, database) });
   await c.connect();
   try {
     return await fn(c);
@@ -88,7 +99,7 @@ function passwordForms(password: string): string[] {
 /** The password in none of `texts` (what atomic printed), none of the journal's rows, none of the home's files (its logs included). */
 async function expectPasswordNowhere(s: Awaited<ReturnType<typeof setup>>, ...texts: string[]) {
   const database = new URL(s.url).pathname.slice(1);
-  const rows = await asAdmin(async (c) => {
+  const rows = await asAdmin(s.cluster, async (c) => {
     const tables = (await c.query<{ t: string }>("select format('%I.%I', table_schema, table_name) as t from information_schema.tables where table_schema = 'atomic'")).rows;
     expect(tables.length).toBeGreaterThan(0);
     const all: string[] = [];
@@ -129,11 +140,11 @@ async function outage(s: Awaited<ReturnType<typeof setup>>, during: (proc: Retur
   const err = lineWatcher(proc.stderr);
   const id = /started run (\S+)/.exec(await out.waitFor(/^started run /))![1]!;
   await waitUntil(() => s.effects().length >= plan.after, 60_000, `${plan.after} side effects`);
-  cluster!.stopServer();
+  s.cluster.stopServer();
   let back = false;
   const end = plan.lastsMs === undefined ? undefined : setTimeout(() => {
     back = true;
-    cluster!.startServer();
+    s.cluster.startServer();
   }, plan.lastsMs);
   let code: number;
   try {
@@ -141,7 +152,7 @@ async function outage(s: Awaited<ReturnType<typeof setup>>, during: (proc: Retur
     code = await proc.exited;
   } finally {
     clearTimeout(end);
-    if (!back) cluster!.startServer();
+    if (!back) s.cluster.startServer();
   }
   await waitUntil(() => out.ended && err.ended, 10_000, "the end of its output");
   return { id, code, said: `${out.text()}\n${err.text()}`, before: counts(s.effects()) };
@@ -178,8 +189,8 @@ async function expectResumeCompletes(s: Awaited<ReturnType<typeof setup>>, r: { 
   await expectPasswordNowhere(s, r.said, resumed.stdout);
 }
 
-test.skipIf(!postgresInstalled())("postgres down mid-run: the run stops with storage_unavailable and the Postgres hint; resume completes it once the server is back", async () => {
-  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "5000" });
+outageCase("postgres down mid-run: the run stops with storage_unavailable and the Postgres hint; resume completes it once the server is back", async () => {
+  const s = await setup(0, { ATOMIC_JOURNAL_RETRY_MS: "5000" });
   const r = await outage(s);
   expect(r.code).not.toBe(0);
   expect(r.said).toMatch(/for more than 5 s/);
@@ -203,8 +214,8 @@ const PLANS = fc.sample(fc.noBias(fc.record({ after: fc.integer({ min: 1, max: R
 for (const [i, plan] of PLANS.entries()) {
   const sigterm = i === PLANS.length - 1;
   const what = sigterm ? "SIGTERM 2 s into it ends the process without the retry window" : "left alone, the run stops within the default retry window";
-  test.skipIf(!postgresInstalled())(`a postgres outage of ${plan.lastsMs / 1000} s after ${plan.after} side effects (FC_SEED=${SEED}, case ${i + 1}): ${what}; resume completes the run`, async () => {
-    const s = await setup();
+  outageCase(`a postgres outage of ${plan.lastsMs / 1000} s after ${plan.after} side effects (FC_SEED=${SEED}, case ${i + 1}): ${what}; resume completes the run`, async () => {
+    const s = await setup(1 + i);
     const r = await outage(s, async (proc, err) => {
       if (!sigterm) return;
       await err.waitFor(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d+ s more/);
@@ -223,8 +234,8 @@ for (const [i, plan] of PLANS.entries()) {
   }, 150_000);
 }
 
-test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run the service drives (FC_SEED=${SEED}): the drive stops, the service waits, and once the server is back it drives the run to completion`, async () => {
-  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
+outageCase(`a postgres outage at a random point of a run the service drives (FC_SEED=${SEED}): the drive stops, the service waits, and once the server is back it drives the run to completion`, async () => {
+  const s = await setup(4, { ATOMIC_JOURNAL_RETRY_MS: "3000" });
   const proc = spawnAtomic(["--json", "serve", "--port", "0"], { home: s.home, env: s.env });
   const out = lineWatcher(proc.stdout);
   const err = lineWatcher(proc.stderr);
@@ -237,7 +248,7 @@ test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run 
     expect(detached.code).toBe(0);
     id = detached.stdout.split("\n")[0]!.trim();
     await waitUntil(() => s.effects().length >= PLANS[0]!.after, 60_000, `${PLANS[0]!.after} side effects`);
-    cluster!.stopServer();
+    s.cluster.stopServer();
     try {
       // The drive stops with the journal away; the service keeps the run for later (it cannot even record otherwise).
       await out.waitFor(/"type":"drive_(crashed|stopped|refused|ended)"/, 60_000).catch((e: Error) => {
@@ -246,7 +257,7 @@ test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run 
       });
       before = counts(s.effects());
     } finally {
-      cluster!.startServer();
+      s.cluster.startServer();
     }
     await waitUntil(async () => (await runAtomic(["runs", "--json"], { home: s.home, env: s.env })).stdout.includes('"status":"completed"'), 90_000, "the run completed by the service").catch(async (err: Error) => {
       const runs = await runAtomic(["runs", "--json"], { home: s.home, env: s.env });
@@ -265,21 +276,21 @@ test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run 
   await expectPasswordNowhere(s, out.text(), err.text());
 }, 150_000);
 
-test.skipIf(!postgresInstalled())("the service during a postgres outage: says the server is unreachable and waits on standby, then takes its duties again once it is back", async () => {
-  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
+outageCase("the service during a postgres outage: says the server is unreachable and waits on standby, then takes its duties again once it is back", async () => {
+  const s = await setup(5, { ATOMIC_JOURNAL_RETRY_MS: "3000" });
   const proc = spawnAtomic(["serve", "--port", "0"], { home: s.home, env: s.env });
   const out = lineWatcher(proc.stdout);
   const err = lineWatcher(proc.stderr);
   try {
     await out.waitFor(/this service is active/);
-    cluster!.stopServer();
+    s.cluster.stopServer();
     try {
       await err.waitFor(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d s more/);
       // Past the retry window: each duty says what failed and tries again later (its own interval: no spinning).
       await err.waitFor(/recovery scan failed: lost the connection to the journal's Postgres at postgres:\/\/\S+ for more than 3 s .*; retrying/);
       await out.waitFor(/this service lost its lease and waits on standby/);
     } finally {
-      cluster!.startServer();
+      s.cluster.startServer();
     }
     await err.waitFor(/the journal's Postgres at \S+ is reachable again/);
     await waitUntil(() => out.lines.filter((l) => /this service is active/.test(l)).length >= 2, 30_000, "the service active again");
