@@ -95,6 +95,8 @@ e2eTest(
 
     report = await show(home, id);
     const order = [first, ...queuedNames].sort((a, b) => stage(report, a).startedAt - stage(report, b).startedAt);
+    // Seen once in a loaded suite run (g2 sorted first); what each stage's attempts recorded says why, should it recur.
+    if (order[0] !== first) console.error(`${first} started first by its marker; the stages as shown: ${JSON.stringify(NAMES.map((n) => ({ n, startedAt: stage(report, n).startedAt, attempts: stage(report, n).attemptLog, workerId: stage(report, n).workerId, generation: stage(report, n).generation })))}`);
     expect(order[0]).toBe(first);
     for (let i = 1; i < order.length; i++) {
       const s = stage(report, order[i]!);
