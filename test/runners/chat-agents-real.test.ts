@@ -80,7 +80,7 @@ async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extr
 
 const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
 
-agentTest("opencode in its default sandbox (no sandbox option): its bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds", async () => {
+agentTest("opencode in its default sandbox (no sandbox option): its bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; no snapshot store of the git cwd", async () => {
   const KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted-opencode-key\n-----END OPENSSH PRIVATE KEY-----\n";
   let probe = "";
   const s = await server((req) => (hasToolResult(req) ? text("probed") : toolCall("bash", shellArgs("opencode", probe))));
@@ -103,6 +103,9 @@ agentTest("opencode in its default sandbox (no sandbox option): its bash tool ca
     ].join("\n"),
   );
   probe = "sh probe.sh";
+  // The cwd is a git repository, as a user's usually is: opencode keeps no snapshot store of it (`snapshot: false`, opencode.ts).
+  const git = Bun.spawnSync(["sh", "-c", "git init -q && git add probe.sh && git -c user.name=t -c user.email=t@t commit -qm probe"], { cwd });
+  expect(git.exitCode).toBe(0);
   const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", "runner=opencode", "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["probe"])}`], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
   expect(r.code).toBe(0);
   const [stage] = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as { status: string; text: string }[];
@@ -112,6 +115,8 @@ agentTest("opencode in its default sandbox (no sandbox option): its bash tool ca
   expect(JSON.stringify(s.requests.map((q) => q.body))).not.toContain("planted-opencode-key");
   expect(existsSync(join(outside, "escaped"))).toBe(false);
   expect(readFileSync(join(cwd, "result.txt"), "utf8")).toBe("done\n");
+  expect(existsSync(join(env.XDG_DATA_HOME!, "opencode", "opencode.db"))).toBe(true);
+  expect(existsSync(join(env.XDG_DATA_HOME!, "opencode", "snapshot"))).toBe(false);
 });
 
 for (const kind of KINDS) {

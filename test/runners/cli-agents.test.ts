@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { opencodeConfig } from "../../src/runners/cli-agents/opencode.ts";
 import { getRunner } from "../../src/runners/registry.ts";
 import { killAllGroups, liveGroupCount } from "../../src/runners/shell/process-groups.ts";
 import type { RunnerEvent, StageRequest } from "../../src/runners/types.ts";
@@ -129,6 +130,11 @@ describe("parsing and usage normalization", () => {
     expect(r.text).toBe("Done: fix the bug");
     expect(r.sessionId).toBe("ses_4b2fa1c0ffee");
     expect(r.usage).toMatchObject({ inputTokens: 150, outputTokens: 35, cacheReadTokens: 2100, cacheWriteTokens: 50, costMicroUsd: 3000, turns: 2 });
+  });
+
+  test("opencode: its config switches snapshots off unless the given OPENCODE_CONFIG_CONTENT names them; the given settings are kept", () => {
+    expect(JSON.parse(opencodeConfig({ cwd: "/w" }, undefined))).toMatchObject({ snapshot: false, agent: { title: { disable: true } } });
+    expect(JSON.parse(opencodeConfig({ cwd: "/w" }, JSON.stringify({ snapshot: true, model: "p/m" })))).toMatchObject({ snapshot: true, model: "p/m" });
   });
 
   test("pi: rpc prompt, usage one to one, reported cost", async () => {

@@ -24,6 +24,13 @@
  * - the title-generation call opencode makes per new session is switched
  *   off (`agent.title.disable`): it is not the stage's work, and its tokens
  *   appear in no event, so the stage's usage would silently miss them;
+ * - its snapshots are switched off (`snapshot: false`) unless the
+ *   OPENCODE_CONFIG_CONTENT it is given (the stage's `env`, else atomic's
+ *   own environment) names `snapshot`: in a git work tree
+ *   opencode otherwise keeps a second git store of the whole tree in its
+ *   data directory (`git add` of every file at each step) for its
+ *   undo/revert, which no atomic stage uses (docs/design/runners.md,
+ *   "What atomic switches off in opencode");
  * - `tools` (atomic's names) becomes opencode's `tools` map: every opencode
  *   tool not named is switched off (`tools: []`: all of them). A model that
  *   calls one anyway gets opencode's "invalid" tool ("Model tried to call
@@ -60,7 +67,7 @@ export function opencodeConfig(req: Pick<StageRequest, "agent" | "runTools" | "c
     // the user's value is not JSON: opencode would refuse it too; ours replaces it
   }
   const agent = obj(base.agent);
-  const out: Rec = { ...base, agent: { ...agent, title: { ...obj(agent.title), disable: true } } };
+  const out: Rec = { snapshot: false, ...base, agent: { ...agent, title: { ...obj(agent.title), disable: true } } };
   const tools = req.agent?.tools;
   if (tools) {
     const allowed = new Set(tools.map((t) => TOOL_NAMES[t] ?? t));
