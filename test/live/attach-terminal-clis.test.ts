@@ -156,7 +156,7 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
     process.kill(worker!, "SIGKILL");
     await t.waitFor("worker lost: attempt 1 started again on another worker", AGENT_STEP_LIMIT_MS);
     await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
-    await t.waitFor(/⚙ Bash .*while \[ ! -e/, AGENT_STEP_LIMIT_MS);
+    await t.waitFor(/⚙ Bash .*until \[ -e/, AGENT_STEP_LIMIT_MS);
     await talkDuringTool(t, dir, fake.callMatching((r) => JSON.stringify(r.body.messages).includes(FOLLOW)));
     expect(await run.exited).toBe(0);
     // The steer went into the conversation of the attempt that followed the lost worker, after its tool call; the
@@ -211,7 +211,7 @@ agentTest("attach on a terminal to a pi stage: through a SIGKILL of its worker t
     process.kill(worker!, "SIGKILL");
     await t.waitFor("worker lost: attempt 1 started again on another worker", AGENT_STEP_LIMIT_MS);
     await waitUntil(() => existsSync(join(s.cwd, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
-    await t.waitFor(/⚙ bash .*while \[ ! -e/, AGENT_STEP_LIMIT_MS);
+    await t.waitFor(/⚙ bash .*until \[ -e/, AGENT_STEP_LIMIT_MS);
     await talkDuringTool(t, s.cwd, openai.requestMatching((r) => said(r).includes(FOLLOW)));
     expect(await run.exited).toBe(0);
     // The steer in the tool's turn, the followUp the turn after its answer, the interrupt's text the one after that.
