@@ -6,10 +6,12 @@
  *   in a fresh temp directory (as the `postgres` user when running as root:
  *   initdb refuses root), then `pg_ctl start` on a free port of 127.0.0.1
  *   with a socket directory of its own. initdb runs once per process, into
- *   a template directory removed with the process (`initdbTemplate`): it
+ *   a template directory removed with the process (`initdbTemplate`; the
+ *   processes it starts copy it too, while it is there): it
  *   costs about 1 CPU-second on this project's 2-core machine, the copy
  *   about 0.2, and a suite starts a dozen or more clusters. The clusters of
- *   one process share the template's superuser password. Password
+ *   one process (and of the processes it starts) share the template's
+ *   superuser password. Password
  *   authentication over TCP (scram), so the admin URL carries a password
  *   like a real deployment's. `stop()` ends it
  *   (`-m immediate`) and deletes its files. `listen` and `hba` open it to
@@ -162,9 +164,27 @@ export interface ClusterOptions {
 
 /** This process's initdb output (data directory and superuser password), made on first use. */
 let template: { dataDir: string; password: string } | undefined;
+/**
+ * Where a process's template is, for the processes it starts (a test's fixture that makes a fleet of its own):
+ * they copy it too while it is there, rather than run initdb again (a second of CPU each).
+ */
+const TEMPLATE_ENV = "ATOMIC_TEST_POSTGRES_TEMPLATE";
+
+/** The template of the process that started this one (TEMPLATE_ENV), while it is there. */
+function inheritedTemplate(): { dataDir: string; password: string } | undefined {
+  const dir = process.env[TEMPLATE_ENV];
+  if (!dir) return undefined;
+  try {
+    return { dataDir: join(dir, "data"), password: readFileSync(join(dir, "pwfile"), "utf8").trim() };
+  } catch {
+    return undefined; // its owner ended and it was removed: this process makes its own
+  }
+}
 
 function initdbTemplate(bin: string): { dataDir: string; password: string } {
   if (template && existsSync(template.dataDir)) return template;
+  const inherited = inheritedTemplate();
+  if (inherited && existsSync(inherited.dataDir)) return inherited;
   const dir = mkdtempSync(join(tmpdir(), PREFIX));
   // Named like a cluster's directory, with its owner: the stale sweep removes it too (no server ever runs in it).
   writeFileSync(join(dir, "owner"), String(process.pid));
@@ -183,6 +203,7 @@ function initdbTemplate(bin: string): { dataDir: string; password: string } {
   }
   watchOwner(process.pid, [process.execPath, import.meta.path, "stop", dir]);
   template = { dataDir, password };
+  process.env[TEMPLATE_ENV] = dir;
   return template;
 }
 
