@@ -59,7 +59,7 @@ const bench: Bench = {
     let cluster: Cluster | undefined;
     let journal: PostgresJournal | undefined;
     try {
-      cluster = await startCluster();
+      cluster = await startCluster({ durable: true });
       journal = await PostgresJournal.open(`${cluster.adminUrl}?schema=bench`);
       const pg = journal.artifactStore({ maxFileBytes: 64 * 1024 * 1024 });
       const dir = new DirectoryArtifactStore(tempDir("atomic-bench-art-"), 64 * 1024 * 1024);

@@ -225,7 +225,7 @@ async function run(): Promise<Result[]> {
   const local = await scenario(bin, home, { env: {}, workers: STAGES });
   const results = report("local", local);
 
-  const cluster = await startCluster();
+  const cluster = await startCluster({ durable: true });
   const hosts: Host[] = [];
   try {
     const pgHome = tempDir("atomic-bench-live-pg-");

@@ -161,7 +161,7 @@ const bench: Bench = {
   async run(): Promise<Result[]> {
     const bin = atomicBin();
     const results = [await measure(bin, "SQLite", async () => undefined)];
-    const cluster = await startCluster();
+    const cluster = await startCluster({ durable: true });
     try {
       let n = 0;
       // A database of its own for every run, as a fresh home is for SQLite.

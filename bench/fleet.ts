@@ -41,7 +41,7 @@ export interface FleetDb {
 }
 
 export async function fleetDatabase(): Promise<FleetDb> {
-  const cluster: Cluster = await startCluster();
+  const cluster: Cluster = await startCluster({ durable: true });
   try {
     const url = await createDatabase(cluster, "bench");
     const journal = await PostgresJournal.open(url);

@@ -110,7 +110,7 @@ const bench: Bench = {
     let journal: Journal | undefined;
     const procs = new Set<Subprocess>();
     try {
-      cluster = await startCluster();
+      cluster = await startCluster({ durable: true });
       admin = new pg.Pool({ connectionString: cluster.adminUrl, max: 1 });
       // The shape of a small table with a primary key, as the events and work_ops tables have.
       await admin.query("create table public.raw_events (seq bigint generated always as identity primary key, payload text, at bigint not null)");

@@ -61,7 +61,7 @@ const bench: Bench = {
   name: "postgres-outage",
   title: "Postgres stopped under a run: stop time with the default retry window; exit time after SIGTERM during the outage",
   async run(): Promise<Result[]> {
-    const cluster = await startCluster();
+    const cluster = await startCluster({ durable: true });
     try {
       const stopMs = await outage(cluster, "outage_left", false);
       const termMs = await outage(cluster, "outage_term", true);

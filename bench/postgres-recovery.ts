@@ -15,7 +15,7 @@ const bench: Bench = {
   name: "postgres-recovery",
   title: "resume after SIGKILL at step 1,000 of 2,000, on the Postgres journal, vs dist/atomic --help",
   async run(): Promise<Result[]> {
-    const cluster = await startCluster();
+    const cluster = await startCluster({ durable: true });
     try {
       // binaryEnv (lib.ts) passes this process's environment to every binary the recovery bench starts.
       process.env.ATOMIC_JOURNAL = await createDatabase(cluster, "bench");

@@ -50,7 +50,7 @@ const bench: Bench = {
   name: "postgres",
   title: "durable steps on the Postgres journal vs raw single-row commits; fan-out vs sequence",
   async run(): Promise<Result[]> {
-    const cluster = await startCluster();
+    const cluster = await startCluster({ durable: true });
     const home = tempDir();
     try {
       const url = await createDatabase(cluster, "bench");

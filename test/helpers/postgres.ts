@@ -27,6 +27,28 @@
  *   whose owner is gone (a test process killed before its exit handler ran)
  *   is stopped and removed by the next `startCluster()` (the stale sweep).
  *
+ * A test cluster is throw-away, so it is set for the suite's CPU, not for
+ * a machine's crash (`THROWAWAY`; benchmarks of Postgres's own speed ask
+ * for a `durable` one, a real deployment's defaults):
+ * - `fsync = off`: the server still write()s every commit's WAL before it
+ *   answers, and only skips asking the kernel to put it on the disk. What
+ *   the tests do to Postgres is kill its processes (`pg_ctl stop` and
+ *   `restart -m immediate`, SIGKILL, `pg_terminate_backend`), never the
+ *   machine, and the kernel's page cache outlives any process: an outage
+ *   or fault test's server comes back through the same crash recovery,
+ *   with every acknowledged commit, as with fsync on.
+ *   `synchronous_commit` stays on for that reason: off, a commit is
+ *   answered before its WAL leaves the server's memory, and a killed server
+ *   would lose commits atomic was told were made, which no test means.
+ *   `full_page_writes` stays on too: it guards against a page half
+ *   written, which a kill during the write could leave.
+ * - `autovacuum = off`: its launcher visits every database in turn (the
+ *   suite's cluster gathers hundreds: `freshDatabase`, a schema per home),
+ *   each visit a new process that reads the database's catalog, for
+ *   tables that live minutes. Nothing atomic does depends on it: gc runs
+ *   its own VACUUM, and no test reads planner statistics; without it a
+ *   table's size changes only by what the test did.
+ *
  * Run as a script it serves scripts/test.sh: `start` prints the cluster's
  * URL and directory (owned by the pid given, the script's shell), `stop DIR`
  * ends it.
@@ -40,6 +62,8 @@ import pg from "pg";
 
 export const POSTGRES_URL_ENV = "ATOMIC_TEST_POSTGRES_URL";
 const PREFIX = "atomic-pg-";
+/** The settings of a test cluster that a real deployment's durability would add CPU to (header). */
+const THROWAWAY = ["fsync = off", "autovacuum = off"];
 
 export interface Cluster {
   dir: string;
@@ -151,7 +175,8 @@ export function sweepStaleClusters(): void {
 export interface ClusterOptions {
   /** The pid whose end stops and removes the cluster (default: this process). */
   owner?: number;
-  fsync?: boolean;
+  /** A real deployment's durability (fsync, autovacuum), for benchmarks of Postgres's own speed; default: THROWAWAY. */
+  durable?: boolean;
   /** Addresses it listens on (default 127.0.0.1 only); `adminUrl` always names 127.0.0.1, so list it. */
   listen?: string[];
   /** pg_hba.conf lines after initdb's (which allow 127.0.0.1 and ::1 with scram), e.g. `host all all 10.1.2.0/24 scram-sha-256`. */
@@ -257,7 +282,7 @@ export function startClusterSync(opts: ClusterOptions = {}): Cluster {
       `unix_socket_directories = '${socketDir}'`,
       "max_connections = 200",
       "shared_buffers = 32MB",
-      ...(opts.fsync === false ? ["fsync = off"] : []),
+      ...(opts.durable ? [] : THROWAWAY),
       ...(opts.tls ? ["ssl = on"] : []),
       ...(opts.conf ?? []),
     ];
