@@ -8,10 +8,10 @@
  * registry, so the Chromium the first file launches serves the files after
  * it (launched again only if it went away): a launch costs about 3
  * CPU-seconds on this project's 2-core machine, once per file before, and
- * the suite has fourteen such files. Each test's page is a
- * browser context of its own (`newPage`: no cookie or storage crosses from
- * one test to the next), and a file's `releaseBrowser` closes what it left
- * open. bun test runs no exit handler (playwright-core's would kill the
+ * the suite has fourteen such files. A test's page is a browser context of
+ * its own (`newPage`: no cookie or storage crosses from one test to the
+ * next), or the file's kept page (`keptPage`, left wiped by each test), and
+ * a file's `releaseBrowser` closes what it left open. bun test runs no exit handler (playwright-core's would kill the
  * browser and remove its profile), so each launch puts everything it
  * writes (playwright's profile and artifact folders, Chromium's own temp
  * files: TMPDIR during the launch) in one folder, and a watcher
@@ -118,11 +118,45 @@ export async function newPage(width = 1280, height = 900): Promise<{ page: Page;
   return { page, errors };
 }
 
+let kept: { page: Page; errors: string[] } | undefined;
+
+/**
+ * A page kept from one test of a file to the next (made on first use, and again after a file's
+ * `releaseBrowser` or a test that left it broken), for files whose tests each start a server of
+ * their own: a new page is a window of its own, about 2 CPU-seconds of Chromium's before it shows
+ * anything (docs/design/testing.md), where a navigation of the kept one reuses its window and
+ * renderer. Each test gets it at the viewport asked, with no script error carried over, and
+ * `leavePageAndStopServer` leaves it with no cookie and no permission: what a test sees is what a
+ * new page would show (the status page keeps nothing in the browser but its sign-in cookie).
+ */
+export async function keptPage(width = 1280, height = 900): Promise<{ page: Page; errors: string[] }> {
+  if (!kept || kept.page.isClosed()) kept = await newPage(width, height);
+  else await kept.page.setViewportSize({ width, height });
+  kept.errors.length = 0;
+  return kept;
+}
+
+/** The end of a test on the kept page, whatever it did: the page left for an empty one (its streams closed) and wiped, then the server stopped. */
+export async function leavePageAndStopServer(page: Page, server: { kill(signal: NodeJS.Signals): void; exited: Promise<number> }): Promise<void> {
+  try {
+    await page.goto("about:blank");
+    await page.context().clearCookies();
+    await page.context().clearPermissions();
+  } catch {
+    await page.close(); // broken: the next test makes a new one
+  }
+  await stopServer(server);
+}
+
+async function stopServer(server: { kill(signal: NodeJS.Signals): void; exited: Promise<number> }): Promise<void> {
+  server.kill("SIGINT");
+  await server.exited;
+}
+
 /** The end of a page test, whatever it did: the page closed, then the server stopped (Ctrl-C) and gone. */
 export async function closePageAndServer(page: Page, server: { kill(signal: NodeJS.Signals): void; exited: Promise<number> }): Promise<void> {
   await page.close();
-  server.kill("SIGINT");
-  await server.exited;
+  await stopServer(server);
 }
 
 /** Status of every stage node in the graph, by name. */

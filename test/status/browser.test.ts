@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { killSpawned } from "../helpers/atomic.ts";
 import { checkLayout } from "./layout-check.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, nodeStatuses, seededHome, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, keptPage, launchBrowser, leavePageAndStopServer, newPage, nodeStatuses, seededHome, signIn, startServe, startRun as runFixture } from "./browser-support.ts";
 
 // Callbacks given to page.evaluate()/waitForFunction() run in the browser, where these exist.
 declare const document: {
@@ -52,7 +52,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
     // otherwise end before the page is signed in, and the page would read a finished run.
     const gate = join(home, "gate-open");
     const run = await startRun(home, ["pause=0.7", `gate=${gate}`]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       // before signing in: the sign-in page, no data
       await page.goto(`${url}runs/${run.id}`);
@@ -109,7 +109,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "list.png") });
       expect(errors).toEqual([]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
@@ -118,7 +118,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
     const gate = join(makeTempDir(), "gate");
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, [`gate=${gate}`, "pause=0"]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
@@ -142,14 +142,14 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
   test("a fan-out of 300 stages stays grouped on the graph and the timeline, readable and not clipped; opened, every stage is inside the graph's frame", async () => {
     const { home, runIds: [runId] } = await seededHome([{ stages: 300, workflow: "wide" }]);
     const { proc: server, url, login } = await startServe(home);
-    const { page, errors } = await newPage(1400, 900);
+    const { page, errors } = await keptPage(1400, 900);
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${runId}`);
@@ -181,13 +181,14 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.waitForFunction(() => document.querySelectorAll(".gantt .row").length === 1);
       expect(errors).toEqual([]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
   test("first render of a 200-stage graph (measured, reported)", async () => {
     const { home, runIds: [runId] } = await seededHome([{ stages: 200, workflow: "wide" }]);
     const { proc: server, url, login } = await startServe(home);
+    // a page of its own (not the kept one): the first render of a first visit is what is measured
     const { page, errors } = await newPage();
     try {
       await signIn(page, login, url);

@@ -21,7 +21,7 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, leavePageAndStopServer, launchBrowser, keptPage, signIn, startRun, startServe } from "./browser-support.ts";
 
 declare const document: {
   body: { dataset: Record<string, string | undefined> };
@@ -50,7 +50,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
     writeFileSync(join(home, "config.json"), JSON.stringify({ artifacts: { maxAttachmentBytes: 1024 } }));
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, "interact.ts", []);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
@@ -117,7 +117,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(detail.run.outputs).toEqual({ ship: "yes", why: "the tests pass", heard: "listening\nheard: hello from the page" });
       expect(errors).toEqual(["Failed to load resource: the server responded with a status of 404 (Not Found)", "Failed to load resource: the server responded with a status of 400 (Bad Request)"]); // the typo, the file over the cap
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
@@ -126,7 +126,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
     const gate = join(makeTempDir(), "gate");
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
@@ -157,7 +157,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
@@ -166,7 +166,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
     const gate = join(makeTempDir(), "gate");
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
@@ -191,7 +191,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
@@ -200,7 +200,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
     const gate = join(makeTempDir(), "gate");
     // Without recovery: the local service would resume the crashed run before the page shows it crashed.
     const { proc: server, url, login } = await startServe(home, undefined, ["--no-recover"]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: url.replace(/\/$/, "") });
     try {
       await signIn(page, login, url);
@@ -224,7 +224,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page actions in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 180_000);
 });

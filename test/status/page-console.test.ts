@@ -29,7 +29,7 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { killSpawned, processesWithHome, runAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { FIXTURES, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { FIXTURES, HAVE_CHROMIUM, releaseBrowser, leavePageAndStopServer, launchBrowser, keptPage, signIn, startRun, startServe } from "./browser-support.ts";
 import { checkLayout } from "./layout-check.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> }; querySelector(s: string): { textContent: string } | null };
@@ -63,7 +63,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
     const home = makeTempDir();
     homes.push(home);
     const { proc: server, url, login } = await startServe(home, undefined, [], project());
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     const detail = (id: string) => page.evaluate(async (runId) => (await fetch(`/api/runs/${runId}`)).json(), id) as Promise<Detail>;
     try {
       await signIn(page, login, url);
@@ -120,7 +120,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       // The one refused start is the browser's only complaint.
       expect(errors).toEqual(["Failed to load resource: the server responded with a status of 400 (Bad Request)"]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 180_000);
 
@@ -130,7 +130,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
     const gate = join(makeTempDir(), "gate");
     // Without recovery: the crashed run below waits for the page's Resume rather than the service's.
     const { proc: server, url, login } = await startServe(home, undefined, ["--no-recover"]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       const runs = [];
       for (let i = 0; i < 3; i++) runs.push(await startRun(home, "interact.ts", ["skip=true", `gate=${gate}`]));
@@ -182,7 +182,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 180_000);
   test("Resume of a failed run with the service recovering: left to the service, which drives it to its end", async () => {
@@ -193,7 +193,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
     const file = join(dir, "flaky.ts");
     writeFileSync(file, `import { workflow } from "atomic";\nexport default workflow({ name: "flaky", run: async (ctx) => ({ ok: (await ctx.shell("check", "test -f '${gate}' && echo ready")).text.trim() }) });\n`);
     const { proc: server, url, login } = await startServe(home);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       const failed = await startRun(home, file, []);
       expect(await failed.proc.exited).not.toBe(0);
@@ -206,7 +206,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the console's actions in Chromium", () => {
       await page.waitForFunction(runStatusIs("completed"), "completed", { timeout: 60_000 });
       expect(errors).toEqual([]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 180_000);
 });

@@ -26,7 +26,7 @@ import { join } from "node:path";
 import { killSpawned, runAtomic } from "../helpers/atomic.ts";
 import { inOrder, startFakeOpenAI, text, toolCall } from "../helpers/fake-openai.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, closePageAndServer, launchBrowser, newPage, signIn, startRun, startServe } from "./browser-support.ts";
+import { ARTIFACTS, HAVE_CHROMIUM, releaseBrowser, leavePageAndStopServer, launchBrowser, keptPage, signIn, startRun, startServe } from "./browser-support.ts";
 
 declare const document: {
   body: { dataset: Record<string, string | undefined> };
@@ -49,7 +49,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
     const gate = join(makeTempDir(), "gate");
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, "fanout.ts", [`gate=${gate}`]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
@@ -89,7 +89,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 150_000);
 
@@ -98,7 +98,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
     const gate = join(makeTempDir(), "gate");
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, "fanout.ts", [`gate=${gate}`, "n=3"]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
@@ -119,7 +119,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect(errors).toEqual([]);
     } finally {
       writeFileSync(gate, "");
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
@@ -130,7 +130,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
     const marker = join(makeTempDir(), "marker");
     const { proc: server, url, login } = await startServe(home);
     const run = await startRun(home, "queued.ts", [`marker=${marker}`]);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       expect(await run.proc.exited).toBe(0);
       await signIn(page, login, url);
@@ -155,7 +155,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "timeline-queued.png"), fullPage: true });
       expect(errors).toEqual([]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
@@ -167,7 +167,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
     const blocked = await startRun(home, exitAs, ["status=blocked", "reason=waiting for the vendor"]);
     expect(await blocked.proc.exited).toBe(3);
     const { proc: server, url, login } = await startServe(home);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       for (const [run, status, reason] of [[skipped, "skipped", "nothing changed upstream"], [blocked, "blocked", "waiting for the vendor"]] as const) {
@@ -185,7 +185,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       expect((api as { runs: { id: string; status: string }[] }).runs.map((r) => [r.id, r.status])).toEqual([[skipped.id, "skipped"]]);
       expect(errors).toEqual([]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
     }
   }, 120_000);
 
@@ -204,7 +204,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
     writeFileSync(gate, "");
     expect(await run.proc.exited).toBe(0);
     const { proc: server, url, login } = await startServe(home);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
@@ -221,7 +221,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "stage-messages.png"), fullPage: true });
       expect(errors).toEqual([]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
       await fake.close();
     }
   }, 120_000);
@@ -245,7 +245,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       const transcript = readFileSync(join(home, "artifacts", id, "0-quiet", "attempt-1", "transcript.md"), "utf8");
       expect(transcript).toEndWith("## Warning\n\nthe stage's output is empty: the agent's final answer has no text\n\n## Outcome\n\ncompleted\n\n");
       const { proc: server, url, login } = await startServe(home);
-      const { page, errors } = await newPage();
+      const { page, errors } = await keptPage();
       try {
         await signIn(page, login, url);
         await page.goto(`${url}runs/${id}`);
@@ -255,7 +255,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
         expect(await page.textContent("p.stage-warning")).toStartWith(`warning: ${warning}`);
         expect(errors).toEqual([]);
       } finally {
-        await closePageAndServer(page, server);
+        await leavePageAndStopServer(page, server);
       }
     } finally {
       await fake.close();
@@ -271,7 +271,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
     writeFileSync(join(project, "notes.txt"), "hello\n");
     const env = { ATOMIC_OPENAI_BASE_URL: fake.url, OPENAI_API_KEY: "sk-test" };
     const { proc: server, url, login } = await startServe(home);
-    const { page, errors } = await newPage();
+    const { page, errors } = await keptPage();
     try {
       const run = await startRun(home, "agent.ts", [], { env, cwd: project });
       expect(await run.proc.exited).toBe(0);
@@ -296,7 +296,7 @@ describe.skipIf(!HAVE_CHROMIUM)("status page views in Chromium", () => {
       await page.screenshot({ path: join(ARTIFACTS, "agent-conversation.png"), fullPage: true });
       expect(errors).toEqual([]);
     } finally {
-      await closePageAndServer(page, server);
+      await leavePageAndStopServer(page, server);
       await fake.close();
     }
   }, 120_000);
