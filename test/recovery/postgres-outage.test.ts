@@ -24,47 +24,36 @@
  * the outcome in the random ones (a run that outlasted its outage would
  * have found the server back and completed). Durations are never
  * asserted; bench/postgres-outage.ts measures them.
- *
- * The six cases run at once, each on a cluster of its own
- * (helpers/case-clusters.ts): an outage is mostly a wait, so theirs overlap
- * where one after the other they added up; each case's outage, point,
- * length and assertions are what they were on a shared cluster.
  */
 
-import { afterEach, expect, test } from "bun:test";
+import { afterAll, afterEach, expect, test } from "bun:test";
 import fc from "fast-check";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
-import { clusterPerCase } from "../helpers/case-clusters.ts";
-import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
-import { postgresInstalled, withDatabase, type Cluster } from "../helpers/postgres.ts";
+import { postgresInstalled, startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
 import { filesUnder, makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "pg-outage.ts");
 const ROUNDS = 12;
-const CASES = 6;
-const clusterOf = postgresInstalled() ? clusterPerCase(CASES) : () => undefined as never;
-/** Case i of the file (0 to CASES - 1), concurrent with the others; skipped where Postgres is not installed. */
-const outageCase = (name: string, fn: () => Promise<void>, timeoutMs: number) => (postgresInstalled() ? concurrentTest(name, fn, timeoutMs) : test.skip(name, fn));
+let cluster: Cluster | undefined;
 
-afterEach(
-  whenIdle(async () => {
-    await killSpawned();
-    removeTempDirs();
-  }),
-);
+afterEach(async () => {
+  await killSpawned();
+  removeTempDirs();
+});
+afterAll(() => cluster?.stop());
 
 /**
  * A database of its own, owned by a role of its own whose password is in the journal URL: it has characters a URL
  * must percent-encode (`/`, `@`, `:`), so a leak would show raw or encoded.
  */
-async function setup(i: number, extra: Record<string, string> = {}) {
-  const cluster = clusterOf(i);
+async function setup(extra: Record<string, string> = {}) {
+  cluster ??= await startCluster();
   const name = `outage_${Math.random().toString(36).slice(2, 10)}`;
   const password = `pw/${name}@secret:${crypto.randomUUID()}`;
-  await asAdmin(cluster, async (c) => {
+  await asAdmin(async (c) => {
     await c.query(`create role ${name} login password '${password}'`);
     await c.query(`create database ${name} owner ${name}`);
   });
@@ -78,11 +67,11 @@ async function setup(i: number, extra: Record<string, string> = {}) {
   mkdirSync(out);
   const env = { ATOMIC_JOURNAL: url, OUT_DIR: out, ROUNDS: String(ROUNDS), ...extra };
   const effects = () => (existsSync(join(out, "effects.txt")) ? readFileSync(join(out, "effects.txt"), "utf8").split("\n").filter(Boolean) : []);
-  return { cluster, url, password, home, env, effects };
+  return { url, password, home, env, effects };
 }
 
-async function asAdmin<T>(cluster: Cluster, fn: (c: pg.Client) => Promise<T>, database = "postgres"): Promise<T> {
-  const c = new pg.Client({ connectionString: withDatabase(cluster.adminUrl, database) });
+async function asAdmin<T>(fn: (c: pg.Client) => Promise<T>, database = "postgres"): Promise<T> {
+  const c = new pg.Client({ connectionString: withDatabase(cluster!.adminUrl, database) });
   await c.connect();
   try {
     return await fn(c);
@@ -99,7 +88,7 @@ function passwordForms(password: string): string[] {
 /** The password in none of `texts` (what atomic printed), none of the journal's rows, none of the home's files (its logs included). */
 async function expectPasswordNowhere(s: Awaited<ReturnType<typeof setup>>, ...texts: string[]) {
   const database = new URL(s.url).pathname.slice(1);
-  const rows = await asAdmin(s.cluster, async (c) => {
+  const rows = await asAdmin(async (c) => {
     const tables = (await c.query<{ t: string }>("select format('%I.%I', table_schema, table_name) as t from information_schema.tables where table_schema = 'atomic'")).rows;
     expect(tables.length).toBeGreaterThan(0);
     const all: string[] = [];
@@ -140,11 +129,11 @@ async function outage(s: Awaited<ReturnType<typeof setup>>, during: (proc: Retur
   const err = lineWatcher(proc.stderr);
   const id = /started run (\S+)/.exec(await out.waitFor(/^started run /))![1]!;
   await waitUntil(() => s.effects().length >= plan.after, 60_000, `${plan.after} side effects`);
-  s.cluster.stopServer();
+  cluster!.stopServer();
   let back = false;
   const end = plan.lastsMs === undefined ? undefined : setTimeout(() => {
     back = true;
-    s.cluster.startServer();
+    cluster!.startServer();
   }, plan.lastsMs);
   let code: number;
   try {
@@ -152,7 +141,7 @@ async function outage(s: Awaited<ReturnType<typeof setup>>, during: (proc: Retur
     code = await proc.exited;
   } finally {
     clearTimeout(end);
-    if (!back) s.cluster.startServer();
+    if (!back) cluster!.startServer();
   }
   await waitUntil(() => out.ended && err.ended, 10_000, "the end of its output");
   return { id, code, said: `${out.text()}\n${err.text()}`, before: counts(s.effects()) };
@@ -189,8 +178,8 @@ async function expectResumeCompletes(s: Awaited<ReturnType<typeof setup>>, r: { 
   await expectPasswordNowhere(s, r.said, resumed.stdout);
 }
 
-outageCase("postgres down mid-run: the run stops with storage_unavailable and the Postgres hint; resume completes it once the server is back", async () => {
-  const s = await setup(0, { ATOMIC_JOURNAL_RETRY_MS: "5000" });
+test.skipIf(!postgresInstalled())("postgres down mid-run: the run stops with storage_unavailable and the Postgres hint; resume completes it once the server is back", async () => {
+  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "5000" });
   const r = await outage(s);
   expect(r.code).not.toBe(0);
   expect(r.said).toMatch(/for more than 5 s/);
@@ -214,8 +203,8 @@ const PLANS = fc.sample(fc.noBias(fc.record({ after: fc.integer({ min: 1, max: R
 for (const [i, plan] of PLANS.entries()) {
   const sigterm = i === PLANS.length - 1;
   const what = sigterm ? "SIGTERM 2 s into it ends the process without the retry window" : "left alone, the run stops within the default retry window";
-  outageCase(`a postgres outage of ${plan.lastsMs / 1000} s after ${plan.after} side effects (FC_SEED=${SEED}, case ${i + 1}): ${what}; resume completes the run`, async () => {
-    const s = await setup(1 + i);
+  test.skipIf(!postgresInstalled())(`a postgres outage of ${plan.lastsMs / 1000} s after ${plan.after} side effects (FC_SEED=${SEED}, case ${i + 1}): ${what}; resume completes the run`, async () => {
+    const s = await setup();
     const r = await outage(s, async (proc, err) => {
       if (!sigterm) return;
       await err.waitFor(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d+ s more/);
@@ -234,8 +223,8 @@ for (const [i, plan] of PLANS.entries()) {
   }, 150_000);
 }
 
-outageCase(`a postgres outage at a random point of a run the service drives (FC_SEED=${SEED}): the drive stops, the service waits, and once the server is back it drives the run to completion`, async () => {
-  const s = await setup(4, { ATOMIC_JOURNAL_RETRY_MS: "3000" });
+test.skipIf(!postgresInstalled())(`a postgres outage at a random point of a run the service drives (FC_SEED=${SEED}): the drive stops, the service waits, and once the server is back it drives the run to completion`, async () => {
+  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
   const proc = spawnAtomic(["--json", "serve", "--port", "0"], { home: s.home, env: s.env });
   const out = lineWatcher(proc.stdout);
   const err = lineWatcher(proc.stderr);
@@ -248,7 +237,7 @@ outageCase(`a postgres outage at a random point of a run the service drives (FC_
     expect(detached.code).toBe(0);
     id = detached.stdout.split("\n")[0]!.trim();
     await waitUntil(() => s.effects().length >= PLANS[0]!.after, 60_000, `${PLANS[0]!.after} side effects`);
-    s.cluster.stopServer();
+    cluster!.stopServer();
     try {
       // The drive stops with the journal away; the service keeps the run for later (it cannot even record otherwise).
       await out.waitFor(/"type":"drive_(crashed|stopped|refused|ended)"/, 60_000).catch((e: Error) => {
@@ -257,7 +246,7 @@ outageCase(`a postgres outage at a random point of a run the service drives (FC_
       });
       before = counts(s.effects());
     } finally {
-      s.cluster.startServer();
+      cluster!.startServer();
     }
     await waitUntil(async () => (await runAtomic(["runs", "--json"], { home: s.home, env: s.env })).stdout.includes('"status":"completed"'), 90_000, "the run completed by the service").catch(async (err: Error) => {
       const runs = await runAtomic(["runs", "--json"], { home: s.home, env: s.env });
@@ -276,21 +265,21 @@ outageCase(`a postgres outage at a random point of a run the service drives (FC_
   await expectPasswordNowhere(s, out.text(), err.text());
 }, 150_000);
 
-outageCase("the service during a postgres outage: says the server is unreachable and waits on standby, then takes its duties again once it is back", async () => {
-  const s = await setup(5, { ATOMIC_JOURNAL_RETRY_MS: "3000" });
+test.skipIf(!postgresInstalled())("the service during a postgres outage: says the server is unreachable and waits on standby, then takes its duties again once it is back", async () => {
+  const s = await setup({ ATOMIC_JOURNAL_RETRY_MS: "3000" });
   const proc = spawnAtomic(["serve", "--port", "0"], { home: s.home, env: s.env });
   const out = lineWatcher(proc.stdout);
   const err = lineWatcher(proc.stderr);
   try {
     await out.waitFor(/this service is active/);
-    s.cluster.stopServer();
+    cluster!.stopServer();
     try {
       await err.waitFor(/the journal's Postgres at \S+ is unreachable .*; retrying for up to \d s more/);
       // Past the retry window: each duty says what failed and tries again later (its own interval: no spinning).
       await err.waitFor(/recovery scan failed: lost the connection to the journal's Postgres at postgres:\/\/\S+ for more than 3 s .*; retrying/);
       await out.waitFor(/this service lost its lease and waits on standby/);
     } finally {
-      s.cluster.startServer();
+      cluster!.startServer();
     }
     await err.waitFor(/the journal's Postgres at \S+ is reachable again/);
     await waitUntil(() => out.lines.filter((l) => /this service is active/.test(l)).length >= 2, 30_000, "the service active again");
