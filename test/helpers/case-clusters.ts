@@ -12,14 +12,17 @@
 import { afterAll, beforeAll } from "bun:test";
 import { startCluster, type Cluster } from "./postgres.ts";
 
+const HOOK_LIMIT_MS = 120_000;
+
 /** A cluster for each of `cases` concurrent cases: `cluster(i)` is case i's. */
 export function clusterPerCase(cases: number): (i: number) => Cluster {
   const clusters: Cluster[] = [];
+  // Starting and stopping clusters on a loaded machine can take longer than bun's default 5 s for a hook.
   beforeAll(async () => {
     for (let i = 0; i < cases; i++) clusters.push(await startCluster());
-  });
+  }, HOOK_LIMIT_MS);
   afterAll(() => {
     for (const c of clusters) c.stop();
-  });
+  }, HOOK_LIMIT_MS);
   return (i) => clusters[i]!;
 }
