@@ -14,7 +14,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readdirSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { killProcessesWithHome, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { CAN_LOOP, CAN_MOUNT, mountLoopExt4, mountTmpfs, unmountAll } from "../helpers/mounts.ts";
 import { cleanupNow, cleanupWhenIdle, e2eTest, expectOneSentenceError, fixture, makeTempDir, STACK_LINE } from "./support.ts";
 
@@ -77,13 +77,7 @@ async function withMount<M extends { dir: string; cleanup(): void }>(m: M, fn: (
   try {
     await fn(m);
   } finally {
-    for (const pid of processesWithHome(m.dir)) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // gone already
-      }
-    }
+    killProcessesWithHome(m.dir);
     await waitUntil(() => processesWithHome(m.dir).length === 0, 10_000, "the run's processes to go before the unmount").catch(() => {});
     m.cleanup();
   }

@@ -25,7 +25,7 @@ import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { killProcessesWithHome, lineWatcher, processesWithHome, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { makeFleet, type Fleet } from "../helpers/fleet.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
@@ -187,7 +187,7 @@ test("a stage retried on another host, then on the root's own workers, goes on f
   await waitUntil(() => git(repos.root, "log", "--format=%s", branch).startsWith("attempt 2\n"), 30_000, "the root to take attempt 2's commits");
   // ... so when it dies and its resume runs attempt 3 on its own workers, that attempt starts from them too.
   // The root may be running git for the next attempt (b9cca05): a child listed here can end before its kill.
-  killEverythingOf(home);
+  killProcessesWithHome(home);
   await root.exited;
   writeFileSync(join(dir, "go-3"), "");
   const resumed = await runAtomic(["resume", runId, "--journal", url, "--workers", "1"], { home, cwd: repos.root });
@@ -262,7 +262,7 @@ test("the root killed while its git holds the stage worktree's index lock: the r
   await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to commit");
   // Attempt 1 fails; before attempt 2 the root's `git add -A` takes the index lock and is killed with the root.
   const lock = await lockHeldAfterAttempt1(hold, dir);
-  killEverythingOf(home);
+  killProcessesWithHome(home);
   await root.exited;
   await waitUntil(() => processesWithHome(home).length === 0, 10_000, "the root's processes to end");
   expect(existsSync(lock)).toBe(true);
@@ -288,7 +288,7 @@ test("an attempt on the root's own workers commits and is killed (kill -9); the 
   void new Response(root.stderr).text();
   const runId = JSON.parse(await lineWatcher(root.stdout).waitFor(/"runId"/, 30_000)).runId as string;
   await waitUntil(() => existsSync(join(dir, "ready-1")), 60_000, "attempt 1 to commit on the root's worker");
-  killEverythingOf(home);
+  killProcessesWithHome(home);
   await root.exited;
   await waitUntil(() => processesWithHome(home).length === 0, 10_000, "the root's processes to end");
   const branch = git(repos.root, "for-each-ref", "--format=%(refname:strip=2)", "refs/atomic-base/").trim();
@@ -492,14 +492,3 @@ test("a host killed while its git holds the stage worktree's index lock (committ
   // Attempts 2 and 3 went on from attempt 1's commit, in the host's worktree the lock was in.
   expectRelayed(dir, out, repos.origin);
 }, 180_000);
-
-/** SIGKILL to every process of the home; one listed may have ended before its kill (a git the root ran, say). */
-function killEverythingOf(home: string): void {
-  for (const pid of processesWithHome(home)) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // ended meanwhile
-    }
-  }
-}

@@ -228,6 +228,17 @@ export function processesMatching(needle: string, role?: string): number[] {
   return pids;
 }
 
+/** SIGKILL to every process of `home` (processesWithHome); one listed may end before its kill (a git the root ran, say). */
+export function killProcessesWithHome(home: string): void {
+  for (const pid of processesWithHome(home)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // ended meanwhile
+    }
+  }
+}
+
 /** Live (not zombie) processes whose environment names `home` as ATOMIC_HOME (a run's root, coordinator and workers all do). */
 export function processesWithHome(home: string): number[] {
   const pids: number[] = [];

@@ -8,7 +8,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "bun:test";
-import { lineWatcher, processesWithHome, spawnAtomic, waitUntil, type AtomicOptions } from "../helpers/atomic.ts";
+import { killProcessesWithHome, lineWatcher, processesWithHome, spawnAtomic, waitUntil, type AtomicOptions } from "../helpers/atomic.ts";
 
 export const COUNT = join(import.meta.dir, "fixtures", "count.ts");
 
@@ -19,13 +19,7 @@ export function effects(log: string): string[] {
 
 /** SIGKILLs every process of `home` still running (drivers the service started) and waits until none is left. */
 export async function cleanHome(home: string): Promise<void> {
-  for (const pid of processesWithHome(home)) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // gone meanwhile
-    }
-  }
+  killProcessesWithHome(home);
   await waitUntil(() => processesWithHome(home).length === 0, 10_000, `the processes of ${home} to end`);
 }
 
