@@ -24,7 +24,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join } from "node:path";
 import { lineWatcher, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
-import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent } from "../helpers/chat-agents.ts";
+import { chatAgentSetup, MODEL, startNetworkTrap, type ChatAgent, type ChatAgentSetup } from "../helpers/chat-agents.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
@@ -67,32 +67,48 @@ interface StageOut {
   error: { code: string; message: string } | null;
 }
 
-async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], extra: string[] = [], setup: Parameters<typeof chatAgentSetup>[2] = {}, moreEnv: Record<string, string> = {}): Promise<StageOut[] & { home: string; env: Record<string, string>; runId: string }> {
-  const { home, cwd, env: setupEnv } = chatAgentSetup(kind, s.url, { trap, ...setup });
-  const env = { ...setupEnv, ...moreEnv };
+interface RunOptions {
+  /** more arguments of `atomic run` */
+  extra?: string[];
+  setup?: Parameters<typeof chatAgentSetup>[2];
+  env?: Record<string, string>;
+  /** called with the fresh home, cwd and environment before the run */
+  prepare?: (setup: ChatAgentSetup) => void;
+}
+
+async function runStages(kind: ChatAgent, s: FakeOpenAI, prompts: string[], opts: RunOptions = {}): Promise<StageOut[] & ChatAgentSetup & { runId: string }> {
+  const made = chatAgentSetup(kind, s.url, { trap, ...opts.setup });
+  const { home, cwd } = made;
+  const env = { ...made.env, ...opts.env };
+  opts.prepare?.({ home, cwd, env });
   const file = join(home, "prompts.json");
   writeFileSync(file, JSON.stringify(prompts));
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...extra], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
+  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `runner=${kind}`, "--input", `model=${MODEL}`, "--input", `prompts=@${file}`, ...(opts.extra ?? [])], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
   if (r.code !== 0) throw new Error(`atomic run exited ${r.code}: ${r.stderr}`);
   const result = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
-  return Object.assign(result.outputs.stages as StageOut[], { home, env, runId: result.runId as string });
+  return Object.assign(result.outputs.stages as StageOut[], { home, cwd, env, runId: result.runId as string });
 }
 
 const shellArgs = (kind: ChatAgent, command: string) => (kind === "opencode" ? { command, description: "run it" } : { command });
 
-agentTest("opencode in its default sandbox (no sandbox option): its bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; no snapshot store of the git cwd", async () => {
-  const KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted-opencode-key\n-----END OPENSSH PRIVATE KEY-----\n";
-  let probe = "";
-  const s = await server((req) => (hasToolResult(req) ? text("probed") : toolCall("bash", shellArgs("opencode", probe))));
-  const { home, cwd, env } = chatAgentSetup("opencode", s.url, { trap });
+/**
+ * opencode in its default sandbox (no sandbox option), probed by the bash tool call of its 300 KiB case below, which
+ * carries this case too (one start for both, docs/design/testing.md "Session 13: chat-agents-real's starts"): the
+ * probe changes neither the prompt, the replies, the usage nor the requests that case checks, and traces on change
+ * nothing of the sandbox. The probe is a script in the cwd (as a hostile file of a repository would be): opencode's
+ * own permission check stops a command that names a path outside its directory (external_directory: "ask", which a
+ * headless run cannot answer; atomic passes opencode no permission settings), so the command names none and the
+ * sandbox is what the script meets. The cwd is a git repository, as a user's usually is: opencode keeps no snapshot
+ * store of it (`snapshot: false`, opencode.ts).
+ */
+const SANDBOX_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nplanted-opencode-key\n-----END OPENSSH PRIVATE KEY-----\n";
+const SANDBOX_CASE = "; in its default sandbox (no sandbox option) its bash tool cannot read ~/.ssh nor the atomic home, nor write outside the cwd; its work succeeds; no snapshot store of the git cwd";
+
+function plantSandboxProbe({ home, cwd, env }: ChatAgentSetup): string {
   mkdirSync(join(env.HOME!, ".ssh"));
-  writeFileSync(join(env.HOME!, ".ssh", "id_ed25519"), KEY);
+  writeFileSync(join(env.HOME!, ".ssh", "id_ed25519"), SANDBOX_KEY);
   writeFileSync(join(home, "planted-secret"), "atomic-home-secret\n");
   const outside = makeTempDir("atomic-opencode-outside-");
-  // The probe is a script in the cwd (as a hostile file of a repository would be): opencode's own permission check
-  // stops a command that names a path outside its directory (external_directory: "ask", which a headless run
-  // cannot answer; atomic passes opencode no permission settings), so the command names none and the sandbox is
-  // what the script meets.
   writeFileSync(
     join(cwd, "probe.sh"),
     [
@@ -102,14 +118,12 @@ agentTest("opencode in its default sandbox (no sandbox option): its bash tool ca
       `echo done > result.txt && echo WORK=DONE`,
     ].join("\n"),
   );
-  probe = "sh probe.sh";
-  // The cwd is a git repository, as a user's usually is: opencode keeps no snapshot store of it (`snapshot: false`, opencode.ts).
   const git = Bun.spawnSync(["sh", "-c", "git init -q && git add probe.sh && git -c user.name=t -c user.email=t@t commit -qm probe"], { cwd });
   expect(git.exitCode).toBe(0);
-  const r = await runAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", "runner=opencode", "--input", `model=${MODEL}`, "--input", `prompts=${JSON.stringify(["probe"])}`], { home, cwd, env, timeoutMs: AGENT_TEST_LIMIT_MS });
-  expect(r.code).toBe(0);
-  const [stage] = JSON.parse(r.stdout.trim().split("\n").at(-1)!).outputs.stages as { status: string; text: string }[];
-  expect(stage).toMatchObject({ status: "completed", text: "probed" });
+  return outside;
+}
+
+function expectSandboxed(s: FakeOpenAI, { cwd, env }: ChatAgentSetup, outside: string): void {
   const said = String(s.requests[1]!.body.messages.find((m) => m.role === "tool")!.content);
   for (const seen of ["SSH=DENIED", "ATOMIC_HOME=DENIED", "OUTSIDE=DENIED", "WORK=DONE"]) expect(said).toContain(seen);
   expect(JSON.stringify(s.requests.map((q) => q.body))).not.toContain("planted-opencode-key");
@@ -117,45 +131,55 @@ agentTest("opencode in its default sandbox (no sandbox option): its bash tool ca
   expect(readFileSync(join(cwd, "result.txt"), "utf8")).toBe("done\n");
   expect(existsSync(join(env.XDG_DATA_HOME!, "opencode", "opencode.db"))).toBe(true);
   expect(existsSync(join(env.XDG_DATA_HOME!, "opencode", "snapshot"))).toBe(false);
-});
+}
 
 for (const kind of KINDS) {
   agentTest(
-    `${kind}: a 300 KiB prompt through stdin, unchanged; a bash tool call (its shell has the stage span's TRACEPARENT), then the answer; usage and cost exactly the provider's`,
+    `${kind}: a 300 KiB prompt through stdin, unchanged; a bash tool call (its shell has the stage span's TRACEPARENT), then the answer; usage and cost exactly the provider's${kind === "opencode" ? SANDBOX_CASE : ""}`,
     async () => {
       const prompt = `TOOL please ${"x".repeat(300 * 1024)}`;
+      const sandboxed = kind === "opencode";
+      const probe = sandboxed ? "sh probe.sh; " : "";
       const s = await server((req) =>
         hasToolResult(req)
           ? text("all done", { prompt: 100, completion: 7, cached: 30 })
-          : toolCall("bash", shellArgs(kind, 'echo hi-from-tool "traceparent=$TRACEPARENT"'), { usage: { prompt: 10, completion: 5 } }),
+          : toolCall("bash", shellArgs(kind, `${probe}echo hi-from-tool "traceparent=$TRACEPARENT"`), { usage: { prompt: 10, completion: 5 } }),
       );
       // Traces on, to a local receiver: the CLI, and the shell its tool runs, get the stage attempt's span as TRACEPARENT.
       const otlp = await startOtlpReceiver();
-      let stage: StageOut | undefined;
+      let stages: Awaited<ReturnType<typeof runStages>>;
+      let outside = "";
       let stageSpan: ReceivedSpan;
       try {
-        [stage] = await runStages(kind, s, [prompt], [], {}, { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url });
+        stages = await runStages(kind, s, [prompt], { env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url }, ...(sandboxed ? { prepare: (made: ChatAgentSetup) => void (outside = plantSandboxProbe(made)) } : {}) });
         // The run has exited, its spans flushed: the stage's is among them.
         stageSpan = otlp.spans.items.find((x) => x.name === "invoke_agent s0")!;
         expect(stageSpan).toBeDefined();
       } finally {
         await otlp.close();
       }
-      expect(stage!.error).toBeNull();
-      expect(stage!).toMatchObject({ status: "completed", text: "all done" });
+      const stage = stages[0]!;
+      expect(stage.error).toBeNull();
+      expect(stage).toMatchObject({ status: "completed", text: "all done" });
       // input excludes cache reads (10 + 70); cost from the CLI's own price table: (80×1 + 12×2 + 30×0.5) per million
-      expect(stage!.usage).toMatchObject({ inputTokens: 80, outputTokens: 12, cacheReadTokens: 30, cacheWriteTokens: 0, costMicroUsd: 119, turns: 2 });
+      expect(stage.usage).toMatchObject({ inputTokens: 80, outputTokens: 12, cacheReadTokens: 30, cacheWriteTokens: 0, costMicroUsd: 119, turns: 2 });
       // every call the provider saw is counted: no title-generation call of opencode's
       expect(s.requests.length).toBe(2);
       expect(userTexts(s.requests[0]!).at(-1)!.trimEnd()).toBe(prompt);
       const tool = s.requests[1]!.body.messages.find((m) => m.role === "tool")!;
       expect(String(tool.content)).toContain(`hi-from-tool traceparent=00-${stageSpan.traceId}-${stageSpan.spanId}-01`);
+      if (sandboxed) expectSandboxed(s, stages, outside);
     },
   );
 
   agentTest(
-    `${kind}: provider errors mapped to the shared codes; a 500 its own retry survives`,
+    `${kind}: provider errors mapped to the shared codes; a 500 its own retry survives, its answer priced from atomic's table (a model the CLI's config gives no price)`,
     async () => {
+      // The surviving stage also carries the priced half of the pricing case (one start fewer, docs/design/testing.md
+      // "Session 13: chat-agents-real's starts"): prices are read only from a completed turn's usage, which no error
+      // case has, and no error's mapping reads a price. atomic's table names the model as the CLI reports it
+      // (opencode: the stage's provider/model; pi: the model id).
+      const model = kind === "opencode" ? MODEL : "m";
       const seen = new Map<string, number>();
       const s = await server((req) => {
         const said = userTexts(req).join(" ");
@@ -166,7 +190,7 @@ for (const kind of KINDS) {
         if (marker === "E401") return err(401, "the key is wrong");
         if (marker === "E400") return err(400, "messages is malformed");
         if (marker === "E429") return err(429, "slow down please", { "retry-after": "1" });
-        if (marker === "E500ONCE") return n === 0 ? err(500, "upstream hiccup") : text("survived");
+        if (marker === "E500ONCE") return n === 0 ? err(500, "upstream hiccup") : text("survived", { prompt: 100, completion: 10 });
         if (marker === "CUT") return { text: ["partial ", "more"], cutOff: true };
         const partial = `data: ${JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content: "par" }, finish_reason: null }] })}\n\n`;
         if (marker === "STREAMERR") return { raw: [partial, `data: ${JSON.stringify({ error: { message: "the stream broke down" } })}\n\n`] };
@@ -174,7 +198,9 @@ for (const kind of KINDS) {
         if (marker === "STREAMKIND") return { raw: [partial, `data: ${JSON.stringify({ error: kind })}\n\n`] };
         return text("?");
       });
-      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", "STREAMKIND", ...(kind === "opencode" ? ["CUT"] : [])]);
+      const stages = await runStages(kind, s, ["E401", "E400", "E429", "E500ONCE", "STREAMERR", "STREAMKIND", ...(kind === "opencode" ? ["CUT"] : [])], {
+        setup: { unpriced: true, pricing: { [model]: { inputPerMTok: 3, outputPerMTok: 10 } } },
+      });
       const exit = new RegExp(`\\(${kind} exited with status \\d+\\)$`);
       for (const i of [0, 1, 2, 4, 5]) expect(stages[i]!.error!.message).toMatch(exit);
       expect(stages[0]).toMatchObject({ status: "failed", error: { code: "provider_auth" } });
@@ -188,6 +214,8 @@ for (const kind of KINDS) {
       expect(readdirSync(join(stages.home, "rate-limits")).filter((f) => f.endsWith(".json")).length).toBe(1);
       expect(stages[3]).toMatchObject({ status: "completed", text: "survived" });
       expect(stages[3]!.error).toBeNull();
+      expect(stages[3]!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 400 });
+      expect(stages[3]!.usage!.unpriced).toBeUndefined();
       // an error inside the stream has no HTTP status: the provider's (retryable, as the openai runner's mid-stream error), in its words
       expect(stages[4]).toMatchObject({ status: "failed", error: { code: "provider_unavailable" } });
       expect(stages[4]!.error!.message).toStartWith(`${kind}: the provider reported an error (inside its reply stream): the stream broke down`);
@@ -206,27 +234,16 @@ for (const kind of KINDS) {
 
 for (const kind of KINDS) {
   agentTest(
-    `${kind}: a model its config gives no price: priced from atomic's table when it has one, else the stage says unpriced (not $0)`,
+    `${kind}: tools in atomic's terms: ["bash", "read"] offers only the CLI's own shell and read tools; [] offers none; a model its config gives no price, atomic's table neither: the stage says unpriced (not $0)`,
     async () => {
+      // The unpriced half of the pricing case rides on these stages (one start fewer, docs/design/testing.md
+      // "Session 13: chat-agents-real's starts"): a price in the CLI's config changes no tool it offers, and the
+      // tools change no usage. Its priced half is the surviving stage of the provider errors' case.
       const s = await server(() => text("fine", { prompt: 100, completion: 10 }));
-      const [unpriced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true });
-      expect(unpriced!.error).toBeNull();
-      expect(unpriced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 0, unpriced: true });
-      // atomic's table names the model as the CLI reports it (opencode: the stage's provider/model; pi: the model id)
-      const model = kind === "opencode" ? MODEL : "m";
-      const [priced] = await runStages(kind, s, ["PRICE"], [], { unpriced: true, pricing: { [model]: { inputPerMTok: 3, outputPerMTok: 10 } } });
-      expect(priced!.error).toBeNull();
-      expect(priced!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 400 });
-      expect(priced!.usage!.unpriced).toBeUndefined();
-    },
-  );
-
-  agentTest(
-    `${kind}: tools in atomic's terms: ["bash", "read"] offers only the CLI's own shell and read tools; [] offers none`,
-    async () => {
-      const s = await server(() => text("fine"));
-      const stages = await runStages(kind, s, ["TOOLS-SOME", "TOOLS-NONE"], ["--input", `tools=${JSON.stringify([["bash", "read"], []])}`]);
+      const stages = await runStages(kind, s, ["TOOLS-SOME", "TOOLS-NONE"], { extra: ["--input", `tools=${JSON.stringify([["bash", "read"], []])}`], setup: { unpriced: true } });
       expect(stages.map((x) => x.status)).toEqual(["completed", "completed"]);
+      expect(stages[0]!.error).toBeNull();
+      expect(stages[0]!.usage).toMatchObject({ inputTokens: 100, outputTokens: 10, costMicroUsd: 0, unpriced: true });
       const offered = (marker: string) => {
         const req = s.requests.find((r) => userTexts(r).some((t) => t.includes(marker)))!;
         return (req.body.tools ?? []).map((t) => t.function.name).sort();
@@ -240,7 +257,7 @@ for (const kind of KINDS) {
     `${kind}: a tool the stage did not allow, called anyway, is refused by ${kind} and is a warning on the stage (transcript and show)`,
     async () => {
       const s = await server((req) => (hasToolResult(req) ? text("could not") : toolCall("bash", shellArgs(kind, "echo hi > out.txt"))));
-      const stages = await runStages(kind, s, ["DENY"], ["--input", `tools=${JSON.stringify(["read"])}`]);
+      const stages = await runStages(kind, s, ["DENY"], { extra: ["--input", `tools=${JSON.stringify(["read"])}`] });
       expect(stages[0]).toMatchObject({ status: "completed", text: "could not" });
       const seen = await shownStage(stages.home, stages.env, stages.runId, "s0");
       // opencode answers through its "invalid" tool, which no longer has the model's arguments; pi keeps them
