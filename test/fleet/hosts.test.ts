@@ -10,13 +10,13 @@
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { killSpawned, lineWatcher, runAtomic, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
+import { killSpawned, lineWatcher, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { startFakeOpenAI, text, type FakeOpenAI } from "../helpers/fake-openai.ts";
 import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { expectOneSentenceError } from "../e2e/support.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
-import { FIXTURES, marks, startHost, stopHosts } from "./support.ts";
+import { FIXTURES, marks, startHost, stopHosts, type TestHost } from "./support.ts";
 import { parseMetrics } from "../observability/support.ts";
 import { POOL_PROTOCOL_VERSION } from "../../src/pool/protocol/common.ts";
 
@@ -149,21 +149,43 @@ concurrentTest("worker hosts > bad worker flags and a bad queue name are one sen
   expect(await adminQueryIn(db, ["select count(*)::int as n from atomic.work_items"])).toEqual([{ n: 0 }]);
 }, 60_000);
 
+/** The longest a test here waits for a stage to reach a host: the root's start, the claim and the stage's start, beside the rest of the suite. */
+const STAGE_ON_HOST_MS = 60_000;
+
+/**
+ * The start marks of the fleet fixture's stages (its `started` input) once there are `n`: a mark stays, where a
+ * stage process seen running may be gone by the time a busy test looks. Fails at once if the run ends first;
+ * either way with the marks, the hosts' logs and the end of the run's stderr (all a failure in CI's log shows).
+ */
+async function untilStarted(started: string, n: number, run: { proc: { exited: Promise<number> }; said: ReturnType<typeof lineWatcher> }, hosts: readonly TestHost[]): Promise<string[]> {
+  const describe = () =>
+    [
+      `start marks: ${JSON.stringify(marks(started))}`,
+      ...hosts.map((h) => `host ${h.id}'s log:\n${h.log.lines.slice(-20).join("\n")}`),
+      `the run's stderr:\n${run.said.lines.slice(-20).join("\n")}`,
+    ].join("\n");
+  const event = waitUntil(() => (marks(started).length >= n ? marks(started) : undefined), STAGE_ON_HOST_MS, `${n} stage start(s)`) as Promise<string[]>;
+  return untilEvent(event, `${n} stage start(s) on a host`, { proc: run.proc, limitMs: STAGE_ON_HOST_MS, describe });
+}
+
 concurrentTest("worker hosts > SIGTERM drains: the running stage finishes, nothing new is claimed; with the grace over, the stage moves to another host", async () => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
-  const file = join(dir, "marks");
+  const [file, started, gate] = [join(dir, "marks"), join(dir, "started"), join(dir, "gate")];
   const first = await startHost({ url, id: "first", slots: 1, grace: "30s" });
-  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", "sleep=4", "--input", `marks=${file}`], { home: join(dir, "root") });
-  // Each stage runs 4 s: long enough that the wait below sees the first one running before it ends and the
-  // host claims the second (with 1 s, a busy machine's fresh-clone run once saw the host already on s1).
-  await waitUntil(() => first.log.text().includes("reclaimed") || first.processes().length > 2, 60_000, "a stage running on the first host");
+  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", `started=${started}`, "--input", `gate=${gate}`, "--input", `marks=${file}`], {
+    home: join(dir, "root"),
+  });
+  // One stage runs on the host's one slot, held at its gate: the SIGTERM below comes while it runs, however busy the machine.
+  expect(await untilStarted(started, 1, { proc: run, said: lineWatcher(run.stderr) }, [first])).toEqual([expect.stringMatching(/^s\d first$/)]);
   expect(marks(file)).toEqual([]);
   first.proc.kill("SIGTERM");
+  await first.log.waitFor(/draining: no new stages/, STAGE_ON_HOST_MS);
+  writeFileSync(gate, "");
   expect(await first.exited).toBe(0);
-  // The stage it ran finished there; the other waits for a host.
+  // The stage it ran finished there (within its grace); the other was not claimed and waits for a host.
   expect(marks(file)).toEqual([expect.stringMatching(/^s\d first$/)]);
-  expect(first.log.text()).toContain("draining");
+  expect(marks(started)).toHaveLength(1);
   const second = await startHost({ url, id: "second", slots: 1, grace: "0.2s" });
   expect(await run.exited).toBe(0);
   expect(marks(file).length).toBe(2);
@@ -174,16 +196,22 @@ concurrentTest("worker hosts > SIGTERM drains: the running stage finishes, nothi
 concurrentTest("worker hosts > a grace that runs out interrupts the stage and releases it to another host", async () => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
-  const file = join(dir, "marks");
+  const [file, started, gate] = [join(dir, "marks"), join(dir, "started"), join(dir, "gate")];
   const quick = await startHost({ url, id: "quick", slots: 1, grace: "0.3s" });
-  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", "sleep=3", "--input", `marks=${file}`], { home: join(dir, "root") });
-  await waitUntil(() => quick.processes().length > 2, 60_000, "the stage running");
+  const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", `started=${started}`, "--input", `gate=${gate}`, "--input", `marks=${file}`], {
+    home: join(dir, "root"),
+  });
+  // The stage holds at its gate: only the grace's end stops it on this host.
+  expect(await untilStarted(started, 1, { proc: run, said: lineWatcher(run.stderr) }, [quick])).toEqual(["s0 quick"]);
   quick.proc.kill("SIGTERM");
   expect(await quick.exited).toBe(0);
   expect(quick.log.text()).toContain("the drain's grace is over");
-  expect(marks(file)).toEqual([]);
+  // The interrupted stage's processes ended with the host: none is left to mark once the gate opens.
+  await waitUntil(() => quick.processes().length === 0, STAGE_ON_HOST_MS, "the processes of host quick to end");
   await startHost({ url, id: "other", slots: 1 });
+  writeFileSync(gate, "");
   expect(await run.exited).toBe(0);
+  expect(marks(started)).toEqual(["s0 quick", "s0 other"]);
   expect(marks(file)).toEqual(["s0 other"]);
 }, 90_000);
 
