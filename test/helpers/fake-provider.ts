@@ -58,6 +58,8 @@ export interface FakeProvider<R> {
   proxyEnv(): Record<string, string>;
   /** Throws when anything but the scripted model calls and known probes reached us or the trap. */
   assertOnlyFake(): void;
+  /** For a failure message: every request in order, a model call with the end of its last message, and the replies still queued. */
+  describe(): string;
   close(): Promise<void>;
 }
 
@@ -120,11 +122,22 @@ export async function startFakeProvider<R>(spec: FormatSpec<R>): Promise<FakePro
     assertOnlyFake() {
       if (strays.length) throw new Error(`the CLI connected elsewhere than the fake provider: ${strays.join(", ")}`);
     },
+    describe() {
+      const lines = requests.map((r, i) => `#${i + 1} ${r.method} ${r.path}${calls.includes(r) ? ` (model call; last message: ${lastMessage(r.body)})` : ""}`);
+      return `the fake provider got ${requests.length} requests, ${calls.length} model calls, ${queue.length} replies still queued${strays.length ? `, strays: ${strays.join(", ")}` : ""}:\n${lines.join("\n")}`;
+    },
     async close() {
       trap.stop(true);
       await server.stop(true);
     },
   };
+}
+
+/** The end of a model call's last message (Anthropic/chat `messages`, Responses `input`, Gemini `contents`), at most 400 characters. */
+function lastMessage(body: any): string {
+  const messages = body?.messages ?? body?.input ?? body?.contents;
+  const last = JSON.stringify(Array.isArray(messages) ? messages.at(-1) : (messages ?? body)) ?? "";
+  return last.length > 400 ? `…${last.slice(-400)}` : last;
 }
 
 /** One SSE event. */

@@ -81,13 +81,23 @@ export async function cancelDuringTool<R>(s: RealStage<R>, toolCall: (command: s
   const started = join(s.cwd, "started");
   const termed = join(s.cwd, "termed");
   s.fake.push(toolCall(`trap ': > ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`));
-  const { proc, runId } = await startStage(s, { prompt: "work" }, ["--workers", "1"]);
-  await untilEvent(waitUntil(() => existsSync(started) && pidsRunning(sleep).length > 0, AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS });
+  const { proc, out, runId } = await startStage(s, { prompt: "work" }, ["--workers", "1"]);
+  const describe = describeRun(proc, out, s.fake);
+  await untilEvent(waitUntil(() => existsSync(started) && pidsRunning(sleep).length > 0, AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS, describe });
   if (how === "cancel") expect((await runAtomic(["cancel", runId], { home: s.h.home, env: s.h.env })).code).toBe(0);
   else proc.kill("SIGINT");
   await proc.exited;
   await waitUntil(() => pidsRunning(sleep).length === 0, AGENT_STEP_LIMIT_MS, "the tool's sleep to end");
   if (toolSeesTerm) expect(existsSync(termed)).toBe(true);
+}
+
+/**
+ * For a failure message while a run goes on (untilEvent's `describe`): the end of the run's stdout (its outputs, once
+ * it ended) and stderr, and every request the fake provider got. Call it right after the run started (it reads stderr).
+ */
+export function describeRun(proc: { stderr: ReadableStream<Uint8Array> }, out: { lines: string[] }, fake: { describe(): string }): () => string {
+  const stderr = lineWatcher(proc.stderr);
+  return () => `the run's stdout ends:\n${out.lines.slice(-8).join("\n")}\nits stderr ends:\n${stderr.lines.slice(-15).join("\n")}\n${fake.describe()}`;
 }
 
 /** Runs the stage, sends `text` with `mode` once the CLI's first model call arrived, then `afterSend()`; the run must end well. */
@@ -96,7 +106,7 @@ export async function sendMidTurn(s: RealStage<any>, inputs: Record<string, unkn
   const proc = spawnAtomic(runArgs(s, inputs), { home: s.h.home, cwd: s.cwd, env: s.h.env });
   const out = lineWatcher(proc.stdout);
   const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
-  await untilEvent(s.fake.callMatching(), "the CLI's first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS });
+  await untilEvent(s.fake.callMatching(), "the CLI's first model call", { proc, limitMs: AGENT_STEP_LIMIT_MS, describe: describeRun(proc, out, s.fake) });
   expect((await runAtomic(["send", started.runId, "ask", text, "--mode", mode, ...sendArgs], { home: s.h.home, env: s.h.env, cwd: s.cwd })).code).toBe(0);
   afterSend();
   expect(await proc.exited).toBe(0);

@@ -19,6 +19,7 @@
 import { afterAll, afterEach, expect } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { describeRun } from "../helpers/real-agent-stage.ts";
 import { atomicBin, lineWatcher, processesMatching, runAtomic, spawnAtomic, untilEvent, waitUntil } from "../helpers/atomic.ts";
 import { AGENT_STEP_LIMIT_MS, AGENT_TEST_LIMIT_MS, agentBin, agentTest } from "../helpers/agents.ts";
 import { withinLimit } from "../helpers/heavy.ts";
@@ -454,8 +455,8 @@ for (const [how, extra] of [
       // waits on: in the sandbox the grace ends when claude does (its PID namespace goes with it).
       s.fake.push(toolUse("Bash", { command: `trap ': > ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`, description: "wait" }));
       // Claude's own tool name passes through unchanged.
-      const { proc, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, [...extra]);
-      await waitUntil(() => existsSync(started), AGENT_STEP_LIMIT_MS, "the tool to start");
+      const { proc, out, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, [...extra]);
+      await untilEvent(waitUntil(() => existsSync(started), AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS, describe: describeRun(proc, out, s.fake) });
       const sleepPid = await onlyPid(sleep);
       expect(isLive(sleepPid)).toBe(true);
       if (how.startsWith("atomic cancel")) expect((await runAtomic(["cancel", runId], { home: s.home, env: s.env })).code).toBe(0);

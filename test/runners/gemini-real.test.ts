@@ -11,16 +11,22 @@
  * `general.maxAttempts` 2), a broken stream's message kept. Every test checks that
  * gemini connected nowhere but the fake. gemini runs as one process (atomic
  * sets GEMINI_CLI_NO_RELAUNCH): its tool's shell has one gemini among its
- * ancestors, not a second one that gemini started of itself.
+ * ancestors, not a second one that gemini started of itself. A gemini
+ * that came to its stdin too late and lost the prompt (exit 42; the
+ * fixture gemini-late-stdin.cjs makes the first one do so) is started
+ * again.
  */
 
 import { expect } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { geminiHome } from "../helpers/agent-homes.ts";
 import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
 import { httpError, modelOf, say, shell, startFakeGemini, streamFailure, type GeminiReply } from "../helpers/fake-gemini.ts";
 import { cancelDuringTool, realStages, runStage as runRealStage, sendMidTurn, shownStage, type Outputs } from "../helpers/real-agent-stage.ts";
+
+/** Preloaded into gemini: its first process comes late to its stdin (the fixture's header). */
+const LATE_STDIN = join(import.meta.dir, "fixtures", "gemini-late-stdin.cjs");
 
 const setup = realStages<GeminiReply>(startFakeGemini, geminiHome, { runner: "gemini", model: "gemini-2.5-flash" });
 const runStage = async (s: Parameters<typeof runRealStage>[0], inputs: Record<string, unknown>): Promise<Outputs> => (await runRealStage(s, inputs)).outputs;
@@ -33,7 +39,7 @@ const userTexts = (body: any): string[] =>
 const offeredTools = (body: any): string[] => ((body.tools ?? []) as any[]).flatMap((t) => (t.functionDeclarations ?? []).map((f: any) => f.name)).sort();
 
 // One gemini start for the tool call and the tools' mapping: neither changes what the other checks (docs/design/testing.md, session 12).
-agentTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m; tools in atomic's terms are mapped to gemini's own, the others are not offered", async () => {
+agentTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m; tools in atomic's terms are mapped to gemini's own, the others are not offered; a gemini that lost its piped prompt is started again", async () => {
   // The tool's shell also runs a script that counts the gemini processes among its ancestors (node processes whose
   // command lines hold gemini's `-o stream-json`; a script, since gemini refuses a command with a command substitution).
   const s = await setup(shell("echo hi > out.txt; sh ancestors.sh > geminis.txt; echo done", { prompt: 150, cached: 50, output: 7 }), say(["Hel", "lo"], { prompt: 300, cached: 200, output: 20 }));
@@ -41,7 +47,13 @@ agentTest("gemini: a tool call, then text; the session id assigned up front; usa
     join(s.cwd, "ancestors.sh"),
     'p=$PPID; n=0\nwhile [ "$p" -gt 1 ]; do\n  [ "$(cat /proc/$p/comm)" = node ] && tr "\\0" " " < /proc/$p/cmdline | grep -q -- "-o stream-json" && n=$((n + 1))\n  p=$(cut -d")" -f2 /proc/$p/stat | cut -d" " -f3)\ndone\necho $n\n',
   );
-  const outputs = await runStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read", "grep", "bash"]) });
+  // The first gemini comes round to its stdin after its 500 ms wait for it (as on a busy machine) and exits 42 without
+  // the prompt (the fixture's header); the stage starts it again, and the second one works.
+  const mark = join(s.cwd, "late-stdin");
+  Object.assign(s.h.env, { NODE_OPTIONS: `--require ${LATE_STDIN}`, LATE_STDIN_MARK: mark });
+  const { runId, outputs } = await runRealStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read", "grep", "bash"]) });
+  expect(existsSync(mark)).toBe(true);
+  expect((await shownStage(s.h.home, s.h.env, runId, "ask")).transcript).toContain("(gemini read no prompt from its stdin: started again)");
   expect(outputs.status).toBe("completed");
   expect(outputs.text).toBe("Hello");
   expect(readFileSync(join(s.cwd, "out.txt"), "utf8")).toBe("hi\n");

@@ -41,7 +41,7 @@
  * final text is parsed. Either way the value is checked against the schema.
  */
 
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { StageResult, Usage } from "../../sdk/types.ts";
 import { AgentFiles, firstPrompt, writeOutputFile } from "../agent-files.ts";
@@ -142,6 +142,14 @@ export interface CliAdapter {
    * Stream adapters always write their turns to stdin.
    */
   readonly promptOnStdin?: boolean;
+  /**
+   * How the CLI says it lost the prompt written to its stdin (gemini: exit 42,
+   * "No input provided via stdin", when its event loop came round to the pipe
+   * after its 500 ms wait): a process that ends so, with no record, did
+   * nothing, and is started again (LOST_PROMPT_STARTS in all), without the
+   * new session it opened (forgetNewSession).
+   */
+  readonly lostPrompt?: { code: number; stderr: RegExp };
   args(req: StageRequest, a: ArgsContext): string[];
   /** Stream adapters: lines that start a turn with `message`. */
   userTurn?(message: string): string[];
@@ -163,6 +171,9 @@ export interface CliAdapter {
   /** Variables added to the agent's environment (settings the CLI reads only from there); `base`: the stage's environment without them. */
   env?(req: StageRequest, base: Readonly<Record<string, string>>): Record<string, string>;
 }
+
+/** Starts of one turn's process, the first included, while the CLI says it lost its prompt (CliAdapter.lostPrompt). */
+const LOST_PROMPT_STARTS = 3;
 
 export class CliAgentRunner implements Runner {
   constructor(private readonly adapter: CliAdapter) {}
@@ -203,6 +214,9 @@ class CliSession {
   private interruptWith: string | undefined;
   /** The environment of the last agent process started (where the CLI keeps its sessions). */
   private lastEnv: Record<string, string> | undefined;
+  /** What the turn's process wrote to stderr (its last 4 KiB) and how many records it wrote: CliAdapter.lostPrompt. */
+  private turnStderr = "";
+  private turnRecords = 0;
   /** Why the session is stopping (set with the move to `stopping`). */
   private stopped: { kind: "cancelled" | "timeout"; message: string } | undefined;
 
@@ -321,15 +335,24 @@ class CliSession {
     // continueFrom: the first process resumes (or forks) the earlier stage's session; later ones resume this stage's own.
     let resume = req.continueFrom !== undefined;
     let fork = req.continueFrom?.fork === true;
+    let starts = 0;
     for (;;) {
       await this.waitForRateLimit();
       const stoppedBefore = this.stoppedResult();
       if (stoppedBefore) return stoppedBefore;
       const end = await this.turn(binary, { message, sessionId: this.state.sessionId, resume, fork, schemaFile });
-      fork = false;
       const stopped = this.stoppedResult();
       if (stopped) return stopped;
       if (end.spawnError) return this.result("failed", "spawn_failed", `could not start ${binary}: ${end.spawnError}`);
+      const lost = this.lostPrompt(end);
+      if (lost && ++starts < LOST_PROMPT_STARTS) {
+        this.files.section(`(${this.adapter.kind} read no prompt from its stdin: started again)`);
+        if (!resume) this.forgetNewSession();
+        continue;
+      }
+      if (lost) return this.result("failed", "agent_failed", `${this.adapter.kind} read no prompt from its stdin ${LOST_PROMPT_STARTS} times (${lost}): the machine is too busy for it to read the pipe in time; run the stage again when it is quieter`, end.code);
+      starts = 0;
+      fork = false;
       if (this.interruptWith !== undefined && this.state.sessionId) {
         message = this.interruptWith;
         this.interruptWith = undefined;
@@ -376,6 +399,26 @@ class CliSession {
     }
   }
 
+  /** The CLI's own words when its process lost the prompt written to its stdin (CliAdapter.lostPrompt), else undefined. */
+  private lostPrompt(end: ProcessEnd): string | undefined {
+    const lost = this.adapter.lostPrompt;
+    if (!lost || !this.adapter.promptOnStdin || end.code !== lost.code || this.turnRecords > 0 || this.state.final) return undefined;
+    return lost.stderr.exec(this.turnStderr)?.[0];
+  }
+
+  /**
+   * The session a process that lost its prompt had already opened under the id we gave it (gemini writes its chats
+   * file before it reads stdin, and refuses that id to the next process: "Session ID … already exists").
+   */
+  private forgetNewSession(): void {
+    const store = this.adapter.sessionStore;
+    const id = this.state.sessionId;
+    if (!store || !id || !this.lastEnv) return;
+    const root = store.root(this.request, this.lastEnv);
+    const file = store.find(root, this.request, id);
+    if (file) rmSync(join(root, file), { force: true });
+  }
+
   /** One process: a turn (resume adapters) or the whole conversation (stream adapters). */
   private turn(binary: string, a: Parameters<CliAdapter["args"]>[1]): Promise<ProcessEnd> {
     const req = this.request;
@@ -384,6 +427,8 @@ class CliSession {
     delete this.state.final;
     this.state.text = "";
     this.state.process = {};
+    this.turnStderr = "";
+    this.turnRecords = 0;
     const ctx = this.context();
     const { base, env } = this.processEnv();
     this.lastEnv = env;
@@ -394,6 +439,7 @@ class CliSession {
       box.argv.slice(1),
       { cwd: req.cwd, env: box.env, marker: stageMarker(req), sandboxed: req.sandbox !== undefined },
       (line) => {
+        this.turnRecords++;
         this.files.raw(line);
         let rec: unknown;
         try {
@@ -411,7 +457,10 @@ class CliSession {
         }
         if (turnEnded && this.adapter.delivery === "stream") this.onStreamTurnEnd();
       },
-      (text) => this.files.diag(text),
+      (text) => {
+        this.turnStderr = (this.turnStderr + text).slice(-4096);
+        this.files.diag(text);
+      },
     );
     this.proc = proc;
     this.onEvent({ type: "started", ...(proc.pid !== undefined ? { pid: proc.pid } : {}), ...(this.state.sessionId ? { sessionId: this.state.sessionId } : {}) });

@@ -7,6 +7,15 @@
  *   the prompt on stdin (gemini appends `-p` to what stdin holds); the
  *   session id is ours, chosen up front; queued messages resume it with
  *   `-r UUID` (no input while running).
+ * - gemini 0.61 gives piped stdin 500 ms from when it starts reading it
+ *   (readStdin's timer), then goes on as if nothing was piped: when its
+ *   event loop comes round to the pipe later than that (a busy machine),
+ *   the prompt already waiting there is lost and gemini exits 42 "No input
+ *   provided via stdin" before any model call (its chats file for the
+ *   session id already written). That process is started again, the file
+ *   removed (cli-runner.ts `lostPrompt`, `forgetNewSession`). The prompt
+ *   stays off the command line, which other users of the machine can read
+ *   (docs/design/security.md).
  * - Usage: `result.stats` is for this process only; its `models` holds the
  *   counts per model actually called (without `-m` the init event says
  *   "auto" and a router model may appear with zero tokens), so each model
@@ -95,6 +104,7 @@ export const gemini: CliAdapter = {
   canFork: false,
   sessionStore: geminiSessions,
   promptOnStdin: true,
+  lostPrompt: { code: 42, stderr: /No input provided via stdin/ },
   env: (req, base) => {
     const mcp = stageMcpServer(req, GEMINI_FIT);
     return { GEMINI_CLI_NO_RELAUNCH: "true", ...(mcp ? { GEMINI_CLI_HOME: geminiStageHome(req, mcp, base) } : {}) };
