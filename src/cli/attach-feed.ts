@@ -150,6 +150,9 @@ export class AttachFeed {
       ask: () => this.subscriber.mark([f.runId]),
       rest: (from, to) => this.transcriptRange(f, attempt, from, to),
       more: (text) => this.model.add(f, { kind: "transcript", text, attempt, more: true }),
+      live: () => {
+        if (!this.model.ended(f)) this.model.add(f, { kind: "live", attempt });
+      },
       done: () => {
         if (this.joins.get(key) === join) this.joins.delete(key);
       },

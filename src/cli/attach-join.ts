@@ -18,6 +18,11 @@
  *   asking ──no such mark within JOIN_WAIT_MS, or a mark without bytes──▶ done, by time
  *   catching_up ──the store does not reach the mark within JOIN_READ_MS──▶ done, by time
  *   any ──close()──▶ done
+ * Whether by a mark or by time, the join says where the transcript part
+ * ends and the live part begins (`live`), before any event it delivers
+ * live: the view shows "── live ──" there, so a person (and a test) can
+ * tell a tool call read from the transcript from one that came live;
+ * close() says nothing.
  * "By time" is the rule from before marks, which may show an event twice
  * or miss one in flight: held events the read may not have had are kept,
  * judged by their publisher's clock when this machine's broker brought them
@@ -58,6 +63,8 @@ export interface JoinIo {
   rest(from: number, to: number): Promise<string | undefined>;
   /** Shows the transcript after the first read, up to the mark. */
   more(text: string): void;
+  /** The transcript part is over: every event delivered from here on comes live. */
+  live(): void;
   /** The join is over: batches go to `deliver` directly from now on. */
   done(): void;
 }
@@ -139,6 +146,7 @@ export class TranscriptJoin {
     if (this.state !== "catching_up") return; // closed meanwhile
     if (rest === undefined) return this.byTime();
     if (rest) this.io.more(rest);
+    this.io.live();
     // What the transcript does not hold (usage) of the events before the mark, by time; then the events after it.
     const before = this.split(batch, event + 1, (b) => ({ ...b, events: b.events.filter((e) => !IN_TRANSCRIPT.has(e.type)) }));
     this.deliverByTime(before);
@@ -148,6 +156,7 @@ export class TranscriptJoin {
 
   /** Every held event by time; with `batch` and `event`: those before it by time, it and the rest as they are. */
   private byTime(batch = this.held.length, event = 0): void {
+    this.io.live();
     this.deliverByTime(this.split(batch, event));
     this.deliverAll(this.held);
     this.finish();

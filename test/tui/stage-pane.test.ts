@@ -33,8 +33,9 @@ test("the stage pane streams the stage's conversation live; m steers it and /fol
     await fake.requestMatching();
     const t = Tmux.atomic(["tui", run.runId], { home, env, cols: 120, rows: 40 });
     await t.waitFor(/── chat \(running\) live/);
+    // "── live ──" is drawn once attach joined the transcript and the live stream (cli/attach-join.ts): the first
+    // reply, held until then, comes live (text and `⚙ list` with its arguments), not in the transcript's words.
     await t.waitFor("── live ──");
-    // The first reply, held until the pane follows the stage: its text and tool call come live.
     gates[2]!.resolve();
     await t.waitFor("Looking around the tree.");
     await t.waitFor(/⚙ list .*"path"/);

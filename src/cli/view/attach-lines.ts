@@ -23,7 +23,9 @@ export function renderItem(ref: StageRef, item: AttachItem, st: Style): Rendered
       return { lines: [st.bold(`attached to ${ref.path} (stage ${ref.position} of run ${ref.runId}, attempt ${item.attempt}, ${item.status})`) + st.dim(item.live ? " — type to steer, /help" : "")] };
     case "transcript":
       if (item.more) return { stream: item.text }; // the rest of the conversation so far, which live text goes on from
-      return { lines: [st.dim("── the conversation so far ──"), ...item.text.replace(/\n+$/, "").split("\n"), st.dim("── live ──")] };
+      return { lines: [st.dim("── the conversation so far ──"), ...item.text.replace(/\n+$/, "").split("\n")] };
+    case "live":
+      return { lines: [st.dim("── live ──")] };
     case "text":
       return { stream: item.text };
     case "output":

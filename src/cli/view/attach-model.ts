@@ -30,6 +30,11 @@ export type AttachItem =
    * the point from which live events follow (cli/attach-join.ts).
    */
   | { kind: "transcript"; text: string; attempt: number; more?: true }
+  /**
+   * The conversation so far ends here: what follows came live (cli/attach-join.ts joined the transcript and the
+   * live events). Not said for a stage that had ended when attaching.
+   */
+  | { kind: "live"; attempt: number }
   | { kind: "text"; text: string; attempt: number; at: number }
   | { kind: "tool"; state: "started" | "ended"; name: string; id?: string; input?: string; output?: string; ok?: boolean; attempt: number; at: number }
   | { kind: "usage"; inputTokens: number; outputTokens: number; costMicroUsd: number; attempt: number; at: number }
