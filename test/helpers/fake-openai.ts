@@ -25,6 +25,7 @@
  */
 
 import { Arrivals } from "./arrivals.ts";
+import { lastMessage } from "./fake-provider.ts";
 
 export interface ToolCallSpec {
   name: string;
@@ -95,6 +96,8 @@ export interface FakeOpenAI {
   setScript(script: Script): void;
   /** The first request (recorded so far or still to come) that `match` accepts. */
   requestMatching(match?: (req: RecordedRequest) => boolean): Promise<RecordedRequest>;
+  /** For a failure message: every request in order, with the end of its last message. */
+  describe(): string;
   close(): Promise<void>;
 }
 
@@ -214,6 +217,7 @@ export async function startFakeOpenAI(script: Script, opts: { hostname?: string 
       count = 0;
     },
     requestMatching: (match) => arrivals.first(match),
+    describe: () => `the fake OpenAI server got ${requests.length} requests:\n${requests.map((r, i) => `#${i + 1}${r.aborted ? " (aborted)" : ""} last message: ${lastMessage(r.body)}`).join("\n")}`,
     async close() {
       await server.stop(true);
     },

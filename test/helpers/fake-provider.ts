@@ -134,7 +134,7 @@ export async function startFakeProvider<R>(spec: FormatSpec<R>): Promise<FakePro
 }
 
 /** The end of a model call's last message (Anthropic/chat `messages`, Responses `input`, Gemini `contents`), at most 400 characters. */
-function lastMessage(body: any): string {
+export function lastMessage(body: any): string {
   const messages = body?.messages ?? body?.input ?? body?.contents;
   const last = JSON.stringify(Array.isArray(messages) ? messages.at(-1) : (messages ?? body)) ?? "";
   return last.length > 400 ? `…${last.slice(-400)}` : last;

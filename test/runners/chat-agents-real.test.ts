@@ -29,7 +29,7 @@ import { makeTempDir } from "../helpers/temp.ts";
 import { startFakeOpenAI, text, toolCall, type FakeOpenAI, type RecordedRequest, type Reply, type Script } from "../helpers/fake-openai.ts";
 import { cleanupNow, cleanupWhenIdle } from "../e2e/support.ts";
 import { startOtlpReceiver, type ReceivedSpan } from "../helpers/otlp-receiver.ts";
-import { shownStage } from "../helpers/real-agent-stage.ts";
+import { describeRun, shownStage } from "../helpers/real-agent-stage.ts";
 import { pidsRunning } from "../helpers/processes.ts";
 
 const WORKFLOW = join(import.meta.dir, "fixtures", "chat-agent-stages.ts");
@@ -351,7 +351,8 @@ for (const kind of KINDS) {
         const out = lineWatcher(proc.stdout);
         const started = JSON.parse(await out.waitFor(/"type":"run_started"/, AGENT_STEP_LIMIT_MS));
         // the marker is polled: it is written by a process of the CLI's own
-        await untilEvent(waitUntil(() => existsSync(marker) && readFileSync(marker, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS });
+        const describe = describeRun(proc, out, s);
+        await untilEvent(waitUntil(() => existsSync(marker) && readFileSync(marker, "utf8").trim() !== "", AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS, describe });
         // (the marker is written right after the fork, maybe before the forked shell has exec'd the sleep)
         await waitUntil(() => pidsRunning(sleep).length > 0, AGENT_STEP_LIMIT_MS, "the tool's sleep to run");
         expect(pidsRunning(sleep).length).toBe(1);
