@@ -93,9 +93,22 @@ function streamStart<T>(c: Context, parse: (text: string) => T | undefined, kind
   return fail(c, 400, "bad_from", `from must be "start" or "now", got ${JSON.stringify(fromText)}`);
 }
 
-/** A server-sent event stream response; no idle timeout (the heartbeat keeps it alive, and a stream may be quiet for long). */
-function eventStream(c: Context, body: ReadableStream<Uint8Array>): Response {
+/** The routes that answer with a server-sent event stream. */
+const STREAM_ROUTES = ["/api/runs/:id/stream", "/api/runs/:id/stages/:stage/stream"] as const;
+
+/**
+ * Turns Bun's idle timeout off for an event stream's request (a stream may be quiet for long; its heartbeat is
+ * for proxies in between). It runs before anything else, Host check and authentication included: Bun's timer
+ * sweeps every few seconds, so a request still being answered (a slow journal read while it opens) could
+ * otherwise be cut by the sweep before its first byte.
+ */
+function noIdleTimeout(c: Context, next: () => Promise<void>): Promise<void> {
   (c.env as { timeout?: (req: Request, seconds: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
+  return next();
+}
+
+/** A server-sent event stream response (its request has no idle timeout: noIdleTimeout). */
+function eventStream(body: ReadableStream<Uint8Array>): Response {
   return new Response(body, {
     headers: {
       "Content-Type": "text/event-stream; charset=utf-8",
@@ -128,6 +141,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     c.header("X-Frame-Options", "DENY");
     c.header("Content-Security-Policy", CSP);
   };
+  for (const route of STREAM_ROUTES) app.use(route, noIdleTimeout);
   app.use("*", async (c, next) => {
     // Bun hands over a request without a Host header with a relative URL ("/healthz"): nothing to check it against.
     const host = c.req.header("host") ?? (URL.canParse(c.req.url) ? new URL(c.req.url).host : undefined);
@@ -306,7 +320,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
       if (body.stopping) return fail(c, 503, "stopping", body.error);
       return fail(c, 400, "bad_cursor", body.error, "reconnect without Last-Event-ID to start over");
     }
-    return eventStream(c, body);
+    return eventStream(body);
   });
 
   // Server-sent events of one stage (`:stage` as for its transcript): `event: journal` (its journal events and its run's
@@ -320,7 +334,7 @@ export function createStatusApp(opts: StatusAppOptions): Hono {
     const body = await source.stageStream(run, c.req.param("stage"), from, c.req.raw.signal);
     if ("miss" in body) return respondMiss(c, body);
     if ("error" in body) return fail(c, 400, "bad_cursor", body.error, "reconnect without Last-Event-ID to start over");
-    return eventStream(c, body);
+    return eventStream(body);
   });
 
   // A stage's output from byte offsets, at most 256 KiB per stream: `{ stdout, stderr, live, attempt, attempts, agent }`.

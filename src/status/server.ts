@@ -3,8 +3,10 @@
  *
  * Bun.serve closes a connection idle for 10 s by default, which would cut
  * quiet event streams: the server's idle timeout is raised, each stream
- * request turns it off for its own connection (app.ts), and streams send a
- * heartbeat comment every few seconds anyway (for proxies in between).
+ * request turns it off for its own connection before anything else runs
+ * (app.ts, noIdleTimeout: Bun's timer sweeps every 4 s and would otherwise
+ * cut a stream whose opening is slow), and streams send a heartbeat comment
+ * every few seconds anyway (for proxies in between).
  *
  * The `/metrics` instruments also go out over OTLP when the OpenTelemetry
  * variables ask for it (./otlp-metrics.ts).
@@ -36,6 +38,7 @@ export interface StatusServerOptions {
   host?: string;
   /** 0 picks a free port. */
   port?: number;
+  /** Each option given replaces its own default only (StatusSource merges them with DEFAULT_STREAM_OPTIONS). */
   stream?: Partial<StreamOptions>;
   /** Seconds before Bun closes an idle connection (event streams are exempt). */
   idleTimeoutS?: number;

@@ -14,7 +14,10 @@ import { AtomicError } from "../../src/shared/errors.ts";
 import { parsePort, startStatusServer, type StatusServer } from "../../src/status/server.ts";
 import { seedRun } from "../helpers/seed-runs.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
-import { sseReader } from "./support.ts";
+import { journalData, sseReader } from "./support.ts";
+import { DEFAULT_STREAM_OPTIONS } from "../../src/status/stream-hub.ts";
+import { EVENT } from "../../src/engine/journal-events.ts";
+import { thisProcessHolder } from "../../src/shared/process-info.ts";
 
 const servers: StatusServer[] = [];
 const journals: Journal[] = [];
@@ -104,20 +107,48 @@ describe("status server", () => {
     expect(parsePort("0")).toBe(0);
   });
 
-  test("an event stream outlives the server's idle timeout (heartbeats, no idle cut)", async () => {
+  test("event streams outlive the server's idle timeout and the feed's close delay: heartbeats and events still flow", async () => {
     const { home: dir, journal } = await home();
     const runId = await seedRun(journal, { stages: 1 });
-    const s = await serve({ journal, home: dir, port: 0, idleTimeoutS: 1, stream: { heartbeatMs: 250, pollMs: 20 } });
-    const abort = new AbortController();
+    // A 1 s idle timeout. The stream options given replace only their own defaults.
+    const s = await serve({ journal, home: dir, port: 0, idleTimeoutS: 1, stream: { pollMs: 20 } });
+    expect(s.source.streams.opts).toEqual({ ...DEFAULT_STREAM_OPTIONS, pollMs: 20 });
     const token = readFileSync(s.tokenPath, "utf8").trim();
-    const res = await fetch(`${s.url}api/runs/${runId}/stream?from=now`, { signal: abort.signal, headers: { authorization: `Bearer ${token}` } });
-    expect(res.status).toBe(200);
-    const sse = sseReader(res.body!);
-    expect((await sse.next())?.event).toBe("ready");
-    // more than the idle timeout passes while the stream only carries heartbeats
-    for (let i = 0; i < 6; i++) await sse.waitForComment(5_000);
-    expect(sse.ended).toBe(false);
+    const abort = new AbortController();
+    const opened = Date.now();
+    const open = async (path: string) => {
+      const res = await fetch(`${s.url}api/runs/${runId}/${path}?from=now`, { signal: abort.signal, headers: { authorization: `Bearer ${token}` } });
+      expect(res.status).toBe(200);
+      return { path, sse: sseReader(res.body!) };
+    };
+    const streams = [await open("stream"), await open("stages/stage-0/stream")];
+    // What a failed wait reports: how old each stream is, what it received, what the server still serves.
+    const state = async () =>
+      `${Date.now() - opened} ms after the streams opened: ${streams.map(({ path, sse }) => `${path}: ${sse.comments} comments, ${sse.ended ? "ended" : "open"}`).join("; ")}; ` +
+      `the server has ${s.source.streams.feedCount} run feed(s), ${await s.source.streams.clientCount()} client(s)`;
+    const waiting = async <T,>(what: string, p: Promise<T>): Promise<T> => {
+      try {
+        return await p;
+      } catch (err) {
+        throw new Error(`${what}: ${(err as Error).message}; ${await state()}`);
+      }
+    };
+    for (const { path, sse } of streams) expect((await waiting(`${path}: its ready`, sse.next()))?.event).toBe("ready");
+    // Quiet but for a heartbeat every 5 s (the default): longer than the idle timeout, than one sweep of Bun's
+    // idle timer (every 4 s: a connection it would cut is cut within one) and than the feed's close delay (2 s).
+    for (const { path, sse } of streams) {
+      const before = sse.comments;
+      await waiting(`${path}: a heartbeat`, sse.waitForComment(15_000));
+      expect(sse.comments).toBe(before + 1);
+    }
+    // Still live: an event of the run arrives on the run's stream.
+    const lease = await journal.acquireLease(runId, thisProcessHolder("test"), { timeoutMs: 30_000 });
+    await journal.append(lease, [{ runId, type: EVENT.runResumed, at: Date.now(), payload: { drivenBy: "test" } }]);
+    await journal.releaseLease(lease);
+    const got = await waiting("the run's stream: the appended event", streams[0]!.sse.until((m) => m.event === "journal" && journalData(m).type === EVENT.runResumed, 15_000));
+    expect(got.map((m) => journalData(m).type)).toEqual([EVENT.runResumed]);
+    for (const { sse } of streams) expect(sse.ended).toBe(false);
     abort.abort();
-    await sse.cancel();
-  });
+    for (const { sse } of streams) await sse.cancel();
+  }, 60_000); // its own limit: a plain `bun test` gives a test 5 s (bunfig's timeout is not read), about the stream's age here
 });
