@@ -25,6 +25,7 @@ import type { StageRequest } from "../runners/types.ts";
 import { BASE_REF_PREFIX, commitLeftovers, openWorkspace, type WorkspaceRecord } from "../engine/stage-workspace.ts";
 import { clearDeadLocks, lockWarnings } from "../engine/worktree-locks.ts";
 import { git, gitOk, lastWords } from "../shared/git.ts";
+import { inTurn } from "./checkout-turns.ts";
 
 type Asked = NonNullable<StageRequest["workspace"]>;
 
@@ -54,8 +55,15 @@ export interface HostWorkspace {
   warnings: string[];
 }
 
-/** Opens (or finds again) the stage's worktree in the host's checkout `repo`; a string is the one-sentence refusal. */
-export async function openHostWorkspace(repo: string, hostId: string, request: StageRequest & { workspace: Asked }): Promise<HostWorkspace | string> {
+/**
+ * Opens (or finds again) the stage's worktree in the host's checkout `repo`; a string is the one-sentence refusal.
+ * In its turn on the checkout (checkout-turns.ts): no sweep or other opening runs git there meanwhile.
+ */
+export function openHostWorkspace(repo: string, hostId: string, request: StageRequest & { workspace: Asked }): Promise<HostWorkspace | string> {
+  return inTurn(repo, () => openInTurn(repo, hostId, request));
+}
+
+async function openInTurn(repo: string, hostId: string, request: StageRequest & { workspace: Asked }): Promise<HostWorkspace | string> {
   const asked = request.workspace;
   const stage = `stage "${request.stageName}"`;
   const remote = await remoteNamed(repo, asked.remote.url);

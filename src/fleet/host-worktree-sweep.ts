@@ -27,6 +27,7 @@ import { existsSync, readFileSync, readdirSync, rmSync, writeFileSync } from "no
 import { basename, join } from "node:path";
 import { BASE_REF_PREFIX, commitLeftovers } from "../engine/stage-workspace.ts";
 import { git, gitOk, lastWords } from "../shared/git.ts";
+import { inTurn } from "./checkout-turns.ts";
 
 export interface SweptWorktrees {
   worktrees: string[];
@@ -73,7 +74,9 @@ export async function sweepHostWorktrees(repo: string, journal: string, runState
   const gitDir = (await gitOk(repo, ["rev-parse", "--path-format=absolute", "--git-common-dir"])).trim();
   const top = join(gitDir, "atomic-worktrees");
   if (!existsSync(top)) return swept;
-  const branchOf = await checkedOutBranches(repo);
+  // Each step that reads or changes what all worktrees share takes its turn on the checkout (checkout-turns.ts):
+  // the host's stages open their worktrees there meanwhile. Saving an ended worktree's work touches it alone.
+  const branchOf = await inTurn(repo, () => checkedOutBranches(repo));
   for (const runId of readdirSync(top)) {
     const runDir = join(top, runId);
     const stages = readdirSync(runDir).map((name) => join(runDir, name));
@@ -92,14 +95,17 @@ export async function sweepHostWorktrees(repo: string, journal: string, runState
         left++;
         continue;
       }
-      await git(repo, ["worktree", "remove", "--force", "--force", path]);
-      rmSync(path, { recursive: true, force: true });
+      const dropped = await inTurn(repo, async () => {
+        await git(repo, ["worktree", "remove", "--force", "--force", path]);
+        rmSync(path, { recursive: true, force: true });
+        return branch !== undefined && (await dropIfPushed(repo, branch));
+      });
       swept.worktrees.push(path);
-      if (branch !== undefined && (await dropIfPushed(repo, branch))) swept.branches.push(branch);
+      if (dropped && branch !== undefined) swept.branches.push(branch);
     }
     if (left === 0) rmSync(runDir, { recursive: true, force: true });
   }
-  if (swept.worktrees.length > 0) await git(repo, ["worktree", "prune"]);
+  if (swept.worktrees.length > 0) await inTurn(repo, () => git(repo, ["worktree", "prune"]));
   return swept;
 }
 

@@ -29,7 +29,7 @@ import { killProcessesWithHome, lineWatcher, processesWithHome, runAtomic, spawn
 import { makeFleet, type Fleet } from "../helpers/fleet.ts";
 import { makeTempDir } from "../helpers/temp.ts";
 import { fixture } from "../e2e/support.ts";
-import { cleanUpHosts, fleetJournal, startHost } from "./support.ts";
+import { cleanUpHosts, fleetJournal, startHost, type TestHost } from "./support.ts";
 
 // Two machines, each on a network of its own where this machine allows it (test/helpers/fleet.ts); the root runs here.
 let fleet: Fleet;
@@ -315,18 +315,27 @@ test("an attempt on the root's own workers commits and is killed (kill -9); the 
   expect(git(repos.origin, "rev-parse", `refs/heads/${branch}`).trim()).toBe(ws!.head);
 }, 180_000);
 
+/**
+ * A run of three worktree stages on the journal `url` (`hosts` take them), from the root's checkout; its id. A run
+ * that fails throws with its stderr and each host's log tail: CI's log alone says why.
+ */
+async function runThree(url: string, root: string, home: string, hosts: TestHost[]): Promise<string> {
+  const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=three"], { home, cwd: root });
+  if (r.code !== 0) {
+    const logs = hosts.map((h) => `host ${h.id}'s log (its last lines):\n${h.log.lines.slice(-30).join("\n")}`);
+    throw new Error([`the run exited ${r.code}; its stderr:`, r.stderr.trim().split("\n").slice(-30).join("\n"), ...logs].join("\n"));
+  }
+  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
+}
+
 test("a host removes the worktrees of ended runs from its checkout, with their branches the remote has", async () => {
   const { url, machine } = await journal();
   const repos = repositories();
   const home = makeTempDir();
   const made = () => git(repos.host, "worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ")).length - 1;
   const atomicBranches = () => git(repos.host, "branch", "--list", "--format=%(refname:short)", "atomic/*").split("\n").filter((b) => b !== "");
-  const run = async () => {
-    const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=three"], { home, cwd: repos.root });
-    expect(r.code).toBe(0);
-    return JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
-  };
   const host = await startHost({ ...machine(0), id: "sweeper", slots: 3, repo: repos.host });
+  const run = () => runThree(url, repos.root, home, [host]);
   const first = await run();
   expect(made()).toBe(3);
   // The next run's stages end: the first run has ended, so its worktrees and (pushed) branches go from the host's checkout.
@@ -347,13 +356,6 @@ test("a host removes the worktrees of ended runs from its checkout, with their b
   expect(atomicBranches()).toEqual([]);
 }, 120_000);
 
-/** A run of three worktree stages on the journal `url` (hosts take them), from the root's checkout; its id. */
-async function runThree(url: string, root: string, home: string): Promise<string> {
-  const r = await runAtomic(["run", fixture("worktrees.ts"), "--journal", url, "--workers", "0", "--json", "--input", `out=${join(makeTempDir(), "out.json")}`, "--input", "mode=three"], { home, cwd: root });
-  expect(r.code).toBe(0);
-  return JSON.parse(r.stdout.trim().split("\n").at(-1)!).runId as string;
-}
-
 test("hosts of two journals share one checkout: each removes only its own journal's worktrees", async () => {
   const a = await journal();
   const b = await journal();
@@ -362,14 +364,14 @@ test("hosts of two journals share one checkout: each removes only its own journa
   const worktreesOf = (runId: string) => git(repos.host, "worktree", "list", "--porcelain").split("\n").filter((l) => l.startsWith("worktree ") && l.includes(`/atomic-worktrees/${runId}/`));
   // Journal a's host runs a run's stages in the checkout, then stops.
   const ofA = await startHost({ ...a.machine(0), id: "of-a", slots: 3, repo: repos.host });
-  const runOfA = await runThree(a.url, repos.root, makeTempDir());
+  const runOfA = await runThree(a.url, repos.root, makeTempDir(), [ofA]);
   ofA.proc.kill("SIGTERM");
   expect(await ofA.exited).toBe(0);
   expect(worktreesOf(runOfA)).toHaveLength(3);
   // Journal b's host, on the same checkout: its own ended run's worktrees go, journal a's run (unknown to b) stays.
   const ofB = await startHost({ ...b.machine(1), id: "of-b", slots: 3, repo: repos.host });
-  const first = await runThree(b.url, repos.root, home);
-  await runThree(b.url, repos.root, home);
+  const first = await runThree(b.url, repos.root, home, [ofB]);
+  await runThree(b.url, repos.root, home, [ofB]);
   await ofB.log.waitFor(/removed 3 worktree\(s\)/, 30_000);
   expect(existsSync(join(repos.host, ".git", "atomic-worktrees", first))).toBe(false);
   expect(worktreesOf(runOfA)).toHaveLength(3);
