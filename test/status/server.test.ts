@@ -150,5 +150,5 @@ describe("status server", () => {
     for (const { sse } of streams) expect(sse.ended).toBe(false);
     abort.abort();
     for (const { sse } of streams) await sse.cancel();
-  }, 60_000); // its own limit: a plain `bun test` gives a test 5 s (bunfig's timeout is not read), about the stream's age here
+  }, 60_000); // its own limit, about the stream's age here
 });
