@@ -46,6 +46,8 @@ agentTest("attach to a claude stage: its tool call live, a steer from attach rea
     attach.stdin.write("STEER-FROM-ATTACH\n");
     attach.stdin.flush();
     await out.waitFor(/"type":"message".*"state":"delivered"/, AGENT_STEP_LIMIT_MS);
+    // The answer comes live once attach joined the stage's transcript and its live stream (before, it would be transcript).
+    await out.waitFor(/"type":"live"/, AGENT_STEP_LIMIT_MS);
     writeFileSync(join(dir, "go"), "");
     await out.waitFor(/"type":"text".*answer after the steer/, AGENT_STEP_LIMIT_MS);
     await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);

@@ -44,6 +44,7 @@ async function steerThroughAttach(opts: { home: string; env: Record<string, stri
   // The turn is let go only once the runner holds the steer (delivered): released when it is merely queued in the
   // journal, the turn could end before the message reached the stage, which then ended with it undeliverable.
   await out.waitFor(/"type":"message".*"state":"delivered"/, AGENT_STEP_LIMIT_MS);
+  await out.waitFor(/"type":"live"/, AGENT_STEP_LIMIT_MS); // the answer then comes live, not as the transcript's
   opts.release();
   await out.waitFor(/"type":"text".*second answer/, AGENT_STEP_LIMIT_MS);
   await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
