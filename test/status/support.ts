@@ -4,6 +4,7 @@
  * server-sent event streams.
  */
 
+import { createParser } from "eventsource-parser";
 import type { Hono } from "hono";
 import type { Journal } from "../../src/journal/journal.ts";
 import { createStatusApp } from "../../src/status/app.ts";
@@ -63,49 +64,38 @@ export interface SseMessage {
 }
 
 /**
- * Reads an SSE body message by message. Comments (heartbeats) are counted,
- * not returned. `next()` resolves with the next message, or undefined when
- * the stream ended; it fails after `timeoutMs`.
+ * Reads an SSE body message by message (parsed by eventsource-parser, as the
+ * product's own SSE reader is). Comments (heartbeats) are counted, not
+ * returned. `next()` resolves with the next message, or undefined when the
+ * stream ended; it fails after `timeoutMs`. A read that a timeout gave up
+ * waiting for is kept: the next call takes its chunk, none is lost.
  */
 export function sseReader(body: ReadableStream<Uint8Array>) {
   const reader = body.getReader();
   const decoder = new TextDecoder();
-  let buf = "";
   let comments = 0;
   let ended = false;
   const queue: SseMessage[] = [];
+  const parser = createParser({
+    onEvent: (e) => queue.push({ id: e.id, event: e.event ?? "message", data: e.data }),
+    onComment: () => comments++,
+  });
+  let pending: ReturnType<typeof reader.read> | undefined;
 
   async function fill(timeoutMs: number): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no SSE data within ${timeoutMs} ms`)), timeoutMs);
     });
+    pending ??= reader.read();
     try {
-      const { value, done } = await Promise.race([reader.read(), timeout]);
+      const { value, done } = await Promise.race([pending, timeout]);
+      pending = undefined;
       if (done) {
         ended = true;
         return;
       }
-      buf += decoder.decode(value, { stream: true });
-      let i: number;
-      while ((i = buf.indexOf("\n\n")) >= 0) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        const msg: SseMessage = { id: undefined, event: "message", data: "" };
-        let isComment = true;
-        for (const line of block.split("\n")) {
-          if (line.startsWith(":")) continue;
-          isComment = false;
-          const colon = line.indexOf(":");
-          const field = colon < 0 ? line : line.slice(0, colon);
-          const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
-          if (field === "id") msg.id = value;
-          else if (field === "event") msg.event = value;
-          else if (field === "data") msg.data += (msg.data ? "\n" : "") + value;
-        }
-        if (isComment) comments++;
-        else if (msg.data || msg.id !== undefined) queue.push(msg);
-      }
+      parser.feed(decoder.decode(value, { stream: true }));
     } finally {
       clearTimeout(timer);
     }
