@@ -18,7 +18,7 @@
  */
 
 import { expect } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { geminiHome } from "../helpers/agent-homes.ts";
 import { AGENT_TEST_LIMIT_MS, agentTest } from "../helpers/agents.ts";
@@ -49,8 +49,12 @@ agentTest("gemini: a tool call, then text; the session id assigned up front; usa
   );
   // The first gemini comes round to its stdin after its 500 ms wait for it (as on a busy machine) and exits 42 without
   // the prompt (the fixture's header); the stage starts it again, and the second one works.
+  // The preload is copied into the stage's cwd: gemini runs in atomic's default sandbox, whose /tmp is its own, so a
+  // checkout under /tmp (a fresh clone there) would hide the fixture from it and gemini would not start at all.
   const mark = join(s.cwd, "late-stdin");
-  Object.assign(s.h.env, { NODE_OPTIONS: `--require ${LATE_STDIN}`, LATE_STDIN_MARK: mark });
+  const preload = join(s.cwd, "late-stdin.cjs");
+  copyFileSync(LATE_STDIN, preload);
+  Object.assign(s.h.env, { NODE_OPTIONS: `--require ${preload}`, LATE_STDIN_MARK: mark });
   const { runId, outputs } = await runRealStage(s, { prompt: "write out.txt", tools: JSON.stringify(["read", "grep", "bash"]) });
   expect(existsSync(mark)).toBe(true);
   expect((await shownStage(s.h.home, s.h.env, runId, "ask")).transcript).toContain("(gemini read no prompt from its stdin: started again)");
