@@ -78,6 +78,15 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       expect(Number(await page.evaluate(() => document.body.dataset.renders))).toBeGreaterThanOrEqual(2);
       expect(await page.textContent("#t-stages b")).toBe("7 done");
 
+      // The finished run's page opened again: the refresh the stream's "ready" brings changes nothing, so the graph is
+      // drawn once and its nodes stay in place (a redraw between a click's press and release would lose the click).
+      await page.addInitScript({
+        content: `window.graphsDrawn = 0; new MutationObserver((ms) => { for (const m of ms) for (const n of m.addedNodes) if (n instanceof SVGElement && n.matches("svg.graph")) window.graphsDrawn++; }).observe(document, { childList: true, subtree: true });`,
+      });
+      await page.goto(`${url}runs/${run.id}`);
+      await page.waitForFunction(() => document.body.dataset.runStatus === "completed" && Number(document.body.dataset.renders) >= 2, undefined, { timeout: 30_000 });
+      expect(await page.evaluate(() => window.graphsDrawn)).toBe(1);
+
       // a stage's output, stdout and stderr
       await page.click('svg.graph g.node[data-name="test"]');
       await page.waitForFunction(() => document.querySelector("#stage-stdout")?.textContent?.includes("12 tests passed"));

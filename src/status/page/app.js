@@ -210,6 +210,8 @@
     let dirty = false;
     let debounce = 0;
     let rendered = 0;
+    /** What the graph and the timeline were last drawn from (render). */
+    let shownShape = "";
     const out = { key: "", stdout: 0, stderr: 0, busy: false, turns: null, conv: false };
 
     const head = h("div", { class: "head" });
@@ -268,7 +270,14 @@
       actions.update(detail);
       review.update(detail);
       starts.update(detail);
-      drawShape();
+      // The graph and the timeline are built again only when what they show changed: a refresh that changed nothing
+      // (the stream's "ready" just after the page's first load) must not replace a node between the press and the
+      // release of a reader's click, which would lose the click.
+      const shape = JSON.stringify([run, detail.report]);
+      if (shape !== shownShape) {
+        shownShape = shape;
+        drawShape();
+      }
       renderPanel();
       renderIo(run);
       rendered++;
