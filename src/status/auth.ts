@@ -99,7 +99,10 @@ export class StatusAuth {
   }
 }
 
-/** The page a browser gets instead of the status page without a session: how to sign in, and no data. */
+/**
+ * The page a browser gets instead of the status page without a session: how to sign in, and no data. It carries the
+ * status page's icon inline (page/index.html), so the browser asks for no /favicon.ico, which would only get a 401.
+ */
 export function signInPage(kind: "missing" | "bad_link"): string {
   const lead =
     kind === "bad_link"
@@ -107,7 +110,8 @@ export function signInPage(kind: "missing" | "bad_link"): string {
       : "This status page needs you to sign in first.";
   return `<!doctype html>
 <html lang="en">
-<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>atomic: sign in</title></head>
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>atomic: sign in</title>
+<link rel="icon" href="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Ccircle cx='8' cy='8' r='6' fill='%232563eb'/%3E%3C/svg%3E"></head>
 <body>
 <h1>atomic</h1>
 <p>${lead}</p>

@@ -58,6 +58,8 @@ describe.skipIf(!HAVE_CHROMIUM)("status page in Chromium", () => {
       await page.goto(`${url}runs/${run.id}`);
       expect(await page.textContent("body")).toContain("login URL");
       expect(await page.$("svg.graph")).toBeNull();
+      // Its icon is inline: no request for /favicon.ico, whose 401 Chromium would log at any later moment.
+      expect(await page.getAttribute('link[rel="icon"]', "href")).toMatch(/^data:image\/svg\+xml,/);
       errors.length = 0; // Chromium logs the 401 of the sign-in page as a console error
       await signIn(page, login, url);
       await page.goto(`${url}runs/${run.id}`);
