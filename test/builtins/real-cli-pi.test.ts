@@ -11,6 +11,19 @@
  * interviewer's question is pi's `ask_user` (atomic's pi extension: the
  * stage parks with pi gone and pi's session resumes with the answer).
  *
+ * pi runs each builtin's lead stages; the role stages a builtin lets an
+ * input move to another runner (adversarial-verification's verifiers,
+ * generate-and-filter's filter and judge, goal's and ralph's reviewers,
+ * open-claude-design's three analysts) run on atomic's openai runner against
+ * the same fake provider, as the builtins' fake-provider tests run every
+ * stage (test/builtins/*.test.ts), answering through its structured_output
+ * tool. A pi start proves nothing for them that the file's other pi stages
+ * do not: the JSON-text answers parsed (classify-and-act's classifier,
+ * best-of-n's judge, ralph's refiner, the design interviewer), plain text
+ * (the workers, the candidates, the researcher, the designer), pi's shell
+ * and its ask_user; and the per-role runner inputs get a run each
+ * (docs/design/testing.md, "Session 14: real-cli-pi's role stages").
+ *
  * Each test checks what the fake-provider tests of the same builtin check
  * at this size: the outputs, each stage's requests, the artifacts, and for
  * the git builtins the branch, the commits and the fake `gh` call.
@@ -68,7 +81,9 @@ const stageOf = (prompt: string) => {
   return `unknown: ${prompt.slice(0, 60)}`;
 };
 
-const json = (value: unknown) => text(JSON.stringify(value));
+/** A structured answer: JSON text for pi, the structured_output tool's call for the openai runner (which offers it). */
+const json = (value: unknown, req: RecordedRequest) =>
+  (req.body.tools ?? []).some((t) => t.function.name === "structured_output") ? toolCall("structured_output", value as Record<string, unknown>) : text(JSON.stringify(value));
 const hasToolResult = (req: RecordedRequest) => req.body.messages.some((m) => m.role === "tool");
 /** pi's shell tool writing `content` into `path` (relative to the stage's directory). */
 const writeFile = (path: string, content: string) => toolCall("bash", { command: `printf '%s\\n' ${JSON.stringify(content)} > ${path}` });
@@ -82,34 +97,34 @@ const answers = (stage: string, _n: number, req: RecordedRequest): Reply => {
       if (name === "work") return text("the guide, draft one");
       // verifier 1 approves; verifier 2 vetoes: the quorum of 0.5 is reached despite the veto
       const veto = name.endsWith("-2");
-      return json({ criterion_id: "accuracy", score: veto ? 6 : 18, evidence: ["read it"], findings: veto ? [{ finding: "a date is wrong", severity: "veto" }] : [] });
+      return json({ criterion_id: "accuracy", score: veto ? 6 : 18, evidence: ["read it"], findings: veto ? [{ finding: "a date is wrong", severity: "veto" }] : [] }, req);
     }
     case "bon": {
-      if (name === "judge") return json({ winner: 2, reason: "the second is simpler" });
+      if (name === "judge") return json({ winner: 2, reason: "the second is simpler" }, req);
       const k = name.slice("candidate-".length);
       return hasToolResult(req) ? text(`candidate ${k} done`) : writeFile("fix.txt", `candidate ${k}`);
     }
     case "ca":
-      return name === "classify" ? json({ category: "research", confidence: 0.9, rationale: "a question about facts" }) : text("researched it");
+      return name === "classify" ? json({ category: "research", confidence: 0.9, rationale: "a question about facts" }, req) : text("researched it");
     case "gf":
-      if (name === "filter") return json({ shortlist: ["candidate-2.md"], discarded: [{ path: "candidate-1.md", reason: "weaker" }] });
-      if (name === "judge") return json({ shortlist: ["candidate-1.md"], rationale: "1 is fresher than the filter thought" });
+      if (name === "filter") return json({ shortlist: ["candidate-2.md"], discarded: [{ path: "candidate-1.md", reason: "weaker" }] }, req);
+      if (name === "judge") return json({ shortlist: ["candidate-1.md"], rationale: "1 is fresher than the filter thought" }, req);
       return text(`idea ${name.slice("candidate-".length)}`);
     case "goal":
       if (name.startsWith("orchestrator")) return hasToolResult(req) ? text("turn 1: wrote feature.txt (R1)") : writeFile("feature.txt", "the feature");
-      return json({ verdict: "complete", summary: "done", findings: [] });
+      return json({ verdict: "complete", summary: "done", findings: [] }, req);
     case "ralph":
-      if (name.startsWith("refine")) return json({ question: "where is the parser" });
+      if (name.startsWith("refine")) return json({ question: "where is the parser" }, req);
       if (name.startsWith("research")) return text("notes: the parser is in parser.txt");
       if (name.startsWith("implement")) return hasToolResult(req) ? text("implemented v1") : writeFile("parser.txt", "parser v1");
-      return json({ approved: true, findings: [] });
+      return json({ approved: true, findings: [] }, req);
     case "design":
       if (name === "discover") {
-        if (conversation.includes("The person answered your question")) return json({ output_type: "web page", additions: "ok", references: [] });
+        if (conversation.includes("The person answered your question")) return json({ output_type: "web page", additions: "ok", references: [] }, req);
         if (conversation.includes("waits for a person")) return text("waiting for the person");
         return toolCall("ask_user", { question: "What should this design produce?", choices: ["web page", "app screen"] });
       }
-      if (name === "design-system") return json({ found: false, paths: [], summary: "no design system here" });
+      if (name === "design-system") return json({ found: false, paths: [], summary: "no design system here" }, req);
       if (name === "analysis") return text("audience: developers");
       if (name === "patterns") return text("a three-column pricing table");
       if (name === "generate-01") return text(PAGE);
@@ -127,6 +142,16 @@ beforeAll(async () => {
 const countsOf = (builtin: string) =>
   Object.fromEntries([...s.counts].filter(([k]) => k.startsWith(`${builtin}:`)).map(([k, n]) => [k.slice(builtin.length + 1), n]));
 
+/** The model pi asks the provider for: MODEL without its provider's name. */
+const PI_MODEL = MODEL.slice(MODEL.indexOf("/") + 1);
+
+/** The model each of a builtin's stages asked for (its prefix dropped): PI_MODEL on pi, "fake-model" on the openai runner. */
+const modelsOf = (builtin: string) =>
+  Object.fromEntries(s.server.requests.map((q) => [stageOf(promptOf(q)), q.body.model] as const).filter(([k]) => k.startsWith(`${builtin}:`)).map(([k, m]) => [k.slice(builtin.length + 1), m]));
+
+/** The inputs putting a builtin's role on atomic's openai runner (the role's runner and model inputs). */
+const onOpenai = (...roles: string[]) => roles.flatMap((role) => [`${role}_runner=openai`, `${role}_model=fake-model`]);
+
 /** A pi home (its own fake-provider config) and the run's environment; `extra` (a git repository's) joins it. */
 function piRun(extra: Record<string, string> = {}) {
   const pi = chatAgentSetup("pi", s.server.url);
@@ -141,12 +166,13 @@ async function run(name: string, inputs: string[], p: { home: string; cwd: strin
 
 const LIMIT = 180_000;
 
-heavyTest("adversarial-verification on pi: one round, two verifiers, a quorum of 0.5 reached despite one veto", async () => {
+heavyTest("adversarial-verification on pi: one round, two verifiers (on the openai runner: verifier_runner), a quorum of 0.5 reached despite one veto", async () => {
   const p = piRun();
-  const r = await run("adversarial-verification", ["task=write the guide", "criteria=accuracy", "verifier_count=2", "max_repairs=0", "quorum=0.5"], p);
+  const r = await run("adversarial-verification", ["task=write the guide", "criteria=accuracy", "verifier_count=2", "max_repairs=0", "quorum=0.5", ...onOpenai("verifier")], p);
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   expect(countsOf("av")).toEqual({ work: 1, "verify-01-accuracy-1": 1, "verify-01-accuracy-2": 1 });
+  expect(modelsOf("av")).toEqual({ work: PI_MODEL, "verify-01-accuracy-1": "fake-model", "verify-01-accuracy-2": "fake-model" });
   const dir = `${p.cwd}/.atomic/runs/adversarial-verification-${r.runId}`;
   expect(r.outputs).toMatchObject({ approved: true, mean_score: 12, repairs: 0, approvals: 1, verifiers: 2, candidate: `${dir}/candidate.md` });
   const files = artifacts(dir);
@@ -182,12 +208,13 @@ heavyTest("classify-and-act on pi: a confident classification (JSON text) acts a
   expect(artifacts(dir)["action.md"]).toBe("researched it");
 }, LIMIT);
 
-heavyTest("generate-and-filter on pi: two candidates, the filter's shortlist, the judge choosing from its evidence", async () => {
+heavyTest("generate-and-filter on pi: two candidates, the filter's shortlist, the judge choosing from its evidence (filter and judge on the openai runner: judge_runner)", async () => {
   const p = piRun();
-  const r = await run("generate-and-filter", ["prompt=name the tool", "num_candidates=2", "shortlist_size=1"], p);
+  const r = await run("generate-and-filter", ["prompt=name the tool", "num_candidates=2", "shortlist_size=1", ...onOpenai("judge")], p);
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   expect(countsOf("gf")).toEqual({ "candidate-1": 1, "candidate-2": 1, filter: 1, judge: 1 });
+  expect(modelsOf("gf")).toEqual({ "candidate-1": PI_MODEL, "candidate-2": PI_MODEL, filter: "fake-model", judge: "fake-model" });
   const dir = `${p.cwd}/.atomic/runs/generate-and-filter-${r.runId}`;
   expect(r.outputs).toEqual({
     shortlist: [`${dir}/candidate-1.md`],
@@ -202,13 +229,14 @@ heavyTest("generate-and-filter on pi: two candidates, the filter's shortlist, th
   expect(promptOf(judge)).toContain("- candidate-1.md: weaker");
 }, LIMIT);
 
-heavyTest("goal on pi: one turn writes feature.txt with pi's shell, three reviewers say complete, the branch pushed and gh opens the pull request", async () => {
+heavyTest("goal on pi: one turn writes feature.txt with pi's shell, three reviewers (on the openai runner: reviewer_runner) say complete, the branch pushed and gh opens the pull request", async () => {
   const repo = gitRepo();
   const p = { ...piRun(repo.env), cwd: repo.dir };
-  const r = await run("goal", ["objective=Add the feature", "acceptance_criteria=the feature exists", "max_turns=1", "create_pr=true"], p);
+  const r = await run("goal", ["objective=Add the feature", "acceptance_criteria=the feature exists", "max_turns=1", "create_pr=true", ...onOpenai("reviewer")], p);
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   expect(countsOf("goal")).toEqual({ "orchestrator-01": 2, "review-01-completion": 1, "review-01-evidence": 1, "review-01-risk": 1 });
+  expect(modelsOf("goal")).toEqual({ "orchestrator-01": PI_MODEL, "review-01-completion": "fake-model", "review-01-evidence": "fake-model", "review-01-risk": "fake-model" });
   const branch = `atomic/goal-${r.runId}`;
   expect(r.outputs).toMatchObject({ status: "complete", turns: 1, branch, blockers: [], pull_request: "https://github.example/acme/project/pull/7" });
   expect(repo.git("show", `${branch}:feature.txt`)).toBe("the feature");
@@ -218,13 +246,14 @@ heavyTest("goal on pi: one turn writes feature.txt with pi's shell, three review
   expect(call!.slice(0, 6)).toEqual(["pr", "create", "--base", "main", "--head", branch]);
 }, LIMIT);
 
-heavyTest("ralph on pi: one loop (refine, research, implement with pi's shell, the QA check recorded, two approvals), notes and QA evidence committed, gh opens the pull request", async () => {
+heavyTest("ralph on pi: one loop (refine, research, implement with pi's shell, the QA check recorded, two approvals on the openai runner: reviewer_a_runner, reviewer_b_runner), notes and QA evidence committed, gh opens the pull request", async () => {
   const repo = gitRepo();
   const p = { ...piRun(repo.env), cwd: repo.dir };
-  const r = await run("ralph", ["prompt=Accept trailing commas", "max_loops=1", "create_pr=true", "qa_command=echo qa-passed", "qa_dir=evidence"], p);
+  const r = await run("ralph", ["prompt=Accept trailing commas", "max_loops=1", "create_pr=true", "qa_command=echo qa-passed", "qa_dir=evidence", ...onOpenai("reviewer_a", "reviewer_b")], p);
   expect(r.stderr).toBe("");
   expect(r.code).toBe(0);
   expect(countsOf("ralph")).toEqual({ "refine-01": 1, "research-01": 1, "implement-01": 2, "review-01-a": 1, "review-01-b": 1 });
+  expect(modelsOf("ralph")).toEqual({ "refine-01": PI_MODEL, "research-01": PI_MODEL, "implement-01": PI_MODEL, "review-01-a": "fake-model", "review-01-b": "fake-model" });
   const branch = `atomic/ralph-${r.runId}`;
   const out = r.outputs as { approved: boolean; loops: number; notes: string[]; pull_request: string; qa: { exit_code: number; cast: string; tail: string } };
   expect(out).toMatchObject({ approved: true, loops: 1, branch, pull_request: "https://github.example/acme/project/pull/7" });
@@ -243,11 +272,11 @@ heavyTest("ralph on pi: one loop (refine, research, implement with pi's shell, t
   expect(repo.git("--git-dir", repo.origin, "show", `${branch}:${cast}`)).toContain("qa-passed");
 }, LIMIT);
 
-heavyTest("open-claude-design on pi: the interviewer asks through pi's ask_user (answered with atomic answer), three analyses, one round accepted, the spec under specs/design", async () => {
+heavyTest("open-claude-design on pi: the interviewer asks through pi's ask_user (answered with atomic answer), three analyses (on the openai runner: analyst_runner), one round accepted, the spec under specs/design", async () => {
   const p = piRun();
   const asked: string[] = [];
   const d = await drive(
-    ["run", "open-claude-design", "--input", "prompt=a pricing page", "--input", "runner=pi", "--input", `model=${MODEL}`, "--input", "chromium=/nonexistent/chrome"],
+    ["run", "open-claude-design", ...["prompt=a pricing page", "runner=pi", `model=${MODEL}`, "chromium=/nonexistent/chrome", ...onOpenai("analyst")].flatMap((i) => ["--input", i])],
     { ...s, env: p.env },
     p.home,
     p.cwd,
@@ -263,6 +292,7 @@ heavyTest("open-claude-design on pi: the interviewer asks through pi's ask_user 
   expect(asked.map((q) => q.slice(0, 33))).toEqual(["What should this design produce?", "Review the design (round 1): no s"]);
   // the interviewer: its question, its wait, its answer after pi's session resumed
   expect(countsOf("design")).toEqual({ discover: 3, "design-system": 1, analysis: 1, patterns: 1, "generate-01": 1, export: 1 });
+  expect(modelsOf("design")).toEqual({ discover: PI_MODEL, "design-system": "fake-model", analysis: "fake-model", patterns: "fake-model", "generate-01": PI_MODEL, export: PI_MODEL });
   const dir = `${p.cwd}/.atomic/runs/open-claude-design-${d.runId}`;
   const specs = `${p.cwd}/specs/design/${d.runId}`;
   expect(d.outputs).toMatchObject({ decision: "accepted", rounds: 1, preview: `${dir}/preview.html`, spec: `${dir}/spec.html`, specs, screenshot: null });
