@@ -1,7 +1,7 @@
 /**
  * `atomic attach` on a real terminal (tmux: send-keys, capture-pane) on stages of the real agent CLIs
  * (test/agents, pinned versions) against their fake providers, as a person uses it (the --json tests are
- * attach-claude, attach-pi and attach-resume-clis):
+ * attach-claude and attach-pi; codex, gemini and opencode's --json view is checked here, below):
  * - claude: the view survives a SIGKILL of the stage's worker (it says "worker lost" and follows the next
  *   attempt); in that attempt its Bash tool call shows live, a line typed while the tool runs is a steer that
  *   reaches the model in the same conversation, a /followup is the turn after, and /interrupt TEXT ends that
@@ -10,7 +10,10 @@
  * - codex, gemini and opencode (no input while a turn runs; sessions resumed by id): the view says so, survives
  *   a SIGKILL of the stage's worker and follows the next attempt; there a typed steer and a /followup wait for
  *   the turn's end and reach the model together in the same session resumed; /interrupt TEXT ends the next
- *   turn at once and resumes the session with TEXT; the answer and the stage's end show.
+ *   turn at once and resumes the session with TEXT; the answer and the stage's end show. An `attach --json`
+ *   beside the terminal's, on the same stage, says the same in its events: the notice, the steer delivered,
+ *   the answers (the resumed session's too) and the end. (This was attach-resume-clis, a run of each CLI of
+ *   its own; typing into `attach --json` is runner-independent: attach.test, attach-claude, attach-pi.)
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -85,9 +88,16 @@ async function resumeCliOnTerminal(o: {
   release: () => void;
 }): Promise<void> {
   const t = Tmux.atomic(["attach", o.runId, o.stage], { home: o.home, env: o.env, cols: 200, rows: 50 });
+  const json = spawnAtomic(["--json", "attach", o.runId, o.stage], { home: o.home, env: o.env });
   try {
     await t.waitFor(`attached to ${o.stage}`, AGENT_STEP_LIMIT_MS);
     await t.waitFor(`${o.runner} takes no input while its turn runs`, AGENT_STEP_LIMIT_MS);
+    const out = lineWatcher(json.stdout);
+    await untilEvent(out.waitFor(/"type":"attached"/, AGENT_STEP_LIMIT_MS), "the --json attach to attach", { proc: json, limitMs: AGENT_STEP_LIMIT_MS });
+    const notice = await out.waitFor(/"type":"notice".*takes no input/, AGENT_STEP_LIMIT_MS);
+    expect(JSON.parse(notice).text).toStartWith(`${o.runner} takes no input while its turn runs: a steer or /followup typed here waits for the turn's end, then resumes its session with it`);
+    // Joined to the stage's transcript and its live stream before the worker goes: the next attempt's answers come live, as text.
+    await out.waitFor(/"type":"live"/, AGENT_STEP_LIMIT_MS);
     const [worker] = processesMatching(o.home, "--internal-workflow-worker");
     expect(worker).toBeDefined();
     process.kill(worker!, "SIGKILL");
@@ -102,8 +112,17 @@ async function resumeCliOnTerminal(o: {
     await t.waitFor("answer after the interrupt", AGENT_STEP_LIMIT_MS);
     await t.waitFor("the stage ended: completed", AGENT_STEP_LIMIT_MS);
     expect(await t.exited(AGENT_STEP_LIMIT_MS)).toBe(0);
+    // The --json view beside it: the steer typed on the terminal shown delivered, the session's answers (the
+    // resumed one's too) as text, and the stage's end.
+    await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
+    expect(await json.exited).toBe(0);
+    const events = out.lines.map((l) => JSON.parse(l) as { type: string; mode?: string; state?: string; text?: string });
+    expect(events.some((e) => e.type === "message" && e.mode === "steer" && e.text === STEER && e.state === "delivered")).toBe(true);
+    const texts = events.flatMap((e) => (e.type === "text" ? [e.text ?? ""] : [])).join("");
+    for (const answer of ["first answer", "answer after the interrupt"]) expect(texts).toContain(answer);
   } finally {
     t.kill();
+    json.kill("SIGKILL");
   }
 }
 
