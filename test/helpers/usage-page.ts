@@ -10,7 +10,7 @@
 
 import { expect } from "bun:test";
 import { formatCost } from "../../src/runners/usage.ts";
-import { closePageAndServer, HAVE_CHROMIUM, CHROMIUM, launchBrowser, newPage, signIn, startServe } from "../status/browser-support.ts";
+import { HAVE_CHROMIUM, CHROMIUM, keptPage, launchBrowser, leavePageAndStopServer, signIn, startServe } from "../status/browser-support.ts";
 import { times, type Ledger } from "./usage-sums.ts";
 
 declare const document: { body: { dataset: Record<string, string | undefined> }; querySelector(selector: string): { textContent: string | null } | null };
@@ -18,13 +18,32 @@ declare const document: { body: { dataset: Record<string, string | undefined> };
 const tokens = (u: Ledger) => u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens;
 const n = (x: number) => x.toLocaleString("en-US");
 
-/** Every stage in `stages` used `each`: the cost page and the run's page show their sums. `env`: atomic serve's. */
+/** The end of the last check on the file's kept page: the checks of tests running side by side take turns on it. */
+let turn: Promise<void> = Promise.resolve();
+
+/**
+ * Every stage in `stages` used `each`: the cost page and the run's page show their sums. `env`: atomic serve's.
+ * On the file's kept page (status/browser-support.ts `keptPage`: a new window is about 2 CPU-seconds of
+ * Chromium's), one check at a time.
+ */
 export async function expectPageUsage(home: string, runId: string, workflow: string, stages: readonly string[], each: Ledger, env?: Record<string, string>): Promise<void> {
   if (!HAVE_CHROMIUM) throw new Error(`the page's usage is checked in Chromium, and ${CHROMIUM} is missing (scripts/setup.sh installs it)`);
+  const before = turn;
+  const mine = Promise.withResolvers<void>();
+  turn = mine.promise;
+  try {
+    await before;
+    await checkPageUsage(home, runId, workflow, stages, each, env);
+  } finally {
+    mine.resolve();
+  }
+}
+
+async function checkPageUsage(home: string, runId: string, workflow: string, stages: readonly string[], each: Ledger, env?: Record<string, string>): Promise<void> {
   await launchBrowser();
   const total = times(each, stages.length);
   const { proc: server, url, login } = await startServe(home, env);
-  const { page, errors } = await newPage(1400, 900);
+  const { page, errors } = await keptPage(1400, 900);
   try {
     await signIn(page, login, url);
     await page.goto(`${url}usage?by=workflow&since=30d`);
@@ -61,6 +80,6 @@ export async function expectPageUsage(home: string, runId: string, workflow: str
     }
     expect(errors).toEqual([]);
   } finally {
-    await closePageAndServer(page, server);
+    await leavePageAndStopServer(page, server);
   }
 }
