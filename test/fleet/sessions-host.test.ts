@@ -56,7 +56,7 @@ import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { whenIdle } from "../helpers/concurrent.ts";
 import { expectRunUsage, type Ledger } from "../helpers/usage-sums.ts";
-import { cleanUpHosts, FIXTURES, startHost } from "./support.ts";
+import { cleanUpHosts, FIXTURES, startHost, stopTheseHosts, type TestHost } from "./support.ts";
 
 const WORKFLOW = join(FIXTURES, "sessions-across.ts");
 const RETRY = join(FIXTURES, "sessions-retry.ts");
@@ -88,7 +88,8 @@ const trap = startNetworkTrap();
 beforeAll(async () => {
   await testPostgres();
 });
-// The real-CLI tests run side by side (heavy slots): cleaned up once none runs.
+// The real-CLI tests run side by side (heavy slots): cleaned up once none runs; each test stops its own hosts once
+// its run is checked (an idle host polls the journal every second).
 afterEach(whenIdle(cleanUpHosts));
 afterAll(() => {
   trap.stop();
@@ -114,11 +115,23 @@ type UserHomes = Record<HostId, { env: Record<string, string>; dirs: string[] }>
 async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: string; env: Record<string, string> }, model: string, fork: boolean, users?: UserHomes): Promise<void> {
   const url = await freshDatabase(`fsess${kind}`);
   const homes = { ha: makeTempDir("atomic-host-ha-"), hb: makeTempDir("atomic-host-hb-") };
-  for (const [id, queue, other] of [["ha", "a", "hb"], ["hb", "b", "ha"]] as const) {
-    copyFileSync(join(s.home, "config.json"), join(homes[id], "config.json"));
-    // Each host without the other's home (where a stage's session files are written): the session travels through the artifact store.
-    await startHost({ url, id, slots: 1, queues: [queue], workdir: s.cwd, home: homes[id], env: { ...s.env, ...users?.[id].env }, hide: [homes[other], ...(users?.[other].dirs ?? [])] });
+  // Host ids of this test's own: a host's kill (once the test is done with it) ends every process whose worker id names it.
+  const ids = { ha: `${kind}-ha`, hb: `${kind}-hb` };
+  const started: TestHost[] = [];
+  try {
+    for (const [id, queue, other] of [["ha", "a", "hb"], ["hb", "b", "ha"]] as const) {
+      copyFileSync(join(s.home, "config.json"), join(homes[id], "config.json"));
+      // Each host without the other's home (where a stage's session files are written): the session travels through the artifact store.
+      started.push(await startHost({ url, id: ids[id], slots: 1, queues: [queue], workdir: s.cwd, home: homes[id], env: { ...s.env, ...users?.[id].env }, hide: [homes[other], ...(users?.[other].dirs ?? [])] }));
+    }
+    await runOnHosts(kind, s, url, model, fork, ids);
+  } finally {
+    await stopTheseHosts(started);
   }
+}
+
+/** The run of runAcross, its hosts (`ids`) up. */
+async function runOnHosts(kind: keyof typeof LEDGER, s: { home: string; cwd: string; env: Record<string, string> }, url: string, model: string, fork: boolean, ids: Record<HostId, string>): Promise<void> {
   const args = ["run", WORKFLOW, "--journal", url, "--workers", "0", "--json", "--input", `runner=${kind}`, "--input", `model=${model}`, "--input", `fork=${fork}`];
   const r = await runAtomic(args, { home: s.home, cwd: s.cwd, env: s.env, timeoutMs: 600_000 });
   expect(r.stderr).toBe("");
@@ -128,7 +141,7 @@ async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: stri
   const env = { ...s.env, ATOMIC_JOURNAL: url };
   // Each continuation ran on the other host than the stage it continues.
   const shown = JSON.parse((await runAtomic(["show", end.runId, "--json"], { home: s.home, env })).stdout) as { steps: { name: string; ranOn?: { host: string } }[] };
-  expect(Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]))).toEqual({ first: "ha", ...(fork ? { forked: "hb" } : {}), second: "hb", third: "ha" });
+  expect(Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]))).toEqual({ first: ids.ha, ...(fork ? { forked: ids.hb } : {}), second: ids.hb, third: ids.ha });
   // Each call recorded once: every view gives what the fake billed.
   await expectRunUsage(s.home, end.runId, fork ? STAGES : STAGES.filter((n) => n !== "forked"), LEDGER[kind], env);
 }
@@ -349,7 +362,7 @@ async function retryAcross(kind: "gemini" | "opencode", s: { home: string; cwd: 
   expect(failed).toMatchObject({ status: "failed", error: { code: "provider_bad_request" } });
   ha.kill();
   await ha.exited;
-  await host("hb", "ha");
+  const hb = await host("hb", "ha");
   const unpaused = await runAtomic(["unpause", runId, "second"], { home: s.home, env });
   expect({ code: unpaused.code, stderr: unpaused.stderr }).toEqual({ code: 0, stderr: "" });
   const end = JSON.parse(await out.waitFor(/"type":"result"/, 600_000)) as { status: string; error?: unknown; outputs: { texts: (string | null)[]; doomed: string | null; sessions: (string | null)[] } };
@@ -366,6 +379,7 @@ async function retryAcross(kind: "gemini" | "opencode", s: { home: string; cwd: 
   expect(Object.fromEntries(shown.steps.map((x) => [x.name, x.ranOn?.host]))).toEqual({ first: ids.ha, second: ids.hb, third: ids.hb, ...(doomed ? { doomed: ids.ha, after: ids.hb } : {}) });
   // Each call recorded once: the failed ones billed nothing.
   await expectRunUsage(s.home, runId, ["first", "second", "third", ...(doomed ? ["after"] : [])], LEDGER[kind], env);
+  await stopTheseHosts([ha, hb]);
   return { runId, env };
 }
 

@@ -98,6 +98,19 @@ export async function startHost(o: HostOptions): Promise<TestHost> {
   return host;
 }
 
+/**
+ * These hosts of one test, killed whole once it is done with them: in a file whose tests run side by side the
+ * afterEach cleanup waits until none runs (helpers/concurrent.ts `whenIdle`), and an idle host polls its journal
+ * every second until then.
+ */
+export async function stopTheseHosts(these: TestHost[]): Promise<void> {
+  for (const h of these) {
+    h.kill();
+    hosts.delete(h);
+  }
+  await Promise.all(these.map((h) => h.exited));
+}
+
 /** Every host a test started: killed whole (afterEach). */
 export async function stopHosts(): Promise<void> {
   for (const h of hosts) h.kill();
