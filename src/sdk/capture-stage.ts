@@ -19,12 +19,14 @@
  * result and does not visit the page again. Failure semantics: never
  * throws; a page that does not load is `{ ok: false, error }` with
  * capturePage's one sentence and hint, and a stage that could not run
- * (no sandbox on this machine, Chromium killed) the stage's own error.
+ * (no sandbox on this machine, Chromium killed) the stage's own error with
+ * the last line of its stderr that says why.
  */
 
 import { mkdirSync, realpathSync } from "node:fs";
 import { dirname, isAbsolute, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { reasonLine } from "../shared/reason-line.ts";
 import { ROLE, selfCommand } from "../shared/self-exec.ts";
 import type { CaptureJob } from "./capture-role.ts";
 import type { PageCapture } from "./browser.ts";
@@ -73,6 +75,8 @@ export async function captureInSandbox(ctx: WorkflowContext<any>, name: string, 
     const out = JSON.parse(line) as { ok: true; capture: PageCapture } | { ok: false; error: string };
     return out.ok ? { ok: true, value: out.capture } : out;
   } catch {
-    return { ok: false, error: `the capture of ${target} did not finish (${r.error?.message ?? `exit ${r.exitCode}`}); see ${r.errorPath ?? r.outputPath}.` };
+    // No line: the process died before writing it (the sandbox, its network helper, the runtime); its stderr says why.
+    const why = reasonLine(r.errorPath);
+    return { ok: false, error: `the capture of ${target} did not finish (${r.error?.message ?? `exit ${r.exitCode}`}${why ? `: ${why}` : ""}); see ${r.errorPath ?? r.outputPath}.` };
   }
 }
