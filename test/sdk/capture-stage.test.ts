@@ -4,7 +4,11 @@
  * the "Chromium" here is a script that SIGKILLs the capture process that
  * started it (as the OOM killer would), so the stage's shell says "Killed"
  * on its stderr. The one sentence quotes that line and names the stage's
- * stderr.log, which holds it.
+ * stderr.log, which holds it. A page on 127.0.0.1:3128, the port of the
+ * sandbox's own proxy, gets as far as Chromium too: the network helper
+ * inside takes another port for the proxy rather than dying on the second
+ * listen (the stage exited 1 before its command ran, its stderr Bun's
+ * "error: listen EADDRINUSE: address already in use 127.0.0.1:3128").
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -38,4 +42,9 @@ e2eTest("a capture that dies before its answer: the sentence quotes its stderr's
   const m = /^the capture of page\.html did not finish \(exited with code 137: (.*)\); see (\S+)\.$/.exec(out.error);
   expect(m?.slice(1)).toEqual([WHY, expect.stringMatching(/\/stderr\.log$/)]);
   expect(readFileSync(m![2]!, "utf8")).toContain(WHY);
+});
+
+e2eTest("a page on 127.0.0.1:3128, the sandbox proxy's own port, is tunnelled like any other: the capture gets as far as Chromium", async () => {
+  const out = await capture("http://127.0.0.1:3128/page");
+  expect(out.error).toMatch(new RegExp(`^the capture of http://127\\.0\\.0\\.1:3128/page did not finish \\(exited with code 137: ${WHY}\\); see \\S+/stderr\\.log\\.$`));
 });

@@ -16,8 +16,15 @@ import { userHome } from "../../shared/sandbox-option.ts";
 import { bwrapArgs, bwrapPath, sandboxProblem } from "./bwrap.ts";
 import { endpointOf, openProviderGate, type ProviderGate } from "./provider-gate.ts";
 
-/** The port of the provider proxy on the sandbox's own loopback (HTTPS_PROXY inside). */
+/** The port of the provider proxy on the sandbox's own loopback (HTTPS_PROXY inside), unless a tunnelled port is it. */
 export const PROXY_PORT = 3128;
+
+/** The proxy's port inside: PROXY_PORT, or the next one no tunnelled loopback port takes (net-init.ts listens on all). */
+function proxyPort(tunnelled: readonly number[]): number {
+  let port = PROXY_PORT;
+  while (tunnelled.includes(port)) port++;
+  return port;
+}
 
 export interface Sandboxed {
   argv: string[];
@@ -60,10 +67,11 @@ export function sandboxed(request: Pick<StageRequest, "sandbox" | "cwd">, argv: 
   if (sandbox.channels?.length) readable.push(...atomicFiles());
   if (sandbox.network === "provider") {
     gate = openProviderGate([...sandbox.hosts, ...(files.endpoints ?? [])], onProblem);
-    inner = [...selfCommand(ROLE.sandboxNet, gate.dir, String(PROXY_PORT), gate.loopbackPorts.join(",")), "--", ...argv];
+    const port = proxyPort(gate.loopbackPorts);
+    inner = [...selfCommand(ROLE.sandboxNet, gate.dir, String(port), gate.loopbackPorts.join(",")), "--", ...argv];
     writable.push(gate.dir);
     readable.push(...atomicFiles());
-    const proxy = `http://127.0.0.1:${PROXY_PORT}`;
+    const proxy = `http://127.0.0.1:${port}`;
     const loopback = "127.0.0.1,localhost,::1";
     Object.assign(setenv, { HTTPS_PROXY: proxy, HTTP_PROXY: proxy, https_proxy: proxy, http_proxy: proxy, ALL_PROXY: proxy, NO_PROXY: loopback, no_proxy: loopback });
   }
