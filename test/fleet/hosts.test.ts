@@ -5,6 +5,8 @@
  * execution appends a line), results read back from the run. The tests
  * run concurrently (test/helpers/concurrent.ts), each with a database and
  * host ids of its own: most of their time is spent waiting on the hosts.
+ * Each test's hosts stop when it ends (support.ts concurrentHostTest), not
+ * when the file's last test does: an idle host polls its journal.
  */
 
 import { afterAll, afterEach, beforeAll, expect } from "bun:test";
@@ -16,7 +18,7 @@ import { freshDatabase, testPostgres } from "../helpers/postgres.ts";
 import { expectOneSentenceError } from "../e2e/support.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { concurrentTest, whenIdle } from "../helpers/concurrent.ts";
-import { FIXTURES, marks, startHost, stopHosts, type TestHost } from "./support.ts";
+import { concurrentHostTest, FIXTURES, marks, stopHosts, type TestHost } from "./support.ts";
 import { parseMetrics } from "../observability/support.ts";
 import { POOL_PROTOCOL_VERSION } from "../../src/pool/protocol/common.ts";
 
@@ -44,12 +46,12 @@ async function journalUrl(): Promise<string> {
   return freshDatabase("fleet");
 }
 
-concurrentTest("worker hosts > a stage's queue: only a host serving it runs it; the root's own workers take the default queue", async () => {
+concurrentHostTest("worker hosts > a stage's queue: only a host serving it runs it; the root's own workers take the default queue", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
   const file = join(dir, "marks");
-  await startHost({ url, id: "cpu", slots: 2 });
-  await startHost({ url, id: "gpu", slots: 2, queues: ["gpu"] });
+  await start({ url, id: "cpu", slots: 2 });
+  await start({ url, id: "gpu", slots: 2, queues: ["gpu"] });
   const r = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=6", "--input", "queue=gpu", "--input", `marks=${file}`], {
     home: join(dir, "root"),
   });
@@ -63,11 +65,11 @@ concurrentTest("worker hosts > a stage's queue: only a host serving it runs it; 
   expect(marks(file2).some((l) => l.endsWith(" gpu"))).toBe(false);
 }, 90_000);
 
-concurrentTest("worker hosts > /metrics of atomic serve on the shared journal: each live host's slots, busy and free, by host id; a stopped host's leave", async () => {
+concurrentHostTest("worker hosts > /metrics of atomic serve on the shared journal: each live host's slots, busy and free, by host id; a stopped host's leave", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
-  await startHost({ url, id: "slots-two", slots: 2 });
-  const three = await startHost({ url, id: "slots-three", slots: 3 });
+  await start({ url, id: "slots-two", slots: 2 });
+  const three = await start({ url, id: "slots-three", slots: 3 });
   const serve = spawnAtomic(["serve", "--port", "0"], { home: join(dir, "serve"), env: { ATOMIC_JOURNAL: url } });
   try {
     const login = new URL((await lineWatcher(serve.stdout).waitFor(/^status page: /)).slice("status page: ".length).trim());
@@ -86,10 +88,10 @@ concurrentTest("worker hosts > /metrics of atomic serve on the shared journal: e
   }
 }, 60_000);
 
-concurrentTest("worker hosts > a stage's cwd resolves on the host: relative to --workdir; an absolute one missing there fails naming the host", async () => {
+concurrentHostTest("worker hosts > a stage's cwd resolves on the host: relative to --workdir; an absolute one missing there fails naming the host", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
-  const host = await startHost({ url, id: "far", slots: 1 });
+  const host = await start({ url, id: "far", slots: 1 });
   mkdirSync(join(host.workdir, "sub"));
   const ok = await runAtomic(["run", WF, "--journal", url, "--workers", "0", "--json", "--input", "shells=1", "--input", "cwd=sub", "--input", `marks=${join(dir, "m")}`], {
     home: join(dir, "root"),
@@ -168,11 +170,11 @@ async function untilStarted(started: string, n: number, run: { proc: { exited: P
   return untilEvent(event, `${n} stage start(s) on a host`, { proc: run.proc, limitMs: STAGE_ON_HOST_MS, describe });
 }
 
-concurrentTest("worker hosts > SIGTERM drains: the running stage finishes, nothing new is claimed; with the grace over, the stage moves to another host", async () => {
+concurrentHostTest("worker hosts > SIGTERM drains: the running stage finishes, nothing new is claimed; with the grace over, the stage moves to another host", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
   const [file, started, gate] = [join(dir, "marks"), join(dir, "started"), join(dir, "gate")];
-  const first = await startHost({ url, id: "first", slots: 1, grace: "30s" });
+  const first = await start({ url, id: "first", slots: 1, grace: "30s" });
   const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=2", "--input", `started=${started}`, "--input", `gate=${gate}`, "--input", `marks=${file}`], {
     home: join(dir, "root"),
   });
@@ -186,18 +188,18 @@ concurrentTest("worker hosts > SIGTERM drains: the running stage finishes, nothi
   // The stage it ran finished there (within its grace); the other was not claimed and waits for a host.
   expect(marks(file)).toEqual([expect.stringMatching(/^s\d first$/)]);
   expect(marks(started)).toHaveLength(1);
-  const second = await startHost({ url, id: "second", slots: 1, grace: "0.2s" });
+  const second = await start({ url, id: "second", slots: 1, grace: "0.2s" });
   expect(await run.exited).toBe(0);
   expect(marks(file).length).toBe(2);
   expect(marks(file)[1]).toEndWith(" second");
   void second;
 }, 90_000);
 
-concurrentTest("worker hosts > a grace that runs out interrupts the stage and releases it to another host", async () => {
+concurrentHostTest("worker hosts > a grace that runs out interrupts the stage and releases it to another host", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
   const [file, started, gate] = [join(dir, "marks"), join(dir, "started"), join(dir, "gate")];
-  const quick = await startHost({ url, id: "quick", slots: 1, grace: "0.3s" });
+  const quick = await start({ url, id: "quick", slots: 1, grace: "0.3s" });
   const run = spawnAtomic(["run", WF, "--journal", url, "--workers", "0", "--input", "shells=1", "--input", `started=${started}`, "--input", `gate=${gate}`, "--input", `marks=${file}`], {
     home: join(dir, "root"),
   });
@@ -208,16 +210,16 @@ concurrentTest("worker hosts > a grace that runs out interrupts the stage and re
   expect(quick.log.text()).toContain("the drain's grace is over");
   // The interrupted stage's processes ended with the host: none is left to mark once the gate opens.
   await waitUntil(() => quick.processes().length === 0, STAGE_ON_HOST_MS, "the processes of host quick to end");
-  await startHost({ url, id: "other", slots: 1 });
+  await start({ url, id: "other", slots: 1 });
   writeFileSync(gate, "");
   expect(await run.exited).toBe(0);
   expect(marks(started)).toEqual(["s0 quick", "s0 other"]);
   expect(marks(file)).toEqual(["s0 other"]);
 }, 90_000);
 
-concurrentTest("worker hosts > a host refuses work of another pool protocol, says so, and leaves it queued", async () => {
+concurrentHostTest("worker hosts > a host refuses work of another pool protocol, says so, and leaves it queued", async (start) => {
   const url = await journalUrl();
-  const host = await startHost({ url, id: "old", slots: 1 });
+  const host = await start({ url, id: "old", slots: 1 });
   const db = new URL(url).pathname.slice(1);
   // An item a root of another version enqueued (its lease is live: only the protocol keeps the host off it).
   await adminQueryIn(db, [
@@ -241,9 +243,9 @@ function cmdline(pid: number): string {
   }
 }
 
-concurrentTest("worker hosts: a schema migrated past what a host knows > a running host that sees a newer schema claims nothing, says so, and claims again once it is its own", async () => {
+concurrentHostTest("worker hosts: a schema migrated past what a host knows > a running host that sees a newer schema claims nothing, says so, and claims again once it is its own", async (start) => {
   const url = await journalUrl();
-  const host = await startHost({ url, id: "older", slots: 1 });
+  const host = await start({ url, id: "older", slots: 1 });
   const db = new URL(url).pathname.slice(1);
   const current = ((await adminQueryIn(db, ["select value from atomic.meta where key = 'schema_version'"]))[0] as { value: string }).value;
   await adminQueryIn(db, ["update atomic.meta set value = '999' where key = 'schema_version'"]);
@@ -280,10 +282,10 @@ async function adminQueryIn(database: string, statements: string[]): Promise<Rec
   }
 }
 
-concurrentTest("worker hosts: messages and control from any machine > a steer reaches a stage running on a host; a message queued for a later stage reaches it there", async () => {
+concurrentHostTest("worker hosts: messages and control from any machine > a steer reaches a stage running on a host; a message queued for a later stage reaches it there", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
-  const host = await startHost({ url, id: "mail", slots: 1 });
+  const host = await start({ url, id: "mail", slots: 1 });
   const home = join(dir, "root");
   const run = spawnAtomic(["run", join(FIXTURES, "mail.ts"), "--journal", url, "--workers", "0", "--json"], { home });
   const out = lineWatcher(run.stdout);
@@ -301,11 +303,11 @@ concurrentTest("worker hosts: messages and control from any machine > a steer re
   expect(result.outputs).toEqual(["got:hello host", "got:for later"]);
 }, 90_000);
 
-concurrentTest("worker hosts: messages and control from any machine > atomic cancel from another machine stops a stage running on a host", async () => {
+concurrentHostTest("worker hosts: messages and control from any machine > atomic cancel from another machine stops a stage running on a host", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
   const file = join(dir, "marks");
-  const host = await startHost({ url, id: "busy", slots: 1 });
+  const host = await start({ url, id: "busy", slots: 1 });
   const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`], { home: join(dir, "root") });
   const out = lineWatcher(run.stdout);
   const runId = JSON.parse(await out.waitFor(/"runId"/, 30_000)).runId as string;
@@ -320,11 +322,11 @@ concurrentTest("worker hosts: messages and control from any machine > atomic can
   expect(marks(file)).toEqual(["long-started"]);
 }, 90_000);
 
-concurrentTest("worker hosts: messages and control from any machine > pause holds a run's next stage off every host; unpause lets it run", async () => {
+concurrentHostTest("worker hosts: messages and control from any machine > pause holds a run's next stage off every host; unpause lets it run", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
   const file = join(dir, "marks");
-  await startHost({ url, id: "p", slots: 1 });
+  await start({ url, id: "p", slots: 1 });
   const gate = join(dir, "gate");
   const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--journal", url, "--workers", "0", "--json", "--input", `marks=${file}`, "--input", `gate=${gate}`], {
     home: join(dir, "root"),
@@ -344,10 +346,10 @@ concurrentTest("worker hosts: messages and control from any machine > pause hold
   expect(marks(file)).toEqual(["long-started", "long-ended", "next"]);
 }, 90_000);
 
-concurrentTest("worker hosts: what a local stage shows, a remote one shows > live output reaches the root while the stage runs on a host; usage and cost add up as on a local run", async () => {
+concurrentHostTest("worker hosts: what a local stage shows, a remote one shows > live output reaches the root while the stage runs on a host; usage and cost add up as on a local run", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
-  await startHost({ url, id: "talker", slots: 3, env: agentEnv() });
+  await start({ url, id: "talker", slots: 3, env: agentEnv() });
   const gate = join(dir, "gate");
   const home = join(dir, "root");
   const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });
@@ -378,10 +380,10 @@ concurrentTest("worker hosts: what a local stage shows, a remote one shows > liv
   expect(a.inputTokens ?? a.input).toBe(20);
 }, 90_000);
 
-concurrentTest("worker hosts: stage files > atomic logs and logs --follow on the root's machine read a remote stage's output from the artifact store", async () => {
+concurrentHostTest("worker hosts: stage files > atomic logs and logs --follow on the root's machine read a remote stage's output from the artifact store", async (start) => {
   const url = await journalUrl();
   const dir = makeTempDir("atomic-fleet-");
-  const host = await startHost({ url, id: "files", slots: 3, env: agentEnv() });
+  const host = await start({ url, id: "files", slots: 3, env: agentEnv() });
   const gate = join(dir, "gate");
   const home = join(dir, "root");
   const run = spawnAtomic(["run", join(FIXTURES, "chatty.ts"), "--journal", url, "--workers", "0", "--json", "--input", `gate=${gate}`], { home, env: agentEnv() });

@@ -19,6 +19,7 @@ import type { Fleet, FleetHost } from "../helpers/fleet.ts";
 import { createDatabase, startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
 import { killSpawned, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
+import { concurrentTest } from "../helpers/concurrent.ts";
 
 export interface TestHost {
   id: string;
@@ -109,6 +110,30 @@ export async function stopTheseHosts(these: TestHost[]): Promise<void> {
     hosts.delete(h);
   }
   await Promise.all(these.map((h) => h.exited));
+}
+
+/**
+ * A test of a file whose tests run side by side (helpers/concurrent.ts) that starts hosts with `start` (startHost's
+ * options): they are stopped whole once it ends, passed or failed (stopTheseHosts), not when the file's last test
+ * does. Host ids must differ between the file's tests: a host's kill ends every process whose worker id names it.
+ */
+export function concurrentHostTest(name: string, fn: (start: (o: HostOptions) => Promise<TestHost>) => Promise<void>, timeoutMs?: number): void {
+  concurrentTest(
+    name,
+    async () => {
+      const started: TestHost[] = [];
+      try {
+        await fn(async (o) => {
+          const host = await startHost(o);
+          started.push(host);
+          return host;
+        });
+      } finally {
+        await stopTheseHosts(started);
+      }
+    },
+    timeoutMs,
+  );
 }
 
 /** Every host a test started: killed whole (afterEach). */
