@@ -1,11 +1,13 @@
 /**
  * `atomic attach` on a real terminal (tmux: send-keys, capture-pane) on stages of the real agent CLIs
- * (test/agents, pinned versions) against their fake providers, as a person uses it (the --json tests are
- * attach-claude and attach-pi; codex, gemini and opencode's --json view is checked here, below):
+ * (test/agents, pinned versions) against their fake providers, as a person uses it (the --json test of its
+ * own is attach-pi; claude's, codex's, gemini's and opencode's --json view is checked here, below):
  * - claude: the view survives a SIGKILL of the stage's worker (it says "worker lost" and follows the next
  *   attempt); in that attempt its Bash tool call shows live, a line typed while the tool runs is a steer that
  *   reaches the model in the same conversation, a /followup is the turn after, and /interrupt TEXT ends that
- *   turn, TEXT the next; claude's answers and the stage's end show.
+ *   turn, TEXT the next; claude's answers and the stage's end show. An `attach --json` beside it says the same
+ *   in its events: the tool call while it runs, the steer delivered, the answers and the end (this was
+ *   attach-claude, a run of claude of its own).
  * - pi: the same (pi's own `steer`, `follow_up` and `abort`).
  * - codex, gemini and opencode (no input while a turn runs; sessions resumed by id): the view says so, survives
  *   a SIGKILL of the stage's worker and follows the next attempt; there a typed steer and a /followup wait for
@@ -13,7 +15,7 @@
  *   turn at once and resumes the session with TEXT; the answer and the stage's end show. An `attach --json`
  *   beside the terminal's, on the same stage, says the same in its events: the notice, the steer delivered,
  *   the answers (the resumed session's too) and the end. (This was attach-resume-clis, a run of each CLI of
- *   its own; typing into `attach --json` is runner-independent: attach.test, attach-claude, attach-pi.)
+ *   its own; typing into `attach --json` is runner-independent: attach.test, attach-pi.)
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -151,6 +153,7 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
   const env = { ...agentEnv, CLAUDE_TEST_MARKER: marker };
   const dir = makeTempDir("atomic-attach-claude-tmux-");
   let tmux: Tmux | undefined;
+  let json: ReturnType<typeof spawnAtomic> | undefined;
   try {
     // Attempt 1's model call is held until its worker is killed; attempt 2 runs a Bash tool that waits, then answers.
     const never = new Promise<void>(() => {});
@@ -169,15 +172,30 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
     await untilEvent(fake.callMatching(), "claude's first model call", { proc: run, limitMs: AGENT_STEP_LIMIT_MS });
     const t = Tmux.atomic(["attach", runId, "ask"], { home, env, cols: 160, rows: 50 });
     tmux = t;
+    json = spawnAtomic(["--json", "attach", runId, "ask"], { home, env });
+    const out = lineWatcher(json.stdout);
     await t.waitFor("attached to ask", AGENT_STEP_LIMIT_MS);
+    await untilEvent(out.waitFor(/"type":"attached"/, AGENT_STEP_LIMIT_MS), "the --json attach to attach", { proc: json, limitMs: AGENT_STEP_LIMIT_MS });
+    // Joined to the stage's transcript and its live stream before the worker goes: the next attempt's tool call and answers come live.
+    await out.waitFor(/"type":"live"/, AGENT_STEP_LIMIT_MS);
     const [worker] = processesMatching(home, "--internal-workflow-worker");
     expect(worker).toBeDefined();
     process.kill(worker!, "SIGKILL");
     await t.waitFor("worker lost: attempt 1 started again on another worker", AGENT_STEP_LIMIT_MS);
     await waitUntil(() => existsSync(join(dir, "started")), AGENT_STEP_LIMIT_MS, "the tool to start");
     await t.waitFor(/⚙ Bash .*until \[ -e/, AGENT_STEP_LIMIT_MS);
+    // The --json view beside it: the tool call, live, while the tool runs.
+    await out.waitFor(/"type":"tool".*Bash/, AGENT_STEP_LIMIT_MS);
     await talkDuringTool(t, dir, fake.callMatching((r) => JSON.stringify(r.body.messages).includes(FOLLOW)));
     expect(await run.exited).toBe(0);
+    // ... the steer typed on the terminal shown delivered, claude's answers as text, and the stage's end (this was
+    // attach-claude, a run of claude of its own; typing into `attach --json` is runner-independent: attach.test, attach-pi).
+    await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
+    expect(await json.exited).toBe(0);
+    const events = out.lines.map((l) => JSON.parse(l) as { type: string; mode?: string; state?: string; text?: string });
+    expect(events.some((e) => e.type === "message" && e.mode === "steer" && e.text === STEER && e.state === "delivered")).toBe(true);
+    const texts = events.flatMap((e) => (e.type === "text" ? [e.text ?? ""] : [])).join("");
+    for (const answer of ["answer after the steer", "answer after the interrupt"]) expect(texts).toContain(answer);
     // The steer went into the conversation of the attempt that followed the lost worker, after its tool call; the
     // followUp was the turn after its answer, and the interrupt's text the turn after that, in the same conversation.
     const said = (n: number) => JSON.stringify(fake.calls[n]!.body.messages);
@@ -190,6 +208,7 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
     fake.assertOnlyFake();
   } finally {
     tmux?.kill();
+    json?.kill("SIGKILL");
     for (const pid of processesWithEnv("CLAUDE_TEST_MARKER", marker)) {
       try {
         process.kill(pid, "SIGKILL");
