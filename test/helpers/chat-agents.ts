@@ -51,7 +51,7 @@
 
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { AGENTS_DIR, agentBin } from "./agents.ts";
+import { AGENTS_DIR, agentBin, withAgentNode } from "./agents.ts";
 import { makeTempDir } from "./temp.ts";
 
 export type ChatAgent = "opencode" | "pi";
@@ -100,7 +100,7 @@ export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unprice
   const xdg = { XDG_CONFIG_HOME: join(user, ".config"), XDG_DATA_HOME: join(user, ".local/share"), XDG_CACHE_HOME: join(user, ".cache"), XDG_STATE_HOME: join(user, ".local/state") };
   for (const d of Object.values(xdg)) mkdirSync(d, { recursive: true });
   writeFileSync(join(home, "config.json"), JSON.stringify({ runners: { [kind]: { path: agentBin(kind) } }, ...(opts.pricing ? { pricing: opts.pricing } : {}) }));
-  const env: Record<string, string> = { HOME: user, ...xdg, OPENAI_API_KEY: "", OPENCODE_CONFIG_CONTENT: "", ...opts.trap?.env };
+  const env: Record<string, string> = { HOME: user, ...xdg, OPENAI_API_KEY: "", OPENCODE_CONFIG_CONTENT: "", ...opts.trap?.env, ...(kind === "pi" ? { PATH: withAgentNode(process.env.PATH ?? "") } : {}) };
   if (kind === "opencode") {
     const config = join(user, "opencode.json");
     const catalogue = join(user, "models.json");

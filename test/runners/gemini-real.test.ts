@@ -40,12 +40,13 @@ const offeredTools = (body: any): string[] => ((body.tools ?? []) as any[]).flat
 
 // One gemini start for the tool call and the tools' mapping: neither changes what the other checks (docs/design/testing.md, session 12).
 agentTest("gemini: a tool call, then text; the session id assigned up front; usage exact (prompt − cached), priced for -m; tools in atomic's terms are mapped to gemini's own, the others are not offered; a gemini that lost its piped prompt is started again", async () => {
-  // The tool's shell also runs a script that counts the gemini processes among its ancestors (node processes whose
-  // command lines hold gemini's `-o stream-json`; a script, since gemini refuses a command with a command substitution).
+  // The tool's shell also runs a script that counts the gemini processes among its ancestors (processes running node,
+  // by their executable: Node 24 names its main thread, so /proc/PID/comm says MainThread; whose command lines hold
+  // gemini's `-o stream-json`; a script, since gemini refuses a command with a command substitution).
   const s = await setup(shell("echo hi > out.txt; sh ancestors.sh > geminis.txt; echo done", { prompt: 150, cached: 50, output: 7 }), say(["Hel", "lo"], { prompt: 300, cached: 200, output: 20 }));
   writeFileSync(
     join(s.cwd, "ancestors.sh"),
-    'p=$PPID; n=0\nwhile [ "$p" -gt 1 ]; do\n  [ "$(cat /proc/$p/comm)" = node ] && tr "\\0" " " < /proc/$p/cmdline | grep -q -- "-o stream-json" && n=$((n + 1))\n  p=$(cut -d")" -f2 /proc/$p/stat | cut -d" " -f3)\ndone\necho $n\n',
+    'p=$PPID; n=0\nwhile [ "$p" -gt 1 ]; do\n  [ "$(basename "$(readlink /proc/$p/exe)")" = node ] && tr "\\0" " " < /proc/$p/cmdline | grep -q -- "-o stream-json" && n=$((n + 1))\n  p=$(cut -d")" -f2 /proc/$p/stat | cut -d" " -f3)\ndone\necho $n\n',
   );
   // The first gemini comes round to its stdin after its 500 ms wait for it (as on a busy machine) and exits 42 without
   // the prompt (the fixture's header); the stage starts it again, and the second one works.
