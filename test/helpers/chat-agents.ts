@@ -43,6 +43,11 @@
  * (its SQLite database migrated, copied from a template) took about 0.3
  * more off, but making the template costs a start of its own per test
  * process and a home would no longer show a first start: not done.
+ * Session 14 (perf, per thread, and interleaved fresh-home starts): a
+ * fifth of a start is JavaScriptCore's JIT threads, half of that its top
+ * tier (FTL); with it off (BUN_JSC_useFTLJIT) a start costs 3.7-3.8 against
+ * 4.2-4.3 CPU-seconds. It is a test home's setting, not atomic's: the
+ * variable would reach every Bun program a user's opencode stage runs.
  * The suite's fresh-machine timeouts came from starting all of a file's
  * CLIs at once on 2 cores (load 15), not from a first start: their tests
  * are now heavy (heavy.ts, at most one per core) and wait on events within
@@ -136,6 +141,10 @@ export function chatAgentSetup(kind: ChatAgent, baseUrl: string, opts: { unprice
       OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
       // An empty models.dev catalogue instead of its built-in snapshot (about 4 CPU-seconds a start, above).
       OPENCODE_MODELS_PATH: catalogue,
+      // JavaScriptCore's top tier (FTL) off: its compiles were half of a start's JIT threads, for code a test's
+      // few-second run leaves before it pays (about 0.5 CPU-seconds a start, docs/design/testing.md "Session 14:
+      // opencode's top JIT tier"). dist/atomic, a Bun program too, runs so in these tests as well.
+      BUN_JSC_useFTLJIT: "0",
       // Should opencode still try to install its plugin SDK (@opencode-ai/plugin, ~67 MB with its dependencies)
       // from the npm registry into its config directory (a newer opencode checking more than the lock above):
       // kept offline (it runs without it), and without retries.
