@@ -109,9 +109,16 @@ export class LivePublisher {
     return (event) => this.push(key, runId, stage, attempt, event);
   }
 
-  /** The stage attempt's events are over: it leaves its run's mark group. */
+  /**
+   * The stage attempt's events are over: what waits of them goes out now, ahead of the result its process is about
+   * to send (a watcher following the run then sees the stage's last events, its usage, before the journal says it
+   * ended; on the flush timer they lost that race on a loaded machine, test/live/run-stream-live.test.ts), and it
+   * leaves its run's mark group.
+   */
   ended(runId: string, stage: string, attempt: number): void {
-    if (this.published.delete(`${runId}\u0000${stage}\u0000${attempt}`)) this.joinMarkGroups();
+    const key = `${runId}\u0000${stage}\u0000${attempt}`;
+    this.flush(key);
+    if (this.published.delete(key)) this.joinMarkGroups();
   }
 
   private joinMarkGroups(): void {
