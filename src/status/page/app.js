@@ -70,7 +70,7 @@
     const untilInput = field("until", { id: "until-filter", class: "narrow", placeholder: "until", "aria-label": "started before (an age or an ISO date or time)" });
     // Runs with every tag typed ("team=search env=prod").
     const tagInput = field("tag", { id: "tag-filter", class: "narrow", placeholder: "tags: team=search", "aria-label": "filter by tags" });
-    const count = h("span", { class: "muted" });
+    const count = h("span", { class: "muted", id: "list-count" });
     const body = h("tbody");
     const pageInfo = h("span", { class: "muted", id: "page-info" });
     const prev = h("button", { class: "btn", id: "page-newer", text: "← newer", onclick: () => { offset = Math.max(0, offset - limit); sync(); load(); } });
