@@ -116,12 +116,7 @@ async function resumeCliOnTerminal(o: {
     expect(await t.exited(AGENT_STEP_LIMIT_MS)).toBe(0);
     // The --json view beside it: the steer typed on the terminal shown delivered, the session's answers (the
     // resumed one's too) as text, and the stage's end.
-    await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
-    expect(await json.exited).toBe(0);
-    const events = out.lines.map((l) => JSON.parse(l) as { type: string; mode?: string; state?: string; text?: string });
-    expect(events.some((e) => e.type === "message" && e.mode === "steer" && e.text === STEER && e.state === "delivered")).toBe(true);
-    const texts = events.flatMap((e) => (e.type === "text" ? [e.text ?? ""] : [])).join("");
-    for (const answer of ["first answer", "answer after the interrupt"]) expect(texts).toContain(answer);
+    await expectJsonView(out, json, ["first answer", "answer after the interrupt"]);
   } finally {
     t.kill();
     json.kill("SIGKILL");
@@ -134,6 +129,16 @@ async function resumeCliOnTerminal(o: {
  * (its answer shows), the followUp is the next turn, held at the provider until `followUpCall` arrived; there
  * /interrupt TEXT ends that turn and TEXT is the turn after it, whose answer and the stage's end show.
  */
+/** The `attach --json` view beside the terminal's, once the stage ended: exit 0, the steer shown delivered, `answers` as text. */
+async function expectJsonView(out: ReturnType<typeof lineWatcher>, json: { exited: Promise<number> }, answers: string[]): Promise<void> {
+  await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
+  expect(await json.exited).toBe(0);
+  const events = out.lines.map((l) => JSON.parse(l) as { type: string; mode?: string; state?: string; text?: string });
+  expect(events.some((e) => e.type === "message" && e.mode === "steer" && e.text === STEER && e.state === "delivered")).toBe(true);
+  const texts = events.flatMap((e) => (e.type === "text" ? [e.text ?? ""] : [])).join("");
+  for (const answer of answers) expect(texts).toContain(answer);
+}
+
 async function talkDuringTool(t: Tmux, dir: string, followUpCall: Promise<unknown>): Promise<void> {
   await steer(t);
   await typed(t, `/followup ${FOLLOW}`, "followUp", FOLLOW);
@@ -190,12 +195,7 @@ agentTest("attach on a terminal to a claude stage: through a SIGKILL of its work
     expect(await run.exited).toBe(0);
     // ... the steer typed on the terminal shown delivered, claude's answers as text, and the stage's end (this was
     // attach-claude, a run of claude of its own; typing into `attach --json` is runner-independent: attach.test, attach-pi).
-    await out.waitFor(/"type":"ended"/, AGENT_STEP_LIMIT_MS);
-    expect(await json.exited).toBe(0);
-    const events = out.lines.map((l) => JSON.parse(l) as { type: string; mode?: string; state?: string; text?: string });
-    expect(events.some((e) => e.type === "message" && e.mode === "steer" && e.text === STEER && e.state === "delivered")).toBe(true);
-    const texts = events.flatMap((e) => (e.type === "text" ? [e.text ?? ""] : [])).join("");
-    for (const answer of ["answer after the steer", "answer after the interrupt"]) expect(texts).toContain(answer);
+    await expectJsonView(out, json, ["answer after the steer", "answer after the interrupt"]);
     // The steer went into the conversation of the attempt that followed the lost worker, after its tool call; the
     // followUp was the turn after its answer, and the interrupt's text the turn after that, in the same conversation.
     const said = (n: number) => JSON.stringify(fake.calls[n]!.body.messages);
