@@ -30,9 +30,10 @@
  * one `unsafe_artifact` error naming the path.
  */
 
-import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, readSync, type Stats } from "node:fs";
+import { closeSync, constants, existsSync, fstatSync, lstatSync, openSync, type Stats } from "node:fs";
 import { dirname, join } from "node:path";
 import { AtomicError } from "../shared/errors.ts";
+import { readTail } from "../shared/file-tail.ts";
 
 export const STDOUT_LOG = "stdout.log";
 export const STDERR_LOG = "stderr.log";
@@ -82,13 +83,10 @@ export function tailLines(path: string | undefined, n = 5): string[] {
   }
   if (fd === undefined) return [];
   try {
-    const size = fstatSync(fd).size;
-    const length = Math.min(size, TAIL_BYTES);
-    const buf = Buffer.alloc(length);
-    readSync(fd, buf, 0, length, size - length);
-    const lines = buf.toString("utf8").split(/\r?\n/).filter((l) => l.trim() !== "");
+    const { text, cut } = readTail(fd, TAIL_BYTES);
+    const lines = text.split(/\r?\n/).filter((l) => l.trim() !== "");
     // The first line of a cut read may be partial; drop it unless it is all there is.
-    if (length < size && lines.length > 1) lines.shift();
+    if (cut && lines.length > 1) lines.shift();
     return lines.slice(-n).map((l) => (l.length > 300 ? `${l.slice(0, 299)}…` : l));
   } catch {
     return [];

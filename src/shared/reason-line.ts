@@ -8,7 +8,8 @@
  * following a link; "" when there is no such line or no file.
  */
 
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, openSync } from "node:fs";
+import { readTail } from "./file-tail.ts";
 
 const TAIL_BYTES = 8 * 1024;
 const NOISE = /^(\s|\d+\s*\||Bun v\d|[}\]]\s*$)/;
@@ -22,11 +23,7 @@ export function reasonLine(path: string | undefined, max = 200): string {
     return "";
   }
   try {
-    const size = fstatSync(fd).size;
-    const length = Math.min(size, TAIL_BYTES);
-    const buf = Buffer.alloc(length);
-    readSync(fd, buf, 0, length, size - length);
-    const line = buf.toString("utf8").split(/\r?\n/).findLast((l) => l.trim() !== "" && !NOISE.test(l)) ?? "";
+    const line = readTail(fd, TAIL_BYTES).text.split(/\r?\n/).findLast((l) => l.trim() !== "" && !NOISE.test(l)) ?? "";
     return line.length > max ? `${line.slice(0, max - 1)}…` : line;
   } catch {
     return "";
