@@ -137,7 +137,8 @@ test("atomic resume --tui drives the interrupted run on under the console: the s
   t.keys("Down", "Down");
   // Its second attempt runs (not left queued): the console shows it running and its output.
   await t.waitFor(/── deploy \(running\)[\s\S]*deploying to staging/);
-  expect(t.screen()).toMatch(/› ◐ deploy .*×2/);
+  // The pane's output can be on screen before the tree's row reads ×2 (the fresh-clone run of b59b8e9): wait for the row too.
+  await t.waitFor(/› ◐ deploy .*×2/);
   t.keys("c");
   await t.waitFor("cancel run demo-4? y cancels it");
   t.keys("y");
