@@ -7,7 +7,9 @@
  * Postgres; a partition stalls an open connection, a new one and the binary
  * (bounded by a timeout) while the other host carries on, and heal brings
  * all three back; killAll kills a host's process tree (also what left its
- * process group) and nothing of the other host; destroy leaves no
+ * process group) and nothing of the other host; a test host's stop
+ * (fleet/support.ts) ends its processes and none of another test host's
+ * with the same host id; destroy leaves no
  * namespace, link, process, directory or cluster; and what a SIGKILLed
  * owner left is removed by the next makeFleet, or by the owner's watcher.
  */
@@ -17,10 +19,12 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import pg from "pg";
-import { BUN, ROOT, childEnv, lineWatcher, waitUntil } from "../helpers/atomic.ts";
+import { BUN, ROOT, childEnv, killProcessesWithHome, lineWatcher, spawnAtomic, waitUntil } from "../helpers/atomic.ts";
 import { type Fleet, type FleetHost, type FleetMode, FLEET_MODE_ENV, FLEET_WATCH_ENV, makeFleet, namespacesAvailable } from "../helpers/fleet.ts";
 import { ip } from "../helpers/fleet/netns.ts";
 import { isLive } from "../helpers/processes.ts";
+import { makeTempDir } from "../helpers/temp.ts";
+import { FIXTURES, cleanUpHosts, fleetJournal, startHost, stopTheseHosts, type TestHost } from "./support.ts";
 
 const MODES: FleetMode[] = process.env[FLEET_MODE_ENV] === "loopback" || !namespacesAvailable() ? ["loopback"] : ["netns", "loopback"];
 if (!MODES.includes("netns")) console.error("fleet harness: network namespaces are not available here; only the loopback mode is tested");
@@ -39,6 +43,7 @@ interface Made {
   pids: number[];
 }
 const OWNER = join(import.meta.dir, "fleet-owner.ts");
+const ONE = join(FIXTURES, "one.ts");
 /** How long a cut connection is watched for an answer that must not come. Not a duration under test: any length shows silence. */
 const SILENCE_MS = 1500;
 
@@ -169,6 +174,35 @@ describe("fleet harness", () => {
         expect(isLive(other.pid)).toBe(false);
       });
 
+      test("two test hosts with one host id, each of its own journal: stopping one ends all of its processes and none of the other's", async () => {
+        // Stages that hold (sleep 1000) on each host, both hosts "twin": one on a machine of the fleet, one on this
+        // machine, as two tests in two lanes may have. Their stages both carry ATOMIC_WORKER_ID=…@twin.
+        const journals = [await fleetJournal(fleet), await fleetJournal(fleet)];
+        const dir = makeTempDir("atomic-fleet-twins-");
+        const roots = [join(dir, "root-a"), join(dir, "root-b")];
+        try {
+          const a = await startHost({ ...journals[0]!.machine(0), id: "twin", slots: 1 });
+          const b = await startHost({ url: journals[1]!.url, id: "twin", slots: 1 });
+          for (const [i, home] of roots.entries()) {
+            const root = spawnAtomic(["run", ONE, "--workers", "0", "--input", `marks=${join(dir, `marks-${i}`)}`, "--input", "seconds=1000"], { home, env: { ATOMIC_JOURNAL: journals[i]!.url } });
+            for (const stream of [root.stdout, root.stderr]) void new Response(stream).text();
+          }
+          const stageOf = (h: TestHost) => waitUntil(() => h.processes().find((pid) => commandLine(pid) === "sleep 1000"), 60_000, `the stage on host ${h.home}`);
+          const [stageA, stageB] = [(await stageOf(a))!, (await stageOf(b))!];
+          const ofB = [b.proc.pid, stageB, parentOf(stageB)];
+          await stopTheseHosts([a]);
+          expect(isLive(stageA)).toBe(false);
+          expect(a.processes()).toEqual([]);
+          for (const pid of ofB) expect(isLive(pid)).toBe(true);
+          expect(b.processes()).toEqual(expect.arrayContaining(ofB));
+          await stopTheseHosts([b]);
+          for (const pid of ofB) expect(isLive(pid)).toBe(false);
+        } finally {
+          await cleanUpHosts();
+          for (const home of roots) killProcessesWithHome(home);
+        }
+      });
+
       test("destroy leaves no namespace, link, process, directory or cluster", async () => {
         const sleepers = fleet.hosts.map((h) => h.spawn(["sh", "-c", "sleep 1000 & setsid sleep 1000 & wait"]));
         const pids = (await waitUntil(() => {
@@ -289,6 +323,16 @@ describe("fleet harness", () => {
     expect(err).toContain("hosts run as processes on loopback");
   });
 });
+
+/** A process's parent (0 once it is gone). */
+function parentOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return 0;
+  }
+}
 
 /** A process's command line, its arguments joined by spaces ("" once it is gone). */
 function commandLine(pid: number): string {

@@ -115,7 +115,6 @@ type UserHomes = Record<HostId, { env: Record<string, string>; dirs: string[] }>
 async function runAcross(kind: keyof typeof LEDGER, s: { home: string; cwd: string; env: Record<string, string> }, model: string, fork: boolean, users?: UserHomes): Promise<void> {
   const url = await freshDatabase(`fsess${kind}`);
   const homes = { ha: makeTempDir("atomic-host-ha-"), hb: makeTempDir("atomic-host-hb-") };
-  // Host ids of this test's own: a host's kill (once the test is done with it) ends every process whose worker id names it.
   const ids = { ha: `${kind}-ha`, hb: `${kind}-hb` };
   const started: TestHost[] = [];
   try {
@@ -341,7 +340,6 @@ function heldFailure() {
 async function retryAcross(kind: "gemini" | "opencode", s: { home: string; cwd: string; env: Record<string, string> }, model: string, users: UserHomes, failing: { held: () => boolean; release: () => void }, doomed: boolean): Promise<{ runId: string; env: Record<string, string> }> {
   const url = await freshDatabase(`fretry${kind}`);
   const homes = { ha: makeTempDir("atomic-host-ha-"), hb: makeTempDir("atomic-host-hb-") };
-  // Host ids of this test's own: a host's kill ends every process whose worker id names it, another test's too.
   const ids = { ha: `${kind}-a`, hb: `${kind}-b` };
   const host = (id: HostId, other: HostId) => {
     copyFileSync(join(s.home, "config.json"), join(homes[id], "config.json"));

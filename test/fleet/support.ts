@@ -6,9 +6,13 @@
  * the fleet's Postgres over a link of its own).
  *
  * `host.processes()` are every process of the host: those carrying its home
- * (the host coordinator and its workers) and the stages its workers started
- * (their environment names the worker, `…@<host id>`); `host.kill()` is a
- * kill -9 of all of them at once, as a power cut of that machine would be.
+ * (the host coordinator and its workers) and those carrying its marker
+ * (HOST_ENV, a value no other host of any test has: the host's environment
+ * passes it to its workers and they to their stages). Never its host id: two
+ * tests that run at once may give their hosts the same one, and a stop of
+ * one must not touch the other's processes. `host.kill()` is a kill -9 of
+ * all of them at once, as a power cut of that machine would be (stopped
+ * first, so none forks past it: helpers/fleet/kill.ts `crash`).
  */
 
 import { afterAll, afterEach, beforeAll } from "bun:test";
@@ -18,6 +22,7 @@ import type { Subprocess } from "bun";
 import type { Fleet, FleetHost } from "../helpers/fleet.ts";
 import { createDatabase, startCluster, withDatabase, type Cluster } from "../helpers/postgres.ts";
 import { killSpawned, lineWatcher, spawnAtomic } from "../helpers/atomic.ts";
+import { crash } from "../helpers/fleet/kill.ts";
 import { makeTempDir, removeTempDirs } from "../helpers/temp.ts";
 import { concurrentTest } from "../helpers/concurrent.ts";
 
@@ -63,6 +68,10 @@ export function hiding(dirs: readonly string[]): string[] {
 
 const hosts = new Set<TestHost>();
 
+/** The variable whose value marks every process of one test host (an ATOMIC_ name: a worker gives it to its stages, runners/stage-env.ts). */
+export const HOST_ENV = "ATOMIC_TEST_HOST";
+let started = 0;
+
 export async function startHost(o: HostOptions): Promise<TestHost> {
   const home = o.home ?? makeTempDir(`atomic-host-${o.id}-`);
   const workdir = o.workdir ?? makeTempDir(`atomic-work-${o.id}-`);
@@ -73,7 +82,9 @@ export async function startHost(o: HostOptions): Promise<TestHost> {
   if (o.grace) args.push("--grace", o.grace);
   if (o.repo) args.push("--repo", o.repo);
   const wrap = o.hide?.length ? { wrap: hiding(o.hide) } : {};
-  const proc = o.on ? o.on.spawnAtomic(args, { env: { ATOMIC_HOME: home, ATOMIC_HOST_ID: o.id, ATOMIC_JOURNAL: o.url, ...o.env } }) : spawnAtomic(args, { home, ...wrap, env: { ATOMIC_JOURNAL: o.url, ...o.env } });
+  const marker = `${process.pid}-${++started}-${Math.random().toString(36).slice(2, 8)}`;
+  const env = { ATOMIC_JOURNAL: o.url, ...o.env, [HOST_ENV]: marker };
+  const proc = o.on ? o.on.spawnAtomic(args, { env: { ATOMIC_HOME: home, ATOMIC_HOST_ID: o.id, ...env } }) : spawnAtomic(args, { home, ...wrap, env });
   const log = lineWatcher(proc.stderr);
   void new Response(proc.stdout).text();
   const host: TestHost = {
@@ -82,16 +93,8 @@ export async function startHost(o: HostOptions): Promise<TestHost> {
     workdir,
     proc,
     log,
-    processes: () => hostProcesses(home, o.id),
-    kill: () => {
-      for (const pid of hostProcesses(home, o.id)) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // gone meanwhile
-        }
-      }
-    },
+    processes: () => hostProcesses(home, marker),
+    kill: () => void crash(() => hostProcesses(home, marker)),
     exited: proc.exited,
   };
   hosts.add(host);
@@ -115,7 +118,7 @@ export async function stopTheseHosts(these: TestHost[]): Promise<void> {
 /**
  * A test of a file whose tests run side by side (helpers/concurrent.ts) that starts hosts with `start` (startHost's
  * options): they are stopped whole once it ends, passed or failed (stopTheseHosts), not when the file's last test
- * does. Host ids must differ between the file's tests: a host's kill ends every process whose worker id names it.
+ * does. Its hosts may have the ids another test's have: a host's stop ends only its own processes.
  */
 export function concurrentHostTest(name: string, fn: (start: (o: HostOptions) => Promise<TestHost>) => Promise<void>, timeoutMs?: number): void {
   concurrentTest(
@@ -150,13 +153,14 @@ export async function cleanUpHosts(): Promise<void> {
   removeTempDirs();
 }
 
-function hostProcesses(home: string, id: string): number[] {
+/** Live processes of the host whose home is `home` and marker `marker` (startHost). */
+function hostProcesses(home: string, marker: string): number[] {
   const pids: number[] = [];
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
     try {
       const env = readFileSync(`/proc/${name}/environ`, "utf8").split("\0");
-      if (!env.includes(`ATOMIC_HOME=${home}`) && !env.some((e) => e.startsWith("ATOMIC_WORKER_ID=") && e.endsWith(`@${id}`))) continue;
+      if (!env.includes(`ATOMIC_HOME=${home}`) && !env.includes(`${HOST_ENV}=${marker}`)) continue;
       const stat = readFileSync(`/proc/${name}/stat`, "utf8");
       if (stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z") pids.push(Number(name));
     } catch {
