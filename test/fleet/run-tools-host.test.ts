@@ -65,9 +65,7 @@ async function runOnHost(mode: string) {
   const url = await freshDatabase("tools");
   const dir = makeTempDir("atomic-fleet-tools-");
   // The host does not see the root's home (its broker's socket there): the stages' calls reach the root through the journal only.
-  // A host id of this file's own: stopping a test host kills every process whose worker id names it, and
-  // host-outage.test's "far" runs in the other lane at the same time (the likely reason its s0 ran on the root's worker in the fresh-clone run of b59b8e9).
-  await startHost({ url, id: "tools-far", slots: 2, env: agentEnv(), hide: [dir] });
+  await startHost({ url, id: "far", slots: 2, env: agentEnv(), hide: [dir] });
   const r = await runAtomic(["run", FIXTURE, "--journal", url, "--workers", "0", "--json", "--input", `mode=${mode}`], { home: join(dir, "root"), env: agentEnv() });
   const out = r.stdout.split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
   return { r, ended: out.find((e) => e.type === "run_ended") as { outputs?: Record<string, string> } | undefined };
@@ -118,7 +116,7 @@ async function geminiOnHost(fake: FakeGemini, dbPrefix: string) {
   const hostHome = makeTempDir("atomic-host-gemini-");
   copyFileSync(join(h.home, "config.json"), join(hostHome, "config.json"));
   const env = { ...h.env, ...agentEnv() };
-  await startHost({ url, id: "tools-far", slots: 2, home: hostHome, env, hide: [h.home] });
+  await startHost({ url, id: "far", slots: 2, home: hostHome, env, hide: [h.home] });
   const elsewhere = { home: makeTempDir("atomic-fleet-elsewhere-"), env: { ...env, ATOMIC_JOURNAL: url } };
   const run = (mode: string) =>
     spawnAtomic(["--json", "run", GEMINI_FIXTURE, "--journal", url, "--workers", "0", "--input", "runner=gemini", "--input", `mode=${mode}`], { home: h.home, env });
@@ -160,7 +158,7 @@ agentTest("gemini on a worker host asks the person (ask_user, served to it as as
     expect(last).toContain("The person answered your question: yes");
     // Every attempt ran on the host.
     const shown = JSON.parse((await runAtomic(["show", runId, "--json"], elsewhere)).stdout) as { steps: { name: string; ranOn?: { host: string } }[] };
-    expect(shown.steps.filter((x) => x.name === "asker").map((x) => x.ranOn?.host)).toEqual(["tools-far"]);
+    expect(shown.steps.filter((x) => x.name === "asker").map((x) => x.ranOn?.host)).toEqual(["far"]);
     fake.assertOnlyFake();
   } finally {
     await fake.close();
