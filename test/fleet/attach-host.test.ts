@@ -26,8 +26,13 @@ test("attach to a stage on a worker host that is gone: one notice naming the hos
   const url = await freshDatabase("attach_host");
   const dir = makeTempDir("atomic-attach-host-");
   const marks = join(dir, "marks");
-  // A short work lease: once the host is gone, its item goes to the next host soon.
-  const host = await startHost({ url, id: "faraway", slots: 1, leaseMs: 3_000 });
+  // Attach can say the host is gone only while the host is shown lost (3 s after its last heartbeat,
+  // ATOMIC_HOST_LOST_MS below) and still holds the stage's lease: once the lease runs out the root gives the
+  // item back and it is no host's. Heartbeats and lease renewals both come every second, so a lease as long as
+  // that threshold left about a second (until the root's next reap) to attach, which looks once a second, and
+  // CI's load made it miss it. A lease of 8 s leaves it five seconds, and the item still goes to the next
+  // host soon.
+  const host = await startHost({ url, id: "faraway", slots: 1, leaseMs: 8_000 });
   const home = join(dir, "root");
   // The stage waits for a gate the test opens at the end.
   const run = spawnAtomic(["run", join(FIXTURES, "long.ts"), "--workers", "0", "--json", "--input", `marks=${marks}`, "--input", `gate=${join(dir, "gate")}`], { home, env: { ATOMIC_JOURNAL: url } });
