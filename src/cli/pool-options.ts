@@ -3,7 +3,8 @@
  * `--workers N`, default min(4, CPUs)) or in this process (`--in-process`,
  * for debugging). `--work-lease-ms` sets how long a worker may go without a
  * heartbeat before its stage is taken back (default 30 s, at least two
- * heartbeats).
+ * heartbeats). `atomic serve` takes `--workers` and `--work-lease-ms` too
+ * (SERVICE_POOL_ARGS) and hands them to every drive it starts (`driveFlags`).
  */
 
 import { loadConfig } from "../shared/config/load.ts";
@@ -17,10 +18,21 @@ import { FleetExecutor } from "../fleet/fleet-executor.ts";
 import type { CliSession } from "./session.ts";
 
 export const POOL_ARGS = {
-  workers: { type: "string", description: "worker processes for stages, started as stages wait (default min(4, CPUs))" },
+  workers: { type: "string", description: "worker processes for a run's stages, started as stages wait (0: its stages go to worker hosts only; default min(4, CPUs))" },
   inProcess: { type: "boolean", description: "run stages inside this process instead of on workers (debugging)" },
   workLeaseMs: { type: "string", description: `how long a silent worker keeps its stage, in ms (default ${DEFAULT_WORK_LEASE_MS}, at least ${MIN_WORK_LEASE_MS})` },
 } as const;
+
+/** The pool flags `atomic serve` hands to every drive it starts (`atomic resume`'s, so one definition for both). */
+export const SERVICE_POOL_ARGS = { workers: POOL_ARGS.workers, workLeaseMs: POOL_ARGS.workLeaseMs } as const;
+
+/** `atomic resume` flags for the pool flags given to `atomic serve` (checked first with executorOption). */
+export function driveFlags(args: { workers?: string | undefined; workLeaseMs?: string | undefined }): string[] {
+  return [
+    ...(args.workers !== undefined ? ["--workers", args.workers.trim()] : []),
+    ...(args.workLeaseMs !== undefined ? ["--work-lease-ms", args.workLeaseMs.trim()] : []),
+  ];
+}
 
 export function executorOption(
   s: CliSession,

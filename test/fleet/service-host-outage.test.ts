@@ -9,11 +9,14 @@
  *
  * The service is set to ride the outage out, as the worker-host tests'
  * root is (host-outage-random.test.ts): `--lease-ms` for the runs it
- * drives and its retry window (ATOMIC_JOURNAL_RETRY_MS, which its drives
- * inherit) longer than the outage; the host keeps its default window, so
- * a result that ends during the outage waits in its outbox. Both modes of
- * the service's drives: `--workers 0` (every stage on the host) and
- * `--workers 1` (a worker of the drive's own beside the host).
+ * drives, `--work-lease-ms` for their own workers (and the host's) and its
+ * retry window (ATOMIC_JOURNAL_RETRY_MS, which its drives inherit) longer
+ * than the outage; the host keeps its default window, so a result that
+ * ends during the outage waits in its outbox. Both modes of the service's
+ * drives: `--workers 0` (every stage on the host, of 2 slots) and
+ * `--workers 1` (a worker of the drive's own beside a host of 1 slot, so
+ * each runs one stage through the outage: a drive's own worker held to the
+ * default 30 s work lease would stop its stage and run it again).
  *
  * What holds: the service says the server is unreachable and that it
  * retries, and again when it answers; it backs off meanwhile (its CPU time
@@ -52,8 +55,9 @@ for (const [i, workers] of [0, 1].entries()) {
     const dir = makeTempDir("atomic-service-host-");
     const home = join(dir, "root");
     const env = { ATOMIC_JOURNAL: url, ATOMIC_JOURNAL_RETRY_MS: String(RIDE_OUT.journalRetryMs) };
-    const host = await startHost({ url, id: caseHostId(i), slots: 2, leaseMs: RIDE_OUT.leaseMs });
-    const serve = spawnAtomic(["--json", "serve", "--port", "0", "--workers", String(workers), "--lease-ms", String(RIDE_OUT.leaseMs)], { home, env });
+    const host = await startHost({ url, id: caseHostId(i), slots: 2 - workers, leaseMs: RIDE_OUT.leaseMs });
+    const ride = ["--work-lease-ms", String(RIDE_OUT.leaseMs), "--lease-ms", String(RIDE_OUT.leaseMs)];
+    const serve = spawnAtomic(["--json", "serve", "--port", "0", "--workers", String(workers), ...ride], { home, env });
     const said = lineWatcher(serve.stdout);
     const err = lineWatcher(serve.stderr);
     const events = (type: string) => said.lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>).filter((e) => e.type === type);
@@ -64,7 +68,7 @@ for (const [i, workers] of [0, 1].entries()) {
       expect(detached.code).toBe(0);
       const id = detached.stdout.split("\n")[0]!.trim();
       await waitUntil(() => started().length === 2, 60_000, "both stages running");
-      // The stage the host runs ends during the outage (with one worker of the drive's own, the other may be there).
+      // The stage the host runs ends during the outage (with one worker of the drive's own, the other runs there).
       const onHost = hostStage(host.processes(), started());
       const cpuBefore = cpuSeconds(serve.pid);
       const downAt = Date.now();

@@ -2,8 +2,8 @@
  * `atomic serve`'s service flags through the binary: `--no-recover` serves
  * the page and leaves a crashed run alone (GET /api/service lists no
  * recovery duty), `--no-schedules` is accepted, `--max-runs` limits the
- * drives at once, and a bad `--max-runs`, `--workers` or `--lease-ms` (handed
- * to its drives) is one sentence and a hint (exit 2) before anything listens.
+ * drives at once, and a bad `--max-runs`, `--workers`, `--work-lease-ms` or
+ * `--lease-ms` (handed to its drives) is one sentence and a hint (exit 2) before anything listens.
  */
 
 import { expect, test } from "bun:test";
@@ -73,10 +73,11 @@ test("serve --max-runs 0 is one sentence and a hint, exit 2", async () => {
   expect(r.stdout).toBe("");
 });
 
-test("serve --workers and --lease-ms for its drives: a bad value is one sentence and a hint, exit 2, before anything listens", async () => {
+test("serve --workers, --work-lease-ms and --lease-ms for its drives: a bad value is one sentence and a hint, exit 2, before anything listens", async () => {
   const s = newSetup();
   for (const [flag, value, said] of [
     ["--workers", "two", 'error: --workers must be a whole number, got "two".\nhint: for example --workers 0\n'],
+    ["--work-lease-ms", "1000", "error: --work-lease-ms must be between 2000 (two heartbeats of 1000 ms) and 86400000, got 1000.\nhint: for example --work-lease-ms 2000\n"],
     ["--lease-ms", "10", 'error: --lease-ms must be a whole number of milliseconds of at least 1000, got "10".\nhint: for example --lease-ms 30000 (the default)\n'],
   ] as const) {
     const r = await runAtomic(["--home", s.home, "serve", "--port", "0", flag, value], { home: s.home });

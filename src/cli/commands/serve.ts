@@ -1,12 +1,12 @@
 /**
  * `atomic serve [--port 4317] [--host 127.0.0.1] [--open] [--no-recover] [--no-schedules] [--max-runs N]
- * [--workers N] [--lease-ms MS]`: the local service: the status page and API, and the service's duties
- * (src/service/: recovery and waking of runs, schedules) until SIGTERM or
- * Ctrl-C. Stopping ends the drives it started resumably, then the server.
- * `--workers` and `--lease-ms` are handed to every drive it starts (`atomic
- * resume`'s flags, checked here first): `--workers 0` leaves a drive's
- * stages to worker hosts; a run lease longer than a database outage lets
- * a drive ride it out instead of stopping (docs/guides/durability.md).
+ * [--workers N] [--work-lease-ms MS] [--lease-ms MS]`: the local service: the status page and API, and the
+ * service's duties (src/service/: recovery and waking of runs, schedules) until SIGTERM or Ctrl-C. Stopping
+ * ends the drives it started resumably, then the server. `--workers`, `--work-lease-ms` and `--lease-ms` are
+ * handed to every drive it starts (`atomic resume`'s flags, checked here first): `--workers 0` leaves a
+ * drive's stages to worker hosts; a run lease longer than a database outage lets a drive ride it out instead
+ * of stopping, and a work lease longer than it lets the drive's own workers keep their stages instead of
+ * stopping them to run again (docs/guides/durability.md).
  * Runs posted to `POST /api/runs` are started by service/run-starter.ts.
  */
 
@@ -18,7 +18,7 @@ import { Service, type ServiceLogEvent } from "../../service/service.ts";
 import { Operator } from "../../service/operator.ts";
 import { session, type CliSession } from "../session.ts";
 import { SERVE_ARGS, openLoginInBrowser, startCliServer, untilSignal } from "../status-server.ts";
-import { executorOption } from "../pool-options.ts";
+import { SERVICE_POOL_ARGS, driveFlags, executorOption } from "../pool-options.ts";
 import { leaseOption } from "./run.ts";
 
 export default defineCommand({
@@ -29,16 +29,16 @@ export default defineCommand({
     recover: { type: "boolean", default: true, description: "resume crashed runs and wake answered, sleeping and budget-raised ones (--no-recover: only serve the page)" },
     schedules: { type: "boolean", default: true, description: "run schedules (--no-schedules: do not)" },
     maxRuns: { type: "string", description: `how many runs the service drives at once (default ${DEFAULT_MAX_RUNS})` },
-    workers: { type: "string", description: "worker processes of each run the service drives (0: its stages go to worker hosts only; default min(4, CPUs))" },
+    ...SERVICE_POOL_ARGS,
     leaseMs: { type: "string", description: "the run lease of each run the service drives, in ms (default 30000)" },
   },
   async run({ args }) {
     const s = session();
     const maxRuns = parseMaxRuns(args.maxRuns);
     // Checked as the drives' `atomic resume` checks them, so a bad value is refused here and not in every drive.
-    executorOption(s, { workers: args.workers });
+    executorOption(s, { workers: args.workers, workLeaseMs: args.workLeaseMs });
     leaseOption(args.leaseMs);
-    const driveArgs = [...(args.workers !== undefined ? ["--workers", args.workers.trim()] : []), ...(args.leaseMs !== undefined ? ["--lease-ms", args.leaseMs.trim()] : [])];
+    const driveArgs = [...driveFlags(args), ...(args.leaseMs !== undefined ? ["--lease-ms", args.leaseMs.trim()] : [])];
     // Listen for Ctrl-C before the URL is printed: whoever reads it may stop us at once.
     const stopRequested = untilSignal();
     const journal = await s.journal();
