@@ -416,6 +416,9 @@ agentTest("opencode: a failed attempt retried on another host continues the sess
     const logs = async (stage: string) => (await runAtomic(["logs", ran.runId, "--stage", stage], { home: setup.home, env: ran.env })).stdout;
     expect(await logs("doomed")).toMatch(/session \S+ exported for another machine/); // failed, and exported all the same
     for (const stage of ["second", "after"]) expect(await logs(stage)).toContain("imported from the earlier attempt's copy");
+    // second's retry (its log is the latest attempt's) exported its session on hb: the copy third's check reads. Once
+    // third's log had neither line: without that copy third says nothing (its session is in hb's database all the same).
+    expect(await logs("second")).toMatch(/session \S+ exported for another machine/);
     expect(await logs("third")).toContain("is in this machine's opencode database already (the earlier attempt exported it from there): not imported");
   } finally {
     failing.release();
