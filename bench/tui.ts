@@ -21,8 +21,8 @@ import { join } from "node:path";
 import { createElement as h } from "react";
 import { renderToString } from "ink";
 import { SqliteJournal } from "../src/journal/sqlite/sqlite-journal.ts";
-import { ConsoleData } from "../src/cli/tui/console-data.ts";
-import { ConsoleView, type ConsoleFrame } from "../src/cli/tui/console.ts";
+import { ConsoleData, rowKey } from "../src/cli/tui/console-data.ts";
+import { ConsoleView, rowsOf, type ConsoleFrame } from "../src/cli/tui/console.ts";
 import { makeStyle } from "../src/cli/style.ts";
 import { seedRun } from "../test/helpers/seed-runs.ts";
 import { Tmux, killTmux } from "../test/helpers/tmux.ts";
@@ -80,16 +80,17 @@ const bench: Bench = {
       const small = await seedRun(journal, { stages: 5, workflow: "small", artifactsDir: join(home, "artifacts"), agent: { runner: "openai", usage: USAGE } });
       const large = await seedRun(journal, { stages: STAGES, workflow: "large", artifactsDir: join(home, "artifacts"), agent: { runner: "openai", usage: USAGE } });
       const base: ConsoleFrame = { screen: "run", filter: {}, runIndex: 0, stageIndex: 250, scroll: 0, focus: "tree", mode: { kind: "none" } };
-      const runRead = (id: string) => async () => {
+      const runRead = (id: string, stageIndex: number) => async () => {
         const detail = await data.detail(id);
-        // The pane's text as its attach feed first reads it: the stage's transcript.
+        // The pane's text as its attach feed first reads it: the stage's transcript, of the selected row.
         const t = await data.source.transcript(await data.run(id), id === large ? "0.250.0" : "0.2.0", { stdout: 0, stderr: 0 }, detail.report);
-        const conversation = "miss" in t ? { text: "", live: false, none: t.message } : { text: t.stdout.text, live: t.live };
+        const of = rowKey(rowsOf(detail)[stageIndex]!);
+        const conversation = "miss" in t ? { of, text: "", live: false, none: t.message } : { of, text: t.stdout.text, live: t.live };
         return { detail, conversation };
       };
-      await redraws(3, runRead(large), base); // warm-up
-      const largeTimes = await redraws(REDRAWS, runRead(large), base);
-      const smallTimes = await redraws(REDRAWS, runRead(small), { ...base, stageIndex: 2 });
+      await redraws(3, runRead(large, base.stageIndex), base); // warm-up
+      const largeTimes = await redraws(REDRAWS, runRead(large, base.stageIndex), base);
+      const smallTimes = await redraws(REDRAWS, runRead(small, 2), { ...base, stageIndex: 2 });
       const listTimes = await redraws(REDRAWS, async () => ({ runs: await data.runs({}, 500) }), { ...base, screen: "runs", runIndex: 0 });
 
       // The real console's memory.

@@ -51,7 +51,10 @@ test("the mouse: a click selects a run and opens it, the wheel moves along; in a
   const build = rowOf(screen, /^› .*build/);
   click(t, 5, build + 1);
   screen = await t.waitFor(/^› (?!.*build)/m);
+  // Never the build's output under the question's header (CI saw it while the build's feed still redrew).
   expect(screen).not.toContain("compiling the parser");
+  screen = await t.waitFor("an ask step has no conversation");
+  expect(screen).toContain("── deploy where? (");
   // The wheel over the tree moves back to the build.
   wheelUp(t, 5, build);
   await t.waitFor(/^› .*build/m);

@@ -48,7 +48,14 @@ export interface RunDetail {
   totals: RunTotals;
 }
 
+/** Names a row's stage (its run, position and kind): the conversation of a stage is shown only under its row. */
+export function rowKey(row: StageRow): string {
+  return `${row.runId}\u0000${row.position}\u0000${row.step.kind}`;
+}
+
 export interface Conversation {
+  /** The rowKey of the stage it is of: a pane shows it only while that stage is selected, never under another's header. */
+  of: string;
   text: string;
   live: boolean;
   /** Why there is none (not a stage, no output yet). */

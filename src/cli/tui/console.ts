@@ -26,7 +26,7 @@ import { TextInput } from "@inkjs/ui";
 import type { RunStatus } from "../../journal/runs.ts";
 import type { RunListPage } from "../../status/summaries.ts";
 import { makeStyle, type Style } from "../style.ts";
-import { ConsoleData, openQuestions, stageRows, type Conversation, type OpenQuestion, type RunDetail, type StageRow } from "./console-data.ts";
+import { ConsoleData, openQuestions, rowKey, stageRows, type Conversation, type OpenQuestion, type RunDetail, type StageRow } from "./console-data.ts";
 import { fit, runHeading, runLine, runsHeader, stageLine } from "./format.ts";
 import type { AttachFeed } from "../attach-feed.ts";
 import { ATTACH_HELP, parseAttachLine } from "../attach-terminal.ts";
@@ -277,9 +277,11 @@ function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color
 }
 
 function conversationPane(f: ConsoleFrame, row: StageRow | undefined, width: number, height: number, st: Style): ReactNode {
-  const title = row ? `── ${row.step.name} (${row.step.status})${f.conversation?.live ? " live" : ""} ` : "── ";
+  // The conversation the frame holds may still be the stage selected before (its feed's last redraw, or the tree
+  // moved under it): under this row's header it is read anew until this stage's own arrives.
+  const c = row && f.conversation?.of === rowKey(row) ? f.conversation : undefined;
+  const title = row ? `── ${row.step.name} (${row.step.status})${c?.live ? " live" : ""} ` : "── ";
   const head = h(Text, { key: "t", wrap: "truncate-end", bold: f.focus === "conversation" }, st.dim(fit(title.padEnd(width, "─"), width)));
-  const c = f.conversation;
   if (!row || !c) return h(Box, { flexDirection: "column", height }, head, h(Text, { key: "n" }, row ? "reading…" : "select a stage"));
   if (c.none) return h(Box, { flexDirection: "column", height }, head, h(Text, { key: "n", wrap: "truncate-end" }, st.dim(c.none)));
   const all = wrapLines(c.text.replace(/\n+$/, ""), width);
@@ -357,12 +359,12 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
   const rows0 = f.screen === "run" ? rowsOf(f.detail) : [];
   const row0 = rows0[Math.min(f.stageIndex, Math.max(0, rows0.length - 1))];
   const rowPath = row0 ? stagePath(rows0, Math.min(f.stageIndex, rows0.length - 1)) : "";
-  const paneKey = row0 ? `${row0.runId}\u0000${row0.position}\u0000${row0.step.kind}` : "";
+  const paneKey = row0 ? rowKey(row0) : "";
   const feedRef = useRef<AttachFeed | undefined>(undefined);
   useEffect(() => {
     if (!row0) return;
     if (row0.step.kind !== "stage") {
-      update({ conversation: { text: "", live: false, none: `a ${row0.step.kind} step has no conversation` } });
+      update({ conversation: { of: paneKey, text: "", live: false, none: `${row0.step.kind === "ask" ? "an" : "a"} ${row0.step.kind} step has no conversation` } });
       return;
     }
     let closed = false;
@@ -375,7 +377,7 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
       const ref = pane.ref;
       const text = pane.value;
       const live = !feed.model.ended(ref);
-      update({ conversation: text.trim() ? { text, live } : { text: "", live, none: live ? "no output yet" : "it wrote no output" } });
+      update({ conversation: text.trim() ? { of: paneKey, text, live } : { of: paneKey, text: "", live, none: live ? "no output yet" : "it wrote no output" } });
     };
     const later = () => {
       timer ??= setTimeout(show, PANE_FRAME_MS);
@@ -390,7 +392,7 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
         show();
       },
       (err: unknown) => {
-        if (!closed) update({ conversation: { text: "", live: false, none: err instanceof Error ? err.message : String(err) } });
+        if (!closed) update({ conversation: { of: paneKey, text: "", live: false, none: err instanceof Error ? err.message : String(err) } });
       },
     );
     return () => {
