@@ -134,6 +134,9 @@ test("atomic resume --tui drives the interrupted run on under the console: the s
   expect(await first.exited()).toBe(130);
   const t = Tmux.atomic(["resume", "demo-4", "--tui"], { home, cols: 80, rows: 24 });
   await t.waitFor("driving run demo-4 here");
+  // The keys move the selection along the tree's rows: pressed before the run is read (CI: the line above was
+  // on screen, the tree not yet), they would move nothing.
+  await t.waitFor(/^› ✓ build/m);
   t.keys("Down", "Down");
   // Its second attempt runs (not left queued): the console shows it running and its output.
   await t.waitFor(/── deploy \(running\)[\s\S]*deploying to staging/);

@@ -23,6 +23,7 @@ test("a picker and a line answer the run's questions in its own terminal (80x24,
   await t.waitFor("ship it?");
   await t.waitFor("later");
   t.keys("Down");
+  await t.waitFor("❯ no"); // Enter after the picker moved (keys in one read can outrun it)
   t.keys("Enter");
   await t.waitFor(/question \S+ answered: "no"/);
   const next = await t.waitFor("why?");

@@ -478,9 +478,9 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
       if (input === "?") return update({ mode: { kind: "help" } });
       if (f.screen === "runs") {
         const n = f.runs?.runs.length ?? 0;
-        if (key.downArrow || input === "j") update((o) => ({ runIndex: Math.min(n - 1, o.runIndex + 1) }));
+        if (key.downArrow || input === "j") update((o) => ({ runIndex: Math.max(0, Math.min(n - 1, o.runIndex + 1)) }));
         else if (key.upArrow || input === "k") update((o) => ({ runIndex: Math.max(0, o.runIndex - 1) }));
-        else if (key.pageDown) update((o) => ({ runIndex: Math.min(n - 1, o.runIndex + rows - 5) }));
+        else if (key.pageDown) update((o) => ({ runIndex: Math.max(0, Math.min(n - 1, o.runIndex + rows - 5)) }));
         else if (key.pageUp) update((o) => ({ runIndex: Math.max(0, o.runIndex - (rows - 5)) }));
         else if (key.return && n > 0) openRun(f.runIndex);
         else if (input === "s") {
@@ -503,7 +503,8 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
       else if (f.focus === "conversation" && key.pageUp) update((o) => ({ scroll: o.scroll + rows - 5 }));
       else if (f.focus === "conversation" && key.pageDown) update((o) => ({ scroll: Math.max(0, o.scroll - (rows - 5)) }));
       else if (f.focus === "conversation" && key.end) update({ scroll: 0 });
-      else if (key.downArrow || input === "j") update((o) => ({ stageIndex: Math.min(n - 1, o.stageIndex + 1), scroll: 0, conversation: undefined }));
+      // (before the run is read there are no rows: the selection stays on the first, as the mouse's wheel keeps it)
+      else if (key.downArrow || input === "j") update((o) => ({ stageIndex: Math.max(0, Math.min(n - 1, o.stageIndex + 1)), scroll: 0, conversation: undefined }));
       else if (key.upArrow || input === "k") update((o) => ({ stageIndex: Math.max(0, o.stageIndex - 1), scroll: 0, conversation: undefined }));
       else if (input === "a") {
         const q = f.detail ? openQuestions(f.detail.report)[0] : undefined;
