@@ -219,6 +219,16 @@ export class RootRun {
     const holder = thisProcessHolder();
     const acquiredAt = performance.now();
     const lease = await opts.journal.acquireLease(run.id, holder, { timeoutMs: leaseMs(opts) });
+    // The run as it is now that this process holds it: the caller's record was read before the lease, and a
+    // cancel or pause can have come since (from a process that saw nobody drive the run, or saw the drive
+    // before this one, such as a `resume --detach` leaving it to the service), or the run ended meanwhile.
+    try {
+      run = (await opts.journal.getRun(run.id)) ?? run;
+      assertResumable(run);
+    } catch (err) {
+      await opts.journal.releaseLease(lease).catch(() => {});
+      throw err;
+    }
     const events = recorded ? [...recorded, ...(await opts.journal.readEvents(run.id, recorded.at(-1)?.seq ?? 0))] : await opts.journal.readEvents(run.id);
     // What an earlier drive left running on this host (an orphaned stage, a stale pool) ends before
     // anything starts again: a stage never runs beside an older copy of itself. Only a run that ever
@@ -236,9 +246,11 @@ export class RootRun {
     if (tracedOpts.tracer && (run.status === "running" || run.status === "awaiting_input")) tracedOpts.tracer.recover(run.id, run.workflowName, events);
     const root = RootRun.create(tracedOpts, lease, acquiredAt, definition, inputs, new ReplayCursor(run.id, events), run.status);
     root.chainWith(opts, place?.path ?? run.workflowPath, digest);
-    root.appliedControlRev = run.controlRev;
-    // A run paused under an earlier drive stays paused (its control value is kept below, a cancel or a
-    // stage request is cleared): the revision counts as applied, so nothing else would close the gate.
+    // What was asked and not applied yet (of a drive that ended first, or while the run changed hands) is
+    // applied by this drive's first control pass, a cancel too: the row keeps it (run_resumed clears nothing:
+    // a request that came between the read above and that append would be erased unapplied).
+    root.appliedControlRev = run.controlAck;
+    // A run paused under an earlier drive stays paused from the start.
     if (runPausedBy(run.control)) root.tree.setPaused(true);
     // Stages paused under an earlier drive stay paused (the control values its drivers applied).
     for (const path of pausedStages(events.filter((e) => e.type === EVENT.controlApplied && e.runId === run.id).map((e) => String((e.payload as { action?: unknown }).action ?? "")))) root.pauseStage(path);
@@ -271,7 +283,7 @@ export class RootRun {
       runId: run.id,
       type: EVENT.runResumed,
       payload,
-      patch: { status: "running", endedAt: null, error: null, workflowDigest: digest, clearControl: !runPausedBy(run.control) },
+      patch: { status: "running", endedAt: null, error: null, workflowDigest: digest },
       // Progress only, committed without waiting for the disk: lost to a power cut, the run reads as before
       // this resume, which by then has recorded nothing durable (its first durable commit syncs this too).
       durable: false,

@@ -2,6 +2,9 @@
  * cancelRun: a run nobody drives (crashed, interrupted, failed) is
  * cancelled on the spot with its unfinished children; a live run is asked
  * through its control row and its driver stops and records "cancelled".
+ * A cancel asked while the run changes hands (a `resume --detach` leaving it
+ * to the service) is applied by the drive that takes it; a resume whose
+ * record was read before the run was cancelled refuses.
  */
 
 import { afterEach, describe, expect, test } from "bun:test";
@@ -170,6 +173,51 @@ describe("cancelRun", () => {
       await expect(cancelRun(fx.journal, await fx.getRun(out.runId), 0)).rejects.toMatchObject({ code: "already_ended" });
       const kid = await childOf(fx, out.runId);
       await expect(cancelRun(fx.journal, kid, 0)).rejects.toMatchObject({ code: "not_root" });
+    });
+  });
+
+  /** A run interrupted in a tool that waits until the run is stopped. */
+  async function interrupted(fx: Engine, name: string) {
+    const waiting = deferred();
+    const wf = workflow({
+      name,
+      run: (ctx) =>
+        ctx.tool("waits", {}, async ({ signal }) => {
+          waiting.resolve();
+          await aborted(signal);
+          throw new Error("stopped");
+        }),
+    });
+    const driven = await fx.start(wf);
+    const running = driven.run();
+    await waiting.promise;
+    driven.stop("interrupted");
+    expect((await running).status).toBe("interrupted");
+    return { wf, runId: driven.runId };
+  }
+
+  test("a cancel asked of a drive that let the run go before applying it is applied by the next drive", async () => {
+    await withEngine(async (fx) => {
+      const { wf, runId } = await interrupted(fx, "handed-over");
+      // As cancelRun asks while a live holder has the lease (resume --detach between its run_resumed and handing
+      // the run to the service): only the row says it; that holder lets the run go without applying it.
+      await fx.journal.requestControl(runId, "cancel");
+      const outcome = await fx.resumeRun(runId, wf);
+      expect(outcome.status).toBe("cancelled");
+      const run = await fx.getRun(runId);
+      expect(run.status).toBe("cancelled");
+      expect(run.control).toBeNull();
+    });
+  });
+
+  test("a resume whose record was read before the run was cancelled refuses, and the run stays cancelled", async () => {
+    await withEngine(async (fx) => {
+      const { wf, runId } = await interrupted(fx, "read-before");
+      const read = await fx.getRun(runId); // the service's drive reads the run, then loads its workflow
+      expect((await cancelRun(fx.journal, await fx.getRun(runId), 0)).result).toBe("cancelled"); // nobody held it then
+      await expect(fx.resume(runId, wf, {}, read)).rejects.toThrow(/was cancelled and cannot be resumed/);
+      expect((await fx.getRun(runId)).status).toBe("cancelled");
+      expect(await fx.journal.getLease(runId)).toBeUndefined();
     });
   });
 });

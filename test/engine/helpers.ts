@@ -288,7 +288,8 @@ export interface Engine {
   start(definition: WorkflowDefinition<any, any>, inputs?: Record<string, unknown>, opts?: DriveOptions): Promise<Driven>;
   /** start + run to the end. */
   run(definition: WorkflowDefinition<any, any>, inputs?: Record<string, unknown>, opts?: DriveOptions): Promise<RunOutcome & { runId: RunId }>;
-  resume(runId: RunId, definition: WorkflowDefinition<any, any>, opts?: DriveOptions): Promise<Driven>;
+  /** `record`: the run as the caller read it before the lease, as `atomic resume` does (default: read now). */
+  resume(runId: RunId, definition: WorkflowDefinition<any, any>, opts?: DriveOptions, record?: RunRecord): Promise<Driven>;
   resumeRun(runId: RunId, definition: WorkflowDefinition<any, any>, opts?: DriveOptions): Promise<RunOutcome>;
   getRun(runId: RunId): Promise<RunRecord>;
   journalEvents(runId: RunId): Promise<JournalEvent[]>;
@@ -372,8 +373,8 @@ export async function withEngine<T>(cb: (fx: Engine) => Promise<T>): Promise<T> 
       const driven = await fx.start(definition, inputs, opts);
       return { ...(await driven.run()), runId: driven.runId };
     },
-    async resume(runId, definition, opts = {}) {
-      const record = await fx.getRun(runId);
+    async resume(runId, definition, opts = {}, read) {
+      const record = read ?? (await fx.getRun(runId));
       const crashable = new CrashableJournal(journal);
       const root = await RootRun.resume(driverOptions(crashable, opts), record, definition as WorkflowDefinition, opts.digest ?? DIGEST);
       return drive(root, crashable);
