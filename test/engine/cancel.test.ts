@@ -202,8 +202,9 @@ describe("cancelRun", () => {
       // As cancelRun asks while a live holder has the lease (resume --detach between its run_resumed and handing
       // the run to the service): only the row says it; that holder lets the run go without applying it.
       await fx.journal.requestControl(runId, "cancel");
-      const outcome = await fx.resumeRun(runId, wf);
-      expect(outcome.status).toBe("cancelled");
+      const outcome = (await fx.resume(runId, wf)).run();
+      await waitUntil(async () => (await fx.getRun(runId)).status === "cancelled", "the resumed drive to apply the cancel asked before it");
+      expect((await outcome).status).toBe("cancelled");
       const run = await fx.getRun(runId);
       expect(run.status).toBe("cancelled");
       expect(run.control).toBeNull();
