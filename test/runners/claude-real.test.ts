@@ -396,6 +396,18 @@ function stageLeftovers(s: Setup): number[] {
   return processesWithEnv("CLAUDE_TEST_MARKER", s.marker).filter((pid) => stage.has(pid) && !cmdline(pid).startsWith(atomicBin()));
 }
 
+/**
+ * A Bash tool whose shell notes the SIGTERM of the grace period with a builtin (a SIGKILL at once would leave no
+ * note), then waits on: in the sandbox the grace ends when claude does (its PID namespace goes with it). Its `sleep`
+ * ignores SIGTERM: a sleep ended by the same SIGTERM let the shell's `wait` end, and the shell with it, without its
+ * note (beside 2 busy loops, 13 of 32 of the checks below). claude exits on its SIGTERM (143; it sends its tool no
+ * signal of its own) and its end ends the tool. So the note proves what atomic controls: its SIGTERM reached the
+ * tool's shell (a process group of claude's making) before anything killed it, no SIGKILL of atomic's and no early
+ * end of the namespace (a signal to bwrap); the sleep's end, that nothing of the stage outlives the stop.
+ */
+const termNotingTool = (termed: string, sleep: string[], started: string): string =>
+  `trap ': > ${termed}' TERM; (trap '' TERM; exec ${sleep.join(" ")}) & touch ${started}; wait; wait`;
+
 /** A `sleep` of a length no other process has: found by its command line from outside the stage's PID namespace. */
 const uniqueSleep = (): string[] => ["sleep", String(600 + Math.floor(Math.random() * 1_000_000))];
 
@@ -451,9 +463,7 @@ for (const [how, extra] of [
       const started = join(s.cwd, "started");
       const termed = join(s.cwd, "termed");
       const sleep = uniqueSleep();
-      // The tool's shell notes the SIGTERM of the grace period with a builtin (a SIGKILL at once would leave no note), then
-      // waits on: in the sandbox the grace ends when claude does (its PID namespace goes with it).
-      s.fake.push(toolUse("Bash", { command: `trap ': > ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`, description: "wait" }));
+      s.fake.push(toolUse("Bash", { command: termNotingTool(termed, sleep, started), description: "wait" }));
       // Claude's own tool name passes through unchanged.
       const { proc, out, runId } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, [...extra]);
       await untilEvent(waitUntil(() => existsSync(started), AGENT_STEP_LIMIT_MS, "the tool to start"), "the tool to start", { proc, limitMs: AGENT_STEP_LIMIT_MS, describe: describeRun(proc, out, s.fake) });
@@ -593,7 +603,7 @@ agentTest(
     const started = join(s.cwd, "started");
     const termed = join(s.cwd, "termed");
     const sleep = uniqueSleep();
-    s.fake.push(toolUse("Bash", { command: `trap ': > ${termed}' TERM; ${sleep.join(" ")} & touch ${started}; wait; wait`, description: "wait" }));
+    s.fake.push(toolUse("Bash", { command: termNotingTool(termed, sleep, started), description: "wait" }));
     const { proc } = await start(s, { prompt: "work", tools: JSON.stringify(["Bash"]) }, ["--workers", "1"]);
     await waitUntil(() => existsSync(started), AGENT_STEP_LIMIT_MS, "the tool to start");
     const sleepPid = await onlyPid(sleep);
@@ -601,6 +611,7 @@ agentTest(
     expect(coordinator).toHaveLength(1);
     process.kill(coordinator[0]!, "SIGKILL");
     await waitUntil(() => !isLive(sleepPid) && stageLeftovers(s).length === 0, AGENT_STEP_LIMIT_MS, "every process of the stage to end");
+    // The tool's shell had atomic's SIGTERM before anything killed it (termNotingTool says why the note shows it).
     expect(existsSync(termed)).toBe(true);
     proc.kill("SIGKILL");
     await proc.exited;
