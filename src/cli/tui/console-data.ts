@@ -53,6 +53,22 @@ export function rowKey(row: StageRow): string {
   return `${row.runId}\u0000${row.position}\u0000${row.step.kind}`;
 }
 
+/** The run list's filter (undefined: any). */
+export interface RunFilter {
+  status?: RunStatus | undefined;
+  workflow?: string | undefined;
+}
+
+/** Names a filter: the run list read with one is shown only while it is the filter, never under another's title. */
+export function filterKey(filter: RunFilter): string {
+  return `${filter.status ?? ""}\u0000${filter.workflow ?? ""}`;
+}
+
+/** A page of the run list and the filterKey of the filter it was read with. */
+export interface RunList extends RunListPage {
+  of: string;
+}
+
 export interface Conversation {
   /** The rowKey of the stage it is of: a pane shows it only while that stage is selected, never under another's header. */
   of: string;
@@ -90,8 +106,9 @@ export class ConsoleData {
     this.control = journalControl(journal, { home, by: "tui" });
   }
 
-  runs(filter: { status?: RunStatus | undefined; workflow?: string | undefined }, limit: number): Promise<RunListPage> {
-    return this.source.listRuns({ status: filter.status, workflow: filter.workflow, limit, offset: 0 });
+  /** The first `limit` runs the filter lets through, the page naming the filter it was read with. */
+  async runs(filter: RunFilter, limit: number): Promise<RunList> {
+    return { ...(await this.source.listRuns({ status: filter.status, workflow: filter.workflow, limit, offset: 0 })), of: filterKey(filter) };
   }
 
   async run(id: string): Promise<RunRecord> {

@@ -24,9 +24,8 @@ import { createElement as h, useCallback, useEffect, useRef, useState, type Reac
 import { Box, Text, render, useApp, useInput, useStdin, useWindowSize } from "ink";
 import { TextInput } from "@inkjs/ui";
 import type { RunStatus } from "../../journal/runs.ts";
-import type { RunListPage } from "../../status/summaries.ts";
 import { makeStyle, type Style } from "../style.ts";
-import { ConsoleData, openQuestions, rowKey, stageRows, type Conversation, type OpenQuestion, type RunDetail, type StageRow } from "./console-data.ts";
+import { ConsoleData, filterKey, openQuestions, rowKey, stageRows, type Conversation, type OpenQuestion, type RunDetail, type RunFilter, type RunList, type StageRow } from "./console-data.ts";
 import { fit, runHeading, runLine, runsHeader, stageLine } from "./format.ts";
 import type { AttachFeed } from "../attach-feed.ts";
 import { ATTACH_HELP, parseAttachLine } from "../attach-terminal.ts";
@@ -51,7 +50,7 @@ export interface ConsoleOptions {
   color: boolean;
   /** Open on this run. */
   runId?: string;
-  filter?: { status?: RunStatus | undefined; workflow?: string | undefined };
+  filter?: RunFilter;
   /** Said once in the status line at start. */
   note?: string;
 }
@@ -59,8 +58,8 @@ export interface ConsoleOptions {
 /** Everything a frame is drawn from (the bench draws frames from it without a terminal). */
 export interface ConsoleFrame {
   screen: "runs" | "run";
-  filter: { status?: RunStatus | undefined; workflow?: string | undefined };
-  runs?: RunListPage;
+  filter: RunFilter;
+  runs?: RunList;
   runIndex: number;
   detail?: RunDetail;
   stageIndex: number;
@@ -70,6 +69,19 @@ export interface ConsoleFrame {
   focus: "tree" | "conversation";
   mode: Mode;
   flash?: string;
+}
+
+/**
+ * What the frame holds for `key` (the conversation of a stage's row, the run list of a filter); undefined while it
+ * still holds another's (read before a selection or a filter changed): the view reads anew until its own arrives.
+ */
+function own<T extends { of: string }>(held: T | undefined, key: string | undefined): T | undefined {
+  return held && key !== undefined && held.of === key ? held : undefined;
+}
+
+/** The run list of the frame's filter (undefined while the list of the filter before is all it holds). */
+function listOf(f: ConsoleFrame): RunList | undefined {
+  return own(f.runs, filterKey(f.filter));
 }
 
 /** The rows of the open run's tree (cached per detail object). */
@@ -178,7 +190,8 @@ export function ConsoleView({ f, cols, rows, st, color, onAnswer, onText }: View
   }
   const now = Date.now();
   const filterText = `status: ${f.filter.status ?? "all"} · workflow: ${f.filter.workflow ?? "all"}`;
-  const title = f.screen === "runs" ? `atomic tui · ${f.runs ? `${f.runs.total} run(s)` : "reading runs…"} · ${filterText}` : `atomic tui · run ${f.detail?.run.id ?? "…"}`;
+  const runs = listOf(f);
+  const title = f.screen === "runs" ? `atomic tui · ${runs ? `${runs.total} run(s)` : "reading runs…"} · ${filterText}` : `atomic tui · run ${f.detail?.run.id ?? "…"}`;
   const head = h(Text, { key: "head", wrap: "truncate-end" }, st.bold(fit(title, cols)));
   const flash = h(Text, { key: "flash", wrap: "truncate-end" }, f.flash ? st.yellow(f.flash) : " ");
   const foot = h(Text, { key: "foot", wrap: "truncate-end" }, st.dim(hints(f)));
@@ -192,13 +205,14 @@ export function ConsoleView({ f, cols, rows, st, color, onAnswer, onText }: View
 
 /** The runs of the list shown in a body of `height` rows (under the title, and the list's header row). */
 function runsWindow(f: ConsoleFrame, height: number): [number, number] {
-  return windowOf(f.runIndex, f.runs?.runs.length ?? 0, height - 1 - (f.mode.kind === "workflow" ? 1 : 0));
+  return windowOf(f.runIndex, listOf(f)?.runs.length ?? 0, height - 1 - (f.mode.kind === "workflow" ? 1 : 0));
 }
 
 function runsBody(f: ConsoleFrame, cols: number, height: number, st: Style, onText: (text: string) => void): ReactNode {
-  const list = f.runs?.runs ?? [];
+  const runs = listOf(f);
+  const list = runs?.runs ?? [];
   const out: ReactNode[] = [h(Text, { key: "h", wrap: "truncate-end" }, runsHeader(st, cols))];
-  if (f.runs && list.length === 0) out.push(h(Text, { key: "none" }, f.filter.status || f.filter.workflow ? "no run matches the filter (s, w change it)" : "no runs yet; start one with: atomic run <workflow file>"));
+  if (runs && list.length === 0) out.push(h(Text, { key: "none" }, f.filter.status || f.filter.workflow ? "no run matches the filter (s, w change it)" : "no runs yet; start one with: atomic run <workflow file>"));
   const [a, b] = runsWindow(f, height);
   const shown: string[] = [];
   for (let i = a; i < b; i++) shown.push(`${i === f.runIndex ? "›" : " "} ${runLine(st, list[i]!, cols - 2)}`);
@@ -279,7 +293,7 @@ function runBody(f: ConsoleFrame, cols: number, height: number, st: Style, color
 function conversationPane(f: ConsoleFrame, row: StageRow | undefined, width: number, height: number, st: Style): ReactNode {
   // The conversation the frame holds may still be the stage selected before (its feed's last redraw, or the tree
   // moved under it): under this row's header it is read anew until this stage's own arrives.
-  const c = row && f.conversation?.of === rowKey(row) ? f.conversation : undefined;
+  const c = own(f.conversation, row && rowKey(row));
   const title = row ? `── ${row.step.name} (${row.step.status})${c?.live ? " live" : ""} ` : "── ";
   const head = h(Text, { key: "t", wrap: "truncate-end", bold: f.focus === "conversation" }, st.dim(fit(title.padEnd(width, "─"), width)));
   if (!row || !c) return h(Box, { flexDirection: "column", height }, head, h(Text, { key: "n" }, row ? "reading…" : "select a stage"));
@@ -410,7 +424,7 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
     exit();
   };
   const openRun = (index: number) => {
-    const run = f.runs?.runs[index];
+    const run = listOf(f)?.runs[index];
     if (!run) return;
     setRunId(run.id);
     update({ screen: "run", runIndex: index, stageIndex: 0, scroll: 0, focus: "tree", flash: "" });
@@ -427,7 +441,7 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
     if (!hit) return;
     const step = e.kind === "wheel-up" ? -1 : 1;
     if (hit.area === "runs") {
-      const n = f.runs?.runs.length ?? 0;
+      const n = listOf(f)?.runs.length ?? 0;
       if (e.kind !== "click") update((o) => ({ runIndex: Math.max(0, Math.min(n - 1, o.runIndex + step)) }));
       else if (hit.index === f.runIndex) openRun(hit.index);
       else if (hit.index !== undefined) update({ runIndex: hit.index });
@@ -448,11 +462,11 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
     return () => void stdin.off("data", onData);
   }, [stdin]);
 
-  const selectedRun = (): string | undefined => (f.screen === "run" ? runId : f.runs?.runs[f.runIndex]?.id);
+  const selectedRun = (): string | undefined => (f.screen === "run" ? runId : listOf(f)?.runs[f.runIndex]?.id);
 
   const act = (input: string, target: string | undefined) => {
     if (!target) return;
-    const status = f.screen === "run" ? f.detail?.run.status : f.runs?.runs[f.runIndex]?.status;
+    const status = f.screen === "run" ? f.detail?.run.status : listOf(f)?.runs[f.runIndex]?.status;
     if (input === "p") say(data.act(target, status === "paused" ? "unpause" : "pause"));
     else if (input === "c") update({ mode: { kind: "confirm", what: "cancel", runId: target }, flash: `cancel run ${target}? y cancels it, any other key does not` });
     else if (input === "r") say(data.drive("resume", target));
@@ -477,7 +491,7 @@ function ConsoleApp(opts: ConsoleOptions & { onQuit?: () => void }) {
       if (cols < MIN_COLS || rows < MIN_ROWS) return;
       if (input === "?") return update({ mode: { kind: "help" } });
       if (f.screen === "runs") {
-        const n = f.runs?.runs.length ?? 0;
+        const n = listOf(f)?.runs.length ?? 0;
         if (key.downArrow || input === "j") update((o) => ({ runIndex: Math.max(0, Math.min(n - 1, o.runIndex + 1)) }));
         else if (key.upArrow || input === "k") update((o) => ({ runIndex: Math.max(0, o.runIndex - 1) }));
         else if (key.pageDown) update((o) => ({ runIndex: Math.max(0, Math.min(n - 1, o.runIndex + rows - 5)) }));
