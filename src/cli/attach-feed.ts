@@ -13,6 +13,12 @@
  * ATOMIC_HOST_LOST_MS, or stopped) gets a notice saying so, read from the
  * host registry when the stage is added and every RESCAN_MS: its attempt
  * waits for the host's lease to run out, then the next attempt follows.
+ * The host seen holding the attempt is remembered, so a lease taken back
+ * from a host gone silent is said too, also when the lease was too short
+ * for the host to show lost first. A stage only worker hosts can run that
+ * no host holds, with no live host serving its queue, gets the notice
+ * `atomic show` gives it ("waiting for a worker on queue …; none seen for
+ * N s", journal/fleet-view.ts), again only when that reason changes kind.
  *
  * A run waiting on a question (awaiting_input: a `ctx.ask`, or an agent's
  * `ask_user` that parked its stage) has not ended: its stages stay followed,
@@ -24,7 +30,9 @@
  */
 
 import { EVENT } from "../engine/journal-events.ts";
-import { shownHostState } from "../journal/fleet-view.ts";
+import { queueWait, queueWaitText, shownHostState } from "../journal/fleet-view.ts";
+import type { HostRecord } from "../journal/fleet.ts";
+import { HOST_LOST_MIN_MS } from "../shared/config/environment.ts";
 import { answerPrompt, isDriven, notifyDriver, sendMessage } from "../engine/messaging.ts";
 import { buildRunReport, type RunReport, type StepReport } from "../engine/run-report.ts";
 import { LiveSubscriber, MARK_EVENT, type LiveBatch } from "../intercom/live.ts";
@@ -84,6 +92,12 @@ export class AttachFeed {
   private readonly prompts = new Set<string>();
   /** Gone hosts already said, by stage, attempt and host. */
   private readonly hostsSaid = new Set<string>();
+  /** By stage: the queue of its attempt when only worker hosts can run it (RunReport's hostQueue). */
+  private readonly hostQueues = new Map<string, string>();
+  /** By stage: the host last seen holding its attempt, until the attempt is no host's. */
+  private readonly holders = new Map<string, { hostId: string; attempt: number }>();
+  /** By stage: the kind of the queue wait last said (fleet-view.ts QueueWait), while it lasts. */
+  private readonly waitsSaid = new Map<string, string>();
   private lastHostCheck = 0;
   /** Called once the run, or the one stage followed, ended (once: a stage's end and its run's can come in one poll). */
   onEnded: (status: string) => void = () => {};
@@ -145,6 +159,7 @@ export class AttachFeed {
     if (!this.model.follow(f)) return;
     const key = AttachModel.key(f);
     const attempt = Math.max(1, f.step.attempts);
+    if (f.step.hostQueue) this.hostQueues.set(key, f.step.hostQueue);
     const join = new TranscriptJoin(attempt, {
       deliver: (b, after) => this.deliver(b, after),
       ask: () => this.subscriber.mark([f.runId]),
@@ -299,6 +314,8 @@ export class AttachFeed {
       if (ref.runId !== e.runId || !isStageEvent(e, ref.position)) continue;
       const attempt = typeof p.attempt === "number" ? p.attempt : 1;
       if (e.type === EVENT.stepStarted && e.key === ref.position) {
+        if (p.queued && typeof p.hostQueue === "string") this.hostQueues.set(AttachModel.key(ref), p.hostQueue);
+        else this.hostQueues.delete(AttachModel.key(ref));
         this.model.add(ref, { kind: "state", state: "attempt_started", attempt, text: `attempt ${attempt} started` });
       } else if (e.type === EVENT.stepFailed && e.key === ref.position) {
         const error = (p.error ?? {}) as { code?: string; message?: string };
@@ -312,30 +329,57 @@ export class AttachFeed {
     }
   }
 
-  /** A followed stage whose attempt a worker host holds, and that host is gone: one notice per attempt and host. */
+  /**
+   * Followed stages and the worker hosts of their attempts: a host that holds an attempt and is gone, or whose
+   * lease on it was taken back while it was silent, gets one notice per attempt and host; a stage no host holds
+   * that waits for a host serving its queue gets the queue wait's notice when its kind changes.
+   */
   private async checkHosts(): Promise<void> {
     this.lastHostCheck = Date.now();
     const fleet = this.journal.fleet;
     const active = this.model.active;
     if (!fleet || active.length === 0) return;
     const work = (await fleet.hostWork()).filter((w) => w.rootId === this.root.id);
-    if (work.length === 0) return;
-    const hosts = new Map((await fleet.hosts()).map((h) => [h.hostId, h]));
-    for (const ref of active) {
+    const keys = active.map((ref) => AttachModel.key(ref));
+    if (work.length === 0 && !keys.some((k) => this.holders.has(k) || this.hostQueues.has(k))) return;
+    const list = await fleet.hosts();
+    const hosts = new Map(list.map((h) => [h.hostId, h]));
+    const now = Date.now();
+    active.forEach((ref, i) => {
+      const key = keys[i]!;
       const w = work.find((x) => x.runId === ref.runId && x.stageKey === ref.position);
-      if (!w) continue;
-      const host = hosts.get(w.hostId);
-      const state = host ? shownHostState(host) : "lost";
-      if (state !== "lost" && state !== "stopped") continue;
-      const said = `${ref.runId}:${ref.position}:${w.attempt}:${w.hostId}`;
-      if (this.hostsSaid.has(said)) continue;
-      this.hostsSaid.add(said);
-      const how = state === "stopped" ? "stopped" : `silent for ${Math.round((host?.silentMs ?? 0) / 1000)} s`;
-      this.model.add(ref, {
-        kind: "notice",
-        text: `worker host ${w.hostId}, which runs attempt ${w.attempt} of this stage, is gone (${how}); once its lease runs out the stage's next attempt starts elsewhere and this view follows it (hint: atomic workers lists the hosts)`,
-      });
-    }
+      if (w) {
+        this.holders.set(key, { hostId: w.hostId, attempt: w.attempt });
+        this.waitsSaid.delete(key);
+        const host = hosts.get(w.hostId);
+        const state = host ? shownHostState(host) : "lost";
+        if (state === "lost" || state === "stopped") this.hostGone(ref, w.hostId, w.attempt, host, false);
+        return;
+      }
+      const held = this.holders.get(key);
+      this.holders.delete(key);
+      const host = held && hosts.get(held.hostId);
+      // Its lease taken back from a host that stopped renewing it: gone, though maybe not yet shown lost.
+      if (held && (!host || host.state === "stopped" || host.silentMs >= HOST_LOST_MIN_MS)) this.hostGone(ref, held.hostId, held.attempt, host, true);
+      const queue = this.hostQueues.get(key);
+      const why = queue === undefined ? undefined : queueWait(list, queue, now);
+      if (why && why.kind !== this.waitsSaid.get(key)) this.model.add(ref, { kind: "notice", text: queueWaitText(why, now) });
+      if (why) this.waitsSaid.set(key, why.kind);
+      else this.waitsSaid.delete(key);
+    });
+  }
+
+  /** The one notice of a gone host, said once per stage, attempt and host: while it holds the attempt, or once its lease was taken back. */
+  private hostGone(ref: StageRef, hostId: string, attempt: number, host: HostRecord | undefined, leaseOver: boolean): void {
+    const said = `${ref.runId}:${ref.position}:${attempt}:${hostId}`;
+    if (this.hostsSaid.has(said)) return;
+    this.hostsSaid.add(said);
+    const how = host?.state === "stopped" ? "stopped" : `silent for ${Math.round((host?.silentMs ?? 0) / 1000)} s`;
+    const next = leaseOver ? "its lease ran out, so" : "once its lease runs out";
+    this.model.add(ref, {
+      kind: "notice",
+      text: `worker host ${hostId}, which runs attempt ${attempt} of this stage, is gone (${how}); ${next} the stage's next attempt starts elsewhere and this view follows it (hint: atomic workers lists the hosts)`,
+    });
   }
 
   private async pollMessages(): Promise<void> {
