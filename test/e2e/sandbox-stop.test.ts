@@ -7,6 +7,11 @@
  * and leave no note. Both through `atomic cancel` (network none) and Ctrl-C
  * of `atomic run` (network provider, where atomic's network helper sits
  * between bwrap and the shell). Nothing of the stage is left afterwards.
+ *
+ * A third case has a CLI agent's shape: the stage's first process ends at
+ * once on its SIGTERM (no trap) while a child of it cleans up. bwrap's init
+ * is held for the grace (stage-stop.ts), so the namespace does not end with
+ * the first process and the child's cleanup runs to its end.
  */
 
 import { afterAll, afterEach, expect } from "bun:test";
@@ -22,15 +27,20 @@ afterAll(cleanupNow);
 
 const WORKFLOW = fixture("sandboxed.ts");
 
-for (const [how, sandbox] of [
-  ["atomic cancel", true],
-  ["Ctrl-C (SIGINT) of atomic run", { network: "provider" }],
+const cleanup = "trap 'sleep 0.3; echo termed > termed.txt; exit 0' TERM";
+for (const [how, sandbox, shape] of [
+  ["atomic cancel", true, "its trap on TERM"],
+  ["Ctrl-C (SIGINT) of atomic run", { network: "provider" }, "its trap on TERM"],
+  ["atomic cancel", true, "a child's trap on TERM, the first process ending at once,"],
 ] as const) {
-  e2eTest(`${how} of a sandboxed shell stage: its trap on TERM runs to the end inside the sandbox; nothing of the stage is left`, async () => {
+  e2eTest(`${how} of a sandboxed shell stage: ${shape} runs to the end inside the sandbox; nothing of the stage is left`, async () => {
     const w = sandboxWorld();
     try {
       const marker = String(9_000_000 + Math.floor(Math.random() * 1_000_000));
-      const shell = `trap 'sleep 0.3; echo termed > termed.txt; exit 0' TERM; sleep ${marker} & touch started; wait`;
+      const shell =
+        shape === "its trap on TERM"
+          ? `${cleanup}; sleep ${marker} & touch started; wait`
+          : `(${cleanup}; sleep ${marker} & touch started; wait) & wait`;
       const proc = spawnAtomic(["run", WORKFLOW, "--json", "--workers", "1", "--input", `shell=${shell}`, "--input", `sandbox=${JSON.stringify(sandbox)}`], { home: w.home, cwd: w.cwd, env: w.env });
       const out = lineWatcher(proc.stdout);
       await waitUntil(() => existsSync(join(w.cwd, "started")), 30_000, "the stage to start");

@@ -111,6 +111,12 @@ export function stillRunning(ref: ProcRef): boolean {
   return s !== undefined && s.start === ref.start && s.state !== "Z";
 }
 
+/** The pid of the process's parent while it is still the one that was found (same start time). */
+export function parentOf(ref: ProcRef): number | undefined {
+  const s = readStat(ref.pid);
+  return s?.start === ref.start ? s.ppid : undefined;
+}
+
 /** Signals each process that is still the one that was found (same start time). */
 export function signalProcesses(refs: Iterable<ProcRef>, signal: NodeJS.Signals): void {
   for (const ref of refs) {
