@@ -5,7 +5,8 @@
  *
  * While a stage runs the worker heartbeats every `heartbeatMs` (each
  * heartbeat is an operation with its own id) and sends runner events in
- * batches about every 250 ms. When the stage ends it sends `complete`,
+ * batches about every 250 ms (all but model text, which only watchers read:
+ * they have it from the broker). When the stage ends it sends `complete`,
  * retried with the same operation id until a receipt arrives, for as long as
  * the coordinator is connected: a result is never dropped while someone can
  * take it. Until then the worker still holds the item: its heartbeats name
@@ -162,6 +163,10 @@ export async function workerMain(argv: string[]): Promise<void> {
     try {
       handle = getRunner(request.runner).start(request, (event) => {
         publish?.(event);
+        // Model text reaches watchers through the broker only (`publish`): the root has no use for it
+        // (docs/design/live-events.md, "Publishing"), and carrying it on through the coordinator cost each
+        // streamed chunk a copy and a merge here and serialization, parsing and validation at two IPC hops.
+        if (event.type === "text_delta") return;
         if (event.type === "started") {
           trace("spawned", ref.workId);
           const started: FromWorker = { type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) };
