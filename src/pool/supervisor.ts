@@ -145,15 +145,12 @@ export class Supervisor implements WorkerPool {
         }
         void this.core.dispatcher.dispatch();
         break;
-      case "started":
-        if (!slot.owns(msg.ref)) break;
-        slot.pgid = msg.pgid;
-        break;
       case "heartbeat":
         void this.heartbeat(slot, msg);
         break;
       case "events":
         if (!slot.owns(msg.ref)) break;
+        if (msg.pgid) slot.pgid = msg.pgid; // the batch of the stage's start
         for (const e of msg.events) this.core.root.event(msg.ref.workId, e as RunnerEvent);
         break;
       case "complete":

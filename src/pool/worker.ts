@@ -169,16 +169,13 @@ export async function workerMain(argv: string[]): Promise<void> {
         if (event.type === "text_delta") return;
         if (event.type === "started") {
           trace("spawned", ref.workId);
-          const started: FromWorker = { type: "started", ref, ...(event.pid ? { pgid: event.pid } : {}) };
           // The root's signal that the stage left the queue (it was `queued` until now), with the time it really
-          // started: sent with the report, ahead of anything the stage says later. A stage that ends sooner sends
-          // it with its result (one message per stage, not three: on a machine busy with short stages that was
-          // a tenth of the pool's CPU).
+          // started, and the coordinator's process group to kill should this worker be lost: one `events` batch,
+          // ahead of anything the stage says later. A stage that ends sooner sends it with its result (one
+          // message per stage, not three: on a machine busy with short stages that was a tenth of the pool's CPU).
           batcher.push({ type: "started", at: Date.now(), ...(event.sessionId ? { sessionId: event.sessionId } : {}) });
-          report = setTimeout(() => {
-            batcher.flush();
-            send(started);
-          }, STARTED_REPORT_MS);
+          const pgid = event.pid;
+          report = setTimeout(() => send({ type: "events", ref, events: batcher.take(), ...(pgid ? { pgid } : {}) }), STARTED_REPORT_MS);
         } else batcher.push(event);
       });
     } catch (err) {

@@ -72,7 +72,7 @@ const samples: [v.GenericSchema, unknown][] = [
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, status: "failed", exitCode: null, error: { code: "exit_code", message: "exited with code 1" } } }],
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, status: "failed", exitCode: null, error: { code: "ask_user", message: "waiting" }, askUser: { callId: "c", question: "ok?", choices: ["yes", "no"] } } }],
   [FromWorkerSchema, { type: "complete", opId: "w1:4", ref, result: { ...result, pushed: { url: "git@example.com:u/r.git", branch: "atomic/run_1/0.3-build", head: "89abcdef" } } }],
-  [FromWorkerSchema, { type: "started", ref, pgid: 123 }],
+  [FromWorkerSchema, { type: "events", ref, events: [{ type: "started", at: 5 }], pgid: 123 }],
   [FromWorkerSchema, { type: "heartbeat", opId: "w1:5", refs: [ref, ref] }],
   [FromWorkerSchema, { type: "events", ref, events: [{ type: "output", stream: "stdout", text: "x" }, { type: "usage", usage: { inputTokens: 3 } }] }],
   [FromCoordinatorSchema, { type: "work_done", items: [{ workId: "work_1", result: { ...result, workerId: "w1", generation: 1 } }] }],
@@ -97,7 +97,7 @@ describe("pool message parsing", () => {
       return r.success ? undefined : { message: r.issues[0].message, path: r.issues[0].path?.map((p) => String(p.key)).join(".") };
     };
     expect(issue(FromWorkerSchema, { type: "nope" })?.message).toBe(
-      'Invalid type: Expected ("ready" | "started" | "heartbeat" | "events" | "complete" | "pong" | "commit_failed" | "control_ack" | "deliver_result") but received "nope"',
+      'Invalid type: Expected ("ready" | "heartbeat" | "events" | "complete" | "pong" | "commit_failed" | "control_ack" | "deliver_result") but received "nope"',
     );
     expect(issue(ToCoordinatorSchema, {})?.message).toStartWith('Invalid type: Expected ("work_ready" | "cancel_work"');
     expect(issue(ToWorkerSchema, null)?.message).toBe("Invalid type: Expected Object but received null");

@@ -9,7 +9,7 @@ import * as v from "valibot";
 import { writeStderr } from "../../shared/raw-stderr.ts";
 
 /** Bumped on any incompatible change; peers refuse a different version at the handshake. */
-export const POOL_PROTOCOL_VERSION = 13; // 13: a worktree stage names its repository, so a worker host opens the worktree in its own checkout (workspace, pushed)
+export const POOL_PROTOCOL_VERSION = 14; // 14: a worker reports its stage's process group on the `events` batch of its start (no `started` message)
 
 /**
  * A union of object schemas told apart by their `type` literal, parsed by

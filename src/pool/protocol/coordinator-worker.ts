@@ -44,10 +44,12 @@ export type ToWorker = v.InferOutput<typeof ToWorkerSchema>;
 
 export const FromWorkerSchema = byType([
   v.object({ type: v.literal("ready"), version: v.number(), workerId: v.string(), pid: v.number() }),
-  /** The stage process runs; `pgid` is its process group (killed if this worker is lost). */
-  v.object({ type: v.literal("started"), ref: WorkRefSchema, pgid: v.optional(v.number()) }),
   v.object({ type: v.literal("heartbeat"), opId: v.string(), refs: v.array(WorkRefSchema) }),
-  v.object({ type: v.literal("events"), ref: WorkRefSchema, events: v.array(RunnerEventSchema) }),
+  /**
+   * Live events of the stage, batched. `pgid`: on the batch that reports the stage's start (its `started` event),
+   * the stage's process group (killed if this worker is lost).
+   */
+  v.object({ type: v.literal("events"), ref: WorkRefSchema, events: v.array(RunnerEventSchema), pgid: v.optional(v.number()) }),
   /**
    * The stage's result. `events`: its live events not sent yet (a stage that ended within STARTED_REPORT_MS sends its
    * `started` here, not in an `events` message of its own); on the first try only, so a retry repeats none.
