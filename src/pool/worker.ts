@@ -3,10 +3,10 @@
  * stage at a time for its coordinator, through the same runners the root
  * uses in-process.
  *
- * While a stage runs the worker heartbeats every `heartbeatMs` (each
- * heartbeat is an operation with its own id) and sends runner events in
- * batches about every 250 ms (all but model text, which only watchers read:
- * they have it from the broker). When the stage ends it sends `complete`,
+ * While a stage runs the worker heartbeats every `heartbeatMs` from its
+ * start (each heartbeat is an operation with its own id) and sends runner
+ * events in batches about every 250 ms (all but model text, which only
+ * watchers read: they have it from the broker). When the stage ends it sends `complete`,
  * retried with the same operation id until a receipt arrives, for as long as
  * the coordinator is connected: a result is never dropped while someone can
  * take it. Until then the worker still holds the item: its heartbeats name
@@ -96,7 +96,7 @@ export async function workerMain(argv: string[]): Promise<void> {
   /** What this worker holds: the stage it runs, else the result it is committing. */
   const holds = () => running?.ref ?? committing;
 
-  const heartbeat = setInterval(() => {
+  const beat = () => {
     if (running && !running.fenced && deadline.passed()) {
       // Its lease may be another worker's by now: the stage goes, and its result with it (work-lease-deadline.ts).
       log(`work ${running.ref.workId}: its lease could not be renewed by its deadline; killing the stage, committing nothing`);
@@ -109,7 +109,13 @@ export async function workerMain(argv: string[]): Promise<void> {
     const opId = newOp();
     deadline.heartbeatSent(opId);
     send({ type: "heartbeat", opId, refs });
-  }, heartbeatMs);
+  };
+  /**
+   * Armed again as each stage starts: the claim that leased its item has just set its lease, so the first renewal is
+   * due a period later. (On a timer of the worker's own, a tick came anywhere in the stage's first second and
+   * renewed a lease a moment old: a stage of about a second cost a heartbeat, its receipt and a journal write more.)
+   */
+  let heartbeat = setInterval(beat, heartbeatMs);
 
   /**
    * Sends `complete` until a receipt comes back (same op id every time), as
@@ -192,6 +198,8 @@ export async function workerMain(argv: string[]): Promise<void> {
     const mine: Running = { ref, handle, batcher };
     running = mine;
     deadline.started();
+    clearInterval(heartbeat);
+    heartbeat = setInterval(beat, heartbeatMs);
     void handle.result.then(async (result) => {
       trace("exited", ref.workId);
       clearTimeout(report);
