@@ -30,7 +30,7 @@ import type { FromCoordinator } from "../pool/protocol/root-coordinator.ts";
 const EVENT_BATCH_MS = 250;
 
 export class HostLink implements RootLink {
-  private readonly events = new Map<string, EventBatcher>();
+  private readonly batchers = new Map<string, EventBatcher>();
   /** The root of every item this host holds or held lately (work id → root id). */
   private readonly roots = new Map<string, RunId>();
   private readonly answered = new Set<string>();
@@ -47,16 +47,16 @@ export class HostLink implements RootLink {
     this.roots.set(workId, rootId);
   }
 
-  event(workId: string, event: RunnerEvent, opts: { hold?: boolean } = {}): void {
+  events(workId: string, events: RunnerEvent[], opts: { hold?: boolean } = {}): void {
     const rootId = this.roots.get(workId);
     if (!rootId) return;
-    let b = this.events.get(workId);
+    let b = this.batchers.get(workId);
     if (!b) {
-      b = new EventBatcher(EVENT_BATCH_MS, (events) => this.post(rootId, [{ type: "work_events", batch: [{ workId, events }] }]));
-      this.events.set(workId, b);
+      b = new EventBatcher(EVENT_BATCH_MS, (batch) => this.post(rootId, [{ type: "work_events", batch: [{ workId, events: batch }] }]));
+      this.batchers.set(workId, b);
     }
-    b.push(event);
-    if (event.type === "started" && !opts.hold) b.flush();
+    for (const event of events) b.push(event);
+    if (!opts.hold && events.some((e) => e.type === "started")) b.flush();
   }
 
   /**
@@ -66,7 +66,7 @@ export class HostLink implements RootLink {
    */
   async flush(workId: string): Promise<void> {
     const rootId = this.roots.get(workId);
-    const events = this.events.get(workId)?.take() ?? [];
+    const events = this.batchers.get(workId)?.take() ?? [];
     if (!rootId || events.length === 0) return;
     await this.fleet
       .postUp(rootId, [{ type: "work_events", batch: [{ workId, events }] }])
@@ -78,8 +78,8 @@ export class HostLink implements RootLink {
     const rootId = this.roots.get(workId);
     if (!rootId || this.answered.has(workId)) return;
     this.answered.add(workId);
-    const events = this.events.get(workId)?.take() ?? [];
-    this.events.delete(workId);
+    const events = this.batchers.get(workId)?.take() ?? [];
+    this.batchers.delete(workId);
     const pending = events.length > 0 ? [{ type: "work_events" as const, batch: [{ workId, events }] }] : [];
     void this.fleet
       .postUp(rootId, pending)

@@ -109,8 +109,8 @@ export interface WorkDispatch {
  * worker host (../fleet/host-link.ts).
  */
 export interface RootLink {
-  /** A live runner event of `workId` (`hold`: its result follows at once, so the event may ride on it). */
-  event(workId: string, event: RunnerEvent, opts?: { hold?: boolean }): void;
+  /** A batch of live runner events of `workId`, as its worker sent it (`hold`: its result follows at once, so the events may ride on it). */
+  events(workId: string, events: RunnerEvent[], opts?: { hold?: boolean }): void;
   /** The item settled with `result` (once per item; a second call sends nothing). */
   done(workId: string, result: StageResult): void;
   send(msg: FromCoordinator): void;

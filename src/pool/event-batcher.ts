@@ -1,13 +1,15 @@
 /**
  * Live stage events on their way worker → coordinator → root: coalesced
  * into batches sent at most every `intervalMs`, and capped, so a chatty
- * stage can flood neither its coordinator nor the root.
+ * stage can flood neither its coordinator nor the root. The worker batches;
+ * a run's coordinator passes each batch on as it comes (root-channel.ts), a
+ * worker host's batches them again for the journal (fleet/host-link.ts).
  *
  * - Coalescing: consecutive output chunks of the same stream (and
  *   consecutive text deltas) are merged into one event.
  * - Cap (TextBudget): a batch carries at most LIVE_TEXT_CAP characters of
  *   text per stage (output and text deltas together); what does not fit is
- *   counted, not kept. The worker and the coordinator pass the count on as
+ *   counted, not kept. The worker (and a worker host) pass the count on as
  *   data (an event with empty text and `skipped` bytes, one per stream and
  *   batch, adding up what earlier hops skipped); the root caps what it
  *   takes in once more and turns the counts into one line per stream for

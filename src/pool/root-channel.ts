@@ -13,10 +13,11 @@
  * `work_status` (the root heard nothing of an item for a while) is answered
  * by the dispatcher from the queue and the workers.
  *
- * Outgoing: `ready`, live runner events coalesced per item (EventBatcher,
- * about every 250 ms; an item's pending events are flushed before its
- * `work_done`), `work_done` once per item (done() remembers which were
- * answered), `deliver_result`,
+ * Outgoing: `ready`, live runner events (each batch of a worker's as it
+ * comes: the worker coalesces and caps them, about every 250 ms, so a second
+ * batching here only cost a timer and a copy of each event; the events that
+ * come with an item's result ride on its `work_done`), `work_done` once per
+ * item (done() remembers which were answered), `deliver_result`,
  * `work_status`, `control_ack` and `fatal`.
  *
  * Each result goes to the root as it settles, in a `work_done` of its
@@ -42,11 +43,9 @@ import { CANCEL_IF_QUEUED } from "../runners/stage-executor.ts";
 import type { RunnerEvent } from "../runners/types.ts";
 import type { StageResult } from "../sdk/types.ts";
 import type { CoordinatorCore, RootLink } from "./coordinator-core.ts";
-import { EventBatcher } from "./event-batcher.ts";
 import { assertNever, parseMessage } from "./protocol/common.ts";
 import { ToCoordinatorSchema, type FromCoordinator, type ToCoordinator } from "./protocol/root-coordinator.ts";
 
-const EVENT_BATCH_MS = 250;
 /** How long an answered item is remembered at least (at most twice that). */
 export const ANSWERED_KEEP_MS = 60_000;
 
@@ -60,7 +59,8 @@ export interface RootHandlers {
 }
 
 export class RootChannel implements RootLink {
-  private readonly events = new Map<string, EventBatcher>();
+  /** Events that came with an item's result, for its `work_done`. */
+  private readonly held = new Map<string, RunnerEvent[]>();
   /** Items whose `work_done` was sent or is about to be, since `rotatedAt`; and those of the generation before. */
   private answered = new Set<string>();
   private answeredBefore = new Set<string>();
@@ -135,19 +135,16 @@ export class RootChannel implements RootLink {
   }
 
   /**
-   * A live runner event of `workId`, sent on with the next batch. `hold`:
-   * the item's result follows at once, so even a `started` waits for it
-   * and rides on its `work_done`.
+   * A worker's batch of live runner events of `workId`, sent on at once.
+   * `hold`: the item's result follows at once, so they wait for it and ride
+   * on its `work_done`.
    */
-  event(workId: string, event: RunnerEvent, opts: { hold?: boolean } = {}): void {
-    let b = this.events.get(workId);
-    if (!b) {
-      b = new EventBatcher(EVENT_BATCH_MS, (events) => this.send({ type: "work_events", batch: [{ workId, events }] }));
-      this.events.set(workId, b);
-    }
-    b.push(event);
-    // A stage leaving the queue is news for every view of the run: not held back for the batch.
-    if (event.type === "started" && !opts.hold) b.flush();
+  events(workId: string, events: RunnerEvent[], opts: { hold?: boolean } = {}): void {
+    if (events.length === 0) return;
+    if (!opts.hold) return this.send({ type: "work_events", batch: [{ workId, events }] });
+    const held = this.held.get(workId);
+    if (held) held.push(...events);
+    else this.held.set(workId, events);
   }
 
   /**
@@ -163,8 +160,8 @@ export class RootChannel implements RootLink {
       this.rotatedAt = this.now();
     }
     this.answered.add(workId);
-    const events = this.events.get(workId)?.take() ?? [];
-    this.events.delete(workId);
+    const events = this.held.get(workId) ?? [];
+    this.held.delete(workId);
     this.send({ type: "work_done", items: [{ workId, result, ...(events.length > 0 ? { events } : {}) }] });
   }
 

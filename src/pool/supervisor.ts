@@ -151,11 +151,11 @@ export class Supervisor implements WorkerPool {
       case "events":
         if (!slot.owns(msg.ref)) break;
         if (msg.pgid) slot.pgid = msg.pgid; // the batch of the stage's start
-        for (const e of msg.events) this.core.root.event(msg.ref.workId, e as RunnerEvent);
+        this.core.root.events(msg.ref.workId, msg.events as RunnerEvent[]);
         break;
       case "complete":
         // Its last live events go on with the item's work_done (root-channel.ts), not in a message of their own.
-        if (msg.events && slot.owns(msg.ref)) for (const e of msg.events) this.core.root.event(msg.ref.workId, e as RunnerEvent, { hold: true });
+        if (msg.events && slot.owns(msg.ref)) this.core.root.events(msg.ref.workId, msg.events as RunnerEvent[], { hold: true });
         void this.core.dispatcher.complete(slot, msg);
         break;
       case "pong":

@@ -1,6 +1,7 @@
 /**
  * When the coordinator tells its root of results (src/pool/root-channel.ts):
- * at once, in the order settled, and never twice. The channel is the real
+ * at once, in the order settled, and never twice; and of live events: each
+ * worker's batch at once, the last ones on the result. The channel is the real
  * one; the IPC channel is this test process's `process.send`, recorded.
  */
 
@@ -61,4 +62,22 @@ test("answered items are remembered for a while, not for the coordinator's whole
   root.done("b", result("late duplicate"));
   expect(root.remembered()).toBe(2);
   expect(doneIds()).toEqual([...Array.from({ length: 100 }, (_, i) => [`a${i}`]), ["b"], ["c"]]);
+});
+
+test("a worker's batch of live events goes on at once; those that came with a result ride on its work_done", () => {
+  const root = channel();
+  root.events("a", [{ type: "started", at: 1 }]);
+  root.events("a", [{ type: "tool_start", name: "list" }, { type: "tool_end", name: "list", ok: true }]);
+  root.events("a", [{ type: "usage", usage: { outputTokens: 3 } }], { hold: true });
+  root.events("b", []);
+  expect(sent).toEqual([
+    { type: "work_events", batch: [{ workId: "a", events: [{ type: "started", at: 1 }] }] },
+    { type: "work_events", batch: [{ workId: "a", events: [{ type: "tool_start", name: "list" }, { type: "tool_end", name: "list", ok: true }] }] },
+  ]);
+  root.done("a", result("a"));
+  root.done("b", result("b"));
+  expect(sent.slice(2)).toEqual([
+    { type: "work_done", items: [{ workId: "a", result: result("a"), events: [{ type: "usage", usage: { outputTokens: 3 } }] }] },
+    { type: "work_done", items: [{ workId: "b", result: result("b") }] },
+  ]);
 });

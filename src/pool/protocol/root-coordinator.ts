@@ -6,9 +6,10 @@
  * The coordinator answers every item exactly once in a `work_done` (the
  * stage's result, or a failure such as worker_retry_limit; the items settled
  * in one turn of its event loop share one message), streams live
- * runner events in batches (`work_events`, about every 250 ms; a stage's
- * `started` at once; whatever is pending when the item ends rides on its
- * `work_done`, so a short stage costs one message, not two), and
+ * runner events in batches (`work_events`: its workers' batches as they come,
+ * about every 250 ms, a stage's `started` at once; the events that come with
+ * an item's result ride on its `work_done`, so a short stage costs one
+ * message, not two), and
  * acknowledges control revisions once every worker has. A root that has
  * heard nothing of an item for a lease period asks for it (`work_status`):
  * the coordinator answers with what the queue and its workers say, first
