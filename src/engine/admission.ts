@@ -5,7 +5,9 @@
  *   run tree run at once (a counting semaphore in the root). A stage that
  *   has to wait queues; a session that ends passes to the longest waiter,
  *   which is woken alone: no poll, and a fan-out of thousands of agent
- *   stages does not wake every waiting stage at every end.
+ *   stages does not wake every waiting stage at every end. The session's
+ *   user slot (below) passes with it: the slot store is written when a
+ *   session starts or ends for good, not twice per stage of a fan-out.
  * - Agent sessions per user: at most `maxSessionsPerUser` across every run
  *   of this user on the host. The slots live in a store shared by all
  *   atomic processes of the user (journal/admission-slots.ts: taking one is
@@ -70,7 +72,7 @@ export class Admission {
   private slots: AdmissionSlots | undefined;
   private readonly waiters = new Set<() => void>();
   /** Stages waiting for a session of this run, first come first served (grant: the session is theirs). */
-  private readonly runQueue: { grant(): void }[] = [];
+  private readonly runQueue: { grant(slot: number | undefined): void }[] = [];
 
   /** `openSlots` opens the host-wide slot store (called once, when the first agent stage asks). */
   constructor(
@@ -110,25 +112,25 @@ export class Admission {
       await wait(`paced: ${p.reason}`);
     }
     if (!agent) return { release() {} };
-    // Sessions of this run.
+    // Sessions of this run; one handed over by a stage that ended comes with its user slot.
     if (signal.aborted) throw signal.reason;
+    let slot: number | undefined;
     if (this.runSessions < this.maxPerRun && this.runQueue.length === 0) this.runSessions++;
     else {
       const reason = `waiting for an agent session: ${this.runSessions} of ${this.maxPerRun} allowed for this run are busy`;
       if (reason !== lastReason) onWait(reason);
       lastReason = reason;
-      await this.queueForRunSession(signal);
+      slot = await this.queueForRunSession(signal);
     }
     // Sessions of this user on the host.
-    let slot: number | undefined;
     try {
       this.slots ??= this.openSlots();
-      while ((slot = await this.slots.take(this.maxPerUser)) === undefined) {
+      while (slot === undefined && (slot = await this.slots.take(this.maxPerUser)) === undefined) {
         if (signal.aborted) throw signal.reason;
         await wait(`waiting for an agent session: all ${this.maxPerUser} allowed for this user on this host are busy`);
       }
     } catch (err) {
-      this.releaseRun();
+      this.releaseRun(slot);
       throw err;
     }
     let released = false;
@@ -136,19 +138,21 @@ export class Admission {
       release: () => {
         if (released) return;
         released = true;
-        void this.slots?.release(slot!);
-        this.releaseRun();
+        this.releaseRun(slot);
       },
     };
   }
 
-  /** Resolves once a session of this run is handed to this stage (runSessions already counts it); rejects when stopped. */
-  private queueForRunSession(signal: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+  /**
+   * Resolves once a session of this run is handed to this stage (runSessions already counts it), with the user
+   * slot of the stage that ended (undefined: it held none); rejects when stopped.
+   */
+  private queueForRunSession(signal: AbortSignal): Promise<number | undefined> {
+    return new Promise<number | undefined>((resolve, reject) => {
       const entry = {
-        grant: () => {
+        grant: (slot: number | undefined) => {
           signal.removeEventListener("abort", onAbort);
-          resolve();
+          resolve(slot);
         },
       };
       const onAbort = () => {
@@ -161,11 +165,19 @@ export class Admission {
     });
   }
 
-  /** A session of this run ends: it passes to the longest waiter, if any; waits on other limits look again. */
-  private releaseRun(): void {
+  /**
+   * A session of this run ends: it passes to the longest waiter, if any, with its user slot (the count of the
+   * user's sessions does not change, so the slot store is not written twice, released then taken; the waiter
+   * would have taken the slot first anyway, before a stage of the run polling for one); else the slot is given
+   * back. Waits on other limits look again.
+   */
+  private releaseRun(slot: number | undefined): void {
     const next = this.runQueue.shift();
-    if (next) next.grant();
-    else this.runSessions--;
+    if (next) next.grant(slot);
+    else {
+      this.runSessions--;
+      if (slot !== undefined) void this.slots?.release(slot);
+    }
     for (const w of [...this.waiters]) w();
   }
 

@@ -70,3 +70,49 @@ test("sessions of a run: two at once, waiters handed a session in the order they
   // All released: a stage is admitted at once again.
   (await a.admit(true, new AbortController().signal, () => {})).release();
 });
+
+test("a session handed to the next stage of the run keeps its user slot: the slot store is not written between them", async () => {
+  const dir = makeTempDir();
+  const store = openAdmissionSlots(dir);
+  cleanups.push(() => store.close());
+  const a = new Admission({ maxSessionsPerRun: 2, maxSessionsPerUser: 1, maxLoadPerCpu: 1_000_000 }, () => openAdmissionSlots(dir));
+  cleanups.push(() => a.close());
+  const order: string[] = [];
+  const tickets = new Map<string, AdmissionTicket>();
+  const waits = new Map<string, string[]>();
+  const admit = (name: string) =>
+    a
+      .admit(true, new AbortController().signal, (reason) => waits.set(name, [...(waits.get(name) ?? []), reason]))
+      .then((t) => {
+        order.push(name);
+        tickets.set(name, t);
+      });
+
+  // first holds the user's one slot; second has a session of the run and polls for that slot; third waits for a session.
+  void admit("first");
+  await waitUntil(() => order.length === 1, 10_000, "the first stage admitted");
+  const held = await store.list();
+  expect(held).toHaveLength(1);
+  void admit("second");
+  await waitUntil(() => waits.has("second"), 10_000, "the second stage to wait for a user slot");
+  void admit("third");
+  await waitUntil(() => waits.has("third"), 10_000, "the third stage to wait for a session of the run");
+  expect(waits.get("second")).toEqual(["waiting for an agent session: all 1 allowed for this user on this host are busy"]);
+  expect(waits.get("third")).toEqual(["waiting for an agent session: 2 of 2 allowed for this run are busy"]);
+
+  // The first ends: its session goes to the third with its slot, the very row (as a release and a take would have
+  // ended: the third took the freed slot before the second's poll came round).
+  tickets.get("first")!.release();
+  await waitUntil(() => order.length === 2, 10_000, "the third stage admitted");
+  expect(order).toEqual(["first", "third"]);
+  expect(await store.list()).toEqual(held);
+
+  // The third ends with nothing queued for a session: its slot is given back, and the second's poll takes it.
+  tickets.get("third")!.release();
+  await waitUntil(() => order.length === 3, 10_000, "the second stage admitted");
+  const taken = await store.list();
+  expect(taken).toHaveLength(1);
+  expect(taken[0]!.id).not.toBe(held[0]!.id);
+  tickets.get("second")!.release();
+  expect(await store.list()).toEqual([]);
+});

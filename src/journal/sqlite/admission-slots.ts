@@ -9,7 +9,7 @@
  * Two processes can never both see room for the last slot.
  */
 
-import { Database } from "bun:sqlite";
+import { Database, type Statement } from "bun:sqlite";
 import { join } from "node:path";
 import { ensurePrivateDir } from "../../shared/runtime-dir.ts";
 import { isPidAlive, processStartTime } from "../../shared/process-info.ts";
@@ -23,6 +23,12 @@ function holderAlive(slot: { pid: number; start: number }): boolean {
 export class SqliteAdmissionSlots implements AdmissionSlots {
   private readonly db: Database;
   private readonly me = { pid: process.pid, start: processStartTime(process.pid) };
+  private readonly begin: Statement;
+  private readonly commit: Statement;
+  private readonly rollback: Statement;
+  private readonly held: Statement<HeldSlot, []>;
+  private readonly insert: Statement<{ id: number }, [number, number, number]>;
+  private readonly remove: Statement<unknown, [number]>;
 
   static file(dir: string): string {
     return join(dir, "slots.db");
@@ -39,32 +45,40 @@ export class SqliteAdmissionSlots implements AdmissionSlots {
     // release), each blocking its event loop (bench/README.md, agent-stages).
     this.db.run("pragma synchronous = normal");
     this.db.run("create table if not exists slots (id integer primary key autoincrement, pid integer not null, start integer not null, at integer not null)");
+    // Prepared once: an agent stage takes and releases a slot, and `db.run(sql)` compiles its SQL each time.
+    this.begin = this.db.prepare("begin immediate");
+    this.commit = this.db.prepare("commit");
+    this.rollback = this.db.prepare("rollback");
+    this.held = this.db.prepare("select id, pid, start, at from slots");
+    this.insert = this.db.prepare("insert into slots (pid, start, at) values (?, ?, ?) returning id");
+    this.remove = this.db.prepare("delete from slots where id = ?");
   }
 
   async take(max: number): Promise<number | undefined> {
-    this.db.run("begin immediate");
+    this.begin.run();
     try {
       let live = 0;
-      for (const r of this.db.query<HeldSlot, []>("select id, pid, start, at from slots").all()) {
-        if (holderAlive(r)) live++;
-        else this.db.run("delete from slots where id = ?", [r.id]);
+      for (const r of this.held.all()) {
+        // This process's own slots are held by a live holder: no signal sent, no /proc read (one of each per slot, per take).
+        if ((r.pid === this.me.pid && r.start === this.me.start) || holderAlive(r)) live++;
+        else this.remove.run(r.id);
       }
       if (live >= max) {
-        this.db.run("commit");
+        this.commit.run();
         return undefined;
       }
-      const row = this.db.query<{ id: number }, [number, number, number]>("insert into slots (pid, start, at) values (?, ?, ?) returning id").get(this.me.pid, this.me.start, Date.now());
-      this.db.run("commit");
+      const row = this.insert.get(this.me.pid, this.me.start, Date.now());
+      this.commit.run();
       return row!.id;
     } catch (err) {
-      this.db.run("rollback");
+      this.rollback.run();
       throw err;
     }
   }
 
   async release(id: number): Promise<void> {
     try {
-      this.db.run("delete from slots where id = ?", [id]);
+      this.remove.run(id);
     } catch {
       // a slot left behind is freed when this process is gone
     }
@@ -75,6 +89,7 @@ export class SqliteAdmissionSlots implements AdmissionSlots {
   }
 
   close(): void {
+    for (const st of [this.begin, this.commit, this.rollback, this.held, this.insert, this.remove]) st.finalize();
     this.db.close();
   }
 }
