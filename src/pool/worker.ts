@@ -129,9 +129,11 @@ export async function workerMain(argv: string[]): Promise<void> {
     try {
       for (let first = true; ; first = false) {
         if (!process.connected) return "disconnected";
+        let timer: ReturnType<typeof setTimeout> | undefined;
         const answer = new Promise<string>((resolve) => {
           receipts.set(opId, resolve);
-          setTimeout(() => resolve("timeout"), RECEIPT_TIMEOUT_MS).unref();
+          timer = setTimeout(() => resolve("timeout"), RECEIPT_TIMEOUT_MS);
+          timer.unref();
         });
         try {
           faultPoint("worker-before-commit");
@@ -144,6 +146,7 @@ export async function workerMain(argv: string[]): Promise<void> {
           return "failed";
         }
         const status = await answer;
+        clearTimeout(timer); // answered: the worker is not woken 2 s later for nothing (once a stage)
         receipts.delete(opId);
         if (status !== "timeout") return status;
         log(`no receipt for the result of work ${ref.workId} within ${RECEIPT_TIMEOUT_MS} ms; sending it again`);
