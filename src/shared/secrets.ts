@@ -139,6 +139,7 @@ export function secretsKnown(): boolean {
 
 /** True when `text` holds a known secret or something that looks like one (callers that copy structures only when they must). */
 export function holdsSecret(text: string): boolean {
+  if (text.length < MIN_SECRET_LENGTH) return false; // no needle nor pattern is that short (an event's type, most keys)
   for (const n of currentNeedles()) if (text.includes(n)) return true;
   return MAYBE.test(text) && redactPatterns(text) !== text;
 }
