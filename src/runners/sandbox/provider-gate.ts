@@ -24,7 +24,7 @@
  */
 
 import { mkdtempSync } from "node:fs";
-import { createServer as createHttpServer, request as httpRequest, type Server as HttpServer } from "node:http";
+import type { Server as HttpServer } from "node:http";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -85,6 +85,9 @@ export function openProviderGate(endpoints: readonly string[], onProblem: (sente
     s.on("error", () => s.destroy());
   };
 
+  // node:http is loaded by the first gate, not with this file: every atomic process imports it (the runners'),
+  // few ever open a gate, and loading node:http cost each process 2-7 ms of its start (bench/agent-stages.ts).
+  const { createServer: createHttpServer, request: httpRequest } = process.getBuiltinModule("node:http");
   const proxy = createHttpServer((req, res) => {
     let target: URL;
     try {
