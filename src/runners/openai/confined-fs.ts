@@ -29,7 +29,7 @@
  * Security).
  */
 
-import { closeSync, constants, fchmodSync, fstatSync, lstatSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Stats } from "node:fs";
+import { closeSync, constants, fchmodSync, fstatSync, lstatSync, openSync, readSync, readdirSync, realpathSync, statSync, writeSync, type Dirent, type Stats } from "node:fs";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 import { mkdirsForUser, userFileMode } from "../../shared/private-files.ts";
 
@@ -97,11 +97,14 @@ export class ConfinedFs {
 
   /** The entries of the real directory `dir`, sorted by name, each resolved (symlinks followed only inside the root). */
   entries(dir: string): DirEntry[] {
-    return readdirSync(dir)
-      .sort()
-      .map((name): DirEntry => {
+    // Each entry's type comes with its name (no lstat of each: 64-115 µs a `list` of 18 entries against 13-17,
+    // bench/README.md); a filesystem that reports none (DT_UNKNOWN: no is*() holds) has its entries lstat'ed.
+    return readdirSync(dir, { withFileTypes: true })
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map((d): DirEntry => {
+        const name = d.name;
         const path = join(dir, name);
-        const lst = lstatOrNull(path);
+        const lst = d.isSymbolicLink() || kindOf(d) !== "other" ? d : lstatOrNull(path);
         if (!lst) return { name, broken: true }; // removed meanwhile
         if (!lst.isSymbolicLink()) return { name, real: path, kind: kindOf(lst) };
         let real: string;
@@ -169,7 +172,7 @@ export function requireFile(r: Resolved): void {
   throw new ToolRefused(`refused: ${r.shown} is a ${r.kind}, not a regular file`);
 }
 
-export function kindOf(st: Stats): EntryKind {
+export function kindOf(st: Stats | Dirent): EntryKind {
   if (st.isFile()) return "file";
   if (st.isDirectory()) return "directory";
   if (st.isFIFO()) return "fifo";
