@@ -55,6 +55,16 @@ import { CONFIG_DEFAULTS } from "../shared/config/schema.ts";
 
 export const HEARTBEAT_MS = 1_000;
 export const DEFAULT_WORK_LEASE_MS = 30_000;
+/**
+ * A pool worker's heartbeat (the renewal of its stage's lease) under a lease of `leaseMs`: three per lease,
+ * never more often than HEARTBEAT_MS. Each heartbeat is a message, a receipt and a journal write for every
+ * running stage; at one a second, a 30 s lease was renewed thirty times over, and an agent stage of minutes
+ * paid a journal write per second. Three renewals per lease still leave the worker two more chances after a
+ * late one before its local deadline (work-lease-deadline.ts: the lease less a fifth).
+ */
+export function heartbeatFor(leaseMs: number): number {
+  return Math.max(HEARTBEAT_MS, Math.floor(leaseMs / 3));
+}
 /** A lease must outlive at least two heartbeats. */
 export const MIN_WORK_LEASE_MS = 2 * HEARTBEAT_MS;
 export const MAX_GENERATIONS = 3;
@@ -337,7 +347,7 @@ export class PoolExecutor implements StageExecutor {
       ...(this.opts.journalUrl ? { journalUrl: this.opts.journalUrl } : {}),
       workers: this.opts.workers,
       leaseMs: this.opts.leaseMs ?? DEFAULT_WORK_LEASE_MS,
-      heartbeatMs: HEARTBEAT_MS,
+      heartbeatMs: heartbeatFor(this.opts.leaseMs ?? DEFAULT_WORK_LEASE_MS),
       retireGraceMs: 10_000,
       maxGenerations: MAX_GENERATIONS,
       startupTimeoutMs: this.opts.startupTimeoutMs ?? CONFIG_DEFAULTS.timeouts.workerStartMs,
